@@ -1,0 +1,178 @@
+"""The ``memprof`` command line: parse flags, call the core, pick a reporter. No logic here.
+
+Flags are named as ``vllm serve`` names them, so a user can paste their arguments.
+Exit codes: 0 fits / nothing regressed, 1 predicted OOM / regression, 2 bad input, 3 environment.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from memprof.core.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_OOM, MemprofError
+
+try:  # typer >= 0.2x vendors click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer depends on click
+    from click.exceptions import ClickException  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+app = typer.Typer(
+    name="memprof",
+    help="Predict, trace and gate the GPU memory of LLM serving deployments (vLLM, SGLang).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+FORMATS = ("table", "json", "markdown")
+
+
+def _size(text: str | None) -> int | None:
+    from memprof.core.units import parse_size
+
+    return None if text is None else parse_size(text)
+
+
+@app.command()
+def estimate(
+    model: Annotated[str, typer.Option("--model", "-m",
+                                       help="Bundled name (memprof models), a config.json, "
+                                       "or a folder holding one.")] = "deepseek-r1",
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog (memprof gpus); "
+                                            "default H100-80GB.")] = None,
+    gpu_memory: Annotated[str | None, typer.Option(
+        "--gpu-memory", help="Total GPU memory as torch.cuda.mem_get_info reports it, "
+        "e.g. 23.58GiB (overrides the catalog).")] = None,
+    tensor_parallel_size: Annotated[int, typer.Option("-tp", "--tensor-parallel-size")] = 1,
+    pipeline_parallel_size: Annotated[int, typer.Option("-pp", "--pipeline-parallel-size")] = 1,
+    data_parallel_size: Annotated[int, typer.Option("-dp", "--data-parallel-size")] = 1,
+    enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel")] = False,
+    dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16, float32")] = (
+        "auto"),
+    quantization: Annotated[str | None, typer.Option(
+        "--quantization", "-q", help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq; default: "
+        "the config's quantization_config.")] = None,
+    kv_cache_dtype: Annotated[str, typer.Option(
+        "--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, fp8_ds_mla, turboquant_k8v4, "
+        "turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_3bit_nc")] = "auto",
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens")] = (
+        None),
+    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization")] = 0.92,
+    block_size: Annotated[int | None, typer.Option("--block-size")] = None,
+    kv_cache_memory: Annotated[str | None, typer.Option(
+        "--kv-cache-memory", help="KV cache size in bytes or with a unit (overrides "
+        "--gpu-memory-utilization, as in vLLM).")] = None,
+    enforce_eager: Annotated[bool, typer.Option("--enforce-eager")] = False,
+    num_speculative_tokens: Annotated[int, typer.Option(
+        "--num-speculative-tokens", help="MTP draft tokens (DeepSeek); adds the MTP layer.")] = 0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
+) -> None:
+    """Estimate the memory of every rank, the KV-cache budget and whether it fits."""
+    from memprof.core.deployment import Deployment
+    from memprof.core.errors import BadInput
+    from memprof.core.estimate import estimate as run_estimate
+
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown --format {fmt!r}", hint="table, json or markdown")
+    dep = Deployment(
+        tp=tensor_parallel_size, pp=pipeline_parallel_size, dp=data_parallel_size,
+        enable_expert_parallel=enable_expert_parallel, dtype=dtype, quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+        kv_cache_memory_bytes=_size(kv_cache_memory), enforce_eager=enforce_eager,
+        num_speculative_tokens=num_speculative_tokens,
+    )
+    result = run_estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=_size(gpu_memory))
+    _emit(result, fmt)
+    raise typer.Exit(EXIT_OK if result.verdict == "fits" else EXIT_OOM)
+
+
+def _emit(result: object, fmt: str) -> None:
+    from memprof.core.estimate import Estimate
+
+    assert isinstance(result, Estimate)
+    if fmt == "json":
+        from memprof.report.json_report import render_json
+
+        sys.stdout.write(render_json(result))
+    elif fmt == "markdown":
+        from memprof.report.table import render_markdown
+
+        sys.stdout.write(render_markdown(result))
+    else:
+        from rich.console import Console
+
+        from memprof.report.table import render_table
+
+        render_table(result, Console())
+
+
+@app.command()
+def models() -> None:
+    """List the bundled models."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from memprof.core.models import bundled_models, load_model
+
+    t = Table("name", "architecture", "layers", "hidden", "attention", "experts", "quantization")
+    for name in bundled_models():
+        s = load_model(name)
+        a = s.layers[0].attention
+        t.add_row(name, s.architecture, str(s.num_layers), str(s.hidden_size), a.kind,
+                  str(s.num_experts or "-"), s.quant.method if s.quant else s.dtype)
+    Console().print(t)
+
+
+@app.command()
+def gpus() -> None:
+    """List the GPU catalog (total memory as torch.cuda.mem_get_info reports it)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from memprof.core.gpus import catalog
+    from memprof.core.units import fmt_bytes
+
+    t = Table("name", "total", "bytes", "arch", "exact")
+    for g in catalog():
+        t.add_row(g.name, fmt_bytes(g.total_bytes), f"{g.total_bytes:,}", g.arch,
+                  "yes" if g.exact else "approx.")
+    Console().print(t)
+
+
+def _fail(message: str, hint: str, code: int) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; every user mistake becomes one ``error:`` line."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="memprof", standalone_mode=False)
+    except MemprofError as exc:
+        return _fail(exc.message, exc.hint, exc.exit_code)
+    except ClickException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.stdout.write(exc.format_message() + "\n")
+            return EXIT_OK
+        return _fail(exc.format_message(), "run memprof --help (or COMMAND --help) for the flags",
+                     EXIT_BAD_INPUT)
+    except typer.Abort:
+        return _fail("aborted", "", EXIT_BAD_INPUT)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except BrokenPipeError:  # pragma: no cover - e.g. piping into head
+        return EXIT_OK
+    return EXIT_OK
+
+
+def main() -> None:
+    sys.exit(run())

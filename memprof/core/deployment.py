@@ -1,0 +1,172 @@
+"""A deployment: the engine settings and the parallel layout, named as vLLM names them.
+
+Defaults are vLLM's (v0.21+, after PR #38284: ``gpu_memory_utilization`` 0.92 and the CUDA-graph
+memory estimate on by default; see ``reference/internals.md`` §1.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from memprof.core.errors import BadInput, LayoutError
+from memprof.core.models import ModelSpec
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py Field(default=0.92), PR #38284
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
+
+KV_CACHE_DTYPES = (
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+)
+DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    engine: str = "vllm"
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    enable_expert_parallel: bool = False
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    max_num_seqs: int | None = None  # None: vLLM's default for the GPU (estimate.batch_defaults)
+    max_num_batched_tokens: int | None = None  # None: likewise
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    block_size: int | None = None  # None: what vLLM picks for the attention backend
+    kv_cache_memory_bytes: int | None = None
+    enforce_eager: bool = False
+    num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def ep_size(self) -> int:
+        """Experts are spread over TP×DP ranks with --enable-expert-parallel (vLLM FusedMoE)."""
+        return self.tp * self.dp if self.enable_expert_parallel else 1
+
+    @property
+    def moe_tp_size(self) -> int:
+        """Without EP, vLLM's FusedMoE flattens TP across DP: experts' I is split TP×DP ways."""
+        return 1 if self.enable_expert_parallel else self.tp * self.dp
+
+    def with_(self, **changes: object) -> Deployment:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class RankCoord:
+    """Where a rank sits. Global rank order is vLLM's: DP outermost, then PP, TP fastest."""
+
+    rank: int
+    tp_rank: int
+    pp_stage: int
+    dp_rank: int
+    ep_rank: int | None
+
+
+def ranks(dep: Deployment) -> list[RankCoord]:
+    out = []
+    for dp_rank in range(dep.dp):
+        for pp_stage in range(dep.pp):
+            for tp_rank in range(dep.tp):
+                rank = (dp_rank * dep.pp + pp_stage) * dep.tp + tp_rank
+                ep = dp_rank * dep.tp + tp_rank if dep.enable_expert_parallel else None
+                out.append(RankCoord(rank, tp_rank, pp_stage, dp_rank, ep))
+    return out
+
+
+def pp_layer_split(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """Layer ranges per PP stage, as ``vllm.distributed.utils.get_pp_indices`` splits them.
+
+    Each stage gets ``L // pp`` layers; the remainder goes one each to the stages before the
+    last, counting back from the second-to-last (the last stage also holds the lm_head).
+    """
+    per = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        per[-i] += 1
+    bounds, start = [], 0
+    for n in per:
+        bounds.append((start, start + n))
+        start += n
+    return bounds
+
+
+def experts_on_rank(num_experts: int, ep_size: int, ep_rank: int) -> int:
+    """vLLM ``determine_expert_map`` (linear placement): the first ``E % ep`` ranks get one more."""
+    base, rem = divmod(num_experts, ep_size)
+    return base + (1 if ep_rank < rem else 0)
+
+
+def validate(dep: Deployment, spec: ModelSpec) -> None:
+    """Reject what the engine would reject, with a hint naming a layout that works."""
+    for name, value in (("tensor-parallel-size", dep.tp), ("pipeline-parallel-size", dep.pp),
+                        ("data-parallel-size", dep.dp)):
+        if value < 1:
+            raise BadInput(f"--{name} must be at least 1, got {value}", hint="use a positive size")
+    if not 0.0 < dep.gpu_memory_utilization <= 1.0:
+        raise BadInput(
+            f"--gpu-memory-utilization must be in (0, 1], got {dep.gpu_memory_utilization}",
+            hint="vLLM's default is 0.92",
+        )
+    for name, opt in (("max-model-len", dep.max_model_len), ("max-num-seqs", dep.max_num_seqs),
+                      ("max-num-batched-tokens", dep.max_num_batched_tokens),
+                      ("block-size", dep.block_size),
+                      ("kv-cache-memory", dep.kv_cache_memory_bytes)):
+        if opt is not None and opt <= 0:
+            raise BadInput(f"--{name} must be positive, got {opt}", hint="use a positive value")
+    if dep.num_speculative_tokens < 0:
+        raise BadInput("--num-speculative-tokens must be >= 0", hint="0 disables MTP")
+    if dep.kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise BadInput(f"unknown --kv-cache-dtype {dep.kv_cache_dtype!r}",
+                       hint="one of: " + ", ".join(KV_CACHE_DTYPES))
+    if dep.dtype not in DTYPES:
+        raise BadInput(f"unknown --dtype {dep.dtype!r}", hint="one of: " + ", ".join(DTYPES))
+    heads = spec.layers[0].attention.num_heads
+    if heads % dep.tp:
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        raise LayoutError(
+            f"tensor parallel size {dep.tp} does not divide the {heads} attention heads "
+            f"of {spec.name}",
+            hint="use -tp " + "/".join(str(d) for d in divisors[-6:]),
+        )
+    kv = spec.layers[0].attention.num_kv_heads
+    if spec.layers[0].attention.kind == "gqa" and dep.tp > kv and dep.tp % kv:
+        raise LayoutError(
+            f"tensor parallel size {dep.tp} is above the {kv} KV heads and not a multiple of it",
+            hint=f"vLLM replicates KV heads only when TP is a multiple of {kv}",
+        )
+    if dep.pp > spec.num_layers:
+        raise LayoutError(
+            f"pipeline parallel size {dep.pp} is larger than the {spec.num_layers} layers "
+            f"of {spec.name}",
+            hint=f"use -pp {spec.num_layers} or fewer",
+        )
+    if dep.enable_expert_parallel and not spec.is_moe:
+        raise LayoutError(
+            f"--enable-expert-parallel on {spec.name}, which has no experts (dense model)",
+            hint="drop --enable-expert-parallel",
+        )
+    if dep.enable_expert_parallel and spec.num_experts < dep.ep_size:
+        raise LayoutError(
+            f"expert parallel size {dep.ep_size} (TP×DP) exceeds the {spec.num_experts} experts",
+            hint="lower -tp/-dp or drop --enable-expert-parallel",
+        )
+    if dep.num_speculative_tokens and not spec.raw.get("num_nextn_predict_layers"):
+        raise BadInput(
+            f"{spec.name} has no MTP layer (num_nextn_predict_layers)",
+            hint="--num-speculative-tokens applies to DeepSeek-style MTP models",
+        )

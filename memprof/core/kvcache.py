@@ -1,0 +1,344 @@
+"""KV cache of each rank: per-layer page sizes, KV cache groups, blocks, tokens, concurrency.
+
+Formulas follow vLLM@52a31cc (``reference/internals.md`` §1.5-§1.6):
+- ``vllm/v1/kv_cache_interface.py``: page size of one block of one layer per spec class;
+- ``vllm/v1/core/kv_cache_utils.py``: grouping layers, ``num_blocks = available // page //
+  group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)``;
+- TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (§3.2);
+- DeepSeek-V4 packed layout: ``reference/deepseek_v4.md`` §5.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
+from memprof.core.errors import BadInput
+from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.units import cdiv, round_up
+
+TURBOQUANT = {
+    # preset: (key bits, value bits, key is fp8)  — §3.2; keys fp8 when key bits == 8
+    "turboquant_k8v4": (8, 4, True),
+    "turboquant_4bit_nc": (4, 4, False),
+    "turboquant_k3v4_nc": (3, 4, False),
+    "turboquant_3bit_nc": (3, 3, False),
+}
+TQ_BOUNDARY_LAYERS = 2  # get_boundary_skip_layers(n=2): first 2 and last 2 stay in model dtype
+
+# DeepSeek-V4 (reference/deepseek_v4.md §5.1-§5.2)
+DSV4_SLOT_FP8 = 584  # 448 fp8 NoPE + 128 bf16 RoPE + 8 B scales
+DSV4_SLOT_BF16 = 1024  # SM100 FlashInfer path: plain bf16 rows of 512
+DSV4_ALIGN = 576  # pages rounded up to a multiple of 576 on the fp8_ds_mla path
+DSV4_BLOCK = 256
+DSV4_SWA_BLOCK = 64
+INDEXER_SLOT_FP8 = 132  # 128 fp8 values + one fp32 scale per 128 (V3.2 indexer K cache)
+DS_MLA_FP8_SLOT = 656  # V3.2 fp8_ds_mla: 512 fp8 + 4 fp32 scales + 64 bf16 RoPE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVLayerSpec:
+    """The KV spec of one cache of one layer (vLLM has one spec per attention module)."""
+
+    name: str  # e.g. "full", "sliding", "mla", "mla+indexer", "swa", "c4a", ...
+    kind: str  # full | sliding (capped per request)
+    block_size: int  # tokens per block
+    page_bytes: int  # bytes of one block of this layer (padded)
+    window: int = 0  # sliding window (tokens) for capped specs
+    formula: str = ""
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.page_bytes / self.block_size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVPlan:
+    """How one rank's KV pool is laid out."""
+
+    layers: tuple[KVLayerSpec, ...]
+    block_size: int
+    block_bytes: int  # bytes one block id costs across all layers of the rank
+    bytes_per_token: int  # marginal bytes per token of context (ceil for sub-token layouts)
+    layout: str  # uniform | hybrid | dsv4_packed
+    kv_dtype: str
+    formula: str
+    # per request: blocks needed for ``tokens`` of context (vLLM admission rule)
+    swa_window: int = 0
+    group_blocks: tuple[tuple[str, int, int, int], ...] = ()  # (name, block, window, groups)
+
+    def blocks_per_request(self, tokens: int, max_num_batched_tokens: int) -> int:
+        total = 0
+        for _name, block, window, n_groups in self.group_blocks:
+            if window:
+                need = cdiv(min(window - 1 + max_num_batched_tokens, tokens), block) + 1
+            else:
+                need = cdiv(tokens, block)
+            total += n_groups * need
+        return total
+
+
+def kv_dtype_bytes(kv_dtype: str, model_dtype: str) -> int:
+    if kv_dtype in ("auto", "bfloat16", "float16"):
+        return 4 if model_dtype == "float32" else 2
+    if kv_dtype.startswith("fp8"):
+        return 1
+    raise BadInput(f"--kv-cache-dtype {kv_dtype} does not apply here", hint="auto or fp8")
+
+
+def tq_slot_bytes(preset: str, head_dim: int) -> int:
+    """TurboQuant bytes per head per token (K and V interleaved), ``slot + slot % 2``."""
+    kb, vb, key_fp8 = TURBOQUANT[preset]
+    key = head_dim if key_fp8 else cdiv(head_dim * kb, 8) + 2  # + fp16 vector norm
+    value = cdiv(head_dim * vb, 8) + 4  # + fp16 scale + fp16 zero
+    slot = key + value
+    return slot + slot % 2
+
+
+def default_block_size(spec: ModelSpec, arch: str) -> int:
+    """The block size vLLM picks when ``--block-size`` is not given.
+
+    MLA backends require their own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (the SM100
+    default); DeepSeek-V4 uses 256-token logical blocks; everything else 16
+    (``CacheConfig.DEFAULT_BLOCK_SIZE``).
+    """
+    kind = spec.layers[0].attention.kind
+    if kind == "dsv4":
+        return DSV4_BLOCK
+    if kind == "mla":
+        return 128 if arch.startswith("sm10") else 64
+    return 16
+
+
+def _gqa_layer(a: Attention, tp: int, kv_dtype: str, model_dtype: str, block: int,
+               tq_boundary: bool) -> KVLayerSpec:
+    kv_local = max(1, a.num_kv_heads // tp)
+    if kv_dtype.startswith("turboquant") and not tq_boundary:
+        slot = tq_slot_bytes(kv_dtype, a.head_dim)
+        page = block * kv_local * slot
+        formula = f"{kv_local} KV head(s) × {slot} B TurboQuant slot"
+    else:
+        s = kv_dtype_bytes("auto" if kv_dtype.startswith("turboquant") else kv_dtype, model_dtype)
+        page = block * kv_local * (a.head_dim + a.v_head_dim) * s
+        formula = f"{kv_local} KV head(s) × ({a.head_dim}+{a.v_head_dim}) × {s} B"
+        if tq_boundary:
+            formula += " (TurboQuant boundary layer, model dtype)"
+    if a.sliding_window:
+        return KVLayerSpec(name="sliding", kind="sliding", block_size=block, page_bytes=page,
+                           window=a.sliding_window,
+                           formula=f"{formula}, window {a.sliding_window}")
+    return KVLayerSpec(name="full", kind="full", block_size=block, page_bytes=page,
+                       formula=formula)
+
+
+def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int) -> list[KVLayerSpec]:
+    """MLA latent: one head of ``kv_lora_rank + qk_rope_head_dim``, replicated on every TP rank."""
+    dim = a.kv_lora_rank + a.qk_rope_head_dim
+    if kv_dtype == "fp8_ds_mla" or (a.has_indexer and kv_dtype.startswith("fp8")):
+        if not a.has_indexer:
+            raise BadInput("--kv-cache-dtype fp8_ds_mla needs DeepSeek-V3.2 sparse MLA",
+                           hint="use fp8 for DeepSeek V3/R1")
+        out = [KVLayerSpec(name="mla", kind="full", block_size=block,
+                           page_bytes=block * DS_MLA_FP8_SLOT,
+                           formula="656 B fp8_ds_mla (512 fp8 + 16 B scales + 128 B bf16 RoPE)")]
+    else:
+        s = kv_dtype_bytes(kv_dtype, model_dtype)
+        out = [KVLayerSpec(name="mla", kind="full", block_size=block, page_bytes=block * dim * s,
+                           formula=f"1 latent head × ({a.kv_lora_rank}+{a.qk_rope_head_dim}) × "
+                           f"{s} B")]
+    if a.has_indexer:
+        idx = a.index_head_dim + a.index_head_dim // 128 * 4
+        out.append(KVLayerSpec(name="indexer", kind="full", block_size=block,
+                               page_bytes=block * idx,
+                               formula=f"indexer K {a.index_head_dim} fp8 + fp32 scale/128"))
+    return out
+
+
+def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
+    """DeepSeek-V4 caches of one layer (``reference/deepseek_v4.md`` §5.2)."""
+    if kv_dtype in ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla"):
+        slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
+    elif kv_dtype == "bfloat16":
+        slot, align = DSV4_SLOT_BF16, 0
+    else:
+        raise BadInput(f"--kv-cache-dtype {kv_dtype} is not supported for DeepSeek-V4",
+                       hint="auto/fp8 (fp8_ds_mla, 584 B) or bfloat16 (1024 B)")
+
+    def pad(n: int) -> int:
+        return round_up(n, align) if align else n
+
+    out = [KVLayerSpec(name="swa", kind="sliding", block_size=DSV4_SWA_BLOCK,
+                       page_bytes=pad(DSV4_SWA_BLOCK * slot), window=a.sliding_window or 128,
+                       formula=f"64 × {slot} B SWA")]
+    r = a.compress_ratio
+    if r == 4:
+        out += [
+            KVLayerSpec(name="c4a", kind="full", block_size=DSV4_BLOCK,
+                        page_bytes=pad(DSV4_BLOCK // 4 * slot),
+                        formula=f"{DSV4_BLOCK // 4} × {slot} B (1 entry per 4 tokens)"),
+            KVLayerSpec(name="c4_indexer", kind="full", block_size=DSV4_BLOCK,
+                        page_bytes=round_up(DSV4_BLOCK // 4 * INDEXER_SLOT_FP8, DSV4_ALIGN),
+                        formula=f"{DSV4_BLOCK // 4} × 132 B fp8 indexer K"),
+            KVLayerSpec(name="c4_state", kind="sliding", block_size=4,
+                        page_bytes=round_up(4 * 2048 * 4, DSV4_ALIGN), window=8,
+                        formula="4 × 2048 fp32 compressor state"),
+            KVLayerSpec(name="c4_indexer_state", kind="sliding", block_size=4,
+                        page_bytes=round_up(4 * 512 * 4, DSV4_ALIGN), window=8,
+                        formula="4 × 512 fp32 indexer-compressor state"),
+        ]
+    elif r == 128:
+        out += [
+            KVLayerSpec(name="c128a", kind="full", block_size=DSV4_BLOCK,
+                        page_bytes=pad(DSV4_BLOCK // 128 * slot),
+                        formula=f"{DSV4_BLOCK // 128} × {slot} B (1 entry per 128 tokens)"),
+            KVLayerSpec(name="c128_state", kind="sliding", block_size=8,
+                        page_bytes=round_up(8 * 1024 * 4, DSV4_ALIGN), window=128,
+                        formula="8 × 1024 fp32 compressor state"),
+        ]
+    return out
+
+
+def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
+    start, end = pp_layer_split(spec.num_layers, dep.pp)[coord.pp_stage]
+    out = list(spec.layers[start:end])
+    if coord.pp_stage == dep.pp - 1:
+        out += list(spec.mtp_layers)
+    return out
+
+
+def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,
+            arch: str = "sm90") -> KVPlan:
+    """The KV layout of one rank."""
+    layers = rank_layers(spec, dep, coord)
+    kind = spec.layers[0].attention.kind
+    kv = dep.kv_cache_dtype
+    block = dep.block_size or default_block_size(spec, arch)
+    if kv.startswith("turboquant") and kind != "gqa":
+        raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
+                       hint=f"{spec.name} uses {kind.upper()}; use fp8")
+    if kind == "dsv4":
+        return _dsv4_plan(spec, layers, kv)
+    specs: list[KVLayerSpec] = []
+    n = spec.num_layers
+    for layer in layers:
+        a = layer.attention
+        if kind == "gqa":
+            boundary = kv.startswith("turboquant") and (
+                layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS)
+            specs.append(_gqa_layer(a, dep.tp, kv, model_dtype, block, boundary))
+        else:
+            specs.extend(_mla_layer(a, kv, model_dtype, block))
+    return _grouped_plan(specs, block, kv)
+
+
+def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
+    """vLLM ``get_kv_cache_groups`` + ``get_kv_cache_config_from_groups``.
+
+    One type (all full, or all sliding with one window): one group of every layer; pages may
+    differ (TurboQuant boundary layers), which vLLM handles as ``UniformTypeKVCacheSpecs`` with
+    ``page = Σ layer pages``. Mixed full + sliding with one page size: ``group_size`` = the
+    smallest per-type layer count (or the largest if max < 1.5·min), each type split into
+    ``cdiv(n, group_size)`` groups, every block id spending ``page × group_size`` bytes.
+    """
+    types = Counter((s.kind, s.window) for s in specs)
+    per_token = sum(s.page_bytes for s in specs if s.kind == "full") // block
+    if len(types) == 1:
+        (kind, window), = types
+        total = sum(s.page_bytes for s in specs)
+        return KVPlan(
+            layers=tuple(specs), block_size=block, block_bytes=total,
+            bytes_per_token=total // block if kind == "full" else 0,
+            layout="uniform", kv_dtype=kv, swa_window=window,
+            group_blocks=((kind, block, window, 1),),
+            formula=f"{len(specs)} layers × {total // len(specs) // block} B/token"
+            if len({s.page_bytes for s in specs}) == 1
+            else f"Σ over {len(specs)} layers of per-layer pages / {block}",
+        )
+    pages = {s.page_bytes for s in specs}
+    if len(pages) != 1:
+        raise BadInput("hybrid attention with different page sizes per layer type is not "
+                       "modelled yet", hint="use a uniform --kv-cache-dtype")
+    page = pages.pop()
+    counts = list(types.values())
+    lo, hi = min(counts), max(counts)
+    group_size = hi if hi < 1.5 * lo else lo
+    groups = tuple((f"{k}{'/' + str(w) if w else ''}", block, w, cdiv(c, group_size))
+                   for (k, w), c in sorted(types.items()))
+    return KVPlan(
+        layers=tuple(specs), block_size=block, block_bytes=page * group_size,
+        bytes_per_token=per_token, layout="hybrid", kv_dtype=kv,
+        swa_window=max(w for (_k, w) in types),
+        group_blocks=groups,
+        formula=f"{len(groups)} KV cache groups × {group_size} layers, page {page} B",
+    )
+
+
+def _dsv4_plan(spec: ModelSpec, layers: list[Layer], kv: str) -> KVPlan:
+    """DeepSeek-V4 packed pool: ``block_stride = max over groups of Σ pages``; five groups
+    (full_mla, two SWA subgroups, C4-state pairs, C128 state) draw block ids from one pool."""
+    specs: list[KVLayerSpec] = []
+    for layer in layers:
+        specs.extend(_dsv4_layer(layer.attention, kv))
+    by = Counter(s.name for s in specs)
+    page = {s.name: s.page_bytes for s in specs}
+    full_mla = sum(s.page_bytes for s in specs if s.kind == "full")
+    swa_sub = cdiv(by["swa"], 2) * page["swa"]
+    c4_state = by["c4_state"] * (page.get("c4_state", 0) + page.get("c4_indexer_state", 0))
+    c128_state = by["c128_state"] * page.get("c128_state", 0)
+    stride = max(full_mla, swa_sub, c4_state, c128_state)
+    groups = [("full_mla", DSV4_BLOCK, 0, 1), ("swa", DSV4_SWA_BLOCK, 128, 2)]
+    if by["c4_state"]:
+        groups.append(("c4_state", 4, 8, 1))
+    if by["c128_state"]:
+        groups.append(("c128_state", 8, 128, 1))
+    return KVPlan(
+        layers=tuple(specs), block_size=DSV4_BLOCK, block_bytes=stride,
+        bytes_per_token=cdiv(full_mla, DSV4_BLOCK), layout="dsv4_packed", kv_dtype=kv,
+        group_blocks=tuple(groups),
+        formula=f"block stride {stride} B per {DSV4_BLOCK} tokens "
+        f"({by['c4a']} C4 + {by['c128a']} C128 + {by['swa']} SWA layers)",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCapacity:
+    num_gpu_blocks: int
+    kv_cache_bytes: int
+    tokens: int  # vLLM "GPU KV cache size: N tokens"
+    max_concurrency: float  # "Maximum concurrency for L tokens per request: x"
+    blocks_per_request: int
+    request_bytes: int  # KV one max_model_len request needs (admission)
+
+
+def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
+             max_num_batched_tokens: int) -> KVCapacity:
+    blocks = max(0, available_bytes // plan.block_bytes) if available_bytes > 0 else 0
+    return capacity_from_blocks(plan, blocks, max_model_len, max_num_batched_tokens)
+
+
+def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
+                         max_num_batched_tokens: int) -> KVCapacity:
+    per_req = plan.blocks_per_request(max_model_len, max_num_batched_tokens)
+    conc = blocks / per_req if per_req else 0.0
+    return KVCapacity(
+        num_gpu_blocks=blocks, kv_cache_bytes=blocks * plan.block_bytes,
+        tokens=int(conc * max_model_len), max_concurrency=conc, blocks_per_request=per_req,
+        request_bytes=per_req * plan.block_bytes,
+    )
+
+
+def max_fitting_model_len(plan: KVPlan, available_bytes: int, max_num_batched_tokens: int,
+                          upper: int) -> int:
+    """vLLM's "estimated maximum model length": the largest length whose request fits."""
+    if available_bytes <= 0:
+        return 0
+    lo, hi = 0, upper
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        need = plan.blocks_per_request(mid, max_num_batched_tokens) * plan.block_bytes
+        if need <= available_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -1,0 +1,117 @@
+"""The JSON contract (``schema_version`` 1): what ``memprof gate`` and other tools read.
+
+Sizes are integer bytes; every field documented in the README. Nothing else goes to stdout in
+JSON mode.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memprof import __version__
+from memprof.core.estimate import SCHEMA_VERSION, Component, Estimate, RankEstimate
+
+
+def component_dict(c: Component) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "category": c.category,
+        "bytes": c.bytes,
+        "count": c.count,
+        "bytes_each": c.bytes_each,
+        "profiled": c.profiled,
+        "in_budget": c.in_budget,
+        "placeholder": c.placeholder,
+        "formula": c.formula,
+    }
+
+
+def rank_dict(r: RankEstimate) -> dict[str, Any]:
+    c = r.coord
+    return {
+        "rank": c.rank,
+        "ranks": list(r.same_as),
+        "count": len(r.same_as),
+        "tp_rank": c.tp_rank,
+        "pp_stage": c.pp_stage,
+        "dp_rank": c.dp_rank,
+        "ep_rank": c.ep_rank,
+        "components": [component_dict(x) for x in r.components],
+        "tensors": [
+            {"module": t.module, "group": t.group, "bytes": t.bytes, "count": t.count,
+             "bytes_each": t.bytes_each, "padding_bytes": t.padding_each * t.count,
+             "replicas": t.replicas, "formula": t.formula}
+            for t in r.tensors
+        ],
+        "weights_bytes": r.weights_bytes,
+        "requested_bytes": r.requested_bytes,
+        "available_kv_bytes": r.available_kv_bytes,
+        "kv_cache_bytes": r.kv.kv_cache_bytes,
+        "kv_cache_bytes_per_token": r.plan.bytes_per_token,
+        "kv_layout": r.plan.layout,
+        "block_size": r.plan.block_size,
+        "block_bytes": r.plan.block_bytes,
+        "num_gpu_blocks": r.kv.num_gpu_blocks,
+        "kv_cache_tokens": r.kv.tokens,
+        "max_concurrency": round(r.kv.max_concurrency, 4),
+        "request_kv_bytes": r.kv.request_bytes,
+        "estimated_max_model_len": r.estimated_max_model_len,
+        "verdict": r.verdict,
+        "reasons": list(r.reasons),
+    }
+
+
+def estimate_dict(e: Estimate) -> dict[str, Any]:
+    d = e.deployment
+    q = e.quant
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "memprof", "version": __version__},
+        "model": {
+            "name": e.spec.name,
+            "architecture": e.spec.architecture,
+            "family": e.spec.family,
+            "num_layers": e.spec.num_layers,
+            "mtp_layers": len(e.spec.mtp_layers),
+            "dtype": e.model_dtype,
+            "quantization": None if q is None else q.method,
+            "source": e.spec.source,
+        },
+        "deployment": {
+            "engine": d.engine,
+            "tensor_parallel_size": d.tp,
+            "pipeline_parallel_size": d.pp,
+            "data_parallel_size": d.dp,
+            "enable_expert_parallel": d.enable_expert_parallel,
+            "expert_parallel_size": d.ep_size,
+            "world_size": d.world_size,
+            "dtype": d.dtype,
+            "quantization": d.quantization,
+            "kv_cache_dtype": d.kv_cache_dtype,
+            "max_model_len": e.max_model_len,
+            "max_num_seqs": d.max_num_seqs,
+            "max_num_batched_tokens": e.max_num_batched_tokens,
+            "gpu_memory_utilization": d.gpu_memory_utilization,
+            "block_size": e.ranks[0].plan.block_size,
+            "kv_cache_memory_bytes": d.kv_cache_memory_bytes,
+            "enforce_eager": d.enforce_eager,
+            "num_speculative_tokens": d.num_speculative_tokens,
+        },
+        "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
+                "exact": e.gpu.exact},
+        "ranks": [rank_dict(r) for r in e.ranks],
+        "summary": {
+            "verdict": e.verdict,
+            "kv_cache_tokens": e.kv_cache_tokens,
+            "kv_cache_bytes_per_token": e.kv_cache_bytes_per_token,
+            "max_concurrency": round(e.max_concurrency, 4),
+            "weights_bytes_max": e.weights_bytes_max,
+            "reasons": list(e.reasons),
+            "notes": list(e.notes),
+        },
+    }
+
+
+def render_json(e: Estimate) -> str:
+    return json.dumps(estimate_dict(e), indent=2) + "\n"

@@ -1,0 +1,133 @@
+"""Human renderers of an estimate: a rich table and Markdown. Both read the same rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from memprof.core.estimate import Component, Estimate, RankEstimate
+from memprof.core.units import fmt_bytes
+
+VERDICT_STYLE = {"fits": "bold green", "runtime_oom": "bold yellow", "startup_oom": "bold red"}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    component: str
+    category: str
+    each: str
+    total: str
+    share: str
+    profiled: str
+    note: str
+
+
+def headline(e: Estimate) -> str:
+    d = e.deployment
+    par = f"TP{d.tp}" + (f" PP{d.pp}" if d.pp > 1 else "") + (f" DP{d.dp}" if d.dp > 1 else "")
+    if d.enable_expert_parallel:
+        par += f" EP{d.ep_size}"
+    q = e.quant.method if e.quant else e.model_dtype
+    return (f"{e.spec.name} ({e.spec.architecture}, {q}) on {d.world_size}× {e.gpu.name} "
+            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine}, kv {d.kv_cache_dtype}, "
+            f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
+            f"max_num_batched_tokens {e.max_num_batched_tokens}")
+
+
+def rank_title(r: RankEstimate) -> str:
+    c = r.coord
+    who = f"rank {c.rank}" if len(r.same_as) == 1 else f"{len(r.same_as)} ranks like rank {c.rank}"
+    ep = "" if c.ep_rank is None else f" ep {c.ep_rank}"
+    return f"{who} (tp {c.tp_rank}, pp {c.pp_stage}, dp {c.dp_rank}{ep})"
+
+
+def rows(e: Estimate, r: RankEstimate) -> list[Row]:
+    total = e.gpu.total_bytes
+
+    def row(c: Component) -> Row:
+        each = f"{c.count} × {fmt_bytes(c.bytes_each)}" if c.count > 1 else ""
+        note = "placeholder: not modelled yet" if c.placeholder else (
+            "" if c.in_budget else "outside the budget")
+        name = f"{c.name} ({note})" if note else c.name
+        return Row(name, c.category, each, fmt_bytes(c.bytes), f"{100 * c.bytes / total:.1f}%",
+                   "yes" if c.profiled else "NO", note)
+
+    return [row(c) for c in r.components]
+
+
+def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
+    d = e.deployment
+    if d.kv_cache_memory_bytes:
+        budget = f"KV = --kv-cache-memory {fmt_bytes(d.kv_cache_memory_bytes)}"
+    else:
+        terms = " − ".join(
+            f"{c.category} {fmt_bytes(c.bytes)}" for c in _budget_terms(r))
+        budget = (f"KV = ceil({d.gpu_memory_utilization} × {fmt_bytes(e.gpu.total_bytes)}) "
+                  f"= {fmt_bytes(r.requested_bytes)} − {terms} = "
+                  f"{fmt_bytes(r.available_kv_bytes)}")
+    return [
+        budget,
+        f"KV cache: {r.kv.num_gpu_blocks} blocks × {fmt_bytes(r.plan.block_bytes)} "
+        f"(block {r.plan.block_size} tokens; {r.plan.bytes_per_token} B/token) = "
+        f"{fmt_bytes(r.kv.kv_cache_bytes)}",
+        f"GPU KV cache size: {r.kv.tokens:,} tokens",
+        f"Maximum concurrency for {e.max_model_len:,} tokens per request: "
+        f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})",
+    ]
+
+
+def _budget_terms(r: RankEstimate) -> list[Component]:
+    cats: dict[str, int] = {}
+    for c in r.components:
+        if c.category != "kv_cache" and c.in_budget and c.profiled:
+            cats[c.category] = cats.get(c.category, 0) + c.bytes
+    return [Component(name=k, category=k, bytes=v) for k, v in cats.items()]
+
+
+def verdict_line(e: Estimate) -> str:
+    text = f"verdict: {e.verdict}"
+    if e.reasons:
+        text += " — " + "; ".join(e.reasons)
+    return text
+
+
+def render_rich(e: Estimate) -> RenderableType:
+    parts: list[RenderableType] = [Text(headline(e), style="bold")]
+    for r in e.ranks:
+        t = Table(title=rank_title(r), title_justify="left", show_lines=False, expand=False)
+        for col, just in (("component", "left"), ("category", "left"), ("count × each", "right"),
+                          ("total", "right"), ("% GPU", "right"), ("profiled", "center")):
+            t.add_column(col, justify=just, no_wrap=col != "component")  # type: ignore[arg-type]
+        for row in rows(e, r):
+            style = "dim" if row.note.startswith("placeholder") else (
+                "yellow" if row.profiled == "NO" else None)
+            t.add_row(row.component, row.category, row.each, row.total, row.share, row.profiled,
+                      style=style)
+        parts.append(t)
+        parts.append(Text("\n".join(budget_lines(e, r))))
+    parts.append(Text(verdict_line(e), style=VERDICT_STYLE.get(e.verdict, "bold")))
+    for note in e.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    return Group(*parts)
+
+
+def render_table(e: Estimate, console: Console) -> None:
+    console.print(render_rich(e))
+
+
+def render_markdown(e: Estimate) -> str:
+    out = [f"### memprof estimate: {e.spec.name}", "", headline(e), ""]
+    for r in e.ranks:
+        out += [f"#### {rank_title(r)}", "",
+                "| component | category | count × each | total | % GPU | profiled |",
+                "|---|---|---:|---:|---:|:---:|"]
+        for row in rows(e, r):
+            out.append(f"| {row.component} | {row.category} | {row.each} | {row.total} | "
+                       f"{row.share} | {row.profiled} |")
+        out += [""] + [f"- {line}" for line in budget_lines(e, r)] + [""]
+    out.append(f"**{verdict_line(e)}**")
+    out += [f"\n_note: {n}_" for n in e.notes]
+    return "\n".join(out) + "\n"
