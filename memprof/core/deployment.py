@@ -27,6 +27,8 @@ KV_CACHE_DTYPES = (
     "turboquant_k3v4_nc",
     "turboquant_3bit_nc",
 )
+ENGINES = ("vllm", "sglang")
+SCRATCH_POLICIES = ("per-layer", "shared")
 DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
 
 
@@ -48,6 +50,14 @@ class Deployment:
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
     num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
+    # scratch buffers (memprof/core/scratch.py)
+    attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
+    scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
+    # SGLang (engine="sglang")
+    mem_fraction_static: float | None = None  # None: SGLang's heuristic
+    enable_dp_attention: bool = False
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -133,6 +143,13 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.kv_cache_dtype not in KV_CACHE_DTYPES:
         raise BadInput(f"unknown --kv-cache-dtype {dep.kv_cache_dtype!r}",
                        hint="one of: " + ", ".join(KV_CACHE_DTYPES))
+    if dep.engine not in ENGINES:
+        raise BadInput(f"unknown --engine {dep.engine!r}", hint="vllm or sglang")
+    if dep.scratch is not None and dep.scratch not in SCRATCH_POLICIES:
+        raise BadInput(f"unknown --scratch {dep.scratch!r}", hint="per-layer or shared")
+    if dep.mem_fraction_static is not None and not 0.0 < dep.mem_fraction_static < 1.0:
+        raise BadInput(f"--mem-fraction-static must be in (0, 1), got {dep.mem_fraction_static}",
+                       hint="SGLang's default is a heuristic near 0.83-0.9")
     if dep.dtype not in DTYPES:
         raise BadInput(f"unknown --dtype {dep.dtype!r}", hint="one of: " + ", ".join(DTYPES))
     heads = spec.layers[0].attention.num_heads

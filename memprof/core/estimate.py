@@ -45,7 +45,17 @@ class Component:
     profiled: bool = True  # does the engine's start-up profile see it (is it in the budget)?
     formula: str = ""
     placeholder: bool = False  # a labelled stand-in for a term not modelled yet
-    in_budget: bool = True  # inside ``requested`` (False: before the baseline, or unbudgeted)
+    # where the memory sits relative to the engine's budget (see DESIGN.md):
+    #   "baseline" — allocated before the engine's baseline snapshot (CUDA context, eager NCCL
+    #                init): outside ``requested``, but it must fit beside it at start-up;
+    #   "budget"   — inside ``requested`` (weights, profiled activations, graph estimate, KV);
+    #   "runtime"  — appears after start-up and was not budgeted (lazy scratch, graph pool above
+    #                the estimate, allocator slack).
+    where: str = "budget"
+
+    @property
+    def in_budget(self) -> bool:
+        return self.where == "budget"
 
     @property
     def bytes_each(self) -> int:

@@ -21,7 +21,7 @@ def component_dict(c: Component) -> dict[str, Any]:
         "count": c.count,
         "bytes_each": c.bytes_each,
         "profiled": c.profiled,
-        "in_budget": c.in_budget,
+        "where": c.where,
         "placeholder": c.placeholder,
         "formula": c.formula,
     }

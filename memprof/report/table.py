@@ -49,8 +49,9 @@ def rows(e: Estimate, r: RankEstimate) -> list[Row]:
 
     def row(c: Component) -> Row:
         each = f"{c.count} × {fmt_bytes(c.bytes_each)}" if c.count > 1 else ""
-        note = "placeholder: not modelled yet" if c.placeholder else (
-            "" if c.in_budget else "outside the budget")
+        note = "placeholder: not modelled yet" if c.placeholder else {
+            "baseline": "before the engine's baseline", "runtime": "outside the budget"}.get(
+            c.where, "")
         name = f"{c.name} ({note})" if note else c.name
         return Row(name, c.category, each, fmt_bytes(c.bytes), f"{100 * c.bytes / total:.1f}%",
                    "yes" if c.profiled else "NO", note)
