@@ -11,9 +11,9 @@ vLLM budget (``reference/internals.md`` §1.2, vLLM@52a31cc ``determine_availabl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment, RankCoord, ranks, validate
 from memprof.core.errors import BadInput
 from memprof.core.gpus import GPU, resolve_gpu
@@ -29,37 +29,7 @@ from memprof.core.units import GiB, fmt_bytes
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
 
 SCHEMA_VERSION = 1
-CATEGORIES = ("weights", "kv_cache", "scratch", "activation", "cudagraph", "non_torch",
-              "allocator")
 VERDICTS = ("fits", "runtime_oom", "startup_oom")  # in increasing severity
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Component:
-    """One named term of a rank's memory: ``count × bytes_each = bytes``."""
-
-    name: str
-    category: str
-    bytes: int
-    count: int = 1
-    profiled: bool = True  # does the engine's start-up profile see it (is it in the budget)?
-    formula: str = ""
-    placeholder: bool = False  # a labelled stand-in for a term not modelled yet
-    # where the memory sits relative to the engine's budget (see DESIGN.md):
-    #   "baseline" — allocated before the engine's baseline snapshot (CUDA context, eager NCCL
-    #                init): outside ``requested``, but it must fit beside it at start-up;
-    #   "budget"   — inside ``requested`` (weights, profiled activations, graph estimate, KV);
-    #   "runtime"  — appears after start-up and was not budgeted (lazy scratch, graph pool above
-    #                the estimate, allocator slack).
-    where: str = "budget"
-
-    @property
-    def in_budget(self) -> bool:
-        return self.where == "budget"
-
-    @property
-    def bytes_each(self) -> int:
-        return self.bytes // self.count if self.count else self.bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,22 +120,6 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
 
 
 # --- the terms between the weights and the KV cache -------------------------------------------
-
-TermFn = Callable[["TermContext"], list[Component]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TermContext:
-    """Everything a memory term may depend on, for one rank."""
-
-    spec: ModelSpec
-    dep: Deployment
-    gpu: GPU
-    coord: RankCoord
-    plan: KVPlan
-    weights_bytes: int
-    model_dtype: str
-
 
 def placeholder_terms(ctx: TermContext) -> list[Component]:
     """Terms not modelled yet: shown, labelled, and zero."""

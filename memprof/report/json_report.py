@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from memprof import __version__
-from memprof.core.estimate import SCHEMA_VERSION, Component, Estimate, RankEstimate
+from memprof.core.components import Component
+from memprof.core.estimate import SCHEMA_VERSION, Estimate, RankEstimate
 
 
 def component_dict(c: Component) -> dict[str, Any]:

@@ -1,0 +1,68 @@
+"""Components (the named terms of a rank's memory) and the context a term is computed from.
+
+A term is a small pure function ``(TermContext) -> list[Component]`` with its formula in the
+docstring and a citation. ``memprof.core.estimate`` composes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memprof.core.deployment import Deployment, RankCoord
+from memprof.core.gpus import GPU
+from memprof.core.kvcache import KVPlan
+from memprof.core.models import ModelSpec, QuantConfig
+
+CATEGORIES = ("weights", "kv_cache", "scratch", "activation", "cudagraph", "non_torch",
+              "allocator")
+WHERE = ("baseline", "budget", "runtime")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Component:
+    """One named term of a rank's memory: ``count × bytes_each = bytes``."""
+
+    name: str
+    category: str
+    bytes: int
+    count: int = 1
+    profiled: bool = True  # does the engine's start-up profile see it (is it in the budget)?
+    formula: str = ""
+    placeholder: bool = False  # a labelled stand-in for a term not modelled yet
+    # where the memory sits relative to the engine's budget (see DESIGN.md):
+    #   "baseline" — allocated before the engine's baseline snapshot (CUDA context, eager NCCL
+    #                init): outside ``requested``, but it must fit beside it at start-up;
+    #   "budget"   — inside ``requested`` (weights, profiled activations, graph estimate, KV);
+    #   "runtime"  — appears after start-up and was not budgeted (lazy scratch, graph pool above
+    #                the estimate, allocator slack).
+    where: str = "budget"
+
+    @property
+    def in_budget(self) -> bool:
+        return self.where == "budget"
+
+    @property
+    def bytes_each(self) -> int:
+        return self.bytes // self.count if self.count else self.bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TermContext:
+    """Everything a memory term may depend on, for one rank."""
+
+    spec: ModelSpec
+    dep: Deployment
+    gpu: GPU
+    coord: RankCoord
+    plan: KVPlan
+    weights_bytes: int
+    model_dtype: str
+    quant: QuantConfig | None = None
+    # set only for runtime terms, evaluated after the KV cache is sized:
+    num_gpu_blocks: int = 0
+    kv_cache_bytes: int = 0
+
+
+
+TermFn = Callable[[TermContext], list[Component]]
