@@ -120,7 +120,9 @@ def models() -> None:
 
     from memprof.core.models import bundled_models, load_model
 
-    t = Table("name", "architecture", "layers", "hidden", "attention", "experts", "quantization")
+    t = Table()
+    for col in ("name", "architecture", "layers", "hidden", "attention", "experts", "quant"):
+        t.add_column(col, no_wrap=col == "name")
     for name in bundled_models():
         s = load_model(name)
         a = s.layers[0].attention
@@ -138,7 +140,9 @@ def gpus() -> None:
     from memprof.core.gpus import catalog
     from memprof.core.units import fmt_bytes
 
-    t = Table("name", "total", "bytes", "arch", "exact")
+    t = Table()
+    for col in ("name", "total", "bytes", "arch", "exact"):
+        t.add_column(col, no_wrap=col == "name")
     for g in catalog():
         t.add_row(g.name, fmt_bytes(g.total_bytes), f"{g.total_bytes:,}", g.arch,
                   "yes" if g.exact else "approx.")
@@ -156,7 +160,7 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; every user mistake becomes one ``error:`` line."""
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="memprof", standalone_mode=False)
+        rv = command.main(args=argv, prog_name="memprof", standalone_mode=False)
     except MemprofError as exc:
         return _fail(exc.message, exc.hint, exc.exit_code)
     except ClickException as exc:
@@ -171,7 +175,7 @@ def run(argv: list[str] | None = None) -> int:
         return int(exc.exit_code)
     except BrokenPipeError:  # pragma: no cover - e.g. piping into head
         return EXIT_OK
-    return EXIT_OK
+    return rv if isinstance(rv, int) else EXIT_OK
 
 
 def main() -> None:

@@ -279,6 +279,11 @@ def _family(cfg: dict[str, Any]) -> tuple[str, str]:
     archs = cfg.get("architectures") or []
     arch = archs[0] if isinstance(archs, list) and archs else str(cfg.get("model_type", "?"))
     model_type = cfg.get("model_type")
+    if not archs and model_type is None:
+        raise ConfigError(
+            "the config names no architecture (no 'architectures' and no 'model_type')",
+            hint="pass the model's HF config.json",
+        )
     if model_type in _FAMILY_BY_MODEL_TYPE:
         return _FAMILY_BY_MODEL_TYPE[str(model_type)], arch
     if arch in _FAMILY_BY_ARCH:

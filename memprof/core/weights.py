@@ -144,7 +144,8 @@ class _Rank:
                 f"{self.tp}", hint="vLLM asserts it; use a TP size that divides it")
         per = padded // self.tp
         real = max(0, min(per, v - self.coord.tp_rank * per))
-        self.add(module, group, per * h * self.b, replicas=self.dep.dp,
+        tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
+        self.add(module, group, per * h * self.b, replicas=self.dep.dp * tied_copies,
                  padding=(per - real) * h * self.b,
                  formula=f"{per}×{h}×{self.b}B (vocab {v} padded to {padded}, /{self.tp})")
 

@@ -1,0 +1,223 @@
+"""Gate scenarios: named reference deployments kept as data (``configs/scenarios/*.toml``).
+
+One TOML file is one deployment; its file name (without ``.toml``) is the scenario's name. The
+keys are the ``memprof estimate`` flags in snake_case, i.e. the fields of
+:class:`memprof.core.deployment.Deployment` plus ``model``, ``gpu``, ``gpu_memory`` and
+``description``::
+
+    description = "Qwen3-32B on one H200, TurboQuant k8v4 KV cache, 256 sequences"
+    model = "qwen3-32b"            # bundled name, or a config.json path (relative to this file)
+    gpu = "H200"                   # catalog name; and/or gpu_memory = "23.58GiB"
+    tensor_parallel_size = 1       # or tp = 1 (the Deployment field name)
+    kv_cache_dtype = "turboquant_k8v4"
+    gpu_memory_utilization = 0.9
+    max_num_seqs = 256
+
+The vLLM flag names ``tensor_parallel_size``, ``pipeline_parallel_size``, ``data_parallel_size``
+and ``kv_cache_memory`` stand for the fields ``tp``, ``pp``, ``dp`` and
+``kv_cache_memory_bytes``. Sizes (``gpu_memory``, ``kv_cache_memory``) are strings with a unit
+(``"80GiB"``) or integer bytes. An unknown key, a value of the wrong type or a key given twice
+(``tp`` and ``tensor_parallel_size``) is :class:`BadInput` naming the file and the key.
+
+The same mapping serves the pytest marker and :func:`memprof.budget.assert_fits`
+(:func:`request_from_mapping`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from memprof.core.deployment import Deployment
+from memprof.core.errors import BadInput
+from memprof.core.estimate import Estimate, estimate
+from memprof.core.units import parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 needs the tomli backport
+    import tomli as tomllib
+
+SCENARIO_KEYS = ("model", "gpu", "gpu_memory", "description")
+ALIASES = {
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "data_parallel_size": "dp",
+    "kv_cache_memory": "kv_cache_memory_bytes",
+}
+SIZE_FIELDS = ("kv_cache_memory_bytes",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """What ``memprof estimate`` needs: a model, a GPU and a deployment."""
+
+    model: str
+    gpu: str | None
+    gpu_memory_bytes: int | None
+    deployment: Deployment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    name: str
+    description: str
+    source: str  # the file it was read from
+    inputs: dict[str, Any]  # the keys as written in the file
+    request: Request
+
+
+def deployment_keys() -> tuple[str, ...]:
+    """Every key a deployment accepts: the Deployment fields and the vLLM flag aliases."""
+    return tuple(f.name for f in fields(Deployment)) + tuple(ALIASES)
+
+
+def _field_types() -> dict[str, str]:
+    return {f.name: str(f.type) for f in fields(Deployment)}
+
+
+def _coerce(where: str, key: str, field: str, value: object, type_text: str) -> object:
+    """Check ``value`` against the field's annotation (``int``, ``float | None``, ...)."""
+    if field in SIZE_FIELDS:
+        if isinstance(value, str):
+            return parse_size(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        raise BadInput(f"{where}: {key} must be a size such as \"16GiB\" or a number of bytes, "
+                       f"got {value!r}", hint=f"e.g. {key} = \"16GiB\"")
+    base = type_text.replace(" | None", "").replace("Optional[", "").rstrip("]").strip()
+    ok: bool
+    if base == "bool":
+        ok = isinstance(value, bool)
+    elif base == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif base == "float":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:
+            value = float(value)  # type: ignore[arg-type]
+    elif base == "str":
+        ok = isinstance(value, str)
+    else:  # a field type this loader does not know: pass it through, the estimator checks
+        ok = True
+    if not ok:
+        example = {"bool": "true", "int": "8", "float": "0.9", "str": '"vllm"'}.get(base, "...")
+        raise BadInput(f"{where}: {key} must be {base}, got {value!r} ({type(value).__name__})",
+                       hint=f"e.g. {key} = {example}")
+    return value
+
+
+def _unknown(where: str, key: str, known: tuple[str, ...]) -> BadInput:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return BadInput(f"{where}: unknown key {key!r}",
+                    hint=hint + "keys are memprof estimate's flags in snake_case: "
+                    + ", ".join(sorted(known)))
+
+
+def request_from_mapping(values: Mapping[str, object], *, where: str,
+                         extra_keys: tuple[str, ...] = (),
+                         base_dir: Path | None = None) -> Request:
+    """Build a :class:`Request` from scenario-style keys; ``extra_keys`` are ignored here.
+
+    ``base_dir`` resolves a relative ``model`` path (a config.json or a folder) that exists there.
+    """
+    types = _field_types()
+    known = (*SCENARIO_KEYS, *deployment_keys(), *extra_keys)
+    changes: dict[str, object] = {}
+    given_as: dict[str, str] = {}
+    for key, value in values.items():
+        if key in SCENARIO_KEYS or key in extra_keys:
+            continue
+        field = ALIASES.get(key, key)
+        if field not in types:
+            raise _unknown(where, key, known)
+        if field in given_as:
+            raise BadInput(f"{where}: {given_as[field]!r} and {key!r} set the same field",
+                           hint=f"keep one of {given_as[field]} and {key}")
+        given_as[field] = key
+        changes[field] = _coerce(where, key, field, value, types[field])
+    model = values.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadInput(f"{where}: no model", hint='add e.g. model = "llama-3.1-8b"')
+    if base_dir is not None and ("/" in model or model.endswith(".json")):
+        candidate = base_dir / model
+        if candidate.exists():
+            model = str(candidate)
+    gpu = values.get("gpu")
+    if gpu is not None and not isinstance(gpu, str):
+        raise BadInput(f"{where}: gpu must be a string, got {gpu!r}", hint='e.g. gpu = "H200"')
+    mem = values.get("gpu_memory")
+    mem_bytes: int | None
+    if mem is None:
+        mem_bytes = None
+    elif isinstance(mem, str):
+        mem_bytes = parse_size(mem)
+    elif isinstance(mem, int) and not isinstance(mem, bool) and mem > 0:
+        mem_bytes = mem
+    else:
+        raise BadInput(f"{where}: gpu_memory must be a size, got {mem!r}",
+                       hint='e.g. gpu_memory = "23.58GiB"')
+    required = [f.name for f in fields(Deployment)
+                if f.default is MISSING and f.default_factory is MISSING]
+    missing = [f for f in required if f not in changes]
+    if missing:  # pragma: no cover - every Deployment field has a default today
+        raise BadInput(f"{where}: missing {', '.join(missing)}", hint="add them to the scenario")
+    return Request(model=model, gpu=gpu, gpu_memory_bytes=mem_bytes,
+                   deployment=Deployment(**changes))  # type: ignore[arg-type]
+
+
+def parse_scenario(name: str, data: Mapping[str, object], *, source: str,
+                   base_dir: Path | None = None) -> Scenario:
+    desc = data.get("description", "")
+    if not isinstance(desc, str):
+        raise BadInput(f"{source}: description must be a string", hint='description = "..."')
+    request = request_from_mapping(data, where=source, base_dir=base_dir)
+    return Scenario(name=name, description=desc, source=source, inputs=dict(data),
+                    request=request)
+
+
+def load_scenario(path: Path) -> Scenario:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read the scenario {path}: {exc}",
+                       hint="scenarios are UTF-8 TOML files") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path} is not valid TOML: {' '.join(str(exc).split())}",
+                       hint="one key = value per line, strings in double quotes") from None
+    for key, value in data.items():
+        if isinstance(value, dict):
+            raise BadInput(f"{path}: [{key}] tables are not scenario keys",
+                           hint="one scenario per file, flat key = value lines")
+    return parse_scenario(path.stem, data, source=str(path), base_dir=path.parent)
+
+
+def load_scenarios(directory: Path) -> list[Scenario]:
+    """Every ``*.toml`` in ``directory``, sorted by name."""
+    if not directory.is_dir():
+        raise BadInput(f"the scenario folder {directory} does not exist",
+                       hint="pass --scenarios DIR (a folder of *.toml deployments)")
+    paths = sorted(directory.glob("*.toml"))
+    if not paths:
+        raise BadInput(f"no scenarios (*.toml) in {directory}",
+                       hint="add one TOML file per deployment, e.g. llama-3.1-8b-h100.toml")
+    return [load_scenario(p) for p in paths]
+
+
+def evaluate(request: Request) -> Estimate:
+    return estimate(request.model, request.deployment, gpu_name=request.gpu,
+                    gpu_memory_bytes=request.gpu_memory_bytes)
+
+
+def evaluate_scenario(s: Scenario) -> Estimate:
+    """The scenario's estimate; an error names the scenario."""
+    try:
+        return evaluate(s.request)
+    except BadInput as exc:
+        raise type(exc)(f"scenario {s.name}: {exc.message}", hint=exc.hint) from None

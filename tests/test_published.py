@@ -1,0 +1,100 @@
+"""memprof against published start-up figures (tests/data/published.json, a copy of
+shared/calibration/published.json with sources and quotes). Each test states its tolerance; the
+README keeps the predicted-vs-published table."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate
+from memprof.core.units import GiB
+
+ROWS = {r["id"]: r for r in json.loads(
+    (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}
+
+
+def row(i: int) -> dict[str, Any]:
+    return ROWS[i]
+
+
+def weights_gib(model: str, dep: Deployment, gpu: str) -> float:
+    e = estimate(model, dep, gpu_name=gpu)
+    return max(r.weights_bytes for r in e.ranks) / GiB
+
+
+def test_row1_qwen3_32b_model_load_tp1() -> None:
+    # vLLM "model load" 61.03 GiB with shared TurboQuant buffers (PR #40655); tolerance 0.5%
+    published = row(1)["observed"]["weights_gib"]
+    got = weights_gib("qwen3-32b", Deployment(kv_cache_dtype="turboquant_k8v4", scratch="shared",
+                                              gpu_memory_utilization=0.9, max_num_seqs=256),
+                      "H200")
+    assert abs(got - published) / published < 0.005
+
+
+def test_row2_qwen3_32b_pp2_per_rank() -> None:
+    # Published 31.56 GiB/rank; memprof's bf16 shard is 30.51 GiB (32 layers + embed or head).
+    # The PR branch's PP run loaded ~1.05 GiB more per rank than the weights; memprof does not
+    # know what (documented gap). Tolerance 4%: memprof must stay within it and below the figure.
+    published = row(2)["observed"]["weights_gib_per_rank"]
+    got = weights_gib("qwen3-32b", Deployment(pp=2, kv_cache_dtype="turboquant_k8v4",
+                                              scratch="shared", gpu_memory_utilization=0.9,
+                                              max_num_seqs=256), "H200")
+    assert got < published
+    assert abs(got - published) / published < 0.04
+
+
+def test_row48_r1_distill_qwen_14b_tp2() -> None:
+    # "Loading model weights took 13.9476 GB" (bytes / 2**30, vLLM V0) at TP2; tolerance 2%
+    published = row(48)["observed"]["weights_gb"]
+    got = weights_gib("deepseek-r1-distill-qwen-14b",
+                      Deployment(tp=2, max_model_len=8192, gpu_memory_utilization=0.98),
+                      "RTX-4090")
+    assert abs(got - published) / published < 0.02
+
+
+def test_row17_deepseek_v4_pro_sglang_load_is_not_weights_alone() -> None:
+    # SGLang's "mem usage=125.65 GB" at --tp 8 is the free-memory drop over weight loading (all
+    # that SGLang allocates while loading). memprof's TP8 shard (vLLM sharding, attention split by
+    # TP) is 101.93 GiB, ~19% below. Not a calibration point: this test pins the documented gap
+    # (15-25%) so that a change on either side is noticed and re-examined.
+    published = row(17)["observed"]["weights_gb"]
+    got = weights_gib("deepseek-v4-pro", Deployment(tp=8), "H200")
+    assert 0.15 < (published - got) / published < 0.25
+
+
+def test_row32_qwen3_235b_fp8_tokens_from_kv_memory() -> None:
+    # "Available KV cache memory: 8.11 GiB / GPU KV cache size: 178,880 tokens" at TP4: given the
+    # same KV memory, memprof's token count is within 2% (48,128 B/token per rank: 94 layers × 1
+    # KV head × 256 × 2 B).
+    obs = row(32)["observed"]
+    dep = Deployment(tp=4, quantization="fp8", max_model_len=40960,
+                     kv_cache_memory_bytes=int(obs["kv_cache_gib"] * GiB))
+    e = estimate("qwen3-235b-a22b", dep, gpu_name="H100")
+    assert e.kv_cache_bytes_per_token == 48_128
+    assert abs(e.kv_cache_tokens - obs["kv_tokens"]) / obs["kv_tokens"] < 0.02
+
+
+def test_row48_startup_failure_reproduced_from_its_kv_memory() -> None:
+    # The engine had "8.69 GiB" of KV and refused max_model_len 131072 ("81536" tokens fit).
+    # memprof gets 94,912 tokens from 8.69 GiB (98,304 B/token per rank: 48 layers × 4 KV heads ×
+    # 256 × 2 B); the two published numbers are inconsistent with each other for this
+    # architecture (81,536 × 98,304 B = 7.46 GiB; the log is partly the reporter's paraphrase),
+    # so only the verdict and the direction are asserted.
+    obs = row(48)["observed"]
+    e = estimate("deepseek-r1-distill-qwen-14b",
+                 Deployment(tp=2, kv_cache_memory_bytes=int(obs["kv_cache_gib"] * GiB)),
+                 gpu_name="RTX-4090")
+    assert e.verdict == "startup_oom"
+    assert obs["kv_tokens"] <= e.kv_cache_tokens < 131072
+    assert e.kv_cache_bytes_per_token == 98_304
+
+
+@pytest.mark.parametrize("tp", [2])
+def test_row9_mla_tokens_doubled_by_latent_cache(tp: int) -> None:
+    # PR #14462: sizing the MLA latent cache as one head (not K+V) doubled the tokens. memprof
+    # sizes MLA as one latent head: R1's 70,272 B/token is half of a K+V layout of the latent.
+    e = estimate("deepseek-r1", Deployment(tp=tp * 4), gpu_name="H200")
+    assert e.kv_cache_bytes_per_token * 2 == 61 * 2 * 576 * 2
