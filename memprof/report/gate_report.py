@@ -1,0 +1,112 @@
+"""Renderers of a gate result: a rich table and Markdown (the same rows).
+
+Rows are ordered by importance: regressions, then scenario/rank/input changes, improvements, and
+changes within the tolerance.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from memprof.core.gate import (
+    EDITED,
+    IMPROVEMENT,
+    NEW,
+    REGRESSION,
+    REMOVED,
+    WITHIN,
+    Finding,
+    GateResult,
+)
+from memprof.core.units import fmt_bytes
+
+COLUMNS = ("scenario", "rank", "metric", "baseline", "now", "Δ", "%", "status")
+ORDER = (REGRESSION, EDITED, REMOVED, NEW, IMPROVEMENT, WITHIN)
+STYLE = {REGRESSION: "bold red", IMPROVEMENT: "green", WITHIN: "dim", NEW: "cyan",
+         REMOVED: "yellow", EDITED: "yellow"}
+
+
+def _value(f: Finding, v: int | str | None) -> str:
+    if v is None:
+        return "—"
+    if f.unit == "bytes" and isinstance(v, int):
+        return fmt_bytes(v)
+    if f.unit == "tokens" and isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _delta(f: Finding) -> str:
+    d = f.delta
+    if d is None or d == 0:
+        return ""
+    if f.unit == "bytes":
+        return ("+" if d > 0 else "") + fmt_bytes(d)
+    return f"{d:+,}"
+
+
+def _pct(f: Finding) -> str:
+    p = f.pct
+    if p is None:
+        return "new" if f.unit in ("bytes", "tokens") and not f.baseline and f.now else ""
+    return f"{p:+.2f}%"
+
+
+def rows(result: GateResult) -> list[tuple[str, ...]]:
+    ordered = sorted(result.findings, key=lambda f: ORDER.index(f.status))  # stable
+    return [(f.scenario, f.rank, f.metric, _value(f, f.baseline), _value(f, f.now), _delta(f),
+             _pct(f), f.status) for f in ordered]
+
+
+def summary_line(result: GateResult) -> str:
+    tol = f"{result.tolerance_pct:g}%"
+    extra = []
+    if result.improvements:
+        extra.append(f"{len(result.improvements)} improved")
+    if result.new:
+        extra.append(f"{len(result.new)} new scenario(s): {', '.join(result.new)}")
+    if result.removed:
+        extra.append(f"{len(result.removed)} scenario(s) removed, still in the baseline: "
+                     f"{', '.join(result.removed)} (memprof gate --update drops them)")
+    tail = f"; {'; '.join(extra)}" if extra else ""
+    if result.regressed:
+        names = result.regressed_scenarios
+        return (f"memprof gate: REGRESSION — {len(result.regressions)} figure(s) beyond "
+                f"{tol} in {len(names)} of {len(result.compared)} scenario(s): "
+                f"{', '.join(names)}{tail}")
+    return (f"memprof gate: OK — {len(result.compared)} scenario(s) compared, nothing regressed "
+            f"beyond {tol}{tail}")
+
+
+def render_table(result: GateResult, console: Console) -> None:
+    if result.findings:
+        t = Table(*COLUMNS, title="memprof gate: what changed against the baseline",
+                  title_justify="left")
+        for col in ("baseline", "now", "Δ", "%"):
+            t.columns[COLUMNS.index(col)].justify = "right"
+        for row in rows(result):
+            t.add_row(*row, style=STYLE.get(row[-1], ""))
+        console.print(t)
+    style = "bold red" if result.regressed else "bold green"
+    console.print(summary_line(result), style=style, highlight=False, soft_wrap=True)
+
+
+def _md(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(result: GateResult) -> str:
+    lines = ["## memprof gate", "", ("**" + summary_line(result) + "**"), ""]
+    if result.findings:
+        lines.append("| " + " | ".join(COLUMNS) + " |")
+        lines.append("|" + "|".join(["---", "---", "---", "---:", "---:", "---:", "---:", "---"])
+                     + "|")
+        for row in rows(result):
+            cells = [_md(c) for c in row]
+            if row[-1] == REGRESSION:
+                cells[-1] = "**regression**"
+            lines.append("| " + " | ".join(cells) + " |")
+    else:
+        lines.append("No figure changed.")
+    return "\n".join(lines) + "\n"
