@@ -60,18 +60,42 @@ class Deployment:
     cuda_graph_max_bs: int | None = None
 
     @property
+    def sglang(self) -> bool:
+        return self.engine == "sglang"
+
+    @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        """vLLM: TP×PP×DP processes. SGLang: ``--tp`` is the GPU count of one server and ``--dp``
+        splits it for attention, so TP×PP."""
+        return self.tp * self.pp * (1 if self.sglang else self.dp)
+
+    @property
+    def attn_tp(self) -> int:
+        """TP degree of attention: SGLang ``--enable-dp-attention`` runs attention with
+        ``tp / dp`` ranks per DP group (``python/sglang/srt/layers/dp_attention.py``)."""
+        if self.sglang and self.enable_dp_attention:
+            return max(1, self.tp // self.dp)
+        return self.tp
+
+    @property
+    def copies(self) -> int:
+        """Full copies of the non-expert weights in the deployment (vLLM DP replicates)."""
+        return 1 if self.sglang else self.dp
 
     @property
     def ep_size(self) -> int:
-        """Experts are spread over TP×DP ranks with --enable-expert-parallel (vLLM FusedMoE)."""
-        return self.tp * self.dp if self.enable_expert_parallel else 1
+        """Experts are spread over TP×DP ranks with --enable-expert-parallel (vLLM FusedMoE);
+        over the TP ranks of the one SGLang server."""
+        if not self.enable_expert_parallel:
+            return 1
+        return self.tp if self.sglang else self.tp * self.dp
 
     @property
     def moe_tp_size(self) -> int:
         """Without EP, vLLM's FusedMoE flattens TP across DP: experts' I is split TP×DP ways."""
-        return 1 if self.enable_expert_parallel else self.tp * self.dp
+        if self.enable_expert_parallel:
+            return 1
+        return self.tp if self.sglang else self.tp * self.dp
 
     def with_(self, **changes: object) -> Deployment:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -90,6 +114,13 @@ class RankCoord:
 
 def ranks(dep: Deployment) -> list[RankCoord]:
     out = []
+    if dep.sglang:
+        for pp_stage in range(dep.pp):
+            for tp_rank in range(dep.tp):
+                dp_rank = tp_rank // dep.attn_tp if dep.enable_dp_attention else 0
+                ep = tp_rank if dep.enable_expert_parallel else None
+                out.append(RankCoord(pp_stage * dep.tp + tp_rank, tp_rank, pp_stage, dp_rank, ep))
+        return out
     for dp_rank in range(dep.dp):
         for pp_stage in range(dep.pp):
             for tp_rank in range(dep.tp):
@@ -152,18 +183,24 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        hint="SGLang's default is a heuristic near 0.83-0.9")
     if dep.dtype not in DTYPES:
         raise BadInput(f"unknown --dtype {dep.dtype!r}", hint="one of: " + ", ".join(DTYPES))
+    if dep.sglang and dep.enable_dp_attention and dep.tp % dep.dp:
+        raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp ({dep.tp})",
+                          hint="e.g. --tp 8 --dp 8 --enable-dp-attention")
+    if dep.enable_dp_attention and not dep.sglang:
+        raise BadInput("--enable-dp-attention is an SGLang flag", hint="add --engine sglang")
     heads = spec.layers[0].attention.num_heads
-    if heads % dep.tp:
+    if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
         raise LayoutError(
-            f"tensor parallel size {dep.tp} does not divide the {heads} attention heads "
+            f"tensor parallel size {dep.attn_tp} does not divide the {heads} attention heads "
             f"of {spec.name}",
             hint="use -tp " + "/".join(str(d) for d in divisors[-6:]),
         )
     kv = spec.layers[0].attention.num_kv_heads
-    if spec.layers[0].attention.kind == "gqa" and dep.tp > kv and dep.tp % kv:
+    if spec.layers[0].attention.kind == "gqa" and dep.attn_tp > kv and dep.attn_tp % kv:
         raise LayoutError(
-            f"tensor parallel size {dep.tp} is above the {kv} KV heads and not a multiple of it",
+            f"tensor parallel size {dep.attn_tp} is above the {kv} KV heads and not a multiple "
+            "of it",
             hint=f"vLLM replicates KV heads only when TP is a multiple of {kv}",
         )
     if dep.pp > spec.num_layers:
@@ -179,7 +216,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         )
     if dep.enable_expert_parallel and spec.num_experts < dep.ep_size:
         raise LayoutError(
-            f"expert parallel size {dep.ep_size} (TP×DP) exceeds the {spec.num_experts} experts",
+            f"expert parallel size {dep.ep_size} exceeds the {spec.num_experts} experts",
             hint="lower -tp/-dp or drop --enable-expert-parallel",
         )
     if dep.num_speculative_tokens and not spec.raw.get("num_nextn_predict_layers"):

@@ -226,7 +226,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         if kind == "gqa":
             boundary = kv.startswith("turboquant") and (
                 layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS)
-            specs.append(_gqa_layer(a, dep.tp, kv, model_dtype, block, boundary))
+            specs.append(_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary))
         else:
             specs.extend(_mla_layer(a, kv, model_dtype, block))
     return _grouped_plan(specs, block, kv)

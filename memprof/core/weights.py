@@ -85,6 +85,7 @@ class _Rank:
         self.dtype = model_dtype(spec, dep)
         self.b = DTYPE_BYTES[self.dtype]
         self.tp = dep.tp
+        self.copies = dep.copies  # full copies of non-expert tensors (vLLM DP)
         self.out: list[WeightTensor] = []
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -109,7 +110,7 @@ class _Rank:
     def linear(self, module: str, group: str, out: int, inn: int, *, shard: str,
                bias: bool = False, quantise: bool = True, replicas_extra: int = 1) -> None:
         """A linear of full shape ``out × in``; ``shard`` is col, row or rep."""
-        dp = self.dep.dp
+        dp = self.copies
         if shard == "col":
             lo, li, rep = cdiv(out, self.tp), inn, dp
         elif shard == "row":
@@ -131,7 +132,7 @@ class _Rank:
         b = self.b if dtype_bytes is None else dtype_bytes
         n_local = cdiv(n, self.tp) if sharded else n
         self.add(module, group, n_local * b,
-                 replicas=self.dep.dp * (1 if sharded else self.tp),
+                 replicas=self.copies * (1 if sharded else self.tp),
                  formula=f"{n_local}×{b}B")
 
     # --- embeddings ------------------------------------------------------------------------------
@@ -145,12 +146,23 @@ class _Rank:
         per = padded // self.tp
         real = max(0, min(per, v - self.coord.tp_rank * per))
         tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
-        self.add(module, group, per * h * self.b, replicas=self.dep.dp * tied_copies,
+        self.add(module, group, per * h * self.b, replicas=self.copies * tied_copies,
                  padding=(per - real) * h * self.b,
                  formula=f"{per}×{h}×{self.b}B (vocab {v} padded to {padded}, /{self.tp})")
 
     # --- attention -------------------------------------------------------------------------------
     def attention(self, layer: Layer, p: str) -> None:
+        """Attention runs with ``dep.attn_tp`` ranks (SGLang DP attention: tp / dp), each shard
+        held by ``tp / attn_tp`` DP groups."""
+        saved = (self.tp, self.copies)
+        self.tp = self.dep.attn_tp
+        self.copies = saved[1] * (saved[0] // self.tp)
+        try:
+            self._attention(layer, p)
+        finally:
+            self.tp, self.copies = saved
+
+    def _attention(self, layer: Layer, p: str) -> None:
         a = layer.attention
         h = self.spec.hidden_size
         if a.kind == "gqa":
@@ -161,16 +173,16 @@ class _Rank:
             q = self.quantised(p + "self_attn.qkv_proj")
             nq, fq = linear_bytes(a.num_heads * a.head_dim // self.tp, h, q, self.b, self.arch)
             nkv, fkv = linear_bytes(2 * kv_local * a.head_dim, h, q, self.b, self.arch)
-            self.add(p + "self_attn.qkv_proj(q)", g, nq, replicas=self.dep.dp,
+            self.add(p + "self_attn.qkv_proj(q)", g, nq, replicas=self.copies,
                      formula=fq + " (col)")
-            self.add(p + "self_attn.qkv_proj(kv)", g, nkv, replicas=self.dep.dp * kv_rep,
+            self.add(p + "self_attn.qkv_proj(kv)", g, nkv, replicas=self.copies * kv_rep,
                      formula=fkv + f" ({kv_local} KV head(s) per rank, ×{kv_rep} replicated)")
             if a.qkv_bias:
                 self.add(p + "self_attn.qkv_proj(q).bias", g,
-                         a.num_heads * a.head_dim // self.tp * self.b, replicas=self.dep.dp,
+                         a.num_heads * a.head_dim // self.tp * self.b, replicas=self.copies,
                          formula="q bias")
                 self.add(p + "self_attn.qkv_proj(kv).bias", g, 2 * kv_local * a.head_dim * self.b,
-                         replicas=self.dep.dp * kv_rep, formula="kv bias")
+                         replicas=self.copies * kv_rep, formula="kv bias")
             self.linear(p + "self_attn.o_proj", g, h, a.num_heads * a.head_dim, shard="row",
                         bias=a.o_bias)
             if a.qk_norm:
@@ -213,7 +225,7 @@ class _Rank:
             # W_UK_T / W_UV are views of one dequantised copy; free when kv_b_proj is bf16.
             heads_local = a.num_heads // self.tp
             absorbed = heads_local * a.kv_lora_rank * (a.qk_nope_head_dim + a.v_head_dim) * self.b
-            self.add(p + "self_attn.mla_attn.W_UK_T+W_UV", g, absorbed, replicas=self.dep.dp,
+            self.add(p + "self_attn.mla_attn.W_UK_T+W_UV", g, absorbed, replicas=self.copies,
                      formula=f"{heads_local}×{a.kv_lora_rank}×({a.qk_nope_head_dim}+"
                      f"{a.v_head_dim})×{self.b}B (kv_b_proj dequantised for absorbed decode)")
         if a.has_indexer:
@@ -248,7 +260,7 @@ class _Rank:
         self.linear(p + "attn.wo_b", g, h, a.o_groups * a.o_lora_rank, shard="row")
         local = a.num_heads // self.tp
         padded = max(local, 64)
-        self.add(p + "attn.attn_sink", g, padded * 4, replicas=self.dep.dp,
+        self.add(p + "attn.attn_sink", g, padded * 4, replicas=self.copies,
                  padding=(padded - local) * 4, formula=f"max({local}, 64)×4B fp32")
         if r:
             coff = 2 if r == 4 else 1
@@ -380,7 +392,7 @@ class _Rank:
             mix = (2 + m) * m
             # hc_{attn,ffn}_{fn [mix, m·H], base [mix], scale [3]}, fp32 (deepseek_v4.md §3).
             self.add(p + "hc", "hyper-connections", 2 * 4 * (mix * m * h + mix + 3),
-                     replicas=self.dep.dp * self.tp,
+                     replicas=self.copies * self.tp,
                      formula=f"2×4B×({mix}×{m}×{h} + {mix} + 3) fp32")
         if layer.is_mtp:
             g = "mtp"
@@ -398,7 +410,7 @@ class _Rank:
     def hc_head(self, p: str) -> None:
         m, h = self.spec.hc_mult, self.spec.hidden_size
         self.add(p + "hc_head", "hyper-connections head", 4 * (m * m * h + m + 1),
-                 replicas=self.dep.dp * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
+                 replicas=self.copies * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
 
     def build(self) -> list[WeightTensor]:
         spec, dep = self.spec, self.dep
