@@ -7,11 +7,15 @@ Exit codes: 0 fits / nothing regressed, 1 predicted OOM / regression, 2 bad inpu
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memprof.core.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_OOM, MemprofError
+
+if TYPE_CHECKING:
+    from memprof.core.compare import Remedy
+    from memprof.core.estimate import Estimate
 
 try:  # typer >= 0.2x vendors click
     from typer._click.exceptions import ClickException
@@ -69,6 +73,26 @@ def estimate(
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager")] = False,
     num_speculative_tokens: Annotated[int, typer.Option(
         "--num-speculative-tokens", help="MTP draft tokens (DeepSeek); adds the MTP layer.")] = 0,
+    attention_backend: Annotated[str | None, typer.Option(
+        "--attention-backend", help="cutlass_mla, flashinfer_mla, flashmla, triton_mla, "
+        "flash_attn, flashinfer, turboquant, aiter_mla, triton_attn; default: what vLLM "
+        "picks for the model, GPU and KV dtype.")] = None,
+    scratch: Annotated[str | None, typer.Option(
+        "--scratch", help="per-layer or shared decode scratch; default: what current engine "
+        "releases do.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="vllm or sglang")] = "vllm",
+    mem_fraction_static: Annotated[float | None, typer.Option(
+        "--mem-fraction-static", help="SGLang; default: SGLang's heuristic.")] = None,
+    enable_dp_attention: Annotated[bool, typer.Option(
+        "--enable-dp-attention", help="SGLang DP attention (attention TP = tp / dp).")] = False,
+    dp_sglang: Annotated[int | None, typer.Option("--dp", help="SGLang's --dp (alias of -dp).")
+                         ] = None,
+    chunked_prefill_size: Annotated[int | None, typer.Option("--chunked-prefill-size")] = None,
+    cuda_graph_max_bs: Annotated[int | None, typer.Option("--cuda-graph-max-bs")] = None,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", help="Estimate again with changes and show the difference per component, "
+        "e.g. --compare scratch=shared or --compare kv_cache_dtype=fp8,max_num_seqs=256.")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
 ) -> None:
     """Estimate the memory of every rank, the KV-cache budget and whether it fits."""
@@ -85,31 +109,40 @@ def estimate(
         max_num_batched_tokens=max_num_batched_tokens,
         gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
         kv_cache_memory_bytes=_size(kv_cache_memory), enforce_eager=enforce_eager,
-        num_speculative_tokens=num_speculative_tokens,
+        num_speculative_tokens=num_speculative_tokens, attention_backend=attention_backend,
+        scratch=scratch, engine=engine, mem_fraction_static=mem_fraction_static,
+        enable_dp_attention=enable_dp_attention, chunked_prefill_size=chunked_prefill_size,
+        cuda_graph_max_bs=cuda_graph_max_bs,
     )
+    if dp_sglang is not None:
+        dep = dep.with_(dp=dp_sglang)
     result = run_estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=_size(gpu_memory))
-    _emit(result, fmt)
+    from memprof.core.compare import parse_changes, remedies
+
+    other = None
+    if compare:
+        other = run_estimate(model, dep.with_(**parse_changes(compare)), gpu=result.gpu)
+    fixes = remedies(result, model)
+    _emit(result, fmt, fixes, other, compare)
     raise typer.Exit(EXIT_OK if result.verdict == "fits" else EXIT_OOM)
 
 
-def _emit(result: object, fmt: str) -> None:
-    from memprof.core.estimate import Estimate
-
-    assert isinstance(result, Estimate)
+def _emit(result: Estimate, fmt: str, rems: list[Remedy], b: Estimate | None,
+          compare: str | None) -> None:
     if fmt == "json":
         from memprof.report.json_report import render_json
 
-        sys.stdout.write(render_json(result))
+        sys.stdout.write(render_json(result, rems, b, compare))
     elif fmt == "markdown":
         from memprof.report.table import render_markdown
 
-        sys.stdout.write(render_markdown(result))
+        sys.stdout.write(render_markdown(result, rems, b, compare))
     else:
         from rich.console import Console
 
         from memprof.report.table import render_table
 
-        render_table(result, Console())
+        render_table(result, Console(), rems, b, compare)
 
 
 @app.command()
@@ -147,6 +180,15 @@ def gpus() -> None:
         t.add_row(g.name, fmt_bytes(g.total_bytes), f"{g.total_bytes:,}", g.arch,
                   "yes" if g.exact else "approx.")
     Console().print(t)
+
+
+def _register_subcommands() -> None:
+    from memprof.cli_gate import register
+
+    register(app)
+
+
+_register_subcommands()
 
 
 def _fail(message: str, hint: str, code: int) -> int:

@@ -41,6 +41,8 @@ Ranks are matched by global rank, so a change in how ranks fold still compares l
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +65,7 @@ NEW = "new"
 REMOVED = "removed"
 EDITED = "edited"
 STATUSES = (REGRESSION, IMPROVEMENT, WITHIN, NEW, REMOVED, EDITED)
+_INT_LIST = re.compile(r"\[\s*((?:-?[0-9]+,\s*)*-?[0-9]+)\s*\]")
 
 
 # --- snapshots -----------------------------------------------------------------------------------
@@ -108,11 +111,21 @@ def snapshot(estimate_json: Mapping[str, Any], *, inputs: Mapping[str, Any],
     """One scenario's entry of the baseline, from the estimate's JSON contract."""
     return {
         "description": description,
-        "inputs": dict(inputs),
+        "inputs": {k: v for k, v in inputs.items() if k != "description"},
         "verdict": estimate_json["summary"]["verdict"],
         "kv_cache_tokens": int(estimate_json["summary"]["kv_cache_tokens"]),
         "ranks": {rank_key(r): snapshot_rank(r) for r in estimate_json["ranks"]},
     }
+
+
+def _compact_int_lists(text: str) -> str:
+    return _INT_LIST.sub(
+        lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+
+
+def dump_baseline(doc: Mapping[str, Any]) -> str:
+    """The baseline as stable JSON text: indented, lists of rank numbers on one line."""
+    return _compact_int_lists(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n"
 
 
 def baseline_doc(scenarios: Mapping[str, Mapping[str, Any]], *, tool_version: str,
@@ -312,10 +325,14 @@ def _ranges(ids: Iterable[int]) -> str:
 def compare_scenario(name: str, base: Mapping[str, Any], now: Mapping[str, Any],
                      tol: float) -> list[Finding]:
     out: list[Finding] = []
-    if base.get("inputs", {}) != now.get("inputs", {}):
+    b_in: Mapping[str, Any] = base.get("inputs", {})
+    n_in: Mapping[str, Any] = now.get("inputs", {})
+    if b_in != n_in:
+        keys = [k for k in [*n_in, *(k for k in b_in if k not in n_in)]
+                if b_in.get(k, _UNSET) != n_in.get(k, _UNSET)]
         out.append(Finding(scenario=name, rank="", metric="inputs", unit="",
-                           baseline=_inputs_text(base.get("inputs", {})),
-                           now=_inputs_text(now.get("inputs", {})), status=EDITED))
+                           baseline=_inputs_text(b_in, keys), now=_inputs_text(n_in, keys),
+                           status=EDITED))
     b_ranks: Mapping[str, Mapping[str, Any]] = base["ranks"]
     n_ranks: Mapping[str, Mapping[str, Any]] = now["ranks"]
     b_own, n_own = _owners(b_ranks), _owners(n_ranks)
@@ -337,8 +354,12 @@ def compare_scenario(name: str, base: Mapping[str, Any], now: Mapping[str, Any],
     return out
 
 
-def _inputs_text(inputs: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in inputs.items() if k != "description")
+_UNSET = object()
+
+
+def _inputs_text(inputs: Mapping[str, Any], keys: list[str]) -> str:
+    """The changed keys only: ``scratch=per-layer``, ``scratch=—`` where unset."""
+    return " ".join(f"{k}={inputs.get(k, '—')}" for k in keys)
 
 
 def compare(baseline: Mapping[str, Mapping[str, Any]], current: Mapping[str, Mapping[str, Any]],

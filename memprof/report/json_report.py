@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from memprof import __version__
+from memprof.core.compare import Remedy, diff
 from memprof.core.components import Component
 from memprof.core.estimate import SCHEMA_VERSION, Estimate, RankEstimate
 
@@ -58,6 +59,7 @@ def rank_dict(r: RankEstimate) -> dict[str, Any]:
         "max_concurrency": round(r.kv.max_concurrency, 4),
         "request_kv_bytes": r.kv.request_bytes,
         "estimated_max_model_len": r.estimated_max_model_len,
+        "headroom_bytes": r.headroom_bytes,
         "verdict": r.verdict,
         "reasons": list(r.reasons),
     }
@@ -98,6 +100,12 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "kv_cache_memory_bytes": d.kv_cache_memory_bytes,
             "enforce_eager": d.enforce_eager,
             "num_speculative_tokens": d.num_speculative_tokens,
+            "attention_backend": d.attention_backend,
+            "scratch": d.scratch,
+            "mem_fraction_static": e.mem_fraction_static,
+            "enable_dp_attention": d.enable_dp_attention,
+            "chunked_prefill_size": d.chunked_prefill_size,
+            "cuda_graph_max_bs": d.cuda_graph_max_bs,
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},
@@ -108,11 +116,27 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "kv_cache_bytes_per_token": e.kv_cache_bytes_per_token,
             "max_concurrency": round(e.max_concurrency, 4),
             "weights_bytes_max": e.weights_bytes_max,
+            "headroom_bytes": min(r.headroom_bytes for r in e.ranks),
             "reasons": list(e.reasons),
             "notes": list(e.notes),
         },
     }
 
 
-def render_json(e: Estimate) -> str:
-    return json.dumps(estimate_dict(e), indent=2) + "\n"
+def render_json(e: Estimate, remedies: list[Remedy] | None = None, other: Estimate | None = None,
+                compare: str | None = None) -> str:
+    d = estimate_dict(e)
+    d["summary"]["remedies"] = [
+        {"change": r.change, "verdict": r.verdict, "kv_cache_tokens": r.kv_cache_tokens,
+         "detail": r.detail} for r in (remedies or [])]
+    if other is not None:
+        d["compare"] = {
+            "changes": compare,
+            "summary": {"verdict": other.verdict, "kv_cache_tokens": other.kv_cache_tokens,
+                        "max_concurrency": round(other.max_concurrency, 4)},
+            "components": [
+                {"rank": x.rank, "name": x.component, "category": x.category,
+                 "bytes": x.a_bytes, "compare_bytes": x.b_bytes, "delta_bytes": x.delta}
+                for x in diff(e, other)],
+        }
+    return json.dumps(d, indent=2) + "\n"

@@ -8,6 +8,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from memprof.core.compare import DiffRow, Remedy, diff
 from memprof.core.components import Component
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.units import fmt_bytes
@@ -64,6 +65,12 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
     d = e.deployment
     if d.kv_cache_memory_bytes:
         budget = f"KV = --kv-cache-memory {fmt_bytes(d.kv_cache_memory_bytes)}"
+    elif d.sglang:
+        loaded = sum(c.bytes for c in r.components
+                     if c.where == "budget" and c.category in ("weights", "scratch"))
+        budget = (f"KV = mem_fraction_static {e.mem_fraction_static} × free before load = "
+                  f"{fmt_bytes(r.requested_bytes)} − loaded {fmt_bytes(loaded)} = "
+                  f"{fmt_bytes(r.available_kv_bytes)}")
     else:
         terms = " − ".join(
             f"{c.category} {fmt_bytes(c.bytes)}" for c in _budget_terms(r))
@@ -78,6 +85,8 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
         f"GPU KV cache size: {r.kv.tokens:,} tokens",
         f"Maximum concurrency for {e.max_model_len:,} tokens per request: "
         f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})",
+        f"headroom at run time: {fmt_bytes(r.headroom_bytes)} (total − before-baseline − "
+        f"{'envelope' if d.sglang else 'requested'} − unbudgeted)",
     ]
 
 
@@ -93,10 +102,26 @@ def verdict_line(e: Estimate) -> str:
     text = f"verdict: {e.verdict}"
     if e.reasons:
         text += " — " + "; ".join(e.reasons)
+    elif e.verdict == "fits":
+        text += f", headroom {fmt_bytes(min(r.headroom_bytes for r in e.ranks))}"
     return text
 
 
-def render_rich(e: Estimate) -> RenderableType:
+def remedy_lines(remedies: list[Remedy]) -> list[str]:
+    return [f"try {r.change}: {r.verdict}, {r.detail}" for r in remedies]
+
+
+def compare_title(e: Estimate, other: Estimate, changes: str | None) -> str:
+    return (f"compare with {changes}: KV tokens {e.kv_cache_tokens:,} → "
+            f"{other.kv_cache_tokens:,}, verdict {e.verdict} → {other.verdict}")
+
+
+def compare_rows(e: Estimate, other: Estimate) -> list[DiffRow]:
+    return diff(e, other)
+
+
+def render_rich(e: Estimate, remedies: list[Remedy] | None = None,
+                other: Estimate | None = None, changes: str | None = None) -> RenderableType:
     parts: list[RenderableType] = [Text(headline(e), style="bold")]
     for r in e.ranks:
         t = Table(title=rank_title(r), title_justify="left", show_lines=False, expand=False)
@@ -111,16 +136,28 @@ def render_rich(e: Estimate) -> RenderableType:
         parts.append(t)
         parts.append(Text("\n".join(budget_lines(e, r))))
     parts.append(Text(verdict_line(e), style=VERDICT_STYLE.get(e.verdict, "bold")))
+    for line in remedy_lines(remedies or []):
+        parts.append(Text(line))
+    if other is not None:
+        t = Table(title=compare_title(e, other, changes), title_justify="left")
+        for col in ("rank", "component", "category", "now", "compare", "Δ"):
+            t.add_column(col, justify="left" if col in ("component", "category") else "right")
+        for x in compare_rows(e, other):
+            t.add_row(str(x.rank), x.component, x.category, fmt_bytes(x.a_bytes),
+                      fmt_bytes(x.b_bytes), fmt_bytes(x.delta))
+        parts.append(t)
     for note in e.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     return Group(*parts)
 
 
-def render_table(e: Estimate, console: Console) -> None:
-    console.print(render_rich(e))
+def render_table(e: Estimate, console: Console, remedies: list[Remedy] | None = None,
+                 other: Estimate | None = None, changes: str | None = None) -> None:
+    console.print(render_rich(e, remedies, other, changes))
 
 
-def render_markdown(e: Estimate) -> str:
+def render_markdown(e: Estimate, remedies: list[Remedy] | None = None,
+                    other: Estimate | None = None, changes: str | None = None) -> str:
     out = [f"### memprof estimate: {e.spec.name}", "", headline(e), ""]
     for r in e.ranks:
         out += [f"#### {rank_title(r)}", "",
@@ -131,5 +168,12 @@ def render_markdown(e: Estimate) -> str:
                        f"{row.share} | {row.profiled} |")
         out += [""] + [f"- {line}" for line in budget_lines(e, r)] + [""]
     out.append(f"**{verdict_line(e)}**")
+    out += [f"- {line}" for line in remedy_lines(remedies or [])]
+    if other is not None:
+        out += ["", f"#### {compare_title(e, other, changes)}", "",
+                "| rank | component | category | now | compare | Δ |",
+                "|---:|---|---|---:|---:|---:|"]
+        out += [f"| {x.rank} | {x.component} | {x.category} | {fmt_bytes(x.a_bytes)} | "
+                f"{fmt_bytes(x.b_bytes)} | {fmt_bytes(x.delta)} |" for x in compare_rows(e, other)]
     out += [f"\n_note: {n}_" for n in e.notes]
     return "\n".join(out) + "\n"
