@@ -87,6 +87,7 @@ class Remedy:
     change: str  # the flags to add, as a user types them
     verdict: str
     kv_cache_tokens: int
+    headroom_bytes: int
     detail: str
 
 
@@ -147,8 +148,12 @@ def remedies(e: Estimate, model: str, limit: int = 5) -> list[Remedy]:
         detail = (f"KV cache {r.kv_cache_tokens:,} tokens, max concurrency "
                   f"{r.max_concurrency:.2f}x, headroom "
                   f"{fmt_bytes(min(x.headroom_bytes for x in r.ranks))}")
-        out.append(Remedy(_flag(ch), r.verdict, r.kv_cache_tokens, detail))
-    out.sort(key=lambda x: (x.verdict != "fits", -x.kv_cache_tokens))
+        headroom = min(x.headroom_bytes for x in r.ranks)
+        out.append(Remedy(_flag(ch), r.verdict, r.kv_cache_tokens, headroom, detail))
+    if e.verdict == "runtime_oom":  # fits first, then the most headroom
+        out.sort(key=lambda x: (x.verdict != "fits", -x.headroom_bytes))
+    else:  # fits first, then the most KV tokens
+        out.sort(key=lambda x: (x.verdict != "fits", -x.kv_cache_tokens))
     return out[:limit]
 
 
