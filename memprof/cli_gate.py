@@ -15,7 +15,7 @@ as it was. A corrupt baseline is an error (exit 2, file untouched) unless ``--up
 which regenerates it: ``--update`` means "the current estimates are the baseline", and the old
 content is not needed for that.
 
-The lead wires it into the main app with ``register(app)``; :func:`gate_main` runs it alone.
+``memprof.cli`` adds it to the main app with ``register(app)``; :func:`gate_main` runs it.
 """
 
 from __future__ import annotations
@@ -29,12 +29,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memprof.core.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_OOM, BadInput, MemprofError
-
-try:  # typer >= 0.2x vendors click
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older typer depends on click
-    from click.exceptions import ClickException  # type: ignore[no-redef,import-not-found,unused-ignore]
+from memprof.core.errors import EXIT_OK, EXIT_OOM, BadInput
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")
@@ -208,25 +203,8 @@ def register(app: typer.Typer) -> None:
     app.command("gate")(gate)
 
 
-def _fail(message: str, hint: str, code: int) -> int:
-    sys.stderr.write(f"error: {message}\n")
-    if hint:
-        sys.stderr.write(f"hint: {hint}\n")
-    return code
-
-
 def gate_main(argv: list[str] | None = None) -> int:
-    """Run ``memprof gate ARGV`` on its own app and return the exit code."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    register(app)
-    command = typer.main.get_command(app)
-    try:
-        rv = command.main(args=argv, prog_name="memprof gate", standalone_mode=False)
-    except MemprofError as exc:
-        return _fail(exc.message, exc.hint, exc.exit_code)
-    except ClickException as exc:
-        return _fail(exc.format_message(), "run memprof gate --help for the flags",
-                     EXIT_BAD_INPUT)
-    except typer.Exit as exc:
-        return int(exc.exit_code)
-    return rv if isinstance(rv, int) else EXIT_OK
+    """Run ``memprof gate ARGV`` through the main CLI and return the exit code."""
+    from memprof.cli import run
+
+    return run(["gate", *(argv or [])])

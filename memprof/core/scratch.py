@@ -49,7 +49,7 @@ from memprof.core.errors import BadInput
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import DSV4_SWA_BLOCK, TQ_BOUNDARY_LAYERS, rank_layers
 from memprof.core.models import Layer, ModelSpec
-from memprof.core.units import GiB, MiB, cdiv, fmt_bytes, round_up
+from memprof.core.units import MiB, cdiv, fmt_bytes, round_up
 
 # --- names ---------------------------------------------------------------------------------------
 
@@ -114,28 +114,10 @@ class Dims:
     tokens_per_bs: int  # SGLang decode tokens per request in a graph: 1 + speculative tokens
 
 
-def sglang_cuda_graph_max_bs(gpu: GPU, tp: int) -> int:
-    """SGLang's default ``--cuda-graph-max-bs`` by GPU memory (internals §4.2).
-
-    ``python/sglang/srt/server_args.py::_handle_gpu_memory_settings`` (SGL@d315eb7): < 20 GiB: 8;
-    < 35: 24 (TP < 4) / 80; < 60: 32 / 160; < 160: 256 / 512; otherwise 512.
-    """
-    gib = gpu.total_bytes / GiB
-    small = tp < 4
-    if gib < 20:
-        return 8
-    if gib < 35:
-        return 24 if small else 80
-    if gib < 60:
-        return 32 if small else 160
-    if gib < 160:
-        return 256 if small else 512
-    return 512
-
-
 def dims(ctx: TermContext) -> Dims:
     """The dimensions of ``ctx``'s rank; unresolved deployment defaults follow ``resolve``."""
-    from memprof.core.estimate import batch_defaults  # lazy: estimate may import this module
+    # lazy: estimate imports this module
+    from memprof.core.estimate import batch_defaults, sglang_defaults
 
     spec, dep = ctx.spec, ctx.dep
     a = spec.layers[0].attention
@@ -161,7 +143,7 @@ def dims(ctx: TermContext) -> Dims:
         window=a.sliding_window or AITER_SWA_TOPK,
         index_topk=a.index_topk,
         dp=dep.dp,
-        graph_max_bs=dep.cuda_graph_max_bs or sglang_cuda_graph_max_bs(ctx.gpu, dep.tp),
+        graph_max_bs=dep.cuda_graph_max_bs or sglang_defaults(ctx.gpu, dep)[1],
         tokens_per_bs=per_req,
     )
 

@@ -55,8 +55,9 @@ def rows(e: Estimate, r: RankEstimate) -> list[Row]:
             "baseline": "before the engine's baseline", "runtime": "outside the budget"}.get(
             c.where, "")
         name = f"{c.name} ({note})" if note else c.name
+        profiled = "—" if c.where == "baseline" else ("yes" if c.profiled else "NO")
         return Row(name, c.category, each, fmt_bytes(c.bytes), f"{100 * c.bytes / total:.1f}%",
-                   "yes" if c.profiled else "NO", note)
+                   profiled, note)
 
     return [row(c) for c in r.components]
 
