@@ -55,6 +55,9 @@ def test_seed000_cutlass_mla_decode_out_per_layer_is_unprofiled_runtime_oom() ->
     assert per.kv_cache_tokens == shared.kv_cache_tokens
     assert per.verdict == "runtime_oom" and shared.verdict == "fits"
     assert "CUTLASS MLA decode output (per layer)" in per.reasons[0]
+    # the table's scratch section: what sharing would save
+    assert ("CUTLASS MLA decode output", 61 * 268_435_456, 268_435_456) in \
+        per.ranks[0].scratch_savings
     # remedies are evaluated: sharing fits with the most headroom
     fixes = remedies(per, "deepseek-r1")
     assert fixes[0].change == "--scratch shared" and fixes[0].verdict == "fits"

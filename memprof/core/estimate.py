@@ -46,6 +46,8 @@ class RankEstimate:
     verdict: str
     reasons: tuple[str, ...]
     headroom_bytes: int = 0
+    # per scratch buffer: (name, bytes with per-layer buffers, bytes with one shared buffer)
+    scratch_savings: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def weights_bytes(self) -> int:
@@ -249,8 +251,11 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
             blocks = blocks // max(1, plan.block_size) * max(1, plan.block_size)
         min_blocks[coord.dp_rank] = min(min_blocks.get(coord.dp_rank, blocks), blocks)
 
+    from memprof.core.scratch import scratch_savings
+
     rank_estimates: list[RankEstimate] = []
     runtime_cache: dict[tuple[object, ...], list[Component]] = {}
+    savings_cache: dict[tuple[object, ...], tuple[tuple[str, int, int], ...]] = {}
     for coord, tensors, comps, plan, available, envelope in raw:
         cap = capacity_from_blocks(plan, min_blocks[coord.dp_rank], mml, mnbt)
         rkey = (id(plan), cap.num_gpu_blocks, coord.pp_stage)
@@ -261,6 +266,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                               model_dtype=dtype, quant=quant, num_gpu_blocks=cap.num_gpu_blocks,
                               kv_cache_bytes=cap.kv_cache_bytes)
             runtime_cache[rkey] = [c for fn in after_kv for c in fn(ctx)]
+            savings_cache[rkey] = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])
         kv_comp = Component(name="KV cache", category="kv_cache", bytes=cap.kv_cache_bytes,
                             count=cap.num_gpu_blocks or 1,
                             formula=f"{cap.num_gpu_blocks} blocks × {plan.block_bytes} B "
@@ -273,7 +279,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
             coord=coord, same_as=(coord.rank,), components=tuple(all_comps),
             tensors=tuple(tensors), plan=plan, requested_bytes=envelope,
             available_kv_bytes=available, kv=cap, estimated_max_model_len=est_len,
-            verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom))
+            verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom,
+            scratch_savings=savings_cache[rkey]))
 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))

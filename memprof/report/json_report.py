@@ -60,6 +60,8 @@ def rank_dict(r: RankEstimate) -> dict[str, Any]:
         "request_kv_bytes": r.kv.request_bytes,
         "estimated_max_model_len": r.estimated_max_model_len,
         "headroom_bytes": r.headroom_bytes,
+        "scratch_savings": [{"name": n, "per_layer_bytes": a, "shared_bytes": b}
+                            for n, a, b in r.scratch_savings],
         "verdict": r.verdict,
         "reasons": list(r.reasons),
     }

@@ -88,6 +88,8 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
         f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})",
         f"headroom at run time: {fmt_bytes(r.headroom_bytes)} (total − before-baseline − "
         f"{'envelope' if d.sglang else 'requested'} − unbudgeted)",
+        *[f"scratch {name}: per layer {fmt_bytes(per)}, shared {fmt_bytes(shared)} — sharing "
+          f"saves {fmt_bytes(per - shared)}" for name, per, shared in r.scratch_savings],
     ]
 
 
