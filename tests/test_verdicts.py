@@ -90,7 +90,10 @@ def test_sglang_dp_attention_gathered_buffer_with_formula() -> None:
     # (max_bs 512 × 1 token × dp 8, hidden 7168) bf16, persistent (#8280) or per forward
     assert p.bytes == s.bytes == 512 * 8 * 7168 * 2
     assert "#8280" in p.formula and "dp" in p.formula.lower()
-    assert per.verdict in ("fits", "runtime_oom", "startup_oom")
+    # both variants hold the same peak, so the verdict and KV budget do not move
+    assert per.verdict == shared.verdict == "fits"
+    assert per.kv_cache_tokens == shared.kv_cache_tokens > 0
+    assert per.ranks[0].headroom_bytes == shared.ranks[0].headroom_bytes > 0
 
 
 def test_deepseek_v4_aiter_per_step_vs_shared() -> None:

@@ -285,7 +285,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
-    notes = _notes(spec, dep, quant, gpu, mfs)
+    notes = _notes(dep, quant, gpu, mfs)
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
@@ -361,8 +361,7 @@ def _verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], av
     return "fits", [], headroom
 
 
-def _notes(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, gpu: GPU,
-           mfs: float) -> tuple[str, ...]:
+def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> tuple[str, ...]:
     notes: list[str] = []
     if quant is not None and quant.source == "flag":
         notes.append(f"--quantization {dep.quantization}: sized as vLLM quantises an unquantised "
@@ -377,5 +376,4 @@ def _notes(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, gpu: GPU
         notes.append(f"SGLang: mem_fraction_static {mfs} "
                      f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
                      "weights sharded as vLLM shards them")
-    del spec
     return tuple(notes)

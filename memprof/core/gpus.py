@@ -11,7 +11,6 @@ from functools import lru_cache
 
 from memprof.core.errors import BadInput, ConfigError
 from memprof.core.models import configs_dir
-from memprof.core.units import GiB
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,10 +21,6 @@ class GPU:
     vendor: str = "nvidia"
     exact: bool = True
     source: str = ""
-
-    @property
-    def total_gib(self) -> float:
-        return self.total_bytes / GiB
 
 
 @lru_cache(maxsize=1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
+from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
 from memprof.core.errors import BadInput
 from memprof.core.models import Attention, Layer, ModelSpec
 from memprof.core.units import cdiv, round_up
@@ -48,10 +48,6 @@ class KVLayerSpec:
     window: int = 0  # sliding window (tokens) for capped specs
     formula: str = ""
 
-    @property
-    def bytes_per_token(self) -> float:
-        return self.page_bytes / self.block_size
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVPlan:
@@ -65,7 +61,6 @@ class KVPlan:
     kv_dtype: str
     formula: str
     # per request: blocks needed for ``tokens`` of context (vLLM admission rule)
-    swa_window: int = 0
     group_blocks: tuple[tuple[str, int, int, int], ...] = ()  # (name, block, window, groups)
 
     def blocks_per_request(self, tokens: int, max_num_batched_tokens: int) -> int:
@@ -108,7 +103,7 @@ def default_block_size(spec: ModelSpec, arch: str) -> int:
         return DSV4_BLOCK
     if kind == "mla":
         return 128 if arch.startswith("sm10") else 64
-    return 16
+    return DEFAULT_BLOCK_SIZE
 
 
 def _gqa_layer(a: Attention, tp: int, kv_dtype: str, model_dtype: str, block: int,
@@ -249,7 +244,7 @@ def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
         return KVPlan(
             layers=tuple(specs), block_size=block, block_bytes=total,
             bytes_per_token=total // block if kind == "full" else 0,
-            layout="uniform", kv_dtype=kv, swa_window=window,
+            layout="uniform", kv_dtype=kv,
             group_blocks=((kind, block, window, 1),),
             formula=f"{len(specs)} layers × {total // len(specs) // block} B/token"
             if len({s.page_bytes for s in specs}) == 1
@@ -268,7 +263,6 @@ def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
     return KVPlan(
         layers=tuple(specs), block_size=block, block_bytes=page * group_size,
         bytes_per_token=per_token, layout="hybrid", kv_dtype=kv,
-        swa_window=max(w for (_k, w) in types),
         group_blocks=groups,
         formula=f"{len(groups)} KV cache groups × {group_size} layers, page {page} B",
     )
