@@ -1,6 +1,6 @@
 """memprof: predict, trace and gate the GPU memory of LLM serving deployments."""
 
-from memprof.core.errors import MemprofError
+from memprof.base.errors import MemprofError
 
 __version__ = "0.1.0"
 

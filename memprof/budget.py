@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memprof.core.errors import BadInput
+from memprof.base.errors import BadInput
+from memprof.base.units import fmt_bytes, parse_size
 from memprof.core.estimate import VERDICTS
-from memprof.core.units import fmt_bytes, parse_size
 
 LIMIT_KEYS = ("max_peak_bytes", "max_weights_bytes", "min_kv_tokens", "verdict")
 
@@ -85,7 +85,7 @@ def check_budget(model: str, *, gpu: str | None = None, gpu_memory: int | str | 
                  **deployment: Any) -> BudgetReport:
     """Estimate ``model`` on the deployment and list the limits it breaks.
 
-    Raises :class:`memprof.core.errors.BadInput` for an unknown key or a bad value.
+    Raises :class:`memprof.base.errors.BadInput` for an unknown key or a bad value.
     """
     from memprof.core.gate import rank_key, snapshot_rank
     from memprof.core.scenarios import evaluate, request_from_mapping

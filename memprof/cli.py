@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memprof.core.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_OOM, MemprofError
+from memprof.base.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_OOM, MemprofError
 
 if TYPE_CHECKING:
     from memprof.core.compare import Remedy
@@ -34,7 +34,7 @@ FORMATS = ("table", "json", "markdown")
 
 
 def _size(text: str | None) -> int | None:
-    from memprof.core.units import parse_size
+    from memprof.base.units import parse_size
 
     return None if text is None else parse_size(text)
 
@@ -96,8 +96,8 @@ def estimate(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
 ) -> None:
     """Estimate the memory of every rank, the KV-cache budget and whether it fits."""
+    from memprof.base.errors import BadInput
     from memprof.core.deployment import Deployment
-    from memprof.core.errors import BadInput
     from memprof.core.estimate import estimate as run_estimate
 
     if fmt not in FORMATS:
@@ -170,8 +170,8 @@ def gpus() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from memprof.base.units import fmt_bytes
     from memprof.core.gpus import catalog
-    from memprof.core.units import fmt_bytes
 
     t = Table()
     for col in ("name", "total", "bytes", "arch", "exact"):

@@ -29,7 +29,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memprof.core.errors import EXIT_OK, EXIT_OOM, BadInput
+from memprof.base.errors import EXIT_OK, EXIT_OOM, BadInput
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")

@@ -46,8 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _check(item: pytest.Item, mark: pytest.Mark) -> Any:
     """The mark's :class:`memprof.budget.BudgetReport` (cached per item and mark)."""
+    from memprof.base.errors import MemprofError
     from memprof.budget import check_budget
-    from memprof.core.errors import MemprofError
 
     cache = item.stash.setdefault(_CACHE, {})
     if id(mark) in cache:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from memprof.base.errors import BadInput
 from memprof.cli_gate import gate_main, read_baseline, write_atomic
-from memprof.core.errors import BadInput
 from memprof.core.estimate import SCHEMA_VERSION
 from memprof.core.gate import (
     BASELINE_KIND,

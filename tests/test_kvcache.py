@@ -2,8 +2,8 @@
 
 import pytest
 
+from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment, ranks
-from memprof.core.errors import BadInput
 from memprof.core.kvcache import capacity, kv_plan, max_fitting_model_len, tq_slot_bytes
 from memprof.core.models import load_model
 

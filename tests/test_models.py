@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from memprof.core.errors import ConfigError
+from memprof.base.errors import ConfigError
 from memprof.core.models import bundled_models, load_model, spec_from_config
 
 REQUIRED = {"deepseek-r1", "deepseek-v3", "deepseek-v4-pro", "deepseek-v4-flash", "qwen3-32b",

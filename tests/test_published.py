@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
-from memprof.core.units import GiB
 
 ROWS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}

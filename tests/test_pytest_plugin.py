@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memprof.base.errors import BadInput
 from memprof.budget import assert_fits, check_budget
-from memprof.core.errors import BadInput
 
 pytest_plugins = ["pytester"]
 

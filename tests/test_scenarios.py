@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from memprof.base.errors import BadInput, LayoutError
+from memprof.base.units import GiB
 from memprof.cli_gate import gate_main
 from memprof.core.deployment import Deployment
-from memprof.core.errors import BadInput, LayoutError
 from memprof.core.estimate import Estimate
 from memprof.core.scenarios import (
     ALIASES,
@@ -21,7 +22,6 @@ from memprof.core.scenarios import (
     load_scenarios,
     request_from_mapping,
 )
-from memprof.core.units import GiB
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "configs" / "scenarios"
 

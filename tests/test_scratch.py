@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memprof.base.errors import BadInput
+from memprof.base.units import KiB, MiB
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment, ranks
-from memprof.core.errors import BadInput
 from memprof.core.estimate import estimate, resolve
 from memprof.core.gpus import find_gpu
 from memprof.core.kvcache import kv_plan
@@ -30,7 +31,6 @@ from memprof.core.scratch import (
     scratch_savings,
     scratch_terms,
 )
-from memprof.core.units import KiB, MiB
 from memprof.core.weights import model_dtype
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from memprof.base.units import GiB, KiB, MiB
 from memprof.core import terms
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.gpus import GPU, find_gpu
 from memprof.core.kvcache import kv_plan
 from memprof.core.models import ModelSpec, load_model, spec_from_config
-from memprof.core.units import GiB, KiB, MiB
 
 ROWS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}

@@ -1,7 +1,7 @@
 import pytest
 
-from memprof.core.errors import BadInput
-from memprof.core.units import GiB, KiB, MiB, cdiv, fmt_bytes, parse_size, round_up
+from memprof.base.errors import BadInput
+from memprof.base.units import GiB, KiB, MiB, cdiv, fmt_bytes, parse_size, round_up
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
+from memprof.base.errors import BadInput
+from memprof.base.units import GiB
 from memprof.cli import run
 from memprof.core.compare import diff, parse_changes, remedies
 from memprof.core.deployment import Deployment
-from memprof.core.errors import BadInput
 from memprof.core.estimate import Estimate, estimate, sglang_defaults
 from memprof.core.gpus import find_gpu
-from memprof.core.units import GiB
 
 TQ = {"kv_cache_dtype": "turboquant_k8v4", "gpu_memory_utilization": 0.9, "max_num_seqs": 256}
 TQ_SET = 278_986_752  # 4·256·64·(32·129 + 128 + 1): mid_o + output + lse, fp32

@@ -2,10 +2,10 @@
 
 import pytest
 
+from memprof.base.errors import LayoutError
+from memprof.base.units import GiB
 from memprof.core.deployment import Deployment, ranks
-from memprof.core.errors import LayoutError
 from memprof.core.models import load_model
-from memprof.core.units import GiB
 from memprof.core.weights import rank_weights, unsharded_total
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from memprof.base.errors import BadInput
+from memprof.base.units import fmt_bytes
 from memprof.core.deployment import Deployment
-from memprof.core.errors import BadInput
 from memprof.core.estimate import Estimate, estimate
-from memprof.core.units import fmt_bytes
 
 _ALIASES = {"tensor_parallel_size": "tp", "pipeline_parallel_size": "pp",
             "data_parallel_size": "dp", "kv_cache_memory": "kv_cache_memory_bytes"}
@@ -21,7 +21,7 @@ _ALIASES = {"tensor_parallel_size": "tp", "pipeline_parallel_size": "pp",
 
 def parse_changes(text: str) -> dict[str, object]:
     """``"scratch=shared,tp=4"`` → typed Deployment field values (flag names also accepted)."""
-    from memprof.core.units import parse_size
+    from memprof.base.units import parse_size
 
     fields = {f.name: f for f in dataclasses.fields(Deployment)}
     out: dict[str, object] = {}

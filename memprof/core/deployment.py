@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from memprof.core.errors import BadInput, LayoutError
+from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py Field(default=0.92), PR #38284

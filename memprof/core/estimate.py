@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from memprof.base.errors import BadInput
+from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment, RankCoord, ranks, validate
-from memprof.core.errors import BadInput
 from memprof.core.gpus import GPU, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
@@ -25,7 +26,6 @@ from memprof.core.kvcache import (
     max_fitting_model_len,
 )
 from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
-from memprof.core.units import GiB, MiB, fmt_bytes
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
 
 SCHEMA_VERSION = 1

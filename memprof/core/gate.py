@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memprof.core.errors import BadInput
+from memprof.base.errors import BadInput
 from memprof.core.estimate import VERDICTS
 
 GATE_SCHEMA_VERSION = 1

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memprof.core.errors import BadInput, ConfigError
+from memprof.base.errors import BadInput, ConfigError
 from memprof.core.models import configs_dir
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from memprof.base.errors import BadInput
+from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
-from memprof.core.errors import BadInput
 from memprof.core.models import Attention, Layer, ModelSpec
-from memprof.core.units import cdiv, round_up
 
 TURBOQUANT = {
     # preset: (key bits, value bits, key is fp8)  — §3.2; keys fp8 when key bits == 8

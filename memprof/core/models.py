@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memprof.core.errors import ConfigError
+from memprof.base.errors import ConfigError
 
 # --- where the bundled data lives -------------------------------------------------------------
 

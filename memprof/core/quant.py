@@ -6,8 +6,8 @@ Layouts are vLLM's (citations per scheme below).
 
 from __future__ import annotations
 
+from memprof.base.units import cdiv, round_up
 from memprof.core.models import QuantConfig
-from memprof.core.units import cdiv, round_up
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "uint8": 1}
 

@@ -32,10 +32,10 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from memprof.base.errors import BadInput
+from memprof.base.units import parse_size
 from memprof.core.deployment import Deployment
-from memprof.core.errors import BadInput
 from memprof.core.estimate import Estimate, estimate
-from memprof.core.units import parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib

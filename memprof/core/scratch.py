@@ -43,13 +43,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memprof.base.errors import BadInput
+from memprof.base.units import MiB, cdiv, fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
-from memprof.core.errors import BadInput
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import DSV4_SWA_BLOCK, TQ_BOUNDARY_LAYERS, rank_layers
 from memprof.core.models import Layer, ModelSpec
-from memprof.core.units import MiB, cdiv, fmt_bytes, round_up
 
 # --- names ---------------------------------------------------------------------------------------
 

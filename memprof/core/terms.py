@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.base.units import KiB, MiB, cdiv, fmt_bytes, round_up
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment, experts_on_rank
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVPlan, rank_layers
 from memprof.core.models import Attention, Layer
-from memprof.core.units import KiB, MiB, cdiv, fmt_bytes, round_up
 
 # --- constants (each with its source) -------------------------------------------------------------
 

@@ -25,11 +25,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from memprof.base.errors import LayoutError
+from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank, pp_layer_split
-from memprof.core.errors import LayoutError
 from memprof.core.models import Layer, ModelSpec, QuantConfig
 from memprof.core.quant import DTYPE_BYTES, linear_bytes
-from memprof.core.units import cdiv, round_up
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64

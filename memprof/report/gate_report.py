@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from memprof.base.units import fmt_bytes
 from memprof.core.gate import (
     EDITED,
     IMPROVEMENT,
@@ -19,7 +20,6 @@ from memprof.core.gate import (
     Finding,
     GateResult,
 )
-from memprof.core.units import fmt_bytes
 
 COLUMNS = ("scenario", "rank", "metric", "baseline", "now", "Δ", "%", "status")
 ORDER = (REGRESSION, EDITED, REMOVED, NEW, IMPROVEMENT, WITHIN)

@@ -8,10 +8,10 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from memprof.base.units import fmt_bytes
 from memprof.core.compare import DiffRow, Remedy, diff
 from memprof.core.components import Component
 from memprof.core.estimate import Estimate, RankEstimate
-from memprof.core.units import fmt_bytes
 
 VERDICT_STYLE = {"fits": "bold green", "runtime_oom": "bold yellow", "startup_oom": "bold red"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from memprof.core.errors import BadInput
+from memprof.base.errors import BadInput
 
 KiB = 1 << 10
 MiB = 1 << 20
