@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM, BadInput
+from memprof.core.gate import DEFAULT_FLOOR_BYTES
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")
@@ -114,6 +115,22 @@ def write_atomic(path: Path, text: str) -> None:
         os.close(dfd)
 
 
+def _check_writable(path: Path) -> None:
+    """Refuse a baseline path that cannot be written, before anything is evaluated or written."""
+    if path.is_dir():
+        raise BadInput(f"--baseline {path} is a folder", hint="pass the baseline's file path, "
+                       "e.g. reports/baseline.json")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BadInput(f"--baseline {path}: {parent} is a file, not a folder",
+                               hint="pass a path whose folders exist or can be created")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise BadInput(f"--baseline {path}: the folder {parent} is not writable",
+                               hint="pick a writable folder, or fix its permissions")
+            break
+
+
 def _write_markdown(text: str, markdown: Path | None) -> None:
     if markdown is not None:
         try:
@@ -135,11 +152,12 @@ def _write_markdown(text: str, markdown: Path | None) -> None:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 200)
+    # piped (CI logs, files): 80 columns, the width every log viewer shows whole
+    return Console(width=None if sys.stdout.isatty() else 80)
 
 
 def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update: bool,
-             markdown: Path | None) -> int:
+             markdown: Path | None, floor_bytes: int = DEFAULT_FLOOR_BYTES) -> int:
     """The command's logic; returns the exit code (raises MemprofError for bad input)."""
     from memprof import __version__
     from memprof.core.estimate import SCHEMA_VERSION
@@ -149,6 +167,8 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
     if not 0.0 <= tolerance < 100.0:
         raise BadInput(f"--tolerance must be a percentage in [0, 100), got {tolerance}",
                        hint="e.g. --tolerance 1 (one percent)")
+    if update:
+        _check_writable(baseline)
     current = current_snapshots(scenarios or default_scenarios())
     console = _console()
     if update:
@@ -159,16 +179,21 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
             if baseline.exists():
                 sys.stderr.write(f"note: {exc.message}; --update regenerates it\n")
         if old is not None:
-            result = compare(old, current, tolerance)
+            result = compare(old, current, tolerance, floor_bytes)
             render_table(result, console)
             _write_markdown(render_markdown(result), markdown)
         doc = baseline_doc(current, tool_version=__version__,
                            estimate_schema_version=SCHEMA_VERSION)
-        write_atomic(baseline, dump_baseline(doc))
+        _check_writable(baseline)
+        try:
+            write_atomic(baseline, dump_baseline(doc))
+        except OSError as exc:
+            raise BadInput(f"cannot write the baseline {baseline}: {exc.strerror or exc}",
+                           hint="pass --baseline a file path in a writable folder") from None
         console.print(f"memprof gate: wrote {baseline} ({len(current)} scenarios)",
                       highlight=False)
         return EXIT_OK
-    result = compare(read_baseline(baseline), current, tolerance)
+    result = compare(read_baseline(baseline), current, tolerance, floor_bytes)
     render_table(result, console)
     _write_markdown(render_markdown(result), markdown)
     return EXIT_REGRESSION if result.regressed else EXIT_OK
@@ -186,15 +211,21 @@ def gate(
         "--update", help="Write the current estimates as the new baseline (atomically).")] = False,
     markdown: Annotated[Path | None, typer.Option(
         "--markdown", help="Also write the table as Markdown to this file.")] = None,
+    floor: Annotated[str, typer.Option(
+        "--floor", help="Bytes a figure must also grow by to be a regression, so small "
+        "components do not flap (e.g. 16MiB).")] = "16MiB",
 ) -> None:
     """Compare every scenario's estimate with the baseline; exit 1 on a regression.
 
-    Regression: memory grown or KV-cache tokens shrunk by more than --tolerance %, or an OOM.
+    Regression: memory grown by more than --tolerance % and --floor, KV-cache tokens shrunk by
+    more than --tolerance %, or an OOM.
 
     The table also goes to $GITHUB_STEP_SUMMARY when that is set.
     """
+    from memprof.base.units import parse_size
+
     code = run_gate(scenarios=scenarios, baseline=baseline, tolerance=tolerance, update=update,
-                    markdown=markdown)
+                    markdown=markdown, floor_bytes=parse_size(floor))
     raise typer.Exit(code)
 
 

@@ -58,12 +58,15 @@ def test_seed000_cutlass_mla_decode_out_per_layer_is_unprofiled_runtime_oom() ->
     # the table's scratch section: what sharing would save
     assert ("CUTLASS MLA decode output", 61 * 268_435_456, 268_435_456) in \
         per.ranks[0].scratch_savings
-    # remedies are evaluated: sharing fits with the most headroom
+    # remedies are evaluated and offered only when they fit with the minimum headroom (1 GiB),
+    # same GPUs first: sharing (free) first
     fixes = remedies(per, "deepseek-r1")
     assert fixes[0].change == "--scratch shared" and fixes[0].verdict == "fits"
-    assert any(f.change.startswith("--max-num-seqs") and f.verdict == "fits" for f in fixes)
+    assert all(f.verdict == "fits" and f.headroom_bytes >= GiB for f in fixes)
+    assert [f.gpus for f in fixes] == sorted(f.gpus for f in fixes)  # same 8 GPUs first
+    assert any(f.change.startswith("--max-num-seqs") for f in fixes)
     util = next(f for f in fixes if f.change.startswith("--gpu-memory-utilization"))
-    assert util.verdict == "fits" and 0 <= util.headroom_bytes < 256 * 2**20
+    assert GiB <= util.headroom_bytes < GiB + 256 * 2**20  # the utilisation that leaves 1 GiB
 
 
 def test_pr37799_like_deployment_shows_what_is_outside_the_budget() -> None:
@@ -123,11 +126,19 @@ def test_llama_8b_on_24gib_fits_at_20000_and_not_at_200000() -> None:
     assert any(f.change == f"--max-model-len {est}" and f.verdict == "fits" for f in fixes)
 
 
-def test_no_memory_for_the_cache_blocks_and_its_remedies() -> None:
+def test_weights_larger_than_the_gpu_are_a_model_load_oom_and_its_remedies() -> None:
     e = estimate("llama-3.1-70b", Deployment(), gpu_name="H100")
-    assert e.verdict == "startup_oom" and "No available memory" in e.reasons[0]
+    assert e.verdict == "startup_oom" and e.reasons[0].startswith("model load OOM")
+    assert e.ranks[0].headroom_bytes < 0  # never positive headroom beside 131 GiB of weights
     fixes = remedies(e, "llama-3.1-70b")
-    assert fixes and fixes[0].verdict == "fits" and fixes[0].change.startswith("-tp")
+    assert fixes and all(f.verdict == "fits" for f in fixes)
+    assert fixes[0].change.startswith("-tp")
+
+
+def test_no_memory_for_the_cache_blocks() -> None:
+    e = estimate("qwen3-32b", Deployment(gpu_memory_utilization=0.8), gpu_name="H100")
+    assert e.verdict == "startup_oom" and "No available memory" in e.reasons[0]
+    assert e.ranks[0].available_kv_bytes < 0 and e.ranks[0].headroom_bytes >= 0
 
 
 def test_requested_above_free_memory_is_a_startup_oom() -> None:

@@ -5,6 +5,8 @@ Exit codes (documented in the README):
   1  predicted OOM, or a gate regression
   2  bad input (config, layout, flag value, baseline) — one ``error:`` line plus a ``hint:``
   3  environment (no GPU, no driver) for commands that need one
+  70 internal error: a bug of memprof's own (EX_SOFTWARE of sysexits.h) — never 1, so CI never
+     reads a crash as a predicted OOM
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ EXIT_OK = 0
 EXIT_OOM = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
+EXIT_INTERNAL = 70
 
 
 class MemprofError(Exception):

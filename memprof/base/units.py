@@ -6,6 +6,7 @@ Sizes are ``int`` bytes everywhere in code and JSON; people see binary units.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from memprof.base.errors import BadInput
 
@@ -14,41 +15,84 @@ MiB = 1 << 20
 GiB = 1 << 30
 TiB = 1 << 40
 
+# Units spelled out: case-insensitive; binary (…iB) are powers of 1024, SI (…B) of 1000.
 _UNITS = {
-    "": 1,
     "b": 1,
-    "k": KiB,
     "kib": KiB,
-    "kb": 1000,
-    "m": MiB,
     "mib": MiB,
-    "mb": 1000**2,
-    "g": GiB,
     "gib": GiB,
-    "gb": 1000**3,
-    "t": TiB,
     "tib": TiB,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
     "tb": 1000**4,
 }
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+# One-letter suffixes as vLLM's ``human_readable_int`` reads them (vllm-project/vllm v0.11+,
+# vllm/utils/argparse_utils.py ``human_readable_int``; earlier in vllm/engine/arg_utils.py):
+# upper case binary (``16K`` = 16,384), lower case decimal (``25.6k`` = 25,600), and no decimals
+# with a binary letter.
+_VLLM_BINARY = {"K": KiB, "M": MiB, "G": GiB, "T": TiB}
+_VLLM_DECIMAL = {"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
+_SIZE_RE = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)\s*([a-zA-Z]*)\s*$")
+MAX_SIZE_TEXT = 64  # characters; a longer size is a mistake, not a size
+MAX_BYTES = 1 << 60  # 1 EiB: far above any GPU, far below what breaks arithmetic
+SIZE_FORMS = "80GiB, 23.58GiB, 512MiB (binary), 80GB (SI) or 16G (binary, as vLLM reads it)"
 
 
-def parse_size(text: str) -> int:
-    """Parse ``"80GiB"``, ``"512MiB"``, ``"23.58GiB"``, ``"1e9"``-free plain ints, ``"4GB"`` (SI).
+def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = False) -> int:
+    """Parse a size into whole bytes (rounded down), exactly (no float rounding).
 
-    Binary suffixes (KiB, MiB, GiB, TiB, and bare K/M/G/T) are powers of 1024; KB/MB/GB/TB are SI.
-    The result is rounded down to whole bytes. Raises ``BadInput`` on anything else, or on a size
-    that is not positive.
+    Accepted: a number with a unit — ``80GiB``/``512MiB``/``1TiB`` (binary), ``4GB``/``500MB``
+    (SI), ``B``, or one upper-case letter ``16G`` (binary: memprof and vLLM agree). Refused, with
+    the accepted forms in the hint, so nothing is guessed:
+
+    - a comma (``23,58GiB``: a decimal comma or a thousands separator — which one is a guess);
+    - a number without a unit (``80``: bytes or GiB?), unless ``bare_bytes`` — flags whose engine
+      reads bytes, such as vLLM's ``--kv-cache-memory-bytes``;
+    - a lower-case one-letter unit (``80g``: vLLM reads it as 10^9, memprof used to read 2^30),
+      unless ``vllm_letters``, where vLLM's own rule applies (lower case decimal);
+    - zero, negative, more than 1 EiB, or more than 64 characters.
     """
-    m = _SIZE_RE.match(text.replace("_", "").replace(",", ""))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise BadInput(
-            f"cannot read the size {text!r}",
-            hint="write a number with a binary unit, e.g. 80GiB, 23.58GiB or 512MiB",
-        )
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if len(text) > MAX_SIZE_TEXT:
+        raise BadInput(f"the size {text[:24]!r}… is {len(text)} characters long",
+                       hint=f"write a size such as {SIZE_FORMS}")
+    if "," in text:
+        raise BadInput(f"cannot read the size {text!r}: a comma is either a decimal comma or a "
+                       "thousands separator, and memprof does not guess which",
+                       hint=f"use a decimal point and a unit: {SIZE_FORMS}")
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise BadInput(f"cannot read the size {text!r}", hint=f"write e.g. {SIZE_FORMS}")
+    number = m.group(1).replace("_", "")
+    unit = m.group(2)
+    if not unit:
+        if not bare_bytes:
+            raise BadInput(f"the size {text!r} has no unit",
+                           hint=f"write the unit: {SIZE_FORMS}")
+        mult = 1
+    elif unit.lower() in _UNITS:
+        mult = _UNITS[unit.lower()]
+    elif unit in _VLLM_BINARY:
+        if "." in number and vllm_letters:
+            raise BadInput(f"vLLM allows no decimals with a binary letter ({text!r})",
+                           hint=f"write {number}{unit}iB, or {number}{unit.lower()} (decimal)")
+        mult = _VLLM_BINARY[unit]
+    elif unit in _VLLM_DECIMAL and vllm_letters:
+        mult = _VLLM_DECIMAL[unit]
+    elif unit in _VLLM_DECIMAL:
+        power = "kmgt".index(unit) + 1
+        big = unit.upper()
+        raise BadInput(f"the size {text!r} is ambiguous: {unit!r} is 10^{3 * power} for vLLM "
+                       f"but was 2^{10 * power} in memprof",
+                       hint=f"write {number}{big}iB (binary) or {number}{big}B (SI)")
+    else:
+        raise BadInput(f"unknown unit {unit!r} in the size {text!r}",
+                       hint=f"write e.g. {SIZE_FORMS}")
+    value = int(Fraction(number) * mult)
     if value <= 0:
-        raise BadInput(f"the size {text!r} must be positive", hint="e.g. 80GiB")
+        raise BadInput(f"the size {text!r} must be at least one byte", hint="e.g. 80GiB")
+    if value > MAX_BYTES:
+        raise BadInput(f"the size {text!r} is larger than 1 EiB", hint="e.g. 80GiB")
     return value
 
 

@@ -45,7 +45,7 @@ class Deployment:
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     max_num_seqs: int | None = None  # None: vLLM's default for the GPU (estimate.batch_defaults)
     max_num_batched_tokens: int | None = None  # None: likewise
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    gpu_memory_utilization: float | None = None  # None: vLLM's default (resolve sets 0.92)
     block_size: int | None = None  # None: what vLLM picks for the attention backend
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
@@ -152,42 +152,92 @@ def experts_on_rank(num_experts: int, ep_size: int, ep_rank: int) -> int:
     return base + (1 if ep_rank < rem else 0)
 
 
+# Upper bounds of the integer settings: far above any real deployment, low enough that every
+# term stays exact integer arithmetic (an integer with thousands of digits is a mistake).
+MAX_PARALLEL = 1 << 20  # TP, PP, DP degree
+MAX_TOKENS = 1 << 32  # max_model_len, batched tokens, block size, sequences
+MAX_SPEC_TOKENS = 1024
+# SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
+# --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
+# ``max_prefill_tokens: int = 16384`` and ``_handle_gpu_memory_settings``).
+SGLANG_MAX_PREFILL_TOKENS = 16384
+
+
+def _default(field: str) -> object:
+    return getattr(Deployment(), field)
+
+
+def check_engine_flags(dep: Deployment) -> None:
+    """Refuse a setting the chosen engine does not have, naming the engine's own flag."""
+    from memprof.core.flags import SETTINGS
+
+    other = "sglang" if dep.engine == "vllm" else "vllm"
+    for s in SETTINGS:
+        if s.flags(dep.engine) or getattr(dep, s.field) == _default(s.field):
+            continue
+        flag = max(s.flags(other), key=len)
+        names = {"vllm": "vLLM", "sglang": "SGLang"}
+        raise BadInput(f"{flag} is {names[other]}'s flag and does not apply under "
+                       f"--engine {dep.engine}: {s.note}",
+                       hint=f"drop {flag}, or add --engine {other}")
+
+
+def _show(value: int) -> str:
+    text = str(value)
+    return f"{value:,}" if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
+
+
+def _check_int(flag: str, value: int | None, low: int, high: int) -> None:
+    if value is None:
+        return
+    if value < low:
+        raise BadInput(f"{flag} must be at least {low}, got {_show(value)}",
+                       hint=f"use a value in [{low:,}, {high:,}]")
+    if value > high:
+        raise BadInput(f"{flag} must be at most {high:,}, got {_show(value)}",
+                       hint=f"use a value in [{low:,}, {high:,}]")
+
+
 def validate(dep: Deployment, spec: ModelSpec) -> None:
     """Reject what the engine would reject, with a hint naming a layout that works."""
-    for name, value in (("tensor-parallel-size", dep.tp), ("pipeline-parallel-size", dep.pp),
-                        ("data-parallel-size", dep.dp)):
-        if value < 1:
-            raise BadInput(f"--{name} must be at least 1, got {value}", hint="use a positive size")
-    if not 0.0 < dep.gpu_memory_utilization <= 1.0:
+    from memprof.core.flags import flag_name
+
+    if dep.engine not in ENGINES:
+        raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint="vllm or sglang")
+    check_engine_flags(dep)
+    e = dep.engine
+    for field, low, high in (("tp", 1, MAX_PARALLEL), ("pp", 1, MAX_PARALLEL),
+                             ("dp", 1, MAX_PARALLEL), ("max_model_len", 1, MAX_TOKENS),
+                             ("max_num_seqs", 1, MAX_TOKENS),
+                             ("max_num_batched_tokens", 1, MAX_TOKENS),
+                             ("block_size", 1, MAX_TOKENS),
+                             ("num_speculative_tokens", 0, MAX_SPEC_TOKENS),
+                             ("cuda_graph_max_bs", 1, MAX_TOKENS)):
+        _check_int(flag_name(field, e), getattr(dep, field), low, high)
+    if dep.chunked_prefill_size is not None and dep.chunked_prefill_size not in (-1, 0):
+        _check_int("--chunked-prefill-size", dep.chunked_prefill_size, 1, MAX_TOKENS)
+    if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:
         raise BadInput(
             f"--gpu-memory-utilization must be in (0, 1], got {dep.gpu_memory_utilization}",
             hint="vLLM's default is 0.92",
         )
-    for name, opt in (("max-model-len", dep.max_model_len), ("max-num-seqs", dep.max_num_seqs),
-                      ("max-num-batched-tokens", dep.max_num_batched_tokens),
-                      ("block-size", dep.block_size),
-                      ("kv-cache-memory", dep.kv_cache_memory_bytes)):
-        if opt is not None and opt <= 0:
-            raise BadInput(f"--{name} must be positive, got {opt}", hint="use a positive value")
-    if dep.num_speculative_tokens < 0:
-        raise BadInput("--num-speculative-tokens must be >= 0", hint="0 disables MTP")
+    if dep.kv_cache_memory_bytes is not None and dep.kv_cache_memory_bytes <= 0:
+        raise BadInput(f"--kv-cache-memory-bytes must be positive, got "
+                       f"{dep.kv_cache_memory_bytes}", hint="e.g. --kv-cache-memory-bytes 16GiB")
     if dep.kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise BadInput(f"unknown --kv-cache-dtype {dep.kv_cache_dtype!r}",
+        raise BadInput(f"unknown --kv-cache-dtype {str(dep.kv_cache_dtype)[:40]!r}",
                        hint="one of: " + ", ".join(KV_CACHE_DTYPES))
-    if dep.engine not in ENGINES:
-        raise BadInput(f"unknown --engine {dep.engine!r}", hint="vllm or sglang")
     if dep.scratch is not None and dep.scratch not in SCRATCH_POLICIES:
-        raise BadInput(f"unknown --scratch {dep.scratch!r}", hint="per-layer or shared")
+        raise BadInput(f"unknown --scratch {str(dep.scratch)[:40]!r}", hint="per-layer or shared")
     if dep.mem_fraction_static is not None and not 0.0 < dep.mem_fraction_static < 1.0:
         raise BadInput(f"--mem-fraction-static must be in (0, 1), got {dep.mem_fraction_static}",
                        hint="SGLang's default is a heuristic near 0.83-0.9")
     if dep.dtype not in DTYPES:
-        raise BadInput(f"unknown --dtype {dep.dtype!r}", hint="one of: " + ", ".join(DTYPES))
+        raise BadInput(f"unknown --dtype {str(dep.dtype)[:40]!r}",
+                       hint="one of: " + ", ".join(DTYPES))
     if dep.sglang and dep.enable_dp_attention and dep.tp % dep.dp:
         raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp ({dep.tp})",
                           hint="e.g. --tp 8 --dp 8 --enable-dp-attention")
-    if dep.enable_dp_attention and not dep.sglang:
-        raise BadInput("--enable-dp-attention is an SGLang flag", hint="add --engine sglang")
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

@@ -16,7 +16,15 @@ from dataclasses import dataclass, replace
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext, TermFn
-from memprof.core.deployment import Deployment, RankCoord, ranks, validate
+from memprof.core.deployment import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    SGLANG_MAX_PREFILL_TOKENS,
+    Deployment,
+    RankCoord,
+    experts_on_rank,
+    ranks,
+    validate,
+)
 from memprof.core.gpus import GPU, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
@@ -107,11 +115,21 @@ def batch_defaults(gpu: GPU) -> tuple[int, int]:
 
 
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
+    """Every default filled in: max_model_len from the config, vLLM's batch defaults for the
+    GPU, vLLM's ``gpu_memory_utilization`` 0.92. A config that states no
+    ``max_position_embeddings`` needs ``--max-model-len``: memprof does not guess a length."""
     mnbt, seqs = batch_defaults(gpu)
+    mml = dep.max_model_len or spec.max_position_embeddings
+    if not mml:
+        raise BadInput(f"the config of {spec.name} has no max_position_embeddings, so the "
+                       "context length is unknown",
+                       hint="pass --max-model-len (SGLang: --context-length), e.g. 32768")
     resolved = dep.with_(
-        max_model_len=dep.max_model_len or spec.max_position_embeddings,
+        max_model_len=mml,
         max_num_batched_tokens=dep.max_num_batched_tokens or mnbt,
         max_num_seqs=dep.max_num_seqs or seqs,
+        gpu_memory_utilization=(None if dep.sglang else
+                                dep.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION),
     )
     assert resolved.max_num_batched_tokens is not None and resolved.max_num_seqs is not None
     if resolved.max_num_batched_tokens < resolved.max_num_seqs:
@@ -152,16 +170,30 @@ def sglang_defaults(gpu: GPU, dep: Deployment) -> tuple[int, int, float]:
     tiers = ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 8192, 256, 512),
              (160, 8192, 256, 512), (math.inf, 16384, 512, 512))
     tier = next(t for t in tiers if gib < t[0])
-    chunk = dep.chunked_prefill_size or tier[1]
+    chunk = tier[1] if dep.chunked_prefill_size is None else dep.chunked_prefill_size
     max_bs = dep.cuda_graph_max_bs or (tier[2] if dep.tp < 4 else tier[3])
     graph: float = 2 * max_bs
     if dep.enable_dp_attention:
         graph += 3 * max_bs * dep.dp + (1.5 * max_bs * dep.dp if max_bs > 300 else 0)
     mib = gpu.total_bytes / MiB
-    reserved = 512 + 1.5 * max(chunk, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
+    # chunked prefill off (-1): the reserve follows --max-prefill-tokens instead
+    prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
+    reserved = 512 + 1.5 * max(prefill, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
-    mfs = dep.mem_fraction_static or round((mib - reserved) / mib, 3)
+    if dep.mem_fraction_static:
+        return chunk, max_bs, dep.mem_fraction_static
+    mfs = round((mib - reserved) / mib, 3)
+    if mfs <= 0:
+        # SGLang would start with a mem_fraction_static ≤ 0 and fail: refuse the settings instead
+        fixed = reserved - graph
+        per_bs = graph / max_bs
+        top = max(1, int((mib * 0.999 - fixed) / per_bs)) if per_bs else 0
+        raise BadInput(
+            f"with --cuda-graph-max-bs {max_bs} SGLang's mem_fraction_static heuristic reserves "
+            f"{reserved:,.0f} MiB for activations and CUDA graphs, more than the GPU's "
+            f"{mib:,.0f} MiB (mem_fraction_static would be {mfs})",
+            hint=f"lower --cuda-graph-max-bs (at most {top} here), or set --mem-fraction-static")
     return chunk, max_bs, mfs
 
 
@@ -190,18 +222,36 @@ def _loaded(c: Component) -> bool:
     return c.where == "budget" and c.category in ("weights", "scratch")
 
 
+@dataclass(frozen=True, slots=True)
+class _Class:
+    """Ranks that hold the same weights and KV layout (same PP stage, same expert count)."""
+
+    tensors: list[WeightTensor]
+    comps: list[Component]
+    plan: KVPlan
+    available: int  # KV bytes the budget leaves
+    envelope: int  # what the engine reserves for itself (vLLM: requested; SGLang: mfs × free)
+
+
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
              gpu_memory_bytes: int | None = None, gpu: GPU | None = None,
              terms: tuple[list[TermFn], list[TermFn]] | None = None) -> Estimate:
-    """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict."""
+    """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
+
+    Work grows with the *distinct* ranks, not their count: ranks of one PP stage holding the
+    same number of experts are one class, computed once; an engine (one DP rank's TP×PP
+    workers) takes the smallest block count of its classes; ranks with the same class and block
+    count share one ``RankEstimate`` (``same_as`` lists them).
+    """
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
     spec = model if isinstance(model, ModelSpec) else load_model(
         model, speculative_mtp=dep.num_speculative_tokens > 0)
     validate(dep, spec)
     if dep.sglang:
         chunk, max_bs, _mfs = sglang_defaults(gpu, dep)
+        prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
         dep = dep.with_(chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs,
-                        max_num_batched_tokens=dep.max_num_batched_tokens or chunk,
+                        max_num_batched_tokens=dep.max_num_batched_tokens or prefill,
                         block_size=dep.block_size or 1)
     dep = resolve(dep, spec, gpu)
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
@@ -210,77 +260,41 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     mnbt = dep.max_num_batched_tokens
     assert mml is not None and mnbt is not None
     before_kv, after_kv = default_terms() if terms is None else terms
-    requested = math.ceil(dep.gpu_memory_utilization * gpu.total_bytes)
+    util = dep.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    requested = math.ceil(util * gpu.total_bytes)
     mfs = sglang_defaults(gpu, dep)[2] if dep.sglang else 0.0
 
-    # pass 1: every rank's weights and pre-KV terms, and the KV memory its budget leaves
-    raw: list[tuple[RankCoord, list[WeightTensor], list[Component], KVPlan, int, int]] = []
-    cache: dict[tuple[int, int | None], tuple[list[WeightTensor], list[Component], KVPlan]] = {}
+    # pass 1: one class per (PP stage, experts on the rank); the engines each rank belongs to
+    classes: dict[tuple[int, int | None], _Class] = {}
+    order: list[tuple[RankCoord, tuple[int, int | None]]] = []
     for coord in ranks(dep):
-        n_exp = None if coord.ep_rank is None else _expert_key(spec, dep, coord.ep_rank)
+        n_exp = (None if coord.ep_rank is None
+                 else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
         key = (coord.pp_stage, n_exp)
-        if key not in cache:
-            tensors, groups = group_weights(spec, dep, quant, coord, gpu.arch)
-            plan = kv_plan(spec, dep, coord, dtype, gpu.arch)
-            weights = _weight_components(groups)
-            ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
-                              weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,
-                              quant=quant)
-            cache[key] = (tensors, weights + [c for fn in before_kv for c in fn(ctx)], plan)
-        tensors, comps, plan = cache[key]
-        baseline = _sum(comps, "baseline")
-        if dep.kv_cache_memory_bytes:
-            available = dep.kv_cache_memory_bytes
-            envelope = requested
-        elif dep.sglang:
-            # SGLang: KV = free after loading − (1 − mfs) × free before loading (§4.1)
-            pre_free = gpu.total_bytes - baseline
-            loaded = sum(c.bytes for c in comps if _loaded(c))
-            available = int(mfs * pre_free) - loaded
-            envelope = int(mfs * pre_free)
-        else:
-            available = requested - _sum(comps, "budget")
-            envelope = requested
-        raw.append((coord, tensors, comps, plan, available, envelope))
+        order.append((coord, key))
+        if key not in classes:
+            classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs)
 
     # pass 2: one engine (a DP rank's TP×PP workers) uses the smallest block count of its workers
+    blocks_of = {key: _blocks(dep, c) for key, c in classes.items()}
     min_blocks: dict[int, int] = {}
-    for coord, _t, _c, plan, available, _e in raw:
-        blocks = max(0, available // plan.block_bytes) if available > 0 else 0
-        if dep.sglang and plan.layout == "uniform":  # page-aligned token count
-            blocks = blocks // max(1, plan.block_size) * max(1, plan.block_size)
-        min_blocks[coord.dp_rank] = min(min_blocks.get(coord.dp_rank, blocks), blocks)
+    for coord, key in order:
+        b = blocks_of[key]
+        min_blocks[coord.dp_rank] = min(min_blocks.get(coord.dp_rank, b), b)
 
-    from memprof.core.scratch import scratch_savings
-
-    rank_estimates: list[RankEstimate] = []
-    runtime_cache: dict[tuple[object, ...], list[Component]] = {}
-    savings_cache: dict[tuple[object, ...], tuple[tuple[str, int, int], ...]] = {}
-    for coord, tensors, comps, plan, available, envelope in raw:
-        cap = capacity_from_blocks(plan, min_blocks[coord.dp_rank], mml, mnbt)
-        rkey = (id(plan), cap.num_gpu_blocks, coord.pp_stage)
-        if rkey not in runtime_cache:
-            ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
-                              weights_bytes=sum(c.bytes for c in comps
-                                                if c.category == "weights"),
-                              model_dtype=dtype, quant=quant, num_gpu_blocks=cap.num_gpu_blocks,
-                              kv_cache_bytes=cap.kv_cache_bytes)
-            runtime_cache[rkey] = [c for fn in after_kv for c in fn(ctx)]
-            savings_cache[rkey] = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])
-        kv_comp = Component(name="KV cache", category="kv_cache", bytes=cap.kv_cache_bytes,
-                            count=cap.num_gpu_blocks or 1,
-                            formula=f"{cap.num_gpu_blocks} blocks × {plan.block_bytes} B "
-                            f"({plan.formula})")
-        all_comps = [*comps, *runtime_cache[rkey], kv_comp]
-        verdict, reasons, headroom = _verdict(dep, gpu, plan, all_comps, available, envelope,
-                                              cap, mml, mnbt)
-        est_len = max_fitting_model_len(plan, available, mnbt, mml)
-        rank_estimates.append(RankEstimate(
-            coord=coord, same_as=(coord.rank,), components=tuple(all_comps),
-            tensors=tuple(tensors), plan=plan, requested_bytes=envelope,
-            available_kv_bytes=available, kv=cap, estimated_max_model_len=est_len,
-            verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom,
-            scratch_savings=savings_cache[rkey]))
+    # pass 3: one RankEstimate per (class, engine block count)
+    members: dict[tuple[tuple[int, int | None], int], list[int]] = {}
+    first: dict[tuple[tuple[int, int | None], int], RankCoord] = {}
+    for coord, key in order:
+        ck = (key, min_blocks[coord.dp_rank])
+        if ck not in members:
+            members[ck] = []
+            first[ck] = coord
+        members[ck].append(coord.rank)
+    rank_estimates = [
+        _rank_estimate(spec, dep, gpu, first[ck], classes[ck[0]], ck[1], quant, dtype, mml, mnbt,
+                       after_kv, tuple(rs))
+        for ck, rs in members.items()]
 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
@@ -292,26 +306,87 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     mem_fraction_static=mfs or None)
 
 
-def _expert_key(spec: ModelSpec, dep: Deployment, ep_rank: int) -> int:
-    from memprof.core.deployment import experts_on_rank
+def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
+           quant: QuantConfig | None, dtype: str, before_kv: list[TermFn], requested: int,
+           mfs: float) -> _Class:
+    tensors, groups = group_weights(spec, dep, quant, coord, gpu.arch)
+    plan = kv_plan(spec, dep, coord, dtype, gpu.arch)
+    weights = _weight_components(groups)
+    ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
+                      weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,
+                      quant=quant)
+    comps = weights + [c for fn in before_kv for c in fn(ctx)]
+    baseline = _sum(comps, "baseline")
+    if dep.kv_cache_memory_bytes:
+        # vLLM returns --kv-cache-memory-bytes verbatim and then allocates it: the engine holds
+        # what it budgeted plus that KV cache, whatever gpu_memory_utilization says
+        available = dep.kv_cache_memory_bytes
+        envelope = _sum(comps, "budget") + available
+    elif dep.sglang:
+        # SGLang: KV = free after loading − (1 − mfs) × free before loading (§4.1)
+        pre_free = gpu.total_bytes - baseline
+        loaded = sum(c.bytes for c in comps if _loaded(c))
+        available = int(mfs * pre_free) - loaded
+        envelope = int(mfs * pre_free)
+    else:
+        available = requested - _sum(comps, "budget")
+        envelope = requested
+    return _Class(tensors=tensors, comps=comps, plan=plan, available=available,
+                  envelope=envelope)
 
-    return experts_on_rank(spec.num_experts, dep.ep_size, ep_rank)
+
+def _blocks(dep: Deployment, c: _Class) -> int:
+    blocks = c.available // c.plan.block_bytes if c.available > 0 else 0
+    if dep.sglang and c.plan.layout == "uniform":  # page-aligned token count
+        blocks = blocks // max(1, c.plan.block_size) * max(1, c.plan.block_size)
+    return blocks
+
+
+def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord, c: _Class,
+                   num_blocks: int, quant: QuantConfig | None, dtype: str, mml: int, mnbt: int,
+                   after_kv: list[TermFn], same_as: tuple[int, ...]) -> RankEstimate:
+    from memprof.core.scratch import scratch_savings
+
+    plan = c.plan
+    cap = capacity_from_blocks(plan, num_blocks, mml, mnbt)
+    ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
+                      weights_bytes=sum(x.bytes for x in c.comps if x.category == "weights"),
+                      model_dtype=dtype, quant=quant, num_gpu_blocks=cap.num_gpu_blocks,
+                      kv_cache_bytes=cap.kv_cache_bytes)
+    runtime = [x for fn in after_kv for x in fn(ctx)]
+    savings = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])
+    kv_comp = Component(name="KV cache", category="kv_cache", bytes=cap.kv_cache_bytes,
+                        count=cap.num_gpu_blocks or 1,
+                        formula=f"{cap.num_gpu_blocks} blocks × {plan.block_bytes} B "
+                        f"({plan.formula})")
+    all_comps = [*c.comps, *runtime, kv_comp]
+    verdict, reasons, headroom = _verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
+                                          cap, mml, mnbt)
+    est_len = max_fitting_model_len(plan, c.available, mnbt, mml)
+    return RankEstimate(
+        coord=coord, same_as=same_as, components=tuple(all_comps), tensors=tuple(c.tensors),
+        plan=plan, requested_bytes=c.envelope, available_kv_bytes=c.available, kv=cap,
+        estimated_max_model_len=est_len, verdict=verdict, reasons=tuple(reasons),
+        headroom_bytes=headroom, scratch_savings=savings)
 
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
-    out: dict[tuple[object, ...], RankEstimate] = {}
+    out: dict[tuple[object, ...], list[RankEstimate]] = {}
     for r in rows:
-        k = _rank_key(r)
-        if k in out:
-            out[k] = replace(out[k], same_as=(*out[k].same_as, r.coord.rank))
-        else:
-            out[k] = r
-    return list(out.values())
+        out.setdefault(_rank_key(r), []).append(r)
+    return [replace(rs[0], same_as=tuple(sorted(x for r in rs for x in r.same_as)))
+            if len(rs) > 1 else rs[0] for rs in out.values()]
 
 
 def _names(comps: list[Component]) -> str:
     top = sorted(comps, key=lambda c: -c.bytes)[:3]
     return ", ".join(f"{c.name} {fmt_bytes(c.bytes)}" for c in top)
+
+
+def held_bytes(comps: list[Component] | tuple[Component, ...]) -> int:
+    """What a rank holds at run time: the sum of every component (baseline, budget, KV cache,
+    runtime) — the figure a verdict of ``fits`` promises is at most the GPU's total."""
+    return sum(c.bytes for c in comps)
 
 
 def _verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], available: int,
@@ -320,7 +395,10 @@ def _verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], av
     """startup_oom / runtime_oom / fits, the components that cause it, and the headroom.
 
     Process memory at run time (DESIGN.md): baseline (context, eager NCCL) + the engine's
-    envelope (vLLM: requested; SGLang: mfs × free-before-load) + what it did not budget.
+    envelope (vLLM: requested, or with --kv-cache-memory-bytes what it budgeted plus that KV
+    cache; SGLang: mfs × free-before-load) + what it did not budget. The envelope is never taken
+    as less than what the rank really holds inside it, so the headroom is at most
+    ``total − Σ components``: a rank whose weights exceed the GPU never shows positive headroom.
     SGLang's activations, graphs and non-torch memory live in the (1 − mfs) slack, so for it
     every non-loaded component counts against the slack.
     """
@@ -328,25 +406,48 @@ def _verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], av
     baseline = [c for c in comps if c.where == "baseline"]
     runtime = [c for c in comps if c.where == "runtime" and c.bytes > 0]
     base = sum(c.bytes for c in baseline)
+    held_inside = sum(c.bytes for c in comps if c.where == "budget")
     if dep.sglang:
         outside = [c for c in comps if c.where in ("budget", "runtime") and c.bytes > 0
                    and not _loaded(c) and c.category != "kv_cache"]
-        used = base + envelope + sum(c.bytes for c in outside)
+        inside = sum(c.bytes for c in comps if _loaded(c) or c.category == "kv_cache")
+        used = base + max(envelope, inside) + sum(c.bytes for c in outside)
     else:
         outside = runtime
-        used = base + envelope + sum(c.bytes for c in runtime)
+        used = base + max(envelope, held_inside) + sum(c.bytes for c in runtime)
     headroom = total - used
+    loaded = [c for c in comps if _loaded(c)]
+    loaded_bytes = sum(c.bytes for c in loaded)
+    if base + loaded_bytes > total:
+        return "startup_oom", [
+            f"model load OOM: the rank's weights and load-time buffers "
+            f"({fmt_bytes(loaded_bytes)}: {_names(loaded)}) and the memory in use before the "
+            f"engine starts ({fmt_bytes(base)}) exceed the GPU's {fmt_bytes(total)} by "
+            f"{fmt_bytes(base + loaded_bytes - total)}"], headroom
     if not dep.sglang and not dep.kv_cache_memory_bytes and base + envelope > total:
         return "startup_oom", [
             f"free memory at start-up ({fmt_bytes(total - base)}, after {_names(baseline)}) is "
             f"less than the requested {fmt_bytes(envelope)} (gpu_memory_utilization "
             f"{dep.gpu_memory_utilization})"], headroom
+    if dep.kv_cache_memory_bytes and base + envelope > total:
+        return "startup_oom", [
+            f"--kv-cache-memory-bytes {fmt_bytes(dep.kv_cache_memory_bytes)} does not fit: with "
+            f"{fmt_bytes(envelope - dep.kv_cache_memory_bytes)} the engine budgets besides it "
+            f"and {fmt_bytes(base)} in use before it starts, the rank needs "
+            f"{fmt_bytes(base + envelope)} of the GPU's {fmt_bytes(total)}"], headroom
+    if 0 < available < plan.block_bytes:
+        per_token = max(1, plan.block_bytes // max(1, plan.block_size))
+        fit = available // per_token
+        return "startup_oom", [
+            f"one KV block of {plan.block_size:,} tokens needs {fmt_bytes(plan.block_bytes)} "
+            f"on this rank but the budget leaves {fmt_bytes(available)} for the KV cache; a "
+            f"block size of at most {fit:,} tokens fits"], headroom
     if available <= 0 or cap.num_gpu_blocks == 0:
-        loaded = [c for c in comps if (_loaded(c) if dep.sglang else c.where == "budget")
-                  and c.category != "kv_cache"]
+        held = [c for c in comps if (_loaded(c) if dep.sglang else c.where == "budget")
+                and c.category != "kv_cache"]
         return "startup_oom", [
             f"No available memory for the cache blocks: the budget leaves "
-            f"{fmt_bytes(available)} for the KV cache after {_names(loaded)}"], headroom
+            f"{fmt_bytes(available)} for the KV cache after {_names(held)}"], headroom
     if cap.request_bytes > cap.kv_cache_bytes:
         est = max_fitting_model_len(plan, cap.kv_cache_bytes, mnbt, mml)
         return "startup_oom", [
@@ -356,8 +457,9 @@ def _verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], av
     if headroom < 0:
         return "runtime_oom", [
             f"the engine starts, but at run time {fmt_bytes(sum(c.bytes for c in outside))} it "
-            f"did not budget ({_names(outside)}) exceeds the {fmt_bytes(total - base - envelope)}"
-            f" left outside its budget by {fmt_bytes(-headroom)}"], headroom
+            f"did not budget ({_names(outside)}) exceeds the "
+            f"{fmt_bytes(max(0, headroom + sum(c.bytes for c in outside)))} left outside its "
+            f"budget by {fmt_bytes(-headroom)}"], headroom
     return "fits", [], headroom
 
 

@@ -53,6 +53,9 @@ from memprof.core.estimate import VERDICTS
 GATE_SCHEMA_VERSION = 1
 BASELINE_KIND = "memprof-gate-baseline"
 DEFAULT_TOLERANCE_PCT = 1.0
+# Absolute floor of a bytes regression: 16 MiB, a cuBLAS workspace's half, far below any
+# per-layer scratch set (the seeds' smallest is 61 × 128 KiB × B). Smaller moves never fail.
+DEFAULT_FLOOR_BYTES = 16 * 1024 * 1024
 
 BYTES_METRICS = ("peak_bytes", "runtime_bytes", "weights_bytes", "scratch_bytes",
                  "activation_bytes")
@@ -234,6 +237,7 @@ class GateResult:
     compared: tuple[str, ...]  # scenarios in both the baseline and the current run
     new: tuple[str, ...]
     removed: tuple[str, ...]
+    floor_bytes: int = 0
 
     @property
     def regressions(self) -> tuple[Finding, ...]:
@@ -252,14 +256,16 @@ class GateResult:
         return tuple(dict.fromkeys(f.scenario for f in self.regressions))
 
 
-def _status_growth_bad(base: int, now: int, tol: float) -> str | None:
-    """Status of a figure for which growth is bad (bytes); None when unchanged."""
+def _status_growth_bad(base: int, now: int, tol: float, floor: int = 0) -> str | None:
+    """Status of a figure for which growth is bad (bytes); None when unchanged. A move counts
+    only when it exceeds both ``tol`` of the baseline and the absolute ``floor`` (bytes), so a
+    component of a few MiB does not flap."""
     delta = now - base
     if delta == 0:
         return None
     if delta > 0:
-        return REGRESSION if delta > tol * base else WITHIN
-    return IMPROVEMENT if -delta > tol * base else WITHIN
+        return REGRESSION if delta > tol * base and delta > floor else WITHIN
+    return IMPROVEMENT if -delta > tol * base and -delta > floor else WITHIN
 
 
 def _kv_status(base: int, now: int, tol: float) -> str | None:
@@ -279,7 +285,7 @@ def _verdict_status(base: str, now: str) -> str | None:
 
 
 def compare_rank(scenario: str, label: str, base: Mapping[str, Any], now: Mapping[str, Any],
-                 tol: float) -> list[Finding]:
+                 tol: float, floor: int = 0) -> list[Finding]:
     """Findings of one rank (``tol`` as a fraction, 0.01 = 1 %)."""
     out: list[Finding] = []
 
@@ -295,12 +301,12 @@ def compare_rank(scenario: str, label: str, base: Mapping[str, Any], now: Mappin
         _kv_status(base["kv_cache_tokens"], now["kv_cache_tokens"], tol))
     for metric in BYTES_METRICS:
         add(metric, "bytes", base[metric], now[metric],
-            _status_growth_bad(base[metric], now[metric], tol))
+            _status_growth_bad(base[metric], now[metric], tol, floor))
     bc: Mapping[str, int] = base["components"]
     nc: Mapping[str, int] = now["components"]
     for key in [*nc, *(k for k in bc if k not in nc)]:
         b, n = bc.get(key), nc.get(key)
-        add(key, "bytes", b, n, _status_growth_bad(b or 0, n or 0, tol))
+        add(key, "bytes", b, n, _status_growth_bad(b or 0, n or 0, tol, floor))
     return out
 
 
@@ -323,7 +329,7 @@ def _ranges(ids: Iterable[int]) -> str:
 
 
 def compare_scenario(name: str, base: Mapping[str, Any], now: Mapping[str, Any],
-                     tol: float) -> list[Finding]:
+                     tol: float, floor: int = 0) -> list[Finding]:
     out: list[Finding] = []
     b_in: Mapping[str, Any] = base.get("inputs", {})
     n_in: Mapping[str, Any] = now.get("inputs", {})
@@ -342,7 +348,7 @@ def compare_scenario(name: str, base: Mapping[str, Any], now: Mapping[str, Any],
             pairs[(b_own[g], n_own[g])] = None
     for bkey, nkey in pairs:
         label = nkey if bkey == nkey else f"{nkey} (baseline {bkey})"
-        out += compare_rank(name, label, b_ranks[bkey], n_ranks[nkey], tol)
+        out += compare_rank(name, label, b_ranks[bkey], n_ranks[nkey], tol, floor)
     only_now = sorted(set(n_own) - set(b_own))
     only_base = sorted(set(b_own) - set(n_own))
     if only_now:
@@ -363,8 +369,12 @@ def _inputs_text(inputs: Mapping[str, Any], keys: list[str]) -> str:
 
 
 def compare(baseline: Mapping[str, Mapping[str, Any]], current: Mapping[str, Mapping[str, Any]],
-            tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> GateResult:
-    """Compare the baseline's scenarios with the current ones (both: name -> snapshot)."""
+            tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+            floor_bytes: int = DEFAULT_FLOOR_BYTES) -> GateResult:
+    """Compare the baseline's scenarios with the current ones (both: name -> snapshot).
+
+    A bytes figure regresses when it grows by more than ``tolerance_pct`` % of its baseline
+    *and* by more than ``floor_bytes``."""
     if not 0.0 <= tolerance_pct < 100.0:
         raise BadInput(f"--tolerance must be a percentage in [0, 100), got {tolerance_pct}",
                        hint="e.g. --tolerance 1 (one percent)")
@@ -383,6 +393,6 @@ def compare(baseline: Mapping[str, Mapping[str, Any]], current: Mapping[str, Map
                                     baseline=baseline[name].get("verdict"), now=None,
                                     status=REMOVED))
         else:
-            findings += compare_scenario(name, baseline[name], current[name], tol)
+            findings += compare_scenario(name, baseline[name], current[name], tol, floor_bytes)
     return GateResult(findings=tuple(findings), tolerance_pct=tolerance_pct, compared=compared,
-                      new=new, removed=removed)
+                      new=new, removed=removed, floor_bytes=floor_bytes)

@@ -8,6 +8,7 @@ known one missing a field it needs, is a ``ConfigError`` naming the missing piec
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ class ModelSpec:
     vocab_size: int
     tie_word_embeddings: bool
     dtype: str  # torch_dtype of the checkpoint: bfloat16 / float16 / float32
-    max_position_embeddings: int
+    max_position_embeddings: int | None  # None: the config states none (--max-model-len needed)
     layers: tuple[Layer, ...]
     mtp_layers: tuple[Layer, ...] = ()
     quant: QuantConfig | None = None
@@ -149,12 +150,45 @@ class ModelSpec:
 # --- loading -------------------------------------------------------------------------------------
 
 
+def hf_ids() -> dict[str, tuple[str, str]]:
+    """HF repo id (lower case) → (the id as written, bundled name), from each bundled config's
+    ``_hf_ids``."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, path in bundled_models().items():
+        try:
+            ids = json.loads(path.read_text(encoding="utf-8")).get("_hf_ids") or []
+        except (OSError, ValueError):
+            continue
+        for i in ids:
+            out[str(i).lower()] = (str(i), name)
+    return out
+
+
+_HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_MODEL_ARG = 4096  # characters: longer than any path this machine can open
+
+
 def resolve_config_path(model: str) -> Path:
-    """A bundled name (case-insensitive), a path to a config.json, or a folder holding one."""
+    """A bundled name (case-insensitive), an HF repo id of a bundled model
+    (``Qwen/Qwen3-32B``), a path to a config.json, or a folder holding one."""
+    if len(model) > MAX_MODEL_ARG or "\x00" in model:
+        raise ConfigError(f"--model is not a name, a path or an HF repo id ({len(model)} "
+                          "characters)", hint="memprof models lists the bundled names")
     bundled = bundled_models()
     key = model.strip().lower()
     if key in bundled:
         return bundled[key]
+    try:
+        return _config_file(model)
+    except OSError as exc:
+        raise ConfigError(f"cannot use --model {model[:80]!r}: {exc.strerror}",
+                          hint="pass a bundled name, an HF repo id, a config.json or a folder "
+                          "holding one") from None
+
+
+def _config_file(model: str) -> Path:
+    bundled = bundled_models()
+    key = model.strip().lower()
     path = Path(model).expanduser()
     if path.is_dir():
         path = path / "config.json"
@@ -167,15 +201,25 @@ def resolve_config_path(model: str) -> Path:
         return path
     if path.is_file():
         return path
+    if _HF_ID.match(model.strip()) and not model.endswith(".json"):
+        found = hf_ids().get(key)
+        if found is not None:
+            return bundled[found[1]]
+        known = ", ".join(sorted(i for i, _n in hf_ids().values()))
+        raise ConfigError(
+            f"{model!r} is not a bundled model and there is no such local folder (memprof "
+            "downloads nothing)",
+            hint=f"bundled: {known}; or pass a local model folder or its config.json")
     if "/" in model or model.endswith(".json"):
         raise ConfigError(
-            f"no such file: {model}", hint="check the path, or use a bundled name (memprof models)"
-        )
+            f"no such file: {model[:200]}",
+            hint="check the path, or use a bundled name (memprof models)")
     close = [n for n in bundled if key.split("-")[0] in n]
     raise ConfigError(
-        f"unknown model {model!r}",
+        f"unknown model {model[:80]!r}",
         hint=("did you mean " + ", ".join(close) + "? " if close else "")
-        + "memprof models lists the bundled names; --model also takes a path to a config.json",
+        + "memprof models lists the bundled names; --model also takes an HF repo id of a "
+        "bundled model, a local folder or a config.json",
     )
 
 
@@ -189,8 +233,13 @@ def load_config(model: str) -> tuple[str, dict[str, Any], Path]:
         ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text", hint="pass a HF config.json") from None
+    if not text.strip():
+        raise ConfigError(f"{path} is empty", hint="pass the model's HF config.json")
     try:
         cfg = json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{path} nests JSON too deeply to be a config",
+                          hint="pass the model's HF config.json") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
@@ -206,6 +255,123 @@ def load_model(model: str, *, speculative_mtp: bool = False) -> ModelSpec:
     """Load and normalise a model. ``speculative_mtp`` adds the MTP layer(s) the config declares."""
     name, cfg, path = load_config(model)
     return spec_from_config(cfg, name=name, source=str(path), with_mtp=speculative_mtp)
+
+
+# --- typed validation of config.json ------------------------------------------------------------
+#
+# Every field memprof reads, with its type and range, checked once at load: a config with a wrong
+# type anywhere, a size of zero where one is needed, or an absurd magnitude is one ConfigError
+# naming the field, never a crash inside a term. The upper bounds sit far above any released
+# model and far below what would make the arithmetic slow.
+
+_MAX_DIM = 1 << 24  # hidden, intermediate, head sizes, vocabulary
+_MAX_LAYERS = 1_000_000
+_MAX_COUNT = 1 << 16  # heads, experts, groups
+_MAX_LEN = 1 << 32  # positions, windows
+_INT_FIELDS: dict[str, tuple[int, int]] = {
+    # field: (smallest, largest)
+    "hidden_size": (1, _MAX_DIM), "num_hidden_layers": (1, _MAX_LAYERS),
+    "vocab_size": (1, _MAX_DIM), "num_attention_heads": (1, _MAX_COUNT),
+    "num_key_value_heads": (1, _MAX_COUNT), "head_dim": (1, _MAX_DIM),
+    "intermediate_size": (0, _MAX_DIM), "max_position_embeddings": (1, _MAX_LEN),
+    "num_experts": (0, _MAX_COUNT), "num_local_experts": (0, _MAX_COUNT),
+    "n_routed_experts": (0, _MAX_COUNT), "num_experts_per_tok": (0, _MAX_COUNT),
+    "experts_per_token": (0, _MAX_COUNT), "moe_intermediate_size": (0, _MAX_DIM),
+    "shared_expert_intermediate_size": (0, _MAX_DIM), "decoder_sparse_step": (0, _MAX_LAYERS),
+    "max_window_layers": (0, _MAX_LAYERS), "sliding_window": (0, _MAX_LEN),
+    "q_lora_rank": (0, _MAX_DIM), "kv_lora_rank": (0, _MAX_DIM),
+    "qk_nope_head_dim": (0, _MAX_DIM), "qk_rope_head_dim": (0, _MAX_DIM),
+    "v_head_dim": (0, _MAX_DIM), "index_n_heads": (0, _MAX_COUNT),
+    "index_head_dim": (0, _MAX_DIM), "index_topk": (0, _MAX_LEN),
+    "first_k_dense_replace": (0, _MAX_LAYERS), "moe_layer_freq": (0, _MAX_LAYERS),
+    "n_shared_experts": (0, _MAX_COUNT), "num_nextn_predict_layers": (0, 64),
+    "o_groups": (1, _MAX_COUNT), "o_lora_rank": (0, _MAX_DIM), "hc_mult": (0, 64),
+    "num_hash_layers": (0, _MAX_LAYERS),
+}
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")
+_STR_FIELDS = ("model_type", "torch_dtype", "dtype", "hidden_act", "topk_method",
+               "expert_dtype")
+_INT_LIST_FIELDS = ("compress_ratios", "mlp_only_layers")
+_STR_LIST_FIELDS = ("architectures", "layer_types")
+
+
+def _kind(value: object) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _bad(field: str, what: str, value: object) -> ConfigError:
+    shown = repr(value) if len(repr(value)) <= 40 else _kind(value)
+    return ConfigError(f"config.json field {field!r} must be {what}, got {shown}",
+                       hint=f"fix {field!r} in the config.json (memprof reads it to size the "
+                       "model)")
+
+
+def _check_int(field: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(field, "an integer", value)
+    if not low <= value <= high:
+        shown = f"{value:,}" if len(str(value)) <= 24 else f"a {len(str(abs(value)))}-digit number"
+        raise ConfigError(f"config.json field {field!r} is {shown}, outside [{low:,}, {high:,}]",
+                          hint=f"fix {field!r} in the config.json")
+
+
+def validate_config(cfg: dict[str, Any]) -> None:
+    """Check the type and range of every key memprof reads (``null`` counts as absent)."""
+    for key, (low, high) in _INT_FIELDS.items():
+        if cfg.get(key) is not None:
+            _check_int(key, cfg[key], low, high)
+    for key in _BOOL_FIELDS:
+        if cfg.get(key) is not None and not isinstance(cfg[key], bool):
+            raise _bad(key, "true or false", cfg[key])
+    for key in _STR_FIELDS:
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            raise _bad(key, "a string", cfg[key])
+    for key in _STR_LIST_FIELDS:
+        v = cfg.get(key)
+        if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
+            raise _bad(key, "a list of strings", v)
+    for key in _INT_LIST_FIELDS:
+        v = cfg.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, list) or len(v) > _MAX_LAYERS + 64:
+            raise _bad(key, "a list of integers", v)
+        for x in v:
+            _check_int(key, x, 0, _MAX_LAYERS)
+    q = cfg.get("quantization_config")
+    if q is not None:
+        _validate_quant(q)
+    for key in ("text_config", "rope_scaling"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise _bad(key, "an object", cfg[key])
+
+
+def _validate_quant(q: object) -> None:
+    if not isinstance(q, dict):
+        raise _bad("quantization_config", "an object", q)
+    for key in ("quant_method", "quant_algo"):
+        if q.get(key) is not None and not isinstance(q[key], str):
+            raise _bad(f"quantization_config.{key}", "a string", q[key])
+    block = q.get("weight_block_size")
+    if block is not None:
+        if not isinstance(block, list) or len(block) != 2:
+            raise _bad("quantization_config.weight_block_size", "a list of two integers", block)
+        for x in block:
+            _check_int("quantization_config.weight_block_size", x, 1, _MAX_DIM)
+    if q.get("group_size") is not None:
+        gs = q["group_size"]
+        if gs != -1:
+            _check_int("quantization_config.group_size", gs, 1, _MAX_DIM)
+    for key in ("bits", "w_bit"):
+        if q.get(key) is not None:
+            _check_int(f"quantization_config.{key}", q[key], 1, 16)
+    if q.get("desc_act") is not None and not isinstance(q["desc_act"], bool):
+        raise _bad("quantization_config.desc_act", "true or false", q["desc_act"])
+    for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"):
+        v = q.get(key)
+        if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
+            raise _bad(f"quantization_config.{key}", "a list of strings", v)
 
 
 class _Cfg:
@@ -298,6 +464,7 @@ def spec_from_config(
     cfg: dict[str, Any], *, name: str = "model", source: str = "", with_mtp: bool = False
 ) -> ModelSpec:
     """Normalise a HF config dict into a ``ModelSpec``."""
+    validate_config(cfg)
     family, arch = _family(cfg)
     if "text_config" in cfg and "hidden_size" not in cfg:
         raise ConfigError(
@@ -335,7 +502,7 @@ def spec_from_config(
         vocab_size=vocab,
         tie_word_embeddings=c.flag("tie_word_embeddings", False),
         dtype=dtype,
-        max_position_embeddings=c.num("max_position_embeddings", 0) or 4096,
+        max_position_embeddings=c.opt_int("max_position_embeddings"),
         layers=tuple(layers),
         mtp_layers=tuple(mtp) if with_mtp else (),
         quant=quant_from_config(cfg),

@@ -134,7 +134,7 @@ def dims(ctx: TermContext) -> Dims:
         decode_seqs=min(seqs, mnbt),
         decode_tokens=min(seqs * per_req, mnbt),
         max_num_batched_tokens=mnbt,
-        max_model_len=dep.max_model_len or spec.max_position_embeddings,
+        max_model_len=dep.max_model_len or spec.max_position_embeddings or 1,
         block_size=ctx.plan.block_size,
         num_gpu_blocks=ctx.num_gpu_blocks,
         model_bytes=_MODEL_DTYPE_BYTES.get(ctx.model_dtype, 2),

@@ -220,7 +220,7 @@ def mla_chunked_prefill_rows(ctx: TermContext) -> int:
 
         W = max(min(max(8·max_model_len, 4·max_num_seqs·block), 64·1024), max_num_seqs·block)
     """
-    mml = ctx.dep.max_model_len or ctx.spec.max_position_embeddings
+    mml = ctx.dep.max_model_len or ctx.spec.max_position_embeddings or 1
     seqs, block = _seqs(ctx.dep), ctx.plan.block_size
     return max(min(max(8 * mml, 4 * seqs * block), MLA_CHUNKED_PREFILL_CAP), seqs * block)
 

@@ -6,6 +6,7 @@ changes within the tolerance.
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -61,6 +62,8 @@ def rows(result: GateResult) -> list[tuple[str, ...]]:
 
 def summary_line(result: GateResult) -> str:
     tol = f"{result.tolerance_pct:g}%"
+    if result.floor_bytes:
+        tol += f" and {fmt_bytes(result.floor_bytes)}"
     extra = []
     if result.improvements:
         extra.append(f"{len(result.improvements)} improved")
@@ -80,16 +83,27 @@ def summary_line(result: GateResult) -> str:
 
 
 def render_table(result: GateResult, console: Console) -> None:
+    """One small table per (scenario, rank), metric | baseline | now | % | status, so the whole
+    report reads at 80 columns (long component names wrap inside their column)."""
     if result.findings:
-        t = Table(*COLUMNS, title="memprof gate: what changed against the baseline",
-                  title_justify="left")
-        for col in ("baseline", "now", "Δ", "%"):
-            t.columns[COLUMNS.index(col)].justify = "right"
-        for row in rows(result):
-            t.add_row(*row, style=STYLE.get(row[-1], ""))
+        console.print("memprof gate: what changed against the baseline", style="bold",
+                      highlight=False)
+    groups: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    for row in rows(result):
+        groups.setdefault((row[0], row[1]), []).append(row)
+    for (scenario, rank), group in groups.items():
+        t = Table(title=f"{scenario}" + (f" · {rank}" if rank else ""), title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        t.add_column("metric", overflow="fold")
+        for col in ("baseline", "now", "%"):
+            t.add_column(col, justify="right", no_wrap=True)
+        t.add_column("status", no_wrap=True)
+        for r in group:
+            _s, _r, metric, base, now, _delta, pct, status = r
+            t.add_row(metric, base, now, pct, status, style=STYLE.get(status, ""))
         console.print(t)
     style = "bold red" if result.regressed else "bold green"
-    console.print(summary_line(result), style=style, highlight=False, soft_wrap=True)
+    console.print(summary_line(result), style=style, highlight=False)
 
 
 def _md(cell: str) -> str:

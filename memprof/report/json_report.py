@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from memprof import __version__
-from memprof.core.compare import Remedy, diff
+from memprof.core.compare import Remedies, diff
 from memprof.core.components import Component
 from memprof.core.estimate import SCHEMA_VERSION, Estimate, RankEstimate
 
@@ -125,12 +125,15 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
     }
 
 
-def render_json(e: Estimate, remedies: list[Remedy] | None = None, other: Estimate | None = None,
+def render_json(e: Estimate, remedies: Remedies | None = None, other: Estimate | None = None,
                 compare: str | None = None) -> str:
     d = estimate_dict(e)
     d["summary"]["remedies"] = [
         {"change": r.change, "verdict": r.verdict, "kv_cache_tokens": r.kv_cache_tokens,
+         "headroom_bytes": r.headroom_bytes, "gpus": r.gpus, "same_gpus": r.same_gpus,
          "detail": r.detail} for r in (remedies or [])]
+    if remedies is not None and remedies.tried:
+        d["summary"]["remedies_note"] = remedies.summary()
     if other is not None:
         d["compare"] = {
             "changes": compare,

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memprof.base.units import fmt_bytes
-from memprof.core.compare import DiffRow, Remedy, diff
+from memprof.core.compare import DiffRow, Remedies, diff
 from memprof.core.components import Component
 from memprof.core.estimate import Estimate, RankEstimate
 
@@ -110,8 +110,10 @@ def verdict_line(e: Estimate) -> str:
     return text
 
 
-def remedy_lines(remedies: list[Remedy]) -> list[str]:
-    return [f"try {r.change}: {r.verdict}, {r.detail}" for r in remedies]
+def remedy_lines(remedies: Remedies | None) -> list[str]:
+    if remedies is None or not remedies.tried:
+        return []
+    return [remedies.summary(), *(f"  {r.change}: {r.detail}" for r in remedies)]
 
 
 def compare_title(e: Estimate, other: Estimate, changes: str | None) -> str:
@@ -123,7 +125,7 @@ def compare_rows(e: Estimate, other: Estimate) -> list[DiffRow]:
     return diff(e, other)
 
 
-def render_rich(e: Estimate, remedies: list[Remedy] | None = None,
+def render_rich(e: Estimate, remedies: Remedies | None = None,
                 other: Estimate | None = None, changes: str | None = None) -> RenderableType:
     parts: list[RenderableType] = [Text(headline(e), style="bold")]
     for r in e.ranks:
@@ -139,7 +141,7 @@ def render_rich(e: Estimate, remedies: list[Remedy] | None = None,
         parts.append(t)
         parts.append(Text("\n".join(budget_lines(e, r))))
     parts.append(Text(verdict_line(e), style=VERDICT_STYLE.get(e.verdict, "bold")))
-    for line in remedy_lines(remedies or []):
+    for line in remedy_lines(remedies):
         parts.append(Text(line))
     if other is not None:
         t = Table(title=compare_title(e, other, changes), title_justify="left")
@@ -154,12 +156,12 @@ def render_rich(e: Estimate, remedies: list[Remedy] | None = None,
     return Group(*parts)
 
 
-def render_table(e: Estimate, console: Console, remedies: list[Remedy] | None = None,
+def render_table(e: Estimate, console: Console, remedies: Remedies | None = None,
                  other: Estimate | None = None, changes: str | None = None) -> None:
     console.print(render_rich(e, remedies, other, changes))
 
 
-def render_markdown(e: Estimate, remedies: list[Remedy] | None = None,
+def render_markdown(e: Estimate, remedies: Remedies | None = None,
                     other: Estimate | None = None, changes: str | None = None) -> str:
     out = [f"### memprof estimate: {e.spec.name}", "", headline(e), ""]
     for r in e.ranks:
@@ -171,7 +173,7 @@ def render_markdown(e: Estimate, remedies: list[Remedy] | None = None,
                        f"{row.share} | {row.profiled} |")
         out += [""] + [f"- {line}" for line in budget_lines(e, r)] + [""]
     out.append(f"**{verdict_line(e)}**")
-    out += [f"- {line}" for line in remedy_lines(remedies or [])]
+    out += [f"- {line}" for line in remedy_lines(remedies)]
     if other is not None:
         out += ["", f"#### {compare_title(e, other, changes)}", "",
                 "| rank | component | category | now | compare | Δ |",
