@@ -216,14 +216,16 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         return _dsv4_plan(spec, layers, kv)
     specs: list[KVLayerSpec] = []
     n = spec.num_layers
+    made: dict[tuple[int, bool], list[KVLayerSpec]] = {}  # one spec per (attention, boundary)
     for layer in layers:
         a = layer.attention
-        if kind == "gqa":
-            boundary = kv.startswith("turboquant") and (
-                layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS)
-            specs.append(_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary))
-        else:
-            specs.extend(_mla_layer(a, kv, model_dtype, block))
+        boundary = kind == "gqa" and kv.startswith("turboquant") and (
+            layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS)
+        key = (id(a), boundary)
+        if key not in made:
+            made[key] = ([_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary)]
+                         if kind == "gqa" else _mla_layer(a, kv, model_dtype, block))
+        specs.extend(made[key])
     return _grouped_plan(specs, block, kv)
 
 

@@ -147,6 +147,26 @@ class ModelSpec:
         return max((layer.mlp.num_experts for layer in self.layers), default=0)
 
 
+def layer_kinds(layers: tuple[Layer, ...] | list[Layer]) -> list[tuple[Layer, int]]:
+    """Layers grouped by kind (attention, MLP, MTP role): (first layer of the kind, count), in
+    order of first appearance. Work that depends only on a layer's kind loops over these, so it
+    grows with the kinds, not the count (builders share one Attention/MLP object per kind, so
+    the identity check answers almost every layer without hashing the dataclasses)."""
+    by_id: dict[tuple[int, int, bool], list[object]] = {}
+    kinds: dict[tuple[object, ...], list[object]] = {}
+    for layer in layers:
+        ik = (id(layer.attention), id(layer.mlp), layer.is_mtp)
+        entry = by_id.get(ik)
+        if entry is None:
+            key = (layer.attention, layer.mlp, layer.is_mtp)
+            entry = kinds.get(key)
+            if entry is None:
+                entry = kinds[key] = [layer, 0]
+            by_id[ik] = entry
+        entry[1] += 1  # type: ignore[operator]
+    return [(e[0], e[1]) for e in kinds.values()]  # type: ignore[misc]
+
+
 # --- loading -------------------------------------------------------------------------------------
 
 
@@ -579,11 +599,9 @@ def _dense_layers(c: _Cfg, hidden: int, n_layers: int) -> tuple[list[Layer], lis
     windows = _sliding_windows(c, n_layers)
     mlp = MLP(kind="dense", intermediate_size=c.num("intermediate_size"),
               mlp_bias=c.flag("mlp_bias", False), activation=str(c.cfg.get("hidden_act", "silu")))
-    layers = [
-        Layer(index=i, attention=_gqa(c, hidden, bias=bias, qk_norm=fam == "qwen3",
-                                      window=windows[i]), mlp=mlp)
-        for i in range(n_layers)
-    ]
+    attn = {w: _gqa(c, hidden, bias=bias, qk_norm=fam == "qwen3", window=w)
+            for w in set(windows)}
+    layers = [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)]
     return layers, []
 
 
@@ -607,15 +625,15 @@ def _qwen_moe_layers(c: _Cfg, hidden: int, n_layers: int) -> tuple[list[Layer], 
 
 def _gpt_oss_layers(c: _Cfg, hidden: int, n_layers: int) -> tuple[list[Layer], list[Layer]]:
     windows = _sliding_windows(c, n_layers)
+    attn = {w: _gqa(c, hidden, bias=True, o_bias=True, qk_norm=False, window=w, sinks=True)
+            for w in set(windows)}
     n_exp = c.num("num_local_experts")
     moe = MLP(kind="moe", num_experts=n_exp,
               top_k=c.num("num_experts_per_tok", c.num("experts_per_token", 0)),
               moe_intermediate_size=c.num("intermediate_size"), router_bias=True,
               expert_bias=True, activation="swigluoai")
     layers = [
-        Layer(index=i, attention=_gqa(c, hidden, bias=True, o_bias=True, qk_norm=False,
-                                      window=windows[i], sinks=True), mlp=moe)
-        for i in range(n_layers)
+        Layer(index=i, attention=attn[windows[i]], mlp=moe) for i in range(n_layers)
     ]
     return layers, []
 
@@ -689,7 +707,9 @@ def _deepseek_v4_layers(c: _Cfg, hidden: int, n_layers: int) -> tuple[list[Layer
                    shared_intermediate_size=moe_i * c.num("n_shared_experts", 0),
                    e_score_correction_bias=not hash_routed, hash_routed=hash_routed)
 
-    layers = [Layer(index=i, attention=attn(int(ratios[i])), mlp=mlp(i < n_hash))
+    attns = {r: attn(int(r)) for r in set(ratios[:n_layers])}
+    mlps = {h: mlp(h) for h in (True, False)}
+    layers = [Layer(index=i, attention=attns[ratios[i]], mlp=mlps[i < n_hash])
               for i in range(n_layers)]
     mtp = [Layer(index=n_layers + k, attention=attn(0), mlp=mlp(False), is_mtp=True)
            for k in range(c.num("num_nextn_predict_layers", 0))]

@@ -22,6 +22,7 @@ step it comes from are named where each constant is defined.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from memprof.base.units import KiB, MiB, cdiv, fmt_bytes, round_up
@@ -29,7 +30,7 @@ from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment, experts_on_rank
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVPlan, rank_layers
-from memprof.core.models import Attention, Layer
+from memprof.core.models import Attention, Layer, layer_kinds
 
 # --- constants (each with its source) -------------------------------------------------------------
 
@@ -380,13 +381,8 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
         if spec.hc_mult:
             emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
         stages.append(Stage("embedding", tuple(emb)))
-    seen: set[tuple[Attention, object]] = set()
-    for layer in rank_layers(spec, dep, ctx.coord):
+    for layer, _n in layer_kinds(rank_layers(spec, dep, ctx.coord)):
         a, mlp = layer.attention, layer.mlp
-        key = (a, mlp)
-        if key in seen:
-            continue
-        seen.add(key)
         if a.kind == "mla":
             attn = _mla_stage(ctx, a, t, decode)
         elif a.kind == "dsv4":
@@ -743,7 +739,7 @@ def allocator_runtime_terms(ctx: TermContext) -> list[Component]:
     Needs ``ctx.num_gpu_blocks`` (a runtime term).
     """
     sizes = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
-    slack = sum(allocation_size(n) - n for n in sizes)
+    slack = sum((allocation_size(n) - n) * k for n, k in Counter(sizes).items())
     return [Component(name="allocator rounding (KV tensors)", category="allocator", bytes=slack,
                       count=max(1, len(sizes)), where="runtime", profiled=False,
                       formula=f"Σ over {len(sizes)} KV tensor(s) of round_up(size, 2 MiB) − size "

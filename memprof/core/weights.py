@@ -23,12 +23,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memprof.base.errors import LayoutError
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank, pp_layer_split
-from memprof.core.models import Layer, ModelSpec, QuantConfig
+from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
 from memprof.core.quant import DTYPE_BYTES, linear_bytes
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
@@ -407,6 +407,22 @@ class _Rank:
             for n in ("enorm", "hnorm", "shared_head.norm"):
                 self.vector(p + n, g, h)
 
+    def layer_kinds(self, layers: tuple[Layer, ...]) -> list[tuple[Layer, int]]:
+        """The stage's layers as (first layer of a kind, how many layers of that kind), so work
+        grows with the kinds, not the count (a config of 100,000 layers builds a few). Layers
+        are one kind when attention, MLP and MTP role are equal; when a quantisation exclude
+        pattern names layer indices (a digit in it), every layer is its own kind."""
+        if self.quant is not None and any(ch.isdigit() for p in self.quant.exclude for ch in p):
+            return [(layer, 1) for layer in layers]
+        return layer_kinds(layers)
+
+    def layer_times(self, layer: Layer, n: int) -> None:
+        """The tensors of ``layer``, standing for ``n`` identical layers (``count = n``)."""
+        start = len(self.out)
+        self.layer(layer)
+        if n != 1:
+            self.out[start:] = [replace(t, count=t.count * n) for t in self.out[start:]]
+
     def hc_head(self, p: str) -> None:
         m, h = self.spec.hc_mult, self.spec.hidden_size
         self.add(p + "hc_head", "hyper-connections head", 4 * (m * m * h + m + 1),
@@ -420,11 +436,11 @@ class _Rank:
         last = self.coord.pp_stage == dep.pp - 1
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
-        for layer in spec.layers[start:end]:
-            self.layer(layer)
+        for layer, n in self.layer_kinds(spec.layers[start:end]):
+            self.layer_times(layer, n)
         if last:
-            for layer in spec.mtp_layers:
-                self.layer(layer)
+            for layer, n in self.layer_kinds(spec.mtp_layers):
+                self.layer_times(layer, n)
             self.vector("model.norm", "final norm", spec.hidden_size)
             if spec.hc_mult:
                 self.hc_head("model.")
@@ -468,19 +484,22 @@ def group_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                                                                  list[WeightGroup]]:
     """The rank's tensors (aggregated) and its report rows: per group, layers of equal size."""
     raw = _Rank(spec, dep, quant, coord, arch).build()
-    per_layer: dict[tuple[str, str], int] = {}
+    per_layer: dict[tuple[str, str], int] = {}  # (group, layer) -> bytes of one such layer
+    layers_like: dict[tuple[str, str], int] = {}  # how many layers that layer stands for
     modules: dict[str, list[str]] = {}
     for t in raw:
         m = re.search(r"\.layers\.(\d+)\.", t.module)
         where = m.group(1) if m else t.module
-        per_layer[(t.group, where)] = per_layer.get((t.group, where), 0) + t.bytes
+        per_layer[(t.group, where)] = per_layer.get((t.group, where), 0) + (
+            t.bytes_each if m else t.bytes)
+        layers_like[(t.group, where)] = t.count if m else 1
         short = re.sub(r"^.*?\.layers\.\d+\.", "", t.module)
         modules.setdefault(t.group, [])
         if short not in modules[t.group]:
             modules[t.group].append(short)
     rows: dict[tuple[str, int], int] = {}
-    for (group, _where), nbytes in per_layer.items():
-        rows[(group, nbytes)] = rows.get((group, nbytes), 0) + 1
+    for key, nbytes in per_layer.items():
+        rows[(key[0], nbytes)] = rows.get((key[0], nbytes), 0) + layers_like[key]
     groups = [WeightGroup(group=g, count=n, bytes_each=b, modules=tuple(modules[g]))
               for (g, b), n in rows.items()]
     return _aggregate(raw), groups
