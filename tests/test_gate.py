@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from memprof.base.errors import BadInput
-from memprof.cli_gate import gate_main, read_baseline, write_atomic
+from memprof.cli import run
+from memprof.commands.gate import read_baseline, write_atomic
 from memprof.core.estimate import SCHEMA_VERSION
 from memprof.core.gate import (
     BASELINE_KIND,
@@ -256,12 +257,13 @@ def scenario_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fresh_baseline(tmp_path_factory: pytest.TempPathFactory, scenario_dir: Path) -> bytes:
     """The baseline --update writes for the bundled scenarios (evaluated once per module)."""
     path = tmp_path_factory.mktemp("baseline") / "baseline.json"
-    assert gate_main(["--update", "--scenarios", str(scenario_dir), "--baseline", str(path)]) == 0
+    assert run(["gate", "--update", "--scenarios", str(scenario_dir),
+                "--baseline", str(path)]) == 0
     return path.read_bytes()
 
 
 def gate(*args: str | Path) -> int:
-    return gate_main([str(a) for a in args])
+    return run(["gate", *(str(a) for a in args)])
 
 
 def test_fresh_baseline_passes(tmp_path: Path, scenario_dir: Path, fresh_baseline: bytes,

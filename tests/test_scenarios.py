@@ -10,7 +10,7 @@ import pytest
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import GiB
-from memprof.cli_gate import gate_main
+from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate
 from memprof.core.scenarios import (
@@ -191,7 +191,7 @@ def test_request_from_mapping_ignores_extra_keys_only_when_told() -> None:
 def test_gate_exits_2_on_an_unknown_key(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, 'model = "llama-3.1-8b"\nfoo = 1\n')
-    assert gate_main(["--scenarios", str(tmp_path), "--baseline",
+    assert run(["gate", "--scenarios", str(tmp_path), "--baseline",
                       str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("error: ") and "unknown key 'foo'" in err[0]

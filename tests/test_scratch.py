@@ -15,7 +15,8 @@ from memprof.base.errors import BadInput
 from memprof.base.units import KiB, MiB
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment, ranks
-from memprof.core.estimate import estimate, resolve
+from memprof.core.engine_defaults import resolve
+from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.kvcache import kv_plan
 from memprof.core.models import ModelSpec, load_model

@@ -9,7 +9,8 @@ from memprof.base.units import GiB
 from memprof.cli import run
 from memprof.core.compare import diff, parse_changes, remedies
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import Estimate, estimate, sglang_defaults
+from memprof.core.engine_defaults import sglang_defaults
+from memprof.core.estimate import Estimate, estimate
 from memprof.core.gpus import find_gpu
 
 TQ = {"kv_cache_dtype": "turboquant_k8v4", "gpu_memory_utilization": 0.9, "max_num_seqs": 256}

@@ -47,6 +47,7 @@ from memprof.base.errors import BadInput
 from memprof.base.units import MiB, cdiv, fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
+from memprof.core.engine_defaults import batch_defaults, sglang_defaults
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import DSV4_SWA_BLOCK, TQ_BOUNDARY_LAYERS, rank_layers
 from memprof.core.models import Layer, ModelSpec
@@ -116,9 +117,6 @@ class Dims:
 
 def dims(ctx: TermContext) -> Dims:
     """The dimensions of ``ctx``'s rank; unresolved deployment defaults follow ``resolve``."""
-    # lazy: estimate imports this module
-    from memprof.core.estimate import batch_defaults, sglang_defaults
-
     spec, dep = ctx.spec, ctx.dep
     a = spec.layers[0].attention
     mnbt_default, seqs_default = batch_defaults(ctx.gpu)

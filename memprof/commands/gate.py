@@ -15,7 +15,6 @@ as it was. A corrupt baseline is an error (exit 2, file untouched) unless ``--up
 which regenerates it: ``--update`` means "the current estimates are the baseline", and the old
 content is not needed for that.
 
-``memprof.cli`` adds it to the main app with ``register(app)``; :func:`gate_main` runs it.
 """
 
 from __future__ import annotations
@@ -227,15 +226,3 @@ def gate(
     code = run_gate(scenarios=scenarios, baseline=baseline, tolerance=tolerance, update=update,
                     markdown=markdown, floor_bytes=parse_size(floor))
     raise typer.Exit(code)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``gate`` command to the memprof app."""
-    app.command("gate")(gate)
-
-
-def gate_main(argv: list[str] | None = None) -> int:
-    """Run ``memprof gate ARGV`` through the main CLI and return the exit code."""
-    from memprof.cli import run
-
-    return run(["gate", *(argv or [])])

@@ -1,0 +1,27 @@
+"""The commands of ``memprof``, one module each, registered by ``memprof.cli`` from ``COMMANDS``.
+
+A command module holds its typer function (flags and help) and nothing else: it calls the core
+and hands the result to a reporter. A new command is a module and a line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    fn: Callable[..., Any]
+
+
+def commands() -> tuple[Command, ...]:
+    """Every command, in the order ``memprof --help`` lists them."""
+    from memprof.commands.estimate import estimate
+    from memprof.commands.gate import gate
+    from memprof.commands.listing import gpus, models
+
+    return (Command("estimate", estimate), Command("gate", gate), Command("models", models),
+            Command("gpus", gpus))
