@@ -87,9 +87,9 @@ def check_budget(model: str, *, gpu: str | None = None, gpu_memory: int | str | 
 
     Raises :class:`memprof.base.errors.BadInput` for an unknown key or a bad value.
     """
+    from memprof.core.contract import estimate_dict
     from memprof.core.gate import rank_key, snapshot_rank
     from memprof.core.scenarios import evaluate, request_from_mapping
-    from memprof.report.json_report import estimate_dict
 
     if verdict is not None and verdict not in VERDICTS:
         raise BadInput(f"verdict must be one of {', '.join(VERDICTS)} or None, got {verdict!r}",

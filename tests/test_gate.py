@@ -15,7 +15,7 @@ import pytest
 from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.commands.gate import read_baseline, write_atomic
-from memprof.core.estimate import SCHEMA_VERSION
+from memprof.core.contract import SCHEMA_VERSION
 from memprof.core.gate import (
     BASELINE_KIND,
     EDITED,
@@ -31,7 +31,7 @@ from memprof.core.gate import (
     snapshot,
     validate_baseline,
 )
-from memprof.report.gate_report import render_markdown, rows, summary_line
+from memprof.report.gate import render_markdown, rows, summary_line
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,11 +15,7 @@ import typer
 from memprof.base.errors import EXIT_OK, EXIT_OOM
 
 if TYPE_CHECKING:
-    from memprof.core.compare import Remedies
-    from memprof.core.estimate import Estimate
-
-FORMATS = ("table", "json", "markdown")
-
+    from memprof.core.contract import EstimateReport
 
 def _size(text: str | None, *, vllm_bytes: bool = False) -> int | None:
     from memprof.base.units import parse_size
@@ -105,6 +101,7 @@ def estimate(
     from memprof.base.errors import BadInput
     from memprof.core.deployment import Deployment
     from memprof.core.estimate import estimate as run_estimate
+    from memprof.report import FORMATS
 
     if fmt not in FORMATS:
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, json or markdown")
@@ -127,25 +124,15 @@ def estimate(
     if compare:
         other = run_estimate(model, dep.with_(**parse_changes(compare)), gpu=result.gpu)
     fixes = remedies(result, result.spec)
-    _emit(result, fmt, fixes, other, compare)
+    from memprof.core.contract import EstimateReport
+
+    _emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=compare), fmt)
     raise typer.Exit(EXIT_OK if result.verdict == "fits" else EXIT_OOM)
 
 
-def _emit(result: Estimate, fmt: str, rems: Remedies, b: Estimate | None,
-          compare: str | None) -> None:
-    if fmt == "json":
-        from memprof.report.json_report import render_json
+def _emit(report: EstimateReport, fmt: str) -> None:
+    from memprof.report import reporter
 
-        sys.stdout.write(render_json(result, rems, b, compare))
-    elif fmt == "markdown":
-        from memprof.report.table import render_markdown
-
-        sys.stdout.write(render_markdown(result, rems, b, compare))
-    else:
-        from rich.console import Console
-
-        from memprof.report.table import render_table
-
-        render_table(result, Console(), rems, b, compare)
-
-
+    tty = sys.stdout.isatty()
+    sys.stdout.write(reporter(fmt)(report, None if tty else 100, **(
+        {"color": tty} if fmt == "table" else {})))

@@ -47,9 +47,9 @@ def default_scenarios() -> Path:
 
 def current_snapshots(directory: Path) -> dict[str, dict[str, Any]]:
     """Evaluate every scenario of ``directory``: name -> gate snapshot."""
+    from memprof.core.contract import estimate_dict
     from memprof.core.gate import snapshot
     from memprof.core.scenarios import evaluate_scenario, load_scenarios
-    from memprof.report.json_report import estimate_dict
 
     out: dict[str, dict[str, Any]] = {}
     for s in load_scenarios(directory):
@@ -60,7 +60,7 @@ def current_snapshots(directory: Path) -> dict[str, dict[str, Any]]:
 
 def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
     """The baseline's scenarios; :class:`BadInput` (one line + hint) for anything unreadable."""
-    from memprof.core.estimate import SCHEMA_VERSION
+    from memprof.core.contract import SCHEMA_VERSION
     from memprof.core.gate import validate_baseline
 
     try:
@@ -159,9 +159,9 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
              markdown: Path | None, floor_bytes: int = DEFAULT_FLOOR_BYTES) -> int:
     """The command's logic; returns the exit code (raises MemprofError for bad input)."""
     from memprof import __version__
-    from memprof.core.estimate import SCHEMA_VERSION
+    from memprof.core.contract import SCHEMA_VERSION
     from memprof.core.gate import baseline_doc, compare, dump_baseline
-    from memprof.report.gate_report import render_markdown, render_table
+    from memprof.report.gate import render_markdown, render_table
 
     if not 0.0 <= tolerance < 100.0:
         raise BadInput(f"--tolerance must be a percentage in [0, 100), got {tolerance}",

@@ -36,7 +36,6 @@ from memprof.core.kvcache import (
 from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
 
-SCHEMA_VERSION = 1
 VERDICTS = ("fits", "runtime_oom", "startup_oom")  # in increasing severity
 
 

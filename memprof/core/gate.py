@@ -1,7 +1,7 @@
 """The memory gate's comparison: estimates in, findings out. Pure (no IO, no rich).
 
 ``memprof gate`` evaluates every scenario, reduces each estimate (the JSON contract of
-``memprof.report.json_report.estimate_dict``) to a *snapshot* with :func:`snapshot`, and compares
+``memprof.core.contract.estimate_dict``) to a *snapshot* with :func:`snapshot`, and compares
 the snapshots with a committed baseline (:func:`compare`).
 
 What is tracked, per scenario and per distinct rank (identical ranks are folded as the estimate

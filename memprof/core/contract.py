@@ -1,18 +1,34 @@
-"""The JSON contract (``schema_version`` 1): what ``memprof gate`` and other tools read.
+"""The JSON contract (``schema_version`` 1) of an estimate, built here in the core so that the
+gate, the budget API and the pytest plugin read it without going through a renderer; the
+``json`` reporter only serialises it. Sizes are integer bytes; every field is documented in the
+README.
 
-Sizes are integer bytes; every field documented in the README. Nothing else goes to stdout in
-JSON mode.
+``EstimateReport`` is the one object every reporter renders: the estimate, the remedies that
+were evaluated, and an optional comparison.
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from typing import Any
 
 from memprof import __version__
 from memprof.core.compare import Remedies, diff
 from memprof.core.components import Component
-from memprof.core.estimate import SCHEMA_VERSION, Estimate, RankEstimate
+from memprof.core.estimate import Estimate, RankEstimate
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EstimateReport:
+    """What ``memprof estimate`` shows: the estimate, its remedies, and ``--compare``'s other
+    estimate with the changes that made it (``None`` without ``--compare``)."""
+
+    estimate: Estimate
+    remedies: Remedies | None = None
+    other: Estimate | None = None
+    changes: str | None = None
 
 
 def component_dict(c: Component) -> dict[str, Any]:
@@ -125,8 +141,9 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
     }
 
 
-def render_json(e: Estimate, remedies: Remedies | None = None, other: Estimate | None = None,
-                compare: str | None = None) -> str:
+def report_dict(report: EstimateReport) -> dict[str, Any]:
+    """The whole JSON document of ``memprof estimate --format json``."""
+    e, remedies, other = report.estimate, report.remedies, report.other
     d = estimate_dict(e)
     d["summary"]["remedies"] = [
         {"change": r.change, "verdict": r.verdict, "kv_cache_tokens": r.kv_cache_tokens,
@@ -136,7 +153,7 @@ def render_json(e: Estimate, remedies: Remedies | None = None, other: Estimate |
         d["summary"]["remedies_note"] = remedies.summary()
     if other is not None:
         d["compare"] = {
-            "changes": compare,
+            "changes": report.changes,
             "summary": {"verdict": other.verdict, "kv_cache_tokens": other.kv_cache_tokens,
                         "max_concurrency": round(other.max_concurrency, 4)},
             "components": [
@@ -144,4 +161,4 @@ def render_json(e: Estimate, remedies: Remedies | None = None, other: Estimate |
                  "bytes": x.a_bytes, "compare_bytes": x.b_bytes, "delta_bytes": x.delta}
                 for x in diff(e, other)],
         }
-    return json.dumps(d, indent=2) + "\n"
+    return d

@@ -1,0 +1,119 @@
+"""The rows and lines a human reads in an estimate; the table and Markdown reporters render them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memprof.base.units import fmt_bytes
+from memprof.core.compare import DiffRow, Remedies, diff
+from memprof.core.components import Component
+from memprof.core.estimate import Estimate, RankEstimate
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    component: str
+    category: str
+    each: str
+    total: str
+    share: str
+    profiled: str
+    note: str
+
+
+def headline(e: Estimate) -> str:
+    d = e.deployment
+    par = f"TP{d.tp}" + (f" PP{d.pp}" if d.pp > 1 else "") + (f" DP{d.dp}" if d.dp > 1 else "")
+    if d.enable_expert_parallel:
+        par += f" EP{d.ep_size}"
+    q = e.quant.method if e.quant else e.model_dtype
+    return (f"{e.spec.name} ({e.spec.architecture}, {q}) on {d.world_size}× {e.gpu.name} "
+            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine}, kv {d.kv_cache_dtype}, "
+            f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
+            f"max_num_batched_tokens {e.max_num_batched_tokens}")
+
+
+def rank_title(r: RankEstimate) -> str:
+    c = r.coord
+    who = f"rank {c.rank}" if len(r.same_as) == 1 else f"{len(r.same_as)} ranks like rank {c.rank}"
+    ep = "" if c.ep_rank is None else f" ep {c.ep_rank}"
+    return f"{who} (tp {c.tp_rank}, pp {c.pp_stage}, dp {c.dp_rank}{ep})"
+
+
+def rows(e: Estimate, r: RankEstimate) -> list[Row]:
+    total = e.gpu.total_bytes
+
+    def row(c: Component) -> Row:
+        each = f"{c.count} × {fmt_bytes(c.bytes_each)}" if c.count > 1 else ""
+        note = "placeholder: not modelled yet" if c.placeholder else {
+            "baseline": "before the engine's baseline", "runtime": "outside the budget"}.get(
+            c.where, "")
+        name = f"{c.name} ({note})" if note else c.name
+        profiled = "—" if c.where == "baseline" else ("yes" if c.profiled else "NO")
+        return Row(name, c.category, each, fmt_bytes(c.bytes), f"{100 * c.bytes / total:.1f}%",
+                   profiled, note)
+
+    return [row(c) for c in r.components]
+
+
+def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
+    d = e.deployment
+    if d.kv_cache_memory_bytes:
+        budget = f"KV = --kv-cache-memory {fmt_bytes(d.kv_cache_memory_bytes)}"
+    elif d.sglang:
+        loaded = sum(c.bytes for c in r.components
+                     if c.where == "budget" and c.category in ("weights", "scratch"))
+        budget = (f"KV = mem_fraction_static {e.mem_fraction_static} × free before load = "
+                  f"{fmt_bytes(r.requested_bytes)} − loaded {fmt_bytes(loaded)} = "
+                  f"{fmt_bytes(r.available_kv_bytes)}")
+    else:
+        terms = " − ".join(
+            f"{c.category} {fmt_bytes(c.bytes)}" for c in _budget_terms(r))
+        budget = (f"KV = ceil({d.gpu_memory_utilization} × {fmt_bytes(e.gpu.total_bytes)}) "
+                  f"= {fmt_bytes(r.requested_bytes)} − {terms} = "
+                  f"{fmt_bytes(r.available_kv_bytes)}")
+    return [
+        budget,
+        f"KV cache: {r.kv.num_gpu_blocks} blocks × {fmt_bytes(r.plan.block_bytes)} "
+        f"(block {r.plan.block_size} tokens; {r.plan.bytes_per_token} B/token) = "
+        f"{fmt_bytes(r.kv.kv_cache_bytes)}",
+        f"GPU KV cache size: {r.kv.tokens:,} tokens",
+        f"Maximum concurrency for {e.max_model_len:,} tokens per request: "
+        f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})",
+        f"headroom at run time: {fmt_bytes(r.headroom_bytes)} (total − before-baseline − "
+        f"{'envelope' if d.sglang else 'requested'} − unbudgeted)",
+        *[f"scratch {name}: per layer {fmt_bytes(per)}, shared {fmt_bytes(shared)} — sharing "
+          f"saves {fmt_bytes(per - shared)}" for name, per, shared in r.scratch_savings],
+    ]
+
+
+def _budget_terms(r: RankEstimate) -> list[Component]:
+    cats: dict[str, int] = {}
+    for c in r.components:
+        if c.category != "kv_cache" and c.in_budget and c.profiled:
+            cats[c.category] = cats.get(c.category, 0) + c.bytes
+    return [Component(name=k, category=k, bytes=v) for k, v in cats.items()]
+
+
+def verdict_line(e: Estimate) -> str:
+    text = f"verdict: {e.verdict}"
+    if e.reasons:
+        text += " — " + "; ".join(e.reasons)
+    elif e.verdict == "fits":
+        text += f", headroom {fmt_bytes(min(r.headroom_bytes for r in e.ranks))}"
+    return text
+
+
+def remedy_lines(remedies: Remedies | None) -> list[str]:
+    if remedies is None or not remedies.tried:
+        return []
+    return [remedies.summary(), *(f"  {r.change}: {r.detail}" for r in remedies)]
+
+
+def compare_title(e: Estimate, other: Estimate, changes: str | None) -> str:
+    return (f"compare with {changes}: KV tokens {e.kv_cache_tokens:,} → "
+            f"{other.kv_cache_tokens:,}, verdict {e.verdict} → {other.verdict}")
+
+
+def compare_rows(e: Estimate, other: Estimate) -> list[DiffRow]:
+    return diff(e, other)
