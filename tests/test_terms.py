@@ -13,12 +13,19 @@ from pathlib import Path
 import pytest
 
 from memprof.base.units import GiB, KiB, MiB
-from memprof.core import terms
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.gpus import GPU, find_gpu
 from memprof.core.kvcache import kv_plan
 from memprof.core.models import ModelSpec, load_model, spec_from_config
+from memprof.core.terms import (
+    BUDGET_TERMS,
+    RUNTIME_TERMS,
+    activation,
+    allocator,
+    cudagraph,
+    non_torch,
+)
 
 ROWS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}
@@ -89,7 +96,7 @@ V2_LITE = spec_from_config({
 
 def test_toy_dense_mlp_stage_sets_the_peak() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4, max_model_len=4096)
-    comps = by_name(terms.activation_terms(make_ctx(TOY, dep)))
+    comps = by_name(activation.activation_terms(make_ctx(TOY, dep)))
     # T = 2048, bf16. residual + hidden = 2·2048·1024·2 = 8 MiB; gate_up 2048·8192·2 = 32 MiB,
     # act 16 MiB, down 4 MiB -> 60 MiB. Attention: qkv 2048·(16·64 + 4·128)·2 = 6 MiB + out 4 + o
     # 4 + 8 = 22 MiB. Sampler (R = 4 < 8: sort path): 4 MiB + 4·32000·(2 + 22) B ≈ 7 MiB.
@@ -103,7 +110,7 @@ def test_toy_dense_mlp_stage_sets_the_peak() -> None:
 
 def test_toy_sampler_sets_the_peak_with_many_rows() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=1024, max_model_len=4096)
-    stages = {s.name: s.bytes for s in terms.activation_stages(make_ctx(TOY, dep))}
+    stages = {s.name: s.bytes for s in activation.activation_stages(make_ctx(TOY, dep))}
     # R = min(1024, 2048) = 1024 ≥ 8 (Triton top-k/top-p): last hidden 2048·1024·2 + logits
     # 1024·32000·2 + fp32/probs/noise 12·1024·32000 + row buffer 132·32000·4.
     assert stages["sampler"] == 4 * MiB + 65_536_000 + 393_216_000 + 16_896_000
@@ -112,21 +119,21 @@ def test_toy_sampler_sets_the_peak_with_many_rows() -> None:
 
 def test_toy_sort_path_below_eight_rows() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4, max_model_len=4096)
-    stage = terms.sampler_stage(make_ctx(TOY, dep), 2048, 4)
+    stage = activation.sampler_stage(make_ctx(TOY, dep), 2048, 4)
     assert stage.bytes == 4 * MiB + 4 * 32000 * 2 + 4 * 32000 * 22
 
 
 def test_toy_tp2_halves_the_mlp_and_adds_the_all_reduce_copy() -> None:
     dep = Deployment(tp=2, max_num_batched_tokens=2048, max_num_seqs=4, max_model_len=4096)
-    stages = {s.name: s.bytes for s in terms.activation_stages(make_ctx(TOY, dep))}
+    stages = {s.name: s.bytes for s in activation.activation_stages(make_ctx(TOY, dep))}
     # I/tp = 2048: gate_up 16 MiB + act 8 + down 4 + all-reduce out 4 + base 8 = 40 MiB
     assert stages["dense MLP"] == 40 * MiB
 
 
 def test_pp_first_stage_has_no_sampler_last_has_no_embedding() -> None:
     dep = Deployment(pp=2, max_num_batched_tokens=2048, max_num_seqs=4, max_model_len=4096)
-    first = {s.name for s in terms.activation_stages(make_ctx(TOY, dep, rank=0))}
-    last = {s.name for s in terms.activation_stages(make_ctx(TOY, dep, rank=1))}
+    first = {s.name for s in activation.activation_stages(make_ctx(TOY, dep, rank=0))}
+    last = {s.name for s in activation.activation_stages(make_ctx(TOY, dep, rank=1))}
     assert "sampler" not in first and "embedding" in first
     assert "sampler" in last and "embedding" not in last
 
@@ -135,38 +142,38 @@ def test_moe_workspace_and_stage_by_hand() -> None:
     dep = Deployment(max_num_batched_tokens=1024, max_num_seqs=4, max_model_len=4096)
     ctx = make_ctx(TOY_MOE, dep)
     # TritonExperts: (M, k, max(I, H)) + (M, k, max(2I, H)) = 1024·2·1024·2 + 1024·2·1024·2
-    assert terms.moe_workspace_bytes(ctx) == 8 * MiB
-    stages = {s.name: s.bytes for s in terms.activation_stages(ctx)}
+    assert activation.moe_workspace_bytes(ctx) == 8 * MiB
+    stages = {s.name: s.bytes for s in activation.activation_stages(ctx)}
     # base 4 MiB + router logits 1024·8·4 + top-k 1024·2·8 + sorted ids (1024·2 + 8·63)·4
     # + experts' output 1024·1024·2
     assert stages["MoE"] == 4 * MiB + 32 * KiB + 16 * KiB + (2048 + 504) * 4 + 2 * MiB
-    comps = by_name(terms.activation_terms(ctx))
+    comps = by_name(activation.activation_terms(ctx))
     assert comps["fused-MoE workspace (WorkspaceManager)"].bytes == 8 * MiB
 
 
 def test_moe_with_dp_gathers_tokens_and_splits_intermediate() -> None:
     dep = Deployment(dp=2, max_num_batched_tokens=1024, max_num_seqs=4, max_model_len=4096)
     # M = T·dp = 2048, I/(tp·dp) = 256: 2048·2·max(256, 1024)·2 twice = 16 MiB
-    assert terms.moe_workspace_bytes(make_ctx(TOY_MOE, dep)) == 16 * MiB
+    assert activation.moe_workspace_bytes(make_ctx(TOY_MOE, dep)) == 16 * MiB
     ep = Deployment(dp=2, enable_expert_parallel=True, max_num_batched_tokens=1024,
                     max_num_seqs=4, max_model_len=4096)
     # EP keeps the full I = 512: 2048·2·1024·2 + 2048·2·1024·2 = 16 MiB as well (H dominates)
-    assert terms.moe_workspace_bytes(make_ctx(TOY_MOE, ep)) == 16 * MiB
+    assert activation.moe_workspace_bytes(make_ctx(TOY_MOE, ep)) == 16 * MiB
 
 
 def test_mla_worst_case_kv_b_rows() -> None:
     # W = max(min(max(8·mml, 4·seqs·block), 65536), seqs·block); block 64 on sm90 (FlashMLA)
     dep = Deployment(max_num_batched_tokens=8192, max_num_seqs=256, max_model_len=8192)
-    assert terms.mla_chunked_prefill_rows(make_ctx(V2_LITE, dep)) == 65536
+    assert activation.mla_chunked_prefill_rows(make_ctx(V2_LITE, dep)) == 65536
     small = Deployment(max_num_batched_tokens=2048, max_num_seqs=16, max_model_len=2048)
-    assert terms.mla_chunked_prefill_rows(make_ctx(V2_LITE, small)) == 16384
+    assert activation.mla_chunked_prefill_rows(make_ctx(V2_LITE, small)) == 16384
 
 
 def test_v2_lite_mla_stage_by_hand() -> None:
     dep = Deployment(dtype="float16", max_num_batched_tokens=8192, max_num_seqs=256,
                      max_model_len=8192, enforce_eager=True)
     stages = {s.name: s.bytes for s in
-              terms.activation_stages(make_ctx(V2_LITE, dep, dtype="float16"))}
+              activation.activation_stages(make_ctx(V2_LITE, dep, dtype="float16"))}
     # T = 8192, fp16: base 2·8192·2048·2 = 64 MiB; kv_a 8192·576·2 = 9 MiB; q 8192·16·192·2 =
     # 48 MiB; kv_c 8 MiB; out 8192·16·128·2 = 32 MiB; kv_b worst case 65536·16·256·2 = 512 MiB;
     # o_proj 32 MiB
@@ -177,7 +184,7 @@ def test_dsv4_mhc_stage_and_aux_stream_workspaces() -> None:
     flash = load_model("deepseek-v4-flash")
     dep = Deployment(max_num_batched_tokens=1024, max_num_seqs=4, max_model_len=65536)
     ctx = make_ctx(flash, dep, find_gpu("H200"))
-    stages = {s.name: s.bytes for s in terms.activation_stages(ctx)}
+    stages = {s.name: s.bytes for s in activation.activation_stages(ctx)}
     # old + new residual 2·1024·4·4096·2 + x in/out 2·1024·4096·2 + mixes 2·1024·(4+16)·4
     assert stages["mHC post/pre"] == 64 * MiB + 16 * MiB + 160 * KiB
     # C4 attention: base = residual [T,hc,H] 32 MiB + input [T,H] 8 MiB + mixes 1024·20·4 B;
@@ -189,16 +196,17 @@ def test_dsv4_mhc_stage_and_aux_stream_workspaces() -> None:
     # C128: no indexer, compressor kv|gate 1024·2·512·2 = 2 MiB
     assert stages["attention (dsv4, C4)"] - stages["attention (dsv4, C128)"] == \
         16 * MiB + 256 * KiB + 2 * MiB
-    assert by_name(terms.activation_terms(ctx))["cuBLAS workspace"].bytes == 4 * 32 * MiB
+    assert by_name(activation.activation_terms(ctx))["cuBLAS workspace"].bytes == 4 * 32 * MiB
     rocm = make_ctx(flash, dep, find_gpu("MI300X"))
-    assert by_name(terms.activation_terms(rocm))["cuBLAS workspace"].bytes == 128 * MiB
+    assert by_name(activation.activation_terms(rocm))["cuBLAS workspace"].bytes == 128 * MiB
 
 
 def test_cublas_workspace_by_arch() -> None:
-    assert terms.cublas_workspace_bytes(find_gpu("RTX-4090")) == 8 * MiB + 128 * KiB
-    assert terms.cublas_workspace_bytes(H100) == 32 * MiB
-    assert terms.cublas_workspace_bytes(find_gpu("MI300X")) == 128 * MiB
-    assert terms.cublas_workspace_bytes(GPU(name="x", total_bytes=GiB, arch="unknown")) == 32 * MiB
+    assert activation.cublas_workspace_bytes(find_gpu("RTX-4090")) == 8 * MiB + 128 * KiB
+    assert activation.cublas_workspace_bytes(H100) == 32 * MiB
+    assert activation.cublas_workspace_bytes(find_gpu("MI300X")) == 128 * MiB
+    unknown = GPU(name="x", total_bytes=GiB, arch="unknown")
+    assert activation.cublas_workspace_bytes(unknown) == 32 * MiB
 
 
 # --- 2. CUDA graphs -------------------------------------------------------------------------------
@@ -206,20 +214,20 @@ def test_cublas_workspace_by_arch() -> None:
 
 def test_capture_sizes_default() -> None:
     dep = Deployment(max_num_batched_tokens=8192, max_num_seqs=256)
-    sizes = terms.capture_sizes(dep)
+    sizes = cudagraph.capture_sizes(dep)
     # min(256·1·2, 512) = 512: [1,2,4] + 8..248 step 8 (31) + 256..512 step 16 (17) = 51
     assert len(sizes) == 51 and sizes[:4] == [1, 2, 4, 8] and sizes[-1] == 512
-    modes = terms.graph_modes(dep)
+    modes = cudagraph.graph_modes(dep)
     assert len(modes["FULL"]) == 35 and max(modes["FULL"]) == 256  # 1 ≤ x ≤ 256
 
 
 def test_capture_sizes_spec_decode_and_small_mnbt() -> None:
     spec = Deployment(max_num_batched_tokens=8192, max_num_seqs=4, num_speculative_tokens=1)
     # dql = 2: max = min(4·2·2, 512) = 16 -> [1,2,4,8,16]; FULL: 2 ≤ x ≤ 8
-    assert terms.capture_sizes(spec) == [1, 2, 4, 8, 16]
-    assert terms.graph_modes(spec)["FULL"] == [2, 4, 8]
+    assert cudagraph.capture_sizes(spec) == [1, 2, 4, 8, 16]
+    assert cudagraph.graph_modes(spec)["FULL"] == [2, 4, 8]
     small = Deployment(max_num_batched_tokens=12, max_num_seqs=256)
-    assert terms.capture_sizes(small) == [1, 2, 4, 8, 12]  # mnbt appended when it caps the max
+    assert cudagraph.capture_sizes(small) == [1, 2, 4, 8, 12]  # mnbt appended when it caps the max
 
 
 def test_cudagraph_estimate_and_pool_by_hand() -> None:
@@ -228,8 +236,8 @@ def test_cudagraph_estimate_and_pool_by_hand() -> None:
     # sizes [1,2,4,8] (PIECEWISE), FULL [1,2,4]. Decode live set at b = 8 is the MLP stage:
     # base 2·8·1024·2 = 32 KiB + gate_up 8·8192·2 = 128 KiB + act 64 KiB + down 16 KiB = 240 KiB;
     # at b = 4: 120 KiB.
-    assert terms.decode_live_bytes(ctx, 8) == 240 * KiB
-    comps = by_name(terms.cudagraph_terms(ctx))
+    assert cudagraph.decode_live_bytes(ctx, 8) == 240 * KiB
+    comps = by_name(cudagraph.cudagraph_terms(ctx))
     est = comps["CUDA-graph estimate"]
     # max(240 KiB + 2 MiB, 120 KiB + 2 MiB) + 2 MiB·(4−1) + 2 MiB·(3−1)
     assert est.bytes == 240 * KiB + 12 * MiB
@@ -241,14 +249,14 @@ def test_cudagraph_estimate_and_pool_by_hand() -> None:
 
 def test_cudagraph_enforce_eager_is_zero() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4, enforce_eager=True)
-    comps = terms.cudagraph_terms(make_ctx(TOY, dep))
+    comps = cudagraph.cudagraph_terms(make_ctx(TOY, dep))
     assert [c.bytes for c in comps] == [0, 0]
     assert all(c.formula == "enforce_eager" for c in comps)
 
 
 def test_cudagraph_estimate_off_moves_the_pool_to_runtime() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4, max_model_len=4096)
-    comps = terms.cudagraph_terms_estimate_off(make_ctx(TOY, dep))
+    comps = cudagraph.cudagraph_terms_estimate_off(make_ctx(TOY, dep))
     assert comps[0].bytes == 0 and comps[1].bytes == 240 * KiB + 14 * MiB
 
 
@@ -257,7 +265,7 @@ def test_cudagraph_estimate_off_moves_the_pool_to_runtime() -> None:
 
 def test_non_torch_single_gpu() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4)
-    comps = by_name(terms.non_torch_terms(make_ctx(TOY, dep)))
+    comps = by_name(non_torch.non_torch_terms(make_ctx(TOY, dep)))
     # measured_h100_overheads.json: 554,500,096 − 2,097,152
     assert comps["CUDA context"].bytes == 552_402_944
     assert comps["CUDA context"].where == "baseline"
@@ -271,12 +279,12 @@ def test_non_torch_single_gpu() -> None:
 def test_non_torch_one_communicator_per_group_larger_than_one() -> None:
     dep = Deployment(tp=2, pp=2, dp=2, enable_expert_parallel=True, max_num_batched_tokens=2048,
                      max_num_seqs=4)
-    comps = terms.non_torch_terms(make_ctx(TOY_MOE, dep))
+    comps = non_torch.non_torch_terms(make_ctx(TOY_MOE, dep))
     nccl = [c for c in comps if c.name.startswith("NCCL")]
     # TP(2), PP(2), DP(2), EP(tp·dp = 4): 4 × (458 + 474) MiB, all before the baseline
     assert len(nccl) == 4 and total(nccl) == 4 * 932 * MiB
     assert all(c.where == "baseline" for c in nccl)
-    tp_only = terms.non_torch_terms(make_ctx(TOY, Deployment(tp=2, max_num_batched_tokens=2048,
+    tp_only = non_torch.non_torch_terms(make_ctx(TOY, Deployment(tp=2, max_num_batched_tokens=2048,
                                                              max_num_seqs=4)))
     assert [c.name for c in tp_only if c.name.startswith("NCCL")] == [
         "NCCL TP communicator (2 ranks)"]
@@ -284,7 +292,7 @@ def test_non_torch_one_communicator_per_group_larger_than_one() -> None:
 
 def test_non_torch_rocm_is_flagged_unverified() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4)
-    comps = terms.non_torch_terms(make_ctx(TOY, dep, find_gpu("MI300X")))
+    comps = non_torch.non_torch_terms(make_ctx(TOY, dep, find_gpu("MI300X")))
     assert all("unverified" in c.formula for c in comps)
 
 
@@ -298,7 +306,7 @@ def test_non_torch_rocm_is_flagged_unverified() -> None:
     (300 * MiB + 7, 302 * MiB),  # internals §5.4 measured: +302 MiB
 ])
 def test_allocation_size(request_bytes: int, reserved: int) -> None:
-    assert terms.allocation_size(request_bytes) == reserved
+    assert allocator.allocation_size(request_bytes) == reserved
 
 
 def test_allocator_slack_of_kv_tensors_by_hand() -> None:
@@ -306,25 +314,26 @@ def test_allocator_slack_of_kv_tensors_by_hand() -> None:
     ctx = make_ctx(TOY, dep, num_gpu_blocks=1000)
     # page = 16 tokens · 4 KV heads · (64+64) · 2 B = 16,384 B; one tensor per layer of
     # 16,384,000 B, reserved round_up(·, 2 MiB) = 16,777,216 -> 393,216 B slack × 2 layers
-    comps = terms.allocator_runtime_terms(ctx)
+    comps = allocator.allocator_runtime_terms(ctx)
     assert comps[0].bytes == 2 * 393_216
     assert comps[0].where == "runtime" and not comps[0].profiled
     assert comps[0].category == "allocator"
-    assert terms.allocator_runtime_terms(make_ctx(TOY, dep))[0].bytes == 0  # no blocks yet
+    assert allocator.allocator_runtime_terms(make_ctx(TOY, dep))[0].bytes == 0  # no blocks yet
 
 
 def test_kv_tensor_layouts() -> None:
     flash = load_model("deepseek-v4-flash")
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=4, max_model_len=65536)
     ctx = make_ctx(flash, dep, find_gpu("H200"))
-    assert terms.kv_tensor_sizes(ctx.plan, 10) == [ctx.plan.block_bytes * 10]  # one packed slab
-    assert len(terms.kv_tensor_sizes(make_ctx(TOY, dep).plan, 10)) == 2
+    assert allocator.kv_tensor_sizes(ctx.plan, 10) == [ctx.plan.block_bytes * 10]  # one packed slab
+    assert len(allocator.kv_tensor_sizes(make_ctx(TOY, dep).plan, 10)) == 2
 
 
 def test_term_lists() -> None:
-    budget, runtime = terms.BUDGET_TERMS, terms.RUNTIME_TERMS
-    assert budget == [terms.activation_terms, terms.cudagraph_terms, terms.non_torch_terms]
-    assert runtime == [terms.allocator_runtime_terms]
+    budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
+    assert budget == [activation.activation_terms, cudagraph.cudagraph_terms,
+                      non_torch.non_torch_terms]
+    assert runtime == [allocator.allocator_runtime_terms]
 
 
 # --- calibration against published figures --------------------------------------------------------
@@ -337,7 +346,7 @@ def _dsv4_spark(mnbt: int) -> tuple[float, float]:
                 exact=False)
     dep = Deployment(max_num_batched_tokens=mnbt, max_num_seqs=1, max_model_len=262144,
                      gpu_memory_utilization=0.93)
-    got = total(terms.activation_terms(make_ctx(load_model("deepseek-v4-flash"), dep, spark)))
+    got = total(activation.activation_terms(make_ctx(load_model("deepseek-v4-flash"), dep, spark)))
     return got / GiB, row["observed"]["activation_peak_gib"]
 
 
@@ -372,8 +381,8 @@ def test_row48_qwen14b_forward_activation_on_the_non_sampling_rank() -> None:
     # forward (no sampler) + cuBLAS workspace: 161 MiB + 8.1 MiB = 0.165 GiB, −13% when written.
     # Tolerance 25%: V0 ran attention in the profile and allocated differently.
     ctx = _qwen14b_ctx(rank=1)
-    forward = max(s.bytes for s in terms.activation_stages(ctx) if s.name != "sampler")
-    got = (forward + terms.cublas_workspace_bytes(ctx.gpu)) / GiB
+    forward = max(s.bytes for s in activation.activation_stages(ctx) if s.name != "sampler")
+    got = (forward + activation.cublas_workspace_bytes(ctx.gpu)) / GiB
     published = ROWS[48]["observed"]["activation_peak_gib"]
     assert abs(got - published) / published < 0.25
 
@@ -386,7 +395,7 @@ def test_row48_qwen14b_driver_rank_sampler_is_leaner_in_v1() -> None:
     # driver figure and above a third of it.
     obs = ROWS[48]["observed"]
     v0_driver = obs["activation_peak_gib"] + obs["kv_cache_gib"] - obs["kv_tokens"] * 98_304 / GiB
-    comps = by_name(terms.activation_terms(_qwen14b_ctx(rank=0)))
+    comps = by_name(activation.activation_terms(_qwen14b_ctx(rank=0)))
     assert "sampler" in comps["activation peak (profile run)"].formula
     got = total(list(comps.values())) / GiB
     assert v0_driver / 3 < got < v0_driver
@@ -397,14 +406,14 @@ def test_row48_qwen14b_non_torch_increase() -> None:
     # budget non-torch is cuBLAS + Triton modules: 158 MiB = 0.154 GiB, −38% when written; the
     # rest is kernel modules memprof does not model (FlashAttention, vLLM custom ops loaded
     # lazily). Tolerance: at least half of the published figure and not above it.
-    comps = by_name(terms.non_torch_terms(_qwen14b_ctx(rank=0)))
+    comps = by_name(non_torch.non_torch_terms(_qwen14b_ctx(rank=0)))
     budget = comps["non-torch increase (profile run)"].bytes / GiB
     published = ROWS[48]["observed"]["non_torch_gib"]
     assert 0.5 * published <= budget <= published
     # The 474 MiB of NCCL first-collective buffers belong to the baseline (PyNccl's warm-up
     # all_reduce runs before the snapshot): in the budget they would give 0.62 GiB, 2.5× the
     # published increase.
-    assert budget + terms.NCCL_FIRST_COLLECTIVE_BYTES / GiB > 2 * published
+    assert budget + non_torch.NCCL_FIRST_COLLECTIVE_BYTES / GiB > 2 * published
     assert comps["NCCL TP communicator (2 ranks)"].where == "baseline"
 
 
@@ -426,7 +435,7 @@ def test_row8_v2_lite_activation() -> None:
     # Tolerance 25%.
     obs = ROWS[8]["observed"]
     published = obs["peak_torch_gib"] - obs["weights_gb"]
-    got = total(terms.activation_terms(_v2_lite_ctx())) / GiB
+    got = total(activation.activation_terms(_v2_lite_ctx())) / GiB
     assert abs(got - published) / published < 0.25
 
 
@@ -436,6 +445,6 @@ def test_row8_v2_lite_non_torch_is_not_comparable() -> None:
     # made (internals §7.2: 1.79 GiB for Llama-3-8B TP1 then); it is not vLLM's current
     # non_torch_increase. The only honest check: memprof's whole non-torch (context + profile
     # increase, 0.67 GiB) must not exceed it.
-    comps = terms.non_torch_terms(_v2_lite_ctx())
+    comps = non_torch.non_torch_terms(_v2_lite_ctx())
     assert total(comps) / GiB < ROWS[8]["observed"]["non_torch_gib"]
     assert [c for c in comps if c.name.startswith("NCCL")] == []

@@ -34,6 +34,7 @@ from memprof.core.kvcache import (
     max_fitting_model_len,
 )
 from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
+from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
 
 VERDICTS = ("fits", "runtime_oom", "startup_oom")  # in increasing severity
@@ -101,10 +102,11 @@ class Estimate:
 
 def default_terms() -> tuple[list[TermFn], list[TermFn]]:
     """(terms known before the KV cache is sized, runtime terms that need its size)."""
-    from memprof.core import scratch, terms
+    from memprof.core import scratch
+    from memprof.core.terms import BUDGET_TERMS, RUNTIME_TERMS
 
-    return ([scratch.scratch_budget_terms, *terms.BUDGET_TERMS],
-            [scratch.scratch_runtime_terms, *terms.RUNTIME_TERMS])
+    return ([scratch.scratch_budget_terms, *BUDGET_TERMS],
+            [scratch.scratch_runtime_terms, *RUNTIME_TERMS])
 
 
 # --- the estimate --------------------------------------------------------------------------------
@@ -265,10 +267,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
     savings = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])
-    kv_comp = Component(name="KV cache", category="kv_cache", bytes=cap.kv_cache_bytes,
-                        count=cap.num_gpu_blocks or 1,
-                        formula=f"{cap.num_gpu_blocks} blocks × {plan.block_bytes} B "
-                        f"({plan.formula})")
+    kv_comp = kv_cache_component(plan, cap)
     all_comps = [*c.comps, *runtime, kv_comp]
     verdict, reasons, headroom = _verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
                                           cap, mml, mnbt)

@@ -15,12 +15,20 @@ from memprof.core.models import configs_dir
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GPU:
+    """One GPU: ``total_bytes`` as ``torch.cuda.mem_get_info`` reports it (bytes), its
+    architecture (``sm90``, ``gfx942``, or ``unknown``) and where the total comes from."""
+
     name: str
     total_bytes: int
     arch: str  # sm80, sm86, sm89, sm90, sm100, gfx942, gfx950, or "unknown"
     vendor: str = "nvidia"
     exact: bool = True
     source: str = ""
+
+    @property
+    def is_rocm(self) -> bool:
+        """An AMD GPU (ROCm/HIP): by vendor, or by a ``gfx*`` architecture."""
+        return self.vendor.lower() == "amd" or self.arch.startswith("gfx")
 
 
 @lru_cache(maxsize=1)

@@ -9,8 +9,6 @@ from __future__ import annotations
 from memprof.base.units import cdiv, round_up
 from memprof.core.models import QuantConfig
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "uint8": 1}
-
 
 def dense_bytes(out: int, inn: int, dtype_bytes: int) -> tuple[int, str]:
     return out * inn * dtype_bytes, f"{out}×{inn}×{dtype_bytes}B"

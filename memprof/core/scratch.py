@@ -47,6 +47,8 @@ from memprof.base.errors import BadInput
 from memprof.base.units import MiB, cdiv, fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
+from memprof.core.dtypes import dtype_bytes as element_bytes
+from memprof.core.dtypes import short_name
 from memprof.core.engine_defaults import batch_defaults, sglang_defaults
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import DSV4_SWA_BLOCK, TQ_BOUNDARY_LAYERS, rank_layers
@@ -82,9 +84,6 @@ FLASHINFER_WORKSPACE_BYTES = 394 * MiB  # VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE 
 DSV4_PREFILL_CHUNK = 4  # PREFILL_CHUNK_SIZE of the DeepSeek-V4 prefill K gather (§1.7)
 AITER_SWA_TOPK = 128  # AITER DSv4 SWA scope attends to the 128-token window (deepseek_v4.md §7.2)
 
-_DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int32": 4, "bool": 1, "uint8": 1}
-_MODEL_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-_MODEL_DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 # --- the dimensions a buffer's shape is a function of ---------------------------------------------
@@ -135,8 +134,8 @@ def dims(ctx: TermContext) -> Dims:
         max_model_len=dep.max_model_len or spec.max_position_embeddings or 1,
         block_size=ctx.plan.block_size,
         num_gpu_blocks=ctx.num_gpu_blocks,
-        model_bytes=_MODEL_DTYPE_BYTES.get(ctx.model_dtype, 2),
-        model_dtype=_MODEL_DTYPE_NAMES.get(ctx.model_dtype, ctx.model_dtype),
+        model_bytes=element_bytes(ctx.model_dtype),
+        model_dtype=short_name(ctx.model_dtype),
         kv_quantized=dep.kv_cache_dtype.startswith("fp8"),
         window=a.sliding_window or AITER_SWA_TOPK,
         index_topk=a.index_topk,
@@ -154,7 +153,7 @@ def dtype_bytes(dtype: str, d: Dims) -> int:
         return d.model_bytes
     if dtype == "mla_out":
         return 2 if d.kv_quantized else d.model_bytes
-    return _DTYPE_BYTES[dtype]
+    return element_bytes(dtype)
 
 
 def dtype_name(dtype: str, d: Dims) -> str:
@@ -179,7 +178,7 @@ class Part:
 
     label: str
     shape: ShapeFn
-    dtype: str  # a key of _DTYPE_BYTES, or "model" / "query" / "mla_out"
+    dtype: str  # a dtype of memprof.core.dtypes, or "model" / "query" / "mla_out"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -507,10 +506,6 @@ def buffers_for(key: str) -> tuple[ScratchBuffer, ...]:
 # --- backends ------------------------------------------------------------------------------------
 
 
-def _is_amd(gpu: GPU) -> bool:
-    return gpu.vendor == "amd" or gpu.arch.startswith("gfx")
-
-
 def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
     """The attention backend vLLM picks when ``--attention-backend`` is not given.
 
@@ -524,7 +519,7 @@ def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
     - GQA: FlashInfer on SM100, FlashAttention on other NVIDIA GPUs, Triton attention on ROCm.
     """
     kind = spec.layers[0].attention.kind
-    amd = _is_amd(gpu)
+    amd = gpu.is_rocm
     sm100 = gpu.arch.startswith("sm10")
     if kv_cache_dtype.startswith("turboquant"):
         if kind != "gqa":
@@ -552,7 +547,7 @@ def _arch_ok(backend: str, gpu: GPU) -> str | None:
     """Why ``backend`` cannot run on ``gpu`` (None: it can, or the architecture is unknown)."""
     if gpu.arch == "unknown":
         return None
-    amd = _is_amd(gpu)
+    amd = gpu.is_rocm
     if backend == "aiter_mla" and not amd:
         return "AITER runs on AMD Instinct GPUs (gfx9xx) only"
     if backend in ("flash_attn", "flashinfer", "flashmla", "flashinfer_mla", "cutlass_mla") and amd:

@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 from memprof.base.errors import LayoutError
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank, pp_layer_split
+from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
-from memprof.core.quant import DTYPE_BYTES, linear_bytes
+from memprof.core.quant import linear_bytes
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
@@ -83,7 +84,7 @@ class _Rank:
                  coord: RankCoord, arch: str) -> None:
         self.spec, self.dep, self.quant, self.coord, self.arch = spec, dep, quant, coord, arch
         self.dtype = model_dtype(spec, dep)
-        self.b = DTYPE_BYTES[self.dtype]
+        self.b = dtype_bytes(self.dtype)
         self.tp = dep.tp
         self.copies = dep.copies  # full copies of non-expert tensors (vLLM DP)
         self.out: list[WeightTensor] = []

@@ -1,0 +1,21 @@
+"""The memory terms between the weights and the KV cache, one module each: ``activation``,
+``cudagraph``, ``non_torch``, ``allocator`` (and ``kv_cache``, the KV component itself).
+
+Each term is a pure function ``(TermContext) -> list[Component]`` with its formula in the
+docstring and a citation; ``BUDGET_TERMS`` run before the KV cache is sized, ``RUNTIME_TERMS``
+after (they read ``ctx.num_gpu_blocks``).
+"""
+
+from __future__ import annotations
+
+from memprof.core.components import TermFn
+from memprof.core.terms.activation import activation_terms
+from memprof.core.terms.allocator import allocator_runtime_terms
+from memprof.core.terms.cudagraph import cudagraph_terms
+from memprof.core.terms.non_torch import non_torch_terms
+
+BUDGET_TERMS: list[TermFn] = [activation_terms, cudagraph_terms, non_torch_terms]
+"""Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
+
+RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]
+"""Terms that need ``ctx.num_gpu_blocks`` / ``ctx.kv_cache_bytes``."""

@@ -1,0 +1,407 @@
+"""Activation peak of vLLM's profile run (``torch_peak_increase``).
+
+vLLM@52a31cc ``GPUModelRunner.profile_run`` / ``_dummy_run`` / ``_dummy_sampler_run``
+(vllm/v1/worker/gpu_model_runner.py): an eager forward of ``max_num_batched_tokens`` tokens with
+attention skipped (``FlashAttentionImpl.forward`` returns ``output.fill_(0)`` without metadata),
+then the sampler on ``R = min(max_num_seqs, max_num_batched_tokens)`` rows on the last PP stage.
+Inside the budget, profiled.
+
+Sizes are ``int`` bytes. "s" is the model dtype's size; "T" the tokens of the profile run (per DP
+rank); local sizes are per rank: heads/tp, dense I/tp, MoE I/(tp·dp) (full I with EP).
+"""
+
+from __future__ import annotations
+
+from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.deployment import experts_on_rank
+from memprof.core.gpus import GPU
+from memprof.core.kvcache import rank_layers
+from memprof.core.models import Attention, Layer, layer_kinds
+from memprof.core.terms.common import (
+    Stage,
+    is_first_stage,
+    is_last_stage,
+    max_seqs,
+    model_bytes,
+    profile_tokens,
+)
+
+# vLLM V1 sampler warm-up (``_dummy_sampler_run``, internals §1.3) on R rows × V vocab. The first
+# call may use FlashInfer; the second passes a torch.Generator, which falls back to
+# ``forward_native`` (vllm/v1/sample/ops/topk_topp_sampler.py), so the native path sets the peak:
+# model-dtype logits (kept alive by the caller) + their fp32 copy (4 B/elem), then
+# ``apply_top_k_top_p``:
+# - R ≥ 8 (``HAS_TRITON and logits.shape[0] >= 8``; newer vLLM: always): the Triton pivot kernel
+#   masks the fp32 logits in place using a cached [programs, V] fp32 row buffer (programs ≤ SMs);
+#   then ``softmax`` probs (4) and ``random_sample``'s exponential noise q (4): 12·R·V + buffer;
+# - R < 8: ``apply_top_k_top_p_pytorch`` sorts: values fp32 (4) + int64 indices (8), the top-k
+#   bool mask (1), ``softmax`` whose ``cumsum(out=probs_sort)`` is in place (4), the top-p bool
+#   mask (1): 22·R·V with the fp32 copy.
+# Not counted: the sort kernel's own temporary storage [unverified size].
+SAMPLER_FP32_BYTES_PER_ELEM = 4
+SAMPLER_TRITON_BYTES_PER_ELEM = 4 + 4  # probs + exponential noise, after the in-place mask
+SAMPLER_SORT_BYTES_PER_ELEM = 4 + 8 + 1 + 4 + 1  # = 18; with the fp32 copy: 22·R·V
+SAMPLER_TRITON_MIN_ROWS = 8
+# Rows of the Triton kernel's cached buffer: one per program, at most one per SM; 132 = SMs of an
+# H100/H200 SXM [approximation for other GPUs] (vllm/v1/sample/ops/topk_topp_triton.py
+# ``BUFFER_ROW = BUFFER + pid * VOCAB_SIZE``).
+SAMPLER_TRITON_BUFFER_ROWS = 132
+
+# vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default 16·1024 (vllm/envs.py): the modular fused-MoE kernel
+# sizes its workspaces for at most this many tokens per chunk.
+FUSED_MOE_CHUNK_SIZE = 16 * 1024
+# ``moe_align_block_size``: sorted_token_ids int32 of ``topk_ids.numel() + E·(BLOCK_SIZE_M − 1)``
+# (vllm/model_executor/layers/fused_moe/moe_align_block_size.py); BLOCK_SIZE_M comes from the tuned
+# config (16-128); memprof takes 64 [assumption].
+MOE_ALIGN_BLOCK_M = 64
+
+# MLA profile run: ``MLAAttention.forward`` with ``attn_metadata is None`` allocates
+# ``torch.empty((chunked_prefill_workspace_size, num_heads, qk_nope_head_dim + v_head_dim))`` "to
+# simulate the worse case output size for kv_b_proj(kv_c_normed) in _compute_prefill_context"
+# (vllm/model_executor/layers/attention/mla_attention.py, v1/attention/backends/mla/common.py).
+# ``determine_chunked_prefill_workspace_size``: min(max(8·max_model_len, 4·max_num_seqs·block),
+# 64·1024), then at least max_num_seqs·block (MLACommonMetadataBuilder, upstream vLLM).
+MLA_CHUNKED_PREFILL_CAP = 64 * 1024
+
+# DeepSeek-V4: FlashMLA pads the heads to at least 64 (``padded_heads = max(n_local_heads, 64)``,
+# vllm/model_executor/models/deepseek_v4.py @023da1fc); ``o_padded`` is [T, padded_heads, 512].
+DSV4_MIN_PADDED_HEADS = 64
+# Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
+# indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"), same file.
+DSV4_AUX_STREAMS = 3
+
+# cuBLAS workspace (internals §7.3, aten/src/ATen/cuda/CublasHandlePool.cpp): allocated through the
+# caching allocator once per (handle, stream), so it lands in the profile run's torch peak.
+CUBLAS_WORKSPACE_HOPPER_PLUS = 32 * MiB  # compute capability 9.x-12.x: ":4096:8" = 4096 KiB × 8
+CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * KiB  # ":4096:2:16:8" = 4096 KiB × 2 + 16 KiB × 8
+CUBLAS_WORKSPACE_ROCM_MI300_PLUS = 128 * MiB  # gfx942 / gfx950 / gfx1250
+CUBLAS_WORKSPACE_ROCM = 32 * MiB
+
+def _base(ctx: TermContext, t: int) -> list[tuple[str, int]]:
+    """What lives across a decoder layer: the residual stream and the layer's (normed) input.
+
+    DeepSeek-V4 mHC keeps the residual as [T, hc_mult, H] (4× a hidden state, deepseek_v4.md §6.3)
+    plus the post/comb mixes [T, hc] and [T, hc, hc] in fp32.
+    """
+    s, h = model_bytes(ctx), ctx.spec.hidden_size
+    hc = ctx.spec.hc_mult
+    if hc:
+        return [("residual [T,hc,H]", t * hc * h * s), ("layer input [T,H]", t * h * s),
+                ("mHC mixes fp32", t * (hc + hc * hc) * 4)]
+    return [("residual [T,H]", t * h * s), ("hidden [T,H]", t * h * s)]
+
+
+def _row_parallel_out(ctx: TermContext, t: int, what: str) -> list[tuple[str, int]]:
+    """A row-parallel output [T,H]; with TP>1 the all-reduce is out of place
+    (``_all_reduce_out_place`` returns a new tensor, vllm/distributed/parallel_state.py), so the
+    reduced copy is live too."""
+    s, h = model_bytes(ctx), ctx.spec.hidden_size
+    out = [(f"{what} out [T,H]", t * h * s)]
+    if ctx.dep.tp > 1:
+        out.append(("all-reduce out [T,H]", t * h * s))
+    return out
+
+
+def _gqa_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
+    """qkv_proj output [T, (h+2·kv)·D], the attention output buffer [T, h·Dv] (filled with zeros in
+    the profile run, internals §1.3), o_proj output; Qwen3 q/k norms are out of place."""
+    s, tp = model_bytes(ctx), ctx.dep.tp
+    h_l, kv_l = a.num_heads // tp, max(1, a.num_kv_heads // tp)
+    parts = [("qkv [T,(h+2kv)·D]", t * (h_l * a.head_dim + kv_l * (a.head_dim + a.v_head_dim)) * s),
+             ("attn out [T,h·Dv]", t * h_l * a.v_head_dim * s)]
+    if a.qk_norm:
+        parts.append(("q/k norm out", t * (h_l + kv_l) * a.head_dim * s))
+    return parts + _row_parallel_out(ctx, t, "o_proj")
+
+
+def mla_chunked_prefill_rows(ctx: TermContext) -> int:
+    """``MLACommonMetadataBuilder.determine_chunked_prefill_workspace_size`` (upstream vLLM)::
+
+        W = max(min(max(8·max_model_len, 4·max_num_seqs·block), 64·1024), max_num_seqs·block)
+    """
+    mml = ctx.dep.max_model_len or ctx.spec.max_position_embeddings or 1
+    seqs, block = max_seqs(ctx.dep), ctx.plan.block_size
+    return max(min(max(8 * mml, 4 * seqs * block), MLA_CHUNKED_PREFILL_CAP), seqs * block)
+
+
+def _mla_stage(ctx: TermContext, a: Attention, t: int, decode: bool) -> list[tuple[str, int]]:
+    """MLA (DeepSeek V2/V3): q path, latent kv, the attention output buffer, o_proj.
+
+    Profile run (``decode=False``): ``MLAAttention.forward`` with no metadata allocates the
+    worst-case kv_b_proj output ``[W, heads_local, qk_nope+v]`` (W = ``mla_chunked_prefill_rows``)
+    and returns ``output.fill_(0)``. Decode (CUDA-graph capture, ``decode=True``): the absorbed q
+    [b, h, kv_lora+rope] and the latent attention output [b, h, kv_lora] instead.
+    """
+    s, h_l = model_bytes(ctx), a.num_heads // ctx.dep.tp
+    qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+    latent = a.kv_lora_rank + a.qk_rope_head_dim
+    parts: list[tuple[str, int]] = []
+    if a.q_lora_rank:
+        parts += [("fused q_a/kv_a out", t * (a.q_lora_rank + latent) * s),
+                  ("q_a norm", t * a.q_lora_rank * s)]
+    else:
+        parts += [("kv_a out [T,kv_lora+rope]", t * latent * s)]
+    parts += [("q [T,h·qk]", t * h_l * qk * s), ("kv_c normed", t * a.kv_lora_rank * s),
+              ("attn out [T,h·v]", t * h_l * a.v_head_dim * s)]
+    if decode:
+        parts += [("absorbed q [b,h,kv_lora+rope]", t * h_l * latent * s),
+                  ("latent out [b,h,kv_lora]", t * h_l * a.kv_lora_rank * s)]
+    else:
+        w = mla_chunked_prefill_rows(ctx)
+        parts += [(f"kv_b worst case [{w},h,nope+v]",
+                   w * h_l * (a.qk_nope_head_dim + a.v_head_dim) * s)]
+    return parts + _row_parallel_out(ctx, t, "o_proj")
+
+
+def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
+    """DeepSeek-V4 attention projections (vllm/model_executor/models/deepseek_v4.py @023da1fc):
+    fused wq_a|wkv [T, q_lora+512], q_norm, wq_b → q [T, h_l·512], kv_norm, the indexer's q
+    [T, 64·128] and weights (C4 layers), the compressor's kv/gate (C4: 2·1024, C128: 2·512 cols),
+    o_padded [T, max(h_l,64), 512] (deepseek_v4.md §6.3), the grouped wo_a output z
+    [T, groups/tp, o_lora], wo_b. The attention kernel itself is skipped in the profile run; its
+    prefill gather workspace belongs to the scratch catalog (``memprof.core.scratch``).
+    """
+    s, tp = model_bytes(ctx), ctx.dep.tp
+    h_l = a.num_heads // tp
+    ph = max(h_l, DSV4_MIN_PADDED_HEADS)
+    q_lora = a.q_lora_rank or 0
+    parts = [("fused wq_a|wkv out", t * (q_lora + a.head_dim) * s), ("q_norm", t * q_lora * s),
+             ("q [T,h·512]", t * h_l * a.head_dim * s), ("kv_norm", t * a.head_dim * s)]
+    if a.compress_ratio == 4:
+        parts += [("indexer q", t * a.index_n_heads * a.index_head_dim * s),
+                  ("indexer weights fp32", t * a.index_n_heads * 4),
+                  ("compressor kv|gate", t * 2 * 2 * a.head_dim * s)]
+    elif a.compress_ratio == 128:
+        parts += [("compressor kv|gate", t * 2 * a.head_dim * s)]
+    parts += [("o_padded [T,ph,512]", t * ph * a.head_dim * s),
+              ("z [T,g,o_lora]", t * max(1, a.o_groups // tp) * a.o_lora_rank * s)]
+    return parts + _row_parallel_out(ctx, t, "wo_b")
+
+
+def _dense_stage(ctx: TermContext, inter: int, t: int) -> list[tuple[str, int]]:
+    """Dense MLP: gate_up [T, 2·I/tp] stays alive (a local) while act [T, I/tp] and down run."""
+    s, i_l = model_bytes(ctx), inter // ctx.dep.tp
+    return [("gate_up [T,2I]", t * 2 * i_l * s), ("act [T,I]", t * i_l * s),
+            *_row_parallel_out(ctx, t, "down_proj")]
+
+
+def _moe_dims(ctx: TermContext, layer: Layer, t: int) -> tuple[int, int, int]:
+    """(M tokens entering the experts, local intermediate, local experts).
+
+    DP>1: vLLM's default all2all backend gathers every DP rank's tokens before the experts
+    (``allgather_reducescatter``), so M = T·dp. Without EP the experts' I is split TP×DP ways.
+    """
+    dep, mlp = ctx.dep, layer.mlp
+    m = t * dep.dp if dep.dp > 1 else t
+    if dep.enable_expert_parallel:
+        i_l = mlp.moe_intermediate_size
+        e_l = experts_on_rank(mlp.num_experts, dep.ep_size, ctx.coord.ep_rank or 0)
+    else:
+        i_l = mlp.moe_intermediate_size // dep.moe_tp_size
+        e_l = mlp.num_experts
+    return m, i_l, e_l
+
+
+def _moe_workspace(ctx: TermContext, layer: Layer, t: int) -> int:
+    """Fused-MoE modular-kernel workspaces (``TritonExperts.workspace_shapes``,
+    vllm/model_executor/layers/fused_moe): workspace13 = (M, top_k, max(I_l, H)) and
+    workspace2 = (M, top_k, max(2·I_l, H)) in the model dtype, M capped at
+    ``VLLM_FUSED_MOE_CHUNK_SIZE``. They come from the ``WorkspaceManager`` (internals §2), so
+    they persist after the profile run and all MoE layers share the largest.
+    Other expert backends (DeepGEMM, CUTLASS, FlashInfer, Marlin) size theirs differently.
+    """
+    s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
+    m, i_l, _e = _moe_dims(ctx, layer, t)
+    mc = min(m, FUSED_MOE_CHUNK_SIZE)
+    return mc * k * max(i_l, h) * s + mc * k * max(2 * i_l, h) * s
+
+
+def _moe_stage(ctx: TermContext, layer: Layer, t: int) -> list[tuple[str, int]]:
+    """MoE layer (without its persistent workspace): router logits [M, E] fp32, top-k ids int32 and
+    weights fp32 [M, k], the gathered hidden states [M, H] (DP>1), moe_align's sorted ids, the
+    experts' output [M, H], the reduce-scatter back to [T, H] (DP>1); the shared expert's
+    gate_up/act run before the routed experts and only its output [T, H] stays alive."""
+    s, h, dep, mlp = model_bytes(ctx), ctx.spec.hidden_size, ctx.dep, layer.mlp
+    m, _i, e_l = _moe_dims(ctx, layer, t)
+    k = mlp.top_k
+    parts: list[tuple[str, int]] = []
+    if ctx.spec.hc_mult:  # DSv4 NormGateLinear: the MoE input is normed inside the gate
+        parts.append(("normed x", t * h * s))
+    parts += [("router logits fp32 [M,E]", m * mlp.num_experts * 4),
+              ("top-k ids+weights", m * k * 8)]
+    if dep.dp > 1:
+        parts.append(("DP-gathered hidden [M,H]", m * h * s))
+    sh_i = mlp.shared_intermediate_size // dep.tp
+    shared_out = t * h * s if sh_i else 0
+    shared_mlp = t * 3 * sh_i * s  # gate_up [T, 2I] + act [T, I]
+    routed = ((m * k + e_l * (MOE_ALIGN_BLOCK_M - 1)) * 4  # sorted_token_ids int32
+              + m * h * s  # experts' output [M, H]
+              + (t * h * s if dep.dp > 1 else 0))  # reduce-scatter output
+    if shared_mlp > routed:
+        parts += [("shared expert gate_up+act", shared_mlp)]
+    else:
+        parts += [("align+experts out", routed)]
+    if shared_out:
+        parts.append(("shared expert out [T,H]", shared_out))
+    if dep.tp > 1:
+        parts.append(("all-reduce out [T,H]", t * h * s))
+    return parts
+
+
+def _mhc_stage(ctx: TermContext, t: int) -> list[tuple[str, int]]:
+    """DeepSeek-V4 ``mhc_fused_post_pre``: the old and the new residual [T, hc, H] are both live,
+    with the sublayer output and the next layer input [T, H] (deepseek_v4.py @023da1fc)."""
+    s, h, hc = model_bytes(ctx), ctx.spec.hidden_size, ctx.spec.hc_mult
+    return [("residual old+new [T,hc,H]", 2 * t * hc * h * s), ("x in+out [T,H]", 2 * t * h * s),
+            ("mHC mixes fp32", 2 * t * (hc + hc * hc) * 4)]
+
+
+def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,
+                      decode: bool = False) -> list[Stage]:
+    """Live sets of one forward on this rank, one per distinct (attention, MLP) layer type, plus the
+    embedding (first PP stage) and the sampler (last PP stage, when ``rows`` > 0).
+
+    ``tokens`` defaults to the profile run's T (``max_num_batched_tokens``); ``rows`` to
+    R = min(max_num_seqs, T); ``decode=True`` sizes a decode step of ``tokens`` sequences (CUDA
+    graphs) instead of the profile run. The persistent MoE workspace is not in these sets (see
+    ``moe_workspace_bytes``).
+    """
+    dep, spec = ctx.dep, ctx.spec
+    t = profile_tokens(dep) if tokens is None else tokens
+    r = min(max_seqs(dep), t) if rows is None else rows
+    s, h = model_bytes(ctx), spec.hidden_size
+    base = _base(ctx, t)
+    stages: list[Stage] = []
+    if is_first_stage(ctx):
+        emb = [("embedding out [T,H]", t * h * s)]
+        if dep.tp > 1:  # VocabParallelEmbedding: masked partial lookup, then all-reduce
+            emb.append(("all-reduce out [T,H]", t * h * s))
+        if spec.hc_mult:
+            emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
+        stages.append(Stage("embedding", tuple(emb)))
+    for layer, _n in layer_kinds(rank_layers(spec, dep, ctx.coord)):
+        a, mlp = layer.attention, layer.mlp
+        if a.kind == "mla":
+            attn = _mla_stage(ctx, a, t, decode)
+        elif a.kind == "dsv4":
+            attn = _dsv4_attention_stage(ctx, a, t)
+        else:
+            attn = _gqa_stage(ctx, a, t)
+        label = a.kind
+        if a.kind == "dsv4":
+            label += f", C{a.compress_ratio}" if a.compress_ratio else ", SWA-only"
+        stages.append(Stage(f"attention ({label})", tuple(base + attn)))
+        if mlp.kind == "moe":
+            stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t))))
+        else:
+            stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
+                                                                        t))))
+    if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
+        stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
+    if is_last_stage(ctx) and r > 0:
+        stages.append(sampler_stage(ctx, t, r))
+    return list(dict.fromkeys(stages))  # layer types that differ only in routing share a stage
+
+
+def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """The sampler warm-up on R rows (internals §1.3): the last hidden states [T, H] are still
+    alive; logits [R, V] in the model dtype (with TP>1 also the local shard [R, V/tp] before the
+    all-gather); then the fp32 copy and top-k/top-p: 12·R·V + the Triton row buffer when R ≥ 8,
+    22·R·V (sort) below (see ``SAMPLER_*``). With speculative decoding the rejection sampler's
+    logits [R·(1+k), V] (fp32 + probs, plus the draft rows in the model dtype) replace it when they
+    are larger [approximation]."""
+    s, v, h, dep = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size, ctx.dep
+    parts = [("last hidden [T,H]", t * h * s), ("logits [R,V]", r * v * s)]
+    if dep.tp > 1:
+        parts.append(("local logits shard [R,V/tp]", r * cdiv(v, dep.tp) * s))
+    if r >= SAMPLER_TRITON_MIN_ROWS:
+        rows = min(r, SAMPLER_TRITON_BUFFER_ROWS)
+        topkp = [("fp32 logits + probs + noise 12·R·V",
+                  r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_TRITON_BYTES_PER_ELEM)),
+                 (f"Triton top-k/p buffer [{rows},V] fp32", rows * v * 4)]
+    else:
+        topkp = [("fp32 logits + sort/softmax/masks 22·R·V",
+                  r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_SORT_BYTES_PER_ELEM))]
+    k = dep.num_speculative_tokens
+    spec_rows = r * (1 + k)
+    reject = spec_rows * v * (4 + 4) + (spec_rows - r) * v * s if k else 0
+    if reject > sum(b for _n, b in topkp):
+        parts.append((f"rejection sampler [{spec_rows},V] fp32+probs", reject))
+    else:
+        parts += topkp
+    return Stage("sampler", tuple(parts))
+
+
+def moe_workspace_bytes(ctx: TermContext, tokens: int | None = None) -> int:
+    """The largest fused-MoE workspace of the rank's MoE layers (0 for dense models).
+
+    It is a ``WorkspaceManager`` caller: the scratch catalog should count its own workspace
+    callers as growth above this one (one buffer, max over callers, internals §2).
+    """
+    t = profile_tokens(ctx.dep) if tokens is None else tokens
+    return max((_moe_workspace(ctx, layer, t) for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord)
+                if layer.mlp.kind == "moe"), default=0)
+
+
+def cublas_workspace_bytes(gpu: GPU) -> int:
+    """One cuBLAS workspace (internals §7.3): 32 MiB on compute capability 9.x-12.x, 8 MiB + 128 KiB
+    before; ROCm 128 MiB on gfx942/gfx950/gfx1250, else 32 MiB. Unknown GPUs get 32 MiB."""
+    arch = gpu.arch
+    if gpu.is_rocm:
+        if arch.startswith(("gfx942", "gfx950", "gfx1250")):
+            return CUBLAS_WORKSPACE_ROCM_MI300_PLUS
+        return CUBLAS_WORKSPACE_ROCM
+    if arch.startswith(("sm8", "sm7", "sm6")):
+        return CUBLAS_WORKSPACE_OLDER
+    return CUBLAS_WORKSPACE_HOPPER_PLUS
+
+
+def cublas_streams(ctx: TermContext) -> int:
+    """Streams that run cuBLAS GEMMs in the profile run: the main one, plus DeepSeek-V4's three aux
+    streams on CUDA (not ROCm). Each (handle, stream) pair gets its own workspace (§7.3)."""
+    if ctx.spec.hc_mult and not ctx.gpu.is_rocm:
+        return 1 + DSV4_AUX_STREAMS
+    return 1
+
+
+def activation_terms(ctx: TermContext) -> list[Component]:
+    """The torch peak of vLLM's profile run (``torch_peak_increase``, internals §1.2-§1.3).
+
+    ``_dummy_run(T = max_num_batched_tokens)`` runs eager with attention skipped, on
+    ``min(T, max_num_seqs)`` requests; then, on the last PP stage only, the sampler on
+    R = min(max_num_seqs, T) rows. The peak is::
+
+        peak = max over stages (embedding, each layer type's attention and MLP/MoE, DSv4 mHC,
+                                sampler) of the tensors live there
+             + the fused-MoE WorkspaceManager buffer (persistent from the first MoE layer on)
+             + cuBLAS workspace × streams
+
+    Each stage = residual + layer input (DSv4: [T, hc, H] + [T, H]) + the stage's outputs (see
+    the ``_*_stage`` docstrings). With DP each rank runs T tokens; with DP>1 MoE experts see T·dp.
+    Returns three components (category "activation", where "budget", profiled): the peak of the
+    non-persistent tensors, the MoE workspace, the cuBLAS workspace. The DSv4 prefill gather
+    workspace and other attention workspaces belong to ``memprof.core.scratch``.
+    """
+    t = profile_tokens(ctx.dep)
+    r = min(max_seqs(ctx.dep), t)
+    stages = activation_stages(ctx, tokens=t, rows=r)
+    top = max(stages, key=lambda st: st.bytes)
+    comps = [Component(name="activation peak (profile run)", category="activation",
+                       bytes=top.bytes, where="budget", profiled=True,
+                       formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}")]
+    ws = moe_workspace_bytes(ctx, t)
+    if ws:
+        comps.append(Component(
+            name="fused-MoE workspace (WorkspaceManager)", category="activation", bytes=ws,
+            where="budget", profiled=True,
+            formula=f"min(M,{FUSED_MOE_CHUNK_SIZE})·top_k·(max(I,H) + max(2I,H))·s, M = T·dp; "
+            "persistent, shared by all MoE layers"))
+    n = cublas_streams(ctx)
+    each = cublas_workspace_bytes(ctx.gpu)
+    comps.append(Component(
+        name="cuBLAS workspace", category="activation", bytes=n * each, count=n, where="budget",
+        profiled=True,
+        formula=f"{n} stream(s) × {fmt_bytes(each)} ({ctx.gpu.arch}); torch-allocated, in the "
+        "profile's torch peak (internals §7.3)"))
+    return comps

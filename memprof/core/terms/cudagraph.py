@@ -1,0 +1,152 @@
+"""CUDA-graph memory: vLLM's estimate, which it subtracts from the KV budget, and memprof's
+prediction of the pool actually used above it.
+
+vLLM@52a31cc: capture sizes ``VllmConfig._set_cudagraph_sizes`` (vllm/config/vllm.py), modes
+(vllm/config/compilation.py, vllm/v1/cudagraph_dispatcher.py), the estimate
+``GPUModelRunner.profile_cudagraph_memory`` and the capture ``capture_model``
+(vllm/v1/worker/gpu_model_runner.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memprof.base.units import MiB, fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.deployment import Deployment
+from memprof.core.terms.activation import activation_stages
+from memprof.core.terms.common import (
+    max_seqs,
+    profile_tokens,
+)
+
+# CUDA graphs: per captured graph, driver memory for the executable. vLLM floors its per-graph
+# sample at 1 MiB ("driver overhead", ``profile_cudagraph_memory``, internals §1.4); internals §7.1
+# measured +2 MiB non-torch for capturing and replaying one small graph. memprof uses 2 MiB
+# [approximation: large piecewise graphs have one executable per piece].
+CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
+CUDAGRAPH_DRIVER_PER_GRAPH = 2 * MiB
+CUDAGRAPH_MAX_CAPTURE_DEFAULT = 512  # min(max_num_seqs·decode_query_len·2, 512), §1.4
+
+def capture_sizes(dep: Deployment) -> list[int]:
+    """vLLM ``_set_cudagraph_sizes`` (vllm/config/vllm.py @52a31cc, internals §1.4)::
+
+        dql = 1 + num_speculative_tokens
+        max_capture = min(min(max_num_seqs·dql·2, 512), max_num_batched_tokens)
+        sizes = [1,2,4] (≤ max) + range(8, min(max+1, 256), 8) + range(256, max+1, 16)
+                + [max_num_batched_tokens] if it is ≤ max and not present
+    """
+    dql = 1 + dep.num_speculative_tokens
+    mnbt = profile_tokens(dep)
+    mx = min(min(max_seqs(dep) * dql * 2, CUDAGRAPH_MAX_CAPTURE_DEFAULT), mnbt)
+    sizes = [x for x in (1, 2, 4) if x <= mx]
+    sizes += list(range(8, min(mx + 1, 256), 8)) + list(range(256, mx + 1, 16))
+    if mnbt <= mx and mnbt not in sizes:
+        sizes.append(mnbt)
+    return sorted(sizes)
+
+
+def graph_modes(dep: Deployment) -> dict[str, list[int]]:
+    """FULL_AND_PIECEWISE (the V1 default, vllm/config/compilation.py): a PIECEWISE graph per
+    capture size; FULL graphs for uniform decode batches, sizes with dql ≤ x ≤ dql·max_num_seqs
+    (vllm/v1/cudagraph_dispatcher.py)."""
+    sizes = capture_sizes(dep)
+    dql = 1 + dep.num_speculative_tokens
+    return {"PIECEWISE": sizes,
+            "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}
+
+
+def decode_live_bytes(ctx: TermContext, batch: int) -> int:
+    """The largest live set of one decode forward of ``batch`` tokens (no sampler, no MoE workspace:
+    the WorkspaceManager buffer was sized by the profile run and is outside the graph pool)."""
+    return max(st.bytes for st in activation_stages(ctx, tokens=batch, rows=0, decode=True))
+
+
+@dataclass(frozen=True, slots=True)
+class GraphModel:
+    modes: dict[str, list[int]]
+    first_capture: dict[str, int]  # per mode: live set of its largest graph + driver overhead
+    per_graph_sample: int  # vLLM's mem_sample[1], floored at 1 MiB
+    estimate: int  # what vLLM subtracts from the KV budget
+    actual: int  # memprof's prediction of the pool used
+
+
+def cudagraph_model(ctx: TermContext) -> GraphModel:
+    """vLLM's estimate and memprof's prediction of the graph pool (internals §1.4).
+
+    vLLM (``profile_cudagraph_memory``)::
+
+        first[mode]  = mem_get_info delta of capturing the mode's largest graph
+        per_graph    = max(mem_get_info delta of the second largest, 1 MiB)
+        estimate     = max over modes of first[mode] + Σ_modes per_graph·(n_mode − 1)
+
+    memprof models a capture's delta as the decode live set at that batch (all graphs share one
+    pool, captured largest first, so smaller ones reuse it) plus ~2 MiB of driver memory per graph;
+    the second capture then costs only its driver memory::
+
+        first[mode] = live(largest size of the mode) + 2 MiB
+        actual      = max over modes of live(largest) + 2 MiB × number of graphs
+
+    This is an approximation: PR-text actuals are ~0.65 GiB (gemma-3-4b, #21489) and ~1.3 GiB
+    (Llama-4 Maverick, #21489), and vLLM's estimate often exceeds the actual pool by far (#45178:
+    KV 769,888 → 245,840 tokens; #53013: 118.65 GiB estimated) because the second sample is not
+    just driver memory; memprof does not model that excess, nor attention-kernel workspaces that
+    FULL captures touch (``profile_seq_lens``).
+    """
+    modes = {m: sizes for m, sizes in graph_modes(ctx.dep).items() if sizes}
+    live = {m: decode_live_bytes(ctx, max(sizes)) for m, sizes in modes.items()}
+    first = {m: live[m] + CUDAGRAPH_DRIVER_PER_GRAPH for m in modes}
+    per_graph = max(CUDAGRAPH_DRIVER_PER_GRAPH, CUDAGRAPH_MIN_PER_GRAPH)
+    estimate = (max(first.values(), default=0)
+                + sum(per_graph * (len(sizes) - 1) for sizes in modes.values()))
+    n_graphs = sum(len(sizes) for sizes in modes.values())
+    actual = max(live.values(), default=0) + CUDAGRAPH_DRIVER_PER_GRAPH * n_graphs
+    return GraphModel(modes=modes, first_capture=first, per_graph_sample=per_graph,
+                      estimate=estimate, actual=actual)
+
+
+def cudagraph_terms(ctx: TermContext) -> list[Component]:
+    """Two components (category "cudagraph"):
+
+    - "CUDA-graph estimate": vLLM's own estimate (``cudagraph_model``), which it subtracts from
+      the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the default since #38284):
+      where "budget", profiled;
+    - "CUDA-graph pool above the estimate": max(0, actual − estimate), where "runtime", not
+      profiled.
+
+    ``--enforce-eager`` captures nothing: both are 0 with formula "enforce_eager".
+    """
+    names = ("CUDA-graph estimate", "CUDA-graph pool above the estimate")
+    if ctx.dep.enforce_eager:
+        return [Component(name=names[0], category="cudagraph", bytes=0, where="budget",
+                          profiled=True, formula="enforce_eager"),
+                Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
+                          profiled=False, formula="enforce_eager")]
+    g = cudagraph_model(ctx)
+    counts = ", ".join(f"{m}={len(s)} (largest={max(s)})" for m, s in g.modes.items())
+    firsts = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.first_capture.items())
+    n = sum(len(s) for s in g.modes.values())
+    return [
+        Component(name=names[0], category="cudagraph", bytes=g.estimate, count=max(1, n),
+                  where="budget", profiled=True,
+                  formula=f"{counts}; max first capture ({firsts}) + "
+                  f"{fmt_bytes(g.per_graph_sample)} × (n−1) per mode"),
+        Component(name=names[1], category="cudagraph", bytes=max(0, g.actual - g.estimate),
+                  where="runtime", profiled=False,
+                  formula=f"predicted pool {fmt_bytes(g.actual)} (largest decode live set + "
+                  f"{fmt_bytes(CUDAGRAPH_DRIVER_PER_GRAPH)} × {n} graphs) − estimate"),
+    ]
+
+
+def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
+    """vLLM before #38284 (or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0): nothing is subtracted
+    from the budget and the whole pool appears at run time."""
+    if ctx.dep.enforce_eager:
+        return cudagraph_terms(ctx)
+    g = cudagraph_model(ctx)
+    return [Component(name="CUDA-graph estimate", category="cudagraph", bytes=0, where="budget",
+                      profiled=True, formula="estimate off (VLLM_MEMORY_PROFILER_ESTIMATE_"
+                      "CUDAGRAPHS=0 / vLLM before #38284)"),
+            Component(name="CUDA-graph pool above the estimate", category="cudagraph",
+                      bytes=g.actual, where="runtime", profiled=False,
+                      formula=f"predicted pool {fmt_bytes(g.actual)}, none of it budgeted")]
