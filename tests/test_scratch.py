@@ -23,8 +23,6 @@ from memprof.core.models import ModelSpec, load_model
 from memprof.core.scratch import (
     BACKENDS,
     CATALOG,
-    LIFETIMES,
-    SGLANG_DP_ATTENTION,
     default_backend,
     default_scratch_policy,
     scratch_budget_terms,
@@ -32,6 +30,7 @@ from memprof.core.scratch import (
     scratch_savings,
     scratch_terms,
 )
+from memprof.core.scratch.buffer import LIFETIMES, SGLANG_DP_ATTENTION
 from memprof.core.weights import model_dtype
 
 

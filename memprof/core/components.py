@@ -7,7 +7,7 @@ docstring and a citation. ``memprof.core.estimate`` composes them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.gpus import GPU
@@ -62,6 +62,10 @@ class TermContext:
     # set only for runtime terms, evaluated after the KV cache is sized:
     num_gpu_blocks: int = 0
     kv_cache_bytes: int = 0
+
+    def with_(self, **changes: object) -> TermContext:
+        """The same context with some fields changed (the one way to derive a context)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
 
 
 

@@ -143,6 +143,7 @@ class _Class:
     plan: KVPlan
     available: int  # KV bytes the budget leaves
     envelope: int  # what the engine reserves for itself (vLLM: requested; SGLang: mfs × free)
+    ctx: TermContext  # the context the class's terms were computed in
 
 
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
@@ -244,7 +245,7 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
         available = requested - _sum(comps, "budget")
         envelope = requested
     return _Class(tensors=tensors, comps=comps, plan=plan, available=available,
-                  envelope=envelope)
+                  envelope=envelope, ctx=ctx)
 
 
 def _blocks(dep: Deployment, c: _Class) -> int:
@@ -261,9 +262,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
 
     plan = c.plan
     cap = capacity_from_blocks(plan, num_blocks, mml, mnbt)
-    ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
-                      weights_bytes=sum(x.bytes for x in c.comps if x.category == "weights"),
-                      model_dtype=dtype, quant=quant, num_gpu_blocks=cap.num_gpu_blocks,
+    ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
     savings = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])

@@ -1,0 +1,139 @@
+"""Which attention backend a deployment runs (vLLM's default, or a checked ``--attention-backend``)
+and which scratch policy current engine releases use."""
+
+from __future__ import annotations
+
+from memprof.base.errors import BadInput
+from memprof.core.deployment import Deployment
+from memprof.core.gpus import GPU
+from memprof.core.models import ModelSpec
+
+# ``--attention-backend`` values memprof knows (vLLM's ``AttentionBackendEnum`` names, lower case).
+BACKENDS = ("cutlass_mla", "flashinfer_mla", "flashmla", "triton_mla", "flash_attn", "flashinfer",
+            "turboquant", "aiter_mla", "triton_attn")
+MLA_BACKENDS = frozenset({"cutlass_mla", "flashinfer_mla", "flashmla", "triton_mla", "aiter_mla"})
+GQA_BACKENDS = frozenset({"flash_attn", "flashinfer", "triton_attn", "turboquant"})
+# Backends that run DeepSeek sparse attention (V3.2 indexer, V4): FlashMLA sparse (SM90/SM100),
+# FlashInfer MLA sparse (SM100, ``FLASHINFER_MLA_SPARSE_DSV4``, deepseek_v4.md §5.1) and AITER on
+# ROCm ("on ROCm, DeepSeek sparse attention can only run through AITER", review of vLLM #40889).
+SPARSE_MLA_BACKENDS = frozenset({"flashmla", "flashinfer_mla", "aiter_mla"})
+
+
+# --- backends ------------------------------------------------------------------------------------
+
+
+def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
+    """The attention backend vLLM picks when ``--attention-backend`` is not given.
+
+    - ``--kv-cache-dtype turboquant_*`` forces the TurboQuant backend (the only one that reads its
+      packed slots; ``TurboQuantAttentionBackend.supported_kv_cache_dtypes``, internals §3.2);
+    - DeepSeek-V4: AITER sparse MLA on ROCm (the only ROCm path, vLLM #40889 review), FlashMLA
+      sparse on NVIDIA (deepseek_v4.md §5.1);
+    - MLA: CUTLASS MLA on SM100 (its block size 128 is the SM100 default, ``kvcache``), FlashMLA on
+      SM90 (and when the architecture is unknown), DeepSeek-V3.2's sparse MLA on FlashMLA; Triton
+      MLA on older NVIDIA GPUs and on ROCm, where AITER MLA is opt-in (``VLLM_ROCM_USE_AITER``);
+    - GQA: FlashInfer on SM100, FlashAttention on other NVIDIA GPUs, Triton attention on ROCm.
+    """
+    kind = spec.layers[0].attention.kind
+    amd = gpu.is_rocm
+    sm100 = gpu.arch.startswith("sm10")
+    if kv_cache_dtype.startswith("turboquant"):
+        if kind != "gqa":
+            raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} supports standard attention only",
+                           hint=f"{spec.name} uses {kind.upper()}; use fp8")
+        return "turboquant"
+    if kind == "dsv4":
+        return "aiter_mla" if amd else "flashmla"
+    if kind == "mla":
+        if spec.layers[0].attention.has_indexer:
+            return "aiter_mla" if amd else "flashmla"
+        if amd:
+            return "triton_mla"
+        if sm100:
+            return "cutlass_mla"
+        if gpu.arch in ("sm90", "unknown"):
+            return "flashmla"
+        return "triton_mla"
+    if amd:
+        return "triton_attn"
+    return "flashinfer" if sm100 else "flash_attn"
+
+
+def _arch_ok(backend: str, gpu: GPU) -> str | None:
+    """Why ``backend`` cannot run on ``gpu`` (None: it can, or the architecture is unknown)."""
+    if gpu.arch == "unknown":
+        return None
+    amd = gpu.is_rocm
+    if backend == "aiter_mla" and not amd:
+        return "AITER runs on AMD Instinct GPUs (gfx9xx) only"
+    if backend in ("flash_attn", "flashinfer", "flashmla", "flashinfer_mla", "cutlass_mla") and amd:
+        return f"{backend} is an NVIDIA backend"
+    if backend in ("cutlass_mla", "flashinfer_mla") and not gpu.arch.startswith("sm10"):
+        return f"{backend} needs Blackwell (SM100), {gpu.name} is {gpu.arch}"
+    if backend == "flashmla" and gpu.arch not in ("sm90",) and not gpu.arch.startswith("sm10"):
+        return f"FlashMLA needs SM90 or SM100, {gpu.name} is {gpu.arch}"
+    return None
+
+
+def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
+    """``dep.attention_backend`` checked against the model, KV dtype and GPU, or the default.
+
+    Raises ``BadInput`` for an unknown name or a combination vLLM refuses.
+    """
+    kv = dep.kv_cache_dtype
+    name = dep.attention_backend
+    if name is None:
+        return default_backend(spec, gpu, kv)
+    backend = name.strip().lower()
+    if backend not in BACKENDS:
+        raise BadInput(f"unknown --attention-backend {name!r}",
+                       hint="one of: " + ", ".join(BACKENDS))
+    kind = spec.layers[0].attention.kind
+    if backend == "turboquant" and not kv.startswith("turboquant"):
+        raise BadInput("--attention-backend turboquant needs a TurboQuant KV cache",
+                       hint="add --kv-cache-dtype turboquant_k8v4 (or another turboquant_* "
+                            "preset)")
+    if kv.startswith("turboquant") and backend != "turboquant":
+        raise BadInput(f"--kv-cache-dtype {kv} is read by the turboquant backend only",
+                       hint="drop --attention-backend or use turboquant")
+    if kind == "gqa" and backend in MLA_BACKENDS:
+        raise BadInput(f"--attention-backend {backend} is an MLA backend but {spec.name} uses "
+                       "standard attention (GQA)",
+                       hint="use " + default_backend(spec, gpu, kv) + " (the default)")
+    if kind in ("mla", "dsv4") and backend in GQA_BACKENDS:
+        raise BadInput(f"--attention-backend {backend} cannot run {spec.name}'s "
+                       f"{kind.upper()} attention",
+                       hint="use " + default_backend(spec, gpu, kv) + " (the default)")
+    sparse = kind == "dsv4" or spec.layers[0].attention.has_indexer
+    if sparse and backend not in SPARSE_MLA_BACKENDS:
+        raise BadInput(f"--attention-backend {backend} does not run DeepSeek sparse attention",
+                       hint="one of: " + ", ".join(sorted(SPARSE_MLA_BACKENDS)))
+    why = _arch_ok(backend, gpu)
+    if why:
+        raise BadInput(f"--attention-backend {backend} on {gpu.name}: {why}",
+                       hint="use " + default_backend(spec, gpu, kv) + " (the default)")
+    return backend
+
+
+def default_scratch_policy(backend: str) -> str:
+    """What current engine releases do, per catalog key (``--scratch`` left out).
+
+    - ``cutlass_mla`` / ``flashinfer_mla``: ``"shared"``. The per-layer ``_decode_out`` of vLLM
+      #37442 was reverted by #38359 (merged 2026-04-01); vLLM@52a31cc allocates the CUTLASS
+      output per call (``new_empty``), so one layer's worth is live at a time (internals §3.1).
+    - ``turboquant``: ``"shared"``. #40941 (merged 2026-04-26, commit 2cc008e7) removed the
+      per-layer ``register_buffer`` set and the per-layer dequant buffers; both come from the
+      WorkspaceManager (internals §3.2).
+    - ``aiter_mla``: ``"shared"``. The per-layer-per-step copies of #40889 were never merged
+      upstream (#40889/#40892 closed; the 0.20.2rc1 fallback that did the same was issue #41962),
+      the ROCm fork carries the shared scratch (#40892 → ROCm/vllm#902, #40909 → ROCm/vllm#903),
+      and upstream's Triton sparse MLA (#41812, merged 2026-05-11) reads the fp8 cache without a
+      whole-pool dequant at all (deepseek_v4.md §7.4). The shared variant is therefore an upper
+      bound for upstream builds; their per-call split-K partials (#50566) are not modelled.
+    - ``sglang_dp_attention``: ``"shared"`` (per forward). SGL@d315eb7 allocates the gathered
+      buffer with ``get_global_dp_buffer()`` on every forward; the persistent graph-runner buffer
+      is the #8280 design (internals §4.3).
+    - every other backend has no per-layer scratch in the catalog: ``"shared"``.
+    """
+    del backend  # every current release shares; the docstring records why, key by key
+    return "shared"
