@@ -1,0 +1,136 @@
+"""A model as memprof sees it: every layer's attention and MLP sizes, the quantisation, the
+dtype. Result classes of ``memprof.core.models``; sizes are element counts, not bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attention:
+    """One layer's attention, with every size the weights and the KV cache need.
+
+    ``kind`` is ``gqa`` (MHA/GQA/MQA with per-head K and V), ``mla`` (DeepSeek V2/V3 latent) or
+    ``dsv4`` (DeepSeek-V4 compressed sparse attention).
+    """
+
+    kind: str
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # query/key head size (GQA); MLA: qk_nope + qk_rope; DSv4: 512
+    v_head_dim: int
+    sliding_window: int | None = None
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    sinks: bool = False
+    # MLA
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    # DeepSeek-V3.2 / V4 lightning indexer
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
+    # DeepSeek-V4
+    compress_ratio: int = 0  # 0 = SWA-only, 4 = C4 (CSA, with indexer), 128 = C128 (HCA)
+    o_groups: int = 0
+    o_lora_rank: int = 0
+
+    @property
+    def has_indexer(self) -> bool:
+        return self.index_n_heads > 0 and (self.kind == "mla" or self.compress_ratio == 4)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MLP:
+    """One layer's feed-forward block: ``dense`` or ``moe``."""
+
+    kind: str
+    intermediate_size: int = 0  # dense MLP
+    num_experts: int = 0
+    top_k: int = 0
+    moe_intermediate_size: int = 0
+    shared_intermediate_size: int = 0  # 0 = no shared expert
+    shared_expert_gate: bool = False  # Qwen2-MoE style sigmoid gate on the shared expert
+    router_bias: bool = False
+    expert_bias: bool = False  # gpt-oss: biases on w13 / w2
+    e_score_correction_bias: bool = False  # DeepSeek noaux_tc
+    hash_routed: bool = False  # DeepSeek-V4 hash layers: tid2eid table, no gate bias
+    mlp_bias: bool = False
+    activation: str = "silu"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layer:
+    index: int
+    attention: Attention
+    mlp: MLP
+    is_mtp: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuantConfig:
+    """What the checkpoint's ``quantization_config`` (or ``--quantization``) says."""
+
+    method: str  # fp8, mxfp4, nvfp4, awq, gptq, fp8_per_channel, none
+    block: tuple[int, int] | None = None  # fp8 block (128, 128)
+    group_size: int = 0  # awq / gptq / nvfp4 / mxfp4 group
+    bits: int = 0
+    exclude: tuple[str, ...] = ()  # HF module-name patterns left unquantised
+    expert_dtype: str | None = None  # DeepSeek-V4: "fp4" experts under an fp8 config
+    desc_act: bool = False
+    source: str = "config"  # config | flag
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    name: str
+    family: str  # llama, qwen2, qwen3, qwen3_moe, gpt_oss, deepseek_v3, deepseek_v32, deepseek_v4
+    architecture: str
+    hidden_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    dtype: str  # torch_dtype of the checkpoint: bfloat16 / float16 / float32
+    max_position_embeddings: int | None  # None: the config states none (--max-model-len needed)
+    layers: tuple[Layer, ...]
+    mtp_layers: tuple[Layer, ...] = ()
+    quant: QuantConfig | None = None
+    hc_mult: int = 0  # DeepSeek-V4 hyper-connections
+    num_hash_layers: int = 0
+    source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def is_moe(self) -> bool:
+        return any(layer.mlp.kind == "moe" for layer in self.layers)
+
+    @property
+    def num_experts(self) -> int:
+        return max((layer.mlp.num_experts for layer in self.layers), default=0)
+
+
+def layer_kinds(layers: tuple[Layer, ...] | list[Layer]) -> list[tuple[Layer, int]]:
+    """Layers grouped by kind (attention, MLP, MTP role): (first layer of the kind, count), in
+    order of first appearance. Work that depends only on a layer's kind loops over these, so it
+    grows with the kinds, not the count (builders share one Attention/MLP object per kind, so
+    the identity check answers almost every layer without hashing the dataclasses)."""
+    by_id: dict[tuple[int, int, bool], list[object]] = {}
+    kinds: dict[tuple[object, ...], list[object]] = {}
+    for layer in layers:
+        ik = (id(layer.attention), id(layer.mlp), layer.is_mtp)
+        entry = by_id.get(ik)
+        if entry is None:
+            key = (layer.attention, layer.mlp, layer.is_mtp)
+            entry = kinds.get(key)
+            if entry is None:
+                entry = kinds[key] = [layer, 0]
+            by_id[ik] = entry
+        entry[1] += 1  # type: ignore[operator]
+    return [(e[0], e[1]) for e in kinds.values()]  # type: ignore[misc]
