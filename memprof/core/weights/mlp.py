@@ -1,0 +1,130 @@
+"""MLP weights of one layer: dense, routers, experts (TP-split or EP-spread, quantised, MXFP4
+with the kernels' padding) and shared experts."""
+
+from __future__ import annotations
+
+from memprof.base.units import cdiv, round_up
+from memprof.core.deployment import experts_on_rank
+from memprof.core.models import Layer, QuantConfig
+from memprof.core.weights.formats import linear_bytes
+from memprof.core.weights.shard import Shard
+
+
+def mxfp4_moe_layout(arch: str) -> tuple[int, int, int]:
+    """MXFP4 MoE padding vLLM's kernels impose: (I multiple, H multiple, scale-row multiple).
+
+    ``Mxfp4MoEMethod.create_weights`` / the mxfp4 oracle (vLLM 0.33.0
+    ``quantization/mxfp4.py``, ``fused_moe/oracle/mxfp4.py``): SM90 runs the Triton kernels
+    (I to 64, H unchanged; their scale layout pads rows to 256 and columns to 4); SM100 runs
+    FlashInfer TRT-LLM (I to 128, H to 256); ROCm and the CUTLASS/DeepGEMM paths use 128/128;
+    Marlin (others) 128/256. Biases become fp32 after loading on every backend.
+    """
+    if arch.startswith("sm10"):
+        return 128, 256, 1
+    if arch.startswith("sm90"):
+        return 64, 1, 256
+    if arch.startswith("gfx"):
+        return 128, 128, 1
+    return 128, 256, 1
+
+
+
+class MlpWeights(Shard):
+    """The MLP / MoE block of a layer."""
+
+    def mlp(self, layer: Layer, p: str) -> None:
+        m = layer.mlp
+        h = self.spec.hidden_size
+        if m.kind == "dense":
+            self.linear(p + "mlp.gate_up_proj", "mlp (dense)", 2 * m.intermediate_size, h,
+                        shard="col", bias=m.mlp_bias)
+            self.linear(p + "mlp.down_proj", "mlp (dense)", h, m.intermediate_size, shard="row",
+                        bias=m.mlp_bias)
+            return
+        self.router(layer, p)
+        self.experts(layer, p)
+        if m.shared_intermediate_size:
+            gs = "shared experts"
+            self.linear(p + "mlp.shared_experts.gate_up_proj", gs, 2 * m.shared_intermediate_size,
+                        h, shard="col")
+            self.linear(p + "mlp.shared_experts.down_proj", gs, h, m.shared_intermediate_size,
+                        shard="row")
+            if m.shared_expert_gate:
+                self.linear(p + "mlp.shared_expert_gate", gs, 1, h, shard="rep", quantise=False)
+
+    def router(self, layer: Layer, p: str) -> None:
+        """Routers stay in the model dtype (``ReplicatedLinear(..., quant_config=None)``);
+        DeepSeek's ``e_score_correction_bias`` is fp32; DeepSeek-V4 hash layers hold a
+        ``tid2eid`` table (int32 in vLLM) instead of a gate bias."""
+        m = layer.mlp
+        h = self.spec.hidden_size
+        g = "router"
+        self.linear(p + "mlp.gate", g, m.num_experts, h, shard="rep", bias=m.router_bias,
+                    quantise=False)
+        if m.e_score_correction_bias:
+            self.vector(p + "mlp.gate.e_score_correction_bias", g, m.num_experts, 4)
+        if m.hash_routed:
+            self.vector(p + "mlp.gate.tid2eid", g, self.spec.vocab_size * m.top_k, 4)
+
+    def experts(self, layer: Layer, p: str) -> None:
+        m = layer.mlp
+        h = self.spec.hidden_size
+        dep = self.dep
+        if dep.enable_expert_parallel:
+            assert self.coord.ep_rank is not None
+            e_local = experts_on_rank(m.num_experts, dep.ep_size, self.coord.ep_rank)
+            i_local, moe_tp = m.moe_intermediate_size, 1
+        else:
+            e_local, moe_tp = m.num_experts, dep.moe_tp_size
+            i_local = cdiv(m.moe_intermediate_size, moe_tp)
+        module = p + "mlp.experts"
+        q = self.quantised(module, expert=True)
+        if self.spec.family == "deepseek_v4":
+            ed = (q.expert_dtype if q else None) or "fp4"
+            q = None if q is None else (QuantConfig(method="mxfp4", group_size=32, bits=4)
+                                        if ed == "fp4" else q)
+        g = "experts"
+        if q is not None and q.method == "mxfp4":
+            self.mxfp4_experts(module, layer, e_local, i_local, moe_tp)
+            return
+        if q is not None and q.method == "fp8" and q.block:
+            # FusedMoE fp8 block scales: w13 (E, 2·ceil(I/128), ceil(H/128)), w2 (E,
+            # ceil(H/128), ceil(I/128)), fp32 (fp8.py Fp8MoEMethod.create_weights, v0.33.0).
+            bo, bi = q.block
+            n13 = 2 * i_local * h + 4 * 2 * cdiv(i_local, bo) * cdiv(h, bi)
+            n2 = h * i_local + 4 * cdiv(h, bo) * cdiv(i_local, bi)
+            f13, f2 = f"{2 * i_local}×{h} fp8", f"{h}×{i_local} fp8 + block scales"
+        else:
+            n13, f13 = linear_bytes(2 * i_local, h, q, self.b, self.arch)
+            n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch)
+        self.add(module, g, e_local * (n13 + n2), replicas=1,
+                 formula=f"{e_local} experts × [w13 {f13} + w2 {f2}]")
+        if m.expert_bias:
+            self.add(module + ".w13_bias", g, e_local * 2 * i_local * self.b, replicas=1,
+                     formula=f"{e_local}×{2 * i_local}×{self.b}B")
+            self.add(module + ".w2_bias", g, e_local * h * self.b, replicas=moe_tp,
+                     formula=f"{e_local}×{h}×{self.b}B")
+
+    def mxfp4_experts(self, module: str, layer: Layer, e: int, i: int, moe_tp: int) -> None:
+        """MXFP4 experts with the kernels' padding (see ``mxfp4_moe_layout``)."""
+        h = self.spec.hidden_size
+        pi, ph, prow = mxfp4_moe_layout(self.arch)
+        ip, hp = round_up(i, pi), round_up(h, ph)
+
+        def one(rows: int, k: int) -> int:  # values + e8m0 scales (scale rows/cols padded)
+            return rows * k // 2 + round_up(rows, prow) * round_up(cdiv(k, 32), 4 if prow > 1
+                                                                      else 1)
+
+        padded = one(2 * ip, hp) + one(hp, ip)
+        raw = 2 * i * h // 2 + 2 * i * cdiv(h, 32) + h * i // 2 + h * cdiv(i, 32)
+        pad_note = f", kernel padding I {i}→{ip}, H {h}→{hp}" if (ip, hp) != (i, h) else ""
+        self.add(module, "experts", e * padded, replicas=1, padding=e * (padded - raw),
+                 formula=f"{e} experts × [w13 {2 * ip}×{hp} + w2 {hp}×{ip}] MXFP4 + e8m0 "
+                 f"scales{pad_note}")
+        if layer.mlp.expert_bias:
+            self.add(module + ".w13_bias", "experts", e * 2 * ip * 4, replicas=1,
+                     padding=e * 2 * (ip * 4 - i * self.b),
+                     formula=f"{e}×{2 * ip}×4B fp32 (converted at load)")
+            self.add(module + ".w2_bias", "experts", e * hp * 4, replicas=moe_tp,
+                     padding=e * (hp * 4 - h * self.b),
+                     formula=f"{e}×{hp}×4B fp32 (converted at load)")

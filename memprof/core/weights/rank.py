@@ -1,0 +1,153 @@
+"""A rank's weights: every block of its PP stage's layers (once per layer kind), embeddings,
+final norm and lm_head; aggregated into tensors and report rows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
+from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
+from memprof.core.weights.attention import AttentionWeights
+from memprof.core.weights.mlp import MlpWeights
+from memprof.core.weights.shard import WeightTensor
+
+
+class RankWeights(AttentionWeights, MlpWeights):
+    """Builds the tensor list of one rank."""
+
+    def layer(self, layer: Layer) -> None:
+        p = f"model.layers.{layer.index}."
+        h = self.spec.hidden_size
+        self.attention(layer, p)
+        self.mlp(layer, p)
+        self.vector(p + "input_layernorm", "norms", h)
+        self.vector(p + "post_attention_layernorm", "norms", h)
+        if self.spec.hc_mult:
+            m = self.spec.hc_mult
+            mix = (2 + m) * m
+            # hc_{attn,ffn}_{fn [mix, m·H], base [mix], scale [3]}, fp32 (deepseek_v4.md §3).
+            self.add(p + "hc", "hyper-connections", 2 * 4 * (mix * m * h + mix + 3),
+                     replicas=self.copies * self.tp,
+                     formula=f"2×4B×({mix}×{m}×{h} + {mix} + 3) fp32")
+        if layer.is_mtp:
+            g = "mtp"
+            if self.spec.family == "deepseek_v4":
+                self.linear(p + "e_proj", g, h, h, shard="rep")
+                self.linear(p + "h_proj", g, h, h, shard="rep")
+                self.hc_head(p)
+            else:
+                # DeepSeekMTP: eh_proj is an unquantised nn.Linear(2H, H); embed_tokens and
+                # shared_head.head are shared with the target model by vLLM's proposer.
+                self.linear(p + "eh_proj", g, h, 2 * h, shard="rep", quantise=False)
+            for n in ("enorm", "hnorm", "shared_head.norm"):
+                self.vector(p + n, g, h)
+
+    def layer_kinds(self, layers: tuple[Layer, ...]) -> list[tuple[Layer, int]]:
+        """The stage's layers as (first layer of a kind, how many layers of that kind), so work
+        grows with the kinds, not the count (a config of 100,000 layers builds a few). Layers
+        are one kind when attention, MLP and MTP role are equal; when a quantisation exclude
+        pattern names layer indices (a digit in it), every layer is its own kind."""
+        if self.quant is not None and any(ch.isdigit() for p in self.quant.exclude for ch in p):
+            return [(layer, 1) for layer in layers]
+        return layer_kinds(layers)
+
+    def layer_times(self, layer: Layer, n: int) -> None:
+        """The tensors of ``layer``, standing for ``n`` identical layers (``count = n``)."""
+        start = len(self.out)
+        self.layer(layer)
+        if n != 1:
+            self.out[start:] = [replace(t, count=t.count * n) for t in self.out[start:]]
+
+    def hc_head(self, p: str) -> None:
+        m, h = self.spec.hc_mult, self.spec.hidden_size
+        self.add(p + "hc_head", "hyper-connections head", 4 * (m * m * h + m + 1),
+                 replicas=self.copies * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
+
+    def build(self) -> list[WeightTensor]:
+        spec, dep = self.spec, self.dep
+        stages = pp_layer_split(spec.num_layers, dep.pp)
+        start, end = stages[self.coord.pp_stage]
+        first = self.coord.pp_stage == 0
+        last = self.coord.pp_stage == dep.pp - 1
+        if first or (last and spec.tie_word_embeddings):
+            self.vocab_parallel("model.embed_tokens", "embed_tokens")
+        for layer, n in self.layer_kinds(spec.layers[start:end]):
+            self.layer_times(layer, n)
+        if last:
+            for layer, n in self.layer_kinds(spec.mtp_layers):
+                self.layer_times(layer, n)
+            self.vector("model.norm", "final norm", spec.hidden_size)
+            if spec.hc_mult:
+                self.hc_head("model.")
+            if not spec.tie_word_embeddings:
+                self.vocab_parallel("lm_head", "lm_head")
+        return self.out
+
+
+def _aggregate(tensors: Iterable[WeightTensor]) -> list[WeightTensor]:
+    """Fold per-layer tensors that are identical on this rank into one row with a count."""
+    rows: dict[tuple[str, str, int, int, int, str], int] = {}
+    for t in tensors:
+        module = re.sub(r"\.layers\.\d+\.", ".layers.*.", t.module)
+        key = (module, t.group, t.bytes_each, t.replicas, t.padding_each, t.formula)
+        rows[key] = rows.get(key, 0) + t.count
+    return [
+        WeightTensor(module=m, group=g, bytes_each=b, count=n, replicas=r, padding_each=pd,
+                     formula=f)
+        for (m, g, b, r, pd, f), n in rows.items()
+    ]
+
+
+def rank_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,
+                 arch: str = "sm90") -> list[WeightTensor]:
+    """Tensor-by-tensor weights of one rank (aggregated over identical layers)."""
+    return _aggregate(RankWeights(spec, dep, quant, coord, arch).build())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightGroup:
+    """A report row: the tensors of one group in ``count`` layers of identical size."""
+
+    group: str
+    count: int
+    bytes_each: int
+    modules: tuple[str, ...]
+
+
+def group_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
+                  coord: RankCoord, arch: str = "sm90") -> tuple[list[WeightTensor],
+                                                                 list[WeightGroup]]:
+    """The rank's tensors (aggregated) and its report rows: per group, layers of equal size."""
+    raw = RankWeights(spec, dep, quant, coord, arch).build()
+    per_layer: dict[tuple[str, str], int] = {}  # (group, layer) -> bytes of one such layer
+    layers_like: dict[tuple[str, str], int] = {}  # how many layers that layer stands for
+    modules: dict[str, list[str]] = {}
+    for t in raw:
+        m = re.search(r"\.layers\.(\d+)\.", t.module)
+        where = m.group(1) if m else t.module
+        per_layer[(t.group, where)] = per_layer.get((t.group, where), 0) + (
+            t.bytes_each if m else t.bytes)
+        layers_like[(t.group, where)] = t.count if m else 1
+        short = re.sub(r"^.*?\.layers\.\d+\.", "", t.module)
+        modules.setdefault(t.group, [])
+        if short not in modules[t.group]:
+            modules[t.group].append(short)
+    rows: dict[tuple[str, int], int] = {}
+    for key, nbytes in per_layer.items():
+        rows[(key[0], nbytes)] = rows.get((key[0], nbytes), 0) + layers_like[key]
+    groups = [WeightGroup(group=g, count=n, bytes_each=b, modules=tuple(modules[g]))
+              for (g, b), n in rows.items()]
+    return _aggregate(raw), groups
+
+
+def unsharded_total(spec: ModelSpec, quant: QuantConfig | None, dtype: str = "auto",
+                    arch: str = "sm90") -> int:
+    """Bytes of the whole model on one GPU without padding (the reference for invariants)."""
+    from memprof.core.deployment import ranks
+
+    one = Deployment(dtype=dtype)
+    (coord,) = ranks(one)
+    return sum((t.bytes_each - t.padding_each) * t.count
+               for t in rank_weights(spec, one, quant, coord, arch))

@@ -1,0 +1,134 @@
+"""The shard builder every block type uses: the tensor record (``WeightTensor``), how a linear,
+a vector and the vocabulary embedding split over TP and replicate over DP.
+
+Sharding rules (vLLM ``vllm/model_executor/layers/linear.py`` and the model files):
+- ``ColumnParallelLinear`` / ``QKVParallelLinear`` / ``MergedColumnParallelLinear`` split the
+  output dim by TP; ``RowParallelLinear`` splits the input dim (its bias is kept whole on every
+  rank); ``ReplicatedLinear`` and norms are replicated.
+- ``QKVParallelLinear`` keeps ``max(1, kv_heads / tp)`` KV heads per rank: when TP > KV heads,
+  each KV head is replicated ``tp / kv_heads`` times.
+- ``VocabParallelEmbedding`` / ``ParallelLMHead`` pad the vocab to a multiple of 64
+  (``DEFAULT_VOCAB_PADDING_SIZE``) and split it by TP.
+- PP splits layers (``get_pp_indices``); the first stage holds the embeddings, the last the final
+  norm and the lm_head.
+- ``FusedMoE``: with ``--enable-expert-parallel`` routed experts are spread over TP×DP ranks
+  (whole experts); without it their intermediate dim is split TP×DP ways.
+
+Every tensor carries ``replicas``: how many identical copies exist across the whole deployment.
+Summing ``(bytes - padding) / replicas`` over all ranks gives back the unsharded model — the
+invariant the property tests check.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from memprof.base.errors import LayoutError
+from memprof.base.units import cdiv, round_up
+from memprof.core.deployment import Deployment, RankCoord
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.models import ModelSpec, QuantConfig
+from memprof.core.weights.formats import linear_bytes
+
+# vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
+VOCAB_PADDING = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightTensor:
+    module: str  # HF-style module path with the layer index as ``*`` once aggregated
+    group: str  # the report component this tensor belongs to
+    bytes_each: int  # bytes of one instance on this rank
+    count: int = 1  # instances on this rank (layers)
+    replicas: int = 1  # identical copies across the deployment
+    padding_each: int = 0  # bytes of kernel/vocab padding inside bytes_each
+    formula: str = ""
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_each * self.count
+
+
+def model_dtype(spec: ModelSpec, dep: Deployment) -> str:
+    """vLLM ``--dtype auto``: the checkpoint dtype, with fp32 checkpoints served in bf16."""
+    aliases = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
+    if dep.dtype != "auto":
+        return aliases.get(dep.dtype, dep.dtype)
+    return "bfloat16" if spec.dtype == "float32" else spec.dtype
+
+
+
+class Shard:
+    """Builds the tensor list of one rank: the helpers every block type uses."""
+
+    def __init__(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
+                 coord: RankCoord, arch: str) -> None:
+        self.spec, self.dep, self.quant, self.coord, self.arch = spec, dep, quant, coord, arch
+        self.dtype = model_dtype(spec, dep)
+        self.b = dtype_bytes(self.dtype)
+        self.tp = dep.tp
+        self.copies = dep.copies  # full copies of non-expert tensors (vLLM DP)
+        self.out: list[WeightTensor] = []
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def quantised(self, module: str, expert: bool = False) -> QuantConfig | None:
+        q = self.quant
+        if q is None:
+            return None
+        if q.method == "mxfp4" and not expert:
+            return None  # vLLM's Mxfp4Config quantises FusedMoE experts only
+        for pat in q.exclude:
+            p = pat.rstrip(".")
+            if (fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
+                    or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")):
+                return None
+        return q
+
+    def add(self, module: str, group: str, nbytes: int, *, replicas: int, formula: str,
+            padding: int = 0) -> None:
+        self.out.append(WeightTensor(module=module, group=group, bytes_each=nbytes,
+                                     replicas=replicas, padding_each=padding, formula=formula))
+
+    def linear(self, module: str, group: str, out: int, inn: int, *, shard: str,
+               bias: bool = False, quantise: bool = True, replicas_extra: int = 1) -> None:
+        """A linear of full shape ``out × in``; ``shard`` is col, row or rep."""
+        dp = self.copies
+        if shard == "col":
+            lo, li, rep = cdiv(out, self.tp), inn, dp
+        elif shard == "row":
+            lo, li, rep = out, cdiv(inn, self.tp), dp
+        else:
+            lo, li, rep = out, inn, dp * self.tp
+        q = self.quantised(module) if quantise else None
+        nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
+        self.add(module, group, nbytes, replicas=rep * replicas_extra,
+                 formula=f"{formula} ({shard})")
+        if bias:
+            bo = lo
+            self.add(module + ".bias", group, bo * self.b,
+                     replicas=(dp * self.tp if shard in ("row", "rep") else dp) * replicas_extra,
+                     formula=f"{bo}×{self.b}B bias")
+
+    def vector(self, module: str, group: str, n: int, dtype_bytes: int | None = None,
+               *, sharded: bool = False) -> None:
+        b = self.b if dtype_bytes is None else dtype_bytes
+        n_local = cdiv(n, self.tp) if sharded else n
+        self.add(module, group, n_local * b,
+                 replicas=self.copies * (1 if sharded else self.tp),
+                 formula=f"{n_local}×{b}B")
+
+    # --- embeddings ------------------------------------------------------------------------------
+    def vocab_parallel(self, module: str, group: str) -> None:
+        v, h = self.spec.vocab_size, self.spec.hidden_size
+        padded = round_up(v, VOCAB_PADDING)
+        if padded % self.tp:
+            raise LayoutError(
+                f"the padded vocabulary ({padded}) is not divisible by tensor parallel size "
+                f"{self.tp}", hint="vLLM asserts it; use a TP size that divides it")
+        per = padded // self.tp
+        real = max(0, min(per, v - self.coord.tp_rank * per))
+        tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
+        self.add(module, group, per * h * self.b, replicas=self.copies * tied_copies,
+                 padding=(per - real) * h * self.b,
+                 formula=f"{per}×{h}×{self.b}B (vocab {v} padded to {padded}, /{self.tp})")
