@@ -31,7 +31,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, parse_size
-from memprof.core.estimate import VERDICTS
+from memprof.core.verdict import VERDICTS
 
 LIMIT_KEYS = ("max_peak_bytes", "max_weights_bytes", "min_kv_tokens", "verdict")
 

@@ -13,8 +13,8 @@ from memprof.base.units import GiB
 from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate
+from memprof.core.flags import ALIASES
 from memprof.core.scenarios import (
-    ALIASES,
     Scenario,
     deployment_keys,
     evaluate_scenario,
@@ -95,10 +95,13 @@ def test_pp2_scenario_has_a_rank_per_stage(evaluated: dict[str, tuple[Estimate, 
     assert {r.coord.pp_stage for r in e.ranks} == {0, 1}
 
 
-def test_scenario_keys_are_the_deployment_fields_plus_the_vllm_aliases() -> None:
+def test_scenario_keys_are_the_deployment_fields_plus_the_engine_flag_names() -> None:
     names = {f.name for f in fields(Deployment)}
     assert set(deployment_keys()) == names | set(ALIASES)
     assert set(ALIASES.values()) <= names
+    # vLLM's and SGLang's spellings of one setting name the same field
+    assert ALIASES["tensor_parallel_size"] == ALIASES["tp_size"] == "tp"
+    assert ALIASES["kv_cache_memory"] == ALIASES["kv_cache_memory_bytes"]
 
 
 # --- validation ----------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ import pytest
 
 from memprof.base.units import GiB, MiB
 from memprof.cli import run
-from memprof.core.compare import remedies
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import estimate, held_bytes
+from memprof.core.estimate import estimate
+from memprof.core.remedies import remedies
+from memprof.core.verdict import held_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,11 +7,12 @@ import pytest
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB
 from memprof.cli import run
-from memprof.core.compare import diff, parse_changes, remedies
+from memprof.core.compare import diff, parse_changes
 from memprof.core.deployment import Deployment
 from memprof.core.engine_defaults import sglang_defaults
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.gpus import find_gpu
+from memprof.core.remedies import remedies
 
 TQ = {"kv_cache_dtype": "turboquant_k8v4", "gpu_memory_utilization": 0.9, "max_num_seqs": 256}
 TQ_SET = 278_986_752  # 4·256·64·(32·129 + 128 + 1): mid_o + output + lse, fp32

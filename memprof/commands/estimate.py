@@ -118,7 +118,8 @@ def estimate(
         chunked_prefill_size=chunked_prefill_size, cuda_graph_max_bs=cuda_graph_max_bs,
     )
     result = run_estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=_size(gpu_memory))
-    from memprof.core.compare import parse_changes, remedies
+    from memprof.core.compare import parse_changes
+    from memprof.core.remedies import remedies
 
     other = None
     if compare:

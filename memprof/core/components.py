@@ -8,23 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVPlan
 from memprof.core.models import ModelSpec, QuantConfig
 
-CATEGORIES = ("weights", "kv_cache", "scratch", "activation", "cudagraph", "non_torch",
-              "allocator")
-WHERE = ("baseline", "budget", "runtime")
+Category = Literal["weights", "kv_cache", "scratch", "activation", "cudagraph", "non_torch",
+                   "allocator"]
+Where = Literal["baseline", "budget", "runtime"]
+CATEGORIES: tuple[Category, ...] = get_args(Category)
+WHERE: tuple[Where, ...] = get_args(Where)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Component:
-    """One named term of a rank's memory: ``count × bytes_each = bytes``."""
+    """One named term of a rank's memory: ``count × bytes_each = bytes`` (bytes)."""
 
     name: str
-    category: str
+    category: Category
     bytes: int
     count: int = 1
     profiled: bool = True  # does the engine's start-up profile see it (is it in the budget)?
@@ -36,7 +39,7 @@ class Component:
     #   "budget"   — inside ``requested`` (weights, profiled activations, graph estimate, KV);
     #   "runtime"  — appears after start-up and was not budgeted (lazy scratch, graph pool above
     #                the estimate, allocator slack).
-    where: str = "budget"
+    where: Where = "budget"
 
     @property
     def in_budget(self) -> bool:

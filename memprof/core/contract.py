@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof import __version__
-from memprof.core.compare import Remedies, diff
+from memprof.core.compare import diff
 from memprof.core.components import Component
 from memprof.core.estimate import Estimate, RankEstimate
+from memprof.core.remedies import Remedies
 
 SCHEMA_VERSION = 1
 

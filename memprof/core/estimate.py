@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -35,13 +34,16 @@ from memprof.core.kvcache import (
 )
 from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
 from memprof.core.terms.kv_cache import kv_cache_component
+from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
-
-VERDICTS = ("fits", "runtime_oom", "startup_oom")  # in increasing severity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankEstimate:
+    """One distinct rank: its components (bytes), weight tensors, KV layout and capacity, the
+    budget (``requested_bytes`` = the engine's envelope, ``available_kv_bytes``), the verdict and
+    the run-time headroom (bytes; negative when it does not fit)."""
+
     coord: RankCoord
     same_as: tuple[int, ...]  # global ranks with an identical estimate (this one included)
     components: tuple[Component, ...]
@@ -51,7 +53,7 @@ class RankEstimate:
     available_kv_bytes: int
     kv: KVCapacity
     estimated_max_model_len: int
-    verdict: str
+    verdict: Verdict
     reasons: tuple[str, ...]
     headroom_bytes: int = 0
     # per scratch buffer: (name, bytes with per-layer buffers, bytes with one shared buffer)
@@ -67,6 +69,9 @@ class RankEstimate:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
+    """A whole deployment: the model, the deployment with every default resolved, the GPU, the
+    distinct ranks (identical ones folded) and the overall verdict (the worst rank's)."""
+
     spec: ModelSpec
     deployment: Deployment  # with every default resolved
     gpu: GPU
@@ -75,7 +80,7 @@ class Estimate:
     max_model_len: int
     max_num_batched_tokens: int
     ranks: tuple[RankEstimate, ...]  # distinct ranks only (identical ones folded)
-    verdict: str
+    verdict: Verdict
     reasons: tuple[str, ...]
     notes: tuple[str, ...]
     mem_fraction_static: float | None = None
@@ -127,11 +132,6 @@ def _rank_key(r: RankEstimate) -> tuple[object, ...]:
 
 def _sum(comps: list[Component], where: str) -> int:
     return sum(c.bytes for c in comps if c.where == where)
-
-
-def _loaded(c: Component) -> bool:
-    """Allocated while loading the model (weights, buffers registered at construction)."""
-    return c.where == "budget" and c.category in ("weights", "scratch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +238,7 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     elif dep.sglang:
         # SGLang: KV = free after loading − (1 − mfs) × free before loading (§4.1)
         pre_free = gpu.total_bytes - baseline
-        loaded = sum(c.bytes for c in comps if _loaded(c))
+        loaded = sum(c.bytes for c in comps if loaded_at_start(c))
         available = int(mfs * pre_free) - loaded
         envelope = int(mfs * pre_free)
     else:
@@ -268,7 +268,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     savings = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])
     kv_comp = kv_cache_component(plan, cap)
     all_comps = [*c.comps, *runtime, kv_comp]
-    verdict, reasons, headroom = _verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
+    verdict, reasons, headroom = rank_verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
                                           cap, mml, mnbt)
     est_len = max_fitting_model_len(plan, c.available, mnbt, mml)
     return RankEstimate(
@@ -284,91 +284,6 @@ def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
         out.setdefault(_rank_key(r), []).append(r)
     return [replace(rs[0], same_as=tuple(sorted(x for r in rs for x in r.same_as)))
             if len(rs) > 1 else rs[0] for rs in out.values()]
-
-
-def _names(comps: list[Component]) -> str:
-    top = sorted(comps, key=lambda c: -c.bytes)[:3]
-    return ", ".join(f"{c.name} {fmt_bytes(c.bytes)}" for c in top)
-
-
-def held_bytes(comps: list[Component] | tuple[Component, ...]) -> int:
-    """What a rank holds at run time: the sum of every component (baseline, budget, KV cache,
-    runtime) — the figure a verdict of ``fits`` promises is at most the GPU's total."""
-    return sum(c.bytes for c in comps)
-
-
-def _verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], available: int,
-             envelope: int, cap: KVCapacity, mml: int, mnbt: int
-             ) -> tuple[str, list[str], int]:
-    """startup_oom / runtime_oom / fits, the components that cause it, and the headroom.
-
-    Process memory at run time (DESIGN.md): baseline (context, eager NCCL) + the engine's
-    envelope (vLLM: requested, or with --kv-cache-memory-bytes what it budgeted plus that KV
-    cache; SGLang: mfs × free-before-load) + what it did not budget. The envelope is never taken
-    as less than what the rank really holds inside it, so the headroom is at most
-    ``total − Σ components``: a rank whose weights exceed the GPU never shows positive headroom.
-    SGLang's activations, graphs and non-torch memory live in the (1 − mfs) slack, so for it
-    every non-loaded component counts against the slack.
-    """
-    total = gpu.total_bytes
-    baseline = [c for c in comps if c.where == "baseline"]
-    runtime = [c for c in comps if c.where == "runtime" and c.bytes > 0]
-    base = sum(c.bytes for c in baseline)
-    held_inside = sum(c.bytes for c in comps if c.where == "budget")
-    if dep.sglang:
-        outside = [c for c in comps if c.where in ("budget", "runtime") and c.bytes > 0
-                   and not _loaded(c) and c.category != "kv_cache"]
-        inside = sum(c.bytes for c in comps if _loaded(c) or c.category == "kv_cache")
-        used = base + max(envelope, inside) + sum(c.bytes for c in outside)
-    else:
-        outside = runtime
-        used = base + max(envelope, held_inside) + sum(c.bytes for c in runtime)
-    headroom = total - used
-    loaded = [c for c in comps if _loaded(c)]
-    loaded_bytes = sum(c.bytes for c in loaded)
-    if base + loaded_bytes > total:
-        return "startup_oom", [
-            f"model load OOM: the rank's weights and load-time buffers "
-            f"({fmt_bytes(loaded_bytes)}: {_names(loaded)}) and the memory in use before the "
-            f"engine starts ({fmt_bytes(base)}) exceed the GPU's {fmt_bytes(total)} by "
-            f"{fmt_bytes(base + loaded_bytes - total)}"], headroom
-    if not dep.sglang and not dep.kv_cache_memory_bytes and base + envelope > total:
-        return "startup_oom", [
-            f"free memory at start-up ({fmt_bytes(total - base)}, after {_names(baseline)}) is "
-            f"less than the requested {fmt_bytes(envelope)} (gpu_memory_utilization "
-            f"{dep.gpu_memory_utilization})"], headroom
-    if dep.kv_cache_memory_bytes and base + envelope > total:
-        return "startup_oom", [
-            f"--kv-cache-memory-bytes {fmt_bytes(dep.kv_cache_memory_bytes)} does not fit: with "
-            f"{fmt_bytes(envelope - dep.kv_cache_memory_bytes)} the engine budgets besides it "
-            f"and {fmt_bytes(base)} in use before it starts, the rank needs "
-            f"{fmt_bytes(base + envelope)} of the GPU's {fmt_bytes(total)}"], headroom
-    if 0 < available < plan.block_bytes:
-        per_token = max(1, plan.block_bytes // max(1, plan.block_size))
-        fit = available // per_token
-        return "startup_oom", [
-            f"one KV block of {plan.block_size:,} tokens needs {fmt_bytes(plan.block_bytes)} "
-            f"on this rank but the budget leaves {fmt_bytes(available)} for the KV cache; a "
-            f"block size of at most {fit:,} tokens fits"], headroom
-    if available <= 0 or cap.num_gpu_blocks == 0:
-        held = [c for c in comps if (_loaded(c) if dep.sglang else c.where == "budget")
-                and c.category != "kv_cache"]
-        return "startup_oom", [
-            f"No available memory for the cache blocks: the budget leaves "
-            f"{fmt_bytes(available)} for the KV cache after {_names(held)}"], headroom
-    if cap.request_bytes > cap.kv_cache_bytes:
-        est = max_fitting_model_len(plan, cap.kv_cache_bytes, mnbt, mml)
-        return "startup_oom", [
-            f"one request of max_model_len {mml} needs {fmt_bytes(cap.request_bytes)} of KV cache "
-            f"but {fmt_bytes(cap.kv_cache_bytes)} is available; estimated maximum model length "
-            f"is {est}"], headroom
-    if headroom < 0:
-        return "runtime_oom", [
-            f"the engine starts, but at run time {fmt_bytes(sum(c.bytes for c in outside))} it "
-            f"did not budget ({_names(outside)}) exceeds the "
-            f"{fmt_bytes(max(0, headroom + sum(c.bytes for c in outside)))} left outside its "
-            f"budget by {fmt_bytes(-headroom)}"], headroom
-    return "fits", [], headroom
 
 
 def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> tuple[str, ...]:

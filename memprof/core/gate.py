@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.base.errors import BadInput
-from memprof.core.estimate import VERDICTS
+from memprof.core.verdict import VERDICTS
 
 GATE_SCHEMA_VERSION = 1
 BASELINE_KIND = "memprof-gate-baseline"

@@ -36,6 +36,7 @@ from memprof.base.errors import BadInput
 from memprof.base.units import parse_size
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.flags import ALIASES, BY_FIELD, coerce
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,15 +44,6 @@ else:  # pragma: no cover - Python 3.10 needs the tomli backport
     import tomli as tomllib
 
 SCENARIO_KEYS = ("model", "gpu", "gpu_memory", "description")
-ALIASES = {
-    "tensor_parallel_size": "tp",
-    "pipeline_parallel_size": "pp",
-    "data_parallel_size": "dp",
-    "kv_cache_memory": "kv_cache_memory_bytes",
-}
-SIZE_FIELDS = ("kv_cache_memory_bytes",)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """What ``memprof estimate`` needs: a model, a GPU and a deployment."""
@@ -72,42 +64,24 @@ class Scenario:
 
 
 def deployment_keys() -> tuple[str, ...]:
-    """Every key a deployment accepts: the Deployment fields and the vLLM flag aliases."""
-    return tuple(f.name for f in fields(Deployment)) + tuple(ALIASES)
+    """Every key a deployment accepts: the Deployment fields and each engine's flag names in
+    snake_case (``memprof.core.flags``)."""
+    return tuple(dict.fromkeys((*(f.name for f in fields(Deployment)), *ALIASES)))
 
 
-def _field_types() -> dict[str, str]:
-    return {f.name: str(f.type) for f in fields(Deployment)}
-
-
-def _coerce(where: str, key: str, field: str, value: object, type_text: str) -> object:
-    """Check ``value`` against the field's annotation (``int``, ``float | None``, ...)."""
-    if field in SIZE_FIELDS:
-        if isinstance(value, str):
-            return parse_size(value)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+def _coerce(where: str, key: str, field: str, value: object) -> object:
+    """A TOML (or Python) value, checked against the field's kind: a string only for string and
+    size fields (sizes also take integer bytes)."""
+    kind = BY_FIELD[field].kind
+    if isinstance(value, str) and kind not in ("str", "size"):
+        example = {"bool": "true", "int": "8", "float": "0.9"}[kind]
+        raise BadInput(f"{where}: {key} must be {kind}, got {value!r} (str)",
+                       hint=f"e.g. {key} = {example}")
+    if kind == "size" and not isinstance(value, str) and (
+            not isinstance(value, int) or isinstance(value, bool) or value <= 0):
         raise BadInput(f"{where}: {key} must be a size such as \"16GiB\" or a number of bytes, "
                        f"got {value!r}", hint=f"e.g. {key} = \"16GiB\"")
-    base = type_text.replace(" | None", "").replace("Optional[", "").rstrip("]").strip()
-    ok: bool
-    if base == "bool":
-        ok = isinstance(value, bool)
-    elif base == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif base == "float":
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok:
-            value = float(value)  # type: ignore[arg-type]
-    elif base == "str":
-        ok = isinstance(value, str)
-    else:  # a field type this loader does not know: pass it through, the estimator checks
-        ok = True
-    if not ok:
-        example = {"bool": "true", "int": "8", "float": "0.9", "str": '"vllm"'}.get(base, "...")
-        raise BadInput(f"{where}: {key} must be {base}, got {value!r} ({type(value).__name__})",
-                       hint=f"e.g. {key} = {example}")
-    return value
+    return coerce(field, value, where=f"{where}: {key}")
 
 
 def _unknown(where: str, key: str, known: tuple[str, ...]) -> BadInput:
@@ -125,21 +99,20 @@ def request_from_mapping(values: Mapping[str, object], *, where: str,
 
     ``base_dir`` resolves a relative ``model`` path (a config.json or a folder) that exists there.
     """
-    types = _field_types()
     known = (*SCENARIO_KEYS, *deployment_keys(), *extra_keys)
     changes: dict[str, object] = {}
     given_as: dict[str, str] = {}
     for key, value in values.items():
         if key in SCENARIO_KEYS or key in extra_keys:
             continue
-        field = ALIASES.get(key, key)
-        if field not in types:
+        field = ALIASES.get(key)
+        if field is None:
             raise _unknown(where, key, known)
         if field in given_as:
             raise BadInput(f"{where}: {given_as[field]!r} and {key!r} set the same field",
                            hint=f"keep one of {given_as[field]} and {key}")
         given_as[field] = key
-        changes[field] = _coerce(where, key, field, value, types[field])
+        changes[field] = _coerce(where, key, field, value)
     model = values.get("model")
     if not isinstance(model, str) or not model:
         raise BadInput(f"{where}: no model", hint='add e.g. model = "llama-3.1-8b"')

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.base.units import fmt_bytes
-from memprof.core.compare import DiffRow, Remedies, diff
+from memprof.core.compare import DiffRow, diff
 from memprof.core.components import Component
 from memprof.core.estimate import Estimate, RankEstimate
+from memprof.core.remedies import Remedies
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
                   f"{fmt_bytes(r.available_kv_bytes)}")
     else:
         terms = " − ".join(
-            f"{c.category} {fmt_bytes(c.bytes)}" for c in _budget_terms(r))
+            f"{cat} {fmt_bytes(n)}" for cat, n in _budget_terms(r))
         budget = (f"KV = ceil({d.gpu_memory_utilization} × {fmt_bytes(e.gpu.total_bytes)}) "
                   f"= {fmt_bytes(r.requested_bytes)} − {terms} = "
                   f"{fmt_bytes(r.available_kv_bytes)}")
@@ -87,12 +88,13 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
     ]
 
 
-def _budget_terms(r: RankEstimate) -> list[Component]:
+def _budget_terms(r: RankEstimate) -> list[tuple[str, int]]:
+    """(category, bytes) of what the engine's budget subtracts, per category."""
     cats: dict[str, int] = {}
     for c in r.components:
         if c.category != "kv_cache" and c.in_budget and c.profiled:
             cats[c.category] = cats.get(c.category, 0) + c.bytes
-    return [Component(name=k, category=k, bytes=v) for k, v in cats.items()]
+    return list(cats.items())
 
 
 def verdict_line(e: Estimate) -> str:

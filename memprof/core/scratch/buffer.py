@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memprof.core.components import TermContext
+from memprof.core.components import TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.dtypes import dtype_bytes as element_bytes
 from memprof.core.dtypes import short_name
@@ -172,7 +172,7 @@ class ScratchBuffer:
     needs_kv_blocks: bool = False  # sized by the KV pool: a runtime term only
 
     @property
-    def where(self) -> str:
+    def where(self) -> Where:
         return "budget" if self.profiled else "runtime"
 
 

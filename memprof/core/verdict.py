@@ -1,0 +1,114 @@
+"""The verdict of a rank: ``startup_oom``, ``runtime_oom`` or ``fits``, the components that cause
+it, and the headroom left at run time.
+
+Process memory at run time (README, "What it models"): what is allocated before the engine's
+baseline snapshot (CUDA context, eager NCCL) + the engine's envelope (vLLM: ``requested``, or
+with ``--kv-cache-memory-bytes`` what it budgets plus that KV cache; SGLang: ``mem_fraction_static
+× free before load``) + what it did not budget. Startup checks follow vLLM@52a31cc
+(``request_memory`` in vllm/v1/worker/utils.py; "No available memory for the cache blocks" and the
+"estimated maximum model length" of ``check_enough_kv_cache_memory`` in
+vllm/v1/core/kv_cache_utils.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component
+from memprof.core.deployment import Deployment
+from memprof.core.gpus import GPU
+from memprof.core.kvcache import KVCapacity, KVPlan, max_fitting_model_len
+
+Verdict = Literal["fits", "runtime_oom", "startup_oom"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)  # in increasing severity
+
+
+def loaded_at_start(c: Component) -> bool:
+    """Allocated while loading the model (weights, buffers registered at construction)."""
+    return c.where == "budget" and c.category in ("weights", "scratch")
+
+
+def _names(comps: list[Component]) -> str:
+    top = sorted(comps, key=lambda c: -c.bytes)[:3]
+    return ", ".join(f"{c.name} {fmt_bytes(c.bytes)}" for c in top)
+
+
+def held_bytes(comps: list[Component] | tuple[Component, ...]) -> int:
+    """What a rank holds at run time: the sum of every component (baseline, budget, KV cache,
+    runtime) — the figure a verdict of ``fits`` promises is at most the GPU's total."""
+    return sum(c.bytes for c in comps)
+
+
+def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], available: int,
+             envelope: int, cap: KVCapacity, mml: int, mnbt: int
+             ) -> tuple[Verdict, list[str], int]:
+    """startup_oom / runtime_oom / fits, the components that cause it, and the headroom.
+
+    Process memory at run time (DESIGN.md): baseline (context, eager NCCL) + the engine's
+    envelope (vLLM: requested, or with --kv-cache-memory-bytes what it budgeted plus that KV
+    cache; SGLang: mfs × free-before-load) + what it did not budget. The envelope is never taken
+    as less than what the rank really holds inside it, so the headroom is at most
+    ``total − Σ components``: a rank whose weights exceed the GPU never shows positive headroom.
+    SGLang's activations, graphs and non-torch memory live in the (1 − mfs) slack, so for it
+    every non-loaded component counts against the slack.
+    """
+    total = gpu.total_bytes
+    baseline = [c for c in comps if c.where == "baseline"]
+    runtime = [c for c in comps if c.where == "runtime" and c.bytes > 0]
+    base = sum(c.bytes for c in baseline)
+    held_inside = sum(c.bytes for c in comps if c.where == "budget")
+    if dep.sglang:
+        outside = [c for c in comps if c.where in ("budget", "runtime") and c.bytes > 0
+                   and not loaded_at_start(c) and c.category != "kv_cache"]
+        inside = sum(c.bytes for c in comps if loaded_at_start(c) or c.category == "kv_cache")
+        used = base + max(envelope, inside) + sum(c.bytes for c in outside)
+    else:
+        outside = runtime
+        used = base + max(envelope, held_inside) + sum(c.bytes for c in runtime)
+    headroom = total - used
+    loaded = [c for c in comps if loaded_at_start(c)]
+    loaded_bytes = sum(c.bytes for c in loaded)
+    if base + loaded_bytes > total:
+        return "startup_oom", [
+            f"model load OOM: the rank's weights and load-time buffers "
+            f"({fmt_bytes(loaded_bytes)}: {_names(loaded)}) and the memory in use before the "
+            f"engine starts ({fmt_bytes(base)}) exceed the GPU's {fmt_bytes(total)} by "
+            f"{fmt_bytes(base + loaded_bytes - total)}"], headroom
+    if not dep.sglang and not dep.kv_cache_memory_bytes and base + envelope > total:
+        return "startup_oom", [
+            f"free memory at start-up ({fmt_bytes(total - base)}, after {_names(baseline)}) is "
+            f"less than the requested {fmt_bytes(envelope)} (gpu_memory_utilization "
+            f"{dep.gpu_memory_utilization})"], headroom
+    if dep.kv_cache_memory_bytes and base + envelope > total:
+        return "startup_oom", [
+            f"--kv-cache-memory-bytes {fmt_bytes(dep.kv_cache_memory_bytes)} does not fit: with "
+            f"{fmt_bytes(envelope - dep.kv_cache_memory_bytes)} the engine budgets besides it "
+            f"and {fmt_bytes(base)} in use before it starts, the rank needs "
+            f"{fmt_bytes(base + envelope)} of the GPU's {fmt_bytes(total)}"], headroom
+    if 0 < available < plan.block_bytes:
+        per_token = max(1, plan.block_bytes // max(1, plan.block_size))
+        fit = available // per_token
+        return "startup_oom", [
+            f"one KV block of {plan.block_size:,} tokens needs {fmt_bytes(plan.block_bytes)} "
+            f"on this rank but the budget leaves {fmt_bytes(available)} for the KV cache; a "
+            f"block size of at most {fit:,} tokens fits"], headroom
+    if available <= 0 or cap.num_gpu_blocks == 0:
+        held = [c for c in comps if (loaded_at_start(c) if dep.sglang else c.where == "budget")
+                and c.category != "kv_cache"]
+        return "startup_oom", [
+            f"No available memory for the cache blocks: the budget leaves "
+            f"{fmt_bytes(available)} for the KV cache after {_names(held)}"], headroom
+    if cap.request_bytes > cap.kv_cache_bytes:
+        est = max_fitting_model_len(plan, cap.kv_cache_bytes, mnbt, mml)
+        return "startup_oom", [
+            f"one request of max_model_len {mml} needs {fmt_bytes(cap.request_bytes)} of KV cache "
+            f"but {fmt_bytes(cap.kv_cache_bytes)} is available; estimated maximum model length "
+            f"is {est}"], headroom
+    if headroom < 0:
+        return "runtime_oom", [
+            f"the engine starts, but at run time {fmt_bytes(sum(c.bytes for c in outside))} it "
+            f"did not budget ({_names(outside)}) exceeds the "
+            f"{fmt_bytes(max(0, headroom + sum(c.bytes for c in outside)))} left outside its "
+            f"budget by {fmt_bytes(-headroom)}"], headroom
+    return "fits", [], headroom
