@@ -1,7 +1,7 @@
 """A deployment: the engine settings and the parallel layout, named as vLLM names them.
 
 Defaults are vLLM's (v0.21+, after PR #38284: ``gpu_memory_utilization`` 0.92 and the CUDA-graph
-memory estimate on by default; see ``reference/internals.md`` §1.2).
+memory estimate on by default; see vLLM@52a31cc gpu_worker.py determine_available_memory).
 """
 
 from __future__ import annotations

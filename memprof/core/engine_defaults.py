@@ -64,8 +64,7 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
 def sglang_defaults(gpu: GPU, dep: Deployment) -> tuple[int, int, float]:
     """SGLang's (chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) heuristics.
 
-    ``server_args.py::_handle_gpu_memory_settings`` (SGL@d315eb7, ``reference/internals.md``
-    §4.2), sizes in MiB::
+    ``server_args.py::_handle_gpu_memory_settings`` (SGL@d315eb7), sizes in MiB::
 
         reserved = 512 + 1.5·max(chunked_prefill_size, 2048) + tp·pp/8·1024 + reserve_for_graph
         reserve_for_graph = 2·max_bs [+ 3·max_bs·dp (+1.5·max_bs·dp if max_bs > 300) with DP attn]

@@ -1,6 +1,6 @@
 """The estimate: every rank's memory, the engine's KV budget, blocks, tokens and the verdict.
 
-vLLM budget (``reference/internals.md`` §1.2, vLLM@52a31cc ``determine_available_memory``)::
+vLLM budget (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_memory``)::
 
     requested = ceil(gpu_memory_utilization × total)
     KV        = requested − weights − activation peak − non-torch increase − CUDA-graph estimate
@@ -236,7 +236,8 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
         available = dep.kv_cache_memory_bytes
         envelope = _sum(comps, "budget") + available
     elif dep.sglang:
-        # SGLang: KV = free after loading − (1 − mfs) × free before loading (§4.1)
+        # SGLang: KV = free after loading − (1 − mfs) × free before loading (SGL@d315eb7
+        # kv_cache_configurator.py)
         pre_free = gpu.total_bytes - baseline
         loaded = sum(c.bytes for c in comps if loaded_at_start(c))
         available = int(mfs * pre_free) - loaded

@@ -54,7 +54,7 @@ GATE_SCHEMA_VERSION = 1
 BASELINE_KIND = "memprof-gate-baseline"
 DEFAULT_TOLERANCE_PCT = 1.0
 # Absolute floor of a bytes regression: 16 MiB, a cuBLAS workspace's half, far below any
-# per-layer scratch set (the seeds' smallest is 61 × 128 KiB × B). Smaller moves never fail.
+# per-layer scratch set (vLLM #37442's is 61 × 128 KiB × B). Smaller moves never fail.
 DEFAULT_FLOOR_BYTES = 16 * 1024 * 1024
 
 BYTES_METRICS = ("peak_bytes", "runtime_bytes", "weights_bytes", "scratch_bytes",

@@ -1,11 +1,11 @@
 """KV cache of each rank: per-layer page sizes, KV cache groups, blocks, tokens, concurrency.
 
-Formulas follow vLLM@52a31cc (``reference/internals.md`` §1.5-§1.6):
+Formulas follow vLLM@52a31cc:
 - ``vllm/v1/kv_cache_interface.py``: page size of one block of one layer per spec class;
 - ``vllm/v1/core/kv_cache_utils.py``: grouping layers, ``num_blocks = available // page //
   group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)``;
-- TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (§3.2);
-- DeepSeek-V4 packed layout: ``reference/deepseek_v4.md`` §5.
+- TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (vLLM@52a31cc);
+- DeepSeek-V4 packed layout: vLLM @023da1fc DeepSeek-V4 KV specs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, p
 from memprof.core.models import Attention, Layer, ModelSpec
 
 TURBOQUANT = {
-    # preset: (key bits, value bits, key is fp8)  — §3.2; keys fp8 when key bits == 8
+    # preset: (key bits, value bits, key is fp8)  — vLLM@52a31cc; keys fp8 when key bits == 8
     "turboquant_k8v4": (8, 4, True),
     "turboquant_4bit_nc": (4, 4, False),
     "turboquant_k3v4_nc": (3, 4, False),
@@ -27,7 +27,8 @@ TURBOQUANT = {
 }
 TQ_BOUNDARY_LAYERS = 2  # get_boundary_skip_layers(n=2): first 2 and last 2 stay in model dtype
 
-# DeepSeek-V4 (reference/deepseek_v4.md §5.1-§5.2)
+# DeepSeek-V4 (vLLM @023da1fc flashmla_sparse / fp8_ds_mla slot; vLLM @023da1fc DeepSeek-V4 KV
+# specs)
 DSV4_SLOT_FP8 = 584  # 448 fp8 NoPE + 128 bf16 RoPE + 8 B scales
 DSV4_SLOT_BF16 = 1024  # SM100 FlashInfer path: plain bf16 rows of 512
 DSV4_ALIGN = 576  # pages rounded up to a multiple of 576 on the fp8_ds_mla path
@@ -151,7 +152,7 @@ def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int) -> lis
 
 
 def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
-    """DeepSeek-V4 caches of one layer (``reference/deepseek_v4.md`` §5.2)."""
+    """DeepSeek-V4 caches of one layer (vLLM @023da1fc DeepSeek-V4 KV specs)."""
     if kv_dtype in ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla"):
         slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
     elif kv_dtype == "bfloat16":

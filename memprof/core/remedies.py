@@ -14,7 +14,8 @@ from memprof.core.models import ModelSpec
 MIN_REMEDY_HEADROOM_BYTES = GiB
 """A remedy is offered only when the changed deployment fits with at least this much headroom:
 room for what memprof does not model (fragmentation beyond KV rounding, run-time peaks above the
-profile run). vLLM's own post-capture suggestion keeps 150 MiB (internals §1.2); memprof asks
+profile run). vLLM's own post-capture suggestion keeps 150 MiB (vLLM@52a31cc gpu_worker.py
+determine_available_memory); memprof asks
 for more because a remedy is advice to act on."""
 
 

@@ -45,7 +45,8 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
              ) -> tuple[Verdict, list[str], int]:
     """startup_oom / runtime_oom / fits, the components that cause it, and the headroom.
 
-    Process memory at run time (DESIGN.md): baseline (context, eager NCCL) + the engine's
+    Process memory at run time (README, "What it models"): baseline (context, eager NCCL) + the
+    engine's
     envelope (vLLM: requested, or with --kv-cache-memory-bytes what it budgeted plus that KV
     cache; SGLang: mfs × free-before-load) + what it did not budget. The envelope is never taken
     as less than what the rank really holds inside it, so the headroom is at most

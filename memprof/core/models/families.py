@@ -206,7 +206,8 @@ def _deepseek_v3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 def _deepseek_v4_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     """DeepSeek-V4: per-layer ``compress_ratios`` (L+1 entries, the last for the MTP block).
 
-    Layer types and sizes follow ``reference/deepseek_v4.md`` §1-§3 (checkpoint-verified).
+    Layer types and sizes follow HF deepseek-ai/DeepSeek-V4 config.json; the DeepSeek-V4
+    checkpoint's tensors (model.safetensors.index.json) (checkpoint-verified).
     """
     ratios = c.cfg.get("compress_ratios")
     if not isinstance(ratios, list) or len(ratios) < n_layers:

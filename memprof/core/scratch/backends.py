@@ -14,7 +14,8 @@ BACKENDS = ("cutlass_mla", "flashinfer_mla", "flashmla", "triton_mla", "flash_at
 MLA_BACKENDS = frozenset({"cutlass_mla", "flashinfer_mla", "flashmla", "triton_mla", "aiter_mla"})
 GQA_BACKENDS = frozenset({"flash_attn", "flashinfer", "triton_attn", "turboquant"})
 # Backends that run DeepSeek sparse attention (V3.2 indexer, V4): FlashMLA sparse (SM90/SM100),
-# FlashInfer MLA sparse (SM100, ``FLASHINFER_MLA_SPARSE_DSV4``, deepseek_v4.md §5.1) and AITER on
+# FlashInfer MLA sparse (SM100, ``FLASHINFER_MLA_SPARSE_DSV4``, vLLM @023da1fc flashmla_sparse /
+# fp8_ds_mla slot) and AITER on
 # ROCm ("on ROCm, DeepSeek sparse attention can only run through AITER", review of vLLM #40889).
 SPARSE_MLA_BACKENDS = frozenset({"flashmla", "flashinfer_mla", "aiter_mla"})
 
@@ -26,9 +27,10 @@ def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
     """The attention backend vLLM picks when ``--attention-backend`` is not given.
 
     - ``--kv-cache-dtype turboquant_*`` forces the TurboQuant backend (the only one that reads its
-      packed slots; ``TurboQuantAttentionBackend.supported_kv_cache_dtypes``, internals §3.2);
+      packed slots; ``TurboQuantAttentionBackend.supported_kv_cache_dtypes``, vLLM@52a31cc
+      model_executor/layers/quantization/turboquant/);
     - DeepSeek-V4: AITER sparse MLA on ROCm (the only ROCm path, vLLM #40889 review), FlashMLA
-      sparse on NVIDIA (deepseek_v4.md §5.1);
+      sparse on NVIDIA (vLLM @023da1fc flashmla_sparse / fp8_ds_mla slot);
     - MLA: CUTLASS MLA on SM100 (its block size 128 is the SM100 default, ``kvcache``), FlashMLA on
       SM90 (and when the architecture is unknown), DeepSeek-V3.2's sparse MLA on FlashMLA; Triton
       MLA on older NVIDIA GPUs and on ROCm, where AITER MLA is opt-in (``VLLM_ROCM_USE_AITER``);
@@ -120,19 +122,20 @@ def default_scratch_policy(backend: str) -> str:
 
     - ``cutlass_mla`` / ``flashinfer_mla``: ``"shared"``. The per-layer ``_decode_out`` of vLLM
       #37442 was reverted by #38359 (merged 2026-04-01); vLLM@52a31cc allocates the CUTLASS
-      output per call (``new_empty``), so one layer's worth is live at a time (internals §3.1).
+      output per call (``new_empty``), so one layer's worth is live at a time (vLLM #37442 / #38359,
+      vllm/v1/attention/backends/mla/cutlass_mla.py).
     - ``turboquant``: ``"shared"``. #40941 (merged 2026-04-26, commit 2cc008e7) removed the
       per-layer ``register_buffer`` set and the per-layer dequant buffers; both come from the
-      WorkspaceManager (internals §3.2).
+      WorkspaceManager (vLLM@52a31cc model_executor/layers/quantization/turboquant/).
     - ``aiter_mla``: ``"shared"``. The per-layer-per-step copies of #40889 were never merged
       upstream (#40889/#40892 closed; the 0.20.2rc1 fallback that did the same was issue #41962),
       the ROCm fork carries the shared scratch (#40892 → ROCm/vllm#902, #40909 → ROCm/vllm#903),
       and upstream's Triton sparse MLA (#41812, merged 2026-05-11) reads the fp8 cache without a
-      whole-pool dequant at all (deepseek_v4.md §7.4). The shared variant is therefore an upper
+      whole-pool dequant at all (vLLM #41812). The shared variant is therefore an upper
       bound for upstream builds; their per-call split-K partials (#50566) are not modelled.
     - ``sglang_dp_attention``: ``"shared"`` (per forward). SGL@d315eb7 allocates the gathered
       buffer with ``get_global_dp_buffer()`` on every forward; the persistent graph-runner buffer
-      is the #8280 design (internals §4.3).
+      is the #8280 design (SGLang #8280 cuda_graph_runner.py; SGL@d315eb7 layers/dp_attention.py).
     - every other backend has no per-layer scratch in the catalog: ``"shared"``.
     """
     del backend  # every current release shares; the docstring records why, key by key

@@ -23,7 +23,7 @@ when it first appears afterwards. Buffers sized by the KV pool (``needs_kv_block
 runtime terms: ``scratch_runtime_terms`` reads ``ctx.num_gpu_blocks``, which the estimate sets only
 after sizing the KV cache; ``scratch_budget_terms`` never does.
 
-``WorkspaceManager`` (``vllm/v1/worker/workspace.py``, internals §2): every ``get_simultaneous``
+``WorkspaceManager`` (vLLM@52a31cc ``vllm/v1/worker/workspace.py``): every ``get_simultaneous``
 call rounds each sub-buffer up to 256 B and asks for their sum; the manager keeps *one* buffer
 per micro-batch that only grows, so all of its callers together cost the largest single call, not
 the sum. The terms below therefore report each workspace caller as the growth it adds above the
@@ -54,8 +54,12 @@ DEEPSEEK_V4 = "deepseek_v4"  # buffers every DeepSeek-V4 deployment has, whateve
 
 # --- constants (each with its source) -------------------------------------------------------------
 
-WORKSPACE_ALIGN = 256  # WorkspaceManager.get_simultaneous: round_up(bytes_i, 256) (internals §2)
-AITER_SWA_TOPK = 128  # AITER DSv4 SWA scope attends to the 128-token window (deepseek_v4.md §7.2)
+# WorkspaceManager.get_simultaneous: round_up(bytes_i, 256) (vLLM@52a31cc
+# vllm/v1/worker/workspace.py WorkspaceManager)
+WORKSPACE_ALIGN = 256
+# AITER DSv4 SWA scope attends to the 128-token window (vLLM #40892 AiterSparseScratch
+# (ROCm/vllm#902))
+AITER_SWA_TOPK = 128
 
 
 # --- the dimensions a buffer's shape is a function of ---------------------------------------------

@@ -18,11 +18,12 @@ from memprof.core.scratch.buffer import (
     ShapeFn,
 )
 
-DSV4_PREFILL_CHUNK = 4  # PREFILL_CHUNK_SIZE of the DeepSeek-V4 prefill K gather (§1.7)
+DSV4_PREFILL_CHUNK = 4  # PREFILL_CHUNK_SIZE of the DeepSeek-V4 prefill K gather (vLLM@52a31cc)
 
 
 def _dsv4_layer(spec: ModelSpec, dep: Deployment, layer: Layer) -> str | None:
-    """DeepSeek-V4 layer kind by compress ratio (deepseek_v4.md §2): SWA-only, C4 or C128."""
+    """DeepSeek-V4 layer kind by compress ratio (vLLM deepseek_v4.py @023da1fc): SWA-only, C4 or
+    C128."""
     del spec, dep
     a = layer.attention
     if a.kind != "dsv4":
@@ -32,13 +33,15 @@ def _dsv4_layer(spec: ModelSpec, dep: Deployment, layer: Layer) -> str | None:
 
 def _dsv4_extra_rows(kind: str) -> int | None:
     """Rows per block of a DeepSeek-V4 layer's compressed ("extra") scope: a 256-token block holds
-    64 C4 entries or 2 C128 entries (deepseek_v4.md §5.2); SWA-only layers have none."""
+    64 C4 entries or 2 C128 entries (vLLM @023da1fc DeepSeek-V4 KV specs); SWA-only layers have
+    none."""
     return {"C4": DSV4_SWA_BLOCK, "C128": 2}.get(kind)
 
 
 def _dsv4_extra_topk(d: Dims, kind: str) -> int | None:
     """Top-k of the extra scope: C4 = index_topk; C128 ≈ ceil(max_model_len / 128), the width of
-    ``c128a_global_decode_topk_indices`` (deepseek_v4.md §7.2, marked unverified there)."""
+    ``c128a_global_decode_topk_indices`` (vLLM #40892 AiterSparseScratch (ROCm/vllm#902), marked
+    unverified there)."""
     if kind == "C4":
         return d.index_topk
     if kind == "C128":
@@ -48,7 +51,8 @@ def _dsv4_extra_topk(d: Dims, kind: str) -> int | None:
 
 def _dsv4_prefill_gather_rows(d: Dims, kind: str) -> Shape | None:
     """``(4, M, head_dim)``, ``M = ceil(max_model_len / ratio) + window + max_num_batched_tokens``
-    (``N = 0`` for SWA-only layers); internals §1.7, ``models/deepseek_v4/nvidia/flashmla.py``
+    (``N = 0`` for SWA-only layers); vLLM@52a31cc vllm/envs.py and the backends' module-level
+    buffers, ``models/deepseek_v4/nvidia/flashmla.py``
     L52/L150-165 and ``amd/rocm.py`` L615-640."""
     ratio = {"C4": 4, "C128": 128}.get(kind)
     n = cdiv(d.max_model_len, ratio) if ratio else 0
@@ -57,7 +61,8 @@ def _dsv4_prefill_gather_rows(d: Dims, kind: str) -> Shape | None:
 
 def _aiter_parts(scope: str, topk: Callable[[Dims, str], int | None]) -> tuple[Part, ...]:
     """Decode IO buffers of one AITER sparse-MLA scope: the table of #40892's
-    ``AiterSparseScratch`` (deepseek_v4.md §7.2) less the opaque AITER work/reduce metadata.
+    ``AiterSparseScratch`` (vLLM #40892 AiterSparseScratch (ROCm/vllm#902)) less the opaque AITER
+    work/reduce metadata.
     #40889 allocated the same tensors fresh on every call ("qo_indptr, kv_indptr, kv_indices,
     kv_last_page_lens, q_scale, kv_scale, q_fp8, the bf16 output buffer, and intermediate boolean
     masks", #40892's commit text), so both variants share this list."""
@@ -96,7 +101,7 @@ def _swa_topk(d: Dims, kind: str) -> int | None:
 def _dequant_parts() -> tuple[Part, ...]:
     """bf16 dequantised copy of each scope's whole cache view, ``(num_blocks, rows, 1, 512)``, and
     its fp8 cast (same shape, 1 B): ``_dequantize_blocked_k_cache`` + ``blocked_k.to(fp8)``
-    (vLLM #40889, deepseek_v4.md §7.1 items 1-3). SWA rows = 64 per block; extra scope: C4 64,
+    (vLLM #40889, vLLM #40889 items 1-3). SWA rows = 64 per block; extra scope: C4 64,
     C128 2."""
 
     def swa(d: Dims, kind: str) -> Shape | None:
@@ -115,7 +120,7 @@ def _dequant_parts() -> tuple[Part, ...]:
 
 
 DSV4_BUFFERS: tuple[ScratchBuffer, ...] = (
-    # --- DeepSeek-V4 AITER sparse MLA decode on ROCm (seed 003; deepseek_v4.md §7) ---
+    # --- DeepSeek-V4 AITER sparse MLA decode on ROCm (seed 003; vLLM #40889 / #40892 / #40909) ---
     ScratchBuffer(
         key="aiter_dsv4_dequant", backend="aiter_mla",
         name="AITER DSv4 decode K dequant bf16+fp8", label="per layer per step",
@@ -146,7 +151,8 @@ DSV4_BUFFERS: tuple[ScratchBuffer, ...] = (
         applies=_dsv4_layer, profiled=False,
         source="vLLM #40892 (closed; ROCm/vllm#902, rocm_aiter_dsv4_decode.py @3183613): two "
                "AiterSparseScratch (SWA, extra) shared by all layers, rebuilt at the first decode"),
-    # --- DeepSeek-V4 prefill gather workspace (internals §1.7) ---
+    # --- DeepSeek-V4 prefill gather workspace (vLLM@52a31cc vllm/envs.py and the backends'
+    # module-level buffers) ---
     ScratchBuffer(
         key="dsv4_prefill_gather", backend=DEEPSEEK_V4, name="DeepSeek-V4 prefill K gather",
         label="workspace", policy="both", lifetime="shared_workspace", per_layer=False,

@@ -143,7 +143,8 @@ def _component(row: _Row, bytes_: int, note: str = "") -> Component:
 def _components(ctx: TermContext) -> list[Component]:
     """Every scratch component of the rank, WorkspaceManager callers merged into one buffer.
 
-    The WorkspaceManager keeps one buffer as large as its largest call (internals §2). Callers
+    The WorkspaceManager keeps one buffer as large as its largest call (vLLM@52a31cc
+    vllm/v1/worker/workspace.py WorkspaceManager). Callers
     the engine reaches before sizing the KV cache come first, largest first; then the runtime
     callers, largest first. The first of each phase carries what it adds to the buffer; a caller
     that fits in it adds 0 B and says so.

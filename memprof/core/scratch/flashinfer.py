@@ -9,7 +9,8 @@ from memprof.core.scratch.buffer import (
     any_layer,
 )
 
-FLASHINFER_WORKSPACE_BYTES = 394 * MiB  # VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE default (§1.7)
+# VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE default (vLLM@52a31cc)
+FLASHINFER_WORKSPACE_BYTES = 394 * MiB
 
 FLASHINFER_BUFFERS: tuple[ScratchBuffer, ...] = (
     # --- FlashInfer (GQA) workspace ---

@@ -12,9 +12,10 @@ from memprof.core.scratch.buffer import (
     any_layer,
 )
 
-CUTLASS_MLA_MAX_HEADS = 128  # cutlass_mla.py MAX_HEADS: decode heads padded to 128 (§3.1)
-CUTLASS_MLA_LATENT = 512  # D_latent of the CUTLASS MLA decode output (§3.1)
-CUTLASS_MLA_WORKSPACE_BYTES = 128 * MiB  # g_sm100_workspace = SM100Workspace(128 MiB) (§1.7)
+CUTLASS_MLA_MAX_HEADS = 128  # cutlass_mla.py MAX_HEADS: decode heads padded to 128 (vLLM #37442)
+CUTLASS_MLA_LATENT = 512  # D_latent of the CUTLASS MLA decode output (vLLM #37442)
+# g_sm100_workspace = SM100Workspace(128 MiB) (vLLM@52a31cc)
+CUTLASS_MLA_WORKSPACE_BYTES = 128 * MiB
 
 
 def _mla_layer(spec: ModelSpec, dep: Deployment, layer: Layer) -> str | None:
@@ -35,7 +36,8 @@ _MLA_SHARED_SRC = ("vLLM #37805 (closed): one module-level g_*_decode_out for al
                    "layer's worth live at a time")
 
 MLA_BUFFERS: tuple[ScratchBuffer, ...] = (
-    # --- CUTLASS MLA decode output (seed 000; internals §3.1) ---
+    # --- CUTLASS MLA decode output (seed 000; vLLM #37442 / #38359,
+    # vllm/v1/attention/backends/mla/cutlass_mla.py) ---
     ScratchBuffer(
         key="cutlass_mla_decode_out", backend="cutlass_mla", name="CUTLASS MLA decode output",
         label="per layer", policy="per-layer", lifetime="per_layer_lazy", per_layer=True,

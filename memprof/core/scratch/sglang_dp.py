@@ -11,7 +11,8 @@ from memprof.core.scratch.buffer import (
 )
 
 SGLANG_BUFFERS: tuple[ScratchBuffer, ...] = (
-    # --- SGLang DP-attention gathered buffer (seed 002; internals §4.3) ---
+    # --- SGLang DP-attention gathered buffer (seed 002; SGLang #8280 cuda_graph_runner.py;
+    # SGL@d315eb7 layers/dp_attention.py) ---
     ScratchBuffer(
         key="sglang_dp_gathered", backend=SGLANG_DP_ATTENTION,
         name="SGLang DP-attention gathered buffer", label="persistent in the CUDA-graph pool",

@@ -14,12 +14,13 @@ from memprof.core.scratch.buffer import (
     ScratchBuffer,
 )
 
-TQ_MAX_KV_SPLITS = 32  # attention_config.tq_max_kv_splits_for_cuda_graph default (§3.2)
+TQ_MAX_KV_SPLITS = 32  # attention_config.tq_max_kv_splits_for_cuda_graph default (vLLM@52a31cc)
 
 
 def _tq_layer(spec: ModelSpec, dep: Deployment, layer: Layer) -> str | None:
     """TurboQuant layers: every GQA layer but the first and last ``TQ_BOUNDARY_LAYERS``, which stay
-    in the model dtype (``get_boundary_skip_layers(n=2)``, internals §3.2; as ``kvcache`` does)."""
+    in the model dtype (``get_boundary_skip_layers(n=2)``, vLLM@52a31cc
+    model_executor/layers/quantization/turboquant/; as ``kvcache`` does)."""
     del dep
     n = spec.num_layers
     if layer.attention.kind != "gqa" or layer.is_mtp:
@@ -37,7 +38,8 @@ _TQ_LSE = Part(label="lse", dtype="fp32", shape=lambda d, k: (d.decode_seqs, d.l
 
 def _tq_alloc_len(d: Dims) -> int:
     """``alloc_len = ceil(cached_len / block) · block`` with the longest continuation,
-    ``cached_len = max_model_len − 1`` (turboquant_attn.py ``_continuation_prefill``, §3.2)."""
+    ``cached_len = max_model_len − 1`` (turboquant_attn.py ``_continuation_prefill``,
+    vLLM@52a31cc)."""
     return round_up(max(d.max_model_len - 1, 1), d.block_size)
 
 
@@ -48,7 +50,8 @@ _TQ_DEQUANT = tuple(
 
 
 TURBOQUANT_BUFFERS: tuple[ScratchBuffer, ...] = (
-    # --- TurboQuant decode (seed 001; internals §3.2) ---
+    # --- TurboQuant decode (seed 001; vLLM@52a31cc model_executor/layers/quantization/turboquant/)
+    # ---
     ScratchBuffer(
         key="tq_decode", backend="turboquant", name="TurboQuant decode mid_o+output+lse",
         label="per layer", policy="per-layer", lifetime="per_layer_registered", per_layer=True,

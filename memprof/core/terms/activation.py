@@ -27,7 +27,8 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 
-# vLLM V1 sampler warm-up (``_dummy_sampler_run``, internals §1.3) on R rows × V vocab. The first
+# vLLM V1 sampler warm-up (``_dummy_sampler_run``, vLLM@52a31cc gpu_model_runner.py profile_run /
+# _dummy_sampler_run) on R rows × V vocab. The first
 # call may use FlashInfer; the second passes a torch.Generator, which falls back to
 # ``forward_native`` (vllm/v1/sample/ops/topk_topp_sampler.py), so the native path sets the peak:
 # model-dtype logits (kept alive by the caller) + their fp32 copy (4 B/elem), then
@@ -71,7 +72,8 @@ DSV4_MIN_PADDED_HEADS = 64
 # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"), same file.
 DSV4_AUX_STREAMS = 3
 
-# cuBLAS workspace (internals §7.3, aten/src/ATen/cuda/CublasHandlePool.cpp): allocated through the
+# cuBLAS workspace (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp,
+# aten/src/ATen/cuda/CublasHandlePool.cpp): allocated through the
 # caching allocator once per (handle, stream), so it lands in the profile run's torch peak.
 CUBLAS_WORKSPACE_HOPPER_PLUS = 32 * MiB  # compute capability 9.x-12.x: ":4096:8" = 4096 KiB × 8
 CUBLAS_WORKSPACE_OLDER = 8 * MiB + 128 * KiB  # ":4096:2:16:8" = 4096 KiB × 2 + 16 KiB × 8
@@ -81,7 +83,8 @@ CUBLAS_WORKSPACE_ROCM = 32 * MiB
 def _base(ctx: TermContext, t: int) -> list[tuple[str, int]]:
     """What lives across a decoder layer: the residual stream and the layer's (normed) input.
 
-    DeepSeek-V4 mHC keeps the residual as [T, hc_mult, H] (4× a hidden state, deepseek_v4.md §6.3)
+    DeepSeek-V4 mHC keeps the residual as [T, hc_mult, H] (4× a hidden state, vLLM deepseek_v4.py
+    @023da1fc forward)
     plus the post/comb mixes [T, hc] and [T, hc, hc] in fp32.
     """
     s, h = model_bytes(ctx), ctx.spec.hidden_size
@@ -105,7 +108,8 @@ def _row_parallel_out(ctx: TermContext, t: int, what: str) -> list[tuple[str, in
 
 def _gqa_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
     """qkv_proj output [T, (h+2·kv)·D], the attention output buffer [T, h·Dv] (filled with zeros in
-    the profile run, internals §1.3), o_proj output; Qwen3 q/k norms are out of place."""
+    the profile run, vLLM@52a31cc gpu_model_runner.py profile_run / _dummy_sampler_run), o_proj
+    output; Qwen3 q/k norms are out of place."""
     s, tp = model_bytes(ctx), ctx.dep.tp
     h_l, kv_l = a.num_heads // tp, max(1, a.num_kv_heads // tp)
     parts = [("qkv [T,(h+2kv)·D]", t * (h_l * a.head_dim + kv_l * (a.head_dim + a.v_head_dim)) * s),
@@ -158,7 +162,8 @@ def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[
     """DeepSeek-V4 attention projections (vllm/model_executor/models/deepseek_v4.py @023da1fc):
     fused wq_a|wkv [T, q_lora+512], q_norm, wq_b → q [T, h_l·512], kv_norm, the indexer's q
     [T, 64·128] and weights (C4 layers), the compressor's kv/gate (C4: 2·1024, C128: 2·512 cols),
-    o_padded [T, max(h_l,64), 512] (deepseek_v4.md §6.3), the grouped wo_a output z
+    o_padded [T, max(h_l,64), 512] (vLLM deepseek_v4.py @023da1fc forward), the grouped wo_a output
+    z
     [T, groups/tp, o_lora], wo_b. The attention kernel itself is skipped in the profile run; its
     prefill gather workspace belongs to the scratch catalog (``memprof.core.scratch``).
     """
@@ -207,7 +212,8 @@ def _moe_workspace(ctx: TermContext, layer: Layer, t: int) -> int:
     """Fused-MoE modular-kernel workspaces (``TritonExperts.workspace_shapes``,
     vllm/model_executor/layers/fused_moe): workspace13 = (M, top_k, max(I_l, H)) and
     workspace2 = (M, top_k, max(2·I_l, H)) in the model dtype, M capped at
-    ``VLLM_FUSED_MOE_CHUNK_SIZE``. They come from the ``WorkspaceManager`` (internals §2), so
+    ``VLLM_FUSED_MOE_CHUNK_SIZE``. They come from the ``WorkspaceManager`` (vLLM@52a31cc
+    vllm/v1/worker/workspace.py WorkspaceManager), so
     they persist after the profile run and all MoE layers share the largest.
     Other expert backends (DeepGEMM, CUTLASS, FlashInfer, Marlin) size theirs differently.
     """
@@ -305,7 +311,8 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
 
 
 def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
-    """The sampler warm-up on R rows (internals §1.3): the last hidden states [T, H] are still
+    """The sampler warm-up on R rows (vLLM@52a31cc gpu_model_runner.py profile_run /
+    _dummy_sampler_run): the last hidden states [T, H] are still
     alive; logits [R, V] in the model dtype (with TP>1 also the local shard [R, V/tp] before the
     all-gather); then the fp32 copy and top-k/top-p: 12·R·V + the Triton row buffer when R ≥ 8,
     22·R·V (sort) below (see ``SAMPLER_*``). With speculative decoding the rejection sampler's
@@ -337,7 +344,8 @@ def moe_workspace_bytes(ctx: TermContext, tokens: int | None = None) -> int:
     """The largest fused-MoE workspace of the rank's MoE layers (0 for dense models).
 
     It is a ``WorkspaceManager`` caller: the scratch catalog should count its own workspace
-    callers as growth above this one (one buffer, max over callers, internals §2).
+    callers as growth above this one (one buffer, max over callers, vLLM@52a31cc
+    vllm/v1/worker/workspace.py WorkspaceManager).
     """
     t = profile_tokens(ctx.dep) if tokens is None else tokens
     return max((_moe_workspace(ctx, layer, t) for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord)
@@ -345,7 +353,8 @@ def moe_workspace_bytes(ctx: TermContext, tokens: int | None = None) -> int:
 
 
 def cublas_workspace_bytes(gpu: GPU) -> int:
-    """One cuBLAS workspace (internals §7.3): 32 MiB on compute capability 9.x-12.x, 8 MiB + 128 KiB
+    """One cuBLAS workspace (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp): 32 MiB on compute
+    capability 9.x-12.x, 8 MiB + 128 KiB
     before; ROCm 128 MiB on gfx942/gfx950/gfx1250, else 32 MiB. Unknown GPUs get 32 MiB."""
     arch = gpu.arch
     if gpu.is_rocm:
@@ -359,14 +368,16 @@ def cublas_workspace_bytes(gpu: GPU) -> int:
 
 def cublas_streams(ctx: TermContext) -> int:
     """Streams that run cuBLAS GEMMs in the profile run: the main one, plus DeepSeek-V4's three aux
-    streams on CUDA (not ROCm). Each (handle, stream) pair gets its own workspace (§7.3)."""
+    streams on CUDA (not ROCm). Each (handle, stream) pair gets its own workspace
+    (CublasHandlePool.cpp)."""
     if ctx.spec.hc_mult and not ctx.gpu.is_rocm:
         return 1 + DSV4_AUX_STREAMS
     return 1
 
 
 def activation_terms(ctx: TermContext) -> list[Component]:
-    """The torch peak of vLLM's profile run (``torch_peak_increase``, internals §1.2-§1.3).
+    """The torch peak of vLLM's profile run (``torch_peak_increase``, vLLM@52a31cc gpu_worker.py
+    determine_available_memory; vLLM@52a31cc gpu_model_runner.py profile_run / _dummy_sampler_run).
 
     ``_dummy_run(T = max_num_batched_tokens)`` runs eager with attention skipped, on
     ``min(T, max_num_seqs)`` requests; then, on the last PP stage only, the sampler on
@@ -403,5 +414,5 @@ def activation_terms(ctx: TermContext) -> list[Component]:
         name="cuBLAS workspace", category="activation", bytes=n * each, count=n, where="budget",
         profiled=True,
         formula=f"{n} stream(s) × {fmt_bytes(each)} ({ctx.gpu.arch}); torch-allocated, in the "
-        "profile's torch peak (internals §7.3)"))
+        "profile's torch peak (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp)"))
     return comps

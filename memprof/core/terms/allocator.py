@@ -9,7 +9,9 @@ from memprof.base.units import MiB, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import KVPlan
 
-# Caching allocator (internals §5.1-§5.2, c10/cuda/CUDACachingAllocator.cpp @eb42ad6).
+# Caching allocator (PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp; PyTorch @eb42ad6
+# c10/cuda/CUDACachingAllocator.cpp DeviceCachingAllocator::malloc,
+# c10/cuda/CUDACachingAllocator.cpp @eb42ad6).
 ALLOC_SMALL_SIZE = 1 * MiB  # kSmallSize
 ALLOC_SMALL_BUFFER = 2 * MiB  # kSmallBuffer
 ALLOC_LARGE_BUFFER = 20 * MiB  # kLargeBuffer
@@ -19,7 +21,8 @@ ALLOC_MIN_BLOCK = 512  # kMinBlockSize
 
 def allocation_size(nbytes: int) -> int:
     """Bytes the caching allocator reserves for one request of ``nbytes``
-    (``round_size`` then ``get_allocation_size``, internals §5.2)::
+    (``round_size`` then ``get_allocation_size``, PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp
+    DeviceCachingAllocator::malloc)::
 
         size = 512·ceil(n/512);  ≤ 1 MiB → 2 MiB segment;  < 10 MiB → 20 MiB;  else 2 MiB·ceil
     """
@@ -32,11 +35,13 @@ def allocation_size(nbytes: int) -> int:
 
 
 def kv_tensor_sizes(plan: KVPlan, num_blocks: int) -> list[int]:
-    """One ``torch.zeros(size, int8)`` per ``KVCacheTensor`` (``_allocate_kv_cache_tensors``, §1.6):
+    """One ``torch.zeros(size, int8)`` per ``KVCacheTensor`` (``_allocate_kv_cache_tensors``,
+    vLLM@52a31cc gpu_model_runner.py):
 
     - uniform: one tensor per layer cache, ``page_layer × num_blocks``;
     - hybrid: ``group_size`` tensors of ``page × num_blocks`` (group_size = block bytes / page);
-    - DeepSeek-V4 packed: one slab of ``block_stride × num_blocks`` (deepseek_v4.md §5.4).
+    - DeepSeek-V4 packed: one slab of ``block_stride × num_blocks`` (vLLM kv_cache_utils.py
+    DeepSeek-V4 packed pool).
     """
     if num_blocks <= 0:
         return []
@@ -55,7 +60,8 @@ def allocator_runtime_terms(ctx: TermContext) -> list[Component]:
 
     No fixed fragmentation allowance is added: memprof has no measured basis for one (vLLM's own
     150 MiB ``redundancy_buffer_memory`` in its post-capture suggestion is an "empirically observed
-    underestimate" slack, not a fragmentation measurement, internals §1.2).
+    underestimate" slack, not a fragmentation measurement, vLLM@52a31cc gpu_worker.py
+    determine_available_memory).
     Needs ``ctx.num_gpu_blocks`` (a runtime term).
     """
     sizes = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)

@@ -21,15 +21,19 @@ from memprof.core.terms.common import (
 )
 
 # CUDA graphs: per captured graph, driver memory for the executable. vLLM floors its per-graph
-# sample at 1 MiB ("driver overhead", ``profile_cudagraph_memory``, internals §1.4); internals §7.1
+# sample at 1 MiB ("driver overhead", ``profile_cudagraph_memory``, vLLM@52a31cc gpu_model_runner.py
+# profile_cudagraph_memory); measured by this project on 2× H200, torch 2.11.0+cu130, NCCL 2.28.9,
+# driver 580
 # measured +2 MiB non-torch for capturing and replaying one small graph. memprof uses 2 MiB
 # [approximation: large piecewise graphs have one executable per piece].
 CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
 CUDAGRAPH_DRIVER_PER_GRAPH = 2 * MiB
-CUDAGRAPH_MAX_CAPTURE_DEFAULT = 512  # min(max_num_seqs·decode_query_len·2, 512), §1.4
+# min(max_num_seqs·decode_query_len·2, 512), vLLM@52a31cc vllm/config/vllm.py
+CUDAGRAPH_MAX_CAPTURE_DEFAULT = 512
 
 def capture_sizes(dep: Deployment) -> list[int]:
-    """vLLM ``_set_cudagraph_sizes`` (vllm/config/vllm.py @52a31cc, internals §1.4)::
+    """vLLM ``_set_cudagraph_sizes`` (vllm/config/vllm.py @52a31cc, vLLM@52a31cc gpu_model_runner.py
+    profile_cudagraph_memory)::
 
         dql = 1 + num_speculative_tokens
         max_capture = min(min(max_num_seqs·dql·2, 512), max_num_batched_tokens)
@@ -72,7 +76,8 @@ class GraphModel:
 
 
 def cudagraph_model(ctx: TermContext) -> GraphModel:
-    """vLLM's estimate and memprof's prediction of the graph pool (internals §1.4).
+    """vLLM's estimate and memprof's prediction of the graph pool (vLLM@52a31cc gpu_model_runner.py
+    profile_cudagraph_memory).
 
     vLLM (``profile_cudagraph_memory``)::
 

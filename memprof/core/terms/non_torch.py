@@ -9,7 +9,8 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 
 # CUDA context: measured_h100_overheads.json step "CUDA context (first tensor)":
-# used 554,500,096 − reserved 2,097,152 = 552,402,944 B (526.8 MiB). internals §7.1 measured
+# used 554,500,096 − reserved 2,097,152 = 552,402,944 B (526.8 MiB). measured by this project on 2×
+# H200, torch 2.11.0+cu130, NCCL 2.28.9, driver 580 measured
 # 527-529 MiB on H200 (same driver/torch), i.e. within 2.3 MiB of this value.
 CUDA_CONTEXT_BYTES = 554_500_096 - 2_097_152
 
@@ -18,14 +19,16 @@ CUDA_CONTEXT_BYTES = 554_500_096 - 2_097_152
 #   first bf16 GEMM (cuBLAS):    623,706,112 − 552,402,944 = 71,303,168 B (68 MiB)
 #   first Linear+bias (cuBLASLt): 623,706,112 − 623,706,112 = 0 B on H100
 #   first Triton kernel:         718,077,952 − 623,706,112 = 94,371,840 B (90 MiB)
-# internals §7.1 (H200): cuBLAS +66 MiB, cuBLASLt +90 MiB, Triton not measured. Both devices add
+# measured by this project on 2× H200, torch 2.11.0+cu130, NCCL 2.28.9, driver 580 (H200): cuBLAS
+# +66 MiB, cuBLASLt +90 MiB, Triton not measured. Both devices add
 # ≈158 MiB for the libraries they exercised; memprof uses the H100 steps (all three measured on
 # one device) and so counts 158 MiB once.
 CUBLAS_NON_TORCH_BYTES = 623_706_112 - 552_402_944
 CUBLASLT_NON_TORCH_BYTES = 0
 TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 
-# NCCL, internals §7.1 (2× H200, NVLink, NCCL 2.28.9, cuMem on): communicator init +458 MiB, first
+# NCCL, measured by this project on 2× H200, torch 2.11.0+cu130, NCCL 2.28.9, driver 580 (2× H200,
+# NVLink, NCCL 2.28.9, cuMem on): communicator init +458 MiB, first
 # collective +474 MiB, no growth after (128 MiB all_reduce, 256 MiB all_gather). Measured at 2
 # ranks only. NCCL's ring/tree buffers connect a bounded number of neighbours per channel, so
 # memprof keeps the 2-rank figures for larger groups [unverified: channel count and NVLS
@@ -42,17 +45,20 @@ def nccl_groups(dep: Deployment) -> list[tuple[str, int]]:
 
 
 def non_torch_terms(ctx: TermContext) -> list[Component]:
-    """Memory outside PyTorch's allocator (category "non_torch", internals §7).
+    """Memory outside PyTorch's allocator (category "non_torch", measured by this project, see the
+    constants).
 
     Before vLLM's ``init_snapshot`` (where "baseline", outside ``requested``):
 
     - CUDA context: 552,402,944 B (H100 measured; 527-529 MiB on H200);
     - per process group of size > 1: NCCL communicator init (+458 MiB) and the buffers of its
-      first collective (+474 MiB) (2-rank H200 measurement, §7.1). vLLM creates each group's
+      first collective (+474 MiB) (2-rank H200 measurement, measured on 2× H200). vLLM creates each
+      group's
       ``PyNcclCommunicator`` in ``init_worker_distributed_environment``, and its constructor runs
       ``ncclCommInitRank`` *and a warm-up all_reduce* (vllm/distributed/device_communicators/
       pynccl.py: "A small all_reduce for warmup."), before the snapshot ("NCCL buffers are
-      allocated before we measure available memory", §1.1). So both sit in the baseline.
+      allocated before we measure available memory", vLLM@52a31cc gpu_worker.py). So both sit in the
+      baseline.
 
     Seen by the profile run (where "budget", vLLM's ``non_torch_increase``):
 

@@ -99,7 +99,8 @@ class AttentionWeights(Shard):
                         shard="rep", quantise=False)
 
     def dsv4_attention(self, layer: Layer, p: str) -> None:
-        """DeepSeek-V4 attention, compressor and indexer (``reference/deepseek_v4.md`` §3, §4.2).
+        """DeepSeek-V4 attention, compressor and indexer (the DeepSeek-V4 checkpoint's tensors
+        (model.safetensors.index.json); vLLM deepseek_v4.py @023da1fc).
 
         wq_a+wkv replicated (``disable_tp``); wq_b, wo_a column-parallel, wo_b row-parallel;
         ``attn_sink`` fp32 padded to at least 64 local heads; compressor and indexer replicated,

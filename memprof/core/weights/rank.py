@@ -27,7 +27,8 @@ class RankWeights(AttentionWeights, MlpWeights):
         if self.spec.hc_mult:
             m = self.spec.hc_mult
             mix = (2 + m) * m
-            # hc_{attn,ffn}_{fn [mix, m·H], base [mix], scale [3]}, fp32 (deepseek_v4.md §3).
+            # hc_{attn,ffn}_{fn [mix, m·H], base [mix], scale [3]}, fp32 (the DeepSeek-V4
+            # checkpoint's tensors (model.safetensors.index.json)).
             self.add(p + "hc", "hyper-connections", 2 * 4 * (mix * m * h + mix + 3),
                      replicas=self.copies * self.tp,
                      formula=f"2×4B×({mix}×{m}×{h} + {mix} + 3) fp32")
