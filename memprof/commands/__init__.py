@@ -13,6 +13,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Command:
+    """A command of the CLI: its name and its typer function."""
+
     name: str
     fn: Callable[..., Any]
 

@@ -30,6 +30,8 @@ def parse_changes(text: str) -> dict[str, object]:
 
 @dataclass(frozen=True, slots=True)
 class DiffRow:
+    """One component whose bytes differ between two estimates (``a_bytes`` → ``b_bytes``)."""
+
     rank: int
     component: str
     category: str

@@ -34,6 +34,9 @@ DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deployment:
+    """The engine settings and the parallel layout, named as the engines name them; ``None``
+    means "the engine's default" until ``engine_defaults.resolve`` fills it in. Sizes in bytes."""
+
     engine: str = "vllm"
     tp: int = 1
     pp: int = 1

@@ -232,6 +232,8 @@ class Finding:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateResult:
+    """The findings of one gate run and the scenarios compared, new and removed."""
+
     findings: tuple[Finding, ...]
     tolerance_pct: float
     compared: tuple[str, ...]  # scenarios in both the baseline and the current run

@@ -300,6 +300,9 @@ def _dsv4_plan(spec: ModelSpec, layers: list[Layer], kv: str) -> KVPlan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCapacity:
+    """What the KV budget buys on a rank: blocks, bytes, tokens ("GPU KV cache size"), the
+    concurrency at ``max_model_len``, and the bytes one such request needs."""
+
     num_gpu_blocks: int
     kv_cache_bytes: int
     tokens: int  # vLLM "GPU KV cache size: N tokens"

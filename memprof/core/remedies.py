@@ -21,6 +21,9 @@ for more because a remedy is advice to act on."""
 
 @dataclass(frozen=True, slots=True)
 class Remedy:
+    """One evaluated change: the flags to add, the verdict and KV tokens it gives, its headroom
+    (bytes) and the GPUs it uses."""
+
     change: str  # the flags to add, as a user types them
     verdict: str
     kv_cache_tokens: int

@@ -56,6 +56,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
+    """A named gate scenario: the TOML file it came from, its keys as written, and its request."""
+
     name: str
     description: str
     source: str  # the file it was read from

@@ -13,6 +13,8 @@ from memprof.core.remedies import Remedies
 
 @dataclass(frozen=True, slots=True)
 class Row:
+    """One row of the estimate table, as text."""
+
     component: str
     category: str
     each: str

@@ -65,6 +65,8 @@ class MLP:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Layer:
+    """One decoder layer: its index, attention and MLP (``is_mtp``: a speculative MTP layer)."""
+
     index: int
     attention: Attention
     mlp: MLP
@@ -87,6 +89,9 @@ class QuantConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
+    """A model: sizes from config.json (element counts, not bytes), every layer, the checkpoint
+    dtype and quantisation, and where the config came from."""
+
     name: str
     family: str  # llama, qwen2, qwen3, qwen3_moe, gpt_oss, deepseek_v3, deepseek_v32, deepseek_v4
     architecture: str

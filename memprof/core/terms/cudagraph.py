@@ -68,6 +68,9 @@ def decode_live_bytes(ctx: TermContext, batch: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class GraphModel:
+    """CUDA-graph memory of a rank (bytes): capture sizes per mode, the first-capture sample per
+    mode, vLLM's per-graph sample, its estimate, and memprof's prediction of the pool."""
+
     modes: dict[str, list[int]]
     first_capture: dict[str, int]  # per mode: live set of its largest graph + driver overhead
     per_graph_sample: int  # vLLM's mem_sample[1], floored at 1 MiB

@@ -37,6 +37,9 @@ VOCAB_PADDING = 64
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WeightTensor:
+    """One weight tensor (or ``count`` identical ones) on a rank, in bytes, with the padding inside
+    it and how many copies exist across the deployment (``replicas``)."""
+
     module: str  # HF-style module path with the layer index as ``*`` once aggregated
     group: str  # the report component this tensor belongs to
     bytes_each: int  # bytes of one instance on this rank

@@ -1,0 +1,101 @@
+"""Golden output: the table, Markdown and JSON of a few deployments compared whole with committed
+files (tests/golden/), at a pinned width with no colour. A changed digit fails; after a change
+you mean, regenerate with ``pytest tests/test_golden.py --update-goldens`` and review the diff.
+
+Also: the README's JSON example is what the tool prints, and every command's options are frozen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+
+from memprof.cli import app, run
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+
+DEPLOYMENTS = {
+    "qwen3-0.6b-h100": ["-m", "qwen3-0.6b", "--gpu", "H100"],
+    "deepseek-r1-tp8-h200": ["-m", "deepseek-r1", "--gpu", "H200", "-tp", "8"],
+    "qwen3-32b-tq-per-layer-h200": ["-m", "qwen3-32b", "--gpu", "H200", "--kv-cache-dtype",
+                                    "turboquant_k8v4", "--gpu-memory-utilization", "0.9",
+                                    "--max-num-seqs", "256", "--scratch", "per-layer",
+                                    "--compare", "scratch=shared"],
+    "deepseek-v3-sglang-dp-attention": ["-m", "deepseek-v3", "--gpu", "H200", "--engine",
+                                        "sglang", "--tp", "8", "--dp", "8",
+                                        "--enable-dp-attention"],
+}
+FORMATS = {"table": "txt", "markdown": "md", "json": "json"}
+
+
+def render(args: list[str], fmt: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = run(["estimate", *args, "-f", fmt])
+    assert code in (0, 1)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_golden_output(name: str, fmt: str, request: pytest.FixtureRequest) -> None:
+    text = render(DEPLOYMENTS[name], fmt)  # stdout is not a terminal: 100 columns, no colour
+    path = GOLDEN / f"{name}.{FORMATS[fmt]}"
+    if request.config.getoption("--update-goldens"):
+        path.write_text(text, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8")
+    assert text == expected, f"{path.name} changed; rerun with --update-goldens if intended"
+    if fmt == "table":
+        assert max(len(line) for line in text.splitlines()) <= 100
+        assert "\x1b[" not in text
+
+
+def test_golden_fails_on_a_changed_digit(tmp_path: Path) -> None:
+    text = render(DEPLOYMENTS["qwen3-0.6b-h100"], "json")
+    golden = (GOLDEN / "qwen3-0.6b-h100.json").read_text(encoding="utf-8")
+    changed = re.sub(r"\d", lambda m: str((int(m.group()) + 1) % 10), golden, count=1)
+    assert text == golden and text != changed
+
+
+def test_the_readme_json_example_is_what_the_tool_prints() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"memprof estimate (--model qwen3-0\.6b [^|\n]*) --format json \| jq \.summary"
+                  r"\n```\n\n```json\n(.*?)```", readme, flags=re.S)
+    assert m, "the README's JSON example is missing"
+    shown = json.loads(m.group(2))
+    printed = json.loads(render(m.group(1).split(), "json"))["summary"]
+    assert shown == printed
+
+
+OPTIONS = {
+    "estimate": ["--model/-m/--model-path", "--gpu", "--gpu-memory",
+                 "-tp/--tensor-parallel-size/--tp/--tp-size", "-pp/--pipeline-parallel-size/"
+                 "--pp-size", "-dp/--data-parallel-size/--dp/--dp-size",
+                 "--enable-expert-parallel", "--dtype", "--quantization/-q", "--kv-cache-dtype",
+                 "--max-model-len/--context-length", "--max-num-seqs/--max-running-requests",
+                 "--max-num-batched-tokens", "--gpu-memory-utilization",
+                 "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
+                 "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
+                 "--attention-backend", "--scratch", "--engine", "--mem-fraction-static",
+                 "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
+                 "--compare", "--format/-f"],
+    "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
+    "models": [],
+    "gpus": [],
+}
+
+
+def test_every_commands_options_are_frozen() -> None:
+    """A flag dropped or renamed by accident fails here; change OPTIONS with the CLI on purpose."""
+    group = typer.main.get_command(app)
+    got = {}
+    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
+        got[name] = ["/".join(p.opts) for p in cmd.params if p.opts and p.opts[0].startswith("-")]
+    assert got == OPTIONS
