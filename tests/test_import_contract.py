@@ -53,3 +53,14 @@ def test_a_new_circle_fails_even_through_a_lazy_import(tree: Path) -> None:
              "def _late() -> None:\n    from memprof.core.estimate import estimate  # noqa")
     problems = check_imports.check(tree)
     assert any(p.startswith("import circle:") and "memprof.core.gpus" in p for p in problems)
+
+
+def test_no_module_cites_a_path_outside_the_repository() -> None:
+    """Citations name the upstream source (repository, commit, file, function) or a document in
+    the repository; never notes beside it or a machine path."""
+    outside = ("reference/", "internals.md", "deepseek_v4.md", "DESIGN.md", "../shared",
+               "/work/", "seeds/", "calibration/")
+    offenders = [f"{p.relative_to(ROOT)}: {needle}"
+                 for p in sorted((ROOT / "memprof").rglob("*.py"))
+                 for needle in outside if needle in p.read_text(encoding="utf-8")]
+    assert offenders == []
