@@ -130,3 +130,23 @@ def test_deepseek_v4_checkpoint_total() -> None:
     spec = load_model("deepseek-v4-flash", speculative_mtp=True)
     total = unsharded_total(spec, spec.quant)
     assert abs(total - 159_609_485_896) / 159_609_485_896 < 0.001
+
+
+def test_every_tensor_is_its_parameters() -> None:
+    """Each tensor lists the parameters the engine allocates (shape × dtype), and their bytes are
+    the tensor's bytes, for every bundled model and a few layouts (the tracer allocates these)."""
+    from memprof.core.deployment import Deployment, ranks
+    from memprof.core.models import bundled_models
+
+    for name in bundled_models():
+        spec = load_model(name)
+        for dep in (Deployment(), Deployment(tp=8)):
+            try:
+                coords = ranks(dep)
+                tensors = rank_weights(spec, dep, spec.quant, coords[-1], "sm100")
+            except Exception as exc:  # a layout the model refuses
+                assert "divisible" in str(exc) or "divide" in str(exc)
+                continue
+            for t in tensors:
+                assert t.params, (name, t.module)
+                assert sum(p.bytes for p in t.params) == t.bytes_each, (name, t.module)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from memprof.core.models import Layer
-from memprof.core.weights.formats import linear_bytes
+from memprof.core.weights.formats import Param, linear_bytes, linear_params
 from memprof.core.weights.shard import Shard
 
 
@@ -31,17 +31,20 @@ class AttentionWeights(Shard):
             kv_local = max(1, a.num_kv_heads // self.tp)
             # QKVParallelLinear: the q part splits by TP, the kv part replicates past kv heads.
             q = self.quantised(p + "self_attn.qkv_proj")
-            nq, fq = linear_bytes(a.num_heads * a.head_dim // self.tp, h, q, self.b, self.arch)
-            nkv, fkv = linear_bytes(2 * kv_local * a.head_dim, h, q, self.b, self.arch)
-            self.add(p + "self_attn.qkv_proj(q)", g, nq, replicas=self.copies,
+            qo, kvo = a.num_heads * a.head_dim // self.tp, 2 * kv_local * a.head_dim
+            _nq, fq = linear_bytes(qo, h, q, self.b, self.arch)
+            _nkv, fkv = linear_bytes(kvo, h, q, self.b, self.arch)
+            self.add(p + "self_attn.qkv_proj(q)", g, linear_params(qo, h, q, self.dtype, self.arch),
+                     replicas=self.copies,
                      formula=fq + " (col)")
-            self.add(p + "self_attn.qkv_proj(kv)", g, nkv, replicas=self.copies * kv_rep,
+            self.add(p + "self_attn.qkv_proj(kv)", g,
+                     linear_params(kvo, h, q, self.dtype, self.arch), replicas=self.copies * kv_rep,
                      formula=fkv + f" ({kv_local} KV head(s) per rank, ×{kv_rep} replicated)")
             if a.qkv_bias:
-                self.add(p + "self_attn.qkv_proj(q).bias", g,
-                         a.num_heads * a.head_dim // self.tp * self.b, replicas=self.copies,
+                self.add(p + "self_attn.qkv_proj(q).bias", g, self.vec("bias", qo),
+                         replicas=self.copies,
                          formula="q bias")
-                self.add(p + "self_attn.qkv_proj(kv).bias", g, 2 * kv_local * a.head_dim * self.b,
+                self.add(p + "self_attn.qkv_proj(kv).bias", g, self.vec("bias", kvo),
                          replicas=self.copies * kv_rep, formula="kv bias")
             self.linear(p + "self_attn.o_proj", g, h, a.num_heads * a.head_dim, shard="row",
                         bias=a.o_bias)
@@ -50,7 +53,7 @@ class AttentionWeights(Shard):
                 self.vector(p + "self_attn.k_norm", g, a.head_dim)
             if a.sinks:
                 # gpt-oss: one learned sink logit per local head.
-                self.vector(p + "self_attn.sinks", g, a.num_heads, 2, sharded=True)
+                self.vector(p + "self_attn.sinks", g, a.num_heads, "bfloat16", sharded=True)
         elif a.kind == "mla":
             self.mla(layer, p)
         else:
@@ -84,7 +87,8 @@ class AttentionWeights(Shard):
         if self.quantised(p + "self_attn.kv_b_proj") is not None:
             # W_UK_T / W_UV are views of one dequantised copy; free when kv_b_proj is bf16.
             heads_local = a.num_heads // self.tp
-            absorbed = heads_local * a.kv_lora_rank * (a.qk_nope_head_dim + a.v_head_dim) * self.b
+            absorbed = (Param("W_UK_T+W_UV", (heads_local, a.kv_lora_rank,
+                                              a.qk_nope_head_dim + a.v_head_dim), self.dtype),)
             self.add(p + "self_attn.mla_attn.W_UK_T+W_UV", g, absorbed, replicas=self.copies,
                      formula=f"{heads_local}×{a.kv_lora_rank}×({a.qk_nope_head_dim}+"
                      f"{a.v_head_dim})×{self.b}B (kv_b_proj dequantised for absorbed decode)")
@@ -121,14 +125,15 @@ class AttentionWeights(Shard):
         self.linear(p + "attn.wo_b", g, h, a.o_groups * a.o_lora_rank, shard="row")
         local = a.num_heads // self.tp
         padded = max(local, 64)
-        self.add(p + "attn.attn_sink", g, padded * 4, replicas=self.copies,
+        self.add(p + "attn.attn_sink", g, self.vec("attn_sink", padded, "float32"),
+                 replicas=self.copies,
                  padding=(padded - local) * 4, formula=f"max({local}, 64)×4B fp32")
         if r:
             coff = 2 if r == 4 else 1
             width = coff * a.head_dim
             self.linear(p + "attn.compressor.wkv_wgate", g, 2 * width, h, shard="rep",
                         quantise=False)
-            self.vector(p + "attn.compressor.ape", g, r * width, 4)
+            self.vector(p + "attn.compressor.ape", g, r * width, "float32")
             self.vector(p + "attn.compressor.norm", g, a.head_dim)
         if r == 4:
             gi = "indexer"
@@ -139,5 +144,5 @@ class AttentionWeights(Shard):
             iw = 2 * a.index_head_dim
             self.linear(p + "attn.indexer.compressor.wkv_wgate", gi, 2 * iw, h, shard="rep",
                         quantise=False)
-            self.vector(p + "attn.indexer.compressor.ape", gi, 4 * iw, 4)
+            self.vector(p + "attn.indexer.compressor.ape", gi, 4 * iw, "float32")
             self.vector(p + "attn.indexer.compressor.norm", gi, a.index_head_dim)

@@ -6,7 +6,11 @@ Layouts are vLLM's (citations per scheme below).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from memprof.base.units import cdiv, round_up
+from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import QuantConfig
 
 
@@ -88,4 +92,72 @@ def linear_bytes(
         return nvfp4(out, inn, quant.group_size or 16)
     if m in ("awq", "gptq"):
         return int4_grouped(out, inn, quant.group_size, quant.bits or 4, dtype_bytes)
+    raise ValueError(f"unknown quantisation method {m}")
+
+
+# --- the parameter tensors the engine allocates ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter tensor as the engine allocates it: its name in the module, its shape and its
+    storage dtype (a ``memprof.core.dtypes`` name). ``bytes = numel × element size``."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.shape) * dtype_bytes(self.dtype)
+
+    def stacked(self, n: int) -> Param:
+        """The same parameter for ``n`` experts (a leading expert dimension)."""
+        return Param(self.name, (n, *self.shape), self.dtype)
+
+
+def _u8(name: str, nbytes: int, rows: int) -> Param:
+    """A packed byte tensor: ``(rows, nbytes / rows)`` when it divides, else flat."""
+    return Param(name, (rows, nbytes // rows) if rows and nbytes % rows == 0 else (nbytes,),
+                 "uint8")
+
+
+def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
+                  arch: str = "sm90") -> tuple[Param, ...]:
+    """The tensors of one linear under each scheme, with the shapes and dtypes of the vLLM
+    methods cited in this module's functions; their bytes sum to ``linear_bytes`` (a property
+    test holds them together)."""
+    if quant is None or quant.method == "none":
+        return (Param("weight", (out, inn), dtype),)
+    m = quant.method
+    if m == "fp8":
+        bo, bi = quant.block or (128, 128)
+        w = Param("weight", (out, inn), "float8_e4m3fn")
+        if arch.startswith("sm10") and out % 64 == 0 and inn % 128 == 0:
+            return (w, Param("weight_scale_inv", (round_up(out, 4), cdiv(cdiv(inn, bi), 4)),
+                             "int32"))
+        return (w, Param("weight_scale_inv", (cdiv(out, bo), cdiv(inn, bi)), "float32"))
+    if m == "fp8_per_tensor":
+        return (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", (1,),
+                                                                     "float32"))
+    if m == "fp8_per_channel":
+        return (Param("weight", (out, inn), "float8_e4m3fn"),
+                Param("weight_scale", (out, 1), "float32"))
+    if m == "mxfp4":
+        return (_u8("weight", out * inn // 2, out), Param("weight_scale", (out, cdiv(inn, 32)),
+                                                          "uint8"))
+    if m == "nvfp4":
+        group = quant.group_size or 16
+        wo, wi = round_up(out, 32), round_up(inn, 32)
+        rows, cols = round_up(out, 128), round_up(cdiv(inn, group), 4)
+        return (_u8("weight", wo * wi // 2, wo), Param("weight_scale", (rows, cols),
+                                                       "float8_e4m3fn"),
+                Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
+                Param("alpha", (1,), "float32"))
+    if m in ("awq", "gptq"):
+        g = quant.group_size if quant.group_size > 0 else inn
+        groups, bits = cdiv(inn, g), quant.bits or 4
+        return (_u8("qweight", out * inn * bits // 8, inn * bits // 32 or 1),
+                Param("scales", (groups, out), dtype),
+                _u8("qzeros", groups * out * bits // 8, groups))
     raise ValueError(f"unknown quantisation method {m}")

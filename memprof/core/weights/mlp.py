@@ -6,7 +6,7 @@ from __future__ import annotations
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import experts_on_rank
 from memprof.core.models import Layer, QuantConfig
-from memprof.core.weights.formats import linear_bytes
+from memprof.core.weights.formats import Param, linear_bytes, linear_params
 from memprof.core.weights.shard import Shard
 
 
@@ -62,9 +62,9 @@ class MlpWeights(Shard):
         self.linear(p + "mlp.gate", g, m.num_experts, h, shard="rep", bias=m.router_bias,
                     quantise=False)
         if m.e_score_correction_bias:
-            self.vector(p + "mlp.gate.e_score_correction_bias", g, m.num_experts, 4)
+            self.vector(p + "mlp.gate.e_score_correction_bias", g, m.num_experts, "float32")
         if m.hash_routed:
-            self.vector(p + "mlp.gate.tid2eid", g, self.spec.vocab_size * m.top_k, 4)
+            self.vector(p + "mlp.gate.tid2eid", g, self.spec.vocab_size * m.top_k, "int32")
 
     def experts(self, layer: Layer, p: str) -> None:
         m = layer.mlp
@@ -91,18 +91,30 @@ class MlpWeights(Shard):
             # FusedMoE fp8 block scales: w13 (E, 2·ceil(I/128), ceil(H/128)), w2 (E,
             # ceil(H/128), ceil(I/128)), fp32 (fp8.py Fp8MoEMethod.create_weights, v0.33.0).
             bo, bi = q.block
-            n13 = 2 * i_local * h + 4 * 2 * cdiv(i_local, bo) * cdiv(h, bi)
-            n2 = h * i_local + 4 * cdiv(h, bo) * cdiv(i_local, bi)
+            params: tuple[Param, ...] = (
+                Param("w13_weight", (e_local, 2 * i_local, h), "float8_e4m3fn"),
+                Param("w13_weight_scale_inv", (e_local, 2 * cdiv(i_local, bo), cdiv(h, bi)),
+                      "float32"),
+                Param("w2_weight", (e_local, h, i_local), "float8_e4m3fn"),
+                Param("w2_weight_scale_inv", (e_local, cdiv(h, bo), cdiv(i_local, bi)),
+                      "float32"))
             f13, f2 = f"{2 * i_local}×{h} fp8", f"{h}×{i_local} fp8 + block scales"
         else:
-            n13, f13 = linear_bytes(2 * i_local, h, q, self.b, self.arch)
-            n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch)
-        self.add(module, g, e_local * (n13 + n2), replicas=1,
+            _n13, f13 = linear_bytes(2 * i_local, h, q, self.b, self.arch)
+            _n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch)
+            params = tuple(
+                Param(f"w13_{x.name}", (e_local, *x.shape), x.dtype)
+                for x in linear_params(2 * i_local, h, q, self.dtype, self.arch)) + tuple(
+                Param(f"w2_{x.name}", (e_local, *x.shape), x.dtype)
+                for x in linear_params(h, i_local, q, self.dtype, self.arch))
+        self.add(module, g, params, replicas=1,
                  formula=f"{e_local} experts × [w13 {f13} + w2 {f2}]")
         if m.expert_bias:
-            self.add(module + ".w13_bias", g, e_local * 2 * i_local * self.b, replicas=1,
+            self.add(module + ".w13_bias", g,
+                     (Param("w13_bias", (e_local, 2 * i_local), self.dtype),), replicas=1,
                      formula=f"{e_local}×{2 * i_local}×{self.b}B")
-            self.add(module + ".w2_bias", g, e_local * h * self.b, replicas=moe_tp,
+            self.add(module + ".w2_bias", g, (Param("w2_bias", (e_local, h), self.dtype),),
+                     replicas=moe_tp,
                      formula=f"{e_local}×{h}×{self.b}B")
 
     def mxfp4_experts(self, module: str, layer: Layer, e: int, i: int, moe_tp: int) -> None:
@@ -111,20 +123,25 @@ class MlpWeights(Shard):
         pi, ph, prow = mxfp4_moe_layout(self.arch)
         ip, hp = round_up(i, pi), round_up(h, ph)
 
-        def one(rows: int, k: int) -> int:  # values + e8m0 scales (scale rows/cols padded)
-            return rows * k // 2 + round_up(rows, prow) * round_up(cdiv(k, 32), 4 if prow > 1
-                                                                      else 1)
+        def one(name: str, rows: int, k: int) -> tuple[Param, Param]:
+            # values two per byte + e8m0 scales (scale rows/cols padded)
+            cols = round_up(cdiv(k, 32), 4 if prow > 1 else 1)
+            return (Param(f"{name}_weight", (e, rows, k // 2), "uint8"),
+                    Param(f"{name}_weight_scale", (e, round_up(rows, prow), cols), "uint8"))
 
-        padded = one(2 * ip, hp) + one(hp, ip)
+        params = (*one("w13", 2 * ip, hp), *one("w2", hp, ip))
+        padded = sum(x.bytes for x in params) // e
         raw = 2 * i * h // 2 + 2 * i * cdiv(h, 32) + h * i // 2 + h * cdiv(i, 32)
         pad_note = f", kernel padding I {i}→{ip}, H {h}→{hp}" if (ip, hp) != (i, h) else ""
-        self.add(module, "experts", e * padded, replicas=1, padding=e * (padded - raw),
+        self.add(module, "experts", params, replicas=1, padding=e * (padded - raw),
                  formula=f"{e} experts × [w13 {2 * ip}×{hp} + w2 {hp}×{ip}] MXFP4 + e8m0 "
                  f"scales{pad_note}")
         if layer.mlp.expert_bias:
-            self.add(module + ".w13_bias", "experts", e * 2 * ip * 4, replicas=1,
+            self.add(module + ".w13_bias", "experts",
+                     (Param("w13_bias", (e, 2 * ip), "float32"),), replicas=1,
                      padding=e * 2 * (ip * 4 - i * self.b),
                      formula=f"{e}×{2 * ip}×4B fp32 (converted at load)")
-            self.add(module + ".w2_bias", "experts", e * hp * 4, replicas=moe_tp,
+            self.add(module + ".w2_bias", "experts", (Param("w2_bias", (e, hp), "float32"),),
+                     replicas=moe_tp,
                      padding=e * (hp * 4 - h * self.b),
                      formula=f"{e}×{hp}×4B fp32 (converted at load)")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
 from memprof.core.weights.attention import AttentionWeights
+from memprof.core.weights.formats import Param
 from memprof.core.weights.mlp import MlpWeights
 from memprof.core.weights.shard import WeightTensor
 
@@ -29,7 +30,11 @@ class RankWeights(AttentionWeights, MlpWeights):
             mix = (2 + m) * m
             # hc_{attn,ffn}_{fn [mix, m·H], base [mix], scale [3]}, fp32 (the DeepSeek-V4
             # checkpoint's tensors (model.safetensors.index.json)).
-            self.add(p + "hc", "hyper-connections", 2 * 4 * (mix * m * h + mix + 3),
+            hc = tuple(Param(f"hc_{part}_{name}", shape, "float32")
+                       for part in ("attn", "ffn")
+                       for name, shape in (("fn", (mix, m * h)), ("base", (mix,)),
+                                           ("scale", (3,))))
+            self.add(p + "hc", "hyper-connections", hc,
                      replicas=self.copies * self.tp,
                      formula=f"2×4B×({mix}×{m}×{h} + {mix} + 3) fp32")
         if layer.is_mtp:
@@ -63,7 +68,9 @@ class RankWeights(AttentionWeights, MlpWeights):
 
     def hc_head(self, p: str) -> None:
         m, h = self.spec.hc_mult, self.spec.hidden_size
-        self.add(p + "hc_head", "hyper-connections head", 4 * (m * m * h + m + 1),
+        head = (Param("hc_head_fn", (m, m * h), "float32"), Param("hc_head_base", (m,), "float32"),
+                Param("hc_head_scale", (1,), "float32"))
+        self.add(p + "hc_head", "hyper-connections head", head,
                  replicas=self.copies * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
 
     def build(self) -> list[WeightTensor]:
@@ -89,16 +96,13 @@ class RankWeights(AttentionWeights, MlpWeights):
 
 def _aggregate(tensors: Iterable[WeightTensor]) -> list[WeightTensor]:
     """Fold per-layer tensors that are identical on this rank into one row with a count."""
-    rows: dict[tuple[str, str, int, int, int, str], int] = {}
+    rows: dict[tuple[object, ...], WeightTensor] = {}
     for t in tensors:
         module = re.sub(r"\.layers\.\d+\.", ".layers.*.", t.module)
-        key = (module, t.group, t.bytes_each, t.replicas, t.padding_each, t.formula)
-        rows[key] = rows.get(key, 0) + t.count
-    return [
-        WeightTensor(module=m, group=g, bytes_each=b, count=n, replicas=r, padding_each=pd,
-                     formula=f)
-        for (m, g, b, r, pd, f), n in rows.items()
-    ]
+        key = (module, t.group, t.bytes_each, t.replicas, t.padding_each, t.formula, t.params)
+        seen = rows.get(key)
+        rows[key] = replace(t, module=module, count=t.count + (seen.count if seen else 0))
+    return list(rows.values())
 
 
 def rank_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,

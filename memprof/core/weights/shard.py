@@ -29,7 +29,7 @@ from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
-from memprof.core.weights.formats import linear_bytes
+from memprof.core.weights.formats import Param, linear_bytes, linear_params
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
@@ -47,6 +47,8 @@ class WeightTensor:
     replicas: int = 1  # identical copies across the deployment
     padding_each: int = 0  # bytes of kernel/vocab padding inside bytes_each
     formula: str = ""
+    # the parameter tensors of one instance as the engine allocates them (Σ bytes = bytes_each)
+    params: tuple[Param, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -88,10 +90,17 @@ class Shard:
                 return None
         return q
 
-    def add(self, module: str, group: str, nbytes: int, *, replicas: int, formula: str,
-            padding: int = 0) -> None:
+    def add(self, module: str, group: str, params: tuple[Param, ...], *, replicas: int,
+            formula: str, padding: int = 0) -> None:
+        """One tensor (set) of ``params``; its bytes are theirs."""
+        nbytes = sum(p.bytes for p in params)
         self.out.append(WeightTensor(module=module, group=group, bytes_each=nbytes,
-                                     replicas=replicas, padding_each=padding, formula=formula))
+                                     replicas=replicas, padding_each=padding, formula=formula,
+                                     params=params))
+
+    def vec(self, name: str, n: int, dtype: str | None = None) -> tuple[Param, ...]:
+        """One 1-D parameter of ``n`` elements (the model dtype unless given)."""
+        return (Param(name, (n,), dtype or self.dtype),)
 
     def linear(self, module: str, group: str, out: int, inn: int, *, shard: str,
                bias: bool = False, quantise: bool = True, replicas_extra: int = 1) -> None:
@@ -104,20 +113,20 @@ class Shard:
         else:
             lo, li, rep = out, inn, dp * self.tp
         q = self.quantised(module) if quantise else None
-        nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
-        self.add(module, group, nbytes, replicas=rep * replicas_extra,
-                 formula=f"{formula} ({shard})")
+        _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
+        self.add(module, group, linear_params(lo, li, q, self.dtype, self.arch),
+                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})")
         if bias:
             bo = lo
-            self.add(module + ".bias", group, bo * self.b,
+            self.add(module + ".bias", group, self.vec("bias", bo),
                      replicas=(dp * self.tp if shard in ("row", "rep") else dp) * replicas_extra,
                      formula=f"{bo}×{self.b}B bias")
 
-    def vector(self, module: str, group: str, n: int, dtype_bytes: int | None = None,
+    def vector(self, module: str, group: str, n: int, dtype: str | None = None,
                *, sharded: bool = False) -> None:
-        b = self.b if dtype_bytes is None else dtype_bytes
+        b = dtype_bytes(dtype or self.dtype)
         n_local = cdiv(n, self.tp) if sharded else n
-        self.add(module, group, n_local * b,
+        self.add(module, group, self.vec("weight", n_local, dtype),
                  replicas=self.copies * (1 if sharded else self.tp),
                  formula=f"{n_local}×{b}B")
 
@@ -132,6 +141,7 @@ class Shard:
         per = padded // self.tp
         real = max(0, min(per, v - self.coord.tp_rank * per))
         tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
-        self.add(module, group, per * h * self.b, replicas=self.copies * tied_copies,
+        self.add(module, group, (Param("weight", (per, h), self.dtype),),
+                 replicas=self.copies * tied_copies,
                  padding=(per - real) * h * self.b,
                  formula=f"{per}×{h}×{self.b}B (vocab {v} padded to {padded}, /{self.tp})")
