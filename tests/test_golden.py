@@ -86,6 +86,7 @@ OPTIONS = {
                  "--attention-backend", "--scratch", "--engine", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--compare", "--format/-f"],
+    "trace": None,  # the estimate's flags plus its own (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
     "models": [],
     "gpus": [],
@@ -98,4 +99,6 @@ def test_every_commands_options_are_frozen() -> None:
     got = {}
     for name, cmd in group.commands.items():  # type: ignore[attr-defined]
         got[name] = ["/".join(p.opts) for p in cmd.params if p.opts and p.opts[0].startswith("-")]
-    assert got == OPTIONS
+    trace = [*OPTIONS["estimate"][:-2], "--device", "--rank", "--decode-steps", "--graphs",
+             "--alloc-conf", "--snapshot", "--format/-f"]
+    assert got == {**OPTIONS, "trace": trace}

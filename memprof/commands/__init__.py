@@ -24,6 +24,7 @@ def commands() -> tuple[Command, ...]:
     from memprof.commands.estimate import estimate
     from memprof.commands.gate import gate
     from memprof.commands.listing import gpus, models
+    from memprof.commands.trace import trace
 
-    return (Command("estimate", estimate), Command("gate", gate), Command("models", models),
-            Command("gpus", gpus))
+    return (Command("estimate", estimate), Command("trace", trace), Command("gate", gate),
+            Command("models", models), Command("gpus", gpus))

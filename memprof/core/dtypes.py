@@ -14,6 +14,7 @@ DTYPES: dict[str, tuple[int, str]] = {
     "int64": (8, "int64"),
     "int32": (4, "int32"),
     "uint8": (1, "uint8"),
+    "int8": (1, "int8"),
     "bool": (1, "bool"),
     "float8_e4m3fn": (1, "fp8"),
 }

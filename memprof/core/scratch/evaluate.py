@@ -216,3 +216,53 @@ def scratch_savings(ctx: TermContext) -> list[tuple[str, int, int]]:
         name = (per.get(key) or shared[key])[0]
         saved.append((name, per.get(key, (name, 0))[1], shared.get(key, (name, 0))[1]))
     return saved
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScratchTensor:
+    """One scratch allocation as the engine makes it: the component(s) it belongs to with the
+    bytes each is charged (a WorkspaceManager buffer serves several), its shape and dtype, and
+    whether the engine's start-up sees it (``profiled``: model load or profile run)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # a memprof.core.dtypes name
+    shares: tuple[tuple[str, int], ...]  # (component name, bytes charged to it)
+    profiled: bool
+
+
+def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
+    """The scratch of ``ctx``'s rank as tensors, in the order the engine allocates them: every
+    copy of every part of a non-workspace buffer (per-layer buffers once per layer), and one
+    uint8 WorkspaceManager buffer of the largest call (256-B aligned parts), charged to its
+    callers as ``scratch_terms`` charges them. Σ bytes = Σ scratch components."""
+    d = dims(ctx)
+    comps = {c.name: c for c in _components(ctx)}
+    out: list[ScratchTensor] = []
+    wm_shares: list[tuple[str, int]] = []
+    wm_profiled = False
+    for buf in _applicable(ctx):
+        for row in _rows(buf, ctx, d):
+            label = buf.label + (f", {row.kind} layers" if row.kind else "")
+            name = f"{buf.name} ({label})"
+            if buf.workspace_manager:
+                wm_shares.append((name, comps[name].bytes))
+                wm_profiled = wm_profiled or buf.profiled
+                continue
+            kind = row.sized_by or row.kind
+            copies = row.count if buf.per_layer and not row.eager_reuse else 1
+            for i in range(copies):
+                for p in buf.parts:
+                    shape = p.shape(d, kind)
+                    if shape is None:
+                        continue
+                    dt = dtype_name(p.dtype, d)
+                    nbytes = _prod(shape) * dtype_bytes(p.dtype, d)
+                    out.append(ScratchTensor(name=f"{name}[{i}].{p.label}", shape=shape,
+                                             dtype=dt, shares=((name, nbytes),),
+                                             profiled=buf.profiled))
+    total = sum(b for _n, b in wm_shares)
+    if total:
+        out.append(ScratchTensor(name="WorkspaceManager buffer", shape=(total,), dtype="uint8",
+                                 shares=tuple(wm_shares), profiled=wm_profiled))
+    return out

@@ -12,8 +12,9 @@ from memprof.core.weights.rank import (
     group_weights,
     rank_weights,
     unsharded_total,
+    weights_in_order,
 )
 from memprof.core.weights.shard import WeightTensor, model_dtype
 
 __all__ = ["WeightGroup", "WeightTensor", "group_weights", "model_dtype", "mxfp4_moe_layout",
-           "rank_weights", "unsharded_total"]
+           "rank_weights", "unsharded_total", "weights_in_order"]

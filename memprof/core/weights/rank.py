@@ -73,18 +73,22 @@ class RankWeights(AttentionWeights, MlpWeights):
         self.add(p + "hc_head", "hyper-connections head", head,
                  replicas=self.copies * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
 
-    def build(self) -> list[WeightTensor]:
+    def build(self, *, in_order: bool = False) -> list[WeightTensor]:
+        """The rank's tensors; ``in_order``: one per layer in construction order (vLLM builds
+        ``embed_tokens``, then each layer's attention, MLP and norms, then the final norm and
+        ``lm_head``), not folded by layer kind."""
         spec, dep = self.spec, self.dep
+        kinds = ((lambda ls: [(x, 1) for x in ls]) if in_order else self.layer_kinds)
         stages = pp_layer_split(spec.num_layers, dep.pp)
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
-        for layer, n in self.layer_kinds(spec.layers[start:end]):
+        for layer, n in kinds(spec.layers[start:end]):
             self.layer_times(layer, n)
         if last:
-            for layer, n in self.layer_kinds(spec.mtp_layers):
+            for layer, n in kinds(spec.mtp_layers):
                 self.layer_times(layer, n)
             self.vector("model.norm", "final norm", spec.hidden_size)
             if spec.hc_mult:
@@ -109,6 +113,12 @@ def rank_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, co
                  arch: str = "sm90") -> list[WeightTensor]:
     """Tensor-by-tensor weights of one rank (aggregated over identical layers)."""
     return _aggregate(RankWeights(spec, dep, quant, coord, arch).build())
+
+
+def weights_in_order(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
+                     coord: RankCoord, arch: str = "sm90") -> list[WeightTensor]:
+    """One tensor per module per layer, in the order the engine constructs them (count 1)."""
+    return RankWeights(spec, dep, quant, coord, arch).build(in_order=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,63 @@
+"""``memprof trace``: one rank at its true shapes, traced against its estimate (every estimate
+flag, plus the device, the rank and what to record)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from memprof.commands.flags import deployment, with_deployment_flags
+
+
+@with_deployment_flags
+def trace(
+    flags: dict[str, Any],
+    device: Annotated[str | None, typer.Option(
+        "--device", help="cuda or fake (default: cuda when a GPU is visible, else fake: the "
+        "same replica on fake tensors through the allocator simulator).")] = None,
+    rank: Annotated[int | None, typer.Option(
+        "--rank", help="The global rank to trace (default: the first).")] = None,
+    decode_steps: Annotated[int, typer.Option("--decode-steps")] = 2,
+    graphs: Annotated[int | None, typer.Option(
+        "--graphs", help="Capture at most this many CUDA graphs (largest first).")] = None,
+    alloc_conf: Annotated[str, typer.Option(
+        "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the fake device's simulator.")] = "",
+    snapshot: Annotated[str | None, typer.Option(
+        "--snapshot", help="Write a _dump_snapshot pickle here.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """Build one rank in PyTorch at its true shapes, run it as the engine does, and put each
+    traced figure beside the estimate's."""
+    from memprof.base.errors import BadInput
+
+    if fmt not in ("table", "json"):
+        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    if device not in (None, "cuda", "fake"):
+        raise BadInput(f"unknown --device {device[:40]!r}", hint="cuda or fake")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        from memprof.trace.run import torch_missing
+
+        raise torch_missing() from None
+    from memprof.report.trace import progress, render_json, render_table
+    from memprof.trace.run import run_trace
+
+    model, dep, gpu, gpu_memory = deployment(flags)
+    tty = sys.stdout.isatty()
+    if device is None:
+        from memprof.trace.device import cuda_available
+
+        if not cuda_available():
+            sys.stderr.write("note: no GPU visible: tracing on the fake device (allocator "
+                             "simulator)\n")
+    with progress(tty and fmt == "table") as step:
+        result = run_trace(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory, device=device,
+                           rank=rank, decode_steps=decode_steps, max_graphs=graphs,
+                           alloc_conf=alloc_conf, snapshot=snapshot, progress=step)
+    if fmt == "json":
+        sys.stdout.write(render_json(result))
+    else:
+        sys.stdout.write(render_table(result, None if tty else 100, color=tty))

@@ -1,0 +1,70 @@
+"""The allocations memprof knows the order of, for one rank: the weights tensor by tensor as the
+engine constructs them, the KV-cache tensors, and the scratch as its backend allocates it.
+
+The allocator term replays them through the caching-allocator simulator, and the tracer
+allocates them on a device; both charge each allocation to the estimate's component.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from memprof.core.components import TermContext
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.estimate import Estimate, RankEstimate
+from memprof.core.scratch.evaluate import scratch_tensors
+from memprof.core.terms.allocator import kv_tensor_sizes
+from memprof.core.weights import weights_in_order
+
+Phase = Literal["weights", "kv_cache", "decode"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Allocation:
+    """One tensor the engine allocates: where it is charged (component name(s) and bytes), its
+    name, shape and dtype, and the phase it first appears in (``weights``: model construction
+    and loading, counted as model load; ``kv_cache``: after the budget; ``decode``: lazily, at
+    the first decode step)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    phase: Phase
+    shares: tuple[tuple[str, int], ...]
+
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.shape) * dtype_bytes(self.dtype)
+
+    @property
+    def component(self) -> str:
+        return self.shares[0][0]
+
+
+def rank_context(e: Estimate, r: RankEstimate) -> TermContext:
+    """The term context of a rank of an estimate, with its KV cache sized."""
+    return TermContext(spec=e.spec, dep=e.deployment, gpu=e.gpu, coord=r.coord, plan=r.plan,
+                       weights_bytes=r.weights_bytes, model_dtype=e.model_dtype, quant=e.quant,
+                       num_gpu_blocks=r.kv.num_gpu_blocks, kv_cache_bytes=r.kv.kv_cache_bytes)
+
+
+def rank_allocations(e: Estimate, r: RankEstimate) -> list[Allocation]:
+    """Every allocation of ``r`` in order: weights, scratch seen at start-up (registered at model
+    construction or reserved in the profile run), the KV cache, then the scratch that first
+    appears at decode."""
+    out: list[Allocation] = []
+    for t in weights_in_order(e.spec, e.deployment, e.quant, r.coord, e.gpu.arch):
+        for p in t.params:
+            out.append(Allocation(name=f"{t.module}.{p.name}", shape=p.shape, dtype=p.dtype,
+                                  phase="weights", shares=((t.group, p.bytes),)))
+    scratch = scratch_tensors(rank_context(e, r))
+    out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase="weights",
+                       shares=s.shares) for s in scratch if s.profiled]
+    for i, size in enumerate(kv_tensor_sizes(r.plan, r.kv.num_gpu_blocks)):
+        out.append(Allocation(name=f"kv_cache[{i}]", shape=(size,), dtype="int8",
+                              phase="kv_cache", shares=(("KV cache", size),)))
+    out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase="decode",
+                       shares=s.shares) for s in scratch if not s.profiled]
+    return out

@@ -1,0 +1,274 @@
+"""``memprof trace``: build one rank at its true shapes, run it as the engine does at start-up and
+at decode, record the allocator phase by phase, and put each traced figure beside the
+estimated one.
+
+Phases, in vLLM's start-up order (vLLM@52a31cc ``Worker.init_device`` / ``load_model`` /
+``determine_available_memory`` / ``initialize_from_config`` / ``compile_or_warm_up_model``):
+``context`` (CUDA context), ``weights`` (model construction and loading, with the scratch the
+backend registers there), ``profile_run`` (``max_num_batched_tokens`` eager, attention skipped,
+then the sampler), ``kv_cache``, ``cudagraph`` (decode graphs captured largest first into one
+pool), ``decode`` (steps at ``max_num_seqs``; lazy scratch appears here).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from memprof.base.errors import EnvironmentProblem
+from memprof.core.allocations import rank_allocations, rank_context
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import Estimate, RankEstimate, estimate
+from memprof.core.terms.cudagraph import capture_sizes
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseRecord:
+    """The allocator after one phase (bytes): torch's (or the simulator's) allocated, reserved
+    and their peaks within the phase, the device's used and non-torch memory (GPU only), the
+    bytes memprof's tracker saw live, and how long the phase took (s)."""
+
+    name: str
+    allocated: int
+    reserved: int
+    allocated_peak: int
+    reserved_peak: int
+    segments: int
+    tracked: int
+    tracked_peak: int
+    used: int | None
+    non_torch: int | None
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComponentTrace:
+    """One estimate component beside its traced bytes (``None``: not measurable here)."""
+
+    name: str
+    category: str
+    estimated: int
+    traced: int | None
+    how: str
+
+    @property
+    def delta(self) -> int | None:
+        return None if self.traced is None else self.traced - self.estimated
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceResult:
+    """A traced rank: the estimate it checks, the phases, each component estimated vs traced,
+    and the verdict each gives."""
+
+    estimate: Estimate
+    rank: RankEstimate
+    device: Literal["cuda", "fake"]
+    device_name: str
+    torch_version: str
+    phases: tuple[PhaseRecord, ...]
+    components: tuple[ComponentTrace, ...]
+    verdict_estimated: str
+    verdict_traced: str
+    notes: tuple[str, ...] = ()
+    graph_sizes: tuple[int, ...] = field(default=())
+
+
+def _choose_device(device: str | None) -> Literal["cuda", "fake"]:
+    from memprof.trace.device import cuda_available, require_cuda
+
+    if device is None:
+        return "cuda" if cuda_available() else "fake"
+    if device == "cuda":
+        require_cuda()
+        return "cuda"
+    return "fake"
+
+
+def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
+              gpu_memory_bytes: int | None = None, device: str | None = None,
+              rank: int | None = None, decode_steps: int = 2, max_graphs: int | None = None,
+              alloc_conf: str = "", snapshot: str | None = None,
+              progress: Progress | None = None) -> TraceResult:
+    """Trace one rank (``rank``: a global rank; default the first distinct rank)."""
+    import torch
+
+    from memprof.trace.device import Device, SimSink
+    from memprof.trace.replica import Replica
+    from memprof.trace.tracker import Counter, Tracker
+
+    kind = _choose_device(device)
+    e = estimate(model, dep, gpu_name=gpu_name, gpu_memory_bytes=gpu_memory_bytes)
+    r = next((x for x in e.ranks if rank is None or rank in x.same_as), None)
+    if r is None:
+        from memprof.base.errors import BadInput
+
+        raise BadInput(f"--rank {rank} is not a rank of this deployment",
+                       hint=f"ranks 0-{e.deployment.world_size - 1}")
+    allocs = rank_allocations(e, r)
+    sim = SimSink(alloc_conf, e.gpu.total_bytes) if kind == "fake" else None
+    dev = Device(kind, sim=sim)
+    counter = Counter()
+    sinks: list[object] = [counter] + ([sim] if sim is not None else [])
+    tracker = Tracker(sinks)
+    replica = Replica(ctx=rank_context(e, r), device=torch.device("cuda"),
+                      charge=tracker.charge)
+    replica.lazy = [a for a in allocs if a.phase == "decode"]
+    records: list[PhaseRecord] = []
+    notes: list[str] = []
+    report = progress or (lambda _p, _d, _t: None)
+
+    def record(name: str, start: float, tracked_peak: int) -> None:
+        dev.synchronize()
+        s = dev.state()
+        records.append(PhaseRecord(
+            name=name, allocated=s.allocated, reserved=s.reserved,
+            allocated_peak=s.allocated_peak, reserved_peak=s.reserved_peak, segments=s.segments,
+            tracked=counter.live, tracked_peak=tracked_peak, used=s.used,
+            non_torch=s.non_torch, seconds=time.perf_counter() - start))
+        report(name, len(records), 6)
+
+    if kind == "cuda" and snapshot:
+        dev.start_history()
+    dep_r = e.deployment
+    mnbt = e.max_num_batched_tokens
+    seqs = min(dep_r.max_num_seqs or 1, mnbt)
+    graphs: list[int] = []
+    with dev.active(), tracker:
+        t0 = time.perf_counter()
+        with tracker.charge("CUDA context"):
+            warm = torch.empty(1, device="cuda")
+        del warm
+        record("context", t0, counter.peak)
+
+        t0 = time.perf_counter()
+        counter.reset_peak()
+        replica.allocate([a for a in allocs if a.phase == "weights"])
+        record("weights", t0, counter.peak)
+
+        t0 = time.perf_counter()
+        dev.reset_peak()
+        counter.reset_peak()
+        base = counter.live
+        replica.forward(mnbt, min(seqs, mnbt))
+        act_peak = counter.peak - base
+        record("profile_run", t0, counter.peak)
+        dev.empty_cache()
+
+        t0 = time.perf_counter()
+        counter.reset_peak()
+        replica.allocate([a for a in allocs if a.phase == "kv_cache"], zero=True)
+        record("kv_cache", t0, counter.peak)
+
+        t0 = time.perf_counter()
+        counter.reset_peak()
+        pool = 0
+        if not dep_r.enforce_eager:
+            graphs = sorted(capture_sizes(dep_r), reverse=True)[:max_graphs]
+            pool = _capture(kind, replica, graphs, dev)
+        record("cudagraph", t0, counter.peak)
+
+        t0 = time.perf_counter()
+        counter.reset_peak()
+        for _ in range(max(1, decode_steps)):
+            replica.forward(seqs, seqs, decode=True)
+        record("decode", t0, counter.peak)
+        if snapshot:
+            dev.dump_snapshot(snapshot)
+
+    comps = _components(e, r, counter.by_component, act_peak, records, pool, kind)
+    total = e.gpu.total_bytes
+    traced_total = sum(c.traced if c.traced is not None else c.estimated for c in comps)
+    verdict_traced = "fits" if traced_total <= total else "runtime_oom"
+    if r.verdict == "startup_oom":
+        verdict_traced = "startup_oom"
+    notes.append("weights are allocated, not loaded; quantised GEMMs, attention and MoE kernels "
+                 "are modelled by their output allocations")
+    return TraceResult(estimate=e, rank=r, device=kind,
+                       device_name=(torch.cuda.get_device_name() if kind == "cuda"
+                                    else f"fake ({e.gpu.name})"),
+                       torch_version=str(torch.__version__), phases=tuple(records),
+                       components=tuple(comps), verdict_estimated=r.verdict,
+                       verdict_traced=verdict_traced, notes=tuple(notes),
+                       graph_sizes=tuple(graphs))
+
+
+def _capture(kind: str, replica: object, sizes: list[int], dev: object) -> int:
+    """Capture the decode forward at each size, largest first, into one pool (vLLM's
+    ``capture_model``); returns the pool's size as vLLM measures it (``mem_get_info`` delta).
+    On the fake device the graphs' allocations go through the simulator outside a private pool
+    and the pool is the tracked peak of the largest capture."""
+    import torch
+
+    from memprof.trace.replica import Replica
+
+    assert isinstance(replica, Replica)
+    if not sizes:
+        return 0
+    # warm-up at the largest size first, outside any graph (vLLM's dummy runs before capture)
+    replica.forward(sizes[0], 0, decode=True)
+    if kind != "cuda":
+        return 0
+    torch.cuda.synchronize()
+    free_before = torch.cuda.mem_get_info()[0]
+    pool = torch.cuda.graph_pool_handle()
+    keep = []
+    for n in sizes:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            replica.forward(n, 0, decode=True)
+        keep.append(g)
+    torch.cuda.synchronize()
+    used = free_before - torch.cuda.mem_get_info()[0]
+    replica.tensors["_graphs"] = keep  # type: ignore[assignment]
+    return int(used)
+
+
+def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak: int,
+                records: list[PhaseRecord], pool: int, kind: str) -> list[ComponentTrace]:
+    phases = {p.name: p for p in records}
+    out: list[ComponentTrace] = []
+    seen_groups: set[str] = set()
+    for c in r.components:
+        traced: int | None = None
+        how = ""
+        if c.category in ("weights", "kv_cache", "scratch"):
+            if c.category == "weights":
+                if c.name in seen_groups:
+                    continue  # a group in several rows (layers of different sizes): one total
+                seen_groups.add(c.name)
+                est = sum(x.bytes for x in r.components if x.name == c.name)
+            else:
+                est = c.bytes
+            traced = charged.get(c.name, 0)
+            how = "bytes of the tensors allocated for it (live at the end)"
+            out.append(ComponentTrace(name=c.name, category=c.category, estimated=est,
+                                      traced=traced, how=how))
+            continue
+        if c.name == "activation peak (profile run)":
+            traced, how = act_peak, "tracked peak of the profile run above what was live"
+        elif c.name == "cuBLAS workspace" and kind == "cuda":
+            p = phases["profile_run"]
+            w = phases["weights"]
+            traced = max(0, (p.allocated_peak - w.allocated) - act_peak)
+            how = "allocator peak of the profile run above the tracked peak (op-internal)"
+        elif c.name == "CUDA-graph estimate" and kind == "cuda":
+            traced, how = pool, "mem_get_info delta around capture (vLLM's measure)"
+        elif c.name == "CUDA context" and kind == "cuda":
+            traced, how = phases["context"].non_torch, "used − reserved after the first tensor"
+        elif c.name == "allocator rounding (KV tensors)":
+            k, w = phases["kv_cache"], phases["profile_run"]
+            traced = (k.reserved - w.reserved) - (k.tracked - w.tracked)
+            how = "reserved growth of the KV phase − its tensors' bytes"
+        out.append(ComponentTrace(name=c.name, category=c.category, estimated=c.bytes,
+                                  traced=traced, how=how))
+    return out
+
+
+def torch_missing() -> EnvironmentProblem:
+    return EnvironmentProblem("memprof trace needs PyTorch",
+                              hint="pip install 'memprof-llm[trace]' (or torch alone)")
