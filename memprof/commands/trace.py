@@ -61,3 +61,11 @@ def trace(
         sys.stdout.write(render_json(result))
     else:
         sys.stdout.write(render_table(result, None if tty else 100, color=tty))
+    if result.oom is not None:
+        if result.oom.summary:
+            sys.stderr.write(result.oom.summary + "\n")
+        sys.stderr.write(f"error: CUDA out of memory in phase {result.oom.phase} while "
+                         f"allocating {result.oom.component}\n")
+        sys.stderr.write("hint: the traced components before the OOM are in the report; lower "
+                         "--max-num-seqs / --gpu-memory-utilization or use --scratch shared\n")
+        raise typer.Exit(1)

@@ -18,7 +18,7 @@ from memprof.core.scratch.evaluate import scratch_tensors
 from memprof.core.terms.allocator import kv_tensor_sizes
 from memprof.core.weights import weights_in_order
 
-Phase = Literal["weights", "kv_cache", "decode"]
+Phase = Literal["weights", "kv_cache", "decode", "prefill"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +53,7 @@ def rank_context(e: Estimate, r: RankEstimate) -> TermContext:
 def rank_allocations(e: Estimate, r: RankEstimate) -> list[Allocation]:
     """Every allocation of ``r`` in order: weights, scratch seen at start-up (registered at model
     construction or reserved in the profile run), the KV cache, then the scratch that first
-    appears at decode."""
+    appears at decode, then the scratch of the first continuation prefill."""
     out: list[Allocation] = []
     for t in weights_in_order(e.spec, e.deployment, e.quant, r.coord, e.gpu.arch):
         for p in t.params:
@@ -65,6 +65,6 @@ def rank_allocations(e: Estimate, r: RankEstimate) -> list[Allocation]:
     for i, size in enumerate(kv_tensor_sizes(r.plan, r.kv.num_gpu_blocks)):
         out.append(Allocation(name=f"kv_cache[{i}]", shape=(size,), dtype="int8",
                               phase="kv_cache", shares=(("KV cache", size),)))
-    out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase="decode",
+    out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase=s.first_use,
                        shares=s.shares) for s in scratch if not s.profiled]
     return out

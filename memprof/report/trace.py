@@ -53,6 +53,8 @@ def trace_dict(t: TraceResult) -> dict[str, Any]:
         "graph_sizes": list(t.graph_sizes),
         "verdict": {"estimated": t.verdict_estimated, "traced": t.verdict_traced},
         "notes": list(t.notes),
+        "oom": None if t.oom is None else {"phase": t.oom.phase, "component": t.oom.component,
+                                            "message": t.oom.message},
     }
 
 
@@ -85,6 +87,9 @@ def render_table(t: TraceResult, width: int | None = None, *, color: bool = Fals
                    fmt_bytes(p.allocated_peak), fmt_bytes(p.tracked),
                    "—" if p.non_torch is None else fmt_bytes(p.non_torch), f"{p.seconds:.2f}")
     c.print(ph)
+    if t.oom is not None:
+        c.print(f"OOM in phase {t.oom.phase} while allocating {t.oom.component}: "
+                f"{' '.join(t.oom.message.split())[:400]}")
     c.print(f"verdict: estimated {t.verdict_estimated}, traced {t.verdict_traced}")
     for n in t.notes:
         c.print(f"note: {n}")

@@ -76,6 +76,27 @@ class TraceResult:
     verdict_traced: str
     notes: tuple[str, ...] = ()
     graph_sizes: tuple[int, ...] = field(default=())
+    oom: TraceOOM | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceOOM:
+    """An out-of-memory during the trace: the phase, the component being allocated, torch's (or
+    the simulator's) message and, on a GPU, ``torch.cuda.memory_summary``."""
+
+    phase: str
+    component: str
+    message: str
+    summary: str = ""
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return type(exc).__name__ in ("AllocatorOOM", "OutOfMemory", "SimulatedOOM") or \
+        "out of memory" in str(exc).lower()
 
 
 def _choose_device(device: str | None) -> Literal["cuda", "fake"]:
@@ -138,45 +159,61 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     mnbt = e.max_num_batched_tokens
     seqs = min(dep_r.max_num_seqs or 1, mnbt)
     graphs: list[int] = []
-    with dev.active(), tracker:
-        t0 = time.perf_counter()
-        with tracker.charge("CUDA context"):
-            warm = torch.empty(1, device="cuda")
-        del warm
-        record("context", t0, counter.peak)
+    act_peak, pool = 0, 0
+    oom: TraceOOM | None = None
+    phase = "context"
 
-        t0 = time.perf_counter()
-        counter.reset_peak()
+    def weights() -> None:
         replica.allocate([a for a in allocs if a.phase == "weights"])
-        record("weights", t0, counter.peak)
 
-        t0 = time.perf_counter()
+    def profile_run() -> None:
+        nonlocal act_peak
         dev.reset_peak()
-        counter.reset_peak()
         base = counter.live
         replica.forward(mnbt, min(seqs, mnbt))
         act_peak = counter.peak - base
-        record("profile_run", t0, counter.peak)
-        dev.empty_cache()
 
-        t0 = time.perf_counter()
-        counter.reset_peak()
+    def kv_cache() -> None:
+        dev.empty_cache()  # vLLM's memory_profiling exit: gc + empty_cache
         replica.allocate([a for a in allocs if a.phase == "kv_cache"], zero=True)
-        record("kv_cache", t0, counter.peak)
 
-        t0 = time.perf_counter()
-        counter.reset_peak()
-        pool = 0
+    def cudagraph() -> None:
+        nonlocal pool, graphs
         if not dep_r.enforce_eager:
             graphs = sorted(capture_sizes(dep_r), reverse=True)[:max_graphs]
             pool = _capture(kind, replica, graphs, dev)
-        record("cudagraph", t0, counter.peak)
 
-        t0 = time.perf_counter()
-        counter.reset_peak()
+    def decode() -> None:
         for _ in range(max(1, decode_steps)):
             replica.forward(seqs, seqs, decode=True)
-        record("decode", t0, counter.peak)
+
+    def prefill() -> None:
+        replica.allocate([a for a in allocs if a.phase == "prefill"], zero=True)
+
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("weights", weights), ("profile_run", profile_run), ("kv_cache", kv_cache),
+        ("cudagraph", cudagraph), ("decode", decode)]
+    if any(a.phase == "prefill" for a in allocs):
+        steps.append(("continuation_prefill", prefill))
+    with dev.active(), tracker:
+        try:
+            t0 = time.perf_counter()
+            with tracker.charge("CUDA context"):
+                warm = torch.empty(1, device="cuda")
+            del warm
+            record("context", t0, counter.peak)
+            for phase, fn in steps:
+                t0 = time.perf_counter()
+                counter.reset_peak()
+                fn()
+                record(phase, t0, counter.peak)
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+            oom = TraceOOM(phase=phase, component=tracker.current, message=str(exc),
+                           summary=dev.summary())
+            notes.append(f"OOM in phase {phase} while allocating {tracker.current}: "
+                         f"{' '.join(str(exc).split())[:300]}")
         if snapshot:
             dev.dump_snapshot(snapshot)
 
@@ -193,8 +230,9 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
                                     else f"fake ({e.gpu.name})"),
                        torch_version=str(torch.__version__), phases=tuple(records),
                        components=tuple(comps), verdict_estimated=r.verdict,
-                       verdict_traced=verdict_traced, notes=tuple(notes),
-                       graph_sizes=tuple(graphs))
+                       verdict_traced=verdict_traced if oom is None else "startup_oom"
+                       if oom.phase in ("weights", "profile_run", "kv_cache") else "runtime_oom",
+                       notes=tuple(notes), graph_sizes=tuple(graphs), oom=oom)
 
 
 def _capture(kind: str, replica: object, sizes: list[int], dev: object) -> int:
@@ -249,18 +287,18 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             out.append(ComponentTrace(name=c.name, category=c.category, estimated=est,
                                       traced=traced, how=how))
             continue
-        if c.name == "activation peak (profile run)":
+        if c.name == "activation peak (profile run)" and "profile_run" in phases:
             traced, how = act_peak, "tracked peak of the profile run above what was live"
-        elif c.name == "cuBLAS workspace" and kind == "cuda":
+        elif c.name == "cuBLAS workspace" and kind == "cuda" and "profile_run" in phases:
             p = phases["profile_run"]
             w = phases["weights"]
             traced = max(0, (p.allocated_peak - w.allocated) - act_peak)
             how = "allocator peak of the profile run above the tracked peak (op-internal)"
-        elif c.name == "CUDA-graph estimate" and kind == "cuda":
+        elif c.name == "CUDA-graph estimate" and kind == "cuda" and "cudagraph" in phases:
             traced, how = pool, "mem_get_info delta around capture (vLLM's measure)"
         elif c.name == "CUDA context" and kind == "cuda":
             traced, how = phases["context"].non_torch, "used − reserved after the first tensor"
-        elif c.name == "allocator rounding (KV tensors)":
+        elif c.name == "allocator rounding (KV tensors)" and "kv_cache" in phases:
             k, w = phases["kv_cache"], phases["profile_run"]
             traced = (k.reserved - w.reserved) - (k.tracked - w.tracked)
             how = "reserved growth of the KV phase − its tensors' bytes"

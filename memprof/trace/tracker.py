@@ -73,6 +73,11 @@ class Tracker(TorchDispatchMode):
         self._stack: list[str] = ["other"]
         self._seen: set[int] = set()
 
+    @property
+    def current(self) -> str:
+        """The component allocations are charged to now."""
+        return self._stack[-1]
+
     @contextlib.contextmanager
     def charge(self, component: str) -> Iterator[None]:
         self._stack.append(component)

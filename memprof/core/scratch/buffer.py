@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from memprof.core.components import TermContext, Where
 from memprof.core.deployment import Deployment
@@ -174,6 +175,9 @@ class ScratchBuffer:
     source: str  # PR / file it comes from
     workspace_manager: bool = False  # a vLLM WorkspaceManager caller (256-B aligned, max-shared)
     needs_kv_blocks: bool = False  # sized by the KV pool: a runtime term only
+    # when a lazily allocated buffer first appears: at the first decode, or at the first
+    # continuation prefill (a prefill over an already cached prefix)
+    first_use: Literal["decode", "prefill"] = "decode"
 
     @property
     def where(self) -> Where:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
@@ -229,6 +230,7 @@ class ScratchTensor:
     dtype: str  # a memprof.core.dtypes name
     shares: tuple[tuple[str, int], ...]  # (component name, bytes charged to it)
     profiled: bool
+    first_use: Literal["decode", "prefill"] = "decode"
 
 
 def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
@@ -260,7 +262,7 @@ def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
                     nbytes = _prod(shape) * dtype_bytes(p.dtype, d)
                     out.append(ScratchTensor(name=f"{name}[{i}].{p.label}", shape=shape,
                                              dtype=dt, shares=((name, nbytes),),
-                                             profiled=buf.profiled))
+                                             profiled=buf.profiled, first_use=buf.first_use))
     total = sum(b for _n, b in wm_shares)
     if total:
         out.append(ScratchTensor(name="WorkspaceManager buffer", shape=(total,), dtype="uint8",

@@ -76,14 +76,14 @@ TURBOQUANT_BUFFERS: tuple[ScratchBuffer, ...] = (
                "memprof keeps #40655's fp32 output; #40941's dtype fix writes it in the query "
                "dtype (2·B·Hq·D instead of 4·B·Hq·D, 4 MiB less at B=256, Hq=64, D=128)"),
     ScratchBuffer(
-        key="tq_prefill_dequant", backend="turboquant",
+        key="tq_prefill_dequant", backend="turboquant", first_use="prefill",
         name="TurboQuant continuation-prefill K/V dequant", label="per layer",
         policy="per-layer", lifetime="per_layer_lazy", per_layer=True, parts=_TQ_DEQUANT,
         applies=_tq_layer, profiled=False,
         source="vLLM #38479 _continuation_prefill: per-layer _tq_k/_tq_v_dequant_buf grown "
                "lazily (issue #40420: unprofiled, OOM at ~185K-234K context); removed by #40941"),
     ScratchBuffer(
-        key="tq_prefill_dequant", backend="turboquant",
+        key="tq_prefill_dequant", backend="turboquant", first_use="prefill",
         name="TurboQuant continuation-prefill K/V dequant", label="shared", policy="shared",
         lifetime="shared_workspace", per_layer=False, parts=_TQ_DEQUANT, applies=_tq_layer,
         profiled=False, workspace_manager=True,
