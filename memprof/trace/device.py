@@ -128,7 +128,7 @@ class Device:
 
     def start_history(self) -> None:
         if self.kind == "cuda":
-            torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+            torch.cuda.memory._record_memory_history(context=None, max_entries=300_000)
 
     def dump_snapshot(self, path: str) -> None:
         """A ``_dump_snapshot`` pickle (memory_viz, ``memprof alloc replay``)."""

@@ -24,6 +24,7 @@ from memprof.core.components import TermContext
 from memprof.core.dtypes import DTYPES
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer
+from memprof.core.terms.activation import SAMPLER_TRITON_BUFFER_ROWS, SAMPLER_TRITON_MIN_ROWS
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -97,8 +98,9 @@ class Replica:
             out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
             if decode:
                 self.decode_scratch(i)
-            del qkv
+            # qkv is a local of LlamaAttention.forward: alive until o_proj has run
             o = self.linear(out, "self_attn.o_proj", i, h)
+            del qkv
         elif a.kind == "mla":
             latent = a.kv_lora_rank + a.qk_rope_head_dim
             qa = torch.empty(t, (a.q_lora_rank or 0) + latent, dtype=x.dtype, device=x.device)
@@ -125,9 +127,9 @@ class Replica:
             il = m.intermediate_size // dep.tp
             gu = self.linear(x, "mlp.gate_up_proj", i, 2 * il)
             act = torch.empty(t, il, dtype=x.dtype, device=x.device)  # SiluAndMul output
-            del gu
+            # gate_up is a local of LlamaMLP.forward: alive until down_proj has run
             d = self.linear(act, "mlp.down_proj", i, h)
-            del act
+            del act, gu
             return self.all_reduce(d)
         mt = t * dep.dp if dep.dp > 1 else t
         logits = torch.empty(mt, m.num_experts, dtype=torch.float32, device=x.device)
@@ -197,6 +199,11 @@ class Replica:
         local = self.linear(last, "lm_head", None, -(-v // tp))
         logits = torch.empty(rows, v, dtype=x.dtype, device=x.device) if tp > 1 else local
         logits32 = logits.float()
+        # the Triton top-k/top-p kernel (R ≥ 8) masks in place using a cached fp32 row buffer of
+        # one row per program, at most one per SM (vllm/v1/sample/ops/topk_topp_triton.py):
+        # modelled, not run
+        buf = (torch.empty(min(rows, SAMPLER_TRITON_BUFFER_ROWS), v, dtype=torch.float32,
+                           device=x.device) if rows >= SAMPLER_TRITON_MIN_ROWS else None)
         probs = torch.softmax(logits32, dim=-1)
-        noise = torch.empty_like(probs)
-        del local, logits, logits32, probs, noise, last
+        noise = torch.empty_like(probs)  # random_sample's exponential noise
+        del local, logits, logits32, probs, noise, last, buf

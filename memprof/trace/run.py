@@ -21,7 +21,7 @@ from memprof.base.errors import EnvironmentProblem
 from memprof.core.allocations import rank_allocations, rank_context
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, RankEstimate, estimate
-from memprof.core.terms.cudagraph import capture_sizes
+from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -160,6 +160,7 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     seqs = min(dep_r.max_num_seqs or 1, mnbt)
     graphs: list[int] = []
     act_peak, pool = 0, 0
+    kv_before = None
     oom: TraceOOM | None = None
     phase = "context"
 
@@ -174,7 +175,9 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
         act_peak = counter.peak - base
 
     def kv_cache() -> None:
+        nonlocal kv_before
         dev.empty_cache()  # vLLM's memory_profiling exit: gc + empty_cache
+        kv_before = dev.state()
         replica.allocate([a for a in allocs if a.phase == "kv_cache"], zero=True)
 
     def cudagraph() -> None:
@@ -217,7 +220,11 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
         if snapshot:
             dev.dump_snapshot(snapshot)
 
-    comps = _components(e, r, counter.by_component, act_peak, records, pool, kind)
+    kv_slack = None
+    if kv_before is not None and "kv_cache" in {p.name for p in records}:
+        k = next(p for p in records if p.name == "kv_cache")
+        kv_slack = (k.reserved - kv_before.reserved) - counter.by_component.get("KV cache", 0)
+    comps = _components(e, r, counter.by_component, act_peak, records, pool, kind, kv_slack)
     total = e.gpu.total_bytes
     traced_total = sum(c.traced if c.traced is not None else c.estimated for c in comps)
     verdict_traced = "fits" if traced_total <= total else "runtime_oom"
@@ -267,7 +274,8 @@ def _capture(kind: str, replica: object, sizes: list[int], dev: object) -> int:
 
 
 def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak: int,
-                records: list[PhaseRecord], pool: int, kind: str) -> list[ComponentTrace]:
+                records: list[PhaseRecord], pool: int, kind: str,
+                kv_slack: int | None) -> list[ComponentTrace]:
     phases = {p.name: p for p in records}
     out: list[ComponentTrace] = []
     seen_groups: set[str] = set()
@@ -294,14 +302,25 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             w = phases["weights"]
             traced = max(0, (p.allocated_peak - w.allocated) - act_peak)
             how = "allocator peak of the profile run above the tracked peak (op-internal)"
-        elif c.name == "CUDA-graph estimate" and kind == "cuda" and "cudagraph" in phases:
-            traced, how = pool, "mem_get_info delta around capture (vLLM's measure)"
+        elif c.name == "CUDA-graph pool above the estimate":
+            g = cudagraph_model(rank_context(e, r))
+            if kind == "cuda" and "cudagraph" in phases and not e.deployment.enforce_eager:
+                out.append(ComponentTrace(
+                    name="CUDA-graph pool (memprof's prediction)", category="cudagraph",
+                    estimated=g.actual, traced=pool,
+                    how="mem_get_info delta around capture (vLLM's measure)"))
+            how = "the predicted pool above vLLM's estimate (not measurable alone)"
+        elif c.name == "non-torch increase (profile run)" and kind == "cuda" and \
+                "profile_run" in phases:
+            ctx_nt, prof_nt = phases["context"].non_torch, phases["profile_run"].non_torch
+            if ctx_nt is not None and prof_nt is not None:
+                traced = prof_nt - ctx_nt
+                how = "non-torch after the profile run − after the context"
         elif c.name == "CUDA context" and kind == "cuda":
             traced, how = phases["context"].non_torch, "used − reserved after the first tensor"
-        elif c.name == "allocator rounding (KV tensors)" and "kv_cache" in phases:
-            k, w = phases["kv_cache"], phases["profile_run"]
-            traced = (k.reserved - w.reserved) - (k.tracked - w.tracked)
-            how = "reserved growth of the KV phase − its tensors' bytes"
+        elif c.name == "allocator rounding (KV tensors)" and kv_slack is not None:
+            traced = kv_slack
+            how = "reserved growth of the KV allocation − the KV tensors' bytes"
         out.append(ComponentTrace(name=c.name, category=c.category, estimated=c.bytes,
                                   traced=traced, how=how))
     return out
