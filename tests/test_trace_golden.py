@@ -1,0 +1,58 @@
+"""The GPU traces in reports/gpu/trace/ (real H200 runs) against today's estimate.
+
+The weights, KV cache and scratch the GPU held equal the estimate to the byte; the activation
+peak, cuBLAS workspace, non-torch increase and KV rounding are within 10 %. A change of the
+estimator that moves any of these fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memprof.cli import run
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "reports" / "gpu" / "trace"
+RUNS = json.loads((GOLDEN / "trace-runs.json").read_text())["runs"]
+EXACT = ("weights", "kv_cache", "scratch")
+WITHIN_10 = ("activation peak (profile run)", "cuBLAS workspace",
+             "non-torch increase (profile run)",
+             "allocator rounding (KV tensors)")
+
+
+def estimate_json(flags: list[str]) -> dict[str, object]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        run(["estimate", *flags, "-f", "json"])
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_gpu_trace_equals_the_estimate(name: str) -> None:
+    golden = json.loads((GOLDEN / f"trace-{name}.json").read_text())
+    assert golden["device"] == "cuda" and golden["device_name"] == "NVIDIA H200"
+    cmd = RUNS[name]["command"].split()
+    flags = cmd[cmd.index("trace") + 1: cmd.index("--device")]
+    rank_flag = ["--rank", flags[flags.index("--rank") + 1]] if "--rank" in flags else []
+    flags = [f for f in flags if f not in rank_flag]
+    flags = [f for i, f in enumerate(flags) if f != "--graphs" and
+             (i == 0 or flags[i - 1] != "--graphs")]
+    est = estimate_json(flags)
+    rank = next(r for r in est["ranks"] if golden["rank"] in r["ranks"])  # type: ignore[attr-defined]
+    by_name: dict[str, int] = {}
+    for c in rank["components"]:
+        by_name[c["name"]] = by_name.get(c["name"], 0) + c["bytes"]
+    for c in golden["components"]:
+        if c["traced_bytes"] is None:
+            continue
+        if c["category"] in EXACT:
+            assert by_name[c["name"]] == c["traced_bytes"], (name, c["name"])
+        elif c["name"] in WITHIN_10 and by_name.get(c["name"]):
+            est_b = by_name[c["name"]]
+            assert abs(c["traced_bytes"] - est_b) <= 0.10 * est_b, (name, c["name"])
