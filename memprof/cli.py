@@ -27,7 +27,10 @@ app = typer.Typer(
     add_completion=False,
 )
 for _command in commands():
-    app.command(_command.name)(_command.fn)
+    if isinstance(_command.fn, typer.Typer):
+        app.add_typer(_command.fn, name=_command.name)
+    else:
+        app.command(_command.name)(_command.fn)
 
 
 def _fail(message: str, hint: str, code: int) -> int:

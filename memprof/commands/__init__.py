@@ -13,18 +13,20 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A command of the CLI: its name and its typer function."""
+    """A command of the CLI: its name and its typer function (or a typer group of
+    subcommands, such as ``alloc replay``)."""
 
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | Any
 
 
 def commands() -> tuple[Command, ...]:
     """Every command, in the order ``memprof --help`` lists them."""
+    from memprof.commands.alloc import alloc
     from memprof.commands.estimate import estimate
     from memprof.commands.gate import gate
     from memprof.commands.listing import gpus, models
     from memprof.commands.trace import trace
 
-    return (Command("estimate", estimate), Command("trace", trace), Command("gate", gate),
-            Command("models", models), Command("gpus", gpus))
+    return (Command("estimate", estimate), Command("trace", trace), Command("alloc", alloc),
+            Command("gate", gate), Command("models", models), Command("gpus", gpus))

@@ -1,0 +1,16 @@
+"""A replica of PyTorch's CUDA caching allocator (pure Python, no torch import).
+
+- ``config``: ``PYTORCH_CUDA_ALLOC_CONF`` parsed as PyTorch parses it;
+- ``allocator``: ``CachingAllocator`` (malloc/free/empty_cache, pools, splitting, OOM path,
+  expandable segments, CUDA-graph private pools);
+- ``stats``: ``memory_stats()`` under torch's key names;
+- ``replay``: op files and ``_dump_snapshot`` pickles replayed through it.
+
+Below the estimator (``memprof.core`` calls it for the allocator term); imports only
+``memprof.base``.
+"""
+
+from memprof.alloc.allocator import AllocatorOOM, CachingAllocator
+from memprof.alloc.config import AllocatorConfig, parse_conf
+
+__all__ = ["AllocatorConfig", "AllocatorOOM", "CachingAllocator", "parse_conf"]
