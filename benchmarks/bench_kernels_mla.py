@@ -142,6 +142,17 @@ def mla_sweep(copy_gbps: float, B: int = 64, ctx: int = 16384, H: int = 16
         except Exception as e:
             row.update(passed=False, error=f"{type(e).__name__}: {str(e)[:300]}")
         rows.append(row)
+    for splits in (4, 8, 16, 32):  # the split count at the default tiles
+        row = {"B": B, "ctx": ctx, "H": H, "config": dataclasses.asdict(MLAConfig()),
+               "num_splits": splits}
+        try:
+            ms = time_ms(lambda splits=splits: mla_decode(q, kv, bt, sl, MLA_SCALE,
+                                                          num_splits=splits))
+            row.update(ms=ms, gbps=nbytes / ms / 1e6, fraction_of_copy=nbytes / ms / 1e6
+                       / copy_gbps, splits_only=True)
+        except Exception as e:
+            row.update(error=f"{type(e).__name__}: {str(e)[:300]}")
+        rows.append(row)
     return rows
 
 
@@ -275,7 +286,8 @@ def main() -> int:
     best = MLAConfig()
     if not args.quick:
         sweep = step("mla_sweep", lambda: mla_sweep(copy_gbps))
-        ok = [r for r in sweep if isinstance(r, dict) and r.get("passed")]
+        ok = [r for r in sweep if isinstance(r, dict) and r.get("passed")
+              and not r.get("splits_only")]
         if ok:
             best = MLAConfig(**max(ok, key=lambda r: r["fraction_of_copy"])["config"])
         res["mla_best_config"] = dataclasses.asdict(best)
@@ -321,6 +333,8 @@ def main() -> int:
         for r in rows:
             cfg = r.get("config") or {k: r[k] for k in ("block_n", "num_warps", "num_stages")}
             tag = f"B={r['B']} ctx={r['ctx']}" + (f" H={r['H']}" if "H" in r else "")
+            if "num_splits" in r:
+                tag += f" S={r['num_splits']}"
             if "error" in r:
                 print(f"  {tag} {cfg} ERROR {r['error'][:120]}")
                 continue

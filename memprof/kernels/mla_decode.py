@@ -190,8 +190,9 @@ class MLAConfig:
 
 def default_num_splits(batch: int, head_groups: int, max_seq_len: int, block_n: int,
                        sms: int) -> int:
-    """Splits per request so that about two waves of programs fill the SMs, each split ≥ 4 tiles."""
-    want = math.ceil(2 * sms / max(1, batch * head_groups))
+    """Splits per request: about four programs per SM (so the last wave's tail is short), each
+    split at least 4 tiles long, at most 64."""
+    want = math.ceil(4 * sms / max(1, batch * head_groups))
     most = max(1, math.ceil(max_seq_len / (4 * block_n)))
     return int(max(1, min(want, most, 64)))
 
