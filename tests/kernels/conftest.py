@@ -1,0 +1,23 @@
+"""Kernel tests run the Triton kernels under Triton's interpreter on CPU tensors.
+
+``TRITON_INTERPRET`` is read when a kernel is decorated, so it is set here, before any test of
+this folder imports ``memprof.kernels`` (and with it triton). On a machine with CUDA the variable
+is left alone so the ``gpu`` tests compile real kernels.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+
+def _has_cuda() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+if not _has_cuda():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
