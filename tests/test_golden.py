@@ -88,6 +88,7 @@ OPTIONS = {
                  "--compare", "--format/-f"],
     "trace": None,  # the estimate's flags plus its own (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
+    "alloc replay": ["--conf", "--total", "--format/-f"],
     "models": [],
     "gpus": [],
 }
@@ -98,7 +99,9 @@ def test_every_commands_options_are_frozen() -> None:
     group = typer.main.get_command(app)
     got = {}
     for name, cmd in group.commands.items():  # type: ignore[attr-defined]
-        got[name] = ["/".join(p.opts) for p in cmd.params if p.opts and p.opts[0].startswith("-")]
+        for sub, c in (getattr(cmd, "commands", None) or {name: cmd}).items():
+            key = name if sub == name else f"{name} {sub}"
+            got[key] = ["/".join(p.opts) for p in c.params if p.opts and p.opts[0].startswith("-")]
     trace = [*OPTIONS["estimate"][:-2], "--device", "--rank", "--decode-steps", "--graphs",
              "--alloc-conf", "--snapshot", "--format/-f"]
     assert got == {**OPTIONS, "trace": trace}

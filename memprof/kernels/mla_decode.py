@@ -10,7 +10,7 @@ What vLLM runs here (read for the algorithm and the buffer shapes, no code copie
 - ``vllm/v1/attention/backends/mla/flashinfer_mla.py`` ``FlashInferMLAImpl.forward_mqa``: the same
   buffer unpadded, ``(B, local heads, kv_lora_rank)``;
 - #37805 (closed, seed 000): one module-level buffer shared by all layers.
-(``reference/internals.md`` §3.1.)
+(vLLM #37442 / #37805, vllm/v1/attention/backends/mla/cutlass_mla.py.)
 
 The attention itself: per request ``b`` and head ``h``, with the cached row ``c_t`` of 576 values
 (512 latent + 64 rope), ``o[b, h] = softmax_t(q[b, h] · c_t · scale) · c_t[:512]`` — the latent

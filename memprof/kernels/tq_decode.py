@@ -26,11 +26,11 @@ Read (algorithm and layout only; no code copied) from vllm-project/vllm:
   split); here one program per (request, KV head, split) handles the whole GQA group (8 query heads
   for Qwen3-32B) with tensor-core dots, so each packed row is read once.
 - Cache shape: ``(num_blocks, block_size, Hkv, slot_aligned)`` uint8, K and V interleaved, no
-  leading 2 (``turboquant_attn.py::get_kv_cache_shape`` at vLLM@52a31cc, internals §3.2). Newer
+  leading 2 (``turboquant_attn.py::get_kv_cache_shape`` at vLLM@52a31cc). Newer
   vLLM (``turboquant_attn.py`` @0135d081) declares ``(num_blocks, Hkv, block_size, slot)``; the
   kernels take strides, so either works with ``layout="head_major"``.
 
-Decode buffers (seed 001, internals §3.2): per layer as ``register_buffer`` at model construction
+Decode buffers (vLLM #38479 / #40655): per layer as ``register_buffer`` at model construction
 with ``B = max_num_seqs`` (vLLM #38479, ``Attention._init_turboquant_buffers``), or one set from
 the ``WorkspaceManager`` (#40655 / #40941, ``TurboQuantAttentionImpl._decode_attention``).
 ``output`` is fp32 here as in #40655 (the catalog's ``tq_decode`` entry); #40941 writes it in the

@@ -1,7 +1,7 @@
 """A shared scratch workspace with vLLM ``WorkspaceManager`` semantics.
 
 Modelled on ``vllm/v1/worker/workspace.py`` (vLLM@52a31cc, ``WorkspaceManager.get_simultaneous``,
-``_ensure_workspace_size``, ``lock_workspace``; ``reference/internals.md`` §2):
+``_ensure_workspace_size``, ``lock_workspace``; vLLM@52a31cc):
 
 - ``get_simultaneous(*(shape, dtype))`` returns views into ONE ``uint8`` buffer; sub-buffer ``i``
   starts at ``Σ_{j<i} round_up(bytes_j, 256)`` (``WORKSPACE_ALIGN``, imported from the scratch
