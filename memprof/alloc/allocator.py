@@ -106,12 +106,13 @@ class BlockPool:
         self.blocks.remove(b.key)
         del self.by_id[b.id]
 
+    # unmapped blocks are ordered by address (``BlockComparatorAddress``), not by size
     def insert_unmapped(self, b: Block) -> None:
-        self.unmapped.add(b.key)
+        self.unmapped.add((b.stream, b.addr, b.size, b.id))
         self.by_id[b.id] = b
 
     def erase_unmapped(self, b: Block) -> None:
-        self.unmapped.remove(b.key)
+        self.unmapped.remove((b.stream, b.addr, b.size, b.id))
         del self.by_id[b.id]
 
 
@@ -201,6 +202,7 @@ class CachingAllocator:
         self.total_allocated_memory = 0  # reserved bytes (cudaMalloc'd or mapped)
         self.allowed_memory_maximum: int | None = None  # set_per_process_memory_fraction
         self._next_addr = 1 << 40
+        self._free_ranges: SortedList = SortedList()  # (address, length) given back by cudaFree
         self._next_handle = 0
         self.expandable: dict[tuple[int, bool], ExpandableSegment] = {}
         self.private: dict[int, PrivatePool] = {}
@@ -389,8 +391,7 @@ class CachingAllocator:
         if self.total_bytes is not None and \
                 self.total_allocated_memory + alloc_size > self.total_bytes:
             return None  # cudaMalloc fails
-        addr = self._next_addr
-        self._next_addr += -(-alloc_size // SEGMENT_ALIGN) * SEGMENT_ALIGN
+        addr = self._device_malloc(alloc_size)
         self.total_allocated_memory += alloc_size
         if pool.owner is not None:
             pool.owner.cuda_malloc_count += 1
@@ -486,7 +487,39 @@ class CachingAllocator:
         return src.size
 
     # --- releasing cached memory ---------------------------------------------------------------
+    def _device_malloc(self, size: int) -> int:
+        """``cudaMalloc``'s address: the lowest freed range that holds ``size`` (first fit, as
+        the driver reuses freed address space), else new space above everything."""
+        need = -(-size // SEGMENT_ALIGN) * SEGMENT_ALIGN
+        for i, (start, length) in enumerate(self._free_ranges):
+            if length >= need:
+                del self._free_ranges[i]
+                if length > need:
+                    self._free_ranges.add((start + need, length - need))
+                return int(start)
+        addr = self._next_addr
+        self._next_addr += need
+        return addr
+
+    def _device_free(self, addr: int, size: int) -> None:
+        """``cudaFree``: the range goes back, merged with free neighbours."""
+        length = -(-size // SEGMENT_ALIGN) * SEGMENT_ALIGN
+        ranges = self._free_ranges
+        i = ranges.bisect_left((addr, 0))
+        if i > 0 and ranges[i - 1][0] + ranges[i - 1][1] == addr:
+            addr, length = ranges[i - 1][0], ranges[i - 1][1] + length
+            del ranges[i - 1]
+            i -= 1
+        if i < len(ranges) and addr + length == ranges[i][0]:
+            length += ranges[i][1]
+            del ranges[i]
+        if addr + length == self._next_addr:
+            self._next_addr = addr
+        else:
+            ranges.add((addr, length))
+
     def _release_block(self, b: Block) -> None:
+        self._device_free(b.addr, b.size)
         self.total_allocated_memory -= b.size
         if b.pool.owner is not None:
             b.pool.owner.cuda_malloc_count -= 1

