@@ -16,6 +16,14 @@ from memprof.cli import run
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands: list[str] = []
@@ -39,9 +47,14 @@ def test_readme_example_runs(command: str, tmp_path: Path, monkeypatch: pytest.M
     # a scratch copy of the checkout's data, so `memprof gate --update` rewrites a copy
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     shutil.copytree(ROOT / "reports", tmp_path / "reports")
+    (tmp_path / "tests" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "data" / "alloc_ops_example.json", tmp_path / "tests" / "data")
     monkeypatch.chdir(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = run(shlex.split(command)[1:])
+    if "--device cuda" in command and not _has_gpu():
+        assert code == 3, (command, err.getvalue())  # needs a GPU: "no CUDA GPU" here
+        return
     assert code in (0, 1), (command, err.getvalue())  # 1: the example predicts an OOM
     assert "error:" not in err.getvalue() and out.getvalue()

@@ -13,9 +13,8 @@ from typing import Literal
 
 from memprof.core.components import TermContext
 from memprof.core.dtypes import dtype_bytes
-from memprof.core.estimate import Estimate, RankEstimate
+from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.scratch.evaluate import scratch_tensors
-from memprof.core.terms.allocator import kv_tensor_sizes
 from memprof.core.weights import weights_in_order
 
 Phase = Literal["weights", "kv_cache", "decode", "prefill"]
@@ -43,26 +42,19 @@ class Allocation:
         return self.shares[0][0]
 
 
-def rank_context(e: Estimate, r: RankEstimate) -> TermContext:
-    """The term context of a rank of an estimate, with its KV cache sized."""
-    return TermContext(spec=e.spec, dep=e.deployment, gpu=e.gpu, coord=r.coord, plan=r.plan,
-                       weights_bytes=r.weights_bytes, model_dtype=e.model_dtype, quant=e.quant,
-                       num_gpu_blocks=r.kv.num_gpu_blocks, kv_cache_bytes=r.kv.kv_cache_bytes)
-
-
-def rank_allocations(e: Estimate, r: RankEstimate) -> list[Allocation]:
-    """Every allocation of ``r`` in order: weights, scratch seen at start-up (registered at model
-    construction or reserved in the profile run), the KV cache, then the scratch that first
-    appears at decode, then the scratch of the first continuation prefill."""
+def rank_allocations(ctx: TermContext) -> list[Allocation]:
+    """Every allocation of ``ctx``'s rank in order: weights, scratch seen at start-up
+    (registered at model construction or reserved in the profile run), the KV cache, then the
+    scratch that first appears at decode, then that of the first continuation prefill."""
     out: list[Allocation] = []
-    for t in weights_in_order(e.spec, e.deployment, e.quant, r.coord, e.gpu.arch):
+    for t in weights_in_order(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch):
         for p in t.params:
             out.append(Allocation(name=f"{t.module}.{p.name}", shape=p.shape, dtype=p.dtype,
                                   phase="weights", shares=((t.group, p.bytes),)))
-    scratch = scratch_tensors(rank_context(e, r))
+    scratch = scratch_tensors(ctx)
     out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase="weights",
                        shares=s.shares) for s in scratch if s.profiled]
-    for i, size in enumerate(kv_tensor_sizes(r.plan, r.kv.num_gpu_blocks)):
+    for i, size in enumerate(kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)):
         out.append(Allocation(name=f"kv_cache[{i}]", shape=(size,), dtype="int8",
                               phase="kv_cache", shares=(("KV cache", size),)))
     out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase=s.first_use,

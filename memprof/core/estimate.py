@@ -303,3 +303,10 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
                      f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
                      "weights sharded as vLLM shards them")
     return tuple(notes)
+
+
+def rank_context(e: Estimate, r: RankEstimate) -> TermContext:
+    """The term context of a rank of an estimate, with its KV cache sized."""
+    return TermContext(spec=e.spec, dep=e.deployment, gpu=e.gpu, coord=r.coord, plan=r.plan,
+                       weights_bytes=r.weights_bytes, model_dtype=e.model_dtype, quant=e.quant,
+                       num_gpu_blocks=r.kv.num_gpu_blocks, kv_cache_bytes=r.kv.kv_cache_bytes)

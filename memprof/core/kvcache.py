@@ -342,3 +342,22 @@ def max_fitting_model_len(plan: KVPlan, available_bytes: int, max_num_batched_to
         else:
             hi = mid - 1
     return lo
+
+
+def kv_tensor_sizes(plan: KVPlan, num_blocks: int) -> list[int]:
+    """One ``torch.zeros(size, int8)`` per ``KVCacheTensor`` (``_allocate_kv_cache_tensors``,
+    vLLM@52a31cc gpu_model_runner.py):
+
+    - uniform: one tensor per layer cache, ``page_layer × num_blocks``;
+    - hybrid: ``group_size`` tensors of ``page × num_blocks`` (group_size = block bytes / page);
+    - DeepSeek-V4 packed: one slab of ``block_stride × num_blocks`` (vLLM kv_cache_utils.py
+    DeepSeek-V4 packed pool).
+    """
+    if num_blocks <= 0:
+        return []
+    if plan.layout == "dsv4_packed":
+        return [plan.block_bytes * num_blocks]
+    if plan.layout == "hybrid":
+        page = plan.layers[0].page_bytes
+        return [page * num_blocks] * (plan.block_bytes // page)
+    return [layer.page_bytes * num_blocks for layer in plan.layers]

@@ -44,13 +44,21 @@ class SimSink:
         from memprof.alloc import CachingAllocator  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
         self.alloc = CachingAllocator(conf, total_bytes)
+        self.trace: list[dict[str, object]] = []  # device_traces entries, as torch records them
 
     def malloc(self, nbytes: int, component: str) -> int:
         del component
-        return int(self.alloc.malloc(nbytes))
+        h = int(self.alloc.malloc(nbytes))
+        self.trace.append({"action": "alloc", "addr": self.alloc.active[h].addr,
+                           "size": nbytes, "stream": 0, "frames": []})
+        return h
 
     def free(self, handle: int) -> None:
+        addr = self.alloc.active[handle].addr
+        size = self.alloc.active[handle].requested
         self.alloc.free(handle)
+        self.trace.append({"action": "free_completed", "addr": addr, "size": size,
+                           "stream": 0, "frames": []})
 
     def stats(self) -> dict[str, int]:
         return dict(self.alloc.memory_stats())
@@ -138,7 +146,7 @@ class Device:
         import pickle
 
         assert self.sim is not None
-        snap: Any = {"segments": self.sim.alloc.snapshot(), "device_traces": [[]]}
+        snap: Any = {"segments": self.sim.alloc.snapshot(), "device_traces": [self.sim.trace]}
         with open(path, "wb") as f:
             pickle.dump(snap, f)
 

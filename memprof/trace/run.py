@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memprof.base.errors import EnvironmentProblem
-from memprof.core.allocations import rank_allocations, rank_context
+from memprof.core.allocations import rank_allocations
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import Estimate, RankEstimate, estimate
+from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
 from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -130,12 +130,13 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
 
         raise BadInput(f"--rank {rank} is not a rank of this deployment",
                        hint=f"ranks 0-{e.deployment.world_size - 1}")
-    allocs = rank_allocations(e, r)
+    allocs = rank_allocations(rank_context(e, r))
     sim = SimSink(alloc_conf, e.gpu.total_bytes) if kind == "fake" else None
     dev = Device(kind, sim=sim)
     counter = Counter()
     sinks: list[object] = [counter] + ([sim] if sim is not None else [])
-    tracker = Tracker(sinks)
+    tracker = Tracker(sinks, on_first_gemm=None if sim is None else (
+        lambda: _cublas_workspace(sim, e)))
     replica = Replica(ctx=rank_context(e, r), device=torch.device("cuda"),
                       charge=tracker.charge)
     replica.lazy = [a for a in allocs if a.phase == "decode"]
@@ -324,6 +325,16 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
         out.append(ComponentTrace(name=c.name, category=c.category, estimated=c.bytes,
                                   traced=traced, how=how))
     return out
+
+
+def _cublas_workspace(sim: object, e: Estimate) -> None:
+    """The fake device's stand-in for what cuBLAS allocates through torch at the first GEMM on a
+    stream (its workspace, ``cublas_workspace_bytes``; on a GPU torch allocates it itself)."""
+    from memprof.core.terms.activation import cublas_workspace_bytes
+    from memprof.trace.device import SimSink
+
+    assert isinstance(sim, SimSink)
+    sim.malloc(cublas_workspace_bytes(e.gpu), "cuBLAS workspace")
 
 
 def torch_missing() -> EnvironmentProblem:

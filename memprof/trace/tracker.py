@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+GEMMS = frozenset({"mm", "addmm", "bmm", "baddbmm", "linear", "matmul"})
 
 
 class Sink(Protocol):
@@ -67,9 +69,11 @@ class Counter:
 class Tracker(TorchDispatchMode):
     """Charges every new storage an op returns to the current component."""
 
-    def __init__(self, sinks: list[Any]) -> None:
+    def __init__(self, sinks: list[Any],
+                 on_first_gemm: Callable[[], None] | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.sinks = sinks
+        self.on_first_gemm = on_first_gemm
         self._stack: list[str] = ["other"]
         self._seen: set[int] = set()
 
@@ -103,6 +107,9 @@ class Tracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
+        if self.on_first_gemm is not None and func.__name__.split(".")[0] in GEMMS:
+            first, self.on_first_gemm = self.on_first_gemm, None
+            first()
         out = func(*args, **(kwargs or {}))
         for t in (out if isinstance(out, tuple | list) else (out,)):
             if isinstance(t, torch.Tensor):

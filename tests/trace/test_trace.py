@@ -1,0 +1,130 @@
+"""memprof trace on the fake device (CPU, the allocator simulator) against the GPU traces of
+reports/gpu/trace (an H200), and the command's phases, attribution, snapshot and exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from memprof.cli import run
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "reports" / "gpu" / "trace"
+RUNS = json.loads((GOLDEN / "trace-runs.json").read_text())["runs"]
+SAME_INPUTS = ("weights", "profile_run", "kv_cache")  # phases whose allocations are the same
+
+
+def trace_json(*args: str) -> tuple[int, dict[str, Any], str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(["trace", *args, "-f", "json"])
+    return code, (json.loads(out.getvalue()) if out.getvalue() else {}), err.getvalue()
+
+
+def golden_flags(name: str) -> list[str]:
+    cmd = RUNS[name]["command"].split()
+    return cmd[cmd.index("trace") + 1: cmd.index("--device")]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in RUNS if not n.startswith("deepseek")))
+def test_fake_device_gives_the_gpu_bytes(name: str) -> None:
+    gpu = json.loads((GOLDEN / f"trace-{name}.json").read_text())
+    code, fake, _ = trace_json(*golden_flags(name), "--device", "fake")
+    assert code == 0 and fake["device"] == "fake"
+    g = {c["name"]: c for c in gpu["components"]}
+    for c in fake["components"]:
+        if c["category"] in ("weights", "kv_cache", "scratch") or \
+                c["name"] == "activation peak (profile run)":
+            assert c["traced_bytes"] == g[c["name"]]["traced_bytes"], c["name"]
+    gp = {p["name"]: p for p in gpu["phases"]}
+    for p in fake["phases"]:
+        if p["name"] in SAME_INPUTS:  # the simulator predicts torch's reserved exactly here
+            assert (p["allocated_bytes"], p["reserved_bytes"]) == \
+                (gp[p["name"]]["allocated_bytes"], gp[p["name"]]["reserved_bytes"]), p["name"]
+
+
+def test_deepseek_r1_tp8_rank_weights_equal_the_gpu_trace() -> None:
+    gpu = json.loads((GOLDEN / "trace-deepseek-r1-tp8-rank0-h200.json").read_text())
+    code, fake, _ = trace_json(*golden_flags("deepseek-r1-tp8-rank0-h200"), "--device", "fake")
+    assert code == 0
+    w = {c["name"]: c["traced_bytes"] for c in fake["components"] if c["category"] == "weights"}
+    gw = {c["name"]: c["traced_bytes"] for c in gpu["components"] if c["category"] == "weights"}
+    est = sum(c["estimated_bytes"] for c in fake["components"] if c["category"] == "weights")
+    assert w == gw and sum(w.values()) == est == 85_395_983_392  # to the byte, 79.53 GiB
+    assert [p["name"] for p in fake["phases"]] == ["context", "weights", "profile_run",
+                                                   "kv_cache", "cudagraph", "decode"]
+
+
+def test_the_seed_001_buffers_live_per_layer_and_shared() -> None:
+    base = ["-m", "qwen3-32b", "--gpu", "H200", "--kv-cache-dtype", "turboquant_k8v4",
+            "--gpu-memory-utilization", "0.9", "--max-num-seqs", "256", "--graphs", "2",
+            "--decode-steps", "1"]
+    for scratch, bytes_ in (("per-layer", 60 * 278_986_752), ("shared", 278_986_752)):
+        code, d, _ = trace_json(*base, "--scratch", scratch)
+        assert code == 0
+        c = next(x for x in d["components"] if x["name"].startswith("TurboQuant decode"))
+        assert c["traced_bytes"] == c["estimated_bytes"] == bytes_
+
+
+def test_an_oom_is_reported_with_its_phase_and_exit_1() -> None:
+    code, d, err = trace_json("-m", "llama-3.1-8b", "--gpu-memory", "10GiB", "--device", "fake")
+    assert code == 1 and d["oom"]["phase"] == "weights"
+    assert "error: CUDA out of memory in phase weights" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["--device", "tpu"], 2, "unknown --device"),
+    (["--format", "xml"], 2, "unknown --format"),
+    (["--rank", "99"], 2, "not a rank"),
+    (["--gpu-memory", "80"], 2, "no unit"),
+])
+def test_bad_input_exits_2(args: list[str], code: int, needle: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        got = run(["trace", "-m", "qwen3-0.6b", "--device", "fake", *args])
+    assert got == code and needle in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_no_gpu_with_device_cuda_exits_3() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    code, _, err = trace_json("-m", "qwen3-0.6b", "--device", "cuda")
+    assert code == 3 and err.startswith("error: --device cuda: no CUDA GPU")
+
+
+def test_without_torch_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(["trace", "-m", "qwen3-0.6b"])
+    assert code == 3 and "needs PyTorch" in err.getvalue()
+
+
+def test_snapshots_load_in_memory_viz_and_replay(tmp_path: Path) -> None:
+    from torch.cuda import _memory_viz
+
+    fake = tmp_path / "fake.pickle"
+    code, _, _ = trace_json("-m", "qwen3-0.6b", "--gpu", "H200", "--max-num-seqs", "64",
+                            "--graphs", "2", "--snapshot", str(fake))
+    assert code == 0
+    gpu = tmp_path / "gpu.pickle"
+    gpu.write_bytes(gzip.decompress((GOLDEN / "qwen3-0.6b.pickle.gz").read_bytes()))
+    for path in (fake, gpu):
+        data = pickle.loads(path.read_bytes())
+        assert "Active Memory Timeline" in _memory_viz.trace_plot(data)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert run(["alloc", "replay", str(path), "-f", "json"]) == 0
+        assert json.loads(out.getvalue())["summary"]["allocated_peak_bytes"] > 1 << 30
