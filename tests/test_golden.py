@@ -89,6 +89,9 @@ OPTIONS = {
     "trace": None,  # the estimate's flags plus its own (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
     "alloc replay": ["--conf", "--total", "--format/-f"],
+    "validate": ["--kernel", "--model/-m", "-tp/--tensor-parallel-size", "--max-num-seqs",
+                 "--attention-backend", "--gpu", "--context", "--layers", "--steps", "--device",
+                 "--seed", "--format/-f"],
     "models": [],
     "gpus": [],
 }

@@ -27,6 +27,8 @@ def commands() -> tuple[Command, ...]:
     from memprof.commands.gate import gate
     from memprof.commands.listing import gpus, models
     from memprof.commands.trace import trace
+    from memprof.commands.validate import validate
 
     return (Command("estimate", estimate), Command("trace", trace), Command("alloc", alloc),
+            Command("validate", validate),
             Command("gate", gate), Command("models", models), Command("gpus", gpus))

@@ -190,9 +190,11 @@ class MLAConfig:
 
 def default_num_splits(batch: int, head_groups: int, max_seq_len: int, block_n: int,
                        sms: int) -> int:
-    """Splits per request: about four programs per SM (so the last wave's tail is short), each
-    split at least 4 tiles long, at most 64."""
-    want = math.ceil(4 * sms / max(1, batch * head_groups))
+    """Splits per request: about eight programs per SM (so the last wave's tail is short and
+    enough loads are in flight: on an H200 at B=64, 16 heads, 16k context, 4 per SM reached 59 %
+    of copy bandwidth and 16 splits 71 %, reports/gpu/kernels), each split at least 4 tiles
+    long, at most 64."""
+    want = math.ceil(8 * sms / max(1, batch * head_groups))
     most = max(1, math.ceil(max_seq_len / (4 * block_n)))
     return int(max(1, min(want, most, 64)))
 
