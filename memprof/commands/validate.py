@@ -90,7 +90,7 @@ def validate(
         import torch
     except ImportError:
         raise EnvironmentProblem("memprof validate needs torch",
-                                 hint="pip install 'memprof[trace]'") from None
+                                 hint="pip install 'memprof-llm[trace]'") from None
     if device == "cuda" and not torch.cuda.is_available():
         raise EnvironmentProblem("no CUDA GPU visible for the Triton kernels",
                                  hint="--device cpu runs the torch reference path")

@@ -191,9 +191,12 @@ class MLAConfig:
 def default_num_splits(batch: int, head_groups: int, max_seq_len: int, block_n: int,
                        sms: int) -> int:
     """Splits per request: about eight programs per SM (so the last wave's tail is short and
-    enough loads are in flight: on an H200 at B=64, 16 heads, 16k context, 4 per SM reached 59 %
-    of copy bandwidth and 16 splits 71 %, reports/gpu/kernels), each split at least 4 tiles
-    long, at most 64."""
+    enough loads are in flight), each split at least 4 tiles long, at most 64.
+
+    Measured on an H200 (reports/gpu/kernels): at B=64, 16 heads, equal 16k contexts, 9 splits
+    (four per SM) reached 59 % of copy bandwidth and 16 splits 71 %
+    (bench_kernels_mla-sweep-h200.json); with uneven contexts (validate's, 1/2 to 1× of the
+    longest) every count from 8 to 32 lands within a few points (mla-split-sweep.json)."""
     want = math.ceil(8 * sms / max(1, batch * head_groups))
     most = max(1, math.ceil(max_seq_len / (4 * block_n)))
     return int(max(1, min(want, most, 64)))
