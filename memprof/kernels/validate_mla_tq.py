@@ -25,6 +25,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -53,6 +54,7 @@ from memprof.kernels.tq_decode import (
 from memprof.kernels.workspace import Workspace, aligned_layout
 
 POLICIES = ("per-layer", "shared")
+_P = TypeVar("_P")  # what holds one policy's scratch (DecodeOutPolicy, TQDecodeBuffers)
 # ‖out − ref‖ / ‖ref‖ tolerances (device/METHOD.md): bf16 operands 1e-2, fp32 far under 1e-3.
 REL_TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-2, torch.float32: 1e-4}
 TQ_VS_UNQUANTISED_TOL = 0.3  # 4-bit values on random data: ~0.1 measured; a sanity bound
@@ -343,35 +345,18 @@ def validate_mla(*, model: str = "deepseek-r1", tp: int = 8, backend: str = "cut
                                      dtype=str(pad.dtype).removeprefix("torch."),
                                      max_abs=float(pad.abs().max()), rel=0.0, tol=0.0,
                                      passed=bool((pad == 0).all())))
-        held = policy.held_bytes
-        per = _per_layer_bytes(held, layers) if pol == "per-layer" else held
-        scaled = per * model_layers if pol == "per-layer" else held
         est = _estimate_bytes(model, Deployment(tp=tp, max_num_seqs=batch,
                                                 max_model_len=context_len,
                                                 attention_backend=backend, scratch=pol),
                               gpu_name, catalog, notes)
-        runs.append(PolicyRun(policy=pol, layers_run=layers, model_layers=model_layers,
-                              held_bytes=held, bytes_per_layer=per, scaled_bytes=scaled,
-                              estimate_bytes=est,
-                              estimate_match=None if est is None else est == scaled,
-                              allocated_delta_bytes=a_d, reserved_delta_bytes=r_d,
-                              peak_delta_bytes=p_d, step_ms=None, parity=tuple(parity)))
+        runs.append(_policy_run(pol, layers, model_layers, policy.held_bytes, est,
+                                (a_d, r_d, p_d), parity))
         live[pol] = policy
 
     ratio = speed_ok = None
     bw = None
     if on_cuda:
-        def step_of(pol: DecodeOutPolicy) -> Callable[[], None]:
-            def step() -> None:
-                for i in range(layers):
-                    decode(pol, i)
-            return step
-
-        times = _alternate_steps({p: step_of(live[p]) for p in live}, dev, reps, rounds)
-        runs = [_with_time(r, times.get(r.policy)) for r in runs]
-        if "per-layer" in times and "shared" in times:
-            ratio = times["shared"] / times["per-layer"]
-            speed_ok = ratio <= MAX_SHARED_RATIO
+        runs, ratio, speed_ok = _timed(runs, live, decode, layers, dev, reps, rounds)
         if measure_bandwidth:
             pol0 = next(iter(live.values()))
             kernel_ms = _time_ms(functools.partial(decode, pol0, 0), dev, reps * 2)
@@ -390,6 +375,39 @@ def validate_mla(*, model: str = "deepseek-r1", tp: int = 8, backend: str = "cut
                             heads=heads, kv_heads=1, num_splits=num_splits, runs=tuple(runs),
                             shared_over_per_layer=ratio, speed_passed=speed_ok, bandwidth=bw,
                             notes=tuple(notes))
+
+
+def _policy_run(policy: str, layers: int, model_layers: int, held: int, est: int | None,
+                mem: tuple[int | None, int | None, int | None],
+                parity: list[Parity]) -> PolicyRun:
+    """One policy's record: what it holds, that scaled to all the model's layers (per-layer:
+    one layer's share × layers; shared: the one buffer), and the estimate beside it."""
+    per = _per_layer_bytes(held, layers) if policy == "per-layer" else held
+    scaled = per * model_layers if policy == "per-layer" else held
+    return PolicyRun(policy=policy, layers_run=layers, model_layers=model_layers,
+                     held_bytes=held, bytes_per_layer=per, scaled_bytes=scaled,
+                     estimate_bytes=est, estimate_match=None if est is None else est == scaled,
+                     allocated_delta_bytes=mem[0], reserved_delta_bytes=mem[1],
+                     peak_delta_bytes=mem[2], step_ms=None, parity=tuple(parity))
+
+
+def _timed(runs: list[PolicyRun], live: dict[str, _P], decode: Callable[[_P, int], None],
+           layers: int, dev: torch.device, reps: int, rounds: int
+           ) -> tuple[list[PolicyRun], float | None, bool | None]:
+    """Time one decode step (all layers run) per policy, alternating; the runs with their step
+    time, the shared / per-layer ratio and whether it is within ``MAX_SHARED_RATIO``."""
+    def step_of(holder: _P) -> Callable[[], None]:
+        def step() -> None:
+            for i in range(layers):
+                decode(holder, i)
+        return step
+
+    times = _alternate_steps({p: step_of(live[p]) for p in live}, dev, reps, rounds)
+    runs = [_with_time(r, times.get(r.policy)) for r in runs]
+    if "per-layer" in times and "shared" in times:
+        ratio = times["shared"] / times["per-layer"]
+        return runs, ratio, ratio <= MAX_SHARED_RATIO
+    return runs, None, None
 
 
 def _with_time(run: PolicyRun, ms: float | None) -> PolicyRun:
@@ -492,35 +510,18 @@ def validate_tq(*, model: str = "qwen3-32b", tp: int = 1, batch: int = 256,
                                   f"(first {nb} requests)",
                                   bufs.get(last, batch)[1][:nb].cpu(), plain,
                                   TQ_VS_UNQUANTISED_TOL))
-        held = bufs.held_bytes
-        per = _per_layer_bytes(held, layers) if pol == "per-layer" else held
-        scaled = per * model_layers if pol == "per-layer" else held
         est = _estimate_bytes(model, Deployment(tp=tp, kv_cache_dtype="turboquant_k8v4",
                                                 max_num_seqs=batch, max_model_len=context_len,
                                                 scratch=pol),
                               gpu_name, catalog, notes)
-        runs.append(PolicyRun(policy=pol, layers_run=layers, model_layers=model_layers,
-                              held_bytes=held, bytes_per_layer=per, scaled_bytes=scaled,
-                              estimate_bytes=est,
-                              estimate_match=None if est is None else est == scaled,
-                              allocated_delta_bytes=a_d, reserved_delta_bytes=r_d,
-                              peak_delta_bytes=p_d, step_ms=None, parity=tuple(parity)))
+        runs.append(_policy_run(pol, layers, model_layers, bufs.held_bytes, est,
+                                (a_d, r_d, p_d), parity))
         live[pol] = bufs
 
     ratio = speed_ok = None
     bw = None
     if on_cuda:
-        def step_of(bufs: TQDecodeBuffers) -> Callable[[], None]:
-            def step() -> None:
-                for i in range(layers):
-                    decode(bufs, i)
-            return step
-
-        times = _alternate_steps({p: step_of(live[p]) for p in live}, dev, reps, rounds)
-        runs = [_with_time(r, times.get(r.policy)) for r in runs]
-        if "per-layer" in times and "shared" in times:
-            ratio = times["shared"] / times["per-layer"]
-            speed_ok = ratio <= MAX_SHARED_RATIO
+        runs, ratio, speed_ok = _timed(runs, live, decode, layers, dev, reps, rounds)
         if measure_bandwidth:
             b0 = next(iter(live.values()))
             kernel_ms = _time_ms(functools.partial(decode, b0, 0), dev, reps * 2)
