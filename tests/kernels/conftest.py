@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import pytest
+
 
 def _has_cuda() -> bool:
     if importlib.util.find_spec("torch") is None:
@@ -21,3 +23,13 @@ def _has_cuda() -> bool:
 
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def interpreter() -> None:
+    """Skip a test that runs Triton kernels on CPU tensors unless the interpreter is on (on a
+    GPU machine compiled kernels cannot read CPU memory; the ``gpu`` tests cover them there)."""
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        pytest.skip("Triton's interpreter is off (a GPU is visible): compiled kernels need CUDA "
+                    "tensors")

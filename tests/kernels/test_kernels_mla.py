@@ -74,8 +74,8 @@ def test_cpu_path_without_triton_is_reference() -> None:
     (16, [0, 9], 4, MLAConfig(block_n=16)),  # an empty request, empty splits
     (32, [100], 1, MLAConfig(block_n=32, block_h=32)),
 ])
+@pytest.mark.usefixtures("interpreter")
 def test_triton_interpreted_matches_naive(H, lens, splits, cfg) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("triton")
     q, kv, bt, lens_t = make(len(lens), H, 32, lens, seed=H)
     out = torch.full((len(lens), H, 512), float("nan"), dtype=torch.bfloat16)  # poisoned
     mla_decode(q, kv, bt, lens_t, SCALE, out=out, num_splits=splits, config=cfg,
@@ -89,8 +89,8 @@ def test_triton_interpreted_matches_naive(H, lens, splits, cfg) -> None:  # type
             assert bool((out[b] == 0).all())
 
 
+@pytest.mark.usefixtures("interpreter")
 def test_triton_writes_into_padded_cutlass_buffer() -> None:
-    pytest.importorskip("triton")
     q, kv, bt, lens = make(2, 16, 32, [50, 20])
     pol = DecodeOutPolicy("shared", backend="cutlass_mla", num_heads=16)
     buf = pol.get(0, 2)

@@ -111,8 +111,8 @@ def test_reference_matches_naive_over_dequantised(layout) -> None:  # type: igno
     ([0, 33], 8, "head_major", 8),  # empty request, empty splits
     ([64], 1, "token_major", 16),
 ])
+@pytest.mark.usefixtures("interpreter")
 def test_triton_interpreted_matches_naive(lens, splits, layout, block_n) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("triton")
     B, hq, hkv, d, page = len(lens), 8, 2, 64, 16
     q, cache, bt, lens_t, k, v = build(B, hq, hkv, d, page, lens, layout)
     bufs = tuple(torch.full(shape, float("nan"), dtype=dt)

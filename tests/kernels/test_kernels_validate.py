@@ -47,8 +47,8 @@ def test_tq_qwen3_32b_cpu() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.usefixtures("interpreter")
 def test_mla_and_tq_on_cuda() -> None:
-    pytest.importorskip("triton")
     r = validate_mla(batch=8, context_len=2048, layers=2, device="cuda", reps=3, rounds=2)
     assert r.triton and r.parity_passed and r.memory_passed
     t = validate_tq(batch=8, context_len=1024, layers=2, device="cuda", reps=3, rounds=2)
