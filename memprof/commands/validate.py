@@ -53,8 +53,8 @@ def validate(
         "--context", help="Longest context in the batch; others are 1/2 to 1× of it (default "
         "8192 mla / 4096 turboquant on CUDA, 256 on the CPU).")] = None,
     layers: Annotated[int, typer.Option(
-        "--layers", help="Layers run (capped to fit the GPU); the memory figures still scale "
-        "to all layers of the model.")] = 4,
+        "--layers", help="Layers run (lower it when the per-layer scratch does not fit the "
+        "GPU); the memory figures still scale to all layers of the model.")] = 4,
     steps: Annotated[int, typer.Option("--steps", help="Timed decode steps per round.")] = 10,
     device: Annotated[str, typer.Option(
         "--device", help="cuda (the Triton kernels) or cpu (the torch reference path).")
@@ -118,9 +118,14 @@ def validate(
             raise BadInput(f"--context {ctx} is over {spec.name}'s max_position_embeddings "
                            f"{spec.max_position_embeddings}", hint="use a shorter --context")
         batch = max_num_seqs or int(d["batch"])
-        results.append(_run(kind, name, tp, batch, ctx, layers, steps, device, seed,
-                            gpu or str(d["gpu"]), attention_backend or str(
-                                d.get("backend", "turboquant")), int(d["block_size"])))
+        try:
+            results.append(_run(kind, name, tp, batch, ctx, layers, steps, device, seed,
+                                gpu or str(d["gpu"]), attention_backend or str(
+                                    d.get("backend", "turboquant")), int(d["block_size"])))
+        except torch.OutOfMemoryError:
+            raise EnvironmentProblem(
+                f"the {kind} validation ran out of {device} memory (B={batch}, context {ctx}, "
+                f"{layers} layers)", hint="lower --max-num-seqs, --context or --layers") from None
     from memprof.report.validate import render_json, render_table
 
     dev_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"

@@ -94,3 +94,18 @@ def test_fuzzed_numbers_never_trace_back(capsys: pytest.CaptureFixture[str], fla
     if code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint:")
+
+
+def test_running_out_of_memory_is_an_environment_error(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import memprof.commands.validate as cmd
+
+    def oom(*_: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(cmd, "_run", oom)
+    code, out, err = call(capsys, "validate", "--device", "cpu", "--kernel", "mla")
+    lines = err.strip().splitlines()
+    assert code == 3 and out == "" and len(lines) == 2
+    assert lines[0].startswith("error: the mla validation ran out of cpu memory")
+    assert lines[1].startswith("hint: lower --max-num-seqs")
