@@ -78,8 +78,9 @@ def _kernel_block(k: KernelValidation, console: Console) -> None:
         b = k.bandwidth
         target = "" if b.target is None else f" (target ≥ {b.target:.0%})"
         console.print(f"  bandwidth: kernel {b.kernel_gbps:.0f} GB/s ({fmt_bytes(b.kernel_bytes)} "
-                      f"in {b.kernel_ms:.3f} ms), copy {b.copy_gbps:.0f} GB/s, "
-                      f"{b.fraction:.0%}{target} {_ok(b.passed)}")
+                      f"in {b.kernel_ms:.3f} ms under a CUDA graph; {b.eager_ms:.3f} ms launched "
+                      f"eagerly), copy {b.copy_gbps:.0f} GB/s, {b.fraction:.0%}{target} "
+                      f"{_ok(b.passed)}")
     for n in k.notes:
         console.print(f"  note: {n}")
     console.print(f"  {k.kernel}: {'PASS' if k.passed else 'FAIL'}")

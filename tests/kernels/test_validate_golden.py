@@ -13,7 +13,8 @@ from memprof.core.estimate import estimate
 from memprof.kernels.validate_mla_tq import CATALOG_NAMES
 
 GOLD = Path(__file__).resolve().parents[2] / "reports" / "gpu" / "validate"
-FILES = sorted(p for p in GOLD.glob("validate-*.json") if p.name != "validate-grid.json")
+FILES = sorted(p for p in GOLD.glob("validate-*.json")
+               if p.name not in ("validate-grid.json", "validate-runs.json"))
 GPU_FOR = {"cutlass_mla": "B200", "flashinfer_mla": "B200", "turboquant": "H200"}
 
 
@@ -49,3 +50,26 @@ def test_parity_grid_passed() -> None:
         (k, b, bs) for k in ("mla", "tq") for b in (1, 64, 256) for bs in (16, 64)}
     assert all(r["passed"] for r in rows)
     assert max(r["context"] for r in rows) == 32768
+
+
+def test_mla_bandwidth_target_held_at_b64_and_up() -> None:
+    """Issue 11: the MLA decode reaches ≥ 70 % of the copy bandwidth at B ≥ 64 with long
+    contexts (GPU time under CUDA-graph replay; the eager time, host overhead included, is
+    recorded beside it and is longer)."""
+    seen = []
+    for path in FILES:
+        for k in json.loads(path.read_text())["kernels"]:
+            b = k["bandwidth"]
+            if k["kernel"] != "mla" or k["batch"] < 64:
+                continue
+            assert b["kernel_ms"] < b["eager_ms"]
+            if k["context_len"] >= 8192:
+                assert b["fraction"] >= 0.70 and b["passed"] is True
+                seen.append((k["batch"], k["context_len"]))
+    assert {(64, 8192), (64, 16384), (128, 32768)} <= set(seen)
+
+
+def test_every_cli_run_exited_zero() -> None:
+    runs = json.loads((GOLD / "validate-runs.json").read_text())
+    assert runs["device"].startswith("NVIDIA") and len(runs["runs"]) == 6
+    assert {n: r["exit_code"] for n, r in runs["runs"].items()} == dict.fromkeys(runs["runs"], 0)
