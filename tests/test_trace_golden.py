@@ -56,3 +56,18 @@ def test_gpu_trace_equals_the_estimate(name: str) -> None:
         elif c["name"] in WITHIN_10 and by_name.get(c["name"]):
             est_b = by_name[c["name"]]
             assert abs(c["traced_bytes"] - est_b) <= 0.10 * est_b, (name, c["name"])
+
+
+@pytest.mark.parametrize("name", ["qwen3-0.6b-h200", "llama-3.1-8b-h200",
+                                  "qwen3-32b-tq-shared-h200"])
+def test_graph_capture_is_vllms_full_and_piecewise(name: str) -> None:
+    """The H200 trace captured one graph per piece (attention layers + 1) for every PIECEWISE
+    size and one per FULL size, and its pool is the private pool's tensors + driver memory."""
+    doc = json.loads((GOLDEN / f"trace-{name}.json").read_text())
+    rows = {c["name"]: c for c in doc["components"]}
+    whole = rows["CUDA-graph pool (memprof's prediction)"]
+    tensors = rows["CUDA-graph pool: tensors"]["traced_bytes"]
+    driver = rows["CUDA-graph pool: driver (graph executables)"]["traced_bytes"]
+    assert whole["traced_bytes"] == tensors + driver and tensors > 0 and driver > 0
+    layers = {"qwen3-0.6b-h200": 28, "llama-3.1-8b-h200": 32, "qwen3-32b-tq-shared-h200": 64}
+    assert f"sizes PIECEWISE 51, FULL 35, {51 * (layers[name] + 1) + 35} graphs" in whole["how"]

@@ -51,6 +51,10 @@ class Replica:
     charge: Callable[[str], object]
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     lazy: list[Allocation] = field(default_factory=list)  # scratch allocated at first decode
+    # PIECEWISE capture: called where vLLM's piecewise backend splits the compiled graph (at each
+    # attention op, vllm/compilation/backends.py ``split_graph`` on the splitting ops), so the
+    # capture ends one piece's graph there and begins the next; None otherwise
+    piece_break: Callable[[], None] | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -98,6 +102,7 @@ class Replica:
             out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
             if decode:
                 self.decode_scratch(i)
+            self._split()
             # qkv is a local of LlamaAttention.forward: alive until o_proj has run
             o = self.linear(out, "self_attn.o_proj", i, h)
             del qkv
@@ -110,15 +115,22 @@ class Replica:
             out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
             if decode:
                 self.decode_scratch(i)
+            self._split()
             del q
             o = torch.empty(t, h, dtype=x.dtype, device=x.device)
         else:  # DeepSeek-V4: modelled at the shapes of its projections
             out = torch.empty(t, max(hl, 64) * a.head_dim, dtype=x.dtype, device=x.device)
             if decode:
                 self.decode_scratch(i)
+            self._split()
             o = torch.empty(t, h, dtype=x.dtype, device=x.device)
         del out
         return self.all_reduce(o)
+
+    def _split(self) -> None:
+        """The attention kernel runs here, between two pieces of a PIECEWISE capture."""
+        if self.piece_break is not None:
+            self.piece_break()
 
     def mlp(self, x: torch.Tensor, layer: Layer) -> torch.Tensor:
         m, i, dep = layer.mlp, layer.index, self.ctx.dep

@@ -19,9 +19,10 @@ from typing import Literal
 
 from memprof.base.errors import EnvironmentProblem
 from memprof.core.allocations import rank_allocations
+from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
-from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model
+from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -160,7 +161,8 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     mnbt = e.max_num_batched_tokens
     seqs = min(dep_r.max_num_seqs or 1, mnbt)
     graphs: list[int] = []
-    act_peak, pool = 0, 0
+    act_peak = 0
+    capture: GraphCapture | None = None
     kv_before = None
     oom: TraceOOM | None = None
     phase = "context"
@@ -182,10 +184,10 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
         replica.allocate([a for a in allocs if a.phase == "kv_cache"], zero=True)
 
     def cudagraph() -> None:
-        nonlocal pool, graphs
+        nonlocal capture, graphs
         if not dep_r.enforce_eager:
             graphs = sorted(capture_sizes(dep_r), reverse=True)[:max_graphs]
-            pool = _capture(kind, replica, graphs, dev)
+            capture = _capture(kind, replica, graph_modes(dep_r), max_graphs)
 
     def decode() -> None:
         for _ in range(max(1, decode_steps)):
@@ -225,7 +227,7 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     if kv_before is not None and "kv_cache" in {p.name for p in records}:
         k = next(p for p in records if p.name == "kv_cache")
         kv_slack = (k.reserved - kv_before.reserved) - counter.by_component.get("KV cache", 0)
-    comps = _components(e, r, counter.by_component, act_peak, records, pool, kind, kv_slack)
+    comps = _components(e, r, counter.by_component, act_peak, records, capture, kind, kv_slack)
     total = e.gpu.total_bytes
     traced_total = sum(c.traced if c.traced is not None else c.estimated for c in comps)
     verdict_traced = "fits" if traced_total <= total else "runtime_oom"
@@ -243,39 +245,80 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
                        notes=tuple(notes), graph_sizes=tuple(graphs), oom=oom)
 
 
-def _capture(kind: str, replica: object, sizes: list[int], dev: object) -> int:
-    """Capture the decode forward at each size, largest first, into one pool (vLLM's
-    ``capture_model``); returns the pool's size as vLLM measures it (``mem_get_info`` delta).
-    On the fake device the graphs' allocations go through the simulator outside a private pool
-    and the pool is the tracked peak of the largest capture."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphCapture:
+    """What capturing the CUDA graphs cost (bytes): the device's ``mem_get_info`` delta around
+    the capture (vLLM's measure), the part the caching allocator reserved for the graphs' private
+    pool (their tensors), and the rest, the driver's memory for the graph executables; the
+    capture sizes per mode and the graphs captured (a PIECEWISE size is one graph per piece)."""
+
+    total: int
+    tensors: int
+    driver: int
+    sizes: dict[str, list[int]]
+    graphs: int
+
+
+def _capture(kind: str, replica: object, modes: dict[str, list[int]],
+             max_graphs: int | None) -> GraphCapture | None:
+    """Capture the decode forward as vLLM's ``capture_model`` does under FULL_AND_PIECEWISE
+    (vllm/v1/worker/gpu_model_runner.py ``capture_model`` / ``_capture_cudagraphs``,
+    vllm/compilation/cuda_graph.py ``CUDAGraphWrapper``, vLLM@52a31cc): every size largest first,
+    PIECEWISE sizes first, then the FULL (uniform decode) sizes, all into one graph pool;
+    a PIECEWISE size is one graph per piece of the forward split at each attention op (the
+    attention runs eagerly between them); ``gc.collect`` / ``empty_cache`` are not called
+    between captures (vLLM patches them out). ``max_graphs`` keeps the largest sizes of each
+    mode. On the fake device only the warm-up runs (the simulator has no private pools here)."""
     import torch
 
     from memprof.trace.replica import Replica
 
     assert isinstance(replica, Replica)
+    sizes = {m: sorted(v, reverse=True)[:max_graphs] for m, v in modes.items() if v}
     if not sizes:
-        return 0
+        return None
+    largest = max(max(v) for v in sizes.values())
     # warm-up at the largest size first, outside any graph (vLLM's dummy runs before capture)
-    replica.forward(sizes[0], 0, decode=True)
+    replica.forward(largest, 0, decode=True)
     if kind != "cuda":
-        return 0
+        return None
     torch.cuda.synchronize()
     free_before = torch.cuda.mem_get_info()[0]
+    reserved_before = torch.cuda.memory_reserved()
     pool = torch.cuda.graph_pool_handle()
-    keep = []
-    for n in sizes:
+    keep: list[torch.cuda.CUDAGraph] = []
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+
+    def begin() -> torch.cuda.CUDAGraph:
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=pool):
-            replica.forward(n, 0, decode=True)
+        g.capture_begin(pool=pool)
         keep.append(g)
+        return g
+
+    with torch.cuda.stream(stream):
+        for mode in ("PIECEWISE", "FULL"):
+            for n in sizes.get(mode, []):
+                current = [begin()]
+                if mode == "PIECEWISE":
+                    def piece_break(cur: list[torch.cuda.CUDAGraph] = current) -> None:
+                        cur[0].capture_end()
+                        cur[0] = begin()
+                    replica.piece_break = piece_break
+                try:
+                    replica.forward(n, 0, decode=True)
+                finally:
+                    replica.piece_break = None
+                    current[0].capture_end()
     torch.cuda.synchronize()
-    used = free_before - torch.cuda.mem_get_info()[0]
+    total = free_before - torch.cuda.mem_get_info()[0]
+    tensors = torch.cuda.memory_reserved() - reserved_before
     replica.tensors["_graphs"] = keep  # type: ignore[assignment]
-    return int(used)
+    return GraphCapture(total=int(total), tensors=int(tensors), driver=int(total - tensors),
+                        sizes=sizes, graphs=len(keep))
 
 
 def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak: int,
-                records: list[PhaseRecord], pool: int, kind: str,
+                records: list[PhaseRecord], capture: GraphCapture | None, kind: str,
                 kv_slack: int | None) -> list[ComponentTrace]:
     phases = {p.name: p for p in records}
     out: list[ComponentTrace] = []
@@ -304,12 +347,8 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             traced = max(0, (p.allocated_peak - w.allocated) - act_peak)
             how = "allocator peak of the profile run above the tracked peak (op-internal)"
         elif c.name == "CUDA-graph pool above the estimate":
-            g = cudagraph_model(rank_context(e, r))
-            if kind == "cuda" and "cudagraph" in phases and not e.deployment.enforce_eager:
-                out.append(ComponentTrace(
-                    name="CUDA-graph pool (memprof's prediction)", category="cudagraph",
-                    estimated=g.actual, traced=pool,
-                    how="mem_get_info delta around capture (vLLM's measure)"))
+            if capture is not None:
+                out.extend(_graph_rows(rank_context(e, r), capture))
             how = "the predicted pool above vLLM's estimate (not measurable alone)"
         elif c.name == "non-torch increase (profile run)" and kind == "cuda" and \
                 "profile_run" in phases:
@@ -325,6 +364,25 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
         out.append(ComponentTrace(name=c.name, category=c.category, estimated=c.bytes,
                                   traced=traced, how=how))
     return out
+
+
+def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:
+    """The graph pool memprof predicts for the sizes that were captured, whole and in its two
+    parts, beside the capture's measure."""
+    g = cudagraph_model(ctx, sizes=cap.sizes)
+    n = ", ".join(f"{m} {len(v)}" for m, v in cap.sizes.items())
+    return [
+        ComponentTrace(name="CUDA-graph pool (memprof's prediction)", category="cudagraph",
+                       estimated=g.actual, traced=cap.total,
+                       how=f"mem_get_info delta around the capture (vLLM's measure); sizes {n}, "
+                       f"{cap.graphs} graphs"),
+        ComponentTrace(name="CUDA-graph pool: tensors", category="cudagraph",
+                       estimated=g.actual - g.driver, traced=cap.tensors,
+                       how="memory_reserved delta around the capture (the private pool)"),
+        ComponentTrace(name="CUDA-graph pool: driver (graph executables)", category="cudagraph",
+                       estimated=g.driver, traced=cap.driver,
+                       how="the capture's mem_get_info delta − its memory_reserved delta"),
+    ]
 
 
 def _cublas_workspace(sim: object, e: Estimate) -> None:

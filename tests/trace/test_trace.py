@@ -4,6 +4,7 @@ reports/gpu/trace (an H200), and the command's phases, attribution, snapshot and
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -128,3 +129,25 @@ def test_snapshots_load_in_memory_viz_and_replay(tmp_path: Path) -> None:
         with contextlib.redirect_stdout(out):
             assert run(["alloc", "replay", str(path), "-f", "json"]) == 0
         assert json.loads(out.getvalue())["summary"]["allocated_peak_bytes"] > 1 << 30
+
+
+def test_piecewise_capture_breaks_at_every_attention_layer() -> None:
+    """vLLM's piecewise backend splits the forward at each attention op: the replica calls
+    ``piece_break`` once per attention layer of the rank (L breaks → L + 1 pieces)."""
+    import torch
+
+    from memprof.core.deployment import Deployment
+    from memprof.core.estimate import estimate, rank_context
+    from memprof.trace.replica import Replica
+
+    for model, layers in (("qwen3-0.6b", 28), ("deepseek-r1", 61)):
+        e = estimate(model, Deployment(tp=8 if model == "deepseek-r1" else 1), gpu_name="H200")
+        rep = Replica(ctx=rank_context(e, e.ranks[0]), device=torch.device("cpu"),
+                      charge=lambda _c: contextlib.nullcontext())
+        breaks: list[int] = []
+        rep.piece_break = functools.partial(breaks.append, 1)
+        rep.forward(4, 0, decode=False)
+        assert len(breaks) == layers
+        rep.piece_break = None
+        rep.forward(4, 0, decode=False)
+        assert len(breaks) == layers

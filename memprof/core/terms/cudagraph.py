@@ -75,10 +75,11 @@ class GraphModel:
     first_capture: dict[str, int]  # per mode: live set of its largest graph + driver overhead
     per_graph_sample: int  # vLLM's mem_sample[1], floored at 1 MiB
     estimate: int  # what vLLM subtracts from the KV budget
-    actual: int  # memprof's prediction of the pool used
+    actual: int  # memprof's prediction of the pool used: live set + driver
+    driver: int  # the part of ``actual`` that is driver memory for the graph executables
 
 
-def cudagraph_model(ctx: TermContext) -> GraphModel:
+def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None) -> GraphModel:
     """vLLM's estimate and memprof's prediction of the graph pool (vLLM@52a31cc gpu_model_runner.py
     profile_cudagraph_memory).
 
@@ -101,16 +102,17 @@ def cudagraph_model(ctx: TermContext) -> GraphModel:
     just driver memory; memprof does not model that excess, nor attention-kernel workspaces that
     FULL captures touch (``profile_seq_lens``).
     """
-    modes = {m: sizes for m, sizes in graph_modes(ctx.dep).items() if sizes}
-    live = {m: decode_live_bytes(ctx, max(sizes)) for m, sizes in modes.items()}
+    modes = {m: v for m, v in (sizes or graph_modes(ctx.dep)).items() if v}
+    live = {m: decode_live_bytes(ctx, max(v)) for m, v in modes.items()}
     first = {m: live[m] + CUDAGRAPH_DRIVER_PER_GRAPH for m in modes}
     per_graph = max(CUDAGRAPH_DRIVER_PER_GRAPH, CUDAGRAPH_MIN_PER_GRAPH)
     estimate = (max(first.values(), default=0)
-                + sum(per_graph * (len(sizes) - 1) for sizes in modes.values()))
-    n_graphs = sum(len(sizes) for sizes in modes.values())
-    actual = max(live.values(), default=0) + CUDAGRAPH_DRIVER_PER_GRAPH * n_graphs
+                + sum(per_graph * (len(v) - 1) for v in modes.values()))
+    n_graphs = sum(len(v) for v in modes.values())
+    driver = CUDAGRAPH_DRIVER_PER_GRAPH * n_graphs
+    actual = max(live.values(), default=0) + driver
     return GraphModel(modes=modes, first_capture=first, per_graph_sample=per_graph,
-                      estimate=estimate, actual=actual)
+                      estimate=estimate, actual=actual, driver=driver)
 
 
 def cudagraph_terms(ctx: TermContext) -> list[Component]:
