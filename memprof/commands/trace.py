@@ -3,12 +3,18 @@ flag, plus the device, the rank and what to record)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
 import typer
 
 from memprof.commands.flags import deployment, with_deployment_flags
+
+
+def show_progress(fmt: str, stdout_is_tty: bool) -> bool:
+    """The progress bar (phases and layers, on stderr) shows for a table on a terminal only."""
+    return stdout_is_tty and fmt == "table"
 
 
 @with_deployment_flags
@@ -53,10 +59,17 @@ def trace(
         if not cuda_available():
             sys.stderr.write("note: no GPU visible: tracing on the fake device (allocator "
                              "simulator)\n")
-    with progress(tty and fmt == "table") as step:
+    group = None
+    if os.environ.get("WORLD_SIZE"):  # launched by torchrun: trace this process's rank
+        from memprof.trace.dist import default_group
+
+        group, env_rank = default_group(dep)
+        rank = env_rank if rank is None else rank
+    with progress(show_progress(fmt, tty)) as step:
         result = run_trace(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory, device=device,
                            rank=rank, decode_steps=decode_steps, max_graphs=graphs,
-                           alloc_conf=alloc_conf, snapshot=snapshot, progress=step)
+                           alloc_conf=alloc_conf, snapshot=snapshot, progress=step,
+                           group=group)
     if fmt == "json":
         sys.stdout.write(render_json(result))
     else:

@@ -4,7 +4,8 @@ device through the allocator simulator), recorded phase by phase against the est
 - ``tracker``: every allocation torch dispatches, charged to an estimate component;
 - ``device``: the GPU or the fake device, and every ``torch.cuda`` memory call;
 - ``replica``: the rank's tensors and forward passes;
-- ``run``: the phases and the result.
+- ``run``: the phases and the result;
+- ``dist``: the process group of a trace under torchrun.
 
 Imports torch; nothing below this layer does.
 """

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +56,8 @@ class Replica:
     # attention op, vllm/compilation/backends.py ``split_graph`` on the splitting ops), so the
     # capture ends one piece's graph there and begins the next; None otherwise
     piece_break: Callable[[], None] | None = None
+    group: Any = None  # a torch.distributed ProcessGroup for the collectives, or None (local)
+    on_layer: Callable[[int, int], None] | None = None  # (layers done, layers) during a forward
 
     @property
     def dtype(self) -> torch.dtype:
@@ -83,8 +86,17 @@ class Replica:
         return torch.empty(x.shape[0], out, dtype=x.dtype, device=x.device)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
-        """TP>1: vLLM's out-of-place all-reduce returns a new tensor (modelled as a copy)."""
-        return x.clone() if self.ctx.dep.tp > 1 else x
+        """TP>1: vLLM's out-of-place all-reduce returns a new tensor. With a real process group
+        (``group``: under torchrun, a world of 1 on one GPU, gloo on CPU) the sum runs over it;
+        a rank traced alone gets the same output allocation from a local copy."""
+        if self.ctx.dep.tp <= 1 and self.group is None:
+            return x
+        y = x.clone()
+        if self.group is not None:
+            import torch.distributed as dist
+
+            dist.all_reduce(y, group=self.group)
+        return y
 
     # --- blocks --------------------------------------------------------------------------------
     def attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
@@ -194,9 +206,11 @@ class Replica:
             else:
                 x = torch.empty(tokens, h, dtype=dt, device=dev)
             residual = torch.empty_like(x)  # the first norm writes a new tensor
-            for layer in layers:
+            for done, layer in enumerate(layers, 1):
                 x = self.attention(x, layer, decode)  # post-attention norm: fused, in place
                 x = self.mlp(x, layer)  # next input norm: fused with the residual, in place
+                if self.on_layer is not None:
+                    self.on_layer(done, len(layers))
             del residual
             if coord.pp_stage == dep.pp - 1 and rows > 0:
                 self.sampler(x, rows)

@@ -115,8 +115,13 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
               gpu_memory_bytes: int | None = None, device: str | None = None,
               rank: int | None = None, decode_steps: int = 2, max_graphs: int | None = None,
               alloc_conf: str = "", snapshot: str | None = None,
-              progress: Progress | None = None) -> TraceResult:
-    """Trace one rank (``rank``: a global rank; default the first distinct rank)."""
+              progress: Progress | None = None, group: object = None) -> TraceResult:
+    """Trace one rank (``rank``: a global rank; default the first distinct rank).
+
+    ``group``: a ``torch.distributed`` process group whose collectives the replica runs (under
+    torchrun; a world of 1 on one GPU; gloo on CPU); None traces the rank alone, each collective
+    replaced by a local op with the same output allocation. Ignored on the fake device (fake
+    tensors cannot cross a real process group)."""
     import torch
 
     from memprof.trace.device import Device, SimSink
@@ -141,9 +146,13 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     replica = Replica(ctx=rank_context(e, r), device=torch.device("cuda"),
                       charge=tracker.charge)
     replica.lazy = [a for a in allocs if a.phase == "decode"]
+    replica.group = group if kind == "cuda" else None
     records: list[PhaseRecord] = []
     notes: list[str] = []
     report = progress or (lambda _p, _d, _t: None)
+    current = ["context"]  # the phase running, for the progress bar's layer updates
+    replica.on_layer = lambda done, total: report(f"{current[0]}: layer {done}/{total}",
+                                                  len(records), 6)
 
     def record(name: str, start: float, tracked_peak: int) -> None:
         dev.synchronize()
@@ -209,6 +218,7 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
             del warm
             record("context", t0, counter.peak)
             for phase, fn in steps:
+                current[0] = phase
                 t0 = time.perf_counter()
                 counter.reset_peak()
                 fn()

@@ -151,3 +151,78 @@ def test_piecewise_capture_breaks_at_every_attention_layer() -> None:
         rep.piece_break = None
         rep.forward(4, 0, decode=False)
         assert len(breaks) == layers
+
+
+def test_progress_bar_names_phases_and_layers_and_is_off_for_json_and_pipes() -> None:
+    from rich.console import Console
+
+    from memprof.commands.trace import show_progress
+    from memprof.core.deployment import Deployment
+    from memprof.report.trace import progress
+    from memprof.trace.run import run_trace
+
+    assert show_progress("table", True)
+    assert not show_progress("json", True) and not show_progress("table", False)
+    seen: list[tuple[str, int, int]] = []
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    with progress(True, console=console) as step:
+        def both(p: str, d: int, t: int) -> None:
+            seen.append((p, d, t))
+            step(p, d, t)
+        run_trace("qwen3-0.6b", Deployment(max_num_seqs=8), gpu_name="H200", device="fake",
+                  max_graphs=1, decode_steps=1, progress=both)
+    phases = [p for p, _, _ in seen if ":" not in p]
+    assert phases == ["context", "weights", "profile_run", "kv_cache", "cudagraph", "decode"]
+    assert ("profile_run: layer 28/28", 2, 6) in seen and ("decode: layer 1/28", 5, 6) in seen
+    assert "trace: decode" in buf.getvalue()  # the final frame (intermediate ones are timed)
+    with progress(False) as off:
+        off("weights", 1, 6)  # disabled: a no-op
+
+
+def test_collectives_run_over_a_real_process_group_gloo_world_of_one() -> None:
+    """Under torchrun the replica's all-reduce goes through torch.distributed (here gloo, a
+    world of 1 on CPU); the output is a new tensor, as vLLM's out-of-place all-reduce."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    from memprof.core.deployment import Deployment
+    from memprof.core.estimate import estimate, rank_context
+    from memprof.trace.replica import Replica
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        calls: list[int] = []
+        real = dist.all_reduce
+
+        def counting(t: torch.Tensor, *a: Any, **k: Any) -> Any:
+            calls.append(t.numel())
+            return real(t, *a, **k)
+
+        e = estimate("qwen3-0.6b", Deployment(tp=2), gpu_name="H200")
+        rep = Replica(ctx=rank_context(e, e.ranks[0]), device=torch.device("cpu"),
+                      charge=lambda _c: contextlib.nullcontext(), group=dist.group.WORLD)
+        x = torch.ones(3, 4)
+        dist.all_reduce = counting  # type: ignore[assignment]
+        try:
+            y = rep.all_reduce(x)
+            rep.forward(4, 0)
+        finally:
+            dist.all_reduce = real
+        assert torch.equal(y, x) and y.data_ptr() != x.data_ptr()  # world of 1: the sum is x
+        assert calls[0] == 12 and len(calls) == 1 + 2 * 28  # attention + MLP of 28 layers
+    finally:
+        dist.destroy_process_group()
+
+
+def test_torchrun_world_must_be_one_or_the_tp_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = run(["trace", "-m", "qwen3-0.6b", "-tp", "2", "--device", "fake"])
+    assert code == 2
+    assert "torchrun started 3 processes" in err.getvalue() and "hint:" in err.getvalue()
