@@ -13,9 +13,10 @@ id)`` tuples: the same order as ``BlockComparatorSize``, ``bisect_left`` is ``lo
 insert/remove are O(log n) in a well-kept pure-Python library (no C extension to build), which
 keeps a whole model's trace replay well above 200,000 ops/s.
 
-Device memory is a bump allocator of addresses (``cudaMalloc`` returns increasing addresses on a
-fresh device); ``total_bytes`` bounds what ``cudaMalloc`` may return, ``set_memory_fraction``
-bounds ``total_allocated_memory`` as ``set_per_process_memory_fraction`` does.
+Segment addresses come from ``memprof.alloc.va`` (the driver's placement, modelled from an H200:
+ties between equal-size blocks depend on it); ``total_bytes`` bounds what ``cudaMalloc`` may
+return, ``set_memory_fraction`` bounds ``total_allocated_memory`` as
+``set_per_process_memory_fraction`` does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sortedcontainers import SortedList
 
 from memprof.alloc.config import AllocatorConfig, parse_conf
 from memprof.alloc.stats import Stats
+from memprof.alloc.va import DriverVA
 from memprof.base.errors import MemprofError
 from memprof.base.units import fmt_bytes
 
@@ -202,7 +204,8 @@ class CachingAllocator:
         self.total_allocated_memory = 0  # reserved bytes (cudaMalloc'd or mapped)
         self.allowed_memory_maximum: int | None = None  # set_per_process_memory_fraction
         self._next_addr = 1 << 40
-        self._free_ranges: SortedList = SortedList()  # (address, length) given back by cudaFree
+        self._va = DriverVA()  # where cudaMalloc puts segments (below 1 << 44; expandable
+        # segments' reservations grow up from 1 << 40... and never meet them on a real GPU size)
         self._next_handle = 0
         self.expandable: dict[tuple[int, bool], ExpandableSegment] = {}
         self.private: dict[int, PrivatePool] = {}
@@ -488,35 +491,13 @@ class CachingAllocator:
 
     # --- releasing cached memory ---------------------------------------------------------------
     def _device_malloc(self, size: int) -> int:
-        """``cudaMalloc``'s address: the lowest freed range that holds ``size`` (first fit, as
-        the driver reuses freed address space), else new space above everything."""
-        need = -(-size // SEGMENT_ALIGN) * SEGMENT_ALIGN
-        for i, (start, length) in enumerate(self._free_ranges):
-            if length >= need:
-                del self._free_ranges[i]
-                if length > need:
-                    self._free_ranges.add((start + need, length - need))
-                return int(start)
-        addr = self._next_addr
-        self._next_addr += need
-        return addr
+        """``cudaMalloc``'s address (``memprof.alloc.va``: the driver's placement as measured)."""
+        return self._va.malloc(size)
 
     def _device_free(self, addr: int, size: int) -> None:
-        """``cudaFree``: the range goes back, merged with free neighbours."""
-        length = -(-size // SEGMENT_ALIGN) * SEGMENT_ALIGN
-        ranges = self._free_ranges
-        i = ranges.bisect_left((addr, 0))
-        if i > 0 and ranges[i - 1][0] + ranges[i - 1][1] == addr:
-            addr, length = ranges[i - 1][0], ranges[i - 1][1] + length
-            del ranges[i - 1]
-            i -= 1
-        if i < len(ranges) and addr + length == ranges[i][0]:
-            length += ranges[i][1]
-            del ranges[i]
-        if addr + length == self._next_addr:
-            self._next_addr = addr
-        else:
-            ranges.add((addr, length))
+        """``cudaFree``: the segment's address space goes back to the driver."""
+        del size
+        self._va.free(addr)
 
     def _release_block(self, b: Block) -> None:
         self._device_free(b.addr, b.size)

@@ -1,0 +1,85 @@
+"""The driver placement model (memprof.alloc.va) against every segment address an H200 gave
+(tests/data/alloc_golden/alloc-addresses.json.gz, ``benchmarks/alloc_addresses.py``): which
+segments it places exactly where the driver did, and which it does not yet (pinned, so a change
+to the model shows as a change here)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from memprof.alloc.va import DriverVA
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "alloc_golden" / "alloc-addresses.json.gz"
+RUNS = json.loads(gzip.decompress(DATA.read_bytes()))["runs"]
+# run -> (segments created, misplaced by the model) as of this model
+EXPECTED = {"default/random": (80, 0), "default/model_run": (108, 1),
+            "mss128-rp4/model_run": (108, 1), "mss128-rp4/random": (284, 33)}
+
+
+def replay(run: dict[str, object]) -> tuple[int, int]:
+    """Feed the GPU's segment creations and frees to the model in order; a misplaced segment is
+    counted and then placed where the GPU put it, so one miss does not hide the rest."""
+    segs = {int(k): v for k, v in run["segments"].items()}  # type: ignore[attr-defined]
+    prev: set[tuple[int, int]] = set()
+    va: DriverVA | None = None
+    made = missed = 0
+    for k in sorted(segs):
+        cur = {(int(a), int(s)) for a, s in segs[k]}
+        gone, new = sorted(prev - cur), sorted(cur - prev)
+        if va is None:
+            va = DriverVA(base=new[0][0])
+        for a, _ in gone:
+            va.free(a)
+        for a, s in new:
+            made += 1
+            got = va.malloc(s)
+            if got != a:
+                missed += 1
+                va.free(got)
+                _force(va, a, s)
+        prev = cur
+    return made, missed
+
+
+def _force(va: DriverVA, addr: int, size: int) -> None:
+    from memprof.alloc.va import CHUNK, GRANULE, Chunk
+
+    need = -(-size // GRANULE) * GRANULE
+    for ch in va.chunks:
+        for r in ch.free:
+            if r[0] <= addr and addr + need <= r[1]:
+                ch.free.remove(r)
+                ch.free += [x for x in ([r[0], addr], [addr + need, r[1]]) if x[1] > x[0]]
+                ch.free.sort()
+                ch.live += 1
+                va.owner[addr] = (ch, need)
+                return
+    start = addr // CHUNK * CHUNK
+    end = start + -(-(addr + need - start) // CHUNK) * CHUNK
+    ch = Chunk(start, end - start, [x for x in ([start, addr], [addr + need, end])
+                                    if x[1] > x[0]], live=1)
+    va.chunks.append(ch)
+    va.owner[addr] = (ch, need)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_placements_as_recorded(name: str) -> None:
+    assert replay(RUNS[name]) == EXPECTED[name]
+
+
+def test_a_fresh_model_fills_the_arena_then_takes_chunks_top_down() -> None:
+    MiB = 1 << 20
+    va = DriverVA()
+    base = va.base
+    assert va.malloc(2 * MiB) == base  # the arena's first free range
+    assert va.malloc(20 * MiB) == base + 74 * MiB  # its second
+    big = va.malloc(384 * MiB)
+    assert big == base - 414 * MiB - 384 * MiB  # a chunk right below the ceiling
+    small = va.malloc(454 * MiB)
+    assert small == big - 480 * MiB  # 454 MiB takes a 480 MiB chunk below it
+    va.free(big)
+    assert va.malloc(360 * MiB) == big  # the chunk was given back: the space is reused
