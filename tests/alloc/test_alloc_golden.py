@@ -16,13 +16,9 @@ from memprof.alloc.replay import ops_from_json
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "alloc_golden"
 FILES = sorted(GOLDEN.glob("alloc-golden-*.json"))
-# The one sequence that still diverges: with max_split_size_mb:128 and power-of-two rounding,
-# the random mix picks a different free block at op 1,200 of 3,000 — the four figures agree until
-# then. Ties between equal-size free blocks are broken by address, and where cudaMalloc puts a
-# segment is modelled from measurement (memprof.alloc.va): 33 of that run's 284 segments are
-# still placed elsewhere than the driver put them (tests/alloc/test_va.py). With the bump
-# allocator of addresses used before, it diverged at op 904.
-KNOWN_DIVERGENT = {("alloc-golden-mss128-rp4.json", "random")}
+# Every sequence on every config, identical after every op. Ties between equal-size free blocks
+# are broken by address, so this holds only with the driver's segment placement modelled
+# (memprof.alloc.va); with a bump allocator of addresses the mss128 random mix parted at op 904.
 
 
 def cases() -> list[Any]:
@@ -30,9 +26,7 @@ def cases() -> list[Any]:
     for f in FILES:
         doc = json.loads(f.read_text())
         for name in doc["sequences"]:
-            marks = ([pytest.mark.xfail(strict=True, reason="diverges at op 1200 (see above)")]
-                     if (f.name, name) in KNOWN_DIVERGENT else [])
-            out.append(pytest.param(f, name, id=f"{f.stem}-{name}", marks=marks))
+            out.append(pytest.param(f, name, id=f"{f.stem}-{name}"))
     return out
 
 
