@@ -119,6 +119,14 @@ def validate(
     if kv_cache_memory_bytes is not None and kernel != "dsv4":
         raise BadInput("--kv-cache-memory-bytes applies to the DeepSeek-V4 decode",
                        hint="add --kernel dsv4")
+    if markdown is not None:
+        import os
+
+        folder = os.path.dirname(os.path.abspath(markdown))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise BadInput(f"cannot write --markdown {markdown[:80]!r}: no writable folder "
+                           f"{folder[:80]!r}", hint="name a file in a folder that exists and "
+                           "is writable")
     try:
         import torch
     except ImportError:
