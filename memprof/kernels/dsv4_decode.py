@@ -3,8 +3,9 @@
 
 A layer has an SWA scope (the 128-token window, SWA pool of 64-row blocks) and, on C4 / C128
 layers, a compressed ("extra") scope (top-k of the C4 pool, or every C128 entry); the two scope
-results merge by log-sum-exp (``deepseek_v4.md`` §2). What the AITER path of vLLM #40889 does per
-layer and step, and what this module reproduces buffer for buffer:
+results merge by log-sum-exp (vLLM deepseek_v4.py @023da1fc, SWA + compressed attention). What
+the AITER path of vLLM #40889 does per layer and step, and what this module reproduces buffer for
+buffer:
 
 1. dequantise each scope's whole cache to bf16 ``(num_blocks, rows, 1, 512)`` and cast it to fp8
    (same shape) — ``dequantize_pool`` then ``copy_``;

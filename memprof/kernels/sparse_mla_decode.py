@@ -5,11 +5,11 @@ Facts used (no code copied):
 
 - V4's attention head is one 512-wide latent (448 NoPE + 64 RoPE) that is both K and V, one KV
   head shared by all query heads; each query attends to ``topk`` gathered cache rows
-  (``/work/shared/reference/deepseek_v4.md`` §1-§2: head_dim 512, qk_rope_head_dim 64,
+  (deepseek-ai/DeepSeek-V4-Flash and -Pro ``config.json``: head_dim 512, qk_rope_head_dim 64,
   index_topk 512 Flash / 1024 Pro, sliding window 128);
 - the ``fp8_ds_mla`` slot (vLLM ``DeepseekSparseSWABackend.get_kv_cache_shape`` →
-  ``(num_blocks, block_size, 584)``; deepseek_v4.md §5.1): per token 448 B fp8-e4m3 NoPE, 128 B
-  bf16 RoPE, 8 B of UE8M0 scales (one per 64 NoPE dims, 7 + 1 pad); inside a page first
+  ``(num_blocks, block_size, 584)``, ``_dequantize_blocked_k_cache``): per token 448 B fp8
+  NoPE, 128 B bf16 RoPE, 8 B of UE8M0 scales (one per 64 NoPE dims, 7 + 1 pad); inside a page first
   ``block_size × 576`` bytes of [nope|rope] per token, then ``block_size × 8`` scale bytes;
 - the ROCm AITER decode of vLLM #40889 (per layer, per step: dequantise the whole cache view to
   bf16, cast it to fp8, allocate fresh ``qo_indptr, kv_indptr, kv_indices, kv_last_page_lens,

@@ -62,8 +62,9 @@ from memprof.kernels.validate_mla_tq import (
 )
 
 CATALOG_KEYS = ("AITER DSv4 decode K dequant bf16+fp8", "AITER DSv4 decode q_fp8/out/indices")
-SWA_ROWS = 64  # SWA block: 64 tokens (deepseek_v4.md §5.2)
-EXTRA_ROWS = {"C4": 64, "C128": 2}  # compressed entries per 256-token block (§5.2)
+SWA_ROWS = 64  # SWA block of 64 tokens (vLLM @023da1fc SlidingWindowMLASpec, DeepSeek-V4)
+# compressed entries per 256-token block (vLLM @023da1fc MLAAttentionSpec, compress_ratio 4 / 128)
+EXTRA_ROWS = {"C4": 64, "C128": 2}
 DEFAULT_KV_BYTES = 64 << 20  # --kv-cache-memory-bytes of the validated deployment (CPU)
 HOLE_FRACTION = 0.03  # -1 entries sprinkled inside lens
 
