@@ -91,7 +91,8 @@ OPTIONS = {
     "alloc replay": ["--conf", "--total", "--format/-f"],
     "validate": ["--kernel", "--model/-m", "-tp/--tensor-parallel-size", "--max-num-seqs",
                  "--attention-backend", "--gpu", "--context", "--layers", "--steps", "--device",
-                 "--seed", "--format/-f"],
+                 "--seed", "--dp", "--kv-cache-memory-bytes", "--graph-steps", "--format/-f",
+                 "--markdown"],
     "models": [],
     "gpus": [],
 }

@@ -1,6 +1,7 @@
-"""``memprof validate``: the real MLA and TurboQuant decode kernels run over all layers, once with
-per-layer scratch and once with a shared workspace: parity, scratch bytes against the estimate,
-speed."""
+"""``memprof validate``: the real decode kernels run over all layers, once per scratch policy:
+MLA and TurboQuant (per-layer vs shared workspace), DeepSeek-V4 sparse MLA (per-step vs shared,
+with the CUDA-graph-clean check) and SGLang's DP-attention gather (per forward vs persistent):
+parity, scratch bytes against the estimate, graph-clean, speed."""
 
 from __future__ import annotations
 
@@ -10,16 +11,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from memprof.kernels.validate_mla_tq import KernelValidation
+    from memprof.report.validate import AnyValidation
 
-KERNELS = ("mla", "turboquant", "all")
+KERNELS = ("mla", "turboquant", "dsv4", "dp_gather", "all")
 # Defaults per kernel: the seed deployments (seed 000: DeepSeek-R1 TP8 on CUTLASS MLA, an SM100
 # backend, so the estimate is taken on a B200; seed 001: Qwen3-32B on one H200).
 MLA_DEFAULTS: dict[str, Any] = {"model": "deepseek-r1", "tp": 8, "batch": 64, "gpu": "B200",
                 "backend": "cutlass_mla", "block_size": 64}
 TQ_DEFAULTS: dict[str, Any] = {"model": "qwen3-32b", "tp": 1, "batch": 256, "gpu": "H200",
                                "block_size": 16}
-CONTEXT_CUDA = {"mla": 8192, "tq": 4096}  # long enough for the bandwidth target (≥ 8k for MLA)
+# seed 003: DeepSeek-V4-Flash TP8 on AITER (ROCm: the estimate is taken on an MI355X); the KV pool
+# the per-step dequant copies are sized by is set with --kv-cache-memory-bytes.
+DSV4_DEFAULTS: dict[str, Any] = {"model": "deepseek-v4-flash", "tp": 8, "batch": 32,
+                                 "gpu": "MI355X"}
+DSV4_KV_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
+# seed 002: DeepSeek-R1 on SGLang, --tp 8 --dp 8 --enable-dp-attention, --cuda-graph-max-bs 64
+DP_DEFAULTS: dict[str, Any] = {"model": "deepseek-r1", "tp": 8, "dp": 8, "batch": 64,
+                               "gpu": "H200"}
+# long enough for the bandwidth target (≥ 8k for MLA)
+CONTEXT_CUDA = {"mla": 8192, "tq": 4096, "dsv4": 8192}
 CONTEXT_CPU = 256  # the torch reference on a CPU: seconds, not minutes
 MAX_BATCH = 8192
 MAX_CONTEXT = 1 << 17
@@ -33,7 +43,8 @@ def _check_range(name: str, value: int | None, lo: int, hi: int) -> None:
 
 
 def validate(
-    kernel: Annotated[str, typer.Option("--kernel", help="mla, turboquant or all")] = "all",
+    kernel: Annotated[str, typer.Option(
+        "--kernel", help="mla, turboquant, dsv4, dp_gather or all")] = "all",
     model: Annotated[str | None, typer.Option(
         "--model", "-m", help="Model for the chosen --kernel (default: deepseek-r1 for mla, "
         "qwen3-32b for turboquant).")] = None,
@@ -60,22 +71,36 @@ def validate(
         "--device", help="cuda (the Triton kernels) or cpu (the torch reference path).")
     ] = "cuda",
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    dp: Annotated[int | None, typer.Option(
+        "--dp", help="dp_gather: SGLang --dp (DP-attention ranks; default 8).")] = None,
+    kv_cache_memory_bytes: Annotated[int | None, typer.Option(
+        "--kv-cache-memory-bytes", help="dsv4: the KV pool the whole-pool dequant copies are "
+        "sized by (default 1 GiB on CUDA, 64 MiB on the CPU).")] = None,
+    graph_steps: Annotated[int | None, typer.Option(
+        "--graph-steps", help="dsv4, dp_gather: replays of the graph-clean check (default 100 "
+        "on CUDA, 3 simulated on the CPU).")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    markdown: Annotated[str | None, typer.Option(
+        "--markdown", help="Also write the report as Markdown to this file (for a PR).")
+    ] = None,
 ) -> None:
-    """Run the MLA (seed 000) and TurboQuant (seed 001) decodes over every layer, per-layer
-    scratch then shared, and check parity, the scratch bytes against the estimate, and speed.
-    Exit 0 when all hold, 1 when one fails, 2 bad input, 3 no GPU (use --device cpu)."""
+    """Run the MLA (seed 000), TurboQuant (seed 001), DeepSeek-V4 sparse MLA (seed 003) decodes
+    and SGLang's DP-attention gather (seed 002) under each scratch policy, and check parity,
+    the scratch bytes against the estimate, CUDA-graph cleanliness and speed.
+    Exit 0 when all hold, 1 when one fails, 2 bad input, 3 no GPU (use --device cpu) or out of
+    memory."""
     from memprof.base.errors import BadInput, EnvironmentProblem
 
     if fmt not in ("table", "json"):
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
     if kernel not in KERNELS:
-        raise BadInput(f"unknown --kernel {kernel[:40]!r}", hint="mla, turboquant or all")
+        raise BadInput(f"unknown --kernel {kernel[:40]!r}",
+                       hint="mla, turboquant, dsv4, dp_gather or all")
     if device not in ("cuda", "cpu"):
         raise BadInput(f"unknown --device {device[:40]!r}", hint="cuda or cpu")
     if kernel == "all" and (model is not None or attention_backend is not None):
         raise BadInput("--model and --attention-backend apply to one kernel",
-                       hint="add --kernel mla or --kernel turboquant")
+                       hint="add --kernel mla, turboquant, dsv4 or dp_gather")
     if attention_backend not in (None, "cutlass_mla", "flashinfer_mla") or (
             attention_backend is not None and kernel != "mla"):
         raise BadInput(f"--attention-backend {str(attention_backend)[:40]!r} is not an MLA "
@@ -86,6 +111,22 @@ def validate(
     _check_range("--layers", layers, 1, 1024)
     _check_range("--steps", steps, 1, 10_000)
     _check_range("--tensor-parallel-size", tensor_parallel_size, 1, 1024)
+    _check_range("--dp", dp, 1, 1024)
+    _check_range("--kv-cache-memory-bytes", kv_cache_memory_bytes, 1 << 20, 1 << 40)
+    _check_range("--graph-steps", graph_steps, 1, 10_000)
+    if dp is not None and kernel != "dp_gather":
+        raise BadInput("--dp applies to the DP-attention gather", hint="add --kernel dp_gather")
+    if kv_cache_memory_bytes is not None and kernel != "dsv4":
+        raise BadInput("--kv-cache-memory-bytes applies to the DeepSeek-V4 decode",
+                       hint="add --kernel dsv4")
+    if markdown is not None:
+        import os
+
+        folder = os.path.dirname(os.path.abspath(markdown))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise BadInput(f"cannot write --markdown {markdown[:80]!r}: no writable folder "
+                           f"{folder[:80]!r}", hint="name a file in a folder that exists and "
+                           "is writable")
     try:
         import torch
     except ImportError:
@@ -94,41 +135,38 @@ def validate(
     if device == "cuda" and not torch.cuda.is_available():
         raise EnvironmentProblem("no CUDA GPU visible for the Triton kernels",
                                  hint="--device cpu runs the torch reference path")
-    from memprof.core.models import load_model
 
-    kinds = ("mla", "tq") if kernel == "all" else (("mla",) if kernel == "mla" else ("tq",))
-    results = []
+    kinds = ("mla", "tq", "dsv4", "dp_gather") if kernel == "all" else (
+        {"turboquant": "tq"}.get(kernel, kernel),)
+    results: list[AnyValidation] = []
     for kind in kinds:
-        d = MLA_DEFAULTS if kind == "mla" else TQ_DEFAULTS
-        name = model or str(d["model"])
-        spec = load_model(name)
-        tp = tensor_parallel_size or int(d["tp"])
-        want = "mla" if kind == "mla" else "gqa"
-        if not any(lay.attention.kind == want for lay in spec.layers):
-            raise BadInput(f"{spec.name} has no {want.upper()} attention layers for the "
-                           f"{'MLA' if kind == 'mla' else 'TurboQuant'} decode",
-                           hint="MLA: deepseek-r1, deepseek-v3; TurboQuant: qwen3-32b, "
-                           "qwen3-8b (memprof models)")
-        heads = spec.layers[0].attention.num_heads
-        if heads % tp:
-            raise BadInput(f"{heads} attention heads do not split over TP {tp}",
-                           hint="use a TP size that divides the head count")
-        ctx = context or (CONTEXT_CUDA[kind] if device == "cuda" else CONTEXT_CPU)
-        if spec.max_position_embeddings is not None and ctx > spec.max_position_embeddings:
-            raise BadInput(f"--context {ctx} is over {spec.name}'s max_position_embeddings "
-                           f"{spec.max_position_embeddings}", hint="use a shorter --context")
-        batch = max_num_seqs or int(d["batch"])
         try:
-            results.append(_run(kind, name, tp, batch, ctx, layers, steps, device, seed,
-                                gpu or str(d["gpu"]), attention_backend or str(
-                                    d.get("backend", "turboquant")), int(d["block_size"])))
+            if kind in ("mla", "tq"):
+                results.append(_part1(kind, model, tensor_parallel_size, max_num_seqs,
+                                      attention_backend, gpu, context, layers, steps, device,
+                                      seed))
+            elif kind == "dsv4":
+                results.append(_dsv4(model, tensor_parallel_size, max_num_seqs, gpu, context,
+                                     layers, steps, device, seed, kv_cache_memory_bytes,
+                                     graph_steps))
+            else:
+                results.append(_dp_gather(model, tensor_parallel_size, dp, max_num_seqs, gpu,
+                                          steps, device, seed, graph_steps))
         except torch.OutOfMemoryError:
             raise EnvironmentProblem(
-                f"the {kind} validation ran out of {device} memory (B={batch}, context {ctx}, "
-                f"{layers} layers)", hint="lower --max-num-seqs, --context or --layers") from None
-    from memprof.report.validate import render_json, render_table
+                f"the {kind} validation ran out of {device} memory",
+                hint="lower --max-num-seqs, --context, --layers or --kv-cache-memory-bytes"
+            ) from None
+    from memprof.report.validate import render_json, render_markdown, render_table
 
     dev_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    if markdown is not None:
+        try:
+            with open(markdown, "w", encoding="utf-8") as fh:
+                fh.write(render_markdown(results, torch.__version__, dev_name))
+        except OSError as e:
+            raise BadInput(f"cannot write --markdown {markdown[:80]!r}: {e.strerror}",
+                           hint="name a file in a folder that exists and is writable") from None
     if fmt == "json":
         sys.stdout.write(render_json(results, torch.__version__, dev_name))
     else:
@@ -138,8 +176,88 @@ def validate(
         raise typer.Exit(1)
 
 
+def _part1(kind: str, model: str | None, tp_opt: int | None, batch_opt: int | None,
+           backend_opt: str | None, gpu: str | None, context: int | None, layers: int,
+           steps: int, device: str, seed: int) -> AnyValidation:
+    from memprof.base.errors import BadInput
+    from memprof.core.models import load_model
+
+    d = MLA_DEFAULTS if kind == "mla" else TQ_DEFAULTS
+    name = model or str(d["model"])
+    spec = load_model(name)
+    tp = tp_opt or int(d["tp"])
+    want = "mla" if kind == "mla" else "gqa"
+    if not any(lay.attention.kind == want for lay in spec.layers):
+        raise BadInput(f"{spec.name} has no {want.upper()} attention layers for the "
+                       f"{'MLA' if kind == 'mla' else 'TurboQuant'} decode",
+                       hint="MLA: deepseek-r1, deepseek-v3; TurboQuant: qwen3-32b, "
+                       "qwen3-8b (memprof models)")
+    heads = spec.layers[0].attention.num_heads
+    if heads % tp:
+        raise BadInput(f"{heads} attention heads do not split over TP {tp}",
+                       hint="use a TP size that divides the head count")
+    ctx = _context(spec, context, kind, device)
+    batch = batch_opt or int(d["batch"])
+    return _run(kind, name, tp, batch, ctx, layers, steps, device, seed, gpu or str(d["gpu"]),
+                backend_opt or str(d.get("backend", "turboquant")), int(d["block_size"]))
+
+
+def _context(spec: Any, context: int | None, kind: str, device: str) -> int:
+    from memprof.base.errors import BadInput
+
+    ctx = context or (CONTEXT_CUDA[kind] if device == "cuda" else CONTEXT_CPU)
+    if spec.max_position_embeddings is not None and ctx > spec.max_position_embeddings:
+        raise BadInput(f"--context {ctx} is over {spec.name}'s max_position_embeddings "
+                       f"{spec.max_position_embeddings}", hint="use a shorter --context")
+    return int(ctx)
+
+
+def _dsv4(model: str | None, tp_opt: int | None, batch_opt: int | None, gpu: str | None,
+          context: int | None, layers: int, steps: int, device: str, seed: int,
+          kv_bytes: int | None, graph_steps: int | None) -> AnyValidation:
+    from memprof.base.errors import BadInput
+    from memprof.core.models import load_model
+    from memprof.kernels.validate_dsv4 import validate_dsv4
+
+    d = DSV4_DEFAULTS
+    name = model or str(d["model"])
+    spec = load_model(name)
+    if spec.layers[0].attention.kind != "dsv4":
+        raise BadInput(f"{spec.name} has no DeepSeek-V4 attention layers for the sparse decode",
+                       hint="deepseek-v4-flash or deepseek-v4-pro (memprof models)")
+    tp = tp_opt or int(d["tp"])
+    heads = spec.layers[0].attention.num_heads
+    if heads % tp:
+        raise BadInput(f"{heads} attention heads do not split over TP {tp}",
+                       hint="use a TP size that divides the head count")
+    return validate_dsv4(model=name, tp=tp, batch=batch_opt or int(d["batch"]),
+                         context_len=_context(spec, context, "dsv4", device), layers=layers,
+                         device=device, gpu_name=gpu or str(d["gpu"]),
+                         kv_cache_memory_bytes=kv_bytes or DSV4_KV_BYTES[device],
+                         graph_steps=graph_steps, reps=steps, seed=seed)
+
+
+def _dp_gather(model: str | None, tp_opt: int | None, dp_opt: int | None,
+               batch_opt: int | None, gpu: str | None, steps: int, device: str, seed: int,
+               graph_steps: int | None) -> AnyValidation:
+    from memprof.base.errors import BadInput
+    from memprof.core.models import load_model
+    from memprof.kernels.validate_dp_gather import validate_dp_gather
+
+    d = DP_DEFAULTS
+    name = model or str(d["model"])
+    load_model(name)
+    tp, dp = tp_opt or int(d["tp"]), dp_opt or int(d["dp"])
+    if tp % dp:
+        raise BadInput(f"SGLang DP attention needs --dp ({dp}) to divide the TP size ({tp})",
+                       hint="use a --dp that divides -tp")
+    return validate_dp_gather(model=name, tp=tp, dp=dp, max_bs=batch_opt or int(d["batch"]),
+                              device=device, gpu_name=gpu or str(d["gpu"]),
+                              graph_steps=graph_steps, reps=steps, seed=seed)
+
+
 def _run(kind: str, model: str, tp: int, batch: int, ctx: int, layers: int, steps: int,
-         device: str, seed: int, gpu: str, backend: str, block_size: int) -> KernelValidation:
+         device: str, seed: int, gpu: str, backend: str, block_size: int) -> AnyValidation:
     from memprof.kernels.validate_mla_tq import validate_mla, validate_tq
 
     if kind == "mla":

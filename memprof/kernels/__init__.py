@@ -1,10 +1,19 @@
-"""Shared-scratch decode kernels: a ``WorkspaceManager``-like workspace, MLA and TurboQuant decode.
+"""Shared-scratch decode kernels: a ``WorkspaceManager``-like workspace, MLA, TurboQuant and
+DeepSeek-V4 sparse MLA decode.
 
 Triton on CUDA (or under ``TRITON_INTERPRET=1``), a torch reference anywhere. Needs the
 ``kernels`` extra (torch, triton); nothing below ``memprof.kernels`` imports this package.
 """
 
 from memprof.kernels.mla_decode import DecodeOutPolicy, MLAConfig, mla_decode, mla_decode_reference
+from memprof.kernels.sparse_mla_decode import (
+    ScopeScratch,
+    dequantize_pool,
+    merge_scopes,
+    pack_fp8_ds_mla,
+    sparse_mla_decode,
+    sparse_mla_decode_reference,
+)
 from memprof.kernels.tq_decode import (
     TQDecodeBuffers,
     tq_cache_shape,
@@ -18,11 +27,17 @@ from memprof.kernels.workspace import Workspace, WorkspaceLockedError
 __all__ = [
     "DecodeOutPolicy",
     "MLAConfig",
+    "ScopeScratch",
     "TQDecodeBuffers",
     "Workspace",
     "WorkspaceLockedError",
+    "dequantize_pool",
+    "merge_scopes",
     "mla_decode",
     "mla_decode_reference",
+    "pack_fp8_ds_mla",
+    "sparse_mla_decode",
+    "sparse_mla_decode_reference",
     "tq_cache_shape",
     "tq_decode",
     "tq_decode_reference",

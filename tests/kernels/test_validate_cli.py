@@ -109,3 +109,46 @@ def test_running_out_of_memory_is_an_environment_error(capsys: pytest.CaptureFix
     assert code == 3 and out == "" and len(lines) == 2
     assert lines[0].startswith("error: the mla validation ran out of cpu memory")
     assert lines[1].startswith("hint: lower --max-num-seqs")
+
+
+def test_cpu_all_kernels_summary_and_markdown(capsys: pytest.CaptureFixture[str],
+                                              tmp_path) -> None:  # type: ignore[no-untyped-def]
+    md = tmp_path / "v.md"
+    code, out, err = call(capsys, "validate", "--device", "cpu", "--kernel", "all",
+                          "--max-num-seqs", "2", "--context", "64", "--layers", "1",
+                          "--markdown", str(md))
+    assert code == 0, err
+    assert "summary" in out and "verdict: all checks hold" in out
+    for k in ("mla", "tq", "dsv4", "dp_gather"):
+        assert f"  {k}: PASS" in out
+    assert "graph-clean [per-step]" in out and "NOT clean" in out and "what changes" in out
+    text = md.read_text()
+    assert text.startswith("## memprof validate") and "| dsv4 |" in text
+
+
+def test_cpu_dsv4_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = call(capsys, "validate", "--device", "cpu", "--kernel", "dsv4",
+                          "--max-num-seqs", "2", "--context", "64", "--layers", "1",
+                          "--graph-steps", "2", "-f", "json")
+    assert code == 0, err
+    (k,) = json.loads(out)["kernels"]
+    assert k["kernel"] == "dsv4" and k["graph_passed"] and k["memory_passed"]
+    assert all(r["estimate_bytes"] == r["measured_bytes"] for r in k["runs"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--kernel", "dsv4", "--model", "deepseek-r1"], "no deepseek-v4"),
+    (["--kernel", "dp_gather", "--dp", "3"], "divide"),
+    (["--kernel", "mla", "--dp", "2"], "--dp applies"),
+    (["--kernel", "mla", "--kv-cache-memory-bytes", "1048576"], "applies to the deepseek-v4"),
+    (["--kernel", "dsv4", "--graph-steps", "0"], "out of range"),
+    (["--kernel", "dp_gather", "--markdown", "/nonexistent-dir/x.md", "--max-num-seqs", "1"],
+     "cannot write"),
+])
+def test_part2_bad_input_is_one_error_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                           needle: str) -> None:
+    code, out, err = call(capsys, "validate", "--device", "cpu", *args)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "", err
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert needle.lower() in lines[0].lower()
