@@ -55,6 +55,7 @@ from memprof.kernels.validate_mla_tq import (
     _alternate_steps,
     _bandwidth,
     _cuda_mem,
+    _graph_time_ms,
     _parity,
     _seq_lens,
     _time_ms,
@@ -362,12 +363,16 @@ def validate_dsv4(*, model: str = "deepseek-v4-flash", tp: int = 8, batch: int =
             def direct_call() -> None:
                 sparse_mla_decode(qs[0], caches[k], idx, lens, scale)
 
-            ms = _time_ms(direct_call, dev, reps * 2)
+            ms = eager_ms = _time_ms(direct_call, dev, reps * 2)
+            try:  # the GPU time alone, as for the MLA decode (a capture failure keeps eager)
+                ms = _graph_time_ms(direct_call, dev, reps * 2)
+            except RuntimeError as exc:
+                notes.append(f"bandwidth timed eagerly: the call did not capture ({exc!s:.80})")
             valid = int(((idx >= 0) & (torch.arange(idx.shape[1], device=dev)[None, :]
                                        < lens[:, None])).sum())
             nbytes = (valid * SLOT_BYTES + idx.numel() * 4 + batch * heads * D_HEAD * 2 * 2
                       + batch * heads * 4)
-            bw = _bandwidth(nbytes, ms, copy_bandwidth_gbps(dev), None)
+            bw = _bandwidth(nbytes, ms, eager_ms, copy_bandwidth_gbps(dev), None)
     else:
         notes.append("device is not CUDA: the decode under test is the torch reference path "
                      "(the Triton kernels run under TRITON_INTERPRET=1 in tests/kernels); no "
