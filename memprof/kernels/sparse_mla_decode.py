@@ -434,7 +434,7 @@ class ScopeScratch:
         self.lse = mk((tokens, heads), torch.float32)  # not in the catalog
         # static contents (written once; a per-step caller writes them every call)
         torch.arange(tokens + 1, out=self.indptr[0])  # qo_indptr: one query per request
-        self.indptr[1, 0] = 0
+        self.indptr[1, :1].zero_()  # a kernel, not a host copy: this may run inside a capture
         self.kv_last_page_lens.fill_(1)  # page size 1 in AITER's view
         self.scales.fill_(1.0)
         torch.arange(topk, out=self.col_arange)

@@ -104,7 +104,8 @@ def _graph_line(policy: str, g: GraphClean | None, console: Console) -> None:
             f"{'equal' if g.outputs_equal else 'DIFFER'} to eager, "
             f"{g.pointers_tracked - g.num_pointers_changed}/{g.pointers_tracked} pointers "
             f"stable, {g.replay_allocations} allocations in replay, pool "
-            f"{fmt_bytes(g.pool_bytes)}: {'clean' if g.clean else 'NOT clean'}")
+            f"{fmt_bytes(g.pool_bytes)} ({fmt_bytes(g.held_bytes)} left allocated): "
+            f"{'clean' if g.clean else 'NOT clean'}")
     console.print(head)
     for w in g.what_changed:
         console.print(f"    what changes: {w}")

@@ -184,6 +184,7 @@ def test_collectives_run_over_a_real_process_group_gloo_world_of_one() -> None:
     """Under torchrun the replica's all-reduce goes through torch.distributed (here gloo, a
     world of 1 on CPU); the output is a new tensor, as vLLM's out-of-place all-reduce."""
     import os
+    import tempfile
 
     import torch
     import torch.distributed as dist
@@ -192,9 +193,9 @@ def test_collectives_run_over_a_real_process_group_gloo_world_of_one() -> None:
     from memprof.core.estimate import estimate, rank_context
     from memprof.trace.replica import Replica
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    tmp = tempfile.mkdtemp()
+    store = dist.FileStore(os.path.join(tmp, "store"), 1)  # no port to collide on
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
         calls: list[int] = []
         real = dist.all_reduce
