@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sortedcontainers import SortedDict
+
 MiB = 1 << 20
 GRANULE = 2 * MiB  # cudaMalloc's segment granularity
 CHUNK = 32 * MiB  # address space is taken in 32 MiB-aligned chunks
@@ -40,68 +42,85 @@ class Chunk:
     start: int
     size: int
     free: list[list[int]]  # [start, end) ranges, address order
+    seq: int = 0  # creation order
     live: int = 0
 
 
 @dataclass(slots=True)
 class DriverVA:
-    """The address space ``cudaMalloc`` hands out, per the model above."""
+    """The address space ``cudaMalloc`` hands out, per the model above.
+
+    Kept for speed (a model's weights are thousands of segments): the chunks that still have room
+    in creation order (a ``SortedDict``), and the gaps between chunks below the ceiling."""
 
     # the first segment's address (the arena's start); on the H200 it sat 30 MiB above a 32 MiB
     # boundary, so the ceiling (414 MiB below) is chunk-aligned
     base: int = (1 << 44) + 30 * MiB
-    chunks: list[Chunk] = field(default_factory=list)  # creation order; chunks[0] = the arena
     owner: dict[int, tuple[Chunk, int]] = field(default_factory=dict)
+    room: SortedDict = field(default_factory=SortedDict)  # seq -> chunk with a free range
+    gaps: list[list[int]] = field(default_factory=list)  # [start, end) below the ceiling
+    arena: Chunk = field(init=False)
+    _seq: int = 0
 
     def __post_init__(self) -> None:
-        if not self.chunks:
-            self.chunks.append(Chunk(self.base, ARENA_SPAN,
-                                     [[self.base + a, self.base + b] for a, b in ARENA_FREE]))
+        self.arena = Chunk(self.base, ARENA_SPAN,
+                           [[self.base + a, self.base + b] for a, b in ARENA_FREE])
+        self.gaps = [[0, self.ceiling]]
 
     @property
     def ceiling(self) -> int:
         return self.base - CEILING_BELOW_ARENA
 
+    @property
+    def chunks(self) -> list[Chunk]:
+        """The arena, then every chunk taken (address order), for inspection."""
+        taken = {id(ch): ch for ch, _ in self.owner.values() if ch is not self.arena}
+        taken.update({id(ch): ch for ch in self.room.values()})
+        return [self.arena, *sorted(taken.values(), key=lambda c: c.start)]
+
     def malloc(self, size: int) -> int:
         """The address of a new segment of ``size`` bytes."""
         need = -(-size // GRANULE) * GRANULE
-        arena, *taken = self.chunks
-        for ch in [*reversed(taken), arena]:
-            fits = [(r[1] - r[0], r[0]) for r in ch.free if r[1] - r[0] >= need]
-            if fits:
-                return self._take(ch, min(fits)[1], need)
-        return self._take(self._new_chunk(need), -1, need)
+        for ch in [*reversed(self.room.values()), self.arena]:  # newest chunk first
+            best = -1
+            best_len = 0
+            for lo, hi in ch.free:
+                if hi - lo >= need and (best < 0 or hi - lo < best_len):
+                    best, best_len = lo, hi - lo
+            if best >= 0:
+                return self._take(ch, best, need)
+        ch = self._new_chunk(need)
+        return self._take(ch, ch.start, need)
 
     def free(self, addr: int) -> None:
         """``cudaFree`` of the segment at ``addr``."""
         ch, need = self.owner.pop(addr)
-        ranges = sorted([*ch.free, [addr, addr + need]])
-        merged: list[list[int]] = []
-        for r in ranges:
-            if merged and merged[-1][1] == r[0]:
-                merged[-1][1] = r[1]
-            else:
-                merged.append(r)
-        ch.free = merged
+        ch.free = _merged([*ch.free, [addr, addr + need]])
         ch.live -= 1
-        if ch.live == 0 and ch is not self.chunks[0]:
-            self.chunks.remove(ch)
+        if ch is self.arena:
+            return
+        if ch.live == 0:  # every segment freed: the chunk's space goes back
+            self.room.pop(ch.seq, None)
+            self.gaps = _merged([*self.gaps, [ch.start, ch.start + ch.size]])
+        else:
+            self.room[ch.seq] = ch
 
     def _new_chunk(self, need: int) -> Chunk:
+        """A chunk at the top of the highest gap larger than it (an exact fit is passed over)."""
         size = -(-need // CHUNK) * CHUNK
-        top = self.ceiling
-        for ch in sorted((c for c in self.chunks[1:]), key=lambda c: -c.start):
-            if ch.start + ch.size < top - size:  # a gap must be larger than the chunk
+        for i in range(len(self.gaps) - 1, -1, -1):
+            lo, hi = self.gaps[i]
+            if hi - lo > size:
+                start = (hi - size) // CHUNK * CHUNK
+                rest = [g for g in ([lo, start], [start + size, hi]) if g[1] > g[0]]
+                self.gaps[i:i + 1] = rest
                 break
-            top = min(top, ch.start)
-        start = (top - size) // CHUNK * CHUNK
-        ch = Chunk(start, size, [[start, start + size]])
-        self.chunks.append(ch)
-        return ch
+        else:  # pragma: no cover - the bottom gap is as large as the address space
+            raise MemoryError("no address space left below the ceiling")
+        self._seq += 1
+        return Chunk(start, size, [[start, start + size]], seq=self._seq)
 
     def _take(self, ch: Chunk, at: int, need: int) -> int:
-        if at < 0:
-            at = ch.free[0][0]
         for r in ch.free:
             if r[0] == at:
                 r[0] += need
@@ -109,4 +128,20 @@ class DriverVA:
         ch.free = [r for r in ch.free if r[1] > r[0]]
         ch.live += 1
         self.owner[at] = (ch, need)
+        if ch is not self.arena:
+            if ch.free:
+                self.room[ch.seq] = ch
+            else:
+                self.room.pop(ch.seq, None)
         return at
+
+
+def _merged(ranges: list[list[int]]) -> list[list[int]]:
+    """``ranges`` sorted, touching ones joined."""
+    out: list[list[int]] = []
+    for r in sorted(ranges):
+        if out and out[-1][1] == r[0]:
+            out[-1][1] = r[1]
+        else:
+            out.append(list(r))
+    return out

@@ -47,24 +47,36 @@ def replay(run: dict[str, object]) -> tuple[int, int]:
 
 
 def _force(va: DriverVA, addr: int, size: int) -> None:
-    from memprof.alloc.va import CHUNK, GRANULE, Chunk
+    """Place a segment where the GPU put it (inside a chunk's free range, or a new chunk)."""
+    from memprof.alloc.va import CHUNK, GRANULE, Chunk, _merged
 
     need = -(-size // GRANULE) * GRANULE
     for ch in va.chunks:
         for r in ch.free:
             if r[0] <= addr and addr + need <= r[1]:
-                ch.free.remove(r)
-                ch.free += [x for x in ([r[0], addr], [addr + need, r[1]]) if x[1] > x[0]]
-                ch.free.sort()
+                ch.free = _merged([x for x in ch.free if x is not r]
+                                  + [x for x in ([r[0], addr], [addr + need, r[1]])
+                                     if x[1] > x[0]])
                 ch.live += 1
                 va.owner[addr] = (ch, need)
+                if ch is not va.arena:
+                    if ch.free:
+                        va.room[ch.seq] = ch
+                    else:
+                        va.room.pop(ch.seq, None)
                 return
     start = addr // CHUNK * CHUNK
     end = start + -(-(addr + need - start) // CHUNK) * CHUNK
+    gaps: list[list[int]] = []
+    for lo, hi in va.gaps:  # the chunk's space leaves the gaps
+        gaps += [g for g in ([lo, min(hi, start)], [max(lo, end), hi]) if g[1] > g[0]]
+    va.gaps = _merged(gaps)
+    va._seq += 1
     ch = Chunk(start, end - start, [x for x in ([start, addr], [addr + need, end])
-                                    if x[1] > x[0]], live=1)
-    va.chunks.append(ch)
+                                    if x[1] > x[0]], seq=va._seq, live=1)
     va.owner[addr] = (ch, need)
+    if ch.free:
+        va.room[ch.seq] = ch
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
