@@ -24,11 +24,13 @@ def commands() -> tuple[Command, ...]:
     """Every command, in the order ``memprof --help`` lists them."""
     from memprof.commands.alloc import alloc
     from memprof.commands.estimate import estimate
+    from memprof.commands.explain import explain
     from memprof.commands.gate import gate
     from memprof.commands.listing import gpus, models
     from memprof.commands.trace import trace
     from memprof.commands.validate import validate
 
-    return (Command("estimate", estimate), Command("trace", trace), Command("alloc", alloc),
+    return (Command("estimate", estimate), Command("explain", explain),
+            Command("trace", trace), Command("alloc", alloc),
             Command("validate", validate),
             Command("gate", gate), Command("models", models), Command("gpus", gpus))

@@ -110,7 +110,9 @@ FLAG_NAMES = tuple(p.name for p in FLAG_PARAMS)
 
 def with_deployment_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Give ``fn(flags: dict, **own)`` the deployment options beside its own."""
-    params = [*FLAG_PARAMS, *_resolved(fn, skip="flags")]
+    own = _resolved(fn, skip="flags")
+    required = [p for p in own if p.default is inspect.Parameter.empty]
+    params = [*required, *FLAG_PARAMS, *(p for p in own if p not in required)]
 
     def wrapper(**kwargs: Any) -> Any:
         flags = {k: kwargs.pop(k) for k in FLAG_NAMES}
