@@ -27,10 +27,12 @@ def commands() -> tuple[Command, ...]:
     from memprof.commands.explain import explain
     from memprof.commands.gate import gate
     from memprof.commands.listing import gpus, models
+    from memprof.commands.plan import plan
+    from memprof.commands.sweep import sweep
     from memprof.commands.trace import trace
     from memprof.commands.validate import validate
 
     return (Command("estimate", estimate), Command("explain", explain),
-            Command("trace", trace), Command("alloc", alloc),
+            Command("plan", plan), Command("sweep", sweep), Command("trace", trace), Command("alloc", alloc),
             Command("validate", validate),
             Command("gate", gate), Command("models", models), Command("gpus", gpus))
