@@ -23,6 +23,7 @@ class Command:
 def commands() -> tuple[Command, ...]:
     """Every command, in the order ``memprof --help`` lists them."""
     from memprof.commands.alloc import alloc
+    from memprof.commands.devices import devices
     from memprof.commands.estimate import estimate
     from memprof.commands.explain import explain
     from memprof.commands.gate import gate
@@ -33,6 +34,7 @@ def commands() -> tuple[Command, ...]:
     from memprof.commands.validate import validate
 
     return (Command("estimate", estimate), Command("explain", explain),
-            Command("plan", plan), Command("sweep", sweep), Command("trace", trace), Command("alloc", alloc),
-            Command("validate", validate),
-            Command("gate", gate), Command("models", models), Command("gpus", gpus))
+            Command("plan", plan), Command("sweep", sweep), Command("trace", trace),
+            Command("alloc", alloc), Command("validate", validate),
+            Command("gate", gate), Command("models", models), Command("gpus", gpus),
+            Command("devices", devices))

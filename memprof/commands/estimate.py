@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
-from memprof.commands.flags import deployment, with_deployment_flags
+from memprof.commands.flags import deployment, gpu_of, with_deployment_flags
 
 if TYPE_CHECKING:
     from memprof.core.contract import EstimateReport
@@ -51,7 +51,7 @@ def estimate(
     model, dep, gpu, gpu_memory = deployment(flags, command)
     for line in command.describe() if command else ():
         sys.stderr.write(line + "\n")
-    result = run_estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory)
+    result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory))
     from memprof.core.compare import parse_changes
     from memprof.core.remedies import remedies
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from memprof.core.deployment import Deployment
+from memprof.core.gpus import GPU
 
 if typing.TYPE_CHECKING:
     from memprof.probes.serve_command import ServeCommand
@@ -33,7 +34,8 @@ def _flags(
         "(Qwen/Qwen3-32B), a config.json, or a folder holding one. SGLang: --model-path. "
         "Default: deepseek-r1.")
     ] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog (memprof gpus); "
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog (memprof gpus), "
+                                            "or auto (this host's, through NVML / AMD SMI); "
                                             "default H100-80GB.")] = None,
     gpu_memory: Annotated[str | None, typer.Option(
         "--gpu-memory", help="Total GPU memory as torch.cuda.mem_get_info reports it, with a "
@@ -175,3 +177,19 @@ def _merge(model: str | None, dep: Deployment, serve: ServeCommand
         raise BadInput(f"--model {model} but the pasted command serves {serve.model}",
                        hint="give the model once")
     return model or serve.model, dep.with_(**changes)
+
+
+def gpu_of(name: str | None, memory: int | None) -> GPU:
+    """``--gpu`` / ``--gpu-memory`` as a GPU; ``--gpu auto`` asks this host (exit 3 when it
+    cannot say)."""
+    from memprof.core.gpus import resolve_gpu
+
+    if name is not None and name.strip().lower() == "auto":
+        from memprof.probes.devices import local_gpu
+
+        local = local_gpu()
+        if memory is None:
+            return local
+        return GPU(name=local.name, total_bytes=memory, arch=local.arch, vendor=local.vendor,
+                   exact=True, source="--gpu-memory")
+    return resolve_gpu(name, memory)

@@ -55,12 +55,9 @@ def plan(
         raise BadInput("--max-gpus and --top must be at least 1", hint="e.g. --max-gpus 16")
     ctx = read_int(context, "--context")
     ev = Evaluator()
-    if gpu is not None and gpu.lower() == "auto":
-        from memprof.probes.devices import local_gpu
+    from memprof.commands.flags import gpu_of
 
-        g = local_gpu()
-    else:
-        g = ev.gpu(gpu, parse_size(gpu_memory) if gpu_memory else None)
+    g = gpu_of(gpu, parse_size(gpu_memory) if gpu_memory else None)
     rows = run_plan(model, g, requests=requests, context=ctx, headroom=parse_size(headroom),
                     base=Deployment(engine=engine), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memprof.commands.flags import deployment, with_deployment_flags
+from memprof.commands.flags import deployment, gpu_of, with_deployment_flags
 
 
 @with_deployment_flags
@@ -37,7 +37,8 @@ def sweep(
     if not axes:
         raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
     model, dep, gpu, gpu_memory = deployment(flags)
-    df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes))
+    base_gpu = gpu_of(gpu, gpu_memory) if gpu and gpu.strip().lower() == "auto" else None
+    df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu))
     if output:
         kind = write(df, output)
         sys.stderr.write(f"wrote {len(df)} rows to {output} ({kind})\n")

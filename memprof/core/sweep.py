@@ -121,6 +121,9 @@ class Evaluator:
             self._gpus[key] = resolve_gpu(name, memory)
         return self._gpus[key]
 
+    def remember_gpu(self, name: str | None, memory: int | None, gpu: GPU) -> None:
+        self._gpus[(name, memory)] = gpu
+
     def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU) -> Estimate:
         spec = self.spec(model, dep.num_speculative_tokens > 0)
         return estimate(spec, dep, gpu=gpu, terms=self.terms)
@@ -149,10 +152,13 @@ def record(e: Estimate) -> dict[str, Any]:
 
 
 def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | None,
-          axes: list[Axis], evaluator: Evaluator | None = None) -> list[dict[str, Any]]:
+          axes: list[Axis], evaluator: Evaluator | None = None,
+          base_gpu: GPU | None = None) -> list[dict[str, Any]]:
     """One record per grid point: the axes' values, then ``RESULT_COLUMNS``. A point the engine
     would refuse (TP not dividing the heads, ...) has verdict ``invalid`` and its error."""
     ev = evaluator or Evaluator()
+    if base_gpu is not None:  # e.g. --gpu auto, resolved by the caller
+        ev.remember_gpu(gpu_name, gpu_memory, base_gpu)
     out: list[dict[str, Any]] = []
     names = {a.field: a.name for a in axes}
     for a in axes:  # a GPU or a model the user mistyped is an error, not an invalid point
