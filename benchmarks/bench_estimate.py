@@ -5,8 +5,8 @@
 Prints the median and the worst of N runs of ``memprof --help``,
 ``memprof estimate --model deepseek-r1 --gpu H200 -tp 8 --format json`` and the same kind of
 estimate from a pasted ``vllm serve`` command, and confirms the estimate imported none of torch,
-pandas, pynvml, amdsmi or yaml. The in-process estimate alone is measured by tests/test_bench.py with
-pytest-benchmark (``pytest tests/test_bench.py --benchmark-enable``).
+pandas, pynvml, amdsmi or yaml. The in-process estimate alone is measured by
+tests/test_bench.py with pytest-benchmark (``pytest tests/test_bench.py --benchmark-enable``).
 """
 
 from __future__ import annotations
