@@ -106,6 +106,7 @@ class Evaluator:
                                "allocator_runtime_terms" else f for f in after])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None], GPU] = {}
+        self._memo: dict[tuple[object, ...], object] = {}
 
     def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
         if isinstance(model, ModelSpec):
@@ -126,7 +127,7 @@ class Evaluator:
 
     def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU) -> Estimate:
         spec = self.spec(model, dep.num_speculative_tokens > 0)
-        return estimate(spec, dep, gpu=gpu, terms=self.terms)
+        return estimate(spec, dep, gpu=gpu, terms=self.terms, memo=self._memo)
 
 
 RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",

@@ -169,6 +169,13 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                            hint="every setting after the model is a --flag")
         name, eq, inline = tok.partition("=")
         name = _norm_flag(name)
+        if re.fullmatch(r"-O[0-9]", name) and "-O" in table:  # vLLM's -O3: a compilation level
+            if "-O" not in (n for n, _ in not_modelled):
+                not_modelled.append(("-O", table["-O"][1].note if table["-O"][1] else ""))
+            continue
+        if name == "--config":
+            raise BadInput(f"{where}: --config reads the flags from a YAML file, which memprof "
+                           "does not open", hint="paste the flags that file sets instead")
         negated = False
         entry = table.get(name)
         if entry is None and name.startswith("--no-"):

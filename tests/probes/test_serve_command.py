@@ -63,6 +63,11 @@ def test_openai_api_server_and_sglang_launchers() -> None:
                           "enable_expert_parallel": True}
 
 
+def test_compilation_level_is_not_modelled() -> None:
+    c = parse_tokens(["vllm", "serve", "m", "-O3", "-tp", "2"])
+    assert c.settings == {"tp": 2} and [f for f, _ in c.not_modelled] == ["-O"]
+
+
 def test_speculative_config_mtp() -> None:
     c = parse_tokens(["vllm", "serve", "deepseek-ai/DeepSeek-R1", "--speculative-config",
                       json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": 2})])
@@ -81,6 +86,7 @@ def test_speculative_config_mtp() -> None:
     (["vllm", "serve", "m", "extra"], "unexpected argument"),
     (["docker", "run", "x"], "not a serve command"),
     (["vllm", "serve", "m", "--speculative-config", "{"], "not JSON"),
+    (["vllm", "serve", "m", "--config", "c.yaml"], "YAML file"),
 ])
 def test_bad_commands_are_one_error(argv: list[str], message: str) -> None:
     with pytest.raises(BadInput, match=message) as exc:
