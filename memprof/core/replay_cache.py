@@ -2,9 +2,9 @@
 ``memprof.core.terms.allocator.allocator_runtime_terms``, with the work that deployments share
 done once.
 
-The replay of one rank is a prefix (the weights tensor by tensor, then the scratch seen at
-start-up) and a suffix (the KV-cache tensors, then the lazily allocated scratch). Deployments
-that differ only in their budget (``max_model_len``, ``gpu_memory_utilization``, the KV dtype,
+The replay of one rank is a prefix (the weights tensor by tensor) and a suffix (the scratch seen
+at start-up, the KV-cache tensors, then the lazily allocated scratch). Deployments that differ
+only in their budget (``max_model_len``, ``gpu_memory_utilization``, the KV dtype,
 ``max_num_seqs`` …) share the prefix: it is replayed once into a simulator that is kept, the
 suffix is allocated on top, the statistics are read, and the suffix is freed again. Nothing is
 freed in a replay, so freeing the suffix merges every block it split back into the free block
@@ -19,11 +19,13 @@ import math
 from collections import Counter
 from typing import Any
 
-from memprof.base.units import fmt_bytes
+from memprof.base.units import fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocator import (
+    ALLOC_MIN_BLOCK,
+    ALLOC_MIN_LARGE_ALLOC,
     SIMULATE_MAX_LAYERS,
     allocation_size,
     allocator_runtime_terms,
@@ -39,6 +41,7 @@ class AllocatorReplayCache:
         self._weights: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self._sims: dict[tuple[int, ...], Any] = {}
         self._stats: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = {}
+        self._prefix_stats: dict[tuple[int, ...], tuple[int, int, int, int]] = {}
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
         from memprof.core.weights import weights_in_order
@@ -62,12 +65,14 @@ class AllocatorReplayCache:
 
         scratch = [(math.prod(t.shape) * dtype_bytes(t.dtype), t.profiled)
                    for t in scratch_tensors(ctx)]
-        prefix = self._weight_sizes(ctx) + tuple(n for n, seen in scratch if seen)
+        prefix = self._weight_sizes(ctx)
         kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
-        suffix = [*kv, *(n for n, seen in scratch if not seen)]
+        early = [n for n, seen in scratch if seen]
+        suffix = [*early, *kv, *(n for n, seen in scratch if not seen)]
+        lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
         known = self._stats.get((prefix, tuple(suffix)))
         if known is None:
-            known = self._replay(prefix, suffix)
+            known = self._replay(prefix, suffix, lazy)
             if len(self._stats) >= 64 * MAX_PREFIXES:
                 self._stats.clear()
             self._stats[(prefix, tuple(suffix))] = known
@@ -82,19 +87,37 @@ class AllocatorReplayCache:
             f"{fmt_bytes(requested)} in {segments} segments; the KV tensors' 2 MiB "
             f"rounding alone is {fmt_bytes(kv_round)}")]
 
-    def _replay(self, prefix: tuple[int, ...], suffix: list[int]) -> tuple[int, int, int]:
+    def _replay(self, prefix: tuple[int, ...], suffix: list[int], lazy: int
+                ) -> tuple[int, int, int]:
         """(reserved, requested, segments) after ``prefix`` then ``suffix``; the simulator of
-        ``prefix`` is kept, the suffix freed again."""
+        ``prefix`` is kept, the suffix freed again.
+
+        Without scratch, when every KV tensor is at least 10 MiB and larger than every
+        free block the prefix left, each gets a segment of its own (``allocation_size``; the
+        < 2 MiB remainder it leaves can hold no later KV tensor), so the statistics follow
+        without the replay."""
         from memprof.alloc import CachingAllocator
 
         sim = self._sims.get(prefix)
         if sim is None:
             if len(self._sims) >= MAX_PREFIXES:
                 self._sims.clear()
+                self._prefix_stats.clear()
             sim = CachingAllocator()
             for n in prefix:
                 sim.malloc(n)
             self._sims[prefix] = sim
+            st = sim.memory_stats()
+            self._prefix_stats[prefix] = (st["reserved_bytes.all.current"],
+                                          st["requested_bytes.all.current"],
+                                          st["segment.all.current"], sim.largest_free_block())
+        reserved0, requested0, segments0, largest_free = self._prefix_stats[prefix]
+        if not lazy and suffix and min(suffix) >= ALLOC_MIN_LARGE_ALLOC and (
+                round_up(min(suffix), ALLOC_MIN_BLOCK) > largest_free):
+            return (reserved0 + sum(allocation_size(n) for n in suffix),
+                    requested0 + sum(suffix), segments0 + len(suffix))
+        if not suffix:
+            return reserved0, requested0, segments0
         handles = [sim.malloc(n) for n in suffix]
         s = sim.memory_stats()
         out = (s["reserved_bytes.all.current"], s["requested_bytes.all.current"],
