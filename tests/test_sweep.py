@@ -47,16 +47,22 @@ def test_axes() -> None:
     ("deepseek-r1", "B200", Deployment(enable_expert_parallel=True)),
     ("gpt-oss-120b", "H100", Deployment(engine="sglang")),
     ("qwen3-0.6b", "L40S", Deployment(pp=2)),
+    ("qwen3-32b", "H200", Deployment(kv_cache_dtype="turboquant_k8v4", scratch="per-layer")),
+    ("deepseek-r1", "B200", Deployment(attention_backend="cutlass_mla", scratch="per-layer")),
+    ("deepseek-v4-flash", "H200", Deployment()),
+    ("deepseek-v3", "H200", Deployment(engine="sglang", enable_dp_attention=True, dp=2)),
 ])
 def test_every_point_is_the_estimate(model: str, gpu: str, base: Deployment) -> None:
-    axes = [parse_axis("tp=1,2,8"), parse_axis("max_model_len=4K,32K"),
-            parse_axis("kv_cache_dtype=auto,fp8"), parse_axis("max_num_seqs=16,256")]
+    kv = "kv_cache_dtype=auto,fp8" if base.kv_cache_dtype == "auto" else "block_size=16,32"
+    axes = [parse_axis("tp=1,2,8"), parse_axis("max_model_len=4K,32K"), parse_axis(kv),
+            parse_axis("max_num_seqs=16,256")]
     rows = sweep(model, base, gpu, None, axes)
     assert len(rows) == 24
     g = resolve_gpu(gpu, None)
     for row in rows:
+        key = "kv_cache_dtype" if "kv_cache_dtype" in row else "block_size"
         dep = base.with_(tp=row["tp"], max_model_len=row["max_model_len"],
-                         kv_cache_dtype=row["kv_cache_dtype"], max_num_seqs=row["max_num_seqs"])
+                         max_num_seqs=row["max_num_seqs"], **{key: row[key]})
         try:
             want = record(estimate(model, dep, gpu=g))
         except BadInput as exc:
