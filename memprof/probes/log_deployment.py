@@ -73,7 +73,14 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         raise BadInput("the log does not name its model",
                        hint="pass --model (memprof models lists the bundled ones)")
     name = name if model else resolve_model(name)
-    if gpu or gpu_memory:
+    if gpu and gpu.strip().lower() == "auto":
+        from memprof.probes.devices import local_gpu
+
+        g = local_gpu()
+        if gpu_memory:
+            g = GPU(name=g.name, total_bytes=parse_size(gpu_memory), arch=g.arch,
+                    vendor=g.vendor, exact=True, source="--gpu-memory")
+    elif gpu or gpu_memory:
         g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None)
     else:
         found = log_gpu(log)

@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from memprof.cli import run
 
 MiB = 1 << 20
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 
 
 def invoke(argv: list[str]) -> tuple[int, str, str]:
@@ -129,6 +131,10 @@ def test_nvidia_listing_and_auto(host: Any) -> None:
     _, named, _ = invoke(["estimate", "--gpu", "H100", "-m", "qwen3-0.6b", "-f", "json"])
     assert code == 0 and json.loads(auto)["summary"] == json.loads(named)["summary"]
     assert json.loads(auto)["gpu"]["name"] == "H100-80GB"
+    code, out, err = invoke(["explain", str(LOGS / "sglang-qwen3-235b-fp8-tp4-h100.log"),
+                             "--gpu", "auto", "-m", "qwen3-235b-a22b", "-q", "fp8", "-f", "json"])
+    assert code == 0, err
+    assert json.loads(out)["deployment"]["gpu_total_bytes"] == 85_017_493_504
 
 
 def test_amd_listing_and_auto(host: Any) -> None:
