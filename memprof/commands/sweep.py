@@ -45,7 +45,8 @@ def sweep(
     if fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif fmt == "jsonl":
-        sys.stdout.write(df.to_json(orient="records", lines=True) + "\n")
+        text = df.to_json(orient="records", lines=True) or ""
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         cols = [a.name for a in axes] + [c for c in SHOWN if c not in {a.name for a in axes}]
         sys.stdout.write(render_table(df, cols, title=f"{model}: {len(df)} deployments",
