@@ -79,3 +79,31 @@ def test_table_is_80_columns() -> None:
 def test_errors(argv: list[str], message: str) -> None:
     code, _, err = invoke(argv)
     assert code == 2 and message in err and "hint:" in err
+
+
+ROWS = {r["id"]: r for r in json.loads(
+    (Path(__file__).resolve().parent / "data" / "published.json").read_text(
+        encoding="utf-8"))["rows"]}
+# published rows whose model is bundled: the settings the quote does not show, as flags
+EXPLAINABLE = {
+    4: ["-m", "deepseek-r1-nvfp4"],
+    17: ["--gpu", "H200", "-m", "deepseek-v4-pro", "--tp", "8", "--engine", "sglang"],
+    32: ["--gpu", "H100", "-m", "qwen3-235b-a22b", "-q", "fp8",
+         "--gpu-memory-utilization", "0.9"],
+    33: ["--gpu", "H100", "-m", "qwen3-235b-a22b", "-q", "fp8"],
+    48: ["--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp", "2"],
+}
+
+
+@pytest.mark.parametrize("row", sorted(EXPLAINABLE))
+def test_explain_published_rows(row: int, tmp_path: Path) -> None:
+    """Each logged figure is shown as logged, beside memprof's estimate of it."""
+    log = tmp_path / f"row{row}.log"
+    log.write_text(ROWS[row]["quote"], encoding="utf-8")
+    code, out, err = invoke(["explain", str(log), *EXPLAINABLE[row], "-f", "json"])
+    assert code in (0, 1), err
+    f = figures(out)
+    compared = [k for k, v in f.items() if v["estimated"] is not None]
+    assert compared, f
+    for v in f.values():
+        assert v["reproduced"] or v["explanation"] or v["estimated"] is None
