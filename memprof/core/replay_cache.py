@@ -39,6 +39,7 @@ class AllocatorReplayCache:
 
     def __init__(self) -> None:
         self._weights: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._specs: dict[int, Any] = {}
         self._sims: dict[tuple[int, ...], Any] = {}
         self._stats: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = {}
         self._prefix_stats: dict[tuple[int, ...], tuple[int, int, int, int]] = {}
@@ -53,6 +54,7 @@ class AllocatorReplayCache:
                d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
         sizes = self._weights.get(key)
         if sizes is None:
+            self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
             sizes = tuple(p.bytes for t in weights_in_order(ctx.spec, d, ctx.quant, ctx.coord,
                                                              ctx.gpu.arch) for p in t.params)
             self._weights[key] = sizes
