@@ -85,7 +85,12 @@ OPTIONS = {
                  "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
                  "--attention-backend", "--scratch", "--engine", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
-                 "--compare", "--format/-f"],
+                 "--compare", "--format/-f", "--from-file"],
+    "explain": None,  # the deployment flags plus --format/-f
+    "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--engine",
+             "--headroom", "--max-gpus", "--kv-cache-dtype", "--top", "--format/-f"],
+    "sweep": None,  # the deployment flags plus --set, --output/-o, --format/-f
+    "devices": ["--format/-f"],
     "trace": None,  # the estimate's flags plus its own (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
     "alloc replay": ["--conf", "--total", "--format/-f"],
@@ -106,6 +111,8 @@ def test_every_commands_options_are_frozen() -> None:
         for sub, c in (getattr(cmd, "commands", None) or {name: cmd}).items():
             key = name if sub == name else f"{name} {sub}"
             got[key] = ["/".join(p.opts) for p in c.params if p.opts and p.opts[0].startswith("-")]
-    trace = [*OPTIONS["estimate"][:-2], "--device", "--rank", "--decode-steps", "--graphs",
-             "--alloc-conf", "--snapshot", "--format/-f"]
-    assert got == {**OPTIONS, "trace": trace}
+    flags = OPTIONS["estimate"][:-3]  # the deployment flags every such command shares
+    trace = [*flags, "--device", "--rank", "--decode-steps", "--graphs", "--alloc-conf",
+             "--snapshot", "--format/-f"]
+    assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f"],
+                   "sweep": [*flags, "--set", "--output/-o", "--format/-f"]}

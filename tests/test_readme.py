@@ -39,6 +39,9 @@ def readme_commands() -> list[str]:
 def test_the_readme_has_examples() -> None:
     cmds = readme_commands()
     assert len(cmds) >= 10 and any("gate" in c for c in cmds)
+    for command in ("estimate --gpu H200 -- vllm serve", "sglang.launch_server", "--from-file",
+                    "explain tests/data/logs/", "plan ", "sweep ", "devices", "--gpu auto"):
+        assert any(command in c for c in cmds), command
 
 
 @pytest.mark.parametrize("command", readme_commands())
@@ -49,12 +52,18 @@ def test_readme_example_runs(command: str, tmp_path: Path, monkeypatch: pytest.M
     shutil.copytree(ROOT / "reports", tmp_path / "reports")
     (tmp_path / "tests" / "data").mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "data" / "alloc_ops_example.json", tmp_path / "tests" / "data")
+    for folder in ("logs", "serve"):  # explain's logs, --from-file's scripts and manifests
+        shutil.copytree(ROOT / "tests" / "data" / folder, tmp_path / "tests" / "data" / folder)
     monkeypatch.chdir(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = run(shlex.split(command)[1:])
     if "--device cuda" in command and not _has_gpu():
         assert code == 3, (command, err.getvalue())  # needs a GPU: "no CUDA GPU" here
+        return
+    if ("--gpu auto" in command or command.startswith("memprof devices")) and code == 3:
+        # this host's GPUs: none where the tests run without one (one error line, exit 3)
+        assert err.getvalue().startswith("error: no GPU found"), err.getvalue()
         return
     assert code in (0, 1), (command, err.getvalue())  # 1: the example predicts an OOM
     assert "error:" not in err.getvalue() and out.getvalue()

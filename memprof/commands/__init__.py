@@ -23,12 +23,18 @@ class Command:
 def commands() -> tuple[Command, ...]:
     """Every command, in the order ``memprof --help`` lists them."""
     from memprof.commands.alloc import alloc
+    from memprof.commands.devices import devices
     from memprof.commands.estimate import estimate
+    from memprof.commands.explain import explain
     from memprof.commands.gate import gate
     from memprof.commands.listing import gpus, models
+    from memprof.commands.plan import plan
+    from memprof.commands.sweep import sweep
     from memprof.commands.trace import trace
     from memprof.commands.validate import validate
 
-    return (Command("estimate", estimate), Command("trace", trace), Command("alloc", alloc),
-            Command("validate", validate),
-            Command("gate", gate), Command("models", models), Command("gpus", gpus))
+    return (Command("estimate", estimate), Command("explain", explain),
+            Command("plan", plan), Command("sweep", sweep), Command("trace", trace),
+            Command("alloc", alloc), Command("validate", validate),
+            Command("gate", gate), Command("models", models), Command("gpus", gpus),
+            Command("devices", devices))

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
-from memprof.commands.flags import deployment, with_deployment_flags
+from memprof.commands.flags import deployment, gpu_of, with_deployment_flags
 
 if TYPE_CHECKING:
     from memprof.core.contract import EstimateReport
+    from memprof.probes.serve_command import ServeCommand
 
 
 @with_deployment_flags
@@ -27,16 +28,30 @@ def estimate(
         "e.g. --compare scratch=shared or --compare kv_cache_dtype=fp8,max_num_seqs=256.")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
+    from_file: Annotated[str | None, typer.Option(
+        "--from-file", help="Read the serve command from a shell script, a docker-compose "
+        "file (a service's command:) or a Kubernetes manifest (a container's command/args).")
+    ] = None,
+    serve: Annotated[list[str] | None, typer.Argument(
+        help="A pasted serve command after --: memprof estimate --gpu H200 -- vllm serve "
+        "Qwen/Qwen3-32B -tp 2 … (or python -m sglang.launch_server …).",
+        show_default=False)] = None,
 ) -> None:
-    """Estimate the memory of every rank, the KV-cache budget and whether it fits."""
+    """Estimate the memory of every rank, the KV-cache budget and whether it fits.
+
+    Paste the command you run after ``--`` (or give --from-file): its memory flags are
+    applied, the others are listed once as ignored."""
     from memprof.base.errors import BadInput
     from memprof.core.estimate import estimate as run_estimate
     from memprof.report import FORMATS
 
     if fmt not in FORMATS:
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, json or markdown")
-    model, dep, gpu, gpu_memory = deployment(flags)
-    result = run_estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory)
+    command = _serve_command(serve, from_file)
+    model, dep, gpu, gpu_memory = deployment(flags, command)
+    for line in command.describe() if command else ():
+        sys.stderr.write(line + "\n")
+    result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory))
     from memprof.core.compare import parse_changes
     from memprof.core.remedies import remedies
 
@@ -48,6 +63,19 @@ def estimate(
 
     _emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=compare), fmt)
     raise typer.Exit(EXIT_OK if result.verdict == "fits" else EXIT_OOM)
+
+
+def _serve_command(serve: list[str] | None, from_file: str | None) -> ServeCommand | None:
+    """The pasted command (after ``--``) or the one in ``--from-file``."""
+    from memprof.base.errors import BadInput
+
+    if serve and from_file:
+        raise BadInput("both a pasted command and --from-file", hint="give one of them")
+    if not serve and not from_file:
+        return None
+    from memprof.probes.serve_command import parse_file, parse_tokens
+
+    return parse_tokens(serve) if serve else parse_file(from_file or "")
 
 
 def _emit(report: EstimateReport, fmt: str) -> None:

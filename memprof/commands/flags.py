@@ -13,6 +13,10 @@ from typing import Annotated, Any
 import typer
 
 from memprof.core.deployment import Deployment
+from memprof.core.gpus import GPU
+
+if typing.TYPE_CHECKING:
+    from memprof.probes.serve_command import ServeCommand
 
 
 def _size(text: str | None, *, vllm_bytes: bool = False) -> int | None:
@@ -24,12 +28,14 @@ def _size(text: str | None, *, vllm_bytes: bool = False) -> int | None:
 
 
 def _flags(
-    model: Annotated[str, typer.Option(
+    model: Annotated[str | None, typer.Option(
         "--model", "-m", "--model-path",
         help="Bundled name (memprof models), an HF repo id of a bundled model "
-        "(Qwen/Qwen3-32B), a config.json, or a folder holding one. SGLang: --model-path.")
-    ] = "deepseek-r1",
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog (memprof gpus); "
+        "(Qwen/Qwen3-32B), a config.json, or a folder holding one. SGLang: --model-path. "
+        "Default: deepseek-r1.")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog (memprof gpus), "
+                                            "or auto (this host's, through NVML / AMD SMI); "
                                             "default H100-80GB.")] = None,
     gpu_memory: Annotated[str | None, typer.Option(
         "--gpu-memory", help="Total GPU memory as torch.cuda.mem_get_info reports it, with a "
@@ -106,7 +112,9 @@ FLAG_NAMES = tuple(p.name for p in FLAG_PARAMS)
 
 def with_deployment_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Give ``fn(flags: dict, **own)`` the deployment options beside its own."""
-    params = [*FLAG_PARAMS, *_resolved(fn, skip="flags")]
+    own = _resolved(fn, skip="flags")
+    required = [p for p in own if p.default is inspect.Parameter.empty]
+    params = [*required, *FLAG_PARAMS, *(p for p in own if p not in required)]
 
     def wrapper(**kwargs: Any) -> Any:
         flags = {k: kwargs.pop(k) for k in FLAG_NAMES}
@@ -119,8 +127,14 @@ def with_deployment_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def deployment(flags: dict[str, Any]) -> tuple[str, Deployment, str | None, int | None]:
-    """(model, deployment, --gpu, --gpu-memory bytes) from the flags."""
+DEFAULT_MODEL = "deepseek-r1"
+
+
+def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
+               ) -> tuple[str, Deployment, str | None, int | None]:
+    """(model, deployment, --gpu, --gpu-memory bytes) from the flags, and from a pasted serve
+    command when there is one (its settings win over defaults; a setting given both ways with
+    two different values is an error)."""
     f = flags
     dep = Deployment(
         tp=f["tensor_parallel_size"], pp=f["pipeline_parallel_size"],
@@ -136,4 +150,46 @@ def deployment(flags: dict[str, Any]) -> tuple[str, Deployment, str | None, int 
         enable_dp_attention=f["enable_dp_attention"],
         chunked_prefill_size=f["chunked_prefill_size"], cuda_graph_max_bs=f["cuda_graph_max_bs"],
     )
-    return f["model"], dep, f["gpu"], _size(f["gpu_memory"])
+    model = f["model"]
+    if serve is not None:
+        model, dep = _merge(model, dep, serve)
+    return model or DEFAULT_MODEL, dep, f["gpu"], _size(f["gpu_memory"])
+
+
+def _merge(model: str | None, dep: Deployment, serve: ServeCommand
+           ) -> tuple[str | None, Deployment]:
+    from memprof.base.errors import BadInput
+    from memprof.core.flags import flag_name
+
+    default = Deployment()
+    if dep.engine != default.engine and dep.engine != serve.engine:
+        raise BadInput(f"--engine {dep.engine} but the pasted command runs {serve.engine}",
+                       hint="drop --engine: the pasted command names its engine")
+    changes: dict[str, Any] = {"engine": serve.engine}
+    for fld, value in serve.settings.items():
+        mine = getattr(dep, fld)
+        if mine != getattr(default, fld) and mine != value:
+            flag = flag_name(fld, serve.engine)
+            raise BadInput(f"{flag} is {value} in the pasted command and {mine} in memprof's "
+                           "flags", hint=f"give {flag} once")
+        changes[fld] = value
+    if model is not None and serve.model is not None and model != serve.model:
+        raise BadInput(f"--model {model} but the pasted command serves {serve.model}",
+                       hint="give the model once")
+    return model or serve.model, dep.with_(**changes)
+
+
+def gpu_of(name: str | None, memory: int | None) -> GPU:
+    """``--gpu`` / ``--gpu-memory`` as a GPU; ``--gpu auto`` asks this host (exit 3 when it
+    cannot say)."""
+    from memprof.core.gpus import resolve_gpu
+
+    if name is not None and name.strip().lower() == "auto":
+        from memprof.probes.devices import local_gpu
+
+        local = local_gpu()
+        if memory is None:
+            return local
+        return GPU(name=local.name, total_bytes=memory, arch=local.arch, vendor=local.vendor,
+                   exact=True, source="--gpu-memory")
+    return resolve_gpu(name, memory)

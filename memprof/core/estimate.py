@@ -11,7 +11,9 @@ vLLM budget (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
@@ -36,6 +38,8 @@ from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_f
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,13 +152,17 @@ class _Class:
 
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
              gpu_memory_bytes: int | None = None, gpu: GPU | None = None,
-             terms: tuple[list[TermFn], list[TermFn]] | None = None) -> Estimate:
+             terms: tuple[list[TermFn], list[TermFn]] | None = None,
+             memo: dict[tuple[object, ...], object] | None = None) -> Estimate:
     """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
 
     Work grows with the *distinct* ranks, not their count: ranks of one PP stage holding the
     same number of experts are one class, computed once; an engine (one DP rank's TP×PP
     workers) takes the smallest block count of its classes; ranks with the same class and block
     count share one ``RankEstimate`` (``same_as`` lists them).
+
+    ``memo``: a dict kept across calls (``memprof.core.sweep.Evaluator``) in which a rank's
+    weights and KV layout are remembered under the settings they are computed from.
     """
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
     spec = model if isinstance(model, ModelSpec) else load_model(
@@ -186,7 +194,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
         key = (coord.pp_stage, n_exp)
         order.append((coord, key))
         if key not in classes:
-            classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs)
+            classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs,
+                                  memo)
 
     # pass 2: one engine (a DP rank's TP×PP workers) uses the smallest block count of its workers
     blocks_of = {key: _blocks(dep, c) for key, c in classes.items()}
@@ -219,11 +228,28 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     mem_fraction_static=mfs or None)
 
 
+def _memo(memo: dict[tuple[object, ...], object] | None, key: tuple[object, ...],
+          fn: Callable[[], _T]) -> _T:
+    if memo is None:
+        return fn()
+    if key not in memo:
+        memo[key] = fn()
+    return memo[key]  # type: ignore[return-value]
+
+
 def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            quant: QuantConfig | None, dtype: str, before_kv: list[TermFn], requested: int,
-           mfs: float) -> _Class:
-    tensors, groups = group_weights(spec, dep, quant, coord, gpu.arch)
-    plan = kv_plan(spec, dep, coord, dtype, gpu.arch)
+           mfs: float, memo: dict[tuple[object, ...], object] | None = None) -> _Class:
+    # keyed by what memprof.core.weights and kv_plan read of the deployment
+    wkey = ("weights", id(spec), dep.engine, dep.tp, dep.pp, dep.dp, dep.enable_expert_parallel,
+            dep.enable_dp_attention, dep.dtype, quant, coord, gpu.arch)
+    if memo is not None:  # the spec stays alive while its id is a key
+        memo.setdefault(("spec", id(spec)), spec)
+    tensors, groups = _memo(memo, wkey, lambda: group_weights(spec, dep, quant, coord,
+                                                              gpu.arch))
+    kkey = ("kv", id(spec), dep.kv_cache_dtype, dep.block_size, dep.attn_tp, dep.pp,
+            coord.pp_stage, dtype, gpu.arch)
+    plan = _memo(memo, kkey, lambda: kv_plan(spec, dep, coord, dtype, gpu.arch))
     weights = _weight_components(groups)
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,

@@ -1,0 +1,53 @@
+"""``memprof sweep``: a grid of deployments (``--set tp=1,2,4,8 --set max_model_len=8k,32k``)
+estimated in-process into a pandas DataFrame, shown as a table and written as CSV, Parquet or
+JSON lines."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from memprof.commands.flags import deployment, gpu_of, with_deployment_flags
+
+
+@with_deployment_flags
+def sweep(
+    flags: dict[str, Any],
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="An axis: KEY=V1,V2,... (tp=1,2,4,8; max_model_len=8k,32k,128k; "
+        "kv_cache_dtype=auto,fp8; gpu=H100,H200). Repeat for a grid.")] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="Write every column to FILE.csv, FILE.parquet or FILE.jsonl.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or jsonl (stdout)")
+                   ] = "table",
+) -> None:
+    """Estimate every deployment of a grid (the other flags are the base deployment). Exit 0
+    when the sweep ran (points that do not fit are rows with their verdict)."""
+    from memprof.base.errors import BadInput
+    from memprof.core.sweep import parse_axis
+    from memprof.core.sweep import sweep as run_sweep
+    from memprof.report.sweep import SHOWN, dataframe, render_table, write
+
+    if fmt not in ("table", "csv", "jsonl"):
+        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, csv or jsonl")
+    axes = [parse_axis(s) for s in sets or []]
+    if not axes:
+        raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
+    model, dep, gpu, gpu_memory = deployment(flags)
+    base_gpu = gpu_of(gpu, gpu_memory) if gpu and gpu.strip().lower() == "auto" else None
+    df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu))
+    if output:
+        kind = write(df, output)
+        sys.stderr.write(f"wrote {len(df)} rows to {output} ({kind})\n")
+    if fmt == "csv":
+        sys.stdout.write(df.to_csv(index=False))
+    elif fmt == "jsonl":
+        text = df.to_json(orient="records", lines=True) or ""
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        cols = [a.name for a in axes] + [c for c in SHOWN if c not in {a.name for a in axes}]
+        sys.stdout.write(render_table(df, cols, title=f"{model}: {len(df)} deployments",
+                                      width=None if sys.stdout.isatty() else 80))

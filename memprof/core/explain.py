@@ -1,0 +1,224 @@
+"""Measured vs estimated: the figures a start-up log printed, each beside memprof's estimate of
+the same quantity, the difference, and what explains it.
+
+The measured figures come in as plain numbers keyed by name (``memprof.probes.startup_log`` reads
+them from a log), so this module knows nothing of log formats. "What explains it" is tested, not
+asserted: memprof re-estimates the deployment under each hypothesis it models (per-layer scratch,
+the utilisation default of older vLLM releases, an fp8 KV cache, eager mode, ...) and names the
+one that brings the figure within tolerance; a difference no hypothesis explains says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from memprof.base.errors import BadInput
+from memprof.base.units import GiB, fmt_bytes
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import Estimate, RankEstimate, estimate
+from memprof.core.gpus import GPU
+from memprof.core.models import ModelSpec
+from memprof.core.remedies import Remedies, remedies
+from memprof.core.verdict import loaded_at_start
+
+# A figure is "reproduced" within this relative difference (or this many bytes, for small ones).
+TOLERANCE = 0.03
+TOLERANCE_BYTES = 16 << 20
+
+# the utilisation default before vLLM PR #38284 raised it to 0.92
+OLD_UTILISATION = 0.9
+
+
+def _comp(r: RankEstimate, pred: Callable[[str, str], bool]) -> int:
+    return sum(c.bytes for c in r.components if pred(c.category, c.where))
+
+
+def _loaded(r: RankEstimate) -> int:
+    return sum(c.bytes for c in r.components if loaded_at_start(c))
+
+
+def _baseline(r: RankEstimate) -> int:
+    return _comp(r, lambda cat, where: where == "baseline")
+
+
+# measured key → (what memprof estimates for it, on the rank with the most weights)
+ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
+    "weights_bytes": lambda e, r: _loaded(r),
+    "non_torch_bytes": lambda e, r: _comp(r, lambda c, w: c == "non_torch" and w == "budget"),
+    "activation_peak_bytes": lambda e, r: _comp(r, lambda c, w: c == "activation"),
+    "peak_torch_bytes": lambda e, r: _loaded(r) + _comp(r, lambda c, w: c == "activation"),
+    "cudagraph_estimate_bytes": lambda e, r: _comp(
+        r, lambda c, w: c == "cudagraph" and w == "budget"),
+    "cudagraph_pool_bytes": lambda e, r: _comp(r, lambda c, w: c == "cudagraph"),
+    "available_kv_bytes": lambda e, r: r.available_kv_bytes,
+    "kv_cache_bytes": lambda e, r: r.kv.kv_cache_bytes,
+    "k_bytes": lambda e, r: r.kv.kv_cache_bytes / 2,
+    "v_bytes": lambda e, r: r.kv.kv_cache_bytes / 2,
+    "num_gpu_blocks": lambda e, r: r.kv.num_gpu_blocks,
+    "kv_tokens": lambda e, r: e.kv_cache_tokens,
+    "max_total_num_tokens": lambda e, r: e.kv_cache_tokens,
+    "max_concurrency": lambda e, r: e.max_concurrency,
+    "estimated_max_model_len": lambda e, r: min(x.estimated_max_model_len for x in e.ranks),
+    "total_gpu_bytes": lambda e, r: e.gpu.total_bytes,
+    "oom_total_bytes": lambda e, r: e.gpu.total_bytes,
+    "avail_after_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r) - _loaded(r),
+    "avail_after_pool_bytes": lambda e, r: (e.gpu.total_bytes - _baseline(r) - _loaded(r)
+                                            - r.kv.kv_cache_bytes),
+}
+
+# why a figure may differ, when no modelled setting explains it (facts about the engines only)
+WHY = {
+    "non_torch_bytes": "vLLM V0 counted everything outside torch since the process started "
+                       "(CUDA context, NCCL) here; V1 and memprof count the profile run's "
+                       "increase only",
+    "activation_peak_bytes": "memprof models the profile run's largest live set per layer; "
+                             "kernel workspaces it has no entry for land here",
+    "weights_bytes": "checkpoint tensors or buffers registered at load that memprof does not "
+                     "know (a fork's kernels, extra heads)",
+    "available_kv_bytes": "follows from the terms above (budget − load − activations − "
+                          "non-torch − graphs)",
+    "kv_tokens": "follows from the available KV memory and the block layout",
+    "num_gpu_blocks": "follows from the available KV memory and the block layout",
+    "max_concurrency": "follows from the KV tokens",
+    "kv_cache_bytes": "follows from the KV tokens",
+    "k_bytes": "follows from the KV tokens",
+    "v_bytes": "follows from the KV tokens",
+    "max_total_num_tokens": "follows from the available KV memory",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One figure: measured (as logged), memprof's estimate, the difference, and what explains
+    it. Sizes in bytes; counts and ratios as numbers."""
+
+    key: str
+    measured: float
+    estimated: float | None
+    explanation: str = ""
+    reproduced: bool = False
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.estimated is None else self.estimated - self.measured
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.estimated is None or not self.measured:
+            return None
+        return 100.0 * (self.estimated - self.measured) / self.measured
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation:
+    estimate: Estimate
+    rows: tuple[Row, ...]
+    fixes: Remedies | None  # the cheapest changes that make it start (None: it starts)
+    engine_fix: str | None  # what the engine's own error suggests (e.g. --max-model-len N)
+    notes: tuple[str, ...] = ()
+
+
+def _close(key: str, measured: float, estimated: float) -> bool:
+    if key.endswith("_bytes"):
+        return abs(estimated - measured) <= max(TOLERANCE * abs(measured), TOLERANCE_BYTES)
+    return abs(estimated - measured) <= TOLERANCE * abs(measured) + 1e-9
+
+
+def _rows(measured: Mapping[str, float], e: Estimate) -> list[Row]:
+    r = max(e.ranks, key=lambda x: (x.weights_bytes, -x.coord.rank))
+    out = []
+    for key, value in measured.items():
+        fn = ESTIMATED.get(key)
+        est = float(fn(e, r)) if fn else None
+        out.append(Row(key=key, measured=value, estimated=est,
+                       reproduced=est is not None and _close(key, value, est)))
+    return out
+
+
+def hypotheses(e: Estimate, given: set[str]) -> list[tuple[str, dict[str, object]]]:
+    """Settings memprof models that may explain a difference, each as (why, changes); a
+    setting the log states (``given``) is never questioned."""
+    dep = e.deployment
+    out: list[tuple[str, dict[str, object]]] = []
+    has_scratch = any(r.scratch_savings for r in e.ranks)
+    if has_scratch and dep.scratch != "per-layer":
+        out.append(("per-layer decode scratch (engines before the shared-workspace fixes; "
+                    "registered at load, or not seen by the profiler)", {"scratch": "per-layer"}))
+    if not dep.sglang and "gpu_memory_utilization" not in given:
+        out.append((f"gpu_memory_utilization {OLD_UTILISATION} (vLLM's default before #38284)",
+                    {"gpu_memory_utilization": OLD_UTILISATION}))
+    if dep.kv_cache_dtype == "auto" and "kv_cache_dtype" not in given:
+        out.append(("an fp8 KV cache", {"kv_cache_dtype": "fp8"}))
+    if "enforce_eager" not in given:
+        out.append(("eager mode (no CUDA graphs)" if not dep.enforce_eager else "CUDA graphs on",
+                    {"enforce_eager": not dep.enforce_eager}))
+    if "max_num_seqs" not in given and not dep.sglang:
+        out.append(("max_num_seqs 256 (vLLM's default on smaller GPUs and in V0)",
+                    {"max_num_seqs": 256}))
+    return out
+
+
+def explain(measured: Mapping[str, float], model: str | ModelSpec, dep: Deployment, gpu: GPU,
+            *, given: set[str], failed: bool, engine_fix: str | None = None) -> Explanation:
+    """Estimate the deployment a log describes and set every logged figure beside memprof's.
+
+    ``given``: the settings the log states (never questioned by a hypothesis); ``failed``: the
+    log ends in an error (then the cheapest changes that make it start are evaluated)."""
+    e = estimate(model, dep, gpu=gpu)
+    rows = _rows(measured, e)
+    notes: list[str] = []
+    open_rows = [x for x in rows if x.estimated is not None and not x.reproduced]
+    if open_rows:
+        tried: list[tuple[str, dict[str, Row]]] = []
+        for why, changes in hypotheses(e, given):
+            try:
+                alt = estimate(model, e.deployment.with_(**changes), gpu=gpu)
+            except BadInput:
+                continue
+            tried.append((why, {x.key: x for x in _rows(measured, alt)}))
+        rows = [_explained(x, tried) for x in rows]
+    rows = [x if x.explanation or x.reproduced or x.estimated is None
+            else Row(key=x.key, measured=x.measured, estimated=x.estimated,
+                     explanation=WHY.get(x.key, "not explained by a setting memprof models"))
+            for x in rows]
+    fixes = None
+    if failed or e.verdict != "fits":
+        fixes = remedies(e, model)
+    if failed and e.verdict == "fits":
+        notes.append("the log ends in an error but memprof predicts this deployment fits: "
+                     "the log's engine used memory memprof does not model (see the differences)")
+    if not failed and e.verdict != "fits" and measured:
+        notes.append(f"the log shows a start, memprof predicts {e.verdict}")
+    return Explanation(estimate=e, rows=tuple(rows), fixes=fixes, engine_fix=engine_fix,
+                       notes=tuple(notes))
+
+
+def _explained(row: Row, tried: list[tuple[str, dict[str, Row]]]) -> Row:
+    if row.reproduced or row.estimated is None:
+        return row
+    best: tuple[float, str, Row] | None = None
+    for why, alt_rows in tried:
+        alt = alt_rows.get(row.key)
+        if alt is None or alt.estimated is None:
+            continue
+        gap = abs(alt.estimated - row.measured)
+        if alt.reproduced and (best is None or gap < best[0]):
+            best = (gap, why, alt)
+    if best is None:
+        return row
+    _, why, alt = best
+    return Row(key=row.key, measured=row.measured, estimated=row.estimated,
+               explanation=f"reproduced with {why}: {show(row.key, alt.estimated or 0.0)}")
+
+
+def show(key: str, value: float) -> str:
+    """A figure as a person reads it."""
+    if key.endswith("_bytes"):
+        return fmt_bytes(value)
+    if key in ("max_concurrency", "gpu_memory_utilization", "mem_fraction_static"):
+        return f"{value:.2f}"
+    return f"{round(value):,}"
+
+
+__all__ = ["ESTIMATED", "Explanation", "GiB", "Row", "explain", "show"]

@@ -1,0 +1,130 @@
+"""The allocator term of many deployments at once: the same replay as
+``memprof.core.terms.allocator.allocator_runtime_terms``, with the work that deployments share
+done once.
+
+The replay of one rank is a prefix (the weights tensor by tensor) and a suffix (the scratch seen
+at start-up, the KV-cache tensors, then the lazily allocated scratch). Deployments that differ
+only in their budget (``max_model_len``, ``gpu_memory_utilization``, the KV dtype,
+``max_num_seqs`` …) share the prefix: it is replayed once into a simulator that is kept, the
+suffix is allocated on top, the statistics are read, and the suffix is freed again. Nothing is
+freed in a replay, so freeing the suffix merges every block it split back into the free block
+it came from, and ``empty_cache`` returns the segments it created (a prefix segment always holds
+a live tensor): the simulator is where it was. ``tests/test_sweep.py`` checks the component
+against the original term, byte for byte and formula for formula.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from memprof.base.units import fmt_bytes, round_up
+from memprof.core.components import Component, TermContext
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.terms.allocator import (
+    ALLOC_MIN_BLOCK,
+    ALLOC_MIN_LARGE_ALLOC,
+    SIMULATE_MAX_LAYERS,
+    allocation_size,
+    allocator_runtime_terms,
+)
+
+MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
+
+
+class AllocatorReplayCache:
+    """A drop-in for ``allocator_runtime_terms`` that shares replays between deployments."""
+
+    def __init__(self) -> None:
+        self._weights: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._specs: dict[int, Any] = {}
+        self._sims: dict[tuple[int, ...], Any] = {}
+        self._stats: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = {}
+        self._prefix_stats: dict[tuple[int, ...], tuple[int, int, int, int]] = {}
+
+    def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
+        from memprof.core.weights import weights_in_order
+
+        d = ctx.dep
+        # the Deployment fields memprof.core.weights reads (tp, pp, dtype, EP, DP copies,
+        # attention TP), with the spec, quantisation, rank and GPU architecture
+        key = (id(ctx.spec), d.engine, d.tp, d.pp, d.dp, d.enable_expert_parallel,
+               d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
+        sizes = self._weights.get(key)
+        if sizes is None:
+            self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
+            sizes = tuple(p.bytes for t in weights_in_order(ctx.spec, d, ctx.quant, ctx.coord,
+                                                             ctx.gpu.arch) for p in t.params)
+            self._weights[key] = sizes
+        return sizes
+
+    def __call__(self, ctx: TermContext) -> list[Component]:
+        if ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
+            return allocator_runtime_terms(ctx)
+        from memprof.core.scratch.evaluate import scratch_tensors
+
+        scratch = [(math.prod(t.shape) * dtype_bytes(t.dtype), t.profiled)
+                   for t in scratch_tensors(ctx)]
+        prefix = self._weight_sizes(ctx)
+        kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
+        early = [n for n, seen in scratch if seen]
+        suffix = [*early, *kv, *(n for n, seen in scratch if not seen)]
+        lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
+        known = self._stats.get((prefix, tuple(suffix)))
+        if known is None:
+            known = self._replay(prefix, suffix, lazy)
+            if len(self._stats) >= 64 * MAX_PREFIXES:
+                self._stats.clear()
+            self._stats[(prefix, tuple(suffix))] = known
+        reserved, requested, segments = known
+        kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
+        count = len(prefix) + len(suffix)
+        return [Component(
+            name="allocator slack (simulated)", category="allocator",
+            bytes=reserved - requested, count=1, where="runtime", profiled=False,
+            formula=f"memprof.alloc replay of {count} allocations (weights, scratch, "
+            f"{len(kv)} KV tensor(s)): reserved {fmt_bytes(reserved)} − requested "
+            f"{fmt_bytes(requested)} in {segments} segments; the KV tensors' 2 MiB "
+            f"rounding alone is {fmt_bytes(kv_round)}")]
+
+    def _replay(self, prefix: tuple[int, ...], suffix: list[int], lazy: int
+                ) -> tuple[int, int, int]:
+        """(reserved, requested, segments) after ``prefix`` then ``suffix``; the simulator of
+        ``prefix`` is kept, the suffix freed again.
+
+        Without scratch, when every KV tensor is at least 10 MiB and larger than every
+        free block the prefix left, each gets a segment of its own (``allocation_size``; the
+        < 2 MiB remainder it leaves can hold no later KV tensor), so the statistics follow
+        without the replay."""
+        from memprof.alloc import CachingAllocator
+
+        sim = self._sims.get(prefix)
+        if sim is None:
+            if len(self._sims) >= MAX_PREFIXES:
+                self._sims.clear()
+                self._prefix_stats.clear()
+            sim = CachingAllocator()
+            for n in prefix:
+                sim.malloc(n)
+            self._sims[prefix] = sim
+            st = sim.memory_stats()
+            self._prefix_stats[prefix] = (st["reserved_bytes.all.current"],
+                                          st["requested_bytes.all.current"],
+                                          st["segment.all.current"], sim.largest_free_block())
+        reserved0, requested0, segments0, largest_free = self._prefix_stats[prefix]
+        if not lazy and suffix and min(suffix) >= ALLOC_MIN_LARGE_ALLOC and (
+                round_up(min(suffix), ALLOC_MIN_BLOCK) > largest_free):
+            return (reserved0 + sum(allocation_size(n) for n in suffix),
+                    requested0 + sum(suffix), segments0 + len(suffix))
+        if not suffix:
+            return reserved0, requested0, segments0
+        handles = [sim.malloc(n) for n in suffix]
+        s = sim.memory_stats()
+        out = (s["reserved_bytes.all.current"], s["requested_bytes.all.current"],
+               s["segment.all.current"])
+        for h in reversed(handles):
+            sim.free(h)
+        sim.empty_cache()
+        return out

@@ -1,0 +1,187 @@
+"""Many deployments at once: axes (``tp=1,2,4,8``), their grid, and an evaluator that estimates
+each point exactly as ``estimate`` does, sharing the work points have in common (the model spec,
+the GPU, the allocator replay of identical weights; ``memprof.core.replay_cache``).
+
+Results are plain records (one ``dict`` per point) so the pure core needs no table library; the
+``sweep`` command turns them into a pandas DataFrame.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from memprof.base.errors import BadInput
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import Estimate, default_terms, estimate
+from memprof.core.flags import BY_FIELD, coerce, field_for
+from memprof.core.gpus import GPU, resolve_gpu
+from memprof.core.models import ModelSpec, load_model
+
+MAX_POINTS = 1_000_000  # a grid larger than this is a mistake, not a sweep
+# axes that are not Deployment fields
+EXTRA_AXES = ("gpu", "model")
+# vLLM's human_readable_int fields: 32k = 32,000 and 32K = 32,768, as vLLM reads them
+HUMAN_READABLE = ("max_model_len", "max_num_batched_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """One swept setting: the name the user wrote, the field it sets, and its values."""
+
+    name: str
+    field: str  # a Deployment field, or "gpu" / "model"
+    values: tuple[Any, ...]
+
+
+def read_int(text: str, where: str) -> int:
+    """An integer as vLLM reads ``--max-model-len``: ``32768``, ``32k`` (32,000), ``32K``
+    (32,768), ``1m``."""
+    from memprof.base.units import parse_size
+
+    try:
+        return parse_size(text.strip(), bare_bytes=True, vllm_letters=True)
+    except BadInput:
+        raise BadInput(f"{where}: bad value {text[:40]!r}",
+                       hint="an integer, or 32k (32,000) / 32K (32,768) as vLLM reads it"
+                       ) from None
+
+
+def parse_axis(text: str) -> Axis:
+    """``KEY=V1,V2,...`` with KEY a field or any flag of either engine (``tp``,
+    ``tensor_parallel_size``, ``max-model-len``, ``kv_cache_dtype``, ``gpu``, ``model``)."""
+    key, eq, values = text.partition("=")
+    where = f"--set {text[:60]}"
+    if not eq or not key.strip():
+        raise BadInput(f"{where}: expected KEY=V1,V2,...", hint="e.g. --set tp=1,2,4,8")
+    name = key.strip()
+    fld = name.lower() if name.lower() in EXTRA_AXES else field_for(name)
+    if fld is None or fld == "engine":
+        raise BadInput(f"{where}: unknown setting {name[:40]!r}",
+                       hint="a deployment flag such as tp, pp, dp, max_model_len, max_num_seqs, "
+                       "kv_cache_dtype, gpu_memory_utilization, or gpu / model")
+    raw = [v.strip() for v in values.split(",")]
+    if not raw or any(not v for v in raw):
+        raise BadInput(f"{where}: an empty value", hint="e.g. --set max_model_len=8k,32k,128k")
+    if fld in EXTRA_AXES:
+        parsed: list[Any] = raw
+    elif fld in HUMAN_READABLE:
+        parsed = [read_int(v, where) for v in raw]
+    else:
+        parsed = [coerce(fld, v, where=where) for v in raw]
+    return Axis(name=name, field=fld, values=tuple(dict.fromkeys(parsed)))
+
+
+def grid_size(axes: list[Axis]) -> int:
+    n = 1
+    for a in axes:
+        n *= len(a.values)
+    return n
+
+
+def points(axes: list[Axis]) -> Iterator[dict[str, Any]]:
+    """Every combination of the axes' values, the last axis fastest ({field: value})."""
+    if grid_size(axes) > MAX_POINTS:
+        raise BadInput(f"the grid has {grid_size(axes):,} points, more than {MAX_POINTS:,}",
+                       hint="sweep fewer values per axis")
+    fields = [a.field for a in axes]
+    if len(set(fields)) != len(fields):
+        dup = next(f for f in fields if fields.count(f) > 1)
+        raise BadInput(f"--set names {dup} twice", hint="give each setting one --set")
+    for combo in itertools.product(*(a.values for a in axes)):
+        yield dict(zip(fields, combo, strict=True))
+
+
+class Evaluator:
+    """Estimates deployments exactly as ``estimate`` does, with the shared work cached."""
+
+    def __init__(self) -> None:
+        from memprof.core.replay_cache import AllocatorReplayCache
+
+        before, after = default_terms()
+        replay = AllocatorReplayCache()
+        self.terms = (before, [replay if getattr(f, "__name__", "") ==
+                               "allocator_runtime_terms" else f for f in after])
+        self._specs: dict[tuple[str, bool], ModelSpec] = {}
+        self._gpus: dict[tuple[str | None, int | None], GPU] = {}
+        self._memo: dict[tuple[object, ...], object] = {}
+
+    def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
+        if isinstance(model, ModelSpec):
+            return model
+        key = (model, mtp)
+        if key not in self._specs:
+            self._specs[key] = load_model(model, speculative_mtp=mtp)
+        return self._specs[key]
+
+    def gpu(self, name: str | None, memory: int | None) -> GPU:
+        key = (name, memory)
+        if key not in self._gpus:
+            self._gpus[key] = resolve_gpu(name, memory)
+        return self._gpus[key]
+
+    def remember_gpu(self, name: str | None, memory: int | None, gpu: GPU) -> None:
+        self._gpus[(name, memory)] = gpu
+
+    def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU) -> Estimate:
+        spec = self.spec(model, dep.num_speculative_tokens > 0)
+        return estimate(spec, dep, gpu=gpu, terms=self.terms, memo=self._memo)
+
+
+RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
+                  "kv_cache_bytes_per_token", "weights_bytes", "available_kv_bytes",
+                  "headroom_bytes", "max_model_len", "max_num_seqs", "error")
+
+
+def record(e: Estimate) -> dict[str, Any]:
+    """The figures of one estimate as a flat record (sizes in bytes)."""
+    return {
+        "gpus": e.deployment.world_size,
+        "verdict": e.verdict,
+        "kv_cache_tokens": e.kv_cache_tokens,
+        "max_concurrency": round(e.max_concurrency, 4),
+        "kv_cache_bytes_per_token": e.kv_cache_bytes_per_token,
+        "weights_bytes": e.weights_bytes_max,
+        "available_kv_bytes": min(r.available_kv_bytes for r in e.ranks),
+        "headroom_bytes": min(r.headroom_bytes for r in e.ranks),
+        "max_model_len": e.max_model_len,
+        "max_num_seqs": e.deployment.max_num_seqs,
+        "error": "",
+    }
+
+
+def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | None,
+          axes: list[Axis], evaluator: Evaluator | None = None,
+          base_gpu: GPU | None = None) -> list[dict[str, Any]]:
+    """One record per grid point: the axes' values, then ``RESULT_COLUMNS``. A point the engine
+    would refuse (TP not dividing the heads, ...) has verdict ``invalid`` and its error."""
+    ev = evaluator or Evaluator()
+    if base_gpu is not None:  # e.g. --gpu auto, resolved by the caller
+        ev.remember_gpu(gpu_name, gpu_memory, base_gpu)
+    out: list[dict[str, Any]] = []
+    names = {a.field: a.name for a in axes}
+    for a in axes:  # a GPU or a model the user mistyped is an error, not an invalid point
+        for v in a.values:
+            if a.field == "gpu":
+                ev.gpu(v, gpu_memory)
+            elif a.field == "model":
+                ev.spec(v, base.num_speculative_tokens > 0)
+    ev.gpu(gpu_name, gpu_memory)
+    ev.spec(model, base.num_speculative_tokens > 0)
+    for point in points(axes):
+        row: dict[str, Any] = {names[k]: v for k, v in point.items()}
+        changes = {k: v for k, v in point.items() if k not in EXTRA_AXES}
+        try:
+            gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory)
+            dep = base.with_(**changes)
+            row.update(record(ev.estimate(point.get("model", model), dep, gpu)))
+        except BadInput as exc:
+            row.update({c: None for c in RESULT_COLUMNS})
+            row.update(verdict="invalid", error=exc.message)
+        out.append(row)
+    return out
+
+
+__all__ = ["BY_FIELD", "Axis", "Evaluator", "parse_axis", "points", "record", "sweep"]

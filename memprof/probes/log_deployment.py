@@ -1,0 +1,118 @@
+"""A start-up log → the deployment that printed it: the model, the GPU (from the total the log
+shows, matched to the catalog), the settings the log states, and the measured figures to set
+beside memprof's estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memprof.base.errors import BadInput
+from memprof.core.deployment import Deployment
+from memprof.core.gpus import GPU, catalog, resolve_gpu
+from memprof.probes.startup_log import StartupLog
+
+# figures that are settings or context, not quantities memprof estimates
+CONTEXT_KEYS = frozenset({"gpu_memory_utilization", "mem_fraction_static", "concurrency_tokens",
+                          "logged_max_model_len", "oom_tried_bytes", "oom_free_bytes",
+                          "initial_usage_bytes"})
+GPU_MATCH = 0.005  # a logged total within 0.5% of a catalog GPU's is that GPU
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rebuilt:
+    model: str
+    deployment: Deployment
+    gpu: GPU
+    measured: dict[str, float]
+    given: set[str]
+    engine_fix: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve_model(name: str) -> str:
+    """A model named in a log: a bundled name or HF id, or a local path whose last part is the
+    name of a bundled model's HF repo (``/path/to/Qwen3-235B-A22B-FP8``)."""
+    from memprof.core.models import bundled_models
+    from memprof.core.models.load import hf_ids
+
+    key = name.strip().lower()
+    if key in bundled_models() or key in hf_ids():
+        return name
+    base = key.rstrip("/").rsplit("/", 1)[-1]
+    for hf, (_written, bundled) in hf_ids().items():
+        if hf.rsplit("/", 1)[-1] == base:
+            return bundled
+    if base in bundled_models():
+        return base
+    raise BadInput(f"the log's model {name[:80]!r} is not a bundled model",
+                   hint="pass --model (memprof models lists them, or give a config.json)")
+
+
+def log_gpu(log: StartupLog) -> GPU | None:
+    total = log.get("total_gpu_bytes") or log.get("oom_total_bytes")
+    if not total:
+        return None
+    best = min(catalog(), key=lambda g: abs(g.total_bytes - total))
+    if abs(best.total_bytes - total) <= GPU_MATCH * total:
+        return GPU(name=best.name, total_bytes=int(total), arch=best.arch, vendor=best.vendor,
+                   exact=False, source="the log's total (rounded to 0.01 GiB)")
+    return GPU(name="from log", total_bytes=int(total), arch="unknown", exact=False,
+               source="the log's total")
+
+
+def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
+            overrides: dict[str, Any] | None = None) -> Rebuilt:
+    """The deployment of ``log``; ``overrides`` (Deployment fields the user gave) win over the
+    log's own settings."""
+    from memprof.base.units import parse_size
+
+    notes: list[str] = []
+    name = model or log.model
+    if name is None:
+        raise BadInput("the log does not name its model",
+                       hint="pass --model (memprof models lists the bundled ones)")
+    name = name if model else resolve_model(name)
+    if gpu and gpu.strip().lower() == "auto":
+        from memprof.probes.devices import local_gpu
+
+        g = local_gpu()
+        if gpu_memory:
+            g = GPU(name=g.name, total_bytes=parse_size(gpu_memory), arch=g.arch,
+                    vendor=g.vendor, exact=True, source="--gpu-memory")
+    elif gpu or gpu_memory:
+        g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None)
+    else:
+        found = log_gpu(log)
+        if found is None:
+            raise BadInput("the log does not show the GPU's total memory",
+                           hint="pass --gpu (memprof gpus lists the catalog) or --gpu-memory")
+        g = found
+        notes.append(f"GPU: {g.name}, {g.total_bytes / (1 << 30):.2f} GiB as the log shows it")
+    settings: dict[str, Any] = {**log.settings, **(overrides or {})}
+    util = log.get("gpu_memory_utilization")
+    if util and log.engine != "sglang":
+        settings.setdefault("gpu_memory_utilization", util)
+    mfs = log.get("mem_fraction_static")
+    if mfs and log.engine == "sglang":
+        settings.setdefault("mem_fraction_static", mfs)
+    for key in ("logged_max_model_len", "concurrency_tokens"):
+        v = log.get(key)
+        if v and "max_model_len" not in settings:
+            settings["max_model_len"] = int(v)
+    engine = str(settings.pop("engine", None) or (
+        log.engine if log.engine in ("vllm", "sglang") else "vllm"))
+    try:
+        dep = Deployment(engine=engine).with_(**settings)
+    except TypeError as exc:  # pragma: no cover - settings keys are Deployment fields
+        raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
+    measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
+    fix = None
+    est_len = log.get("estimated_max_model_len")
+    if est_len:
+        fix = f"--max-model-len {int(est_len)} (the engine's estimate of the longest that fits)"
+    elif log.get("kv_tokens") and log.get("logged_max_model_len"):
+        fix = (f"--max-model-len {int(log.get('kv_tokens') or 0)} (the KV cache's capacity the "
+               "log shows)")
+    return Rebuilt(model=name, deployment=dep, gpu=g, measured=measured, given=set(settings),
+                   engine_fix=fix, notes=notes)

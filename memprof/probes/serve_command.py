@@ -1,0 +1,438 @@
+"""A pasted serve command → the deployment it starts.
+
+Reads ``vllm serve MODEL --flag value …``, ``python -m vllm.entrypoints.openai.api_server …`` and
+``python -m sglang.launch_server --model-path MODEL …`` as tokens, or as the text of a file: a
+shell script (continuation lines joined, simple ``NAME=value`` assignments expanded), a
+docker-compose file (the service's ``entrypoint`` + ``command``; the vLLM image's entrypoint is
+``vllm serve``) or a Kubernetes manifest (a container's ``command`` + ``args``, also through
+``sh -c "…"``).
+
+Flags are looked up in ``memprof.core.flags.SETTINGS`` (applied to the deployment) and in
+``memprof.probes.serve_flags`` (not modelled, or ignored); anything else is an error naming the
+engine version the tables describe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memprof.base.errors import BadInput
+from memprof.core.flags import SETTINGS, coerce
+from memprof.probes.serve_flags import (
+    ENGINE_VERSION_ASSUMED,
+    HUMAN_READABLE,
+    MEMPROF_ONLY,
+    OTHER_FLAGS,
+    ServeFlag,
+)
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+MAX_TOKENS = 4096  # a command longer than this is not a command
+MAX_FILE_BYTES = 1 << 20
+_ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numactl", "taskset"}
+_SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeCommand:
+    """What a serve command sets: the engine, the model, the Deployment fields its flags set
+    (engine values, already read as the engine reads them), and the flags memprof does not apply."""
+
+    engine: str
+    model: str | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
+    not_modelled: tuple[tuple[str, str], ...] = ()
+    version: str = ""
+
+    def describe(self) -> list[str]:
+        """The lines a user reads about what was taken from the command (stderr)."""
+        name = ENGINE_NAMES[self.engine]
+        out = [f"read as {name} {self.version}: model {self.model or '(not given)'}, "
+               + (", ".join(f"{k}={v}" for k, v in self.settings.items()) or "no memory flags")]
+        if self.not_modelled:
+            out.append("warning: not modelled (they change GPU memory; memprof leaves them out): "
+                       + "; ".join(f"{f} ({n})" if n else f for f, n in self.not_modelled))
+        if self.ignored:
+            out.append("ignored (no effect on GPU memory): " + " ".join(self.ignored))
+        return out
+
+
+def _lookup(engine: str) -> dict[str, tuple[str, ServeFlag | None]]:
+    """flag → ("setting", field) or ("other", ServeFlag) for one engine."""
+    table: dict[str, tuple[str, ServeFlag | None]] = {}
+    for s in SETTINGS:
+        if s.field in MEMPROF_ONLY:
+            continue
+        for f in s.flags(engine):
+            table[f] = (s.field, None)
+    for sf in OTHER_FLAGS[engine]:
+        for f in sf.names:
+            table.setdefault(f, ("", sf))
+    return table
+
+
+_TABLES = {e: _lookup(e) for e in ENGINE_NAMES}
+_BOOL_FIELDS = {s.field for s in SETTINGS if s.kind == "bool"}
+
+
+def _norm_flag(flag: str) -> str:
+    """vLLM and SGLang accept ``--tensor_parallel_size`` for ``--tensor-parallel-size``."""
+    if flag.startswith("--"):
+        return "--" + flag[2:].replace("_", "-")
+    return flag
+
+
+def _unknown(flag: str, engine: str) -> BadInput:
+    import difflib
+
+    name = ENGINE_NAMES[engine]
+    close = difflib.get_close_matches(flag, list(_TABLES[engine]), n=1, cutoff=0.8)
+    hint = (f"did you mean {close[0]}? " if close else "check its spelling; ") + (
+        "memprof's own flags (--gpu, --format) go before the --")
+    return BadInput(f"unknown {name} flag {flag[:60]!r} (memprof knows the flags of {name} "
+                    f"{ENGINE_VERSION_ASSUMED[engine]})", hint=hint)
+
+
+def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
+    """(engine, index of the first argument after the launcher), or None."""
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        base = t.rsplit("/", 1)[-1]
+        if _ENV_ASSIGN.match(t) or base in _WRAPPERS:
+            i += 1
+            continue
+        if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
+            return "vllm", i + 2
+        if re.fullmatch(r"python[0-9.]*", base) or base in ("uv", "run"):
+            # python [-u] -m MODULE
+            j = i + 1
+            while j < len(tokens) and tokens[j] in ("-u", "-O", "-B", "run", "python",
+                                                      "python3"):
+                j += 1
+            if j + 1 < len(tokens) and tokens[j] == "-m":
+                mod = tokens[j + 1]
+                if mod.startswith("vllm.entrypoints"):
+                    return "vllm", j + 2
+                if mod in ("sglang.launch_server", "sglang.srt.server"):
+                    return "sglang", j + 2
+            return None
+        return None
+    return None
+
+
+def parse_tokens(tokens: list[str], *, engine: str | None = None,
+                 where: str = "the pasted command") -> ServeCommand:
+    """A serve command's tokens (launcher included, or ``engine`` given for bare arguments)."""
+    if len(tokens) > MAX_TOKENS:
+        raise BadInput(f"{where} has {len(tokens)} words", hint="paste one serve command")
+    found = find_launcher(tokens)
+    if found is not None:
+        engine, start = found
+        args = tokens[start:]
+    elif engine is not None:
+        args = list(tokens)
+    else:
+        shown = " ".join(tokens[:3])[:60]
+        raise BadInput(f"{where} is not a serve command ({shown!r})",
+                       hint="paste 'vllm serve MODEL …' or 'python -m sglang.launch_server "
+                       "--model-path MODEL …'")
+    for k, tok in enumerate(args):
+        if tok in _SHELL_STOP:
+            args = args[:k]
+            break
+    return _parse_args(engine, args, where)
+
+
+def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
+    table = _TABLES[engine]
+    settings: dict[str, Any] = {}
+    ignored: list[str] = []
+    not_modelled: list[tuple[str, str]] = []
+    model: str | None = None
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if not tok.startswith("-") or re.fullmatch(r"-[0-9.]+", tok):
+            if engine == "vllm" and model is None:
+                model = tok  # vllm serve MODEL
+                continue
+            raise BadInput(f"{where}: unexpected argument {tok[:60]!r}",
+                           hint="every setting after the model is a --flag")
+        name, eq, inline = tok.partition("=")
+        name = _norm_flag(name)
+        if re.fullmatch(r"-O[0-9]", name) and "-O" in table:  # vLLM's -O3: a compilation level
+            if "-O" not in (n for n, _ in not_modelled):
+                not_modelled.append(("-O", table["-O"][1].note if table["-O"][1] else ""))
+            continue
+        if name == "--config":
+            raise BadInput(f"{where}: --config reads the flags from a YAML file, which memprof "
+                           "does not open", hint="paste the flags that file sets instead")
+        negated = False
+        entry = table.get(name)
+        if entry is None and name.startswith("--no-"):
+            entry = table.get("--" + name[5:])
+            negated = entry is not None
+        if entry is None:
+            raise _unknown(name, engine)
+        fld, other = entry
+        is_switch = (other.arity == "flag") if other is not None else fld in _BOOL_FIELDS
+        if negated and not is_switch:
+            raise _unknown(name, engine)
+        values: list[str] = []
+        if is_switch:
+            if eq:
+                values = [inline]
+        elif eq:
+            values = [inline]
+        else:
+            while i < len(args) and (not args[i].startswith("--") or not values) and (
+                    not args[i].startswith("-") or re.fullmatch(r"-[0-9.]+", args[i])):
+                values.append(args[i])
+                i += 1
+                if other is None or other.arity != "many":
+                    break
+            if not values:
+                raise BadInput(f"{where}: {name} needs a value", hint=f"e.g. {name} VALUE")
+        if other is not None:
+            if other.kind == "ignored":
+                if name not in ignored:
+                    ignored.append(name)
+            elif other.kind == "not_modelled":
+                if name not in (n for n, _ in not_modelled):
+                    not_modelled.append((name, other.note))
+            else:
+                model = _special(engine, other, name, values, negated, settings, not_modelled,
+                                 model, where)
+            continue
+        if is_switch:
+            value: Any = (not negated) if not values else coerce(fld, values[0], where=where)
+        elif fld in HUMAN_READABLE:
+            value = _human_int(values[0], name, where)
+        else:
+            value = coerce(fld, values[0], where=f"{where}: {name}")
+        settings[fld] = value
+    return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
+                        not_modelled=tuple(not_modelled),
+                        version=ENGINE_VERSION_ASSUMED[engine])
+
+
+def _human_int(text: str, flag: str, where: str) -> int:
+    """vLLM's ``human_readable_int``: 32k = 32,000, 32K = 32,768, 1m = 10^6, plain integers."""
+    from memprof.base.units import parse_size
+
+    try:
+        return parse_size(text, bare_bytes=True, vllm_letters=True)
+    except BadInput:
+        raise BadInput(f"{where}: bad value {text[:40]!r} for {flag}",
+                       hint="an integer, or 32k (32,000) / 32K (32,768) as vLLM reads it"
+                       ) from None
+
+
+def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: bool,
+             settings: dict[str, Any], not_modelled: list[tuple[str, str]],
+             model: str | None, where: str) -> str | None:
+    if name in ("--model", "--model-path"):
+        return values[0]
+    if name in ("--enable-expert-parallel", "-ep", "--enable-ep-moe"):
+        settings["enable_expert_parallel"] = not negated
+        return model
+    if name in ("--ep-size", "--ep", "--expert-parallel-size"):
+        try:
+            settings["enable_expert_parallel"] = int(values[0]) > 1
+        except ValueError:
+            raise BadInput(f"{where}: bad value {values[0][:40]!r} for {name}",
+                           hint=f"e.g. {name} 8") from None
+        return model
+    if name == "--speculative-config":
+        try:
+            conf = json.loads(values[0])
+        except ValueError:
+            raise BadInput(f"{where}: --speculative-config is not JSON ({values[0][:40]!r})",
+                           hint='e.g. --speculative-config \'{"method": "deepseek_mtp", '
+                           '"num_speculative_tokens": 1}\'') from None
+        method = str(conf.get("method", "")) if isinstance(conf, dict) else ""
+        n = conf.get("num_speculative_tokens") if isinstance(conf, dict) else None
+        if "mtp" in method and isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            settings["num_speculative_tokens"] = n
+        else:
+            not_modelled.append((name, f"speculative method {method or '?'}: the draft "
+                                 "model's memory"))
+        return model
+    raise _unknown(name, engine)  # pragma: no cover - every special flag is handled above
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def parse_file(path: str) -> ServeCommand:
+    """The serve command in a shell script, a docker-compose file or a Kubernetes manifest."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise BadInput(f"{path} is larger than 1 MiB", hint="pass the script or manifest "
+                           "that holds the serve command")
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"no such file: {path}", hint="--from-file takes a shell script, a "
+                       "docker-compose file or a Kubernetes manifest") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path} is a folder", hint="pass the file") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not UTF-8 text", hint="pass a text file") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
+    return parse_text(text, where=p.name, yaml_hint=p.suffix in (".yml", ".yaml"))
+
+
+def parse_text(text: str, *, where: str = "the file", yaml_hint: bool = False) -> ServeCommand:
+    if yaml_hint or re.search(r"^\s*(services|apiVersion|kind|spec|containers)\s*:", text,
+                              flags=re.M):
+        return _from_yaml(text, where)
+    return _from_script(text, where)
+
+
+def _from_script(text: str, where: str) -> ServeCommand:
+    joined = re.sub(r"\\\r?\n", " ", text)
+    env: dict[str, str] = {}
+    for raw in joined.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)", line)
+        if m:
+            env[m.group(1)] = _unquote(m.group(2))
+            continue
+        if not re.search(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server", line):
+            continue
+        line = _expand(line, env, where)
+        tokens = _split(line, where)
+        if find_launcher(tokens) is None:  # e.g. `docker run … vllm/vllm-openai …` then flags
+            continue
+        return parse_tokens(tokens, where=where)
+    raise BadInput(f"{where} holds no serve command (vllm serve, python -m "
+                   "vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
+                   hint="--from-file reads a shell script, a docker-compose file or a "
+                   "Kubernetes manifest")
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _expand(line: str, env: dict[str, str], where: str) -> str:
+    """``${NAME}``, ``${NAME:-default}`` and ``$NAME`` from the script's own assignments."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in env:
+            return env[name]
+        if m.group(2) is not None:
+            return m.group(2)
+        raise BadInput(f"{where}: the serve command uses ${name}, which is not set in the file",
+                       hint=f"set {name}=… in the script, or write the value in the command")
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)",
+                  sub, line)
+
+
+def _split(line: str, where: str) -> list[str]:
+    try:
+        return shlex.split(line, comments=True)
+    except ValueError as exc:
+        raise BadInput(f"{where}: cannot split the command line ({exc})",
+                       hint="check its quotes") from None
+
+
+def _from_yaml(text: str, where: str) -> ServeCommand:
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - PyYAML is a dependency
+        from memprof.base.errors import EnvironmentProblem
+
+        raise EnvironmentProblem("reading YAML needs PyYAML",
+                                 hint="pip install pyyaml") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        at = f" (line {line + 1})" if isinstance(line, int) else ""
+        raise BadInput(f"{where} is not valid YAML{at}",
+                       hint="pass a docker-compose file or a Kubernetes manifest") from None
+    candidates: list[tuple[list[str], str | None]] = []
+    for doc in docs:
+        _collect(doc, candidates, depth=0)
+    for tokens, image in candidates:
+        try:
+            return _from_container(tokens, image, where)
+        except _NotServe:
+            continue
+    raise BadInput(f"{where} has no container or service that runs vLLM or SGLang",
+                   hint="the serve command goes in a compose service's command: or a "
+                   "container's command:/args:")
+
+
+class _NotServe(Exception):
+    pass
+
+
+def _as_tokens(value: object, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return _split(value, where)
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return [str(v) for v in value]
+    raise BadInput(f"{where}: a command or args entry is neither a string nor a list of them",
+                   hint="write command: [\"vllm\", \"serve\", …]")
+
+
+def _collect(node: object, out: list[tuple[list[str], str | None]], depth: int) -> None:
+    """Every compose service and Kubernetes container, as (entrypoint + command/args, image)."""
+    if depth > 64:
+        return
+    if isinstance(node, dict):
+        image = node.get("image") if isinstance(node.get("image"), str) else None
+        if "services" in node and isinstance(node["services"], dict):
+            for svc in node["services"].values():
+                if isinstance(svc, dict):
+                    toks = (_as_tokens(svc.get("entrypoint"), "entrypoint")
+                            + _as_tokens(svc.get("command"), "command"))
+                    img = svc.get("image")
+                    out.append((toks, img if isinstance(img, str) else None))
+            return
+        if image is not None and ("args" in node or "command" in node):
+            toks = (_as_tokens(node.get("command"), "command")
+                    + _as_tokens(node.get("args"), "args"))
+            out.append((toks, image))
+            return
+        for v in node.values():
+            _collect(v, out, depth + 1)
+    elif isinstance(node, list):
+        for v in node:
+            _collect(v, out, depth + 1)
+
+
+def _from_container(tokens: list[str], image: str | None, where: str) -> ServeCommand:
+    if find_launcher(tokens) is not None:
+        return parse_tokens(tokens, where=where)
+    # sh -c "…": the launcher is inside one string
+    for t in tokens:
+        if re.search(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server", t):
+            return _from_script(t, where)
+    img = (image or "").lower()
+    if "vllm" in img:  # the vLLM image's entrypoint is `vllm serve`
+        return parse_tokens(tokens, engine="vllm", where=where)
+    if "sglang" in img and tokens:
+        return parse_tokens(tokens, engine="sglang", where=where)
+    raise _NotServe

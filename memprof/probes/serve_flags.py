@@ -1,0 +1,210 @@
+"""Every flag of ``vllm serve`` and ``sglang.launch_server``, as data: what memprof does with
+each when it reads a pasted command.
+
+Three kinds of flag:
+
+- **applied**: the flag sets a ``Deployment`` field (``memprof.core.flags.SETTINGS`` names the
+  field for each engine flag); the value is read as the engine reads it;
+- **not modelled**: the flag changes GPU memory,
+              but memprof has no term for it (``--cpu-offload-gb``,
+  LoRA adapters, ``--max-total-tokens``): it is listed with a warning, never silently dropped;
+- **ignored**: the flag does not change GPU memory (host, port, API key, logging, parsers).
+
+A flag in none of the lists is an error that names the engine version the tables describe
+(``ENGINE_VERSION_ASSUMED``), so a flag added by a newer release is not guessed at.
+
+Sources: vLLM ``EngineArgs.add_cli_args`` (vllm/engine/arg_utils.py) and the OpenAI server's
+``make_arg_parser`` (vllm/entrypoints/openai/cli_args.py), v0.11.0-v0.33.0; SGLang
+``ServerArgs.add_cli_args`` (python/sglang/srt/server_args.py, SGL@d315eb7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# The engine releases these tables describe. One constant per engine, so that ``--engine-version``
+# can replace it where the versions branch is merged.
+ENGINE_VERSION_ASSUMED = {"vllm": "0.33.0", "sglang": "0.5 (SGL@d315eb7)"}
+
+Arity = Literal["value", "flag", "many"]  # one value / a switch (also --no-X) / nargs="+"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeFlag:
+    """A flag of an engine's launcher that memprof does not apply as a Deployment setting."""
+
+    names: tuple[str, ...]
+    arity: Arity
+    kind: Literal["ignored", "not_modelled", "special"]
+    note: str = ""
+
+
+def _ignored(arity: Arity, *names: str) -> list[ServeFlag]:
+    return [ServeFlag((n,), arity, "ignored") for n in names]
+
+
+# vLLM: flags with no effect on GPU memory (server, logging, tokenizer, scheduling policy, ...)
+_VLLM_IGNORED = [
+    *_ignored("value", "--host", "--port", "--uds", "--uvicorn-log-level", "--api-key",
+              "--served-model-name", "--tokenizer", "--tokenizer-mode", "--tokenizer-revision",
+              "--revision", "--code-revision", "--download-dir", "--load-format", "--config-format",
+              "--chat-template", "--chat-template-content-format", "--response-role",
+              "--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs", "--ssl-cert-reqs",
+              "--root-path", "--tool-call-parser", "--tool-parser-plugin", "--reasoning-parser",
+              "--seed", "--hf-config-path", "--hf-token", "--hf-overrides", "--generation-config",
+              "--override-generation-config", "--max-log-len", "--disable-log-stats-interval",
+              "--scheduling-policy", "--distributed-executor-backend", "--worker-cls",
+              "--worker-extension-cls", "--guided-decoding-backend", "--structured-outputs-config",
+              "--logits-processor-pattern", "--model-impl", "--enable-log-outputs-level",
+              "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-backend",
+              "--data-parallel-start-rank", "--data-parallel-size-local", "--api-server-count",
+              "--nnodes", "--node-rank", "--master-addr", "--master-port", "--runner",
+              "--convert", "--task", "--prefix-caching-hash-algo", "--max-parallel-loading-workers",
+              "--otlp-traces-endpoint", "--collect-detailed-traces", "--kv-events-config",
+              "--pooler-config", "--override-pooler-config", "--ignore-patterns",
+              "--allowed-local-media-path", "--allowed-media-domains", "--max-logprobs",
+              "--logprobs-mode", "--tokenizer-pool-size", "--long-prefill-token-threshold",
+              "--max-num-partial-prefills", "--max-long-partial-prefills", "--lora-dtype",
+              "--enable-prompt-tokens-details-level", "--log-config-file", "--chat-template-kwargs",
+              "--default-chat-template-kwargs", "--tool-server", "--h11-max-incomplete-event-size",
+              "--h11-max-header-count", "--scheduler-cls", "--async-scheduling-mode",
+              "--mm-processor-kwargs", "--mm-processor-cache-type", "--media-io-kwargs",
+              "--expert-placement-strategy", "--eplb-config", "--dcp-kv-cache-interleave-size",
+              "--reasoning-config", "--io-processor-plugin", "--numa-bind"),
+    *_ignored("many", "--allowed-origins", "--allowed-methods", "--allowed-headers",
+              "--middleware", "--lora-modules", "--prompt-adapters"),
+    *_ignored("flag", "--trust-remote-code", "--disable-log-stats", "--disable-log-requests",
+              "--enable-log-requests", "--disable-frontend-multiprocessing",
+              "--enable-auto-tool-choice", "--enable-prefix-caching", "--enable-chunked-prefill",
+              "--disable-custom-all-reduce", "--skip-tokenizer-init", "--enable-request-id-headers",
+              "--disable-fastapi-docs", "--enable-server-load-tracking",
+              "--return-tokens-as-token-ids",
+              "--enable-prompt-tokens-details", "--enable-force-include-usage",
+              "--disable-uvicorn-access-log", "--headless", "--data-parallel-hybrid-lb",
+              "--data-parallel-external-lb", "--async-scheduling", "--enable-sleep-mode",
+              "--disable-sliding-window", "--disable-cascade-attn", "--enable-eplb",
+              "--enable-dbo", "--enable-tokenizer-info-endpoint", "--enable-log-outputs",
+              "--use-tqdm-on-load", "--disable-chunked-mm-input", "--enable-mfu-metrics",
+              "--ray-workers-use-nsight", "--enable-layerwise-nvtx-tracing",
+              "--include-stop-str-in-output", "--disable-hybrid-kv-cache-manager",
+              "--fully-sharded-loras", "--enable-lora-bias",
+              "--exclude-tools-when-tool-choice-none",
+              "--enable-multimodal-encoder-data-parallel", "--safetensors-load-strategy"),
+]
+
+_VLLM_NOT_MODELLED = [
+    ServeFlag(("--cpu-offload-gb",), "value", "not_modelled",
+              "weights offloaded to the CPU are still counted on the GPU"),
+    ServeFlag(("--swap-space",), "value", "not_modelled", "CPU swap space (host memory)"),
+    ServeFlag(("--kv-offloading-size",), "value", "not_modelled", "KV offload to the CPU"),
+    ServeFlag(("--kv-offloading-backend",), "value", "not_modelled", "KV offload to the CPU"),
+    ServeFlag(("--enable-lora",), "flag", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-loras",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-lora-rank",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-cpu-loras",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--limit-mm-per-prompt",), "value", "not_modelled",
+              "the vision encoder's profile run"),
+    ServeFlag(("--mm-encoder-tp-mode",), "value", "not_modelled", "the vision encoder"),
+    ServeFlag(("--kv-transfer-config",), "value", "not_modelled",
+              "the KV connector's buffers (LMCache, NIXL)"),
+    ServeFlag(("--compilation-config", "-O"), "value", "not_modelled",
+              "custom CUDA-graph sizes and modes (memprof uses vLLM's defaults)"),
+    ServeFlag(("--cuda-graph-sizes",), "many", "not_modelled",
+              "custom CUDA-graph sizes (memprof uses vLLM's defaults)"),
+    ServeFlag(("--max-seq-len-to-capture",), "value", "not_modelled", "CUDA-graph capture"),
+    ServeFlag(("--num-gpu-blocks-override",), "value", "not_modelled",
+              "a fixed KV block count"),
+    ServeFlag(("--decode-context-parallel-size", "-dcp"), "value", "not_modelled",
+              "decode context parallelism"),
+    ServeFlag(("--rope-scaling",), "value", "not_modelled", "RoPE scaling"),
+    ServeFlag(("--max-num-seqs-per-dp-rank",), "value", "not_modelled", ""),
+    ServeFlag(("--calculate-kv-scales",), "flag", "not_modelled", ""),
+    ServeFlag(("--mamba-ssm-cache-dtype", "--mamba-cache-dtype"), "value", "not_modelled",
+              "Mamba state caches"),
+    ServeFlag(("--enable-expert-parallel-load-balancer",), "flag", "not_modelled", ""),
+    ServeFlag(("--num-redundant-experts",), "value", "not_modelled", "redundant experts (EPLB)"),
+    ServeFlag(("--all2all-backend",), "value", "not_modelled", "all-to-all buffers (DeepEP)"),
+]
+
+_VLLM_SPECIAL = [
+    ServeFlag(("--model",), "value", "special"),
+    ServeFlag(("--speculative-config",), "value", "special",
+              "JSON; num_speculative_tokens of an MTP method is applied"),
+    ServeFlag(("--enable-expert-parallel", "-ep"), "flag", "special"),
+]
+
+# SGLang
+_SGLANG_IGNORED = [
+    *_ignored("value", "--host", "--port", "--tokenizer-path", "--tokenizer-mode",
+              "--served-model-name", "--chat-template", "--completion-template", "--api-key",
+              "--log-level", "--log-level-http", "--revision", "--load-format", "--download-dir",
+              "--random-seed", "--watchdog-timeout", "--dist-init-addr", "--nnodes", "--node-rank",
+              "--dist-timeout", "--reasoning-parser", "--tool-call-parser", "--schedule-policy",
+              "--schedule-conservativeness", "--stream-interval", "--decode-log-interval",
+              "--attention-backend", "--prefill-attention-backend", "--decode-attention-backend",
+              "--sampling-backend", "--grammar-backend", "--moe-runner-backend",
+              "--moe-a2a-backend", "--deepep-mode", "--file-storage-path", "--tokenizer-worker-num",
+              "--skip-tokenizer-init-mode", "--base-gpu-id", "--gpu-id-step", "--device",
+              "--context-length-override", "--json-model-override-args",
+              "--preferred-sampling-params",
+              "--torch-compile-max-bs", "--torchao-config", "--load-balance-method",
+              "--crash-dump-folder", "--ep-dispatch-algorithm", "--init-expert-location",
+              "--expert-distribution-recorder-mode", "--tool-server",
+              "--weight-loader-prefetch-checkpoints",
+              "--model-loader-extra-config", "--modelopt-quant", "--hf-chat-template-name",
+              "--constrained-json-whitespace-pattern", "--disaggregation-mode",
+              "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port"),
+    *_ignored("many", "--cuda-graph-bs"),
+    *_ignored("flag", "--trust-remote-code", "--skip-server-warmup", "--enable-metrics",
+              "--disable-radix-cache", "--enable-torch-compile", "--enable-mixed-chunk",
+              "--enable-cache-report", "--log-requests", "--show-time-cost", "--enable-p2p-check",
+              "--disable-custom-all-reduce", "--enable-nccl-nvls", "--disable-overlap-schedule",
+              "--enable-deterministic-inference", "--skip-tokenizer-init", "--sleep-on-idle",
+              "--enable-two-batch-overlap", "--enable-eplb", "--disable-chunked-prefix-cache",
+              "--enable-metrics-for-all-schedulers", "--disable-outlines-disk-cache",
+              "--enable-symm-mem", "--enable-dp-lm-head", "--allow-auto-truncate",
+              "--enable-request-time-stats-logging", "--disable-fast-image-processor",
+              "--enable-custom-logit-processor", "--enable-flashinfer-allreduce-fusion",
+              "--enable-return-hidden-states", "--enable-multimodal",
+              "--disable-shared-experts-fusion"),
+]
+
+_SGLANG_NOT_MODELLED = [
+    ServeFlag(("--max-total-tokens",), "value", "not_modelled",
+              "a cap on the KV pool's tokens"),
+    ServeFlag(("--max-prefill-tokens",), "value", "not_modelled", ""),
+    ServeFlag(("--cpu-offload-gb",), "value", "not_modelled",
+              "weights offloaded to the CPU are still counted on the GPU"),
+    ServeFlag(("--speculative-algorithm",), "value", "not_modelled",
+              "the draft model's weights and KV cache"),
+    ServeFlag(("--speculative-draft-model-path",), "value", "not_modelled", "the draft model"),
+    ServeFlag(("--speculative-num-steps",), "value", "not_modelled", ""),
+    ServeFlag(("--speculative-eagle-topk",), "value", "not_modelled", ""),
+    ServeFlag(("--speculative-num-draft-tokens",), "value", "not_modelled", ""),
+    ServeFlag(("--lora-paths",), "many", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-loras-per-batch",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--enable-hierarchical-cache",), "flag", "not_modelled", "host KV cache"),
+    ServeFlag(("--hicache-ratio",), "value", "not_modelled", "host KV cache"),
+    ServeFlag(("--ep-num-redundant-experts",), "value", "not_modelled", "redundant experts"),
+    ServeFlag(("--enable-memory-saver",), "flag", "not_modelled", ""),
+]
+
+_SGLANG_SPECIAL = [
+    ServeFlag(("--model-path", "--model"), "value", "special"),
+    ServeFlag(("--ep-size", "--ep", "--expert-parallel-size"), "value", "special",
+              "expert parallel over the server's TP ranks when > 1"),
+    ServeFlag(("--enable-ep-moe",), "flag", "special"),
+]
+
+OTHER_FLAGS: dict[str, list[ServeFlag]] = {
+    "vllm": [*_VLLM_IGNORED, *_VLLM_NOT_MODELLED, *_VLLM_SPECIAL],
+    "sglang": [*_SGLANG_IGNORED, *_SGLANG_NOT_MODELLED, *_SGLANG_SPECIAL],
+}
+
+# memprof-only settings that have no flag in the engine's launcher (memprof's own modelling
+# choices): a pasted command never carries them.
+MEMPROF_ONLY = frozenset({"engine", "scratch", "num_speculative_tokens"})
+
+# vLLM's integer flags read as ``human_readable_int`` (32k = 32,000; 32K = 32,768).
+HUMAN_READABLE = frozenset({"max_model_len", "max_num_batched_tokens"})

@@ -1,0 +1,399 @@
+"""A vLLM (V0 or V1) or SGLang start-up log → the figures it printed, the settings and version it
+shows, and the error that stopped it.
+
+Every figure is kept with the text it was read from, so ``memprof explain`` can show it as logged.
+Units: vLLM V1 prints GiB; V0's "Loading model weights took X GB" is bytes / 2**30; SGLang's
+"GB" is bytes / 2**30 too (``tests/data/published.json``, ``_about``). A line that matches nothing
+is skipped; a log in which nothing matches is an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from memprof.base.errors import BadInput
+from memprof.base.units import GiB
+
+MAX_LOG_BYTES = 64 << 20
+MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
+
+Kind = Literal["gib", "int", "float"]
+
+_NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+_GIB = _NUM + r"\s*(?:GiB|GB|G)\b"
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    key: str
+    engine: str  # vllm | sglang | any
+    regex: re.Pattern[str]
+    kind: Kind
+    group: int = 1
+
+
+def _p(key: str, engine: str, regex: str, kind: Kind, group: int = 1) -> Pattern:
+    return Pattern(key, engine, re.compile(regex, re.I), kind, group)
+
+
+# (figure, engine, pattern, kind): the first match of a key in the log wins, except where a
+# later line of the same key is a re-run (SGLang prints "KV Cache is allocated" per rank: equal).
+PATTERNS: tuple[Pattern, ...] = (
+    # --- vLLM: model load
+    _p("weights_bytes", "vllm", r"Loading model weights took\s+" + _GIB, "gib"),
+    _p("weights_bytes", "vllm", r"Model loading took\s+" + _GIB, "gib"),
+    _p("weights_bytes", "vllm", r"model weights (?:only )?tooks?\s+" + _GIB, "gib"),
+    _p("weights_bytes", "vllm", r"weights memory:\s*" + _GIB, "gib"),
+    # --- vLLM V1 profile
+    _p("non_torch_bytes", "vllm", r"non[-_ ]torch[_ ]memory(?: takes)?[=: ]\s*" + _GIB, "gib"),
+    _p("non_torch_bytes", "vllm", r"Total non-torch memory:\s*" + _GIB, "gib"),
+    _p("activation_peak_bytes", "vllm",
+       r"(?:PyTorch activation peak memory(?: takes)?|torch peak memory increase:?)\s*" + _GIB,
+       "gib"),
+    _p("peak_torch_bytes", "vllm", r"peak_torch_memory=\s*" + _GIB, "gib"),
+    _p("initial_usage_bytes", "vllm", r"initial_memory_usage=\s*" + _GIB, "gib"),
+    _p("total_gpu_bytes", "vllm", r"total_gpu_memory=\s*" + _GIB, "gib"),
+    _p("gpu_memory_utilization", "vllm", r"gpu_memory_utilization=\s*([0-9.]+[0-9])", "float"),
+    _p("available_kv_bytes", "vllm", r"Available KV cache memory:\s*" + _GIB, "gib"),
+    _p("available_kv_bytes", "vllm",
+       r"(?:the rest of the memory reserved for KV Cache is(?: only)?|kv_cache_size=)\s*"
+       + _GIB, "gib"),
+    _p("available_kv_bytes", "vllm",
+       r"larger than the available KV cache memory \(\s*" + _GIB, "gib"),
+    _p("cudagraph_estimate_bytes", "vllm",
+       r"(?:Estimated CUDA ?graph memory|CUDA graph memory (?:estimate|profiling)[^:]*):?\s*"
+       + _GIB, "gib"),
+    _p("cudagraph_pool_bytes", "vllm",
+       r"Graph capturing finished in [0-9.]+ secs?, took\s+" + _GIB, "gib"),
+    _p("num_gpu_blocks", "vllm", r"# GPU blocks:\s*" + _NUM, "int"),
+    _p("num_gpu_blocks", "vllm", r"num_gpu_blocks(?: is)?[=: ]\s*" + _NUM, "int"),
+    _p("kv_tokens", "vllm", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", "int"),
+    _p("kv_tokens", "vllm",
+       r"maximum number of tokens that can be stored in KV cache \(\s*" + _NUM, "int"),
+    _p("concurrency_tokens", "vllm", r"Maximum concurrency for\s*" + _NUM + r"\s*tokens", "int"),
+    _p("max_concurrency", "vllm",
+       r"Maximum concurrency for\s*[0-9,]+\s*tokens per request:\s*([0-9.]+)x", "float"),
+    _p("estimated_max_model_len", "vllm",
+       r"estimated maximum model length is\s*" + _NUM, "int"),
+    _p("logged_max_model_len", "vllm", r"max seq len \(\s*" + _NUM, "int"),
+    _p("oom_tried_bytes", "any", r"Tried to allocate\s*" + _GIB, "gib"),
+    _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
+    _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
+    # --- SGLang
+    _p("weights_bytes", "sglang", r"Load weight end\..*?mem usage=\s*" + _GIB, "gib"),
+    _p("avail_after_load_bytes", "sglang", r"Load weight end\..*?avail mem=\s*" + _GIB, "gib"),
+    _p("kv_tokens", "sglang", r"KV Cache is allocated\.\s*#tokens:\s*" + _NUM, "int"),
+    _p("kv_cache_bytes", "sglang", r"KV Cache is allocated\..*?KV size:\s*" + _GIB, "gib"),
+    _p("k_bytes", "sglang", r"KV Cache is allocated\..*?\bK size:\s*" + _GIB, "gib"),
+    _p("v_bytes", "sglang", r"KV Cache is allocated\..*?\bV size:\s*" + _GIB, "gib"),
+    _p("avail_after_pool_bytes", "sglang", r"Memory pool end\.\s*avail mem=\s*" + _GIB, "gib"),
+    _p("cudagraph_pool_bytes", "sglang", r"Capture cuda graph end\..*?mem usage=\s*" + _GIB,
+       "gib"),
+    _p("max_total_num_tokens", "sglang", r"max_total_num_tokens=\s*" + _NUM, "int"),
+    _p("mem_fraction_static", "sglang", r"mem[-_]fraction[-_]static[= ]\s*([0-9.]*[0-9])",
+       "float"),
+)
+
+LABELS = {
+    "weights_bytes": "model load",
+    "non_torch_bytes": "non-torch memory",
+    "activation_peak_bytes": "activation peak",
+    "peak_torch_bytes": "peak torch memory (weights + activations)",
+    "initial_usage_bytes": "memory in use before the profile",
+    "total_gpu_bytes": "GPU total",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "available_kv_bytes": "available KV cache memory",
+    "cudagraph_estimate_bytes": "CUDA-graph estimate",
+    "cudagraph_pool_bytes": "CUDA-graph pool (captured)",
+    "num_gpu_blocks": "GPU blocks",
+    "kv_tokens": "KV cache tokens",
+    "concurrency_tokens": "tokens per request (concurrency line)",
+    "max_concurrency": "maximum concurrency",
+    "estimated_max_model_len": "estimated maximum model length",
+    "logged_max_model_len": "max model length asked",
+    "oom_tried_bytes": "OOM: tried to allocate",
+    "oom_total_bytes": "OOM: GPU total",
+    "oom_free_bytes": "OOM: free",
+    "avail_after_load_bytes": "free after load",
+    "kv_cache_bytes": "KV cache size",
+    "k_bytes": "K size",
+    "v_bytes": "V size",
+    "avail_after_pool_bytes": "free after the KV pool",
+    "max_total_num_tokens": "max_total_num_tokens",
+    "mem_fraction_static": "mem_fraction_static",
+}
+
+_ERRORS = (
+    re.compile(r"((?:torch\.)?(?:cuda\.)?OutOfMemoryError: .*|CUDA out of memory\..*)"),
+    re.compile(r"(ValueError: .*)"),
+    re.compile(r"(RuntimeError: .*)"),
+    re.compile(r"(AssertionError: .*)"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One figure of the log: its value (bytes for sizes, a count, a ratio), and what was read."""
+
+    key: str
+    value: float
+    text: str
+    line: int
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.key, self.key)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupLog:
+    """What a start-up log shows."""
+
+    engine: str | None
+    generation: str | None  # "V0", "V1" (vLLM) or None
+    version: str | None
+    figures: dict[str, Figure]
+    errors: tuple[str, ...]
+    model: str | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    command: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def get(self, key: str) -> float | None:
+        f = self.figures.get(key)
+        return None if f is None else f.value
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors)
+
+
+def _value(kind: Kind, text: str) -> float:
+    number = float(text.replace(",", ""))
+    if kind == "gib":
+        return round(number * GiB)
+    return number
+
+
+def read_log(path: str) -> StartupLog:
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_LOG_BYTES:
+            raise BadInput(f"{path} is larger than 64 MiB",
+                           hint="pass the start-up part of the log (up to the first request)")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"no such file: {path}", hint="pass a vLLM or SGLang start-up log"
+                       ) from None
+    except IsADirectoryError:
+        raise BadInput(f"{path} is a folder", hint="pass the log file") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
+    return parse_log(data.decode("utf-8", errors="replace"), where=p.name)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def parse_log(text: str, *, where: str = "the log") -> StartupLog:
+    """The figures, settings, version and errors of a start-up log's text."""
+    lines = [_ANSI.sub("", ln)[:MAX_LINE] for ln in text.splitlines()]
+    joined = "\n".join(lines)
+    engine = _engine(joined)
+    figures: dict[str, Figure] = {}
+    errors: list[str] = []
+    for n, line in enumerate(lines, 1):
+        for pat in PATTERNS:
+            if pat.key in figures or (pat.engine not in ("any", engine) and engine):
+                continue
+            m = pat.regex.search(line)
+            if m:
+                try:
+                    value = _value(pat.kind, m.group(pat.group))
+                except ValueError:
+                    continue
+                figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n)
+        for rx in _ERRORS:
+            m = rx.search(line)
+            if m and m.group(1) not in errors:
+                errors.append(m.group(1).strip()[:400])
+                break
+    settings, model, command, notes = _settings(lines, engine)
+    if not figures and not errors and not settings:
+        raise BadInput(f"{where} shows no figure memprof can read (no 'Model loading took', "
+                       "'GPU KV cache size', 'KV Cache is allocated', ...)",
+                       hint="pass the start-up log of vLLM or SGLang, from the launch to the "
+                       "first request or the error")
+    return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
+                      engine, figures), version=_version(joined), figures=figures,
+                      errors=tuple(errors), model=model, settings=settings, command=command,
+                      notes=tuple(notes))
+
+
+def _engine(text: str) -> str:
+    if re.search(r"sglang|KV Cache is allocated|Load weight end|mem_fraction_static|"
+                 r"Memory pool end", text, re.I) and not re.search(
+                     r"vllm serve|vLLM API server|vllm\.|\[gpu_worker\.py", text):
+        return "sglang"
+    if re.search(r"vllm|GPU KV cache size|# GPU blocks|Maximum concurrency for|"
+                 r"model weights|KV cache memory|non_torch_memory|max seq len", text, re.I):
+        return "vllm"
+    return ""
+
+
+def _guess_engine(figures: dict[str, Figure]) -> str | None:
+    return "vllm" if figures else None
+
+
+def _generation(text: str, engine: str, figures: dict[str, Figure]) -> str | None:
+    if engine != "vllm":
+        return None
+    if re.search(r"V1 LLM engine|VLLM_USE_V1=1|\[gpu_worker\.py|\[kv_cache_utils\.py|"
+                 r"Available KV cache memory|EngineCore", text):
+        return "V1"
+    if re.search(r"# GPU blocks:|model_runner\.py|gpu_executor\.py|worker\.py:\d+\]|"
+                 r"Memory profiling results|maximum number of tokens that can be stored", text):
+        return "V0"
+    return None
+
+
+def _version(text: str) -> str | None:
+    for rx in (r"vLLM API server version\s*([0-9][\w.+-]*)",
+               r"Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)",
+               r"LLM engine \(v([0-9][\w.+-]*)\)", r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]\w*)",
+               r"sglang[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9][\w.]*)"):
+        m = re.search(rx, text, re.I)
+        if m:
+            return m.group(1)
+    return None
+
+
+# keys of vLLM's "non-default args" / engine config, and SGLang's ServerArgs, → Deployment fields
+_CONFIG_KEYS = {
+    "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "data_parallel_size": "dp",
+    "enable_expert_parallel": "enable_expert_parallel", "quantization": "quantization",
+    "kv_cache_dtype": "kv_cache_dtype", "max_model_len": "max_model_len",
+    "max_seq_len": "max_model_len", "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "gpu_memory_utilization": "gpu_memory_utilization", "block_size": "block_size",
+    "enforce_eager": "enforce_eager", "dtype": "dtype",
+    # SGLang ServerArgs
+    "tp_size": "tp", "dp_size": "dp", "pp_size": "pp", "context_length": "max_model_len",
+    "max_running_requests": "max_num_seqs", "page_size": "block_size",
+    "disable_cuda_graph": "enforce_eager", "mem_fraction_static": "mem_fraction_static",
+    "enable_dp_attention": "enable_dp_attention", "chunked_prefill_size": "chunked_prefill_size",
+    "cuda_graph_max_bs": "cuda_graph_max_bs",
+}
+
+
+def _settings(lines: list[str], engine: str
+              ) -> tuple[dict[str, Any], str | None, str | None, list[str]]:
+    """Settings from a serve command in the log, vLLM's "non-default args: {…}" or engine config
+    line, or SGLang's ``server_args=ServerArgs(…)``."""
+    settings: dict[str, Any] = {}
+    model: str | None = None
+    command: str | None = None
+    notes: list[str] = []
+    for line in lines:
+        if command is None and not re.search(r"vllm serve|vllm\.entrypoints|"
+                                             r"sglang\.launch_server", line):
+            m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
+            if m:
+                launcher = ("python -m sglang.launch_server " if engine == "sglang"
+                            else "vllm serve ")
+                line = launcher + m.group(1)
+        if command is None and re.search(r"vllm serve|vllm\.entrypoints|sglang\.launch_server",
+                                         line):
+            command, model, got, note = _command(line)
+            settings.update({k: v for k, v in got.items() if k not in settings})
+            if note:
+                notes.append(note)
+        m = re.search(r"non-default args:\s*(\{.*\})", line)
+        if m:
+            try:
+                d = ast.literal_eval(m.group(1))
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                d = None
+            if isinstance(d, dict):
+                model = model or (str(d["model"]) if "model" in d else None)
+                _take(d, settings)
+        m = re.search(r"(?:server_args=ServerArgs\(|with config: )(.*)", line)
+        if m:
+            pairs = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", m.group(1)))
+            d = {k: _literal(v) for k, v in pairs.items()}
+            model = model or _str(d.get("model_path") or d.get("model"))
+            _take(d, settings)
+    return settings, model, command, notes
+
+
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        if text.startswith("torch."):
+            return text.removeprefix("torch.")
+        return text
+
+
+def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
+    for k, v in d.items():
+        fld = _CONFIG_KEYS.get(str(k))
+        if fld is None or fld in settings or v is None:
+            continue
+        if fld == "dtype" and isinstance(v, str):
+            v = v.removeprefix("torch.")
+        if fld in ("tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+                   "block_size", "chunked_prefill_size", "cuda_graph_max_bs"):
+            if isinstance(v, int) and not isinstance(v, bool):
+                settings[fld] = v
+        elif fld in ("gpu_memory_utilization", "mem_fraction_static"):
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                settings[fld] = float(v)
+        elif fld in ("enforce_eager", "enable_expert_parallel", "enable_dp_attention"):
+            if isinstance(v, bool):
+                settings[fld] = v
+        elif isinstance(v, str):
+            settings[fld] = v
+
+
+def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
+    """A serve command quoted in a log line: what memprof can read of it (unknown flags are a
+    note here, not an error: a log is evidence, not input)."""
+    from memprof.probes.serve_command import parse_tokens
+
+    start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))", line)
+    text = line[start.start():] if start else line
+    text = re.split(r"\)\s*$|`", text)[0]
+    try:
+        tokens = [t for t in shlex.split(text) if t not in ("...", "…")]
+    except ValueError:
+        return text, None, {}, "the serve command in the log could not be split"
+    dropped: list[str] = []
+    for _ in range(len(tokens) + 1):
+        try:
+            cmd = parse_tokens(tokens)
+            return text, cmd.model, dict(cmd.settings), (
+                f"flags of the logged command not read: {' '.join(dropped)}" if dropped else None)
+        except BadInput as exc:
+            bad = re.search(r"flag '([^']+)'|argument '([^']+)'", exc.message)
+            if not bad:
+                return text, None, {}, f"the serve command in the log: {exc.message}"
+            flag = bad.group(1) or bad.group(2)
+            i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
+                     None)
+            if i is None:
+                return text, None, {}, f"the serve command in the log: {exc.message}"
+            dropped.append(flag)
+            del tokens[i]
+            if i < len(tokens) and not tokens[i].startswith("-") and "=" not in flag:
+                del tokens[i]  # its value
+    return text, None, {}, None

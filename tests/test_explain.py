@@ -1,0 +1,109 @@
+"""``memprof explain``: logged figures beside the estimate, on the logs in tests/data/logs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from memprof.cli import run
+
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
+
+
+def invoke(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def figures(out: str) -> dict[str, dict[str, object]]:
+    return {f["key"]: f for f in json.loads(out)["figures"]}
+
+
+def test_v0_failed_start_r1_distill_tp2() -> None:
+    code, out, err = invoke(["explain", str(LOGS / "vllm-v0-r1-distill-qwen-14b-tp2-4090.log"),
+                             "--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp",
+                             "2", "-f", "json"])
+    assert code == 1, err
+    d = json.loads(out)
+    f = figures(out)
+    assert f["weights_bytes"]["measured"] == round(13.9476 * (1 << 30))
+    assert f["weights_bytes"]["reproduced"]  # 13.76 GiB, −1.4 %
+    assert f["kv_tokens"]["measured"] == 81_536
+    assert d["verdict"] == "startup_oom"
+    assert d["engine_fix"].startswith("--max-model-len 81536")
+    assert d["fixes_note"]  # memprof's own changes were evaluated
+
+
+def test_sglang_k_and_v_sizes() -> None:
+    code, out, err = invoke(["explain", str(LOGS / "sglang-qwen3-235b-fp8-tp4-h100.log"),
+                             "--gpu", "H100", "-m", "qwen3-235b-a22b", "-q", "fp8", "-f",
+                             "json"])
+    assert code == 0, err
+    f = figures(out)
+    assert f["kv_tokens"]["measured"] == 367_404
+    assert f["kv_tokens"]["estimated"] == 383_796  # README: +4.5 %
+    assert json.loads(out)["deployment"]["mem_fraction_static"] == 0.93
+
+
+def test_gpu_from_the_oom_line_and_flags_from_the_log() -> None:
+    code, out, err = invoke(["explain", str(LOGS / "vllm-v1-r1-nvfp4-gb200-dp4-oom.log"),
+                             "-m", "deepseek-r1-nvfp4", "-f", "json"])
+    assert code in (0, 1), err
+    d = json.loads(out)
+    assert d["deployment"]["gpu"] == "GB200" and d["deployment"]["data_parallel_size"] == 4
+    assert d["deployment"]["kv_cache_dtype"] == "fp8"
+    assert d["notes"]  # memprof predicts it fits although the log ran out of memory
+
+
+def test_table_is_80_columns() -> None:
+    code, out, _ = invoke(["explain", str(LOGS / "vllm-v0-r1-distill-qwen-14b-tp2-4090.log"),
+                           "--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp",
+                           "2"])
+    assert code == 1
+    assert max(len(x) for x in out.splitlines()) <= 80
+    assert "model load" in out and "13.95 GiB" in out and "81,536" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["explain", "missing.log"], "no such file"),
+    (["explain", str(LOGS / "vllm-v1-r1-nvfp4-gb200-dp4-oom.log")], "not a bundled model"),
+    (["explain", str(LOGS / "vllm-v1-qwen3-235b-fp8-tp4-h100.log"), "-m", "qwen3-235b-a22b"],
+     "GPU's total"),
+])
+def test_errors(argv: list[str], message: str) -> None:
+    code, _, err = invoke(argv)
+    assert code == 2 and message in err and "hint:" in err
+
+
+ROWS = {r["id"]: r for r in json.loads(
+    (Path(__file__).resolve().parent / "data" / "published.json").read_text(
+        encoding="utf-8"))["rows"]}
+# published rows whose model is bundled: the settings the quote does not show, as flags
+EXPLAINABLE = {
+    4: ["-m", "deepseek-r1-nvfp4"],
+    17: ["--gpu", "H200", "-m", "deepseek-v4-pro", "--tp", "8", "--engine", "sglang"],
+    32: ["--gpu", "H100", "-m", "qwen3-235b-a22b", "-q", "fp8",
+         "--gpu-memory-utilization", "0.9"],
+    33: ["--gpu", "H100", "-m", "qwen3-235b-a22b", "-q", "fp8"],
+    48: ["--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp", "2"],
+}
+
+
+@pytest.mark.parametrize("row", sorted(EXPLAINABLE))
+def test_explain_published_rows(row: int, tmp_path: Path) -> None:
+    """Each logged figure is shown as logged, beside memprof's estimate of it."""
+    log = tmp_path / f"row{row}.log"
+    log.write_text(ROWS[row]["quote"], encoding="utf-8")
+    code, out, err = invoke(["explain", str(log), *EXPLAINABLE[row], "-f", "json"])
+    assert code in (0, 1), err
+    f = figures(out)
+    compared = [k for k, v in f.items() if v["estimated"] is not None]
+    assert compared, f
+    for v in f.values():
+        assert v["reproduced"] or v["explanation"] or v["estimated"] is None
