@@ -175,3 +175,25 @@ def check_graph_clean(recorder: Recorder, step: Callable[[], None],
                       replay_alloc_bytes=alloc_bytes, pool_bytes=pool, held_bytes=held,
                       pool_limit=pool_limit,
                       clean=not why, what_changed=tuple(why))
+
+
+def graph_verdict(by_policy: dict[str, GraphClean | None], fixed: str,
+                  fresh: str) -> bool | None:
+    """The graph-clean verdict of a kernel with two policies: the ``fixed`` one (buffers owned
+    once) clean and the ``fresh`` one (buffers made per step) shown not clean; None when the
+    check did not run."""
+    if any(g is None for g in by_policy.values()):
+        return None
+    ok = True
+    if fixed in by_policy:
+        g = by_policy[fixed]
+        ok = ok and g is not None and g.clean
+    if fresh in by_policy:
+        g = by_policy[fresh]
+        ok = ok and g is not None and not g.clean
+    return ok
+
+
+def all_hold(required: list[bool], optional: list[bool | None]) -> bool:
+    """Every required check and every optional one that ran (None: did not run)."""
+    return all(required) and all(c for c in optional if c is not None)

@@ -31,7 +31,9 @@ from memprof.kernels.graph_clean import (
     CudaGraphRecorder,
     GraphClean,
     SimulatedRecorder,
+    all_hold,
     check_graph_clean,
+    graph_verdict,
 )
 from memprof.kernels.validate_mla_tq import (
     MAX_SHARED_RATIO,
@@ -87,23 +89,12 @@ class DPGatherValidation:
 
     @property
     def graph_passed(self) -> bool | None:
-        by = {r.policy: r.graph for r in self.runs}
-        if any(g is None for g in by.values()):
-            return None
-        ok = True
-        if "persistent" in by:
-            ok = ok and bool(by["persistent"] and by["persistent"].clean)
-        if "per-forward" in by:
-            ok = ok and bool(by["per-forward"] and not by["per-forward"].clean)
-        return ok
+        return graph_verdict({r.policy: r.graph for r in self.runs}, "persistent", "per-forward")
 
     @property
     def passed(self) -> bool:
-        checks = [self.parity_passed, self.memory_passed]
-        for c in (self.graph_passed, self.speed_passed):
-            if c is not None:
-                checks.append(c)
-        return all(checks)
+        return all_hold([self.parity_passed, self.memory_passed],
+                        [self.graph_passed, self.speed_passed])
 
 
 def _estimate(model: str, dep: Deployment, gpu_name: str, notes: list[str]) -> int | None:

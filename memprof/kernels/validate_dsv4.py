@@ -37,7 +37,9 @@ from memprof.kernels.graph_clean import (
     CudaGraphRecorder,
     GraphClean,
     SimulatedRecorder,
+    all_hold,
     check_graph_clean,
+    graph_verdict,
 )
 from memprof.kernels.sparse_mla_decode import (
     D_HEAD,
@@ -129,23 +131,12 @@ class DSV4Validation:
     @property
     def graph_passed(self) -> bool | None:
         """``shared`` clean and ``per-step`` shown not clean (None: the check did not run)."""
-        by = {r.policy: r.graph for r in self.runs}
-        if any(g is None for g in by.values()):
-            return None
-        ok = True
-        if "shared" in by:
-            ok = ok and bool(by["shared"] and by["shared"].clean)
-        if "per-step" in by:
-            ok = ok and bool(by["per-step"] and not by["per-step"].clean)
-        return ok
+        return graph_verdict({r.policy: r.graph for r in self.runs}, "shared", "per-step")
 
     @property
     def passed(self) -> bool:
-        checks = [self.parity_passed, self.memory_passed]
-        for c in (self.graph_passed, self.speed_passed):
-            if c is not None:
-                checks.append(c)
-        return all(checks)
+        return all_hold([self.parity_passed, self.memory_passed],
+                        [self.graph_passed, self.speed_passed])
 
 
 # --- inputs ---------------------------------------------------------------------------------------
