@@ -83,7 +83,8 @@ OPTIONS = {
                  "--max-num-batched-tokens", "--gpu-memory-utilization",
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
                  "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
-                 "--attention-backend", "--scratch", "--engine", "--mem-fraction-static",
+                 "--attention-backend", "--scratch", "--engine", "--engine-version",
+                 "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--compare", "--format/-f"],
     "trace": None,  # the estimate's flags plus its own (below)

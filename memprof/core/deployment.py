@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
+from memprof.core.versions import resolve_version
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py Field(default=0.92), PR #38284
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
@@ -38,6 +39,7 @@ class Deployment:
     means "the engine's default" until ``engine_defaults.resolve`` fills it in. Sizes in bytes."""
 
     engine: str = "vllm"
+    engine_version: str | None = None  # None: the newest release memprof models (versions.py)
     tp: int = 1
     pp: int = 1
     dp: int = 1
@@ -208,6 +210,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.engine not in ENGINES:
         raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint="vllm or sglang")
     check_engine_flags(dep)
+    resolve_version(dep.engine_version, dep.engine)
     e = dep.engine
     for field, low, high in (("tp", 1, MAX_PARALLEL), ("pp", 1, MAX_PARALLEL),
                              ("dp", 1, MAX_PARALLEL), ("max_model_len", 1, MAX_TOKENS),
