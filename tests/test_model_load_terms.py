@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from memprof.base.units import MiB
 from memprof.core.components import TermContext
-from memprof.core.deployment import Deployment, ranks
+from memprof.core.deployment import Deployment, pp_layer_split, ranks
 from memprof.core.engine_defaults import resolve
+from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.kvcache import kv_plan
 from memprof.core.models import load_model
 from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
+from memprof.core.weights import rank_weights
 
 H200 = find_gpu("H200")
 
@@ -98,3 +100,56 @@ def test_dsv4_topk_buffer_and_mtp_hidden_buffer_by_version() -> None:
     # nvidia/mtp.py DeepSeekV4MultiTokenPredictor.__init__ builds a second topk buffer
     assert spec_on == {"DeepSeek-V4 topk_indices_buffer": 2 * topk,
                        "DeepSeek-V4 _mtp_hidden_buffer": hidden}
+
+
+# --- layout and weights rules by version ---------------------------------------------------------
+
+
+
+def test_pp_split_remainder_by_version() -> None:
+    # 0.7.3 distributed/utils.py get_pp_indices: "the last partition will have the remaining
+    # layers" → 61 layers / PP4: 15, 15, 15, 16. 0.8.0: partitions[-i] += 1 for i in 2..2 →
+    # 15, 15, 16, 15.
+    assert pp_layer_split(61, 4, "0.7.3") == [(0, 15), (15, 30), (30, 45), (45, 61)]
+    assert pp_layer_split(61, 4, "0.8.0") == [(0, 15), (15, 30), (30, 46), (46, 61)]
+    assert pp_layer_split(61, 4) == pp_layer_split(61, 4, "0.33.0")
+
+
+def test_deepseek_lm_head_on_every_pp_stage_before_080() -> None:
+    # 0.7.3 deepseek_v2.py DeepseekV2ForCausalLM.__init__: ParallelLMHead built unconditionally;
+    # 0.8.0 builds it only ``if get_pp_group().is_last_rank``. Vocab 129280 (a multiple of 64)
+    # × 7168 × 2 B on the first stage of PP2.
+    spec = load_model("deepseek-r1")
+    for version, has in (("0.7.3", True), ("0.8.0", False)):
+        dep = Deployment(pp=2, engine_version=version)
+        mods = {t.module for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0])}
+        assert ("lm_head" in mods) is has
+    e = estimate("deepseek-r1", Deployment(pp=2, engine_version="0.7.3"), gpu_name="H200")
+    heads = [c for r in e.ranks for c in r.components if c.name == "lm_head"]
+    assert [c.bytes for c in heads] == [129280 * 7168 * 2] * 2
+
+
+def test_mla_absorption_071_fp8_by_hand() -> None:
+    # 0.7.1 attention/backends/mla/utils.py process_weights_after_loading, DeepSeek-R1 fp8 at
+    # TP8 (N = 16 local heads, L 512, P 128, V 128, R 64, Lq 1536, H 7168), per layer:
+    n, lat, lq, h = 16, 512, 1536, 7168
+    w_qr = lq * n * 64 * 2  # W_QR.to(act_dtype): bf16
+    dequant = lat * n * (128 + 128) * 4  # scaled_dequantize(out_dtype=float32) kept as W_UK/W_UV
+    w_q_uk = n * lat * lq + (lq // 128) * (n * lat // 128) * 4  # fp8 + fp32 block scales
+    w_uv_o = h * n * lat + (n * lat // 128) * (h // 128) * 4
+    per_layer = w_qr + dequant + w_q_uk + w_uv_o
+    spec = load_model("deepseek-r1")
+    dep = Deployment(tp=8, engine_version="0.7.1")
+    (t,) = [t for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0])
+            if t.module.endswith("mla_attn.absorbed")]
+    assert t.bytes_each == per_layer and t.count == 61
+    # 0.7.3: the dequantised copy in the model dtype (get_and_maybe_dequant_weights dtype=
+    # act_dtype): 4 MiB less per layer
+    dep3 = Deployment(tp=8, engine_version="0.7.3")
+    (t3,) = [t for t in rank_weights(spec, dep3, spec.quant, ranks(dep3)[0])
+             if t.module.endswith("mla_attn.absorbed")]
+    assert per_layer - t3.bytes_each == lat * n * 256 * 2
+    # 0.8.0 (PR #14770): no absorption; only the dequantised kv_b_proj (W_UK_T/W_UV) stays
+    dep8 = Deployment(tp=8, engine_version="0.8.0")
+    assert not [t for t in rank_weights(spec, dep8, spec.quant, ranks(dep8)[0])
+                if t.module.endswith("mla_attn.absorbed")]

@@ -114,7 +114,10 @@ class Rule:
             return False
         if engine != "vllm":  # one SGLang snapshot: its rows hold unconditionally
             return True
-        key = version_key(version)
+        try:
+            key = version_key(version)
+        except ValueError:  # another engine's snapshot name: no vLLM row holds
+            return False
         if self.since is not None and key < version_key(self.since):
             return False
         return self.until is None or key < version_key(self.until)
@@ -126,15 +129,18 @@ class Rule:
         return f"{lo} – {hi}" if self.since else f"up to {hi}"
 
 
-def rule_in_force(rules: Iterable[Rule], version: str, engine: str = "vllm") -> Rule | None:
-    """The row of ``rules`` (rows of one rule over its ranges) that holds at ``version``."""
+def rule_in_force(rules: Iterable[Rule], version: str | None,
+                  engine: str = "vllm") -> Rule | None:
+    """The row of ``rules`` (rows of one rule over its ranges) that holds at ``version``
+    (``None``: the newest release modelled)."""
+    version = version or newest(engine)
     for r in rules:
         if r.holds(version, engine):
             return r
     return None
 
 
-def value_at(rules: Iterable[Rule], version: str, default: object = None,
+def value_at(rules: Iterable[Rule], version: str | None, default: object = None,
              engine: str = "vllm") -> object:
     """The ``value`` of the row in force at ``version`` (``default`` when none holds)."""
     r = rule_in_force(rules, version, engine)
