@@ -88,6 +88,7 @@ OPTIONS = {
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--compare", "--format/-f"],
     "trace": None,  # the estimate's flags plus its own (below)
+    "versions": None,  # the estimate's flags plus --from/--to (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
     "alloc replay": ["--conf", "--total", "--format/-f"],
     "validate": ["--kernel", "--model/-m", "-tp/--tensor-parallel-size", "--max-num-seqs",
@@ -108,4 +109,5 @@ def test_every_commands_options_are_frozen() -> None:
             got[key] = ["/".join(p.opts) for p in c.params if p.opts and p.opts[0].startswith("-")]
     trace = [*OPTIONS["estimate"][:-2], "--device", "--rank", "--decode-steps", "--graphs",
              "--alloc-conf", "--snapshot", "--format/-f"]
-    assert got == {**OPTIONS, "trace": trace}
+    versions = [*OPTIONS["estimate"][:-2], "--from", "--to"]
+    assert got == {**OPTIONS, "trace": trace, "versions": versions}

@@ -54,3 +54,24 @@ def test_fuzz_engine_version_never_crashes(text: str) -> None:
         assert exc.exit_code == 2
     else:
         assert got in VLLM_RELEASES
+
+
+def test_versions_lists_releases_and_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["versions"]) == 0
+    out = capsys.readouterr().out
+    for name in ("pp_split_remainder", "deepseek_lm_head_every_pp_stage",
+                 "mla_matrix_absorption", "dsv4_mtp_hidden_buffer", "0.7.1", "0.33.0"):
+        assert name in out
+
+
+def test_versions_diff_names_the_rules_for_the_deployment(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    assert run(["versions", "-m", "deepseek-r1", "--gpu", "H200", "-tp", "8", "--from", "0.7.3",
+                "--to", "0.8.0"]) == 0
+    out = capsys.readouterr().out
+    assert "mla_matrix_absorption" in out.split("but not for this deployment")[0]
+    assert "attention (MLA)" in out
+    assert run(["versions", "-m", "qwen3-32b", "--from", "0.26.0", "--to", "0.27.0"]) == 0
+    out = capsys.readouterr().out
+    assert "no rule that differs applies" in out and "no component differs" in out
+    assert run(["versions", "--from", "0.6.0"]) == 2

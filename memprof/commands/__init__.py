@@ -28,7 +28,9 @@ def commands() -> tuple[Command, ...]:
     from memprof.commands.listing import gpus, models
     from memprof.commands.trace import trace
     from memprof.commands.validate import validate
+    from memprof.commands.versions import versions
 
     return (Command("estimate", estimate), Command("trace", trace), Command("alloc", alloc),
             Command("validate", validate),
-            Command("gate", gate), Command("models", models), Command("gpus", gpus))
+            Command("gate", gate), Command("versions", versions), Command("models", models),
+            Command("gpus", gpus))
