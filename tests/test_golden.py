@@ -83,7 +83,8 @@ OPTIONS = {
                  "--max-num-batched-tokens", "--gpu-memory-utilization",
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
                  "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
-                 "--attention-backend", "--scratch", "--engine", "--mem-fraction-static",
+                 "--attention-backend", "--scratch", "--engine", "--engine-version",
+                 "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--compare", "--format/-f", "--from-file"],
     "explain": None,  # the deployment flags plus --format/-f
@@ -92,6 +93,7 @@ OPTIONS = {
     "sweep": None,  # the deployment flags plus --set, --output/-o, --format/-f
     "devices": ["--format/-f"],
     "trace": None,  # the estimate's flags plus its own (below)
+    "versions": None,  # the estimate's flags plus --from/--to (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
     "alloc replay": ["--conf", "--total", "--format/-f"],
     "validate": ["--kernel", "--model/-m", "-tp/--tensor-parallel-size", "--max-num-seqs",
@@ -115,4 +117,5 @@ def test_every_commands_options_are_frozen() -> None:
     trace = [*flags, "--device", "--rank", "--decode-steps", "--graphs", "--alloc-conf",
              "--snapshot", "--format/-f"]
     assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f"],
-                   "sweep": [*flags, "--set", "--output/-o", "--format/-f"]}
+                   "sweep": [*flags, "--set", "--output/-o", "--format/-f"],
+                   "versions": [*flags, "--from", "--to"]}

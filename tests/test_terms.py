@@ -24,7 +24,9 @@ from memprof.core.terms import (
     activation,
     allocator,
     cudagraph,
+    dsv4_init_buffers,
     non_torch,
+    rope_cache,
 )
 
 ROWS = {r["id"]: r for r in json.loads(
@@ -347,7 +349,8 @@ def test_kv_tensor_layouts() -> None:
 
 def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
-    assert budget == [activation.activation_terms, cudagraph.cudagraph_terms,
+    assert budget == [rope_cache.rope_cache_terms, dsv4_init_buffers.dsv4_init_buffer_terms,
+                      activation.activation_terms, cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms]
     assert runtime == [allocator.allocator_runtime_terms]
 

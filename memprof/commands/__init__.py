@@ -32,9 +32,10 @@ def commands() -> tuple[Command, ...]:
     from memprof.commands.sweep import sweep
     from memprof.commands.trace import trace
     from memprof.commands.validate import validate
+    from memprof.commands.versions import versions
 
     return (Command("estimate", estimate), Command("explain", explain),
             Command("plan", plan), Command("sweep", sweep), Command("trace", trace),
             Command("alloc", alloc), Command("validate", validate),
-            Command("gate", gate), Command("models", models), Command("gpus", gpus),
-            Command("devices", devices))
+            Command("gate", gate), Command("versions", versions), Command("models", models),
+            Command("gpus", gpus), Command("devices", devices))

@@ -86,6 +86,9 @@ def _flags(
         "--scratch", help="per-layer or shared decode scratch; default: what current engine "
         "releases do.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="vllm or sglang")] = "vllm",
+    engine_version: Annotated[str | None, typer.Option(
+        "--engine-version", help="The engine release to model (vLLM 0.7.1 to 0.33.0; "
+        "memprof versions lists them); default: the newest modelled.")] = None,
     mem_fraction_static: Annotated[float | None, typer.Option(
         "--mem-fraction-static", help="SGLang only; default: SGLang's heuristic.")] = None,
     enable_dp_attention: Annotated[bool, typer.Option(
@@ -146,6 +149,7 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
         kv_cache_memory_bytes=_size(f["kv_cache_memory"], vllm_bytes=True),
         enforce_eager=f["enforce_eager"], num_speculative_tokens=f["num_speculative_tokens"],
         attention_backend=f["attention_backend"], scratch=f["scratch"], engine=f["engine"],
+        engine_version=f["engine_version"],
         mem_fraction_static=f["mem_fraction_static"],
         enable_dp_attention=f["enable_dp_attention"],
         chunked_prefill_size=f["chunked_prefill_size"], cuda_graph_max_bs=f["cuda_graph_max_bs"],

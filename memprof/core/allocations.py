@@ -15,6 +15,8 @@ from memprof.core.components import TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.scratch.evaluate import scratch_tensors
+from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_in_order
 
 Phase = Literal["weights", "kv_cache", "decode", "prefill"]
@@ -42,6 +44,19 @@ class Allocation:
         return self.shares[0][0]
 
 
+def model_load_buffers(ctx: TermContext) -> list[Allocation]:
+    """The buffers a model registers at construction (RoPE cos/sin caches, DeepSeek-V4's init
+    buffers): one allocation per tensor of each such component, counted in model load."""
+    out: list[Allocation] = []
+    for c in [*rope_cache_terms(ctx), *dsv4_init_buffer_terms(ctx)]:
+        n = max(1, c.count)
+        each = c.bytes // n
+        for k in range(n):
+            out.append(Allocation(name=c.name if n == 1 else f"{c.name} #{k}", shape=(each,),
+                                  dtype="int8", phase="weights", shares=((c.name, each),)))
+    return out
+
+
 def rank_allocations(ctx: TermContext) -> list[Allocation]:
     """Every allocation of ``ctx``'s rank in order: weights, scratch seen at start-up
     (registered at model construction or reserved in the profile run), the KV cache, then the
@@ -51,6 +66,14 @@ def rank_allocations(ctx: TermContext) -> list[Allocation]:
         for p in t.params:
             out.append(Allocation(name=f"{t.module}.{p.name}", shape=p.shape, dtype=p.dtype,
                                   phase="weights", shares=((t.group, p.bytes),)))
+    # buffers registered at construction: the first attention layer builds the rotary embedding
+    # (``get_rope`` in its ``__init__``), so they follow that layer's attention weights
+    at = 0
+    first = next((i for i, a in enumerate(out) if ".self_attn." in a.name), None)
+    if first is not None:
+        prefix = out[first].name.split(".self_attn.")[0]
+        at = max(i + 1 for i, a in enumerate(out) if a.name.startswith(prefix + ".self_attn."))
+    out[at:at] = model_load_buffers(ctx)
     scratch = scratch_tensors(ctx)
     out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase="weights",
                        shares=s.shares) for s in scratch if s.profiled]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
+from memprof.core.versions import Rule, resolve_version, value_at
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py Field(default=0.92), PR #38284
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
@@ -38,6 +39,7 @@ class Deployment:
     means "the engine's default" until ``engine_defaults.resolve`` fills it in. Sizes in bytes."""
 
     engine: str = "vllm"
+    engine_version: str | None = None  # None: the newest release memprof models (versions.py)
     tp: int = 1
     pp: int = 1
     dp: int = 1
@@ -133,15 +135,35 @@ def ranks(dep: Deployment) -> list[RankCoord]:
     return out
 
 
-def pp_layer_split(num_layers: int, pp: int) -> list[tuple[int, int]]:
-    """Layer ranges per PP stage, as ``vllm.distributed.utils.get_pp_indices`` splits them.
+# Where ``get_pp_indices`` puts the layers that do not divide evenly (vllm/distributed/utils.py).
+PP_REMAINDER: tuple[Rule, ...] = (
+    Rule(name="pp_split_remainder", changes="PP layer split", since="0.7.1", until="0.8.0",
+         value="last stage", introduced_by="before 0.7.1",
+         removed_by="balanced split (first released in 0.8.0)",
+         source="0.7.3 distributed/utils.py get_pp_indices: 'the last partition will have the "
+         "remaining layers'", applies_to="pp"),
+    Rule(name="pp_split_remainder", changes="PP layer split", since="0.8.0", until=None,
+         value="before the last", introduced_by="balanced split (first released in 0.8.0)",
+         source="0.8.0 / 0.33.0 distributed/utils.py get_pp_indices: partitions[-i] += 1 for "
+         "i in 2..remaining+1", applies_to="pp"),
+)
 
-    Each stage gets ``L // pp`` layers; the remainder goes one each to the stages before the
-    last, counting back from the second-to-last (the last stage also holds the lm_head).
+
+def pp_layer_split(num_layers: int, pp: int,
+                   version: str | None = None) -> list[tuple[int, int]]:
+    """Layer ranges per PP stage, as ``vllm.distributed.utils.get_pp_indices`` splits them at
+    ``version`` (``None``: the newest modelled; rows in ``PP_REMAINDER``).
+
+    Each stage gets ``L // pp`` layers. From 0.8.0 the remainder goes one each to the stages
+    before the last, counting back from the second-to-last (the last stage also holds the
+    lm_head); before 0.8.0 the last stage takes all of it.
     """
     per = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        per[-i] += 1
+    if value_at(PP_REMAINDER, version) == "last stage":
+        per[-1] += num_layers % pp
+    else:
+        for i in range(2, num_layers % pp + 2):
+            per[-i] += 1
     bounds, start = [], 0
     for n in per:
         bounds.append((start, start + n))
@@ -208,6 +230,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.engine not in ENGINES:
         raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint="vllm or sglang")
     check_engine_flags(dep)
+    resolve_version(dep.engine_version, dep.engine)
     e = dep.engine
     for field, low, high in (("tp", 1, MAX_PARALLEL), ("pp", 1, MAX_PARALLEL),
                              ("dp", 1, MAX_PARALLEL), ("max_model_len", 1, MAX_TOKENS),

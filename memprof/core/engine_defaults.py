@@ -18,6 +18,7 @@ from memprof.core.deployment import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
+from memprof.core.versions import resolve_version
 
 
 def batch_defaults(gpu: GPU) -> tuple[int, int]:
@@ -45,6 +46,7 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
                        "context length is unknown",
                        hint="pass --max-model-len (SGLang: --context-length), e.g. 32768")
     resolved = dep.with_(
+        engine_version=resolve_version(dep.engine_version, dep.engine),
         max_model_len=mml,
         max_num_batched_tokens=dep.max_num_batched_tokens or mnbt,
         max_num_seqs=dep.max_num_seqs or seqs,

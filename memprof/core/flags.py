@@ -38,6 +38,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",)),
+    Setting(field="engine_version", kind="str", vllm=("--engine-version",),
+            sglang=("--engine-version",)),
     Setting(field="tp", kind="int", vllm=("-tp", "--tensor-parallel-size"),
             sglang=("--tp", "--tp-size")),
     Setting(field="pp", kind="int", vllm=("-pp", "--pipeline-parallel-size"),

@@ -196,7 +196,7 @@ def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
 
 
 def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
-    start, end = pp_layer_split(spec.num_layers, dep.pp)[coord.pp_stage]
+    start, end = pp_layer_split(spec.num_layers, dep.pp, dep.engine_version)[coord.pp_stage]
     out = list(spec.layers[start:end])
     if coord.pp_stage == dep.pp - 1:
         out += list(spec.mtp_layers)

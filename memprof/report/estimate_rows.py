@@ -31,7 +31,8 @@ def headline(e: Estimate) -> str:
         par += f" EP{d.ep_size}"
     q = e.quant.method if e.quant else e.model_dtype
     return (f"{e.spec.name} ({e.spec.architecture}, {q}) on {d.world_size}× {e.gpu.name} "
-            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine}, kv {d.kv_cache_dtype}, "
+            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}, "
+            f"kv {d.kv_cache_dtype}, "
             f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
             f"max_num_batched_tokens {e.max_num_batched_tokens}")
 

@@ -1,5 +1,6 @@
 """The memory terms between the weights and the KV cache, one module each: ``activation``,
-``cudagraph``, ``non_torch``, ``allocator`` (and ``kv_cache``, the KV component itself).
+``cudagraph``, ``non_torch``, ``allocator``, the model-load buffers ``rope_cache`` and
+``dsv4_init_buffers`` (and ``kv_cache``, the KV component itself).
 
 Each term is a pure function ``(TermContext) -> list[Component]`` with its formula in the
 docstring and a citation; ``BUDGET_TERMS`` run before the KV cache is sized, ``RUNTIME_TERMS``
@@ -12,9 +13,15 @@ from memprof.core.components import TermFn
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.allocator import allocator_runtime_terms
 from memprof.core.terms.cudagraph import cudagraph_terms
+from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.non_torch import non_torch_terms
+from memprof.core.terms.rope_cache import rope_cache_terms
 
-BUDGET_TERMS: list[TermFn] = [activation_terms, cudagraph_terms, non_torch_terms]
+MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, dsv4_init_buffer_terms]
+"""Buffers created while the model is built (counted in vLLM's model load, category weights)."""
+
+BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, cudagraph_terms,
+                              non_torch_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
 RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from memprof.core.models import Layer
 from memprof.core.weights.formats import Param, linear_bytes, linear_params
+from memprof.core.weights.mla_absorption import absorbed_params
 from memprof.core.weights.shard import Shard
 
 
@@ -84,9 +85,17 @@ class AttentionWeights(Shard):
                     a.num_heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
                     shard="col")
         self.linear(p + "self_attn.o_proj", g, h, a.num_heads * a.v_head_dim, shard="row")
-        if self.quantised(p + "self_attn.kv_b_proj") is not None:
+        heads_local = a.num_heads // self.tp
+        kvb_quant = self.quantised(p + "self_attn.kv_b_proj")
+        absorbed_07 = absorbed_params(a, heads_local, h, kvb_quant, self.dtype,
+                                      self.dep.engine_version)
+        if absorbed_07 is not None:
+            self.add(p + "self_attn.mla_attn.absorbed", g, absorbed_07, replicas=self.copies,
+                     formula=" + ".join(f"{x.name} {'×'.join(map(str, x.shape))} {x.dtype}"
+                                        for x in absorbed_07)
+                     + f" (vLLM {self.dep.engine_version} matrix absorption)")
+        elif kvb_quant is not None:
             # W_UK_T / W_UV are views of one dequantised copy; free when kv_b_proj is bf16.
-            heads_local = a.num_heads // self.tp
             absorbed = (Param("W_UK_T+W_UV", (heads_local, a.kv_lora_rank,
                                               a.qk_nope_head_dim + a.v_head_dim), self.dtype),)
             self.add(p + "self_attn.mla_attn.W_UK_T+W_UV", g, absorbed, replicas=self.copies,

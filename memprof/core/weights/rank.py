@@ -9,10 +9,21 @@ from dataclasses import dataclass, replace
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
+from memprof.core.versions import Rule, value_at
 from memprof.core.weights.attention import AttentionWeights
 from memprof.core.weights.formats import Param
 from memprof.core.weights.mlp import MlpWeights
 from memprof.core.weights.shard import WeightTensor
+
+# DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py).
+LM_HEAD_EVERY_STAGE: tuple[Rule, ...] = (
+    Rule(name="deepseek_lm_head_every_pp_stage", changes="weights: lm_head", since="0.7.1",
+         until="0.8.0", value=True, introduced_by="before 0.7.1",
+         removed_by="PPMissingLayer on non-last stages (first released in 0.8.0)",
+         source="0.7.3 model_executor/models/deepseek_v2.py DeepseekV2ForCausalLM.__init__ "
+         "(unconditional ParallelLMHead); 0.8.0: 'if get_pp_group().is_last_rank'",
+         applies_to="deepseek"),
+)
 
 
 class RankWeights(AttentionWeights, MlpWeights):
@@ -79,7 +90,7 @@ class RankWeights(AttentionWeights, MlpWeights):
         ``lm_head``), not folded by layer kind."""
         spec, dep = self.spec, self.dep
         kinds = ((lambda ls: [(x, 1) for x in ls]) if in_order else self.layer_kinds)
-        stages = pp_layer_split(spec.num_layers, dep.pp)
+        stages = pp_layer_split(spec.num_layers, dep.pp, dep.engine_version)
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
@@ -95,6 +106,9 @@ class RankWeights(AttentionWeights, MlpWeights):
                 self.hc_head("model.")
             if not spec.tie_word_embeddings:
                 self.vocab_parallel("lm_head", "lm_head")
+        elif (spec.family == "deepseek_v3" and not spec.tie_word_embeddings
+              and value_at(LM_HEAD_EVERY_STAGE, dep.engine_version, False)):
+            self.vocab_parallel("lm_head", "lm_head")
         return self.out
 
 

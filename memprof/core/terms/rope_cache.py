@@ -1,0 +1,102 @@
+"""RoPE cos/sin caches: buffers every rotary embedding registers at model construction, so they
+count in vLLM's "model loading took" (the ``memory_allocated`` delta around construction).
+
+vLLM 0.33.0 ``model_executor/layers/rotary_embedding/__init__.py::get_rope`` keeps one instance
+per key ``(head_size, rotary_dim, max_position, is_neox_style, rope_parameters, dtype, ...)``
+(``_ROPE_DICT``; the same cache in 0.7.1 ``rotary_embedding.py::get_rope``), so a process holds
+one cache per *distinct* rotary config of the layers it builds. ``RotaryEmbeddingBase.__init__``
+registers ``cos_sin_cache`` of ``[positions, rotary_dim]`` (cos and sin halves, ``base.py``):
+
+- ``default`` / ``llama3``: ``positions = max_position_embeddings``, in the model dtype;
+- ``yarn`` (``YaRNScalingRotaryEmbedding._compute_cos_sin_cache``): ``original_max_position ×
+  factor``; ``linear``: ``max_position × factor``;
+- DeepSeek V2/V3 MLA: ``rotary_dim = qk_rope_head_dim``, the config's ``yarn`` becomes
+  ``deepseek_yarn`` (``deepseek_v2.py`` ``DeepseekV2MLAAttention.__init__``): ``original ×
+  factor`` positions (``deepseek_scaling_rope.py``), model dtype on the compiled path;
+- gpt-oss: YaRN in **fp32** (``gpt_oss.py`` ``OAIAttention.__init__`` passes
+  ``dtype=torch.float32``);
+- DeepSeek-V4: fp32 (``DeepseekV4ScalingRotaryEmbedding.__init__`` registers the fp32 cache),
+  one per theta: ``rope_theta`` for SWA-only layers and the MTP block, ``compress_rope_theta``
+  for compressed layers, each ``original × factor`` = max_position_embeddings positions
+  (0.20.0 ``models/deepseek_v4.py::DeepseekV4Attention``; 0.33.0
+  ``models/deepseek_v4/common/rope.py::build_deepseek_v4_rope``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.kvcache import rank_layers
+from memprof.core.models import Layer, ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RopeCache:
+    """One distinct rotary config: its cache is ``positions × rotary_dim`` of ``dtype``."""
+
+    label: str
+    positions: int
+    rotary_dim: int
+    dtype: str
+
+    @property
+    def bytes(self) -> int:
+        return self.positions * self.rotary_dim * dtype_bytes(self.dtype)
+
+
+def _scaling(spec: ModelSpec) -> dict[str, Any]:
+    raw = spec.raw
+    rs = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
+    return rs if isinstance(rs, dict) else {}
+
+
+def _positions(spec: ModelSpec, rs: dict[str, Any], max_pos: int) -> tuple[int, str]:
+    kind = str(rs.get("rope_type") or rs.get("type") or "default")
+    if kind in ("yarn", "deepseek_yarn"):
+        orig = int(rs.get("original_max_position_embeddings") or max_pos)
+        factor = float(rs.get("factor") or 1.0)
+        return int(orig * factor), f"YaRN {orig}×{factor:g}"
+    if kind == "linear":
+        factor = float(rs.get("factor") or 1.0)
+        return int(max_pos * factor), f"linear {max_pos}×{factor:g}"
+    return max_pos, kind
+
+
+def rope_caches(spec: ModelSpec, layers: list[Layer], model_dtype: str) -> list[RopeCache]:
+    """The distinct RoPE caches a rank builds for ``layers`` (its PP stage, MTP included)."""
+    max_pos = spec.max_position_embeddings
+    if not max_pos or not layers:
+        return []
+    rs = _scaling(spec)
+    a = layers[0].attention
+    if a.kind == "dsv4":
+        ratios = {layer.attention.compress_ratio > 1 for layer in layers}
+        out = []
+        for compressed in sorted(ratios):
+            theta = spec.raw.get("compress_rope_theta" if compressed else "rope_theta")
+            out.append(RopeCache(f"θ={theta} ({'compressed' if compressed else 'SWA/MTP'} "
+                                 "layers)", max_pos, a.qk_rope_head_dim, "float32"))
+        return out
+    positions, how = _positions(spec, rs, max_pos)
+    if a.kind == "mla":
+        return [RopeCache(f"MLA {how}", positions, a.qk_rope_head_dim, model_dtype)]
+    partial = float(spec.raw.get("partial_rotary_factor") or 1.0)
+    rotary = int(a.head_dim * partial)
+    dtype = "float32" if spec.family == "gpt_oss" else model_dtype
+    return [RopeCache(how, positions, rotary, dtype)]
+
+
+def rope_cache_terms(ctx: TermContext) -> list[Component]:
+    """``Σ over distinct rotary configs of positions × rotary_dim × dtype bytes`` — one
+    component per cache, in model load."""
+    if ctx.dep.sglang:  # SGLang's rotary caches are not modelled (its source was not read)
+        return []
+    caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
+    return [Component(name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=c.bytes,
+                      formula=f"{c.positions} positions × {c.rotary_dim} × "
+                      f"{dtype_bytes(c.dtype)} B {c.dtype} ({fmt_bytes(c.bytes)})")
+            for c in caches]

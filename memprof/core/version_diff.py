@@ -1,0 +1,81 @@
+"""What differs between two engine releases for one deployment: the version rules (rows kept
+beside their terms) whose value changes between the two, narrowed to the ones that can touch the
+deployment, and the components whose bytes move (the deployment estimated at each release)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memprof.core.compare import DiffRow, diff
+from memprof.core.deployment import PP_REMAINDER, Deployment
+from memprof.core.estimate import Estimate, estimate
+from memprof.core.models import ModelSpec
+from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.versions import Rule, resolve_version, rule_in_force
+from memprof.core.weights.mla_absorption import MLA_ABSORPTION
+from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
+
+# Every version-dependent rule memprof models, by the module that keeps its rows.
+RULEBOOK: tuple[tuple[Rule, ...], ...] = (
+    PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
+)
+
+
+def all_rules() -> list[Rule]:
+    return [r for rows in RULEBOOK for r in rows]
+
+
+def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
+    """Can ``rule`` change this deployment (by the kind of model and layout it names)?"""
+    kind = spec.layers[0].attention.kind if spec.layers else ""
+    return {
+        "all": True,
+        "pp": dep.pp > 1,
+        "mla": kind == "mla",
+        "deepseek": spec.family == "deepseek_v3" and dep.pp > 1,
+        "dsv4": kind == "dsv4",
+        "gpt_oss": spec.family == "gpt_oss",
+        "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
+    }.get(rule.applies_to, True)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleChange:
+    """One rule whose row differs between the two releases (``None``: no row holds)."""
+
+    name: str
+    changes: str
+    a: Rule | None
+    b: Rule | None
+    applies: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VersionDiff:
+    a: str
+    b: str
+    rules: tuple[RuleChange, ...]
+    components: tuple[DiffRow, ...]
+    estimate_a: Estimate
+    estimate_b: Estimate
+
+
+def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
+                 gpu_name: str | None = None, gpu_memory_bytes: int | None = None
+                 ) -> VersionDiff:
+    """Estimate ``dep`` at releases ``a`` and ``b`` and list what differs."""
+    va, vb = resolve_version(a, dep.engine), resolve_version(b, dep.engine)
+    ea = estimate(model, dep.with_(engine_version=va), gpu_name=gpu_name,
+                  gpu_memory_bytes=gpu_memory_bytes)
+    eb = estimate(ea.spec if dep.num_speculative_tokens == 0 else model,
+                  dep.with_(engine_version=vb), gpu=ea.gpu)
+    spec = ea.spec
+    changes = []
+    for rows in RULEBOOK:
+        ra, rb = rule_in_force(rows, va, dep.engine), rule_in_force(rows, vb, dep.engine)
+        if ra is rb:
+            continue
+        first = rows[0]
+        changes.append(RuleChange(first.name, first.changes, ra, rb,
+                                  applies(first, spec, ea.deployment)))
+    return VersionDiff(va, vb, tuple(changes), tuple(diff(ea, eb)), ea, eb)

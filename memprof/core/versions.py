@@ -1,0 +1,147 @@
+"""Engine versions memprof models, and the record a version-dependent rule is written in.
+
+A rule that changed between releases is a ``Rule`` row kept beside the term it changes (the MLA
+absorption rows in ``weights/mla_absorption.py``, the PP split rows in ``deployment.py``, ...):
+the release range where it holds, the pull request that introduced or removed it, and the data
+the term reads. Adding a release is adding its name to ``VLLM_RELEASES`` and, where something
+changed, rows — never an ``if version`` in a term.
+
+Ranges are half-open: a rule holds for ``since <= version < until`` (``None``: unbounded).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from memprof.base.errors import BadInput
+
+# Every vLLM release memprof models, oldest first (PyPI ``vllm``; read from the wheels).
+VLLM_RELEASES: tuple[str, ...] = (
+    "0.7.1", "0.7.2", "0.7.3",
+    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1",
+    "0.9.0", "0.9.0.1", "0.9.1", "0.9.2",
+    "0.10.0", "0.10.1", "0.10.1.1", "0.10.2",
+    "0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1",
+    "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1",
+    "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1",
+    "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
+    "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+)
+# SGLang is modelled at one source snapshot (SGL@d315eb7, upstream main 2026-08-22).
+SGLANG_RELEASES: tuple[str, ...] = ("main@d315eb7",)
+
+RELEASES: dict[str, tuple[str, ...]] = {"vllm": VLLM_RELEASES, "sglang": SGLANG_RELEASES}
+
+_VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?"
+                      r"(?:\.post(\d{1,4}))?$")
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """``"0.8.5.post1"`` → ``(0, 8, 5, 0, 1)``: a key that orders releases (a post release after
+    its base, ``0.9.0.1`` after ``0.9.0``). ``ValueError`` for anything else."""
+    m = _VERSION.match(text.strip())
+    if m is None:
+        raise ValueError(text)
+    return tuple(int(g) if g else 0 for g in m.groups())
+
+
+def newest(engine: str = "vllm") -> str:
+    """The newest release memprof models for ``engine`` (the default ``--engine-version``)."""
+    return RELEASES.get(engine, VLLM_RELEASES)[-1]
+
+
+def _modelled(engine: str) -> str:
+    rel = RELEASES.get(engine, VLLM_RELEASES)
+    if len(rel) == 1:
+        return rel[0]
+    return f"{rel[0]} to {rel[-1]} ({', '.join(rel)})"
+
+
+def resolve_version(text: str | None, engine: str = "vllm") -> str:
+    """The release a ``--engine-version`` names (``None``: the newest modelled); a malformed or
+    unmodelled version is :class:`BadInput` (exit 2) naming the versions memprof models."""
+    if text is None:
+        return newest(engine)
+    shown = repr(str(text)[:40])
+    rel = RELEASES.get(engine, VLLM_RELEASES)
+    cleaned = str(text).strip()
+    if cleaned in rel:
+        return cleaned
+    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
+    if engine == "sglang":
+        raise BadInput(f"--engine-version {shown}: memprof models SGLang at one source snapshot",
+                       hint=f"drop --engine-version, or pass {rel[0]}")
+    try:
+        key = version_key(cleaned)
+    except ValueError:
+        raise BadInput(f"--engine-version {shown} is not a release number",
+                       hint=f"write it as vLLM does, e.g. {rel[-1]}; memprof models {name} "
+                       f"{_modelled(engine)}") from None
+    for r in rel:  # "v0.8.0" / "0.8" name a modelled release
+        if version_key(r) == key:
+            return r
+    where = ("older than" if key < version_key(rel[0]) else
+             "newer than" if key > version_key(rel[-1]) else "not a release among")
+    raise BadInput(f"--engine-version {shown} is {where} the {name} releases memprof models",
+                   hint=f"memprof models {name} {_modelled(engine)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """One version-dependent rule: where it holds, who changed it, what the term reads.
+
+    ``since`` / ``until``: the first release where it holds / no longer holds (``None``:
+    unbounded); ``introduced_by`` / ``removed_by``: the pull requests (or where the rule was
+    read when no PR is known); ``source``: file, function and release it was read in;
+    ``applies_to``: which deployments it can change (``all``, ``mla``, ``deepseek``, ``dsv4``,
+    ``mxfp4``, ``gpt_oss``, ``pp``); ``value``: the data the term reads while it holds."""
+
+    name: str
+    changes: str  # the term it changes, as the report names it
+    since: str | None
+    until: str | None
+    introduced_by: str
+    removed_by: str = ""
+    source: str
+    applies_to: str = "all"
+    value: object = True
+    engine: str = "vllm"
+
+    def holds(self, version: str, engine: str = "vllm") -> bool:
+        if engine != self.engine:
+            return False
+        if engine != "vllm":  # one SGLang snapshot: its rows hold unconditionally
+            return True
+        try:
+            key = version_key(version)
+        except ValueError:  # another engine's snapshot name: no vLLM row holds
+            return False
+        if self.since is not None and key < version_key(self.since):
+            return False
+        return self.until is None or key < version_key(self.until)
+
+    @property
+    def span(self) -> str:
+        lo = self.since or "…"
+        hi = f"before {self.until}" if self.until else "today"
+        return f"{lo} – {hi}" if self.since else f"up to {hi}"
+
+
+def rule_in_force(rules: Iterable[Rule], version: str | None,
+                  engine: str = "vllm") -> Rule | None:
+    """The row of ``rules`` (rows of one rule over its ranges) that holds at ``version``
+    (``None``: the newest release modelled)."""
+    version = version or newest(engine)
+    for r in rules:
+        if r.holds(version, engine):
+            return r
+    return None
+
+
+def value_at(rules: Iterable[Rule], version: str | None, default: object = None,
+             engine: str = "vllm") -> object:
+    """The ``value`` of the row in force at ``version`` (``default`` when none holds)."""
+    r = rule_in_force(rules, version, engine)
+    return default if r is None else r.value

@@ -1,0 +1,155 @@
+"""Model-load terms and the version rules they read, each against a hand calculation with the
+vLLM source line it follows (wheels of the named release, unzipped)."""
+
+from __future__ import annotations
+
+from memprof.base.units import MiB
+from memprof.core.components import TermContext
+from memprof.core.deployment import Deployment, pp_layer_split, ranks
+from memprof.core.engine_defaults import resolve
+from memprof.core.estimate import estimate
+from memprof.core.gpus import find_gpu
+from memprof.core.kvcache import kv_plan
+from memprof.core.models import load_model
+from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.rope_cache import rope_cache_terms
+from memprof.core.weights import rank_weights
+
+H200 = find_gpu("H200")
+
+
+def ctx(model: str, dep: Deployment, rank: int = 0) -> TermContext:
+    spec = load_model(model, speculative_mtp=dep.num_speculative_tokens > 0)
+    dep = resolve(dep, spec, H200)
+    coord = ranks(dep)[rank]
+    return TermContext(spec=spec, dep=dep, gpu=H200, coord=coord,
+                       plan=kv_plan(spec, dep, coord, "bfloat16", H200.arch), weights_bytes=0,
+                       model_dtype="bfloat16")
+
+
+def sizes(comps: list) -> dict[str, int]:  # type: ignore[type-arg]
+    return {c.name: c.bytes for c in comps}
+
+
+def test_rope_default_qwen3() -> None:
+    # 0.33.0 rotary_embedding/base.py RotaryEmbeddingBase._compute_cos_sin_cache: t =
+    # arange(max_position_embeddings), cache = cat(cos, sin) → [40960, 128], then
+    # ``cache.to(dtype)`` (bf16): 40960 × 128 × 2 B = 10 MiB; one instance for all 64 layers
+    # (get_rope's _ROPE_DICT).
+    got = sizes(rope_cache_terms(ctx("qwen3-32b", Deployment())))
+    assert list(got.values()) == [40960 * 128 * 2] and 10 * MiB == 40960 * 128 * 2
+
+
+def test_rope_llama3_uses_max_position() -> None:
+    # 0.33.0 rotary_embedding/llama3_rope.py: the base cache over max_position (131072) × 128
+    got = sizes(rope_cache_terms(ctx("llama-3.1-8b", Deployment())))
+    assert sum(got.values()) == 131072 * 128 * 2
+
+
+def test_rope_gpt_oss_is_fp32_yarn() -> None:
+    # 0.33.0 gpt_oss.py OAIAttention.__init__: get_rope(..., dtype=torch.float32,
+    # rope_type "yarn"); yarn_scaling_rope.py _compute_cos_sin_cache: t = arange(
+    # original_max_position (4096) × factor (32)) → [131072, 64] fp32 = 32 MiB
+    got = sizes(rope_cache_terms(ctx("gpt-oss-120b", Deployment())))
+    assert list(got.values()) == [4096 * 32 * 64 * 4] == [32 * MiB]
+
+
+def test_rope_deepseek_mla_deepseek_yarn() -> None:
+    # 0.33.0 deepseek_v2.py DeepseekV2MLAAttention.__init__: get_rope(qk_rope_head_dim=64,
+    # rope_type deepseek_yarn); deepseek_scaling_rope.py: arange(4096 × 40) → [163840, 64] bf16
+    got = sizes(rope_cache_terms(ctx("deepseek-r1", Deployment(tp=8))))
+    assert list(got.values()) == [163840 * 64 * 2]
+
+
+def test_rope_deepseek_v4_one_fp32_cache_per_theta() -> None:
+    # 0.33.0 models/deepseek_v4/common/rope.py build_deepseek_v4_rope: theta = rope_theta for
+    # SWA-only layers, compress_rope_theta for compressed ones; DeepseekV4ScalingRotaryEmbedding
+    # registers the fp32 cache of [65536 × 16 = 1,048,576, 64] = 256 MiB.
+    one = 65536 * 16 * 64 * 4
+    assert one == 256 * MiB
+    flash = sizes(rope_cache_terms(ctx("deepseek-v4-flash", Deployment(tp=8))))
+    assert sorted(flash.values()) == [one, one]  # layers 0-1 are SWA-only, the rest compressed
+    pro = sizes(rope_cache_terms(ctx("deepseek-v4-pro", Deployment(tp=8))))
+    assert list(pro.values()) == [one]  # Pro's trunk has no SWA-only layer
+    pro_mtp = sizes(rope_cache_terms(ctx("deepseek-v4-pro", Deployment(
+        tp=8, num_speculative_tokens=1))))
+    assert sorted(pro_mtp.values()) == [one, one]  # the MTP block uses rope_theta
+
+
+def test_dsv4_topk_buffer_and_mtp_hidden_buffer_by_version() -> None:
+    # 0.33.0 nvidia/model.py DeepseekV4Model.__init__: topk_indices_buffer = empty(mnbt,
+    # index_topk, int32) → 8192 × 512 × 4 = 16 MiB (Flash, H200 default mnbt 8192)
+    topk = 8192 * 512 * 4
+    hidden = 8192 * 4 * 4096 * 2  # _mtp_hidden_buffer: [mnbt, hc_mult·H] bf16 = 256 MiB
+    new = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(tp=8))))
+    assert new == {"DeepSeek-V4 topk_indices_buffer": topk}  # 0.27.0+: only with spec decode
+    # 0.26.0 nvidia/model.py: ``if get_pp_group().is_last_rank:`` — no speculative condition
+    old = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+        tp=8, engine_version="0.26.0"))))
+    assert old == {"DeepSeek-V4 topk_indices_buffer": topk,
+                   "DeepSeek-V4 _mtp_hidden_buffer": hidden}
+    # 0.21.0-0.26.0: last PP stage only; 0.20.0 model_executor/models/deepseek_v4.py: every rank
+    first = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+        pp=2, engine_version="0.26.0"), rank=0)))
+    assert "DeepSeek-V4 _mtp_hidden_buffer" not in first
+    day0 = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+        pp=2, engine_version="0.20.0"), rank=0)))
+    assert day0["DeepSeek-V4 _mtp_hidden_buffer"] == hidden
+    spec_on = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+        tp=8, num_speculative_tokens=1))))
+    # nvidia/mtp.py DeepSeekV4MultiTokenPredictor.__init__ builds a second topk buffer
+    assert spec_on == {"DeepSeek-V4 topk_indices_buffer": 2 * topk,
+                       "DeepSeek-V4 _mtp_hidden_buffer": hidden}
+
+
+# --- layout and weights rules by version ---------------------------------------------------------
+
+
+
+def test_pp_split_remainder_by_version() -> None:
+    # 0.7.3 distributed/utils.py get_pp_indices: "the last partition will have the remaining
+    # layers" → 61 layers / PP4: 15, 15, 15, 16. 0.8.0: partitions[-i] += 1 for i in 2..2 →
+    # 15, 15, 16, 15.
+    assert pp_layer_split(61, 4, "0.7.3") == [(0, 15), (15, 30), (30, 45), (45, 61)]
+    assert pp_layer_split(61, 4, "0.8.0") == [(0, 15), (15, 30), (30, 46), (46, 61)]
+    assert pp_layer_split(61, 4) == pp_layer_split(61, 4, "0.33.0")
+
+
+def test_deepseek_lm_head_on_every_pp_stage_before_080() -> None:
+    # 0.7.3 deepseek_v2.py DeepseekV2ForCausalLM.__init__: ParallelLMHead built unconditionally;
+    # 0.8.0 builds it only ``if get_pp_group().is_last_rank``. Vocab 129280 (a multiple of 64)
+    # × 7168 × 2 B on the first stage of PP2.
+    spec = load_model("deepseek-r1")
+    for version, has in (("0.7.3", True), ("0.8.0", False)):
+        dep = Deployment(pp=2, engine_version=version)
+        mods = {t.module for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0])}
+        assert ("lm_head" in mods) is has
+    e = estimate("deepseek-r1", Deployment(pp=2, engine_version="0.7.3"), gpu_name="H200")
+    heads = [c for r in e.ranks for c in r.components if c.name == "lm_head"]
+    assert [c.bytes for c in heads] == [129280 * 7168 * 2] * 2
+
+
+def test_mla_absorption_071_fp8_by_hand() -> None:
+    # 0.7.1 attention/backends/mla/utils.py process_weights_after_loading, DeepSeek-R1 fp8 at
+    # TP8 (N = 16 local heads, L 512, P 128, V 128, R 64, Lq 1536, H 7168), per layer:
+    n, lat, lq, h = 16, 512, 1536, 7168
+    w_qr = lq * n * 64 * 2  # W_QR.to(act_dtype): bf16
+    dequant = lat * n * (128 + 128) * 4  # scaled_dequantize(out_dtype=float32) kept as W_UK/W_UV
+    w_q_uk = n * lat * lq + (lq // 128) * (n * lat // 128) * 4  # fp8 + fp32 block scales
+    w_uv_o = h * n * lat + (n * lat // 128) * (h // 128) * 4
+    per_layer = w_qr + dequant + w_q_uk + w_uv_o
+    spec = load_model("deepseek-r1")
+    dep = Deployment(tp=8, engine_version="0.7.1")
+    (t,) = [t for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0])
+            if t.module.endswith("mla_attn.absorbed")]
+    assert t.bytes_each == per_layer and t.count == 61
+    # 0.7.3: the dequantised copy in the model dtype (get_and_maybe_dequant_weights dtype=
+    # act_dtype): 4 MiB less per layer
+    dep3 = Deployment(tp=8, engine_version="0.7.3")
+    (t3,) = [t for t in rank_weights(spec, dep3, spec.quant, ranks(dep3)[0])
+             if t.module.endswith("mla_attn.absorbed")]
+    assert per_layer - t3.bytes_each == lat * n * 256 * 2
+    # 0.8.0 (PR #14770): no absorption; only the dequantised kv_b_proj (W_UK_T/W_UV) stays
+    dep8 = Deployment(tp=8, engine_version="0.8.0")
+    assert not [t for t in rank_weights(spec, dep8, spec.quant, ranks(dep8)[0])
+                if t.module.endswith("mla_attn.absorbed")]
