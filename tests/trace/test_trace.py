@@ -61,7 +61,8 @@ def test_deepseek_r1_tp8_rank_weights_equal_the_gpu_trace() -> None:
     w = {c["name"]: c["traced_bytes"] for c in fake["components"] if c["category"] == "weights"}
     gw = {c["name"]: c["traced_bytes"] for c in gpu["components"] if c["category"] == "weights"}
     est = sum(c["estimated_bytes"] for c in fake["components"] if c["category"] == "weights")
-    assert w == gw and sum(w.values()) == est == 85_395_983_392  # to the byte, 79.53 GiB
+    # to the byte: 79.53 GiB of parameters + the 20 MiB MLA YaRN RoPE cache (4096 × 40 × 64 × 2 B)
+    assert w == gw and sum(w.values()) == est == 85_395_983_392 + 20_971_520
     assert [p["name"] for p in fake["phases"]] == ["context", "weights", "profile_run",
                                                    "kv_cache", "cudagraph", "decode"]
 
