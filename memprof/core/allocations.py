@@ -44,6 +44,17 @@ class Allocation:
         return self.shares[0][0]
 
 
+def model_load_position(weight_names: list[str]) -> int:
+    """Where the model-load buffers fall among the weights: the first attention layer builds
+    the rotary embedding (``get_rope`` in its ``__init__``), so after that layer's attention
+    weights (at the start when no weight is an attention one)."""
+    first = next((i for i, n in enumerate(weight_names) if ".self_attn." in n), None)
+    if first is None:
+        return 0
+    layer = weight_names[first].split(".self_attn.")[0] + ".self_attn."
+    return max(i + 1 for i, n in enumerate(weight_names) if n.startswith(layer))
+
+
 def model_load_buffers(ctx: TermContext) -> list[Allocation]:
     """The buffers a model registers at construction (RoPE cos/sin caches, DeepSeek-V4's init
     buffers): one allocation per tensor of each such component, counted in model load."""
@@ -66,13 +77,7 @@ def rank_allocations(ctx: TermContext) -> list[Allocation]:
         for p in t.params:
             out.append(Allocation(name=f"{t.module}.{p.name}", shape=p.shape, dtype=p.dtype,
                                   phase="weights", shares=((t.group, p.bytes),)))
-    # buffers registered at construction: the first attention layer builds the rotary embedding
-    # (``get_rope`` in its ``__init__``), so they follow that layer's attention weights
-    at = 0
-    first = next((i for i, a in enumerate(out) if ".self_attn." in a.name), None)
-    if first is not None:
-        prefix = out[first].name.split(".self_attn.")[0]
-        at = max(i + 1 for i, a in enumerate(out) if a.name.startswith(prefix + ".self_attn."))
+    at = model_load_position([a.name for a in out])
     out[at:at] = model_load_buffers(ctx)
     scratch = scratch_tensors(ctx)
     out += [Allocation(name=s.name, shape=s.shape, dtype=s.dtype, phase="weights",

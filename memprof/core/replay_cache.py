@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any
 
 from memprof.base.units import fmt_bytes, round_up
+from memprof.core.allocations import model_load_buffers, model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
@@ -38,13 +39,21 @@ class AllocatorReplayCache:
     """A drop-in for ``allocator_runtime_terms`` that shares replays between deployments."""
 
     def __init__(self) -> None:
-        self._weights: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._weights: dict[tuple[Any, ...], tuple[tuple[int, ...], int]] = {}
         self._specs: dict[int, Any] = {}
         self._sims: dict[tuple[int, ...], Any] = {}
         self._stats: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = {}
         self._prefix_stats: dict[tuple[int, ...], tuple[int, int, int, int]] = {}
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
+        """The rank's weights tensor by tensor with the model-load buffers where
+        ``rank_allocations`` puts them (the weights cached, the buffers recomputed: they read
+        the batch size, the release and speculative decoding too)."""
+        sizes, at = self._weights_and_position(ctx)
+        extra = tuple(a.bytes for a in model_load_buffers(ctx))
+        return sizes[:at] + extra + sizes[at:] if extra else sizes
+
+    def _weights_and_position(self, ctx: TermContext) -> tuple[tuple[int, ...], int]:
         from memprof.core.weights import weights_in_order
 
         d = ctx.dep
@@ -52,13 +61,15 @@ class AllocatorReplayCache:
         # attention TP), with the spec, quantisation, rank and GPU architecture
         key = (id(ctx.spec), d.engine, d.tp, d.pp, d.dp, d.enable_expert_parallel,
                d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
-        sizes = self._weights.get(key)
-        if sizes is None:
+        known = self._weights.get(key)
+        if known is None:
             self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
-            sizes = tuple(p.bytes for t in weights_in_order(ctx.spec, d, ctx.quant, ctx.coord,
-                                                             ctx.gpu.arch) for p in t.params)
-            self._weights[key] = sizes
-        return sizes
+            params = [(f"{t.module}.{p.name}", p.bytes)
+                      for t in weights_in_order(ctx.spec, d, ctx.quant, ctx.coord, ctx.gpu.arch)
+                      for p in t.params]
+            known = (tuple(b for _, b in params), model_load_position([n for n, _ in params]))
+            self._weights[key] = known
+        return known
 
     def __call__(self, ctx: TermContext) -> list[Component]:
         if ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
