@@ -47,7 +47,9 @@ class Allocation:
 def model_load_position(weight_names: list[str]) -> int:
     """Where the model-load buffers fall among the weights: the first attention layer builds
     the rotary embedding (``get_rope`` in its ``__init__``), so after that layer's attention
-    weights (at the start when no weight is an attention one)."""
+    weights (at the start when no weight is an attention one). DeepSeek-V4's init buffers are
+    put there too, an approximation: its model builds them beside its layers, and only the
+    allocator's segment packing, not any byte count, depends on the place."""
     first = next((i for i, n in enumerate(weight_names) if ".self_attn." in n), None)
     if first is None:
         return 0
