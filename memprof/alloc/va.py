@@ -25,6 +25,7 @@ Addresses are in bytes.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict
@@ -81,7 +82,9 @@ class DriverVA:
     def malloc(self, size: int) -> int:
         """The address of a new segment of ``size`` bytes."""
         need = -(-size // GRANULE) * GRANULE
-        for ch in [*reversed(self.room.values()), self.arena]:  # newest chunk first
+        room = self.room
+        for ch in itertools.chain((room[k] for k in reversed(room)), (self.arena,)):
+            # the newest chunk first (keys in reverse, each looked up in the plain dict)
             best = -1
             best_len = 0
             for lo, hi in ch.free:
