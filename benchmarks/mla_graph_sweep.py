@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/mla_graph_sweep.py --out $OUT
 
-For each context length, tile config (incl. the partials' dtype) and split count: the decode of
+For each context length, tile config and split count: the decode of
 one layer captured ten times in a CUDA graph and replayed (``_graph_time_ms``), next to the same
 call launched eagerly from Python, as a fraction of the device-to-device copy bandwidth measured
 in the same run; plus the split and combine kernels' own times from the profiler for the default
@@ -40,8 +40,6 @@ from memprof.kernels.validate_mla_tq import (
 )
 from memprof.kernels.workspace import Workspace
 
-# The committed run also tried fp32 vs bf16 partials (an ``MLAConfig.mid_dtype`` field since
-# removed: no difference); its rows keep that key.
 CONFIGS = (MLAConfig(32, 16, 4, 2), MLAConfig(32, 16, 4, 3), MLAConfig(64, 16, 4, 3),
            MLAConfig(64, 16, 8, 2))
 SPLITS = (None, 8, 12, 24)

@@ -47,6 +47,7 @@ class GraphClean:
 
 class Recorder(Protocol):
     mode: str
+    held: int  # after capture: bytes the step left allocated in the pool
 
     def capture(self, step: Callable[[], None]) -> int: ...  # returns pool bytes
 
@@ -107,12 +108,14 @@ class SimulatedRecorder:
     def __init__(self, counter: Callable[[], tuple[int, int]]) -> None:
         self._counter = counter
         self._step: Callable[[], None] | None = None
+        self.held = 0  # no pool here: what the step allocated while "captured"
 
     def capture(self, step: Callable[[], None]) -> int:
         self._step = step
         _n0, b0 = self._counter()
         step()
-        return self._counter()[1] - b0
+        self.held = self._counter()[1] - b0
+        return self.held
 
     def replay(self) -> None:
         assert self._step is not None
@@ -134,7 +137,7 @@ def check_graph_clean(recorder: Recorder, step: Callable[[], None],
     aside and the same step runs eagerly for comparison."""
     set_inputs(0)
     pool = recorder.capture(step)
-    held = int(getattr(recorder, "held", pool))  # simulated: what the step allocated
+    held = recorder.held
     at_capture = tracked()
     snaps = [torch.empty_like(o) for o in outputs]
     changed: dict[str, None] = {}

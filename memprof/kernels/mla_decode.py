@@ -197,10 +197,10 @@ def default_num_splits(batch: int, head_groups: int, max_seq_len: int, block_n: 
     (four per SM) reached 59 % of copy bandwidth and 16 splits 71 %
     (bench_kernels_mla-sweep-h200.json); with uneven contexts (validate's, 1/2 to 1× of the
     longest) every count from 8 to 32 lands within a few points (mla-split-sweep.json).
-    Timed as the GPU runs it (CUDA-graph replay, mla-graph-sweep.json) this default reaches 73 %,
-    80 % and 84 % of copy bandwidth at B=64 with 8k, 16k and 32k contexts; no other count or
-    tile config there is more than 3 points better, and fp32 vs bf16 partials make no difference
-    (the combine kernel is 9-10 µs of 150-530)."""
+    Timed as the GPU runs it (CUDA-graph replay, mla-graph-sweep.json) this default reaches 72 %,
+    79 % and 82 % of copy bandwidth at B=64 with 8k, 16k and 32k contexts; the best split count
+    and tile config there are 3, 3 and 5 points better (the combine kernel is 10 µs of
+    150-540)."""
     want = math.ceil(8 * sms / max(1, batch * head_groups))
     most = max(1, math.ceil(max_seq_len / (4 * block_n)))
     return int(max(1, min(want, most, 64)))

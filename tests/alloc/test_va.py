@@ -14,20 +14,19 @@ from memprof.alloc.va import DriverVA
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "alloc_golden" / "alloc-addresses.json.gz"
 RUNS = json.loads(gzip.decompress(DATA.read_bytes()))["runs"]
-# run -> (segments created, misplaced by the model)
-EXPECTED = {"default/random": (80, 0), "default/model_run": (108, 0),
-            "default/per_layer": (175, 0), "mss128-rp4/random": (284, 0),
-            "mss128-rp4/model_run": (108, 0), "mss128-rp4/per_layer": (175, 0)}
+# run -> segments the driver created there
+SEGMENTS = {"default/random": 80, "default/model_run": 108, "default/per_layer": 175,
+            "mss128-rp4/random": 284, "mss128-rp4/model_run": 108, "mss128-rp4/per_layer": 175}
 
 
-def replay(run: dict[str, object]) -> tuple[int, int]:
-    """Feed the GPU's segment creations and frees to the model in order (the model's addresses
-    shifted so its first segment is the GPU's); a misplaced segment is counted and then placed
-    where the GPU put it, so one miss does not hide the rest."""
+def replay(run: dict[str, object]) -> int:
+    """Feed the GPU's segment creations and frees to the model in order (its addresses shifted
+    so its first segment is the GPU's); every segment must land where the GPU put it. Returns
+    how many were placed."""
     segs = {int(k): v for k, v in run["segments"].items()}  # type: ignore[attr-defined]
     prev: set[tuple[int, int]] = set()
     va: DriverVA | None = None
-    made = missed = 0
+    made = 0
     for k in sorted(segs):
         cur = {(int(a), int(s)) for a, s in segs[k]}
         gone, new = sorted(prev - cur), sorted(cur - prev)
@@ -36,52 +35,15 @@ def replay(run: dict[str, object]) -> tuple[int, int]:
         for a, _ in gone:
             va.free(a)
         for a, s in new:
+            assert va.malloc(s) == a, f"op {k}: a {s:,} B segment placed elsewhere"
             made += 1
-            got = va.malloc(s)
-            if got != a:
-                missed += 1
-                va.free(got)
-                _force(va, a, s)
         prev = cur
-    return made, missed
+    return made
 
 
-def _force(va: DriverVA, addr: int, size: int) -> None:
-    """Place a segment where the GPU put it (inside a chunk's free range, or a new chunk)."""
-    from memprof.alloc.va import CHUNK, GRANULE, Chunk, _merged
-
-    need = -(-size // GRANULE) * GRANULE
-    for ch in va.chunks:
-        for r in ch.free:
-            if r[0] <= addr and addr + need <= r[1]:
-                ch.free = _merged([x for x in ch.free if x is not r]
-                                  + [x for x in ([r[0], addr], [addr + need, r[1]])
-                                     if x[1] > x[0]])
-                ch.live += 1
-                va.owner[addr] = (ch, need)
-                if ch is not va.arena:
-                    if ch.free:
-                        va.room[ch.seq] = ch
-                    else:
-                        va.room.pop(ch.seq, None)
-                return
-    start = addr // CHUNK * CHUNK
-    end = start + -(-(addr + need - start) // CHUNK) * CHUNK
-    gaps: list[list[int]] = []
-    for lo, hi in va.gaps:  # the chunk's space leaves the gaps
-        gaps += [g for g in ([lo, min(hi, start)], [max(lo, end), hi]) if g[1] > g[0]]
-    va.gaps = _merged(gaps)
-    va._seq += 1
-    ch = Chunk(start, end - start, [x for x in ([start, addr], [addr + need, end])
-                                    if x[1] > x[0]], seq=va._seq, live=1)
-    va.owner[addr] = (ch, need)
-    if ch.free:
-        va.room[ch.seq] = ch
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(SEGMENTS))
 def test_placements_as_recorded(name: str) -> None:
-    assert replay(RUNS[name]) == EXPECTED[name]
+    assert replay(RUNS[name]) == SEGMENTS[name]
 
 
 def test_a_fresh_model_fills_the_arena_then_takes_chunks_top_down() -> None:

@@ -42,7 +42,10 @@ def test_validate_dp_gather_equals_the_estimate() -> None:
     assert by["persistent"].estimate_bytes == by["persistent"].buffer_bytes == 16 * 7168 * 2
     assert by["per-forward"].estimate_match and by["per-forward"].held_bytes == 0
     g = by["per-forward"].graph
-    assert g is not None and not g.clean and g.pointers_changed == ("gathered_buffer",)
+    # on the CPU each forward's fresh buffer is an allocation during "replay"; whether its
+    # address moves depends on the host allocator (a freed mmap is often handed back as is)
+    assert g is not None and not g.clean and g.replay_allocations > 0
+    assert set(g.pointers_changed) <= {"gathered_buffer"}
     assert by["persistent"].graph is not None and by["persistent"].graph.clean
 
 

@@ -25,7 +25,10 @@ from memprof.core.terms.common import (
 # profile_cudagraph_memory); measured by this project on 2× H200, torch 2.11.0+cu130, NCCL 2.28.9,
 # driver 580
 # measured +2 MiB non-torch for capturing and replaying one small graph. memprof uses 2 MiB
-# [approximation: large piecewise graphs have one executable per piece].
+# [approximation: large piecewise graphs have one executable per piece]. Known to disagree:
+# `memprof trace` on one H200 (reports/gpu/trace, FULL_AND_PIECEWISE captured as vLLM does)
+# measured 0.16-0.18 MiB per graph executable over 1,514-3,350 graphs (one per piece), so this
+# per-size figure is not corrected yet; see README "memprof trace".
 CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
 CUDAGRAPH_DRIVER_PER_GRAPH = 2 * MiB
 # min(max_num_seqs·decode_query_len·2, 512), vLLM@52a31cc vllm/config/vllm.py
