@@ -10,27 +10,32 @@ vLLM@52a31cc: capture sizes ``VllmConfig._set_cudagraph_sizes`` (vllm/config/vll
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from memprof.base.units import MiB, fmt_bytes
+from memprof.alloc import CachingAllocator
+from memprof.base.units import KiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
-from memprof.core.terms.activation import activation_stages
+from memprof.core.kvcache import rank_layers
+from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
     max_seqs,
     profile_tokens,
 )
 
-# CUDA graphs: per captured graph, driver memory for the executable. vLLM floors its per-graph
-# sample at 1 MiB ("driver overhead", ``profile_cudagraph_memory``, vLLM@52a31cc gpu_model_runner.py
-# profile_cudagraph_memory); measured by this project on 2× H200, torch 2.11.0+cu130, NCCL 2.28.9,
-# driver 580
-# measured +2 MiB non-torch for capturing and replaying one small graph. memprof uses 2 MiB
-# [approximation: large piecewise graphs have one executable per piece]. Known to disagree:
-# `memprof trace` on one H200 (reports/gpu/trace, FULL_AND_PIECEWISE captured as vLLM does)
-# measured 0.16-0.18 MiB per graph executable over 1,514-3,350 graphs (one per piece), so this
-# per-size figure is not corrected yet; see README "memprof trace".
+# CUDA graphs: driver memory for the graph executables, measured by this project on one H200
+# (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
+# ``benchmarks/gpu_graph_costs.py``: 16 cases of 1-1,000 graphs of 1-64 kernels, least squares,
+# residuals ≤ 1.6 MiB): the first graph a process instantiates costs ~70 MiB, each further graph
+# ~0.107 MiB, each kernel node in it ~2.26 KiB (elementwise) or ~3.27 KiB (a cuBLAS GEMM).
+# The old model (2 MiB per capture size) was 1.9-3.2× under what `memprof trace` measured.
+GRAPH_DRIVER_FIRST = 70 * MiB
+GRAPH_DRIVER_PER_GRAPH = 110 * KiB
+GRAPH_DRIVER_PER_GEMM_NODE = 3350
+GRAPH_DRIVER_PER_KERNEL_NODE = 2310
+# vLLM floors its per-graph sample at 1 MiB ("driver overhead", vLLM@52a31cc gpu_model_runner.py
+# profile_cudagraph_memory; still so in v0.33.0).
 CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
-CUDAGRAPH_DRIVER_PER_GRAPH = 2 * MiB
 # min(max_num_seqs·decode_query_len·2, 512), vLLM@52a31cc vllm/config/vllm.py
 CUDAGRAPH_MAX_CAPTURE_DEFAULT = 512
 
@@ -69,53 +74,130 @@ def decode_live_bytes(ctx: TermContext, batch: int) -> int:
     return max(st.bytes for st in activation_stages(ctx, tokens=batch, rows=0, decode=True))
 
 
+# Kernel nodes per decoder layer in vLLM's compiled decode forward, as (GEMMs, other kernels)
+# [approximation, read off vLLM v0.33.0 vllm/model_executor/models/llama.py, qwen3.py,
+# deepseek_v2.py with Inductor fusing the elementwise work]: GQA attention projections qkv +
+# o_proj, with the fused add+RMSNorm and the rotary kernel; MLA q_a/q_b/kv_a/W_UK/W_UV/o_proj
+# with two norms and the rotary; a dense MLP gate_up + down with SiLU-and-mul and the fused
+# add+RMSNorm; a fused MoE: the router GEMM and the two grouped GEMMs, top-k, the block
+# alignment, the activation and the reduction. In a FULL graph the attention kernels are inside
+# too (cache write + decode kernel); with TP > 1 each all-reduce is one more node.
+GRAPH_NODES_ATTENTION = {"gqa": (2, 2), "mla": (6, 3), "dsv4": (6, 4)}
+GRAPH_NODES_ATTENTION_KERNELS = 2
+GRAPH_NODES_MLP = {"dense": (2, 2), "moe": (3, 5)}
+
+
+def graph_pieces(ctx: TermContext) -> int:
+    """Graphs per PIECEWISE capture size: vLLM splits the compiled forward at every attention op
+    (``CompilationConfig.splitting_ops``, vllm/config/compilation.py @v0.33.0) and captures one
+    graph per piece, so a stage with L attention layers has L + 1 pieces."""
+    layers = [x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord) if x not in ctx.spec.mtp_layers]
+    return len(layers) + 1
+
+
+def graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
+    """(GEMM nodes, other nodes) of one capture size's graphs, all pieces together."""
+    gemm = other = 0
+    allreduce = 2 if ctx.dep.tp > 1 else 0
+    for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
+        if layer in ctx.spec.mtp_layers:
+            continue
+        ag, ao = GRAPH_NODES_ATTENTION.get(layer.attention.kind, GRAPH_NODES_ATTENTION["gqa"])
+        mg, mo = GRAPH_NODES_MLP.get(layer.mlp.kind, GRAPH_NODES_MLP["dense"])
+        gemm += ag + mg
+        other += ao + mo + allreduce + (GRAPH_NODES_ATTENTION_KERNELS if mode == "FULL" else 0)
+    return gemm, other
+
+
+def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
+    """Driver memory of ``sizes`` capture sizes of ``mode`` (not counting the first graph's)."""
+    graphs = sizes * (graph_pieces(ctx) if mode == "PIECEWISE" else 1)
+    gemm, other = graph_nodes(ctx, mode)
+    return (graphs * GRAPH_DRIVER_PER_GRAPH
+            + sizes * (gemm * GRAPH_DRIVER_PER_GEMM_NODE + other * GRAPH_DRIVER_PER_KERNEL_NODE))
+
+
+def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> int:
+    """What the graphs' private pool reserves for tensors: each capture size's decode live sets
+    (``activation_stages``) allocated and freed in capture order (PIECEWISE sizes largest first,
+    then FULL) through ``memprof.alloc``'s replica of the caching allocator (segment rounding and
+    reuse as a private pool does them), plus the cuBLAS workspace of the capture stream (vLLM
+    captures on a new stream, ``graph_capture`` in vllm/distributed/parallel_state.py @v0.33.0,
+    and cuBLAS keeps one workspace per (handle, stream), PyTorch CublasHandlePool.cpp)."""
+    seq = tuple(tuple(b for _n, b in st.parts if b > 0)
+                for mode in ("PIECEWISE", "FULL") for n in sorted(modes.get(mode, []), reverse=True)
+                for st in activation_stages(ctx, tokens=n, rows=0, decode=True))
+    return _pool_reserved(seq) + cublas_workspace_bytes(ctx.gpu)
+
+
+@lru_cache(maxsize=256)
+def _pool_reserved(stages: tuple[tuple[int, ...], ...]) -> int:
+    alloc = CachingAllocator()
+    alloc.begin_capture(1)
+    for sizes in stages:
+        handles = [alloc.malloc(n) for n in sizes]
+        for h in handles:
+            alloc.free(h)
+    alloc.end_capture()
+    return int(alloc.memory_stats()["reserved_bytes.all.current"])
+
+
 @dataclass(frozen=True, slots=True)
 class GraphModel:
     """CUDA-graph memory of a rank (bytes): capture sizes per mode, the first-capture sample per
-    mode, vLLM's per-graph sample, its estimate, and memprof's prediction of the pool."""
+    mode, vLLM's per-graph sample per mode, its estimate, and memprof's prediction of the pool."""
 
     modes: dict[str, list[int]]
-    first_capture: dict[str, int]  # per mode: live set of its largest graph + driver overhead
-    per_graph_sample: int  # vLLM's mem_sample[1], floored at 1 MiB
+    first_capture: dict[str, int]  # per mode: vLLM's first sample (its largest size)
+    per_graph_sample: dict[str, int]  # per mode: vLLM's second sample, floored at 1 MiB
     estimate: int  # what vLLM subtracts from the KV budget
-    actual: int  # memprof's prediction of the pool used: live set + driver
+    actual: int  # memprof's prediction of what the capture adds: tensors + driver
     driver: int  # the part of ``actual`` that is driver memory for the graph executables
+    graphs: int  # graph executables captured (a PIECEWISE size is one per piece)
 
 
 def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None) -> GraphModel:
-    """vLLM's estimate and memprof's prediction of the graph pool (vLLM@52a31cc gpu_model_runner.py
-    profile_cudagraph_memory).
+    """vLLM's estimate and memprof's prediction of the graph memory (vLLM@52a31cc and v0.33.0
+    gpu_model_runner.py ``profile_cudagraph_memory`` / ``capture_model``).
 
-    vLLM (``profile_cudagraph_memory``)::
+    What capturing adds to the device's use (the ``mem_get_info`` delta vLLM logs as "took")::
 
-        first[mode]  = mem_get_info delta of capturing the mode's largest graph
-        per_graph    = max(mem_get_info delta of the second largest, 1 MiB)
-        estimate     = max over modes of first[mode] + Σ_modes per_graph·(n_mode − 1)
+        tensors = the private pool's reserved bytes (``graph_pool_tensor_bytes``)
+        driver  = 70 MiB (first graph) + 0.107 MiB × graphs + 3.27 KiB × GEMM nodes
+                  + 2.26 KiB × other nodes
+        graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
+        actual  = tensors + driver
 
-    memprof models a capture's delta as the decode live set at that batch (all graphs share one
-    pool, captured largest first, so smaller ones reuse it) plus ~2 MiB of driver memory per graph;
-    the second capture then costs only its driver memory::
+    vLLM's estimate captures the two largest sizes of each mode into a fresh pool and measures
+    each; the first pays the pool's tensors, the first graph's driver cost (first mode only) and
+    its size's graphs; the second only its graphs (floored at 1 MiB)::
 
-        first[mode] = live(largest size of the mode) + 2 MiB
-        actual      = max over modes of live(largest) + 2 MiB × number of graphs
+        estimate = max over modes of first[mode] + Σ_modes per_graph[mode] · (n_mode − 1)
 
-    This is an approximation: PR-text actuals are ~0.65 GiB (gemma-3-4b, #21489) and ~1.3 GiB
-    (Llama-4 Maverick, #21489), and vLLM's estimate often exceeds the actual pool by far (#45178:
-    KV 769,888 → 245,840 tokens; #53013: 118.65 GiB estimated) because the second sample is not
-    just driver memory; memprof does not model that excess, nor attention-kernel workspaces that
-    FULL captures touch (``profile_seq_lens``).
+    Checked against ``memprof trace`` on one H200 (reports/gpu/trace): Qwen3-0.6B, Llama-3.1-8B,
+    Qwen3-32B at 256 sequences. Not modelled: attention-kernel workspaces that FULL captures touch
+    (``profile_seq_lens``), vLLM's estimate exceeding the pool by far in some setups (#45178,
+    #53013), and whether the first graph's 70 MiB recurs when vLLM captures again after its
+    estimate.
     """
     modes = {m: v for m, v in (sizes or graph_modes(ctx.dep)).items() if v}
-    live = {m: decode_live_bytes(ctx, max(v)) for m, v in modes.items()}
-    first = {m: live[m] + CUDAGRAPH_DRIVER_PER_GRAPH for m in modes}
-    per_graph = max(CUDAGRAPH_DRIVER_PER_GRAPH, CUDAGRAPH_MIN_PER_GRAPH)
-    estimate = (max(first.values(), default=0)
-                + sum(per_graph * (len(v) - 1) for v in modes.values()))
-    n_graphs = sum(len(v) for v in modes.values())
-    driver = CUDAGRAPH_DRIVER_PER_GRAPH * n_graphs
-    actual = max(live.values(), default=0) + driver
+    if not modes:
+        return GraphModel(modes={}, first_capture={}, per_graph_sample={}, estimate=0, actual=0,
+                          driver=0, graphs=0)
+    tensors = graph_pool_tensor_bytes(ctx, modes)
+    driver = GRAPH_DRIVER_FIRST + sum(graph_driver_bytes(ctx, m, len(v)) for m, v in modes.items())
+    pieces = graph_pieces(ctx)
+    graphs = sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
+    first: dict[str, int] = {}
+    per_graph: dict[str, int] = {}
+    for i, (m, v) in enumerate(modes.items()):
+        own = graph_pool_tensor_bytes(ctx, {m: [max(v)]})
+        first[m] = own + graph_driver_bytes(ctx, m, 1) + (GRAPH_DRIVER_FIRST if i == 0 else 0)
+        per_graph[m] = max(graph_driver_bytes(ctx, m, 1), CUDAGRAPH_MIN_PER_GRAPH)
+    estimate = (max(first.values())
+                + sum(per_graph[m] * (len(v) - 1) for m, v in modes.items()))
     return GraphModel(modes=modes, first_capture=first, per_graph_sample=per_graph,
-                      estimate=estimate, actual=actual, driver=driver)
+                      estimate=estimate, actual=tensors + driver, driver=driver, graphs=graphs)
 
 
 def cudagraph_terms(ctx: TermContext) -> list[Component]:
@@ -138,16 +220,18 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
     g = cudagraph_model(ctx)
     counts = ", ".join(f"{m}={len(s)} (largest={max(s)})" for m, s in g.modes.items())
     firsts = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.first_capture.items())
+    samples = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.per_graph_sample.items())
     n = sum(len(s) for s in g.modes.values())
     return [
         Component(name=names[0], category="cudagraph", bytes=g.estimate, count=max(1, n),
                   where="budget", profiled=True,
-                  formula=f"{counts}; max first capture ({firsts}) + "
-                  f"{fmt_bytes(g.per_graph_sample)} × (n−1) per mode"),
+                  formula=f"{counts}; max first capture ({firsts}) + per size ({samples}) "
+                  "× (n−1) per mode"),
         Component(name=names[1], category="cudagraph", bytes=max(0, g.actual - g.estimate),
                   where="runtime", profiled=False,
-                  formula=f"predicted pool {fmt_bytes(g.actual)} (largest decode live set + "
-                  f"{fmt_bytes(CUDAGRAPH_DRIVER_PER_GRAPH)} × {n} graphs) − estimate"),
+                  formula=f"predicted capture {fmt_bytes(g.actual)} (pool tensors "
+                  f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)} for "
+                  f"{g.graphs} graphs) − estimate"),
     ]
 
 
