@@ -43,10 +43,15 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    import torch
-
-    meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-            "total_bytes": torch.cuda.mem_get_info()[1], "runs": {}}
+    # The GPU's name and total come from a child process too: a CUDA context held here while the
+    # traces run would count in each trace's device use (a first recording showed its ~525 MiB
+    # context twice in the CUDA-context row).
+    probe = subprocess.run([sys.executable, "-c", "import json, torch; print(json.dumps("
+                            "[torch.__version__, torch.cuda.get_device_name(), "
+                            "torch.cuda.mem_get_info()[1]]))"],
+                           capture_output=True, text=True, check=True)
+    version, gpu, total = json.loads(probe.stdout)
+    meta = {"torch": version, "gpu": gpu, "total_bytes": total, "runs": {}}
     for name, flags in RUNS.items():
         if args.only and name not in args.only:
             continue
