@@ -103,6 +103,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "deployment": {
             "engine": d.engine,
             "engine_version": d.engine_version,
+            "entrypoint": None if d.sglang else d.entrypoint,
             "tensor_parallel_size": d.tp,
             "pipeline_parallel_size": d.pp,
             "data_parallel_size": d.dp,

@@ -24,6 +24,9 @@ class Row:
     note: str
 
 
+ENTRY_NAMES = {"serve": "(vllm serve)", "llm": "(LLM class)"}
+
+
 def headline(e: Estimate) -> str:
     d = e.deployment
     par = f"TP{d.tp}" + (f" PP{d.pp}" if d.pp > 1 else "") + (f" DP{d.dp}" if d.dp > 1 else "")
@@ -31,7 +34,8 @@ def headline(e: Estimate) -> str:
         par += f" EP{d.ep_size}"
     q = e.quant.method if e.quant else e.model_dtype
     return (f"{e.spec.name} ({e.spec.architecture}, {q}) on {d.world_size}× {e.gpu.name} "
-            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}, "
+            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}"
+            f"{'' if d.sglang else ' ' + ENTRY_NAMES.get(d.entrypoint, d.entrypoint)}, "
             f"kv {d.kv_cache_dtype}, "
             f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
             f"max_num_batched_tokens {e.max_num_batched_tokens}")
