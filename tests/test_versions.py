@@ -176,3 +176,80 @@ def test_entrypoint_changes_the_defaults_and_is_shown(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert err.startswith("error: unknown --entrypoint") and "hint: serve" in err
     assert "Traceback" not in err
+
+
+# --- V0 layout and log (memprof/core/kvcache.py, memprof/core/engine_log.py) -----------------
+
+
+@pytest.mark.parametrize(("version", "block", "entry"), [
+    # 0.7.1: V0, 16-token blocks, the latent unpadded: (512 + 64) × 2 B = 1152 B per layer
+    ("0.7.1", 16, 1152),
+    # 0.7.2 / 0.7.3 worker/cache_engine.py get_cache_block_size: align_to_256bytes(576, bf16)
+    # = round_up(576, 256 // 2 = 128 elements) = 640 elements = 1280 B (VLLM_CUDA_MEM_ALIGN_KV_
+    # CACHE default "1", envs.py 0.7.2); platforms/cuda.py: block_size None → 16
+    ("0.7.2", 16, 1280), ("0.7.3", 16, 1280),
+    # 0.8.0 (V1): FlashMLA's 64-token blocks on Hopper, MLAAttentionSpec pages unpadded
+    ("0.8.0", 64, 1152),
+])
+def test_v0_mla_entry_and_block(version: str, block: int, entry: int) -> None:
+    from memprof.core.deployment import Deployment
+    from memprof.core.estimate import estimate
+
+    e = estimate("deepseek-r1", Deployment(tp=8, max_model_len=8192, engine_version=version),
+                 gpu_name="H200")
+    r = e.ranks[0]
+    assert r.plan.block_size == block
+    assert e.kv_cache_bytes_per_token == 61 * entry  # 61 layers, one latent entry each
+    assert r.plan.block_bytes == 61 * entry * block
+
+
+def test_v0_fp8_mla_entry_is_padded_to_256_bytes() -> None:
+    # align_to_256bytes(576, fp8): round_up(576, 256 elements) = 768 elements = 768 B
+    from memprof.core.deployment import Deployment
+    from memprof.core.estimate import estimate
+
+    e = estimate("deepseek-r1", Deployment(tp=8, max_model_len=8192, kv_cache_dtype="fp8",
+                                           engine_version="0.7.3"), gpu_name="H200")
+    assert e.kv_cache_bytes_per_token == 61 * 768
+
+
+def test_v0_budget_line_is_printed_as_v0_prints_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # 0.7.2 worker/worker.py determine_num_available_blocks: "model weights take %.2fGiB;
+    # non_torch_memory takes …; PyTorch activation peak memory takes …; the rest of the memory
+    # reserved for KV Cache is …"; executor_base.py initialize_cache: "# cuda blocks: %d, # CPU
+    # blocks: %d" with num_cpu_blocks = swap_space (4 GiB) // cache block bytes, "Maximum
+    # concurrency … = num_gpu_blocks × block_size / max_model_len".
+    import json
+
+    from memprof.core.deployment import Deployment
+    from memprof.core.engine_log import engine_log
+    from memprof.core.estimate import estimate
+
+    e = estimate("deepseek-r1-distill-qwen-14b",
+                 Deployment(tp=2, max_model_len=8192, gpu_memory_utilization=0.98,
+                            engine_version="0.7.2"), gpu_name="RTX-4090")
+    r = e.ranks[0]
+    log = engine_log(e, r)
+    w = sum(c.bytes for c in r.components if c.category == "weights")
+    assert log[1].startswith(f"model weights take {w / 2**30:.2f}GiB; non_torch_memory takes ")
+    assert log[1].endswith(f"reserved for KV Cache is {r.available_kv_bytes / 2**30:.2f}GiB.")
+    # 48 layers × 16 tokens × 8 KV heads / TP2 × (128 + 128) × 2 B = 1.5 MiB per block
+    assert r.plan.block_bytes == 48 * 16 * 4 * 256 * 2
+    # 4 GiB swap space // 1.5 MiB = 2730 CPU blocks
+    assert log[2] == f"# cuda blocks: {r.kv.num_gpu_blocks}, # CPU blocks: 2730"
+    assert log[3] == ("Maximum concurrency for 8192 tokens per request: "
+                      f"{r.kv.num_gpu_blocks * 16 / 8192:.2f}x")
+    assert run(["estimate", "-m", "deepseek-r1-distill-qwen-14b", "--gpu", "RTX-4090", "-tp", "2",
+                "--max-model-len", "8192", "--engine-version", "0.7.2"]) in (0, 1)
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "vLLM 0.7.2 (V0) logs:" in out and "GPU KV cache size" not in out
+    assert run(["estimate", "-m", "qwen3-32b", "--engine-version", "0.8.0",
+                "--format", "json"]) in (0, 1)
+    log8 = json.loads(capsys.readouterr().out)["ranks"][0]["engine_log"]
+    # 0.8.0 V1 logs no budget line (gpu_worker.py), only kv_cache_utils.py's two lines;
+    # 0.9.1 adds "Available KV cache memory: %.2f GiB"
+    assert log8[0].startswith("GPU KV cache size:") and len(log8) == 2
+    assert run(["estimate", "-m", "qwen3-32b", "--engine-version", "0.9.1",
+                "--format", "json"]) in (0, 1)
+    log9 = json.loads(capsys.readouterr().out)["ranks"][0]["engine_log"]
+    assert log9[0].startswith("Available KV cache memory: ") and log9[0].endswith(" GiB")

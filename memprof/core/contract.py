@@ -15,6 +15,7 @@ from typing import Any
 from memprof import __version__
 from memprof.core.compare import diff
 from memprof.core.components import Component
+from memprof.core.engine_log import engine_log
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
@@ -130,7 +131,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},
-        "ranks": [rank_dict(r) for r in e.ranks],
+        "ranks": [{**rank_dict(r), "engine_log": engine_log(e, r)} for r in e.ranks],
         "summary": {
             "verdict": e.verdict,
             "kv_cache_tokens": e.kv_cache_tokens,
