@@ -84,12 +84,13 @@ OPTIONS = {
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
                  "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
                  "--attention-backend", "--scratch", "--engine", "--engine-version",
-                 "--mem-fraction-static",
+                 "--entrypoint", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--compare", "--format/-f", "--from-file"],
     "explain": None,  # the deployment flags plus --format/-f
     "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--engine",
-             "--headroom", "--max-gpus", "--kv-cache-dtype", "--top", "--format/-f"],
+             "--engine-version", "--entrypoint", "--headroom", "--max-gpus", "--kv-cache-dtype",
+             "--top", "--format/-f"],
     "sweep": None,  # the deployment flags plus --set, --output/-o, --format/-f
     "devices": ["--format/-f"],
     "trace": None,  # the estimate's flags plus its own (below)

@@ -65,7 +65,7 @@ def _flags(
     max_num_batched_tokens: Annotated[int | None, typer.Option(
         "--max-num-batched-tokens", help="vLLM only.")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(
-        "--gpu-memory-utilization", help="vLLM only; default 0.92.")] = None,
+        "--gpu-memory-utilization", help="vLLM only; default 0.92 (0.9 before 0.20.0).")] = None,
     block_size: Annotated[int | None, typer.Option(
         "--block-size", "--page-size", help="SGLang: --page-size.")] = None,
     kv_cache_memory: Annotated[str | None, typer.Option(
@@ -89,6 +89,9 @@ def _flags(
     engine_version: Annotated[str | None, typer.Option(
         "--engine-version", help="The engine release to model (vLLM 0.7.1 to 0.33.0; "
         "memprof versions lists them); default: the newest modelled.")] = None,
+    entrypoint: Annotated[str, typer.Option(
+        "--entrypoint", help="vLLM only: serve (vllm serve, the default) or llm (the Python "
+        "LLM class); vLLM's batch defaults differ by entry point.")] = "serve",
     mem_fraction_static: Annotated[float | None, typer.Option(
         "--mem-fraction-static", help="SGLang only; default: SGLang's heuristic.")] = None,
     enable_dp_attention: Annotated[bool, typer.Option(
@@ -149,7 +152,7 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
         kv_cache_memory_bytes=_size(f["kv_cache_memory"], vllm_bytes=True),
         enforce_eager=f["enforce_eager"], num_speculative_tokens=f["num_speculative_tokens"],
         attention_backend=f["attention_backend"], scratch=f["scratch"], engine=f["engine"],
-        engine_version=f["engine_version"],
+        engine_version=f["engine_version"], entrypoint=f["entrypoint"],
         mem_fraction_static=f["mem_fraction_static"],
         enable_dp_attention=f["enable_dp_attention"],
         chunked_prefill_size=f["chunked_prefill_size"], cuda_graph_max_bs=f["cuda_graph_max_bs"],

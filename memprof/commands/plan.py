@@ -25,6 +25,11 @@ def plan(
                    ] = None,
     gpu_memory: Annotated[str | None, typer.Option("--gpu-memory", help="e.g. 79GiB")] = None,
     engine: Annotated[str, typer.Option("--engine", help="vllm or sglang")] = "vllm",
+    engine_version: Annotated[str | None, typer.Option(
+        "--engine-version", help="The engine release to model; default: the newest.")] = None,
+    entrypoint: Annotated[str, typer.Option(
+        "--entrypoint", help="vLLM: serve (default) or llm (the Python LLM class).")
+    ] = "serve",
     headroom: Annotated[str, typer.Option(
         "--headroom", help="Run-time headroom every rank must keep.")] = "1GiB",
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest layout tried.")] = 64,
@@ -46,6 +51,16 @@ def plan(
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
     if engine not in ("vllm", "sglang"):
         raise BadInput(f"unknown --engine {engine[:40]!r}", hint="vllm or sglang")
+    from memprof.core.deployment import ENTRYPOINTS
+    from memprof.core.versions import resolve_version
+
+    if entrypoint not in ENTRYPOINTS:
+        raise BadInput(f"unknown --entrypoint {entrypoint[:40]!r}",
+                       hint="serve (vllm serve, the default) or llm (the Python LLM class)")
+    if entrypoint != "serve" and engine == "sglang":
+        raise BadInput("--entrypoint is vLLM's and does not apply under --engine sglang",
+                       hint="drop --entrypoint, or add --engine vllm")
+    version = resolve_version(engine_version, engine)
     kvs = tuple(k.strip() for k in kv_cache_dtype.split(","))
     bad = [k for k in kvs if k not in KV_CACHE_DTYPES]
     if bad:
@@ -59,7 +74,8 @@ def plan(
 
     g = gpu_of(gpu, parse_size(gpu_memory) if gpu_memory else None)
     rows = run_plan(model, g, requests=requests, context=ctx, headroom=parse_size(headroom),
-                    base=Deployment(engine=engine), max_gpus=max_gpus, kv_dtypes=kvs,
+                    base=Deployment(engine=engine, engine_version=version,
+                                    entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)
     shown = rows[:top]
     if fmt == "json":

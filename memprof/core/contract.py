@@ -15,6 +15,7 @@ from typing import Any
 from memprof import __version__
 from memprof.core.compare import diff
 from memprof.core.components import Component
+from memprof.core.engine_log import engine_log
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
@@ -103,6 +104,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "deployment": {
             "engine": d.engine,
             "engine_version": d.engine_version,
+            "entrypoint": None if d.sglang else d.entrypoint,
             "tensor_parallel_size": d.tp,
             "pipeline_parallel_size": d.pp,
             "data_parallel_size": d.dp,
@@ -129,7 +131,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},
-        "ranks": [rank_dict(r) for r in e.ranks],
+        "ranks": [{**rank_dict(r), "engine_log": engine_log(e, r)} for r in e.ranks],
         "summary": {
             "verdict": e.verdict,
             "kv_cache_tokens": e.kv_cache_tokens,

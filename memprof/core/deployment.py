@@ -1,7 +1,8 @@
 """A deployment: the engine settings and the parallel layout, named as vLLM names them.
 
-Defaults are vLLM's (v0.21+, after PR #38284: ``gpu_memory_utilization`` 0.92 and the CUDA-graph
-memory estimate on by default; see vLLM@52a31cc gpu_worker.py determine_available_memory).
+Defaults are vLLM's at the release modelled (``engine_defaults``: from 0.20.0, after PR #38284,
+``gpu_memory_utilization`` 0.92 and the CUDA-graph memory estimate on by default; 0.9 and no
+estimate subtracted before; see 0.20.0 gpu_worker.py determine_available_memory).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
 from memprof.core.versions import Rule, resolve_version, value_at
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py Field(default=0.92), PR #38284
+# the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
+# (older releases: engine_defaults.GPU_MEMORY_UTILIZATION)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
 
 KV_CACHE_DTYPES = (
@@ -29,6 +32,7 @@ KV_CACHE_DTYPES = (
     "turboquant_3bit_nc",
 )
 ENGINES = ("vllm", "sglang")
+ENTRYPOINTS = ("serve", "llm")  # usage contexts OPENAI_API_SERVER and LLM_CLASS
 SCRATCH_POLICIES = ("per-layer", "shared")
 DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
 
@@ -40,6 +44,7 @@ class Deployment:
 
     engine: str = "vllm"
     engine_version: str | None = None  # None: the newest release memprof models (versions.py)
+    entrypoint: str = "serve"  # "serve" (vllm serve) or "llm" (the Python LLM class)
     tp: int = 1
     pp: int = 1
     dp: int = 1
@@ -231,6 +236,9 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint="vllm or sglang")
     check_engine_flags(dep)
     resolve_version(dep.engine_version, dep.engine)
+    if dep.entrypoint not in ENTRYPOINTS:
+        raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
+                       hint="serve (vllm serve, the default) or llm (the Python LLM class)")
     e = dep.engine
     for field, low, high in (("tp", 1, MAX_PARALLEL), ("pp", 1, MAX_PARALLEL),
                              ("dp", 1, MAX_PARALLEL), ("max_model_len", 1, MAX_TOKENS),
@@ -245,7 +253,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:
         raise BadInput(
             f"--gpu-memory-utilization must be in (0, 1], got {dep.gpu_memory_utilization}",
-            hint="vLLM's default is 0.92",
+            hint="vLLM's default is 0.92 (0.9 before 0.20.0)",
         )
     if dep.kv_cache_memory_bytes is not None and dep.kv_cache_memory_bytes <= 0:
         raise BadInput(f"--kv-cache-memory-bytes must be positive, got "

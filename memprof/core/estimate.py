@@ -241,14 +241,14 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            quant: QuantConfig | None, dtype: str, before_kv: list[TermFn], requested: int,
            mfs: float, memo: dict[tuple[object, ...], object] | None = None) -> _Class:
     # keyed by what memprof.core.weights and kv_plan read of the deployment
-    wkey = ("weights", id(spec), dep.engine, dep.tp, dep.pp, dep.dp, dep.enable_expert_parallel,
-            dep.enable_dp_attention, dep.dtype, quant, coord, gpu.arch)
+    wkey = ("weights", id(spec), dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
+            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, gpu.arch)
     if memo is not None:  # the spec stays alive while its id is a key
         memo.setdefault(("spec", id(spec)), spec)
     tensors, groups = _memo(memo, wkey, lambda: group_weights(spec, dep, quant, coord,
                                                               gpu.arch))
-    kkey = ("kv", id(spec), dep.kv_cache_dtype, dep.block_size, dep.attn_tp, dep.pp,
-            coord.pp_stage, dtype, gpu.arch)
+    kkey = ("kv", id(spec), dep.engine_version, dep.kv_cache_dtype, dep.block_size, dep.attn_tp,
+            dep.pp, coord.pp_stage, dtype, gpu.arch)
     plan = _memo(memo, kkey, lambda: kv_plan(spec, dep, coord, dtype, gpu.arch))
     weights = _weight_components(groups)
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,

@@ -40,6 +40,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",)),
     Setting(field="engine_version", kind="str", vllm=("--engine-version",),
             sglang=("--engine-version",)),
+    Setting(field="entrypoint", kind="str", vllm=("--entrypoint",), sglang=(),
+            note="SGLang's defaults do not depend on the entry point"),
     Setting(field="tp", kind="int", vllm=("-tp", "--tensor-parallel-size"),
             sglang=("--tp", "--tp-size")),
     Setting(field="pp", kind="int", vllm=("-pp", "--pipeline-parallel-size"),

@@ -17,6 +17,27 @@ from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.versions import Rule, value_at
+
+# The V0 engine (VLLM_USE_V1 default 0 until 0.8.0) picks 16-token blocks for every model, MLA
+# included (its only MLA backend, Triton MLA, takes any multiple of 16).
+V0_BLOCK_SIZE: tuple[Rule, ...] = (
+    Rule(name="v0_block_size", changes="KV block size", since="0.7.1", until="0.8.0", value=16,
+         introduced_by="V0 engine (VLLM_USE_V1=0 by default)",
+         removed_by="V1 on by default in 0.8.0 (envs.py VLLM_USE_V1 default 1)",
+         source="0.7.3 platforms/cuda.py CudaPlatform.check_and_update_config: block_size "
+         "None → 16; get_attn_backend_cls: use_mla → TritonMLABackend"),
+)
+# V0 pads one MLA KV entry (one token's latent of one layer) to a multiple of 256 bytes.
+V0_MLA_ENTRY_ALIGN: tuple[Rule, ...] = (
+    Rule(name="v0_mla_entry_align_256", changes="KV cache: MLA entry", since="0.7.2",
+         until="0.8.0", value=256, introduced_by="VLLM_CUDA_MEM_ALIGN_KV_CACHE (0.7.2)",
+         removed_by="V1 on by default in 0.8.0 (V1 MLAAttentionSpec pages are unpadded)",
+         source="0.7.2 / 0.7.3 worker/cache_engine.py CacheEngine.get_cache_block_size: "
+         "key_cache_entry = align_to_256bytes(...) when _align_cache (use_mla and CUDA and "
+         "envs.VLLM_CUDA_MEM_ALIGN_KV_CACHE, default '1'); utils.py align_to_256bytes",
+         applies_to="mla"),
+)
 
 TURBOQUANT = {
     # preset: (key bits, value bits, key is fp8)  — vLLM@52a31cc; keys fp8 when key bits == 8
@@ -92,13 +113,16 @@ def tq_slot_bytes(preset: str, head_dim: int) -> int:
     return slot + slot % 2
 
 
-def default_block_size(spec: ModelSpec, arch: str) -> int:
+def default_block_size(spec: ModelSpec, arch: str, version: str | None = None) -> int:
     """The block size vLLM picks when ``--block-size`` is not given.
 
     MLA backends require their own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (the SM100
     default); DeepSeek-V4 uses 256-token logical blocks; everything else 16
-    (``CacheConfig.DEFAULT_BLOCK_SIZE``).
+    (``CacheConfig.DEFAULT_BLOCK_SIZE``). The V0 engine (before 0.8.0, ``V0_BLOCK_SIZE``): 16.
     """
+    v0 = value_at(V0_BLOCK_SIZE, version)
+    if isinstance(v0, int):
+        return v0
     kind = spec.layers[0].attention.kind
     if kind == "dsv4":
         return DSV4_BLOCK
@@ -128,8 +152,11 @@ def _gqa_layer(a: Attention, tp: int, kv_dtype: str, model_dtype: str, block: in
                        formula=formula)
 
 
-def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int) -> list[KVLayerSpec]:
-    """MLA latent: one head of ``kv_lora_rank + qk_rope_head_dim``, replicated on every TP rank."""
+def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int,
+               align: int = 0) -> list[KVLayerSpec]:
+    """MLA latent: one head of ``kv_lora_rank + qk_rope_head_dim``, replicated on every TP rank;
+    ``align``: one token's entry padded to a multiple of that many bytes (V0,
+    ``V0_MLA_ENTRY_ALIGN``)."""
     dim = a.kv_lora_rank + a.qk_rope_head_dim
     if kv_dtype == "fp8_ds_mla" or (a.has_indexer and kv_dtype.startswith("fp8")):
         if not a.has_indexer:
@@ -140,9 +167,11 @@ def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int) -> lis
                            formula="656 B fp8_ds_mla (512 fp8 + 16 B scales + 128 B bf16 RoPE)")]
     else:
         s = kv_dtype_bytes(kv_dtype, model_dtype)
-        out = [KVLayerSpec(name="mla", kind="full", block_size=block, page_bytes=block * dim * s,
+        entry = round_up(dim * s, align) if align else dim * s
+        pad = f", padded to {entry} B (V0: multiple of {align} B)" if entry != dim * s else ""
+        out = [KVLayerSpec(name="mla", kind="full", block_size=block, page_bytes=block * entry,
                            formula=f"1 latent head × ({a.kv_lora_rank}+{a.qk_rope_head_dim}) × "
-                           f"{s} B")]
+                           f"{s} B{pad}")]
     if a.has_indexer:
         idx = a.index_head_dim + a.index_head_dim // 128 * 4
         out.append(KVLayerSpec(name="indexer", kind="full", block_size=block,
@@ -209,7 +238,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     layers = rank_layers(spec, dep, coord)
     kind = spec.layers[0].attention.kind
     kv = dep.kv_cache_dtype
-    block = dep.block_size or default_block_size(spec, arch)
+    block = dep.block_size or default_block_size(spec, arch, dep.engine_version)
+    align = int(value_at(V0_MLA_ENTRY_ALIGN, dep.engine_version, 0))  # type: ignore[call-overload]
     if kv.startswith("turboquant") and kind != "gqa":
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.upper()}; use fp8")
@@ -225,7 +255,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         key = (id(a), boundary)
         if key not in made:
             made[key] = ([_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary)]
-                         if kind == "gqa" else _mla_layer(a, kv, model_dtype, block))
+                         if kind == "gqa" else _mla_layer(a, kv, model_dtype, block, align))
         specs.extend(made[key])
     return _grouped_plan(specs, block, kv)
 

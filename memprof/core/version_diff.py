@@ -8,8 +8,12 @@ from dataclasses import dataclass
 
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
+from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
+from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.kvcache import V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN
 from memprof.core.models import ModelSpec
+from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
@@ -18,6 +22,8 @@ from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 # Every version-dependent rule memprof models, by the module that keeps its rows.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
+    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
+    V0_MLA_ENTRY_ALIGN, BUDGET_LOG,
 )
 
 

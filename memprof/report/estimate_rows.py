@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from memprof.base.units import fmt_bytes
 from memprof.core.compare import DiffRow, diff
 from memprof.core.components import Component
+from memprof.core.engine_log import engine_log
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
@@ -24,6 +25,9 @@ class Row:
     note: str
 
 
+ENTRY_NAMES = {"serve": "(vllm serve)", "llm": "(LLM class)"}
+
+
 def headline(e: Estimate) -> str:
     d = e.deployment
     par = f"TP{d.tp}" + (f" PP{d.pp}" if d.pp > 1 else "") + (f" DP{d.dp}" if d.dp > 1 else "")
@@ -31,7 +35,8 @@ def headline(e: Estimate) -> str:
         par += f" EP{d.ep_size}"
     q = e.quant.method if e.quant else e.model_dtype
     return (f"{e.spec.name} ({e.spec.architecture}, {q}) on {d.world_size}× {e.gpu.name} "
-            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}, "
+            f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}"
+            f"{'' if d.sglang else ' ' + ENTRY_NAMES.get(d.entrypoint, d.entrypoint)}, "
             f"kv {d.kv_cache_dtype}, "
             f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
             f"max_num_batched_tokens {e.max_num_batched_tokens}")
@@ -76,14 +81,20 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
         budget = (f"KV = ceil({d.gpu_memory_utilization} × {fmt_bytes(e.gpu.total_bytes)}) "
                   f"= {fmt_bytes(r.requested_bytes)} − {terms} = "
                   f"{fmt_bytes(r.available_kv_bytes)}")
+    log = engine_log(e, r)
+    if log and log[0].startswith("the current vLLM instance"):  # V0: what that release logs
+        engine = [f"vLLM {d.engine_version} (V0) logs: {log[0]}", *(f"  {x}" for x in log[1:])]
+    else:
+        engine = [
+            f"GPU KV cache size: {r.kv.tokens:,} tokens",
+            f"Maximum concurrency for {e.max_model_len:,} tokens per request: "
+            f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})"]
     return [
         budget,
         f"KV cache: {r.kv.num_gpu_blocks} blocks × {fmt_bytes(r.plan.block_bytes)} "
         f"(block {r.plan.block_size} tokens; {r.plan.bytes_per_token} B/token) = "
         f"{fmt_bytes(r.kv.kv_cache_bytes)}",
-        f"GPU KV cache size: {r.kv.tokens:,} tokens",
-        f"Maximum concurrency for {e.max_model_len:,} tokens per request: "
-        f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})",
+        *engine,
         f"headroom at run time: {fmt_bytes(r.headroom_bytes)} (total − before-baseline − "
         f"{'envelope' if d.sglang else 'requested'} − unbudgeted)",
         *[f"scratch {name}: per layer {fmt_bytes(per)}, shared {fmt_bytes(shared)} — sharing "

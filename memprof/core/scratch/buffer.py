@@ -95,7 +95,9 @@ def dims(ctx: TermContext) -> Dims:
     """The dimensions of ``ctx``'s rank; unresolved deployment defaults follow ``resolve``."""
     spec, dep = ctx.spec, ctx.dep
     a = spec.layers[0].attention
-    mnbt_default, seqs_default = batch_defaults(ctx.gpu)
+    mnbt_default, seqs_default = batch_defaults(
+        ctx.gpu, None if dep.sglang else dep.engine_version, dep.entrypoint,
+        dep.max_model_len or spec.max_position_embeddings or 0)
     seqs = dep.max_num_seqs or seqs_default
     mnbt = dep.max_num_batched_tokens or mnbt_default
     per_req = 1 + dep.num_speculative_tokens

@@ -21,6 +21,7 @@ from memprof.core.terms.common import (
     max_seqs,
     profile_tokens,
 )
+from memprof.core.versions import Rule, value_at
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
 # (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
@@ -204,18 +205,47 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
                       estimate=estimate, actual=tensors + driver, driver=driver, graphs=graphs)
 
 
+# Whether vLLM subtracts a CUDA-graph estimate from the KV budget: "none" (no estimate; graphs
+# are captured after the KV cache is sized), "off" (estimated and logged, not subtracted:
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 0), "on" (subtracted; default 1).
+# The 0.20.0 log line says "default since v0.21.0", but the 0.20.0 wheel already defaults it on.
+CUDAGRAPH_ESTIMATE: tuple[Rule, ...] = (
+    Rule(name="cudagraph_estimate_in_budget", changes="CUDA-graph estimate", since="0.7.1",
+         until="0.18.0", value="none", introduced_by="before 0.7.1",
+         removed_by="profile_cudagraph_memory (first released in 0.18.0)",
+         source="0.17.0 v1/worker/gpu_worker.py determine_available_memory (no CUDA-graph "
+         "term); 0.7.2 worker/worker.py determine_num_available_blocks (V0: weights + "
+         "activation peak + non-torch only)"),
+    Rule(name="cudagraph_estimate_in_budget", changes="CUDA-graph estimate", since="0.18.0",
+         until="0.20.0", value="off",
+         introduced_by="profile_cudagraph_memory (first released in 0.18.0)",
+         removed_by="#38284 (default on, first released in 0.20.0)",
+         source="0.18.0 / 0.19.1 envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '0'; "
+         "v1/worker/gpu_worker.py determine_available_memory: "
+         "cudagraph_memory_estimate_applied = 0 unless the flag is set"),
+    Rule(name="cudagraph_estimate_in_budget", changes="CUDA-graph estimate", since="0.20.0",
+         until=None, value="on", introduced_by="#38284 (first released in 0.20.0)",
+         source="0.20.0 / 0.33.0 envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; "
+         "v1/worker/gpu_worker.py determine_available_memory subtracts it"),
+)
+
+
 def cudagraph_terms(ctx: TermContext) -> list[Component]:
     """Two components (category "cudagraph"):
 
     - "CUDA-graph estimate": vLLM's own estimate (``cudagraph_model``), which it subtracts from
-      the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the default since #38284):
-      where "budget", profiled;
+      the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the default from 0.20.0,
+      #38284; before 0.20.0 nothing is subtracted: ``cudagraph_terms_estimate_off``, rows in
+      ``CUDAGRAPH_ESTIMATE``): where "budget", profiled;
     - "CUDA-graph pool above the estimate": max(0, actual − estimate), where "runtime", not
       profiled.
 
     ``--enforce-eager`` captures nothing: both are 0 with formula "enforce_eager".
     """
     names = ("CUDA-graph estimate", "CUDA-graph pool above the estimate")
+    if (not ctx.dep.enforce_eager and not ctx.dep.sglang
+            and value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on") != "on"):
+        return cudagraph_terms_estimate_off(ctx)
     if ctx.dep.enforce_eager:
         return [Component(name=names[0], category="cudagraph", bytes=0, where="budget",
                           profiled=True, formula="enforce_eager"),
@@ -240,14 +270,22 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
 
 
 def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
-    """vLLM before #38284 (or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0): nothing is subtracted
-    from the budget and the whole pool appears at run time."""
+    """vLLM before 0.20.0 (#38284; or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0): nothing is
+    subtracted from the budget and the whole pool appears at run time. Before 0.18.0 vLLM had
+    no estimate at all; the pool is memprof's V1 prediction (V0's capture sizes differ:
+    approximation)."""
     if ctx.dep.enforce_eager:
-        return cudagraph_terms(ctx)
+        return [Component(name="CUDA-graph estimate", category="cudagraph", bytes=0,
+                          where="budget", profiled=True, formula="enforce_eager"),
+                Component(name="CUDA-graph pool above the estimate", category="cudagraph",
+                          bytes=0, where="runtime", profiled=False, formula="enforce_eager")]
     g = cudagraph_model(ctx)
+    why = {"none": f"vLLM {ctx.dep.engine_version} has no CUDA-graph estimate",
+           "off": f"vLLM {ctx.dep.engine_version} estimates but does not subtract it"}.get(
+        str(value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on")),
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0")
     return [Component(name="CUDA-graph estimate", category="cudagraph", bytes=0, where="budget",
-                      profiled=True, formula="estimate off (VLLM_MEMORY_PROFILER_ESTIMATE_"
-                      "CUDAGRAPHS=0 / vLLM before #38284)"),
+                      profiled=True, formula=f"nothing subtracted ({why})"),
             Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                       bytes=g.actual, where="runtime", profiled=False,
                       formula=f"predicted pool {fmt_bytes(g.actual)}, none of it budgeted")]
