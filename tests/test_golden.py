@@ -35,6 +35,12 @@ DEPLOYMENTS = {
 FORMATS = {"table": "txt", "markdown": "md", "json": "json"}
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output that is not a terminal is $COLUMNS wide when set: the goldens are 100 wide."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def render(args: list[str], fmt: str) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):

@@ -82,5 +82,13 @@ def _emit(report: EstimateReport, fmt: str) -> None:
     from memprof.report import reporter
 
     tty = sys.stdout.isatty()
-    sys.stdout.write(reporter(fmt)(report, None if tty else 100, **(
+    sys.stdout.write(reporter(fmt)(report, None if tty else _columns(100), **(
         {"color": tty} if fmt == "table" else {})))
+
+
+def _columns(default: int) -> int:
+    """The width of output that is not a terminal: ``$COLUMNS`` when set, else ``default``."""
+    import os
+
+    text = os.environ.get("COLUMNS", "")
+    return int(text) if text.isdigit() and int(text) > 0 else default
