@@ -250,3 +250,17 @@ def test_estimate_imports_no_matplotlib_pandas_or_torch_without_plot() -> None:
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
                          check=True)
     assert res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_the_readme_bar_is_what_the_tool_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import shlex
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"```bash\nCOLUMNS=80 (memprof estimate [^`]*?)```\n\n```text\n(.*?)```",
+                  readme, flags=re.S)
+    assert m, "the README's bar example is missing"
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli(*shlex.split(re.sub(r"\\\n\s*", " ", m.group(1)))[1:])
+    assert code == 0, err
+    assert m.group(2) in out and m.group(2).startswith("memory of rank 0")
