@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memprof.base.units import fmt_bytes
-from memprof.core.estimate import Estimate, RankEstimate
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
+
+    from memprof.core.estimate import Estimate, RankEstimate
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ components (one line each, 80 columns included), the budget, a bar of the GPU's 
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -12,7 +13,6 @@ from rich.text import Text
 
 from memprof.base.units import fmt_bytes
 from memprof.core.contract import EstimateReport
-from memprof.core.estimate import Estimate, RankEstimate
 from memprof.report.bar import MemoryBar
 from memprof.report.estimate_rows import (
     budget_lines,
@@ -24,6 +24,9 @@ from memprof.report.estimate_rows import (
     rows,
     verdict_line,
 )
+
+if TYPE_CHECKING:
+    from memprof.core.estimate import Estimate, RankEstimate
 
 VERDICT_STYLE = {"fits": "bold green", "runtime_oom": "bold yellow", "startup_oom": "bold red"}
 
