@@ -35,6 +35,12 @@ DEPLOYMENTS = {
 FORMATS = {"table": "txt", "markdown": "md", "json": "json"}
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output that is not a terminal is $COLUMNS wide when set: the goldens are 100 wide."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def render(args: list[str], fmt: str) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -86,7 +92,7 @@ OPTIONS = {
                  "--attention-backend", "--scratch", "--engine", "--engine-version",
                  "--entrypoint", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
-                 "--compare", "--format/-f", "--from-file"],
+                 "--compare", "--format/-f", "--from-file", "--plot"],
     "explain": None,  # the deployment flags plus --format/-f
     "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--engine",
              "--engine-version", "--entrypoint", "--headroom", "--max-gpus", "--kv-cache-dtype",
@@ -114,9 +120,9 @@ def test_every_commands_options_are_frozen() -> None:
         for sub, c in (getattr(cmd, "commands", None) or {name: cmd}).items():
             key = name if sub == name else f"{name} {sub}"
             got[key] = ["/".join(p.opts) for p in c.params if p.opts and p.opts[0].startswith("-")]
-    flags = OPTIONS["estimate"][:-3]  # the deployment flags every such command shares
+    flags = OPTIONS["estimate"][:-4]  # the deployment flags every such command shares
     trace = [*flags, "--device", "--rank", "--decode-steps", "--graphs", "--alloc-conf",
              "--snapshot", "--format/-f"]
     assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f"],
-                   "sweep": [*flags, "--set", "--output/-o", "--format/-f"],
+                   "sweep": [*flags, "--set", "--output/-o", "--format/-f", "--plot"],
                    "versions": [*flags, "--from", "--to"]}

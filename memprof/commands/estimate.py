@@ -32,6 +32,9 @@ def estimate(
         "--from-file", help="Read the serve command from a shell script, a docker-compose "
         "file (a service's command:) or a Kubernetes manifest (a container's command/args).")
     ] = None,
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="Also draw the estimate to FILE.png or FILE.svg: stacked bars, one per "
+        "distinct rank (needs matplotlib: pip install 'memprof-llm[plot]').")] = None,
     serve: Annotated[list[str] | None, typer.Argument(
         help="A pasted serve command after --: memprof estimate --gpu H200 -- vllm serve "
         "Qwen/Qwen3-32B -tp 2 … (or python -m sglang.launch_server …).",
@@ -47,6 +50,11 @@ def estimate(
 
     if fmt not in FORMATS:
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, json or markdown")
+    if plot:  # a bad suffix or no matplotlib fails before any work
+        from memprof.report.plot import plot_format, pyplot
+
+        plot_format(plot)
+        pyplot()
     command = _serve_command(serve, from_file)
     model, dep, gpu, gpu_memory = deployment(flags, command)
     for line in command.describe() if command else ():
@@ -62,6 +70,11 @@ def estimate(
     from memprof.core.contract import EstimateReport
 
     _emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=compare), fmt)
+    if plot:
+        from memprof.report.plot import estimate_figure, save
+
+        kind = save(estimate_figure(result), plot)
+        sys.stderr.write(f"wrote the plot to {plot} ({kind})\n")
     raise typer.Exit(EXIT_OK if result.verdict == "fits" else EXIT_OOM)
 
 
@@ -82,5 +95,13 @@ def _emit(report: EstimateReport, fmt: str) -> None:
     from memprof.report import reporter
 
     tty = sys.stdout.isatty()
-    sys.stdout.write(reporter(fmt)(report, None if tty else 100, **(
+    sys.stdout.write(reporter(fmt)(report, None if tty else _columns(100), **(
         {"color": tty} if fmt == "table" else {})))
+
+
+def _columns(default: int) -> int:
+    """The width of output that is not a terminal: ``$COLUMNS`` when set, else ``default``."""
+    import os
+
+    text = os.environ.get("COLUMNS", "")
+    return int(text) if text.isdigit() and int(text) > 0 else default

@@ -6,19 +6,10 @@ from __future__ import annotations
 def models() -> None:
     """List the bundled models."""
     from rich.console import Console
-    from rich.table import Table
 
-    from memprof.core.models import bundled_models, load_model
+    from memprof.report.listing import models_table
 
-    t = Table()
-    for col in ("name", "architecture", "layers", "hidden", "attention", "experts", "quant"):
-        t.add_column(col, no_wrap=col == "name")
-    for name in bundled_models():
-        s = load_model(name)
-        a = s.layers[0].attention
-        t.add_row(name, s.architecture, str(s.num_layers), str(s.hidden_size), a.kind,
-                  str(s.num_experts or "-"), s.quant.method if s.quant else s.dtype)
-    Console().print(t)
+    Console().print(models_table())
 
 
 def gpus() -> None:

@@ -23,6 +23,10 @@ def sweep(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or jsonl (stdout)")
                    ] = "table",
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="Also draw KV tokens and max concurrency against the first --set axis "
+        "to FILE.png or FILE.svg (needs matplotlib: pip install 'memprof-llm[plot]').")
+    ] = None,
 ) -> None:
     """Estimate every deployment of a grid (the other flags are the base deployment). Exit 0
     when the sweep ran (points that do not fit are rows with their verdict)."""
@@ -36,12 +40,23 @@ def sweep(
     axes = [parse_axis(s) for s in sets or []]
     if not axes:
         raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
+    if plot:  # a bad suffix or no matplotlib fails before any work
+        from memprof.report.plot import plot_format, pyplot
+
+        plot_format(plot)
+        pyplot()
     model, dep, gpu, gpu_memory = deployment(flags)
     base_gpu = gpu_of(gpu, gpu_memory) if gpu and gpu.strip().lower() == "auto" else None
     df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu))
     if output:
         kind = write(df, output)
         sys.stderr.write(f"wrote {len(df)} rows to {output} ({kind})\n")
+    if plot:
+        from memprof.report.plot import save, sweep_figure
+
+        kind = save(sweep_figure(df, [a.name for a in axes], f"{model}: {len(df)} deployments"),
+                    plot)
+        sys.stderr.write(f"wrote the plot to {plot} ({kind})\n")
     if fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif fmt == "jsonl":

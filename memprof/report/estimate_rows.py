@@ -23,6 +23,7 @@ class Row:
     share: str
     profiled: str
     note: str
+    name: str = ""  # the component's name without its note
 
 
 ENTRY_NAMES = {"serve": "(vllm serve)", "llm": "(LLM class)"}
@@ -60,7 +61,7 @@ def rows(e: Estimate, r: RankEstimate) -> list[Row]:
         name = f"{c.name} ({note})" if note else c.name
         profiled = "—" if c.where == "baseline" else ("yes" if c.profiled else "NO")
         return Row(name, c.category, each, fmt_bytes(c.bytes), f"{100 * c.bytes / total:.1f}%",
-                   profiled, note)
+                   profiled, note, c.name)
 
     return [row(c) for c in r.components]
 
