@@ -53,7 +53,7 @@ SWA_IN_FLIGHT_BATCHES: tuple[Rule, ...] = (
          source="0.26.0 / 0.33.0 v1/kv_cache_interface.py SlidingWindowSpec."
          "max_memory_usage_bytes → max_admission_blocks_per_request(max_in_flight_tokens="
          "vllm_config.max_in_flight_tokens); config/vllm.py VllmConfig.max_in_flight_tokens, "
-         "max_concurrent_batches"),
+         "max_concurrent_batches", applies_to="sliding"),
 )
 # DeepSeek-V4 pool, 0.23.0–0.28.x: the tuple-based grouping (kv_cache_utils.py
 # ``group_and_unify_kv_cache_specs`` + ``_get_kv_cache_groups_uniform_groups``): the compressor-
