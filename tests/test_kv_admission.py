@@ -33,6 +33,8 @@ def _plan(model: str, version: str, **kw: int) -> KVPlan:
 def test_rule_ranges() -> None:
     assert rule_in_force(SWA_IN_FLIGHT_BATCHES, "0.25.0") is None
     assert rule_in_force(SWA_IN_FLIGHT_BATCHES, "0.26.0") is not None
+    assert rule_in_force(SWA_IN_FLIGHT_BATCHES, "0.28.0").value == 0  # type: ignore[union-attr]
+    assert rule_in_force(SWA_IN_FLIGHT_BATCHES, "0.29.0").value == 1  # type: ignore[union-attr]
     assert rule_in_force(SWA_IN_FLIGHT_BATCHES, None) is not None  # holds today (0.33.0)
     assert rule_in_force(DSV4_TUPLE_POOL, "0.28.0") is not None
     assert rule_in_force(DSV4_TUPLE_POOL, "0.29.0") is None
@@ -59,8 +61,11 @@ def test_sliding_window_in_flight_batches() -> None:
     assert (old.in_flight_batches, new.in_flight_batches) == (1, 2)
     assert old.blocks_per_request(131072, 8192) == 8192 + cdiv(127 + 8192, 16) + 1 == 8713
     assert new.blocks_per_request(131072, 8192) == 8192 + cdiv(127 + 2 * 8192, 16) + 1 == 9225
-    # PP > 1: async scheduling off with the V1 runner → max_concurrent_batches = pp
-    assert _plan("gpt-oss-120b", "0.33.0", pp=4).in_flight_batches == 4
+    # PP > 1: async scheduling off with the V1 runner → max_concurrent_batches = pp (0.26.0–
+    # 0.28.x); the V2 runner, the default from 0.29.0, keeps it on → pp + 1
+    assert _plan("gpt-oss-120b", "0.28.0", pp=4).in_flight_batches == 4
+    assert _plan("gpt-oss-120b", "0.33.0", pp=4).in_flight_batches == 5
+    assert _plan("gpt-oss-120b", "0.33.0", pp=1).in_flight_batches == 2
     # a short max_model_len caps it: min(127 + 16384, 4096) = 4096 → 256 + 1 blocks
     assert new.blocks_per_request(4096, 8192) == 256 + 256 + 1
 

@@ -42,18 +42,27 @@ V0_MLA_ENTRY_ALIGN: tuple[Rule, ...] = (
 # KV admission (``SlidingWindowSpec.max_admission_blocks_per_request``): a sliding-window layer
 # holds ``min(window − 1 + in-flight tokens, max_model_len)`` tokens, + 1 block. 0.7.1–0.25.x: the
 # in-flight tokens are ``max_num_batched_tokens``; from 0.26.0 ``VllmConfig.max_in_flight_tokens``
-# = ``max_concurrent_batches × max_num_batched_tokens``, where async scheduling (on by default,
-# ``VllmConfig.__post_init__``) makes ``max_concurrent_batches`` 2 at PP=1 and ``pp`` at PP>1 (V1
-# model runner; the V2 runner takes pp+1 [approximation: memprof takes the V1 value at PP>1]).
+# = ``max_concurrent_batches × max_num_batched_tokens``. Async scheduling is on by default
+# (``VllmConfig.__post_init__``), so ``max_concurrent_batches`` is 2 at PP=1 with either model
+# runner; at PP>1 the V1 runner turns async scheduling off (``v1_async_sched_incompat =
+# "pipeline parallelism"``) → ``pp``, the V2 runner gives ``pp + 1``. The V2 runner is the
+# default for every architecture from 0.29.0 (``use_v2_model_runner``; 0.26.0–0.28.x only for
+# ``default_v2_model_runner_architectures()`` [approximation: memprof takes V1 there]).
+# ``value``: the batches added to ``pp`` at PP>1.
+_SWA_SOURCE = ("v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes → "
+               "max_admission_blocks_per_request(max_in_flight_tokens=vllm_config."
+               "max_in_flight_tokens); config/vllm.py VllmConfig.max_in_flight_tokens, "
+               "max_concurrent_batches, use_v2_model_runner")
 SWA_IN_FLIGHT_BATCHES: tuple[Rule, ...] = (
     Rule(name="swa_admission_in_flight_batches", changes="KV admission: sliding-window blocks",
-         since="0.26.0", until=None, value="max_concurrent_batches",
+         since="0.26.0", until="0.29.0", value=0,
          introduced_by="read in the 0.26.0 wheel (0.25.0 passes max_num_batched_tokens; PR not "
-         "identified)",
-         source="0.26.0 / 0.33.0 v1/kv_cache_interface.py SlidingWindowSpec."
-         "max_memory_usage_bytes → max_admission_blocks_per_request(max_in_flight_tokens="
-         "vllm_config.max_in_flight_tokens); config/vllm.py VllmConfig.max_in_flight_tokens, "
-         "max_concurrent_batches", applies_to="sliding"),
+         "identified)", removed_by="0.29.0: the V2 model runner by default (pp + 1 at PP>1)",
+         source=f"0.26.0 / 0.28.0 {_SWA_SOURCE}", applies_to="sliding"),
+    Rule(name="swa_admission_in_flight_batches", changes="KV admission: sliding-window blocks",
+         since="0.29.0", until=None, value=1,
+         introduced_by="0.29.0 use_v2_model_runner defaults to True (read in the wheel)",
+         source=f"0.29.0 / 0.33.0 {_SWA_SOURCE}", applies_to="sliding"),
 )
 # DeepSeek-V4 pool, 0.23.0–0.28.x: the tuple-based grouping (kv_cache_utils.py
 # ``group_and_unify_kv_cache_specs`` + ``_get_kv_cache_groups_uniform_groups``): the compressor-
@@ -321,9 +330,10 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if kv.startswith("turboquant") and kind != "gqa":
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.upper()}; use fp8")
-    flight = 1
-    if value_at(SWA_IN_FLIGHT_BATCHES, dep.engine_version, engine=dep.engine):
-        flight = 2 if dep.pp == 1 else dep.pp  # max_concurrent_batches, async scheduling on
+    flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
+    extra = value_at(SWA_IN_FLIGHT_BATCHES, dep.engine_version, engine=dep.engine)
+    if isinstance(extra, int):
+        flight = 2 if dep.pp == 1 else dep.pp + extra
     if kind == "dsv4":
         plan = _dsv4_plan(spec, layers, kv)
         if value_at(DSV4_TUPLE_POOL, dep.engine_version, False, engine=dep.engine):
