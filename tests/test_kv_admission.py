@@ -141,3 +141,22 @@ def test_estimated_max_model_len_uses_the_request_rule() -> None:
     below = max_fitting_model_len(plan, need - 1, 8192, 121344)
     assert below < 121344
     assert plan.request_bytes(below, 8192) <= need - 1 < plan.request_bytes(below + 1, 8192)
+
+
+def test_request_sums_layers_before_0_14() -> None:
+    # gpt-oss-120b PP=4, stage 0 = layers 0-8: 5 sliding (W 128) + 4 full; group_size 5 (5 < 1.5·4,
+    # _get_kv_cache_groups_uniform_page_size), so the full group is padded to 5 layers. Page =
+    # 16 tokens × 8 KV heads × (64 + 64) × 2 B = 32768 B. L 131072, mnbt 8192, 0.13/0.14: one
+    # batch in flight: full cdiv(131072, 16) = 8192 blocks, sliding cdiv(127 + 8192, 16) + 1 = 521.
+    page = 16 * 8 * (64 + 64) * 2
+    old = _plan("gpt-oss-120b", "0.13.0", pp=4)
+    new = _plan("gpt-oss-120b", "0.14.0", pp=4)
+    assert old.block_bytes == new.block_bytes == 5 * page
+    # 0.13.0 check_enough_kv_cache_memory: Σ per layer max_memory_usage_bytes
+    assert old.request_bytes(131072, 8192) == 4 * page * 8192 + 5 * page * 521 == 1_159_102_464
+    # 0.14.0 _max_memory_usage_bytes_from_groups: group_size × page × Σ group blocks
+    assert new.request_bytes(131072, 8192) == 5 * page * (8192 + 521) == 1_427_537_920
+    # the estimated maximum model length follows the same rule
+    avail = 1_300_000_000
+    assert max_fitting_model_len(old, avail, 8192, 131072) == 131072
+    assert max_fitting_model_len(new, avail, 8192, 131072) < 131072

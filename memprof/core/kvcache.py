@@ -97,6 +97,23 @@ CONCURRENCY_GROUP0_PAGE: tuple[Rule, ...] = (
          applies_to="dsv4"),
 )
 
+# "KV cache needed for one max_model_len request" and the estimated maximum model length: up to
+# 0.13.x ``check_enough_kv_cache_memory`` sums each layer's own ``max_memory_usage_bytes`` (no
+# group padding: 8 full + 9 sliding layers count 8 + 9 pages); from 0.14.0
+# ``_max_memory_usage_bytes_from_groups`` counts the groups' padded layout (9 + 9).
+LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
+    Rule(name="admission_per_layer_sum", changes="KV admission: one max_model_len request",
+         since=None, until="0.14.0", value=True,
+         introduced_by="V1 check_enough_kv_cache_memory",
+         removed_by="0.14.0 _max_memory_usage_bytes_from_groups (read in the 0.14.0 wheel; PR "
+         "not identified)",
+         source="0.13.0 v1/core/kv_cache_utils.py check_enough_kv_cache_memory: needed_memory = "
+         "max_memory_usage_bytes(vllm_config, kv_cache_spec.values()) (Σ per layer); "
+         "estimate_max_model_len likewise; 0.14.0 get_kv_cache_configs → "
+         "_check_enough_kv_cache_memory(_max_memory_usage_bytes_from_groups)",
+         applies_to="sliding"),
+)
+
 TURBOQUANT = {
     # preset: (key bits, value bits, key is fp8)  — vLLM@52a31cc; keys fp8 when key bits == 8
     "turboquant_k8v4": (8, 4, True),
@@ -151,6 +168,9 @@ class KVPlan:
     # ``CONCURRENCY_GROUP0_PAGE``: Σ page bytes of all the groups of each group_blocks entry, the
     # divisor being the first's; () = the per-group count (0.27.0 on)
     concurrency_group_bytes: tuple[int, ...] = ()
+    # ``LAYER_SUM_ADMISSION``: the layers behind each group_blocks entry and their page, so a
+    # request needs Σ layers × page × blocks (no group padding); () = the groups' layout
+    layer_sum_pages: tuple[tuple[int, int], ...] = ()  # (layers, page bytes) per entry
 
     def group_pages(self, tokens: int, max_num_batched_tokens: int) -> list[int]:
         """Blocks one request of ``tokens`` takes in one group of each ``group_blocks`` entry:
@@ -169,6 +189,10 @@ class KVPlan:
     def request_bytes(self, tokens: int, max_num_batched_tokens: int) -> int:
         """vLLM "KV cache needed for one max_model_len request"
         (``_max_memory_usage_bytes_from_groups``): blocks per request × bytes of a block."""
+        if self.layer_sum_pages:
+            pages = self.group_pages(tokens, max_num_batched_tokens)
+            return sum(n * page * need for (n, page), need in
+                       zip(self.layer_sum_pages, pages, strict=True))
         return (self.blocks_per_request(tokens, max_num_batched_tokens)
                 * (self.request_block_bytes or self.block_bytes))
 
@@ -353,7 +377,13 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
             made[key] = ([_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary)]
                          if kind == "gqa" else _mla_layer(a, kv, model_dtype, block, align))
         specs.extend(made[key])
-    return replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
+    plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
+    if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,
+                                            engine=dep.engine):
+        types = Counter((s.kind, s.window) for s in specs)
+        page = specs[0].page_bytes
+        plan = replace(plan, layer_sum_pages=tuple((c, page) for _k, c in sorted(types.items())))
+    return plan
 
 
 def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
