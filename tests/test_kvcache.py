@@ -1,5 +1,7 @@
 """KV bytes per token, pages, groups, blocks and tokens against hand calculations."""
 
+from dataclasses import replace
+
 import pytest
 
 from memprof.base.errors import BadInput
@@ -55,8 +57,9 @@ def test_blocks_and_tokens_like_vllm() -> None:
 
 def test_sliding_window_layers_capped_per_request() -> None:
     # gpt-oss: 18 full + 18 sliding (window 128) layers, same page → 2 groups of 18 layers
+    # (vLLM 0.25.0: one batch in flight; 0.26.0 on, tests/test_kv_admission.py)
     spec = load_model("gpt-oss-120b")
-    dep = Deployment()
+    dep = Deployment(engine_version="0.25.0")
     plan = kv_plan(spec, dep, ranks(dep)[0], "bfloat16")
     page = 16 * 8 * 128 * 2
     assert plan.layout == "hybrid" and plan.block_bytes == 18 * page
@@ -73,7 +76,9 @@ def test_deepseek_v4_packed_block_stride() -> None:
     assert plan.block_bytes == 21 * 37_440 + 21 * 8_640 + 20 * 1_728 == 1_002_240
     pro = load_model("deepseek-v4-pro")
     assert kv_plan(pro, dep, ranks(dep)[0], "bfloat16").block_bytes == 1_435_968
-    # decode-held extra blocks per request at steady state: 2·3 + 3 + 17 = 26 (§5.4, q ≈ 1)
+    # decode-held extra blocks per request at steady state: 2·3 + 3 + 17 = 26 (§5.4, q ≈ 1),
+    # with one batch in flight (vLLM 0.25.0 admission; 0.26.0 on: tests/test_kv_admission.py)
+    plan = replace(plan, in_flight_batches=1)
     assert plan.blocks_per_request(256 * 100, 1) == 100 + 26
 
 

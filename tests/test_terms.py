@@ -191,13 +191,15 @@ def test_dsv4_mhc_stage_and_aux_stream_workspaces() -> None:
     assert stages["mHC post/pre"] == 64 * MiB + 16 * MiB + 160 * KiB
     # C4 attention: base = residual [T,hc,H] 32 MiB + input [T,H] 8 MiB + mixes 1024·20·4 B;
     # fused wq_a|wkv 1024·1536·2 = 3 MiB, q_norm 2, q 1024·64·512·2 = 64, kv_norm 1, indexer q
-    # 1024·64·128·2 = 16 (+ weights fp32 1024·64·4 B), compressor kv|gate 1024·2·1024·2 = 4,
+    # 1024·64·128·2 = 16 (+ weights fp32 1024·64·4 B), compressor kv|score fp32 1024·2·1024·4 =
+    # 8, indexer compressor kv|score fp32 1024·2·256·4 = 2 (attention.py
+    # _run_parallel_input_projections, out_dtype=torch.float32, vLLM 0.26.0–0.33.0),
     # o_padded 1024·64·512·2 = 64, z 1024·8·1024·2 = 16, wo_b 8
-    c4 = (32 + 8 + 3 + 2 + 64 + 1 + 16 + 4 + 64 + 16 + 8) * MiB + 80 * KiB + 256 * KiB
+    c4 = (32 + 8 + 3 + 2 + 64 + 1 + 16 + 8 + 2 + 64 + 16 + 8) * MiB + 80 * KiB + 256 * KiB
     assert stages["attention (dsv4, C4)"] == c4
-    # C128: no indexer, compressor kv|gate 1024·2·512·2 = 2 MiB
+    # C128: no indexer, compressor kv|score fp32 1024·2·512·4 = 4 MiB
     assert stages["attention (dsv4, C4)"] - stages["attention (dsv4, C128)"] == \
-        16 * MiB + 256 * KiB + 2 * MiB
+        16 * MiB + 256 * KiB + 10 * MiB - 4 * MiB
     assert by_name(activation.activation_terms(ctx))["cuBLAS workspace"].bytes == 4 * 32 * MiB
     rocm = make_ctx(flash, dep, find_gpu("MI300X"))
     assert by_name(activation.activation_terms(rocm))["cuBLAS workspace"].bytes == 128 * MiB
@@ -388,7 +390,8 @@ def _dsv4_spark(mnbt: int) -> tuple[float, float]:
 
 def test_rows_25_26_dsv4_flash_spark_activation() -> None:
     # Published 5.30 GiB (mnbt 8224) and 1.39 GiB (mnbt 2048), TP1, max_num_seqs 1, on one GB10.
-    # memprof (upstream vLLM DSv4 path): 2.59 and 0.74 GiB, i.e. −51% and −47% when written.
+    # memprof (upstream vLLM DSv4 path): 2.59 and 0.74 GiB, i.e. −51% and −47% when written;
+    # 2.64 and 0.75 GiB (−50%, −46%) with the fp32 compressor GEMM outputs (vLLM 0.26–0.33).
     # That deployment is not upstream vLLM (MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark README:
     # NVIDIA vLLM 26.02 fork, EXL3 3.0-bpw REAP-216 experts through sparkinfer/b12x kernels,
     # DSpark K5 drafter, nvfp4_ds_mla KV) and its issue #4 says mnbt also sizes a b12x compressed-

@@ -11,7 +11,7 @@ Formulas follow vLLM@52a31cc:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
@@ -37,6 +37,81 @@ V0_MLA_ENTRY_ALIGN: tuple[Rule, ...] = (
          "key_cache_entry = align_to_256bytes(...) when _align_cache (use_mla and CUDA and "
          "envs.VLLM_CUDA_MEM_ALIGN_KV_CACHE, default '1'); utils.py align_to_256bytes",
          applies_to="mla"),
+)
+
+# KV admission (``SlidingWindowSpec.max_admission_blocks_per_request``): a sliding-window layer
+# holds ``min(window − 1 + in-flight tokens, max_model_len)`` tokens, + 1 block. 0.7.1–0.25.x: the
+# in-flight tokens are ``max_num_batched_tokens``; from 0.26.0 ``VllmConfig.max_in_flight_tokens``
+# = ``max_concurrent_batches × max_num_batched_tokens``. Async scheduling is on by default
+# (``VllmConfig.__post_init__``), so ``max_concurrent_batches`` is 2 at PP=1 with either model
+# runner; at PP>1 the V1 runner turns async scheduling off (``v1_async_sched_incompat =
+# "pipeline parallelism"``) → ``pp``, the V2 runner gives ``pp + 1``. The V2 runner is the
+# default for every architecture from 0.29.0 (``use_v2_model_runner``; 0.26.0–0.28.x only for
+# ``default_v2_model_runner_architectures()`` [approximation: memprof takes V1 there]).
+# ``value``: the batches added to ``pp`` at PP>1.
+_SWA_SOURCE = ("v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes → "
+               "max_admission_blocks_per_request(max_in_flight_tokens=vllm_config."
+               "max_in_flight_tokens); config/vllm.py VllmConfig.max_in_flight_tokens, "
+               "max_concurrent_batches, use_v2_model_runner")
+SWA_IN_FLIGHT_BATCHES: tuple[Rule, ...] = (
+    Rule(name="swa_admission_in_flight_batches", changes="KV admission: sliding-window blocks",
+         since="0.26.0", until="0.29.0", value=0,
+         introduced_by="read in the 0.26.0 wheel (0.25.0 passes max_num_batched_tokens; PR not "
+         "identified)", removed_by="0.29.0: the V2 model runner by default (pp + 1 at PP>1)",
+         source=f"0.26.0 / 0.28.0 {_SWA_SOURCE}", applies_to="sliding"),
+    Rule(name="swa_admission_in_flight_batches", changes="KV admission: sliding-window blocks",
+         since="0.29.0", until=None, value=1,
+         introduced_by="0.29.0 use_v2_model_runner defaults to True (read in the wheel)",
+         source=f"0.29.0 / 0.33.0 {_SWA_SOURCE}", applies_to="sliding"),
+)
+# DeepSeek-V4 pool, 0.23.0–0.28.x: the tuple-based grouping (kv_cache_utils.py
+# ``group_and_unify_kv_cache_specs`` + ``_get_kv_cache_groups_uniform_groups``): the compressor-
+# state pages are padded up to the nearest full-MLA page size, the SWA / state groups are split
+# into groups of at most T = ``_approximate_gcd(tuples, lower_bound=full-MLA tuples)`` layer
+# tuples, and one block id costs Σ over page sizes of page × the most layers any group has of it
+# (``_bucket_layers_by_page_size``, ``_get_kv_cache_config_deepseek_v4``). From 0.29.0
+# ``_get_packed_kv_cache_groups`` packs per group and a block costs the largest group's Σ pages
+# rounded to the alignment (``_get_kv_cache_bytes_per_block``), as ``_dsv4_plan`` computes.
+DSV4_TUPLE_POOL: tuple[Rule, ...] = (
+    Rule(name="dsv4_tuple_pool", changes="KV cache: DeepSeek-V4 block stride and admission",
+         since=None, until="0.29.0", value=True,
+         introduced_by="DeepSeek-V4 support (tuple-based grouping; read in 0.23.0–0.28.0)",
+         removed_by="0.29.0 _get_packed_kv_cache_groups / _get_kv_cache_bytes_per_block "
+         "(read in the 0.29.0 wheel; PR not identified)",
+         source="0.23.0–0.28.0 v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_groups, "
+         "_bucket_layers_by_page_size, _max_memory_usage_bytes_from_groups (DeepseekV4 branch: "
+         "Σ_g num_layer_tuples × pages_g × Σ distinct full-MLA page sizes)",
+         applies_to="dsv4"),
+)
+# "Maximum concurrency", 0.7.1–0.26.x (``get_max_concurrency_for_kv_cache_config``): blocks per
+# request = cdiv(Σ_g max_memory_usage_bytes(g), page of group 0) — for DeepSeek-V4, whose groups'
+# pages differ, that is cdiv(Σ_g pages_g × page_g, page_0); from 0.27.0 Σ_g cdiv(bytes_g, page_g).
+CONCURRENCY_GROUP0_PAGE: tuple[Rule, ...] = (
+    Rule(name="concurrency_group0_page", changes="KV: maximum concurrency",
+         since=None, until="0.27.0", value=True,
+         introduced_by="V1 get_max_concurrency_for_kv_cache_config",
+         removed_by="0.27.0 (per-group cdiv; read in the 0.27.0 wheel, PR not identified)",
+         source="0.26.0 v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config: "
+         "num_layer_per_group × Σ max_memory_usage_bytes / (kv_cache_groups[0] page × "
+         "num_layer_per_group); 0.27.0: Σ cdiv(max_memory_usage_bytes, page_size_bytes)",
+         applies_to="dsv4"),
+)
+
+# "KV cache needed for one max_model_len request" and the estimated maximum model length: up to
+# 0.13.x ``check_enough_kv_cache_memory`` sums each layer's own ``max_memory_usage_bytes`` (no
+# group padding: 8 full + 9 sliding layers count 8 + 9 pages); from 0.14.0
+# ``_max_memory_usage_bytes_from_groups`` counts the groups' padded layout (9 + 9).
+LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
+    Rule(name="admission_per_layer_sum", changes="KV admission: one max_model_len request",
+         since=None, until="0.14.0", value=True,
+         introduced_by="V1 check_enough_kv_cache_memory",
+         removed_by="0.14.0 _max_memory_usage_bytes_from_groups (read in the 0.14.0 wheel; PR "
+         "not identified)",
+         source="0.13.0 v1/core/kv_cache_utils.py check_enough_kv_cache_memory: needed_memory = "
+         "max_memory_usage_bytes(vllm_config, kv_cache_spec.values()) (Σ per layer); "
+         "estimate_max_model_len likewise; 0.14.0 get_kv_cache_configs → "
+         "_check_enough_kv_cache_memory(_max_memory_usage_bytes_from_groups)",
+         applies_to="sliding"),
 )
 
 TURBOQUANT = {
@@ -84,16 +159,52 @@ class KVPlan:
     formula: str
     # per request: blocks needed for ``tokens`` of context (vLLM admission rule)
     group_blocks: tuple[tuple[str, int, int, int], ...] = ()  # (name, block, window, groups)
+    # sliding-window admission counts this many batches of max_num_batched_tokens in flight
+    # (``SWA_IN_FLIGHT_BATCHES``)
+    in_flight_batches: int = 1
+    # bytes of one block in "KV cache needed for one request" (0: block_bytes); DeepSeek-V4
+    # 0.23–0.28: num_layer_tuples × Σ distinct full-MLA pages (``DSV4_TUPLE_POOL``)
+    request_block_bytes: int = 0
+    # ``CONCURRENCY_GROUP0_PAGE``: Σ page bytes of all the groups of each group_blocks entry, the
+    # divisor being the first's; () = the per-group count (0.27.0 on)
+    concurrency_group_bytes: tuple[int, ...] = ()
+    # ``LAYER_SUM_ADMISSION``: the layers behind each group_blocks entry and their page, so a
+    # request needs Σ layers × page × blocks (no group padding); () = the groups' layout
+    layer_sum_pages: tuple[tuple[int, int], ...] = ()  # (layers, page bytes) per entry
+
+    def group_pages(self, tokens: int, max_num_batched_tokens: int) -> list[int]:
+        """Blocks one request of ``tokens`` takes in one group of each ``group_blocks`` entry:
+        ``cdiv(tokens, block)`` (full), ``cdiv(min(window − 1 + in-flight, tokens), block) + 1``
+        (sliding; 0.33.0 v1/kv_cache_interface.py SlidingWindowSpec.
+        max_admission_blocks_per_request)."""
+        flight = self.in_flight_batches * max_num_batched_tokens
+        return [cdiv(min(window - 1 + flight, tokens), block) + 1 if window
+                else cdiv(tokens, block) for _name, block, window, _n in self.group_blocks]
 
     def blocks_per_request(self, tokens: int, max_num_batched_tokens: int) -> int:
-        total = 0
-        for _name, block, window, n_groups in self.group_blocks:
-            if window:
-                need = cdiv(min(window - 1 + max_num_batched_tokens, tokens), block) + 1
-            else:
-                need = cdiv(tokens, block)
-            total += n_groups * need
-        return total
+        return sum(n * need for (_nm, _b, _w, n), need in
+                   zip(self.group_blocks, self.group_pages(tokens, max_num_batched_tokens),
+                       strict=True))
+
+    def request_bytes(self, tokens: int, max_num_batched_tokens: int) -> int:
+        """vLLM "KV cache needed for one max_model_len request"
+        (``_max_memory_usage_bytes_from_groups``): blocks per request × bytes of a block."""
+        if self.layer_sum_pages:
+            pages = self.group_pages(tokens, max_num_batched_tokens)
+            return sum(n * page * need for (n, page), need in
+                       zip(self.layer_sum_pages, pages, strict=True))
+        return (self.blocks_per_request(tokens, max_num_batched_tokens)
+                * (self.request_block_bytes or self.block_bytes))
+
+    def concurrency_blocks(self, tokens: int, max_num_batched_tokens: int) -> int:
+        """The blocks per request "Maximum concurrency" divides by
+        (``get_max_concurrency_for_kv_cache_config``, ``CONCURRENCY_GROUP0_PAGE``)."""
+        if not self.concurrency_group_bytes:
+            return self.blocks_per_request(tokens, max_num_batched_tokens)
+        pages = self.group_pages(tokens, max_num_batched_tokens)
+        total = sum(p * b for p, b in zip(pages, self.concurrency_group_bytes, strict=True))
+        first = self.concurrency_group_bytes[0] // self.group_blocks[0][3]
+        return cdiv(total, first)
 
 
 def kv_dtype_bytes(kv_dtype: str, model_dtype: str) -> int:
@@ -243,8 +354,17 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if kv.startswith("turboquant") and kind != "gqa":
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.upper()}; use fp8")
+    flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
+    extra = value_at(SWA_IN_FLIGHT_BATCHES, dep.engine_version, engine=dep.engine)
+    if isinstance(extra, int):
+        flight = 2 if dep.pp == 1 else dep.pp + extra
     if kind == "dsv4":
-        return _dsv4_plan(spec, layers, kv)
+        plan = _dsv4_plan(spec, layers, kv)
+        if value_at(DSV4_TUPLE_POOL, dep.engine_version, False, engine=dep.engine):
+            plan = _dsv4_tuple_pool(plan)
+        if value_at(CONCURRENCY_GROUP0_PAGE, dep.engine_version, False, engine=dep.engine):
+            plan = replace(plan, concurrency_group_bytes=_dsv4_group_bytes(plan))
+        return replace(plan, in_flight_batches=flight)
     specs: list[KVLayerSpec] = []
     n = spec.num_layers
     made: dict[tuple[int, bool], list[KVLayerSpec]] = {}  # one spec per (attention, boundary)
@@ -257,7 +377,13 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
             made[key] = ([_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary)]
                          if kind == "gqa" else _mla_layer(a, kv, model_dtype, block, align))
         specs.extend(made[key])
-    return _grouped_plan(specs, block, kv)
+    plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
+    if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,
+                                            engine=dep.engine):
+        types = Counter((s.kind, s.window) for s in specs)
+        page = specs[0].page_bytes
+        plan = replace(plan, layer_sum_pages=tuple((c, page) for _k, c in sorted(types.items())))
+    return plan
 
 
 def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
@@ -328,6 +454,93 @@ def _dsv4_plan(spec: ModelSpec, layers: list[Layer], kv: str) -> KVPlan:
     )
 
 
+def _dsv4_groups(plan: KVPlan, tuples: int = 0) -> list[list[KVLayerSpec]]:
+    """The layers of each KV cache group, in ``group_blocks`` order (full_mla, the SWA groups,
+    C4 state, C128 state); SWA and state layers split into ``cdiv(n, tuples)`` groups
+    (``layer_tuples[i::n]``), or as ``_dsv4_plan`` splits them when ``tuples`` is 0."""
+    full = [s for s in plan.layers if s.kind == "full"]
+    kinds = {"swa": ["swa"], "c4_state": ["c4_state", "c4_indexer_state"],
+             "c128_state": ["c128_state"]}
+    out = [full]
+    for name, _b, _w, n in plan.group_blocks[1:]:
+        members = [s for s in plan.layers if s.name in kinds[name]]
+        per_page = max(Counter(s.page_bytes for s in members).values())
+        groups = cdiv(per_page, tuples) if tuples else n
+        by_name = [[s for s in members if s.name == k] for k in kinds[name]]
+        for i in range(groups):
+            out.append([s for layer_set in by_name for s in layer_set[i::groups]])
+    return out
+
+
+def _dsv4_group_bytes(plan: KVPlan) -> tuple[int, ...]:
+    """Σ page bytes over all the groups of each ``group_blocks`` entry (the UniformType spec's
+    ``page_size_bytes`` summed over the entry's groups)."""
+    groups = _dsv4_groups(plan)
+    out, i = [], 0
+    for _name, _b, _w, n in plan.group_blocks:
+        out.append(sum(s.page_bytes for g in groups[i:i + n] for s in g))
+        i += n
+    return tuple(out)
+
+
+def approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """vLLM ``_approximate_gcd`` (0.23.0–0.33.0 kv_cache_utils.py / kv_cache_planning.py): the
+    d in [lower_bound, max] with the least Σ (d − x mod d) mod d; ties prefer the larger d."""
+    best_d, best_pad = max(1, lower_bound), -1
+    for d in range(max(1, lower_bound), max(values) + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad < 0 or pad <= best_pad:
+            best_d, best_pad = d, pad
+    return best_d
+
+
+def _dsv4_tuple_pool(plan: KVPlan) -> KVPlan:
+    """The DeepSeek-V4 pool of 0.23.0–0.28.x (``DSV4_TUPLE_POOL``; 0.26.0
+    v1/core/kv_cache_utils.py):
+
+    - ``_get_kv_cache_groups_uniform_groups``: T = ``_approximate_gcd`` of each grouped spec's
+      ``get_num_layer_tuples()`` (the most layers of one page size), at least the full-MLA
+      group's; every SWA/state spec split into ``cdiv(n, T)`` groups, its pages padded up to the
+      nearest full-MLA page size (``page_size_padded``);
+    - ``_bucket_layers_by_page_size`` / ``_get_kv_cache_config_deepseek_v4``: a block id costs
+      Σ over page sizes of page × the most layers of that size in any one group;
+    - ``_max_memory_usage_bytes_from_groups`` (DeepseekV4 branch): one request needs
+      Σ_g num_layer_tuples × pages_g × Σ distinct full-MLA page sizes, num_layer_tuples the most
+      any final group has.
+    """
+    full = [s for s in plan.layers if s.kind == "full"]
+    full_pages = sorted({s.page_bytes for s in full})
+
+    def padded(page: int) -> int:
+        return min((p for p in full_pages if p >= page), default=page)
+
+    def tuples_of(g: list[KVLayerSpec]) -> int:
+        return max(Counter(padded(s.page_bytes) for s in g).values())
+
+    before = _dsv4_groups(plan)
+    specs = [before[0]]  # the grouped specs before the split: full_mla, then one per kind
+    i = 1
+    for _name, _b, _w, n in plan.group_blocks[1:]:
+        specs.append([s for g in before[i:i + n] for s in g])
+        i += n
+    t = approximate_gcd([tuples_of(g) for g in specs], lower_bound=tuples_of(full))
+    groups = _dsv4_groups(plan, t)
+    slots: Counter[int] = Counter()
+    for g in groups:
+        for page, k in Counter(padded(s.page_bytes) for s in g).items():
+            slots[page] = max(slots[page], k)
+    stride = sum(page * k for page, k in slots.items())
+    group_blocks = (plan.group_blocks[0], *(
+        (name, b, w, cdiv(max(Counter(s.page_bytes for s in specs[k]).values()), t))
+        for k, (name, b, w, _n) in enumerate(plan.group_blocks[1:], start=1)))
+    tuple_bytes = max(tuples_of(g) for g in groups) * sum(full_pages)
+    layers = tuple(replace(s, page_bytes=padded(s.page_bytes)) for s in plan.layers)
+    return replace(plan, layers=layers, block_bytes=stride, group_blocks=group_blocks,
+                   request_block_bytes=tuple_bytes,
+                   formula=f"block stride {stride} B per {DSV4_BLOCK} tokens (≤0.28 tuple "
+                   f"pool, {t} layer tuples; {plan.formula.split('(', 1)[-1]}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCapacity:
     """What the KV budget buys on a rank: blocks, bytes, tokens ("GPU KV cache size"), the
@@ -350,11 +563,12 @@ def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
 def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
                          max_num_batched_tokens: int) -> KVCapacity:
     per_req = plan.blocks_per_request(max_model_len, max_num_batched_tokens)
-    conc = blocks / per_req if per_req else 0.0
+    conc_blocks = plan.concurrency_blocks(max_model_len, max_num_batched_tokens)
+    conc = blocks / conc_blocks if conc_blocks else 0.0
     return KVCapacity(
         num_gpu_blocks=blocks, kv_cache_bytes=blocks * plan.block_bytes,
         tokens=int(conc * max_model_len), max_concurrency=conc, blocks_per_request=per_req,
-        request_bytes=per_req * plan.block_bytes,
+        request_bytes=plan.request_bytes(max_model_len, max_num_batched_tokens),
     )
 
 
@@ -366,7 +580,7 @@ def max_fitting_model_len(plan: KVPlan, available_bytes: int, max_num_batched_to
     lo, hi = 0, upper
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        need = plan.blocks_per_request(mid, max_num_batched_tokens) * plan.block_bytes
+        need = plan.request_bytes(mid, max_num_batched_tokens)
         if need <= available_bytes:
             lo = mid
         else:

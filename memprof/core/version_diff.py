@@ -11,7 +11,14 @@ from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
 from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.estimate import Estimate, estimate
-from memprof.core.kvcache import V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN
+from memprof.core.kvcache import (
+    CONCURRENCY_GROUP0_PAGE,
+    DSV4_TUPLE_POOL,
+    LAYER_SUM_ADMISSION,
+    SWA_IN_FLIGHT_BATCHES,
+    V0_BLOCK_SIZE,
+    V0_MLA_ENTRY_ALIGN,
+)
 from memprof.core.models import ModelSpec
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
@@ -23,7 +30,8 @@ from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
-    V0_MLA_ENTRY_ALIGN, BUDGET_LOG,
+    V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
+    CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION,
 )
 
 
@@ -40,6 +48,7 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "mla": kind == "mla",
         "deepseek": spec.family == "deepseek_v3" and dep.pp > 1,
         "dsv4": kind == "dsv4",
+        "sliding": kind == "dsv4" or any(x.attention.sliding_window for x in spec.layers),
         "gpt_oss": spec.family == "gpt_oss",
         "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
     }.get(rule.applies_to, True)

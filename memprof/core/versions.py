@@ -96,7 +96,8 @@ class Rule:
     unbounded); ``introduced_by`` / ``removed_by``: the pull requests (or where the rule was
     read when no PR is known); ``source``: file, function and release it was read in;
     ``applies_to``: which deployments it can change (``all``, ``mla``, ``deepseek``, ``dsv4``,
-    ``mxfp4``, ``gpt_oss``, ``pp``); ``value``: the data the term reads while it holds."""
+    ``sliding``, ``mxfp4``, ``gpt_oss``, ``pp``); ``value``: the data the term reads while it
+    holds."""
 
     name: str
     changes: str  # the term it changes, as the report names it

@@ -173,12 +173,19 @@ def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[
     q_lora = a.q_lora_rank or 0
     parts = [("fused wq_a|wkv out", t * (q_lora + a.head_dim) * s), ("q_norm", t * q_lora * s),
              ("q [T,h·512]", t * h_l * a.head_dim * s), ("kv_norm", t * a.head_dim * s)]
+    # The compressors' kv|score GEMMs write fp32: ``torch.mm(hidden_states,
+    # fused_wkv_wgate.weight.T, out_dtype=torch.float32)`` → [T, 2·coff·head_dim], coff = 2 at
+    # C4 (overlap), 1 at C128; the C4 indexer's own compressor likewise at its head_dim (vLLM
+    # 0.26.0–0.33.0 models/deepseek_v4/attention.py ``_run_parallel_input_projections``;
+    # compressor.py ``DeepseekCompressor.forward``: "input bf16, output are fp32"). Both are
+    # alive until the profile run's early return in the compressor.
     if a.compress_ratio == 4:
         parts += [("indexer q", t * a.index_n_heads * a.index_head_dim * s),
                   ("indexer weights fp32", t * a.index_n_heads * 4),
-                  ("compressor kv|gate", t * 2 * 2 * a.head_dim * s)]
+                  ("compressor kv|score fp32", t * 2 * 2 * a.head_dim * 4),
+                  ("indexer compressor kv|score fp32", t * 2 * 2 * a.index_head_dim * 4)]
     elif a.compress_ratio == 128:
-        parts += [("compressor kv|gate", t * 2 * a.head_dim * s)]
+        parts += [("compressor kv|score fp32", t * 2 * a.head_dim * 4)]
     parts += [("o_padded [T,ph,512]", t * ph * a.head_dim * s),
               ("z [T,g,o_lora]", t * max(1, a.o_groups // tp) * a.o_lora_rank * s)]
     return parts + _row_parallel_out(ctx, t, "wo_b")
