@@ -254,7 +254,11 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,
                       quant=quant)
-    comps = weights + [c for fn in before_kv for c in fn(ctx)]
+    # the budget terms never read gpu_memory_utilization (only ``requested`` does): points of a
+    # sweep that differ in it alone share them
+    bkey = ("budget", id(spec), dep.with_(gpu_memory_utilization=None), gpu, coord,
+            tuple(before_kv))
+    comps = weights + _memo(memo, bkey, lambda: [c for fn in before_kv for c in fn(ctx)])
     baseline = _sum(comps, "baseline")
     if dep.kv_cache_memory_bytes:
         # vLLM returns --kv-cache-memory-bytes verbatim and then allocates it: the engine holds
