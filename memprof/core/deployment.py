@@ -8,6 +8,7 @@ estimate subtracted before; see 0.20.0 gpu_worker.py determine_available_memory)
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
@@ -163,6 +164,11 @@ def pp_layer_split(num_layers: int, pp: int,
     before the last, counting back from the second-to-last (the last stage also holds the
     lm_head); before 0.8.0 the last stage takes all of it.
     """
+    return list(_pp_layer_split(num_layers, pp, version))
+
+
+@lru_cache(maxsize=256)
+def _pp_layer_split(num_layers: int, pp: int, version: str | None) -> tuple[tuple[int, int], ...]:
     per = [num_layers // pp] * pp
     if value_at(PP_REMAINDER, version) == "last stage":
         per[-1] += num_layers % pp
@@ -173,7 +179,7 @@ def pp_layer_split(num_layers: int, pp: int,
     for n in per:
         bounds.append((start, start + n))
         start += n
-    return bounds
+    return tuple(bounds)
 
 
 def experts_on_rank(num_experts: int, ep_size: int, ep_rank: int) -> int:

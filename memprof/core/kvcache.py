@@ -224,11 +224,22 @@ def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
     return out
 
 
+# rank_layers by (id(spec), pp, release, stage), the spec held so that its id stays its own
+_RANK_LAYERS: dict[tuple[int, int, str | None, int], tuple[ModelSpec, tuple[Layer, ...]]] = {}
+
+
 def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
+    key = (id(spec), dep.pp, dep.engine_version, coord.pp_stage)
+    hit = _RANK_LAYERS.get(key)
+    if hit is not None and hit[0] is spec:
+        return list(hit[1])
     start, end = pp_layer_split(spec.num_layers, dep.pp, dep.engine_version)[coord.pp_stage]
     out = list(spec.layers[start:end])
     if coord.pp_stage == dep.pp - 1:
         out += list(spec.mtp_layers)
+    if len(_RANK_LAYERS) >= 256:
+        _RANK_LAYERS.clear()
+    _RANK_LAYERS[key] = (spec, tuple(out))
     return out
 
 
