@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
-from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
 # The V0 engine (VLLM_USE_V1 default 0 until 0.8.0) picks 16-token blocks for every model, MLA
@@ -241,6 +241,20 @@ def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Laye
         _RANK_LAYERS.clear()
     _RANK_LAYERS[key] = (spec, tuple(out))
     return out
+
+
+_RANK_KINDS: dict[tuple[int, int, str | None, int], tuple[ModelSpec, list[tuple[Layer, int]]]] = {}
+
+
+def rank_layer_kinds(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[tuple[Layer, int]]:
+    """``layer_kinds(rank_layers(spec, dep, coord))``, kept as ``rank_layers`` is."""
+    key = (id(spec), dep.pp, dep.engine_version, coord.pp_stage)
+    hit = _RANK_KINDS.get(key)
+    if hit is None or hit[0] is not spec:
+        if len(_RANK_KINDS) >= 256:
+            _RANK_KINDS.clear()
+        hit = _RANK_KINDS[key] = (spec, layer_kinds(rank_layers(spec, dep, coord)))
+    return list(hit[1])
 
 
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memprof.base.errors import BadInput
 

@@ -16,8 +16,8 @@ from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import experts_on_rank
 from memprof.core.gpus import GPU
-from memprof.core.kvcache import rank_layers
-from memprof.core.models import Attention, Layer, layer_kinds
+from memprof.core.kvcache import rank_layer_kinds, rank_layers
+from memprof.core.models import Attention, Layer
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
@@ -286,7 +286,7 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
         if spec.hc_mult:
             emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
         stages.append(Stage("embedding", tuple(emb)))
-    for layer, _n in layer_kinds(rank_layers(spec, dep, ctx.coord)):
+    for layer, _n in rank_layer_kinds(spec, dep, ctx.coord):
         a, mlp = layer.attention, layer.mlp
         if a.kind == "mla":
             attn = _mla_stage(ctx, a, t, decode)
