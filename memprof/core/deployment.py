@@ -7,6 +7,7 @@ estimate subtracted before; see 0.20.0 gpu_worker.py determine_available_memory)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
@@ -214,6 +215,7 @@ MAX_SPEC_TOKENS = 1024
 SGLANG_MAX_PREFILL_TOKENS = 16384
 
 
+@lru_cache(maxsize=64)
 def _default(field: str) -> object:
     return getattr(Deployment(), field)
 
@@ -238,9 +240,11 @@ def _show(value: int) -> str:
     return f"{value:,}" if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
 
 
-def _check_int(flag: str, value: int | None, low: int, high: int) -> None:
-    if value is None:
+def _check_int(flag: str | Callable[[], str], value: int | None, low: int, high: int) -> None:
+    if value is None or low <= value <= high:
         return
+    if callable(flag):  # the flag's name, spelled only for the error
+        flag = flag()
     if value < low:
         raise BadInput(f"{flag} must be at least {low}, got {_show(value)}",
                        hint=f"use a value in [{low:,}, {high:,}]")
@@ -268,7 +272,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                              ("block_size", 1, MAX_TOKENS),
                              ("num_speculative_tokens", 0, MAX_SPEC_TOKENS),
                              ("cuda_graph_max_bs", 1, MAX_TOKENS)):
-        _check_int(flag_name(field, e), getattr(dep, field), low, high)
+        _check_int(lambda f=field: flag_name(f, e), getattr(dep, field), low, high)
     if dep.chunked_prefill_size is not None and dep.chunked_prefill_size not in (-1, 0):
         _check_int("--chunked-prefill-size", dep.chunked_prefill_size, 1, MAX_TOKENS)
     if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:

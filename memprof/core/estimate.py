@@ -310,6 +310,8 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
 
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
+    if len(rows) == 1:  # nothing to fold (and no rank key to hash)
+        return rows
     out: dict[tuple[object, ...], list[RankEstimate]] = {}
     for r in rows:
         out.setdefault(_rank_key(r), []).append(r)
