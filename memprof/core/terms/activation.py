@@ -348,7 +348,9 @@ def moe_workspace_bytes(ctx: TermContext, tokens: int | None = None) -> int:
     vllm/v1/worker/workspace.py WorkspaceManager).
     """
     t = profile_tokens(ctx.dep) if tokens is None else tokens
-    return max((_moe_workspace(ctx, layer, t) for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord)
+    # _moe_workspace reads only the layer's MLP: one layer of each kind stands for its kind
+    return max((_moe_workspace(ctx, layer, t)
+                for layer, _n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord)
                 if layer.mlp.kind == "moe"), default=0)
 
 
