@@ -26,6 +26,7 @@ Addresses are in bytes.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict, SortedList
@@ -88,11 +89,10 @@ class DriverVA:
         need = -(-size // GRANULE) * GRANULE
         room = self.room
         fits = self.fits
+        chunks: Iterator[Chunk] = iter(())
         if fits and fits[-1][0] >= need:  # some chunk has room: the newest such is used
             fit_of = self.fit_of
             chunks = (room[k] for k in reversed(room) if fit_of[k] >= need)
-        else:
-            chunks = iter(())
         for ch in itertools.chain(chunks, (self.arena,)):
             # the newest chunk first (keys in reverse, each looked up in the plain dict)
             best = -1

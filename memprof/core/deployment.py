@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
@@ -272,7 +272,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                              ("block_size", 1, MAX_TOKENS),
                              ("num_speculative_tokens", 0, MAX_SPEC_TOKENS),
                              ("cuda_graph_max_bs", 1, MAX_TOKENS)):
-        _check_int(lambda f=field: flag_name(f, e), getattr(dep, field), low, high)
+        _check_int(partial(flag_name, field, e), getattr(dep, field), low, high)
     if dep.chunked_prefill_size is not None and dep.chunked_prefill_size not in (-1, 0):
         _check_int("--chunked-prefill-size", dep.chunked_prefill_size, 1, MAX_TOKENS)
     if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:
