@@ -5,7 +5,7 @@
 Prints the median and the worst of N runs of ``memprof --help``,
 ``memprof estimate --model deepseek-r1 --gpu H200 -tp 8 --format json`` and the same kind of
 estimate from a pasted ``vllm serve`` command, and confirms the estimate imported none of torch,
-pandas, pynvml, amdsmi or yaml. The in-process estimate alone is measured by
+pandas, pynvml, amdsmi, yaml or pydantic. The in-process estimate alone is measured by
 tests/test_bench.py with pytest-benchmark (``pytest tests/test_bench.py --benchmark-enable``).
 """
 
@@ -26,7 +26,7 @@ CMDS = {
         sys.executable, "-m", "memprof", "estimate", "--gpu", "H200", "-f", "json", "--",
         "vllm", "serve", "Qwen/Qwen3-32B", "-tp", "2", "--max-model-len", "32768"],
 }
-HEAVY = ("torch", "pandas", "pynvml", "amdsmi", "yaml")
+HEAVY = ("torch", "pandas", "pynvml", "amdsmi", "yaml", "pydantic")
 PROBE = ("import sys; from memprof.cli import run; code = run(sys.argv[1:]);"
          "sys.stderr.write('heavy modules imported: %s\\n' % sorted(m for m in sys.modules "
          "if m.split('.')[0] in " + repr(HEAVY) + "))")

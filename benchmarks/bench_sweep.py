@@ -5,7 +5,10 @@ at least 5,000/s), on grids a user writes.
 
 Each grid runs in a fresh ``Evaluator`` (nothing cached from an earlier grid); the first
 pass of each grid is the figure reported (a user runs a sweep once), the best of --repeat
-passes is printed beside it.
+passes is printed beside it. Before the grids, one point of another model is estimated so
+that the modules an estimate imports on first use are loaded (their time is the cold start's,
+``bench_estimate.py``; ``--no-warmup`` counts it in the first grid). Rates are per second of
+wall time and, in brackets, per CPU second of this process (steadier on a shared machine).
 """
 
 from __future__ import annotations
@@ -28,28 +31,37 @@ GRIDS = [
 ]
 
 
-def rate(model: str, gpu: str, sets: list[str]) -> tuple[int, float]:
+def rate(model: str, gpu: str, sets: list[str]) -> tuple[int, float, float]:
+    """(points, per wall second, per CPU second) of one sweep in a fresh evaluator."""
     axes = [parse_axis(s) for s in sets]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rows = sweep(model, Deployment(), gpu, None, axes, evaluator=Evaluator())
-    return len(rows), len(rows) / (time.perf_counter() - t0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return len(rows), len(rows) / wall, len(rows) / max(cpu, 1e-9)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="count the first estimate's module imports in the first grid")
     args = ap.parse_args()
-    total_n, total_t = 0, 0.0
+    if not args.no_warmup:
+        sweep("qwen3-0.6b", Deployment(), "H100-80GB", None, [parse_axis("tp=1")],
+              evaluator=Evaluator())
+    total_n, total_t, total_c = 0, 0.0, 0.0
     for model, gpu, sets in GRIDS:
         runs = [rate(model, gpu, sets) for _ in range(args.repeat)]
-        n, first = runs[0]
-        best = max(r for _, r in runs)
+        n, first, first_cpu = runs[0]
+        best = max(r for _, r, _c in runs)
         total_n += n
         total_t += n / first
+        total_c += n / first_cpu
         print(f"{model} on {gpu}, {n} deployments ({' '.join('--set ' + s for s in sets)}):")
-        print(f"  first pass {first:,.0f} deployments/s, best of {args.repeat} {best:,.0f}/s")
+        print(f"  first pass {first:,.0f} deployments/s ({first_cpu:,.0f} per CPU second), "
+              f"best of {args.repeat} {best:,.0f}/s")
     print(f"all grids: {total_n} deployments, {total_n / total_t:,.0f} deployments/s "
-          "(first passes)")
+          f"({total_n / total_c:,.0f} per CPU second; first passes)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ Exit codes: 0 fits / nothing regressed, 1 predicted OOM / regression, 2 bad inpu
 
 from __future__ import annotations
 
+import re
 import sys
+from typing import Any
 
 import typer
 
@@ -18,6 +20,74 @@ from memprof.base.errors import (
     MemprofError,
 )
 from memprof.commands import commands
+
+_UNHANDLED = object()
+_DIGITS = re.compile(r"0|[1-9][0-9]{0,17}")
+_DECIMAL = re.compile(r"(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?")
+
+
+def _plain_value(param: Any, value: Any) -> Any:
+    """``value`` coerced as typer's pydantic adapter coerces it, for the plain cases only: None,
+    a str for ``str``, an int or a plain decimal for ``int`` / ``float``, strs for ``list[str]``;
+    ``_UNHANDLED`` for anything else (typer's own coercion then runs, errors and all)."""
+    desc = getattr(param, "type_descriptor", None)
+    info = getattr(desc, "parameter_info", None)
+    if desc is None or info is None or info.parser is not None or info.min is not None or (
+            info.max is not None or desc.file_annotation is not None):
+        return _UNHANDLED
+    multi = param.multiple or param.nargs == -1
+    if value is None:
+        return () if multi else None
+    ann = desc.annotation
+    if multi:
+        if ann == list[str] and isinstance(value, (list, tuple)) and all(
+                type(v) is str for v in value):
+            return list(value)
+        return _UNHANDLED
+    if ann is str and type(value) is str:
+        return value
+    if ann is int:
+        if type(value) is int:
+            return value
+        if type(value) is str and _DIGITS.fullmatch(value):
+            return int(value)
+    if ann is float:
+        if type(value) is float:
+            return value
+        if type(value) is str and _DECIMAL.fullmatch(value):
+            return float(value)
+    return _UNHANDLED
+
+
+def _skip_pydantic_for_plain_values() -> None:
+    """typer (0.2x) coerces every option through a pydantic TypeAdapter, and importing pydantic
+    is a quarter of a cold ``memprof estimate``. Plain values (``8``, ``0.9``, ``H200``) are
+    coerced here to what the adapter returns; anything else goes to typer as before."""
+    core = sys.modules.get("typer.core")
+    cls = getattr(core, "_TyperParameter", None)
+    original = getattr(cls, "process_value", None)
+    if cls is None or original is None or getattr(original, "_memprof_plain", False):
+        return
+    missing = getattr(getattr(typer, "_click", None), "exceptions", None)
+    missing_error = getattr(missing, "MissingParameter", None)
+    if missing_error is None:
+        return
+
+    def process_value(self: Any, ctx: Any, value: Any) -> Any:
+        plain = _plain_value(self, value)
+        if plain is _UNHANDLED:
+            return original(self, ctx, value)
+        if self.required and self.value_is_missing(plain):
+            raise missing_error(ctx=ctx, param=self)
+        if self.callback is not None:
+            plain = self.callback(ctx, self, plain)
+        return plain
+
+    process_value._memprof_plain = True  # type: ignore[attr-defined]
+    cls.process_value = process_value
+
+
+_skip_pydantic_for_plain_values()
 
 app = typer.Typer(
     name="memprof",

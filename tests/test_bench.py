@@ -19,7 +19,7 @@ def test_main_job_does_not_import_torch() -> None:
     code = ("import sys; from memprof.cli import run;"
             "rc = run(['estimate','--model','deepseek-r1','--gpu','H200','-tp','8','-f','json']);"
             "sys.stderr.write(str(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch','pynvml','amdsmi','pandas','yaml'))))")
+            "('torch','pynvml','amdsmi','pandas','yaml','pydantic'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert proc.stderr.strip() == "[]"

@@ -26,9 +26,10 @@ Addresses are in bytes.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedDict, SortedList
 
 MiB = 1 << 20
 GRANULE = 2 * MiB  # cudaMalloc's segment granularity
@@ -60,6 +61,10 @@ class DriverVA:
     owner: dict[int, tuple[Chunk, int]] = field(default_factory=dict)
     room: SortedDict = field(default_factory=SortedDict)  # seq -> chunk with a free range
     gaps: list[list[int]] = field(default_factory=list)  # [start, end) below the ceiling
+    # the largest free range of each chunk in ``room`` (by seq), and those sizes sorted: a
+    # request larger than every one skips the scan of the chunks (it would find no room)
+    fit_of: dict[int, int] = field(default_factory=dict)
+    fits: SortedList = field(default_factory=SortedList)
     arena: Chunk = field(init=False)
     _seq: int = 0
 
@@ -83,7 +88,12 @@ class DriverVA:
         """The address of a new segment of ``size`` bytes."""
         need = -(-size // GRANULE) * GRANULE
         room = self.room
-        for ch in itertools.chain((room[k] for k in reversed(room)), (self.arena,)):
+        fits = self.fits
+        chunks: Iterator[Chunk] = iter(())
+        if fits and fits[-1][0] >= need:  # some chunk has room: the newest such is used
+            fit_of = self.fit_of
+            chunks = (room[k] for k in reversed(room) if fit_of[k] >= need)
+        for ch in itertools.chain(chunks, (self.arena,)):
             # the newest chunk first (keys in reverse, each looked up in the plain dict)
             best = -1
             best_len = 0
@@ -107,6 +117,7 @@ class DriverVA:
             self.gaps = _merged([*self.gaps, [ch.start, ch.start + ch.size]])
         else:
             self.room[ch.seq] = ch
+        self._refit(ch)
 
     def _new_chunk(self, need: int) -> Chunk:
         """A chunk at the top of the highest gap larger than it (an exact fit is passed over)."""
@@ -136,7 +147,18 @@ class DriverVA:
                 self.room[ch.seq] = ch
             else:
                 self.room.pop(ch.seq, None)
+            self._refit(ch)
         return at
+
+    def _refit(self, ch: Chunk) -> None:
+        """Keep ``fit_of`` / ``fits`` in step with ``room`` after ``ch`` changed."""
+        old = self.fit_of.pop(ch.seq, None)
+        if old is not None:
+            self.fits.remove((old, ch.seq))
+        if self.room.get(ch.seq) is ch:
+            largest = max(hi - lo for lo, hi in ch.free)
+            self.fit_of[ch.seq] = largest
+            self.fits.add((largest, ch.seq))
 
 
 def _merged(ranges: list[list[int]]) -> list[list[int]]:

@@ -29,7 +29,6 @@ from typing import Annotated, Any
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM, BadInput
-from memprof.core.gate import DEFAULT_FLOOR_BYTES
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")
@@ -156,11 +155,15 @@ def _console() -> Any:
 
 
 def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update: bool,
-             markdown: Path | None, floor_bytes: int = DEFAULT_FLOOR_BYTES) -> int:
-    """The command's logic; returns the exit code (raises MemprofError for bad input)."""
+             markdown: Path | None, floor_bytes: int | None = None) -> int:
+    """The command's logic; returns the exit code (raises MemprofError for bad input).
+    ``floor_bytes`` None: ``memprof.core.gate.DEFAULT_FLOOR_BYTES`` (imported here, not when
+    the CLI starts)."""
     from memprof import __version__
     from memprof.core.contract import SCHEMA_VERSION
-    from memprof.core.gate import baseline_doc, compare, dump_baseline
+    from memprof.core.gate import DEFAULT_FLOOR_BYTES, baseline_doc, compare, dump_baseline
+    if floor_bytes is None:
+        floor_bytes = DEFAULT_FLOOR_BYTES
     from memprof.report.gate import render_markdown, render_table
 
     if not 0.0 <= tolerance < 100.0:

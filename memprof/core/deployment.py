@@ -7,7 +7,9 @@ estimate subtracted before; see 0.20.0 gpu_worker.py determine_available_memory)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
@@ -108,7 +110,22 @@ class Deployment:
         return self.tp if self.sglang else self.tp * self.dp
 
     def with_(self, **changes: object) -> Deployment:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """``dataclasses.replace`` without its per-field overhead (a sweep derives thousands):
+        the same fields copied, an unknown name a TypeError as ``replace`` raises."""
+        if not changes:
+            return self
+        unknown = changes.keys() - _DEPLOYMENT_FIELDS
+        if unknown:
+            return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
+        new = object.__new__(Deployment)
+        for name in _DEPLOYMENT_FIELDS_ORDER:
+            _set(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
+
+_DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
+_DEPLOYMENT_FIELDS = frozenset(_DEPLOYMENT_FIELDS_ORDER)
+_set = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +180,11 @@ def pp_layer_split(num_layers: int, pp: int,
     before the last, counting back from the second-to-last (the last stage also holds the
     lm_head); before 0.8.0 the last stage takes all of it.
     """
+    return list(_pp_layer_split(num_layers, pp, version))
+
+
+@lru_cache(maxsize=256)
+def _pp_layer_split(num_layers: int, pp: int, version: str | None) -> tuple[tuple[int, int], ...]:
     per = [num_layers // pp] * pp
     if value_at(PP_REMAINDER, version) == "last stage":
         per[-1] += num_layers % pp
@@ -173,7 +195,7 @@ def pp_layer_split(num_layers: int, pp: int,
     for n in per:
         bounds.append((start, start + n))
         start += n
-    return bounds
+    return tuple(bounds)
 
 
 def experts_on_rank(num_experts: int, ep_size: int, ep_rank: int) -> int:
@@ -193,6 +215,7 @@ MAX_SPEC_TOKENS = 1024
 SGLANG_MAX_PREFILL_TOKENS = 16384
 
 
+@lru_cache(maxsize=64)
 def _default(field: str) -> object:
     return getattr(Deployment(), field)
 
@@ -217,9 +240,11 @@ def _show(value: int) -> str:
     return f"{value:,}" if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
 
 
-def _check_int(flag: str, value: int | None, low: int, high: int) -> None:
-    if value is None:
+def _check_int(flag: str | Callable[[], str], value: int | None, low: int, high: int) -> None:
+    if value is None or low <= value <= high:
         return
+    if callable(flag):  # the flag's name, spelled only for the error
+        flag = flag()
     if value < low:
         raise BadInput(f"{flag} must be at least {low}, got {_show(value)}",
                        hint=f"use a value in [{low:,}, {high:,}]")
@@ -247,7 +272,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                              ("block_size", 1, MAX_TOKENS),
                              ("num_speculative_tokens", 0, MAX_SPEC_TOKENS),
                              ("cuda_graph_max_bs", 1, MAX_TOKENS)):
-        _check_int(flag_name(field, e), getattr(dep, field), low, high)
+        _check_int(partial(flag_name, field, e), getattr(dep, field), low, high)
     if dep.chunked_prefill_size is not None and dep.chunked_prefill_size not in (-1, 0):
         _check_int("--chunked-prefill-size", dep.chunked_prefill_size, 1, MAX_TOKENS)
     if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:

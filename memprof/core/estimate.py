@@ -11,8 +11,9 @@ vLLM budget (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
@@ -40,6 +41,9 @@ from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdic
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
 
 _T = TypeVar("_T")
+# every Deployment field but gpu_memory_utilization, read in one call (a memo key)
+_BUT_UTILIZATION = operator.attrgetter(*(f.name for f in fields(Deployment)
+                                         if f.name != "gpu_memory_utilization"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,7 +258,10 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,
                       quant=quant)
-    comps = weights + [c for fn in before_kv for c in fn(ctx)]
+    # the budget terms never read gpu_memory_utilization (only ``requested`` does): points of a
+    # sweep that differ in it alone share them
+    bkey = ("budget", id(spec), _BUT_UTILIZATION(dep), gpu, coord, tuple(before_kv))
+    comps = weights + _memo(memo, bkey, lambda: [c for fn in before_kv for c in fn(ctx)])
     baseline = _sum(comps, "baseline")
     if dep.kv_cache_memory_bytes:
         # vLLM returns --kv-cache-memory-bytes verbatim and then allocates it: the engine holds
@@ -306,6 +313,8 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
 
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
+    if len(rows) == 1:  # nothing to fold (and no rank key to hash)
+        return rows
     out: dict[tuple[object, ...], list[RankEstimate]] = {}
     for r in rows:
         out.setdefault(_rank_key(r), []).append(r)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
-from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
 # The V0 engine (VLLM_USE_V1 default 0 until 0.8.0) picks 16-token blocks for every model, MLA
@@ -335,12 +335,37 @@ def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
     return out
 
 
+# rank_layers by (id(spec), pp, release, stage), the spec held so that its id stays its own
+_RANK_LAYERS: dict[tuple[int, int, str | None, int], tuple[ModelSpec, tuple[Layer, ...]]] = {}
+
+
 def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
+    key = (id(spec), dep.pp, dep.engine_version, coord.pp_stage)
+    hit = _RANK_LAYERS.get(key)
+    if hit is not None and hit[0] is spec:
+        return list(hit[1])
     start, end = pp_layer_split(spec.num_layers, dep.pp, dep.engine_version)[coord.pp_stage]
     out = list(spec.layers[start:end])
     if coord.pp_stage == dep.pp - 1:
         out += list(spec.mtp_layers)
+    if len(_RANK_LAYERS) >= 256:
+        _RANK_LAYERS.clear()
+    _RANK_LAYERS[key] = (spec, tuple(out))
     return out
+
+
+_RANK_KINDS: dict[tuple[int, int, str | None, int], tuple[ModelSpec, list[tuple[Layer, int]]]] = {}
+
+
+def rank_layer_kinds(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[tuple[Layer, int]]:
+    """``layer_kinds(rank_layers(spec, dep, coord))``, kept as ``rank_layers`` is."""
+    key = (id(spec), dep.pp, dep.engine_version, coord.pp_stage)
+    hit = _RANK_KINDS.get(key)
+    if hit is None or hit[0] is not spec:
+        if len(_RANK_KINDS) >= 256:
+            _RANK_KINDS.clear()
+        hit = _RANK_KINDS[key] = (spec, layer_kinds(rank_layers(spec, dep, coord)))
+    return list(hit[1])
 
 
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,

@@ -54,7 +54,7 @@ class AllocatorReplayCache:
         return sizes[:at] + extra + sizes[at:] if extra else sizes
 
     def _weights_and_position(self, ctx: TermContext) -> tuple[tuple[int, ...], int]:
-        from memprof.core.weights import weights_in_order
+        from memprof.core.weights.rank import weights_in_order_params
 
         d = ctx.dep
         # the Deployment fields memprof.core.weights reads (tp, pp, dtype, EP, DP copies,
@@ -64,9 +64,7 @@ class AllocatorReplayCache:
         known = self._weights.get(key)
         if known is None:
             self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
-            params = [(f"{t.module}.{p.name}", p.bytes)
-                      for t in weights_in_order(ctx.spec, d, ctx.quant, ctx.coord, ctx.gpu.arch)
-                      for p in t.params]
+            params = weights_in_order_params(ctx.spec, d, ctx.quant, ctx.coord, ctx.gpu.arch)
             known = (tuple(b for _, b in params), model_load_position([n for n, _ in params]))
             self._weights[key] = known
         return known

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memprof.base.errors import BadInput
 
@@ -38,6 +39,7 @@ _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?"
                       r"(?:\.post(\d{1,4}))?$")
 
 
+@lru_cache(maxsize=1024)  # rules compare the same few release names over and over
 def version_key(text: str) -> tuple[int, ...]:
     """``"0.8.5.post1"`` → ``(0, 8, 5, 0, 1)``: a key that orders releases (a post release after
     its base, ``0.9.0.1`` after ``0.9.0``). ``ValueError`` for anything else."""

@@ -4,8 +4,9 @@ bytes (WorkspaceManager callers merged into one buffer), and what sharing would 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
@@ -26,7 +27,26 @@ from memprof.core.scratch.buffer import (
 )
 from memprof.core.scratch.catalog import buffers_for
 
+_T = TypeVar("_T")
+
 # --- evaluation ----------------------------------------------------------------------------------
+
+# One rank's runtime terms, its allocator replay and its sharing report each read the same
+# context's dimensions, applicable buffers and components: kept here by the context's identity
+# (the context itself is held, so its id stays its own; TermContext is frozen).
+_BY_CTX: dict[tuple[str, int], tuple[TermContext, object]] = {}
+
+
+def _ctx_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) -> _T:
+    key = (name, id(ctx))
+    hit = _BY_CTX.get(key)
+    if hit is not None and hit[0] is ctx:
+        return hit[1]  # type: ignore[return-value]
+    if len(_BY_CTX) >= 64:
+        _BY_CTX.clear()
+    value = fn(ctx)
+    _BY_CTX[key] = (ctx, value)
+    return value
 
 
 def _prod(shape: Shape) -> int:
@@ -55,6 +75,10 @@ def _applicable(ctx: TermContext) -> list[ScratchBuffer]:
     only the DP-attention gathered buffer; ``--attention-backend`` names vLLM backends and is not
     read for SGLang.
     """
+    return list(_ctx_cached("applicable", ctx, _applicable_uncached))
+
+
+def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
     dep, spec = ctx.dep, ctx.spec
     if dep.scratch is not None and dep.scratch not in POLICIES:
         raise BadInput(f"unknown --scratch {dep.scratch!r}", hint="per-layer or shared")
@@ -71,6 +95,10 @@ def _applicable(ctx: TermContext) -> list[ScratchBuffer]:
         policy = dep.scratch or default_scratch_policy(key)
         out += [b for b in buffers_for(key) if b.policy in (policy, "both")]
     return out
+
+
+def _dims(ctx: TermContext) -> Dims:
+    return _ctx_cached("dims", ctx, dims)
 
 
 def _layer_kinds(buf: ScratchBuffer, ctx: TermContext) -> dict[str, int]:
@@ -150,7 +178,11 @@ def _components(ctx: TermContext) -> list[Component]:
     callers, largest first. The first of each phase carries what it adds to the buffer; a caller
     that fits in it adds 0 B and says so.
     """
-    d = dims(ctx)
+    return list(_ctx_cached("components", ctx, _components_uncached))
+
+
+def _components_uncached(ctx: TermContext) -> list[Component]:
+    d = _dims(ctx)
     rows = [r for b in _applicable(ctx) for r in _rows(b, ctx, d)]
     out = [_component(r, r.each) for r in rows if not r.buf.workspace_manager]
     wm = sorted((r for r in rows if r.buf.workspace_manager),
@@ -200,7 +232,7 @@ def scratch_savings(ctx: TermContext) -> list[tuple[str, int, int]]:
     Totals are standalone (a WorkspaceManager caller at its own size, not the growth it adds);
     workspaces that exist under both policies report the same number twice.
     """
-    d = dims(ctx)
+    d = _dims(ctx)
     saved: list[tuple[str, int, int]] = []
     policies = {"per-layer": ctx.dep.with_(scratch="per-layer"),
                 "shared": ctx.dep.with_(scratch="shared")}
@@ -238,7 +270,7 @@ def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
     copy of every part of a non-workspace buffer (per-layer buffers once per layer), and one
     uint8 WorkspaceManager buffer of the largest call (256-B aligned parts), charged to its
     callers as ``scratch_terms`` charges them. Σ bytes = Σ scratch components."""
-    d = dims(ctx)
+    d = _dims(ctx)
     comps = {c.name: c for c in _components(ctx)}
     out: list[ScratchTensor] = []
     wm_shares: list[tuple[str, int]] = []

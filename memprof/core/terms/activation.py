@@ -16,8 +16,8 @@ from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import experts_on_rank
 from memprof.core.gpus import GPU
-from memprof.core.kvcache import rank_layers
-from memprof.core.models import Attention, Layer, layer_kinds
+from memprof.core.kvcache import rank_layer_kinds, rank_layers
+from memprof.core.models import Attention, Layer
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
@@ -270,6 +270,11 @@ def _mhc_stage(ctx: TermContext, t: int) -> list[tuple[str, int]]:
             ("mHC mixes fp32", 2 * t * (hc + hc * hc) * 4)]
 
 
+# activation_stages by (context, tokens, rows, decode): the CUDA-graph term asks for the same
+# decode step several times per rank (the context is held, so its id stays its own)
+_STAGES: dict[tuple[int, int | None, int | None, bool], tuple[TermContext, list[Stage]]] = {}
+
+
 def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,
                       decode: bool = False) -> list[Stage]:
     """Live sets of one forward on this rank, one per distinct (attention, MLP) layer type, plus the
@@ -280,6 +285,19 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
     graphs) instead of the profile run. The persistent MoE workspace is not in these sets (see
     ``moe_workspace_bytes``).
     """
+    key = (id(ctx), tokens, rows, decode)
+    hit = _STAGES.get(key)
+    if hit is None or hit[0] is not ctx:
+        if len(_STAGES) >= 64:
+            _STAGES.clear()
+        hit = _STAGES[key] = (ctx, _activation_stages(ctx, tokens=tokens, rows=rows,
+                                                      decode=decode))
+    return list(hit[1])
+
+
+def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,
+                       decode: bool = False) -> list[Stage]:
+    """``activation_stages`` computed."""
     dep, spec = ctx.dep, ctx.spec
     t = profile_tokens(dep) if tokens is None else tokens
     r = min(max_seqs(dep), t) if rows is None else rows
@@ -293,7 +311,7 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
         if spec.hc_mult:
             emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
         stages.append(Stage("embedding", tuple(emb)))
-    for layer, _n in layer_kinds(rank_layers(spec, dep, ctx.coord)):
+    for layer, _n in rank_layer_kinds(spec, dep, ctx.coord):
         a, mlp = layer.attention, layer.mlp
         if a.kind == "mla":
             attn = _mla_stage(ctx, a, t, decode)
@@ -355,7 +373,9 @@ def moe_workspace_bytes(ctx: TermContext, tokens: int | None = None) -> int:
     vllm/v1/worker/workspace.py WorkspaceManager).
     """
     t = profile_tokens(ctx.dep) if tokens is None else tokens
-    return max((_moe_workspace(ctx, layer, t) for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord)
+    # _moe_workspace reads only the layer's MLP: one layer of each kind stands for its kind
+    return max((_moe_workspace(ctx, layer, t)
+                for layer, _n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord)
                 if layer.mlp.kind == "moe"), default=0)
 
 

@@ -135,6 +135,43 @@ def weights_in_order(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None
     return RankWeights(spec, dep, quant, coord, arch).build(in_order=True)
 
 
+class _InOrderByKind(RankWeights):
+    """``build(in_order=True)`` with each layer kind built once: a later layer of a kind is the
+    first one's tensors under its own ``model.layers.{index}.`` prefix (what ``layer_kinds``
+    already relies on; every layer is built when a quantisation exclude names indices)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self._built: dict[tuple[object, ...], tuple[str, list[WeightTensor]]] = {}
+        self._by_index = self.quant is not None and any(
+            ch.isdigit() for p in self.quant.exclude for ch in p)
+
+    def layer(self, layer: Layer) -> None:
+        if self._by_index:
+            super().layer(layer)
+            return
+        key = (layer.attention, layer.mlp, layer.is_mtp)
+        prefix = f"model.layers.{layer.index}."
+        seen = self._built.get(key)
+        if seen is None:
+            start = len(self.out)
+            super().layer(layer)
+            self._built[key] = (prefix, self.out[start:])
+            return
+        first, tensors = seen
+        self.out += [replace(t, module=prefix + t.module[len(first):])
+                     if t.module.startswith(first) else t for t in tensors]
+
+
+def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
+                            coord: RankCoord, arch: str = "sm90") -> list[tuple[str, int]]:
+    """``(module.param, bytes)`` of every parameter of ``weights_in_order``, in that order, with
+    each layer kind built once (the allocator replay of a sweep reads only names and sizes)."""
+    return [(f"{t.module}.{p.name}", p.bytes)
+            for t in _InOrderByKind(spec, dep, quant, coord, arch).build(in_order=True)
+            for p in t.params]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WeightGroup:
     """A report row: the tensors of one group in ``count`` layers of identical size."""
