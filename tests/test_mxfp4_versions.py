@@ -9,7 +9,7 @@ from memprof.core.models import load_model
 from memprof.core.weights import rank_weights
 from memprof.core.weights.mlp import mxfp4_moe_layout, mxfp4_sm90_backend
 
-E, H, I = 128, 2880, 2880
+E, H, N_I = 128, 2880, 2880
 
 
 def experts(version: str) -> dict[str, int]:
@@ -53,17 +53,17 @@ def test_triton_scale_layout_pads_rows_to_256_and_columns_to_2() -> None:
     # HopperMXScaleLayout.swizzle_data: SWIZZLE_ALIGN_M = 2 * num_warps * 2 * 8 = 256 (8 warps),
     # SWIZZLE_ALIGN_K = 2. I to 64 (2880 stays), H unchanged; biases fp32.
     assert mxfp4_moe_layout("sm90", "0.25.0") == (64, 1, 256)
-    w13 = 2 * I * H // 2 + 5888 * 90  # 5760 scale rows → 5888; 90 columns (even already)
-    w2 = H * I // 2 + 3072 * 90  # 2880 → 3072
+    w13 = 2 * N_I * H // 2 + 5888 * 90  # 5760 scale rows → 5888; 90 columns (even already)
+    w2 = H * N_I // 2 + 3072 * 90  # 2880 → 3072
     got = experts("0.25.0")
     assert got["values+scales"] == E * (w13 + w2)
-    assert got[".w13_bias"] == E * 2 * I * 4 and got[".w2_bias"] == E * H * 4
+    assert got[".w13_bias"] == E * 2 * N_I * 4 and got[".w2_bias"] == E * H * 4
 
 
 def test_triton_keeps_raw_e8m0_scales_until_0_25_0() -> None:
     # 0.24.0 fused_moe/oracle/mxfp4.py (TRITON branch) deletes only the weights; vLLM PR #46549
     # (0.25.0) adds `del layer.w13_weight_scale` / `del layer.w2_weight_scale`.
-    raw = E * (2 * I * (H // 32) + H * (I // 32))  # 128 × (5760×90 + 2880×90) B = 99,532,800
+    raw = E * (2 * N_I * (H // 32) + H * (N_I // 32))  # 128 × (5760×90 + 2880×90) B = 99,532,800
     assert experts("0.24.0")[".raw_scales"] == raw == 99_532_800
     assert ".raw_scales" not in experts("0.25.0")
     assert experts("0.24.0")["values+scales"] == experts("0.25.0")["values+scales"]

@@ -10,7 +10,6 @@ from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import Param, linear_bytes, linear_params
 from memprof.core.weights.shard import Shard
 
-
 # The MXFP4 MoE backend vLLM picks by default on Hopper (SM90). value: "marlin" | "triton".
 MXFP4_SM90_BACKEND: tuple[Rule, ...] = (
     Rule(name="mxfp4_sm90_backend", changes="weights: MXFP4 experts (backend)",
