@@ -97,10 +97,11 @@ def test_fp8_block_scales_and_unquantised_router() -> None:
     assert t["self_attn.mla_attn.W_UK_T+W_UV"].bytes_each == 16 * 512 * 256 * 2
 
 
-@pytest.mark.parametrize(("arch", "per_expert"), [("sm90", 13_300_480), ("sm100", 14_449_664)])
+@pytest.mark.parametrize(("arch", "per_expert"), [("sm90", 13_282_560), ("sm100", 14_449_664)])
 def test_gpt_oss_mxfp4_experts_with_kernel_padding(arch: str, per_expert: int) -> None:
-    # vLLM 0.33.0 Mxfp4MoEMethod: SM90 Triton pads scale rows to 256 and K to 4; SM100 FlashInfer
-    # pads I 2880→2944 and H 2880→3072; biases become fp32 (hand numbers in the helper report).
+    # vLLM 0.33.0 Mxfp4MoEMethod: SM90 Triton pads scale rows to 256 and K to 2
+    # (HopperMXScaleLayout); SM100 FlashInfer pads I 2880→2944 and H 2880→3072; biases become
+    # fp32 (hand numbers in the helper report).
     spec = load_model("gpt-oss-120b")
     dep = Deployment()
     experts = [t for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch)

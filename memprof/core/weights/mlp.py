@@ -6,27 +6,72 @@ from __future__ import annotations
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import experts_on_rank
 from memprof.core.models import Layer, QuantConfig
+from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import Param, linear_bytes, linear_params
 from memprof.core.weights.shard import Shard
 
+# The MXFP4 MoE backend vLLM picks by default on Hopper (SM90). value: "marlin" | "triton".
+MXFP4_SM90_BACKEND: tuple[Rule, ...] = (
+    Rule(name="mxfp4_sm90_backend", changes="weights: MXFP4 experts (backend)",
+         since=None, until="0.12.0", value="marlin",
+         introduced_by="gpt-oss / MXFP4 MoE (first released in 0.10.1)",
+         removed_by="triton_kernels bundled as vllm/third_party/triton_kernels (0.12.0 wheel)",
+         source="0.10.1 / 0.11.0 quantization/mxfp4.py Mxfp4MoEMethod._should_use_marlin "
+         "(Marlin when `not has_triton_kernels()`; the 0.10.1-0.11.2 wheels ship no "
+         "triton_kernels)", applies_to="mxfp4"),
+    Rule(name="mxfp4_sm90_backend", changes="weights: MXFP4 experts (backend)",
+         since="0.12.0", until=None, value="triton",
+         introduced_by="vllm/third_party/triton_kernels in the wheel (first in 0.12.0)",
+         source="0.12.0 quantization/mxfp4.py get_mxfp4_backend (TRITON when "
+         "has_triton_kernels() and SM90 <= cc < SM110); utils/import_utils.py "
+         "has_triton_kernels looks for vllm.third_party.triton_kernels", applies_to="mxfp4"),
+)
 
-def mxfp4_moe_layout(arch: str) -> tuple[int, int, int]:
+# Whether the Triton path keeps the raw e8m0 ``w13/w2_weight_scale`` Parameters beside the
+# swizzled copies in its PrecisionConfigs. value: True (kept) / False (deleted).
+MXFP4_TRITON_RAW_SCALES: tuple[Rule, ...] = (
+    Rule(name="mxfp4_triton_raw_scales", changes="weights: MXFP4 experts (raw scales)",
+         since=None, until="0.25.0", value=True,
+         introduced_by="Triton MXFP4 path (0.10.1 mxfp4.py process_weights_after_loading: "
+         "`del layer.w13_weight` / `w2_weight` only)", removed_by="vLLM PR #46549",
+         source="0.24.0 fused_moe/oracle/mxfp4.py convert_to_mxfp4_moe_kernel_format (TRITON "
+         "branch swizzles the scales and deletes only the weights)", applies_to="mxfp4"),
+    Rule(name="mxfp4_triton_raw_scales", changes="weights: MXFP4 experts (raw scales)",
+         since="0.25.0", until=None, value=False, introduced_by="vLLM PR #46549",
+         source="0.25.0 fused_moe/oracle/mxfp4.py (TRITON branch: `del "
+         "layer.w13_weight_scale`, `del layer.w2_weight_scale`)", applies_to="mxfp4"),
+)
+
+# HopperMXScaleLayout.swizzle_data (vllm/third_party/triton_kernels/tensor_details/
+# layout_details/hopper_scale.py, 0.25.0): SWIZZLE_ALIGN_M = 2 * num_warps * 2 * 8 (256 at
+# the 8 warps vLLM passes without EP), SWIZZLE_ALIGN_K = 2.
+HOPPER_SCALE_ALIGN_M, HOPPER_SCALE_ALIGN_K = 256, 2
+
+
+def mxfp4_sm90_backend(version: str | None) -> str:
+    """The MXFP4 MoE backend vLLM ``version`` picks by default on SM90 (``MXFP4_SM90_BACKEND``)."""
+    return str(value_at(MXFP4_SM90_BACKEND, version, "triton"))
+
+
+def mxfp4_moe_layout(arch: str, version: str | None = None) -> tuple[int, int, int]:
     """MXFP4 MoE padding vLLM's kernels impose: (I multiple, H multiple, scale-row multiple).
 
     ``Mxfp4MoEMethod.create_weights`` / the mxfp4 oracle (vLLM 0.33.0
     ``quantization/mxfp4.py``, ``fused_moe/oracle/mxfp4.py``): SM90 runs the Triton kernels
-    (I to 64, H unchanged; their scale layout pads rows to 256 and columns to 4); SM100 runs
-    FlashInfer TRT-LLM (I to 128, H to 256); ROCm and the CUTLASS/DeepGEMM paths use 128/128;
-    Marlin (others) 128/256. Biases become fp32 after loading on every backend.
+    from 0.12.0 (I to 64, H unchanged; their scale layout pads rows to 256 and columns to 2) and
+    Marlin before (``MXFP4_SM90_BACKEND``); SM100 runs FlashInfer TRT-LLM (I to 128, H to 256);
+    ROCm and the CUTLASS/DeepGEMM paths use 128/128; Marlin (others) 128/256
+    (``create_weights``: "n % 256 == 0 and k % 128 == 0", I to 128, H to 256).
     """
     if arch.startswith("sm10"):
         return 128, 256, 1
     if arch.startswith("sm90"):
-        return 64, 1, 256
+        if mxfp4_sm90_backend(version) == "marlin":
+            return 128, 256, 1
+        return 64, 1, HOPPER_SCALE_ALIGN_M
     if arch.startswith("gfx"):
         return 128, 128, 1
     return 128, 256, 1
-
 
 
 class MlpWeights(Shard):
@@ -118,14 +163,20 @@ class MlpWeights(Shard):
                      formula=f"{e_local}×{h}×{self.b}B")
 
     def mxfp4_experts(self, module: str, layer: Layer, e: int, i: int, moe_tp: int) -> None:
-        """MXFP4 experts with the kernels' padding (see ``mxfp4_moe_layout``)."""
+        """MXFP4 experts with the kernels' padding (see ``mxfp4_moe_layout``), the raw e8m0
+        scales the Triton path keeps before 0.25.0 (``MXFP4_TRITON_RAW_SCALES``) and the bias
+        dtype of the backend (Marlin: the model dtype, ``prepare_moe_fp4_layer_for_marlin``
+        ``getattr(layer, name).to(param_dtype)``; the other backends: fp32)."""
         h = self.spec.hidden_size
-        pi, ph, prow = mxfp4_moe_layout(self.arch)
+        version = self.dep.engine_version
+        pi, ph, prow = mxfp4_moe_layout(self.arch, version)
         ip, hp = round_up(i, pi), round_up(h, ph)
+        marlin = not self.arch.startswith(("sm10", "gfx")) and (
+            not self.arch.startswith("sm90") or mxfp4_sm90_backend(version) == "marlin")
 
         def one(name: str, rows: int, k: int) -> tuple[Param, Param]:
-            # values two per byte + e8m0 scales (scale rows/cols padded)
-            cols = round_up(cdiv(k, 32), 4 if prow > 1 else 1)
+            # values two per byte + e8m0 scales (Hopper swizzle: rows to 256, columns to 2)
+            cols = round_up(cdiv(k, 32), HOPPER_SCALE_ALIGN_K if prow > 1 else 1)
             return (Param(f"{name}_weight", (e, rows, k // 2), "uint8"),
                     Param(f"{name}_weight_scale", (e, round_up(rows, prow), cols), "uint8"))
 
@@ -136,12 +187,20 @@ class MlpWeights(Shard):
         self.add(module, "experts", params, replicas=1, padding=e * (padded - raw),
                  formula=f"{e} experts × [w13 {2 * ip}×{hp} + w2 {hp}×{ip}] MXFP4 + e8m0 "
                  f"scales{pad_note}")
+        if prow > 1 and value_at(MXFP4_TRITON_RAW_SCALES, version, False):
+            kept = (Param("w13_weight_scale (raw)", (e, 2 * ip, cdiv(hp, 32)), "uint8"),
+                    Param("w2_weight_scale (raw)", (e, hp, cdiv(ip, 32)), "uint8"))
+            self.add(module + ".raw_scales", "experts", kept, replicas=1,
+                     formula=f"{e}×[{2 * ip}×{cdiv(hp, 32)} + {hp}×{cdiv(ip, 32)}] e8m0 kept "
+                     f"beside the swizzled copies (vLLM {version or 'newest'}, before PR #46549)")
         if layer.mlp.expert_bias:
+            bdt, bb = (self.dtype, self.b) if marlin else ("float32", 4)
+            how = "model dtype (Marlin)" if marlin else "fp32 (converted at load)"
             self.add(module + ".w13_bias", "experts",
-                     (Param("w13_bias", (e, 2 * ip), "float32"),), replicas=1,
-                     padding=e * 2 * (ip * 4 - i * self.b),
-                     formula=f"{e}×{2 * ip}×4B fp32 (converted at load)")
-            self.add(module + ".w2_bias", "experts", (Param("w2_bias", (e, hp), "float32"),),
+                     (Param("w13_bias", (e, 2 * ip), bdt),), replicas=1,
+                     padding=e * 2 * (ip * bb - i * self.b),
+                     formula=f"{e}×{2 * ip}×{bb}B {how}")
+            self.add(module + ".w2_bias", "experts", (Param("w2_bias", (e, hp), bdt),),
                      replicas=moe_tp,
-                     padding=e * (hp * 4 - h * self.b),
-                     formula=f"{e}×{hp}×4B fp32 (converted at load)")
+                     padding=e * (hp * bb - h * self.b),
+                     formula=f"{e}×{hp}×{bb}B {how}")
