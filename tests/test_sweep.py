@@ -81,6 +81,18 @@ def test_shared_replay_is_the_allocator_term() -> None:
         assert a == b  # every component, formula text included
 
 
+def test_one_evaluator_across_engine_versions_is_the_estimate() -> None:
+    """The shared caches are keyed by the release too: gpt-oss-120b on H100 has other expert
+    weights before 0.25.0 (raw MXFP4 scales kept, ``MXFP4_TRITON_RAW_SCALES``), so its allocator
+    replay differs; either order of the releases gives each release's own estimate."""
+    g = resolve_gpu("H100", None)
+    for order in (("0.33.0", "0.24.0", "0.11.0"), ("0.11.0", "0.24.0", "0.33.0")):
+        ev = Evaluator()
+        for version in order:
+            dep = Deployment(engine_version=version)
+            assert ev.estimate("gpt-oss-120b", dep, g) == estimate("gpt-oss-120b", dep, gpu=g)
+
+
 def test_plan_qwen3_32b_64x32k_h100_matches_brute_force() -> None:
     g = resolve_gpu("H100", None)
     requests, context = 64, 32768

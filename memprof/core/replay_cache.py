@@ -57,9 +57,10 @@ class AllocatorReplayCache:
         from memprof.core.weights.rank import weights_in_order_params
 
         d = ctx.dep
-        # the Deployment fields memprof.core.weights reads (tp, pp, dtype, EP, DP copies,
-        # attention TP), with the spec, quantisation, rank and GPU architecture
-        key = (id(ctx.spec), d.engine, d.tp, d.pp, d.dp, d.enable_expert_parallel,
+        # the Deployment fields memprof.core.weights reads (release, tp, pp, dtype, EP, DP
+        # copies, attention TP), with the spec, quantisation, rank and GPU architecture
+        key = (id(ctx.spec), d.engine, d.engine_version, d.tp, d.pp, d.dp,
+               d.enable_expert_parallel,
                d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
         known = self._weights.get(key)
         if known is None:
