@@ -240,7 +240,8 @@ def test_cudagraph_estimate_and_pool_by_hand() -> None:
     # sizes [1,2,4,8] (PIECEWISE), FULL [1,2,4]. Decode live set at b = 8 is the MLP stage:
     # base 2·8·1024·2 = 32 KiB + gate_up 8·8192·2 = 128 KiB + act 64 KiB + down 16 KiB = 240 KiB;
     # at b = 4: 120 KiB.
-    assert cudagraph.decode_live_bytes(ctx, 8) == 240 * KiB
+    decode = activation.activation_stages(ctx, tokens=8, rows=0, decode=True)
+    assert max(st.bytes for st in decode) == 240 * KiB
     g = cudagraph.cudagraph_model(ctx)
     # 2 attention layers -> 3 pieces per PIECEWISE size: 4·3 + 3 = 15 graph executables
     assert cudagraph.graph_pieces(ctx) == 3 and g.graphs == 15

@@ -72,12 +72,6 @@ def graph_modes(dep: Deployment) -> dict[str, list[int]]:
             "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}
 
 
-def decode_live_bytes(ctx: TermContext, batch: int) -> int:
-    """The largest live set of one decode forward of ``batch`` tokens (no sampler, no MoE workspace:
-    the WorkspaceManager buffer was sized by the profile run and is outside the graph pool)."""
-    return max(st.bytes for st in activation_stages(ctx, tokens=batch, rows=0, decode=True))
-
-
 # Kernel nodes per decoder layer in vLLM's compiled decode forward, as (GEMMs, other kernels)
 # [approximation, read off vLLM v0.33.0 vllm/model_executor/models/llama.py, qwen3.py,
 # deepseek_v2.py with Inductor fusing the elementwise work]: GQA attention projections qkv +
