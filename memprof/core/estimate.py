@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
@@ -46,6 +46,32 @@ _BUT_UTILIZATION = operator.attrgetter(*(f.name for f in fields(Deployment)
                                          if f.name != "gpu_memory_utilization"))
 
 
+class _Later:
+    """What a ``RankEstimate`` computes on first read, from the rank's context and budget."""
+
+    __slots__ = ("_len", "_savings", "available", "ctx", "max_num_batched_tokens", "upper")
+
+    def __init__(self, ctx: TermContext, available: int, max_num_batched_tokens: int,
+                 upper: int) -> None:
+        self.ctx, self.available = ctx, available
+        self.max_num_batched_tokens, self.upper = max_num_batched_tokens, upper
+        self._len: int | None = None
+        self._savings: tuple[tuple[str, int, int], ...] | None = None
+
+    def max_model_len(self) -> int:
+        if self._len is None:
+            self._len = max_fitting_model_len(self.ctx.plan, self.available,
+                                              self.max_num_batched_tokens, self.upper)
+        return self._len
+
+    def savings(self) -> tuple[tuple[str, int, int], ...]:
+        if self._savings is None:
+            from memprof.core.scratch import scratch_savings
+
+            self._savings = tuple(x for x in scratch_savings(self.ctx) if x[1] != x[2])
+        return self._savings
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankEstimate:
     """One distinct rank: its components (bytes), weight tensors, KV layout and capacity, the
@@ -60,12 +86,22 @@ class RankEstimate:
     requested_bytes: int
     available_kv_bytes: int
     kv: KVCapacity
-    estimated_max_model_len: int
     verdict: Verdict
     reasons: tuple[str, ...]
     headroom_bytes: int = 0
-    # per scratch buffer: (name, bytes with per-layer buffers, bytes with one shared buffer)
-    scratch_savings: tuple[tuple[str, int, int], ...] = ()
+    # the two figures no verdict reads, computed when first read (a sweep reads neither)
+    later: _Later | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def estimated_max_model_len(self) -> int:
+        """vLLM's "estimated maximum model length": the longest request the KV budget admits."""
+        return self.later.max_model_len() if self.later is not None else 0
+
+    @property
+    def scratch_savings(self) -> tuple[tuple[str, int, int], ...]:
+        """Per scratch buffer whose policies differ: (name, bytes with per-layer buffers, bytes
+        with one shared buffer)."""
+        return self.later.savings() if self.later is not None else ()
 
     @property
     def weights_bytes(self) -> int:
@@ -244,6 +280,38 @@ def _memo(memo: dict[tuple[object, ...], object] | None, key: tuple[object, ...]
 def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            quant: QuantConfig | None, dtype: str, before_kv: list[TermFn], requested: int,
            mfs: float, memo: dict[tuple[object, ...], object] | None = None) -> _Class:
+    # nothing of a class but its KV budget reads gpu_memory_utilization (only ``requested``
+    # does): points of a sweep that differ in it alone share the rest
+    ckey = ("class", id(spec), _BUT_UTILIZATION(dep), gpu, coord, quant, dtype, tuple(before_kv))
+    tensors, comps, plan, ctx, budget, baseline, loaded = _memo(
+        memo, ckey, lambda: _class_core(spec, dep, gpu, coord, quant, dtype, before_kv, memo))
+    if ctx.dep is not dep:
+        ctx = ctx.with_(dep=dep)
+    if dep.kv_cache_memory_bytes:
+        # vLLM returns --kv-cache-memory-bytes verbatim and then allocates it: the engine holds
+        # what it budgeted plus that KV cache, whatever gpu_memory_utilization says
+        available = dep.kv_cache_memory_bytes
+        envelope = budget + available
+    elif dep.sglang:
+        # SGLang: KV = free after loading − (1 − mfs) × free before loading (SGL@d315eb7
+        # kv_cache_configurator.py)
+        pre_free = gpu.total_bytes - baseline
+        available = int(mfs * pre_free) - loaded
+        envelope = int(mfs * pre_free)
+    else:
+        available = requested - budget
+        envelope = requested
+    return _Class(tensors=tensors, comps=comps, plan=plan, available=available,
+                  envelope=envelope, ctx=ctx)
+
+
+def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
+                quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
+                memo: dict[tuple[object, ...], object] | None
+                ) -> tuple[list[WeightTensor], list[Component], KVPlan, TermContext, int, int,
+                           int]:
+    """A class's weights, KV layout and budget terms: (tensors, components, plan, context,
+    budgeted bytes, bytes before the baseline, bytes loaded at start)."""
     # keyed by what memprof.core.weights and kv_plan read of the deployment
     wkey = ("weights", id(spec), dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
             dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, gpu.arch)
@@ -258,28 +326,9 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,
                       quant=quant)
-    # the budget terms never read gpu_memory_utilization (only ``requested`` does): points of a
-    # sweep that differ in it alone share them
-    bkey = ("budget", id(spec), _BUT_UTILIZATION(dep), gpu, coord, tuple(before_kv))
-    comps = weights + _memo(memo, bkey, lambda: [c for fn in before_kv for c in fn(ctx)])
-    baseline = _sum(comps, "baseline")
-    if dep.kv_cache_memory_bytes:
-        # vLLM returns --kv-cache-memory-bytes verbatim and then allocates it: the engine holds
-        # what it budgeted plus that KV cache, whatever gpu_memory_utilization says
-        available = dep.kv_cache_memory_bytes
-        envelope = _sum(comps, "budget") + available
-    elif dep.sglang:
-        # SGLang: KV = free after loading − (1 − mfs) × free before loading (SGL@d315eb7
-        # kv_cache_configurator.py)
-        pre_free = gpu.total_bytes - baseline
-        loaded = sum(c.bytes for c in comps if loaded_at_start(c))
-        available = int(mfs * pre_free) - loaded
-        envelope = int(mfs * pre_free)
-    else:
-        available = requested - _sum(comps, "budget")
-        envelope = requested
-    return _Class(tensors=tensors, comps=comps, plan=plan, available=available,
-                  envelope=envelope, ctx=ctx)
+    comps = weights + [c for fn in before_kv for c in fn(ctx)]
+    return (tensors, comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
+            sum(c.bytes for c in comps if loaded_at_start(c)))
 
 
 def _blocks(dep: Deployment, c: _Class) -> int:
@@ -292,24 +341,20 @@ def _blocks(dep: Deployment, c: _Class) -> int:
 def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord, c: _Class,
                    num_blocks: int, quant: QuantConfig | None, dtype: str, mml: int, mnbt: int,
                    after_kv: list[TermFn], same_as: tuple[int, ...]) -> RankEstimate:
-    from memprof.core.scratch import scratch_savings
-
     plan = c.plan
     cap = capacity_from_blocks(plan, num_blocks, mml, mnbt)
     ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
-    savings = tuple(x for x in scratch_savings(ctx) if x[1] != x[2])
     kv_comp = kv_cache_component(plan, cap)
     all_comps = [*c.comps, *runtime, kv_comp]
     verdict, reasons, headroom = rank_verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
                                           cap, mml, mnbt)
-    est_len = max_fitting_model_len(plan, c.available, mnbt, mml)
     return RankEstimate(
         coord=coord, same_as=same_as, components=tuple(all_comps), tensors=tuple(c.tensors),
         plan=plan, requested_bytes=c.envelope, available_kv_bytes=c.available, kv=cap,
-        estimated_max_model_len=est_len, verdict=verdict, reasons=tuple(reasons),
-        headroom_bytes=headroom, scratch_savings=savings)
+        verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom,
+        later=_Later(ctx, c.available, mnbt, mml))
 
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
