@@ -7,6 +7,7 @@ estimate subtracted before; see 0.20.0 gpu_worker.py determine_available_memory)
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
@@ -124,6 +125,10 @@ class Deployment:
 
 
 _DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
+# every field but gpu_memory_utilization, read in one call: a memo key for what only the KV
+# budget (``requested``) reads it for
+but_utilization = operator.attrgetter(*(n for n in _DEPLOYMENT_FIELDS_ORDER
+                                        if n != "gpu_memory_utilization"))
 _DEPLOYMENT_FIELDS = frozenset(_DEPLOYMENT_FIELDS_ORDER)
 _set = object.__setattr__
 

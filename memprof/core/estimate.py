@@ -11,9 +11,8 @@ vLLM budget (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
@@ -22,6 +21,7 @@ from memprof.core.deployment import (
     SGLANG_MAX_PREFILL_TOKENS,
     Deployment,
     RankCoord,
+    but_utilization,
     experts_on_rank,
     ranks,
     validate,
@@ -41,9 +41,6 @@ from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdic
 from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
 
 _T = TypeVar("_T")
-# every Deployment field but gpu_memory_utilization, read in one call (a memo key)
-_BUT_UTILIZATION = operator.attrgetter(*(f.name for f in fields(Deployment)
-                                         if f.name != "gpu_memory_utilization"))
 
 
 class _Later:
@@ -282,7 +279,7 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            mfs: float, memo: dict[tuple[object, ...], object] | None = None) -> _Class:
     # nothing of a class but its KV budget reads gpu_memory_utilization (only ``requested``
     # does): points of a sweep that differ in it alone share the rest
-    ckey = ("class", id(spec), _BUT_UTILIZATION(dep), gpu, coord, quant, dtype, tuple(before_kv))
+    ckey = ("class", id(spec), but_utilization(dep), gpu, coord, quant, dtype, tuple(before_kv))
     tensors, comps, plan, ctx, budget, baseline, loaded = _memo(
         memo, ckey, lambda: _class_core(spec, dep, gpu, coord, quant, dtype, before_kv, memo))
     if ctx.dep is not dep:

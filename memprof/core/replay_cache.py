@@ -15,6 +15,7 @@ against the original term, byte for byte and formula for formula.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from memprof.base.units import fmt_bytes, round_up
 from memprof.core.allocations import model_load_buffers, model_load_position
 from memprof.core.components import Component, TermContext
+from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocator import (
@@ -41,9 +43,30 @@ class AllocatorReplayCache:
     def __init__(self) -> None:
         self._weights: dict[tuple[Any, ...], tuple[tuple[int, ...], int]] = {}
         self._specs: dict[int, Any] = {}
-        self._sims: dict[tuple[int, ...], Any] = {}
-        self._stats: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = {}
-        self._prefix_stats: dict[tuple[int, ...], tuple[int, int, int, int]] = {}
+        # a class of ranks (everything but gpu_memory_utilization) → (prefix id, prefix); a
+        # prefix is hashed once, when first met, and known by its id after that
+        self._prefixes: dict[tuple[Any, ...], tuple[int, tuple[int, ...]]] = {}
+        self._pids: dict[tuple[int, ...], int] = {}
+        self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
+        self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
+        self._stats: dict[tuple[int, tuple[int, ...]], tuple[int, int, int]] = {}
+
+    def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
+        """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
+        neither reads gpu_memory_utilization or the KV cache."""
+        key = (id(ctx.spec), but_utilization(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
+               ctx.quant)
+        known = self._prefixes.get(key)
+        if known is None:
+            if len(self._prefixes) >= 64 * MAX_PREFIXES:
+                self._prefixes.clear()
+                self._pids.clear()
+            prefix = self._weight_sizes(ctx)
+            pid = self._pids.get(prefix)
+            if pid is None:
+                pid = self._pids[prefix] = next(self._next_pid)
+            known = self._prefixes[key] = (pid, prefix)
+        return known
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
         """The rank's weights tensor by tensor with the model-load buffers where
@@ -77,17 +100,17 @@ class AllocatorReplayCache:
 
         scratch = [(math.prod(t.shape) * dtype_bytes(t.dtype), t.profiled)
                    for t in scratch_tensors(ctx)]
-        prefix = self._weight_sizes(ctx)
+        pid, prefix = self._prefix(ctx)
         kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
         early = [n for n, seen in scratch if seen]
-        suffix = [*early, *kv, *(n for n, seen in scratch if not seen)]
+        suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
         lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
-        known = self._stats.get((prefix, tuple(suffix)))
+        known = self._stats.get((pid, suffix))
         if known is None:
-            known = self._replay(prefix, suffix, lazy)
+            known = self._replay(pid, prefix, suffix, lazy)
             if len(self._stats) >= 64 * MAX_PREFIXES:
                 self._stats.clear()
-            self._stats[(prefix, tuple(suffix))] = known
+            self._stats[(pid, suffix)] = known
         reserved, requested, segments = known
         kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
         count = len(prefix) + len(suffix)
@@ -99,42 +122,29 @@ class AllocatorReplayCache:
             f"{fmt_bytes(requested)} in {segments} segments; the KV tensors' 2 MiB "
             f"rounding alone is {fmt_bytes(kv_round)}")]
 
-    def _replay(self, prefix: tuple[int, ...], suffix: list[int], lazy: int
+    def _replay(self, pid: int, prefix: tuple[int, ...], suffix: tuple[int, ...], lazy: int
                 ) -> tuple[int, int, int]:
-        """(reserved, requested, segments) after ``prefix`` then ``suffix``; the simulator of
-        ``prefix`` is kept, the suffix freed again.
+        """(reserved, requested, segments) after ``prefix`` then ``suffix``. Nothing is freed
+        in between, so ``memprof.alloc.monotone`` gives the simulator's totals from the sizes of
+        the free blocks alone; the state after ``prefix`` is kept and a copy continues with the
+        suffix.
 
         Without scratch, when every KV tensor is at least 10 MiB and larger than every
         free block the prefix left, each gets a segment of its own (``allocation_size``; the
-        < 2 MiB remainder it leaves can hold no later KV tensor), so the statistics follow
+        < 2 MiB remainder it leaves can hold no later KV tensor), so the totals follow
         without the replay."""
-        from memprof.alloc import CachingAllocator
+        from memprof.alloc.monotone import MonotoneReplay
 
-        sim = self._sims.get(prefix)
-        if sim is None:
+        state = self._sims.get(pid)
+        if state is None:
             if len(self._sims) >= MAX_PREFIXES:
                 self._sims.clear()
-                self._prefix_stats.clear()
-            sim = CachingAllocator()
-            for n in prefix:
-                sim.malloc(n)
-            self._sims[prefix] = sim
-            st = sim.memory_stats()
-            self._prefix_stats[prefix] = (st["reserved_bytes.all.current"],
-                                          st["requested_bytes.all.current"],
-                                          st["segment.all.current"], sim.largest_free_block())
-        reserved0, requested0, segments0, largest_free = self._prefix_stats[prefix]
-        if not lazy and suffix and min(suffix) >= ALLOC_MIN_LARGE_ALLOC and (
-                round_up(min(suffix), ALLOC_MIN_BLOCK) > largest_free):
-            return (reserved0 + sum(allocation_size(n) for n in suffix),
-                    requested0 + sum(suffix), segments0 + len(suffix))
+            state = self._sims[pid] = MonotoneReplay().extend(prefix)
         if not suffix:
-            return reserved0, requested0, segments0
-        handles = [sim.malloc(n) for n in suffix]
-        s = sim.memory_stats()
-        out = (s["reserved_bytes.all.current"], s["requested_bytes.all.current"],
-               s["segment.all.current"])
-        for h in reversed(handles):
-            sim.free(h)
-        sim.empty_cache()
-        return out
+            return state.reserved, state.requested, state.segments
+        if not lazy and min(suffix) >= ALLOC_MIN_LARGE_ALLOC and (
+                round_up(min(suffix), ALLOC_MIN_BLOCK) > state.largest_free_block()):
+            return (state.reserved + sum(allocation_size(n) for n in suffix),
+                    state.requested + sum(suffix), state.segments + len(suffix))
+        end = state.copy().extend(suffix)
+        return end.reserved, end.requested, end.segments

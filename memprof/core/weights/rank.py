@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
@@ -159,8 +159,21 @@ class _InOrderByKind(RankWeights):
             self._built[key] = (prefix, self.out[start:])
             return
         first, tensors = seen
-        self.out += [replace(t, module=prefix + t.module[len(first):])
+        self.out += [_renamed(t, prefix + t.module[len(first):])
                      if t.module.startswith(first) else t for t in tensors]
+
+
+_TENSOR_FIELDS = tuple(f.name for f in fields(WeightTensor))
+
+
+def _renamed(t: WeightTensor, module: str) -> WeightTensor:
+    """``replace(t, module=module)`` without its per-field checks (a sweep renames every
+    tensor of every layer of each new layout)."""
+    new = object.__new__(WeightTensor)
+    for name in _TENSOR_FIELDS:
+        object.__setattr__(new, name, getattr(t, name))
+    object.__setattr__(new, "module", module)
+    return new
 
 
 def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,

@@ -1,0 +1,70 @@
+"""The caching allocator's statistics for allocations that are never freed, without the
+simulator's bookkeeping.
+
+A rank's start-up allocates its weights, scratch and KV-cache tensors and frees none of them, and
+``memprof.core.replay_cache`` needs only the totals afterwards (reserved and requested bytes,
+segments, the largest free block). With nothing freed, no blocks merge and no segment is
+released, so the allocator's state that decides later allocations is just the sizes of its free
+blocks per pool: a request takes the smallest free block that holds it (``get_free_block``'s
+best fit; which of equal-size blocks it takes changes no size) or a new segment
+(``get_allocation_size``), and the rest of the block stays free when ``should_split`` says so.
+
+It holds for ``memprof.alloc.CachingAllocator`` with the default configuration (no
+``max_split_size``, no power-of-two rounding, no expandable segments, no memory limit) on one
+stream; ``tests/alloc/test_monotone.py`` checks it against that simulator after every
+allocation of random sequences and of every bundled model's start-up.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from memprof.alloc.allocator import K_MIN_BLOCK_SIZE, K_SMALL_SIZE, get_allocation_size
+
+
+class MonotoneReplay:
+    """Free block sizes of the small and large pools, and the running totals."""
+
+    __slots__ = ("large", "requested", "reserved", "segments", "small")
+
+    def __init__(self) -> None:
+        self.small: list[int] = []  # sorted sizes of the free blocks in 2 MiB small segments
+        self.large: list[int] = []  # sorted sizes of the free blocks in large segments
+        self.reserved = 0  # bytes of all segments (cudaMalloc'd)
+        self.requested = 0  # bytes the callers asked for
+        self.segments = 0
+
+    def copy(self) -> MonotoneReplay:
+        out = MonotoneReplay()
+        out.small, out.large = self.small.copy(), self.large.copy()
+        out.reserved, out.requested, out.segments = self.reserved, self.requested, self.segments
+        return out
+
+    def malloc(self, nbytes: int) -> None:
+        """One allocation of ``nbytes`` (``malloc``: 512-B rounding, pool, best fit or a new
+        segment, split)."""
+        size = K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE else -(-nbytes // 512) * 512
+        small = size <= K_SMALL_SIZE
+        free = self.small if small else self.large
+        i = bisect_left(free, size)
+        if i < len(free):
+            block = free.pop(i)
+        else:
+            block = get_allocation_size(size)
+            self.reserved += block
+            self.segments += 1
+        rest = block - size
+        if rest >= K_MIN_BLOCK_SIZE if small else rest > K_SMALL_SIZE:  # should_split
+            insort(free, rest)
+        self.requested += nbytes
+
+    def extend(self, sizes: tuple[int, ...] | list[int]) -> MonotoneReplay:
+        for n in sizes:
+            self.malloc(n)
+        return self
+
+    def largest_free_block(self) -> int:
+        return max(self.small[-1] if self.small else 0, self.large[-1] if self.large else 0)
+
+
+__all__ = ["MonotoneReplay"]

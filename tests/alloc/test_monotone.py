@@ -1,0 +1,70 @@
+"""memprof.alloc.monotone against the simulator it shortcuts: the same totals and largest free
+block after every allocation, for random sequences and for every bundled model's weights."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memprof.alloc import CachingAllocator
+from memprof.alloc.monotone import MonotoneReplay
+from memprof.base.errors import BadInput
+from memprof.core.deployment import Deployment, ranks
+from memprof.core.models import bundled_models, load_model
+from memprof.core.weights.rank import weights_in_order_params
+
+MiB = 1 << 20
+
+
+def totals(a: CachingAllocator) -> tuple[int, int, int, int]:
+    s = a.memory_stats()
+    return (s["reserved_bytes.all.current"], s["requested_bytes.all.current"],
+            s["segment.all.current"], a.largest_free_block())
+
+
+def mine(m: MonotoneReplay) -> tuple[int, int, int, int]:
+    return m.reserved, m.requested, m.segments, m.largest_free_block()
+
+
+def test_hand_calculation() -> None:
+    # 3 MiB → a 20 MiB segment (kLargeBuffer), 17 MiB stays free; 12 MiB fits in it (best fit)
+    # leaving 5 MiB; 100 B → 512 B of a 2 MiB small segment; 6 MiB + 1 B → 6 MiB + 512 B, more
+    # than the 5 MiB block, so a second 20 MiB segment with 14 MiB − 512 B left free.
+    m = MonotoneReplay().extend([3 * MiB, 12 * MiB, 100, 6 * MiB + 1])
+    assert mine(m) == (42 * MiB, 21 * MiB + 101, 3, 14 * MiB - 512)
+    assert m.large == [5 * MiB, 14 * MiB - 512] and m.small == [2 * MiB - 512]
+
+
+sizes = st.one_of(st.integers(0, 4096), st.integers(4096, 2 * MiB),
+                  st.integers(MiB, 12 * MiB), st.integers(10 * MiB, 400 * MiB))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(sizes, min_size=1, max_size=60))
+def test_random_sequences_match_the_simulator(seq: list[int]) -> None:
+    a, m = CachingAllocator(), MonotoneReplay()
+    for n in seq:
+        a.malloc(n)
+        m.malloc(n)
+        assert mine(m) == totals(a)
+    c = m.copy()  # a copy continues independently
+    c.malloc(seq[0])
+    assert mine(m) == totals(a)
+
+
+@pytest.mark.parametrize("model", sorted(bundled_models()))
+def test_every_bundled_model_weights_match_the_simulator(model: str) -> None:
+    spec = load_model(model)
+    for tp in (1, 8):
+        dep = Deployment(tp=tp)
+        coord = ranks(dep)[0]
+        try:
+            params = weights_in_order_params(spec, dep, spec.quant, coord, "sm90")
+        except BadInput:  # a TP the model's heads do not divide
+            continue
+        a, m = CachingAllocator(), MonotoneReplay()
+        for _, n in params:
+            a.malloc(n)
+            m.malloc(n)
+        assert mine(m) == totals(a), (model, tp)
