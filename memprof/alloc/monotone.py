@@ -19,25 +19,34 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from memprof.alloc.allocator import K_MIN_BLOCK_SIZE, K_SMALL_SIZE, get_allocation_size
+from memprof.alloc.allocator import (
+    K_MIN_BLOCK_SIZE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+    get_allocation_size,
+)
 
 
 class MonotoneReplay:
     """Free block sizes of the small and large pools, and the running totals."""
 
-    __slots__ = ("large", "requested", "reserved", "segments", "small")
+    __slots__ = ("created", "large", "requested", "reserved", "segments", "small")
 
-    def __init__(self) -> None:
-        self.small: list[int] = []  # sorted sizes of the free blocks in 2 MiB small segments
-        self.large: list[int] = []  # sorted sizes of the free blocks in large segments
-        self.reserved = 0  # bytes of all segments (cudaMalloc'd)
+    def __init__(self, small: list[int] | None = None, large: list[int] | None = None) -> None:
+        """``small`` / ``large``: free blocks the pools start with (whole segments reserved
+        earlier, not counted in ``reserved``)."""
+        self.small: list[int] = sorted(small or ())  # free block sizes, 2 MiB small segments
+        self.large: list[int] = sorted(large or ())  # free block sizes, large segments
+        self.reserved = 0  # bytes of the segments created here (cudaMalloc'd)
         self.requested = 0  # bytes the callers asked for
         self.segments = 0
+        self.created: list[int] = []  # sizes of those segments, in order
 
     def copy(self) -> MonotoneReplay:
         out = MonotoneReplay()
         out.small, out.large = self.small.copy(), self.large.copy()
         out.reserved, out.requested, out.segments = self.reserved, self.requested, self.segments
+        out.created = self.created.copy()
         return out
 
     def malloc(self, nbytes: int) -> None:
@@ -53,6 +62,7 @@ class MonotoneReplay:
             block = get_allocation_size(size)
             self.reserved += block
             self.segments += 1
+            self.created.append(block)
         rest = block - size
         if rest >= K_MIN_BLOCK_SIZE if small else rest > K_SMALL_SIZE:  # should_split
             insort(free, rest)
@@ -67,4 +77,18 @@ class MonotoneReplay:
         return max(self.small[-1] if self.small else 0, self.large[-1] if self.large else 0)
 
 
-__all__ = ["MonotoneReplay"]
+def pool_reserved_by_stages(stages: tuple[tuple[int, ...], ...]) -> int:
+    """Bytes a pool reserves for ``stages`` whose tensors are all allocated, then all freed,
+    stage after stage (a CUDA graph's private pool during capture: nothing is returned to the
+    driver). Freeing a whole stage merges every segment back into one free block, so each stage
+    starts from the segments reserved so far, whole, and adds those it creates."""
+    small: list[int] = []
+    large: list[int] = []
+    for sizes in stages:
+        stage = MonotoneReplay(small, large).extend(sizes)
+        for seg in stage.created:  # small segments are 2 MiB, large ones at least 10 MiB
+            (small if seg <= K_SMALL_BUFFER else large).append(seg)
+    return sum(small) + sum(large)
+
+
+__all__ = ["MonotoneReplay", "pool_reserved_by_stages"]

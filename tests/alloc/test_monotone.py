@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memprof.alloc import CachingAllocator
-from memprof.alloc.monotone import MonotoneReplay
+from memprof.alloc.monotone import MonotoneReplay, pool_reserved_by_stages
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.models import bundled_models, load_model
@@ -68,3 +68,28 @@ def test_every_bundled_model_weights_match_the_simulator(model: str) -> None:
             a.malloc(n)
             m.malloc(n)
         assert mine(m) == totals(a), (model, tp)
+
+
+def simulated_pool(stages: list[list[int]]) -> int:
+    a = CachingAllocator()
+    a.begin_capture(1)
+    for sizes in stages:
+        handles = [a.malloc(n) for n in sizes]
+        for h in handles:
+            a.free(h)
+    a.end_capture()
+    return int(a.memory_stats()["reserved_bytes.all.current"])
+
+
+def test_pool_by_stages_hand_calculation() -> None:
+    # stage 1: 30 MiB → a 30 MiB segment, 4 MiB → a 20 MiB one; freed, both whole again.
+    # stage 2: 16 MiB fits the 20 MiB segment (best fit), 25 MiB the 30 MiB one, 40 MiB needs
+    # a new 40 MiB segment: 90 MiB in all.
+    assert pool_reserved_by_stages(((30 * MiB, 4 * MiB), (16 * MiB, 25 * MiB, 40 * MiB))) \
+        == 90 * MiB == simulated_pool([[30 * MiB, 4 * MiB], [16 * MiB, 25 * MiB, 40 * MiB]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(sizes, min_size=1, max_size=25), min_size=1, max_size=6))
+def test_pool_by_stages_matches_the_simulator(stages: list[list[int]]) -> None:
+    assert pool_reserved_by_stages(tuple(tuple(s) for s in stages)) == simulated_pool(stages)

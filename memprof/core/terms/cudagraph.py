@@ -156,16 +156,11 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
 
 @lru_cache(maxsize=256)
 def _pool_reserved(stages: tuple[tuple[int, ...], ...]) -> int:
-    from memprof.alloc import CachingAllocator
+    """Reserved bytes of a private pool after each stage is allocated and freed in turn (the
+    simulator's result, from free-block sizes: ``memprof.alloc.monotone``)."""
+    from memprof.alloc.monotone import pool_reserved_by_stages
 
-    alloc = CachingAllocator()
-    alloc.begin_capture(1)
-    for sizes in stages:
-        handles = [alloc.malloc(n) for n in sizes]
-        for h in handles:
-            alloc.free(h)
-    alloc.end_capture()
-    return int(alloc.memory_stats()["reserved_bytes.all.current"])
+    return pool_reserved_by_stages(stages)
 
 
 @dataclass(frozen=True, slots=True)
