@@ -20,7 +20,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import resolve_gpu
 from memprof.core.plan import plan
-from memprof.core.sweep import Evaluator, parse_axis, record, sweep
+from memprof.core.sweep import Evaluator, parse_axis, points, record, sweep
 
 
 def invoke(argv: list[str]) -> tuple[int, str, str]:
@@ -159,3 +159,30 @@ def test_sweep_cli_files(tmp_path: Path) -> None:
     assert code == 2 and "suffix" in err
     code, _, err = invoke(["sweep"])
     assert code == 2 and "nothing to sweep" in err
+
+
+@pytest.mark.parametrize(("model", "gpu", "sets"), [
+    # KV-pool-sized scratch (AITER DeepSeek-V4 dequant buffers read the block count)
+    ("deepseek-v4-flash", "MI300X", ["tp=4,8", "scratch=per-layer,shared",
+                                      "gpu_memory_utilization=0.85,0.9,0.95"]),
+    ("qwen3-32b", "H200", ["kv_cache_dtype=turboquant_k8v4,auto", "pp=1,2",
+                           "max_num_seqs=128,1024", "gpu_memory_utilization=0.85,0.95"]),
+    ("llama-3.1-8b", "H100", ["tp=1,2", "max_model_len=4K,128K",
+                              "gpu_memory_utilization=0.8,0.9,0.95"]),
+])
+def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) -> None:
+    """Every cache the evaluator and the scratch evaluation keep (per class of ranks, per
+    settings but gpu_memory_utilization, per KV block count where a buffer reads it) gives what
+    a cold estimate gives: every component, the estimated maximum length, the sharing report."""
+    from memprof.core.scratch import evaluate as scratch_eval
+
+    ev, g = Evaluator(), resolve_gpu(gpu, None)
+    for p in points([parse_axis(s) for s in sets]):
+        dep = Deployment().with_(**p)
+        got = ev.estimate(model, dep, g)
+        scratch_eval._BY_SETTINGS.clear()
+        scratch_eval._BY_CTX.clear()
+        want = estimate(model, dep, gpu=g)
+        assert got == want, p
+        assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \
+            [(r.estimated_max_model_len, r.scratch_savings) for r in want.ranks], p

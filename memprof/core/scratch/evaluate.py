@@ -11,6 +11,7 @@ from typing import Literal, TypeVar
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
+from memprof.core.deployment import but_utilization
 from memprof.core.kvcache import rank_layers
 from memprof.core.scratch.backends import default_scratch_policy, resolve_backend
 from memprof.core.scratch.buffer import (
@@ -35,6 +36,11 @@ _T = TypeVar("_T")
 # context's dimensions, applicable buffers and components: kept here by the context's identity
 # (the context itself is held, so its id stays its own; TermContext is frozen).
 _BY_CTX: dict[tuple[str, int], tuple[TermContext, object]] = {}
+# ... and by what they are computed from, so that contexts that differ only in what scratch
+# never reads (gpu_memory_utilization, the KV bytes, and the KV block count unless a buffer is
+# sized by the KV pool) share them: a sweep's points. The spec and the KV plan are keyed by
+# identity and held by the entry's context, so their ids stay theirs.
+_BY_SETTINGS: dict[tuple[object, ...], tuple[TermContext, object]] = {}
 
 
 def _ctx_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) -> _T:
@@ -47,6 +53,27 @@ def _ctx_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) ->
     value = fn(ctx)
     _BY_CTX[key] = (ctx, value)
     return value
+
+
+def _settings_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T],
+                     blocks: bool) -> _T:
+    """``fn(ctx)`` kept under everything scratch reads of ``ctx`` (``blocks``: the KV block
+    count too)."""
+    key = (name, id(ctx.spec), id(ctx.plan), but_utilization(ctx.dep), ctx.gpu, ctx.coord,
+           ctx.model_dtype, ctx.quant, ctx.weights_bytes, ctx.num_gpu_blocks if blocks else -1)
+    hit = _BY_SETTINGS.get(key)
+    if hit is not None and hit[0].spec is ctx.spec and hit[0].plan is ctx.plan:
+        return hit[1]  # type: ignore[return-value]
+    if len(_BY_SETTINGS) >= 1024:
+        _BY_SETTINGS.clear()
+    value = fn(ctx)
+    _BY_SETTINGS[key] = (ctx, value)
+    return value
+
+
+def _reads_blocks(ctx: TermContext) -> bool:
+    """Does a buffer of ``ctx``'s rank have a shape sized by the KV pool?"""
+    return any(b.needs_kv_blocks for b in _applicable(ctx))
 
 
 def _prod(shape: Shape) -> int:
@@ -75,7 +102,8 @@ def _applicable(ctx: TermContext) -> list[ScratchBuffer]:
     only the DP-attention gathered buffer; ``--attention-backend`` names vLLM backends and is not
     read for SGLang.
     """
-    return list(_ctx_cached("applicable", ctx, _applicable_uncached))
+    return list(_ctx_cached("applicable", ctx, lambda c: _settings_cached(
+        "applicable", c, _applicable_uncached, blocks=False)))
 
 
 def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
@@ -178,7 +206,8 @@ def _components(ctx: TermContext) -> list[Component]:
     callers, largest first. The first of each phase carries what it adds to the buffer; a caller
     that fits in it adds 0 B and says so.
     """
-    return list(_ctx_cached("components", ctx, _components_uncached))
+    return list(_ctx_cached("components", ctx, lambda c: _settings_cached(
+        "components", c, _components_uncached, blocks=_reads_blocks(c))))
 
 
 def _components_uncached(ctx: TermContext) -> list[Component]:
@@ -270,6 +299,10 @@ def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
     copy of every part of a non-workspace buffer (per-layer buffers once per layer), and one
     uint8 WorkspaceManager buffer of the largest call (256-B aligned parts), charged to its
     callers as ``scratch_terms`` charges them. Σ bytes = Σ scratch components."""
+    return list(_settings_cached("tensors", ctx, _scratch_tensors, blocks=_reads_blocks(ctx)))
+
+
+def _scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
     d = _dims(ctx)
     comps = {c.name: c for c in _components(ctx)}
     out: list[ScratchTensor] = []
