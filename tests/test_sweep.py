@@ -186,3 +186,20 @@ def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) ->
         assert got == want, p
         assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \
             [(r.estimated_max_model_len, r.scratch_savings) for r in want.ranks], p
+
+
+def test_invalid_points_fail_as_the_estimate_fails() -> None:
+    """A point with a bad setting gets the error a cold estimate raises, in validate's order,
+    whether or not its valid neighbours were evaluated first."""
+    ev, g = Evaluator(), resolve_gpu("H100", None)
+    for tp, util, kv in itertools.product((1, 3), (0.9, 1.5, None), ("auto", "fp7")):
+        dep = Deployment(tp=tp, gpu_memory_utilization=util, kv_cache_dtype=kv)
+        outcomes = []
+        for evaluator in (ev, None):
+            try:
+                e = (evaluator.estimate("qwen3-32b", dep, g) if evaluator
+                     else estimate("qwen3-32b", dep, gpu=g))
+                outcomes.append(("ok", record(e)))
+            except BadInput as exc:
+                outcomes.append(("error", exc.message))
+        assert outcomes[0] == outcomes[1], (tp, util, kv)

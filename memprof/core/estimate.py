@@ -204,14 +204,19 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
     spec = model if isinstance(model, ModelSpec) else load_model(
         model, speculative_mtp=dep.num_speculative_tokens > 0)
-    validate(dep, spec)
-    if dep.sglang:
-        chunk, max_bs, _mfs = sglang_defaults(gpu, dep)
-        prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
-        dep = dep.with_(chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs,
-                        max_num_batched_tokens=dep.max_num_batched_tokens or prefill,
-                        block_size=dep.block_size or 1)
-    dep = resolve(dep, spec, gpu)
+    util = dep.gpu_memory_utilization
+    if memo is None or (util is not None and not 0.0 < util <= 1.0):
+        dep = _prepared(dep, spec, gpu)
+    else:
+        # validated and resolved once for every gpu_memory_utilization (only its own range
+        # check and default read it; a value out of range takes the path above, so errors
+        # come in validate's order)
+        memo.setdefault(("spec", id(spec)), spec)
+        base = _memo(memo, ("prepared", id(spec), gpu, but_utilization(dep)), lambda: _prepared(
+            dep.with_(gpu_memory_utilization=None), spec, gpu))
+        if util is not None and base.gpu_memory_utilization is not None:
+            base = base.with_(gpu_memory_utilization=util)
+        dep = base
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
     dtype = model_dtype(spec, dep)
     mml = dep.max_model_len
@@ -263,6 +268,18 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
                     mem_fraction_static=mfs or None)
+
+
+def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
+    """``dep`` validated, with SGLang's heuristics and every engine default resolved."""
+    validate(dep, spec)
+    if dep.sglang:
+        chunk, max_bs, _mfs = sglang_defaults(gpu, dep)
+        prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
+        dep = dep.with_(chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs,
+                        max_num_batched_tokens=dep.max_num_batched_tokens or prefill,
+                        block_size=dep.block_size or 1)
+    return resolve(dep, spec, gpu)
 
 
 def _memo(memo: dict[tuple[object, ...], object] | None, key: tuple[object, ...],
