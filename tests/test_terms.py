@@ -429,14 +429,18 @@ def test_rows_25_26_dsv4_flash_spark_activation() -> None:
     # 0.23–0.33, a constant: the slope is 296 KiB per batched token against ~664 published).
     # That deployment is not upstream vLLM (MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark start.sh:
     # image ghcr.io/0xsero/deepseek-v4-flash-0731-spark-sparkinfer, EXL3 REAP experts, b12x
-    # attention/WO/mHC kernels, DSpark drafter, NVFP4 KV records); upstream 0.33.0 has no b12x
-    # path (sm_12x DSv4 runs DeepseekV4FlashInferSM120Attention, which reserves a fixed 128 MiB).
-    # Issue #4 quotes the b12x compressed-MLA workspace locked at 1157.00 MB with mnbt 2048: the
-    # b12x scratch layout (local-inference-lab/b12x compressed_scratch.py, tmp_output + tmp_lse
-    # per q-chunk, final_lse per row) at 2048 rows × 64 heads × 9 split chunks (cdiv(width,
-    # 1024)) is 2048·64·(9·(512·2 + 4) + 4) B = 1,213,202,432 B = 1157.00 MiB, 578.5 KiB per
-    # row; the fork's whole forward would have to be modelled to use it. Tolerance: memprof
-    # must stay below the published peak and above 40% of it, and so must the per-token slope.
+    # attention/WO/mHC kernels, DSpark drafter, NVFP4 KV records); upstream 0.33.0 picks no
+    # b12x DSv4 attention (nvidia/model.py ``_select_dsv4_attn_cls``: sm_12x runs
+    # DeepseekV4FlashInferSM120Attention, whose profile run reserves a fixed 128 MiB) and
+    # Marlin for its MXFP4 experts (workspaces M·k·(max(I,H) + max(2I,H)) bf16, as counted).
+    # Issue #4 quotes the b12x compressed-MLA workspace locked at 1157.00 MB (vLLM's MB = MiB)
+    # with mnbt 2048: b12x's ``integration/compressed_scratch.py`` layout (tmp_output bf16 +
+    # tmp_lse fp32 per q-chunk and head, final_lse fp32 per row and head) at 2048 rows, 64 heads
+    # and 9 chunks per row (the batched split cdiv(width, 1024), so a width of 8193–9216: an
+    # inference, the image's b12x revision was not identified) is 2048·64·(9·(512·2 + 4) + 4) B
+    # = 1,213,202,432 B = 1157.00 MiB exactly, 578.5 KiB per row. The fork's whole forward would
+    # have to be modelled to use it. Tolerance: memprof must stay below the published peak and
+    # above 40% of it, and so must the per-token slope.
     hi, pub_hi = _dsv4_spark(8224)
     lo, pub_lo = _dsv4_spark(2048)
     assert 0.40 * pub_hi < hi < pub_hi
