@@ -205,6 +205,38 @@ def test_dsv4_mhc_stage_and_aux_stream_workspaces() -> None:
     assert by_name(activation.activation_terms(rocm))["cuBLAS workspace"].bytes == 128 * MiB
 
 
+def test_dsv4_sparse_indexer_op_holds_the_logits_stand_in() -> None:
+    # The C4 layer's SparseAttnIndexer, in the profile run (attn_metadata not a dict), allocates
+    # torch.empty(VLLM_SPARSE_INDEXER_MAX_LOGITS_MB · 2^20, uint8), default 512, and holds it
+    # until the op returns (vllm/model_executor/layers/sparse_attn_indexer.py sparse_attn_indexer,
+    # read in the 0.23.0, 0.26.0 and 0.33.0 wheels; vllm/envs.py default "512"). It runs in
+    # _sparse_indexer_and_attn just before forward_mqa: o_padded (``_alloc_attn_out``) and the
+    # input projections are live, z and wo_b not yet.
+    flash = load_model("deepseek-v4-flash")
+    dep = Deployment(max_num_batched_tokens=1024, max_num_seqs=4, max_model_len=65536)
+    ctx = make_ctx(flash, dep, find_gpu("H200"))
+    stages = {s.name: s.bytes for s in activation.activation_stages(ctx)}
+    # the C4 attention set of test_dsv4_mhc_stage_and_aux_stream_workspaces less z 16 MiB and
+    # wo_b 8 MiB, plus 512 MiB
+    c4_inputs = (32 + 8 + 3 + 2 + 64 + 1 + 16 + 8 + 2 + 64) * MiB + 80 * KiB + 256 * KiB
+    assert stages["sparse indexer op (dsv4, C4, profile run)"] == c4_inputs + 512 * MiB
+    assert stages["attention (dsv4, C4)"] == c4_inputs + (16 + 8) * MiB
+    # per token (bf16, TP1): base 32768 + 8192 + 80, inputs 3072 + 2048 + 65536 + 1024 + 16384
+    # + 256 + 8192 + 2048 + 65536 = 205,136 B; at T = 8224 (row 25's mnbt):
+    # 8224 · 205,136 + 2^29 = 2,223,909,376 B
+    big = make_ctx(flash, Deployment(max_num_batched_tokens=8224, max_num_seqs=1,
+                                     max_model_len=262144), find_gpu("H200"))
+    top = activation.activation_terms(big)[0]
+    assert top.bytes == 8224 * 205_136 + 512 * MiB == 2_223_909_376
+    assert "sparse indexer op" in top.formula
+    # a CUDA-graph decode step runs with metadata: no stand-in there
+    decode = activation.activation_stages(ctx, tokens=8, rows=8, decode=True)
+    assert not any("indexer op" in s.name for s in decode)
+    # no indexer, no stand-in: a model without C4 layers keeps its stages
+    assert not any("indexer op" in s.name for s in activation.activation_stages(make_ctx(
+        TOY, dep)))
+
+
 def test_cublas_workspace_by_arch() -> None:
     assert activation.cublas_workspace_bytes(find_gpu("RTX-4090")) == 8 * MiB + 128 * KiB
     assert activation.cublas_workspace_bytes(H100) == 32 * MiB
@@ -392,12 +424,23 @@ def _dsv4_spark(mnbt: int) -> tuple[float, float]:
 def test_rows_25_26_dsv4_flash_spark_activation() -> None:
     # Published 5.30 GiB (mnbt 8224) and 1.39 GiB (mnbt 2048), TP1, max_num_seqs 1, on one GB10.
     # memprof (upstream vLLM DSv4 path): 2.59 and 0.74 GiB, i.e. −51% and −47% when written;
-    # 2.64 and 0.75 GiB (−50%, −46%) with the fp32 compressor GEMM outputs (vLLM 0.26–0.33).
-    # That deployment is not upstream vLLM (MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark README:
-    # NVIDIA vLLM 26.02 fork, EXL3 3.0-bpw REAP-216 experts through sparkinfer/b12x kernels,
-    # DSpark K5 drafter, nvfp4_ds_mla KV) and its issue #4 says mnbt also sizes a b12x compressed-
-    # MLA workspace that is reserved in warm-up; memprof models none of that. Tolerance: memprof
-    # must stay below the published peak and above 40% of it, and so must the per-token slope.
+    # 2.64 and 0.75 GiB (−50%, −46%) with the fp32 compressor GEMM outputs (vLLM 0.26–0.33);
+    # 2.95 and 1.20 GiB (−44%, −13%) with the sparse indexer's 512 MiB logits stand-in (vLLM
+    # 0.23–0.33, a constant: the slope is 296 KiB per batched token against ~664 published).
+    # That deployment is not upstream vLLM (MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark start.sh:
+    # image ghcr.io/0xsero/deepseek-v4-flash-0731-spark-sparkinfer, EXL3 REAP experts, b12x
+    # attention/WO/mHC kernels, DSpark drafter, NVFP4 KV records); upstream 0.33.0 picks no
+    # b12x DSv4 attention (nvidia/model.py ``_select_dsv4_attn_cls``: sm_12x runs
+    # DeepseekV4FlashInferSM120Attention, whose profile run reserves a fixed 128 MiB) and
+    # Marlin for its MXFP4 experts (workspaces M·k·(max(I,H) + max(2I,H)) bf16, as counted).
+    # Issue #4 quotes the b12x compressed-MLA workspace locked at 1157.00 MB (vLLM's MB = MiB)
+    # with mnbt 2048: b12x's ``integration/compressed_scratch.py`` layout (tmp_output bf16 +
+    # tmp_lse fp32 per q-chunk and head, final_lse fp32 per row and head) at 2048 rows, 64 heads
+    # and 9 chunks per row (the batched split cdiv(width, 1024), so a width of 8193–9216: an
+    # inference, the image's b12x revision was not identified) is 2048·64·(9·(512·2 + 4) + 4) B
+    # = 1,213,202,432 B = 1157.00 MiB exactly, 578.5 KiB per row. The fork's whole forward would
+    # have to be modelled to use it. Tolerance: memprof must stay below the published peak and
+    # above 40% of it, and so must the per-token slope.
     hi, pub_hi = _dsv4_spark(8224)
     lo, pub_lo = _dsv4_spark(2048)
     assert 0.40 * pub_hi < hi < pub_hi

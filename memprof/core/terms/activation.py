@@ -71,6 +71,14 @@ DSV4_MIN_PADDED_HEADS = 64
 # Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
 # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"), same file.
 DSV4_AUX_STREAMS = 3
+# The sparse indexer op of a C4 layer, in the profile run (no attention metadata), allocates
+# ``torch.empty(VLLM_SPARSE_INDEXER_MAX_LOGITS_MB · 1024 · 1024, uint8)`` "to simulate for peak
+# logits tensor memory during inference" and holds it until the op returns (the default is 512;
+# vllm/envs.py). Read in the 0.23.0, 0.26.0 and 0.33.0 wheels:
+# vllm/model_executor/layers/sparse_attn_indexer.py ``sparse_attn_indexer``, the
+# ``not isinstance(attn_metadata, dict)`` branch; DeepSeek-V4's ``DeepseekV4Indexer.indexer_op``
+# is that ``SparseAttnIndexer`` on CUDA (models/deepseek_v4/attention.py ``_get_attn_cls``).
+DSV4_INDEXER_MAX_LOGITS_BYTES = 512 * MiB
 
 # cuBLAS workspace (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp,
 # aten/src/ATen/cuda/CublasHandlePool.cpp): allocated through the
@@ -158,15 +166,12 @@ def _mla_stage(ctx: TermContext, a: Attention, t: int, decode: bool) -> list[tup
     return parts + _row_parallel_out(ctx, t, "o_proj")
 
 
-def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
-    """DeepSeek-V4 attention projections (vllm/model_executor/models/deepseek_v4.py @023da1fc):
-    fused wq_a|wkv [T, q_lora+512], q_norm, wq_b → q [T, h_l·512], kv_norm, the indexer's q
-    [T, 64·128] and weights (C4 layers), the compressor's kv/gate (C4: 2·1024, C128: 2·512 cols),
-    o_padded [T, max(h_l,64), 512] (vLLM deepseek_v4.py @023da1fc forward), the grouped wo_a output
-    z
-    [T, groups/tp, o_lora], wo_b. The attention kernel itself is skipped in the profile run; its
-    prefill gather workspace belongs to the scratch catalog (``memprof.core.scratch``).
-    """
+def _dsv4_attention_inputs(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
+    """What a DeepSeek-V4 attention layer holds when its sparse MLA runs (vLLM
+    models/deepseek_v4/attention.py ``forward``, 0.26.0–0.33.0): o_padded [T, max(h_l,64), 512]
+    (``_alloc_attn_out``, allocated first), the fused wq_a|wkv output [T, q_lora+512], q_norm,
+    wq_b → q [T, h_l·512], kv_norm, the indexer's q [T, 64·128] and weights (C4 layers), the
+    compressors' fp32 kv|score GEMM outputs (C4: 2·1024, C128: 2·512 cols)."""
     s, tp = model_bytes(ctx), ctx.dep.tp
     h_l = a.num_heads // tp
     ph = max(h_l, DSV4_MIN_PADDED_HEADS)
@@ -186,9 +191,30 @@ def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[
                   ("indexer compressor kv|score fp32", t * 2 * 2 * a.index_head_dim * 4)]
     elif a.compress_ratio == 128:
         parts += [("compressor kv|score fp32", t * 2 * a.head_dim * 4)]
-    parts += [("o_padded [T,ph,512]", t * ph * a.head_dim * s),
-              ("z [T,g,o_lora]", t * max(1, a.o_groups // tp) * a.o_lora_rank * s)]
-    return parts + _row_parallel_out(ctx, t, "wo_b")
+    parts.append(("o_padded [T,ph,512]", t * ph * a.head_dim * s))
+    return parts
+
+
+def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
+    """DeepSeek-V4 attention projections (vllm/model_executor/models/deepseek_v4.py @023da1fc):
+    ``_dsv4_attention_inputs``, then the grouped wo_a output z [T, groups/tp, o_lora] and wo_b.
+    The attention kernel itself is skipped in the profile run; its prefill gather workspace
+    belongs to the scratch catalog (``memprof.core.scratch``).
+    """
+    s, tp = model_bytes(ctx), ctx.dep.tp
+    z = ("z [T,g,o_lora]", t * max(1, a.o_groups // tp) * a.o_lora_rank * s)
+    return [*_dsv4_attention_inputs(ctx, a, t), z, *_row_parallel_out(ctx, t, "wo_b")]
+
+
+def _dsv4_indexer_op_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
+    """A C4 layer's sparse indexer op in the profile run: everything ``_dsv4_attention_inputs``
+    holds (o_padded is allocated before it; the op runs just before ``forward_mqa``, vLLM 0.33.0
+    models/deepseek_v4/attention.py ``_sparse_indexer_and_attn``) plus the op's logits stand-in,
+    ``DSV4_INDEXER_MAX_LOGITS_BYTES``, freed when the op returns (z and wo_b come after). Its
+    K-gather and top-k workspaces go to the WorkspaceManager (not counted here)."""
+    return [*_dsv4_attention_inputs(ctx, a, t),
+            ("indexer logits stand-in (VLLM_SPARSE_INDEXER_MAX_LOGITS_MB)",
+             DSV4_INDEXER_MAX_LOGITS_BYTES)]
 
 
 def _dense_stage(ctx: TermContext, inter: int, t: int) -> list[tuple[str, int]]:
@@ -323,6 +349,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         if a.kind == "dsv4":
             label += f", C{a.compress_ratio}" if a.compress_ratio else ", SWA-only"
         stages.append(Stage(f"attention ({label})", tuple(base + attn)))
+        if a.kind == "dsv4" and a.compress_ratio == 4 and a.index_n_heads and not decode:
+            stages.append(Stage("sparse indexer op (dsv4, C4, profile run)",
+                                tuple(base + _dsv4_indexer_op_stage(ctx, a, t))))
         if mlp.kind == "moe":
             stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t))))
         else:
@@ -411,7 +440,7 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     R = min(max_num_seqs, T) rows. The peak is::
 
         peak = max over stages (embedding, each layer type's attention and MLP/MoE, DSv4 mHC,
-                                sampler) of the tensors live there
+                                the DSv4 C4 sparse indexer op, sampler) of the tensors live there
              + the fused-MoE WorkspaceManager buffer (persistent from the first MoE layer on)
              + cuBLAS workspace × streams
 
