@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from memprof.base.units import fmt_bytes, round_up
+from memprof.base.units import round_up
 from memprof.core.allocations import model_load_buffers, model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
@@ -30,7 +30,9 @@ from memprof.core.terms.allocator import (
     SIMULATE_MAX_LAYERS,
     allocation_size,
     allocator_runtime_terms,
+    slack_formula,
 )
+from memprof.core.terms.load_rounding import load_rounding_bytes
 
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
 
@@ -91,13 +93,12 @@ class AllocatorReplayCache:
         reserved, requested, segments = known
         kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
         count = len(prefix) + len(suffix)
+        load = load_rounding_bytes(ctx)
         return [Component(
             name="allocator slack (simulated)", category="allocator",
-            bytes=reserved - requested, count=1, where="runtime", profiled=False,
-            formula=f"memprof.alloc replay of {count} allocations (weights, scratch, "
-            f"{len(kv)} KV tensor(s)): reserved {fmt_bytes(reserved)} − requested "
-            f"{fmt_bytes(requested)} in {segments} segments; the KV tensors' 2 MiB "
-            f"rounding alone is {fmt_bytes(kv_round)}")]
+            bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,
+            formula=slack_formula(count, len(kv), reserved, requested, segments, kv_round,
+                                  load))]
 
     def _replay(self, prefix: tuple[int, ...], suffix: list[int], lazy: int
                 ) -> tuple[int, int, int]:
