@@ -27,12 +27,11 @@ from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocator import (
     ALLOC_MIN_BLOCK,
     ALLOC_MIN_LARGE_ALLOC,
-    SIMULATE_MAX_LAYERS,
     allocation_size,
     allocator_runtime_terms,
     slack_formula,
 )
-from memprof.core.terms.load_rounding import load_rounding_bytes
+from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
 
@@ -46,6 +45,7 @@ class AllocatorReplayCache:
         self._sims: dict[tuple[int, ...], Any] = {}
         self._stats: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = {}
         self._prefix_stats: dict[tuple[int, ...], tuple[int, int, int, int]] = {}
+        self._load: dict[tuple[Any, ...], int] = {}
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
         """The rank's weights tensor by tensor with the model-load buffers where
@@ -55,15 +55,31 @@ class AllocatorReplayCache:
         extra = tuple(a.bytes for a in model_load_buffers(ctx))
         return sizes[:at] + extra + sizes[at:] if extra else sizes
 
+    def _load_rounding(self, ctx: TermContext, prefix: tuple[int, ...]) -> int:
+        """``load_rounding_bytes(ctx)``, once per weights sequence, model dtype and model-load
+        buffers (what its replay reads)."""
+        key = (self._weights_key(ctx), ctx.model_dtype, prefix)
+        known = self._load.get(key)
+        if known is None:
+            if len(self._load) >= 64 * MAX_PREFIXES:
+                self._load.clear()
+            known = self._load[key] = load_rounding_bytes(ctx)
+        return known
+
+    @staticmethod
+    def _weights_key(ctx: TermContext) -> tuple[Any, ...]:
+        d = ctx.dep
+        # the Deployment fields memprof.core.weights reads (release, tp, pp, dtype, EP, DP
+        # copies, attention TP), with the spec, quantisation, rank and GPU architecture
+        return (id(ctx.spec), d.engine, d.engine_version, d.tp, d.pp, d.dp,
+                d.enable_expert_parallel,
+                d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
+
     def _weights_and_position(self, ctx: TermContext) -> tuple[tuple[int, ...], int]:
         from memprof.core.weights.rank import weights_in_order_params
 
         d = ctx.dep
-        # the Deployment fields memprof.core.weights reads (release, tp, pp, dtype, EP, DP
-        # copies, attention TP), with the spec, quantisation, rank and GPU architecture
-        key = (id(ctx.spec), d.engine, d.engine_version, d.tp, d.pp, d.dp,
-               d.enable_expert_parallel,
-               d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
+        key = self._weights_key(ctx)
         known = self._weights.get(key)
         if known is None:
             self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
@@ -93,7 +109,7 @@ class AllocatorReplayCache:
         reserved, requested, segments = known
         kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
         count = len(prefix) + len(suffix)
-        load = load_rounding_bytes(ctx)
+        load = self._load_rounding(ctx, prefix)
         return [Component(
             name="allocator slack (simulated)", category="allocator",
             bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,

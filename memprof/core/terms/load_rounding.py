@@ -93,12 +93,12 @@ def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
     for c in caches:
         ops += rope_build_ops(c, sum(1 for k, _ in ops if k == 0))
     extra = dsv4_init_buffer_terms(ctx)
-    for c in extra:
-        n = max(1, c.count)
-        ops += [(0, c.bytes // n)] * n
+    for b in extra:
+        n = max(1, b.count)
+        ops += [(0, b.bytes // n)] * n
     ops += [(0, n) for n in sizes[at:]]
     requested = (sum(sizes) + sum(c.bytes for c in caches)
-                 + sum(c.bytes // max(1, c.count) * max(1, c.count) for c in extra))
+                 + sum(b.bytes // max(1, b.count) * max(1, b.count) for b in extra))
     return tuple(ops), requested
 
 
