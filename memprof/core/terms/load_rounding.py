@@ -8,7 +8,7 @@ vLLM reads the weights figure as the ``memory_allocated`` delta around ``get_mod
 ``GPUModelRunner.load_model`` keeps the same profiler). PyTorch's allocated-bytes statistic adds
 the *block* size, not the request (``DeviceCachingAllocator::alloc_found_block``), and a large-pool
 block is split only when more than ``kSmallSize`` (1 MiB) would remain (``should_split``). A
-tensor of ``n`` bytes (> 10 MiB) that finds no cached block gets a fresh segment of
+tensor of ``n ≥ 10 MiB`` bytes that finds no cached block gets a fresh segment of
 ``2 MiB·ceil(n / 2 MiB)``; when that leaves ≤ 1 MiB the whole segment is the tensor's block::
 
     35 MiB (qkv) → 36 MiB;  25 MiB (o_proj) → 26;  135 MiB (gate_up) → 136;  67.5 MiB → 68
@@ -24,8 +24,15 @@ GPU — the model is built under ``with target_device`` — then ``cache.to(dtyp
     rounding = allocated − requested   after the replay
 
 The same rounding is part of the runtime allocator slack (reserved − requested), which
-subtracts it (``memprof.core.terms.allocator``). Not for SGLang (its load figure is the
-free-memory drop, and its loader was not read).
+subtracts it (``memprof.core.terms.allocator``; that replay still allocates the q and kv parts of
+a QKV projection apart, so the two can differ by a block or two). Not for SGLang (its load figure
+is the free-memory drop, and its loader was not read). Not modelled: fp32 scalars of 4 B that
+take a 512-B block (0.7.2 ``attention/layer.py::Attention.__init__``: ``_k_scale``, ``_v_scale``,
+``k_range``, ``v_range``: 96 KiB over 48 layers).
+
+Published row 48 (DeepSeek-R1-Distill-Qwen-14B, TP2, 0.7.2): 164 MiB, and the same sequence
+allocated with torch on an H100 moved ``memory_allocated`` by the log's 13.9476 GiB
+(``tests/test_model_load_terms.py``).
 """
 
 from __future__ import annotations
