@@ -12,6 +12,7 @@ from memprof.core.gpus import find_gpu
 from memprof.core.kvcache import kv_plan
 from memprof.core.models import load_model
 from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.load_rounding import NAME, fused, load_rounding_bytes, load_rounding_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import rank_weights
 
@@ -153,3 +154,49 @@ def test_mla_absorption_071_fp8_by_hand() -> None:
     dep8 = Deployment(tp=8, engine_version="0.8.0")
     assert not [t for t in rank_weights(spec, dep8, spec.quant, ranks(dep8)[0])
                 if t.module.endswith("mla_attn.absorbed")]
+
+
+def test_load_rounding_qwen2_14b_tp2_by_hand() -> None:
+    # Published row 48: vLLM 0.7.2 worker/model_runner.py:1115 logs the memory_allocated delta
+    # around get_model (platforms/cuda.py get_current_memory_usage: reset_peak_memory_stats, then
+    # max_memory_allocated). PyTorch counts the allocated *block*; a large block is split only
+    # when more than kSmallSize (1 MiB) would remain (CUDACachingAllocator.cpp should_split), and
+    # a fresh segment is the request rounded up to 2 MiB (get_allocation_size, ≥ 10 MiB). Per
+    # layer at TP2 (qwen2.py Qwen2Attention/Qwen2MLP; linear.py QKVParallelLinear is ONE tensor):
+    qkv = (20 + 2 * 4) * 128 * 5120 * 2  # 35 MiB → 36 MiB segment, 1 MiB left: not split
+    o_proj = 5120 * 2560 * 2  # 25 MiB → 26
+    gate_up = 2 * 6912 * 5120 * 2  # 135 MiB → 136
+    down = 5120 * 6912 * 2  # 67.5 MiB → 68
+    assert (qkv, o_proj, gate_up, down) == (35 * MiB, 25 * MiB, 135 * MiB, 67 * MiB + MiB // 2)
+    per_layer = 3 * MiB + MiB // 2  # 1 + 1 + 1 + 0.5 MiB counted beyond the tensors
+    # Layer 0 builds the RoPE cache after o_proj (qwen2.py Qwen2Attention.__init__: get_rope), on
+    # the GPU in fp32 (rotary_embedding.py RotaryEmbedding._compute_cos_sin_cache: freqs, cos,
+    # sin [131072, 64] = 32 MiB each, cat [131072, 128] = 64 MiB), then cache.to(bf16) (32 MiB,
+    # into one freed 32 MiB block). Left cached: 32, 32 and 64 MiB. Layer 1's qkv is split from
+    # the 64 (29 left), its o_proj from the 29; layers 2 and 3's o_proj from the two 32s. Those
+    # four tensors leave > 1 MiB behind, so they are split: 4 MiB less. Embedding and lm_head
+    # (742.5 MiB in a 744 MiB segment) are split (1.5 MiB left).
+    expected = 48 * per_layer - 4 * MiB
+    assert expected == 164 * MiB == 171_966_464
+    c = ctx("deepseek-r1-distill-qwen-14b", Deployment(tp=2, engine_version="0.7.2"))
+    assert sizes(load_rounding_terms(c)) == {NAME: expected}
+    # The log's 13.9476 GB is 14,976,121,464 ± 53,687 B; the tensors are 14,804,084,736 B.
+    # Checked on an H100 (torch 2.11.0+cu130, 2026-11-25): torch.empty of this sequence under
+    # ``with torch.device("cuda")``, the RoPE code above and 0.7.2 attention/layer.py's four fp32
+    # scalars per layer (_k_scale, _v_scale, k_range, v_range: 512-B blocks, not modelled) moved
+    # memory_allocated by 14,976,149,504 B = 13.9476 GiB, 28,040 B from the log's midpoint.
+    assert abs(14_804_084_736 + expected - 14_976_121_464) < 100 * 1024
+    # the runtime slack (reserved − requested) no longer counts these bytes a second time
+    assert load_rounding_bytes(c) == expected
+
+
+def test_load_rounding_joins_qkv_parts() -> None:
+    params = [("l.self_attn.qkv_proj(q).weight", 3), ("l.self_attn.qkv_proj(kv).weight", 2),
+              ("l.self_attn.qkv_proj(q).bias.bias", 1), ("l.self_attn.qkv_proj(kv).bias.bias", 1),
+              ("l.self_attn.o_proj.weight", 4)]
+    assert fused(params) == [("l.self_attn.qkv_proj.weight", 5),
+                             ("l.self_attn.qkv_proj.bias.bias", 2),
+                             ("l.self_attn.o_proj.weight", 4)]
+    # SGLang's load figure is a free-memory drop, not memory_allocated: no term
+    assert load_rounding_terms(ctx("deepseek-r1-distill-qwen-14b",
+                                   Deployment(tp=2, engine="sglang"))) == []

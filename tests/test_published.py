@@ -63,12 +63,14 @@ def test_row2_qwen3_32b_pp2_per_rank() -> None:
 
 def test_row48_r1_distill_qwen_14b_tp2() -> None:
     # "Loading model weights took 13.9476 GB" (bytes / 2**30, vLLM V0) at TP2, run at vLLM
-    # 0.7.2 (the row's memprof_engine_version); tolerance 2% (memprof is 1.15% under: 13.79 GiB)
+    # 0.7.2 (the row's memprof_engine_version); tolerance 1%. The figure is the memory_allocated
+    # delta around get_model, which counts whole allocator blocks: the tensors (13.79 GiB) plus
+    # 164 MiB of blocks not split (memprof.core.terms.load_rounding) = 13.9475 GiB (−0.0005%)
     published = row(48)["observed"]["weights_gb"]
     got = weights_gib("deepseek-r1-distill-qwen-14b",
                       Deployment(tp=2, max_model_len=8192, gpu_memory_utilization=0.98,
                                  engine_version=version(48)), "RTX-4090")
-    assert abs(got - published) / published < 0.02
+    assert abs(got - published) / published < 0.01
 
 
 def test_row17_deepseek_v4_pro_sglang_load_is_not_weights_alone() -> None:

@@ -20,7 +20,11 @@ RUNS = json.loads((GOLDEN / "trace-runs.json").read_text())["runs"]
 EXACT = ("weights", "kv_cache", "scratch")
 WITHIN_10 = ("activation peak (profile run)", "cuBLAS workspace", "CUDA context",
              "non-torch increase (profile run)",
-             "allocator rounding (KV tensors)")
+             "allocator rounding (KV tensors)",
+             # weights category, but not a tensor: allocated − tracked after the weights phase;
+             # the tracer allocates the RoPE cache without its fp32 temporaries (DeepSeek-R1
+             # TP8 rank 0 on the fake device: 44,058,592 B traced vs 43,272,160 B estimated)
+             "allocator rounding (model load)")
 
 
 def estimate_json(flags: list[str]) -> dict[str, object]:
@@ -51,7 +55,7 @@ def test_gpu_trace_equals_the_estimate(name: str) -> None:
     for c in golden["components"]:
         if c["traced_bytes"] is None:
             continue
-        if c["category"] in EXACT:
+        if c["category"] in EXACT and c["name"] not in WITHIN_10:
             assert by_name[c["name"]] == c["traced_bytes"], (name, c["name"])
         elif c["name"] in WITHIN_10 and by_name.get(c["name"]):
             est_b = by_name[c["name"]]

@@ -20,7 +20,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from memprof.base.units import fmt_bytes, round_up
+from memprof.base.units import round_up
 from memprof.core.allocations import model_load_buffers, model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import but_utilization
@@ -29,10 +29,11 @@ from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocator import (
     ALLOC_MIN_BLOCK,
     ALLOC_MIN_LARGE_ALLOC,
-    SIMULATE_MAX_LAYERS,
     allocation_size,
     allocator_runtime_terms,
+    slack_formula,
 )
+from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
 
@@ -50,6 +51,7 @@ class AllocatorReplayCache:
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
         self._stats: dict[tuple[int, tuple[int, ...]], tuple[int, int, int]] = {}
+        self._load: dict[tuple[Any, ...], int] = {}
 
     def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
         """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
@@ -76,15 +78,31 @@ class AllocatorReplayCache:
         extra = tuple(a.bytes for a in model_load_buffers(ctx))
         return sizes[:at] + extra + sizes[at:] if extra else sizes
 
+    def _load_rounding(self, ctx: TermContext, pid: int) -> int:
+        """``load_rounding_bytes(ctx)``, once per weights sequence, model dtype and model-load
+        buffers (what its replay reads; the prefix ``pid`` names the buffers)."""
+        key = (self._weights_key(ctx), ctx.model_dtype, pid)
+        known = self._load.get(key)
+        if known is None:
+            if len(self._load) >= 64 * MAX_PREFIXES:
+                self._load.clear()
+            known = self._load[key] = load_rounding_bytes(ctx)
+        return known
+
+    @staticmethod
+    def _weights_key(ctx: TermContext) -> tuple[Any, ...]:
+        d = ctx.dep
+        # the Deployment fields memprof.core.weights reads (release, tp, pp, dtype, EP, DP
+        # copies, attention TP), with the spec, quantisation, rank and GPU architecture
+        return (id(ctx.spec), d.engine, d.engine_version, d.tp, d.pp, d.dp,
+                d.enable_expert_parallel,
+                d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
+
     def _weights_and_position(self, ctx: TermContext) -> tuple[tuple[int, ...], int]:
         from memprof.core.weights.rank import weights_in_order_params
 
         d = ctx.dep
-        # the Deployment fields memprof.core.weights reads (release, tp, pp, dtype, EP, DP
-        # copies, attention TP), with the spec, quantisation, rank and GPU architecture
-        key = (id(ctx.spec), d.engine, d.engine_version, d.tp, d.pp, d.dp,
-               d.enable_expert_parallel,
-               d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
+        key = self._weights_key(ctx)
         known = self._weights.get(key)
         if known is None:
             self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
@@ -114,13 +132,12 @@ class AllocatorReplayCache:
         reserved, requested, segments = known
         kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
         count = len(prefix) + len(suffix)
+        load = self._load_rounding(ctx, pid)
         return [Component(
             name="allocator slack (simulated)", category="allocator",
-            bytes=reserved - requested, count=1, where="runtime", profiled=False,
-            formula=f"memprof.alloc replay of {count} allocations (weights, scratch, "
-            f"{len(kv)} KV tensor(s)): reserved {fmt_bytes(reserved)} − requested "
-            f"{fmt_bytes(requested)} in {segments} segments; the KV tensors' 2 MiB "
-            f"rounding alone is {fmt_bytes(kv_round)}")]
+            bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,
+            formula=slack_formula(count, len(kv), reserved, requested, segments, kv_round,
+                                  load))]
 
     def _replay(self, pid: int, prefix: tuple[int, ...], suffix: tuple[int, ...], lazy: int
                 ) -> tuple[int, int, int]:

@@ -23,6 +23,7 @@ from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
 from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
+from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -346,6 +347,11 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
                 est = c.bytes
             traced = charged.get(c.name, 0)
             how = "bytes of the tensors allocated for it (live at the end)"
+            if c.name == LOAD_ROUNDING and "weights" in phases:
+                w = phases["weights"]
+                traced = w.allocated - w.tracked
+                how = ("allocated − tracked tensor bytes after the weights phase (blocks the "
+                       "allocator did not split)")
             out.append(ComponentTrace(name=c.name, category=c.category, estimated=est,
                                       traced=traced, how=how))
             continue

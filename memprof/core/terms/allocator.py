@@ -8,6 +8,7 @@ from collections import Counter
 from memprof.base.units import MiB, fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 
 # Caching allocator (PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp; PyTorch @eb42ad6
 # c10/cuda/CUDACachingAllocator.cpp DeviceCachingAllocator::malloc,
@@ -34,7 +35,7 @@ def allocation_size(nbytes: int) -> int:
     return round_up(size, ALLOC_ROUND_LARGE)
 
 
-SIMULATE_MAX_LAYERS = 2000  # beyond this, the closed form (a replay would take seconds)
+# beyond SIMULATE_MAX_LAYERS, the closed form (a replay would take seconds)
 
 
 def allocator_runtime_terms(ctx: TermContext) -> list[Component]:
@@ -45,7 +46,12 @@ def allocator_runtime_terms(ctx: TermContext) -> list[Component]:
     ``memprof.alloc``'s replica of PyTorch's allocator (exact against an H200 on the ground
     truth of tests/data/alloc_golden)::
 
-        slack = reserved − Σ requested        (segment rounding, unsplit remainders, splits)
+        slack = reserved − Σ requested − load rounding   (segment rounding, unsplit remainders,
+                                                      splits)
+
+less the unsplit remainders of the model load that vLLM's weights figure already holds
+(``memprof.core.terms.load_rounding``: they are in ``memory_allocated``, so in the budget);
+never below 0.
 
     vLLM budgets the KV cache as ``num_blocks × block bytes`` and the weights as allocated bytes,
     so this is memory the engine never sees. Activations and graphs are transient and not in
@@ -74,10 +80,19 @@ def allocator_runtime_terms(ctx: TermContext) -> list[Component]:
     reserved, requested = s["reserved_bytes.all.current"], s["requested_bytes.all.current"]
     kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
+    load = load_rounding_bytes(ctx)
     return [Component(
-        name="allocator slack (simulated)", category="allocator", bytes=reserved - requested,
-        count=1, where="runtime", profiled=False,
-        formula=f"memprof.alloc replay of {len(allocs)} allocations (weights, scratch, "
-        f"{len(kv)} KV tensor(s)): reserved {fmt_bytes(reserved)} − requested "
-        f"{fmt_bytes(requested)} in {s['segment.all.current']} segments; the KV tensors' 2 MiB "
-        f"rounding alone is {fmt_bytes(kv_round)}")]
+        name="allocator slack (simulated)", category="allocator",
+        bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,
+        formula=slack_formula(len(allocs), len(kv), reserved, requested,
+                              s["segment.all.current"], kv_round, load))]
+
+
+def slack_formula(count: int, kv: int, reserved: int, requested: int, segments: int,
+                  kv_round: int, load: int) -> str:
+    """The slack component's formula (shared with ``memprof.core.replay_cache``)."""
+    less = f" − model-load rounding {fmt_bytes(load)} (in the weights)" if load else ""
+    return (f"memprof.alloc replay of {count} allocations (weights, scratch, {kv} KV "
+            f"tensor(s)): reserved {fmt_bytes(reserved)} − requested {fmt_bytes(requested)}"
+            f"{less} in {segments} segments; the KV tensors' 2 MiB rounding alone is "
+            f"{fmt_bytes(kv_round)}")

@@ -1,0 +1,152 @@
+"""The caching allocator's rounding inside vLLM's "model loading took": blocks the allocator hands
+out whole, larger than the tensors asked for, which ``torch.cuda.memory_allocated`` counts.
+
+vLLM reads the weights figure as the ``memory_allocated`` delta around ``get_model`` (0.7.2
+``worker/model_runner.py::GPUModelRunnerBase.load_model``: ``DeviceMemoryProfiler`` →
+``utils.py::DeviceMemoryProfiler.current_memory_usage`` → ``platforms/cuda.py::CudaPlatform
+.get_current_memory_usage``: ``reset_peak_memory_stats`` then ``max_memory_allocated``; V1's
+``GPUModelRunner.load_model`` keeps the same profiler). PyTorch's allocated-bytes statistic adds
+the *block* size, not the request (``DeviceCachingAllocator::alloc_found_block``), and a large-pool
+block is split only when more than ``kSmallSize`` (1 MiB) would remain (``should_split``). A
+tensor of ``n ≥ 10 MiB`` bytes that finds no cached block gets a fresh segment of
+``2 MiB·ceil(n / 2 MiB)``; when that leaves ≤ 1 MiB the whole segment is the tensor's block::
+
+    35 MiB (qkv) → 36 MiB;  25 MiB (o_proj) → 26;  135 MiB (gate_up) → 136;  67.5 MiB → 68
+
+so ``memory_allocated`` after loading exceeds the bytes of the tensors. The term replays the
+model-load allocations through ``memprof.alloc`` (weights in construction order, the model-load
+buffers where ``rank_allocations`` puts them) and adds the RoPE cache's float32 temporaries,
+which are freed and leave cached blocks that later weights are split from (0.7.2
+``model_executor/layers/rotary_embedding.py::RotaryEmbedding._compute_cos_sin_cache``: ``freqs``
+``[positions, rotary/2]``, ``cos``, ``sin``, ``cat`` ``[positions, rotary]``, all fp32 and on the
+GPU — the model is built under ``with target_device`` — then ``cache.to(dtype)``)::
+
+    rounding = allocated − requested   after the replay
+
+The same rounding is part of the runtime allocator slack (reserved − requested), which
+subtracts it (``memprof.core.terms.allocator``; that replay still allocates the q and kv parts of
+a QKV projection apart, so the two can differ by a block or two). Not for SGLang (its load figure
+is the free-memory drop, and its loader was not read). Not modelled: fp32 scalars of 4 B that
+take a 512-B block (0.7.2 ``attention/layer.py::Attention.__init__``: ``_k_scale``, ``_v_scale``,
+``k_range``, ``v_range``: 96 KiB over 48 layers).
+
+Published row 48 (DeepSeek-R1-Distill-Qwen-14B, TP2, 0.7.2): 164 MiB, and the same sequence
+allocated with torch on an H100 moved ``memory_allocated`` by the log's 13.9476 GiB
+(``tests/test_model_load_terms.py``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.kvcache import rank_layers
+from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.rope_cache import RopeCache, rope_caches
+
+NAME = "allocator rounding (model load)"
+SIMULATE_MAX_LAYERS = 2000  # beyond this, no replay (it would take seconds): no term
+
+Op = tuple[int, int]  # (0, nbytes): malloc; (1, k): free the k-th malloc of the sequence
+
+
+def rope_build_ops(c: RopeCache, first: int) -> list[Op]:
+    """The allocations of one RoPE cache's construction, its temporaries freed (0.7.2
+    ``rotary_embedding.py`` ``RotaryEmbedding.__init__`` / ``_compute_cos_sin_cache``): ``t``
+    (positions fp32), ``freqs``, ``cos``, ``sin`` (positions × rotary/2 fp32 each), ``cat``
+    (positions × rotary fp32); the frame's locals freed on return; ``cache.to(dtype)`` then a
+    new tensor unless the dtype is fp32 (``.to`` returns the same tensor), which frees ``cat``.
+    ``first``: the index the first malloc here has in the whole sequence."""
+    half = c.positions * (c.rotary_dim // 2) * 4
+    ops: list[Op] = [(0, c.positions * 4), (0, half), (0, half), (0, half),
+                     (0, c.positions * c.rotary_dim * 4)]
+    ops += [(1, first + k) for k in range(4)]  # t, freqs, cos, sin
+    if c.dtype != "float32":
+        ops += [(0, c.positions * c.rotary_dim * dtype_bytes(c.dtype)), (1, first + 4)]
+    return ops
+
+
+def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``params`` with the q and kv parts of each ``QKVParallelLinear`` parameter joined: memprof
+    lists them apart (the kv part replicates past the KV heads), vLLM allocates one tensor per
+    parameter (0.7.2 ``layers/linear.py::QKVParallelLinear`` → ``UnquantizedLinearMethod
+    .create_weights``: ``weight`` ``[q + 2·kv, hidden]``, then ``bias`` ``[q + 2·kv]``)."""
+    out: list[tuple[str, int]] = []
+    run: dict[str, int] = {}
+    for name, size in params:
+        if "qkv_proj(q)" in name or "qkv_proj(kv)" in name:
+            key = name.replace("qkv_proj(q)", "qkv_proj").replace("qkv_proj(kv)", "qkv_proj")
+            run[key] = run.get(key, 0) + size
+            continue
+        out += run.items()
+        run = {}
+        out.append((name, size))
+    return out + list(run.items())
+
+
+def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
+    """(the model-load op sequence of ``ctx``'s rank, the bytes it leaves requested)."""
+    from memprof.core.allocations import model_load_position
+    from memprof.core.weights.rank import weights_in_order_params
+
+    params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
+                                           ctx.gpu.arch))
+    sizes = [b for _, b in params]
+    at = model_load_position([n for n, _ in params])
+    ops: list[Op] = [(0, n) for n in sizes[:at]]
+    caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
+    for c in caches:
+        ops += rope_build_ops(c, sum(1 for k, _ in ops if k == 0))
+    extra = dsv4_init_buffer_terms(ctx)
+    for b in extra:
+        n = max(1, b.count)
+        ops += [(0, b.bytes // n)] * n
+    ops += [(0, n) for n in sizes[at:]]
+    requested = (sum(sizes) + sum(c.bytes for c in caches)
+                 + sum(b.bytes // max(1, b.count) * max(1, b.count) for b in extra))
+    return tuple(ops), requested
+
+
+@lru_cache(maxsize=256)
+def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
+    """(allocated − requested, requested) after replaying ``ops`` through ``memprof.alloc``."""
+    from memprof.alloc import CachingAllocator
+
+    sim = CachingAllocator()
+    handles: list[int] = []
+    for kind, n in ops:
+        if kind == 0:
+            handles.append(sim.malloc(n))
+        else:
+            sim.free(handles[n])
+    s = sim.memory_stats()
+    requested = s["requested_bytes.all.current"]
+    return s["allocated_bytes.all.current"] - requested, requested
+
+
+def load_rounding_bytes(ctx: TermContext) -> int:
+    """``allocated − requested`` after the model-load replay (0 for SGLang and for ranks of more
+    than ``SIMULATE_MAX_LAYERS`` layers, which are not replayed)."""
+    if ctx.dep.sglang or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
+        return 0
+    ops, _ = load_ops(ctx)
+    return replay_rounding(ops)[0]
+
+
+def load_rounding_terms(ctx: TermContext) -> list[Component]:
+    """The rounding as a model-load component (category weights, in the budget): ``allocated −
+    requested`` after replaying the rank's model-load allocations; none when it is 0."""
+    if ctx.dep.sglang or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
+        return []
+    ops, requested = load_ops(ctx)
+    rounding = replay_rounding(ops)[0]
+    if rounding <= 0:
+        return []
+    n = sum(1 for k, _ in ops if k == 0)
+    return [Component(name=NAME, category="weights", bytes=rounding,
+                      formula=f"memprof.alloc replay of {n} model-load allocations (RoPE "
+                      f"temporaries freed): allocated {fmt_bytes(requested + rounding)} − "
+                      f"requested {fmt_bytes(requested)} (blocks not split: ≤ 1 MiB would "
+                      "remain of a 2 MiB-rounded segment)")]
