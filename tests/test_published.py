@@ -75,24 +75,25 @@ def test_row17_deepseek_v4_pro_sglang_marlin_keeps_fp32_scales() -> None:
     # SGLang "mem usage=125.65 GB" (GiB: the free-memory drop over loading) at --tp 8 with
     # --moe-runner-backend marlin (InferenceX dsv4_fp8_h200_sglang.sh), image
     # lmsysorg/sglang:deepseek-v4-hopper as of July 2026 — the row's memprof_engine_version
-    # "deepseek-v4-hopper@2026-07". That SGLang keeps the loader's fp32 w13/w2_weight_scale_inv
-    # after the Marlin repack (Fp8MoEMethod.create_fp8_moe_weight_, fp4_scale_dtype float32;
-    # prepare_moe_mxfp4_layer_for_marlin; removed by SGLang PR #29797, which measured 11.48 GB
-    # on a TP16 DSV4-Pro run): per rank 61 × 384 × (768×224 + 7168×12) × 4 B = 24,178,065,408 B
-    # (22.52 GiB) on top of the 109,448,443,628 B (101.93 GiB) shard = 124.45 GiB, 0.96% under.
+    # "deepseek-v4-hopper@2026-07". Per rank:
+    #   TP8 shard (vLLM sharding, MXFP4 experts 61 × 1.57 GiB)       109,448,443,628 B
+    #   RoPE cos/sin fp32 1,048,576 × 64 × 4 + freqs_cis complex64
+    #     1,048,576 × 32 × 8 (SGLang deepseek_v4.py MQALayer)          536,870,912 B
+    #   the loader's fp32 w13/w2_weight_scale_inv the Marlin repack leaves registered before
+    #     SGLang PR #29797: 61 × 384 × (768×224 + 7168×12) × 4     24,178,065,408 B
+    #   = 134,163,379,948 B = 124.95 GiB, 0.56% under (tolerance 1%).
     # The closing comment agrees: on the re-pinned image (with #29797) weight usage
-    # "dropped from ~125.7 GB to ~103–104 GB/GPU" (125.65 − 22.52 = 103.13). The other 1.20 GiB
-    # (present on both images) is not modelled. Tolerance 1%; at 0.88 the KV budget is negative,
-    # as the row's start-up failure says.
+    # "dropped from ~125.7 GB to ~103–104 GB/GPU" (memprof there: 102.43 GiB). The remaining
+    # 0.70 GiB is not modelled. At 0.88 the KV budget is negative: the row's start-up failure.
     published = row(17)["observed"]["weights_gb"]
     dep = Deployment(engine="sglang", tp=8, mem_fraction_static=0.88,
                      engine_version=version(17))
     e = estimate("deepseek-v4-pro", dep, gpu_name="H200")
     got = max(r.weights_bytes for r in e.ranks)
+    rope = 1_048_576 * 64 * 4 + 1_048_576 * 32 * 8
     stale = 61 * 384 * (768 * 224 + 7168 * 12) * 4
-    assert stale == 24_178_065_408
-    main = weights_gib("deepseek-v4-pro", Deployment(engine="sglang", tp=8), "H200")
-    assert got == round(main * GiB) + stale
+    assert (rope, stale) == (536_870_912, 24_178_065_408)
+    assert got == 109_448_443_628 + rope + stale == 134_163_379_948
     assert abs(got / GiB - published) / published < 0.01
     assert e.verdict == "startup_oom" and row(17)["observed"]["startup_failed"]
 

@@ -62,3 +62,22 @@ def test_stale_fp32_scale_inv_kept_before_pr_29797() -> None:
 def test_only_sglang_hopper_marlin_keeps_them(dep: Deployment) -> None:
     arch = "sm100" if dep.sglang else "sm90"
     assert ".stale_scale_inv" not in experts(dep, arch)
+
+
+def test_sglang_dsv4_rope_buffers_one_pair_per_theta() -> None:
+    # SGLang models/deepseek_v4.py MQALayer.__init__ (sgl-project/sglang@000328a8): a cached
+    # get_rope (DeepseekScalingRotaryEmbedding, fp32 on CUDA: 65536 × 16 positions × 64 × 4 B)
+    # and freqs_cis from the @lru_cache(2) precompute_freqs_cis (complex64, 1,048,576 × 32 × 8 B)
+    # per rope_base. Pro: every main layer is compressed (one θ); Flash has 2 SWA-only layers
+    # (θ = rope_theta) beside the compressed ones (two θ).
+    from memprof.core.estimate import estimate
+
+    each = 1_048_576 * 64 * 4
+    assert each == 1_048_576 * 32 * 8 == 268_435_456
+    for model, thetas in (("deepseek-v4-pro", 1), ("deepseek-v4-flash", 2)):
+        e = estimate(model, Deployment(engine="sglang", tp=8), gpu_name="H200")
+        rope = [c for c in e.ranks[0].components
+                if c.name.startswith(("RoPE cos/sin cache", "DeepSeek-V4 freqs_cis"))]
+        assert len(rope) == 2 * thetas and all(c.bytes == each for c in rope)
+    e = estimate("qwen3-32b", Deployment(engine="sglang"), gpu_name="H200")
+    assert not [c for c in e.ranks[0].components if "RoPE" in c.name]  # not read: none
