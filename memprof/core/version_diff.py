@@ -24,7 +24,11 @@ from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
-from memprof.core.weights.mlp import MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES
+from memprof.core.weights.mlp import (
+    MXFP4_SM90_BACKEND,
+    MXFP4_TRITON_RAW_SCALES,
+    SGLANG_MARLIN_STALE_SCALE_INV,
+)
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 
 # Every version-dependent rule memprof models, by the module that keeps its rows.
@@ -33,6 +37,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
+    SGLANG_MARLIN_STALE_SCALE_INV,
 )
 
 

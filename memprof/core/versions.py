@@ -30,8 +30,13 @@ VLLM_RELEASES: tuple[str, ...] = (
     "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )
-# SGLang is modelled at one source snapshot (SGL@d315eb7, upstream main 2026-08-22).
-SGLANG_RELEASES: tuple[str, ...] = ("main@d315eb7",)
+# SGLang source snapshots, oldest first; the newest (SGL@d315eb7, upstream main 2026-08-22) is
+# the one memprof models in full. "deepseek-v4-hopper@2026-07" is the
+# lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in July 2026 (InferenceX issue #2128,
+# before the tag was re-pinned to sha256:1bf5d508…): SGLang with the Hopper MXFP4 Marlin path of
+# SGLang PR #24986 and without PR #29797. It is modelled as main@d315eb7 except where a rule row
+# (engine "sglang") says otherwise.
+SGLANG_RELEASES: tuple[str, ...] = ("deepseek-v4-hopper@2026-07", "main@d315eb7")
 
 RELEASES: dict[str, tuple[str, ...]] = {"vllm": VLLM_RELEASES, "sglang": SGLANG_RELEASES}
 
@@ -73,8 +78,9 @@ def resolve_version(text: str | None, engine: str = "vllm") -> str:
         return cleaned
     name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
     if engine == "sglang":
-        raise BadInput(f"--engine-version {shown}: memprof models SGLang at one source snapshot",
-                       hint=f"drop --engine-version, or pass {rel[0]}")
+        raise BadInput(f"--engine-version {shown}: memprof models SGLang at source snapshots",
+                       hint=f"drop --engine-version (the newest, {rel[-1]}), or pass one of "
+                       f"{', '.join(rel)}")
     try:
         key = version_key(cleaned)
     except ValueError:
@@ -115,8 +121,14 @@ class Rule:
     def holds(self, version: str, engine: str = "vllm") -> bool:
         if engine != self.engine:
             return False
-        if engine != "vllm":  # one SGLang snapshot: its rows hold unconditionally
-            return True
+        if engine != "vllm":  # SGLang snapshots are ordered by their place in SGLANG_RELEASES
+            rel = RELEASES.get(engine, ())
+            if version not in rel:  # an unbounded row holds at any snapshot
+                return self.since is None and self.until is None
+            at = rel.index(version)
+            if self.since is not None and at < rel.index(self.since):
+                return False
+            return self.until is None or at < rel.index(self.until)
         try:
             key = version_key(version)
         except ValueError:  # another engine's snapshot name: no vLLM row holds

@@ -20,6 +20,18 @@ registers ``cos_sin_cache`` of ``[positions, rotary_dim]`` (cos and sin halves, 
   for compressed layers, each ``original × factor`` = max_position_embeddings positions
   (0.20.0 ``models/deepseek_v4.py::DeepseekV4Attention``; 0.33.0
   ``models/deepseek_v4/common/rope.py::build_deepseek_v4_rope``).
+
+SGLang (only DeepSeek-V4's source was read; other models' rotary caches stay unmodelled): each
+``MQALayer.__init__`` (``models/deepseek_v4.py``, sgl-project/sglang@000328a8) builds
+``get_rope_wrapper(...)`` → ``get_rope`` (instances cached in ``_ROPE_DICT``), a
+``DeepseekScalingRotaryEmbedding`` of ``original × factor`` positions × ``qk_rope_head_dim``
+whose cache ``RotaryEmbedding.__init__`` keeps in fp32 on CUDA ("cache needs to be in FP32",
+``layers/rotary_embedding.py``), and registers ``freqs_cis`` from
+``layers/deepseek_v4_rope.py::precompute_freqs_cis`` (``@lru_cache(2)``, ``torch.polar`` →
+complex64 ``[max_position_embeddings, qk_rope_head_dim / 2]``), shared by the layer's compressor
+and indexer. Both are built on the GPU (the loader constructs the model under the target
+device), one of each per distinct ``rope_base`` (``compress_rope_theta`` for compressed layers,
+``rope_theta`` for SWA-only ones).
 """
 
 from __future__ import annotations
@@ -93,10 +105,38 @@ def rope_caches(spec: ModelSpec, layers: list[Layer], model_dtype: str) -> list[
 def rope_cache_terms(ctx: TermContext) -> list[Component]:
     """``Σ over distinct rotary configs of positions × rotary_dim × dtype bytes`` — one
     component per cache, in model load."""
-    if ctx.dep.sglang:  # SGLang's rotary caches are not modelled (its source was not read)
-        return []
-    caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
+    layers = rank_layers(ctx.spec, ctx.dep, ctx.coord)
+    if ctx.dep.sglang:
+        return sglang_dsv4_rope_terms(ctx.spec, layers)
+    caches = rope_caches(ctx.spec, layers, ctx.model_dtype)
     return [Component(name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=c.bytes,
                       formula=f"{c.positions} positions × {c.rotary_dim} × "
                       f"{dtype_bytes(c.dtype)} B {c.dtype} ({fmt_bytes(c.bytes)})")
             for c in caches]
+
+
+def sglang_dsv4_rope_terms(spec: ModelSpec, layers: list[Layer]) -> list[Component]:
+    """SGLang's DeepSeek-V4 rotary buffers (module docstring): per distinct ``rope_base`` a
+    ``positions × qk_rope_head_dim × 4 B`` fp32 cos/sin cache (positions = ``original × factor``)
+    and a ``max_position_embeddings × qk_rope_head_dim/2 × 8 B`` complex64 ``freqs_cis``. Other
+    models on SGLang: none (not read)."""
+    max_pos = spec.max_position_embeddings
+    if not max_pos or not layers or layers[0].attention.kind != "dsv4":
+        return []
+    positions, how = _positions(spec, _scaling(spec), max_pos)
+    dim = layers[0].attention.qk_rope_head_dim
+    out: list[Component] = []
+    for compressed in sorted({layer.attention.compress_ratio > 1 for layer in layers}):
+        theta = spec.raw.get("compress_rope_theta" if compressed else "rope_theta")
+        where = "compressed" if compressed else "SWA-only"
+        cos_sin = positions * dim * 4
+        freqs = max_pos * (dim // 2) * 8
+        out.append(Component(
+            name=f"RoPE cos/sin cache θ={theta} ({where} layers, SGLang)", category="weights",
+            bytes=cos_sin, formula=f"{how} = {positions} positions × {dim} × 4 B float32 "
+            f"({fmt_bytes(cos_sin)})"))
+        out.append(Component(
+            name=f"DeepSeek-V4 freqs_cis θ={theta} ({where} layers, SGLang)", category="weights",
+            bytes=freqs, formula=f"{max_pos} positions × {dim // 2} × 8 B complex64 "
+            f"({fmt_bytes(freqs)})"))
+    return out

@@ -42,6 +42,33 @@ MXFP4_TRITON_RAW_SCALES: tuple[Rule, ...] = (
          "layer.w13_weight_scale`, `del layer.w2_weight_scale`)", applies_to="mxfp4"),
 )
 
+# SGLang, DeepSeek-V4 MXFP4 routed experts on Hopper (the Marlin W4A16 path of SGLang PR #24986,
+# `--moe-runner-backend marlin`): whether the loader's fp32 ``w13/w2_weight_scale_inv`` stay
+# registered after the Marlin repack. value: True (kept) / False (deleted).
+SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
+    Rule(name="sglang_dsv4_marlin_stale_scale_inv",
+         changes="weights: MXFP4 experts (stale fp32 scale_inv)",
+         since=None, until="main@d315eb7", value=True, engine="sglang",
+         introduced_by="SGLang PR #24986 (DeepSeek-V4 w4(mxfp4)a16 on Hopper)",
+         removed_by="SGLang PR #29797 (\"drop stale mxfp4 marlin scales after repack\")",
+         source="sgl-project/sglang@00563d36 layers/quantization/fp8.py "
+         "Fp8MoEMethod.create_fp8_moe_weight_ (is_fp4_expert: w13_weight_scale_inv "
+         "(E, 2·I/tp, H/32) and w2_weight_scale_inv (E, H, I/tp/32) in torch.float32 off ROCm/"
+         "XPU); layers/quantization/marlin_utils_fp4.py prepare_moe_mxfp4_layer_for_marlin "
+         "(before #29797: reads *_weight_scale_inv, assigns the e8m0 Marlin copies to "
+         "*_weight_scale, deletes neither *_weight_scale_inv)", applies_to="dsv4"),
+    Rule(name="sglang_dsv4_marlin_stale_scale_inv",
+         changes="weights: MXFP4 experts (stale fp32 scale_inv)",
+         since="main@d315eb7", until=None, value=False, engine="sglang",
+         introduced_by="SGLang PR #29797",
+         source="marlin_utils_fp4.py prepare_moe_mxfp4_layer_for_marlin with PR #29797 ends "
+         "with _discard_mxfp4_marlin_repack_inputs (delattr of both *_weight_scale_inv); the "
+         "later design (sgl-project/sglang@001a2ec3 quantization/mxfp4_marlin_moe.py "
+         "Mxfp4MarlinMoEMethod.apply) repacks into *_weight_scale_inv in place; InferenceX issue "
+         "#2128's closing comment (2026-09-09) measures ~103-104 GB/GPU on the re-pinned image, "
+         "22 GiB under the 125.65 GiB before", applies_to="dsv4"),
+)
+
 # HopperMXScaleLayout.swizzle_data (vllm/third_party/triton_kernels/tensor_details/
 # layout_details/hopper_scale.py, 0.25.0): SWIZZLE_ALIGN_M = 2 * num_warps * 2 * 8 (256 at
 # the 8 warps vLLM passes without EP), SWIZZLE_ALIGN_K = 2.
@@ -193,6 +220,17 @@ class MlpWeights(Shard):
             self.add(module + ".raw_scales", "experts", kept, replicas=1,
                      formula=f"{e}×[{2 * ip}×{cdiv(hp, 32)} + {hp}×{cdiv(ip, 32)}] e8m0 kept "
                      f"beside the swizzled copies (vLLM {version or 'newest'}, before PR #46549)")
+        if (self.dep.sglang and self.arch.startswith("sm90")
+                and self.spec.family == "deepseek_v4"
+                and value_at(SGLANG_MARLIN_STALE_SCALE_INV, version, False, engine="sglang")):
+            # the loader's fp32 scales (one per 32 values), left registered beside the e8m0
+            # Marlin copies counted above: 4 B per 32 values, 4× the e8m0 scales
+            stale = (Param("w13_weight_scale_inv (stale)", (e, 2 * i, cdiv(h, 32)), "float32"),
+                     Param("w2_weight_scale_inv (stale)", (e, h, cdiv(i, 32)), "float32"))
+            self.add(module + ".stale_scale_inv", "experts", stale, replicas=1,
+                     formula=f"{e}×[{2 * i}×{cdiv(h, 32)} + {h}×{cdiv(i, 32)}]×4B fp32 "
+                     f"scale_inv kept after the Marlin repack (SGLang "
+                     f"{version or 'newest'}, before PR #29797)")
         if layer.mlp.expert_bias:
             bdt, bb = (self.dtype, self.b) if marlin else ("float32", 4)
             how = "model dtype (Marlin)" if marlin else "fp32 (converted at load)"
