@@ -175,6 +175,7 @@ def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) ->
     settings but gpu_memory_utilization, per KV block count where a buffer reads it) gives what
     a cold estimate gives: every component, the estimated maximum length, the sharing report."""
     from memprof.core.scratch import evaluate as scratch_eval
+    from memprof.core.terms import load_rounding
 
     ev, g = Evaluator(), resolve_gpu(gpu, None)
     for p in points([parse_axis(s) for s in sets]):
@@ -182,6 +183,7 @@ def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) ->
         got = ev.estimate(model, dep, g)
         scratch_eval._BY_SETTINGS.clear()
         scratch_eval._BY_CTX.clear()
+        load_rounding._BY_LOAD.clear()
         want = estimate(model, dep, gpu=g)
         assert got == want, p
         assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \

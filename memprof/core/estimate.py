@@ -38,7 +38,13 @@ from memprof.core.kvcache import (
 from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
-from memprof.core.weights import WeightGroup, WeightTensor, group_weights, model_dtype
+from memprof.core.weights import (
+    WeightGroup,
+    WeightTensor,
+    group_weights,
+    model_dtype,
+    weights_key,
+)
 
 _T = TypeVar("_T")
 
@@ -327,8 +333,7 @@ def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     """A class's weights, KV layout and budget terms: (tensors, components, plan, context,
     budgeted bytes, bytes before the baseline, bytes loaded at start)."""
     # keyed by what memprof.core.weights and kv_plan read of the deployment
-    wkey = ("weights", id(spec), dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
-            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, gpu.arch)
+    wkey = ("weights", *weights_key(spec, dep, quant, coord, gpu.arch))
     if memo is not None:  # the spec stays alive while its id is a key
         memo.setdefault(("spec", id(spec)), spec)
     tensors, groups = _memo(memo, wkey, lambda: group_weights(spec, dep, quant, coord,

@@ -34,6 +34,7 @@ from memprof.core.terms.allocator import (
     slack_formula,
 )
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
+from memprof.core.weights import weights_key
 
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
 
@@ -91,12 +92,7 @@ class AllocatorReplayCache:
 
     @staticmethod
     def _weights_key(ctx: TermContext) -> tuple[Any, ...]:
-        d = ctx.dep
-        # the Deployment fields memprof.core.weights reads (release, tp, pp, dtype, EP, DP
-        # copies, attention TP), with the spec, quantisation, rank and GPU architecture
-        return (id(ctx.spec), d.engine, d.engine_version, d.tp, d.pp, d.dp,
-                d.enable_expert_parallel,
-                d.enable_dp_attention, d.dtype, ctx.quant, ctx.coord, ctx.gpu.arch)
+        return weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch)
 
     def _weights_and_position(self, ctx: TermContext) -> tuple[tuple[int, ...], int]:
         from memprof.core.weights.rank import weights_in_order_params

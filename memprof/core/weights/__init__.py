@@ -13,8 +13,9 @@ from memprof.core.weights.rank import (
     rank_weights,
     unsharded_total,
     weights_in_order,
+    weights_key,
 )
 from memprof.core.weights.shard import WeightTensor, model_dtype
 
 __all__ = ["WeightGroup", "WeightTensor", "group_weights", "model_dtype", "mxfp4_moe_layout",
-           "rank_weights", "unsharded_total", "weights_in_order"]
+           "rank_weights", "unsharded_total", "weights_in_order", "weights_key"]

@@ -176,6 +176,16 @@ def _renamed(t: WeightTensor, module: str) -> WeightTensor:
     return new
 
 
+def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,
+                arch: str) -> tuple[object, ...]:
+    """What a rank's weights are computed from, as a memo key: the spec by identity (a cache
+    holding the key must hold the spec too), the Deployment fields this package reads (release,
+    TP, PP, DP copies, EP, DP attention, dtype), the quantisation, the rank and the GPU
+    architecture."""
+    return (id(spec), dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
+            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch)
+
+
 def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                             coord: RankCoord, arch: str = "sm90") -> list[tuple[str, int]]:
     """``(module.param, bytes)`` of every parameter of ``weights_in_order``, in that order, with
