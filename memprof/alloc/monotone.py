@@ -23,6 +23,7 @@ from memprof.alloc.allocator import (
     K_MIN_BLOCK_SIZE,
     K_SMALL_BUFFER,
     K_SMALL_SIZE,
+    CachingAllocator,
     get_allocation_size,
 )
 
@@ -30,7 +31,7 @@ from memprof.alloc.allocator import (
 class MonotoneReplay:
     """Free block sizes of the small and large pools, and the running totals."""
 
-    __slots__ = ("created", "large", "requested", "reserved", "segments", "small")
+    __slots__ = ("allocated", "created", "large", "requested", "reserved", "segments", "small")
 
     def __init__(self, small: list[int] | None = None, large: list[int] | None = None) -> None:
         """``small`` / ``large``: free blocks the pools start with (whole segments reserved
@@ -39,6 +40,7 @@ class MonotoneReplay:
         self.large: list[int] = sorted(large or ())  # free block sizes, large segments
         self.reserved = 0  # bytes of the segments created here (cudaMalloc'd)
         self.requested = 0  # bytes the callers asked for
+        self.allocated = 0  # bytes of the blocks handed out (memory_allocated counts these)
         self.segments = 0
         self.created: list[int] = []  # sizes of those segments, in order
 
@@ -46,6 +48,7 @@ class MonotoneReplay:
         out = MonotoneReplay()
         out.small, out.large = self.small.copy(), self.large.copy()
         out.reserved, out.requested, out.segments = self.reserved, self.requested, self.segments
+        out.allocated = self.allocated
         out.created = self.created.copy()
         return out
 
@@ -66,6 +69,9 @@ class MonotoneReplay:
         rest = block - size
         if rest >= K_MIN_BLOCK_SIZE if small else rest > K_SMALL_SIZE:  # should_split
             insort(free, rest)
+            self.allocated += size
+        else:
+            self.allocated += block
         self.requested += nbytes
 
     def extend(self, sizes: tuple[int, ...] | list[int]) -> MonotoneReplay:
@@ -75,6 +81,12 @@ class MonotoneReplay:
 
     def largest_free_block(self) -> int:
         return max(self.small[-1] if self.small else 0, self.large[-1] if self.large else 0)
+
+
+def continue_from(sim: CachingAllocator) -> MonotoneReplay:
+    """A replay that goes on from ``sim``'s free blocks (default pools, one stream) for
+    allocations that free nothing: totals of what it adds, not of what ``sim`` holds."""
+    return MonotoneReplay([k[1] for k in sim.small.blocks], [k[1] for k in sim.large.blocks])
 
 
 def pool_reserved_by_stages(stages: tuple[tuple[int, ...], ...]) -> int:
@@ -91,4 +103,4 @@ def pool_reserved_by_stages(stages: tuple[tuple[int, ...], ...]) -> int:
     return sum(small) + sum(large)
 
 
-__all__ = ["MonotoneReplay", "pool_reserved_by_stages"]
+__all__ = ["MonotoneReplay", "continue_from", "pool_reserved_by_stages"]

@@ -17,14 +17,14 @@ from memprof.core.weights.rank import weights_in_order_params
 MiB = 1 << 20
 
 
-def totals(a: CachingAllocator) -> tuple[int, int, int, int]:
+def totals(a: CachingAllocator) -> tuple[int, int, int, int, int]:
     s = a.memory_stats()
     return (s["reserved_bytes.all.current"], s["requested_bytes.all.current"],
-            s["segment.all.current"], a.largest_free_block())
+            s["segment.all.current"], a.largest_free_block(), s["allocated_bytes.all.current"])
 
 
-def mine(m: MonotoneReplay) -> tuple[int, int, int, int]:
-    return m.reserved, m.requested, m.segments, m.largest_free_block()
+def mine(m: MonotoneReplay) -> tuple[int, int, int, int, int]:
+    return m.reserved, m.requested, m.segments, m.largest_free_block(), m.allocated
 
 
 def test_hand_calculation() -> None:
@@ -32,7 +32,8 @@ def test_hand_calculation() -> None:
     # leaving 5 MiB; 100 B → 512 B of a 2 MiB small segment; 6 MiB + 1 B → 6 MiB + 512 B, more
     # than the 5 MiB block, so a second 20 MiB segment with 14 MiB − 512 B left free.
     m = MonotoneReplay().extend([3 * MiB, 12 * MiB, 100, 6 * MiB + 1])
-    assert mine(m) == (42 * MiB, 21 * MiB + 101, 3, 14 * MiB - 512)
+    # allocated: 3 MiB and 12 MiB split off (blocks of their size), 512 B, 6 MiB + 512 B
+    assert mine(m) == (42 * MiB, 21 * MiB + 101, 3, 14 * MiB - 512, 21 * MiB + 1024)
     assert m.large == [5 * MiB, 14 * MiB - 512] and m.small == [2 * MiB - 512]
 
 
@@ -93,3 +94,31 @@ def test_pool_by_stages_hand_calculation() -> None:
 @given(st.lists(st.lists(sizes, min_size=1, max_size=25), min_size=1, max_size=6))
 def test_pool_by_stages_matches_the_simulator(stages: list[list[int]]) -> None:
     assert pool_reserved_by_stages(tuple(tuple(s) for s in stages)) == simulated_pool(stages)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), sizes), min_size=1, max_size=40),
+       st.lists(sizes, max_size=40))
+def test_continue_from_a_simulator_with_frees(head: list[tuple[bool, int]],
+                                              tail: list[int]) -> None:
+    # a head of allocations and frees (each True frees the oldest live block) in the simulator,
+    # then a tail that frees nothing in the monotone model: the same allocated, requested and
+    # reserved bytes as the simulator running both
+    from memprof.alloc.monotone import continue_from
+
+    a, live = CachingAllocator(), []
+    for free, n in head:
+        if free and live:
+            a.free(live.pop(0))
+        else:
+            live.append(a.malloc(n))
+    s = a.memory_stats()
+    rest = continue_from(a).extend(tail)
+    for n in tail:
+        a.malloc(n)
+    t = a.memory_stats()
+    assert (s["allocated_bytes.all.current"] + rest.allocated,
+            s["requested_bytes.all.current"] + rest.requested,
+            s["reserved_bytes.all.current"] + rest.reserved) == \
+        (t["allocated_bytes.all.current"], t["requested_bytes.all.current"],
+         t["reserved_bytes.all.current"])

@@ -111,19 +111,27 @@ def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
 
 @lru_cache(maxsize=256)
 def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
-    """(allocated − requested, requested) after replaying ``ops`` through ``memprof.alloc``."""
-    from memprof.alloc import CachingAllocator
+    """(allocated − requested, requested) after replaying ``ops`` through ``memprof.alloc``.
 
+    Up to the last free the simulator runs op by op; the allocations after it free nothing, so
+    ``memprof.alloc.monotone`` continues from the simulator's free blocks (exact: with nothing
+    freed, what later allocations get depends only on the free blocks' sizes)."""
+    from memprof.alloc import CachingAllocator
+    from memprof.alloc.monotone import continue_from
+
+    last_free = max((i for i, (kind, _) in enumerate(ops) if kind == 1), default=-1)
     sim = CachingAllocator()
     handles: list[int] = []
-    for kind, n in ops:
+    for kind, n in ops[:last_free + 1]:
         if kind == 0:
             handles.append(sim.malloc(n))
         else:
             sim.free(handles[n])
     s = sim.memory_stats()
-    requested = s["requested_bytes.all.current"]
-    return s["allocated_bytes.all.current"] - requested, requested
+    rest = continue_from(sim).extend([n for _, n in ops[last_free + 1:]])
+    allocated = s["allocated_bytes.all.current"] + rest.allocated
+    requested = s["requested_bytes.all.current"] + rest.requested
+    return allocated - requested, requested
 
 
 # The replay of a rank, kept by what it reads: its weights (``weights_key``: the spec by

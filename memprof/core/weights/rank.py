@@ -186,13 +186,27 @@ def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coo
             dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch)
 
 
+# kept by ``weights_key`` (the entry holds the spec, so its id stays its own): the sweep's
+# allocator replay and the model-load rounding read the same sequence
+_IN_ORDER: dict[tuple[object, ...], tuple[ModelSpec, list[tuple[str, int]]]] = {}
+
+
 def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                             coord: RankCoord, arch: str = "sm90") -> list[tuple[str, int]]:
     """``(module.param, bytes)`` of every parameter of ``weights_in_order``, in that order, with
-    each layer kind built once (the allocator replay of a sweep reads only names and sizes)."""
-    return [(f"{t.module}.{p.name}", p.bytes)
-            for t in _InOrderByKind(spec, dep, quant, coord, arch).build(in_order=True)
-            for p in t.params]
+    each layer kind built once (the allocator replay of a sweep reads only names and sizes).
+    The list is shared between callers: do not change it."""
+    key = weights_key(spec, dep, quant, coord, arch)
+    hit = _IN_ORDER.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if len(_IN_ORDER) >= 64:
+        _IN_ORDER.clear()
+    params = [(f"{t.module}.{p.name}", p.bytes)
+              for t in _InOrderByKind(spec, dep, quant, coord, arch).build(in_order=True)
+              for p in t.params]
+    _IN_ORDER[key] = (spec, params)
+    return params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
