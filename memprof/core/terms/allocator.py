@@ -69,23 +69,22 @@ never below 0.
                           profiled=False,
                           formula=f"closed form: Σ over {len(sizes)} KV tensor(s) of "
                           f"round_up(size, 2 MiB) − size ({ctx.num_gpu_blocks} blocks)")]
-    from memprof.alloc import CachingAllocator
+    from memprof.alloc.monotone import MonotoneReplay
     from memprof.core.allocations import rank_allocations
 
     allocs = rank_allocations(ctx)
-    sim = CachingAllocator()
-    for a in allocs:
-        sim.malloc(a.bytes)
-    s = sim.memory_stats()
-    reserved, requested = s["reserved_bytes.all.current"], s["requested_bytes.all.current"]
+    # nothing is freed: the simulator's totals follow from free-block sizes alone
+    # (memprof.alloc.monotone, checked against the simulator op by op)
+    sim = MonotoneReplay().extend([a.bytes for a in allocs])
+    reserved, requested = sim.reserved, sim.requested
     kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
     load = load_rounding_bytes(ctx)
     return [Component(
         name="allocator slack (simulated)", category="allocator",
         bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,
-        formula=slack_formula(len(allocs), len(kv), reserved, requested,
-                              s["segment.all.current"], kv_round, load))]
+        formula=slack_formula(len(allocs), len(kv), reserved, requested, sim.segments,
+                              kv_round, load))]
 
 
 def slack_formula(count: int, kv: int, reserved: int, requested: int, segments: int,
