@@ -222,3 +222,22 @@ def test_load_rounding_equals_the_gpu_allocator() -> None:
                      gpu_name=case["estimate_gpu"])
         ops, requested = load_ops(rank_context(e, e.ranks[0]))
         assert requested + replay_rounding(ops)[0] == case["measured_allocated"], name
+
+
+def test_rank_allocation_sizes_are_the_allocations_bytes() -> None:
+    # the allocator term reads sizes only; they must be rank_allocations' bytes, in order
+    from memprof.core.allocations import rank_allocation_sizes, rank_allocations
+    from memprof.core.estimate import rank_context
+
+    for model, dep, gpu in (("qwen3-32b", Deployment(kv_cache_dtype="turboquant_k8v4",
+                                                     scratch="per-layer"), "H200"),
+                            ("deepseek-r1", Deployment(tp=8), "H200"),
+                            ("deepseek-v4-flash", Deployment(tp=4, scratch="per-layer"),
+                             "MI300X"),
+                            ("gpt-oss-120b", Deployment(pp=2, engine_version="0.24.0"), "H100"),
+                            ("deepseek-r1-distill-qwen-14b",
+                             Deployment(tp=2, engine_version="0.7.2"), "RTX-4090")):
+        e = estimate(model, dep, gpu_name=gpu)
+        for r in e.ranks:
+            ctx = rank_context(e, r)
+            assert rank_allocation_sizes(ctx) == [a.bytes for a in rank_allocations(ctx)]

@@ -70,6 +70,23 @@ def model_load_buffers(ctx: TermContext) -> list[Allocation]:
     return out
 
 
+def rank_allocation_sizes(ctx: TermContext) -> list[int]:
+    """The bytes of ``rank_allocations(ctx)``, in order, without building its records: the
+    weights from ``weights_in_order_params`` (each layer kind built once, kept per layout)."""
+    from memprof.core.weights.rank import weights_in_order_params
+
+    params = weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch)
+    sizes = [b for _, b in params]
+    at = model_load_position([n for n, _ in params])
+    sizes[at:at] = [a.bytes for a in model_load_buffers(ctx)]
+    scratch = [(math.prod(s.shape) * dtype_bytes(s.dtype), s.profiled)
+               for s in scratch_tensors(ctx)]
+    sizes += [n for n, seen in scratch if seen]
+    sizes += kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
+    sizes += [n for n, seen in scratch if not seen]
+    return sizes
+
+
 def rank_allocations(ctx: TermContext) -> list[Allocation]:
     """Every allocation of ``ctx``'s rank in order: weights, scratch seen at start-up
     (registered at model construction or reserved in the profile run), the KV cache, then the

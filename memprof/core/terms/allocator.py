@@ -70,12 +70,12 @@ never below 0.
                           formula=f"closed form: Σ over {len(sizes)} KV tensor(s) of "
                           f"round_up(size, 2 MiB) − size ({ctx.num_gpu_blocks} blocks)")]
     from memprof.alloc.monotone import MonotoneReplay
-    from memprof.core.allocations import rank_allocations
+    from memprof.core.allocations import rank_allocation_sizes
 
-    allocs = rank_allocations(ctx)
+    allocs = rank_allocation_sizes(ctx)
     # nothing is freed: the simulator's totals follow from free-block sizes alone
     # (memprof.alloc.monotone, checked against the simulator op by op)
-    sim = MonotoneReplay().extend([a.bytes for a in allocs])
+    sim = MonotoneReplay().extend(allocs)
     reserved, requested = sim.reserved, sim.requested
     kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
