@@ -51,7 +51,8 @@ class AllocatorReplayCache:
         self._pids: dict[tuple[int, ...], int] = {}
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
-        self._stats: dict[tuple[int, tuple[int, ...]], tuple[int, int, int]] = {}
+        # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
+        self._stats: dict[tuple[int, tuple[int, ...], int, int, int], Component] = {}
         self._load: dict[tuple[Any, ...], int] = {}
 
     def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
@@ -119,21 +120,22 @@ class AllocatorReplayCache:
         early = [n for n, seen in scratch if seen]
         suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
         lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
-        known = self._stats.get((pid, suffix))
-        if known is None:
-            known = self._replay(pid, prefix, suffix, lazy)
+        load = self._load_rounding(ctx, pid)
+        key = (pid, suffix, load, len(early), len(kv))
+        comp = self._stats.get(key)
+        if comp is None:
+            reserved, requested, segments = self._replay(pid, prefix, suffix, lazy)
+            kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
+            comp = Component(
+                name="allocator slack (simulated)", category="allocator",
+                bytes=max(0, reserved - requested - load), count=1, where="runtime",
+                profiled=False, formula=slack_formula(len(prefix) + len(suffix), len(kv),
+                                                      reserved, requested, segments, kv_round,
+                                                      load))
             if len(self._stats) >= 64 * MAX_PREFIXES:
                 self._stats.clear()
-            self._stats[(pid, suffix)] = known
-        reserved, requested, segments = known
-        kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
-        count = len(prefix) + len(suffix)
-        load = self._load_rounding(ctx, pid)
-        return [Component(
-            name="allocator slack (simulated)", category="allocator",
-            bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,
-            formula=slack_formula(count, len(kv), reserved, requested, segments, kv_round,
-                                  load))]
+            self._stats[key] = comp
+        return [comp]
 
     def _replay(self, pid: int, prefix: tuple[int, ...], suffix: tuple[int, ...], lazy: int
                 ) -> tuple[int, int, int]:

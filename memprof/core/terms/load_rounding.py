@@ -137,11 +137,12 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
 # The replay of a rank, kept by what it reads: its weights (``weights_key``: the spec by
 # identity, held by the entry so the id stays its own), its RoPE caches and DeepSeek-V4 init
 # buffers. A sweep's points of one layout share it.
-_BY_LOAD: dict[tuple[object, ...], tuple[object, tuple[tuple[Op, ...], int, int]]] = {}
+_Replayed = tuple[tuple[Op, ...], int, int, tuple[Component, ...]]
+_BY_LOAD: dict[tuple[object, ...], tuple[object, _Replayed]] = {}
 
 
-def _replayed(ctx: TermContext) -> tuple[tuple[Op, ...], int, int]:
-    """(the model-load ops, the bytes they request, the rounding after them)."""
+def _replayed(ctx: TermContext) -> _Replayed:
+    """(the model-load ops, the bytes they request, the rounding after them, its component)."""
     from memprof.core.weights import weights_key
 
     caches = tuple(rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord),
@@ -154,7 +155,8 @@ def _replayed(ctx: TermContext) -> tuple[tuple[Op, ...], int, int]:
     if len(_BY_LOAD) >= 256:
         _BY_LOAD.clear()
     ops, requested = load_ops(ctx)
-    value = (ops, requested, replay_rounding(ops)[0])
+    rounding = replay_rounding(ops)[0]
+    value = (ops, requested, rounding, _components(ops, requested, rounding))
     _BY_LOAD[key] = (ctx.spec, value)
     return value
 
@@ -172,12 +174,15 @@ def load_rounding_terms(ctx: TermContext) -> list[Component]:
     requested`` after replaying the rank's model-load allocations; none when it is 0."""
     if ctx.dep.sglang or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
         return []
-    ops, requested, rounding = _replayed(ctx)
+    return list(_replayed(ctx)[3])
+
+
+def _components(ops: tuple[Op, ...], requested: int, rounding: int) -> tuple[Component, ...]:
     if rounding <= 0:
-        return []
+        return ()
     n = sum(1 for k, _ in ops if k == 0)
-    return [Component(name=NAME, category="weights", bytes=rounding,
+    return (Component(name=NAME, category="weights", bytes=rounding,
                       formula=f"memprof.alloc replay of {n} model-load allocations (RoPE "
                       f"temporaries freed): allocated {fmt_bytes(requested + rounding)} − "
                       f"requested {fmt_bytes(requested)} (blocks not split: ≤ 1 MiB would "
-                      "remain of a 2 MiB-rounded segment)")]
+                      "remain of a 2 MiB-rounded segment)"),)
