@@ -151,3 +151,20 @@ def test_every_tensor_is_its_parameters() -> None:
             for t in tensors:
                 assert t.params, (name, t.module)
                 assert sum(p.bytes for p in t.params) == t.bytes_each, (name, t.module)
+
+
+@pytest.mark.parametrize("model", ["qwen3-32b", "deepseek-r1", "gpt-oss-120b",
+                                   "deepseek-v4-flash", "qwen3-235b-a22b", "deepseek-r1-nvfp4"])
+def test_in_order_params_equal_the_full_build(model: str) -> None:
+    """``weights_in_order_params`` builds each layer kind once and renames its parameters; it
+    lists exactly the parameters, names and bytes of ``weights_in_order`` (every layer built)."""
+    from memprof.core.weights.rank import _IN_ORDER, weights_in_order, weights_in_order_params
+
+    spec = load_model(model)
+    for dep in (Deployment(), Deployment(tp=2, pp=2), Deployment(pp=3, engine_version="0.7.2"),
+                Deployment(tp=4, dp=2, enable_expert_parallel=True)):
+        for coord in list(ranks(dep))[::3]:
+            full = [(f"{t.module}.{p.name}", p.bytes)
+                    for t in weights_in_order(spec, dep, spec.quant, coord) for p in t.params]
+            _IN_ORDER.clear()
+            assert weights_in_order_params(spec, dep, spec.quant, coord) == full, (dep, coord)

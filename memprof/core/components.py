@@ -6,6 +6,7 @@ docstring and a citation. ``memprof.core.estimate`` composes them.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
@@ -72,13 +73,16 @@ class TermContext:
         if changes.keys() - _CONTEXT_FIELDS:
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
         new = object.__new__(TermContext)
-        for name in _CONTEXT_FIELDS_ORDER:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        for name, value in zip(_CONTEXT_FIELDS_ORDER, _all_fields(self), strict=True):
+            object.__setattr__(new, name, value)
+        for name, value in changes.items():
+            object.__setattr__(new, name, value)
         return new
 
 
 
 _CONTEXT_FIELDS_ORDER = tuple(f.name for f in fields(TermContext))
 _CONTEXT_FIELDS = frozenset(_CONTEXT_FIELDS_ORDER)
+_all_fields = operator.attrgetter(*_CONTEXT_FIELDS_ORDER)
 
 TermFn = Callable[[TermContext], list[Component]]

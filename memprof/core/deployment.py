@@ -119,8 +119,10 @@ class Deployment:
         if unknown:
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
         new = object.__new__(Deployment)
-        for name in _DEPLOYMENT_FIELDS_ORDER:
-            _set(new, name, changes[name] if name in changes else getattr(self, name))
+        for name, value in zip(_DEPLOYMENT_FIELDS_ORDER, _all_fields(self), strict=True):
+            _set(new, name, value)
+        for name, value in changes.items():
+            _set(new, name, value)
         return new
 
 
@@ -130,6 +132,7 @@ _DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
 but_utilization = operator.attrgetter(*(n for n in _DEPLOYMENT_FIELDS_ORDER
                                         if n != "gpu_memory_utilization"))
 _DEPLOYMENT_FIELDS = frozenset(_DEPLOYMENT_FIELDS_ORDER)
+_all_fields = operator.attrgetter(*_DEPLOYMENT_FIELDS_ORDER)
 _set = object.__setattr__
 
 

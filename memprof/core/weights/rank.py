@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
@@ -135,45 +135,45 @@ def weights_in_order(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None
     return RankWeights(spec, dep, quant, coord, arch).build(in_order=True)
 
 
-class _InOrderByKind(RankWeights):
-    """``build(in_order=True)`` with each layer kind built once: a later layer of a kind is the
-    first one's tensors under its own ``model.layers.{index}.`` prefix (what ``layer_kinds``
-    already relies on; every layer is built when a quantisation exclude names indices)."""
+class _InOrderParams(RankWeights):
+    """``build(in_order=True)`` as ``(module.param, bytes)`` pairs, with each layer kind built
+    once: a later layer of a kind is the first one's parameters under its own
+    ``model.layers.{index}.`` prefix (what ``layer_kinds`` already relies on; every layer is
+    built when a quantisation exclude names indices)."""
 
     def __init__(self, *args: object) -> None:
         super().__init__(*args)  # type: ignore[arg-type]
-        self._built: dict[tuple[object, ...], tuple[str, list[WeightTensor]]] = {}
+        self.params: list[tuple[str, int]] = []
+        self._done = 0  # tensors of ``out`` already in ``params``
+        # layer kind → (its first layer's prefix, that layer's params as (name after it, bytes))
+        self._built: dict[tuple[object, ...], list[tuple[str, int]]] = {}
         self._by_index = self.quant is not None and any(
             ch.isdigit() for p in self.quant.exclude for ch in p)
 
+    def _flush(self) -> list[tuple[str, int]]:
+        new = [(f"{t.module}.{p.name}", p.bytes) for t in self.out[self._done:] for p in t.params]
+        self._done = len(self.out)
+        self.params += new
+        return new
+
     def layer(self, layer: Layer) -> None:
-        if self._by_index:
-            super().layer(layer)
-            return
+        self._flush()
         key = (layer.attention, layer.mlp, layer.is_mtp)
         prefix = f"model.layers.{layer.index}."
-        seen = self._built.get(key)
+        seen = None if self._by_index else self._built.get(key)
         if seen is None:
-            start = len(self.out)
             super().layer(layer)
-            self._built[key] = (prefix, self.out[start:])
+            new = self._flush()
+            if not self._by_index:
+                self._built[key] = [(n[len(prefix):], b) if n.startswith(prefix) else ("\0" + n, b)
+                                    for n, b in new]
             return
-        first, tensors = seen
-        self.out += [_renamed(t, prefix + t.module[len(first):])
-                     if t.module.startswith(first) else t for t in tensors]
+        self.params += [(prefix + n if n[:1] != "\0" else n[1:], b) for n, b in seen]
 
-
-_TENSOR_FIELDS = tuple(f.name for f in fields(WeightTensor))
-
-
-def _renamed(t: WeightTensor, module: str) -> WeightTensor:
-    """``replace(t, module=module)`` without its per-field checks (a sweep renames every
-    tensor of every layer of each new layout)."""
-    new = object.__new__(WeightTensor)
-    for name in _TENSOR_FIELDS:
-        object.__setattr__(new, name, getattr(t, name))
-    object.__setattr__(new, "module", module)
-    return new
+    def build_params(self) -> list[tuple[str, int]]:
+        self.build(in_order=True)
+        self._flush()
+        return self.params
 
 
 def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,
@@ -202,9 +202,7 @@ def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig
         return hit[1]
     if len(_IN_ORDER) >= 64:
         _IN_ORDER.clear()
-    params = [(f"{t.module}.{p.name}", p.bytes)
-              for t in _InOrderByKind(spec, dep, quant, coord, arch).build(in_order=True)
-              for p in t.params]
+    params = _InOrderParams(spec, dep, quant, coord, arch).build_params()
     _IN_ORDER[key] = (spec, params)
     return params
 
