@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.base.errors import BadInput
+from memprof.core.components import TermFn
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, default_terms, estimate
 from memprof.core.flags import BY_FIELD, coerce, field_for
@@ -99,11 +100,15 @@ class Evaluator:
 
     def __init__(self) -> None:
         from memprof.core.replay_cache import AllocatorReplayCache
+        from memprof.core.term_memo import ReadMemo
 
         before, after = default_terms()
         replay = AllocatorReplayCache()
-        self.terms = (before, [replay if getattr(f, "__name__", "") ==
-                               "allocator_runtime_terms" else f for f in after])
+        # the budget terms remembered by what they read; the allocator replay shared
+        self.terms: tuple[list[TermFn], list[TermFn]] = (
+            [ReadMemo(f) for f in before],
+            [replay if getattr(f, "__name__", "") == "allocator_runtime_terms" else f
+             for f in after])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None], GPU] = {}
         self._memo: dict[tuple[object, ...], object] = {}

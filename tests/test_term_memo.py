@@ -1,0 +1,95 @@
+"""``memprof.core.term_memo``: the recorder sees every read, including those made through
+properties and methods, and a sweep whose terms are remembered by what they read gives, point
+for point, what a cold estimate gives."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memprof.core.components import Component, TermContext
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate, rank_context
+from memprof.core.gpus import resolve_gpu
+from memprof.core.sweep import Evaluator, parse_axis, points
+from memprof.core.term_memo import DEP_FIELDS, ReadMemo, recorded_run
+
+
+def _ctx(dep: Deployment = Deployment()) -> TermContext:
+    e = estimate("qwen3-0.6b", dep, gpu_name="H100")
+    return rank_context(e, e.ranks[0])
+
+
+def _one(name: str, nbytes: int) -> list[Component]:
+    return [Component(name=name, category="activation", bytes=nbytes)]
+
+
+def test_a_field_read_is_recorded() -> None:
+    out, reads = recorded_run(lambda c: _one("x", c.dep.tp * c.weights_bytes), _ctx())
+    assert reads == {("dep", "tp"), ("ctx", "weights_bytes")}
+    assert out[0].bytes == _ctx().weights_bytes
+
+
+def test_a_property_records_what_it_reads() -> None:
+    # world_size reads tp, pp, dp and (through the ``sglang`` property) engine
+    _, reads = recorded_run(lambda c: _one("x", c.dep.world_size), _ctx())
+    assert reads == {("dep", "tp"), ("dep", "pp"), ("dep", "dp"), ("dep", "engine")}
+
+
+def test_hashing_or_copying_reads_everything() -> None:
+    everything = {("dep", n) for n in DEP_FIELDS}
+    _, reads = recorded_run(lambda c: _one("x", hash(c.dep) % 7), _ctx())
+    assert everything <= reads
+    _, reads = recorded_run(lambda c: _one("x", c.dep.with_(tp=2).tp), _ctx())
+    assert everything <= reads
+
+
+def test_the_memo_tells_apart_what_a_property_reads() -> None:
+    """Two deployments that differ only in dp: a term reading ``world_size`` must not share."""
+    memo = ReadMemo(lambda c: _one("x", c.dep.world_size))
+    a, b = _ctx(Deployment(dp=1)), _ctx(Deployment(dp=1)).with_(dep=Deployment(dp=2))
+    assert memo(a)[0].bytes == 1 and memo(b)[0].bytes == 2
+    assert memo(a)[0].bytes == 1 and (memo.runs, memo.hits) == (2, 1)
+
+
+def test_terms_are_shared_across_a_sweep() -> None:
+    """On a grid of batch sizes and lengths, the terms that read neither run once per TP."""
+    ev, g = Evaluator(), resolve_gpu("H200", None)
+    for p in points([parse_axis(s) for s in ("tp=1,2", "max_model_len=8K,32K",
+                                             "max_num_seqs=64,256")]):
+        ev.estimate("qwen3-32b", Deployment().with_(**p), g)
+    runs = {m.__name__: m.runs for m in ev.terms[0] if isinstance(m, ReadMemo)}
+    assert runs["non_torch_terms"] == runs["load_rounding_terms"] == 2
+    assert runs["cudagraph_terms"] == 4  # TP × max_num_seqs
+
+
+VALUES = {"tp": (1, 2, 4), "pp": (1, 2), "max_model_len": (4096, 40960),
+          "max_num_seqs": (8, 256), "kv_cache_dtype": ("auto", "fp8"),
+          "gpu_memory_utilization": (0.85, 0.95), "enforce_eager": (False, True),
+          "engine_version": ("0.7.2", "0.18.0", "0.33.0"), "block_size": (None, 32)}
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(model=st.sampled_from(["qwen3-0.6b", "llama-3.1-8b", "qwen3-32b"]),
+       gpu=st.sampled_from(["H100", "H200"]),
+       picks=st.lists(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in VALUES.items()}),
+                      min_size=2, max_size=6))
+def test_a_remembered_sweep_is_the_cold_estimate(model: str, gpu: str,
+                                                   picks: list[dict[str, object]]) -> None:
+    """Random deployments, in random order, through one evaluator (whose terms share results
+    by what they read) against a cold estimate of each: every component and verdict."""
+    from memprof.base.errors import BadInput
+
+    ev, g = Evaluator(), resolve_gpu(gpu, None)
+    for p in picks:
+        dep = Deployment().with_(**p)
+        try:
+            want = estimate(model, dep, gpu=g)
+        except BadInput as exc:
+            try:
+                ev.estimate(model, dep, g)
+            except BadInput as got:
+                assert got.message == exc.message
+                continue
+            raise AssertionError(f"{p}: the evaluator accepted what the estimate refused") from exc
+        assert ev.estimate(model, dep, g) == want, p
