@@ -19,12 +19,10 @@ shares it). A run that fails with the recorder in place is run again plainly.
 
 from __future__ import annotations
 
-import inspect
 import operator
 from collections.abc import Callable
 from dataclasses import fields
-from types import FunctionType, MethodType
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment
@@ -38,93 +36,69 @@ EVERY_SETTING = frozenset(("dep", n) for n in DEP_FIELDS if n != "gpu_memory_uti
 MAX_ENTRIES = 4096  # results kept per term before the memo starts afresh
 
 _Read = tuple[str, str]  # ("dep" | "ctx", field name)
+_D = TypeVar("_D")
 
 
-class _Recorder:
-    """Stands in for a frozen dataclass instance and records which of its fields are read.
+def _recording_class(base: type[_D], kind: str, names: tuple[str, ...],
+                     inner: str | None = None) -> type[_D]:
+    """A subclass of the frozen dataclass ``base`` whose instances stand for one instance of it
+    (``_rec_obj``) and add ``(kind, field)`` to ``_rec_read`` for each field read. Properties
+    and methods are inherited, so they run on the recorder and their reads are recorded too;
+    hashing, comparing or printing counts as reading every field. ``inner``: a field whose
+    value is itself a recorder (``_rec_inner``), returned without being counted; reading
+    everything reads everything of it too."""
 
-    A property or method of the class runs with the recorder as ``self``, so its reads are
-    recorded too; hashing, comparing or printing the object counts as reading every field."""
+    def reader(name: str) -> property:
+        key = (kind, name)
 
-    __slots__ = ("_fields", "_kind", "_obj", "_read")
+        def get(self: Any) -> Any:
+            self._rec_read.add(key)
+            return getattr(self._rec_obj, name)
+        return property(get)
 
-    def __init__(self, obj: object, read: set[_Read], kind: str,
-                 field_names: tuple[str, ...]) -> None:
-        self._obj = obj
-        self._read = read
-        self._kind = kind
-        self._fields = field_names
+    def read_all(self: Any) -> None:
+        self._rec_read.update((kind, n) for n in names if n != inner)
+        if inner is not None:
+            self._rec_inner._read_all()
 
-    def _all(self) -> None:
-        self._read.update((self._kind, n) for n in self._fields)
+    def hash_(self: Any) -> int:
+        self._read_all()
+        return hash(self._rec_obj)
 
-    def __getattr__(self, name: str) -> Any:
-        if name in self._fields:
-            self._read.add((self._kind, name))
-            return getattr(self._obj, name)
-        kind, attr = _class_attr(type(self._obj), name)
-        if kind == "property":
-            return attr.fget(self)
-        if kind == "function":
-            return MethodType(attr, self)
-        self._all()  # a descriptor of another kind: assume it reads everything
-        return getattr(self._obj, name)
+    def eq(self: Any, other: object) -> bool:
+        self._read_all()
+        return bool(self._rec_obj == getattr(other, "_rec_obj", other))
 
-    def __hash__(self) -> int:
-        self._all()
-        return hash(self._obj)
+    def repr_(self: Any) -> str:
+        self._read_all()
+        return repr(self._rec_obj)
 
-    def __eq__(self, other: object) -> bool:
-        self._all()
-        if isinstance(other, _Recorder):
-            other = other._obj
-        return bool(self._obj == other)
-
-    def __repr__(self) -> str:
-        self._all()
-        return repr(self._obj)
+    cls = type(f"Recording{base.__name__}", (base,), {
+        "__slots__": ("_rec_inner", "_rec_obj", "_rec_read"), "_read_all": read_all,
+        "__hash__": hash_, "__eq__": eq, "__repr__": repr_})
+    for name in names:
+        setattr(cls, name, property(lambda self: self._rec_inner) if name == inner
+                else reader(name))
+    return cls
 
 
-_ATTRS: dict[tuple[type, str], tuple[str, Any]] = {}
+_RecordingDeployment = _recording_class(Deployment, "dep", DEP_FIELDS)
+# the context's deployment is a recorder itself, sharing the read set
+_RecordingContext = _recording_class(TermContext, "ctx", (*CTX_FIELDS, "dep"), inner="dep")
 
 
-def _class_attr(cls: type, name: str) -> tuple[str, Any]:
-    """("property" | "function" | "other", the attribute) of a class, kept per name."""
-    known = _ATTRS.get((cls, name))
-    if known is None:
-        attr = inspect.getattr_static(cls, name, None)
-        if attr is None:
-            raise AttributeError(name)
-        kind = ("property" if isinstance(attr, property) and attr.fget is not None
-                else "function" if isinstance(attr, FunctionType) else "other")
-        known = _ATTRS[(cls, name)] = (kind, attr)
-    return known
-
-
-class _ContextRecorder(_Recorder):
-    """A ``TermContext`` whose ``dep`` is a recorder sharing the read set."""
-
-    __slots__ = ("_dep",)
-
-    def __init__(self, ctx: TermContext, read: set[_Read]) -> None:
-        super().__init__(ctx, read, "ctx", CTX_FIELDS)
-        self._dep = _Recorder(ctx.dep, read, "dep", DEP_FIELDS)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "dep":
-            return self._dep
-        return super().__getattr__(name)
-
-    def _all(self) -> None:
-        super()._all()
-        self._dep._all()
+def _recorder(cls: type[_D], obj: _D, read: set[_Read], inner: object = None) -> _D:
+    rec = object.__new__(cls)
+    for slot, value in (("_rec_obj", obj), ("_rec_read", read), ("_rec_inner", inner)):
+        object.__setattr__(rec, slot, value)
+    return rec
 
 
 def recorded_run(term: TermFn, ctx: TermContext) -> tuple[list[Component], frozenset[_Read]]:
     """``term(ctx)`` and the context and deployment fields it read."""
     read: set[_Read] = set()
-    out = term(cast(TermContext, _ContextRecorder(ctx, read)))
-    return out, frozenset(read)
+    dep = _recorder(_RecordingDeployment, ctx.dep, read)
+    return term(_recorder(_RecordingContext, ctx, read, dep)), frozenset(read)
 
 
 def _key_fn(reads: frozenset[_Read]) -> Callable[[TermContext], tuple[object, ...]]:
