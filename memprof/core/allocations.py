@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from memprof.core.components import TermContext
+from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.scratch.evaluate import scratch_tensors
@@ -57,11 +57,15 @@ def model_load_position(weight_names: list[str]) -> int:
     return max(i + 1 for i, n in enumerate(weight_names) if n.startswith(layer))
 
 
-def model_load_buffers(ctx: TermContext) -> list[Allocation]:
+def model_load_buffers(ctx: TermContext,
+                       components: list[Component] | None = None) -> list[Allocation]:
     """The buffers a model registers at construction (RoPE cos/sin caches, DeepSeek-V4's init
-    buffers): one allocation per tensor of each such component, counted in model load."""
+    buffers): one allocation per tensor of each such component, counted in model load.
+    ``components``: those terms' components of ``ctx`` where the caller has them already."""
     out: list[Allocation] = []
-    for c in [*rope_cache_terms(ctx), *dsv4_init_buffer_terms(ctx)]:
+    if components is None:
+        components = [*rope_cache_terms(ctx), *dsv4_init_buffer_terms(ctx)]
+    for c in components:
         n = max(1, c.count)
         each = c.bytes // n
         for k in range(n):

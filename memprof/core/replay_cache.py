@@ -26,6 +26,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.term_memo import ReadMemo
 from memprof.core.terms.allocator import (
     ALLOC_MIN_BLOCK,
     ALLOC_MIN_LARGE_ALLOC,
@@ -33,7 +34,9 @@ from memprof.core.terms.allocator import (
     allocator_runtime_terms,
     slack_formula,
 )
+from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
+from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
 
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
@@ -54,6 +57,9 @@ class AllocatorReplayCache:
         # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
         self._stats: dict[tuple[int, tuple[int, ...], int, int, int], Component] = {}
         self._load: dict[tuple[Any, ...], int] = {}
+        # the model-load buffer terms, remembered by what they read (a class of ranks is
+        # everything but gpu_memory_utilization; these read a few settings of it)
+        self._load_terms = [ReadMemo(rope_cache_terms), ReadMemo(dsv4_init_buffer_terms)]
 
     def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
         """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
@@ -74,10 +80,11 @@ class AllocatorReplayCache:
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
         """The rank's weights tensor by tensor with the model-load buffers where
-        ``rank_allocations`` puts them (the weights cached, the buffers recomputed: they read
-        the batch size, the release and speculative decoding too)."""
+        ``rank_allocations`` puts them (the weights cached per layout, the buffers per what
+        their terms read)."""
         sizes, at = self._weights_and_position(ctx)
-        extra = tuple(a.bytes for a in model_load_buffers(ctx))
+        extra = tuple(a.bytes for a in model_load_buffers(
+            ctx, [c for term in self._load_terms for c in term(ctx)]))
         return sizes[:at] + extra + sizes[at:] if extra else sizes
 
     def _load_rounding(self, ctx: TermContext, pid: int) -> int:
