@@ -336,18 +336,24 @@ def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     wkey = ("weights", *weights_key(spec, dep, quant, coord, gpu.arch))
     if memo is not None:  # the spec stays alive while its id is a key
         memo.setdefault(("spec", id(spec)), spec)
-    tensors, groups = _memo(memo, wkey, lambda: group_weights(spec, dep, quant, coord,
-                                                              gpu.arch))
+    tensors, weights, weights_bytes = _memo(memo, wkey, lambda: _weights(
+        spec, dep, quant, coord, gpu.arch))
     kkey = ("kv", id(spec), dep.engine_version, dep.kv_cache_dtype, dep.block_size, dep.attn_tp,
             dep.pp, coord.pp_stage, dtype, gpu.arch)
     plan = _memo(memo, kkey, lambda: kv_plan(spec, dep, coord, dtype, gpu.arch))
-    weights = _weight_components(groups)
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
-                      weights_bytes=sum(c.bytes for c in weights), model_dtype=dtype,
-                      quant=quant)
+                      weights_bytes=weights_bytes, model_dtype=dtype, quant=quant)
     comps = weights + [c for fn in before_kv for c in fn(ctx)]
     return (tensors, comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
             sum(c.bytes for c in comps if loaded_at_start(c)))
+
+
+def _weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,
+             arch: str) -> tuple[list[WeightTensor], list[Component], int]:
+    """A rank's tensors, its weights report rows and their bytes."""
+    tensors, groups = group_weights(spec, dep, quant, coord, arch)
+    rows = _weight_components(groups)
+    return tensors, rows, sum(c.bytes for c in rows)
 
 
 def _blocks(dep: Deployment, c: _Class) -> int:

@@ -76,12 +76,13 @@ def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     run: dict[str, int] = {}
     for name, size in params:
-        if "qkv_proj(q)" in name or "qkv_proj(kv)" in name:
+        if "qkv_proj(" in name and ("qkv_proj(q)" in name or "qkv_proj(kv)" in name):
             key = name.replace("qkv_proj(q)", "qkv_proj").replace("qkv_proj(kv)", "qkv_proj")
             run[key] = run.get(key, 0) + size
             continue
-        out += run.items()
-        run = {}
+        if run:
+            out += run.items()
+            run = {}
         out.append((name, size))
     return out + list(run.items())
 
@@ -119,7 +120,8 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
     from memprof.alloc import CachingAllocator
     from memprof.alloc.monotone import continue_from
 
-    last_free = max((i for i, (kind, _) in enumerate(ops) if kind == 1), default=-1)
+    last_free = next((len(ops) - 1 - i for i, (kind, _) in enumerate(reversed(ops)) if kind == 1),
+                     -1)
     sim = CachingAllocator()
     handles: list[int] = []
     for kind, n in ops[:last_free + 1]:
