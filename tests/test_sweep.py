@@ -172,8 +172,8 @@ def test_sweep_cli_files(tmp_path: Path) -> None:
 ])
 def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) -> None:
     """Every cache the evaluator and the scratch evaluation keep (per class of ranks, per
-    settings but gpu_memory_utilization, per KV block count where a buffer reads it) gives what
-    a cold estimate gives: every component, the estimated maximum length, the sharing report."""
+    settings a computation reads, the KV block count where a buffer reads it) gives what a cold
+    estimate gives: every component, the estimated maximum length, the sharing report."""
     from memprof.core.scratch import evaluate as scratch_eval
     from memprof.core.terms import load_rounding
 
@@ -181,7 +181,7 @@ def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) ->
     for p in points([parse_axis(s) for s in sets]):
         dep = Deployment().with_(**p)
         got = ev.estimate(model, dep, g)
-        scratch_eval._BY_SETTINGS.clear()
+        scratch_eval._BY_READS.clear()
         scratch_eval._BY_CTX.clear()
         load_rounding._BY_LOAD.clear()
         want = estimate(model, dep, gpu=g)

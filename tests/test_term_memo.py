@@ -12,7 +12,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate, rank_context
 from memprof.core.gpus import resolve_gpu
 from memprof.core.sweep import Evaluator, parse_axis, points
-from memprof.core.term_memo import DEP_FIELDS, ReadMemo, recorded_run
+from memprof.core.term_memo import DEP_FIELDS, ReadMemo, ReadMemoFn, recorded_run
 
 
 def _ctx(dep: Deployment = Deployment()) -> TermContext:
@@ -50,6 +50,36 @@ def test_the_memo_tells_apart_what_a_property_reads() -> None:
     a, b = _ctx(Deployment(dp=1)), _ctx(Deployment(dp=1)).with_(dep=Deployment(dp=2))
     assert memo(a)[0].bytes == 1 and memo(b)[0].bytes == 2
     assert memo(a)[0].bytes == 1 and (memo.runs, memo.hits) == (2, 1)
+
+
+def test_a_memo_inside_a_memo_passes_its_reads_on() -> None:
+    """An inner memo's hit reads its key through the outer recorder, so the outer result is
+    kept under the inner's reads too (the scratch memos run inside the remembered terms)."""
+    inner = ReadMemoFn(lambda c: c.dep.tp)
+    outer = ReadMemo(lambda c: _one("x", inner.value(c)))
+    one, two = _ctx(), _ctx().with_(dep=Deployment(tp=2))
+    assert inner.value(one) == 1  # the inner result is kept before the outer runs
+    assert outer(one)[0].bytes == 1 and outer(two)[0].bytes == 2
+    assert (outer.runs, inner.runs) == (2, 2)
+
+
+def test_a_failing_run_raises_and_memo_stays_on() -> None:
+    """An error of the function itself comes out as it is, and the memo keeps working."""
+    from memprof.base.errors import BadInput
+
+    def term(c: TermContext) -> list[Component]:
+        if c.dep.tp == 2:
+            raise BadInput("no", hint="tp=1")
+        return _one("x", 1)
+
+    memo = ReadMemo(term)
+    try:
+        memo(_ctx().with_(dep=Deployment(tp=2)))
+        raise AssertionError("no error")
+    except BadInput as exc:
+        assert exc.message == "no"
+    assert not memo.direct
+    assert memo(_ctx())[0].bytes == 1 and memo(_ctx())[0].bytes == 1 and memo.hits == 1
 
 
 def test_terms_are_shared_across_a_sweep() -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import Deployment
@@ -37,6 +37,7 @@ MAX_ENTRIES = 4096  # results kept per term before the memo starts afresh
 
 _Read = tuple[str, str]  # ("dep" | "ctx", field name)
 _D = TypeVar("_D")
+_T = TypeVar("_T")
 
 
 def _recording_class(base: type[_D], kind: str, names: tuple[str, ...],
@@ -94,7 +95,8 @@ def _recorder(cls: type[_D], obj: _D, read: set[_Read], inner: object = None) ->
     return rec
 
 
-def recorded_run(term: TermFn, ctx: TermContext) -> tuple[list[Component], frozenset[_Read]]:
+def recorded_run(term: Callable[[TermContext], _T], ctx: TermContext
+                 ) -> tuple[_T, frozenset[_Read]]:
     """``term(ctx)`` and the context and deployment fields it read."""
     read: set[_Read] = set()
     dep = _recorder(_RecordingDeployment, ctx.dep, read)
@@ -124,35 +126,37 @@ def _key_fn(reads: frozenset[_Read]) -> Callable[[TermContext], tuple[object, ..
     return key
 
 
-class ReadMemo:
-    """``term`` (a ``TermFn``), remembered by what it reads. Use one per sweep (``Evaluator``):
-    the models and KV plans it has met are kept alive while their ids are keys."""
+class ReadMemoFn(Generic[_T]):
+    """``fn`` (a function of a ``TermContext``), remembered by what it reads; results are
+    returned as stored (the caller copies what it changes). The models and KV plans it has met
+    are kept alive while their ids are keys."""
 
-    def __init__(self, term: TermFn) -> None:
-        self.term = term
-        self.__name__ = getattr(term, "__name__", "term")
+    def __init__(self, fn: Callable[[TermContext], _T]) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "term")
         # the read sets met so far, each with the function that reads its values
         self._sets: list[tuple[frozenset[_Read], Callable[[TermContext], tuple[object, ...]]]] = []
-        self._results: dict[tuple[object, ...], tuple[Component, ...]] = {}
+        self._results: dict[tuple[object, ...], _T] = {}
         self._alive: list[object] = []
         self.hits = 0
         self.runs = 0
         self.direct = False  # set once a run reads every setting: nothing to share
 
-    def __call__(self, ctx: TermContext) -> list[Component]:
+    def value(self, ctx: TermContext) -> _T:
         if self.direct:
-            return self.term(ctx)
+            return self.fn(ctx)
         for i, (_reads, key) in enumerate(self._sets):
-            hit = self._results.get((i, key(ctx)))
-            if hit is not None:
+            k = (i, key(ctx))
+            if k in self._results:
                 self.hits += 1
-                return list(hit)
+                return self._results[k]
         self.runs += 1
         try:
-            out, reads = recorded_run(self.term, ctx)
-        except Exception:  # the stand-in may be what failed: run the term plainly
-            self.direct = True  # (a term that fails on its own raises the same error again)
-            return self.term(ctx)
+            out, reads = recorded_run(self.fn, ctx)
+        except Exception:
+            out = self.fn(ctx)  # a function that fails on its own raises its error again here
+            self.direct = True  # it ran plainly: the stand-in was what failed
+            return out
         if reads >= EVERY_SETTING:  # only the same class of ranks would share it
             self.direct = True
             return out
@@ -163,6 +167,20 @@ class ReadMemo:
         if len(self._results) >= MAX_ENTRIES:
             self._results.clear()
             self._alive.clear()
-        self._alive += [ctx.spec, ctx.plan]  # their ids may be in the key
-        self._results[(i, self._sets[i][1](ctx))] = tuple(out)
-        return list(out)
+        # the objects whose ids are in the key stay alive (read only if the run read them:
+        # ``ctx`` may be a recorder of an enclosing memo)
+        self._alive += [getattr(ctx, n) for n in sorted(BY_ID) if ("ctx", n) in reads]
+        self._results[(i, self._sets[i][1](ctx))] = out
+        return out
+
+
+class ReadMemo(ReadMemoFn[tuple[Component, ...]]):
+    """A term (a ``TermFn``) remembered by what it reads; each call gets its own list."""
+
+    def __init__(self, term: TermFn) -> None:
+        super().__init__(lambda ctx: tuple(term(ctx)))
+        self.term = term
+        self.__name__ = getattr(term, "__name__", "term")
+
+    def __call__(self, ctx: TermContext) -> list[Component]:
+        return list(self.value(ctx))

@@ -11,7 +11,6 @@ from typing import Literal, TypeVar
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
-from memprof.core.deployment import but_utilization
 from memprof.core.kvcache import rank_layers
 from memprof.core.scratch.backends import default_scratch_policy, resolve_backend
 from memprof.core.scratch.buffer import (
@@ -27,6 +26,7 @@ from memprof.core.scratch.buffer import (
     dtype_name,
 )
 from memprof.core.scratch.catalog import buffers_for
+from memprof.core.term_memo import ReadMemoFn
 
 _T = TypeVar("_T")
 
@@ -36,11 +36,11 @@ _T = TypeVar("_T")
 # context's dimensions, applicable buffers and components: kept here by the context's identity
 # (the context itself is held, so its id stays its own; TermContext is frozen).
 _BY_CTX: dict[tuple[str, int], tuple[TermContext, object]] = {}
-# ... and by what they are computed from, so that contexts that differ only in what scratch
-# never reads (gpu_memory_utilization, the KV bytes, and the KV block count unless a buffer is
-# sized by the KV pool) share them: a sweep's points. The spec and the KV plan are keyed by
-# identity and held by the entry's context, so their ids stay theirs.
-_BY_SETTINGS: dict[tuple[object, ...], tuple[TermContext, object]] = {}
+# ... and by what they read of the context (``memprof.core.term_memo``), so that contexts that
+# differ only in what scratch never reads (gpu_memory_utilization, the KV bytes, the KV block
+# count unless a buffer is sized by the KV pool, and for most backends the batch and the
+# context length) share them: a sweep's points.
+_BY_READS: dict[str, ReadMemoFn[object]] = {}
 
 
 def _ctx_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) -> _T:
@@ -55,25 +55,12 @@ def _ctx_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) ->
     return value
 
 
-def _settings_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T],
-                     blocks: bool) -> _T:
-    """``fn(ctx)`` kept under everything scratch reads of ``ctx`` (``blocks``: the KV block
-    count too)."""
-    key = (name, id(ctx.spec), id(ctx.plan), but_utilization(ctx.dep), ctx.gpu, ctx.coord,
-           ctx.model_dtype, ctx.quant, ctx.weights_bytes, ctx.num_gpu_blocks if blocks else -1)
-    hit = _BY_SETTINGS.get(key)
-    if hit is not None and hit[0].spec is ctx.spec and hit[0].plan is ctx.plan:
-        return hit[1]  # type: ignore[return-value]
-    if len(_BY_SETTINGS) >= 1024:
-        _BY_SETTINGS.clear()
-    value = fn(ctx)
-    _BY_SETTINGS[key] = (ctx, value)
-    return value
-
-
-def _reads_blocks(ctx: TermContext) -> bool:
-    """Does a buffer of ``ctx``'s rank have a shape sized by the KV pool?"""
-    return any(b.needs_kv_blocks for b in _applicable(ctx))
+def _settings_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) -> _T:
+    """``fn(ctx)`` kept under what it reads of ``ctx`` (one memo per ``name``)."""
+    memo = _BY_READS.get(name)
+    if memo is None or memo.fn is not fn:
+        memo = _BY_READS[name] = ReadMemoFn(fn)
+    return memo.value(ctx)  # type: ignore[return-value]
 
 
 def _prod(shape: Shape) -> int:
@@ -103,7 +90,7 @@ def _applicable(ctx: TermContext) -> list[ScratchBuffer]:
     read for SGLang.
     """
     return list(_ctx_cached("applicable", ctx, lambda c: _settings_cached(
-        "applicable", c, _applicable_uncached, blocks=False)))
+        "applicable", c, _applicable_uncached)))
 
 
 def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
@@ -207,12 +194,15 @@ def _components(ctx: TermContext) -> list[Component]:
     that fits in it adds 0 B and says so.
     """
     return list(_ctx_cached("components", ctx, lambda c: _settings_cached(
-        "components", c, _components_uncached, blocks=_reads_blocks(c))))
+        "components", c, _components_uncached)))
 
 
 def _components_uncached(ctx: TermContext) -> list[Component]:
+    applicable = _applicable(ctx)
+    if not applicable:  # (nor the dimensions read)
+        return []
     d = _dims(ctx)
-    rows = [r for b in _applicable(ctx) for r in _rows(b, ctx, d)]
+    rows = [r for b in applicable for r in _rows(b, ctx, d)]
     out = [_component(r, r.each) for r in rows if not r.buf.workspace_manager]
     wm = sorted((r for r in rows if r.buf.workspace_manager),
                 key=lambda r: (not r.buf.profiled, -r.each))
@@ -299,10 +289,12 @@ def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
     copy of every part of a non-workspace buffer (per-layer buffers once per layer), and one
     uint8 WorkspaceManager buffer of the largest call (256-B aligned parts), charged to its
     callers as ``scratch_terms`` charges them. Σ bytes = Σ scratch components."""
-    return list(_settings_cached("tensors", ctx, _scratch_tensors, blocks=_reads_blocks(ctx)))
+    return list(_settings_cached("tensors", ctx, _scratch_tensors))
 
 
 def _scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
+    if not _applicable(ctx):
+        return []
     d = _dims(ctx)
     comps = {c.name: c for c in _components(ctx)}
     out: list[ScratchTensor] = []
