@@ -54,7 +54,10 @@ def model_load_position(weight_names: list[str]) -> int:
     if first is None:
         return 0
     layer = weight_names[first].split(".self_attn.")[0] + ".self_attn."
-    return max(i + 1 for i, n in enumerate(weight_names) if n.startswith(layer))
+    end = first + 1  # a module's parameters are constructed one after another
+    while end < len(weight_names) and weight_names[end].startswith(layer):
+        end += 1
+    return end
 
 
 def model_load_buffers(ctx: TermContext,
