@@ -131,8 +131,9 @@ class AllocatorReplayCache:
         key = (pid, suffix, load, len(early), len(kv))
         comp = self._stats.get(key)
         if comp is None:
-            reserved, requested, segments = self._replay(pid, prefix, suffix, lazy)
-            kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
+            kv_sizes = Counter(kv)  # a few distinct sizes (one per layer kind)
+            reserved, requested, segments = self._replay(pid, prefix, suffix, lazy, kv_sizes)
+            kv_round = sum((allocation_size(n) - n) * k for n, k in kv_sizes.items())
             comp = Component(
                 name="allocator slack (simulated)", category="allocator",
                 bytes=max(0, reserved - requested - load), count=1, where="runtime",
@@ -144,8 +145,8 @@ class AllocatorReplayCache:
             self._stats[key] = comp
         return [comp]
 
-    def _replay(self, pid: int, prefix: tuple[int, ...], suffix: tuple[int, ...], lazy: int
-                ) -> tuple[int, int, int]:
+    def _replay(self, pid: int, prefix: tuple[int, ...], suffix: tuple[int, ...], lazy: int,
+                kv_sizes: Counter[int]) -> tuple[int, int, int]:
         """(reserved, requested, segments) after ``prefix`` then ``suffix``. Nothing is freed
         in between, so ``memprof.alloc.monotone`` gives the simulator's totals from the sizes of
         the free blocks alone; the state after ``prefix`` is kept and a copy continues with the
@@ -164,9 +165,11 @@ class AllocatorReplayCache:
             state = self._sims[pid] = MonotoneReplay().extend(prefix)
         if not suffix:
             return state.reserved, state.requested, state.segments
-        if not lazy and min(suffix) >= ALLOC_MIN_LARGE_ALLOC and (
-                round_up(min(suffix), ALLOC_MIN_BLOCK) > state.largest_free_block()):
-            return (state.reserved + sum(allocation_size(n) for n in suffix),
-                    state.requested + sum(suffix), state.segments + len(suffix))
+        if not lazy and (smallest := min(kv_sizes)) >= ALLOC_MIN_LARGE_ALLOC and (
+                round_up(smallest, ALLOC_MIN_BLOCK) > state.largest_free_block()):
+            # (the suffix is the KV tensors alone: ``kv_sizes`` counts them by size)
+            return (state.reserved + sum(allocation_size(n) * k for n, k in kv_sizes.items()),
+                    state.requested + sum(n * k for n, k in kv_sizes.items()),
+                    state.segments + len(suffix))
         end = state.copy().extend(suffix)
         return end.reserved, end.requested, end.segments
