@@ -33,11 +33,31 @@ def test_v0_failed_start_r1_distill_tp2() -> None:
     d = json.loads(out)
     f = figures(out)
     assert f["weights_bytes"]["measured"] == round(13.9476 * (1 << 30))
-    assert f["weights_bytes"]["reproduced"]  # 13.76 GiB, −1.4 %
+    assert f["weights_bytes"]["reproduced"]  # 13.95 GiB, −0.0005 %
     assert f["kv_tokens"]["measured"] == 81_536
+    # a V0 log without its release is estimated at the newest V0 release, and said so
+    assert d["deployment"]["engine_version"] == "0.7.3"
+    assert any("vLLM V0 and names no release" in n for n in d["log"]["notes"])
     assert d["verdict"] == "startup_oom"
     assert d["engine_fix"].startswith("--max-model-len 81536")
     assert d["fixes_note"]  # memprof's own changes were evaluated
+
+
+def test_v0_figures_are_compared_with_the_worker_that_logged_them() -> None:
+    """Row 48's budget line ("activation peak memory takes 0.19GiB") is the non-driver worker's:
+    under V0 only TP rank 0 samples. The rank compared is rank 1, whose available KV is within
+    5% of the logged 8.69 GiB, and the token count (the engine's, from the driver's blocks) is
+    within 5% of 81,536 at the row's 0.98."""
+    code, out, err = invoke(["explain", str(LOGS / "vllm-v0-r1-distill-qwen-14b-tp2-4090.log"),
+                             "--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp",
+                             "2", "--gpu-memory-utilization", "0.98", "--engine-version",
+                             "0.7.2", "-f", "json"])
+    assert code == 1, err
+    f = figures(out)
+    assert f["activation_peak_bytes"]["estimated"] < 200 * (1 << 20)  # rank 1: no sampler
+    for key in ("available_kv_bytes", "kv_tokens"):
+        assert f[key]["reproduced"], f[key]
+        assert abs(f[key]["estimated"] - f[key]["measured"]) / f[key]["measured"] < 0.05
 
 
 def test_sglang_k_and_v_sizes() -> None:

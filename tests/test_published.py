@@ -112,12 +112,27 @@ def test_row32_qwen3_235b_fp8_tokens_from_kv_memory() -> None:
     assert abs(e.kv_cache_tokens - obs["kv_tokens"]) / obs["kv_tokens"] < 0.02
 
 
+def test_row48_kv_tokens_at_its_release() -> None:
+    # "maximum number of tokens that can be stored in KV cache (81536)": V0 sizes one KV cache
+    # for its two workers from the smaller block count, the driver's (TP rank 0), the only one
+    # that samples in the profile run (memprof.core.terms.activation.V0_DRIVER_SAMPLER: 1.40
+    # GiB at 256 × 152,064 logits, against 161 MiB on rank 1). At 0.7.2 (the row's
+    # memprof_engine_version) and 0.98: 5231 blocks × 16 = 83,696 tokens, +2.6%; tolerance 5%.
+    obs = row(48)["observed"]
+    e = estimate("deepseek-r1-distill-qwen-14b",
+                 Deployment(tp=2, max_model_len=131072, gpu_memory_utilization=0.98,
+                            engine_version=version(48)), gpu_name="RTX-4090")
+    assert e.kv_cache_tokens == 83_696
+    assert abs(e.kv_cache_tokens - obs["kv_tokens"]) / obs["kv_tokens"] < 0.05
+    assert e.verdict == "startup_oom" and obs["startup_failed"]
+
+
 def test_row48_startup_failure_reproduced_from_its_kv_memory() -> None:
-    # The engine had "8.69 GiB" of KV and refused max_model_len 131072 ("81536" tokens fit).
-    # memprof gets 94,912 tokens from 8.69 GiB (98,304 B/token per rank: 48 layers × 4 KV heads ×
-    # 256 × 2 B); the two published numbers are inconsistent with each other for this
-    # architecture (81,536 × 98,304 B = 7.46 GiB; the log is partly the reporter's paraphrase),
-    # so only the verdict and the direction are asserted.
+    # The non-driver worker had "8.69 GiB" of KV and the engine refused max_model_len 131072
+    # ("81536" tokens fit). memprof gets 94,912 tokens from 8.69 GiB (98,304 B/token per rank:
+    # 48 layers × 4 KV heads × 256 × 2 B); 81,536 × 98,304 B = 7.46 GiB is the driver's KV, the
+    # smaller, which V0 sizes the cache by (test_row48_kv_tokens_at_its_release), so from the
+    # other worker's memory only the verdict and the direction are asserted.
     obs = row(48)["observed"]
     e = estimate("deepseek-r1-distill-qwen-14b",
                  Deployment(tp=2, kv_cache_memory_bytes=int(obs["kv_cache_gib"] * GiB)),

@@ -52,7 +52,14 @@ def explain(
     else:
         from memprof.report.explain import render_explain_table
 
-        sys.stdout.write(render_explain_table(x, about, None if sys.stdout.isatty() else 80))
+        width = None if sys.stdout.isatty() else 80
+        sys.stdout.write(render_explain_table(x, about, width))
         for n in notes:
-            sys.stdout.write(f"note: {n}\n")
+            if width is None:
+                sys.stdout.write(f"note: {n}\n")
+            else:
+                import textwrap
+
+                sys.stdout.write(textwrap.fill(f"note: {n}", width, subsequent_indent="  ")
+                                 + "\n")
     raise typer.Exit(EXIT_OK if x.estimate.verdict == "fits" else EXIT_OOM)

@@ -36,6 +36,7 @@ from memprof.core.kvcache import (
     max_fitting_model_len,
 )
 from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
+from memprof.core.terms.activation import samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.weights import (
@@ -200,9 +201,10 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
 
     Work grows with the *distinct* ranks, not their count: ranks of one PP stage holding the
-    same number of experts are one class, computed once; an engine (one DP rank's TP×PP
-    workers) takes the smallest block count of its classes; ranks with the same class and block
-    count share one ``RankEstimate`` (``same_as`` lists them).
+    same number of experts (and sampling in the profile run or not) are one class, computed
+    once; an engine (one DP rank's TP×PP workers) takes the smallest block count of its classes;
+    ranks with the same class and block count share one ``RankEstimate`` (``same_as`` lists
+    them).
 
     ``memo``: a dict kept across calls (``memprof.core.sweep.Evaluator``) in which a rank's
     weights and KV layout are remembered under the settings they are computed from.
@@ -233,13 +235,14 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     requested = math.ceil(util * gpu.total_bytes)
     mfs = sglang_defaults(gpu, dep)[2] if dep.sglang else 0.0
 
-    # pass 1: one class per (PP stage, experts on the rank); the engines each rank belongs to
-    classes: dict[tuple[int, int | None], _Class] = {}
-    order: list[tuple[RankCoord, tuple[int, int | None]]] = []
+    # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
+    # run: V0 only on TP rank 0); the engines each rank belongs to
+    classes: dict[tuple[int, int | None, bool], _Class] = {}
+    order: list[tuple[RankCoord, tuple[int, int | None, bool]]] = []
     for coord in ranks(dep):
         n_exp = (None if coord.ep_rank is None
                  else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
-        key = (coord.pp_stage, n_exp)
+        key = (coord.pp_stage, n_exp, samples_in_profile_run(dep, coord))
         order.append((coord, key))
         if key not in classes:
             classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs,
@@ -253,8 +256,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
         min_blocks[coord.dp_rank] = min(min_blocks.get(coord.dp_rank, b), b)
 
     # pass 3: one RankEstimate per (class, engine block count)
-    members: dict[tuple[tuple[int, int | None], int], list[int]] = {}
-    first: dict[tuple[tuple[int, int | None], int], RankCoord] = {}
+    members: dict[tuple[tuple[int, int | None, bool], int], list[int]] = {}
+    first: dict[tuple[tuple[int, int | None, bool], int], RankCoord] = {}
     for coord, key in order:
         ck = (key, min_blocks[coord.dp_rank])
         if ck not in members:

@@ -125,8 +125,21 @@ def _close(key: str, measured: float, estimated: float) -> bool:
     return abs(estimated - measured) <= TOLERANCE * abs(measured) + 1e-9
 
 
+def logged_rank(measured: Mapping[str, float], e: Estimate) -> RankEstimate:
+    """The rank a log's figures are compared with: the one with the most weights (the lowest
+    rank on a tie). A budget line comes from one worker, and under vLLM V0 only TP rank 0
+    samples in the profile run (``V0_DRIVER_SAMPLER``): where ranks with those weights differ in
+    their activation peak, the one whose peak is nearest the logged peak is that worker."""
+    top = max(r.weights_bytes for r in e.ranks)
+    same = sorted((r for r in e.ranks if r.weights_bytes == top), key=lambda x: x.coord.rank)
+    act = measured.get("activation_peak_bytes")
+    if act is None or len(same) == 1:
+        return same[0]
+    return min(same, key=lambda x: abs(ESTIMATED["activation_peak_bytes"](e, x) - act))
+
+
 def _rows(measured: Mapping[str, float], e: Estimate) -> list[Row]:
-    r = max(e.ranks, key=lambda x: (x.weights_bytes, -x.coord.rank))
+    r = logged_rank(measured, e)
     out = []
     for key, value in measured.items():
         fn = ESTIMATED.get(key)

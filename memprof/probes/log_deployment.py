@@ -61,6 +61,14 @@ def log_gpu(log: StartupLog) -> GPU | None:
                source="the log's total")
 
 
+def newest_v0_release() -> str:
+    """The newest vLLM release memprof models whose default engine is V0 (before 0.8.0)."""
+    from memprof.core.kvcache import V0_BLOCK_SIZE
+    from memprof.core.versions import VLLM_RELEASES, rule_in_force
+
+    return [r for r in VLLM_RELEASES if rule_in_force(V0_BLOCK_SIZE, r) is not None][-1]
+
+
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
     """The deployment of ``log``; ``overrides`` (Deployment fields the user gave) win over the
@@ -102,6 +110,11 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
             settings["max_model_len"] = int(v)
     engine = str(settings.pop("engine", None) or (
         log.engine if log.engine in ("vllm", "sglang") else "vllm"))
+    if engine == "vllm" and log.generation == "V0" and not settings.get("engine_version"):
+        settings["engine_version"] = newest_v0_release()
+        notes.append(f"the log is vLLM V0 and names no release: estimated at "
+                     f"{settings['engine_version']}, the newest release memprof models where V0 "
+                     "is the default engine (--engine-version to choose another)")
     try:
         dep = Deployment(engine=engine).with_(**settings)
     except TypeError as exc:  # pragma: no cover - settings keys are Deployment fields

@@ -56,6 +56,7 @@ def explanation_dict(x: Explanation, log: dict[str, Any]) -> dict[str, Any]:
         "schema_version": 1,
         "log": log,
         "deployment": {"model": e.spec.name, "engine": e.deployment.engine,
+                       "engine_version": e.deployment.engine_version,
                        "tensor_parallel_size": e.deployment.tp,
                        "pipeline_parallel_size": e.deployment.pp,
                        "data_parallel_size": e.deployment.dp, "gpu": e.gpu.name,

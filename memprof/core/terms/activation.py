@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
-from memprof.core.deployment import experts_on_rank
+from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Attention, Layer
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
-    is_last_stage,
     max_seqs,
     model_bytes,
     profile_tokens,
 )
+from memprof.core.versions import Rule, rule_in_force
 
 # vLLM V1 sampler warm-up (``_dummy_sampler_run``, vLLM@52a31cc gpu_model_runner.py profile_run /
 # _dummy_sampler_run) on R rows × V vocab. The first
@@ -48,6 +48,69 @@ SAMPLER_TRITON_MIN_ROWS = 8
 # H100/H200 SXM [approximation for other GPUs] (vllm/v1/sample/ops/topk_topp_triton.py
 # ``BUFFER_ROW = BUFFER + pid * VOCAB_SIZE``).
 SAMPLER_TRITON_BUFFER_ROWS = 132
+
+# ``Tensor.sort`` along the vocab on CUDA: what PyTorch allocates beside the sorted values and
+# their int64 indices, per element of R·V (4-byte keys). PyTorch Sort.h ``should_use_small_sort``
+# (≤ 4096 elements: an in-place bitonic sort, nothing more) and SortStable.cu
+# ``launch_stable_sort_kernel``: one segment → ``segmented_sort_large_segments``; fewer than 128
+# segments → ``segmented_sort_pairs_by_full_sort`` (two int2 (index, segment) buffers and cub's
+# radix-sort storage); 128 or more → ``segmented_sort_pairs`` (int64 reverse indices and cub's
+# storage). Measured on an H100 (torch 2.11.0+cu130; reports/gpu/v0-sampler/, from
+# ``benchmarks/gpu_v0_sampler.py``): the V0 sampler's peak above its bf16 input is 36·R·V at
+# R = 1 and R ≥ 128, 48·R·V at 8 ≤ R ≤ 127 and 30·R·V at V ≤ 4096 (within 7.2 MiB: block rounding
+# and cub's own storage, not counted), i.e. the fp32 copy (4) + values and indices (12) + these
+# temporaries at the sort.
+SORT_SMALL_MAX = 4096
+SORT_FEW_SEGMENTS = 128
+SORT_TEMP_BYTES_PER_ELEM = {"small": 0, "one segment": 20, "few segments": 32,
+                            "many segments": 20}
+
+
+def sort_temporaries_bytes(rows: int, vocab: int) -> int:
+    """Bytes ``Tensor.sort(dim=-1)`` of an fp32 ``[rows, vocab]`` holds beside its outputs."""
+    if vocab <= SORT_SMALL_MAX:
+        path = "small"
+    elif rows == 1:
+        path = "one segment"
+    elif rows < SORT_FEW_SEGMENTS:
+        path = "few segments"
+    else:
+        path = "many segments"
+    return SORT_TEMP_BYTES_PER_ELEM[path] * rows * vocab
+
+
+# vLLM V0 (the default engine until 0.8.0): the profile run (``ModelRunner._dummy_run``) samples
+# only on the driver worker, TP rank 0 of the last PP stage. The logits are gathered to it
+# (``LogitsProcessor._gather_logits``: ``gather``, not ``all_gather``, unless TPU or V1) and every
+# other worker returns after ``compute_logits`` (``ModelRunner.execute_model``: ``if not
+# self.is_driver_worker: return []``). Every request has ``SamplingParams(top_p=0.99,
+# top_k=vocab_size - 1)``, so ``Sampler.forward`` runs the torch ``_apply_top_k_top_p``
+# (FlashInfer's sampler only with VLLM_USE_FLASHINFER_SAMPLER=1): the fp32 copy, the sort, the
+# top-k and top-p boolean masks, the softmax and cumulative sum of the sorted values and the
+# scatter back into a new tensor are alive together (30·R·V) or, at the sort, the fp32 copy, the
+# outputs and the sort's temporaries (``sort_temporaries_bytes``), whichever is larger.
+V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
+    Rule(name="v0_driver_sampler", changes="activation peak: sampler", since="0.7.1",
+         until="0.8.0", value="driver worker, torch top-k/top-p",
+         introduced_by="V0 engine (VLLM_USE_V1=0 by default)",
+         removed_by="V1 on by default in 0.8.0 (every rank samples: "
+         "gpu_model_runner.py _dummy_sampler_run)",
+         source="0.7.2 worker/model_runner.py ModelRunner._dummy_run and execute_model; "
+         "model_executor/layers/logits_processor.py LogitsProcessor._gather_logits; "
+         "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p"),
+)
+V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
+
+
+def samples_in_profile_run(dep: Deployment, coord: RankCoord) -> bool:
+    """Does this rank run the sampler in the profile run? V1: every rank of the last PP stage;
+    V0 (``V0_DRIVER_SAMPLER``): only its TP rank 0."""
+    if coord.pp_stage != dep.pp - 1:
+        return False
+    if not dep.sglang and rule_in_force(V0_DRIVER_SAMPLER, dep.engine_version) is not None:
+        return coord.tp_rank == 0
+    return True
+
 
 # vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default 16·1024 (vllm/envs.py): the modular fused-MoE kernel
 # sizes its workspaces for at most this many tokens per chunk.
@@ -359,8 +422,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
                                                                         t))))
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
-    if is_last_stage(ctx) and r > 0:
-        stages.append(sampler_stage(ctx, t, r))
+    if r > 0 and samples_in_profile_run(dep, ctx.coord):
+        v0 = not dep.sglang and rule_in_force(V0_DRIVER_SAMPLER, dep.engine_version) is not None
+        stages.append(v0_sampler_stage(ctx, t, r) if v0 else sampler_stage(ctx, t, r))
     return list(dict.fromkeys(stages))  # layer types that differ only in routing share a stage
 
 
@@ -392,6 +456,23 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     else:
         parts += topkp
     return Stage("sampler", tuple(parts))
+
+
+def v0_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """The V0 driver worker's sampler in the profile run (``V0_DRIVER_SAMPLER``): the last hidden
+    states [T, H] and the gathered logits [R, V] in the model dtype (held by the caller), then
+    the larger of the sort moment (fp32 copy + sorted values and int64 indices + the sort's
+    temporaries) and the scatter moment (30·R·V); with fp32 logits ``.to(float)`` copies
+    nothing."""
+    s, v, h = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size
+    copy = 0 if s == 4 else SAMPLER_FP32_BYTES_PER_ELEM
+    at_sort = (copy + 4 + 8) * r * v + sort_temporaries_bytes(r, v)
+    at_scatter = (V0_SAMPLER_SCATTER_BYTES_PER_ELEM - 4 + copy) * r * v
+    label = ("sort: fp32 copy + values + int64 indices + temporaries" if at_sort >= at_scatter
+             else "top-k/top-p: fp32 copy + sort + masks + softmax + cumsum + scatter")
+    return Stage("sampler (V0 driver)", (("last hidden [T,H]", t * h * s),
+                                         ("gathered logits [R,V]", r * v * s),
+                                         (label, max(at_sort, at_scatter))))
 
 
 def moe_workspace_bytes(ctx: TermContext, tokens: int | None = None) -> int:
