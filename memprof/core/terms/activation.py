@@ -38,8 +38,8 @@ from memprof.core.versions import Rule, rule_in_force
 #   then ``softmax`` probs (4) and ``random_sample``'s exponential noise q (4): 12·R·V + buffer;
 # - R < 8: ``apply_top_k_top_p_pytorch`` sorts: values fp32 (4) + int64 indices (8), the top-k
 #   bool mask (1), ``softmax`` whose ``cumsum(out=probs_sort)`` is in place (4), the top-p bool
-#   mask (1): 22·R·V with the fp32 copy.
-# Not counted: the sort kernel's own temporary storage [unverified size].
+#   mask (1): 22·R·V with the fp32 copy; at the sort itself the fp32 copy, the outputs and the
+#   sort's temporaries (``sort_temporaries_bytes``, measured: 48·R·V at 2-7 rows, 36·R·V at one).
 SAMPLER_FP32_BYTES_PER_ELEM = 4
 SAMPLER_TRITON_BYTES_PER_ELEM = 4 + 4  # probs + exponential noise, after the in-place mask
 SAMPLER_SORT_BYTES_PER_ELEM = 4 + 8 + 1 + 4 + 1  # = 18; with the fp32 copy: 22·R·V
@@ -445,9 +445,11 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
         topkp = [("fp32 logits + probs + noise 12·R·V",
                   r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_TRITON_BYTES_PER_ELEM)),
                  (f"Triton top-k/p buffer [{rows},V] fp32", rows * v * 4)]
-    else:
-        topkp = [("fp32 logits + sort/softmax/masks 22·R·V",
-                  r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_SORT_BYTES_PER_ELEM))]
+    else:  # the larger of the sort moment (with its temporaries) and the masks' moment
+        at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
+        at_masks = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_SORT_BYTES_PER_ELEM)
+        topkp = [("fp32 logits + sort + its temporaries" if at_sort > at_masks
+                  else "fp32 logits + sort/softmax/masks 22·R·V", max(at_sort, at_masks))]
     k = dep.num_speculative_tokens
     spec_rows = r * (1 + k)
     reject = spec_rows * v * (4 + 4) + (spec_rows - r) * v * s if k else 0
