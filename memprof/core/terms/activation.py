@@ -12,6 +12,8 @@ rank); local sizes are per rank: heads/tp, dense I/tp, MoE I/(tp·dp) (full I wi
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
@@ -102,14 +104,18 @@ V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
 
 
+@lru_cache(maxsize=64)
+def v0_driver_samples(engine: str, version: str | None) -> bool:
+    """Does only the driver worker sample in the profile run (``V0_DRIVER_SAMPLER``)?"""
+    return engine == "vllm" and rule_in_force(V0_DRIVER_SAMPLER, version) is not None
+
+
 def samples_in_profile_run(dep: Deployment, coord: RankCoord) -> bool:
     """Does this rank run the sampler in the profile run? V1: every rank of the last PP stage;
     V0 (``V0_DRIVER_SAMPLER``): only its TP rank 0."""
     if coord.pp_stage != dep.pp - 1:
         return False
-    if not dep.sglang and rule_in_force(V0_DRIVER_SAMPLER, dep.engine_version) is not None:
-        return coord.tp_rank == 0
-    return True
+    return coord.tp_rank == 0 or not v0_driver_samples(dep.engine, dep.engine_version)
 
 
 # vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default 16·1024 (vllm/envs.py): the modular fused-MoE kernel
@@ -423,8 +429,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if r > 0 and samples_in_profile_run(dep, ctx.coord):
-        v0 = not dep.sglang and rule_in_force(V0_DRIVER_SAMPLER, dep.engine_version) is not None
-        stages.append(v0_sampler_stage(ctx, t, r) if v0 else sampler_stage(ctx, t, r))
+        stages.append(v0_sampler_stage(ctx, t, r) if v0_driver_samples(dep.engine,
+                                                                        dep.engine_version)
+                      else sampler_stage(ctx, t, r))
     return list(dict.fromkeys(stages))  # layer types that differ only in routing share a stage
 
 
