@@ -82,6 +82,19 @@ def test_a_failing_run_raises_and_memo_stays_on() -> None:
     assert memo(_ctx())[0].bytes == 1 and memo(_ctx())[0].bytes == 1 and memo.hits == 1
 
 
+def test_reading_everything_runs_plainly_or_keeps_by_all_settings() -> None:
+    """A term that hashes the deployment reads everything: a term memo then runs it plainly
+    (the class memo shares it); the scratch memos keep it under every setting instead."""
+    a, b = _ctx(), _ctx().with_(dep=Deployment(max_num_seqs=8))
+    direct = ReadMemo(lambda c: _one("x", hash(c.dep) % 7))
+    direct(a), direct(a)
+    assert direct.direct and direct.runs == 1
+    kept = ReadMemoFn(lambda c: hash(c.dep) % 7, direct_when_reading_everything=False)
+    assert kept.value(a) == hash(a.dep) % 7 and kept.value(a) == hash(a.dep) % 7
+    assert kept.value(b) == hash(b.dep) % 7
+    assert not kept.direct and (kept.runs, kept.hits) == (2, 1)
+
+
 def test_terms_are_shared_across_a_sweep() -> None:
     """On a grid of batch sizes and lengths, the terms that read neither run once per TP."""
     ev, g = Evaluator(), resolve_gpu("H200", None)

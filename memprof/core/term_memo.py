@@ -131,9 +131,14 @@ class ReadMemoFn(Generic[_T]):
     returned as stored (the caller copies what it changes). The models and KV plans it has met
     are kept alive while their ids are keys."""
 
-    def __init__(self, fn: Callable[[TermContext], _T]) -> None:
+    def __init__(self, fn: Callable[[TermContext], _T], *,
+                 direct_when_reading_everything: bool = True) -> None:
+        """``direct_when_reading_everything``: once a run reads every setting, run ``fn``
+        plainly from then on (a caller that already shares work per class of ranks); otherwise
+        such a result is kept under all its settings like any other."""
         self.fn = fn
         self.__name__ = getattr(fn, "__name__", "term")
+        self._direct_when_everything = direct_when_reading_everything
         # the read sets met so far, each with the function that reads its values
         self._sets: list[tuple[frozenset[_Read], Callable[[TermContext], tuple[object, ...]]]] = []
         self._results: dict[tuple[object, ...], _T] = {}
@@ -157,8 +162,8 @@ class ReadMemoFn(Generic[_T]):
             out = self.fn(ctx)  # a function that fails on its own raises its error again here
             self.direct = True  # it ran plainly: the stand-in was what failed
             return out
-        if reads >= EVERY_SETTING:  # only the same class of ranks would share it
-            self.direct = True
+        if self._direct_when_everything and reads >= EVERY_SETTING:
+            self.direct = True  # only the same class of ranks would share it
             return out
         known = [k for k, (r, _f) in enumerate(self._sets) if r == reads]
         i = known[0] if known else len(self._sets)

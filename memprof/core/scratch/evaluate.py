@@ -59,7 +59,7 @@ def _settings_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T
     """``fn(ctx)`` kept under what it reads of ``ctx`` (one memo per ``name``)."""
     memo = _BY_READS.get(name)
     if memo is None or memo.fn is not fn:
-        memo = _BY_READS[name] = ReadMemoFn(fn)
+        memo = _BY_READS[name] = ReadMemoFn(fn, direct_when_reading_everything=False)
     return memo.value(ctx)  # type: ignore[return-value]
 
 
