@@ -145,7 +145,8 @@ class _InOrderParams(RankWeights):
         super().__init__(*args)  # type: ignore[arg-type]
         self.params: list[tuple[str, int]] = []
         self._done = 0  # tensors of ``out`` already in ``params``
-        # layer kind → (its first layer's prefix, that layer's params as (name after it, bytes))
+        # layer kind → its first layer's params as (name after that layer's prefix, bytes); a
+        # name outside the prefix is kept whole, marked by a leading NUL
         self._built: dict[tuple[object, ...], list[tuple[str, int]]] = {}
         self._by_index = self.quant is not None and any(
             ch.isdigit() for p in self.quant.exclude for ch in p)
