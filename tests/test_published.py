@@ -127,6 +127,23 @@ def test_row48_kv_tokens_at_its_release() -> None:
     assert e.verdict == "startup_oom" and obs["startup_failed"]
 
 
+def test_row48_driver_activation_implied_by_its_two_kv_figures() -> None:
+    # The log's two KV figures come from two workers: the non-driver's "8.69 GiB" and the
+    # engine's 81,536 tokens, the driver's blocks (81,536 × 98,304 B = 7.46 GiB). With equal
+    # weights and non-torch memory, the driver's activation peak is the other's "0.19 GiB" plus
+    # the difference: 1.415 GiB. memprof's driver (the V0 sampler on 256 × 152,064 logits and the
+    # cuBLAS workspace) at 0.7.2; tolerance 5%.
+    obs = row(48)["observed"]
+    implied = ((obs["kv_cache_gib"] + obs["activation_peak_gib"]) * GiB
+               - obs["kv_tokens"] * 98_304)
+    e = estimate("deepseek-r1-distill-qwen-14b",
+                 Deployment(tp=2, max_model_len=131072, gpu_memory_utilization=0.98,
+                            engine_version=version(48)), gpu_name="RTX-4090")
+    driver = next(r for r in e.ranks if r.coord.tp_rank == 0)
+    got = driver.category_bytes("activation")
+    assert abs(got - implied) / implied < 0.05
+
+
 def test_row48_startup_failure_reproduced_from_its_kv_memory() -> None:
     # The non-driver worker had "8.69 GiB" of KV and the engine refused max_model_len 131072
     # ("81536" tokens fit). memprof gets 94,912 tokens from 8.69 GiB (98,304 B/token per rank:
