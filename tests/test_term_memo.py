@@ -136,3 +136,64 @@ def test_a_remembered_sweep_is_the_cold_estimate(model: str, gpu: str,
                 continue
             raise AssertionError(f"{p}: the evaluator accepted what the estimate refused") from exc
         assert ev.estimate(model, dep, g) == want, p
+
+
+def _cold(model: str, dep: Deployment, gpu: object) -> object:
+    """The estimate with every module-level cache emptied first (the scratch memos, the
+    model-load replay, the activation stages, the graph node counts, the in-order weights, a
+    rank's layers), so that a wrong key in any of them shows."""
+    from memprof.core import kvcache
+    from memprof.core.scratch import evaluate as scratch_eval
+    from memprof.core.terms import activation, cudagraph, load_rounding
+    from memprof.core.weights import rank
+
+    for cache in (scratch_eval._BY_READS, scratch_eval._BY_CTX, load_rounding._BY_LOAD,
+                  activation._STAGES, cudagraph._NODES, rank._IN_ORDER, kvcache._RANK_LAYERS,
+                  kvcache._RANK_KINDS):
+        cache.clear()
+    return estimate(model, dep, gpu=gpu)  # type: ignore[arg-type]
+
+
+WIDE = {"tp": (1, 2, 4, 8), "pp": (1, 2), "dp": (1, 2), "enable_expert_parallel": (False, True),
+        "max_model_len": (4096, 32768, 131072), "max_num_seqs": (4, 64, 512),
+        "kv_cache_dtype": ("auto", "fp8"), "gpu_memory_utilization": (0.8, 0.95),
+        "enforce_eager": (False, True), "scratch": (None, "per-layer", "shared"),
+        "engine_version": ("0.7.2", "0.10.0", "0.24.0", "0.33.0")}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(model=st.sampled_from(["deepseek-r1", "gpt-oss-120b", "qwen3-235b-a22b",
+                              "deepseek-v4-flash", "llama-3.1-70b", "qwen3-0.6b"]),
+       gpu=st.sampled_from(["H100", "H200", "B200", "MI300X"]),
+       engine=st.sampled_from(["vllm", "vllm", "sglang"]),
+       mfs=st.sampled_from([None, 0.85, 0.9]),
+       picks=st.lists(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in WIDE.items()}),
+                      min_size=2, max_size=5))
+def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, gpu: str, engine: str,
+                                                        mfs: float | None,
+                                                        picks: list[dict[str, object]]) -> None:
+    """Layouts, releases, engines, GPUs and scratch policies through one evaluator, each point
+    against an estimate made with every module-level cache emptied: every component, the
+    verdict and its reasons, and the two figures computed on demand."""
+    from memprof.base.errors import BadInput
+
+    ev, g = Evaluator(), resolve_gpu(gpu, None)
+    for p in picks:
+        dep = Deployment(engine=engine).with_(**p)
+        if engine == "sglang" and p["tp"] != 8:  # (one in four keeps vLLM's flag: an error)
+            dep = dep.with_(engine_version=None, scratch=None, gpu_memory_utilization=None,
+                            mem_fraction_static=mfs)
+        try:
+            want = _cold(model, dep, g)
+        except BadInput as exc:
+            try:
+                ev.estimate(model, dep, g)
+            except BadInput as got:
+                assert got.message == exc.message
+                continue
+            raise AssertionError(f"{p}: the evaluator accepted what the estimate refused") from exc
+        got = ev.estimate(model, dep, g)
+        assert got == want, p
+        assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \
+            [(r.estimated_max_model_len, r.scratch_savings)
+             for r in want.ranks], p  # type: ignore[attr-defined]

@@ -213,12 +213,12 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     spec = model if isinstance(model, ModelSpec) else load_model(
         model, speculative_mtp=dep.num_speculative_tokens > 0)
     util = dep.gpu_memory_utilization
-    if memo is None or (util is not None and not 0.0 < util <= 1.0):
+    if memo is None or (util is not None and (not 0.0 < util <= 1.0 or dep.sglang)):
         dep = _prepared(dep, spec, gpu)
     else:
         # validated and resolved once for every gpu_memory_utilization (only its own range
-        # check and default read it; a value out of range takes the path above, so errors
-        # come in validate's order)
+        # check, the engine check — SGLang has no such flag — and its default read it; a value
+        # either refuses takes the path above, so errors come in validate's order)
         memo.setdefault(("spec", id(spec)), spec)
         base = _memo(memo, ("prepared", id(spec), gpu, but_utilization(dep)), lambda: _prepared(
             dep.with_(gpu_memory_utilization=None), spec, gpu))
