@@ -158,10 +158,17 @@ WIDE = {"tp": (1, 2, 4, 8), "pp": (1, 2), "dp": (1, 2), "enable_expert_parallel"
         "max_model_len": (4096, 32768, 131072), "max_num_seqs": (4, 64, 512),
         "kv_cache_dtype": ("auto", "fp8"), "gpu_memory_utilization": (0.8, 0.95),
         "enforce_eager": (False, True), "scratch": (None, "per-layer", "shared"),
-        "engine_version": ("0.7.2", "0.10.0", "0.24.0", "0.33.0")}
+        "engine_version": ("0.7.2", "0.10.0", "0.24.0", "0.33.0"),
+        "num_speculative_tokens": (0, 0, 1, 3), "block_size": (None, None, 16, 64),
+        "max_num_batched_tokens": (None, None, 2048, 16384), "dtype": ("auto", "auto", "float16"),
+        "kv_cache_memory_bytes": (None, None, None, 8 << 30),
+        "attention_backend": (None, None, None, "FLASHINFER", "TRITON_MLA", "FLASHMLA")}
+VLLM_ONLY = {"engine_version": None, "scratch": None, "gpu_memory_utilization": None,
+             "num_speculative_tokens": 0, "max_num_batched_tokens": None,
+             "kv_cache_memory_bytes": None, "attention_backend": None}
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(model=st.sampled_from(["deepseek-r1", "gpt-oss-120b", "qwen3-235b-a22b",
                               "deepseek-v4-flash", "llama-3.1-70b", "qwen3-0.6b"]),
        gpu=st.sampled_from(["H100", "H200", "B200", "MI300X"]),
@@ -172,7 +179,8 @@ WIDE = {"tp": (1, 2, 4, 8), "pp": (1, 2), "dp": (1, 2), "enable_expert_parallel"
 def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, gpu: str, engine: str,
                                                         mfs: float | None,
                                                         picks: list[dict[str, object]]) -> None:
-    """Layouts, releases, engines, GPUs and scratch policies through one evaluator, each point
+    """Layouts, releases, engines, GPUs, scratch policies, speculative decoding, block sizes,
+    attention backends and a fixed KV budget through one evaluator, each point
     against an estimate made with every module-level cache emptied: every component, the
     verdict and its reasons, and the two figures computed on demand."""
     from memprof.base.errors import BadInput
@@ -180,9 +188,8 @@ def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, gpu: str, engi
     ev, g = Evaluator(), resolve_gpu(gpu, None)
     for p in picks:
         dep = Deployment(engine=engine).with_(**p)
-        if engine == "sglang" and p["tp"] != 8:  # (one in four keeps vLLM's flag: an error)
-            dep = dep.with_(engine_version=None, scratch=None, gpu_memory_utilization=None,
-                            mem_fraction_static=mfs)
+        if engine == "sglang" and p["tp"] != 8:  # (one in four keeps vLLM's flags: an error)
+            dep = dep.with_(**VLLM_ONLY, mem_fraction_static=mfs)
         try:
             want = _cold(model, dep, g)
         except BadInput as exc:
