@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import estimate, rank_context
-from memprof.core.gpus import resolve_gpu
+from memprof.core.estimate import Estimate, estimate, rank_context
+from memprof.core.gpus import GPU, resolve_gpu
 from memprof.core.sweep import Evaluator, parse_axis, points
 from memprof.core.term_memo import DEP_FIELDS, ReadMemo, ReadMemoFn, recorded_run
 
@@ -138,7 +138,7 @@ def test_a_remembered_sweep_is_the_cold_estimate(model: str, gpu: str,
         assert ev.estimate(model, dep, g) == want, p
 
 
-def _cold(model: str, dep: Deployment, gpu: object) -> object:
+def _cold(model: str, dep: Deployment, gpu: GPU) -> Estimate:
     """The estimate with every module-level cache emptied first (the scratch memos, the
     model-load replay, the activation stages, the graph node counts, the in-order weights, a
     rank's layers), so that a wrong key in any of them shows."""
@@ -151,7 +151,7 @@ def _cold(model: str, dep: Deployment, gpu: object) -> object:
                   activation._STAGES, cudagraph._NODES, rank._IN_ORDER, kvcache._RANK_LAYERS,
                   kvcache._RANK_KINDS):
         cache.clear()
-    return estimate(model, dep, gpu=gpu)  # type: ignore[arg-type]
+    return estimate(model, dep, gpu=gpu)
 
 
 WIDE = {"tp": (1, 2, 4, 8), "pp": (1, 2), "dp": (1, 2), "enable_expert_parallel": (False, True),
@@ -195,12 +195,11 @@ def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, gpu: str, engi
         except BadInput as exc:
             try:
                 ev.estimate(model, dep, g)
-            except BadInput as got:
-                assert got.message == exc.message
+            except BadInput as err:
+                assert err.message == exc.message
                 continue
             raise AssertionError(f"{p}: the evaluator accepted what the estimate refused") from exc
         got = ev.estimate(model, dep, g)
         assert got == want, p
         assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \
-            [(r.estimated_max_model_len, r.scratch_savings)
-             for r in want.ranks], p  # type: ignore[attr-defined]
+            [(r.estimated_max_model_len, r.scratch_savings) for r in want.ranks], p
