@@ -11,22 +11,21 @@ import pytest
 
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import estimate
+from memprof.core.estimate import RankEstimate, estimate
 from memprof.core.terms.activation import sort_temporaries_bytes
 
 GOLDEN = Path(__file__).resolve().parents[1] / "reports" / "gpu" / "v0-sampler"
-ROW48 = dict(tp=2, max_model_len=131072, gpu_memory_utilization=0.98)
+ROW48 = Deployment(tp=2, max_model_len=131072, gpu_memory_utilization=0.98)
 
 
-def _peak(rank: object) -> int:
-    return next(c.bytes for c in rank.components  # type: ignore[attr-defined]
-                if c.name == "activation peak (profile run)")
+def _peak(rank: RankEstimate) -> int:
+    return next(c.bytes for c in rank.components if c.name == "activation peak (profile run)")
 
 
 def test_only_tp_rank_0_samples_under_v0() -> None:
     # 0.7.2 worker/model_runner.py execute_model: "if not self.is_driver_worker: return []"
     # before self.model.sample; logits_processor.py _gather_logits: gather to rank 0.
-    e = estimate("deepseek-r1-distill-qwen-14b", Deployment(**ROW48, engine_version="0.7.2"),
+    e = estimate("deepseek-r1-distill-qwen-14b", ROW48.with_(engine_version="0.7.2"),
                  gpu_name="RTX-4090")
     by_rank = {r.coord.tp_rank: r for r in e.ranks}
     assert set(by_rank) == {0, 1}
@@ -49,7 +48,7 @@ def test_only_tp_rank_0_samples_under_v0() -> None:
 
 
 def test_every_last_stage_rank_samples_under_v1() -> None:
-    e = estimate("deepseek-r1-distill-qwen-14b", Deployment(**ROW48, engine_version="0.8.0"),
+    e = estimate("deepseek-r1-distill-qwen-14b", ROW48.with_(engine_version="0.8.0"),
                  gpu_name="RTX-4090")
     assert len(e.ranks) == 1 and e.ranks[0].same_as == (0, 1)
     assert "sampler [" not in e.ranks[0].components[0].formula  # (weights row)
