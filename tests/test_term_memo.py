@@ -162,7 +162,8 @@ WIDE = {"tp": (1, 2, 4, 8), "pp": (1, 2), "dp": (1, 2), "enable_expert_parallel"
         "num_speculative_tokens": (0, 0, 1, 3), "block_size": (None, None, 16, 64),
         "max_num_batched_tokens": (None, None, 2048, 16384), "dtype": ("auto", "auto", "float16"),
         "kv_cache_memory_bytes": (None, None, None, 8 << 30),
-        "attention_backend": (None, None, None, "FLASHINFER", "TRITON_MLA", "FLASHMLA")}
+        "attention_backend": (None, None, None, "FLASHINFER", "TRITON_MLA", "FLASHMLA"),
+        "gpu": ("H100", "H200", "B200", "MI300X", "L40S")}
 VLLM_ONLY = {"engine_version": None, "scratch": None, "gpu_memory_utilization": None,
              "num_speculative_tokens": 0, "max_num_batched_tokens": None,
              "kv_cache_memory_bytes": None, "attention_backend": None}
@@ -171,22 +172,24 @@ VLLM_ONLY = {"engine_version": None, "scratch": None, "gpu_memory_utilization": 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(model=st.sampled_from(["deepseek-r1", "gpt-oss-120b", "qwen3-235b-a22b",
                               "deepseek-v4-flash", "llama-3.1-70b", "qwen3-0.6b"]),
-       gpu=st.sampled_from(["H100", "H200", "B200", "MI300X"]),
        engine=st.sampled_from(["vllm", "vllm", "sglang"]),
        mfs=st.sampled_from([None, 0.85, 0.9]),
        picks=st.lists(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in WIDE.items()}),
                       min_size=2, max_size=5))
-def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, gpu: str, engine: str,
+def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, engine: str,
                                                         mfs: float | None,
                                                         picks: list[dict[str, object]]) -> None:
-    """Layouts, releases, engines, GPUs, scratch policies, speculative decoding, block sizes,
+    """Layouts, releases, engines, GPUs (changing from point to point), scratch policies,
+    speculative decoding, block sizes,
     attention backends and a fixed KV budget through one evaluator, each point
     against an estimate made with every module-level cache emptied: every component, the
     verdict and its reasons, and the two figures computed on demand."""
     from memprof.base.errors import BadInput
 
-    ev, g = Evaluator(), resolve_gpu(gpu, None)
-    for p in picks:
+    ev = Evaluator()
+    for pick in picks:
+        p = dict(pick)
+        g = resolve_gpu(str(p.pop("gpu")), None)  # one evaluator across GPUs, as --set gpu=…
         dep = Deployment(engine=engine).with_(**p)
         if engine == "sglang" and p["tp"] != 8:  # (one in four keeps vLLM's flags: an error)
             dep = dep.with_(**VLLM_ONLY, mem_fraction_static=mfs)
