@@ -180,10 +180,9 @@ def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, engine: str,
                                                         mfs: float | None,
                                                         picks: list[dict[str, object]]) -> None:
     """Layouts, releases, engines, GPUs (changing from point to point), scratch policies,
-    speculative decoding, block sizes,
-    attention backends and a fixed KV budget through one evaluator, each point
-    against an estimate made with every module-level cache emptied: every component, the
-    verdict and its reasons, and the two figures computed on demand."""
+    speculative decoding, block sizes, attention backends and a fixed KV budget through one
+    evaluator, each point against an estimate made with every module-level cache emptied: every
+    component, the verdict and its reasons, and the two figures computed on demand."""
     from memprof.base.errors import BadInput
 
     ev = Evaluator()
