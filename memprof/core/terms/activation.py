@@ -3,8 +3,8 @@
 vLLM@52a31cc ``GPUModelRunner.profile_run`` / ``_dummy_run`` / ``_dummy_sampler_run``
 (vllm/v1/worker/gpu_model_runner.py): an eager forward of ``max_num_batched_tokens`` tokens with
 attention skipped (``FlashAttentionImpl.forward`` returns ``output.fill_(0)`` without metadata),
-then the sampler on ``R = min(max_num_seqs, max_num_batched_tokens)`` rows on the last PP stage.
-Inside the budget, profiled.
+then the sampler on ``R = min(max_num_seqs, max_num_batched_tokens)`` rows on the last PP stage
+(under vLLM V0 only on its TP rank 0: ``V0_DRIVER_SAMPLER``). Inside the budget, profiled.
 
 Sizes are ``int`` bytes. "s" is the model dtype's size; "T" the tokens of the profile run (per DP
 rank); local sizes are per rank: heads/tp, dense I/tp, MoE I/(tp·dp) (full I with EP).
