@@ -10,7 +10,8 @@ passes is printed beside it. Before the grids, one point of another model is est
 that the modules an estimate imports on first use are loaded (their time is the cold start's,
 ``bench_estimate.py``; ``--no-warmup`` counts it in the first grid). Rates are per second of
 wall time and, in brackets, per CPU second of this process. A shared machine's speed drifts
-(the same tree measured 2,800-5,300/s within an hour on the development machine):
+(one tree measured 3,427-5,290/s over 10 processes run one after another on the development
+machine):
 ``--processes N`` runs the whole benchmark in N fresh processes, one after another, and prints
 the min / median / max of the first-pass rates.
 """

@@ -4,9 +4,13 @@ for point, what a cold estimate gives."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memprof.base.errors import BadInput
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate, rank_context
@@ -65,7 +69,6 @@ def test_a_memo_inside_a_memo_passes_its_reads_on() -> None:
 
 def test_a_failing_run_raises_and_memo_stays_on() -> None:
     """An error of the function itself comes out as it is, and the memo keeps working."""
-    from memprof.base.errors import BadInput
 
     def term(c: TermContext) -> list[Component]:
         if c.dep.tp == 2:
@@ -73,11 +76,9 @@ def test_a_failing_run_raises_and_memo_stays_on() -> None:
         return _one("x", 1)
 
     memo = ReadMemo(term)
-    try:
+    with pytest.raises(BadInput) as exc:
         memo(_ctx().with_(dep=Deployment(tp=2)))
-        raise AssertionError("no error")
-    except BadInput as exc:
-        assert exc.message == "no"
+    assert exc.value.message == "no"
     assert not memo.direct
     assert memo(_ctx())[0].bytes == 1 and memo(_ctx())[0].bytes == 1 and memo.hits == 1
 
@@ -121,21 +122,27 @@ def test_a_remembered_sweep_is_the_cold_estimate(model: str, gpu: str,
                                                    picks: list[dict[str, object]]) -> None:
     """Random deployments, in random order, through one evaluator (whose terms share results
     by what they read) against a cold estimate of each: every component and verdict."""
-    from memprof.base.errors import BadInput
-
     ev, g = Evaluator(), resolve_gpu(gpu, None)
     for p in picks:
-        dep = Deployment().with_(**p)
-        try:
-            want = estimate(model, dep, gpu=g)
-        except BadInput as exc:
-            try:
-                ev.estimate(model, dep, g)
-            except BadInput as got:
-                assert got.message == exc.message
-                continue
-            raise AssertionError(f"{p}: the evaluator accepted what the estimate refused") from exc
-        assert ev.estimate(model, dep, g) == want, p
+        pair = _both(ev, model, Deployment().with_(**p), g,
+                     lambda m, d, gpu_: estimate(m, d, gpu=gpu_))
+        if pair is not None:
+            assert pair[0] == pair[1], p
+
+
+def _both(ev: Evaluator, model: str, dep: Deployment, gpu: GPU,
+          reference: Callable[[str, Deployment, GPU], Estimate]
+          ) -> tuple[Estimate, Estimate] | None:
+    """(the evaluator's estimate, the reference's); None when both refuse ``dep`` with the same
+    error (an evaluator that accepts what the reference refuses fails the test)."""
+    try:
+        want = reference(model, dep, gpu)
+    except BadInput as exc:
+        with pytest.raises(BadInput) as got:
+            ev.estimate(model, dep, gpu)
+        assert got.value.message == exc.message
+        return None
+    return ev.estimate(model, dep, gpu), want
 
 
 def _cold(model: str, dep: Deployment, gpu: GPU) -> Estimate:
@@ -183,8 +190,6 @@ def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, engine: str,
     speculative decoding, block sizes, attention backends and a fixed KV budget through one
     evaluator, each point against an estimate made with every module-level cache emptied: every
     component, the verdict and its reasons, and the two figures computed on demand."""
-    from memprof.base.errors import BadInput
-
     ev = Evaluator()
     for pick in picks:
         p = dict(pick)
@@ -192,16 +197,10 @@ def test_a_remembered_sweep_is_the_cold_estimate_wide(model: str, engine: str,
         dep = Deployment(engine=engine).with_(**p)
         if engine == "sglang" and p["tp"] != 8:  # (one in four keeps vLLM's flags: an error)
             dep = dep.with_(**VLLM_ONLY, mem_fraction_static=mfs)
-        try:
-            want = _cold(model, dep, g)
-        except BadInput as exc:
-            try:
-                ev.estimate(model, dep, g)
-            except BadInput as err:
-                assert err.message == exc.message
-                continue
-            raise AssertionError(f"{p}: the evaluator accepted what the estimate refused") from exc
-        got = ev.estimate(model, dep, g)
+        pair = _both(ev, model, dep, g, _cold)
+        if pair is None:
+            continue
+        got, want = pair
         assert got == want, p
         assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \
             [(r.estimated_max_model_len, r.scratch_savings) for r in want.ranks], p
