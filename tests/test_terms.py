@@ -431,20 +431,24 @@ def test_rows_25_26_dsv4_flash_spark_activation() -> None:
     # 2.64 and 0.75 GiB (−50%, −46%) with the fp32 compressor GEMM outputs (vLLM 0.26–0.33);
     # 2.95 and 1.20 GiB (−44%, −13%) with the sparse indexer's 512 MiB logits stand-in (vLLM
     # 0.23–0.33, a constant: the slope is 296 KiB per batched token against ~664 published).
-    # That deployment is not upstream vLLM (MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark start.sh:
-    # image ghcr.io/0xsero/deepseek-v4-flash-0731-spark-sparkinfer, EXL3 REAP experts, b12x
-    # attention/WO/mHC kernels, DSpark drafter, NVFP4 KV records); upstream 0.33.0 picks no
-    # b12x DSv4 attention (nvidia/model.py ``_select_dsv4_attn_cls``: sm_12x runs
+    # That deployment is not upstream vLLM. The recipe's start.sh (MiaAI-Lab/DeepSeek-v4-Flash-
+    # One-DGX-Spark @d4ba142) pins ghcr.io/0xsero/deepseek-v4-flash-0731-spark-sparkinfer@sha256:
+    # 2e077489…, whose Dockerfile (0xSero/deepseek-v4-flash-0731-spark-sparkinfer @590d217) builds
+    # local-inference-lab/vllm @30038602 + sparkinfer @272a84bd with four patches; its
+    # entrypoint.sh runs BACKEND=b12x-a8, INDEXER_BACKEND=b12x, EXL3 experts and a DSpark K5
+    # drafter, SM12x kernels only (CUTE_DSL_ARCH=sm_121a). Upstream 0.33.0 picks no b12x DSv4
+    # attention (nvidia/model.py ``_select_dsv4_attn_cls``: sm_12x runs
     # DeepseekV4FlashInferSM120Attention, whose profile run reserves a fixed 128 MiB) and
     # Marlin for its MXFP4 experts (workspaces M·k·(max(I,H) + max(2I,H)) bf16, as counted).
     # Issue #4 quotes the b12x compressed-MLA workspace locked at 1157.00 MB (vLLM's MB = MiB)
-    # with mnbt 2048: b12x's ``integration/compressed_scratch.py`` layout (tmp_output bf16 +
-    # tmp_lse fp32 per q-chunk and head, final_lse fp32 per row and head) at 2048 rows, 64 heads
-    # and 9 chunks per row (the batched split cdiv(width, 1024), so a width of 8193–9216: an
-    # inference, the image's b12x revision was not identified) is 2048·64·(9·(512·2 + 4) + 4) B
-    # = 1,213,202,432 B = 1157.00 MiB exactly, 578.5 KiB per row. The fork's whole forward would
-    # have to be modelled to use it. Tolerance: memprof must stay below the published peak and
-    # above 40% of it, and so must the per-token slope.
+    # with mnbt 2048: sparkinfer @272a84bd ``attention/compressed_mla/_scratch.py``
+    # ``_compressed_mla_scratch_layout`` (tmp_output bf16 + tmp_lse fp32 per q-chunk and head,
+    # final_lse fp32 per row and head) at 2048 rows, 64 heads and 9 chunks per row
+    # (``max_chunks_per_row`` is the fork's caller's: an inference) is 2048·64·(9·(512·2 + 4) + 4) B
+    # = 1,213,202,432 B = 1157.00 MiB exactly, 578.5 KiB per row. The rest of the fork's forward
+    # cannot be modelled: vLLM @30038602 is in neither stored copy (the snapshot ends 2026-05-29,
+    # the file index lacks the commit) and its kernels need a GB10 to trace. Tolerance: memprof
+    # must stay below the published peak and above 40% of it, and so must the per-token slope.
     hi, pub_hi = _dsv4_spark(8224)
     lo, pub_lo = _dsv4_spark(2048)
     assert 0.40 * pub_hi < hi < pub_hi
