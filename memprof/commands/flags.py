@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
@@ -197,6 +198,5 @@ def gpu_of(name: str | None, memory: int | None) -> GPU:
         local = local_gpu()
         if memory is None:
             return local
-        return GPU(name=local.name, total_bytes=memory, arch=local.arch, vendor=local.vendor,
-                   exact=True, source="--gpu-memory")
+        return replace(local, total_bytes=memory, exact=True, source="--gpu-memory")
     return resolve_gpu(name, memory)

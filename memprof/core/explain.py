@@ -69,9 +69,9 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
 
 # why a figure may differ, when no modelled setting explains it (facts about the engines only)
 WHY = {
-    "non_torch_bytes": "vLLM V0 counted everything outside torch since the process started "
-                       "(CUDA context, NCCL) here; V1 and memprof count the profile run's "
-                       "increase only",
+    "non_torch_bytes": "an NCCL communicator's size varies with the transport, the NCCL "
+                       "version and its cuMem setting (memprof's were measured with NCCL 2.28.9 "
+                       "on H100/H200), and kernel modules memprof has no entry for load here",
     "activation_peak_bytes": "memprof models the profile run's largest live set per layer; "
                              "kernel workspaces it has no entry for land here",
     "weights_bytes": "checkpoint tensors or buffers registered at load that memprof does not "

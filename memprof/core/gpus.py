@@ -6,7 +6,7 @@ Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from memprof.base.errors import BadInput, ConfigError
@@ -24,6 +24,9 @@ class GPU:
     vendor: str = "nvidia"
     exact: bool = True
     source: str = ""
+    # GPU peer-to-peer access between two of these in one host (NVLink or PCIe P2P); False where
+    # the driver gives none (GeForce RTX 4090), so NCCL connects them through host shared memory
+    peer_access: bool = True
 
     @property
     def is_rocm(self) -> bool:
@@ -39,7 +42,7 @@ def catalog() -> tuple[GPU, ...]:
         return tuple(
             GPU(name=g["name"], total_bytes=int(g["total_bytes"]), arch=g["arch"],
                 vendor=g.get("vendor", "nvidia"), exact=bool(g.get("exact", True)),
-                source=g.get("source", ""))
+                source=g.get("source", ""), peer_access=bool(g.get("peer_access", True)))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -83,6 +86,5 @@ def resolve_gpu(name: str | None, memory_bytes: int | None) -> GPU:
                    source="--gpu-memory")
     gpu = find_gpu(name)
     if memory_bytes is not None:
-        return GPU(name=gpu.name, total_bytes=memory_bytes, arch=gpu.arch, vendor=gpu.vendor,
-                   exact=True, source="--gpu-memory")
+        return replace(gpu, total_bytes=memory_bytes, exact=True, source="--gpu-memory")
     return gpu

@@ -23,6 +23,7 @@ from memprof.core.models import ModelSpec
 from memprof.core.terms.activation import V0_DRIVER_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
@@ -38,7 +39,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
-    SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER,
+    SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, NCCL_PLACEMENT, NCCL_CUMEM,
 )
 
 
@@ -58,6 +59,7 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "sliding": kind == "dsv4" or any(x.attention.sliding_window for x in spec.layers),
         "gpt_oss": spec.family == "gpt_oss",
         "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
+        "nccl": bool(nccl_groups(dep)),
     }.get(rule.applies_to, True)
 
 

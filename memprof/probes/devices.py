@@ -267,7 +267,8 @@ def local_gpu() -> GPU:
     return GPU(name=match.name if match else (first.name or "local GPU"),
                total_bytes=first.total_bytes, arch=arch if arch else "unknown",
                vendor=first.vendor, exact=True,
-               source=f"this host ({first.vendor} driver {first.driver or '?'})")
+               source=f"this host ({first.vendor} driver {first.driver or '?'})",
+               peer_access=match.peer_access if match else True)
 
 
 def _catalog_match(d: Device) -> GPU | None:

@@ -4,7 +4,7 @@ beside memprof's estimate."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memprof.base.errors import BadInput
@@ -55,8 +55,8 @@ def log_gpu(log: StartupLog) -> GPU | None:
         return None
     best = min(catalog(), key=lambda g: abs(g.total_bytes - total))
     if abs(best.total_bytes - total) <= GPU_MATCH * total:
-        return GPU(name=best.name, total_bytes=int(total), arch=best.arch, vendor=best.vendor,
-                   exact=False, source="the log's total (rounded to 0.01 GiB)")
+        return replace(best, total_bytes=int(total), exact=False,
+                       source="the log's total (rounded to 0.01 GiB)")
     return GPU(name="from log", total_bytes=int(total), arch="unknown", exact=False,
                source="the log's total")
 
@@ -86,8 +86,7 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
 
         g = local_gpu()
         if gpu_memory:
-            g = GPU(name=g.name, total_bytes=parse_size(gpu_memory), arch=g.arch,
-                    vendor=g.vendor, exact=True, source="--gpu-memory")
+            g = replace(g, total_bytes=parse_size(gpu_memory), exact=True, source="--gpu-memory")
     elif gpu or gpu_memory:
         g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None)
     else:

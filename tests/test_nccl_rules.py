@@ -1,0 +1,109 @@
+"""Where vLLM's budget puts the NCCL communicators and the CUDA context, release by release, and
+how big memprof takes a communicator to be (``memprof.core.terms.non_torch``: ``NCCL_PLACEMENT``,
+``NCCL_CUMEM``, ``NCCL_MEASURED``). Each test's hand calculation cites the lines it follows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memprof.base.units import MiB
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate
+from memprof.core.gpus import find_gpu
+from memprof.core.terms import non_torch
+from memprof.core.version_diff import version_diff
+
+REPO = Path(__file__).resolve().parents[1]
+LIBS = 158 * MiB  # cuBLAS 68 MiB + first Triton kernel 90 MiB, the profile run's own increase
+CONTEXT = 552_402_944
+P2P_CUMEM_OFF = 757_071_872 + 195_035_136  # 2× H100, NCCL_CUMEM_ENABLE=0
+P2P_CUMEM_ON = (458 + 474) * MiB  # 2× H200, NCCL's default
+SHM_CUMEM_OFF = 195_035_136 + 195_035_136  # 2× H100, NCCL_P2P_DISABLE=1
+
+
+def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int, int]:
+    """(non-torch inside the budget, non-torch before the baseline) of rank 0."""
+    e = estimate("llama-3.1-8b", Deployment(tp=tp, engine_version=version), gpu_name=gpu)
+    comps = [c for c in e.ranks[0].components if c.category == "non_torch"]
+    return (sum(c.bytes for c in comps if c.where == "budget"),
+            sum(c.bytes for c in comps if c.where == "baseline"))
+
+
+@pytest.mark.parametrize(("version", "budget", "baseline"), [
+    # 0.7.2 worker/worker.py Worker.init_device: baseline_snapshot (l.161) before
+    # init_worker_distributed_environment (l.166); vllm/__init__.py l.30 NCCL_CUMEM_ENABLE=0
+    ("0.7.2", LIBS + P2P_CUMEM_OFF, CONTEXT),
+    # 0.8.0 v1/worker/gpu_worker.py determine_available_memory: peak_memory +=
+    # non_torch_allocations (device used − torch allocated): the context is charged too
+    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF, 0),
+    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF, 0),
+    # 0.9.1 v1/worker/gpu_worker.py init_device: init_snapshot (l.135) before
+    # init_worker_distributed_environment (l.153); memory_profiling: non_torch_increase since it
+    ("0.9.1", LIBS + P2P_CUMEM_OFF, CONTEXT),
+    ("0.10.1.1", LIBS + P2P_CUMEM_OFF, CONTEXT),
+    # 0.10.2 env_override.py no longer sets NCCL_CUMEM_ENABLE: NCCL's cuMem default
+    ("0.10.2", LIBS + P2P_CUMEM_ON, CONTEXT),
+    # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182)
+    ("0.11.0", LIBS, CONTEXT + P2P_CUMEM_ON),
+    ("0.33.0", LIBS, CONTEXT + P2P_CUMEM_ON),
+])
+def test_placement_and_size_by_release(version: str, budget: int, baseline: int) -> None:
+    assert _budget_non_torch(version) == (budget, baseline)
+
+
+def test_available_kv_moves_by_the_communicator() -> None:
+    # the same deployment at 0.10.2 (NCCL inside the budget) and at 0.11.0 (before the
+    # baseline): nothing else between the two releases changes llama-3.1-8b TP2, so the
+    # available KV differs by exactly one communicator (cuMem on in both)
+    def avail(v: str) -> int:
+        e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version=v), gpu_name="H100")
+        return e.ranks[0].available_kv_bytes
+
+    assert avail("0.11.0") - avail("0.10.2") == P2P_CUMEM_ON
+
+
+def test_no_communicator_no_change() -> None:
+    # TP1: no process group of size > 1, so only the context can move (0.8.x charges it)
+    assert _budget_non_torch("0.9.2", tp=1) == (LIBS, CONTEXT)
+    assert _budget_non_torch("0.8.5", tp=1) == (LIBS + CONTEXT, 0)
+
+
+def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
+    assert find_gpu("RTX-4090").peer_access is False
+    assert find_gpu("H100").peer_access and find_gpu("L40S").peer_access
+    assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (LIBS + SHM_CUMEM_OFF, CONTEXT)
+
+
+def test_sglang_keeps_nccl_before_its_baseline() -> None:
+    # no rule row is for SGLang: its communicators stay where memprof always put them
+    e = estimate("llama-3.1-8b", Deployment(engine="sglang", tp=2), gpu_name="H100")
+    nccl = [c for c in e.ranks[0].components if c.name.startswith("NCCL")]
+    assert nccl and all(c.where == "baseline" and c.bytes == P2P_CUMEM_ON for c in nccl)
+
+
+def test_measured_figures_are_the_golden_file() -> None:
+    # reports/gpu/nccl/nccl-2x-h100.json, from `PYTHONPATH=. python benchmarks/gpu_nccl.py
+    # --out $OUT` on 2× H100 (torch 2.11.0+cu130, NCCL 2.28.9): rank 0's non-torch growth
+    doc = json.loads((REPO / "reports/gpu/nccl/nccl-2x-h100.json").read_text())
+    runs = {r["config"]: r for r in doc["runs"]}
+    for (peer, cumem), name in {(True, False): "p2p-cumem-off", (False, True): "shm-cumem-on",
+                                (False, False): "shm-cumem-off"}.items():
+        run = runs[name]
+        assert run["nccl"] == "2.28.9" and run["exit_code"] == 0
+        for rank in run["ranks"]:
+            growth = list(rank["non_torch_growth_bytes"].values())
+            assert tuple(growth[:2]) == non_torch.NCCL_MEASURED[(peer, cumem)]
+            assert growth[2:] == [0, 0]  # no growth at 128 MiB all_reduce and all_gather
+
+
+def test_memprof_versions_names_the_rules() -> None:
+    d = version_diff("llama-3.1-8b", Deployment(tp=2), "0.10.1.1", "0.11.0", gpu_name="H100")
+    names = {c.name: c for c in d.rules}
+    assert names["nccl_in_budget"].b is not None and names["nccl_in_budget"].b.value == (
+        "baseline", "baseline")
+    assert names["nccl_cumem_off"].applies and names["nccl_cumem_off"].b is None
+    tp1 = version_diff("llama-3.1-8b", Deployment(), "0.10.1.1", "0.11.0", gpu_name="H100")
+    assert not {c.name: c for c in tp1.rules}["nccl_cumem_off"].applies
