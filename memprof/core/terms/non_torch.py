@@ -65,7 +65,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          removed_by="V1 on by default in 0.8.0",
          source="0.7.2 worker/worker.py Worker.init_device (MemorySnapshot() l.161, "
          "init_worker_distributed_environment l.166); determine_num_available_blocks: "
-         "memory_profiling(self.baseline_snapshot, ...)"),
+         "memory_profiling(self.baseline_snapshot, ...); 0.7.1 and 0.7.3 alike"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.8.0", until="0.9.1", value=("budget", "budget"),
          introduced_by="V1 Worker.determine_available_memory: everything on the device that "
@@ -73,7 +73,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          removed_by="V1 MemorySnapshot / memory_profiling (0.9.1)",
          source="0.8.0 v1/worker/gpu_worker.py determine_available_memory: non_torch_allocations "
          "= used − torch allocated, peak_memory += it, available = total × util − peak_memory "
-         "(the same in 0.8.3, 0.8.5.post1 and 0.9.0)"),
+         "(the same in every release 0.8.1–0.9.0.1)"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.9.1", until="0.11.0", value=("baseline", "budget"),
          introduced_by="V1 init_snapshot = MemorySnapshot() before "
