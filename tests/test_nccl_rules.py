@@ -102,8 +102,9 @@ def test_measured_figures_are_the_golden_file() -> None:
 def test_memprof_versions_names_the_rules() -> None:
     d = version_diff("llama-3.1-8b", Deployment(tp=2), "0.10.1.1", "0.11.0", gpu_name="H100")
     names = {c.name: c for c in d.rules}
-    assert names["nccl_in_budget"].b is not None and names["nccl_in_budget"].b.value == (
-        "baseline", "baseline")
+    b = names["nccl_in_budget"].b
+    assert b is not None and b.value == ("baseline", "baseline")
+    assert str(b.value) == "CUDA context: baseline, NCCL: baseline"
     assert names["nccl_cumem_off"].applies and names["nccl_cumem_off"].b is None
     tp1 = version_diff("llama-3.1-8b", Deployment(), "0.10.1.1", "0.11.0", gpu_name="H100")
     assert not {c.name: c for c in tp1.rules}["nccl_cumem_off"].applies

@@ -5,11 +5,13 @@ the library modules the profile run loads (vLLM's ``non_torch_increase``, vllm/u
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import Rule, rule_in_force, value_at
 
 # CUDA context: measured_h100_overheads.json step "CUDA context (first tensor)":
 # used 554,500,096 − reserved 2,097,152 = 552,402,944 B (526.8 MiB). measured by this project on 2×
@@ -54,12 +56,22 @@ NCCL_MEASURED: dict[tuple[bool, bool], tuple[int, int]] = {
     (False, False): (195_035_136, 195_035_136),
 }
 
+class Placement(NamedTuple):
+    """Where the CUDA context and the NCCL communicators fall: "baseline" or "budget"."""
+
+    context: Where
+    nccl: Where
+
+    def __str__(self) -> str:
+        return f"CUDA context: {self.context}, NCCL: {self.nccl}"
+
+
 # Where the engine's baseline snapshot falls: the (CUDA context, NCCL communicators) are either
 # before it ("baseline": outside ``requested``) or inside the profiled budget ("budget": vLLM's
 # non-torch figure). Read in the wheels of each release.
 NCCL_PLACEMENT: tuple[Rule, ...] = (
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.7.1", until="0.8.0", value=("baseline", "budget"),
+         since="0.7.1", until="0.8.0", value=Placement("baseline", "budget"),
          introduced_by="V0 Worker.init_device: baseline_snapshot before "
          "init_worker_distributed_environment",
          removed_by="V1 on by default in 0.8.0",
@@ -67,7 +79,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          "init_worker_distributed_environment l.166); determine_num_available_blocks: "
          "memory_profiling(self.baseline_snapshot, ...); 0.7.1 and 0.7.3 alike"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.8.0", until="0.9.1", value=("budget", "budget"),
+         since="0.8.0", until="0.9.1", value=Placement("budget", "budget"),
          introduced_by="V1 Worker.determine_available_memory: everything on the device that "
          "torch did not allocate is charged",
          removed_by="V1 MemorySnapshot / memory_profiling (0.9.1)",
@@ -75,7 +87,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          "= used − torch allocated, peak_memory += it, available = total × util − peak_memory "
          "(the same in every release 0.8.1–0.9.0.1)"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.9.1", until="0.11.0", value=("baseline", "budget"),
+         since="0.9.1", until="0.11.0", value=Placement("baseline", "budget"),
          introduced_by="V1 init_snapshot = MemorySnapshot() before "
          "init_worker_distributed_environment",
          removed_by="#25359 (distributed init first: \"This ensures NCCL buffers are allocated "
@@ -84,7 +96,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          "utils memory_profiling: non_torch_increase = diff_from_create.non_torch_memory "
          "(the same order in 0.9.1, 0.10.0, 0.10.1 and 0.10.2)"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.11.0", until=None, value=("baseline", "baseline"),
+         since="0.11.0", until=None, value=Placement("baseline", "baseline"),
          introduced_by="#25359",
          source="0.11.0 v1/worker/gpu_worker.py Worker.init_device l.167–182 (the same in "
          "0.33.0)"),
@@ -92,27 +104,26 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
 # vLLM's own setting of NCCL's cuMem allocator (no row: NCCL's default, on).
 NCCL_CUMEM: tuple[Rule, ...] = (
     Rule(name="nccl_cumem_off", changes="non-torch: NCCL communicator size", since="0.7.1",
-         until="0.10.2", value=False, applies_to="nccl",
+         until="0.10.2", value="NCCL_CUMEM_ENABLE=0", applies_to="nccl",
          introduced_by="vLLM sets NCCL_CUMEM_ENABLE=0 unless the user set it",
          removed_by="the override is gone from env_override.py in 0.10.2",
-         source="0.7.2 vllm/__init__.py l.30; 0.8.3–0.10.1.1 vllm/env_override.py "
-         "(os.environ['NCCL_CUMEM_ENABLE'] = '0')"),
+         source="vllm/__init__.py in 0.7.1–0.8.2 (0.7.2 l.30), vllm/env_override.py in "
+         "0.8.3–0.10.1.1: os.environ['NCCL_CUMEM_ENABLE'] = '0'"),
 )
 
 
-def nccl_placement(dep: Deployment) -> tuple[Where, Where]:
+def nccl_placement(dep: Deployment) -> Placement:
     """Where (the CUDA context, the NCCL communicators) fall for ``dep``'s engine release:
     ``"baseline"`` or ``"budget"`` (``NCCL_PLACEMENT``; SGLang and today's vLLM: both baseline)."""
-    got = value_at(NCCL_PLACEMENT, dep.engine_version, ("baseline", "baseline"), dep.engine)
-    assert isinstance(got, tuple)
-    return got[0], got[1]
+    got = value_at(NCCL_PLACEMENT, dep.engine_version, None, dep.engine)
+    return got if isinstance(got, Placement) else Placement("baseline", "baseline")
 
 
 def nccl_comm_bytes(dep: Deployment, gpu: GPU) -> tuple[int, int, str]:
     """One NCCL communicator's (init, first collective) bytes per rank and how they were
     measured: by the transport (``GPU.peer_access``) and by whether the engine release turns
     NCCL's cuMem allocator off (``NCCL_CUMEM``)."""
-    cumem = bool(value_at(NCCL_CUMEM, dep.engine_version, True, dep.engine))
+    cumem = rule_in_force(NCCL_CUMEM, dep.engine_version, dep.engine) is None
     init, first = NCCL_MEASURED[(gpu.peer_access, cumem)]
     how = ("peer-to-peer" if gpu.peer_access else "host shared memory (no peer access)") + \
         (", cuMem on" if cumem else ", NCCL_CUMEM_ENABLE=0")
