@@ -216,9 +216,9 @@ def test_row32_vllm_available_kv_is_overestimated_documented() -> None:
     # NCCL_CUMEM_ENABLE=0: the TP communicator's 908 MiB is in the budget, which leaves
     # 11.83 GiB, +46% (12.72 GiB, +57%, before that rule). The remaining 3.7 GiB are not
     # explained: the LMCache connector is not modelled, and NCCL's NVLink-multicast (NVLS)
-    # buffers on a 4× H100 NVSwitch host, which the lent GPUs forbid measuring, come to at most
-    # ~0.75 GiB (nvls.cc ncclNvlsSetup: nChannels 16 × 2 × (4 MiB + 2 MiB) × 4 heads). This
-    # pins the documented gap.
+    # buffers on a 4× H100 NVSwitch host, which the lent GPUs forbid measuring, come to 128 MiB
+    # with the NCCL 2.26.2 of 0.9.2's torch 2.7.0 (src/transport/nvls.cc ncclNvlsBufferSetup:
+    # 16 channels × 2 × NCCL_STEPS 8 × NVLS_CHUNKSIZE 128 KiB × 4 heads). This pins the gap.
     e = estimate("qwen3-235b-a22b", Deployment(tp=4, quantization="fp8", engine_version="0.9.2",
                                                gpu_memory_utilization=0.9), gpu_name="H100")
     nccl = [c for c in e.ranks[0].components if c.name.startswith("NCCL TP")]
