@@ -55,6 +55,10 @@ NCCL_MEASURED: dict[tuple[bool, bool], tuple[int, int]] = {
     (False, True): (213_909_504, 195_035_136),
     (False, False): (195_035_136, 195_035_136),
 }
+# Not modelled: NVLink-multicast (NVLS) buffers, which NCCL adds on NVSwitch hosts (2.22+:
+# nvls.cc ncclNvlsBufferSetup, 16 channels on SM90 × 2 × 8 steps × 128 KiB per head, e.g.
+# 256 MiB a rank at TP8); the lent machines forbid NVLS, so it was never measured here.
+
 
 class Placement(NamedTuple):
     """Where the CUDA context and the NCCL communicators fall: "baseline" or "budget"."""
