@@ -113,8 +113,9 @@ def main() -> int:
                "command": f"{' '.join(f'{k}={v}' for k, v in cfg['env'].items())} "
                           f"NCCL_NVLS_ENABLE=0 python nccl_child.py {args.world} {29500 + i}",
                "exit_code": p.returncode, **(json.loads(last) if p.returncode == 0 else {}),
-               # NCCL's own account of the transports and channels it chose
-               "nccl_log": [ln for ln in p.stderr.splitlines()
+               # NCCL's own account of the transports and channels it chose (NCCL_DEBUG
+               # writes to stdout)
+               "nccl_log": [ln for ln in (p.stdout + p.stderr).splitlines()
                             if any(k in ln for k in ("via", "Channel 00", "nChannels",
                                                      "NCCL version", "comm 0x"))][:40]}
         if p.returncode != 0:

@@ -93,6 +93,9 @@ def test_measured_figures_are_the_golden_file() -> None:
                                 (False, False): "shm-cumem-off"}.items():
         run = runs[name]
         assert run["nccl"] == "2.28.9" and run["exit_code"] == 0
+        # NCCL's own log names the transport each configuration got
+        via = {ln.split(" via ")[1].split("/")[0] for ln in run["nccl_log"] if " via " in ln}
+        assert via == ({"P2P"} if peer else {"SHM"})
         for rank in run["ranks"]:
             growth = list(rank["non_torch_growth_bytes"].values())
             assert tuple(growth[:2]) == non_torch.NCCL_MEASURED[(peer, cumem)]

@@ -500,7 +500,7 @@ def test_row48_qwen14b_non_torch_increase() -> None:
     # memory, and 0.7.2 sets NCCL_CUMEM_ENABLE=0 (vllm/__init__.py l.30): measured on 2× H100
     # with NCCL_P2P_DISABLE=1, NCCL 2.28.9, 195,035,136 + 195,035,136 B = 372 MiB. With cuBLAS and
     # Triton's 158 MiB that is 530 MiB, 2.07× the published figure: the pair's NCCL 2.21.5 took
-    # at most the ~96 MiB the log leaves beside the libraries. Tolerance: the composition exactly,
+    # at most the ~98 MiB the log leaves beside the libraries. Tolerance: the composition exactly,
     # and memprof at or above the published figure (NCCL is in it) and below 2.2× of it.
     dep = Deployment(tp=2, max_num_batched_tokens=2048, max_num_seqs=256, max_model_len=131072,
                      gpu_memory_utilization=0.98, engine_version="0.7.2")
