@@ -54,6 +54,8 @@ def read_capped(path: str | Path, *, what: str, cap: int, hint: str) -> bytes:
         raise BadInput(f"{what} {p} does not exist", hint=hint) from None
     except OSError as exc:
         raise BadInput(f"cannot read {what} {p}: {exc.strerror}", hint=hint) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{what} {p} is a folder, not a file", hint=hint)
     if not stat.S_ISREG(st.st_mode):
         raise BadInput(f"{what} {p} is {_kind(st.st_mode)}, not a regular file",
                        hint=f"save it to a file first ({what} is read whole, up to "
