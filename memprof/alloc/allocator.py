@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
-from memprof.alloc.config import AllocatorConfig, parse_conf
+from memprof.alloc.config import SIZE_MAX, AllocatorConfig, parse_conf
 from memprof.alloc.stats import Stats
 from memprof.alloc.va import DriverVA
 from memprof.base.errors import MemprofError
@@ -161,11 +161,14 @@ class ExpandableSegment:
 
 
 def round_size(size: int, conf: AllocatorConfig) -> int:
-    """``round_size``: at least 512, then power-of-two divisions or a multiple of 512."""
+    """``round_size``: at least 512, then power-of-two divisions or a multiple of 512.
+
+    ``kMinBlockSize * divisions`` is a ``size_t`` product there: for divisions of 2^55 or more
+    it wraps (to 0), and every size of that interval is rounded up to the next power of two."""
     if size < K_MIN_BLOCK_SIZE:
         return K_MIN_BLOCK_SIZE
     divisions = conf.divisions(size)
-    if divisions > 1 and size > K_MIN_BLOCK_SIZE * divisions:
+    if divisions > 1 and size > (K_MIN_BLOCK_SIZE * divisions) & SIZE_MAX:
         return roundup_power2_next_division(size, divisions)
     return K_MIN_BLOCK_SIZE * -(-size // K_MIN_BLOCK_SIZE)
 
