@@ -197,7 +197,7 @@ def test_replay_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert run(["alloc", "replay", str(f), "-f", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["states"][-1] == [3 * MiB, 20 * MiB, 17 * MiB, 1]
-    for bad, needle in ((tmp_path, "is a folder"), (tmp_path / "missing.json", "cannot be read"),
+    for bad, needle in ((tmp_path, "is a folder"), (tmp_path / "missing.json", "does not exist"),
                         ("notjson", "neither JSON nor a pickle"), ('{"ops": [["x"]]}', "op 0"),
                         ('{"ops": [["f", 3]]}', "not allocated"), ("\x80\x04garbage", "pickle")):
         if isinstance(bad, str):
