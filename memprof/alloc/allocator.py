@@ -372,12 +372,11 @@ class CachingAllocator:
         if self.allowed_memory_maximum is not None and \
                 self.conf.garbage_collection_threshold > 0.0:
             pool.gc_calls += 1
-        blocks = pool.blocks
-        i = blocks.bisect_left((stream, size, -1, -1))
-        if i == len(blocks):
-            return None
-        key = blocks[i]
-        if key[0] != stream:
+        # lower_bound by iteration, not by position: a SortedList's positional index costs a
+        # walk of its index tree per lookup, which grows with the pool
+        after = pool.blocks.irange(minimum=(stream, size, -1, -1))
+        key = next(after, None)
+        if key is None or key[0] != stream:
             return None
         b = pool.by_id[key[3]]
         if b.expandable is not None and self.conf.expandable_segments:
@@ -385,13 +384,11 @@ class CachingAllocator:
             def grow(x: Block) -> int:
                 return x.size + (x.next.size if x.next is not None and not x.next.mapped
                                  else 0)
-            j = i + 1
-            while b.expandable is not None and j < len(pool.blocks):
-                nk = pool.blocks[j]
+            for nk in after:
                 nb = pool.by_id[nk[3]]
-                if nk[0] != stream or grow(nb) >= grow(b):
+                if b.expandable is None or nk[0] != stream or grow(nb) >= grow(b):
                     break
-                b, j = nb, j + 1
+                b = nb
         mss = self.conf.max_split_size
         if size < mss and b.size >= mss:
             return None  # no oversize block for a small request
