@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
-from memprof.alloc.config import AllocatorConfig, parse_conf
+from memprof.alloc.config import SIZE_MAX, AllocatorConfig, parse_conf
 from memprof.alloc.stats import Stats
 from memprof.alloc.va import DriverVA
 from memprof.base.errors import MemprofError
@@ -89,12 +89,19 @@ class Block:
 class BlockPool:
     """Free blocks of one pool (small or large), possibly owned by a private graph pool."""
 
-    __slots__ = ("blocks", "by_id", "gc_calls", "is_small", "owner", "unmapped")
+    __slots__ = ("blocks", "by_id", "gc_calls", "is_small", "owner", "unmappable", "unmapped",
+                 "whole")
 
     def __init__(self, is_small: bool, owner: PrivatePool | None = None) -> None:
         self.blocks: SortedList = SortedList()
         self.unmapped: SortedList = SortedList()
         self.by_id: dict[int, Block] = {}
+        # What ``release_blocks`` (empty_cache) can act on, kept as blocks come and go so that it
+        # need not walk every cached block: free blocks that are a whole segment, and free
+        # expandable blocks holding at least one whole page (the rest it would leave alone).
+        # A block's links, address and size do not change while it sits in ``blocks``.
+        self.whole: dict[int, Block] = {}
+        self.unmappable: dict[int, Block] = {}
         self.is_small = is_small
         self.owner = owner
         self.gc_calls = 0  # get_free_blocks_call_count
@@ -103,10 +110,18 @@ class BlockPool:
         b.gc_base = self.gc_calls
         self.blocks.add(b.key)
         self.by_id[b.id] = b
+        seg = b.expandable
+        if seg is None:
+            if b.prev is None and b.next is None:
+                self.whole[b.id] = b
+        elif -(-(b.addr - seg.start) // seg.page) < (b.addr + b.size - seg.start) // seg.page:
+            self.unmappable[b.id] = b
 
     def erase(self, b: Block) -> None:
         self.blocks.remove(b.key)
         del self.by_id[b.id]
+        self.whole.pop(b.id, None)
+        self.unmappable.pop(b.id, None)
 
     # unmapped blocks are ordered by address (``BlockComparatorAddress``), not by size
     def insert_unmapped(self, b: Block) -> None:
@@ -161,11 +176,14 @@ class ExpandableSegment:
 
 
 def round_size(size: int, conf: AllocatorConfig) -> int:
-    """``round_size``: at least 512, then power-of-two divisions or a multiple of 512."""
+    """``round_size``: at least 512, then power-of-two divisions or a multiple of 512.
+
+    ``kMinBlockSize * divisions`` is a ``size_t`` product there: for divisions of 2^55 or more
+    it wraps (to 0), and every size of that interval is rounded up to the next power of two."""
     if size < K_MIN_BLOCK_SIZE:
         return K_MIN_BLOCK_SIZE
     divisions = conf.divisions(size)
-    if divisions > 1 and size > K_MIN_BLOCK_SIZE * divisions:
+    if divisions > 1 and size > (K_MIN_BLOCK_SIZE * divisions) & SIZE_MAX:
         return roundup_power2_next_division(size, divisions)
     return K_MIN_BLOCK_SIZE * -(-size // K_MIN_BLOCK_SIZE)
 
@@ -354,12 +372,11 @@ class CachingAllocator:
         if self.allowed_memory_maximum is not None and \
                 self.conf.garbage_collection_threshold > 0.0:
             pool.gc_calls += 1
-        blocks = pool.blocks
-        i = blocks.bisect_left((stream, size, -1, -1))
-        if i == len(blocks):
-            return None
-        key = blocks[i]
-        if key[0] != stream:
+        # lower_bound by iteration, not by position: a SortedList's positional index costs a
+        # walk of its index tree per lookup, which grows with the pool
+        after = pool.blocks.irange(minimum=(stream, size, -1, -1))
+        key = next(after, None)
+        if key is None or key[0] != stream:
             return None
         b = pool.by_id[key[3]]
         if b.expandable is not None and self.conf.expandable_segments:
@@ -367,13 +384,11 @@ class CachingAllocator:
             def grow(x: Block) -> int:
                 return x.size + (x.next.size if x.next is not None and not x.next.mapped
                                  else 0)
-            j = i + 1
-            while b.expandable is not None and j < len(pool.blocks):
-                nk = pool.blocks[j]
+            for nk in after:
                 nb = pool.by_id[nk[3]]
-                if nk[0] != stream or grow(nb) >= grow(b):
+                if b.expandable is None or nk[0] != stream or grow(nb) >= grow(b):
                     break
-                b, j = nb, j + 1
+                b = nb
         mss = self.conf.max_split_size
         if size < mss and b.size >= mss:
             return None  # no oversize block for a small request
@@ -395,6 +410,8 @@ class CachingAllocator:
                 self.total_allocated_memory + alloc_size > self.total_bytes:
             return None  # cudaMalloc fails
         addr = self._device_malloc(alloc_size)
+        if addr is None:
+            return None  # cudaMalloc fails: no address space for it
         self.total_allocated_memory += alloc_size
         if pool.owner is not None:
             pool.owner.cuda_malloc_count += 1
@@ -490,9 +507,14 @@ class CachingAllocator:
         return src.size
 
     # --- releasing cached memory ---------------------------------------------------------------
-    def _device_malloc(self, size: int) -> int:
-        """``cudaMalloc``'s address (``memprof.alloc.va``: the driver's placement as measured)."""
-        return self._va.malloc(size)
+    def _device_malloc(self, size: int) -> int | None:
+        """``cudaMalloc``'s address (``memprof.alloc.va``: the driver's placement as measured),
+        or None where the modelled address space (16 TiB below the arena) has no room: that
+        cudaMalloc fails, as it would on any GPU for such a size."""
+        try:
+            return self._va.malloc(size)
+        except MemoryError:
+            return None
 
     def _device_free(self, addr: int, size: int) -> None:
         """``cudaFree``: the segment's address space goes back to the driver."""
@@ -512,13 +534,13 @@ class CachingAllocator:
         b.pool.erase(b)
 
     def _release_blocks(self, pool: BlockPool) -> None:
-        to_unmap = []
-        for key in list(pool.blocks):
-            b = pool.by_id[key[3]]
-            if b.expandable is not None:
-                to_unmap.append(b)
-            elif b.prev is None and b.next is None:
-                self._release_block(b)
+        """``release_blocks``: every free whole segment is freed, every free expandable block
+        unmaps its whole pages; in the pool's order (``BlockComparatorSize``), as torch walks
+        it. Only those blocks are visited (``BlockPool.whole`` / ``unmappable``): the others
+        torch's walk passes over unchanged, so an ``empty_cache`` costs what it releases."""
+        to_unmap = sorted(pool.unmappable.values(), key=lambda b: b.key)
+        for b in sorted(pool.whole.values(), key=lambda b: b.key):
+            self._release_block(b)
         for b in to_unmap:
             self._unmap_block(b)
 
@@ -596,11 +618,16 @@ class CachingAllocator:
     def _try_allocate_expandable_block(self, pool: BlockPool, stream: int,
                                        size: int) -> Block | None:
         cand = self._find_expandable_block(pool, stream, size)
+        room, b = 0, cand  # type: int, Block | None
+        while b is not None and not b.allocated and room < size:
+            room, b = room + b.size, b.next
+        if room < size:
+            return None  # larger than the segment can grow (the device's memory): OOM
         if not cand.mapped and not self._map_block(cand, min(cand.size, size)):
             return None
         while cand.size < size:
             nxt = cand.next
-            assert nxt is not None
+            assert nxt is not None and not nxt.allocated  # the room was counted above
             if not self._map_block(nxt, min(size - cand.size, nxt.size)):
                 return None
             cand = nxt

@@ -8,6 +8,15 @@ allocator takes the block back; ``free_requested`` is only the client's request)
 ``segment_free`` / ``segment_unmap`` events that no op of ours caused → ``empty_cache``. The
 pickle is read with an unpickler that only builds plain containers (a snapshot is dicts, lists,
 strings and numbers), never arbitrary objects.
+
+The file is read with ``memprof.base.files.read_capped``: only a regular file (a FIFO or
+``/dev/zero`` is refused before a byte is read), at most ``MAX_FILE_BYTES`` (2 GiB: a
+``_dump_snapshot`` of a long run with the default trace ring of 100,000 entries is tens of MiB;
+an op file of ``MAX_OPS`` ops fits). Every field is checked before the replay starts: an alloc
+needs an integer size in [0, 2^50] bytes (``MAX_ALLOC``) and an integer stream, a snapshot event
+an integer address; anything else is a ``BadInput`` naming the op or event, never a crash. A
+request the simulated device cannot hold (larger than its address space, or than ``--total``)
+is an out-of-memory at that op, as on a GPU.
 """
 
 from __future__ import annotations
@@ -17,13 +26,19 @@ import json
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from memprof.alloc.allocator import AllocatorOOM, CachingAllocator
 from memprof.base.errors import BadInput
+from memprof.base.files import read_capped
+from memprof.base.units import GiB
 
 Op = tuple[str, int, int, int]  # (kind "a"|"f"|"e", id, nbytes, stream)
 MAX_OPS = 50_000_000
+MAX_ALLOC = 1 << 50  # bytes; one request above this is refused as input (no device is near it)
+MAX_FILE_BYTES = 2 * GiB
+HINT = ('an op file is {"ops": [["a", id, nbytes], ["f", id], ["e"]]}, or a '
+        "torch.cuda.memory._dump_snapshot pickle")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,18 +71,16 @@ class _SafeUnpickler(pickle.Unpickler):
 
 
 def _bad_file(path: Path, why: str) -> BadInput:
-    return BadInput(f"{path}: {why}", hint='an op file is {"ops": [["a", id, nbytes], '
-                    '["f", id], ["e"]]}, or a torch.cuda.memory._dump_snapshot pickle')
+    return BadInput(f"{path}: {why}", hint=HINT)
+
+
+def _is_int(x: object) -> TypeGuard[int]:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def load_ops(path: Path) -> list[Op]:
     """Ops from an op file (JSON) or a snapshot pickle; ``BadInput`` for anything else."""
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise _bad_file(path, "is a folder") from None
-    except OSError as exc:
-        raise _bad_file(path, f"cannot be read ({exc.strerror})") from None
+    raw = read_capped(path, what="the op file", cap=MAX_FILE_BYTES, hint=HINT)
     if raw[:1] == b"\x80":
         try:
             data = _SafeUnpickler(io.BytesIO(raw)).load()
@@ -90,11 +103,11 @@ def ops_from_json(doc: object, path: Path) -> list[Op]:
         raise _bad_file(path, f"has more than {MAX_OPS:,} ops")
     for n, op in enumerate(doc["ops"]):
         if not isinstance(op, list) or not op or op[0] not in ("a", "f", "e") or not all(
-                isinstance(x, int) and not isinstance(x, bool) for x in op[1:]):
+                _is_int(x) for x in op[1:]):
             raise _bad_file(path, f"op {n} is not [\"a\", id, nbytes(, stream)], [\"f\", id] "
                             "or [\"e\"]")
         if op[0] == "a":
-            if len(op) not in (3, 4) or op[2] < 0 or op[2] > 1 << 50:
+            if len(op) not in (3, 4) or op[2] < 0 or op[2] > MAX_ALLOC:
                 raise _bad_file(path, f"op {n}: an alloc needs an id and a size in "
                                 "[0, 2^50] bytes")
             if op[1] in live:
@@ -107,6 +120,8 @@ def ops_from_json(doc: object, path: Path) -> list[Op]:
             live.discard(op[1])
             out.append(("f", op[1], 0, 0))
         else:
+            if len(op) != 1:
+                raise _bad_file(path, f'op {n}: an empty_cache is ["e"]')
             out.append(("e", 0, 0, 0))
     return out
 
@@ -119,21 +134,38 @@ def ops_from_snapshot(data: object, path: Path) -> list[Op]:
     if not traces:
         raise _bad_file(path, "has an empty trace (record it with "
                         "torch.cuda.memory._record_memory_history)")
+    if len(traces[0]) > MAX_OPS:
+        raise _bad_file(path, f"has more than {MAX_OPS:,} trace events")
     out: list[Op] = []
     by_addr: dict[int, int] = {}
     next_id = 0
-    for ev in traces[0]:
+    for n, ev in enumerate(traces[0]):
         if not isinstance(ev, dict):
             continue
         action = ev.get("action")
+        if action not in ("alloc", "free_completed", "segment_free", "segment_unmap"):
+            continue  # free_requested, segment_alloc, snapshot, oom: nothing to replay
         addr = ev.get("addr")
-        if action == "alloc" and isinstance(addr, int):
+        if action == "alloc":
+            size, stream = ev.get("size"), ev.get("stream", 0)
+            stream = 0 if stream is None else stream
+            if not _is_int(addr) or not _is_int(size) or not _is_int(stream):
+                raise _bad_file(path, f"trace event {n}: an alloc needs integer addr, size "
+                                "and stream")
+            if not 0 <= size <= MAX_ALLOC:
+                raise _bad_file(path, f"trace event {n}: alloc of {size} bytes is outside "
+                                "[0, 2^50]")
+            if addr in by_addr:
+                raise _bad_file(path, f"trace event {n}: alloc at {addr:#x}, which is "
+                                "allocated and not freed")
             next_id += 1
             by_addr[addr] = next_id
-            out.append(("a", next_id, int(ev.get("size", 0)), int(ev.get("stream", 0) or 0)))
-        elif action == "free_completed" and addr in by_addr:
-            out.append(("f", by_addr.pop(addr), 0, 0))
-        elif action in ("segment_free", "segment_unmap") and out and out[-1][0] != "e":
+            out.append(("a", next_id, size, stream))
+        elif action == "free_completed":
+            # an address never allocated in the trace was allocated before recording began
+            if _is_int(addr) and addr in by_addr:
+                out.append(("f", by_addr.pop(addr), 0, 0))
+        elif out and out[-1][0] != "e":
             out.append(("e", 0, 0, 0))
     return out
 

@@ -17,6 +17,10 @@ segment of the golden sequences with its address), not a reading of the driver:
 - a small arena above the ceiling (free at offsets 0-2 and 74-96 MiB) is searched after every
   chunk.
 
+Cost: a request, a chunk taken and a chunk given back each cost O(log) in the chunks and gaps
+(``_MaxTree``: the newest chunk with room for a request, the highest gap larger than a chunk),
+plus the free ranges of the one chunk touched; nothing walks every chunk or gap.
+
 With these rules every one of the 930 segments of the six recorded non-expandable sequences lands
 where the driver put it (tests/alloc/test_va.py). The rules were read off those same sequences,
 so they are a fit, not the driver's specification; another driver or GPU may place differently.
@@ -25,11 +29,8 @@ Addresses are in bytes.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
+import bisect
 from dataclasses import dataclass, field
-
-from sortedcontainers import SortedDict, SortedList
 
 MiB = 1 << 20
 GRANULE = 2 * MiB  # cudaMalloc's segment granularity
@@ -37,6 +38,51 @@ CHUNK = 32 * MiB  # address space is taken in 32 MiB-aligned chunks
 CEILING_BELOW_ARENA = 414 * MiB  # measured: first chunk ends this far below the first segment
 ARENA_FREE = ((0, 2 * MiB), (74 * MiB, 96 * MiB))  # measured free ranges of the first arena
 ARENA_SPAN = 96 * MiB
+
+
+class _MaxTree:
+    """A sparse array of positive ints indexed from 0 (absent = 0) with the largest index whose
+    value exceeds a threshold, both in O(log of the largest index): a binary tree of maxima, one
+    dict per level, only the nodes above set entries stored; it grows a level when an index
+    needs it."""
+
+    __slots__ = ("bits", "levels")
+
+    def __init__(self) -> None:
+        self.bits = 0
+        self.levels: list[dict[int, int]] = [{}]
+
+    def set(self, i: int, value: int) -> None:
+        levels = self.levels
+        while i >> self.bits:  # a new root above the old one (its left child)
+            root = levels[-1].get(0, 0)
+            levels.append({0: root} if root else {})
+            self.bits += 1
+        if value > 0:
+            levels[0][i] = value
+        else:
+            levels[0].pop(i, None)
+        here = levels[0]
+        for up in levels[1:]:
+            m = max(here.get(i, 0), here.get(i ^ 1, 0))
+            i >>= 1
+            if up.get(i, 0) == m:
+                return  # nothing above changes
+            if m:
+                up[i] = m
+            else:
+                del up[i]
+            here = up
+
+    def rightmost_above(self, threshold: int) -> int | None:
+        """The largest index whose value is > ``threshold``, or None."""
+        levels = self.levels
+        if levels[-1].get(0, 0) <= threshold:
+            return None
+        i = 0
+        for lvl in range(self.bits - 1, -1, -1):
+            i = 2 * i + 1 if levels[lvl].get(2 * i + 1, 0) > threshold else 2 * i
+        return i
 
 
 @dataclass(slots=True)
@@ -53,25 +99,28 @@ class DriverVA:
     """The address space ``cudaMalloc`` hands out, per the model above.
 
     Kept for speed (a model's weights are thousands of segments): the chunks that still have room
-    in creation order (a ``SortedDict``), and the gaps between chunks below the ceiling."""
+    (``room``, by creation number, with a ``_MaxTree`` of their largest free range) and the gaps
+    between chunks below the ceiling (``gaps``: start -> end, with a ``_MaxTree`` of their
+    lengths by start)."""
 
     # the first segment's address (the arena's start); on the H200 it sat 30 MiB above a 32 MiB
     # boundary, so the ceiling (414 MiB below) is chunk-aligned
     base: int = (1 << 44) + 30 * MiB
     owner: dict[int, tuple[Chunk, int]] = field(default_factory=dict)
-    room: SortedDict = field(default_factory=SortedDict)  # seq -> chunk with a free range
-    gaps: list[list[int]] = field(default_factory=list)  # [start, end) below the ceiling
-    # the largest free range of each chunk in ``room`` (by seq), and those sizes sorted: a
-    # request larger than every one skips the scan of the chunks (it would find no room)
-    fit_of: dict[int, int] = field(default_factory=dict)
-    fits: SortedList = field(default_factory=SortedList)
+    room: dict[int, Chunk] = field(default_factory=dict)  # seq -> chunk with a free range
+    fits: _MaxTree = field(default_factory=_MaxTree)  # seq -> its largest free range
+    gaps: dict[int, int] = field(default_factory=dict)  # [start, end) below the ceiling
+    gap_starts: list[int] = field(default_factory=list)  # the keys of ``gaps``, sorted
+    # start // CHUNK -> length: a gap starts at 0 or at a chunk's end, a multiple of CHUNK
+    gap_tree: _MaxTree = field(default_factory=_MaxTree)
     arena: Chunk = field(init=False)
     _seq: int = 0
 
     def __post_init__(self) -> None:
         self.arena = Chunk(self.base, ARENA_SPAN,
                            [[self.base + a, self.base + b] for a, b in ARENA_FREE])
-        self.gaps = [[0, self.ceiling]]
+        if self.ceiling > 0:
+            self._add_gap(0, self.ceiling)
 
     @property
     def ceiling(self) -> int:
@@ -87,17 +136,11 @@ class DriverVA:
     def malloc(self, size: int) -> int:
         """The address of a new segment of ``size`` bytes."""
         need = -(-size // GRANULE) * GRANULE
-        room = self.room
-        fits = self.fits
-        chunks: Iterator[Chunk] = iter(())
-        if fits and fits[-1][0] >= need:  # some chunk has room: the newest such is used
-            fit_of = self.fit_of
-            chunks = (room[k] for k in reversed(room) if fit_of[k] >= need)
-        for ch in itertools.chain(chunks, (self.arena,)):
-            # the newest chunk first (keys in reverse, each looked up in the plain dict)
+        seq = self.fits.rightmost_above(need - 1)  # the newest chunk with a range >= need
+        for ch in ((self.room[seq],) if seq is not None else ()) + (self.arena,):
             best = -1
             best_len = 0
-            for lo, hi in ch.free:
+            for lo, hi in ch.free:  # the smallest range that holds it, lowest on a tie
                 if hi - lo >= need and (best < 0 or hi - lo < best_len):
                     best, best_len = lo, hi - lo
             if best >= 0:
@@ -108,13 +151,13 @@ class DriverVA:
     def free(self, addr: int) -> None:
         """``cudaFree`` of the segment at ``addr``."""
         ch, need = self.owner.pop(addr)
-        ch.free = _merged([*ch.free, [addr, addr + need]])
+        _insert_range(ch.free, addr, addr + need)
         ch.live -= 1
         if ch is self.arena:
             return
         if ch.live == 0:  # every segment freed: the chunk's space goes back
             self.room.pop(ch.seq, None)
-            self.gaps = _merged([*self.gaps, [ch.start, ch.start + ch.size]])
+            self._give_back(ch.start, ch.start + ch.size)
         else:
             self.room[ch.seq] = ch
         self._refit(ch)
@@ -122,24 +165,47 @@ class DriverVA:
     def _new_chunk(self, need: int) -> Chunk:
         """A chunk at the top of the highest gap larger than it (an exact fit is passed over)."""
         size = -(-need // CHUNK) * CHUNK
-        for i in range(len(self.gaps) - 1, -1, -1):
-            lo, hi = self.gaps[i]
-            if hi - lo > size:
-                start = (hi - size) // CHUNK * CHUNK
-                rest = [g for g in ([lo, start], [start + size, hi]) if g[1] > g[0]]
-                self.gaps[i:i + 1] = rest
-                break
-        else:  # pragma: no cover - the bottom gap is as large as the address space
+        at = self.gap_tree.rightmost_above(size)
+        if at is None:  # a request near the size of the whole address space
             raise MemoryError("no address space left below the ceiling")
+        lo = at * CHUNK
+        hi = self._drop_gap(lo)
+        start = (hi - size) // CHUNK * CHUNK
+        if start > lo:
+            self._add_gap(lo, start)
+        if hi > start + size:
+            self._add_gap(start + size, hi)
         self._seq += 1
         return Chunk(start, size, [[start, start + size]], seq=self._seq)
 
+    def _add_gap(self, lo: int, hi: int) -> None:
+        self.gaps[lo] = hi
+        bisect.insort(self.gap_starts, lo)
+        self.gap_tree.set(lo // CHUNK, hi - lo)
+
+    def _drop_gap(self, lo: int) -> int:
+        hi = self.gaps.pop(lo)
+        del self.gap_starts[bisect.bisect_left(self.gap_starts, lo)]
+        self.gap_tree.set(lo // CHUNK, 0)
+        return hi
+
+    def _give_back(self, lo: int, hi: int) -> None:
+        """A chunk's range becomes a gap again, joined to the gaps it touches."""
+        i = bisect.bisect_left(self.gap_starts, lo)
+        if i > 0 and self.gaps[self.gap_starts[i - 1]] == lo:
+            lo = self.gap_starts[i - 1]
+            self._drop_gap(lo)
+        if hi in self.gaps:
+            hi = self._drop_gap(hi)
+        self._add_gap(lo, hi)
+
     def _take(self, ch: Chunk, at: int, need: int) -> int:
-        for r in ch.free:
+        for k, r in enumerate(ch.free):
             if r[0] == at:
                 r[0] += need
+                if r[0] == r[1]:
+                    del ch.free[k]
                 break
-        ch.free = [r for r in ch.free if r[1] > r[0]]
         ch.live += 1
         self.owner[at] = (ch, need)
         if ch is not self.arena:
@@ -151,22 +217,20 @@ class DriverVA:
         return at
 
     def _refit(self, ch: Chunk) -> None:
-        """Keep ``fit_of`` / ``fits`` in step with ``room`` after ``ch`` changed."""
-        old = self.fit_of.pop(ch.seq, None)
-        if old is not None:
-            self.fits.remove((old, ch.seq))
+        """Keep ``fits`` in step with ``room`` after ``ch`` changed."""
         if self.room.get(ch.seq) is ch:
-            largest = max(hi - lo for lo, hi in ch.free)
-            self.fit_of[ch.seq] = largest
-            self.fits.add((largest, ch.seq))
-
-
-def _merged(ranges: list[list[int]]) -> list[list[int]]:
-    """``ranges`` sorted, touching ones joined."""
-    out: list[list[int]] = []
-    for r in sorted(ranges):
-        if out and out[-1][1] == r[0]:
-            out[-1][1] = r[1]
+            self.fits.set(ch.seq, max(hi - lo for lo, hi in ch.free))
         else:
-            out.append(list(r))
-    return out
+            self.fits.set(ch.seq, 0)
+
+
+def _insert_range(ranges: list[list[int]], lo: int, hi: int) -> None:
+    """Put ``[lo, hi)`` into the sorted, disjoint ``ranges``, joined to the ranges it touches."""
+    i = bisect.bisect_left(ranges, [lo, hi])
+    if i < len(ranges) and ranges[i][0] == hi:  # joins the next range
+        hi = ranges[i][1]
+        del ranges[i]
+    if i > 0 and ranges[i - 1][1] == lo:  # joins the previous one
+        ranges[i - 1][1] = hi
+    else:
+        ranges.insert(i, [lo, hi])

@@ -16,7 +16,7 @@ alloc = typer.Typer(help="The CUDA caching-allocator simulator.", no_args_is_hel
 def replay(
     ops: Annotated[Path, typer.Argument(
         help='An op file {"ops": [["a", id, nbytes], ["f", id], ["e"]]} or a '
-        "torch.cuda.memory._dump_snapshot pickle.")],
+        "torch.cuda.memory._dump_snapshot pickle (a regular file, at most 2 GiB).")],
     conf: Annotated[str, typer.Option(
         "--conf", help="PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True.")] = "",
     total: Annotated[str | None, typer.Option(

@@ -1,6 +1,6 @@
 """The simulator against PyTorch's real allocator: every GPU ground-truth sequence of
-tests/data/alloc_golden/ (recorded on an H200, torch 2.11.0+cu130, by
-``PYTHONPATH=. python benchmarks/alloc_groundtruth.py --out $OUT``) replayed op by op;
+tests/data/alloc_golden/ (each file names the GPU, torch, CUDA and driver it was recorded on and the
+exact ``benchmarks/alloc_groundtruth.py`` command) replayed op by op;
 allocated, reserved, inactive_split and the segment count must be identical after every op."""
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ def cases() -> list[Any]:
 
 
 def test_ground_truth_files_are_present() -> None:
-    assert {f.name for f in FILES} == {"alloc-golden-default.json",
-                                       "alloc-golden-expandable.json",
-                                       "alloc-golden-mss128-rp4.json"}
+    assert {f.name for f in FILES} == {
+        "alloc-golden-default.json", "alloc-golden-expandable.json",
+        "alloc-golden-mss128-rp4.json",
+        # recorded on an H100 (torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04): the list
+        # form of roundup_power2_divisions, alone and mixed with max_split_size_mb
+        "alloc-golden-rp-256x8-gt2.json", "alloc-golden-rp-64x8-256x4-gt1.json",
+        "alloc-golden-rp-gaps-1024.json", "alloc-golden-mss128-rp-256x8-gt2.json",
+        "alloc-golden-mss512-nsr64-rp-64x8-256x4-gt1.json"}
 
 
 @pytest.mark.parametrize(("path", "name"), cases())
