@@ -21,6 +21,7 @@ each layer gets its own queries so per-layer buffers hold distinct results.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import statistics
 from collections.abc import Callable
@@ -489,8 +490,8 @@ def validate_tq(*, model: str = "qwen3-32b", tp: int = 1, batch: int = 256,
     # unquantised K/V of every cache row: quantised into the cache, then kept only for the
     # plain-attention parity check (computed here, once) and dropped
     n_rows = nblocks * block_size
-    k_all = torch.randn((n_rows, hkv, d), generator=gen).to(torch.bfloat16)  # (rows, Hkv, D)
-    v_all = torch.randn((n_rows, hkv, d), generator=gen).to(torch.bfloat16)  # (rows, Hkv, D)
+    k_all = _randn_bf16((n_rows, hkv, d), gen)  # (rows, Hkv, D)
+    v_all = _randn_bf16((n_rows, hkv, d), gen)  # (rows, Hkv, D)
     for r0 in range(0, n_rows, STORE_ROWS):  # row by row the same bytes, fewer temporaries
         r1 = min(n_rows, r0 + STORE_ROWS)
         tq_store_k8v4(k_all[r0:r1].to(dev), v_all[r0:r1].to(dev), kv,
@@ -576,6 +577,22 @@ def validate_tq(*, model: str = "qwen3-32b", tp: int = 1, batch: int = 256,
                             kv_heads=hkv, num_splits=num_splits, runs=tuple(runs),
                             shared_over_per_layer=ratio, speed_passed=speed_ok, bandwidth=bw,
                             notes=tuple(notes))
+
+
+def _randn_bf16(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """``torch.randn(shape, generator=gen).to(torch.bfloat16)`` without the fp32 copy of the
+    whole: drawn ``STORE_ROWS`` rows at a time. torch's CPU normal draws one uniform per value
+    and transforms them in blocks of 16 values, so chunks of a multiple of 16 values give the
+    same numbers as long as a short last chunk (under 16 values, drawn another way) joins the
+    one before (``tests/kernels/test_reference_vectorised.py`` checks it)."""
+    out = torch.empty(shape, dtype=torch.bfloat16)  # (rows, ...)
+    per_row = math.prod(shape[1:])
+    cuts = [*range(0, shape[0], STORE_ROWS), shape[0]]
+    if len(cuts) > 2 and (cuts[-1] - cuts[-2]) * per_row < 16:
+        del cuts[-2]
+    for r0, r1 in itertools.pairwise(cuts):
+        out[r0:r1] = torch.randn((r1 - r0, *shape[1:]), generator=gen)  # cast on the copy
+    return out
 
 
 def _plain_attention(q: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor,

@@ -287,3 +287,13 @@ def test_validate_reports_the_same_with_the_per_request_references(
             for pn, po in zip(rn.parity, ro.parity, strict=True):
                 assert pn.rel == pytest.approx(po.rel, rel=1e-5, abs=1e-9)
                 assert pn.max_abs == pytest.approx(po.max_abs, rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(10_000, 8, 128), (4097, 2, 24), (8193, 1, 5), (3, 1, 5)])
+def test_chunked_random_kv_is_the_same_draw(shape: tuple[int, ...]) -> None:
+    """The TurboQuant validation draws its unquantised K/V in chunks (less memory): the same
+    numbers as one ``randn`` of the whole, and the generator left in the same state."""
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    whole = torch.randn(shape, generator=g1).to(torch.bfloat16)
+    assert torch.equal(vmt._randn_bf16(shape, g2), whole)
+    assert torch.equal(torch.randn(33, generator=g1), torch.randn(33, generator=g2))
