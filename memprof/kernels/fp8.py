@@ -19,7 +19,7 @@ def e4m3_table(device: torch.device | str = "cpu") -> torch.Tensor:
 
 def lookup(table: torch.Tensor, u8: torch.Tensor) -> torch.Tensor:
     """``table[u8]`` for a byte tensor ``(...)``: ``(..., *table.shape[1:])``, one row gather."""
-    flat = u8.reshape(-1).to(torch.int32)  # (N,)
+    flat = u8.to(torch.int32, memory_format=torch.contiguous_format).view(-1)  # (N,) one pass
     return table.index_select(0, flat).view(*u8.shape, *table.shape[1:])
 
 
