@@ -69,8 +69,8 @@ def mla_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, block_table: t
 
 
 def mla_decode_reference_loop(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
-                         seq_lens: torch.Tensor, scale: float, *,
-                         compute_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                              seq_lens: torch.Tensor, scale: float, *,
+                              compute_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The per-request form of :func:`mla_decode_reference`, one request at a time: the slow
     reference the vectorised one is tested against."""
     B, H, _ = q.shape  # q: (B, H, 576)

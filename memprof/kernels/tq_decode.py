@@ -205,9 +205,9 @@ def tq_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, block_table: to
 
 
 def tq_decode_reference_loop(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
-                        seq_lens: torch.Tensor, scale: float, *, layout: str = "token_major",
-                        compute_dtype: torch.dtype = torch.float32
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+                             seq_lens: torch.Tensor, scale: float, *, layout: str = "token_major",
+                             compute_dtype: torch.dtype = torch.float32
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
     """The per-request form of :func:`tq_decode_reference` (one request at a time, the KV heads
     repeated to the query heads): the slow reference the vectorised one is tested against."""
     B, Hq, D = q.shape  # q: (B, Hq, D)
