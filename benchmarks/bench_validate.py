@@ -70,7 +70,10 @@ def main() -> None:
         for _ in range(args.runs):
             for cname, cargs in COMMANDS.items():
                 for rname, root in roots.items():
-                    rows.setdefault((rname, cname), []).append(run_once(root, cargs, Path(tmp)))
+                    r = run_once(root, cargs, Path(tmp))
+                    rows.setdefault((rname, cname), []).append(r)
+                    print(f"  run: {rname}, {cname}: wall {r[0]:.2f} s, cpu {r[1]:.2f} s, "
+                          f"max RSS {r[2] / 2**20:.1f} MiB, exit {r[3]}", flush=True)
     print(f"load average after:  {os.getloadavg()}")
     print(f"{'checkout':14} {'command':52} {'wall s':>19} {'cpu s':>19} {'max RSS MiB':>21} "
           f"exit")
