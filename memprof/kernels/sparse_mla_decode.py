@@ -99,15 +99,16 @@ def pack_fp8_ds_mla(rows: torch.Tensor, page: int) -> torch.Tensor:
     return cache
 
 
-def _dequant_slots(data: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype
-                   ) -> torch.Tensor:
+def _dequant_slots(data: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
     """fp8_ds_mla rows ``data (..., 576)``, ``scales (..., 8)`` uint8 → ``(..., 512)`` in ``dtype``:
     NoPE ``e4m3 · 2^(e − 127)`` per 64 dims, RoPE bf16, both through fp32 (the e4m3 bytes by
     table lookup: torch's cast, bit for bit, faster on a CPU)."""
     nope = e4m3_to_float(data[..., :D_NOPE])  # (..., 448)
     mult = torch.exp2(scales[..., :N_SCALES].float() - 127.0)  # (..., 7)
     nope = nope.view(*nope.shape[:-1], N_SCALES, NOPE_GROUP).mul_(mult[..., None])
-    out = torch.empty((*data.shape[:-1], D_HEAD), dtype=dtype, device=data.device)
+    if out is None:
+        out = torch.empty((*data.shape[:-1], D_HEAD), dtype=dtype, device=data.device)
     out[..., :D_NOPE] = nope.flatten(-2)  # cast to dtype on the copy, as .to(dtype)
     out[..., D_NOPE:] = data[..., D_NOPE:].contiguous().view(torch.bfloat16)  # (..., 64)
     return out  # (..., 512)
@@ -396,7 +397,8 @@ def dequantize_pool(kv_cache: torch.Tensor, out: torch.Tensor | None = None, *,
         out = torch.empty((nb, page, 1, D_HEAD), dtype=torch.bfloat16, device=kv_cache.device)
     run_triton = can_run_triton(kv_cache) if use_triton is None else use_triton
     if not run_triton:
-        out.copy_(dequantize_reference(kv_cache, dtype=torch.bfloat16)[:, :, None, :])
+        data, scales = _page_parts(kv_cache)  # written straight into out, no temporary pool
+        _dequant_slots(data, scales, torch.bfloat16, out=out[:, :, 0, :])
         return out
     n_rows = nb * page
     block_r = 16

@@ -34,6 +34,7 @@ from memprof.kernels.sparse_mla_decode import (  # noqa: E402
     NOPE_GROUP,
     _page_parts,
     cache_layout,
+    dequantize_pool,
     dequantize_reference,
     pack_fp8_ds_mla,
     sparse_mla_decode_reference,
@@ -257,6 +258,9 @@ def test_sparse_gather_first_equals_whole_pool(layout: str, B: int, K: int, page
         assert torch.equal(dequantize_reference(cache), whole)
         assert torch.equal(dequantize_reference(cache, dtype=torch.bfloat16),
                            whole.to(torch.bfloat16))
+        pool = torch.full((nb, page, 1, 512), float("nan"), dtype=torch.bfloat16)
+        assert dequantize_pool(cache, out=pool, use_triton=False) is pool  # written in place
+        assert torch.equal(pool[:, :, 0], whole.to(torch.bfloat16))
 
 
 # --- what validate reports stays the same -------------------------------------------------------
