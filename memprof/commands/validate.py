@@ -5,6 +5,7 @@ parity, scratch bytes against the estimate, graph-clean, speed."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +32,10 @@ DP_DEFAULTS: dict[str, Any] = {"model": "deepseek-r1", "tp": 8, "dp": 8, "batch"
 # long enough for the bandwidth target (≥ 8k for MLA)
 CONTEXT_CUDA = {"mla": 8192, "tq": 4096, "dsv4": 8192}
 CONTEXT_CPU = 256  # the torch reference on a CPU: seconds, not minutes
+# torch's intra-op threads for --device cpu (OMP_NUM_THREADS, when set, wins): the reference ops
+# are small, and on a loaded machine two or more threads per op wait on each other for far
+# longer than the op takes (benchmarks/bench_validate.py: 1 vs default threads).
+CPU_THREADS = 1
 MAX_BATCH = 8192
 MAX_CONTEXT = 1 << 17
 
@@ -68,7 +73,8 @@ def validate(
         "GPU); the memory figures still scale to all layers of the model.")] = 4,
     steps: Annotated[int, typer.Option("--steps", help="Timed decode steps per round.")] = 10,
     device: Annotated[str, typer.Option(
-        "--device", help="cuda (the Triton kernels) or cpu (the torch reference path).")
+        "--device", help="cuda (the Triton kernels) or cpu (the torch reference path, on one "
+        "thread unless OMP_NUM_THREADS is set).")
     ] = "cuda",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     dp: Annotated[int | None, typer.Option(
@@ -119,14 +125,11 @@ def validate(
     if kv_cache_memory_bytes is not None and kernel != "dsv4":
         raise BadInput("--kv-cache-memory-bytes applies to the DeepSeek-V4 decode",
                        hint="add --kernel dsv4")
+    md_path = None
     if markdown is not None:
-        import os
+        from memprof.base.files import check_output
 
-        folder = os.path.dirname(os.path.abspath(markdown))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise BadInput(f"cannot write --markdown {markdown[:80]!r}: no writable folder "
-                           f"{folder[:80]!r}", hint="name a file in a folder that exists and "
-                           "is writable")
+        md_path = check_output(markdown, flag="--markdown")  # before any work
     try:
         import torch
     except ImportError:
@@ -135,6 +138,40 @@ def validate(
     if device == "cuda" and not torch.cuda.is_available():
         raise EnvironmentProblem("no CUDA GPU visible for the Triton kernels",
                                  hint="--device cpu runs the torch reference path")
+    threads = torch.get_num_threads()
+    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(CPU_THREADS)
+    try:
+        results = _validate_all(kernel, model, tensor_parallel_size, max_num_seqs,
+                                attention_backend, gpu, context, layers, steps, device, seed, dp,
+                                kv_cache_memory_bytes, graph_steps)
+    finally:
+        torch.set_num_threads(threads)
+    from memprof.report.validate import render_json, render_markdown, render_table
+
+    dev_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    if md_path is not None:
+        from memprof.base.files import write_atomic
+
+        write_atomic(md_path, render_markdown(results, torch.__version__, dev_name))
+    if fmt == "json":
+        sys.stdout.write(render_json(results, torch.__version__, dev_name))
+    else:
+        tty = sys.stdout.isatty()
+        sys.stdout.write(render_table(results, None if tty else 120, color=tty))
+    if not all(r.passed for r in results):
+        raise typer.Exit(1)
+
+
+def _validate_all(kernel: str, model: str | None, tensor_parallel_size: int | None,
+                  max_num_seqs: int | None, attention_backend: str | None, gpu: str | None,
+                  context: int | None, layers: int, steps: int, device: str, seed: int,
+                  dp: int | None, kv_cache_memory_bytes: int | None,
+                  graph_steps: int | None) -> list[AnyValidation]:
+    """Every kernel ``--kernel`` names, in order; running out of memory is exit 3."""
+    import torch
+
+    from memprof.base.errors import EnvironmentProblem
 
     kinds = ("mla", "tq", "dsv4", "dp_gather") if kernel == "all" else (
         {"turboquant": "tq"}.get(kernel, kernel),)
@@ -157,23 +194,7 @@ def validate(
                 f"the {kind} validation ran out of {device} memory",
                 hint="lower --max-num-seqs, --context, --layers or --kv-cache-memory-bytes"
             ) from None
-    from memprof.report.validate import render_json, render_markdown, render_table
-
-    dev_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    if markdown is not None:
-        try:
-            with open(markdown, "w", encoding="utf-8") as fh:
-                fh.write(render_markdown(results, torch.__version__, dev_name))
-        except OSError as e:
-            raise BadInput(f"cannot write --markdown {markdown[:80]!r}: {e.strerror}",
-                           hint="name a file in a folder that exists and is writable") from None
-    if fmt == "json":
-        sys.stdout.write(render_json(results, torch.__version__, dev_name))
-    else:
-        tty = sys.stdout.isatty()
-        sys.stdout.write(render_table(results, None if tty else 120, color=tty))
-    if not all(r.passed for r in results):
-        raise typer.Exit(1)
+    return results
 
 
 def _part1(kind: str, model: str | None, tp_opt: int | None, batch_opt: int | None,

@@ -28,6 +28,7 @@ import torch
 
 from memprof.core.scratch import CUTLASS_MLA_LATENT, CUTLASS_MLA_MAX_HEADS
 from memprof.kernels._triton import can_run_triton, interpreted, next_pow2, num_sms
+from memprof.kernels.paged import gather_pages, request_groups
 from memprof.kernels.workspace import Workspace
 
 D_LATENT = CUTLASS_MLA_LATENT  # 512: kv_lora_rank of DeepSeek-V3/R1 (also V's width)
@@ -42,7 +43,36 @@ POLICIES = ("per-layer", "shared")
 def mla_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
                          seq_lens: torch.Tensor, scale: float, *,
                          compute_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Plain softmax attention per request in ``compute_dtype``; ``(B, H, 512)`` in that dtype."""
+    """Plain softmax attention per request in ``compute_dtype``; ``(B, H, 512)`` in that dtype.
+
+    The function of :func:`mla_decode_reference_loop`, for a group of requests at a time
+    (ordered by length, padded to the group's longest page; padded rows are zeroed and their
+    scores masked to −inf, so they add exact zeros): the same products, summed in another order,
+    so the two agree to float rounding (``tests/kernels/test_reference_vectorised.py``)."""
+    B, H, _ = q.shape  # q: (B, H, 576)
+    page, width = kv_cache.shape[1], kv_cache.shape[2]  # kv_cache: (NB, PAGE, 576)
+    out = torch.zeros((B, H, D_LATENT), dtype=compute_dtype, device=q.device)  # (B, H, 512)
+    lens_l = [int(n) for n in seq_lens.tolist()]
+    bt = block_table.to(q.device)
+    for group in request_groups(lens_l, width):
+        c = len(group)
+        idx = torch.tensor(group, dtype=torch.long, device=q.device)  # (c,)
+        lens = seq_lens.to(q.device)[idx].long()  # (c,)
+        pages, tok = gather_pages(bt, idx, lens, lens_l[group[-1]], page)  # (c, P), (c, N)
+        rows = kv_cache.index_select(0, pages.reshape(-1)).view(c, -1, width).to(
+            compute_dtype)  # (c, N, 576)
+        rows.masked_fill_(~tok[:, :, None], 0)  # padding: zero rows
+        s = torch.matmul(q[idx].to(compute_dtype), rows.transpose(1, 2)) * scale  # (c, H, N)
+        s.masked_fill_(~tok[:, None, :], float("-inf"))
+        out[idx] = torch.matmul(torch.softmax(s, dim=-1), rows[:, :, :D_LATENT])  # (c, H, 512)
+    return out
+
+
+def mla_decode_reference_loop(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
+                              seq_lens: torch.Tensor, scale: float, *,
+                              compute_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The per-request form of :func:`mla_decode_reference`, one request at a time: the slow
+    reference the vectorised one is tested against."""
     B, H, _ = q.shape  # q: (B, H, 576)
     page = kv_cache.shape[1]  # kv_cache: (NB, PAGE, 576)
     out = torch.zeros((B, H, D_LATENT), dtype=compute_dtype, device=q.device)  # (B, H, 512)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from memprof.kernels._triton import can_run_triton, interpreted, next_pow2
+from memprof.kernels.fp8 import e4m3_to_float
 
 D_HEAD = 512  # V4 head_dim: K = V = the latent
 D_NOPE = 448  # fp8 part
@@ -98,6 +99,21 @@ def pack_fp8_ds_mla(rows: torch.Tensor, page: int) -> torch.Tensor:
     return cache
 
 
+def _dequant_slots(data: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
+    """fp8_ds_mla rows ``data (..., 576)``, ``scales (..., 8)`` uint8 → ``(..., 512)`` in ``dtype``:
+    NoPE ``e4m3 · 2^(e − 127)`` per 64 dims, RoPE bf16, both through fp32 (the e4m3 bytes by
+    table lookup: torch's cast, bit for bit, faster on a CPU)."""
+    nope = e4m3_to_float(data[..., :D_NOPE])  # (..., 448)
+    mult = torch.exp2(scales[..., :N_SCALES].float() - 127.0)  # (..., 7)
+    nope = nope.view(*nope.shape[:-1], N_SCALES, NOPE_GROUP).mul_(mult[..., None])
+    if out is None:
+        out = torch.empty((*data.shape[:-1], D_HEAD), dtype=dtype, device=data.device)
+    out[..., :D_NOPE] = nope.flatten(-2)  # cast to dtype on the copy, as .to(dtype)
+    out[..., D_NOPE:] = data[..., D_NOPE:].contiguous().view(torch.bfloat16)  # (..., 64)
+    return out  # (..., 512)
+
+
 def dequantize_reference(kv_cache: torch.Tensor, kv_scale: torch.Tensor | float | None = None,
                          dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The whole cache as ``(NB, PAGE, 512)`` values in ``dtype`` (torch ops; temporaries)."""
@@ -108,11 +124,24 @@ def dequantize_reference(kv_cache: torch.Tensor, kv_scale: torch.Tensor | float 
         s = 1.0 if kv_scale is None else kv_scale
         return (kv_cache.float() * (s if isinstance(s, float) else s.float())).to(dtype)
     data, scales = _page_parts(kv_cache)
-    nope = data[..., :D_NOPE].contiguous().view(torch.float8_e4m3fn).float()  # (NB, PAGE, 448)
-    mult = torch.exp2(scales[..., :N_SCALES].float() - 127.0)  # (NB, PAGE, 7)
-    nope = nope * mult.repeat_interleave(NOPE_GROUP, -1)
-    rope = data[..., D_NOPE:].contiguous().view(torch.bfloat16).float()  # (NB, PAGE, 64)
-    return torch.cat([nope, rope], -1).to(dtype)  # (NB, PAGE, 512)
+    return _dequant_slots(data, scales, dtype)  # (NB, PAGE, 512)
+
+
+def gather_rows(kv_cache: torch.Tensor, slots: torch.Tensor,
+                kv_scale: torch.Tensor | float | None = None) -> torch.Tensor:
+    """Rows ``slots`` (any shape, flat ``block·PAGE + row``, all valid) of the cache as fp32
+    ``(*slots.shape, 512)``: ``dequantize_reference(kv_cache).reshape(-1, 512)[slots]`` bit for
+    bit (each value is dequantised by the same elementwise ops), dequantising only those rows."""
+    layout = cache_layout(kv_cache)
+    nb, page, width = kv_cache.shape
+    flat = slots.reshape(-1).long()  # (n,)
+    if layout != "fp8_ds_mla":  # one row is one slot
+        rows = kv_cache.reshape(nb * page, width).index_select(0, flat)  # (n, 512)
+        return dequantize_reference(rows[None], kv_scale).view(*slots.shape, D_HEAD)
+    data, scales = _page_parts(kv_cache)  # (NB, PAGE, 576), (NB, PAGE, 8)
+    blk, row = flat // page, flat % page
+    out = _dequant_slots(data[blk, row], scales[blk, row], torch.float32)  # (n, 512)
+    return out.view(*slots.shape, D_HEAD)
 
 
 # --- torch reference (any device) ---------------------------------------------------------------
@@ -123,12 +152,11 @@ def sparse_mla_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, indices
                                 kv_scale: torch.Tensor | float | None = None
                                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 attention over the gathered rows: ``(B, H, 512)`` fp32 and ``(B, H)`` natural lse."""
-    rows = dequantize_reference(kv_cache, kv_scale).reshape(-1, D_HEAD)  # (NB·PAGE, 512)
     k = indices.shape[1]
     col = torch.arange(k, device=q.device)  # (K,)
     valid = (col[None, :] < lens.to(q.device).long()[:, None]) & (indices >= 0)  # (B, K)
-    safe = torch.where(valid, indices.long(), torch.zeros_like(indices, dtype=torch.long))
-    kv = rows[safe]  # (B, K, 512)
+    kv = torch.zeros((*indices.shape, D_HEAD), dtype=torch.float32, device=q.device)
+    kv[valid] = gather_rows(kv_cache, indices[valid], kv_scale)  # (B, K, 512): rows read, else 0
     s = torch.einsum("bhd,bkd->bhk", q.float(), kv) * scale  # (B, H, K)
     s = s.masked_fill(~valid[:, None, :], float("-inf"))
     lse = torch.logsumexp(s, -1)  # (B, H), -inf when empty
@@ -369,7 +397,8 @@ def dequantize_pool(kv_cache: torch.Tensor, out: torch.Tensor | None = None, *,
         out = torch.empty((nb, page, 1, D_HEAD), dtype=torch.bfloat16, device=kv_cache.device)
     run_triton = can_run_triton(kv_cache) if use_triton is None else use_triton
     if not run_triton:
-        out.copy_(dequantize_reference(kv_cache, dtype=torch.bfloat16)[:, :, None, :])
+        data, scales = _page_parts(kv_cache)  # written straight into out, no temporary pool
+        _dequant_slots(data, scales, torch.bfloat16, out=out[:, :, 0, :])
         return out
     n_rows = nb * page
     block_r = 16

@@ -44,6 +44,8 @@ import torch
 from memprof.core.kvcache import tq_slot_bytes
 from memprof.core.scratch import TQ_MAX_KV_SPLITS
 from memprof.kernels._triton import can_run_triton, interpreted, next_pow2
+from memprof.kernels.fp8 import e4m3_to_float, lookup
+from memprof.kernels.paged import gather_pages, request_groups
 from memprof.kernels.workspace import Workspace
 
 PRESET = "turboquant_k8v4"
@@ -130,6 +132,26 @@ def tq_dequant_k8v4(slots: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, t
     return k, q * scale + zero  # (..., D), (..., D)
 
 
+def _nibble_table(device: torch.device) -> torch.Tensor:
+    """``(256, 2)`` fp32: the two 4-bit codes of every byte, low nibble first."""
+    b = torch.arange(256, device=device)  # (256,)
+    return torch.stack((b & 0xF, b >> 4), dim=-1).float()  # (256, 2)
+
+
+def tq_dequant_k8v4_fast(slots: torch.Tensor, head_dim: int
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`tq_dequant_k8v4` bit for bit, by table lookups (``memprof.kernels.fp8``: several
+    times faster on a CPU than torch's fp8 cast and the nibble arithmetic) and an in-place
+    multiply then add (the same two fp32 roundings as ``code · scale + zero``)."""
+    lay = k8v4_layout(head_dim)
+    k = e4m3_to_float(slots[..., :head_dim])  # (..., D)
+    v = lookup(_nibble_table(slots.device),
+               slots[..., lay["value"]:lay["scale"]]).flatten(-2)  # (..., D) codes
+    scale = slots[..., lay["scale"]:lay["scale"] + 2].contiguous().view(torch.float16).float()
+    zero = slots[..., lay["zero"]:lay["zero"] + 2].contiguous().view(torch.float16).float()
+    return k, v.mul_(scale).add_(zero)  # (..., D), (..., D)
+
+
 def tq_gather_dequant(kv_cache: torch.Tensor, block_table: torch.Tensor, b: int, n: int,
                       head_dim: int, *, layout: str = "token_major"
                       ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,7 +168,48 @@ def tq_decode_reference(q: torch.Tensor, kv_cache: torch.Tensor, block_table: to
                         seq_lens: torch.Tensor, scale: float, *, layout: str = "token_major",
                         compute_dtype: torch.dtype = torch.float32
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention over the dequantised cache: ``output (B, Hq, D)``, natural-log ``lse (B, Hq)``."""
+    """Attention over the dequantised cache: ``output (B, Hq, D)``, natural-log ``lse (B, Hq)``.
+
+    The function of :func:`tq_decode_reference_loop`, computed for a group of requests at a time
+    (ordered by length, padded to the group's longest; padded tokens are zero bytes, masked to
+    −inf before the softmax, so they add exact zeros) with the GQA group as a matrix dimension
+    instead of repeated KV heads. The dequantised values are the same bits; the dot products and
+    the softmax sums are the same sums taken in another order, so the results agree with the
+    per-request form to float rounding (``tests/kernels/test_reference_vectorised.py``).
+    A request of length 0 gives ``output 0``, ``lse −inf``."""
+    B, Hq, D = q.shape  # q: (B, Hq, D)
+    cache = _slot_view(kv_cache, layout)  # (NB, PAGE, Hkv, slot)
+    page, Hkv, slot = cache.shape[1], cache.shape[2], cache.shape[3]
+    G = Hq // Hkv
+    out = torch.zeros((B, Hq, D), dtype=compute_dtype, device=q.device)  # (B, Hq, D)
+    lse = torch.full((B, Hq), float("-inf"), dtype=compute_dtype, device=q.device)  # (B, Hq)
+    lens_l = [int(n) for n in seq_lens.tolist()]
+    bt = block_table.to(q.device)
+    for group in request_groups(lens_l, Hkv * D):
+        c = len(group)
+        idx = torch.tensor(group, dtype=torch.long, device=q.device)  # (c,)
+        lens = seq_lens.to(q.device)[idx].long()  # (c,)
+        pages, tok = gather_pages(bt, idx, lens, lens_l[group[-1]], page)  # (c, P), (c, N)
+        n = tok.shape[1]  # P·PAGE: the group's longest, rounded up to a page
+        rows = cache.index_select(0, pages.reshape(-1))  # (c·P, PAGE, Hkv, slot) a copy
+        rows = rows.view(c, -1, page, Hkv, slot).permute(0, 3, 1, 2, 4).reshape(
+            c, Hkv, n, slot)  # (c, Hkv, N, slot)
+        rows.mul_(tok[:, None, :, None])  # padding: zero bytes, so K = V = 0
+        k, v = tq_dequant_k8v4_fast(rows, D)  # (c, Hkv, N, D) each
+        qg = q[idx].to(compute_dtype).view(c, Hkv, G, D)  # (c, Hkv, G, D)
+        s = torch.matmul(qg, k.to(compute_dtype).transpose(-1, -2)) * scale  # (c, Hkv, G, N)
+        s.masked_fill_(~tok[:, None, None, :], float("-inf"))
+        lse[idx] = torch.logsumexp(s, -1).view(c, Hq)
+        out[idx] = torch.matmul(torch.softmax(s, -1), v.to(compute_dtype)).view(c, Hq, D)
+    return out, lse
+
+
+def tq_decode_reference_loop(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
+                             seq_lens: torch.Tensor, scale: float, *, layout: str = "token_major",
+                             compute_dtype: torch.dtype = torch.float32
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-request form of :func:`tq_decode_reference` (one request at a time, the KV heads
+    repeated to the query heads): the slow reference the vectorised one is tested against."""
     B, Hq, D = q.shape  # q: (B, Hq, D)
     Hkv = _slot_view(kv_cache, layout).shape[2]
     G = Hq // Hkv

@@ -21,6 +21,7 @@ each layer gets its own queries so per-layer buffers hold distinct results.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import statistics
 from collections.abc import Callable
@@ -59,6 +60,7 @@ _P = TypeVar("_P")  # what holds one policy's scratch (DecodeOutPolicy, TQDecode
 REL_TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-2, torch.float32: 1e-4}
 TQ_VS_UNQUANTISED_TOL = 0.3  # 4-bit values on random data: ~0.1 measured; a sanity bound
 PLAIN_REQUESTS = 8  # requests compared with unquantised attention (on the CPU)
+STORE_ROWS = 4096  # cache rows quantised per tq_store_k8v4 call while building the cache
 MIN_BANDWIDTH_FRACTION = 0.70  # MLA ≥ 70 % of copy bandwidth at B ≥ 64, long contexts
 MAX_SHARED_RATIO = 1.02  # shared no slower than per-layer
 CATALOG_NAMES = {"cutlass_mla": "CUTLASS MLA decode output",
@@ -485,19 +487,34 @@ def validate_tq(*, model: str = "qwen3-32b", tp: int = 1, batch: int = 256,
     use_triton = on_cuda
     kv = torch.zeros(tq_cache_shape(nblocks, block_size, hkv, d), dtype=torch.uint8,
                      device=dev)  # (NB, PAGE, Hkv, slot)
-    # unquantised K/V of every cache row, kept only as large as parity needs
-    k_all = torch.randn((nblocks * block_size, hkv, d), generator=gen).to(torch.bfloat16)
-    v_all = torch.randn((nblocks * block_size, hkv, d), generator=gen).to(torch.bfloat16)
-    tq_store_k8v4(k_all.to(dev), v_all.to(dev), kv,
-                  torch.arange(nblocks * block_size, dtype=torch.int32, device=dev))
+    # unquantised K/V of every cache row: quantised into the cache, then kept only for the
+    # plain-attention parity check (computed here, once) and dropped
+    n_rows = nblocks * block_size
+    k_all = _randn_bf16((n_rows, hkv, d), gen)  # (rows, Hkv, D)
+    v_all = _randn_bf16((n_rows, hkv, d), gen)  # (rows, Hkv, D)
+    for r0 in range(0, n_rows, STORE_ROWS):  # row by row the same bytes, fewer temporaries
+        r1 = min(n_rows, r0 + STORE_ROWS)
+        tq_store_k8v4(k_all[r0:r1].to(dev), v_all[r0:r1].to(dev), kv,
+                      torch.arange(r0, r1, dtype=torch.int32, device=dev))
     qs = [torch.randn((batch, hq, d), generator=gen).to(torch.bfloat16).to(dev)
           for _ in range(layers)]  # L × (B, Hq, D)
+    nb = min(batch, PLAIN_REQUESTS)
+    plain = _plain_attention(qs[layers - 1][:nb], k_all, v_all, bt[:nb], lens[:nb], block_size,
+                             scale) if check_parity else None  # (nb, Hq, D) fp32
+    del k_all, v_all
     bt, lens = bt.to(dev), lens.to(dev)
 
     def decode(bufs: TQDecodeBuffers, layer: int) -> None:
         tq_decode(qs[layer], kv, bt, lens, scale, num_kv_splits=num_splits,
                   buffers=bufs.get(layer, batch), block_n=block_n, num_warps=num_warps,
                   num_stages=num_stages, use_triton=use_triton)
+
+    refs: dict[int, torch.Tensor] = {}
+
+    def ref(layer: int) -> torch.Tensor:  # one reference per layer, shared by the policies
+        if layer not in refs:
+            refs[layer] = tq_decode_reference(qs[layer], kv, bt, lens, scale)[0]  # (B, Hq, D)
+        return refs[layer]
 
     tol = REL_TOL[torch.bfloat16] if use_triton else REL_TOL[torch.float32]  # fp16 P·V dots
     catalog = CATALOG_NAMES["turboquant"]
@@ -520,16 +537,12 @@ def validate_tq(*, model: str = "qwen3-32b", tp: int = 1, batch: int = 256,
         parity: list[Parity] = []
         if check_parity:
             last = layers - 1
-            ref_o, _ = tq_decode_reference(qs[last], kv, bt, lens, scale)  # (B, Hq, D)
             parity.append(_parity(f"layer {last} vs reference (dequantised cache)",
-                                  bufs.get(last, batch)[1], ref_o, tol))
+                                  bufs.get(last, batch)[1], ref(last), tol))
             if pol == "per-layer" and layers > 1:
-                ref0, _ = tq_decode_reference(qs[0], kv, bt, lens, scale)
                 parity.append(_parity("layer 0 (its own buffers) vs reference",
-                                      bufs.get(0, batch)[1], ref0, tol))
-            nb = min(batch, PLAIN_REQUESTS)
-            plain = _plain_attention(qs[last][:nb], k_all, v_all, bt[:nb].cpu(),
-                                     lens[:nb].cpu(), block_size, scale)  # (nb, Hq, D) fp32
+                                      bufs.get(0, batch)[1], ref(0), tol))
+            assert plain is not None
             parity.append(_parity(f"layer {last} vs attention over unquantised K/V "
                                   f"(first {nb} requests)",
                                   bufs.get(last, batch)[1][:nb].cpu(), plain,
@@ -564,6 +577,22 @@ def validate_tq(*, model: str = "qwen3-32b", tp: int = 1, batch: int = 256,
                             kv_heads=hkv, num_splits=num_splits, runs=tuple(runs),
                             shared_over_per_layer=ratio, speed_passed=speed_ok, bandwidth=bw,
                             notes=tuple(notes))
+
+
+def _randn_bf16(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """``torch.randn(shape, generator=gen).to(torch.bfloat16)`` without the fp32 copy of the
+    whole: drawn ``STORE_ROWS`` rows at a time. torch's CPU normal draws one uniform per value
+    and transforms them in blocks of 16 values, so chunks of a multiple of 16 values give the
+    same numbers as long as a short last chunk (under 16 values, drawn another way) joins the
+    one before (``tests/kernels/test_reference_vectorised.py`` checks it)."""
+    out = torch.empty(shape, dtype=torch.bfloat16)  # (rows, ...)
+    per_row = math.prod(shape[1:])
+    cuts = [*range(0, shape[0], STORE_ROWS), shape[0]]
+    if len(cuts) > 2 and (cuts[-1] - cuts[-2]) * per_row < 16:
+        del cuts[-2]
+    for r0, r1 in itertools.pairwise(cuts):
+        out[r0:r1] = torch.randn((r1 - r0, *shape[1:]), generator=gen)  # cast on the copy
+    return out
 
 
 def _plain_attention(q: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor,
