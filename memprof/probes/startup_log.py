@@ -17,10 +17,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memprof.base.errors import BadInput
-from memprof.base.units import GiB
+from memprof.base.files import read_capped
+from memprof.base.units import GiB, fmt_bytes
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
+
+# The largest figure a start-up log can plausibly print, by kind: no GPU or node has a PiB of
+# memory, no KV cache holds 2^40 tokens or blocks, and no ratio (utilisation, concurrency) is
+# near 10^9. A larger number (or one a float cannot hold, 1e400) is a damaged log, not a figure.
+MAX_FIGURE: dict[str, float] = {"gib": float(1 << 50), "int": float(1 << 40), "float": 1e9}
 
 Kind = Literal["gib", "int", "float"]
 
@@ -173,28 +179,34 @@ class StartupLog:
         return bool(self.errors)
 
 
+class _Absurd(ValueError):
+    """A number too large to be a figure of a start-up log (see ``MAX_FIGURE``)."""
+
+
 def _value(kind: Kind, text: str) -> float:
-    number = float(text.replace(",", ""))
+    """The figure ``text`` shows, in memprof's units; :class:`_Absurd` beyond ``MAX_FIGURE``."""
+    digits = text.replace(",", "")
+    if len(digits) > 40:  # longer than any figure: do not even convert it
+        raise _Absurd(text)
+    number = float(digits)
     if kind == "gib":
-        return round(number * GiB)
-    return number
+        number *= GiB
+    if not number <= MAX_FIGURE[kind]:  # also catches inf and nan
+        raise _Absurd(text)
+    return round(number) if kind == "gib" else number
+
+
+def _shown_cap(kind: Kind) -> str:
+    cap = MAX_FIGURE[kind]
+    return fmt_bytes(int(cap)) if kind == "gib" else f"{cap:,.0f}"
 
 
 def read_log(path: str) -> StartupLog:
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_LOG_BYTES:
-            raise BadInput(f"{path} is larger than 64 MiB",
-                           hint="pass the start-up part of the log (up to the first request)")
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"no such file: {path}", hint="pass a vLLM or SGLang start-up log"
-                       ) from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a folder", hint="pass the log file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
-    return parse_log(data.decode("utf-8", errors="replace"), where=p.name)
+    """Read and parse the start-up log at ``path`` (a regular file of at most 64 MiB)."""
+    data = read_capped(path, what="the log", cap=MAX_LOG_BYTES,
+                       hint="pass a vLLM or SGLang start-up log file (its start-up part, up to "
+                       "the first request, is enough)")
+    return parse_log(data.decode("utf-8", errors="replace"), where=Path(path).name)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -215,6 +227,12 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
+                except _Absurd:
+                    raise BadInput(
+                        f"{where} line {n}: {m.group(0).strip()[:80]!r} is not a plausible "
+                        f"figure (more than {_shown_cap(pat.kind)})",
+                        hint="the log is damaged or edited; pass the log as the engine wrote "
+                        "it") from None
                 except ValueError:
                     continue
                 figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n)
