@@ -89,7 +89,7 @@ def _config_file(model: str) -> Path:
     path = Path(model).expanduser()
     if path.is_dir():
         path = path / "config.json"
-        if not path.exists():
+        if not path.exists() or path.is_dir():
             raise ConfigError(
                 f"no config.json in the folder {model}",
                 hint="point --model at a HF model folder, a config.json, or a bundled name "
