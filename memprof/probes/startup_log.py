@@ -402,16 +402,19 @@ def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
             return text, cmd.model, dict(cmd.settings), (
                 f"flags of the logged command not read: {' '.join(dropped)}" if dropped else None)
         except BadInput as exc:
-            bad = re.search(r"flag '([^']+)'|argument '([^']+)'", exc.message)
+            # the flag the error names: unknown, or with a value memprof cannot read
+            bad = re.search(r"flag '([^']+)'|argument '([^']+)'|: (--?[A-Za-z][\w-]*): bad "
+                            r"value|bad value .* for (--?[A-Za-z][\w-]*)", exc.message)
             if not bad:
                 return text, None, {}, f"the serve command in the log: {exc.message}"
-            flag = bad.group(1) or bad.group(2)
+            flag = next(g for g in bad.groups() if g)
             i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
                      None)
             if i is None:
                 return text, None, {}, f"the serve command in the log: {exc.message}"
             dropped.append(flag)
+            inline = "=" in tokens[i]
             del tokens[i]
-            if i < len(tokens) and not tokens[i].startswith("-") and "=" not in flag:
+            if i < len(tokens) and not tokens[i].startswith("-") and not inline:
                 del tokens[i]  # its value
     return text, None, {}, None

@@ -150,3 +150,18 @@ def test_none_stays_the_default_where_the_engine_takes_it() -> None:
     code, _, err = call("estimate", "--gpu", "H100", "--", "vllm", "serve", "qwen3-0.6b",
                         "--max-num-seqs", "None")
     assert code == 0, err
+
+
+@pytest.mark.parametrize(("command", "settings", "dropped"), [
+    ("vllm serve qwen3-0.6b -tp None --max-model-len 4096", {"max_model_len": 4096}, "-tp"),
+    ("vllm serve qwen3-0.6b --tensor-parallel-size=None --max-model-len 4096 -pp 2",
+     {"max_model_len": 4096, "pp": 2}, "--tensor-parallel-size"),
+    ("vllm serve qwen3-0.6b --max-model-len None -tp 2", {"tp": 2}, "--max-model-len"),
+])
+def test_a_logged_command_keeps_the_flags_it_can_read(command: str, settings: dict[str, int],
+                                                      dropped: str) -> None:
+    from memprof.probes.startup_log import parse_log
+
+    log = parse_log(f"INFO {command}\nINFO GPU KV cache size: 1,000 tokens\n")
+    assert log.settings == settings
+    assert log.notes == (f"flags of the logged command not read: {dropped}",)
