@@ -376,14 +376,14 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
         raise EnvironmentProblem("reading YAML needs PyYAML",
                                  hint="pip install pyyaml") from None
     try:
-        _check_yaml_shape(yaml, text, where)
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_bounded_loader(yaml, where))
+                if d is not None]
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         at = f" (line {line + 1})" if isinstance(line, int) else ""
         raise BadInput(f"{where} is not valid YAML{at}",
                        hint="pass a docker-compose file or a Kubernetes manifest") from None
-    except (RecursionError, MemoryError):  # pragma: no cover - _check_yaml_shape stops these
+    except (RecursionError, MemoryError):  # pragma: no cover - the loader stops these first
         raise BadInput(f"{where} nests too deeply or is too large to be a compose file or a "
                        "manifest", hint="pass a docker-compose file or a Kubernetes manifest"
                        ) from None
@@ -400,43 +400,44 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
                    "container's command:/args:")
 
 
-def _check_yaml_shape(yaml: Any, text: str, where: str) -> None:
-    """Refuse YAML nested deeper than ``MAX_YAML_DEPTH`` or expanding (through aliases) to more
-    than ``MAX_YAML_NODES`` nodes, from PyYAML's event stream (its parser is iterative), before
-    any node is built."""
+def _bounded_loader(yaml: Any, where: str) -> Any:
+    """PyYAML's ``SafeLoader``, refusing YAML nested deeper than ``MAX_YAML_DEPTH`` or that
+    expands (through aliases) to more than ``MAX_YAML_NODES`` nodes, as it composes the nodes
+    (before the deep recursion, and before any object is built from them)."""
     hint = "pass a docker-compose file or a Kubernetes manifest"
-    sizes: dict[str, int] = {}  # anchor → nodes it expands to
-    stack: list[tuple[str | None, int]] = []  # open collections: (anchor, nodes so far)
-    total = 0
-    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
-        size = 0
-        if isinstance(ev, yaml.CollectionStartEvent):
-            if len(stack) >= MAX_YAML_DEPTH:
-                line = ev.start_mark.line + 1 if ev.start_mark is not None else 0
-                raise BadInput(f"{where} nests deeper than {MAX_YAML_DEPTH} levels (line "
-                               f"{line})", hint=hint)
-            stack.append((ev.anchor, 1))
-            continue
-        if isinstance(ev, yaml.CollectionEndEvent) and stack:
-            anchor, size = stack.pop()
-            if anchor is not None:
-                sizes[anchor] = size
-        elif isinstance(ev, yaml.ScalarEvent):
-            size = 1
-            if ev.anchor is not None:
-                sizes[ev.anchor] = 1
-        elif isinstance(ev, yaml.AliasEvent):
-            size = sizes.get(ev.anchor, 1)
-        if not size:
-            continue
-        if stack:
-            anchor, n = stack[-1]
-            stack[-1] = (anchor, n + size)
-        else:
-            total += size
-        if total + sum(n for _, n in stack) > MAX_YAML_NODES:
-            raise BadInput(f"{where} expands to more than {MAX_YAML_NODES:,} YAML nodes "
-                           "(through anchors and aliases)", hint=hint)
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.depth = 0
+            self.sizes: dict[int, int] = {}  # id(node) → nodes it expands to
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.depth >= MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                line = f" (line {mark.line + 1})" if mark is not None else ""
+                raise BadInput(f"{where} nests deeper than {MAX_YAML_DEPTH} levels{line}",
+                               hint=hint)
+            self.depth += 1
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+            if id(node) not in self.sizes:  # a new node (an alias returns a known one)
+                if isinstance(node, yaml.SequenceNode):
+                    size = 1 + sum(self.sizes.get(id(c), 1) for c in node.value)
+                elif isinstance(node, yaml.MappingNode):
+                    size = 1 + sum(self.sizes.get(id(k), 1) + self.sizes.get(id(v), 1)
+                                   for k, v in node.value)
+                else:
+                    size = 1
+                if size > MAX_YAML_NODES:
+                    raise BadInput(f"{where} expands to more than {MAX_YAML_NODES:,} YAML "
+                                   "nodes (through anchors and aliases)", hint=hint)
+                self.sizes[id(node)] = size
+            return node
+
+    return Loader
 
 
 class _NotServe(Exception):
