@@ -27,6 +27,7 @@ MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
 # memory, no KV cache holds 2^40 tokens or blocks, and no ratio (utilisation, concurrency) is
 # near 10^9. A larger number (or one a float cannot hold, 1e400) is a damaged log, not a figure.
 MAX_FIGURE: dict[str, float] = {"gib": float(1 << 50), "int": float(1 << 40), "float": 1e9}
+MAX_DIGITS = 40  # characters of one number (the engines print at most ~20)
 
 Kind = Literal["gib", "int", "float"]
 
@@ -186,19 +187,15 @@ class _Absurd(ValueError):
 def _value(kind: Kind, text: str) -> float:
     """The figure ``text`` shows, in memprof's units; :class:`_Absurd` beyond ``MAX_FIGURE``."""
     digits = text.replace(",", "")
-    if len(digits) > 40:  # longer than any figure: do not even convert it
-        raise _Absurd(text)
+    if len(digits) > MAX_DIGITS:  # longer than any figure: do not even convert it
+        raise _Absurd(f"a number of {len(digits):,} characters")
     number = float(digits)
     if kind == "gib":
         number *= GiB
     if not number <= MAX_FIGURE[kind]:  # also catches inf and nan
-        raise _Absurd(text)
+        cap = MAX_FIGURE[kind]
+        raise _Absurd("more than " + (fmt_bytes(int(cap)) if kind == "gib" else f"{cap:,.0f}"))
     return round(number) if kind == "gib" else number
-
-
-def _shown_cap(kind: Kind) -> str:
-    cap = MAX_FIGURE[kind]
-    return fmt_bytes(int(cap)) if kind == "gib" else f"{cap:,.0f}"
 
 
 def read_log(path: str) -> StartupLog:
@@ -227,10 +224,10 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
-                except _Absurd:
+                except _Absurd as why:
                     raise BadInput(
                         f"{where} line {n}: {m.group(0).strip()[:80]!r} is not a plausible "
-                        f"figure (more than {_shown_cap(pat.kind)})",
+                        f"figure ({why})",
                         hint="the log is damaged or edited; pass the log as the engine wrote "
                         "it") from None
                 except ValueError:
@@ -375,6 +372,10 @@ def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
                 settings[fld] = v
         elif fld in ("gpu_memory_utilization", "mem_fraction_static"):
             if isinstance(v, int | float) and not isinstance(v, bool):
+                if not 0 <= v <= MAX_FIGURE["float"]:  # also nan; a 300-digit int
+                    raise BadInput(f"the log's {k} = {str(v)[:40]} is not a plausible value",
+                                   hint="the log is damaged or edited; pass the log as the "
+                                   "engine wrote it")
                 settings[fld] = float(v)
         elif fld in ("enforce_eager", "enable_expert_parallel", "enable_dp_attention"):
             if isinstance(v, bool):

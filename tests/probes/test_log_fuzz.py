@@ -3,7 +3,7 @@
 is read, skipped as unreadable, or refused as a bad input (``error:`` + ``hint:``, exit 2).
 
 Seeds are fixed (``derandomize``); the budget is ``MEMPROF_FUZZ_EXAMPLES`` (default 600 for the
-parser, a quarter of it for the whole ``explain`` command, which estimates each case).
+parser, an eighth of it for the whole ``explain`` command, which estimates each case).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from memprof.probes.startup_log import MAX_FIGURE, parse_log
 EXAMPLES = int(os.environ.get("MEMPROF_FUZZ_EXAMPLES", "600"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
-FUZZ_CLI = settings(FUZZ, max_examples=max(EXAMPLES // 4, 10))
+FUZZ_CLI = settings(FUZZ, max_examples=max(EXAMPLES // 8, 10))
 
 # one line per pattern of memprof.probes.startup_log (and the settings lines), "{}" = a number
 TEMPLATES = (
@@ -155,3 +155,13 @@ def test_plausible_figures_are_kept() -> None:
     assert log.get("weights_bytes") == round(700.5 * (1 << 30))
     assert log.get("kv_tokens") == 1e9
     assert log.get("max_concurrency") == 12345.6
+
+
+def test_why_a_figure_is_refused_is_said() -> None:
+    with pytest.raises(BadInput, match=r"line 1: .* \(a number of 251 characters\)"):
+        parse_log("INFO peak_torch_memory=0." + "9" * 249 + "GiB\n")
+    with pytest.raises(BadInput, match=r"\(more than 1,099,511,627,776\)"):
+        parse_log("INFO GPU KV cache size: 1,099,511,627,777 tokens\n")
+    with pytest.raises(BadInput, match="the log's gpu_memory_utilization = 2059162460"):
+        parse_log("INFO vllm non-default args: {'model': 'qwen3-0.6b', "
+                  "'gpu_memory_utilization': " + "20591624603" * 30 + "}\n")
