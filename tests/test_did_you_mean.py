@@ -104,3 +104,15 @@ def test_nothing_close_gives_the_way_out() -> None:
     error, hint = error_and_hint(["estimate", "--gpu", "H100", "-m", "zzzz"])
     assert error == "error: unknown model 'zzzz'"
     assert "did you mean" not in hint and "memprof models" in hint
+
+
+def test_a_logs_model_that_is_not_bundled_names_the_close_one() -> None:
+    from memprof.base.errors import BadInput
+    from memprof.probes.log_deployment import resolve_model
+
+    with pytest.raises(BadInput, match="is not a bundled model") as info:
+        resolve_model("/models/Qwen3-32B-AWQ")
+    assert info.value.hint.startswith("if it is Qwen/Qwen3-32B, pass --model Qwen/Qwen3-32B")
+    with pytest.raises(BadInput) as info:
+        resolve_model("foo/bar")
+    assert info.value.hint.startswith("pass --model (memprof models")
