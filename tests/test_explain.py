@@ -92,7 +92,7 @@ def test_table_is_80_columns() -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["explain", "missing.log"], "no such file"),
+    (["explain", "missing.log"], "does not exist"),
     (["explain", str(LOGS / "vllm-v1-r1-nvfp4-gb200-dp4-oom.log")], "not a bundled model"),
     (["explain", str(LOGS / "vllm-v1-qwen3-235b-fp8-tp4-h100.log"), "-m", "qwen3-235b-a22b"],
      "GPU's total"),

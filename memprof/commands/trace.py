@@ -42,6 +42,10 @@ def trace(
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
     if device not in (None, "cuda", "fake"):
         raise BadInput(f"unknown --device {device[:40]!r}", hint="cuda or fake")
+    if snapshot is not None:  # before any work: a bad path must not cost the whole trace
+        from memprof.base.files import check_output
+
+        check_output(snapshot, flag="--snapshot")
     try:
         import torch  # noqa: F401
     except ImportError:

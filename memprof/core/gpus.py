@@ -5,7 +5,9 @@ Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes an
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -63,16 +65,64 @@ def _norm(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+# "-80G", " 24GB", "_141GiB" at the end of a name: a memory size, which the catalog may spell
+# differently (or not at all) in its names
+_MEMORY_SUFFIX = re.compile(r"[\s_-]*[0-9]+(?:\.[0-9]+)?\s*(?:g|gb|gib)$", re.I)
+_SUGGEST_CUTOFF = 0.8  # difflib ratio: "b200x" → B200 (0.89), but not "V100" → H100 (0.75)
+
+
+def suggest_gpus(name: str, limit: int = 3) -> list[str]:
+    """Catalog names close to ``name``: the same name without its memory suffix
+    (``H100-94GB`` → H100-80GB), catalog names it begins (``A100`` → A100-80GB, A100-40GB),
+    and close spellings (difflib). Empty when nothing is close (``T4``, ``V100``)."""
+    if len(name) > 100:
+        return []
+    aliases = _aliases()
+    out: list[str] = []
+
+    def add(catalog_name: str) -> None:
+        if catalog_name not in out:
+            out.append(catalog_name)
+
+    bare = _norm(_MEMORY_SUFFIX.sub("", name.strip()))
+    key = _norm(name)
+    for probe in dict.fromkeys((bare, key)):
+        if not probe:
+            continue
+        if probe in aliases:
+            add(aliases[probe])
+        for g in catalog():  # a catalog name that starts with what was typed
+            long_enough = len(probe) >= 4 or (len(probe) >= 2 and probe[-1].isdigit())
+            if long_enough and _norm(g.name).startswith(probe):
+                add(g.name)
+        for close in difflib.get_close_matches(probe, list(aliases), n=limit,
+                                               cutoff=_SUGGEST_CUTOFF):
+            add(aliases[close])
+    return out[:limit]
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def find_gpu(name: str) -> GPU:
-    """Case-insensitive lookup by catalog name or alias (``h200``, ``H100 80GB HBM3``...)."""
+    """Case-insensitive lookup by catalog name or alias (``h200``, ``H100 80GB HBM3``...); an
+    unknown name is :class:`BadInput` that names the close catalog entries, or the way out."""
     by_name = {g.name: g for g in catalog()}
     key = _aliases().get(_norm(name))
     if key is None:
+        shown = name if len(name) <= 60 else name[:60] + "…"
+        close = suggest_gpus(name)
+        if close:
+            raise BadInput(
+                f"unknown GPU {shown!r}",
+                hint=f"did you mean {_either(close)}? (memprof gpus lists the catalog; for "
+                "a GPU not in it pass --gpu-memory SIZE, e.g. --gpu-memory 23.58GiB)")
         raise BadInput(
-            f"unknown GPU {name!r}",
-            hint="memprof gpus lists the catalog; for another GPU pass --gpu-memory "
-            "(e.g. --gpu-memory 23.58GiB)",
-        )
+            f"unknown GPU {shown!r}: it is not in memprof's GPU catalog",
+            hint="pass its memory instead with --gpu-memory SIZE (the total "
+            "torch.cuda.mem_get_info reports, e.g. --gpu-memory 14.58GiB) and leave out --gpu; "
+            "memprof gpus lists the catalog")
     return by_name[key]
 
 

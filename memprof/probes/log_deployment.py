@@ -45,8 +45,13 @@ def resolve_model(name: str) -> str:
             return bundled
     if base in bundled_models():
         return base
+    from memprof.core.models.load import suggest_models
+
+    close = suggest_models(name) or suggest_models(base)
     raise BadInput(f"the log's model {name[:80]!r} is not a bundled model",
-                   hint="pass --model (memprof models lists them, or give a config.json)")
+                   hint=(f"if it is {' or '.join(close)}, pass --model {close[0]}; " if close
+                         else "pass --model ") + "(memprof models lists them, or give a "
+                   "config.json)")
 
 
 def log_gpu(log: StartupLog) -> GPU | None:

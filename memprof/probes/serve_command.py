@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from memprof.base.errors import BadInput
+from memprof.base.files import read_capped_text
 from memprof.core.flags import SETTINGS, coerce
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
@@ -34,6 +35,11 @@ from memprof.probes.serve_flags import (
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 MAX_TOKENS = 4096  # a command longer than this is not a command
 MAX_FILE_BYTES = 1 << 20
+# A compose file or manifest nests a few levels (a Kubernetes Deployment about 10); deeper YAML
+# is refused before it is built (PyYAML builds nodes recursively), and so is YAML whose anchors
+# and aliases expand to more nodes than a 1 MiB file can spell out (a "billion laughs").
+MAX_YAML_DEPTH = 100
+MAX_YAML_NODES = 1_000_000
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numactl", "taskset"}
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
@@ -80,6 +86,17 @@ def _lookup(engine: str) -> dict[str, tuple[str, ServeFlag | None]]:
 
 _TABLES = {e: _lookup(e) for e in ENGINE_NAMES}
 _BOOL_FIELDS = {s.field for s in SETTINGS if s.kind == "bool"}
+
+
+def _required_fields() -> frozenset[str]:
+    """Deployment fields that have a value always (``tp``, ``kv_cache_dtype``): the engine
+    reads ``None`` for them as an error, not as "its default"."""
+    from memprof.core.deployment import Deployment
+
+    return frozenset(f.name for f in fields(Deployment) if f.default is not None)
+
+
+_REQUIRED = _required_fields()
 
 
 def _norm_flag(flag: str) -> str:
@@ -219,6 +236,13 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             value = _human_int(values[0], name, where)
         else:
             value = coerce(fld, values[0], where=f"{where}: {name}")
+        if value is None and fld in _REQUIRED:
+            # vLLM's argparse reads these with int()/a choice list: "None" is refused there too
+            raise BadInput(f"{where}: bad value {values[0][:40]!r} for {name} (an integer "
+                           "is needed)" if fld in ("tp", "pp", "dp") else
+                           f"{where}: bad value {values[0][:40]!r} for {name}",
+                           hint=f"give {name} a value, or leave the flag out for the "
+                           "engine's default")
         settings[fld] = value
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
@@ -255,7 +279,7 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
     if name == "--speculative-config":
         try:
             conf = json.loads(values[0])
-        except ValueError:
+        except (ValueError, RecursionError, MemoryError):
             raise BadInput(f"{where}: --speculative-config is not JSON ({values[0][:40]!r})",
                            hint='e.g. --speculative-config \'{"method": "deepseek_mtp", '
                            '"num_speculative_tokens": 1}\'') from None
@@ -276,20 +300,9 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
 def parse_file(path: str) -> ServeCommand:
     """The serve command in a shell script, a docker-compose file or a Kubernetes manifest."""
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise BadInput(f"{path} is larger than 1 MiB", hint="pass the script or manifest "
-                           "that holds the serve command")
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"no such file: {path}", hint="--from-file takes a shell script, a "
-                       "docker-compose file or a Kubernetes manifest") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a folder", hint="pass the file") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{path} is not UTF-8 text", hint="pass a text file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
+    text = read_capped_text(p, what="--from-file", cap=MAX_FILE_BYTES,
+                            hint="--from-file takes a shell script, a docker-compose file or a "
+                            "Kubernetes manifest (a text file of at most 1 MiB)")
     return parse_text(text, where=p.name, yaml_hint=p.suffix in (".yml", ".yaml"))
 
 
@@ -363,12 +376,17 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
         raise EnvironmentProblem("reading YAML needs PyYAML",
                                  hint="pip install pyyaml") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_bounded_loader(yaml, where))
+                if d is not None]
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         at = f" (line {line + 1})" if isinstance(line, int) else ""
         raise BadInput(f"{where} is not valid YAML{at}",
                        hint="pass a docker-compose file or a Kubernetes manifest") from None
+    except (RecursionError, MemoryError):  # pragma: no cover - the loader stops these first
+        raise BadInput(f"{where} nests too deeply or is too large to be a compose file or a "
+                       "manifest", hint="pass a docker-compose file or a Kubernetes manifest"
+                       ) from None
     candidates: list[tuple[list[str], str | None]] = []
     for doc in docs:
         _collect(doc, candidates, depth=0)
@@ -382,6 +400,46 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
                    "container's command:/args:")
 
 
+def _bounded_loader(yaml: Any, where: str) -> Any:
+    """PyYAML's ``SafeLoader``, refusing YAML nested deeper than ``MAX_YAML_DEPTH`` or that
+    expands (through aliases) to more than ``MAX_YAML_NODES`` nodes, as it composes the nodes
+    (before the deep recursion, and before any object is built from them)."""
+    hint = "pass a docker-compose file or a Kubernetes manifest"
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.depth = 0
+            self.sizes: dict[int, int] = {}  # id(node) → nodes it expands to
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.depth >= MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                line = f" (line {mark.line + 1})" if mark is not None else ""
+                raise BadInput(f"{where} nests deeper than {MAX_YAML_DEPTH} levels{line}",
+                               hint=hint)
+            self.depth += 1
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+            if id(node) not in self.sizes:  # a new node (an alias returns a known one)
+                if isinstance(node, yaml.SequenceNode):
+                    size = 1 + sum(self.sizes.get(id(c), 1) for c in node.value)
+                elif isinstance(node, yaml.MappingNode):
+                    size = 1 + sum(self.sizes.get(id(k), 1) + self.sizes.get(id(v), 1)
+                                   for k, v in node.value)
+                else:
+                    size = 1
+                if size > MAX_YAML_NODES:
+                    raise BadInput(f"{where} expands to more than {MAX_YAML_NODES:,} YAML "
+                                   "nodes (through anchors and aliases)", hint=hint)
+                self.sizes[id(node)] = size
+            return node
+
+    return Loader
+
+
 class _NotServe(Exception):
     pass
 
@@ -391,7 +449,13 @@ def _as_tokens(value: object, where: str) -> list[str]:
         return []
     if isinstance(value, str):
         return _split(value, where)
-    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+    if isinstance(value, list):
+        for k, v in enumerate(value):
+            if not isinstance(v, str | int | float):
+                after = f" after {str(value[k - 1])[:40]!r}" if k else ""
+                raise BadInput(f"{where}: item {k + 1} of the list is {str(v)[:40]!r}{after}, "
+                               "not a string", hint="quote it, or give the flag a value "
+                               "(an integer for -tp/-pp/-dp)")
         return [str(v) for v in value]
     raise BadInput(f"{where}: a command or args entry is neither a string nor a list of them",
                    hint="write command: [\"vllm\", \"serve\", …]")

@@ -17,10 +17,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memprof.base.errors import BadInput
-from memprof.base.units import GiB
+from memprof.base.files import read_capped
+from memprof.base.units import GiB, fmt_bytes
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
+
+# The largest figure a start-up log can plausibly print, by kind: no GPU or node has a PiB of
+# memory, no KV cache holds 2^40 tokens or blocks, and no ratio (utilisation, concurrency) is
+# near 10^9. A larger number (or one a float cannot hold, 1e400) is a damaged log, not a figure.
+MAX_FIGURE: dict[str, float] = {"gib": float(1 << 50), "int": float(1 << 40), "float": 1e9}
+MAX_DIGITS = 40  # characters of one number (the engines print at most ~20)
 
 Kind = Literal["gib", "int", "float"]
 
@@ -173,28 +180,30 @@ class StartupLog:
         return bool(self.errors)
 
 
+class _Absurd(ValueError):
+    """A number too large to be a figure of a start-up log (see ``MAX_FIGURE``)."""
+
+
 def _value(kind: Kind, text: str) -> float:
-    number = float(text.replace(",", ""))
+    """The figure ``text`` shows, in memprof's units; :class:`_Absurd` beyond ``MAX_FIGURE``."""
+    digits = text.replace(",", "")
+    if len(digits) > MAX_DIGITS:  # longer than any figure: do not even convert it
+        raise _Absurd(f"a number of {len(digits):,} characters")
+    number = float(digits)
     if kind == "gib":
-        return round(number * GiB)
-    return number
+        number *= GiB
+    if not number <= MAX_FIGURE[kind]:  # also catches inf and nan
+        cap = MAX_FIGURE[kind]
+        raise _Absurd("more than " + (fmt_bytes(int(cap)) if kind == "gib" else f"{cap:,.0f}"))
+    return round(number) if kind == "gib" else number
 
 
 def read_log(path: str) -> StartupLog:
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_LOG_BYTES:
-            raise BadInput(f"{path} is larger than 64 MiB",
-                           hint="pass the start-up part of the log (up to the first request)")
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"no such file: {path}", hint="pass a vLLM or SGLang start-up log"
-                       ) from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a folder", hint="pass the log file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
-    return parse_log(data.decode("utf-8", errors="replace"), where=p.name)
+    """Read and parse the start-up log at ``path`` (a regular file of at most 64 MiB)."""
+    data = read_capped(path, what="the log", cap=MAX_LOG_BYTES,
+                       hint="pass a vLLM or SGLang start-up log file (its start-up part, up to "
+                       "the first request, is enough)")
+    return parse_log(data.decode("utf-8", errors="replace"), where=Path(path).name)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -215,6 +224,12 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
+                except _Absurd as why:
+                    raise BadInput(
+                        f"{where} line {n}: {m.group(0).strip()[:80]!r} is not a plausible "
+                        f"figure ({why})",
+                        hint="the log is damaged or edited; pass the log as the engine wrote "
+                        "it") from None
                 except ValueError:
                     continue
                 figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n)
@@ -357,6 +372,10 @@ def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
                 settings[fld] = v
         elif fld in ("gpu_memory_utilization", "mem_fraction_static"):
             if isinstance(v, int | float) and not isinstance(v, bool):
+                if not 0 <= v <= MAX_FIGURE["float"]:  # also nan; a 300-digit int
+                    raise BadInput(f"the log's {k} = {str(v)[:40]} is not a plausible value",
+                                   hint="the log is damaged or edited; pass the log as the "
+                                   "engine wrote it")
                 settings[fld] = float(v)
         elif fld in ("enforce_eager", "enable_expert_parallel", "enable_dp_attention"):
             if isinstance(v, bool):
@@ -384,16 +403,19 @@ def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
             return text, cmd.model, dict(cmd.settings), (
                 f"flags of the logged command not read: {' '.join(dropped)}" if dropped else None)
         except BadInput as exc:
-            bad = re.search(r"flag '([^']+)'|argument '([^']+)'", exc.message)
+            # the flag the error names: unknown, or with a value memprof cannot read
+            bad = re.search(r"flag '([^']+)'|argument '([^']+)'|: (--?[A-Za-z][\w-]*): bad "
+                            r"value|bad value .* for (--?[A-Za-z][\w-]*)", exc.message)
             if not bad:
                 return text, None, {}, f"the serve command in the log: {exc.message}"
-            flag = bad.group(1) or bad.group(2)
+            flag = next(g for g in bad.groups() if g)
             i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
                      None)
             if i is None:
                 return text, None, {}, f"the serve command in the log: {exc.message}"
             dropped.append(flag)
+            inline = "=" in tokens[i]
             del tokens[i]
-            if i < len(tokens) and not tokens[i].startswith("-") and "=" not in flag:
+            if i < len(tokens) and not tokens[i].startswith("-") and not inline:
                 del tokens[i]  # its value
     return text, None, {}, None

@@ -139,16 +139,21 @@ class Device:
             torch.cuda.memory._record_memory_history(context=None, max_entries=300_000)
 
     def dump_snapshot(self, path: str) -> None:
-        """A ``_dump_snapshot`` pickle (memory_viz, ``memprof alloc replay``)."""
-        if self.kind == "cuda":
-            torch.cuda.memory._dump_snapshot(path)  # type: ignore[no-untyped-call]
-            return
+        """A ``_dump_snapshot`` pickle (memory_viz, ``memprof alloc replay``), written whole or
+        not at all (``write_atomic``). On CUDA the same bytes as
+        ``torch.cuda.memory._dump_snapshot`` (torch 2.x ``cuda/memory.py``: ``pickle.dump`` of
+        ``_snapshot()``), without its ``open(path, "wb")``."""
         import pickle
 
-        assert self.sim is not None
-        snap: Any = {"segments": self.sim.alloc.snapshot(), "device_traces": [self.sim.trace]}
-        with open(path, "wb") as f:
-            pickle.dump(snap, f)
+        from memprof.base.files import write_atomic
+
+        snap: Any
+        if self.kind == "cuda":
+            snap = torch.cuda.memory._snapshot()
+        else:
+            assert self.sim is not None
+            snap = {"segments": self.sim.alloc.snapshot(), "device_traces": [self.sim.trace]}
+        write_atomic(path, pickle.dumps(snap))
 
     def summary(self) -> str:
         if self.kind == "cuda":

@@ -129,6 +129,10 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     from memprof.trace.replica import Replica
     from memprof.trace.tracker import Counter, Tracker
 
+    if snapshot:  # a path that cannot be written fails now, not after the whole trace
+        from memprof.base.files import check_output
+
+        check_output(snapshot, flag="--snapshot")
     kind = _choose_device(device)
     e = estimate(model, dep, gpu_name=gpu_name, gpu_memory_bytes=gpu_memory_bytes)
     r = next((x for x in e.ranks if rank is None or rank in x.same_as), None)

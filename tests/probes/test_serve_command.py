@@ -110,7 +110,7 @@ def test_files() -> None:
 
 
 def test_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="no such file"):
+    with pytest.raises(BadInput, match="does not exist"):
         parse_file(str(tmp_path / "missing.sh"))
     with pytest.raises(BadInput, match="no serve command"):
         parse_text("echo hello\n")

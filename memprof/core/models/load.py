@@ -7,12 +7,14 @@ known one missing a field it needs, is a ``ConfigError`` naming the missing piec
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-from memprof.base.errors import ConfigError
+from memprof.base.errors import BadInput, ConfigError
+from memprof.base.files import read_capped_text
 from memprof.core.models.config import ConfigFields, validate_config
 from memprof.core.models.families import FAMILIES, family_of
 from memprof.core.models.quant_config import quant_from_config
@@ -55,6 +57,10 @@ def hf_ids() -> dict[str, tuple[str, str]]:
     return out
 
 
+# The largest config.json memprof reads: the biggest HF configs (multimodal ones with long
+# layer lists) are ~100 KiB; 16 MiB is far above any real one and bounds the read.
+MAX_CONFIG_BYTES = 16 << 20
+
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_MODEL_ARG = 4096  # characters: longer than any path this machine can open
 
@@ -83,52 +89,92 @@ def _config_file(model: str) -> Path:
     path = Path(model).expanduser()
     if path.is_dir():
         path = path / "config.json"
-        if not path.is_file():
+        if not path.exists() or path.is_dir():
             raise ConfigError(
                 f"no config.json in the folder {model}",
                 hint="point --model at a HF model folder, a config.json, or a bundled name "
                 "(memprof models lists them)",
             )
-        return path
-    if path.is_file():
+        return path  # load_config reads it (a FIFO or a device there is refused)
+    if path.exists():
         return path
     if _HF_ID.match(model.strip()) and not model.endswith(".json"):
         found = hf_ids().get(key)
         if found is not None:
             return bundled[found[1]]
+        close = suggest_models(model)
         known = ", ".join(sorted(i for i, _n in hf_ids().values()))
         raise ConfigError(
-            f"{model!r} is not a bundled model and there is no such local folder (memprof "
+            f"{model[:80]!r} is not a bundled model and there is no such local folder (memprof "
             "downloads nothing)",
-            hint=f"bundled: {known}; or pass a local model folder or its config.json")
+            hint=(f"did you mean {' or '.join(close)}? " if close else f"bundled: {known}; ")
+            + "or pass a local model folder or its config.json")
     if "/" in model or model.endswith(".json"):
         raise ConfigError(
             f"no such file: {model[:200]}",
             hint="check the path, or use a bundled name (memprof models)")
-    close = [n for n in bundled if key.split("-")[0] in n]
+    close = suggest_models(model)
     raise ConfigError(
         f"unknown model {model[:80]!r}",
-        hint=("did you mean " + ", ".join(close) + "? " if close else "")
+        hint=("did you mean " + " or ".join(close) + "? " if close else "")
         + "memprof models lists the bundled names; --model also takes an HF repo id of a "
         "bundled model, a local folder or a config.json",
     )
 
 
+def _norm_model(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum() or ch == ".")
+
+
+def suggest_models(model: str, limit: int = 3) -> list[str]:
+    """Bundled names (for a name) or bundled HF ids (for an ``org/name`` id) close to
+    ``model``: the same name spelt with other case, dashes, underscores or spaces, names of the
+    same family (``llama-9`` → the Llama models), and close spellings (difflib)."""
+    if len(model) > 200:
+        return []
+    text = model.strip()
+    ids = hf_ids()
+    if "/" in text:  # an HF id: compare ids, then the repo name alone with the bundled names
+        pool = {_norm_model(written): written for written, _n in ids.values()}
+        names = {_norm_model(written.rsplit("/", 1)[-1]): written for written, _n in
+                 ids.values()}
+        key = _norm_model(text)
+        repo = _norm_model(text.rsplit("/", 1)[-1])
+        out = [pool[k] for k in difflib.get_close_matches(key, list(pool), n=limit, cutoff=0.75)]
+        out += [names[k] for k in difflib.get_close_matches(repo, list(names), n=limit,
+                                                             cutoff=0.75)]
+        return list(dict.fromkeys(out))[:limit]
+    bundled = {_norm_model(n): n for n in bundled_models()}
+    bundled.update({_norm_model(w.rsplit("/", 1)[-1]): n for w, n in ids.values()})
+    key = _norm_model(text)
+    out = [bundled[key]] if key in bundled else []
+    family = re.match(r"[a-z]+[0-9]*(?:\.[0-9]+)?", text.lower())
+    if family and len(family.group(0)) >= 3:  # llama-9 → llama…, qwen3-14b → qwen3…
+        out += [n for n in bundled_models() if n.startswith(family.group(0))]
+    out += [bundled[k] for k in difflib.get_close_matches(key, list(bundled), n=limit,
+                                                          cutoff=0.75)]
+    exact = out[:1] if key in bundled else []
+
+    def likeness(name: str) -> float:
+        return difflib.SequenceMatcher(None, key, _norm_model(name)).ratio()
+
+    rest = sorted(dict.fromkeys(n for n in out if n not in exact), key=likeness, reverse=True)
+    return [*exact, *rest][:limit]
+
+
 def load_config(model: str) -> tuple[str, dict[str, Any], Path]:
     path = resolve_config_path(model)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {path}: {exc.strerror}", hint="check the file's permissions"
-        ) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text", hint="pass a HF config.json") from None
+        text = read_capped_text(path, what="the model config", cap=MAX_CONFIG_BYTES,
+                                hint="pass the model's HF config.json (memprof reads up to "
+                                "16 MiB of it)")
+    except BadInput as exc:
+        raise ConfigError(exc.message, hint=exc.hint) from None
     if not text.strip():
         raise ConfigError(f"{path} is empty", hint="pass the model's HF config.json")
     try:
         cfg = json.loads(text)
-    except RecursionError:
+    except (RecursionError, MemoryError):
         raise ConfigError(f"{path} nests JSON too deeply to be a config",
                           hint="pass the model's HF config.json") from None
     except json.JSONDecodeError as exc:
