@@ -12,12 +12,14 @@ CLI's contract:
 - no traceback; an exit 2 or 3 ends with exactly one ``error:`` line and one ``hint:`` line;
 - a failed run (exit 2 or 3) creates no file or folder, and changes none of the input files.
 
-The default run is derandomized (CI is reproducible) and small (``EXAMPLES`` per command, well
-under 20 s in all); torch is blocked in the default worker, so ``trace`` and ``validate`` are
+The default run is derandomized (CI is reproducible) and small (``DEFAULT_EXAMPLES``: 25 runs a
+command, fewer for gate, plan and sweep; well under 20 s in all); torch is blocked in the
+default worker, so ``trace`` and ``validate`` are
 fuzzed up to the point where they need torch (exit 3, as on an install without the
 ``[trace]`` extra). ``MEMPROF_FUZZ_COMMANDS=N`` runs N examples per command instead (with
 random seeds when ``MEMPROF_FUZZ_RANDOM=1``), ``MEMPROF_FUZZ_TORCH=1`` lets torch in (slow:
-traces and CPU kernels run), ``MEMPROF_FUZZ_KNOWN=1`` also runs the known reproducers of
+traces and CPU kernels run; ``MEMPROF_FUZZ_TIMEOUT`` sets the seconds after which a run counts
+as hung, 10, or 300 with torch), ``MEMPROF_FUZZ_KNOWN=1`` also runs the known reproducers of
 ``KNOWN`` (bugs being fixed elsewhere) instead of skipping them, and
 ``MEMPROF_FUZZ_LOG=FILE`` appends every broken contract to FILE (JSON lines) instead of failing,
 to survey a run.
@@ -51,7 +53,8 @@ SCALE = os.environ.get("MEMPROF_FUZZ_COMMANDS")
 TORCH = os.environ.get("MEMPROF_FUZZ_TORCH") == "1"
 RUN_KNOWN = os.environ.get("MEMPROF_FUZZ_KNOWN") == "1"
 LOG = os.environ.get("MEMPROF_FUZZ_LOG")
-TIMEOUT_S = 120 if TORCH else 10  # a run longer than this is a hang
+# a run longer than this is a hang (validate at its defaults on the CPU takes minutes)
+TIMEOUT_S = int(os.environ.get("MEMPROF_FUZZ_TIMEOUT", "300" if TORCH else "10"))
 MEMORY_CAP = (16 if TORCH else 3) << 30  # address space of the worker
 NAMES = ["estimate", "explain", "plan", "sweep", "trace", "alloc", "validate", "gate",
          "versions", "models", "gpus", "devices"]
