@@ -12,17 +12,20 @@ CLI's contract:
 - no traceback; an exit 2 or 3 ends with exactly one ``error:`` line and one ``hint:`` line;
 - a failed run (exit 2 or 3) creates no file or folder, and changes none of the input files.
 
-The default run is derandomized (CI is reproducible) and small (``DEFAULT_EXAMPLES``: 25 runs a
-command, fewer for gate, plan and sweep; well under 20 s in all); torch is blocked in the
-default worker, so ``trace`` and ``validate`` are
-fuzzed up to the point where they need torch (exit 3, as on an install without the
-``[trace]`` extra). ``MEMPROF_FUZZ_COMMANDS=N`` runs N examples per command instead (with
-random seeds when ``MEMPROF_FUZZ_RANDOM=1``), ``MEMPROF_FUZZ_TORCH=1`` lets torch in (slow:
-traces and CPU kernels run; ``MEMPROF_FUZZ_TIMEOUT`` sets the seconds after which a run counts
-as hung, 10, or 300 with torch), ``MEMPROF_FUZZ_KNOWN=1`` also runs the known reproducers of
-``KNOWN`` (bugs being fixed elsewhere) instead of skipping them, and
-``MEMPROF_FUZZ_LOG=FILE`` appends every broken contract to FILE (JSON lines) instead of failing,
-to survey a run.
+The default run is derandomized (CI is reproducible) and small (``DEFAULT_EXAMPLES``: 25 runs
+a command, fewer for gate, plan and sweep; well under 20 s in all); torch is blocked in the
+default worker, so ``trace`` and ``validate`` are fuzzed up to the point where they need torch
+(exit 3, as on an install without the ``[trace]`` extra).
+
+- ``MEMPROF_FUZZ_COMMANDS=N`` runs N examples per command instead, with random seeds when
+  ``MEMPROF_FUZZ_RANDOM=1``;
+- ``MEMPROF_FUZZ_TORCH=1`` lets torch in (slow: traces and CPU kernels run);
+  ``MEMPROF_FUZZ_TIMEOUT`` sets the seconds after which a run counts as hung (10; 300 with
+  torch, as validate at its CPU defaults takes minutes);
+- ``MEMPROF_FUZZ_KNOWN=1`` also runs the known reproducers of ``KNOWN`` (bugs being fixed
+  elsewhere) instead of skipping them;
+- ``MEMPROF_FUZZ_LOG=FILE`` appends every broken contract to FILE (JSON lines) instead of
+  failing, to survey a run.
 """
 
 from __future__ import annotations
@@ -239,7 +242,8 @@ def _values(param: Any, inputs: dict[str, str]) -> st.SearchStrategy[str]:
     if name in WRITES:
         pools.append(st.sampled_from([*OUTPUTS, "folder", "fifo", "/dev/zero"]).map(
             lambda r: _path(inputs, r)))
-    pools.append(st.text(st.characters(blacklist_characters="\x00"), max_size=6))  # no NUL in argv
+    # any character but NUL (argv cannot hold one) and the two that end a terminal's line
+    pools.append(st.text(st.characters(blacklist_characters="\x00\n\r"), max_size=6))
     return st.one_of(*pools)
 
 
@@ -366,7 +370,7 @@ def broken(code: Any, out: str, err: str, created: list[str], changed: list[str]
     if "Traceback" in out + err:
         return "a traceback"
     if code in (2, 3):
-        lines = err.strip().splitlines()
+        lines = err.strip("\n").split("\n")  # lines as a terminal shows them (not \x1e, \u2028)
         errors = [x for x in lines if x.startswith("error:")]
         hints = [x for x in lines if x.startswith("hint:")]
         if len(errors) != 1 or len(hints) != 1 or lines[-2:] != [errors[0], hints[0]]:
@@ -431,6 +435,7 @@ def test_fuzz_command(name: str, worker: Worker, inputs: dict[str, str],
 def test_contract_check_catches_what_it_should() -> None:
     ok = "error: bad\nhint: fix it\n"
     assert broken(2, "", ok, [], []) is None
+    assert broken(2, "", "error: no file a\x1eb\u2028c\nhint: fix it\n", [], []) is None
     assert broken(0, "{}", "", ["out.csv"], []) is None  # a successful run may write
     assert broken(70, "", "internal error: x\nhint: y\n", [], []) == "exit 70"
     assert broken("hang", "", "", [], []) == "exit hang"
