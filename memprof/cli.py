@@ -1,5 +1,5 @@
-"""The ``memprof`` command line: the typer app, every command of ``memprof.commands`` registered
-on it, and the one place where errors become exit codes.
+"""The ``memprof`` command line: the typer app, the commands of ``memprof.commands`` built lazily
+(only the one invoked is imported and built), and the one place where errors become exit codes.
 
 Exit codes: 0 fits / nothing regressed, 1 predicted OOM / regression, 2 bad input,
 3 environment, 70 internal error (a bug of memprof's own).
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from collections.abc import Iterator, MutableMapping
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from memprof.base.errors import (
     EXIT_BAD_INPUT,
@@ -19,7 +21,7 @@ from memprof.base.errors import (
     EXIT_OK,
     MemprofError,
 )
-from memprof.commands import commands
+from memprof.commands import COMMANDS, Command, find
 
 _UNHANDLED = object()
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,17}")
@@ -89,18 +91,124 @@ def _skip_pydantic_for_plain_values() -> None:
 
 _skip_pydantic_for_plain_values()
 
+HELP_OPTIONS = ["-h", "--help"]  # every command inherits them from the top-level context
+
+
+def _build(entry: Command) -> Any:
+    """The click command of ``entry`` as typer builds it (public typer API only): a function
+    through a one-command app, a typer group through an app it is added to."""
+    target = entry.load()
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=entry.name, short_help=entry.help)
+        group = typer.main.get_command(holder)
+        return group.commands[entry.name]  # type: ignore[attr-defined]
+    holder.command(entry.name, short_help=entry.help)(target)
+    return typer.main.get_command(holder)
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The top-level group's commands: every name of the registry, each command built (and its
+    module imported) the first time it is looked up."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            entry = find(name)
+            if entry is None:
+                raise KeyError(name)
+            self._built[name] = _build(entry)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        names = [c.name for c in COMMANDS]
+        return iter([*names, *(n for n in self._built if n not in names)])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or (isinstance(name, str) and find(name) is not None)
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """memprof's top-level group: ``list_commands`` names every command without importing one,
+    ``get_command`` imports and builds only the command asked for, and the top-level help lists
+    the registry's one-line helps (no command module imported)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = _Commands()
+        self._listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: nothing is imported or built
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = find(cmd_name)
+        if self._listing and entry is not None:
+            return typer.core.TyperCommand(entry.name, help=entry.help, short_help=entry.help)
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+def _version(value: bool) -> None:
+    """``--version``: ``memprof <version>`` of the installed distribution (memprof-llm), else of
+    the package; exit 0."""
+    if not value:
+        return
+    from importlib import metadata
+
+    try:
+        version = metadata.version("memprof-llm")
+    except metadata.PackageNotFoundError:
+        from memprof import __version__ as version
+    sys.stdout.write(f"memprof {version}\n")
+    raise typer.Exit(EXIT_OK)
+
+
 app = typer.Typer(
     name="memprof",
     help="Predict, trace and gate the GPU memory of LLM serving deployments (vLLM, SGLang).",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": HELP_OPTIONS},
 )
-for _command in commands():
-    if isinstance(_command.fn, typer.Typer):
-        app.add_typer(_command.fn, name=_command.name)
-    else:
-        app.command(_command.name)(_command.fn)
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version,
+        help="Print memprof's version and exit.")] = False,
+) -> None:
+    """The top-level options (the app's help is the Typer's)."""
+
+
+_GROUP: list[Any] = []
+
+
+def _group() -> Any:
+    """The click group of ``app``, built once per process (its commands are built on use)."""
+    if not _GROUP:
+        _GROUP.append(typer.main.get_command(app))
+    return _GROUP[0]
 
 
 def _fail(message: str, hint: str, code: int) -> int:
@@ -114,7 +222,7 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; every user mistake becomes one ``error:`` line, and
     a bug of memprof's own one ``internal error:`` line with exit code 70 (never 1, which means
     a predicted OOM or a regression)."""
-    command = typer.main.get_command(app)
+    command = _group()
     try:
         rv = command.main(args=argv, prog_name="memprof", standalone_mode=False)
     except MemprofError as exc:
