@@ -367,3 +367,26 @@ def test_config_mutations_give_an_answer_or_one_named_refusal(
             assert layer.mlp.intermediate_size >= 1
     derived = derived_max_model_len(cfg)
     assert derived is None or e.max_model_len <= derived[0]
+
+
+@pytest.mark.parametrize("value", ["half", -0.5, 0, 2.0, True])
+def test_partial_rotary_factor_is_a_number_in_0_1(tmp_path: Path, value: object) -> None:
+    cfg = {**config("qwen3-32b"), "partial_rotary_factor": value}
+    refused(["estimate", "--model", write(tmp_path, cfg), "--gpu", "H200"],
+            "'partial_rotary_factor' must be a number in (0, 1]")
+
+
+@pytest.mark.parametrize(("method", "quant", "needle"), [
+    ("awq", {"quant_method": "awq", "group_size": 128}, "'w_bit' or 'bits'"),
+    ("gptq", {"quant_method": "gptq", "bits": 4}, "'group_size'"),
+    ("awq", {"quant_method": "awq", "bits": 4, "q_group_size": "128"}, "q_group_size"),
+])
+def test_weight_only_checkpoints_state_their_bits_and_group(tmp_path: Path, method: str,
+                                                            quant: dict[str, Any],
+                                                            needle: str) -> None:
+    assert quant["quant_method"] == method
+    cfg = {**config("qwen3-32b"), "quantization_config": quant}
+    refused(["estimate", "--model", write(tmp_path, cfg), "--gpu", "H200"], needle)
+    ok = {**config("qwen3-32b"), "quantization_config": {**quant, "bits": 4, "group_size": 128,
+                                                          "q_group_size": 128}}
+    assert invoke(["estimate", "--model", write(tmp_path, ok), "--gpu", "H200"])[0] in (0, 1)

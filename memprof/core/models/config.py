@@ -102,6 +102,9 @@ def validate_config(cfg: dict[str, Any]) -> None:
     for key in ("rope_scaling", "rope_parameters"):
         if isinstance(cfg.get(key), dict):
             _validate_rope(key, cfg[key])
+    prf = cfg.get("partial_rotary_factor")  # the rotary share of head_dim (terms/rope_cache.py)
+    if prf is not None and not (_is_number(prf) and 0 < prf <= 1):
+        raise _bad("partial_rotary_factor", "a number in (0, 1]", prf)
 
 
 # --- rope_scaling --------------------------------------------------------------------------------
@@ -182,10 +185,10 @@ def _validate_quant(q: object) -> None:
             raise _bad("quantization_config.weight_block_size", "a list of two integers", block)
         for x in block:
             _check_int("quantization_config.weight_block_size", x, 1, _MAX_DIM)
-    if q.get("group_size") is not None:
-        gs = q["group_size"]
-        if gs != -1:
-            _check_int("quantization_config.group_size", gs, 1, _MAX_DIM)
+    for key in ("group_size", "q_group_size"):
+        gs = q.get(key)
+        if gs is not None and gs != -1:
+            _check_int(f"quantization_config.{key}", gs, 1, _MAX_DIM)
     for key in ("bits", "w_bit"):
         if q.get(key) is not None:
             _check_int(f"quantization_config.{key}", q[key], 1, 16)
