@@ -23,6 +23,7 @@ from memprof.core.deployment import (
     RankCoord,
     but_utilization,
     experts_on_rank,
+    long_context_allowed,
     ranks,
     validate,
 )
@@ -455,10 +456,13 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
 def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...]:
     """What the estimate took differently from what was asked, as the engine does: a forced
     block size, a context length beyond the derived maximum allowed by the engine's variable."""
+    notes: list[str] = []
+    if not (asked.hf_overrides or asked.block_size is not None
+            or long_context_allowed(asked.engine)):
+        return ()  # nothing was taken differently (a sweep's usual point)
     from memprof.core.deployment import LONG_CONTEXT_ENV, beyond_derived_len
     from memprof.core.scratch.backends import block_size_for
 
-    notes: list[str] = []
     if asked.hf_overrides:
         keys = ", ".join(sorted(parse_overrides(asked.hf_overrides)))
         flag = "--json-model-override-args" if asked.sglang else "--hf-overrides"
