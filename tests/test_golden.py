@@ -84,7 +84,8 @@ OPTIONS = {
     "estimate": ["--model/-m/--model-path", "--gpu", "--gpu-memory",
                  "-tp/--tensor-parallel-size/--tp/--tp-size", "-pp/--pipeline-parallel-size/"
                  "--pp-size", "-dp/--data-parallel-size/--dp/--dp-size",
-                 "--enable-expert-parallel", "--dtype", "--quantization/-q", "--kv-cache-dtype",
+                 "--enable-expert-parallel", "--dtype", "--hf-overrides/--json-model-override-args",
+                 "--quantization/-q", "--kv-cache-dtype",
                  "--max-model-len/--context-length", "--max-num-seqs/--max-running-requests",
                  "--max-num-batched-tokens", "--gpu-memory-utilization",
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",

@@ -74,7 +74,7 @@ def test_every_point_is_the_estimate(model: str, gpu: str, base: Deployment) -> 
 def test_shared_replay_is_the_allocator_term() -> None:
     ev = Evaluator()
     g = resolve_gpu("H200", None)
-    for util, mml, tp in itertools.product((0.8, 0.9, 0.95), (8192, 65536), (1, 2)):
+    for util, mml, tp in itertools.product((0.8, 0.9, 0.95), (8192, 32768), (1, 2)):
         dep = Deployment(tp=tp, gpu_memory_utilization=util, max_model_len=mml)
         a = estimate("qwen3-32b", dep, gpu=g)
         b = ev.estimate("qwen3-32b", dep, g)

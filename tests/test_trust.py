@@ -63,12 +63,18 @@ def test_startup_oom_never_shows_positive_headroom_beside_weights_larger_than_th
 
 
 def test_a_block_too_large_for_the_budget_says_what_it_needs() -> None:
-    e = estimate("llama-3.1-8b", Deployment(block_size=1 << 24), gpu_name="H100")
+    # vLLM's --block-size is one of its CLI choices: a 20 MiB KV budget under one 256-token
+    # block (256 × 128 KiB = 32 MiB); the largest choice that fits is 128
+    small = 20 * 1024 * 1024
+    e = estimate("llama-3.1-8b", Deployment(block_size=256, kv_cache_memory_bytes=small),
+                 gpu_name="H100")
     assert e.verdict == "startup_oom"
     reason = e.reasons[0]
-    assert "one KV block of 16,777,216 tokens needs" in reason and "fits" in reason
+    assert "one KV block of 256 tokens needs" in reason and "fits" in reason
     fit = int(reason.rsplit("at most ", 1)[1].split(" ")[0].replace(",", ""))
-    ok = estimate("llama-3.1-8b", Deployment(block_size=fit, max_model_len=fit), gpu_name="H100")
+    assert fit == 128
+    ok = estimate("llama-3.1-8b", Deployment(block_size=fit, max_model_len=fit,
+                                             kv_cache_memory_bytes=small), gpu_name="H100")
     assert ok.ranks[0].kv.num_gpu_blocks >= 1
 
 
@@ -341,7 +347,8 @@ def test_a_config_of_100000_layers_is_sized_per_layer_kind(tmp_path: Path) -> No
 
 
 def test_remedies_fit_with_the_minimum_headroom_cheapest_first() -> None:
-    e = estimate("qwen3-32b", Deployment(max_model_len=131072), gpu_name="H100")
+    # 40960: Qwen3-32B's derived maximum (vLLM refuses 131072 before any work)
+    e = estimate("qwen3-32b", Deployment(max_model_len=40960), gpu_name="H100")
     assert e.verdict == "startup_oom"
     fixes = remedies(e, "qwen3-32b")
     assert fixes and all(f.verdict == "fits" and f.headroom_bytes >= GiB for f in fixes)

@@ -52,6 +52,11 @@ def _flags(
     enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel")] = False,
     dtype: Annotated[str, typer.Option("--dtype", help="auto, bfloat16, float16, float32")] = (
         "auto"),
+    hf_overrides: Annotated[str | None, typer.Option(
+        "--hf-overrides", "--json-model-override-args",
+        help="JSON merged into the model's config.json before it is sized, as vLLM's "
+        "--hf-overrides (SGLang: --json-model-override-args), e.g. "
+        "'{\"num_hidden_layers\": 4}'.")] = None,
     quantization: Annotated[str | None, typer.Option(
         "--quantization", "-q", help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq; default: "
         "the config's quantization_config.")] = None,
@@ -146,7 +151,8 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
     dep = Deployment(
         tp=f["tensor_parallel_size"], pp=f["pipeline_parallel_size"],
         dp=f["data_parallel_size"], enable_expert_parallel=f["enable_expert_parallel"],
-        dtype=f["dtype"], quantization=f["quantization"], kv_cache_dtype=f["kv_cache_dtype"],
+        dtype=f["dtype"], hf_overrides=f["hf_overrides"], quantization=f["quantization"],
+        kv_cache_dtype=f["kv_cache_dtype"],
         max_model_len=f["max_model_len"], max_num_seqs=f["max_num_seqs"],
         max_num_batched_tokens=f["max_num_batched_tokens"],
         gpu_memory_utilization=f["gpu_memory_utilization"], block_size=f["block_size"],

@@ -8,12 +8,14 @@ estimate subtracted before; see 0.20.0 gpu_worker.py determine_available_memory)
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.core.models import ModelSpec
+from memprof.core.models.config import derived_max_model_len
 from memprof.core.versions import Rule, resolve_version, value_at
 
 # the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
@@ -34,6 +36,16 @@ KV_CACHE_DTYPES = (
     "turboquant_k3v4_nc",
     "turboquant_3bit_nc",
 )
+# KV-cache dtypes only sparse MLA reads: vLLM's backends that list fp8_ds_mla in
+# ``supported_kv_cache_dtypes`` are the DeepSeek sparse ones (FlashMLASparseBackend,
+# v1/attention/backends/mla/flashmla_sparse.py; the DeepSeek-V4 backends); FlashMLA, CUTLASS MLA
+# and every GQA backend list auto/fp8/fp8_e4m3 at most (mla/flashmla.py, v0.11.0), so the
+# selector finds no backend for any other model.
+SPARSE_MLA_KV_DTYPES = frozenset({"fp8_ds_mla"})
+# SGLang's --kv-cache-dtype has neither vLLM's fp8_ds_mla nor TurboQuant
+# (python/sglang/srt/server_args.py --kv-cache-dtype choices, SGL@d315eb7).
+VLLM_ONLY_KV_DTYPES = frozenset({"fp8_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc",
+                                 "turboquant_k3v4_nc", "turboquant_3bit_nc"})
 ENGINES = ("vllm", "sglang")
 ENTRYPOINTS = ("serve", "llm")  # usage contexts OPENAI_API_SERVER and LLM_CLASS
 SCRATCH_POLICIES = ("per-layer", "shared")
@@ -53,6 +65,8 @@ class Deployment:
     dp: int = 1
     enable_expert_parallel: bool = False
     dtype: str = "auto"
+    # --hf-overrides (SGLang: --json-model-override-args): JSON merged into config.json
+    hf_overrides: str | None = None
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's max_position_embeddings
@@ -212,6 +226,57 @@ def experts_on_rank(num_experts: int, ep_size: int, ep_rank: int) -> int:
     return base + (1 if ep_rank < rem else 0)
 
 
+# ``--block-size`` values vLLM's CLI takes (argparse choices from ``CacheConfig.block_size``'s
+# type): 0.7.x engine/arg_utils.py ``choices=[8, 16, 32, 64, 128]``; from 0.8.0
+# config ``BlockSize = Literal[1, 8, 16, 32, 64, 128]``, 256 added later (v0.11.0
+# vllm/config/cache.py ``BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]``; memprof takes the
+# 0.11.0 list for every V1 release, the release that added 256 is not identified).
+BLOCK_SIZE_CHOICES: tuple[Rule, ...] = (
+    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.7.1",
+         until="0.8.0", value=(8, 16, 32, 64, 128), introduced_by="before 0.7.1",
+         removed_by="BlockSize Literal with 1 (0.8.0)",
+         source="0.7.3 engine/arg_utils.py --block-size choices=[8, 16, 32, 64, 128]"),
+    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.8.0",
+         until=None, value=(1, 8, 16, 32, 64, 128, 256),
+         introduced_by="BlockSize Literal (0.8.0; 256 by 0.11.0)",
+         source="0.11.0 vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]"),
+)
+LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+                    "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
+
+
+def long_context_allowed(engine: str) -> bool:
+    """Whether the engine's override variable is set in memprof's environment, read as the
+    engine reads it (vllm/envs.py: "1"/"true"; SGLang ``get_bool_env_var``: "1"/"true")."""
+    return os.environ.get(LONG_CONTEXT_ENV[engine], "0").strip().lower() in ("1", "true")
+
+
+def beyond_derived_len(dep: Deployment, spec: ModelSpec) -> tuple[int, str] | None:
+    """(derived maximum, how) when ``dep.max_model_len`` exceeds the model's derived maximum."""
+    if dep.max_model_len is None:
+        return None
+    found = derived_max_model_len(spec.raw, dep.engine)
+    if found is None or dep.max_model_len <= found[0]:
+        return None
+    return found
+
+
+def check_max_model_len(dep: Deployment, spec: ModelSpec) -> None:
+    """Refuse a ``max_model_len`` beyond the model's derived maximum, as the engine does
+    (``derived_max_model_len``), unless the engine's override variable is set."""
+    over = beyond_derived_len(dep, spec)
+    if over is None or long_context_allowed(dep.engine):
+        return
+    from memprof.core.flags import flag_name
+
+    flag = flag_name("max_model_len", dep.engine)
+    name = {"vllm": "vLLM", "sglang": "SGLang"}[dep.engine]
+    raise BadInput(f"{flag} {dep.max_model_len:,} is longer than {spec.name}'s derived maximum "
+                   f"{over[0]:,} ({over[1]}); {name} refuses it",
+                   hint=f"use {flag} {over[0]} or less, or set {LONG_CONTEXT_ENV[dep.engine]}=1 "
+                   f"(as {name} needs it; memprof then estimates it and says so)")
+
+
 # Upper bounds of the integer settings: far above any real deployment, low enough that every
 # term stays exact integer arithmetic (an integer with thousands of digits is a mistake).
 MAX_PARALLEL = 1 << 20  # TP, PP, DP degree
@@ -294,6 +359,27 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.kv_cache_dtype not in KV_CACHE_DTYPES:
         raise BadInput(f"unknown --kv-cache-dtype {str(dep.kv_cache_dtype)[:40]!r}",
                        hint="one of: " + ", ".join(KV_CACHE_DTYPES))
+    if dep.sglang and dep.kv_cache_dtype in VLLM_ONLY_KV_DTYPES:
+        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} is vLLM's; SGLang has no such "
+                       "KV-cache dtype", hint="SGLang: auto, fp8_e4m3, fp8_e5m2 or bfloat16")
+    attn0 = spec.layers[0].attention
+    if dep.kv_cache_dtype in SPARSE_MLA_KV_DTYPES and not (
+            attn0.kind == "dsv4" or (attn0.kind == "mla" and attn0.has_indexer)):
+        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} is read only by vLLM's sparse "
+                       f"MLA backends (DeepSeek-V3.2/V4); {spec.name} uses "
+                       f"{'dense MLA' if attn0.kind == 'mla' else attn0.kind.upper()}, for which "
+                       "vLLM finds no backend", hint="use --kv-cache-dtype fp8 (or auto)")
+    if dep.kv_cache_dtype.startswith("turboquant") and attn0.kind != "gqa":
+        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} supports standard attention only "
+                       "(TurboQuantAttentionBackend is not an MLA backend)",
+                       hint=f"{spec.name} uses {attn0.kind.upper()}; use fp8")
+    if not dep.sglang and dep.block_size is not None:
+        choices = value_at(BLOCK_SIZE_CHOICES, dep.engine_version)
+        if isinstance(choices, tuple) and dep.block_size not in choices:
+            raise BadInput(f"--block-size {dep.block_size} is not one of vLLM's choices "
+                           f"({', '.join(map(str, choices))})",
+                           hint="vLLM's argument parser refuses it; pick one of those, or leave "
+                           "--block-size out for the backend's own")
     if dep.scratch is not None and dep.scratch not in SCRATCH_POLICIES:
         raise BadInput(f"unknown --scratch {str(dep.scratch)[:40]!r}", hint="per-layer or shared")
     if dep.mem_fraction_static is not None and not 0.0 < dep.mem_fraction_static < 1.0:
@@ -336,6 +422,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             f"expert parallel size {dep.ep_size} exceeds the {spec.num_experts} experts",
             hint="lower -tp/-dp or drop --enable-expert-parallel",
         )
+    check_max_model_len(dep, spec)
     if dep.num_speculative_tokens and not spec.raw.get("num_nextn_predict_layers"):
         raise BadInput(
             f"{spec.name} has no MTP layer (num_nextn_predict_layers)",

@@ -18,6 +18,7 @@ from memprof.core.deployment import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
+from memprof.core.models.config import derived_max_model_len
 from memprof.core.versions import Rule, resolve_version, value_at
 
 # gpu_memory_utilization when the flag is left out (CacheConfig.gpu_memory_utilization).
@@ -128,11 +129,13 @@ def default_utilization(version: str | None) -> float:
 
 
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
-    """Every default filled in: max_model_len from the config, vLLM's batch defaults for the
+    """Every default filled in: max_model_len derived from the config as the engine derives it
+    (``derived_max_model_len``: RoPE scaling included), vLLM's batch defaults for the
     GPU, release and entry point, vLLM's ``gpu_memory_utilization`` default for the release
     (0.92 from 0.20.0, 0.9 before). A config that states no ``max_position_embeddings`` needs
     ``--max-model-len``: memprof does not guess a length."""
-    mml = dep.max_model_len or spec.max_position_embeddings
+    derived = derived_max_model_len(spec.raw, dep.engine)
+    mml = dep.max_model_len or (derived[0] if derived else None)
     if not mml:
         raise BadInput(f"the config of {spec.name} has no max_position_embeddings, so the "
                        "context length is unknown",
@@ -188,7 +191,8 @@ def sglang_defaults(gpu: GPU, dep: Deployment) -> tuple[int, int, float]:
     if dep.mem_fraction_static:
         return chunk, max_bs, dep.mem_fraction_static
     mfs = round((mib - reserved) / mib, 3)
-    if mfs <= 0:
+    if mfs <= 0 and dep.sglang:
+        # (a vLLM deployment reads only the graph batch of these; its budget is its own)
         # SGLang would start with a mem_fraction_static ≤ 0 and fail: refuse the settings instead
         fixed = reserved - graph
         per_bs = graph / max_bs

@@ -23,6 +23,7 @@ from memprof.core.deployment import (
     RankCoord,
     but_utilization,
     experts_on_rank,
+    long_context_allowed,
     ranks,
     validate,
 )
@@ -35,7 +36,15 @@ from memprof.core.kvcache import (
     kv_plan,
     max_fitting_model_len,
 )
-from memprof.core.models import ModelSpec, QuantConfig, load_model, quant_from_flag
+from memprof.core.models import (
+    ModelSpec,
+    QuantConfig,
+    load_config,
+    load_model,
+    quant_from_flag,
+    spec_from_config,
+)
+from memprof.core.models.config import parse_overrides, with_overrides
 from memprof.core.terms.activation import samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
@@ -210,8 +219,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     weights and KV layout are remembered under the settings they are computed from.
     """
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
-    spec = model if isinstance(model, ModelSpec) else load_model(
-        model, speculative_mtp=dep.num_speculative_tokens > 0)
+    spec = _model_spec(model, dep, memo)
+    asked = dep
     util = dep.gpu_memory_utilization
     if memo is None or (util is not None and (not 0.0 < util <= 1.0 or dep.sglang)):
         dep = _prepared(dep, spec, gpu)
@@ -272,16 +281,47 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
-    notes = _notes(dep, quant, gpu, mfs)
+    notes = _notes(dep, quant, gpu, mfs) + _input_notes(asked, spec, gpu)
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
                     mem_fraction_static=mfs or None)
 
 
+def _model_spec(model: str | ModelSpec, dep: Deployment,
+                memo: dict[tuple[object, ...], object] | None) -> ModelSpec:
+    """The model, with ``--hf-overrides`` merged into its config before it is validated and
+    built (``with_overrides``), as the engines apply them."""
+    mtp = dep.num_speculative_tokens > 0
+    if not dep.hf_overrides:
+        return model if isinstance(model, ModelSpec) else load_model(model, speculative_mtp=mtp)
+    text = dep.hf_overrides
+    flag = "--json-model-override-args" if dep.sglang else "--hf-overrides"
+
+    def build() -> ModelSpec:
+        if isinstance(model, ModelSpec):
+            name, cfg, source = model.name, model.raw, model.source
+        else:
+            name, cfg, path = load_config(model)
+            source = str(path)
+        return spec_from_config(with_overrides(cfg, text, flag), name=name, source=source,
+                                with_mtp=mtp)
+
+    key = ("overridden", model if isinstance(model, str) else id(model), text, mtp)
+    if memo is not None and not isinstance(model, str):
+        memo.setdefault(("spec", id(model)), model)
+    return _memo(memo, key, build)
+
+
 def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
-    """``dep`` validated, with SGLang's heuristics and every engine default resolved."""
+    """``dep`` validated, with SGLang's heuristics and every engine default resolved (a block
+    size the backend does not take replaced by the one vLLM forces, ``block_size_for``)."""
+    from memprof.core.scratch.backends import block_size_for
+
     validate(dep, spec)
+    block, _why = block_size_for(spec, gpu, dep)
+    if block != dep.block_size:
+        dep = dep.with_(block_size=block)
     if dep.sglang:
         chunk, max_bs, _mfs = sglang_defaults(gpu, dep)
         prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
@@ -410,6 +450,32 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
         notes.append(f"SGLang: mem_fraction_static {mfs} "
                      f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
                      "weights sharded as vLLM shards them")
+    return tuple(notes)
+
+
+def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...]:
+    """What the estimate took differently from what was asked, as the engine does: a forced
+    block size, a context length beyond the derived maximum allowed by the engine's variable."""
+    notes: list[str] = []
+    if not (asked.hf_overrides or asked.block_size is not None
+            or long_context_allowed(asked.engine)):
+        return ()  # nothing was taken differently (a sweep's usual point)
+    from memprof.core.deployment import LONG_CONTEXT_ENV, beyond_derived_len
+    from memprof.core.scratch.backends import block_size_for
+
+    if asked.hf_overrides:
+        keys = ", ".join(sorted(parse_overrides(asked.hf_overrides)))
+        flag = "--json-model-override-args" if asked.sglang else "--hf-overrides"
+        notes.append(f"{flag}: config.json sized with {keys or 'nothing'} overridden")
+    _block, why = block_size_for(spec, gpu, asked)
+    if why:
+        notes.append(why)
+    over = beyond_derived_len(asked, spec)
+    if over is not None:
+        notes.append(f"{LONG_CONTEXT_ENV[asked.engine]}=1: max_model_len {asked.max_model_len:,} "
+                     f"is beyond {spec.name}'s derived maximum {over[0]:,} ({over[1]}); the "
+                     "engine allows it with that variable (positions past the derived maximum "
+                     "are outside what the model was trained on)")
     return tuple(notes)
 
 

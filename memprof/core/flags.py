@@ -51,6 +51,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="enable_expert_parallel", kind="bool", vllm=("--enable-expert-parallel",),
             sglang=("--enable-expert-parallel",)),
     Setting(field="dtype", kind="str", vllm=("--dtype",), sglang=("--dtype",)),
+    Setting(field="hf_overrides", kind="str", vllm=("--hf-overrides",),
+            sglang=("--json-model-override-args",)),
     Setting(field="quantization", kind="str", vllm=("--quantization", "-q"),
             sglang=("--quantization",)),
     Setting(field="kv_cache_dtype", kind="str", vllm=("--kv-cache-dtype",),

@@ -16,9 +16,10 @@ from typing import Literal, get_args
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component
-from memprof.core.deployment import Deployment
+from memprof.core.deployment import BLOCK_SIZE_CHOICES, Deployment
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVCapacity, KVPlan, max_fitting_model_len
+from memprof.core.versions import value_at
 
 Verdict = Literal["fits", "runtime_oom", "startup_oom"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)  # in increasing severity
@@ -90,6 +91,14 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     if 0 < available < plan.block_bytes:
         per_token = max(1, plan.block_bytes // max(1, plan.block_size))
         fit = available // per_token
+        choices = None if dep.sglang else value_at(BLOCK_SIZE_CHOICES, dep.engine_version)
+        if isinstance(choices, tuple):  # vLLM takes only its CLI choices
+            fit = max((c for c in choices if c <= fit), default=0)
+        if fit == 0:
+            return "startup_oom", [
+                f"one KV block of {plan.block_size:,} tokens needs {fmt_bytes(plan.block_bytes)} "
+                f"on this rank but the budget leaves {fmt_bytes(available)} for the KV cache; "
+                "no block size the engine takes fits"], headroom
         return "startup_oom", [
             f"one KV block of {plan.block_size:,} tokens needs {fmt_bytes(plan.block_bytes)} "
             f"on this rank but the budget leaves {fmt_bytes(available)} for the KV cache; a "

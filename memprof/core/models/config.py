@@ -36,6 +36,11 @@ _INT_FIELDS: dict[str, tuple[int, int]] = {
     "n_shared_experts": (0, _MAX_COUNT), "num_nextn_predict_layers": (0, 64),
     "o_groups": (1, _MAX_COUNT), "o_lora_rank": (0, _MAX_DIM), "hc_mult": (0, 64),
     "num_hash_layers": (0, _MAX_LAYERS),
+    # the other keys the engines read for the context length (derived_max_model_len)
+    "n_positions": (1, _MAX_LEN), "max_seq_len": (1, _MAX_LEN), "seq_length": (1, _MAX_LEN),
+    "model_max_length": (1, _MAX_LEN), "max_target_positions": (1, _MAX_LEN),
+    "max_sequence_length": (1, _MAX_LEN), "max_seq_length": (1, _MAX_LEN),
+    "seq_len": (1, _MAX_LEN),
 }
 _BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window")
 _STR_FIELDS = ("model_type", "torch_dtype", "dtype", "hidden_act", "topk_method",
@@ -94,6 +99,78 @@ def validate_config(cfg: dict[str, Any]) -> None:
     for key in ("text_config", "rope_scaling"):
         if cfg.get(key) is not None and not isinstance(cfg[key], dict):
             raise _bad(key, "an object", cfg[key])
+    for key in ("rope_scaling", "rope_parameters"):
+        if isinstance(cfg.get(key), dict):
+            _validate_rope(key, cfg[key])
+    prf = cfg.get("partial_rotary_factor")  # the rotary share of head_dim (terms/rope_cache.py)
+    if prf is not None and not (_is_number(prf) and 0 < prf <= 1):
+        raise _bad("partial_rotary_factor", "a number in (0, 1]", prf)
+
+
+# --- rope_scaling --------------------------------------------------------------------------------
+#
+# The RoPE types Transformers knows (modeling_rope_utils.py ROPE_INIT_FUNCTIONS: default, linear,
+# dynamic, yarn, longrope, llama3), the legacy "su" (= longrope) and "mrope" vLLM accepts
+# (vllm/model_executor/layers/rotary_embedding get_rope), and DeepSeek's "deepseek_yarn".
+ROPE_TYPES = frozenset({"default", "linear", "dynamic", "yarn", "deepseek_yarn", "longrope",
+                        "su", "llama3", "mrope"})
+_ROPE_NUMBERS = ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow",
+                 "mscale", "mscale_all_dim", "attention_factor")
+_MAX_ROPE_FACTOR = 1 << 20
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and value == value and abs(value) != float("inf"))
+
+
+def _validate_rope(key: str, rope: dict[str, Any]) -> None:
+    """``rope_scaling`` checked as the config loads: a known type, numbers where numbers belong.
+
+    Transformers validates it with ``rope_config_validation`` (modeling_rope_utils.py: a known
+    ``rope_type``, ``factor`` a float >= 1, yarn's ``original_max_position_embeddings``); vLLM
+    reads ``factor`` and yarn's ``original_max_position_embeddings`` to derive the longest
+    ``max_model_len`` (vllm/config/model.py ``_get_and_verify_max_len``, v0.11.0).
+    """
+    if "rope_type" not in rope and "type" not in rope and all(
+            isinstance(v, dict) for v in rope.values()) and rope:
+        for name, sub in rope.items():  # Transformers v5: one set per layer type
+            _validate_rope(f"{key}.{name}", sub)
+        return
+    kind = rope.get("rope_type", rope.get("type"))
+    if not isinstance(kind, str):
+        raise _bad(f"{key}.rope_type", "a string naming the RoPE type", kind)
+    if kind not in ROPE_TYPES:
+        raise ConfigError(f"config.json field '{key}.rope_type' is {kind[:40]!r}, a RoPE type "
+                          "neither Transformers nor vLLM knows",
+                          hint="one of: " + ", ".join(sorted(ROPE_TYPES)))
+    for name in _ROPE_NUMBERS:
+        v = rope.get(name)
+        if v is None:
+            continue
+        if not _is_number(v):
+            raise _bad(f"{key}.{name}", "a number", v)
+        if name == "factor" and not 1 <= v <= _MAX_ROPE_FACTOR:
+            raise ConfigError(f"config.json field '{key}.factor' is {v}, outside [1, "
+                              f"{_MAX_ROPE_FACTOR:,}]",
+                              hint="Transformers' rope_config_validation needs a factor >= 1")
+        if v < 0:
+            raise ConfigError(f"config.json field '{key}.{name}' is negative ({v})",
+                              hint=f"fix '{key}.{name}' in the config.json")
+    if kind in ("linear", "dynamic", "yarn", "deepseek_yarn", "longrope", "su", "llama3") and (
+            rope.get("factor") is None and kind not in ("longrope", "su")):
+        raise ConfigError(f"config.json field '{key}' of type {kind!r} has no 'factor'",
+                          hint="Transformers' rope_config_validation requires it; add it")
+    omp = rope.get("original_max_position_embeddings")
+    if omp is not None:
+        _check_int(f"{key}.original_max_position_embeddings", omp, 1, _MAX_LEN)
+    elif kind in ("yarn", "deepseek_yarn"):
+        raise ConfigError(f"config.json field '{key}' of type {kind!r} has no "
+                          "'original_max_position_embeddings'",
+                          hint="vLLM derives the longest max_model_len from it "
+                          "(config/model.py _get_and_verify_max_len); add it")
+    if rope.get("truncate") is not None and not isinstance(rope["truncate"], bool):
+        raise _bad(f"{key}.truncate", "true or false", rope["truncate"])
 
 
 def _validate_quant(q: object) -> None:
@@ -108,10 +185,10 @@ def _validate_quant(q: object) -> None:
             raise _bad("quantization_config.weight_block_size", "a list of two integers", block)
         for x in block:
             _check_int("quantization_config.weight_block_size", x, 1, _MAX_DIM)
-    if q.get("group_size") is not None:
-        gs = q["group_size"]
-        if gs != -1:
-            _check_int("quantization_config.group_size", gs, 1, _MAX_DIM)
+    for key in ("group_size", "q_group_size"):
+        gs = q.get(key)
+        if gs is not None and gs != -1:
+            _check_int(f"quantization_config.{key}", gs, 1, _MAX_DIM)
     for key in ("bits", "w_bit"):
         if q.get(key) is not None:
             _check_int(f"quantization_config.{key}", q[key], 1, 16)
@@ -121,6 +198,116 @@ def _validate_quant(q: object) -> None:
         v = q.get(key)
         if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
             raise _bad(f"quantization_config.{key}", "a list of strings", v)
+
+
+# --- --hf-overrides -------------------------------------------------------------------------------
+
+MAX_OVERRIDES_CHARS = 1 << 16
+
+
+def parse_overrides(text: str, flag: str = "--hf-overrides") -> dict[str, Any]:
+    """``--hf-overrides`` (SGLang ``--json-model-override-args``) read as the engines read it: a
+    JSON object (vLLM EngineArgs ``hf_overrides``: ``json.loads``, v0.11.0 engine/arg_utils.py;
+    SGLang ``json.loads(json_model_override_args)``, model_config.py)."""
+    import json
+
+    if len(text) > MAX_OVERRIDES_CHARS:
+        raise ConfigError(f"{flag} is {len(text):,} characters, more than a config override",
+                          hint='e.g. {"num_hidden_layers": 4}')
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ConfigError(f"{flag} is not JSON ({text[:40]!r})",
+                          hint=f"""e.g. {flag} '{{"num_hidden_layers": 4}}'""") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{flag} must be a JSON object, got {_kind(value)}",
+                          hint=f"""e.g. {flag} '{{"num_hidden_layers": 4}}'""")
+    return value
+
+
+def with_overrides(cfg: dict[str, Any], text: str, flag: str = "--hf-overrides"
+                   ) -> dict[str, Any]:
+    """``cfg`` with the overrides merged at the top level, before validation, as
+    ``PretrainedConfig.update`` merges them (vLLM transformers_utils/config.py ``get_config``:
+    ``config.update(hf_overrides_kw)``; SGLang ``config.update(model_override_args)``): a key
+    given replaces the config's value whole."""
+    return {**cfg, **parse_overrides(text, flag)}
+
+
+# --- the longest context the engines accept -----------------------------------------------------
+
+# vLLM: the smallest of these keys (``model_max_length`` wins when set); vllm/config/model.py
+# ``_get_and_verify_max_len`` possible_keys (v0.11.0; vllm/config.py in 0.7-0.9).
+_VLLM_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                  "model_max_length", "max_target_positions", "max_sequence_length",
+                  "max_seq_length", "seq_len")
+# SGLang: the first of these keys that is set; python/sglang/srt/utils/hf_transformers_utils.py
+# ``CONTEXT_LENGTH_KEYS`` / ``get_context_length`` (SGL@d315eb7).
+_SGLANG_LEN_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                    "max_position_embeddings")
+
+
+def _rope_sets(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not isinstance(rope, dict) or not rope:
+        return []
+    if "rope_type" not in rope and "type" not in rope and all(
+            isinstance(v, dict) for v in rope.values()):
+        return list(rope.values())
+    return [rope]
+
+
+def _rope_type(rope: dict[str, Any]) -> str:
+    return str(rope.get("rope_type", rope.get("type", "default")))
+
+
+def derived_max_model_len(cfg: dict[str, Any], engine: str = "vllm") -> tuple[int, str] | None:
+    """The longest ``max_model_len`` (SGLang: ``--context-length``) the engine accepts without its
+    override variable, and how it was derived; ``None`` when the config states no length.
+
+    vLLM (``_get_and_verify_max_len``, vllm/config/model.py v0.11.0): the smallest length key
+    (``model_max_length`` when set), then for RoPE scaling other than ``su``/``longrope``/
+    ``llama3`` (and not on Gemma 3) times ``factor``, yarn starting from its
+    ``original_max_position_embeddings``; a longer ``--max-model-len`` raises unless
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``. SGLang (``get_context_length``, SGL@d315eb7): the first
+    length key times ``factor``, the factor taken as 1 when the scaling states
+    ``original_max_position_embeddings`` or is ``llama3``; a longer ``--context-length`` raises
+    unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (model_config.py ``ModelConfig``).
+    """
+    sets = _rope_sets(cfg)
+    if engine == "sglang":
+        key = next((k for k in _SGLANG_LEN_KEYS if cfg.get(k) is not None), None)
+        if key is None:
+            return None
+        factor: float = 1
+        rope = cfg.get("rope_scaling")
+        if isinstance(rope, dict) and rope:
+            factor = rope.get("factor", 1) or 1
+            if "original_max_position_embeddings" in rope or _rope_type(rope) == "llama3":
+                factor = 1
+        how = f"{key} {cfg[key]:,}" + (f" × rope_scaling factor {factor}" if factor != 1 else "")
+        return int(factor * cfg[key]), how
+    found = [(cfg[k], k) for k in _VLLM_LEN_KEYS if cfg.get(k) is not None]
+    if not found:
+        return None
+    length, key = min(found)
+    if cfg.get("model_max_length") is not None:
+        length, key = cfg["model_max_length"], "model_max_length"
+    derived: float = length
+    how = f"{key} {length:,}"
+    if sets and "gemma3" not in str(cfg.get("model_type", "")):
+        factor = 1.0
+        for rope in sets:
+            kind = _rope_type(rope)
+            if kind not in ("su", "longrope", "llama3"):
+                factor = rope.get("factor", factor)
+                if kind == "yarn":
+                    derived = rope["original_max_position_embeddings"]
+                    how = f"yarn original_max_position_embeddings {derived:,}"
+        derived *= factor
+        if factor != 1:
+            how += f" × rope factor {factor:g}"
+    return int(derived), how
 
 
 class ConfigFields:
@@ -146,6 +333,17 @@ class ConfigFields:
             )
         if value < 0:
             raise ConfigError(f"config.json field {key!r} is negative ({value})", hint="fix it")
+        return value
+
+    def size(self, key: str, default: int | None = None) -> int:
+        """A size or count the architecture needs: present (or ``default``, HF's own) and >= 1."""
+        value = self.num(key, default)
+        if value < 1:
+            raise ConfigError(
+                f"config.json field {key!r} is {value}, but this {self.family} model needs it "
+                "to be at least 1",
+                hint=f"fix {key!r} in the config.json (memprof refuses rather than reinterpret "
+                "the architecture)")
         return value
 
     def opt_int(self, key: str) -> int | None:

@@ -48,8 +48,23 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
     if method == "mxfp4":
         return QuantConfig(method="mxfp4", group_size=32, bits=4, exclude=exclude)
     if method in ("awq", "gptq"):
-        return QuantConfig(method=method, group_size=int(q.get("group_size") or 128),
-                           bits=int(q.get("bits") or q.get("w_bit") or 4), exclude=exclude,
+        # vLLM reads both with get_from_keys, which raises when none of the keys is there
+        # (model_executor/layers/quantization/awq.py AWQConfig.from_config: ["w_bit", "bits"],
+        # ["q_group_size", "group_size"]; gptq.py GPTQConfig.from_config: ["bits"],
+        # ["group_size"], v0.11.0): a checkpoint without them is refused, not given 4/128
+        bits_keys = ("w_bit", "bits") if method == "awq" else ("bits",)
+        group_keys = ("q_group_size", "group_size") if method == "awq" else ("group_size",)
+        bits = next((q[k] for k in bits_keys if q.get(k) is not None), None)
+        group = next((q[k] for k in group_keys if q.get(k) is not None), None)
+        for keys, value in ((bits_keys, bits), (group_keys, group)):
+            if value is None:
+                raise ConfigError(
+                    f"quantization_config ({method}) has no {' or '.join(map(repr, keys))}",
+                    hint=f"vLLM's {method.upper()} config requires it; use the checkpoint's "
+                    "own config.json")
+        assert bits is not None and group is not None
+        return QuantConfig(method=method, group_size=int(group), bits=int(bits),
+                           exclude=exclude,
                            desc_act=bool(q.get("desc_act", False)))
     if method == "modelopt":
         algo = str(q.get("quant_algo", "")).upper()

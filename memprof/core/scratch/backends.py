@@ -117,6 +117,62 @@ def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
     return backend
 
 
+# --- block sizes the backends take ---------------------------------------------------------------
+
+# MLA backends whose block size vLLM forces when the requested one does not suit the kernel
+# (vllm/platforms/cuda.py CudaPlatform.check_and_update_config, v0.11.0 — "Forcing kv cache block
+# size to 64 for FlashMLA backend."): backend -> (sizes kept as given, the size forced otherwise).
+# FlashMLA keeps multiples of 64, CUTLASS MLA multiples of 128, FlashInfer MLA 32 or multiples of
+# 64; sparse MLA (DeepSeek-V3.2, FlashMLA sparse) exactly 64.
+_MLA_FORCED = {"flashmla": (64, 64), "cutlass_mla": (128, 128), "flashinfer_mla": (64, 64)}
+# GQA backends' kernel block sizes (``get_supported_kernel_block_sizes``, v0.11.0:
+# FlashAttention and Triton attention MultipleOf(16); FlashInfer [16, 32, 64]; TurboQuant
+# [16, 32, 64, 128]); a larger manager block is split into kernel blocks that divide it
+# (v1/worker/utils.py ``select_common_block_size``), so each takes the multiples of 16 of the
+# CLI choices. A size none divides is vLLM's "No common block size" ValueError.
+_GQA_KERNEL_MULTIPLE = {"flash_attn": 16, "triton_attn": 16, "flashinfer": 16, "turboquant": 16}
+
+
+def block_size_for(spec: ModelSpec, gpu: GPU, dep: Deployment) -> tuple[int | None, str]:
+    """The block size vLLM runs with for ``dep.block_size`` given (``None``: left to the
+    default), and a note when vLLM forces another; a size the backend refuses is ``BadInput``.
+
+    V0 releases (before 0.8.0) and SGLang's ``--page-size`` are taken as given.
+    """
+    from memprof.core.kvcache import V0_BLOCK_SIZE
+    from memprof.core.versions import value_at
+
+    asked = dep.block_size
+    if asked is None or dep.sglang or isinstance(value_at(V0_BLOCK_SIZE, dep.engine_version),
+                                                  int):
+        return asked, ""
+    a = spec.layers[0].attention
+    if a.kind == "dsv4":
+        return asked, ""
+    backend = resolve_backend(spec, gpu, dep)
+    if a.kind == "mla":
+        if a.has_indexer and backend == "flashmla":
+            keep, forced = (64,), 64
+            ok = asked in keep
+            name = "FlashMLA sparse (DeepSeek-V3.2)"
+        elif backend in _MLA_FORCED:
+            base, forced = _MLA_FORCED[backend]
+            ok = asked % base == 0 or (backend == "flashinfer_mla" and asked == 32)
+            name = backend
+        else:
+            return asked, ""
+        if ok:
+            return asked, ""
+        return forced, (f"--block-size {asked}: vLLM forces {forced} for {name} "
+                        "(platforms/cuda.py check_and_update_config)")
+    multiple = _GQA_KERNEL_MULTIPLE.get(backend)
+    if multiple and asked % multiple:
+        raise BadInput(f"--block-size {asked} on {backend}: its kernels take multiples of "
+                       f"{multiple}, so vLLM finds no common block size",
+                       hint="use --block-size 16 (vLLM's default) or 32/64/128")
+    return asked, ""
+
+
 def default_scratch_policy(backend: str) -> str:
     """What current engine releases do, per catalog key (``--scratch`` left out).
 
