@@ -29,7 +29,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.sweep import Evaluator, parse_axis, points, sweep
 
 GRIDS = [
-    ("qwen3-32b", "H200", ["tp=1,2,4,8", "max_model_len=8K,32K,128K", "max_num_seqs=64,256",
+    ("qwen3-32b", "H200", ["tp=1,2,4,8", "max_model_len=8K,16K,32K", "max_num_seqs=64,256",
                            "kv_cache_dtype=auto,fp8", "gpu_memory_utilization=0.85,0.9,0.95"]),
     ("llama-3.1-8b", "H100", ["tp=1,2", "pp=1,2", "max_model_len=4K,16K,64K,128K",
                               "max_num_seqs=32,128,512", "kv_cache_dtype=auto,fp8",
