@@ -293,6 +293,7 @@ def test_halved_baseline_fails_naming_scenario_rank_and_metric(
     b = tmp_path / "baseline.json"
     b.write_text(json.dumps(halve(json.loads(fresh_baseline))))
     md = tmp_path / "out" / "gate.md"
+    md.parent.mkdir()  # memprof never creates folders
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))

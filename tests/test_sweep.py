@@ -128,7 +128,7 @@ def test_plan_cli(tmp_path: Path) -> None:
                              "64", "--context", "32K"])
     assert code == 0, err
     assert max(len(x) for x in out.splitlines()) <= 100
-    assert "best: vllm serve qwen3-32b -tp 8" in out
+    assert "best: vllm serve Qwen/Qwen3-32B -tp 8" in out  # the HF id, to paste
     code, out, _ = invoke(["plan", "--model", "qwen3-32b", "--gpu", "H100", "--requests",
                            "64", "--context", "32K", "-f", "json", "--top", "3"])
     d = json.loads(out)

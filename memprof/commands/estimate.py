@@ -50,27 +50,32 @@ def estimate(
 
     if fmt not in FORMATS:
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, json or markdown")
-    if plot:  # a bad suffix or no matplotlib fails before any work
+    from memprof.core.compare import parse_changes
+
+    # a bad --compare, plot path or suffix, or no matplotlib fails before any work
+    changes = parse_changes(compare) if compare is not None else None
+    if plot is not None:
+        from memprof.base.files import check_output
         from memprof.report.plot import plot_format, pyplot
 
         plot_format(plot)
+        check_output(plot, flag="--plot")
         pyplot()
     command = _serve_command(serve, from_file)
     model, dep, gpu, gpu_memory = deployment(flags, command)
     for line in command.describe() if command else ():
         sys.stderr.write(line + "\n")
     result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory))
-    from memprof.core.compare import parse_changes
     from memprof.core.remedies import remedies
 
     other = None
-    if compare:
-        other = run_estimate(model, dep.with_(**parse_changes(compare)), gpu=result.gpu)
+    if changes is not None:
+        other = run_estimate(model, dep.with_(**changes), gpu=result.gpu)
     fixes = remedies(result, result.spec)
     from memprof.core.contract import EstimateReport
 
     _emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=compare), fmt)
-    if plot:
+    if plot is not None:
         from memprof.report.plot import estimate_figure, save
 
         kind = save(estimate_figure(result), plot)

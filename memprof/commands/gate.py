@@ -9,11 +9,12 @@
 Exit codes: 0 nothing regressed (or baseline written), 1 regression, 2 bad input (a scenario
 that does not load or evaluate, a missing, corrupt or other-schema baseline, a bad flag).
 
-``--update`` evaluates every scenario first, then rewrites the baseline atomically (a temporary
-file in the same folder, fsync, ``os.replace``): a failing or interrupted run leaves the old file
-as it was. A corrupt baseline is an error (exit 2, file untouched) unless ``--update`` is given,
-which regenerates it: ``--update`` means "the current estimates are the baseline", and the old
-content is not needed for that.
+``--update`` evaluates every scenario first, then rewrites the baseline whole or not at all
+(``memprof.base.files.write_atomic``): a failing, interrupted or killed run leaves the old file
+as it was and no temporary file. ``--baseline`` (with ``--update``) and ``--markdown`` are
+checked before any work; their folders must exist. A corrupt or empty baseline is an error
+(exit 2, file untouched) unless ``--update`` is given, which regenerates it: ``--update`` means
+"the current estimates are the baseline", and the old content is not needed for that.
 
 """
 
@@ -22,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM, BadInput
+from memprof.base.files import write_atomic  # the one rule: whole or not at all
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")
@@ -57,86 +58,43 @@ def current_snapshots(directory: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+BASELINE_CAP = 16 << 20
+"""The most bytes of a baseline read (the committed one is about 22 KiB for 11 scenarios)."""
+
+
 def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
-    """The baseline's scenarios; :class:`BadInput` (one line + hint) for anything unreadable."""
+    """The baseline's scenarios; :class:`BadInput` (one line + hint) for anything unreadable:
+    a missing file, one that is not a regular file (a FIFO, ``/dev/zero``) or is larger than
+    ``BASELINE_CAP``, not JSON, another schema, or one with no scenarios."""
+    from memprof.base.files import read_capped
     from memprof.core.contract import SCHEMA_VERSION
     from memprof.core.gate import validate_baseline
 
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise BadInput(f"the baseline {path} does not exist",
-                       hint=f"create it with: memprof gate --update --baseline {path}") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read the baseline {path}: {exc.strerror}",
-                       hint="check the path and its permissions") from None
+                       hint=f"create it with: memprof gate --update --baseline {path}")
+    raw = read_capped(path, what="the baseline", cap=BASELINE_CAP,
+                      hint=f"restore it (git checkout -- {path}) or regenerate it with "
+                      "memprof gate --update")
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         what = " ".join(str(exc).split()) or "empty file"
         raise BadInput(
-            f"the baseline {path} is not valid JSON ({what}; {len(raw)} bytes)",
+            f"the baseline {path} is not valid JSON ({what[:80]}; {len(raw)} bytes)",
             hint=f"restore it (git checkout -- {path}) or regenerate it with "
             "memprof gate --update") from None
-    return validate_baseline(doc, where=str(path), estimate_schema_version=SCHEMA_VERSION)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically: temp file in the same folder, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename durable (POSIX); not every platform can open a directory
-        dfd = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _check_writable(path: Path) -> None:
-    """Refuse a baseline path that cannot be written, before anything is evaluated or written."""
-    if path.is_dir():
-        raise BadInput(f"--baseline {path} is a folder", hint="pass the baseline's file path, "
-                       "e.g. reports/baseline.json")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise BadInput(f"--baseline {path}: {parent} is a file, not a folder",
-                               hint="pass a path whose folders exist or can be created")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise BadInput(f"--baseline {path}: the folder {parent} is not writable",
-                               hint="pick a writable folder, or fix its permissions")
-            break
+    scenarios = validate_baseline(doc, where=str(path), estimate_schema_version=SCHEMA_VERSION)
+    if not scenarios:
+        raise BadInput(f"the baseline {path} has no scenarios: a gate against it checks nothing",
+                       hint=f"regenerate it with memprof gate --update --baseline {path} "
+                       "(and review the diff)")
+    return scenarios
 
 
 def _write_markdown(text: str, markdown: Path | None) -> None:
     if markdown is not None:
-        try:
-            markdown.parent.mkdir(parents=True, exist_ok=True)
-            markdown.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"cannot write --markdown {markdown}: {exc.strerror}",
-                           hint="pick a writable path") from None
+        write_atomic(markdown, text)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
@@ -169,8 +127,13 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
     if not 0.0 <= tolerance < 100.0:
         raise BadInput(f"--tolerance must be a percentage in [0, 100), got {tolerance}",
                        hint="e.g. --tolerance 1 (one percent)")
+    from memprof.base.files import check_output
+
+    # output paths first: a bad one costs nothing (folders are never created)
     if update:
-        _check_writable(baseline)
+        check_output(baseline, flag="--baseline")
+    if markdown is not None:
+        check_output(markdown, flag="--markdown")
     current = current_snapshots(scenarios or default_scenarios())
     console = _console()
     if update:
@@ -186,12 +149,7 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
             _write_markdown(render_markdown(result), markdown)
         doc = baseline_doc(current, tool_version=__version__,
                            estimate_schema_version=SCHEMA_VERSION)
-        _check_writable(baseline)
-        try:
-            write_atomic(baseline, dump_baseline(doc))
-        except OSError as exc:
-            raise BadInput(f"cannot write the baseline {baseline}: {exc.strerror or exc}",
-                           hint="pass --baseline a file path in a writable folder") from None
+        write_atomic(baseline, dump_baseline(doc))
         console.print(f"memprof gate: wrote {baseline} ({len(current)} scenarios)",
                       highlight=False)
         return EXIT_OK

@@ -69,6 +69,9 @@ def plan(
     if max_gpus < 1 or top < 1:
         raise BadInput("--max-gpus and --top must be at least 1", hint="e.g. --max-gpus 16")
     ctx = read_int(context, "--context")
+    from memprof.core.plan import serve_model
+
+    served, served_note = serve_model(model)
     ev = Evaluator()
     from memprof.commands.flags import gpu_of
 
@@ -80,16 +83,21 @@ def plan(
     shown = rows[:top]
     if fmt == "json":
         sys.stdout.write(json.dumps({"model": model, "gpu": g.name, "requests": requests,
-                                     "context": ctx, "plans": [_record(i, r, model) for i, r in
+                                     "context": ctx, "plans": [_record(i, r, served) for i, r in
                                                                enumerate(shown, 1)]},
                                     indent=2) + "\n")
     else:
-        _table(shown, model, g.name, requests, ctx, len(rows))
+        _table(shown, model, g.name, requests, ctx, len(rows), served, served_note)
     raise typer.Exit(EXIT_OK if rows else EXIT_OOM)
 
 
 def _command(r: PlanRow, model: str) -> str:
+    """The serve command of a plan, to paste: ``model`` is what the engine loads
+    (``serve_model``), shell-quoted."""
+    import shlex
+
     c, d = r.candidate, r.deployment
+    model = shlex.quote(model)
     if d.engine == "sglang":
         parts = [f"python -m sglang.launch_server --model-path {model} --tp {c.tp}"]
         parts += [f"--pp-size {c.pp}"] if c.pp > 1 else []
@@ -117,7 +125,7 @@ def _record(i: int, r: PlanRow, model: str) -> dict[str, object]:
 
 
 def _table(rows: list[PlanRow], model: str, gpu: str, requests: int, ctx: int,
-           found: int) -> None:
+           found: int, served: str, served_note: str | None) -> None:
     from memprof.report.sweep import dataframe, render_table
 
     title = (f"{model} on {gpu}: {requests} requests × {ctx:,} tokens — {found} layouts "
@@ -129,7 +137,7 @@ def _table(rows: list[PlanRow], model: str, gpu: str, requests: int, ctx: int,
         return
     recs = []
     for i, r in enumerate(rows, 1):
-        d = _record(i, r, model)
+        d = _record(i, r, served)
         d["layout"] = r.layout
         recs.append(d)
     cols = ["rank", "gpus", "layout", "kv_cache_dtype", "max_num_seqs", "total_kv_tokens",
@@ -137,3 +145,5 @@ def _table(rows: list[PlanRow], model: str, gpu: str, requests: int, ctx: int,
     width = None if sys.stdout.isatty() else 80
     sys.stdout.write(render_table(dataframe(recs), cols, title=title, width=width))
     sys.stdout.write(f"best: {recs[0]['command']}\n")
+    if served_note:
+        sys.stdout.write(f"  ({served_note})\n")

@@ -33,25 +33,30 @@ def sweep(
     from memprof.base.errors import BadInput
     from memprof.core.sweep import parse_axis
     from memprof.core.sweep import sweep as run_sweep
-    from memprof.report.sweep import SHOWN, dataframe, render_table, write
+    from memprof.report.sweep import SHOWN, dataframe, output_kind, render_table, write
 
     if fmt not in ("table", "csv", "jsonl"):
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, csv or jsonl")
     axes = [parse_axis(s) for s in sets or []]
     if not axes:
         raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
-    if plot:  # a bad suffix or no matplotlib fails before any work
+    # a bad -o or --plot path or suffix, or a missing writer, fails before any work
+    if output is not None:
+        output_kind(output)
+    if plot is not None:
+        from memprof.base.files import check_output
         from memprof.report.plot import plot_format, pyplot
 
         plot_format(plot)
+        check_output(plot, flag="--plot")
         pyplot()
     model, dep, gpu, gpu_memory = deployment(flags)
     base_gpu = gpu_of(gpu, gpu_memory) if gpu and gpu.strip().lower() == "auto" else None
     df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu))
-    if output:
+    if output is not None:
         kind = write(df, output)
         sys.stderr.write(f"wrote {len(df)} rows to {output} ({kind})\n")
-    if plot:
+    if plot is not None:
         from memprof.report.plot import save, sweep_figure
 
         kind = save(sweep_figure(df, [a.name for a in axes], f"{model}: {len(df)} deployments"),

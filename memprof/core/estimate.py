@@ -11,7 +11,7 @@ vLLM budget (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -92,7 +92,7 @@ class RankEstimate:
     the run-time headroom (bytes; negative when it does not fit)."""
 
     coord: RankCoord
-    same_as: tuple[int, ...]  # global ranks with an identical estimate (this one included)
+    same_as: Sequence[int]  # global ranks with an identical estimate (this one included)
     components: tuple[Component, ...]
     tensors: tuple[WeightTensor, ...]
     plan: KVPlan
@@ -248,7 +248,12 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     # run: V0 only on TP rank 0); the engines each rank belongs to
     classes: dict[tuple[int, int | None, bool], _Class] = {}
     order: list[tuple[RankCoord, tuple[int, int | None, bool]]] = []
-    for coord in ranks(dep):
+    # vLLM without expert parallelism: every DP engine is the first one (a rank's class reads
+    # its PP stage and TP rank, never its DP rank), so the first engine's ranks are estimated
+    # and the others are the same ranks shifted (``RankSet``): work and memory grow with TP×PP,
+    # not with DP (a remedy's layout of millions of ranks takes as long as one engine)
+    copies = dep.dp if not dep.sglang and not dep.enable_expert_parallel else 1
+    for coord in (ranks(dep) if copies == 1 else _first_engine(dep)):
         n_exp = (None if coord.ep_rank is None
                  else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
         key = (coord.pp_stage, n_exp, samples_in_profile_run(dep, coord))
@@ -276,6 +281,9 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     rank_estimates = [
         _rank_estimate(spec, dep, gpu, first[ck], classes[ck[0]], ck[1], quant, dtype, mml, mnbt,
                        after_kv, tuple(rs))
+        for ck, rs in members.items()] if copies == 1 else [
+        _rank_estimate(spec, dep, gpu, first[ck], classes[ck[0]], ck[1], quant, dtype, mml, mnbt,
+                       after_kv, RankSet(tuple(rs), dep.tp * dep.pp, copies))
         for ck, rs in members.items()]
 
     folded = _fold(rank_estimates)
@@ -408,7 +416,7 @@ def _blocks(dep: Deployment, c: _Class) -> int:
 
 def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord, c: _Class,
                    num_blocks: int, quant: QuantConfig | None, dtype: str, mml: int, mnbt: int,
-                   after_kv: list[TermFn], same_as: tuple[int, ...]) -> RankEstimate:
+                   after_kv: list[TermFn], same_as: Sequence[int]) -> RankEstimate:
     plan = c.plan
     cap = capacity_from_blocks(plan, num_blocks, mml, mnbt)
     ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
@@ -431,8 +439,79 @@ def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
     out: dict[tuple[object, ...], list[RankEstimate]] = {}
     for r in rows:
         out.setdefault(_rank_key(r), []).append(r)
-    return [replace(rs[0], same_as=tuple(sorted(x for r in rs for x in r.same_as)))
+    return [replace(rs[0], same_as=_merged([r.same_as for r in rs]))
             if len(rs) > 1 else rs[0] for rs in out.values()]
+
+
+def _merged(sets: list[Sequence[int]]) -> Sequence[int]:
+    """The union of the ``same_as`` of folded ranks, sorted (``RankSet``s of one layout stay
+    one ``RankSet``)."""
+    first = sets[0]
+    if isinstance(first, RankSet) and all(
+            isinstance(x, RankSet) and (x.stride, x.copies) == (first.stride, first.copies)
+            for x in sets):
+        base = tuple(sorted(r for x in sets for r in x.base))  # type: ignore[attr-defined]
+        return RankSet(base, first.stride, first.copies)
+    return tuple(sorted(r for x in sets for r in x))
+
+
+def _first_engine(dep: Deployment) -> list[RankCoord]:
+    """The ranks of DP engine 0 (vLLM order: PP stage, then TP rank), no expert parallelism."""
+    return [RankCoord(pp_stage * dep.tp + tp_rank, tp_rank, pp_stage, 0, None)
+            for pp_stage in range(dep.pp) for tp_rank in range(dep.tp)]
+
+
+class RankSet(Sequence[int]):
+    """Global ranks ``base + k × stride`` for ``k`` in ``range(copies)``, in ascending order:
+    the ranks of every DP engine that are the ranks ``base`` of the first (``stride`` = TP×PP
+    ranks an engine). A ``Sequence`` of ints that stores three numbers and a tuple, so a
+    deployment of a million ranks costs no million-entry tuple; equal to the tuple of its
+    ranks."""
+
+    __slots__ = ("_set", "base", "copies", "stride")
+
+    def __init__(self, base: tuple[int, ...], stride: int, copies: int) -> None:
+        self.base, self.stride, self.copies = base, stride, copies
+        self._set = frozenset(base)
+
+    def __len__(self) -> int:
+        return len(self.base) * self.copies
+
+    def __iter__(self) -> Iterator[int]:
+        for k in range(self.copies):
+            off = k * self.stride
+            for r in self.base:
+                yield off + r
+
+    def __contains__(self, x: object) -> bool:
+        if not isinstance(x, int) or x < 0:
+            return False
+        k, r = divmod(x, self.stride)
+        return k < self.copies and r in self._set
+
+    def __getitem__(self, i: int) -> int:  # type: ignore[override]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        k, j = divmod(i, len(self.base))
+        return k * self.stride + self.base[j]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RankSet):
+            return (self.base, self.stride, self.copies) == (other.base, other.stride,
+                                                              other.copies)
+        if isinstance(other, tuple | list):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other,
+                                                                          strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.stride, self.copies))
+
+    def __repr__(self) -> str:
+        return f"RankSet({self.base!r}, stride={self.stride}, copies={self.copies})"
 
 
 def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
@@ -125,3 +126,40 @@ def plan(model: str | ModelSpec, gpu: GPU, *, requests: int, context: int, headr
             if (row := evaluate(ev, spec, gpu, c, base, requests, context, headroom))
             is not None]
     return sorted(rows, key=rank_key)
+
+
+def serve_model(model: str) -> tuple[str, str | None]:
+    """What to put after ``vllm serve`` (or ``--model-path``) for the ``--model`` a user gave,
+    and a note where it is not exactly what they typed: an HF repo id stays as given; a
+    bundled name becomes its model's HF repo id (the first of the config's ``_hf_ids``); a
+    folder stays as given; a config.json becomes the folder holding it (the engines load a
+    folder or a repo id, not a config file)."""
+    from memprof.core.models import hf_ids
+    from memprof.core.models.load import bundled_models
+
+    text = model.strip()
+    key = text.lower()
+    bundled = bundled_models()
+    if key in bundled:
+        first = _first_hf_id(bundled[key])
+        if not first:
+            return text, (f"{text} is memprof's bundled name and its config names no HF repo "
+                          "id: replace it with the model's id or folder")
+        return first, f"{first}: the HF repo id of memprof's bundled {text}"
+    if key in hf_ids() and not Path(text).expanduser().exists():
+        return text, None
+    path = Path(text).expanduser()
+    if path.is_file():
+        folder = str(path.parent) if str(path.parent) else "."
+        return folder, f"the engine loads the folder {folder}, not its config.json"
+    return text, None
+
+
+def _first_hf_id(path: Path) -> str:
+    import json
+
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8")).get("_hf_ids") or []
+    except (OSError, ValueError):
+        return ""
+    return str(ids[0]) if ids else ""

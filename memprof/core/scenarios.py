@@ -155,17 +155,23 @@ def parse_scenario(name: str, data: Mapping[str, object], *, source: str,
                     request=request)
 
 
+SCENARIO_CAP = 1 << 20
+"""The most bytes of a scenario file read (a scenario is a dozen ``key = value`` lines)."""
+
+
 def load_scenario(path: Path) -> Scenario:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read the scenario {path}: {exc}",
-                       hint="scenarios are UTF-8 TOML files") from None
+    from memprof.base.files import read_capped_text
+
+    text = read_capped_text(path, what="the scenario", cap=SCENARIO_CAP,
+                            hint="scenarios are small UTF-8 TOML files, one key = value a line")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path} is not valid TOML: {' '.join(str(exc).split())}",
+        raise BadInput(f"{path} is not valid TOML: {' '.join(str(exc).split())[:120]}",
                        hint="one key = value per line, strings in double quotes") from None
+    except (RecursionError, MemoryError):  # e.g. a = [[[[…]]]] nested 100,000 deep
+        raise BadInput(f"{path}: values nested too deeply to read",
+                       hint="scenario values are flat: strings, numbers, booleans") from None
     for key, value in data.items():
         if isinstance(value, dict):
             raise BadInput(f"{path}: [{key}] tables are not scenario keys",

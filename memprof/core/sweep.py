@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.base.errors import BadInput
+from memprof.core.compare import no_none
 from memprof.core.components import TermFn
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, default_terms, estimate
@@ -68,10 +69,11 @@ def parse_axis(text: str) -> Axis:
         raise BadInput(f"{where}: an empty value", hint="e.g. --set max_model_len=8k,32k,128k")
     if fld in EXTRA_AXES:
         parsed: list[Any] = raw
-    elif fld in HUMAN_READABLE:
-        parsed = [read_int(v, where) for v in raw]
+    elif fld in HUMAN_READABLE:  # None / default: the engine's default, as coerce reads it
+        parsed = [None if v.lower() in ("none", "default") else read_int(v, where)
+                  for v in raw]
     else:
-        parsed = [coerce(fld, v, where=where) for v in raw]
+        parsed = [no_none(fld, coerce(fld, v, where=where), where) for v in raw]
     return Axis(name=name, field=fld, values=tuple(dict.fromkeys(parsed)))
 
 
@@ -182,8 +184,8 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
             gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory)
             dep = base.with_(**changes)
             row.update(record(ev.estimate(point.get("model", model), dep, gpu)))
-        except BadInput as exc:
-            row.update({c: None for c in RESULT_COLUMNS})
+        except BadInput as exc:  # its inputs stay (a result column it set shows its value)
+            row.update({c: point.get(c) for c in RESULT_COLUMNS})
             row.update(verdict="invalid", error=exc.message)
         out.append(row)
     return out

@@ -134,3 +134,6 @@ def compare_title(e: Estimate, other: Estimate, changes: str | None) -> str:
 
 def compare_rows(e: Estimate, other: Estimate) -> list[DiffRow]:
     return diff(e, other)
+
+
+NO_COMPONENT_CHANGES = "no component's bytes change"

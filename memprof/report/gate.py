@@ -6,6 +6,8 @@ changes within the tolerance.
 
 from __future__ import annotations
 
+import textwrap
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -84,7 +86,8 @@ def summary_line(result: GateResult) -> str:
 
 def render_table(result: GateResult, console: Console) -> None:
     """One small table per (scenario, rank), metric | baseline | now | % | status, so the whole
-    report reads at 80 columns (long component names wrap inside their column)."""
+    report reads at 80 columns (long component names wrap inside their column); an edited
+    scenario's inputs are lines of their own (``input_lines``)."""
     if result.findings:
         console.print("memprof gate: what changed against the baseline", style="bold",
                       highlight=False)
@@ -92,8 +95,17 @@ def render_table(result: GateResult, console: Console) -> None:
     for row in rows(result):
         groups.setdefault((row[0], row[1]), []).append(row)
     for (scenario, rank), group in groups.items():
-        t = Table(title=f"{scenario}" + (f" · {rank}" if rank else ""), title_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        edits = [r for r in group if r[2] == "inputs"]
+        group = [r for r in group if r[2] != "inputs"]
+        for r in edits:  # whole lines, wrapped, not a table cell squeezed by another column
+            console.print(input_lines(scenario, r[3], r[4], console.width),
+                          style=STYLE[EDITED], highlight=False, soft_wrap=True)
+        if not group:
+            continue
+        # the title is a line of its own: a table's title wraps at the table's width
+        console.print(f"{scenario}" + (f" · {rank}" if rank else ""), style="italic",
+                      highlight=False)
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         t.add_column("metric", overflow="fold")
         for col in ("baseline", "now", "%"):
             t.add_column(col, justify="right", no_wrap=True)
@@ -104,6 +116,17 @@ def render_table(result: GateResult, console: Console) -> None:
         console.print(t)
     style = "bold red" if result.regressed else "bold green"
     console.print(summary_line(result), style=style, highlight=False)
+
+
+def input_lines(scenario: str, baseline: str, now: str, width: int) -> str:
+    """An edited scenario's inputs: the keys that changed, before and after, each wrapped to
+    ``width`` at the spaces between ``key=value`` pairs."""
+    out = [f"{scenario}: inputs edited (the scenario file changed)"]
+    for label, text in (("baseline", baseline), ("now", now)):
+        out += textwrap.wrap(text, width, initial_indent=f"  {label:<9} ",
+                             subsequent_indent=" " * 12, break_on_hyphens=False) or [
+            f"  {label}"]
+    return "\n".join(out)
 
 
 def _md(cell: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from memprof.base.units import fmt_bytes
 from memprof.core.contract import EstimateReport
 from memprof.report.estimate_rows import (
+    NO_COMPONENT_CHANGES,
     budget_lines,
     compare_rows,
     compare_title,
@@ -31,11 +32,14 @@ def render_markdown(report: EstimateReport, width: int | None = None) -> str:
         out += [""] + [f"- {line}" for line in budget_lines(e, r)] + [""]
     out.append(f"**{verdict_line(e)}**")
     out += [f"- {line}" for line in remedy_lines(remedies)]
-    if other is not None:
+    diffs = compare_rows(e, other) if other is not None else []
+    if other is not None and not diffs:
+        out += ["", f"#### {compare_title(e, other, changes)}", "", NO_COMPONENT_CHANGES]
+    elif other is not None:
         out += ["", f"#### {compare_title(e, other, changes)}", "",
                 "| rank | component | category | now | compare | Δ |",
                 "|---:|---|---|---:|---:|---:|"]
         out += [f"| {x.rank} | {x.component} | {x.category} | {fmt_bytes(x.a_bytes)} | "
-                f"{fmt_bytes(x.b_bytes)} | {fmt_bytes(x.delta)} |" for x in compare_rows(e, other)]
+                f"{fmt_bytes(x.b_bytes)} | {fmt_bytes(x.delta)} |" for x in diffs]
     out += [f"\n_note: {n}_" for n in e.notes]
     return "\n".join(out) + "\n"

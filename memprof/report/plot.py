@@ -2,15 +2,11 @@
 the terminal bar) and a sweep as KV tokens and max concurrency against its first axis.
 
 matplotlib is an optional extra (``pip install 'memprof-llm[plot]'``), imported here only when
-a plot is asked for; the file is written whole or not at all (a temporary file beside it,
-renamed into place).
+a plot is asked for; the file is written whole or not at all (``memprof.base.files``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,34 +111,20 @@ def sweep_figure(df: pd.DataFrame, axes: list[str], title_text: str) -> Any:
 
 
 def save(fig: Any, path: str) -> str:
-    """Write ``fig`` to ``path`` whole (a temporary file beside it, then a rename); returns the
-    format written. A path that cannot be written is bad input (exit 2)."""
+    """Write ``fig`` to ``path`` whole or not at all (``memprof.base.files.write_atomic``);
+    returns the format written. The path was checked (``check_output``) before the work."""
+    import io
+
+    from memprof.base.files import write_atomic
+
     fmt = plot_format(path)
-    target = Path(path)
-    tmp = ""
+    buf = io.BytesIO()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                   dir=target.parent if str(target.parent) else ".")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as open() would create it (mkstemp makes it 0600)
-        with os.fdopen(fd, "wb") as f:
-            metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-            fig.savefig(f, format=fmt, metadata=metadata)
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            if tmp:
-                os.unlink(tmp)
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}", hint="check the path"
-                       ) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            if tmp:
-                os.unlink(tmp)
-        raise
+        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+        fig.savefig(buf, format=fmt, metadata=metadata)
     finally:
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+    write_atomic(path, buf.getvalue())
     return fmt

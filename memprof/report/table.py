@@ -15,6 +15,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.contract import EstimateReport
 from memprof.report.bar import MemoryBar
 from memprof.report.estimate_rows import (
+    NO_COMPONENT_CHANGES,
     budget_lines,
     compare_rows,
     compare_title,
@@ -96,7 +97,8 @@ def fit_name(name: str, tail: str, room: int, legend: list[str]) -> str:
 
 def compare_table(e: Estimate, other: Estimate, changes: str | None,
                   width: int) -> tuple[Table, list[str]]:
-    """The components that differ between the two estimates, one line each."""
+    """The components that differ between the two estimates, one line each (at least one:
+    ``render_rich`` says so when none differs)."""
     xs = compare_rows(e, other)
     cells = [[str(x.rank), x.category, fmt_bytes(x.a_bytes), fmt_bytes(x.b_bytes),
               fmt_bytes(x.delta)] for x in xs]
@@ -138,7 +140,9 @@ def render_rich(report: EstimateReport, width: int = 100) -> RenderableType:
     parts.append(Text(verdict_line(e), style=VERDICT_STYLE.get(e.verdict, "bold")))
     for line in remedy_lines(remedies):
         parts.append(Text(line))
-    if other is not None:
+    if other is not None and not compare_rows(e, other):
+        parts.append(Text(f"{compare_title(e, other, changes)}\n{NO_COMPONENT_CHANGES}"))
+    elif other is not None:
         t, legend = compare_table(e, other, changes, width)
         parts.append(t)
         if legend:
