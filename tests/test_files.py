@@ -85,3 +85,13 @@ def test_write_atomic_into_a_missing_folder_is_bad_input(tmp_path: Path) -> None
     with pytest.raises(BadInput, match="cannot write"):
         write_atomic(tmp_path / "nodir" / "x", "x")
     assert not (tmp_path / "nodir").exists()
+
+
+def test_a_name_too_long_is_bad_input_before_work(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="too long"):
+        check_output(tmp_path / ("x" * 300), flag="-o")
+    # a name that fits, but not with the temporary name's prefix and suffix beside it
+    with pytest.raises(BadInput, match="too long"):
+        check_output(tmp_path / ("x" * 250), flag="-o")
+    with pytest.raises(BadInput, match="too long"):
+        check_output(tmp_path / ("x" * 300) / "y.csv", flag="-o")

@@ -22,8 +22,6 @@ default worker, so ``trace`` and ``validate`` are fuzzed up to the point where t
 - ``MEMPROF_FUZZ_TORCH=1`` lets torch in (slow: traces and CPU kernels run);
   ``MEMPROF_FUZZ_TIMEOUT`` sets the seconds after which a run counts as hung (10; 300 with
   torch, as validate at its CPU defaults takes minutes);
-- ``MEMPROF_FUZZ_KNOWN=1`` also runs the known reproducers of ``KNOWN`` (bugs being fixed
-  elsewhere) instead of skipping them;
 - ``MEMPROF_FUZZ_LOG=FILE`` appends every broken contract to FILE (JSON lines) instead of
   failing, to survey a run.
 """
@@ -31,7 +29,6 @@ default worker, so ``trace`` and ``validate`` are fuzzed up to the point where t
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import select
@@ -40,7 +37,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +51,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EXAMPLES = {"gate": 10, "plan": 20, "sweep": 20}  # the others: 25 (gate runs ~0.5 s)
 SCALE = os.environ.get("MEMPROF_FUZZ_COMMANDS")
 TORCH = os.environ.get("MEMPROF_FUZZ_TORCH") == "1"
-RUN_KNOWN = os.environ.get("MEMPROF_FUZZ_KNOWN") == "1"
 LOG = os.environ.get("MEMPROF_FUZZ_LOG")
 # a run longer than this is a hang (validate at its defaults on the CPU takes minutes)
 TIMEOUT_S = int(os.environ.get("MEMPROF_FUZZ_TIMEOUT", "300" if TORCH else "10"))
@@ -286,71 +282,6 @@ def argvs(draw: st.DrawFn, name: str, inputs: dict[str, str]) -> list[str]:
     return argv + tail
 
 
-# ---------------------------------------------------------------- known reproducers
-
-def _reads(argv: list[str], flag: str | None, kinds: tuple[str, ...]) -> bool:
-    """``argv`` gives ``flag`` (or, for None, a positional argument) one of ``kinds``' paths."""
-    for i, a in enumerate(argv):
-        value = argv[i + 1] if flag is not None and a == flag and i + 1 < len(argv) else (
-            a if flag is None else None)
-        if value is not None and any(value == k or value.endswith("/" + k) for k in kinds):
-            return True
-    return False
-
-
-def _table(argv: list[str]) -> bool:
-    """The run renders the table (no --format / -f, or --format table)."""
-    fmts = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--format", "-f")]
-    return not fmts or fmts[-1] == "table"
-
-
-PARALLEL = {"-tp", "--tp", "--tp-size", "--tensor-parallel-size", "-pp", "--pp-size",
-            "--pipeline-parallel-size", "-dp", "--dp", "--dp-size", "--data-parallel-size"}
-
-
-def _none_parallel_in_serve(argv: list[str]) -> bool:
-    """A pasted serve command (after --, or --from-file's script) sets a parallel size to
-    None."""
-    tail = argv[argv.index("--") + 1:] if "--" in argv else []
-    return any(a in PARALLEL and b == "None" for a, b in itertools.pairwise(tail)
-               ) or _reads(argv, "--from-file", ("tp-none.sh",))
-
-
-NOT_REGULAR = ("fifo", "/dev/zero")
-# (command, predicate on argv, the cause): known failures being fixed on other branches; the
-# fuzzer does not run these (they hang, read without end or exit 70) unless
-# MEMPROF_FUZZ_KNOWN=1. Remove an entry once its fix is merged.
-KNOWN: list[tuple[str, Callable[[list[str]], bool], str]] = [
-    ("alloc", lambda a: _reads(a, None, NOT_REGULAR),
-     "alloc replay opens OPS without base/files.read_capped: blocks on a FIFO, reads "
-     "/dev/zero without end"),
-    ("estimate", lambda a: _reads(a, "--from-file", NOT_REGULAR),
-     "--from-file reads without base/files.read_capped (FIFO, /dev/zero)"),
-    ("explain", lambda a: _reads(a, None, NOT_REGULAR),
-     "explain reads the log without base/files.read_capped (FIFO, /dev/zero)"),
-    ("gate", lambda a: _reads(a, "--baseline", NOT_REGULAR),
-     "gate reads --baseline without base/files.read_capped (FIFO, /dev/zero)"),
-    ("estimate", lambda a: "--compare" in a and _table(a),
-     "estimate --compare as a table: exit 70, TypeError in report/table.py:104 ('int' object "
-     "is not iterable)"),
-    ("estimate", _none_parallel_in_serve,
-     "None as tp/pp/dp in a pasted serve command: exit 70, TypeError in core/deployment.py "
-     "(int % None)"),
-    ("sweep", lambda a: any(x == "--set" and "None" in y for x, y in itertools.pairwise(a)),
-     "sweep --set tp=None / pp=None: exit 70, TypeError in core/deployment.py"),
-    ("explain", lambda a: _reads(a, None, ("huge.log",)),
-     "a 400-digit number in a start-up log: exit 70, OverflowError in "
-     "probes/startup_log.py:179"),
-    ("trace", lambda a: _reads(a, "--snapshot", ("nodir/x.csv", "folder", *NOT_REGULAR)),
-     "trace --snapshot into a missing folder (or onto a folder, FIFO, /dev/zero) fails after "
-     "the trace, not with base/files.check_output before it (torch runs only)"),
-]
-
-
-def _known(name: str, argv: list[str]) -> str | None:
-    return next((why for cmd, test, why in KNOWN if cmd == name and test(argv)), None)
-
-
 # ---------------------------------------------------------------- the contract
 
 def _tree(d: Path) -> dict[str, tuple[int, int]]:
@@ -409,8 +340,6 @@ def test_fuzz_command(name: str, worker: Worker, inputs: dict[str, str],
     @_settings(name)
     @given(argvs(name, inputs))
     def check(argv: list[str]) -> None:
-        if not RUN_KNOWN and _known(name, argv):
-            return
         cwd = tmp_path / f"run-{next(runs)}"
         cwd.mkdir()
         before = _tree(inputs_dir)
@@ -422,8 +351,8 @@ def test_fuzz_command(name: str, worker: Worker, inputs: dict[str, str],
         problem = broken(reply["code"], reply["out"], reply["err"], created, changed)
         if problem and LOG:
             with open(LOG, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"argv": argv, "problem": problem, "known": _known(
-                    name, argv), "err": reply["err"][-600:]}) + "\n")
+                f.write(json.dumps({"argv": argv, "problem": problem,
+                                    "err": reply["err"][-600:]}) + "\n")
             return
         assert problem is None, f"memprof {' '.join(argv)}: {problem}\n{reply['err'][-1500:]}"
 
@@ -445,16 +374,6 @@ def test_contract_check_catches_what_it_should() -> None:
     assert broken(1, "Traceback (most recent call last):", "", [], []) == "a traceback"
     assert broken(2, "", ok, ["nodir"], []) is not None
     assert broken(3, "", ok, [], ["baseline.json"]) is not None
-
-
-def test_known_reproducers_match_only_their_inputs() -> None:
-    fifo = "/tmp/x/fifo"
-    assert _known("alloc", ["alloc", "replay", fifo])
-    assert _known("alloc", ["alloc", "replay", "/dev/zero"])
-    assert not _known("alloc", ["alloc", "replay", "/tmp/x/ops.json"])
-    assert _known("gate", ["gate", "--baseline", fifo])
-    assert not _known("gate", ["gate", "--markdown", fifo])
-    assert not _known("estimate", ["estimate", "-m", fifo])
 
 
 def test_worker_survives_a_hang_and_reports_it(tmp_path: Path) -> None:

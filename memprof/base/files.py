@@ -99,18 +99,36 @@ def check_output(path: str | Path, *, flag: str) -> Path:
     if not text or text.endswith(os.sep):
         raise BadInput(f"{flag} {text!r} names no file", hint=f"give {flag} a file name")
     parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        what = "is not a folder" if parent.exists() else "does not exist"
-        raise BadInput(f"{flag} {text}: the folder {parent} {what}",
+    short = text if len(text) <= 120 else text[:60] + "…" + text[-40:]
+    try:
+        parent_mode: int | None = os.stat(parent).st_mode
+    except FileNotFoundError:
+        parent_mode = None
+    except OSError as exc:  # a name too long, a loop of links, no permission on the way
+        raise BadInput(f"{flag} {short}: {exc.strerror}",
+                       hint=f"give {flag} a path that can be written") from None
+    if parent_mode is None or not stat.S_ISDIR(parent_mode):
+        what = "does not exist" if parent_mode is None else "is not a folder"
+        raise BadInput(f"{flag} {short}: the folder {parent} {what}",
                        hint=f"create it first (mkdir -p {parent}); memprof never creates "
                        "folders")
-    if p.is_dir():
-        raise BadInput(f"{flag} {text} is a folder", hint=f"give {flag} a file name inside it")
-    if p.exists() and not p.is_file():
-        raise BadInput(f"{flag} {text} is {_kind(os.stat(p).st_mode)}",
+    try:
+        mode: int | None = os.stat(p).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise BadInput(f"{flag} {short}: {exc.strerror}",
+                       hint=f"give {flag} a path that can be written") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise BadInput(f"{flag} {short} is a folder", hint=f"give {flag} a file name inside it")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise BadInput(f"{flag} {short} is {_kind(mode)}",
                        hint=f"give {flag} a regular file's path")
+    if len(p.name.encode()) + 24 > os.pathconf(parent, "PC_NAME_MAX"):
+        raise BadInput(f"{flag} {short}: the file name is too long",
+                       hint=f"give {flag} a shorter name")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise BadInput(f"{flag} {text}: the folder {parent} is not writable",
+        raise BadInput(f"{flag} {short}: the folder {parent} is not writable",
                        hint="choose a folder you can write to")
     return p
 
