@@ -95,3 +95,27 @@ def test_a_name_too_long_is_bad_input_before_work(tmp_path: Path) -> None:
         check_output(tmp_path / ("x" * 250), flag="-o")
     with pytest.raises(BadInput, match="too long"):
         check_output(tmp_path / ("x" * 300) / "y.csv", flag="-o")
+
+
+def test_path_kind_never_raises(tmp_path: Path) -> None:
+    from memprof.base.files import path_kind
+
+    (tmp_path / "f").write_text("x")
+    os.mkfifo(tmp_path / "p")
+    assert path_kind(tmp_path / "f") == "file"
+    assert path_kind(tmp_path) == "folder"
+    assert path_kind(tmp_path / "p") == "other"
+    assert path_kind(tmp_path / "none") == "missing"
+    assert path_kind(tmp_path / "f" / "under-a-file") == "missing"
+    assert path_kind("x" * 5000) == "missing"  # Path.exists() raises here
+    assert path_kind("a\0b") == "missing"
+
+
+def test_a_large_cap_reserves_no_memory_up_front(tmp_path: Path) -> None:
+    import resource
+
+    f = tmp_path / "small"
+    f.write_bytes(b"abc")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert read_capped(f, what="x", cap=1 << 40, hint="h") == b"abc"  # a 1 TiB cap
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 << 10  # KiB

@@ -16,6 +16,7 @@ write are removed by the next write of the same file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -38,6 +39,24 @@ def _kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+def path_kind(path: str | Path) -> str:
+    """What ``path`` names, without raising: ``"file"``, ``"folder"``, ``"other"`` (a FIFO, a
+    device, a socket), ``"missing"`` (also a name too long to exist, or a path through a file),
+    or ``"inaccessible"`` (no permission on the way, a loop of links). ``Path.exists`` and
+    friends raise ``OSError`` for a name too long; a user's path goes through this instead."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError as exc:
+        return "missing" if exc.errno == errno.ENAMETOOLONG else "inaccessible"
+    except ValueError:  # a NUL byte in the path
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "folder" if stat.S_ISDIR(mode) else "other"
 
 
 def read_capped(path: str | Path, *, what: str, cap: int, hint: str) -> bytes:
@@ -72,13 +91,24 @@ def read_capped(path: str | Path, *, what: str, cap: int, hint: str) -> bytes:
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise BadInput(f"{what} {p} is not a regular file", hint=hint)
+        # In pieces, never more than the file's size (or the cap) ahead: a single
+        # read(cap + 1) would reserve the whole cap in memory before reading a byte.
+        chunks: list[bytes] = []
+        got = 0
+        want = min(st.st_size, cap) + 1
         try:
-            data = f.read(cap + 1)
+            while got <= cap:
+                chunk = f.read(min(want, cap + 1 - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+                want = 1 << 20  # the file grew since the stat: go on a MiB at a time
         except OSError as exc:
             raise BadInput(f"cannot read {what} {p}: {exc.strerror}", hint=hint) from None
-    if len(data) > cap:
+    if got > cap:
         raise too_big
-    return data
+    return b"".join(chunks)
 
 
 def read_capped_text(path: str | Path, *, what: str, cap: int, hint: str) -> str:

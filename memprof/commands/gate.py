@@ -29,7 +29,7 @@ from typing import Annotated, Any
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM, BadInput
-from memprof.base.files import write_atomic  # the one rule: whole or not at all
+from memprof.base.files import path_kind, write_atomic  # the one rule: whole or not at all
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")
@@ -70,7 +70,7 @@ def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
     from memprof.core.contract import SCHEMA_VERSION
     from memprof.core.gate import validate_baseline
 
-    if not path.exists() and not path.is_symlink():
+    if path_kind(path) == "missing":
         raise BadInput(f"the baseline {path} does not exist",
                        hint=f"create it with: memprof gate --update --baseline {path}")
     raw = read_capped(path, what="the baseline", cap=BASELINE_CAP,
@@ -141,7 +141,7 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
             old: dict[str, dict[str, Any]] | None = read_baseline(baseline)
         except BadInput as exc:
             old = None
-            if baseline.exists():
+            if path_kind(baseline) != "missing":
                 sys.stderr.write(f"note: {exc.message}; --update regenerates it\n")
         if old is not None:
             result = compare(old, current, tolerance, floor_bytes)

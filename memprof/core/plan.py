@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memprof.base.errors import BadInput
+from memprof.base.files import path_kind
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
@@ -146,10 +147,10 @@ def serve_model(model: str) -> tuple[str, str | None]:
             return text, (f"{text} is memprof's bundled name and its config names no HF repo "
                           "id: replace it with the model's id or folder")
         return first, f"{first}: the HF repo id of memprof's bundled {text}"
-    if key in hf_ids() and not Path(text).expanduser().exists():
+    if key in hf_ids() and path_kind(Path(text).expanduser()) == "missing":
         return text, None
     path = Path(text).expanduser()
-    if path.is_file():
+    if path_kind(path) == "file":
         folder = str(path.parent) if str(path.parent) else "."
         return folder, f"the engine loads the folder {folder}, not its config.json"
     return text, None

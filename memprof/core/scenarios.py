@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memprof.base.errors import BadInput
+from memprof.base.files import path_kind
 from memprof.base.units import parse_size
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
@@ -120,7 +121,7 @@ def request_from_mapping(values: Mapping[str, object], *, where: str,
         raise BadInput(f"{where}: no model", hint='add e.g. model = "llama-3.1-8b"')
     if base_dir is not None and ("/" in model or model.endswith(".json")):
         candidate = base_dir / model
-        if candidate.exists():
+        if path_kind(candidate) != "missing":
             model = str(candidate)
     gpu = values.get("gpu")
     if gpu is not None and not isinstance(gpu, str):
@@ -181,7 +182,7 @@ def load_scenario(path: Path) -> Scenario:
 
 def load_scenarios(directory: Path) -> list[Scenario]:
     """Every ``*.toml`` in ``directory``, sorted by name."""
-    if not directory.is_dir():
+    if path_kind(directory) != "folder":
         raise BadInput(f"the scenario folder {directory} does not exist",
                        hint="pass --scenarios DIR (a folder of *.toml deployments)")
     paths = sorted(directory.glob("*.toml"))

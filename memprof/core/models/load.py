@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memprof.base.errors import BadInput, ConfigError
-from memprof.base.files import read_capped_text
+from memprof.base.files import path_kind, read_capped_text
 from memprof.core.models.config import ConfigFields, validate_config
 from memprof.core.models.families import FAMILIES, family_of
 from memprof.core.models.quant_config import quant_from_config
@@ -87,16 +87,16 @@ def _config_file(model: str) -> Path:
     bundled = bundled_models()
     key = model.strip().lower()
     path = Path(model).expanduser()
-    if path.is_dir():
+    if path_kind(path) == "folder":
         path = path / "config.json"
-        if not path.exists() or path.is_dir():
+        if path_kind(path) in ("missing", "folder"):
             raise ConfigError(
                 f"no config.json in the folder {model}",
                 hint="point --model at a HF model folder, a config.json, or a bundled name "
                 "(memprof models lists them)",
             )
         return path  # load_config reads it (a FIFO or a device there is refused)
-    if path.exists():
+    if path_kind(path) != "missing":
         return path
     if _HF_ID.match(model.strip()) and not model.endswith(".json"):
         found = hf_ids().get(key)
