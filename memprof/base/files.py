@@ -19,7 +19,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from memprof.base.errors import BadInput
@@ -193,7 +192,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     for old in _leftovers(p):  # a named temp file of an earlier write that was killed
         with contextlib.suppress(OSError):
             old.unlink()
-    tmp = Path(tempfile.mktemp(dir=folder, prefix=f".{p.name}.", suffix=".tmp"))
+    tmp = folder / f".{p.name}.{os.urandom(6).hex()}.tmp"  # O_EXCL below: never an old file
     fd = -1
     named = False
     try:
