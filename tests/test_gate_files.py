@@ -6,7 +6,6 @@ columns (golden: tests/golden/gate-80.txt)."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -20,9 +19,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from memprof.cli import run
 from memprof.core.gate import EDITED, IMPROVEMENT, NEW, REGRESSION, WITHIN, Finding, GateResult
 from memprof.report.gate import render_table
+from tests.cli_helpers import invoke as invoke_cli
+from tests.cli_helpers import one_error
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "gate-80.txt"
@@ -30,16 +30,7 @@ ONE = "llama-3.1-8b-h100.toml"
 
 
 def invoke(*argv: object) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run(["gate", *map(str, argv)])
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_error(err: str, text: str) -> None:
-    lines = err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
-    assert text in lines[0], lines[0]
+    return invoke_cli(["gate", *map(str, argv)])
 
 
 @pytest.fixture

@@ -5,33 +5,18 @@ are checked before any work and written whole; the terminal table keeps every co
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.sweep import parse_axis, sweep
 from memprof.report.sweep import SHOWN, dataframe, render_table
+from tests.cli_helpers import invoke, one_error
 
 BASE = ["sweep", "--model", "qwen3-32b", "--gpu", "H200"]
-
-
-def invoke(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_error(err: str, text: str) -> None:
-    lines = err.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
-    assert text in lines[0], lines[0]
 
 
 @pytest.fixture
