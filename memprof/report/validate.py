@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from memprof.base.units import fmt_bytes
-from memprof.kernels.graph_clean import GraphClean
-from memprof.kernels.validate_dp_gather import DPGatherValidation
-from memprof.kernels.validate_dsv4 import DSV4Validation
-from memprof.kernels.validate_mla_tq import KernelValidation
+from memprof.validation.dp_gather import DPGatherValidation
+from memprof.validation.dsv4 import DSV4Validation
+from memprof.validation.graph_clean import GraphClean
+from memprof.validation.mla_tq import KernelValidation
 
 AnyValidation = KernelValidation | DSV4Validation | DPGatherValidation
 
