@@ -1,4 +1,6 @@
-"""Reporters of an allocator replay (``memprof.alloc.replay.ReplayResult``): a summary table,
+"""``ReplayResult`` (``memprof alloc replay``) as table, JSON and Markdown.
+
+Reporters of an allocator replay (``memprof.alloc.replay.ReplayResult``): a summary table,
 JSON with the state after every op (``memprof.alloc.contract``, serialised) and Markdown (the
 summary's figures)."""
 

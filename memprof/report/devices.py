@@ -1,4 +1,6 @@
-"""Reporters of ``memprof devices`` (this host's GPUs, ``memprof.probes.devices.Device``): a rich
+"""``Device`` list (``memprof devices``) as table, JSON and Markdown.
+
+Reporters of ``memprof devices`` (this host's GPUs, ``memprof.probes.devices.Device``): a rich
 table with a note per problem a library reported, JSON (a list of ``device_dict`` records,
 serialised) and Markdown (the table's rows and the notes)."""
 

@@ -1,4 +1,6 @@
-"""Reporters of ``memprof explain`` (an ``Explanation`` and what the log said about itself):
+"""``Explanation`` (``memprof explain``) as table, JSON and Markdown.
+
+Reporters of ``memprof explain`` (an ``Explanation`` and what the log said about itself):
 measured (as logged) vs estimated per figure as a table (80 columns), JSON
 (``memprof.core.explain.explanation_dict``, serialised) and Markdown (the table's rows)."""
 
@@ -8,8 +10,7 @@ import io
 import json
 from typing import Any
 
-from memprof.core.explain import Explanation, Row, show
-from memprof.core.explain import explanation_dict as core_explanation_dict
+from memprof.core.explain import Explanation, Row, explanation_dict, show
 from memprof.report.estimate_rows import headline
 
 SHORT = {
@@ -46,15 +47,10 @@ def _pct(r: Row) -> str:
     return f"{pct:+.1f}%" if abs(pct) < 1000 else f"{pct / 100:+.0f}×"
 
 
-def explanation_dict(x: Explanation, log: dict[str, Any]) -> dict[str, Any]:
-    """``memprof.core.explain.explanation_dict`` with the log parser's names of the figures."""
+def render_explain_json(x: Explanation, log: dict[str, Any]) -> str:
     from memprof.probes.startup_log import LABELS as LOG_LABELS
 
-    return core_explanation_dict(x, log, LOG_LABELS)
-
-
-def render_explain_json(x: Explanation, log: dict[str, Any]) -> str:
-    return json.dumps(explanation_dict(x, log), indent=2) + "\n"
+    return json.dumps(explanation_dict(x, log, LOG_LABELS), indent=2) + "\n"
 
 
 def render_explain_table(x: Explanation, log: dict[str, Any], width: int | None = 80) -> str:

@@ -1,4 +1,6 @@
-"""Reporters of a gate result (``memprof.core.gate.GateResult``): a rich table, Markdown (the same
+"""``GateResult`` (``memprof gate``) as table, JSON and Markdown.
+
+Reporters of a gate result (``memprof.core.gate.GateResult``): a rich table, Markdown (the same
 rows) and JSON (``memprof.core.gate.gate_result_dict``, serialised).
 
 Rows are ordered by importance: regressions, then scenario/rank/input changes, improvements, and

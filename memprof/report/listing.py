@@ -1,4 +1,6 @@
-"""Reporters of the listings (``memprof models``, ``memprof gpus``; records from
+"""Model and GPU records (``memprof models``, ``memprof gpus``) as table, JSON and Markdown.
+
+Reporters of the listings (``memprof models``, ``memprof gpus``; records from
 ``memprof.core.listing``): rich tables whose cells are never cut (every name whole at 80
 columns), JSON (serialised records) and Markdown (the tables' rows)."""
 

@@ -1,4 +1,6 @@
-"""Reporters of ``memprof plan`` (``memprof.core.plan_report.PlanReport``): a table readable at 80
+"""``PlanReport`` (``memprof plan``) as table, JSON and Markdown.
+
+Reporters of ``memprof plan`` (``memprof.core.plan_report.PlanReport``): a table readable at 80
 columns with the best layout's serve command under it, JSON (``plan_dict``, serialised) and
 Markdown (the table's rows and the command)."""
 

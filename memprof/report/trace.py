@@ -1,4 +1,6 @@
-"""Reporters of a trace (``TraceResult``): table (component | estimated | traced | Δ | Δ%, then
+"""``TraceResult`` (``memprof trace``) as table, JSON and Markdown; a progress bar.
+
+Reporters of a trace (``TraceResult``): table (component | estimated | traced | Δ | Δ%, then
 the phases), JSON (``memprof.trace.contract``, serialised) and Markdown (the table's rows); a
 progress bar."""
 

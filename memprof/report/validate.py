@@ -1,4 +1,6 @@
-"""Reporters of ``memprof validate`` (a list of kernel validations, ``memprof.validation``):
+"""Kernel validations (``memprof validate``) as table, JSON and Markdown.
+
+Reporters of ``memprof validate`` (a list of kernel validations, ``memprof.validation``):
 table, JSON (``memprof.validation.results``, serialised) and Markdown.
 
 The table: per kernel a table of the scratch each policy holds next to the estimate's catalog

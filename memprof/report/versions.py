@@ -1,4 +1,6 @@
-"""Reporters of ``memprof versions``: the rulebook (the releases modelled and every rule row) or a
+"""The rulebook or a ``VersionDiff`` (``memprof versions``) as text, JSON and Markdown.
+
+Reporters of ``memprof versions``: the rulebook (the releases modelled and every rule row) or a
 ``VersionDiff`` (what differs between two releases for one deployment: rules, then components),
 as text, JSON (``memprof.core.version_diff``'s dicts, serialised) and Markdown (the same rows)."""
 
