@@ -245,11 +245,11 @@ def _versions() -> dict[str, str]:
 
 
 def _listings() -> dict[str, str]:
-    from memprof.report.listing import gpus_table, models_table, render_json, render_markdown
+    from memprof.report.listing import render_json, render_markdown, render_table
 
-    return {"models.txt": console_text(lambda c: c.print(models_table())),
+    return {"models.txt": render_table("models", 80),
             "models.md": render_markdown("models"), "models.json": render_json("models"),
-            "gpus.txt": console_text(lambda c: c.print(gpus_table())),
+            "gpus.txt": render_table("gpus", 80),
             "gpus.md": render_markdown("gpus"), "gpus.json": render_json("gpus")}
 
 
@@ -346,3 +346,12 @@ def test_a_golden_fails_on_a_changed_character() -> None:
     with pytest.raises(AssertionError, match="changed"):
         check("alloc-replay.json", changed, None)
 
+
+
+def test_cli_devices_prints_the_reporters_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memprof devices`` on a host with the two made-up GPUs prints devices.txt / .json."""
+    import memprof.probes.devices as probe
+
+    monkeypatch.setattr(probe, "devices", made_up_devices)
+    assert cli(["devices"]) == (GOLDEN / "devices.txt").read_text(encoding="utf-8")
+    assert cli(["devices", "-f", "json"]) == (GOLDEN / "devices.json").read_text(encoding="utf-8")

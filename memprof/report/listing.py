@@ -58,6 +58,19 @@ def gpus_table() -> Table:
     return t
 
 
+def render_table(kind: Listing = "models", width: int | None = 80, *, color: bool = False) -> str:
+    """The listing's table as text, ``width`` columns (``None``: the terminal's)."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    Console(file=buf, width=width, force_terminal=color,
+            color_system="auto" if color else None).print(
+        models_table() if kind == "models" else gpus_table())
+    return buf.getvalue()
+
+
 def render_json(kind: Listing = "models") -> str:
     return json.dumps(listing_dict(kind), indent=2) + "\n"
 
