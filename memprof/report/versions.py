@@ -38,10 +38,14 @@ def render_rulebook() -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_version_diff(d: VersionDiff) -> str:
+def _title(d: VersionDiff) -> str:
     e = d.estimate_a
-    lines = [f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
-             f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}", ""]
+    return (f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
+            f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}")
+
+
+def render_version_diff(d: VersionDiff) -> str:
+    lines = [_title(d), ""]
     touching = [c for c in d.rules if c.applies]
     other = [c for c in d.rules if not c.applies]
     lines.append("rules that differ and apply to this deployment:"
@@ -89,9 +93,7 @@ def render_markdown(d: VersionDiff | None = None) -> str:
                                                    r.removed_by, r.source)) + " |"
                 for r in all_rules()]
         return "\n".join(out) + "\n"
-    e = d.estimate_a
-    out = [f"### memprof versions: {e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
-           f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}", ""]
+    out = [f"### memprof versions: {_title(d)}", ""]
     touching = [c for c in d.rules if c.applies]
     other = [c for c in d.rules if not c.applies]
     if touching:
