@@ -10,7 +10,7 @@ Writes ``$OUT/bench_kernels_mla.json`` (every number) and prints a short table l
 2. MLA correctness on fresh random inputs (several shapes, empty requests, poisoned outputs);
 3. MLA tile sweep at R1 TP8 shapes (H=16, B=64, 16k context): parity + time + % of copy;
 4. TurboQuant k8v4 correctness and a small tile sweep (Qwen3-32B: Hq=64, Hkv=8, D=128);
-5. the validation runner (``memprof.kernels.validate_mla_tq``) for R1 CUTLASS MLA at B=64 / 16k
+5. the validation runner (``memprof.validation.mla_tq``) for R1 CUTLASS MLA at B=64 / 16k
    (bandwidth target), B=512 and B=2048 (per-layer 61 × B × 128 × 512 × 2 B vs one) and for
    Qwen3-32B TurboQuant at --max-num-seqs 256 (60 × 278,986,752 B vs one).
 """
@@ -40,7 +40,7 @@ from memprof.kernels.tq_decode import (
     tq_decode_reference,
     tq_store_k8v4,
 )
-from memprof.kernels.validate_mla_tq import (
+from memprof.validation.mla_tq import (
     KernelValidation,
     copy_bandwidth_gbps,
     validate_mla,

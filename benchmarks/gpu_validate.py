@@ -36,7 +36,7 @@ CLI_RUNS: dict[str, list[str]] = {
 
 
 def grid() -> list[dict[str, Any]]:
-    from memprof.kernels.validate_mla_tq import validate_mla, validate_tq
+    from memprof.validation.mla_tq import validate_mla, validate_tq
 
     rows: list[dict[str, Any]] = []
     for kernel in ("mla", "tq"):

@@ -49,8 +49,8 @@ def grid() -> list[dict[str, Any]]:
         sparse_mla_decode,
         sparse_mla_decode_reference,
     )
-    from memprof.kernels.validate_dsv4 import EXTRA_ROWS, SWA_ROWS, scope_inputs
-    from memprof.kernels.validate_mla_tq import _parity, _seq_lens
+    from memprof.validation.dsv4 import EXTRA_ROWS, SWA_ROWS, scope_inputs
+    from memprof.validation.mla_tq import _parity, _seq_lens
 
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)

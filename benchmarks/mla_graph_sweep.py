@@ -31,14 +31,14 @@ from memprof.kernels.mla_decode import (
     mla_decode_reference,
     mla_mid_shapes,
 )
-from memprof.kernels.validate_mla_tq import (
+from memprof.kernels.workspace import Workspace
+from memprof.validation.mla_tq import (
     _block_table,
     _graph_time_ms,
     _seq_lens,
     _time_ms,
     copy_bandwidth_gbps,
 )
-from memprof.kernels.workspace import Workspace
 
 CONFIGS = (MLAConfig(32, 16, 4, 2), MLAConfig(32, 16, 4, 3), MLAConfig(64, 16, 4, 3),
            MLAConfig(64, 16, 8, 2))

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from memprof.kernels.mla_decode import MLAConfig
-from memprof.kernels.validate_mla_tq import validate_mla
+from memprof.validation.mla_tq import validate_mla
 
 CONFIGS = (MLAConfig(32, 16, 4, 2), MLAConfig(64, 16, 8, 2), MLAConfig(64, 16, 4, 2))
 

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprof.budget",),
     ("memprof.report",),
     ("memprof.trace",),
+    ("memprof.validation",),
     ("memprof.kernels",),
     ("memprof.probes",),
     ("memprof.core",),

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
-
-if TYPE_CHECKING:
-    from memprof.core.plan import PlanRow
 
 
 def plan(
@@ -80,70 +76,13 @@ def plan(
                     base=Deployment(engine=engine, engine_version=version,
                                     entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)
-    shown = rows[:top]
-    if fmt == "json":
-        sys.stdout.write(json.dumps({"model": model, "gpu": g.name, "requests": requests,
-                                     "context": ctx, "plans": [_record(i, r, served) for i, r in
-                                                               enumerate(shown, 1)]},
-                                    indent=2) + "\n")
-    else:
-        _table(shown, model, g.name, requests, ctx, len(rows), served, served_note)
+    from memprof.core.plan_report import PlanReport
+    from memprof.report.plan import render_json, render_table
+
+    report = PlanReport(model=model, gpu=g.name, requests=requests, context=ctx,
+                        rows=tuple(rows[:top]), found=len(rows), served=served,
+                        served_note=served_note)
+    sys.stdout.write(render_json(report) if fmt == "json" else
+                     render_table(report, None if sys.stdout.isatty() else 80))
     raise typer.Exit(EXIT_OK if rows else EXIT_OOM)
 
-
-def _command(r: PlanRow, model: str) -> str:
-    """The serve command of a plan, to paste: ``model`` is what the engine loads
-    (``serve_model``), shell-quoted."""
-    import shlex
-
-    c, d = r.candidate, r.deployment
-    model = shlex.quote(model)
-    if d.engine == "sglang":
-        parts = [f"python -m sglang.launch_server --model-path {model} --tp {c.tp}"]
-        parts += [f"--pp-size {c.pp}"] if c.pp > 1 else []
-        parts += ["--ep-size", str(c.tp)] if c.ep else []
-        parts += [f"--context-length {d.max_model_len}",
-                  f"--max-running-requests {r.max_num_seqs}"]
-    else:
-        parts = [f"vllm serve {model} -tp {c.tp}"]
-        parts += [f"-pp {c.pp}"] if c.pp > 1 else []
-        parts += [f"-dp {c.dp}"] if c.dp > 1 else []
-        parts += ["--enable-expert-parallel"] if c.ep else []
-        parts += [f"--max-model-len {d.max_model_len}", f"--max-num-seqs {r.max_num_seqs}"]
-    if c.kv_cache_dtype != "auto":
-        parts.append(f"--kv-cache-dtype {c.kv_cache_dtype}")
-    return " ".join(parts)
-
-
-def _record(i: int, r: PlanRow, model: str) -> dict[str, object]:
-    c = r.candidate
-    return {"rank": i, "gpus": r.gpus, "tp": c.tp, "pp": c.pp, "dp": c.dp,
-            "enable_expert_parallel": c.ep, "kv_cache_dtype": c.kv_cache_dtype,
-            "max_num_seqs": r.max_num_seqs, "kv_cache_tokens": r.kv_cache_tokens,
-            "total_kv_tokens": r.total_kv_tokens, "max_concurrency": round(r.max_concurrency, 4),
-            "headroom_bytes": r.headroom_bytes, "command": _command(r, model)}
-
-
-def _table(rows: list[PlanRow], model: str, gpu: str, requests: int, ctx: int,
-           found: int, served: str, served_note: str | None) -> None:
-    from memprof.report.sweep import dataframe, render_table
-
-    title = (f"{model} on {gpu}: {requests} requests × {ctx:,} tokens — {found} layouts "
-             "hold it")
-    if not rows:
-        sys.stdout.write(title.replace(f"{found} layouts hold it", "no layout holds it") +
-                         "\nhint: raise --max-gpus, add --kv-cache-dtype fp8, or lower "
-                         "--requests / --context\n")
-        return
-    recs = []
-    for i, r in enumerate(rows, 1):
-        d = _record(i, r, served)
-        d["layout"] = r.layout
-        recs.append(d)
-    cols = ["rank", "gpus", "layout", "kv_cache_dtype", "max_num_seqs", "total_kv_tokens",
-            "max_concurrency", "headroom_bytes"]
-    width = None if sys.stdout.isatty() else 80
-    sys.stdout.write(render_table(dataframe(recs), cols, title=title, width=width))
-    sys.stdout.write(f"best: {recs[0]['command']}\n")
-    if served_note:
-        sys.stdout.write(f"  ({served_note})\n")

@@ -238,7 +238,7 @@ def _dsv4(model: str | None, tp_opt: int | None, batch_opt: int | None, gpu: str
           kv_bytes: int | None, graph_steps: int | None) -> AnyValidation:
     from memprof.base.errors import BadInput
     from memprof.core.models import load_model
-    from memprof.kernels.validate_dsv4 import validate_dsv4
+    from memprof.validation.dsv4 import validate_dsv4
 
     d = DSV4_DEFAULTS
     name = model or str(d["model"])
@@ -263,7 +263,7 @@ def _dp_gather(model: str | None, tp_opt: int | None, dp_opt: int | None,
                graph_steps: int | None) -> AnyValidation:
     from memprof.base.errors import BadInput
     from memprof.core.models import load_model
-    from memprof.kernels.validate_dp_gather import validate_dp_gather
+    from memprof.validation.dp_gather import validate_dp_gather
 
     d = DP_DEFAULTS
     name = model or str(d["model"])
@@ -279,7 +279,7 @@ def _dp_gather(model: str | None, tp_opt: int | None, dp_opt: int | None,
 
 def _run(kind: str, model: str, tp: int, batch: int, ctx: int, layers: int, steps: int,
          device: str, seed: int, gpu: str, backend: str, block_size: int) -> AnyValidation:
-    from memprof.kernels.validate_mla_tq import validate_mla, validate_tq
+    from memprof.validation.mla_tq import validate_mla, validate_tq
 
     if kind == "mla":
         return validate_mla(model=model, tp=tp, backend=backend, batch=batch, context_len=ctx,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
@@ -235,3 +236,39 @@ def show(key: str, value: float) -> str:
 
 
 __all__ = ["ESTIMATED", "Explanation", "GiB", "Row", "explain", "show"]
+
+
+EXPLAIN_SCHEMA_VERSION = 1
+
+
+def explanation_dict(x: Explanation, log: dict[str, Any],
+                     labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The JSON document (``schema_version`` 1) of ``memprof explain --format json``: ``log``
+    (what the log said about itself: path, engine, release, error, notes) as given, the rebuilt
+    deployment, and every figure measured vs estimated. ``labels`` names a figure's key as the
+    log parser does (``memprof.probes.startup_log.LABELS``; the key itself where absent)."""
+    e = x.estimate
+    names = labels or {}
+    return {
+        "schema_version": EXPLAIN_SCHEMA_VERSION,
+        "log": log,
+        "deployment": {"model": e.spec.name, "engine": e.deployment.engine,
+                       "engine_version": e.deployment.engine_version,
+                       "tensor_parallel_size": e.deployment.tp,
+                       "pipeline_parallel_size": e.deployment.pp,
+                       "data_parallel_size": e.deployment.dp, "gpu": e.gpu.name,
+                       "gpu_total_bytes": e.gpu.total_bytes, "max_model_len": e.max_model_len,
+                       "max_num_seqs": e.deployment.max_num_seqs,
+                       "kv_cache_dtype": e.deployment.kv_cache_dtype,
+                       "gpu_memory_utilization": e.deployment.gpu_memory_utilization,
+                       "mem_fraction_static": e.mem_fraction_static},
+        "verdict": e.verdict,
+        "figures": [{"key": r.key, "label": names.get(r.key, r.key), "measured": r.measured,
+                     "estimated": r.estimated, "delta": r.delta, "delta_pct": r.delta_pct,
+                     "reproduced": r.reproduced, "explanation": r.explanation}
+                    for r in x.rows],
+        "fixes": [{"change": f.change, "detail": f.detail} for f in (x.fixes or [])],
+        "fixes_note": x.fixes.summary() if x.fixes is not None and x.fixes.tried else None,
+        "engine_fix": x.engine_fix,
+        "notes": list(x.notes),
+    }

@@ -258,6 +258,39 @@ class GateResult:
         return tuple(dict.fromkeys(f.scenario for f in self.regressions))
 
 
+GATE_RESULT_SCHEMA_VERSION = 1
+ORDER = (REGRESSION, EDITED, REMOVED, NEW, IMPROVEMENT, WITHIN)  # by importance
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    return {"scenario": f.scenario, "rank": f.rank, "metric": f.metric, "unit": f.unit,
+            "baseline": f.baseline, "now": f.now, "delta": f.delta,
+            "pct": None if f.pct is None else round(f.pct, 4), "status": f.status}
+
+
+def gate_result_dict(result: GateResult) -> dict[str, Any]:
+    """A gate run as a JSON-able document (``schema_version`` 1; a result, not the baseline):
+    whether it regressed, the tolerance, the scenarios compared, new and removed, and every
+    finding in the order the table shows them (``ORDER``)."""
+    return {
+        "schema_version": GATE_RESULT_SCHEMA_VERSION,
+        "regressed": result.regressed,
+        "tolerance_pct": result.tolerance_pct,
+        "floor_bytes": result.floor_bytes,
+        "compared": list(result.compared),
+        "new": list(result.new),
+        "removed": list(result.removed),
+        "regressed_scenarios": list(result.regressed_scenarios),
+        "findings": [finding_dict(f) for f in ordered_findings(result)],
+    }
+
+
+def ordered_findings(result: GateResult) -> list[Finding]:
+    """The findings by importance: regressions, then scenario/rank/input changes, improvements
+    and changes within the tolerance (stable within each)."""
+    return sorted(result.findings, key=lambda f: ORDER.index(f.status))
+
+
 def _status_growth_bad(base: int, now: int, tol: float, floor: int = 0) -> str | None:
     """Status of a figure for which growth is bad (bytes); None when unchanged. A move counts
     only when it exceeds both ``tol`` of the baseline and the absolute ``floor`` (bytes), so a

@@ -5,6 +5,7 @@ deployment, and the components whose bytes move (the deployment estimated at eac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
@@ -24,7 +25,7 @@ from memprof.core.terms.activation import V0_DRIVER_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
-from memprof.core.versions import Rule, resolve_version, rule_in_force
+from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
     MXFP4_SM90_BACKEND,
@@ -103,3 +104,48 @@ def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
         changes.append(RuleChange(first.name, first.changes, ra, rb,
                                   applies(first, spec, ea.deployment)))
     return VersionDiff(va, vb, tuple(changes), tuple(diff(ea, eb)), ea, eb)
+
+
+VERSIONS_SCHEMA_VERSION = 1
+
+
+def _value(v: object) -> object:
+    """A rule's value as JSON: numbers, strings and booleans as they are, anything else (a
+    placement) as the text the table prints."""
+    return v if isinstance(v, bool | int | float | str) else str(v)
+
+
+def rule_dict(r: Rule) -> dict[str, Any]:
+    return {"name": r.name, "engine": r.engine, "changes": r.changes, "applies_to": r.applies_to,
+            "since": r.since, "until": r.until, "span": r.span, "value": _value(r.value),
+            "introduced_by": r.introduced_by, "removed_by": r.removed_by or None,
+            "source": r.source}
+
+
+def rulebook_dict() -> dict[str, Any]:
+    """``memprof versions`` as a JSON-able document: the releases modelled per engine and every
+    rule row."""
+    return {"schema_version": VERSIONS_SCHEMA_VERSION,
+            "releases": {engine: list(rel) for engine, rel in RELEASES.items()},
+            "rules": [rule_dict(r) for r in all_rules()]}
+
+
+def version_diff_dict(d: VersionDiff) -> dict[str, Any]:
+    """``memprof versions --from A --to B`` as a JSON-able document: the deployment, the rules
+    that differ (whether each applies, its row at each release), the components that differ and
+    the KV tokens and verdict at each release."""
+    e = d.estimate_a
+    return {
+        "schema_version": VERSIONS_SCHEMA_VERSION,
+        "model": e.spec.name, "gpu": e.gpu.name, "world_size": e.deployment.world_size,
+        "engine": e.deployment.engine, "from": d.a, "to": d.b,
+        "rules": [{"name": c.name, "changes": c.changes, "applies": c.applies,
+                   "from": None if c.a is None else rule_dict(c.a),
+                   "to": None if c.b is None else rule_dict(c.b)} for c in d.rules],
+        "components": [{"rank": x.rank, "name": x.component, "category": x.category,
+                        "from_bytes": x.a_bytes, "to_bytes": x.b_bytes, "delta_bytes": x.delta}
+                       for x in d.components],
+        "kv_cache_tokens": {"from": d.estimate_a.kv_cache_tokens,
+                            "to": d.estimate_b.kv_cache_tokens},
+        "verdict": {"from": d.estimate_a.verdict, "to": d.estimate_b.verdict},
+    }

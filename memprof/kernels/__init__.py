@@ -2,7 +2,8 @@
 DeepSeek-V4 sparse MLA decode.
 
 Triton on CUDA (or under ``TRITON_INTERPRET=1``), a torch reference anywhere. Needs the
-``kernels`` extra (torch, triton); nothing below ``memprof.kernels`` imports this package.
+``kernels`` extra (torch, triton); nothing below ``memprof.kernels`` imports this package. Kernels
+only: what runs them under each policy and checks them is ``memprof.validation``.
 """
 
 from memprof.kernels.mla_decode import DecodeOutPolicy, MLAConfig, mla_decode, mla_decode_reference

@@ -48,6 +48,18 @@ class Device:
     problems: tuple[str, ...] = ()
 
 
+def device_dict(d: Device) -> dict[str, Any]:
+    """One GPU as a record of ``memprof devices --format json`` (sizes in bytes; ``None``
+    where the library did not report a field)."""
+    return {"index": d.index, "vendor": d.vendor, "name": d.name, "arch": d.arch,
+            "total_bytes": d.total_bytes, "free_bytes": d.free_bytes,
+            "used_bytes": d.used_bytes, "driver": d.driver,
+            "processes": None if d.processes is None else [
+                {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
+                for p in d.processes],
+            "problems": list(d.problems)}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Probe:
     """What the host reported: its devices and, per library, why it gave none."""

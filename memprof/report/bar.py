@@ -1,4 +1,6 @@
-"""A rank's memory as one bar of the GPU's total: weights / KV / scratch / activation / graphs /
+"""``RankEstimate`` as one terminal bar of the GPU's total, for the estimate's table.
+
+A rank's memory as one bar of the GPU's total: weights / KV / scratch / activation / graphs /
 non-torch / slack / headroom, each segment as many cells as its share, a legend below.
 
 ``segments`` and ``cells`` are pure (no rich): the terminal bar and the ``--plot`` figure draw

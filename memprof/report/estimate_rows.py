@@ -1,4 +1,6 @@
-"""The rows and lines a human reads in an estimate; the table and Markdown reporters render them."""
+"""``EstimateReport`` as the rows and lines its table and Markdown reporters share.
+
+The rows and lines a human reads in an estimate; the table and Markdown reporters render them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""``memprof explain``'s reporters: measured (as logged) vs estimated per figure, as a table
-(80 columns) or as JSON."""
+"""``Explanation`` (``memprof explain``) as table, JSON and Markdown.
+
+Reporters of ``memprof explain`` (an ``Explanation`` and what the log said about itself):
+measured (as logged) vs estimated per figure as a table (80 columns), JSON
+(``memprof.core.explain.explanation_dict``, serialised) and Markdown (the table's rows)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import io
 import json
 from typing import Any
 
-from memprof.core.explain import Explanation, Row, show
+from memprof.core.explain import Explanation, Row, explanation_dict, show
 from memprof.report.estimate_rows import headline
 
 SHORT = {
@@ -21,12 +24,6 @@ SHORT = {
     "k_bytes": "K size", "v_bytes": "V size", "avail_after_pool_bytes": "free after KV",
     "max_total_num_tokens": "max tokens",
 }
-
-
-def _long(key: str) -> str:
-    from memprof.probes.startup_log import LABELS as LOG_LABELS
-
-    return LOG_LABELS.get(key, key)
 
 
 def _label(key: str) -> str:
@@ -50,35 +47,10 @@ def _pct(r: Row) -> str:
     return f"{pct:+.1f}%" if abs(pct) < 1000 else f"{pct / 100:+.0f}×"
 
 
-def explanation_dict(x: Explanation, log: dict[str, Any]) -> dict[str, Any]:
-    e = x.estimate
-    return {
-        "schema_version": 1,
-        "log": log,
-        "deployment": {"model": e.spec.name, "engine": e.deployment.engine,
-                       "engine_version": e.deployment.engine_version,
-                       "tensor_parallel_size": e.deployment.tp,
-                       "pipeline_parallel_size": e.deployment.pp,
-                       "data_parallel_size": e.deployment.dp, "gpu": e.gpu.name,
-                       "gpu_total_bytes": e.gpu.total_bytes, "max_model_len": e.max_model_len,
-                       "max_num_seqs": e.deployment.max_num_seqs,
-                       "kv_cache_dtype": e.deployment.kv_cache_dtype,
-                       "gpu_memory_utilization": e.deployment.gpu_memory_utilization,
-                       "mem_fraction_static": e.mem_fraction_static},
-        "verdict": e.verdict,
-        "figures": [{"key": r.key, "label": _long(r.key), "measured": r.measured,
-                     "estimated": r.estimated, "delta": r.delta, "delta_pct": r.delta_pct,
-                     "reproduced": r.reproduced, "explanation": r.explanation}
-                    for r in x.rows],
-        "fixes": [{"change": f.change, "detail": f.detail} for f in (x.fixes or [])],
-        "fixes_note": x.fixes.summary() if x.fixes is not None and x.fixes.tried else None,
-        "engine_fix": x.engine_fix,
-        "notes": list(x.notes),
-    }
-
-
 def render_explain_json(x: Explanation, log: dict[str, Any]) -> str:
-    return json.dumps(explanation_dict(x, log), indent=2) + "\n"
+    from memprof.probes.startup_log import LABELS as LOG_LABELS
+
+    return json.dumps(explanation_dict(x, log, LOG_LABELS), indent=2) + "\n"
 
 
 def render_explain_table(x: Explanation, log: dict[str, Any], width: int | None = 80) -> str:
@@ -87,13 +59,10 @@ def render_explain_table(x: Explanation, log: dict[str, Any], width: int | None 
 
     buf = io.StringIO()
     con = Console(file=buf, width=width, color_system=None, highlight=False)
-    e = x.estimate
-    what = " ".join(str(v) for v in (log.get("engine"), log.get("generation"),
-                                     log.get("version")) if v)
-    con.print(f"log: {log.get('path')} ({what or 'engine unknown'})")
+    con.print(f"log: {_what(log)}")
     if log.get("error"):
         con.print(f"stopped by: {log['error'][:300]}")
-    con.print("rebuilt: " + headline(e))
+    con.print("rebuilt: " + headline(x.estimate))
     t = Table(show_lines=False, expand=False, pad_edge=False)
     t.add_column("figure", no_wrap=True)
     t.add_column("logged", justify="right", no_wrap=True)
@@ -101,28 +70,66 @@ def render_explain_table(x: Explanation, log: dict[str, Any], width: int | None 
     t.add_column("Δ", justify="right", no_wrap=True)
     t.add_column("Δ%", justify="right", no_wrap=True)
     t.add_column("", no_wrap=True)
+    cells, legend = _cells(x)
+    for row in cells:
+        t.add_row(*row)
+    con.print(t)
+    for line in _tail(x, legend):
+        con.print(line)
+    return buf.getvalue()
+
+
+def _what(log: dict[str, Any]) -> str:
+    what = " ".join(str(v) for v in (log.get("engine"), log.get("generation"),
+                                     log.get("version")) if v)
+    return f"{log.get('path')} ({what or 'engine unknown'})"
+
+
+def _cells(x: Explanation) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The table's rows (figure, logged, memprof, Δ, Δ%, mark) and the legend the marks number."""
     legend: list[str] = []
+    rows: list[tuple[str, ...]] = []
     for r in x.rows:
         mark = "ok" if r.reproduced else ""
         if r.explanation:
             if r.explanation not in legend:
                 legend.append(r.explanation)
             mark = f"[{legend.index(r.explanation) + 1}]"
-        t.add_row(_label(r.key), show(r.key, r.measured),
-                  "—" if r.estimated is None else show(r.key, r.estimated), _delta(r), _pct(r),
-                  mark)
-    con.print(t)
-    for i, text in enumerate(legend, 1):
-        con.print(f"[{i}] {text}")
-    con.print(f"memprof's verdict: {e.verdict}" + (" — " + "; ".join(e.reasons)
-                                                   if e.reasons else ""))
+        rows.append((_label(r.key), show(r.key, r.measured),
+                     "—" if r.estimated is None else show(r.key, r.estimated), _delta(r),
+                     _pct(r), mark))
+    return rows, legend
+
+
+def _tail(x: Explanation, legend: list[str]) -> list[str]:
+    """The lines under the table: the legend, the verdict, the fixes, the notes."""
+    e = x.estimate
+    out = [f"[{i}] {text}" for i, text in enumerate(legend, 1)]
+    out.append(f"memprof's verdict: {e.verdict}" + (" — " + "; ".join(e.reasons)
+                                                    if e.reasons else ""))
     if x.engine_fix:
-        con.print(f"the engine's own suggestion: {x.engine_fix}")
+        out.append(f"the engine's own suggestion: {x.engine_fix}")
     if x.fixes is not None:
         if x.fixes.tried:
-            con.print(x.fixes.summary())
-        for f in x.fixes:
-            con.print(f"  {f.change}: {f.detail}")
-    for n in x.notes:
-        con.print(f"note: {n}")
-    return buf.getvalue()
+            out.append(x.fixes.summary())
+        out += [f"  {f.change}: {f.detail}" for f in x.fixes]
+    out += [f"note: {n}" for n in x.notes]
+    return out
+
+
+def _md(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(x: Explanation, log: dict[str, Any]) -> str:
+    """The explanation as GitHub Markdown: the table's rows and the lines under it."""
+    out = [f"### memprof explain: {_md(_what(log))}", ""]
+    if log.get("error"):
+        out += [f"stopped by: {_md(str(log['error'])[:300])}", ""]
+    out += ["rebuilt: " + headline(x.estimate), "",
+            "| figure | logged | memprof | Δ | Δ% | |", "|---|---:|---:|---:|---:|---|"]
+    cells, legend = _cells(x)
+    out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in cells]
+    out.append("")
+    out += [f"- {_md(line.strip())}" for line in _tail(x, legend)]
+    return "\n".join(out) + "\n"

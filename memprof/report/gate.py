@@ -1,4 +1,7 @@
-"""Renderers of a gate result: a rich table and Markdown (the same rows).
+"""``GateResult`` (``memprof gate``) as table, JSON and Markdown.
+
+Reporters of a gate result (``memprof.core.gate.GateResult``): a rich table, Markdown (the same
+rows) and JSON (``memprof.core.gate.gate_result_dict``, serialised).
 
 Rows are ordered by importance: regressions, then scenario/rank/input changes, improvements, and
 changes within the tolerance.
@@ -6,6 +9,7 @@ changes within the tolerance.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 from rich import box
@@ -22,10 +26,11 @@ from memprof.core.gate import (
     WITHIN,
     Finding,
     GateResult,
+    gate_result_dict,
+    ordered_findings,
 )
 
 COLUMNS = ("scenario", "rank", "metric", "baseline", "now", "Δ", "%", "status")
-ORDER = (REGRESSION, EDITED, REMOVED, NEW, IMPROVEMENT, WITHIN)
 STYLE = {REGRESSION: "bold red", IMPROVEMENT: "green", WITHIN: "dim", NEW: "cyan",
          REMOVED: "yellow", EDITED: "yellow"}
 
@@ -57,9 +62,8 @@ def _pct(f: Finding) -> str:
 
 
 def rows(result: GateResult) -> list[tuple[str, ...]]:
-    ordered = sorted(result.findings, key=lambda f: ORDER.index(f.status))  # stable
     return [(f.scenario, f.rank, f.metric, _value(f, f.baseline), _value(f, f.now), _delta(f),
-             _pct(f), f.status) for f in ordered]
+             _pct(f), f.status) for f in ordered_findings(result)]
 
 
 def summary_line(result: GateResult) -> str:
@@ -147,3 +151,7 @@ def render_markdown(result: GateResult) -> str:
     else:
         lines.append("No figure changed.")
     return "\n".join(lines) + "\n"
+
+
+def render_json(result: GateResult) -> str:
+    return json.dumps(gate_result_dict(result), indent=2) + "\n"

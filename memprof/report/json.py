@@ -1,4 +1,6 @@
-"""The ``json`` reporter: the contract of ``memprof.core.contract``, serialised. Nothing but the
+"""``EstimateReport`` (``memprof estimate``) as JSON.
+
+The ``json`` reporter: the contract of ``memprof.core.contract``, serialised. Nothing but the
 JSON goes to stdout in JSON mode."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The ``markdown`` reporter: an estimate as GitHub Markdown, the same rows as the table."""
+"""``EstimateReport`` (``memprof estimate``) as Markdown.
+
+The ``markdown`` reporter: an estimate as GitHub Markdown, the same rows as the table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""``--plot FILE.png|svg``: the estimate as stacked bars (one per distinct rank, the segments of
+"""``Estimate`` and a sweep's DataFrame (``--plot``) as PNG or SVG figures.
+
+``--plot FILE.png|svg``: the estimate as stacked bars (one per distinct rank, the segments of
 the terminal bar) and a sweep as KV tokens and max concurrency against its first axis.
 
 matplotlib is an optional extra (``pip install 'memprof-llm[plot]'``), imported here only when

@@ -1,6 +1,10 @@
-"""Tables of many deployments (``memprof sweep``, ``memprof plan``): a pandas DataFrame from the
-core's records, shown as a table readable at 80 columns, written as CSV, Parquet or JSON lines.
-pandas is imported here, when a sweep or a plan is asked for, never by ``estimate``."""
+"""A sweep's DataFrame (``memprof sweep``) as table, Markdown, CSV, Parquet or JSON lines.
+
+Reporters of many deployments (``memprof sweep``; ``memprof plan`` lays its table out here
+too): a pandas DataFrame of the core's records (``memprof.core.sweep``, already JSON-able), shown
+as a table readable at 80 columns or as GitHub Markdown (the same rows), written as CSV, Parquet
+or JSON lines. pandas is imported here, when a sweep or a plan is asked for, never by
+``estimate``."""
 
 from __future__ import annotations
 
@@ -139,11 +143,7 @@ def render_table(df: pd.DataFrame, columns: list[str], title: str = "",
     if width is None:
         width = shutil.get_terminal_size((80, 24)).columns
     heads = [header(c) for c in columns]
-    import pandas as pd
-
-    na = pd.NA
-    cols = [["—" if v is None or v is na or (isinstance(v, float) and v != v) else _cell(c, v)
-             for v in df[c].tolist()] for c in columns]
+    cols = _cells(df, columns)
     errors: dict[str, str] = {}
     if "verdict" in columns and "error" in df.columns:
         vi = columns.index("verdict")
@@ -174,6 +174,34 @@ def render_table(df: pd.DataFrame, columns: list[str], title: str = "",
         for err, mark in errors.items():
             out += textwrap.wrap(f"{mark} {err}", width, initial_indent="  ",
                                  subsequent_indent="    ")
+    return "\n".join(out) + "\n"
+
+
+def _cells(df: pd.DataFrame, columns: list[str]) -> list[list[str]]:
+    """``columns`` of ``df`` as text, column by column; a missing value is "—"."""
+    import pandas as pd
+
+    na = pd.NA
+    return [["—" if v is None or v is na or (isinstance(v, float) and v != v) else _cell(c, v)
+             for v in df[c].tolist()] for c in columns]
+
+
+def render_markdown(df: pd.DataFrame, columns: list[str], title: str = "") -> str:
+    """``columns`` of ``df`` as a GitHub Markdown table (the terminal table's headers and
+    cells; an invalid point's error in its own column when ``df`` has one)."""
+    cols = _cells(df, columns)
+    heads = [header(c) for c in columns]
+    errors = df["error"].tolist() if "error" in df.columns and "verdict" in columns else None
+    if errors is not None:
+        heads.append("error")
+        cols.append([e if isinstance(e, str) and e else "" for e in errors])
+    out = [f"### {title}", ""] if title else []
+    out.append("| " + " | ".join(heads) + " |")
+    out.append("|" + "|".join("---" if c in LEFT or c == "error" else "---:"
+                              for c in [*columns, *(["error"] if errors is not None else [])])
+               + "|")
+    out += ["| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in row) + " |"
+            for row in zip(*cols, strict=True)]
     return "\n".join(out) + "\n"
 
 

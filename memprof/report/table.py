@@ -1,4 +1,6 @@
-"""The ``table`` reporter: an estimate as rich tables, one block per distinct rank: its
+"""``EstimateReport`` (``memprof estimate``) as a table.
+
+The ``table`` reporter: an estimate as rich tables, one block per distinct rank: its
 components (one line each, 80 columns included), the budget, a bar of the GPU's memory."""
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""Renderers of a trace: the table (component | estimated | traced | Δ | Δ%, then the phases) and
-the JSON document (``schema_version`` 1, the estimate's component names); a progress bar."""
+"""``TraceResult`` (``memprof trace``) as table, JSON and Markdown; a progress bar.
+
+Reporters of a trace (``TraceResult``): table (component | estimated | traced | Δ | Δ%, then
+the phases), JSON (``memprof.trace.contract``, serialised) and Markdown (the table's rows); a
+progress bar."""
 
 from __future__ import annotations
 
@@ -8,54 +11,22 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from memprof.base.units import fmt_bytes
+from memprof.trace.contract import TRACE_SCHEMA_VERSION, trace_dict
 from memprof.trace.run import TraceResult
 
-TRACE_SCHEMA_VERSION = 1
+__all__ = ["TRACE_SCHEMA_VERSION", "progress", "render_json", "render_markdown", "render_table",
+           "trace_dict"]
 
 
 def _pct(est: int, traced: int | None) -> str:
     if traced is None or est == 0:
         return ""
     return f"{100.0 * (traced - est) / est:+.1f}%"
-
-
-def trace_dict(t: TraceResult) -> dict[str, Any]:
-    r = t.rank
-    return {
-        "schema_version": TRACE_SCHEMA_VERSION,
-        "model": t.estimate.spec.name,
-        "gpu": {"name": t.estimate.gpu.name, "total_bytes": t.estimate.gpu.total_bytes},
-        "device": t.device, "device_name": t.device_name, "torch_version": t.torch_version,
-        "rank": r.coord.rank, "ranks": list(r.same_as),
-        "deployment": {"tensor_parallel_size": t.estimate.deployment.tp,
-                       "pipeline_parallel_size": t.estimate.deployment.pp,
-                       "data_parallel_size": t.estimate.deployment.dp,
-                       "kv_cache_dtype": t.estimate.deployment.kv_cache_dtype,
-                       "max_num_seqs": t.estimate.deployment.max_num_seqs,
-                       "max_num_batched_tokens": t.estimate.max_num_batched_tokens,
-                       "scratch": t.estimate.deployment.scratch,
-                       "num_gpu_blocks": r.kv.num_gpu_blocks},
-        "components": [{"name": c.name, "category": c.category, "estimated_bytes": c.estimated,
-                        "traced_bytes": c.traced, "delta_bytes": c.delta, "how": c.how}
-                       for c in t.components],
-        "phases": [{"name": p.name, "allocated_bytes": p.allocated,
-                    "reserved_bytes": p.reserved, "allocated_peak_bytes": p.allocated_peak,
-                    "reserved_peak_bytes": p.reserved_peak, "segments": p.segments,
-                    "tracked_bytes": p.tracked, "tracked_peak_bytes": p.tracked_peak,
-                    "used_bytes": p.used, "non_torch_bytes": p.non_torch,
-                    "seconds": round(p.seconds, 3)} for p in t.phases],
-        "graph_sizes": list(t.graph_sizes),
-        "verdict": {"estimated": t.verdict_estimated, "traced": t.verdict_traced},
-        "notes": list(t.notes),
-        "oom": None if t.oom is None else {"phase": t.oom.phase, "component": t.oom.component,
-                                            "message": t.oom.message},
-    }
 
 
 def render_json(t: TraceResult, width: int | None = None) -> str:
@@ -94,6 +65,35 @@ def render_table(t: TraceResult, width: int | None = None, *, color: bool = Fals
     for n in t.notes:
         c.print(f"note: {n}")
     return buf.getvalue()
+
+
+def _traced(x: int | None) -> str:
+    return "—" if x is None else fmt_bytes(x)
+
+
+def render_markdown(t: TraceResult) -> str:
+    """The trace as GitHub Markdown: the table's rows (components, then phases) and its lines."""
+    e = t.estimate
+    out = [f"### memprof trace: {e.spec.name} rank {t.rank.coord.rank} on {t.device_name} "
+           f"(torch {t.torch_version})", "", "#### estimated vs traced", "",
+           "| component | estimated | traced | Δ | Δ% |", "|---|---:|---:|---:|---:|"]
+    out += [f"| {x.name} | {fmt_bytes(x.estimated)} | {_traced(x.traced)} | "
+            f"{'' if x.delta is None else fmt_bytes(x.delta)} | {_pct(x.estimated, x.traced)} |"
+            for x in t.components]
+    out += ["", "#### phases", "",
+            "| phase | allocated | reserved | peak alloc | tracked | non-torch | s |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {p.name} | {fmt_bytes(p.allocated)} | {fmt_bytes(p.reserved)} | "
+            f"{fmt_bytes(p.allocated_peak)} | {fmt_bytes(p.tracked)} | {_traced(p.non_torch)} | "
+            f"{p.seconds:.2f} |" for p in t.phases]
+    out.append("")
+    if t.oom is not None:
+        out.append(f"OOM in phase {t.oom.phase} while allocating {t.oom.component}: "
+                   f"{' '.join(t.oom.message.split())[:400]}")
+        out.append("")
+    out.append(f"**verdict: estimated {t.verdict_estimated}, traced {t.verdict_traced}**")
+    out += [f"\n_note: {n}_" for n in t.notes]
+    return "\n".join(out) + "\n"
 
 
 @contextmanager

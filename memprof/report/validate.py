@@ -1,27 +1,35 @@
-"""Renderers of ``memprof validate``: per kernel a table of the scratch each policy holds next to
-the estimate's catalog bytes, the parity lines, the graph-clean lines (DeepSeek-V4, DP gather), the
-speed and bandwidth lines and one verdict; with several kernels one summary table; the JSON
-document (``schema_version`` 1; a kernel's ``graph_passed`` where it has one); a Markdown page."""
+"""Kernel validations (``memprof validate``) as table, JSON and Markdown.
+
+Reporters of ``memprof validate`` (a list of kernel validations, ``memprof.validation``):
+table, JSON (``memprof.validation.results``, serialised) and Markdown.
+
+The table: per kernel a table of the scratch each policy holds next to the estimate's catalog
+bytes, the parity lines, the graph-clean lines (DeepSeek-V4, DP gather), the speed and bandwidth
+lines and one verdict; with several kernels one summary table."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from memprof.base.units import fmt_bytes
-from memprof.kernels.graph_clean import GraphClean
-from memprof.kernels.validate_dp_gather import DPGatherValidation
-from memprof.kernels.validate_dsv4 import DSV4Validation
-from memprof.kernels.validate_mla_tq import KernelValidation
+from memprof.validation.dp_gather import DPGatherValidation
+from memprof.validation.dsv4 import DSV4Validation
+from memprof.validation.graph_clean import GraphClean
+from memprof.validation.mla_tq import KernelValidation
+from memprof.validation.results import (
+    VALIDATE_SCHEMA_VERSION,
+    AnyValidation,
+    kernel_dict,
+    validation_dict,
+)
 
-AnyValidation = KernelValidation | DSV4Validation | DPGatherValidation
+__all__ = ["VALIDATE_SCHEMA_VERSION", "AnyValidation", "kernel_dict", "render_json",
+           "render_markdown", "render_table"]
 
-VALIDATE_SCHEMA_VERSION = 1
 KERNEL_TITLES = {"mla": "MLA decode (seed 000, _decode_out)",
                  "tq": "TurboQuant k8v4 decode (seed 001, mid_o + output + lse)",
                  "dsv4": "DeepSeek-V4 sparse MLA decode (seed 003, AITER dequant + IO buffers)",
@@ -36,21 +44,8 @@ def _opt_bytes(n: int | None) -> str:
     return "" if n is None else fmt_bytes(n)
 
 
-def kernel_dict(k: AnyValidation) -> dict[str, Any]:
-    d = dataclasses.asdict(k)
-    d["parity_passed"] = k.parity_passed
-    d["memory_passed"] = k.memory_passed
-    if not isinstance(k, KernelValidation):
-        d["graph_passed"] = k.graph_passed
-    d["passed"] = k.passed
-    return d
-
-
 def render_json(kernels: list[AnyValidation], torch_version: str, device_name: str) -> str:
-    doc = {"schema_version": VALIDATE_SCHEMA_VERSION, "torch_version": torch_version,
-           "device_name": device_name, "passed": all(k.passed for k in kernels),
-           "kernels": [kernel_dict(k) for k in kernels]}
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(validation_dict(kernels, torch_version, device_name), indent=2) + "\n"
 
 
 def _kernel_block(k: KernelValidation, console: Console) -> None:

@@ -1,10 +1,20 @@
-"""``memprof versions`` as text: the releases modelled and every rule row, or what differs between
-two releases for one deployment (rules, then components)."""
+"""The rulebook or a ``VersionDiff`` (``memprof versions``) as text, JSON and Markdown.
+
+Reporters of ``memprof versions``: the rulebook (the releases modelled and every rule row) or a
+``VersionDiff`` (what differs between two releases for one deployment: rules, then components),
+as text, JSON (``memprof.core.version_diff``'s dicts, serialised) and Markdown (the same rows)."""
 
 from __future__ import annotations
 
+import json
+
 from memprof.base.units import fmt_bytes
-from memprof.core.version_diff import VersionDiff, all_rules
+from memprof.core.version_diff import (
+    VersionDiff,
+    all_rules,
+    rulebook_dict,
+    version_diff_dict,
+)
 from memprof.core.versions import RELEASES, Rule
 
 
@@ -28,10 +38,14 @@ def render_rulebook() -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_version_diff(d: VersionDiff) -> str:
+def _title(d: VersionDiff) -> str:
     e = d.estimate_a
-    lines = [f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
-             f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}", ""]
+    return (f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
+            f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}")
+
+
+def render_version_diff(d: VersionDiff) -> str:
+    lines = [_title(d), ""]
     touching = [c for c in d.rules if c.applies]
     other = [c for c in d.rules if not c.applies]
     lines.append("rules that differ and apply to this deployment:"
@@ -55,3 +69,52 @@ def render_version_diff(d: VersionDiff) -> str:
     lines.append(f"KV cache tokens: {ta:,} → {tb:,}; verdict: {d.estimate_a.verdict} → "
                  f"{d.estimate_b.verdict}")
     return "\n".join(lines) + "\n"
+
+
+def render_json(d: VersionDiff | None = None) -> str:
+    """The diff ``d`` as JSON; without one, the rulebook."""
+    doc = rulebook_dict() if d is None else version_diff_dict(d)
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _md(cell: object) -> str:
+    return str(cell).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(d: VersionDiff | None = None) -> str:
+    """The diff ``d`` as GitHub Markdown; without one, the rulebook (the text's rows)."""
+    if d is None:
+        out = ["### memprof versions", "", "| engine | releases modelled |", "|---|---|"]
+        out += [f"| {engine} | {', '.join(rel)} |" for engine, rel in RELEASES.items()]
+        out += ["", "| rule | applies to | span | value | changes | introduced by | removed by "
+                "| source |", "|---|---|---|---|---|---|---|---|"]
+        out += ["| " + " | ".join(_md(c) for c in (r.name, r.applies_to, r.span, r.value,
+                                                   r.changes, r.introduced_by,
+                                                   r.removed_by, r.source)) + " |"
+                for r in all_rules()]
+        return "\n".join(out) + "\n"
+    out = [f"### memprof versions: {_title(d)}", ""]
+    touching = [c for c in d.rules if c.applies]
+    other = [c for c in d.rules if not c.applies]
+    if touching:
+        out += ["| rule | changes | " + f"{_md(d.a)} | {_md(d.b)} |", "|---|---|---|---|"]
+        out += [f"| {_md(c.name)} | {_md(c.changes)} | {_md(_row(c.a))} | {_md(_row(c.b))} |"
+                for c in touching]
+    else:
+        out.append("No rule that differs applies to this deployment.")
+    if other:
+        out += ["", "Rules that differ but not for this deployment: "
+                + ", ".join(c.name for c in other) + "."]
+    out.append("")
+    if d.components:
+        out += [f"| rank | component | category | {_md(d.a)} | {_md(d.b)} | Δ |",
+                "|---:|---|---|---:|---:|---:|"]
+        out += [f"| {x.rank} | {_md(x.component)} | {x.category} | {fmt_bytes(x.a_bytes)} | "
+                f"{fmt_bytes(x.b_bytes)} | {'+' if x.delta >= 0 else '−'}"
+                f"{fmt_bytes(abs(x.delta))} |" for x in d.components]
+    else:
+        out.append("No component differs.")
+    ta, tb = d.estimate_a.kv_cache_tokens, d.estimate_b.kv_cache_tokens
+    out += ["", f"**KV cache tokens: {ta:,} → {tb:,}; verdict: {d.estimate_a.verdict} → "
+            f"{d.estimate_b.verdict}**"]
+    return "\n".join(out) + "\n"

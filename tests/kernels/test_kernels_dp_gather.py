@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 from memprof.kernels.dp_gather import DPGatherBuffer, dp_gather_forward, process_group  # noqa: E402
-from memprof.kernels.validate_dp_gather import validate_dp_gather  # noqa: E402
+from memprof.validation.dp_gather import validate_dp_gather  # noqa: E402
 
 
 def test_gather_scatter_on_gloo() -> None:

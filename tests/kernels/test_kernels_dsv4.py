@@ -10,7 +10,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from memprof.kernels.dsv4_decode import DSV4DecodeScratch  # noqa: E402
-from memprof.kernels.graph_clean import SimulatedRecorder, check_graph_clean  # noqa: E402
 from memprof.kernels.sparse_mla_decode import (  # noqa: E402
     SLOT_BYTES,
     ScopeScratch,
@@ -22,7 +21,8 @@ from memprof.kernels.sparse_mla_decode import (  # noqa: E402
     sparse_mla_decode,
     sparse_mla_decode_reference,
 )
-from memprof.kernels.validate_dsv4 import validate_dsv4  # noqa: E402
+from memprof.validation.dsv4 import validate_dsv4  # noqa: E402
+from memprof.validation.graph_clean import SimulatedRecorder, check_graph_clean  # noqa: E402
 
 
 def _inputs(B: int = 3, H: int = 8, page: int = 4, nb: int = 6, K: int = 20, seed: int = 0):

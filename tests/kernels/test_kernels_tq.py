@@ -20,8 +20,8 @@ from memprof.kernels.tq_decode import (  # noqa: E402
     tq_dequant_k8v4,
     tq_store_k8v4,
 )
-from memprof.kernels.validate_mla_tq import tq_shared_bytes  # noqa: E402
 from memprof.kernels.workspace import aligned_layout  # noqa: E402
+from memprof.validation.mla_tq import tq_shared_bytes  # noqa: E402
 
 
 def test_slot_layout_k8v4_d128() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memprof.kernels.validate_mla_tq import validate_mla, validate_tq  # noqa: E402
+from memprof.validation.mla_tq import validate_mla, validate_tq  # noqa: E402
 
 
 def test_mla_r1_tp8_cpu() -> None:

@@ -50,7 +50,7 @@ from memprof.kernels.tq_decode import (  # noqa: E402
 
 mla = importlib.import_module("memprof.kernels.mla_decode")
 paged = importlib.import_module("memprof.kernels.paged")
-vmt = importlib.import_module("memprof.kernels.validate_mla_tq")
+vmt = importlib.import_module("memprof.validation.mla_tq")
 
 # float rounding: torch's default float32 closeness (1.3e-6 relative, i.e. ~10 ulps, 1e-5 absolute
 # for outputs near 0, where cancellation leaves no relative scale); float64 far tighter

@@ -10,7 +10,7 @@ import pytest
 
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
-from memprof.kernels.validate_mla_tq import CATALOG_NAMES
+from memprof.validation.mla_tq import CATALOG_NAMES
 
 GOLD = Path(__file__).resolve().parents[2] / "reports" / "gpu" / "validate"
 FILES = sorted(p for p in GOLD.glob("validate-*.json")

@@ -51,7 +51,7 @@ def test_graph_clean_shared_and_not_per_step(name: str) -> None:
     from memprof.commands.validate import DSV4_DEFAULTS, DSV4_KV_BYTES
     from memprof.core.deployment import Deployment
     from memprof.kernels.dsv4_decode import CATALOG_POLICY
-    from memprof.kernels.validate_dsv4 import CATALOG_KEYS, _estimates
+    from memprof.validation.dsv4 import CATALOG_KEYS, _estimates
 
     dep = Deployment(tp=DSV4_DEFAULTS["tp"], max_num_seqs=k["batch"],
                      max_model_len=k["context_len"], kv_cache_dtype="fp8",

@@ -27,7 +27,7 @@ from memprof.kernels.dp_gather import (
     dp_gather_forward,
     process_group,
 )
-from memprof.kernels.graph_clean import (
+from memprof.validation.graph_clean import (
     CudaGraphRecorder,
     GraphClean,
     SimulatedRecorder,
@@ -35,7 +35,7 @@ from memprof.kernels.graph_clean import (
     check_graph_clean,
     graph_verdict,
 )
-from memprof.kernels.validate_mla_tq import (
+from memprof.validation.mla_tq import (
     MAX_SHARED_RATIO,
     Parity,
     _alternate_steps,

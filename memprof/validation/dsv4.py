@@ -33,14 +33,6 @@ from memprof.kernels.dsv4_decode import (
     DSV4DecodeScratch,
     layer_kind,
 )
-from memprof.kernels.graph_clean import (
-    CudaGraphRecorder,
-    GraphClean,
-    SimulatedRecorder,
-    all_hold,
-    check_graph_clean,
-    graph_verdict,
-)
 from memprof.kernels.sparse_mla_decode import (
     D_HEAD,
     SLOT_BYTES,
@@ -49,7 +41,15 @@ from memprof.kernels.sparse_mla_decode import (
     sparse_mla_decode,
     sparse_mla_decode_reference,
 )
-from memprof.kernels.validate_mla_tq import (
+from memprof.validation.graph_clean import (
+    CudaGraphRecorder,
+    GraphClean,
+    SimulatedRecorder,
+    all_hold,
+    check_graph_clean,
+    graph_verdict,
+)
+from memprof.validation.mla_tq import (
     MAX_SHARED_RATIO,
     REL_TOL,
     Bandwidth,

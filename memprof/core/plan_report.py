@@ -1,0 +1,67 @@
+"""What ``memprof plan`` reports: the layouts that hold a workload (``memprof.core.plan``'s rows,
+best first) with the serve command of each, and the JSON document built from them, here in the
+core so the reporters only serialise it."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memprof.core.plan import PlanRow
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanReport:
+    """A plan: the workload asked (``requests`` at ``context`` tokens on ``gpu``), the rows shown
+    (the best ``--top``), how many layouts hold it, and the model as the engine loads it
+    (``served``, with a note when that differs from ``model``)."""
+
+    model: str
+    gpu: str
+    requests: int
+    context: int
+    rows: tuple[PlanRow, ...]
+    found: int
+    served: str
+    served_note: str | None = None
+
+
+def serve_command(r: PlanRow, model: str) -> str:
+    """The serve command of a plan, to paste: ``model`` is what the engine loads
+    (``memprof.core.plan.serve_model``), shell-quoted."""
+    c, d = r.candidate, r.deployment
+    model = shlex.quote(model)
+    if d.engine == "sglang":
+        parts = [f"python -m sglang.launch_server --model-path {model} --tp {c.tp}"]
+        parts += [f"--pp-size {c.pp}"] if c.pp > 1 else []
+        parts += ["--ep-size", str(c.tp)] if c.ep else []
+        parts += [f"--context-length {d.max_model_len}",
+                  f"--max-running-requests {r.max_num_seqs}"]
+    else:
+        parts = [f"vllm serve {model} -tp {c.tp}"]
+        parts += [f"-pp {c.pp}"] if c.pp > 1 else []
+        parts += [f"-dp {c.dp}"] if c.dp > 1 else []
+        parts += ["--enable-expert-parallel"] if c.ep else []
+        parts += [f"--max-model-len {d.max_model_len}", f"--max-num-seqs {r.max_num_seqs}"]
+    if c.kv_cache_dtype != "auto":
+        parts.append(f"--kv-cache-dtype {c.kv_cache_dtype}")
+    return " ".join(parts)
+
+
+def plan_record(i: int, r: PlanRow, model: str) -> dict[str, Any]:
+    """Row ``i`` (1 = best) of a plan as a JSON-able record; ``model`` as the engine loads it."""
+    c = r.candidate
+    return {"rank": i, "gpus": r.gpus, "tp": c.tp, "pp": c.pp, "dp": c.dp,
+            "enable_expert_parallel": c.ep, "kv_cache_dtype": c.kv_cache_dtype,
+            "max_num_seqs": r.max_num_seqs, "kv_cache_tokens": r.kv_cache_tokens,
+            "total_kv_tokens": r.total_kv_tokens, "max_concurrency": round(r.max_concurrency, 4),
+            "headroom_bytes": r.headroom_bytes, "command": serve_command(r, model)}
+
+
+def plan_dict(p: PlanReport) -> dict[str, Any]:
+    """The whole JSON document of ``memprof plan --format json`` (no ``schema_version``: the
+    document predates it and is kept as it was)."""
+    return {"model": p.model, "gpu": p.gpu, "requests": p.requests, "context": p.context,
+            "plans": [plan_record(i, r, p.served) for i, r in enumerate(p.rows, 1)]}
