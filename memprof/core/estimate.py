@@ -165,7 +165,7 @@ class Estimate:
 def default_terms() -> tuple[list[TermFn], list[TermFn]]:
     """(terms known before the KV cache is sized, runtime terms that need its size)."""
     from memprof.core import scratch
-    from memprof.core.terms import BUDGET_TERMS, RUNTIME_TERMS
+    from memprof.core.terms.registry import BUDGET_TERMS, RUNTIME_TERMS
 
     return ([scratch.scratch_budget_terms, *BUDGET_TERMS],
             [scratch.scratch_runtime_terms, *RUNTIME_TERMS])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from memprof.base.units import MiB, fmt_bytes, round_up
+from memprof.core.allocations import rank_allocation_sizes
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
@@ -70,7 +71,6 @@ never below 0.
                           formula=f"closed form: Σ over {len(sizes)} KV tensor(s) of "
                           f"round_up(size, 2 MiB) − size ({ctx.num_gpu_blocks} blocks)")]
     from memprof.alloc.monotone import MonotoneReplay
-    from memprof.core.allocations import rank_allocation_sizes
 
     allocs = rank_allocation_sizes(ctx)
     # nothing is freed: the simulator's totals follow from free-block sizes alone

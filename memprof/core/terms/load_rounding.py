@@ -40,6 +40,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memprof.base.units import fmt_bytes
+from memprof.core.allocations import model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import rank_layers
@@ -89,7 +90,6 @@ def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
     """(the model-load op sequence of ``ctx``'s rank, the bytes it leaves requested)."""
-    from memprof.core.allocations import model_load_position
     from memprof.core.weights.rank import weights_in_order_params
 
     params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
