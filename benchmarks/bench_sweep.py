@@ -25,8 +25,8 @@ import subprocess
 import sys
 import time
 
+from memprof.batch.sweep import Evaluator, parse_axis, points, sweep
 from memprof.core.deployment import Deployment
-from memprof.core.sweep import Evaluator, parse_axis, points, sweep
 
 GRIDS = [
     ("qwen3-32b", "H200", ["tp=1,2,4,8", "max_model_len=8K,16K,32K", "max_num_seqs=64,256",

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprof.trace",),
     ("memprof.kernels",),
     ("memprof.probes",),
+    ("memprof.batch",),
     ("memprof.core",),
     ("memprof.alloc",),
     ("memprof.base", "memprof"),

@@ -2,7 +2,7 @@
 simulator's bookkeeping.
 
 A rank's start-up allocates its weights, scratch and KV-cache tensors and frees none of them, and
-``memprof.core.replay_cache`` needs only the totals afterwards (reserved and requested bytes,
+``memprof.batch.replay`` needs only the totals afterwards (reserved and requested bytes,
 segments, the largest free block). With nothing freed, no blocks merge and no segment is
 released, so the allocator's state that decides later allocations is just the sizes of its free
 blocks per pool: a request takes the smallest free block that holds it (``get_free_block``'s

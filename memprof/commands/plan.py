@@ -11,7 +11,7 @@ import typer
 from memprof.base.errors import EXIT_OK, EXIT_OOM
 
 if TYPE_CHECKING:
-    from memprof.core.plan import PlanRow
+    from memprof.batch.plan import PlanRow
 
 
 def plan(
@@ -43,9 +43,9 @@ def plan(
     Exit 0 when one holds it, 1 when none does."""
     from memprof.base.errors import BadInput
     from memprof.base.units import parse_size
+    from memprof.batch.plan import plan as run_plan
+    from memprof.batch.sweep import Evaluator, read_int
     from memprof.core.deployment import KV_CACHE_DTYPES, Deployment
-    from memprof.core.plan import plan as run_plan
-    from memprof.core.sweep import Evaluator, read_int
 
     if fmt not in ("table", "json"):
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
@@ -69,7 +69,7 @@ def plan(
     if max_gpus < 1 or top < 1:
         raise BadInput("--max-gpus and --top must be at least 1", hint="e.g. --max-gpus 16")
     ctx = read_int(context, "--context")
-    from memprof.core.plan import serve_model
+    from memprof.batch.plan import serve_model
 
     served, served_note = serve_model(model)
     ev = Evaluator()

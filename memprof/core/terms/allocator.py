@@ -89,7 +89,7 @@ never below 0.
 
 def slack_formula(count: int, kv: int, reserved: int, requested: int, segments: int,
                   kv_round: int, load: int) -> str:
-    """The slack component's formula (shared with ``memprof.core.replay_cache``)."""
+    """The slack component's formula (shared with ``memprof.batch.replay``)."""
     less = f" − model-load rounding {fmt_bytes(load)} (in the weights)" if load else ""
     return (f"memprof.alloc replay of {count} allocations (weights, scratch, {kv} KV "
             f"tensor(s)): reserved {fmt_bytes(reserved)} − requested {fmt_bytes(requested)}"
