@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
 from memprof.base.units import round_up
 from memprof.batch.memo import ReadMemo, ReadMemoFn
 from memprof.core.allocations import model_load_buffers, model_load_position
@@ -28,8 +29,6 @@ from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocator import (
-    ALLOC_MIN_BLOCK,
-    ALLOC_MIN_LARGE_ALLOC,
     allocation_size,
     allocator_runtime_terms,
     slack_formula,
@@ -176,8 +175,8 @@ class AllocatorReplayCache:
             state = self._sims[pid] = MonotoneReplay().extend(prefix)
         if not suffix:
             return state.reserved, state.requested, state.segments
-        if not lazy and (smallest := min(kv_sizes)) >= ALLOC_MIN_LARGE_ALLOC and (
-                round_up(smallest, ALLOC_MIN_BLOCK) > state.largest_free_block()):
+        if not lazy and (smallest := min(kv_sizes)) >= K_MIN_LARGE_ALLOC and (
+                round_up(smallest, K_MIN_BLOCK_SIZE) > state.largest_free_block()):
             # (the suffix is the KV tensors alone: ``kv_sizes`` counts them by size)
             return (state.reserved + sum(allocation_size(n) * k for n, k in kv_sizes.items()),
                     state.requested + sum(n * k for n, k in kv_sizes.items()),

@@ -5,35 +5,35 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memprof.base.units import MiB, fmt_bytes, round_up
+from memprof.alloc.constants import (
+    K_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_MIN_LARGE_ALLOC,
+    K_ROUND_LARGE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+)
+from memprof.base.units import fmt_bytes, round_up
 from memprof.core.allocations import rank_allocation_sizes
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 
-# Caching allocator (PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp; PyTorch @eb42ad6
-# c10/cuda/CUDACachingAllocator.cpp DeviceCachingAllocator::malloc,
-# c10/cuda/CUDACachingAllocator.cpp @eb42ad6).
-ALLOC_SMALL_SIZE = 1 * MiB  # kSmallSize
-ALLOC_SMALL_BUFFER = 2 * MiB  # kSmallBuffer
-ALLOC_LARGE_BUFFER = 20 * MiB  # kLargeBuffer
-ALLOC_MIN_LARGE_ALLOC = 10 * MiB  # kMinLargeAlloc
-ALLOC_ROUND_LARGE = 2 * MiB  # kRoundLarge
-ALLOC_MIN_BLOCK = 512  # kMinBlockSize
 
 def allocation_size(nbytes: int) -> int:
     """Bytes the caching allocator reserves for one request of ``nbytes``
-    (``round_size`` then ``get_allocation_size``, PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp
-    DeviceCachingAllocator::malloc)::
+    (``round_size`` then ``get_allocation_size``, PyTorch v2.11.0
+    c10/cuda/CUDACachingAllocator.cpp DeviceCachingAllocator::malloc; the constants from
+    ``memprof.alloc.constants``)::
 
         size = 512·ceil(n/512);  ≤ 1 MiB → 2 MiB segment;  < 10 MiB → 20 MiB;  else 2 MiB·ceil
     """
-    size = max(ALLOC_MIN_BLOCK, round_up(nbytes, ALLOC_MIN_BLOCK))
-    if size <= ALLOC_SMALL_SIZE:
-        return ALLOC_SMALL_BUFFER
-    if size < ALLOC_MIN_LARGE_ALLOC:
-        return ALLOC_LARGE_BUFFER
-    return round_up(size, ALLOC_ROUND_LARGE)
+    size = max(K_MIN_BLOCK_SIZE, round_up(nbytes, K_MIN_BLOCK_SIZE))
+    if size <= K_SMALL_SIZE:
+        return K_SMALL_BUFFER
+    if size < K_MIN_LARGE_ALLOC:
+        return K_LARGE_BUFFER
+    return round_up(size, K_ROUND_LARGE)
 
 
 # beyond SIMULATE_MAX_LAYERS, the closed form (a replay would take seconds)
