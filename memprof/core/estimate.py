@@ -399,8 +399,13 @@ def _weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord:
     return tensors, rows, sum(c.bytes for c in rows)
 
 
-STEPS = Steps(model_spec=_model_spec, prepared=_prepared, class_core=_class_core,
-              weights=_weights, kv_plan=kv_plan)
+# each step looks its function up when called, so that replacing one of this module's
+# functions (a test's monkeypatch) reaches every estimate
+STEPS = Steps(model_spec=lambda model, dep: _model_spec(model, dep),
+              prepared=lambda dep, spec, gpu: _prepared(dep, spec, gpu),
+              class_core=lambda *args: _class_core(*args),
+              weights=lambda *args: _weights(*args),
+              kv_plan=lambda *args: kv_plan(*args))
 """The estimator's steps, computing (no cache)."""
 
 
