@@ -4,7 +4,9 @@ at least 5,000/s), on grids a user writes.
     python benchmarks/bench_sweep.py [--repeat 3]
 
 Each grid runs in a fresh ``Evaluator``, and no two grids share a model, so nothing computed
-for one grid serves another (memprof also keeps some work per layout at module level); the first
+for one grid serves another (the evaluator owns the sweep's caches; the estimator keeps only a
+few bounded caches keyed by values: a PP stage's layer kinds, a rank's weights in order, its
+model-load replay, ``memprof.core``); the first
 pass of each grid is the figure reported (a user runs a sweep once), the best of --repeat
 passes is printed beside it. Before the grids, one point of another model is estimated so
 that the modules an estimate imports on first use are loaded (their time is the cold start's,
@@ -25,8 +27,8 @@ import subprocess
 import sys
 import time
 
+from memprof.batch.sweep import Evaluator, parse_axis, points, sweep
 from memprof.core.deployment import Deployment
-from memprof.core.sweep import Evaluator, parse_axis, points, sweep
 
 GRIDS = [
     ("qwen3-32b", "H200", ["tp=1,2,4,8", "max_model_len=8K,16K,32K", "max_num_seqs=64,256",

@@ -94,10 +94,10 @@ def explanation() -> tuple[Any, dict[str, Any]]:
 
 
 def plan_report() -> Any:
+    from memprof.batch.plan import plan, serve_model
+    from memprof.batch.plan_report import PlanReport
     from memprof.core.deployment import Deployment
     from memprof.core.gpus import find_gpu
-    from memprof.core.plan import plan, serve_model
-    from memprof.core.plan_report import PlanReport
 
     g = find_gpu("H100")
     rows = plan("qwen3-32b", g, requests=64, context=32000, headroom=1 << 30,
@@ -111,8 +111,8 @@ SWEEP_AXES = ["tp=1,2,3", "max_model_len=8k,128k"]
 
 
 def sweep_frame() -> Any:
+    from memprof.batch.sweep import parse_axis, sweep
     from memprof.core.deployment import Deployment
-    from memprof.core.sweep import parse_axis, sweep
     from memprof.report.sweep import dataframe
 
     return dataframe(sweep("qwen3-32b", Deployment(), "H100", None,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from memprof.batch.plan import serve_model
 from memprof.cli import run
 from memprof.core.models.load import bundled_models
-from memprof.core.plan import serve_model
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--gpu", "H100", "--requests", "64", "--context", "32K", "--top", "1"]

@@ -22,7 +22,7 @@ WITH_MARKDOWN = ("alloc", "devices", "explain", "gate", "listing", "markdown", "
 # the CLI rewrite (issue 23, deliverable 1) moves that into memprof.report: empty this set then
 NOT_YET = {"memprof/commands/gate.py"}
 BUILDERS = ("memprof.core.contract", "memprof.core.gate", "memprof.core.explain",
-            "memprof.core.version_diff", "memprof.core.listing", "memprof.core.plan_report",
+            "memprof.core.version_diff", "memprof.core.listing", "memprof.batch.plan_report",
             "memprof.alloc.contract", "memprof.trace.contract", "memprof.probes.devices")
 
 

@@ -15,12 +15,12 @@ import pytest
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB
+from memprof.batch.plan import plan
+from memprof.batch.sweep import Evaluator, parse_axis, points, record, sweep
 from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import resolve_gpu
-from memprof.core.plan import plan
-from memprof.core.sweep import Evaluator, parse_axis, points, record, sweep
 
 
 def invoke(argv: list[str]) -> tuple[int, str, str]:
@@ -174,16 +174,17 @@ def test_shared_work_changes_no_figure(model: str, gpu: str, sets: list[str]) ->
     """Every cache the evaluator and the scratch evaluation keep (per class of ranks, per
     settings a computation reads, the KV block count where a buffer reads it) gives what a cold
     estimate gives: every component, the estimated maximum length, the sharing report."""
-    from memprof.core.scratch import evaluate as scratch_eval
+    from memprof.core import kvcache
     from memprof.core.terms import load_rounding
+    from memprof.core.weights import rank
 
     ev, g = Evaluator(), resolve_gpu(gpu, None)
     for p in points([parse_axis(s) for s in sets]):
         dep = Deployment().with_(**p)
         got = ev.estimate(model, dep, g)
-        scratch_eval._BY_READS.clear()
-        scratch_eval._BY_CTX.clear()
         load_rounding._BY_LOAD.clear()
+        rank._IN_ORDER.clear()
+        kvcache._stage_layer_kinds.cache_clear()
         want = estimate(model, dep, gpu=g)
         assert got == want, p
         assert [(r.estimated_max_model_len, r.scratch_savings) for r in got.ranks] == \

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from memprof.batch.sweep import parse_axis, sweep
 from memprof.core.deployment import Deployment
-from memprof.core.sweep import parse_axis, sweep
 from memprof.report.sweep import SHOWN, dataframe, render_table
 from tests.cli_helpers import invoke, one_error
 
@@ -21,7 +21,7 @@ BASE = ["sweep", "--model", "qwen3-32b", "--gpu", "H200"]
 
 @pytest.fixture
 def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memprof.core.sweep as core
+    import memprof.batch.sweep as core
 
     def refuse(*a: object, **k: object) -> None:
         raise AssertionError("the sweep ran before the bad input was refused")

@@ -1,4 +1,4 @@
-"""``memprof.core.term_memo``: the recorder sees every read, including those made through
+"""``memprof.batch.memo``: the recorder sees every read, including those made through
 properties and methods, and a sweep whose terms are remembered by what they read gives, point
 for point, what a cold estimate gives."""
 
@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memprof.base.errors import BadInput
+from memprof.batch.memo import DEP_FIELDS, ReadMemo, ReadMemoFn, recorded_run
+from memprof.batch.sweep import Evaluator, parse_axis, points
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate, rank_context
 from memprof.core.gpus import GPU, resolve_gpu
-from memprof.core.sweep import Evaluator, parse_axis, points
-from memprof.core.term_memo import DEP_FIELDS, ReadMemo, ReadMemoFn, recorded_run
 
 
 def _ctx(dep: Deployment = Deployment()) -> TermContext:
@@ -146,18 +146,16 @@ def _both(ev: Evaluator, model: str, dep: Deployment, gpu: GPU,
 
 
 def _cold(model: str, dep: Deployment, gpu: GPU) -> Estimate:
-    """The estimate with every module-level cache emptied first (the scratch memos, the
-    model-load replay, the activation stages, the graph node counts, the in-order weights, a
-    rank's layers), so that a wrong key in any of them shows."""
+    """The estimate with every module-level cache emptied first (the model-load replay, the
+    in-order weights, a stage's layer kinds: each keyed by values), so that a wrong key in any
+    of them shows."""
     from memprof.core import kvcache
-    from memprof.core.scratch import evaluate as scratch_eval
-    from memprof.core.terms import activation, cudagraph, load_rounding
+    from memprof.core.terms import load_rounding
     from memprof.core.weights import rank
 
-    for cache in (scratch_eval._BY_READS, scratch_eval._BY_CTX, load_rounding._BY_LOAD,
-                  activation._STAGES, cudagraph._NODES, rank._IN_ORDER, kvcache._RANK_LAYERS,
-                  kvcache._RANK_KINDS):
-        cache.clear()
+    load_rounding._BY_LOAD.clear()
+    rank._IN_ORDER.clear()
+    kvcache._stage_layer_kinds.cache_clear()
     return estimate(model, dep, gpu=gpu)
 
 

@@ -19,8 +19,6 @@ from memprof.core.gpus import GPU, find_gpu
 from memprof.core.kvcache import kv_plan, kv_tensor_sizes
 from memprof.core.models import ModelSpec, load_model, spec_from_config
 from memprof.core.terms import (
-    BUDGET_TERMS,
-    RUNTIME_TERMS,
     activation,
     allocator,
     cudagraph,
@@ -29,6 +27,7 @@ from memprof.core.terms import (
     non_torch,
     rope_cache,
 )
+from memprof.core.terms.registry import BUDGET_TERMS, RUNTIME_TERMS
 
 ROWS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}

@@ -9,7 +9,11 @@ Three rules, each a list of violations (exit 1 when any):
    ``FORBIDDEN_IN_CORE`` (UI, GPU and data libraries), so the estimator stays fast and runs
    anywhere.
 3. **No circles**: the graph of memprof's modules (every import, also inside functions) has no
-   cycle.
+   cycle. Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first, so an import
+   is also an edge to each package above its target, except the packages that hold the
+   importing module itself (Python has started them before the module runs): a package
+   ``__init__`` that imports a module which imports back into the package from outside it is a
+   circle.
 
 Usage: ``python tools/check_imports.py [SRC_DIR]`` (default: the checkout's ``memprof/``).
 """
@@ -30,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprof.validation",),
     ("memprof.kernels",),
     ("memprof.probes",),
+    ("memprof.batch",),
     ("memprof.core",),
     ("memprof.alloc",),
     ("memprof.base", "memprof"),
@@ -84,6 +89,15 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[tuple[str, 
     return out
 
 
+def packages_run_first(target: str, importer: str) -> list[str]:
+    """The packages Python runs before ``target`` when ``importer`` imports it: every package
+    above ``target`` (``a`` and ``a.b`` for ``a.b.c``), less those above ``importer`` itself
+    (already started when it runs) and ``importer`` (a package's own submodules)."""
+    parts = target.split(".")
+    above = [".".join(parts[:i]) for i in range(1, len(parts))]
+    return [p for p in above if not _within(importer, p)]
+
+
 def check(src: Path) -> list[str]:
     known = modules(src)
     problems: list[str] = []
@@ -103,6 +117,7 @@ def check(src: Path) -> list[str]:
             if target not in known or target == mod:
                 continue
             graph[mod].add(target)
+            graph[mod].update(p for p in packages_run_first(target, mod) if p in known)
             if layer_of(target) < layer_of(mod):
                 problems.append(f"{where}: {mod} imports {target}, a layer above it "
                                 f"({LAYERS[layer_of(target)][0]} over "

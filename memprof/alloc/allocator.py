@@ -26,19 +26,24 @@ from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
-from memprof.alloc.config import SIZE_MAX, AllocatorConfig, parse_conf
+from memprof.alloc.config import AllocatorConfig, parse_conf
+from memprof.alloc.constants import (
+    K_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_MIN_LARGE_ALLOC,
+    K_ROUND_LARGE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+    SIZE_MAX,
+)
 from memprof.alloc.stats import Stats
-from memprof.alloc.va import DriverVA
+from memprof.alloc.va import DEFAULT_PROFILE, AddressProfile, DriverVA
 from memprof.base.errors import MemprofError
 from memprof.base.units import fmt_bytes
 
-K_MIN_BLOCK_SIZE = 512  # kMinBlockSize: all sizes are rounded to at least 512 bytes
-K_SMALL_SIZE = 1 << 20  # kSmallSize: largest "small" allocation is 1 MiB
-K_SMALL_BUFFER = 2 << 20  # kSmallBuffer: "small" allocations are packed in 2 MiB blocks
-K_LARGE_BUFFER = 20 << 20  # kLargeBuffer: allocations between 1 and 10 MiB use 20 MiB blocks
-K_MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc: larger allocations are rounded up to 2 MiB
-K_ROUND_LARGE = 2 << 20  # kRoundLarge
-SEGMENT_ALIGN = 2 << 20  # cudaMalloc granularity used for the simulated addresses
+__all__ = ["K_LARGE_BUFFER", "K_MIN_BLOCK_SIZE", "K_MIN_LARGE_ALLOC", "K_ROUND_LARGE",
+           "K_SMALL_BUFFER", "K_SMALL_SIZE", "AllocatorOOM", "CachingAllocator",
+           "get_allocation_size", "round_size"]
 
 
 class AllocatorOOM(MemprofError):
@@ -211,7 +216,11 @@ def get_allocation_size(size: int) -> int:
 class CachingAllocator:
     """One device's caching allocator. ``malloc`` returns a handle, ``free`` takes it back."""
 
-    def __init__(self, conf: str = "", total_bytes: int | None = None) -> None:
+    def __init__(self, conf: str = "", total_bytes: int | None = None,
+                 address_profile: AddressProfile = DEFAULT_PROFILE) -> None:
+        """``conf``: ``PYTORCH_CUDA_ALLOC_CONF``; ``total_bytes``: what ``cudaMalloc`` may
+        return in all; ``address_profile``: where the driver places segments
+        (``memprof.alloc.va.PROFILES``; only ties between equal-size blocks read it)."""
         self.conf = parse_conf(conf)
         self._plain_rounding = not any(d > 1 for d in self.conf.roundup_power2_divisions)
         self.total_bytes = total_bytes
@@ -222,8 +231,9 @@ class CachingAllocator:
         self.total_allocated_memory = 0  # reserved bytes (cudaMalloc'd or mapped)
         self.allowed_memory_maximum: int | None = None  # set_per_process_memory_fraction
         self._next_addr = 1 << 40
-        self._va = DriverVA()  # where cudaMalloc puts segments (below 1 << 44; expandable
-        # segments' reservations grow up from 1 << 40... and never meet them on a real GPU size)
+        # where cudaMalloc puts segments (below 1 << 44; expandable segments' reservations grow
+        # up from 1 << 40... and never meet them on a real GPU size)
+        self._va = DriverVA(profile=address_profile)
         self._next_handle = 0
         self.expandable: dict[tuple[int, bool], ExpandableSegment] = {}
         self.private: dict[int, PrivatePool] = {}
@@ -342,7 +352,8 @@ class CachingAllocator:
 
     def _malloc(self, orig: int, stream: int) -> Block:
         if self._plain_rounding:
-            size = K_MIN_BLOCK_SIZE if orig < K_MIN_BLOCK_SIZE else -(-orig // 512) * 512
+            size = (K_MIN_BLOCK_SIZE if orig < K_MIN_BLOCK_SIZE
+                    else -(-orig // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
         else:
             size = round_size(orig, self.conf)
         pool = self._get_pool(size, stream)
@@ -659,7 +670,8 @@ class CachingAllocator:
         cap = self.total_bytes if self.total_bytes is not None else 1 << 44
         pages = max(1, (cap * 9 // 8) // page)
         seg = ExpandableSegment(self._next_addr, page, pages)
-        self._next_addr += -(-seg.size // SEGMENT_ALIGN) * SEGMENT_ALIGN
+        granule = self._va.profile.granule  # cudaMalloc's granularity
+        self._next_addr += -(-seg.size // granule) * granule
         c = Block(stream, seg.size, pool, seg.start)
         c.mapped = False
         c.expandable = seg

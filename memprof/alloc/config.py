@@ -34,13 +34,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from memprof.alloc.constants import (
+    K_LARGE_BUFFER,
+    ROUNDUP_INTERVALS,
+    ROUNDUP_START_LOG2,
+    SIZE_MAX,
+)
 from memprof.base.errors import BadInput
 from memprof.base.units import MiB
 
-ROUNDUP_INTERVALS = 16  # kRoundUpPowerOfTwoIntervals: 1 MiB (2^20) … 64 GiB
-ROUNDUP_START_LOG2 = 20  # kRoundUpPowerOfTwoStart = 1 MiB
-LARGE_BUFFER = 20 * MiB  # kLargeBuffer: the default max_non_split_rounding_size
-SIZE_MAX = (1 << 64) - 1
+LARGE_BUFFER = K_LARGE_BUFFER  # the default max_non_split_rounding_size
 MIN_SPLIT_MB = LARGE_BUFFER // MiB  # max_split_size_mb / max_non_split_rounding_mb must be >= 20
 MAX_SPLIT_MB = SIZE_MAX // MiB  # larger values are clamped to this (parseMaxSplitSize)
 

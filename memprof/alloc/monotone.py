@@ -2,7 +2,7 @@
 simulator's bookkeeping.
 
 A rank's start-up allocates its weights, scratch and KV-cache tensors and frees none of them, and
-``memprof.core.replay_cache`` needs only the totals afterwards (reserved and requested bytes,
+``memprof.batch.replay`` needs only the totals afterwards (reserved and requested bytes,
 segments, the largest free block). With nothing freed, no blocks merge and no segment is
 released, so the allocator's state that decides later allocations is just the sizes of its free
 blocks per pool: a request takes the smallest free block that holds it (``get_free_block``'s
@@ -19,13 +19,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from memprof.alloc.allocator import (
-    K_MIN_BLOCK_SIZE,
-    K_SMALL_BUFFER,
-    K_SMALL_SIZE,
-    CachingAllocator,
-    get_allocation_size,
-)
+from memprof.alloc.allocator import CachingAllocator, get_allocation_size
+from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_SMALL_BUFFER, K_SMALL_SIZE
 
 
 class MonotoneReplay:
@@ -55,7 +50,8 @@ class MonotoneReplay:
     def malloc(self, nbytes: int) -> None:
         """One allocation of ``nbytes`` (``malloc``: 512-B rounding, pool, best fit or a new
         segment, split)."""
-        size = K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE else -(-nbytes // 512) * 512
+        size = (K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE
+                else -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
         small = size <= K_SMALL_SIZE
         free = self.small if small else self.large
         i = bisect_left(free, size)
@@ -81,7 +77,8 @@ class MonotoneReplay:
         reserved = requested = allocated = 0
         created = self.created
         for nbytes in sizes:
-            size = K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE else -(-nbytes // 512) * 512
+            size = (K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE
+                    else -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
             small = size <= K_SMALL_SIZE
             free = small_free if small else large_free
             i = bisect_left(free, size)

@@ -1,5 +1,7 @@
-"""Where ``cudaMalloc`` puts a segment: a model of the driver's address placement, fitted to
-what an H200 did (driver 580, CUDA 13.0, torch 2.11.0+cu130).
+"""Where ``cudaMalloc`` puts a segment: a model of the driver's address placement, its measured
+values an explicit profile (``AddressProfile``) per GPU and driver it was read on. One profile
+so far, ``H200_DRIVER_580``: what an H200 did (driver 580, CUDA 13.0, torch 2.11.0+cu130).
+Another GPU's or driver's placement is a new row of ``PROFILES``, not an edit of the rules.
 
 The caching allocator breaks ties between equal-size free blocks by address
 (``BlockComparatorSize``: stream, size, then pointer), so two segments' order in memory decides
@@ -7,15 +9,16 @@ which one a later request splits. The driver does not document its placement; th
 ``benchmarks/alloc_addresses.py`` recorded (tests/data/alloc_golden/alloc-addresses.json.gz, every
 segment of the golden sequences with its address), not a reading of the driver:
 
-- requests are 2 MiB-granular; address space is taken in *chunks* of the request rounded up to
-  32 MiB, 32 MiB-aligned, placed top-down below a ceiling (414 MiB below the arena's start on that
-  machine: what the CUDA context itself holds there): at the top of the highest gap between
-  chunks that is *larger* than the chunk (a gap of exactly its size is passed over);
+- requests are granule-sized (2 MiB); address space is taken in *chunks* of the request rounded
+  up to the chunk size (32 MiB), chunk-aligned, placed top-down below a ceiling (414 MiB below
+  the arena's start on that machine: what the CUDA context itself holds there): at the top of
+  the highest gap between chunks that is *larger* than the chunk (a gap of exactly its size is
+  passed over);
 - a request first looks for room inside the chunks already taken, newest chunk first, choosing
   within a chunk the smallest free range that holds it (lowest address on a tie); a chunk whose
   segments are all freed is given back;
-- a small arena above the ceiling (free at offsets 0-2 and 74-96 MiB) is searched after every
-  chunk.
+- a small arena above the ceiling (on the H200 96 MiB, free at offsets 0-2 and 74-96 MiB) is
+  searched after every chunk.
 
 Cost: a request, a chunk taken and a chunk given back each cost O(log) in the chunks and gaps
 (``_MaxTree``: the newest chunk with room for a request, the highest gap larger than a chunk),
@@ -33,11 +36,38 @@ import bisect
 from dataclasses import dataclass, field
 
 MiB = 1 << 20
-GRANULE = 2 * MiB  # cudaMalloc's segment granularity
-CHUNK = 32 * MiB  # address space is taken in 32 MiB-aligned chunks
-CEILING_BELOW_ARENA = 414 * MiB  # measured: first chunk ends this far below the first segment
-ARENA_FREE = ((0, 2 * MiB), (74 * MiB, 96 * MiB))  # measured free ranges of the first arena
-ARENA_SPAN = 96 * MiB
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddressProfile:
+    """The measured values of one GPU and driver's segment placement (the rules above read
+    nothing else), with what they were read on."""
+
+    name: str
+    gpu: str
+    driver: str
+    cuda: str
+    torch: str
+    recorded_by: str  # the script and the recording the values were fitted to
+    granule: int  # cudaMalloc's segment granularity
+    chunk: int  # address space is taken in chunks of this alignment
+    ceiling_below_arena: int  # the first chunk ends this far below the first segment
+    arena_span: int  # the first arena's size
+    arena_free: tuple[tuple[int, int], ...]  # its free [start, end) offsets
+    base: int  # the first segment's address (the arena's start)
+
+
+H200_DRIVER_580 = AddressProfile(
+    name="h200-driver580", gpu="NVIDIA H200", driver="580", cuda="13.0",
+    torch="2.11.0+cu130",
+    recorded_by="benchmarks/alloc_addresses.py → tests/data/alloc_golden/alloc-addresses.json.gz",
+    granule=2 * MiB, chunk=32 * MiB, ceiling_below_arena=414 * MiB, arena_span=96 * MiB,
+    arena_free=((0, 2 * MiB), (74 * MiB, 96 * MiB)),
+    # 30 MiB above a 32 MiB boundary, so the ceiling (414 MiB below) is chunk-aligned
+    base=(1 << 44) + 30 * MiB)
+PROFILES: dict[str, AddressProfile] = {p.name: p for p in (H200_DRIVER_580,)}
+"""Every measured placement, by name."""
+DEFAULT_PROFILE = H200_DRIVER_580
 
 
 class _MaxTree:
@@ -103,28 +133,31 @@ class DriverVA:
     between chunks below the ceiling (``gaps``: start -> end, with a ``_MaxTree`` of their
     lengths by start)."""
 
-    # the first segment's address (the arena's start); on the H200 it sat 30 MiB above a 32 MiB
-    # boundary, so the ceiling (414 MiB below) is chunk-aligned
-    base: int = (1 << 44) + 30 * MiB
+    # the first segment's address (the arena's start); None: the profile's
+    base: int | None = None
+    profile: AddressProfile = DEFAULT_PROFILE
     owner: dict[int, tuple[Chunk, int]] = field(default_factory=dict)
     room: dict[int, Chunk] = field(default_factory=dict)  # seq -> chunk with a free range
     fits: _MaxTree = field(default_factory=_MaxTree)  # seq -> its largest free range
     gaps: dict[int, int] = field(default_factory=dict)  # [start, end) below the ceiling
     gap_starts: list[int] = field(default_factory=list)  # the keys of ``gaps``, sorted
-    # start // CHUNK -> length: a gap starts at 0 or at a chunk's end, a multiple of CHUNK
+    # start // chunk -> length: a gap starts at 0 or at a chunk's end, a multiple of the chunk
     gap_tree: _MaxTree = field(default_factory=_MaxTree)
     arena: Chunk = field(init=False)
     _seq: int = 0
 
     def __post_init__(self) -> None:
-        self.arena = Chunk(self.base, ARENA_SPAN,
-                           [[self.base + a, self.base + b] for a, b in ARENA_FREE])
+        if self.base is None:
+            self.base = self.profile.base
+        base, p = self.base, self.profile
+        self.arena = Chunk(base, p.arena_span, [[base + a, base + b] for a, b in p.arena_free])
         if self.ceiling > 0:
             self._add_gap(0, self.ceiling)
 
     @property
     def ceiling(self) -> int:
-        return self.base - CEILING_BELOW_ARENA
+        assert self.base is not None
+        return self.base - self.profile.ceiling_below_arena
 
     @property
     def chunks(self) -> list[Chunk]:
@@ -135,7 +168,8 @@ class DriverVA:
 
     def malloc(self, size: int) -> int:
         """The address of a new segment of ``size`` bytes."""
-        need = -(-size // GRANULE) * GRANULE
+        granule = self.profile.granule
+        need = -(-size // granule) * granule
         seq = self.fits.rightmost_above(need - 1)  # the newest chunk with a range >= need
         for ch in ((self.room[seq],) if seq is not None else ()) + (self.arena,):
             best = -1
@@ -164,13 +198,14 @@ class DriverVA:
 
     def _new_chunk(self, need: int) -> Chunk:
         """A chunk at the top of the highest gap larger than it (an exact fit is passed over)."""
-        size = -(-need // CHUNK) * CHUNK
+        chunk = self.profile.chunk
+        size = -(-need // chunk) * chunk
         at = self.gap_tree.rightmost_above(size)
         if at is None:  # a request near the size of the whole address space
             raise MemoryError("no address space left below the ceiling")
-        lo = at * CHUNK
+        lo = at * chunk
         hi = self._drop_gap(lo)
-        start = (hi - size) // CHUNK * CHUNK
+        start = (hi - size) // chunk * chunk
         if start > lo:
             self._add_gap(lo, start)
         if hi > start + size:
@@ -181,12 +216,12 @@ class DriverVA:
     def _add_gap(self, lo: int, hi: int) -> None:
         self.gaps[lo] = hi
         bisect.insort(self.gap_starts, lo)
-        self.gap_tree.set(lo // CHUNK, hi - lo)
+        self.gap_tree.set(lo // self.profile.chunk, hi - lo)
 
     def _drop_gap(self, lo: int) -> int:
         hi = self.gaps.pop(lo)
         del self.gap_starts[bisect.bisect_left(self.gap_starts, lo)]
-        self.gap_tree.set(lo // CHUNK, 0)
+        self.gap_tree.set(lo // self.profile.chunk, 0)
         return hi
 
     def _give_back(self, lo: int, hi: int) -> None:

@@ -39,9 +39,9 @@ def plan(
     Exit 0 when one holds it, 1 when none does."""
     from memprof.base.errors import BadInput
     from memprof.base.units import parse_size
+    from memprof.batch.plan import plan as run_plan
+    from memprof.batch.sweep import Evaluator, read_int
     from memprof.core.deployment import KV_CACHE_DTYPES, Deployment
-    from memprof.core.plan import plan as run_plan
-    from memprof.core.sweep import Evaluator, read_int
 
     if fmt not in ("table", "json"):
         raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
@@ -65,7 +65,7 @@ def plan(
     if max_gpus < 1 or top < 1:
         raise BadInput("--max-gpus and --top must be at least 1", hint="e.g. --max-gpus 16")
     ctx = read_int(context, "--context")
-    from memprof.core.plan import serve_model
+    from memprof.batch.plan import serve_model
 
     served, served_note = serve_model(model)
     ev = Evaluator()
@@ -76,7 +76,7 @@ def plan(
                     base=Deployment(engine=engine, engine_version=version,
                                     entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)
-    from memprof.core.plan_report import PlanReport
+    from memprof.batch.plan_report import PlanReport
     from memprof.report.plan import render_json, render_table
 
     report = PlanReport(model=model, gpu=g.name, requests=requests, context=ctx,

@@ -31,8 +31,8 @@ def sweep(
     """Estimate every deployment of a grid (the other flags are the base deployment). Exit 0
     when the sweep ran (points that do not fit are rows with their verdict)."""
     from memprof.base.errors import BadInput
-    from memprof.core.sweep import parse_axis
-    from memprof.core.sweep import sweep as run_sweep
+    from memprof.batch.sweep import parse_axis
+    from memprof.batch.sweep import sweep as run_sweep
     from memprof.report.sweep import SHOWN, dataframe, output_kind, render_table, write
 
     if fmt not in ("table", "csv", "jsonl"):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
@@ -21,7 +20,6 @@ from memprof.core.deployment import (
     SGLANG_MAX_PREFILL_TOKENS,
     Deployment,
     RankCoord,
-    but_utilization,
     experts_on_rank,
     long_context_allowed,
     ranks,
@@ -53,10 +51,7 @@ from memprof.core.weights import (
     WeightTensor,
     group_weights,
     model_dtype,
-    weights_key,
 )
-
-_T = TypeVar("_T")
 
 
 class _Later:
@@ -165,7 +160,7 @@ class Estimate:
 def default_terms() -> tuple[list[TermFn], list[TermFn]]:
     """(terms known before the KV cache is sized, runtime terms that need its size)."""
     from memprof.core import scratch
-    from memprof.core.terms import BUDGET_TERMS, RUNTIME_TERMS
+    from memprof.core.terms.registry import BUDGET_TERMS, RUNTIME_TERMS
 
     return ([scratch.scratch_budget_terms, *BUDGET_TERMS],
             [scratch.scratch_runtime_terms, *RUNTIME_TERMS])
@@ -203,10 +198,41 @@ class _Class:
     ctx: TermContext  # the context the class's terms were computed in
 
 
+# (tensors, components, plan, context, budgeted bytes, bytes before the baseline, bytes loaded
+# at start) of a class of ranks
+ClassCore = tuple[list[WeightTensor], list[Component], KVPlan, TermContext, int, int, int]
+WeightsFn = Callable[[ModelSpec, Deployment, "QuantConfig | None", RankCoord, str],
+                     tuple[list[WeightTensor], list[Component], int]]
+KVPlanFn = Callable[[ModelSpec, Deployment, RankCoord, str, str], KVPlan]
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """The estimator's steps that a caller estimating many deployments may wrap (a cache of
+    its own, ``memprof.batch.sweep.Evaluator``): each is a pure function of its arguments, and
+    ``estimate`` calls them and nothing else for the work they do. The defaults compute.
+
+    - ``model_spec(model, dep)``: the model with ``--hf-overrides`` merged;
+    - ``prepared(dep, spec, gpu)``: the deployment validated, every default resolved;
+    - ``class_core(spec, dep, gpu, coord, quant, dtype, before_kv, steps)``: a class of ranks'
+      weights, KV layout and budget terms (``ClassCore``); it reads ``dep``'s
+      ``gpu_memory_utilization`` not at all;
+    - ``weights(spec, dep, quant, coord, arch)`` and ``kv_plan(spec, dep, coord, dtype, arch)``:
+      what ``class_core`` computes them with.
+    """
+
+    model_spec: Callable[[str | ModelSpec, Deployment], ModelSpec]
+    prepared: Callable[[Deployment, ModelSpec, GPU], Deployment]
+    class_core: Callable[[ModelSpec, Deployment, GPU, RankCoord, QuantConfig | None, str,
+                          list[TermFn], Steps], ClassCore]
+    weights: WeightsFn
+    kv_plan: KVPlanFn
+
+
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
              gpu_memory_bytes: int | None = None, gpu: GPU | None = None,
              terms: tuple[list[TermFn], list[TermFn]] | None = None,
-             memo: dict[tuple[object, ...], object] | None = None) -> Estimate:
+             steps: Steps | None = None) -> Estimate:
     """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
 
     Work grows with the *distinct* ranks, not their count: ranks of one PP stage holding the
@@ -215,25 +241,16 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     ranks with the same class and block count share one ``RankEstimate`` (``same_as`` lists
     them).
 
-    ``memo``: a dict kept across calls (``memprof.core.sweep.Evaluator``) in which a rank's
-    weights and KV layout are remembered under the settings they are computed from.
+    ``terms``: the terms before and after the KV cache is sized (``default_terms``);
+    ``steps``: the steps of ``Steps`` (``STEPS``, computing); a caller that estimates many
+    deployments passes wrappers that share work between them. The estimator keeps nothing
+    between calls.
     """
+    steps = steps or STEPS
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
-    spec = _model_spec(model, dep, memo)
+    spec = steps.model_spec(model, dep)
     asked = dep
-    util = dep.gpu_memory_utilization
-    if memo is None or (util is not None and (not 0.0 < util <= 1.0 or dep.sglang)):
-        dep = _prepared(dep, spec, gpu)
-    else:
-        # validated and resolved once for every gpu_memory_utilization (only its own range
-        # check, the engine check — SGLang has no such flag — and its default read it; a value
-        # either refuses takes the path above, so errors come in validate's order)
-        memo.setdefault(("spec", id(spec)), spec)
-        base = _memo(memo, ("prepared", id(spec), gpu, but_utilization(dep)), lambda: _prepared(
-            dep.with_(gpu_memory_utilization=None), spec, gpu))
-        if util is not None and base.gpu_memory_utilization is not None:
-            base = base.with_(gpu_memory_utilization=util)
-        dep = base
+    dep = steps.prepared(dep, spec, gpu)
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
     dtype = model_dtype(spec, dep)
     mml = dep.max_model_len
@@ -260,7 +277,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
         order.append((coord, key))
         if key not in classes:
             classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs,
-                                  memo)
+                                  steps)
 
     # pass 2: one engine (a DP rank's TP×PP workers) uses the smallest block count of its workers
     blocks_of = {key: _blocks(dep, c) for key, c in classes.items()}
@@ -296,8 +313,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     mem_fraction_static=mfs or None)
 
 
-def _model_spec(model: str | ModelSpec, dep: Deployment,
-                memo: dict[tuple[object, ...], object] | None) -> ModelSpec:
+def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     """The model, with ``--hf-overrides`` merged into its config before it is validated and
     built (``with_overrides``), as the engines apply them."""
     mtp = dep.num_speculative_tokens > 0
@@ -306,19 +322,13 @@ def _model_spec(model: str | ModelSpec, dep: Deployment,
     text = dep.hf_overrides
     flag = "--json-model-override-args" if dep.sglang else "--hf-overrides"
 
-    def build() -> ModelSpec:
-        if isinstance(model, ModelSpec):
-            name, cfg, source = model.name, model.raw, model.source
-        else:
-            name, cfg, path = load_config(model)
-            source = str(path)
-        return spec_from_config(with_overrides(cfg, text, flag), name=name, source=source,
-                                with_mtp=mtp)
-
-    key = ("overridden", model if isinstance(model, str) else id(model), text, mtp)
-    if memo is not None and not isinstance(model, str):
-        memo.setdefault(("spec", id(model)), model)
-    return _memo(memo, key, build)
+    if isinstance(model, ModelSpec):
+        name, cfg, source = model.name, model.raw, model.source
+    else:
+        name, cfg, path = load_config(model)
+        source = str(path)
+    return spec_from_config(with_overrides(cfg, text, flag), name=name, source=source,
+                            with_mtp=mtp)
 
 
 def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
@@ -339,23 +349,14 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     return resolve(dep, spec, gpu)
 
 
-def _memo(memo: dict[tuple[object, ...], object] | None, key: tuple[object, ...],
-          fn: Callable[[], _T]) -> _T:
-    if memo is None:
-        return fn()
-    if key not in memo:
-        memo[key] = fn()
-    return memo[key]  # type: ignore[return-value]
-
-
 def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            quant: QuantConfig | None, dtype: str, before_kv: list[TermFn], requested: int,
-           mfs: float, memo: dict[tuple[object, ...], object] | None = None) -> _Class:
+           mfs: float, steps: Steps) -> _Class:
     # nothing of a class but its KV budget reads gpu_memory_utilization (only ``requested``
-    # does): points of a sweep that differ in it alone share the rest
-    ckey = ("class", id(spec), but_utilization(dep), gpu, coord, quant, dtype, tuple(before_kv))
-    tensors, comps, plan, ctx, budget, baseline, loaded = _memo(
-        memo, ckey, lambda: _class_core(spec, dep, gpu, coord, quant, dtype, before_kv, memo))
+    # does): a wrapped ``class_core`` may return the context of a deployment that differs from
+    # ``dep`` in it alone
+    tensors, comps, plan, ctx, budget, baseline, loaded = steps.class_core(
+        spec, dep, gpu, coord, quant, dtype, before_kv, steps)
     if ctx.dep is not dep:
         ctx = ctx.with_(dep=dep)
     if dep.kv_cache_memory_bytes:
@@ -378,20 +379,11 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
 
 def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                 quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
-                memo: dict[tuple[object, ...], object] | None
-                ) -> tuple[list[WeightTensor], list[Component], KVPlan, TermContext, int, int,
-                           int]:
+                steps: Steps) -> ClassCore:
     """A class's weights, KV layout and budget terms: (tensors, components, plan, context,
     budgeted bytes, bytes before the baseline, bytes loaded at start)."""
-    # keyed by what memprof.core.weights and kv_plan read of the deployment
-    wkey = ("weights", *weights_key(spec, dep, quant, coord, gpu.arch))
-    if memo is not None:  # the spec stays alive while its id is a key
-        memo.setdefault(("spec", id(spec)), spec)
-    tensors, weights, weights_bytes = _memo(memo, wkey, lambda: _weights(
-        spec, dep, quant, coord, gpu.arch))
-    kkey = ("kv", id(spec), dep.engine_version, dep.kv_cache_dtype, dep.block_size, dep.attn_tp,
-            dep.pp, coord.pp_stage, dtype, gpu.arch)
-    plan = _memo(memo, kkey, lambda: kv_plan(spec, dep, coord, dtype, gpu.arch))
+    tensors, weights, weights_bytes = steps.weights(spec, dep, quant, coord, gpu.arch)
+    plan = steps.kv_plan(spec, dep, coord, dtype, gpu.arch)
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=weights_bytes, model_dtype=dtype, quant=quant)
     comps = weights + [c for fn in before_kv for c in fn(ctx)]
@@ -405,6 +397,16 @@ def _weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord:
     tensors, groups = group_weights(spec, dep, quant, coord, arch)
     rows = _weight_components(groups)
     return tensors, rows, sum(c.bytes for c in rows)
+
+
+# each step looks its function up when called, so that replacing one of this module's
+# functions (a test's monkeypatch) reaches every estimate
+STEPS = Steps(model_spec=lambda model, dep: _model_spec(model, dep),
+              prepared=lambda dep, spec, gpu: _prepared(dep, spec, gpu),
+              class_core=lambda *args: _class_core(*args),
+              weights=lambda *args: _weights(*args),
+              kv_plan=lambda *args: kv_plan(*args))
+"""The estimator's steps, computing (no cache)."""
 
 
 def _blocks(dep: Deployment, c: _Class) -> int:

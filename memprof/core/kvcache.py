@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
@@ -335,37 +336,29 @@ def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
     return out
 
 
-# rank_layers by (id(spec), pp, release, stage), the spec held so that its id stays its own
-_RANK_LAYERS: dict[tuple[int, int, str | None, int], tuple[ModelSpec, tuple[Layer, ...]]] = {}
-
-
 def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
-    key = (id(spec), dep.pp, dep.engine_version, coord.pp_stage)
-    hit = _RANK_LAYERS.get(key)
-    if hit is not None and hit[0] is spec:
-        return list(hit[1])
-    start, end = pp_layer_split(spec.num_layers, dep.pp, dep.engine_version)[coord.pp_stage]
+    """The layers of ``coord``'s PP stage (the MTP layers on the last)."""
+    return _stage_layers(spec, dep.pp, dep.engine_version, coord.pp_stage)
+
+
+def _stage_layers(spec: ModelSpec, pp: int, version: str | None, stage: int) -> list[Layer]:
+    start, end = pp_layer_split(spec.num_layers, pp, version)[stage]
     out = list(spec.layers[start:end])
-    if coord.pp_stage == dep.pp - 1:
+    if stage == pp - 1:
         out += list(spec.mtp_layers)
-    if len(_RANK_LAYERS) >= 256:
-        _RANK_LAYERS.clear()
-    _RANK_LAYERS[key] = (spec, tuple(out))
     return out
 
 
-_RANK_KINDS: dict[tuple[int, int, str | None, int], tuple[ModelSpec, list[tuple[Layer, int]]]] = {}
-
-
 def rank_layer_kinds(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[tuple[Layer, int]]:
-    """``layer_kinds(rank_layers(spec, dep, coord))``, kept as ``rank_layers`` is."""
-    key = (id(spec), dep.pp, dep.engine_version, coord.pp_stage)
-    hit = _RANK_KINDS.get(key)
-    if hit is None or hit[0] is not spec:
-        if len(_RANK_KINDS) >= 256:
-            _RANK_KINDS.clear()
-        hit = _RANK_KINDS[key] = (spec, layer_kinds(rank_layers(spec, dep, coord)))
-    return list(hit[1])
+    """``layer_kinds(rank_layers(spec, dep, coord))``, kept by the values it reads (the spec,
+    PP size, release and stage; hashing the spec costs less than grouping its layers)."""
+    return list(_stage_layer_kinds(spec, dep.pp, dep.engine_version, coord.pp_stage))
+
+
+@lru_cache(maxsize=256)
+def _stage_layer_kinds(spec: ModelSpec, pp: int, version: str | None, stage: int
+                       ) -> tuple[tuple[Layer, int], ...]:
+    return tuple(layer_kinds(_stage_layers(spec, pp, version, stage)))
 
 
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,

@@ -1,6 +1,6 @@
 """``PlanReport`` (``memprof plan``) as table, JSON and Markdown.
 
-Reporters of ``memprof plan`` (``memprof.core.plan_report.PlanReport``): a table readable at 80
+Reporters of ``memprof plan`` (``memprof.batch.plan_report.PlanReport``): a table readable at 80
 columns with the best layout's serve command under it, JSON (``plan_dict``, serialised) and
 Markdown (the table's rows and the command)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memprof.core.plan_report import PlanReport, plan_dict, plan_record
+from memprof.batch.plan_report import PlanReport, plan_dict, plan_record
 
 COLUMNS = ["rank", "gpus", "layout", "kv_cache_dtype", "max_num_seqs", "total_kv_tokens",
            "max_concurrency", "headroom_bytes"]

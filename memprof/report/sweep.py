@@ -1,7 +1,7 @@
 """A sweep's DataFrame (``memprof sweep``) as table, Markdown, CSV, Parquet or JSON lines.
 
 Reporters of many deployments (``memprof sweep``; ``memprof plan`` lays its table out here
-too): a pandas DataFrame of the core's records (``memprof.core.sweep``, already JSON-able), shown
+too): a pandas DataFrame of the core's records (``memprof.batch.sweep``, already JSON-able), shown
 as a table readable at 80 columns or as GitHub Markdown (the same rows), written as CSV, Parquet
 or JSON lines. pandas is imported here, when a sweep or a plan is asked for, never by
 ``estimate``."""

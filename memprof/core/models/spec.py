@@ -3,7 +3,7 @@ dtype. Result classes of ``memprof.core.models``; sizes are element counts, not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -107,6 +107,17 @@ class ModelSpec:
     num_hash_layers: int = 0
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the hash of the compared fields, computed once: a spec is part of the value keys of the
+    # estimator's caches (memprof.core.kvcache, weights.rank, terms.load_rounding), and hashing
+    # every layer again at each lookup cost more than the work those caches save
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in fields(self) if f.compare)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def num_layers(self) -> int:

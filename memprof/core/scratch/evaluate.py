@@ -4,9 +4,8 @@ bytes (WorkspaceManager callers merged into one buffer), and what sharing would 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
@@ -26,41 +25,10 @@ from memprof.core.scratch.buffer import (
     dtype_name,
 )
 from memprof.core.scratch.catalog import buffers_for
-from memprof.core.term_memo import ReadMemoFn
-
-_T = TypeVar("_T")
 
 # --- evaluation ----------------------------------------------------------------------------------
-
-# One rank's runtime terms, its allocator replay and its sharing report each read the same
-# context's dimensions, applicable buffers and components: kept here by the context's identity
-# (the context itself is held, so its id stays its own; TermContext is frozen).
-_BY_CTX: dict[tuple[str, int], tuple[TermContext, object]] = {}
-# ... and by what they read of the context (``memprof.core.term_memo``), so that contexts that
-# differ only in what scratch never reads (gpu_memory_utilization, the KV bytes, the KV block
-# count unless a buffer is sized by the KV pool, and for most backends the batch and the
-# context length) share them: a sweep's points.
-_BY_READS: dict[str, ReadMemoFn[object]] = {}
-
-
-def _ctx_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) -> _T:
-    key = (name, id(ctx))
-    hit = _BY_CTX.get(key)
-    if hit is not None and hit[0] is ctx:
-        return hit[1]  # type: ignore[return-value]
-    if len(_BY_CTX) >= 64:
-        _BY_CTX.clear()
-    value = fn(ctx)
-    _BY_CTX[key] = (ctx, value)
-    return value
-
-
-def _settings_cached(name: str, ctx: TermContext, fn: Callable[[TermContext], _T]) -> _T:
-    """``fn(ctx)`` kept under what it reads of ``ctx`` (one memo per ``name``)."""
-    memo = _BY_READS.get(name)
-    if memo is None or memo.fn is not fn:
-        memo = _BY_READS[name] = ReadMemoFn(fn, direct_when_reading_everything=False)
-    return memo.value(ctx)  # type: ignore[return-value]
+# Nothing is kept between calls: a sweep shares scratch work between its points by remembering
+# the scratch terms and tensors by what they read (``memprof.batch``).
 
 
 def _prod(shape: Shape) -> int:
@@ -89,8 +57,7 @@ def _applicable(ctx: TermContext) -> list[ScratchBuffer]:
     only the DP-attention gathered buffer; ``--attention-backend`` names vLLM backends and is not
     read for SGLang.
     """
-    return list(_ctx_cached("applicable", ctx, lambda c: _settings_cached(
-        "applicable", c, _applicable_uncached)))
+    return _applicable_uncached(ctx)
 
 
 def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
@@ -113,7 +80,7 @@ def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
 
 
 def _dims(ctx: TermContext) -> Dims:
-    return _ctx_cached("dims", ctx, dims)
+    return dims(ctx)
 
 
 def _layer_kinds(buf: ScratchBuffer, ctx: TermContext) -> dict[str, int]:
@@ -193,8 +160,7 @@ def _components(ctx: TermContext) -> list[Component]:
     callers, largest first. The first of each phase carries what it adds to the buffer; a caller
     that fits in it adds 0 B and says so.
     """
-    return list(_ctx_cached("components", ctx, lambda c: _settings_cached(
-        "components", c, _components_uncached)))
+    return _components_uncached(ctx)
 
 
 def _components_uncached(ctx: TermContext) -> list[Component]:
@@ -289,7 +255,7 @@ def scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:
     copy of every part of a non-workspace buffer (per-layer buffers once per layer), and one
     uint8 WorkspaceManager buffer of the largest call (256-B aligned parts), charged to its
     callers as ``scratch_terms`` charges them. Σ bytes = Σ scratch components."""
-    return list(_settings_cached("tensors", ctx, _scratch_tensors))
+    return _scratch_tensors(ctx)
 
 
 def _scratch_tensors(ctx: TermContext) -> list[ScratchTensor]:

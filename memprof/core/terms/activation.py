@@ -365,11 +365,6 @@ def _mhc_stage(ctx: TermContext, t: int) -> list[tuple[str, int]]:
             ("mHC mixes fp32", 2 * t * (hc + hc * hc) * 4)]
 
 
-# activation_stages by (context, tokens, rows, decode): the CUDA-graph term asks for the same
-# decode step several times per rank (the context is held, so its id stays its own)
-_STAGES: dict[tuple[int, int | None, int | None, bool], tuple[TermContext, list[Stage]]] = {}
-
-
 def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,
                       decode: bool = False) -> list[Stage]:
     """Live sets of one forward on this rank, one per distinct (attention, MLP) layer type, plus the
@@ -380,14 +375,7 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
     graphs) instead of the profile run. The persistent MoE workspace is not in these sets (see
     ``moe_workspace_bytes``).
     """
-    key = (id(ctx), tokens, rows, decode)
-    hit = _STAGES.get(key)
-    if hit is None or hit[0] is not ctx:
-        if len(_STAGES) >= 64:
-            _STAGES.clear()
-        hit = _STAGES[key] = (ctx, _activation_stages(ctx, tokens=tokens, rows=rows,
-                                                      decode=decode))
-    return list(hit[1])
+    return _activation_stages(ctx, tokens=tokens, rows=rows, decode=decode)
 
 
 def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,

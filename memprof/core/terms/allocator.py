@@ -5,34 +5,35 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memprof.base.units import MiB, fmt_bytes, round_up
+from memprof.alloc.constants import (
+    K_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_MIN_LARGE_ALLOC,
+    K_ROUND_LARGE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+)
+from memprof.base.units import fmt_bytes, round_up
+from memprof.core.allocations import rank_allocation_sizes
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 
-# Caching allocator (PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp; PyTorch @eb42ad6
-# c10/cuda/CUDACachingAllocator.cpp DeviceCachingAllocator::malloc,
-# c10/cuda/CUDACachingAllocator.cpp @eb42ad6).
-ALLOC_SMALL_SIZE = 1 * MiB  # kSmallSize
-ALLOC_SMALL_BUFFER = 2 * MiB  # kSmallBuffer
-ALLOC_LARGE_BUFFER = 20 * MiB  # kLargeBuffer
-ALLOC_MIN_LARGE_ALLOC = 10 * MiB  # kMinLargeAlloc
-ALLOC_ROUND_LARGE = 2 * MiB  # kRoundLarge
-ALLOC_MIN_BLOCK = 512  # kMinBlockSize
 
 def allocation_size(nbytes: int) -> int:
     """Bytes the caching allocator reserves for one request of ``nbytes``
-    (``round_size`` then ``get_allocation_size``, PyTorch @eb42ad6 c10/cuda/CUDACachingAllocator.cpp
-    DeviceCachingAllocator::malloc)::
+    (``round_size`` then ``get_allocation_size``, PyTorch v2.11.0
+    c10/cuda/CUDACachingAllocator.cpp DeviceCachingAllocator::malloc; the constants from
+    ``memprof.alloc.constants``)::
 
         size = 512·ceil(n/512);  ≤ 1 MiB → 2 MiB segment;  < 10 MiB → 20 MiB;  else 2 MiB·ceil
     """
-    size = max(ALLOC_MIN_BLOCK, round_up(nbytes, ALLOC_MIN_BLOCK))
-    if size <= ALLOC_SMALL_SIZE:
-        return ALLOC_SMALL_BUFFER
-    if size < ALLOC_MIN_LARGE_ALLOC:
-        return ALLOC_LARGE_BUFFER
-    return round_up(size, ALLOC_ROUND_LARGE)
+    size = max(K_MIN_BLOCK_SIZE, round_up(nbytes, K_MIN_BLOCK_SIZE))
+    if size <= K_SMALL_SIZE:
+        return K_SMALL_BUFFER
+    if size < K_MIN_LARGE_ALLOC:
+        return K_LARGE_BUFFER
+    return round_up(size, K_ROUND_LARGE)
 
 
 # beyond SIMULATE_MAX_LAYERS, the closed form (a replay would take seconds)
@@ -70,7 +71,6 @@ never below 0.
                           formula=f"closed form: Σ over {len(sizes)} KV tensor(s) of "
                           f"round_up(size, 2 MiB) − size ({ctx.num_gpu_blocks} blocks)")]
     from memprof.alloc.monotone import MonotoneReplay
-    from memprof.core.allocations import rank_allocation_sizes
 
     allocs = rank_allocation_sizes(ctx)
     # nothing is freed: the simulator's totals follow from free-block sizes alone
@@ -89,7 +89,7 @@ never below 0.
 
 def slack_formula(count: int, kv: int, reserved: int, requested: int, segments: int,
                   kv_round: int, load: int) -> str:
-    """The slack component's formula (shared with ``memprof.core.replay_cache``)."""
+    """The slack component's formula (shared with ``memprof.batch.replay``)."""
     less = f" − model-load rounding {fmt_bytes(load)} (in the weights)" if load else ""
     return (f"memprof.alloc replay of {count} allocations (weights, scratch, {kv} KV "
             f"tensor(s)): reserved {fmt_bytes(reserved)} − requested {fmt_bytes(requested)}"

@@ -9,10 +9,8 @@ vLLM@52a31cc: capture sizes ``VllmConfig._set_cudagraph_sizes`` (vllm/config/vll
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TypeVar
 
 from memprof.base.units import KiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
@@ -24,8 +22,6 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.versions import Rule, value_at
-
-_T = TypeVar("_T")
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
 # (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
@@ -85,36 +81,17 @@ GRAPH_NODES_ATTENTION_KERNELS = 2
 GRAPH_NODES_MLP = {"dense": (2, 2), "moe": (3, 5)}
 
 
-# graph_nodes / graph_pieces read only the rank's layers (spec, pp, release, PP stage) and tp:
-# kept by those, the spec held so that its id stays its own
-_NODES: dict[tuple[object, ...], tuple[object, object]] = {}
-
-
-def _by_layers(ctx: TermContext, what: str, fn: Callable[[], _T]) -> _T:
-    key = (what, id(ctx.spec), ctx.dep.pp, ctx.dep.engine_version, ctx.coord.pp_stage,
-           ctx.dep.tp)
-    hit = _NODES.get(key)
-    if hit is not None and hit[0] is ctx.spec:
-        return hit[1]  # type: ignore[return-value]
-    if len(_NODES) >= 256:
-        _NODES.clear()
-    value = fn()
-    _NODES[key] = (ctx.spec, value)
-    return value
-
-
 def graph_pieces(ctx: TermContext) -> int:
     """Graphs per PIECEWISE capture size: vLLM splits the compiled forward at every attention op
     (``CompilationConfig.splitting_ops``, vllm/config/compilation.py @v0.33.0) and captures one
     graph per piece, so a stage with L attention layers has L + 1 pieces."""
-    return _by_layers(ctx, "pieces", lambda: len(
-        [x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord) if x not in ctx.spec.mtp_layers]
-    ) + 1)
+    return len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
+                if x not in ctx.spec.mtp_layers]) + 1
 
 
 def graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     """(GEMM nodes, other nodes) of one capture size's graphs, all pieces together."""
-    return _by_layers(ctx, mode, lambda: _graph_nodes(ctx, mode))
+    return _graph_nodes(ctx, mode)
 
 
 def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memprof.base.units import fmt_bytes
+from memprof.core.allocations import model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import rank_layers
@@ -89,7 +90,6 @@ def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
     """(the model-load op sequence of ``ctx``'s rank, the bytes it leaves requested)."""
-    from memprof.core.allocations import model_load_position
     from memprof.core.weights.rank import weights_in_order_params
 
     params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
@@ -136,11 +136,11 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
     return allocated - requested, requested
 
 
-# The replay of a rank, kept by what it reads: its weights (``weights_key``: the spec by
-# identity, held by the entry so the id stays its own), its RoPE caches and DeepSeek-V4 init
-# buffers. A sweep's points of one layout share it.
+# The replay of a rank, kept by the values it reads: its weights (``weights_key``, the spec
+# among them), its RoPE caches and DeepSeek-V4 init buffers (a bounded table, no identity
+# keys). The model-load term and the allocator term of a rank share it.
 _Replayed = tuple[tuple[Op, ...], int, int, tuple[Component, ...]]
-_BY_LOAD: dict[tuple[object, ...], tuple[object, _Replayed]] = {}
+_BY_LOAD: dict[tuple[object, ...], _Replayed] = {}
 
 
 def _replayed(ctx: TermContext) -> _Replayed:
@@ -152,14 +152,14 @@ def _replayed(ctx: TermContext) -> _Replayed:
     extra = tuple((b.bytes, b.count) for b in dsv4_init_buffer_terms(ctx))
     key = (weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch), caches, extra)
     hit = _BY_LOAD.get(key)
-    if hit is not None and hit[0] is ctx.spec:
-        return hit[1]
+    if hit is not None:
+        return hit
     if len(_BY_LOAD) >= 256:
         _BY_LOAD.clear()
     ops, requested = load_ops(ctx)
     rounding = replay_rounding(ops)[0]
     value = (ops, requested, rounding, _components(ops, requested, rounding))
-    _BY_LOAD[key] = (ctx.spec, value)
+    _BY_LOAD[key] = value
     return value
 
 

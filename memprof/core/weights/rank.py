@@ -179,17 +179,18 @@ class _InOrderParams(RankWeights):
 
 def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,
                 arch: str) -> tuple[object, ...]:
-    """What a rank's weights are computed from, as a memo key: the spec by identity (a cache
-    holding the key must hold the spec too), the Deployment fields this package reads (release,
-    TP, PP, DP copies, EP, DP attention, dtype), the quantisation, the rank and the GPU
-    architecture."""
-    return (id(spec), dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
+    """What a rank's weights are computed from, as a cache key of hashable values: the spec,
+    the Deployment fields this package reads (release, TP, PP, DP copies, EP, DP attention,
+    dtype), the quantisation, the rank and the GPU architecture. (Hashing a spec costs tens of
+    microseconds: a caller keeping many keys alive, ``memprof.batch``, puts its own handle of
+    the spec in place of ``key[0]``.)"""
+    return (spec, dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
             dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch)
 
 
-# kept by ``weights_key`` (the entry holds the spec, so its id stays its own): the sweep's
-# allocator replay and the model-load rounding read the same sequence
-_IN_ORDER: dict[tuple[object, ...], tuple[ModelSpec, list[tuple[str, int]]]] = {}
+# kept by ``weights_key`` (values, the spec among them; a bounded table, no identity keys): the
+# allocator term and the model-load rounding of a rank read the same sequence
+_IN_ORDER: dict[tuple[object, ...], list[tuple[str, int]]] = {}
 
 
 def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
@@ -199,12 +200,11 @@ def weights_in_order_params(spec: ModelSpec, dep: Deployment, quant: QuantConfig
     The list is shared between callers: do not change it."""
     key = weights_key(spec, dep, quant, coord, arch)
     hit = _IN_ORDER.get(key)
-    if hit is not None and hit[0] is spec:
-        return hit[1]
+    if hit is not None:
+        return hit
     if len(_IN_ORDER) >= 64:
         _IN_ORDER.clear()
-    params = _InOrderParams(spec, dep, quant, coord, arch).build_params()
-    _IN_ORDER[key] = (spec, params)
+    params = _IN_ORDER[key] = _InOrderParams(spec, dep, quant, coord, arch).build_params()
     return params
 
 

@@ -12,9 +12,11 @@ with an earlier one on every field the earlier run read takes the same branches,
 same fields and returns the same components. A property or method of the deployment or context
 runs with the recorder as ``self``, so what it reads is recorded too; hashing, comparing or
 printing either (a memo key of all settings) counts as reading every field, and a term that
-reads every setting is run directly after its first run (``estimate``'s class memo already
-shares it). A run that fails with the recorder in place is run again plainly.
-``tests/test_term_memo.py`` checks the recorder's rules and sweeps against cold estimates.
+reads every setting is run directly after its first run (the sweep's cached ``class_core``,
+``memprof.batch.steps``, already shares it). An error a term raises under the recorder is
+raised to the caller, never retried without it: a term the recorder cannot stand in for is a bug
+to see. ``tests/test_term_memo.py`` checks the recorder's rules and sweeps against cold
+estimates; ``tests/test_term_reads.py`` checks each term's declared reads with the recorder.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ DEP_FIELDS = tuple(f.name for f in fields(Deployment))
 CTX_FIELDS = tuple(f.name for f in fields(TermContext) if f.name != "dep")
 # context fields compared by identity (their objects are kept alive by the memo)
 BY_ID = frozenset({"spec", "plan"})
-# what only the KV budget reads (estimate.py's class memo already shares the rest)
+# what only the KV budget reads (the sweep's cached class_core already shares the rest)
 EVERY_SETTING = frozenset(("dep", n) for n in DEP_FIELDS if n != "gpu_memory_utilization")
 MAX_ENTRIES = 4096  # results kept per term before the memo starts afresh
 
@@ -156,12 +158,7 @@ class ReadMemoFn(Generic[_T]):
                 self.hits += 1
                 return self._results[k]
         self.runs += 1
-        try:
-            out, reads = recorded_run(self.fn, ctx)
-        except Exception:
-            out = self.fn(ctx)  # a function that fails on its own raises its error again here
-            self.direct = True  # it ran plainly: the stand-in was what failed
-            return out
+        out, reads = recorded_run(self.fn, ctx)
         if self._direct_when_everything and reads >= EVERY_SETTING:
             self.direct = True  # only the same class of ranks would share it
             return out

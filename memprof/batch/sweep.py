@@ -1,6 +1,8 @@
 """Many deployments at once: axes (``tp=1,2,4,8``), their grid, and an evaluator that estimates
-each point exactly as ``estimate`` does, sharing the work points have in common (the model spec,
-the GPU, the allocator replay of identical weights; ``memprof.core.replay_cache``).
+each point exactly as ``estimate`` does, sharing the work points have in common: the model spec,
+the GPU, the estimator's steps (``memprof.batch.steps``), the terms remembered by what they read
+(``memprof.batch.memo``) and the allocator replay of identical weights
+(``memprof.batch.replay``). The evaluator owns every cache; ``estimate`` keeps none.
 
 Results are plain records (one ``dict`` per point) so the pure core needs no table library; the
 ``sweep`` command turns them into a pandas DataFrame.
@@ -98,22 +100,24 @@ def points(axes: list[Axis]) -> Iterator[dict[str, Any]]:
 
 
 class Evaluator:
-    """Estimates deployments exactly as ``estimate`` does, with the shared work cached."""
+    """Estimates deployments exactly as ``estimate`` does, with the shared work cached (every
+    cache is this object's)."""
 
     def __init__(self) -> None:
-        from memprof.core.replay_cache import AllocatorReplayCache
-        from memprof.core.term_memo import ReadMemo
+        from memprof.batch.memo import ReadMemo
+        from memprof.batch.replay import AllocatorReplayCache
+        from memprof.batch.steps import CachedSteps
+        from memprof.core.terms.allocator import allocator_runtime_terms
 
         before, after = default_terms()
         replay = AllocatorReplayCache()
-        # the budget terms remembered by what they read; the allocator replay shared
+        # every term remembered by what it reads; the allocator replay shared
         self.terms: tuple[list[TermFn], list[TermFn]] = (
             [ReadMemo(f) for f in before],
-            [replay if getattr(f, "__name__", "") == "allocator_runtime_terms" else f
-             for f in after])
+            [replay if f is allocator_runtime_terms else ReadMemo(f) for f in after])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None], GPU] = {}
-        self._memo: dict[tuple[object, ...], object] = {}
+        self._steps = CachedSteps().steps
 
     def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
         if isinstance(model, ModelSpec):
@@ -134,7 +138,7 @@ class Evaluator:
 
     def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU) -> Estimate:
         spec = self.spec(model, dep.num_speculative_tokens > 0)
-        return estimate(spec, dep, gpu=gpu, terms=self.terms, memo=self._memo)
+        return estimate(spec, dep, gpu=gpu, terms=self.terms, steps=self._steps)
 
 
 RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",

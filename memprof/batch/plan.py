@@ -16,10 +16,10 @@ from pathlib import Path
 
 from memprof.base.errors import BadInput
 from memprof.base.files import path_kind
+from memprof.batch.sweep import Evaluator
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
-from memprof.core.sweep import Evaluator
 
 TP_SIZES = (1, 2, 4, 8)
 PP_SIZES = (1, 2, 4)

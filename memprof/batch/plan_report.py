@@ -1,4 +1,4 @@
-"""What ``memprof plan`` reports: the layouts that hold a workload (``memprof.core.plan``'s rows,
+"""What ``memprof plan`` reports: the layouts that hold a workload (``memprof.batch.plan``'s rows,
 best first) with the serve command of each, and the JSON document built from them, here in the
 core so the reporters only serialise it."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memprof.core.plan import PlanRow
+    from memprof.batch.plan import PlanRow
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +30,7 @@ class PlanReport:
 
 def serve_command(r: PlanRow, model: str) -> str:
     """The serve command of a plan, to paste: ``model`` is what the engine loads
-    (``memprof.core.plan.serve_model``), shell-quoted."""
+    (``memprof.batch.plan.serve_model``), shell-quoted."""
     c, d = r.candidate, r.deployment
     model = shlex.quote(model)
     if d.engine == "sglang":

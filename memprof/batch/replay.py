@@ -20,16 +20,15 @@ import math
 from collections import Counter
 from typing import Any
 
+from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
 from memprof.base.units import round_up
+from memprof.batch.memo import ReadMemo, ReadMemoFn
 from memprof.core.allocations import model_load_buffers, model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
-from memprof.core.term_memo import ReadMemo
 from memprof.core.terms.allocator import (
-    ALLOC_MIN_BLOCK,
-    ALLOC_MIN_LARGE_ALLOC,
     allocation_size,
     allocator_runtime_terms,
     slack_formula,
@@ -40,6 +39,14 @@ from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
 
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
+
+
+def _scratch_sizes(ctx: TermContext) -> tuple[tuple[int, bool], ...]:
+    """(bytes, seen at start-up) of each scratch tensor of ``ctx``'s rank, in order."""
+    from memprof.core.scratch.evaluate import scratch_tensors
+
+    return tuple((math.prod(t.shape) * dtype_bytes(t.dtype), t.profiled)
+                 for t in scratch_tensors(ctx))
 
 
 class AllocatorReplayCache:
@@ -60,10 +67,15 @@ class AllocatorReplayCache:
         # the model-load buffer terms, remembered by what they read (a class of ranks is
         # everything but gpu_memory_utilization; these read a few settings of it)
         self._load_terms = [ReadMemo(rope_cache_terms), ReadMemo(dsv4_init_buffer_terms)]
+        # the rank's scratch (sizes, and whether the engine allocates it at start-up), kept by
+        # what it reads: the batch and context length for some backends, the KV block count
+        # only where a buffer is sized by the KV pool
+        self._scratch = ReadMemoFn(_scratch_sizes, direct_when_reading_everything=False)
 
     def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
         """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
         neither reads gpu_memory_utilization or the KV cache."""
+        self._specs.setdefault(id(ctx.spec), ctx.spec)  # alive while its id is in a key
         key = (id(ctx.spec), but_utilization(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
                ctx.quant)
         known = self._prefixes.get(key)
@@ -98,9 +110,11 @@ class AllocatorReplayCache:
             known = self._load[key] = load_rounding_bytes(ctx)
         return known
 
-    @staticmethod
-    def _weights_key(ctx: TermContext) -> tuple[Any, ...]:
-        return weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch)
+    def _weights_key(self, ctx: TermContext) -> tuple[Any, ...]:
+        """``weights_key`` with the spec by identity (this object keeps it alive)."""
+        self._specs.setdefault(id(ctx.spec), ctx.spec)
+        return (id(ctx.spec), *weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
+                                           ctx.gpu.arch)[1:])
 
     def _weights_and_position(self, ctx: TermContext) -> tuple[tuple[int, ...], int]:
         from memprof.core.weights.rank import weights_in_order_params
@@ -109,7 +123,6 @@ class AllocatorReplayCache:
         key = self._weights_key(ctx)
         known = self._weights.get(key)
         if known is None:
-            self._specs[id(ctx.spec)] = ctx.spec  # alive while its id is in a key
             params = weights_in_order_params(ctx.spec, d, ctx.quant, ctx.coord, ctx.gpu.arch)
             known = (tuple(b for _, b in params), model_load_position([n for n, _ in params]))
             self._weights[key] = known
@@ -118,10 +131,7 @@ class AllocatorReplayCache:
     def __call__(self, ctx: TermContext) -> list[Component]:
         if ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
             return allocator_runtime_terms(ctx)
-        from memprof.core.scratch.evaluate import scratch_tensors
-
-        scratch = [(math.prod(t.shape) * dtype_bytes(t.dtype), t.profiled)
-                   for t in scratch_tensors(ctx)]
+        scratch = self._scratch.value(ctx)
         pid, prefix = self._prefix(ctx)
         kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
         early = [n for n, seen in scratch if seen]
@@ -165,8 +175,8 @@ class AllocatorReplayCache:
             state = self._sims[pid] = MonotoneReplay().extend(prefix)
         if not suffix:
             return state.reserved, state.requested, state.segments
-        if not lazy and (smallest := min(kv_sizes)) >= ALLOC_MIN_LARGE_ALLOC and (
-                round_up(smallest, ALLOC_MIN_BLOCK) > state.largest_free_block()):
+        if not lazy and (smallest := min(kv_sizes)) >= K_MIN_LARGE_ALLOC and (
+                round_up(smallest, K_MIN_BLOCK_SIZE) > state.largest_free_block()):
             # (the suffix is the KV tensors alone: ``kv_sizes`` counts them by size)
             return (state.reserved + sum(allocation_size(n) * k for n, k in kv_sizes.items()),
                     state.requested + sum(n * k for n, k in kv_sizes.items()),

@@ -1,0 +1,93 @@
+"""The estimator's steps (``memprof.core.estimate.Steps``) with the work deployments share kept
+between calls, for one ``Evaluator``: the overridden model, the validated deployment (once for
+every ``gpu_memory_utilization``), a class of ranks' weights, KV layout and budget terms, and
+the weights and KV layout on their own (shared by classes that differ elsewhere).
+
+Each cache is keyed by the values its step reads; a model spec is keyed by identity (hashing
+one costs tens of microseconds) and kept alive by this object while it is a key, so an id never
+names a later object. The object belongs to its caller and dies with it: nothing is kept at
+module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from memprof.core import estimate as est
+from memprof.core.components import Component, TermFn
+from memprof.core.deployment import Deployment, RankCoord, but_utilization
+from memprof.core.gpus import GPU
+from memprof.core.kvcache import KVPlan
+from memprof.core.models import ModelSpec, QuantConfig
+from memprof.core.weights import WeightTensor, weights_key
+
+_T = TypeVar("_T")
+MAX_ENTRIES = 1 << 16  # per cache, before it starts afresh (a sweep has at most 1,000,000 points)
+
+
+class CachedSteps:
+    """``memprof.core.estimate.STEPS``, each step remembered by what it reads (``steps``)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[object, ...], object] = {}
+        self._alive: dict[int, object] = {}  # the specs whose ids are in keys
+        self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
+                               class_core=self.class_core, weights=self.weights,
+                               kv_plan=self.kv_plan)
+
+    def _id(self, spec: ModelSpec) -> int:
+        self._alive.setdefault(id(spec), spec)
+        return id(spec)
+
+    def _get(self, key: tuple[object, ...], fn: Callable[[], _T]) -> _T:
+        if key in self._cache:
+            return self._cache[key]  # type: ignore[return-value]
+        if len(self._cache) >= MAX_ENTRIES:
+            self._cache.clear()  # the specs stay alive: their ids may be in no key, harmless
+        value = self._cache[key] = fn()
+        return value
+
+    def model_spec(self, model: str | ModelSpec, dep: Deployment) -> ModelSpec:
+        if not dep.hf_overrides:
+            return est.STEPS.model_spec(model, dep)
+        who = model if isinstance(model, str) else self._id(model)
+        return self._get(("overridden", who, dep.hf_overrides, dep.num_speculative_tokens > 0,
+                          dep.sglang), lambda: est.STEPS.model_spec(model, dep))
+
+    def prepared(self, dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
+        """Validated and resolved once for every gpu_memory_utilization: only its own range
+        check, the engine check (SGLang has no such flag) and its default read it; a value
+        either refuses is prepared on its own, so errors come in ``validate``'s order."""
+        util = dep.gpu_memory_utilization
+        if util is not None and (not 0.0 < util <= 1.0 or dep.sglang):
+            return est.STEPS.prepared(dep, spec, gpu)
+        base = self._get(("prepared", self._id(spec), gpu, but_utilization(dep)),
+                         lambda: est.STEPS.prepared(dep.with_(gpu_memory_utilization=None),
+                                                    spec, gpu))
+        if util is not None and base.gpu_memory_utilization is not None:
+            base = base.with_(gpu_memory_utilization=util)
+        return base
+
+    def class_core(self, spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
+                   quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
+                   steps: est.Steps) -> est.ClassCore:
+        # nothing of a class but its KV budget reads gpu_memory_utilization
+        key = ("class", self._id(spec), but_utilization(dep), gpu, coord, quant, dtype,
+               tuple(before_kv))
+        return self._get(key, lambda: est.STEPS.class_core(spec, dep, gpu, coord, quant, dtype,
+                                                           before_kv, steps))
+
+    def weights(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
+                coord: RankCoord, arch: str
+                ) -> tuple[list[WeightTensor], list[Component], int]:
+        # keyed by what memprof.core.weights reads of the deployment
+        key = ("weights", self._id(spec), *weights_key(spec, dep, quant, coord, arch)[1:])
+        return self._get(key, lambda: est.STEPS.weights(spec, dep, quant, coord, arch))
+
+    def kv_plan(self, spec: ModelSpec, dep: Deployment, coord: RankCoord, dtype: str,
+                arch: str) -> KVPlan:
+        # keyed by what kv_plan reads of the deployment
+        key = ("kv", self._id(spec), dep.engine, dep.engine_version, dep.kv_cache_dtype,
+               dep.block_size, dep.attn_tp, dep.pp, coord.pp_stage, dtype, arch)
+        return self._get(key, lambda: est.STEPS.kv_plan(spec, dep, coord, dtype, arch))

@@ -1,0 +1,49 @@
+"""What each memory term reads: the ``TermContext`` fields (``ctx.…``) and the ``Deployment``
+fields (``dep.…``) a term's result may depend on, declared per term (by function name).
+
+A term is a pure function of these and nothing else, so two contexts that agree on them get the
+same components: a cache of a term's result needs no other key (``memprof.batch.memo`` records
+the reads of each run and keys by them, finer than this union). ``tests/test_term_reads.py``
+runs every term over the bundled models × a set of deployments and GPUs with a context that
+records each read, and checks both ways: every read is declared, and every declared field is
+read by some case. A term that starts reading a new setting fails that test until its line here
+says so. No term reads ``gpu_memory_utilization``: only the KV budget does (``estimate``).
+"""
+
+from __future__ import annotations
+
+# the fields every term of one rank's model reads
+_MODEL = ("ctx.spec", "ctx.coord", "ctx.model_dtype", "dep.engine", "dep.engine_version",
+          "dep.pp")
+# what the weights of a rank are built from (``memprof.core.weights.weights_key``)
+_WEIGHTS = ("ctx.gpu", "ctx.quant", "dep.tp", "dep.dp", "dep.enable_expert_parallel",
+            "dep.enable_dp_attention", "dep.dtype", "dep.max_num_batched_tokens",
+            "dep.num_speculative_tokens")
+# what the scratch catalog reads (backend, policy, batch, context, KV pool)
+_SCRATCH = ("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.attention_backend",
+            "dep.chunked_prefill_size", "dep.cuda_graph_max_bs", "dep.dp",
+            "dep.enable_dp_attention", "dep.entrypoint", "dep.kv_cache_dtype",
+            "dep.max_model_len", "dep.max_num_batched_tokens", "dep.max_num_seqs",
+            "dep.mem_fraction_static", "dep.num_speculative_tokens", "dep.scratch", "dep.tp")
+
+TERM_READS: dict[str, frozenset[str]] = {
+    "scratch_budget_terms": frozenset((*_MODEL, *_SCRATCH)),
+    "rope_cache_terms": frozenset(_MODEL),
+    "dsv4_init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
+                                         "dep.num_speculative_tokens")),
+    "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "dep.tp", "dep.dp",
+                                   "dep.enable_expert_parallel", "dep.max_model_len",
+                                   "dep.max_num_batched_tokens", "dep.max_num_seqs",
+                                   "dep.num_speculative_tokens")),
+    "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.dp",
+                                  "dep.enable_expert_parallel", "dep.enforce_eager",
+                                  "dep.max_num_batched_tokens", "dep.max_num_seqs",
+                                  "dep.num_speculative_tokens")),
+    "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
+                                  "dep.pp", "dep.dp", "dep.enable_expert_parallel")),
+    "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
+    "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH)),
+}
+"""Term function name → the fields it reads (``ctx.<TermContext field>``,
+``dep.<Deployment field>``)."""

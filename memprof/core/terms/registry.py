@@ -1,0 +1,31 @@
+"""Which memory terms an estimate runs, and in which phase: ``BUDGET_TERMS`` before the KV cache
+is sized, ``RUNTIME_TERMS`` after (they read ``ctx.num_gpu_blocks``), ``MODEL_LOAD_TERMS`` the
+buffers counted in vLLM's model load.
+
+The lists live here, not in the package ``__init__``: ``memprof.core.allocations`` imports two
+term modules, and a package ``__init__`` that imported every term (the allocator term among
+them, which imports ``memprof.core.allocations``) would close an import circle
+(``tools/check_imports.py`` follows package ``__init__`` edges).
+"""
+
+from __future__ import annotations
+
+from memprof.core.components import TermFn
+from memprof.core.terms.activation import activation_terms
+from memprof.core.terms.allocator import allocator_runtime_terms
+from memprof.core.terms.cudagraph import cudagraph_terms
+from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.load_rounding import load_rounding_terms
+from memprof.core.terms.non_torch import non_torch_terms
+from memprof.core.terms.rope_cache import rope_cache_terms
+
+MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, dsv4_init_buffer_terms, load_rounding_terms]
+"""Buffers created while the model is built and the allocator's rounding of the whole load
+(counted in vLLM's model load, category weights)."""
+
+BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, cudagraph_terms,
+                              non_torch_terms]
+"""Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
+
+RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]
+"""Terms that need ``ctx.num_gpu_blocks`` / ``ctx.kv_cache_bytes``."""

@@ -1,0 +1,111 @@
+"""Each term's declared reads (``memprof.core.terms.reads.TERM_READS``) against what it reads:
+every term over the bundled models × deployments × GPUs, run on a context that records each
+field read (``memprof.batch.memo.recorded_run``). Every read is declared, every declaration is
+read by some case. And the memo that relies on the reads raises a term's error, never hiding it
+by running the term again without the recorder."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import fields
+from functools import cache
+
+import pytest
+
+from memprof.base.errors import BadInput
+from memprof.batch.memo import ReadMemo, recorded_run
+from memprof.core.components import Component, TermContext
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import default_terms, estimate, rank_context
+from memprof.core.gpus import resolve_gpu
+from memprof.core.models.load import bundled_models
+from memprof.core.terms.reads import TERM_READS
+
+DEPLOYMENTS = [
+    Deployment(),
+    Deployment(tp=2, pp=2, kv_cache_dtype="fp8"),
+    Deployment(tp=4, dp=2, enable_expert_parallel=True, max_num_seqs=64, max_model_len=32768),
+    Deployment(engine_version="0.7.2", enforce_eager=True),
+    Deployment(engine="sglang", tp=8),
+    Deployment(tp=8, scratch="shared", num_speculative_tokens=1),
+    Deployment(engine="sglang", tp=8, dp=2, enable_dp_attention=True),
+]
+GPUS = ("H200", "MI300X", "B200")
+
+
+def _terms() -> list[object]:
+    before, after = default_terms()
+    return [*before, *after]
+
+
+@cache
+def _observed() -> tuple[int, dict[str, list[tuple[str, frozenset[str]]]]]:
+    """(estimates run, term name → [(case, fields read)] over every case)."""
+    out: dict[str, list[tuple[str, frozenset[str]]]] = defaultdict(list)
+    runs = 0
+    for model, dep, gpu in itertools.product(sorted(bundled_models()), DEPLOYMENTS, GPUS):
+        try:
+            e = estimate(model, dep, gpu=resolve_gpu(gpu, None))
+        except BadInput:
+            continue  # a layout the model refuses (TP not dividing its heads …)
+        runs += 1
+        for r in e.ranks:
+            ctx = rank_context(e, r)
+            for term in _terms():
+                _out, reads = recorded_run(term, ctx)  # type: ignore[arg-type]
+                case = f"{model} {dep} {gpu} rank {r.coord.rank}"
+                out[term.__name__].append((case, frozenset(f"{k}.{n}" for k, n in reads)))  # type: ignore[attr-defined]
+    return runs, out
+
+
+def test_every_term_has_a_declaration_of_real_fields() -> None:
+    names = [t.__name__ for t in _terms()]  # type: ignore[attr-defined]
+    assert sorted(names) == sorted(TERM_READS)
+    real = ({f"ctx.{f.name}" for f in fields(TermContext) if f.name != "dep"}
+            | {f"dep.{f.name}" for f in fields(Deployment)})
+    for name, declared in TERM_READS.items():
+        assert declared <= real, (name, declared - real)
+        assert "dep.gpu_memory_utilization" not in declared, name  # the KV budget's alone
+
+
+def test_the_cases_cover_the_models_and_engines() -> None:
+    runs, _ = _observed()
+    assert runs >= len(bundled_models()) * 2 * len(GPUS)
+
+
+@pytest.mark.parametrize("name", sorted(TERM_READS))
+def test_every_read_is_declared(name: str) -> None:
+    _, seen = _observed()
+    undeclared = [(case, sorted(reads - TERM_READS[name])) for case, reads in seen[name]
+                  if not reads <= TERM_READS[name]]
+    assert undeclared == [], f"{name} reads more than it declares: {undeclared[:3]}"
+
+
+@pytest.mark.parametrize("name", sorted(TERM_READS))
+def test_every_declared_read_is_read_by_some_case(name: str) -> None:
+    _, seen = _observed()
+    read = frozenset().union(*(reads for _case, reads in seen[name]))
+    assert TERM_READS[name] - read == frozenset(), f"{name} declares fields no case reads"
+
+
+def _ctx() -> TermContext:
+    e = estimate("qwen3-0.6b", Deployment(), gpu_name="H100")
+    return rank_context(e, e.ranks[0])
+
+
+def test_a_term_that_fails_under_the_recorder_raises() -> None:
+    """A term that works on a plain context but not on the recording one is a bug of the
+    recorder or of the term: the memo raises it (it used to run the term again plainly)."""
+
+    def picky(ctx: TermContext) -> list[Component]:
+        if type(ctx) is not TermContext:
+            raise TypeError("not a plain TermContext")
+        return [Component(name="x", category="activation", bytes=ctx.dep.tp)]
+
+    ctx = _ctx()
+    assert picky(ctx)[0].bytes == 1
+    memo = ReadMemo(picky)
+    with pytest.raises(TypeError, match="not a plain TermContext"):
+        memo(ctx)
+    assert not memo.direct and memo.hits == 0
