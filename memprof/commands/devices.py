@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from argparse import Namespace
 
-import typer
+from memprof.commands.common import check_format, format_option
+from memprof.commands.options import Option
+
+FORMATS = ("table", "json")
 
 
-def devices(
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+def options() -> tuple[Option, ...]:
+    """``--format``."""
+    return (format_option(*FORMATS),)
+
+
+def run(args: Namespace) -> int:
     """List this host's GPUs: name, total memory as the engine sees it, free and used memory,
     the processes using them, the driver. Exit 3 when there is none to list (no library, no
     driver, no GPU)."""
-    from memprof.base.errors import BadInput
-    from memprof.base.units import fmt_bytes
     from memprof.probes.devices import devices as host_devices
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    fmt = args.fmt
+    check_format(fmt, FORMATS)
     devs = host_devices()
     if fmt == "json":
         sys.stdout.write(json.dumps([{
@@ -31,25 +35,9 @@ def devices(
                 {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
                 for p in d.processes],
             "problems": list(d.problems)} for d in devs], indent=2) + "\n")
-        return
-    from rich.console import Console
-    from rich.table import Table
+        return 0
+    from memprof.report import is_terminal, output_width, render
 
-    def size(v: int | None) -> str:
-        return "n/a" if v is None else fmt_bytes(v)
-
-    t = Table(pad_edge=False)
-    for col in ("#", "name", "total", "free", "used", "processes", "driver"):
-        t.add_column(col, no_wrap=col != "processes",
-                     justify="right" if col in ("#", "total", "free", "used") else "left")
-    for d in devs:
-        procs = "n/a" if d.processes is None else (", ".join(
-            f"{p.name}[{p.pid}] {size(p.used_bytes)}" for p in d.processes) or "none")
-        t.add_row(str(d.index), d.name or "n/a", size(d.total_bytes), size(d.free_bytes),
-                  size(d.used_bytes), procs, d.driver or "n/a")
-    con = Console(width=None if sys.stdout.isatty() else 80, highlight=False,
-                  color_system=None if not sys.stdout.isatty() else "auto")
-    con.print(t)
-    for d in devs:
-        for p in d.problems:
-            con.print(f"note: GPU {d.index}: {p}")
+    sys.stdout.write(render(devs, "table", kind="devices", width=output_width(),
+                            color=is_terminal()))
+    return 0

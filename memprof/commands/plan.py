@@ -4,51 +4,70 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated
-
-import typer
+from argparse import Namespace
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
+from memprof.commands.common import check_format, format_option
+from memprof.commands.options import Option
+
+FORMATS = ("table", "json")
 
 if TYPE_CHECKING:
     from memprof.core.plan import PlanRow
 
 
-def plan(
-    model: Annotated[str, typer.Option("--model", "-m", help="The model (memprof models).")],
-    requests: Annotated[int, typer.Option(
-        "--requests", help="Requests served at once (each at full --context).")],
-    context: Annotated[str, typer.Option(
-        "--context", help="Tokens per request: 32768, 32k (32,000) or 32K (32,768), as vLLM "
-        "reads --max-model-len.")],
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog, or auto.")
-                   ] = None,
-    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory", help="e.g. 79GiB")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="vllm or sglang")] = "vllm",
-    engine_version: Annotated[str | None, typer.Option(
-        "--engine-version", help="The engine release to model; default: the newest.")] = None,
-    entrypoint: Annotated[str, typer.Option(
-        "--entrypoint", help="vLLM: serve (default) or llm (the Python LLM class).")
-    ] = "serve",
-    headroom: Annotated[str, typer.Option(
-        "--headroom", help="Run-time headroom every rank must keep.")] = "1GiB",
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest layout tried.")] = 64,
-    kv_cache_dtype: Annotated[str, typer.Option(
-        "--kv-cache-dtype", help="KV dtypes tried, comma-separated.")] = "auto,fp8",
-    top: Annotated[int, typer.Option("--top", help="Rows shown.")] = 10,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+def options() -> tuple[Option, ...]:
+    """plan's flags; those it shares with estimate read the settings rows (help, kind)."""
+    from memprof.commands.options import MEMPROF_DEPLOYMENT
+    from memprof.core.flags import BY_FIELD
+
+    def setting(field: str, **over: Any) -> Option:
+        s = BY_FIELD[field]
+        row: dict[str, Any] = {"dest": field, "names": s.cli_flags(), "kind": s.kind,
+                               "help": s.help, "choices": s.choices(), **over}
+        return Option(**row)
+
+    model, gpu, gpu_memory = MEMPROF_DEPLOYMENT
+    return (replace(model, names=("--model", "-m"), required=True, help="The model "
+                    "(memprof models).", shown_default=""),
+            Option(dest="requests", names=("--requests",), kind="int", required=True,
+                   help="Requests served at once (each at full --context)."),
+            Option(dest="context", names=("--context",), required=True, metavar="TOKENS",
+                   help="Tokens per request: 32768, 32k (32,000) or 32K (32,768), as vLLM "
+                   "reads --max-model-len."),
+            replace(gpu, help="GPU from the catalog, or auto."),
+            replace(gpu_memory, help="e.g. 79GiB"),
+            setting("engine", default="vllm"),
+            setting("engine_version", shown_default="the newest"),
+            setting("entrypoint", default="serve"),
+            Option(dest="headroom", names=("--headroom",), kind="size", default="1GiB",
+                   help="Run-time headroom every rank must keep."),
+            Option(dest="max_gpus", names=("--max-gpus",), kind="int", default=64,
+                   help="Largest layout tried."),
+            setting("kv_cache_dtype", default="auto,fp8",
+                    help="KV dtypes tried, comma-separated."),
+            Option(dest="top", names=("--top",), kind="int", default=10, help="Rows shown."),
+            format_option(*FORMATS))
+
+
+def run(args: Namespace) -> int:
     """Find the layouts (TP × PP × DP × EP, KV dtype, max-num-seqs) that hold --requests
     requests of --context tokens with --headroom left, ranked by GPUs used then KV tokens.
     Exit 0 when one holds it, 1 when none does."""
+    model, requests, context, gpu, gpu_memory = (args.model, args.requests, args.context,
+                                                 args.gpu, args.gpu_memory)
+    engine, engine_version, entrypoint = args.engine, args.engine_version, args.entrypoint
+    headroom, max_gpus, kv_cache_dtype, top, fmt = (args.headroom, args.max_gpus,
+                                                     args.kv_cache_dtype, args.top, args.fmt)
     from memprof.base.errors import BadInput
     from memprof.base.units import parse_size
     from memprof.core.deployment import KV_CACHE_DTYPES, Deployment
     from memprof.core.plan import plan as run_plan
     from memprof.core.sweep import Evaluator, read_int
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    check_format(fmt, FORMATS)
     if engine not in ("vllm", "sglang"):
         raise BadInput(f"unknown --engine {engine[:40]!r}", hint="vllm or sglang")
     from memprof.core.deployment import ENTRYPOINTS
@@ -88,7 +107,7 @@ def plan(
                                     indent=2) + "\n")
     else:
         _table(shown, model, g.name, requests, ctx, len(rows), served, served_note)
-    raise typer.Exit(EXIT_OK if rows else EXIT_OOM)
+    return EXIT_OK if rows else EXIT_OOM
 
 
 def _command(r: PlanRow, model: str) -> str:
@@ -126,7 +145,7 @@ def _record(i: int, r: PlanRow, model: str) -> dict[str, object]:
 
 def _table(rows: list[PlanRow], model: str, gpu: str, requests: int, ctx: int,
            found: int, served: str, served_note: str | None) -> None:
-    from memprof.report.sweep import dataframe, render_table
+    from memprof.report.sweep import dataframe
 
     title = (f"{model} on {gpu}: {requests} requests × {ctx:,} tokens — {found} layouts "
              "hold it")
@@ -142,8 +161,10 @@ def _table(rows: list[PlanRow], model: str, gpu: str, requests: int, ctx: int,
         recs.append(d)
     cols = ["rank", "gpus", "layout", "kv_cache_dtype", "max_num_seqs", "total_kv_tokens",
             "max_concurrency", "headroom_bytes"]
-    width = None if sys.stdout.isatty() else 80
-    sys.stdout.write(render_table(dataframe(recs), cols, title=title, width=width))
+    from memprof.report import output_width, render
+
+    sys.stdout.write(render(dataframe(recs), "table", kind="frame", columns=cols, title=title,
+                            width=output_width()))
     sys.stdout.write(f"best: {recs[0]['command']}\n")
     if served_note:
         sys.stdout.write(f"  ({served_note})\n")
