@@ -35,6 +35,7 @@ class Setting:
     choices_from: str = ""  # "module:NAME" of the closed set of values (read when help is shown)
     shown_default: str = ""  # the default as help shows it, where the field's default is None
     metavar: str = ""  # the value's name in help (default: the kind in capitals)
+    memprof_only: bool = False  # a modelling choice of memprof's: no engine launcher has it
 
     def flags(self, engine: str) -> tuple[str, ...]:
         return self.vllm if engine == "vllm" else self.sglang
@@ -56,7 +57,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",),
-            help="vllm or sglang", choices_from="memprof.core.deployment:ENGINES"),
+            help="vllm or sglang", choices_from="memprof.core.deployment:ENGINES",
+            memprof_only=True),
     Setting(field="engine_version", kind="str", vllm=("--engine-version",),
             sglang=("--engine-version",),
             help="The engine release to model (vLLM 0.7.1 to 0.33.0; memprof versions lists them).",
@@ -119,7 +121,7 @@ SETTINGS: tuple[Setting, ...] = (
             help="No CUDA graphs (SGLang: --disable-cuda-graph)."),
     Setting(field="num_speculative_tokens", kind="int", vllm=("--num-speculative-tokens",),
             sglang=(), note="SGLang's speculative decoding is not modelled",
-            help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer."),
+            help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),
     Setting(field="attention_backend", kind="str", vllm=("--attention-backend",), sglang=(),
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",
@@ -129,7 +131,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="scratch", kind="str", vllm=("--scratch",), sglang=("--scratch",),
             help="Per-layer or shared decode scratch.",
             choices_from="memprof.core.deployment:SCRATCH_POLICIES",
-            shown_default="what current engine releases do"),
+            shown_default="what current engine releases do", memprof_only=True),
     Setting(field="mem_fraction_static", kind="float", vllm=(),
             sglang=("--mem-fraction-static",),
             note="vLLM's budget is --gpu-memory-utilization",
