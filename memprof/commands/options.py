@@ -11,7 +11,6 @@ does not parse, an unknown flag or a missing value becomes one ``error:`` line a
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -178,6 +177,8 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
         flag = next((w for w in words if w.startswith("-")), words[0] if words else "")
         if not flag.startswith("-"):
             return (f"unexpected argument {flag[:60]!r}", more)
+        import difflib
+
         name = flag.split("=", 1)[0]
         close = difflib.get_close_matches(name, flag_names(parser), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? ({more})" if close else more
