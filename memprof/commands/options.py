@@ -20,12 +20,13 @@ from memprof.base.errors import BadInput
 
 Kind = Literal["int", "float", "bool", "str", "size"]
 
-_INT = re.compile(r"[+-]?[0-9]{1,19}")
+_INT = re.compile(r"[+-]?[0-9]{1,4000}")  # Python's own limit is 4300 digits
 _FLOAT = re.compile(r"[+-]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][+-]?[0-9]{1,3})?")
 
 
 def parse_int(text: str) -> int:
-    """A plain decimal integer (sign allowed, surrounding blanks ignored, at most 19 digits)."""
+    """A plain decimal integer (sign allowed, surrounding blanks ignored). A huge one is read as
+    such: the core refuses it with what it is (``a 400-digit number``), as it did under click."""
     t = text.strip()
     if not _INT.fullmatch(t):
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer")
