@@ -48,16 +48,17 @@ def version() -> str:
     return f"memprof {v}\n"
 
 
-def parser_of(entry: Command, sub: str | None = None) -> Any:
-    """The parser of command ``entry`` (of its subcommand ``sub``), built from its rows."""
+def parser_of(entry: Command, sub: str | None = None, *, full_help: bool = True) -> Any:
+    """The parser of command ``entry`` (of its subcommand ``sub``), built from its rows;
+    ``full_help`` False: a parser that will not print help (choices from core not read)."""
     from memprof.commands.options import build
 
     module = entry.module_object()
     prog = f"memprof {entry.name}" + (f" {sub}" if sub else "")
     if sub is not None:
         spec = module.SUBCOMMANDS[sub]
-        return build(prog, _clean(spec.description), spec.options())
-    return build(prog, _description(module.run), module.options())
+        return build(prog, _clean(spec.description), spec.options(), full_help=full_help)
+    return build(prog, _description(module.run), module.options(), full_help=full_help)
 
 
 def _description(fn: Any) -> str:
@@ -111,9 +112,11 @@ def _dispatch(argv: list[str]) -> int:
             raise BadInput(f"no such command 'memprof {entry.name} {rest[0][:60]}'",
                            hint=f"one of: {', '.join(subs)} (memprof {entry.name} --help)")
         spec = subs[rest[0]]
-        args = parser_of(entry, rest[0]).parse(rest[1:])
+        helping = any(a in HELP_OPTIONS for a in rest[1:])
+        args = parser_of(entry, rest[0], full_help=helping).parse(rest[1:])
         return int(spec.run(args))
-    args = parser_of(entry).parse(rest)
+    helping = any(a in HELP_OPTIONS for a in rest)
+    args = parser_of(entry, full_help=helping).parse(rest)
     return int(module.run(args))
 
 

@@ -35,9 +35,9 @@ def test_every_row_is_a_flag_of_estimate(s: Setting) -> None:
     assert row.names == s.cli_flags()  # type: ignore[attr-defined]
     assert set(s.vllm) | set(s.sglang) == set(row.names)  # type: ignore[attr-defined]
     assert row.kind == s.kind and row.help == s.help  # type: ignore[attr-defined]
-    assert row.choices == s.choices()  # type: ignore[attr-defined]
+    assert row.all_choices() == s.choices()  # type: ignore[attr-defined]
     if s.field in ("kv_cache_dtype", "attention_backend"):
-        assert row.choices, s.field  # type: ignore[attr-defined]
+        assert row.all_choices(), s.field  # type: ignore[attr-defined]
 
 
 def test_choices_come_from_cores_constants() -> None:
@@ -164,7 +164,7 @@ def test_every_command_takes_format_from_one_vocabulary(c: object) -> None:
             continue
         allowed = {"table", "json", "markdown"} | ({"csv", "jsonl"} if entry.name == "sweep"
                                                    else set())  # type: ignore[attr-defined]
-        assert set(fmt.choices) <= allowed and fmt.default == "table"
+        assert set(fmt.all_choices()) <= allowed and fmt.default == "table"
 
 
 @pytest.mark.parametrize(("argv", "text", "hint"), [

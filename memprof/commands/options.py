@@ -71,11 +71,21 @@ class Option:
     help: str = ""
     metavar: str = ""
     choices: tuple[str, ...] = ()  # shown in help; the command (or the core) checks the value
+    choices_from: str = ""  # or "module:NAME" of core's constant, read only when help is shown
     shown_default: str = ""
     required: bool = False
     repeat: bool = False
     rest: bool = False
     deployment: bool = False  # generated from a Setting row (or a memprof deployment flag)
+
+    def all_choices(self) -> tuple[str, ...]:
+        """``choices``, else the constant ``choices_from`` names (imports its module)."""
+        if self.choices or not self.choices_from:
+            return self.choices
+        import importlib
+
+        module, _, name = self.choices_from.partition(":")
+        return tuple(getattr(importlib.import_module(module), name))
 
     @property
     def positional(self) -> bool:
@@ -114,14 +124,8 @@ def deployment_options() -> tuple[Option, ...]:
     rows = [Option(dest=s.field, names=s.cli_flags(), kind=s.kind,
                    default=defaults[s.field] if s.kind != "size" else None,
                    help=s.help, metavar=s.metavar, shown_default=s.shown_default,
-                   choices=s.choices(), deployment=True) for s in SETTINGS]
+                   choices_from=s.choices_from, deployment=True) for s in SETTINGS]
     return (*MEMPROF_DEPLOYMENT, *rows)
-
-
-FORMAT = Option(dest="fmt", names=("--format", "-f"), default="table",
-                choices=("table", "json", "markdown"), help="What to print.")
-MARKDOWN = Option(dest="markdown", names=("--markdown",), metavar="FILE",
-                  help="Also write the report as Markdown to FILE.")
 
 
 class Parser(argparse.ArgumentParser):
@@ -198,11 +202,13 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
     return (" ".join(message.split())[:300], more)
 
 
-def add(parser: argparse.ArgumentParser, option: Option) -> None:
-    """``option`` as an argument of ``parser``."""
+def add(parser: argparse.ArgumentParser, option: Option, *, full_help: bool = True) -> None:
+    """``option`` as an argument of ``parser``; ``full_help`` False: without the choices read
+    from core's constants (a parser that will not print its help need not import them)."""
     helptext = option.help
-    if option.choices:
-        helptext += f" One of: {', '.join(option.choices)}."
+    choices = option.all_choices() if full_help else option.choices
+    if choices:
+        helptext += f" One of: {', '.join(choices)}."
     if option.shown_default:
         helptext += f" Default: {option.shown_default}."
     elif option.default not in (None, False, "", ()) and not option.rest:
@@ -221,7 +227,7 @@ def add(parser: argparse.ArgumentParser, option: Option) -> None:
         parser.add_argument(*option.names, dest=option.dest, action="store_true",
                             default=bool(option.default), help=helptext)
         return
-    metavar = option.metavar or ("|".join(option.choices) if 0 < len(option.choices) <= 4
+    metavar = option.metavar or ("|".join(choices) if 0 < len(choices) <= 4
                                  else METAVARS[option.kind])
     parser.add_argument(*option.names, dest=option.dest, type=PARSERS[option.kind],
                         default=[] if option.repeat else option.default,
@@ -229,12 +235,13 @@ def add(parser: argparse.ArgumentParser, option: Option) -> None:
                         metavar=metavar, required=option.required)
 
 
-def build(prog: str, description: str, options: Sequence[Option]) -> Parser:
+def build(prog: str, description: str, options: Sequence[Option], *, full_help: bool = True
+          ) -> Parser:
     """The parser of one command: ``-h/--help`` and every row of ``options``, in order."""
     parser = Parser(prog, description)
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     for option in options:
-        add(parser, option)
+        add(parser, option, full_help=full_help)
         parser.options.append(option)
     return parser
 

@@ -26,7 +26,7 @@ def options() -> tuple[Option, ...]:
     def setting(field: str, **over: Any) -> Option:
         s = BY_FIELD[field]
         row: dict[str, Any] = {"dest": field, "names": s.cli_flags(), "kind": s.kind,
-                               "help": s.help, "choices": s.choices(), **over}
+                               "help": s.help, "choices_from": s.choices_from, **over}
         return Option(**row)
 
     model, gpu, gpu_memory = MEMPROF_DEPLOYMENT

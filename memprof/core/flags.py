@@ -57,7 +57,7 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",),
-            help="vllm or sglang", choices_from="memprof.core.deployment:ENGINES",
+            help="The serving engine.", choices_from="memprof.core.deployment:ENGINES",
             memprof_only=True),
     Setting(field="engine_version", kind="str", vllm=("--engine-version",),
             sglang=("--engine-version",),
