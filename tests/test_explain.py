@@ -82,13 +82,18 @@ def test_gpu_from_the_oom_line_and_flags_from_the_log() -> None:
     assert d["notes"]  # memprof predicts it fits although the log ran out of memory
 
 
-def test_table_is_80_columns() -> None:
-    code, out, _ = invoke(["explain", str(LOGS / "vllm-v0-r1-distill-qwen-14b-tp2-4090.log"),
-                           "--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp",
-                           "2"])
+def test_table_is_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped, the table is as wide as the one width policy says: $COLUMNS (80 here), else 100."""
+    argv = ["explain", str(LOGS / "vllm-v0-r1-distill-qwen-14b-tp2-4090.log"), "--gpu",
+            "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-tp", "2"]
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = invoke(argv)
     assert code == 1
     assert max(len(x) for x in out.splitlines()) <= 80
     assert "model load" in out and "13.95 GiB" in out and "81,536" in out
+    monkeypatch.delenv("COLUMNS")
+    code, wide, _ = invoke(argv)
+    assert code == 1 and max(len(x) for x in wide.splitlines()) <= 100
 
 
 @pytest.mark.parametrize(("argv", "message"), [

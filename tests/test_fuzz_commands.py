@@ -1,4 +1,4 @@
-"""Fuzzing every command of the CLI from its real flags (the click parameters typer builds).
+"""Fuzzing every command of the CLI from its real flags (the option rows its parser is built from).
 
 For each of the 12 commands, hypothesis draws argument lists from the command's own options and
 arguments, with realistic and edge values: empty strings, ``None``, huge and 400-digit numbers,
@@ -45,7 +45,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memprof.commands.flags import FLAG_NAMES
+from memprof.commands.options import Option, deployment_options
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EXAMPLES = {"gate": 10, "plan": 20, "sweep": 20}  # the others: 25 (gate runs ~0.5 s)
@@ -183,9 +183,9 @@ GPUS = ["H200", "H100", "B200", "MI300X", "A100-40GB", "auto", "bogus"]
 OUTPUTS = ["nodir/x.csv", "out.csv", "out.json", "out.md", "out.png", "out.pkl", ".", "",
            "nodir/"]
 
-# realistic values of an option or argument, by its name (typer's parameter name)
+# realistic values of an option or argument, by its name (the row's dest)
 REALISTIC: dict[str, list[str]] = {
-    "model": MODELS, "gpu": GPUS, "gpu_memory": SIZES, "kv_cache_memory": SIZES,
+    "model": MODELS, "gpu": GPUS, "gpu_memory": SIZES, "kv_cache_memory_bytes": SIZES,
     "headroom": SIZES, "floor": SIZES, "total": SIZES, "context": ["8k", "32768", "1", *SIZES],
     "fmt": ["table", "json", "markdown", "csv", "parquet", "jsonl", "bogus"],
     "compare": ["scratch=shared", "kv_cache_dtype=fp8,max_num_seqs=256",
@@ -225,14 +225,13 @@ def _path(inputs: dict[str, str], role: str) -> str:
     return inputs.get(role, role)
 
 
-def _values(param: Any, inputs: dict[str, str]) -> st.SearchStrategy[str]:
-    name = param.name
-    ann = getattr(getattr(param, "type_descriptor", None), "annotation", str)
-    generic = INTS if ann is int else FLOATS if ann is float else TEXTS
+def _values(param: Option, inputs: dict[str, str]) -> st.SearchStrategy[str]:
+    name = param.dest
+    generic = INTS if param.kind == "int" else FLOATS if param.kind == "float" else TEXTS
     pools: list[st.SearchStrategy[str]] = [st.sampled_from(generic)]
     if name in REALISTIC:  # drawn three times as often as the generic edge values
         pools += [st.sampled_from(REALISTIC[name])] * 3
-    if name in READS or ann is Path or ann == Path | None:
+    if name in READS:
         roles = READS.get(name, []) + BAD_PATHS
         pools.append(st.sampled_from(roles).map(lambda r: _path(inputs, r)))
     if name in WRITES:
@@ -243,38 +242,41 @@ def _values(param: Any, inputs: dict[str, str]) -> st.SearchStrategy[str]:
     return st.one_of(*pools)
 
 
-def _command(name: str) -> Any:
-    from memprof.cli import _group
+def _command(name: str) -> list[Option]:
+    from memprof.cli import parser_of
+    from memprof.commands import find
 
-    cmd = _group().commands[name]
-    return cmd.commands["replay"] if name == "alloc" else cmd
+    entry = find(name)
+    assert entry is not None
+    return list(parser_of(entry, "replay" if name == "alloc" else None).options)
 
 
 @st.composite
 def argvs(draw: st.DrawFn, name: str, inputs: dict[str, str]) -> list[str]:
     """An argv for command ``name`` from its real parameters."""
-    cmd = _command(name)
+    rows = _command(name)
     prefix = ["alloc", "replay"] if name == "alloc" else [name]
-    options = [p for p in cmd.params if p.param_type_name == "option"]
-    arguments = [p for p in cmd.params if p.param_type_name == "argument"]
+    options = [p for p in rows if not p.positional]
+    arguments = [p for p in rows if p.positional]
     required = [p for p in options if p.required]
+    shared = {o.dest for o in deployment_options()}
     # the command's own options four times as often as the deployment flags it shares
-    weighted = [p for p in options for _ in range(1 if p.name in FLAG_NAMES else 4)]
-    chosen = draw(st.lists(st.sampled_from(weighted), max_size=5, unique_by=lambda p: p.name)
+    weighted = [p for p in options for _ in range(1 if p.dest in shared else 4)]
+    chosen = draw(st.lists(st.sampled_from(weighted), max_size=5, unique_by=lambda p: p.dest)
                   ) if options else []
     if draw(st.integers(0, 5)):  # mostly give the required options
         chosen += [p for p in required if p not in chosen]
     argv = list(prefix)
     for p in draw(st.permutations(chosen)):
-        flag = draw(st.sampled_from(p.opts))
-        if getattr(p, "is_flag", False):
+        flag = draw(st.sampled_from(p.names))
+        if p.kind == "bool":
             argv.append(flag)
             continue
-        for _ in range(draw(st.integers(1, 2)) if p.multiple else 1):
+        for _ in range(draw(st.integers(1, 2)) if p.repeat else 1):
             argv += [flag, draw(_values(p, inputs))]
     tail: list[str] = []
     for p in arguments:
-        if p.nargs == -1:  # estimate's pasted serve command, after --
+        if p.rest:  # estimate's pasted serve command, after --
             serve = draw(st.one_of(st.just([]), st.sampled_from(SERVE)))
             tail += ["--", *serve] if serve else []
         elif draw(st.integers(0, 7)):

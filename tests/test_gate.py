@@ -297,14 +297,16 @@ def test_halved_baseline_fails_naming_scenario_rank_and_metric(
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.delenv("COLUMNS", raising=False)
     capsys.readouterr()
     assert gate("--scenarios", scenario_dir, "--baseline", b, "--markdown", md) == 1
     out = capsys.readouterr().out
     assert "memprof gate: REGRESSION" in out
     row = "| llama-3.1-8b-h100 | rank 0 (tp 0 pp 0 dp 0) | peak_bytes |"
-    # the terminal table: a title per scenario and rank, then its rows; 80 columns when piped
+    # the terminal table: a title per scenario and rank, then its rows; piped, as wide as the
+    # one width policy says (memprof.report.output_width: 100 with no $COLUMNS)
     lines = out.splitlines()
-    assert max(len(x) for x in lines) <= 80
+    assert max(len(x) for x in lines) <= 100
     title = lines.index(next(x for x in lines
                              if x.startswith("llama-3.1-8b-h100 · rank 0 (tp 0 pp 0 dp 0)")))
     peak = next(x for x in lines[title:] if x.startswith("peak_bytes"))

@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
 
-from memprof.cli import app, run
+from memprof.cli import parser_of, run
+from memprof.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -81,7 +81,9 @@ def test_the_readme_json_example_is_what_the_tool_prints() -> None:
 
 
 OPTIONS = {
-    "estimate": ["--model/-m/--model-path", "--gpu", "--gpu-memory",
+    # memprof's deployment flags, then one per memprof.core.flags.SETTINGS row, in its order
+    "estimate": ["--model/-m/--model-path", "--gpu", "--gpu-memory", "--engine",
+                 "--engine-version", "--entrypoint",
                  "-tp/--tensor-parallel-size/--tp/--tp-size", "-pp/--pipeline-parallel-size/"
                  "--pp-size", "-dp/--data-parallel-size/--dp/--dp-size",
                  "--enable-expert-parallel", "--dtype", "--hf-overrides/--json-model-override-args",
@@ -90,40 +92,40 @@ OPTIONS = {
                  "--max-num-batched-tokens", "--gpu-memory-utilization",
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
                  "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
-                 "--attention-backend", "--scratch", "--engine", "--engine-version",
-                 "--entrypoint", "--mem-fraction-static",
+                 "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
-                 "--compare", "--format/-f", "--from-file", "--plot"],
-    "explain": None,  # the deployment flags plus --format/-f
+                 "--compare", "--format/-f", "--from-file", "--plot", "--markdown"],
+    "explain": None,  # the deployment flags plus --format/-f, --markdown
     "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--engine",
              "--engine-version", "--entrypoint", "--headroom", "--max-gpus", "--kv-cache-dtype",
-             "--top", "--format/-f"],
+             "--top", "--format/-f", "--markdown"],
     "sweep": None,  # the deployment flags plus --set, --output/-o, --format/-f
-    "devices": ["--format/-f"],
+    "devices": ["--format/-f", "--markdown"],
     "trace": None,  # the estimate's flags plus its own (below)
     "versions": None,  # the estimate's flags plus --from/--to (below)
     "gate": ["--scenarios", "--baseline", "--tolerance", "--update", "--markdown", "--floor"],
-    "alloc replay": ["--conf", "--total", "--format/-f"],
+    "alloc replay": ["--conf", "--total", "--format/-f", "--markdown"],
     "validate": ["--kernel", "--model/-m", "-tp/--tensor-parallel-size", "--max-num-seqs",
                  "--attention-backend", "--gpu", "--context", "--layers", "--steps", "--device",
                  "--seed", "--dp", "--kv-cache-memory-bytes", "--graph-steps", "--format/-f",
                  "--markdown"],
-    "models": [],
-    "gpus": [],
+    "models": ["--format/-f", "--markdown"],
+    "gpus": ["--format/-f", "--markdown"],
 }
 
 
 def test_every_commands_options_are_frozen() -> None:
     """A flag dropped or renamed by accident fails here; change OPTIONS with the CLI on purpose."""
-    group = typer.main.get_command(app)
     got = {}
-    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
-        for sub, c in (getattr(cmd, "commands", None) or {name: cmd}).items():
-            key = name if sub == name else f"{name} {sub}"
-            got[key] = ["/".join(p.opts) for p in c.params if p.opts and p.opts[0].startswith("-")]
-    flags = OPTIONS["estimate"][:-4]  # the deployment flags every such command shares
+    for c in COMMANDS:
+        subs = getattr(c.module_object(), "SUBCOMMANDS", None)
+        for sub in subs or [None]:
+            key = c.name if sub is None else f"{c.name} {sub}"
+            got[key] = ["/".join(o.names) for o in parser_of(c, sub).options if o.names]
+    flags = OPTIONS["estimate"][:-5]  # the deployment flags every such command shares
     trace = [*flags, "--device", "--rank", "--decode-steps", "--graphs", "--alloc-conf",
-             "--snapshot", "--format/-f"]
-    assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f"],
-                   "sweep": [*flags, "--set", "--output/-o", "--format/-f", "--plot"],
-                   "versions": [*flags, "--from", "--to"]}
+             "--snapshot", "--format/-f", "--markdown"]
+    assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f", "--markdown"],
+                   "sweep": [*flags, "--set", "--output/-o", "--format/-f", "--markdown",
+                             "--plot"],
+                   "versions": [*flags, "--from", "--to", "--format/-f", "--markdown"]}

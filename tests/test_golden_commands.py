@@ -37,9 +37,10 @@ ALLOC_OPS = "tests/data/alloc_ops_example.json"
 
 @pytest.fixture(autouse=True)
 def _pinned(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Output that is not a terminal is $COLUMNS wide when set; paths are the repo's; the gate
-    writes no CI step summary."""
-    monkeypatch.delenv("COLUMNS", raising=False)
+    """Output that is not a terminal is $COLUMNS wide (the one width policy): the goldens are
+    80 columns, where a table must stay readable; paths are the repo's; the gate writes no CI
+    step summary."""
+    monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.chdir(ROOT)
 

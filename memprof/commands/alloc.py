@@ -3,42 +3,48 @@ caching-allocator simulator."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Annotated
+from argparse import Namespace
 
-import typer
+from memprof.commands import SubCommand
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.options import Option
 
-alloc = typer.Typer(help="The CUDA caching-allocator simulator.", no_args_is_help=True)
+FORMATS = ("table", "json", "markdown")
 
 
-@alloc.command("replay")
-def replay(
-    ops: Annotated[Path, typer.Argument(
-        help='An op file {"ops": [["a", id, nbytes], ["f", id], ["e"]]} or a '
-        "torch.cuda.memory._dump_snapshot pickle (a regular file, at most 2 GiB).")],
-    conf: Annotated[str, typer.Option(
-        "--conf", help="PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True.")] = "",
-    total: Annotated[str | None, typer.Option(
-        "--total", help="Device memory the simulator may reserve (e.g. 80GiB); unbounded if "
-        "left out.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+def replay_options() -> tuple[Option, ...]:
+    """``alloc replay``'s rows."""
+    return (Option(dest="ops", required=True, metavar="OPS",
+                   help='An op file {"ops": [["a", id, nbytes], ["f", id], ["e"]]} or a '
+                   "torch.cuda.memory._dump_snapshot pickle (a regular file, at most 2 GiB)."),
+            Option(dest="conf", names=("--conf",), default="",
+                   help="PYTORCH_CUDA_ALLOC_CONF, e.g. expandable_segments:True."),
+            Option(dest="total", names=("--total",), kind="size",
+                   help="Device memory the simulator may reserve (e.g. 80GiB); unbounded if "
+                   "left out."),
+            format_option(*FORMATS), MARKDOWN)
+
+
+def replay(args: Namespace) -> int:
     """Replay allocations through a replica of PyTorch's CUDA caching allocator: allocated,
     reserved, inactive_split and segments after every op, and what fragmentation cost."""
+    from pathlib import Path
+
     from memprof.alloc.config import parse_conf
     from memprof.alloc.replay import load_ops
     from memprof.alloc.replay import replay as run_replay
-    from memprof.base.errors import BadInput
     from memprof.base.units import parse_size
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
-    parse_conf(conf)  # a bad conf is refused before the file is read
-    total_bytes = None if total is None else parse_size(total)
-    result = run_replay(load_ops(ops), conf, total_bytes)
-    from memprof.report.alloc import render_json, render_table
+    check_format(args.fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
+    parse_conf(args.conf)  # a bad conf is refused before the file is read
+    total_bytes = None if args.total is None else parse_size(args.total)
+    result = run_replay(load_ops(Path(args.ops)), args.conf, total_bytes)
+    emit(result, args.fmt, markdown)
+    return 1 if result.oom_at is not None else 0
 
-    sys.stdout.write(render_json(result) if fmt == "json" else render_table(result))
-    if result.oom_at is not None:
-        raise typer.Exit(1)
+
+SUBCOMMANDS = {
+    "replay": SubCommand(help="Replay an op file or a snapshot through the allocator simulator.",
+                         description=replay.__doc__ or "", options=replay_options, run=replay),
+}

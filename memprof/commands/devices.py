@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated
+from argparse import Namespace
 
-import typer
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.options import Option
+
+FORMATS = ("table", "json", "markdown")
 
 
-def devices(
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+def options() -> tuple[Option, ...]:
+    """``--format``, ``--markdown``."""
+    return (format_option(*FORMATS), MARKDOWN)
+
+
+def run(args: Namespace) -> int:
     """List this host's GPUs: name, total memory as the engine sees it, free and used memory,
     the processes using them, the driver. Exit 3 when there is none to list (no library, no
     driver, no GPU)."""
-    from memprof.base.errors import BadInput
     from memprof.probes.devices import devices as host_devices
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    fmt = args.fmt
+    check_format(fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
     devs = host_devices()
-    from memprof.report.devices import render_json, render_table
-
-    tty = sys.stdout.isatty()
-    sys.stdout.write(render_json(devs) if fmt == "json" else
-                     render_table(devs, None if tty else 80, color=tty))
+    emit(devs, fmt, markdown, kind="devices")
+    return 0

@@ -1,59 +1,62 @@
-"""``memprof estimate``: flags in, the estimate out through the reporter of ``--format``.
+"""``memprof estimate``: flags in, the estimate out through ``memprof.report.render``.
 
 Flags are named as ``vllm serve`` (and, for SGLang settings, ``sglang.launch_server``) name
-them, so a user can paste their arguments. No logic here: the core estimates, the reporters
-render.
+them, so a user can paste their arguments; they are generated from the settings table
+(``memprof.commands.options.deployment_options``). No logic here: the core estimates, the
+reporters render.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from argparse import Namespace
+from typing import TYPE_CHECKING
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
-from memprof.commands.flags import deployment, gpu_of, with_deployment_flags
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.flags import deployment, gpu_of
+from memprof.commands.options import Option, deployment_flags, deployment_options
 
 if TYPE_CHECKING:
-    from memprof.core.contract import EstimateReport
     from memprof.probes.serve_command import ServeCommand
 
+FORMATS = ("table", "json", "markdown")
 
-@with_deployment_flags
-def estimate(
-    flags: dict[str, Any],
-    compare: Annotated[str | None, typer.Option(
-        "--compare", help="Estimate again with changes and show the difference per component, "
-        "e.g. --compare scratch=shared or --compare kv_cache_dtype=fp8,max_num_seqs=256.")
-    ] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
-    from_file: Annotated[str | None, typer.Option(
-        "--from-file", help="Read the serve command from a shell script, a docker-compose "
-        "file (a service's command:) or a Kubernetes manifest (a container's command/args).")
-    ] = None,
-    plot: Annotated[str | None, typer.Option(
-        "--plot", help="Also draw the estimate to FILE.png or FILE.svg: stacked bars, one per "
-        "distinct rank (needs matplotlib: pip install 'memprof-llm[plot]').")] = None,
-    serve: Annotated[list[str] | None, typer.Argument(
-        help="A pasted serve command after --: memprof estimate --gpu H200 -- vllm serve "
-        "Qwen/Qwen3-32B -tp 2 … (or python -m sglang.launch_server …).",
-        show_default=False)] = None,
-) -> None:
+
+def options() -> tuple[Option, ...]:
+    """The deployment flags, then estimate's own."""
+    return (*deployment_options(),
+            Option(dest="compare", names=("--compare",), metavar="KEY=VALUE[,...]",
+                   help="Estimate again with changes and show the difference per component, "
+                   "e.g. --compare scratch=shared or --compare "
+                   "kv_cache_dtype=fp8,max_num_seqs=256."),
+            format_option(*FORMATS),
+            Option(dest="from_file", names=("--from-file",), metavar="FILE",
+                   help="Read the serve command from a shell script, a docker-compose file (a "
+                   "service's command:) or a Kubernetes manifest (a container's "
+                   "command/args)."),
+            Option(dest="plot", names=("--plot",), metavar="FILE",
+                   help="Also draw the estimate to FILE.png or FILE.svg: stacked bars, one per "
+                   "distinct rank (needs matplotlib: pip install 'memprof-llm[plot]')."),
+            MARKDOWN,
+            Option(dest="serve", rest=True, metavar="-- SERVE_COMMAND",
+                   help="A pasted serve command after --: memprof estimate --gpu H200 -- vllm "
+                   "serve Qwen/Qwen3-32B -tp 2 … (or python -m sglang.launch_server …)."))
+
+
+def run(args: Namespace) -> int:
     """Estimate the memory of every rank, the KV-cache budget and whether it fits.
 
     Paste the command you run after ``--`` (or give --from-file): its memory flags are
     applied, the others are listed once as ignored."""
-    from memprof.base.errors import BadInput
     from memprof.core.estimate import estimate as run_estimate
-    from memprof.report import FORMATS
 
-    if fmt not in FORMATS:
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, json or markdown")
+    check_format(args.fmt, FORMATS)
     from memprof.core.compare import parse_changes
 
-    # a bad --compare, plot path or suffix, or no matplotlib fails before any work
-    changes = parse_changes(compare) if compare is not None else None
+    # a bad --compare, plot or markdown path or suffix, or no matplotlib fails before any work
+    changes = parse_changes(args.compare) if args.compare is not None else None
+    plot = args.plot
     if plot is not None:
         from memprof.base.files import check_output
         from memprof.report.plot import plot_format, pyplot
@@ -61,8 +64,9 @@ def estimate(
         plot_format(plot)
         check_output(plot, flag="--plot")
         pyplot()
-    command = _serve_command(serve, from_file)
-    model, dep, gpu, gpu_memory = deployment(flags, command)
+    markdown = check_markdown(args.markdown)
+    command = _serve_command(args.serve, args.from_file)
+    model, dep, gpu, gpu_memory = deployment(deployment_flags(args), command)
     for line in command.describe() if command else ():
         sys.stderr.write(line + "\n")
     result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory))
@@ -74,13 +78,14 @@ def estimate(
     fixes = remedies(result, result.spec)
     from memprof.core.contract import EstimateReport
 
-    _emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=compare), fmt)
+    emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=args.compare),
+         args.fmt, markdown)
     if plot is not None:
         from memprof.report.plot import estimate_figure, save
 
         kind = save(estimate_figure(result), plot)
         sys.stderr.write(f"wrote the plot to {plot} ({kind})\n")
-    raise typer.Exit(EXIT_OK if result.verdict == "fits" else EXIT_OOM)
+    return EXIT_OK if result.verdict == "fits" else EXIT_OOM
 
 
 def _serve_command(serve: list[str] | None, from_file: str | None) -> ServeCommand | None:
@@ -94,19 +99,3 @@ def _serve_command(serve: list[str] | None, from_file: str | None) -> ServeComma
     from memprof.probes.serve_command import parse_file, parse_tokens
 
     return parse_tokens(serve) if serve else parse_file(from_file or "")
-
-
-def _emit(report: EstimateReport, fmt: str) -> None:
-    from memprof.report import reporter
-
-    tty = sys.stdout.isatty()
-    sys.stdout.write(reporter(fmt)(report, None if tty else _columns(100), **(
-        {"color": tty} if fmt == "table" else {})))
-
-
-def _columns(default: int) -> int:
-    """The width of output that is not a terminal: ``$COLUMNS`` when set, else ``default``."""
-    import os
-
-    text = os.environ.get("COLUMNS", "")
-    return int(text) if text.isdigit() and int(text) > 0 else default

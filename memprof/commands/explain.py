@@ -3,33 +3,39 @@
 from __future__ import annotations
 
 import sys
+from argparse import Namespace
 from dataclasses import fields
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
-from memprof.commands.flags import deployment, with_deployment_flags
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.flags import deployment
+from memprof.commands.options import Option, deployment_flags, deployment_options
+
+FORMATS = ("table", "json", "markdown")
 
 
-@with_deployment_flags
-def explain(
-    flags: dict[str, Any],
-    log: Annotated[str, typer.Argument(help="A vLLM (V0 or V1) or SGLang start-up log.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+def options() -> tuple[Option, ...]:
+    """The start-up log, the deployment flags (they win over the log), ``--format``."""
+    return (Option(dest="log", required=True, metavar="LOG",
+                   help="A vLLM (V0 or V1) or SGLang start-up log."),
+            *deployment_options(), format_option(*FORMATS), MARKDOWN)
+
+
+def run(args: Namespace) -> int:
     """Read a start-up log, rebuild its deployment, and show every logged figure beside
     memprof's estimate, the difference, what explains it, and the cheapest change that makes
     it start. Settings the log does not show can be given as estimate's flags (--model, --gpu,
     -tp, ...); they win over the log. Exit 0 when the rebuilt deployment fits by memprof's
     estimate, 1 when memprof predicts an OOM, 2 on a log it cannot read."""
-    from memprof.base.errors import BadInput
+    flags = deployment_flags(args)
+    log, fmt = args.log, args.fmt
     from memprof.core.deployment import Deployment
     from memprof.probes.log_deployment import rebuild
     from memprof.probes.startup_log import read_log
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    check_format(fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
     parsed = read_log(log)
     _, mine, _, _ = deployment(flags)
     default = Deployment()
@@ -45,15 +51,11 @@ def explain(
     about: dict[str, Any] = {"path": log, "engine": parsed.engine, "generation": parsed.generation,
              "version": parsed.version, "error": parsed.errors[0] if parsed.errors else None,
              "notes": notes}
-    if fmt == "json":
-        from memprof.report.explain import render_explain_json
+    from memprof.report import output_width
 
-        sys.stdout.write(render_explain_json(x, about))
-    else:
-        from memprof.report.explain import render_explain_table
-
-        width = None if sys.stdout.isatty() else 80
-        sys.stdout.write(render_explain_table(x, about, width))
+    width = output_width()
+    emit(x, fmt, markdown, about=about)
+    if fmt == "table":
         for n in notes:
             if width is None:
                 sys.stdout.write(f"note: {n}\n")
@@ -62,4 +64,4 @@ def explain(
 
                 sys.stdout.write(textwrap.fill(f"note: {n}", width, subsequent_indent="  ")
                                  + "\n")
-    raise typer.Exit(EXIT_OK if x.estimate.verdict == "fits" else EXIT_OOM)
+    return EXIT_OK if x.estimate.verdict == "fits" else EXIT_OOM

@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from argparse import Namespace
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM, BadInput
 from memprof.base.files import path_kind, write_atomic  # the one rule: whole or not at all
+from memprof.commands.options import Option
 
 DEFAULT_BASELINE = Path("reports/baseline.json")
 DEFAULT_SCENARIOS = Path("configs/scenarios")
@@ -105,13 +105,6 @@ def _write_markdown(text: str, markdown: Path | None) -> None:
                              f"{exc.strerror}\n")
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    # piped (CI logs, files): 80 columns, the width every log viewer shows whole
-    return Console(width=None if sys.stdout.isatty() else 80)
-
-
 def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update: bool,
              markdown: Path | None, floor_bytes: int | None = None) -> int:
     """The command's logic; returns the exit code (raises MemprofError for bad input).
@@ -122,8 +115,6 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
     from memprof.core.gate import DEFAULT_FLOOR_BYTES, baseline_doc, compare, dump_baseline
     if floor_bytes is None:
         floor_bytes = DEFAULT_FLOOR_BYTES
-    from memprof.report.gate import render_markdown, render_table
-
     if not 0.0 <= tolerance < 100.0:
         raise BadInput(f"--tolerance must be a percentage in [0, 100), got {tolerance}",
                        hint="e.g. --tolerance 1 (one percent)")
@@ -135,7 +126,10 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
     if markdown is not None:
         check_output(markdown, flag="--markdown")
     current = current_snapshots(scenarios or default_scenarios())
-    console = _console()
+    from memprof.report import is_terminal, output_width, render
+
+    def show(result: Any) -> None:
+        sys.stdout.write(render(result, "table", width=output_width(), color=is_terminal()))
     if update:
         try:
             old: dict[str, dict[str, Any]] | None = read_baseline(baseline)
@@ -145,36 +139,38 @@ def run_gate(*, scenarios: Path | None, baseline: Path, tolerance: float, update
                 sys.stderr.write(f"note: {exc.message}; --update regenerates it\n")
         if old is not None:
             result = compare(old, current, tolerance, floor_bytes)
-            render_table(result, console)
-            _write_markdown(render_markdown(result), markdown)
+            show(result)
+            _write_markdown(render(result, "markdown"), markdown)
         doc = baseline_doc(current, tool_version=__version__,
                            estimate_schema_version=SCHEMA_VERSION)
         write_atomic(baseline, dump_baseline(doc))
-        console.print(f"memprof gate: wrote {baseline} ({len(current)} scenarios)",
-                      highlight=False)
+        sys.stdout.write(f"memprof gate: wrote {baseline} ({len(current)} scenarios)\n")
         return EXIT_OK
     result = compare(read_baseline(baseline), current, tolerance, floor_bytes)
-    render_table(result, console)
-    _write_markdown(render_markdown(result), markdown)
+    show(result)
+    _write_markdown(render(result, "markdown"), markdown)
     return EXIT_REGRESSION if result.regressed else EXIT_OK
 
 
-def gate(
-    scenarios: Annotated[Path | None, typer.Option(
-        "--scenarios", help="Folder of scenario *.toml files (default: ./configs/scenarios, "
-        "else the bundled ones).")] = None,
-    baseline: Annotated[Path, typer.Option(
-        "--baseline", help="The committed baseline JSON.")] = DEFAULT_BASELINE,
-    tolerance: Annotated[float, typer.Option(
-        "--tolerance", help="Percent a figure may worsen before it is a regression.")] = 1.0,
-    update: Annotated[bool, typer.Option(
-        "--update", help="Write the current estimates as the new baseline (atomically).")] = False,
-    markdown: Annotated[Path | None, typer.Option(
-        "--markdown", help="Also write the table as Markdown to this file.")] = None,
-    floor: Annotated[str, typer.Option(
-        "--floor", help="Bytes a figure must also grow by to be a regression, so small "
-        "components do not flap (e.g. 16MiB).")] = "16MiB",
-) -> None:
+def options() -> tuple[Option, ...]:
+    """gate's flags."""
+    return (Option(dest="scenarios", names=("--scenarios",), metavar="DIR",
+                   help="Folder of scenario *.toml files.",
+                   shown_default="./configs/scenarios, else the bundled ones"),
+            Option(dest="baseline", names=("--baseline",), metavar="FILE",
+                   default=str(DEFAULT_BASELINE), help="The committed baseline JSON."),
+            Option(dest="tolerance", names=("--tolerance",), kind="float", default=1.0,
+                   help="Percent a figure may worsen before it is a regression."),
+            Option(dest="update", names=("--update",), kind="bool",
+                   help="Write the current estimates as the new baseline (atomically)."),
+            Option(dest="markdown", names=("--markdown",), metavar="FILE",
+                   help="Also write the table as Markdown to this file."),
+            Option(dest="floor", names=("--floor",), kind="size", default="16MiB",
+                   help="Bytes a figure must also grow by to be a regression, so small "
+                   "components do not flap (e.g. 16MiB)."))
+
+
+def run(args: Namespace) -> int:
     """Compare every scenario's estimate with the baseline; exit 1 on a regression.
 
     Regression: memory grown by more than --tolerance % and --floor, KV-cache tokens shrunk by
@@ -184,6 +180,7 @@ def gate(
     """
     from memprof.base.units import parse_size
 
-    code = run_gate(scenarios=scenarios, baseline=baseline, tolerance=tolerance, update=update,
-                    markdown=markdown, floor_bytes=parse_size(floor))
-    raise typer.Exit(code)
+    return run_gate(scenarios=None if args.scenarios is None else Path(args.scenarios),
+                    baseline=Path(args.baseline), tolerance=args.tolerance, update=args.update,
+                    markdown=None if args.markdown is None else Path(args.markdown),
+                    floor_bytes=parse_size(args.floor))

@@ -2,49 +2,68 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated
-
-import typer
+from argparse import Namespace
+from dataclasses import replace
+from typing import Any
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.options import Option
+
+FORMATS = ("table", "json", "markdown")
 
 
-def plan(
-    model: Annotated[str, typer.Option("--model", "-m", help="The model (memprof models).")],
-    requests: Annotated[int, typer.Option(
-        "--requests", help="Requests served at once (each at full --context).")],
-    context: Annotated[str, typer.Option(
-        "--context", help="Tokens per request: 32768, 32k (32,000) or 32K (32,768), as vLLM "
-        "reads --max-model-len.")],
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU from the catalog, or auto.")
-                   ] = None,
-    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory", help="e.g. 79GiB")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="vllm or sglang")] = "vllm",
-    engine_version: Annotated[str | None, typer.Option(
-        "--engine-version", help="The engine release to model; default: the newest.")] = None,
-    entrypoint: Annotated[str, typer.Option(
-        "--entrypoint", help="vLLM: serve (default) or llm (the Python LLM class).")
-    ] = "serve",
-    headroom: Annotated[str, typer.Option(
-        "--headroom", help="Run-time headroom every rank must keep.")] = "1GiB",
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest layout tried.")] = 64,
-    kv_cache_dtype: Annotated[str, typer.Option(
-        "--kv-cache-dtype", help="KV dtypes tried, comma-separated.")] = "auto,fp8",
-    top: Annotated[int, typer.Option("--top", help="Rows shown.")] = 10,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+def options() -> tuple[Option, ...]:
+    """plan's flags; those it shares with estimate read the settings rows (help, kind)."""
+    from memprof.commands.options import MEMPROF_DEPLOYMENT
+    from memprof.core.flags import BY_FIELD
+
+    def setting(field: str, **over: Any) -> Option:
+        s = BY_FIELD[field]
+        row: dict[str, Any] = {"dest": field, "names": s.cli_flags(), "kind": s.kind,
+                               "help": s.help, "choices_from": s.choices_from, **over}
+        return Option(**row)
+
+    model, gpu, gpu_memory = MEMPROF_DEPLOYMENT
+    return (replace(model, names=("--model", "-m"), required=True, help="The model "
+                    "(memprof models).", shown_default=""),
+            Option(dest="requests", names=("--requests",), kind="int", required=True,
+                   help="Requests served at once (each at full --context)."),
+            Option(dest="context", names=("--context",), required=True, metavar="TOKENS",
+                   help="Tokens per request: 32768, 32k (32,000) or 32K (32,768), as vLLM "
+                   "reads --max-model-len."),
+            replace(gpu, help="GPU from the catalog, or auto."),
+            replace(gpu_memory, help="e.g. 79GiB"),
+            setting("engine", default="vllm"),
+            setting("engine_version", shown_default="the newest"),
+            setting("entrypoint", default="serve"),
+            Option(dest="headroom", names=("--headroom",), kind="size", default="1GiB",
+                   help="Run-time headroom every rank must keep."),
+            Option(dest="max_gpus", names=("--max-gpus",), kind="int", default=64,
+                   help="Largest layout tried."),
+            setting("kv_cache_dtype", default="auto,fp8",
+                    help="KV dtypes tried, comma-separated."),
+            Option(dest="top", names=("--top",), kind="int", default=10, help="Rows shown."),
+            format_option(*FORMATS), MARKDOWN)
+
+
+def run(args: Namespace) -> int:
     """Find the layouts (TP × PP × DP × EP, KV dtype, max-num-seqs) that hold --requests
     requests of --context tokens with --headroom left, ranked by GPUs used then KV tokens.
     Exit 0 when one holds it, 1 when none does."""
+    model, requests, context, gpu, gpu_memory = (args.model, args.requests, args.context,
+                                                 args.gpu, args.gpu_memory)
+    engine, engine_version, entrypoint = args.engine, args.engine_version, args.entrypoint
+    headroom, max_gpus, kv_cache_dtype, top, fmt = (args.headroom, args.max_gpus,
+                                                     args.kv_cache_dtype, args.top, args.fmt)
     from memprof.base.errors import BadInput
     from memprof.base.units import parse_size
     from memprof.batch.plan import plan as run_plan
     from memprof.batch.sweep import Evaluator, read_int
     from memprof.core.deployment import KV_CACHE_DTYPES, Deployment
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    check_format(fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
     if engine not in ("vllm", "sglang"):
         raise BadInput(f"unknown --engine {engine[:40]!r}", hint="vllm or sglang")
     from memprof.core.deployment import ENTRYPOINTS
@@ -77,12 +96,9 @@ def plan(
                                     entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)
     from memprof.batch.plan_report import PlanReport
-    from memprof.report.plan import render_json, render_table
 
     report = PlanReport(model=model, gpu=g.name, requests=requests, context=ctx,
                         rows=tuple(rows[:top]), found=len(rows), served=served,
                         served_note=served_note)
-    sys.stdout.write(render_json(report) if fmt == "json" else
-                     render_table(report, None if sys.stdout.isatty() else 80))
-    raise typer.Exit(EXIT_OK if rows else EXIT_OOM)
-
+    emit(report, fmt, markdown)
+    return EXIT_OK if rows else EXIT_OOM

@@ -5,38 +5,42 @@ JSON lines."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from argparse import Namespace
 
-import typer
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.flags import deployment, gpu_of
+from memprof.commands.options import Option, deployment_flags, deployment_options
 
-from memprof.commands.flags import deployment, gpu_of, with_deployment_flags
+FORMATS = ("table", "json", "markdown", "csv", "jsonl")
 
 
-@with_deployment_flags
-def sweep(
-    flags: dict[str, Any],
-    sets: Annotated[list[str] | None, typer.Option(
-        "--set", help="An axis: KEY=V1,V2,... (tp=1,2,4,8; max_model_len=8k,32k,128k; "
-        "kv_cache_dtype=auto,fp8; gpu=H100,H200). Repeat for a grid.")] = None,
-    output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="Write every column to FILE.csv, FILE.parquet or FILE.jsonl.")
-    ] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or jsonl (stdout)")
-                   ] = "table",
-    plot: Annotated[str | None, typer.Option(
-        "--plot", help="Also draw KV tokens and max concurrency against the first --set axis "
-        "to FILE.png or FILE.svg (needs matplotlib: pip install 'memprof-llm[plot]').")
-    ] = None,
-) -> None:
+def options() -> tuple[Option, ...]:
+    """The deployment flags (the base deployment), then sweep's own."""
+    return (*deployment_options(),
+            Option(dest="sets", names=("--set",), repeat=True, metavar="KEY=V1,V2,...",
+                   help="An axis: KEY=V1,V2,... (tp=1,2,4,8; max_model_len=8k,32k,128k; "
+                   "kv_cache_dtype=auto,fp8; gpu=H100,H200). Repeat for a grid."),
+            Option(dest="output", names=("--output", "-o"), metavar="FILE",
+                   help="Write every column to FILE.csv, FILE.parquet or FILE.jsonl."),
+            format_option(*FORMATS), MARKDOWN,
+            Option(dest="plot", names=("--plot",), metavar="FILE",
+                   help="Also draw KV tokens and max concurrency against the first --set axis "
+                   "to FILE.png or FILE.svg (needs matplotlib: pip install "
+                   "'memprof-llm[plot]')."))
+
+
+def run(args: Namespace) -> int:
     """Estimate every deployment of a grid (the other flags are the base deployment). Exit 0
     when the sweep ran (points that do not fit are rows with their verdict)."""
+    flags = deployment_flags(args)
+    sets, output, fmt, plot = args.sets, args.output, args.fmt, args.plot
     from memprof.base.errors import BadInput
     from memprof.batch.sweep import parse_axis
     from memprof.batch.sweep import sweep as run_sweep
-    from memprof.report.sweep import SHOWN, dataframe, output_kind, render_table, write
+    from memprof.report.sweep import SHOWN, dataframe, output_kind, write
 
-    if fmt not in ("table", "csv", "jsonl"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table, csv or jsonl")
+    check_format(fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
     axes = [parse_axis(s) for s in sets or []]
     if not axes:
         raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
@@ -62,12 +66,21 @@ def sweep(
         kind = save(sweep_figure(df, [a.name for a in axes], f"{model}: {len(df)} deployments"),
                     plot)
         sys.stderr.write(f"wrote the plot to {plot} ({kind})\n")
+    cols = [a.name for a in axes] + [c for c in SHOWN if c not in {a.name for a in axes}]
+    title = f"{model}: {len(df)} deployments"
+    if fmt in ("table", "markdown"):
+        emit(df, fmt, markdown, kind="frame", columns=cols, title=title)
+        return 0
+    if markdown is not None:
+        from memprof.base.files import write_atomic
+        from memprof.report import render
+
+        write_atomic(markdown, render(df, "markdown", kind="frame", columns=cols, title=title))
     if fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif fmt == "jsonl":
         text = df.to_json(orient="records", lines=True) or ""
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        cols = [a.name for a in axes] + [c for c in SHOWN if c not in {a.name for a in axes}]
-        sys.stdout.write(render_table(df, cols, title=f"{model}: {len(df)} deployments",
-                                      width=None if sys.stdout.isatty() else 80))
+        sys.stdout.write((df.to_json(orient="records", indent=2) or "[]") + "\n")
+    return 0

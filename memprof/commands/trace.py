@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+from argparse import Namespace
 
-import typer
-
-from memprof.commands.flags import deployment, with_deployment_flags
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.flags import deployment
+from memprof.commands.options import Option, deployment_flags, deployment_options
 
 
 def show_progress(fmt: str, stdout_is_tty: bool) -> bool:
@@ -17,29 +17,38 @@ def show_progress(fmt: str, stdout_is_tty: bool) -> bool:
     return stdout_is_tty and fmt == "table"
 
 
-@with_deployment_flags
-def trace(
-    flags: dict[str, Any],
-    device: Annotated[str | None, typer.Option(
-        "--device", help="cuda or fake (default: cuda when a GPU is visible, else fake: the "
-        "same replica on fake tensors through the allocator simulator).")] = None,
-    rank: Annotated[int | None, typer.Option(
-        "--rank", help="The global rank to trace (default: the first).")] = None,
-    decode_steps: Annotated[int, typer.Option("--decode-steps")] = 2,
-    graphs: Annotated[int | None, typer.Option(
-        "--graphs", help="Capture at most this many CUDA graphs (largest first).")] = None,
-    alloc_conf: Annotated[str, typer.Option(
-        "--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the fake device's simulator.")] = "",
-    snapshot: Annotated[str | None, typer.Option(
-        "--snapshot", help="Write a _dump_snapshot pickle here.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-) -> None:
+FORMATS = ("table", "json", "markdown")
+
+
+def options() -> tuple[Option, ...]:
+    """The deployment flags, then trace's own."""
+    return (*deployment_options(),
+            Option(dest="device", names=("--device",), choices=("cuda", "fake"),
+                   help="cuda or fake (the same replica on fake tensors through the allocator "
+                   "simulator).", shown_default="cuda when a GPU is visible, else fake"),
+            Option(dest="rank", names=("--rank",), kind="int",
+                   help="The global rank to trace.", shown_default="the first"),
+            Option(dest="decode_steps", names=("--decode-steps",), kind="int", default=2,
+                   help="Decode steps run."),
+            Option(dest="graphs", names=("--graphs",), kind="int",
+                   help="Capture at most this many CUDA graphs (largest first)."),
+            Option(dest="alloc_conf", names=("--alloc-conf",), default="",
+                   help="PYTORCH_CUDA_ALLOC_CONF for the fake device's simulator."),
+            Option(dest="snapshot", names=("--snapshot",), metavar="FILE",
+                   help="Write a _dump_snapshot pickle here."),
+            format_option(*FORMATS), MARKDOWN)
+
+
+def run(args: Namespace) -> int:
     """Build one rank in PyTorch at its true shapes, run it as the engine does, and put each
     traced figure beside the estimate's."""
+    flags = deployment_flags(args)
+    device, rank, decode_steps, graphs = args.device, args.rank, args.decode_steps, args.graphs
+    alloc_conf, snapshot, fmt = args.alloc_conf, args.snapshot, args.fmt
     from memprof.base.errors import BadInput
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    check_format(fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
     if device not in (None, "cuda", "fake"):
         raise BadInput(f"unknown --device {device[:40]!r}", hint="cuda or fake")
     if snapshot is not None:  # before any work: a bad path must not cost the whole trace
@@ -52,7 +61,7 @@ def trace(
         from memprof.trace.run import torch_missing
 
         raise torch_missing() from None
-    from memprof.report.trace import progress, render_json, render_table
+    from memprof.report.trace import progress
     from memprof.trace.run import run_trace
 
     model, dep, gpu, gpu_memory = deployment(flags)
@@ -74,10 +83,8 @@ def trace(
                            rank=rank, decode_steps=decode_steps, max_graphs=graphs,
                            alloc_conf=alloc_conf, snapshot=snapshot, progress=step,
                            group=group)
-    if fmt == "json":
-        sys.stdout.write(render_json(result))
-    else:
-        sys.stdout.write(render_table(result, None if tty else 100, color=tty))
+
+    emit(result, fmt, markdown)
     if result.oom is not None:
         if result.oom.summary:
             sys.stderr.write(result.oom.summary + "\n")
@@ -85,4 +92,5 @@ def trace(
                          f"allocating {result.oom.component}\n")
         sys.stderr.write("hint: the traced components before the OOM are in the report; lower "
                          "--max-num-seqs / --gpu-memory-utilization or use --scratch shared\n")
-        raise typer.Exit(1)
+        return 1
+    return 0

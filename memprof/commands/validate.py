@@ -6,10 +6,11 @@ parity, scratch bytes against the estimate, graph-clean, speed."""
 from __future__ import annotations
 
 import os
-import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from argparse import Namespace
+from typing import TYPE_CHECKING, Any
 
-import typer
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.options import Option
 
 if TYPE_CHECKING:
     from memprof.report.validate import AnyValidation
@@ -47,58 +48,71 @@ def _check_range(name: str, value: int | None, lo: int, hi: int) -> None:
         raise BadInput(f"{name} {value} is out of range", hint=f"use {lo} to {hi}")
 
 
-def validate(
-    kernel: Annotated[str, typer.Option(
-        "--kernel", help="mla, turboquant, dsv4, dp_gather or all")] = "all",
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Model for the chosen --kernel (default: deepseek-r1 for mla, "
-        "qwen3-32b for turboquant).")] = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option(
-        "-tp", "--tensor-parallel-size", help="TP size: the rank's head count (default 8 for "
-        "mla, 1 for turboquant).")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(
-        "--max-num-seqs", help="Decode batch, the size the scratch is allocated for (default "
-        "64 for mla, 256 for turboquant).")] = None,
-    attention_backend: Annotated[str | None, typer.Option(
-        "--attention-backend", help="mla: cutlass_mla (heads padded to 128) or flashinfer_mla."
-    )] = None,
-    gpu: Annotated[str | None, typer.Option(
-        "--gpu", help="GPU the estimate is taken on (default B200 for mla, H200 for "
-        "turboquant); the kernels run on the device you have.")] = None,
-    context: Annotated[int | None, typer.Option(
-        "--context", help="Longest context in the batch; others are 1/2 to 1× of it (default "
-        "8192 mla / 4096 turboquant on CUDA, 256 on the CPU).")] = None,
-    layers: Annotated[int, typer.Option(
-        "--layers", help="Layers run (lower it when the per-layer scratch does not fit the "
-        "GPU); the memory figures still scale to all layers of the model.")] = 4,
-    steps: Annotated[int, typer.Option("--steps", help="Timed decode steps per round.")] = 10,
-    device: Annotated[str, typer.Option(
-        "--device", help="cuda (the Triton kernels) or cpu (the torch reference path, on one "
-        "thread unless OMP_NUM_THREADS is set).")
-    ] = "cuda",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    dp: Annotated[int | None, typer.Option(
-        "--dp", help="dp_gather: SGLang --dp (DP-attention ranks; default 8).")] = None,
-    kv_cache_memory_bytes: Annotated[int | None, typer.Option(
-        "--kv-cache-memory-bytes", help="dsv4: the KV pool the whole-pool dequant copies are "
-        "sized by (default 1 GiB on CUDA, 64 MiB on the CPU).")] = None,
-    graph_steps: Annotated[int | None, typer.Option(
-        "--graph-steps", help="dsv4, dp_gather: replays of the graph-clean check (default 100 "
-        "on CUDA, 3 simulated on the CPU).")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-    markdown: Annotated[str | None, typer.Option(
-        "--markdown", help="Also write the report as Markdown to this file (for a PR).")
-    ] = None,
-) -> None:
+FORMATS = ("table", "json", "markdown")
+
+
+def options() -> tuple[Option, ...]:
+    """validate's flags; those named as the settings rows' read their spellings there."""
+    from memprof.core.flags import BY_FIELD
+
+    def names(field: str) -> tuple[str, ...]:
+        return BY_FIELD[field].vllm
+
+    return (Option(dest="kernel", names=("--kernel",), default="all", choices=KERNELS,
+                   help="The decode to run."),
+            Option(dest="model", names=("--model", "-m"),
+                   help="Model for the chosen --kernel.",
+                   shown_default="deepseek-r1 for mla, qwen3-32b for turboquant"),
+            Option(dest="tensor_parallel_size", names=names("tp"), kind="int",
+                   help="TP size: the rank's head count.",
+                   shown_default="8 for mla, 1 for turboquant"),
+            Option(dest="max_num_seqs", names=names("max_num_seqs"), kind="int",
+                   help="Decode batch, the size the scratch is allocated for.",
+                   shown_default="64 for mla, 256 for turboquant"),
+            Option(dest="attention_backend", names=names("attention_backend"),
+                   choices=("cutlass_mla", "flashinfer_mla"),
+                   help="mla: cutlass_mla (heads padded to 128) or flashinfer_mla."),
+            Option(dest="gpu", names=("--gpu",),
+                   help="GPU the estimate is taken on; the kernels run on the device you have.",
+                   shown_default="B200 for mla, H200 for turboquant"),
+            Option(dest="context", names=("--context",), kind="int",
+                   help="Longest context in the batch; others are 1/2 to 1x of it.",
+                   shown_default="8192 mla / 4096 turboquant on CUDA, 256 on the CPU"),
+            Option(dest="layers", names=("--layers",), kind="int", default=4,
+                   help="Layers run (lower it when the per-layer scratch does not fit the "
+                   "GPU); the memory figures still scale to all layers of the model."),
+            Option(dest="steps", names=("--steps",), kind="int", default=10,
+                   help="Timed decode steps per round."),
+            Option(dest="device", names=("--device",), default="cuda", choices=("cuda", "cpu"),
+                   help="cuda (the Triton kernels) or cpu (the torch reference path, on one "
+                   "thread unless OMP_NUM_THREADS is set)."),
+            Option(dest="seed", names=("--seed",), kind="int", default=0, help="Random seed."),
+            Option(dest="dp", names=("--dp",), kind="int",
+                   help="dp_gather: SGLang --dp (DP-attention ranks).", shown_default="8"),
+            Option(dest="kv_cache_memory_bytes", names=("--kv-cache-memory-bytes",), kind="int",
+                   help="dsv4: the KV pool the whole-pool dequant copies are sized by.",
+                   shown_default="1 GiB on CUDA, 64 MiB on the CPU"),
+            Option(dest="graph_steps", names=("--graph-steps",), kind="int",
+                   help="dsv4, dp_gather: replays of the graph-clean check.",
+                   shown_default="100 on CUDA, 3 simulated on the CPU"),
+            format_option(*FORMATS), MARKDOWN)
+
+
+def run(args: Namespace) -> int:
     """Run the MLA (seed 000), TurboQuant (seed 001), DeepSeek-V4 sparse MLA (seed 003) decodes
     and SGLang's DP-attention gather (seed 002) under each scratch policy, and check parity,
     the scratch bytes against the estimate, CUDA-graph cleanliness and speed.
     Exit 0 when all hold, 1 when one fails, 2 bad input, 3 no GPU (use --device cpu) or out of
     memory."""
+    kernel, model, tensor_parallel_size = args.kernel, args.model, args.tensor_parallel_size
+    max_num_seqs, attention_backend, gpu = args.max_num_seqs, args.attention_backend, args.gpu
+    context, layers, steps, device, seed = (args.context, args.layers, args.steps, args.device,
+                                            args.seed)
+    dp, kv_cache_memory_bytes, graph_steps = args.dp, args.kv_cache_memory_bytes, args.graph_steps
+    fmt, markdown = args.fmt, args.markdown
     from memprof.base.errors import BadInput, EnvironmentProblem
 
-    if fmt not in ("table", "json"):
-        raise BadInput(f"unknown --format {fmt[:40]!r}", hint="table or json")
+    check_format(fmt, FORMATS)
     if kernel not in KERNELS:
         raise BadInput(f"unknown --kernel {kernel[:40]!r}",
                        hint="mla, turboquant, dsv4, dp_gather or all")
@@ -125,11 +139,7 @@ def validate(
     if kv_cache_memory_bytes is not None and kernel != "dsv4":
         raise BadInput("--kv-cache-memory-bytes applies to the DeepSeek-V4 decode",
                        hint="add --kernel dsv4")
-    md_path = None
-    if markdown is not None:
-        from memprof.base.files import check_output
-
-        md_path = check_output(markdown, flag="--markdown")  # before any work
+    md_path = check_markdown(markdown)  # before any work
     try:
         import torch
     except ImportError:
@@ -147,20 +157,10 @@ def validate(
                                 kv_cache_memory_bytes, graph_steps)
     finally:
         torch.set_num_threads(threads)
-    from memprof.report.validate import render_json, render_markdown, render_table
-
     dev_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    if md_path is not None:
-        from memprof.base.files import write_atomic
-
-        write_atomic(md_path, render_markdown(results, torch.__version__, dev_name))
-    if fmt == "json":
-        sys.stdout.write(render_json(results, torch.__version__, dev_name))
-    else:
-        tty = sys.stdout.isatty()
-        sys.stdout.write(render_table(results, None if tty else 120, color=tty))
-    if not all(r.passed for r in results):
-        raise typer.Exit(1)
+    emit(results, fmt, md_path, kind="validation", torch_version=torch.__version__,
+         device_name=dev_name)
+    return 0 if all(r.passed for r in results) else 1
 
 
 def _validate_all(kernel: str, model: str | None, tensor_parallel_size: int | None,

@@ -3,31 +3,36 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated, Any
+from argparse import Namespace
 
-import typer
+from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
+from memprof.commands.flags import deployment
+from memprof.commands.options import Option, deployment_flags, deployment_options
 
-from memprof.commands.flags import deployment, with_deployment_flags
+FORMATS = ("table", "json", "markdown")
 
 
-@with_deployment_flags
-def versions(
-    flags: dict[str, Any],
-    from_version: Annotated[str | None, typer.Option(
-        "--from", help="The older release, e.g. 0.7.3 (with --to: list what differs).")] = None,
-    to_version: Annotated[str | None, typer.Option(
-        "--to", help="The newer release; default the newest modelled.")] = None,
-) -> None:
+def options() -> tuple[Option, ...]:
+    """The deployment flags, then ``--from`` / ``--to``."""
+    return (*deployment_options(),
+            Option(dest="from_version", names=("--from",), metavar="VERSION",
+                   help="The older release, e.g. 0.7.3 (with --to: list what differs)."),
+            Option(dest="to_version", names=("--to",), metavar="VERSION",
+                   help="The newer release.", shown_default="the newest modelled"),
+            format_option(*FORMATS), MARKDOWN)
+
+
+def run(args: Namespace) -> int:
     """List the releases and version rules, or what differs between two releases."""
-    from memprof.report.versions import render_rulebook, render_version_diff
-
-    if from_version is None and to_version is None:
-        sys.stdout.write(render_rulebook())
-        return
+    check_format(args.fmt, FORMATS)
+    markdown = check_markdown(args.markdown)
+    if args.from_version is None and args.to_version is None:
+        emit(None, args.fmt, markdown, kind="rulebook")
+        return 0
     from memprof.core.version_diff import version_diff
 
-    model, dep, gpu, gpu_memory = deployment(flags)
-    d = version_diff(model, dep, from_version, to_version, gpu_name=gpu,
+    model, dep, gpu, gpu_memory = deployment(deployment_flags(args))
+    d = version_diff(model, dep, args.from_version, args.to_version, gpu_name=gpu,
                      gpu_memory_bytes=gpu_memory)
-    sys.stdout.write(render_version_diff(d))
+    emit(d, args.fmt, markdown)
+    return 0

@@ -31,62 +31,122 @@ class Setting:
     vllm: tuple[str, ...]
     sglang: tuple[str, ...]
     note: str = ""  # what the other engine does instead, for the refusal's hint
+    help: str = ""  # the flag's help in ``memprof estimate --help``
+    choices_from: str = ""  # "module:NAME" of the closed set of values (read when help is shown)
+    shown_default: str = ""  # the default as help shows it, where the field's default is None
+    metavar: str = ""  # the value's name in help (default: the kind in capitals)
+    memprof_only: bool = False  # a modelling choice of memprof's: no engine launcher has it
 
     def flags(self, engine: str) -> tuple[str, ...]:
         return self.vllm if engine == "vllm" else self.sglang
 
+    def cli_flags(self) -> tuple[str, ...]:
+        """Every name memprof's CLI accepts for the field: vLLM's names, then SGLang's."""
+        return tuple(dict.fromkeys((*self.vllm, *self.sglang)))
+
+    def choices(self) -> tuple[str, ...]:
+        """The closed set of values, read from the constant ``choices_from`` names (imported
+        here, when help is built), or () for an open set."""
+        if not self.choices_from:
+            return ()
+        import importlib
+
+        module, _, name = self.choices_from.partition(":")
+        return tuple(getattr(importlib.import_module(module), name))
+
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",)),
+    Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",),
+            help="The serving engine.", choices_from="memprof.core.deployment:ENGINES",
+            memprof_only=True),
     Setting(field="engine_version", kind="str", vllm=("--engine-version",),
-            sglang=("--engine-version",)),
+            sglang=("--engine-version",),
+            help="The engine release to model (vLLM 0.7.1 to 0.33.0; memprof versions lists them).",
+            shown_default="the newest modelled",
+            metavar="VERSION"),
     Setting(field="entrypoint", kind="str", vllm=("--entrypoint",), sglang=(),
-            note="SGLang's defaults do not depend on the entry point"),
+            note="SGLang's defaults do not depend on the entry point",
+            help="vLLM only: serve (vllm serve) or llm (the Python LLM class); vLLM's batch "
+            "defaults differ by entry point.",
+            choices_from="memprof.core.deployment:ENTRYPOINTS"),
     Setting(field="tp", kind="int", vllm=("-tp", "--tensor-parallel-size"),
-            sglang=("--tp", "--tp-size")),
+            sglang=("--tp", "--tp-size"),
+            help="TP size (SGLang: --tp/--tp-size, the GPUs of one server)."),
     Setting(field="pp", kind="int", vllm=("-pp", "--pipeline-parallel-size"),
-            sglang=("--pp-size",)),
+            sglang=("--pp-size",),
+            help="PP size (SGLang: --pp-size)."),
     Setting(field="dp", kind="int", vllm=("-dp", "--data-parallel-size"),
-            sglang=("--dp", "--dp-size")),
+            sglang=("--dp", "--dp-size"),
+            help="DP size (SGLang: --dp/--dp-size)."),
     Setting(field="enable_expert_parallel", kind="bool", vllm=("--enable-expert-parallel",),
-            sglang=("--enable-expert-parallel",)),
-    Setting(field="dtype", kind="str", vllm=("--dtype",), sglang=("--dtype",)),
+            sglang=("--enable-expert-parallel",),
+            help="Experts split over TP x DP ranks (expert parallelism)."),
+    Setting(field="dtype", kind="str", vllm=("--dtype",), sglang=("--dtype",),
+            help="The weights' dtype.", choices_from="memprof.core.deployment:DTYPES"),
     Setting(field="hf_overrides", kind="str", vllm=("--hf-overrides",),
-            sglang=("--json-model-override-args",)),
+            sglang=("--json-model-override-args",),
+            help="JSON merged into the model's config.json before it is sized, as vLLM's "
+            "--hf-overrides (SGLang: --json-model-override-args), e.g. "
+            "'{\"num_hidden_layers\": 4}'.",
+            metavar="JSON"),
     Setting(field="quantization", kind="str", vllm=("--quantization", "-q"),
-            sglang=("--quantization",)),
+            sglang=("--quantization",),
+            help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq.",
+            shown_default="the config's quantization_config"),
     Setting(field="kv_cache_dtype", kind="str", vllm=("--kv-cache-dtype",),
-            sglang=("--kv-cache-dtype",)),
+            sglang=("--kv-cache-dtype",),
+            help="The KV cache's dtype.", choices_from="memprof.core.deployment:KV_CACHE_DTYPES"),
     Setting(field="max_model_len", kind="int", vllm=("--max-model-len",),
-            sglang=("--context-length",)),
+            sglang=("--context-length",),
+            help="SGLang: --context-length.", shown_default="the model's max_position_embeddings"),
     Setting(field="max_num_seqs", kind="int", vllm=("--max-num-seqs",),
-            sglang=("--max-running-requests",)),
+            sglang=("--max-running-requests",),
+            help="SGLang: --max-running-requests.", shown_default="the engine's for the GPU"),
     Setting(field="max_num_batched_tokens", kind="int", vllm=("--max-num-batched-tokens",),
-            sglang=(), note="SGLang's prefill chunk is --chunked-prefill-size"),
+            sglang=(), note="SGLang's prefill chunk is --chunked-prefill-size",
+            help="vLLM only.", shown_default="the engine's for the GPU"),
     Setting(field="gpu_memory_utilization", kind="float", vllm=("--gpu-memory-utilization",),
-            sglang=(), note="SGLang's budget is --mem-fraction-static"),
-    Setting(field="block_size", kind="int", vllm=("--block-size",), sglang=("--page-size",)),
+            sglang=(), note="SGLang's budget is --mem-fraction-static",
+            help="vLLM only.", shown_default="0.92 (0.9 before 0.20.0)"),
+    Setting(field="block_size", kind="int", vllm=("--block-size",), sglang=("--page-size",),
+            help="SGLang: --page-size.",
+            shown_default="what the engine picks for the attention backend"),
     Setting(field="kv_cache_memory_bytes", kind="size",
             vllm=("--kv-cache-memory-bytes", "--kv-cache-memory"), sglang=(),
-            note="SGLang sizes its KV pool from --mem-fraction-static"),
+            note="SGLang sizes its KV pool from --mem-fraction-static",
+            help="vLLM only: the KV cache size, as vLLM reads it (bytes, 16G binary, 16g decimal, "
+            "or 16GiB); overrides --gpu-memory-utilization."),
     Setting(field="enforce_eager", kind="bool", vllm=("--enforce-eager",),
-            sglang=("--disable-cuda-graph",)),
+            sglang=("--disable-cuda-graph",),
+            help="No CUDA graphs (SGLang: --disable-cuda-graph)."),
     Setting(field="num_speculative_tokens", kind="int", vllm=("--num-speculative-tokens",),
-            sglang=(), note="SGLang's speculative decoding is not modelled"),
+            sglang=(), note="SGLang's speculative decoding is not modelled",
+            help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),
     Setting(field="attention_backend", kind="str", vllm=("--attention-backend",), sglang=(),
-            note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled"),
-    Setting(field="scratch", kind="str", vllm=("--scratch",), sglang=("--scratch",)),
+            note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
+            help="vLLM only.",
+            choices_from="memprof.core.scratch.backends:BACKENDS",
+            shown_default="what vLLM picks for the model, GPU and KV dtype",
+            metavar="BACKEND"),
+    Setting(field="scratch", kind="str", vllm=("--scratch",), sglang=("--scratch",),
+            help="Per-layer or shared decode scratch.",
+            choices_from="memprof.core.deployment:SCRATCH_POLICIES",
+            shown_default="what current engine releases do", memprof_only=True),
     Setting(field="mem_fraction_static", kind="float", vllm=(),
             sglang=("--mem-fraction-static",),
-            note="vLLM's budget is --gpu-memory-utilization"),
+            note="vLLM's budget is --gpu-memory-utilization",
+            help="SGLang only.", shown_default="SGLang's heuristic"),
     Setting(field="enable_dp_attention", kind="bool", vllm=(),
             sglang=("--enable-dp-attention",),
-            note="vLLM's data parallelism is -dp/--data-parallel-size"),
+            note="vLLM's data parallelism is -dp/--data-parallel-size",
+            help="SGLang only: DP attention (attention TP = tp / dp)."),
     Setting(field="chunked_prefill_size", kind="int", vllm=(),
             sglang=("--chunked-prefill-size",),
-            note="vLLM's prefill chunk is --max-num-batched-tokens"),
+            note="vLLM's prefill chunk is --max-num-batched-tokens",
+            help="SGLang only; -1 turns chunked prefill off."),
     Setting(field="cuda_graph_max_bs", kind="int", vllm=(), sglang=("--cuda-graph-max-bs",),
-            note="vLLM sizes its CUDA graphs from --max-num-seqs"),
+            note="vLLM sizes its CUDA graphs from --max-num-seqs",
+            help="SGLang only."),
 )
 BY_FIELD = {s.field: s for s in SETTINGS}
 

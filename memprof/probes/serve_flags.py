@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from memprof.core.flags import SETTINGS
+
 # The engine releases these tables describe. One constant per engine, so that ``--engine-version``
 # can replace it where the versions branch is merged.
 ENGINE_VERSION_ASSUMED = {"vllm": "0.33.0", "sglang": "0.5 (SGL@d315eb7)"}
@@ -203,8 +205,8 @@ OTHER_FLAGS: dict[str, list[ServeFlag]] = {
 }
 
 # memprof-only settings that have no flag in the engine's launcher (memprof's own modelling
-# choices): a pasted command never carries them.
-MEMPROF_ONLY = frozenset({"engine", "scratch", "num_speculative_tokens"})
+# choices): a pasted command never carries them. The rows say which (``Setting.memprof_only``).
+MEMPROF_ONLY = frozenset(s.field for s in SETTINGS if s.memprof_only)
 
 # vLLM's integer flags read as ``human_readable_int`` (32k = 32,000; 32K = 32,768).
 HUMAN_READABLE = frozenset({"max_model_len", "max_num_batched_tokens"})

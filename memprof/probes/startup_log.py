@@ -19,6 +19,7 @@ from typing import Any, Literal
 from memprof.base.errors import BadInput
 from memprof.base.files import read_capped
 from memprof.base.units import GiB, fmt_bytes
+from memprof.core.flags import BY_FIELD
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -288,22 +289,29 @@ def _version(text: str) -> str | None:
     return None
 
 
-# keys of vLLM's "non-default args" / engine config, and SGLang's ServerArgs, → Deployment fields
-_CONFIG_KEYS = {
-    "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "data_parallel_size": "dp",
-    "enable_expert_parallel": "enable_expert_parallel", "quantization": "quantization",
-    "kv_cache_dtype": "kv_cache_dtype", "max_model_len": "max_model_len",
-    "max_seq_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "gpu_memory_utilization": "gpu_memory_utilization", "block_size": "block_size",
-    "enforce_eager": "enforce_eager", "dtype": "dtype",
-    # SGLang ServerArgs
-    "tp_size": "tp", "dp_size": "dp", "pp_size": "pp", "context_length": "max_model_len",
-    "max_running_requests": "max_num_seqs", "page_size": "block_size",
-    "disable_cuda_graph": "enforce_eager", "mem_fraction_static": "mem_fraction_static",
-    "enable_dp_attention": "enable_dp_attention", "chunked_prefill_size": "chunked_prefill_size",
-    "cuda_graph_max_bs": "cuda_graph_max_bs",
-}
+# the Deployment fields a start-up log shows (vLLM's "non-default args" / engine config line,
+# SGLang's ServerArgs)
+LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv_cache_dtype",
+                 "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+                 "gpu_memory_utilization", "block_size", "enforce_eager", "dtype",
+                 "mem_fraction_static", "enable_dp_attention", "chunked_prefill_size",
+                 "cuda_graph_max_bs")
+
+
+def _config_keys() -> dict[str, str]:
+    """Log key → Deployment field. The engines log a setting under their argparse dest, the
+    snake_case of each engine's longest flag for it in the settings table
+    (``memprof.core.flags.flag_name``): ``tensor_parallel_size``, SGLang's ``tp_size``, ...;
+    vLLM's model config also logs ``max_seq_len``."""
+    from memprof.core.flags import flag_name
+
+    keys = {flag_name(f, e).lstrip("-").replace("-", "_"): f
+            for f in LOGGED_FIELDS for e in ("vllm", "sglang")}
+    keys["max_seq_len"] = "max_model_len"
+    return keys
+
+
+_CONFIG_KEYS = _config_keys()
 
 
 def _settings(lines: list[str], engine: str
@@ -366,18 +374,18 @@ def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
             continue
         if fld == "dtype" and isinstance(v, str):
             v = v.removeprefix("torch.")
-        if fld in ("tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                   "block_size", "chunked_prefill_size", "cuda_graph_max_bs"):
+        kind = BY_FIELD[fld].kind  # how the settings table reads the field
+        if kind == "int":
             if isinstance(v, int) and not isinstance(v, bool):
                 settings[fld] = v
-        elif fld in ("gpu_memory_utilization", "mem_fraction_static"):
+        elif kind == "float":
             if isinstance(v, int | float) and not isinstance(v, bool):
                 if not 0 <= v <= MAX_FIGURE["float"]:  # also nan; a 300-digit int
                     raise BadInput(f"the log's {k} = {str(v)[:40]} is not a plausible value",
                                    hint="the log is damaged or edited; pass the log as the "
                                    "engine wrote it")
                 settings[fld] = float(v)
-        elif fld in ("enforce_eager", "enable_expert_parallel", "enable_dp_attention"):
+        elif kind == "bool":
             if isinstance(v, bool):
                 settings[fld] = v
         elif isinstance(v, str):

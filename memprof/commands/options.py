@@ -1,0 +1,251 @@
+"""Options as rows, and the one function that turns rows into an ``argparse`` parser.
+
+Every command declares its flags as :class:`Option` rows; the deployment flags are not declared
+by any command but generated from ``memprof.core.flags.SETTINGS`` (:func:`deployment_options`),
+as vLLM builds its argparse from its config dataclasses (``EngineArgs.add_cli_args``,
+vllm/engine/arg_utils.py). A row's kind picks the value parser (:data:`PARSERS`); a value that
+does not parse, an unknown flag or a missing value becomes one ``error:`` line and a ``hint:``
+(:class:`Parser.error` raises :class:`memprof.base.errors.BadInput`), never argparse's usage dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
+
+from memprof.base.errors import BadInput
+
+Kind = Literal["int", "float", "bool", "str", "size"]
+
+_INT = re.compile(r"[+-]?[0-9]{1,4000}")  # Python's own limit is 4300 digits
+_FLOAT = re.compile(r"[+-]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def parse_int(text: str) -> int:
+    """A plain decimal integer (sign allowed, surrounding blanks ignored). A huge one is read as
+    such: the core refuses it with what it is (``a 400-digit number``), as it did under click."""
+    t = text.strip()
+    if not _INT.fullmatch(t):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer")
+    return int(t)
+
+
+def parse_float(text: str) -> float:
+    """A plain decimal number (``0.9``, ``.5``, ``1e-3``); never nan or inf."""
+    t = text.strip()
+    if not _FLOAT.fullmatch(t):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number")
+    value = float(t)
+    if value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of range")
+    return value
+
+
+def _text(text: str) -> str:
+    return text
+
+
+# a size stays text here: the command reads it (``memprof.base.units.parse_size``) with the
+# rule of its flag (vLLM's bare bytes and letters for --kv-cache-memory-bytes)
+PARSERS: dict[str, Callable[[str], Any]] = {"int": parse_int, "float": parse_float,
+                                            "str": _text, "size": _text}
+METAVARS = {"int": "N", "float": "X", "str": "TEXT", "size": "SIZE", "bool": ""}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Option:
+    """One flag (or positional argument) of a command.
+
+    ``names`` are the flag's spellings (empty for a positional); ``dest`` the attribute of the
+    parsed arguments; ``kind`` how the value is read; ``repeat``: the flag may be given more than
+    once (a list); ``rest``: a positional taking every remaining word (a pasted command after
+    ``--``)."""
+
+    dest: str
+    names: tuple[str, ...] = ()
+    kind: Kind = "str"
+    default: Any = None
+    help: str = ""
+    metavar: str = ""
+    choices: tuple[str, ...] = ()  # shown in help; the command (or the core) checks the value
+    choices_from: str = ""  # or "module:NAME" of core's constant, read only when help is shown
+    shown_default: str = ""
+    required: bool = False
+    repeat: bool = False
+    rest: bool = False
+    deployment: bool = False  # generated from a Setting row (or a memprof deployment flag)
+
+    def all_choices(self) -> tuple[str, ...]:
+        """``choices``, else the constant ``choices_from`` names (imports its module)."""
+        if self.choices or not self.choices_from:
+            return self.choices
+        import importlib
+
+        module, _, name = self.choices_from.partition(":")
+        return tuple(getattr(importlib.import_module(module), name))
+
+    @property
+    def positional(self) -> bool:
+        return not self.names
+
+    @property
+    def label(self) -> str:
+        """The flag as errors name it: its longest spelling (the positional's metavar)."""
+        return max(self.names, key=len) if self.names else (self.metavar or self.dest).upper()
+
+
+# memprof's own deployment flags: what to size and on which GPU (no engine has them)
+MEMPROF_DEPLOYMENT: tuple[Option, ...] = (
+    Option(dest="model", names=("--model", "-m", "--model-path"), deployment=True,
+           help="Bundled name (memprof models), an HF repo id of a bundled model "
+           "(Qwen/Qwen3-32B), a config.json, or a folder holding one. SGLang: --model-path.",
+           shown_default="deepseek-r1"),
+    Option(dest="gpu", names=("--gpu",), deployment=True,
+           help="GPU from the catalog (memprof gpus), or auto (this host's, through NVML / "
+           "AMD SMI).", shown_default="H100-80GB"),
+    Option(dest="gpu_memory", names=("--gpu-memory",), kind="size", deployment=True,
+           help="Total GPU memory as torch.cuda.mem_get_info reports it, with a unit, e.g. "
+           "23.58GiB (overrides the catalog)."),
+)
+
+
+def deployment_options() -> tuple[Option, ...]:
+    """The deployment flags of every command that builds a deployment: memprof's own, then one
+    per ``SETTINGS`` row, named by both engines' flags, defaulting to ``Deployment()``'s."""
+    from dataclasses import fields
+
+    from memprof.core.deployment import Deployment
+    from memprof.core.flags import SETTINGS
+
+    defaults = {f.name: f.default for f in fields(Deployment)}
+    rows = [Option(dest=s.field, names=s.cli_flags(), kind=s.kind,
+                   default=defaults[s.field] if s.kind != "size" else None,
+                   help=s.help, metavar=s.metavar, shown_default=s.shown_default,
+                   choices_from=s.choices_from, deployment=True) for s in SETTINGS]
+    return (*MEMPROF_DEPLOYMENT, *rows)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with memprof's error contract: every usage error raises :class:`BadInput`
+    (one ``error:`` line and a ``hint:``), naming the flag and the value."""
+
+    def __init__(self, prog: str, description: str) -> None:
+        super().__init__(prog=prog, description=description, allow_abbrev=False,
+                         add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
+        self.options: list[Option] = []  # the rows, in order (tests and did-you-mean read them)
+
+    def error(self, message: str) -> NoReturn:
+        raise BadInput(*explain_usage_error(self, message))
+
+    def flag_names(self) -> list[str]:
+        """Every flag the parser accepts."""
+        return ["-h", "--help", *(n for o in self.options for n in o.names)]
+
+    def parse(self, argv: Sequence[str]) -> argparse.Namespace:
+        """``argv`` parsed; a flag that takes a value takes the next word whatever it is (as
+        click did: ``--kv-cache-memory -1GiB`` is a value the size reader refuses, not an
+        unknown flag)."""
+        takes = {n for o in self.options if not o.positional and o.kind != "bool"
+                 for n in o.names}
+        words: list[str] = []
+        i = 0
+        while i < len(argv):
+            word = argv[i]
+            if word == "--":
+                words += argv[i:]
+                break
+            if word in takes and i + 1 < len(argv):
+                words.append(f"{word}={argv[i + 1]}")
+                i += 2
+                continue
+            words.append(word)
+            i += 1
+        return self.parse_args(words)
+
+
+def flag_names(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag ``parser`` accepts (``-h/--help`` alone for a parser not built here)."""
+    return parser.flag_names() if isinstance(parser, Parser) else ["-h", "--help"]
+
+
+def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
+    """argparse's message as (error, hint): an unknown flag with the closest one, a missing
+    value, a value that does not parse (flag and value named), a missing option."""
+    prog = parser.prog
+    more = f"run {prog} --help for the flags"
+    m = re.match(r"unrecognized arguments: (.*)", message)
+    if m:
+        words = m.group(1).split()
+        flag = next((w for w in words if w.startswith("-")), words[0] if words else "")
+        if not flag.startswith("-"):
+            return (f"unexpected argument {flag[:60]!r}", more)
+        import difflib
+
+        name = flag.split("=", 1)[0]
+        close = difflib.get_close_matches(name, flag_names(parser), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? ({more})" if close else more
+        return (f"no such option: {name[:60]}", hint)
+    m = re.match(r"argument ([^:]+): (.*)", message)
+    if m:
+        label = max(m.group(1).split("/"), key=len)
+        what = m.group(2)
+        if what.startswith("expected"):
+            return (f"{label} needs a value", f"e.g. {label} VALUE ({more})")
+        return (f"bad value for {label}: {what}", more)
+    m = re.match(r"the following arguments are required: (.*)", message)
+    if m:
+        missing = [max(n.split("/"), key=len) for n in m.group(1).split(", ")]
+        return (f"missing {', '.join(missing)}", f"{prog} needs {', '.join(missing)} ({more})")
+    return (" ".join(message.split())[:300], more)
+
+
+def add(parser: argparse.ArgumentParser, option: Option, *, full_help: bool = True) -> None:
+    """``option`` as an argument of ``parser``; ``full_help`` False: without the choices read
+    from core's constants (a parser that will not print its help need not import them)."""
+    helptext = option.help
+    choices = option.all_choices() if full_help else option.choices
+    if choices:
+        helptext += f" One of: {', '.join(choices)}."
+    if option.shown_default:
+        helptext += f" Default: {option.shown_default}."
+    elif option.default not in (None, False, "", ()) and not option.rest:
+        helptext += f" Default: {option.default}."
+    helptext = helptext.replace("%", "%%").strip()
+    if option.rest:
+        parser.add_argument(option.dest, nargs="*", help=helptext,
+                            metavar=option.metavar or option.dest.upper())
+        return
+    if option.positional:
+        parser.add_argument(option.dest, type=PARSERS[option.kind], help=helptext,
+                            metavar=option.metavar or option.dest.upper(),
+                            nargs=None if option.required else "?", default=option.default)
+        return
+    if option.kind == "bool":
+        parser.add_argument(*option.names, dest=option.dest, action="store_true",
+                            default=bool(option.default), help=helptext)
+        return
+    metavar = option.metavar or ("|".join(choices) if 0 < len(choices) <= 4
+                                 else METAVARS[option.kind])
+    parser.add_argument(*option.names, dest=option.dest, type=PARSERS[option.kind],
+                        default=[] if option.repeat else option.default,
+                        action="append" if option.repeat else "store", help=helptext,
+                        metavar=metavar, required=option.required)
+
+
+def build(prog: str, description: str, options: Sequence[Option], *, full_help: bool = True
+          ) -> Parser:
+    """The parser of one command: ``-h/--help`` and every row of ``options``, in order."""
+    parser = Parser(prog, description)
+    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
+    for option in options:
+        add(parser, option, full_help=full_help)
+        parser.options.append(option)
+    return parser
+
+
+def deployment_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The deployment flags of parsed ``args``, by field (``model``, ``gpu``, ``tp``, ...)."""
+    return {o.dest: getattr(args, o.dest) for o in deployment_options()}
