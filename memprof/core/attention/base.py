@@ -150,6 +150,7 @@ class AttentionKind:
 
     name: str = ""
     packed_kv_pool: bool = False  # one packed block pool of many page sizes (its own KV plan)
+    aux_gemm_streams: int = 0  # CUDA streams beside the main one running its GEMMs (not ROCm)
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""
@@ -175,3 +176,9 @@ class AttentionKind:
     def weights(self, w: WeightSink, layer: Layer, p: str) -> None:
         """Write one layer's attention tensors (module prefix ``p``) into ``w``."""
         raise NotImplementedError
+
+    def sglang_rope_buffers(self, spec: ModelSpec, layers: list[Layer],
+                            max_pos: int) -> list[tuple[str, int, str]]:
+        """(name, bytes, formula) of the rotary buffers SGLang builds for ``layers`` (only read
+        for the kinds that override this; the others: none)."""
+        return []

@@ -12,7 +12,7 @@ checkpoint's tensors (``model.safetensors.index.json``).
 from __future__ import annotations
 
 from memprof.base.errors import BadInput
-from memprof.base.units import MiB, round_up
+from memprof.base.units import MiB, fmt_bytes, round_up
 from memprof.core.attention.base import (
     ActQuery,
     AttentionKind,
@@ -22,6 +22,8 @@ from memprof.core.attention.base import (
     Parts,
     RopeCache,
     WeightSink,
+    rope_positions,
+    rope_scaling,
 )
 from memprof.core.attention.mla import INDEXER_SLOT_FP8
 from memprof.core.models import Attention, Layer, ModelSpec
@@ -52,6 +54,10 @@ class DSV4(AttentionKind):
 
     name = "dsv4"
     packed_kv_pool = True
+    # Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
+    # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"),
+    # vllm/model_executor/models/deepseek_v4.py @023da1fc.
+    aux_gemm_streams = 3
 
     def default_block_size(self, arch: str) -> int:
         """256-token logical blocks."""
@@ -206,6 +212,28 @@ class DSV4(AttentionKind):
                      quantise=False)
             w.vector(p + "attn.indexer.compressor.ape", gi, 4 * iw, "float32")
             w.vector(p + "attn.indexer.compressor.norm", gi, a.index_head_dim)
+
+    def sglang_rope_buffers(self, spec: ModelSpec, layers: list[Layer],
+                            max_pos: int) -> list[tuple[str, int, str]]:
+        """SGLang (``models/deepseek_v4.py``, sgl-project/sglang@000328a8; the module docstring
+        of ``memprof.core.terms.rope_cache``): per distinct ``rope_base`` a ``positions ×
+        qk_rope_head_dim × 4 B`` fp32 cos/sin cache (positions = ``original × factor``) and a
+        ``max_position_embeddings × qk_rope_head_dim/2 × 8 B`` complex64 ``freqs_cis``."""
+        positions, how = rope_positions(rope_scaling(spec), max_pos)
+        dim = layers[0].attention.qk_rope_head_dim
+        out: list[tuple[str, int, str]] = []
+        for compressed in sorted({layer.attention.compress_ratio > 1 for layer in layers}):
+            theta = spec.raw.get("compress_rope_theta" if compressed else "rope_theta")
+            where = "compressed" if compressed else "SWA-only"
+            cos_sin = positions * dim * 4
+            freqs = max_pos * (dim // 2) * 8
+            out.append((f"RoPE cos/sin cache θ={theta} ({where} layers, SGLang)", cos_sin,
+                        f"{how} = {positions} positions × {dim} × 4 B float32 "
+                        f"({fmt_bytes(cos_sin)})"))
+            out.append((f"DeepSeek-V4 freqs_cis θ={theta} ({where} layers, SGLang)", freqs,
+                        f"{max_pos} positions × {dim // 2} × 8 B complex64 "
+                        f"({fmt_bytes(freqs)})"))
+        return out
 
 
 KIND = DSV4()

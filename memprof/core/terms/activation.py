@@ -135,9 +135,6 @@ MOE_ALIGN_BLOCK_M = 64
 # 64·1024), then at least max_num_seqs·block (MLACommonMetadataBuilder, upstream vLLM).
 MLA_CHUNKED_PREFILL_CAP = 64 * 1024
 
-# Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
-# indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"), same file.
-DSV4_AUX_STREAMS = 3
 # cuBLAS workspace (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp,
 # aten/src/ATen/cuda/CublasHandlePool.cpp): allocated through the
 # caching allocator once per (handle, stream), so it lands in the profile run's torch peak.
@@ -402,11 +399,12 @@ def cublas_workspace_bytes(gpu: GPU) -> int:
 
 
 def cublas_streams(ctx: TermContext) -> int:
-    """Streams that run cuBLAS GEMMs in the profile run: the main one, plus DeepSeek-V4's three aux
-    streams on CUDA (not ROCm). Each (handle, stream) pair gets its own workspace
-    (CublasHandlePool.cpp)."""
-    if ctx.spec.hc_mult and not ctx.gpu.is_rocm:
-        return 1 + DSV4_AUX_STREAMS
+    """Streams that run cuBLAS GEMMs in the profile run: the main one, plus the attention kind's
+    aux streams on CUDA (not ROCm; ``AttentionKind.aux_gemm_streams``). Each (handle, stream)
+    pair gets its own workspace (CublasHandlePool.cpp)."""
+    layers = ctx.spec.layers
+    if layers and not ctx.gpu.is_rocm:
+        return 1 + kind_of(layers[0].attention).aux_gemm_streams
     return 1
 
 
