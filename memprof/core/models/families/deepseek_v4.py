@@ -83,4 +83,5 @@ FAMILY = Family(
     build=_deepseek_v4_layers, attention="dsv4", moe=True, mtp=True, spec_extras=_spec_extras,
     modules=("memprof/core/attention/dsv4.py", "memprof/core/scratch/dsv4.py",
              "memprof/core/terms/dsv4_init_buffers.py"),
+    aliases=("dsv4",),
     source="vLLM model_executor/models/deepseek_v4.py @023da1fc")

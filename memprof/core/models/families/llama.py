@@ -11,12 +11,11 @@ from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
-    gqa,
+    dense_layers,
     layer_types_windows,
     missing,
-    qwen_windows,
+    swa_from_max_window_layers,
 )
-from memprof.core.models.spec import MLP, Layer
 
 
 def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
@@ -30,23 +29,13 @@ def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
         if c.opt_int("sliding_window") is not None:
             return [c.size("sliding_window")] * n_layers
         return [None] * n_layers
-    return qwen_windows(c, n_layers)
-
-
-def dense_layers(c: ConfigFields, hidden: int, n_layers: int, *, bias: bool, qk_norm: bool,
-                 head_dim_default: int | None = None) -> Built:
-    """Every layer: GQA (windows per ``_windows``) and one dense MLP (``intermediate_size``)."""
-    windows = _windows(c, n_layers)
-    mlp = MLP(kind="dense", intermediate_size=c.size("intermediate_size"),
-              mlp_bias=c.flag("mlp_bias", False), activation=str(c.cfg.get("hidden_act", "silu")))
-    attn = {w: gqa(c, hidden, bias=bias, qk_norm=qk_norm, window=w,
-                   head_dim_default=head_dim_default) for w in set(windows)}
-    layers = [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)]
-    return layers, []
+    return swa_from_max_window_layers(c, n_layers)
 
 
 def _llama_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
-    return dense_layers(c, hidden, n_layers, bias=c.flag("attention_bias", False), qk_norm=False)
+    bias = c.flag("attention_bias", False)
+    return dense_layers(c, hidden, n_layers, windows=_windows(c, n_layers), bias=bias,
+                        qk_norm=False)
 
 
 FAMILY = Family(

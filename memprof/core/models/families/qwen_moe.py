@@ -11,20 +11,22 @@ Sources: transformers 4.57 ``models/qwen2_moe/configuration_qwen2_moe.py`` and
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.qwen import QWEN3_HEAD_DIM
 from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
 from memprof.core.models.spec import MLP, Layer
 
+QWEN3_MOE_HEAD_DIM = 128  # Qwen3MoeConfig head_dim default
 
-def _moe_layers(c: ConfigFields, hidden: int, n_layers: int, *, qwen3: bool) -> Built:
-    attn = gqa(c, hidden, bias=not qwen3 or c.flag("attention_bias", False), qk_norm=qwen3,
-               head_dim_default=QWEN3_HEAD_DIM if qwen3 else None)
+
+def _moe_layers(c: ConfigFields, hidden: int, n_layers: int, *, gen3: bool) -> Built:
+    """``gen3``: the Qwen3-MoE layout (q/k norms, no shared expert), else Qwen2-MoE's."""
+    attn = gqa(c, hidden, bias=not gen3 or c.flag("attention_bias", False), qk_norm=gen3,
+               head_dim_default=QWEN3_MOE_HEAD_DIM if gen3 else None)
     n_exp = c.size("num_experts")
     step = c.size("decoder_sparse_step", 1)
     dense_only = set(c.cfg.get("mlp_only_layers") or [])
-    if not qwen3 and c.cfg.get("shared_expert_intermediate_size") is None:
+    if not gen3 and c.cfg.get("shared_expert_intermediate_size") is None:
         raise missing(c, "shared_expert_intermediate_size", "0 for no shared expert")
-    shared = 0 if qwen3 else c.num("shared_expert_intermediate_size")
+    shared = 0 if gen3 else c.num("shared_expert_intermediate_size")
     moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
               moe_intermediate_size=c.size("moe_intermediate_size"),
               shared_intermediate_size=shared, shared_expert_gate=shared > 0)
@@ -40,11 +42,11 @@ def _moe_layers(c: ConfigFields, hidden: int, n_layers: int, *, qwen3: bool) -> 
 
 
 def _qwen2_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
-    return _moe_layers(c, hidden, n_layers, qwen3=False)
+    return _moe_layers(c, hidden, n_layers, gen3=False)
 
 
 def _qwen3_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
-    return _moe_layers(c, hidden, n_layers, qwen3=True)
+    return _moe_layers(c, hidden, n_layers, gen3=True)
 
 
 QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.spec import Attention, Layer
+from memprof.core.models.spec import MLP, Attention, Layer
 
 Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
 LayerBuilder = Callable[[ConfigFields, int, int], Built]
@@ -36,6 +36,7 @@ class Family:
     rope_fp32: bool = False  # builds its RoPE cos/sin cache in fp32, not the model dtype
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     modules: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
 
 
@@ -108,7 +109,7 @@ def layer_types_windows(c: ConfigFields, n_layers: int) -> list[int | None] | No
     return out
 
 
-def qwen_windows(c: ConfigFields, n_layers: int) -> list[int | None]:
+def swa_from_max_window_layers(c: ConfigFields, n_layers: int) -> list[int | None]:
     """Qwen2/Qwen3 ``use_sliding_window``: layers >= ``max_window_layers`` use SWA (HF
     Qwen2Config.layer_types); else full attention."""
     if c.flag("use_sliding_window", False):
@@ -130,3 +131,15 @@ def top_k(c: ConfigFields, experts: int, *keys: str) -> int:
         raise ConfigError(f"config.json field {key!r} is {k}, more than the {experts} experts",
                           hint=f"fix {key!r} in the config.json")
     return k
+
+
+def dense_layers(c: ConfigFields, hidden: int, n_layers: int, *, windows: list[int | None],
+                 bias: bool, qk_norm: bool, head_dim_default: int | None = None) -> Built:
+    """Every layer: GQA (sliding window per layer from ``windows``) and one dense MLP
+    (``intermediate_size``, ``mlp_bias``, ``hidden_act``)."""
+    mlp = MLP(kind="dense", intermediate_size=c.size("intermediate_size"),
+              mlp_bias=c.flag("mlp_bias", False), activation=str(c.cfg.get("hidden_act", "silu")))
+    attn = {w: gqa(c, hidden, bias=bias, qk_norm=qk_norm, window=w,
+                   head_dim_default=head_dim_default) for w in set(windows)}
+    layers = [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)]
+    return layers, []
