@@ -56,7 +56,6 @@ FAMILY_ALLOWED: dict[str, str] = {
 }
 
 KIND_ALLOWED: dict[str, str] = {
-    "memprof/core/models/spec.py": "Attention.has_indexer: the record defines the kinds' fields",
     "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
     "memprof/core/scratch/backends.py": "attention-backend choice per kind (engines' rows)",
     "memprof/core/scratch/mla.py": "the MLA kind's scratch rows: `applies` picks its layers",

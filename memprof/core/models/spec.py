@@ -34,6 +34,7 @@ class Attention:
     index_n_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0
+    indexer: bool = False  # the layer has one (V3.2 sparse MLA; DeepSeek-V4 C4 layers)
     # DeepSeek-V4
     compress_ratio: int = 0  # 0 = SWA-only, 4 = C4 (CSA, with indexer), 128 = C128 (HCA)
     o_groups: int = 0
@@ -41,7 +42,8 @@ class Attention:
 
     @property
     def has_indexer(self) -> bool:
-        return self.index_n_heads > 0 and (self.kind == "mla" or self.compress_ratio == 4)
+        """Does the layer run a lightning indexer (set by its family's builder)?"""
+        return self.indexer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,6 +28,7 @@ def _mla_layers(c: ConfigFields, hidden: int, n_layers: int, *, sparse: bool) ->
         index_n_heads=c.size("index_n_heads") if sparse else 0,
         index_head_dim=c.size("index_head_dim") if sparse else 0,
         index_topk=c.size("index_topk") if sparse else 0,
+        indexer=sparse,
     )
     # every field that decides which layers are MoE and how big they are is required: HF's
     # DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0

@@ -54,6 +54,7 @@ def _deepseek_v4_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
             o_lora_rank=c.num("o_lora_rank"), sinks=True,
             index_n_heads=c.num("index_n_heads"), index_head_dim=c.num("index_head_dim"),
             index_topk=c.num("index_topk"),
+            indexer=ratio == 4 and c.num("index_n_heads") > 0,
         )
 
     moe_i = c.size("moe_intermediate_size")
