@@ -349,6 +349,8 @@ def _dsv4_plan(spec: ModelSpec, layers: list[Layer], kv: str) -> KVPlan:
     (full_mla, two SWA subgroups, C4-state pairs, C128 state) draw block ids from one pool."""
     specs: list[KVLayerSpec] = []
     for layer in layers:
+        # the packed kind sizes its pages from the KV dtype alone (TP, block and model dtype
+        # are not read)
         specs.extend(kind_of(layer.attention).kv_pages(
             layer.attention, _kv_query(1, kv, spec.dtype, DSV4_BLOCK, 0, False)))
     by = Counter(s.name for s in specs)

@@ -12,7 +12,8 @@ class Attention:
     """One layer's attention, with every size the weights and the KV cache need.
 
     ``kind`` is ``gqa`` (MHA/GQA/MQA with per-head K and V), ``mla`` (DeepSeek V2/V3 latent) or
-    ``dsv4`` (DeepSeek-V4 compressed sparse attention).
+    ``dsv4`` (DeepSeek-V4 compressed sparse attention): a key of ``memprof.core.attention.KINDS``,
+    whose module answers the kind's questions.
     """
 
     kind: str
@@ -95,7 +96,7 @@ class ModelSpec:
     dtype and quantisation, and where the config came from."""
 
     name: str
-    family: str  # llama, qwen2, qwen3, qwen3_moe, gpt_oss, deepseek_v3, deepseek_v32, deepseek_v4
+    family: str  # the name of its row in memprof.core.models.families.ROWS
     architecture: str
     hidden_size: int
     vocab_size: int
