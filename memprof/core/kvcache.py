@@ -6,6 +6,8 @@ Formulas follow vLLM@52a31cc:
   group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)``;
 - TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (vLLM@52a31cc);
 - DeepSeek-V4 packed layout: vLLM @023da1fc DeepSeek-V4 KV specs.
+
+Each layer's pages come from its attention kind (``memprof.core.attention``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
-from memprof.base.units import cdiv, round_up
-from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
-from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
+from memprof.base.units import cdiv
+from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
+from memprof.core.attention.dsv4 import DSV4_BLOCK, DSV4_SWA_BLOCK
+from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
+from memprof.core.models import Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
 # The V0 engine (VLLM_USE_V1 default 0 until 0.8.0) picks 16-token blocks for every model, MLA
@@ -124,29 +128,6 @@ TURBOQUANT = {
 }
 TQ_BOUNDARY_LAYERS = 2  # get_boundary_skip_layers(n=2): first 2 and last 2 stay in model dtype
 
-# DeepSeek-V4 (vLLM @023da1fc flashmla_sparse / fp8_ds_mla slot; vLLM @023da1fc DeepSeek-V4 KV
-# specs)
-DSV4_SLOT_FP8 = 584  # 448 fp8 NoPE + 128 bf16 RoPE + 8 B scales
-DSV4_SLOT_BF16 = 1024  # SM100 FlashInfer path: plain bf16 rows of 512
-DSV4_ALIGN = 576  # pages rounded up to a multiple of 576 on the fp8_ds_mla path
-DSV4_BLOCK = 256
-DSV4_SWA_BLOCK = 64
-INDEXER_SLOT_FP8 = 132  # 128 fp8 values + one fp32 scale per 128 (V3.2 indexer K cache)
-DS_MLA_FP8_SLOT = 656  # V3.2 fp8_ds_mla: 512 fp8 + 4 fp32 scales + 64 bf16 RoPE
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KVLayerSpec:
-    """The KV spec of one cache of one layer (vLLM has one spec per attention module)."""
-
-    name: str  # e.g. "full", "sliding", "mla", "mla+indexer", "swa", "c4a", ...
-    kind: str  # full | sliding (capped per request)
-    block_size: int  # tokens per block
-    page_bytes: int  # bytes of one block of this layer (padded)
-    window: int = 0  # sliding window (tokens) for capped specs
-    formula: str = ""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVPlan:
     """How one rank's KV pool is laid out."""
@@ -228,112 +209,14 @@ def tq_slot_bytes(preset: str, head_dim: int) -> int:
 def default_block_size(spec: ModelSpec, arch: str, version: str | None = None) -> int:
     """The block size vLLM picks when ``--block-size`` is not given.
 
-    MLA backends require their own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (the SM100
-    default); DeepSeek-V4 uses 256-token logical blocks; everything else 16
-    (``CacheConfig.DEFAULT_BLOCK_SIZE``). The V0 engine (before 0.8.0, ``V0_BLOCK_SIZE``): 16.
+    The attention kind's (``AttentionKind.default_block_size``: MLA backends require their own,
+    GQA takes ``CacheConfig.DEFAULT_BLOCK_SIZE``); the V0 engine (before 0.8.0,
+    ``V0_BLOCK_SIZE``): 16.
     """
     v0 = value_at(V0_BLOCK_SIZE, version)
     if isinstance(v0, int):
         return v0
-    kind = spec.layers[0].attention.kind
-    if kind == "dsv4":
-        return DSV4_BLOCK
-    if kind == "mla":
-        return 128 if arch.startswith("sm10") else 64
-    return DEFAULT_BLOCK_SIZE
-
-
-def _gqa_layer(a: Attention, tp: int, kv_dtype: str, model_dtype: str, block: int,
-               tq_boundary: bool) -> KVLayerSpec:
-    kv_local = max(1, a.num_kv_heads // tp)
-    if kv_dtype.startswith("turboquant") and not tq_boundary:
-        slot = tq_slot_bytes(kv_dtype, a.head_dim)
-        page = block * kv_local * slot
-        formula = f"{kv_local} KV head(s) × {slot} B TurboQuant slot"
-    else:
-        s = kv_dtype_bytes("auto" if kv_dtype.startswith("turboquant") else kv_dtype, model_dtype)
-        page = block * kv_local * (a.head_dim + a.v_head_dim) * s
-        formula = f"{kv_local} KV head(s) × ({a.head_dim}+{a.v_head_dim}) × {s} B"
-        if tq_boundary:
-            formula += " (TurboQuant boundary layer, model dtype)"
-    if a.sliding_window:
-        return KVLayerSpec(name="sliding", kind="sliding", block_size=block, page_bytes=page,
-                           window=a.sliding_window,
-                           formula=f"{formula}, window {a.sliding_window}")
-    return KVLayerSpec(name="full", kind="full", block_size=block, page_bytes=page,
-                       formula=formula)
-
-
-def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int,
-               align: int = 0) -> list[KVLayerSpec]:
-    """MLA latent: one head of ``kv_lora_rank + qk_rope_head_dim``, replicated on every TP rank;
-    ``align``: one token's entry padded to a multiple of that many bytes (V0,
-    ``V0_MLA_ENTRY_ALIGN``)."""
-    dim = a.kv_lora_rank + a.qk_rope_head_dim
-    if kv_dtype == "fp8_ds_mla" or (a.has_indexer and kv_dtype.startswith("fp8")):
-        if not a.has_indexer:
-            raise BadInput("--kv-cache-dtype fp8_ds_mla needs DeepSeek-V3.2 sparse MLA",
-                           hint="use fp8 for DeepSeek V3/R1")
-        out = [KVLayerSpec(name="mla", kind="full", block_size=block,
-                           page_bytes=block * DS_MLA_FP8_SLOT,
-                           formula="656 B fp8_ds_mla (512 fp8 + 16 B scales + 128 B bf16 RoPE)")]
-    else:
-        s = kv_dtype_bytes(kv_dtype, model_dtype)
-        entry = round_up(dim * s, align) if align else dim * s
-        pad = f", padded to {entry} B (V0: multiple of {align} B)" if entry != dim * s else ""
-        out = [KVLayerSpec(name="mla", kind="full", block_size=block, page_bytes=block * entry,
-                           formula=f"1 latent head × ({a.kv_lora_rank}+{a.qk_rope_head_dim}) × "
-                           f"{s} B{pad}")]
-    if a.has_indexer:
-        idx = a.index_head_dim + a.index_head_dim // 128 * 4
-        out.append(KVLayerSpec(name="indexer", kind="full", block_size=block,
-                               page_bytes=block * idx,
-                               formula=f"indexer K {a.index_head_dim} fp8 + fp32 scale/128"))
-    return out
-
-
-def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
-    """DeepSeek-V4 caches of one layer (vLLM @023da1fc DeepSeek-V4 KV specs)."""
-    if kv_dtype in ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla"):
-        slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
-    elif kv_dtype == "bfloat16":
-        slot, align = DSV4_SLOT_BF16, 0
-    else:
-        raise BadInput(f"--kv-cache-dtype {kv_dtype} is not supported for DeepSeek-V4",
-                       hint="auto/fp8 (fp8_ds_mla, 584 B) or bfloat16 (1024 B)")
-
-    def pad(n: int) -> int:
-        return round_up(n, align) if align else n
-
-    out = [KVLayerSpec(name="swa", kind="sliding", block_size=DSV4_SWA_BLOCK,
-                       page_bytes=pad(DSV4_SWA_BLOCK * slot), window=a.sliding_window or 128,
-                       formula=f"64 × {slot} B SWA")]
-    r = a.compress_ratio
-    if r == 4:
-        out += [
-            KVLayerSpec(name="c4a", kind="full", block_size=DSV4_BLOCK,
-                        page_bytes=pad(DSV4_BLOCK // 4 * slot),
-                        formula=f"{DSV4_BLOCK // 4} × {slot} B (1 entry per 4 tokens)"),
-            KVLayerSpec(name="c4_indexer", kind="full", block_size=DSV4_BLOCK,
-                        page_bytes=round_up(DSV4_BLOCK // 4 * INDEXER_SLOT_FP8, DSV4_ALIGN),
-                        formula=f"{DSV4_BLOCK // 4} × 132 B fp8 indexer K"),
-            KVLayerSpec(name="c4_state", kind="sliding", block_size=4,
-                        page_bytes=round_up(4 * 2048 * 4, DSV4_ALIGN), window=8,
-                        formula="4 × 2048 fp32 compressor state"),
-            KVLayerSpec(name="c4_indexer_state", kind="sliding", block_size=4,
-                        page_bytes=round_up(4 * 512 * 4, DSV4_ALIGN), window=8,
-                        formula="4 × 512 fp32 indexer-compressor state"),
-        ]
-    elif r == 128:
-        out += [
-            KVLayerSpec(name="c128a", kind="full", block_size=DSV4_BLOCK,
-                        page_bytes=pad(DSV4_BLOCK // 128 * slot),
-                        formula=f"{DSV4_BLOCK // 128} × {slot} B (1 entry per 128 tokens)"),
-            KVLayerSpec(name="c128_state", kind="sliding", block_size=8,
-                        page_bytes=round_up(8 * 1024 * 4, DSV4_ALIGN), window=128,
-                        formula="8 × 1024 fp32 compressor state"),
-        ]
-    return out
+    return kind_of(spec.layers[0].attention).default_block_size(arch)
 
 
 def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
@@ -361,22 +244,30 @@ def _stage_layer_kinds(spec: ModelSpec, pp: int, version: str | None, stage: int
     return tuple(layer_kinds(_stage_layers(spec, pp, version, stage)))
 
 
+def _kv_query(tp: int, kv: str, model_dtype: str, block: int, align: int,
+              tq_boundary: bool) -> KVQuery:
+    """What an attention kind needs to size its pages, with the KV dtype rows' answers."""
+    return KVQuery(tp=tp, kv_dtype=kv, block=block, align=align, tq_boundary=tq_boundary,
+                   elem_bytes=lambda d: kv_dtype_bytes(d, model_dtype),
+                   tq_slot_bytes=tq_slot_bytes)
+
+
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,
             arch: str = "sm90") -> KVPlan:
     """The KV layout of one rank."""
     layers = rank_layers(spec, dep, coord)
-    kind = spec.layers[0].attention.kind
+    kind = kind_of(spec.layers[0].attention)
     kv = dep.kv_cache_dtype
     block = dep.block_size or default_block_size(spec, arch, dep.engine_version)
     align = int(value_at(V0_MLA_ENTRY_ALIGN, dep.engine_version, 0))  # type: ignore[call-overload]
-    if kv.startswith("turboquant") and kind != "gqa":
+    if kv.startswith("turboquant") and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
-                       hint=f"{spec.name} uses {kind.upper()}; use fp8")
+                       hint=f"{spec.name} uses {kind.name.upper()}; use fp8")
     flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
     extra = value_at(SWA_IN_FLIGHT_BATCHES, dep.engine_version, engine=dep.engine)
     if isinstance(extra, int):
         flight = 2 if dep.pp == 1 else dep.pp + extra
-    if kind == "dsv4":
+    if kind.packed_kv_pool:
         plan = _dsv4_plan(spec, layers, kv)
         if value_at(DSV4_TUPLE_POOL, dep.engine_version, False, engine=dep.engine):
             plan = _dsv4_tuple_pool(plan)
@@ -386,14 +277,15 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     specs: list[KVLayerSpec] = []
     n = spec.num_layers
     made: dict[tuple[int, bool], list[KVLayerSpec]] = {}  # one spec per (attention, boundary)
+    tq = kv.startswith("turboquant")
     for layer in layers:
         a = layer.attention
-        boundary = kind == "gqa" and kv.startswith("turboquant") and (
-            layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS)
+        boundary = tq and (layer.index < TQ_BOUNDARY_LAYERS
+                           or layer.index >= n - TQ_BOUNDARY_LAYERS)
         key = (id(a), boundary)
         if key not in made:
-            made[key] = ([_gqa_layer(a, dep.attn_tp, kv, model_dtype, block, boundary)]
-                         if kind == "gqa" else _mla_layer(a, kv, model_dtype, block, align))
+            made[key] = kind_of(a).kv_pages(a, _kv_query(dep.attn_tp, kv, model_dtype, block,
+                                                         align, boundary))
         specs.extend(made[key])
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
     if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,
@@ -450,7 +342,10 @@ def _dsv4_plan(spec: ModelSpec, layers: list[Layer], kv: str) -> KVPlan:
     (full_mla, two SWA subgroups, C4-state pairs, C128 state) draw block ids from one pool."""
     specs: list[KVLayerSpec] = []
     for layer in layers:
-        specs.extend(_dsv4_layer(layer.attention, kv))
+        # the packed kind sizes its pages from the KV dtype alone (TP, block and model dtype
+        # are not read)
+        specs.extend(kind_of(layer.attention).kv_pages(
+            layer.attention, _kv_query(1, kv, spec.dtype, DSV4_BLOCK, 0, False)))
     by = Counter(s.name for s in specs)
     page = {s.name: s.page_bytes for s in specs}
     full_mla = sum(s.page_bytes for s in specs if s.kind == "full")

@@ -16,7 +16,7 @@ from typing import Any
 from memprof.base.errors import BadInput, ConfigError
 from memprof.base.files import path_kind, read_capped_text
 from memprof.core.models.config import ConfigFields, validate_config
-from memprof.core.models.families import FAMILIES, family_of
+from memprof.core.models.families import family_of, family_row
 from memprof.core.models.quant_config import quant_from_config
 from memprof.core.models.spec import ModelSpec
 
@@ -217,8 +217,9 @@ def spec_from_config(
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):
         raise ConfigError(f"unsupported torch_dtype {dtype!r}", hint="bfloat16, float16, float32")
-    builder = FAMILIES[family]
-    layers, mtp = builder(c, hidden, n_layers)
+    row = family_row(family)
+    layers, mtp = row.build(c, hidden, n_layers)
+    extras = row.spec_extras(c) if row.spec_extras else {}
     return ModelSpec(
         name=name,
         family=family,
@@ -231,8 +232,8 @@ def spec_from_config(
         layers=tuple(layers),
         mtp_layers=tuple(mtp) if with_mtp else (),
         quant=quant_from_config(cfg),
-        hc_mult=c.num("hc_mult", 0) if family == "deepseek_v4" else 0,
-        num_hash_layers=c.num("num_hash_layers", 0) if family == "deepseek_v4" else 0,
+        hc_mult=extras.get("hc_mult", 0),
+        num_hash_layers=extras.get("num_hash_layers", 0),
         source=str(cfg.get("_source", source)),
         raw=cfg,
     )

@@ -12,7 +12,8 @@ class Attention:
     """One layer's attention, with every size the weights and the KV cache need.
 
     ``kind`` is ``gqa`` (MHA/GQA/MQA with per-head K and V), ``mla`` (DeepSeek V2/V3 latent) or
-    ``dsv4`` (DeepSeek-V4 compressed sparse attention).
+    ``dsv4`` (DeepSeek-V4 compressed sparse attention): a key of ``memprof.core.attention.KINDS``,
+    whose module answers the kind's questions.
     """
 
     kind: str
@@ -34,6 +35,7 @@ class Attention:
     index_n_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0
+    indexer: bool = False  # the layer has one (V3.2 sparse MLA; DeepSeek-V4 C4 layers)
     # DeepSeek-V4
     compress_ratio: int = 0  # 0 = SWA-only, 4 = C4 (CSA, with indexer), 128 = C128 (HCA)
     o_groups: int = 0
@@ -41,7 +43,8 @@ class Attention:
 
     @property
     def has_indexer(self) -> bool:
-        return self.index_n_heads > 0 and (self.kind == "mla" or self.compress_ratio == 4)
+        """Does the layer run a lightning indexer (set by its family's builder)?"""
+        return self.indexer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +96,7 @@ class ModelSpec:
     dtype and quantisation, and where the config came from."""
 
     name: str
-    family: str  # llama, qwen2, qwen3, qwen3_moe, gpt_oss, deepseek_v3, deepseek_v32, deepseek_v4
+    family: str  # the name of its row in memprof.core.models.families.ROWS
     architecture: str
     hidden_size: int
     vocab_size: int

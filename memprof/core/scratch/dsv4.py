@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from memprof.base.units import cdiv
+from memprof.core.attention.dsv4 import DSV4_SWA_BLOCK
 from memprof.core.deployment import Deployment
-from memprof.core.kvcache import DSV4_SWA_BLOCK
 from memprof.core.models import Layer, ModelSpec
 from memprof.core.scratch.buffer import (
     DEEPSEEK_V4,

@@ -15,11 +15,12 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
+from memprof.core.attention import ActQuery, kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
-from memprof.core.models import Attention, Layer
+from memprof.core.models import Layer
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
@@ -134,21 +135,6 @@ MOE_ALIGN_BLOCK_M = 64
 # 64·1024), then at least max_num_seqs·block (MLACommonMetadataBuilder, upstream vLLM).
 MLA_CHUNKED_PREFILL_CAP = 64 * 1024
 
-# DeepSeek-V4: FlashMLA pads the heads to at least 64 (``padded_heads = max(n_local_heads, 64)``,
-# vllm/model_executor/models/deepseek_v4.py @023da1fc); ``o_padded`` is [T, padded_heads, 512].
-DSV4_MIN_PADDED_HEADS = 64
-# Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
-# indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"), same file.
-DSV4_AUX_STREAMS = 3
-# The sparse indexer op of a C4 layer, in the profile run (no attention metadata), allocates
-# ``torch.empty(VLLM_SPARSE_INDEXER_MAX_LOGITS_MB · 1024 · 1024, uint8)`` "to simulate for peak
-# logits tensor memory during inference" and holds it until the op returns (the default is 512;
-# vllm/envs.py). Read in the 0.23.0, 0.26.0 and 0.33.0 wheels:
-# vllm/model_executor/layers/sparse_attn_indexer.py ``sparse_attn_indexer``, the
-# ``not isinstance(attn_metadata, dict)`` branch; DeepSeek-V4's ``DeepseekV4Indexer.indexer_op``
-# is that ``SparseAttnIndexer`` on CUDA (models/deepseek_v4/attention.py ``_get_attn_cls``).
-DSV4_INDEXER_MAX_LOGITS_BYTES = 512 * MiB
-
 # cuBLAS workspace (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp,
 # aten/src/ATen/cuda/CublasHandlePool.cpp): allocated through the
 # caching allocator once per (handle, stream), so it lands in the profile run's torch peak.
@@ -183,19 +169,6 @@ def _row_parallel_out(ctx: TermContext, t: int, what: str) -> list[tuple[str, in
     return out
 
 
-def _gqa_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
-    """qkv_proj output [T, (h+2·kv)·D], the attention output buffer [T, h·Dv] (filled with zeros in
-    the profile run, vLLM@52a31cc gpu_model_runner.py profile_run / _dummy_sampler_run), o_proj
-    output; Qwen3 q/k norms are out of place."""
-    s, tp = model_bytes(ctx), ctx.dep.tp
-    h_l, kv_l = a.num_heads // tp, max(1, a.num_kv_heads // tp)
-    parts = [("qkv [T,(h+2kv)·D]", t * (h_l * a.head_dim + kv_l * (a.head_dim + a.v_head_dim)) * s),
-             ("attn out [T,h·Dv]", t * h_l * a.v_head_dim * s)]
-    if a.qk_norm:
-        parts.append(("q/k norm out", t * (h_l + kv_l) * a.head_dim * s))
-    return parts + _row_parallel_out(ctx, t, "o_proj")
-
-
 def mla_chunked_prefill_rows(ctx: TermContext) -> int:
     """``MLACommonMetadataBuilder.determine_chunked_prefill_workspace_size`` (upstream vLLM)::
 
@@ -204,86 +177,6 @@ def mla_chunked_prefill_rows(ctx: TermContext) -> int:
     mml = ctx.dep.max_model_len or ctx.spec.max_position_embeddings or 1
     seqs, block = max_seqs(ctx.dep), ctx.plan.block_size
     return max(min(max(8 * mml, 4 * seqs * block), MLA_CHUNKED_PREFILL_CAP), seqs * block)
-
-
-def _mla_stage(ctx: TermContext, a: Attention, t: int, decode: bool) -> list[tuple[str, int]]:
-    """MLA (DeepSeek V2/V3): q path, latent kv, the attention output buffer, o_proj.
-
-    Profile run (``decode=False``): ``MLAAttention.forward`` with no metadata allocates the
-    worst-case kv_b_proj output ``[W, heads_local, qk_nope+v]`` (W = ``mla_chunked_prefill_rows``)
-    and returns ``output.fill_(0)``. Decode (CUDA-graph capture, ``decode=True``): the absorbed q
-    [b, h, kv_lora+rope] and the latent attention output [b, h, kv_lora] instead.
-    """
-    s, h_l = model_bytes(ctx), a.num_heads // ctx.dep.tp
-    qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-    latent = a.kv_lora_rank + a.qk_rope_head_dim
-    parts: list[tuple[str, int]] = []
-    if a.q_lora_rank:
-        parts += [("fused q_a/kv_a out", t * (a.q_lora_rank + latent) * s),
-                  ("q_a norm", t * a.q_lora_rank * s)]
-    else:
-        parts += [("kv_a out [T,kv_lora+rope]", t * latent * s)]
-    parts += [("q [T,h·qk]", t * h_l * qk * s), ("kv_c normed", t * a.kv_lora_rank * s),
-              ("attn out [T,h·v]", t * h_l * a.v_head_dim * s)]
-    if decode:
-        parts += [("absorbed q [b,h,kv_lora+rope]", t * h_l * latent * s),
-                  ("latent out [b,h,kv_lora]", t * h_l * a.kv_lora_rank * s)]
-    else:
-        w = mla_chunked_prefill_rows(ctx)
-        parts += [(f"kv_b worst case [{w},h,nope+v]",
-                   w * h_l * (a.qk_nope_head_dim + a.v_head_dim) * s)]
-    return parts + _row_parallel_out(ctx, t, "o_proj")
-
-
-def _dsv4_attention_inputs(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
-    """What a DeepSeek-V4 attention layer holds when its sparse MLA runs (vLLM
-    models/deepseek_v4/attention.py ``forward``, 0.26.0–0.33.0): o_padded [T, max(h_l,64), 512]
-    (``_alloc_attn_out``, allocated first), the fused wq_a|wkv output [T, q_lora+512], q_norm,
-    wq_b → q [T, h_l·512], kv_norm, the indexer's q [T, 64·128] and weights (C4 layers), the
-    compressors' fp32 kv|score GEMM outputs (C4: 2·1024, C128: 2·512 cols)."""
-    s, tp = model_bytes(ctx), ctx.dep.tp
-    h_l = a.num_heads // tp
-    ph = max(h_l, DSV4_MIN_PADDED_HEADS)
-    q_lora = a.q_lora_rank or 0
-    parts = [("fused wq_a|wkv out", t * (q_lora + a.head_dim) * s), ("q_norm", t * q_lora * s),
-             ("q [T,h·512]", t * h_l * a.head_dim * s), ("kv_norm", t * a.head_dim * s)]
-    # The compressors' kv|score GEMMs write fp32: ``torch.mm(hidden_states,
-    # fused_wkv_wgate.weight.T, out_dtype=torch.float32)`` → [T, 2·coff·head_dim], coff = 2 at
-    # C4 (overlap), 1 at C128; the C4 indexer's own compressor likewise at its head_dim (vLLM
-    # 0.26.0–0.33.0 models/deepseek_v4/attention.py ``_run_parallel_input_projections``;
-    # compressor.py ``DeepseekCompressor.forward``: "input bf16, output are fp32"). Both are
-    # alive until the profile run's early return in the compressor.
-    if a.compress_ratio == 4:
-        parts += [("indexer q", t * a.index_n_heads * a.index_head_dim * s),
-                  ("indexer weights fp32", t * a.index_n_heads * 4),
-                  ("compressor kv|score fp32", t * 2 * 2 * a.head_dim * 4),
-                  ("indexer compressor kv|score fp32", t * 2 * 2 * a.index_head_dim * 4)]
-    elif a.compress_ratio == 128:
-        parts += [("compressor kv|score fp32", t * 2 * a.head_dim * 4)]
-    parts.append(("o_padded [T,ph,512]", t * ph * a.head_dim * s))
-    return parts
-
-
-def _dsv4_attention_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
-    """DeepSeek-V4 attention projections (vllm/model_executor/models/deepseek_v4.py @023da1fc):
-    ``_dsv4_attention_inputs``, then the grouped wo_a output z [T, groups/tp, o_lora] and wo_b.
-    The attention kernel itself is skipped in the profile run; its prefill gather workspace
-    belongs to the scratch catalog (``memprof.core.scratch``).
-    """
-    s, tp = model_bytes(ctx), ctx.dep.tp
-    z = ("z [T,g,o_lora]", t * max(1, a.o_groups // tp) * a.o_lora_rank * s)
-    return [*_dsv4_attention_inputs(ctx, a, t), z, *_row_parallel_out(ctx, t, "wo_b")]
-
-
-def _dsv4_indexer_op_stage(ctx: TermContext, a: Attention, t: int) -> list[tuple[str, int]]:
-    """A C4 layer's sparse indexer op in the profile run: everything ``_dsv4_attention_inputs``
-    holds (o_padded is allocated before it; the op runs just before ``forward_mqa``, vLLM 0.33.0
-    models/deepseek_v4/attention.py ``_sparse_indexer_and_attn``) plus the op's logits stand-in,
-    ``DSV4_INDEXER_MAX_LOGITS_BYTES``, freed when the op returns (z and wo_b come after). Its
-    K-gather and top-k workspaces go to the WorkspaceManager (not counted here)."""
-    return [*_dsv4_attention_inputs(ctx, a, t),
-            ("indexer logits stand-in (VLLM_SPARSE_INDEXER_MAX_LOGITS_MB)",
-             DSV4_INDEXER_MAX_LOGITS_BYTES)]
 
 
 def _dense_stage(ctx: TermContext, inter: int, t: int) -> list[tuple[str, int]]:
@@ -394,21 +287,14 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         if spec.hc_mult:
             emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
         stages.append(Stage("embedding", tuple(emb)))
+    query = ActQuery(t=t, s=s, tp=dep.tp, decode=decode,
+                     chunked_prefill_rows=lambda: mla_chunked_prefill_rows(ctx))
     for layer, _n in rank_layer_kinds(spec, dep, ctx.coord):
         a, mlp = layer.attention, layer.mlp
-        if a.kind == "mla":
-            attn = _mla_stage(ctx, a, t, decode)
-        elif a.kind == "dsv4":
-            attn = _dsv4_attention_stage(ctx, a, t)
-        else:
-            attn = _gqa_stage(ctx, a, t)
-        label = a.kind
-        if a.kind == "dsv4":
-            label += f", C{a.compress_ratio}" if a.compress_ratio else ", SWA-only"
-        stages.append(Stage(f"attention ({label})", tuple(base + attn)))
-        if a.kind == "dsv4" and a.compress_ratio == 4 and a.index_n_heads and not decode:
-            stages.append(Stage("sparse indexer op (dsv4, C4, profile run)",
-                                tuple(base + _dsv4_indexer_op_stage(ctx, a, t))))
+        attn = kind_of(a).activation(a, query)
+        stages.append(Stage(f"attention ({attn.label})",
+                            tuple(base + attn.parts + _row_parallel_out(ctx, t, attn.out_proj))))
+        stages += [Stage(label, tuple(base + parts)) for label, parts in attn.extra]
         if mlp.kind == "moe":
             stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t))))
         else:
@@ -501,11 +387,12 @@ def cublas_workspace_bytes(gpu: GPU) -> int:
 
 
 def cublas_streams(ctx: TermContext) -> int:
-    """Streams that run cuBLAS GEMMs in the profile run: the main one, plus DeepSeek-V4's three aux
-    streams on CUDA (not ROCm). Each (handle, stream) pair gets its own workspace
-    (CublasHandlePool.cpp)."""
-    if ctx.spec.hc_mult and not ctx.gpu.is_rocm:
-        return 1 + DSV4_AUX_STREAMS
+    """Streams that run cuBLAS GEMMs in the profile run: the main one, plus the attention kind's
+    aux streams on CUDA (not ROCm; ``AttentionKind.aux_gemm_streams``). Each (handle, stream)
+    pair gets its own workspace (CublasHandlePool.cpp)."""
+    layers = ctx.spec.layers
+    if layers and not ctx.gpu.is_rocm:
+        return 1 + kind_of(layers[0].attention).aux_gemm_streams
     return 1
 
 

@@ -36,70 +36,22 @@ device), one of each per distinct ``rope_base`` (``compress_rope_theta`` for com
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from memprof.base.units import fmt_bytes
+from memprof.core.attention import RopeCache, kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer, ModelSpec
 
 
-@dataclass(frozen=True, slots=True)
-class RopeCache:
-    """One distinct rotary config: its cache is ``positions × rotary_dim`` of ``dtype``."""
-
-    label: str
-    positions: int
-    rotary_dim: int
-    dtype: str
-
-    @property
-    def bytes(self) -> int:
-        return self.positions * self.rotary_dim * dtype_bytes(self.dtype)
-
-
-def _scaling(spec: ModelSpec) -> dict[str, Any]:
-    raw = spec.raw
-    rs = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
-    return rs if isinstance(rs, dict) else {}
-
-
-def _positions(spec: ModelSpec, rs: dict[str, Any], max_pos: int) -> tuple[int, str]:
-    kind = str(rs.get("rope_type") or rs.get("type") or "default")
-    if kind in ("yarn", "deepseek_yarn"):
-        orig = int(rs.get("original_max_position_embeddings") or max_pos)
-        factor = float(rs.get("factor") or 1.0)
-        return int(orig * factor), f"YaRN {orig}×{factor:g}"
-    if kind == "linear":
-        factor = float(rs.get("factor") or 1.0)
-        return int(max_pos * factor), f"linear {max_pos}×{factor:g}"
-    return max_pos, kind
-
-
 def rope_caches(spec: ModelSpec, layers: list[Layer], model_dtype: str) -> list[RopeCache]:
-    """The distinct RoPE caches a rank builds for ``layers`` (its PP stage, MTP included)."""
+    """The distinct RoPE caches a rank builds for ``layers`` (its PP stage, MTP included), as
+    their attention kind builds them (``AttentionKind.rope_caches``)."""
     max_pos = spec.max_position_embeddings
     if not max_pos or not layers:
         return []
-    rs = _scaling(spec)
-    a = layers[0].attention
-    if a.kind == "dsv4":
-        ratios = {layer.attention.compress_ratio > 1 for layer in layers}
-        out = []
-        for compressed in sorted(ratios):
-            theta = spec.raw.get("compress_rope_theta" if compressed else "rope_theta")
-            out.append(RopeCache(f"θ={theta} ({'compressed' if compressed else 'SWA/MTP'} "
-                                 "layers)", max_pos, a.qk_rope_head_dim, "float32"))
-        return out
-    positions, how = _positions(spec, rs, max_pos)
-    if a.kind == "mla":
-        return [RopeCache(f"MLA {how}", positions, a.qk_rope_head_dim, model_dtype)]
-    partial = float(spec.raw.get("partial_rotary_factor") or 1.0)
-    rotary = int(a.head_dim * partial)
-    dtype = "float32" if spec.family == "gpt_oss" else model_dtype
-    return [RopeCache(how, positions, rotary, dtype)]
+    # every layer of a model has the same kind (the family builders make one kind per model)
+    return kind_of(layers[0].attention).rope_caches(spec, layers, model_dtype, max_pos)
 
 
 def rope_cache_terms(ctx: TermContext) -> list[Component]:
@@ -107,7 +59,7 @@ def rope_cache_terms(ctx: TermContext) -> list[Component]:
     component per cache, in model load."""
     layers = rank_layers(ctx.spec, ctx.dep, ctx.coord)
     if ctx.dep.sglang:
-        return sglang_dsv4_rope_terms(ctx.spec, layers)
+        return sglang_rope_terms(ctx.spec, layers)
     caches = rope_caches(ctx.spec, layers, ctx.model_dtype)
     return [Component(name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=c.bytes,
                       formula=f"{c.positions} positions × {c.rotary_dim} × "
@@ -115,28 +67,16 @@ def rope_cache_terms(ctx: TermContext) -> list[Component]:
             for c in caches]
 
 
-def sglang_dsv4_rope_terms(spec: ModelSpec, layers: list[Layer]) -> list[Component]:
-    """SGLang's DeepSeek-V4 rotary buffers (module docstring): per distinct ``rope_base`` a
-    ``positions × qk_rope_head_dim × 4 B`` fp32 cos/sin cache (positions = ``original × factor``)
-    and a ``max_position_embeddings × qk_rope_head_dim/2 × 8 B`` complex64 ``freqs_cis``. Other
-    models on SGLang: none (not read)."""
+def sglang_rope_terms(spec: ModelSpec, layers: list[Layer]) -> list[Component]:
+    """SGLang's rotary buffers, as the attention kind says SGLang builds them
+    (``AttentionKind.sglang_rope_buffers``; only DeepSeek-V4's source was read, see the module
+    docstring). Other models on SGLang: none (not read)."""
     max_pos = spec.max_position_embeddings
-    if not max_pos or not layers or layers[0].attention.kind != "dsv4":
+    if not max_pos or not layers:
         return []
-    positions, how = _positions(spec, _scaling(spec), max_pos)
-    dim = layers[0].attention.qk_rope_head_dim
-    out: list[Component] = []
-    for compressed in sorted({layer.attention.compress_ratio > 1 for layer in layers}):
-        theta = spec.raw.get("compress_rope_theta" if compressed else "rope_theta")
-        where = "compressed" if compressed else "SWA-only"
-        cos_sin = positions * dim * 4
-        freqs = max_pos * (dim // 2) * 8
-        out.append(Component(
-            name=f"RoPE cos/sin cache θ={theta} ({where} layers, SGLang)", category="weights",
-            bytes=cos_sin, formula=f"{how} = {positions} positions × {dim} × 4 B float32 "
-            f"({fmt_bytes(cos_sin)})"))
-        out.append(Component(
-            name=f"DeepSeek-V4 freqs_cis θ={theta} ({where} layers, SGLang)", category="weights",
-            bytes=freqs, formula=f"{max_pos} positions × {dim // 2} × 8 B complex64 "
-            f"({fmt_bytes(freqs)})"))
-    return out
+    return [Component(name=name, category="weights", bytes=n, formula=formula)
+            for name, n, formula in kind_of(layers[0].attention).sglang_rope_buffers(
+                spec, layers, max_pos)]
+
+
+__all__ = ["RopeCache", "rope_cache_terms", "rope_caches", "sglang_rope_terms"]

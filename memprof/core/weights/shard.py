@@ -130,6 +130,25 @@ class Shard:
                  replicas=self.copies * (1 if sharded else self.tp),
                  formula=f"{n_local}×{b}B")
 
+    def fused_slice(self, module: str, group: str, out: int, inn: int, *, quant_of: str,
+                    replicas: int, note: str) -> None:
+        """One slice (``out × inn``, already local) of a fused linear, quantised as the fused
+        module ``quant_of`` is (e.g. the q or the kv part of ``QKVParallelLinear``)."""
+        q = self.quantised(quant_of)
+        _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch)
+        self.add(module, group, linear_params(out, inn, q, self.dtype, self.arch),
+                 replicas=replicas, formula=formula + note)
+
+    def bias(self, module: str, group: str, n: int, *, replicas: int, formula: str) -> None:
+        """A bias of ``n`` local elements in the model dtype."""
+        self.add(module, group, self.vec("bias", n), replicas=replicas, formula=formula)
+
+    def padded_vector(self, module: str, group: str, name: str, n: int, padded: int,
+                      dtype: str, formula: str) -> None:
+        """A per-rank vector of ``n`` useful elements stored as ``padded`` (the rest padding)."""
+        self.add(module, group, self.vec(name, padded, dtype), replicas=self.copies,
+                 padding=(padded - n) * dtype_bytes(dtype), formula=formula)
+
     # --- embeddings ------------------------------------------------------------------------------
     def vocab_parallel(self, module: str, group: str) -> None:
         v, h = self.spec.vocab_size, self.spec.hidden_size

@@ -1,0 +1,184 @@
+"""The interface every attention kind answers (``AttentionKind``) and the small records its
+answers are made of: a layer's KV page (``KVLayerSpec``), a RoPE cache (``RopeCache``), the
+profile-run live set of its attention (``AttentionStage``), and the weight builder it writes its
+tensors into (``WeightSink``).
+
+A kind module imports only ``memprof.base``, ``memprof.core.models``, ``memprof.core.dtypes``
+and ``memprof.core.versions``, so the generic modules that ask it (``memprof.core.kvcache``,
+``memprof.core.terms.activation``, ``memprof.core.terms.rope_cache``,
+``memprof.core.weights.attention``) import it without a circle. What is not the kind's business
+(the bytes of a KV dtype, the model dtype's size, the row-parallel output and its all-reduce)
+comes in through the query objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.models import Attention, Layer, ModelSpec, QuantConfig
+
+Parts = list[tuple[str, int]]  # (label, bytes) of tensors alive together
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVLayerSpec:
+    """The KV spec of one cache of one layer (vLLM has one spec per attention module)."""
+
+    name: str  # e.g. "full", "sliding", "mla", "mla+indexer", "swa", "c4a", ...
+    kind: str  # full | sliding (capped per request)
+    block_size: int  # tokens per block
+    page_bytes: int  # bytes of one block of this layer (padded)
+    window: int = 0  # sliding window (tokens) for capped specs
+    formula: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVQuery:
+    """What a kind needs to size its KV pages on one rank: the attention TP, the KV dtype, the
+    tokens per block, V0's MLA entry alignment (0: none), whether this layer is a TurboQuant
+    boundary layer; ``elem_bytes(kv_dtype)`` and ``tq_slot_bytes(preset, head_dim)`` are the KV
+    dtype rows' answers (``memprof.core.kvcache``)."""
+
+    tp: int
+    kv_dtype: str
+    block: int
+    align: int
+    tq_boundary: bool
+    elem_bytes: Callable[[str], int]
+    tq_slot_bytes: Callable[[str, int], int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActQuery:
+    """What a kind needs to size its attention's live set in one forward of ``t`` tokens on one
+    rank: the model dtype's bytes ``s``, the TP size, decode (CUDA-graph capture) or the profile
+    run, and MLA's chunked-prefill rows (``mla_chunked_prefill_rows``)."""
+
+    t: int
+    s: int
+    tp: int
+    decode: bool
+    chunked_prefill_rows: Callable[[], int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionStage:
+    """A layer type's attention in the profile run: the stage label's kind part, the tensors
+    alive (without the residual stream and without the output projection), the output
+    projection's name (its ``[T,H]`` output and all-reduce are added by the caller), and extra
+    stages of their own (label, parts), each also on top of the residual stream."""
+
+    label: str
+    parts: Parts
+    out_proj: str
+    extra: tuple[tuple[str, Parts], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RopeCache:
+    """One distinct rotary config: its cache is ``positions × rotary_dim`` of ``dtype``."""
+
+    label: str
+    positions: int
+    rotary_dim: int
+    dtype: str
+
+    @property
+    def bytes(self) -> int:
+        return self.positions * self.rotary_dim * dtype_bytes(self.dtype)
+
+
+def rope_scaling(spec: ModelSpec) -> dict[str, Any]:
+    """The config's ``rope_scaling`` (or ``rope_parameters``) dict, ``{}`` when absent."""
+    raw = spec.raw
+    rs = raw.get("rope_scaling") or raw.get("rope_parameters") or {}
+    return rs if isinstance(rs, dict) else {}
+
+
+def rope_positions(rs: dict[str, Any], max_pos: int) -> tuple[int, str]:
+    """Positions of a rotary cache and how they were derived: ``yarn`` / ``deepseek_yarn``
+    ``original × factor`` (``YaRNScalingRotaryEmbedding._compute_cos_sin_cache``), ``linear``
+    ``max_position × factor``, else ``max_position_embeddings`` (vLLM 0.33.0
+    ``model_executor/layers/rotary_embedding/``)."""
+    kind = str(rs.get("rope_type") or rs.get("type") or "default")
+    if kind in ("yarn", "deepseek_yarn"):
+        orig = int(rs.get("original_max_position_embeddings") or max_pos)
+        factor = float(rs.get("factor") or 1.0)
+        return int(orig * factor), f"YaRN {orig}×{factor:g}"
+    if kind == "linear":
+        factor = float(rs.get("factor") or 1.0)
+        return int(max_pos * factor), f"linear {max_pos}×{factor:g}"
+    return max_pos, kind
+
+
+class WeightSink(Protocol):
+    """The shard builder a kind writes its attention tensors into
+    (``memprof.core.weights.attention.AttentionWeights``): linears and vectors sharded as vLLM
+    shards them, raw tensors, and the two attention-specific helpers."""
+
+    tp: int
+    copies: int
+    b: int
+    spec: ModelSpec
+
+    def quantised(self, module: str, expert: bool = False) -> QuantConfig | None: ...
+
+    def linear(self, module: str, group: str, out: int, inn: int, *, shard: str,
+               bias: bool = False, quantise: bool = True, replicas_extra: int = 1) -> None: ...
+
+    def vector(self, module: str, group: str, n: int, dtype: str | None = None,
+               *, sharded: bool = False) -> None: ...
+
+    def fused_slice(self, module: str, group: str, out: int, inn: int, *, quant_of: str,
+                    replicas: int, note: str) -> None: ...
+
+    def bias(self, module: str, group: str, n: int, *, replicas: int, formula: str) -> None: ...
+
+    def padded_vector(self, module: str, group: str, name: str, n: int, padded: int,
+                      dtype: str, formula: str) -> None: ...
+
+    def absorbed_latent(self, a: Attention, p: str, group: str) -> None: ...
+
+
+class AttentionKind:
+    """One attention kind's answers. A subclass per kind (``gqa``, ``mla``, ``dsv4``); the
+    generic modules ask ``memprof.core.attention.kind_of(attention)`` instead of branching on
+    ``Attention.kind``."""
+
+    name: str = ""
+    packed_kv_pool: bool = False  # one packed block pool of many page sizes (its own KV plan)
+    aux_gemm_streams: int = 0  # CUDA streams beside the main one running its GEMMs (not ROCm)
+
+    def default_block_size(self, arch: str) -> int:
+        """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""
+        raise NotImplementedError
+
+    def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
+        """The KV caches one layer of this kind holds on one rank, a page each."""
+        raise NotImplementedError
+
+    def supports_turboquant(self) -> bool:
+        """Can ``--kv-cache-dtype turboquant_*`` store this kind's KV?"""
+        return False
+
+    def activation(self, a: Attention, q: ActQuery) -> AttentionStage:
+        """The attention's live set in one forward (see ``AttentionStage``)."""
+        raise NotImplementedError
+
+    def rope_caches(self, spec: ModelSpec, layers: list[Layer], model_dtype: str,
+                    max_pos: int) -> list[RopeCache]:
+        """The distinct RoPE caches a rank builds for ``layers`` (all of this kind)."""
+        raise NotImplementedError
+
+    def weights(self, w: WeightSink, layer: Layer, p: str) -> None:
+        """Write one layer's attention tensors (module prefix ``p``) into ``w``."""
+        raise NotImplementedError
+
+    def sglang_rope_buffers(self, spec: ModelSpec, layers: list[Layer],
+                            max_pos: int) -> list[tuple[str, int, str]]:
+        """(name, bytes, formula) of the rotary buffers SGLang builds for ``layers`` (only read
+        for the kinds that override this; the others: none)."""
+        return []

@@ -1,0 +1,109 @@
+"""GQA (MHA / GQA / MQA with per-head K and V, optional sliding window, sinks, q/k norms): its KV
+page, its profile-run live set, its RoPE cache and its weights.
+
+Sources: vLLM@52a31cc ``vllm/v1/kv_cache_interface.py`` (``FullAttentionSpec`` /
+``SlidingWindowSpec`` page size), ``vllm/model_executor/layers/linear.py``
+(``QKVParallelLinear``), ``gpu_model_runner.py`` ``profile_run``; vLLM 0.33.0
+``model_executor/layers/rotary_embedding/`` ``get_rope``; TurboQuant slots
+``vllm/model_executor/layers/quantization/turboquant/config.py`` (vLLM@52a31cc).
+"""
+
+from __future__ import annotations
+
+from memprof.core.attention.base import (
+    ActQuery,
+    AttentionKind,
+    AttentionStage,
+    KVLayerSpec,
+    KVQuery,
+    RopeCache,
+    WeightSink,
+    rope_positions,
+    rope_scaling,
+)
+from memprof.core.deployment import DEFAULT_BLOCK_SIZE
+from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.models.families import family_row
+
+
+class GQA(AttentionKind):
+    """Standard attention: K and V per KV head, split by TP (replicated past the KV heads)."""
+
+    name = "gqa"
+
+    def default_block_size(self, arch: str) -> int:
+        return DEFAULT_BLOCK_SIZE
+
+    def supports_turboquant(self) -> bool:
+        return True
+
+    def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
+        kv_local = max(1, a.num_kv_heads // q.tp)
+        kv_dtype, block = q.kv_dtype, q.block
+        if kv_dtype.startswith("turboquant") and not q.tq_boundary:
+            slot = q.tq_slot_bytes(kv_dtype, a.head_dim)
+            page = block * kv_local * slot
+            formula = f"{kv_local} KV head(s) × {slot} B TurboQuant slot"
+        else:
+            s = q.elem_bytes("auto" if kv_dtype.startswith("turboquant") else kv_dtype)
+            page = block * kv_local * (a.head_dim + a.v_head_dim) * s
+            formula = f"{kv_local} KV head(s) × ({a.head_dim}+{a.v_head_dim}) × {s} B"
+            if q.tq_boundary:
+                formula += " (TurboQuant boundary layer, model dtype)"
+        if a.sliding_window:
+            return [KVLayerSpec(name="sliding", kind="sliding", block_size=block, page_bytes=page,
+                                window=a.sliding_window,
+                                formula=f"{formula}, window {a.sliding_window}")]
+        return [KVLayerSpec(name="full", kind="full", block_size=block, page_bytes=page,
+                            formula=formula)]
+
+    def activation(self, a: Attention, q: ActQuery) -> AttentionStage:
+        """qkv_proj output [T, (h+2·kv)·D], the attention output buffer [T, h·Dv] (filled with
+        zeros in the profile run, vLLM@52a31cc gpu_model_runner.py profile_run), then o_proj;
+        Qwen3 q/k norms are out of place."""
+        t, s = q.t, q.s
+        h_l, kv_l = a.num_heads // q.tp, max(1, a.num_kv_heads // q.tp)
+        parts = [("qkv [T,(h+2kv)·D]",
+                  t * (h_l * a.head_dim + kv_l * (a.head_dim + a.v_head_dim)) * s),
+                 ("attn out [T,h·Dv]", t * h_l * a.v_head_dim * s)]
+        if a.qk_norm:
+            parts.append(("q/k norm out", t * (h_l + kv_l) * a.head_dim * s))
+        return AttentionStage(label=self.name, parts=parts, out_proj="o_proj")
+
+    def rope_caches(self, spec: ModelSpec, layers: list[Layer], model_dtype: str,
+                    max_pos: int) -> list[RopeCache]:
+        """One cache of ``head_dim × partial_rotary_factor``, in the model dtype unless the
+        family builds it in fp32 (its row's ``rope_fp32``)."""
+        a = layers[0].attention
+        positions, how = rope_positions(rope_scaling(spec), max_pos)
+        partial = float(spec.raw.get("partial_rotary_factor") or 1.0)
+        rotary = int(a.head_dim * partial)
+        dtype = "float32" if family_row(spec.family).rope_fp32 else model_dtype
+        return [RopeCache(how, positions, rotary, dtype)]
+
+    def weights(self, w: WeightSink, layer: Layer, p: str) -> None:
+        """``QKVParallelLinear`` (q split by TP, kv replicated past the KV heads), o_proj
+        row-parallel, q/k norms, gpt-oss-style sinks (one learned logit per local head)."""
+        a = layer.attention
+        h = w.spec.hidden_size
+        g = "attention" + (" (sliding)" if a.sliding_window else "")
+        kv_rep = max(1, w.tp // a.num_kv_heads)
+        kv_local = max(1, a.num_kv_heads // w.tp)
+        qo, kvo = a.num_heads * a.head_dim // w.tp, 2 * kv_local * a.head_dim
+        qkv = p + "self_attn.qkv_proj"
+        w.fused_slice(qkv + "(q)", g, qo, h, quant_of=qkv, replicas=w.copies, note=" (col)")
+        w.fused_slice(qkv + "(kv)", g, kvo, h, quant_of=qkv, replicas=w.copies * kv_rep,
+                      note=f" ({kv_local} KV head(s) per rank, ×{kv_rep} replicated)")
+        if a.qkv_bias:
+            w.bias(qkv + "(q).bias", g, qo, replicas=w.copies, formula="q bias")
+            w.bias(qkv + "(kv).bias", g, kvo, replicas=w.copies * kv_rep, formula="kv bias")
+        w.linear(p + "self_attn.o_proj", g, h, a.num_heads * a.head_dim, shard="row",
+                 bias=a.o_bias)
+        if a.qk_norm:
+            w.vector(p + "self_attn.q_norm", g, a.head_dim)
+            w.vector(p + "self_attn.k_norm", g, a.head_dim)
+        if a.sinks:
+            w.vector(p + "self_attn.sinks", g, a.num_heads, "bfloat16", sharded=True)
+
+
+KIND = GQA()

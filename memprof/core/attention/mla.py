@@ -1,0 +1,137 @@
+"""MLA (DeepSeek V2/V3 multi-head latent attention, and V3.2's sparse MLA with its lightning
+indexer): its KV page, its profile-run live set, its RoPE cache and its weights.
+
+Sources: vLLM@52a31cc ``vllm/v1/kv_cache_interface.py`` ``MLAAttentionSpec`` (one latent head
+of ``kv_lora_rank + qk_rope_head_dim``, replicated on every TP rank; V3.2 ``fp8_ds_mla`` slot and
+indexer K cache), ``vllm/model_executor/models/deepseek_v2.py`` (weights, ``deepseek_yarn``),
+``vllm/model_executor/layers/attention/mla_attention.py`` (profile-run worst case).
+"""
+
+from __future__ import annotations
+
+from memprof.base.errors import BadInput
+from memprof.base.units import round_up
+from memprof.core.attention.base import (
+    ActQuery,
+    AttentionKind,
+    AttentionStage,
+    KVLayerSpec,
+    KVQuery,
+    RopeCache,
+    WeightSink,
+    rope_positions,
+    rope_scaling,
+)
+from memprof.core.models import Attention, Layer, ModelSpec
+
+INDEXER_SLOT_FP8 = 132  # 128 fp8 values + one fp32 scale per 128 (V3.2 indexer K cache)
+DS_MLA_FP8_SLOT = 656  # V3.2 fp8_ds_mla: 512 fp8 + 4 fp32 scales + 64 bf16 RoPE
+
+
+class MLA(AttentionKind):
+    """One latent KV head per layer, replicated on every rank; an indexer K cache beside it
+    when the layer has V3.2's lightning indexer."""
+
+    name = "mla"
+
+    def default_block_size(self, arch: str) -> int:
+        """The MLA backends' own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (SM100)."""
+        return 128 if arch.startswith("sm10") else 64
+
+    def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
+        """``align``: one token's entry padded to a multiple of that many bytes (V0)."""
+        kv_dtype, block, align = q.kv_dtype, q.block, q.align
+        dim = a.kv_lora_rank + a.qk_rope_head_dim
+        if kv_dtype == "fp8_ds_mla" or (a.has_indexer and kv_dtype.startswith("fp8")):
+            if not a.has_indexer:
+                raise BadInput("--kv-cache-dtype fp8_ds_mla needs DeepSeek-V3.2 sparse MLA",
+                               hint="use fp8 for DeepSeek V3/R1")
+            out = [KVLayerSpec(name="mla", kind="full", block_size=block,
+                               page_bytes=block * DS_MLA_FP8_SLOT,
+                               formula="656 B fp8_ds_mla (512 fp8 + 16 B scales + 128 B bf16 "
+                               "RoPE)")]
+        else:
+            s = q.elem_bytes(kv_dtype)
+            entry = round_up(dim * s, align) if align else dim * s
+            pad = f", padded to {entry} B (V0: multiple of {align} B)" if entry != dim * s else ""
+            out = [KVLayerSpec(name="mla", kind="full", block_size=block,
+                               page_bytes=block * entry,
+                               formula=f"1 latent head × ({a.kv_lora_rank}+{a.qk_rope_head_dim})"
+                               f" × {s} B{pad}")]
+        if a.has_indexer:
+            idx = a.index_head_dim + a.index_head_dim // 128 * 4
+            out.append(KVLayerSpec(name="indexer", kind="full", block_size=block,
+                                   page_bytes=block * idx,
+                                   formula=f"indexer K {a.index_head_dim} fp8 + fp32 scale/128"))
+        return out
+
+    def activation(self, a: Attention, q: ActQuery) -> AttentionStage:
+        """q path, latent kv, the attention output buffer, then o_proj.
+
+        Profile run (``decode=False``): ``MLAAttention.forward`` with no metadata allocates the
+        worst-case kv_b_proj output ``[W, heads_local, qk_nope+v]`` (W = the chunked-prefill
+        rows) and returns ``output.fill_(0)``. Decode (CUDA-graph capture, ``decode=True``):
+        the absorbed q [b, h, kv_lora+rope] and the latent attention output [b, h, kv_lora].
+        """
+        t, s, h_l = q.t, q.s, a.num_heads // q.tp
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        latent = a.kv_lora_rank + a.qk_rope_head_dim
+        parts: list[tuple[str, int]] = []
+        if a.q_lora_rank:
+            parts += [("fused q_a/kv_a out", t * (a.q_lora_rank + latent) * s),
+                      ("q_a norm", t * a.q_lora_rank * s)]
+        else:
+            parts += [("kv_a out [T,kv_lora+rope]", t * latent * s)]
+        parts += [("q [T,h·qk]", t * h_l * qk * s), ("kv_c normed", t * a.kv_lora_rank * s),
+                  ("attn out [T,h·v]", t * h_l * a.v_head_dim * s)]
+        if q.decode:
+            parts += [("absorbed q [b,h,kv_lora+rope]", t * h_l * latent * s),
+                      ("latent out [b,h,kv_lora]", t * h_l * a.kv_lora_rank * s)]
+        else:
+            w = q.chunked_prefill_rows()
+            parts += [(f"kv_b worst case [{w},h,nope+v]",
+                       w * h_l * (a.qk_nope_head_dim + a.v_head_dim) * s)]
+        return AttentionStage(label=self.name, parts=parts, out_proj="o_proj")
+
+    def rope_caches(self, spec: ModelSpec, layers: list[Layer], model_dtype: str,
+                    max_pos: int) -> list[RopeCache]:
+        """``rotary_dim = qk_rope_head_dim``; the config's ``yarn`` becomes ``deepseek_yarn``
+        (``deepseek_v2.py`` ``DeepseekV2MLAAttention.__init__``), model dtype."""
+        a = layers[0].attention
+        positions, how = rope_positions(rope_scaling(spec), max_pos)
+        return [RopeCache(f"MLA {how}", positions, a.qk_rope_head_dim, model_dtype)]
+
+    def weights(self, w: WeightSink, layer: Layer, p: str) -> None:
+        """``vllm/model_executor/models/deepseek_v2.py``: q_a / kv_a replicated, q_b and kv_b
+        split heads by TP, o_proj row-parallel; the absorbed ``W_UK_T`` / ``W_UV`` the MLA
+        backend keeps after loading (``MLACommonImpl.process_weights_after_loading``); V3.2's
+        lightning indexer (replicated): wq_b, wk, k_norm, weights_proj."""
+        a = layer.attention
+        h = w.spec.hidden_size
+        g = "attention (MLA)"
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            w.linear(p + "self_attn.q_a_proj", g, a.q_lora_rank, h, shard="rep")
+            w.vector(p + "self_attn.q_a_layernorm", g, a.q_lora_rank)
+            w.linear(p + "self_attn.q_b_proj", g, a.num_heads * qk, a.q_lora_rank, shard="col")
+        else:
+            w.linear(p + "self_attn.q_proj", g, a.num_heads * qk, h, shard="col")
+        w.linear(p + "self_attn.kv_a_proj_with_mqa", g, a.kv_lora_rank + a.qk_rope_head_dim, h,
+                 shard="rep")
+        w.vector(p + "self_attn.kv_a_layernorm", g, a.kv_lora_rank)
+        w.linear(p + "self_attn.kv_b_proj", g,
+                 a.num_heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
+                 shard="col")
+        w.linear(p + "self_attn.o_proj", g, h, a.num_heads * a.v_head_dim, shard="row")
+        w.absorbed_latent(a, p, g)
+        if a.has_indexer:
+            gi = "indexer"
+            w.linear(p + "self_attn.indexer.wq_b", gi, a.index_n_heads * a.index_head_dim,
+                     a.q_lora_rank or h, shard="rep")
+            w.linear(p + "self_attn.indexer.wk", gi, a.index_head_dim, h, shard="rep")
+            w.vector(p + "self_attn.indexer.k_norm", gi, 2 * a.index_head_dim)
+            w.linear(p + "self_attn.indexer.weights_proj", gi, a.index_n_heads, h,
+                     shard="rep", quantise=False)
+
+
+KIND = MLA()

@@ -1,0 +1,68 @@
+"""The families memprof knows: one row (``row.Family``) per family, in one module per family
+(``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
+``mixtral``), found by the config's ``model_type`` (or ``architectures``). A new family is one
+module here and one entry in ``ROWS``; generic modules ask ``family_row(spec.family)`` instead
+of naming it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memprof.base.errors import ConfigError
+from memprof.core.models.families import (
+    deepseek_v3,
+    deepseek_v4,
+    gpt_oss,
+    llama,
+    mixtral,
+    qwen,
+    qwen_moe,
+)
+from memprof.core.models.families.row import Built, Family, LayerBuilder
+
+ROWS: tuple[Family, ...] = (
+    llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
+    deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
+)
+"""Every family, one row each."""
+
+_BY_NAME = {f.name: f for f in ROWS}
+_FAMILY_BY_MODEL_TYPE = {t: f.name for f in ROWS for t in f.model_types}
+_FAMILY_BY_ARCH = {a: f.name for f in ROWS for a in f.architectures}
+
+FAMILIES: dict[str, LayerBuilder] = {f.name: f.build for f in ROWS}
+"""Family name → the builder of its layers (and MTP layers)."""
+
+
+def family_row(name: str) -> Family:
+    """The row of family ``name`` (``ModelSpec.family``)."""
+    return _BY_NAME[name]
+
+
+def known_model_types() -> list[str]:
+    return sorted(_FAMILY_BY_MODEL_TYPE)
+
+
+def family_of(cfg: dict[str, Any]) -> tuple[str, str]:
+    """(family name, architecture) of a config: by ``model_type``, else by
+    ``architectures[0]``; an unknown one is a ``ConfigError`` listing the known types."""
+    archs = cfg.get("architectures") or []
+    arch = archs[0] if isinstance(archs, list) and archs else str(cfg.get("model_type", "?"))
+    model_type = cfg.get("model_type")
+    if not archs and model_type is None:
+        raise ConfigError(
+            "the config names no architecture (no 'architectures' and no 'model_type')",
+            hint="pass the model's HF config.json",
+        )
+    if model_type in _FAMILY_BY_MODEL_TYPE:
+        return _FAMILY_BY_MODEL_TYPE[str(model_type)], arch
+    if arch in _FAMILY_BY_ARCH:
+        return _FAMILY_BY_ARCH[arch], arch
+    raise ConfigError(
+        f"memprof does not know the architecture {arch!r} (model_type {model_type!r})",
+        hint="known model_type values: " + ", ".join(known_model_types()),
+    )
+
+
+__all__ = ["FAMILIES", "ROWS", "Built", "Family", "LayerBuilder", "family_of", "family_row",
+           "known_model_types"]

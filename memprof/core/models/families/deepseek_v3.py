@@ -1,0 +1,75 @@
+"""DeepSeek V2 / V3 / R1, Kimi K2 (``DeepseekV2ForCausalLM``, ``DeepseekV3ForCausalLM``) and
+DeepSeek-V3.2 (``DeepseekV32ForCausalLM``): MLA attention (V3.2 with its lightning indexer),
+``first_k_dense_replace`` dense layers then routed + shared experts, MTP layers
+(``num_nextn_predict_layers``).
+
+Sources: vLLM ``model_executor/models/deepseek_v2.py`` (``DeepseekV2MLAAttention``,
+``DeepseekV2MoE``); transformers ``DeepseekV2Config`` / ``DeepseekV3Config`` (defaults that
+differ between them are required, not defaulted).
+"""
+
+from __future__ import annotations
+
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families.row import Built, Family, missing, top_k
+from memprof.core.models.spec import MLP, Attention, Layer
+
+
+def _mla_layers(c: ConfigFields, hidden: int, n_layers: int, *, sparse: bool) -> Built:
+    heads = c.size("num_attention_heads")
+    nope, rope = c.size("qk_nope_head_dim"), c.size("qk_rope_head_dim")
+    if "q_lora_rank" not in c.cfg:
+        raise missing(c, "q_lora_rank", "null for no query compression, as DeepSeek-V2-Lite")
+    attn = Attention(
+        kind="mla", num_heads=heads, num_kv_heads=1, head_dim=nope + rope,
+        v_head_dim=c.size("v_head_dim"),
+        q_lora_rank=c.size("q_lora_rank") if c.cfg["q_lora_rank"] is not None else None,
+        kv_lora_rank=c.size("kv_lora_rank"), qk_nope_head_dim=nope, qk_rope_head_dim=rope,
+        index_n_heads=c.size("index_n_heads") if sparse else 0,
+        index_head_dim=c.size("index_head_dim") if sparse else 0,
+        index_topk=c.size("index_topk") if sparse else 0,
+        indexer=sparse,
+    )
+    # every field that decides which layers are MoE and how big they are is required: HF's
+    # DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0
+    # vs 3, n_routed_experts None vs 256, n_shared_experts None vs 1), so a missing one is
+    # refused, never read as "dense"
+    n_routed = c.size("n_routed_experts")
+    for key in ("first_k_dense_replace", "n_shared_experts"):
+        if c.cfg.get(key) is None:
+            raise missing(c, key, "it decides the MoE layers' layout")
+    first_dense = c.num("first_k_dense_replace")
+    freq = c.size("moe_layer_freq", 1)  # DeepseekV2Config / DeepseekV3Config: moe_layer_freq=1
+    moe_i = c.size("moe_intermediate_size")
+    moe = MLP(kind="moe", num_experts=n_routed,
+              top_k=top_k(c, n_routed, "num_experts_per_tok"),
+              moe_intermediate_size=moe_i,
+              shared_intermediate_size=moe_i * c.num("n_shared_experts"),
+              e_score_correction_bias=c.cfg.get("topk_method") == "noaux_tc")
+    is_moe = [i >= first_dense and i % freq == 0 for i in range(n_layers)]
+    dense = (MLP(kind="dense", intermediate_size=c.size("intermediate_size"))
+             if not all(is_moe) else moe)
+    layers = [Layer(index=i, attention=attn, mlp=moe if is_moe[i] else dense)
+              for i in range(n_layers)]
+    mtp = [Layer(index=n_layers + k, attention=attn, mlp=moe, is_mtp=True)
+           for k in range(c.num("num_nextn_predict_layers", 0))]
+    return layers, mtp
+
+
+def _deepseek_v3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    return _mla_layers(c, hidden, n_layers, sparse=False)
+
+
+def _deepseek_v32_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    return _mla_layers(c, hidden, n_layers, sparse=True)
+
+
+DEEPSEEK_V3 = Family(
+    name="deepseek_v3", model_types=("deepseek_v2", "deepseek_v3", "kimi_k2"),
+    architectures=("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+    build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True,
+    source="vLLM model_executor/models/deepseek_v2.py")
+DEEPSEEK_V32 = Family(
+    name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
+    build=_deepseek_v32_layers, attention="mla", moe=True, mtp=True,
+    source="vLLM model_executor/models/deepseek_v2.py (DeepseekV32 indexer)")

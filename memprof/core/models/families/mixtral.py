@@ -1,0 +1,37 @@
+"""Mixtral (``MixtralForCausalLM``): GQA (no biases, no q/k norms) and a top-k MoE on every
+layer, no shared expert, no router bias.
+
+Sources: vLLM ``vllm/model_executor/models/mixtral.py`` (vllm-project/vllm, read at commit
+005df92d): ``MixtralAttention`` — ``QKVParallelLinear(bias=False)``, ``RowParallelLinear``
+o_proj, ``head_dim = hidden_size // num_heads``, ``get_rope(rotary_dim=head_dim)``, the config's
+``sliding_window`` on every layer; ``MixtralMoE`` — ``ReplicatedLinear(hidden_size,
+num_local_experts, bias=False)`` gate, experts ``ws [E, 2·I/tp, H]`` and ``w2s [E, H, I/tp]``
+with ``I = intermediate_size``, ``top_k = num_experts_per_tok``. transformers
+``models/mixtral/configuration_mixtral.py``: ``MixtralConfig`` defaults ``num_key_value_heads=8``
+(not heads, so the field is required here) and ``sliding_window=None``.
+"""
+
+from __future__ import annotations
+
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families.row import Built, Family, gqa, layer_types_windows, top_k
+from memprof.core.models.spec import MLP, Layer
+
+
+def _mixtral_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    windows = layer_types_windows(c, n_layers)
+    if windows is None:  # MixtralConfig: sliding_window (None by default) on every layer
+        window = c.opt_int("sliding_window")
+        windows = [c.size("sliding_window") if window is not None else None] * n_layers
+    attn = {w: gqa(c, hidden, bias=False, qk_norm=False, window=w, kv_heads_required=True)
+            for w in set(windows)}
+    n_exp = c.size("num_local_experts")
+    moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
+              moe_intermediate_size=c.size("intermediate_size"),
+              activation=str(c.cfg.get("hidden_act", "silu")))
+    return [Layer(index=i, attention=attn[windows[i]], mlp=moe) for i in range(n_layers)], []
+
+
+FAMILY = Family(name="mixtral", model_types=("mixtral",), architectures=("MixtralForCausalLM",),
+                build=_mixtral_layers, attention="gqa", moe=True,
+                source="vLLM model_executor/models/mixtral.py (read at 005df92d)")

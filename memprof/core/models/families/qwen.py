@@ -1,0 +1,45 @@
+"""Qwen2 and Qwen3 dense (``Qwen2ForCausalLM``, ``Qwen3ForCausalLM``): GQA decoders, Qwen2
+with q/k/v biases, Qwen3 with q/k norms and ``head_dim`` 128 when the config leaves it out.
+
+Sources: transformers 4.57 ``models/qwen3/configuration_qwen3.py`` (``head_dim=128``),
+``models/qwen2/configuration_qwen2.py`` (hidden // heads; ``use_sliding_window`` /
+``max_window_layers``); vLLM ``qwen2.py`` (``qkv_proj`` bias=True), ``qwen3.py`` (q_norm, k_norm).
+"""
+
+from __future__ import annotations
+
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    dense_layers,
+    layer_types_windows,
+    swa_from_max_window_layers,
+)
+
+QWEN3_HEAD_DIM = 128  # Qwen3Config head_dim default
+
+
+def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
+    """``layer_types`` when stated, else ``use_sliding_window`` / ``max_window_layers``."""
+    out = layer_types_windows(c, n_layers)
+    return out if out is not None else swa_from_max_window_layers(c, n_layers)
+
+
+def _qwen2_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    return dense_layers(c, hidden, n_layers, windows=_windows(c, n_layers), bias=True,
+                        qk_norm=False)
+
+
+def _qwen3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    bias = c.flag("attention_bias", False)
+    return dense_layers(c, hidden, n_layers, windows=_windows(c, n_layers), bias=bias,
+                        qk_norm=True, head_dim_default=QWEN3_HEAD_DIM)
+
+
+QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),
+               build=_qwen2_layers, attention="gqa",
+               source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
+QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
+               build=_qwen3_layers, attention="gqa",
+               source="vLLM model_executor/models/qwen3.py; transformers configuration_qwen3.py")

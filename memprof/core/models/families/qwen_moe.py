@@ -1,0 +1,59 @@
+"""Qwen2-MoE and Qwen3-MoE (``Qwen2MoeForCausalLM``, ``Qwen3MoeForCausalLM``): GQA with routed
+experts every ``decoder_sparse_step`` layers (except ``mlp_only_layers``); Qwen2-MoE adds a
+gated shared expert and q/k/v biases, Qwen3-MoE q/k norms and ``head_dim`` 128 by default.
+
+Sources: transformers 4.57 ``models/qwen2_moe/configuration_qwen2_moe.py`` and
+``models/qwen3_moe/configuration_qwen3_moe.py`` (``decoder_sparse_step=1``,
+``mlp_only_layers=[]``, Qwen3MoeConfig ``head_dim=128``); vLLM ``qwen2_moe.py`` /
+``qwen3_moe.py``.
+"""
+
+from __future__ import annotations
+
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
+from memprof.core.models.spec import MLP, Layer
+
+QWEN3_MOE_HEAD_DIM = 128  # Qwen3MoeConfig head_dim default
+
+
+def _moe_layers(c: ConfigFields, hidden: int, n_layers: int, *, gen3: bool) -> Built:
+    """``gen3``: the Qwen3-MoE layout (q/k norms, no shared expert), else Qwen2-MoE's."""
+    attn = gqa(c, hidden, bias=not gen3 or c.flag("attention_bias", False), qk_norm=gen3,
+               head_dim_default=QWEN3_MOE_HEAD_DIM if gen3 else None)
+    n_exp = c.size("num_experts")
+    step = c.size("decoder_sparse_step", 1)
+    dense_only = set(c.cfg.get("mlp_only_layers") or [])
+    if not gen3 and c.cfg.get("shared_expert_intermediate_size") is None:
+        raise missing(c, "shared_expert_intermediate_size", "0 for no shared expert")
+    shared = 0 if gen3 else c.num("shared_expert_intermediate_size")
+    moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
+              moe_intermediate_size=c.size("moe_intermediate_size"),
+              shared_intermediate_size=shared, shared_expert_gate=shared > 0)
+    layers = []
+    dense: MLP | None = None
+    for i in range(n_layers):
+        if i not in dense_only and (i + 1) % step == 0:
+            layers.append(Layer(index=i, attention=attn, mlp=moe))
+            continue
+        dense = dense or MLP(kind="dense", intermediate_size=c.size("intermediate_size"))
+        layers.append(Layer(index=i, attention=attn, mlp=dense))
+    return layers, []
+
+
+def _qwen2_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    return _moe_layers(c, hidden, n_layers, gen3=False)
+
+
+def _qwen3_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    return _moe_layers(c, hidden, n_layers, gen3=True)
+
+
+QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),
+                   architectures=("Qwen2MoeForCausalLM",), build=_qwen2_moe_layers,
+                   attention="gqa", moe=True,
+                   source="vLLM model_executor/models/qwen2_moe.py")
+QWEN3_MOE = Family(name="qwen3_moe", model_types=("qwen3_moe",),
+                   architectures=("Qwen3MoeForCausalLM",), build=_qwen3_moe_layers,
+                   attention="gqa", moe=True,
+                   source="vLLM model_executor/models/qwen3_moe.py")

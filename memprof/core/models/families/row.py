@@ -1,0 +1,145 @@
+"""The row every model family fills in (``Family``) and the config readers the families share:
+GQA attention from the config, ``head_dim`` as HF defaults it, per-layer sliding windows,
+experts per token, and the error for a missing field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memprof.base.errors import ConfigError
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.spec import MLP, Attention, Layer
+
+Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
+LayerBuilder = Callable[[ConfigFields, int, int], Built]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family:
+    """One model family: what names it in a config.json, how its config becomes layers, and
+    the facts generic modules ask of it instead of naming it.
+
+    ``build(config, hidden_size, num_layers)`` returns (layers, MTP layers) and refuses a
+    config that lacks a field it needs (``ConfigError``, never a guess); ``attention`` is the
+    ``memprof.core.attention`` kind its layers use; ``modules`` are the family's own modules
+    outside ``memprof/core/models/families/`` (repo paths), the only other places allowed to
+    name it (``tests/test_family_axes.py``)."""
+
+    name: str
+    model_types: tuple[str, ...]
+    architectures: tuple[str, ...]
+    build: LayerBuilder
+    attention: str
+    moe: bool = False  # routed experts in (some of) its layers
+    mtp: bool = False  # its config may declare MTP layers (num_nextn_predict_layers)
+    rope_fp32: bool = False  # builds its RoPE cos/sin cache in fp32, not the model dtype
+    spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
+    modules: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
+    source: str = ""  # the engine / HF source the builder follows
+
+
+def head_dim(c: ConfigFields, hidden: int, heads: int, default: int | None = None) -> int:
+    """``head_dim`` as stated (Qwen3: 128, not hidden/heads); when absent, the family's HF
+    config-class default (``default``), else derived as HF derives it (hidden // heads)."""
+    if c.cfg.get("head_dim") is not None:
+        return c.size("head_dim")
+    if default is not None:
+        return default
+    if hidden % heads:
+        raise ConfigError(
+            f"config.json has no head_dim and hidden_size {hidden} is not a multiple of "
+            f"num_attention_heads {heads}",
+            hint="add head_dim to the config",
+        )
+    return hidden // heads
+
+
+def gqa(c: ConfigFields, hidden: int, *, bias: bool, qk_norm: bool, window: int | None = None,
+        sinks: bool = False, o_bias: bool = False, head_dim_default: int | None = None,
+        kv_heads_required: bool = False) -> Attention:
+    """A GQA layer from the config; ``num_key_value_heads`` absent means MHA (LlamaConfig /
+    Qwen2Config / Qwen3Config: None → num_attention_heads) unless ``kv_heads_required``."""
+    heads = c.size("num_attention_heads")
+    kv = c.size("num_key_value_heads", None if kv_heads_required else heads)
+    if heads % kv:
+        raise ConfigError(
+            f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}",
+            hint="fix the config.json",
+        )
+    hd = head_dim(c, hidden, heads, head_dim_default)
+    return Attention(kind="gqa", num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=hd,
+                     qkv_bias=bias, o_bias=o_bias, qk_norm=qk_norm, sliding_window=window,
+                     sinks=sinks)
+
+
+def missing(c: ConfigFields, key: str, why: str) -> ConfigError:
+    return ConfigError(f"config.json of this {c.family} model has no {key!r} ({why})",
+                       hint=f"add {key!r} to the config.json: memprof does not guess it")
+
+
+def layer_types_windows(c: ConfigFields, n_layers: int) -> list[int | None] | None:
+    """Per-layer sliding window from ``layer_types`` (``sliding_attention`` /
+    ``full_attention``), or None when the config has no ``layer_types`` (a ``sliding_window``
+    of the wrong type is refused either way)."""
+    types = c.cfg.get("layer_types")
+    window = c.opt_int("sliding_window")
+    if not isinstance(types, list):
+        return None
+    if len(types) < n_layers:
+        raise ConfigError(
+            f"layer_types lists {len(types)} layers but num_hidden_layers is {n_layers}",
+            hint="fix the config.json",
+        )
+    out: list[int | None] = []
+    for t in types[:n_layers]:
+        if t == "sliding_attention":
+            if not window:
+                raise ConfigError(
+                    "layer_types has sliding_attention but sliding_window is missing or 0",
+                    hint="add sliding_window to the config",
+                )
+            out.append(window)
+        elif t == "full_attention":
+            out.append(None)
+        else:
+            raise ConfigError(f"unknown layer type {t[:40]!r} in layer_types",
+                              hint="sliding_attention or full_attention")
+    return out
+
+
+def swa_from_max_window_layers(c: ConfigFields, n_layers: int) -> list[int | None]:
+    """Qwen2/Qwen3 ``use_sliding_window``: layers >= ``max_window_layers`` use SWA (HF
+    Qwen2Config.layer_types); else full attention."""
+    if c.flag("use_sliding_window", False):
+        window = c.opt_int("sliding_window")
+        if not window:
+            raise missing(c, "sliding_window", "use_sliding_window is true")
+        if c.cfg.get("max_window_layers") is None:
+            raise missing(c, "max_window_layers", "use_sliding_window is true")
+        first = c.num("max_window_layers")
+        return [window if i >= first else None for i in range(n_layers)]
+    return [None] * n_layers
+
+
+def top_k(c: ConfigFields, experts: int, *keys: str) -> int:
+    """Experts per token: the first of ``keys`` the config states, in [1, experts]."""
+    key = next((k for k in keys if c.cfg.get(k) is not None), keys[0])
+    k = c.size(key)
+    if k > experts:
+        raise ConfigError(f"config.json field {key!r} is {k}, more than the {experts} experts",
+                          hint=f"fix {key!r} in the config.json")
+    return k
+
+
+def dense_layers(c: ConfigFields, hidden: int, n_layers: int, *, windows: list[int | None],
+                 bias: bool, qk_norm: bool, head_dim_default: int | None = None) -> Built:
+    """Every layer: GQA (sliding window per layer from ``windows``) and one dense MLP
+    (``intermediate_size``, ``mlp_bias``, ``hidden_act``)."""
+    mlp = MLP(kind="dense", intermediate_size=c.size("intermediate_size"),
+              mlp_bias=c.flag("mlp_bias", False), activation=str(c.cfg.get("hidden_act", "silu")))
+    attn = {w: gqa(c, hidden, bias=bias, qk_norm=qk_norm, window=w,
+                   head_dim_default=head_dim_default) for w in set(windows)}
+    layers = [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)]
+    return layers, []

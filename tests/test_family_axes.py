@@ -1,0 +1,206 @@
+"""The model-family and attention-kind axes stay in their own modules (issue 23).
+
+1. Outside a family's own modules (the module that defines its row, and the ones its row's
+   ``modules`` lists), no module of ``memprof/`` names the family: no string equal to its name,
+   a ``model_type`` or an architecture (``"DeepseekV3ForCausalLM"``), no identifier containing its
+   name, a ``model_type`` or an alias (``dsv4``).
+2. Outside ``memprof/core/attention/`` and the families' own modules, no module branches on an
+   attention kind: no comparison of a ``kind`` (name or attribute) with a kind's name
+   (``kind == "mla"``, ``a.kind in ("gqa", "mla")``).
+
+The registries that list every family or kind (``core/models/families/__init__.py``,
+``core/attention/__init__.py``) are their rows. What is left is on ``FAMILY_ALLOWED`` /
+``KIND_ALLOWED`` with its reason; an entry that no longer matches anything fails too, so the
+lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from memprof.core.attention import KINDS
+from memprof.core.models.families import ROWS, Family
+
+ROOT = Path(__file__).resolve().parents[1]
+REGISTRIES = {"memprof/core/models/families/__init__.py", "memprof/core/attention/__init__.py"}
+
+FAMILY_ALLOWED: dict[str, str] = {
+    # the DeepSeek-V4 packed KV pool: the pool's layout (not a layer's page), built on KVPlan and
+    # its release rules, which live here; chosen through AttentionKind.packed_kv_pool
+    "memprof/core/kvcache.py": "DeepSeek-V4 packed KV pool (_dsv4_plan, DSV4_TUPLE_POOL)",
+    # the init-buffer term is imported by name where the terms are listed and replayed (files
+    # other engineers own: a rename would touch four of them)
+    "memprof/core/terms/__init__.py": "imports dsv4_init_buffers (the term list)",
+    "memprof/core/terms/load_rounding.py": "imports dsv4_init_buffers (model-load replay)",
+    "memprof/core/allocations.py": "imports dsv4_init_buffers (allocation replay)",
+    "memprof/core/replay_cache.py": "imports dsv4_init_buffers (replay cache)",
+    # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
+    "memprof/core/scratch/buffer.py": "scratch family tag DEEPSEEK_V4",
+    "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
+    "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
+    # weights outside the attention block: the MTP block's layout and the lm_head rule per family
+    "memprof/core/weights/rank.py": "DeepSeek-V4 MTP block; DeepSeek-V3 lm_head on every stage",
+    "memprof/core/weights/mlp.py": "DeepSeek-V4 expert layout (engines' file)",
+    "memprof/core/version_diff.py": "release rules' applies_to keys name families",
+    "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
+    # GPU-side validation and its report: the DeepSeek-V4 decode kernels (kernels/, report/)
+    "memprof/kernels/dsv4_decode.py": "DeepSeek-V4 decode kernel",
+    "memprof/kernels/validate_dsv4.py": "DeepSeek-V4 decode validation",
+    "memprof/report/validate.py": "renders the DeepSeek-V4 validation",
+}
+
+KIND_ALLOWED: dict[str, str] = {
+    "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
+    "memprof/core/scratch/backends.py": "attention-backend choice per kind (engines' rows)",
+    "memprof/core/scratch/mla.py": "the MLA kind's scratch rows: `applies` picks its layers",
+    "memprof/core/scratch/turboquant.py": "TurboQuant scratch applies to GQA layers only",
+    "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
+    "memprof/core/version_diff.py": "release rules' applies_to keys are kinds",
+    "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
+    "memprof/kernels/validate_dsv4.py": "DeepSeek-V4 decode validation",
+    "memprof/kernels/validate_mla_tq.py": "counts the MLA / GQA layers it validates",
+    "memprof/trace/replica.py": "builds a CPU replica layer per kind",
+}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _sources() -> list[Path]:
+    return sorted((ROOT / "memprof").rglob("*.py"))
+
+
+def _own_files(row: Family) -> set[str]:
+    """The row's module (where its builder is defined) and its ``modules``."""
+    module = sys.modules[row.build.__module__]
+    assert module.__file__ is not None
+    return {_rel(Path(module.__file__)), *row.modules}
+
+
+def _words(row: Family) -> set[str]:
+    return {row.name, *row.model_types, *row.aliases}
+
+
+def _names_in(identifier: str, row: Family) -> bool:
+    """Does ``identifier`` contain one of ``row``'s words, once the longer words of other
+    families that contain them are taken out (``qwen2_moe`` is not ``qwen2``)?"""
+    ident = identifier.lower()
+    mine = _words(row)
+    longer = {w for other in ROWS if other is not row for w in _words(other)
+              if any(m in w and m != w for m in mine)}
+    for w in sorted(longer, key=len, reverse=True):
+        ident = ident.replace(w, " ")
+    return any(m in ident for m in mine)
+
+
+def family_hits(path: Path, row: Family) -> list[str]:
+    """Where ``path`` names ``row``: ``line: what``."""
+    strings = {row.name, *row.model_types, *row.architectures}
+    src = path.read_text(encoding="utf-8")
+    out = [f"{n.lineno}: {n.value!r}" for n in ast.walk(ast.parse(src))
+           if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in strings]
+    out += [f"{t.start[0]}: {t.string}"
+            for t in tokenize.generate_tokens(io.StringIO(src).readline)
+            if t.type == tokenize.NAME and _names_in(t.string, row)]
+    return out
+
+
+def _is_kind(node: ast.expr) -> bool:
+    return ((isinstance(node, ast.Attribute) and node.attr == "kind")
+            or (isinstance(node, ast.Name) and node.id == "kind"))
+
+
+def _constants(node: ast.expr) -> list[object]:
+    elts = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [e.value for e in elts if isinstance(e, ast.Constant)]
+
+
+def kind_branches(src: str) -> list[str]:
+    """Comparisons of a ``kind`` with an attention kind's name: ``line: kinds``."""
+    out = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = [c for s in sides for c in _constants(s) if c in KINDS]
+            if named and any(_is_kind(s) for s in sides):
+                out.append(f"{node.lineno}: {named}")
+    return out
+
+
+def _family_violations() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for row in ROWS:
+        own = _own_files(row) | REGISTRIES
+        for path in _sources():
+            rel = _rel(path)
+            if rel not in own:
+                hits = family_hits(path, row)
+                if hits:
+                    out.setdefault(rel, []).extend(f"{row.name} {h}" for h in hits)
+    return out
+
+
+def _kind_violations() -> dict[str, list[str]]:
+    own = {f for row in ROWS for f in _own_files(row)}
+    out: dict[str, list[str]] = {}
+    for path in _sources():
+        rel = _rel(path)
+        if rel.startswith("memprof/core/attention/") or rel in own:
+            continue
+        hits = kind_branches(path.read_text(encoding="utf-8"))
+        if hits:
+            out[rel] = hits
+    return out
+
+
+def test_no_module_names_a_family_outside_its_own() -> None:
+    found = _family_violations()
+    new = {k: v for k, v in found.items() if k not in FAMILY_ALLOWED}
+    assert not new, f"modules that name a model family outside its own modules: {new}"
+    stale = sorted(set(FAMILY_ALLOWED) - set(found))
+    assert not stale, f"FAMILY_ALLOWED entries that no longer name a family: {stale}"
+
+
+def test_no_module_branches_on_an_attention_kind_outside_its_module() -> None:
+    found = _kind_violations()
+    new = {k: v for k, v in found.items() if k not in KIND_ALLOWED}
+    assert not new, f"branches on an attention kind outside core/attention: {new}"
+    stale = sorted(set(KIND_ALLOWED) - set(found))
+    assert not stale, f"KIND_ALLOWED entries with no kind branch left: {stale}"
+
+
+def test_every_family_row_names_existing_modules_and_a_known_kind() -> None:
+    for row in ROWS:
+        assert row.attention in KINDS, row.name
+        for rel in row.modules:
+            assert (ROOT / rel).is_file(), (row.name, rel)
+
+
+@pytest.mark.parametrize(("src", "hits"), [
+    ('if a.kind == "mla":\n    pass\n', 1),
+    ('x = layer.attention.kind in ("gqa", "dsv4")\n', 1),
+    ('if kind != "gqa":\n    pass\n', 1),
+    ('if mlp.kind == "moe":\n    pass\n', 0),  # an MLP kind, not an attention kind
+    ('if s.kind == "full":\n    pass\n', 0),  # a KV spec's kind
+    ('name = "mla"\n', 0),
+])
+def test_kind_branch_detector(src: str, hits: int) -> None:
+    assert len(kind_branches(src)) == hits
+
+
+def test_family_detector_sees_strings_and_identifiers(tmp_path: Path) -> None:
+    row = next(r for r in ROWS if r.aliases)
+    path = tmp_path / "m.py"
+    path.write_text(f'ARCH = "{row.architectures[0]}"\n'
+                    f'def {row.aliases[0]}_thing() -> None: ...\n'
+                    '# a comment naming DeepseekV4ForCausalLM does not count\n'
+                    'x = "deepseek-v4-flash"  # a bundled model name is not the family\n',
+                    encoding="utf-8")
+    assert [h.split(":")[0] for h in family_hits(path, row)] == ["1", "2"]
