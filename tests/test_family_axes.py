@@ -36,10 +36,10 @@ FAMILY_ALLOWED: dict[str, str] = {
     "memprof/core/kvcache.py": "DeepSeek-V4 packed KV pool (_dsv4_plan, DSV4_TUPLE_POOL)",
     # the init-buffer term is imported by name where the terms are listed and replayed (files
     # other engineers own: a rename would touch four of them)
-    "memprof/core/terms/__init__.py": "imports dsv4_init_buffers (the term list)",
+    "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
     "memprof/core/terms/load_rounding.py": "imports dsv4_init_buffers (model-load replay)",
     "memprof/core/allocations.py": "imports dsv4_init_buffers (allocation replay)",
-    "memprof/core/replay_cache.py": "imports dsv4_init_buffers (replay cache)",
+    "memprof/batch/replay.py": "imports dsv4_init_buffers (the sweep's replay cache)",
     # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
     "memprof/core/scratch/buffer.py": "scratch family tag DEEPSEEK_V4",
     "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
@@ -51,7 +51,8 @@ FAMILY_ALLOWED: dict[str, str] = {
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
     # GPU-side validation and its report: the DeepSeek-V4 decode kernels (kernels/, report/)
     "memprof/kernels/dsv4_decode.py": "DeepSeek-V4 decode kernel",
-    "memprof/kernels/validate_dsv4.py": "DeepSeek-V4 decode validation",
+    "memprof/validation/dsv4.py": "DeepSeek-V4 decode validation",
+    "memprof/validation/results.py": "the DeepSeek-V4 validation's result type",
     "memprof/report/validate.py": "renders the DeepSeek-V4 validation",
 }
 
@@ -63,8 +64,8 @@ KIND_ALLOWED: dict[str, str] = {
     "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
     "memprof/core/version_diff.py": "release rules' applies_to keys are kinds",
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
-    "memprof/kernels/validate_dsv4.py": "DeepSeek-V4 decode validation",
-    "memprof/kernels/validate_mla_tq.py": "counts the MLA / GQA layers it validates",
+    "memprof/validation/dsv4.py": "DeepSeek-V4 decode validation",
+    "memprof/validation/mla_tq.py": "counts the MLA / GQA layers it validates",
     "memprof/trace/replica.py": "builds a CPU replica layer per kind",
 }
 
