@@ -185,7 +185,7 @@ LOG_KEYS = ("via", "Channel 00", "nChannels", "NCCL version", "comm 0x", "Init C
 
 
 def run_config(child: Path, cfg: dict[str, Any], world: int, port: int,
-               legacy: bool) -> dict[str, Any]:
+               legacy: bool, timeout: int = 200) -> dict[str, Any]:
     """One configuration in fresh processes; the child's process group is killed if it hangs."""
     env = {**os.environ, **NO_MULTICAST, "NCCL_DEBUG": "INFO",
            "NCCL_DEBUG_SUBSYS": "INIT,GRAPH" if legacy else "INIT,GRAPH,ENV", **cfg["env"]}
@@ -193,7 +193,7 @@ def run_config(child: Path, cfg: dict[str, Any], world: int, port: int,
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:
-        out, err = p.communicate(timeout=200)
+        out, err = p.communicate(timeout=timeout)
         code = p.returncode
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
@@ -230,6 +230,7 @@ def main() -> int:
     ap.add_argument("--legacy", action="store_true",
                     help="the four configurations and five steps of nccl-2x-h100.json")
     ap.add_argument("--only", default="", help="comma-separated configuration names")
+    ap.add_argument("--timeout", type=int, default=200, help="seconds per configuration")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     configs = LEGACY_CONFIGS if args.legacy else CONFIGS
@@ -242,7 +243,7 @@ def main() -> int:
                             capture_output=True, text=True).stdout.strip().splitlines()[:1]
     runs = []
     for i, cfg in enumerate(configs):
-        rec = run_config(child, cfg, args.world, 29500 + i, args.legacy)
+        rec = run_config(child, cfg, args.world, 29500 + i, args.legacy, args.timeout)
         runs.append(rec)
         print(cfg["name"], rec["exit_code"],
               [r["non_torch_growth_bytes"] for r in rec.get("ranks", [])][:1], flush=True)
