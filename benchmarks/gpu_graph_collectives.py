@@ -15,6 +15,8 @@ One run per (node kind, ``NCCL_CUMEM_ENABLE`` 1 or 0), in fresh processes, one p
   ``out = torch.empty_like(x)`` and ``ncclAllReduce(x, out, …, current stream)``.
 - ``c10d``: ``torch.distributed.all_reduce`` in place (ProcessGroupNCCL, eager init with
   ``device_id``), what a torch program without vLLM's wrapper captures.
+- ``alone``: ``torch.add`` as ``local`` below, in a process with no communicator at all: the
+  conditions of the one-GPU measurement, for its first-graph cost.
 - ``local``: the baseline with no collective, ``torch.add(x, 1.0)`` out of place, one elementwise
   kernel of the same size per node; the process holds a c10d communicator (warmed up) as the
   others do, so only the node differs. This is the node the one-GPU graph model
@@ -48,7 +50,7 @@ from typing import Any
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
-KINDS = ("pynccl", "c10d", "local")
+KINDS = ("pynccl", "c10d", "local", "alone")
 CUMEM = ("1", "0")
 
 CHILD = r"""
@@ -110,6 +112,9 @@ def worker(rank, world, port, kind, graphs, q):
             check(lib.ncclAllReduce(x.data_ptr(), out.data_ptr(), x.numel(), dt, 0, comm,
                                     torch.cuda.current_stream().cuda_stream), "ncclAllReduce")
             return out
+    elif kind == "alone":
+        def op(x):
+            return torch.add(x, 1.0)
     else:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
@@ -124,12 +129,12 @@ def worker(rank, world, port, kind, graphs, q):
     w = torch.ones(1, device=dev)
     if kind == "pynccl":
         w = op(w)
-    else:
+    elif kind != "alone":
         dist.all_reduce(w)
     torch.cuda.synchronize()
-    info["warm_up_ok"] = float(w.item()) == float(world)
+    info["warm_up_ok"] = kind == "alone" or float(w.item()) == float(world)
     want = {"pynccl": lambda n: float(world), "c10d": lambda n: float(world) ** n,
-            "local": lambda n: 2.0}[kind]
+            "local": lambda n: 2.0, "alone": lambda n: 2.0}[kind]
     cases = [("first graph of the process", SHAPES[0], 1, 1)] + [
         (f"{b}x{h}, {n} nodes", (b, h), n, graphs) for b, h in SHAPES for n in NODES]
     keep = []
@@ -187,7 +192,7 @@ def worker(rank, world, port, kind, graphs, q):
         while store.add("done", 0) < world:
             time.sleep(0.05)
         time.sleep(1.0)
-    else:
+    elif kind != "alone":
         dist.barrier()
     os._exit(0)  # no teardown of graphs that hold NCCL work
 
@@ -250,6 +255,8 @@ def main() -> int:
     ap.add_argument("--graphs", type=int, default=250, help="graphs per case (after the first)")
     ap.add_argument("--timeout", type=int, default=150, help="seconds per run")
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--cumem", default=",".join(CUMEM), help="NCCL_CUMEM_ENABLE values to run")
+    ap.add_argument("--tag", default="", help="a suffix of the file name")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     child = Path(tempfile.mkdtemp()) / "graph_child.py"  # spawn re-imports the child's module
@@ -259,7 +266,7 @@ def main() -> int:
                             capture_output=True, text=True).stdout.strip().splitlines()[:1]
     runs = []
     port = 29600
-    for cumem in CUMEM:
+    for cumem in args.cumem.split(","):
         for kind in args.kinds.split(","):
             port += 1
             rec = run(child, kind, cumem, args.world, port, args.graphs, args.timeout)
@@ -277,10 +284,12 @@ def main() -> int:
             name = next((r["gpu"] for r in runs if r.get("gpu")), "")
             gpu = next((g.lower() for g in ("H100", "H200", "B200") if g in name), "gpu")
             doc = {"command": f"PYTHONPATH=. python benchmarks/gpu_graph_collectives.py --out $OUT "
-                              f"--world {args.world} --graphs {args.graphs}",
+                              f"--world {args.world} --graphs {args.graphs} --kinds {args.kinds} "
+                              f"--cumem {args.cumem}" + (f" --tag {args.tag}" if args.tag else ""),
                    "driver": driver[0] if driver else "", "nvidia_smi_topo": topo, "runs": runs}
             # written after every run, so a call cut short still leaves what it measured
-            (args.out / f"graph-collectives-{args.world}x-{gpu}.json").write_text(
+            tag = f"-{args.tag}" if args.tag else ""
+            (args.out / f"graph-collectives-{args.world}x-{gpu}{tag}.json").write_text(
                 json.dumps(doc, indent=1) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in runs) else 1
 

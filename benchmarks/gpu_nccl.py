@@ -87,7 +87,7 @@ def used(dev):
     free, total = torch.cuda.mem_get_info(dev)
     return total - free, torch.cuda.memory_reserved(dev)
 
-def worker(rank, world, port, legacy, q):
+def worker(rank, world, port, legacy, order, q):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
@@ -151,7 +151,11 @@ def worker(rank, world, port, legacy, q):
     step("warm-up all_reduce of 1 fp32", lambda: all_reduce(1))
     step("all_reduce 128 MiB bf16", lambda: all_reduce(big))
     step("all_gather 2 x 128 MiB, tensors freed", lambda: all_gather(big))
-    if not legacy:
+    if not legacy and order == "sendrecv-first":
+        step("first batch_isend_irecv (send next, recv previous), 1 MiB", lambda: send_recv(small))
+        step("first reduce_scatter_tensor, 1 MiB out", lambda: reduce_scatter(small))
+        step("first all_to_all_single, 1 MiB", lambda: all_to_all(small))
+    elif not legacy:
         step("first reduce_scatter_tensor, 1 MiB out", lambda: reduce_scatter(small))
         step("first all_to_all_single, 1 MiB", lambda: all_to_all(small))
         step("first batch_isend_irecv (send next, recv previous), 1 MiB", lambda: send_recv(small))
@@ -165,10 +169,11 @@ def worker(rank, world, port, legacy, q):
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    world, port, legacy = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+    world, port, legacy, order = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, world, port, legacy, q)) for r in range(world)]
+    procs = [ctx.Process(target=worker, args=(r, world, port, legacy, order, q))
+             for r in range(world)]
     for p in procs:
         p.start()
     ranks = sorted((q.get(timeout=150) for _ in procs), key=lambda d: d["rank"])
@@ -185,11 +190,11 @@ LOG_KEYS = ("via", "Channel 00", "nChannels", "NCCL version", "comm 0x", "Init C
 
 
 def run_config(child: Path, cfg: dict[str, Any], world: int, port: int,
-               legacy: bool, timeout: int = 200) -> dict[str, Any]:
+               legacy: bool, timeout: int = 200, order: str = "a2a-first") -> dict[str, Any]:
     """One configuration in fresh processes; the child's process group is killed if it hangs."""
     env = {**os.environ, **NO_MULTICAST, "NCCL_DEBUG": "INFO",
            "NCCL_DEBUG_SUBSYS": "INIT,GRAPH" if legacy else "INIT,GRAPH,ENV", **cfg["env"]}
-    cmd = [sys.executable, str(child), str(world), str(port), "1" if legacy else "0"]
+    cmd = [sys.executable, str(child), str(world), str(port), "1" if legacy else "0", order]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:
@@ -210,7 +215,7 @@ def run_config(child: Path, cfg: dict[str, Any], world: int, port: int,
     if not legacy:
         rec["env"] = {**NO_MULTICAST, **cfg["env"]}
         rec["command"] = f"{setting} {' '.join(f'{k}={v}' for k, v in NO_MULTICAST.items())} " \
-                         f"python nccl_child.py {world} {port} 0"
+                         f"python nccl_child.py {world} {port} 0 {order}"
         rec["communicators_initialised_per_rank"] = sum(
             "Init COMPLETE" in ln for ln in (out + err).splitlines()) // max(world, 1)
     if code != 0:
@@ -231,6 +236,9 @@ def main() -> int:
                     help="the four configurations and five steps of nccl-2x-h100.json")
     ap.add_argument("--only", default="", help="comma-separated configuration names")
     ap.add_argument("--timeout", type=int, default=200, help="seconds per configuration")
+    ap.add_argument("--order", choices=("a2a-first", "sendrecv-first"), default="a2a-first",
+                    help="after all_gather: reduce_scatter, all_to_all, send/recv (a2a-first) or "
+                         "send/recv, reduce_scatter, all_to_all (sendrecv-first)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     configs = LEGACY_CONFIGS if args.legacy else CONFIGS
@@ -243,16 +251,21 @@ def main() -> int:
                             capture_output=True, text=True).stdout.strip().splitlines()[:1]
     runs = []
     for i, cfg in enumerate(configs):
-        rec = run_config(child, cfg, args.world, 29500 + i, args.legacy, args.timeout)
+        rec = run_config(child, cfg, args.world, 29500 + i, args.legacy, args.timeout,
+                         args.order)
         runs.append(rec)
         print(cfg["name"], rec["exit_code"],
               [r["non_torch_growth_bytes"] for r in rec.get("ranks", [])][:1], flush=True)
         name = next((r["gpu"] for r in runs if r.get("gpu")), "")
         gpu = next((g.lower() for g in ("H100", "H200", "B200") if g in name), "gpu")
         stem = f"nccl-{args.world}x-{gpu}" if args.legacy else f"nccl-matrix-{args.world}x-{gpu}"
+        if args.order != "a2a-first" and not args.legacy:
+            stem += f"-{args.order}"
         command = f"PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT --world {args.world}"
         doc: dict[str, Any] = {
-            "command": command + (" --legacy" if args.legacy else ""),
+            "command": command + (" --legacy" if args.legacy else "")
+            + (f" --order {args.order}" if args.order != "a2a-first" else "")
+            + (f" --only {args.only}" if args.only else ""),
             "nvidia_smi_topo": topo, "runs": runs}
         if not args.legacy:
             doc = {"command": doc["command"], "driver": driver[0] if driver else "",
