@@ -28,7 +28,8 @@ to 0.10.1.1) × the transport: NVLink peer-to-peer (the default here), host shar
 GeForce RTX 4090s) or the network over loopback sockets (``NCCL_P2P_DISABLE=1
 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo``, what ranks on different hosts
 use); and, one at a time, NCCL's buffer size (``NCCL_BUFFSIZE`` 1 MiB against the 4 MiB default)
-and its channel count (``NCCL_MAX_NCHANNELS=2``, ``NCCL_MIN_NCHANNELS=32``). NVLink multicast
+and its channel count (``NCCL_MAX_NCHANNELS=2``, ``NCCL_MIN_NCHANNELS=32``, and
+``NCCL_P2P_NCHANNELS=8`` for the point-to-point operations alone). NVLink multicast
 (NVLS) stays off in every child (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``,
 ``NVSHMEM_DISABLE_NVLS=1``: the lent machines forbid it), so NVLS buffers are not measured. The
 file holds every rank's bytes per step, the NCCL version, torch's, the driver's, NCCL's own log
@@ -72,6 +73,9 @@ CONFIGS: list[dict[str, Any]] = [
     {"name": "shm-cumem-on-buffsize-1m", "env": {**_ON, **_SHM, "NCCL_BUFFSIZE": "1048576"}},
     {"name": "p2p-cumem-on-maxchannels-2", "env": {**_ON, "NCCL_MAX_NCHANNELS": "2"}},
     {"name": "p2p-cumem-on-minchannels-32", "env": {**_ON, "NCCL_MIN_NCHANNELS": "32"}},
+    # the channels of point-to-point operations (all_to_all, send/recv) alone
+    {"name": "p2p-cumem-on-p2p-nchannels-8", "env": {**_ON, "NCCL_P2P_NCHANNELS": "8"}},
+    {"name": "shm-cumem-on-p2p-nchannels-8", "env": {**_ON, **_SHM, "NCCL_P2P_NCHANNELS": "8"}},
 ]
 
 CHILD = r"""
@@ -235,6 +239,7 @@ def main() -> int:
     ap.add_argument("--legacy", action="store_true",
                     help="the four configurations and five steps of nccl-2x-h100.json")
     ap.add_argument("--only", default="", help="comma-separated configuration names")
+    ap.add_argument("--tag", default="", help="a suffix of the file name")
     ap.add_argument("--timeout", type=int, default=200, help="seconds per configuration")
     ap.add_argument("--order", choices=("a2a-first", "sendrecv-first"), default="a2a-first",
                     help="after all_gather: reduce_scatter, all_to_all, send/recv (a2a-first) or "
@@ -261,11 +266,13 @@ def main() -> int:
         stem = f"nccl-{args.world}x-{gpu}" if args.legacy else f"nccl-matrix-{args.world}x-{gpu}"
         if args.order != "a2a-first" and not args.legacy:
             stem += f"-{args.order}"
+        stem += f"-{args.tag}" if args.tag else ""
         command = f"PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT --world {args.world}"
         doc: dict[str, Any] = {
             "command": command + (" --legacy" if args.legacy else "")
             + (f" --order {args.order}" if args.order != "a2a-first" else "")
-            + (f" --only {args.only}" if args.only else ""),
+            + (f" --only {args.only}" if args.only else "")
+            + (f" --tag {args.tag}" if args.tag else ""),
             "nvidia_smi_topo": topo, "runs": runs}
         if not args.legacy:
             doc = {"command": doc["command"], "driver": driver[0] if driver else "",
