@@ -30,7 +30,8 @@ capture_error_mode "thread_local"), every graph kept alive to the end so each ca
 delta; outputs of all but the last graph are dropped, as vLLM keeps only weak references. Per
 case: the ``mem_get_info`` delta (total), the ``memory_reserved`` delta (the pool's tensors), and
 their difference (the driver's part), after capture and again after every graph is replayed
-once; then the last graph is replayed on fresh input and its output checked. NVLink multicast
+once; then the last graph is replayed on fresh input and its output checked. The side stream's
+own cost (``Δ(used − reserved)`` around ``torch.cuda.Stream()``) is recorded apart. NVLink multicast
 stays off in every child (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``,
 ``NVSHMEM_DISABLE_NVLS=1``). Writes ``graph-collectives-<world>x-<gpu>.json`` with the versions,
 ``nvidia-smi topo -m``, NCCL's log lines and this command.
@@ -139,7 +140,12 @@ def worker(rank, world, port, kind, graphs, q):
         (f"{b}x{h}, {n} nodes", (b, h), n, graphs) for b, h in SHAPES for n in NODES]
     keep = []
     rows = []
-    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    before = used(dev)
+    stream = torch.cuda.Stream()  # the capture stream (vLLM's graph_capture makes one too)
+    torch.cuda.synchronize()
+    after = used(dev)
+    info["side_stream_non_torch_bytes"] = (after[0] - after[1]) - (before[0] - before[1])
     for name, shape, n, g_count in cases:
         row = {"case": name, "shape": list(shape), "nodes": n, "graphs": g_count}
         try:
