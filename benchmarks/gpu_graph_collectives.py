@@ -278,6 +278,8 @@ def main() -> int:
             rec = run(child, kind, cumem, args.world, port, args.graphs, args.timeout)
             runs.append(rec)
             for r in rec.get("ranks", [])[:1]:
+                print(f"cumem={cumem} {kind:6} side stream "
+                      f"{r.get('side_stream_non_torch_bytes', 0) / 2**20:.2f} MiB", flush=True)
                 for c in r["cases"]:
                     print(f"cumem={cumem} {kind:6} {c['case']:28} "
                           + (f"total {c['total_bytes'] / 2**20:8.2f} MiB tensors "
