@@ -21,6 +21,10 @@ reduce-scatter), ``all_to_all_single`` (expert parallelism's naive all-to-all),
 parallelism's stage hand-over), first at 1 MiB a rank, then at 128 MiB. After each step every
 rank reads ``torch.cuda.mem_get_info`` and ``memory_reserved``; NCCL's memory is the growth of
 ``used − reserved`` (non-torch) from the step before. Each collective's result is checked.
+``--order sendrecv-first`` runs send/recv before all_to_all (the two share NCCL's peer-to-peer
+connections, so only the first of them shows their cost); ``--order stream-probe`` adds a last
+step, a ``torch.cuda.Stream()``, which shows whether torch's stream pool (~70 MiB the first time
+in a process) was already made inside the steps above, i.e. is part of their figures.
 
 Configurations: NCCL's cuMem allocator on and off (vLLM set ``NCCL_CUMEM_ENABLE=0`` from 0.7.x
 to 0.10.1.1) × the transport: NVLink peer-to-peer (the default here), host shared memory
@@ -167,6 +171,9 @@ def worker(rank, world, port, legacy, order, q):
         step("reduce_scatter_tensor 128 MiB out", lambda: reduce_scatter(big))
         step("all_to_all_single 128 MiB", lambda: all_to_all(big))
         step("batch_isend_irecv 128 MiB", lambda: send_recv(big))
+    if order == "stream-probe":  # is torch's stream pool already made (0) or made now (~70 MiB)?
+        keep = []
+        step("torch.cuda.Stream() at the end", lambda: keep.append(torch.cuda.Stream()) or True)
     q.put({"rank": rank, "ok": all(s[3] for s in steps), "steps": [
         {"after": s, "used_bytes": u, "reserved_bytes": r, "ok": ok, **({"error": e} if e else {})}
         for s, u, r, ok, e in steps]})
@@ -241,9 +248,11 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated configuration names")
     ap.add_argument("--tag", default="", help="a suffix of the file name")
     ap.add_argument("--timeout", type=int, default=200, help="seconds per configuration")
-    ap.add_argument("--order", choices=("a2a-first", "sendrecv-first"), default="a2a-first",
+    ap.add_argument("--order", choices=("a2a-first", "sendrecv-first", "stream-probe"),
+                    default="a2a-first",
                     help="after all_gather: reduce_scatter, all_to_all, send/recv (a2a-first) or "
-                         "send/recv, reduce_scatter, all_to_all (sendrecv-first)")
+                         "send/recv, reduce_scatter, all_to_all (sendrecv-first); stream-probe: "
+                         "a2a-first, then a torch.cuda.Stream() as a last step")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     configs = LEGACY_CONFIGS if args.legacy else CONFIGS
