@@ -24,7 +24,9 @@ rank reads ``torch.cuda.mem_get_info`` and ``memory_reserved``; NCCL's memory is
 ``--order sendrecv-first`` runs send/recv before all_to_all (the two share NCCL's peer-to-peer
 connections, so only the first of them shows their cost); ``--order stream-probe`` adds a last
 step, a ``torch.cuda.Stream()``, which shows whether torch's stream pool (~70 MiB the first time
-in a process) was already made inside the steps above, i.e. is part of their figures.
+in a process) was already made inside the steps above, i.e. is part of their figures;
+``--order stream-first`` makes that pool before ``init_process_group``, so the steps after it
+show NCCL's bytes without it.
 
 Configurations: NCCL's cuMem allocator on and off (vLLM set ``NCCL_CUMEM_ENABLE=0`` from 0.7.x
 to 0.10.1.1) × the transport: NVLink peer-to-peer (the default here), host shared memory
@@ -155,6 +157,9 @@ def worker(rank, world, port, legacy, order, q):
         return bool((out == prv).all())
 
     small, big = MiB // 2, 64 * MiB  # bf16 elements: 1 MiB and 128 MiB a rank
+    keep = []
+    if order == "stream-first":  # torch's stream pool made before NCCL, so not in its figures
+        step("torch.cuda.Stream() before init", lambda: keep.append(torch.cuda.Stream()) or True)
     step("ncclCommInitRank (init_process_group, device_id)", init)
     step("warm-up all_reduce of 1 fp32", lambda: all_reduce(1))
     step("all_reduce 128 MiB bf16", lambda: all_reduce(big))
@@ -172,7 +177,6 @@ def worker(rank, world, port, legacy, order, q):
         step("all_to_all_single 128 MiB", lambda: all_to_all(big))
         step("batch_isend_irecv 128 MiB", lambda: send_recv(big))
     if order == "stream-probe":  # is torch's stream pool already made (0) or made now (~70 MiB)?
-        keep = []
         step("torch.cuda.Stream() at the end", lambda: keep.append(torch.cuda.Stream()) or True)
     q.put({"rank": rank, "ok": all(s[3] for s in steps), "steps": [
         {"after": s, "used_bytes": u, "reserved_bytes": r, "ok": ok, **({"error": e} if e else {})}
@@ -248,11 +252,13 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated configuration names")
     ap.add_argument("--tag", default="", help="a suffix of the file name")
     ap.add_argument("--timeout", type=int, default=200, help="seconds per configuration")
-    ap.add_argument("--order", choices=("a2a-first", "sendrecv-first", "stream-probe"),
+    ap.add_argument("--order",
+                    choices=("a2a-first", "sendrecv-first", "stream-probe", "stream-first"),
                     default="a2a-first",
                     help="after all_gather: reduce_scatter, all_to_all, send/recv (a2a-first) or "
                          "send/recv, reduce_scatter, all_to_all (sendrecv-first); stream-probe: "
-                         "a2a-first, then a torch.cuda.Stream() as a last step")
+                         "a2a-first, then a torch.cuda.Stream() as a last step; stream-first: "
+                         "a torch.cuda.Stream() before init_process_group, then a2a-first")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     configs = LEGACY_CONFIGS if args.legacy else CONFIGS
