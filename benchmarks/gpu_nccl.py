@@ -35,7 +35,7 @@ GeForce RTX 4090s) or the network over loopback sockets (``NCCL_P2P_DISABLE=1
 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo``, what ranks on different hosts
 use); and, one at a time, NCCL's buffer size (``NCCL_BUFFSIZE`` 1 MiB against the 4 MiB default)
 and its channel count (``NCCL_MAX_NCHANNELS=2``, ``NCCL_MIN_NCHANNELS=32``, and
-``NCCL_P2P_NCHANNELS=8`` for the point-to-point operations alone). NVLink multicast
+``NCCL_MAX_P2P_NCHANNELS=8`` for the point-to-point operations alone). NVLink multicast
 (NVLS) stays off in every child (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``,
 ``NVSHMEM_DISABLE_NVLS=1``: the lent machines forbid it), so NVLS buffers are not measured. The
 file holds every rank's bytes per step, the NCCL version, torch's, the driver's, NCCL's own log
@@ -79,9 +79,11 @@ CONFIGS: list[dict[str, Any]] = [
     {"name": "shm-cumem-on-buffsize-1m", "env": {**_ON, **_SHM, "NCCL_BUFFSIZE": "1048576"}},
     {"name": "p2p-cumem-on-maxchannels-2", "env": {**_ON, "NCCL_MAX_NCHANNELS": "2"}},
     {"name": "p2p-cumem-on-minchannels-32", "env": {**_ON, "NCCL_MIN_NCHANNELS": "32"}},
-    # the channels of point-to-point operations (all_to_all, send/recv) alone
-    {"name": "p2p-cumem-on-p2p-nchannels-8", "env": {**_ON, "NCCL_P2P_NCHANNELS": "8"}},
-    {"name": "shm-cumem-on-p2p-nchannels-8", "env": {**_ON, **_SHM, "NCCL_P2P_NCHANNELS": "8"}},
+    # the channels of point-to-point operations (all_to_all, send/recv) alone: NCCL 2.28
+    # src/graph/paths.cc NCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", MAXCHANNELS)
+    {"name": "p2p-cumem-on-max-p2p-nchannels-8", "env": {**_ON, "NCCL_MAX_P2P_NCHANNELS": "8"}},
+    {"name": "shm-cumem-on-max-p2p-nchannels-8",
+     "env": {**_ON, **_SHM, "NCCL_MAX_P2P_NCHANNELS": "8"}},
 ]
 
 CHILD = r"""
