@@ -4,7 +4,7 @@ what an H200 did (driver 580, CUDA 13.0, torch 2.11.0+cu130).
 The caching allocator breaks ties between equal-size free blocks by address
 (``BlockComparatorSize``: stream, size, then pointer), so two segments' order in memory decides
 which one a later request splits. The driver does not document its placement; this model is what
-``benchmarks/alloc_addresses.py`` recorded (tests/data/alloc_golden/alloc-addresses.json.gz, every
+``recorders/alloc_addresses.py`` recorded (tests/data/alloc_golden/alloc-addresses.json.gz, every
 segment of the golden sequences with its address), not a reading of the driver:
 
 - requests are 2 MiB-granular; address space is taken in *chunks* of the request rounded up to

@@ -3,7 +3,7 @@ for the NCCL terms of ``memprof.core.terms.non_torch``.
 
 Run on a machine with two or more GPUs, from the repository root (torch with CUDA)::
 
-    PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_nccl.py --out $OUT
 
 What is run, per configuration, in fresh processes (one per GPU, ``torch.multiprocessing``):
 the CUDA context (a first tensor), then ``torch.distributed.init_process_group("nccl",
@@ -131,7 +131,7 @@ def main() -> int:
     topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
     name = next((r["gpu"] for r in runs if r.get("gpu")), "")
     gpu = next((g.lower() for g in ("H100", "H200", "B200") if g in name), "gpu")
-    doc = {"command": f"PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT --world {args.world}",
+    doc = {"command": f"PYTHONPATH=. python recorders/gpu_nccl.py --out $OUT --world {args.world}",
            "nvidia_smi_topo": topo, "runs": runs}
     (args.out / f"nccl-{args.world}x-{gpu}.json").write_text(json.dumps(doc, indent=1) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in runs) else 1
