@@ -100,3 +100,13 @@ def test_doc_example_runs(command: str, tmp_path: Path, monkeypatch: pytest.Monk
         return
     assert code in (0, 1), (command, err.getvalue())  # 1: the example predicts an OOM
     assert "error:" not in err.getvalue() and out.getvalue()
+
+
+def test_ci_runs_the_readmes_two_set_up_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"## Set up for development.*?```bash\n(.*?)```", readme, flags=re.S)
+    assert m, "the README's set-up block is missing"
+    setup = m.group(1).strip().splitlines()
+    assert len(setup) == 2 and setup[1] == ".venv/bin/python -m pytest"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert all(line in ci for line in setup), "'.ci/run' no longer runs the README's commands"
