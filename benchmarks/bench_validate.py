@@ -2,10 +2,10 @@
 
     PYTHONPATH=. python benchmarks/bench_validate.py [--runs 3] [--baseline-root DIR]
 
-Times the README's two CPU commands, ``memprof validate --device cpu`` and ``memprof validate
---kernel all --device cpu --markdown FILE``, as whole processes: wall time, CPU time (user +
-system) and peak resident memory of each run, from the kernel's accounting of the child
-(``os.wait4``: the numbers ``/usr/bin/time -v`` prints). With ``--baseline-root`` (another
+Times the two CPU commands of docs/commands/validate.md, ``memprof validate --device cpu`` and
+``memprof validate --kernel all --device cpu --markdown FILE``, as whole processes: wall time,
+CPU time (user + system) and peak resident memory of each run, from the kernel's accounting of
+the child (``os.wait4``: the numbers ``/usr/bin/time -v`` prints). With ``--baseline-root`` (another
 checkout, e.g. ``git worktree add /tmp/base <commit>``) the same commands run from that
 checkout too, alternately with this one, so a load that drifts during the runs hits both alike;
 the machine's load average is printed before and after, since on a shared machine it moves every

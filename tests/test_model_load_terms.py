@@ -204,7 +204,7 @@ def test_load_rounding_joins_qkv_parts() -> None:
 
 def test_load_rounding_equals_the_gpu_allocator() -> None:
     # reports/gpu/load-rounding/load-rounding-h200.json: each rank's model-load sequence
-    # allocated with torch 2.11 on an H200 (benchmarks/gpu_load_rounding.py, its command in the
+    # allocated with torch 2.11 on an H200 (recorders/gpu_load_rounding.py, its command in the
     # file); memory_allocated moved by exactly the bytes the term predicts, in all five cases
     # (R1-Distill-14B TP2 at 0.7.2, Qwen3-32B, Llama-3.1-8B, DeepSeek-R1 TP8 rank 0,
     # gpt-oss-120b). Today's term must still predict the measured bytes.

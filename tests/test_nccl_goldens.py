@@ -1,5 +1,5 @@
 """The NCCL and graph-with-collectives goldens of ``reports/gpu/nccl`` (2× H100 NV18, NCCL 2.28.9,
-torch 2.11.0+cu130, from ``benchmarks/gpu_nccl.py`` and ``benchmarks/gpu_graph_collectives.py``):
+torch 2.11.0+cu130, from ``recorders/gpu_nccl.py`` and ``recorders/gpu_graph_collectives.py``):
 each file is whole (every run exited 0, every collective's result checked, both ranks alike), the
 matrix reproduces the older ``nccl-2x-h100.json`` to the byte, and the figures that
 ``reports/gpu/nccl/README.md`` reads off them hold."""

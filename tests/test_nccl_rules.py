@@ -85,7 +85,7 @@ def test_sglang_keeps_nccl_before_its_baseline() -> None:
 
 
 def test_measured_figures_are_the_golden_file() -> None:
-    # reports/gpu/nccl/nccl-2x-h100.json, from `PYTHONPATH=. python benchmarks/gpu_nccl.py
+    # reports/gpu/nccl/nccl-2x-h100.json, from `PYTHONPATH=. python recorders/gpu_nccl.py
     # --out $OUT` on 2× H100 (torch 2.11.0+cu130, NCCL 2.28.9): rank 0's non-torch growth
     doc = json.loads((REPO / "reports/gpu/nccl/nccl-2x-h100.json").read_text())
     runs = {r["config"]: r for r in doc["runs"]}

@@ -1,6 +1,6 @@
 """memprof against published start-up figures (tests/data/published.json, a copy of
 shared/calibration/published.json with sources and quotes). Each test states its tolerance; the
-README keeps the predicted-vs-published table."""
+docs/accuracy.md keeps the predicted-vs-published table."""
 
 import json
 from pathlib import Path

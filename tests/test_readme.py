@@ -1,4 +1,5 @@
-"""Every ``memprof`` command in the README's shell examples runs as written (issue 7)."""
+"""Every ``memprof`` command in the shell examples of the README and of ``docs/`` runs as written
+(issue 7), and each command's page shows that command."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import pytest
 from memprof.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# the examples that build torch tensors (the tracer, the kernels' references): the slow tests
+TORCH = ("memprof trace ", "memprof validate ")
 
 
 def _has_gpu() -> bool:
@@ -24,8 +28,10 @@ def _has_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def page_commands(page: Path) -> list[str]:
+    """The ``memprof`` command lines of the page's ``bash`` blocks (continuations joined,
+    comments and pipes dropped)."""
+    text = page.read_text(encoding="utf-8")
     commands: list[str] = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
@@ -36,17 +42,44 @@ def readme_commands() -> list[str]:
     return commands
 
 
-def test_the_readme_has_examples() -> None:
-    cmds = readme_commands()
-    assert len(cmds) >= 10 and any("gate" in c for c in cmds)
-    for command in ("estimate --gpu H200 -- vllm serve", "sglang.launch_server", "--from-file",
-                    "explain tests/data/logs/", "plan ", "sweep ", "devices", "--gpu auto"):
+def doc_commands() -> list[object]:
+    """Every example once (the first page that shows it), torch's marked slow."""
+    seen: dict[str, Path] = {}
+    for page in PAGES:
+        for command in page_commands(page):
+            seen.setdefault(command, page)
+    return [pytest.param(c, id=f"{p.relative_to(ROOT)}: {c}",
+                         marks=[pytest.mark.slow] if c.startswith(TORCH) else [])
+            for c, p in seen.items()]
+
+
+def test_the_readme_has_a_quick_start() -> None:
+    cmds = page_commands(ROOT / "README.md")
+    assert len(cmds) >= 8
+    for command in ("memprof models", "memprof gpus", "memprof estimate --model", "--format json",
+                    "memprof sweep ", "memprof plan ", "-tp 8"):
         assert any(command in c for c in cmds), command
 
 
-@pytest.mark.parametrize("command", readme_commands())
-def test_readme_example_runs(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                             ) -> None:
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "commands").glob("*.md")),
+                         ids=lambda p: p.name)
+def test_each_command_page_shows_its_command(page: Path) -> None:
+    names = {"models.md": ("models", "gpus")}.get(page.name, (page.stem,))
+    cmds = page_commands(page)
+    for name in names:
+        assert any(c.startswith(f"memprof {name}") for c in cmds), (page.name, name)
+
+
+def test_the_pages_show_what_users_paste() -> None:
+    cmds = [c for page in PAGES for c in page_commands(page)]
+    for command in ("estimate --gpu H200 -- vllm serve", "sglang.launch_server", "--from-file",
+                    "explain tests/data/logs/", "--gpu auto", "gate --update", "--device cuda",
+                    "alloc replay", "versions -m"):
+        assert any(command in c for c in cmds), command
+
+
+@pytest.mark.parametrize("command", doc_commands())
+def test_doc_example_runs(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a scratch copy of the checkout's data, so `memprof gate --update` rewrites a copy
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     shutil.copytree(ROOT / "reports", tmp_path / "reports")
@@ -67,3 +100,13 @@ def test_readme_example_runs(command: str, tmp_path: Path, monkeypatch: pytest.M
         return
     assert code in (0, 1), (command, err.getvalue())  # 1: the example predicts an OOM
     assert "error:" not in err.getvalue() and out.getvalue()
+
+
+def test_ci_runs_the_readmes_two_set_up_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"## Set up for development.*?```bash\n(.*?)```", readme, flags=re.S)
+    assert m, "the README's set-up block is missing"
+    setup = m.group(1).strip().splitlines()
+    assert len(setup) == 2 and setup[1] == ".venv/bin/python -m pytest"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert all(line in ci for line in setup), "'.ci/run' no longer runs the README's commands"

@@ -78,7 +78,7 @@ def test_sort_temporaries_by_path(rows: int, vocab: int, per_elem: int) -> None:
 
 def test_the_sampler_peak_is_the_h100_measurement() -> None:
     """memprof's V0 sampler peak above the bf16 logits (max of the sort and the scatter moment)
-    equals each shape measured by benchmarks/gpu_v0_sampler.py within 8 MiB: memory_allocated
+    equals each shape measured by recorders/gpu_v0_sampler.py within 8 MiB: memory_allocated
     counts whole blocks (a block is not split when ≤ 1 MiB would remain, up to 1 MiB for each of
     the ~8 tensors) and cub's own radix-sort storage is not counted; the largest gap is 7.2 MiB
     (120 rows), 0.8% of that peak."""

@@ -3,7 +3,7 @@
 Three rules, each a list of violations (exit 1 when any):
 
 1. **Layers**: a module imports only modules of its own layer or of the layers below it
-   (``LAYERS``, top first — the layers of the README's "Layout", with the command registry,
+   (``LAYERS``, top first — the layers of docs/architecture.md, with the command registry,
    the budget API and the pytest plugin placed where their imports put them).
 2. **Pure core**: ``memprof.core``, ``memprof.alloc`` and ``memprof.base`` import none of
    ``FORBIDDEN_IN_CORE`` (UI, GPU and data libraries), so the estimator stays fast and runs

@@ -6,7 +6,7 @@ Another GPU's or driver's placement is a new row of ``PROFILES``, not an edit of
 The caching allocator breaks ties between equal-size free blocks by address
 (``BlockComparatorSize``: stream, size, then pointer), so two segments' order in memory decides
 which one a later request splits. The driver does not document its placement; this model is what
-``benchmarks/alloc_addresses.py`` recorded (tests/data/alloc_golden/alloc-addresses.json.gz, every
+``recorders/alloc_addresses.py`` recorded (tests/data/alloc_golden/alloc-addresses.json.gz, every
 segment of the golden sequences with its address), not a reading of the driver:
 
 - requests are granule-sized (2 MiB); address space is taken in *chunks* of the request rounded
@@ -60,7 +60,7 @@ class AddressProfile:
 H200_DRIVER_580 = AddressProfile(
     name="h200-driver580", gpu="NVIDIA H200", driver="580", cuda="13.0",
     torch="2.11.0+cu130",
-    recorded_by="benchmarks/alloc_addresses.py → tests/data/alloc_golden/alloc-addresses.json.gz",
+    recorded_by="recorders/alloc_addresses.py → tests/data/alloc_golden/alloc-addresses.json.gz",
     granule=2 * MiB, chunk=32 * MiB, ceiling_below_arena=414 * MiB, arena_span=96 * MiB,
     arena_free=((0, 2 * MiB), (74 * MiB, 96 * MiB)),
     # 30 MiB above a 32 MiB boundary, so the ceiling (414 MiB below) is chunk-aligned

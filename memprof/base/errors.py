@@ -1,6 +1,6 @@
 """One error hierarchy; the CLI catches it once and maps it to an exit code.
 
-Exit codes (documented in the README):
+Exit codes (documented in docs/exit-codes.md):
   0  fits / nothing regressed
   1  predicted OOM, or a gate regression
   2  bad input (config, layout, flag value, baseline) — one ``error:`` line plus a ``hint:``

@@ -34,7 +34,7 @@ class Component:
     profiled: bool = True  # does the engine's start-up profile see it (is it in the budget)?
     formula: str = ""
     placeholder: bool = False  # a labelled stand-in for a term not modelled yet
-    # where the memory sits relative to the engine's budget (README, "What it models"):
+    # where the memory sits relative to the engine's budget (docs/memory-model.md):
     #   "baseline" — allocated before the engine's baseline snapshot (CUDA context, eager NCCL
     #                init): outside ``requested``, but it must fit beside it at start-up;
     #   "budget"   — inside ``requested`` (weights, profiled activations, graph estimate, KV);

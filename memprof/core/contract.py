@@ -1,7 +1,7 @@
 """The JSON contract (``schema_version`` 1) of an estimate, built here in the core so that the
 gate, the budget API and the pytest plugin read it without going through a renderer; the
-``json`` reporter only serialises it. Sizes are integer bytes; every field is documented in the
-README.
+``json`` reporter only serialises it. Sizes are integer bytes; every field is documented in
+docs/json.md.
 
 ``EstimateReport`` is the one object every reporter renders: the estimate, the remedies that
 were evaluated, and an optional comparison.

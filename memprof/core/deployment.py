@@ -77,7 +77,7 @@ class Deployment:
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
     num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
-    # scratch buffers (memprof/core/scratch.py)
+    # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
     # SGLang (engine="sglang")

@@ -1,7 +1,7 @@
 """The verdict of a rank: ``startup_oom``, ``runtime_oom`` or ``fits``, the components that cause
 it, and the headroom left at run time.
 
-Process memory at run time (README, "What it models"): what is allocated before the engine's
+Process memory at run time (docs/memory-model.md): what is allocated before the engine's
 baseline snapshot (CUDA context, eager NCCL) + the engine's envelope (vLLM: ``requested``, or
 with ``--kv-cache-memory-bytes`` what it budgets plus that KV cache; SGLang: ``mem_fraction_static
 × free before load``) + what it did not budget. Startup checks follow vLLM@52a31cc
@@ -46,7 +46,7 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
              ) -> tuple[Verdict, list[str], int]:
     """startup_oom / runtime_oom / fits, the components that cause it, and the headroom.
 
-    Process memory at run time (README, "What it models"): baseline (context, eager NCCL) + the
+    Process memory at run time (docs/memory-model.md): baseline (context, eager NCCL) + the
     engine's
     envelope (vLLM: requested, or with --kv-cache-memory-bytes what it budgeted plus that KV
     cache; SGLang: mfs × free-before-load) + what it did not budget. The envelope is never taken

@@ -1,6 +1,6 @@
 """The simulator against PyTorch's real allocator: every GPU ground-truth sequence of
 tests/data/alloc_golden/ (each file names the GPU, torch, CUDA and driver it was recorded on and the
-exact ``benchmarks/alloc_groundtruth.py`` command) replayed op by op;
+exact ``recorders/alloc_groundtruth.py`` command) replayed op by op;
 allocated, reserved, inactive_split and the segment count must be identical after every op."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ of sizes rounded by hand from torch's code (``c10/core/AllocatorConfig.cpp``
 ``c10/cuda/CUDACachingAllocator.cpp`` ``round_size`` / ``roundup_power2_next_division``), and
 (3) the divisions torch's own parser kept for each conf of ``ROUNDUP_TABLE_CONFS``, recorded from
 the ``libc10.so`` of torch 2.11.0+cu130 (on the GPU machine) and 2.13.0+cpu (here) by
-``benchmarks/alloc_groundtruth.py --roundup-table``. The GPU goldens of the list form replay in
+``recorders/alloc_groundtruth.py --roundup-table``. The GPU goldens of the list form replay in
 ``tests/alloc/test_alloc_golden.py``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The driver placement model (memprof.alloc.va) against every segment address an H200 gave
-(tests/data/alloc_golden/alloc-addresses.json.gz, ``benchmarks/alloc_addresses.py``): each of
+(tests/data/alloc_golden/alloc-addresses.json.gz, ``recorders/alloc_addresses.py``): each of
 the 930 segments of the six non-expandable sequences is placed where the driver placed it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``memprof validate`` part 2 on an H200 (reports/gpu/validate-part2, made by
-``PYTHONPATH=. python benchmarks/gpu_validate_dsv4.py --out $OUT``; commands, exit codes and
+``PYTHONPATH=. python recorders/gpu_validate_dsv4.py --out $OUT``; commands, exit codes and
 versions in validate-part2-runs.json): the DeepSeek-V4 sparse decode grid, the graph-clean check
 on a real CUDA graph, and the scratch each policy held against the estimate."""
 

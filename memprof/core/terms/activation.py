@@ -59,7 +59,7 @@ SAMPLER_TRITON_BUFFER_ROWS = 132
 # segments → ``segmented_sort_pairs_by_full_sort`` (two int2 (index, segment) buffers and cub's
 # radix-sort storage); 128 or more → ``segmented_sort_pairs`` (int64 reverse indices and cub's
 # storage). Measured on an H100 (torch 2.11.0+cu130; reports/gpu/v0-sampler/, from
-# ``benchmarks/gpu_v0_sampler.py``): the V0 sampler's peak above its bf16 input is 36·R·V at
+# ``recorders/gpu_v0_sampler.py``): the V0 sampler's peak above its bf16 input is 36·R·V at
 # R = 1 and R ≥ 128, 48·R·V at 8 ≤ R ≤ 127 and 30·R·V at V ≤ 4096 (within 7.2 MiB: block rounding
 # and cub's own storage, not counted), i.e. the fp32 copy (4) + values and indices (12) + these
 # temporaries at the sort.

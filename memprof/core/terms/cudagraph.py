@@ -25,7 +25,7 @@ from memprof.core.versions import Rule, value_at
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
 # (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
-# ``benchmarks/gpu_graph_costs.py``: 16 cases of 1-1,000 graphs of 1-64 kernels, least squares,
+# ``recorders/gpu_graph_costs.py``: 16 cases of 1-1,000 graphs of 1-64 kernels, least squares,
 # residuals ≤ 1.6 MiB): the first graph a process instantiates costs ~70 MiB, each further graph
 # ~0.107 MiB, each kernel node in it ~2.26 KiB (elementwise) or ~3.27 KiB (a cuBLAS GEMM).
 # The old model (2 MiB per capture size) was 1.9-3.2× under what `memprof trace` measured.

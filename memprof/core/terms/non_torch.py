@@ -47,7 +47,7 @@ NCCL_FIRST_COLLECTIVE_BYTES = 474 * MiB
 # - The same with NCCL_CUMEM_ENABLE=0 (what vLLM 0.7.x–0.10.1.1 set, ``NCCL_CUMEM``), and over
 #   host shared memory (NCCL_P2P_DISABLE=1: the transport between GPUs without peer access,
 #   GPU.peer_access), cuMem on and off: 2× H100 NV18, NCCL 2.28.9, torch 2.11.0+cu130, driver
-#   580.159.04, every rank alike (reports/gpu/nccl/nccl-2x-h100.json, benchmarks/gpu_nccl.py).
+#   580.159.04, every rank alike (reports/gpu/nccl/nccl-2x-h100.json, recorders/gpu_nccl.py).
 #   (init, first collective) in bytes, by (peer access, cuMem on):
 NCCL_MEASURED: dict[tuple[bool, bool], tuple[int, int]] = {
     (True, True): (NCCL_COMM_INIT_BYTES, NCCL_FIRST_COLLECTIVE_BYTES),

@@ -4,7 +4,7 @@ for the graph rows of ``memprof.core.terms.cudagraph`` at tensor parallelism.
 
 Run on a machine with two or more GPUs, from the repository root (torch with CUDA)::
 
-    PYTHONPATH=. python benchmarks/gpu_graph_collectives.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_graph_collectives.py --out $OUT
 
 One run per (node kind, ``NCCL_CUMEM_ENABLE`` 1 or 0), in fresh processes, one per GPU. Kinds:
 
@@ -20,7 +20,7 @@ One run per (node kind, ``NCCL_CUMEM_ENABLE`` 1 or 0), in fresh processes, one p
 - ``local``: the baseline with no collective, ``torch.add(x, 1.0)`` out of place, one elementwise
   kernel of the same size per node; the process holds a c10d communicator (warmed up) as the
   others do, so only the node differs. This is the node the one-GPU graph model
-  (``benchmarks/gpu_graph_costs.py``) was measured on.
+  (``recorders/gpu_graph_costs.py``) was measured on.
 
 Each run captures, after an eager warm-up of the op at that size, first one graph of one node
 (the first graph a process instantiates), then ``--graphs`` graphs of N ∈ {1, 8, 64} nodes for
@@ -291,7 +291,7 @@ def main() -> int:
                       rec.get("stderr_tail", "")[-800:], flush=True)
             name = next((r["gpu"] for r in runs if r.get("gpu")), "")
             gpu = next((g.lower() for g in ("H100", "H200", "B200") if g in name), "gpu")
-            doc = {"command": f"PYTHONPATH=. python benchmarks/gpu_graph_collectives.py --out $OUT "
+            doc = {"command": f"PYTHONPATH=. python recorders/gpu_graph_collectives.py --out $OUT "
                               f"--world {args.world} --graphs {args.graphs} --kinds {args.kinds} "
                               f"--cumem {args.cumem}" + (f" --tag {args.tag}" if args.tag else ""),
                    "driver": driver[0] if driver else "", "nvidia_smi_topo": topo, "runs": runs}

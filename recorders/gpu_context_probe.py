@@ -4,7 +4,7 @@ for its estimate, frees those graphs, then captures for real).
 
 Run on the GPU machine from the repository root (torch with CUDA, nvidia-ml-py)::
 
-    PYTHONPATH=. python benchmarks/gpu_context_probe.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_context_probe.py --out $OUT
 
 Writes ``context-probe.json``: NVML's used bytes before this process touches the GPU (memory held
 by the driver and by other processes, which ``mem_get_info``'s used = total − free also counts),
@@ -69,7 +69,7 @@ def main() -> int:
     freed = torch.cuda.mem_get_info()[0] - free0
     again, g2, pool2 = capture_one()
     out = {
-        "command": "PYTHONPATH=. python benchmarks/gpu_context_probe.py --out $OUT",
+        "command": "PYTHONPATH=. python recorders/gpu_context_probe.py --out $OUT",
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(),
         "driver": pynvml.nvmlSystemGetDriverVersion(),

@@ -3,7 +3,7 @@
 
 Run on the GPU machine from the repository root (torch with CUDA)::
 
-    PYTHONPATH=. python benchmarks/gpu_v0_sampler.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_v0_sampler.py --out $OUT
 
 What is run: the tensor operations vLLM 0.7.2's ``Sampler.forward`` performs in the profile run
 (``ModelRunner._dummy_run``: every request with ``SamplingParams(top_p=0.99,
@@ -94,7 +94,7 @@ def main() -> None:
         print(rows[-1])
     gpu = torch.cuda.get_device_name(0)
     out = {"gpu": gpu, "torch": torch.__version__,
-           "command": "PYTHONPATH=. python benchmarks/gpu_v0_sampler.py --out $OUT",
+           "command": "PYTHONPATH=. python recorders/gpu_v0_sampler.py --out $OUT",
            "shapes": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     name = "h200" if "H200" in gpu else "h100" if "H100" in gpu else "gpu"

@@ -2,7 +2,7 @@
 
 Run on the GPU machine from the repository root (torch with CUDA; memprof from the tree)::
 
-    PYTHONPATH=. python benchmarks/gpu_load_rounding.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_load_rounding.py --out $OUT
 
 For each deployment, the model-load sequence the term replays (``load_ops``: the rank's weights
 in construction order with each QKV parameter as one tensor, the RoPE cache built from its fp32
@@ -72,7 +72,7 @@ def main() -> int:
                            capture_output=True, text=True, check=True)
     version, gpu = json.loads(probe.stdout)
     result: dict[str, object] = {
-        "command": "PYTHONPATH=. python benchmarks/gpu_load_rounding.py --out $OUT",
+        "command": "PYTHONPATH=. python recorders/gpu_load_rounding.py --out $OUT",
         "torch": version, "gpu": gpu, "cases": {}}
     cases: dict[str, object] = {}
     worst = 0

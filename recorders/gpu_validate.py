@@ -2,7 +2,7 @@
 
 Run on the GPU machine from the repository root (torch with CUDA; memprof from the tree)::
 
-    PYTHONPATH=. python benchmarks/gpu_validate.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_validate.py --out $OUT
 
 1. Parity grid: the MLA and TurboQuant Triton decodes (shared workspace) against their fp32
    references at B ∈ {1, 64, 256}, block sizes 16 and 64, uneven context lengths (1/2 to 1× of
@@ -78,7 +78,7 @@ def main() -> int:
     if not args.skip_grid:
         rows = grid()
         (out / "validate-grid.json").write_text(json.dumps(
-            {**meta, "command": "PYTHONPATH=. python benchmarks/gpu_validate.py --out $OUT",
+            {**meta, "command": "PYTHONPATH=. python recorders/gpu_validate.py --out $OUT",
              "rows": rows, "passed": all(r["passed"] for r in rows)}, indent=1))
     for name, extra in CLI_RUNS.items():
         cmd = [sys.executable, "-m", "memprof", "validate", *extra, "-f", "json"]

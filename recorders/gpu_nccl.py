@@ -4,8 +4,8 @@ for the NCCL terms of ``memprof.core.terms.non_torch``.
 
 Run on a machine with two or more GPUs, from the repository root (torch with CUDA)::
 
-    PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT              # nccl-matrix-2x-<gpu>.json
-    PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT --legacy     # nccl-2x-<gpu>.json
+    PYTHONPATH=. python recorders/gpu_nccl.py --out $OUT              # nccl-matrix-2x-<gpu>.json
+    PYTHONPATH=. python recorders/gpu_nccl.py --out $OUT --legacy     # nccl-2x-<gpu>.json
 
 What is run, per configuration, in fresh processes (one per GPU, ``torch.multiprocessing``):
 the CUDA context (a first tensor), then ``torch.distributed.init_process_group("nccl",
@@ -284,7 +284,7 @@ def main() -> int:
         if args.order != "a2a-first" and not args.legacy:
             stem += f"-{args.order}"
         stem += f"-{args.tag}" if args.tag else ""
-        command = f"PYTHONPATH=. python benchmarks/gpu_nccl.py --out $OUT --world {args.world}"
+        command = f"PYTHONPATH=. python recorders/gpu_nccl.py --out $OUT --world {args.world}"
         doc: dict[str, Any] = {
             "command": command + (" --legacy" if args.legacy else "")
             + (f" --order {args.order}" if args.order != "a2a-first" else "")

@@ -1,6 +1,6 @@
 """Split count × tile sweep of the MLA decode at B=64, as ``memprof validate`` measures it.
 
-    PYTHONPATH=. python benchmarks/mla_split_sweep.py --out $OUT
+    PYTHONPATH=. python recorders/mla_split_sweep.py --out $OUT
 
 Each point is ``validate_mla`` (uneven context lengths, R1 TP8 rank: 16 heads) with the shared
 policy, a fixed split count and tile config; it records the kernel's fraction of the copy
@@ -44,7 +44,7 @@ def main() -> int:
                 rows.append(row)
     (out / "mla-split-sweep.json").write_text(json.dumps(
         {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-         "command": "PYTHONPATH=. python benchmarks/mla_split_sweep.py --out $OUT",
+         "command": "PYTHONPATH=. python recorders/mla_split_sweep.py --out $OUT",
          "rows": rows}, indent=1))
     return 0
 

@@ -1,6 +1,6 @@
 """MLA decode at B=64 (R1 TP8 rank: 16 heads, uneven contexts), timed as the GPU runs it.
 
-    PYTHONPATH=. python benchmarks/mla_graph_sweep.py --out $OUT
+    PYTHONPATH=. python recorders/mla_graph_sweep.py --out $OUT
 
 For each context length, tile config and split count: the decode of
 one layer captured ten times in a CUDA graph and replayed (``_graph_time_ms``), next to the same
@@ -102,7 +102,7 @@ def main() -> int:
         torch.cuda.empty_cache()
     (out / "mla-graph-sweep.json").write_text(json.dumps(
         {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-         "command": "PYTHONPATH=. python benchmarks/mla_graph_sweep.py --out $OUT",
+         "command": "PYTHONPATH=. python recorders/mla_graph_sweep.py --out $OUT",
          "copy_gbps": copy, "sms": num_sms(dev), "batch": BATCH, "heads": HEADS,
          "rows": rows, "kernel_us": profiles}, indent=1))
     return 0

@@ -2,7 +2,7 @@
 
 Run on the GPU machine from the repository root (torch with CUDA; memprof from the tree)::
 
-    PYTHONPATH=. python benchmarks/gpu_trace.py --out $OUT [--only NAME ...]
+    PYTHONPATH=. python recorders/gpu_trace.py --out $OUT [--only NAME ...]
 
 Each deployment runs in a fresh process (``python -m memprof trace --device cuda -f json``) so
 one trace's memory never shows in the next; each writes ``trace-NAME.json`` (the golden file)

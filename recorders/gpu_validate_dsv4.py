@@ -3,7 +3,7 @@ the dsv4 / dp_gather / all CLI runs (graph-clean on a real CUDA graph). At most 
 
 Run on the GPU machine from the repository root (torch with CUDA; memprof from the tree)::
 
-    PYTHONPATH=. python benchmarks/gpu_validate_dsv4.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_validate_dsv4.py --out $OUT
 
 1. ``dsv4-grid.json``: ``sparse_mla_decode`` (Triton) against the fp32 reference for
    DeepSeek-V4-Flash and -Pro at TP 8 and TP 1 (8/16 and 64/128 query heads), B ∈ {1, 32, 128},
@@ -115,7 +115,7 @@ def main() -> int:
     if not args.skip_grid:
         rows = grid()
         (out / "dsv4-grid.json").write_text(json.dumps(
-            {**meta, "command": "PYTHONPATH=. python benchmarks/gpu_validate_dsv4.py --out $OUT",
+            {**meta, "command": "PYTHONPATH=. python recorders/gpu_validate_dsv4.py --out $OUT",
              "context": GRID_CONTEXT, "blocks": GRID_BLOCKS, "rows": rows,
              "passed": all(r["passed"] for r in rows)}, indent=1))
     for name, extra in CLI_RUNS.items():

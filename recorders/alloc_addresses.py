@@ -1,7 +1,7 @@
 """Where the driver puts the caching allocator's segments: the golden op sequences of
 ``tests/data/alloc_golden/`` replayed on the GPU again, this time recording addresses.
 
-    PYTHONPATH=. python benchmarks/alloc_addresses.py --out $OUT
+    PYTHONPATH=. python recorders/alloc_addresses.py --out $OUT
 
 For each config and sequence (a fresh process with ``PYTORCH_CUDA_ALLOC_CONF`` set before torch
 is imported): the ``data_ptr`` of every allocation, and after every op that changed the segment
@@ -66,7 +66,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, object] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-                                 "command": "PYTHONPATH=. python benchmarks/alloc_addresses.py "
+                                 "command": "PYTHONPATH=. python recorders/alloc_addresses.py "
                                  "--out $OUT", "runs": {}}
     for f in sorted(GOLDEN.glob("alloc-golden-*.json")):
         conf = json.loads(f.read_text())["conf"]

@@ -3,8 +3,8 @@ allocator, the allocator's state recorded after every op.
 
 Run on the GPU machine from the repository root::
 
-    PYTHONPATH=. python benchmarks/alloc_groundtruth.py --out $OUT [--confs NAME,NAME]
-    PYTHONPATH=. python benchmarks/alloc_groundtruth.py --roundup-table --out $OUT
+    PYTHONPATH=. python recorders/alloc_groundtruth.py --out $OUT [--confs NAME,NAME]
+    PYTHONPATH=. python recorders/alloc_groundtruth.py --roundup-table --out $OUT
 
 For each allocator config of ``CONFS`` (default; ``expandable_segments:True``;
 ``max_split_size_mb:128,roundup_power2_divisions:4``; three list forms of
@@ -227,7 +227,7 @@ def roundup_table(out: Path) -> None:
     src.unlink()
     exe.unlink()
     head = json.dumps({"torch": torch.__version__, "git_version": torch.version.git_version,
-                       "command": "PYTHONPATH=. python benchmarks/alloc_groundtruth.py "
+                       "command": "PYTHONPATH=. python recorders/alloc_groundtruth.py "
                                   "--roundup-table --out $OUT"})
     body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rows.items())
     (out / f"roundup-table-torch{torch.__version__.split('+')[0]}.json").write_text(
@@ -270,7 +270,7 @@ def main() -> int:
         conf = CONFS[cname]
         flag = "" if names == list(CONFS) else f" --confs {args.confs}"
         doc = {"conf": conf, **where,
-               "command": f"PYTHONPATH=. python benchmarks/alloc_groundtruth.py --out $OUT{flag}",
+               "command": f"PYTHONPATH=. python recorders/alloc_groundtruth.py --out $OUT{flag}",
                "sequences": {}}
         for name in seqs:
             res = tmp / f"{cname}-{name}.json"

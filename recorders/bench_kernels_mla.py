@@ -2,7 +2,7 @@
 
 Run on one H100/H200 (about 3-5 minutes)::
 
-    PYTHONPATH=. python benchmarks/bench_kernels_mla.py --out $OUT
+    PYTHONPATH=. python recorders/bench_kernels_mla.py --out $OUT
 
 Writes ``$OUT/bench_kernels_mla.json`` (every number) and prints a short table last. Steps:
 

@@ -3,7 +3,7 @@ node, and the cuBLAS workspace a capture stream adds to the graph pool.
 
 Run on the GPU machine from the repository root (torch with CUDA)::
 
-    PYTHONPATH=. python benchmarks/gpu_graph_costs.py --out $OUT
+    PYTHONPATH=. python recorders/gpu_graph_costs.py --out $OUT
 
 Each case runs in a fresh process (one case's graphs never show in the next) and measures, around
 the capture of ``graphs`` graphs of ``nodes`` kernels each into one private pool, the device's
@@ -90,7 +90,7 @@ def main() -> int:
     out = Path(args.out or ".")
     out.mkdir(parents=True, exist_ok=True)
     (out / "graph-costs.json").write_text(json.dumps({
-        "command": "PYTHONPATH=. python benchmarks/gpu_graph_costs.py --out $OUT",
+        "command": "PYTHONPATH=. python recorders/gpu_graph_costs.py --out $OUT",
         "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
         "cuda": torch.version.cuda, "cases": rows}, indent=1) + "\n")
     return 0
