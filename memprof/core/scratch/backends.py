@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
 
@@ -143,8 +144,8 @@ def block_size_for(spec: ModelSpec, gpu: GPU, dep: Deployment) -> tuple[int | No
     from memprof.core.versions import value_at
 
     asked = dep.block_size
-    if asked is None or dep.sglang or isinstance(value_at(V0_BLOCK_SIZE, dep.engine_version),
-                                                  int):
+    if (asked is None or not engine_of(dep).selects_attention_backend
+            or isinstance(value_at(V0_BLOCK_SIZE, dep.engine_version), int)):
         return asked, ""
     a = spec.layers[0].attention
     if a.kind == "dsv4":

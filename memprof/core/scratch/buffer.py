@@ -41,7 +41,8 @@ from memprof.core.components import TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.dtypes import dtype_bytes as element_bytes
 from memprof.core.dtypes import short_name
-from memprof.core.engine_defaults import batch_defaults, sglang_defaults
+from memprof.core.engines import engine_of
+from memprof.core.engines.sglang import sglang_defaults
 from memprof.core.models import Layer, ModelSpec
 
 # --- names ---------------------------------------------------------------------------------------
@@ -95,8 +96,8 @@ def dims(ctx: TermContext) -> Dims:
     """The dimensions of ``ctx``'s rank; unresolved deployment defaults follow ``resolve``."""
     spec, dep = ctx.spec, ctx.dep
     a = spec.layers[0].attention
-    mnbt_default, seqs_default = batch_defaults(
-        ctx.gpu, None if dep.sglang else dep.engine_version, dep.entrypoint,
+    mnbt_default, seqs_default = engine_of(dep).batch_defaults(
+        ctx.gpu, dep.engine_version, dep.entrypoint,
         dep.max_model_len or spec.max_position_embeddings or 0)
     seqs = dep.max_num_seqs or seqs_default
     mnbt = dep.max_num_batched_tokens or mnbt_default

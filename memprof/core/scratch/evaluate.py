@@ -11,6 +11,7 @@ from typing import Literal, TypeVar
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
+from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.scratch.backends import default_scratch_policy, resolve_backend
 from memprof.core.scratch.buffer import (
@@ -98,7 +99,7 @@ def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
     if dep.scratch is not None and dep.scratch not in POLICIES:
         raise BadInput(f"unknown --scratch {dep.scratch!r}", hint="per-layer or shared")
     keys: list[str] = []
-    if dep.engine == "sglang":
+    if not engine_of(dep).selects_attention_backend:
         if dep.enable_dp_attention:
             keys.append(SGLANG_DP_ATTENTION)
     else:
