@@ -14,10 +14,13 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
+from memprof.core.attention_backends import BY_NAME as BACKEND_ROWS
 from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
 from memprof.core.engines.base import RankCoord
 from memprof.core.engines.sglang import SGLANG_MAX_PREFILL_TOKENS
 from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTILIZATION
+from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
+from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
 from memprof.core.models.config import derived_max_model_len
 from memprof.core.versions import Rule, resolve_version, value_at
@@ -26,29 +29,9 @@ __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_P
            "Deployment", "RankCoord"]
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
 
-KV_CACHE_DTYPES = (
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp8",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_ds_mla",
-    "turboquant_k8v4",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_3bit_nc",
-)
-# KV-cache dtypes only sparse MLA reads: vLLM's backends that list fp8_ds_mla in
-# ``supported_kv_cache_dtypes`` are the DeepSeek sparse ones (FlashMLASparseBackend,
-# v1/attention/backends/mla/flashmla_sparse.py; the DeepSeek-V4 backends); FlashMLA, CUTLASS MLA
-# and every GQA backend list auto/fp8/fp8_e4m3 at most (mla/flashmla.py, v0.11.0), so the
-# selector finds no backend for any other model.
-SPARSE_MLA_KV_DTYPES = frozenset({"fp8_ds_mla"})
-# SGLang's --kv-cache-dtype has neither vLLM's fp8_ds_mla nor TurboQuant
-# (python/sglang/srt/server_args.py --kv-cache-dtype choices, SGL@d315eb7).
-VLLM_ONLY_KV_DTYPES = frozenset({"fp8_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc",
-                                 "turboquant_k3v4_nc", "turboquant_3bit_nc"})
+# --kv-cache-dtype values: the rows of ``memprof.core.kv_dtypes`` (bytes, scales, the attention
+# kinds and engines that accept each)
+KV_CACHE_DTYPES = KV_DTYPE_NAMES
 ENTRYPOINTS = ("serve", "llm")  # usage contexts OPENAI_API_SERVER and LLM_CLASS
 SCRATCH_POLICIES = ("per-layer", "shared")
 DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
@@ -306,22 +289,22 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.kv_cache_memory_bytes is not None and dep.kv_cache_memory_bytes <= 0:
         raise BadInput(f"--kv-cache-memory-bytes must be positive, got "
                        f"{dep.kv_cache_memory_bytes}", hint="e.g. --kv-cache-memory-bytes 16GiB")
-    if dep.kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise BadInput(f"unknown --kv-cache-dtype {str(dep.kv_cache_dtype)[:40]!r}",
-                       hint="one of: " + ", ".join(KV_CACHE_DTYPES))
-    if dep.sglang and dep.kv_cache_dtype in VLLM_ONLY_KV_DTYPES:
-        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} is vLLM's; SGLang has no such "
-                       "KV-cache dtype", hint="SGLang: auto, fp8_e4m3, fp8_e5m2 or bfloat16")
+    kvd = kv_dtype(dep.kv_cache_dtype)  # an unknown name is BadInput naming the rows
+    engine = engine_of(dep)
+    if engine.name not in kvd.engines:
+        owners = " and ".join(engine_named(n).display for n in NAMES if n in kvd.engines)
+        *rest, last = for_engine(engine.name)
+        raise BadInput(f"--kv-cache-dtype {kvd.name} is {owners}'s; {engine.display} has no such "
+                       f"KV-cache dtype", hint=f"{engine.display}: {', '.join(rest)} or {last}")
     attn0 = spec.layers[0].attention
-    if dep.kv_cache_dtype in SPARSE_MLA_KV_DTYPES and not (
-            attn0.kind == "dsv4" or (attn0.kind == "mla" and attn0.has_indexer)):
-        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} is read only by vLLM's sparse "
-                       f"MLA backends (DeepSeek-V3.2/V4); {spec.name} uses "
-                       f"{'dense MLA' if attn0.kind == 'mla' else attn0.kind.upper()}, for which "
-                       "vLLM finds no backend", hint="use --kv-cache-dtype fp8 (or auto)")
-    if dep.kv_cache_dtype.startswith("turboquant") and attn0.kind != "gqa":
-        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} supports standard attention only "
-                       "(TurboQuantAttentionBackend is not an MLA backend)",
+    if attention_kind(attn0.kind, attn0.has_indexer) not in kvd.kinds:
+        if kvd.forces_backend is None:  # DeepSeek's sparse layouts
+            raise BadInput(f"--kv-cache-dtype {kvd.name} is read only by vLLM's sparse MLA "
+                           f"backends (DeepSeek-V3.2/V4); {spec.name} uses "
+                           f"{'dense MLA' if attn0.kind == 'mla' else attn0.kind.upper()}, for "
+                           "which vLLM finds no backend", hint="use --kv-cache-dtype fp8 (or auto)")
+        raise BadInput(f"--kv-cache-dtype {kvd.name} supports standard attention only "
+                       f"({BACKEND_ROWS[kvd.forces_backend].vllm_class} is not an MLA backend)",
                        hint=f"{spec.name} uses {attn0.kind.upper()}; use fp8")
     choices = (engine_of(dep).block_size_choices(dep.engine_version)
                if dep.block_size is not None else None)

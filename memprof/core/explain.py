@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
+from memprof.core import kv_dtypes
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, estimate
@@ -163,8 +164,8 @@ def hypotheses(e: Estimate, given: set[str]) -> list[tuple[str, dict[str, object
     if engine.budget_by_utilization and "gpu_memory_utilization" not in given:
         out.append((f"gpu_memory_utilization {OLD_UTILISATION} (vLLM's default before #38284)",
                     {"gpu_memory_utilization": OLD_UTILISATION}))
-    if dep.kv_cache_dtype == "auto" and "kv_cache_dtype" not in given:
-        out.append(("an fp8 KV cache", {"kv_cache_dtype": "fp8"}))
+    if dep.kv_cache_dtype == kv_dtypes.DEFAULT and "kv_cache_dtype" not in given:
+        out.append(("an fp8 KV cache", {"kv_cache_dtype": kv_dtypes.FP8}))
     if "enforce_eager" not in given:
         out.append(("eager mode (no CUDA graphs)" if not dep.enforce_eager else "CUDA graphs on",
                     {"enforce_eager": not dep.enforce_eager}))

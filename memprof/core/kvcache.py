@@ -16,6 +16,9 @@ from dataclasses import dataclass, replace
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
+from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
+from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
+from memprof.core.kv_dtypes import ROWS as KV_DTYPE_ROWS
 from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
@@ -114,13 +117,8 @@ LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
          applies_to="sliding"),
 )
 
-TURBOQUANT = {
-    # preset: (key bits, value bits, key is fp8)  — vLLM@52a31cc; keys fp8 when key bits == 8
-    "turboquant_k8v4": (8, 4, True),
-    "turboquant_4bit_nc": (4, 4, False),
-    "turboquant_k3v4_nc": (3, 4, False),
-    "turboquant_3bit_nc": (3, 3, False),
-}
+# preset: (key bits, value bits, key is fp8): the ``tq_bits`` of the kv_dtypes rows
+TURBOQUANT = {r.name: r.tq_bits for r in KV_DTYPE_ROWS if r.tq_bits is not None}
 TQ_BOUNDARY_LAYERS = 2  # get_boundary_skip_layers(n=2): first 2 and last 2 stay in model dtype
 
 # DeepSeek-V4 (vLLM @023da1fc flashmla_sparse / fp8_ds_mla slot; vLLM @023da1fc DeepSeek-V4 KV
@@ -208,11 +206,8 @@ class KVPlan:
 
 
 def kv_dtype_bytes(kv_dtype: str, model_dtype: str) -> int:
-    if kv_dtype in ("auto", "bfloat16", "float16"):
-        return 4 if model_dtype == "float32" else 2
-    if kv_dtype.startswith("fp8"):
-        return 1
-    raise BadInput(f"--kv-cache-dtype {kv_dtype} does not apply here", hint="auto or fp8")
+    """Bytes of one cached element (the row's ``element_bytes``)."""
+    return KV_DTYPES[kv_dtype].element_bytes(model_dtype)
 
 
 def tq_slot_bytes(preset: str, head_dim: int) -> int:
@@ -245,12 +240,13 @@ def default_block_size(spec: ModelSpec, arch: str, version: str | None = None) -
 def _gqa_layer(a: Attention, tp: int, kv_dtype: str, model_dtype: str, block: int,
                tq_boundary: bool) -> KVLayerSpec:
     kv_local = max(1, a.num_kv_heads // tp)
-    if kv_dtype.startswith("turboquant") and not tq_boundary:
+    row = KV_DTYPES[kv_dtype]
+    if row.turboquant and not tq_boundary:
         slot = tq_slot_bytes(kv_dtype, a.head_dim)
         page = block * kv_local * slot
         formula = f"{kv_local} KV head(s) × {slot} B TurboQuant slot"
     else:
-        s = kv_dtype_bytes("auto" if kv_dtype.startswith("turboquant") else kv_dtype, model_dtype)
+        s = kv_dtype_bytes(DEFAULT_KV_DTYPE if row.turboquant else kv_dtype, model_dtype)
         page = block * kv_local * (a.head_dim + a.v_head_dim) * s
         formula = f"{kv_local} KV head(s) × ({a.head_dim}+{a.v_head_dim}) × {s} B"
         if tq_boundary:
@@ -269,7 +265,8 @@ def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int,
     ``align``: one token's entry padded to a multiple of that many bytes (V0,
     ``V0_MLA_ENTRY_ALIGN``)."""
     dim = a.kv_lora_rank + a.qk_rope_head_dim
-    if kv_dtype == "fp8_ds_mla" or (a.has_indexer and kv_dtype.startswith("fp8")):
+    row = KV_DTYPES[kv_dtype]
+    if row.storage == "fp8_ds_mla" or (a.has_indexer and row.quantized_fp8):
         if not a.has_indexer:
             raise BadInput("--kv-cache-dtype fp8_ds_mla needs DeepSeek-V3.2 sparse MLA",
                            hint="use fp8 for DeepSeek V3/R1")
@@ -293,9 +290,10 @@ def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int,
 
 def _dsv4_layer(a: Attention, kv_dtype: str) -> list[KVLayerSpec]:
     """DeepSeek-V4 caches of one layer (vLLM @023da1fc DeepSeek-V4 KV specs)."""
-    if kv_dtype in ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla"):
+    layout = KV_DTYPES[kv_dtype].dsv4_slot
+    if layout == "fp8":
         slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
-    elif kv_dtype == "bfloat16":
+    elif layout == "bf16":
         slot, align = DSV4_SLOT_BF16, 0
     else:
         raise BadInput(f"--kv-cache-dtype {kv_dtype} is not supported for DeepSeek-V4",
@@ -376,7 +374,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     kv = dep.kv_cache_dtype
     block = dep.block_size or default_block_size(spec, arch, dep.engine_version)
     align = int(value_at(V0_MLA_ENTRY_ALIGN, dep.engine_version, 0))  # type: ignore[call-overload]
-    if kv.startswith("turboquant") and kind != "gqa":
+    if KV_DTYPES[kv].turboquant and kind != "gqa":
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.upper()}; use fp8")
     flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
@@ -395,7 +393,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     made: dict[tuple[int, bool], list[KVLayerSpec]] = {}  # one spec per (attention, boundary)
     for layer in layers:
         a = layer.attention
-        boundary = kind == "gqa" and kv.startswith("turboquant") and (
+        boundary = kind == "gqa" and KV_DTYPES[kv].turboquant and (
             layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS)
         key = (id(a), boundary)
         if key not in made:

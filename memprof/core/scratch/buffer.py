@@ -43,6 +43,7 @@ from memprof.core.dtypes import dtype_bytes as element_bytes
 from memprof.core.dtypes import short_name
 from memprof.core.engines import engine_of
 from memprof.core.engines.sglang import sglang_defaults
+from memprof.core.kv_dtypes import kv_dtype
 from memprof.core.models import Layer, ModelSpec
 
 # --- names ---------------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def dims(ctx: TermContext) -> Dims:
         num_gpu_blocks=ctx.num_gpu_blocks,
         model_bytes=element_bytes(ctx.model_dtype),
         model_dtype=short_name(ctx.model_dtype),
-        kv_quantized=dep.kv_cache_dtype.startswith("fp8"),
+        kv_quantized=kv_dtype(dep.kv_cache_dtype).quantized_fp8,
         window=a.sliding_window or AITER_SWA_TOPK,
         index_topk=a.index_topk,
         dp=dep.dp,
