@@ -37,6 +37,9 @@ class AttentionBackend:
     vendor_why: str = ""  # the refusal on another vendor's GPU ({name} for the backend)
     archs: tuple[str, ...] = ()  # architecture prefixes it runs on (): every one of its vendor
     arch_why: str = ""  # the refusal on another architecture ({gpu}, {arch})
+    # dense MLA only on these architecture prefixes when narrower than ``archs`` (FlashMLA)
+    dense_archs: tuple[str, ...] = ()
+    dense_why: str = ""
     kv_dtypes: frozenset[str] = frozenset()  # the KV dtypes it reads (documentation)
     # block sizes: kept as given when a multiple of ``keeps_multiple_of`` (or in ``keeps_also``),
     # else vLLM forces ``forces`` (MLA); ``forces`` None: vLLM finds no common kernel block size
@@ -91,16 +94,20 @@ ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="flashmla", kinds=frozenset({MLA, SPARSE_MLA, DSV4}), vendor="nvidia",
         vendor_why=_NVIDIA_WHY, archs=("sm90", "sm10"),
-        arch_why="FlashMLA needs SM90 or SM100, {gpu} is {arch}", kv_dtypes=_SPARSE_KV,
+        arch_why="FlashMLA needs SM90 or SM100, {gpu} is {arch}", dense_archs=("sm90",),
+        dense_why="FlashMLA runs dense MLA on Hopper (SM90) only, {gpu} is {arch}; on SM100 "
+        "only DeepSeek's sparse MLA", kv_dtypes=_SPARSE_KV,
         keeps_multiple_of=64, forces=64, sparse_block=64, default_block=64,
         default_for=((MLA, "sm90"), (MLA, "unknown"), (SPARSE_MLA, "nvidia"),
                      (DSV4, "nvidia")),
         display="FlashMLA",
         source="platforms/cuda.py check_and_update_config (v0.11.0, and vLLM@002db495): "
         "block_size None → 16, then 'Forcing kv cache block size to 64 for FlashMLA backend' "
-        "when block_size % 64 (on every GPU FlashMLA runs on, SM100 included), 64 exactly for "
-        "sparse MLA; v1/attention/backends/mla/flashmla.py (vLLM@01b1d340): "
-        "get_supported_kernel_block_sizes [64], supports_compute_capability major 9 or 10"),
+        "when block_size % 64 (gated on is_flashmla_dense_supported), 64 exactly for sparse "
+        "MLA; v1/attention/ops/flashmla.py (vLLM@055e47c2) is_flashmla_dense_supported: 'FlashMLA "
+        "Dense is only supported on Hopper devices.', is_flashmla_sparse_supported: Hopper and "
+        "Blackwell DC; v1/attention/backends/mla/flashmla.py (vLLM@01b1d340) "
+        "supports_combination returns that reason, get_supported_kernel_block_sizes [64]"),
     AttentionBackend(
         name="triton_mla", kinds=frozenset({MLA}), vendor=None, kv_dtypes=_MLA_KV,
         default_block=64, default_for=((MLA, "nvidia"), (MLA, "rocm")),
@@ -164,21 +171,26 @@ def default_for(kind: str, arch: str, rocm: bool) -> AttentionBackend:
 
 
 def chosen(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
-           asked: str | None) -> AttentionBackend:
-    """The backend a validated deployment runs (no checks: ``scratch.backends.resolve_backend``
-    refuses what vLLM refuses before any of this is read)."""
+           asked: str | None) -> AttentionBackend | None:
+    """The backend a deployment runs, without checks (``scratch.backends.resolve_backend``
+    refuses what vLLM refuses): the one asked for (None for a name no row has), the one the KV
+    dtype forces, or the default."""
     if asked is not None:
-        return BY_NAME[asked.strip().lower()]
+        return BY_NAME.get(asked.strip().lower())
     forced = KV_BY_NAME[kv_cache_dtype].forces_backend
     return BY_NAME[forced] if forced is not None else default_for(kind, arch, rocm)
 
 
-def arch_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool) -> str | None:
-    """Why ``row`` cannot run on the GPU (None: it can, or the architecture is unknown)."""
+def arch_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,
+                 kind: str = MLA) -> str | None:
+    """Why ``row`` cannot run ``kind`` attention on the GPU (None: it can, or the architecture
+    is unknown)."""
     if arch == "unknown":
         return None
     if row.vendor is not None and row.vendor != ("amd" if rocm else "nvidia"):
         return row.vendor_why.format(name=row.name)
     if row.archs and not any(arch.startswith(a) for a in row.archs):
         return row.arch_why.format(gpu=gpu_name, arch=arch)
+    if kind == MLA and row.dense_archs and not any(arch.startswith(a) for a in row.dense_archs):
+        return row.dense_why.format(gpu=gpu_name, arch=arch)
     return None

@@ -15,10 +15,13 @@ from dataclasses import dataclass, replace
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv, round_up
+from memprof.core.attention_backends import AttentionBackend, chosen
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, pp_layer_split
+from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
 from memprof.core.kv_dtypes import ROWS as KV_DTYPE_ROWS
+from memprof.core.kv_dtypes import attention_kind
 from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
@@ -219,12 +222,16 @@ def tq_slot_bytes(preset: str, head_dim: int) -> int:
     return slot + slot % 2
 
 
-def default_block_size(spec: ModelSpec, arch: str, version: str | None = None) -> int:
+def default_block_size(spec: ModelSpec, arch: str, version: str | None = None,
+                       backend: AttentionBackend | None = None) -> int:
     """The block size vLLM picks when ``--block-size`` is not given.
 
-    MLA backends require their own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (the SM100
-    default); DeepSeek-V4 uses 256-token logical blocks; everything else 16
-    (``CacheConfig.DEFAULT_BLOCK_SIZE``). The V0 engine (before 0.8.0, ``V0_BLOCK_SIZE``): 16.
+    MLA: the block vLLM forces for the backend that runs (its row's ``default_block``: vLLM
+    starts from 16 and platforms/cuda.py ``check_and_update_config`` forces FlashMLA 64, CUTLASS
+    MLA 128, FlashInfer MLA 64, sparse MLA 64 — whatever the GPU); a backend without one (and
+    ``backend`` None) keeps memprof's rule by GPU, 128 on SM100 and 64 elsewhere. DeepSeek-V4
+    uses 256-token logical blocks; everything else 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``). The
+    V0 engine (before 0.8.0, ``V0_BLOCK_SIZE``): 16.
     """
     v0 = value_at(V0_BLOCK_SIZE, version)
     if isinstance(v0, int):
@@ -233,6 +240,10 @@ def default_block_size(spec: ModelSpec, arch: str, version: str | None = None) -
     if kind == "dsv4":
         return DSV4_BLOCK
     if kind == "mla":
+        if backend is not None and spec.layers[0].attention.has_indexer and backend.sparse_block:
+            return backend.sparse_block
+        if backend is not None and backend.default_block:
+            return backend.default_block
         return 128 if arch.startswith("sm10") else 64
     return DEFAULT_BLOCK_SIZE
 
@@ -366,13 +377,24 @@ def rank_layer_kinds(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list
     return list(hit[1])
 
 
+def _backend(spec: ModelSpec, dep: Deployment, arch: str) -> AttentionBackend | None:
+    """The attention backend row of a validated deployment (None: the engine does not select
+    vLLM's backends)."""
+    if not engine_of(dep).selects_attention_backend:
+        return None
+    a = spec.layers[0].attention
+    return chosen(attention_kind(a.kind, a.has_indexer), arch, arch.startswith("gfx"),
+                  dep.kv_cache_dtype, dep.attention_backend)
+
+
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,
             arch: str = "sm90") -> KVPlan:
     """The KV layout of one rank."""
     layers = rank_layers(spec, dep, coord)
     kind = spec.layers[0].attention.kind
     kv = dep.kv_cache_dtype
-    block = dep.block_size or default_block_size(spec, arch, dep.engine_version)
+    block = dep.block_size or default_block_size(spec, arch, dep.engine_version,
+                                                 _backend(spec, dep, arch))
     align = int(value_at(V0_MLA_ENTRY_ALIGN, dep.engine_version, 0))  # type: ignore[call-overload]
     if KV_DTYPES[kv].turboquant and kind != "gqa":
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",

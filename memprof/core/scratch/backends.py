@@ -87,7 +87,7 @@ def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
         raise BadInput(f"--attention-backend {row.name} does not run DeepSeek sparse attention",
                        hint="one of: " + ", ".join(sorted(r.name for r in ROWS
                                                           if row_kind in r.kinds)))
-    why = arch_refusal(row, gpu.name, gpu.arch, gpu.is_rocm)
+    why = arch_refusal(row, gpu.name, gpu.arch, gpu.is_rocm, row_kind)
     if why:
         raise BadInput(f"--attention-backend {row.name} on {gpu.name}: {why}",
                        hint="use " + default_backend(spec, gpu, kv) + " (the default)")
