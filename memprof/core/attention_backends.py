@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core.kv_dtypes import BY_NAME as KV_BY_NAME
-from memprof.core.kv_dtypes import DSV4, GQA, MLA, SPARSE_MLA
+from memprof.core.kv_dtypes import DS_MLA_SLOT, DSV4, GQA, MLA, SPARSE_MLA
 from memprof.core.kv_dtypes import ROWS as KV_ROWS
 
 _MLA_KV = frozenset({"auto", "fp8", "fp8_e4m3", "bfloat16", "float16"})
 _SPARSE_KV = frozenset({*_MLA_KV, "fp8_ds_mla"})
-_GQA_KV = frozenset(r.name for r in KV_ROWS if not r.turboquant and r.storage != "fp8_ds_mla")
+_GQA_KV = frozenset(r.name for r in KV_ROWS if not r.turboquant and r.storage != DS_MLA_SLOT)
 _TQ_KV = frozenset(r.name for r in KV_ROWS if r.turboquant)
 
 

@@ -22,6 +22,8 @@ from memprof.base.errors import BadInput
 # (V3.2 indexer: an MLA layer with an indexer), DeepSeek-V4
 GQA, MLA, SPARSE_MLA, DSV4 = "gqa", "mla", "sparse_mla", "dsv4"
 _ALL_KINDS = frozenset({GQA, MLA, SPARSE_MLA, DSV4})
+# storage layouts (``KVDtype.storage``)
+MODEL_WIDTH, FP8_ELEMENT, DS_MLA_SLOT, TURBOQUANT = "model", "fp8", "fp8_ds_mla", "turboquant"
 _BOTH = frozenset({"vllm", "sglang"})
 _VLLM = frozenset({"vllm"})
 
@@ -47,15 +49,15 @@ class KVDtype:
     @property
     def quantized_fp8(self) -> bool:
         """Stored as fp8 (one byte per element, or DeepSeek's fp8 slot)."""
-        return self.storage in ("fp8", "fp8_ds_mla")
+        return self.storage in (FP8_ELEMENT, DS_MLA_SLOT)
 
     @property
     def turboquant(self) -> bool:
-        return self.storage == "turboquant"
+        return self.storage == TURBOQUANT
 
     def element_bytes(self, model_dtype: str) -> int:
         """Bytes of one cached element (``BadInput`` for a packed layout, which has none)."""
-        if self.storage == "model":
+        if self.storage == MODEL_WIDTH:
             return 4 if model_dtype == "float32" else 2
         if self.quantized_fp8:
             return 1
@@ -69,39 +71,39 @@ _FP8_SOURCE = ("vllm/config/cache.py CacheDType (v0.11.0); per-tensor k_scale/v_
                "(mla/flashmla.py, v0.11.0)")
 
 ROWS: tuple[KVDtype, ...] = (
-    KVDtype(name="auto", storage="model", scales="", kinds=_ALL_KINDS, engines=_BOTH,
+    KVDtype(name="auto", storage=MODEL_WIDTH, scales="", kinds=_ALL_KINDS, engines=_BOTH,
             dsv4_slot="fp8",
             source="the model dtype (CacheConfig.cache_dtype 'auto'); DeepSeek-V4's default "
             "cache is the fp8_ds_mla slot (vLLM @023da1fc DeepSeek-V4 KV specs)"),
-    KVDtype(name="bfloat16", storage="model", scales="", kinds=_ALL_KINDS, engines=_BOTH,
+    KVDtype(name="bfloat16", storage=MODEL_WIDTH, scales="", kinds=_ALL_KINDS, engines=_BOTH,
             dsv4_slot="bf16", source="vllm/config/cache.py CacheDType; DeepSeek-V4 SM100 "
             "FlashInfer path: plain bf16 rows of 512 (vLLM @023da1fc)"),
-    KVDtype(name="float16", storage="model", scales="", kinds=_ALL_KINDS, engines=_BOTH,
+    KVDtype(name="float16", storage=MODEL_WIDTH, scales="", kinds=_ALL_KINDS, engines=_BOTH,
             source="vllm/config/cache.py CacheDType"),
-    KVDtype(name="fp8", storage="fp8", scales="per-tensor k_scale / v_scale",
+    KVDtype(name="fp8", storage=FP8_ELEMENT, scales="per-tensor k_scale / v_scale",
             kinds=_ALL_KINDS, engines=_BOTH, dsv4_slot="fp8", source=_FP8_SOURCE),
-    KVDtype(name="fp8_e4m3", storage="fp8", scales="per-tensor k_scale / v_scale",
+    KVDtype(name="fp8_e4m3", storage=FP8_ELEMENT, scales="per-tensor k_scale / v_scale",
             kinds=_ALL_KINDS, engines=_BOTH, dsv4_slot="fp8", source=_FP8_SOURCE),
-    KVDtype(name="fp8_e5m2", storage="fp8", scales="none (e5m2 is cast, not scaled)",
+    KVDtype(name="fp8_e5m2", storage=FP8_ELEMENT, scales="none (e5m2 is cast, not scaled)",
             kinds=_ALL_KINDS, engines=_BOTH, source=_FP8_SOURCE),
-    KVDtype(name="fp8_ds_mla", storage="fp8_ds_mla",
+    KVDtype(name="fp8_ds_mla", storage=DS_MLA_SLOT,
             scales="fp32 scale per 128 values inside the slot", kinds=frozenset({SPARSE_MLA,
                                                                                DSV4}),
             engines=_VLLM, dsv4_slot="fp8",
             source="backends listing fp8_ds_mla in supported_kv_cache_dtypes: FlashMLASparse"
             "Backend (v1/attention/backends/mla/flashmla_sparse.py), the DeepSeek-V4 backends"),
-    KVDtype(name="turboquant_k8v4", storage="turboquant",
+    KVDtype(name="turboquant_k8v4", storage=TURBOQUANT,
             scales="fp16 scale + zero per value vector", kinds=frozenset({GQA}), engines=_VLLM,
             forces_backend="turboquant", tq_bits=(8, 4, True), source=_TQ_SOURCE),
-    KVDtype(name="turboquant_4bit_nc", storage="turboquant",
+    KVDtype(name="turboquant_4bit_nc", storage=TURBOQUANT,
             scales="fp16 key norm; fp16 scale + zero per value vector", kinds=frozenset({GQA}),
             engines=_VLLM, forces_backend="turboquant", tq_bits=(4, 4, False),
             source=_TQ_SOURCE),
-    KVDtype(name="turboquant_k3v4_nc", storage="turboquant",
+    KVDtype(name="turboquant_k3v4_nc", storage=TURBOQUANT,
             scales="fp16 key norm; fp16 scale + zero per value vector", kinds=frozenset({GQA}),
             engines=_VLLM, forces_backend="turboquant", tq_bits=(3, 4, False),
             source=_TQ_SOURCE),
-    KVDtype(name="turboquant_3bit_nc", storage="turboquant",
+    KVDtype(name="turboquant_3bit_nc", storage=TURBOQUANT,
             scales="fp16 key norm; fp16 scale + zero per value vector", kinds=frozenset({GQA}),
             engines=_VLLM, forces_backend="turboquant", tq_bits=(3, 3, False),
             source=_TQ_SOURCE),

@@ -20,8 +20,8 @@ from memprof.core.deployment import DEFAULT_BLOCK_SIZE, Deployment, RankCoord, p
 from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
+from memprof.core.kv_dtypes import DS_MLA_SLOT, attention_kind
 from memprof.core.kv_dtypes import ROWS as KV_DTYPE_ROWS
-from memprof.core.kv_dtypes import attention_kind
 from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
@@ -277,7 +277,7 @@ def _mla_layer(a: Attention, kv_dtype: str, model_dtype: str, block: int,
     ``V0_MLA_ENTRY_ALIGN``)."""
     dim = a.kv_lora_rank + a.qk_rope_head_dim
     row = KV_DTYPES[kv_dtype]
-    if row.storage == "fp8_ds_mla" or (a.has_indexer and row.quantized_fp8):
+    if row.storage == DS_MLA_SLOT or (a.has_indexer and row.quantized_fp8):
         if not a.has_indexer:
             raise BadInput("--kv-cache-dtype fp8_ds_mla needs DeepSeek-V3.2 sparse MLA",
                            hint="use fp8 for DeepSeek V3/R1")
