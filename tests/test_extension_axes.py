@@ -32,12 +32,10 @@ ALLOWED: dict[str, str] = {
     "memprof/core/models/config.py": "[families] derived_max_model_len follows each engine's "
                                      "own rule (vLLM _get_and_verify_max_len, SGLang "
                                      "get_context_length)",
-    "memprof/core/terms/activation.py": "[families] V0 sampler rule asked for engine 'vllm'",
     "memprof/core/terms/dsv4_init_buffers.py": "[families] no DeepSeek-V4 init buffers under "
                                                "SGLang (dep.sglang)",
     "memprof/core/terms/rope_cache.py": "[families] SGLang's RoPE cache (dep.sglang)",
     "memprof/report/estimate_rows.py": "[report] the budget line's wording per engine",
-    "memprof/report/versions.py": "[report] the engine's display name (engine_of(d).display)",
     "memprof/commands/plan.py": "[cli] plan's entry-point and DP checks per engine",
     "memprof/probes/log_deployment.py": "[probes] a start-up log says which engine wrote it; "
                                         "its budget lines differ by engine",

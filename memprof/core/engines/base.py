@@ -198,9 +198,10 @@ class Engine:
 
     # --- flags and notes --------------------------------------------------------------------------
 
-    def check(self, dep: DeploymentView) -> None:
-        """The engine's own refusals (``BadInput`` / ``LayoutError``), after the common checks of
-        ``deployment.validate`` that precede them."""
+    def scratch_keys(self, dep: DeploymentView) -> tuple[str, ...]:
+        """Catalog keys of the engine's own scratch buffers (besides the attention backend's,
+        when it selects vLLM's backends)."""
+        return ()
 
     def check_layout(self, dep: DeploymentView) -> None:
         """The engine's refusals of a parallel layout (after the settings checks)."""

@@ -31,6 +31,8 @@ from memprof.core.gpus import GPU
 # --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
 # ``max_prefill_tokens: int = 16384`` and ``_handle_gpu_memory_settings``).
 SGLANG_MAX_PREFILL_TOKENS = 16384
+# the scratch catalog's key of the --enable-dp-attention gathered buffer (scratch/sglang_dp.py)
+DP_ATTENTION_SCRATCH = "sglang_dp_attention"
 
 
 def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
@@ -164,6 +166,9 @@ class SGLang(Engine):
         return loaded_at_start(c)
 
     # --- flags and notes ----------------------------------------------------------------------
+
+    def scratch_keys(self, dep: DeploymentView) -> tuple[str, ...]:
+        return (DP_ATTENTION_SCRATCH,) if dep.enable_dp_attention else ()
 
     def check_layout(self, dep: DeploymentView) -> None:
         if dep.enable_dp_attention and dep.tp % dep.dp:

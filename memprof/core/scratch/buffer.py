@@ -42,7 +42,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.dtypes import dtype_bytes as element_bytes
 from memprof.core.dtypes import short_name
 from memprof.core.engines import engine_of
-from memprof.core.engines.sglang import sglang_defaults
+from memprof.core.engines.sglang import DP_ATTENTION_SCRATCH, sglang_defaults
 from memprof.core.kv_dtypes import kv_dtype
 from memprof.core.models import Layer, ModelSpec
 
@@ -52,7 +52,7 @@ LIFETIMES = ("per_layer_registered", "per_layer_lazy", "per_step", "shared_works
 POLICIES = ("per-layer", "shared")
 
 # Catalog keys that are not attention backends.
-SGLANG_DP_ATTENTION = "sglang_dp_attention"  # SGLang --enable-dp-attention gathered buffer
+SGLANG_DP_ATTENTION = DP_ATTENTION_SCRATCH  # SGLang --enable-dp-attention gathered buffer
 DEEPSEEK_V4 = "deepseek_v4"  # buffers every DeepSeek-V4 deployment has, whatever the backend
 
 # --- constants (each with its source) -------------------------------------------------------------
