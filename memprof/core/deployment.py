@@ -73,8 +73,8 @@ class Deployment:
 
     @property
     def sglang(self) -> bool:
-        """Kept for the modules outside ``core/`` that still ask (tests/test_extension_axes.py
-        lists them); new code asks ``engines.engine_of(dep)``."""
+        """Kept for the modules that still ask (the allow-list of tests/test_extension_axes.py
+        names them); new code asks ``engines.engine_of(dep)``."""
         return engine_of(self) is ENGINES["sglang"]
 
     @property

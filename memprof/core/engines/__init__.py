@@ -21,9 +21,3 @@ def engine_named(name: str) -> Engine:
 
 def engine_of(dep: DeploymentView) -> Engine:
     return ENGINES[dep.engine]
-
-
-def display_name(name: str) -> str:
-    """How messages name the engine ("vLLM"); an unknown name as given."""
-    e = ENGINES.get(name)
-    return e.display if e is not None else name

@@ -8,16 +8,12 @@ from memprof.core.attention_backends import BY_NAME, NAMES, ROWS, arch_refusal, 
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
-from memprof.core.kv_dtypes import DSV4, GQA, MLA, SPARSE_MLA, attention_kind, kv_dtype
+from memprof.core.kv_dtypes import DSV4, GQA, MLA, attention_kind, kv_dtype
 from memprof.core.kv_dtypes import ROWS as KV_ROWS
 from memprof.core.models import ModelSpec
 
 # ``--attention-backend`` values memprof knows: the rows of ``memprof.core.attention_backends``.
 BACKENDS = NAMES
-MLA_BACKENDS = frozenset(r.name for r in ROWS if MLA in r.kinds)
-GQA_BACKENDS = frozenset(r.name for r in ROWS if GQA in r.kinds)
-# Backends that run DeepSeek sparse attention (V3.2 indexer, V4): the rows that list it.
-SPARSE_MLA_BACKENDS = frozenset(r.name for r in ROWS if SPARSE_MLA in r.kinds)
 
 
 # --- backends ------------------------------------------------------------------------------------
