@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import pytest
 
-from memprof.base.errors import LayoutError
+from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import GiB
 from memprof.core.components import Component
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.engines import ENGINES, engine_of
 from memprof.core.engines.sglang import SGLang
 from memprof.core.engines.vllm import VLLM
+from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 
 
 def test_registry_names_each_engine_once() -> None:
     assert isinstance(ENGINES["vllm"], VLLM) and isinstance(ENGINES["sglang"], SGLang)
     assert engine_of(Deployment(engine="sglang")) is ENGINES["sglang"]
+
+
+def test_an_unknown_engine_is_bad_input_wherever_it_is_asked_first() -> None:
+    with pytest.raises(BadInput, match="unknown --engine 'tgi'"):
+        engine_of(Deployment(engine="tgi"))
+    with pytest.raises(BadInput, match="unknown --engine"):
+        estimate("qwen3-0.6b", Deployment(engine="tgi", gpu_memory_utilization=0.9),
+                 gpu_name="H200", memo={})
 
 
 def test_layouts() -> None:

@@ -6,6 +6,7 @@ in ``ENGINES``. Everything that differs by engine asks ``engine_of(dep)`` (or ``
 
 from __future__ import annotations
 
+from memprof.base.errors import BadInput
 from memprof.core.engines import sglang, vllm
 from memprof.core.engines.base import DeploymentView, Engine
 
@@ -14,10 +15,14 @@ NAMES: tuple[str, ...] = tuple(ENGINES)
 
 
 def engine_named(name: str) -> Engine:
-    """The engine called ``name`` (a ``KeyError`` for an unknown name: ``deployment.validate``
-    refuses those first)."""
-    return ENGINES[name]
+    """The engine called ``name``; an unknown name is ``BadInput`` (exit 2), as
+    ``deployment.validate`` words it."""
+    engine = ENGINES.get(name)
+    if engine is None:
+        raise BadInput(f"unknown --engine {str(name)[:40]!r}", hint=" or ".join(NAMES))
+    return engine
 
 
 def engine_of(dep: DeploymentView) -> Engine:
-    return ENGINES[dep.engine]
+    """The engine a deployment runs (``BadInput`` for an unknown one)."""
+    return engine_named(dep.engine)
