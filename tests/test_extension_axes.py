@@ -36,6 +36,7 @@ ALLOWED: dict[str, str] = {
                                                "SGLang (dep.sglang)",
     "memprof/core/terms/rope_cache.py": "[families] SGLang's RoPE cache (dep.sglang)",
     "memprof/report/estimate_rows.py": "[report] the budget line's wording per engine",
+    "memprof/report/versions.py": "[report] the engine's display name (engine_of(d).display)",
     "memprof/commands/plan.py": "[cli] plan's entry-point and DP checks per engine",
     "memprof/probes/log_deployment.py": "[probes] a start-up log says which engine wrote it; "
                                         "its budget lines differ by engine",

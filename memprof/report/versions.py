@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memprof.base.units import fmt_bytes
 from memprof.core.version_diff import VersionDiff, all_rules
-from memprof.core.versions import DISPLAY_NAMES, RELEASES, Rule
+from memprof.core.versions import RELEASES, Rule
 
 
 def _row(r: Rule | None) -> str:
@@ -31,7 +31,7 @@ def render_rulebook() -> str:
 def render_version_diff(d: VersionDiff) -> str:
     e = d.estimate_a
     lines = [f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
-             f"{DISPLAY_NAMES[e.deployment.engine]} {d.a} → {d.b}", ""]
+             f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}", ""]
     touching = [c for c in d.rules if c.applies]
     other = [c for c in d.rules if not c.applies]
     lines.append("rules that differ and apply to this deployment:"
