@@ -25,8 +25,10 @@ def test_an_unknown_engine_is_bad_input_wherever_it_is_asked_first() -> None:
     with pytest.raises(BadInput, match="unknown --engine 'tgi'"):
         engine_of(Deployment(engine="tgi"))
     with pytest.raises(BadInput, match="unknown --engine"):
+        _ = Deployment(engine="tgi", tp=2).world_size  # a layout asked before validate
+    with pytest.raises(BadInput, match="unknown --engine"):
         estimate("qwen3-0.6b", Deployment(engine="tgi", gpu_memory_utilization=0.9),
-                 gpu_name="H200", memo={})
+                 gpu_name="H200")
 
 
 def test_layouts() -> None:
