@@ -1,7 +1,10 @@
 """The engines memprof models, one module each behind ``base.Engine``, and the registry.
 
-A new engine is one module here (an ``Engine`` subclass and its ``ENGINE`` instance) and one line
-in ``ENGINES``. Everything that differs by engine asks ``engine_of(dep)`` (or ``engine_named``).
+A new engine is one module here (an ``Engine`` subclass and its ``ENGINE`` instance), one line in
+``ENGINES``, and its releases in ``versions.RELEASES`` (with its ``versions.DISPLAY_NAMES`` entry,
+and ``SNAPSHOT_ENGINES`` when its releases are source snapshots: ``versions`` sits below this
+package), plus its flags in ``flags.SETTINGS``. Everything that differs by engine asks
+``engine_of(dep)`` (or ``engine_named``); tests/test_extension_axes.py keeps it so.
 """
 
 from __future__ import annotations
