@@ -34,6 +34,11 @@ FAMILY_ALLOWED: dict[str, str] = {
     # the DeepSeek-V4 packed KV pool: the pool's layout (not a layer's page), built on KVPlan and
     # its release rules, which live here; chosen through AttentionKind.packed_kv_pool
     "memprof/core/kvcache.py": "DeepSeek-V4 packed KV pool (_dsv4_plan, DSV4_TUPLE_POOL)",
+    "memprof/core/attention_backends.py": "backend rows name the DeepSeek-V4 attention kind "
+                                          "(DSV4) among the kinds they run",
+    "memprof/core/kv_dtypes.py": "KV-dtype rows name the DeepSeek-V4 kind and its slot "
+                                 "(dsv4_slot) among what they store",
+    "memprof/core/scratch/backends.py": "asks the backend rows for the DeepSeek-V4 kind (DSV4)",
     # the init-buffer term is imported by name where the terms are listed and replayed (files
     # other engineers own: a rename would touch four of them)
     "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
@@ -58,7 +63,6 @@ FAMILY_ALLOWED: dict[str, str] = {
 
 KIND_ALLOWED: dict[str, str] = {
     "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
-    "memprof/core/scratch/backends.py": "attention-backend choice per kind (engines' rows)",
     "memprof/core/scratch/mla.py": "the MLA kind's scratch rows: `applies` picks its layers",
     "memprof/core/scratch/turboquant.py": "TurboQuant scratch applies to GQA layers only",
     "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",

@@ -17,6 +17,7 @@ from typing import TypeVar
 from memprof.core import estimate as est
 from memprof.core.components import Component, TermFn
 from memprof.core.deployment import Deployment, RankCoord, but_utilization
+from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVPlan
 from memprof.core.models import ModelSpec, QuantConfig
@@ -53,14 +54,15 @@ class CachedSteps:
             return est.STEPS.model_spec(model, dep)
         who = model if isinstance(model, str) else self._id(model)
         return self._get(("overridden", who, dep.hf_overrides, dep.num_speculative_tokens > 0,
-                          dep.sglang), lambda: est.STEPS.model_spec(model, dep))
+                          dep.engine), lambda: est.STEPS.model_spec(model, dep))
 
     def prepared(self, dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
         """Validated and resolved once for every gpu_memory_utilization: only its own range
         check, the engine check (SGLang has no such flag) and its default read it; a value
         either refuses is prepared on its own, so errors come in ``validate``'s order."""
         util = dep.gpu_memory_utilization
-        if util is not None and (not 0.0 < util <= 1.0 or dep.sglang):
+        if util is not None and (not 0.0 < util <= 1.0
+                                 or not engine_of(dep).budget_by_utilization):
             return est.STEPS.prepared(dep, spec, gpu)
         base = self._get(("prepared", self._id(spec), gpu, but_utilization(dep)),
                          lambda: est.STEPS.prepared(dep.with_(gpu_memory_utilization=None),

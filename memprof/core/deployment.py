@@ -14,39 +14,24 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
+from memprof.core.attention_backends import BY_NAME as BACKEND_ROWS
+from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
+from memprof.core.engines.base import RankCoord
+from memprof.core.engines.sglang import SGLANG_MAX_PREFILL_TOKENS
+from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTILIZATION
+from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
+from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
 from memprof.core.models.config import derived_max_model_len
 from memprof.core.versions import Rule, resolve_version, value_at
 
-# the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
-# (older releases: engine_defaults.GPU_MEMORY_UTILIZATION)
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+__all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_PREFILL_TOKENS",
+           "Deployment", "RankCoord"]
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
 
-KV_CACHE_DTYPES = (
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp8",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_ds_mla",
-    "turboquant_k8v4",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_3bit_nc",
-)
-# KV-cache dtypes only sparse MLA reads: vLLM's backends that list fp8_ds_mla in
-# ``supported_kv_cache_dtypes`` are the DeepSeek sparse ones (FlashMLASparseBackend,
-# v1/attention/backends/mla/flashmla_sparse.py; the DeepSeek-V4 backends); FlashMLA, CUTLASS MLA
-# and every GQA backend list auto/fp8/fp8_e4m3 at most (mla/flashmla.py, v0.11.0), so the
-# selector finds no backend for any other model.
-SPARSE_MLA_KV_DTYPES = frozenset({"fp8_ds_mla"})
-# SGLang's --kv-cache-dtype has neither vLLM's fp8_ds_mla nor TurboQuant
-# (python/sglang/srt/server_args.py --kv-cache-dtype choices, SGL@d315eb7).
-VLLM_ONLY_KV_DTYPES = frozenset({"fp8_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc",
-                                 "turboquant_k3v4_nc", "turboquant_3bit_nc"})
-ENGINES = ("vllm", "sglang")
+# --kv-cache-dtype values: the rows of ``memprof.core.kv_dtypes`` (bytes, scales, the attention
+# kinds and engines that accept each)
+KV_CACHE_DTYPES = KV_DTYPE_NAMES
 ENTRYPOINTS = ("serve", "llm")  # usage contexts OPENAI_API_SERVER and LLM_CLASS
 SCRATCH_POLICIES = ("per-layer", "shared")
 DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
@@ -88,41 +73,34 @@ class Deployment:
 
     @property
     def sglang(self) -> bool:
-        return self.engine == "sglang"
+        """Kept for the modules that still ask (the allow-list of tests/test_extension_axes.py
+        names them); new code asks ``engines.engine_of(dep)``."""
+        return engine_of(self) is ENGINES["sglang"]
 
     @property
     def world_size(self) -> int:
-        """vLLM: TP×PP×DP processes. SGLang: ``--tp`` is the GPU count of one server and ``--dp``
-        splits it for attention, so TP×PP."""
-        return self.tp * self.pp * (1 if self.sglang else self.dp)
+        """Processes of the deployment (the engine's layout: ``Engine.world_size``)."""
+        return engine_of(self).world_size(self)
 
     @property
     def attn_tp(self) -> int:
-        """TP degree of attention: SGLang ``--enable-dp-attention`` runs attention with
-        ``tp / dp`` ranks per DP group (``python/sglang/srt/layers/dp_attention.py``)."""
-        if self.sglang and self.enable_dp_attention:
-            return max(1, self.tp // self.dp)
-        return self.tp
+        """TP degree of attention (``Engine.attn_tp``)."""
+        return engine_of(self).attn_tp(self)
 
     @property
     def copies(self) -> int:
-        """Full copies of the non-expert weights in the deployment (vLLM DP replicates)."""
-        return 1 if self.sglang else self.dp
+        """Full copies of the non-expert weights in the deployment (``Engine.copies``)."""
+        return engine_of(self).copies(self)
 
     @property
     def ep_size(self) -> int:
-        """Experts are spread over TP×DP ranks with --enable-expert-parallel (vLLM FusedMoE);
-        over the TP ranks of the one SGLang server."""
-        if not self.enable_expert_parallel:
-            return 1
-        return self.tp if self.sglang else self.tp * self.dp
+        """Ranks the experts are spread over with --enable-expert-parallel (1 without)."""
+        return engine_of(self).ep_size(self)
 
     @property
     def moe_tp_size(self) -> int:
-        """Without EP, vLLM's FusedMoE flattens TP across DP: experts' I is split TP×DP ways."""
-        if self.enable_expert_parallel:
-            return 1
-        return self.tp if self.sglang else self.tp * self.dp
+        """Ways the experts' intermediate size is split without EP (1 with)."""
+        return engine_of(self).moe_tp_size(self)
 
     def with_(self, **changes: object) -> Deployment:
         """``dataclasses.replace`` without its per-field overhead (a sweep derives thousands):
@@ -150,33 +128,9 @@ _all_fields = operator.attrgetter(*_DEPLOYMENT_FIELDS_ORDER)
 _set = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True)
-class RankCoord:
-    """Where a rank sits. Global rank order is vLLM's: DP outermost, then PP, TP fastest."""
-
-    rank: int
-    tp_rank: int
-    pp_stage: int
-    dp_rank: int
-    ep_rank: int | None
-
-
 def ranks(dep: Deployment) -> list[RankCoord]:
-    out = []
-    if dep.sglang:
-        for pp_stage in range(dep.pp):
-            for tp_rank in range(dep.tp):
-                dp_rank = tp_rank // dep.attn_tp if dep.enable_dp_attention else 0
-                ep = tp_rank if dep.enable_expert_parallel else None
-                out.append(RankCoord(pp_stage * dep.tp + tp_rank, tp_rank, pp_stage, dp_rank, ep))
-        return out
-    for dp_rank in range(dep.dp):
-        for pp_stage in range(dep.pp):
-            for tp_rank in range(dep.tp):
-                rank = (dp_rank * dep.pp + pp_stage) * dep.tp + tp_rank
-                ep = dp_rank * dep.tp + tp_rank if dep.enable_expert_parallel else None
-                out.append(RankCoord(rank, tp_rank, pp_stage, dp_rank, ep))
-    return out
+    """Every rank of the deployment, in the engine's global rank order."""
+    return engine_of(dep).rank_coords(dep)
 
 
 # Where ``get_pp_indices`` puts the layers that do not divide evenly (vllm/distributed/utils.py).
@@ -226,23 +180,7 @@ def experts_on_rank(num_experts: int, ep_size: int, ep_rank: int) -> int:
     return base + (1 if ep_rank < rem else 0)
 
 
-# ``--block-size`` values vLLM's CLI takes (argparse choices from ``CacheConfig.block_size``'s
-# type): 0.7.x engine/arg_utils.py ``choices=[8, 16, 32, 64, 128]``; from 0.8.0
-# config ``BlockSize = Literal[1, 8, 16, 32, 64, 128]``, 256 added later (v0.11.0
-# vllm/config/cache.py ``BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]``; memprof takes the
-# 0.11.0 list for every V1 release, the release that added 256 is not identified).
-BLOCK_SIZE_CHOICES: tuple[Rule, ...] = (
-    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.7.1",
-         until="0.8.0", value=(8, 16, 32, 64, 128), introduced_by="before 0.7.1",
-         removed_by="BlockSize Literal with 1 (0.8.0)",
-         source="0.7.3 engine/arg_utils.py --block-size choices=[8, 16, 32, 64, 128]"),
-    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.8.0",
-         until=None, value=(1, 8, 16, 32, 64, 128, 256),
-         introduced_by="BlockSize Literal (0.8.0; 256 by 0.11.0)",
-         source="0.11.0 vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]"),
-)
-LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
-                    "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
+LONG_CONTEXT_ENV = {name: e.long_context_env for name, e in ENGINES.items()}
 
 
 def long_context_allowed(engine: str) -> bool:
@@ -270,7 +208,7 @@ def check_max_model_len(dep: Deployment, spec: ModelSpec) -> None:
     from memprof.core.flags import flag_name
 
     flag = flag_name("max_model_len", dep.engine)
-    name = {"vllm": "vLLM", "sglang": "SGLang"}[dep.engine]
+    name = engine_of(dep).display
     raise BadInput(f"{flag} {dep.max_model_len:,} is longer than {spec.name}'s derived maximum "
                    f"{over[0]:,} ({over[1]}); {name} refuses it",
                    hint=f"use {flag} {over[0]} or less, or set {LONG_CONTEXT_ENV[dep.engine]}=1 "
@@ -282,10 +220,6 @@ def check_max_model_len(dep: Deployment, spec: ModelSpec) -> None:
 MAX_PARALLEL = 1 << 20  # TP, PP, DP degree
 MAX_TOKENS = 1 << 32  # max_model_len, batched tokens, block size, sequences
 MAX_SPEC_TOKENS = 1024
-# SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
-# --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
-# ``max_prefill_tokens: int = 16384`` and ``_handle_gpu_memory_settings``).
-SGLANG_MAX_PREFILL_TOKENS = 16384
 
 
 @lru_cache(maxsize=64)
@@ -297,14 +231,13 @@ def check_engine_flags(dep: Deployment) -> None:
     """Refuse a setting the chosen engine does not have, naming the engine's own flag."""
     from memprof.core.flags import SETTINGS
 
-    other = "sglang" if dep.engine == "vllm" else "vllm"
     for s in SETTINGS:
         if s.flags(dep.engine) or getattr(dep, s.field) == _default(s.field):
             continue
+        other = next(name for name in NAMES if name != dep.engine and s.flags(name))
         flag = max(s.flags(other), key=len)
-        names = {"vllm": "vLLM", "sglang": "SGLang"}
-        raise BadInput(f"{flag} is {names[other]}'s flag and does not apply under "
-                       f"--engine {dep.engine}: {s.note}",
+        raise BadInput(f"{flag} is {engine_named(other).display}'s flag and does not apply "
+                       f"under --engine {dep.engine}: {s.note}",
                        hint=f"drop {flag}, or add --engine {other}")
 
 
@@ -331,7 +264,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     from memprof.core.flags import flag_name
 
     if dep.engine not in ENGINES:
-        raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint="vllm or sglang")
+        raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint=" or ".join(NAMES))
     check_engine_flags(dep)
     resolve_version(dep.engine_version, dep.engine)
     if dep.entrypoint not in ENTRYPOINTS:
@@ -356,30 +289,31 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.kv_cache_memory_bytes is not None and dep.kv_cache_memory_bytes <= 0:
         raise BadInput(f"--kv-cache-memory-bytes must be positive, got "
                        f"{dep.kv_cache_memory_bytes}", hint="e.g. --kv-cache-memory-bytes 16GiB")
-    if dep.kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise BadInput(f"unknown --kv-cache-dtype {str(dep.kv_cache_dtype)[:40]!r}",
-                       hint="one of: " + ", ".join(KV_CACHE_DTYPES))
-    if dep.sglang and dep.kv_cache_dtype in VLLM_ONLY_KV_DTYPES:
-        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} is vLLM's; SGLang has no such "
-                       "KV-cache dtype", hint="SGLang: auto, fp8_e4m3, fp8_e5m2 or bfloat16")
+    kvd = kv_dtype(dep.kv_cache_dtype)  # an unknown name is BadInput naming the rows
+    engine = engine_of(dep)
+    if engine.name not in kvd.engines:
+        owners = " and ".join(engine_named(n).display for n in NAMES if n in kvd.engines)
+        *rest, last = for_engine(engine.name)
+        raise BadInput(f"--kv-cache-dtype {kvd.name} is {owners}'s; {engine.display} has no such "
+                       f"KV-cache dtype", hint=f"{engine.display}: {', '.join(rest)} or {last}")
     attn0 = spec.layers[0].attention
-    if dep.kv_cache_dtype in SPARSE_MLA_KV_DTYPES and not (
-            attn0.kind == "dsv4" or (attn0.kind == "mla" and attn0.has_indexer)):
-        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} is read only by vLLM's sparse "
-                       f"MLA backends (DeepSeek-V3.2/V4); {spec.name} uses "
-                       f"{'dense MLA' if attn0.kind == 'mla' else attn0.kind.upper()}, for which "
-                       "vLLM finds no backend", hint="use --kv-cache-dtype fp8 (or auto)")
-    if dep.kv_cache_dtype.startswith("turboquant") and attn0.kind != "gqa":
-        raise BadInput(f"--kv-cache-dtype {dep.kv_cache_dtype} supports standard attention only "
-                       "(TurboQuantAttentionBackend is not an MLA backend)",
+    if attention_kind(attn0.kind, attn0.has_indexer) not in kvd.kinds:
+        if kvd.forces_backend is None:  # DeepSeek's sparse layouts
+            raise BadInput(f"--kv-cache-dtype {kvd.name} is read only by vLLM's sparse MLA "
+                           f"backends (DeepSeek-V3.2/V4); {spec.name} uses "
+                           f"{'dense MLA' if attn0.kind == 'mla' else attn0.kind.upper()}, for "
+                           "which vLLM finds no backend", hint="use --kv-cache-dtype fp8 (or auto)")
+        raise BadInput(f"--kv-cache-dtype {kvd.name} supports standard attention only "
+                       f"({BACKEND_ROWS[kvd.forces_backend].vllm_class} is not an MLA backend)",
                        hint=f"{spec.name} uses {attn0.kind.upper()}; use fp8")
-    if not dep.sglang and dep.block_size is not None:
-        choices = value_at(BLOCK_SIZE_CHOICES, dep.engine_version)
-        if isinstance(choices, tuple) and dep.block_size not in choices:
-            raise BadInput(f"--block-size {dep.block_size} is not one of vLLM's choices "
-                           f"({', '.join(map(str, choices))})",
-                           hint="vLLM's argument parser refuses it; pick one of those, or leave "
-                           "--block-size out for the backend's own")
+    choices = (engine_of(dep).block_size_choices(dep.engine_version)
+               if dep.block_size is not None else None)
+    if choices is not None and dep.block_size not in choices:
+        raise BadInput(f"--block-size {dep.block_size} is not one of "
+                       f"{engine_of(dep).display}'s choices ({', '.join(map(str, choices))})",
+                       hint=f"{engine_of(dep).display}'s argument parser refuses it; pick one "
+                       "of those, or leave "
+                       "--block-size out for the backend's own")
     if dep.scratch is not None and dep.scratch not in SCRATCH_POLICIES:
         raise BadInput(f"unknown --scratch {str(dep.scratch)[:40]!r}", hint="per-layer or shared")
     if dep.mem_fraction_static is not None and not 0.0 < dep.mem_fraction_static < 1.0:
@@ -388,9 +322,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.dtype not in DTYPES:
         raise BadInput(f"unknown --dtype {str(dep.dtype)[:40]!r}",
                        hint="one of: " + ", ".join(DTYPES))
-    if dep.sglang and dep.enable_dp_attention and dep.tp % dep.dp:
-        raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp ({dep.tp})",
-                          hint="e.g. --tp 8 --dp 8 --enable-dp-attention")
+    engine_of(dep).check_layout(dep)
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

@@ -7,6 +7,7 @@ Which lines a release prints is a ``Rule`` row (``BUDGET_LOG``); the figures are
 from __future__ import annotations
 
 from memprof.base.units import GiB
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.versions import Rule, value_at
 
@@ -42,7 +43,7 @@ def engine_log(e: Estimate, r: RankEstimate) -> list[str]:
     """The budget lines vLLM logs for this rank at ``e.deployment.engine_version`` (SGLang and
     ``--kv-cache-memory``: none modelled, an empty list)."""
     d = e.deployment
-    if d.sglang or d.kv_cache_memory_bytes:
+    if not engine_of(d).logs_budget_lines or d.kv_cache_memory_bytes:
         return []
     style = value_at(BUDGET_LOG, d.engine_version, "v1")
     mml = e.max_model_len

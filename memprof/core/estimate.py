@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
-    SGLANG_MAX_PREFILL_TOKENS,
     Deployment,
     RankCoord,
     experts_on_rank,
@@ -25,7 +24,8 @@ from memprof.core.deployment import (
     ranks,
     validate,
 )
-from memprof.core.engine_defaults import resolve, sglang_defaults
+from memprof.core.engine_defaults import resolve
+from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
@@ -259,7 +259,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     before_kv, after_kv = default_terms() if terms is None else terms
     util = dep.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     requested = math.ceil(util * gpu.total_bytes)
-    mfs = sglang_defaults(gpu, dep)[2] if dep.sglang else 0.0
+    engine = engine_of(dep)
+    mfs = engine.mem_fraction(dep, gpu)
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to
@@ -269,7 +270,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     # its PP stage and TP rank, never its DP rank), so the first engine's ranks are estimated
     # and the others are the same ranks shifted (``RankSet``): work and memory grow with TP×PP,
     # not with DP (a remedy's layout of millions of ranks takes as long as one engine)
-    copies = dep.dp if not dep.sglang and not dep.enable_expert_parallel else 1
+    copies = engine.identical_engines(dep)
     for coord in (ranks(dep) if copies == 1 else _first_engine(dep)):
         n_exp = (None if coord.ep_rank is None
                  else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
@@ -320,7 +321,7 @@ def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     if not dep.hf_overrides:
         return model if isinstance(model, ModelSpec) else load_model(model, speculative_mtp=mtp)
     text = dep.hf_overrides
-    flag = "--json-model-override-args" if dep.sglang else "--hf-overrides"
+    flag = engine_of(dep).overrides_flag
 
     if isinstance(model, ModelSpec):
         name, cfg, source = model.name, model.raw, model.source
@@ -340,12 +341,9 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     block, _why = block_size_for(spec, gpu, dep)
     if block != dep.block_size:
         dep = dep.with_(block_size=block)
-    if dep.sglang:
-        chunk, max_bs, _mfs = sglang_defaults(gpu, dep)
-        prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
-        dep = dep.with_(chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs,
-                        max_num_batched_tokens=dep.max_num_batched_tokens or prefill,
-                        block_size=dep.block_size or 1)
+    changes = engine_of(dep).prepared(dep, gpu)
+    if changes:
+        dep = dep.with_(**changes)
     return resolve(dep, spec, gpu)
 
 
@@ -359,22 +357,11 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
         spec, dep, gpu, coord, quant, dtype, before_kv, steps)
     if ctx.dep is not dep:
         ctx = ctx.with_(dep=dep)
-    if dep.kv_cache_memory_bytes:
-        # vLLM returns --kv-cache-memory-bytes verbatim and then allocates it: the engine holds
-        # what it budgeted plus that KV cache, whatever gpu_memory_utilization says
-        available = dep.kv_cache_memory_bytes
-        envelope = budget + available
-    elif dep.sglang:
-        # SGLang: KV = free after loading − (1 − mfs) × free before loading (SGL@d315eb7
-        # kv_cache_configurator.py)
-        pre_free = gpu.total_bytes - baseline
-        available = int(mfs * pre_free) - loaded
-        envelope = int(mfs * pre_free)
-    else:
-        available = requested - budget
-        envelope = requested
-    return _Class(tensors=tensors, comps=comps, plan=plan, available=available,
-                  envelope=envelope, ctx=ctx)
+    # the engine's budget line (engines/vllm.py, engines/sglang.py ``budget``)
+    line = engine_of(dep).budget(dep, gpu, requested=requested, budgeted=budget,
+                                 baseline=baseline, loaded=loaded, mfs=mfs)
+    return _Class(tensors=tensors, comps=comps, plan=plan, available=line.available,
+                  envelope=line.envelope, ctx=ctx)
 
 
 def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
@@ -410,10 +397,8 @@ STEPS = Steps(model_spec=lambda model, dep: _model_spec(model, dep),
 
 
 def _blocks(dep: Deployment, c: _Class) -> int:
-    blocks = c.available // c.plan.block_bytes if c.available > 0 else 0
-    if dep.sglang and c.plan.layout == "uniform":  # page-aligned token count
-        blocks = blocks // max(1, c.plan.block_size) * max(1, c.plan.block_size)
-    return blocks
+    return engine_of(dep).blocks(c.available, c.plan.block_bytes, c.plan.block_size,
+                                 c.plan.layout)
 
 
 def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord, c: _Class,
@@ -527,10 +512,7 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     if gpu.arch == "unknown":
         notes.append("GPU architecture unknown (--gpu-memory alone): kernel padding and "
                      "default backends follow generic rules; add --gpu for the exact ones")
-    if dep.sglang:
-        notes.append(f"SGLang: mem_fraction_static {mfs} "
-                     f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
-                     "weights sharded as vLLM shards them")
+    notes += engine_of(dep).notes(dep, mfs)
     return tuple(notes)
 
 
@@ -546,7 +528,7 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
 
     if asked.hf_overrides:
         keys = ", ".join(sorted(parse_overrides(asked.hf_overrides)))
-        flag = "--json-model-override-args" if asked.sglang else "--hf-overrides"
+        flag = engine_of(asked).overrides_flag
         notes.append(f"{flag}: config.json sized with {keys or 'nothing'} overridden")
     _block, why = block_size_for(spec, gpu, asked)
     if why:

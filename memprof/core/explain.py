@@ -16,7 +16,9 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
+from memprof.core import kv_dtypes
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, estimate
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
@@ -159,15 +161,16 @@ def hypotheses(e: Estimate, given: set[str]) -> list[tuple[str, dict[str, object
     if has_scratch and dep.scratch != "per-layer":
         out.append(("per-layer decode scratch (engines before the shared-workspace fixes; "
                     "registered at load, or not seen by the profiler)", {"scratch": "per-layer"}))
-    if not dep.sglang and "gpu_memory_utilization" not in given:
+    engine = engine_of(dep)
+    if engine.budget_by_utilization and "gpu_memory_utilization" not in given:
         out.append((f"gpu_memory_utilization {OLD_UTILISATION} (vLLM's default before #38284)",
                     {"gpu_memory_utilization": OLD_UTILISATION}))
-    if dep.kv_cache_dtype == "auto" and "kv_cache_dtype" not in given:
-        out.append(("an fp8 KV cache", {"kv_cache_dtype": "fp8"}))
+    if dep.kv_cache_dtype == kv_dtypes.DEFAULT and "kv_cache_dtype" not in given:
+        out.append(("an fp8 KV cache", {"kv_cache_dtype": kv_dtypes.FP8}))
     if "enforce_eager" not in given:
         out.append(("eager mode (no CUDA graphs)" if not dep.enforce_eager else "CUDA graphs on",
                     {"enforce_eager": not dep.enforce_eager}))
-    if "max_num_seqs" not in given and not dep.sglang:
+    if "max_num_seqs" not in given and engine.tiered_max_num_seqs:
         out.append(("max_num_seqs 256 (vLLM's default on smaller GPUs and in V0)",
                     {"max_num_seqs": 256}))
     return out

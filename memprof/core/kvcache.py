@@ -20,7 +20,12 @@ from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
 from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
 from memprof.core.attention.dsv4 import DSV4_BLOCK, DSV4_SWA_BLOCK
+from memprof.core.attention_backends import AttentionBackend, chosen
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
+from memprof.core.engines import engine_of
+from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
+from memprof.core.kv_dtypes import ROWS as KV_DTYPE_ROWS
+from memprof.core.kv_dtypes import attention_kind
 from memprof.core.models import Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
@@ -119,13 +124,8 @@ LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
          applies_to="sliding"),
 )
 
-TURBOQUANT = {
-    # preset: (key bits, value bits, key is fp8)  — vLLM@52a31cc; keys fp8 when key bits == 8
-    "turboquant_k8v4": (8, 4, True),
-    "turboquant_4bit_nc": (4, 4, False),
-    "turboquant_k3v4_nc": (3, 4, False),
-    "turboquant_3bit_nc": (3, 3, False),
-}
+# preset: (key bits, value bits, key is fp8): the ``tq_bits`` of the kv_dtypes rows
+TURBOQUANT = {r.name: r.tq_bits for r in KV_DTYPE_ROWS if r.tq_bits is not None}
 TQ_BOUNDARY_LAYERS = 2  # get_boundary_skip_layers(n=2): first 2 and last 2 stay in model dtype
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,11 +190,8 @@ class KVPlan:
 
 
 def kv_dtype_bytes(kv_dtype: str, model_dtype: str) -> int:
-    if kv_dtype in ("auto", "bfloat16", "float16"):
-        return 4 if model_dtype == "float32" else 2
-    if kv_dtype.startswith("fp8"):
-        return 1
-    raise BadInput(f"--kv-cache-dtype {kv_dtype} does not apply here", hint="auto or fp8")
+    """Bytes of one cached element (the row's ``element_bytes``)."""
+    return KV_DTYPES[kv_dtype].element_bytes(model_dtype)
 
 
 def tq_slot_bytes(preset: str, head_dim: int) -> int:
@@ -206,17 +203,29 @@ def tq_slot_bytes(preset: str, head_dim: int) -> int:
     return slot + slot % 2
 
 
-def default_block_size(spec: ModelSpec, arch: str, version: str | None = None) -> int:
+def default_block_size(spec: ModelSpec, arch: str, version: str | None = None,
+                       backend: AttentionBackend | None = None) -> int:
     """The block size vLLM picks when ``--block-size`` is not given.
 
-    The attention kind's (``AttentionKind.default_block_size``: MLA backends require their own,
-    GQA takes ``CacheConfig.DEFAULT_BLOCK_SIZE``); the V0 engine (before 0.8.0,
-    ``V0_BLOCK_SIZE``): 16.
+    The attention kind's (``AttentionKind.default_block_size``: GQA takes
+    ``CacheConfig.DEFAULT_BLOCK_SIZE``, DeepSeek-V4 its 256-token logical blocks); for a kind whose
+    backend picks the block (MLA, ``AttentionKind.backend_picks_block``), the block vLLM forces
+    for the backend that runs (its row's ``default_block`` / ``sparse_block``: vLLM starts from 16
+    and platforms/cuda.py ``check_and_update_config`` forces FlashMLA 64, CUTLASS MLA 128,
+    FlashInfer MLA 64, sparse MLA 64 — whatever the GPU); a backend without one (and ``backend``
+    None) keeps the kind's rule by GPU. The V0 engine (before 0.8.0, ``V0_BLOCK_SIZE``): 16.
     """
     v0 = value_at(V0_BLOCK_SIZE, version)
     if isinstance(v0, int):
         return v0
-    return kind_of(spec.layers[0].attention).default_block_size(arch)
+    a = spec.layers[0].attention
+    kind = kind_of(a)
+    if backend is not None and kind.backend_picks_block:
+        if a.has_indexer and backend.sparse_block:
+            return backend.sparse_block
+        if backend.default_block:
+            return backend.default_block
+    return kind.default_block_size(arch)
 
 
 def rank_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
@@ -252,15 +261,26 @@ def _kv_query(tp: int, kv: str, model_dtype: str, block: int, align: int,
                    tq_slot_bytes=tq_slot_bytes)
 
 
+def _backend(spec: ModelSpec, dep: Deployment, arch: str) -> AttentionBackend | None:
+    """The attention backend row of a validated deployment (None: the engine does not select
+    vLLM's backends)."""
+    if not engine_of(dep).selects_attention_backend:
+        return None
+    a = spec.layers[0].attention
+    return chosen(attention_kind(a.kind, a.has_indexer), arch, arch.startswith("gfx"),
+                  dep.kv_cache_dtype, dep.attention_backend)
+
+
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,
             arch: str = "sm90") -> KVPlan:
     """The KV layout of one rank."""
     layers = rank_layers(spec, dep, coord)
     kind = kind_of(spec.layers[0].attention)
     kv = dep.kv_cache_dtype
-    block = dep.block_size or default_block_size(spec, arch, dep.engine_version)
+    block = dep.block_size or default_block_size(spec, arch, dep.engine_version,
+                                                 _backend(spec, dep, arch))
     align = int(value_at(V0_MLA_ENTRY_ALIGN, dep.engine_version, 0))  # type: ignore[call-overload]
-    if kv.startswith("turboquant") and not kind.supports_turboquant():
+    if KV_DTYPES[kv].turboquant and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.name.upper()}; use fp8")
     flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
@@ -277,7 +297,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     specs: list[KVLayerSpec] = []
     n = spec.num_layers
     made: dict[tuple[int, bool], list[KVLayerSpec]] = {}  # one spec per (attention, boundary)
-    tq = kv.startswith("turboquant")
+    tq = KV_DTYPES[kv].turboquant
     for layer in layers:
         a = layer.attention
         boundary = tq and (layer.index < TQ_BOUNDARY_LAYERS

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
+from memprof.core import kv_dtypes
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.flags import flag_name
 from memprof.core.models import ModelSpec
@@ -94,9 +96,10 @@ def _same_gpu_candidates(e: Estimate, model: str | ModelSpec,
     est = min(r.estimated_max_model_len for r in e.ranks)
     if 0 < est < e.max_model_len:
         out.append({"max_model_len": est})
-    if dep.kv_cache_dtype == "auto":
-        out.append({"kv_cache_dtype": "fp8"})
-    if not dep.sglang and not dep.kv_cache_memory_bytes and dep.gpu_memory_utilization:
+    if dep.kv_cache_dtype == kv_dtypes.DEFAULT:
+        out.append({"kv_cache_dtype": kv_dtypes.FP8})
+    if (engine_of(dep).budget_by_utilization and not dep.kv_cache_memory_bytes
+            and dep.gpu_memory_utilization):
         # the utilisation that leaves exactly the minimum headroom: lower when what the engine
         # does not budget needs room, higher when the budget is too small for the KV cache
         total = e.gpu.total_bytes

@@ -16,18 +16,16 @@ from typing import Literal, get_args
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component
-from memprof.core.deployment import BLOCK_SIZE_CHOICES, Deployment
+from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
+from memprof.core.engines.base import loaded_at_start
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVCapacity, KVPlan, max_fitting_model_len
-from memprof.core.versions import value_at
+
+__all__ = ["VERDICTS", "Verdict", "held_bytes", "loaded_at_start", "rank_verdict"]
 
 Verdict = Literal["fits", "runtime_oom", "startup_oom"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)  # in increasing severity
-
-
-def loaded_at_start(c: Component) -> bool:
-    """Allocated while loading the model (weights, buffers registered at construction)."""
-    return c.where == "budget" and c.category in ("weights", "scratch")
 
 
 def _names(comps: list[Component]) -> str:
@@ -57,17 +55,9 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     """
     total = gpu.total_bytes
     baseline = [c for c in comps if c.where == "baseline"]
-    runtime = [c for c in comps if c.where == "runtime" and c.bytes > 0]
     base = sum(c.bytes for c in baseline)
-    held_inside = sum(c.bytes for c in comps if c.where == "budget")
-    if dep.sglang:
-        outside = [c for c in comps if c.where in ("budget", "runtime") and c.bytes > 0
-                   and not loaded_at_start(c) and c.category != "kv_cache"]
-        inside = sum(c.bytes for c in comps if loaded_at_start(c) or c.category == "kv_cache")
-        used = base + max(envelope, inside) + sum(c.bytes for c in outside)
-    else:
-        outside = runtime
-        used = base + max(envelope, held_inside) + sum(c.bytes for c in runtime)
+    engine = engine_of(dep)
+    used, outside = engine.used(comps, base, envelope)
     headroom = total - used
     loaded = [c for c in comps if loaded_at_start(c)]
     loaded_bytes = sum(c.bytes for c in loaded)
@@ -77,7 +67,7 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
             f"({fmt_bytes(loaded_bytes)}: {_names(loaded)}) and the memory in use before the "
             f"engine starts ({fmt_bytes(base)}) exceed the GPU's {fmt_bytes(total)} by "
             f"{fmt_bytes(base + loaded_bytes - total)}"], headroom
-    if not dep.sglang and not dep.kv_cache_memory_bytes and base + envelope > total:
+    if engine.startup_budget_refusal(dep, base, envelope, total):
         return "startup_oom", [
             f"free memory at start-up ({fmt_bytes(total - base)}, after {_names(baseline)}) is "
             f"less than the requested {fmt_bytes(envelope)} (gpu_memory_utilization "
@@ -91,8 +81,8 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     if 0 < available < plan.block_bytes:
         per_token = max(1, plan.block_bytes // max(1, plan.block_size))
         fit = available // per_token
-        choices = None if dep.sglang else value_at(BLOCK_SIZE_CHOICES, dep.engine_version)
-        if isinstance(choices, tuple):  # vLLM takes only its CLI choices
+        choices = engine.block_size_choices(dep.engine_version)
+        if choices is not None:  # the engine takes only its CLI choices
             fit = max((c for c in choices if c <= fit), default=0)
         if fit == 0:
             return "startup_oom", [
@@ -104,8 +94,7 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
             f"on this rank but the budget leaves {fmt_bytes(available)} for the KV cache; a "
             f"block size of at most {fit:,} tokens fits"], headroom
     if available <= 0 or cap.num_gpu_blocks == 0:
-        held = [c for c in comps if (loaded_at_start(c) if dep.sglang else c.where == "budget")
-                and c.category != "kv_cache"]
+        held = [c for c in comps if engine.held_before_kv(c) and c.category != "kv_cache"]
         return "startup_oom", [
             f"No available memory for the cache blocks: the budget leaves "
             f"{fmt_bytes(available)} for the KV cache after {_names(held)}"], headroom

@@ -39,6 +39,11 @@ VLLM_RELEASES: tuple[str, ...] = (
 SGLANG_RELEASES: tuple[str, ...] = ("deepseek-v4-hopper@2026-07", "main@d315eb7")
 
 RELEASES: dict[str, tuple[str, ...]] = {"vllm": VLLM_RELEASES, "sglang": SGLANG_RELEASES}
+# Engines whose releases are source snapshots, ordered by their place in ``RELEASES`` (the others
+# are release numbers, ordered by ``version_key``), and how messages name each engine (the same
+# as its ``engines/`` module's ``display``; this module sits below the engines).
+SNAPSHOT_ENGINES = frozenset({"sglang"})
+DISPLAY_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?"
                       r"(?:\.post(\d{1,4}))?$")
@@ -76,9 +81,9 @@ def resolve_version(text: str | None, engine: str = "vllm") -> str:
     cleaned = str(text).strip()
     if cleaned in rel:
         return cleaned
-    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(engine, engine)
-    if engine == "sglang":
-        raise BadInput(f"--engine-version {shown}: memprof models SGLang at source snapshots",
+    name = DISPLAY_NAMES.get(engine, engine)
+    if engine in SNAPSHOT_ENGINES:
+        raise BadInput(f"--engine-version {shown}: memprof models {name} at source snapshots",
                        hint=f"drop --engine-version (the newest, {rel[-1]}), or pass one of "
                        f"{', '.join(rel)}")
     try:
@@ -121,7 +126,7 @@ class Rule:
     def holds(self, version: str, engine: str = "vllm") -> bool:
         if engine != self.engine:
             return False
-        if engine != "vllm":  # SGLang snapshots are ordered by their place in SGLANG_RELEASES
+        if engine in SNAPSHOT_ENGINES:  # ordered by their place in RELEASES
             rel = RELEASES.get(engine, ())
             if version not in rel:  # an unbounded row holds at any snapshot
                 return self.since is None and self.until is None

@@ -151,6 +151,9 @@ class AttentionKind:
     name: str = ""
     packed_kv_pool: bool = False  # one packed block pool of many page sizes (its own KV plan)
     aux_gemm_streams: int = 0  # CUDA streams beside the main one running its GEMMs (not ROCm)
+    # the attention backend that runs it forces its block size (vLLM platforms/cuda.py
+    # check_and_update_config, v0.11.0: the MLA backends); the kind's own rule otherwise
+    backend_picks_block: bool = False
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""

@@ -26,6 +26,7 @@ from memprof.core.attention.base import (
     rope_scaling,
 )
 from memprof.core.attention.mla import INDEXER_SLOT_FP8
+from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.models import Attention, Layer, ModelSpec
 
 # KV (vLLM @023da1fc flashmla_sparse / fp8_ds_mla slot; vLLM @023da1fc DeepSeek-V4 KV specs)
@@ -65,9 +66,10 @@ class DSV4(AttentionKind):
 
     def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
         kv_dtype = q.kv_dtype
-        if kv_dtype in ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla"):
+        layout = KV_DTYPES[kv_dtype].dsv4_slot  # the KV dtype row's DeepSeek-V4 slot
+        if layout == "fp8":
             slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
-        elif kv_dtype == "bfloat16":
+        elif layout == "bf16":
             slot, align = DSV4_SLOT_BF16, 0
         else:
             raise BadInput(f"--kv-cache-dtype {kv_dtype} is not supported for DeepSeek-V4",

@@ -22,6 +22,8 @@ from memprof.core.attention.base import (
     rope_scaling,
 )
 from memprof.core.deployment import DEFAULT_BLOCK_SIZE
+from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
+from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
 from memprof.core.models import Attention, Layer, ModelSpec
 from memprof.core.models.families import family_row
 
@@ -40,12 +42,13 @@ class GQA(AttentionKind):
     def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
         kv_local = max(1, a.num_kv_heads // q.tp)
         kv_dtype, block = q.kv_dtype, q.block
-        if kv_dtype.startswith("turboquant") and not q.tq_boundary:
+        row = KV_DTYPES[kv_dtype]
+        if row.turboquant and not q.tq_boundary:
             slot = q.tq_slot_bytes(kv_dtype, a.head_dim)
             page = block * kv_local * slot
             formula = f"{kv_local} KV head(s) × {slot} B TurboQuant slot"
         else:
-            s = q.elem_bytes("auto" if kv_dtype.startswith("turboquant") else kv_dtype)
+            s = q.elem_bytes(DEFAULT_KV_DTYPE if row.turboquant else kv_dtype)
             page = block * kv_local * (a.head_dim + a.v_head_dim) * s
             formula = f"{kv_local} KV head(s) × ({a.head_dim}+{a.v_head_dim}) × {s} B"
             if q.tq_boundary:

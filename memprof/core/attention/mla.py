@@ -22,6 +22,8 @@ from memprof.core.attention.base import (
     rope_positions,
     rope_scaling,
 )
+from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
+from memprof.core.kv_dtypes import DS_MLA_SLOT
 from memprof.core.models import Attention, Layer, ModelSpec
 
 INDEXER_SLOT_FP8 = 132  # 128 fp8 values + one fp32 scale per 128 (V3.2 indexer K cache)
@@ -34,6 +36,8 @@ class MLA(AttentionKind):
 
     name = "mla"
 
+    backend_picks_block = True
+
     def default_block_size(self, arch: str) -> int:
         """The MLA backends' own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (SM100)."""
         return 128 if arch.startswith("sm10") else 64
@@ -42,7 +46,8 @@ class MLA(AttentionKind):
         """``align``: one token's entry padded to a multiple of that many bytes (V0)."""
         kv_dtype, block, align = q.kv_dtype, q.block, q.align
         dim = a.kv_lora_rank + a.qk_rope_head_dim
-        if kv_dtype == "fp8_ds_mla" or (a.has_indexer and kv_dtype.startswith("fp8")):
+        row = KV_DTYPES[kv_dtype]
+        if row.storage == DS_MLA_SLOT or (a.has_indexer and row.quantized_fp8):
             if not a.has_indexer:
                 raise BadInput("--kv-cache-dtype fp8_ds_mla needs DeepSeek-V3.2 sparse MLA",
                                hint="use fp8 for DeepSeek V3/R1")

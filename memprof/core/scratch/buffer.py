@@ -41,7 +41,9 @@ from memprof.core.components import TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.dtypes import dtype_bytes as element_bytes
 from memprof.core.dtypes import short_name
-from memprof.core.engine_defaults import batch_defaults, sglang_defaults
+from memprof.core.engines import engine_of
+from memprof.core.engines.sglang import DP_ATTENTION_SCRATCH, sglang_defaults
+from memprof.core.kv_dtypes import kv_dtype
 from memprof.core.models import Layer, ModelSpec
 
 # --- names ---------------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ LIFETIMES = ("per_layer_registered", "per_layer_lazy", "per_step", "shared_works
 POLICIES = ("per-layer", "shared")
 
 # Catalog keys that are not attention backends.
-SGLANG_DP_ATTENTION = "sglang_dp_attention"  # SGLang --enable-dp-attention gathered buffer
+SGLANG_DP_ATTENTION = DP_ATTENTION_SCRATCH  # SGLang --enable-dp-attention gathered buffer
 DEEPSEEK_V4 = "deepseek_v4"  # buffers every DeepSeek-V4 deployment has, whatever the backend
 
 # --- constants (each with its source) -------------------------------------------------------------
@@ -95,8 +97,8 @@ def dims(ctx: TermContext) -> Dims:
     """The dimensions of ``ctx``'s rank; unresolved deployment defaults follow ``resolve``."""
     spec, dep = ctx.spec, ctx.dep
     a = spec.layers[0].attention
-    mnbt_default, seqs_default = batch_defaults(
-        ctx.gpu, None if dep.sglang else dep.engine_version, dep.entrypoint,
+    mnbt_default, seqs_default = engine_of(dep).batch_defaults(
+        ctx.gpu, dep.engine_version, dep.entrypoint,
         dep.max_model_len or spec.max_position_embeddings or 0)
     seqs = dep.max_num_seqs or seqs_default
     mnbt = dep.max_num_batched_tokens or mnbt_default
@@ -115,7 +117,7 @@ def dims(ctx: TermContext) -> Dims:
         num_gpu_blocks=ctx.num_gpu_blocks,
         model_bytes=element_bytes(ctx.model_dtype),
         model_dtype=short_name(ctx.model_dtype),
-        kv_quantized=dep.kv_cache_dtype.startswith("fp8"),
+        kv_quantized=kv_dtype(dep.kv_cache_dtype).quantized_fp8,
         window=a.sliding_window or AITER_SWA_TOPK,
         index_topk=a.index_topk,
         dp=dep.dp,

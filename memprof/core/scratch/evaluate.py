@@ -10,12 +10,12 @@ from typing import Literal
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
+from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.scratch.backends import default_scratch_policy, resolve_backend
 from memprof.core.scratch.buffer import (
     DEEPSEEK_V4,
     POLICIES,
-    SGLANG_DP_ATTENTION,
     WORKSPACE_ALIGN,
     Dims,
     ScratchBuffer,
@@ -64,11 +64,9 @@ def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
     dep, spec = ctx.dep, ctx.spec
     if dep.scratch is not None and dep.scratch not in POLICIES:
         raise BadInput(f"unknown --scratch {dep.scratch!r}", hint="per-layer or shared")
-    keys: list[str] = []
-    if dep.engine == "sglang":
-        if dep.enable_dp_attention:
-            keys.append(SGLANG_DP_ATTENTION)
-    else:
+    engine = engine_of(dep)
+    keys = list(engine.scratch_keys(dep))
+    if engine.selects_attention_backend:
         keys.append(resolve_backend(spec, ctx.gpu, dep))
         if spec.layers[0].attention.kind == "dsv4":
             keys.append(DEEPSEEK_V4)

@@ -108,7 +108,7 @@ V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy â
 @lru_cache(maxsize=64)
 def v0_driver_samples(engine: str, version: str | None) -> bool:
     """Does only the driver worker sample in the profile run (``V0_DRIVER_SAMPLER``)?"""
-    return engine == "vllm" and rule_in_force(V0_DRIVER_SAMPLER, version) is not None
+    return rule_in_force(V0_DRIVER_SAMPLER, version, engine) is not None  # vLLM's rows
 
 
 def samples_in_profile_run(dep: Deployment, coord: RankCoord) -> bool:

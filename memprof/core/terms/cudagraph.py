@@ -15,6 +15,7 @@ from functools import lru_cache
 from memprof.base.units import KiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
@@ -236,7 +237,7 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
     ``--enforce-eager`` captures nothing: both are 0 with formula "enforce_eager".
     """
     names = ("CUDA-graph estimate", "CUDA-graph pool above the estimate")
-    if (not ctx.dep.enforce_eager and not ctx.dep.sglang
+    if (not ctx.dep.enforce_eager and engine_of(ctx.dep).graph_estimate_by_release
             and value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on") != "on"):
         return cudagraph_terms_estimate_off(ctx)
     if ctx.dep.enforce_eager:

@@ -43,6 +43,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.allocations import model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.rope_cache import RopeCache, rope_caches
@@ -166,7 +167,7 @@ def _replayed(ctx: TermContext) -> _Replayed:
 def load_rounding_bytes(ctx: TermContext) -> int:
     """``allocated − requested`` after the model-load replay (0 for SGLang and for ranks of more
     than ``SIMULATE_MAX_LAYERS`` layers, which are not replayed)."""
-    if ctx.dep.sglang or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
+    if not engine_of(ctx.dep).replays_model_load or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
         return 0
     return _replayed(ctx)[2]
 
@@ -174,7 +175,7 @@ def load_rounding_bytes(ctx: TermContext) -> int:
 def load_rounding_terms(ctx: TermContext) -> list[Component]:
     """The rounding as a model-load component (category weights, in the budget): ``allocated −
     requested`` after replaying the rank's model-load allocations; none when it is 0."""
-    if ctx.dep.sglang or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
+    if not engine_of(ctx.dep).replays_model_load or ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
         return []
     return list(_replayed(ctx)[3])
 

@@ -220,9 +220,10 @@ class MlpWeights(Shard):
             self.add(module + ".raw_scales", "experts", kept, replicas=1,
                      formula=f"{e}×[{2 * ip}×{cdiv(hp, 32)} + {hp}×{cdiv(ip, 32)}] e8m0 kept "
                      f"beside the swizzled copies (vLLM {version or 'newest'}, before PR #46549)")
-        if (self.dep.sglang and self.arch.startswith("sm90")
-                and self.spec.family == "deepseek_v4"
-                and value_at(SGLANG_MARLIN_STALE_SCALE_INV, version, False, engine="sglang")):
+        # the rows are SGLang's (Rule.engine): under any other engine none holds
+        if (self.arch.startswith("sm90") and self.spec.family == "deepseek_v4"
+                and value_at(SGLANG_MARLIN_STALE_SCALE_INV, version, False,
+                             engine=self.dep.engine)):
             # the loader's fp32 scales (one per 32 values), left registered beside the e8m0
             # Marlin copies counted above: 4 B per 32 values, 4× the e8m0 scales
             stale = (Param("w13_weight_scale_inv (stale)", (e, 2 * i, cdiv(h, 32)), "float32"),

@@ -1,0 +1,196 @@
+"""The attention backends memprof knows, one row each: the ``--attention-backend`` value, the
+attention kinds it runs, the GPUs it runs on, the KV dtypes it reads, the block sizes it keeps or
+forces, where vLLM picks it by default, its scratch family and the releases that have it.
+
+Everything that asks a backend question (the default choice, validating ``--attention-backend``,
+the block size, the scratch buffers) reads these rows; a new backend is one row.
+
+Sources (vLLM): ``vllm/platforms/cuda.py`` ``CudaPlatform.check_and_update_config`` (v0.11.0; the
+same forcing at vLLM@002db495): ``block_size`` None → 16, then "Forcing kv cache block size to 64
+for FlashMLA backend" when ``block_size % 64``, to 128 for CUTLASS MLA when ``block_size % 128``,
+to 64 for FlashInfer MLA unless 32 or a multiple of 64, to 64 for sparse MLA unless 64; each
+backend's ``get_supported_kernel_block_sizes`` and ``supports_compute_capability``
+(``v1/attention/backends/mla/flashmla.py``: ``[64]``, compute capability major 9 or 10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memprof.core.kv_dtypes import BY_NAME as KV_BY_NAME
+from memprof.core.kv_dtypes import DS_MLA_SLOT, DSV4, GQA, MLA, SPARSE_MLA
+from memprof.core.kv_dtypes import ROWS as KV_ROWS
+
+_MLA_KV = frozenset({"auto", "fp8", "fp8_e4m3", "bfloat16", "float16"})
+_SPARSE_KV = frozenset({*_MLA_KV, "fp8_ds_mla"})
+_GQA_KV = frozenset(r.name for r in KV_ROWS if not r.turboquant and r.storage != DS_MLA_SLOT)
+_TQ_KV = frozenset(r.name for r in KV_ROWS if r.turboquant)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionBackend:
+    """One attention backend (vLLM's ``AttentionBackendEnum`` name, lower case)."""
+
+    name: str
+    kinds: frozenset[str]  # attention kinds it runs (kv_dtypes.GQA, MLA, SPARSE_MLA, DSV4)
+    vendor: str | None  # "nvidia" / "amd": only that vendor's GPUs; None: any
+    vendor_why: str = ""  # the refusal on another vendor's GPU ({name} for the backend)
+    archs: tuple[str, ...] = ()  # architecture prefixes it runs on (): every one of its vendor
+    arch_why: str = ""  # the refusal on another architecture ({gpu}, {arch})
+    # dense MLA only on these architecture prefixes when narrower than ``archs`` (FlashMLA)
+    dense_archs: tuple[str, ...] = ()
+    dense_why: str = ""
+    kv_dtypes: frozenset[str] = frozenset()  # the KV dtypes it reads (documentation)
+    # block sizes: kept as given when a multiple of ``keeps_multiple_of`` (or in ``keeps_also``),
+    # else vLLM forces ``forces`` (MLA); ``forces`` None: vLLM finds no common kernel block size
+    # and refuses (GQA kernels, ``get_supported_kernel_block_sizes``)
+    keeps_multiple_of: int | None = None
+    keeps_also: tuple[int, ...] = ()
+    forces: int | None = None
+    # DeepSeek-V3.2 sparse MLA on this backend keeps only this size (forced otherwise)
+    sparse_block: int | None = None
+    # the block size when --block-size is left out (MLA: vLLM's 16 after the forcing above);
+    # None: the engine's default (16, CacheConfig.DEFAULT_BLOCK_SIZE)
+    default_block: int | None = None
+    # where vLLM picks it when --attention-backend is left out: (kind, where) with where one of
+    # "rocm", an architecture ("sm90", "unknown"), an architecture family ("sm10") or "nvidia"
+    default_for: tuple[tuple[str, str], ...] = ()
+    display: str = ""  # the name in messages ("" → name)
+    vllm_class: str = ""  # vLLM's backend class, where a message names it
+    scratch: str = ""  # the scratch family of the catalog (scratch/<family>.py), "" none
+    releases: str = "every V1 release modelled"
+    source: str = ""
+
+    @property
+    def shown(self) -> str:
+        return self.display or self.name
+
+    def keeps(self, block: int) -> bool:
+        """Whether vLLM runs a requested ``block`` as given on this backend."""
+        if self.keeps_multiple_of is None:
+            return True
+        return block % self.keeps_multiple_of == 0 or block in self.keeps_also
+
+
+_NVIDIA_WHY = "{name} is an NVIDIA backend"
+ROWS: tuple[AttentionBackend, ...] = (
+    AttentionBackend(
+        name="cutlass_mla", kinds=frozenset({MLA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
+        archs=("sm10",), arch_why="cutlass_mla needs Blackwell (SM100), {gpu} is {arch}",
+        kv_dtypes=_MLA_KV, keeps_multiple_of=128, forces=128, default_block=128,
+        default_for=((MLA, "sm10"),), scratch="mla",
+        source="platforms/cuda.py check_and_update_config (v0.11.0): 'Forcing kv cache block "
+        "size to 128 for CUTLASS_MLA backend' when block_size % 128; "
+        "v1/attention/backends/mla/cutlass_mla.py (SM100 only)"),
+    AttentionBackend(
+        name="flashinfer_mla", kinds=frozenset({MLA, SPARSE_MLA, DSV4}), vendor="nvidia",
+        vendor_why=_NVIDIA_WHY, archs=("sm10",),
+        arch_why="flashinfer_mla needs Blackwell (SM100), {gpu} is {arch}",
+        kv_dtypes=_SPARSE_KV, keeps_multiple_of=64, keeps_also=(32,), forces=64,
+        default_block=64, scratch="mla",
+        source="platforms/cuda.py check_and_update_config (v0.11.0): 'Forcing kv cache block "
+        "size to 64 for FlashInferMLA backend' unless 32 or a multiple of 64; sparse: "
+        "FLASHINFER_MLA_SPARSE_DSV4 (vLLM @023da1fc)"),
+    AttentionBackend(
+        name="flashmla", kinds=frozenset({MLA, SPARSE_MLA, DSV4}), vendor="nvidia",
+        vendor_why=_NVIDIA_WHY, archs=("sm90", "sm10"),
+        arch_why="FlashMLA needs SM90 or SM100, {gpu} is {arch}", dense_archs=("sm90",),
+        dense_why="FlashMLA runs dense MLA on Hopper (SM90) only, {gpu} is {arch}; on SM100 "
+        "only DeepSeek's sparse MLA", kv_dtypes=_SPARSE_KV,
+        keeps_multiple_of=64, forces=64, sparse_block=64, default_block=64,
+        default_for=((MLA, "sm90"), (MLA, "unknown"), (SPARSE_MLA, "nvidia"),
+                     (DSV4, "nvidia")),
+        display="FlashMLA",
+        source="platforms/cuda.py check_and_update_config (v0.11.0, and vLLM@002db495): "
+        "block_size None → 16, then 'Forcing kv cache block size to 64 for FlashMLA backend' "
+        "when block_size % 64 (gated on is_flashmla_dense_supported), 64 exactly for sparse "
+        "MLA; v1/attention/ops/flashmla.py (vLLM@055e47c2) is_flashmla_dense_supported: 'FlashMLA "
+        "Dense is only supported on Hopper devices.', is_flashmla_sparse_supported: Hopper and "
+        "Blackwell DC; v1/attention/backends/mla/flashmla.py (vLLM@01b1d340) "
+        "supports_combination returns that reason, get_supported_kernel_block_sizes [64]"),
+    AttentionBackend(
+        name="triton_mla", kinds=frozenset({MLA}), vendor=None, kv_dtypes=_MLA_KV,
+        default_block=64, default_for=((MLA, "nvidia"), (MLA, "rocm")),
+        source="v1/attention/backends/mla/triton_mla.py (any block size); default block 64 as "
+        "memprof has taken it (vLLM's check_and_update_config leaves 16 for Triton MLA: not "
+        "changed here)"),
+    AttentionBackend(
+        name="aiter_mla", kinds=frozenset({MLA, SPARSE_MLA, DSV4}), vendor="amd",
+        vendor_why="AITER runs on AMD Instinct GPUs (gfx9xx) only", kv_dtypes=_SPARSE_KV,
+        default_block=64, default_for=((SPARSE_MLA, "rocm"), (DSV4, "rocm")), scratch="dsv4",
+        source="v1/attention/backends/mla/rocm_aiter_mla.py; on ROCm DeepSeek sparse attention "
+        "runs only through AITER (review of vLLM #40889)"),
+    AttentionBackend(
+        name="flash_attn", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
+        kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "nvidia"),),
+        source="v1/attention/backends/flash_attn.py get_supported_kernel_block_sizes "
+        "MultipleOf(16) (v0.11.0)"),
+    AttentionBackend(
+        name="flashinfer", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
+        kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "sm10"),),
+        scratch="flashinfer",
+        source="v1/attention/backends/flashinfer.py get_supported_kernel_block_sizes "
+        "[16, 32, 64] (v0.11.0); a larger block is split into kernel blocks that divide it "
+        "(v1/worker/utils.py select_common_block_size)"),
+    AttentionBackend(
+        name="turboquant", kinds=frozenset({GQA}), vendor=None, kv_dtypes=_TQ_KV,
+        keeps_multiple_of=16, display="TurboQuant", vllm_class="TurboQuantAttentionBackend",
+        scratch="turboquant",
+        releases="vLLM@52a31cc on",
+        source="TurboQuantAttentionBackend (vLLM@52a31cc model_executor/layers/quantization/"
+        "turboquant/): get_supported_kernel_block_sizes [16, 32, 64, 128]"),
+    AttentionBackend(
+        name="triton_attn", kinds=frozenset({GQA}), vendor=None, kv_dtypes=_GQA_KV,
+        keeps_multiple_of=16, default_for=((GQA, "rocm"),),
+        source="v1/attention/backends/triton_attn.py get_supported_kernel_block_sizes "
+        "MultipleOf(16) (v0.11.0)"),
+)
+BY_NAME: dict[str, AttentionBackend] = {r.name: r for r in ROWS}
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def backend(name: str) -> AttentionBackend:
+    return BY_NAME[name]
+
+
+def wheres(arch: str, rocm: bool) -> tuple[str, ...]:
+    """The ``default_for`` places a GPU matches, most specific first."""
+    if rocm:
+        return ("rocm",)
+    family = ("sm10",) if arch.startswith("sm10") else ()
+    return (*family, arch, "nvidia")
+
+
+def default_for(kind: str, arch: str, rocm: bool) -> AttentionBackend:
+    """The backend vLLM picks for an attention kind on a GPU (``default_for`` of the rows)."""
+    for where in wheres(arch, rocm):
+        for row in ROWS:
+            if (kind, where) in row.default_for:
+                return row
+    raise LookupError(f"no default attention backend for {kind} on {arch}")
+
+
+def chosen(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
+           asked: str | None) -> AttentionBackend | None:
+    """The backend a deployment runs, without checks (``scratch.backends.resolve_backend``
+    refuses what vLLM refuses): the one asked for (None for a name no row has), the one the KV
+    dtype forces, or the default."""
+    if asked is not None:
+        return BY_NAME.get(asked.strip().lower())
+    forced = KV_BY_NAME[kv_cache_dtype].forces_backend
+    return BY_NAME[forced] if forced is not None else default_for(kind, arch, rocm)
+
+
+def arch_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,
+                 kind: str = MLA) -> str | None:
+    """Why ``row`` cannot run ``kind`` attention on the GPU (None: it can, or the architecture
+    is unknown)."""
+    if arch == "unknown":
+        return None
+    if row.vendor is not None and row.vendor != ("amd" if rocm else "nvidia"):
+        return row.vendor_why.format(name=row.name)
+    if row.archs and not any(arch.startswith(a) for a in row.archs):
+        return row.arch_why.format(gpu=gpu_name, arch=arch)
+    if kind == MLA and row.dense_archs and not any(arch.startswith(a) for a in row.dense_archs):
+        return row.dense_why.format(gpu=gpu_name, arch=arch)
+    return None

@@ -1,0 +1,31 @@
+"""The engines memprof models, one module each behind ``base.Engine``, and the registry.
+
+A new engine is one module here (an ``Engine`` subclass and its ``ENGINE`` instance), one line in
+``ENGINES``, and its releases in ``versions.RELEASES`` (with its ``versions.DISPLAY_NAMES`` entry,
+and ``SNAPSHOT_ENGINES`` when its releases are source snapshots: ``versions`` sits below this
+package), plus its flags in ``flags.SETTINGS``. Everything that differs by engine asks
+``engine_of(dep)`` (or ``engine_named``); tests/test_extension_axes.py keeps it so.
+"""
+
+from __future__ import annotations
+
+from memprof.base.errors import BadInput
+from memprof.core.engines import sglang, vllm
+from memprof.core.engines.base import DeploymentView, Engine
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE)}
+NAMES: tuple[str, ...] = tuple(ENGINES)
+
+
+def engine_named(name: str) -> Engine:
+    """The engine called ``name``; an unknown name is ``BadInput`` (exit 2), as
+    ``deployment.validate`` words it."""
+    engine = ENGINES.get(name)
+    if engine is None:
+        raise BadInput(f"unknown --engine {str(name)[:40]!r}", hint=" or ".join(NAMES))
+    return engine
+
+
+def engine_of(dep: DeploymentView) -> Engine:
+    """The engine a deployment runs (``BadInput`` for an unknown one)."""
+    return engine_named(dep.engine)

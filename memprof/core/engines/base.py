@@ -1,0 +1,210 @@
+"""The interface every engine module implements (``Engine``), and what it reads.
+
+An engine (vLLM, SGLang, ...) is one module in ``memprof/core/engines/`` holding one ``Engine``
+subclass: its rank layout, its defaults, its budget line (how much of the GPU it hands the KV
+cache), its CUDA-graph reserve, the flags it takes and refuses, and its notes. Everything outside
+this package asks the engine object (``engines.engine_of(dep)``) instead of branching on the
+engine's name.
+
+The package sits below ``deployment.py`` (whose layout properties ask the engine), so it reads a
+deployment and its components through the read-only protocols below, never by importing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, TypeVar
+
+from memprof.core.gpus import GPU
+
+
+class DeploymentView(Protocol):
+    """The fields of ``memprof.core.deployment.Deployment`` an engine reads."""
+
+    @property
+    def engine(self) -> str: ...
+    @property
+    def engine_version(self) -> str | None: ...
+    @property
+    def entrypoint(self) -> str: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def dp(self) -> int: ...
+    @property
+    def enable_expert_parallel(self) -> bool: ...
+    @property
+    def enable_dp_attention(self) -> bool: ...
+    @property
+    def kv_cache_dtype(self) -> str: ...
+    @property
+    def block_size(self) -> int | None: ...
+    @property
+    def kv_cache_memory_bytes(self) -> int | None: ...
+    @property
+    def gpu_memory_utilization(self) -> float | None: ...
+    @property
+    def mem_fraction_static(self) -> float | None: ...
+    @property
+    def chunked_prefill_size(self) -> int | None: ...
+    @property
+    def cuda_graph_max_bs(self) -> int | None: ...
+    @property
+    def max_num_batched_tokens(self) -> int | None: ...
+    @property
+    def attn_tp(self) -> int: ...
+
+
+class ComponentView(Protocol):
+    """The fields of ``memprof.core.components.Component`` a budget line reads."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def where(self) -> str: ...
+
+
+C = TypeVar("C", bound=ComponentView)
+
+
+@dataclass(frozen=True, slots=True)
+class RankCoord:
+    """Where a rank sits. Global rank order is vLLM's: DP outermost, then PP, TP fastest."""
+
+    rank: int
+    tp_rank: int
+    pp_stage: int
+    dp_rank: int
+    ep_rank: int | None
+
+
+def loaded_at_start(c: ComponentView) -> bool:
+    """Allocated while loading the model (weights, buffers registered at construction)."""
+    return c.where == "budget" and c.category in ("weights", "scratch")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What an engine hands the KV cache of one rank class: ``available`` KV bytes and the
+    ``envelope`` it reserves for itself (vLLM: requested; SGLang: mfs × free before load)."""
+
+    available: int
+    envelope: int
+
+
+class Engine:
+    """One engine. Subclasses set the class attributes and override the methods they change;
+    the defaults here are neutral (no refusal, no note, nothing reserved)."""
+
+    name: ClassVar[str]  # the --engine value
+    display: ClassVar[str]  # the name in messages ("vLLM")
+    # the variable that lets max_model_len exceed the model's derived maximum
+    long_context_env: ClassVar[str]
+    overrides_flag: ClassVar[str]  # the flag that merges JSON into config.json
+    # the budget is gpu_memory_utilization × total (vLLM's flag; remedies and explain vary it)
+    budget_by_utilization: ClassVar[bool] = False
+    # max_num_seqs defaults by GPU tier (explain offers the small tier as an alternative)
+    tiered_max_num_seqs: ClassVar[bool] = False
+    # CUDA-graph estimate subtracted from the budget per the release rows (terms/cudagraph.py
+    # CUDAGRAPH_ESTIMATE); False: the graph pool is always the engine's own reserve
+    graph_estimate_by_release: ClassVar[bool] = False
+    # the model-load allocations are replayed for the allocator's rounding (terms/load_rounding)
+    replays_model_load: ClassVar[bool] = False
+    # runs vLLM's attention-backend selection (block-size forcing, per-backend scratch); False:
+    # --page-size is taken as given and only the engine's own scratch applies
+    selects_attention_backend: ClassVar[bool] = False
+    # the budget lines of the start-up log are modelled (core/engine_log.py)
+    logs_budget_lines: ClassVar[bool] = False
+
+    # --- rank layout ------------------------------------------------------------------------------
+
+    def world_size(self, dep: DeploymentView) -> int:
+        raise NotImplementedError
+
+    def attn_tp(self, dep: DeploymentView) -> int:
+        """TP degree of attention."""
+        return dep.tp
+
+    def copies(self, dep: DeploymentView) -> int:
+        """Full copies of the non-expert weights in the deployment."""
+        raise NotImplementedError
+
+    def ep_size(self, dep: DeploymentView) -> int:
+        raise NotImplementedError
+
+    def moe_tp_size(self, dep: DeploymentView) -> int:
+        raise NotImplementedError
+
+    def rank_coords(self, dep: DeploymentView) -> list[RankCoord]:
+        raise NotImplementedError
+
+    def identical_engines(self, dep: DeploymentView) -> int:
+        """How many identical engines the deployment runs, of which the estimate computes the
+        first and shifts the others (1: every rank is estimated)."""
+        return 1
+
+    # --- defaults ---------------------------------------------------------------------------------
+
+    def batch_defaults(self, gpu: GPU, version: str | None, entrypoint: str,
+                       max_model_len: int, v0_chunked_prefill: bool = True) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) when the flags are left out."""
+        raise NotImplementedError
+
+    def default_utilization(self, dep: DeploymentView, version: str) -> float | None:
+        """``gpu_memory_utilization`` after defaults (None: the engine has no such setting)."""
+        return None
+
+    def prepared(self, dep: DeploymentView, gpu: GPU) -> dict[str, object]:
+        """Settings the engine derives before the common defaults (field → value)."""
+        return {}
+
+    def mem_fraction(self, dep: DeploymentView, gpu: GPU) -> float:
+        """The static memory fraction the budget line reads (0.0: none)."""
+        return 0.0
+
+    # --- budget line ------------------------------------------------------------------------------
+
+    def budget(self, dep: DeploymentView, gpu: GPU, *, requested: int, budgeted: int,
+               baseline: int, loaded: int, mfs: float) -> Budget:
+        raise NotImplementedError
+
+    def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
+        """KV blocks the budget buys."""
+        return available // block_bytes if available > 0 else 0
+
+    def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
+        """(bytes in use at run time, the components outside the engine's envelope)."""
+        raise NotImplementedError
+
+    def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,
+                               total: int) -> bool:
+        """Whether the engine refuses to start because its envelope exceeds the free memory."""
+        return False
+
+    def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
+        """The block sizes the engine's CLI takes (None: any)."""
+        return None
+
+    def held_before_kv(self, c: ComponentView) -> bool:
+        """Whether a component is named as taking the memory the KV cache would have had."""
+        return c.where == "budget"
+
+    # --- flags and notes --------------------------------------------------------------------------
+
+    def scratch_keys(self, dep: DeploymentView) -> tuple[str, ...]:
+        """Catalog keys of the engine's own scratch buffers (besides the attention backend's,
+        when it selects vLLM's backends)."""
+        return ()
+
+    def check_layout(self, dep: DeploymentView) -> None:
+        """The engine's refusals of a parallel layout (after the settings checks)."""
+
+    def notes(self, dep: DeploymentView, mfs: float) -> list[str]:
+        return []

@@ -1,0 +1,138 @@
+"""The extension axes stay tables (issue 23): outside ``memprof/core/engines/`` no module branches
+on the engine (``dep.sglang``, ``engine == "vllm"``, ...), and outside their row modules
+(``core/attention_backends.py``, ``core/kv_dtypes.py``) no module names an attention backend or a
+KV-cache dtype as a string literal. What remains is on ``ALLOWED`` with the reason; an entry whose
+file no longer needs it fails too, so the list only shrinks."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+from memprof.core import attention_backends, engines, kv_dtypes
+from memprof.core.scratch import CATALOG
+from memprof.core.scratch.buffer import DEEPSEEK_V4, SGLANG_DP_ATTENTION
+from memprof.core.versions import DISPLAY_NAMES, RELEASES
+
+SRC = Path(__file__).resolve().parents[1] / "memprof"
+ROW_MODULES = ("memprof/core/engines/", "memprof/core/attention_backends.py",
+               "memprof/core/kv_dtypes.py")
+# KV dtype names that are also model dtypes ("auto", "bfloat16", "float16": --dtype values) or a
+# quantisation method ("fp8": --quantization fp8): a literal of these says nothing about the axis
+AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
+
+# file → why it still names the engine / a backend / a KV dtype (owner in brackets)
+ALLOWED: dict[str, str] = {
+    # engine branches in others' files, to become engine_of(dep) calls by their owners
+    "memprof/core/flags.py": "[cli] the settings table has one flag column per engine "
+                             "(Setting.vllm / .sglang); the generated CLI replaces it",
+    "memprof/core/contract.py": "[report] 'entrypoint' is null under SGLang (d.sglang)",
+    "memprof/core/plan.py": "[speed] DP sizes tried only where DP replicates engines (vLLM)",
+    # the same after the speed and report branches moved them (paths of the merged tree)
+    "memprof/batch/plan.py": "[speed] DP sizes tried only where DP replicates engines (vLLM)",
+    "memprof/batch/plan_report.py": "[speed] plan's entry-point check per engine",
+    "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
+                                    "their catalog entries",
+    "memprof/core/models/config.py": "[families] derived_max_model_len follows each engine's "
+                                     "own rule (vLLM _get_and_verify_max_len, SGLang "
+                                     "get_context_length)",
+    "memprof/core/terms/dsv4_init_buffers.py": "[families] no DeepSeek-V4 init buffers under "
+                                               "SGLang (dep.sglang)",
+    "memprof/core/terms/rope_cache.py": "[families] SGLang's RoPE cache (dep.sglang)",
+    "memprof/report/estimate_rows.py": "[report] the budget line's wording per engine",
+    "memprof/report/versions.py": "[report] the engine's display name (engine_of(d).display)",
+    "memprof/commands/plan.py": "[cli] plan's entry-point and DP checks per engine",
+    "memprof/probes/log_deployment.py": "[probes] a start-up log says which engine wrote it; "
+                                        "its budget lines differ by engine",
+    "memprof/probes/startup_log.py": "[probes] recognising vLLM's and SGLang's log lines",
+    "memprof/probes/serve_command.py": "[probes] recognising 'vllm serve' and "
+                                       "'sglang.launch_server' command lines",
+    # backend / KV-dtype names where a file is about that one backend
+    "memprof/core/scratch/mla.py": "catalog entries keyed by their backend row "
+                                   "(test_catalog_backends_are_rows)",
+    "memprof/core/scratch/dsv4.py": "catalog entries keyed by their backend row",
+    "memprof/core/scratch/flashinfer.py": "catalog entries keyed by their backend row",
+    "memprof/core/scratch/turboquant.py": "catalog entries keyed by their backend row",
+    "memprof/kernels/mla_decode.py": "the CUTLASS / FlashInfer MLA decode kernels it reproduces",
+    "memprof/kernels/sparse_mla_decode.py": "the fp8_ds_mla cache layout its kernel reads",
+    "memprof/kernels/tq_decode.py": "the TurboQuant preset its kernel reproduces",
+    "memprof/kernels/validate_mla_tq.py": "[report] validates those kernels against their "
+                                          "catalog entries",
+    "memprof/commands/validate.py": "[cli] --kernel names and the backend each kernel runs",
+}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(SRC.parent).as_posix()
+
+
+def _literals(node: ast.AST) -> list[object]:
+    if isinstance(node, ast.Constant):
+        return [node.value]
+    return [e.value for e in getattr(node, "elts", []) if isinstance(e, ast.Constant)]
+
+
+def findings(path: Path) -> list[str]:
+    """What ``path`` says about an axis outside its row: engine attributes (``.sglang``),
+    comparisons with an engine name, backend and KV-dtype names as literals."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = set(engines.NAMES)
+    named = set(attention_backends.NAMES) | (set(kv_dtypes.NAMES) - AMBIGUOUS_KV)
+    out: list[str] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr in names:
+            out.append(f"{n.lineno}: .{n.attr}")
+        elif isinstance(n, ast.Compare):
+            hits = [v for x in (n.left, *n.comparators) for v in _literals(x) if v in names]
+            out += [f"{n.lineno}: compares with {v!r}" for v in hits]
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in named:
+            out.append(f"{n.lineno}: names {n.value!r}")
+    return out
+
+
+def _scan() -> dict[str, list[str]]:
+    return {_rel(p): f for p in sorted(SRC.rglob("*.py"))
+            if not _rel(p).startswith(ROW_MODULES) and (f := findings(p))}
+
+
+def test_no_module_outside_the_rows_names_an_axis() -> None:
+    found = _scan()
+    unexplained = {p: f for p, f in found.items() if p not in ALLOWED}
+    assert not unexplained, unexplained
+
+
+def test_the_allow_list_has_no_stale_entry() -> None:
+    found = _scan()  # (an entry for a file this tree does not have is another branch's path)
+    stale = [p for p in ALLOWED if (SRC.parent / p).is_file() and p not in found]
+    assert not stale, f"no longer needed, remove from ALLOWED: {stale}"
+
+
+def test_the_scan_sees_what_it_forbids(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text('def f(dep, e):\n    if dep.sglang or e.engine == "vllm":\n'
+                       '        return ("flashmla", "turboquant_k8v4", "auto")\n')
+    assert findings(planted) == ["2: .sglang", "2: compares with 'vllm'", "3: names 'flashmla'",
+                                 "3: names 'turboquant_k8v4'"]
+
+
+def test_catalog_backends_are_rows() -> None:
+    keys = Counter(b.backend for b in CATALOG)
+    assert set(keys) <= set(attention_backends.NAMES) | {SGLANG_DP_ATTENTION, DEEPSEEK_V4}
+    for row in attention_backends.ROWS:  # a row has a scratch family iff it has entries
+        assert bool(row.scratch) == (row.name in keys), row.name
+
+
+def test_every_engine_is_one_module_with_releases_and_a_name() -> None:
+    assert set(engines.ENGINES) == set(RELEASES) == set(DISPLAY_NAMES)
+    for name, engine in engines.ENGINES.items():
+        assert engine.name == name and DISPLAY_NAMES[name] == engine.display
+        assert (SRC / "core" / "engines" / f"{name}.py").is_file()
+
+
+def test_kv_dtype_rows_agree_with_the_backend_rows() -> None:
+    for row in kv_dtypes.ROWS:
+        if row.forces_backend is not None:
+            backend = attention_backends.backend(row.forces_backend)
+            assert row.name in backend.kv_dtypes and row.kinds <= backend.kinds
+        assert row.engines <= set(engines.NAMES) and row.source
