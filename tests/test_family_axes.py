@@ -43,7 +43,7 @@ FAMILY_ALLOWED: dict[str, str] = {
     # other engineers own: a rename would touch four of them)
     "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
     "memprof/core/terms/load_rounding.py": "imports dsv4_init_buffers (model-load replay)",
-    "memprof/core/allocations.py": "imports dsv4_init_buffers (allocation replay)",
+    "memprof/core/terms/allocations.py": "imports dsv4_init_buffers (allocation replay)",
     "memprof/batch/replay.py": "imports dsv4_init_buffers (the sweep's replay cache)",
     # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
     "memprof/core/scratch/buffer.py": "scratch family tag DEEPSEEK_V4",

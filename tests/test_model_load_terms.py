@@ -226,8 +226,8 @@ def test_load_rounding_equals_the_gpu_allocator() -> None:
 
 def test_rank_allocation_sizes_are_the_allocations_bytes() -> None:
     # the allocator term reads sizes only; they must be rank_allocations' bytes, in order
-    from memprof.core.allocations import rank_allocation_sizes, rank_allocations
     from memprof.core.estimate import rank_context
+    from memprof.core.terms.allocations import rank_allocation_sizes, rank_allocations
 
     for model, dep, gpu in (("qwen3-32b", Deployment(kv_cache_dtype="turboquant_k8v4",
                                                      scratch="per-layer"), "H200"),

@@ -378,7 +378,7 @@ def test_allocator_slack_of_kv_tensors_by_hand() -> None:
     # the replay also holds the weights: the toy's tensors are under 1 MiB, packed into 2 MiB
     # small-pool segments, so the slack is the KV rounding plus what those segments leave free
     from memprof.alloc import CachingAllocator
-    from memprof.core.allocations import rank_allocations
+    from memprof.core.terms.allocations import rank_allocations
 
     sim = CachingAllocator()
     allocs = rank_allocations(ctx)

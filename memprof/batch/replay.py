@@ -23,11 +23,11 @@ from typing import Any
 from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
 from memprof.base.units import round_up
 from memprof.batch.memo import ReadMemo, ReadMemoFn
-from memprof.core.allocations import model_load_buffers, model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.terms.allocations import model_load_buffers, model_load_position
 from memprof.core.terms.allocator import (
     allocation_size,
     allocator_runtime_terms,

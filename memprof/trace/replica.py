@@ -20,12 +20,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from memprof.core.allocations import Allocation
 from memprof.core.components import TermContext
 from memprof.core.dtypes import DTYPES
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer
 from memprof.core.terms.activation import SAMPLER_TRITON_BUFFER_ROWS, SAMPLER_TRITON_MIN_ROWS
+from memprof.core.terms.allocations import Allocation
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,

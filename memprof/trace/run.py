@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memprof.base.errors import EnvironmentProblem
-from memprof.core.allocations import rank_allocations
 from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
+from memprof.core.terms.allocations import rank_allocations
 from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 

@@ -6,6 +6,6 @@
 Each term is a pure function ``(TermContext) -> list[Component]`` with its formula in the
 docstring and a citation; ``memprof.core.terms.registry`` lists which run before the KV cache is
 sized and which after. This ``__init__`` imports nothing: Python runs it before any term module,
-so a term module imported from outside the package (``memprof.core.allocations`` imports two)
+so a term module imported from outside the package (``memprof.core.terms.allocations`` imports two)
 does not import every other term with it.
 """

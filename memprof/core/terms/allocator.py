@@ -14,9 +14,9 @@ from memprof.alloc.constants import (
     K_SMALL_SIZE,
 )
 from memprof.base.units import fmt_bytes, round_up
-from memprof.core.allocations import rank_allocation_sizes
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.terms.allocations import rank_allocation_sizes
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 
 
@@ -43,7 +43,7 @@ def allocator_runtime_terms(ctx: TermContext) -> list[Component]:
     """The caching allocator's slack at run time (category "allocator", where "runtime", not
     profiled): what it reserves beyond the bytes asked for, for the allocations memprof knows
     the order of — the weights tensor by tensor, the scratch seen at start-up, the KV-cache
-    tensors, the lazily allocated scratch (``memprof.core.allocations``) — replayed through
+    tensors, the lazily allocated scratch (``memprof.core.terms.allocations``) — replayed through
     ``memprof.alloc``'s replica of PyTorch's allocator (exact against an H200 on the ground
     truth of tests/data/alloc_golden)::
 

@@ -40,11 +40,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memprof.base.units import fmt_bytes
-from memprof.core.allocations import model_load_position
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
+from memprof.core.terms.allocations import model_load_position
 from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.rope_cache import RopeCache, rope_caches
 

@@ -2,9 +2,9 @@
 is sized, ``RUNTIME_TERMS`` after (they read ``ctx.num_gpu_blocks``), ``MODEL_LOAD_TERMS`` the
 buffers counted in vLLM's model load.
 
-The lists live here, not in the package ``__init__``: ``memprof.core.allocations`` imports two
+The lists live here, not in the package ``__init__``: ``memprof.core.terms.allocations`` imports two
 term modules, and a package ``__init__`` that imported every term (the allocator term among
-them, which imports ``memprof.core.allocations``) would close an import circle
+them, which imports ``memprof.core.terms.allocations``) would close an import circle
 (``tools/check_imports.py`` follows package ``__init__`` edges).
 """
 
