@@ -1,8 +1,8 @@
-"""The NCCL and graph-with-collectives goldens of ``reports/gpu/nccl`` (2× H100 NV18, NCCL 2.28.9,
-torch 2.11.0+cu130, from ``recorders/gpu_nccl.py`` and ``recorders/gpu_graph_collectives.py``):
-each file is whole (every run exited 0, every collective's result checked, both ranks alike), the
-matrix reproduces the older ``nccl-2x-h100.json`` to the byte, and the figures that
-``reports/gpu/nccl/README.md`` reads off them hold."""
+"""The NCCL and graph-with-collectives goldens of ``reports/gpu/nccl`` (2× and 4× H100 NV18,
+NCCL 2.28.9, torch 2.11.0+cu130, from ``recorders/gpu_nccl.py`` and
+``recorders/gpu_graph_collectives.py``): each file is whole (every run exited 0, every
+collective's result checked, ranks alike), the matrix reproduces the older ``nccl-2x-h100.json``
+to the byte, and the figures that ``reports/gpu/nccl/README.md`` reads off them hold."""
 
 from __future__ import annotations
 
@@ -42,9 +42,17 @@ def test_matrix_files_are_whole(name: str) -> None:
     for run in doc["runs"]:
         assert run["exit_code"] == 0 and run["nccl"] == "2.28.9"
         assert run["communicators_initialised_per_rank"] == 1  # p2p reuses the one communicator
-        r0, r1 = run["ranks"]
-        assert r0["ok"] and r1["ok"]
-        assert r0["non_torch_growth_bytes"] == r1["non_torch_growth_bytes"]
+        ranks = run["ranks"]
+        words = run["command"].split()
+        world = int(words[words.index("nccl_child.py") + 1])
+        assert len(ranks) == world and all(r["ok"] for r in ranks)
+        first = ranks[0]["non_torch_growth_bytes"]
+        for r in ranks[1:]:
+            g = r["non_torch_growth_bytes"]
+            # legacy IPC (cuMem off) maps a different number of peer buffers at init by ring
+            # position once there are more than two ranks; every other step is alike
+            alike = [k for k in g if not (k == INIT and "cumem-off" in run["config"])]
+            assert {k: g[k] for k in alike} == {k: first[k] for k in alike}, run["config"]
 
 
 def test_matrix_reproduces_the_old_golden() -> None:
@@ -143,3 +151,22 @@ def test_the_first_graph_cost_is_the_capture_stream() -> None:
     first = [c for c in h100 if c["graphs"] == 1]
     assert {c["driver_bytes"] for c in first} == {STREAM_POOL}
     assert [c["driver_bytes"] for c in h100] == [c["driver_bytes"] for c in h200]
+
+
+def test_world_4_init_and_first_all_reduce_equal_world_2_the_first_p2p_op_grows() -> None:
+    two = _growth(_load("nccl-matrix-2x-h100.json"))
+    four = _growth(_load("nccl-matrix-4x-h100.json"))
+    for config in ("p2p-cumem-on", "shm-cumem-on", "shm-cumem-off"):
+        assert (four[config][INIT], four[config][WARM]) == (two[config][INIT], two[config][WARM])
+    assert two["p2p-cumem-on"][A2A] == P2P_FIRST
+    assert four["p2p-cumem-on"][A2A] == 1_272_971_264  # three peers: 1,214 MiB
+    assert four["shm-cumem-on"][A2A] == SHM_FIRST == two["shm-cumem-on"][A2A]
+    assert sum(four["p2p-cumem-on"].values()) == 2060 * 2**20
+
+
+def test_world_4_all_reduce_graph_node_costs_what_it_costs_at_2() -> None:
+    doc = _load("graph-collectives-4x-h100.json")
+    pynccl = next(r for r in doc["runs"] if r["kind"] == "pynccl")
+    cases = {c["case"]: c["driver_bytes"] for c in pynccl["ranks"][0]["cases"]}
+    per_node = (cases["64x4096, 64 nodes"] - cases["64x4096, 1 nodes"]) / 63 / 250
+    assert 8_500 < per_node < 8_800
