@@ -1,0 +1,202 @@
+"""Every published start-up log of ``tests/data/published.json`` through memprof's estimate, at
+the log's release, with the distribution of the errors per figure and a ratchet on it.
+
+For each row the deployment is built in-process from the row's fields (the log's command or args
+line; ``memprof_run`` overrides them where a row says how the logged checkpoint maps onto memprof,
+with the reason beside it), estimated at ``memprof_engine_version``, and compared on:
+
+* ``weights``: the per-rank load figure ("Model loading took", "Loading model weights took",
+  "model weights take", SGLang's "mem usage") against the largest rank's weights;
+* ``kv``: the one KV-capacity figure the log prints, in this order of preference: tokens ("GPU KV
+  cache size", "#tokens", "maximum number of tokens"), blocks, then the available KV memory;
+* ``graph``: "Graph capturing finished ... took X GiB" against memprof's CUDA-graph components;
+* ``verdict``: a logged start-up failure (or a start) against memprof's ``startup_oom`` verdict.
+
+A row memprof cannot run is *refused*, with the reason: the model, GPU, release or parallel layout
+the log does not state, or the ``error:`` memprof itself gives (an unknown architecture, GPU or
+quantisation format). ``pytest -s`` prints the table; ``tests/data/published_floors.json`` holds the
+floors this test asserts, so that a change which makes memprof worse on the logs fails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memprof.base.errors import MemprofError
+from memprof.base.units import GiB
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import Estimate, estimate
+
+DATA = Path(__file__).parent / "data"
+ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
+FLOORS: dict[str, Any] = json.loads((DATA / "published_floors.json").read_text())
+
+BINS = (0.01, 0.02, 0.05)
+FIGURES = ("weights", "kv", "graph")
+
+# observed key -> what memprof reports for it; the first key a row has is the one compared
+WEIGHT_KEYS = ("weights_gib", "weights_gb", "weights_gib_per_rank")
+KV_KEYS: tuple[tuple[str, Callable[[Estimate], float]], ...] = (
+    ("kv_tokens", lambda e: float(e.kv_cache_tokens)),
+    ("num_gpu_blocks", lambda e: float(min(r.kv.num_gpu_blocks for r in e.ranks))),
+    ("kv_cache_gib", lambda e: min(r.available_kv_bytes for r in e.ranks) / GiB),
+)
+DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_utilization",
+                     "mem_fraction_static", "kv_cache_dtype", "quantization", "max_num_seqs",
+                     "max_num_batched_tokens", "enforce_eager", "enable_expert_parallel",
+                     "enable_dp_attention", "scratch", "entrypoint", "block_size")
+
+
+class Refused(Exception):
+    """A row memprof cannot run; the message is the reason."""
+
+
+@dataclass
+class Outcome:
+    id: int
+    refused: str | None = None
+    errors: dict[str, float] = field(default_factory=dict)  # figure -> relative error
+    pairs: dict[str, tuple[str, float, float]] = field(default_factory=dict)  # key, log, memprof
+    verdict: tuple[bool, bool] | None = None  # (log failed, memprof predicts failure)
+
+
+def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | None]:
+    """The model, deployment and GPU a row asks for, or :class:`Refused` with the reason."""
+    run = {**row, **{k: v for k, v in (row.get("memprof_run") or {}).items() if k != "why"}}
+    model = run.get("memprof_model") or run.get("hf_id")
+    if not model:
+        raise Refused("the log does not name a checkpoint memprof can load")
+    gpu = run.get("gpu")
+    gpu = None if not gpu or gpu == "not stated" else str(gpu)
+    mem = run.get("gpu_mem_gib")
+    mem_bytes = int(mem * GiB) if gpu is None and mem else None
+    if gpu is None and mem_bytes is None:
+        raise Refused("the log does not state the GPU")
+    if run.get("tp") is None:
+        raise Refused("the log does not state the parallel layout")
+    version = run.get("memprof_engine_version")
+    if not version:
+        raise Refused("the log does not state its release")
+    kwargs: dict[str, Any] = {k: run[k] for k in DEPLOYMENT_FIELDS if run.get(k) is not None}
+    kwargs.setdefault("engine", "vllm")
+    for k in ("pp", "dp"):  # not on the log's command line: the engine's default
+        kwargs.setdefault(k, 1)
+    if (run.get("ep") or 1) > 1:
+        kwargs["enable_expert_parallel"] = True
+    return str(model), Deployment(engine_version=str(version), **kwargs), gpu, mem_bytes
+
+
+def outcome(row: dict[str, Any]) -> Outcome:
+    out = Outcome(id=row["id"])
+    try:
+        model, dep, gpu, mem = _run_args(row)
+        e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
+    except Refused as exc:
+        out.refused = str(exc)
+        return out
+    except MemprofError as exc:
+        out.refused = "memprof: " + exc.message
+        return out
+    obs = row["observed"]
+
+    def compare(figure: str, key: str, got: float) -> None:
+        want = float(obs[key])
+        out.pairs[figure] = (key, want, got)
+        out.errors[figure] = abs(got - want) / abs(want) if want else abs(got)
+
+    key = next((k for k in WEIGHT_KEYS if k in obs), None)
+    if key:
+        compare("weights", key, e.weights_bytes_max / GiB)
+    kv = next(((k, f) for k, f in KV_KEYS if k in obs), None)
+    if kv:
+        compare("kv", kv[0], kv[1](e))
+    if "graph_gib" in obs:
+        compare("graph", "graph_gib", max(r.category_bytes("cudagraph") for r in e.ranks) / GiB)
+    failed = bool(obs.get("startup_failed") or obs.get("oom"))
+    out.verdict = (failed, e.verdict == "startup_oom")
+    return out
+
+
+def distribution(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
+    """Per figure: rows within 1% / 2% / 5%, worse, and compared; plus refused and verdicts."""
+    dist: dict[str, dict[str, int]] = {}
+    for fig in FIGURES:
+        errs = [o.errors[fig] for o in outcomes if fig in o.errors]
+        d = {f"within_{round(b * 100)}pct": sum(x <= b for x in errs) for b in BINS}
+        d["worse"] = sum(x > BINS[-1] for x in errs)
+        d["compared"] = len(errs)
+        dist[fig] = d
+    verdicts = [o.verdict for o in outcomes if o.verdict is not None]
+    dist["verdict"] = {"agree": sum(a == b for a, b in verdicts), "compared": len(verdicts),
+                       "logged_failures": sum(a for a, _ in verdicts)}
+    dist["rows"] = {"total": len(outcomes), "run": len(verdicts),
+                    "refused": sum(o.refused is not None for o in outcomes)}
+    return dist
+
+
+def _table(outcomes: list[Outcome]) -> str:
+    lines = [f"{'row':>4}  {'figure':<8} {'log key':<22} {'log':>12} {'memprof':>12} {'error':>8}"]
+    for o in outcomes:
+        if o.refused:
+            lines.append(f"{o.id:>4}  refused: {o.refused}")
+            continue
+        for fig, (key, want, got) in o.pairs.items():
+            lines.append(f"{o.id:>4}  {fig:<8} {key:<22} {want:>12.6g} {got:>12.6g} "
+                         f"{o.errors[fig] * 100:>7.1f}%")
+        if o.verdict is not None:
+            log, mp = o.verdict
+            lines.append(f"{o.id:>4}  verdict  log {'failed' if log else 'started'}, memprof "
+                         f"{'startup_oom' if mp else 'starts'}")
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> list[Outcome]:
+    return [outcome(r) for r in ROWS]
+
+
+def test_every_row_has_its_source_quote_and_release() -> None:
+    ids = [r["id"] for r in ROWS]
+    assert len(ids) == len(set(ids))
+    for r in ROWS:
+        assert r["source"].startswith("https://"), r["id"]
+        assert r["quote"].strip(), r["id"]
+        assert r["engine"] in ("vllm", "sglang"), r["id"]
+        assert r["engine_version"], r["id"]
+        assert isinstance(r["verified_in_corpus"], bool), r["id"]
+        assert r["observed"], r["id"]
+        if r.get("memprof_run"):
+            assert r["memprof_run"].get("why"), r["id"]
+
+
+def test_distribution_holds_its_floors(outcomes: list[Outcome]) -> None:
+    dist = distribution(outcomes)
+    print("\n" + _table(outcomes))
+    print("\npublished start-up logs, memprof's error per figure:")
+    for fig in FIGURES:
+        d = dist[fig]
+        print(f"  {fig:<8} compared {d['compared']:>3}: within 1% {d['within_1pct']:>3}, "
+              f"2% {d['within_2pct']:>3}, 5% {d['within_5pct']:>3}, worse {d['worse']:>3}")
+    v, rows = dist["verdict"], dist["rows"]
+    print(f"  verdict  compared {v['compared']:>3}: agree {v['agree']:>3} "
+          f"(logged failures {v['logged_failures']})")
+    print(f"  rows {rows['total']}, run {rows['run']}, refused {rows['refused']}")
+    reasons: dict[str, int] = {}
+    for o in outcomes:
+        if o.refused:
+            reasons[o.refused] = reasons.get(o.refused, 0) + 1
+    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"    refused {n:>3}: {why}")
+    floors = FLOORS["floors"]
+    assert rows["total"] >= floors["rows_min"]
+    assert rows["refused"] <= floors["refused_max"]
+    for fig in FIGURES:
+        for b in ("within_1pct", "within_2pct", "within_5pct"):
+            assert dist[fig][b] >= floors[fig][b], (fig, b, dist[fig][b])
+    assert v["agree"] >= floors["verdict_agree_min"]
