@@ -55,10 +55,14 @@ def parser_of(entry: Command, sub: str | None = None, *, full_help: bool = True)
 
     module = entry.module_object()
     prog = f"memprof {entry.name}" + (f" {sub}" if sub else "")
+    # the description is shown by --help alone: not cleaned (textwrap) for a parser that
+    # will not print help
     if sub is not None:
         spec = module.SUBCOMMANDS[sub]
-        return build(prog, _clean(spec.description), spec.options(), full_help=full_help)
-    return build(prog, _description(module.run), module.options(), full_help=full_help)
+        return build(prog, _clean(spec.description) if full_help else "", spec.options(),
+                     full_help=full_help)
+    return build(prog, _description(module.run) if full_help else "", module.options(),
+                 full_help=full_help)
 
 
 def _description(fn: Any) -> str:

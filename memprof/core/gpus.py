@@ -5,7 +5,6 @@ Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes an
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass, replace
@@ -75,6 +74,8 @@ def suggest_gpus(name: str, limit: int = 3) -> list[str]:
     """Catalog names close to ``name``: the same name without its memory suffix
     (``H100-94GB`` → H100-80GB), catalog names it begins (``A100`` → A100-80GB, A100-40GB),
     and close spellings (difflib). Empty when nothing is close (``T4``, ``V100``)."""
+    import difflib  # only for a misspelt GPU: kept off the cold start
+
     if len(name) > 100:
         return []
     aliases = _aliases()

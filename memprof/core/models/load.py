@@ -7,7 +7,6 @@ known one missing a field it needs, is a ``ConfigError`` naming the missing piec
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
@@ -130,6 +129,8 @@ def suggest_models(model: str, limit: int = 3) -> list[str]:
     """Bundled names (for a name) or bundled HF ids (for an ``org/name`` id) close to
     ``model``: the same name spelt with other case, dashes, underscores or spaces, names of the
     same family (``llama-9`` → the Llama models), and close spellings (difflib)."""
+    import difflib  # only for an unknown model: kept off the cold start
+
     if len(model) > 200:
         return []
     text = model.strip()
