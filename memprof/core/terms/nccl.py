@@ -27,7 +27,7 @@ from typing import NamedTuple
 from memprof.base.units import MiB, fmt_bytes
 
 # torch's CUDA stream pool: nccl-matrix-2x-h100-stream-first.json, every configuration, step
-# "torch.cuda.Stream() before init_process_group" = 73,400,320 B, and init smaller by exactly that
+# "torch.cuda.Stream() before init" = 73,400,320 B, and init smaller by exactly that
 # (p2p-cumem-on 390,070,272 → 316,669,952 B); graph-collectives-2x-h100-stream.json
 # ``side_stream_non_torch_bytes``: 73,400,320 B in the kinds with no ProcessGroupNCCL (alone,
 # pynccl), 0 B in the one that had it (local).
