@@ -115,7 +115,8 @@ def nccl_row(peer_access: bool, cumem: bool, size: int, p2p_peers: int) -> NcclR
     world, note = measured_world(size)
     init, first, src = NCCL_ROWS[(peer_access, cumem, world)]
     p2p = first_p2p_bytes(peer_access, p2p_peers) if p2p_peers else 0
-    how = ("NVLink/PCIe peer-to-peer" if peer_access else "host shared memory (no peer access)") \
+    how = ("peer-to-peer [measured over NVLink]" if peer_access
+           else "host shared memory (no peer access)") \
         + (", cuMem on" if cumem else ", NCCL_CUMEM_ENABLE=0")
     basis = (f"{fmt_bytes(init)} ncclCommInitRank (torch's stream pool included) + "
              f"{fmt_bytes(first)} at its first all_reduce: {how} ({src}){note}")
