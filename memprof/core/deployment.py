@@ -61,6 +61,7 @@ class Deployment:
     block_size: int | None = None  # None: what vLLM picks for the attention backend
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
+    disable_custom_all_reduce: bool = False  # NCCL all-reduce instead of the engine's own kernel
     num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype

@@ -22,6 +22,8 @@ from memprof.core.terms.common import (
     max_seqs,
     profile_tokens,
 )
+from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
+from memprof.core.terms.non_torch import nccl_groups
 from memprof.core.versions import Rule, value_at
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
@@ -34,6 +36,13 @@ GRAPH_DRIVER_FIRST = 70 * MiB
 GRAPH_DRIVER_PER_GRAPH = 110 * KiB
 GRAPH_DRIVER_PER_GEMM_NODE = 3350
 GRAPH_DRIVER_PER_KERNEL_NODE = 2310
+# An NCCL collective node (the all-reduce NCCL captures): 8,655 B of driver memory a node,
+# reports/gpu/nccl/graph-collectives-4x-h100.json kind "pynccl" (ncclAllReduce on the capture
+# stream, as vLLM's PyNccl captures it), (driver_bytes of "<shape>, 64 nodes" − of "<shape>,
+# 1 nodes") / 63 / 250 graphs, the same for all three shapes; at 2 ranks 8,588–8,721 B
+# (graph-collectives-2x-h100-g1000.json, 1,000 graphs), the same for c10d and cuMem off
+# (graph-collectives-2x-h100.json). An elementwise node measured 2,130–2,530 B alongside.
+GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # vLLM floors its per-graph sample at 1 MiB ("driver overhead", vLLM@52a31cc gpu_model_runner.py
 # profile_cudagraph_memory; still so in v0.33.0).
 CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
@@ -95,9 +104,19 @@ def graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     return _graph_nodes(ctx, mode)
 
 
+def graph_nccl_nodes(ctx: TermContext) -> int:
+    """NCCL nodes of one capture size's graphs, all pieces together: the TP all-reduces (two a
+    layer) where the engine's custom all-reduce does not replace them
+    (``custom_all_reduce_applies``); where it does, they are kernel nodes among the others."""
+    if ctx.dep.tp <= 1 or custom_all_reduce_applies(ctx.dep, ctx.gpu):
+        return 0
+    return 2 * len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
+                    if x not in ctx.spec.mtp_layers])
+
+
 def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     gemm = other = 0
-    allreduce = 2 if ctx.dep.tp > 1 else 0
+    allreduce = 2 if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu) else 0
     for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
         if layer in ctx.spec.mtp_layers:
             continue
@@ -113,7 +132,17 @@ def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
     graphs = sizes * (graph_pieces(ctx) if mode == "PIECEWISE" else 1)
     gemm, other = graph_nodes(ctx, mode)
     return (graphs * GRAPH_DRIVER_PER_GRAPH
-            + sizes * (gemm * GRAPH_DRIVER_PER_GEMM_NODE + other * GRAPH_DRIVER_PER_KERNEL_NODE))
+            + sizes * (gemm * GRAPH_DRIVER_PER_GEMM_NODE + other * GRAPH_DRIVER_PER_KERNEL_NODE
+                       + graph_nccl_nodes(ctx) * GRAPH_DRIVER_PER_NCCL_NODE))
+
+
+def graph_driver_first(ctx: TermContext) -> int:
+    """The first graph's 70 MiB, which is torch's CUDA stream pool made for the capture stream
+    (reports/gpu/nccl/README.md): 0 on a rank that holds an NCCL communicator, whose
+    ``init_process_group`` made the pool and whose init figure counts it
+    (``memprof.core.terms.nccl.TORCH_STREAM_POOL_BYTES``; graph-collectives-2x-h100-stream.json:
+    the side stream costs 0 B where ProcessGroupNCCL made the pool, 73,400,320 B where not)."""
+    return 0 if nccl_groups(ctx.dep) else GRAPH_DRIVER_FIRST
 
 
 def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> int:
@@ -162,8 +191,10 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     What capturing adds to the device's use (the ``mem_get_info`` delta vLLM logs as "took")::
 
         tensors = the private pool's reserved bytes (``graph_pool_tensor_bytes``)
-        driver  = 70 MiB (first graph) + 0.107 MiB × graphs + 3.27 KiB × GEMM nodes
-                  + 2.26 KiB × other nodes
+        driver  = 70 MiB (first graph; 0 on a rank with an NCCL communicator, which made
+                  torch's stream pool already) + 0.107 MiB × graphs + 3.27 KiB × GEMM nodes
+                  + 2.26 KiB × other nodes + 8.45 KiB × NCCL nodes (TP all-reduces where the
+                  custom all-reduce does not replace them)
         graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
         actual  = tensors + driver
 
@@ -184,14 +215,15 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         return GraphModel(modes={}, first_capture={}, per_graph_sample={}, estimate=0, actual=0,
                           driver=0, graphs=0)
     tensors = graph_pool_tensor_bytes(ctx, modes)
-    driver = GRAPH_DRIVER_FIRST + sum(graph_driver_bytes(ctx, m, len(v)) for m, v in modes.items())
+    driver = graph_driver_first(ctx) + sum(graph_driver_bytes(ctx, m, len(v))
+                                           for m, v in modes.items())
     pieces = graph_pieces(ctx)
     graphs = sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
     first: dict[str, int] = {}
     per_graph: dict[str, int] = {}
     for i, (m, v) in enumerate(modes.items()):
         own = graph_pool_tensor_bytes(ctx, {m: [max(v)]})
-        first[m] = own + graph_driver_bytes(ctx, m, 1) + (GRAPH_DRIVER_FIRST if i == 0 else 0)
+        first[m] = own + graph_driver_bytes(ctx, m, 1) + (graph_driver_first(ctx) if i == 0 else 0)
         per_graph[m] = max(graph_driver_bytes(ctx, m, 1), CUDAGRAPH_MIN_PER_GRAPH)
     estimate = (max(first.values())
                 + sum(per_graph[m] * (len(v) - 1) for m, v in modes.items()))

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
+from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
+from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, nccl_row
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 # CUDA context: measured_h100_overheads.json step "CUDA context (first tensor)":
@@ -32,29 +33,16 @@ CUBLAS_NON_TORCH_BYTES = 623_706_112 - 552_402_944
 CUBLASLT_NON_TORCH_BYTES = 0
 TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 
-# NCCL, one communicator (ncclCommInitRank, then its first collective), per rank. vLLM's
-# PyNcclCommunicator runs both in its constructor (pynccl.py "A small all_reduce for warmup"). No
-# growth after (128 MiB all_reduce, 256 MiB all_gather). NVLink multicast (NVLS) off. Measured at
-# 2 ranks only; NCCL's ring/tree buffers connect a bounded number of neighbours per channel, so
-# memprof keeps the 2-rank figures for larger groups [unverified: channel count and NVLS buffers
-# depend on topology and size].
-# - GPUs with peer access, NCCL's cuMem allocator on (its default; vLLM ≥ 0.10.2): measured by
-#   this project on 2× H200 (NVLink, NCCL 2.28.9, torch 2.11.0+cu130, driver 580): init +458 MiB,
-#   first collective +474 MiB (2× H100 NV18, same versions: +372 / +474 MiB,
-#   reports/gpu/nccl/nccl-2x-h100.json).
-NCCL_COMM_INIT_BYTES = 458 * MiB
-NCCL_FIRST_COLLECTIVE_BYTES = 474 * MiB
-# - The same with NCCL_CUMEM_ENABLE=0 (what vLLM 0.7.x–0.10.1.1 set, ``NCCL_CUMEM``), and over
-#   host shared memory (NCCL_P2P_DISABLE=1: the transport between GPUs without peer access,
-#   GPU.peer_access), cuMem on and off: 2× H100 NV18, NCCL 2.28.9, torch 2.11.0+cu130, driver
-#   580.159.04, every rank alike (reports/gpu/nccl/nccl-2x-h100.json, recorders/gpu_nccl.py).
-#   (init, first collective) in bytes, by (peer access, cuMem on):
+# NCCL, one communicator per process group (ncclCommInitRank, then its first all_reduce, and its
+# first send/recv where the group hands tensors point to point), per rank: the rows by transport,
+# world size and cuMem setting are in ``memprof.core.terms.nccl`` (each citing its golden in
+# reports/gpu/nccl). vLLM's PyNcclCommunicator runs init and a warm-up all_reduce in its
+# constructor (pynccl.py "A small all_reduce for warmup"). The 2-rank (init, first all_reduce)
+# figures by (peer access, cuMem on), kept under this name for the rules that cite it:
 NCCL_MEASURED: dict[tuple[bool, bool], tuple[int, int]] = {
-    (True, True): (NCCL_COMM_INIT_BYTES, NCCL_FIRST_COLLECTIVE_BYTES),
-    (True, False): (757_071_872, 195_035_136),
-    (False, True): (213_909_504, 195_035_136),
-    (False, False): (195_035_136, 195_035_136),
-}
+    (peer, cumem): NCCL_ROWS[(peer, cumem, 2)][:2]
+    for peer in (True, False) for cumem in (True, False)}
+NCCL_COMM_INIT_BYTES, NCCL_FIRST_COLLECTIVE_BYTES = NCCL_MEASURED[(True, True)]
 # Not modelled: NVLink-multicast (NVLS) buffers, which NCCL adds on NVSwitch hosts (2.22+:
 # nvls.cc ncclNvlsBufferSetup, 16 channels on SM90 × 2 × 8 steps × 128 KiB per head, e.g.
 # 256 MiB a rank at TP8); the lent machines forbid NVLS, so it was never measured here.
@@ -123,19 +111,31 @@ def nccl_placement(dep: Deployment) -> Placement:
     return got if isinstance(got, Placement) else Placement("baseline", "baseline")
 
 
-def nccl_comm_bytes(dep: Deployment, gpu: GPU) -> tuple[int, int, str]:
-    """One NCCL communicator's (init, first collective) bytes per rank and how they were
-    measured: by the transport (``GPU.peer_access``) and by whether the engine release turns
-    NCCL's cuMem allocator off (``NCCL_CUMEM``)."""
-    cumem = rule_in_force(NCCL_CUMEM, dep.engine_version, dep.engine) is None
-    init, first = NCCL_MEASURED[(gpu.peer_access, cumem)]
-    how = ("peer-to-peer" if gpu.peer_access else "host shared memory (no peer access)") + \
-        (", cuMem on" if cumem else ", NCCL_CUMEM_ENABLE=0")
-    where = "2 ranks, H200, NCCL 2.28.9" if (gpu.peer_access and cumem) else \
-        "2 ranks, 2× H100, NCCL 2.28.9"
-    return init, first, (f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at its first "
-                         f"collective (PyNccl's warm-up all_reduce): {how} ({where}); kept for "
-                         "larger groups [unverified]")
+def nccl_cumem(dep: Deployment) -> bool:
+    """Whether NCCL's cuMem allocator is on for ``dep``'s engine release (``NCCL_CUMEM``)."""
+    return rule_in_force(NCCL_CUMEM, dep.engine_version, dep.engine) is None
+
+
+def p2p_peers(group: str, size: int) -> int:
+    """Distinct peers a rank's communicator of ``group`` sends to point to point (0: none).
+
+    PP hands the stage's hidden states on with send/recv over the PP group's PyNccl
+    communicator (vLLM ``CudaCommunicator.send`` / ``recv`` → ``pynccl_comm.send`` / ``recv``,
+    vllm/distributed/device_communicators/cuda_communicator.py; SGLang's
+    ``GroupCoordinator.send`` in python/sglang/srt/distributed/parallel_state.py the same, else
+    ``torch.distributed.send`` on the group): one peer's channels [with pp > 2 a rank sends to
+    the next stage and receives from the previous one; only 2 ranks' send/recv was measured,
+    nccl-matrix-2x-h100-sendrecv-first.json]. TP, DP and EP issue collectives only (vLLM's naive
+    and all-gather/reduce-scatter all-to-all are broadcasts / all_gatherv / reduce_scatterv,
+    vllm/distributed/device_communicators/all2all.py), which add nothing after the first
+    all_reduce (nccl-matrix-2x-h100.json)."""
+    return 1 if group == "PP" and size > 1 else 0
+
+
+def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
+    """One communicator of ``group`` (``size`` ranks): its rows by transport (``GPU.peer_access``:
+    P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``)."""
+    return nccl_row(gpu.peer_access, nccl_cumem(dep), size, p2p_peers(group, size))
 
 
 def nccl_groups(dep: Deployment) -> list[tuple[str, int]]:
@@ -154,12 +154,14 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
     - CUDA context: 552,402,944 B (H100 measured; 527-529 MiB on H200);
     - per process group of size > 1: one NCCL communicator, ncclCommInitRank and the buffers of
-      its first collective (``nccl_comm_bytes``: 458 + 474 MiB with peer access, measured on 2×
-      H200; other transports and cuMem settings in ``NCCL_MEASURED``). vLLM creates each group's
-      ``PyNcclCommunicator`` in ``init_worker_distributed_environment``, and its constructor runs
-      ``ncclCommInitRank`` *and a warm-up all_reduce* (vllm/distributed/device_communicators/
-      pynccl.py: "A small all_reduce for warmup."), before the snapshot ("NCCL buffers are
-      allocated before we measure available memory", vLLM@52a31cc gpu_worker.py).
+      its first all_reduce, plus its first send/recv for PP (``nccl_comm``: rows by transport,
+      world size and cuMem in ``memprof.core.terms.nccl``, each citing its golden in
+      reports/gpu/nccl). vLLM creates each group's ``PyNcclCommunicator`` in
+      ``init_worker_distributed_environment``, and its constructor runs ``ncclCommInitRank``
+      *and a warm-up all_reduce* (vllm/distributed/device_communicators/pynccl.py: "A small
+      all_reduce for warmup."), before the snapshot ("NCCL buffers are allocated before we
+      measure available memory", vLLM@52a31cc gpu_worker.py). PP's first send/recv comes later
+      (the profile run) and is counted with its communicator [approximation of its timing].
 
     Older releases took the snapshot first (``NCCL_PLACEMENT``): V0 and V1 0.9.1–0.10.2 charge
     the communicators to the budget, V1 0.8.0–0.9.0 the CUDA context too; vLLM 0.7.x–0.10.1.1
@@ -169,9 +171,12 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
     - cuBLAS handle + kernels 68 MiB, cuBLASLt 0 MiB, first Triton kernel 90 MiB (H100 steps).
 
+    - the TP group's custom all-reduce buffers where the engine uses it
+      (``memprof.core.terms.custom_allreduce``), made with the communicator.
+
     Not modelled: other kernel modules loaded lazily (FlashAttention, FlashInfer, vLLM custom ops),
     NCCL communicators that torch's ProcessGroupNCCL creates at their first use in the profile,
-    NVLS buffers, custom all-reduce IPC buffers (~8 MiB), DeepEP/NVSHMEM heaps.
+    NVLS buffers, DeepEP/NVSHMEM heaps.
     The cuBLAS *workspace* is torch-allocated and counted once, in ``activation_terms``.
 
     ROCm: the same constants are used [unverified: HIP context and hipBLAS/hipBLASLt module sizes
@@ -185,14 +190,18 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
                        where=context_where, profiled=True,
                        formula="measured H100: used 554,500,096 − reserved 2,097,152 after the "
                        "first tensor (H200: 527-529 MiB)" + tag)]
-    groups = nccl_groups(ctx.dep)
-    if groups:
-        init, first, formula = nccl_comm_bytes(ctx.dep, ctx.gpu)
-        for name, size in groups:
+    for name, size in nccl_groups(ctx.dep):
+        row = nccl_comm(ctx.dep, ctx.gpu, name, size)
+        comps.append(Component(
+            name=f"NCCL {name} communicator ({size} ranks)", category="non_torch",
+            bytes=row.init + row.first_all_reduce + row.first_p2p, count=1, where=nccl_where,
+            profiled=True, formula=row.basis + tag))
+        if name == "TP" and custom_all_reduce_applies(ctx.dep, ctx.gpu):
+            ar, how = custom_all_reduce_bytes()
             comps.append(Component(
-                name=f"NCCL {name} communicator ({size} ranks)", category="non_torch",
-                bytes=init + first, count=1, where=nccl_where,
-                profiled=True, formula=formula + tag))
+                name=f"custom all-reduce buffers (TP, {size} ranks)", category="non_torch",
+                bytes=ar, count=1, where=nccl_where, profiled=True,
+                formula=how + " (not with --disable-custom-all-reduce)" + tag))
     libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES
     comps.append(Component(
         name="non-torch increase (profile run)", category="non_torch", bytes=libs,

@@ -1,0 +1,128 @@
+"""NCCL's device memory per rank, by transport, world size and cuMem setting: what a communicator
+costs at ``ncclCommInitRank``, at its first all_reduce, and at its first point-to-point operation,
+each figure read off a golden of ``reports/gpu/nccl`` (2× and 4× H100 NV18, NCCL 2.28.9, torch
+2.11.0+cu130, ``recorders/gpu_nccl.py``; rank 0's ``non_torch_growth_bytes`` per step, exact
+bytes), and how world sizes that were not measured are predicted (stated, never silent).
+
+What the goldens show (``reports/gpu/nccl/README.md``):
+
+- init and the first all_reduce do not grow from 2 to 4 ranks over P2P with cuMem on, nor over SHM
+  (``nccl-matrix-4x-h100.json`` against ``nccl-matrix-2x-h100.json``, configurations
+  ``p2p-cumem-on``, ``shm-cumem-on``, ``shm-cumem-off``); legacy IPC (cuMem off) init grows and
+  differs by ring position at 4 ranks (962 / 1,010 / 1,010 / 770 MiB): memprof reports the
+  largest rank;
+- the first point-to-point op over NVLink P2P is 62 MiB + peers × p2p channels × 12 MiB, which
+  holds for every P2P configuration at the default buffer size in both matrices (446 / 1,214 MiB
+  at 32 channels, 158 / 350 MiB at ``NCCL_MAX_P2P_NCHANNELS=8``, 86 / 134 MiB at
+  ``NCCL_MAX_NCHANNELS=2``, 1 / 3 peers); over SHM it is 62 MiB at 2 and 4 ranks;
+- 73,400,320 B of every init figure is torch's CUDA stream pool, which ``init_process_group``
+  makes (``nccl-matrix-2x-h100-stream-first.json``: init minus exactly that with a stream made
+  first); the graph model does not charge it a second time (``memprof.core.terms.cudagraph``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from memprof.base.units import MiB, fmt_bytes
+
+# torch's CUDA stream pool: nccl-matrix-2x-h100-stream-first.json, every configuration, step
+# "torch.cuda.Stream() before init" = 73,400,320 B, and init smaller by exactly that
+# (p2p-cumem-on 390,070,272 → 316,669,952 B); graph-collectives-2x-h100-stream.json
+# ``side_stream_non_torch_bytes``: 73,400,320 B in the kinds with no ProcessGroupNCCL (alone,
+# pynccl), 0 B in the one that had it (local).
+TORCH_STREAM_POOL_BYTES = 73_400_320
+
+# The first point-to-point op over SHM or with no peer channel: 65,011,712 B (62 MiB), and each
+# (peer, p2p channel) pair over NVLink P2P adds 12 MiB at NCCL's default 4 MiB buffer:
+# nccl-matrix-2x-h100.json p2p-cumem-on "first all_to_all_single, 1 MiB" = 467,664,896 B
+# = 65,011,712 + 1 × 32 × 12,582,912; nccl-matrix-4x-h100.json p2p-cumem-on = 1,272,971,264 B
+# = 65,011,712 + 3 × 32 × 12,582,912. 32 is the p2p channels per peer NCCL logged on these hosts
+# ("Channel xx/1" lines; NCCL_MAX_P2P_NCHANNELS defaults to NCCL's 32 channels).
+P2P_FIRST_BASE_BYTES = 65_011_712
+P2P_PER_PEER_CHANNEL_BYTES = 12 * MiB
+P2P_CHANNELS_PER_PEER = 32
+
+# (init incl. torch's stream pool, first all_reduce) per rank, by (peer access, cuMem on, ranks
+# measured), each from ``non_torch_growth_bytes`` of rank 0 (of the largest rank where ranks
+# differ) in the file and configuration named:
+NCCL_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
+    # P2P, cuMem on (NCCL's default): the 2-rank figure is the 2× H200 measurement (458 + 474
+    # MiB); the 2× H100 golden gives 390,070,272 + 497,025,024 B (nccl-matrix-2x-h100.json
+    # p2p-cumem-on): the first all_reduce agrees, init is 86 MiB smaller on H100. memprof keeps
+    # H200's init for every GPU with peer access; the 4-rank row is H200's too, because the H100
+    # goldens show no growth from 2 to 4 ranks (nccl-matrix-4x-h100.json p2p-cumem-on: the same
+    # 390,070,272 + 497,025,024 B).
+    (True, True, 2): (458 * MiB, 474 * MiB, "2× H200 measurement (2× H100: "
+                      "nccl-matrix-2x-h100.json p2p-cumem-on 390,070,272 + 497,025,024 B)"),
+    (True, True, 4): (458 * MiB, 474 * MiB, "the 2-rank H200 figure: nccl-matrix-4x-h100.json "
+                      "p2p-cumem-on equals its 2-rank H100 figures"),
+    # P2P, NCCL_CUMEM_ENABLE=0 (legacy IPC): 2 ranks nccl-matrix-2x-h100.json p2p-cumem-off;
+    # 4 ranks nccl-matrix-4x-h100.json p2p-cumem-off, the largest rank (ranks 1 and 2:
+    # 1,059,061,760 B; rank 0 1,008,730,112, rank 3 807,403,520).
+    (True, False, 2): (757_071_872, 195_035_136, "nccl-matrix-2x-h100.json p2p-cumem-off"),
+    (True, False, 4): (1_059_061_760, 195_035_136, "nccl-matrix-4x-h100.json p2p-cumem-off, "
+                       "the largest rank (1 and 2; rank 0: 1,008,730,112 B)"),
+    # SHM (NCCL_P2P_DISABLE=1), cuMem on and off: the same at 2 and 4 ranks.
+    (False, True, 2): (213_909_504, 195_035_136, "nccl-matrix-2x-h100.json shm-cumem-on"),
+    (False, True, 4): (213_909_504, 195_035_136, "nccl-matrix-4x-h100.json shm-cumem-on"),
+    (False, False, 2): (195_035_136, 195_035_136, "nccl-matrix-2x-h100.json shm-cumem-off"),
+    (False, False, 4): (195_035_136, 195_035_136, "nccl-matrix-4x-h100.json shm-cumem-off"),
+}
+MEASURED_WORLD_SIZES = (2, 4)
+# Not modelled: sockets (GPUs on different hosts: the first all_reduce is 186 MiB at 2 ranks and
+# 214 MiB at 4, the first p2p op 62 / 34 MiB, nccl-matrix-{2,4}x-h100.json net-cumem-on), since a
+# deployment here names no second host; NVLink multicast (NVLS) buffers; buffer sizes and channel
+# counts other than NCCL's defaults.
+
+
+class NcclRow(NamedTuple):
+    """One communicator's bytes per rank: ``init`` (ncclCommInitRank, torch's stream pool
+    included), ``first_all_reduce``, ``first_p2p`` (0 where the group never sends point to
+    point) and how each was obtained."""
+
+    init: int
+    first_all_reduce: int
+    first_p2p: int
+    basis: str
+
+
+def measured_world(size: int) -> tuple[int, str]:
+    """The measured world size whose init/all_reduce row stands for a group of ``size`` ranks,
+    and the note the output carries: 2 or 4 as measured; 3 takes the 4-rank row and > 4 the
+    4-rank row as an extrapolation (init and the first all_reduce did not grow from 2 to 4 ranks
+    over P2P with cuMem on or over SHM; legacy IPC's init did, so past 4 ranks it is a floor)."""
+    if size in MEASURED_WORLD_SIZES:
+        return size, ""
+    if size < 4:
+        return 4, f"; {size} ranks not measured: the 4-rank row"
+    return 4, (f"; {size} ranks extrapolated from 4 (init and first all_reduce equal at 2 and 4 "
+               "ranks, nccl-matrix-4x-h100.json; cuMem-off init grew, so a floor there)")
+
+
+def first_p2p_bytes(peer_access: bool, peers: int) -> int:
+    """The communicator's first point-to-point op per rank with ``peers`` distinct peers:
+    62 MiB + peers × 32 × 12 MiB over NVLink P2P, 62 MiB over SHM (see the constants)."""
+    if not peer_access:
+        return P2P_FIRST_BASE_BYTES
+    return P2P_FIRST_BASE_BYTES + peers * P2P_CHANNELS_PER_PEER * P2P_PER_PEER_CHANNEL_BYTES
+
+
+def nccl_row(peer_access: bool, cumem: bool, size: int, p2p_peers: int) -> NcclRow:
+    """A communicator of ``size`` ranks over the transport ``peer_access`` selects (P2P or SHM),
+    with NCCL's cuMem allocator on or off; ``p2p_peers`` > 0 when the group sends point to point
+    (to that many distinct peers)."""
+    world, note = measured_world(size)
+    init, first, src = NCCL_ROWS[(peer_access, cumem, world)]
+    p2p = first_p2p_bytes(peer_access, p2p_peers) if p2p_peers else 0
+    how = ("peer-to-peer [measured over NVLink]" if peer_access
+           else "host shared memory (no peer access)") \
+        + (", cuMem on" if cumem else ", NCCL_CUMEM_ENABLE=0")
+    basis = (f"{fmt_bytes(init)} ncclCommInitRank (torch's stream pool included) + "
+             f"{fmt_bytes(first)} at its first all_reduce: {how} ({src}){note}")
+    if p2p:
+        basis += (f" + {fmt_bytes(p2p)} at its first send/recv ("
+                  + (f"62 MiB + {p2p_peers} peer × 32 channels × 12 MiB"
+                     if peer_access else "62 MiB over SHM")
+                  + ", nccl-matrix-{2,4}x-h100.json)")
+    return NcclRow(init, first, p2p, basis)
