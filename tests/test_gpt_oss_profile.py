@@ -15,6 +15,7 @@ from memprof.core.terms.activation import (
     sort_temporaries_bytes,
     v1_sort_sampler_bytes_per_elem,
 )
+from memprof.core.weights.mlp import moe_caches_per_call
 
 # gpt-oss-120b config.json: vocab_size 201,088, hidden_size 2,880, bf16 activations.
 V, H = 201_088, 2_880
@@ -77,3 +78,33 @@ def test_sort_costs_24_bytes_per_element_more_than_the_triton_path() -> None:
     old = _peak(estimate("gpt-oss-120b", _dep("0.16.0"), gpu_name="H100").ranks[0])[0]
     new = _peak(estimate("gpt-oss-120b", _dep("0.17.0"), gpu_name="H100").ranks[0])[0]
     assert old - new == 24 * R * V - SAMPLER_TRITON_BUFFER_ROWS * V * 4 == 4_835_764_224
+
+
+def test_marlin_mxfp4_caches_are_per_call_on_sm90_before_0_12() -> None:
+    # 0.10.1 / 0.11.0: Mxfp4MoEMethod.apply -> fused_marlin_moe, which torch.empty's its caches
+    quant = estimate("gpt-oss-120b", Deployment(), gpu_name="H100").spec.quant
+    assert moe_caches_per_call(quant, "sm90", "0.10.1")
+    assert moe_caches_per_call(quant, "sm90", "0.11.2")
+    assert not moe_caches_per_call(quant, "sm90", "0.12.0")  # Triton kernels from 0.12.0
+    assert not moe_caches_per_call(quant, "sm100", "0.11.0")
+    assert not moe_caches_per_call(None, "sm90", "0.11.0")
+
+
+def test_no_persistent_moe_workspace_and_the_moe_stage_holds_the_caches() -> None:
+    # one sequence, so the sampler is small and the MoE layer sets the peak at T = 8,192
+    dep = Deployment(engine_version="0.10.1", max_num_seqs=1, max_model_len=8_192)
+    (rank,) = estimate("gpt-oss-120b", dep, gpu_name="H100").ranks
+    names = {c.name for c in rank.components}
+    assert "fused-MoE workspace (WorkspaceManager)" not in names
+    got, formula = _peak(rank)
+    assert formula.split(" = ", 1)[1].startswith("MoE")
+    t, e, k, i = 8_192, 128, 4, 2_880
+    want = (2 * t * H * 2  # residual + hidden [T, H]
+            + t * e * 4 + t * k * 8  # router logits fp32, top-k ids + weights
+            + (t * k + e * 63) * 4 + t * H * 2  # moe_align sorted ids + experts' output
+            + t * k * i * 2 + t * k * max(2 * i, H) * 2)  # cache2 + cache13 (bf16)
+    assert got == want
+    # 0.12.0 (Triton kernels): the persistent workspace is back
+    (rank12,) = estimate("gpt-oss-120b", dep.with_(engine_version="0.12.0"),
+                         gpu_name="H100").ranks
+    assert "fused-MoE workspace (WorkspaceManager)" in {c.name for c in rank12.components}

@@ -29,6 +29,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.versions import Rule, rule_in_force
+from memprof.core.weights.mlp import moe_caches_per_call
 
 # vLLM V1 sampler warm-up (``_dummy_sampler_run``, vLLM@52a31cc gpu_model_runner.py profile_run /
 # _dummy_sampler_run) on R rows × V vocab. The first
@@ -256,6 +257,21 @@ def _moe_workspace(ctx: TermContext, layer: Layer, t: int) -> int:
     return mc * k * max(i_l, h) * s + mc * k * max(2 * i_l, h) * s
 
 
+def _marlin_moe_caches(ctx: TermContext, layer: Layer, t: int) -> int:
+    """``fused_marlin_moe``'s per-call caches (``moe_caches_per_call``): intermediate_cache2
+    [M·k, N] + intermediate_cache13 [M·k·max(2N, K)] in the model dtype, N the local
+    intermediate, K the hidden size, M not chunked [approximation: the Marlin padding of N and
+    K (``mxfp4_moe_layout``) is not applied]."""
+    s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
+    m, i_l, _e = _moe_dims(ctx, layer, t)
+    return m * k * i_l * s + m * k * max(2 * i_l, h) * s
+
+
+def _caches_per_call(ctx: TermContext) -> bool:
+    """``moe_caches_per_call`` for this rank's deployment."""
+    return moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, ctx.dep.engine_version)
+
+
 def _moe_stage(ctx: TermContext, layer: Layer, t: int) -> list[tuple[str, int]]:
     """MoE layer (without its persistent workspace): router logits [M, E] fp32, top-k ids int32 and
     weights fp32 [M, k], the gathered hidden states [M, H] (DP>1), moe_align's sorted ids, the
@@ -310,8 +326,9 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
 
 
 def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,
-                       decode: bool = False) -> list[Stage]:
-    """``activation_stages`` computed."""
+                       decode: bool = False, moe_caches: bool = False) -> list[Stage]:
+    """``activation_stages`` computed; ``moe_caches``: the MoE stages hold the backend's per-call
+    caches (``moe_caches_per_call``)."""
     dep, spec = ctx.dep, ctx.spec
     t = profile_tokens(dep) if tokens is None else tokens
     r = min(max_seqs(dep), t) if rows is None else rows
@@ -334,7 +351,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
                             tuple(base + attn.parts + _row_parallel_out(ctx, t, attn.out_proj))))
         stages += [Stage(label, tuple(base + parts)) for label, parts in attn.extra]
         if mlp.kind == "moe":
-            stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t))))
+            caches = ([("Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t))]
+                      if moe_caches else [])
+            stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t) + caches)))
         else:
             stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
                                                                         t))))
@@ -463,12 +482,13 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     """
     t = profile_tokens(ctx.dep)
     r = min(max_seqs(ctx.dep), t)
-    stages = activation_stages(ctx, tokens=t, rows=r)
+    per_call = _caches_per_call(ctx)
+    stages = _activation_stages(ctx, tokens=t, rows=r, moe_caches=per_call)
     top = max(stages, key=lambda st: st.bytes)
     comps = [Component(name="activation peak (profile run)", category="activation",
                        bytes=top.bytes, where="budget", profiled=True,
                        formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}")]
-    ws = moe_workspace_bytes(ctx, t)
+    ws = 0 if per_call else moe_workspace_bytes(ctx, t)
     if ws:
         comps.append(Component(
             name="fused-MoE workspace (WorkspaceManager)", category="activation", bytes=ws,
