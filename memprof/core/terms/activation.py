@@ -117,9 +117,11 @@ V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy �
 # top-k bool mask, the softmax probs, the cumulative sum (its own tensor before 0.8.3,
 # ``cumsum(out=probs_sort)`` from 0.8.3), the top-p bool mask and ``logits_sort.scatter``'s new
 # tensor. ``value``: bytes per R·V element at that moment (30 / 26).
-# The sampler's FlashInfer path (on by default in these releases when flashinfer is importable,
-# ``VLLM_USE_FLASHINFER_SAMPLER`` unset) does not sort; memprof assumes the PyPI wheel, whose
-# ``flashinfer-python`` is only an extra (wheel METADATA, 0.10.1 and 0.11.0), so the sort runs.
+# The sampler's FlashInfer path does not sort. It is on by default when flashinfer is importable
+# in 0.8.0-0.11.0 (``VLLM_USE_FLASHINFER_SAMPLER is not False``) and opt-in
+# (``VLLM_USE_FLASHINFER_SAMPLER=1``) in 0.14.1-0.16.0; memprof assumes the PyPI wheel, whose
+# ``flashinfer-python`` is only an extra (wheel METADATA, 0.10.1 and 0.11.0), and says so in the
+# stage's label.
 V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
     Rule(name="v1_torch_sort_sampler", changes="activation peak: sampler", since="0.8.0",
          until="0.8.3", value=4 + 4 + 8 + 1 + 4 + 4 + 1 + 4,
@@ -383,8 +385,9 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     if sort_scatter is not None:  # V1_TORCH_SORT_SAMPLER: the sort on every row count
         at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
         at_scatter = r * v * sort_scatter
-        topkp = [("fp32 logits + sort + its temporaries" if at_sort >= at_scatter
-                  else f"fp32 logits + sort/softmax/masks/scatter {sort_scatter}·R·V",
+        what = ("fp32 logits + sort + its temporaries" if at_sort >= at_scatter
+                else f"fp32 logits + sort/softmax/masks/scatter {sort_scatter}·R·V")
+        topkp = [(f"{what} (torch top-k/top-p; assumes no FlashInfer sampler installed)",
                   max(at_sort, at_scatter))]
     elif r >= SAMPLER_TRITON_MIN_ROWS:
         rows = min(r, SAMPLER_TRITON_BUFFER_ROWS)
