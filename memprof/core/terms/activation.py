@@ -29,6 +29,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.versions import Rule, rule_in_force
+from memprof.core.weights.mlp import moe_caches_per_call
 
 # vLLM V1 sampler warm-up (``_dummy_sampler_run``, vLLM@52a31cc gpu_model_runner.py profile_run /
 # _dummy_sampler_run) on R rows × V vocab. The first
@@ -36,7 +37,8 @@ from memprof.core.versions import Rule, rule_in_force
 # ``forward_native`` (vllm/v1/sample/ops/topk_topp_sampler.py), so the native path sets the peak:
 # model-dtype logits (kept alive by the caller) + their fp32 copy (4 B/elem), then
 # ``apply_top_k_top_p``:
-# - R ≥ 8 (``HAS_TRITON and logits.shape[0] >= 8``; newer vLLM: always): the Triton pivot kernel
+# - R ≥ 8 (``HAS_TRITON and logits.shape[0] >= 8``, from 0.17.0; before it every row count
+#   sorts: ``V1_TORCH_SORT_SAMPLER``; newer vLLM: always): the Triton pivot kernel
 #   masks the fp32 logits in place using a cached [programs, V] fp32 row buffer (programs ≤ SMs);
 #   then ``softmax`` probs (4) and ``random_sample``'s exponential noise q (4): 12·R·V + buffer;
 # - R < 8: ``apply_top_k_top_p_pytorch`` sorts: values fp32 (4) + int64 indices (8), the top-k
@@ -103,6 +105,45 @@ V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
          "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p"),
 )
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
+
+# vLLM V1 before the Triton top-k/top-p kernel: ``apply_top_k_top_p``
+# (vllm/v1/sample/ops/topk_topp_sampler.py, read in the 0.8.0, 0.8.3, 0.10.1, 0.11.0 and 0.16.0
+# wheels) sorts the fp32 logits on every row count; 0.17.0 adds topk_topp_triton.py and sorts
+# only below 8 rows (``HAS_TRITON and logits.shape[0] >= 8``), then scatters in place. While this
+# holds, the profile run's sampler (``_dummy_sampler_run``: top_k = V - 1, top_p = 0.9, no
+# generators) holds, beside the caller's model-dtype logits: the fp32 copy (``Sampler.forward``;
+# temperature divides it in place), then either the sort moment (values fp32 + int64 indices +
+# ``sort_temporaries_bytes``) or the masks-and-scatter moment: fp32 copy, values, indices, the
+# top-k bool mask, the softmax probs, the cumulative sum (its own tensor before 0.8.3,
+# ``cumsum(out=probs_sort)`` from 0.8.3), the top-p bool mask and ``logits_sort.scatter``'s new
+# tensor. ``value``: bytes per R·V element at that moment (30 / 26).
+# The sampler's FlashInfer path does not sort. It is on by default when flashinfer is importable
+# in 0.8.0-0.11.0 (``VLLM_USE_FLASHINFER_SAMPLER is not False``) and opt-in
+# (``VLLM_USE_FLASHINFER_SAMPLER=1``) in 0.14.1-0.16.0; memprof assumes the PyPI wheel, whose
+# ``flashinfer-python`` is only an extra (wheel METADATA, 0.10.1 and 0.11.0), and says so in the
+# stage's label.
+V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
+    Rule(name="v1_torch_sort_sampler", changes="activation peak: sampler", since="0.8.0",
+         until="0.8.3", value=4 + 4 + 8 + 1 + 4 + 4 + 1 + 4,
+         introduced_by="V1 on by default in 0.8.0 (gpu_model_runner.py _dummy_sampler_run)",
+         removed_by="cumsum(out=probs_sort) (first released in 0.8.3)",
+         source="0.8.0 and 0.8.2 v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: "
+         "probs_sort.cumsum(dim=-1), logits_sort.scatter"),
+    Rule(name="v1_torch_sort_sampler", changes="activation peak: sampler", since="0.8.3",
+         until="0.17.0", value=4 + 4 + 8 + 1 + 4 + 1 + 4,
+         introduced_by="cumsum(out=probs_sort) (first released in 0.8.3)",
+         removed_by="#33538 Triton top-k/top-p kernel (first released in 0.17.0)",
+         source="0.8.3, 0.10.1, 0.11.0 and 0.16.0 v1/sample/ops/topk_topp_sampler.py "
+         "apply_top_k_top_p: logits.sort, cumsum(out=probs_sort), logits_sort.scatter"),
+)
+
+
+@lru_cache(maxsize=64)
+def v1_sort_sampler_bytes_per_elem(engine: str, version: str | None) -> int | None:
+    """Bytes per R·V element of the V1 torch sort sampler's masks-and-scatter moment while
+    ``V1_TORCH_SORT_SAMPLER`` holds; ``None`` from the Triton kernel's release on."""
+    rule = rule_in_force(V1_TORCH_SORT_SAMPLER, version, engine)
+    return None if rule is None else int(rule.value)  # type: ignore[call-overload]
 
 
 @lru_cache(maxsize=64)
@@ -218,6 +259,21 @@ def _moe_workspace(ctx: TermContext, layer: Layer, t: int) -> int:
     return mc * k * max(i_l, h) * s + mc * k * max(2 * i_l, h) * s
 
 
+def _marlin_moe_caches(ctx: TermContext, layer: Layer, t: int) -> int:
+    """``fused_marlin_moe``'s per-call caches (``moe_caches_per_call``): intermediate_cache2
+    [M·k, N] + intermediate_cache13 [M·k·max(2N, K)] in the model dtype, N the local
+    intermediate, K the hidden size, M not chunked [approximation: the Marlin padding of N and
+    K (``mxfp4_moe_layout``) is not applied]."""
+    s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
+    m, i_l, _e = _moe_dims(ctx, layer, t)
+    return m * k * i_l * s + m * k * max(2 * i_l, h) * s
+
+
+def _caches_per_call(ctx: TermContext) -> bool:
+    """``moe_caches_per_call`` for this rank's deployment."""
+    return moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, ctx.dep.engine_version)
+
+
 def _moe_stage(ctx: TermContext, layer: Layer, t: int) -> list[tuple[str, int]]:
     """MoE layer (without its persistent workspace): router logits [M, E] fp32, top-k ids int32 and
     weights fp32 [M, k], the gathered hidden states [M, H] (DP>1), moe_align's sorted ids, the
@@ -272,8 +328,9 @@ def activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int 
 
 
 def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int | None = None,
-                       decode: bool = False) -> list[Stage]:
-    """``activation_stages`` computed."""
+                       decode: bool = False, moe_caches: bool = False) -> list[Stage]:
+    """``activation_stages`` computed; ``moe_caches``: the MoE stages hold the backend's per-call
+    caches (``moe_caches_per_call``)."""
     dep, spec = ctx.dep, ctx.spec
     t = profile_tokens(dep) if tokens is None else tokens
     r = min(max_seqs(dep), t) if rows is None else rows
@@ -296,7 +353,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
                             tuple(base + attn.parts + _row_parallel_out(ctx, t, attn.out_proj))))
         stages += [Stage(label, tuple(base + parts)) for label, parts in attn.extra]
         if mlp.kind == "moe":
-            stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t))))
+            caches = ([("Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t))]
+                      if moe_caches else [])
+            stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t) + caches)))
         else:
             stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
                                                                         t))))
@@ -314,14 +373,23 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     _dummy_sampler_run): the last hidden states [T, H] are still
     alive; logits [R, V] in the model dtype (with TP>1 also the local shard [R, V/tp] before the
     all-gather); then the fp32 copy and top-k/top-p: 12·R·V + the Triton row buffer when R ≥ 8,
-    22·R·V (sort) below (see ``SAMPLER_*``). With speculative decoding the rejection sampler's
-    logits [R·(1+k), V] (fp32 + probs, plus the draft rows in the model dtype) replace it when they
-    are larger [approximation]."""
+    22·R·V (sort) below (see ``SAMPLER_*``); before vLLM 0.17.0 the sort on every row count, with
+    an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With speculative decoding the rejection
+    sampler's logits [R·(1+k), V] (fp32 + probs, plus the draft rows in the model dtype) replace it
+    when they are larger [approximation]."""
     s, v, h, dep = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size, ctx.dep
     parts = [("last hidden [T,H]", t * h * s), ("logits [R,V]", r * v * s)]
     if dep.tp > 1:
         parts.append(("local logits shard [R,V/tp]", r * cdiv(v, dep.tp) * s))
-    if r >= SAMPLER_TRITON_MIN_ROWS:
+    sort_scatter = v1_sort_sampler_bytes_per_elem(dep.engine, dep.engine_version)
+    if sort_scatter is not None:  # V1_TORCH_SORT_SAMPLER: the sort on every row count
+        at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
+        at_scatter = r * v * sort_scatter
+        what = ("fp32 logits + sort + its temporaries" if at_sort >= at_scatter
+                else f"fp32 logits + sort/softmax/masks/scatter {sort_scatter}·R·V")
+        topkp = [(f"{what} (torch top-k/top-p; assumes no FlashInfer sampler installed)",
+                  max(at_sort, at_scatter))]
+    elif r >= SAMPLER_TRITON_MIN_ROWS:
         rows = min(r, SAMPLER_TRITON_BUFFER_ROWS)
         topkp = [("fp32 logits + probs + noise 12·R·V",
                   r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_TRITON_BYTES_PER_ELEM)),
@@ -417,12 +485,13 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     """
     t = profile_tokens(ctx.dep)
     r = min(max_seqs(ctx.dep), t)
-    stages = activation_stages(ctx, tokens=t, rows=r)
+    per_call = _caches_per_call(ctx)
+    stages = _activation_stages(ctx, tokens=t, rows=r, moe_caches=per_call)
     top = max(stages, key=lambda st: st.bytes)
     comps = [Component(name="activation peak (profile run)", category="activation",
                        bytes=top.bytes, where="budget", profiled=True,
                        formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}")]
-    ws = moe_workspace_bytes(ctx, t)
+    ws = 0 if per_call else moe_workspace_bytes(ctx, t)
     if ws:
         comps.append(Component(
             name="fused-MoE workspace (WorkspaceManager)", category="activation", bytes=ws,

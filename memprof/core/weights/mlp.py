@@ -80,6 +80,19 @@ def mxfp4_sm90_backend(version: str | None) -> str:
     return str(value_at(MXFP4_SM90_BACKEND, version, "triton"))
 
 
+def moe_caches_per_call(quant: QuantConfig | None, arch: str, version: str | None) -> bool:
+    """Does the MoE backend allocate its intermediate caches on every call (freed when the layer
+    returns) instead of keeping one workspace for all layers?
+
+    True for MXFP4 experts on SM90 while ``MXFP4_SM90_BACKEND`` is Marlin: ``Mxfp4MoEMethod.apply``
+    calls ``fused_marlin_moe`` directly, which ``torch.empty``s ``intermediate_cache2`` [M·k, N]
+    and ``intermediate_cache13`` [M·k·max(2N, K)] each time (0.10.1 and 0.11.0
+    model_executor/layers/quantization/mxfp4.py ``apply``, fused_moe/fused_marlin_moe.py
+    ``fused_marlin_moe``), with no chunking of M."""
+    return (quant is not None and quant.method == "mxfp4" and arch.startswith("sm90")
+            and mxfp4_sm90_backend(version) == "marlin")
+
+
 def mxfp4_moe_layout(arch: str, version: str | None = None) -> tuple[int, int, int]:
     """MXFP4 MoE padding vLLM's kernels impose: (I multiple, H multiple, scale-row multiple).
 
