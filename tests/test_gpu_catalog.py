@@ -130,3 +130,37 @@ def test_rocm_rows_are_rocm_and_a_mi250x_is_one_die() -> None:
     for name in ("MI210", "MI250X", "MI300A", "MI308X", "RX-7900-XTX"):
         assert by[name].is_rocm
     assert by["MI250X"].total_bytes == 64 * 2**30 - 16 * 2**20  # 68702699520 B per GCD
+
+
+@pytest.mark.parametrize(("typed", "arch"), [
+    ("sm89", "sm89"), ("SM_120", "sm120"), ("8.9", "sm89"), ("10.0", "sm100"), ("12.1", "sm121"),
+    ("7.5", "sm75"), ("gfx1100", "gfx1100"), ("gfx90a", "gfx90a")])
+def test_a_gpu_memory_only_card_takes_the_architecture_given(typed: str, arch: str) -> None:
+    from memprof.core.gpus import resolve_gpu
+
+    g = resolve_gpu(None, 20 << 30, typed)
+    assert (g.arch, g.total_bytes, g.exact) == (arch, 20 << 30, True)
+    assert g.is_rocm == arch.startswith("gfx")
+    assert g.compute_capability == (None if g.is_rocm else NVIDIA_ARCH_CC[arch])
+
+
+def test_an_unknown_or_contradicting_architecture_is_bad_input() -> None:
+    from memprof.core.gpus import known_archs, resolve_gpu
+
+    with pytest.raises(BadInput) as info:
+        resolve_gpu(None, 20 << 30, "sm99")
+    assert all(a in (info.value.hint or "") for a in known_archs())
+    with pytest.raises(BadInput):
+        resolve_gpu("L40S", None, "sm90")  # an L40S is sm89
+    with pytest.raises(BadInput):
+        resolve_gpu(None, None, "sm90")  # an architecture alone sizes nothing
+    assert resolve_gpu("L40S", None, "8.9").name == "L40S"
+    assert resolve_gpu(None, 20 << 30).arch == "unknown"  # unchanged without an architecture
+
+
+def test_rows_expose_compute_capability_and_interconnect() -> None:
+    by = {g.name: g for g in catalog()}
+    assert by["T4"].compute_capability == "7.5" and by["GB10"].compute_capability == "12.1"
+    assert by["MI308X"].compute_capability is None
+    assert "NVLink" in by["H100-80GB"].interconnect and "xGMI" in by["MI300X"].interconnect
+    assert "no P2P" in by["RTX-5090"].interconnect
