@@ -161,7 +161,7 @@ def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = N
     platform facts instead of ``unknown``; with ``--gpu`` too the two must agree."""
     if name is None and memory_bytes is None:
         if arch is not None:
-            raise BadInput("an architecture was given without --gpu-memory",
+            raise BadInput("--gpu-arch without --gpu-memory sizes no GPU",
                            hint="add --gpu-memory SIZE (the total torch.cuda.mem_get_info "
                            "reports), or name the card with --gpu")
         return find_gpu("H100-80GB")
@@ -177,8 +177,8 @@ def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = N
                    interconnect="unknown (PCIe with peer access assumed)")
     gpu = find_gpu(name)
     if arch is not None and find_arch(arch).arch != gpu.arch:
-        raise BadInput(f"{gpu.name} is {gpu.arch}, not {find_arch(arch).arch}",
-                       hint="leave out the architecture (the catalog knows it) or --gpu")
+        raise BadInput(f"--gpu {name} is {gpu.arch}, but --gpu-arch says {find_arch(arch).arch}",
+                       hint=f"leave out --gpu-arch (the catalog knows the {gpu.name}'s) or --gpu")
     if memory_bytes is not None:
         return replace(gpu, total_bytes=memory_bytes, exact=True, source="--gpu-memory")
     return gpu
