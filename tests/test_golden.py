@@ -94,7 +94,8 @@ OPTIONS = {
                  "--enforce-eager/--disable-cuda-graph", "--num-speculative-tokens",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
-                 "--compare", "--format/-f", "--from-file", "--plot", "--markdown"],
+                 "--gpu-arch", "--compare", "--format/-f", "--from-file", "--plot",
+                 "--markdown"],
     "explain": None,  # the deployment flags plus --format/-f, --markdown
     "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--engine",
              "--engine-version", "--entrypoint", "--headroom", "--max-gpus", "--kv-cache-dtype",
@@ -122,7 +123,7 @@ def test_every_commands_options_are_frozen() -> None:
         for sub in subs or [None]:
             key = c.name if sub is None else f"{c.name} {sub}"
             got[key] = ["/".join(o.names) for o in parser_of(c, sub).options if o.names]
-    flags = OPTIONS["estimate"][:-5]  # the deployment flags every such command shares
+    flags = OPTIONS["estimate"][:-6]  # the deployment flags every such command shares
     trace = [*flags, "--device", "--rank", "--decode-steps", "--graphs", "--alloc-conf",
              "--snapshot", "--format/-f", "--markdown"]
     assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f", "--markdown"],

@@ -26,6 +26,10 @@ FORMATS = ("table", "json", "markdown")
 def options() -> tuple[Option, ...]:
     """The deployment flags, then estimate's own."""
     return (*deployment_options(),
+            Option(dest="gpu_arch", names=("--gpu-arch",), metavar="ARCH",
+                   help="The architecture of a --gpu-memory card the catalog lacks (sm75, sm89, "
+                   "8.9, sm120, gfx942, ...: memprof gpus lists them), so that its kernels and "
+                   "backends are that architecture's."),
             Option(dest="compare", names=("--compare",), metavar="KEY=VALUE[,...]",
                    help="Estimate again with changes and show the difference per component, "
                    "e.g. --compare scratch=shared or --compare "
@@ -69,7 +73,7 @@ def run(args: Namespace) -> int:
     model, dep, gpu, gpu_memory = deployment(deployment_flags(args), command)
     for line in command.describe() if command else ():
         sys.stderr.write(line + "\n")
-    result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory))
+    result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory, args.gpu_arch))
     from memprof.core.remedies import remedies
 
     other = None

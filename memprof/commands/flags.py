@@ -68,16 +68,21 @@ def _merge(model: str | None, dep: Deployment, serve: ServeCommand
     return model or serve.model, dep.with_(**changes)
 
 
-def gpu_of(name: str | None, memory: int | None) -> GPU:
-    """``--gpu`` / ``--gpu-memory`` as a GPU; ``--gpu auto`` asks this host (exit 3 when it
-    cannot say)."""
+def gpu_of(name: str | None, memory: int | None, arch: str | None = None) -> GPU:
+    """``--gpu`` / ``--gpu-memory`` (/ ``--gpu-arch``) as a GPU; ``--gpu auto`` asks this host
+    (exit 3 when it cannot say)."""
     from memprof.core.gpus import resolve_gpu
 
     if name is not None and name.strip().lower() == "auto":
         from memprof.probes.devices import local_gpu
 
         local = local_gpu()
+        if arch is not None:
+            from memprof.base.errors import BadInput
+
+            raise BadInput("--gpu-arch with --gpu auto: the host's GPU names its own "
+                           "architecture", hint="leave out --gpu-arch")
         if memory is None:
             return local
         return replace(local, total_bytes=memory, exact=True, source="--gpu-memory")
-    return resolve_gpu(name, memory)
+    return resolve_gpu(name, memory, arch)

@@ -511,7 +511,8 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
                      "(see configs/gpus.json); pass --gpu-memory for an exact figure")
     if gpu.arch == "unknown":
         notes.append("GPU architecture unknown (--gpu-memory alone): kernel padding and "
-                     "default backends follow generic rules; add --gpu for the exact ones")
+                     "default backends follow generic rules; add --gpu-arch (or --gpu) for the "
+                     "exact ones")
     notes += engine_of(dep).notes(dep, mfs)
     return tuple(notes)
 

@@ -1,6 +1,8 @@
 """The GPU catalog (``configs/gpus.json``): total memory as ``torch.cuda.mem_get_info`` reports it.
 
-Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes any other GPU.
+Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes any other GPU;
+:func:`resolve_gpu` takes its architecture too (one the catalog knows), so that no rule is chosen
+for an "unknown" architecture behind the user's back.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class GPU:
     # GPU peer-to-peer access between two of these in one host (NVLink or PCIe P2P); False where
     # the driver gives none (GeForce RTX 4090), so NCCL connects them through host shared memory
     peer_access: bool = True
+    compute_capability: str | None = None  # "8.9" on NVIDIA; None on AMD (the gfx name says it)
+    interconnect: str = ""  # NVLink/NVSwitch, xGMI, PCIe with or without P2P: for the reader
 
     @property
     def is_rocm(self) -> bool:
@@ -43,7 +47,9 @@ def catalog() -> tuple[GPU, ...]:
         return tuple(
             GPU(name=g["name"], total_bytes=int(g["total_bytes"]), arch=g["arch"],
                 vendor=g.get("vendor", "nvidia"), exact=bool(g.get("exact", True)),
-                source=g.get("source", ""), peer_access=bool(g.get("peer_access", True)))
+                source=g.get("source", ""), peer_access=bool(g.get("peer_access", True)),
+                compute_capability=g.get("compute_capability"),
+                interconnect=g.get("interconnect", ""))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -127,15 +133,53 @@ def find_gpu(name: str) -> GPU:
     return by_name[key]
 
 
-def resolve_gpu(name: str | None, memory_bytes: int | None) -> GPU:
-    """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total."""
+def known_archs() -> tuple[str, ...]:
+    """The architectures of the catalog's rows (``sm75`` … ``gfx1100``), in catalog order: the
+    values an architecture given beside ``--gpu-memory`` may take."""
+    return tuple(dict.fromkeys(g.arch for g in catalog()))
+
+
+def find_arch(arch: str) -> GPU:
+    """The first catalog row of architecture ``arch`` (``SM89``, ``sm_89`` and ``8.9`` spell
+    ``sm89``): the platform facts (vendor, compute capability) a card of that architecture
+    shares. An architecture no row has is :class:`BadInput` naming the known ones."""
+    key = _norm(arch)
+    if key.isdigit():  # a compute capability: "8.9" → sm89, "10.0" → sm100
+        key = "sm" + key
+    for g in catalog():
+        if g.arch == key:
+            return g
+    shown = arch if len(arch) <= 30 else arch[:30] + "…"
+    raise BadInput(f"unknown GPU architecture {shown!r}",
+                   hint="give one of " + ", ".join(known_archs())
+                   + " (nvidia-smi --query-gpu=compute_cap prints 8.9 for sm89; rocminfo prints "
+                   "the gfx name)")
+
+
+def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = None) -> GPU:
+    """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total. With
+    ``arch`` (a catalog architecture) a ``--gpu-memory``-only GPU takes that architecture's
+    platform facts instead of ``unknown``; with ``--gpu`` too the two must agree."""
     if name is None and memory_bytes is None:
+        if arch is not None:
+            raise BadInput("--gpu-arch without --gpu-memory sizes no GPU",
+                           hint="add --gpu-memory SIZE (the total torch.cuda.mem_get_info "
+                           "reports), or name the card with --gpu")
         return find_gpu("H100-80GB")
     if name is None:
         assert memory_bytes is not None
-        return GPU(name="custom", total_bytes=memory_bytes, arch="unknown", exact=True,
-                   source="--gpu-memory")
+        if arch is None:
+            return GPU(name="custom", total_bytes=memory_bytes, arch="unknown", exact=True,
+                       source="--gpu-memory")
+        like = find_arch(arch)
+        return GPU(name=f"custom {like.arch}", total_bytes=memory_bytes, arch=like.arch,
+                   vendor=like.vendor, exact=True, source="--gpu-memory",
+                   compute_capability=like.compute_capability,
+                   interconnect="unknown (PCIe with peer access assumed)")
     gpu = find_gpu(name)
+    if arch is not None and find_arch(arch).arch != gpu.arch:
+        raise BadInput(f"--gpu {name} is {gpu.arch}, but --gpu-arch says {find_arch(arch).arch}",
+                       hint=f"leave out --gpu-arch (the catalog knows the {gpu.name}'s) or --gpu")
     if memory_bytes is not None:
         return replace(gpu, total_bytes=memory_bytes, exact=True, source="--gpu-memory")
     return gpu
