@@ -116,3 +116,17 @@ def test_rank_span_and_snapshot_names() -> None:
     assert rank_span([1]) == "rank 1"
     assert _rank_path("out/snap.pickle", 3) == "out/snap.rank3.pickle"
     assert _rank_path("snap", 1) == "snap.rank1"
+
+
+def test_expert_parallel_ranks_and_one_snapshot_per_rank(tmp_path: Path) -> None:
+    """--enable-expert-parallel over a TP world of 2 (DeepSeek-R1's shape, 4 layers): both ranks
+    traced, and --snapshot written by each rank under its own name."""
+    snap = tmp_path / "snap.pickle"
+    p = _torchrun(2, "-m", "deepseek-r1", "-tp", "2", "--enable-expert-parallel",
+                  "--hf-overrides", '{"num_hidden_layers": 4}', "--max-num-seqs", "8",
+                  "-f", "json", "--snapshot", str(snap))
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["snap.rank0.pickle",
+                                                          "snap.rank1.pickle"]
