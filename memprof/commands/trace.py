@@ -3,7 +3,6 @@ flag, plus the device, the rank and what to record)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from argparse import Namespace
 
@@ -43,6 +42,7 @@ def run(args: Namespace) -> int:
     """Build one rank in PyTorch at its true shapes, run it as the engine does, and put each
     traced figure beside the estimate's."""
     flags = deployment_flags(args)
+    group: object = None
     device, rank, decode_steps, graphs = args.device, args.rank, args.decode_steps, args.graphs
     alloc_conf, snapshot, fmt = args.alloc_conf, args.snapshot, args.fmt
     from memprof.base.errors import BadInput
@@ -56,7 +56,7 @@ def run(args: Namespace) -> int:
 
         check_output(snapshot, flag="--snapshot")
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         from memprof.trace.run import torch_missing
 
@@ -72,18 +72,39 @@ def run(args: Namespace) -> int:
         if not cuda_available():
             sys.stderr.write("note: no GPU visible: tracing on the fake device (allocator "
                              "simulator)\n")
-    group = None
-    if os.environ.get("WORLD_SIZE"):  # launched by torchrun: trace this process's rank
+    from memprof.trace.dist import env_world
+
+    world = env_world()
+    connect = None
+    if world is not None and world.size > 1:  # torchrun: each process traces its own rank
+        from memprof.trace.dist import check_layout, init_world, tp_group
+
+        check_layout(dep, world)
+        if rank is not None:
+            raise BadInput("--rank under torchrun: each process traces its own rank",
+                           hint="drop --rank (or trace one rank alone, without torchrun)")
+        rank = world.rank
+        on_gpu = device != "fake" and _gpu()
+        if on_gpu:  # the context on this process's GPU before anything touches CUDA
+            torch.cuda.set_device(world.local_rank)
+
+        def connect() -> object:
+            init_world(world, on_gpu)
+            return tp_group(dep, world)
+    elif world is not None:  # a world of one under torchrun: its one rank, collectives real
         from memprof.trace.dist import default_group
 
         group, env_rank = default_group(dep)
         rank = env_rank if rank is None else rank
-    with progress(show_progress(fmt, tty)) as step:
+    if world is not None and world.size > 1 and snapshot:
+        snapshot = _rank_path(snapshot, rank or 0)
+    with progress(show_progress(fmt, tty) and (world is None or world.rank == 0)) as step:
         result = run_trace(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory, device=device,
                            rank=rank, decode_steps=decode_steps, max_graphs=graphs,
                            alloc_conf=alloc_conf, snapshot=snapshot, progress=step,
-                           group=group)
-
+                           group=group, connect=connect)
+    if world is not None and world.size > 1:
+        return _gather_and_report(result, world.rank, fmt, markdown)
     emit(result, fmt, markdown)
     if result.oom is not None:
         if result.oom.summary:
@@ -94,3 +115,68 @@ def run(args: Namespace) -> int:
                          "--max-num-seqs / --gpu-memory-utilization or use --scratch shared\n")
         return 1
     return 0
+
+
+def _gpu() -> bool:
+    from memprof.trace.device import cuda_available
+
+    return cuda_available()
+
+
+def _rank_path(path: str, rank: int) -> str:
+    """``snap.pickle`` → ``snap.rank1.pickle``: each rank's snapshot in its own file."""
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}.rank{rank}.{ext}" if dot and "/" not in ext else f"{path}.rank{rank}"
+
+
+def _gather_and_report(result: object, rank: int, fmt: str, markdown: object) -> int:
+    """Every rank's figures onto every rank; rank 0 prints one report (and writes
+    ``--markdown``), the others nothing; each exits with the worst rank's code."""
+    from memprof.trace.dist import all_gather, finish
+    from memprof.trace.ranks import GatheredTrace, RankTrace
+    from memprof.trace.run import TraceResult
+
+    assert isinstance(result, TraceResult)
+    gathered = all_gather(RankTrace.of(rank, result))
+    finish()
+    whole = GatheredTrace.build(result, gathered)
+    oom = whole.worst_oom
+    if rank == 0:
+        _emit_gathered(whole, fmt, markdown)
+        if oom is not None:
+            r, o = oom
+            sys.stderr.write(f"error: CUDA out of memory on rank {r} in phase {o.phase} while "
+                             f"allocating {o.component}\n")
+            sys.stderr.write("hint: the traced components before the OOM are in the report; "
+                             "lower --max-num-seqs / --gpu-memory-utilization or use --scratch "
+                             "shared\n")
+    return 1 if oom is not None else 0
+
+
+def _emit_gathered(whole: object, fmt: str, markdown: object) -> None:
+    """JSON: version 2 of the contract (every rank in ``ranks``); table and Markdown: one per
+    distinct rank, headed by the ranks it stands for."""
+    import json
+
+    from memprof.report import is_terminal, output_width, render
+    from memprof.trace.contract import gathered_dict
+    from memprof.trace.ranks import GatheredTrace, rank_span
+
+    assert isinstance(whole, GatheredTrace)
+
+    def text(kind: str, width: int | None, color: bool) -> str:
+        if kind == "json":
+            return json.dumps(gathered_dict(whole), indent=2) + "\n"
+        parts = []
+        for ranks, t in whole.distinct():
+            head = f"{rank_span(ranks)} of {len(whole.results)}"
+            parts.append((f"## {head}\n\n" if kind == "markdown" else f"{head}\n")
+                         + render(t, kind, width=width, color=color))
+        return "\n".join(parts)
+
+    if markdown is not None:
+        from memprof.base.files import write_atomic
+
+        write_atomic(str(markdown), text("markdown", None, False))
+    tty = is_terminal()
+    sys.stdout.write(text(fmt, output_width(), tty))

@@ -1,15 +1,23 @@
-"""The JSON contract (``schema_version`` 1) of a trace, built here beside ``TraceResult`` so the
-reporters only serialise it: the estimate's component names with estimated and traced bytes,
-the phases, and the verdict each gives. Sizes are integer bytes."""
+"""The JSON contract of a trace, built here beside ``TraceResult`` so the reporters only
+serialise it: the estimate's component names with estimated and traced bytes, the phases, and
+the verdict each gives. Sizes are integer bytes.
+
+``schema_version`` 1: one process (one rank traced alone, ``trace_dict``); unchanged.
+``schema_version`` 2: every rank under torchrun (``gathered_dict``): version 1's document of rank
+0, except that ``ranks`` (in version 1 the global ranks with rank 0's estimate) becomes the list
+of every traced rank, each with its own ``rank`` index, coordinates, phases, components and
+verdict, and those global ranks move to ``same_as``. The bump is for that change of ``ranks``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from memprof.trace.ranks import GatheredTrace
     from memprof.trace.run import TraceResult
 
 TRACE_SCHEMA_VERSION = 1
+GATHERED_SCHEMA_VERSION = 2
 
 
 def trace_dict(t: TraceResult) -> dict[str, Any]:
@@ -29,6 +37,13 @@ def trace_dict(t: TraceResult) -> dict[str, Any]:
                        "max_num_batched_tokens": t.estimate.max_num_batched_tokens,
                        "scratch": t.estimate.deployment.scratch,
                        "num_gpu_blocks": r.kv.num_gpu_blocks},
+        **_traced(t),
+    }
+
+
+def _traced(t: TraceResult) -> dict[str, Any]:
+    """What one rank traced (the part of the document each rank has its own of)."""
+    return {
         "components": [{"name": c.name, "category": c.category, "estimated_bytes": c.estimated,
                         "traced_bytes": c.traced, "delta_bytes": c.delta, "how": c.how}
                        for c in t.components],
@@ -44,3 +59,18 @@ def trace_dict(t: TraceResult) -> dict[str, Any]:
         "oom": None if t.oom is None else {"phase": t.oom.phase, "component": t.oom.component,
                                             "message": t.oom.message},
     }
+
+
+def gathered_dict(g: GatheredTrace) -> dict[str, Any]:
+    """The whole JSON document of ``torchrun … memprof trace --format json`` (version 2)."""
+    first = g.results[0][1]
+    doc = trace_dict(first)
+    doc["schema_version"] = GATHERED_SCHEMA_VERSION
+    doc["rank"] = g.results[0][0]
+    doc["same_as"] = doc.pop("ranks")
+    doc["world_size"] = len(g.results)
+    doc["ranks"] = [{"rank": rank, "tp_rank": rank % t.estimate.deployment.tp,
+                     "pp_stage": rank // t.estimate.deployment.tp % t.estimate.deployment.pp,
+                     "device_name": t.device_name,
+                     **_traced(t)} for rank, t in g.results]
+    return doc

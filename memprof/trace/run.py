@@ -25,6 +25,7 @@ from memprof.core.terms.allocations import rank_allocations
 from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 
+NCCL_TP_ROW = "NCCL TP communicator"  # the estimate's row (core/terms/non_torch.py), by prefix
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
@@ -116,13 +117,20 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
               gpu_memory_bytes: int | None = None, device: str | None = None,
               rank: int | None = None, decode_steps: int = 2, max_graphs: int | None = None,
               alloc_conf: str = "", snapshot: str | None = None,
-              progress: Progress | None = None, group: object = None) -> TraceResult:
+              progress: Progress | None = None, group: object = None,
+              connect: Callable[[], object] | None = None) -> TraceResult:
     """Trace one rank (``rank``: a global rank; default the first distinct rank).
 
     ``group``: a ``torch.distributed`` process group whose collectives the replica runs (under
     torchrun; a world of 1 on one GPU; gloo on CPU); None traces the rank alone, each collective
     replaced by a local op with the same output allocation. Ignored on the fake device (fake
-    tensors cannot cross a real process group)."""
+    tensors cannot cross a real process group).
+
+    ``connect``: under torchrun, starts the process group and returns this rank's TP group; it
+    is called after the CUDA context, and on a GPU the communicator's creation and its first
+    all_reduce are recorded as phases ``nccl_init`` and ``nccl_first_all_reduce`` (their
+    non-torch growth is the NCCL row's traced figure, and the profile run's non-torch increase
+    is measured from after them)."""
     import torch
 
     from memprof.trace.device import Device, SimSink
@@ -222,6 +230,17 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
                 warm = torch.empty(1, device="cuda")
             del warm
             record("context", t0, counter.peak)
+            if connect is not None:
+                phase = current[0] = "nccl_init"
+                t0 = time.perf_counter()
+                tp = connect()
+                replica.group = tp if kind == "cuda" else None
+                if kind == "cuda":
+                    record("nccl_init", t0, counter.peak)
+                    phase = current[0] = "nccl_first_all_reduce"
+                    t0 = time.perf_counter()
+                    _first_all_reduce(tp, tracker)
+                    record("nccl_first_all_reduce", t0, counter.peak)
             for phase, fn in steps:
                 current[0] = phase
                 t0 = time.perf_counter()
@@ -372,10 +391,20 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             how = "the predicted pool above vLLM's estimate (not measurable alone)"
         elif c.name == "non-torch increase (profile run)" and kind == "cuda" and \
                 "profile_run" in phases:
-            ctx_nt, prof_nt = phases["context"].non_torch, phases["profile_run"].non_torch
+            before = "nccl_first_all_reduce" if "nccl_first_all_reduce" in phases else "context"
+            ctx_nt, prof_nt = phases[before].non_torch, phases["profile_run"].non_torch
             if ctx_nt is not None and prof_nt is not None:
                 traced = prof_nt - ctx_nt
-                how = "non-torch after the profile run − after the context"
+                how = ("non-torch after the profile run − after the context" if
+                       before == "context" else "non-torch after the profile run − after the "
+                       "NCCL communicator's first all_reduce")
+        elif c.name.startswith(NCCL_TP_ROW) and "nccl_first_all_reduce" in phases:
+            ctx_nt = phases["context"].non_torch
+            nccl_nt = phases["nccl_first_all_reduce"].non_torch
+            if ctx_nt is not None and nccl_nt is not None:
+                traced = nccl_nt - ctx_nt
+                how = ("non-torch growth over init_process_group (bound to the GPU: "
+                       "ncclCommInitRank, torch's stream pool) and the first all_reduce")
         elif c.name == "CUDA context" and kind == "cuda":
             traced, how = phases["context"].non_torch, "used − reserved after the first tensor"
         elif c.name == "allocator rounding (KV tensors)" and kv_slack is not None:
@@ -384,6 +413,23 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
         out.append(ComponentTrace(name=c.name, category=c.category, estimated=c.bytes,
                                   traced=traced, how=how))
     return out
+
+
+def _first_all_reduce(group: object, tracker: object) -> None:
+    """The TP communicator's first collective: an all_reduce of one element, as vLLM's
+    ``PyNcclCommunicator.__init__`` issues after creating it
+    (vllm/distributed/device_communicators/pynccl.py, vLLM 0.11)."""
+    import torch
+    import torch.distributed as dist
+
+    from memprof.trace.tracker import Tracker
+
+    assert isinstance(tracker, Tracker)
+    with tracker.charge("NCCL warm-up"):
+        x = torch.zeros(1, device="cuda")
+        dist.all_reduce(x, group=group)
+        torch.cuda.synchronize()
+        del x
 
 
 def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:

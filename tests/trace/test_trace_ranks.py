@@ -1,0 +1,132 @@
+"""Every rank under torchrun (issue 25 item 1) on CPU: two processes over gloo on the fake
+device, each tracing its own rank, rank 0 alone printing the gathered report; and the layouts
+refused before any work."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memprof.cli import run
+from memprof.commands.trace import _rank_path
+from memprof.core.deployment import Deployment
+from memprof.trace.dist import tp_members
+from memprof.trace.ranks import rank_span
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _torchrun(n: int, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n),
+         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+         "-m", "memprof", "trace", "--device", "fake", "--decode-steps", "1", "--graphs", "1",
+         *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+
+
+def test_two_ranks_each_trace_their_own_and_rank_0_prints_one_json(tmp_path: Path) -> None:
+    md = tmp_path / "report.md"
+    p = _torchrun(2, "-m", "qwen3-0.6b", "-tp", "2", "--max-num-seqs", "8", "-f", "json",
+                  "--markdown", str(md))
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)  # one document: rank 1 printed nothing
+    assert p.stdout.count('"schema_version"') == 1
+    assert doc["schema_version"] == 2 and doc["world_size"] == 2
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert [r["tp_rank"] for r in doc["ranks"]] == [0, 1]
+    assert doc["same_as"] == [0, 1] and doc["rank"] == 0
+    for r in doc["ranks"]:  # each rank traced the whole rank: weights and KV as estimated
+        kv = next(c for c in r["components"] if c["category"] == "kv_cache")
+        assert kv["traced_bytes"] == kv["estimated_bytes"] > 0
+        assert [p["name"] for p in r["phases"]][:2] == ["context", "weights"]
+    text = md.read_text()  # written once, by rank 0: the two equal ranks shown once
+    assert text.count("## ranks 0–1 of 2") == 1 and "rank 1 of 2" not in text
+
+
+def test_two_ranks_table_shows_equal_ranks_once() -> None:
+    p = _torchrun(2, "-m", "qwen3-0.6b", "-tp", "2", "--max-num-seqs", "8")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("ranks 0–1 of 2") == 1
+    assert p.stdout.count("memprof trace: qwen3-0.6b") == 1
+
+
+def test_pipeline_stages_are_distinct_ranks() -> None:
+    """TP 1 × PP 2: two distinct ranks (the stages; their estimates differ), each traced with
+    its own estimate's figures."""
+    p = _torchrun(2, "-m", "qwen3-0.6b", "-pp", "2", "--max-num-seqs", "8", "-f", "json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert [(r["rank"], r["pp_stage"]) for r in doc["ranks"]] == [(0, 0), (1, 1)]
+    assert doc["same_as"] == [0]  # rank 1 is another estimate rank
+    for r in doc["ranks"]:
+        w = [c for c in r["components"]
+             if c["category"] == "weights" and c["name"] != "allocator rounding (model load)"]
+        assert w and all(c["traced_bytes"] == c["estimated_bytes"] for c in w)
+
+
+def _refused(monkeypatch: pytest.MonkeyPatch, world: int, *args: str) -> str:
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("RANK", "0")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = run(["trace", "-m", "qwen3-0.6b", "--device", "fake", *args])
+    assert code == 2
+    lines = err.getvalue().strip().splitlines()
+    assert lines[0].startswith("error:") and lines[1].startswith("hint:")
+    return err.getvalue()
+
+
+def test_data_parallel_under_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "data parallelism (--dp)" in _refused(monkeypatch, 2, "--dp", "2")
+
+
+def test_sglang_dp_attention_under_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _refused(monkeypatch, 4, "--engine", "sglang", "-tp", "4", "--dp", "2",
+                   "--enable-dp-attention")
+    assert "--enable-dp-attention" in out
+
+
+def test_rank_flag_under_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "--rank under torchrun" in _refused(monkeypatch, 2, "-tp", "2", "--rank", "1")
+
+
+def test_tp_group_members_follow_vllm_order() -> None:
+    dep = Deployment(tp=2, pp=2)
+    assert tp_members(dep, 0) == [0, 1] and tp_members(dep, 3) == [2, 3]
+
+
+def test_rank_span_and_snapshot_names() -> None:
+    assert rank_span([0, 1, 2, 3]) == "ranks 0–3"
+    assert rank_span([0, 2]) == "ranks 0, 2"
+    assert rank_span([1]) == "rank 1"
+    assert _rank_path("out/snap.pickle", 3) == "out/snap.rank3.pickle"
+    assert _rank_path("snap", 1) == "snap.rank1"
+
+
+def test_expert_parallel_ranks_and_one_snapshot_per_rank(tmp_path: Path) -> None:
+    """--enable-expert-parallel over a TP world of 2 (DeepSeek-R1's shape, 4 layers): both ranks
+    traced, and --snapshot written by each rank under its own name."""
+    snap = tmp_path / "snap.pickle"
+    p = _torchrun(2, "-m", "deepseek-r1", "-tp", "2", "--enable-expert-parallel",
+                  "--hf-overrides", '{"num_hidden_layers": 4}', "--max-num-seqs", "8",
+                  "-f", "json", "--snapshot", str(snap))
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["snap.rank0.pickle",
+                                                          "snap.rank1.pickle"]
