@@ -88,6 +88,15 @@ class QuantConfig:
     expert_dtype: str | None = None  # DeepSeek-V4: "fp4" experts under an fp8 config
     desc_act: bool = False
     source: str = "config"  # config | flag
+    # compressed-tensors details (memprof.core.models.quant_config): the declaring format, a
+    # static (calibrated) input scale, asymmetric input quantisation, weight zero points, the
+    # scale strategy (tensor / channel / group / block) and the scheme's name for reports
+    checkpoint_format: str = ""  # "" (quant_method is the method) | "compressed-tensors"
+    static_input: bool = False
+    input_symmetric: bool = True
+    zero_point: bool = False
+    strategy: str = ""
+    scheme: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

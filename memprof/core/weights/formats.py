@@ -73,6 +73,52 @@ def int4_grouped(out: int, inn: int, group: int, bits: int, dtype_bytes: int) ->
     return total, f"{out}×{inn}×{bits}/8B + {groups}×{out} scales + zeros"
 
 
+def wna16(out: int, inn: int, group: int, bits: int, dtype_bytes: int, zero_point: bool,
+          act_order: bool) -> tuple[int, str]:
+    """compressed-tensors W4A16 / W8A16 int (``CompressedTensorsWNA16.create_weights``,
+    vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py,
+    v0.11.0): int32 ``weight_packed`` ``(out, in / (32/bits))``, ``weight_scale`` in the model
+    dtype ``(out, in/group)`` (one column for the channel strategy, ``group = -1``), an int64
+    ``weight_shape`` of 2, int32 ``weight_zero_point`` ``(out / (32/bits), in/group)`` when
+    asymmetric, and with ``actorder: group`` an int32 ``weight_g_idx`` per input row, to which
+    the Marlin kernel (kernels/mixed_precision/marlin.py ``process_weights_after_loading``) adds
+    an int32 ``g_idx_sort_indices`` per input row; its repack keeps the other sizes. Scales are
+    sized per partition: with act order on a row-parallel layer under TP, vLLM keeps every
+    rank's scales whole (``marlin_repeat_scales_on_all_ranks``), which this does not add."""
+    groups = 1 if group <= 0 else cdiv(inn, group)
+    total = out * inn * bits // 8 + out * groups * dtype_bytes + 16
+    parts = [f"{out}×{inn}×{bits}/8B", f"{out}×{groups} scales", "2 int64 shape"]
+    if zero_point:
+        total += out * groups * bits // 8
+        parts.append(f"{out * bits // 32}×{groups} int32 zeros")
+    if act_order:
+        total += 8 * inn
+        parts.append(f"2×{inn} int32 g_idx + sort")
+    return total, " + ".join(parts)
+
+
+def int8_w8a8(out: int, inn: int, channel: bool, static_input: bool,
+              input_symmetric: bool) -> tuple[int, str]:
+    """compressed-tensors W8A8 int8 (``CompressedTensorsW8A8Int8.create_weights``,
+    compressed_tensors/schemes/compressed_tensors_w8a8_int8.py, and the CUTLASS kernel's
+    ``process_weights_after_loading``, kernels/scaled_mm/cutlass.py, v0.11.0): an int8 weight,
+    an fp32 scale per output channel (the tensor strategy's per-partition scales are expanded
+    to one per channel on fused layers by ``convert_to_channelwise``; this sizes every layer
+    so, 4·(out − 1) B more than an unfused one keeps), a static fp32 input scale (plus an int32
+    input zero point when asymmetric), and for asymmetric inputs an int32 ``azp_adj`` per
+    output channel."""
+    total = out * inn + 4 * out
+    parts = [f"{out}×{inn}×1B", f"{out} fp32 scales"]
+    if static_input:
+        total += 4 if input_symmetric else 8
+        parts.append("input scale" + ("" if input_symmetric else " + zero point"))
+    if not input_symmetric:
+        total += 4 * out
+        parts.append(f"{out} int32 azp_adj")
+    del channel  # both strategies end with a scale per output channel (see above)
+    return total, " + ".join(parts)
+
+
 def linear_bytes(
     out: int, inn: int, quant: QuantConfig | None, dtype_bytes: int, arch: str = "sm90"
 ) -> tuple[int, str]:
@@ -82,12 +128,19 @@ def linear_bytes(
     m = quant.method
     if m == "fp8":
         return fp8_block(out, inn, quant.block or (128, 128), arch)
-    if m == "fp8_per_tensor":
-        return fp8_per_tensor(out, inn)
-    if m == "fp8_per_channel":
-        return fp8_per_channel(out, inn)
+    if m in ("fp8_per_tensor", "fp8_per_channel"):
+        n, f = fp8_per_tensor(out, inn) if m == "fp8_per_tensor" else fp8_per_channel(out, inn)
+        # a static (calibrated) input scale is reduced to one fp32 at load
+        # (CompressedTensorsW8A8Fp8.process_weights_after_loading, v0.11.0)
+        return (n + 4, f + " + 1 fp32 input scale") if quant.static_input else (n, f)
     if m == "mxfp4":
         return mxfp4(out, inn)
+    if m == "wna16":
+        return wna16(out, inn, quant.group_size, quant.bits, dtype_bytes, quant.zero_point,
+                     quant.desc_act)
+    if m == "int8_w8a8":
+        return int8_w8a8(out, inn, quant.strategy == "channel", quant.static_input,
+                         quant.input_symmetric)
     if m == "nvfp4":
         return nvfp4(out, inn, quant.group_size or 16)
     if m in ("awq", "gptq"):
@@ -137,12 +190,31 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
             return (w, Param("weight_scale_inv", (round_up(out, 4), cdiv(cdiv(inn, bi), 4)),
                              "int32"))
         return (w, Param("weight_scale_inv", (cdiv(out, bo), cdiv(inn, bi)), "float32"))
-    if m == "fp8_per_tensor":
-        return (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", (1,),
-                                                                     "float32"))
-    if m == "fp8_per_channel":
-        return (Param("weight", (out, inn), "float8_e4m3fn"),
-                Param("weight_scale", (out, 1), "float32"))
+    if m in ("fp8_per_tensor", "fp8_per_channel"):
+        scale = (1,) if m == "fp8_per_tensor" else (out, 1)
+        fp8 = (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", scale,
+                                                                    "float32"))
+        return fp8 + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ())
+    if m == "wna16":
+        g = 1 if quant.group_size <= 0 else cdiv(inn, quant.group_size)
+        pack = 32 // quant.bits
+        ps = [Param("weight_packed", (out, inn // pack), "int32"),
+              Param("weight_scale", (out, g), dtype), Param("weight_shape", (2,), "int64")]
+        if quant.zero_point:
+            ps.append(Param("weight_zero_point", (out // pack, g), "int32"))
+        if quant.desc_act:
+            ps += [Param("weight_g_idx", (inn,), "int32"),
+                   Param("g_idx_sort_indices", (inn,), "int32")]
+        return tuple(ps)
+    if m == "int8_w8a8":
+        ps = [Param("weight", (out, inn), "int8"), Param("weight_scale", (out, 1), "float32")]
+        if quant.static_input:
+            ps.append(Param("input_scale", (1,), "float32"))
+            if not quant.input_symmetric:
+                ps.append(Param("input_zero_point", (1,), "int32"))
+        if not quant.input_symmetric:
+            ps.append(Param("azp_adj", (1, out), "int32"))
+        return tuple(ps)
     if m == "mxfp4":
         return (_u8("weight", out * inn // 2, out), Param("weight_scale", (out, cdiv(inn, 32)),
                                                           "uint8"))
