@@ -222,3 +222,18 @@ def test_a_w4a16_llama_estimates_with_the_packed_tensors(tmp_path: Path) -> None
         # lm_head is in the ignore list: 128256 × 4096 bf16
         assert any(t["bytes_each"] == 128256 * 4096 * 2 and "lm_head" in t["module"]
                    for t in rank["tensors"])
+
+
+def test_regex_ignore_entries_leave_the_matching_layers_unquantised(tmp_path: Path) -> None:
+    cfg = json.loads((ROOT / "configs/models/llama-3.1-8b.json").read_text())
+    cfg["quantization_config"] = {**W4A16, "ignore": ["lm_head", "re:.*o_proj$"]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = invoke(["estimate", "--model", str(path), "--gpu", "H100", "-f", "json"])
+    assert code == 0, err
+    each = {t["module"]: t["bytes_each"] for t in json.loads(out)["ranks"][0]["tensors"]}
+    assert each["model.layers.*.self_attn.o_proj"] == 4096 * 4096 * 2  # bf16, as ignored
+    assert each["model.layers.*.mlp.down_proj"] == 4096 * 14336 // 2 + 4096 * 112 * 2 + 16
+    bad = {**W4A16, "ignore": ["re:(unclosed"]}
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        quant_from_config({"quantization_config": bad})

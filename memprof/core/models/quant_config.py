@@ -4,6 +4,7 @@ for, as vLLM reads them."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from memprof.base.errors import ConfigError
@@ -185,6 +186,13 @@ def compressed_tensors(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConf
     points and ``actorder: group``) and NVFP4 W4A4 (``nvfp4-pack-quantized``). A checkpoint whose
     groups declare different schemes, or any other scheme (W4A8, 2:4 sparsity, MXFP4, W8A16
     fp8, ...), is refused naming it."""
+    for pat in exclude:
+        if pat.startswith("re:"):
+            try:
+                re.compile(pat[3:])
+            except re.error as e:
+                raise _ct_bad(f"the ignore entry {pat!r} is not a regular expression "
+                              f"({e})") from None
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise _ct_bad("'config_groups' must be a non-empty object")
