@@ -237,3 +237,61 @@ def test_regex_ignore_entries_leave_the_matching_layers_unquantised(tmp_path: Pa
     bad = {**W4A16, "ignore": ["re:(unclosed"]}
     with pytest.raises(ConfigError, match="not a regular expression"):
         quant_from_config({"quantization_config": bad})
+
+
+# --- AWQ / GPTQ kernels ------------------------------------------------------------------------
+
+# a GPTQ config with the keys AutoGPTQ's BaseQuantizeConfig writes (bits, group_size,
+# damp_percent, desc_act, sym, true_sequential) and quant_method
+GPTQ = {"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": False, "sym": True,
+        "true_sequential": True, "quant_method": "gptq"}
+W4G128 = 4096 * 4096 // 2 + 32 * 4096 * 2  # qweight + bf16 scales of a 4096 × 4096 linear
+ZEROS = 32 * 4096 // 2  # int32 qzeros (32 groups × 4096/8)
+
+
+def _gptq(**kw: Any) -> QuantConfig:
+    q = quant_from_config({"quantization_config": {**GPTQ, **kw}})
+    assert q is not None
+    return q
+
+
+@pytest.mark.parametrize(("kw", "arch", "expected"), [
+    ({}, "sm90", W4G128),  # gptq_marlin: qzeros emptied (symmetric)
+    ({"desc_act": True}, "sm90", W4G128 + 2 * 4096 * 4),  # g_idx + g_idx_sort_indices
+    ({}, "sm75", W4G128 + ZEROS),  # below sm80 Marlin has no types: plain gptq keeps qzeros
+    ({}, "gfx942", W4G128 + ZEROS),  # not CUDA
+    ({"desc_act": True}, "sm75", W4G128 + ZEROS + 4096 * 4),  # argsorted g_idx only
+    ({"sym": False}, "sm90", W4G128 + ZEROS),  # (4, False) not in gptq_marlin's TYPE_MAP
+    ({"sym": None}, "sm90", W4G128 + ZEROS),  # unstated sym: not marlin-compatible
+    ({"group_size": 256}, "sm90", 4096 * 4096 // 2 + 16 * 4096 * 2 + 16 * 4096 // 2),
+])
+def test_gptq_bytes_follow_the_kernel_vllm_picks(kw: dict[str, Any], arch: str,
+                                                 expected: int) -> None:
+    q = _gptq(**kw)
+    n, _formula = linear_bytes(4096, 4096, q, 2, arch)
+    assert n == expected
+    assert sum(p.bytes for p in linear_params(4096, 4096, q, "bfloat16", arch)) == expected
+
+
+def test_awq_keeps_its_zero_points_on_every_kernel() -> None:
+    q = quant_from_config({"quantization_config": {
+        "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+        "version": "gemm"}})
+    assert q is not None and q.zero_point
+    for arch in ("sm90", "sm75", "gfx942"):
+        assert linear_bytes(4096, 4096, q, 2, arch)[0] == W4G128 + ZEROS
+
+
+def test_explicit_gptq_flag_forces_the_plain_kernel(tmp_path: Path) -> None:
+    cfg = json.loads((ROOT / "configs/models/llama-3.1-8b.json").read_text())
+    cfg["quantization_config"] = GPTQ
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    o_proj = {}
+    for flag in ("gptq_marlin", "gptq"):
+        code, out, err = invoke(["estimate", "--model", str(path), "--gpu", "H100", "-f", "json",
+                                 "--quantization", flag])
+        assert code == 0, err
+        each = {t["module"]: t["bytes_each"] for t in json.loads(out)["ranks"][0]["tensors"]}
+        o_proj[flag] = each["model.layers.*.self_attn.o_proj"]
+    assert o_proj == {"gptq_marlin": W4G128, "gptq": W4G128 + ZEROS}

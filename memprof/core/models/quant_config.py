@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from memprof.base.errors import ConfigError
@@ -68,9 +69,16 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
                     hint=f"vLLM's {method.upper()} config requires it; use the checkpoint's "
                     "own config.json")
         assert bits is not None and group is not None
+        # GPTQMarlinConfig.is_gptq_marlin_compatible (gptq_marlin.py, v0.11.0): bits,
+        # group_size, sym and desc_act all stated, (bits, sym) in TYPE_MAP {(4, True),
+        # (8, True)}, group_size in MARLIN_SUPPORTED_GROUP_SIZES (-1, 32, 64, 128)
+        sym = q.get("sym")
+        marlin = (method == "gptq" and sym is True and q.get("desc_act") is not None
+                  and int(bits) in (4, 8) and int(group) in (-1, 32, 64, 128))
         return QuantConfig(method=method, group_size=int(group), bits=int(bits),
                            exclude=exclude,
-                           desc_act=bool(q.get("desc_act", False)))
+                           desc_act=bool(q.get("desc_act", False)),
+                           zero_point=method == "awq" or sym is not True, marlin=marlin)
     if method == "compressed-tensors":
         return compressed_tensors(q, exclude)
     if method == "modelopt":
@@ -112,6 +120,10 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
             "drop the flag or point --model at such a checkpoint")
     if (spec.quant is not None and spec.quant.method.startswith(method)
             and spec.quant.checkpoint_format != _CT):
+        if flag.lower() == "gptq" and spec.quant.marlin:
+            # an explicit ``gptq`` keeps vLLM off gptq_marlin
+            # (GPTQMarlinConfig.override_quantization_method, v0.11.0: "forcing gptq")
+            return replace(spec.quant, marlin=False)
         return spec.quant
     if spec.quant is not None:
         raise ConfigError(

@@ -97,6 +97,10 @@ class QuantConfig:
     zero_point: bool = False
     strategy: str = ""
     scheme: str = ""
+    # GPTQ: the checkpoint passes vLLM's gptq_marlin compatibility check (sym and desc_act
+    # stated, (bits, sym) in its type map, a Marlin group size); whether Marlin runs also needs
+    # a CUDA sm80+ GPU (memprof.core.weights.formats.gptq)
+    marlin: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

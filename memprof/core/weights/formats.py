@@ -63,14 +63,60 @@ def nvfp4(out: int, inn: int, group: int = 16) -> tuple[int, str]:
 
 
 def int4_grouped(out: int, inn: int, group: int, bits: int, dtype_bytes: int) -> tuple[int, str]:
-    """AWQ / GPTQ: packed int32 ``qweight`` (bits/8 B per value), ``scales`` in the model dtype
-    and packed int32 ``qzeros`` per group of ``group`` input rows (vLLM 0.33.0 auto_awq.py /
-    auto_gptq.py; AWQ is converted to the GPTQ layout at load, Marlin repacking keeps the bytes,
-    and ``desc_act`` with groups is refused, so there is no ``g_idx``)."""
+    """AWQ, and GPTQ as ``--quantization gptq`` sizes an unquantised checkpoint: packed int32
+    ``qweight`` (bits/8 B per value), ``scales`` in the model dtype and packed int32 ``qzeros``
+    per group of ``group`` input rows. AWQ keeps these three on both kernels: plain
+    ``AWQLinearMethod`` (awq.py) and ``AWQMarlinLinearMethod`` (awq_marlin.py, v0.11.0), whose
+    ``process_weights_after_loading`` repacks ``qweight``, ``scales`` and ``qzeros`` at the same
+    sizes and leaves ``g_idx`` / ``g_idx_sort_indices`` empty. A GPTQ checkpoint's own config is
+    sized by ``gptq`` (kernel-dependent zero points and ``g_idx``)."""
     g = group if group > 0 else inn
     groups = cdiv(inn, g)
     total = out * inn * bits // 8 + groups * out * dtype_bytes + groups * out * bits // 8
     return total, f"{out}×{inn}×{bits}/8B + {groups}×{out} scales + zeros"
+
+
+def _cuda_sm(arch: str) -> int:
+    """The compute capability of an ``smNN`` arch as an int (``sm90`` → 90); 0 for a non-CUDA
+    arch (``gfx942``); 80 for ``unknown`` (the estimate states that generic rules apply)."""
+    if arch == "unknown":
+        return 80
+    return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else 0
+
+
+def gptq(out: int, inn: int, group: int, bits: int, dtype_bytes: int, desc_act: bool,
+         marlin: bool) -> tuple[int, str]:
+    """GPTQ after loading, by the kernel vLLM v0.11.0 picks.
+
+    gptq_marlin (a checkpoint ``QuantConfig.marlin`` admits, on CUDA sm80+: Marlin's
+    ``query_marlin_supported_quant_types`` is empty below capability 80,
+    quantization/utils/marlin_utils.py): ``GPTQMarlinLinearMethod`` registers int32 ``qweight``
+    ``(in / (32/bits), out)``, ``scales`` ``(in/group, out)`` in the model dtype, int32
+    ``qzeros`` and ``g_idx``; the Marlin kernel's ``process_weights_after_loading``
+    (kernels/mixed_precision/marlin.py) repacks ``qweight`` and ``scales`` at the same size,
+    replaces ``qzeros`` by an empty tensor (symmetric types carry no zero points), and leaves
+    ``g_idx`` empty unless ``desc_act``, when the sorted ``g_idx`` and ``g_idx_sort_indices``
+    (an int32 per input row each) stay. Per layer it also allocates a workspace of one int32 per
+    SM (``marlin_make_workspace_new``), not counted here (≤ 1 KiB a layer).
+
+    plain gptq (``GPTQLinearMethod``, gptq.py; pre-sm80, ROCm, asymmetric or unstated ``sym``,
+    or ``--quantization gptq``): ``qweight``, ``scales`` and ``qzeros`` ``(in/group, out /
+    (32/bits))`` int32 stay; ``g_idx`` is emptied at the exllama shuffle unless ``desc_act``
+    (then an argsorted int32 per input row). Scales are sized per partition; with ``desc_act``
+    on a row-parallel layer under TP both kernels keep the whole input's scales, which this does
+    not add."""
+    g = group if group > 0 else inn
+    groups = cdiv(inn, g)
+    total = out * inn * bits // 8 + groups * out * dtype_bytes
+    parts = [f"{out}×{inn}×{bits}/8B", f"{groups}×{out} scales"]
+    if not marlin:
+        total += groups * out * bits // 8
+        parts.append("zeros")
+    if desc_act:
+        n_idx = 2 if marlin else 1
+        total += 4 * n_idx * inn
+        parts.append(f"{n_idx}×{inn} int32 g_idx")
+    return total, " + ".join(parts) + (" (gptq_marlin)" if marlin else " (gptq)")
 
 
 def wna16(out: int, inn: int, group: int, bits: int, dtype_bytes: int, zero_point: bool,
@@ -143,6 +189,9 @@ def linear_bytes(
                          quant.input_symmetric)
     if m == "nvfp4":
         return nvfp4(out, inn, quant.group_size or 16)
+    if m == "gptq" and quant.source == "config":
+        return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
+                    quant.marlin and _cuda_sm(arch) >= 80)
     if m in ("awq", "gptq"):
         return int4_grouped(out, inn, quant.group_size, quant.bits or 4, dtype_bytes)
     raise ValueError(f"unknown quantisation method {m}")
@@ -226,6 +275,19 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
                                                        "float8_e4m3fn"),
                 Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
                 Param("alpha", (1,), "float32"))
+    if m == "gptq" and quant.source == "config":
+        g = quant.group_size if quant.group_size > 0 else inn
+        groups, bits = cdiv(inn, g), quant.bits or 4
+        marlin = quant.marlin and _cuda_sm(arch) >= 80
+        ps = [_u8("qweight", out * inn * bits // 8, inn * bits // 32 or 1),
+              Param("scales", (groups, out), dtype)]
+        if not marlin:
+            ps.append(_u8("qzeros", groups * out * bits // 8, groups))
+        if quant.desc_act:
+            ps.append(Param("g_idx", (inn,), "int32"))
+            if marlin:
+                ps.append(Param("g_idx_sort_indices", (inn,), "int32"))
+        return tuple(ps)
     if m in ("awq", "gptq"):
         g = quant.group_size if quant.group_size > 0 else inn
         groups, bits = cdiv(inn, g), quant.bits or 4
