@@ -295,3 +295,35 @@ def test_explicit_gptq_flag_forces_the_plain_kernel(tmp_path: Path) -> None:
         each = {t["module"]: t["bytes_each"] for t in json.loads(out)["ranks"][0]["tensors"]}
         o_proj[flag] = each["model.layers.*.self_attn.o_proj"]
     assert o_proj == {"gptq_marlin": W4G128, "gptq": W4G128 + ZEROS}
+
+
+# --- bitsandbytes 4-bit ------------------------------------------------------------------------
+
+# the quantization_config Transformers' BitsAndBytesConfig.to_dict writes for a 4-bit nf4
+# double-quant checkpoint (the shape of the unsloth "*-bnb-4bit" configs)
+BNB4 = {"_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "bfloat16",
+        "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True, "llm_int8_enable_fp32_cpu_offload": False,
+        "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None,
+        "llm_int8_threshold": 6.0, "load_in_4bit": True, "load_in_8bit": False,
+        "quant_method": "bitsandbytes"}
+
+
+def test_bnb4_double_quant_and_plain_absmax() -> None:
+    q = quant_from_config({"quantization_config": BNB4})
+    assert q is not None and (q.method, q.group_size, q.double_quant) == ("bnb4", 64, True)
+    n = 4096 * 4096
+    blocks = n // 64
+    # 4-bit weight + uint8 absmax per 64 + fp32 nested absmax per 256 absmax + 256-entry fp32
+    # nested map + fp32 offset + 16-entry fp32 quant map
+    _check(q, 4096, 4096, n // 2 + blocks + 4 * (blocks // 256) + 1024 + 4 + 64)
+    plain = quant_from_config({"quantization_config": {**BNB4, "bnb_4bit_use_double_quant": False,
+                                                       "llm_int8_skip_modules": ["mlp"]}})
+    assert plain is not None and not plain.double_quant and "mlp" in plain.exclude
+    _check(plain, 4096, 4096, n // 2 + 4 * blocks + 64)
+
+
+def test_bnb_8bit_is_refused() -> None:
+    with pytest.raises(ConfigError, match="8-bit"):
+        quant_from_config({"quantization_config": {**BNB4, "load_in_8bit": True,
+                                                   "load_in_4bit": False}})

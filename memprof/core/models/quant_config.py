@@ -14,7 +14,7 @@ from memprof.core.models.spec import ModelSpec, QuantConfig
 # --- quantisation --------------------------------------------------------------------------------
 
 QUANT_METHODS = ("none", "fp8", "fp8_per_channel", "mxfp4", "nvfp4", "awq", "gptq", "wna16",
-                 "int8_w8a8")
+                 "int8_w8a8", "bnb4")
 _FLAG_ALIASES = {
     "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4",
@@ -81,6 +81,8 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
                            zero_point=method == "awq" or sym is not True, marlin=marlin)
     if method == "compressed-tensors":
         return compressed_tensors(q, exclude)
+    if method == "bitsandbytes":
+        return bitsandbytes(q, exclude)
     if method == "modelopt":
         algo = str(q.get("quant_algo", "")).upper()
         if "FP4" in algo:
@@ -91,7 +93,7 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
     raise ConfigError(
         f"memprof does not know the quantization method {method!r}",
         hint="known: fp8 (block or per-tensor), mxfp4, modelopt (nvfp4/fp8), awq, gptq, "
-        "compressed-tensors; or override with --quantization",
+        "compressed-tensors, bitsandbytes (4-bit); or override with --quantization",
     )
 
 
@@ -292,3 +294,32 @@ def compressed_tensors(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConf
         + (f" (format {fmt})" if fmt else ""),
         hint="modelled: W8A8 fp8 (tensor/channel/block), W8A8 int8 (tensor/channel), "
         "W4A16/W8A16 int (pack-quantized, group/channel), NVFP4 W4A4 (nvfp4-pack-quantized)")
+
+
+# --- bitsandbytes ---------------------------------------------------------------------------------
+
+
+def bitsandbytes(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
+    """A pre-quantised bitsandbytes checkpoint as vLLM v0.11.0 reads it
+    (BitsAndBytesConfig.from_config, quantization/bitsandbytes.py: ``load_in_4bit`` defaults to
+    true, ``load_in_8bit`` to false, ``bnb_4bit_use_double_quant`` to false;
+    ``llm_int8_skip_modules`` are left unquantised). 4-bit nf4 and fp4 store the same bytes;
+    8-bit (LLM.int8) is refused. The checkpoint does not state the 4-bit block size: this takes
+    bitsandbytes' default of 64 (``quantize_4bit``), which every HF-saved 4-bit checkpoint
+    uses unless it was quantised by hand."""
+    if q.get("load_in_8bit") is True:
+        raise ConfigError("memprof does not model bitsandbytes 8-bit (LLM.int8) checkpoints",
+                          hint="size the 4-bit variant, or the unquantised checkpoint")
+    if q.get("load_in_4bit", True) is not True:
+        raise ConfigError("quantization_config (bitsandbytes) loads neither 4-bit nor 8-bit",
+                          hint="set load_in_4bit: true as the checkpoint was saved")
+    qtype = str(q.get("bnb_4bit_quant_type", "fp4")).lower()
+    if qtype not in ("nf4", "fp4"):
+        raise ConfigError(f"unknown bnb_4bit_quant_type {qtype!r}", hint="nf4 or fp4")
+    skip = q.get("llm_int8_skip_modules") or []
+    if not isinstance(skip, list) or not all(isinstance(x, str) for x in skip):
+        raise ConfigError("quantization_config.llm_int8_skip_modules must be a list of strings",
+                          hint="fix config.json")
+    return QuantConfig(method="bnb4", bits=4, group_size=64, strategy=qtype,
+                       double_quant=q.get("bnb_4bit_use_double_quant") is True,
+                       exclude=exclude + tuple(skip))

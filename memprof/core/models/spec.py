@@ -101,6 +101,7 @@ class QuantConfig:
     # stated, (bits, sym) in its type map, a Marlin group size); whether Marlin runs also needs
     # a CUDA sm80+ GPU (memprof.core.weights.formats.gptq)
     marlin: bool = False
+    double_quant: bool = False  # bitsandbytes 4-bit bnb_4bit_use_double_quant
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

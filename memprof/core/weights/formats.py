@@ -119,6 +119,24 @@ def gptq(out: int, inn: int, group: int, bits: int, dtype_bytes: int, desc_act: 
     return total, " + ".join(parts) + (" (gptq_marlin)" if marlin else " (gptq)")
 
 
+def bnb4(out: int, inn: int, block: int, double_quant: bool) -> tuple[int, str]:
+    """bitsandbytes 4-bit (nf4 / fp4): ``BitsAndBytesLinearMethod.create_weights``
+    (quantization/bitsandbytes.py, vLLM v0.11.0) allocates the weight as uint8
+    ``(out·in/2, 1)``; the loader (model_loader/bitsandbytes_loader.py) moves each weight's
+    ``QuantState.from_dict`` onto the GPU: the 16-value fp32 ``quant_map`` and an absmax per
+    ``block`` values, fp32, or with double quantisation uint8 plus an fp32 ``nested_absmax``
+    per 256 absmax values, the 256-value fp32 ``nested_quant_map`` and an fp32
+    ``nested_offset`` (bitsandbytes functional.py ``quantize_4bit``, ``compress_statistics``).
+    A fused linear keeps one quant state per sub-weight; the constants are counted once."""
+    n = out * inn
+    blocks = cdiv(n, block)
+    if double_quant:
+        nested = cdiv(blocks, 256)
+        return (cdiv(n, 2) + blocks + 4 * nested + 1024 + 4 + 64,
+                f"{out}×{inn}×0.5B + {blocks} uint8 absmax + {nested} fp32 nested + maps")
+    return cdiv(n, 2) + 4 * blocks + 64, f"{out}×{inn}×0.5B + {blocks} fp32 absmax + map"
+
+
 def wna16(out: int, inn: int, group: int, bits: int, dtype_bytes: int, zero_point: bool,
           act_order: bool) -> tuple[int, str]:
     """compressed-tensors W4A16 / W8A16 int (``CompressedTensorsWNA16.create_weights``,
@@ -189,6 +207,8 @@ def linear_bytes(
                          quant.input_symmetric)
     if m == "nvfp4":
         return nvfp4(out, inn, quant.group_size or 16)
+    if m == "bnb4":
+        return bnb4(out, inn, quant.group_size, quant.double_quant)
     if m == "gptq" and quant.source == "config":
         return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
                     quant.marlin and _cuda_sm(arch) >= 80)
@@ -275,6 +295,17 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
                                                        "float8_e4m3fn"),
                 Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
                 Param("alpha", (1,), "float32"))
+    if m == "bnb4":
+        blocks = cdiv(out * inn, quant.group_size)
+        ps = [Param("weight", (cdiv(out * inn, 2), 1), "uint8")]
+        if quant.double_quant:
+            ps += [Param("absmax", (blocks,), "uint8"),
+                   Param("nested_absmax", (cdiv(blocks, 256),), "float32"),
+                   Param("nested_quant_map", (256,), "float32"),
+                   Param("nested_offset", (1,), "float32")]
+        else:
+            ps.append(Param("absmax", (blocks,), "float32"))
+        return (*ps, Param("quant_map", (16,), "float32"))
     if m == "gptq" and quant.source == "config":
         g = quant.group_size if quant.group_size > 0 else inn
         groups, bits = cdiv(inn, g), quant.bits or 4
