@@ -327,3 +327,14 @@ def test_bnb_8bit_is_refused() -> None:
     with pytest.raises(ConfigError, match="8-bit"):
         quant_from_config({"quantization_config": {**BNB4, "load_in_8bit": True,
                                                    "load_in_4bit": False}})
+
+
+def test_compressed_tensors_fp8_below_sm89_is_weight_only_marlin() -> None:
+    q = quant_from_config({"quantization_config": FP8_STATIC})
+    assert q is not None
+    # A100 (sm80): fp8 weight repacked at the same bytes + bf16 scale per output channel
+    # + the static fp32 input scale (CompressedTensorsW8A16Fp8 / prepare_fp8_layer_for_marlin)
+    for arch, expected in (("sm80", 6144 * 4096 + 6144 * 2 + 4),
+                           ("sm89", 6144 * 4096 + 4 + 4), ("sm90", 6144 * 4096 + 4 + 4)):
+        assert linear_bytes(6144, 4096, q, 2, arch)[0] == expected
+        assert sum(p.bytes for p in linear_params(6144, 4096, q, "bfloat16", arch)) == expected

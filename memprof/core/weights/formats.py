@@ -84,6 +84,24 @@ def _cuda_sm(arch: str) -> int:
     return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else 0
 
 
+def _ct_fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
+    """A compressed-tensors fp8 tensor / channel checkpoint on a CUDA GPU below sm89: vLLM
+    v0.11.0 falls back from W8A8 to ``CompressedTensorsW8A16Fp8`` (compressed_tensors.py
+    ``_get_scheme_from_parts``: ``CompressedTensorsW8A8Fp8.get_min_capability()`` is 89)."""
+    return (quant.checkpoint_format == "compressed-tensors" and arch.startswith("sm")
+            and arch[2:].isdigit() and int(arch[2:]) < 89)
+
+
+def fp8_marlin(out: int, inn: int, dtype_bytes: int, static_input: bool) -> tuple[int, str]:
+    """fp8 weight-only on Marlin (``prepare_fp8_layer_for_marlin``,
+    quantization/utils/marlin_utils_fp8.py, v0.11.0): the fp8 weight repacked into int32 at the
+    same bytes, its per-tensor or per-channel scales expanded to one per output channel in the
+    model dtype ``(1, out)``; a static input scale stays fp32 (one per fused part, counted as
+    one). The per-layer Marlin workspace (one int32 per SM) is not counted."""
+    total = out * inn + out * dtype_bytes + (4 if static_input else 0)
+    return total, f"{out}×{inn}×1B + {out} channel scales (Marlin fp8)"
+
+
 def gptq(out: int, inn: int, group: int, bits: int, dtype_bytes: int, desc_act: bool,
          marlin: bool) -> tuple[int, str]:
     """GPTQ after loading, by the kernel vLLM v0.11.0 picks.
@@ -192,6 +210,8 @@ def linear_bytes(
     m = quant.method
     if m == "fp8":
         return fp8_block(out, inn, quant.block or (128, 128), arch)
+    if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
+        return fp8_marlin(out, inn, dtype_bytes, quant.static_input)
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         n, f = fp8_per_tensor(out, inn) if m == "fp8_per_tensor" else fp8_per_channel(out, inn)
         # a static (calibrated) input scale is reduced to one fp32 at load
@@ -259,6 +279,9 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
             return (w, Param("weight_scale_inv", (round_up(out, 4), cdiv(cdiv(inn, bi), 4)),
                              "int32"))
         return (w, Param("weight_scale_inv", (cdiv(out, bo), cdiv(inn, bi)), "float32"))
+    if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
+        return ((_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
+                + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ()))
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         scale = (1,) if m == "fp8_per_tensor" else (out, 1)
         fp8 = (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", scale,
