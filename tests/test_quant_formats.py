@@ -180,10 +180,17 @@ def test_unmodelled_schemes_are_refused_by_name(weights: dict[str, Any],
     assert needle in str(e.value)
 
 
+def test_a_group_targeting_some_layers_only_is_refused() -> None:
+    cfg = copy.deepcopy(W4A16)
+    cfg["config_groups"]["group_0"]["targets"] = ["re:.*self_attn.*"]
+    with pytest.raises(ConfigError, match="not every Linear"):
+        quant_from_config({"quantization_config": cfg})
+
+
 def test_several_schemes_are_refused() -> None:
     cfg = copy.deepcopy(W4A16)
     cfg["config_groups"]["group_1"] = {
-        "targets": ["re:.*down_proj"],
+        "targets": ["Linear"],
         "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}
     with pytest.raises(ConfigError, match="several schemes"):
         quant_from_config({"quantization_config": cfg})

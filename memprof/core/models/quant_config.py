@@ -216,6 +216,14 @@ def compressed_tensors(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConf
     for name, group in groups.items():
         if not isinstance(group, dict):
             raise _ct_bad(f"config_groups.{name} must be an object")
+        targets = group.get("targets") or []
+        if not isinstance(targets, list) or "Linear" not in targets:
+            # vLLM matches targets per layer (find_matched_target); a group naming some
+            # layers only would be sized here as if it covered every linear
+            raise ConfigError(
+                f"quantization_config (compressed-tensors) group {name} targets {targets!r}, "
+                "not every Linear; memprof sizes one scheme for all linear layers",
+                hint="size it with targets [\"Linear\"] and add the difference by hand")
         w = _ct_args(group, "weights")
         if w is None:
             raise _ct_bad(f"config_groups.{name} has no 'weights'")
