@@ -3,6 +3,9 @@ for, as vLLM reads them."""
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import replace
 from typing import Any
 
 from memprof.base.errors import ConfigError
@@ -10,7 +13,8 @@ from memprof.core.models.spec import ModelSpec, QuantConfig
 
 # --- quantisation --------------------------------------------------------------------------------
 
-QUANT_METHODS = ("none", "fp8", "fp8_per_channel", "mxfp4", "nvfp4", "awq", "gptq")
+QUANT_METHODS = ("none", "fp8", "fp8_per_channel", "mxfp4", "nvfp4", "awq", "gptq", "wna16",
+                 "int8_w8a8", "bnb4")
 _FLAG_ALIASES = {
     "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4",
@@ -21,6 +25,8 @@ _FLAG_ALIASES = {
     "awq_marlin": "awq",
     "gptq": "gptq",
     "gptq_marlin": "gptq",
+    "compressed-tensors": "compressed-tensors",
+    "compressed_tensors": "compressed-tensors",
     "none": "none",
 }
 
@@ -63,9 +69,20 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
                     hint=f"vLLM's {method.upper()} config requires it; use the checkpoint's "
                     "own config.json")
         assert bits is not None and group is not None
+        # GPTQMarlinConfig.is_gptq_marlin_compatible (gptq_marlin.py, v0.11.0): bits,
+        # group_size, sym and desc_act all stated, (bits, sym) in TYPE_MAP {(4, True),
+        # (8, True)}, group_size in MARLIN_SUPPORTED_GROUP_SIZES (-1, 32, 64, 128)
+        sym = q.get("sym")
+        marlin = (method == "gptq" and sym is True and q.get("desc_act") is not None
+                  and int(bits) in (4, 8) and int(group) in (-1, 32, 64, 128))
         return QuantConfig(method=method, group_size=int(group), bits=int(bits),
                            exclude=exclude,
-                           desc_act=bool(q.get("desc_act", False)))
+                           desc_act=bool(q.get("desc_act", False)),
+                           zero_point=method == "awq" or sym is not True, marlin=marlin)
+    if method == "compressed-tensors":
+        return compressed_tensors(q, exclude)
+    if method == "bitsandbytes":
+        return bitsandbytes(q, exclude)
     if method == "modelopt":
         algo = str(q.get("quant_algo", "")).upper()
         if "FP4" in algo:
@@ -75,8 +92,8 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
             return QuantConfig(method="fp8_per_tensor", exclude=exclude)
     raise ConfigError(
         f"memprof does not know the quantization method {method!r}",
-        hint="known: fp8 (block or per-tensor), mxfp4, modelopt (nvfp4/fp8), awq, gptq; "
-        "or override with --quantization",
+        hint="known: fp8 (block or per-tensor), mxfp4, modelopt (nvfp4/fp8), awq, gptq, "
+        "compressed-tensors, bitsandbytes (4-bit); or override with --quantization",
     )
 
 
@@ -96,7 +113,19 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
         )
     if method == "none":
         return None
-    if spec.quant is not None and spec.quant.method.startswith(method):
+    if method == _CT:
+        if spec.quant is not None and spec.quant.checkpoint_format == _CT:
+            return spec.quant
+        raise ConfigError(
+            "--quantization compressed-tensors needs a checkpoint that declares it",
+            hint="vLLM reads compressed-tensors from the checkpoint's quantization_config; "
+            "drop the flag or point --model at such a checkpoint")
+    if (spec.quant is not None and spec.quant.method.startswith(method)
+            and spec.quant.checkpoint_format != _CT):
+        if flag.lower() == "gptq" and spec.quant.marlin:
+            # an explicit ``gptq`` keeps vLLM off gptq_marlin
+            # (GPTQMarlinConfig.override_quantization_method, v0.11.0: "forcing gptq")
+            return replace(spec.quant, marlin=False)
         return spec.quant
     if spec.quant is not None:
         raise ConfigError(
@@ -113,3 +142,192 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
     if method == "nvfp4":
         return QuantConfig(method="nvfp4", group_size=16, bits=4, source="flag")
     return QuantConfig(method="mxfp4", group_size=32, bits=4, source="flag")
+
+
+# --- compressed-tensors ---------------------------------------------------------------------------
+#
+# vLLM v0.11.0 picks one scheme per layer from the ``config_groups`` entry whose ``targets`` match
+# it (model_executor/layers/quantization/compressed_tensors/compressed_tensors.py,
+# CompressedTensorsConfig._get_scheme_from_parts). memprof models the schemes below, each sized in
+# memprof.core.weights.formats; any other combination is refused by name.
+
+_CT = "compressed-tensors"
+_CT_FORMATS = ("pack-quantized", "float-quantized", "naive-quantized", "int-quantized",
+               "nvfp4-pack-quantized")
+_CT_ACT_FORMATS = ("float-quantized", "naive-quantized", "int-quantized", "nvfp4-pack-quantized")
+
+
+def _ct_bad(what: str) -> ConfigError:
+    return ConfigError(f"quantization_config (compressed-tensors): {what}",
+                       hint="use the checkpoint's own config.json as compressed-tensors wrote it")
+
+
+def _ct_args(group: dict[str, Any], key: str) -> dict[str, Any] | None:
+    args = group.get(key)
+    if args is None:
+        return None
+    if not isinstance(args, dict):
+        raise _ct_bad(f"'{key}' must be an object")
+    bits = args.get("num_bits")
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 16:
+        raise _ct_bad(f"'{key}.num_bits' must be an integer from 1 to 16, not {bits!r}")
+    gs = args.get("group_size")
+    if gs is not None and (isinstance(gs, bool) or not isinstance(gs, int)
+                           or (gs < 1 and gs != -1)):
+        raise _ct_bad(f"'{key}.group_size' must be a positive integer, not {gs!r}")
+    return {
+        "num_bits": bits,
+        "type": str(args.get("type", "int")).lower(),
+        "strategy": str(args.get("strategy", "tensor")).lower(),
+        "group_size": gs,
+        "symmetric": bool(args.get("symmetric", True)),
+        "dynamic": args.get("dynamic", False),
+        "actorder": args.get("actorder"),
+        "block_structure": args.get("block_structure"),
+    }
+
+
+def _ct_name(w: dict[str, Any], a: dict[str, Any] | None) -> str:
+    act = "A16" if a is None else f"A{a['num_bits']} {a['type']} {a['strategy']}"
+    return f"W{w['num_bits']} {w['type']} {w['strategy']} / {act}"
+
+
+def compressed_tensors(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
+    """One ``compressed-tensors`` ``quantization_config`` as the scheme vLLM v0.11.0 builds for
+    it (``CompressedTensorsConfig._get_scheme_from_parts``): W8A8 fp8 (tensor / channel / block,
+    dynamic or static input), W8A8 int8 (tensor / channel weights; static per-tensor or dynamic
+    per-token input), W4A16 / W8A16 int (``pack-quantized``, group or channel, optional zero
+    points and ``actorder: group``) and NVFP4 W4A4 (``nvfp4-pack-quantized``). A checkpoint whose
+    groups declare different schemes, or any other scheme (W4A8, 2:4 sparsity, MXFP4, W8A16
+    fp8, ...), is refused naming it."""
+    for pat in exclude:
+        if pat.startswith("re:"):
+            try:
+                re.compile(pat[3:])
+            except re.error as e:
+                raise _ct_bad(f"the ignore entry {pat!r} is not a regular expression "
+                              f"({e})") from None
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise _ct_bad("'config_groups' must be a non-empty object")
+    top_format = q.get("format")
+    schemes: dict[str, str] = {}
+    parsed: dict[str, tuple[dict[str, Any], dict[str, Any] | None, str]] = {}
+    for name, group in groups.items():
+        if not isinstance(group, dict):
+            raise _ct_bad(f"config_groups.{name} must be an object")
+        targets = group.get("targets") or []
+        if not isinstance(targets, list) or "Linear" not in targets:
+            # vLLM matches targets per layer (find_matched_target); a group naming some
+            # layers only would be sized here as if it covered every linear
+            raise ConfigError(
+                f"quantization_config (compressed-tensors) group {name} targets {targets!r}, "
+                "not every Linear; memprof sizes one scheme for all linear layers",
+                hint="size it with targets [\"Linear\"] and add the difference by hand")
+        w = _ct_args(group, "weights")
+        if w is None:
+            raise _ct_bad(f"config_groups.{name} has no 'weights'")
+        a = _ct_args(group, "input_activations")
+        fmt = str(group.get("format") or top_format or "").lower()
+        key = json.dumps([w, a, fmt], sort_keys=True, default=str)
+        schemes[key] = name
+        parsed[key] = (w, a, fmt)
+    if len(schemes) > 1:
+        raise ConfigError(
+            "quantization_config (compressed-tensors) declares several schemes for different "
+            f"layers ({', '.join(sorted(schemes.values()))}); memprof sizes one scheme per model",
+            hint="size it with the scheme of its largest layers (edit config_groups) and add the "
+            "difference by hand")
+    ((w, a, fmt),) = parsed.values()
+    if fmt and fmt not in _CT_FORMATS:
+        raise ConfigError(
+            f"memprof does not model the compressed-tensors format {fmt!r} "
+            f"(scheme {_ct_name(w, a)})",
+            hint="modelled formats: " + ", ".join(_CT_FORMATS))
+    scheme = f"compressed-tensors {_ct_name(w, a)}"
+    # CompressedTensorsWNA16: weight-only int, channel or group, format pack-quantized
+    # (_is_wNa16_group_channel; WNA16_SUPPORTED_BITS = 4, 8)
+    if (a is None and w["type"] == "int" and w["strategy"] in ("channel", "group")
+            and not w["dynamic"] and fmt in ("pack-quantized", "") and w["num_bits"] in (4, 8)):
+        if w["strategy"] == "group" and not w["group_size"]:
+            raise _ct_bad("the group strategy needs 'weights.group_size'")
+        group = w["group_size"] if w["strategy"] == "group" else -1
+        return QuantConfig(method="wna16", bits=w["num_bits"], group_size=group,
+                           zero_point=not w["symmetric"], desc_act=w["actorder"] == "group",
+                           strategy=w["strategy"], scheme=scheme,
+                           checkpoint_format=_CT, exclude=exclude)
+    if a is not None and fmt in (*_CT_ACT_FORMATS, ""):
+        # CompressedTensorsW4A4Fp4 (_is_fp4a4_nvfp4: float 4-bit, tensor_group, group 16,
+        # symmetric weights and inputs)
+        if (w["type"] == a["type"] == "float" and w["num_bits"] == a["num_bits"] == 4
+                and w["strategy"] == a["strategy"] == "tensor_group"
+                and w["group_size"] == a["group_size"] == 16
+                and w["symmetric"] and a["symmetric"]):
+            return QuantConfig(method="nvfp4", bits=4, group_size=16, strategy="tensor_group",
+                               scheme=scheme, checkpoint_format=_CT,
+                               exclude=exclude)
+        # CompressedTensorsW8A8Fp8 (_is_fp8_w8a8: float 8-bit, symmetric static weights,
+        # tensor / channel / block; static inputs only per tensor)
+        if (w["type"] == a["type"] == "float" and w["num_bits"] == a["num_bits"] == 8
+                and w["symmetric"] and not w["dynamic"]
+                and w["strategy"] in ("tensor", "channel", "block")
+                and (a["dynamic"] is True or (a["strategy"] == "tensor" and a["symmetric"]))):
+            static = a["dynamic"] is not True
+            if w["strategy"] == "block":
+                block = w["block_structure"]
+                if (not isinstance(block, list) or len(block) != 2
+                        or not all(isinstance(x, int) and x > 0 for x in block)):
+                    raise _ct_bad("the block strategy needs 'weights.block_structure' "
+                                  "[rows, cols]")
+                return QuantConfig(method="fp8", block=(block[0], block[1]), strategy="block",
+                                   scheme=scheme, checkpoint_format=_CT,
+                                   exclude=exclude)
+            method = "fp8_per_tensor" if w["strategy"] == "tensor" else "fp8_per_channel"
+            return QuantConfig(method=method, static_input=static, strategy=w["strategy"],
+                               scheme=scheme, checkpoint_format=_CT,
+                               exclude=exclude)
+        # CompressedTensorsW8A8Int8 (_is_static_tensor_w8a8 / _is_dynamic_token_w8a8: int
+        # 8-bit symmetric tensor or channel weights; static per-tensor or dynamic per-token input)
+        if (w["type"] == a["type"] == "int" and w["num_bits"] == a["num_bits"] == 8
+                and w["symmetric"] and not w["dynamic"]
+                and w["strategy"] in ("tensor", "channel")
+                and ((a["strategy"] == "tensor" and a["dynamic"] is not True)
+                     or (a["strategy"] == "token" and a["dynamic"] is True))):
+            return QuantConfig(method="int8_w8a8", bits=8, strategy=w["strategy"],
+                               static_input=a["dynamic"] is not True,
+                               input_symmetric=a["symmetric"], scheme=scheme,
+                               checkpoint_format=_CT, exclude=exclude)
+    raise ConfigError(
+        f"memprof does not model the compressed-tensors scheme {_ct_name(w, a)}"
+        + (f" (format {fmt})" if fmt else ""),
+        hint="modelled: W8A8 fp8 (tensor/channel/block), W8A8 int8 (tensor/channel), "
+        "W4A16/W8A16 int (pack-quantized, group/channel), NVFP4 W4A4 (nvfp4-pack-quantized)")
+
+
+# --- bitsandbytes ---------------------------------------------------------------------------------
+
+
+def bitsandbytes(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
+    """A pre-quantised bitsandbytes checkpoint as vLLM v0.11.0 reads it
+    (BitsAndBytesConfig.from_config, quantization/bitsandbytes.py: ``load_in_4bit`` defaults to
+    true, ``load_in_8bit`` to false, ``bnb_4bit_use_double_quant`` to false;
+    ``llm_int8_skip_modules`` are left unquantised). 4-bit nf4 and fp4 store the same bytes;
+    8-bit (LLM.int8) is refused. The checkpoint does not state the 4-bit block size: this takes
+    bitsandbytes' default of 64 (``quantize_4bit``), which every HF-saved 4-bit checkpoint
+    uses unless it was quantised by hand."""
+    if q.get("load_in_8bit") is True:
+        raise ConfigError("memprof does not model bitsandbytes 8-bit (LLM.int8) checkpoints",
+                          hint="size the 4-bit variant, or the unquantised checkpoint")
+    if q.get("load_in_4bit", True) is not True:
+        raise ConfigError("quantization_config (bitsandbytes) loads neither 4-bit nor 8-bit",
+                          hint="set load_in_4bit: true as the checkpoint was saved")
+    qtype = str(q.get("bnb_4bit_quant_type", "fp4")).lower()
+    if qtype not in ("nf4", "fp4"):
+        raise ConfigError(f"unknown bnb_4bit_quant_type {qtype!r}", hint="nf4 or fp4")
+    skip = q.get("llm_int8_skip_modules") or []
+    if not isinstance(skip, list) or not all(isinstance(x, str) for x in skip):
+        raise ConfigError("quantization_config.llm_int8_skip_modules must be a list of strings",
+                          hint="fix config.json")
+    return QuantConfig(method="bnb4", bits=4, group_size=64, strategy=qtype,
+                       double_quant=q.get("bnb_4bit_use_double_quant") is True,
+                       exclude=exclude + tuple(skip))

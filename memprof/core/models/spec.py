@@ -88,6 +88,20 @@ class QuantConfig:
     expert_dtype: str | None = None  # DeepSeek-V4: "fp4" experts under an fp8 config
     desc_act: bool = False
     source: str = "config"  # config | flag
+    # compressed-tensors details (memprof.core.models.quant_config): the declaring format, a
+    # static (calibrated) input scale, asymmetric input quantisation, weight zero points, the
+    # scale strategy (tensor / channel / group / block) and the scheme's name for reports
+    checkpoint_format: str = ""  # "" (quant_method is the method) | "compressed-tensors"
+    static_input: bool = False
+    input_symmetric: bool = True
+    zero_point: bool = False
+    strategy: str = ""
+    scheme: str = ""
+    # GPTQ: the checkpoint passes vLLM's gptq_marlin compatibility check (sym and desc_act
+    # stated, (bits, sym) in its type map, a Marlin group size); whether Marlin runs also needs
+    # a CUDA sm80+ GPU (memprof.core.weights.formats.gptq)
+    marlin: bool = False
+    double_quant: bool = False  # bitsandbytes 4-bit bnb_4bit_use_double_quant
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

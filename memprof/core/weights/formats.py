@@ -63,14 +63,142 @@ def nvfp4(out: int, inn: int, group: int = 16) -> tuple[int, str]:
 
 
 def int4_grouped(out: int, inn: int, group: int, bits: int, dtype_bytes: int) -> tuple[int, str]:
-    """AWQ / GPTQ: packed int32 ``qweight`` (bits/8 B per value), ``scales`` in the model dtype
-    and packed int32 ``qzeros`` per group of ``group`` input rows (vLLM 0.33.0 auto_awq.py /
-    auto_gptq.py; AWQ is converted to the GPTQ layout at load, Marlin repacking keeps the bytes,
-    and ``desc_act`` with groups is refused, so there is no ``g_idx``)."""
+    """AWQ, and GPTQ as ``--quantization gptq`` sizes an unquantised checkpoint: packed int32
+    ``qweight`` (bits/8 B per value), ``scales`` in the model dtype and packed int32 ``qzeros``
+    per group of ``group`` input rows. AWQ keeps these three on both kernels: plain
+    ``AWQLinearMethod`` (awq.py) and ``AWQMarlinLinearMethod`` (awq_marlin.py, v0.11.0), whose
+    ``process_weights_after_loading`` repacks ``qweight``, ``scales`` and ``qzeros`` at the same
+    sizes and leaves ``g_idx`` / ``g_idx_sort_indices`` empty. A GPTQ checkpoint's own config is
+    sized by ``gptq`` (kernel-dependent zero points and ``g_idx``)."""
     g = group if group > 0 else inn
     groups = cdiv(inn, g)
     total = out * inn * bits // 8 + groups * out * dtype_bytes + groups * out * bits // 8
     return total, f"{out}×{inn}×{bits}/8B + {groups}×{out} scales + zeros"
+
+
+def _cuda_sm(arch: str) -> int:
+    """The compute capability of an ``smNN`` arch as an int (``sm90`` → 90); 0 for a non-CUDA
+    arch (``gfx942``); 80 for ``unknown`` (the estimate states that generic rules apply)."""
+    if arch == "unknown":
+        return 80
+    return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else 0
+
+
+def _ct_fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
+    """A compressed-tensors fp8 tensor / channel checkpoint on a CUDA GPU below sm89: vLLM
+    v0.11.0 falls back from W8A8 to ``CompressedTensorsW8A16Fp8`` (compressed_tensors.py
+    ``_get_scheme_from_parts``: ``CompressedTensorsW8A8Fp8.get_min_capability()`` is 89)."""
+    return (quant.checkpoint_format == "compressed-tensors" and arch.startswith("sm")
+            and arch[2:].isdigit() and int(arch[2:]) < 89)
+
+
+def fp8_marlin(out: int, inn: int, dtype_bytes: int, static_input: bool) -> tuple[int, str]:
+    """fp8 weight-only on Marlin (``prepare_fp8_layer_for_marlin``,
+    quantization/utils/marlin_utils_fp8.py, v0.11.0): the fp8 weight repacked into int32 at the
+    same bytes, its per-tensor or per-channel scales expanded to one per output channel in the
+    model dtype ``(1, out)``; a static input scale stays fp32 (one per fused part, counted as
+    one). The per-layer Marlin workspace (one int32 per SM) is not counted."""
+    total = out * inn + out * dtype_bytes + (4 if static_input else 0)
+    return total, f"{out}×{inn}×1B + {out} channel scales (Marlin fp8)"
+
+
+def gptq(out: int, inn: int, group: int, bits: int, dtype_bytes: int, desc_act: bool,
+         marlin: bool) -> tuple[int, str]:
+    """GPTQ after loading, by the kernel vLLM v0.11.0 picks.
+
+    gptq_marlin (a checkpoint ``QuantConfig.marlin`` admits, on CUDA sm80+: Marlin's
+    ``query_marlin_supported_quant_types`` is empty below capability 80,
+    quantization/utils/marlin_utils.py): ``GPTQMarlinLinearMethod`` registers int32 ``qweight``
+    ``(in / (32/bits), out)``, ``scales`` ``(in/group, out)`` in the model dtype, int32
+    ``qzeros`` and ``g_idx``; the Marlin kernel's ``process_weights_after_loading``
+    (kernels/mixed_precision/marlin.py) repacks ``qweight`` and ``scales`` at the same size,
+    replaces ``qzeros`` by an empty tensor (symmetric types carry no zero points), and leaves
+    ``g_idx`` empty unless ``desc_act``, when the sorted ``g_idx`` and ``g_idx_sort_indices``
+    (an int32 per input row each) stay. Per layer it also allocates a workspace of one int32 per
+    SM (``marlin_make_workspace_new``), not counted here (≤ 1 KiB a layer).
+
+    plain gptq (``GPTQLinearMethod``, gptq.py; pre-sm80, ROCm, asymmetric or unstated ``sym``,
+    or ``--quantization gptq``): ``qweight``, ``scales`` and ``qzeros`` ``(in/group, out /
+    (32/bits))`` int32 stay; ``g_idx`` is emptied at the exllama shuffle unless ``desc_act``
+    (then an argsorted int32 per input row). Scales are sized per partition; with ``desc_act``
+    on a row-parallel layer under TP both kernels keep the whole input's scales, which this does
+    not add."""
+    g = group if group > 0 else inn
+    groups = cdiv(inn, g)
+    total = out * inn * bits // 8 + groups * out * dtype_bytes
+    parts = [f"{out}×{inn}×{bits}/8B", f"{groups}×{out} scales"]
+    if not marlin:
+        total += groups * out * bits // 8
+        parts.append("zeros")
+    if desc_act:
+        n_idx = 2 if marlin else 1
+        total += 4 * n_idx * inn
+        parts.append(f"{n_idx}×{inn} int32 g_idx")
+    return total, " + ".join(parts) + (" (gptq_marlin)" if marlin else " (gptq)")
+
+
+def bnb4(out: int, inn: int, block: int, double_quant: bool) -> tuple[int, str]:
+    """bitsandbytes 4-bit (nf4 / fp4): ``BitsAndBytesLinearMethod.create_weights``
+    (quantization/bitsandbytes.py, vLLM v0.11.0) allocates the weight as uint8
+    ``(out·in/2, 1)``; the loader (model_loader/bitsandbytes_loader.py) moves each weight's
+    ``QuantState.from_dict`` onto the GPU: the 16-value fp32 ``quant_map`` and an absmax per
+    ``block`` values, fp32, or with double quantisation uint8 plus an fp32 ``nested_absmax``
+    per 256 absmax values, the 256-value fp32 ``nested_quant_map`` and an fp32
+    ``nested_offset`` (bitsandbytes functional.py ``quantize_4bit``, ``compress_statistics``).
+    A fused linear keeps one quant state per sub-weight; the constants are counted once."""
+    n = out * inn
+    blocks = cdiv(n, block)
+    if double_quant:
+        nested = cdiv(blocks, 256)
+        return (cdiv(n, 2) + blocks + 4 * nested + 1024 + 4 + 64,
+                f"{out}×{inn}×0.5B + {blocks} uint8 absmax + {nested} fp32 nested + maps")
+    return cdiv(n, 2) + 4 * blocks + 64, f"{out}×{inn}×0.5B + {blocks} fp32 absmax + map"
+
+
+def wna16(out: int, inn: int, group: int, bits: int, dtype_bytes: int, zero_point: bool,
+          act_order: bool) -> tuple[int, str]:
+    """compressed-tensors W4A16 / W8A16 int (``CompressedTensorsWNA16.create_weights``,
+    vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py,
+    v0.11.0): int32 ``weight_packed`` ``(out, in / (32/bits))``, ``weight_scale`` in the model
+    dtype ``(out, in/group)`` (one column for the channel strategy, ``group = -1``), an int64
+    ``weight_shape`` of 2, int32 ``weight_zero_point`` ``(out / (32/bits), in/group)`` when
+    asymmetric, and with ``actorder: group`` an int32 ``weight_g_idx`` per input row, to which
+    the Marlin kernel (kernels/mixed_precision/marlin.py ``process_weights_after_loading``) adds
+    an int32 ``g_idx_sort_indices`` per input row; its repack keeps the other sizes. Scales are
+    sized per partition: with act order on a row-parallel layer under TP, vLLM keeps every
+    rank's scales whole (``marlin_repeat_scales_on_all_ranks``), which this does not add."""
+    groups = 1 if group <= 0 else cdiv(inn, group)
+    total = out * inn * bits // 8 + out * groups * dtype_bytes + 16
+    parts = [f"{out}×{inn}×{bits}/8B", f"{out}×{groups} scales", "2 int64 shape"]
+    if zero_point:
+        total += out * groups * bits // 8
+        parts.append(f"{out * bits // 32}×{groups} int32 zeros")
+    if act_order:
+        total += 8 * inn
+        parts.append(f"2×{inn} int32 g_idx + sort")
+    return total, " + ".join(parts)
+
+
+def int8_w8a8(out: int, inn: int, channel: bool, static_input: bool,
+              input_symmetric: bool) -> tuple[int, str]:
+    """compressed-tensors W8A8 int8 (``CompressedTensorsW8A8Int8.create_weights``,
+    compressed_tensors/schemes/compressed_tensors_w8a8_int8.py, and the CUTLASS kernel's
+    ``process_weights_after_loading``, kernels/scaled_mm/cutlass.py, v0.11.0): an int8 weight,
+    an fp32 scale per output channel (the tensor strategy's per-partition scales are expanded
+    to one per channel on fused layers by ``convert_to_channelwise``; this sizes every layer
+    so, 4·(out − 1) B more than an unfused one keeps), a static fp32 input scale (plus an int32
+    input zero point when asymmetric), and for asymmetric inputs an int32 ``azp_adj`` per
+    output channel."""
+    total = out * inn + 4 * out
+    parts = [f"{out}×{inn}×1B", f"{out} fp32 scales"]
+    if static_input:
+        total += 4 if input_symmetric else 8
+        parts.append("input scale" + ("" if input_symmetric else " + zero point"))
+    if not input_symmetric:
+        total += 4 * out
+        parts.append(f"{out} int32 azp_adj")
+    del channel  # both strategies end with a scale per output channel (see above)
+    return total, " + ".join(parts)
 
 
 def linear_bytes(
@@ -82,14 +210,28 @@ def linear_bytes(
     m = quant.method
     if m == "fp8":
         return fp8_block(out, inn, quant.block or (128, 128), arch)
-    if m == "fp8_per_tensor":
-        return fp8_per_tensor(out, inn)
-    if m == "fp8_per_channel":
-        return fp8_per_channel(out, inn)
+    if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
+        return fp8_marlin(out, inn, dtype_bytes, quant.static_input)
+    if m in ("fp8_per_tensor", "fp8_per_channel"):
+        n, f = fp8_per_tensor(out, inn) if m == "fp8_per_tensor" else fp8_per_channel(out, inn)
+        # a static (calibrated) input scale is reduced to one fp32 at load
+        # (CompressedTensorsW8A8Fp8.process_weights_after_loading, v0.11.0)
+        return (n + 4, f + " + 1 fp32 input scale") if quant.static_input else (n, f)
     if m == "mxfp4":
         return mxfp4(out, inn)
+    if m == "wna16":
+        return wna16(out, inn, quant.group_size, quant.bits, dtype_bytes, quant.zero_point,
+                     quant.desc_act)
+    if m == "int8_w8a8":
+        return int8_w8a8(out, inn, quant.strategy == "channel", quant.static_input,
+                         quant.input_symmetric)
     if m == "nvfp4":
         return nvfp4(out, inn, quant.group_size or 16)
+    if m == "bnb4":
+        return bnb4(out, inn, quant.group_size, quant.double_quant)
+    if m == "gptq" and quant.source == "config":
+        return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
+                    quant.marlin and _cuda_sm(arch) >= 80)
     if m in ("awq", "gptq"):
         return int4_grouped(out, inn, quant.group_size, quant.bits or 4, dtype_bytes)
     raise ValueError(f"unknown quantisation method {m}")
@@ -137,12 +279,34 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
             return (w, Param("weight_scale_inv", (round_up(out, 4), cdiv(cdiv(inn, bi), 4)),
                              "int32"))
         return (w, Param("weight_scale_inv", (cdiv(out, bo), cdiv(inn, bi)), "float32"))
-    if m == "fp8_per_tensor":
-        return (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", (1,),
-                                                                     "float32"))
-    if m == "fp8_per_channel":
-        return (Param("weight", (out, inn), "float8_e4m3fn"),
-                Param("weight_scale", (out, 1), "float32"))
+    if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
+        return ((_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
+                + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ()))
+    if m in ("fp8_per_tensor", "fp8_per_channel"):
+        scale = (1,) if m == "fp8_per_tensor" else (out, 1)
+        fp8 = (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", scale,
+                                                                    "float32"))
+        return fp8 + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ())
+    if m == "wna16":
+        g = 1 if quant.group_size <= 0 else cdiv(inn, quant.group_size)
+        pack = 32 // quant.bits
+        ps = [Param("weight_packed", (out, inn // pack), "int32"),
+              Param("weight_scale", (out, g), dtype), Param("weight_shape", (2,), "int64")]
+        if quant.zero_point:
+            ps.append(Param("weight_zero_point", (out // pack, g), "int32"))
+        if quant.desc_act:
+            ps += [Param("weight_g_idx", (inn,), "int32"),
+                   Param("g_idx_sort_indices", (inn,), "int32")]
+        return tuple(ps)
+    if m == "int8_w8a8":
+        ps = [Param("weight", (out, inn), "int8"), Param("weight_scale", (out, 1), "float32")]
+        if quant.static_input:
+            ps.append(Param("input_scale", (1,), "float32"))
+            if not quant.input_symmetric:
+                ps.append(Param("input_zero_point", (1,), "int32"))
+        if not quant.input_symmetric:
+            ps.append(Param("azp_adj", (1, out), "int32"))
+        return tuple(ps)
     if m == "mxfp4":
         return (_u8("weight", out * inn // 2, out), Param("weight_scale", (out, cdiv(inn, 32)),
                                                           "uint8"))
@@ -154,6 +318,30 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
                                                        "float8_e4m3fn"),
                 Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
                 Param("alpha", (1,), "float32"))
+    if m == "bnb4":
+        blocks = cdiv(out * inn, quant.group_size)
+        ps = [Param("weight", (cdiv(out * inn, 2), 1), "uint8")]
+        if quant.double_quant:
+            ps += [Param("absmax", (blocks,), "uint8"),
+                   Param("nested_absmax", (cdiv(blocks, 256),), "float32"),
+                   Param("nested_quant_map", (256,), "float32"),
+                   Param("nested_offset", (1,), "float32")]
+        else:
+            ps.append(Param("absmax", (blocks,), "float32"))
+        return (*ps, Param("quant_map", (16,), "float32"))
+    if m == "gptq" and quant.source == "config":
+        g = quant.group_size if quant.group_size > 0 else inn
+        groups, bits = cdiv(inn, g), quant.bits or 4
+        marlin = quant.marlin and _cuda_sm(arch) >= 80
+        ps = [_u8("qweight", out * inn * bits // 8, inn * bits // 32 or 1),
+              Param("scales", (groups, out), dtype)]
+        if not marlin:
+            ps.append(_u8("qzeros", groups * out * bits // 8, groups))
+        if quant.desc_act:
+            ps.append(Param("g_idx", (inn,), "int32"))
+            if marlin:
+                ps.append(Param("g_idx_sort_indices", (inn,), "int32"))
+        return tuple(ps)
     if m in ("awq", "gptq"):
         g = quant.group_size if quant.group_size > 0 else inn
         groups, bits = cdiv(inn, g), quant.bits or 4

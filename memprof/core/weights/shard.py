@@ -22,6 +22,7 @@ invariant the property tests check.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 from memprof.base.errors import LayoutError
@@ -84,6 +85,12 @@ class Shard:
         if q.method == "mxfp4" and not expert:
             return None  # vLLM's Mxfp4Config quantises FusedMoE experts only
         for pat in q.exclude:
+            if pat.startswith("re:"):
+                # compressed-tensors' regex entries (``re.match`` on the layer name,
+                # compressed_tensors/utils.py _is_equal_or_regex_match, vLLM v0.11.0)
+                if re.match(pat[3:], module):
+                    return None
+                continue
             p = pat.rstrip(".")
             if (fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
                     or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")):
