@@ -78,7 +78,8 @@ class GQA(AttentionKind):
         """One cache of ``head_dim × partial_rotary_factor``, in the model dtype unless the
         family builds it in fp32 (its row's ``rope_fp32``)."""
         a = layers[0].attention
-        positions, how = rope_positions(rope_scaling(spec), max_pos)
+        positions, how = rope_positions(rope_scaling(spec), max_pos,
+                                        spec.raw.get("original_max_position_embeddings"))
         partial = float(spec.raw.get("partial_rotary_factor") or 1.0)
         rotary = int(a.head_dim * partial)
         dtype = "float32" if family_row(spec.family).rope_fp32 else model_dtype
