@@ -25,6 +25,7 @@ class Attention:
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False
+    qk_norm_across_heads: bool = False  # one norm over all heads, split by TP
     sinks: bool = False
     # MLA
     q_lora_rank: int | None = None
