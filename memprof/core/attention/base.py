@@ -112,8 +112,8 @@ def rope_positions(rs: dict[str, Any], max_pos: int,
     ``original_max_position_embeddings`` positions and a long one of ``max_position_embeddings``
     positions, each ``rotary_dim`` wide and cast to the model dtype, and keeps their
     concatenation (``long_short_cos_sin_cache``). ``original`` is the config's top-level
-    ``original_max_position_embeddings``, which vLLM's ``llama.py`` ``LlamaAttention`` copies
-    into the rope dict when the dict lacks it."""
+    ``original_max_position_embeddings``, which vLLM's ``llama.py`` ``LlamaDecoderLayer`` copies
+    into the rope dict."""
     kind = str(rs.get("rope_type") or rs.get("type") or "default")
     if kind in ("longrope", "su"):
         orig = rs.get("original_max_position_embeddings") or original

@@ -1,18 +1,20 @@
 """Phi-3 and Phi-4 (``Phi3ForCausalLM``, ``model_type`` ``phi3``): dense GQA decoders whose
 checkpoints store fused ``qkv_proj`` and ``gate_up_proj``; LongRoPE in the 128k variants.
 
-Sources: vLLM ``vllm/model_executor/models/phi3.py`` (v0.11.0): ``Phi3ForCausalLM`` is
-``LlamaForCausalLM`` with a ``packed_modules_mapping`` (``qkv_proj`` ← q/k/v, ``gate_up_proj``
-← gate/up), so a rank holds exactly what a Llama layer holds: ``QKVParallelLinear`` (no bias:
-``attention_bias`` false), row-parallel ``o_proj``, ``MergedColumnParallelLinear`` gate_up,
-row-parallel ``down_proj``, two RMSNorms, an untied ``lm_head`` unless
-``tie_word_embeddings``. The rotary cache: ``LlamaAttention`` copies the config's
-``original_max_position_embeddings`` into the rope dict and ``get_rope`` builds
-``Phi3LongRoPEScaledRotaryEmbedding`` for ``longrope``/``su`` (short and long caches both kept;
+Sources: vLLM ``vllm/model_executor/models/phi3.py`` (read at commit 2bebc310):
+``Phi3ForCausalLM`` is ``LlamaForCausalLM`` with a ``packed_modules_mapping`` (``qkv_proj`` ←
+q/k/v, ``gate_up_proj`` ← gate/up), so a rank holds exactly what a Llama layer holds:
+``QKVParallelLinear`` (no bias: ``attention_bias`` false), row-parallel ``o_proj``,
+``MergedColumnParallelLinear`` gate_up, row-parallel ``down_proj``, two RMSNorms, an untied
+``lm_head`` unless ``tie_word_embeddings``. The rotary cache: ``LlamaDecoderLayer``
+(``llama.py``, read at 0035bdf2) copies the config's ``original_max_position_embeddings`` into
+the rope dict and ``get_rope`` builds ``Phi3LongRoPEScaledRotaryEmbedding`` for
+``longrope``/``su`` (short and long caches both kept;
 ``memprof.core.attention.base.rope_positions``). A non-null ``sliding_window`` is every layer's
-window: ``LlamaAttention`` passes no per-layer window and ``Attention`` (``attention/layer.py``)
-falls back to ``cache_config.sliding_window``, the config's value. transformers
-``models/phi3/configuration_phi3.py``: ``num_key_value_heads`` None → ``num_attention_heads``.
+window: Llama's attention passes no per-layer window and vLLM's ``Attention``
+(``attention/layer.py``) then takes the model-level ``cache_config.sliding_window``, the
+config's value. transformers ``models/phi3/configuration_phi3.py``: ``num_key_value_heads``
+None → ``num_attention_heads``.
 """
 
 from __future__ import annotations
@@ -37,5 +39,5 @@ def _phi3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 FAMILY = Family(
     name="phi3", model_types=("phi3",), architectures=("Phi3ForCausalLM",),
     build=_phi3_layers, attention="gqa",
-    source="vLLM model_executor/models/phi3.py (LlamaForCausalLM + packed modules), v0.11.0",
+    source="vLLM model_executor/models/phi3.py (LlamaForCausalLM + packed modules)",
 )
