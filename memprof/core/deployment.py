@@ -52,6 +52,8 @@ class Deployment:
     dtype: str = "auto"
     # --hf-overrides (SGLang: --json-model-override-args): JSON merged into config.json
     hf_overrides: str | None = None
+    # --assume-architecture: read an architecture memprof does not know as this generic family
+    assume_architecture: str | None = None
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's max_position_embeddings

@@ -319,7 +319,8 @@ def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     built (``with_overrides``), as the engines apply them."""
     mtp = dep.num_speculative_tokens > 0
     if not dep.hf_overrides:
-        return model if isinstance(model, ModelSpec) else load_model(model, speculative_mtp=mtp)
+        return model if isinstance(model, ModelSpec) else load_model(
+            model, speculative_mtp=mtp, assume_architecture=dep.assume_architecture)
     text = dep.hf_overrides
     flag = engine_of(dep).overrides_flag
 
@@ -329,7 +330,7 @@ def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
         name, cfg, path = load_config(model)
         source = str(path)
     return spec_from_config(with_overrides(cfg, text, flag), name=name, source=source,
-                            with_mtp=mtp)
+                            with_mtp=mtp, assume_architecture=dep.assume_architecture)
 
 
 def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
@@ -519,11 +520,19 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
 
 def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...]:
     """What the estimate took differently from what was asked, as the engine does: a forced
-    block size, a context length beyond the derived maximum allowed by the engine's variable."""
+    block size, a context length beyond the derived maximum allowed by the engine's variable;
+    and what it assumed when asked to (``--assume-architecture``)."""
     notes: list[str] = []
+    if asked.assume_architecture is not None:
+        from memprof.core.models.families import ASSUMED
+
+        if spec.family in ASSUMED:
+            notes.append(f"--assume-architecture {asked.assume_architecture}: "
+                         f"{spec.architecture} is not a family memprof knows; ASSUMED "
+                         f"{ASSUMED[spec.family]}")
     if not (asked.hf_overrides or asked.block_size is not None
             or long_context_allowed(asked.engine)):
-        return ()  # nothing was taken differently (a sweep's usual point)
+        return tuple(notes)  # nothing else was taken differently (a sweep's usual point)
     from memprof.core.deployment import LONG_CONTEXT_ENV, beyond_derived_len
     from memprof.core.scratch.backends import block_size_for
 

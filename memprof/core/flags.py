@@ -89,6 +89,11 @@ SETTINGS: tuple[Setting, ...] = (
             "--hf-overrides (SGLang: --json-model-override-args), e.g. "
             "'{\"num_hidden_layers\": 4}'.",
             metavar="JSON"),
+    Setting(field="assume_architecture", kind="str", vllm=("--assume-architecture",),
+            sglang=("--assume-architecture",),
+            help="Read a config whose architecture memprof does not know as this generic "
+            "family (the estimate states the assumption); unknown ones are refused otherwise.",
+            choices_from="memprof.core.models.families:ASSUMABLE_NAMES", memprof_only=True),
     Setting(field="quantization", kind="str", vllm=("--quantization", "-q"),
             sglang=("--quantization",),
             help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq.",

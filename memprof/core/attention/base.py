@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from memprof.base.errors import ConfigError
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import Attention, Layer, ModelSpec, QuantConfig
 
@@ -98,12 +99,30 @@ def rope_scaling(spec: ModelSpec) -> dict[str, Any]:
     return rs if isinstance(rs, dict) else {}
 
 
-def rope_positions(rs: dict[str, Any], max_pos: int) -> tuple[int, str]:
+def rope_positions(rs: dict[str, Any], max_pos: int,
+                   original: int | None = None) -> tuple[int, str]:
     """Positions of a rotary cache and how they were derived: ``yarn`` / ``deepseek_yarn``
     ``original × factor`` (``YaRNScalingRotaryEmbedding._compute_cos_sin_cache``), ``linear``
-    ``max_position × factor``, else ``max_position_embeddings`` (vLLM 0.33.0
-    ``model_executor/layers/rotary_embedding/``)."""
+    ``max_position × factor``, ``longrope`` (``su``) ``original + max_position`` (both caches
+    kept, see below), else ``max_position_embeddings`` (vLLM 0.33.0
+    ``model_executor/layers/rotary_embedding/``).
+
+    LongRoPE: ``Phi3LongRoPEScaledRotaryEmbedding.__init__``
+    (``rotary_embedding/phi3_long_rope_scaled_rope.py``) builds a short cache of
+    ``original_max_position_embeddings`` positions and a long one of ``max_position_embeddings``
+    positions, each ``rotary_dim`` wide and cast to the model dtype, and keeps their
+    concatenation (``long_short_cos_sin_cache``). ``original`` is the config's top-level
+    ``original_max_position_embeddings``, which vLLM's ``llama.py`` ``LlamaDecoderLayer`` copies
+    into the rope dict."""
     kind = str(rs.get("rope_type") or rs.get("type") or "default")
+    if kind in ("longrope", "su"):
+        orig = rs.get("original_max_position_embeddings") or original
+        if not orig:
+            raise ConfigError(
+                f"rope_scaling type {kind!r} needs original_max_position_embeddings",
+                hint="add original_max_position_embeddings to the config.json",
+            )
+        return int(orig) + max_pos, f"LongRoPE short {int(orig)} + long {max_pos}"
     if kind in ("yarn", "deepseek_yarn"):
         orig = int(rs.get("original_max_position_embeddings") or max_pos)
         factor = float(rs.get("factor") or 1.0)

@@ -76,11 +76,18 @@ class GQA(AttentionKind):
     def rope_caches(self, spec: ModelSpec, layers: list[Layer], model_dtype: str,
                     max_pos: int) -> list[RopeCache]:
         """One cache of ``head_dim × partial_rotary_factor``, in the model dtype unless the
-        family builds it in fp32 (its row's ``rope_fp32``)."""
+        family builds it in fp32 (its row's ``rope_fp32``). A config that states ``rotary_dim``
+        instead of the factor gets ``rotary_dim / head_dim`` (vLLM ``minimax_m2.py``
+        ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
         a = layers[0].attention
-        positions, how = rope_positions(rope_scaling(spec), max_pos)
-        partial = float(spec.raw.get("partial_rotary_factor") or 1.0)
-        rotary = int(a.head_dim * partial)
+        positions, how = rope_positions(rope_scaling(spec), max_pos,
+                                        spec.raw.get("original_max_position_embeddings"))
+        partial = spec.raw.get("partial_rotary_factor")
+        rotary_dim = spec.raw.get("rotary_dim")
+        if partial is None and isinstance(rotary_dim, int) and 0 < rotary_dim <= a.head_dim:
+            rotary = rotary_dim
+        else:
+            rotary = int(a.head_dim * float(partial or 1.0))
         dtype = "float32" if family_row(spec.family).rope_fp32 else model_dtype
         return [RopeCache(how, positions, rotary, dtype)]
 
@@ -102,7 +109,10 @@ class GQA(AttentionKind):
             w.bias(qkv + "(kv).bias", g, kvo, replicas=w.copies * kv_rep, formula="kv bias")
         w.linear(p + "self_attn.o_proj", g, h, a.num_heads * a.head_dim, shard="row",
                  bias=a.o_bias)
-        if a.qk_norm:
+        if a.qk_norm and a.qk_norm_across_heads:  # one weight per head row, TP-split
+            w.vector(p + "self_attn.q_norm", g, a.num_heads * a.head_dim, sharded=True)
+            w.vector(p + "self_attn.k_norm", g, a.num_kv_heads * a.head_dim, sharded=True)
+        elif a.qk_norm:
             w.vector(p + "self_attn.q_norm", g, a.head_dim)
             w.vector(p + "self_attn.k_norm", g, a.head_dim)
         if a.sinks:

@@ -189,19 +189,23 @@ def load_config(model: str) -> tuple[str, dict[str, Any], Path]:
     return name, cfg, path
 
 
-def load_model(model: str, *, speculative_mtp: bool = False) -> ModelSpec:
-    """Load and normalise a model. ``speculative_mtp`` adds the MTP layer(s) the config declares."""
+def load_model(model: str, *, speculative_mtp: bool = False,
+               assume_architecture: str | None = None) -> ModelSpec:
+    """Load and normalise a model. ``speculative_mtp`` adds the MTP layer(s) the config declares;
+    ``assume_architecture`` reads an unknown architecture as that generic family."""
     name, cfg, path = load_config(model)
-    return spec_from_config(cfg, name=name, source=str(path), with_mtp=speculative_mtp)
+    return spec_from_config(cfg, name=name, source=str(path), with_mtp=speculative_mtp,
+                            assume_architecture=assume_architecture)
 
 
 
 def spec_from_config(
-    cfg: dict[str, Any], *, name: str = "model", source: str = "", with_mtp: bool = False
+    cfg: dict[str, Any], *, name: str = "model", source: str = "", with_mtp: bool = False,
+    assume_architecture: str | None = None,
 ) -> ModelSpec:
     """Normalise a HF config dict into a ``ModelSpec``."""
     validate_config(cfg)
-    family, arch = family_of(cfg)
+    family, arch = family_of(cfg, assume_architecture)
     if "text_config" in cfg and "hidden_size" not in cfg:
         raise ConfigError(
             "multimodal configs (text_config) are not supported yet",

@@ -25,6 +25,7 @@ class Attention:
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False
+    qk_norm_across_heads: bool = False  # one norm over all heads, split by TP
     sinks: bool = False
     # MLA
     q_lora_rank: int | None = None
@@ -61,6 +62,7 @@ class MLP:
     router_bias: bool = False
     expert_bias: bool = False  # gpt-oss: biases on w13 / w2
     e_score_correction_bias: bool = False  # DeepSeek noaux_tc
+    router_fp32: bool = False  # the gate is an fp32 nn.Linear, not the model dtype
     hash_routed: bool = False  # DeepSeek-V4 hash layers: tid2eid table, no gate bias
     mlp_bias: bool = False
     activation: str = "silu"

@@ -138,14 +138,18 @@ class MlpWeights(Shard):
                 self.linear(p + "mlp.shared_expert_gate", gs, 1, h, shard="rep", quantise=False)
 
     def router(self, layer: Layer, p: str) -> None:
-        """Routers stay in the model dtype (``ReplicatedLinear(..., quant_config=None)``);
+        """Routers stay in the model dtype (``ReplicatedLinear(..., quant_config=None)``) unless
+        the family builds the gate in fp32 (``MLP.router_fp32``);
         DeepSeek's ``e_score_correction_bias`` is fp32; DeepSeek-V4 hash layers hold a
         ``tid2eid`` table (int32 in vLLM) instead of a gate bias."""
         m = layer.mlp
         h = self.spec.hidden_size
         g = "router"
-        self.linear(p + "mlp.gate", g, m.num_experts, h, shard="rep", bias=m.router_bias,
-                    quantise=False)
+        if m.router_fp32:  # an fp32 nn.Linear(bias=False): one [E, H] fp32 weight per rank
+            self.vector(p + "mlp.gate", g, m.num_experts * h, "float32")
+        else:
+            self.linear(p + "mlp.gate", g, m.num_experts, h, shard="rep", bias=m.router_bias,
+                        quantise=False)
         if m.e_score_correction_bias:
             self.vector(p + "mlp.gate.e_score_correction_bias", g, m.num_experts, "float32")
         if m.hash_routed:

@@ -1,8 +1,9 @@
 """The families memprof knows: one row (``row.Family``) per family, in one module per family
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
-``mixtral``), found by the config's ``model_type`` (or ``architectures``). A new family is one
-module here and one entry in ``ROWS``; generic modules ask ``family_row(spec.family)`` instead
-of naming it."""
+``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``; ``dense_decoder`` only when a user
+opts in), found by the config's ``model_type`` (or
+``architectures``). A new family is one module here and one entry in ``ROWS``; generic modules ask
+``family_row(spec.family)`` instead of naming it."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from memprof.base.errors import ConfigError
 from memprof.core.models.families import (
     deepseek_v3,
     deepseek_v4,
+    dense_decoder,
+    glm4_moe,
     gpt_oss,
     llama,
+    minimax_m2,
     mixtral,
+    phi3,
     qwen,
     qwen_moe,
 )
@@ -23,6 +28,7 @@ from memprof.core.models.families.row import Built, Family, LayerBuilder
 ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
     deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
+    phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 
@@ -43,9 +49,22 @@ def known_model_types() -> list[str]:
     return sorted(_FAMILY_BY_MODEL_TYPE)
 
 
-def family_of(cfg: dict[str, Any]) -> tuple[str, str]:
+ASSUMABLE: dict[str, str] = {"dense-decoder": dense_decoder.FAMILY.name}
+"""``--assume-architecture`` value → the family an unknown architecture is then read as."""
+ASSUMABLE_NAMES: tuple[str, ...] = tuple(ASSUMABLE)
+ASSUMED: dict[str, str] = {dense_decoder.FAMILY.name: dense_decoder.ASSUMED}
+"""Family → what reading a model as it assumes (for the estimate's note)."""
+
+
+def known_families() -> list[str]:
+    """``family (Architecture, …)`` for every family a config can name."""
+    return [f"{f.name} ({', '.join(f.architectures)})" for f in ROWS if f.architectures]
+
+
+def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]:
     """(family name, architecture) of a config: by ``model_type``, else by
-    ``architectures[0]``; an unknown one is a ``ConfigError`` listing the known types."""
+    ``architectures[0]``; an unknown one is the family ``assume`` opts into
+    (``ASSUMABLE``), else a ``ConfigError`` naming the families memprof knows."""
     archs = cfg.get("architectures") or []
     arch = archs[0] if isinstance(archs, list) and archs else str(cfg.get("model_type", "?"))
     model_type = cfg.get("model_type")
@@ -58,11 +77,18 @@ def family_of(cfg: dict[str, Any]) -> tuple[str, str]:
         return _FAMILY_BY_MODEL_TYPE[str(model_type)], arch
     if arch in _FAMILY_BY_ARCH:
         return _FAMILY_BY_ARCH[arch], arch
+    if assume is not None:
+        if assume not in ASSUMABLE:
+            raise ConfigError(f"unknown --assume-architecture {assume[:40]!r}",
+                              hint="one of: " + ", ".join(ASSUMABLE_NAMES))
+        return ASSUMABLE[assume], arch
     raise ConfigError(
-        f"memprof does not know the architecture {arch!r} (model_type {model_type!r})",
-        hint="known model_type values: " + ", ".join(known_model_types()),
+        f"memprof does not know the architecture {arch!r} (model_type {model_type!r}); "
+        "it knows the families " + "; ".join(known_families()),
+        hint="if it is a plain dense decoder (GQA attention + gated MLP, as Llama), pass "
+             "--assume-architecture dense-decoder: the estimate then states that assumption",
     )
 
 
-__all__ = ["FAMILIES", "ROWS", "Built", "Family", "LayerBuilder", "family_of", "family_row",
-           "known_model_types"]
+__all__ = ["ASSUMABLE", "ASSUMABLE_NAMES", "ASSUMED", "FAMILIES", "ROWS", "Built", "Family",
+           "LayerBuilder", "family_of", "family_row", "known_families", "known_model_types"]

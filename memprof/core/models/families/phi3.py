@@ -1,0 +1,43 @@
+"""Phi-3 and Phi-4 (``Phi3ForCausalLM``, ``model_type`` ``phi3``): dense GQA decoders whose
+checkpoints store fused ``qkv_proj`` and ``gate_up_proj``; LongRoPE in the 128k variants.
+
+Sources: vLLM ``vllm/model_executor/models/phi3.py`` (read at commit 2bebc310):
+``Phi3ForCausalLM`` is ``LlamaForCausalLM`` with a ``packed_modules_mapping`` (``qkv_proj`` ←
+q/k/v, ``gate_up_proj`` ← gate/up), so a rank holds exactly what a Llama layer holds:
+``QKVParallelLinear`` (no bias: ``attention_bias`` false), row-parallel ``o_proj``,
+``MergedColumnParallelLinear`` gate_up, row-parallel ``down_proj``, two RMSNorms, an untied
+``lm_head`` unless ``tie_word_embeddings``. The rotary cache: ``LlamaDecoderLayer``
+(``llama.py``, read at 0035bdf2) copies the config's ``original_max_position_embeddings`` into
+the rope dict and ``get_rope`` builds ``Phi3LongRoPEScaledRotaryEmbedding`` for
+``longrope``/``su`` (short and long caches both kept;
+``memprof.core.attention.base.rope_positions``). A non-null ``sliding_window`` is every layer's
+window: Llama's attention passes no per-layer window and vLLM's ``Attention``
+(``attention/layer.py``) then takes the model-level ``cache_config.sliding_window``, the
+config's value. transformers ``models/phi3/configuration_phi3.py``: ``num_key_value_heads``
+None → ``num_attention_heads``.
+"""
+
+from __future__ import annotations
+
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families.row import Built, Family, dense_layers, layer_types_windows
+
+
+def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
+    out = layer_types_windows(c, n_layers)
+    if out is not None:
+        return out
+    window = c.opt_int("sliding_window")
+    return [c.size("sliding_window") if window is not None else None] * n_layers
+
+
+def _phi3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    return dense_layers(c, hidden, n_layers, windows=_windows(c, n_layers),
+                        bias=c.flag("attention_bias", False), qk_norm=False)
+
+
+FAMILY = Family(
+    name="phi3", model_types=("phi3",), architectures=("Phi3ForCausalLM",),
+    build=_phi3_layers, attention="gqa",
+    source="vLLM model_executor/models/phi3.py (LlamaForCausalLM + packed modules)",
+)
