@@ -139,3 +139,37 @@ def test_mamba2_shapes_by_hand() -> None:
     with pytest.raises(BadInput):
         mamba2_state_shapes(tp=3, intermediate_size=8192, n_groups=8, num_heads=128,
                             head_dim=64, state_size=128, conv_kernel=4)
+
+
+def test_disable_hybrid_setting_on_a_sliding_window_model() -> None:
+    """gpt-oss-120b (18 sliding + 18 full layers, 8 KV heads × 64): with the manager off every
+    layer is charged as full attention, 36 × K,V × 8 × 64 × 2 B = 73,728 B/token, one group."""
+    from memprof.core.deployment import Deployment, ranks
+    from memprof.core.kvcache import kv_plan
+    from memprof.core.models import load_model
+
+    spec = load_model("gpt-oss-120b")
+    on = Deployment(tp=1, max_model_len=131_072)
+    off = Deployment(tp=1, max_model_len=131_072, disable_hybrid_kv_cache_manager=True)
+    plan_on = kv_plan(spec, on, ranks(on)[0], spec.dtype)
+    plan_off = kv_plan(spec, off, ranks(off)[0], spec.dtype)
+    assert plan_on.layout == "hybrid" and plan_off.layout == "uniform"
+    assert plan_off.bytes_per_token == 36 * 2 * 8 * 64 * 2
+    assert plan_off.blocks_per_request(131_072, 8192) == 131_072 // 16
+    # the sliding half no longer caps its blocks: one request needs more bytes with it off
+    assert plan_off.request_bytes(131_072, 8192) == 131_072 * 36 * 2 * 8 * 64 * 2
+    assert plan_on.request_bytes(131_072, 8192) < plan_off.request_bytes(131_072, 8192)
+
+
+def test_disable_hybrid_is_a_vllm_flag() -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", "gpt-oss-120b",
+                        "--gpu", "H100", "--engine", "sglang",
+                        "--disable-hybrid-kv-cache-manager"], capture_output=True, text=True,
+                       check=False)
+    err = p.stderr.splitlines()
+    assert p.returncode == 2 and len(err) == 2
+    assert err[0].startswith("error: --disable-hybrid-kv-cache-manager is vLLM's flag")
+    assert err[1].startswith("hint: ")
