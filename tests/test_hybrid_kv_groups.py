@@ -3,7 +3,9 @@ of attention and Mamba / linear-attention pages, chunked-local admission, and
 ``--disable-hybrid-kv-cache-manager`` (``memprof.core.kvcache``, ``memprof.core.hybrid_state``).
 
 The published check is a vLLM v0.10.2 start-up of Qwen3-Next-80B-A3B-Instruct, TP=2 on H200,
-bf16 KV, max_model_len 262,144, max_num_batched_tokens 8,192 (public vLLM user log):
+bf16 KV, max_model_len 262,144, max_num_batched_tokens 8,192 (a user's start-up log kept in
+a public GitHub repository; the code index that found it does not name the repository, so
+the lines are quoted here in full):
 
     [config.py:390] Setting attention block size to 544 tokens to ensure that attention page
         size is >= mamba page size.
