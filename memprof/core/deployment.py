@@ -64,6 +64,9 @@ class Deployment:
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
     disable_custom_all_reduce: bool = False  # NCCL all-reduce instead of the engine's own kernel
+    # vLLM --disable-hybrid-kv-cache-manager: sliding / chunked-local layers cached as full
+    # attention (memprof.core.kvcache.unify_hybrid_specs)
+    disable_hybrid_kv_cache_manager: bool = False
     num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype

@@ -127,6 +127,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="disable_custom_all_reduce", kind="bool",
             vllm=("--disable-custom-all-reduce",), sglang=("--disable-custom-all-reduce",),
             help="Use NCCL for the TP all-reduce instead of the engine's custom all-reduce."),
+    Setting(field="disable_hybrid_kv_cache_manager", kind="bool",
+            vllm=("--disable-hybrid-kv-cache-manager",), sglang=(),
+            note="SGLang sizes sliding-window and Mamba pools itself",
+            help="vLLM only: one KV cache group; sliding-window and chunked-local layers "
+            "cached as full attention."),
     Setting(field="num_speculative_tokens", kind="int", vllm=("--num-speculative-tokens",),
             sglang=(), note="SGLang's speculative decoding is not modelled",
             help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),

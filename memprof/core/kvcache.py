@@ -160,8 +160,8 @@ class KVPlan:
         (sliding; 0.33.0 v1/kv_cache_interface.py SlidingWindowSpec.
         max_admission_blocks_per_request)."""
         flight = self.in_flight_batches * max_num_batched_tokens
-        return [cdiv(min(window - 1 + flight, tokens), block) + 1 if window
-                else cdiv(tokens, block) for _name, block, window, _n in self.group_blocks]
+        return [_group_need(name, block, window, tokens, flight, max_num_batched_tokens)
+                for name, block, window, _n in self.group_blocks]
 
     def blocks_per_request(self, tokens: int, max_num_batched_tokens: int) -> int:
         return sum(n * need for (_nm, _b, _w, n), need in
@@ -187,6 +187,64 @@ class KVPlan:
         total = sum(p * b for p, b in zip(pages, self.concurrency_group_bytes, strict=True))
         first = self.concurrency_group_bytes[0] // self.group_blocks[0][3]
         return cdiv(total, first)
+
+
+def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
+                max_num_batched_tokens: int) -> int:
+    """Blocks one request of ``tokens`` takes in one group, by the group's spec kind (the part
+    of ``name`` before ``/``):
+
+    - ``state`` (Mamba / linear-attention state): one block per request, whatever its length
+      (``MambaSpec.max_memory_usage_bytes`` = ``page_size_bytes``; read in vLLM v0.10.2
+      v1/kv_cache_interface.py, confirmed by the v0.10.2 Qwen3-Next log quoted in
+      tests/test_hybrid_kv_groups.py);
+    - ``chunked`` (chunked local attention, ``window`` = ``attention_chunk_size``):
+      ``cdiv(min(chunk + max_num_batched_tokens, tokens), block)``
+      (``ChunkedLocalAttentionSpec.max_memory_usage_bytes``, v1/kv_cache_interface.py);
+    - any other spec with a window (sliding): ``cdiv(min(window − 1 + in-flight, tokens),
+      block) + 1``; without one (full): ``cdiv(tokens, block)``.
+    """
+    kind = name.split("/", 1)[0]
+    if kind == "state":
+        return 1
+    if kind == "chunked":
+        return cdiv(min(window + max_num_batched_tokens, tokens), block)
+    if window:
+        return cdiv(min(window - 1 + flight, tokens), block) + 1
+    return cdiv(tokens, block)
+
+
+def unify_hybrid_specs(specs: list[KVLayerSpec]) -> list[KVLayerSpec]:
+    """``--disable-hybrid-kv-cache-manager``: vLLM's ``unify_hybrid_kv_cache_specs``
+    (v1/core/kv_cache_utils.py, v0.10.2): when full-attention layers sit beside sliding-window or
+    chunked-local ones, those become full-attention specs (their window no longer caps the
+    blocks a request holds; the compute is still windowed), so every layer is one group. A
+    model whose specs still differ after that (a Mamba / linear-attention state beside
+    attention) cannot run with the manager off: vLLM raises "Hybrid KV cache manager is
+    disabled but failed to convert the KV cache specs to one unified type"; memprof refuses it
+    the same way."""
+    kinds = {s.kind for s in specs}
+    if len({(s.kind, s.window) for s in specs}) <= 1:
+        return list(specs)
+    if "full" in kinds and kinds & {"sliding", "chunked"}:
+        specs = [replace(s, kind="full", window=0, name="full")
+                 if s.kind in ("sliding", "chunked") else s for s in specs]
+    if len({(s.kind, s.window) for s in specs}) > 1:
+        raise BadInput("--disable-hybrid-kv-cache-manager cannot unify this model's KV cache "
+                       f"specs ({', '.join(sorted({s.kind for s in specs}))})",
+                       hint="drop --disable-hybrid-kv-cache-manager: vLLM refuses this "
+                       "model with the hybrid manager off")
+    return specs
+
+
+def logged_tokens_per_group(plan: KVPlan, num_blocks: int) -> int:
+    """"GPU KV cache size: N tokens" as vLLM v0.10.2 prints it (v1/core/kv_cache_utils.py
+    ``_report_kv_cache_config``): ``num_blocks // len(kv_cache_groups) × min block size`` —
+    every group counted, state groups included (later releases print
+    ``int(max_concurrency × max_model_len)``, ``capacity``'s ``tokens``)."""
+    groups = sum(n for _name, _b, _w, n in plan.group_blocks)
+    block = min(b for _name, b, _w, _n in plan.group_blocks)
+    return num_blocks // groups * block
 
 
 def kv_dtype_bytes(kv_dtype: str, model_dtype: str) -> int:
@@ -307,6 +365,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
             made[key] = kind_of(a).kv_pages(a, _kv_query(dep.attn_tp, kv, model_dtype, block,
                                                          align, boundary))
         specs.extend(made[key])
+    if dep.disable_hybrid_kv_cache_manager:
+        specs = unify_hybrid_specs(specs)
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
     if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,
                                             engine=dep.engine):

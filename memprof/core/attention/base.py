@@ -29,7 +29,7 @@ class KVLayerSpec:
     """The KV spec of one cache of one layer (vLLM has one spec per attention module)."""
 
     name: str  # e.g. "full", "sliding", "mla", "mla+indexer", "swa", "c4a", ...
-    kind: str  # full | sliding (capped per request)
+    kind: str  # full | sliding | chunked (capped per request) | state (one block per request)
     block_size: int  # tokens per block
     page_bytes: int  # bytes of one block of this layer (padded)
     window: int = 0  # sliding window (tokens) for capped specs

@@ -1,0 +1,93 @@
+"""Per-request state of Mamba-2 and linear-attention layers, and the page-size unification that
+lets vLLM's hybrid KV-cache manager put them in one block pool with attention layers.
+
+Shapes are those of vLLM's ``MambaStateShapeCalculator``
+(vllm/model_executor/layers/mamba/mamba_utils.py, v0.10.2–v0.11 era), per TP rank; the
+unification is ``HybridAttentionMambaModelConfig.verify_and_update_config``
+(vllm/model_executor/models/config.py, v0.10.2; later moved to platforms/interface.py
+``_align_hybrid_block_size``): the attention block size is raised to the smallest multiple of
+the kernel alignment whose page holds one state, and the state page is padded up to that
+attention page. The KV pool then treats a state as one block per request
+(``memprof.core.kvcache``, ``state`` groups).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from memprof.base.errors import BadInput
+from memprof.base.units import cdiv
+
+# Kernel block alignment of the attention page (v0.10.2 models/config.py
+# HybridAttentionMambaModelConfig): 16 for standard attention; MLA 64 (CUTLASS MLA 128).
+ATTENTION_BLOCK_ALIGNMENT = 16
+MLA_BLOCK_ALIGNMENT = 64
+
+
+def _divide(n: int, tp: int, what: str) -> int:
+    """vLLM's ``divide``: the dimension must split evenly over the TP ranks."""
+    if n % tp:
+        raise BadInput(f"{what} ({n}) does not divide by tensor parallel size {tp}",
+                       hint="choose a --tp that divides it")
+    return n // tp
+
+
+def extra_groups_for_head_shards(n_groups: int, tp: int) -> int:
+    """Groups replicated so each head shard has its own (``extra_groups_for_head_shards``)."""
+    return 0 if n_groups % tp == 0 else tp - n_groups
+
+
+def mamba2_state_shapes(*, tp: int, intermediate_size: int, n_groups: int, num_heads: int,
+                        head_dim: int, state_size: int, conv_kernel: int
+                        ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(conv state, SSM state) of one Mamba-2 layer on one rank (``mamba2_state_shape``):
+    conv ``(conv_kernel − 1, (intermediate + 2·groups·state) / tp)`` with the groups padded
+    for head shards, SSM ``(heads / tp, head_dim, state)``."""
+    groups = n_groups + extra_groups_for_head_shards(n_groups, tp)
+    conv_dim = intermediate_size + 2 * groups * state_size
+    return ((conv_kernel - 1, _divide(conv_dim, tp, "Mamba conv dimension")),
+            (_divide(num_heads, tp, "Mamba heads"), head_dim, state_size))
+
+
+def gated_delta_net_state_shapes(*, tp: int, num_k_heads: int, num_v_heads: int,
+                                 head_k_dim: int, head_v_dim: int, conv_kernel: int
+                                 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(conv state, recurrent state) of one Gated DeltaNet layer on one rank
+    (``gated_delta_net_state_shape``, no speculative tokens): conv
+    ``(conv_kernel − 1, (2·k_heads·k_dim + v_heads·v_dim) / tp)``, recurrent
+    ``(v_heads / tp, k_dim, v_dim)``."""
+    conv_dim = 2 * head_k_dim * num_k_heads + head_v_dim * num_v_heads
+    return ((conv_kernel - 1, _divide(conv_dim, tp, "linear-attention conv dimension")),
+            (_divide(num_v_heads, tp, "linear-attention value heads"), head_k_dim, head_v_dim))
+
+
+def state_page_bytes(shapes: tuple[tuple[int, ...], ...], dtype_bytes: tuple[int, ...]) -> int:
+    """``MambaSpec.page_size_bytes`` before padding: Σ prod(shape) × element bytes."""
+    if len(shapes) != len(dtype_bytes):
+        raise ValueError("one dtype per state shape")
+    return sum(prod(s) * b for s, b in zip(shapes, dtype_bytes, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class AlignedPages:
+    """The attention block size and the (padded) state page after unification."""
+
+    block_size: int  # "Setting attention block size to N tokens"
+    page_bytes: int  # one block of one layer, attention and state alike
+    state_bytes: int  # the state page before padding
+    padding_pct: float  # "Padding mamba page size by X%"
+
+
+def align_attention_block(*, attn_bytes_per_token: int, state_bytes: int, block_size: int,
+                          alignment: int = ATTENTION_BLOCK_ALIGNMENT) -> AlignedPages:
+    """Raise the attention block so that its page holds one state, then pad the state page to
+    it (v0.10.2 models/config.py ``HybridAttentionMambaModelConfig.verify_and_update_config``):
+    ``attn_block = alignment × cdiv(state, alignment × attn_bytes_per_token)``, taken when
+    larger than ``block_size``."""
+    if attn_bytes_per_token <= 0 or state_bytes <= 0:
+        raise ValueError("page sizes must be positive")
+    block = max(block_size, alignment * cdiv(state_bytes, alignment * attn_bytes_per_token))
+    page = block * attn_bytes_per_token
+    return AlignedPages(block_size=block, page_bytes=page, state_bytes=state_bytes,
+                        padding_pct=100 * (page - state_bytes) / state_bytes)
