@@ -24,25 +24,11 @@ AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
 
 # file → why it still names the engine / a backend / a KV dtype (owner in brackets)
 ALLOWED: dict[str, str] = {
-    # engine branches in others' files, to become engine_of(dep) calls by their owners
+    # engine branches that remain: the flag columns and the log / command-line parsers
     "memprof/core/flags.py": "[cli] the settings table has one flag column per engine "
                              "(Setting.vllm / .sglang); the generated CLI replaces it",
-    "memprof/core/contract.py": "[report] 'entrypoint' is null under SGLang (d.sglang)",
-    "memprof/core/plan.py": "[speed] DP sizes tried only where DP replicates engines (vLLM)",
-    # the same after the speed and report branches moved them (paths of the merged tree)
-    "memprof/batch/plan.py": "[speed] DP sizes tried only where DP replicates engines (vLLM)",
-    "memprof/batch/plan_report.py": "[speed] plan's entry-point check per engine",
     "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
                                     "their catalog entries",
-    "memprof/core/models/config.py": "[families] derived_max_model_len follows each engine's "
-                                     "own rule (vLLM _get_and_verify_max_len, SGLang "
-                                     "get_context_length)",
-    "memprof/core/terms/dsv4_init_buffers.py": "[families] no DeepSeek-V4 init buffers under "
-                                               "SGLang (dep.sglang)",
-    "memprof/core/terms/rope_cache.py": "[families] SGLang's RoPE cache (dep.sglang)",
-    "memprof/report/estimate_rows.py": "[report] the budget line's wording per engine",
-    "memprof/report/versions.py": "[report] the engine's display name (engine_of(d).display)",
-    "memprof/commands/plan.py": "[cli] plan's entry-point and DP checks per engine",
     "memprof/probes/log_deployment.py": "[probes] a start-up log says which engine wrote it; "
                                         "its budget lines differ by engine",
     "memprof/probes/startup_log.py": "[probes] recognising vLLM's and SGLang's log lines",
@@ -57,8 +43,6 @@ ALLOWED: dict[str, str] = {
     "memprof/kernels/mla_decode.py": "the CUTLASS / FlashInfer MLA decode kernels it reproduces",
     "memprof/kernels/sparse_mla_decode.py": "the fp8_ds_mla cache layout its kernel reads",
     "memprof/kernels/tq_decode.py": "the TurboQuant preset its kernel reproduces",
-    "memprof/kernels/validate_mla_tq.py": "[report] validates those kernels against their "
-                                          "catalog entries",
     "memprof/commands/validate.py": "[cli] --kernel names and the backend each kernel runs",
 }
 

@@ -12,7 +12,7 @@ Budget line (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from memprof.base.units import GiB
 from memprof.core.engines.base import (
@@ -23,6 +23,7 @@ from memprof.core.engines.base import (
     RankCoord,
 )
 from memprof.core.gpus import GPU
+from memprof.core.models.config import smallest_length_key_max_len
 from memprof.core.versions import Rule, value_at
 
 # the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
@@ -166,6 +167,9 @@ class VLLM(Engine):
     replays_model_load: ClassVar[bool] = True
     selects_attention_backend: ClassVar[bool] = True
     logs_budget_lines: ClassVar[bool] = True
+    has_entrypoint: ClassVar[bool] = True
+    dp_replicates: ClassVar[bool] = True
+    registers_model_init_buffers: ClassVar[bool] = True
 
     # --- rank layout: TP×PP workers per engine, DP whole engines -------------------------------
 
@@ -231,9 +235,21 @@ class VLLM(Engine):
         """``request_memory`` (vllm/v1/worker/utils.py): free memory below the requested."""
         return not dep.kv_cache_memory_bytes and base + envelope > total
 
+    def derived_max_model_len(self, cfg: dict[str, Any]) -> tuple[int, str] | None:
+        return smallest_length_key_max_len(cfg)
+
     def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
         choices = value_at(BLOCK_SIZE_CHOICES, version)
         return choices if isinstance(choices, tuple) else None
+
+    def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
+                      max_model_len: int | None, max_num_seqs: int) -> list[str]:
+        """``vllm serve`` with its short parallel flags."""
+        parts = [f"vllm serve {model} -tp {tp}"]
+        parts += [f"-pp {pp}"] if pp > 1 else []
+        parts += [f"-dp {dp}"] if dp > 1 else []
+        parts += ["--enable-expert-parallel"] if ep else []
+        return [*parts, f"--max-model-len {max_model_len}", f"--max-num-seqs {max_num_seqs}"]
 
 
 ENGINE = VLLM()
