@@ -49,9 +49,6 @@ FAMILY_ALLOWED: dict[str, str] = {
     "memprof/core/scratch/buffer.py": "scratch family tag DEEPSEEK_V4",
     "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
     "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
-    # weights outside the attention block: the MTP block's layout and the lm_head rule per family
-    "memprof/core/weights/rank.py": "DeepSeek-V4 MTP block; DeepSeek-V3 lm_head on every stage",
-    "memprof/core/weights/mlp.py": "DeepSeek-V4 expert layout (engines' file)",
     "memprof/core/version_diff.py": "release rules' applies_to keys name families",
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
     # GPU-side validation and its report: the DeepSeek-V4 decode kernels (kernels/, report/)
