@@ -11,8 +11,9 @@ from collections import Counter
 from pathlib import Path
 
 from memprof.core import attention_backends, engines, kv_dtypes
+from memprof.core.attention import KINDS
 from memprof.core.scratch import CATALOG
-from memprof.core.scratch.buffer import DEEPSEEK_V4, SGLANG_DP_ATTENTION
+from memprof.core.scratch.buffer import SGLANG_DP_ATTENTION
 from memprof.core.versions import DISPLAY_NAMES, RELEASES
 
 SRC = Path(__file__).resolve().parents[1] / "memprof"
@@ -102,7 +103,8 @@ def test_the_scan_sees_what_it_forbids(tmp_path: Path) -> None:
 
 def test_catalog_backends_are_rows() -> None:
     keys = Counter(b.backend for b in CATALOG)
-    assert set(keys) <= set(attention_backends.NAMES) | {SGLANG_DP_ATTENTION, DEEPSEEK_V4}
+    assert set(keys) <= set(attention_backends.NAMES) | {SGLANG_DP_ATTENTION} | {
+        k.scratch_key for k in KINDS.values() if k.scratch_key}
     for row in attention_backends.ROWS:  # a row has a scratch family iff it has entries
         assert bool(row.scratch) == (row.name in keys), row.name
 

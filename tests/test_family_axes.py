@@ -46,9 +46,7 @@ FAMILY_ALLOWED: dict[str, str] = {
     "memprof/core/terms/allocations.py": "imports dsv4_init_buffers (allocation replay)",
     "memprof/batch/replay.py": "imports dsv4_init_buffers (the sweep's replay cache)",
     # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
-    "memprof/core/scratch/buffer.py": "scratch family tag DEEPSEEK_V4",
     "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
-    "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
     "memprof/core/version_diff.py": "release rules' applies_to keys name families",
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
     # GPU-side validation and its report: the DeepSeek-V4 decode kernels (kernels/, report/)
@@ -62,7 +60,6 @@ KIND_ALLOWED: dict[str, str] = {
     "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
     "memprof/core/scratch/mla.py": "the MLA kind's scratch rows: `applies` picks its layers",
     "memprof/core/scratch/turboquant.py": "TurboQuant scratch applies to GQA layers only",
-    "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
     "memprof/core/version_diff.py": "release rules' applies_to keys are kinds",
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
     "memprof/validation/dsv4.py": "DeepSeek-V4 decode validation",
