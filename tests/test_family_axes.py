@@ -38,7 +38,6 @@ FAMILY_ALLOWED: dict[str, str] = {
                                           "(DSV4) among the kinds they run",
     "memprof/core/kv_dtypes.py": "KV-dtype rows name the DeepSeek-V4 kind and its slot "
                                  "(dsv4_slot) among what they store",
-    "memprof/core/scratch/backends.py": "asks the backend rows for the DeepSeek-V4 kind (DSV4)",
     # the init-buffer term is imported by name where the terms are listed and replayed (files
     # other engineers own: a rename would touch four of them)
     "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
