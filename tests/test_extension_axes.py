@@ -30,8 +30,6 @@ ALLOWED: dict[str, str] = {
                              "(Setting.vllm / .sglang); the generated CLI replaces it",
     "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
                                     "their catalog entries",
-    "memprof/probes/log_deployment.py": "[probes] a start-up log says which engine wrote it; "
-                                        "its budget lines differ by engine",
     "memprof/probes/startup_log.py": "[probes] recognising vLLM's and SGLang's log lines",
     "memprof/probes/serve_command.py": "[probes] recognising 'vllm serve' and "
                                        "'sglang.launch_server' command lines",

@@ -134,6 +134,8 @@ class Engine:
     # the RoPE caches are the attention kind's engine-specific rotary buffers
     # (``AttentionKind.sglang_rope_buffers``) instead of vLLM's ``get_rope`` caches
     own_rope_buffers: ClassVar[bool] = False
+    # the engine had vLLM's V0 generation (a V0 start-up log names no release)
+    has_v0_generation: ClassVar[bool] = False
 
     # --- rank layout ------------------------------------------------------------------------------
 

@@ -170,6 +170,7 @@ class VLLM(Engine):
     has_entrypoint: ClassVar[bool] = True
     dp_replicates: ClassVar[bool] = True
     registers_model_init_buffers: ClassVar[bool] = True
+    has_v0_generation: ClassVar[bool] = True
 
     # --- rank layout: TP×PP workers per engine, DP whole engines -------------------------------
 
