@@ -30,9 +30,6 @@ ALLOWED: dict[str, str] = {
                              "(Setting.vllm / .sglang); the generated CLI replaces it",
     "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
                                     "their catalog entries",
-    "memprof/probes/startup_log.py": "[probes] recognising vLLM's and SGLang's log lines",
-    "memprof/probes/serve_command.py": "[probes] recognising 'vllm serve' and "
-                                       "'sglang.launch_server' command lines",
     # backend / KV-dtype names where a file is about that one backend
     "memprof/core/scratch/mla.py": "catalog entries keyed by their backend row "
                                    "(test_catalog_backends_are_rows)",

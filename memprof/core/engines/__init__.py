@@ -15,6 +15,8 @@ from memprof.core.engines.base import DeploymentView, Engine
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE)}
 NAMES: tuple[str, ...] = tuple(ENGINES)
+# the engine a deployment runs when --engine is not given (``Deployment.engine``'s default)
+DEFAULT: str = vllm.ENGINE.name
 
 
 def engine_named(name: str) -> Engine:

@@ -136,6 +136,14 @@ class Engine:
     own_rope_buffers: ClassVar[bool] = False
     # the engine had vLLM's V0 generation (a V0 start-up log names no release)
     has_v0_generation: ClassVar[bool] = False
+    # --- how its command lines look (memprof/probes/serve_command.py, startup_log.py) ---
+    # the console script and subcommand that start a server (("vllm", "serve")); None: only
+    # ``python -m`` (``launches``)
+    cli_launcher: ClassVar[tuple[str, str] | None] = None
+    launcher_prefix: ClassVar[str]  # what a serve command starts with, before the flags
+    positional_model: ClassVar[bool] = False  # the model is the first positional argument
+    # the engine's container image runs the server as its entrypoint (bare flags serve)
+    image_entrypoint_serves: ClassVar[bool] = False
 
     # --- rank layout ------------------------------------------------------------------------------
 
@@ -222,6 +230,10 @@ class Engine:
         """Catalog keys of the engine's own scratch buffers (besides the attention backend's,
         when it selects vLLM's backends)."""
         return ()
+
+    def launches(self, module: str) -> bool:
+        """Whether ``python -m module`` starts this engine's server."""
+        return False
 
     def check_layout(self, dep: DeploymentView) -> None:
         """The engine's refusals of a parallel layout (after the settings checks)."""

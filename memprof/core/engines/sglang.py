@@ -88,6 +88,7 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
 
@@ -179,6 +180,9 @@ class SGLang(Engine):
 
     def derived_max_model_len(self, cfg: dict[str, Any]) -> tuple[int, str] | None:
         return first_length_key_max_len(cfg)
+
+    def launches(self, module: str) -> bool:
+        return module in ("sglang.launch_server", "sglang.srt.server")
 
     def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
                       max_model_len: int | None, max_num_seqs: int) -> list[str]:

@@ -171,6 +171,10 @@ class VLLM(Engine):
     dp_replicates: ClassVar[bool] = True
     registers_model_init_buffers: ClassVar[bool] = True
     has_v0_generation: ClassVar[bool] = True
+    cli_launcher: ClassVar[tuple[str, str] | None] = ("vllm", "serve")
+    launcher_prefix: ClassVar[str] = "vllm serve "
+    positional_model: ClassVar[bool] = True  # vllm serve MODEL
+    image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve
 
     # --- rank layout: TP×PP workers per engine, DP whole engines -------------------------------
 
@@ -242,6 +246,10 @@ class VLLM(Engine):
     def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
         choices = value_at(BLOCK_SIZE_CHOICES, version)
         return choices if isinstance(choices, tuple) else None
+
+    def launches(self, module: str) -> bool:
+        """``python -m vllm.entrypoints.openai.api_server`` and the other entry points."""
+        return module.startswith("vllm.entrypoints")
 
     def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
                       max_model_len: int | None, max_num_seqs: int) -> list[str]:
