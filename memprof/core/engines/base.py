@@ -136,6 +136,9 @@ class Engine:
     own_rope_buffers: ClassVar[bool] = False
     # the engine had vLLM's V0 generation (a V0 start-up log names no release)
     has_v0_generation: ClassVar[bool] = False
+    # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
+    # SETTINGS rows read them; a field not listed is no setting of this engine)
+    flags: ClassVar[dict[str, tuple[str, ...]]] = {}
     # --- how its command lines look (memprof/probes/serve_command.py, startup_log.py) ---
     # the console script and subcommand that start a server (("vllm", "serve")); None: only
     # ``python -m`` (``launches``)

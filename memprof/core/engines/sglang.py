@@ -89,6 +89,29 @@ class SGLang(Engine):
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
+    # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
+    # --engine-version and --scratch are memprof's own
+    flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "engine": ("--engine",),
+        "engine_version": ("--engine-version",),
+        "tp": ("--tp", "--tp-size"),
+        "pp": ("--pp-size",),
+        "dp": ("--dp", "--dp-size"),
+        "enable_expert_parallel": ("--enable-expert-parallel",),
+        "dtype": ("--dtype",),
+        "hf_overrides": ("--json-model-override-args",),
+        "quantization": ("--quantization",),
+        "kv_cache_dtype": ("--kv-cache-dtype",),
+        "max_model_len": ("--context-length",),
+        "max_num_seqs": ("--max-running-requests",),
+        "block_size": ("--page-size",),
+        "enforce_eager": ("--disable-cuda-graph",),
+        "scratch": ("--scratch",),
+        "mem_fraction_static": ("--mem-fraction-static",),
+        "enable_dp_attention": ("--enable-dp-attention",),
+        "chunked_prefill_size": ("--chunked-prefill-size",),
+        "cuda_graph_max_bs": ("--cuda-graph-max-bs",),
+    }
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
 

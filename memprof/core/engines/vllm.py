@@ -173,6 +173,31 @@ class VLLM(Engine):
     has_v0_generation: ClassVar[bool] = True
     cli_launcher: ClassVar[tuple[str, str] | None] = ("vllm", "serve")
     launcher_prefix: ClassVar[str] = "vllm serve "
+    # EngineArgs.add_cli_args (vllm/engine/arg_utils.py, v0.11.0); --engine, --engine-version
+    # and --scratch are memprof's own
+    flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "engine": ("--engine",),
+        "engine_version": ("--engine-version",),
+        "entrypoint": ("--entrypoint",),
+        "tp": ("-tp", "--tensor-parallel-size"),
+        "pp": ("-pp", "--pipeline-parallel-size"),
+        "dp": ("-dp", "--data-parallel-size"),
+        "enable_expert_parallel": ("--enable-expert-parallel",),
+        "dtype": ("--dtype",),
+        "hf_overrides": ("--hf-overrides",),
+        "quantization": ("--quantization", "-q"),
+        "kv_cache_dtype": ("--kv-cache-dtype",),
+        "max_model_len": ("--max-model-len",),
+        "max_num_seqs": ("--max-num-seqs",),
+        "max_num_batched_tokens": ("--max-num-batched-tokens",),
+        "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        "block_size": ("--block-size",),
+        "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "--kv-cache-memory"),
+        "enforce_eager": ("--enforce-eager",),
+        "num_speculative_tokens": ("--num-speculative-tokens",),
+        "attention_backend": ("--attention-backend",),
+        "scratch": ("--scratch",),
+    }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve
 
