@@ -25,7 +25,7 @@ AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
 
 # file → why it still names the engine / a backend / a KV dtype (owner in brackets)
 ALLOWED: dict[str, str] = {
-    # engine branches that remain: the flag columns and the log / command-line parsers
+    # backend names in the GPU validation of the MLA / TurboQuant kernels
     "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
                                     "their catalog entries",
     # backend / KV-dtype names where a file is about that one backend
