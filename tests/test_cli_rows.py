@@ -33,7 +33,7 @@ def _estimate_rows() -> dict[str, object]:
 def test_every_row_is_a_flag_of_estimate(s: Setting) -> None:
     row = _estimate_rows()[s.field]
     assert row.names == s.cli_flags()  # type: ignore[attr-defined]
-    assert set(s.vllm) | set(s.sglang) == set(row.names)  # type: ignore[attr-defined]
+    assert set(s.cli_flags()) == set(row.names)  # type: ignore[attr-defined]
     assert row.kind == s.kind and row.help == s.help  # type: ignore[attr-defined]
     assert row.all_choices() == s.choices()  # type: ignore[attr-defined]
     if s.field in ("kv_cache_dtype", "attention_backend"):
@@ -86,7 +86,7 @@ def test_the_cli_and_the_serve_command_agree() -> None:
     one_error(err, "--tensor-parallel-size is 2 in the pasted command and 4")
 
 
-DEPLOYMENT_NAMES = {n for s in SETTINGS for n in (*s.vllm, *s.sglang)} | {
+DEPLOYMENT_NAMES = {n for s in SETTINGS for n in s.cli_flags()} | {
     n for o in MEMPROF_DEPLOYMENT for n in o.names}
 
 

@@ -22,9 +22,9 @@ from memprof.base.errors import BadInput, ConfigError
 from memprof.base.units import GiB
 from memprof.cli import run
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_named
 from memprof.core.estimate import estimate
 from memprof.core.models import spec_from_config
-from memprof.core.models.config import derived_max_model_len
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,22 +86,26 @@ def test_the_override_variable_is_an_explicit_opt_in_stated_in_the_output(
             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 
 
+VLLM_LEN = engine_named("vllm").derived_max_model_len
+SGLANG_LEN = engine_named("sglang").derived_max_model_len
+
+
 def test_derived_maximum_follows_each_engines_rope_rules() -> None:
     ds = config("deepseek-r1")  # yarn: vLLM original 4096 × 40; SGLang max_position_embeddings
-    assert derived_max_model_len(ds, "vllm") == (
+    assert VLLM_LEN(ds) == (
         163840, "yarn original_max_position_embeddings 4,096 × rope factor 40")
-    assert derived_max_model_len(ds, "sglang")[0] == 163840  # type: ignore[index]
+    assert SGLANG_LEN(ds)[0] == 163840  # type: ignore[index]
     llama = config("llama-3.1-8b")  # llama3 scaling: no factor in either engine
-    assert derived_max_model_len(llama, "vllm")[0] == 131072  # type: ignore[index]
-    assert derived_max_model_len(llama, "sglang")[0] == 131072  # type: ignore[index]
+    assert VLLM_LEN(llama)[0] == 131072  # type: ignore[index]
+    assert SGLANG_LEN(llama)[0] == 131072  # type: ignore[index]
     linear = {**config("qwen3-32b"), "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
-    assert derived_max_model_len(linear, "vllm")[0] == 81920  # type: ignore[index]
-    assert derived_max_model_len(linear, "sglang")[0] == 81920  # type: ignore[index]
+    assert VLLM_LEN(linear)[0] == 81920  # type: ignore[index]
+    assert SGLANG_LEN(linear)[0] == 81920  # type: ignore[index]
     # vLLM takes the smallest length key, model_max_length when set
-    assert derived_max_model_len({"max_position_embeddings": 4096, "seq_length": 2048})[0] == 2048  # type: ignore[index]
-    assert derived_max_model_len({"max_position_embeddings": 4096,
+    assert VLLM_LEN({"max_position_embeddings": 4096, "seq_length": 2048})[0] == 2048  # type: ignore[index]
+    assert VLLM_LEN({"max_position_embeddings": 4096,
                                   "model_max_length": 8192})[0] == 8192  # type: ignore[index]
-    assert derived_max_model_len({"hidden_size": 8}) is None
+    assert VLLM_LEN({"hidden_size": 8}) is None
 
 
 def test_a_yarn_override_raises_the_derived_maximum_and_the_default() -> None:
@@ -365,7 +369,7 @@ def test_config_mutations_give_an_answer_or_one_named_refusal(
             assert layer.mlp.moe_intermediate_size >= 1
         else:
             assert layer.mlp.intermediate_size >= 1
-    derived = derived_max_model_len(cfg)
+    derived = VLLM_LEN(cfg)
     assert derived is None or e.max_model_len <= derived[0]
 
 

@@ -11,8 +11,9 @@ from collections import Counter
 from pathlib import Path
 
 from memprof.core import attention_backends, engines, kv_dtypes
+from memprof.core.attention import KINDS
 from memprof.core.scratch import CATALOG
-from memprof.core.scratch.buffer import DEEPSEEK_V4, SGLANG_DP_ATTENTION
+from memprof.core.scratch.buffer import SGLANG_DP_ATTENTION
 from memprof.core.versions import DISPLAY_NAMES, RELEASES
 
 SRC = Path(__file__).resolve().parents[1] / "memprof"
@@ -24,30 +25,9 @@ AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
 
 # file → why it still names the engine / a backend / a KV dtype (owner in brackets)
 ALLOWED: dict[str, str] = {
-    # engine branches in others' files, to become engine_of(dep) calls by their owners
-    "memprof/core/flags.py": "[cli] the settings table has one flag column per engine "
-                             "(Setting.vllm / .sglang); the generated CLI replaces it",
-    "memprof/core/contract.py": "[report] 'entrypoint' is null under SGLang (d.sglang)",
-    "memprof/core/plan.py": "[speed] DP sizes tried only where DP replicates engines (vLLM)",
-    # the same after the speed and report branches moved them (paths of the merged tree)
-    "memprof/batch/plan.py": "[speed] DP sizes tried only where DP replicates engines (vLLM)",
-    "memprof/batch/plan_report.py": "[speed] plan's entry-point check per engine",
+    # backend names in the GPU validation of the MLA / TurboQuant kernels
     "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
                                     "their catalog entries",
-    "memprof/core/models/config.py": "[families] derived_max_model_len follows each engine's "
-                                     "own rule (vLLM _get_and_verify_max_len, SGLang "
-                                     "get_context_length)",
-    "memprof/core/terms/dsv4_init_buffers.py": "[families] no DeepSeek-V4 init buffers under "
-                                               "SGLang (dep.sglang)",
-    "memprof/core/terms/rope_cache.py": "[families] SGLang's RoPE cache (dep.sglang)",
-    "memprof/report/estimate_rows.py": "[report] the budget line's wording per engine",
-    "memprof/report/versions.py": "[report] the engine's display name (engine_of(d).display)",
-    "memprof/commands/plan.py": "[cli] plan's entry-point and DP checks per engine",
-    "memprof/probes/log_deployment.py": "[probes] a start-up log says which engine wrote it; "
-                                        "its budget lines differ by engine",
-    "memprof/probes/startup_log.py": "[probes] recognising vLLM's and SGLang's log lines",
-    "memprof/probes/serve_command.py": "[probes] recognising 'vllm serve' and "
-                                       "'sglang.launch_server' command lines",
     # backend / KV-dtype names where a file is about that one backend
     "memprof/core/scratch/mla.py": "catalog entries keyed by their backend row "
                                    "(test_catalog_backends_are_rows)",
@@ -57,8 +37,6 @@ ALLOWED: dict[str, str] = {
     "memprof/kernels/mla_decode.py": "the CUTLASS / FlashInfer MLA decode kernels it reproduces",
     "memprof/kernels/sparse_mla_decode.py": "the fp8_ds_mla cache layout its kernel reads",
     "memprof/kernels/tq_decode.py": "the TurboQuant preset its kernel reproduces",
-    "memprof/kernels/validate_mla_tq.py": "[report] validates those kernels against their "
-                                          "catalog entries",
     "memprof/commands/validate.py": "[cli] --kernel names and the backend each kernel runs",
 }
 
@@ -118,7 +96,8 @@ def test_the_scan_sees_what_it_forbids(tmp_path: Path) -> None:
 
 def test_catalog_backends_are_rows() -> None:
     keys = Counter(b.backend for b in CATALOG)
-    assert set(keys) <= set(attention_backends.NAMES) | {SGLANG_DP_ATTENTION, DEEPSEEK_V4}
+    assert set(keys) <= set(attention_backends.NAMES) | {SGLANG_DP_ATTENTION} | {
+        k.scratch_key for k in KINDS.values() if k.scratch_key}
     for row in attention_backends.ROWS:  # a row has a scratch family iff it has entries
         assert bool(row.scratch) == (row.name in keys), row.name
 

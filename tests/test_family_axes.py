@@ -38,7 +38,6 @@ FAMILY_ALLOWED: dict[str, str] = {
                                           "(DSV4) among the kinds they run",
     "memprof/core/kv_dtypes.py": "KV-dtype rows name the DeepSeek-V4 kind and its slot "
                                  "(dsv4_slot) among what they store",
-    "memprof/core/scratch/backends.py": "asks the backend rows for the DeepSeek-V4 kind (DSV4)",
     # the init-buffer term is imported by name where the terms are listed and replayed (files
     # other engineers own: a rename would touch four of them)
     "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
@@ -46,12 +45,7 @@ FAMILY_ALLOWED: dict[str, str] = {
     "memprof/core/terms/allocations.py": "imports dsv4_init_buffers (allocation replay)",
     "memprof/batch/replay.py": "imports dsv4_init_buffers (the sweep's replay cache)",
     # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
-    "memprof/core/scratch/buffer.py": "scratch family tag DEEPSEEK_V4",
     "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
-    "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
-    # weights outside the attention block: the MTP block's layout and the lm_head rule per family
-    "memprof/core/weights/rank.py": "DeepSeek-V4 MTP block; DeepSeek-V3 lm_head on every stage",
-    "memprof/core/weights/mlp.py": "DeepSeek-V4 expert layout (engines' file)",
     "memprof/core/version_diff.py": "release rules' applies_to keys name families",
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
     # GPU-side validation and its report: the DeepSeek-V4 decode kernels (kernels/, report/)
@@ -65,7 +59,6 @@ KIND_ALLOWED: dict[str, str] = {
     "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
     "memprof/core/scratch/mla.py": "the MLA kind's scratch rows: `applies` picks its layers",
     "memprof/core/scratch/turboquant.py": "TurboQuant scratch applies to GQA layers only",
-    "memprof/core/scratch/evaluate.py": "sparse DeepSeek-V4 gather sizing",
     "memprof/core/version_diff.py": "release rules' applies_to keys are kinds",
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
     "memprof/validation/dsv4.py": "DeepSeek-V4 decode validation",

@@ -18,6 +18,7 @@ from memprof.base.errors import BadInput
 from memprof.base.files import path_kind
 from memprof.batch.sweep import Evaluator
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_named
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
 
@@ -68,7 +69,7 @@ def candidates(spec: ModelSpec, engine: str, max_gpus: int,
                kv_dtypes: tuple[str, ...] = KV_DTYPES) -> Iterator[Candidate]:
     """Every layout of at most ``max_gpus`` GPUs: vLLM TP × PP × DP (× EP for MoE models);
     SGLang TP × PP (its ``--dp`` splits the same GPUs for attention)."""
-    dps = DP_SIZES if engine == "vllm" else (1,)
+    dps = DP_SIZES if engine_named(engine).dp_replicates else (1,)
     eps = (False, True) if spec.is_moe else (False,)
     for tp in TP_SIZES:
         for pp in PP_SIZES:
@@ -83,7 +84,7 @@ def candidates(spec: ModelSpec, engine: str, max_gpus: int,
 
 
 def engines(c: Candidate, engine: str) -> int:
-    return c.dp if engine == "vllm" else 1
+    return c.dp if engine_named(engine).dp_replicates else 1
 
 
 def evaluate(ev: Evaluator, model: str | ModelSpec, gpu: GPU, c: Candidate, base: Deployment,

@@ -8,6 +8,8 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memprof.core.engines import engine_of
+
 if TYPE_CHECKING:
     from memprof.batch.plan import PlanRow
 
@@ -33,18 +35,9 @@ def serve_command(r: PlanRow, model: str) -> str:
     (``memprof.batch.plan.serve_model``), shell-quoted."""
     c, d = r.candidate, r.deployment
     model = shlex.quote(model)
-    if d.engine == "sglang":
-        parts = [f"python -m sglang.launch_server --model-path {model} --tp {c.tp}"]
-        parts += [f"--pp-size {c.pp}"] if c.pp > 1 else []
-        parts += ["--ep-size", str(c.tp)] if c.ep else []
-        parts += [f"--context-length {d.max_model_len}",
-                  f"--max-running-requests {r.max_num_seqs}"]
-    else:
-        parts = [f"vllm serve {model} -tp {c.tp}"]
-        parts += [f"-pp {c.pp}"] if c.pp > 1 else []
-        parts += [f"-dp {c.dp}"] if c.dp > 1 else []
-        parts += ["--enable-expert-parallel"] if c.ep else []
-        parts += [f"--max-model-len {d.max_model_len}", f"--max-num-seqs {r.max_num_seqs}"]
+    parts = engine_of(d).serve_command(model, tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep,
+                                       max_model_len=d.max_model_len,
+                                       max_num_seqs=r.max_num_seqs)
     if c.kv_cache_dtype != "auto":
         parts.append(f"--kv-cache-dtype {c.kv_cache_dtype}")
     return " ".join(parts)

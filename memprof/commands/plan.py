@@ -64,16 +64,17 @@ def run(args: Namespace) -> int:
 
     check_format(fmt, FORMATS)
     markdown = check_markdown(args.markdown)
-    if engine not in ("vllm", "sglang"):
-        raise BadInput(f"unknown --engine {engine[:40]!r}", hint="vllm or sglang")
+    from memprof.core.engines import engine_named
+
+    has_entrypoint = engine_named(engine).has_entrypoint  # an unknown --engine: BadInput
     from memprof.core.deployment import ENTRYPOINTS
     from memprof.core.versions import resolve_version
 
     if entrypoint not in ENTRYPOINTS:
         raise BadInput(f"unknown --entrypoint {entrypoint[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")
-    if entrypoint != "serve" and engine == "sglang":
-        raise BadInput("--entrypoint is vLLM's and does not apply under --engine sglang",
+    if entrypoint != "serve" and not has_entrypoint:
+        raise BadInput(f"--entrypoint is vLLM's and does not apply under --engine {engine}",
                        hint="drop --entrypoint, or add --engine vllm")
     version = resolve_version(engine_version, engine)
     kvs = tuple(k.strip() for k in kv_cache_dtype.split(","))

@@ -56,7 +56,7 @@ def options() -> tuple[Option, ...]:
     from memprof.core.flags import BY_FIELD
 
     def names(field: str) -> tuple[str, ...]:
-        return BY_FIELD[field].vllm
+        return BY_FIELD[field].flags("vllm")
 
     return (Option(dest="kernel", names=("--kernel",), default="all", choices=KERNELS,
                    help="The decode to run."),

@@ -16,6 +16,7 @@ from memprof import __version__
 from memprof.core.compare import diff
 from memprof.core.components import Component
 from memprof.core.engine_log import engine_log
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
@@ -104,7 +105,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "deployment": {
             "engine": d.engine,
             "engine_version": d.engine_version,
-            "entrypoint": None if d.sglang else d.entrypoint,
+            "entrypoint": d.entrypoint if engine_of(d).has_entrypoint else None,
             "tensor_parallel_size": d.tp,
             "pipeline_parallel_size": d.pp,
             "data_parallel_size": d.dp,

@@ -22,7 +22,6 @@ from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTI
 from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
-from memprof.core.models.config import derived_max_model_len
 from memprof.core.versions import Rule, resolve_version, value_at
 
 __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_PREFILL_TOKENS",
@@ -199,7 +198,7 @@ def beyond_derived_len(dep: Deployment, spec: ModelSpec) -> tuple[int, str] | No
     """(derived maximum, how) when ``dep.max_model_len`` exceeds the model's derived maximum."""
     if dep.max_model_len is None:
         return None
-    found = derived_max_model_len(spec.raw, dep.engine)
+    found = engine_of(dep).derived_max_model_len(spec.raw)
     if found is None or dep.max_model_len <= found[0]:
         return None
     return found
@@ -207,7 +206,7 @@ def beyond_derived_len(dep: Deployment, spec: ModelSpec) -> tuple[int, str] | No
 
 def check_max_model_len(dep: Deployment, spec: ModelSpec) -> None:
     """Refuse a ``max_model_len`` beyond the model's derived maximum, as the engine does
-    (``derived_max_model_len``), unless the engine's override variable is set."""
+    (``Engine.derived_max_model_len``), unless the engine's override variable is set."""
     over = beyond_derived_len(dep, spec)
     if over is None or long_context_allowed(dep.engine):
         return

@@ -22,7 +22,6 @@ from memprof.core.engines.vllm import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
-from memprof.core.models.config import derived_max_model_len
 from memprof.core.versions import resolve_version
 
 __all__ = ["BATCH_DEFAULTS", "GPU_MEMORY_UTILIZATION", "V0_CHUNKED_PREFILL_ABOVE",
@@ -30,11 +29,11 @@ __all__ = ["BATCH_DEFAULTS", "GPU_MEMORY_UTILIZATION", "V0_CHUNKED_PREFILL_ABOVE
 
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     """Every default filled in: max_model_len derived from the config as the engine derives it
-    (``derived_max_model_len``: RoPE scaling included), vLLM's batch defaults for the
+    (``Engine.derived_max_model_len``: RoPE scaling included), vLLM's batch defaults for the
     GPU, release and entry point, vLLM's ``gpu_memory_utilization`` default for the release
     (0.92 from 0.20.0, 0.9 before). A config that states no ``max_position_embeddings`` needs
     ``--max-model-len``: memprof does not guess a length."""
-    derived = derived_max_model_len(spec.raw, dep.engine)
+    derived = engine_of(dep).derived_max_model_len(spec.raw)
     mml = dep.max_model_len or (derived[0] if derived else None)
     if not mml:
         raise BadInput(f"the config of {spec.name} has no max_position_embeddings, so the "

@@ -6,8 +6,9 @@ scenarios and budgets (snake_case keys), the engine check in ``deployment.valida
 under an engine that has no such setting is refused, naming that engine's own flag), and the
 serve-command parser that comes next.
 
-Flag names are the engines' own: vLLM ``EngineArgs.add_cli_args`` (vllm/engine/arg_utils.py,
-v0.11.0) and SGLang ``ServerArgs.add_cli_args`` (python/sglang/srt/server_args.py, SGL@d315eb7).
+The flag names are the engines' own, declared by each engine module (``Engine.flags`` in
+``memprof/core/engines/``, each citing the argument parser it was read from); a new engine's
+flags need no column here.
 """
 
 from __future__ import annotations
@@ -17,19 +18,18 @@ from typing import Literal
 
 from memprof.base.errors import BadInput
 from memprof.base.units import parse_size
+from memprof.core.engines import DEFAULT, ENGINES
 
 Kind = Literal["int", "float", "bool", "str", "size"]
-Engine = Literal["vllm", "sglang"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
-    """One deployment field and its flags. An empty flag tuple: the engine has no such setting."""
+    """One deployment field; its flags are each engine's (``Engine.flags`` of the modules in
+    ``memprof/core/engines/``): a field an engine does not list is no setting of that engine."""
 
     field: str
     kind: Kind
-    vllm: tuple[str, ...]
-    sglang: tuple[str, ...]
     note: str = ""  # what the other engine does instead, for the refusal's hint
     help: str = ""  # the flag's help in ``memprof estimate --help``
     choices_from: str = ""  # "module:NAME" of the closed set of values (read when help is shown)
@@ -38,11 +38,13 @@ class Setting:
     memprof_only: bool = False  # a modelling choice of memprof's: no engine launcher has it
 
     def flags(self, engine: str) -> tuple[str, ...]:
-        return self.vllm if engine == "vllm" else self.sglang
+        """``engine``'s flags for the field (() where it has no such setting)."""
+        found = ENGINES.get(engine)
+        return found.flags.get(self.field, ()) if found is not None else ()
 
     def cli_flags(self) -> tuple[str, ...]:
-        """Every name memprof's CLI accepts for the field: vLLM's names, then SGLang's."""
-        return tuple(dict.fromkeys((*self.vllm, *self.sglang)))
+        """Every name memprof's CLI accepts for the field: each engine's, in ``ENGINES`` order."""
+        return tuple(dict.fromkeys(f for e in ENGINES.values() for f in self.flags(e.name)))
 
     def choices(self) -> tuple[str, ...]:
         """The closed set of values, read from the constant ``choices_from`` names (imported
@@ -56,108 +58,90 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting(field="engine", kind="str", vllm=("--engine",), sglang=("--engine",),
+    Setting(field="engine", kind="str",
             help="The serving engine.", choices_from="memprof.core.deployment:ENGINES",
             memprof_only=True),
-    Setting(field="engine_version", kind="str", vllm=("--engine-version",),
-            sglang=("--engine-version",),
+    Setting(field="engine_version", kind="str",
             help="The engine release to model (vLLM 0.7.1 to 0.33.0; memprof versions lists them).",
             shown_default="the newest modelled",
             metavar="VERSION"),
-    Setting(field="entrypoint", kind="str", vllm=("--entrypoint",), sglang=(),
+    Setting(field="entrypoint", kind="str",
             note="SGLang's defaults do not depend on the entry point",
             help="vLLM only: serve (vllm serve) or llm (the Python LLM class); vLLM's batch "
             "defaults differ by entry point.",
             choices_from="memprof.core.deployment:ENTRYPOINTS"),
-    Setting(field="tp", kind="int", vllm=("-tp", "--tensor-parallel-size"),
-            sglang=("--tp", "--tp-size"),
+    Setting(field="tp", kind="int",
             help="TP size (SGLang: --tp/--tp-size, the GPUs of one server)."),
-    Setting(field="pp", kind="int", vllm=("-pp", "--pipeline-parallel-size"),
-            sglang=("--pp-size",),
+    Setting(field="pp", kind="int",
             help="PP size (SGLang: --pp-size)."),
-    Setting(field="dp", kind="int", vllm=("-dp", "--data-parallel-size"),
-            sglang=("--dp", "--dp-size"),
+    Setting(field="dp", kind="int",
             help="DP size (SGLang: --dp/--dp-size)."),
-    Setting(field="enable_expert_parallel", kind="bool", vllm=("--enable-expert-parallel",),
-            sglang=("--enable-expert-parallel",),
+    Setting(field="enable_expert_parallel", kind="bool",
             help="Experts split over TP x DP ranks (expert parallelism)."),
-    Setting(field="dtype", kind="str", vllm=("--dtype",), sglang=("--dtype",),
+    Setting(field="dtype", kind="str",
             help="The weights' dtype.", choices_from="memprof.core.deployment:DTYPES"),
-    Setting(field="hf_overrides", kind="str", vllm=("--hf-overrides",),
-            sglang=("--json-model-override-args",),
+    Setting(field="hf_overrides", kind="str",
             help="JSON merged into the model's config.json before it is sized, as vLLM's "
             "--hf-overrides (SGLang: --json-model-override-args), e.g. "
             "'{\"num_hidden_layers\": 4}'.",
             metavar="JSON"),
-    Setting(field="assume_architecture", kind="str", vllm=("--assume-architecture",),
-            sglang=("--assume-architecture",),
+    Setting(field="assume_architecture", kind="str",
             help="Read a config whose architecture memprof does not know as this generic "
             "family (the estimate states the assumption); unknown ones are refused otherwise.",
             choices_from="memprof.core.models.families:ASSUMABLE_NAMES", memprof_only=True),
-    Setting(field="quantization", kind="str", vllm=("--quantization", "-q"),
-            sglang=("--quantization",),
+    Setting(field="quantization", kind="str",
             help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq.",
             shown_default="the config's quantization_config"),
-    Setting(field="kv_cache_dtype", kind="str", vllm=("--kv-cache-dtype",),
-            sglang=("--kv-cache-dtype",),
+    Setting(field="kv_cache_dtype", kind="str",
             help="The KV cache's dtype.", choices_from="memprof.core.deployment:KV_CACHE_DTYPES"),
-    Setting(field="max_model_len", kind="int", vllm=("--max-model-len",),
-            sglang=("--context-length",),
+    Setting(field="max_model_len", kind="int",
             help="SGLang: --context-length.", shown_default="the model's max_position_embeddings"),
-    Setting(field="max_num_seqs", kind="int", vllm=("--max-num-seqs",),
-            sglang=("--max-running-requests",),
+    Setting(field="max_num_seqs", kind="int",
             help="SGLang: --max-running-requests.", shown_default="the engine's for the GPU"),
-    Setting(field="max_num_batched_tokens", kind="int", vllm=("--max-num-batched-tokens",),
-            sglang=(), note="SGLang's prefill chunk is --chunked-prefill-size",
+    Setting(field="max_num_batched_tokens", kind="int",
+            note="SGLang's prefill chunk is --chunked-prefill-size",
             help="vLLM only.", shown_default="the engine's for the GPU"),
-    Setting(field="gpu_memory_utilization", kind="float", vllm=("--gpu-memory-utilization",),
-            sglang=(), note="SGLang's budget is --mem-fraction-static",
+    Setting(field="gpu_memory_utilization", kind="float",
+            note="SGLang's budget is --mem-fraction-static",
             help="vLLM only.", shown_default="0.92 (0.9 before 0.20.0)"),
-    Setting(field="block_size", kind="int", vllm=("--block-size",), sglang=("--page-size",),
+    Setting(field="block_size", kind="int",
             help="SGLang: --page-size.",
             shown_default="what the engine picks for the attention backend"),
     Setting(field="kv_cache_memory_bytes", kind="size",
-            vllm=("--kv-cache-memory-bytes", "--kv-cache-memory"), sglang=(),
             note="SGLang sizes its KV pool from --mem-fraction-static",
             help="vLLM only: the KV cache size, as vLLM reads it (bytes, 16G binary, 16g decimal, "
             "or 16GiB); overrides --gpu-memory-utilization."),
-    Setting(field="enforce_eager", kind="bool", vllm=("--enforce-eager",),
-            sglang=("--disable-cuda-graph",),
+    Setting(field="enforce_eager", kind="bool",
             help="No CUDA graphs (SGLang: --disable-cuda-graph)."),
     Setting(field="disable_custom_all_reduce", kind="bool",
-            vllm=("--disable-custom-all-reduce",), sglang=("--disable-custom-all-reduce",),
             help="Use NCCL for the TP all-reduce instead of the engine's custom all-reduce."),
     Setting(field="disable_hybrid_kv_cache_manager", kind="bool",
-            vllm=("--disable-hybrid-kv-cache-manager",), sglang=(),
             note="SGLang sizes sliding-window and Mamba pools itself",
             help="vLLM only: one KV cache group; sliding-window and chunked-local layers "
             "cached as full attention."),
-    Setting(field="num_speculative_tokens", kind="int", vllm=("--num-speculative-tokens",),
-            sglang=(), note="SGLang's speculative decoding is not modelled",
+    Setting(field="num_speculative_tokens", kind="int",
+            note="SGLang's speculative decoding is not modelled",
             help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),
-    Setting(field="attention_backend", kind="str", vllm=("--attention-backend",), sglang=(),
+    Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",
             choices_from="memprof.core.scratch.backends:BACKENDS",
             shown_default="what vLLM picks for the model, GPU and KV dtype",
             metavar="BACKEND"),
-    Setting(field="scratch", kind="str", vllm=("--scratch",), sglang=("--scratch",),
+    Setting(field="scratch", kind="str",
             help="Per-layer or shared decode scratch.",
             choices_from="memprof.core.deployment:SCRATCH_POLICIES",
             shown_default="what current engine releases do", memprof_only=True),
-    Setting(field="mem_fraction_static", kind="float", vllm=(),
-            sglang=("--mem-fraction-static",),
+    Setting(field="mem_fraction_static", kind="float",
             note="vLLM's budget is --gpu-memory-utilization",
             help="SGLang only.", shown_default="SGLang's heuristic"),
-    Setting(field="enable_dp_attention", kind="bool", vllm=(),
-            sglang=("--enable-dp-attention",),
+    Setting(field="enable_dp_attention", kind="bool",
             note="vLLM's data parallelism is -dp/--data-parallel-size",
             help="SGLang only: DP attention (attention TP = tp / dp)."),
-    Setting(field="chunked_prefill_size", kind="int", vllm=(),
-            sglang=("--chunked-prefill-size",),
+    Setting(field="chunked_prefill_size", kind="int",
             note="vLLM's prefill chunk is --max-num-batched-tokens",
             help="SGLang only; -1 turns chunked prefill off."),
-    Setting(field="cuda_graph_max_bs", kind="int", vllm=(), sglang=("--cuda-graph-max-bs",),
+    Setting(field="cuda_graph_max_bs", kind="int",
             note="vLLM sizes its CUDA graphs from --max-num-seqs",
             help="SGLang only."),
 )
@@ -170,7 +154,7 @@ def _aliases() -> dict[str, str]:
     out: dict[str, str] = {}
     for s in SETTINGS:
         out[s.field] = s.field
-        for flag in (*s.vllm, *s.sglang):
+        for flag in s.cli_flags():
             out.setdefault(flag.lstrip("-").replace("-", "_"), s.field)
     return out
 
@@ -183,7 +167,7 @@ def field_for(key: str) -> str | None:
     return ALIASES.get(key.strip().lstrip("-").replace("-", "_"))
 
 
-def flag_name(field: str, engine: str = "vllm") -> str:
+def flag_name(field: str, engine: str = DEFAULT) -> str:
     """How a user of ``engine`` spells the field (its longest flag), or the field itself."""
     s = BY_FIELD.get(field)
     names = s.flags(engine) if s else ()

@@ -9,6 +9,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
+from memprof.core.engines import ENGINES
 from memprof.core.gpus import GPU, catalog, resolve_gpu
 from memprof.probes.startup_log import StartupLog
 
@@ -102,19 +103,22 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         g = found
         notes.append(f"GPU: {g.name}, {g.total_bytes / (1 << 30):.2f} GiB as the log shows it")
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
+    wrote = ENGINES.get(log.engine or "")  # None: the log does not say which engine wrote it
     util = log.get("gpu_memory_utilization")
-    if util and log.engine != "sglang":
+    if util and (wrote is None or wrote.budget_by_utilization):
         settings.setdefault("gpu_memory_utilization", util)
     mfs = log.get("mem_fraction_static")
-    if mfs and log.engine == "sglang":
+    if mfs and wrote is not None and not wrote.budget_by_utilization:  # mem_fraction_static
         settings.setdefault("mem_fraction_static", mfs)
     for key in ("logged_max_model_len", "concurrency_tokens"):
         v = log.get(key)
         if v and "max_model_len" not in settings:
             settings["max_model_len"] = int(v)
     engine = str(settings.pop("engine", None) or (
-        log.engine if log.engine in ("vllm", "sglang") else "vllm"))
-    if engine == "vllm" and log.generation == "V0" and not settings.get("engine_version"):
+        log.engine if wrote is not None else Deployment().engine))
+    runs = ENGINES.get(engine)
+    if (runs is not None and runs.has_v0_generation and log.generation == "V0"
+            and not settings.get("engine_version")):
         settings["engine_version"] = newest_v0_release()
         notes.append(f"the log is vLLM V0 and names no release: estimated at "
                      f"{settings['engine_version']}, the newest release memprof models where V0 "

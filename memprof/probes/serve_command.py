@@ -23,6 +23,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.base.files import read_capped_text
+from memprof.core.engines import ENGINES
 from memprof.core.flags import SETTINGS, coerce
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
@@ -126,8 +127,10 @@ def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
         if _ENV_ASSIGN.match(t) or base in _WRAPPERS:
             i += 1
             continue
-        if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
-            return "vllm", i + 2
+        for e in ENGINES.values():
+            if (e.cli_launcher is not None and base == e.cli_launcher[0]
+                    and i + 1 < len(tokens) and tokens[i + 1] == e.cli_launcher[1]):
+                return e.name, i + 2
         if re.fullmatch(r"python[0-9.]*", base) or base in ("uv", "run"):
             # python [-u] -m MODULE
             j = i + 1
@@ -136,10 +139,9 @@ def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
                 j += 1
             if j + 1 < len(tokens) and tokens[j] == "-m":
                 mod = tokens[j + 1]
-                if mod.startswith("vllm.entrypoints"):
-                    return "vllm", j + 2
-                if mod in ("sglang.launch_server", "sglang.srt.server"):
-                    return "sglang", j + 2
+                for e in ENGINES.values():
+                    if e.launches(mod):
+                        return e.name, j + 2
             return None
         return None
     return None
@@ -179,7 +181,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
         tok = args[i]
         i += 1
         if not tok.startswith("-") or re.fullmatch(r"-[0-9.]+", tok):
-            if engine == "vllm" and model is None:
+            if engine in ENGINES and ENGINES[engine].positional_model and model is None:
                 model = tok  # vllm serve MODEL
                 continue
             raise BadInput(f"{where}: unexpected argument {tok[:60]!r}",
@@ -495,8 +497,7 @@ def _from_container(tokens: list[str], image: str | None, where: str) -> ServeCo
         if re.search(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server", t):
             return _from_script(t, where)
     img = (image or "").lower()
-    if "vllm" in img:  # the vLLM image's entrypoint is `vllm serve`
-        return parse_tokens(tokens, engine="vllm", where=where)
-    if "sglang" in img and tokens:
-        return parse_tokens(tokens, engine="sglang", where=where)
+    for e in ENGINES.values():  # an image named for its engine
+        if e.name in img and (tokens or e.image_entrypoint_serves):
+            return parse_tokens(tokens, engine=e.name, where=where)
     raise _NotServe

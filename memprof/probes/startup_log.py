@@ -19,6 +19,7 @@ from typing import Any, Literal
 from memprof.base.errors import BadInput
 from memprof.base.files import read_capped
 from memprof.base.units import GiB, fmt_bytes
+from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
 
 MAX_LOG_BYTES = 64 << 20
@@ -263,11 +264,15 @@ def _engine(text: str) -> str:
 
 
 def _guess_engine(figures: dict[str, Figure]) -> str | None:
-    return "vllm" if figures else None
+    """The engine whose budget lines the figures are (None: no figure was read)."""
+    if not figures:
+        return None
+    return next((e.name for e in ENGINES.values() if e.logs_budget_lines), None)
 
 
 def _generation(text: str, engine: str, figures: dict[str, Figure]) -> str | None:
-    if engine != "vllm":
+    wrote = ENGINES.get(engine)
+    if wrote is None or not wrote.has_v0_generation:
         return None
     if re.search(r"V1 LLM engine|VLLM_USE_V1=1|\[gpu_worker\.py|\[kv_cache_utils\.py|"
                  r"Available KV cache memory|EngineCore", text):
@@ -327,8 +332,7 @@ def _settings(lines: list[str], engine: str
                                              r"sglang\.launch_server", line):
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
             if m:
-                launcher = ("python -m sglang.launch_server " if engine == "sglang"
-                            else "vllm serve ")
+                launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
                 line = launcher + m.group(1)
         if command is None and re.search(r"vllm serve|vllm\.entrypoints|sglang\.launch_server",
                                          line):

@@ -10,6 +10,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.compare import DiffRow, diff
 from memprof.core.components import Component
 from memprof.core.engine_log import engine_log
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
@@ -37,9 +38,11 @@ def headline(e: Estimate) -> str:
     if d.enable_expert_parallel:
         par += f" EP{d.ep_size}"
     q = e.quant.method if e.quant else e.model_dtype
+    entry = (" " + ENTRY_NAMES.get(d.entrypoint, d.entrypoint)
+             if engine_of(d).has_entrypoint else "")
     return (f"{e.spec.name} ({e.spec.architecture}, {q}) on {d.world_size}× {e.gpu.name} "
             f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}"
-            f"{'' if d.sglang else ' ' + ENTRY_NAMES.get(d.entrypoint, d.entrypoint)}, "
+            f"{entry}, "
             f"kv {d.kv_cache_dtype}, "
             f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
             f"max_num_batched_tokens {e.max_num_batched_tokens}")
@@ -72,7 +75,7 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
     d = e.deployment
     if d.kv_cache_memory_bytes:
         budget = f"KV = --kv-cache-memory {fmt_bytes(d.kv_cache_memory_bytes)}"
-    elif d.sglang:
+    elif not engine_of(d).budget_by_utilization:  # mem_fraction_static × free before load
         loaded = sum(c.bytes for c in r.components
                      if c.where == "budget" and c.category in ("weights", "scratch"))
         budget = (f"KV = mem_fraction_static {e.mem_fraction_static} × free before load = "
@@ -99,7 +102,7 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
         f"{fmt_bytes(r.kv.kv_cache_bytes)}",
         *engine,
         f"headroom at run time: {fmt_bytes(r.headroom_bytes)} (total − before-baseline − "
-        f"{'envelope' if d.sglang else 'requested'} − unbudgeted)",
+        f"{'requested' if engine_of(d).budget_by_utilization else 'envelope'} − unbudgeted)",
         *[f"scratch {name}: per layer {fmt_bytes(per)}, shared {fmt_bytes(shared)} — sharing "
           f"saves {fmt_bytes(per - shared)}" for name, per, shared in r.scratch_savings],
     ]

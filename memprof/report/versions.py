@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from memprof.base.units import fmt_bytes
+from memprof.core.engines import engine_of
 from memprof.core.version_diff import (
     VersionDiff,
     all_rules,
@@ -41,7 +42,7 @@ def render_rulebook() -> str:
 def _title(d: VersionDiff) -> str:
     e = d.estimate_a
     return (f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
-            f"{'SGLang' if e.deployment.sglang else 'vLLM'} {d.a} → {d.b}")
+            f"{engine_of(e.deployment).display} {d.a} → {d.b}")
 
 
 def render_version_diff(d: VersionDiff) -> str:

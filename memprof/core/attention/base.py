@@ -173,6 +173,9 @@ class AttentionKind:
     # the attention backend that runs it forces its block size (vLLM platforms/cuda.py
     # check_and_update_config, v0.11.0: the MLA backends); the kind's own rule otherwise
     backend_picks_block: bool = False
+    # the scratch catalog's key (core/scratch) of buffers every deployment of this kind has,
+    # whatever the attention backend (None: only the backend's and the engine's)
+    scratch_key: str | None = None
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""

@@ -48,6 +48,10 @@ DSV4_MIN_PADDED_HEADS = 64
 # is that ``SparseAttnIndexer`` on CUDA (models/deepseek_v4/attention.py ``_get_attn_cls``).
 DSV4_INDEXER_MAX_LOGITS_BYTES = 512 * MiB
 
+# the scratch catalog's key of the buffers every DeepSeek-V4 deployment has, whatever the
+# backend (memprof/core/scratch/dsv4.py)
+SCRATCH_KEY = "deepseek_v4"
+
 
 class DSV4(AttentionKind):
     """One SWA cache per layer, plus the compressed caches, the indexer K cache and the
@@ -55,6 +59,7 @@ class DSV4(AttentionKind):
 
     name = "dsv4"
     packed_kv_pool = True
+    scratch_key = SCRATCH_KEY
     # Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
     # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"),
     # vllm/model_executor/models/deepseek_v4.py @023da1fc.

@@ -1,9 +1,9 @@
 """The engines memprof models, one module each behind ``base.Engine``, and the registry.
 
-A new engine is one module here (an ``Engine`` subclass and its ``ENGINE`` instance), one line in
-``ENGINES``, and its releases in ``versions.RELEASES`` (with its ``versions.DISPLAY_NAMES`` entry,
-and ``SNAPSHOT_ENGINES`` when its releases are source snapshots: ``versions`` sits below this
-package), plus its flags in ``flags.SETTINGS``. Everything that differs by engine asks
+A new engine is one module here (an ``Engine`` subclass and its ``ENGINE`` instance, its flag
+spellings in ``Engine.flags``), one line in ``ENGINES``, and its releases in ``versions.RELEASES``
+(with its ``versions.DISPLAY_NAMES`` entry, and ``SNAPSHOT_ENGINES`` when its releases are source
+snapshots: ``versions`` sits below this package). Everything that differs by engine asks
 ``engine_of(dep)`` (or ``engine_named``); tests/test_extension_axes.py keeps it so.
 """
 
@@ -15,6 +15,8 @@ from memprof.core.engines.base import DeploymentView, Engine
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE)}
 NAMES: tuple[str, ...] = tuple(ENGINES)
+# the engine a deployment runs when --engine is not given (``Deployment.engine``'s default)
+DEFAULT: str = vllm.ENGINE.name
 
 
 def engine_named(name: str) -> Engine:

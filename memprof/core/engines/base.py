@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from memprof.core.gpus import GPU
 
@@ -122,6 +122,31 @@ class Engine:
     selects_attention_backend: ClassVar[bool] = False
     # the budget lines of the start-up log are modelled (core/engine_log.py)
     logs_budget_lines: ClassVar[bool] = False
+    # the engine has vLLM's two entry points (``vllm serve`` / the Python ``LLM`` class); False:
+    # one server, ``entrypoint`` is not its setting (reports show none)
+    has_entrypoint: ClassVar[bool] = False
+    # ``--dp`` starts that many identical engines, each on its own GPUs (plan tries DP sizes and
+    # counts engines by it); False: ``--dp`` splits one server's GPUs for attention
+    dp_replicates: ClassVar[bool] = False
+    # the model classes register their init-time buffers as vLLM's do (the attention kind's
+    # buffers of terms/dsv4_init_buffers.py); False: none are modelled for this engine
+    registers_model_init_buffers: ClassVar[bool] = False
+    # the RoPE caches are the attention kind's engine-specific rotary buffers
+    # (``AttentionKind.sglang_rope_buffers``) instead of vLLM's ``get_rope`` caches
+    own_rope_buffers: ClassVar[bool] = False
+    # the engine had vLLM's V0 generation (a V0 start-up log names no release)
+    has_v0_generation: ClassVar[bool] = False
+    # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
+    # SETTINGS rows read them; a field not listed is no setting of this engine)
+    flags: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # --- how its command lines look (memprof/probes/serve_command.py, startup_log.py) ---
+    # the console script and subcommand that start a server (("vllm", "serve")); None: only
+    # ``python -m`` (``launches``)
+    cli_launcher: ClassVar[tuple[str, str] | None] = None
+    launcher_prefix: ClassVar[str]  # what a serve command starts with, before the flags
+    positional_model: ClassVar[bool] = False  # the model is the first positional argument
+    # the engine's container image runs the server as its entrypoint (bare flags serve)
+    image_entrypoint_serves: ClassVar[bool] = False
 
     # --- rank layout ------------------------------------------------------------------------------
 
@@ -188,6 +213,12 @@ class Engine:
         """Whether the engine refuses to start because its envelope exceeds the free memory."""
         return False
 
+    def derived_max_model_len(self, cfg: dict[str, Any]) -> tuple[int, str] | None:
+        """The longest ``max_model_len`` the engine accepts from ``config.json`` without its
+        ``long_context_env`` variable, and how it was derived (``None``: the config states no
+        length)."""
+        raise NotImplementedError
+
     def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
         """The block sizes the engine's CLI takes (None: any)."""
         return None
@@ -203,8 +234,18 @@ class Engine:
         when it selects vLLM's backends)."""
         return ()
 
+    def launches(self, module: str) -> bool:
+        """Whether ``python -m module`` starts this engine's server."""
+        return False
+
     def check_layout(self, dep: DeploymentView) -> None:
         """The engine's refusals of a parallel layout (after the settings checks)."""
 
     def notes(self, dep: DeploymentView, mfs: float) -> list[str]:
         return []
+
+    def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
+                      max_model_len: int | None, max_num_seqs: int) -> list[str]:
+        """The words of the command line that starts this layout (``model`` shell-quoted
+        already; ``plan`` appends the KV dtype)."""
+        raise NotImplementedError

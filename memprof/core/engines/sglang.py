@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import GiB, MiB
@@ -26,6 +26,7 @@ from memprof.core.engines.base import (
 )
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
+from memprof.core.models.config import first_length_key_max_len
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
 # --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
@@ -86,6 +87,33 @@ class SGLang(Engine):
     # SGLang get_bool_env_var("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") (model_config.py)
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
+    own_rope_buffers: ClassVar[bool] = True
+    launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
+    # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
+    # --engine-version and --scratch are memprof's own
+    flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "engine": ("--engine",),
+        "engine_version": ("--engine-version",),
+        "tp": ("--tp", "--tp-size"),
+        "pp": ("--pp-size",),
+        "dp": ("--dp", "--dp-size"),
+        "enable_expert_parallel": ("--enable-expert-parallel",),
+        "dtype": ("--dtype",),
+        "hf_overrides": ("--json-model-override-args",),
+        "quantization": ("--quantization",),
+        "kv_cache_dtype": ("--kv-cache-dtype",),
+        "max_model_len": ("--context-length",),
+        "max_num_seqs": ("--max-running-requests",),
+        "block_size": ("--page-size",),
+        "enforce_eager": ("--disable-cuda-graph",),
+        "scratch": ("--scratch",),
+        "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
+        "assume_architecture": ("--assume-architecture",),
+        "mem_fraction_static": ("--mem-fraction-static",),
+        "enable_dp_attention": ("--enable-dp-attention",),
+        "chunked_prefill_size": ("--chunked-prefill-size",),
+        "cuda_graph_max_bs": ("--cuda-graph-max-bs",),
+    }
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
 
@@ -174,6 +202,22 @@ class SGLang(Engine):
         if dep.enable_dp_attention and dep.tp % dep.dp:
             raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp "
                               f"({dep.tp})", hint="e.g. --tp 8 --dp 8 --enable-dp-attention")
+
+    def derived_max_model_len(self, cfg: dict[str, Any]) -> tuple[int, str] | None:
+        return first_length_key_max_len(cfg)
+
+    def launches(self, module: str) -> bool:
+        return module in ("sglang.launch_server", "sglang.srt.server")
+
+    def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
+                      max_model_len: int | None, max_num_seqs: int) -> list[str]:
+        """``python -m sglang.launch_server``: ``--ep-size`` spans the TP ranks (``dp`` is not
+        a replica count here, so it is not written)."""
+        parts = [f"python -m sglang.launch_server --model-path {model} --tp {tp}"]
+        parts += [f"--pp-size {pp}"] if pp > 1 else []
+        parts += ["--ep-size", str(tp)] if ep else []
+        return [*parts, f"--context-length {max_model_len}",
+                f"--max-running-requests {max_num_seqs}"]
 
     def notes(self, dep: DeploymentView, mfs: float) -> list[str]:
         return [f"SGLang: mem_fraction_static {mfs} "

@@ -12,7 +12,7 @@ Budget line (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from memprof.base.units import GiB
 from memprof.core.engines.base import (
@@ -23,6 +23,7 @@ from memprof.core.engines.base import (
     RankCoord,
 )
 from memprof.core.gpus import GPU
+from memprof.core.models.config import smallest_length_key_max_len
 from memprof.core.versions import Rule, value_at
 
 # the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
@@ -166,6 +167,42 @@ class VLLM(Engine):
     replays_model_load: ClassVar[bool] = True
     selects_attention_backend: ClassVar[bool] = True
     logs_budget_lines: ClassVar[bool] = True
+    has_entrypoint: ClassVar[bool] = True
+    dp_replicates: ClassVar[bool] = True
+    registers_model_init_buffers: ClassVar[bool] = True
+    has_v0_generation: ClassVar[bool] = True
+    cli_launcher: ClassVar[tuple[str, str] | None] = ("vllm", "serve")
+    launcher_prefix: ClassVar[str] = "vllm serve "
+    # EngineArgs.add_cli_args (vllm/engine/arg_utils.py, v0.11.0); --engine, --engine-version
+    # and --scratch are memprof's own
+    flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "engine": ("--engine",),
+        "engine_version": ("--engine-version",),
+        "entrypoint": ("--entrypoint",),
+        "tp": ("-tp", "--tensor-parallel-size"),
+        "pp": ("-pp", "--pipeline-parallel-size"),
+        "dp": ("-dp", "--data-parallel-size"),
+        "enable_expert_parallel": ("--enable-expert-parallel",),
+        "dtype": ("--dtype",),
+        "hf_overrides": ("--hf-overrides",),
+        "quantization": ("--quantization", "-q"),
+        "kv_cache_dtype": ("--kv-cache-dtype",),
+        "max_model_len": ("--max-model-len",),
+        "max_num_seqs": ("--max-num-seqs",),
+        "max_num_batched_tokens": ("--max-num-batched-tokens",),
+        "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        "block_size": ("--block-size",),
+        "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "--kv-cache-memory"),
+        "enforce_eager": ("--enforce-eager",),
+        "num_speculative_tokens": ("--num-speculative-tokens",),
+        "attention_backend": ("--attention-backend",),
+        "scratch": ("--scratch",),
+        "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
+        "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
+        "assume_architecture": ("--assume-architecture",),
+    }
+    positional_model: ClassVar[bool] = True  # vllm serve MODEL
+    image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve
 
     # --- rank layout: TP×PP workers per engine, DP whole engines -------------------------------
 
@@ -231,9 +268,25 @@ class VLLM(Engine):
         """``request_memory`` (vllm/v1/worker/utils.py): free memory below the requested."""
         return not dep.kv_cache_memory_bytes and base + envelope > total
 
+    def derived_max_model_len(self, cfg: dict[str, Any]) -> tuple[int, str] | None:
+        return smallest_length_key_max_len(cfg)
+
     def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
         choices = value_at(BLOCK_SIZE_CHOICES, version)
         return choices if isinstance(choices, tuple) else None
+
+    def launches(self, module: str) -> bool:
+        """``python -m vllm.entrypoints.openai.api_server`` and the other entry points."""
+        return module.startswith("vllm.entrypoints")
+
+    def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
+                      max_model_len: int | None, max_num_seqs: int) -> list[str]:
+        """``vllm serve`` with its short parallel flags."""
+        parts = [f"vllm serve {model} -tp {tp}"]
+        parts += [f"-pp {pp}"] if pp > 1 else []
+        parts += [f"-dp {dp}"] if dp > 1 else []
+        parts += ["--enable-expert-parallel"] if ep else []
+        return [*parts, f"--max-model-len {max_model_len}", f"--max-num-seqs {max_num_seqs}"]
 
 
 ENGINE = VLLM()

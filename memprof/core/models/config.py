@@ -36,7 +36,7 @@ _INT_FIELDS: dict[str, tuple[int, int]] = {
     "n_shared_experts": (0, _MAX_COUNT), "num_nextn_predict_layers": (0, 64),
     "o_groups": (1, _MAX_COUNT), "o_lora_rank": (0, _MAX_DIM), "hc_mult": (0, 64),
     "num_hash_layers": (0, _MAX_LAYERS),
-    # the other keys the engines read for the context length (derived_max_model_len)
+    # the other keys the engines read for the context length (the two *_length_key_max_len)
     "n_positions": (1, _MAX_LEN), "max_seq_len": (1, _MAX_LEN), "seq_length": (1, _MAX_LEN),
     "model_max_length": (1, _MAX_LEN), "max_target_positions": (1, _MAX_LEN),
     "max_sequence_length": (1, _MAX_LEN), "max_seq_length": (1, _MAX_LEN),
@@ -261,32 +261,33 @@ def _rope_type(rope: dict[str, Any]) -> str:
     return str(rope.get("rope_type", rope.get("type", "default")))
 
 
-def derived_max_model_len(cfg: dict[str, Any], engine: str = "vllm") -> tuple[int, str] | None:
-    """The longest ``max_model_len`` (SGLang: ``--context-length``) the engine accepts without its
-    override variable, and how it was derived; ``None`` when the config states no length.
+def first_length_key_max_len(cfg: dict[str, Any]) -> tuple[int, str] | None:
+    """The first length key present times the RoPE ``factor``, the factor taken as 1 when the
+    scaling states ``original_max_position_embeddings`` or is ``llama3``, and how it was derived
+    (``None``: no length key). SGLang's rule (``get_context_length``, SGL@d315eb7; a longer
+    ``--context-length`` raises unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``,
+    model_config.py ``ModelConfig``); ``engines/sglang.py`` uses it."""
+    key = next((k for k in _SGLANG_LEN_KEYS if cfg.get(k) is not None), None)
+    if key is None:
+        return None
+    factor: float = 1
+    rope = cfg.get("rope_scaling")
+    if isinstance(rope, dict) and rope:
+        factor = rope.get("factor", 1) or 1
+        if "original_max_position_embeddings" in rope or _rope_type(rope) == "llama3":
+            factor = 1
+    how = f"{key} {cfg[key]:,}" + (f" × rope_scaling factor {factor}" if factor != 1 else "")
+    return int(factor * cfg[key]), how
 
-    vLLM (``_get_and_verify_max_len``, vllm/config/model.py v0.11.0): the smallest length key
-    (``model_max_length`` when set), then for RoPE scaling other than ``su``/``longrope``/
-    ``llama3`` (and not on Gemma 3) times ``factor``, yarn starting from its
-    ``original_max_position_embeddings``; a longer ``--max-model-len`` raises unless
-    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``. SGLang (``get_context_length``, SGL@d315eb7): the first
-    length key times ``factor``, the factor taken as 1 when the scaling states
-    ``original_max_position_embeddings`` or is ``llama3``; a longer ``--context-length`` raises
-    unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (model_config.py ``ModelConfig``).
-    """
+
+def smallest_length_key_max_len(cfg: dict[str, Any]) -> tuple[int, str] | None:
+    """The smallest length key (``model_max_length`` when set), then for RoPE scaling other
+    than ``su``/``longrope``/``llama3`` (and not on Gemma 3) times ``factor``, yarn starting
+    from its ``original_max_position_embeddings``, and how it was derived (``None``: no length
+    key). vLLM's rule (``_get_and_verify_max_len``, vllm/config/model.py v0.11.0; a longer
+    ``--max-model-len`` raises unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``);
+    ``engines/vllm.py`` uses it."""
     sets = _rope_sets(cfg)
-    if engine == "sglang":
-        key = next((k for k in _SGLANG_LEN_KEYS if cfg.get(k) is not None), None)
-        if key is None:
-            return None
-        factor: float = 1
-        rope = cfg.get("rope_scaling")
-        if isinstance(rope, dict) and rope:
-            factor = rope.get("factor", 1) or 1
-            if "original_max_position_embeddings" in rope or _rope_type(rope) == "llama3":
-                factor = 1
-        how = f"{key} {cfg[key]:,}" + (f" × rope_scaling factor {factor}" if factor != 1 else "")
-        return int(factor * cfg[key]), how
     found = [(cfg[k], k) for k in _VLLM_LEN_KEYS if cfg.get(k) is not None]
     if not found:
         return None

@@ -4,11 +4,12 @@ and which scratch policy current engine releases use."""
 from __future__ import annotations
 
 from memprof.base.errors import BadInput
+from memprof.core.attention import kind_of
 from memprof.core.attention_backends import BY_NAME, NAMES, ROWS, arch_refusal, default_for
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
-from memprof.core.kv_dtypes import DSV4, GQA, MLA, attention_kind, kv_dtype
+from memprof.core.kv_dtypes import GQA, MLA, attention_kind, kv_dtype
 from memprof.core.kv_dtypes import ROWS as KV_ROWS
 from memprof.core.models import ModelSpec
 
@@ -101,8 +102,8 @@ def block_size_for(spec: ModelSpec, gpu: GPU, dep: Deployment) -> tuple[int | No
     for FlashMLA backend."; GQA kernels ``get_supported_kernel_block_sizes``: a size no kernel
     block divides is vLLM's "No common block size" ValueError).
 
-    V0 releases (before 0.8.0), DeepSeek-V4 and engines that do not select vLLM's attention
-    backends (SGLang's ``--page-size``) are taken as given.
+    V0 releases (before 0.8.0), kinds with a packed KV pool (DeepSeek-V4) and engines that do
+    not select vLLM's attention backends (SGLang's ``--page-size``) are taken as given.
     """
     from memprof.core.kvcache import V0_BLOCK_SIZE
     from memprof.core.versions import value_at
@@ -112,7 +113,7 @@ def block_size_for(spec: ModelSpec, gpu: GPU, dep: Deployment) -> tuple[int | No
             or isinstance(value_at(V0_BLOCK_SIZE, dep.engine_version), int)):
         return asked, ""
     a = spec.layers[0].attention
-    if a.kind == DSV4:
+    if kind_of(a).packed_kv_pool:  # the packed pool's own KV plan lays out its pages
         return asked, ""
     row = BY_NAME[resolve_backend(spec, gpu, dep)]
     if a.kind == MLA:

@@ -53,7 +53,6 @@ POLICIES = ("per-layer", "shared")
 
 # Catalog keys that are not attention backends.
 SGLANG_DP_ATTENTION = DP_ATTENTION_SCRATCH  # SGLang --enable-dp-attention gathered buffer
-DEEPSEEK_V4 = "deepseek_v4"  # buffers every DeepSeek-V4 deployment has, whatever the backend
 
 # --- constants (each with its source) -------------------------------------------------------------
 
@@ -167,7 +166,7 @@ class ScratchBuffer:
     """One variant of one scratch buffer (set) of one backend."""
 
     key: str  # identity shared by the per-layer and shared variants of the same buffer
-    backend: str  # attention backend, or SGLANG_DP_ATTENTION / DEEPSEEK_V4
+    backend: str  # attention backend, SGLANG_DP_ATTENTION or an attention kind's scratch_key
     name: str
     label: str  # how the variant shows in a component name: "per layer", "shared", ...
     policy: str  # "per-layer" | "shared" | "both"

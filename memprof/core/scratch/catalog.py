@@ -14,5 +14,5 @@ CATALOG: tuple[ScratchBuffer, ...] = (*MLA_BUFFERS, *FLASHINFER_BUFFERS, *TURBOQ
 
 
 def buffers_for(key: str) -> tuple[ScratchBuffer, ...]:
-    """Catalog entries of one backend (or of SGLANG_DP_ATTENTION / DEEPSEEK_V4)."""
+    """Catalog entries of one backend (or SGLANG_DP_ATTENTION, or a kind's scratch_key)."""
     return tuple(b for b in CATALOG if b.backend == key)

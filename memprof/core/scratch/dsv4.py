@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from memprof.base.units import cdiv
 from memprof.core.attention.dsv4 import DSV4_SWA_BLOCK
+from memprof.core.attention.dsv4 import SCRATCH_KEY as DEEPSEEK_V4
 from memprof.core.deployment import Deployment
 from memprof.core.models import Layer, ModelSpec
 from memprof.core.scratch.buffer import (
-    DEEPSEEK_V4,
     Dims,
     Part,
     ScratchBuffer,

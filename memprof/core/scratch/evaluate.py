@@ -9,12 +9,12 @@ from typing import Literal
 
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
+from memprof.core.attention import kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.scratch.backends import default_scratch_policy, resolve_backend
 from memprof.core.scratch.buffer import (
-    DEEPSEEK_V4,
     POLICIES,
     WORKSPACE_ALIGN,
     Dims,
@@ -68,8 +68,9 @@ def _applicable_uncached(ctx: TermContext) -> list[ScratchBuffer]:
     keys = list(engine.scratch_keys(dep))
     if engine.selects_attention_backend:
         keys.append(resolve_backend(spec, ctx.gpu, dep))
-        if spec.layers[0].attention.kind == "dsv4":
-            keys.append(DEEPSEEK_V4)
+        kind_key = kind_of(spec.layers[0].attention).scratch_key
+        if kind_key is not None:
+            keys.append(kind_key)
     out: list[ScratchBuffer] = []
     for key in keys:
         policy = dep.scratch or default_scratch_policy(key)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines import engine_of
 from memprof.core.terms.common import is_last_stage, profile_tokens
 from memprof.core.versions import Rule, value_at
 
@@ -45,7 +46,8 @@ def dsv4_init_buffer_terms(ctx: TermContext) -> list[Component]:
     speculative decoding) and ``_mtp_hidden_buffer = mnbt × hc_mult·H × s`` where the release's
     row says it is allocated."""
     spec, dep = ctx.spec, ctx.dep
-    if dep.sglang or not spec.layers or spec.layers[0].attention.kind != "dsv4":
+    if (not engine_of(dep).registers_model_init_buffers or not spec.layers
+            or spec.layers[0].attention.kind != "dsv4"):
         return []
     mnbt = profile_tokens(dep)
     topk = spec.layers[0].attention.index_topk

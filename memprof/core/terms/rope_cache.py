@@ -40,6 +40,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.attention import RopeCache, kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer, ModelSpec
 
@@ -58,7 +59,7 @@ def rope_cache_terms(ctx: TermContext) -> list[Component]:
     """``Σ over distinct rotary configs of positions × rotary_dim × dtype bytes`` — one
     component per cache, in model load."""
     layers = rank_layers(ctx.spec, ctx.dep, ctx.coord)
-    if ctx.dep.sglang:
+    if engine_of(ctx.dep).own_rope_buffers:
         return sglang_rope_terms(ctx.spec, layers)
     caches = rope_caches(ctx.spec, layers, ctx.model_dtype)
     return [Component(name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=c.bytes,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import experts_on_rank
 from memprof.core.models import Layer, QuantConfig
+from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import Param, linear_bytes, linear_params
 from memprof.core.weights.shard import Shard
@@ -168,7 +169,7 @@ class MlpWeights(Shard):
             i_local = cdiv(m.moe_intermediate_size, moe_tp)
         module = p + "mlp.experts"
         q = self.quantised(module, expert=True)
-        if self.spec.family == "deepseek_v4":
+        if family_row(self.spec.family).mxfp4_experts:
             ed = (q.expert_dtype if q else None) or "fp4"
             q = None if q is None else (QuantConfig(method="mxfp4", group_size=32, bits=4)
                                         if ed == "fp4" else q)
@@ -238,7 +239,7 @@ class MlpWeights(Shard):
                      formula=f"{e}×[{2 * ip}×{cdiv(hp, 32)} + {hp}×{cdiv(ip, 32)}] e8m0 kept "
                      f"beside the swizzled copies (vLLM {version or 'newest'}, before PR #46549)")
         # the rows are SGLang's (Rule.engine): under any other engine none holds
-        if (self.arch.startswith("sm90") and self.spec.family == "deepseek_v4"
+        if (self.arch.startswith("sm90") and family_row(self.spec.family).mxfp4_experts
                 and value_at(SGLANG_MARLIN_STALE_SCALE_INV, version, False,
                              engine=self.dep.engine)):
             # the loader's fp32 scales (one per 32 values), left registered beside the e8m0

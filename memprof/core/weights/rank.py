@@ -9,13 +9,15 @@ from dataclasses import dataclass, replace
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
+from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.attention import AttentionWeights
 from memprof.core.weights.formats import Param
 from memprof.core.weights.mlp import MlpWeights
 from memprof.core.weights.shard import WeightTensor
 
-# DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py).
+# DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py); the families
+# whose row sets ``lm_head_every_pp_stage``.
 LM_HEAD_EVERY_STAGE: tuple[Rule, ...] = (
     Rule(name="deepseek_lm_head_every_pp_stage", changes="weights: lm_head", since="0.7.1",
          until="0.8.0", value=True, introduced_by="before 0.7.1",
@@ -50,7 +52,7 @@ class RankWeights(AttentionWeights, MlpWeights):
                      formula=f"2×4B×({mix}×{m}×{h} + {mix} + 3) fp32")
         if layer.is_mtp:
             g = "mtp"
-            if self.spec.family == "deepseek_v4":
+            if family_row(self.spec.family).mtp_hc_block:
                 self.linear(p + "e_proj", g, h, h, shard="rep")
                 self.linear(p + "h_proj", g, h, h, shard="rep")
                 self.hc_head(p)
@@ -106,7 +108,7 @@ class RankWeights(AttentionWeights, MlpWeights):
                 self.hc_head("model.")
             if not spec.tie_word_embeddings:
                 self.vocab_parallel("lm_head", "lm_head")
-        elif (spec.family == "deepseek_v3" and not spec.tie_word_embeddings
+        elif (family_row(spec.family).lm_head_every_pp_stage and not spec.tie_word_embeddings
               and value_at(LM_HEAD_EVERY_STAGE, dep.engine_version, False)):
             self.vocab_parallel("lm_head", "lm_head")
         return self.out

@@ -82,6 +82,7 @@ def _spec_extras(c: ConfigFields) -> dict[str, int]:
 FAMILY = Family(
     name="deepseek_v4", model_types=("deepseek_v4",), architectures=("DeepseekV4ForCausalLM",),
     build=_deepseek_v4_layers, attention="dsv4", moe=True, mtp=True, spec_extras=_spec_extras,
+    mtp_hc_block=True, mxfp4_experts=True,
     modules=("memprof/core/attention/dsv4.py", "memprof/core/scratch/dsv4.py",
              "memprof/core/terms/dsv4_init_buffers.py"),
     aliases=("dsv4",),

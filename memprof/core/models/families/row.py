@@ -34,6 +34,15 @@ class Family:
     moe: bool = False  # routed experts in (some of) its layers
     mtp: bool = False  # its config may declare MTP layers (num_nextn_predict_layers)
     rope_fp32: bool = False  # builds its RoPE cos/sin cache in fp32, not the model dtype
+    # its MTP block is e_proj + h_proj + a hyper-connection head (False: DeepSeekMTP's unquantised
+    # eh_proj(2H → H)); read by memprof/core/weights/rank.py
+    mtp_hc_block: bool = False
+    # its vLLM class built lm_head on every PP stage while the release rows
+    # LM_HEAD_EVERY_STAGE of memprof/core/weights/rank.py hold
+    lm_head_every_pp_stage: bool = False
+    # routed experts stored MXFP4 (group 32) unless the checkpoint's quantization says another
+    # expert dtype, with the loader's rows of memprof/core/weights/mlp.py
+    mxfp4_experts: bool = False
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
