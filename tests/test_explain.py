@@ -68,7 +68,8 @@ def test_sglang_k_and_v_sizes() -> None:
     assert code == 0, err
     f = figures(out)
     assert f["kv_tokens"]["measured"] == 367_404
-    assert f["kv_tokens"]["estimated"] == 383_796  # README: +4.5 %
+    # +4.3 %: SGLang's custom all-reduce buffers (terms/custom_allreduce.py) came in at TP4
+    assert f["kv_tokens"]["estimated"] == 383_269
     assert json.loads(out)["deployment"]["mem_fraction_static"] == 0.93
 
 

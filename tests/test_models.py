@@ -60,7 +60,9 @@ def test_deepseek_v4_compress_ratios(name: str, c4: int, c128: int, swa: int) ->
 def test_unknown_architecture_names_what_is_known() -> None:
     with pytest.raises(ConfigError, match="does not know the architecture") as e:
         spec_from_config({"architectures": ["MambaForCausalLM"], "model_type": "mamba"})
-    assert "llama" in e.value.hint
+    # the message names every family memprof knows; the hint names the opt-in reading
+    assert "llama (LlamaForCausalLM" in str(e.value) and "phi3 (Phi3ForCausalLM)" in str(e.value)
+    assert "--assume-architecture dense-decoder" in e.value.hint
 
 
 def test_missing_field_is_named() -> None:
