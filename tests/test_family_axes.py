@@ -20,6 +20,7 @@ import ast
 import io
 import sys
 import tokenize
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -86,27 +87,45 @@ def _words(row: Family) -> set[str]:
     return {row.name, *row.model_types, *row.aliases}
 
 
+@cache
+def _mine_and_longer(name: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The family's words, and the longer words of other families that contain one of them
+    (longest first)."""
+    row = next(r for r in ROWS if r.name == name)
+    mine = _words(row)
+    longer = {w for other in ROWS if other is not row for w in _words(other)
+              if any(m in w and m != w for m in mine)}
+    return frozenset(mine), tuple(sorted(longer, key=len, reverse=True))
+
+
 def _names_in(identifier: str, row: Family) -> bool:
     """Does ``identifier`` contain one of ``row``'s words, once the longer words of other
     families that contain them are taken out (``qwen2_moe`` is not ``qwen2``)?"""
     ident = identifier.lower()
-    mine = _words(row)
-    longer = {w for other in ROWS if other is not row for w in _words(other)
-              if any(m in w and m != w for m in mine)}
-    for w in sorted(longer, key=len, reverse=True):
+    mine, longer = _mine_and_longer(row.name)
+    for w in longer:
         ident = ident.replace(w, " ")
     return any(m in ident for m in mine)
 
 
+@cache
+def _tokens(path: Path) -> tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]:
+    """A file's string constants and identifiers, each with its line (read and parsed once)."""
+    src = path.read_text(encoding="utf-8")
+    strings = tuple((n.lineno, n.value) for n in ast.walk(ast.parse(src))
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    names = tuple((t.start[0], t.string)
+                  for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                  if t.type == tokenize.NAME)
+    return strings, names
+
+
 def family_hits(path: Path, row: Family) -> list[str]:
     """Where ``path`` names ``row``: ``line: what``."""
-    strings = {row.name, *row.model_types, *row.architectures}
-    src = path.read_text(encoding="utf-8")
-    out = [f"{n.lineno}: {n.value!r}" for n in ast.walk(ast.parse(src))
-           if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in strings]
-    out += [f"{t.start[0]}: {t.string}"
-            for t in tokenize.generate_tokens(io.StringIO(src).readline)
-            if t.type == tokenize.NAME and _names_in(t.string, row)]
+    wanted = {row.name, *row.model_types, *row.architectures}
+    strings, names = _tokens(path)
+    out = [f"{line}: {value!r}" for line, value in strings if value in wanted]
+    out += [f"{line}: {name}" for line, name in names if _names_in(name, row)]
     return out
 
 
