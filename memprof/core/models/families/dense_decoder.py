@@ -14,23 +14,15 @@ norms. A field it needs and the config lacks is still refused.
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, dense_layers, layer_types_windows
+from memprof.core.models.families.row import Built, Family, plain_dense_layers
 
 ASSUMED = ("every layer GQA attention (q/k/v biases per attention_bias) and a gated dense "
            "MLP of intermediate_size, as vLLM's llama.py; no MoE, no MTP, no q/k norms")
 
 
-def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
-    out = layer_types_windows(c, n_layers)
-    if out is not None:
-        return out
-    window = c.opt_int("sliding_window")
-    return [c.size("sliding_window") if window is not None else None] * n_layers
-
-
 def _dense_decoder_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
-    return dense_layers(c, hidden, n_layers, windows=_windows(c, n_layers),
-                        bias=c.flag("attention_bias", False), qk_norm=False)
+    """the generic reading."""
+    return plain_dense_layers(c, hidden, n_layers)
 
 
 FAMILY = Family(

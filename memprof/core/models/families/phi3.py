@@ -20,20 +20,12 @@ None → ``num_attention_heads``.
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, dense_layers, layer_types_windows
-
-
-def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
-    out = layer_types_windows(c, n_layers)
-    if out is not None:
-        return out
-    window = c.opt_int("sliding_window")
-    return [c.size("sliding_window") if window is not None else None] * n_layers
+from memprof.core.models.families.row import Built, Family, plain_dense_layers
 
 
 def _phi3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
-    return dense_layers(c, hidden, n_layers, windows=_windows(c, n_layers),
-                        bias=c.flag("attention_bias", False), qk_norm=False)
+    """Phi-3/Phi-4: the Llama layout (fused qkv and gate-up shard as the separate ones)."""
+    return plain_dense_layers(c, hidden, n_layers)
 
 
 FAMILY = Family(

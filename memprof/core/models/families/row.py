@@ -152,3 +152,21 @@ def dense_layers(c: ConfigFields, hidden: int, n_layers: int, *, windows: list[i
                    head_dim_default=head_dim_default) for w in set(windows)}
     layers = [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)]
     return layers, []
+
+
+def every_layer_windows(c: ConfigFields, n_layers: int) -> list[int | None]:
+    """Per-layer windows from ``layer_types``; without it a non-null ``sliding_window`` applies
+    to every layer (vLLM passes the model-level ``cache_config.sliding_window`` to each
+    ``Attention``)."""
+    out = layer_types_windows(c, n_layers)
+    if out is not None:
+        return out
+    window = c.opt_int("sliding_window")
+    return [c.size("sliding_window") if window is not None else None] * n_layers
+
+
+def plain_dense_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    """Llama-layout dense layers: GQA attention (q/k/v biases per ``attention_bias``, no q/k
+    norms), a gated dense MLP, the windows of ``every_layer_windows``."""
+    return dense_layers(c, hidden, n_layers, windows=every_layer_windows(c, n_layers),
+                        bias=c.flag("attention_bias", False), qk_norm=False)
