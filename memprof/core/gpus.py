@@ -32,6 +32,9 @@ class GPU:
     peer_access: bool = True
     compute_capability: str | None = None  # "8.9" on NVIDIA; None on AMD (the gfx name says it)
     interconnect: str = ""  # NVLink/NVSwitch, xGMI, PCIe with or without P2P: for the reader
+    # every GPU pair of the host joined by NVLink (NVSwitch) or an xGMI full mesh: what vLLM's
+    # platform ``is_fully_connected`` reports (see configs/gpus.json's _about)
+    fully_connected: bool = False
 
     @property
     def is_rocm(self) -> bool:
@@ -49,7 +52,8 @@ def catalog() -> tuple[GPU, ...]:
                 vendor=g.get("vendor", "nvidia"), exact=bool(g.get("exact", True)),
                 source=g.get("source", ""), peer_access=bool(g.get("peer_access", True)),
                 compute_capability=g.get("compute_capability"),
-                interconnect=g.get("interconnect", ""))
+                interconnect=g.get("interconnect", ""),
+                fully_connected=bool(g.get("fully_connected", False)))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:

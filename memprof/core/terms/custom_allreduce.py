@@ -20,8 +20,8 @@ python/sglang/srt/distributed/device_communicators/custom_all_reduce.py ``Custom
 Not modelled: vLLM's smaller ``max_size`` when symmetric memory is enabled
 (``CUSTOM_ALL_REDUCE_MAX_SIZES``, vllm/distributed/device_communicators/all_reduce_utils.py), the
 ``meta_size()`` bytes (the kernel's signal structures, a few KiB, inside cudaMalloc's 2 MiB
-rounding), ROCm's quick all-reduce, and NVLink-vs-PCIe peer access above 2 ranks (the GPU catalog
-records peer access only: memprof takes peer access as fully connected).
+rounding) and ROCm's quick all-reduce. Above 2 ranks it needs the GPU row's ``fully_connected``
+(``CustomAllreduce.__init__``: "not supported on more than two PCIe-only GPUs").
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ CUDA_MALLOC_GRANULE = 2 * MiB  # cudaMalloc rounds allocations of ≥ 2 MiB up t
 def custom_all_reduce_applies(dep: Deployment, gpu: GPU) -> bool:
     """Whether the TP group's all-reduce is the engine's custom kernel (see the module)."""
     return (dep.tp in CUSTOM_AR_WORLD_SIZES and gpu.peer_access
+            and (dep.tp <= 2 or gpu.fully_connected)
             and not dep.disable_custom_all_reduce)
 
 
