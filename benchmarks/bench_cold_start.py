@@ -18,10 +18,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_estimate  # noqa: E402  (the one cold_run)
+
 QWEN = ["estimate", "--model", "qwen3-32b", "--gpu", "H200"]
 CMDS = {
     "estimate (table)": QWEN,
@@ -39,15 +41,7 @@ def compile_tree(root: Path) -> None:
 
 def cold_run(root: Path, argv: list[str]) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one fresh ``python -m memprof ARGV`` in ``root``."""
-    env = dict(os.environ, PYTHONPATH=str(root))
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "memprof", *argv], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env, cwd=root)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"memprof {' '.join(argv)} failed in {root}")
-    return usage.ru_utime + usage.ru_stime, wall
+    return bench_estimate.cold_run(argv, dict(os.environ, PYTHONPATH=str(root)), root)
 
 
 def _stats(xs: list[float]) -> str:

@@ -44,15 +44,15 @@ PROBE = ("import sys; from memprof.cli import run; code = run(sys.argv[1:]);"
          "sorted(m for m in sys.modules if m.startswith('memprof.commands.'))))")
 
 
-def cold_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one fresh ``python -m memprof ARGV``."""
+def cold_run(argv: list[str], env: dict[str, str], root: Path = ROOT) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one fresh ``python -m memprof ARGV`` run in ``root``."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([*MEMPROF, *argv], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+                            stderr=subprocess.DEVNULL, env=env, cwd=root)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"memprof {' '.join(argv)} failed")
+        raise SystemExit(f"memprof {' '.join(argv)} failed in {root}")
     return usage.ru_utime + usage.ru_stime, wall
 
 
