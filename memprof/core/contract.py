@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof import __version__
-from memprof.core.compare import diff
 from memprof.core.components import Component
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
@@ -157,6 +156,8 @@ def report_dict(report: EstimateReport) -> dict[str, Any]:
     if remedies is not None and remedies.tried:
         d["summary"]["remedies_note"] = remedies.summary()
     if other is not None:
+        from memprof.core.compare import diff  # only an estimate with --compare has one
+
         d["compare"] = {
             "changes": report.changes,
             "summary": {"verdict": other.verdict, "kv_cache_tokens": other.kv_cache_tokens,
