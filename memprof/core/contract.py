@@ -9,8 +9,7 @@ were evaluated, and an optional comparison.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from memprof import __version__
 from memprof.core.components import Component
@@ -22,8 +21,7 @@ from memprof.core.remedies import Remedies
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EstimateReport:
+class EstimateReport(NamedTuple):
     """What ``memprof estimate`` shows: the estimate, its remedies, and ``--compare``'s other
     estimate with the changes that made it (``None`` without ``--compare``)."""
 
