@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-# characters known to take one cell in a terminal (rich's cell table agrees): ASCII, Latin-1,
-# and the symbols memprof's reports draw (×, †, ‡, …, superscripts, arrows, box and block
-# elements, the minus sign, Greek); anything else makes the caller fall back to rich
-_ONE_CELL = re.compile(
-    "^[\x20-\x7e\u00a0-\u00ac\u00ae-\u00ff\u0370-\u03ff\u02b0-\u02ff\u1d00-\u1dbf"
-    "\u2010-\u2027\u2030-\u205e\u2070-\u209f\u2190-\u21ff\u2200-\u22ff\u2500-\u25ff]*$")
+# characters known to take one cell in a terminal (rich's cell table agrees): printable ASCII,
+# Latin-1 but the soft hyphen, and the symbols memprof's reports draw (×, †, ‡, …, superscripts,
+# arrows, box and block elements, the minus sign, Greek); anything else makes the caller fall
+# back to rich
+_ONE_CELL_RANGES = ((0xA0, 0xAC), (0xAE, 0xFF), (0x2B0, 0x2FF), (0x370, 0x3FF),
+                    (0x1D00, 0x1DBF), (0x2010, 0x2027), (0x2030, 0x205E), (0x2070, 0x209F),
+                    (0x2190, 0x22FF), (0x2500, 0x25FF))
 _WORD = re.compile(r"\s*\S+\s*")  # rich._wrap.re_word: a word and the spaces after it
 _EMOJI_CODE = re.compile(r":\S*?:")  # what rich's emoji replacement could take for a code
 
@@ -30,7 +31,10 @@ JUSTIFY = ("left", "right", "center")
 
 def one_cell(text: str) -> bool:
     """Whether every character of ``text`` takes exactly one cell."""
-    return _ONE_CELL.match(text) is not None
+    if text.isascii():
+        return text.isprintable()
+    return all((c.isascii() and c.isprintable())
+               or any(lo <= ord(c) <= hi for lo, hi in _ONE_CELL_RANGES) for c in text)
 
 
 def wrap(text: str, width: int) -> list[str] | None:
