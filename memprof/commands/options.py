@@ -185,8 +185,10 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
         import difflib
 
         name = flag.split("=", 1)[0]
-        close = difflib.get_close_matches(name, flag_names(parser), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}? ({more})" if close else more
+        # compared without their dashes, which every flag shares (--bogus is not like --gpu)
+        bare = {f.lstrip("-"): f for f in flag_names(parser)}
+        close = difflib.get_close_matches(name.lstrip("-"), list(bare), n=1, cutoff=0.6)
+        hint = f"did you mean {bare[close[0]]}? ({more})" if close else more
         return (f"no such option: {name[:60]}", hint)
     m = re.match(r"argument ([^:]+): (.*)", message)
     if m:
