@@ -7,7 +7,7 @@ layout (~12 ms) were a third of a cold start. This module lays out the same text
 answers where that layout is certain: every function returns ``None`` when rich would do more
 than this module knows (a word longer than the line, a character that is not one cell wide,
 markup or emoji codes in a title, a table wider than the line), and the caller then lets rich
-draw the whole report. ``tests/report/test_plain_layout.py`` holds the two to the same bytes
+draw the whole report. ``tests/test_plain_layout.py`` holds the two to the same bytes
 over every bundled model, the gate's scenarios and several widths.
 """
 
