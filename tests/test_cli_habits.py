@@ -119,3 +119,16 @@ def test_unknown_command_is_one_error_line(capsys: pytest.CaptureFixture[str]) -
 def test_no_arguments_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = call(capsys)
     assert code == 0 and "usage: memprof" in out and "estimate" in out
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("--gpu-mem", "--gpu-memory"),
+                                              ("--max-num-seq", "--max-num-seqs"),
+                                              ("--enforce-eagr", "--enforce-eager"),
+                                              ("--bogus", None), ("--xyz", None)])
+def test_an_unknown_flag_is_matched_on_its_name_not_its_dashes(
+        capsys: pytest.CaptureFixture[str], typed: str, meant: str | None) -> None:
+    code, _, err = call(capsys, "estimate", "--model", "qwen3-32b", typed, "1")
+    assert code == 2 and f"error: no such option: {typed}" in err
+    hint = err.splitlines()[-1]
+    assert hint.startswith("hint: ")
+    assert (f"did you mean {meant}?" in hint) if meant else ("did you mean" not in hint)

@@ -68,10 +68,27 @@ def test_table_estimate_imports_nothing_heavy(table: set[str]) -> None:
 def test_table_estimate_builds_only_the_estimate_command(table: set[str]) -> None:
     commands = {m for m in table if m == "memprof.commands" or m.startswith("memprof.commands.")}
     assert commands == ESTIMATE_COMMAND
-    # the table reporter and the rich modules it draws with, nothing of rich's live display
-    assert "memprof.report.table" in table and "rich.table" in table
-    assert _under(table, ["rich.progress", "rich.live", "rich.syntax", "rich.traceback",
-                          "rich.markdown", "rich.pretty"]) == []
+
+
+def test_piped_table_is_laid_out_without_rich(table: set[str]) -> None:
+    # the output is a pipe here: the table reporter lays it out itself (memprof/report/plain.py)
+    # and rich is never imported; nor is the comparison, which only --compare needs
+    assert {"memprof.report.table", "memprof.report.plain"} <= table
+    assert _under(table, ["rich", "memprof.core.compare"]) == []
+
+
+def test_a_table_plain_cannot_lay_out_still_goes_through_rich() -> None:
+    # 40 columns: the component table is wider than the line, rich shrinks it
+    code = ("import io, os, sys\n"
+            "os.environ['COLUMNS'] = '40'\n"
+            "from memprof.cli import run\n"
+            "out, sys.stdout = sys.stdout, io.StringIO()\n"
+            "run(sys.argv[1:])\n"
+            "sys.stdout = out\n"
+            "print('rich.table' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *QWEN], capture_output=True, text=True,
+                          check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.split()[-1] == "True"
 
 
 def test_json_estimate_imports_no_renderer_and_no_lazy_stdlib(as_json: set[str]) -> None:

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(NamedTuple):
     """A command of the CLI: its name, the one line ``memprof --help`` shows for it, and the
     module that declares it (imported only by :meth:`module_object`): its ``options()`` rows and
     its ``run(args) -> int`` body, or ``SUBCOMMANDS`` (``alloc replay``)."""
@@ -33,8 +31,7 @@ class Command:
         return importlib.import_module(self.module)
 
 
-@dataclass(frozen=True, slots=True)
-class SubCommand:
+class SubCommand(NamedTuple):
     """A subcommand (``alloc replay``): its one-line help, its rows and its body."""
 
     help: str

@@ -56,10 +56,12 @@ def run(args: Namespace) -> int:
     from memprof.core.estimate import estimate as run_estimate
 
     check_format(args.fmt, FORMATS)
-    from memprof.core.compare import parse_changes
-
     # a bad --compare, plot or markdown path or suffix, or no matplotlib fails before any work
-    changes = parse_changes(args.compare) if args.compare is not None else None
+    changes = None
+    if args.compare is not None:
+        from memprof.core.compare import parse_changes
+
+        changes = parse_changes(args.compare)
     plot = args.plot
     if plot is not None:
         from memprof.base.files import check_output

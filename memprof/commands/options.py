@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NamedTuple, NoReturn
 
 from memprof.base.errors import BadInput
 
@@ -55,14 +54,15 @@ PARSERS: dict[str, Callable[[str], Any]] = {"int": parse_int, "float": parse_flo
 METAVARS = {"int": "N", "float": "X", "str": "TEXT", "size": "SIZE", "bool": ""}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Option:
+class Option(NamedTuple):
     """One flag (or positional argument) of a command.
 
     ``names`` are the flag's spellings (empty for a positional); ``dest`` the attribute of the
     parsed arguments; ``kind`` how the value is read; ``repeat``: the flag may be given more than
     once (a list); ``rest``: a positional taking every remaining word (a pasted command after
-    ``--``)."""
+    ``--``). Built by keyword. A named tuple rather than a frozen dataclass: every command's
+    rows are built at each start, and a dataclass's generated methods cost a cold start ~3 ms
+    (``benchmarks/bench_cold_start.py``)."""
 
     dest: str
     names: tuple[str, ...] = ()
@@ -185,8 +185,10 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
         import difflib
 
         name = flag.split("=", 1)[0]
-        close = difflib.get_close_matches(name, flag_names(parser), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}? ({more})" if close else more
+        # compared without their dashes, which every flag shares (--bogus is not like --gpu)
+        bare = {f.lstrip("-"): f for f in flag_names(parser)}
+        close = difflib.get_close_matches(name.lstrip("-"), list(bare), n=1, cutoff=0.6)
+        hint = f"did you mean {bare[close[0]]}? ({more})" if close else more
         return (f"no such option: {name[:60]}", hint)
     m = re.match(r"argument ([^:]+): (.*)", message)
     if m:

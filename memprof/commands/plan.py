@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from argparse import Namespace
-from dataclasses import replace
 from typing import Any
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
@@ -25,15 +24,15 @@ def options() -> tuple[Option, ...]:
         return Option(**row)
 
     model, gpu, gpu_memory = MEMPROF_DEPLOYMENT
-    return (replace(model, names=("--model", "-m"), required=True, help="The model "
+    return (model._replace(names=("--model", "-m"), required=True, help="The model "
                     "(memprof models).", shown_default=""),
             Option(dest="requests", names=("--requests",), kind="int", required=True,
                    help="Requests served at once (each at full --context)."),
             Option(dest="context", names=("--context",), required=True, metavar="TOKENS",
                    help="Tokens per request: 32768, 32k (32,000) or 32K (32,768), as vLLM "
                    "reads --max-model-len."),
-            replace(gpu, help="GPU from the catalog, or auto."),
-            replace(gpu_memory, help="e.g. 79GiB"),
+            gpu._replace(help="GPU from the catalog, or auto."),
+            gpu_memory._replace(help="e.g. 79GiB"),
             setting("engine", default="vllm"),
             setting("engine_version", shown_default="the newest"),
             setting("entrypoint", default="serve"),

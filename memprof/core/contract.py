@@ -9,11 +9,9 @@ were evaluated, and an optional comparison.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from memprof import __version__
-from memprof.core.compare import diff
 from memprof.core.components import Component
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
@@ -23,8 +21,7 @@ from memprof.core.remedies import Remedies
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EstimateReport:
+class EstimateReport(NamedTuple):
     """What ``memprof estimate`` shows: the estimate, its remedies, and ``--compare``'s other
     estimate with the changes that made it (``None`` without ``--compare``)."""
 
@@ -157,6 +154,8 @@ def report_dict(report: EstimateReport) -> dict[str, Any]:
     if remedies is not None and remedies.tried:
         d["summary"]["remedies_note"] = remedies.summary()
     if other is not None:
+        from memprof.core.compare import diff  # only an estimate with --compare has one
+
         d["compare"] = {
             "changes": report.changes,
             "summary": {"verdict": other.verdict, "kv_cache_tokens": other.kv_cache_tokens,

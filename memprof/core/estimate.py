@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
@@ -186,8 +187,7 @@ def _sum(comps: list[Component], where: str) -> int:
     return sum(c.bytes for c in comps if c.where == where)
 
 
-@dataclass(frozen=True, slots=True)
-class _Class:
+class _Class(NamedTuple):
     """Ranks that hold the same weights and KV layout (same PP stage, same expert count)."""
 
     tensors: list[WeightTensor]
@@ -206,8 +206,7 @@ WeightsFn = Callable[[ModelSpec, Deployment, "QuantConfig | None", RankCoord, st
 KVPlanFn = Callable[[ModelSpec, Deployment, RankCoord, str, str], KVPlan]
 
 
-@dataclass(frozen=True, slots=True)
-class Steps:
+class Steps(NamedTuple):
     """The estimator's steps that a caller estimating many deployments may wrap (a cache of
     its own, ``memprof.batch.sweep.Evaluator``): each is a pure function of its arguments, and
     ``estimate`` calls them and nothing else for the work they do. The defaults compute.

@@ -4,6 +4,7 @@ suggestion comes with the KV tokens, GPUs and headroom it gives."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
@@ -21,8 +22,7 @@ determine_available_memory); memprof asks
 for more because a remedy is advice to act on."""
 
 
-@dataclass(frozen=True, slots=True)
-class Remedy:
+class Remedy(NamedTuple):
     """One evaluated change: the flags to add, the verdict and KV tokens it gives, its headroom
     (bytes) and the GPUs it uses."""
 

@@ -12,8 +12,7 @@ ceiling of its exact share (largest remainders).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from memprof.base.units import fmt_bytes
 
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
     from memprof.core.estimate import Estimate, RankEstimate
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
     """One part of the bar: its legend name, the character that draws it, its colour, bytes."""
 
     name: str

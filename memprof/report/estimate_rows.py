@@ -4,20 +4,22 @@ The rows and lines a human reads in an estimate; the table and Markdown reporter
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from memprof.base.units import fmt_bytes
-from memprof.core.compare import DiffRow, diff
 from memprof.core.components import Component
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
+if TYPE_CHECKING:
+    from memprof.core.compare import DiffRow
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One row of the estimate table, as text."""
+
+class Row(NamedTuple):
+    """One row of the estimate table, as text (a named tuple: built for every row of every
+    estimate, it needs no dataclass machinery at import)."""
 
     component: str
     category: str
@@ -138,6 +140,8 @@ def compare_title(e: Estimate, other: Estimate, changes: str | None) -> str:
 
 
 def compare_rows(e: Estimate, other: Estimate) -> list[DiffRow]:
+    from memprof.core.compare import diff  # only an estimate with --compare has rows
+
     return diff(e, other)
 
 

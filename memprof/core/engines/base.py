@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from memprof.core.gpus import GPU
 
@@ -90,8 +90,7 @@ def loaded_at_start(c: ComponentView) -> bool:
     return c.where == "budget" and c.category in ("weights", "scratch")
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
+class Budget(NamedTuple):
     """What an engine hands the KV cache of one rank class: ``available`` KV bytes and the
     ``envelope`` it reserves for itself (vLLM: requested; SGLang: mfs × free before load)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.base.units import fmt_bytes, round_up
@@ -235,8 +235,7 @@ def scratch_savings(ctx: TermContext) -> list[tuple[str, int, int]]:
     return saved
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScratchTensor:
+class ScratchTensor(NamedTuple):
     """One scratch allocation as the engine makes it: the component(s) it belongs to with the
     bytes each is charged (a WorkspaceManager buffer serves several), its shape and dtype, and
     whether the engine's start-up sees it (``profiled``: model load or profile run)."""

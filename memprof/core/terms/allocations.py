@@ -8,8 +8,7 @@ allocates them on a device; both charge each allocation to the estimate's compon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
@@ -22,8 +21,7 @@ from memprof.core.weights import weights_in_order
 Phase = Literal["weights", "kv_cache", "decode", "prefill"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Allocation:
+class Allocation(NamedTuple):
     """One tensor the engine allocates: where it is charged (component name(s) and bytes), its
     name, shape and dtype, and the phase it first appears in (``weights``: model construction
     and loading, counted as model load; ``kv_cache``: after the budget; ``decode``: lazily, at

@@ -3,7 +3,7 @@ the PP stage a rank sits on, and a ``Stage`` (the tensors live at one point of a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import TermContext
@@ -38,8 +38,7 @@ def is_last_stage(ctx: TermContext) -> bool:
     return ctx.coord.pp_stage == ctx.dep.pp - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Stage:
+class Stage(NamedTuple):
     """The tensors live at one point of the profile forward, and their sum."""
 
     name: str

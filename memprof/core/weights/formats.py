@@ -7,7 +7,7 @@ Layouts are vLLM's (citations per scheme below).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memprof.base.units import cdiv, round_up
 from memprof.core.dtypes import dtype_bytes
@@ -240,8 +240,7 @@ def linear_bytes(
 # --- the parameter tensors the engine allocates ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Param:
+class Param(NamedTuple):
     """One parameter tensor as the engine allocates it: its name in the module, its shape and its
     storage dtype (a ``memprof.core.dtypes`` name). ``bytes = numel × element size``."""
 
