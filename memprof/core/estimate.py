@@ -523,6 +523,10 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     block size, a context length beyond the derived maximum allowed by the engine's variable;
     and what it assumed when asked to (``--assume-architecture``)."""
     notes: list[str] = []
+    from memprof.core.models.families import family_row
+
+    if family_row(spec.family).note:  # what the estimate leaves out for this family
+        notes.append(family_row(spec.family).note)
     if asked.assume_architecture is not None:
         from memprof.core.models.families import ASSUMED
 
