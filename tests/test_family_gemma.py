@@ -1,7 +1,7 @@
 """Gemma 2 and Gemma 3 (``memprof/core/models/families/gemma.py``): the bundled configs, the
 weight bytes by hand against published figures, the interleaved sliding/global layers through
 the hybrid KV-cache manager's groups, the two RoPE caches of Gemma 3, the SigLIP tower of the
-multimodal wrapper, and the release rule that cached sliding layers in full before 0.9.2.
+multimodal wrapper, and the release rule that cached sliding layers in full before 0.9.1.
 
 Published figures the weights are checked against:
 
@@ -152,8 +152,8 @@ def test_sliding_groups_through_the_hybrid_manager() -> None:
 
 def test_sliding_layers_cached_in_full_before_the_hybrid_manager() -> None:
     spec = load_model("gemma-2-9b-it")
-    old = Deployment(engine_version="0.9.1")
-    new = Deployment(engine_version="0.9.2")
+    old = Deployment(engine_version="0.9.0")
+    new = Deployment(engine_version="0.9.1")
     assert kv_plan(spec, old, ranks(old)[0], "bfloat16").layout == "uniform"
     assert kv_plan(spec, new, ranks(new)[0], "bfloat16").layout == "hybrid"
 

@@ -125,18 +125,18 @@ LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
 )
 
 # Sliding-window layers beside full-attention ones (Gemma 2 / 3, gpt-oss) before the hybrid
-# KV-cache manager: ``get_kv_cache_config`` always ran ``unify_hybrid_kv_cache_specs``, which
+# KV-cache manager (0.9.1): ``get_kv_cache_config`` always ran ``unify_hybrid_kv_cache_specs``, which
 # turns every ``SlidingWindowSpec`` into a ``FullAttentionSpec`` (one group, no window cap on a
 # request's blocks). The V0 engine before 0.8.0 likewise cached every layer in full.
 SLIDING_CACHED_AS_FULL: tuple[Rule, ...] = (
     Rule(name="sliding_cached_as_full", changes="KV cache: sliding-window layers",
-         since=None, until="0.9.2", value=True,
+         since=None, until="0.9.1", value=True,
          introduced_by="V1 unify_hybrid_kv_cache_specs (read in the 0.9.0 wheel)",
-         removed_by="the hybrid KV-cache manager, first released in 0.9.2 "
+         removed_by="the hybrid KV-cache manager, first released in 0.9.1 "
          "(SchedulerConfig.disable_hybrid_kv_cache_manager, default False)",
          source="0.9.0 v1/core/kv_cache_utils.py get_kv_cache_config → "
-         "unify_hybrid_kv_cache_specs; 0.9.2 config.py SchedulerConfig / VllmConfig."
-         "__post_init__", applies_to="sliding"),
+         "unify_hybrid_kv_cache_specs (always); 0.9.1 the same call only 'if vllm_config."
+         "scheduler_config.disable_hybrid_kv_cache_manager'", applies_to="sliding"),
 )
 # Chunked local attention (Llama 4): 0.9.2 gives those layers a ``FullAttentionSpec``
 # (gpu_model_runner.py get_kv_cache_spec has no chunked spec); 0.10.1–0.13.0 have
