@@ -125,9 +125,9 @@ LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
 )
 
 # Sliding-window layers beside full-attention ones (Gemma 2 / 3, gpt-oss) before the hybrid
-# KV-cache manager (0.9.1): ``get_kv_cache_config`` always ran ``unify_hybrid_kv_cache_specs``, which
-# turns every ``SlidingWindowSpec`` into a ``FullAttentionSpec`` (one group, no window cap on a
-# request's blocks). The V0 engine before 0.8.0 likewise cached every layer in full.
+# KV-cache manager (0.9.1): ``get_kv_cache_config`` always ran ``unify_hybrid_kv_cache_specs``,
+# which turns every ``SlidingWindowSpec`` into a ``FullAttentionSpec`` (one group, no window
+# cap on a request's blocks). The V0 engine before 0.8.0 likewise cached every layer in full.
 SLIDING_CACHED_AS_FULL: tuple[Rule, ...] = (
     Rule(name="sliding_cached_as_full", changes="KV cache: sliding-window layers",
          since=None, until="0.9.1", value=True,
@@ -149,10 +149,10 @@ CHUNKED_LOCAL_CACHED_AS_FULL: tuple[Rule, ...] = (
          since=None, until="0.14.0", value=True,
          introduced_by="no chunked spec (0.9.2 gpu_model_runner.py get_kv_cache_spec); 0.10.1 "
          "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE default '0'",
-         removed_by="0.14.0: the variable defaults to '1' (read in the 0.14.1 wheel; 0.13.0 "
-         "still '0')",
+         removed_by="0.14.0: the variable defaults to '1' (read in the 0.14.0 and 0.14.1 "
+         "wheels; 0.13.0 still '0')",
          source="0.10.1 / 0.12.0 / 0.13.0 envs.py and config VllmConfig.__post_init__ "
-         "(disable_hybrid_kv_cache_manager = True for attention_chunk_size); 0.14.1 envs.py",
+         "(disable_hybrid_kv_cache_manager = True for attention_chunk_size); 0.14.0 envs.py",
          applies_to="chunked"),
 )
 
