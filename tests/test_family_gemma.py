@@ -184,3 +184,24 @@ def test_missing_fields_are_refused() -> None:
     bad["rope_local_base_freq"] = "ten thousand"
     with pytest.raises(ConfigError, match="rope_local_base_freq"):
         spec_from_config(bad)
+
+
+def test_gemma3_27b_model_load_matches_published_logs_at_tp4() -> None:
+    """Two published vLLM start-ups of the 27B Gemma 3 at TP4 print the same per-rank model
+    load (vLLM's "GB" there is GiB: ``model_memory_usage / float(2**30)``):
+
+    - vLLM issue #15676 (https://github.com/vllm-project/vllm/issues/15676), vLLM 0.8.2 V1 on
+      4× RTX A5000: ``[gpu_model_runner.py:1186] Model loading took 13.1665 GB and 5.346817
+      seconds`` (each of the four ranks; the excerpt does not name the checkpoint);
+    - vLLM issue #16380 (https://github.com/vllm-project/vllm/issues/16380), 0.8.0rc3 (V0),
+      ``vllm serve Gemma-3-27b --tensor-parallel-size 4``: ``[model_runner.py:1146] Model
+      loading took 13.1664 GB``.
+
+    The load is the weights (text, SigLIP tower and projector) plus both RoPE caches (the local
+    one of 131072 × 128 and the global linear ×8 one: 0.28 GiB, without which the figure would
+    be 2% low) and the allocator's rounding. Tolerance 0.5% (the issue's acceptance bound)."""
+    e = estimate(load_model("gemma-3-27b-it"), Deployment(tp=4, engine_version="0.8.2",
+                                                          max_model_len=8192),
+                 gpu_name="RTX-A5000")
+    got = max(r.weights_bytes for r in e.ranks) / 2**30
+    assert abs(got / 13.1665 - 1) < 0.005, got
