@@ -525,8 +525,9 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     notes: list[str] = []
     from memprof.core.models.families import family_row
 
-    if family_row(spec.family).note:  # what the estimate leaves out for this family
-        notes.append(family_row(spec.family).note)
+    left_out = family_row(spec.family).note  # what the estimate leaves out for this family
+    if left_out:
+        notes.append(left_out)
     if asked.assume_architecture is not None:
         from memprof.core.models.families import ASSUMED
 

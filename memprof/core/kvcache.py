@@ -397,7 +397,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
             made[key] = kind_of(a).kv_pages(a, _kv_query(dep.attn_tp, kv, model_dtype, block,
                                                          align, boundary))
         specs.extend(made[key])
-    if dep.disable_hybrid_kv_cache_manager or _cached_as_full(specs, dep):
+    if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
     if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,

@@ -90,8 +90,8 @@ class GQA(AttentionKind):
         ``minimax_m2.py`` ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
         out: list[RopeCache] = []
         seen: set[tuple[str, float]] = set()
-        for layer in layers:
-            a = layer.attention
+        # builders share one Attention per layer kind: each distinct object is looked at once
+        for a in {id(x.attention): x.attention for x in layers}.values():
             if (a.rope, a.rope_theta) in seen or a.rope == "none":
                 continue
             seen.add((a.rope, a.rope_theta))
