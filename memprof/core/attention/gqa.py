@@ -90,8 +90,12 @@ class GQA(AttentionKind):
         ``minimax_m2.py`` ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
         out: list[RopeCache] = []
         seen: set[tuple[str, float]] = set()
-        # builders share one Attention per layer kind: each distinct object is looked at once
-        for a in {id(x.attention): x.attention for x in layers}.values():
+        prev = None  # builders share one Attention per layer kind: skip repeats cheaply
+        for x in layers:
+            a = x.attention
+            if a is prev:
+                continue
+            prev = a
             if (a.rope, a.rope_theta) in seen or a.rope == "none":
                 continue
             seen.add((a.rope, a.rope_theta))
