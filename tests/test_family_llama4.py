@@ -124,3 +124,13 @@ def test_bad_no_rope_layers_is_refused() -> None:
     cfg["text_config"]["no_rope_layers"] = [1, 0, 2]
     with pytest.raises(ConfigError, match="no_rope_layers"):
         spec_from_config(cfg)
+
+
+def test_text_only_llama4_for_causal_lm() -> None:
+    """A text-only checkpoint (``Llama4ForCausalLM``, model_type ``llama4_text``, as fine-tunes
+    of Scout ship): the same layers, no tower."""
+    text = dict(_scout()["text_config"])
+    text.update(architectures=["Llama4ForCausalLM"], tie_word_embeddings=False)
+    spec = spec_from_config(text)
+    assert (spec.family, spec.architecture) == ("llama4_text", "Llama4ForCausalLM")
+    assert unsharded_total(spec, None) == 2 * (SCOUT_PARAMS - _vision())

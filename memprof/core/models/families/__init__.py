@@ -31,7 +31,7 @@ ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
     deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
     phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, gemma.GEMMA2, gemma.GEMMA3,
-    gemma.GEMMA3_MM, llama4.FAMILY, dense_decoder.FAMILY,
+    gemma.GEMMA3_MM, llama4.FAMILY, llama4.TEXT, dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 

@@ -1,4 +1,5 @@
-"""Llama 4 (``Llama4ForConditionalGeneration``: Scout 17B-16E, Maverick 17B-128E): GQA with
+"""Llama 4 (``Llama4ForConditionalGeneration``: Scout 17B-16E, Maverick 17B-128E; text-only
+``Llama4ForCausalLM`` checkpoints as the ``llama4_text`` row, without the tower): GQA with
 chunked local attention on the RoPE layers and full attention on the NoPE layers, MoE with one
 shared expert on every ``interleave_moe_layer_step``-th layer (dense MLPs of
 ``intermediate_size_mlp`` between), untied ``lm_head``, and the Llama 4 vision tower with its
@@ -149,6 +150,11 @@ def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
              shard="col", quantise=False)
 
 
+TEXT = Family(
+    name="llama4_text", model_types=("llama4_text",), architectures=("Llama4ForCausalLM",),
+    build=_llama4_layers, attention="gqa", moe=True, config_view=_view,
+    source="vLLM model_executor/models/llama4.py Llama4ForCausalLM (0.12.0)",
+)
 FAMILY = Family(
     name="llama4", model_types=("llama4",),
     architectures=("Llama4ForConditionalGeneration",),
