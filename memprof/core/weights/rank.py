@@ -38,7 +38,7 @@ class RankWeights(AttentionWeights, MlpWeights):
         self.mlp(layer, p)
         self.vector(p + "input_layernorm", "norms", h)
         self.vector(p + "post_attention_layernorm", "norms", h)
-        for norm in family_row(self.spec.family).layer_norms:  # Gemma's pre/post-MLP norms
+        for norm in family_row(self.spec.family).layer_norms:  # e.g. pre/post-MLP norms
             self.vector(p + norm, "norms", h)
         if self.spec.hc_mult:
             m = self.spec.hc_mult
