@@ -17,7 +17,8 @@ def test_every_required_model_is_bundled_with_provenance() -> None:
     for name, path in bundled.items():
         cfg = json.loads(path.read_text())
         assert cfg.get("_source"), f"{name} has no _source provenance"
-        assert load_model(name).num_layers == cfg["num_hidden_layers"]
+        text = cfg.get("text_config") or cfg  # a multimodal wrapper nests its language model
+        assert load_model(name).num_layers == text["num_hidden_layers"]
 
 
 def test_head_dim_is_read_not_derived() -> None:

@@ -522,6 +522,11 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     block size, a context length beyond the derived maximum allowed by the engine's variable;
     and what it assumed when asked to (``--assume-architecture``)."""
     notes: list[str] = []
+    from memprof.core.models.families import family_row
+
+    left_out = family_row(spec.family).note  # what the estimate leaves out for this family
+    if left_out:
+        notes.append(left_out)
     if asked.assume_architecture is not None:
         from memprof.core.models.families import ASSUMED
 

@@ -124,6 +124,38 @@ LAYER_SUM_ADMISSION: tuple[Rule, ...] = (
          applies_to="sliding"),
 )
 
+# Sliding-window layers beside full-attention ones (Gemma 2 / 3, gpt-oss) before the hybrid
+# KV-cache manager (0.9.1): ``get_kv_cache_config`` always ran ``unify_hybrid_kv_cache_specs``,
+# which turns every ``SlidingWindowSpec`` into a ``FullAttentionSpec`` (one group, no window
+# cap on a request's blocks). The V0 engine before 0.8.0 likewise cached every layer in full.
+SLIDING_CACHED_AS_FULL: tuple[Rule, ...] = (
+    Rule(name="sliding_cached_as_full", changes="KV cache: sliding-window layers",
+         since=None, until="0.9.1", value=True,
+         introduced_by="V1 unify_hybrid_kv_cache_specs (read in the 0.9.0 wheel)",
+         removed_by="the hybrid KV-cache manager, first released in 0.9.1 "
+         "(SchedulerConfig.disable_hybrid_kv_cache_manager, default False)",
+         source="0.9.0 v1/core/kv_cache_utils.py get_kv_cache_config → "
+         "unify_hybrid_kv_cache_specs (always); 0.9.1 the same call only 'if vllm_config."
+         "scheduler_config.disable_hybrid_kv_cache_manager'", applies_to="sliding"),
+)
+# Chunked local attention (Llama 4): 0.9.2 gives those layers a ``FullAttentionSpec``
+# (gpu_model_runner.py get_kv_cache_spec has no chunked spec); 0.10.1–0.13.0 have
+# ``ChunkedLocalAttentionSpec`` but ``VllmConfig.__post_init__`` turns the hybrid manager off
+# for a model with ``attention_chunk_size`` unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_
+# CACHE=1 (envs.py default "0": "There is a latency regression ..."), so every layer is cached
+# in full; from 0.14.0 the variable defaults to "1" and the chunked layers keep their groups.
+CHUNKED_LOCAL_CACHED_AS_FULL: tuple[Rule, ...] = (
+    Rule(name="chunked_local_cached_as_full", changes="KV cache: chunked-local layers",
+         since=None, until="0.14.0", value=True,
+         introduced_by="no chunked spec (0.9.2 gpu_model_runner.py get_kv_cache_spec); 0.10.1 "
+         "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE default '0'",
+         removed_by="0.14.0: the variable defaults to '1' (read in the 0.14.0 and 0.14.1 "
+         "wheels; 0.13.0 still '0')",
+         source="0.10.1 / 0.12.0 / 0.13.0 envs.py and config VllmConfig.__post_init__ "
+         "(disable_hybrid_kv_cache_manager = True for attention_chunk_size); 0.14.0 envs.py",
+         applies_to="chunked"),
+)
+
 # preset: (key bits, value bits, key is fp8): the ``tq_bits`` of the kv_dtypes rows
 TURBOQUANT = {r.name: r.tq_bits for r in KV_DTYPE_ROWS if r.tq_bits is not None}
 TQ_BOUNDARY_LAYERS = 2  # get_boundary_skip_layers(n=2): first 2 and last 2 stay in model dtype
@@ -365,7 +397,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
             made[key] = kind_of(a).kv_pages(a, _kv_query(dep.attn_tp, kv, model_dtype, block,
                                                          align, boundary))
         specs.extend(made[key])
-    if dep.disable_hybrid_kv_cache_manager:
+    if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
     if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,
@@ -374,6 +406,19 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         page = specs[0].page_bytes
         plan = replace(plan, layer_sum_pages=tuple((c, page) for _k, c in sorted(types.items())))
     return plan
+
+
+def _cached_as_full(specs: list[KVLayerSpec], dep: Deployment) -> bool:
+    """Does the release cache this model's windowed layers in full (``SLIDING_CACHED_AS_FULL``,
+    ``CHUNKED_LOCAL_CACHED_AS_FULL``)?"""
+    kinds = {s.kind for s in specs}
+    if "full" not in kinds:
+        return False
+    return bool(("sliding" in kinds and value_at(SLIDING_CACHED_AS_FULL, dep.engine_version,
+                                                  False, engine=dep.engine))
+                or ("chunked" in kinds and value_at(CHUNKED_LOCAL_CACHED_AS_FULL,
+                                                    dep.engine_version, False,
+                                                    engine=dep.engine)))
 
 
 def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:

@@ -13,9 +13,11 @@ from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
 from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.kvcache import (
+    CHUNKED_LOCAL_CACHED_AS_FULL,
     CONCURRENCY_GROUP0_PAGE,
     DSV4_TUPLE_POOL,
     LAYER_SUM_ADMISSION,
+    SLIDING_CACHED_AS_FULL,
     SWA_IN_FLIGHT_BATCHES,
     V0_BLOCK_SIZE,
     V0_MLA_ENTRY_ALIGN,
@@ -41,7 +43,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM,
+    NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL,
 )
 
 
@@ -59,6 +61,7 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "deepseek": spec.family == "deepseek_v3" and dep.pp > 1,
         "dsv4": kind == "dsv4",
         "sliding": kind == "dsv4" or any(x.attention.sliding_window for x in spec.layers),
+        "chunked": any(x.attention.chunk_size for x in spec.layers),
         "gpt_oss": spec.family == "gpt_oss",
         "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
         "nccl": bool(nccl_groups(dep)),

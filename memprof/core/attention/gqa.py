@@ -53,6 +53,10 @@ class GQA(AttentionKind):
             formula = f"{kv_local} KV head(s) × ({a.head_dim}+{a.v_head_dim}) × {s} B"
             if q.tq_boundary:
                 formula += " (TurboQuant boundary layer, model dtype)"
+        if a.chunk_size:  # ChunkedLocalAttentionSpec (v1/kv_cache_interface.py, v0.10.1)
+            return [KVLayerSpec(name="chunked", kind="chunked", block_size=block, page_bytes=page,
+                                window=a.chunk_size,
+                                formula=f"{formula}, chunks of {a.chunk_size}")]
         if a.sliding_window:
             return [KVLayerSpec(name="sliding", kind="sliding", block_size=block, page_bytes=page,
                                 window=a.sliding_window,
@@ -75,21 +79,40 @@ class GQA(AttentionKind):
 
     def rope_caches(self, spec: ModelSpec, layers: list[Layer], model_dtype: str,
                     max_pos: int) -> list[RopeCache]:
-        """One cache of ``head_dim × partial_rotary_factor``, in the model dtype unless the
-        family builds it in fp32 (its row's ``rope_fp32``). A config that states ``rotary_dim``
-        instead of the factor gets ``rotary_dim / head_dim`` (vLLM ``minimax_m2.py``
-        ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
-        a = layers[0].attention
-        positions, how = rope_positions(rope_scaling(spec), max_pos,
-                                        spec.raw.get("original_max_position_embeddings"))
-        partial = spec.raw.get("partial_rotary_factor")
-        rotary_dim = spec.raw.get("rotary_dim")
-        if partial is None and isinstance(rotary_dim, int) and 0 < rotary_dim <= a.head_dim:
-            rotary = rotary_dim
-        else:
-            rotary = int(a.head_dim * float(partial or 1.0))
-        dtype = "float32" if family_row(spec.family).rope_fp32 else model_dtype
-        return [RopeCache(how, positions, rotary, dtype)]
+        """One cache of ``head_dim × partial_rotary_factor`` per distinct rotary of the layers
+        (``Attention.rope`` / ``rope_theta``: ``get_rope`` keeps one instance per base and
+        scaling), in the model dtype unless the family builds it in fp32 (its row's
+        ``rope_fp32``). A ``plain`` layer's rotary is unscaled (Gemma 3's sliding layers: vLLM
+        ``gemma3.py`` ``Gemma3Attention.__init__`` passes ``rope_local_base_freq`` and
+        ``{"rope_type": "default"}``); a ``none`` layer has none (Llama 4's NoPE layers:
+        ``llama4.py`` ``Llama4Attention`` builds no ``rotary_emb``). A config that states
+        ``rotary_dim`` instead of the factor gets ``rotary_dim / head_dim`` (vLLM
+        ``minimax_m2.py`` ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
+        out: list[RopeCache] = []
+        seen: set[tuple[str, float]] = set()
+        prev = None  # builders share one Attention per layer kind: skip repeats cheaply
+        for x in layers:
+            a = x.attention
+            if a is prev:
+                continue
+            prev = a
+            if (a.rope, a.rope_theta) in seen or a.rope == "none":
+                continue
+            seen.add((a.rope, a.rope_theta))
+            plain = a.rope == "plain"
+            positions, how = rope_positions({} if plain else rope_scaling(spec), max_pos,
+                                            spec.raw.get("original_max_position_embeddings"))
+            if plain:
+                how = f"{how} (θ={a.rope_theta:g})"
+            partial = spec.raw.get("partial_rotary_factor")
+            rotary_dim = spec.raw.get("rotary_dim")
+            if partial is None and isinstance(rotary_dim, int) and 0 < rotary_dim <= a.head_dim:
+                rotary = rotary_dim
+            else:
+                rotary = int(a.head_dim * float(partial or 1.0))
+            dtype = "float32" if family_row(spec.family).rope_fp32 else model_dtype
+            out.append(RopeCache(how, positions, rotary, dtype))
+        return out
 
     def weights(self, w: WeightSink, layer: Layer, p: str) -> None:
         """``QKVParallelLinear`` (q split by TP, kv replicated past the KV heads), o_proj

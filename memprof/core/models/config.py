@@ -261,6 +261,12 @@ def _rope_type(rope: dict[str, Any]) -> str:
     return str(rope.get("rope_type", rope.get("type", "default")))
 
 
+# Set by a family's config view (``Family.config_view``) whose model vLLM exempts from the rope
+# factor in the derived context length (``_get_and_verify_max_len`` skips it for model types
+# containing the Gemma 3 name, vllm/config/model.py v0.11.0).
+ROPE_KEEPS_MAX_LEN = "_rope_scaling_keeps_max_len"
+
+
 def first_length_key_max_len(cfg: dict[str, Any]) -> tuple[int, str] | None:
     """The first length key present times the RoPE ``factor``, the factor taken as 1 when the
     scaling states ``original_max_position_embeddings`` or is ``llama3``, and how it was derived
@@ -296,7 +302,7 @@ def smallest_length_key_max_len(cfg: dict[str, Any]) -> tuple[int, str] | None:
         length, key = cfg["model_max_length"], "model_max_length"
     derived: float = length
     how = f"{key} {length:,}"
-    if sets and "gemma3" not in str(cfg.get("model_type", "")):
+    if sets and not cfg.get(ROPE_KEEPS_MAX_LEN):
         factor = 1.0
         for rope in sets:
             kind = _rope_type(rope)

@@ -206,6 +206,10 @@ def spec_from_config(
     """Normalise a HF config dict into a ``ModelSpec``."""
     validate_config(cfg)
     family, arch = family_of(cfg, assume_architecture)
+    view = family_row(family).config_view
+    if view is not None:  # e.g. a multimodal wrapper's text_config, read as its family reads it
+        cfg = view(cfg)
+        validate_config(cfg)
     if "text_config" in cfg and "hidden_size" not in cfg:
         raise ConfigError(
             "multimodal configs (text_config) are not supported yet",

@@ -27,6 +27,14 @@ class Attention:
     qk_norm: bool = False
     qk_norm_across_heads: bool = False  # one norm over all heads, split by TP
     sinks: bool = False
+    # the layer's rotary: "" the config's (rope_theta, rope_scaling), "plain" unscaled RoPE
+    # on its own base ``rope_theta`` (Gemma 3's sliding layers: rope_local_base_freq), "none"
+    # no rotary at all (Llama 4's NoPE layers); a rank holds one cache per distinct rotary
+    rope: str = ""
+    rope_theta: float = 0.0
+    # chunked local attention (Llama 4 ``attention_chunk_size``): the layer attends within
+    # chunks of this many tokens; 0: none
+    chunk_size: int = 0
     # MLA
     q_lora_rank: int | None = None
     kv_lora_rank: int = 0

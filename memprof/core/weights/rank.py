@@ -38,6 +38,8 @@ class RankWeights(AttentionWeights, MlpWeights):
         self.mlp(layer, p)
         self.vector(p + "input_layernorm", "norms", h)
         self.vector(p + "post_attention_layernorm", "norms", h)
+        for norm in family_row(self.spec.family).layer_norms:  # e.g. pre/post-MLP norms
+            self.vector(p + norm, "norms", h)
         if self.spec.hc_mult:
             m = self.spec.hc_mult
             mix = (2 + m) * m
@@ -96,6 +98,9 @@ class RankWeights(AttentionWeights, MlpWeights):
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
+        towers = family_row(spec.family).towers
+        if towers is not None:  # a multimodal model's encoders, built before its language model
+            towers(self, spec.raw)
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
         for layer, n in kinds(spec.layers[start:end]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
@@ -13,6 +14,24 @@ from memprof.core.models.spec import MLP, Attention, Layer
 
 Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
 LayerBuilder = Callable[[ConfigFields, int, int], Built]
+
+
+class TowerSink(Protocol):
+    """What a family's ``towers`` writes its encoder tensors into (the rank's weight builder,
+    ``memprof.core.weights.rank.RankWeights``): linears sharded as vLLM shards them (``col``,
+    ``row``, ``rep``) and 1-D vectors; ``raw`` is the (viewed) config.json."""
+
+    tp: int
+
+    def linear(self, module: str, group: str, out: int, inn: int, *, shard: str,
+               bias: bool = False, quantise: bool = True, replicas_extra: int = 1) -> None: ...
+
+    def vector(self, module: str, group: str, n: int, dtype: str | None = None,
+               *, sharded: bool = False) -> None: ...
+
+
+ConfigView = Callable[[dict[str, Any]], dict[str, Any]]
+Towers = Callable[[TowerSink, dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +63,16 @@ class Family:
     # expert dtype, with the loader's rows of memprof/core/weights/mlp.py
     mxfp4_experts: bool = False
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
+    # the config the builder and every generic module read, made from the config.json: a
+    # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
+    # HF config class's defaults for what the checkpoint leaves out (None: the config as is)
+    config_view: ConfigView | None = None
+    # the encoder towers vLLM builds beside the language model (a vision tower and its
+    # projector), written into the rank's weights on every PP stage (None: none)
+    towers: Towers | None = None
+    # per-layer norms (hidden size) beyond input_layernorm / post_attention_layernorm
+    layer_norms: tuple[str, ...] = ()
+    note: str = ""  # what the estimate of such a model leaves out, stated in its notes
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
@@ -81,6 +110,19 @@ def gqa(c: ConfigFields, hidden: int, *, bias: bool, qk_norm: bool, window: int 
     return Attention(kind="gqa", num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=hd,
                      qkv_bias=bias, o_bias=o_bias, qk_norm=qk_norm, sliding_window=window,
                      sinks=sinks)
+
+
+def lift_text_config(cfg: dict[str, Any], key: str = "text_config") -> dict[str, Any]:
+    """A multimodal wrapper's config read as its language model's: the fields of ``cfg[key]``
+    at the top level, the wrapper's own fields (``architectures``, ``model_type``,
+    ``torch_dtype``, ``quantization_config``, ``vision_config``, ...) kept over them, as vLLM
+    reads the dtype and the quantisation from the top-level config and the sizes from
+    ``hf_text_config``; a config without ``key`` is returned as a copy."""
+    inner = cfg.get(key)
+    if not isinstance(inner, dict):
+        return dict(cfg)
+    outer = {k: v for k, v in cfg.items() if k != key}
+    return {**inner, **outer}
 
 
 def missing(c: ConfigFields, key: str, why: str) -> ConfigError:

@@ -1,0 +1,207 @@
+"""Gemma 2 (``Gemma2ForCausalLM``) and Gemma 3 (``Gemma3ForCausalLM`` text,
+``Gemma3ForConditionalGeneration`` with its SigLIP vision tower): dense GQA decoders with
+interleaved sliding-window and global layers, four RMSNorms a layer, tied embeddings, and (Gemma
+3) q/k norms and a second RoPE base for the sliding layers.
+
+Sources, vLLM 0.12.0 (read in the wheel; the same layout in 0.9.2–0.14.1):
+
+- ``model_executor/models/gemma2.py``: ``Gemma2Attention`` (``QKVParallelLinear`` without bias
+  unless ``attention_bias``, row-parallel ``o_proj``, one ``get_rope`` with ``rope_theta``;
+  ``sliding_window`` on layers whose ``layer_types`` entry is ``sliding_attention``),
+  ``Gemma2MLP`` (``MergedColumnParallelLinear`` gate_up, row-parallel down, ``gelu_pytorch_tanh``),
+  ``Gemma2DecoderLayer`` (``input_layernorm``, ``post_attention_layernorm``,
+  ``pre_feedforward_layernorm``, ``post_feedforward_layernorm``, each ``GemmaRMSNorm(hidden)``),
+  ``Gemma2ForCausalLM`` (``assert config.tie_word_embeddings``: the logits use ``embed_tokens``,
+  no ``lm_head``).
+- ``gemma3.py``: the same layer plus ``q_norm`` / ``k_norm`` (``GemmaRMSNorm(head_dim)``);
+  ``Gemma3Attention.__init__`` gives a sliding layer ``rope_type default`` on
+  ``rope_local_base_freq`` and a global layer the config's ``rope_theta`` / ``rope_scaling``, so
+  a rank keeps two RoPE caches (``memprof.core.attention.gqa.GQA.rope_caches``).
+- ``gemma3_mm.py``: ``Gemma3ForConditionalGeneration.__init__`` builds ``SiglipVisionModel``
+  (``siglip.py``: ``Conv2dLayer`` patch embedding with bias, ``VocabParallelEmbedding``
+  positions, per layer ``QKVParallelLinear`` / ``RowParallelLinear`` ``out_proj`` /
+  ``ColumnParallelLinear`` ``fc1`` / ``RowParallelLinear`` ``fc2``, all with biases, two
+  ``nn.LayerNorm``; ``post_layernorm``; no head when ``vision_use_head`` is false) and
+  ``Gemma3MultiModalProjector`` (``mm_input_projection_weight`` [vision hidden, text hidden],
+  ``mm_soft_emb_norm``) on every rank, before the language model; ``SiglipMLP`` quantises
+  fc1/fc2 only when hidden and intermediate sizes are multiples of 64.
+- Layer types when the config states none: HF ``Gemma2Config`` alternates (``(i + 1) % 2`` →
+  sliding: layer 0 sliding, vLLM ≤ 0.9 ``not bool(layer_idx % 2)``); ``Gemma3TextConfig`` makes
+  every ``sliding_window_pattern``-th layer global (``(i + 1) % pattern`` → sliding; vLLM 0.8
+  ``gemma3.py`` ``is_sliding = bool((layer_idx + 1) % config.sliding_window_pattern)``).
+- Fields a checkpoint leaves out take the HF config class's defaults (transformers 4.50
+  ``configuration_gemma2.py`` / ``configuration_gemma3.py``, as vLLM reads them through
+  ``AutoConfig``): ``GEMMA2_DEFAULTS`` / ``GEMMA3_DEFAULTS`` below.
+
+Soft-capping (``attn_logit_softcapping``, ``final_logit_softcapping``) holds no memory of its
+own: the attention cap is a kernel argument, and ``LogitsProcessor`` (``logits_processor.py``)
+caps the ``[rows, vocab]`` logits in the model dtype out of place, each step freeing the
+previous tensor, below the sampler's fp32 copy of the same rows that sets the profile-run peak.
+
+Not modelled: the multimodal profile run (the encoder's dummy images and the encoder cache);
+the estimate's note says so (``MULTIMODAL_NOTE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from memprof.base.errors import ConfigError
+from memprof.core.models.config import ROPE_KEEPS_MAX_LEN, ConfigFields
+from memprof.core.models.families.row import (
+    Built,
+    ConfigView,
+    Family,
+    TowerSink,
+    gqa,
+    layer_types_windows,
+    lift_text_config,
+    missing,
+)
+from memprof.core.models.spec import MLP, Layer
+
+# transformers 4.50 Gemma2Config.__init__ defaults for the fields memprof reads
+GEMMA2_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 256_000, "max_position_embeddings": 8192, "head_dim": 256,
+    "rope_theta": 10_000.0, "sliding_window": 4096, "tie_word_embeddings": True,
+}
+# transformers 4.50 Gemma3TextConfig.__init__ defaults (google/gemma-3-27b-it's text_config
+# states only what differs from them)
+GEMMA3_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 262_208, "max_position_embeddings": 131_072, "head_dim": 256,
+    "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0, "sliding_window": 4096,
+    "sliding_window_pattern": 6, "tie_word_embeddings": True,
+}
+MULTIMODAL_NOTE = ("vision tower + projector weights counted; the multimodal profile run "
+                   "(dummy images, encoder cache) is not modelled")
+
+
+def _view(defaults: dict[str, Any], *, rope_keeps_max_len: bool = False) -> ConfigView:
+    """The config as the family reads it: the text config lifted (``lift_text_config``), the
+    HF config class's ``defaults`` where the checkpoint states none; Gemma 3 marked as vLLM's
+    ``_get_and_verify_max_len`` treats it (no rope factor on the derived context length)."""
+    def view(cfg: dict[str, Any]) -> dict[str, Any]:
+        out = lift_text_config(cfg)
+        for key, value in defaults.items():
+            if out.get(key) is None:
+                out[key] = value
+        if rope_keeps_max_len:
+            out[ROPE_KEEPS_MAX_LEN] = True
+        return out
+    return view
+
+
+def _windows(c: ConfigFields, n_layers: int, *, gemma3: bool) -> list[int | None]:
+    """Per-layer windows: ``layer_types`` when stated, else the HF config class's pattern."""
+    out = layer_types_windows(c, n_layers)
+    if out is not None:
+        return out
+    window = c.size("sliding_window")
+    if gemma3:
+        pattern = c.size("sliding_window_pattern")
+        return [window if (i + 1) % pattern else None for i in range(n_layers)]
+    return [window if (i + 1) % 2 else None for i in range(n_layers)]
+
+
+def _mlp(c: ConfigFields) -> MLP:
+    act = c.cfg.get("hidden_activation") or c.cfg.get("hidden_act") or "gelu_pytorch_tanh"
+    return MLP(kind="dense", intermediate_size=c.size("intermediate_size"), activation=str(act))
+
+
+def _gemma2_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    windows = _windows(c, n_layers, gemma3=False)
+    bias = c.flag("attention_bias", False)
+    attn = {w: gqa(c, hidden, bias=bias, qk_norm=False, window=w) for w in set(windows)}
+    mlp = _mlp(c)
+    return [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)], []
+
+
+def _gemma3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    windows = _windows(c, n_layers, gemma3=True)
+    bias = c.flag("attention_bias", False)
+    local = c.cfg.get("rope_local_base_freq")
+    if not isinstance(local, (int, float)) or isinstance(local, bool) or local <= 0:
+        raise missing(c, "rope_local_base_freq", "the sliding layers' RoPE base")
+    attn = {}
+    for w in set(windows):
+        a = gqa(c, hidden, bias=bias, qk_norm=True, window=w)
+        attn[w] = replace(a, rope="plain", rope_theta=float(local)) if w else a
+    mlp = _mlp(c)
+    return [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)], []
+
+
+def _int(vc: dict[str, Any], key: str, default: int | None = None) -> int:
+    v = vc.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ConfigError(f"config.json vision_config has no positive integer {key!r}",
+                          hint=f"add vision_config.{key} to the config.json")
+    return v
+
+
+def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
+    """The SigLIP vision tower and Gemma 3's projector, as vLLM builds them on each rank
+    (module docstring): per encoder layer ``3H·H + 3H`` (qkv) + ``H·H + H`` (out_proj) +
+    ``I·H + I`` (fc1) + ``H·I + H`` (fc2) + ``4H`` (two LayerNorms), TP-sharded as the
+    parallel linears shard; patch embedding ``H·C·P² + H``, ``(S/P)²`` position rows,
+    ``post_layernorm`` ``2H``; projector ``H·D_text`` + ``H``."""
+    vc = raw.get("vision_config")
+    if vc is None and "Gemma3ForConditionalGeneration" not in (raw.get("architectures") or []):
+        return  # a text-only Gemma3ForCausalLM config that names model_type gemma3
+    if not isinstance(vc, dict):
+        raise ConfigError("config.json of this Gemma 3 model has no vision_config",
+                          hint="pass the model's full config.json (or the text model's)")
+    h, inter = _int(vc, "hidden_size"), _int(vc, "intermediate_size")
+    n_layers, heads = _int(vc, "num_hidden_layers"), _int(vc, "num_attention_heads")
+    patch, image = _int(vc, "patch_size"), _int(vc, "image_size")
+    channels = _int(vc, "num_channels", 3)
+    if vc.get("vision_use_head"):
+        raise ConfigError("vision_config.vision_use_head is true: memprof does not model the "
+                          "SigLIP pooling head", hint="Gemma 3 checkpoints set it false")
+    if heads % w.tp:
+        raise ConfigError(f"the vision tower's {heads} heads do not split over TP {w.tp}",
+                          hint="vLLM divides them evenly; use a TP size that divides them")
+    g = "vision tower"
+    p = "vision_tower.vision_model."
+    w.linear(p + "embeddings.patch_embedding", g, h, channels * patch * patch, shard="rep",
+             bias=True, quantise=False)
+    positions = (image // patch) ** 2
+    w.linear(p + "embeddings.position_embedding", g, -(-positions // 64) * 64, h, shard="col",
+             quantise=False)
+    mlp_quant = h % 64 == 0 and inter % 64 == 0
+    for i in range(n_layers):
+        q = f"{p}encoder.layers.{i}."
+        w.linear(q + "self_attn.qkv_proj", g, 3 * h, h, shard="col", bias=True)
+        w.linear(q + "self_attn.out_proj", g, h, h, shard="row", bias=True)
+        w.linear(q + "mlp.fc1", g, inter, h, shard="col", bias=True, quantise=mlp_quant)
+        w.linear(q + "mlp.fc2", g, h, inter, shard="row", bias=True, quantise=mlp_quant)
+        for norm in ("layer_norm1", "layer_norm2"):
+            w.vector(q + norm, g, h)
+            w.vector(q + norm + ".bias", g, h)
+    w.vector(p + "post_layernorm", g, h)
+    w.vector(p + "post_layernorm.bias", g, h)
+    text_hidden = _int(raw, "hidden_size")
+    w.linear("multi_modal_projector.mm_input_projection_weight", "mm projector", text_hidden, h,
+             shard="rep", quantise=False)
+    w.vector("multi_modal_projector.mm_soft_emb_norm", "mm projector", h)
+
+
+_NORMS = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
+_GEMMA3_VIEW = _view(GEMMA3_DEFAULTS, rope_keeps_max_len=True)
+
+GEMMA2 = Family(
+    name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
+    build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS),
+    layer_norms=_NORMS, source="vLLM model_executor/models/gemma2.py (0.12.0)",
+)
+GEMMA3 = Family(
+    name="gemma3", model_types=("gemma3_text",), architectures=("Gemma3ForCausalLM",),
+    build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
+    layer_norms=_NORMS, source="vLLM model_executor/models/gemma3.py (0.12.0)",
+)
+GEMMA3_MM = Family(
+    name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
+    build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
+    layer_norms=_NORMS, towers=siglip_tower, note=MULTIMODAL_NOTE,
+    source="vLLM model_executor/models/gemma3_mm.py + siglip.py + gemma3.py (0.12.0)",
+)
