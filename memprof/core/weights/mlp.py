@@ -49,7 +49,7 @@ MXFP4_TRITON_RAW_SCALES: tuple[Rule, ...] = (
 SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
     Rule(name="sglang_dsv4_marlin_stale_scale_inv",
          changes="weights: MXFP4 experts (stale fp32 scale_inv)",
-         since=None, until="main@d315eb7", value=True, engine="sglang",
+         since="deepseek-v4-hopper@2026-07", until="main@d315eb7", value=True, engine="sglang",
          introduced_by="SGLang PR #24986 (DeepSeek-V4 w4(mxfp4)a16 on Hopper)",
          removed_by="SGLang PR #29797 (\"drop stale mxfp4 marlin scales after repack\")",
          source="sgl-project/sglang@00563d36 layers/quantization/fp8.py "
