@@ -241,6 +241,11 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                 errors.append(m.group(1).strip()[:400])
                 break
     settings, model, command, notes = _settings(lines, engine)
+    # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
+    from memprof.probes.sglang_log import read_sglang
+
+    settings, more = read_sglang(lines, engine, settings)
+    notes += more
     if not figures and not errors and not settings:
         raise BadInput(f"{where} shows no figure memprof can read (no 'Model loading took', "
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",

@@ -139,6 +139,9 @@ class Engine:
     # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
     # SETTINGS rows read them; a field not listed is no setting of this engine)
     flags: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # further spellings the launcher accepts for a field (flag → field), read from a pasted
+    # command but never written in messages (those use ``flags``' longest)
+    flag_aliases: ClassVar[dict[str, str]] = {}
     # --- how its command lines look (memprof/probes/serve_command.py, startup_log.py) ---
     # the console script and subcommand that start a server (("vllm", "serve")); None: only
     # ``python -m`` (``launches``)

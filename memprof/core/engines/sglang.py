@@ -295,6 +295,12 @@ class SGLang(Engine):
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
 
+    # the long forms ServerArgs.add_cli_args registers beside --tp-size, --pp-size, --dp-size
+    # (server_args.py, sglang 0.4.3 to SGL@d315eb7)
+    flag_aliases: ClassVar[dict[str, str]] = {
+        "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
+        "--data-parallel-size": "dp"}
+
     def world_size(self, dep: DeploymentView) -> int:
         """``--tp`` is the GPU count of one server and ``--dp`` splits it for attention: TP×PP."""
         return dep.tp * dep.pp
