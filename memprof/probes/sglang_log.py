@@ -6,7 +6,8 @@
   ``cuda_graph_max_bs`` after the release's heuristics). A field is read when it names a setting
   of SGLang's flags (``engines/sglang.py`` ``SGLang.flags``: ``tp_size``, ``context_length``,
   ...); ``enable_ep_moe`` / ``ep_size`` > 1 is expert parallelism over the TP ranks.
-- the scheduler's ``max_total_num_tokens=…, context_len=…`` line and ``Capture cuda graph bs
+- the scheduler's ``max_total_num_tokens=…, context_len=…`` line (the context length; its
+  ``max_running_requests`` is derived from the pool, not a setting) and ``Capture cuda graph bs
   […]`` (the batch sizes captured; the largest is the graph batch) fill what ServerArgs left
   ``None``.
 - the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
@@ -251,9 +252,6 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
             ctx = _setting("max_model_len", sched.get("context_len"))
             if ctx is not None:
                 later.setdefault("max_model_len", ctx)
-            mrr = _setting("max_num_seqs", sched.get("max_running_requests"))
-            if mrr is not None:
-                later.setdefault("max_num_seqs", mrr)
         m = _CAPTURE_BS.search(line)
         if m:
             sizes = [int(x) for x in m.group(1).replace(",", " ").split()]
