@@ -50,6 +50,8 @@ def test_server_args_line_is_the_deployment() -> None:
     assert s["engine_version"] == "0.4.3"
     assert any("a build between the two" in n for n in log.notes)
     assert log.get("weights_bytes") == round(15.54 * GiB)
+    # "Load weight begin. avail mem": the free memory SGLang's budget line starts from
+    assert log.get("avail_before_load_bytes") == round(21.63 * GiB)
     assert log.get("kv_tokens") == 46611 and log.get("max_total_num_tokens") == 46611
     assert log.get("k_bytes") == round(1.42 * GiB)
     assert log.get("cudagraph_pool_bytes") == round(0.93 * GiB)

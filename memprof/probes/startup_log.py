@@ -94,6 +94,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
     # --- SGLang
+    _p("avail_before_load_bytes", "sglang", r"Load weight begin\.\s*avail mem=\s*" + _GIB, "gib"),
     _p("weights_bytes", "sglang", r"Load weight end\..*?mem usage=\s*" + _GIB, "gib"),
     _p("avail_after_load_bytes", "sglang", r"Load weight end\..*?avail mem=\s*" + _GIB, "gib"),
     _p("kv_tokens", "sglang", r"KV Cache is allocated\.\s*#tokens:\s*" + _NUM, "int"),
@@ -128,6 +129,7 @@ LABELS = {
     "oom_tried_bytes": "OOM: tried to allocate",
     "oom_total_bytes": "OOM: GPU total",
     "oom_free_bytes": "OOM: free",
+    "avail_before_load_bytes": "free before load",
     "avail_after_load_bytes": "free after load",
     "kv_cache_bytes": "KV cache size",
     "k_bytes": "K size",
