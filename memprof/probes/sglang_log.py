@@ -260,10 +260,6 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
     out.update(server_args_settings(fields))  # the values the server ran with
     for k, v in later.items():
         out.setdefault(k, v)
-    cap = _literal(fields.get("max_total_tokens", "None"))
-    if isinstance(cap, int) and not isinstance(cap, bool):
-        notes.append(f"the log caps the KV pool at --max-total-tokens {cap:,}: memprof sizes "
-                     "the pool from mem_fraction_static and does not apply the cap")
     if "engine_version" not in out:
         name = named_release("\n".join(lines))
         if name:

@@ -55,6 +55,8 @@ class DeploymentView(Protocol):
     @property
     def max_num_batched_tokens(self) -> int | None: ...
     @property
+    def max_total_tokens(self) -> int | None: ...
+    @property
     def attn_tp(self) -> int: ...
 
 
@@ -206,6 +208,11 @@ class Engine:
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
         """KV blocks the budget buys."""
         return available // block_bytes if available > 0 else 0
+
+    def capped_blocks(self, dep: DeploymentView, blocks: int, block_size: int,
+                      layout: str) -> int:
+        """The blocks after a cap the engine's flags put on its pool (none by default)."""
+        return blocks
 
     def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
         """(bytes in use at run time, the components outside the engine's envelope)."""

@@ -291,6 +291,7 @@ class SGLang(Engine):
         "enable_dp_attention": ("--enable-dp-attention",),
         "chunked_prefill_size": ("--chunked-prefill-size",),
         "cuda_graph_max_bs": ("--cuda-graph-max-bs",),
+        "max_total_tokens": ("--max-total-tokens",),
     }
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
@@ -365,6 +366,17 @@ class SGLang(Engine):
         if layout == "uniform":
             blocks = blocks // max(1, block_size) * max(1, block_size)
         return blocks
+
+    def capped_blocks(self, dep: DeploymentView, blocks: int, block_size: int,
+                      layout: str) -> int:
+        """``--max-total-tokens`` caps the pool (``ModelRunner.init_memory_pool``, sglang 0.4.3
+        to SGL@d315eb7: ``max_total_num_tokens = min(max_total_num_tokens, max_total_tokens)``,
+        a larger cap only warned about). The pool of a uniform layout counts tokens in pages of
+        ``block_size``; a hybrid pool's cap is not modelled (left as sized)."""
+        cap = dep.max_total_tokens
+        if cap is None or layout != "uniform":
+            return blocks
+        return min(blocks, cap // max(1, block_size))
 
     def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
         """Activations, graphs and non-torch memory live in the (1 − mfs) slack: every
