@@ -43,6 +43,9 @@ class Family:
     # routed experts stored MXFP4 (group 32) unless the checkpoint's quantization says another
     # expert dtype, with the loader's rows of memprof/core/weights/mlp.py
     mxfp4_experts: bool = False
+    # architectures whose one shared expert SGLang can fuse into the routed experts (appended to
+    # them as copies: SGLANG_SHARED_EXPERTS_FUSION in memprof/core/weights/mlp.py)
+    fusable_shared_experts: tuple[str, ...] = ()
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
