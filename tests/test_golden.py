@@ -96,6 +96,7 @@ OPTIONS = {
                  "--num-speculative-tokens",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
+                 "--max-total-tokens",
                  "--gpu-arch", "--compare", "--format/-f", "--from-file", "--plot",
                  "--markdown"],
     "explain": None,  # the deployment flags plus --format/-f, --markdown

@@ -75,6 +75,7 @@ class Deployment:
     enable_dp_attention: bool = False
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
+    max_total_tokens: int | None = None  # SGLang --max-total-tokens: a cap on the KV pool
 
     @property
     def sglang(self) -> bool:
@@ -282,7 +283,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                              ("max_num_batched_tokens", 1, MAX_TOKENS),
                              ("block_size", 1, MAX_TOKENS),
                              ("num_speculative_tokens", 0, MAX_SPEC_TOKENS),
-                             ("cuda_graph_max_bs", 1, MAX_TOKENS)):
+                             ("cuda_graph_max_bs", 1, MAX_TOKENS),
+                             ("max_total_tokens", 1, MAX_TOKENS)):
         _check_int(partial(flag_name, field, e), getattr(dep, field), low, high)
     if dep.chunked_prefill_size is not None and dep.chunked_prefill_size not in (-1, 0):
         _check_int("--chunked-prefill-size", dep.chunked_prefill_size, 1, MAX_TOKENS)

@@ -397,8 +397,9 @@ STEPS = Steps(model_spec=lambda model, dep: _model_spec(model, dep),
 
 
 def _blocks(dep: Deployment, c: _Class) -> int:
-    return engine_of(dep).blocks(c.available, c.plan.block_bytes, c.plan.block_size,
-                                 c.plan.layout)
+    engine = engine_of(dep)
+    blocks = engine.blocks(c.available, c.plan.block_bytes, c.plan.block_size, c.plan.layout)
+    return engine.capped_blocks(dep, blocks, c.plan.block_size, c.plan.layout)
 
 
 def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord, c: _Class,

@@ -65,6 +65,7 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     "estimated_max_model_len": lambda e, r: min(x.estimated_max_model_len for x in e.ranks),
     "total_gpu_bytes": lambda e, r: e.gpu.total_bytes,
     "oom_total_bytes": lambda e, r: e.gpu.total_bytes,
+    "avail_before_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r),
     "avail_after_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r) - _loaded(r),
     "avail_after_pool_bytes": lambda e, r: (e.gpu.total_bytes - _baseline(r) - _loaded(r)
                                             - r.kv.kv_cache_bytes),
@@ -88,6 +89,8 @@ WHY = {
     "k_bytes": "follows from the KV tokens",
     "v_bytes": "follows from the KV tokens",
     "max_total_num_tokens": "follows from the available KV memory",
+    "avail_before_load_bytes": "memory held before the engine loads (the CUDA context, NCCL, "
+                               "other processes on the GPU, a desktop's display)",
 }
 
 

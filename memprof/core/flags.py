@@ -144,6 +144,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="cuda_graph_max_bs", kind="int",
             note="vLLM sizes its CUDA graphs from --max-num-seqs",
             help="SGLang only."),
+    Setting(field="max_total_tokens", kind="int",
+            note="vLLM sizes its KV cache from --gpu-memory-utilization or "
+            "--kv-cache-memory-bytes",
+            help="SGLang only: a cap on the KV pool's tokens (the pool is the smaller of this "
+            "and what mem_fraction_static leaves).", shown_default="no cap"),
 )
 BY_FIELD = {s.field: s for s in SETTINGS}
 

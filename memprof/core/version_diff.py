@@ -11,6 +11,11 @@ from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
 from memprof.core.engine_log import BUDGET_LOG
+from memprof.core.engines.sglang import (
+    SGLANG_CHUNKED_PREFILL,
+    SGLANG_GRAPH_MAX_BS,
+    SGLANG_MFS_HEURISTIC,
+)
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
@@ -33,6 +38,7 @@ from memprof.core.weights.mlp import (
     MXFP4_SM90_BACKEND,
     MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV,
+    SGLANG_SHARED_EXPERTS_FUSION,
 )
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 
@@ -43,7 +49,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL,
+    NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL, SGLANG_MFS_HEURISTIC,
+    SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
 )
 
 

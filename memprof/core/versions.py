@@ -30,13 +30,17 @@ VLLM_RELEASES: tuple[str, ...] = (
     "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )
-# SGLang source snapshots, oldest first; the newest (SGL@d315eb7, upstream main 2026-08-22) is
-# the one memprof models in full. "deepseek-v4-hopper@2026-07" is the
-# lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in July 2026 (InferenceX issue #2128,
-# before the tag was re-pinned to sha256:1bf5d508…): SGLang with the Hopper MXFP4 Marlin path of
-# SGLang PR #24986 and without PR #29797. It is modelled as main@d315eb7 except where a rule row
-# (engine "sglang") says otherwise.
-SGLANG_RELEASES: tuple[str, ...] = ("deepseek-v4-hopper@2026-07", "main@d315eb7")
+# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.9, read from the wheels; the rows that differ
+# are beside the engine, ``engines/sglang.py``) and source snapshots, oldest first; the newest
+# (SGL@d315eb7, upstream main 2026-08-22) is the one memprof models in full.
+# "deepseek-v4-hopper@2026-07" is the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
+# July 2026 (InferenceX issue #2128, before the tag was re-pinned to sha256:1bf5d508…): SGLang
+# with the Hopper MXFP4 Marlin path of SGLang PR #24986 and without PR #29797. It is modelled as
+# main@d315eb7 except where a rule row (engine "sglang") says otherwise.
+SGLANG_RELEASES: tuple[str, ...] = (
+    "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10",
+    "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
+    "deepseek-v4-hopper@2026-07", "main@d315eb7")
 
 RELEASES: dict[str, tuple[str, ...]] = {"vllm": VLLM_RELEASES, "sglang": SGLANG_RELEASES}
 # Engines whose releases are source snapshots, ordered by their place in ``RELEASES`` (the others

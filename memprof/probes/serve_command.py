@@ -79,6 +79,8 @@ def _lookup(engine: str) -> dict[str, tuple[str, ServeFlag | None]]:
             continue
         for f in s.flags(engine):
             table[f] = (s.field, None)
+    for f, fld in ENGINES[engine].flag_aliases.items():
+        table.setdefault(f, (fld, None))
     for sf in OTHER_FLAGS[engine]:
         for f in sf.names:
             table.setdefault(f, ("", sf))

@@ -7,7 +7,7 @@ Three kinds of flag:
   field for each engine flag); the value is read as the engine reads it;
 - **not modelled**: the flag changes GPU memory,
               but memprof has no term for it (``--cpu-offload-gb``,
-  LoRA adapters, ``--max-total-tokens``): it is listed with a warning, never silently dropped;
+  LoRA adapters, ``--max-prefill-tokens``): it is listed with a warning, never silently dropped;
 - **ignored**: the flag does not change GPU memory (host, port, API key, logging, parsers).
 
 A flag in none of the lists is an error that names the engine version the tables describe
@@ -173,8 +173,6 @@ _SGLANG_IGNORED = [
 ]
 
 _SGLANG_NOT_MODELLED = [
-    ServeFlag(("--max-total-tokens",), "value", "not_modelled",
-              "a cap on the KV pool's tokens"),
     ServeFlag(("--max-prefill-tokens",), "value", "not_modelled", ""),
     ServeFlag(("--cpu-offload-gb",), "value", "not_modelled",
               "weights offloaded to the CPU are still counted on the GPU"),

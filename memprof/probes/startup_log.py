@@ -94,6 +94,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
     # --- SGLang
+    _p("avail_before_load_bytes", "sglang", r"Load weight begin\.\s*avail mem=\s*" + _GIB, "gib"),
     _p("weights_bytes", "sglang", r"Load weight end\..*?mem usage=\s*" + _GIB, "gib"),
     _p("avail_after_load_bytes", "sglang", r"Load weight end\..*?avail mem=\s*" + _GIB, "gib"),
     _p("kv_tokens", "sglang", r"KV Cache is allocated\.\s*#tokens:\s*" + _NUM, "int"),
@@ -128,6 +129,7 @@ LABELS = {
     "oom_tried_bytes": "OOM: tried to allocate",
     "oom_total_bytes": "OOM: GPU total",
     "oom_free_bytes": "OOM: free",
+    "avail_before_load_bytes": "free before load",
     "avail_after_load_bytes": "free after load",
     "kv_cache_bytes": "KV cache size",
     "k_bytes": "K size",
@@ -241,6 +243,11 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                 errors.append(m.group(1).strip()[:400])
                 break
     settings, model, command, notes = _settings(lines, engine)
+    # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
+    from memprof.probes.sglang_log import read_sglang
+
+    settings, more = read_sglang(lines, engine, settings)
+    notes += more
     if not figures and not errors and not settings:
         raise BadInput(f"{where} shows no figure memprof can read (no 'Model loading took', "
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",

@@ -75,7 +75,9 @@ def test_engine_generation_and_settings() -> None:
                             "max_model_len": 10240, "gpu_memory_utilization": 0.9,
                             "max_num_batched_tokens": 8192, "enable_expert_parallel": True}
     log = parse_log(ROWS[12]["quote"])
-    assert log.settings == {"tp": 8, "dp": 8, "enable_dp_attention": True}
+    # the release: the newest SGLang built by the log's date, 2025-10-07 (probes/sglang_log.py)
+    assert log.settings == {"tp": 8, "dp": 8, "enable_dp_attention": True,
+                            "engine_version": "0.5.3"}
     assert "v_bytes" not in log.figures  # "KV size" is not "V size"
 
 

@@ -55,6 +55,8 @@ class DeploymentView(Protocol):
     @property
     def max_num_batched_tokens(self) -> int | None: ...
     @property
+    def max_total_tokens(self) -> int | None: ...
+    @property
     def attn_tp(self) -> int: ...
 
 
@@ -138,6 +140,9 @@ class Engine:
     # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
     # SETTINGS rows read them; a field not listed is no setting of this engine)
     flags: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # further spellings the launcher accepts for a field (flag → field), read from a pasted
+    # command but never written in messages (those use ``flags``' longest)
+    flag_aliases: ClassVar[dict[str, str]] = {}
     # --- how its command lines look (memprof/probes/serve_command.py, startup_log.py) ---
     # the console script and subcommand that start a server (("vllm", "serve")); None: only
     # ``python -m`` (``launches``)
@@ -202,6 +207,11 @@ class Engine:
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
         """KV blocks the budget buys."""
         return available // block_bytes if available > 0 else 0
+
+    def capped_blocks(self, dep: DeploymentView, blocks: int, block_size: int,
+                      layout: str) -> int:
+        """The blocks after a cap the engine's flags put on its pool (none by default)."""
+        return blocks
 
     def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
         """(bytes in use at run time, the components outside the engine's envelope)."""

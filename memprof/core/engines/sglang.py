@@ -27,6 +27,7 @@ from memprof.core.engines.base import (
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
+from memprof.core.versions import Rule, value_at
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
 # --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
@@ -34,6 +35,165 @@ from memprof.core.models.config import first_length_key_max_len
 SGLANG_MAX_PREFILL_TOKENS = 16384
 # the scratch catalog's key of the --enable-dp-attention gathered buffer (scratch/sglang_dp.py)
 DP_ATTENTION_SCRATCH = "sglang_dp_attention"
+
+
+# --- release rules: SGLang's start-up heuristics per release -----------------------------------
+# Each row cites the release whose python/sglang/srt/server_args.py (ServerArgs.__post_init__,
+# from 0.5.3 ServerArgs._handle_gpu_memory_settings) or model_executor/cuda_graph_runner.py
+# (get_batch_sizes_to_capture) it was read in (PyPI wheels). "gpu_mem" is SGLang's
+# get_device_memory_capacity in MiB; memprof reads it as the GPU's total (configs/gpus.json).
+_READ = "read in the sglang {} wheel (first release with it)"
+_OLDEST = "before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release modelled)"
+
+SGLANG_MFS_HEURISTIC: tuple[Rule, ...] = (
+    Rule(name="sglang_mem_fraction_static", changes="budget: mem_fraction_static heuristic",
+         since=None, until="0.4.6", value="by tp", engine="sglang",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.4.6"),
+         source="sglang 0.4.3 server_args.py ServerArgs.__post_init__: 0.79 at tp >= 16, "
+         "0.81 at >= 8, 0.85 at >= 4, 0.87 at >= 2, else 0.88"),
+    Rule(name="sglang_mem_fraction_static", changes="budget: mem_fraction_static heuristic",
+         since="0.4.6", until="0.4.7", value="by tp, or total - 13 GiB above 80 GiB",
+         engine="sglang", introduced_by=_READ.format("0.4.6"),
+         removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.6 server_args.py ServerArgs.__post_init__: the tp table while "
+         "gpu_mem <= 81920, else (gpu_mem - 1024*13) / gpu_mem (not rounded)"),
+    Rule(name="sglang_mem_fraction_static", changes="budget: mem_fraction_static heuristic",
+         since="0.4.7", until="0.4.8",
+         value="by tp*pp, 0.79 above 180 GB, 48 GiB rule above 96 GiB",
+         engine="sglang", introduced_by=_READ.format("0.4.7"),
+         removed_by=_READ.format("0.4.8"),
+         source="sglang 0.4.7 server_args.py ServerArgs.__post_init__: the table by "
+         "tp_size*pp_size while gpu_mem <= 81920, else 0.88; then 0.79 if gpu_mem > 180*1000 "
+         "on CUDA, elif gpu_mem > 96*1024: min(mf + 48*1024*(1 - mf)/gpu_mem, "
+         "(gpu_mem - 18*1024)/gpu_mem)"),
+    Rule(name="sglang_mem_fraction_static", changes="budget: mem_fraction_static heuristic",
+         since="0.4.8", until="0.5.3", value="reserve by GPU tier and tp*pp", engine="sglang",
+         introduced_by=_READ.format("0.4.8"), removed_by=_READ.format("0.5.3"),
+         source="sglang 0.4.8 (to 0.5.2) server_args.py ServerArgs.__post_init__: reserved_mem "
+         "= (2.8 + tp*pp/10) GiB below 35 GiB, (9.5 + tp*pp/2) GiB below 90 GiB, (12 + "
+         "tp*pp/2) GiB below 160 GiB, else 32 GiB; +4 GiB with DP attention; "
+         "round((gpu_mem - reserved_mem)/gpu_mem, 3)"),
+    Rule(name="sglang_mem_fraction_static", changes="budget: mem_fraction_static heuristic",
+         since="0.5.3", until=None, value="reserve from chunked prefill and graph batch",
+         engine="sglang", introduced_by=_READ.format("0.5.3"),
+         source="sglang 0.5.3 server_args.py ServerArgs._handle_gpu_memory_settings (the same "
+         "at SGL@d315eb7): 512 + 1.5*max(chunk, 2048) + tp*pp/8*1024 + 2*max_bs [+ DP "
+         "attention] MiB, at least 10 GiB above 60 GiB"),
+)
+
+SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
+    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
+         since=None, until="0.4.7", value="2048 below 25,000 MiB, else 8192", engine="sglang",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.3 (to 0.4.6) server_args.py ServerArgs.__post_init__"),
+    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
+         since="0.4.7", until="0.4.8", value="16384 above 180,000 MiB, 2048 below 25,000, "
+         "else 8192", engine="sglang", introduced_by=_READ.format("0.4.7"),
+         removed_by=_READ.format("0.4.8"),
+         source="sglang 0.4.7 server_args.py ServerArgs.__post_init__"),
+    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
+         since="0.4.8", until="0.5.3", value="2048 below 35 GiB, 8192 below 160 GiB, else 16384",
+         engine="sglang", introduced_by=_READ.format("0.4.8"), removed_by=_READ.format("0.5.3"),
+         source="sglang 0.4.8 (to 0.5.2) server_args.py ServerArgs.__post_init__"),
+    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
+         since="0.5.3", until=None, value="by GPU tier (20/35/60/90/160 GiB)", engine="sglang",
+         introduced_by=_READ.format("0.5.3"),
+         source="sglang 0.5.3 server_args.py _handle_gpu_memory_settings (SGL@d315eb7 too)"),
+)
+
+SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since=None, until="0.4.6", value="8 (tp < 4) / 80 below 25,000 MiB, else 160",
+         engine="sglang", introduced_by=_OLDEST, removed_by=_READ.format("0.4.6"),
+         source="sglang 0.4.3 (to 0.4.5) server_args.py __post_init__ (cuda_graph_max_bs) and "
+         "cuda_graph_runner.py get_batch_sizes_to_capture ([1, 2, 4] + 8..160 step 8)"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.4.6", until="0.4.7", value="8 / 80 below 25,000 MiB, 256 above 81,920 MiB "
+         "without --dp, else 160", engine="sglang", introduced_by=_READ.format("0.4.6"),
+         removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.6 server_args.py (no default above 25,000 MiB) and "
+         "cuda_graph_runner.py get_batch_sizes_to_capture (+160..256 step 8 when gpu_mem > "
+         "81920 and dp_size == 1)"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.4.7", until="0.4.8", value="8 / 80 below 25,000 MiB, 512 above 180,000 MiB, "
+         "256 above 96 GiB, else 160", engine="sglang", introduced_by=_READ.format("0.4.7"),
+         removed_by=_READ.format("0.4.8"),
+         source="sglang 0.4.7 cuda_graph_runner.py get_batch_sizes_to_capture"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.4.8", until="0.5.3", value="8 / 80 below 35 GiB, 512 above 160,000 MiB, 256 "
+         "above 90 GiB, else 160", engine="sglang", introduced_by=_READ.format("0.4.8"),
+         removed_by=_READ.format("0.5.3"),
+         source="sglang 0.4.8 (to 0.5.2) server_args.py and cuda_graph_runner.py "
+         "get_batch_sizes_to_capture"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.5.3", until="0.5.5", value="by GPU tier; 16 / 80 from 20 to 35 GiB",
+         engine="sglang", introduced_by=_READ.format("0.5.3"), removed_by=_READ.format("0.5.5"),
+         source="sglang 0.5.3 server_args.py _handle_gpu_memory_settings"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.5.5", until=None, value="by GPU tier; 24 / 80 from 20 to 35 GiB",
+         engine="sglang", introduced_by=_READ.format("0.5.5"),
+         source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings (SGL@d315eb7 too)"),
+)
+
+
+_MFS_NOW = SGLANG_MFS_HEURISTIC[-1].value
+_CHUNK_NOW = SGLANG_CHUNKED_PREFILL[-1].value
+_GRAPH_NOW = SGLANG_GRAPH_MAX_BS[-1].value
+# 0.5.3 – 0.5.4: the 20–35 GiB tier captured up to 16 at tp < 4 (24 from 0.5.5)
+_GRAPH_053 = SGLANG_GRAPH_MAX_BS[-2].value
+
+
+def _by_tp(n: int) -> float:
+    """The mem_fraction_static table of sglang 0.4.3 – 0.4.7 by tp (0.4.7: tp·pp)."""
+    return 0.79 if n >= 16 else 0.81 if n >= 8 else 0.85 if n >= 4 else 0.87 if n >= 2 else 0.88
+
+
+def _mfs_before_053(rule: object, mib: float, gpu: GPU, dep: DeploymentView) -> float:
+    """mem_fraction_static by the rows of ``SGLANG_MFS_HEURISTIC`` before 0.5.3 (their
+    ``source`` gives the release and formula)."""
+    par = dep.tp * dep.pp
+    if rule == SGLANG_MFS_HEURISTIC[0].value:
+        return _by_tp(dep.tp)
+    if rule == SGLANG_MFS_HEURISTIC[1].value:
+        return _by_tp(dep.tp) if mib <= 81920 else (mib - 1024 * 13) / mib
+    if rule == SGLANG_MFS_HEURISTIC[2].value:
+        mf = _by_tp(par) if mib <= 81920 else 0.88
+        if mib > 180 * 1000 and not gpu.is_rocm:
+            return 0.79
+        if mib > 96 * 1024:
+            return min(mf + 48 * 1024 * (1 - mf) / mib, (mib - 18 * 1024) / mib)
+        return mf
+    reserved = ((2.8 + par / 10) * 1024 if mib < 35 * 1024 else
+                (9.5 + par / 2) * 1024 if mib < 90 * 1024 else
+                (12 + par / 2) * 1024 if mib < 160 * 1024 else 32 * 1024)
+    if dep.enable_dp_attention:
+        reserved += 4 * 1024
+    return round((mib - reserved) / mib, 3)
+
+
+def _chunk_before_053(rule: object, mib: float) -> int:
+    """--chunked-prefill-size's default by the rows of ``SGLANG_CHUNKED_PREFILL`` before 0.5.3."""
+    if rule == SGLANG_CHUNKED_PREFILL[0].value:
+        return 2048 if mib < 25_000 else 8192
+    if rule == SGLANG_CHUNKED_PREFILL[1].value:
+        return 16384 if mib > 180_000 else 2048 if mib < 25_000 else 8192
+    return 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+
+
+def _graph_before_053(rule: object, mib: float, dep: DeploymentView) -> int:
+    """The largest captured batch by the rows of ``SGLANG_GRAPH_MAX_BS`` before 0.5.3: below
+    the small-GPU bound the default cuda_graph_max_bs, above it the end of the release's
+    capture list."""
+    small = 25_000 if rule != SGLANG_GRAPH_MAX_BS[3].value else 35 * 1024
+    if mib < small:
+        return 8 if dep.tp < 4 else 80
+    if rule == SGLANG_GRAPH_MAX_BS[0].value:
+        return 160
+    if rule == SGLANG_GRAPH_MAX_BS[1].value:
+        return 256 if mib > 81920 and dep.dp == 1 else 160
+    if rule == SGLANG_GRAPH_MAX_BS[2].value:
+        return 512 if mib > 180 * 1000 else 256 if mib > 96 * 1024 else 160
+    return 512 if mib > 160 * 1000 else 256 if mib > 90 * 1024 else 160
 
 
 def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
@@ -45,24 +205,42 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
         reserve_for_graph = 2·max_bs [+ 3·max_bs·dp (+1.5·max_bs·dp if max_bs > 300) with DP attn]
         reserved = max(reserved, 10 GiB) if the GPU has more than 60 GiB
         mem_fraction_static = round((gpu_mem − reserved) / gpu_mem, 3)
+
+    Before 0.5.3 (and for the graph batch before 0.5.5) the rows of ``SGLANG_MFS_HEURISTIC``,
+    ``SGLANG_CHUNKED_PREFILL`` and ``SGLANG_GRAPH_MAX_BS`` at the deployment's release hold.
     """
     gib = gpu.total_bytes / GiB
+    mib = gpu.total_bytes / MiB
+    # the rows in force at the deployment's release (a vLLM deployment asks for the graph batch
+    # only, and reads SGLang's newest rules)
+    version = dep.engine_version if dep.engine == SGLang.name else None
+    mfs_rule = value_at(SGLANG_MFS_HEURISTIC, version, _MFS_NOW, engine=SGLang.name)
+    chunk_rule = value_at(SGLANG_CHUNKED_PREFILL, version, _CHUNK_NOW, engine=SGLang.name)
+    graph_rule = value_at(SGLANG_GRAPH_MAX_BS, version, _GRAPH_NOW, engine=SGLang.name)
     tiers = ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 8192, 256, 512),
              (160, 8192, 256, 512), (math.inf, 16384, 512, 512))
     tier = next(t for t in tiers if gib < t[0])
-    chunk = tier[1] if dep.chunked_prefill_size is None else dep.chunked_prefill_size
-    max_bs = dep.cuda_graph_max_bs or (tier[2] if dep.tp < 4 else tier[3])
+    default_chunk = tier[1] if chunk_rule == _CHUNK_NOW else _chunk_before_053(chunk_rule, mib)
+    if graph_rule == _GRAPH_NOW:
+        default_bs = tier[2] if dep.tp < 4 else tier[3]
+    elif graph_rule == _GRAPH_053:
+        default_bs = (16 if tier[0] == 35 else tier[2]) if dep.tp < 4 else tier[3]
+    else:
+        default_bs = _graph_before_053(graph_rule, mib, dep)
+    chunk = default_chunk if dep.chunked_prefill_size is None else dep.chunked_prefill_size
+    max_bs = dep.cuda_graph_max_bs or default_bs
+    if dep.mem_fraction_static:
+        return chunk, max_bs, dep.mem_fraction_static
+    if mfs_rule != _MFS_NOW:
+        return chunk, max_bs, _mfs_before_053(mfs_rule, mib, gpu, dep)
     graph: float = 2 * max_bs
     if dep.enable_dp_attention:
         graph += 3 * max_bs * dep.dp + (1.5 * max_bs * dep.dp if max_bs > 300 else 0)
-    mib = gpu.total_bytes / MiB
     # chunked prefill off (-1): the reserve follows --max-prefill-tokens instead
     prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
     reserved = 512 + 1.5 * max(prefill, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
-    if dep.mem_fraction_static:
-        return chunk, max_bs, dep.mem_fraction_static
     mfs = round((mib - reserved) / mib, 3)
     if mfs <= 0 and dep.engine == SGLang.name:
         # (a vLLM deployment reads only the graph batch of these; its budget is its own)
@@ -113,9 +291,16 @@ class SGLang(Engine):
         "enable_dp_attention": ("--enable-dp-attention",),
         "chunked_prefill_size": ("--chunked-prefill-size",),
         "cuda_graph_max_bs": ("--cuda-graph-max-bs",),
+        "max_total_tokens": ("--max-total-tokens",),
     }
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
+
+    # the long forms ServerArgs.add_cli_args registers beside --tp-size, --pp-size, --dp-size
+    # (server_args.py, sglang 0.4.3 to SGL@d315eb7)
+    flag_aliases: ClassVar[dict[str, str]] = {
+        "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
+        "--data-parallel-size": "dp"}
 
     def world_size(self, dep: DeploymentView) -> int:
         """``--tp`` is the GPU count of one server and ``--dp`` splits it for attention: TP×PP."""
@@ -181,6 +366,17 @@ class SGLang(Engine):
         if layout == "uniform":
             blocks = blocks // max(1, block_size) * max(1, block_size)
         return blocks
+
+    def capped_blocks(self, dep: DeploymentView, blocks: int, block_size: int,
+                      layout: str) -> int:
+        """``--max-total-tokens`` caps the pool (``ModelRunner.init_memory_pool``, sglang 0.4.3
+        to SGL@d315eb7: ``max_total_num_tokens = min(max_total_num_tokens, max_total_tokens)``,
+        a larger cap only warned about). The pool of a uniform layout counts tokens in pages of
+        ``block_size``; a hybrid pool's cap is not modelled (left as sized)."""
+        cap = dep.max_total_tokens
+        if cap is None or layout != "uniform":
+            return blocks
+        return min(blocks, cap // max(1, block_size))
 
     def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
         """Activations, graphs and non-torch memory live in the (1 − mfs) slack: every

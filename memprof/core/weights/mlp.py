@@ -49,7 +49,7 @@ MXFP4_TRITON_RAW_SCALES: tuple[Rule, ...] = (
 SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
     Rule(name="sglang_dsv4_marlin_stale_scale_inv",
          changes="weights: MXFP4 experts (stale fp32 scale_inv)",
-         since=None, until="main@d315eb7", value=True, engine="sglang",
+         since="deepseek-v4-hopper@2026-07", until="main@d315eb7", value=True, engine="sglang",
          introduced_by="SGLang PR #24986 (DeepSeek-V4 w4(mxfp4)a16 on Hopper)",
          removed_by="SGLang PR #29797 (\"drop stale mxfp4 marlin scales after repack\")",
          source="sgl-project/sglang@00563d36 layers/quantization/fp8.py "
@@ -115,6 +115,48 @@ def mxfp4_moe_layout(arch: str, version: str | None = None) -> tuple[int, int, i
     return 128, 256, 1
 
 
+# SGLang's shared-experts fusion (models/deepseek_v2.py): the shared expert of DeepSeek-V3/R1
+# (the family row's ``fusable_shared_experts`` architectures, 256 routed experts) appended to
+# the routed experts as copies, each held like a routed expert (FusedMoE num_experts = 256 +
+# copies) while the separate shared-experts MLP is not built. value: the copies ("tp": tp_size),
+# 0 (not fused) or 1 (one copy: the shared expert's own bytes, in the MoE's layout; memprof keeps
+# the separate MLP, which holds the same).
+SGLANG_SHARED_EXPERTS_FUSION: tuple[Rule, ...] = (
+    Rule(name="sglang_shared_experts_fusion", changes="weights: DeepSeek shared expert (fused)",
+         since=None, until="0.4.6", value=0, engine="sglang", applies_to="mla",
+         introduced_by="before 0.4.3 (read in the sglang 0.4.3 – 0.4.5 wheels)",
+         removed_by="on by default in 0.4.6 (determine_n_share_experts_fusion)",
+         source="sglang 0.4.3 / 0.4.4 models/deepseek_v2.py: no fusion; 0.4.5: "
+         "ServerArgs.n_share_experts_fusion = 0 and DeepseekV2ForCausalLM.__init__ fuses only "
+         "a --n-share-experts-fusion N the user gives (not modelled)"),
+    Rule(name="sglang_shared_experts_fusion", changes="weights: DeepSeek shared expert (fused)",
+         since="0.4.6", until="0.4.7", value="tp", engine="sglang", applies_to="mla",
+         introduced_by="on by default in 0.4.6 (read in the sglang 0.4.6 wheel)",
+         removed_by="one fused copy in 0.4.7 (determine_num_fused_shared_experts)",
+         source="sglang 0.4.6 models/deepseek_v2.py DeepseekV2ForCausalLM."
+         "determine_n_share_experts_fusion: n_share_experts_fusion = tp_size when "
+         "torch.cuda.get_device_capability() >= (9, 0), the architecture is "
+         "DeepseekV3ForCausalLM with 256 routed experts and DeepEP is off; DeepseekV2MoE then "
+         "builds FusedMoE(num_experts=n_routed_experts + n_share_experts_fusion) and no "
+         "shared_experts"),
+    Rule(name="sglang_shared_experts_fusion", changes="weights: DeepSeek shared expert (fused)",
+         since="0.4.7", until=None, value=1, engine="sglang", applies_to="mla",
+         introduced_by="read in the sglang 0.4.7 wheel",
+         source="sglang 0.4.7 (to SGL@d315eb7) models/deepseek_v2.py "
+         "determine_num_fused_shared_experts: num_fused_shared_experts = n_shared_experts (1) "
+         "on CUDA without EP or DeepEP: one copy"),
+)
+
+
+def _capability_major(arch: str) -> int:
+    """The compute capability's major: ``sm90`` → 9, ``sm100`` → 10, ``sm89`` → 8; AMD
+    ``gfx9xx`` → 9 (torch on ROCm reports gfx942 as (9, 4)); 0 when unknown."""
+    digits = arch[2:] if arch.startswith("sm") else ""
+    if len(digits) >= 2 and digits.isdigit():
+        return int(digits[:-1])
+    return 9 if arch.startswith("gfx9") else 0
+
+
 class MlpWeights(Shard):
     """The MLP / MoE block of a layer."""
 
@@ -128,8 +170,9 @@ class MlpWeights(Shard):
                         bias=m.mlp_bias)
             return
         self.router(layer, p)
-        self.experts(layer, p)
-        if m.shared_intermediate_size:
+        fused = self.fused_shared_copies(layer)
+        self.experts(layer, p, fused)
+        if m.shared_intermediate_size and not fused:
             gs = "shared experts"
             self.linear(p + "mlp.shared_experts.gate_up_proj", gs, 2 * m.shared_intermediate_size,
                         h, shard="col")
@@ -156,16 +199,32 @@ class MlpWeights(Shard):
         if m.hash_routed:
             self.vector(p + "mlp.gate.tid2eid", g, self.spec.vocab_size * m.top_k, "int32")
 
-    def experts(self, layer: Layer, p: str) -> None:
+    def fused_shared_copies(self, layer: Layer) -> int:
+        """The shared expert's copies fused into the routed experts (``SGLANG_SHARED_EXPERTS_
+        FUSION``): tp_size where the rows say so, for a fusable architecture with 256 routed
+        experts (and one shared expert of the routed experts' size) on a capability-9+ GPU;
+        otherwise 0 (memprof keeps the separate shared-experts MLP)."""
+        m = layer.mlp
+        dep = self.dep
+        fusion = value_at(SGLANG_SHARED_EXPERTS_FUSION, dep.engine_version, 0, engine=dep.engine)
+        if (fusion != "tp" or m.num_experts != 256
+                or m.shared_intermediate_size != m.moe_intermediate_size
+                or self.spec.architecture not in family_row(self.spec.family).fusable_shared_experts
+                or _capability_major(self.arch) < 9):
+            return 0
+        return dep.tp
+
+    def experts(self, layer: Layer, p: str, fused: int = 0) -> None:
         m = layer.mlp
         h = self.spec.hidden_size
         dep = self.dep
+        n_experts = m.num_experts + fused
         if dep.enable_expert_parallel:
             assert self.coord.ep_rank is not None
-            e_local = experts_on_rank(m.num_experts, dep.ep_size, self.coord.ep_rank)
+            e_local = experts_on_rank(n_experts, dep.ep_size, self.coord.ep_rank)
             i_local, moe_tp = m.moe_intermediate_size, 1
         else:
-            e_local, moe_tp = m.num_experts, dep.moe_tp_size
+            e_local, moe_tp = n_experts, dep.moe_tp_size
             i_local = cdiv(m.moe_intermediate_size, moe_tp)
         module = p + "mlp.experts"
         q = self.quantised(module, expert=True)

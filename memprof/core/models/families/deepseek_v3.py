@@ -68,6 +68,8 @@ DEEPSEEK_V3 = Family(
     name="deepseek_v3", model_types=("deepseek_v2", "deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,
+    # SGLang models/deepseek_v2.py (0.4.5+): "Only Deepseek V3/R1 can use shared experts fusion"
+    fusable_shared_experts=("DeepseekV3ForCausalLM",),
     source="vLLM model_executor/models/deepseek_v2.py")
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),

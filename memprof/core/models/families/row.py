@@ -62,6 +62,9 @@ class Family:
     # routed experts stored MXFP4 (group 32) unless the checkpoint's quantization says another
     # expert dtype, with the loader's rows of memprof/core/weights/mlp.py
     mxfp4_experts: bool = False
+    # architectures whose one shared expert SGLang can fuse into the routed experts (appended to
+    # them as copies: SGLANG_SHARED_EXPERTS_FUSION in memprof/core/weights/mlp.py)
+    fusable_shared_experts: tuple[str, ...] = ()
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     # the config the builder and every generic module read, made from the config.json: a
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the

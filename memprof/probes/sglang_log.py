@@ -1,0 +1,290 @@
+"""What an SGLang start-up log says about its deployment and release, beyond the figures
+``probes/startup_log.py`` reads from it.
+
+- ``server_args=ServerArgs(…)``: SGLang prints it after ``ServerArgs.__post_init__`` ran, so its
+  values are the ones the server used (``mem_fraction_static``, ``chunked_prefill_size`` and
+  ``cuda_graph_max_bs`` after the release's heuristics). A field is read when it names a setting
+  of SGLang's flags (``engines/sglang.py`` ``SGLang.flags``: ``tp_size``, ``context_length``,
+  ...); ``enable_ep_moe`` / ``ep_size`` > 1 is expert parallelism over the TP ranks.
+- the scheduler's ``max_total_num_tokens=…, context_len=…`` line (the context length; its
+  ``max_running_requests`` is derived from the pool, not a setting) and ``Capture cuda graph bs
+  […]`` (the batch sizes captured; the largest is the graph batch) fill what ServerArgs left
+  ``None``.
+- the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
+  image), mapped onto a modelled release (a post release keeps its release's rules); a log that
+  names none is placed by its ServerArgs field names, which differ from release to release
+  (``configs/sglang_server_args.json``, read from each wheel's ``ServerArgs``), else by its
+  first timestamp (the newest release built by then); with none of these, the newest modelled
+  release. The note says which and why.
+
+"Load weight end. … mem usage=X GB" is ``before_avail_memory − after_avail_memory`` (SGLang
+0.4.8+ ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it holds
+every allocation made during load (weights, buffers built with the model, the allocator's
+rounding), not the weight bytes alone; 0.4.3 – 0.4.7 print only ``avail mem``. SGLang's "GB" is
+bytes / 2**30 (``get_available_gpu_memory``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+from memprof.core.engines import ENGINES
+from memprof.core.flags import BY_FIELD
+from memprof.core.versions import SGLANG_RELEASES, newest, version_key
+
+ENGINE = "sglang"
+# settings memprof keeps for itself (not read from a log)
+_NOT_FROM_LOG = frozenset({"engine", "engine_version", "scratch", "assume_architecture"})
+# a ServerArgs line with fewer fields than this is a fragment: too few to place a release
+MIN_FIELDS_TO_PLACE = 40
+# the nearest release's field set must share this much (Jaccard) with the line's
+MIN_SIMILARITY = 0.8
+
+_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)")
+_SCHEDULER = re.compile(r"max_total_num_tokens=\s*[0-9]+,(.*)")
+_DATE = re.compile(r"^\[(20[0-9]{2}-[01][0-9]-[0-3][0-9])[ \]]", re.M)
+_CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([0-9,\s]+)\]")
+_NAMED = (re.compile(r"\bsglang(?:\s+version)?\s*(?:==|:|=)?\s*v?([0-9]+\.[0-9]+\.[0-9]+[\w.]*)",
+                     re.I),
+          re.compile(r"lmsysorg/sglang:v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", re.I))
+
+
+def _snake(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+@lru_cache(maxsize=1)
+def server_arg_fields() -> dict[str, str]:
+    """ServerArgs field → Deployment field: the snake_case of each of SGLang's flags for a
+    setting (``--tp-size`` → ``tp_size``, ``--context-length`` → ``context_length``)."""
+    flags = ENGINES[ENGINE].flags
+    return {_snake(f): fld for fld, names in flags.items() if fld not in _NOT_FROM_LOG
+            for f in names}
+
+
+def split_fields(body: str) -> dict[str, str]:
+    """``a=1, b='x, y', c=[1, 2], d=Cfg(e=3))`` → ``{"a": "1", "b": "'x, y'", "c": "[1, 2]",
+    "d": "Cfg(e=3)"}``: the top-level ``name=value`` pairs of a dataclass repr, up to the
+    parenthesis that closes it."""
+    out: dict[str, str] = {}
+    depth, quote, start = 0, "", 0
+    parts: list[str] = []
+    for i, ch in enumerate(body):
+        if quote:
+            if ch == quote and body[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                parts.append(body[start:i])
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    else:
+        parts.append(body[start:])  # a line cut short: keep what is there
+    for part in parts:
+        name, eq, value = part.strip().partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_]\w*", name):
+            out[name] = value.strip()
+    return out
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text.removeprefix("torch.") if text.startswith("torch.") else text
+
+
+def _setting(fld: str, value: object) -> object | None:
+    """``value`` as the settings table reads field ``fld`` (None: not a value of that kind)."""
+    kind = BY_FIELD[fld].kind
+    if kind == "bool":
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if kind == "int":
+        return value if (isinstance(value, int) and 0 < value < 1 << 40) or (
+            fld == "chunked_prefill_size" and value in (-1, 0)) else None
+    if kind == "float":
+        return float(value) if isinstance(value, int | float) and 0 < value < 1 else None
+    if kind == "str" and isinstance(value, str):
+        return value.removeprefix("torch.")
+    return None
+
+
+def server_args_settings(fields: dict[str, str]) -> dict[str, Any]:
+    """The Deployment settings a ServerArgs line's fields state."""
+    names = server_arg_fields()
+    out: dict[str, Any] = {}
+    for key, text in fields.items():
+        fld = names.get(key)
+        if fld is None or fld not in BY_FIELD:
+            continue
+        value = _setting(fld, _literal(text))
+        if value is not None:
+            out.setdefault(fld, value)
+    ep = _literal(fields.get("ep_size", "1"))
+    if _literal(fields.get("enable_ep_moe", "False")) is True or (
+            isinstance(ep, int) and not isinstance(ep, bool) and ep > 1):
+        out["enable_expert_parallel"] = True
+    return out
+
+
+@lru_cache(maxsize=1)
+def release_fields() -> dict[str, frozenset[str]]:
+    """Each numbered release's ServerArgs field names (``configs/sglang_server_args.json``)."""
+    out: dict[str, frozenset[str]] = {}
+    have: set[str] = set()
+    for row in _table()["releases"]:
+        have = (have | set(row["added"])) - set(row["removed"])
+        out[row["release"]] = frozenset(have)
+    return out
+
+
+def place_by_fields(names: set[str]) -> tuple[str, str] | None:
+    """(release, why) for a ServerArgs line of these field names: the numbered release whose
+    field set is nearest (Jaccard), or the newest modelled when the line has fields that no
+    numbered release has; None for a fragment or no close match."""
+    if len(names) < MIN_FIELDS_TO_PLACE:
+        return None
+    sets = release_fields()
+    best = max(sets, key=lambda r: (len(names & sets[r]) / len(names | sets[r]),
+                                    version_key(r)))
+    sim = len(names & sets[best]) / len(names | sets[best])
+    if sim < MIN_SIMILARITY:
+        return None
+    last = list(sets)[-1]
+    newer = names - sets[last]
+    if best == last and len(newer) > 3:
+        return newest(ENGINE), (f"its ServerArgs has {len(newer)} fields SGLang {last} does "
+                                f"not ({', '.join(sorted(newer)[:3])}, ...): a newer build")
+    return best, (f"its ServerArgs fields match SGLang {best}'s "
+                  f"({len(names & sets[best])} of {len(names)} shared)")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    from memprof.core.models import configs_dir
+
+    data: dict[str, Any] = json.loads(
+        (configs_dir() / "sglang_server_args.json").read_text(encoding="utf-8"))
+    return data
+
+
+def place_by_date(day: str) -> tuple[str, str]:
+    """(release, why) for a log first stamped ``day`` (``YYYY-MM-DD``): the newest release
+    built by then (the release a log of that day can at most run)."""
+    rows = _table()["releases"]
+    nxt = _table()["next"]
+    if day >= nxt["built"]:
+        return newest(ENGINE), (f"its first line is dated {day}, after SGLang {nxt['release']} "
+                                f"({nxt['built']}), which memprof models as {newest(ENGINE)}")
+    built = [r for r in rows if r["built"] <= day]
+    if not built:
+        first = rows[0]
+        return first["release"], (f"its first line is dated {day}, before SGLang "
+                                  f"{first['release']} ({first['built']}), the oldest modelled")
+    r = built[-1]
+    return r["release"], (f"its first line is dated {day}; SGLang {r['release']} "
+                          f"({r['built']}) is the newest release out by then")
+
+
+def modelled_release(named: str) -> tuple[str, str]:
+    """The modelled release a release name maps onto, and the note saying so (empty when the
+    name is a modelled release)."""
+    if named in SGLANG_RELEASES:
+        return named, ""
+    numbered = [r for r in SGLANG_RELEASES if r[0].isdigit()]
+    m = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+)", named)
+    if m is None:
+        return newest(ENGINE), (f"the log's SGLang {named!r} is not a release number: "
+                                f"estimated at {newest(ENGINE)}, the newest modelled")
+    key = version_key(m.group(1))
+    if key > version_key(numbered[-1]):
+        return newest(ENGINE), (f"SGLang {named} is newer than {numbered[-1]}, the newest "
+                                f"release whose rules memprof reads: estimated at "
+                                f"{newest(ENGINE)}")
+    if key < version_key(numbered[0]):
+        return numbered[0], (f"SGLang {named} is older than {numbered[0]}, the oldest release "
+                             f"memprof models: estimated at {numbered[0]}")
+    at = [r for r in numbered if version_key(r) <= key][-1]
+    return at, f"SGLang {named} is estimated at {at} (the modelled release it builds on)"
+
+
+def named_release(text: str) -> str | None:
+    """The SGLang release a log's text names (a pip pin, ``sglang: X``, an image tag)."""
+    for rx in _NAMED:
+        m = rx.search(text)
+        if m:
+            return m.group(1).rstrip(".")
+    return None
+
+
+def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
+                ) -> tuple[dict[str, Any], list[str]]:
+    """``settings`` (read from the log's command) completed from an SGLang log's ServerArgs,
+    scheduler and capture lines, with ``engine_version`` set to the release the log was
+    estimated at; and the notes saying what was assumed. A log of another ``engine``: the
+    settings as they are, no note."""
+    if engine != ENGINE:
+        return settings, []
+    out = dict(settings)
+    notes: list[str] = []
+    fields: dict[str, str] = {}
+    later: dict[str, Any] = {}
+    for line in lines:
+        m = _SERVER_ARGS.search(line)
+        if m and not fields:
+            fields = split_fields(m.group(1))
+        m = _SCHEDULER.search(line)
+        if m:
+            sched = {k: _literal(v) for k, v in split_fields(m.group(1)).items()}
+            ctx = _setting("max_model_len", sched.get("context_len"))
+            if ctx is not None:
+                later.setdefault("max_model_len", ctx)
+        m = _CAPTURE_BS.search(line)
+        if m:
+            sizes = [int(x) for x in m.group(1).replace(",", " ").split()]
+            if sizes:
+                later.setdefault("cuda_graph_max_bs", max(sizes))
+    out.update(server_args_settings(fields))  # the values the server ran with
+    for k, v in later.items():
+        out.setdefault(k, v)
+    if "engine_version" not in out:
+        name = named_release("\n".join(lines))
+        if name:
+            release, note = modelled_release(name)
+        else:
+            placed = place_by_fields(set(fields))
+            day = _DATE.search("\n".join(lines[:2000]))
+            if day is not None:
+                built = {r["release"]: r["built"] for r in _table()["releases"]}
+                if placed is None:
+                    placed = place_by_date(day.group(1))
+                elif built.get(placed[0], "") > day.group(1):
+                    # the fields of a later release, the date before it: a post release
+                    earlier, why = place_by_date(day.group(1))
+                    placed = earlier, (f"{placed[1]}, but {why}: a build between the two")
+            if placed is not None:
+                release, why = placed
+                note = (f"the log names no SGLang release; estimated at {release}: {why} "
+                        "(--engine-version to choose another)")
+            else:
+                release = newest(ENGINE)
+                note = (f"the log names no SGLang release and shows no full ServerArgs line: "
+                        f"estimated at {release}, the newest modelled (--engine-version to "
+                        "choose another)")
+        out["engine_version"] = release
+        if note:
+            notes.append(note)
+    return out, notes
