@@ -26,7 +26,7 @@ from memprof.core.deployment import (
 )
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
-from memprof.core.gpus import GPU, resolve_gpu
+from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
     KVPlan,
@@ -230,8 +230,8 @@ class Steps:
 
 
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
-             gpu_memory_bytes: int | None = None, gpu: GPU | None = None,
-             terms: tuple[list[TermFn], list[TermFn]] | None = None,
+             gpu_memory_bytes: int | None = None, gpu_arch: str | None = None,
+             gpu: GPU | None = None, terms: tuple[list[TermFn], list[TermFn]] | None = None,
              steps: Steps | None = None) -> Estimate:
     """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
 
@@ -245,9 +245,13 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     ``steps``: the steps of ``Steps`` (``STEPS``, computing); a caller that estimates many
     deployments passes wrappers that share work between them. The estimator keeps nothing
     between calls.
+
+    The GPU: ``gpu``, or ``gpu_name`` / ``gpu_memory_bytes`` / ``gpu_arch`` as the flags give
+    them (``resolve_gpu``: a size alone is refused; pass ``gpu=unlisted_gpu(size)`` to estimate
+    a card of unknown architecture, whose assumed rules the notes then state).
     """
     steps = steps or STEPS
-    gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
+    gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes, gpu_arch)
     spec = steps.model_spec(model, dep)
     asked = dep
     dep = steps.prepared(dep, spec, gpu)
@@ -511,9 +515,7 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
         notes.append(f"{gpu.name}: the catalog's total memory is rounded or inferred "
                      "(see configs/gpus.json); pass --gpu-memory for an exact figure")
     if gpu.arch == "unknown":
-        notes.append("GPU architecture unknown (--gpu-memory alone): kernel padding and "
-                     "default backends follow generic rules; add --gpu-arch (or --gpu) for the "
-                     "exact ones")
+        notes.append(UNKNOWN_ARCH_RULES)
     notes += engine_of(dep).notes(dep, mfs)
     return tuple(notes)
 

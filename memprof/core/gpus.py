@@ -1,8 +1,10 @@
 """The GPU catalog (``configs/gpus.json``): total memory as ``torch.cuda.mem_get_info`` reports it.
 
-Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes any other GPU;
-:func:`resolve_gpu` takes its architecture too (one the catalog knows), so that no rule is chosen
-for an "unknown" architecture behind the user's back.
+Each entry cites its source in the data file. ``--gpu-memory SIZE --gpu-arch ARCH`` describes
+any other GPU: :func:`resolve_gpu` refuses the size alone, so that no rule is chosen for an
+"unknown" architecture behind the user's back. A caller that has only a size (a start-up log that
+prints the total but not the card) asks :func:`unlisted_gpu` for it, and the estimate then states
+which rules it applied (:data:`UNKNOWN_ARCH_RULES`).
 """
 
 from __future__ import annotations
@@ -128,12 +130,13 @@ def find_gpu(name: str) -> GPU:
             raise BadInput(
                 f"unknown GPU {shown!r}",
                 hint=f"did you mean {_either(close)}? (memprof gpus lists the catalog; for "
-                "a GPU not in it pass --gpu-memory SIZE, e.g. --gpu-memory 23.58GiB)")
+                "a GPU not in it pass --gpu-memory SIZE --gpu-arch ARCH, e.g. --gpu-memory "
+                "23.58GiB --gpu-arch sm89)")
         raise BadInput(
             f"unknown GPU {shown!r}: it is not in memprof's GPU catalog",
-            hint="pass its memory instead with --gpu-memory SIZE (the total "
-            "torch.cuda.mem_get_info reports, e.g. --gpu-memory 14.58GiB) and leave out --gpu; "
-            "memprof gpus lists the catalog")
+            hint="pass its memory and architecture instead with --gpu-memory SIZE --gpu-arch "
+            "ARCH (the total torch.cuda.mem_get_info reports, e.g. --gpu-memory 14.58GiB "
+            "--gpu-arch sm75) and leave out --gpu; memprof gpus lists the catalog")
     return by_name[key]
 
 
@@ -160,10 +163,29 @@ def find_arch(arch: str) -> GPU:
                    "the gfx name)")
 
 
+UNKNOWN_ARCH_RULES = ("GPU architecture not given: memprof applies sm80's (Ampere's) "
+                      "compute-capability gates (Marlin below sm89 for fp8), Hopper's (sm90) "
+                      "default attention backends and block sizes, and no backend refusals; "
+                      "add --gpu-arch (or --gpu) for the card's own")
+"""What an estimate on :func:`unlisted_gpu` assumes, as its note says it (weights/formats.py
+``_cuda_sm``, attention_backends.py ``default_for`` / ``arch_refusal`` read ``unknown`` so)."""
+
+
+def unlisted_gpu(memory_bytes: int, source: str = "--gpu-memory") -> GPU:
+    """A card known only by its total (``source`` says where it comes from): architecture
+    ``unknown``, whose rules :data:`UNKNOWN_ARCH_RULES` states in the estimate's notes. Only for
+    callers that cannot ask for the architecture (a log, the Python API); the flags refuse it
+    (:func:`resolve_gpu`)."""
+    return GPU(name="custom", total_bytes=memory_bytes, arch="unknown", exact=True,
+               source=source)
+
+
 def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = None) -> GPU:
-    """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total. With
-    ``arch`` (a catalog architecture) a ``--gpu-memory``-only GPU takes that architecture's
-    platform facts instead of ``unknown``; with ``--gpu`` too the two must agree."""
+    """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total. A
+    ``--gpu-memory``-only GPU needs ``arch`` (a catalog architecture) and takes that
+    architecture's platform facts; without one it is :class:`BadInput` (the kernels, backends
+    and platform figures of a card differ by architecture). With ``--gpu`` too the two must
+    agree."""
     if name is None and memory_bytes is None:
         if arch is not None:
             raise BadInput("--gpu-arch without --gpu-memory sizes no GPU",
@@ -173,8 +195,12 @@ def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = N
     if name is None:
         assert memory_bytes is not None
         if arch is None:
-            return GPU(name="custom", total_bytes=memory_bytes, arch="unknown", exact=True,
-                       source="--gpu-memory")
+            raise BadInput("--gpu-memory without --gpu-arch: the card's architecture decides "
+                           "its kernels, attention backends and platform figures",
+                           hint="add --gpu-arch ARCH (one of " + ", ".join(known_archs())
+                           + "; nvidia-smi --query-gpu=compute_cap prints 8.9 for sm89, "
+                           "rocminfo the gfx name), or name a catalog card with --gpu "
+                           "(memprof gpus)")
         like = find_arch(arch)
         return GPU(name=f"custom {like.arch}", total_bytes=memory_bytes, arch=like.arch,
                    vendor=like.vendor, exact=True, source="--gpu-memory",
