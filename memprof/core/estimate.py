@@ -26,7 +26,7 @@ from memprof.core.deployment import (
 )
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
-from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, resolve_gpu
+from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, platform_note, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
     KVPlan,
@@ -516,6 +516,9 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
                      "(see configs/gpus.json); pass --gpu-memory for an exact figure")
     if gpu.arch == "unknown":
         notes.append(UNKNOWN_ARCH_RULES)
+    platform = platform_note(gpu)
+    if platform is not None:
+        notes.append(platform)
     notes += engine_of(dep).notes(dep, mfs)
     return tuple(notes)
 

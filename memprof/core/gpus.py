@@ -171,6 +171,52 @@ UNKNOWN_ARCH_RULES = ("GPU architecture not given: memprof applies sm80's (Amper
 ``_cuda_sm``, attention_backends.py ``default_for`` / ``arch_refusal`` read ``unknown`` so)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlatformRow:
+    """The start-up figures outside PyTorch's allocator as measured on some architectures: the
+    CUDA context, the cuBLAS / cuBLASLt / Triton modules the profile run loads and the NCCL
+    communicators (the constants of ``memprof.core.terms.non_torch`` and the rows of
+    ``memprof.core.terms.nccl``). An architecture no row measured takes ``PLATFORM_ROWS[0]``'s
+    figures, and the estimate says so (:func:`platform_note`)."""
+
+    name: str
+    archs: tuple[str, ...]  # the architectures these figures were measured on
+    measured_on: str
+    source: str
+
+
+PLATFORM_ROWS: tuple[PlatformRow, ...] = (
+    PlatformRow(
+        name="CUDA on Hopper", archs=("sm90",),
+        measured_on="H100 SXM and H200, driver 580.159.04, torch 2.11.0+cu130",
+        source="tests/data/measured_h100_overheads.json (context, cuBLAS, Triton steps); "
+        "reports/gpu/trace/context-probe-h200.json (the same context, 552,402,944 B, on "
+        "H200); reports/gpu/nccl (the communicators)"),
+)
+"""Every architecture whose own platform figures memprof has. Ampere (sm80/86), Ada (sm89),
+Blackwell (sm100/103/120/121), Volta (sm70), Turing (sm75) and every ROCm architecture (CDNA2
+gfx90a, CDNA3 gfx942, CDNA4 gfx950, RDNA3 gfx1100: HIP context, hipBLAS/hipBLASLt modules, RCCL)
+are not measured yet: a row here, with its golden, is how one becomes exact."""
+
+
+def measured_platform(arch: str) -> PlatformRow | None:
+    """The row that measured ``arch``'s own platform figures, or None."""
+    return next((r for r in PLATFORM_ROWS if arch in r.archs), None)
+
+
+def platform_note(gpu: GPU) -> str | None:
+    """The assumption line of an estimate on an architecture whose platform figures were not
+    measured: which measured architecture's figures it used instead (None where measured)."""
+    if measured_platform(gpu.arch) is not None:
+        return None
+    used = PLATFORM_ROWS[0]
+    what = ("HIP context, hipBLAS/hipBLASLt/Triton modules and RCCL communicators"
+            if gpu.is_rocm else "CUDA context, cuBLAS/Triton modules and NCCL communicators")
+    arch = "the unknown architecture's" if gpu.arch == "unknown" else f"{gpu.arch}'s"
+    return (f"platform: {what}: {arch} not measured; memprof uses "
+            f"{'/'.join(used.archs)}'s ({used.measured_on.split(',')[0]}) figures")
+
+
 def unlisted_gpu(memory_bytes: int, source: str = "--gpu-memory") -> GPU:
     """A card known only by its total (``source`` says where it comes from): architecture
     ``unknown``, whose rules :data:`UNKNOWN_ARCH_RULES` states in the estimate's notes. Only for
