@@ -91,4 +91,4 @@ def test_the_python_estimate_refuses_a_bare_size_but_takes_an_unlisted_gpu() -> 
         estimate("qwen3-0.6b", Deployment(), gpu_memory_bytes=20 << 30)
     e = estimate("qwen3-0.6b", Deployment(), gpu=unlisted_gpu(20 << 30))
     assert e.gpu.arch == "unknown" and UNKNOWN_ARCH_RULES in e.notes
-    assert "sm80" in UNKNOWN_ARCH_RULES and "sm90" in UNKNOWN_ARCH_RULES
+    assert "fp8 hardware and Marlin" in UNKNOWN_ARCH_RULES and "sm90" in UNKNOWN_ARCH_RULES

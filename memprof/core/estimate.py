@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -256,6 +257,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     asked = dep
     dep = steps.prepared(dep, spec, gpu)
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
+    check_capability(gpu, dep.dtype, quant)  # what vLLM refuses on this compute capability
     dtype = model_dtype(spec, dep)
     mml = dep.max_model_len
     mnbt = dep.max_num_batched_tokens
@@ -311,7 +313,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
-    notes = _notes(dep, quant, gpu, mfs) + _input_notes(asked, spec, gpu)
+    notes = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
+             + _input_notes(asked, spec, gpu))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,

@@ -163,10 +163,10 @@ def find_arch(arch: str) -> GPU:
                    "the gfx name)")
 
 
-UNKNOWN_ARCH_RULES = ("GPU architecture not given: memprof applies sm80's (Ampere's) "
-                      "compute-capability gates (Marlin below sm89 for fp8), Hopper's (sm90) "
-                      "default attention backends and block sizes, and no backend refusals; "
-                      "add --gpu-arch (or --gpu) for the card's own")
+UNKNOWN_ARCH_RULES = ("GPU architecture not given: memprof sizes the card as one with fp8 "
+                      "hardware and Marlin (no compute-capability gate or fallback), with "
+                      "Hopper's (sm90) default attention backends and block sizes and no "
+                      "backend refusals; add --gpu-arch (or --gpu) for the card's own")
 """What an estimate on :func:`unlisted_gpu` assumes, as its note says it (weights/formats.py
 ``_cuda_sm``, attention_backends.py ``default_for`` / ``arch_refusal`` read ``unknown`` so)."""
 

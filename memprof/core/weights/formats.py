@@ -92,6 +92,31 @@ def _ct_fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
             and arch[2:].isdigit() and int(arch[2:]) < 89)
 
 
+def _fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
+    """vLLM's own fp8 method (a ``quant_method: fp8`` checkpoint, block or per-tensor, or
+    ``--quantization fp8`` on an unquantised one) on a CUDA GPU below sm89: ``Fp8LinearMethod``
+    and ``Fp8MoEMethod`` set ``use_marlin = not has_device_capability(89)`` and repack every
+    layer with ``prepare_fp8_layer_for_marlin`` / ``prepare_moe_fp8_layer_for_marlin``
+    (model_executor/layers/quantization/fp8.py, v0.11.0; blocks included: the block-to-group
+    scale conversion is in utils/marlin_utils_fp8.py). ROCm keeps W8A8 (``use_marlin = False``);
+    an unknown architecture is sized as one with fp8 hardware (sm89+)."""
+    return (not quant.checkpoint_format and arch.startswith("sm") and arch[2:].isdigit()
+            and int(arch[2:]) < 89)
+
+
+def fp8_block_marlin(out: int, inn: int, block: tuple[int, int], dtype_bytes: int
+                     ) -> tuple[int, str]:
+    """Block fp8 on Marlin (``prepare_fp8_layer_for_marlin``, utils/marlin_utils_fp8.py,
+    v0.11.0): the fp8 weight repacked into int32 at the same bytes; the fp32
+    ``weight_scale_inv`` ``(ceil(out/bo), ceil(in/bi))`` turned into Marlin group scales in
+    the model dtype, each block's scale repeated over its ``bo`` output channels and cut to
+    ``out``: ``(ceil(in/bi), out)`` (group size ``bi``). The per-layer Marlin workspace is
+    not counted here."""
+    rows = cdiv(inn, block[1])
+    return (out * inn + rows * out * dtype_bytes,
+            f"{out}×{inn}×1B + {rows}×{out} group scales (Marlin fp8)")
+
+
 def fp8_marlin(out: int, inn: int, dtype_bytes: int, static_input: bool) -> tuple[int, str]:
     """fp8 weight-only on Marlin (``prepare_fp8_layer_for_marlin``,
     quantization/utils/marlin_utils_fp8.py, v0.11.0): the fp8 weight repacked into int32 at the
@@ -208,10 +233,15 @@ def linear_bytes(
     if quant is None or quant.method == "none":
         return dense_bytes(out, inn, dtype_bytes)
     m = quant.method
+    if m == "fp8" and _fp8_on_marlin(quant, arch):
+        return fp8_block_marlin(out, inn, quant.block or (128, 128), dtype_bytes)
     if m == "fp8":
         return fp8_block(out, inn, quant.block or (128, 128), arch)
     if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
         return fp8_marlin(out, inn, dtype_bytes, quant.static_input)
+    if m in ("fp8_per_tensor", "fp8_per_channel") and _fp8_on_marlin(quant, arch):
+        # Fp8LinearMethod deletes the input scale on Marlin ("Activations not quantized")
+        return fp8_marlin(out, inn, dtype_bytes, False)
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         n, f = fp8_per_tensor(out, inn) if m == "fp8_per_tensor" else fp8_per_channel(out, inn)
         # a static (calibrated) input scale is reduced to one fp32 at load
@@ -272,6 +302,10 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if quant is None or quant.method == "none":
         return (Param("weight", (out, inn), dtype),)
     m = quant.method
+    if m == "fp8" and _fp8_on_marlin(quant, arch):
+        bi = (quant.block or (128, 128))[1]
+        return (_u8("weight", out * inn, inn // 4 or 1),
+                Param("weight_scale", (cdiv(inn, bi), out), dtype))
     if m == "fp8":
         bo, bi = quant.block or (128, 128)
         w = Param("weight", (out, inn), "float8_e4m3fn")
@@ -282,6 +316,8 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
         return ((_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
                 + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ()))
+    if m in ("fp8_per_tensor", "fp8_per_channel") and _fp8_on_marlin(quant, arch):
+        return (_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         scale = (1,) if m == "fp8_per_tensor" else (out, 1)
         fp8 = (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", scale,
