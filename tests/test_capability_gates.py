@@ -133,3 +133,17 @@ def test_nvfp4_below_10_0_is_stated_without_moving_its_storage() -> None:
     assert any(n.startswith("capability 9.0 < 10.0: no CUTLASS FP4 GEMM") for n in h100.notes)
     b200 = estimate("deepseek-r1-nvfp4", Deployment(tp=8, max_model_len=4096), gpu_name="B200")
     assert not any(n.startswith("capability") for n in b200.notes)
+
+
+def test_block_fp8_experts_below_8_9_are_marlin_too() -> None:
+    # DeepSeek-R1 experts at TP8 (no EP): 256 experts, I = 2048/8 = 256, H = 7168. Marlin
+    # (prepare_moe_fp8_layer_for_marlin): w13 (E, 2I, H) fp8 + (E, H/128, 2I) bf16 scales,
+    # w2 (E, H, I) fp8 + (E, I/128, H) bf16 scales
+    dep = Deployment(tp=8, max_model_len=4096)
+    e, i, h = 256, 256, 7168
+    ampere = estimate("deepseek-r1", dep, gpu_name="A100-80GB")
+    want = e * (2 * i * h + (h // 128) * 2 * i * 2 + h * i + (i // 128) * h * 2)
+    assert _tensor(ampere, "model.layers.*.mlp.experts") == want
+    hopper = estimate("deepseek-r1", dep, gpu_name="H100")
+    fp32_blocks = e * 4 * (2 * (i // 128) * (h // 128) + (h // 128) * (i // 128))
+    assert _tensor(hopper, "model.layers.*.mlp.experts") == e * 3 * i * h + fp32_blocks

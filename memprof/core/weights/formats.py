@@ -92,7 +92,7 @@ def _ct_fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
             and arch[2:].isdigit() and int(arch[2:]) < 89)
 
 
-def _fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
+def fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
     """vLLM's own fp8 method (a ``quant_method: fp8`` checkpoint, block or per-tensor, or
     ``--quantization fp8`` on an unquantised one) on a CUDA GPU below sm89: ``Fp8LinearMethod``
     and ``Fp8MoEMethod`` set ``use_marlin = not has_device_capability(89)`` and repack every
@@ -233,13 +233,13 @@ def linear_bytes(
     if quant is None or quant.method == "none":
         return dense_bytes(out, inn, dtype_bytes)
     m = quant.method
-    if m == "fp8" and _fp8_on_marlin(quant, arch):
+    if m == "fp8" and fp8_on_marlin(quant, arch):
         return fp8_block_marlin(out, inn, quant.block or (128, 128), dtype_bytes)
     if m == "fp8":
         return fp8_block(out, inn, quant.block or (128, 128), arch)
     if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
         return fp8_marlin(out, inn, dtype_bytes, quant.static_input)
-    if m in ("fp8_per_tensor", "fp8_per_channel") and _fp8_on_marlin(quant, arch):
+    if m in ("fp8_per_tensor", "fp8_per_channel") and fp8_on_marlin(quant, arch):
         # Fp8LinearMethod deletes the input scale on Marlin ("Activations not quantized")
         return fp8_marlin(out, inn, dtype_bytes, False)
     if m in ("fp8_per_tensor", "fp8_per_channel"):
@@ -302,7 +302,7 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if quant is None or quant.method == "none":
         return (Param("weight", (out, inn), dtype),)
     m = quant.method
-    if m == "fp8" and _fp8_on_marlin(quant, arch):
+    if m == "fp8" and fp8_on_marlin(quant, arch):
         bi = (quant.block or (128, 128))[1]
         return (_u8("weight", out * inn, inn // 4 or 1),
                 Param("weight_scale", (cdiv(inn, bi), out), dtype))
@@ -316,7 +316,7 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
         return ((_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
                 + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ()))
-    if m in ("fp8_per_tensor", "fp8_per_channel") and _fp8_on_marlin(quant, arch):
+    if m in ("fp8_per_tensor", "fp8_per_channel") and fp8_on_marlin(quant, arch):
         return (_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         scale = (1,) if m == "fp8_per_tensor" else (out, 1)

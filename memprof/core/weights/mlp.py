@@ -8,7 +8,7 @@ from memprof.core.deployment import experts_on_rank
 from memprof.core.models import Layer, QuantConfig
 from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
-from memprof.core.weights.formats import Param, linear_bytes, linear_params
+from memprof.core.weights.formats import Param, fp8_on_marlin, linear_bytes, linear_params
 from memprof.core.weights.shard import Shard
 
 # The MXFP4 MoE backend vLLM picks by default on Hopper (SM90). value: "marlin" | "triton".
@@ -177,7 +177,9 @@ class MlpWeights(Shard):
         if q is not None and q.method == "mxfp4":
             self.mxfp4_experts(module, layer, e_local, i_local, moe_tp)
             return
-        if q is not None and q.method == "fp8" and q.block:
+        if q is not None and q.method == "fp8" and q.block and not fp8_on_marlin(q, self.arch):
+            # (below sm89 the experts are Marlin's, sized per expert by linear_bytes below:
+            # prepare_moe_fp8_layer_for_marlin, utils/marlin_utils_fp8.py, v0.11.0)
             # FusedMoE fp8 block scales: w13 (E, 2·ceil(I/128), ceil(H/128)), w2 (E,
             # ceil(H/128), ceil(I/128)), fp32 (fp8.py Fp8MoEMethod.create_weights, v0.33.0).
             bo, bi = q.block
