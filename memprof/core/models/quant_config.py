@@ -14,7 +14,7 @@ from memprof.core.models.spec import ModelSpec, QuantConfig
 # --- quantisation --------------------------------------------------------------------------------
 
 QUANT_METHODS = ("none", "fp8", "fp8_per_channel", "mxfp4", "nvfp4", "awq", "gptq", "wna16",
-                 "int8_w8a8", "bnb4")
+                 "int8_w8a8", "bnb4", "gguf")
 _FLAG_ALIASES = {
     "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4",
@@ -27,6 +27,7 @@ _FLAG_ALIASES = {
     "gptq_marlin": "gptq",
     "compressed-tensors": "compressed-tensors",
     "compressed_tensors": "compressed-tensors",
+    "gguf": "gguf",
     "none": "none",
 }
 
@@ -83,6 +84,8 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
         return compressed_tensors(q, exclude)
     if method == "bitsandbytes":
         return bitsandbytes(q, exclude)
+    if method == "gguf":
+        return gguf(q, cfg)
     if method == "modelopt":
         algo = str(q.get("quant_algo", "")).upper()
         if "FP4" in algo:
@@ -113,6 +116,12 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
         )
     if method == "none":
         return None
+    if method == "gguf" and (spec.quant is None or spec.quant.method != "gguf"):
+        raise ConfigError(
+            "--quantization gguf needs the GGUF file's tensor types",
+            hint="vLLM reads them from the .gguf file; give them as the config's "
+            "quantization_config {\"quant_method\": \"gguf\", \"file_type\": \"Q8_0\"} "
+            "or {..., \"tensor_types\": {...}} (e.g. with --hf-overrides)")
     if method == _CT:
         if spec.quant is not None and spec.quant.checkpoint_format == _CT:
             return spec.quant
@@ -331,3 +340,21 @@ def bitsandbytes(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
     return QuantConfig(method="bnb4", bits=4, group_size=64, strategy=qtype,
                        double_quant=q.get("bnb_4bit_use_double_quant") is True,
                        exclude=exclude + tuple(skip))
+
+
+# --- GGUF -----------------------------------------------------------------------------------------
+
+
+def gguf(q: dict[str, Any], cfg: dict[str, Any]) -> QuantConfig:
+    """A GGUF checkpoint's tensor types (``memprof.core.weights.gguf.parse_types``). A uniform
+    Q6_K or Q8_0 file of an 8-expert model keeps ``attn_k`` / ``attn_v`` in Q8_0 (llama.cpp
+    src/llama-quant.cpp llama_tensor_get_type: "for the 8-expert model, bumping this to
+    Q8_0"). MoE routers are built unquantised by vLLM's models (``ReplicatedLinear(...,
+    quant_config=None)``, e.g. mixtral.py), so the GGUF type of ``ffn_gate_inp`` never matters."""
+    from memprof.core.models.gguf_types import parse_types
+
+    types = parse_types(q)
+    if ("tensor_types" not in q and cfg.get("num_local_experts") == 8
+            and types[0][1] in ("Q6_K", "Q8_0")):
+        types = (("attn_k", "Q8_0"), ("attn_v", "Q8_0"), *types)
+    return QuantConfig(method="gguf", gguf_types=types)

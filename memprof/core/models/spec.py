@@ -104,6 +104,9 @@ class QuantConfig:
     # a CUDA sm80+ GPU (memprof.core.weights.formats.gptq)
     marlin: bool = False
     double_quant: bool = False  # bitsandbytes 4-bit bnb_4bit_use_double_quant
+    # GGUF: (tensor kind or "*", GGML type) pairs (memprof.core.weights.gguf); ``scheme`` then
+    # holds the type of the one module a weight builder asked about
+    gguf_types: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

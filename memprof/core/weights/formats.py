@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from memprof.base.units import cdiv, round_up
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import QuantConfig
+from memprof.core.weights.gguf import gguf_bytes, row_bytes
 
 
 def dense_bytes(out: int, inn: int, dtype_bytes: int) -> tuple[int, str]:
@@ -259,6 +260,8 @@ def linear_bytes(
         return nvfp4(out, inn, quant.group_size or 16)
     if m == "bnb4":
         return bnb4(out, inn, quant.group_size, quant.double_quant)
+    if m == "gguf":
+        return gguf_bytes(out, inn, quant.scheme)
     if m == "gptq" and quant.source == "config":
         return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
                     quant.marlin and _cuda_sm(arch) >= 80)
@@ -354,6 +357,8 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
                                                        "float8_e4m3fn"),
                 Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
                 Param("alpha", (1,), "float32"))
+    if m == "gguf":
+        return (Param("qweight", (out, row_bytes(quant.scheme, inn)), "uint8"),)
     if m == "bnb4":
         blocks = cdiv(out * inn, quant.group_size)
         ps = [Param("weight", (cdiv(out * inn, 2), 1), "uint8")]

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from memprof.base.errors import LayoutError
+from memprof.base.errors import ConfigError, LayoutError
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
 from memprof.core.weights.formats import Param, linear_bytes, linear_params
+from memprof.core.weights.gguf import gguf_bytes, module_type
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
@@ -95,6 +96,8 @@ class Shard:
             if (fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
                     or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")):
                 return None
+        if q.method == "gguf":
+            return gguf_module(q, module)
         return q
 
     def add(self, module: str, group: str, params: tuple[Param, ...], *, replicas: int,
@@ -167,7 +170,28 @@ class Shard:
         per = padded // self.tp
         real = max(0, min(per, v - self.coord.tp_rank * per))
         tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
+        q = self.quant
+        if q is not None and q.method == "gguf":
+            # GGUFEmbeddingMethod keeps the GGUF blocks (vocab_parallel_embedding.py
+            # weight_loader materialises (num_embeddings_per_partition, row bytes), v0.11.0)
+            t = gguf_module(q, module).scheme
+            nbytes, how = gguf_bytes(per, h, t)
+            self.add(module, group, (Param("qweight", (per, nbytes // per), "uint8"),),
+                     replicas=self.copies * tied_copies, padding=(per - real) * nbytes // per,
+                     formula=f"{how} (vocab {v} padded to {padded}, /{self.tp})")
+            return
         self.add(module, group, (Param("weight", (per, h), self.dtype),),
                  replicas=self.copies * tied_copies,
                  padding=(per - real) * h * self.b,
                  formula=f"{per}×{h}×{self.b}B (vocab {v} padded to {padded}, /{self.tp})")
+
+
+def gguf_module(q: QuantConfig, module: str) -> QuantConfig:
+    """``q`` with ``scheme`` set to the GGML type ``module`` is stored in; a module memprof does
+    not know the GGUF tensor of is refused, never sized in the model dtype."""
+    t = module_type(q.gguf_types, module)
+    if t is None:
+        raise ConfigError(f"GGUF: memprof does not know which GGUF tensor {module} is loaded "
+                          "from", hint="GGUF sizing covers the Llama-layout modules "
+                          "(memprof.core.weights.gguf.MODULE_KINDS)")
+    return replace(q, scheme=t)
