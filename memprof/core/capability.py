@@ -95,6 +95,8 @@ def vllm_method(quant: QuantConfig) -> str:
     """The vLLM quantisation method a memprof ``QuantConfig`` runs as, on a GPU with Marlin
     (``awq`` / ``gptq`` checkpoints are converted to their Marlin methods on sm80+:
     ``AWQMarlinConfig.override_quantization_method`` / ``GPTQMarlinConfig``'s, v0.11.0)."""
+    if quant.checkpoint_format == "modelopt" and quant.method == "nvfp4":
+        return "modelopt_fp4"
     if quant.checkpoint_format:
         return quant.checkpoint_format
     return {"fp8": "fp8", "fp8_per_tensor": "fp8", "fp8_per_channel": "modelopt",

@@ -93,7 +93,8 @@ class QuantConfig:
     # compressed-tensors details (memprof.core.models.quant_config): the declaring format, a
     # static (calibrated) input scale, asymmetric input quantisation, weight zero points, the
     # scale strategy (tensor / channel / group / block) and the scheme's name for reports
-    checkpoint_format: str = ""  # "" (quant_method is the method) | "compressed-tensors"
+    # "" (quant_method is the method) | "compressed-tensors" | "modelopt"
+    checkpoint_format: str = ""
     static_input: bool = False
     input_symmetric: bool = True
     zero_point: bool = False
