@@ -37,6 +37,9 @@ class GPU:
     # every GPU pair of the host joined by NVLink (NVSwitch) or an xGMI full mesh: what vLLM's
     # platform ``is_fully_connected`` reports (see configs/gpus.json's _about)
     fully_connected: bool = False
+    # streaming multiprocessors (torch ``multi_processor_count``); None where the catalog does
+    # not state it (see configs/gpus.json's _about)
+    sm_count: int | None = None
 
     @property
     def is_rocm(self) -> bool:
@@ -55,7 +58,8 @@ def catalog() -> tuple[GPU, ...]:
                 source=g.get("source", ""), peer_access=bool(g.get("peer_access", True)),
                 compute_capability=g.get("compute_capability"),
                 interconnect=g.get("interconnect", ""),
-                fully_connected=bool(g.get("fully_connected", False)))
+                fully_connected=bool(g.get("fully_connected", False)),
+                sm_count=g.get("sm_count"))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -249,7 +253,7 @@ def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = N
                            "(memprof gpus)")
         like = find_arch(arch)
         return GPU(name=f"custom {like.arch}", total_bytes=memory_bytes, arch=like.arch,
-                   vendor=like.vendor, exact=True, source="--gpu-memory",
+                   vendor=like.vendor, exact=True, source="--gpu-memory",  # SM count unknown
                    compute_capability=like.compute_capability,
                    interconnect="unknown (PCIe with peer access assumed)")
     gpu = find_gpu(name)

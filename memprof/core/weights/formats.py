@@ -105,6 +105,26 @@ def fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
             and int(arch[2:]) < 89)
 
 
+def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False) -> int:
+    """The thread blocks per SM a layer's Marlin workspace is sized for, 0 where no Marlin
+    kernel runs: vLLM v0.11.0 gives each Marlin layer its own ``workspace`` of
+    ``marlin_make_workspace_new(device, max_blocks_per_sm)`` int32s, one per SM × blocks
+    (quantization/utils/marlin_utils.py): 1 for a linear (``MarlinLinearKernel``,
+    ``AWQMarlinLinearMethod``, ``prepare_fp8_layer_for_marlin``), 4 for a FusedMoE layer
+    (``prepare_moe_fp8_layer_for_marlin``, ``GPTQMarlinMoEMethod``, ``AWQMarlinMoEMethod``).
+    Marlin runs for vLLM's fp8 below sm89 (:func:`fp8_on_marlin`, compressed-tensors'
+    W8A16 fallback) and for GPTQ / AWQ checkpoints on sm80+ (gptq_marlin / awq_marlin);
+    MXFP4 experts on Marlin are marked by their builder."""
+    if quant is None:
+        return 0
+    m = quant.method
+    fp8 = m in ("fp8", "fp8_per_tensor", "fp8_per_channel") and (
+        fp8_on_marlin(quant, arch) or _ct_fp8_on_marlin(quant, arch))
+    int4 = (quant.source == "config" and _cuda_sm(arch) >= 80
+            and ((m == "gptq" and quant.marlin) or m == "awq"))
+    return (4 if moe else 1) if fp8 or int4 else 0
+
+
 def fp8_block_marlin(out: int, inn: int, block: tuple[int, int], dtype_bytes: int
                      ) -> tuple[int, str]:
     """Block fp8 on Marlin (``prepare_fp8_layer_for_marlin``, utils/marlin_utils_fp8.py,

@@ -30,7 +30,7 @@ from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
-from memprof.core.weights.formats import Param, linear_bytes, linear_params
+from memprof.core.weights.formats import Param, linear_bytes, linear_params, marlin_blocks
 from memprof.core.weights.gguf import gguf_bytes, module_type
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
@@ -51,6 +51,9 @@ class WeightTensor:
     formula: str = ""
     # the parameter tensors of one instance as the engine allocates them (Σ bytes = bytes_each)
     params: tuple[Param, ...] = ()
+    # blocks per SM of the Marlin workspace this module's layer allocates (0: no Marlin kernel;
+    # formats.marlin_blocks), sized per GPU by memprof.core.terms.marlin_workspace
+    marlin_blocks: int = 0
 
     @property
     def bytes(self) -> int:
@@ -77,6 +80,7 @@ class Shard:
         self.tp = dep.tp
         self.copies = dep.copies  # full copies of non-expert tensors (vLLM DP)
         self.out: list[WeightTensor] = []
+        self._marlin_fused: set[str] = set()  # fused modules whose workspace is counted
 
     # --- helpers ---------------------------------------------------------------------------------
     def quantised(self, module: str, expert: bool = False) -> QuantConfig | None:
@@ -101,12 +105,12 @@ class Shard:
         return q
 
     def add(self, module: str, group: str, params: tuple[Param, ...], *, replicas: int,
-            formula: str, padding: int = 0) -> None:
+            formula: str, padding: int = 0, marlin_blocks: int = 0) -> None:
         """One tensor (set) of ``params``; its bytes are theirs."""
         nbytes = sum(p.bytes for p in params)
         self.out.append(WeightTensor(module=module, group=group, bytes_each=nbytes,
                                      replicas=replicas, padding_each=padding, formula=formula,
-                                     params=params))
+                                     params=params, marlin_blocks=marlin_blocks))
 
     def vec(self, name: str, n: int, dtype: str | None = None) -> tuple[Param, ...]:
         """One 1-D parameter of ``n`` elements (the model dtype unless given)."""
@@ -125,7 +129,8 @@ class Shard:
         q = self.quantised(module) if quantise else None
         _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
         self.add(module, group, linear_params(lo, li, q, self.dtype, self.arch),
-                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})")
+                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})",
+                 marlin_blocks=marlin_blocks(q, self.arch))
         if bias:
             bo = lo
             self.add(module + ".bias", group, self.vec("bias", bo),
@@ -146,8 +151,11 @@ class Shard:
         module ``quant_of`` is (e.g. the q or the kv part of ``QKVParallelLinear``)."""
         q = self.quantised(quant_of)
         _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch)
+        first = quant_of not in self._marlin_fused  # one workspace per fused module
+        self._marlin_fused.add(quant_of)
         self.add(module, group, linear_params(out, inn, q, self.dtype, self.arch),
-                 replicas=replicas, formula=formula + note)
+                 replicas=replicas, formula=formula + note,
+                 marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
 
     def bias(self, module: str, group: str, n: int, *, replicas: int, formula: str) -> None:
         """A bias of ``n`` local elements in the model dtype."""
