@@ -79,6 +79,7 @@ def _headline(est: dict[str, Any]) -> str:
 
 
 def check_budget(model: str, *, gpu: str | None = None, gpu_memory: int | str | None = None,
+                 gpu_arch: str | None = None,
                  max_peak_bytes: int | str | None = None,
                  max_weights_bytes: int | str | None = None,
                  min_kv_tokens: int | None = None, verdict: str | None = "fits",
@@ -105,6 +106,8 @@ def check_budget(model: str, *, gpu: str | None = None, gpu_memory: int | str | 
         values["gpu"] = gpu
     if gpu_memory is not None:
         values["gpu_memory"] = gpu_memory
+    if gpu_arch is not None:
+        values["gpu_arch"] = gpu_arch
     request = request_from_mapping(values, where="memprof budget")
     est = estimate_dict(evaluate(request))
 

@@ -55,9 +55,11 @@ def test_gpus_not_in_the_catalog_say_so_and_how_to_proceed(typed: str) -> None:
     assert suggest_gpus(typed) == []
     error, hint = error_and_hint(["estimate", "-m", "qwen3-0.6b", "--gpu", typed])
     assert error == f"error: unknown GPU {typed!r}: it is not in memprof's GPU catalog"
-    assert "--gpu-memory SIZE" in hint and "leave out --gpu" in hint and "memprof gpus" in hint
+    assert "--gpu-memory SIZE --gpu-arch ARCH" in hint and "leave out --gpu" in hint
+    assert "memprof gpus" in hint
     # and the way out works: the same GPU described by its memory
-    code, _, err = call("estimate", "-m", "qwen3-0.6b", "--gpu-memory", "14.58GiB")
+    code, _, err = call("estimate", "-m", "qwen3-0.6b", "--gpu-memory", "14.58GiB", "--gpu-arch",
+                        "sm75")
     assert code == 0, err
 
 

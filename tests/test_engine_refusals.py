@@ -309,13 +309,14 @@ def test_overrides_are_merged_before_validation_never_after() -> None:
 
 
 def test_vllm_on_a_3gib_gpu_is_judged_as_vllm_not_sglang() -> None:
-    code, out, err = invoke(["estimate", "--gpu-memory", "3GiB", "--model", "qwen3-0.6b",
-                             "-f", "json"])
+    code, out, err = invoke(["estimate", "--gpu-memory", "3GiB", "--gpu-arch", "sm90",
+                             "--model", "qwen3-0.6b", "-f", "json"])
     assert "mem_fraction_static" not in err and code in (0, 1), err
     d = json.loads(out)
     assert d["deployment"]["engine"] == "vllm" and d["gpu"]["total_bytes"] == 3 * GiB
     # SGLang on the same GPU still refuses its own heuristic, naming it
-    refused(["estimate", "--engine", "sglang", "--gpu-memory", "3GiB", "--model", "qwen3-0.6b"],
+    refused(["estimate", "--engine", "sglang", "--gpu-memory", "3GiB", "--gpu-arch", "sm90",
+             "--model", "qwen3-0.6b"],
             "mem_fraction_static")
 
 

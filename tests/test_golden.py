@@ -82,7 +82,7 @@ def test_the_readme_json_example_is_what_the_tool_prints() -> None:
 
 OPTIONS = {
     # memprof's deployment flags, then one per memprof.core.flags.SETTINGS row, in its order
-    "estimate": ["--model/-m/--model-path", "--gpu", "--gpu-memory", "--engine",
+    "estimate": ["--model/-m/--model-path", "--gpu", "--gpu-memory", "--gpu-arch", "--engine",
                  "--engine-version", "--entrypoint",
                  "-tp/--tensor-parallel-size/--tp/--tp-size", "-pp/--pipeline-parallel-size/"
                  "--pp-size", "-dp/--data-parallel-size/--dp/--dp-size",
@@ -97,10 +97,11 @@ OPTIONS = {
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--max-total-tokens",
-                 "--gpu-arch", "--compare", "--format/-f", "--from-file", "--plot",
+                 "--compare", "--format/-f", "--from-file", "--plot",
                  "--markdown"],
     "explain": None,  # the deployment flags plus --format/-f, --markdown
-    "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--engine",
+    "plan": ["--model/-m", "--requests", "--context", "--gpu", "--gpu-memory", "--gpu-arch",
+             "--engine",
              "--engine-version", "--entrypoint", "--headroom", "--max-gpus", "--kv-cache-dtype",
              "--top", "--format/-f", "--markdown"],
     "sweep": None,  # the deployment flags plus --set, --output/-o, --format/-f
@@ -126,7 +127,7 @@ def test_every_commands_options_are_frozen() -> None:
         for sub in subs or [None]:
             key = c.name if sub is None else f"{c.name} {sub}"
             got[key] = ["/".join(o.names) for o in parser_of(c, sub).options if o.names]
-    flags = OPTIONS["estimate"][:-6]  # the deployment flags every such command shares
+    flags = OPTIONS["estimate"][:-5]  # the deployment flags every such command shares
     trace = [*flags, "--device", "--rank", "--decode-steps", "--graphs", "--alloc-conf",
              "--snapshot", "--format/-f", "--markdown"]
     assert got == {**OPTIONS, "trace": trace, "explain": [*flags, "--format/-f", "--markdown"],

@@ -155,7 +155,9 @@ def test_an_unknown_or_contradicting_architecture_is_bad_input() -> None:
     with pytest.raises(BadInput):
         resolve_gpu(None, None, "sm90")  # an architecture alone sizes nothing
     assert resolve_gpu("L40S", None, "8.9").name == "L40S"
-    assert resolve_gpu(None, 20 << 30).arch == "unknown"  # unchanged without an architecture
+    with pytest.raises(BadInput) as info:  # a size alone picks no rules behind the user's back
+        resolve_gpu(None, 20 << 30)
+    assert "--gpu-arch" in (info.value.hint or "")
 
 
 def test_rows_expose_compute_capability_and_interconnect() -> None:

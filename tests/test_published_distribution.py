@@ -32,6 +32,7 @@ from memprof.base.errors import MemprofError
 from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.gpus import unlisted_gpu
 
 DATA = Path(__file__).parent / "data"
 ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
@@ -96,7 +97,10 @@ def outcome(row: dict[str, Any]) -> Outcome:
     out = Outcome(id=row["id"])
     try:
         model, dep, gpu, mem = _run_args(row)
-        e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
+        if gpu is None and mem is not None:  # the log prints a total, not the card
+            e = estimate(model, dep, gpu=unlisted_gpu(mem, source="the log's total"))
+        else:
+            e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
     except Refused as exc:
         out.refused = str(exc)
         return out

@@ -92,10 +92,11 @@ def test_assert_fits_message_names_every_broken_limit() -> None:
 
 
 def test_a_startup_oom_breaks_the_default_verdict() -> None:
-    report = check_budget("llama-3.1-8b", gpu_memory="17GiB")
+    report = check_budget("llama-3.1-8b", gpu_memory="17GiB", gpu_arch="sm90")
     assert not report.ok
     assert any(v.startswith("verdict startup_oom, expected fits") for v in report.violations)
-    assert check_budget("llama-3.1-8b", gpu_memory="17GiB", verdict="startup_oom").ok
+    assert check_budget("llama-3.1-8b", gpu_memory="17GiB", gpu_arch="sm90",
+                        verdict="startup_oom").ok
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -332,7 +332,8 @@ def test_identical_ranks_are_computed_once(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_config_of_100000_layers_is_sized_per_layer_kind(tmp_path: Path) -> None:
     cfg = _llama()
     cfg["num_hidden_layers"] = 100_000
-    big = estimate(_write(tmp_path, "big", cfg), Deployment(), gpu_memory_bytes=1 << 50)
+    big = estimate(_write(tmp_path, "big", cfg), Deployment(), gpu_memory_bytes=1 << 50,
+                   gpu_arch="sm90")
     small = estimate("llama-3.1-8b", Deployment(), gpu_name="H100")
 
     def layer_bytes(e: object, group: str) -> tuple[int, int]:
@@ -362,7 +363,7 @@ def test_remedies_fit_with_the_minimum_headroom_cheapest_first() -> None:
 
 def test_none_of_these_fit_is_said(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = call(capsys, "estimate", "-m", "deepseek-v3", "--gpu-memory", "4GiB",
-                        "-f", "json")
+                        "--gpu-arch", "sm90", "-f", "json")
     d = json.loads(out)
     assert code == 1 and d["summary"]["remedies"] == []
     assert d["summary"]["remedies_note"].startswith("none of these fit with at least 1.00 GiB")

@@ -125,9 +125,11 @@ def test_deepseek_v4_aiter_per_step_vs_shared() -> None:
 
 def test_llama_8b_on_24gib_fits_at_20000_and_not_at_131072() -> None:
     # 131072: Llama-3.1's derived maximum (200000 is refused before any work, as vLLM does)
-    ok = estimate("llama-3.1-8b", Deployment(max_model_len=20000), gpu_memory_bytes=24 * GiB)
+    ok = estimate("llama-3.1-8b", Deployment(max_model_len=20000), gpu_memory_bytes=24 * GiB,
+                  gpu_arch="sm90")
     assert ok.verdict == "fits" and min(r.headroom_bytes for r in ok.ranks) > 0
-    bad = estimate("llama-3.1-8b", Deployment(max_model_len=131072), gpu_memory_bytes=24 * GiB)
+    bad = estimate("llama-3.1-8b", Deployment(max_model_len=131072), gpu_memory_bytes=24 * GiB,
+                  gpu_arch="sm90")
     assert bad.verdict == "startup_oom"
     est = bad.ranks[0].estimated_max_model_len
     assert 20000 < est < 131072 and f"estimated maximum model length is {est}" in bad.reasons[0]

@@ -116,7 +116,7 @@ class Evaluator:
             [ReadMemo(f) for f in before],
             [replay if f is allocator_runtime_terms else ReadMemo(f) for f in after])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
-        self._gpus: dict[tuple[str | None, int | None], GPU] = {}
+        self._gpus: dict[tuple[str | None, int | None, str | None], GPU] = {}
         self._steps = CachedSteps().steps
 
     def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
@@ -127,14 +127,15 @@ class Evaluator:
             self._specs[key] = load_model(model, speculative_mtp=mtp)
         return self._specs[key]
 
-    def gpu(self, name: str | None, memory: int | None) -> GPU:
-        key = (name, memory)
+    def gpu(self, name: str | None, memory: int | None, arch: str | None = None) -> GPU:
+        key = (name, memory, arch)
         if key not in self._gpus:
-            self._gpus[key] = resolve_gpu(name, memory)
+            self._gpus[key] = resolve_gpu(name, memory, arch)
         return self._gpus[key]
 
-    def remember_gpu(self, name: str | None, memory: int | None, gpu: GPU) -> None:
-        self._gpus[(name, memory)] = gpu
+    def remember_gpu(self, name: str | None, memory: int | None, gpu: GPU,
+                     arch: str | None = None) -> None:
+        self._gpus[(name, memory, arch)] = gpu
 
     def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU) -> Estimate:
         spec = self.spec(model, dep.num_speculative_tokens > 0)
@@ -165,27 +166,27 @@ def record(e: Estimate) -> dict[str, Any]:
 
 def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | None,
           axes: list[Axis], evaluator: Evaluator | None = None,
-          base_gpu: GPU | None = None) -> list[dict[str, Any]]:
+          base_gpu: GPU | None = None, gpu_arch: str | None = None) -> list[dict[str, Any]]:
     """One record per grid point: the axes' values, then ``RESULT_COLUMNS``. A point the engine
     would refuse (TP not dividing the heads, ...) has verdict ``invalid`` and its error."""
     ev = evaluator or Evaluator()
     if base_gpu is not None:  # e.g. --gpu auto, resolved by the caller
-        ev.remember_gpu(gpu_name, gpu_memory, base_gpu)
+        ev.remember_gpu(gpu_name, gpu_memory, base_gpu, gpu_arch)
     out: list[dict[str, Any]] = []
     names = {a.field: a.name for a in axes}
     for a in axes:  # a GPU or a model the user mistyped is an error, not an invalid point
         for v in a.values:
             if a.field == "gpu":
-                ev.gpu(v, gpu_memory)
+                ev.gpu(v, gpu_memory, gpu_arch)
             elif a.field == "model":
                 ev.spec(v, base.num_speculative_tokens > 0)
-    ev.gpu(gpu_name, gpu_memory)
+    ev.gpu(gpu_name, gpu_memory, gpu_arch)
     ev.spec(model, base.num_speculative_tokens > 0)
     for point in points(axes):
         row: dict[str, Any] = {names[k]: v for k, v in point.items()}
         changes = {k: v for k, v in point.items() if k not in EXTRA_AXES}
         try:
-            gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory)
+            gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
             dep = base.with_(**changes)
             row.update(record(ev.estimate(point.get("model", model), dep, gpu)))
         except BadInput as exc:  # its inputs stay (a result column it set shows its value)

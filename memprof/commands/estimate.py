@@ -26,10 +26,6 @@ FORMATS = ("table", "json", "markdown")
 def options() -> tuple[Option, ...]:
     """The deployment flags, then estimate's own."""
     return (*deployment_options(),
-            Option(dest="gpu_arch", names=("--gpu-arch",), metavar="ARCH",
-                   help="The architecture of a --gpu-memory card the catalog lacks (sm75, sm89, "
-                   "8.9, sm120, gfx942, ...: memprof gpus lists them), so that its kernels and "
-                   "backends are that architecture's."),
             Option(dest="compare", names=("--compare",), metavar="KEY=VALUE[,...]",
                    help="Estimate again with changes and show the difference per component, "
                    "e.g. --compare scratch=shared or --compare "

@@ -42,6 +42,7 @@ def run(args: Namespace) -> int:
     overrides = {f.name: getattr(mine, f.name) for f in fields(Deployment)
                  if getattr(mine, f.name) != getattr(default, f.name)}
     rb = rebuild(parsed, model=flags["model"], gpu=flags["gpu"], gpu_memory=flags["gpu_memory"],
+                 gpu_arch=flags["gpu_arch"],
                  overrides=overrides)
     from memprof.core.explain import explain as run_explain
 

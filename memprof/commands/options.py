@@ -109,6 +109,10 @@ MEMPROF_DEPLOYMENT: tuple[Option, ...] = (
     Option(dest="gpu_memory", names=("--gpu-memory",), kind="size", deployment=True,
            help="Total GPU memory as torch.cuda.mem_get_info reports it, with a unit, e.g. "
            "23.58GiB (overrides the catalog)."),
+    Option(dest="gpu_arch", names=("--gpu-arch",), metavar="ARCH", deployment=True,
+           help="The architecture of a --gpu-memory card the catalog lacks (sm75, sm89, 8.9, "
+           "sm120, gfx942, ...: memprof gpus lists them), so that its kernels, backends and "
+           "platform figures are that architecture's; --gpu-memory alone is refused."),
 )
 
 

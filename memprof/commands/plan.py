@@ -23,7 +23,7 @@ def options() -> tuple[Option, ...]:
                                "help": s.help, "choices_from": s.choices_from, **over}
         return Option(**row)
 
-    model, gpu, gpu_memory = MEMPROF_DEPLOYMENT
+    model, gpu, gpu_memory, gpu_arch = MEMPROF_DEPLOYMENT
     return (model._replace(names=("--model", "-m"), required=True, help="The model "
                     "(memprof models).", shown_default=""),
             Option(dest="requests", names=("--requests",), kind="int", required=True,
@@ -32,7 +32,7 @@ def options() -> tuple[Option, ...]:
                    help="Tokens per request: 32768, 32k (32,000) or 32K (32,768), as vLLM "
                    "reads --max-model-len."),
             gpu._replace(help="GPU from the catalog, or auto."),
-            gpu_memory._replace(help="e.g. 79GiB"),
+            gpu_memory._replace(help="e.g. 79GiB (with --gpu-arch)"), gpu_arch,
             setting("engine", default="vllm"),
             setting("engine_version", shown_default="the newest"),
             setting("entrypoint", default="serve"),
@@ -90,7 +90,7 @@ def run(args: Namespace) -> int:
     ev = Evaluator()
     from memprof.commands.flags import gpu_of
 
-    g = gpu_of(gpu, parse_size(gpu_memory) if gpu_memory else None)
+    g = gpu_of(gpu, parse_size(gpu_memory) if gpu_memory else None, args.gpu_arch)
     rows = run_plan(model, g, requests=requests, context=ctx, headroom=parse_size(headroom),
                     base=Deployment(engine=engine, engine_version=version,
                                     entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,

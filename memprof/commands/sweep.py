@@ -55,8 +55,10 @@ def run(args: Namespace) -> int:
         check_output(plot, flag="--plot")
         pyplot()
     model, dep, gpu, gpu_memory = deployment(flags)
-    base_gpu = gpu_of(gpu, gpu_memory) if gpu and gpu.strip().lower() == "auto" else None
-    df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu))
+    arch = flags["gpu_arch"]
+    base_gpu = gpu_of(gpu, gpu_memory, arch) if gpu and gpu.strip().lower() == "auto" else None
+    df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu,
+                             gpu_arch=arch))
     if output is not None:
         kind = write(df, output)
         sys.stderr.write(f"wrote {len(df)} rows to {output} ({kind})\n")

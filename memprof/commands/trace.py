@@ -99,7 +99,8 @@ def run(args: Namespace) -> int:
     if world is not None and world.size > 1 and snapshot:
         snapshot = _rank_path(snapshot, rank or 0)
     with progress(show_progress(fmt, tty) and (world is None or world.rank == 0)) as step:
-        result = run_trace(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory, device=device,
+        result = run_trace(model, dep, gpu_name=gpu, gpu_memory_bytes=gpu_memory,
+                           gpu_arch=args.gpu_arch, device=device,
                            rank=rank, decode_steps=decode_steps, max_graphs=graphs,
                            alloc_conf=alloc_conf, snapshot=snapshot, progress=step,
                            group=group, connect=connect)

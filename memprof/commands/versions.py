@@ -33,6 +33,6 @@ def run(args: Namespace) -> int:
 
     model, dep, gpu, gpu_memory = deployment(deployment_flags(args))
     d = version_diff(model, dep, args.from_version, args.to_version, gpu_name=gpu,
-                     gpu_memory_bytes=gpu_memory)
+                     gpu_memory_bytes=gpu_memory, gpu_arch=args.gpu_arch)
     emit(d, args.fmt, markdown)
     return 0

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -27,7 +28,7 @@ from memprof.core.deployment import (
 )
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
-from memprof.core.gpus import GPU, resolve_gpu
+from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, platform_note, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
     KVPlan,
@@ -229,8 +230,8 @@ class Steps(NamedTuple):
 
 
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
-             gpu_memory_bytes: int | None = None, gpu: GPU | None = None,
-             terms: tuple[list[TermFn], list[TermFn]] | None = None,
+             gpu_memory_bytes: int | None = None, gpu_arch: str | None = None,
+             gpu: GPU | None = None, terms: tuple[list[TermFn], list[TermFn]] | None = None,
              steps: Steps | None = None) -> Estimate:
     """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
 
@@ -244,13 +245,18 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     ``steps``: the steps of ``Steps`` (``STEPS``, computing); a caller that estimates many
     deployments passes wrappers that share work between them. The estimator keeps nothing
     between calls.
+
+    The GPU: ``gpu``, or ``gpu_name`` / ``gpu_memory_bytes`` / ``gpu_arch`` as the flags give
+    them (``resolve_gpu``: a size alone is refused; pass ``gpu=unlisted_gpu(size)`` to estimate
+    a card of unknown architecture, whose assumed rules the notes then state).
     """
     steps = steps or STEPS
-    gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes)
+    gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes, gpu_arch)
     spec = steps.model_spec(model, dep)
     asked = dep
     dep = steps.prepared(dep, spec, gpu)
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
+    check_capability(gpu, dep.dtype, quant)  # what vLLM refuses on this compute capability
     dtype = model_dtype(spec, dep)
     mml = dep.max_model_len
     mnbt = dep.max_num_batched_tokens
@@ -306,7 +312,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
-    notes = _notes(dep, quant, gpu, mfs) + _input_notes(asked, spec, gpu)
+    notes = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
+             + _input_notes(asked, spec, gpu))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
@@ -511,9 +518,10 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
         notes.append(f"{gpu.name}: the catalog's total memory is rounded or inferred "
                      "(see configs/gpus.json); pass --gpu-memory for an exact figure")
     if gpu.arch == "unknown":
-        notes.append("GPU architecture unknown (--gpu-memory alone): kernel padding and "
-                     "default backends follow generic rules; add --gpu-arch (or --gpu) for the "
-                     "exact ones")
+        notes.append(UNKNOWN_ARCH_RULES)
+    platform = platform_note(gpu)
+    if platform is not None:
+        notes.append(platform)
     notes += engine_of(dep).notes(dep, mfs)
     return tuple(notes)
 

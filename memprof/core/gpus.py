@@ -1,8 +1,10 @@
 """The GPU catalog (``configs/gpus.json``): total memory as ``torch.cuda.mem_get_info`` reports it.
 
-Each entry cites its source in the data file. ``--gpu-memory SIZE`` describes any other GPU;
-:func:`resolve_gpu` takes its architecture too (one the catalog knows), so that no rule is chosen
-for an "unknown" architecture behind the user's back.
+Each entry cites its source in the data file. ``--gpu-memory SIZE --gpu-arch ARCH`` describes
+any other GPU: :func:`resolve_gpu` refuses the size alone, so that no rule is chosen for an
+"unknown" architecture behind the user's back. A caller that has only a size (a start-up log that
+prints the total but not the card) asks :func:`unlisted_gpu` for it, and the estimate then states
+which rules it applied (:data:`UNKNOWN_ARCH_RULES`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class GPU:
     # every GPU pair of the host joined by NVLink (NVSwitch) or an xGMI full mesh: what vLLM's
     # platform ``is_fully_connected`` reports (see configs/gpus.json's _about)
     fully_connected: bool = False
+    # streaming multiprocessors (torch ``multi_processor_count``); None where the catalog does
+    # not state it (see configs/gpus.json's _about)
+    sm_count: int | None = None
 
     @property
     def is_rocm(self) -> bool:
@@ -53,7 +58,8 @@ def catalog() -> tuple[GPU, ...]:
                 source=g.get("source", ""), peer_access=bool(g.get("peer_access", True)),
                 compute_capability=g.get("compute_capability"),
                 interconnect=g.get("interconnect", ""),
-                fully_connected=bool(g.get("fully_connected", False)))
+                fully_connected=bool(g.get("fully_connected", False)),
+                sm_count=g.get("sm_count"))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -128,12 +134,13 @@ def find_gpu(name: str) -> GPU:
             raise BadInput(
                 f"unknown GPU {shown!r}",
                 hint=f"did you mean {_either(close)}? (memprof gpus lists the catalog; for "
-                "a GPU not in it pass --gpu-memory SIZE, e.g. --gpu-memory 23.58GiB)")
+                "a GPU not in it pass --gpu-memory SIZE --gpu-arch ARCH, e.g. --gpu-memory "
+                "23.58GiB --gpu-arch sm89)")
         raise BadInput(
             f"unknown GPU {shown!r}: it is not in memprof's GPU catalog",
-            hint="pass its memory instead with --gpu-memory SIZE (the total "
-            "torch.cuda.mem_get_info reports, e.g. --gpu-memory 14.58GiB) and leave out --gpu; "
-            "memprof gpus lists the catalog")
+            hint="pass its memory and architecture instead with --gpu-memory SIZE --gpu-arch "
+            "ARCH (the total torch.cuda.mem_get_info reports, e.g. --gpu-memory 14.58GiB "
+            "--gpu-arch sm75) and leave out --gpu; memprof gpus lists the catalog")
     return by_name[key]
 
 
@@ -160,10 +167,75 @@ def find_arch(arch: str) -> GPU:
                    "the gfx name)")
 
 
+UNKNOWN_ARCH_RULES = ("GPU architecture not given: memprof sizes the card as one with fp8 "
+                      "hardware and Marlin (no compute-capability gate or fallback), with "
+                      "Hopper's (sm90) default attention backends and block sizes and no "
+                      "backend refusals; add --gpu-arch (or --gpu) for the card's own")
+"""What an estimate on :func:`unlisted_gpu` assumes, as its note says it (weights/formats.py
+``_cuda_sm``, attention_backends.py ``default_for`` / ``arch_refusal`` read ``unknown`` so)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlatformRow:
+    """The start-up figures outside PyTorch's allocator as measured on some architectures: the
+    CUDA context, the cuBLAS / cuBLASLt / Triton modules the profile run loads and the NCCL
+    communicators (the constants of ``memprof.core.terms.non_torch`` and the rows of
+    ``memprof.core.terms.nccl``). An architecture no row measured takes ``PLATFORM_ROWS[0]``'s
+    figures, and the estimate says so (:func:`platform_note`)."""
+
+    name: str
+    archs: tuple[str, ...]  # the architectures these figures were measured on
+    measured_on: str
+    source: str
+
+
+PLATFORM_ROWS: tuple[PlatformRow, ...] = (
+    PlatformRow(
+        name="CUDA on Hopper", archs=("sm90",),
+        measured_on="H100 SXM and H200, driver 580.159.04, torch 2.11.0+cu130",
+        source="tests/data/measured_h100_overheads.json (context, cuBLAS, Triton steps); "
+        "reports/gpu/trace/context-probe-h200.json (the same context, 552,402,944 B, on "
+        "H200); reports/gpu/nccl (the communicators)"),
+)
+"""Every architecture whose own platform figures memprof has. Ampere (sm80/86), Ada (sm89),
+Blackwell (sm100/103/120/121), Volta (sm70), Turing (sm75) and every ROCm architecture (CDNA2
+gfx90a, CDNA3 gfx942, CDNA4 gfx950, RDNA3 gfx1100: HIP context, hipBLAS/hipBLASLt modules, RCCL)
+are not measured yet: a row here, with its golden, is how one becomes exact."""
+
+
+def measured_platform(arch: str) -> PlatformRow | None:
+    """The row that measured ``arch``'s own platform figures, or None."""
+    return next((r for r in PLATFORM_ROWS if arch in r.archs), None)
+
+
+def platform_note(gpu: GPU) -> str | None:
+    """The assumption line of an estimate on an architecture whose platform figures were not
+    measured: which measured architecture's figures it used instead (None where measured)."""
+    if measured_platform(gpu.arch) is not None:
+        return None
+    used = PLATFORM_ROWS[0]
+    what = ("HIP context, hipBLAS/hipBLASLt/Triton modules and RCCL communicators"
+            if gpu.is_rocm else "CUDA context, cuBLAS/Triton modules and NCCL communicators")
+    arch = "the unknown architecture's" if gpu.arch == "unknown" else f"{gpu.arch}'s"
+    return (f"platform: {what}: {arch} not measured; memprof uses "
+            f"{'/'.join(used.archs)}'s ({used.measured_on.split(',')[0]}) figures")
+
+
+def unlisted_gpu(memory_bytes: int, source: str = "--gpu-memory") -> GPU:
+    """A card known only by its total (``source`` says where it comes from): architecture
+    ``unknown``, whose rules :data:`UNKNOWN_ARCH_RULES` states in the estimate's notes. Only for
+    callers that cannot ask for the architecture (a log, the Python API); the flags refuse it
+    (:func:`resolve_gpu`)."""
+    return GPU(name="custom", total_bytes=memory_bytes, arch="unknown", exact=True,
+               source=source)
+
+
 def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = None) -> GPU:
-    """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total. With
-    ``arch`` (a catalog architecture) a ``--gpu-memory``-only GPU takes that architecture's
-    platform facts instead of ``unknown``; with ``--gpu`` too the two must agree."""
+    """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total. A
+    ``--gpu-memory``-only GPU needs ``arch`` (a catalog architecture) and takes that
+    architecture's platform facts; without one it is :class:`BadInput` (the kernels, backends
+    and platform figures of a card differ by architecture). With ``--gpu`` too the two must
+    agree."""
     if name is None and memory_bytes is None:
         if arch is not None:
             raise BadInput("--gpu-arch without --gpu-memory sizes no GPU",
@@ -173,11 +245,15 @@ def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = N
     if name is None:
         assert memory_bytes is not None
         if arch is None:
-            return GPU(name="custom", total_bytes=memory_bytes, arch="unknown", exact=True,
-                       source="--gpu-memory")
+            raise BadInput("--gpu-memory without --gpu-arch: the card's architecture decides "
+                           "its kernels, attention backends and platform figures",
+                           hint="add --gpu-arch ARCH (one of " + ", ".join(known_archs())
+                           + "; nvidia-smi --query-gpu=compute_cap prints 8.9 for sm89, "
+                           "rocminfo the gfx name), or name a catalog card with --gpu "
+                           "(memprof gpus)")
         like = find_arch(arch)
         return GPU(name=f"custom {like.arch}", total_bytes=memory_bytes, arch=like.arch,
-                   vendor=like.vendor, exact=True, source="--gpu-memory",
+                   vendor=like.vendor, exact=True, source="--gpu-memory",  # SM count unknown
                    compute_capability=like.compute_capability,
                    interconnect="unknown (PCIe with peer access assumed)")
     gpu = find_gpu(name)

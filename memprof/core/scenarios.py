@@ -2,12 +2,12 @@
 
 One TOML file is one deployment; its file name (without ``.toml``) is the scenario's name. The
 keys are the ``memprof estimate`` flags in snake_case, i.e. the fields of
-:class:`memprof.core.deployment.Deployment` plus ``model``, ``gpu``, ``gpu_memory`` and
-``description``::
+:class:`memprof.core.deployment.Deployment` plus ``model``, ``gpu``, ``gpu_memory``, ``gpu_arch``
+(the architecture of a ``gpu_memory``-only card: required without ``gpu``) and ``description``::
 
     description = "Qwen3-32B on one H200, TurboQuant k8v4 KV cache, 256 sequences"
     model = "qwen3-32b"            # bundled name, or a config.json path (relative to this file)
-    gpu = "H200"                   # catalog name; and/or gpu_memory = "23.58GiB"
+    gpu = "H200"                   # catalog name; or gpu_memory = "23.58GiB" + gpu_arch = "sm89"
     tensor_parallel_size = 1       # or tp = 1 (the Deployment field name)
     kv_cache_dtype = "turboquant_k8v4"
     gpu_memory_utilization = 0.9
@@ -44,7 +44,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 needs the tomli backport
     import tomli as tomllib
 
-SCENARIO_KEYS = ("model", "gpu", "gpu_memory", "description")
+SCENARIO_KEYS = ("model", "gpu", "gpu_memory", "gpu_arch", "description")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """What ``memprof estimate`` needs: a model, a GPU and a deployment."""
@@ -53,6 +53,7 @@ class Request:
     gpu: str | None
     gpu_memory_bytes: int | None
     deployment: Deployment
+    gpu_arch: str | None = None  # the architecture of a gpu_memory-only card (sm89, gfx942)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,12 +138,21 @@ def request_from_mapping(values: Mapping[str, object], *, where: str,
     else:
         raise BadInput(f"{where}: gpu_memory must be a size, got {mem!r}",
                        hint='e.g. gpu_memory = "23.58GiB"')
+    arch = values.get("gpu_arch")
+    if arch is not None and not isinstance(arch, str):
+        raise BadInput(f"{where}: gpu_arch must be a string, got {arch!r}",
+                       hint='e.g. gpu_arch = "sm89"')
+    if mem_bytes is not None and gpu is None and arch is None:
+        raise BadInput(f"{where}: gpu_memory without gpu or gpu_arch: the card's architecture "
+                       "decides its kernels, attention backends and platform figures",
+                       hint='add gpu_arch = "sm89" (memprof gpus lists the architectures), or '
+                       'name a catalog card with gpu = "L40S"')
     required = [f.name for f in fields(Deployment)
                 if f.default is MISSING and f.default_factory is MISSING]
     missing = [f for f in required if f not in changes]
     if missing:  # pragma: no cover - every Deployment field has a default today
         raise BadInput(f"{where}: missing {', '.join(missing)}", hint="add them to the scenario")
-    return Request(model=model, gpu=gpu, gpu_memory_bytes=mem_bytes,
+    return Request(model=model, gpu=gpu, gpu_memory_bytes=mem_bytes, gpu_arch=arch,
                    deployment=Deployment(**changes))  # type: ignore[arg-type]
 
 
@@ -194,7 +204,7 @@ def load_scenarios(directory: Path) -> list[Scenario]:
 
 def evaluate(request: Request) -> Estimate:
     return estimate(request.model, request.deployment, gpu_name=request.gpu,
-                    gpu_memory_bytes=request.gpu_memory_bytes)
+                    gpu_memory_bytes=request.gpu_memory_bytes, gpu_arch=request.gpu_arch)
 
 
 def evaluate_scenario(s: Scenario) -> Estimate:

@@ -97,12 +97,12 @@ class VersionDiff:
 
 
 def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
-                 gpu_name: str | None = None, gpu_memory_bytes: int | None = None
-                 ) -> VersionDiff:
+                 gpu_name: str | None = None, gpu_memory_bytes: int | None = None,
+                 gpu_arch: str | None = None) -> VersionDiff:
     """Estimate ``dep`` at releases ``a`` and ``b`` and list what differs."""
     va, vb = resolve_version(a, dep.engine), resolve_version(b, dep.engine)
     ea = estimate(model, dep.with_(engine_version=va), gpu_name=gpu_name,
-                  gpu_memory_bytes=gpu_memory_bytes)
+                  gpu_memory_bytes=gpu_memory_bytes, gpu_arch=gpu_arch)
     eb = estimate(ea.spec if dep.num_speculative_tokens == 0 else model,
                   dep.with_(engine_version=vb), gpu=ea.gpu)
     spec = ea.spec

@@ -76,6 +76,7 @@ def newest_v0_release() -> str:
 
 
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
+            gpu_arch: str | None = None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
     """The deployment of ``log``; ``overrides`` (Deployment fields the user gave) win over the
     log's own settings."""
@@ -94,7 +95,7 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         if gpu_memory:
             g = replace(g, total_bytes=parse_size(gpu_memory), exact=True, source="--gpu-memory")
     elif gpu or gpu_memory:
-        g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None)
+        g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None, gpu_arch)
     else:
         found = log_gpu(log)
         if found is None:

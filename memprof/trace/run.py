@@ -114,7 +114,8 @@ def _choose_device(device: str | None) -> Literal["cuda", "fake"]:
 
 
 def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
-              gpu_memory_bytes: int | None = None, device: str | None = None,
+              gpu_memory_bytes: int | None = None, gpu_arch: str | None = None,
+              device: str | None = None,
               rank: int | None = None, decode_steps: int = 2, max_graphs: int | None = None,
               alloc_conf: str = "", snapshot: str | None = None,
               progress: Progress | None = None, group: object = None,
@@ -142,7 +143,8 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
 
         check_output(snapshot, flag="--snapshot")
     kind = _choose_device(device)
-    e = estimate(model, dep, gpu_name=gpu_name, gpu_memory_bytes=gpu_memory_bytes)
+    e = estimate(model, dep, gpu_name=gpu_name, gpu_memory_bytes=gpu_memory_bytes,
+                 gpu_arch=gpu_arch)
     r = next((x for x in e.ranks if rank is None or rank in x.same_as), None)
     if r is None:
         from memprof.base.errors import BadInput

@@ -14,7 +14,7 @@ from memprof.core.models.spec import ModelSpec, QuantConfig
 # --- quantisation --------------------------------------------------------------------------------
 
 QUANT_METHODS = ("none", "fp8", "fp8_per_channel", "mxfp4", "nvfp4", "awq", "gptq", "wna16",
-                 "int8_w8a8", "bnb4")
+                 "int8_w8a8", "bnb4", "gguf")
 _FLAG_ALIASES = {
     "modelopt_fp4": "nvfp4",
     "nvfp4": "nvfp4",
@@ -27,6 +27,7 @@ _FLAG_ALIASES = {
     "gptq_marlin": "gptq",
     "compressed-tensors": "compressed-tensors",
     "compressed_tensors": "compressed-tensors",
+    "gguf": "gguf",
     "none": "none",
 }
 
@@ -83,13 +84,10 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
         return compressed_tensors(q, exclude)
     if method == "bitsandbytes":
         return bitsandbytes(q, exclude)
+    if method == "gguf":
+        return gguf(q, cfg)
     if method == "modelopt":
-        algo = str(q.get("quant_algo", "")).upper()
-        if "FP4" in algo:
-            return QuantConfig(method="nvfp4", group_size=int(q.get("group_size", 16)), bits=4,
-                               exclude=exclude)
-        if "FP8" in algo:
-            return QuantConfig(method="fp8_per_tensor", exclude=exclude)
+        return modelopt(q, exclude)
     raise ConfigError(
         f"memprof does not know the quantization method {method!r}",
         hint="known: fp8 (block or per-tensor), mxfp4, modelopt (nvfp4/fp8), awq, gptq, "
@@ -113,6 +111,15 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
         )
     if method == "none":
         return None
+    if (spec.quant is not None and spec.quant.checkpoint_format == "modelopt"
+            and flag.lower() in ("modelopt", "modelopt_fp4", "nvfp4")):
+        return spec.quant
+    if method == "gguf" and (spec.quant is None or spec.quant.method != "gguf"):
+        raise ConfigError(
+            "--quantization gguf needs the GGUF file's tensor types",
+            hint="vLLM reads them from the .gguf file; give them as the config's "
+            "quantization_config {\"quant_method\": \"gguf\", \"file_type\": \"Q8_0\"} "
+            "or {..., \"tensor_types\": {...}} (e.g. with --hf-overrides)")
     if method == _CT:
         if spec.quant is not None and spec.quant.checkpoint_format == _CT:
             return spec.quant
@@ -331,3 +338,52 @@ def bitsandbytes(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
     return QuantConfig(method="bnb4", bits=4, group_size=64, strategy=qtype,
                        double_quant=q.get("bnb_4bit_use_double_quant") is True,
                        exclude=exclude + tuple(skip))
+
+
+# --- GGUF -----------------------------------------------------------------------------------------
+
+
+def gguf(q: dict[str, Any], cfg: dict[str, Any]) -> QuantConfig:
+    """A GGUF checkpoint's tensor types (``memprof.core.weights.gguf.parse_types``). A uniform
+    Q6_K or Q8_0 file of an 8-expert model keeps ``attn_k`` / ``attn_v`` in Q8_0 (llama.cpp
+    src/llama-quant.cpp llama_tensor_get_type: "for the 8-expert model, bumping this to
+    Q8_0"). MoE routers are built unquantised by vLLM's models (``ReplicatedLinear(...,
+    quant_config=None)``, e.g. mixtral.py), so the GGUF type of ``ffn_gate_inp`` never matters."""
+    from memprof.core.models.gguf_types import parse_types
+
+    types = parse_types(q)
+    if ("tensor_types" not in q and cfg.get("num_local_experts") == 8
+            and types[0][1] in ("Q6_K", "Q8_0")):
+        types = (("attn_k", "Q8_0"), ("attn_v", "Q8_0"), *types)
+    return QuantConfig(method="gguf", gguf_types=types)
+
+
+# --- ModelOpt -------------------------------------------------------------------------------------
+
+
+def modelopt(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
+    """A ModelOpt checkpoint as vLLM v0.11.0 reads it (model_executor/layers/quantization/
+    modelopt.py ``ModelOptFp8Config.from_config`` / ``ModelOptNvFp4Config.from_config``): the
+    ``hf_quant_config.json`` layout ``{"quantization": {"quant_algo", "exclude_modules",
+    "kv_cache_quant_algo", "group_size"}}`` or the same keys flat beside ``quant_method``.
+    ``quant_algo`` must be one of ``QUANT_ALGOS`` (FP8, NVFP4); anything else vLLM refuses.
+
+    FP8 (``ModelOptFp8LinearMethod``): an fp8 weight, one fp32 ``weight_scale`` per fused shard
+    requantised to their max at load and one static fp32 ``input_scale`` (its max): sized as a
+    per-tensor fp8 weight with a static input scale. NVFP4: ``memprof.core.weights.formats.nvfp4``.
+    Excluded linears (``is_layer_excluded``: exact, fused or substring match) stay in the model
+    dtype, as do vision-tower linears."""
+    inner = q.get("quantization")
+    cfg = inner if isinstance(inner, dict) else q
+    algo = str(cfg.get("quant_algo", "")).upper()
+    exclude = exclude + tuple(str(p) for p in (cfg.get("exclude_modules") or [])
+                              if cfg is not q)
+    if algo == "NVFP4":
+        return QuantConfig(method="nvfp4", group_size=int(cfg.get("group_size", 16)), bits=4,
+                           exclude=exclude, checkpoint_format="modelopt")
+    if algo == "FP8":
+        return QuantConfig(method="fp8_per_tensor", static_input=True, exclude=exclude,
+                           checkpoint_format="modelopt")
+    raise ConfigError(f"ModelOpt quant_algo {algo or 'missing'!r}: vLLM v0.11.0 supports FP8 and "
+                      "NVFP4 only (modelopt.py QUANT_ALGOS)",
+                      hint="check the checkpoint's hf_quant_config.json")

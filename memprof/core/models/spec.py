@@ -101,7 +101,8 @@ class QuantConfig:
     # compressed-tensors details (memprof.core.models.quant_config): the declaring format, a
     # static (calibrated) input scale, asymmetric input quantisation, weight zero points, the
     # scale strategy (tensor / channel / group / block) and the scheme's name for reports
-    checkpoint_format: str = ""  # "" (quant_method is the method) | "compressed-tensors"
+    # "" (quant_method is the method) | "compressed-tensors" | "modelopt"
+    checkpoint_format: str = ""
     static_input: bool = False
     input_symmetric: bool = True
     zero_point: bool = False
@@ -112,6 +113,9 @@ class QuantConfig:
     # a CUDA sm80+ GPU (memprof.core.weights.formats.gptq)
     marlin: bool = False
     double_quant: bool = False  # bitsandbytes 4-bit bnb_4bit_use_double_quant
+    # GGUF: (tensor kind or "*", GGML type) pairs (memprof.core.weights.gguf); ``scheme`` then
+    # holds the type of the one module a weight builder asked about
+    gguf_types: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,6 +29,10 @@ _SCRATCH = ("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.attention_backend"
 TERM_READS: dict[str, frozenset[str]] = {
     "scratch_budget_terms": frozenset((*_MODEL, *_SCRATCH)),
     "rope_cache_terms": frozenset(_MODEL),
+    # the rank's weights (which layers run Marlin: the tensors, not their scratch-sizing
+    # settings) and the GPU (arch, SM count)
+    "marlin_workspace_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
+        "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens"},
     "dsv4_init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                          "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),

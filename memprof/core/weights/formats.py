@@ -12,6 +12,7 @@ from typing import NamedTuple
 from memprof.base.units import cdiv, round_up
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import QuantConfig
+from memprof.core.weights.gguf import gguf_bytes, row_bytes
 
 
 def dense_bytes(out: int, inn: int, dtype_bytes: int) -> tuple[int, str]:
@@ -90,6 +91,51 @@ def _ct_fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
     ``_get_scheme_from_parts``: ``CompressedTensorsW8A8Fp8.get_min_capability()`` is 89)."""
     return (quant.checkpoint_format == "compressed-tensors" and arch.startswith("sm")
             and arch[2:].isdigit() and int(arch[2:]) < 89)
+
+
+def fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
+    """vLLM's own fp8 method (a ``quant_method: fp8`` checkpoint, block or per-tensor, or
+    ``--quantization fp8`` on an unquantised one) on a CUDA GPU below sm89: ``Fp8LinearMethod``
+    and ``Fp8MoEMethod`` set ``use_marlin = not has_device_capability(89)`` and repack every
+    layer with ``prepare_fp8_layer_for_marlin`` / ``prepare_moe_fp8_layer_for_marlin``
+    (model_executor/layers/quantization/fp8.py, v0.11.0; blocks included: the block-to-group
+    scale conversion is in utils/marlin_utils_fp8.py). ROCm keeps W8A8 (``use_marlin = False``);
+    an unknown architecture is sized as one with fp8 hardware (sm89+)."""
+    return (not quant.checkpoint_format and arch.startswith("sm") and arch[2:].isdigit()
+            and int(arch[2:]) < 89)
+
+
+def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False) -> int:
+    """The thread blocks per SM a layer's Marlin workspace is sized for, 0 where no Marlin
+    kernel runs: vLLM v0.11.0 gives each Marlin layer its own ``workspace`` of
+    ``marlin_make_workspace_new(device, max_blocks_per_sm)`` int32s, one per SM × blocks
+    (quantization/utils/marlin_utils.py): 1 for a linear (``MarlinLinearKernel``,
+    ``AWQMarlinLinearMethod``, ``prepare_fp8_layer_for_marlin``), 4 for a FusedMoE layer
+    (``prepare_moe_fp8_layer_for_marlin``, ``GPTQMarlinMoEMethod``, ``AWQMarlinMoEMethod``).
+    Marlin runs for vLLM's fp8 below sm89 (:func:`fp8_on_marlin`, compressed-tensors'
+    W8A16 fallback) and for GPTQ / AWQ checkpoints on sm80+ (gptq_marlin / awq_marlin);
+    MXFP4 experts on Marlin are marked by their builder."""
+    if quant is None:
+        return 0
+    m = quant.method
+    fp8 = m in ("fp8", "fp8_per_tensor", "fp8_per_channel") and (
+        fp8_on_marlin(quant, arch) or _ct_fp8_on_marlin(quant, arch))
+    int4 = (quant.source == "config" and _cuda_sm(arch) >= 80
+            and ((m == "gptq" and quant.marlin) or m == "awq"))
+    return (4 if moe else 1) if fp8 or int4 else 0
+
+
+def fp8_block_marlin(out: int, inn: int, block: tuple[int, int], dtype_bytes: int
+                     ) -> tuple[int, str]:
+    """Block fp8 on Marlin (``prepare_fp8_layer_for_marlin``, utils/marlin_utils_fp8.py,
+    v0.11.0): the fp8 weight repacked into int32 at the same bytes; the fp32
+    ``weight_scale_inv`` ``(ceil(out/bo), ceil(in/bi))`` turned into Marlin group scales in
+    the model dtype, each block's scale repeated over its ``bo`` output channels and cut to
+    ``out``: ``(ceil(in/bi), out)`` (group size ``bi``). The per-layer Marlin workspace is
+    not counted here."""
+    rows = cdiv(inn, block[1])
+    return (out * inn + rows * out * dtype_bytes,
+            f"{out}×{inn}×1B + {rows}×{out} group scales (Marlin fp8)")
 
 
 def fp8_marlin(out: int, inn: int, dtype_bytes: int, static_input: bool) -> tuple[int, str]:
@@ -208,10 +254,15 @@ def linear_bytes(
     if quant is None or quant.method == "none":
         return dense_bytes(out, inn, dtype_bytes)
     m = quant.method
+    if m == "fp8" and fp8_on_marlin(quant, arch):
+        return fp8_block_marlin(out, inn, quant.block or (128, 128), dtype_bytes)
     if m == "fp8":
         return fp8_block(out, inn, quant.block or (128, 128), arch)
     if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
         return fp8_marlin(out, inn, dtype_bytes, quant.static_input)
+    if m in ("fp8_per_tensor", "fp8_per_channel") and fp8_on_marlin(quant, arch):
+        # Fp8LinearMethod deletes the input scale on Marlin ("Activations not quantized")
+        return fp8_marlin(out, inn, dtype_bytes, False)
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         n, f = fp8_per_tensor(out, inn) if m == "fp8_per_tensor" else fp8_per_channel(out, inn)
         # a static (calibrated) input scale is reduced to one fp32 at load
@@ -229,6 +280,8 @@ def linear_bytes(
         return nvfp4(out, inn, quant.group_size or 16)
     if m == "bnb4":
         return bnb4(out, inn, quant.group_size, quant.double_quant)
+    if m == "gguf":
+        return gguf_bytes(out, inn, quant.scheme)
     if m == "gptq" and quant.source == "config":
         return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
                     quant.marlin and _cuda_sm(arch) >= 80)
@@ -271,6 +324,10 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if quant is None or quant.method == "none":
         return (Param("weight", (out, inn), dtype),)
     m = quant.method
+    if m == "fp8" and fp8_on_marlin(quant, arch):
+        bi = (quant.block or (128, 128))[1]
+        return (_u8("weight", out * inn, inn // 4 or 1),
+                Param("weight_scale", (cdiv(inn, bi), out), dtype))
     if m == "fp8":
         bo, bi = quant.block or (128, 128)
         w = Param("weight", (out, inn), "float8_e4m3fn")
@@ -281,6 +338,8 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if m in ("fp8_per_tensor", "fp8_per_channel") and _ct_fp8_on_marlin(quant, arch):
         return ((_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
                 + ((Param("input_scale", (1,), "float32"),) if quant.static_input else ()))
+    if m in ("fp8_per_tensor", "fp8_per_channel") and fp8_on_marlin(quant, arch):
+        return (_u8("weight", out * inn, inn // 4 or 1), Param("weight_scale", (1, out), dtype))
     if m in ("fp8_per_tensor", "fp8_per_channel"):
         scale = (1,) if m == "fp8_per_tensor" else (out, 1)
         fp8 = (Param("weight", (out, inn), "float8_e4m3fn"), Param("weight_scale", scale,
@@ -317,6 +376,8 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
                                                        "float8_e4m3fn"),
                 Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
                 Param("alpha", (1,), "float32"))
+    if m == "gguf":
+        return (Param("qweight", (out, row_bytes(quant.scheme, inn)), "uint8"),)
     if m == "bnb4":
         blocks = cdiv(out * inn, quant.group_size)
         ps = [Param("weight", (cdiv(out * inn, 2), 1), "uint8")]

@@ -8,7 +8,13 @@ from memprof.core.deployment import experts_on_rank
 from memprof.core.models import Layer, QuantConfig
 from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
-from memprof.core.weights.formats import Param, linear_bytes, linear_params
+from memprof.core.weights.formats import (
+    Param,
+    fp8_on_marlin,
+    linear_bytes,
+    linear_params,
+    marlin_blocks,
+)
 from memprof.core.weights.shard import Shard
 
 # The MXFP4 MoE backend vLLM picks by default on Hopper (SM90). value: "marlin" | "triton".
@@ -236,7 +242,9 @@ class MlpWeights(Shard):
         if q is not None and q.method == "mxfp4":
             self.mxfp4_experts(module, layer, e_local, i_local, moe_tp)
             return
-        if q is not None and q.method == "fp8" and q.block:
+        if q is not None and q.method == "fp8" and q.block and not fp8_on_marlin(q, self.arch):
+            # (below sm89 the experts are Marlin's, sized per expert by linear_bytes below:
+            # prepare_moe_fp8_layer_for_marlin, utils/marlin_utils_fp8.py, v0.11.0)
             # FusedMoE fp8 block scales: w13 (E, 2·ceil(I/128), ceil(H/128)), w2 (E,
             # ceil(H/128), ceil(I/128)), fp32 (fp8.py Fp8MoEMethod.create_weights, v0.33.0).
             bo, bi = q.block
@@ -248,6 +256,7 @@ class MlpWeights(Shard):
                 Param("w2_weight_scale_inv", (e_local, cdiv(h, bo), cdiv(i_local, bi)),
                       "float32"))
             f13, f2 = f"{2 * i_local}×{h} fp8", f"{h}×{i_local} fp8 + block scales"
+            blocks = 0
         else:
             _n13, f13 = linear_bytes(2 * i_local, h, q, self.b, self.arch)
             _n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch)
@@ -256,8 +265,9 @@ class MlpWeights(Shard):
                 for x in linear_params(2 * i_local, h, q, self.dtype, self.arch)) + tuple(
                 Param(f"w2_{x.name}", (e_local, *x.shape), x.dtype)
                 for x in linear_params(h, i_local, q, self.dtype, self.arch))
+            blocks = marlin_blocks(q, self.arch, moe=True)
         self.add(module, g, params, replicas=1,
-                 formula=f"{e_local} experts × [w13 {f13} + w2 {f2}]")
+                 formula=f"{e_local} experts × [w13 {f13} + w2 {f2}]", marlin_blocks=blocks)
         if m.expert_bias:
             self.add(module + ".w13_bias", g,
                      (Param("w13_bias", (e_local, 2 * i_local), self.dtype),), replicas=1,
@@ -290,7 +300,9 @@ class MlpWeights(Shard):
         pad_note = f", kernel padding I {i}→{ip}, H {h}→{hp}" if (ip, hp) != (i, h) else ""
         self.add(module, "experts", params, replicas=1, padding=e * (padded - raw),
                  formula=f"{e} experts × [w13 {2 * ip}×{hp} + w2 {hp}×{ip}] MXFP4 + e8m0 "
-                 f"scales{pad_note}")
+                 f"scales{pad_note}",
+                 # prepare_moe_fp4_layer_for_marlin: marlin_make_workspace_new(device, 4)
+                 marlin_blocks=4 if marlin else 0)
         if prow > 1 and value_at(MXFP4_TRITON_RAW_SCALES, version, False):
             kept = (Param("w13_weight_scale (raw)", (e, 2 * ip, cdiv(hp, 32)), "uint8"),
                     Param("w2_weight_scale (raw)", (e, hp, cdiv(ip, 32)), "uint8"))

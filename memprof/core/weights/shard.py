@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from memprof.base.errors import LayoutError
+from memprof.base.errors import ConfigError, LayoutError
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
-from memprof.core.weights.formats import Param, linear_bytes, linear_params
+from memprof.core.weights.formats import Param, linear_bytes, linear_params, marlin_blocks
+from memprof.core.weights.gguf import gguf_bytes, module_type
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
@@ -50,6 +51,9 @@ class WeightTensor:
     formula: str = ""
     # the parameter tensors of one instance as the engine allocates them (Σ bytes = bytes_each)
     params: tuple[Param, ...] = ()
+    # blocks per SM of the Marlin workspace this module's layer allocates (0: no Marlin kernel;
+    # formats.marlin_blocks), sized per GPU by memprof.core.terms.marlin_workspace
+    marlin_blocks: int = 0
 
     @property
     def bytes(self) -> int:
@@ -76,6 +80,7 @@ class Shard:
         self.tp = dep.tp
         self.copies = dep.copies  # full copies of non-expert tensors (vLLM DP)
         self.out: list[WeightTensor] = []
+        self._marlin_fused: set[str] = set()  # fused modules whose workspace is counted
 
     # --- helpers ---------------------------------------------------------------------------------
     def quantised(self, module: str, expert: bool = False) -> QuantConfig | None:
@@ -95,15 +100,17 @@ class Shard:
             if (fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
                     or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")):
                 return None
+        if q.method == "gguf":
+            return gguf_module(q, module)
         return q
 
     def add(self, module: str, group: str, params: tuple[Param, ...], *, replicas: int,
-            formula: str, padding: int = 0) -> None:
+            formula: str, padding: int = 0, marlin_blocks: int = 0) -> None:
         """One tensor (set) of ``params``; its bytes are theirs."""
         nbytes = sum(p.bytes for p in params)
         self.out.append(WeightTensor(module=module, group=group, bytes_each=nbytes,
                                      replicas=replicas, padding_each=padding, formula=formula,
-                                     params=params))
+                                     params=params, marlin_blocks=marlin_blocks))
 
     def vec(self, name: str, n: int, dtype: str | None = None) -> tuple[Param, ...]:
         """One 1-D parameter of ``n`` elements (the model dtype unless given)."""
@@ -122,7 +129,8 @@ class Shard:
         q = self.quantised(module) if quantise else None
         _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
         self.add(module, group, linear_params(lo, li, q, self.dtype, self.arch),
-                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})")
+                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})",
+                 marlin_blocks=marlin_blocks(q, self.arch))
         if bias:
             bo = lo
             self.add(module + ".bias", group, self.vec("bias", bo),
@@ -143,8 +151,11 @@ class Shard:
         module ``quant_of`` is (e.g. the q or the kv part of ``QKVParallelLinear``)."""
         q = self.quantised(quant_of)
         _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch)
+        first = quant_of not in self._marlin_fused  # one workspace per fused module
+        self._marlin_fused.add(quant_of)
         self.add(module, group, linear_params(out, inn, q, self.dtype, self.arch),
-                 replicas=replicas, formula=formula + note)
+                 replicas=replicas, formula=formula + note,
+                 marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
 
     def bias(self, module: str, group: str, n: int, *, replicas: int, formula: str) -> None:
         """A bias of ``n`` local elements in the model dtype."""
@@ -167,7 +178,28 @@ class Shard:
         per = padded // self.tp
         real = max(0, min(per, v - self.coord.tp_rank * per))
         tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
+        q = self.quant
+        if q is not None and q.method == "gguf":
+            # GGUFEmbeddingMethod keeps the GGUF blocks (vocab_parallel_embedding.py
+            # weight_loader materialises (num_embeddings_per_partition, row bytes), v0.11.0)
+            t = gguf_module(q, module).scheme
+            nbytes, how = gguf_bytes(per, h, t)
+            self.add(module, group, (Param("qweight", (per, nbytes // per), "uint8"),),
+                     replicas=self.copies * tied_copies, padding=(per - real) * nbytes // per,
+                     formula=f"{how} (vocab {v} padded to {padded}, /{self.tp})")
+            return
         self.add(module, group, (Param("weight", (per, h), self.dtype),),
                  replicas=self.copies * tied_copies,
                  padding=(per - real) * h * self.b,
                  formula=f"{per}×{h}×{self.b}B (vocab {v} padded to {padded}, /{self.tp})")
+
+
+def gguf_module(q: QuantConfig, module: str) -> QuantConfig:
+    """``q`` with ``scheme`` set to the GGML type ``module`` is stored in; a module memprof does
+    not know the GGUF tensor of is refused, never sized in the model dtype."""
+    t = module_type(q.gguf_types, module)
+    if t is None:
+        raise ConfigError(f"GGUF: memprof does not know which GGUF tensor {module} is loaded "
+                          "from", hint="GGUF sizing covers the Llama-layout modules "
+                          "(memprof.core.weights.gguf.MODULE_KINDS)")
+    return replace(q, scheme=t)

@@ -1,0 +1,53 @@
+"""The Marlin workspaces: one small int32 buffer per layer that runs a Marlin kernel, allocated
+when the layer's weights are repacked (``process_weights_after_loading``), so inside vLLM's
+"model loading took".
+
+vLLM v0.11.0 ``quantization/utils/marlin_utils.py``::
+
+    def marlin_make_workspace_new(device, max_blocks_per_sm=1):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return torch.zeros(sms * max_blocks_per_sm, dtype=torch.int, ...)
+
+called once per Marlin linear (``MarlinLinearKernel.process_weights_after_loading``,
+``AWQMarlinLinearMethod``, ``prepare_fp8_layer_for_marlin``, ``prepare_fp4_layer_for_marlin``:
+``max_blocks_per_sm`` 1) and once per FusedMoE layer on Marlin (``GPTQMarlinMoEMethod``,
+``AWQMarlinMoEMethod``, ``prepare_moe_fp8_layer_for_marlin``, ``prepare_moe_fp4_layer_for_marlin``:
+4). Which layers run Marlin is decided with their weights (``WeightTensor.marlin_blocks``,
+``memprof.core.weights.formats.marlin_blocks``); a fused linear (``qkv_proj``) has one. Each
+workspace is its own allocation, which PyTorch's caching allocator rounds up to 512 B (not
+counted here: the model-load rounding replay does not see these buffers).
+"""
+
+from __future__ import annotations
+
+from memprof.core.components import Component, TermContext
+
+
+def marlin_workspace_terms(ctx: TermContext) -> list[Component]:
+    """``Σ over Marlin layers of sm_count × max_blocks_per_sm × 4 B`` (int32), in model load.
+    A GPU whose SM count the catalog does not state gets a zero placeholder naming it."""
+    from memprof.core.weights.formats import marlin_blocks
+    from memprof.core.weights.rank import rank_weights
+
+    q = ctx.quant
+    if q is None or not (q.method == "mxfp4" or marlin_blocks(q, ctx.gpu.arch)):
+        return []  # no Marlin layer (the common case): nothing to build
+    tensors = rank_weights(ctx.spec, ctx.dep, q, ctx.coord, ctx.gpu.arch)
+    linear = sum(t.count for t in tensors if t.marlin_blocks == 1)
+    moe = sum(t.count for t in tensors if t.marlin_blocks == 4)
+    if not linear and not moe:
+        return []
+    sms = ctx.gpu.sm_count
+    if sms is None:
+        return [Component(name="Marlin workspaces", category="weights", bytes=0,
+                          count=linear + moe, placeholder=True,
+                          formula=f"{ctx.gpu.name}: SM count not in the catalog; each of "
+                          f"{linear} linear(s) holds SMs × 4 B and each of {moe} MoE "
+                          "layer(s) SMs × 16 B (not counted)")]
+    per_linear, per_moe = sms * 4, sms * 4 * 4
+    total = linear * per_linear + moe * per_moe
+    return [Component(name="Marlin workspaces", category="weights", bytes=total,
+                      count=linear + moe, where="budget", profiled=True,
+                      formula=f"{linear} Marlin linear(s) × {sms} SMs × 4 B + {moe} MoE "
+                      f"layer(s) × {sms} SMs × 4 blocks × 4 B (int32, "
+                      "marlin_make_workspace_new)")]
