@@ -123,3 +123,8 @@ def test_allocator_names_load_on_first_use() -> None:
         import memprof.alloc as alloc
 
         alloc.nothing  # noqa: B018
+
+
+def test_checkpoint_formats_load_only_for_their_checkpoints(table: set[str]) -> None:
+    # a bf16 checkpoint sizes no GGUF block (memprof/core/weights/gguf.py loads on a GGUF one)
+    assert _under(table, ["memprof.core.weights.gguf", "memprof.core.models.gguf_types"]) == []

@@ -12,7 +12,6 @@ from typing import NamedTuple
 from memprof.base.units import cdiv, round_up
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import QuantConfig
-from memprof.core.weights.gguf import gguf_bytes, row_bytes
 
 
 def dense_bytes(out: int, inn: int, dtype_bytes: int) -> tuple[int, str]:
@@ -281,6 +280,8 @@ def linear_bytes(
     if m == "bnb4":
         return bnb4(out, inn, quant.group_size, quant.double_quant)
     if m == "gguf":
+        from memprof.core.weights.gguf import gguf_bytes  # GGUF checkpoints only
+
         return gguf_bytes(out, inn, quant.scheme)
     if m == "gptq" and quant.source == "config":
         return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
@@ -377,6 +378,8 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
                 Param("weight_scale_2", (1,), "float32"), Param("input_scale", (1,), "float32"),
                 Param("alpha", (1,), "float32"))
     if m == "gguf":
+        from memprof.core.weights.gguf import row_bytes
+
         return (Param("qweight", (out, row_bytes(quant.scheme, inn)), "uint8"),)
     if m == "bnb4":
         blocks = cdiv(out * inn, quant.group_size)

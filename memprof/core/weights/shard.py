@@ -31,7 +31,6 @@ from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
 from memprof.core.weights.formats import Param, linear_bytes, linear_params, marlin_blocks
-from memprof.core.weights.gguf import gguf_bytes, module_type
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
@@ -182,6 +181,8 @@ class Shard:
         if q is not None and q.method == "gguf":
             # GGUFEmbeddingMethod keeps the GGUF blocks (vocab_parallel_embedding.py
             # weight_loader materialises (num_embeddings_per_partition, row bytes), v0.11.0)
+            from memprof.core.weights.gguf import gguf_bytes  # GGUF checkpoints only
+
             t = gguf_module(q, module).scheme
             nbytes, how = gguf_bytes(per, h, t)
             self.add(module, group, (Param("qweight", (per, nbytes // per), "uint8"),),
@@ -197,6 +198,8 @@ class Shard:
 def gguf_module(q: QuantConfig, module: str) -> QuantConfig:
     """``q`` with ``scheme`` set to the GGML type ``module`` is stored in; a module memprof does
     not know the GGUF tensor of is refused, never sized in the model dtype."""
+    from memprof.core.weights.gguf import module_type
+
     t = module_type(q.gguf_types, module)
     if t is None:
         raise ConfigError(f"GGUF: memprof does not know which GGUF tensor {module} is loaded "
