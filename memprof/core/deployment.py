@@ -328,6 +328,13 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --dtype {str(dep.dtype)[:40]!r}",
                        hint="one of: " + ", ".join(DTYPES))
     engine_of(dep).check_layout(dep)
+    if not engine.models_state_mixers and any(layer.attention.mixer for layer in spec.layers):
+        others = [n for n in NAMES if engine_named(n).models_state_mixers]
+        shown = " and ".join(engine_named(n).display for n in others)
+        raise BadInput(f"{spec.name} ({spec.architecture}) has recurrent-state layers, which "
+                       f"memprof models only for {shown}'s hybrid KV-cache "
+                       f"manager, not for {engine.display}",
+                       hint=f"use --engine {' or '.join(others)}")
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

@@ -62,6 +62,17 @@ def gated_delta_net_state_shapes(*, tp: int, num_k_heads: int, num_v_heads: int,
             (_divide(num_v_heads, tp, "linear-attention value heads"), head_k_dim, head_v_dim))
 
 
+def kda_state_shapes(*, tp: int, num_heads: int, head_dim: int, conv_kernel: int
+                     ) -> tuple[tuple[int, ...], ...]:
+    """(q, k, v conv states, recurrent state) of one Kimi Delta Attention layer on one rank
+    (vLLM v0.11.2 model_executor/layers/mamba/mamba_utils.py ``kda_state_shape``, no speculative
+    tokens): three ``(conv_kernel − 1, heads·head_dim / tp)`` and ``(heads / tp, head_dim,
+    head_dim)``."""
+    proj = _divide(num_heads * head_dim, tp, "KDA projection")
+    conv = (conv_kernel - 1, proj)
+    return (conv, conv, conv, (_divide(num_heads, tp, "KDA heads"), head_dim, head_dim))
+
+
 def state_page_bytes(shapes: tuple[tuple[int, ...], ...], dtype_bytes: tuple[int, ...]) -> int:
     """``MambaSpec.page_size_bytes`` before padding: Σ prod(shape) × element bytes."""
     if len(shapes) != len(dtype_bytes):
@@ -91,3 +102,4 @@ def align_attention_block(*, attn_bytes_per_token: int, state_bytes: int, block_
     page = block * attn_bytes_per_token
     return AlignedPages(block_size=block, page_bytes=page, state_bytes=state_bytes,
                         padding_pct=100 * (page - state_bytes) / state_bytes)
+

@@ -8,6 +8,26 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StateMixer:
+    """A recurrent token mixer in place of attention (a layer of a hybrid model): its kind
+    (``gdn`` Gated DeltaNet, ``mamba2``, ``kda`` Kimi Delta Attention), the sizes its weights
+    and its per-request state need, and the state dtypes (``""``: the model dtype). The answers
+    of each kind are in ``memprof.core.attention.state``."""
+
+    kind: str
+    num_heads: int  # value heads (GDN / KDA), SSM heads (Mamba-2)
+    num_k_heads: int  # key heads (GDN), B/C groups (Mamba-2), heads (KDA)
+    head_k_dim: int  # key head size (GDN / KDA), SSM state size (Mamba-2)
+    head_v_dim: int  # value head size (GDN / KDA), SSM head size (Mamba-2)
+    conv_kernel: int
+    intermediate_size: int = 0  # Mamba-2 d_inner (heads × head size)
+    conv_bias: bool = False
+    proj_bias: bool = False
+    conv_dtype: str = ""
+    state_dtype: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Attention:
     """One layer's attention, with every size the weights and the KV cache need.
 
@@ -41,6 +61,13 @@ class Attention:
     compress_ratio: int = 0  # 0 = SWA-only, 4 = C4 (CSA, with indexer), 128 = C128 (HCA)
     o_groups: int = 0
     o_lora_rank: int = 0
+    # Qwen3-Next gated attention: q_proj also emits a sigmoid gate per head (``attn_output_gate``)
+    output_gate: bool = False
+    # a hybrid model's recurrent layer: its mixer replaces attention in this layer, while the
+    # fields above still describe the model's attention layers (``memprof.core.attention``'s
+    # ``kind_of`` answers for the mixer, and for the model's attention where a question is
+    # about the model as a whole)
+    mixer: StateMixer | None = None
 
     @property
     def has_indexer(self) -> bool:
