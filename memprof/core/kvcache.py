@@ -393,7 +393,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
 def _model_mixer(spec: ModelSpec) -> Attention | None:
     """The attention of the model's first layer whose ``StateMixer`` replaces attention (None:
     no such layer)."""
-    return next((layer.attention for layer in spec.layers if layer.attention.mixer), None)
+    return next((layer.attention for layer in spec.layers
+                 if layer.attention.mixer and layer.attention.mixer.kind != "none"), None)
 
 
 def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: str, block: int,
@@ -411,7 +412,8 @@ def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: st
     a0 = attention_of(mixer)
     kind = kind_of(a0)
     one_token = kind.kv_pages(a0, _kv_query(dep.attn_tp, kv, model_dtype, 1, align, False))
-    state = state_bytes(mixer.mixer, dep.attn_tp, kv_dtype_bytes(DEFAULT_KV_DTYPE, model_dtype))
+    state = state_bytes(mixer.mixer, dep.attn_tp, kv_dtype_bytes(DEFAULT_KV_DTYPE, model_dtype),
+                        dep.engine_version)
     return align_attention_block(
         attn_bytes_per_token=one_token[0].page_bytes, state_bytes=state, block_size=block,
         alignment=MLA_BLOCK_ALIGNMENT if kind.backend_picks_block else ATTENTION_BLOCK_ALIGNMENT)

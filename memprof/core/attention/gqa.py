@@ -76,11 +76,13 @@ class GQA(AttentionKind):
 
     def rope_caches(self, spec: ModelSpec, layers: list[Layer], model_dtype: str,
                     max_pos: int) -> list[RopeCache]:
-        """One cache of ``head_dim × partial_rotary_factor``, in the model dtype unless the
-        family builds it in fp32 (its row's ``rope_fp32``). A config that states ``rotary_dim``
-        instead of the factor gets ``rotary_dim / head_dim`` (vLLM ``minimax_m2.py``
-        ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
+        """One cache of ``head_dim × partial_rotary_factor`` (none for NoPE attention), in the
+        model dtype unless the family builds it in fp32 (its row's ``rope_fp32``). A config
+        that states ``rotary_dim`` instead of the factor gets ``rotary_dim / head_dim`` (vLLM
+        ``minimax_m2.py`` ``MiniMaxM2Attention`` sets ``partial_rotary_factor`` so)."""
         a = layers[0].attention
+        if a.nope:  # no rotary embedding in the model's attention
+            return []
         positions, how = rope_positions(rope_scaling(spec), max_pos,
                                         spec.raw.get("original_max_position_embeddings"))
         partial = spec.raw.get("partial_rotary_factor")

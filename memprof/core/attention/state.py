@@ -32,8 +32,22 @@ from memprof.core.hybrid_state import (
 )
 from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
 from memprof.core.models import Attention, Layer, ModelSpec, StateMixer
+from memprof.core.versions import Rule, value_at
 
 Shapes = tuple[tuple[int, ...], ...]
+
+# Nemotron-H: from 0.13.0 an "auto" --mamba-ssm-cache-dtype becomes the config's
+# mamba_ssm_cache_dtype, or float16 when the config has none (the family's builder puts that
+# in ``StateMixer.config_ssm_dtype``); before, "auto" is the model dtype.
+SSM_DTYPE_FROM_CONFIG: tuple[Rule, ...] = (
+    Rule(name="mamba_ssm_cache_dtype_from_config", changes="KV: Mamba SSM state dtype",
+         since="0.13.0", until=None, value=True,
+         introduced_by="read in the 0.13.0 wheel (absent in 0.12.0; PR not identified)",
+         source="0.13.0 / 0.14.1 / 0.18.0 model_executor/models/config.py "
+         "NemotronHForCausalLMConfig.verify_and_update_config (getattr(hf_config, "
+         "'mamba_ssm_cache_dtype', 'float16') when cache_config.mamba_ssm_cache_dtype is "
+         "'auto')", applies_to="mamba2"),
+)
 
 
 class StateKind:
@@ -45,9 +59,15 @@ class StateKind:
         """The state tensors of one layer for one request on one rank."""
         raise NotImplementedError
 
-    def dtypes(self, m: StateMixer) -> tuple[str, ...]:
-        """The dtype of each state tensor (``""``: the model dtype)."""
-        return (m.conv_dtype, m.state_dtype)
+    def dtypes(self, m: StateMixer, version: str | None = None) -> tuple[str, ...]:
+        """The dtype of each state tensor at vLLM ``version`` (``""``: the model dtype): the
+        conv state of ``mamba_cache_dtype``, the SSM / recurrent state of
+        ``mamba_ssm_cache_dtype`` ("auto": as the conv state), which vLLM takes from the
+        config while ``SSM_DTYPE_FROM_CONFIG`` holds for a family that declares one."""
+        ssm = m.state_dtype
+        if m.config_ssm_dtype and value_at(SSM_DTYPE_FROM_CONFIG, version, False):
+            ssm = m.config_ssm_dtype
+        return (m.conv_dtype, ssm)
 
     def weights(self, w: WeightSink, m: StateMixer, p: str) -> None:
         raise NotImplementedError
@@ -97,11 +117,11 @@ class GatedDeltaNet(StateKind):
 
 
 class Mamba2(StateKind):
-    """A Mamba-2 mixer (vLLM v0.11.0 model_executor/layers/mamba/mamba_mixer2.py
+    """A Mamba-2 mixer (vLLM v0.11.2 model_executor/layers/mamba/mamba_mixer2.py
     ``MambaMixer2``, as Nemotron-H and Granite-4.0-H build it): ``in_proj`` column-parallel
     ``H → 2·d_inner + 2·groups·state + heads`` (groups replicated per head shard), ``conv1d``
-    ``kernel → d_inner + 2·groups·state`` (+ bias), ``A``, ``D``, ``dt_bias`` fp32 of
-    ``heads / tp``, ``norm`` a ``Mixer2RMSNormGated`` of ``d_inner / tp``, ``out_proj``
+    ``kernel → d_inner + 2·groups·state`` (+ bias), ``A`` (fp32), ``D`` and ``dt_bias`` (model
+    dtype) of ``heads / tp``, ``norm`` a ``Mixer2RMSNormGated`` of ``d_inner / tp``, ``out_proj``
     row-parallel ``d_inner → H``. State (``mamba2_state_shape``): conv of
     ``mamba_cache_dtype``, SSM of ``mamba_ssm_cache_dtype``."""
 
@@ -126,8 +146,9 @@ class Mamba2(StateKind):
                  bias=m.proj_bias)
         w.linear(mx + "conv1d", g, conv, m.conv_kernel, shard="col", bias=m.conv_bias,
                  quantise=False)
-        for name in ("A", "D", "dt_bias"):
-            w.vector(mx + name, g, m.num_heads, "float32", sharded=True)
+        w.vector(mx + "A", g, m.num_heads, "float32", sharded=True)
+        w.vector(mx + "D", g, m.num_heads, sharded=True)
+        w.vector(mx + "dt_bias", g, m.num_heads, sharded=True)
         w.vector(mx + "norm", g, m.intermediate_size, sharded=True)
         w.linear(mx + "out_proj", g, h, m.intermediate_size, shard="row", bias=m.proj_bias)
 
@@ -160,7 +181,7 @@ class KimiDeltaAttention(StateKind):
         return kda_state_shapes(tp=tp, num_heads=m.num_heads, head_dim=m.head_k_dim,
                                 conv_kernel=m.conv_kernel)
 
-    def dtypes(self, m: StateMixer) -> tuple[str, ...]:
+    def dtypes(self, m: StateMixer, version: str | None = None) -> tuple[str, ...]:
         """``kda_state_dtype``: the three conv states of ``mamba_cache_dtype``, the recurrent
         state fp32."""
         return (m.conv_dtype,) * 3 + ("float32",)
@@ -192,16 +213,36 @@ class KimiDeltaAttention(StateKind):
             ("core out [T,h·d]", t * proj * s)])
 
 
+class NoMixer(StateKind):
+    """A layer with no token mixer (Nemotron-H's MLP-only ``-`` layers, vLLM
+    ``NemotronHMLPDecoderLayer``): no state, no KV, no weights of its own."""
+
+    name = "none"
+
+    def shapes(self, m: StateMixer, tp: int) -> Shapes:
+        return ()
+
+    def dtypes(self, m: StateMixer, version: str | None = None) -> tuple[str, ...]:
+        return ()
+
+    def weights(self, w: WeightSink, m: StateMixer, p: str) -> None:
+        return None
+
+    def activation(self, m: StateMixer, q: ActQuery) -> AttentionStage:
+        return AttentionStage(label=self.name, parts=[], out_proj="(none)")
+
+
 STATE_KINDS: dict[str, StateKind] = {k.name: k for k in (GatedDeltaNet(), Mamba2(),
-                                                          KimiDeltaAttention())}
+                                                          KimiDeltaAttention(), NoMixer())}
 """``StateMixer.kind`` → the mixer's answers."""
 
 
-def state_bytes(m: StateMixer, tp: int, model_dtype_bytes: int) -> int:
-    """Bytes of one layer's state for one request on one rank, before page padding
-    (``MambaSpec.page_size_bytes``)."""
+def state_bytes(m: StateMixer, tp: int, model_dtype_bytes: int,
+                version: str | None = None) -> int:
+    """Bytes of one layer's state for one request on one rank at vLLM ``version``, before page
+    padding (``MambaSpec.page_size_bytes``)."""
     kind = STATE_KINDS[m.kind]
-    sizes = tuple(dtype_bytes(d) if d else model_dtype_bytes for d in kind.dtypes(m))
+    sizes = tuple(dtype_bytes(d) if d else model_dtype_bytes for d in kind.dtypes(m, version))
     return state_page_bytes(kind.shapes(m, tp), sizes)
 
 
@@ -222,7 +263,12 @@ class HybridKind(AttentionKind):
         return self.base.default_block_size(arch)
 
     def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
+        """One state page per request (sized before padding, and at the newest release's
+        dtypes: ``memprof.core.kvcache`` pads it to the unified page of the deployment's
+        release), or none for a layer without a mixer."""
         assert a.mixer is not None
+        if a.mixer.kind == "none":
+            return []
         page = state_bytes(a.mixer, q.tp, q.elem_bytes(DEFAULT_KV_DTYPE))
         shapes = " + ".join("×".join(map(str, s)) for s in self.state.shapes(a.mixer, q.tp))
         return [KVLayerSpec(name="state", kind="state", block_size=q.block, page_bytes=page,

@@ -10,7 +10,8 @@ from typing import Any
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateMixer:
     """A recurrent token mixer in place of attention (a layer of a hybrid model): its kind
-    (``gdn`` Gated DeltaNet, ``mamba2``, ``kda`` Kimi Delta Attention), the sizes its weights
+    (``gdn`` Gated DeltaNet, ``mamba2``, ``kda`` Kimi Delta Attention; ``none`` for a layer with
+    no token mixer at all, Nemotron-H's MLP-only layers), the sizes its weights
     and its per-request state need, and the state dtypes (``""``: the model dtype). The answers
     of each kind are in ``memprof.core.attention.state``."""
 
@@ -25,6 +26,9 @@ class StateMixer:
     proj_bias: bool = False
     conv_dtype: str = ""
     state_dtype: str = ""
+    # the SSM-state dtype vLLM takes from config.json from the releases of
+    # ``memprof.core.attention.state.SSM_DTYPE_FROM_CONFIG`` on ("": the family has none)
+    config_ssm_dtype: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +67,7 @@ class Attention:
     o_lora_rank: int = 0
     # Qwen3-Next gated attention: q_proj also emits a sigmoid gate per head (``attn_output_gate``)
     output_gate: bool = False
+    nope: bool = False  # no rotary embedding (Nemotron-H, Granite-4.0-H NoPE attention)
     # a hybrid model's recurrent layer: its mixer replaces attention in this layer, while the
     # fields above still describe the model's attention layers (``memprof.core.attention``'s
     # ``kind_of`` answers for the mixer, and for the model's attention where a question is
@@ -77,7 +82,8 @@ class Attention:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MLP:
-    """One layer's feed-forward block: ``dense`` or ``moe``."""
+    """One layer's feed-forward block: ``dense``, ``moe`` or ``none`` (a hybrid model's layer that
+    is only a token mixer)."""
 
     kind: str
     intermediate_size: int = 0  # dense MLP
@@ -93,6 +99,7 @@ class MLP:
     hash_routed: bool = False  # DeepSeek-V4 hash layers: tid2eid table, no gate bias
     mlp_bias: bool = False
     activation: str = "silu"
+    gated: bool = True  # gate and up projections (SwiGLU); False: up only (Nemotron-H relu2)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -121,8 +121,11 @@ class MlpWeights(Shard):
     def mlp(self, layer: Layer, p: str) -> None:
         m = layer.mlp
         h = self.spec.hidden_size
+        if m.kind == "none":
+            return
         if m.kind == "dense":
-            self.linear(p + "mlp.gate_up_proj", "mlp (dense)", 2 * m.intermediate_size, h,
+            self.linear(p + ("mlp.gate_up_proj" if m.gated else "mlp.up_proj"), "mlp (dense)",
+                        (2 if m.gated else 1) * m.intermediate_size, h,
                         shard="col", bias=m.mlp_bias)
             self.linear(p + "mlp.down_proj", "mlp (dense)", h, m.intermediate_size, shard="row",
                         bias=m.mlp_bias)
