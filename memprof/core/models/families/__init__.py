@@ -2,8 +2,8 @@
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
 ``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``qwen3_next``, ``nemotron_h``,
 ``granite_hybrid``; ``dense_decoder`` only when a user opts in), found by the config's
-``model_type`` (or ``architectures``). A new family is one module here and one entry in ``ROWS``; generic modules ask
-``family_row(spec.family)`` instead of naming it."""
+``model_type`` (or ``architectures``). A new family is one module here and one entry in
+``ROWS``; generic modules ask ``family_row(spec.family)`` instead of naming it."""
 
 from __future__ import annotations
 
