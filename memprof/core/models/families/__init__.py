@@ -1,9 +1,9 @@
 """The families memprof knows: one row (``row.Family``) per family, in one module per family
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
 ``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``qwen3_next``, ``nemotron_h``,
-``granite_hybrid``; ``dense_decoder`` only when a user opts in), found by the config's
-``model_type`` (or ``architectures``). A new family is one module here and one entry in
-``ROWS``; generic modules ask ``family_row(spec.family)`` instead of naming it."""
+``granite_hybrid``, ``kimi_linear``; ``dense_decoder`` only when a user opts in), found by the
+config's ``model_type`` (or ``architectures``). A new family is one module here and one entry
+in ``ROWS``; generic modules ask ``family_row(spec.family)`` instead of naming it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from memprof.core.models.families import (
     glm4_moe,
     gpt_oss,
     granite_hybrid,
+    kimi_linear,
     llama,
     minimax_m2,
     mixtral,
@@ -32,7 +33,7 @@ ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
     deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
     phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, qwen3_next.FAMILY,
-    nemotron_h.FAMILY, granite_hybrid.FAMILY, dense_decoder.FAMILY,
+    nemotron_h.FAMILY, granite_hybrid.FAMILY, kimi_linear.FAMILY, dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 
