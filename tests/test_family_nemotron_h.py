@@ -165,3 +165,14 @@ def test_sglang_is_refused() -> None:
     err = p.stderr.splitlines()
     assert p.returncode == 2 and len(err) == 2, p.stderr
     assert "recurrent-state layers" in err[0] and err[1] == "hint: use --engine vllm"
+
+
+def test_releases_before_the_v1_hybrid_manager_are_refused() -> None:
+    """0.10.1 sends a model with inner state to V0 (``_is_v1_supported_oracle``, "V1 mamba
+    models are unoptimized"); the Mamba cache there is not modelled."""
+    from memprof.base.errors import BadInput
+
+    spec = load_model(NAME)
+    with pytest.raises(BadInput, match=r"from 0\.10\.2"):
+        validate(Deployment(engine_version="0.10.1"), spec)
+    validate(Deployment(engine_version="0.10.2"), spec)

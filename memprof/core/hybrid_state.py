@@ -18,6 +18,20 @@ from math import prod
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
+from memprof.core.versions import Rule
+
+# Models with Mamba / linear-attention state run on V1's hybrid KV-cache manager by default from
+# 0.10.2; up to 0.10.1 the engine oracle sends a model with inner state to V0 (its
+# MambaCacheManager, which memprof does not model), and Qwen3-Next and Kimi-Linear do not exist.
+HYBRID_STATE_V1: tuple[Rule, ...] = (
+    Rule(name="hybrid_state_on_v1", changes="KV: recurrent-state layers (V1 hybrid manager)",
+         since="0.10.2", until=None, value=True,
+         introduced_by="0.10.2: _is_v1_supported_oracle no longer falls back to V0 for "
+         "has_inner_state models (read in the 0.10.1 and 0.10.2 wheels; PR not identified)",
+         source="0.10.1 engine/arg_utils.py _is_v1_supported_oracle ('V1 mamba models are "
+         "unoptimized': _warn_or_fallback → V0); 0.10.2 / 0.11.0 model_executor/models/"
+         "config.py HybridAttentionMambaModelConfig", applies_to="state"),
+)
 
 # Kernel block alignment of the attention page (v0.10.2 models/config.py
 # HybridAttentionMambaModelConfig): 16 for standard attention; MLA 64 (CUTLASS MLA 128).
