@@ -36,9 +36,11 @@ def _gpu_cells(g: dict[str, Any]) -> tuple[str, ...]:
 
 def models_table() -> Table:
     """The bundled models, one line each in 80 columns, no cell wrapped or cut: the
-    architecture without its ``ForCausalLM`` suffix and short dtypes (the caption says so)."""
+    architecture without its ``ForCausalLM`` suffix and short dtypes (the caption says so),
+    columns one space apart (a 16-character architecture, GraniteMoeHybrid, fits beside the
+    longest name)."""
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
-              caption=f"arch: the model class less {SUFFIX}; bf16: bfloat16",
+              padding=(0, 0), caption=f"arch: the model class less {SUFFIX}; bf16: bfloat16",
               caption_justify="left")
     for col in MODEL_COLUMNS:
         t.add_column(col, no_wrap=True,
