@@ -150,12 +150,18 @@ def test_attention_has_no_rope_cache() -> None:
     assert rope_caches(spec, list(spec.layers), "bfloat16") == []
 
 
-def test_moe_blocks_are_refused() -> None:
-    cfg = {**_config(), "hybrid_override_pattern": "ME*E", "num_hidden_layers": 4}
-    with pytest.raises(ConfigError, match="'E' is a Nemotron MoE block"):
+def test_unknown_blocks_and_latent_moe_are_refused() -> None:
+    cfg = {**_config(), "hybrid_override_pattern": "M*-X", "num_hidden_layers": 4}
+    with pytest.raises(ConfigError, match="does not model"):
         spec_from_config(cfg)
     with pytest.raises(ConfigError, match="num_hidden_layers"):
         spec_from_config({**_config(), "num_hidden_layers": 51})
+    nano3 = json.loads(bundled_models()[NANO3].read_text())
+    with pytest.raises(ConfigError, match="latent MoE"):
+        spec_from_config({**nano3, "moe_latent_size": 1024})
+    del nano3["n_routed_experts"]
+    with pytest.raises(ConfigError, match="n_routed_experts"):
+        spec_from_config(nano3)
 
 
 def test_sglang_is_refused() -> None:
@@ -176,3 +182,51 @@ def test_releases_before_the_v1_hybrid_manager_are_refused() -> None:
     with pytest.raises(BadInput, match=r"from 0\.10\.2"):
         validate(Deployment(engine_version="0.10.1"), spec)
     validate(Deployment(engine_version="0.10.2"), spec)
+
+
+# NVIDIA-Nemotron-3-Nano-30B-A3B: E blocks (NemotronHMoE, vLLM v0.11.2): an fp32 gate and fp32
+# e_score_correction_bias, non-gated experts (is_act_and_mul=False: w13 is the up projection
+# alone), a non-gated shared expert; its config states mamba_ssm_cache_dtype float32.
+NANO3 = "nemotron-3-nano-30b-a3b"
+N3_H, N3_PATTERN = 2688, "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+
+
+def _nano3_by_hand() -> int:
+    inner, conv_dim = 64 * 64, 64 * 64 + 2 * 8 * 128
+    mamba = (inner + conv_dim + 64) * N3_H + conv_dim * (CONV + 1) + 2 * 64 + inner + inner * N3_H
+    attention = (32 * 128 + 2 * 2 * 128) * N3_H + 32 * 128 * N3_H
+    moe = 128 * 2 * 1856 * N3_H + 2 * 3712 * N3_H  # up + down per expert, shared up + down
+    bf16 = 23 * mamba + 6 * attention + 23 * moe + 52 * N3_H + 2 * V * N3_H + N3_H
+    fp32 = 23 * 64 + 23 * (128 * N3_H + 128)  # A; gate weight and e_score_correction_bias
+    return 2 * bf16 + 4 * fp32
+
+
+def test_nano3_moe_blocks() -> None:
+    spec = load_model(NANO3)
+    assert [i for i, b in enumerate(N3_PATTERN) if b == "*"] == [5, 12, 19, 26, 33, 42]
+    m = spec.layers[1].mlp
+    assert (m.kind, m.num_experts, m.top_k, m.moe_intermediate_size, m.shared_intermediate_size,
+            m.gated, m.router_fp32, m.e_score_correction_bias) == (
+        "moe", 128, 6, 1856, 3712, False, True, True)
+    assert spec.layers[1].attention.mixer is not None
+    assert spec.layers[1].attention.mixer.kind == "none"
+
+
+def test_nano3_weights_against_the_checkpoint_size() -> None:
+    """By hand, and within 0.5% of the 63.2 GB the checkpoint's 13 safetensors shards take
+    (the quoted brief; 0.1 GB rounding)."""
+    got = _rank_bytes(NANO3, 1)
+    assert got == _nano3_by_hand()
+    assert abs(got - 63.2e9) / 63.2e9 < 0.005
+
+
+@pytest.mark.parametrize(("version", "block"), [("0.12.0", 1072), ("0.13.0", 2096)])
+def test_nano3_fp32_ssm_state_by_release(version: str, block: int) -> None:
+    """conv (3, 4096 + 2·8·128) bf16 + SSM (64, 64, 128): bf16 up to 0.12.0, the config's
+    float32 from 0.13.0; one KV head pair of 128 per token is 1024 B."""
+    spec = load_model(NANO3)
+    dep = Deployment(engine_version=version, max_model_len=131072)
+    plan = kv_plan(spec, dep, ranks(dep)[0], spec.dtype)
+    ssm = 4 if version == "0.13.0" else 2
+    state = 3 * 6144 * 2 + 64 * 64 * 128 * ssm
+    assert plan.block_size == 16 * -(-state // (16 * 1024)) == block
