@@ -30,7 +30,10 @@ KINDS: dict[str, AttentionKind] = {k.name: k for k in (gqa.KIND, mla.KIND, dsv4.
 """``Attention.kind`` → the kind's answers."""
 
 
-_HYBRID: dict[tuple[str, str], AttentionKind] = {}
+_HYBRID: dict[tuple[str, str], AttentionKind] = {
+    (m, k): state.HybridKind(mixer, kind)
+    for m, mixer in state.STATE_KINDS.items() for k, kind in KINDS.items()}
+"""(mixer kind, attention kind) → the answers for a layer whose mixer replaces attention."""
 
 
 def kind_of(a: Attention) -> AttentionKind:
@@ -39,11 +42,7 @@ def kind_of(a: Attention) -> AttentionKind:
     ``state.HybridKind`` of that mixer over the model's attention kind."""
     if a.mixer is None:
         return KINDS[a.kind]
-    key = (a.mixer.kind, a.kind)
-    hit = _HYBRID.get(key)
-    if hit is None:
-        hit = _HYBRID[key] = state.HybridKind(state.STATE_KINDS[a.mixer.kind], KINDS[a.kind])
-    return hit
+    return _HYBRID[(a.mixer.kind, a.kind)]
 
 
 __all__ = ["KINDS", "ActQuery", "AttentionKind", "AttentionStage", "KVLayerSpec", "KVQuery",
