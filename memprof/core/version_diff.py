@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
 from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kvcache import (
     CONCURRENCY_GROUP0_PAGE,
     DSV4_TUPLE_POOL,
@@ -41,7 +43,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM,
+    NCCL_CUMEM, HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
 )
 
 
@@ -62,6 +64,10 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "gpt_oss": spec.family == "gpt_oss",
         "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
         "nccl": bool(nccl_groups(dep)),
+        # recurrent-state layers (memprof/core/attention/state.py); Mamba-2 ones
+        "state": any(x.attention.mixer for x in spec.layers),
+        "mamba2": any(x.attention.mixer and x.attention.mixer.kind == "mamba2"
+                      for x in spec.layers),
     }.get(rule.applies_to, True)
 
 
