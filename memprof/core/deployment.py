@@ -19,6 +19,7 @@ from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
 from memprof.core.engines.base import RankCoord
 from memprof.core.engines.sglang import SGLANG_MAX_PREFILL_TOKENS
 from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTILIZATION
+from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
@@ -330,6 +331,20 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --dtype {str(dep.dtype)[:40]!r}",
                        hint="one of: " + ", ".join(DTYPES))
     engine_of(dep).check_layout(dep)
+    if not engine.models_state_mixers and any(layer.attention.mixer for layer in spec.layers):
+        others = [n for n in NAMES if engine_named(n).models_state_mixers]
+        shown = " and ".join(engine_named(n).display for n in others)
+        raise BadInput(f"{spec.name} ({spec.architecture}) has recurrent-state layers, which "
+                       f"memprof models only for {shown}'s hybrid KV-cache "
+                       f"manager, not for {engine.display}",
+                       hint=f"use --engine {' or '.join(others)}")
+    if (engine.models_state_mixers and any(layer.attention.mixer for layer in spec.layers)
+            and not value_at(HYBRID_STATE_V1, dep.engine_version, False, engine=dep.engine)):
+        first = HYBRID_STATE_V1[0].since
+        raise BadInput(f"{spec.name} ({spec.architecture}) has recurrent-state layers, which "
+                       f"{engine.display} serves on its V1 hybrid KV-cache manager from {first} "
+                       f"(before, on V0's Mamba cache, which memprof does not model)",
+                       hint=f"use --engine-version {first} or later")
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

@@ -18,6 +18,20 @@ from math import prod
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
+from memprof.core.versions import Rule
+
+# Models with Mamba / linear-attention state run on V1's hybrid KV-cache manager by default from
+# 0.10.2; up to 0.10.1 the engine oracle sends a model with inner state to V0 (its
+# MambaCacheManager, which memprof does not model), and Qwen3-Next and Kimi-Linear do not exist.
+HYBRID_STATE_V1: tuple[Rule, ...] = (
+    Rule(name="hybrid_state_on_v1", changes="KV: recurrent-state layers (V1 hybrid manager)",
+         since="0.10.2", until=None, value=True,
+         introduced_by="0.10.2: _is_v1_supported_oracle no longer falls back to V0 for "
+         "has_inner_state models (read in the 0.10.1 and 0.10.2 wheels; PR not identified)",
+         source="0.10.1 engine/arg_utils.py _is_v1_supported_oracle ('V1 mamba models are "
+         "unoptimized': _warn_or_fallback → V0); 0.10.2 / 0.11.0 model_executor/models/"
+         "config.py HybridAttentionMambaModelConfig", applies_to="state"),
+)
 
 # Kernel block alignment of the attention page (v0.10.2 models/config.py
 # HybridAttentionMambaModelConfig): 16 for standard attention; MLA 64 (CUTLASS MLA 128).
@@ -62,6 +76,17 @@ def gated_delta_net_state_shapes(*, tp: int, num_k_heads: int, num_v_heads: int,
             (_divide(num_v_heads, tp, "linear-attention value heads"), head_k_dim, head_v_dim))
 
 
+def kda_state_shapes(*, tp: int, num_heads: int, head_dim: int, conv_kernel: int
+                     ) -> tuple[tuple[int, ...], ...]:
+    """(q, k, v conv states, recurrent state) of one Kimi Delta Attention layer on one rank
+    (vLLM v0.11.2 model_executor/layers/mamba/mamba_utils.py ``kda_state_shape``, no speculative
+    tokens): three ``(conv_kernel − 1, heads·head_dim / tp)`` and ``(heads / tp, head_dim,
+    head_dim)``."""
+    proj = _divide(num_heads * head_dim, tp, "KDA projection")
+    conv = (conv_kernel - 1, proj)
+    return (conv, conv, conv, (_divide(num_heads, tp, "KDA heads"), head_dim, head_dim))
+
+
 def state_page_bytes(shapes: tuple[tuple[int, ...], ...], dtype_bytes: tuple[int, ...]) -> int:
     """``MambaSpec.page_size_bytes`` before padding: Σ prod(shape) × element bytes."""
     if len(shapes) != len(dtype_bytes):
@@ -91,3 +116,4 @@ def align_attention_block(*, attn_bytes_per_token: int, state_bytes: int, block_
     page = block * attn_bytes_per_token
     return AlignedPages(block_size=block, page_bytes=page, state_bytes=state_bytes,
                         padding_pct=100 * (page - state_bytes) / state_bytes)
+

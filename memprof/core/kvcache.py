@@ -20,13 +20,21 @@ from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
 from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
 from memprof.core.attention.dsv4 import DSV4_BLOCK, DSV4_SWA_BLOCK
+from memprof.core.attention.state import attention_of, pad_state_pages, state_bytes
 from memprof.core.attention_backends import AttentionBackend, chosen
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.engines import engine_of
+from memprof.core.hybrid_state import (
+    ATTENTION_BLOCK_ALIGNMENT,
+    MLA_BLOCK_ALIGNMENT,
+    AlignedPages,
+    align_attention_block,
+)
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
+from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
 from memprof.core.kv_dtypes import ROWS as KV_DTYPE_ROWS
 from memprof.core.kv_dtypes import attention_kind
-from memprof.core.models import Layer, ModelSpec, layer_kinds
+from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
 from memprof.core.versions import Rule, value_at
 
 # The V0 engine (VLLM_USE_V1 default 0 until 0.8.0) picks 16-token blocks for every model, MLA
@@ -373,6 +381,9 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if KV_DTYPES[kv].turboquant and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.name.upper()}; use fp8")
+    aligned = _hybrid_alignment(spec, dep, kv, model_dtype, block, align)
+    if aligned is not None:
+        block = aligned.block_size
     flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
     extra = value_at(SWA_IN_FLIGHT_BATCHES, dep.engine_version, engine=dep.engine)
     if isinstance(extra, int):
@@ -397,6 +408,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
             made[key] = kind_of(a).kv_pages(a, _kv_query(dep.attn_tp, kv, model_dtype, block,
                                                          align, boundary))
         specs.extend(made[key])
+    if aligned is not None:
+        specs = pad_state_pages(specs, aligned)
     if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
@@ -419,6 +432,36 @@ def _cached_as_full(specs: list[KVLayerSpec], dep: Deployment) -> bool:
                 or ("chunked" in kinds and value_at(CHUNKED_LOCAL_CACHED_AS_FULL,
                                                     dep.engine_version, False,
                                                     engine=dep.engine)))
+
+
+@lru_cache(maxsize=64)
+def _model_mixer(spec: ModelSpec) -> Attention | None:
+    """The attention of the model's first layer whose ``StateMixer`` replaces attention (None:
+    no such layer)."""
+    return next((layer.attention for layer in spec.layers
+                 if layer.attention.mixer and layer.attention.mixer.kind != "none"), None)
+
+
+def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: str, block: int,
+                      align: int) -> AlignedPages | None:
+    """The attention block size and state page of a model with state mixers (vLLM v0.10.2 /
+    v0.11.0 model_executor/models/config.py ``HybridAttentionMambaModelConfig.
+    verify_and_update_config``): the attention page of one token (the model's attention kind at
+    ``block_size=1``, KV heads per rank, ``--kv-cache-dtype``), the state page of one layer
+    (``MambaSpec`` of the mixer's shapes and dtypes), the block raised to the kernel alignment
+    (16; 64 for MLA) that makes the attention page hold one state, the state page padded up to
+    it. None for a model without state mixers."""
+    mixer = _model_mixer(spec)
+    if mixer is None or mixer.mixer is None:
+        return None
+    a0 = attention_of(mixer)
+    kind = kind_of(a0)
+    one_token = kind.kv_pages(a0, _kv_query(dep.attn_tp, kv, model_dtype, 1, align, False))
+    state = state_bytes(mixer.mixer, dep.attn_tp, kv_dtype_bytes(DEFAULT_KV_DTYPE, model_dtype),
+                        dep.engine_version)
+    return align_attention_block(
+        attn_bytes_per_token=one_token[0].page_bytes, state_bytes=state, block_size=block,
+        alignment=MLA_BLOCK_ALIGNMENT if kind.backend_picks_block else ATTENTION_BLOCK_ALIGNMENT)
 
 
 def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
@@ -603,9 +646,15 @@ def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
     per_req = plan.blocks_per_request(max_model_len, max_num_batched_tokens)
     conc_blocks = plan.concurrency_blocks(max_model_len, max_num_batched_tokens)
     conc = blocks / conc_blocks if conc_blocks else 0.0
+    # a pool with state groups: "GPU KV cache size" as those releases print it (read in
+    # v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
+    # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size)
+    tokens = (logged_tokens_per_group(plan, blocks)
+              if any(name == "state" for name, _b, _w, _n in plan.group_blocks)
+              else int(conc * max_model_len))
     return KVCapacity(
         num_gpu_blocks=blocks, kv_cache_bytes=blocks * plan.block_bytes,
-        tokens=int(conc * max_model_len), max_concurrency=conc, blocks_per_request=per_req,
+        tokens=tokens, max_concurrency=conc, blocks_per_request=per_req,
         request_bytes=plan.request_bytes(max_model_len, max_num_batched_tokens),
     )
 

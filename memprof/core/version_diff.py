@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
@@ -17,6 +18,7 @@ from memprof.core.engines.sglang import (
     SGLANG_MFS_HEURISTIC,
 )
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
     CONCURRENCY_GROUP0_PAGE,
@@ -51,6 +53,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
     NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL, SGLANG_MFS_HEURISTIC,
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
+    HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
 )
 
 
@@ -72,6 +75,10 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "gpt_oss": spec.family == "gpt_oss",
         "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
         "nccl": bool(nccl_groups(dep)),
+        # recurrent-state layers (memprof/core/attention/state.py); Mamba-2 ones
+        "state": any(x.attention.mixer for x in spec.layers),
+        "mamba2": any(x.attention.mixer and x.attention.mixer.kind == "mamba2"
+                      for x in spec.layers),
     }.get(rule.applies_to, True)
 
 

@@ -70,8 +70,9 @@ class GQA(AttentionKind):
         Qwen3 q/k norms are out of place."""
         t, s = q.t, q.s
         h_l, kv_l = a.num_heads // q.tp, max(1, a.num_kv_heads // q.tp)
+        gate = 2 if a.output_gate else 1  # Qwen3-Next: q and its gate from one projection
         parts = [("qkv [T,(h+2kv)·D]",
-                  t * (h_l * a.head_dim + kv_l * (a.head_dim + a.v_head_dim)) * s),
+                  t * (gate * h_l * a.head_dim + kv_l * (a.head_dim + a.v_head_dim)) * s),
                  ("attn out [T,h·Dv]", t * h_l * a.v_head_dim * s)]
         if a.qk_norm:
             parts.append(("q/k norm out", t * (h_l + kv_l) * a.head_dim * s))
@@ -115,14 +116,18 @@ class GQA(AttentionKind):
         return out
 
     def weights(self, w: WeightSink, layer: Layer, p: str) -> None:
-        """``QKVParallelLinear`` (q split by TP, kv replicated past the KV heads), o_proj
-        row-parallel, q/k norms, gpt-oss-style sinks (one learned logit per local head)."""
+        """``QKVParallelLinear`` (q split by TP, kv replicated past the KV heads; q doubled by an
+        output gate), o_proj row-parallel, q/k norms, gpt-oss-style sinks (one learned logit per
+        local head)."""
         a = layer.attention
         h = w.spec.hidden_size
         g = "attention" + (" (sliding)" if a.sliding_window else "")
         kv_rep = max(1, w.tp // a.num_kv_heads)
         kv_local = max(1, a.num_kv_heads // w.tp)
-        qo, kvo = a.num_heads * a.head_dim // w.tp, 2 * kv_local * a.head_dim
+        # ``output_gate`` (Qwen3-Next, vLLM v0.11.0 qwen3_next.py Qwen3NextAttention):
+        # QKVParallelLinear of total_num_heads × (1 + attn_output_gate) query heads
+        gate = 2 if a.output_gate else 1
+        qo, kvo = gate * a.num_heads * a.head_dim // w.tp, 2 * kv_local * a.head_dim
         qkv = p + "self_attn.qkv_proj"
         w.fused_slice(qkv + "(q)", g, qo, h, quant_of=qkv, replicas=w.copies, note=" (col)")
         w.fused_slice(qkv + "(kv)", g, kvo, h, quant_of=qkv, replicas=w.copies * kv_rep,

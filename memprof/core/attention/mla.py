@@ -103,6 +103,8 @@ class MLA(AttentionKind):
         """``rotary_dim = qk_rope_head_dim``; the config's ``yarn`` becomes ``deepseek_yarn``
         (``deepseek_v2.py`` ``DeepseekV2MLAAttention.__init__``), model dtype."""
         a = layers[0].attention
+        if a.rope == "none":  # Kimi-Linear's MLA (mla_use_nope): rotary_emb=None
+            return []
         positions, how = rope_positions(rope_scaling(spec), max_pos)
         return [RopeCache(f"MLA {how}", positions, a.qk_rope_head_dim, model_dtype)]
 

@@ -137,6 +137,10 @@ class Engine:
     own_rope_buffers: ClassVar[bool] = False
     # the engine had vLLM's V0 generation (a V0 start-up log names no release)
     has_v0_generation: ClassVar[bool] = False
+    # the per-request state of hybrid models' recurrent layers (``Attention.mixer``: Mamba-2,
+    # Gated DeltaNet, KDA) is modelled for this engine (vLLM's hybrid KV-cache manager,
+    # core/hybrid_state.py); False: such a model is refused, never estimated as attention
+    models_state_mixers: ClassVar[bool] = False
     # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
     # SETTINGS rows read them; a field not listed is no setting of this engine)
     flags: ClassVar[dict[str, tuple[str, ...]]] = {}

@@ -171,6 +171,7 @@ class VLLM(Engine):
     dp_replicates: ClassVar[bool] = True
     registers_model_init_buffers: ClassVar[bool] = True
     has_v0_generation: ClassVar[bool] = True
+    models_state_mixers: ClassVar[bool] = True
     cli_launcher: ClassVar[tuple[str, str] | None] = ("vllm", "serve")
     launcher_prefix: ClassVar[str] = "vllm serve "
     # EngineArgs.add_cli_args (vllm/engine/arg_utils.py, v0.11.0); --engine, --engine-version

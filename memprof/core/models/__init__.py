@@ -1,6 +1,7 @@
 """Model specs: a HF ``config.json`` normalised into a spec that knows every layer.
 
-- ``spec``: the result classes (``ModelSpec``, ``Layer``, ``Attention``, ``MLP``, ``QuantConfig``);
+- ``spec``: the result classes (``ModelSpec``, ``Layer``, ``Attention``, ``StateMixer``, ``MLP``,
+  ``QuantConfig``);
 - ``config``: typed validation of config.json and typed access to its fields;
 - ``families``: the registry of families and their layer builders;
 - ``quant_config``: the quantisation a checkpoint or ``--quantization`` declares;
@@ -23,9 +24,11 @@ from memprof.core.models.spec import (
     Layer,
     ModelSpec,
     QuantConfig,
+    StateMixer,
     layer_kinds,
 )
 
-__all__ = ["MLP", "Attention", "Layer", "ModelSpec", "QuantConfig", "bundled_models",
+__all__ = ["MLP", "Attention", "Layer", "ModelSpec", "QuantConfig", "StateMixer",
+           "bundled_models",
            "configs_dir", "hf_ids", "layer_kinds", "load_config", "load_model",
            "quant_from_config", "quant_from_flag", "resolve_config_path", "spec_from_config"]

@@ -8,6 +8,30 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StateMixer:
+    """A recurrent token mixer in place of attention (a layer of a hybrid model): its kind
+    (``gdn`` Gated DeltaNet, ``mamba2``, ``kda`` Kimi Delta Attention; ``none`` for a layer with
+    no token mixer at all, Nemotron-H's MLP-only layers), the sizes its weights
+    and its per-request state need, and the state dtypes (``""``: the model dtype). The answers
+    of each kind are in ``memprof.core.attention.state``."""
+
+    kind: str
+    num_heads: int  # value heads (GDN / KDA), SSM heads (Mamba-2)
+    num_k_heads: int  # key heads (GDN), B/C groups (Mamba-2), heads (KDA)
+    head_k_dim: int  # key head size (GDN / KDA), SSM state size (Mamba-2)
+    head_v_dim: int  # value head size (GDN / KDA), SSM head size (Mamba-2)
+    conv_kernel: int
+    intermediate_size: int = 0  # Mamba-2 d_inner (heads × head size)
+    conv_bias: bool = False
+    proj_bias: bool = False
+    conv_dtype: str = ""
+    state_dtype: str = ""
+    # the SSM-state dtype vLLM takes from config.json from the releases of
+    # ``memprof.core.attention.state.SSM_DTYPE_FROM_CONFIG`` on ("": the family has none)
+    config_ssm_dtype: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Attention:
     """One layer's attention, with every size the weights and the KV cache need.
 
@@ -29,7 +53,8 @@ class Attention:
     sinks: bool = False
     # the layer's rotary: "" the config's (rope_theta, rope_scaling), "plain" unscaled RoPE
     # on its own base ``rope_theta`` (Gemma 3's sliding layers: rope_local_base_freq), "none"
-    # no rotary at all (Llama 4's NoPE layers); a rank holds one cache per distinct rotary
+    # no rotary at all (Llama 4's NoPE layers; Nemotron-H, Granite-4.0-H and Kimi-Linear's
+    # attention); a rank holds one cache per distinct rotary
     rope: str = ""
     rope_theta: float = 0.0
     # chunked local attention (Llama 4 ``attention_chunk_size``): the layer attends within
@@ -49,6 +74,13 @@ class Attention:
     compress_ratio: int = 0  # 0 = SWA-only, 4 = C4 (CSA, with indexer), 128 = C128 (HCA)
     o_groups: int = 0
     o_lora_rank: int = 0
+    # Qwen3-Next gated attention: q_proj also emits a sigmoid gate per head (``attn_output_gate``)
+    output_gate: bool = False
+    # a hybrid model's recurrent layer: its mixer replaces attention in this layer, while the
+    # fields above still describe the model's attention layers (``memprof.core.attention``'s
+    # ``kind_of`` answers for the mixer, and for the model's attention where a question is
+    # about the model as a whole)
+    mixer: StateMixer | None = None
 
     @property
     def has_indexer(self) -> bool:
@@ -58,7 +90,8 @@ class Attention:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MLP:
-    """One layer's feed-forward block: ``dense`` or ``moe``."""
+    """One layer's feed-forward block: ``dense``, ``moe`` or ``none`` (a hybrid model's layer that
+    is only a token mixer)."""
 
     kind: str
     intermediate_size: int = 0  # dense MLP
@@ -74,6 +107,7 @@ class MLP:
     hash_routed: bool = False  # DeepSeek-V4 hash layers: tid2eid table, no gate bias
     mlp_bias: bool = False
     activation: str = "silu"
+    gated: bool = True  # gate and up projections (SwiGLU); False: up only (Nemotron-H relu2)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

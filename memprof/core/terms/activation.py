@@ -220,10 +220,13 @@ def mla_chunked_prefill_rows(ctx: TermContext) -> int:
     return max(min(max(8 * mml, 4 * seqs * block), MLA_CHUNKED_PREFILL_CAP), seqs * block)
 
 
-def _dense_stage(ctx: TermContext, inter: int, t: int) -> list[tuple[str, int]]:
-    """Dense MLP: gate_up [T, 2·I/tp] stays alive (a local) while act [T, I/tp] and down run."""
+def _dense_stage(ctx: TermContext, inter: int, t: int,
+                 gated: bool = True) -> list[tuple[str, int]]:
+    """Dense MLP: gate_up [T, 2·I/tp] (up [T, I/tp] without a gate) stays alive (a local) while
+    act [T, I/tp] and down run."""
     s, i_l = model_bytes(ctx), inter // ctx.dep.tp
-    return [("gate_up [T,2I]", t * 2 * i_l * s), ("act [T,I]", t * i_l * s),
+    return [("gate_up [T,2I]" if gated else "up [T,I]", t * (2 if gated else 1) * i_l * s),
+            ("act [T,I]", t * i_l * s),
             *_row_parallel_out(ctx, t, "down_proj")]
 
 
@@ -356,9 +359,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
             caches = ([("Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t))]
                       if moe_caches else [])
             stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t) + caches)))
-        else:
+        elif mlp.kind == "dense":  # "none": a hybrid layer that is only a token mixer
             stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
-                                                                        t))))
+                                                                        t, mlp.gated))))
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if r > 0 and samples_in_profile_run(dep, ctx.coord):

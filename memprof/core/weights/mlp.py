@@ -169,8 +169,11 @@ class MlpWeights(Shard):
     def mlp(self, layer: Layer, p: str) -> None:
         m = layer.mlp
         h = self.spec.hidden_size
+        if m.kind == "none":
+            return
         if m.kind == "dense":
-            self.linear(p + "mlp.gate_up_proj", "mlp (dense)", 2 * m.intermediate_size, h,
+            self.linear(p + ("mlp.gate_up_proj" if m.gated else "mlp.up_proj"), "mlp (dense)",
+                        (2 if m.gated else 1) * m.intermediate_size, h,
                         shard="col", bias=m.mlp_bias)
             self.linear(p + "mlp.down_proj", "mlp (dense)", h, m.intermediate_size, shard="row",
                         bias=m.mlp_bias)
@@ -180,8 +183,9 @@ class MlpWeights(Shard):
         self.experts(layer, p, fused)
         if m.shared_intermediate_size and not fused:
             gs = "shared experts"
-            self.linear(p + "mlp.shared_experts.gate_up_proj", gs, 2 * m.shared_intermediate_size,
-                        h, shard="col")
+            self.linear(p + ("mlp.shared_experts.gate_up_proj" if m.gated
+                             else "mlp.shared_experts.up_proj"), gs,
+                        (2 if m.gated else 1) * m.shared_intermediate_size, h, shard="col")
             self.linear(p + "mlp.shared_experts.down_proj", gs, h, m.shared_intermediate_size,
                         shard="row")
             if m.shared_expert_gate:
@@ -239,6 +243,9 @@ class MlpWeights(Shard):
             q = None if q is None else (QuantConfig(method="mxfp4", group_size=32, bits=4)
                                         if ed == "fp4" else q)
         g = "experts"
+        # w13: gate and up stacked (2·I rows), or up only for a non-gated MoE
+        # (FusedMoE(is_act_and_mul=False): I rows; vLLM v0.11.2 nemotron_h.py NemotronHMoE)
+        n13 = (2 if m.gated else 1) * i_local
         if q is not None and q.method == "mxfp4":
             self.mxfp4_experts(module, layer, e_local, i_local, moe_tp)
             return
@@ -249,20 +256,21 @@ class MlpWeights(Shard):
             # ceil(H/128), ceil(I/128)), fp32 (fp8.py Fp8MoEMethod.create_weights, v0.33.0).
             bo, bi = q.block
             params: tuple[Param, ...] = (
-                Param("w13_weight", (e_local, 2 * i_local, h), "float8_e4m3fn"),
-                Param("w13_weight_scale_inv", (e_local, 2 * cdiv(i_local, bo), cdiv(h, bi)),
+                Param("w13_weight", (e_local, n13, h), "float8_e4m3fn"),
+                Param("w13_weight_scale_inv",
+                      (e_local, (2 if m.gated else 1) * cdiv(i_local, bo), cdiv(h, bi)),
                       "float32"),
                 Param("w2_weight", (e_local, h, i_local), "float8_e4m3fn"),
                 Param("w2_weight_scale_inv", (e_local, cdiv(h, bo), cdiv(i_local, bi)),
                       "float32"))
-            f13, f2 = f"{2 * i_local}×{h} fp8", f"{h}×{i_local} fp8 + block scales"
+            f13, f2 = f"{n13}×{h} fp8", f"{h}×{i_local} fp8 + block scales"
             blocks = 0
         else:
-            _n13, f13 = linear_bytes(2 * i_local, h, q, self.b, self.arch)
+            _n13, f13 = linear_bytes(n13, h, q, self.b, self.arch)
             _n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch)
             params = tuple(
                 Param(f"w13_{x.name}", (e_local, *x.shape), x.dtype)
-                for x in linear_params(2 * i_local, h, q, self.dtype, self.arch)) + tuple(
+                for x in linear_params(n13, h, q, self.dtype, self.arch)) + tuple(
                 Param(f"w2_{x.name}", (e_local, *x.shape), x.dtype)
                 for x in linear_params(h, i_local, q, self.dtype, self.arch))
             blocks = marlin_blocks(q, self.arch, moe=True)

@@ -37,7 +37,10 @@ class RankWeights(AttentionWeights, MlpWeights):
         self.attention(layer, p)
         self.mlp(layer, p)
         self.vector(p + "input_layernorm", "norms", h)
-        self.vector(p + "post_attention_layernorm", "norms", h)
+        mixer = layer.attention.mixer
+        if layer.mlp.kind != "none" and (mixer is None or mixer.kind != "none"):
+            # one norm per block: a hybrid layer that is only a mixer or only an MLP has one
+            self.vector(p + "post_attention_layernorm", "norms", h)
         for norm in family_row(self.spec.family).layer_norms:  # e.g. pre/post-MLP norms
             self.vector(p + norm, "norms", h)
         if self.spec.hc_mult:

@@ -1,9 +1,9 @@
 """The families memprof knows: one row (``row.Family``) per family, in one module per family
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
-``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``gemma``, ``llama4``; ``dense_decoder``
-only when a user opts in), found by the config's ``model_type`` (or ``architectures``). A new
-family is one module here and one entry in ``ROWS``; generic modules ask
-``family_row(spec.family)`` instead of naming it."""
+``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``gemma``, ``llama4``, ``qwen3_next``,
+``nemotron_h``, ``granite_hybrid``, ``kimi_linear``; ``dense_decoder`` only when a user opts in),
+found by the config's ``model_type`` (or ``architectures``). A new family is one module here
+and one entry in ``ROWS``; generic modules ask ``family_row(spec.family)`` instead of naming it."""
 
 from __future__ import annotations
 
@@ -17,12 +17,16 @@ from memprof.core.models.families import (
     gemma,
     glm4_moe,
     gpt_oss,
+    granite_hybrid,
+    kimi_linear,
     llama,
     llama4,
     minimax_m2,
     mixtral,
+    nemotron_h,
     phi3,
     qwen,
+    qwen3_next,
     qwen_moe,
 )
 from memprof.core.models.families.row import Built, Family, LayerBuilder
@@ -31,7 +35,8 @@ ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
     deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
     phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, gemma.GEMMA2, gemma.GEMMA3,
-    gemma.GEMMA3_MM, llama4.FAMILY, llama4.TEXT, dense_decoder.FAMILY,
+    gemma.GEMMA3_MM, llama4.FAMILY, llama4.TEXT, qwen3_next.FAMILY, nemotron_h.FAMILY,
+    granite_hybrid.FAMILY, kimi_linear.FAMILY, dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 
