@@ -514,7 +514,7 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
         notes.append("GPU architecture unknown (--gpu-memory alone): kernel padding and "
                      "default backends follow generic rules; add --gpu-arch (or --gpu) for the "
                      "exact ones")
-    notes += engine_of(dep).notes(dep, mfs)
+    notes += engine_of(dep).notes(dep, mfs) + engine_of(dep).release_notes(dep, gpu.arch)
     return tuple(notes)
 
 

@@ -11,6 +11,7 @@ from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
 from memprof.core.engine_log import BUDGET_LOG
+from memprof.core.engines.vllm import V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.kvcache import (
     CONCURRENCY_GROUP0_PAGE,
@@ -41,7 +42,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM,
+    NCCL_CUMEM, V0_ENGINE, *V1_FALLBACK_RULES,
 )
 
 

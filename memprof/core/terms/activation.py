@@ -96,13 +96,15 @@ def sort_temporaries_bytes(rows: int, vocab: int) -> int:
 # outputs and the sort's temporaries (``sort_temporaries_bytes``), whichever is larger.
 V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
     Rule(name="v0_driver_sampler", changes="activation peak: sampler", since="0.7.1",
-         until="0.8.0", value="driver worker, torch top-k/top-p",
-         introduced_by="V0 engine (VLLM_USE_V1=0 by default)",
-         removed_by="V1 on by default in 0.8.0 (every rank samples: "
-         "gpu_model_runner.py _dummy_sampler_run)",
+         until="0.11.0", value="driver worker, torch top-k/top-p",
+         introduced_by="V0 engine (VLLM_USE_V1=0 by default before 0.8.0)",
+         removed_by="V0 engine removed (0.11.0); under V1 every rank samples "
+         "(gpu_model_runner.py _dummy_sampler_run)",
          source="0.7.2 worker/model_runner.py ModelRunner._dummy_run and execute_model; "
          "model_executor/layers/logits_processor.py LogitsProcessor._gather_logits; "
-         "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p"),
+         "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p; "
+         "ModelRunner.profile_run → _dummy_run still in 0.8.5 and 0.10.2",
+         generation="v0"),
 )
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
 
@@ -128,13 +130,14 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
          introduced_by="V1 on by default in 0.8.0 (gpu_model_runner.py _dummy_sampler_run)",
          removed_by="cumsum(out=probs_sort) (first released in 0.8.3)",
          source="0.8.0 and 0.8.2 v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: "
-         "probs_sort.cumsum(dim=-1), logits_sort.scatter"),
+         "probs_sort.cumsum(dim=-1), logits_sort.scatter", generation="v1"),
     Rule(name="v1_torch_sort_sampler", changes="activation peak: sampler", since="0.8.3",
          until="0.17.0", value=4 + 4 + 8 + 1 + 4 + 1 + 4,
          introduced_by="cumsum(out=probs_sort) (first released in 0.8.3)",
          removed_by="#33538 Triton top-k/top-p kernel (first released in 0.17.0)",
          source="0.8.3, 0.10.1, 0.11.0 and 0.16.0 v1/sample/ops/topk_topp_sampler.py "
-         "apply_top_k_top_p: logits.sort, cumsum(out=probs_sort), logits_sort.scatter"),
+         "apply_top_k_top_p: logits.sort, cumsum(out=probs_sort), logits_sort.scatter",
+         generation="v1"),
 )
 
 
