@@ -43,6 +43,9 @@ MAX_YAML_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numactl", "taskset"}
+# Environment settings of a launch that memprof models, by engine: NAME → Deployment field.
+# vLLM's VLLM_USE_V1 (envs.py; 0 = the V0 engine, 0.8.0 – 0.10.2: core/engines/vllm.py V0_ENGINE).
+ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1"}}
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 
 
@@ -148,8 +151,11 @@ def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
 
 
 def parse_tokens(tokens: list[str], *, engine: str | None = None,
-                 where: str = "the pasted command") -> ServeCommand:
-    """A serve command's tokens (launcher included, or ``engine`` given for bare arguments)."""
+                 where: str = "the pasted command",
+                 env: dict[str, str] | None = None) -> ServeCommand:
+    """A serve command's tokens (launcher included, or ``engine`` given for bare arguments);
+    ``NAME=value`` words before the launcher and ``env`` (a script's exports) set what
+    ``ENV_SETTINGS`` names."""
     if len(tokens) > MAX_TOKENS:
         raise BadInput(f"{where} has {len(tokens)} words", hint="paste one serve command")
     found = find_launcher(tokens)
@@ -167,7 +173,18 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
         if tok in _SHELL_STOP:
             args = args[:k]
             break
-    return _parse_args(engine, args, where)
+    cmd = _parse_args(engine, args, where)
+    given = dict(env or {})
+    for tok in tokens[:found[1] if found else 0]:
+        if _ENV_ASSIGN.match(tok):
+            name, _, value = tok.partition("=")
+            given[name] = value
+    extra = {fld: coerce(fld, given[name], where=f"{where}: {name}")
+             for name, fld in ENV_SETTINGS.get(engine, {}).items() if name in given}
+    if not extra:
+        return cmd
+    return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
+                        ignored=cmd.ignored, not_modelled=cmd.not_modelled, version=cmd.version)
 
 
 def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
@@ -365,7 +382,7 @@ def _from_script(text: str, where: str) -> ServeCommand:
         tokens = _split(line, where)
         if find_launcher(tokens) is None:  # e.g. `docker run … vllm/vllm-openai …` then flags
             continue
-        return parse_tokens(tokens, where=where)
+        return parse_tokens(tokens, where=where, env=env)
     raise BadInput(f"{where} holds no serve command (vllm serve, python -m "
                    "vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
                    hint="--from-file reads a shell script, a docker-compose file or a "

@@ -22,7 +22,8 @@ SHORT = {
     "estimated_max_model_len": "est. max len", "oom_total_bytes": "GPU total (OOM)",
     "avail_after_load_bytes": "free after load", "kv_cache_bytes": "KV size",
     "k_bytes": "K size", "v_bytes": "V size", "avail_after_pool_bytes": "free after KV",
-    "max_total_num_tokens": "max tokens",
+    "max_total_num_tokens": "max tokens", "requested_bytes": "requested",
+    "num_cpu_blocks": "CPU blocks",
 }
 
 
