@@ -30,6 +30,7 @@ from memprof.core.terms.activation import (
 from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
+from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
@@ -47,6 +48,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
     NCCL_CUMEM, V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK,
+    RESERVED_CHARGED,
 )
 
 
