@@ -105,3 +105,14 @@ def test_a_modelled_release_maps_to_itself_without_a_note() -> None:
     assert map_release("nightly") is None
     dev = map_release("0.9.1.dev30+g1a2b3c4")
     assert dev is not None and dev.note is not None and "vendor" not in dev.note
+
+
+def test_a_v0_engine_line_names_the_generation_and_release() -> None:
+    # 0.8.3 llm_engine.py LLMEngine.__init__: "Initializing a V0 LLM engine (v0.8.3) with config"
+    log = parse_log("INFO 04-11 12:37:49 [llm_engine.py:242] Initializing a V0 LLM engine "
+                    "(v0.8.3) with config: model='Qwen/Qwen2.5-7B-Instruct', "
+                    "tensor_parallel_size=1, max_seq_len=8192, kv_cache_dtype=auto\n")
+    assert (log.generation, log.version) == ("V0", "0.8.3")
+    assert log.settings["max_model_len"] == 8192
+    rb = rebuild(log, model="qwen2.5-7b-instruct", gpu="A100-80GB", gpu_memory=None)
+    assert rb.deployment.engine_version == "0.8.3+v0"

@@ -270,7 +270,7 @@ def _engine(text: str) -> str:
                  r"Memory pool end", text, re.I) and not re.search(
                      r"vllm serve|vLLM API server|vllm\.|\[gpu_worker\.py", text):
         return "sglang"
-    if re.search(r"vllm|GPU KV cache size|# GPU blocks|Maximum concurrency for|"
+    if re.search(r"vllm|V[01] LLM engine|GPU KV cache size|# GPU blocks|Maximum concurrency for|"
                  r"model weights|KV cache memory|non_torch_memory|max seq len", text, re.I):
         return "vllm"
     return ""
@@ -290,7 +290,7 @@ def _generation(text: str, engine: str, figures: dict[str, Figure]) -> str | Non
     if re.search(r"V1 LLM engine|VLLM_USE_V1=1|\[gpu_worker\.py|\[kv_cache_utils\.py|"
                  r"Available KV cache memory|EngineCore", text):
         return "V1"
-    if re.search(r"# GPU blocks:|# cuda blocks:|model_runner\.py|gpu_executor\.py|"
+    if re.search(r"V0 LLM engine|# GPU blocks:|# cuda blocks:|model_runner\.py|gpu_executor\.py|"
                  r"worker\.py:\d+\]|Memory profiling results|VLLM_USE_V1=0|"
                  r"maximum number of tokens that can be stored", text):
         return "V0"
