@@ -31,4 +31,4 @@ def test_charged_from_0_8_0_to_0_9_0_1_only() -> None:
     assert _holes("0.7.3") == 0 and _holes("0.9.1") == 0 and _holes("0.8.5+v0") == 0
     e = estimate("llama-3.1-8b", Deployment(engine_version="0.8.5"), gpu_name="H100")
     c = next(x for x in e.ranks[0].components if x.name == NAME)
-    assert c.where == "budget" and c.profiled and c.category == "non_torch"
+    assert c.where == "budget" and c.profiled and c.category == "allocator"

@@ -25,6 +25,7 @@ from memprof.core.terms import (
     dsv4_init_buffers,
     load_rounding,
     non_torch,
+    reserved_charge,
     rope_cache,
 )
 from memprof.core.terms.registry import BUDGET_TERMS, RUNTIME_TERMS
@@ -407,7 +408,8 @@ def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
     assert budget == [rope_cache.rope_cache_terms, dsv4_init_buffers.dsv4_init_buffer_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
-                      cudagraph.cudagraph_terms, non_torch.non_torch_terms]
+                      cudagraph.cudagraph_terms, non_torch.non_torch_terms,
+                      reserved_charge.reserved_charge_terms]
     assert runtime == [allocator.allocator_runtime_terms]
 
 

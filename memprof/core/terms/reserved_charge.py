@@ -85,12 +85,12 @@ def reserved_charge_bytes(ctx: TermContext) -> int:
 
 
 def reserved_charge_terms(ctx: TermContext) -> list[Component]:
-    """One component (category non_torch, where budget, profiled) while ``RESERVED_CHARGED``
+    """One component (category allocator, where budget, profiled) while ``RESERVED_CHARGED``
     holds: the model load's free blocks that ``empty_cache`` cannot return."""
     n = reserved_charge_bytes(ctx)
     if not n:
         return []
-    return [Component(name=NAME, category="non_torch", bytes=n, where="budget", profiled=True,
+    return [Component(name=NAME, category="allocator", bytes=n, where="budget", profiled=True,
                       formula=f"memprof.alloc replay of the model load, then empty_cache: "
                       f"reserved − allocated = {fmt_bytes(n)} (vLLM {ctx.dep.engine_version} "
                       "charges (total − free) − allocated)")]
