@@ -116,3 +116,19 @@ def test_a_v0_engine_line_names_the_generation_and_release() -> None:
     assert log.settings["max_model_len"] == 8192
     rb = rebuild(log, model="qwen2.5-7b-instruct", gpu="A100-80GB", gpu_memory=None)
     assert rb.deployment.engine_version == "0.8.3+v0"
+
+
+def test_explain_command_shows_the_release_it_rebuilt_at(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from memprof.cli import run
+
+    log = tmp_path / "v0-0.8.5.log"
+    log.write_text(V0_085, encoding="utf-8")
+    assert run(["explain", str(log), "--model", "llama-3.1-8b", "--format", "json"]) in (0, 1)
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["deployment"]["engine_version"] == "0.8.5.post1+v0"
+    assert doc["log"]["version"] == "0.8.5.post1+cu124" and doc["log"]["generation"] == "V0"
+    keys = {f["key"]: f for f in doc["figures"]}
+    assert keys["num_cpu_blocks"]["estimated"] is not None
+    assert keys["requested_bytes"]["reproduced"]  # 0.85 × 79.18 GiB, as the log prints it
