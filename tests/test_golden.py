@@ -93,7 +93,7 @@ OPTIONS = {
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
                  "--enforce-eager/--disable-cuda-graph", "--disable-custom-all-reduce",
                  "--disable-hybrid-kv-cache-manager",
-                 "--num-speculative-tokens",
+                 "--num-speculative-tokens", "--vllm-use-v1",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--max-total-tokens",

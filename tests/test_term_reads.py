@@ -27,6 +27,7 @@ DEPLOYMENTS = [
     Deployment(tp=2, pp=2, kv_cache_dtype="fp8"),
     Deployment(tp=4, dp=2, enable_expert_parallel=True, max_num_seqs=64, max_model_len=32768),
     Deployment(engine_version="0.7.2", enforce_eager=True),
+    Deployment(engine_version="0.8.5", tp=2),  # the 0.8-era V1 budget (reserved_charge)
     Deployment(engine="sglang", tp=8),
     Deployment(tp=8, scratch="shared", num_speculative_tokens=1),
     Deployment(engine="sglang", tp=8, dp=2, enable_dp_attention=True),

@@ -68,6 +68,9 @@ class Deployment:
     # attention (memprof.core.kvcache.unify_hybrid_specs)
     disable_hybrid_kv_cache_manager: bool = False
     num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
+    # vLLM's VLLM_USE_V1 (0 / 1; None: unset, V1 where the release's oracle accepts it):
+    # engines/vllm.py V0_ENGINE, V1_FALLBACK
+    vllm_use_v1: int | None = None
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do

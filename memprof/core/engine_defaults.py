@@ -39,9 +39,9 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
         raise BadInput(f"the config of {spec.name} has no max_position_embeddings, so the "
                        "context length is unknown",
                        hint="pass --max-model-len (SGLang: --context-length), e.g. 32768")
-    version = resolve_version(dep.engine_version, dep.engine)
-    sliding = any(layer.attention.sliding_window for layer in spec.layers)
     engine = engine_of(dep)
+    version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine))
+    sliding = any(layer.attention.sliding_window for layer in spec.layers)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding
                                        and not dep.num_speculative_tokens)

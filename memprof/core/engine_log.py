@@ -15,23 +15,27 @@ V0_SWAP_SPACE_BYTES = 4 * GiB  # 0.7.2 engine/arg_utils.py EngineArgs.swap_space
 
 BUDGET_LOG: tuple[Rule, ...] = (
     Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.7.1",
-         until="0.8.0", value="v0", introduced_by="V0 engine (VLLM_USE_V1=0 by default)",
-         removed_by="V1 on by default in 0.8.0",
+         until="0.11.0", value="v0",
+         introduced_by="V0 engine (VLLM_USE_V1=0 by default before 0.8.0)",
+         removed_by="V0 engine removed (0.11.0)",
          source="0.7.2 worker/worker.py Worker.determine_num_available_blocks ('model weights "
          "take …; non_torch_memory takes …; PyTorch activation peak memory takes …; the rest "
          "of the memory reserved for KV Cache is …'); executor/executor_base.py "
-         "initialize_cache ('# cuda blocks: N, # CPU blocks: M', 'Maximum concurrency …')"),
+         "initialize_cache ('# cuda blocks: N, # CPU blocks: M', 'Maximum concurrency …'); "
+         "the same lines in the V0 worker of 0.8.0, 0.8.5, 0.10.1 and 0.10.2 "
+         "(determine_available_kv_cache_memory from 0.10.2)", generation="v0"),
     Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.8.0",
          until="0.9.1", value="v1_no_budget", introduced_by="V1 on by default in 0.8.0",
          removed_by="'Available KV cache memory' log (first released in 0.9.1)",
          source="0.8.0 / 0.9.0 v1/worker/gpu_worker.py determine_available_memory (no info "
          "log of the budget); v1/core/kv_cache_utils.py ('GPU KV cache size: N tokens', "
-         "'Maximum concurrency …')"),
+         "'Maximum concurrency …')", generation="v1"),
     Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.9.1",
          until=None, value="v1",
          introduced_by="'Available KV cache memory' log (first released in 0.9.1)",
          source="0.9.1 / 0.33.0 v1/worker/gpu_worker.py determine_available_memory "
-         "('Available KV cache memory: %.2f GiB'); v1/core/kv_cache_utils.py"),
+         "('Available KV cache memory: %.2f GiB'); v1/core/kv_cache_utils.py",
+         generation="v1"),
 )
 
 

@@ -18,6 +18,7 @@ from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core import kv_dtypes
 from memprof.core.deployment import Deployment
+from memprof.core.engine_log import V0_SWAP_SPACE_BYTES
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, estimate
 from memprof.core.gpus import GPU
@@ -59,6 +60,11 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     "k_bytes": lambda e, r: r.kv.kv_cache_bytes / 2,
     "v_bytes": lambda e, r: r.kv.kv_cache_bytes / 2,
     "num_gpu_blocks": lambda e, r: r.kv.num_gpu_blocks,
+    # V0's "# CPU blocks": swap_space (4 GiB by default) / one block's bytes (worker.py
+    # determine_num_available_blocks; memprof.core.engine_log.V0_SWAP_SPACE_BYTES)
+    "num_cpu_blocks": lambda e, r: (V0_SWAP_SPACE_BYTES // r.plan.block_bytes
+                                    if r.plan.block_bytes else 0),
+    "requested_bytes": lambda e, r: r.requested_bytes,
     "kv_tokens": lambda e, r: e.kv_cache_tokens,
     "max_total_num_tokens": lambda e, r: e.kv_cache_tokens,
     "max_concurrency": lambda e, r: e.max_concurrency,
@@ -84,6 +90,10 @@ WHY = {
                           "non-torch − graphs)",
     "kv_tokens": "follows from the available KV memory and the block layout",
     "num_gpu_blocks": "follows from the available KV memory and the block layout",
+    "num_cpu_blocks": "--swap-space (4 GiB by default) over one block's bytes: a --swap-space "
+                      "the log does not show",
+    "requested_bytes": "gpu_memory_utilization × the GPU's total: a total or utilisation "
+                       "other than memprof's",
     "max_concurrency": "follows from the KV tokens",
     "kv_cache_bytes": "follows from the KV tokens",
     "k_bytes": "follows from the KV tokens",

@@ -122,6 +122,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="num_speculative_tokens", kind="int",
             note="SGLang's speculative decoding is not modelled",
             help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),
+    Setting(field="vllm_use_v1", kind="int",
+            note="SGLang has one engine",
+            help="vLLM 0.8.0 to 0.10.2 only: VLLM_USE_V1 (0: the V0 engine; 1: V1, refused "
+            "where vLLM refuses it).", shown_default="unset: V1, or V0 where the release "
+            "falls back"),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

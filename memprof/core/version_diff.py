@@ -17,6 +17,7 @@ from memprof.core.engines.sglang import (
     SGLANG_GRAPH_MAX_BS,
     SGLANG_MFS_HEURISTIC,
 )
+from memprof.core.engines.vllm import V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kvcache import (
@@ -30,10 +31,15 @@ from memprof.core.kvcache import (
     V0_MLA_ENTRY_ALIGN,
 )
 from memprof.core.models import ModelSpec
-from memprof.core.terms.activation import V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER
-from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
+from memprof.core.terms.activation import (
+    FUSED_MOE_CHUNK,
+    V0_DRIVER_SAMPLER,
+    V1_TORCH_SORT_SAMPLER,
+)
+from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
+from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
@@ -54,6 +60,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL, SGLANG_MFS_HEURISTIC,
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
+    V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
 )
 
 

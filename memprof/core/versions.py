@@ -7,6 +7,13 @@ the term reads. Adding a release is adding its name to ``VLLM_RELEASES`` and, wh
 changed, rows — never an ``if version`` in a term.
 
 Ranges are half-open: a rule holds for ``since <= version < until`` (``None``: unbounded).
+
+vLLM had two engines from 0.8.0 to 0.10.2: V1 by default and V0 behind ``VLLM_USE_V1=0`` (or
+chosen by ``EngineArgs._is_v1_supported_oracle`` for what V1 did not run yet). A deployment that
+runs V0 on such a release carries the release as ``"0.8.5+v0"`` (``V0_SUFFIX``); a rule of one
+engine's code names it as ``generation`` ("v0" or "v1") and holds only for deployments of that
+engine, so one release has a V0 row and a V1 row side by side. Rules without a generation are
+code both engines share (model files, the platform, the argument parser) and hold by release.
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ RELEASES: dict[str, tuple[str, ...]] = {"vllm": VLLM_RELEASES, "sglang": SGLANG_
 SNAPSHOT_ENGINES = frozenset({"sglang"})
 DISPLAY_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
+# A release run under vLLM's V0 engine where V1 was the default (engines/vllm.py V0_ENGINE).
+V0_SUFFIX = "+v0"
+# The first vLLM release whose default engine is V1 (envs.py VLLM_USE_V1 default "1" from 0.8.0;
+# 0.7.3 envs.py default "0").
+V1_DEFAULT_SINCE = "0.8.0"
+
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?"
                       r"(?:\.post(\d{1,4}))?$")
 
@@ -61,6 +74,20 @@ def version_key(text: str) -> tuple[int, ...]:
     if m is None:
         raise ValueError(text)
     return tuple(int(g) if g else 0 for g in m.groups())
+
+
+def split_generation(version: str) -> tuple[str, str]:
+    """``"0.8.5+v0"`` → ``("0.8.5", "v0")``; ``"0.8.5"`` → ``("0.8.5", "v1")``; a release before
+    0.8.0 → ``(release, "v0")`` (V0 was the default and the only engine memprof models there).
+    A name that is no release number (an SGLang snapshot) → ``(name, "")``."""
+    release = version[:-len(V0_SUFFIX)] if version.endswith(V0_SUFFIX) else version
+    try:
+        key = version_key(release)
+    except ValueError:
+        return version, ""
+    if release != version or key < version_key(V1_DEFAULT_SINCE):
+        return release, "v0"
+    return release, "v1"
 
 
 def newest(engine: str = "vllm") -> str:
@@ -85,6 +112,10 @@ def resolve_version(text: str | None, engine: str = "vllm") -> str:
     cleaned = str(text).strip()
     if cleaned in rel:
         return cleaned
+    if engine not in SNAPSHOT_ENGINES and cleaned.endswith(V0_SUFFIX):
+        # a resolved V0 deployment (engine_defaults.resolve): the release under V0
+        base = resolve_version(cleaned[:-len(V0_SUFFIX)], engine)
+        return base + V0_SUFFIX if version_key(base) >= version_key(V1_DEFAULT_SINCE) else base
     name = DISPLAY_NAMES.get(engine, engine)
     if engine in SNAPSHOT_ENGINES:
         raise BadInput(f"--engine-version {shown}: memprof models {name} at source snapshots",
@@ -114,7 +145,8 @@ class Rule:
     read when no PR is known); ``source``: file, function and release it was read in;
     ``applies_to``: which deployments it can change (``all``, ``mla``, ``deepseek``, ``dsv4``,
     ``sliding``, ``mxfp4``, ``gpt_oss``, ``pp``); ``value``: the data the term reads while it
-    holds."""
+    holds; ``generation``: "v0" / "v1" for a rule of one vLLM engine's code (it holds only for
+    deployments running that engine: ``split_generation``), "" for code both share."""
 
     name: str
     changes: str  # the term it changes, as the report names it
@@ -126,6 +158,7 @@ class Rule:
     applies_to: str = "all"
     value: object = True
     engine: str = "vllm"
+    generation: str = ""
 
     def holds(self, version: str, engine: str = "vllm") -> bool:
         if engine != self.engine:
@@ -138,10 +171,12 @@ class Rule:
             if self.since is not None and at < rel.index(self.since):
                 return False
             return self.until is None or at < rel.index(self.until)
-        try:
-            key = version_key(version)
-        except ValueError:  # another engine's snapshot name: no vLLM row holds
+        release, generation = split_generation(version)
+        if not generation:  # another engine's snapshot name: no vLLM row holds
             return False
+        if self.generation and self.generation != generation:
+            return False
+        key = version_key(release)
         if self.since is not None and key < version_key(self.since):
             return False
         return self.until is None or key < version_key(self.until)
@@ -150,7 +185,8 @@ class Rule:
     def span(self) -> str:
         lo = self.since or "…"
         hi = f"before {self.until}" if self.until else "today"
-        return f"{lo} – {hi}" if self.since else f"up to {hi}"
+        span = f"{lo} – {hi}" if self.since else f"up to {hi}"
+        return f"{span} ({self.generation.upper()})" if self.generation else span
 
 
 def rule_in_force(rules: Iterable[Rule], version: str | None,

@@ -75,6 +75,43 @@ def newest_v0_release() -> str:
     return [r for r in VLLM_RELEASES if rule_in_force(V0_BLOCK_SIZE, r) is not None][-1]
 
 
+def _logged_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
+    """The release the log names, as memprof models it (``memprof.core.release_names``: dev,
+    release-candidate and vendor builds mapped to the nearest modelled release, with a note);
+    a V0 log of a release whose default engine is V1 is rebuilt with V0's rules
+    (``"0.8.5+v0"``: versions.split_generation). ``None`` (and a note) when the name is no
+    version memprof can read."""
+    from memprof.core.release_names import map_release
+    from memprof.core.versions import V0_SUFFIX, split_generation
+
+    assert log.version is not None
+    mapped = map_release(log.version, engine)
+    if mapped is None:
+        notes.append(f"the log names release {log.version[:40]!r}, which memprof cannot read as "
+                     "a version: rebuilt at the newest modelled release (--engine-version to "
+                     "choose one)")
+        return None
+    release = mapped.release
+    if mapped.note:
+        notes.append(mapped.note)
+    wrote = ENGINES.get(engine)
+    if (wrote is not None and wrote.has_v0_generation and log.generation == "V0"
+            and split_generation(release)[1] == "v1"):
+        try:  # the engine refuses V0 where the release has none
+            as_v0 = wrote.rules_release(Deployment(engine=engine, vllm_use_v1=0), None, release)
+        except BadInput:
+            as_v0 = release
+        if as_v0.endswith(V0_SUFFIX):
+            notes.append(f"the log shows V0 lines at {release} (VLLM_USE_V1=0 or V1's "
+                         "fallback): rebuilt with V0's rules")
+            release = as_v0
+        else:
+            notes.append(f"the log looks like V0 but {release} has no V0 engine: rebuilt "
+                         "with its V1 rules")
+    notes.append(f"rebuilt at the release the log names ({release})")
+    return release
+
+
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
             gpu_arch: str | None = None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
@@ -118,6 +155,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     engine = str(settings.pop("engine", None) or (
         log.engine if wrote is not None else Deployment().engine))
     runs = ENGINES.get(engine)
+    if not settings.get("engine_version") and log.version and runs is not None:
+        settings["engine_version"] = _logged_release(log, engine, notes)
     if (runs is not None and runs.has_v0_generation and log.generation == "V0"
             and not settings.get("engine_version")):
         settings["engine_version"] = newest_v0_release()

@@ -43,6 +43,9 @@ MAX_YAML_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numactl", "taskset"}
+# Environment settings of a launch that memprof models, by engine: NAME → Deployment field.
+# vLLM's VLLM_USE_V1 (envs.py; 0 = the V0 engine, 0.8.0 – 0.10.2: core/engines/vllm.py V0_ENGINE).
+ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1"}}
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 
 
@@ -150,8 +153,11 @@ def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
 
 
 def parse_tokens(tokens: list[str], *, engine: str | None = None,
-                 where: str = "the pasted command") -> ServeCommand:
-    """A serve command's tokens (launcher included, or ``engine`` given for bare arguments)."""
+                 where: str = "the pasted command",
+                 env: dict[str, str] | None = None) -> ServeCommand:
+    """A serve command's tokens (launcher included, or ``engine`` given for bare arguments);
+    ``NAME=value`` words before the launcher and ``env`` (a script's exports) set what
+    ``ENV_SETTINGS`` names."""
     if len(tokens) > MAX_TOKENS:
         raise BadInput(f"{where} has {len(tokens)} words", hint="paste one serve command")
     found = find_launcher(tokens)
@@ -169,7 +175,18 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
         if tok in _SHELL_STOP:
             args = args[:k]
             break
-    return _parse_args(engine, args, where)
+    cmd = _parse_args(engine, args, where)
+    given = dict(env or {})
+    for tok in tokens[:found[1] if found else 0]:
+        if _ENV_ASSIGN.match(tok):
+            name, _, value = tok.partition("=")
+            given[name] = value
+    extra = {fld: coerce(fld, given[name], where=f"{where}: {name}")
+             for name, fld in ENV_SETTINGS.get(engine, {}).items() if name in given}
+    if not extra:
+        return cmd
+    return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
+                        ignored=cmd.ignored, not_modelled=cmd.not_modelled, version=cmd.version)
 
 
 def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
@@ -253,16 +270,49 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                         version=ENGINE_VERSION_ASSUMED[engine])
 
 
-def _human_int(text: str, flag: str, where: str) -> int:
-    """vLLM's ``human_readable_int``: 32k = 32,000, 32K = 32,768, 1m = 10^6, plain integers."""
-    from memprof.base.units import parse_size
+# vLLM's ``human_readable_int`` (engine/arg_utils.py) reads these flags, by the release it
+# arrived in for each: --max-model-len 0.8.4 (0.8.3 parses int()), --max-num-batched-tokens
+# 0.9.2 (0.9.0: max_model_len only; 0.9.1 not read), --kv-cache-memory-bytes 0.10.2 (read as a
+# size here). memprof reads them at the newest release's rules.
+HUMAN_READABLE_SINCE = {"max_model_len": "0.8.4", "max_num_batched_tokens": "0.9.2"}
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_HUMAN_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9}
+_HUMAN_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30}
 
+
+def human_readable_int(text: str) -> int:
+    """vLLM's ``human_readable_int`` (engine/arg_utils.py, 0.8.4 – 0.33.0), rule for rule:
+    digits (with an optional decimal part) and one letter — k / m / g decimal (``25.6k`` =
+    25,600), K / M / G binary (``32K`` = 32,768; a decimal with a binary letter is refused),
+    t / T match its pattern but have no multiplier and fall to ``int()``, which refuses them —
+    else a plain ``int()``.
+    ``ValueError`` where vLLM's argparse refuses the value."""
+    value = text.strip()
+    m = _HUMAN.fullmatch(value)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _HUMAN_DECIMAL:
+            return int(float(number) * _HUMAN_DECIMAL[suffix])
+        if suffix in _HUMAN_BINARY:
+            return int(number) * _HUMAN_BINARY[suffix]  # ValueError for "1.5K", as vLLM's
+    return int(value)
+
+
+def _human_int(text: str, flag: str, where: str) -> int:
+    """A ``human_readable_int`` flag's value, or :class:`BadInput` as vLLM's argparse refuses it."""
     try:
-        return parse_size(text, bare_bytes=True, vllm_letters=True)
-    except BadInput:
+        if len(text) > 40:
+            raise ValueError(text)
+        value = human_readable_int(text)
+    except ValueError:
         raise BadInput(f"{where}: bad value {text[:40]!r} for {flag}",
-                       hint="an integer, or 32k (32,000) / 32K (32,768) as vLLM reads it"
+                       hint="an integer, or 10k (10,000), 1m (10^6), 32K (32,768), 1M (2^20) "
+                       "as vLLM's human_readable_int reads it (no decimals with K/M/G; no T)"
                        ) from None
+    if value <= 0:
+        raise BadInput(f"{where}: {flag} {text[:40]!r} is not a positive number",
+                       hint=f"give {flag} a positive integer, e.g. 32768 or 32k")
+    return value
 
 
 def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: bool,
@@ -334,7 +384,7 @@ def _from_script(text: str, where: str) -> ServeCommand:
         tokens = _split(line, where)
         if find_launcher(tokens) is None:  # e.g. `docker run … vllm/vllm-openai …` then flags
             continue
-        return parse_tokens(tokens, where=where)
+        return parse_tokens(tokens, where=where, env=env)
     raise BadInput(f"{where} holds no serve command (vllm serve, python -m "
                    "vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
                    hint="--from-file reads a shell script, a docker-compose file or a "

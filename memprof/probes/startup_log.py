@@ -68,6 +68,14 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("initial_usage_bytes", "vllm", r"initial_memory_usage=\s*" + _GIB, "gib"),
     _p("total_gpu_bytes", "vllm", r"total_gpu_memory=\s*" + _GIB, "gib"),
     _p("gpu_memory_utilization", "vllm", r"gpu_memory_utilization=\s*([0-9.]+[0-9])", "float"),
+    # V0 worker.py determine_num_available_blocks (0.7.x, and 0.8.0 – 0.10.2 under V0): "the
+    # current vLLM instance can use total_gpu_memory (79.18GiB) x gpu_memory_utilization (0.90)
+    # = 71.26GiB"
+    _p("total_gpu_bytes", "vllm", r"total_gpu_memory \(\s*" + _GIB + r"\s*\)", "gib"),
+    _p("gpu_memory_utilization", "vllm", r"gpu_memory_utilization \(\s*([0-9.]+[0-9])\s*\)",
+       "float"),
+    _p("requested_bytes", "vllm",
+       r"gpu_memory_utilization \(\s*[0-9.]+\s*\)\s*=\s*" + _GIB, "gib"),
     _p("available_kv_bytes", "vllm", r"Available KV cache memory:\s*" + _GIB, "gib"),
     _p("available_kv_bytes", "vllm",
        r"(?:the rest of the memory reserved for KV Cache is(?: only)?|kv_cache_size=)\s*"
@@ -80,6 +88,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("cudagraph_pool_bytes", "vllm",
        r"Graph capturing finished in [0-9.]+ secs?, took\s+" + _GIB, "gib"),
     _p("num_gpu_blocks", "vllm", r"# GPU blocks:\s*" + _NUM, "int"),
+    # V0 executor_base.py initialize_cache (0.7.x – 0.10.2): "# cuda blocks: N, # CPU blocks: M"
+    _p("num_gpu_blocks", "vllm", r"# cuda blocks:\s*" + _NUM, "int"),
+    _p("num_cpu_blocks", "vllm", r"# CPU blocks:\s*" + _NUM, "int"),
     _p("num_gpu_blocks", "vllm", r"num_gpu_blocks(?: is)?[=: ]\s*" + _NUM, "int"),
     _p("kv_tokens", "vllm", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", "int"),
     _p("kv_tokens", "vllm",
@@ -116,6 +127,8 @@ LABELS = {
     "peak_torch_bytes": "peak torch memory (weights + activations)",
     "initial_usage_bytes": "memory in use before the profile",
     "total_gpu_bytes": "GPU total",
+    "requested_bytes": "requested (total × utilisation)",
+    "num_cpu_blocks": "CPU (swap) blocks",
     "gpu_memory_utilization": "gpu_memory_utilization",
     "available_kv_bytes": "available KV cache memory",
     "cudagraph_estimate_bytes": "CUDA-graph estimate",
@@ -264,7 +277,7 @@ def _engine(text: str) -> str:
                  r"Memory pool end", text, re.I) and not re.search(
                      r"vllm serve|vLLM API server|vllm\.|\[gpu_worker\.py", text):
         return "sglang"
-    if re.search(r"vllm|GPU KV cache size|# GPU blocks|Maximum concurrency for|"
+    if re.search(r"vllm|V[01] LLM engine|GPU KV cache size|# GPU blocks|Maximum concurrency for|"
                  r"model weights|KV cache memory|non_torch_memory|max seq len", text, re.I):
         return "vllm"
     return ""
@@ -284,8 +297,9 @@ def _generation(text: str, engine: str, figures: dict[str, Figure]) -> str | Non
     if re.search(r"V1 LLM engine|VLLM_USE_V1=1|\[gpu_worker\.py|\[kv_cache_utils\.py|"
                  r"Available KV cache memory|EngineCore", text):
         return "V1"
-    if re.search(r"# GPU blocks:|model_runner\.py|gpu_executor\.py|worker\.py:\d+\]|"
-                 r"Memory profiling results|maximum number of tokens that can be stored", text):
+    if re.search(r"V0 LLM engine|# GPU blocks:|# cuda blocks:|model_runner\.py|gpu_executor\.py|"
+                 r"worker\.py:\d+\]|Memory profiling results|VLLM_USE_V1=0|"
+                 r"maximum number of tokens that can be stored", text):
         return "V0"
     return None
 
@@ -356,7 +370,7 @@ def _settings(lines: list[str], engine: str
             if isinstance(d, dict):
                 model = model or (str(d["model"]) if "model" in d else None)
                 _take(d, settings)
-        m = re.search(r"(?:server_args=ServerArgs\(|with config: )(.*)", line)
+        m = re.search(r"(?:server_args=ServerArgs\(|with config: |\bargs: Namespace\()(.*)", line)
         if m:
             pairs = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", m.group(1)))
             d = {k: _literal(v) for k, v in pairs.items()}

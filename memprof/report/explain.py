@@ -23,7 +23,8 @@ SHORT = {
     "avail_before_load_bytes": "free before load",
     "avail_after_load_bytes": "free after load", "kv_cache_bytes": "KV size",
     "k_bytes": "K size", "v_bytes": "V size", "avail_after_pool_bytes": "free after KV",
-    "max_total_num_tokens": "max tokens",
+    "max_total_num_tokens": "max tokens", "requested_bytes": "requested",
+    "num_cpu_blocks": "CPU blocks",
 }
 
 

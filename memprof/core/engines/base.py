@@ -58,6 +58,12 @@ class DeploymentView(Protocol):
     def max_total_tokens(self) -> int | None: ...
     @property
     def attn_tp(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def num_speculative_tokens(self) -> int: ...
+    @property
+    def vllm_use_v1(self) -> int | None: ...
 
 
 class ComponentView(Protocol):
@@ -255,6 +261,17 @@ class Engine:
         """The engine's refusals of a parallel layout (after the settings checks)."""
 
     def notes(self, dep: DeploymentView, mfs: float) -> list[str]:
+        return []
+
+    def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:
+        """The release name the version rules read for this deployment at ``version`` (vLLM:
+        ``"0.8.5+v0"`` where the V0 engine runs, ``versions.split_generation``); refusals of a
+        setting the release cannot run are :class:`BadInput`."""
+        return version
+
+    def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
+        """What the output states about the engine release the deployment is modelled at (which
+        engine generation runs, and why)."""
         return []
 
     def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from memprof.base.errors import BadInput
 from memprof.base.units import GiB
 from memprof.core.engines.base import (
     Budget,
@@ -24,7 +25,7 @@ from memprof.core.engines.base import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models.config import smallest_length_key_max_len
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import V0_SUFFIX, Rule, split_generation, value_at
 
 # the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
 # (older releases: GPU_MEMORY_UTILIZATION)
@@ -54,39 +55,47 @@ GPU_MEMORY_UTILIZATION: tuple[Rule, ...] = (
 #   v1_gb10:   as v1_160g, and GB10 (compute capability 12.1) stays on the small tier
 BATCH_DEFAULTS: tuple[Rule, ...] = (
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
-         since="0.7.1", until="0.8.0", value="v0", introduced_by="V0 engine (VLLM_USE_V1=0 "
-         "by default)", removed_by="V1 on by default in 0.8.0 (envs.py VLLM_USE_V1 default 1)",
+         since="0.7.1", until="0.11.0", value="v0", introduced_by="V0 engine (VLLM_USE_V1=0 "
+         "by default before 0.8.0, on request 0.8.0 – 0.10.2)", removed_by="V0 engine removed "
+         "(0.11.0)",
          source="0.7.2 config.py SchedulerConfig.__post_init__ (2048 with chunked prefill, "
          "else max(max_model_len, 2048)); engine/arg_utils.py create_engine_config (chunked "
          "prefill for max_model_len > 32768), EngineArgs.__post_init__ (max_num_seqs 256 "
-         "when not VLLM_USE_V1)"),
+         "when not VLLM_USE_V1); 0.8.0 – 0.10.2 EngineArgs._set_default_args_v0 (the same: "
+         "use_long_context = max_model_len > 32768, 'Set max_num_seqs to 256 for VLLM_V0')",
+         generation="v0"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.8.0", until="0.8.5", value="v1_name", introduced_by="V1 by default (0.8.0)",
          removed_by="tiers by device memory (first released in 0.8.5)",
          source="0.8.0 / 0.8.4 engine/arg_utils.py _set_default_args_v1: '\"h100\" in "
-         "device_name or \"h200\" in device_name', default_max_num_seqs = 1024"),
+         "device_name or \"h200\" in device_name', default_max_num_seqs = 1024",
+         generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.8.5", until="0.9.0", value="v1_70g",
          introduced_by="tiers by device memory (first released in 0.8.5)",
          removed_by="#17885 (A100 on the small tier, first released in 0.9.0)",
-         source="0.8.5 engine/arg_utils.py _set_default_args_v1: device_memory >= 70 GiB"),
+         source="0.8.5 engine/arg_utils.py _set_default_args_v1: device_memory >= 70 GiB",
+         generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.9.0", until="0.28.0", value="v1_a100",
          introduced_by="#17885 (first released in 0.9.0)",
          removed_by="a >= 160 GiB tier (first released in 0.28.0)",
          source="0.9.0 _set_default_args_v1 / 0.27.0 engine/arg_utils.py get_batch_defaults: "
-         "device_memory >= 70 GiB and \"a100\" not in device_name"),
+         "device_memory >= 70 GiB and \"a100\" not in device_name",
+         generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.28.0", until="0.33.0", value="v1_160g",
          introduced_by="a >= 160 GiB tier (first released in 0.28.0)",
          removed_by="GB10 on the small tier (first released in 0.33.0)",
          source="0.28.0 engine/arg_utils.py get_batch_defaults: device_memory >= 160 GiB: "
-         "LLM_CLASS 16384, OPENAI_API_SERVER 16384, max_num_seqs 1024"),
+         "LLM_CLASS 16384, OPENAI_API_SERVER 16384, max_num_seqs 1024",
+         generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.33.0", until=None, value="v1_gb10",
          introduced_by="GB10 on the small tier (first released in 0.33.0)",
          source="0.33.0 engine/arg_utils.py get_batch_defaults: is_gb10 = "
-         "current_platform.is_device_capability((12, 1))"),
+         "current_platform.is_device_capability((12, 1))",
+         generation="v1"),
 )
 
 V0_CHUNKED_PREFILL_ABOVE = 32768  # 0.7.2 arg_utils.py create_engine_config: use_long_context
@@ -106,6 +115,102 @@ BLOCK_SIZE_CHOICES: tuple[Rule, ...] = (
          introduced_by="BlockSize Literal (0.8.0; 256 by 0.11.0)",
          source="0.11.0 vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]"),
 )
+
+
+# Which engine a release runs: "only V0" (0.7.x: memprof does not model 0.7's opt-in V1 alpha),
+# "V1, V0 on request" (VLLM_USE_V1=0, or the automatic fallback below), "only V1" (V0 removed).
+V0_ENGINE: tuple[Rule, ...] = (
+    Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.7.1", until="0.8.0",
+         value="v0 only", introduced_by="before 0.7.1",
+         removed_by="V1 on by default (first released in 0.8.0)",
+         source="0.7.3 envs.py VLLM_USE_V1 default '0' (V1 an opt-in alpha, not modelled)"),
+    Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.8.0", until="0.11.0",
+         value="v1, v0 on request", introduced_by="V1 on by default (first released in 0.8.0)",
+         removed_by="V0 engine removed (0.11.0 wheel: no vllm/worker/worker.py)",
+         source="0.8.0 / 0.10.2 envs.py VLLM_USE_V1 default '1'; engine/arg_utils.py "
+         "create_engine_config: VLLM_USE_V1=0 → V0, unset → V1 unless "
+         "_is_v1_supported_oracle falls back (V1_FALLBACK)"),
+    Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.11.0", until=None,
+         value="v1 only", introduced_by="V0 engine removed (0.11.0)",
+         source="0.11.0 wheel: vllm/worker/ keeps worker_base.py only; V1 is the engine"),
+)
+
+# What ``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) sends back to V0 when
+# VLLM_USE_V1 is unset, among the settings memprof models; with VLLM_USE_V1=1 the same checks
+# raise ("VLLM_USE_V1=1 is not supported with …", ``_raise_or_fallback``). One row per check and
+# range; ``value`` is the check's key (``v1_fallback_reason``).
+V1_FALLBACK: tuple[Rule, ...] = (
+    Rule(name="v1_fallback_compute_capability", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.10.2", value="cc<8", introduced_by="V1 on by default (0.8.0)",
+         removed_by="check gone in 0.10.2 (read in the 0.10.2 wheel)",
+         source="0.8.0 – 0.10.1 engine/arg_utils.py _is_v1_supported_oracle: "
+         "get_device_capability().major < 8 → 'Compute Capability < 8.0'"),
+    Rule(name="v1_fallback_kv_cache_dtype", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.8.2", value="kv any", introduced_by="V1 on by default (0.8.0)",
+         removed_by="fp8 KV with FlashAttention 3 (first released in 0.8.2)",
+         source="0.8.0 / 0.8.1 engine/arg_utils.py _is_v1_supported_oracle: kv_cache_dtype != "
+         "'auto' → '--kv-cache-dtype'"),
+    Rule(name="v1_fallback_kv_cache_dtype", changes="engine generation (V0 / V1)",
+         since="0.8.2", until="0.9.0", value="kv fp8 needs sm90",
+         introduced_by="fp8 KV with FlashAttention 3 (first released in 0.8.2)",
+         removed_by="ROCm accepted (read in the 0.9.0 wheel)",
+         source="0.8.2 – 0.8.5 engine/arg_utils.py _is_v1_supported_oracle: supported only "
+         "for fp8* with FlashAttention and flash_attn_supports_fp8() (FA version 3 and "
+         "capability major 9)"),
+    Rule(name="v1_fallback_kv_cache_dtype", changes="engine generation (V0 / V1)",
+         since="0.9.0", until="0.10.0", value="kv fp8 needs sm90 or rocm",
+         introduced_by="ROCm accepted (read in the 0.9.0 wheel)",
+         removed_by="Platform.is_kv_cache_dtype_supported (first released in 0.10.0; not "
+         "modelled: taken as supported)",
+         source="0.9.0 / 0.9.2 engine/arg_utils.py _is_v1_supported_oracle: is_rocm() → "
+         "supported, else fp8* with flash_attn_supports_fp8() (attention/utils/fa_utils.py: "
+         "get_flash_attn_version() == 3 and capability major 9)"),
+    Rule(name="v1_fallback_dtype", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.9.2", value="dtype fp16/bf16",
+         introduced_by="V1 on by default (0.8.0)",
+         removed_by="check gone in 0.9.2 (read in the 0.9.2 wheel; 0.9.1 not read)",
+         source="0.8.0 – 0.9.0 engine/arg_utils.py _is_v1_supported_oracle: "
+         "V1_SUPPORTED_DTYPES = [torch.bfloat16, torch.float16]"),
+    Rule(name="v1_fallback_speculative", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.9.0", value="mtp", introduced_by="V1 on by default (0.8.0)",
+         removed_by="deepseek_mtp accepted by the oracle (first released in 0.9.0)",
+         source="0.8.5 engine/arg_utils.py _is_v1_supported_oracle: speculative methods other "
+         "than ngram / eagle / eagle3 → 'Speculative Decoding'; 0.9.0 adds deepseek_mtp"),
+    Rule(name="v1_fallback_pipeline_parallel", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.9.0", value="pp", introduced_by="V1 on by default (0.8.0)",
+         removed_by="PP on V1 with the mp executor (first released in 0.9.0)",
+         source="0.8.0 – 0.8.2 engine/arg_utils.py _is_v1_supported_oracle: pipeline_parallel_size "
+         "> 1 and _warn_or_fallback('PP'); 0.8.3 – 0.8.5: 'Pipeline Parallelism without Ray "
+         "distributed executor' (the mp executor is the default); 0.9.0 accepts mp"),
+)
+# the rows of each check (``memprof versions`` diffs each as one rule)
+V1_FALLBACK_RULES: tuple[tuple[Rule, ...], ...] = tuple(
+    {r.name: tuple(x for x in V1_FALLBACK if x.name == r.name) for r in V1_FALLBACK}.values())
+
+
+def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str) -> str | None:
+    """Why V1 does not run this deployment at ``version`` (the feature vLLM's oracle names), or
+    ``None``: rows of ``V1_FALLBACK``. An unknown architecture (``--gpu-memory`` alone) is not
+    taken as below compute capability 8.0."""
+    sm = int(arch[2:]) if arch and arch.startswith("sm") and arch[2:].isdigit() else None
+    for rows in V1_FALLBACK_RULES:
+        check = value_at(rows, version)
+        if check == "cc<8" and sm is not None and sm < 80:
+            return f"Compute Capability < 8.0 ({arch})"
+        if check == "kv any" and dep.kv_cache_dtype != "auto":
+            return f"--kv-cache-dtype {dep.kv_cache_dtype}"
+        if (str(check).startswith("kv fp8 needs sm90") and dep.kv_cache_dtype != "auto"
+                and not (dep.kv_cache_dtype.startswith("fp8") and sm == 90)
+                and not (check == "kv fp8 needs sm90 or rocm" and str(arch).startswith("gfx"))):
+            return (f"--kv-cache-dtype {dep.kv_cache_dtype} (V1 takes fp8 with FlashAttention "
+                    "3 on sm90 only)")
+        if check == "dtype fp16/bf16" and dep.dtype == "float32":
+            return "--dtype float32"
+        if check == "mtp" and dep.num_speculative_tokens:
+            return "Speculative Decoding (deepseek_mtp)"
+        if check == "pp" and dep.pp > 1:
+            return "Pipeline Parallelism without Ray distributed executor"
+    return None
 
 
 def _v0_batched_tokens(max_model_len: int, chunked: bool) -> int:
@@ -201,6 +306,7 @@ class VLLM(Engine):
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),
+        "vllm_use_v1": ("--vllm-use-v1",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve
@@ -275,6 +381,54 @@ class VLLM(Engine):
     def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
         choices = value_at(BLOCK_SIZE_CHOICES, version)
         return choices if isinstance(choices, tuple) else None
+
+    def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:
+        """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
+        (``V0_ENGINE``): ``VLLM_USE_V1=0``, or unset and ``v1_fallback_reason`` names a
+        feature. ``VLLM_USE_V1=1`` with such a feature, V1 before 0.8.0 and V0 from 0.11.0 are
+        refused as vLLM refuses them (or memprof does not model them)."""
+        release, _ = split_generation(version)
+        use = dep.vllm_use_v1
+        if use is None and version.endswith(V0_SUFFIX):  # "--engine-version 0.8.5+v0"
+            use = 0
+        if use not in (None, 0, 1):
+            raise BadInput(f"--vllm-use-v1 {use}: VLLM_USE_V1 is 0 or 1",
+                           hint="pass --vllm-use-v1 0 for the V0 engine, 1 for V1")
+        era = value_at(V0_ENGINE, release)
+        if era == "v0 only":
+            if use == 1:
+                raise BadInput(f"--vllm-use-v1 1: memprof models vLLM {release} with its default "
+                               "V0 engine only (0.7's V1 was an opt-in alpha)",
+                               hint="drop --vllm-use-v1, or pass --engine-version 0.8.0 or later")
+            return release
+        if era == "v1 only":
+            if use == 0:
+                raise BadInput(f"--vllm-use-v1 0: vLLM {release} has no V0 engine (removed in "
+                               "0.11.0)", hint="pass --engine-version 0.10.2 or earlier for V0, "
+                               "or drop --vllm-use-v1")
+            return release
+        if use == 0:
+            return release + V0_SUFFIX
+        why = v1_fallback_reason(dep, arch, release)
+        if why is None:
+            return release
+        if use == 1:
+            raise BadInput(f"VLLM_USE_V1=1 is not supported with {why} (vLLM {release})",
+                           hint="drop --vllm-use-v1 (vLLM then falls back to V0), or change the "
+                           "setting")
+        return release + V0_SUFFIX
+
+    def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
+        version = dep.engine_version or ""
+        release, generation = split_generation(version)
+        if generation != "v0" or value_at(V0_ENGINE, release) == "v0 only":
+            return []
+        why = v1_fallback_reason(dep, arch, release)
+        if dep.vllm_use_v1 == 0 or why is None:
+            return [f"vLLM {release} with VLLM_USE_V1=0: modelled with the V0 engine's rules "
+                    "(memprof versions lists them as V0)"]
+        return [f"vLLM {release} falls back to the V0 engine for {why} "
+                "(engine/arg_utils.py _is_v1_supported_oracle): modelled with V0's rules"]
 
     def launches(self, module: str) -> bool:
         """``python -m vllm.entrypoints.openai.api_server`` and the other entry points."""

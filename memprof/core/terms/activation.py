@@ -28,7 +28,7 @@ from memprof.core.terms.common import (
     model_bytes,
     profile_tokens,
 )
-from memprof.core.versions import Rule, rule_in_force
+from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.mlp import moe_caches_per_call
 
 # vLLM V1 sampler warm-up (``_dummy_sampler_run``, vLLM@52a31cc gpu_model_runner.py profile_run /
@@ -96,13 +96,15 @@ def sort_temporaries_bytes(rows: int, vocab: int) -> int:
 # outputs and the sort's temporaries (``sort_temporaries_bytes``), whichever is larger.
 V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
     Rule(name="v0_driver_sampler", changes="activation peak: sampler", since="0.7.1",
-         until="0.8.0", value="driver worker, torch top-k/top-p",
-         introduced_by="V0 engine (VLLM_USE_V1=0 by default)",
-         removed_by="V1 on by default in 0.8.0 (every rank samples: "
-         "gpu_model_runner.py _dummy_sampler_run)",
+         until="0.11.0", value="driver worker, torch top-k/top-p",
+         introduced_by="V0 engine (VLLM_USE_V1=0 by default before 0.8.0)",
+         removed_by="V0 engine removed (0.11.0); under V1 every rank samples "
+         "(gpu_model_runner.py _dummy_sampler_run)",
          source="0.7.2 worker/model_runner.py ModelRunner._dummy_run and execute_model; "
          "model_executor/layers/logits_processor.py LogitsProcessor._gather_logits; "
-         "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p"),
+         "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p; "
+         "ModelRunner.profile_run → _dummy_run still in 0.8.5 and 0.10.2",
+         generation="v0"),
 )
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
 
@@ -128,13 +130,14 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
          introduced_by="V1 on by default in 0.8.0 (gpu_model_runner.py _dummy_sampler_run)",
          removed_by="cumsum(out=probs_sort) (first released in 0.8.3)",
          source="0.8.0 and 0.8.2 v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: "
-         "probs_sort.cumsum(dim=-1), logits_sort.scatter"),
+         "probs_sort.cumsum(dim=-1), logits_sort.scatter", generation="v1"),
     Rule(name="v1_torch_sort_sampler", changes="activation peak: sampler", since="0.8.3",
          until="0.17.0", value=4 + 4 + 8 + 1 + 4 + 1 + 4,
          introduced_by="cumsum(out=probs_sort) (first released in 0.8.3)",
          removed_by="#33538 Triton top-k/top-p kernel (first released in 0.17.0)",
          source="0.8.3, 0.10.1, 0.11.0 and 0.16.0 v1/sample/ops/topk_topp_sampler.py "
-         "apply_top_k_top_p: logits.sort, cumsum(out=probs_sort), logits_sort.scatter"),
+         "apply_top_k_top_p: logits.sort, cumsum(out=probs_sort), logits_sort.scatter",
+         generation="v1"),
 )
 
 
@@ -163,6 +166,32 @@ def samples_in_profile_run(dep: Deployment, coord: RankCoord) -> bool:
 # vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default 16·1024 (vllm/envs.py): the modular fused-MoE kernel
 # sizes its workspaces for at most this many tokens per chunk.
 FUSED_MOE_CHUNK_SIZE = 16 * 1024
+# The default by release (``FUSED_MOE_CHUNK_SIZE`` above is the newest): 32768 tokens through
+# 0.11.x. It caps the Triton fused-MoE path's token rows (``fused_experts_impl``: M =
+# min(num_tokens, CHUNK_SIZE) in 0.7.3 – 0.11.x; the modular kernel's workspaces later), so a
+# profile run with more than 16,384 batched tokens sizes its MoE caches for up to twice as many
+# rows in those releases.
+FUSED_MOE_CHUNK: tuple[Rule, ...] = (
+    Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.7.1",
+         until="0.12.0", value=32768, introduced_by="before 0.7.1",
+         removed_by="default 16 * 1024 (first released in 0.12.0)",
+         source="0.7.3, 0.8.0, 0.8.5, 0.9.2, 0.10.2, 0.11.0 and 0.11.1 envs.py: "
+         "int(os.getenv('VLLM_FUSED_MOE_CHUNK_SIZE', '32768')); 0.8.5 "
+         "model_executor/layers/fused_moe/fused_moe.py fused_experts_impl: M = min(num_tokens, "
+         "CHUNK_SIZE)"),
+    Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.12.0",
+         until=None, value=FUSED_MOE_CHUNK_SIZE,
+         introduced_by="default 16 * 1024 (first released in 0.12.0)",
+         source="0.12.0 – 0.17.0 envs.py: os.getenv('VLLM_FUSED_MOE_CHUNK_SIZE', "
+         "str(16 * 1024)); vLLM@52a31cc"),
+)
+
+
+def fused_moe_chunk(version: str | None) -> int:
+    """``VLLM_FUSED_MOE_CHUNK_SIZE``'s default at ``version`` (rows in ``FUSED_MOE_CHUNK``)."""
+    chunk = value_at(FUSED_MOE_CHUNK, version, FUSED_MOE_CHUNK_SIZE)
+    return chunk if isinstance(chunk, int) else FUSED_MOE_CHUNK_SIZE
+
 # ``moe_align_block_size``: sorted_token_ids int32 of ``topk_ids.numel() + E·(BLOCK_SIZE_M − 1)``
 # (vllm/model_executor/layers/fused_moe/moe_align_block_size.py); BLOCK_SIZE_M comes from the tuned
 # config (16-128); memprof takes 64 [assumption].
@@ -258,7 +287,7 @@ def _moe_workspace(ctx: TermContext, layer: Layer, t: int) -> int:
     """
     s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
     m, i_l, _e = _moe_dims(ctx, layer, t)
-    mc = min(m, FUSED_MOE_CHUNK_SIZE)
+    mc = min(m, fused_moe_chunk(ctx.dep.engine_version))
     return mc * k * max(i_l, h) * s + mc * k * max(2 * i_l, h) * s
 
 
@@ -499,7 +528,8 @@ def activation_terms(ctx: TermContext) -> list[Component]:
         comps.append(Component(
             name="fused-MoE workspace (WorkspaceManager)", category="activation", bytes=ws,
             where="budget", profiled=True,
-            formula=f"min(M,{FUSED_MOE_CHUNK_SIZE})·top_k·(max(I,H) + max(2I,H))·s, M = T·dp; "
+            formula=f"min(M,{fused_moe_chunk(ctx.dep.engine_version)})·top_k·(max(I,H) + "
+            "max(2I,H))·s, M = T·dp; "
             "persistent, shared by all MoE layers"))
     n = cublas_streams(ctx)
     each = cublas_workspace_bytes(ctx.gpu)

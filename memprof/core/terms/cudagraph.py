@@ -49,8 +49,80 @@ CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
 # min(max_num_seqs·decode_query_len·2, 512), vLLM@52a31cc vllm/config/vllm.py
 CUDAGRAPH_MAX_CAPTURE_DEFAULT = 512
 
+# The default list of CUDA-graph capture sizes, per release and engine (``_set_cudagraph_sizes``
+# of VllmConfig, vllm/config.py to 0.9.x, vllm/config/__init__.py 0.10.x–0.11.0,
+# vllm/config/vllm.py from 0.11.1): ``value`` names the scheme ``capture_sizes`` computes.
+#   v0:          [1, 2, 4] + 8·i up to the smallest of them ≥ max_num_seqs (V0 engine)
+#   v1_512:      [1, 2, 4] + range(8, 513, 8), those ≤ max_num_batched_tokens (max_num_seqs
+#                is not read: 0.8.x captures all 67 sizes at 256 sequences too)
+#   v1_2seqs_8:  [1, 2, 4] + range(8, min(2·max_num_seqs, 512) + 1, 8), ≤ max_num_batched_tokens
+#   v1_2seqs_16: max = min(2·max_num_seqs, 512, max_num_batched_tokens); step 8 below 256,
+#                16 from 256
+#   v1_dql:      as v1_2seqs_16 with max_num_seqs × (1 + speculative tokens) (vLLM@52a31cc)
+CAPTURE_SIZES: tuple[Rule, ...] = (
+    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.7.1",
+         until="0.11.0", value="v0", introduced_by="V0 engine",
+         removed_by="V0 engine removed (0.11.0)", generation="v0",
+         source="0.8.5 config.py VllmConfig._set_cudagraph_sizes, 'if not envs.VLLM_USE_V1': "
+         "possible_sizes = [1, 2, 4] + [8 * i for i in range(1, 1025)], cut at the first "
+         "≥ max_num_seqs; the same in 0.8.0, 0.9.0 and 0.9.2"),
+    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.8.0",
+         until="0.10.0", value="v1_512", introduced_by="V1 on by default (0.8.0)",
+         removed_by="cuda_graph_sizes default [min(max_num_seqs * 2, 512)] (first released "
+         "in 0.10.0)", generation="v1",
+         source="0.8.0 / 0.8.5 config.py VllmConfig._set_cudagraph_sizes (V1: [1, 2, 4] + "
+         "range(8, 513, 8), size <= max_num_batched_tokens); 0.9.0 / 0.9.2: "
+         "SchedulerConfig.cuda_graph_sizes default [512], the same list"),
+    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.10.0",
+         until="0.11.1", value="v1_2seqs_8",
+         introduced_by="cuda_graph_sizes default [min(max_num_seqs * 2, 512)] (first released "
+         "in 0.10.0)", removed_by="stride 16 from 256 (first released in 0.11.1)",
+         generation="v1",
+         source="0.10.1 config/scheduler.py SchedulerConfig.__post_init__ (cuda_graph_sizes = "
+         "[min(max_num_seqs * 2, 512)]); config/__init__.py _set_cudagraph_sizes ([1, 2, 4] + "
+         "range(8, cuda_graph_sizes[0] + 1, 8), <= max_num_batched_tokens); 0.11.0 alike"),
+    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.11.1",
+         until="0.13.0", value="v1_2seqs_16",
+         introduced_by="stride 16 from 256 (first released in 0.11.1)",
+         removed_by="decode_query_len (speculative tokens) in the cap (first released in "
+         "0.13.0)", generation="v1",
+         source="0.11.1 / 0.12.0 config/vllm.py _set_cudagraph_sizes: max = min(max_num_seqs "
+         "* 2, 512, max_num_batched_tokens); range(8, min(max + 1, 256), 8) + range(256, "
+         "max + 1, 16)"),
+    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.13.0",
+         until=None, value="v1_dql", introduced_by="decode_query_len in the cap (first "
+         "released in 0.13.0)", generation="v1",
+         source="0.13.0 / 0.19.0 config/vllm.py _set_cudagraph_sizes: min(max_num_seqs * "
+         "decode_query_len * 2, 512); vLLM@52a31cc"),
+)
+
+# Which graphs a capture size gets: V0's model runner captures the whole forward once per size
+# (FULL); V1 captures the compiled forward piecewise, and from 0.11.0 also FULL graphs for
+# uniform decode batches (FULL_AND_PIECEWISE).
+GRAPH_MODES: tuple[Rule, ...] = (
+    Rule(name="cudagraph_modes", changes="CUDA graphs: modes", since="0.7.1", until="0.11.0",
+         value="FULL", introduced_by="V0 engine", removed_by="V0 engine removed (0.11.0)",
+         generation="v0",
+         source="0.8.5 worker/model_runner.py GPUModelRunnerBase.capture_model: one "
+         "CUDAGraphRunner (the whole model forward) per batch size"),
+    Rule(name="cudagraph_modes", changes="CUDA graphs: modes", since="0.8.0", until="0.11.0",
+         value="PIECEWISE", introduced_by="V1 on by default (0.8.0)",
+         removed_by="FULL_AND_PIECEWISE by default (first released in 0.11.0)",
+         generation="v1",
+         source="0.10.1 / 0.10.2 config/__init__.py VllmConfig.__post_init__: cudagraph_mode "
+         "None → PIECEWISE under V1 at CompilationLevel.PIECEWISE (0.8.x–0.9.x: piecewise "
+         "capture of the compiled graph only)"),
+    Rule(name="cudagraph_modes", changes="CUDA graphs: modes", since="0.11.0", until=None,
+         value="FULL_AND_PIECEWISE", introduced_by="FULL_AND_PIECEWISE by default (first "
+         "released in 0.11.0)", generation="v1",
+         source="0.11.0 config/__init__.py VllmConfig.__post_init__: 'default to full and "
+         "piecewise for most models'; vLLM@52a31cc vllm/config/compilation.py"),
+)
+
+
 def capture_sizes(dep: Deployment) -> list[int]:
-    """vLLM ``_set_cudagraph_sizes`` (vllm/config/vllm.py @52a31cc, vLLM@52a31cc gpu_model_runner.py
+    """vLLM ``_set_cudagraph_sizes`` at ``dep.engine_version`` (rows in ``CAPTURE_SIZES``); the
+    newest (vllm/config/vllm.py @52a31cc, vLLM@52a31cc gpu_model_runner.py
     profile_cudagraph_memory)::
 
         dql = 1 + num_speculative_tokens
@@ -58,21 +130,38 @@ def capture_sizes(dep: Deployment) -> list[int]:
         sizes = [1,2,4] (≤ max) + range(8, min(max+1, 256), 8) + range(256, max+1, 16)
                 + [max_num_batched_tokens] if it is ≤ max and not present
     """
-    dql = 1 + dep.num_speculative_tokens
+    scheme = value_at(CAPTURE_SIZES, dep.engine_version, "v1_dql")
     mnbt = profile_tokens(dep)
+    if scheme == "v0":
+        possible = [1, 2, 4] + [8 * i for i in range(1, 1025)]
+        cap = next((x for x in possible if x >= max_seqs(dep)), possible[-1])
+        return [x for x in possible if x <= cap]
+    if scheme == "v1_512":
+        return [x for x in [1, 2, 4, *range(8, 513, 8)] if x <= mnbt]
+    if scheme == "v1_2seqs_8":
+        return [x for x in [1, 2, 4, *range(8, min(max_seqs(dep) * 2, 512) + 1, 8)]
+                if x <= mnbt]
+    dql = 1 + dep.num_speculative_tokens if scheme == "v1_dql" else 1
     mx = min(min(max_seqs(dep) * dql * 2, CUDAGRAPH_MAX_CAPTURE_DEFAULT), mnbt)
     sizes = [x for x in (1, 2, 4) if x <= mx]
     sizes += list(range(8, min(mx + 1, 256), 8)) + list(range(256, mx + 1, 16))
-    if mnbt <= mx and mnbt not in sizes:
+    if scheme == "v1_dql" and mnbt <= mx and mnbt not in sizes:
         sizes.append(mnbt)
     return sorted(sizes)
 
 
 def graph_modes(dep: Deployment) -> dict[str, list[int]]:
-    """FULL_AND_PIECEWISE (the V1 default, vllm/config/compilation.py): a PIECEWISE graph per
-    capture size; FULL graphs for uniform decode batches, sizes with dql ≤ x ≤ dql·max_num_seqs
-    (vllm/v1/cudagraph_dispatcher.py)."""
+    """The graphs of each capture size (rows in ``GRAPH_MODES``). FULL_AND_PIECEWISE (the V1
+    default from 0.11.0, vllm/config/compilation.py): a PIECEWISE graph per capture size; FULL
+    graphs for uniform decode batches, sizes with dql ≤ x ≤ dql·max_num_seqs
+    (vllm/v1/cudagraph_dispatcher.py). V1 before 0.11.0: PIECEWISE only; V0: one FULL graph of
+    the whole forward per size."""
     sizes = capture_sizes(dep)
+    mode = value_at(GRAPH_MODES, dep.engine_version, "FULL_AND_PIECEWISE")
+    if mode == "FULL":
+        return {"FULL": sizes}
+    if mode == "PIECEWISE":
+        return {"PIECEWISE": sizes}
     dql = 1 + dep.num_speculative_tokens
     return {"PIECEWISE": sizes,
             "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}

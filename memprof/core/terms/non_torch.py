@@ -63,13 +63,14 @@ class Placement(NamedTuple):
 # non-torch figure). Read in the wheels of each release.
 NCCL_PLACEMENT: tuple[Rule, ...] = (
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.7.1", until="0.8.0", value=Placement("baseline", "budget"),
+         since="0.7.1", until="0.11.0", value=Placement("baseline", "budget"),
          introduced_by="V0 Worker.init_device: baseline_snapshot before "
          "init_worker_distributed_environment",
-         removed_by="V1 on by default in 0.8.0",
+         removed_by="V0 engine removed (0.11.0)",
          source="0.7.2 worker/worker.py Worker.init_device (MemorySnapshot() l.161, "
          "init_worker_distributed_environment l.166); determine_num_available_blocks: "
-         "memory_profiling(self.baseline_snapshot, ...); 0.7.1 and 0.7.3 alike"),
+         "memory_profiling(self.baseline_snapshot, ...); 0.7.1 and 0.7.3 alike; the same "
+         "order in the V0 worker of 0.8.0, 0.8.5, 0.9.2 and 0.10.2", generation="v0"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.8.0", until="0.9.1", value=Placement("budget", "budget"),
          introduced_by="V1 Worker.determine_available_memory: everything on the device that "
@@ -77,7 +78,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          removed_by="V1 MemorySnapshot / memory_profiling (0.9.1)",
          source="0.8.0 v1/worker/gpu_worker.py determine_available_memory: non_torch_allocations "
          "= used − torch allocated, peak_memory += it, available = total × util − peak_memory "
-         "(the same in every release 0.8.1–0.9.0.1)"),
+         "(the same in every release 0.8.1–0.9.0.1)", generation="v1"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.9.1", until="0.11.0", value=Placement("baseline", "budget"),
          introduced_by="V1 init_snapshot = MemorySnapshot() before "
@@ -86,7 +87,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          "before we measure available memory\")",
          source="0.9.2 v1/worker/gpu_worker.py Worker.init_device (l.140, l.158); "
          "utils memory_profiling: non_torch_increase = diff_from_create.non_torch_memory "
-         "(the same order in 0.9.1, 0.10.0, 0.10.1 and 0.10.2)"),
+         "(the same order in 0.9.1, 0.10.0, 0.10.1 and 0.10.2)", generation="v1"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.11.0", until=None, value=Placement("baseline", "baseline"),
          introduced_by="#25359",

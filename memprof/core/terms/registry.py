@@ -18,6 +18,7 @@ from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.non_torch import non_torch_terms
+from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, dsv4_init_buffer_terms,
@@ -26,7 +27,7 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, dsv4_init_buffer_terms,
 (counted in vLLM's model load, category weights)."""
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, cudagraph_terms,
-                              non_torch_terms]
+                              non_torch_terms, reserved_charge_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
 RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]

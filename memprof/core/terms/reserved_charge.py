@@ -1,0 +1,96 @@
+"""vLLM 0.8.0 – 0.9.0.1 (V1): memory the caching allocator holds but did not hand out, charged to
+the KV budget as if it were non-torch memory.
+
+Those releases' ``Worker.determine_available_memory`` (v1/worker/gpu_worker.py, read in the
+0.8.0, 0.8.5 and 0.9.0 wheels) measures after the profile run::
+
+    torch.cuda.empty_cache()
+    torch_allocated_bytes = memory_stats()["allocated_bytes.all.current"]
+    total_allocated_bytes = total − free                (mem_get_info)
+    non_torch_allocations = total_allocated_bytes − torch_allocated_bytes
+    peak_memory += non_torch_allocations
+
+``empty_cache`` returns only segments with nothing allocated in them; the free blocks inside
+segments that still hold a tensor stay reserved, count in ``total − free`` and not in
+``allocated``, so they are charged like the CUDA context (``non_torch.NCCL_PLACEMENT``'s 0.8.0 row
+charges that part). From 0.9.1 ``memory_profiling`` measures non-torch memory as ``cuda_memory −
+torch reserved`` (utils.py ``MemorySnapshot``), and this term is gone.
+
+What stays reserved is predicted by replaying the rank's model load through ``memprof.alloc``
+(``load_rounding.load_ops``: weights in construction order, the model-load buffers, the RoPE
+cache's freed fp32 temporaries), then ``empty_cache``::
+
+    charged = reserved − allocated   after the replay and empty_cache
+
+The profile run's activations are freed before ``empty_cache``; those that landed in the free
+space of a weight's segment leave it as it was, so the replay of the load alone gives the figure
+[approximation: the profile run can split cached blocks differently]. Not replayed: a quantised
+checkpoint's ``process_weights_after_loading`` (AWQ/GPTQ → Marlin repack allocates the new layout
+and frees the old tensors, which leaves holes in shared segments): memprof does not have those
+temporaries' order, so a Marlin checkpoint's charge is a lower bound.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.engines import engine_of
+from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, load_ops
+from memprof.core.versions import Rule, rule_in_force
+
+RESERVED_CHARGED: tuple[Rule, ...] = (
+    Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
+         "budget", since="0.8.0", until="0.9.1", value=True,
+         introduced_by="V1 Worker.determine_available_memory (0.8.0)",
+         removed_by="V1 MemorySnapshot / memory_profiling (0.9.1)", generation="v1",
+         source="0.8.0 / 0.8.5 / 0.9.0 v1/worker/gpu_worker.py determine_available_memory: "
+         "empty_cache(); non_torch_allocations = (total − free) − "
+         "allocated_bytes.all.current; peak_memory += it"),
+)
+NAME = "allocator holes after empty_cache (charged as non-torch)"
+
+
+def charged(ctx: TermContext) -> bool:
+    """Does the release charge reserved-but-unallocated memory to the budget?"""
+    return (rule_in_force(RESERVED_CHARGED, ctx.dep.engine_version, ctx.dep.engine) is not None
+            and engine_of(ctx.dep).replays_model_load
+            and ctx.spec.num_layers <= SIMULATE_MAX_LAYERS)
+
+
+@lru_cache(maxsize=256)
+def holes_after_empty_cache(ops: tuple[Op, ...]) -> int:
+    """``reserved − allocated`` after replaying ``ops`` and ``empty_cache`` (``memprof.alloc``'s
+    replica of PyTorch's caching allocator)."""
+    from memprof.alloc import CachingAllocator
+
+    sim = CachingAllocator()
+    handles: list[int] = []
+    for kind, n in ops:
+        if kind == 0:
+            handles.append(sim.malloc(n))
+        else:
+            sim.free(handles[n])
+    sim.empty_cache()
+    s = sim.memory_stats()
+    return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
+
+
+def reserved_charge_bytes(ctx: TermContext) -> int:
+    """The bytes ``RESERVED_CHARGED`` releases charge for this rank (0 where it does not hold)."""
+    if not charged(ctx):
+        return 0
+    return holes_after_empty_cache(load_ops(ctx)[0])
+
+
+def reserved_charge_terms(ctx: TermContext) -> list[Component]:
+    """One component (category allocator, where budget, profiled) while ``RESERVED_CHARGED``
+    holds: the model load's free blocks that ``empty_cache`` cannot return."""
+    n = reserved_charge_bytes(ctx)
+    if not n:
+        return []
+    return [Component(name=NAME, category="allocator", bytes=n, where="budget", profiled=True,
+                      formula=f"memprof.alloc replay of the model load, then empty_cache: "
+                      f"reserved − allocated = {fmt_bytes(n)} (vLLM {ctx.dep.engine_version} "
+                      "charges (total − free) − allocated)")]
