@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from memprof.base.units import GiB
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.estimate import estimate
+from memprof.core.gpus import find_gpu
 from memprof.core.models import bundled_models, load_model
 from memprof.core.models.load import hf_ids
 from memprof.core.weights import rank_weights
@@ -84,3 +87,22 @@ def test_gpt_oss_20b_weights_on_hopper_are_the_checkpoint_within_half_a_percent(
     # Triton MXFP4 path (vLLM >= 0.25.0: raw scales deleted): only the swizzled scale rows pad.
     got = _rank_bytes("openai/gpt-oss-20b", "sm90", "0.25.0")
     assert 0 < got - GPT_OSS_20B_TOTAL_SIZE < 0.005 * GPT_OSS_20B_TOTAL_SIZE
+
+
+# --- GPUs the calibration logs ran on ------------------------------------------------------------
+
+@pytest.mark.parametrize(("typed", "row", "mib", "arch"), [
+    ("RTX 4060", "RTX-4060", 8188, "sm89"),
+    ("NVIDIA GeForce RTX 4060", "RTX-4060", 8188, "sm89"),
+    ("H20-3e (141 GB)", "H20-3e", 143155.9375, "sm90"),  # row 132's spelling
+    ("NVIDIA H20-3e", "H20-3e", 143155.9375, "sm90"),
+    ("H20", "H20", 97285, "sm90"),  # the 96 GB part stays its own row
+])
+def test_the_calibration_gpus_resolve(typed: str, row: str, mib: float, arch: str) -> None:
+    gpu = find_gpu(typed)
+    assert (gpu.name, gpu.total_bytes / (1 << 20), gpu.arch) == (row, mib, arch)
+
+
+def test_the_rtx_4060_total_is_the_vllm_log_s() -> None:
+    # vLLM issue #13882 (WSL): "the current vLLM instance can use total_gpu_memory (8.00GiB)"
+    assert f"{find_gpu('RTX-4060').total_bytes / GiB:.2f}" == "8.00"
