@@ -5,6 +5,7 @@ import pytest
 
 from memprof.base.errors import ConfigError
 from memprof.core.models import bundled_models, load_model, spec_from_config
+from memprof.core.models.multimodal import language_config
 
 REQUIRED = {"deepseek-r1", "deepseek-v3", "deepseek-v4-pro", "deepseek-v4-flash", "qwen3-32b",
             "qwen3-235b-a22b", "qwen3-0.6b", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b",
@@ -17,7 +18,7 @@ def test_every_required_model_is_bundled_with_provenance() -> None:
     for name, path in bundled.items():
         cfg = json.loads(path.read_text())
         assert cfg.get("_source"), f"{name} has no _source provenance"
-        assert load_model(name).num_layers == cfg["num_hidden_layers"]
+        assert load_model(name).num_layers == language_config(cfg)["num_hidden_layers"]
 
 
 def test_head_dim_is_read_not_derived() -> None:

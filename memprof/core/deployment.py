@@ -22,6 +22,7 @@ from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTI
 from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
+from memprof.core.models.multimodal import check_multimodal
 from memprof.core.versions import Rule, resolve_version, value_at
 
 __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_PREFILL_TOKENS",
@@ -53,6 +54,10 @@ class Deployment:
     hf_overrides: str | None = None
     # --assume-architecture: read an architecture memprof does not know as this generic family
     assume_architecture: str | None = None
+    # vLLM --limit-mm-per-prompt / --mm-processor-kwargs (JSON, as vLLM reads them): a
+    # multimodal model's items per prompt and image-size limits (memprof/core/models/multimodal.py)
+    limit_mm_per_prompt: str | None = None
+    mm_processor_kwargs: str | None = None
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's max_position_embeddings
@@ -272,6 +277,9 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint=" or ".join(NAMES))
     check_engine_flags(dep)
     resolve_version(dep.engine_version, dep.engine)
+    check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
+                     engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
+                     limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs)
     if dep.entrypoint not in ENTRYPOINTS:
         raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")

@@ -15,7 +15,7 @@ from rich.table import Table
 from memprof.base.units import fmt_bytes
 from memprof.core.listing import gpu_records, listing_dict, model_records
 
-SUFFIX = "ForCausalLM"
+SUFFIXES = ("ForCausalLM", "ForConditionalGeneration")  # a decoder's class, a multimodal wrapper's
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 MODEL_COLUMNS = ("name", "arch", "layers", "hidden", "attn", "experts", "quant")
 GPU_COLUMNS = ("name", "total", "bytes", "arch", "exact")
@@ -23,7 +23,10 @@ Listing = Literal["models", "gpus"]
 
 
 def _model_cells(m: dict[str, Any]) -> tuple[str, ...]:
-    arch = m["architecture"].removesuffix(SUFFIX) or m["architecture"]
+    arch = m["architecture"]
+    for suffix in SUFFIXES:
+        arch = arch.removesuffix(suffix)
+    arch = arch or m["architecture"]
     quant = m["quantization"] or DTYPES.get(m["dtype"], m["dtype"])
     return (m["name"], arch, str(m["num_layers"]), str(m["hidden_size"]), m["attention"],
             str(m["num_experts"] or "-"), quant)
@@ -36,9 +39,10 @@ def _gpu_cells(g: dict[str, Any]) -> tuple[str, ...]:
 
 def models_table() -> Table:
     """The bundled models, one line each in 80 columns, no cell wrapped or cut: the
-    architecture without its ``ForCausalLM`` suffix and short dtypes (the caption says so)."""
+    architecture without its ``ForCausalLM`` / ``ForConditionalGeneration`` suffix and short
+    dtypes (the caption says so)."""
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
-              caption=f"arch: the model class less {SUFFIX}; bf16: bfloat16",
+              caption=f"arch: the class less {'/'.join(SUFFIXES)}; bf16: bfloat16",
               caption_justify="left")
     for col in MODEL_COLUMNS:
         t.add_column(col, no_wrap=True,
@@ -88,5 +92,5 @@ def render_markdown(kind: Listing = "models") -> str:
            "|" + "|".join("---:" if c in right else "---" for c in cols) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in cells]
     if kind == "models":
-        out += ["", f"_arch: the model class less {SUFFIX}; bf16: bfloat16_"]
+        out += ["", f"_arch: the model class less {' / '.join(SUFFIXES)}; bf16: bfloat16_"]
     return "\n".join(out) + "\n"

@@ -200,6 +200,8 @@ class VLLM(Engine):
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),
+        "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
+        "mm_processor_kwargs": ("--mm-processor-kwargs",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve

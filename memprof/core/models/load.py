@@ -16,6 +16,7 @@ from memprof.base.errors import BadInput, ConfigError
 from memprof.base.files import path_kind, read_capped_text
 from memprof.core.models.config import ConfigFields, validate_config
 from memprof.core.models.families import family_of, family_row
+from memprof.core.models.multimodal import language_config
 from memprof.core.models.quant_config import quant_from_config
 from memprof.core.models.spec import ModelSpec
 
@@ -206,7 +207,12 @@ def spec_from_config(
     """Normalise a HF config dict into a ``ModelSpec``."""
     validate_config(cfg)
     family, arch = family_of(cfg, assume_architecture)
-    if "text_config" in cfg and "hidden_size" not in cfg:
+    row = family_row(family)
+    whole = cfg
+    if row.vision is not None:  # a multimodal wrapper: the language model from text_config
+        cfg = language_config(cfg)
+        validate_config(cfg)
+    elif "text_config" in cfg and "hidden_size" not in cfg:
         raise ConfigError(
             "multimodal configs (text_config) are not supported yet",
             hint="pass the language model's config.json",
@@ -222,7 +228,6 @@ def spec_from_config(
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):
         raise ConfigError(f"unsupported torch_dtype {dtype!r}", hint="bfloat16, float16, float32")
-    row = family_row(family)
     layers, mtp = row.build(c, hidden, n_layers)
     extras = row.spec_extras(c) if row.spec_extras else {}
     return ModelSpec(
@@ -239,6 +244,7 @@ def spec_from_config(
         quant=quant_from_config(cfg),
         hc_mult=extras.get("hc_mult", 0),
         num_hash_layers=extras.get("num_hash_layers", 0),
+        vision=row.vision(whole, hidden) if row.vision is not None else None,
         source=str(cfg.get("_source", source)),
         raw=cfg,
     )

@@ -15,6 +15,7 @@ from memprof.core.weights.attention import AttentionWeights
 from memprof.core.weights.formats import Param
 from memprof.core.weights.mlp import MlpWeights
 from memprof.core.weights.shard import WeightTensor
+from memprof.core.weights.vision import tower_built, vision_tower
 
 # DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py); the families
 # whose row sets ``lm_head_every_pp_stage``.
@@ -96,6 +97,8 @@ class RankWeights(AttentionWeights, MlpWeights):
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
+        if spec.vision is not None and tower_built(spec.vision, dep.limit_mm_per_prompt):
+            vision_tower(self, spec.vision, in_order=in_order)  # vLLM builds it first
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
         for layer, n in kinds(spec.layers[start:end]):
@@ -183,11 +186,12 @@ def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coo
                 arch: str) -> tuple[object, ...]:
     """What a rank's weights are computed from, as a cache key of hashable values: the spec,
     the Deployment fields this package reads (release, TP, PP, DP copies, EP, DP attention,
-    dtype), the quantisation, the rank and the GPU architecture. (Hashing a spec costs tens of
-    microseconds: a caller keeping many keys alive, ``memprof.batch``, puts its own handle of
-    the spec in place of ``key[0]``.)"""
+    dtype, the multimodal limits), the quantisation, the rank and the GPU architecture.
+    (Hashing a spec costs tens of microseconds: a caller keeping many keys alive,
+    ``memprof.batch``, puts its own handle of the spec in place of ``key[0]``.)"""
     return (spec, dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
-            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch)
+            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch,
+            dep.limit_mm_per_prompt)
 
 
 # kept by ``weights_key`` (values, the spec among them; a bounded table, no identity keys): the
@@ -230,7 +234,8 @@ def group_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
     modules: dict[str, list[str]] = {}
     for t in raw:
         m = re.search(r"\.layers\.(\d+)\.", t.module)
-        where = m.group(1) if m else t.module
+        # one row per layer; the vision tower (memprof/core/weights/vision.py) is one row
+        where = m.group(1) if m else (t.group if t.module.startswith("visual.") else t.module)
         per_layer[(t.group, where)] = per_layer.get((t.group, where), 0) + (
             t.bytes_each if m else t.bytes)
         layers_like[(t.group, where)] = t.count if m else 1

@@ -1,7 +1,7 @@
 """The families memprof knows: one row (``row.Family``) per family, in one module per family
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
-``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``; ``dense_decoder`` only when a user
-opts in), found by the config's ``model_type`` (or
+``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``qwen_vl`` (multimodal);
+``dense_decoder`` only when a user opts in), found by the config's ``model_type`` (or
 ``architectures``). A new family is one module here and one entry in ``ROWS``; generic modules ask
 ``family_row(spec.family)`` instead of naming it."""
 
@@ -22,13 +22,15 @@ from memprof.core.models.families import (
     phi3,
     qwen,
     qwen_moe,
+    qwen_vl,
 )
 from memprof.core.models.families.row import Built, Family, LayerBuilder
 
 ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
     deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
-    phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, dense_decoder.FAMILY,
+    phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, qwen_vl.QWEN2_5_VL, qwen_vl.QWEN3_VL,
+    qwen_vl.QWEN3_VL_MOE, dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 

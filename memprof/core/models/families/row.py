@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.spec import MLP, Attention, Layer
+
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import VisionTower
 
 Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
 LayerBuilder = Callable[[ConfigFields, int, int], Built]
@@ -44,6 +48,10 @@ class Family:
     # expert dtype, with the loader's rows of memprof/core/weights/mlp.py
     mxfp4_experts: bool = False
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
+    # a multimodal wrapper: reads the vision tower from the whole config (``vision_config``) and
+    # the language model's hidden size; the language model is then read from ``text_config``
+    # (memprof/core/models/multimodal.py)
+    vision: Callable[[dict[str, Any], int], VisionTower] | None = None
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows

@@ -1,0 +1,430 @@
+"""The multimodal mechanism: a model's vision tower (what vLLM builds beside the language model),
+its processor limits, and the encoder budget vLLM V1 profiles with.
+
+A family opts in through its row's ``vision`` reader (``families/row.py``): the reader turns the
+config's ``vision_config`` (and the checkpoint processor's limits, kept on the family's row with
+their source) into a ``VisionTower``; ``load.py`` then reads the language model from the config's
+``text_config`` (``language_config``) and keeps the tower on ``ModelSpec.vision``. Everything else
+is generic and reads the tower:
+
+- the tower's weights per rank: ``memprof/core/weights/vision.py``;
+- the profile run's encoder terms (encoder cache, encoder forward, deepstack buffers):
+  ``memprof/core/terms/encoder.py``;
+- the ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` settings: ``mm_limits`` and
+  ``processor_limits`` here, checked by ``check_multimodal`` before any work is done.
+
+The token arithmetic follows vLLM 0.11.0 (read in the wheel):
+``vllm/model_executor/models/qwen2_vl.py`` ``Qwen2VLProcessingInfo._get_vision_info`` /
+``get_max_image_tokens`` / ``get_max_video_tokens`` (and the ``Qwen3VLProcessingInfo`` overrides),
+``vllm/multimodal/registry.py`` ``get_max_tokens_per_item_by_nonzero_modality`` (one item of each
+modality whose limit is above 0, ``seq_len = max_model_len``), ``vllm/v1/core/
+encoder_cache_manager.py`` ``compute_mm_encoder_budget`` and ``vllm/v1/worker/utils.py``
+``MultiModalBudget.get_max_items``; ``vllm/config/multimodal.py`` ``get_limit_per_prompt``
+(999 items per modality by default under V1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from memprof.base.errors import BadInput, ConfigError
+
+DEFAULT_LIMIT = 999  # vllm/config/multimodal.py get_limit_per_prompt under V1 (v0.11.0)
+MAX_LIMIT = 1 << 20  # items per prompt: far above any real limit, bounds the arithmetic
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Processor:
+    """The checkpoint processor's limits that set the largest image and video (vLLM asks the HF
+    processor; memprof keeps its defaults on the family row, with the file they come from).
+
+    ``image_min_pixels`` / ``image_max_pixels``: the image processor's ``min_pixels`` /
+    ``max_pixels`` (``size["shortest_edge"]`` / ``size["longest_edge"]``). Video: ``video_rule``
+    ``"frames"`` resizes every frame as an image (Qwen2-VL's processor), ``"clip"`` bounds the
+    whole clip's pixels by ``video_max_pixels`` (Qwen3-VL's video processor); ``max_frames`` is
+    the model's frame cap in vLLM, ``start_frames`` the dummy's smallest frame count, and
+    ``video_token_scale`` the placeholder tokens per vision token vLLM budgets for a video."""
+
+    image_min_pixels: int
+    image_max_pixels: int
+    video_rule: str = "frames"  # "frames" | "clip" | "" (no video modality)
+    video_min_pixels: int = 0
+    video_max_pixels: int = 0
+    max_frames: int = 0
+    start_frames: int = 1
+    video_token_scale: float = 1.0
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VisionTower:
+    """A ViT as vLLM builds it beside the language model, from ``vision_config``.
+
+    Every block: two norms (``norm_bias``: LayerNorm with a bias, else RMSNorm), a fused qkv
+    linear with a bias (column-parallel) and an output projection (row-parallel, ``proj_bias``),
+    and an MLP: ``gated`` (gate_up column-parallel + down row-parallel) or not (fc1 + fc2), biased
+    as ``mlp_bias``. Then the patch merger(s): a norm over ``hidden`` (``hidden·merge²`` for the
+    post-shuffle deepstack mergers), a column-parallel ``hidden·merge² → hidden·merge²`` and a
+    row-parallel ``hidden·merge² → out_hidden`` linear, both biased. The patch embedding is a
+    replicated Conv3d (``in_channels·temporal_patch·patch²`` inputs per output, ``patch_bias``),
+    and a learnt position table of ``position_embeddings`` rows when the tower has one."""
+
+    depth: int
+    hidden: int
+    intermediate: int
+    heads: int
+    in_channels: int
+    patch: int
+    temporal_patch: int
+    merge: int
+    out_hidden: int
+    gated: bool
+    norm_bias: bool
+    proj_bias: bool = True
+    mlp_bias: bool = True
+    patch_bias: bool = False
+    position_embeddings: int = 0
+    deepstack_levels: int = 0  # extra post-shuffle mergers; their outputs ride with the main one
+    text_hidden: int = 0  # the language model's hidden size (deepstack buffers)
+    processor: Processor
+    modalities: tuple[str, ...] = ("image", "video")
+    source: str = ""
+
+    @property
+    def patch_inputs(self) -> int:
+        """Values of one flattened patch (``in_channels·temporal_patch·patch²``)."""
+        return self.in_channels * self.temporal_patch * self.patch * self.patch
+
+    @property
+    def embed_width(self) -> int:
+        """Width of one encoder output token: the merger's ``out_hidden``, with each deepstack
+        level's output concatenated (vLLM qwen3_vl.py ``_process_image_input``: ``torch.cat`` of
+        the main and deepstack embeddings; ``visual_dim + multiscale_dim``)."""
+        return self.out_hidden * (1 + self.deepstack_levels)
+
+
+# --- reading vision_config ---------------------------------------------------------------------
+
+_VISION_INT_FIELDS = ("depth", "hidden_size", "intermediate_size", "num_heads", "patch_size",
+                      "temporal_patch_size", "spatial_merge_size", "out_hidden_size",
+                      "in_channels", "in_chans", "num_position_embeddings", "window_size")
+
+
+def vision_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's ``vision_config`` with every integer field memprof reads checked (a missing
+    ``vision_config`` or a wrong type is a ``ConfigError`` naming the field)."""
+    vc = cfg.get("vision_config")
+    if not isinstance(vc, dict):
+        raise ConfigError("config.json of this multimodal model has no 'vision_config' object",
+                          hint="pass the checkpoint's own config.json (it describes the vision "
+                          "tower under 'vision_config')")
+    for key in _VISION_INT_FIELDS:
+        v = vc.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1 << 24:
+            raise ConfigError(f"config.json field 'vision_config.{key}' must be a positive "
+                              f"integer, got {str(v)[:40]!r}",
+                              hint=f"fix 'vision_config.{key}' in the config.json")
+    for key in ("fullatt_block_indexes", "deepstack_visual_indexes"):
+        v = vc.get(key)
+        if v is not None and (not isinstance(v, list) or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)):
+            raise ConfigError(f"config.json field 'vision_config.{key}' must be a list of "
+                              "layer indices", hint=f"fix 'vision_config.{key}' in the config.json")
+    return vc
+
+
+def vision_int(vc: Mapping[str, Any], *keys: str) -> int:
+    """The first of ``keys`` that ``vision_config`` states; a missing one is refused."""
+    for key in keys:
+        if vc.get(key) is not None:
+            return int(vc[key])
+    raise ConfigError(f"config.json has no 'vision_config.{keys[0]}' (the vision tower's size)",
+                      hint=f"add 'vision_config.{keys[0]}' to the config.json: memprof does not "
+                      "guess it")
+
+
+# Keys of the top-level config that describe the wrapper, not the language model: the
+# ``text_config`` values replace the rest (transformers' composite configs keep the language
+# model's fields there; vLLM builds the language model from ``get_text_config()``).
+_WRAPPER_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "vision_config",
+                 "quantization_config", "_source", "_hf_ids")
+
+
+def language_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: ``text_config`` merged over the top level when the config
+    nests one (Qwen3-VL), else the config itself (Qwen2.5-VL's flat layout). The wrapper's
+    architecture, ``model_type``, dtype and quantisation stay the top level's."""
+    text = cfg.get("text_config")
+    if text is None:
+        return dict(cfg)
+    if not isinstance(text, dict):
+        raise ConfigError("config.json field 'text_config' must be an object",
+                          hint="fix 'text_config' in the config.json")
+    out = dict(cfg)
+    out.update({k: v for k, v in text.items() if k not in _WRAPPER_KEYS})
+    if out.get("torch_dtype") is None and out.get("dtype") is None:
+        dtype = text.get("torch_dtype") or text.get("dtype")
+        if dtype is not None:
+            out["torch_dtype"] = dtype
+    return out
+
+
+# --- the largest image and video (vLLM 0.11.0 processing info) -----------------------------------
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int,
+                 max_pixels: int) -> tuple[int, int]:
+    """transformers ``qwen2_vl/image_processing_qwen2_vl.py`` ``smart_resize``: both sides
+    rounded to ``factor``, then scaled to keep the area within [min_pixels, max_pixels]."""
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def clip_resize(frames: int, height: int, width: int, factor: int, temporal: int,
+                min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """transformers ``qwen3_vl/video_processing_qwen3_vl.py`` ``smart_resize``: the clip's
+    pixels (frames rounded up to ``temporal``) kept within [min_pixels, max_pixels]."""
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    t_bar = math.ceil(frames / temporal) * temporal
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+_HUGE = 9_999_999  # vLLM asks for the size of a 9999999 × 9999999 image (get_image_size_…)
+
+
+def _image_size(t: VisionTower, p: Processor) -> tuple[int, int]:
+    """``get_image_size_with_most_features``: the largest image the processor keeps."""
+    return smart_resize(_HUGE, _HUGE, t.patch * t.merge, p.image_min_pixels, p.image_max_pixels)
+
+
+def _vision_tokens(t: VisionTower, frames: int, h: int, w: int) -> int:
+    """``_get_vision_info``: frames padded to ``temporal_patch``, patches merged ``merge²``."""
+    padded = frames + frames % t.temporal_patch
+    grid_t = max(padded // t.temporal_patch, 1)
+    return grid_t * (h // t.patch) * (w // t.patch) // (t.merge * t.merge)
+
+
+def _video_tokens(t: VisionTower, p: Processor, frames: int) -> int:
+    h, w = _image_size(t, p)
+    if p.video_rule == "clip":
+        h, w = clip_resize(frames, h, w, t.patch * t.merge, t.temporal_patch,
+                           p.video_min_pixels, p.video_max_pixels)
+    return _vision_tokens(t, frames, h, w)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Item:
+    """The largest item of one modality: the encoder's input tokens (after the merger) and the
+    placeholder tokens vLLM budgets for it."""
+
+    modality: str
+    encoder_tokens: int  # tokens the vision tower outputs for the item (patches / merge²)
+    budget_tokens: int  # what the encoder budget counts for it
+    frames: int = 1
+
+
+@lru_cache(maxsize=64)
+def largest_item(t: VisionTower, p: Processor, modality: str, seq_len: int) -> Item:
+    """The largest item of ``modality`` (vLLM 0.11.0 ``get_mm_max_tokens_per_item``, one item
+    of each modality): an image of the most features; a video of the most frames whose
+    tokens fit ``seq_len`` (``_get_max_video_frames``), at most ``max_frames``."""
+    if modality == "image":
+        h, w = _image_size(t, p)
+        n = _vision_tokens(t, 1, h, w)
+        return Item(modality="image", encoder_tokens=n, budget_tokens=n)
+    frames = p.start_frames
+    while frames < p.max_frames and _video_tokens(t, p, frames + 1) <= seq_len:
+        frames += 1
+    frames = max(1, min(frames, p.max_frames))
+    n = _video_tokens(t, p, frames)
+    return Item(modality="video", encoder_tokens=n, budget_tokens=int(n * p.video_token_scale),
+                frames=frames)
+
+
+# --- --limit-mm-per-prompt and --mm-processor-kwargs -------------------------------------------
+
+LIMIT_HINT = """e.g. --limit-mm-per-prompt '{"image": 2, "video": 0}' (JSON, as vLLM reads it)"""
+
+
+def mm_limits(text: str | None, modalities: tuple[str, ...]) -> dict[str, int]:
+    """``--limit-mm-per-prompt`` read as vLLM reads it: a JSON object of modality → items per
+    prompt (an item count, or an object with a ``count``), or the older ``image=2,video=0``
+    form; a modality left out keeps vLLM's default (999). A modality the model lacks, a
+    negative or non-integer count is a ``BadInput``."""
+    out = dict.fromkeys(modalities, DEFAULT_LIMIT)
+    if text is None:
+        return out
+    raw: object
+    pairs: dict[str, int] = {}
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            raw = json.loads(stripped)
+        except (ValueError, RecursionError):
+            raise BadInput(f"--limit-mm-per-prompt is not JSON ({text[:40]!r})",
+                           hint=LIMIT_HINT) from None
+    else:
+        raw = pairs
+        for part in filter(None, (s.strip() for s in stripped.split(","))):
+            key, eq, value = part.partition("=")
+            if not eq:
+                raise BadInput(f"--limit-mm-per-prompt {text[:40]!r} is neither JSON nor "
+                               "MODALITY=COUNT pairs", hint=LIMIT_HINT)
+            try:
+                pairs[key.strip()] = int(value)
+            except ValueError:
+                raise BadInput(f"--limit-mm-per-prompt {key.strip()[:20]}={value[:20]!r} is not "
+                               "an item count", hint=LIMIT_HINT) from None
+    if not isinstance(raw, dict):
+        raise BadInput("--limit-mm-per-prompt must be a JSON object of modality → count",
+                       hint=LIMIT_HINT)
+    for key, value in raw.items():
+        if key not in modalities:
+            raise BadInput(f"--limit-mm-per-prompt names {str(key)[:20]!r}, a modality this "
+                           f"model does not take", hint="its modalities: " + ", ".join(modalities))
+        count = value.get("count") if isinstance(value, dict) else value
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LIMIT:
+            raise BadInput(f"--limit-mm-per-prompt {key}: {str(value)[:30]} is not an item count "
+                           f"in [0, {MAX_LIMIT:,}]", hint=LIMIT_HINT)
+        out[key] = count
+    return out
+
+
+KWARGS_HINT = """e.g. --mm-processor-kwargs '{"max_pixels": 1003520}'"""
+MODELLED_KWARGS = ("max_pixels", "min_pixels", "size")
+
+
+def processor_limits(p: Processor, text: str | None) -> Processor:
+    """``p`` with ``--mm-processor-kwargs`` applied (vLLM passes them to the HF processor, whose
+    image processor then resizes within them): ``max_pixels`` / ``min_pixels``, or ``size`` with
+    ``longest_edge`` / ``shortest_edge``. Other keys are refused (memprof does not model them)."""
+    if text is None:
+        return p
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadInput(f"--mm-processor-kwargs is not JSON ({text[:40]!r})",
+                       hint=KWARGS_HINT) from None
+    if not isinstance(raw, dict):
+        raise BadInput("--mm-processor-kwargs must be a JSON object", hint=KWARGS_HINT)
+    unknown = [k for k in raw if k not in MODELLED_KWARGS]
+    if unknown:
+        raise BadInput(f"--mm-processor-kwargs {str(unknown[0])[:30]!r} is not modelled by memprof",
+                       hint="memprof reads " + ", ".join(MODELLED_KWARGS) + " (the image "
+                       "size limits); drop the others for the estimate")
+    size = raw.get("size")
+    if size is not None and not isinstance(size, dict):
+        raise BadInput("--mm-processor-kwargs size must be an object",
+                       hint="""e.g. {"size": {"longest_edge": 1003520}}""")
+    got: dict[str, int] = {}
+    for name, edge, default in (("min_pixels", "shortest_edge", p.image_min_pixels),
+                                ("max_pixels", "longest_edge", p.image_max_pixels)):
+        v = raw.get(name, (size or {}).get(edge, default))
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1 << 40:
+            raise BadInput(f"--mm-processor-kwargs {name} must be a positive pixel count, got "
+                           f"{str(v)[:30]}", hint=KWARGS_HINT)
+        got[name] = v
+    low, high = got["min_pixels"], got["max_pixels"]
+    if low > high:
+        raise BadInput(f"--mm-processor-kwargs min_pixels {low:,} is above max_pixels {high:,}",
+                       hint=KWARGS_HINT)
+    from dataclasses import replace
+
+    return replace(p, image_min_pixels=low, image_max_pixels=high)
+
+
+# --- the encoder budget (vLLM V1 profile run) -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncoderBudget:
+    """What vLLM V1's profile run feeds the vision tower: ``items`` dummy items of ``item`` (the
+    modality with the most tokens), and the encoder cache it fills (``cache_tokens`` per item:
+    the outputs are padded to the budget when shorter, ``profile_run``)."""
+
+    item: Item
+    items: int
+    compute_budget: int
+    cache_size: int
+
+    @property
+    def budget(self) -> int:
+        """``MultiModalBudget.get_encoder_budget``: min(compute budget, cache size)."""
+        return min(self.compute_budget, self.cache_size)
+
+    @property
+    def encoder_tokens(self) -> int:
+        """Tokens the tower outputs in the profile run (all items)."""
+        return self.items * self.item.encoder_tokens
+
+    @property
+    def cached_rows(self) -> int:
+        """Rows of the encoder cache during the text dummy run: each item's output, padded to
+        the budget when shorter (``profile_run``: ``output.new_zeros((encoder_budget, …))``)."""
+        return self.items * max(self.item.encoder_tokens, self.budget)
+
+
+def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: int,
+                   max_num_batched_tokens: int, max_num_seqs: int,
+                   chunked_prefill: bool = True) -> EncoderBudget | None:
+    """vLLM 0.11.0 ``compute_mm_encoder_budget`` and ``MultiModalBudget.get_max_items``; None
+    when every modality is limited to 0 (no encoder cache, no encoder profile)."""
+    items = [largest_item(t, t.processor, m, max_model_len) for m in t.modalities
+             if limits.get(m, DEFAULT_LIMIT) > 0]
+    items = [i for i in items if i.budget_tokens > 0]
+    if not items:
+        return None
+    top = max(items, key=lambda i: i.budget_tokens)
+    per_item = top.budget_tokens
+    compute = max(max_num_batched_tokens, per_item)
+    cache = max(max_num_batched_tokens, per_item)
+    budget = min(compute, cache)
+    per_prompt = max(1, min(limits.get(top.modality, DEFAULT_LIMIT), max_model_len // per_item))
+    reqs = max_num_seqs if chunked_prefill else min(max_num_seqs,
+                                                    max_num_batched_tokens // per_item)
+    batch = max(1, min(budget // per_item, reqs * per_prompt))
+    return EncoderBudget(item=top, items=batch, compute_budget=compute, cache_size=cache)
+
+
+def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it: bool,
+                     engine: str, limit_text: str | None, kwargs_text: str | None) -> None:
+    """Before any work: the engine must model the vision tower, and the multimodal settings
+    must parse (``BadInput`` with a hint otherwise). A text-only model taking them is refused."""
+    if vision is None:
+        if limit_text is not None or kwargs_text is not None:
+            flag = "--limit-mm-per-prompt" if limit_text is not None else "--mm-processor-kwargs"
+            raise BadInput(f"{flag} given, but {model} has no vision tower (text-only)",
+                           hint=f"drop {flag}")
+        return
+    if not engine_models_it:
+        raise BadInput(f"memprof does not model {engine}'s vision encoder of {model} (its "
+                       "weights, encoder cache and encoder profile)",
+                       hint="estimate it with --engine vllm, or pass the language model's own "
+                       "config.json for a text-only estimate")
+    mm_limits(limit_text, vision.modalities)
+    processor_limits(vision.processor, kwargs_text)

@@ -1,0 +1,101 @@
+"""A multimodal model's encoder in vLLM V1's profile run, and the buffers its wrapper allocates.
+
+vLLM 0.11.0 ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` (read in the wheel): unless
+``skip_mm_profiling``, when the encoder budget is above 0 it builds ``max_items_per_batch`` dummy
+items of the modality with the most tokens (``_get_mm_dummy_batch``), runs the vision tower on
+them (``get_multimodal_embeddings``), pads each output to ``encoder_budget`` rows when shorter
+and keeps them in ``encoder_cache`` while the text ``_dummy_run`` and the sampler run; the cache
+is cleared after. The budget and the items: ``memprof/core/models/multimodal.py``
+(``encoder_budget``). The profile's torch peak is therefore the larger of
+
+    the encoder forward:  pixels + the tower's live activations (one block at a time)
+    the text dummy run:   encoder cache + the text peak (``memprof/core/terms/activation.py``)
+
+so this term adds, beside the text peak: the encoder cache (profiled), and what the encoder
+forward needs above the text peak and the cache (profiled, 0 when the text run is larger).
+
+The encoder forward on P = items × tokens × merge² patches, one rank (TP-local widths; the
+attention's ``split_qkv`` all-gathers qkv when TP > 1), read from ``qwen2_5_vl.py`` /
+``qwen3_vl.py`` ``forward`` of the vision blocks (flash-attention varlen: no P² scores):
+
+    pixels     P · patch_inputs · (4 + s)   the processor's fp32 pixels and their model-dtype copy
+    attention  P · (H + 10·H/tp) · s        residual, qkv, contiguous q/k/v, q‖k and its rotation
+               + P · 3H · s with TP > 1     the all-gathered qkv
+    mlp        P · (2H + g·I/tp) · s        residual and normed input, gate_up (g = 3: gate_up +
+                                            its activation) or fc1 (g = 2: fc1 + activation)
+    deepstack  levels · P/merge² · out · s  the deepstack mergers' outputs kept to the end
+
+``Qwen3VLForConditionalGeneration.__init__`` also allocates one ``[max_num_batched_tokens, text
+hidden]`` buffer per deepstack level (``deepstack_input_embeds``, model dtype) while the model is
+built: counted in the weights ("Model loading took").
+
+The encoder forward is a reading of the code, not a measurement (no GPU run of a vision tower
+has been recorded yet); the cache and the buffers are exact sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.models.multimodal import encoder_budget, mm_limits, processor_limits
+from memprof.core.terms.activation import activation_terms
+from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
+from memprof.core.weights.vision import tower_built
+
+PIXEL_BYTES = 4  # the HF processor's pixel_values are float32
+
+
+def encoder_terms(ctx: TermContext) -> list[Component]:
+    """The deepstack buffers, the profile run's encoder cache and the encoder forward above the
+    text peak, for a model with a vision tower (``[]`` otherwise)."""
+    tower = ctx.spec.vision
+    dep = ctx.dep
+    if tower is None or not tower_built(tower, dep.limit_mm_per_prompt):
+        return []
+    s = model_bytes(ctx)
+    t = profile_tokens(dep)
+    out: list[Component] = []
+    if tower.deepstack_levels:
+        each = t * tower.text_hidden * s
+        out.append(Component(
+            name="deepstack buffers", category="weights", bytes=tower.deepstack_levels * each,
+            count=tower.deepstack_levels, where="budget", profiled=True,
+            formula=f"{tower.deepstack_levels} levels × [{t}, {tower.text_hidden}] × {s} B "
+            "(qwen3_vl.py deepstack_input_embeds, allocated with the model)"))
+    tower = replace(tower, processor=processor_limits(tower.processor, dep.mm_processor_kwargs))
+    limits = mm_limits(dep.limit_mm_per_prompt, tower.modalities)
+    max_len = dep.max_model_len or ctx.spec.max_position_embeddings or t
+    eb = encoder_budget(tower, limits=limits, max_model_len=max_len,
+                        max_num_batched_tokens=t, max_num_seqs=max_seqs(dep))
+    if eb is None:
+        return out
+    tp = dep.tp
+    h, i, m2 = tower.hidden, tower.intermediate, tower.merge * tower.merge
+    patches = eb.encoder_tokens * m2
+    pixels = patches * tower.patch_inputs * (PIXEL_BYTES + s)
+    attn = patches * (h + 10 * h // tp) * s + (patches * 3 * h * s if tp > 1 else 0)
+    mlp = patches * (2 * h + (3 if tower.gated else 2) * i // tp) * s
+    deep = tower.deepstack_levels * eb.encoder_tokens * tower.out_hidden * s
+    forward = pixels + max(attn, mlp) + deep
+    cache = eb.cached_rows * tower.embed_width * s
+    text_peak = activation_terms(ctx)[0].bytes
+    item = eb.item
+    what = (f"{eb.items} × {item.modality} of {item.encoder_tokens} tokens"
+            + (f" ({item.frames} frames)" if item.modality == "video" else "")
+            + f", budget {eb.budget} tokens")
+    out.append(Component(
+        name="encoder cache (profile run)", category="activation", bytes=cache,
+        where="budget", profiled=True,
+        formula=f"{eb.cached_rows} rows × {tower.embed_width} × {s} B; {what} "
+        "(vLLM 0.11.0 profile_run, compute_mm_encoder_budget)"))
+    above = max(0, forward - text_peak - cache)
+    out.append(Component(
+        name="vision encoder forward (profile run)", category="activation", bytes=above,
+        where="budget", profiled=True,
+        formula=f"max(0, forward {fmt_bytes(forward)} − text peak {fmt_bytes(text_peak)} − "
+        f"cache {fmt_bytes(cache)}); forward on {patches} patches = pixels "
+        f"{fmt_bytes(pixels)} + max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + "
+        f"deepstack {fmt_bytes(deep)}"))
+    return out
