@@ -282,7 +282,7 @@ def mm_limits(text: str | None, modalities: tuple[str, ...]) -> dict[str, int]:
     raw: object
     pairs: dict[str, int] = {}
     stripped = text.strip()
-    if stripped.startswith("{"):
+    if stripped.startswith(("{", "[")):
         try:
             raw = json.loads(stripped)
         except (ValueError, RecursionError):
