@@ -49,7 +49,7 @@ def test_the_budget_takes_the_modality_with_most_tokens() -> None:
                           max_num_batched_tokens=8192, max_num_seqs=256)
     assert both is not None
     assert (both.item.modality, both.budget, both.items) == ("video", 32768, 1)
-    images = encoder_budget(v, limits=mm_limits('{"video": 0}', v.modalities),
+    images = encoder_budget(v, limits=mm_limits('{"video": {"count": 0}}', v.modalities),
                             max_model_len=32768, max_num_batched_tokens=65536, max_num_seqs=256)
     assert images is not None
     # budget max(65536, 16384) = 65536 → 4 images of 16384 tokens; profile_run pads each
@@ -108,6 +108,7 @@ def test_text_models_gain_no_encoder_term() -> None:
     (["--limit-mm-per-prompt", '{"audio": 1}'], "'audio', a modality this model does not take"),
     (["--limit-mm-per-prompt", '{"image": -1}'], "is not an item count"),
     (["--limit-mm-per-prompt", "image=two"], "is not an item count"),
+    (["--limit-mm-per-prompt", '{"image": {"count": 1, "width": 512}}'], "'width'"),
     (["--mm-processor-kwargs", '{"fps": 2}'], "'fps' is not modelled"),
     (["--mm-processor-kwargs", '{"max_pixels": 0}'], "must be a positive pixel count"),
     (["--mm-processor-kwargs", '{"min_pixels": 9000000, "max_pixels": 3136}'], "is above"),

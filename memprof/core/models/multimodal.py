@@ -273,7 +273,8 @@ LIMIT_HINT = """e.g. --limit-mm-per-prompt '{"image": 2, "video": 0}' (JSON, as 
 
 def mm_limits(text: str | None, modalities: tuple[str, ...]) -> dict[str, int]:
     """``--limit-mm-per-prompt`` read as vLLM reads it: a JSON object of modality → items per
-    prompt (an item count, or an object with a ``count``), or the older ``image=2,video=0``
+    prompt (an item count, or an object with a ``count``; newer releases' ``width`` / ``height`` /
+    ``num_frames`` there are refused, not modelled), or the older ``image=2,video=0``
     form; a modality left out keeps vLLM's default (999). A modality the model lacks, a
     negative or non-integer count is a ``BadInput``."""
     out = dict.fromkeys(modalities, DEFAULT_LIMIT)
@@ -307,6 +308,11 @@ def mm_limits(text: str | None, modalities: tuple[str, ...]) -> dict[str, int]:
         if key not in modalities:
             raise BadInput(f"--limit-mm-per-prompt names {str(key)[:20]!r}, a modality this "
                            f"model does not take", hint="its modalities: " + ", ".join(modalities))
+        if isinstance(value, dict) and set(value) - {"count"}:
+            extra = sorted(set(value) - {"count"})[0]
+            raise BadInput(f"--limit-mm-per-prompt {key}: {extra!r} (the dummy item's size) is "
+                           "not modelled by memprof", hint=f'give the count only, e.g. {{"{key}": '
+                           f'{{"count": {value.get("count", 1)}}}}}')
         count = value.get("count") if isinstance(value, dict) else value
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LIMIT:
             raise BadInput(f"--limit-mm-per-prompt {key}: {str(value)[:30]} is not an item count "
