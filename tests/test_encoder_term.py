@@ -49,13 +49,17 @@ def test_the_budget_takes_the_modality_with_most_tokens() -> None:
                           max_num_batched_tokens=8192, max_num_seqs=256)
     assert both is not None
     assert (both.item.modality, both.budget, both.items) == ("video", 32768, 1)
-    images = encoder_budget(v, limits=mm_limits('{"video": {"count": 0}}', v.modalities),
-                            max_model_len=32768, max_num_batched_tokens=65536, max_num_seqs=256)
-    assert images is not None
-    # budget max(65536, 16384) = 65536 → 4 images of 16384 tokens; profile_run pads each
-    # item's output to the budget before caching it (output.new_zeros((encoder_budget, …)))
-    assert (images.item.modality, images.budget, images.items, images.cached_rows) == (
-        "image", 65536, 4, 4 * 65536)
+    limits = mm_limits('{"video": {"count": 0}}', v.modalities)
+    # budget max(65536, 16384) = 65536 → 4 images of 16384 tokens; 0.11.0 - 0.12.0 pad each
+    # item's output to the budget before caching it (output.new_zeros((encoder_budget, …))),
+    # 0.13.0 on cache the outputs as they are
+    for version, rows in (("0.11.0", 4 * 65536), ("0.13.0", 4 * 16384), ("0.33.0", 4 * 16384)):
+        images = encoder_budget(v, limits=limits, max_model_len=32768,
+                                max_num_batched_tokens=65536, max_num_seqs=256,
+                                version=version)
+        assert images is not None
+        assert (images.item.modality, images.budget, images.items, images.cached_rows) == (
+            "image", 65536, 4, rows), version
     assert encoder_budget(v, limits=mm_limits("image=0,video=0", v.modalities),
                           max_model_len=32768, max_num_batched_tokens=8192,
                           max_num_seqs=256) is None
@@ -65,8 +69,37 @@ def test_max_pixels_shrinks_the_largest_image() -> None:
     v = load_model(VL).vision
     assert v is not None
     p = processor_limits(v.processor, '{"max_pixels": 1003520}')
-    # smart_resize: sqrt(1003520) = 1001.8 → 35 × 28 = 980 a side → 70² patches / 4
-    assert largest_item(v, p, "image", 32768).encoder_tokens == 35 * 35
+    # to 0.12.0, a 9999999² image resized: sqrt(1003520) = 1001.8 → 35 × 28 = 980 a side
+    assert largest_item(v, p, "image", 32768, "0.12.0").encoder_tokens == 35 * 35
+    # from 0.13.0, 1003520 // 28² = 1280 merged patches factorised (32 × 40)
+    assert largest_item(v, p, "image", 32768, "0.13.0").encoder_tokens == 1280
+
+
+def test_qwen3_vl_video_by_release() -> None:
+    v = load_model("qwen3-vl-4b-instruct").vision
+    assert v is not None
+    p = v.processor
+    # 0.11.0: the most frames (≤ 24576) of the 4096² image within 25165824 clip pixels:
+    # 24576 frames of 32 × 32 → 12288 tokens, budgeted × 12.5
+    old = largest_item(v, p, "video", 32768, "0.11.0")
+    assert (old.frames, old.encoder_tokens, old.budget_tokens) == (24576, 12288, 153600)
+    mid = largest_item(v, p, "video", 32768, "0.13.0")
+    assert (mid.encoder_tokens, mid.budget_tokens) == (12288, 12288)
+    # 0.15.0 on: two frames of the largest image within 25165824 // 2 pixels: 12288 merged
+    # patches (96 × 128 factor pair) → 12288 tokens
+    new = largest_item(v, p, "video", 32768, "0.15.0")
+    assert (new.frames, new.encoder_tokens, new.budget_tokens) == (2, 12288, 12288)
+    assert largest_item(v, p, "image", 32768, "0.15.0").encoder_tokens == 16384
+
+
+def test_releases_before_the_model_or_the_modelled_profile() -> None:
+    code, _out, err = invoke(["estimate", "--model", "qwen3-vl-4b-instruct", "--gpu", "H100",
+                              "--engine-version", "0.10.2"])
+    assert code == 2
+    one_error(err, "has no qwen3-vl-4b-instruct architecture")
+    comps = _components("--model", VL, "--engine-version", "0.10.2", "--max-model-len", "32768")
+    assert comps["encoder profile (not modelled at this release)"] == 0
+    assert "encoder cache (profile run)" not in comps
 
 
 def test_the_encoder_terms_by_hand() -> None:

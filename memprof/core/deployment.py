@@ -279,7 +279,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     resolve_version(dep.engine_version, dep.engine)
     check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
                      engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
-                     limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs)
+                     limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
+                     version=resolve_version(dep.engine_version, dep.engine))
     if dep.entrypoint not in ENTRYPOINTS:
         raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")

@@ -21,6 +21,8 @@ from memprof.core.kvcache import (
     V0_MLA_ENTRY_ALIGN,
 )
 from memprof.core.models import ModelSpec
+from memprof.core.models.families.qwen_vl import MULTIMODAL_RULES
+from memprof.core.models.multimodal import ENCODER_PROFILE
 from memprof.core.terms.activation import V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
@@ -41,7 +43,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM,
+    NCCL_CUMEM, ENCODER_PROFILE, *MULTIMODAL_RULES,
 )
 
 
@@ -62,6 +64,7 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "gpt_oss": spec.family == "gpt_oss",
         "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
         "nccl": bool(nccl_groups(dep)),
+        "multimodal": spec.vision is not None,
     }.get(rule.applies_to, True)
 
 

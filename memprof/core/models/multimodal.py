@@ -13,7 +13,9 @@ is generic and reads the tower:
 - the ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` settings: ``mm_limits`` and
   ``processor_limits`` here, checked by ``check_multimodal`` before any work is done.
 
-The token arithmetic follows vLLM 0.11.0 (read in the wheel):
+The token arithmetic follows vLLM (read in the 0.11.0 wheel, and where it changed in the 0.11.1,
+0.12.0, 0.13.0, 0.14.0, 0.14.1, 0.15.0, 0.16.0 and 0.33.0 wheels: ``ENCODER_PROFILE``, the
+families' ``VideoRule`` rows):
 ``vllm/model_executor/models/qwen2_vl.py`` ``Qwen2VLProcessingInfo._get_vision_info`` /
 ``get_max_image_tokens`` / ``get_max_video_tokens`` (and the ``Qwen3VLProcessingInfo`` overrides),
 ``vllm/multimodal/registry.py`` ``get_max_tokens_per_item_by_nonzero_modality`` (one item of each
@@ -33,9 +35,26 @@ from functools import lru_cache
 from typing import Any
 
 from memprof.base.errors import BadInput, ConfigError
+from memprof.core.versions import Rule, value_at
 
 DEFAULT_LIMIT = 999  # vllm/config/multimodal.py get_limit_per_prompt under V1 (v0.11.0)
 MAX_LIMIT = 1 << 20  # items per prompt: far above any real limit, bounds the arithmetic
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VideoRule:
+    """How vLLM sizes a model's largest video at a release (its processing info's
+    ``get_max_video_tokens``): ``rule`` ``"frames"`` resizes every frame as an image and counts
+    the most frames whose tokens fit ``max_model_len`` (from ``start_frames``, at most
+    ``max_frames``); ``"clip"`` does the same with the video processor bounding the whole clip's
+    pixels; ``"two_frames"`` takes two frames of the largest image within the video processor's
+    ``longest_edge // temporal_patch``. ``token_scale``: placeholder tokens budgeted per video
+    token."""
+
+    rule: str
+    start_frames: int = 1
+    max_frames: int = 1
+    token_scale: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,20 +63,16 @@ class Processor:
     processor; memprof keeps its defaults on the family row, with the file they come from).
 
     ``image_min_pixels`` / ``image_max_pixels``: the image processor's ``min_pixels`` /
-    ``max_pixels`` (``size["shortest_edge"]`` / ``size["longest_edge"]``). Video: ``video_rule``
-    ``"frames"`` resizes every frame as an image (Qwen2-VL's processor), ``"clip"`` bounds the
-    whole clip's pixels by ``video_max_pixels`` (Qwen3-VL's video processor); ``max_frames`` is
-    the model's frame cap in vLLM, ``start_frames`` the dummy's smallest frame count, and
-    ``video_token_scale`` the placeholder tokens per vision token vLLM budgets for a video."""
+    ``max_pixels`` (``size["shortest_edge"]`` / ``size["longest_edge"]``);
+    ``video_min_pixels`` / ``video_max_pixels``: the video processor's (0: it resizes frames
+    as images); ``video``: ``VideoRule`` rows by vLLM release (a release with no row: its
+    video sizing is not modelled)."""
 
     image_min_pixels: int
     image_max_pixels: int
-    video_rule: str = "frames"  # "frames" | "clip" | "" (no video modality)
     video_min_pixels: int = 0
     video_max_pixels: int = 0
-    max_frames: int = 0
-    start_frames: int = 1
-    video_token_scale: float = 1.0
+    video: tuple[Rule, ...] = ()
     source: str = ""
 
 
@@ -93,6 +108,7 @@ class VisionTower:
     text_hidden: int = 0  # the language model's hidden size (deepstack buffers)
     processor: Processor
     modalities: tuple[str, ...] = ("image", "video")
+    releases: tuple[Rule, ...] = ()  # the vLLM releases with the architecture (value True)
     source: str = ""
 
     @property
@@ -176,7 +192,7 @@ def language_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-# --- the largest image and video (vLLM 0.11.0 processing info) -----------------------------------
+# --- the largest image and video (the processing info of vLLM's Qwen2-VL family) ------------------
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int,
@@ -214,12 +230,64 @@ def clip_resize(frames: int, height: int, width: int, factor: int, temporal: int
     return h_bar, w_bar
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileEra:
+    """What vLLM V1's encoder profile does at a release: whether ``profile_run`` pads each
+    item's output to the encoder budget before caching it, and whether
+    ``get_image_size_with_most_features`` factorises ``max_pixels // (patch·merge)²`` merged
+    patches (else it resizes a 9999999² image, a square)."""
+
+    pad_to_budget: bool
+    factorized_image: bool
+
+
+ENCODER_PROFILE: tuple[Rule, ...] = (
+    Rule(name="mm_encoder_profile", changes="encoder cache (profile run)", since="0.11.0",
+         until="0.13.0", value=ProfileEra(pad_to_budget=True, factorized_image=False),
+         introduced_by="first seen in 0.11.0 (0.10.2 caches the outputs unpadded; the releases "
+         "before 0.11.0 are not modelled)",
+         removed_by="first seen in 0.13.0: outputs cached unpadded, the largest image by "
+         "factorising max_pixels",
+         source="0.11.0 / 0.11.1 / 0.12.0 wheels: v1/worker/gpu_model_runner.py profile_run "
+         "(output.new_zeros((encoder_budget, …))), models/qwen2_vl.py "
+         "get_image_size_with_most_features (_get_vision_info of a 9999999² image)",
+         applies_to="multimodal"),
+    Rule(name="mm_encoder_profile", changes="encoder cache (profile run)", since="0.13.0",
+         until=None, value=ProfileEra(pad_to_budget=False, factorized_image=True),
+         introduced_by="first seen in 0.13.0",
+         source="0.13.0 / 0.15.0 / 0.33.0 wheels: profile_run (encoder_cache[f'tmp_{i}'] = "
+         "output), qwen2_vl.py get_image_size_with_most_features (closest_factor_pair, aspect "
+         "≤ 200)", applies_to="multimodal"),
+)
+"""vLLM V1's encoder profile by release; before 0.11.0 no row: the encoder term says that
+release's encoder profile is not modelled (0.8.0 - 0.10.2 size the largest video against the
+images' tokens and 16 frames, V0 before 0.8.0 profiles inside its dummy sequences)."""
+
 _HUGE = 9_999_999  # vLLM asks for the size of a 9999999 × 9999999 image (get_image_size_…)
+MAX_ASPECT = 200  # the processors refuse a longer side over 200 × the shorter
 
 
-def _image_size(t: VisionTower, p: Processor) -> tuple[int, int]:
-    """``get_image_size_with_most_features``: the largest image the processor keeps."""
-    return smart_resize(_HUGE, _HUGE, t.patch * t.merge, p.image_min_pixels, p.image_max_pixels)
+def _closest_factor_pair(n: int) -> tuple[int, int]:
+    for d in range(math.isqrt(n), 0, -1):
+        if n % d == 0:
+            return d, n // d
+    return 1, n
+
+
+def _image_size(t: VisionTower, max_pixels: int, min_pixels: int,
+                factorized: bool) -> tuple[int, int]:
+    """``get_image_size_with_most_features``: (height, width) of the largest image within
+    ``max_pixels`` — the most merged patches ``max_pixels // unit²`` split into the closest
+    factor pair of aspect at most 200 (``factorized``), else a 9999999² image resized."""
+    unit = t.patch * t.merge
+    if not factorized:
+        return smart_resize(_HUGE, _HUGE, unit, min_pixels, max_pixels)
+    hf, wf = 1, max(1, max_pixels // (unit * unit))
+    for n in range(wf, 0, -1):
+        hf, wf = _closest_factor_pair(n)
+        if wf / hf <= MAX_ASPECT:
+            break
+    return unit * hf, unit * wf
 
 
 def _vision_tokens(t: VisionTower, frames: int, h: int, w: int) -> int:
@@ -229,9 +297,10 @@ def _vision_tokens(t: VisionTower, frames: int, h: int, w: int) -> int:
     return grid_t * (h // t.patch) * (w // t.patch) // (t.merge * t.merge)
 
 
-def _video_tokens(t: VisionTower, p: Processor, frames: int) -> int:
-    h, w = _image_size(t, p)
-    if p.video_rule == "clip":
+def _video_tokens(t: VisionTower, p: Processor, rule: VideoRule, frames: int,
+                  size: tuple[int, int]) -> int:
+    h, w = size
+    if rule.rule in ("clip", "two_frames"):  # the video processor resizes the clip
         h, w = clip_resize(frames, h, w, t.patch * t.merge, t.temporal_patch,
                            p.video_min_pixels, p.video_max_pixels)
     return _vision_tokens(t, frames, h, w)
@@ -248,21 +317,37 @@ class Item:
     frames: int = 1
 
 
+def video_rule(p: Processor, version: str | None) -> VideoRule | None:
+    """The processor's video rule at ``version`` (None: the release lacks the model)."""
+    found = value_at(p.video, version, None)
+    return found if isinstance(found, VideoRule) else None
+
+
 @lru_cache(maxsize=64)
-def largest_item(t: VisionTower, p: Processor, modality: str, seq_len: int) -> Item:
-    """The largest item of ``modality`` (vLLM 0.11.0 ``get_mm_max_tokens_per_item``, one item
-    of each modality): an image of the most features; a video of the most frames whose
-    tokens fit ``seq_len`` (``_get_max_video_frames``), at most ``max_frames``."""
+def largest_item(t: VisionTower, p: Processor, modality: str, seq_len: int,
+                 version: str | None = None) -> Item:
+    """The largest item of ``modality`` at ``version`` (``get_mm_max_tokens_per_item``, one
+    item of each modality): an image of the most features; a video by its ``VideoRule``."""
+    era = value_at(ENCODER_PROFILE, version, ENCODER_PROFILE[-1].value)
+    assert isinstance(era, ProfileEra)
+    image = _image_size(t, p.image_max_pixels, p.image_min_pixels, era.factorized_image)
     if modality == "image":
-        h, w = _image_size(t, p)
-        n = _vision_tokens(t, 1, h, w)
+        n = _vision_tokens(t, 1, *image)
         return Item(modality="image", encoder_tokens=n, budget_tokens=n)
-    frames = p.start_frames
-    while frames < p.max_frames and _video_tokens(t, p, frames + 1) <= seq_len:
+    rule = video_rule(p, version)
+    if rule is None:
+        return Item(modality="video", encoder_tokens=0, budget_tokens=0, frames=0)
+    if rule.rule == "two_frames":
+        size = _image_size(t, p.video_max_pixels // t.temporal_patch, p.image_min_pixels,
+                           era.factorized_image)
+        n = _video_tokens(t, p, rule, 2, size)
+        return Item(modality="video", encoder_tokens=n, budget_tokens=n, frames=2)
+    frames = rule.start_frames
+    while frames < rule.max_frames and _video_tokens(t, p, rule, frames + 1, image) <= seq_len:
         frames += 1
-    frames = max(1, min(frames, p.max_frames))
-    n = _video_tokens(t, p, frames)
-    return Item(modality="video", encoder_tokens=n, budget_tokens=int(n * p.video_token_scale),
+    frames = max(1, min(frames, rule.max_frames))
+    n = _video_tokens(t, p, rule, frames, image)
+    return Item(modality="video", encoder_tokens=n, budget_tokens=int(n * rule.token_scale),
                 frames=frames)
 
 
@@ -377,6 +462,7 @@ class EncoderBudget:
     items: int
     compute_budget: int
     cache_size: int
+    pad_to_budget: bool = False  # the release pads each output to the budget (ProfileEra)
 
     @property
     def budget(self) -> int:
@@ -391,16 +477,23 @@ class EncoderBudget:
     @property
     def cached_rows(self) -> int:
         """Rows of the encoder cache during the text dummy run: each item's output, padded to
-        the budget when shorter (``profile_run``: ``output.new_zeros((encoder_budget, …))``)."""
-        return self.items * max(self.item.encoder_tokens, self.budget)
+        the budget when shorter where the release does (``profile_run``:
+        ``output.new_zeros((encoder_budget, …))``, ``ENCODER_PROFILE``)."""
+        per = max(self.item.encoder_tokens, self.budget) if self.pad_to_budget else (
+            self.item.encoder_tokens)
+        return self.items * per
 
 
 def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: int,
                    max_num_batched_tokens: int, max_num_seqs: int,
-                   chunked_prefill: bool = True) -> EncoderBudget | None:
-    """vLLM 0.11.0 ``compute_mm_encoder_budget`` and ``MultiModalBudget.get_max_items``; None
-    when every modality is limited to 0 (no encoder cache, no encoder profile)."""
-    items = [largest_item(t, t.processor, m, max_model_len) for m in t.modalities
+                   chunked_prefill: bool = True, version: str | None = None
+                   ) -> EncoderBudget | None:
+    """``compute_mm_encoder_budget`` and ``MultiModalBudget.get_max_items`` (the same from 0.11.0
+    to 0.33.0 with the budget flags left at their defaults); None when every modality is
+    limited to 0 (no encoder cache, no encoder profile)."""
+    era = value_at(ENCODER_PROFILE, version, ENCODER_PROFILE[-1].value)
+    assert isinstance(era, ProfileEra)
+    items = [largest_item(t, t.processor, m, max_model_len, version) for m in t.modalities
              if limits.get(m, DEFAULT_LIMIT) > 0]
     items = [i for i in items if i.budget_tokens > 0]
     if not items:
@@ -414,13 +507,16 @@ def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: 
     reqs = max_num_seqs if chunked_prefill else min(max_num_seqs,
                                                     max_num_batched_tokens // per_item)
     batch = max(1, min(budget // per_item, reqs * per_prompt))
-    return EncoderBudget(item=top, items=batch, compute_budget=compute, cache_size=cache)
+    return EncoderBudget(item=top, items=batch, compute_budget=compute, cache_size=cache,
+                         pad_to_budget=era.pad_to_budget)
 
 
 def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it: bool,
-                     engine: str, limit_text: str | None, kwargs_text: str | None) -> None:
-    """Before any work: the engine must model the vision tower, and the multimodal settings
-    must parse (``BadInput`` with a hint otherwise). A text-only model taking them is refused."""
+                     engine: str, limit_text: str | None, kwargs_text: str | None,
+                     version: str | None = None) -> None:
+    """Before any work: the engine must model the vision tower, the release must have the
+    model (its processor's ``video`` rows), and the multimodal settings must parse
+    (``BadInput`` with a hint otherwise). A text-only model taking them is refused."""
     if vision is None:
         if limit_text is not None or kwargs_text is not None:
             flag = "--limit-mm-per-prompt" if limit_text is not None else "--mm-processor-kwargs"
@@ -432,5 +528,10 @@ def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it
                        "weights, encoder cache and encoder profile)",
                        hint="estimate it with --engine vllm, or pass the language model's own "
                        "config.json for a text-only estimate")
+    if vision.releases and not value_at(vision.releases, version, False):
+        first = vision.releases[0].since
+        raise BadInput(f"{engine} {version} has no {model} architecture (vLLM added it in "
+                       f"{first}, {vision.releases[0].introduced_by})",
+                       hint=f"use --engine-version {first} or later")
     mm_limits(limit_text, vision.modalities)
     processor_limits(vision.processor, kwargs_text)

@@ -1,11 +1,13 @@
 """A multimodal model's encoder in vLLM V1's profile run, and the buffers its wrapper allocates.
 
-vLLM 0.11.0 ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` (read in the wheel): unless
-``skip_mm_profiling``, when the encoder budget is above 0 it builds ``max_items_per_batch`` dummy
-items of the modality with the most tokens (``_get_mm_dummy_batch``), runs the vision tower on
-them (``get_multimodal_embeddings``), pads each output to ``encoder_budget`` rows when shorter
-and keeps them in ``encoder_cache`` while the text ``_dummy_run`` and the sampler run; the cache
-is cleared after. The budget and the items: ``memprof/core/models/multimodal.py``
+vLLM ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` (read in the 0.11.0, 0.13.0 and
+0.33.0 wheels): unless ``skip_mm_profiling``, when the encoder budget is above 0 it builds
+``max_items_per_batch`` dummy items of the modality with the most tokens
+(``_get_mm_dummy_batch``), runs the vision tower on them (``get_multimodal_embeddings`` /
+``embed_multimodal``) and keeps the outputs in ``encoder_cache`` while the text ``_dummy_run``
+and the sampler run — 0.11.0 to 0.12.0 pad each output to ``encoder_budget`` rows first
+(``ENCODER_PROFILE``); the cache is cleared after. Releases before 0.11.0 are not modelled (a
+labelled placeholder says so). The budget and the items: ``memprof/core/models/multimodal.py``
 (``encoder_budget``). The profile's torch peak is therefore the larger of
 
     the encoder forward:  pixels + the tower's live activations (one block at a time)
@@ -39,9 +41,15 @@ from dataclasses import replace
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
-from memprof.core.models.multimodal import encoder_budget, mm_limits, processor_limits
+from memprof.core.models.multimodal import (
+    ENCODER_PROFILE,
+    encoder_budget,
+    mm_limits,
+    processor_limits,
+)
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
+from memprof.core.versions import value_at
 from memprof.core.weights.vision import tower_built
 
 PIXEL_BYTES = 4  # the HF processor's pixel_values are float32
@@ -64,11 +72,20 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
             count=tower.deepstack_levels, where="budget", profiled=True,
             formula=f"{tower.deepstack_levels} levels × [{t}, {tower.text_hidden}] × {s} B "
             "(qwen3_vl.py deepstack_input_embeds, allocated with the model)"))
+    if value_at(ENCODER_PROFILE, dep.engine_version, None) is None:
+        out.append(Component(
+            name="encoder profile (not modelled at this release)", category="activation",
+            bytes=0, where="budget", profiled=True, placeholder=True,
+            formula="vLLM before 0.11.0 sizes the largest video against the images' tokens "
+            "(0.8.0-0.10.2) or profiles inside its V0 dummy sequences: left out, not guessed "
+            "(ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
+        return out
     tower = replace(tower, processor=processor_limits(tower.processor, dep.mm_processor_kwargs))
     limits = mm_limits(dep.limit_mm_per_prompt, tower.modalities)
     max_len = dep.max_model_len or ctx.spec.max_position_embeddings or t
     eb = encoder_budget(tower, limits=limits, max_model_len=max_len,
-                        max_num_batched_tokens=t, max_num_seqs=max_seqs(dep))
+                        max_num_batched_tokens=t, max_num_seqs=max_seqs(dep),
+                        version=dep.engine_version)
     if eb is None:
         return out
     tp = dep.tp

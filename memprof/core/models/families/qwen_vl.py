@@ -29,9 +29,10 @@ Sources (vLLM 0.11.0, read in the wheel):
   (``min_pixels`` 3136, ``max_pixels`` 12845056), vLLM ``qwen2_vl.py`` ``_MAX_FRAMES_PER_VIDEO``
   14 (a video resized frame by frame with the image processor); the Qwen3-VL checkpoints'
   ``preprocessor_config.json`` (``size`` 65536 – 16777216 pixels) and
-  ``video_preprocessor_config.json`` (``size`` 4096 – 25165824 pixels for the whole clip), vLLM
-  ``qwen3_vl.py`` ``_MAX_FRAMES_PER_VIDEO`` 24576, two frames at least, and 12.5 placeholder
-  tokens budgeted per video token (``get_max_video_tokens``: timestamps around each token).
+  ``video_preprocessor_config.json`` (``size`` 4096 – 25165824 pixels for the whole clip). How
+  vLLM sizes the largest video changed by release: the ``VideoRule`` rows below (Qwen3-VL: up
+  to 0.12.0 the most frames that fit, 12.5 placeholder tokens budgeted per video token; 0.13.0
+  to 0.14.1 without that scale; from 0.15.0 two frames of the video processor's size).
 """
 
 from __future__ import annotations
@@ -41,19 +42,61 @@ from typing import Any
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families import qwen, qwen_moe
 from memprof.core.models.families.row import Built, Family
-from memprof.core.models.multimodal import Processor, VisionTower, vision_fields, vision_int
+from memprof.core.models.multimodal import (
+    Processor,
+    VideoRule,
+    VisionTower,
+    vision_fields,
+    vision_int,
+)
+from memprof.core.versions import Rule
 
 QWEN2_5_VL_PROCESSOR = Processor(
-    image_min_pixels=3136, image_max_pixels=12845056, video_rule="frames", max_frames=14,
-    start_frames=1,
-    source="Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json; vLLM 0.11.0 qwen2_vl.py "
-    "_MAX_FRAMES_PER_VIDEO")
+    image_min_pixels=3136, image_max_pixels=12845056,
+    video=(Rule(name="qwen2_5_vl_video", changes="encoder cache (profile run)", since="0.11.0",
+                until=None, value=VideoRule(rule="frames", start_frames=1, max_frames=14),
+                introduced_by="first seen in 0.11.0 (0.10.2: 16 frames against the images' "
+                "tokens, not modelled)",
+                source="0.11.0 / 0.33.0 models/qwen2_vl.py get_max_video_tokens, "
+                "_get_max_video_frames, _MAX_FRAMES_PER_VIDEO = 14",
+                applies_to="multimodal"),),
+    source="Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json (min_pixels, max_pixels)")
 QWEN3_VL_PROCESSOR = Processor(
-    image_min_pixels=65536, image_max_pixels=16777216, video_rule="clip",
-    video_min_pixels=4096, video_max_pixels=25165824, max_frames=24576, start_frames=2,
-    video_token_scale=12.5,
+    image_min_pixels=65536, image_max_pixels=16777216,
+    video_min_pixels=4096, video_max_pixels=25165824,
+    video=(
+        Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.11.0",
+             until="0.13.0",
+             value=VideoRule(rule="clip", start_frames=2, max_frames=24576, token_scale=12.5),
+             introduced_by="Qwen3-VL support (vLLM 0.11.0)",
+             removed_by="first seen in 0.13.0: no timestamp scale",
+             source="0.11.0 / 0.12.0 models/qwen3_vl.py get_max_video_tokens (× 12.5), "
+             "_MAX_FRAMES_PER_VIDEO = 24576", applies_to="multimodal"),
+        Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.13.0",
+             until="0.15.0", value=VideoRule(rule="clip", start_frames=2, max_frames=24576),
+             introduced_by="first seen in 0.13.0",
+             removed_by="first seen in 0.15.0: two frames of the video processor's size",
+             source="0.13.0 / 0.14.1 models/qwen3_vl.py get_max_video_tokens",
+             applies_to="multimodal"),
+        Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.15.0",
+             until=None, value=VideoRule(rule="two_frames"), introduced_by="first seen in 0.15.0",
+             source="0.15.0 / 0.16.0 / 0.33.0 models/qwen3_vl.py get_max_video_tokens "
+             "(num_frames=2, max_pixels = longest_edge // temporal_patch_size)",
+             applies_to="multimodal"),
+    ),
     source="Qwen/Qwen3-VL-*-Instruct preprocessor_config.json / video_preprocessor_config.json "
-    "size; vLLM 0.11.0 qwen3_vl.py _MAX_FRAMES_PER_VIDEO, get_max_video_tokens")
+    "size")
+
+
+QWEN2_5_VL_RELEASES = (Rule(
+    name="qwen2_5_vl_model", changes="the model", since="0.7.2", until=None,
+    introduced_by="Qwen2.5-VL support (vLLM PR #12604)",
+    source="vLLM 0.7.2 model_executor/models/qwen2_5_vl.py", applies_to="multimodal"),)
+QWEN3_VL_RELEASES = (Rule(
+    name="qwen3_vl_model", changes="the model", since="0.11.0", until=None,
+    introduced_by="Qwen3-VL support (first in 0.11.0; 0.10.2 has no qwen3_vl.py)",
+    source="vLLM 0.11.0 model_executor/models/qwen3_vl.py, qwen3_vl_moe.py",
+    applies_to="multimodal"),)
 
 
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
@@ -65,7 +108,8 @@ def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
         merge=vision_int(vc, "spatial_merge_size"), out_hidden=vision_int(vc, "out_hidden_size"),
         gated=True, norm_bias=False, patch_bias=False, text_hidden=text_hidden,
-        processor=QWEN2_5_VL_PROCESSOR, source="vLLM 0.11.0 qwen2_5_vl.py")
+        processor=QWEN2_5_VL_PROCESSOR, releases=QWEN2_5_VL_RELEASES,
+        source="vLLM 0.11.0 qwen2_5_vl.py")
 
 
 def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
@@ -79,7 +123,8 @@ def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         gated=False, norm_bias=True, patch_bias=True,
         position_embeddings=vision_int(vc, "num_position_embeddings"),
         deepstack_levels=len(vc.get("deepstack_visual_indexes") or []), text_hidden=text_hidden,
-        processor=QWEN3_VL_PROCESSOR, source="vLLM 0.11.0 qwen3_vl.py")
+        processor=QWEN3_VL_PROCESSOR, releases=QWEN3_VL_RELEASES,
+        source="vLLM 0.11.0 qwen3_vl.py")
 
 
 def _qwen2_5_vl_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
@@ -112,3 +157,7 @@ QWEN3_VL_MOE = Family(
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
     attention="gqa", moe=True, vision=_qwen3_vl_tower,
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
+
+MULTIMODAL_RULES = (QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, QWEN2_5_VL_PROCESSOR.video,
+                    QWEN3_VL_PROCESSOR.video)
+"""This module's release rows (``memprof versions`` lists them: memprof/core/version_diff.py)."""
