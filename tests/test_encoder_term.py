@@ -158,3 +158,18 @@ def test_a_text_model_refuses_the_multimodal_flags() -> None:
                               "--limit-mm-per-prompt", '{"image": 1}'])
     assert code == 2
     one_error(err, "has no vision tower")
+
+
+def test_model_runner_v2_profiles_the_encoder_on_the_first_stage_only() -> None:
+    def stages(version: str) -> list[set[str]]:
+        code, out, err = invoke(["estimate", "--model", VL, "--gpu", "H100", "-f", "json",
+                                 "-pp", "2", "--max-model-len", "32768",
+                                 "--engine-version", version])
+        assert code == 0, err
+        return [{c["name"] for c in r["components"]} for r in json.loads(out)["ranks"]]
+
+    v1 = stages("0.28.0")
+    assert all("encoder cache (profile run)" in names for names in v1)
+    v2 = stages("0.29.0")
+    assert "encoder cache (profile run)" in v2[0]
+    assert "encoder cache (profile run)" not in v2[1]

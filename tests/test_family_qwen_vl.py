@@ -110,3 +110,24 @@ def test_no_image_and_no_video_builds_no_tower() -> None:
     assert _bytes("qwen2.5-vl-7b-instruct", dep, group=GROUP) == 0
     one = Deployment(limit_mm_per_prompt='{"image": 1, "video": 0}')
     assert _bytes("qwen2.5-vl-7b-instruct", one, group=GROUP) > 0
+
+
+def test_the_tower_by_pp_stage_and_release() -> None:
+    # to 0.32.0 every PP stage builds the tower; from 0.33.0 (Model Runner V2,
+    # _mark_tower_model) only the first
+    for version, last_has_it in (("0.32.0", True), ("0.33.0", False)):
+        dep = Deployment(pp=2, engine_version=version)
+        first = _bytes("qwen2.5-vl-7b-instruct", dep, rank=0, group=GROUP)
+        last = _bytes("qwen2.5-vl-7b-instruct", dep, rank=1, group=GROUP)
+        assert first == QWEN25_TOTAL - 2 * (2 * 152064 * 3584 + 28 * (
+            3584 * 3584 + 3584 + 2 * (512 * 3584 + 512) + 3584 * 3584 + 3 * 3584 * 18944
+            + 2 * 3584) + 3584)
+        assert (last == first) is last_has_it and (last == 0) is not last_has_it
+
+
+def test_before_0_10_1_the_tower_is_built_whatever_the_limits() -> None:
+    limits = '{"image": 0, "video": 0}'
+    old = Deployment(limit_mm_per_prompt=limits, engine_version="0.10.0")
+    new = Deployment(limit_mm_per_prompt=limits, engine_version="0.10.1")
+    assert _bytes("qwen2.5-vl-7b-instruct", old, group=GROUP) == 2 * 676_550_144
+    assert _bytes("qwen2.5-vl-7b-instruct", new, group=GROUP) == 0

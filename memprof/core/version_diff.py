@@ -26,6 +26,7 @@ from memprof.core.models.multimodal import ENCODER_PROFILE
 from memprof.core.terms.activation import V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
@@ -35,6 +36,7 @@ from memprof.core.weights.mlp import (
     SGLANG_MARLIN_STALE_SCALE_INV,
 )
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
+from memprof.core.weights.vision import TOWER_SKIPPED
 
 # Every version-dependent rule memprof models, by the module that keeps its rows.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
@@ -43,7 +45,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM, ENCODER_PROFILE, *MULTIMODAL_RULES,
+    NCCL_CUMEM, ENCODER_PROFILE, *MULTIMODAL_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE,
 )
 
 

@@ -49,10 +49,21 @@ from memprof.core.models.multimodal import (
 )
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
-from memprof.core.versions import value_at
+from memprof.core.versions import Rule, value_at
 from memprof.core.weights.vision import tower_built
 
 PIXEL_BYTES = 4  # the HF processor's pixel_values are float32
+
+# Model Runner V2 (vLLM's default from 0.29.0: memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES)
+# profiles the encoder on the first PP stage only; the V1 runner on every stage.
+ENCODER_FIRST_STAGE: tuple[Rule, ...] = (
+    Rule(name="mm_encoder_profile_first_stage", changes="encoder cache (profile run)",
+         since="0.29.0", until=None, value=True,
+         introduced_by="Model Runner V2 by default (0.29.0)",
+         source="0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py profile_run (if "
+         "self.supports_mm_inputs and self.is_first_pp_rank); v1/worker/gpu_model_runner.py "
+         "(the V1 runner) profiles on every rank", applies_to="multimodal"),
+)
 
 
 def encoder_terms(ctx: TermContext) -> list[Component]:
@@ -60,7 +71,7 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
     text peak, for a model with a vision tower (``[]`` otherwise)."""
     tower = ctx.spec.vision
     dep = ctx.dep
-    if tower is None or not tower_built(tower, dep.limit_mm_per_prompt):
+    if tower is None or not tower_built(tower, dep.limit_mm_per_prompt, dep.engine_version):
         return []
     s = model_bytes(ctx)
     t = profile_tokens(dep)
@@ -79,6 +90,8 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
             formula="vLLM before 0.11.0 sizes the largest video against the images' tokens "
             "(0.8.0-0.10.2) or profiles inside its V0 dummy sequences: left out, not guessed "
             "(ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
+        return out
+    if ctx.coord.pp_stage > 0 and value_at(ENCODER_FIRST_STAGE, dep.engine_version, False):
         return out
     tower = replace(tower, processor=processor_limits(tower.processor, dep.mm_processor_kwargs))
     limits = mm_limits(dep.limit_mm_per_prompt, tower.modalities)

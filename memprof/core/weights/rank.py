@@ -97,7 +97,8 @@ class RankWeights(AttentionWeights, MlpWeights):
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
-        if spec.vision is not None and tower_built(spec.vision, dep.limit_mm_per_prompt):
+        if spec.vision is not None and tower_built(spec.vision, dep.limit_mm_per_prompt,
+                                                   dep.engine_version, self.coord.pp_stage):
             vision_tower(self, spec.vision, in_order=in_order)  # vLLM builds it first
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")

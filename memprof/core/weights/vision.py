@@ -4,7 +4,8 @@
 vLLM 0.11.0 (``qwen2_5_vl.py`` / ``qwen3_vl.py``) builds the tower on every rank of the
 deployment — on each PP stage too: the wrapper model's ``__init__`` builds ``visual`` with no
 pipeline check — and only when ``--limit-mm-per-prompt`` leaves an image or a video
-(``get_limit_per_prompt("image") or …("video")``; otherwise ``self.visual = None``). Its linears
+(``get_limit_per_prompt("image") or …("video")``; otherwise ``self.visual = None``); from 0.33.0
+on the first PP stage only (``TOWER_SKIPPED``). Its linears
 shard over TP as the language model's do (``QKVParallelLinear`` / ``MergedColumnParallelLinear`` /
 ``ColumnParallelLinear`` split the output, ``RowParallelLinear`` the input, its bias kept whole);
 the norms, the ``Conv3d`` patch embedding and the learnt position table are replicated. Stored in
@@ -18,16 +19,50 @@ from dataclasses import replace
 
 from memprof.base.errors import LayoutError
 from memprof.core.models.multimodal import DEFAULT_LIMIT, VisionTower, mm_limits
+from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import Param
 from memprof.core.weights.shard import Shard
 
 GROUP = "vision tower"
 
 
-def tower_built(tower: VisionTower, limit_text: str | None) -> bool:
-    """Does vLLM build the tower: some modality keeps a limit above 0?"""
+# When vLLM leaves the tower out. ``value``: "no modality" (every modality limited to 0),
+# "later stages" (PP stages after the first, Model Runner V2: ``_mark_tower_model``).
+TOWER_SKIPPED: tuple[Rule, ...] = (
+    Rule(name="mm_tower_skipped", changes="weights: vision tower", since="0.10.1", until="0.33.0",
+         value=("no modality",),
+         introduced_by="first seen in 0.10.1 (0.9.2 / 0.10.0 build the tower whatever the "
+         "limits)", removed_by="0.33.0 adds the PP case",
+         source="0.10.1 / 0.10.2 / 0.11.0 models/qwen2_5_vl.py, 0.11.0 qwen3_vl.py __init__: "
+         "self.visual = None unless get_limit_per_prompt('image') or ('video')",
+         applies_to="multimodal"),
+    Rule(name="mm_tower_skipped", changes="weights: vision tower", since="0.33.0", until=None,
+         value=("no modality", "later stages"),
+         introduced_by="first seen in 0.33.0 (0.29.0 - 0.32.0 build it on every PP stage)",
+         source="0.33.0 models/interfaces.py SupportsMultiModal._mark_tower_model "
+         "(StageMissingLayer when every limit is 0, or under Model Runner V2 — the default "
+         "(memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES) — on a stage after the first)",
+         applies_to="multimodal"),
+)
+
+
+def tower_built(tower: VisionTower, limit_text: str | None, version: str | None = None,
+                pp_stage: int = 0) -> bool:
+    """Does vLLM build the tower on this PP stage at ``version`` (``TOWER_SKIPPED``)?"""
+    skipped = value_at(TOWER_SKIPPED, version, ())
+    assert isinstance(skipped, tuple)
+    if "later stages" in skipped and pp_stage > 0:
+        return False
+    if "no modality" not in skipped:
+        return True
     limits = mm_limits(limit_text, tower.modalities)
     return any(limits.get(m, DEFAULT_LIMIT) > 0 for m in tower.modalities)
+
+
+def first_stage_only(version: str | None) -> bool:
+    """Is the tower on the first PP stage only at ``version``?"""
+    skipped = value_at(TOWER_SKIPPED, version, ())
+    return isinstance(skipped, tuple) and "later stages" in skipped
 
 
 def _check_divisible(t: VisionTower, tp: int) -> None:
@@ -46,7 +81,7 @@ def vision_tower(sh: Shard, t: VisionTower, *, in_order: bool = False) -> None:
     times)."""
     tp = sh.tp
     _check_divisible(t, tp)
-    pp = sh.dep.pp  # one copy per PP stage
+    pp = 1 if first_stage_only(sh.dep.engine_version) else sh.dep.pp  # copies over stages
     h, m2 = t.hidden, t.merge * t.merge
     p = "visual."
     replicated = sh.copies * tp * pp
