@@ -12,8 +12,13 @@ configs' ``_source``). Layout: vLLM 0.11.0 ``model_executor/models/qwen2_5_vl.py
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from memprof.base.errors import ConfigError
 from memprof.core.deployment import Deployment, ranks
-from memprof.core.models import load_model
+from memprof.core.models import bundled_models, load_model, spec_from_config
 from memprof.core.weights import rank_weights
 from memprof.core.weights.vision import GROUP, tower_params
 
@@ -131,3 +136,27 @@ def test_before_0_10_1_the_tower_is_built_whatever_the_limits() -> None:
     new = Deployment(limit_mm_per_prompt=limits, engine_version="0.10.1")
     assert _bytes("qwen2.5-vl-7b-instruct", old, group=GROUP) == 2 * 676_550_144
     assert _bytes("qwen2.5-vl-7b-instruct", new, group=GROUP) == 0
+
+
+def test_qwen3_vl_moe_reads_moe_layers_from_text_config() -> None:
+    cfg = json.loads(bundled_models()["qwen3-vl-4b-instruct"].read_text())
+    cfg.update(architectures=["Qwen3VLMoeForConditionalGeneration"], model_type="qwen3_vl_moe")
+    cfg["text_config"].update(model_type="qwen3_vl_moe_text", num_experts=128,
+                              num_experts_per_tok=8, moe_intermediate_size=768,
+                              decoder_sparse_step=1, mlp_only_layers=[])
+    spec = spec_from_config(cfg, name="qwen3-vl-moe")
+    mlp = spec.layers[0].mlp
+    assert (spec.family, spec.is_moe, mlp.num_experts, mlp.top_k, mlp.moe_intermediate_size) == (
+        "qwen3_vl_moe", True, 128, 8, 768)
+    assert spec.vision is not None and spec.vision.deepstack_levels == 3
+
+
+def test_a_multimodal_config_without_vision_config_is_refused() -> None:
+    cfg = json.loads(bundled_models()["qwen2.5-vl-7b-instruct"].read_text())
+    del cfg["vision_config"]
+    with pytest.raises(ConfigError, match="vision_config"):
+        spec_from_config(cfg)
+    cfg = json.loads(bundled_models()["qwen2.5-vl-7b-instruct"].read_text())
+    cfg["vision_config"]["depth"] = "32"
+    with pytest.raises(ConfigError, match="vision_config.depth"):
+        spec_from_config(cfg)
