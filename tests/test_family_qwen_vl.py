@@ -158,5 +158,5 @@ def test_a_multimodal_config_without_vision_config_is_refused() -> None:
         spec_from_config(cfg)
     cfg = json.loads(bundled_models()["qwen2.5-vl-7b-instruct"].read_text())
     cfg["vision_config"]["depth"] = "32"
-    with pytest.raises(ConfigError, match="vision_config.depth"):
+    with pytest.raises(ConfigError, match=r"vision_config\.depth"):
         spec_from_config(cfg)
