@@ -173,3 +173,27 @@ def test_model_runner_v2_profiles_the_encoder_on_the_first_stage_only() -> None:
     v2 = stages("0.29.0")
     assert "encoder cache (profile run)" in v2[0]
     assert "encoder cache (profile run)" not in v2[1]
+
+
+def test_data_mode_runs_the_whole_tower_on_a_share_of_the_items() -> None:
+    weights = _components("--model", VL, "-tp", "2", "--max-model-len", "32768",
+                          "--limit-mm-per-prompt", '{"video": 0}')
+    data = _components("--model", VL, "-tp", "2", "--max-model-len", "32768",
+                       "--limit-mm-per-prompt", '{"video": 0}', "--mm-encoder-tp-mode", "data")
+    # one 16384-token image either way: the cache is the same (outputs gathered on every rank)
+    assert data["encoder cache (profile run)"] == weights["encoder cache (profile run)"]
+    patches, h, i = 16384 * 4, 1280, 3420
+    pixels = patches * 3 * 2 * 14 * 14 * (4 + 2)
+    forward = pixels + max(patches * (h + 10 * h) * 2, patches * (2 * h + 3 * i) * 2)
+    assert data["vision encoder forward (profile run)"] == max(
+        0, forward - data["activation peak (profile run)"] - data["encoder cache (profile run)"])
+
+
+@pytest.mark.parametrize(("argv", "text"), [
+    (["--mm-encoder-tp-mode", "data", "--engine-version", "0.10.1"], "not in vLLM 0.10.1"),
+    (["--mm-encoder-tp-mode", "pipeline"], "pipeline"),
+])
+def test_bad_encoder_tp_mode_is_one_error(argv: list[str], text: str) -> None:
+    code, out, err = invoke(["estimate", "--model", VL, "--gpu", "H100", *argv])
+    assert (code, out) == (2, "")
+    one_error(err, text)

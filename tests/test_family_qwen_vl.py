@@ -160,3 +160,9 @@ def test_a_multimodal_config_without_vision_config_is_refused() -> None:
     cfg["vision_config"]["depth"] = "32"
     with pytest.raises(ConfigError, match=r"vision_config\.depth"):
         spec_from_config(cfg)
+
+
+def test_data_mode_keeps_the_whole_tower_on_every_rank() -> None:
+    dep = Deployment(tp=2, mm_encoder_tp_mode="data")
+    for rank in (0, 1):
+        assert _bytes("qwen2.5-vl-7b-instruct", dep, rank=rank, group=GROUP) == 2 * 676_550_144

@@ -58,6 +58,7 @@ class Deployment:
     # multimodal model's items per prompt and image-size limits (memprof/core/models/multimodal.py)
     limit_mm_per_prompt: str | None = None
     mm_processor_kwargs: str | None = None
+    mm_encoder_tp_mode: str = "weights"  # vLLM --mm-encoder-tp-mode: "weights" (TP) or "data"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's max_position_embeddings
@@ -280,7 +281,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
                      engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
                      limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
-                     version=resolve_version(dep.engine_version, dep.engine))
+                     version=resolve_version(dep.engine_version, dep.engine),
+                     tp_mode=dep.mm_encoder_tp_mode)
     if dep.entrypoint not in ENTRYPOINTS:
         raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")

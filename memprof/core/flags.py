@@ -99,6 +99,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only: the processor's image-size limits, e.g. "
             "'{\"max_pixels\": 1003520}' (max_pixels, min_pixels or size are modelled).",
             metavar="JSON"),
+    Setting(field="mm_encoder_tp_mode", kind="str",
+            note="SGLang's multimodal encoder is not modelled",
+            help="vLLM only: the vision tower's weights split over TP (weights) or whole on "
+            "every rank, the images split over the ranks instead (data).",
+            choices_from="memprof.core.models.multimodal:ENCODER_TP_MODES"),
     Setting(field="quantization", kind="str",
             help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq.",
             shown_default="the config's quantization_config"),

@@ -105,7 +105,6 @@ _VLLM_NOT_MODELLED = [
     ServeFlag(("--max-loras",), "value", "not_modelled", "LoRA adapters' weights"),
     ServeFlag(("--max-lora-rank",), "value", "not_modelled", "LoRA adapters' weights"),
     ServeFlag(("--max-cpu-loras",), "value", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--mm-encoder-tp-mode",), "value", "not_modelled", "the vision encoder"),
     ServeFlag(("--kv-transfer-config",), "value", "not_modelled",
               "the KV connector's buffers (LMCache, NIXL)"),
     ServeFlag(("--compilation-config", "-O"), "value", "not_modelled",

@@ -202,6 +202,7 @@ class VLLM(Engine):
         "assume_architecture": ("--assume-architecture",),
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),
+        "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve

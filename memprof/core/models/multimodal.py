@@ -37,6 +37,8 @@ from typing import Any
 from memprof.base.errors import BadInput, ConfigError
 from memprof.core.versions import Rule, value_at
 
+ENCODER_TP_MODES = ("weights", "data")  # vllm/config/multimodal.py MMEncoderTPMode (0.10.2+)
+ENCODER_TP_MODE_SINCE = "0.10.2"  # first release with --mm-encoder-tp-mode (0.10.1 has none)
 DEFAULT_LIMIT = 999  # vllm/config/multimodal.py get_limit_per_prompt under V1 (v0.11.0)
 MAX_LIMIT = 1 << 20  # items per prompt: far above any real limit, bounds the arithmetic
 
@@ -511,13 +513,31 @@ def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: 
                          pad_to_budget=era.pad_to_budget)
 
 
+_TP_MODE_ROWS = (Rule(
+    name="mm_encoder_tp_mode", changes="the --mm-encoder-tp-mode flag",
+    since=ENCODER_TP_MODE_SINCE, until=None,
+    introduced_by="first seen in 0.10.2 (use_data_parallel in qwen2_5_vl.py)",
+    source="0.10.2 / 0.11.0 config/multimodal.py mm_encoder_tp_mode", applies_to="multimodal"),)
+
+
 def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it: bool,
                      engine: str, limit_text: str | None, kwargs_text: str | None,
-                     version: str | None = None) -> None:
+                     version: str | None = None, tp_mode: str = "weights") -> None:
     """Before any work: the engine must model the vision tower, the release must have the
     model (its processor's ``video`` rows), and the multimodal settings must parse
     (``BadInput`` with a hint otherwise). A text-only model taking them is refused."""
+    if tp_mode not in ENCODER_TP_MODES:
+        raise BadInput(f"unknown --mm-encoder-tp-mode {tp_mode[:40]!r}",
+                       hint="weights (the default: the tower split over TP) or data")
+    if tp_mode != "weights" and version is not None and not value_at(_TP_MODE_ROWS, version,
+                                                                      False):
+        raise BadInput(f"--mm-encoder-tp-mode is not in vLLM {version} (it came in "
+                       f"{ENCODER_TP_MODE_SINCE})",
+                       hint=f"drop it, or use --engine-version {ENCODER_TP_MODE_SINCE} or later")
     if vision is None:
+        if tp_mode != "weights":
+            raise BadInput(f"--mm-encoder-tp-mode given, but {model} has no vision tower "
+                           "(text-only)", hint="drop --mm-encoder-tp-mode")
         if limit_text is not None or kwargs_text is not None:
             flag = "--limit-mm-per-prompt" if limit_text is not None else "--mm-processor-kwargs"
             raise BadInput(f"{flag} given, but {model} has no vision tower (text-only)",

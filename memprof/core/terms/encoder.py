@@ -18,7 +18,10 @@ forward needs above the text peak and the cache (profiled, 0 when the text run i
 
 The encoder forward on P = items × tokens × merge² patches, one rank (TP-local widths; the
 attention's ``split_qkv`` all-gathers qkv when TP > 1), read from ``qwen2_5_vl.py`` /
-``qwen3_vl.py`` ``forward`` of the vision blocks (flash-attention varlen: no P² scores):
+``qwen3_vl.py`` ``forward`` of the vision blocks (flash-attention varlen: no P² scores). With
+``--mm-encoder-tp-mode data`` the tower is whole on each rank (tp = 1 below) and each rank
+encodes a share of the items (``vision.py`` ``run_dp_sharded_mrope_vision_model``): the busiest
+rank's ceil(items / TP) is charged:
 
     pixels     P · patch_inputs · (4 + s)   the processor's fp32 pixels and their model-dtype copy
     attention  P · (H + 10·H/tp) · s        residual, qkv, contiguous q/k/v, q‖k and its rotation
@@ -101,13 +104,17 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
                         version=dep.engine_version)
     if eb is None:
         return out
-    tp = dep.tp
+    data = dep.mm_encoder_tp_mode == "data"
+    tp = 1 if data else dep.tp
     h, i, m2 = tower.hidden, tower.intermediate, tower.merge * tower.merge
-    patches = eb.encoder_tokens * m2
+    # data mode: the items are spread over the TP ranks (run_dp_sharded_mrope_vision_model),
+    # whole ones; the busiest rank's share is taken, ceil(items / tp) [an upper bound]
+    local_items = -(-eb.items // dep.tp) if data else eb.items
+    patches = local_items * eb.item.encoder_tokens * m2
     pixels = patches * tower.patch_inputs * (PIXEL_BYTES + s)
     attn = patches * (h + 10 * h // tp) * s + (patches * 3 * h * s if tp > 1 else 0)
     mlp = patches * (2 * h + (3 if tower.gated else 2) * i // tp) * s
-    deep = tower.deepstack_levels * eb.encoder_tokens * tower.out_hidden * s
+    deep = tower.deepstack_levels * local_items * eb.item.encoder_tokens * tower.out_hidden * s
     forward = pixels + max(attn, mlp) + deep
     cache = eb.cached_rows * tower.embed_width * s
     text_peak = activation_terms(ctx)[0].bytes

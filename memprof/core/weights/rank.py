@@ -192,7 +192,7 @@ def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coo
     ``memprof.batch``, puts its own handle of the spec in place of ``key[0]``.)"""
     return (spec, dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
             dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch,
-            dep.limit_mm_per_prompt)
+            dep.limit_mm_per_prompt, dep.mm_encoder_tp_mode)
 
 
 # kept by ``weights_key`` (values, the spec among them; a bounded table, no identity keys): the

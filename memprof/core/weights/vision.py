@@ -8,7 +8,9 @@ pipeline check — and only when ``--limit-mm-per-prompt`` leaves an image or a 
 on the first PP stage only (``TOWER_SKIPPED``). Its linears
 shard over TP as the language model's do (``QKVParallelLinear`` / ``MergedColumnParallelLinear`` /
 ``ColumnParallelLinear`` split the output, ``RowParallelLinear`` the input, its bias kept whole);
-the norms, the ``Conv3d`` patch embedding and the learnt position table are replicated. Stored in
+the norms, the ``Conv3d`` patch embedding and the learnt position table are replicated. With
+``--mm-encoder-tp-mode data`` (0.10.2+) every linear is built with ``disable_tp``: the whole
+tower on every rank. Stored in
 the model dtype: the checkpoints keep the tower unquantised (an fp8/AWQ ``--quantization`` of the
 tower is not modelled: the tower is charged at the model dtype).
 """
@@ -79,8 +81,10 @@ def vision_tower(sh: Shard, t: VisionTower, *, in_order: bool = False) -> None:
     """Append the tower's tensors on this rank to ``sh.out`` (``in_order``: one tensor per
     block, in construction order, instead of the first block's tensors counted ``depth``
     times)."""
+    data = sh.dep.mm_encoder_tp_mode == "data"  # disable_tp: every linear whole on every rank
     tp = sh.tp
-    _check_divisible(t, tp)
+    if not data:
+        _check_divisible(t, tp)
     pp = 1 if first_stage_only(sh.dep.engine_version) else sh.dep.pp  # copies over stages
     h, m2 = t.hidden, t.merge * t.merge
     p = "visual."
@@ -108,28 +112,30 @@ def vision_tower(sh: Shard, t: VisionTower, *, in_order: bool = False) -> None:
     for k in range(1 + t.deepstack_levels):
         mp = p + ("merger." if k == 0 else f"deepstack_merger_list.{k - 1}.")
         norm(mp + "norm", h if k == 0 else h * m2)
-        sh.linear(mp + "linear_fc1", GROUP, h * m2, h * m2, shard="col", bias=True,
-                  quantise=False, replicas_extra=pp)
-        sh.linear(mp + "linear_fc2", GROUP, t.out_hidden, h * m2, shard="row", bias=True,
-                  quantise=False, replicas_extra=pp)
+        sh.linear(mp + "linear_fc1", GROUP, h * m2, h * m2, shard="rep" if data else "col",
+                  bias=True, quantise=False, replicas_extra=pp)
+        sh.linear(mp + "linear_fc2", GROUP, t.out_hidden, h * m2,
+                  shard="rep" if data else "row", bias=True, quantise=False, replicas_extra=pp)
 
 
 def _block(sh: Shard, t: VisionTower, b: str, pp: int) -> None:
-    """One block: two norms, qkv + proj, the MLP."""
+    """One block: two norms, qkv + proj, the MLP (all replicated in data mode)."""
     h, i = t.hidden, t.intermediate
+    data = sh.dep.mm_encoder_tp_mode == "data"
+    col, row = ("rep", "rep") if data else ("col", "row")
     names = ("weight", "bias") if t.norm_bias else ("weight",)
     for n in ("norm1", "norm2"):
         sh.add(b + n, GROUP, tuple(Param(x, (h,), sh.dtype) for x in names),
                replicas=sh.copies * sh.tp * pp, formula=f"{len(names)}×{h}×{sh.b}B")
-    sh.linear(b + "attn.qkv", GROUP, 3 * h, h, shard="col", bias=True, quantise=False,
+    sh.linear(b + "attn.qkv", GROUP, 3 * h, h, shard=col, bias=True, quantise=False,
               replicas_extra=pp)
-    sh.linear(b + "attn.proj", GROUP, h, h, shard="row", bias=t.proj_bias, quantise=False,
+    sh.linear(b + "attn.proj", GROUP, h, h, shard=row, bias=t.proj_bias, quantise=False,
               replicas_extra=pp)
     up, down = ("mlp.gate_up_proj", "mlp.down_proj") if t.gated else ("mlp.linear_fc1",
                                                                        "mlp.linear_fc2")
-    sh.linear(b + up, GROUP, (2 if t.gated else 1) * i, h, shard="col", bias=t.mlp_bias,
+    sh.linear(b + up, GROUP, (2 if t.gated else 1) * i, h, shard=col, bias=t.mlp_bias,
               quantise=False, replicas_extra=pp)
-    sh.linear(b + down, GROUP, h, i, shard="row", bias=t.mlp_bias, quantise=False,
+    sh.linear(b + down, GROUP, h, i, shard=row, bias=t.mlp_bias, quantise=False,
               replicas_extra=pp)
 
 
