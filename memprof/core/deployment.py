@@ -22,7 +22,6 @@ from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTI
 from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
-from memprof.core.models.multimodal import check_multimodal
 from memprof.core.versions import Rule, resolve_version, value_at
 
 __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_PREFILL_TOKENS",
@@ -278,11 +277,15 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint=" or ".join(NAMES))
     check_engine_flags(dep)
     resolve_version(dep.engine_version, dep.engine)
-    check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
-                     engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
-                     limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
-                     version=resolve_version(dep.engine_version, dep.engine),
-                     tp_mode=dep.mm_encoder_tp_mode)
+    if (spec.vision is not None or dep.limit_mm_per_prompt is not None
+            or dep.mm_processor_kwargs is not None or dep.mm_encoder_tp_mode != "weights"):
+        from memprof.core.models.multimodal import check_multimodal  # kept off text models
+
+        check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
+                         engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
+                         limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
+                         version=resolve_version(dep.engine_version, dep.engine),
+                         tp_mode=dep.mm_encoder_tp_mode)
     if dep.entrypoint not in ENTRYPOINTS:
         raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")

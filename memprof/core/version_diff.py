@@ -21,7 +21,7 @@ from memprof.core.kvcache import (
     V0_MLA_ENTRY_ALIGN,
 )
 from memprof.core.models import ModelSpec
-from memprof.core.models.families.qwen_vl import MULTIMODAL_RULES
+from memprof.core.models.families.qwen_vl import multimodal_rules
 from memprof.core.models.multimodal import ENCODER_PROFILE
 from memprof.core.terms.activation import V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
@@ -45,7 +45,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
     CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM, ENCODER_PROFILE, *MULTIMODAL_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE,
+    NCCL_CUMEM, ENCODER_PROFILE, *multimodal_rules(), TOWER_SKIPPED, ENCODER_FIRST_STAGE,
 )
 
 

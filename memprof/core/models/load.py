@@ -16,7 +16,6 @@ from memprof.base.errors import BadInput, ConfigError
 from memprof.base.files import path_kind, read_capped_text
 from memprof.core.models.config import ConfigFields, validate_config
 from memprof.core.models.families import family_of, family_row
-from memprof.core.models.multimodal import language_config
 from memprof.core.models.quant_config import quant_from_config
 from memprof.core.models.spec import ModelSpec
 
@@ -210,6 +209,8 @@ def spec_from_config(
     row = family_row(family)
     whole = cfg
     if row.vision is not None:  # a multimodal wrapper: the language model from text_config
+        from memprof.core.models.multimodal import language_config  # multimodal models only
+
         cfg = language_config(cfg)
         validate_config(cfg)
     elif "text_config" in cfg and "hidden_size" not in cfg:

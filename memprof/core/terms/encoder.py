@@ -44,16 +44,9 @@ from dataclasses import replace
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
-from memprof.core.models.multimodal import (
-    ENCODER_PROFILE,
-    encoder_budget,
-    mm_limits,
-    processor_limits,
-)
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
 from memprof.core.versions import Rule, value_at
-from memprof.core.weights.vision import tower_built
 
 PIXEL_BYTES = 4  # the HF processor's pixel_values are float32
 
@@ -73,8 +66,19 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
     """The deepstack buffers, the profile run's encoder cache and the encoder forward above the
     text peak, for a model with a vision tower (``[]`` otherwise)."""
     tower = ctx.spec.vision
+    if tower is None:
+        return []
+    # imported here: a text model's estimate never loads the multimodal modules
+    from memprof.core.models.multimodal import (
+        ENCODER_PROFILE,
+        encoder_budget,
+        mm_limits,
+        processor_limits,
+    )
+    from memprof.core.weights.vision import tower_built
+
     dep = ctx.dep
-    if tower is None or not tower_built(tower, dep.limit_mm_per_prompt, dep.engine_version):
+    if not tower_built(tower, dep.limit_mm_per_prompt, dep.engine_version):
         return []
     s = model_bytes(ctx)
     t = profile_tokens(dep)

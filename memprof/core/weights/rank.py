@@ -15,7 +15,6 @@ from memprof.core.weights.attention import AttentionWeights
 from memprof.core.weights.formats import Param
 from memprof.core.weights.mlp import MlpWeights
 from memprof.core.weights.shard import WeightTensor
-from memprof.core.weights.vision import tower_built, vision_tower
 
 # DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py); the families
 # whose row sets ``lm_head_every_pp_stage``.
@@ -97,9 +96,12 @@ class RankWeights(AttentionWeights, MlpWeights):
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
-        if spec.vision is not None and tower_built(spec.vision, dep.limit_mm_per_prompt,
-                                                   dep.engine_version, self.coord.pp_stage):
-            vision_tower(self, spec.vision, in_order=in_order)  # vLLM builds it first
+        if spec.vision is not None:  # vLLM builds the tower first (weights/vision.py)
+            from memprof.core.weights.vision import tower_built, vision_tower
+
+            if tower_built(spec.vision, dep.limit_mm_per_prompt, dep.engine_version,
+                           self.coord.pp_stage):
+                vision_tower(self, spec.vision, in_order=in_order)
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
         for layer, n in kinds(spec.layers[start:end]):

@@ -37,55 +37,61 @@ Sources (vLLM 0.11.0, read in the wheel):
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families import qwen, qwen_moe
 from memprof.core.models.families.row import Built, Family
-from memprof.core.models.multimodal import (
-    Processor,
-    VideoRule,
-    VisionTower,
-    vision_fields,
-    vision_int,
-)
 from memprof.core.versions import Rule
 
-QWEN2_5_VL_PROCESSOR = Processor(
-    image_min_pixels=3136, image_max_pixels=12845056,
-    video=(Rule(name="qwen2_5_vl_video", changes="encoder cache (profile run)", since="0.11.0",
-                until=None, value=VideoRule(rule="frames", start_frames=1, max_frames=14),
-                introduced_by="first seen in 0.11.0 (0.10.2: 16 frames against the images' "
-                "tokens, not modelled)",
-                source="0.11.0 / 0.33.0 models/qwen2_vl.py get_max_video_tokens, "
-                "_get_max_video_frames, _MAX_FRAMES_PER_VIDEO = 14",
-                applies_to="multimodal"),),
-    source="Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json (min_pixels, max_pixels)")
-QWEN3_VL_PROCESSOR = Processor(
-    image_min_pixels=65536, image_max_pixels=16777216,
-    video_min_pixels=4096, video_max_pixels=25165824,
-    video=(
-        Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.11.0",
-             until="0.13.0",
-             value=VideoRule(rule="clip", start_frames=2, max_frames=24576, token_scale=12.5),
-             introduced_by="Qwen3-VL support (vLLM 0.11.0)",
-             removed_by="first seen in 0.13.0: no timestamp scale",
-             source="0.11.0 / 0.12.0 models/qwen3_vl.py get_max_video_tokens (× 12.5), "
-             "_MAX_FRAMES_PER_VIDEO = 24576", applies_to="multimodal"),
-        Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.13.0",
-             until="0.15.0", value=VideoRule(rule="clip", start_frames=2, max_frames=24576),
-             introduced_by="first seen in 0.13.0",
-             removed_by="first seen in 0.15.0: two frames of the video processor's size",
-             source="0.13.0 / 0.14.1 models/qwen3_vl.py get_max_video_tokens",
-             applies_to="multimodal"),
-        Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.15.0",
-             until=None, value=VideoRule(rule="two_frames"), introduced_by="first seen in 0.15.0",
-             source="0.15.0 / 0.16.0 / 0.33.0 models/qwen3_vl.py get_max_video_tokens "
-             "(num_frames=2, max_pixels = longest_edge // temporal_patch_size)",
-             applies_to="multimodal"),
-    ),
-    source="Qwen/Qwen3-VL-*-Instruct preprocessor_config.json / video_preprocessor_config.json "
-    "size")
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import Processor, VisionTower
+
+
+@cache
+def processors() -> tuple[Processor, Processor]:
+    """(Qwen2.5-VL's, Qwen3-VL's) processor limits and video rows, built on first use (the
+    multimodal module stays off a text model's import path)."""
+    from memprof.core.models.multimodal import Processor, VideoRule
+
+    qwen2_5 = Processor(
+        image_min_pixels=3136, image_max_pixels=12845056,
+        video=(Rule(name="qwen2_5_vl_video", changes="encoder cache (profile run)", since="0.11.0",
+                    until=None, value=VideoRule(rule="frames", start_frames=1, max_frames=14),
+                    introduced_by="first seen in 0.11.0 (0.10.2: 16 frames against the images' "
+                    "tokens, not modelled)",
+                    source="0.11.0 / 0.33.0 models/qwen2_vl.py get_max_video_tokens, "
+                    "_get_max_video_frames, _MAX_FRAMES_PER_VIDEO = 14",
+                    applies_to="multimodal"),),
+        source="Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json (min_pixels, max_pixels)")
+    qwen3 = Processor(
+        image_min_pixels=65536, image_max_pixels=16777216,
+        video_min_pixels=4096, video_max_pixels=25165824,
+        video=(
+            Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.11.0",
+                 until="0.13.0",
+                 value=VideoRule(rule="clip", start_frames=2, max_frames=24576, token_scale=12.5),
+                 introduced_by="Qwen3-VL support (vLLM 0.11.0)",
+                 removed_by="first seen in 0.13.0: no timestamp scale",
+                 source="0.11.0 / 0.12.0 models/qwen3_vl.py get_max_video_tokens (× 12.5), "
+                 "_MAX_FRAMES_PER_VIDEO = 24576", applies_to="multimodal"),
+            Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.13.0",
+                 until="0.15.0", value=VideoRule(rule="clip", start_frames=2, max_frames=24576),
+                 introduced_by="first seen in 0.13.0",
+                 removed_by="first seen in 0.15.0: two frames of the video processor's size",
+                 source="0.13.0 / 0.14.1 models/qwen3_vl.py get_max_video_tokens",
+                 applies_to="multimodal"),
+            Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.15.0",
+                 until=None, value=VideoRule(rule="two_frames"),
+                 introduced_by="first seen in 0.15.0",
+                 source="0.15.0 / 0.16.0 / 0.33.0 models/qwen3_vl.py get_max_video_tokens "
+                 "(num_frames=2, max_pixels = longest_edge // temporal_patch_size)",
+                 applies_to="multimodal"),
+        ),
+        source="Qwen/Qwen3-VL-*-Instruct preprocessor_config.json / video_preprocessor_config.json "
+        "size")
+    return qwen2_5, qwen3
 
 
 QWEN2_5_VL_RELEASES = (Rule(
@@ -100,6 +106,8 @@ QWEN3_VL_RELEASES = (Rule(
 
 
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
+    from memprof.core.models.multimodal import VisionTower, vision_fields, vision_int
+
     vc = vision_fields(cfg)
     return VisionTower(
         depth=vision_int(vc, "depth"), hidden=vision_int(vc, "hidden_size"),
@@ -108,11 +116,13 @@ def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
         merge=vision_int(vc, "spatial_merge_size"), out_hidden=vision_int(vc, "out_hidden_size"),
         gated=True, norm_bias=False, patch_bias=False, text_hidden=text_hidden,
-        processor=QWEN2_5_VL_PROCESSOR, releases=QWEN2_5_VL_RELEASES,
+        processor=processors()[0], releases=QWEN2_5_VL_RELEASES,
         source="vLLM 0.11.0 qwen2_5_vl.py")
 
 
 def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
+    from memprof.core.models.multimodal import VisionTower, vision_fields, vision_int
+
     vc = vision_fields(cfg)
     return VisionTower(
         depth=vision_int(vc, "depth"), hidden=vision_int(vc, "hidden_size"),
@@ -123,7 +133,7 @@ def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         gated=False, norm_bias=True, patch_bias=True,
         position_embeddings=vision_int(vc, "num_position_embeddings"),
         deepstack_levels=len(vc.get("deepstack_visual_indexes") or []), text_hidden=text_hidden,
-        processor=QWEN3_VL_PROCESSOR, releases=QWEN3_VL_RELEASES,
+        processor=processors()[1], releases=QWEN3_VL_RELEASES,
         source="vLLM 0.11.0 qwen3_vl.py")
 
 
@@ -158,6 +168,8 @@ QWEN3_VL_MOE = Family(
     attention="gqa", moe=True, vision=_qwen3_vl_tower,
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
-MULTIMODAL_RULES = (QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, QWEN2_5_VL_PROCESSOR.video,
-                    QWEN3_VL_PROCESSOR.video)
-"""This module's release rows (``memprof versions`` lists them: memprof/core/version_diff.py)."""
+def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:
+    """This module's release rows (``memprof versions`` lists them:
+    memprof/core/version_diff.py)."""
+    qwen2_5, qwen3 = processors()
+    return QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, qwen2_5.video, qwen3.video
