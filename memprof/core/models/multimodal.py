@@ -457,8 +457,8 @@ def processor_limits(p: Processor, text: str | None) -> Processor:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EncoderBudget:
     """What vLLM V1's profile run feeds the vision tower: ``items`` dummy items of ``item`` (the
-    modality with the most tokens), and the encoder cache it fills (``cache_tokens`` per item:
-    the outputs are padded to the budget when shorter, ``profile_run``)."""
+    modality with the most tokens), and the encoder cache it fills (``cached_rows``: the
+    outputs, each padded to the budget when shorter where the release does)."""
 
     item: Item
     items: int

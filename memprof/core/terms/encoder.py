@@ -130,7 +130,8 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
         name="encoder cache (profile run)", category="activation", bytes=cache,
         where="budget", profiled=True,
         formula=f"{eb.cached_rows} rows × {tower.embed_width} × {s} B; {what} "
-        "(vLLM 0.11.0 profile_run, compute_mm_encoder_budget)"))
+        f"({'padded to the budget, ' if eb.pad_to_budget else ''}profile_run; "
+        "compute_mm_encoder_budget)"))
     above = max(0, forward - text_peak - cache)
     out.append(Component(
         name="vision encoder forward (profile run)", category="activation", bytes=above,

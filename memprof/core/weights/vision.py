@@ -1,7 +1,7 @@
 """A multimodal model's vision tower on one rank, as vLLM shards it
 (``memprof/core/models/multimodal.py`` describes the tower; the family's module cites its file).
 
-vLLM 0.11.0 (``qwen2_5_vl.py`` / ``qwen3_vl.py``) builds the tower on every rank of the
+vLLM (``qwen2_5_vl.py`` / ``qwen3_vl.py``, read in 0.11.0) builds the tower on every rank of the
 deployment — on each PP stage too: the wrapper model's ``__init__`` builds ``visual`` with no
 pipeline check — and only when ``--limit-mm-per-prompt`` leaves an image or a video
 (``get_limit_per_prompt("image") or …("video")``; otherwise ``self.visual = None``); from 0.33.0
