@@ -23,6 +23,7 @@ from memprof.core.terms import (
     allocator,
     cudagraph,
     dsv4_init_buffers,
+    encoder,
     load_rounding,
     non_torch,
     rope_cache,
@@ -407,7 +408,8 @@ def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
     assert budget == [rope_cache.rope_cache_terms, dsv4_init_buffers.dsv4_init_buffer_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
-                      cudagraph.cudagraph_terms, non_torch.non_torch_terms]
+                      encoder.encoder_terms, cudagraph.cudagraph_terms,
+                      non_torch.non_torch_terms]
     assert runtime == [allocator.allocator_runtime_terms]
 
 

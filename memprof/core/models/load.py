@@ -141,7 +141,12 @@ def suggest_models(model: str, limit: int = 3) -> list[str]:
                  ids.values()}
         key = _norm_model(text)
         repo = _norm_model(text.rsplit("/", 1)[-1])
-        out = [pool[k] for k in difflib.get_close_matches(key, list(pool), n=limit, cutoff=0.75)]
+        # an id the typed one extends or shortens (Qwen/Qwen3-32B for Qwen/Qwen3-32B-Instruct)
+        # first, longest first: a suffix shared by many ids must not crowd it out
+        out = [pool[k] for k in sorted(pool, key=len, reverse=True)
+               if len(k) > len(key) // 2 and (key.startswith(k) or k.startswith(key))]
+        out += [pool[k] for k in difflib.get_close_matches(key, list(pool), n=limit,
+                                                           cutoff=0.75)]
         out += [names[k] for k in difflib.get_close_matches(repo, list(names), n=limit,
                                                              cutoff=0.75)]
         return list(dict.fromkeys(out))[:limit]
