@@ -87,7 +87,8 @@ OPTIONS = {
                  "-tp/--tensor-parallel-size/--tp/--tp-size", "-pp/--pipeline-parallel-size/"
                  "--pp-size", "-dp/--data-parallel-size/--dp/--dp-size",
                  "--enable-expert-parallel", "--dtype", "--hf-overrides/--json-model-override-args",
-                 "--assume-architecture", "--quantization/-q", "--kv-cache-dtype",
+                 "--assume-architecture", "--limit-mm-per-prompt", "--mm-processor-kwargs",
+                 "--mm-encoder-tp-mode", "--quantization/-q", "--kv-cache-dtype",
                  "--max-model-len/--context-length", "--max-num-seqs/--max-running-requests",
                  "--max-num-batched-tokens", "--gpu-memory-utilization",
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",

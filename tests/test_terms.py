@@ -23,6 +23,7 @@ from memprof.core.terms import (
     allocator,
     cudagraph,
     dsv4_init_buffers,
+    encoder,
     load_rounding,
     marlin_workspace,
     non_torch,
@@ -410,8 +411,8 @@ def test_term_lists() -> None:
     assert budget == [rope_cache.rope_cache_terms, dsv4_init_buffers.dsv4_init_buffer_terms,
                       marlin_workspace.marlin_workspace_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
-                      cudagraph.cudagraph_terms, non_torch.non_torch_terms,
-                      reserved_charge.reserved_charge_terms]
+                      encoder.encoder_terms, cudagraph.cudagraph_terms,
+                      non_torch.non_torch_terms, reserved_charge.reserved_charge_terms]
     assert runtime == [allocator.allocator_runtime_terms]
 
 

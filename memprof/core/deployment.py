@@ -54,6 +54,11 @@ class Deployment:
     hf_overrides: str | None = None
     # --assume-architecture: read an architecture memprof does not know as this generic family
     assume_architecture: str | None = None
+    # vLLM --limit-mm-per-prompt / --mm-processor-kwargs (JSON, as vLLM reads them): a
+    # multimodal model's items per prompt and image-size limits (memprof/core/models/multimodal.py)
+    limit_mm_per_prompt: str | None = None
+    mm_processor_kwargs: str | None = None
+    mm_encoder_tp_mode: str = "weights"  # vLLM --mm-encoder-tp-mode: "weights" (TP) or "data"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's max_position_embeddings
@@ -277,6 +282,15 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --engine {str(dep.engine)[:40]!r}", hint=" or ".join(NAMES))
     check_engine_flags(dep)
     resolve_version(dep.engine_version, dep.engine)
+    if (spec.vision is not None or dep.limit_mm_per_prompt is not None
+            or dep.mm_processor_kwargs is not None or dep.mm_encoder_tp_mode != "weights"):
+        from memprof.core.models.multimodal import check_multimodal  # kept off text models
+
+        check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
+                         engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
+                         limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
+                         version=resolve_version(dep.engine_version, dep.engine),
+                         tp_mode=dep.mm_encoder_tp_mode)
     if dep.entrypoint not in ENTRYPOINTS:
         raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")

@@ -89,6 +89,21 @@ SETTINGS: tuple[Setting, ...] = (
             help="Read a config whose architecture memprof does not know as this generic "
             "family (the estimate states the assumption); unknown ones are refused otherwise.",
             choices_from="memprof.core.models.families:ASSUMABLE_NAMES", memprof_only=True),
+    Setting(field="limit_mm_per_prompt", kind="str",
+            note="SGLang's multimodal encoder is not modelled",
+            help="vLLM only: a multimodal model's items per prompt, as vLLM reads it, e.g. "
+            "'{\"image\": 2, \"video\": 0}' (all 0: no vision tower, no encoder profile).",
+            metavar="JSON"),
+    Setting(field="mm_processor_kwargs", kind="str",
+            note="SGLang's multimodal encoder is not modelled",
+            help="vLLM only: the processor's image-size limits, e.g. "
+            "'{\"max_pixels\": 1003520}' (max_pixels, min_pixels or size are modelled).",
+            metavar="JSON"),
+    Setting(field="mm_encoder_tp_mode", kind="str",
+            note="SGLang's multimodal encoder is not modelled",
+            help="vLLM only: the vision tower's weights split over TP (weights) or whole on "
+            "every rank, the images split over the ranks instead (data).",
+            choices_from="memprof.core.models.multimodal:ENCODER_TP_MODES"),
     Setting(field="quantization", kind="str",
             help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq.",
             shown_default="the config's quantization_config"),

@@ -31,6 +31,8 @@ from memprof.core.kvcache import (
     V0_MLA_ENTRY_ALIGN,
 )
 from memprof.core.models import ModelSpec
+from memprof.core.models.families.qwen_vl import multimodal_rules
+from memprof.core.models.multimodal import ENCODER_PROFILE
 from memprof.core.terms.activation import (
     FUSED_MOE_CHUNK,
     V0_DRIVER_SAMPLER,
@@ -38,6 +40,7 @@ from memprof.core.terms.activation import (
 )
 from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
 from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
@@ -49,6 +52,7 @@ from memprof.core.weights.mlp import (
     SGLANG_SHARED_EXPERTS_FUSION,
 )
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
+from memprof.core.weights.vision import TOWER_SKIPPED
 
 # Every version-dependent rule memprof models, by the module that keeps its rows.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
@@ -61,6 +65,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
+    ENCODER_PROFILE, *multimodal_rules(), TOWER_SKIPPED, ENCODER_FIRST_STAGE,
 )
 
 
@@ -86,6 +91,7 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
         "state": any(x.attention.mixer for x in spec.layers),
         "mamba2": any(x.attention.mixer and x.attention.mixer.kind == "mamba2"
                       for x in spec.layers),
+        "multimodal": spec.vision is not None,
     }.get(rule.applies_to, True)
 
 

@@ -307,6 +307,9 @@ class VLLM(Engine):
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),
         "vllm_use_v1": ("--vllm-use-v1",),
+        "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
+        "mm_processor_kwargs": ("--mm-processor-kwargs",),
+        "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve

@@ -141,7 +141,12 @@ def suggest_models(model: str, limit: int = 3) -> list[str]:
                  ids.values()}
         key = _norm_model(text)
         repo = _norm_model(text.rsplit("/", 1)[-1])
-        out = [pool[k] for k in difflib.get_close_matches(key, list(pool), n=limit, cutoff=0.75)]
+        # an id the typed one extends or shortens (Qwen/Qwen3-32B for Qwen/Qwen3-32B-Instruct)
+        # first, longest first: a suffix shared by many ids must not crowd it out
+        out = [pool[k] for k in sorted(pool, key=len, reverse=True)
+               if len(k) > len(key) // 2 and (key.startswith(k) or k.startswith(key))]
+        out += [pool[k] for k in difflib.get_close_matches(key, list(pool), n=limit,
+                                                           cutoff=0.75)]
         out += [names[k] for k in difflib.get_close_matches(repo, list(names), n=limit,
                                                              cutoff=0.75)]
         return list(dict.fromkeys(out))[:limit]
@@ -206,11 +211,17 @@ def spec_from_config(
     """Normalise a HF config dict into a ``ModelSpec``."""
     validate_config(cfg)
     family, arch = family_of(cfg, assume_architecture)
-    view = family_row(family).config_view
-    if view is not None:  # e.g. a multimodal wrapper's text_config, read as its family reads it
-        cfg = view(cfg)
+    row = family_row(family)
+    whole = cfg
+    if row.config_view is not None:  # e.g. Gemma 3's text_config, read as its family reads it
+        cfg = row.config_view(cfg)
         validate_config(cfg)
-    if "text_config" in cfg and "hidden_size" not in cfg:
+    elif row.vision is not None:  # a multimodal wrapper: the language model from text_config
+        from memprof.core.models.multimodal import language_config  # multimodal models only
+
+        cfg = language_config(cfg)
+        validate_config(cfg)
+    elif "text_config" in cfg and "hidden_size" not in cfg:
         raise ConfigError(
             "multimodal configs (text_config) are not supported yet",
             hint="pass the language model's config.json",
@@ -226,7 +237,6 @@ def spec_from_config(
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):
         raise ConfigError(f"unsupported torch_dtype {dtype!r}", hint="bfloat16, float16, float32")
-    row = family_row(family)
     layers, mtp = row.build(c, hidden, n_layers)
     extras = row.spec_extras(c) if row.spec_extras else {}
     return ModelSpec(
@@ -243,6 +253,7 @@ def spec_from_config(
         quant=quant_from_config(cfg),
         hc_mult=extras.get("hc_mult", 0),
         num_hash_layers=extras.get("num_hash_layers", 0),
+        vision=row.vision(whole, hidden) if row.vision is not None else None,
         source=str(cfg.get("_source", source)),
         raw=cfg,
     )

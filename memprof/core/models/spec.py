@@ -4,7 +4,10 @@ dtype. Result classes of ``memprof.core.models``; sizes are element counts, not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import VisionTower
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +173,7 @@ class ModelSpec:
     quant: QuantConfig | None = None
     hc_mult: int = 0  # DeepSeek-V4 hyper-connections
     num_hash_layers: int = 0
+    vision: VisionTower | None = None  # a multimodal model's vision tower (models/multimodal.py)
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # the hash of the compared fields, computed once: a spec is part of the value keys of the

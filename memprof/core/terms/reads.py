@@ -18,7 +18,8 @@ _MODEL = ("ctx.spec", "ctx.coord", "ctx.model_dtype", "dep.engine", "dep.engine_
 # what the weights of a rank are built from (``memprof.core.weights.weights_key``)
 _WEIGHTS = ("ctx.gpu", "ctx.quant", "dep.tp", "dep.dp", "dep.enable_expert_parallel",
             "dep.enable_dp_attention", "dep.dtype", "dep.max_num_batched_tokens",
-            "dep.num_speculative_tokens")
+            "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
+            "dep.mm_encoder_tp_mode")
 # what the scratch catalog reads (backend, policy, batch, context, KV pool)
 _SCRATCH = ("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.attention_backend",
             "dep.chunked_prefill_size", "dep.cuda_graph_max_bs", "dep.dp",
@@ -31,8 +32,10 @@ TERM_READS: dict[str, frozenset[str]] = {
     "rope_cache_terms": frozenset(_MODEL),
     # the rank's weights (which layers run Marlin: the tensors, not their scratch-sizing
     # settings) and the GPU (arch, SM count)
+    # (a multimodal tower's settings too: no bundled multimodal checkpoint runs Marlin kernels)
     "marlin_workspace_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
-        "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens"},
+        "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
+        "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
     "dsv4_init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                          "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
@@ -40,6 +43,10 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens")),
+    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.max_model_len",
+                                "dep.max_num_batched_tokens", "dep.max_num_seqs",
+                                "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
+                                "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode")),
     "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.pp", "dep.dp",
                                   "dep.disable_custom_all_reduce",
                                   "dep.enable_expert_parallel", "dep.enforce_eager",

@@ -15,6 +15,7 @@ from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.allocator import allocator_runtime_terms
 from memprof.core.terms.cudagraph import cudagraph_terms
 from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.encoder import encoder_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.non_torch import non_torch_terms
@@ -26,8 +27,8 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, dsv4_init_buffer_terms,
 """Buffers created while the model is built and the allocator's rounding of the whole load
 (counted in vLLM's model load, category weights)."""
 
-BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, cudagraph_terms,
-                              non_torch_terms, reserved_charge_terms]
+BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms,
+                              cudagraph_terms, non_torch_terms, reserved_charge_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
 RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]

@@ -104,6 +104,12 @@ class RankWeights(AttentionWeights, MlpWeights):
         towers = family_row(spec.family).towers
         if towers is not None:  # a multimodal model's encoders, built before its language model
             towers(self, spec.raw)
+        if spec.vision is not None:  # vLLM builds the tower first (weights/vision.py)
+            from memprof.core.weights.vision import tower_built, vision_tower
+
+            if tower_built(spec.vision, dep.limit_mm_per_prompt, dep.engine_version,
+                           self.coord.pp_stage):
+                vision_tower(self, spec.vision, in_order=in_order)
         if first or (last and spec.tie_word_embeddings):
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
         for layer, n in kinds(spec.layers[start:end]):
@@ -191,11 +197,12 @@ def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coo
                 arch: str) -> tuple[object, ...]:
     """What a rank's weights are computed from, as a cache key of hashable values: the spec,
     the Deployment fields this package reads (release, TP, PP, DP copies, EP, DP attention,
-    dtype), the quantisation, the rank and the GPU architecture. (Hashing a spec costs tens of
-    microseconds: a caller keeping many keys alive, ``memprof.batch``, puts its own handle of
-    the spec in place of ``key[0]``.)"""
+    dtype, the multimodal limits), the quantisation, the rank and the GPU architecture.
+    (Hashing a spec costs tens of microseconds: a caller keeping many keys alive,
+    ``memprof.batch``, puts its own handle of the spec in place of ``key[0]``.)"""
     return (spec, dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
-            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch)
+            dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch,
+            dep.limit_mm_per_prompt, dep.mm_encoder_tp_mode)
 
 
 # kept by ``weights_key`` (values, the spec among them; a bounded table, no identity keys): the
@@ -238,7 +245,8 @@ def group_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
     modules: dict[str, list[str]] = {}
     for t in raw:
         m = re.search(r"\.layers\.(\d+)\.", t.module)
-        where = m.group(1) if m else t.module
+        # one row per layer; the vision tower (memprof/core/weights/vision.py) is one row
+        where = m.group(1) if m else (t.group if t.module.startswith("visual.") else t.module)
         per_layer[(t.group, where)] = per_layer.get((t.group, where), 0) + (
             t.bytes_each if m else t.bytes)
         layers_like[(t.group, where)] = t.count if m else 1

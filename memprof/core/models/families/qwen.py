@@ -19,6 +19,9 @@ from memprof.core.models.families.row import (
 
 QWEN3_HEAD_DIM = 128  # Qwen3Config head_dim default
 
+# the multimodal wrappers (Qwen2.5-VL, Qwen3-VL) build their language model with this builder
+VL_MODULE = "memprof/core/models/families/qwen_vl.py"
+
 
 def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
     """``layer_types`` when stated, else ``use_sliding_window`` / ``max_window_layers``."""
@@ -39,7 +42,9 @@ def _qwen3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 
 QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),
                build=_qwen2_layers, attention="gqa",
+               modules=(VL_MODULE,),
                source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
                build=_qwen3_layers, attention="gqa",
+               modules=(VL_MODULE,),
                source="vLLM model_executor/models/qwen3.py; transformers configuration_qwen3.py")

@@ -16,6 +16,9 @@ from memprof.core.models.spec import MLP, Layer
 
 QWEN3_MOE_HEAD_DIM = 128  # Qwen3MoeConfig head_dim default
 
+# the multimodal wrappers (Qwen2.5-VL, Qwen3-VL) build their language model with this builder
+VL_MODULE = "memprof/core/models/families/qwen_vl.py"
+
 
 def _moe_layers(c: ConfigFields, hidden: int, n_layers: int, *, gen3: bool) -> Built:
     """``gen3``: the Qwen3-MoE layout (q/k norms, no shared expert), else Qwen2-MoE's."""
@@ -56,4 +59,5 @@ QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),
 QWEN3_MOE = Family(name="qwen3_moe", model_types=("qwen3_moe",),
                    architectures=("Qwen3MoeForCausalLM",), build=_qwen3_moe_layers,
                    attention="gqa", moe=True,
-                   source="vLLM model_executor/models/qwen3_moe.py")
+                   modules=(VL_MODULE,),
+               source="vLLM model_executor/models/qwen3_moe.py")

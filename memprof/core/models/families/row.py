@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.spec import MLP, Attention, Layer
+
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import VisionTower
 
 Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
 LayerBuilder = Callable[[ConfigFields, int, int], Built]
@@ -76,6 +79,10 @@ class Family:
     # per-layer norms (hidden size) beyond input_layernorm / post_attention_layernorm
     layer_norms: tuple[str, ...] = ()
     note: str = ""  # what the estimate of such a model leaves out, stated in its notes
+    # a multimodal wrapper: reads the vision tower from the whole config (``vision_config``) and
+    # the language model's hidden size; the language model is then read from ``text_config``
+    # (memprof/core/models/multimodal.py)
+    vision: Callable[[dict[str, Any], int], VisionTower] | None = None
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows

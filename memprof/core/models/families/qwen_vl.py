@@ -1,0 +1,175 @@
+"""Qwen2.5-VL and Qwen3-VL (``Qwen2_5_VLForConditionalGeneration``,
+``Qwen3VLForConditionalGeneration``, ``Qwen3VLMoeForConditionalGeneration``): a Qwen2 / Qwen3 /
+Qwen3-MoE language model with a ViT beside it (``memprof/core/models/multimodal.py``).
+
+Sources (vLLM 0.11.0, read in the wheel):
+
+- ``vllm/model_executor/models/qwen2_5_vl.py``: ``Qwen2_5_VisionTransformer`` — a replicated
+  ``Conv3d`` patch embedding without bias; ``depth`` blocks of two RMSNorms,
+  ``Qwen2_5_VisionAttention`` (``QKVParallelLinear`` with bias, ``RowParallelLinear`` proj with
+  its default bias) and ``Qwen2_5_VisionMLP`` (``MergedColumnParallelLinear`` gate_up +
+  ``RowParallelLinear`` down, bias=True); ``Qwen2_5_VisionPatchMerger`` (RMSNorm ``ln_q`` over
+  ``hidden_size``, ``ColumnParallelLinear`` ``hidden·merge² → hidden·merge²`` and
+  ``RowParallelLinear`` ``→ out_hidden_size``, both biased). The window attention
+  (``window_size``, ``fullatt_block_indexes``) changes which patches attend together, not the
+  weights. The language model is ``Qwen2ForCausalLM`` from the same flat config.
+- ``vllm/model_executor/models/qwen3_vl.py``: ``Qwen3_VisionTransformer`` — ``Conv3d`` patch
+  embedding with bias, a learnt ``pos_embed`` (``num_position_embeddings × hidden_size``),
+  LayerNorm blocks with a plain fc1/fc2 MLP (``ColumnParallelLinear`` + ``RowParallelLinear``,
+  biased), the merger (LayerNorm over ``hidden_size``) and one post-shuffle merger per
+  ``deepstack_visual_indexes`` entry (LayerNorm over ``hidden·merge²``); the language model
+  ``Qwen3LLMForCausalLM`` (Qwen3 layers) or, for the MoE, Qwen3-MoE layers, from
+  ``text_config``. ``Qwen3VLForConditionalGeneration.__init__`` also allocates one
+  ``[max_num_batched_tokens, text hidden]`` deepstack buffer per level
+  (``memprof/core/terms/encoder.py``).
+- Both build the vision tower only when ``--limit-mm-per-prompt`` leaves an image or a video
+  (``get_limit_per_prompt("image") or …("video")``), with TP-sharded linears unless
+  ``mm_encoder_tp_mode`` is ``data``.
+- The processors' limits: ``Qwen/Qwen2.5-VL-7B-Instruct`` ``preprocessor_config.json``
+  (``min_pixels`` 3136, ``max_pixels`` 12845056), vLLM ``qwen2_vl.py`` ``_MAX_FRAMES_PER_VIDEO``
+  14 (a video resized frame by frame with the image processor); the Qwen3-VL checkpoints'
+  ``preprocessor_config.json`` (``size`` 65536 – 16777216 pixels) and
+  ``video_preprocessor_config.json`` (``size`` 4096 – 25165824 pixels for the whole clip). How
+  vLLM sizes the largest video changed by release: the ``VideoRule`` rows below (Qwen3-VL: up
+  to 0.12.0 the most frames that fit, 12.5 placeholder tokens budgeted per video token; 0.13.0
+  to 0.14.1 without that scale; from 0.15.0 two frames of the video processor's size).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families import qwen, qwen_moe
+from memprof.core.models.families.row import Built, Family
+from memprof.core.versions import Rule
+
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import Processor, VisionTower
+
+
+@cache
+def processors() -> tuple[Processor, Processor]:
+    """(Qwen2.5-VL's, Qwen3-VL's) processor limits and video rows, built on first use (the
+    multimodal module stays off a text model's import path)."""
+    from memprof.core.models.multimodal import Processor, VideoRule
+
+    qwen2_5 = Processor(
+        image_min_pixels=3136, image_max_pixels=12845056,
+        video=(Rule(name="qwen2_5_vl_video", changes="encoder cache (profile run)", since="0.11.0",
+                    until=None, value=VideoRule(rule="frames", start_frames=1, max_frames=14),
+                    introduced_by="first seen in 0.11.0 (0.10.2: 16 frames against the images' "
+                    "tokens, not modelled)",
+                    source="0.11.0 / 0.33.0 models/qwen2_vl.py get_max_video_tokens, "
+                    "_get_max_video_frames, _MAX_FRAMES_PER_VIDEO = 14",
+                    applies_to="multimodal"),),
+        source="Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json (min_pixels, max_pixels)")
+    qwen3 = Processor(
+        image_min_pixels=65536, image_max_pixels=16777216,
+        video_min_pixels=4096, video_max_pixels=25165824,
+        video=(
+            Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.11.0",
+                 until="0.13.0",
+                 value=VideoRule(rule="clip", start_frames=2, max_frames=24576, token_scale=12.5),
+                 introduced_by="Qwen3-VL support (vLLM 0.11.0)",
+                 removed_by="first seen in 0.13.0: no timestamp scale",
+                 source="0.11.0 / 0.12.0 models/qwen3_vl.py get_max_video_tokens (× 12.5), "
+                 "_MAX_FRAMES_PER_VIDEO = 24576", applies_to="multimodal"),
+            Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.13.0",
+                 until="0.15.0", value=VideoRule(rule="clip", start_frames=2, max_frames=24576),
+                 introduced_by="first seen in 0.13.0",
+                 removed_by="first seen in 0.15.0: two frames of the video processor's size",
+                 source="0.13.0 / 0.14.1 models/qwen3_vl.py get_max_video_tokens",
+                 applies_to="multimodal"),
+            Rule(name="qwen3_vl_video", changes="encoder cache (profile run)", since="0.15.0",
+                 until=None, value=VideoRule(rule="two_frames"),
+                 introduced_by="first seen in 0.15.0",
+                 source="0.15.0 / 0.16.0 / 0.33.0 models/qwen3_vl.py get_max_video_tokens "
+                 "(num_frames=2, max_pixels = longest_edge // temporal_patch_size)",
+                 applies_to="multimodal"),
+        ),
+        source="Qwen/Qwen3-VL-*-Instruct preprocessor_config.json / video_preprocessor_config.json "
+        "size")
+    return qwen2_5, qwen3
+
+
+QWEN2_5_VL_RELEASES = (Rule(
+    name="qwen2_5_vl_model", changes="the model", since="0.7.2", until=None,
+    introduced_by="Qwen2.5-VL support (vLLM PR #12604)",
+    source="vLLM 0.7.2 model_executor/models/qwen2_5_vl.py", applies_to="multimodal"),)
+QWEN3_VL_RELEASES = (Rule(
+    name="qwen3_vl_model", changes="the model", since="0.11.0", until=None,
+    introduced_by="Qwen3-VL support (first in 0.11.0; 0.10.2 has no qwen3_vl.py)",
+    source="vLLM 0.11.0 model_executor/models/qwen3_vl.py, qwen3_vl_moe.py",
+    applies_to="multimodal"),)
+
+
+def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
+    from memprof.core.models.multimodal import VisionTower, vision_fields, vision_int
+
+    vc = vision_fields(cfg)
+    return VisionTower(
+        depth=vision_int(vc, "depth"), hidden=vision_int(vc, "hidden_size"),
+        intermediate=vision_int(vc, "intermediate_size"), heads=vision_int(vc, "num_heads"),
+        in_channels=vision_int(vc, "in_channels", "in_chans"),
+        patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
+        merge=vision_int(vc, "spatial_merge_size"), out_hidden=vision_int(vc, "out_hidden_size"),
+        gated=True, norm_bias=False, patch_bias=False, text_hidden=text_hidden,
+        processor=processors()[0], releases=QWEN2_5_VL_RELEASES,
+        source="vLLM 0.11.0 qwen2_5_vl.py")
+
+
+def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
+    from memprof.core.models.multimodal import VisionTower, vision_fields, vision_int
+
+    vc = vision_fields(cfg)
+    return VisionTower(
+        depth=vision_int(vc, "depth"), hidden=vision_int(vc, "hidden_size"),
+        intermediate=vision_int(vc, "intermediate_size"), heads=vision_int(vc, "num_heads"),
+        in_channels=vision_int(vc, "in_channels", "in_chans"),
+        patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
+        merge=vision_int(vc, "spatial_merge_size"), out_hidden=vision_int(vc, "out_hidden_size"),
+        gated=False, norm_bias=True, patch_bias=True,
+        position_embeddings=vision_int(vc, "num_position_embeddings"),
+        deepstack_levels=len(vc.get("deepstack_visual_indexes") or []), text_hidden=text_hidden,
+        processor=processors()[1], releases=QWEN3_VL_RELEASES,
+        source="vLLM 0.11.0 qwen3_vl.py")
+
+
+def _qwen2_5_vl_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    """The language model: Qwen2 layers (q/k/v biases) from the flat config."""
+    return qwen.QWEN2.build(c, hidden, n_layers)
+
+
+def _qwen3_vl_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    """The language model: Qwen3 layers (q/k norms) from ``text_config``."""
+    return qwen.QWEN3.build(c, hidden, n_layers)
+
+
+def _qwen3_vl_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    """The language model: Qwen3-MoE layers from ``text_config``."""
+    return qwen_moe.QWEN3_MOE.build(c, hidden, n_layers)
+
+
+QWEN2_5_VL = Family(
+    name="qwen2_5_vl", model_types=("qwen2_5_vl",),
+    architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
+    attention="gqa", vision=_qwen2_5_vl_tower,
+    source="vLLM model_executor/models/qwen2_5_vl.py (0.11.0)")
+QWEN3_VL = Family(
+    name="qwen3_vl", model_types=("qwen3_vl",),
+    architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
+    attention="gqa", vision=_qwen3_vl_tower,
+    source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
+QWEN3_VL_MOE = Family(
+    name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
+    architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
+    attention="gqa", moe=True, vision=_qwen3_vl_tower,
+    source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
+
+def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:
+    """This module's release rows (``memprof versions`` lists them:
+    memprof/core/version_diff.py)."""
+    qwen2_5, qwen3 = processors()
+    return QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, qwen2_5.video, qwen3.video

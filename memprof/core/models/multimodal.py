@@ -1,0 +1,557 @@
+"""The multimodal mechanism: a model's vision tower (what vLLM builds beside the language model),
+its processor limits, and the encoder budget vLLM V1 profiles with.
+
+A family opts in through its row's ``vision`` reader (``families/row.py``): the reader turns the
+config's ``vision_config`` (and the checkpoint processor's limits, kept on the family's row with
+their source) into a ``VisionTower``; ``load.py`` then reads the language model from the config's
+``text_config`` (``language_config``) and keeps the tower on ``ModelSpec.vision``. Everything else
+is generic and reads the tower:
+
+- the tower's weights per rank: ``memprof/core/weights/vision.py``;
+- the profile run's encoder terms (encoder cache, encoder forward, deepstack buffers):
+  ``memprof/core/terms/encoder.py``;
+- the ``--limit-mm-per-prompt`` / ``--mm-processor-kwargs`` settings: ``mm_limits`` and
+  ``processor_limits`` here, checked by ``check_multimodal`` before any work is done.
+
+The token arithmetic follows vLLM (read in the 0.11.0 wheel, and where it changed in the 0.11.1,
+0.12.0, 0.13.0, 0.14.0, 0.14.1, 0.15.0, 0.16.0 and 0.33.0 wheels: ``ENCODER_PROFILE``, the
+families' ``VideoRule`` rows):
+``vllm/model_executor/models/qwen2_vl.py`` ``Qwen2VLProcessingInfo._get_vision_info`` /
+``get_max_image_tokens`` / ``get_max_video_tokens`` (and the ``Qwen3VLProcessingInfo`` overrides),
+``vllm/multimodal/registry.py`` ``get_max_tokens_per_item_by_nonzero_modality`` (one item of each
+modality whose limit is above 0, ``seq_len = max_model_len``), ``vllm/v1/core/
+encoder_cache_manager.py`` ``compute_mm_encoder_budget`` and ``vllm/v1/worker/utils.py``
+``MultiModalBudget.get_max_items``; ``vllm/config/multimodal.py`` ``get_limit_per_prompt``
+(999 items per modality by default under V1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from memprof.base.errors import BadInput, ConfigError
+from memprof.core.versions import Rule, value_at
+
+ENCODER_TP_MODES = ("weights", "data")  # vllm/config/multimodal.py MMEncoderTPMode (0.10.2+)
+ENCODER_TP_MODE_SINCE = "0.10.2"  # first release with --mm-encoder-tp-mode (0.10.1 has none)
+DEFAULT_LIMIT = 999  # vllm/config/multimodal.py get_limit_per_prompt under V1 (v0.11.0)
+MAX_LIMIT = 1 << 20  # items per prompt: far above any real limit, bounds the arithmetic
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VideoRule:
+    """How vLLM sizes a model's largest video at a release (its processing info's
+    ``get_max_video_tokens``): ``rule`` ``"frames"`` resizes every frame as an image and counts
+    the most frames whose tokens fit ``max_model_len`` (from ``start_frames``, at most
+    ``max_frames``); ``"clip"`` does the same with the video processor bounding the whole clip's
+    pixels; ``"two_frames"`` takes two frames of the largest image within the video processor's
+    ``longest_edge // temporal_patch``. ``token_scale``: placeholder tokens budgeted per video
+    token."""
+
+    rule: str
+    start_frames: int = 1
+    max_frames: int = 1
+    token_scale: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Processor:
+    """The checkpoint processor's limits that set the largest image and video (vLLM asks the HF
+    processor; memprof keeps its defaults on the family row, with the file they come from).
+
+    ``image_min_pixels`` / ``image_max_pixels``: the image processor's ``min_pixels`` /
+    ``max_pixels`` (``size["shortest_edge"]`` / ``size["longest_edge"]``);
+    ``video_min_pixels`` / ``video_max_pixels``: the video processor's (0: it resizes frames
+    as images); ``video``: ``VideoRule`` rows by vLLM release (a release with no row: its
+    video sizing is not modelled)."""
+
+    image_min_pixels: int
+    image_max_pixels: int
+    video_min_pixels: int = 0
+    video_max_pixels: int = 0
+    video: tuple[Rule, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VisionTower:
+    """A ViT as vLLM builds it beside the language model, from ``vision_config``.
+
+    Every block: two norms (``norm_bias``: LayerNorm with a bias, else RMSNorm), a fused qkv
+    linear with a bias (column-parallel) and an output projection (row-parallel, ``proj_bias``),
+    and an MLP: ``gated`` (gate_up column-parallel + down row-parallel) or not (fc1 + fc2), biased
+    as ``mlp_bias``. Then the patch merger(s): a norm over ``hidden`` (``hidden·merge²`` for the
+    post-shuffle deepstack mergers), a column-parallel ``hidden·merge² → hidden·merge²`` and a
+    row-parallel ``hidden·merge² → out_hidden`` linear, both biased. The patch embedding is a
+    replicated Conv3d (``in_channels·temporal_patch·patch²`` inputs per output, ``patch_bias``),
+    and a learnt position table of ``position_embeddings`` rows when the tower has one."""
+
+    depth: int
+    hidden: int
+    intermediate: int
+    heads: int
+    in_channels: int
+    patch: int
+    temporal_patch: int
+    merge: int
+    out_hidden: int
+    gated: bool
+    norm_bias: bool
+    proj_bias: bool = True
+    mlp_bias: bool = True
+    patch_bias: bool = False
+    position_embeddings: int = 0
+    deepstack_levels: int = 0  # extra post-shuffle mergers; their outputs ride with the main one
+    text_hidden: int = 0  # the language model's hidden size (deepstack buffers)
+    processor: Processor
+    modalities: tuple[str, ...] = ("image", "video")
+    releases: tuple[Rule, ...] = ()  # the vLLM releases with the architecture (value True)
+    source: str = ""
+
+    @property
+    def patch_inputs(self) -> int:
+        """Values of one flattened patch (``in_channels·temporal_patch·patch²``)."""
+        return self.in_channels * self.temporal_patch * self.patch * self.patch
+
+    @property
+    def embed_width(self) -> int:
+        """Width of one encoder output token: the merger's ``out_hidden``, with each deepstack
+        level's output concatenated (vLLM qwen3_vl.py ``_process_image_input``: ``torch.cat`` of
+        the main and deepstack embeddings; ``visual_dim + multiscale_dim``)."""
+        return self.out_hidden * (1 + self.deepstack_levels)
+
+
+# --- reading vision_config ---------------------------------------------------------------------
+
+_VISION_INT_FIELDS = ("depth", "hidden_size", "intermediate_size", "num_heads", "patch_size",
+                      "temporal_patch_size", "spatial_merge_size", "out_hidden_size",
+                      "in_channels", "in_chans", "num_position_embeddings", "window_size")
+
+
+def vision_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's ``vision_config`` with every integer field memprof reads checked (a missing
+    ``vision_config`` or a wrong type is a ``ConfigError`` naming the field)."""
+    vc = cfg.get("vision_config")
+    if not isinstance(vc, dict):
+        raise ConfigError("config.json of this multimodal model has no 'vision_config' object",
+                          hint="pass the checkpoint's own config.json (it describes the vision "
+                          "tower under 'vision_config')")
+    for key in _VISION_INT_FIELDS:
+        v = vc.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1 << 24:
+            raise ConfigError(f"config.json field 'vision_config.{key}' must be a positive "
+                              f"integer, got {str(v)[:40]!r}",
+                              hint=f"fix 'vision_config.{key}' in the config.json")
+    for key in ("fullatt_block_indexes", "deepstack_visual_indexes"):
+        v = vc.get(key)
+        if v is not None and (not isinstance(v, list) or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)):
+            raise ConfigError(f"config.json field 'vision_config.{key}' must be a list of "
+                              "layer indices", hint=f"fix 'vision_config.{key}' in the config.json")
+    return vc
+
+
+def vision_int(vc: Mapping[str, Any], *keys: str) -> int:
+    """The first of ``keys`` that ``vision_config`` states; a missing one is refused."""
+    for key in keys:
+        if vc.get(key) is not None:
+            return int(vc[key])
+    raise ConfigError(f"config.json has no 'vision_config.{keys[0]}' (the vision tower's size)",
+                      hint=f"add 'vision_config.{keys[0]}' to the config.json: memprof does not "
+                      "guess it")
+
+
+# Keys of the top-level config that describe the wrapper, not the language model: the
+# ``text_config`` values replace the rest (transformers' composite configs keep the language
+# model's fields there; vLLM builds the language model from ``get_text_config()``).
+_WRAPPER_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "vision_config",
+                 "quantization_config", "_source", "_hf_ids")
+
+
+def language_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: ``text_config`` merged over the top level when the config
+    nests one (Qwen3-VL), else the config itself (Qwen2.5-VL's flat layout). The wrapper's
+    architecture, ``model_type``, dtype and quantisation stay the top level's."""
+    text = cfg.get("text_config")
+    if text is None:
+        return dict(cfg)
+    if not isinstance(text, dict):
+        raise ConfigError("config.json field 'text_config' must be an object",
+                          hint="fix 'text_config' in the config.json")
+    out = dict(cfg)
+    out.update({k: v for k, v in text.items() if k not in _WRAPPER_KEYS})
+    if out.get("torch_dtype") is None and out.get("dtype") is None:
+        dtype = text.get("torch_dtype") or text.get("dtype")
+        if dtype is not None:
+            out["torch_dtype"] = dtype
+    return out
+
+
+# --- the largest image and video (the processing info of vLLM's Qwen2-VL family) ------------------
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int,
+                 max_pixels: int) -> tuple[int, int]:
+    """transformers ``qwen2_vl/image_processing_qwen2_vl.py`` ``smart_resize``: both sides
+    rounded to ``factor``, then scaled to keep the area within [min_pixels, max_pixels]."""
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def clip_resize(frames: int, height: int, width: int, factor: int, temporal: int,
+                min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """transformers ``qwen3_vl/video_processing_qwen3_vl.py`` ``smart_resize``: the clip's
+    pixels (frames rounded up to ``temporal``) kept within [min_pixels, max_pixels]."""
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    t_bar = math.ceil(frames / temporal) * temporal
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileEra:
+    """What vLLM V1's encoder profile does at a release: whether ``profile_run`` pads each
+    item's output to the encoder budget before caching it, and whether
+    ``get_image_size_with_most_features`` factorises ``max_pixels // (patch·merge)²`` merged
+    patches (else it resizes a 9999999² image, a square)."""
+
+    pad_to_budget: bool
+    factorized_image: bool
+
+
+ENCODER_PROFILE: tuple[Rule, ...] = (
+    Rule(name="mm_encoder_profile", changes="encoder cache (profile run)", since="0.11.0",
+         until="0.13.0", value=ProfileEra(pad_to_budget=True, factorized_image=False),
+         introduced_by="first seen in 0.11.0 (0.10.2 caches the outputs unpadded; the releases "
+         "before 0.11.0 are not modelled)",
+         removed_by="first seen in 0.13.0: outputs cached unpadded, the largest image by "
+         "factorising max_pixels",
+         source="0.11.0 / 0.11.1 / 0.12.0 wheels: v1/worker/gpu_model_runner.py profile_run "
+         "(output.new_zeros((encoder_budget, …))), models/qwen2_vl.py "
+         "get_image_size_with_most_features (_get_vision_info of a 9999999² image)",
+         applies_to="multimodal"),
+    Rule(name="mm_encoder_profile", changes="encoder cache (profile run)", since="0.13.0",
+         until=None, value=ProfileEra(pad_to_budget=False, factorized_image=True),
+         introduced_by="first seen in 0.13.0",
+         source="0.13.0 / 0.15.0 / 0.33.0 wheels: profile_run (encoder_cache[f'tmp_{i}'] = "
+         "output), qwen2_vl.py get_image_size_with_most_features (closest_factor_pair, aspect "
+         "≤ 200)", applies_to="multimodal"),
+)
+"""vLLM V1's encoder profile by release; before 0.11.0 no row: the encoder term says that
+release's encoder profile is not modelled (0.8.0 - 0.10.2 size the largest video against the
+images' tokens and 16 frames, V0 before 0.8.0 profiles inside its dummy sequences)."""
+
+_HUGE = 9_999_999  # vLLM asks for the size of a 9999999 × 9999999 image (get_image_size_…)
+MAX_ASPECT = 200  # the processors refuse a longer side over 200 × the shorter
+
+
+def _closest_factor_pair(n: int) -> tuple[int, int]:
+    for d in range(math.isqrt(n), 0, -1):
+        if n % d == 0:
+            return d, n // d
+    return 1, n
+
+
+def _image_size(t: VisionTower, max_pixels: int, min_pixels: int,
+                factorized: bool) -> tuple[int, int]:
+    """``get_image_size_with_most_features``: (height, width) of the largest image within
+    ``max_pixels`` — the most merged patches ``max_pixels // unit²`` split into the closest
+    factor pair of aspect at most 200 (``factorized``), else a 9999999² image resized."""
+    unit = t.patch * t.merge
+    if not factorized:
+        return smart_resize(_HUGE, _HUGE, unit, min_pixels, max_pixels)
+    hf, wf = 1, max(1, max_pixels // (unit * unit))
+    for n in range(wf, 0, -1):
+        hf, wf = _closest_factor_pair(n)
+        if wf / hf <= MAX_ASPECT:
+            break
+    return unit * hf, unit * wf
+
+
+def _vision_tokens(t: VisionTower, frames: int, h: int, w: int) -> int:
+    """``_get_vision_info``: frames padded to ``temporal_patch``, patches merged ``merge²``."""
+    padded = frames + frames % t.temporal_patch
+    grid_t = max(padded // t.temporal_patch, 1)
+    return grid_t * (h // t.patch) * (w // t.patch) // (t.merge * t.merge)
+
+
+def _video_tokens(t: VisionTower, p: Processor, rule: VideoRule, frames: int,
+                  size: tuple[int, int]) -> int:
+    h, w = size
+    if rule.rule in ("clip", "two_frames"):  # the video processor resizes the clip
+        h, w = clip_resize(frames, h, w, t.patch * t.merge, t.temporal_patch,
+                           p.video_min_pixels, p.video_max_pixels)
+    return _vision_tokens(t, frames, h, w)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Item:
+    """The largest item of one modality: the encoder's input tokens (after the merger) and the
+    placeholder tokens vLLM budgets for it."""
+
+    modality: str
+    encoder_tokens: int  # tokens the vision tower outputs for the item (patches / merge²)
+    budget_tokens: int  # what the encoder budget counts for it
+    frames: int = 1
+
+
+def video_rule(p: Processor, version: str | None) -> VideoRule | None:
+    """The processor's video rule at ``version`` (None: the release lacks the model)."""
+    found = value_at(p.video, version, None)
+    return found if isinstance(found, VideoRule) else None
+
+
+@lru_cache(maxsize=64)
+def largest_item(t: VisionTower, p: Processor, modality: str, seq_len: int,
+                 version: str | None = None) -> Item:
+    """The largest item of ``modality`` at ``version`` (``get_mm_max_tokens_per_item``, one
+    item of each modality): an image of the most features; a video by its ``VideoRule``."""
+    era = value_at(ENCODER_PROFILE, version, ENCODER_PROFILE[-1].value)
+    assert isinstance(era, ProfileEra)
+    image = _image_size(t, p.image_max_pixels, p.image_min_pixels, era.factorized_image)
+    if modality == "image":
+        n = _vision_tokens(t, 1, *image)
+        return Item(modality="image", encoder_tokens=n, budget_tokens=n)
+    rule = video_rule(p, version)
+    if rule is None:
+        return Item(modality="video", encoder_tokens=0, budget_tokens=0, frames=0)
+    if rule.rule == "two_frames":
+        size = _image_size(t, p.video_max_pixels // t.temporal_patch, p.image_min_pixels,
+                           era.factorized_image)
+        n = _video_tokens(t, p, rule, 2, size)
+        return Item(modality="video", encoder_tokens=n, budget_tokens=n, frames=2)
+    frames = rule.start_frames
+    while frames < rule.max_frames and _video_tokens(t, p, rule, frames + 1, image) <= seq_len:
+        frames += 1
+    frames = max(1, min(frames, rule.max_frames))
+    n = _video_tokens(t, p, rule, frames, image)
+    return Item(modality="video", encoder_tokens=n, budget_tokens=int(n * rule.token_scale),
+                frames=frames)
+
+
+# --- --limit-mm-per-prompt and --mm-processor-kwargs -------------------------------------------
+
+LIMIT_HINT = """e.g. --limit-mm-per-prompt '{"image": 2, "video": 0}' (JSON, as vLLM reads it)"""
+
+
+def mm_limits(text: str | None, modalities: tuple[str, ...]) -> dict[str, int]:
+    """``--limit-mm-per-prompt`` read as vLLM reads it: a JSON object of modality → items per
+    prompt (an item count, or an object with a ``count``; newer releases' ``width`` / ``height`` /
+    ``num_frames`` there are refused, not modelled), or the older ``image=2,video=0``
+    form; a modality left out keeps vLLM's default (999). A modality the model lacks, a
+    negative or non-integer count is a ``BadInput``."""
+    out = dict.fromkeys(modalities, DEFAULT_LIMIT)
+    if text is None:
+        return out
+    raw: object
+    pairs: dict[str, int] = {}
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            raw = json.loads(stripped)
+        except (ValueError, RecursionError):
+            raise BadInput(f"--limit-mm-per-prompt is not JSON ({text[:40]!r})",
+                           hint=LIMIT_HINT) from None
+    else:
+        raw = pairs
+        for part in filter(None, (s.strip() for s in stripped.split(","))):
+            key, eq, value = part.partition("=")
+            if not eq:
+                raise BadInput(f"--limit-mm-per-prompt {text[:40]!r} is neither JSON nor "
+                               "MODALITY=COUNT pairs", hint=LIMIT_HINT)
+            try:
+                pairs[key.strip()] = int(value)
+            except ValueError:
+                raise BadInput(f"--limit-mm-per-prompt {key.strip()[:20]}={value[:20]!r} is not "
+                               "an item count", hint=LIMIT_HINT) from None
+    if not isinstance(raw, dict):
+        raise BadInput("--limit-mm-per-prompt must be a JSON object of modality → count",
+                       hint=LIMIT_HINT)
+    for key, value in raw.items():
+        if key not in modalities:
+            raise BadInput(f"--limit-mm-per-prompt names {str(key)[:20]!r}, a modality this "
+                           f"model does not take", hint="its modalities: " + ", ".join(modalities))
+        if isinstance(value, dict) and set(value) - {"count"}:
+            extra = sorted(set(value) - {"count"})[0]
+            raise BadInput(f"--limit-mm-per-prompt {key}: {extra!r} (the dummy item's size) is "
+                           "not modelled by memprof", hint=f'give the count only, e.g. {{"{key}": '
+                           f'{{"count": {value.get("count", 1)}}}}}')
+        count = value.get("count") if isinstance(value, dict) else value
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LIMIT:
+            raise BadInput(f"--limit-mm-per-prompt {key}: {str(value)[:30]} is not an item count "
+                           f"in [0, {MAX_LIMIT:,}]", hint=LIMIT_HINT)
+        out[key] = count
+    return out
+
+
+KWARGS_HINT = """e.g. --mm-processor-kwargs '{"max_pixels": 1003520}'"""
+MODELLED_KWARGS = ("max_pixels", "min_pixels", "size")
+
+
+def processor_limits(p: Processor, text: str | None) -> Processor:
+    """``p`` with ``--mm-processor-kwargs`` applied (vLLM passes them to the HF processor, whose
+    image processor then resizes within them): ``max_pixels`` / ``min_pixels``, or ``size`` with
+    ``longest_edge`` / ``shortest_edge``. Other keys are refused (memprof does not model them)."""
+    if text is None:
+        return p
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadInput(f"--mm-processor-kwargs is not JSON ({text[:40]!r})",
+                       hint=KWARGS_HINT) from None
+    if not isinstance(raw, dict):
+        raise BadInput("--mm-processor-kwargs must be a JSON object", hint=KWARGS_HINT)
+    unknown = [k for k in raw if k not in MODELLED_KWARGS]
+    if unknown:
+        raise BadInput(f"--mm-processor-kwargs {str(unknown[0])[:30]!r} is not modelled by memprof",
+                       hint="memprof reads " + ", ".join(MODELLED_KWARGS) + " (the image "
+                       "size limits); drop the others for the estimate")
+    size = raw.get("size")
+    if size is not None and not isinstance(size, dict):
+        raise BadInput("--mm-processor-kwargs size must be an object",
+                       hint="""e.g. {"size": {"longest_edge": 1003520}}""")
+    got: dict[str, int] = {}
+    for name, edge, default in (("min_pixels", "shortest_edge", p.image_min_pixels),
+                                ("max_pixels", "longest_edge", p.image_max_pixels)):
+        v = raw.get(name, (size or {}).get(edge, default))
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1 << 40:
+            raise BadInput(f"--mm-processor-kwargs {name} must be a positive pixel count, got "
+                           f"{str(v)[:30]}", hint=KWARGS_HINT)
+        got[name] = v
+    low, high = got["min_pixels"], got["max_pixels"]
+    if low > high:
+        raise BadInput(f"--mm-processor-kwargs min_pixels {low:,} is above max_pixels {high:,}",
+                       hint=KWARGS_HINT)
+    from dataclasses import replace
+
+    return replace(p, image_min_pixels=low, image_max_pixels=high)
+
+
+# --- the encoder budget (vLLM V1 profile run) -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncoderBudget:
+    """What vLLM V1's profile run feeds the vision tower: ``items`` dummy items of ``item`` (the
+    modality with the most tokens), and the encoder cache it fills (``cached_rows``: the
+    outputs, each padded to the budget when shorter where the release does)."""
+
+    item: Item
+    items: int
+    compute_budget: int
+    cache_size: int
+    pad_to_budget: bool = False  # the release pads each output to the budget (ProfileEra)
+
+    @property
+    def budget(self) -> int:
+        """``MultiModalBudget.get_encoder_budget``: min(compute budget, cache size)."""
+        return min(self.compute_budget, self.cache_size)
+
+    @property
+    def encoder_tokens(self) -> int:
+        """Tokens the tower outputs in the profile run (all items)."""
+        return self.items * self.item.encoder_tokens
+
+    @property
+    def cached_rows(self) -> int:
+        """Rows of the encoder cache during the text dummy run: each item's output, padded to
+        the budget when shorter where the release does (``profile_run``:
+        ``output.new_zeros((encoder_budget, …))``, ``ENCODER_PROFILE``)."""
+        per = max(self.item.encoder_tokens, self.budget) if self.pad_to_budget else (
+            self.item.encoder_tokens)
+        return self.items * per
+
+
+def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: int,
+                   max_num_batched_tokens: int, max_num_seqs: int,
+                   chunked_prefill: bool = True, version: str | None = None
+                   ) -> EncoderBudget | None:
+    """``compute_mm_encoder_budget`` and ``MultiModalBudget.get_max_items`` (the same from 0.11.0
+    to 0.33.0 with the budget flags left at their defaults); None when every modality is
+    limited to 0 (no encoder cache, no encoder profile)."""
+    era = value_at(ENCODER_PROFILE, version, ENCODER_PROFILE[-1].value)
+    assert isinstance(era, ProfileEra)
+    items = [largest_item(t, t.processor, m, max_model_len, version) for m in t.modalities
+             if limits.get(m, DEFAULT_LIMIT) > 0]
+    items = [i for i in items if i.budget_tokens > 0]
+    if not items:
+        return None
+    top = max(items, key=lambda i: i.budget_tokens)
+    per_item = top.budget_tokens
+    compute = max(max_num_batched_tokens, per_item)
+    cache = max(max_num_batched_tokens, per_item)
+    budget = min(compute, cache)
+    per_prompt = max(1, min(limits.get(top.modality, DEFAULT_LIMIT), max_model_len // per_item))
+    reqs = max_num_seqs if chunked_prefill else min(max_num_seqs,
+                                                    max_num_batched_tokens // per_item)
+    batch = max(1, min(budget // per_item, reqs * per_prompt))
+    return EncoderBudget(item=top, items=batch, compute_budget=compute, cache_size=cache,
+                         pad_to_budget=era.pad_to_budget)
+
+
+_TP_MODE_ROWS = (Rule(
+    name="mm_encoder_tp_mode", changes="the --mm-encoder-tp-mode flag",
+    since=ENCODER_TP_MODE_SINCE, until=None,
+    introduced_by="first seen in 0.10.2 (use_data_parallel in qwen2_5_vl.py)",
+    source="0.10.2 / 0.11.0 config/multimodal.py mm_encoder_tp_mode", applies_to="multimodal"),)
+
+
+def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it: bool,
+                     engine: str, limit_text: str | None, kwargs_text: str | None,
+                     version: str | None = None, tp_mode: str = "weights") -> None:
+    """Before any work: the engine must model the vision tower, the release must have the
+    model (its processor's ``video`` rows), and the multimodal settings must parse
+    (``BadInput`` with a hint otherwise). A text-only model taking them is refused."""
+    if tp_mode not in ENCODER_TP_MODES:
+        raise BadInput(f"unknown --mm-encoder-tp-mode {tp_mode[:40]!r}",
+                       hint="weights (the default: the tower split over TP) or data")
+    if tp_mode != "weights" and version is not None and not value_at(_TP_MODE_ROWS, version,
+                                                                      False):
+        raise BadInput(f"--mm-encoder-tp-mode is not in vLLM {version} (it came in "
+                       f"{ENCODER_TP_MODE_SINCE})",
+                       hint=f"drop it, or use --engine-version {ENCODER_TP_MODE_SINCE} or later")
+    if vision is None:
+        if tp_mode != "weights":
+            raise BadInput(f"--mm-encoder-tp-mode given, but {model} has no vision tower "
+                           "(text-only)", hint="drop --mm-encoder-tp-mode")
+        if limit_text is not None or kwargs_text is not None:
+            flag = "--limit-mm-per-prompt" if limit_text is not None else "--mm-processor-kwargs"
+            raise BadInput(f"{flag} given, but {model} has no vision tower (text-only)",
+                           hint=f"drop {flag}")
+        return
+    if not engine_models_it:
+        raise BadInput(f"memprof does not model {engine}'s vision encoder of {model} (its "
+                       "weights, encoder cache and encoder profile)",
+                       hint="estimate it with --engine vllm, or pass the language model's own "
+                       "config.json for a text-only estimate")
+    if vision.releases and not value_at(vision.releases, version, False):
+        first = vision.releases[0].since
+        raise BadInput(f"{engine} {version} has no {model} architecture (vLLM added it in "
+                       f"{first}, {vision.releases[0].introduced_by})",
+                       hint=f"use --engine-version {first} or later")
+    mm_limits(limit_text, vision.modalities)
+    processor_limits(vision.processor, kwargs_text)

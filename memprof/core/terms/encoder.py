@@ -1,0 +1,143 @@
+"""A multimodal model's encoder in vLLM V1's profile run, and the buffers its wrapper allocates.
+
+vLLM ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` (read in the 0.11.0, 0.13.0 and
+0.33.0 wheels): unless ``skip_mm_profiling``, when the encoder budget is above 0 it builds
+``max_items_per_batch`` dummy items of the modality with the most tokens
+(``_get_mm_dummy_batch``), runs the vision tower on them (``get_multimodal_embeddings`` /
+``embed_multimodal``) and keeps the outputs in ``encoder_cache`` while the text ``_dummy_run``
+and the sampler run — 0.11.0 to 0.12.0 pad each output to ``encoder_budget`` rows first
+(``ENCODER_PROFILE``); the cache is cleared after. Releases before 0.11.0 are not modelled (a
+labelled placeholder says so). The budget and the items: ``memprof/core/models/multimodal.py``
+(``encoder_budget``). The profile's torch peak is therefore the larger of
+
+    the encoder forward:  pixels + the tower's live activations (one block at a time)
+    the text dummy run:   encoder cache + the text peak (``memprof/core/terms/activation.py``)
+
+so this term adds, beside the text peak: the encoder cache (profiled), and what the encoder
+forward needs above the text peak and the cache (profiled, 0 when the text run is larger).
+
+The encoder forward on P = items × tokens × merge² patches, one rank (TP-local widths; the
+attention's ``split_qkv`` all-gathers qkv when TP > 1), read from ``qwen2_5_vl.py`` /
+``qwen3_vl.py`` ``forward`` of the vision blocks (flash-attention varlen: no P² scores). With
+``--mm-encoder-tp-mode data`` the tower is whole on each rank (tp = 1 below) and each rank
+encodes a share of the items (``vision.py`` ``run_dp_sharded_mrope_vision_model``): the busiest
+rank's ceil(items / TP) is charged:
+
+    pixels     P · patch_inputs · (4 + s)   the processor's fp32 pixels and their model-dtype copy
+    attention  P · (H + 10·H/tp) · s        residual, qkv, contiguous q/k/v, q‖k and its rotation
+               + P · 3H · s with TP > 1     the all-gathered qkv
+    mlp        P · (2H + g·I/tp) · s        residual and normed input, gate_up (g = 3: gate_up +
+                                            its activation) or fc1 (g = 2: fc1 + activation)
+    deepstack  levels · P/merge² · out · s  the deepstack mergers' outputs kept to the end
+
+``Qwen3VLForConditionalGeneration.__init__`` also allocates one ``[max_num_batched_tokens, text
+hidden]`` buffer per deepstack level (``deepstack_input_embeds``, model dtype) while the model is
+built: counted in the weights ("Model loading took").
+
+The encoder forward is a reading of the code, not a measurement (no GPU run of a vision tower
+has been recorded yet); the cache and the buffers are exact sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.terms.activation import activation_terms
+from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
+from memprof.core.versions import Rule, value_at
+
+PIXEL_BYTES = 4  # the HF processor's pixel_values are float32
+
+# Model Runner V2 (vLLM's default from 0.29.0: memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES)
+# profiles the encoder on the first PP stage only; the V1 runner on every stage.
+ENCODER_FIRST_STAGE: tuple[Rule, ...] = (
+    Rule(name="mm_encoder_profile_first_stage", changes="encoder cache (profile run)",
+         since="0.29.0", until=None, value=True,
+         introduced_by="Model Runner V2 by default (0.29.0)",
+         source="0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py profile_run (if "
+         "self.supports_mm_inputs and self.is_first_pp_rank); v1/worker/gpu_model_runner.py "
+         "(the V1 runner) profiles on every rank", applies_to="multimodal"),
+)
+
+
+def encoder_terms(ctx: TermContext) -> list[Component]:
+    """The deepstack buffers, the profile run's encoder cache and the encoder forward above the
+    text peak, for a model with a vision tower (``[]`` otherwise)."""
+    tower = ctx.spec.vision
+    if tower is None:
+        return []
+    # imported here: a text model's estimate never loads the multimodal modules
+    from memprof.core.models.multimodal import (
+        ENCODER_PROFILE,
+        encoder_budget,
+        mm_limits,
+        processor_limits,
+    )
+    from memprof.core.weights.vision import tower_built
+
+    dep = ctx.dep
+    if not tower_built(tower, dep.limit_mm_per_prompt, dep.engine_version):
+        return []
+    s = model_bytes(ctx)
+    t = profile_tokens(dep)
+    out: list[Component] = []
+    if tower.deepstack_levels:
+        each = t * tower.text_hidden * s
+        out.append(Component(
+            name="deepstack buffers", category="weights", bytes=tower.deepstack_levels * each,
+            count=tower.deepstack_levels, where="budget", profiled=True,
+            formula=f"{tower.deepstack_levels} levels × [{t}, {tower.text_hidden}] × {s} B "
+            "(qwen3_vl.py deepstack_input_embeds, allocated with the model)"))
+    if value_at(ENCODER_PROFILE, dep.engine_version, None) is None:
+        out.append(Component(
+            name="encoder profile (not modelled at this release)", category="activation",
+            bytes=0, where="budget", profiled=True, placeholder=True,
+            formula="vLLM before 0.11.0 sizes the largest video against the images' tokens "
+            "(0.8.0-0.10.2) or profiles inside its V0 dummy sequences: left out, not guessed "
+            "(ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
+        return out
+    if ctx.coord.pp_stage > 0 and value_at(ENCODER_FIRST_STAGE, dep.engine_version, False):
+        return out
+    tower = replace(tower, processor=processor_limits(tower.processor, dep.mm_processor_kwargs))
+    limits = mm_limits(dep.limit_mm_per_prompt, tower.modalities)
+    max_len = dep.max_model_len or ctx.spec.max_position_embeddings or t
+    eb = encoder_budget(tower, limits=limits, max_model_len=max_len,
+                        max_num_batched_tokens=t, max_num_seqs=max_seqs(dep),
+                        version=dep.engine_version)
+    if eb is None:
+        return out
+    data = dep.mm_encoder_tp_mode == "data"
+    tp = 1 if data else dep.tp
+    h, i, m2 = tower.hidden, tower.intermediate, tower.merge * tower.merge
+    # data mode: the items are spread over the TP ranks (run_dp_sharded_mrope_vision_model),
+    # whole ones; the busiest rank's share is taken, ceil(items / tp) [an upper bound]
+    local_items = -(-eb.items // dep.tp) if data else eb.items
+    patches = local_items * eb.item.encoder_tokens * m2
+    pixels = patches * tower.patch_inputs * (PIXEL_BYTES + s)
+    attn = patches * (h + 10 * h // tp) * s + (patches * 3 * h * s if tp > 1 else 0)
+    mlp = patches * (2 * h + (3 if tower.gated else 2) * i // tp) * s
+    deep = tower.deepstack_levels * local_items * eb.item.encoder_tokens * tower.out_hidden * s
+    forward = pixels + max(attn, mlp) + deep
+    cache = eb.cached_rows * tower.embed_width * s
+    text_peak = activation_terms(ctx)[0].bytes
+    item = eb.item
+    what = (f"{eb.items} × {item.modality} of {item.encoder_tokens} tokens"
+            + (f" ({item.frames} frames)" if item.modality == "video" else "")
+            + f", budget {eb.budget} tokens")
+    out.append(Component(
+        name="encoder cache (profile run)", category="activation", bytes=cache,
+        where="budget", profiled=True,
+        formula=f"{eb.cached_rows} rows × {tower.embed_width} × {s} B; {what} "
+        f"({'padded to the budget, ' if eb.pad_to_budget else ''}profile_run; "
+        "compute_mm_encoder_budget)"))
+    above = max(0, forward - text_peak - cache)
+    out.append(Component(
+        name="vision encoder forward (profile run)", category="activation", bytes=above,
+        where="budget", profiled=True,
+        formula=f"max(0, forward {fmt_bytes(forward)} − text peak {fmt_bytes(text_peak)} − "
+        f"cache {fmt_bytes(cache)}); forward on {patches} patches = pixels "
+        f"{fmt_bytes(pixels)} + max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + "
+        f"deepstack {fmt_bytes(deep)}"))
+    return out
