@@ -20,7 +20,7 @@ from tests.cli_helpers import invoke, one_error
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "memprof"
-SAMPLE = {"int": "3", "float": "0.5", "bool": "", "size": "4GiB"}
+SAMPLE = {"int": "3", "float": "0.5", "bool": "", "size": "4GiB", "tokens": "4k"}
 
 
 def _estimate_rows() -> dict[str, object]:

@@ -97,6 +97,29 @@ def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = Fals
     return value
 
 
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_HUMAN_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9}
+_HUMAN_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def human_readable_int(text: str) -> int:
+    """vLLM's ``human_readable_int`` (engine/arg_utils.py, 0.8.4 – 0.33.0), rule for rule:
+    digits (with an optional decimal part) and one letter — k / m / g decimal (``25.6k`` =
+    25,600), K / M / G binary (``32K`` = 32,768; a decimal with a binary letter is refused),
+    t / T match its pattern but have no multiplier and fall to ``int()``, which refuses them —
+    else a plain ``int()``.
+    ``ValueError`` where vLLM's argparse refuses the value."""
+    value = text.strip()
+    m = _HUMAN.fullmatch(value)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _HUMAN_DECIMAL:
+            return int(float(number) * _HUMAN_DECIMAL[suffix])
+        if suffix in _HUMAN_BINARY:
+            return int(number) * _HUMAN_BINARY[suffix]  # ValueError for "1.5K", as vLLM's
+    return int(value)
+
+
 def fmt_bytes(n: int | float, precision: int = 2) -> str:
     """Format bytes in binary units: ``fmt_bytes(3 * GiB // 2) == '1.50 GiB'``."""
     sign = "-" if n < 0 else ""

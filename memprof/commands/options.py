@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple, NoReturn
 
 from memprof.base.errors import BadInput
 
-Kind = Literal["int", "float", "bool", "str", "size"]
+Kind = Literal["int", "float", "bool", "str", "size", "tokens"]
 
 _INT = re.compile(r"[+-]?[0-9]{1,4000}")  # Python's own limit is 4300 digits
 _FLOAT = re.compile(r"[+-]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][+-]?[0-9]{1,3})?")
@@ -43,6 +43,22 @@ def parse_float(text: str) -> float:
     return value
 
 
+def parse_tokens(text: str) -> int:
+    """A token count as vLLM's ``human_readable_int`` reads ``--max-model-len`` (32k = 32,000;
+    32K = 32,768; ``memprof.base.units.human_readable_int``)."""
+    from memprof.base.units import human_readable_int
+
+    t = text.strip()
+    try:
+        if len(t) > 40:
+            raise ValueError(t)
+        return human_readable_int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a token count (an integer, or 32k = 32,000, 32K = 32,768)"
+        ) from None
+
+
 def _text(text: str) -> str:
     return text
 
@@ -50,8 +66,10 @@ def _text(text: str) -> str:
 # a size stays text here: the command reads it (``memprof.base.units.parse_size``) with the
 # rule of its flag (vLLM's bare bytes and letters for --kv-cache-memory-bytes)
 PARSERS: dict[str, Callable[[str], Any]] = {"int": parse_int, "float": parse_float,
+                                            "tokens": parse_tokens,
                                             "str": _text, "size": _text}
-METAVARS = {"int": "N", "float": "X", "str": "TEXT", "size": "SIZE", "bool": ""}
+METAVARS = {"int": "N", "float": "X", "str": "TEXT", "size": "SIZE", "bool": "",
+            "tokens": "N"}
 
 
 class Option(NamedTuple):

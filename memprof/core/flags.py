@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memprof.base.errors import BadInput
-from memprof.base.units import parse_size
+from memprof.base.units import human_readable_int, parse_size
 from memprof.core.engines import DEFAULT, ENGINES
 
-Kind = Literal["int", "float", "bool", "str", "size"]
+Kind = Literal["int", "float", "bool", "str", "size", "tokens"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,13 +109,15 @@ SETTINGS: tuple[Setting, ...] = (
             shown_default="the config's quantization_config"),
     Setting(field="kv_cache_dtype", kind="str",
             help="The KV cache's dtype.", choices_from="memprof.core.deployment:KV_CACHE_DTYPES"),
-    Setting(field="max_model_len", kind="int",
-            help="SGLang: --context-length.", shown_default="the model's max_position_embeddings"),
+    Setting(field="max_model_len", kind="tokens",
+            help="32768, 32k (32,000) or 32K (32,768), as vLLM reads it. SGLang: "
+            "--context-length.", shown_default="the model's max_position_embeddings"),
     Setting(field="max_num_seqs", kind="int",
             help="SGLang: --max-running-requests.", shown_default="the engine's for the GPU"),
-    Setting(field="max_num_batched_tokens", kind="int",
+    Setting(field="max_num_batched_tokens", kind="tokens",
             note="SGLang's prefill chunk is --chunked-prefill-size",
-            help="vLLM only.", shown_default="the engine's for the GPU"),
+            help="vLLM only; 8192 or 8K as vLLM reads it.",
+            shown_default="the engine's for the GPU"),
     Setting(field="gpu_memory_utilization", kind="float",
             note="SGLang's budget is --mem-fraction-static",
             help="vLLM only.", shown_default="0.92 (0.9 before 0.20.0)"),
@@ -204,7 +206,7 @@ def coerce(field: str, value: object, *, where: str) -> object:
     field's kind; :class:`BadInput` naming ``where`` and the key otherwise."""
     s = BY_FIELD[field]
     example = {"int": "8", "float": "0.9", "bool": "true", "str": "shared",
-               "size": '"16GiB"'}[s.kind]
+               "size": '"16GiB"', "tokens": "32768"}[s.kind]
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in ("none", "default") and s.kind != "bool":
@@ -222,6 +224,10 @@ def coerce(field: str, value: object, *, where: str) -> object:
                 if len(text) > 20:
                     raise ValueError(text)
                 return int(text)
+            if s.kind == "tokens":  # 32k = 32,000, 32K = 32,768, as vLLM reads --max-model-len
+                if len(text) > 20:
+                    raise ValueError(text)
+                return human_readable_int(text)
             if s.kind == "float":
                 if len(text) > 32:
                     raise ValueError(text)
@@ -231,6 +237,7 @@ def coerce(field: str, value: object, *, where: str) -> object:
             raise BadInput(f"{where}: bad value {value[:40]!r} for {field} ({s.kind})",
                            hint=f"e.g. {field}={example.strip(chr(34))}") from None
     ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+          "tokens": isinstance(value, int) and not isinstance(value, bool),
           "float": isinstance(value, int | float) and not isinstance(value, bool),
           "bool": isinstance(value, bool),
           "str": isinstance(value, str),

@@ -77,7 +77,7 @@ def _coerce(where: str, key: str, field: str, value: object) -> object:
     """A TOML (or Python) value, checked against the field's kind: a string only for string and
     size fields (sizes also take integer bytes)."""
     kind = BY_FIELD[field].kind
-    if isinstance(value, str) and kind not in ("str", "size"):
+    if isinstance(value, str) and kind not in ("str", "size", "tokens"):
         example = {"bool": "true", "int": "8", "float": "0.9"}[kind]
         raise BadInput(f"{where}: {key} must be {kind}, got {value!r} (str)",
                        hint=f"e.g. {key} = {example}")

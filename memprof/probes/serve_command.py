@@ -23,6 +23,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.base.files import read_capped_text
+from memprof.base.units import human_readable_int
 from memprof.core.engines import ENGINES
 from memprof.core.flags import SETTINGS, coerce
 from memprof.probes.serve_flags import (
@@ -275,29 +276,6 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
 # 0.9.2 (0.9.0: max_model_len only; 0.9.1 not read), --kv-cache-memory-bytes 0.10.2 (read as a
 # size here). memprof reads them at the newest release's rules.
 HUMAN_READABLE_SINCE = {"max_model_len": "0.8.4", "max_num_batched_tokens": "0.9.2"}
-_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
-_HUMAN_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9}
-_HUMAN_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30}
-
-
-def human_readable_int(text: str) -> int:
-    """vLLM's ``human_readable_int`` (engine/arg_utils.py, 0.8.4 – 0.33.0), rule for rule:
-    digits (with an optional decimal part) and one letter — k / m / g decimal (``25.6k`` =
-    25,600), K / M / G binary (``32K`` = 32,768; a decimal with a binary letter is refused),
-    t / T match its pattern but have no multiplier and fall to ``int()``, which refuses them —
-    else a plain ``int()``.
-    ``ValueError`` where vLLM's argparse refuses the value."""
-    value = text.strip()
-    m = _HUMAN.fullmatch(value)
-    if m:
-        number, suffix = m.groups()
-        if suffix in _HUMAN_DECIMAL:
-            return int(float(number) * _HUMAN_DECIMAL[suffix])
-        if suffix in _HUMAN_BINARY:
-            return int(number) * _HUMAN_BINARY[suffix]  # ValueError for "1.5K", as vLLM's
-    return int(value)
-
-
 def _human_int(text: str, flag: str, where: str) -> int:
     """A ``human_readable_int`` flag's value, or :class:`BadInput` as vLLM's argparse refuses it."""
     try:

@@ -112,7 +112,7 @@ def _setting(fld: str, value: object) -> object | None:
         return value if isinstance(value, bool) else None
     if isinstance(value, bool):
         return None
-    if kind == "int":
+    if kind in ("int", "tokens"):
         return value if (isinstance(value, int) and 0 < value < 1 << 40) or (
             fld == "chunked_prefill_size" and value in (-1, 0)) else None
     if kind == "float":

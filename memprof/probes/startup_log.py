@@ -400,7 +400,7 @@ def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
         if fld == "dtype" and isinstance(v, str):
             v = v.removeprefix("torch.")
         kind = BY_FIELD[fld].kind  # how the settings table reads the field
-        if kind == "int":
+        if kind in ("int", "tokens"):
             if isinstance(v, int) and not isinstance(v, bool):
                 settings[fld] = v
         elif kind == "float":

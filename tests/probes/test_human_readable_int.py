@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memprof.base.errors import BadInput
-from memprof.probes.serve_command import HUMAN_READABLE_SINCE, human_readable_int, parse_tokens
+from memprof.base.units import human_readable_int
+from memprof.probes.serve_command import HUMAN_READABLE_SINCE, parse_tokens
 
 
 @pytest.mark.parametrize(("text", "value"), [
