@@ -84,7 +84,8 @@ def test_the_seed_001_buffers_live_per_layer_and_shared() -> None:
 
 
 def test_an_oom_is_reported_with_its_phase_and_exit_1() -> None:
-    code, d, err = trace_json("-m", "llama-3.1-8b", "--gpu-memory", "10GiB", "--device", "fake")
+    code, d, err = trace_json("-m", "llama-3.1-8b", "--gpu-memory", "10GiB", "--gpu-arch", "sm90",
+                               "--device", "fake")
     assert code == 1 and d["oom"]["phase"] == "weights"
     assert "error: CUDA out of memory in phase weights" in err and "Traceback" not in err
 
