@@ -44,6 +44,9 @@ class KVDtype:
     tq_bits: tuple[int, int, bool] | None = None  # TurboQuant (key bits, value bits, key fp8)
     # DeepSeek-V4 slot: "fp8" (584 B fp8_ds_mla slot), "bf16" (1024 B), None: refused
     dsv4_slot: str | None = None
+    # modules about this KV dtype (repo paths): the kernels that read its layout; the only
+    # places outside the rows that may name it (tests/test_extension_axes.py)
+    modules: tuple[str, ...] = ()
     source: str = ""
 
     @property
@@ -89,12 +92,13 @@ ROWS: tuple[KVDtype, ...] = (
     KVDtype(name="fp8_ds_mla", storage=DS_MLA_SLOT,
             scales="fp32 scale per 128 values inside the slot", kinds=frozenset({SPARSE_MLA,
                                                                                DSV4}),
-            engines=_VLLM, dsv4_slot="fp8",
+            engines=_VLLM, dsv4_slot="fp8", modules=("memprof/kernels/sparse_mla_decode.py",),
             source="backends listing fp8_ds_mla in supported_kv_cache_dtypes: FlashMLASparse"
             "Backend (v1/attention/backends/mla/flashmla_sparse.py), the DeepSeek-V4 backends"),
     KVDtype(name="turboquant_k8v4", storage=TURBOQUANT,
             scales="fp16 scale + zero per value vector", kinds=frozenset({GQA}), engines=_VLLM,
-            forces_backend="turboquant", tq_bits=(8, 4, True), source=_TQ_SOURCE),
+            forces_backend="turboquant", tq_bits=(8, 4, True),
+            modules=("memprof/kernels/tq_decode.py",), source=_TQ_SOURCE),
     KVDtype(name="turboquant_4bit_nc", storage=TURBOQUANT,
             scales="fp16 key norm; fp16 scale + zero per value vector", kinds=frozenset({GQA}),
             engines=_VLLM, forces_backend="turboquant", tq_bits=(4, 4, False),

@@ -176,6 +176,9 @@ class AttentionKind:
     # the scratch catalog's key (core/scratch) of buffers every deployment of this kind has,
     # whatever the attention backend (None: only the backend's and the engine's)
     scratch_key: str | None = None
+    # modules outside ``core/attention/`` about this kind alone (repo paths), the only ones that
+    # may compare a layer's kind with this kind's name (tests/test_family_axes.py)
+    modules: tuple[str, ...] = ()
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""

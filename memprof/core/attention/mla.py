@@ -35,6 +35,7 @@ class MLA(AttentionKind):
     when the layer has V3.2's lightning indexer."""
 
     name = "mla"
+    modules = ("memprof/core/scratch/mla.py",)  # the MLA decode backends' scratch rows
 
     backend_picks_block = True
 

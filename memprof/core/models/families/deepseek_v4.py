@@ -84,6 +84,7 @@ FAMILY = Family(
     build=_deepseek_v4_layers, attention="dsv4", moe=True, mtp=True, spec_extras=_spec_extras,
     mtp_hc_block=True, mxfp4_experts=True,
     modules=("memprof/core/attention/dsv4.py", "memprof/core/scratch/dsv4.py",
-             "memprof/core/terms/dsv4_init_buffers.py"),
+             "memprof/core/terms/dsv4_init_buffers.py", "memprof/kernels/dsv4_decode.py",
+             "memprof/validation/dsv4.py"),
     aliases=("dsv4",),
     source="vLLM model_executor/models/deepseek_v4.py @023da1fc")
