@@ -40,12 +40,6 @@ FAMILY_ALLOWED: dict[str, str] = {
                                           "(DSV4) among the kinds they run",
     "memprof/core/kv_dtypes.py": "KV-dtype rows name the DeepSeek-V4 kind and its slot "
                                  "(dsv4_slot) among what they store",
-    # the init-buffer term is imported by name where the terms are listed and replayed (files
-    # other engineers own: a rename would touch four of them)
-    "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
-    "memprof/core/terms/load_rounding.py": "imports dsv4_init_buffers (model-load replay)",
-    "memprof/core/terms/allocations.py": "imports dsv4_init_buffers (allocation replay)",
-    "memprof/batch/replay.py": "imports dsv4_init_buffers (the sweep's replay cache)",
     # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
     "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
     "memprof/core/version_diff.py": "release rules' applies_to keys name families",

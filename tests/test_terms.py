@@ -22,7 +22,7 @@ from memprof.core.terms import (
     activation,
     allocator,
     cudagraph,
-    dsv4_init_buffers,
+    init_buffers,
     load_rounding,
     non_torch,
     rope_cache,
@@ -405,7 +405,7 @@ def test_kv_tensor_layouts() -> None:
 
 def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
-    assert budget == [rope_cache.rope_cache_terms, dsv4_init_buffers.dsv4_init_buffer_terms,
+    assert budget == [rope_cache.rope_cache_terms, init_buffers.init_buffer_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
                       cudagraph.cudagraph_terms, non_torch.non_torch_terms]
     assert runtime == [allocator.allocator_runtime_terms]

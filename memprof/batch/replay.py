@@ -33,7 +33,7 @@ from memprof.core.terms.allocator import (
     allocator_runtime_terms,
     slack_formula,
 )
-from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
@@ -66,7 +66,7 @@ class AllocatorReplayCache:
         self._load: dict[tuple[Any, ...], int] = {}
         # the model-load buffer terms, remembered by what they read (a class of ranks is
         # everything but gpu_memory_utilization; these read a few settings of it)
-        self._load_terms = [ReadMemo(rope_cache_terms), ReadMemo(dsv4_init_buffer_terms)]
+        self._load_terms = [ReadMemo(rope_cache_terms), ReadMemo(init_buffer_terms)]
         # the rank's scratch (sizes, and whether the engine allocates it at start-up), kept by
         # what it reads: the batch and context length for some backends, the KV block count
         # only where a buffer is sized by the KV pool

@@ -179,6 +179,8 @@ class AttentionKind:
     # modules outside ``core/attention/`` about this kind alone (repo paths), the only ones that
     # may compare a layer's kind with this kind's name (tests/test_family_axes.py)
     modules: tuple[str, ...] = ()
+    # its models register buffers at construction (memprof/core/terms/init_buffers.py)
+    model_init_buffers: bool = False
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""

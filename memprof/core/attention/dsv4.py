@@ -59,6 +59,7 @@ class DSV4(AttentionKind):
 
     name = "dsv4"
     packed_kv_pool = True
+    model_init_buffers = True  # topk_indices_buffer, _mtp_hidden_buffer
     scratch_key = SCRATCH_KEY
     # Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
     # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"),

@@ -29,8 +29,8 @@ _SCRATCH = ("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.attention_backend"
 TERM_READS: dict[str, frozenset[str]] = {
     "scratch_budget_terms": frozenset((*_MODEL, *_SCRATCH)),
     "rope_cache_terms": frozenset(_MODEL),
-    "dsv4_init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
-                                         "dep.num_speculative_tokens")),
+    "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
+                                    "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
     "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "dep.tp", "dep.dp",
                                    "dep.enable_expert_parallel", "dep.max_model_len",
