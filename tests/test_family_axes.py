@@ -33,16 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 REGISTRIES = {"memprof/core/models/families/__init__.py", "memprof/core/attention/__init__.py"}
 
 FAMILY_ALLOWED: dict[str, str] = {
-    # the DeepSeek-V4 packed KV pool: the pool's layout (not a layer's page), built on KVPlan and
-    # its release rules, which live here; chosen through AttentionKind.packed_kv_pool
-    "memprof/core/kvcache.py": "DeepSeek-V4 packed KV pool (_dsv4_plan, DSV4_TUPLE_POOL)",
     "memprof/core/attention_backends.py": "backend rows name the DeepSeek-V4 attention kind "
                                           "(DSV4) among the kinds they run",
     "memprof/core/kv_dtypes.py": "KV-dtype rows name the DeepSeek-V4 kind and its slot "
                                  "(dsv4_slot) among what they store",
     # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
     "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
-    "memprof/core/version_diff.py": "release rules' applies_to keys name families",
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
     # GPU-side validation's result type and its report
     "memprof/validation/results.py": "the DeepSeek-V4 validation's result type",
@@ -51,7 +47,6 @@ FAMILY_ALLOWED: dict[str, str] = {
 
 KIND_ALLOWED: dict[str, str] = {
     "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
-    "memprof/core/version_diff.py": "release rules' applies_to keys are kinds",
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
     "memprof/validation/mla_tq.py": "counts the MLA / GQA layers it validates",
     "memprof/trace/replica.py": "builds a CPU replica layer per kind",

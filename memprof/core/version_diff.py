@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.core.attention import KINDS, kind_of
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
@@ -14,13 +15,13 @@ from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.kvcache import (
     CONCURRENCY_GROUP0_PAGE,
-    DSV4_TUPLE_POOL,
     LAYER_SUM_ADMISSION,
     SWA_IN_FLIGHT_BATCHES,
     V0_BLOCK_SIZE,
     V0_MLA_ENTRY_ALIGN,
 )
 from memprof.core.models import ModelSpec
+from memprof.core.models.families import ROWS as FAMILY_ROWS
 from memprof.core.terms.activation import V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
@@ -34,12 +35,14 @@ from memprof.core.weights.mlp import (
 )
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 
-# Every version-dependent rule memprof models, by the module that keeps its rows.
+# Every version-dependent rule memprof models, by the module that keeps its rows; the attention
+# kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
-    V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
-    CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
+    V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
+    *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
+    LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
     NCCL_CUMEM,
 )
@@ -49,20 +52,41 @@ def all_rules() -> list[Rule]:
     return [r for rows in RULEBOOK for r in rows]
 
 
+# ``Rule.applies_to`` keys that are not an attention kind's or a family's name
+_LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "mxfp4", "nccl"})
+
+
+def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
+    """The ``applies_to`` keys that hold for this deployment: its attention kind's name, its
+    family's name, and the layout keys: ``pp`` (PP > 1), ``deepseek`` (PP > 1 on a family whose
+    vLLM class built lm_head on every stage, ``Family.lm_head_every_pp_stage``), ``sliding``
+    (a sliding-window layer, or a kind every layer of which keeps a sliding-window cache),
+    ``mxfp4``, ``nccl``."""
+    out = {"all", spec.family}
+    kind = kind_of(spec.layers[0].attention) if spec.layers else None
+    if kind is not None:
+        out.add(kind.name)
+    row = next((r for r in FAMILY_ROWS if r.name == spec.family), None)
+    if dep.pp > 1:
+        out.add("pp")
+        if row is not None and row.lm_head_every_pp_stage:
+            out.add("deepseek")
+    if (kind is not None and kind.always_sliding) or any(
+            x.attention.sliding_window for x in spec.layers):
+        out.add("sliding")
+    if spec.quant is not None and spec.quant.method == "mxfp4":
+        out.add("mxfp4")
+    if nccl_groups(dep):
+        out.add("nccl")
+    return frozenset(out)
+
+
 def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
-    """Can ``rule`` change this deployment (by the kind of model and layout it names)?"""
-    kind = spec.layers[0].attention.kind if spec.layers else ""
-    return {
-        "all": True,
-        "pp": dep.pp > 1,
-        "mla": kind == "mla",
-        "deepseek": spec.family == "deepseek_v3" and dep.pp > 1,
-        "dsv4": kind == "dsv4",
-        "sliding": kind == "dsv4" or any(x.attention.sliding_window for x in spec.layers),
-        "gpt_oss": spec.family == "gpt_oss",
-        "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
-        "nccl": bool(nccl_groups(dep)),
-    }.get(rule.applies_to, True)
+    """Can ``rule`` change this deployment (by the kind of model and layout it names)? A key
+    memprof does not know (neither a layout key, an attention kind nor a family) may."""
+    key = rule.applies_to
+    known = key in _LAYOUT_KEYS or key in KINDS or any(r.name == key for r in FAMILY_ROWS)
+    return not known or key in tags(spec, dep)
 
 
 @dataclass(frozen=True, slots=True)
