@@ -46,10 +46,8 @@ FAMILY_ALLOWED: dict[str, str] = {
 }
 
 KIND_ALLOWED: dict[str, str] = {
-    "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
     "memprof/validation/mla_tq.py": "counts the MLA / GQA layers it validates",
-    "memprof/trace/replica.py": "builds a CPU replica layer per kind",
 }
 
 

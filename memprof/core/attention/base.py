@@ -183,6 +183,15 @@ class AttentionKind:
     # every layer of it keeps a sliding-window cache beside its others (release rules keyed
     # "sliding" apply)
     always_sliding: bool = False
+    # its KV heads split over TP and are replicated above it, which vLLM does only when TP is
+    # a multiple of them (memprof/core/deployment.py refuses the rest)
+    kv_heads_replicate: bool = False
+    # its name in a message about its dense layers ("" → the name in capitals)
+    dense_name: str = ""
+    # the attention block the trace replica builds for it (memprof/trace/replica.py): "qkv"
+    # (per-head Q, K, V), "latent" (MLA's compressed query and KV) or "projections" (the shapes
+    # of its projections only)
+    replica: str = "projections"
     # its release rules (each a rule's rows), listed by memprof/core/version_diff.py
     rules: tuple[tuple[Rule, ...], ...] = ()
     # its models register buffers at construction (memprof/core/terms/init_buffers.py)

@@ -35,6 +35,8 @@ class MLA(AttentionKind):
     when the layer has V3.2's lightning indexer."""
 
     name = "mla"
+    replica = "latent"
+    dense_name = "dense MLA"  # the sparse variant (V3.2's indexer) is the same kind
     modules = ("memprof/core/scratch/mla.py",)  # the MLA decode backends' scratch rows
 
     backend_picks_block = True
