@@ -111,7 +111,7 @@ class DSV4(AttentionKind):
 
     def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
         kv_dtype = q.kv_dtype
-        layout = KV_DTYPES[kv_dtype].dsv4_slot  # the KV dtype row's DeepSeek-V4 slot
+        layout = KV_DTYPES[kv_dtype].packed_slot  # the KV dtype row's DeepSeek-V4 slot
         if layout == "fp8":
             slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
         elif layout == "bf16":
