@@ -9,8 +9,9 @@
    no comparison of a ``kind`` (name or attribute) with a kind's name
    (``kind == "mla"``, ``a.kind in ("gqa", "mla")``).
 
-The registries that list every family or kind (``core/models/families/__init__.py``,
-``core/attention/__init__.py``) are their rows. What is left is on ``FAMILY_ALLOWED`` /
+The registries that list every member of an axis by its module
+(``core/models/families/__init__.py``, ``core/attention/__init__.py``, the scratch catalog
+``core/scratch/catalog.py``) are their rows. What is left is on ``FAMILY_ALLOWED`` /
 ``KIND_ALLOWED`` with its reason; an entry that no longer matches anything fails too, so the
 lists only shrink.
 """
@@ -30,11 +31,12 @@ from memprof.core.attention import KINDS
 from memprof.core.models.families import ROWS, Family
 
 ROOT = Path(__file__).resolve().parents[1]
-REGISTRIES = {"memprof/core/models/families/__init__.py", "memprof/core/attention/__init__.py"}
+# the registries that list every member of an axis, each member's module by its name: the
+# families, the attention kinds, the scratch families (one of which is a family's own)
+REGISTRIES = {"memprof/core/models/families/__init__.py", "memprof/core/attention/__init__.py",
+              "memprof/core/scratch/catalog.py"}
 
 FAMILY_ALLOWED: dict[str, str] = {
-    # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
-    "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
     # GPU-side validation's result type and its report
     "memprof/validation/results.py": "the DeepSeek-V4 validation's result type",
