@@ -14,9 +14,9 @@ from pathlib import Path
 
 from memprof.core import attention_backends, engines, kv_dtypes
 from memprof.core.attention import KINDS
+from memprof.core.releases import DISPLAY_NAMES, RELEASES
 from memprof.core.scratch import CATALOG
 from memprof.core.scratch.buffer import SGLANG_DP_ATTENTION
-from memprof.core.versions import DISPLAY_NAMES, RELEASES
 
 SRC = Path(__file__).resolve().parents[1] / "memprof"
 ROW_MODULES = ("memprof/core/engines/", "memprof/core/attention_backends.py",

@@ -22,11 +22,12 @@ from memprof.core.kvcache import (
 )
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import ROWS as FAMILY_ROWS
+from memprof.core.releases import RELEASES
 from memprof.core.terms.activation import V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER
 from memprof.core.terms.cudagraph import CUDAGRAPH_ESTIMATE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
-from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
+from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
     MXFP4_SM90_BACKEND,
