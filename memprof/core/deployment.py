@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
+from memprof.base.frozen import copier
 from memprof.core.attention import kind_of
 from memprof.core.attention_backends import BY_NAME as BACKEND_ROWS
 from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
@@ -115,12 +116,7 @@ class Deployment:
         unknown = changes.keys() - _DEPLOYMENT_FIELDS
         if unknown:
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
-        new = object.__new__(Deployment)
-        for name, value in zip(_DEPLOYMENT_FIELDS_ORDER, _all_fields(self), strict=True):
-            _set(new, name, value)
-        for name, value in changes.items():
-            _set(new, name, value)
-        return new
+        return _copy(self, changes)
 
 
 _DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
@@ -129,8 +125,7 @@ _DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
 but_utilization = operator.attrgetter(*(n for n in _DEPLOYMENT_FIELDS_ORDER
                                         if n != "gpu_memory_utilization"))
 _DEPLOYMENT_FIELDS = frozenset(_DEPLOYMENT_FIELDS_ORDER)
-_all_fields = operator.attrgetter(*_DEPLOYMENT_FIELDS_ORDER)
-_set = object.__setattr__
+_copy = copier(Deployment, _DEPLOYMENT_FIELDS_ORDER)
 
 
 def ranks(dep: Deployment) -> list[RankCoord]:
