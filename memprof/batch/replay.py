@@ -26,7 +26,7 @@ from memprof.batch.memo import ReadMemo, ReadMemoFn
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
-from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.kvcache import KVPlan, kv_tensor_sizes
 from memprof.core.terms.allocations import model_load_buffers, model_load_position
 from memprof.core.terms.allocator import (
     allocation_size,
@@ -62,7 +62,11 @@ class AllocatorReplayCache:
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
         # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
-        self._stats: dict[tuple[int, tuple[int, ...], int, int, int], Component] = {}
+        self._stats: dict[tuple[Any, ...], Component] = {}
+        # KV layouts: a plan (by id, kept alive) → the id of its sizes per block
+        self._plans: dict[int, KVPlan] = {}
+        self._layout_of: dict[int, int] = {}
+        self._layouts: dict[tuple[int, ...], int] = {}
         self._load: dict[tuple[Any, ...], int] = {}
         # the model-load buffer terms, remembered by what they read (a class of ranks is
         # everything but gpu_memory_utilization; these read a few settings of it)
@@ -128,19 +132,35 @@ class AllocatorReplayCache:
             self._weights[key] = known
         return known
 
+    def _kv_layout(self, plan: KVPlan) -> int:
+        """A small id of the KV tensors' sizes per block of ``plan`` (``kv_tensor_sizes`` is
+        linear in the block count), so that a rank's key holds no tensor-by-tensor tuple."""
+        known = self._layout_of.get(id(plan))
+        if known is None:
+            if len(self._layout_of) >= 64 * MAX_PREFIXES:
+                self._layout_of.clear()
+                self._plans.clear()
+            self._plans[id(plan)] = plan  # alive while its id is a key
+            per_block = tuple(kv_tensor_sizes(plan, 1))
+            known = self._layouts.setdefault(per_block, len(self._layouts))
+            self._layout_of[id(plan)] = known
+        return known
+
     def __call__(self, ctx: TermContext) -> list[Component]:
         if ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
             return allocator_runtime_terms(ctx)
         scratch = self._scratch.value(ctx)
         pid, prefix = self._prefix(ctx)
-        kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
-        early = [n for n, seen in scratch if seen]
-        suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
-        lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
         load = self._load_rounding(ctx, pid)
-        key = (pid, suffix, load, len(early), len(kv))
+        # the suffix (scratch seen at start-up, the KV tensors, the lazy scratch) is a function
+        # of the scratch, the KV layout and the block count: the key holds those
+        key = (pid, scratch, self._kv_layout(ctx.plan), ctx.num_gpu_blocks, load)
         comp = self._stats.get(key)
         if comp is None:
+            kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
+            early = [n for n, seen in scratch if seen]
+            suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
+            lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
             kv_sizes = Counter(kv)  # a few distinct sizes (one per layer kind)
             reserved, requested, segments = self._replay(pid, prefix, suffix, lazy, kv_sizes)
             kv_round = sum((allocation_size(n) - n) * k for n, k in kv_sizes.items())
