@@ -1,7 +1,8 @@
 """The estimator's steps (``memprof.core.estimate.Steps``) with the work deployments share kept
 between calls, for one ``Evaluator``: the overridden model, the validated deployment (once for
 every ``gpu_memory_utilization``), a class of ranks' weights, KV layout and budget terms, and
-the weights and KV layout on their own (shared by classes that differ elsewhere).
+the weights and KV layout on their own (shared by classes that differ elsewhere), and the ranks
+estimated with their classes.
 
 Each cache is keyed by the values its step reads; a model spec is keyed by identity (hashing
 one costs tens of microseconds) and kept alive by this object while it is a key, so an id never
@@ -35,7 +36,7 @@ class CachedSteps:
         self._alive: dict[int, object] = {}  # the specs whose ids are in keys
         self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
                                class_core=self.class_core, weights=self.weights,
-                               kv_plan=self.kv_plan)
+                               kv_plan=self.kv_plan, rank_order=self.rank_order)
 
     def _id(self, spec: ModelSpec) -> int:
         self._alive.setdefault(id(spec), spec)
@@ -79,6 +80,11 @@ class CachedSteps:
                tuple(before_kv))
         return self._get(key, lambda: est.STEPS.class_core(spec, dep, gpu, coord, quant, dtype,
                                                            before_kv, steps))
+
+    def rank_order(self, spec: ModelSpec, dep: Deployment) -> est.RankOrder:
+        # the ranks and their classes read the layout, never gpu_memory_utilization
+        return self._get(("ranks", self._id(spec), but_utilization(dep)),
+                         lambda: est.STEPS.rank_order(spec, dep))
 
     def weights(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                 coord: RankCoord, arch: str

@@ -204,6 +204,10 @@ ClassCore = tuple[list[WeightTensor], list[Component], KVPlan, TermContext, int,
 WeightsFn = Callable[[ModelSpec, Deployment, "QuantConfig | None", RankCoord, str],
                      tuple[list[WeightTensor], list[Component], int]]
 KVPlanFn = Callable[[ModelSpec, Deployment, RankCoord, str, str], KVPlan]
+# a rank's class: (PP stage, experts on the rank, whether it samples in the profile run)
+ClassKey = tuple[int, int | None, bool]
+# (identical engines, the ranks estimated with their class, in rank order)
+RankOrder = tuple[int, tuple[tuple[RankCoord, ClassKey], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +222,9 @@ class Steps:
       weights, KV layout and budget terms (``ClassCore``); it reads ``dep``'s
       ``gpu_memory_utilization`` not at all;
     - ``weights(spec, dep, quant, coord, arch)`` and ``kv_plan(spec, dep, coord, dtype, arch)``:
-      what ``class_core`` computes them with.
+      what ``class_core`` computes them with;
+    - ``rank_order(spec, dep)``: the ranks estimated and their classes (``RankOrder``); it
+      reads ``dep``'s ``gpu_memory_utilization`` not at all.
     """
 
     model_spec: Callable[[str | ModelSpec, Deployment], ModelSpec]
@@ -227,6 +233,8 @@ class Steps:
                           list[TermFn], Steps], ClassCore]
     weights: WeightsFn
     kv_plan: KVPlanFn
+    rank_order: Callable[[ModelSpec, Deployment], RankOrder] = field(
+        default=lambda spec, dep: _rank_order(spec, dep))
 
 
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
@@ -264,18 +272,9 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to
-    classes: dict[tuple[int, int | None, bool], _Class] = {}
-    order: list[tuple[RankCoord, tuple[int, int | None, bool]]] = []
-    # vLLM without expert parallelism: every DP engine is the first one (a rank's class reads
-    # its PP stage and TP rank, never its DP rank), so the first engine's ranks are estimated
-    # and the others are the same ranks shifted (``RankSet``): work and memory grow with TP×PP,
-    # not with DP (a remedy's layout of millions of ranks takes as long as one engine)
-    copies = engine.identical_engines(dep)
-    for coord in (ranks(dep) if copies == 1 else _first_engine(dep)):
-        n_exp = (None if coord.ep_rank is None
-                 else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
-        key = (coord.pp_stage, n_exp, samples_in_profile_run(dep, coord))
-        order.append((coord, key))
+    classes: dict[ClassKey, _Class] = {}
+    copies, order = steps.rank_order(spec, dep)
+    for coord, key in order:
         if key not in classes:
             classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs,
                                   steps)
@@ -312,6 +311,22 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
                     mem_fraction_static=mfs or None)
+
+
+def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:
+    """The ranks to estimate, each with its class (PP stage, experts on the rank, whether it
+    samples in the profile run: V0 only on TP rank 0). vLLM without expert parallelism: every
+    DP engine is the first one (a rank's class reads its PP stage and TP rank, never its DP
+    rank), so the first engine's ranks are estimated and the others are the same ranks shifted
+    (``RankSet``): work and memory grow with TP×PP, not with DP (a remedy's layout of millions
+    of ranks takes as long as one engine)."""
+    copies = engine_of(dep).identical_engines(dep)
+    order = []
+    for coord in (ranks(dep) if copies == 1 else _first_engine(dep)):
+        n_exp = (None if coord.ep_rank is None
+                 else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
+        order.append((coord, (coord.pp_stage, n_exp, samples_in_profile_run(dep, coord))))
+    return copies, tuple(order)
 
 
 def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
