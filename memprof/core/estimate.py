@@ -439,6 +439,11 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
     if len(rows) == 1:  # nothing to fold (and no rank key to hash)
         return rows
+    # rows that differ in PP stage, verdict or KV capacity never fold: when no two agree on
+    # those, nothing folds and the rank keys (every component and tensor) need no hashing
+    cheap = {(r.coord.pp_stage, r.verdict, r.kv) for r in rows}
+    if len(cheap) == len(rows):
+        return rows
     out: dict[tuple[object, ...], list[RankEstimate]] = {}
     for r in rows:
         out.setdefault(_rank_key(r), []).append(r)
