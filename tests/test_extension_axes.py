@@ -27,9 +27,6 @@ AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
 
 # file → why it still names the engine / a backend / a KV dtype (owner in brackets)
 ALLOWED: dict[str, str] = {
-    # backend names in the GPU validation of the MLA / TurboQuant kernels
-    "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
-                                    "their catalog entries",
     "memprof/commands/validate.py": "[cli] --kernel names and the backend each kernel runs",
 }
 

@@ -45,7 +45,6 @@ FAMILY_ALLOWED: dict[str, str] = {
 
 KIND_ALLOWED: dict[str, str] = {
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
-    "memprof/validation/mla_tq.py": "counts the MLA / GQA layers it validates",
 }
 
 

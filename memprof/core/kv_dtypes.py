@@ -45,7 +45,8 @@ class KVDtype:
     # the slot a packed-pool attention kind (``AttentionKind.packed_kv_pool``, the dsv4 kind)
     # stores it in: "fp8" (584 B fp8_ds_mla slot), "bf16" (1024 B), None: refused
     packed_slot: str | None = None
-    # modules about this KV dtype (repo paths): the kernels that read its layout; the only
+    # modules about this KV dtype (repo paths): the kernels that read its layout and their GPU
+    # validation; the only
     # places outside the rows that may name it (tests/test_extension_axes.py)
     modules: tuple[str, ...] = ()
     source: str = ""
@@ -99,7 +100,8 @@ ROWS: tuple[KVDtype, ...] = (
     KVDtype(name="turboquant_k8v4", storage=TURBOQUANT,
             scales="fp16 scale + zero per value vector", kinds=frozenset({GQA}), engines=_VLLM,
             forces_backend="turboquant", tq_bits=(8, 4, True),
-            modules=("memprof/kernels/tq_decode.py",), source=_TQ_SOURCE),
+            modules=("memprof/kernels/tq_decode.py", "memprof/validation/mla_tq.py"),
+            source=_TQ_SOURCE),
     KVDtype(name="turboquant_4bit_nc", storage=TURBOQUANT,
             scales="fp16 key norm; fp16 scale + zero per value vector", kinds=frozenset({GQA}),
             engines=_VLLM, forces_backend="turboquant", tq_bits=(4, 4, False),

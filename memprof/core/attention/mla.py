@@ -37,7 +37,8 @@ class MLA(AttentionKind):
     name = "mla"
     replica = "latent"
     dense_name = "dense MLA"  # the sparse variant (V3.2's indexer) is the same kind
-    modules = ("memprof/core/scratch/mla.py",)  # the MLA decode backends' scratch rows
+    # the MLA decode backends' scratch rows, the validation of their kernels
+    modules = ("memprof/core/scratch/mla.py", "memprof/validation/mla_tq.py")
 
     backend_picks_block = True
 
