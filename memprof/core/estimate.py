@@ -190,7 +190,7 @@ def _sum(comps: list[Component], where: str) -> int:
 class _Class:
     """Ranks that hold the same weights and KV layout (same PP stage, same expert count)."""
 
-    tensors: list[WeightTensor]
+    tensors: tuple[WeightTensor, ...]  # (a tuple once per class: each rank keeps it as is)
     comps: list[Component]
     plan: KVPlan
     available: int  # KV bytes the budget leaves
@@ -200,7 +200,8 @@ class _Class:
 
 # (tensors, components, plan, context, budgeted bytes, bytes before the baseline, bytes loaded
 # at start) of a class of ranks
-ClassCore = tuple[list[WeightTensor], list[Component], KVPlan, TermContext, int, int, int]
+ClassCore = tuple[tuple[WeightTensor, ...], list[Component], KVPlan, TermContext, int, int,
+                  int]
 WeightsFn = Callable[[ModelSpec, Deployment, "QuantConfig | None", RankCoord, str],
                      tuple[list[WeightTensor], list[Component], int]]
 KVPlanFn = Callable[[ModelSpec, Deployment, RankCoord, str, str], KVPlan]
@@ -390,7 +391,7 @@ def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=weights_bytes, model_dtype=dtype, quant=quant)
     comps = weights + [c for fn in before_kv for c in fn(ctx)]
-    return (tensors, comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
+    return (tuple(tensors), comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
             sum(c.bytes for c in comps if loaded_at_start(c)))
 
 
@@ -430,7 +431,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     verdict, reasons, headroom = rank_verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
                                           cap, mml, mnbt)
     return RankEstimate(
-        coord=coord, same_as=same_as, components=tuple(all_comps), tensors=tuple(c.tensors),
+        coord=coord, same_as=same_as, components=tuple(all_comps), tensors=c.tensors,
         plan=plan, requested_bytes=c.envelope, available_kv_bytes=c.available, kv=cap,
         verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom,
         later=_Later(ctx, c.available, mnbt, mml))
