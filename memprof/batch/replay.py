@@ -23,8 +23,8 @@ from typing import Any
 from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
 from memprof.base.units import round_up
 from memprof.batch.memo import ReadMemo, ReadMemoFn
+from memprof.batch.steps import LayoutKeys
 from memprof.core.components import Component, TermContext
-from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import KVPlan, kv_tensor_sizes
 from memprof.core.terms.allocations import model_load_buffers, model_load_position
@@ -52,7 +52,8 @@ def _scratch_sizes(ctx: TermContext) -> tuple[tuple[int, bool], ...]:
 class AllocatorReplayCache:
     """A drop-in for ``allocator_runtime_terms`` that shares replays between deployments."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: LayoutKeys | None = None) -> None:
+        self._layout = layout or LayoutKeys()  # a class of ranks' settings as a number
         self._weights: dict[tuple[Any, ...], tuple[tuple[int, ...], int]] = {}
         self._specs: dict[int, Any] = {}
         # a class of ranks (everything but gpu_memory_utilization) → (prefix id, prefix); a
@@ -80,7 +81,7 @@ class AllocatorReplayCache:
         """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
         neither reads gpu_memory_utilization or the KV cache."""
         self._specs.setdefault(id(ctx.spec), ctx.spec)  # alive while its id is in a key
-        key = (id(ctx.spec), but_utilization(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
+        key = (id(ctx.spec), self._layout(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
                ctx.quant)
         known = self._prefixes.get(key)
         if known is None:
