@@ -1,8 +1,10 @@
 """The extension axes stay tables (issue 23): outside ``memprof/core/engines/`` no module branches
 on the engine (``dep.sglang``, ``engine == "vllm"``, ...), and outside their row modules
 (``core/attention_backends.py``, ``core/kv_dtypes.py``) no module names an attention backend or a
-KV-cache dtype as a string literal. What remains is on ``ALLOWED`` with the reason; an entry whose
-file no longer needs it fails too, so the list only shrinks."""
+KV-cache dtype as a string literal, except the modules a row declares as its own (a backend's
+scratch family and ``modules``, a KV dtype's ``modules``: the kernels that reproduce it). What
+remains is on ``ALLOWED`` with the reason; an entry whose file no longer needs it fails too, so
+the list only shrinks."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from pathlib import Path
 
 from memprof.core import attention_backends, engines, kv_dtypes
 from memprof.core.attention import KINDS
+from memprof.core.releases import DISPLAY_NAMES, RELEASES
 from memprof.core.scratch import CATALOG
 from memprof.core.scratch.buffer import SGLANG_DP_ATTENTION
-from memprof.core.versions import DISPLAY_NAMES, RELEASES
 
 SRC = Path(__file__).resolve().parents[1] / "memprof"
 ROW_MODULES = ("memprof/core/engines/", "memprof/core/attention_backends.py",
@@ -25,20 +27,20 @@ AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
 
 # file → why it still names the engine / a backend / a KV dtype (owner in brackets)
 ALLOWED: dict[str, str] = {
-    # backend names in the GPU validation of the MLA / TurboQuant kernels
-    "memprof/validation/mla_tq.py": "[report] validates the MLA / TurboQuant kernels against "
-                                    "their catalog entries",
-    # backend / KV-dtype names where a file is about that one backend
-    "memprof/core/scratch/mla.py": "catalog entries keyed by their backend row "
-                                   "(test_catalog_backends_are_rows)",
-    "memprof/core/scratch/dsv4.py": "catalog entries keyed by their backend row",
-    "memprof/core/scratch/flashinfer.py": "catalog entries keyed by their backend row",
-    "memprof/core/scratch/turboquant.py": "catalog entries keyed by their backend row",
-    "memprof/kernels/mla_decode.py": "the CUTLASS / FlashInfer MLA decode kernels it reproduces",
-    "memprof/kernels/sparse_mla_decode.py": "the fp8_ds_mla cache layout its kernel reads",
-    "memprof/kernels/tq_decode.py": "the TurboQuant preset its kernel reproduces",
     "memprof/commands/validate.py": "[cli] --kernel names and the backend each kernel runs",
 }
+
+
+def owners() -> dict[str, set[str]]:
+    """Backend / KV-dtype name → the modules its row declares as its own: a backend's scratch
+    family (``core/scratch/<scratch>.py``) and ``modules``, a KV dtype's ``modules``."""
+    out: dict[str, set[str]] = {}
+    for b in attention_backends.ROWS:
+        out[b.name] = {*b.modules, *([f"memprof/core/scratch/{b.scratch}.py"] if b.scratch
+                                     else [])}
+    for k in kv_dtypes.ROWS:
+        out.setdefault(k.name, set()).update(k.modules)
+    return out
 
 
 def _rel(path: Path) -> str:
@@ -69,9 +71,23 @@ def findings(path: Path) -> list[str]:
     return out
 
 
+def _named(finding: str) -> str | None:
+    """The backend / KV dtype a finding names (None: an engine finding)."""
+    return finding.split("names ", 1)[1].strip("'") if "names '" in finding else None
+
+
 def _scan() -> dict[str, list[str]]:
-    return {_rel(p): f for p in sorted(SRC.rglob("*.py"))
-            if not _rel(p).startswith(ROW_MODULES) and (f := findings(p))}
+    """Each file's findings, less the names whose row declares the file as its own."""
+    own = owners()
+    out: dict[str, list[str]] = {}
+    for p in sorted(SRC.rglob("*.py")):
+        rel = _rel(p)
+        if rel.startswith(ROW_MODULES):
+            continue
+        left = [f for f in findings(p) if rel not in own.get(_named(f) or "", set())]
+        if left:
+            out[rel] = left
+    return out
 
 
 def test_no_module_outside_the_rows_names_an_axis() -> None:
@@ -84,6 +100,16 @@ def test_the_allow_list_has_no_stale_entry() -> None:
     found = _scan()  # (an entry for a file this tree does not have is another branch's path)
     stale = [p for p in ALLOWED if (SRC.parent / p).is_file() and p not in found]
     assert not stale, f"no longer needed, remove from ALLOWED: {stale}"
+
+
+def test_every_declared_module_names_its_row() -> None:
+    """A row's ``modules`` (and its scratch family) are files that exist and name it: the
+    declaration is not a blanket exemption."""
+    for name, files in owners().items():
+        for rel in files:
+            path = SRC.parent / rel
+            assert path.is_file(), (name, rel)
+            assert any(_named(f) == name for f in findings(path)), (name, rel)
 
 
 def test_the_scan_sees_what_it_forbids(tmp_path: Path) -> None:

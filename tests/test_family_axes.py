@@ -4,12 +4,14 @@
    ``modules`` lists), no module of ``memprof/`` names the family: no string equal to its name,
    a ``model_type`` or an architecture (``"DeepseekV3ForCausalLM"``), no identifier containing its
    name, a ``model_type`` or an alias (``dsv4``).
-2. Outside ``memprof/core/attention/`` and the families' own modules, no module branches on an
-   attention kind: no comparison of a ``kind`` (name or attribute) with a kind's name
+2. Outside ``memprof/core/attention/``, the families' own modules and the modules a kind
+   declares as its own (``AttentionKind.modules``), no module branches on an attention kind:
+   no comparison of a ``kind`` (name or attribute) with a kind's name
    (``kind == "mla"``, ``a.kind in ("gqa", "mla")``).
 
-The registries that list every family or kind (``core/models/families/__init__.py``,
-``core/attention/__init__.py``) are their rows. What is left is on ``FAMILY_ALLOWED`` /
+The registries that list every member of an axis by its module
+(``core/models/families/__init__.py``, ``core/attention/__init__.py``, the scratch catalog
+``core/scratch/catalog.py``) are their rows. What is left is on ``FAMILY_ALLOWED`` /
 ``KIND_ALLOWED`` with its reason; an entry that no longer matches anything fails too, so the
 lists only shrink.
 """
@@ -29,42 +31,20 @@ from memprof.core.attention import KINDS
 from memprof.core.models.families import ROWS, Family
 
 ROOT = Path(__file__).resolve().parents[1]
-REGISTRIES = {"memprof/core/models/families/__init__.py", "memprof/core/attention/__init__.py"}
+# the registries that list every member of an axis, each member's module by its name: the
+# families, the attention kinds, the scratch families (one of which is a family's own)
+REGISTRIES = {"memprof/core/models/families/__init__.py", "memprof/core/attention/__init__.py",
+              "memprof/core/scratch/catalog.py"}
 
 FAMILY_ALLOWED: dict[str, str] = {
-    # the DeepSeek-V4 packed KV pool: the pool's layout (not a layer's page), built on KVPlan and
-    # its release rules, which live here; chosen through AttentionKind.packed_kv_pool
-    "memprof/core/kvcache.py": "DeepSeek-V4 packed KV pool (_dsv4_plan, DSV4_TUPLE_POOL)",
-    "memprof/core/attention_backends.py": "backend rows name the DeepSeek-V4 attention kind "
-                                          "(DSV4) among the kinds they run",
-    "memprof/core/kv_dtypes.py": "KV-dtype rows name the DeepSeek-V4 kind and its slot "
-                                 "(dsv4_slot) among what they store",
-    # the init-buffer term is imported by name where the terms are listed and replayed (files
-    # other engineers own: a rename would touch four of them)
-    "memprof/core/terms/registry.py": "imports dsv4_init_buffers (the term list)",
-    "memprof/core/terms/load_rounding.py": "imports dsv4_init_buffers (model-load replay)",
-    "memprof/core/terms/allocations.py": "imports dsv4_init_buffers (allocation replay)",
-    "memprof/batch/replay.py": "imports dsv4_init_buffers (the sweep's replay cache)",
-    # the scratch catalog's family tag and its DeepSeek-V4 rows (engines' backend rows)
-    "memprof/core/scratch/catalog.py": "lists DSV4_BUFFERS among the catalog's rows",
-    "memprof/core/version_diff.py": "release rules' applies_to keys name families",
     "memprof/commands/validate.py": "the DeepSeek-V4 decode validation's defaults and command",
-    # GPU-side validation and its report: the DeepSeek-V4 decode kernels (kernels/, report/)
-    "memprof/kernels/dsv4_decode.py": "DeepSeek-V4 decode kernel",
-    "memprof/validation/dsv4.py": "DeepSeek-V4 decode validation",
+    # GPU-side validation's result type and its report
     "memprof/validation/results.py": "the DeepSeek-V4 validation's result type",
     "memprof/report/validate.py": "renders the DeepSeek-V4 validation",
 }
 
 KIND_ALLOWED: dict[str, str] = {
-    "memprof/core/deployment.py": "engine refusals per kind (engines' file)",
-    "memprof/core/scratch/mla.py": "the MLA kind's scratch rows: `applies` picks its layers",
-    "memprof/core/scratch/turboquant.py": "TurboQuant scratch applies to GQA layers only",
-    "memprof/core/version_diff.py": "release rules' applies_to keys are kinds",
     "memprof/commands/validate.py": "picks the GPU validation for the model's kind",
-    "memprof/validation/dsv4.py": "DeepSeek-V4 decode validation",
-    "memprof/validation/mla_tq.py": "counts the MLA / GQA layers it validates",
-    "memprof/trace/replica.py": "builds a CPU replica layer per kind",
 }
 
 
@@ -121,11 +101,15 @@ def _tokens(path: Path) -> tuple[tuple[tuple[int, str], ...], tuple[tuple[int, s
 
 
 def family_hits(path: Path, row: Family) -> list[str]:
-    """Where ``path`` names ``row``: ``line: what``."""
+    """Where ``path`` names ``row``: ``line: what``. A constant that is an attention kind's name
+    in capitals (``DSV4``, the kind constant of the axis rows) names the kind, which the kind
+    test below covers, not the family the kind was named after (a module ``dsv4`` still names
+    the family)."""
     wanted = {row.name, *row.model_types, *row.architectures}
     strings, names = _tokens(path)
     out = [f"{line}: {value!r}" for line, value in strings if value in wanted]
-    out += [f"{line}: {name}" for line, name in names if _names_in(name, row)]
+    out += [f"{line}: {name}" for line, name in names
+            if not (name.isupper() and name.lower() in KINDS) and _names_in(name, row)]
     return out
 
 
@@ -165,13 +149,16 @@ def _family_violations() -> dict[str, list[str]]:
 
 
 def _kind_violations() -> dict[str, list[str]]:
+    """Kind branches outside ``core/attention/`` and the families' own modules, less those in a
+    module that every kind it compares with declares as its own (``AttentionKind.modules``)."""
     own = {f for row in ROWS for f in _own_files(row)}
     out: dict[str, list[str]] = {}
     for path in _sources():
         rel = _rel(path)
         if rel.startswith("memprof/core/attention/") or rel in own:
             continue
-        hits = kind_branches(path.read_text(encoding="utf-8"))
+        hits = [h for h in kind_branches(path.read_text(encoding="utf-8"))
+                if not all(rel in KINDS[k].modules for k in ast.literal_eval(h.split(": ")[1]))]
         if hits:
             out[rel] = hits
     return out
@@ -198,6 +185,14 @@ def test_every_family_row_names_existing_modules_and_a_known_kind() -> None:
         assert row.attention in KINDS, row.name
         for rel in row.modules:
             assert (ROOT / rel).is_file(), (row.name, rel)
+            assert family_hits(ROOT / rel, row), (row.name, rel)  # it is about the family
+
+
+def test_every_module_a_kind_declares_branches_on_it() -> None:
+    for kind in KINDS.values():
+        for rel in kind.modules:
+            hits = kind_branches((ROOT / rel).read_text(encoding="utf-8"))
+            assert any(kind.name in h for h in hits), (kind.name, rel)
 
 
 @pytest.mark.parametrize(("src", "hits"), [
@@ -210,6 +205,14 @@ def test_every_family_row_names_existing_modules_and_a_known_kind() -> None:
 ])
 def test_kind_branch_detector(src: str, hits: int) -> None:
     assert len(kind_branches(src)) == hits
+
+
+def test_a_kind_constant_is_the_kind_a_kind_module_the_family(tmp_path: Path) -> None:
+    row = next(r for r in ROWS if r.aliases and r.aliases[0] in KINDS)
+    path = tmp_path / "k.py"
+    path.write_text(f"from memprof.core.attention import {row.aliases[0]}\n"
+                    f"KINDS = ({row.aliases[0].upper()},)\n", encoding="utf-8")
+    assert [h.split(":")[0] for h in family_hits(path, row)] == ["1"]
 
 
 def test_family_detector_sees_strings_and_identifiers(tmp_path: Path) -> None:

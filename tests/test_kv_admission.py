@@ -6,13 +6,12 @@ v1/core/kv_cache_planning.py (0.33.0), v1/kv_cache_interface.py, config/vllm.py.
 import pytest
 
 from memprof.base.units import GiB, cdiv
+from memprof.core.attention.dsv4 import DSV4_TUPLE_POOL, approximate_gcd
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.kvcache import (
     CONCURRENCY_GROUP0_PAGE,
-    DSV4_TUPLE_POOL,
     SWA_IN_FLIGHT_BATCHES,
     KVPlan,
-    approximate_gcd,
     capacity,
     kv_plan,
     max_fitting_model_len,

@@ -11,7 +11,7 @@ from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.kvcache import kv_plan
 from memprof.core.models import load_model
-from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import NAME, fused, load_rounding_bytes, load_rounding_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import rank_weights
@@ -82,21 +82,21 @@ def test_dsv4_topk_buffer_and_mtp_hidden_buffer_by_version() -> None:
     # index_topk, int32) → 8192 × 512 × 4 = 16 MiB (Flash, H200 default mnbt 8192)
     topk = 8192 * 512 * 4
     hidden = 8192 * 4 * 4096 * 2  # _mtp_hidden_buffer: [mnbt, hc_mult·H] bf16 = 256 MiB
-    new = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(tp=8))))
+    new = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(tp=8))))
     assert new == {"DeepSeek-V4 topk_indices_buffer": topk}  # 0.27.0+: only with spec decode
     # 0.26.0 nvidia/model.py: ``if get_pp_group().is_last_rank:`` — no speculative condition
-    old = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+    old = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
         tp=8, engine_version="0.26.0"))))
     assert old == {"DeepSeek-V4 topk_indices_buffer": topk,
                    "DeepSeek-V4 _mtp_hidden_buffer": hidden}
     # 0.21.0-0.26.0: last PP stage only; 0.20.0 model_executor/models/deepseek_v4.py: every rank
-    first = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+    first = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
         pp=2, engine_version="0.26.0"), rank=0)))
     assert "DeepSeek-V4 _mtp_hidden_buffer" not in first
-    day0 = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+    day0 = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
         pp=2, engine_version="0.20.0"), rank=0)))
     assert day0["DeepSeek-V4 _mtp_hidden_buffer"] == hidden
-    spec_on = sizes(dsv4_init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
+    spec_on = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
         tp=8, num_speculative_tokens=1))))
     # nvidia/mtp.py DeepSeekV4MultiTokenPredictor.__init__ builds a second topk buffer
     assert spec_on == {"DeepSeek-V4 topk_indices_buffer": 2 * topk,

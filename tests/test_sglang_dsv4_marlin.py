@@ -9,7 +9,8 @@ import pytest
 
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.models import load_model
-from memprof.core.versions import SGLANG_RELEASES, resolve_version, value_at
+from memprof.core.releases import SGLANG_RELEASES
+from memprof.core.versions import resolve_version, value_at
 from memprof.core.weights import rank_weights
 from memprof.core.weights.mlp import SGLANG_MARLIN_STALE_SCALE_INV
 

@@ -12,8 +12,9 @@ from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.engines.sglang import sglang_defaults
 from memprof.core.gpus import GPU, find_gpu
+from memprof.core.releases import SGLANG_RELEASES
 from memprof.core.version_diff import all_rules
-from memprof.core.versions import SGLANG_RELEASES, newest, resolve_version
+from memprof.core.versions import newest, resolve_version
 
 
 def _gpu(mib: float, vendor: str = "nvidia") -> GPU:

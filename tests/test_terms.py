@@ -22,8 +22,8 @@ from memprof.core.terms import (
     activation,
     allocator,
     cudagraph,
-    dsv4_init_buffers,
     encoder,
+    init_buffers,
     load_rounding,
     marlin_workspace,
     non_torch,
@@ -408,7 +408,7 @@ def test_kv_tensor_layouts() -> None:
 
 def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
-    assert budget == [rope_cache.rope_cache_terms, dsv4_init_buffers.dsv4_init_buffer_terms,
+    assert budget == [rope_cache.rope_cache_terms, init_buffers.init_buffer_terms,
                       marlin_workspace.marlin_workspace_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,

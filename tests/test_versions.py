@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.core.gpus import GPU
-from memprof.core.versions import VLLM_RELEASES, Rule, resolve_version, value_at, version_key
+from memprof.core.releases import VLLM_RELEASES
+from memprof.core.versions import Rule, resolve_version, value_at, version_key
 
 
 def test_default_is_the_newest_release() -> None:

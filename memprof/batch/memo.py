@@ -120,12 +120,14 @@ def _key_fn(reads: frozenset[_Read]) -> Callable[[TermContext], tuple[object, ..
             return lambda o: (one(o),)
         return operator.attrgetter(*getter_names)
 
-    ids, vals, deps = values(by_id), values(by_value), values(dep_names)
+    vals, deps = values(by_value), values(dep_names)
+    if not by_id:  # (the usual case: a term reads the model and KV plan through settings)
+        return lambda ctx: (vals(ctx), deps(ctx.dep))
+    ids = [operator.attrgetter(n) for n in by_id]
+    return lambda ctx: (*[id(get(ctx)) for get in ids], vals(ctx), deps(ctx.dep))
 
-    def key(ctx: TermContext) -> tuple[object, ...]:
-        return (tuple(id(x) for x in ids(ctx)), vals(ctx), deps(ctx.dep))
 
-    return key
+_MISSING = object()  # a result no term returns
 
 
 class ReadMemoFn(Generic[_T]):
@@ -152,11 +154,12 @@ class ReadMemoFn(Generic[_T]):
     def value(self, ctx: TermContext) -> _T:
         if self.direct:
             return self.fn(ctx)
+        results = self._results
         for i, (_reads, key) in enumerate(self._sets):
-            k = (i, key(ctx))
-            if k in self._results:
+            found = results.get((i, key(ctx)), _MISSING)
+            if found is not _MISSING:
                 self.hits += 1
-                return self._results[k]
+                return found  # type: ignore[return-value]
         self.runs += 1
         out, reads = recorded_run(self.fn, ctx)
         if self._direct_when_everything and reads >= EVERY_SETTING:

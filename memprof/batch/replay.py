@@ -23,17 +23,17 @@ from typing import Any
 from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
 from memprof.base.units import round_up
 from memprof.batch.memo import ReadMemo, ReadMemoFn
+from memprof.batch.steps import LayoutKeys
 from memprof.core.components import Component, TermContext
-from memprof.core.deployment import but_utilization
 from memprof.core.dtypes import dtype_bytes
-from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.kvcache import KVPlan, kv_tensor_sizes
 from memprof.core.terms.allocations import model_load_buffers, model_load_position
 from memprof.core.terms.allocator import (
     allocation_size,
     allocator_runtime_terms,
     slack_formula,
 )
-from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
@@ -52,7 +52,8 @@ def _scratch_sizes(ctx: TermContext) -> tuple[tuple[int, bool], ...]:
 class AllocatorReplayCache:
     """A drop-in for ``allocator_runtime_terms`` that shares replays between deployments."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: LayoutKeys | None = None) -> None:
+        self._layout = layout or LayoutKeys()  # a class of ranks' settings as a number
         self._weights: dict[tuple[Any, ...], tuple[tuple[int, ...], int]] = {}
         self._specs: dict[int, Any] = {}
         # a class of ranks (everything but gpu_memory_utilization) → (prefix id, prefix); a
@@ -62,11 +63,15 @@ class AllocatorReplayCache:
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
         # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
-        self._stats: dict[tuple[int, tuple[int, ...], int, int, int], Component] = {}
+        self._stats: dict[tuple[Any, ...], Component] = {}
+        # KV layouts: a plan (by id, kept alive) → the id of its sizes per block
+        self._plans: dict[int, KVPlan] = {}
+        self._layout_of: dict[int, int] = {}
+        self._layouts: dict[tuple[int, ...], int] = {}
         self._load: dict[tuple[Any, ...], int] = {}
         # the model-load buffer terms, remembered by what they read (a class of ranks is
         # everything but gpu_memory_utilization; these read a few settings of it)
-        self._load_terms = [ReadMemo(rope_cache_terms), ReadMemo(dsv4_init_buffer_terms)]
+        self._load_terms = [ReadMemo(rope_cache_terms), ReadMemo(init_buffer_terms)]
         # the rank's scratch (sizes, and whether the engine allocates it at start-up), kept by
         # what it reads: the batch and context length for some backends, the KV block count
         # only where a buffer is sized by the KV pool
@@ -76,7 +81,7 @@ class AllocatorReplayCache:
         """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
         neither reads gpu_memory_utilization or the KV cache."""
         self._specs.setdefault(id(ctx.spec), ctx.spec)  # alive while its id is in a key
-        key = (id(ctx.spec), but_utilization(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
+        key = (id(ctx.spec), self._layout(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
                ctx.quant)
         known = self._prefixes.get(key)
         if known is None:
@@ -128,19 +133,35 @@ class AllocatorReplayCache:
             self._weights[key] = known
         return known
 
+    def _kv_layout(self, plan: KVPlan) -> int:
+        """A small id of the KV tensors' sizes per block of ``plan`` (``kv_tensor_sizes`` is
+        linear in the block count), so that a rank's key holds no tensor-by-tensor tuple."""
+        known = self._layout_of.get(id(plan))
+        if known is None:
+            if len(self._layout_of) >= 64 * MAX_PREFIXES:
+                self._layout_of.clear()
+                self._plans.clear()
+            self._plans[id(plan)] = plan  # alive while its id is a key
+            per_block = tuple(kv_tensor_sizes(plan, 1))
+            known = self._layouts.setdefault(per_block, len(self._layouts))
+            self._layout_of[id(plan)] = known
+        return known
+
     def __call__(self, ctx: TermContext) -> list[Component]:
         if ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
             return allocator_runtime_terms(ctx)
         scratch = self._scratch.value(ctx)
         pid, prefix = self._prefix(ctx)
-        kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
-        early = [n for n, seen in scratch if seen]
-        suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
-        lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
         load = self._load_rounding(ctx, pid)
-        key = (pid, suffix, load, len(early), len(kv))
+        # the suffix (scratch seen at start-up, the KV tensors, the lazy scratch) is a function
+        # of the scratch, the KV layout and the block count: the key holds those
+        key = (pid, scratch, self._kv_layout(ctx.plan), ctx.num_gpu_blocks, load)
         comp = self._stats.get(key)
         if comp is None:
+            kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
+            early = [n for n, seen in scratch if seen]
+            suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
+            lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
             kv_sizes = Counter(kv)  # a few distinct sizes (one per layer kind)
             reserved, requested, segments = self._replay(pid, prefix, suffix, lazy, kv_sizes)
             kv_round = sum((allocation_size(n) - n) * k for n, k in kv_sizes.items())

@@ -1,7 +1,8 @@
 """The estimator's steps (``memprof.core.estimate.Steps``) with the work deployments share kept
 between calls, for one ``Evaluator``: the overridden model, the validated deployment (once for
 every ``gpu_memory_utilization``), a class of ranks' weights, KV layout and budget terms, and
-the weights and KV layout on their own (shared by classes that differ elsewhere).
+the weights and KV layout on their own (shared by classes that differ elsewhere), and the ranks
+estimated with their classes.
 
 Each cache is keyed by the values its step reads; a model spec is keyed by identity (hashing
 one costs tens of microseconds) and kept alive by this object while it is a key, so an id never
@@ -11,6 +12,7 @@ module level.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -27,15 +29,41 @@ _T = TypeVar("_T")
 MAX_ENTRIES = 1 << 16  # per cache, before it starts afresh (a sweep has at most 1,000,000 points)
 
 
+class LayoutKeys:
+    """A deployment's settings but ``gpu_memory_utilization`` (``but_utilization``) as a small
+    number: read and hashed once per deployment object, however many caches key by it (the
+    steps of a class of ranks, its rank order, the allocator replay of each of its ranks). A
+    number is never given to other settings, also after the table starts afresh."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[object, ...], int] = {}
+        self._next = itertools.count()
+        self._last: tuple[Deployment | None, int] = (None, -1)
+
+    def __call__(self, dep: Deployment) -> int:
+        last_dep, last = self._last
+        if dep is last_dep:  # (a frozen deployment: the same object, the same settings)
+            return last
+        key = but_utilization(dep)
+        n = self._ids.get(key)
+        if n is None:
+            if len(self._ids) >= MAX_ENTRIES:
+                self._ids.clear()
+            n = self._ids[key] = next(self._next)
+        self._last = (dep, n)
+        return n
+
+
 class CachedSteps:
     """``memprof.core.estimate.STEPS``, each step remembered by what it reads (``steps``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: LayoutKeys | None = None) -> None:
+        self._layout = layout or LayoutKeys()
         self._cache: dict[tuple[object, ...], object] = {}
         self._alive: dict[int, object] = {}  # the specs whose ids are in keys
         self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
                                class_core=self.class_core, weights=self.weights,
-                               kv_plan=self.kv_plan)
+                               kv_plan=self.kv_plan, rank_order=self.rank_order)
 
     def _id(self, spec: ModelSpec) -> int:
         self._alive.setdefault(id(spec), spec)
@@ -64,7 +92,7 @@ class CachedSteps:
         if util is not None and (not 0.0 < util <= 1.0
                                  or not engine_of(dep).budget_by_utilization):
             return est.STEPS.prepared(dep, spec, gpu)
-        base = self._get(("prepared", self._id(spec), gpu, but_utilization(dep)),
+        base = self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
                          lambda: est.STEPS.prepared(dep.with_(gpu_memory_utilization=None),
                                                     spec, gpu))
         if util is not None and base.gpu_memory_utilization is not None:
@@ -75,10 +103,15 @@ class CachedSteps:
                    quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
                    steps: est.Steps) -> est.ClassCore:
         # nothing of a class but its KV budget reads gpu_memory_utilization
-        key = ("class", self._id(spec), but_utilization(dep), gpu, coord, quant, dtype,
+        key = ("class", self._id(spec), self._layout(dep), gpu, coord, quant, dtype,
                tuple(before_kv))
         return self._get(key, lambda: est.STEPS.class_core(spec, dep, gpu, coord, quant, dtype,
                                                            before_kv, steps))
+
+    def rank_order(self, spec: ModelSpec, dep: Deployment) -> est.RankOrder:
+        # the ranks and their classes read the layout, never gpu_memory_utilization
+        return self._get(("ranks", self._id(spec), self._layout(dep)),
+                         lambda: est.STEPS.rank_order(spec, dep))
 
     def weights(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                 coord: RankCoord, arch: str

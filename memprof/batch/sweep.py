@@ -106,18 +106,19 @@ class Evaluator:
     def __init__(self) -> None:
         from memprof.batch.memo import ReadMemo
         from memprof.batch.replay import AllocatorReplayCache
-        from memprof.batch.steps import CachedSteps
+        from memprof.batch.steps import CachedSteps, LayoutKeys
         from memprof.core.terms.allocator import allocator_runtime_terms
 
         before, after = default_terms()
-        replay = AllocatorReplayCache()
+        layout = LayoutKeys()  # shared: a grid point's settings are read and hashed once
+        replay = AllocatorReplayCache(layout)
         # every term remembered by what it reads; the allocator replay shared
         self.terms: tuple[list[TermFn], list[TermFn]] = (
             [ReadMemo(f) for f in before],
             [replay if f is allocator_runtime_terms else ReadMemo(f) for f in after])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None, str | None], GPU] = {}
-        self._steps = CachedSteps().steps
+        self._steps = CachedSteps(layout).steps
 
     def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
         if isinstance(model, ModelSpec):

@@ -6,11 +6,11 @@ docstring and a citation. ``memprof.core.estimate`` composes them.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
+from memprof.base.frozen import copier
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVPlan
@@ -72,17 +72,12 @@ class TermContext:
         ``dataclasses.replace``, without its per-field overhead."""
         if changes.keys() - _CONTEXT_FIELDS:
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
-        new = object.__new__(TermContext)
-        for name, value in zip(_CONTEXT_FIELDS_ORDER, _all_fields(self), strict=True):
-            object.__setattr__(new, name, value)
-        for name, value in changes.items():
-            object.__setattr__(new, name, value)
-        return new
+        return _copy(self, changes)
 
 
 
 _CONTEXT_FIELDS_ORDER = tuple(f.name for f in fields(TermContext))
 _CONTEXT_FIELDS = frozenset(_CONTEXT_FIELDS_ORDER)
-_all_fields = operator.attrgetter(*_CONTEXT_FIELDS_ORDER)
+_copy = copier(TermContext, _CONTEXT_FIELDS_ORDER)
 
 TermFn = Callable[[TermContext], list[Component]]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
 
 from memprof.base.errors import BadInput, LayoutError
+from memprof.base.frozen import copier
+from memprof.core.attention import kind_of
 from memprof.core.attention_backends import BY_NAME as BACKEND_ROWS
 from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
 from memprof.core.engines.base import RankCoord
@@ -27,7 +29,6 @@ from memprof.core.versions import Rule, resolve_version, value_at
 
 __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_PREFILL_TOKENS",
            "Deployment", "RankCoord"]
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
 
 # --kv-cache-dtype values: the rows of ``memprof.core.kv_dtypes`` (bytes, scales, the attention
 # kinds and engines that accept each)
@@ -125,12 +126,7 @@ class Deployment:
         unknown = changes.keys() - _DEPLOYMENT_FIELDS
         if unknown:
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
-        new = object.__new__(Deployment)
-        for name, value in zip(_DEPLOYMENT_FIELDS_ORDER, _all_fields(self), strict=True):
-            _set(new, name, value)
-        for name, value in changes.items():
-            _set(new, name, value)
-        return new
+        return _copy(self, changes)
 
 
 _DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
@@ -139,8 +135,7 @@ _DEPLOYMENT_FIELDS_ORDER = tuple(f.name for f in fields(Deployment))
 but_utilization = operator.attrgetter(*(n for n in _DEPLOYMENT_FIELDS_ORDER
                                         if n != "gpu_memory_utilization"))
 _DEPLOYMENT_FIELDS = frozenset(_DEPLOYMENT_FIELDS_ORDER)
-_all_fields = operator.attrgetter(*_DEPLOYMENT_FIELDS_ORDER)
-_set = object.__setattr__
+_copy = copier(Deployment, _DEPLOYMENT_FIELDS_ORDER)
 
 
 def ranks(dep: Deployment) -> list[RankCoord]:
@@ -322,15 +317,16 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"--kv-cache-dtype {kvd.name} is {owners}'s; {engine.display} has no such "
                        f"KV-cache dtype", hint=f"{engine.display}: {', '.join(rest)} or {last}")
     attn0 = spec.layers[0].attention
+    kind0 = kind_of(attn0)
     if attention_kind(attn0.kind, attn0.has_indexer) not in kvd.kinds:
         if kvd.forces_backend is None:  # DeepSeek's sparse layouts
             raise BadInput(f"--kv-cache-dtype {kvd.name} is read only by vLLM's sparse MLA "
                            f"backends (DeepSeek-V3.2/V4); {spec.name} uses "
-                           f"{'dense MLA' if attn0.kind == 'mla' else attn0.kind.upper()}, for "
+                           f"{kind0.dense_name or kind0.name.upper()}, for "
                            "which vLLM finds no backend", hint="use --kv-cache-dtype fp8 (or auto)")
         raise BadInput(f"--kv-cache-dtype {kvd.name} supports standard attention only "
                        f"({BACKEND_ROWS[kvd.forces_backend].vllm_class} is not an MLA backend)",
-                       hint=f"{spec.name} uses {attn0.kind.upper()}; use fp8")
+                       hint=f"{spec.name} uses {kind0.name.upper()}; use fp8")
     choices = (engine_of(dep).block_size_choices(dep.engine_version)
                if dep.block_size is not None else None)
     if choices is not None and dep.block_size not in choices:
@@ -371,7 +367,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             hint="use -tp " + "/".join(str(d) for d in divisors[-6:]),
         )
     kv = spec.layers[0].attention.num_kv_heads
-    if spec.layers[0].attention.kind == "gqa" and dep.attn_tp > kv and dep.attn_tp % kv:
+    if kind0.kv_heads_replicate and dep.attn_tp > kv and dep.attn_tp % kv:
         raise LayoutError(
             f"tensor parallel size {dep.attn_tp} is above the {kv} KV heads and not a multiple "
             "of it",

@@ -191,7 +191,7 @@ def _sum(comps: list[Component], where: str) -> int:
 class _Class(NamedTuple):
     """Ranks that hold the same weights and KV layout (same PP stage, same expert count)."""
 
-    tensors: list[WeightTensor]
+    tensors: tuple[WeightTensor, ...]  # (a tuple once per class: each rank keeps it as is)
     comps: list[Component]
     plan: KVPlan
     available: int  # KV bytes the budget leaves
@@ -201,10 +201,15 @@ class _Class(NamedTuple):
 
 # (tensors, components, plan, context, budgeted bytes, bytes before the baseline, bytes loaded
 # at start) of a class of ranks
-ClassCore = tuple[list[WeightTensor], list[Component], KVPlan, TermContext, int, int, int]
+ClassCore = tuple[tuple[WeightTensor, ...], list[Component], KVPlan, TermContext, int, int,
+                  int]
 WeightsFn = Callable[[ModelSpec, Deployment, "QuantConfig | None", RankCoord, str],
                      tuple[list[WeightTensor], list[Component], int]]
 KVPlanFn = Callable[[ModelSpec, Deployment, RankCoord, str, str], KVPlan]
+# a rank's class: (PP stage, experts on the rank, whether it samples in the profile run)
+ClassKey = tuple[int, int | None, bool]
+# (identical engines, the ranks estimated with their class, in rank order)
+RankOrder = tuple[int, tuple[tuple[RankCoord, ClassKey], ...]]
 
 
 class Steps(NamedTuple):
@@ -218,7 +223,9 @@ class Steps(NamedTuple):
       weights, KV layout and budget terms (``ClassCore``); it reads ``dep``'s
       ``gpu_memory_utilization`` not at all;
     - ``weights(spec, dep, quant, coord, arch)`` and ``kv_plan(spec, dep, coord, dtype, arch)``:
-      what ``class_core`` computes them with.
+      what ``class_core`` computes them with;
+    - ``rank_order(spec, dep)``: the ranks estimated and their classes (``RankOrder``); it
+      reads ``dep``'s ``gpu_memory_utilization`` not at all.
     """
 
     model_spec: Callable[[str | ModelSpec, Deployment], ModelSpec]
@@ -227,6 +234,8 @@ class Steps(NamedTuple):
                           list[TermFn], Steps], ClassCore]
     weights: WeightsFn
     kv_plan: KVPlanFn
+    rank_order: Callable[[ModelSpec, Deployment], RankOrder] = (
+        lambda spec, dep: _rank_order(spec, dep))  # a named tuple's default: no field()
 
 
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
@@ -269,18 +278,9 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to
-    classes: dict[tuple[int, int | None, bool], _Class] = {}
-    order: list[tuple[RankCoord, tuple[int, int | None, bool]]] = []
-    # vLLM without expert parallelism: every DP engine is the first one (a rank's class reads
-    # its PP stage and TP rank, never its DP rank), so the first engine's ranks are estimated
-    # and the others are the same ranks shifted (``RankSet``): work and memory grow with TP×PP,
-    # not with DP (a remedy's layout of millions of ranks takes as long as one engine)
-    copies = engine.identical_engines(dep)
-    for coord in (ranks(dep) if copies == 1 else _first_engine(dep)):
-        n_exp = (None if coord.ep_rank is None
-                 else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
-        key = (coord.pp_stage, n_exp, samples_in_profile_run(dep, coord))
-        order.append((coord, key))
+    classes: dict[ClassKey, _Class] = {}
+    copies, order = steps.rank_order(spec, dep)
+    for coord, key in order:
         if key not in classes:
             classes[key] = _class(spec, dep, gpu, coord, quant, dtype, before_kv, requested, mfs,
                                   steps)
@@ -318,6 +318,22 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
                     mem_fraction_static=mfs or None)
+
+
+def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:
+    """The ranks to estimate, each with its class (PP stage, experts on the rank, whether it
+    samples in the profile run: V0 only on TP rank 0). vLLM without expert parallelism: every
+    DP engine is the first one (a rank's class reads its PP stage and TP rank, never its DP
+    rank), so the first engine's ranks are estimated and the others are the same ranks shifted
+    (``RankSet``): work and memory grow with TP×PP, not with DP (a remedy's layout of millions
+    of ranks takes as long as one engine)."""
+    copies = engine_of(dep).identical_engines(dep)
+    order = []
+    for coord in (ranks(dep) if copies == 1 else _first_engine(dep)):
+        n_exp = (None if coord.ep_rank is None
+                 else experts_on_rank(spec.num_experts, dep.ep_size, coord.ep_rank))
+        order.append((coord, (coord.pp_stage, n_exp, samples_in_profile_run(dep, coord))))
+    return copies, tuple(order)
 
 
 def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
@@ -381,7 +397,7 @@ def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=weights_bytes, model_dtype=dtype, quant=quant)
     comps = weights + [c for fn in before_kv for c in fn(ctx)]
-    return (tensors, comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
+    return (tuple(tensors), comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
             sum(c.bytes for c in comps if loaded_at_start(c)))
 
 
@@ -422,7 +438,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     verdict, reasons, headroom = rank_verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
                                           cap, mml, mnbt)
     return RankEstimate(
-        coord=coord, same_as=same_as, components=tuple(all_comps), tensors=tuple(c.tensors),
+        coord=coord, same_as=same_as, components=tuple(all_comps), tensors=c.tensors,
         plan=plan, requested_bytes=c.envelope, available_kv_bytes=c.available, kv=cap,
         verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom,
         later=_Later(ctx, c.available, mnbt, mml))
@@ -430,6 +446,11 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:
     if len(rows) == 1:  # nothing to fold (and no rank key to hash)
+        return rows
+    # rows that differ in PP stage, verdict or KV capacity never fold: when no two agree on
+    # those, nothing folds and the rank keys (every component and tensor) need no hashing
+    cheap = {(r.coord.pp_stage, r.verdict, r.kv) for r in rows}
+    if len(cheap) == len(rows):
         return rows
     out: dict[tuple[object, ...], list[RankEstimate]] = {}
     for r in rows:

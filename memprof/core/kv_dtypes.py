@@ -42,8 +42,13 @@ class KVDtype:
     engines: frozenset[str]
     forces_backend: str | None = None  # the only backend that reads it
     tq_bits: tuple[int, int, bool] | None = None  # TurboQuant (key bits, value bits, key fp8)
-    # DeepSeek-V4 slot: "fp8" (584 B fp8_ds_mla slot), "bf16" (1024 B), None: refused
-    dsv4_slot: str | None = None
+    # the slot a packed-pool attention kind (``AttentionKind.packed_kv_pool``, the dsv4 kind)
+    # stores it in: "fp8" (584 B fp8_ds_mla slot), "bf16" (1024 B), None: refused
+    packed_slot: str | None = None
+    # modules about this KV dtype (repo paths): the kernels that read its layout and their GPU
+    # validation; the only
+    # places outside the rows that may name it (tests/test_extension_axes.py)
+    modules: tuple[str, ...] = ()
     source: str = ""
 
     @property
@@ -72,29 +77,31 @@ _FP8_SOURCE = ("vllm/config/cache.py CacheDType (v0.11.0); per-tensor k_scale/v_
 
 ROWS: tuple[KVDtype, ...] = (
     KVDtype(name="auto", storage=MODEL_WIDTH, scales="", kinds=_ALL_KINDS, engines=_BOTH,
-            dsv4_slot="fp8",
+            packed_slot="fp8",
             source="the model dtype (CacheConfig.cache_dtype 'auto'); DeepSeek-V4's default "
             "cache is the fp8_ds_mla slot (vLLM @023da1fc DeepSeek-V4 KV specs)"),
     KVDtype(name="bfloat16", storage=MODEL_WIDTH, scales="", kinds=_ALL_KINDS, engines=_BOTH,
-            dsv4_slot="bf16", source="vllm/config/cache.py CacheDType; DeepSeek-V4 SM100 "
+            packed_slot="bf16", source="vllm/config/cache.py CacheDType; DeepSeek-V4 SM100 "
             "FlashInfer path: plain bf16 rows of 512 (vLLM @023da1fc)"),
     KVDtype(name="float16", storage=MODEL_WIDTH, scales="", kinds=_ALL_KINDS, engines=_BOTH,
             source="vllm/config/cache.py CacheDType"),
     KVDtype(name="fp8", storage=FP8_ELEMENT, scales="per-tensor k_scale / v_scale",
-            kinds=_ALL_KINDS, engines=_BOTH, dsv4_slot="fp8", source=_FP8_SOURCE),
+            kinds=_ALL_KINDS, engines=_BOTH, packed_slot="fp8", source=_FP8_SOURCE),
     KVDtype(name="fp8_e4m3", storage=FP8_ELEMENT, scales="per-tensor k_scale / v_scale",
-            kinds=_ALL_KINDS, engines=_BOTH, dsv4_slot="fp8", source=_FP8_SOURCE),
+            kinds=_ALL_KINDS, engines=_BOTH, packed_slot="fp8", source=_FP8_SOURCE),
     KVDtype(name="fp8_e5m2", storage=FP8_ELEMENT, scales="none (e5m2 is cast, not scaled)",
             kinds=_ALL_KINDS, engines=_BOTH, source=_FP8_SOURCE),
     KVDtype(name="fp8_ds_mla", storage=DS_MLA_SLOT,
             scales="fp32 scale per 128 values inside the slot", kinds=frozenset({SPARSE_MLA,
                                                                                DSV4}),
-            engines=_VLLM, dsv4_slot="fp8",
+            engines=_VLLM, packed_slot="fp8", modules=("memprof/kernels/sparse_mla_decode.py",),
             source="backends listing fp8_ds_mla in supported_kv_cache_dtypes: FlashMLASparse"
             "Backend (v1/attention/backends/mla/flashmla_sparse.py), the DeepSeek-V4 backends"),
     KVDtype(name="turboquant_k8v4", storage=TURBOQUANT,
             scales="fp16 scale + zero per value vector", kinds=frozenset({GQA}), engines=_VLLM,
-            forces_backend="turboquant", tq_bits=(8, 4, True), source=_TQ_SOURCE),
+            forces_backend="turboquant", tq_bits=(8, 4, True),
+            modules=("memprof/kernels/tq_decode.py", "memprof/validation/mla_tq.py"),
+            source=_TQ_SOURCE),
     KVDtype(name="turboquant_4bit_nc", storage=TURBOQUANT,
             scales="fp16 key norm; fp16 scale + zero per value vector", kinds=frozenset({GQA}),
             engines=_VLLM, forces_backend="turboquant", tq_bits=(4, 4, False),

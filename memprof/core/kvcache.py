@@ -5,7 +5,7 @@ Formulas follow vLLM@52a31cc:
 - ``vllm/v1/core/kv_cache_utils.py``: grouping layers, ``num_blocks = available // page //
   group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)``;
 - TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (vLLM@52a31cc);
-- DeepSeek-V4 packed layout: vLLM @023da1fc DeepSeek-V4 KV specs.
+- a packed pool of many page sizes: its attention kind lays it out (``AttentionKind.packed_pool``).
 
 Each layer's pages come from its attention kind (``memprof.core.attention``).
 """
@@ -19,7 +19,6 @@ from functools import lru_cache
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
 from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
-from memprof.core.attention.dsv4 import DSV4_BLOCK, DSV4_SWA_BLOCK
 from memprof.core.attention.state import attention_of, pad_state_pages, state_bytes
 from memprof.core.attention_backends import AttentionBackend, chosen
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
@@ -81,25 +80,6 @@ SWA_IN_FLIGHT_BATCHES: tuple[Rule, ...] = (
          since="0.29.0", until=None, value=1,
          introduced_by="0.29.0 use_v2_model_runner defaults to True (read in the wheel)",
          source=f"0.29.0 / 0.33.0 {_SWA_SOURCE}", applies_to="sliding"),
-)
-# DeepSeek-V4 pool, 0.23.0–0.28.x: the tuple-based grouping (kv_cache_utils.py
-# ``group_and_unify_kv_cache_specs`` + ``_get_kv_cache_groups_uniform_groups``): the compressor-
-# state pages are padded up to the nearest full-MLA page size, the SWA / state groups are split
-# into groups of at most T = ``_approximate_gcd(tuples, lower_bound=full-MLA tuples)`` layer
-# tuples, and one block id costs Σ over page sizes of page × the most layers any group has of it
-# (``_bucket_layers_by_page_size``, ``_get_kv_cache_config_deepseek_v4``). From 0.29.0
-# ``_get_packed_kv_cache_groups`` packs per group and a block costs the largest group's Σ pages
-# rounded to the alignment (``_get_kv_cache_bytes_per_block``), as ``_dsv4_plan`` computes.
-DSV4_TUPLE_POOL: tuple[Rule, ...] = (
-    Rule(name="dsv4_tuple_pool", changes="KV cache: DeepSeek-V4 block stride and admission",
-         since=None, until="0.29.0", value=True,
-         introduced_by="DeepSeek-V4 support (tuple-based grouping; read in 0.23.0–0.28.0)",
-         removed_by="0.29.0 _get_packed_kv_cache_groups / _get_kv_cache_bytes_per_block "
-         "(read in the 0.29.0 wheel; PR not identified)",
-         source="0.23.0–0.28.0 v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_groups, "
-         "_bucket_layers_by_page_size, _max_memory_usage_bytes_from_groups (DeepseekV4 branch: "
-         "Σ_g num_layer_tuples × pages_g × Σ distinct full-MLA page sizes)",
-         applies_to="dsv4"),
 )
 # "Maximum concurrency", 0.7.1–0.26.x (``get_max_concurrency_for_kv_cache_config``): blocks per
 # request = cdiv(Σ_g max_memory_usage_bytes(g), page of group 0) — for DeepSeek-V4, whose groups'
@@ -184,8 +164,8 @@ class KVPlan:
     # sliding-window admission counts this many batches of max_num_batched_tokens in flight
     # (``SWA_IN_FLIGHT_BATCHES``)
     in_flight_batches: int = 1
-    # bytes of one block in "KV cache needed for one request" (0: block_bytes); DeepSeek-V4
-    # 0.23–0.28: num_layer_tuples × Σ distinct full-MLA pages (``DSV4_TUPLE_POOL``)
+    # bytes of one block in "KV cache needed for one request" (0: block_bytes); a packed pool's
+    # release rule (``AttentionKind.packed_pool``) may set it
     request_block_bytes: int = 0
     # ``CONCURRENCY_GROUP0_PAGE``: Σ page bytes of all the groups of each group_blocks entry, the
     # divisor being the first's; () = the per-group count (0.27.0 on)
@@ -389,12 +369,15 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if isinstance(extra, int):
         flight = 2 if dep.pp == 1 else dep.pp + extra
     if kind.packed_kv_pool:
-        plan = _dsv4_plan(spec, layers, kv)
-        if value_at(DSV4_TUPLE_POOL, dep.engine_version, False, engine=dep.engine):
-            plan = _dsv4_tuple_pool(plan)
-        if value_at(CONCURRENCY_GROUP0_PAGE, dep.engine_version, False, engine=dep.engine):
-            plan = replace(plan, concurrency_group_bytes=_dsv4_group_bytes(plan))
-        return replace(plan, in_flight_batches=flight)
+        # the kind lays out its one packed pool; it sizes its pages from the KV dtype alone
+        # (TP, block and model dtype are not read)
+        q = _kv_query(1, kv, spec.dtype, kind.default_block_size(arch), 0, False)
+        pages = [s for layer in layers for s in kind_of(layer.attention).kv_pages(
+            layer.attention, q)]
+        group0 = bool(value_at(CONCURRENCY_GROUP0_PAGE, dep.engine_version, False,
+                               engine=dep.engine))
+        return KVPlan(**kind.packed_pool(pages, kv, dep.engine_version, dep.engine, group0),
+                      in_flight_batches=flight)
     specs: list[KVLayerSpec] = []
     n = spec.num_layers
     made: dict[tuple[int, bool], list[KVLayerSpec]] = {}  # one spec per (attention, boundary)
@@ -503,123 +486,6 @@ def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
         group_blocks=groups,
         formula=f"{len(groups)} KV cache groups × {group_size} layers, page {page} B",
     )
-
-
-def _dsv4_plan(spec: ModelSpec, layers: list[Layer], kv: str) -> KVPlan:
-    """DeepSeek-V4 packed pool: ``block_stride = max over groups of Σ pages``; five groups
-    (full_mla, two SWA subgroups, C4-state pairs, C128 state) draw block ids from one pool."""
-    specs: list[KVLayerSpec] = []
-    for layer in layers:
-        # the packed kind sizes its pages from the KV dtype alone (TP, block and model dtype
-        # are not read)
-        specs.extend(kind_of(layer.attention).kv_pages(
-            layer.attention, _kv_query(1, kv, spec.dtype, DSV4_BLOCK, 0, False)))
-    by = Counter(s.name for s in specs)
-    page = {s.name: s.page_bytes for s in specs}
-    full_mla = sum(s.page_bytes for s in specs if s.kind == "full")
-    swa_sub = cdiv(by["swa"], 2) * page["swa"]
-    c4_state = by["c4_state"] * (page.get("c4_state", 0) + page.get("c4_indexer_state", 0))
-    c128_state = by["c128_state"] * page.get("c128_state", 0)
-    stride = max(full_mla, swa_sub, c4_state, c128_state)
-    groups = [("full_mla", DSV4_BLOCK, 0, 1), ("swa", DSV4_SWA_BLOCK, 128, 2)]
-    if by["c4_state"]:
-        groups.append(("c4_state", 4, 8, 1))
-    if by["c128_state"]:
-        groups.append(("c128_state", 8, 128, 1))
-    return KVPlan(
-        layers=tuple(specs), block_size=DSV4_BLOCK, block_bytes=stride,
-        bytes_per_token=cdiv(full_mla, DSV4_BLOCK), layout="dsv4_packed", kv_dtype=kv,
-        group_blocks=tuple(groups),
-        formula=f"block stride {stride} B per {DSV4_BLOCK} tokens "
-        f"({by['c4a']} C4 + {by['c128a']} C128 + {by['swa']} SWA layers)",
-    )
-
-
-def _dsv4_groups(plan: KVPlan, tuples: int = 0) -> list[list[KVLayerSpec]]:
-    """The layers of each KV cache group, in ``group_blocks`` order (full_mla, the SWA groups,
-    C4 state, C128 state); SWA and state layers split into ``cdiv(n, tuples)`` groups
-    (``layer_tuples[i::n]``), or as ``_dsv4_plan`` splits them when ``tuples`` is 0."""
-    full = [s for s in plan.layers if s.kind == "full"]
-    kinds = {"swa": ["swa"], "c4_state": ["c4_state", "c4_indexer_state"],
-             "c128_state": ["c128_state"]}
-    out = [full]
-    for name, _b, _w, n in plan.group_blocks[1:]:
-        members = [s for s in plan.layers if s.name in kinds[name]]
-        per_page = max(Counter(s.page_bytes for s in members).values())
-        groups = cdiv(per_page, tuples) if tuples else n
-        by_name = [[s for s in members if s.name == k] for k in kinds[name]]
-        for i in range(groups):
-            out.append([s for layer_set in by_name for s in layer_set[i::groups]])
-    return out
-
-
-def _dsv4_group_bytes(plan: KVPlan) -> tuple[int, ...]:
-    """Σ page bytes over all the groups of each ``group_blocks`` entry (the UniformType spec's
-    ``page_size_bytes`` summed over the entry's groups)."""
-    groups = _dsv4_groups(plan)
-    out, i = [], 0
-    for _name, _b, _w, n in plan.group_blocks:
-        out.append(sum(s.page_bytes for g in groups[i:i + n] for s in g))
-        i += n
-    return tuple(out)
-
-
-def approximate_gcd(values: list[int], lower_bound: int) -> int:
-    """vLLM ``_approximate_gcd`` (0.23.0–0.33.0 kv_cache_utils.py / kv_cache_planning.py): the
-    d in [lower_bound, max] with the least Σ (d − x mod d) mod d; ties prefer the larger d."""
-    best_d, best_pad = max(1, lower_bound), -1
-    for d in range(max(1, lower_bound), max(values) + 1):
-        pad = sum((d - x % d) % d for x in values)
-        if best_pad < 0 or pad <= best_pad:
-            best_d, best_pad = d, pad
-    return best_d
-
-
-def _dsv4_tuple_pool(plan: KVPlan) -> KVPlan:
-    """The DeepSeek-V4 pool of 0.23.0–0.28.x (``DSV4_TUPLE_POOL``; 0.26.0
-    v1/core/kv_cache_utils.py):
-
-    - ``_get_kv_cache_groups_uniform_groups``: T = ``_approximate_gcd`` of each grouped spec's
-      ``get_num_layer_tuples()`` (the most layers of one page size), at least the full-MLA
-      group's; every SWA/state spec split into ``cdiv(n, T)`` groups, its pages padded up to the
-      nearest full-MLA page size (``page_size_padded``);
-    - ``_bucket_layers_by_page_size`` / ``_get_kv_cache_config_deepseek_v4``: a block id costs
-      Σ over page sizes of page × the most layers of that size in any one group;
-    - ``_max_memory_usage_bytes_from_groups`` (DeepseekV4 branch): one request needs
-      Σ_g num_layer_tuples × pages_g × Σ distinct full-MLA page sizes, num_layer_tuples the most
-      any final group has.
-    """
-    full = [s for s in plan.layers if s.kind == "full"]
-    full_pages = sorted({s.page_bytes for s in full})
-
-    def padded(page: int) -> int:
-        return min((p for p in full_pages if p >= page), default=page)
-
-    def tuples_of(g: list[KVLayerSpec]) -> int:
-        return max(Counter(padded(s.page_bytes) for s in g).values())
-
-    before = _dsv4_groups(plan)
-    specs = [before[0]]  # the grouped specs before the split: full_mla, then one per kind
-    i = 1
-    for _name, _b, _w, n in plan.group_blocks[1:]:
-        specs.append([s for g in before[i:i + n] for s in g])
-        i += n
-    t = approximate_gcd([tuples_of(g) for g in specs], lower_bound=tuples_of(full))
-    groups = _dsv4_groups(plan, t)
-    slots: Counter[int] = Counter()
-    for g in groups:
-        for page, k in Counter(padded(s.page_bytes) for s in g).items():
-            slots[page] = max(slots[page], k)
-    stride = sum(page * k for page, k in slots.items())
-    group_blocks = (plan.group_blocks[0], *(
-        (name, b, w, cdiv(max(Counter(s.page_bytes for s in specs[k]).values()), t))
-        for k, (name, b, w, _n) in enumerate(plan.group_blocks[1:], start=1)))
-    tuple_bytes = max(tuples_of(g) for g in groups) * sum(full_pages)
-    layers = tuple(replace(s, page_bytes=padded(s.page_bytes)) for s in plan.layers)
-    return replace(plan, layers=layers, block_bytes=stride, group_blocks=group_blocks,
-                   request_block_bytes=tuple_bytes,
-                   formula=f"block stride {stride} B per {DSV4_BLOCK} tokens (≤0.28 tuple "
-                   f"pool, {t} layer tuples; {plan.formula.split('(', 1)[-1]}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,13 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memprof.core.versions import (
-    DISPLAY_NAMES,
-    RELEASES,
-    SNAPSHOT_ENGINES,
-    VLLM_RELEASES,
-    version_key,
-)
+from memprof.core.releases import DISPLAY_NAMES, RELEASES, SNAPSHOT_ENGINES, VLLM_RELEASES
+from memprof.core.versions import version_key
 
 # PEP 440 as vLLM's builds spell it: release, pre-release, post, dev, local
 _PEP440 = re.compile(

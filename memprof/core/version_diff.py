@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.core.attention import KINDS, kind_of
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
@@ -23,7 +24,6 @@ from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
     CONCURRENCY_GROUP0_PAGE,
-    DSV4_TUPLE_POOL,
     LAYER_SUM_ADMISSION,
     SLIDING_CACHED_AS_FULL,
     SWA_IN_FLIGHT_BATCHES,
@@ -31,19 +31,21 @@ from memprof.core.kvcache import (
     V0_MLA_ENTRY_ALIGN,
 )
 from memprof.core.models import ModelSpec
+from memprof.core.models.families import ROWS as FAMILY_ROWS
 from memprof.core.models.families.qwen_vl import multimodal_rules
 from memprof.core.models.multimodal import ENCODER_PROFILE
+from memprof.core.releases import RELEASES
 from memprof.core.terms.activation import (
     FUSED_MOE_CHUNK,
     V0_DRIVER_SAMPLER,
     V1_TORCH_SORT_SAMPLER,
 )
 from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
-from memprof.core.terms.dsv4_init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
+from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
-from memprof.core.versions import RELEASES, Rule, resolve_version, rule_in_force
+from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
     MXFP4_SM90_BACKEND,
@@ -54,12 +56,14 @@ from memprof.core.weights.mlp import (
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 from memprof.core.weights.vision import TOWER_SKIPPED
 
-# Every version-dependent rule memprof models, by the module that keeps its rows.
+# Every version-dependent rule memprof models, by the module that keeps its rows; the attention
+# kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
-    V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES, DSV4_TUPLE_POOL,
-    CONCURRENCY_GROUP0_PAGE, LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
+    V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
+    *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
+    LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
     NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL, SGLANG_MFS_HEURISTIC,
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
@@ -73,26 +77,53 @@ def all_rules() -> list[Rule]:
     return [r for rows in RULEBOOK for r in rows]
 
 
+# ``Rule.applies_to`` keys that are not an attention kind's or a family's name
+_LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
+                          "state", "mamba2", "multimodal"})
+
+
+def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
+    """The ``applies_to`` keys that hold for this deployment: its attention kind's name, its
+    family's name, and the layout keys: ``pp`` (PP > 1), ``deepseek`` (PP > 1 on a family whose
+    vLLM class built lm_head on every stage, ``Family.lm_head_every_pp_stage``), ``sliding``
+    (a sliding-window layer, or a kind every layer of which keeps a sliding-window cache),
+    ``chunked`` (a chunked-local layer), ``mxfp4``, ``nccl``, ``state`` (a layer whose
+    recurrent mixer replaces attention, ``memprof/core/attention/state.py``), ``mamba2`` (a
+    Mamba-2 one), ``multimodal`` (a vision tower)."""
+    out = {"all", spec.family}
+    kind = kind_of(spec.layers[0].attention) if spec.layers else None
+    if kind is not None:
+        out.add(kind.name)
+    row = next((r for r in FAMILY_ROWS if r.name == spec.family), None)
+    if dep.pp > 1:
+        out.add("pp")
+        if row is not None and row.lm_head_every_pp_stage:
+            out.add("deepseek")
+    if (kind is not None and kind.always_sliding) or any(
+            x.attention.sliding_window for x in spec.layers):
+        out.add("sliding")
+    if any(x.attention.chunk_size for x in spec.layers):
+        out.add("chunked")
+    if spec.quant is not None and spec.quant.method == "mxfp4":
+        out.add("mxfp4")
+    if nccl_groups(dep):
+        out.add("nccl")
+    mixers = [x.attention.mixer for x in spec.layers if x.attention.mixer]
+    if mixers:
+        out.add("state")
+        if any(m.kind == "mamba2" for m in mixers):
+            out.add("mamba2")
+    if spec.vision is not None:
+        out.add("multimodal")
+    return frozenset(out)
+
+
 def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
-    """Can ``rule`` change this deployment (by the kind of model and layout it names)?"""
-    kind = spec.layers[0].attention.kind if spec.layers else ""
-    return {
-        "all": True,
-        "pp": dep.pp > 1,
-        "mla": kind == "mla",
-        "deepseek": spec.family == "deepseek_v3" and dep.pp > 1,
-        "dsv4": kind == "dsv4",
-        "sliding": kind == "dsv4" or any(x.attention.sliding_window for x in spec.layers),
-        "chunked": any(x.attention.chunk_size for x in spec.layers),
-        "gpt_oss": spec.family == "gpt_oss",
-        "mxfp4": spec.quant is not None and spec.quant.method == "mxfp4",
-        "nccl": bool(nccl_groups(dep)),
-        # recurrent-state layers (memprof/core/attention/state.py); Mamba-2 ones
-        "state": any(x.attention.mixer for x in spec.layers),
-        "mamba2": any(x.attention.mixer and x.attention.mixer.kind == "mamba2"
-                      for x in spec.layers),
-        "multimodal": spec.vision is not None,
-    }.get(rule.applies_to, True)
+    """Can ``rule`` change this deployment (by the kind of model and layout it names)? A key
+    memprof does not know (neither a layout key, an attention kind nor a family) may."""
+    key = rule.applies_to
+    known = key in _LAYOUT_KEYS or key in KINDS or any(r.name == key for r in FAMILY_ROWS)
+    return not known or key in tags(spec, dep)
 
 
 @dataclass(frozen=True, slots=True)

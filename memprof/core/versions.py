@@ -1,10 +1,14 @@
-"""Engine versions memprof models, and the record a version-dependent rule is written in.
+"""The record a version-dependent rule is written in (``Rule``), and the engine releases it is
+checked against: resolving ``--engine-version``, ordering releases, the row in force. The
+releases themselves are rows of ``memprof/core/releases.py``, a leaf this module and the engine
+modules both read.
 
 A rule that changed between releases is a ``Rule`` row kept beside the term it changes (the MLA
 absorption rows in ``weights/mla_absorption.py``, the PP split rows in ``deployment.py``, ...):
 the release range where it holds, the pull request that introduced or removed it, and the data
-the term reads. Adding a release is adding its name to ``VLLM_RELEASES`` and, where something
-changed, rows — never an ``if version`` in a term.
+the term reads. Adding a release is adding its name to its engine's row in
+``memprof/core/releases.py`` and, where something changed, rows — never an ``if version`` in a
+term.
 
 Ranges are half-open: a rule holds for ``since <= version < until`` (``None``: unbounded).
 
@@ -24,37 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
-
-# Every vLLM release memprof models, oldest first (PyPI ``vllm``; read from the wheels).
-VLLM_RELEASES: tuple[str, ...] = (
-    "0.7.1", "0.7.2", "0.7.3",
-    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1",
-    "0.9.0", "0.9.0.1", "0.9.1", "0.9.2",
-    "0.10.0", "0.10.1", "0.10.1.1", "0.10.2",
-    "0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1",
-    "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1",
-    "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1",
-    "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
-    "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
-)
-# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.9, read from the wheels; the rows that differ
-# are beside the engine, ``engines/sglang.py``) and source snapshots, oldest first; the newest
-# (SGL@d315eb7, upstream main 2026-08-22) is the one memprof models in full.
-# "deepseek-v4-hopper@2026-07" is the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
-# July 2026 (InferenceX issue #2128, before the tag was re-pinned to sha256:1bf5d508…): SGLang
-# with the Hopper MXFP4 Marlin path of SGLang PR #24986 and without PR #29797. It is modelled as
-# main@d315eb7 except where a rule row (engine "sglang") says otherwise.
-SGLANG_RELEASES: tuple[str, ...] = (
-    "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10",
-    "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
-    "deepseek-v4-hopper@2026-07", "main@d315eb7")
-
-RELEASES: dict[str, tuple[str, ...]] = {"vllm": VLLM_RELEASES, "sglang": SGLANG_RELEASES}
-# Engines whose releases are source snapshots, ordered by their place in ``RELEASES`` (the others
-# are release numbers, ordered by ``version_key``), and how messages name each engine (the same
-# as its ``engines/`` module's ``display``; this module sits below the engines).
-SNAPSHOT_ENGINES = frozenset({"sglang"})
-DISPLAY_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+from memprof.core.releases import DISPLAY_NAMES, RELEASES, SNAPSHOT_ENGINES, VLLM_RELEASES
 
 # A release run under vLLM's V0 engine where V1 was the default (engines/vllm.py V0_ENGINE).
 V0_SUFFIX = "+v0"
@@ -143,10 +117,12 @@ class Rule:
     ``since`` / ``until``: the first release where it holds / no longer holds (``None``:
     unbounded); ``introduced_by`` / ``removed_by``: the pull requests (or where the rule was
     read when no PR is known); ``source``: file, function and release it was read in;
-    ``applies_to``: which deployments it can change (``all``, ``mla``, ``deepseek``, ``dsv4``,
-    ``sliding``, ``mxfp4``, ``gpt_oss``, ``pp``); ``value``: the data the term reads while it
-    holds; ``generation``: "v0" / "v1" for a rule of one vLLM engine's code (it holds only for
-    deployments running that engine: ``split_generation``), "" for code both share."""
+    ``applies_to``: which deployments it can change (``all``, ``pp``, ``deepseek``,
+    ``sliding``, ``chunked``, ``mxfp4``, ``nccl``, ``state``, ``mamba2``, ``multimodal``, an
+    attention kind's or a family's name: the tags of ``memprof.core.version_diff.tags``);
+    ``value``: the data the term reads while it holds; ``generation``: "v0" / "v1" for a rule of
+    one vLLM engine's code (it holds only for deployments running that engine:
+    ``split_generation``), "" for code both share."""
 
     name: str
     changes: str  # the term it changes, as the report names it

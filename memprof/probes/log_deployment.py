@@ -70,7 +70,8 @@ def log_gpu(log: StartupLog) -> GPU | None:
 def newest_v0_release() -> str:
     """The newest vLLM release memprof models whose default engine is V0 (before 0.8.0)."""
     from memprof.core.kvcache import V0_BLOCK_SIZE
-    from memprof.core.versions import VLLM_RELEASES, rule_in_force
+    from memprof.core.releases import VLLM_RELEASES
+    from memprof.core.versions import rule_in_force
 
     return [r for r in VLLM_RELEASES if rule_in_force(V0_BLOCK_SIZE, r) is not None][-1]
 

@@ -34,7 +34,8 @@ from typing import Any
 
 from memprof.core.engines import ENGINES
 from memprof.core.flags import BY_FIELD
-from memprof.core.versions import SGLANG_RELEASES, newest, version_key
+from memprof.core.releases import SGLANG_RELEASES
+from memprof.core.versions import newest, version_key
 
 ENGINE = "sglang"
 # settings memprof keeps for itself (not read from a log)

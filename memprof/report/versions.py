@@ -10,13 +10,14 @@ import json
 
 from memprof.base.units import fmt_bytes
 from memprof.core.engines import engine_of
+from memprof.core.releases import RELEASES
 from memprof.core.version_diff import (
     VersionDiff,
     all_rules,
     rulebook_dict,
     version_diff_dict,
 )
-from memprof.core.versions import RELEASES, Rule
+from memprof.core.versions import Rule
 
 
 def _row(r: Rule | None) -> str:

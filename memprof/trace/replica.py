@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from memprof.core.attention import kind_of
 from memprof.core.components import TermContext
 from memprof.core.dtypes import DTYPES
 from memprof.core.kvcache import rank_layers
@@ -100,44 +101,65 @@ class Replica:
 
     # --- blocks --------------------------------------------------------------------------------
     def attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
+        """The layer's attention block: the one its kind's ``replica`` names."""
+        block = {"qkv": self._qkv_attention, "latent": self._latent_attention,
+                 "projections": self._projected_attention}[kind_of(layer.attention).replica]
+        return self.all_reduce(block(x, layer, decode))
+
+    def _qkv_attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
+        """Per-head Q, K and V (GQA): the fused QKV projection, q/k norms, the output."""
         a, i, tp = layer.attention, layer.index, self.ctx.dep.tp
         t, h = x.shape[0], self.ctx.spec.hidden_size
         hl = max(1, a.num_heads // tp)
-        if a.kind == "gqa":
-            kvl = max(1, a.num_kv_heads // tp)
-            qkv = self.linear(x, "self_attn.qkv_proj(q)", i, (hl + 2 * kvl) * a.head_dim)
-            if a.qk_norm:  # Qwen3 q/k norms are out of place
-                qn = torch.empty(t, hl * a.head_dim, dtype=x.dtype, device=x.device)
-                kn = torch.empty(t, kvl * a.head_dim, dtype=x.dtype, device=x.device)
-                del qn, kn
-            # profile run: FlashAttentionImpl.forward without metadata returns output.fill_(0)
-            out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
-            if decode:
-                self.decode_scratch(i)
-            self._split()
-            # qkv is a local of LlamaAttention.forward: alive until o_proj has run
-            o = self.linear(out, "self_attn.o_proj", i, h)
-            del qkv
-        elif a.kind == "mla":
-            latent = a.kv_lora_rank + a.qk_rope_head_dim
-            qa = torch.empty(t, (a.q_lora_rank or 0) + latent, dtype=x.dtype, device=x.device)
-            q = torch.empty(t, hl * (a.qk_nope_head_dim + a.qk_rope_head_dim), dtype=x.dtype,
-                            device=x.device)
-            del qa
-            out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
-            if decode:
-                self.decode_scratch(i)
-            self._split()
-            del q
-            o = torch.empty(t, h, dtype=x.dtype, device=x.device)
-        else:  # DeepSeek-V4: modelled at the shapes of its projections
-            out = torch.empty(t, max(hl, 64) * a.head_dim, dtype=x.dtype, device=x.device)
-            if decode:
-                self.decode_scratch(i)
-            self._split()
-            o = torch.empty(t, h, dtype=x.dtype, device=x.device)
+        kvl = max(1, a.num_kv_heads // tp)
+        qkv = self.linear(x, "self_attn.qkv_proj(q)", i, (hl + 2 * kvl) * a.head_dim)
+        if a.qk_norm:  # Qwen3 q/k norms are out of place
+            qn = torch.empty(t, hl * a.head_dim, dtype=x.dtype, device=x.device)
+            kn = torch.empty(t, kvl * a.head_dim, dtype=x.dtype, device=x.device)
+            del qn, kn
+        # profile run: FlashAttentionImpl.forward without metadata returns output.fill_(0)
+        out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
+        if decode:
+            self.decode_scratch(i)
+        self._split()
+        # qkv is a local of LlamaAttention.forward: alive until o_proj has run
+        o = self.linear(out, "self_attn.o_proj", i, h)
+        del qkv
         del out
-        return self.all_reduce(o)
+        return o
+
+    def _latent_attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
+        """Latent attention (MLA): the compressed query and latent KV, the output."""
+        a, i, tp = layer.attention, layer.index, self.ctx.dep.tp
+        t, h = x.shape[0], self.ctx.spec.hidden_size
+        hl = max(1, a.num_heads // tp)
+        latent = a.kv_lora_rank + a.qk_rope_head_dim
+        qa = torch.empty(t, (a.q_lora_rank or 0) + latent, dtype=x.dtype, device=x.device)
+        q = torch.empty(t, hl * (a.qk_nope_head_dim + a.qk_rope_head_dim), dtype=x.dtype,
+                        device=x.device)
+        del qa
+        out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
+        if decode:
+            self.decode_scratch(i)
+        self._split()
+        del q
+        o = torch.empty(t, h, dtype=x.dtype, device=x.device)
+        del out
+        return o
+
+    def _projected_attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
+        """A kind modelled at the shapes of its projections (DeepSeek-V4's compressed sparse
+        attention)."""
+        a, i, tp = layer.attention, layer.index, self.ctx.dep.tp
+        t, h = x.shape[0], self.ctx.spec.hidden_size
+        hl = max(1, a.num_heads // tp)
+        out = torch.empty(t, max(hl, 64) * a.head_dim, dtype=x.dtype, device=x.device)
+        if decode:
+            self.decode_scratch(i)
+        self._split()
+        o = torch.empty(t, h, dtype=x.dtype, device=x.device)
+        del out
+        return o
 
     def _split(self) -> None:
         """The attention kernel runs here, between two pieces of a PIECEWISE capture."""

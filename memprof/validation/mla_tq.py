@@ -30,6 +30,7 @@ from typing import TypeVar
 
 import torch
 
+from memprof.core.attention import kind_of
 from memprof.core.deployment import Deployment
 from memprof.core.kvcache import TQ_BOUNDARY_LAYERS, tq_slot_bytes
 from memprof.core.models import ModelSpec, load_model
@@ -273,7 +274,7 @@ def _mla_layers(spec: ModelSpec) -> int:
 def _tq_layers(spec: ModelSpec) -> int:
     n = spec.num_layers
     return sum(1 for lay in spec.layers
-               if lay.attention.kind == "gqa" and not lay.is_mtp
+               if kind_of(lay.attention).supports_turboquant() and not lay.is_mtp
                and TQ_BOUNDARY_LAYERS <= lay.index < n - TQ_BOUNDARY_LAYERS)
 
 

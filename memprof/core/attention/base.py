@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from memprof.base.errors import ConfigError
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import Attention, Layer, ModelSpec, QuantConfig
+from memprof.core.versions import Rule
 
 Parts = list[tuple[str, int]]  # (label, bytes) of tensors alive together
 
@@ -176,6 +177,25 @@ class AttentionKind:
     # the scratch catalog's key (core/scratch) of buffers every deployment of this kind has,
     # whatever the attention backend (None: only the backend's and the engine's)
     scratch_key: str | None = None
+    # modules outside ``core/attention/`` about this kind alone (repo paths), the only ones that
+    # may compare a layer's kind with this kind's name (tests/test_family_axes.py)
+    modules: tuple[str, ...] = ()
+    # every layer of it keeps a sliding-window cache beside its others (release rules keyed
+    # "sliding" apply)
+    always_sliding: bool = False
+    # its KV heads split over TP and are replicated above it, which vLLM does only when TP is
+    # a multiple of them (memprof/core/deployment.py refuses the rest)
+    kv_heads_replicate: bool = False
+    # its name in a message about its dense layers ("" → the name in capitals)
+    dense_name: str = ""
+    # the attention block the trace replica builds for it (memprof/trace/replica.py): "qkv"
+    # (per-head Q, K, V), "latent" (MLA's compressed query and KV) or "projections" (the shapes
+    # of its projections only)
+    replica: str = "projections"
+    # its release rules (each a rule's rows), listed by memprof/core/version_diff.py
+    rules: tuple[tuple[Rule, ...], ...] = ()
+    # its models register buffers at construction (memprof/core/terms/init_buffers.py)
+    model_init_buffers: bool = False
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""
@@ -183,6 +203,14 @@ class AttentionKind:
 
     def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
         """The KV caches one layer of this kind holds on one rank, a page each."""
+        raise NotImplementedError
+
+    def packed_pool(self, specs: list[KVLayerSpec], kv_dtype: str, version: str | None,
+                    engine: str, group0_concurrency: bool) -> dict[str, Any]:
+        """When ``packed_kv_pool``: the fields of the rank's ``KVPlan``
+        (memprof/core/kvcache.py) for its layers' pages ``specs``, at the engine release
+        ``version`` (``group0_concurrency``: "Maximum concurrency" divides by group 0's page,
+        ``CONCURRENCY_GROUP0_PAGE``)."""
         raise NotImplementedError
 
     def supports_turboquant(self) -> bool:

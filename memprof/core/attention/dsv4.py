@@ -11,8 +11,12 @@ checkpoint's tensors (``model.safetensors.index.json``).
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
 from memprof.base.errors import BadInput
-from memprof.base.units import MiB, fmt_bytes, round_up
+from memprof.base.units import MiB, cdiv, fmt_bytes, round_up
 from memprof.core.attention.base import (
     ActQuery,
     AttentionKind,
@@ -28,6 +32,7 @@ from memprof.core.attention.base import (
 from memprof.core.attention.mla import INDEXER_SLOT_FP8
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.versions import Rule, value_at
 
 # KV (vLLM @023da1fc flashmla_sparse / fp8_ds_mla slot; vLLM @023da1fc DeepSeek-V4 KV specs)
 DSV4_SLOT_FP8 = 584  # 448 fp8 NoPE + 128 bf16 RoPE + 8 B scales
@@ -53,12 +58,36 @@ DSV4_INDEXER_MAX_LOGITS_BYTES = 512 * MiB
 SCRATCH_KEY = "deepseek_v4"
 
 
+# DeepSeek-V4 pool, 0.23.0–0.28.x: the tuple-based grouping (kv_cache_utils.py
+# ``group_and_unify_kv_cache_specs`` + ``_get_kv_cache_groups_uniform_groups``): the compressor-
+# state pages are padded up to the nearest full-MLA page size, the SWA / state groups are split
+# into groups of at most T = ``_approximate_gcd(tuples, lower_bound=full-MLA tuples)`` layer
+# tuples, and one block id costs Σ over page sizes of page × the most layers any group has of it
+# (``_bucket_layers_by_page_size``, ``_get_kv_cache_config_deepseek_v4``). From 0.29.0
+# ``_get_packed_kv_cache_groups`` packs per group and a block costs the largest group's Σ pages
+# rounded to the alignment (``_get_kv_cache_bytes_per_block``), as ``_pool`` computes.
+DSV4_TUPLE_POOL: tuple[Rule, ...] = (
+    Rule(name="dsv4_tuple_pool", changes="KV cache: DeepSeek-V4 block stride and admission",
+         since=None, until="0.29.0", value=True,
+         introduced_by="DeepSeek-V4 support (tuple-based grouping; read in 0.23.0–0.28.0)",
+         removed_by="0.29.0 _get_packed_kv_cache_groups / _get_kv_cache_bytes_per_block "
+         "(read in the 0.29.0 wheel; PR not identified)",
+         source="0.23.0–0.28.0 v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_groups, "
+         "_bucket_layers_by_page_size, _max_memory_usage_bytes_from_groups (DeepseekV4 branch: "
+         "Σ_g num_layer_tuples × pages_g × Σ distinct full-MLA page sizes)",
+         applies_to="dsv4"),
+)
+
+
 class DSV4(AttentionKind):
     """One SWA cache per layer, plus the compressed caches, the indexer K cache and the
     compressor states of C4 / C128 layers, all drawn from one packed block pool."""
 
     name = "dsv4"
     packed_kv_pool = True
+    rules = (DSV4_TUPLE_POOL,)
+    always_sliding = True  # the SWA cache of every layer
+    model_init_buffers = True  # topk_indices_buffer, _mtp_hidden_buffer
     scratch_key = SCRATCH_KEY
     # Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
     # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"),
@@ -69,9 +98,20 @@ class DSV4(AttentionKind):
         """256-token logical blocks."""
         return DSV4_BLOCK
 
+    def packed_pool(self, specs: list[KVLayerSpec], kv_dtype: str, version: str | None,
+                    engine: str, group0_concurrency: bool) -> dict[str, Any]:
+        """The packed pool of ``_pool``; the ≤0.28 tuple pool where ``DSV4_TUPLE_POOL`` holds;
+        each group entry's Σ pages where ``CONCURRENCY_GROUP0_PAGE`` does."""
+        plan = _pool(specs, kv_dtype)
+        if value_at(DSV4_TUPLE_POOL, version, False, engine=engine):
+            plan = _tuple_pool(plan)
+        if group0_concurrency:
+            plan = {**plan, "concurrency_group_bytes": _group_bytes(plan)}
+        return plan
+
     def kv_pages(self, a: Attention, q: KVQuery) -> list[KVLayerSpec]:
         kv_dtype = q.kv_dtype
-        layout = KV_DTYPES[kv_dtype].dsv4_slot  # the KV dtype row's DeepSeek-V4 slot
+        layout = KV_DTYPES[kv_dtype].packed_slot  # the KV dtype row's DeepSeek-V4 slot
         if layout == "fp8":
             slot, align = DSV4_SLOT_FP8, DSV4_ALIGN
         elif layout == "bf16":
@@ -244,3 +284,117 @@ class DSV4(AttentionKind):
 
 
 KIND = DSV4()
+
+
+# --- the packed pool (``DSV4.packed_pool``), moved whole from memprof/core/kvcache.py ---
+
+def _pool(specs: list[KVLayerSpec], kv: str) -> dict[str, Any]:
+    """The packed pool (``KVPlan`` fields): ``block_stride = max over groups of Σ pages``; five
+    groups (full_mla, two SWA subgroups, C4-state pairs, C128 state) draw block ids from one
+    pool."""
+    by = Counter(s.name for s in specs)
+    page = {s.name: s.page_bytes for s in specs}
+    full_mla = sum(s.page_bytes for s in specs if s.kind == "full")
+    swa_sub = cdiv(by["swa"], 2) * page["swa"]
+    c4_state = by["c4_state"] * (page.get("c4_state", 0) + page.get("c4_indexer_state", 0))
+    c128_state = by["c128_state"] * page.get("c128_state", 0)
+    stride = max(full_mla, swa_sub, c4_state, c128_state)
+    groups = [("full_mla", DSV4_BLOCK, 0, 1), ("swa", DSV4_SWA_BLOCK, 128, 2)]
+    if by["c4_state"]:
+        groups.append(("c4_state", 4, 8, 1))
+    if by["c128_state"]:
+        groups.append(("c128_state", 8, 128, 1))
+    return {
+        "layers": tuple(specs), "block_size": DSV4_BLOCK, "block_bytes": stride,
+        "bytes_per_token": cdiv(full_mla, DSV4_BLOCK), "layout": "dsv4_packed", "kv_dtype": kv,
+        "group_blocks": tuple(groups),
+        "formula": f"block stride {stride} B per {DSV4_BLOCK} tokens "
+        f"({by['c4a']} C4 + {by['c128a']} C128 + {by['swa']} SWA layers)",
+    }
+
+
+def _groups(plan: dict[str, Any], tuples: int = 0) -> list[list[KVLayerSpec]]:
+    """The layers of each KV cache group, in ``group_blocks`` order (full_mla, the SWA groups,
+    C4 state, C128 state); SWA and state layers split into ``cdiv(n, tuples)`` groups
+    (``layer_tuples[i::n]``), or as ``_pool`` splits them when ``tuples`` is 0."""
+    full = [s for s in plan["layers"] if s.kind == "full"]
+    kinds = {"swa": ["swa"], "c4_state": ["c4_state", "c4_indexer_state"],
+             "c128_state": ["c128_state"]}
+    out = [full]
+    for name, _b, _w, n in plan["group_blocks"][1:]:
+        members = [s for s in plan["layers"] if s.name in kinds[name]]
+        per_page = max(Counter(s.page_bytes for s in members).values())
+        groups = cdiv(per_page, tuples) if tuples else n
+        by_name = [[s for s in members if s.name == k] for k in kinds[name]]
+        for i in range(groups):
+            out.append([s for layer_set in by_name for s in layer_set[i::groups]])
+    return out
+
+
+def _group_bytes(plan: dict[str, Any]) -> tuple[int, ...]:
+    """Σ page bytes over all the groups of each ``group_blocks`` entry (the UniformType spec's
+    ``page_size_bytes`` summed over the entry's groups)."""
+    groups = _groups(plan)
+    out, i = [], 0
+    for _name, _b, _w, n in plan["group_blocks"]:
+        out.append(sum(s.page_bytes for g in groups[i:i + n] for s in g))
+        i += n
+    return tuple(out)
+
+
+def approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """vLLM ``_approximate_gcd`` (0.23.0–0.33.0 kv_cache_utils.py / kv_cache_planning.py): the
+    d in [lower_bound, max] with the least Σ (d − x mod d) mod d; ties prefer the larger d."""
+    best_d, best_pad = max(1, lower_bound), -1
+    for d in range(max(1, lower_bound), max(values) + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad < 0 or pad <= best_pad:
+            best_d, best_pad = d, pad
+    return best_d
+
+
+def _tuple_pool(plan: dict[str, Any]) -> dict[str, Any]:
+    """The DeepSeek-V4 pool of 0.23.0–0.28.x (``DSV4_TUPLE_POOL``; 0.26.0
+    v1/core/kv_cache_utils.py):
+
+    - ``_get_kv_cache_groups_uniform_groups``: T = ``_approximate_gcd`` of each grouped spec's
+      ``get_num_layer_tuples()`` (the most layers of one page size), at least the full-MLA
+      group's; every SWA/state spec split into ``cdiv(n, T)`` groups, its pages padded up to the
+      nearest full-MLA page size (``page_size_padded``);
+    - ``_bucket_layers_by_page_size`` / ``_get_kv_cache_config_deepseek_v4``: a block id costs
+      Σ over page sizes of page × the most layers of that size in any one group;
+    - ``_max_memory_usage_bytes_from_groups`` (DeepseekV4 branch): one request needs
+      Σ_g num_layer_tuples × pages_g × Σ distinct full-MLA page sizes, num_layer_tuples the most
+      any final group has.
+    """
+    full = [s for s in plan["layers"] if s.kind == "full"]
+    full_pages = sorted({s.page_bytes for s in full})
+
+    def padded(page: int) -> int:
+        return min((p for p in full_pages if p >= page), default=page)
+
+    def tuples_of(g: list[KVLayerSpec]) -> int:
+        return max(Counter(padded(s.page_bytes) for s in g).values())
+
+    before = _groups(plan)
+    specs = [before[0]]  # the grouped specs before the split: full_mla, then one per kind
+    i = 1
+    for _name, _b, _w, n in plan["group_blocks"][1:]:
+        specs.append([s for g in before[i:i + n] for s in g])
+        i += n
+    t = approximate_gcd([tuples_of(g) for g in specs], lower_bound=tuples_of(full))
+    groups = _groups(plan, t)
+    slots: Counter[int] = Counter()
+    for g in groups:
+        for page, k in Counter(padded(s.page_bytes) for s in g).items():
+            slots[page] = max(slots[page], k)
+    stride = sum(page * k for page, k in slots.items())
+    group_blocks = (plan["group_blocks"][0], *(
+        (name, b, w, cdiv(max(Counter(s.page_bytes for s in specs[k]).values()), t))
+        for k, (name, b, w, _n) in enumerate(plan["group_blocks"][1:], start=1)))
+    tuple_bytes = max(tuples_of(g) for g in groups) * sum(full_pages)
+    layers = tuple(replace(s, page_bytes=padded(s.page_bytes)) for s in plan["layers"])
+    return {**plan, "layers": layers, "block_bytes": stride, "group_blocks": group_blocks,
+            "request_block_bytes": tuple_bytes,
+            "formula": f"block stride {stride} B per {DSV4_BLOCK} tokens (≤0.28 tuple "
+            f"pool, {t} layer tuples; {plan['formula'].split('(', 1)[-1]}"}

@@ -21,17 +21,19 @@ from memprof.core.attention.base import (
     rope_positions,
     rope_scaling,
 )
-from memprof.core.deployment import DEFAULT_BLOCK_SIZE
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
 from memprof.core.models import Attention, Layer, ModelSpec
 from memprof.core.models.families import family_row
 
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE (vLLM@52a31cc)
 
 class GQA(AttentionKind):
     """Standard attention: K and V per KV head, split by TP (replicated past the KV heads)."""
 
     name = "gqa"
+    kv_heads_replicate = True
+    replica = "qkv"
 
     def default_block_size(self, arch: str) -> int:
         return DEFAULT_BLOCK_SIZE

@@ -35,6 +35,10 @@ class MLA(AttentionKind):
     when the layer has V3.2's lightning indexer."""
 
     name = "mla"
+    replica = "latent"
+    dense_name = "dense MLA"  # the sparse variant (V3.2's indexer) is the same kind
+    # the MLA decode backends' scratch rows, the validation of their kernels
+    modules = ("memprof/core/scratch/mla.py", "memprof/validation/mla_tq.py")
 
     backend_picks_block = True
 

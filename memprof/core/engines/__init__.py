@@ -1,9 +1,9 @@
 """The engines memprof models, one module each behind ``base.Engine``, and the registry.
 
 A new engine is one module here (an ``Engine`` subclass and its ``ENGINE`` instance, its flag
-spellings in ``Engine.flags``), one line in ``ENGINES``, and its releases in ``versions.RELEASES``
-(with its ``versions.DISPLAY_NAMES`` entry, and ``SNAPSHOT_ENGINES`` when its releases are source
-snapshots: ``versions`` sits below this package). Everything that differs by engine asks
+spellings in ``Engine.flags``), one line in ``ENGINES``, and its row of releases (display name,
+releases, whether they are source snapshots) in ``memprof/core/releases.py``, the leaf that
+``versions`` and the engine modules both read. Everything that differs by engine asks
 ``engine_of(dep)`` (or ``engine_named``); tests/test_extension_axes.py keeps it so.
 """
 

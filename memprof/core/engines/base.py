@@ -136,7 +136,7 @@ class Engine:
     # counts engines by it); False: ``--dp`` splits one server's GPUs for attention
     dp_replicates: ClassVar[bool] = False
     # the model classes register their init-time buffers as vLLM's do (the attention kind's
-    # buffers of terms/dsv4_init_buffers.py); False: none are modelled for this engine
+    # buffers of terms/init_buffers.py); False: none are modelled for this engine
     registers_model_init_buffers: ClassVar[bool] = False
     # the RoPE caches are the attention kind's engine-specific rotary buffers
     # (``AttentionKind.sglang_rope_buffers``) instead of vLLM's ``get_rope`` caches

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import GiB, MiB
+from memprof.core import releases
 from memprof.core.engines.base import (
     Budget,
     C,
@@ -257,11 +258,11 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
 
 
 class SGLang(Engine):
-    """SGLang (``python -m sglang.launch_server``) at the snapshots of
-    ``versions.SGLANG_RELEASES``."""
+    """SGLang (``python -m sglang.launch_server``) at the snapshots of its row in
+    ``releases.py``."""
 
     name: ClassVar[str] = "sglang"
-    display: ClassVar[str] = "SGLang"
+    display: ClassVar[str] = releases.SGLANG.display
     # SGLang get_bool_env_var("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") (model_config.py)
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"

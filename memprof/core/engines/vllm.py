@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB
+from memprof.core import releases
 from memprof.core.engines.base import (
     Budget,
     C,
@@ -259,10 +260,10 @@ def default_utilization(version: str | None) -> float:
 
 
 class VLLM(Engine):
-    """vLLM (``vllm serve`` / ``LLM``), every release in ``versions.VLLM_RELEASES``."""
+    """vLLM (``vllm serve`` / ``LLM``), every release of its row in ``releases.py``."""
 
     name: ClassVar[str] = "vllm"
-    display: ClassVar[str] = "vLLM"
+    display: ClassVar[str] = releases.VLLM.display
     # vllm/envs.py VLLM_ALLOW_LONG_MAX_MODEL_LEN
     long_context_env: ClassVar[str] = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     overrides_flag: ClassVar[str] = "--hf-overrides"

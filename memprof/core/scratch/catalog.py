@@ -1,4 +1,6 @@
-"""The scratch catalog: every family's buffers in one tuple, looked up by backend key."""
+"""The scratch catalog: every scratch family's buffers in one tuple, looked up by backend key.
+The registry of the scratch families: each is imported here by its module's name (a backend
+row's ``scratch``, the SGLang DP gather, a kind's own), and nothing else is."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ continuation-prefill K/V dequant buffers."""
 from __future__ import annotations
 
 from memprof.base.units import round_up
+from memprof.core.attention import kind_of
 from memprof.core.deployment import Deployment
 from memprof.core.kvcache import TQ_BOUNDARY_LAYERS
 from memprof.core.models import Layer, ModelSpec
@@ -18,12 +19,12 @@ TQ_MAX_KV_SPLITS = 32  # attention_config.tq_max_kv_splits_for_cuda_graph defaul
 
 
 def _tq_layer(spec: ModelSpec, dep: Deployment, layer: Layer) -> str | None:
-    """TurboQuant layers: every GQA layer but the first and last ``TQ_BOUNDARY_LAYERS``, which stay
-    in the model dtype (``get_boundary_skip_layers(n=2)``, vLLM@52a31cc
-    model_executor/layers/quantization/turboquant/; as ``kvcache`` does)."""
+    """TurboQuant layers: every layer whose kind TurboQuant can store (GQA) but the first and
+    last ``TQ_BOUNDARY_LAYERS``, which stay in the model dtype (``get_boundary_skip_layers(n=2)``,
+    vLLM@52a31cc model_executor/layers/quantization/turboquant/; as ``kvcache`` does)."""
     del dep
     n = spec.num_layers
-    if layer.attention.kind != "gqa" or layer.is_mtp:
+    if not kind_of(layer.attention).supports_turboquant() or layer.is_mtp:
         return None
     if layer.index < TQ_BOUNDARY_LAYERS or layer.index >= n - TQ_BOUNDARY_LAYERS:
         return None

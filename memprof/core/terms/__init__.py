@@ -1,6 +1,6 @@
 """The memory terms between the weights and the KV cache, one module each: ``activation``,
 ``cudagraph``, ``non_torch``, ``allocator``, the model-load buffers ``rope_cache`` and
-``dsv4_init_buffers``, the allocator's rounding inside the model-load figure ``load_rounding``,
+``init_buffers``, the allocator's rounding inside the model-load figure ``load_rounding``,
 the allocator holes vLLM 0.8.0–0.9.0.1 charge to the budget ``reserved_charge`` (and
 ``kv_cache``, the KV component itself).
 

@@ -14,7 +14,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.scratch.evaluate import scratch_tensors
-from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_in_order
 
@@ -65,7 +65,7 @@ def model_load_buffers(ctx: TermContext,
     ``components``: those terms' components of ``ctx`` where the caller has them already."""
     out: list[Allocation] = []
     if components is None:
-        components = [*rope_cache_terms(ctx), *dsv4_init_buffer_terms(ctx)]
+        components = [*rope_cache_terms(ctx), *init_buffer_terms(ctx)]
     for c in components:
         n = max(1, c.count)
         each = c.bytes // n

@@ -45,7 +45,7 @@ from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.terms.allocations import model_load_position
-from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
+from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.rope_cache import RopeCache, rope_caches
 
 NAME = "allocator rounding (model load)"
@@ -101,7 +101,7 @@ def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
     caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
     for c in caches:
         ops += rope_build_ops(c, sum(1 for k, _ in ops if k == 0))
-    extra = dsv4_init_buffer_terms(ctx)
+    extra = init_buffer_terms(ctx)
     for b in extra:
         n = max(1, b.count)
         ops += [(0, b.bytes // n)] * n
@@ -150,7 +150,7 @@ def _replayed(ctx: TermContext) -> _Replayed:
 
     caches = tuple(rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord),
                                ctx.model_dtype))
-    extra = tuple((b.bytes, b.count) for b in dsv4_init_buffer_terms(ctx))
+    extra = tuple((b.bytes, b.count) for b in init_buffer_terms(ctx))
     key = (weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch), caches, extra)
     hit = _BY_LOAD.get(key)
     if hit is not None:

@@ -36,8 +36,8 @@ TERM_READS: dict[str, frozenset[str]] = {
     "marlin_workspace_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
         "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
-    "dsv4_init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
-                                         "dep.num_speculative_tokens")),
+    "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
+                                    "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
     "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "dep.tp", "dep.dp",
                                    "dep.enable_expert_parallel", "dep.max_model_len",

@@ -14,15 +14,15 @@ from memprof.core.components import TermFn
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.allocator import allocator_runtime_terms
 from memprof.core.terms.cudagraph import cudagraph_terms
-from memprof.core.terms.dsv4_init_buffers import dsv4_init_buffer_terms
 from memprof.core.terms.encoder import encoder_terms
+from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.non_torch import non_torch_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 
-MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, dsv4_init_buffer_terms,
+MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
                                   marlin_workspace_terms, load_rounding_terms]
 """Buffers created while the model is built and the allocator's rounding of the whole load
 (counted in vLLM's model load, category weights)."""

@@ -4,9 +4,10 @@ SWA-only, C4 with its indexer, C128), hash-routed then scored MoE, hyper-connect
 
 Family code outside ``memprof.core.models`` (its row's ``modules``): the attention kind
 (``memprof/core/attention/dsv4.py``), the sparse-attention scratch
-(``memprof/core/scratch/dsv4.py``) and the init buffers
-(``memprof/core/terms/dsv4_init_buffers.py``): they need the deployment, which a config-to-spec
-module below them cannot import.
+(``memprof/core/scratch/dsv4.py``), the decode kernel and its validation
+(``memprof/kernels/dsv4_decode.py``, ``memprof/validation/dsv4.py``): they need the deployment
+or a GPU, which a config-to-spec module below them cannot import. Its init buffers are the
+generic term ``memprof/core/terms/init_buffers.py``, which the ``dsv4`` kind turns on.
 
 Sources: HF deepseek-ai/DeepSeek-V4 config.json; the DeepSeek-V4 checkpoint's tensors
 (model.safetensors.index.json) (checkpoint-verified); vLLM deepseek_v4.py @023da1fc.
@@ -84,6 +85,6 @@ FAMILY = Family(
     build=_deepseek_v4_layers, attention="dsv4", moe=True, mtp=True, spec_extras=_spec_extras,
     mtp_hc_block=True, mxfp4_experts=True,
     modules=("memprof/core/attention/dsv4.py", "memprof/core/scratch/dsv4.py",
-             "memprof/core/terms/dsv4_init_buffers.py"),
+             "memprof/kernels/dsv4_decode.py", "memprof/validation/dsv4.py"),
     aliases=("dsv4",),
     source="vLLM model_executor/models/deepseek_v4.py @023da1fc")

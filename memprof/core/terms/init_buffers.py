@@ -1,4 +1,7 @@
-"""DeepSeek-V4 buffers registered at model construction (they count in "model loading took"):
+"""Init buffers: the buffers a model class registers at construction, which count in "model
+loading took". An attention kind declares that its models have them
+(``AttentionKind.model_init_buffers``) and an engine that its model classes register them
+(``Engine.registers_model_init_buffers``). Today one kind has them, DeepSeek-V4's:
 
 - ``topk_indices_buffer``: ``[max_num_batched_tokens, index_topk]`` int32, on every rank, shared
   by the rank's indexer layers (0.20.0 ``model_executor/models/deepseek_v4.py::DeepseekV4Model
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 from memprof.base.units import fmt_bytes
+from memprof.core.attention import kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
@@ -41,13 +45,13 @@ MTP_HIDDEN_BUFFER: tuple[Rule, ...] = (
 )
 
 
-def dsv4_init_buffer_terms(ctx: TermContext) -> list[Component]:
+def init_buffer_terms(ctx: TermContext) -> list[Component]:
     """``topk_indices_buffer = mnbt × index_topk × 4 B`` (+ one more for the MTP drafter with
     speculative decoding) and ``_mtp_hidden_buffer = mnbt × hc_mult·H × s`` where the release's
     row says it is allocated."""
     spec, dep = ctx.spec, ctx.dep
     if (not engine_of(dep).registers_model_init_buffers or not spec.layers
-            or spec.layers[0].attention.kind != "dsv4"):
+            or not kind_of(spec.layers[0].attention).model_init_buffers):
         return []
     mnbt = profile_tokens(dep)
     topk = spec.layers[0].attention.index_topk

@@ -1,0 +1,28 @@
+"""A fast ``dataclasses.replace`` for frozen, slotted dataclasses that are derived thousands of
+times (a sweep's deployments, a rank's term contexts): the copy is one straight-line function
+per class, written once when the class's module is imported, as ``dataclasses`` writes the
+class's ``__init__``; it sets every field by ``object.__setattr__`` (no ``__init__``, no
+``__post_init__``, no field checks: the caller copies a valid object) and then the changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+def copier(cls: type[_T], names: tuple[str, ...]) -> Callable[[_T, dict[str, Any]], _T]:
+    """``copy(obj, changes)``: a new ``cls`` with ``obj``'s fields ``names`` (every field of
+    ``cls``) and then ``changes`` (field names the caller has checked)."""
+    for n in names:
+        if not n.isidentifier():
+            raise ValueError(f"not a field name: {n!r}")
+    body = "".join(f"    _set(new, {n!r}, obj.{n})\n" for n in names)
+    src = ("def copy(obj, changes):\n    new = _new(_cls)\n" + body
+           + "    for name, value in changes.items():\n        _set(new, name, value)\n"
+           "    return new\n")
+    scope: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "_cls": cls}
+    exec(src, scope)
+    fn: Callable[[_T, dict[str, Any]], _T] = scope["copy"]
+    return fn

@@ -1,0 +1,59 @@
+"""The releases memprof models of each engine, one row per engine: its name, how messages name
+it, its releases oldest first, and whether they are source snapshots (ordered by their place in
+the row) or release numbers (ordered by ``memprof.core.versions.version_key``).
+
+A leaf: it imports nothing of memprof, so ``memprof.core.versions`` (``Rule``,
+``resolve_version``) reads it to order and resolve releases, and the engine modules
+(``memprof/core/engines/``), which write their rules as ``versions.Rule`` rows, read their own row
+here (``Engine.display``) without a circle. A new release is its name at the end of its engine's
+row; a new engine is a row here and its module in ``memprof/core/engines/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineReleases:
+    """One engine's releases."""
+
+    name: str  # the engine's name (``--engine``, ``Engine.name``)
+    display: str  # the name in messages ("vLLM")
+    releases: tuple[str, ...]  # oldest first; the last is the default ``--engine-version``
+    snapshots: bool = False  # source snapshots, ordered by their place in ``releases``
+    source: str = ""
+
+
+# Every vLLM release memprof models (PyPI ``vllm``; read from the wheels).
+VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
+    "0.7.1", "0.7.2", "0.7.3",
+    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1",
+    "0.9.0", "0.9.0.1", "0.9.1", "0.9.2",
+    "0.10.0", "0.10.1", "0.10.1.1", "0.10.2",
+    "0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1",
+    "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1",
+    "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1",
+    "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
+    "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+), source="PyPI vllm; read from the wheels")
+# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.9, read from the wheels; the rows that differ
+# are beside the engine, ``engines/sglang.py``) and source snapshots, oldest first; the newest
+# (SGL@d315eb7, upstream main 2026-08-22) is the one memprof models in full.
+# "deepseek-v4-hopper@2026-07" is the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
+# July 2026 (InferenceX issue #2128, before the tag was re-pinned to sha256:1bf5d508…): SGLang
+# with the Hopper MXFP4 Marlin path of SGLang PR #24986 and without PR #29797. It is modelled as
+# main@d315eb7 except where a rule row (engine "sglang") says otherwise. Ordered by place.
+SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
+    "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10",
+    "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
+    "deepseek-v4-hopper@2026-07", "main@d315eb7",
+), source="PyPI sglang (read from the wheels) and sgl-project/sglang source snapshots")
+
+ROWS: tuple[EngineReleases, ...] = (VLLM, SGLANG)
+RELEASES: dict[str, tuple[str, ...]] = {r.name: r.releases for r in ROWS}
+DISPLAY_NAMES: dict[str, str] = {r.name: r.display for r in ROWS}
+# engines whose releases are source snapshots (the others are release numbers)
+SNAPSHOT_ENGINES = frozenset(r.name for r in ROWS if r.snapshots)
+VLLM_RELEASES = VLLM.releases
+SGLANG_RELEASES = SGLANG.releases
