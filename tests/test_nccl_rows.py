@@ -168,11 +168,13 @@ def test_collective_nodes_in_the_graph_count() -> None:
     layers = cudagraph.graph_pieces(c_on) - 1  # Qwen3-0.6B: 28 decoder layers, 2 all-reduces each
     assert layers == 28
     assert cudagraph.graph_nccl_nodes(c_on) == 0
-    assert cudagraph.graph_nccl_nodes(c_off) == 2 * layers
+    # and the vocabulary-parallel embedding's on the first stage
+    assert cudagraph.graph_nccl_nodes(c_off) == cudagraph.tp_all_reduces(c_off) == 2 * layers + 1
     g_on, g_off = cudagraph.cudagraph_model(c_on), cudagraph.cudagraph_model(c_off)
     sizes = sum(len(v) for v in g_on.modes.values())
-    per = cudagraph.GRAPH_DRIVER_PER_NCCL_NODE - cudagraph.GRAPH_DRIVER_PER_KERNEL_NODE
-    assert g_off.driver - g_on.driver == sizes * 2 * layers * per
+    per = (cudagraph.GRAPH_DRIVER_PER_NCCL_NODE + cudagraph.GRAPH_DRIVER_NCCL_MIXING
+           - cudagraph.GRAPH_DRIVER_PER_KERNEL_NODE)
+    assert g_off.driver - g_on.driver == sizes * (2 * layers + 1) * per
 
 
 def test_custom_all_reduce_on_and_off() -> None:

@@ -1,7 +1,7 @@
 """The torchrun goldens of ``reports/gpu/ranks/`` (every rank of a TP deployment traced on
-4× H100, one gathered JSON per run) against today's estimate, rank by rank: the issue's
-acceptance (issue 25). Weights, KV cache and scratch equal the estimate to the byte; non-torch
-memory per rank within 5% and the CUDA-graph pool within 10%.
+4× H100 and, ``*-2x-h100.json``, on 2× H100; one gathered JSON per run) against today's
+estimate, rank by rank: the issue's acceptance (issue 25). Weights, KV cache and scratch equal
+the estimate to the byte; non-torch memory per rank within 5% and the CUDA-graph pool within 10%.
 
 The estimate is recomputed from each run's flags (``runs.json``) plus
 ``--disable-custom-all-reduce`` (the trace's replica captures NCCL all-reduces: it has no custom
@@ -78,18 +78,22 @@ def test_weights_and_scratch_equal_the_estimate_kv_its_budget_to_the_byte(name: 
         assert kv and all(c["traced_bytes"] == c["estimated_bytes"] for c in kv), name
 
 
-# Issue 25's acceptance, not met yet (strict: the day a rule closes the gap these turn red):
-# non-torch is −5.2 % (the profile run adds 66 MiB where the one-GPU "first Triton kernel" +
-# cuBLAS steps predict 158 MiB), and the graph pool's driver part is 2–3.7× the estimate at TP2
-# and TP4 (~600 KB a graph against ~110–170 KB). What the graph gap is not is measured in
-# reports/gpu/nccl/README.md (NCCL graph-buffer registration, fresh buffers per graph).
-NON_TORCH_GAP = pytest.mark.xfail(strict=True, reason="issue 25: the traced non-torch growth "
-                                  "of the profile run at TP is 66 MiB, not the one-GPU 158 MiB")
-GRAPH_GAP = pytest.mark.xfail(strict=True, reason="issue 25: the traced TP graph pool is "
-                              "2–3.7× the estimate; its cause is not found yet")
+# Issue 25's acceptance. The two gaps the 4x H100 runs showed are closed by measured rules:
+# the profile run adds the cuBLAS step alone on a rank whose NCCL warm-up ran the first fill
+# kernel (``non_torch.CUBLAS_AFTER_FIRST_KERNEL_BYTES``), and each NCCL node in a graph pays NCCL's
+# graph mixing support (``cudagraph.GRAPH_DRIVER_NCCL_MIXING``; reports/gpu/nccl/README.md,
+# "What the TP graph pool's gap is"). The DeepSeek shape's pool stays outside 10% (strict): its
+# replica launches no kernel for the fp8 linears, MLA and fused MoE (modelled by their output
+# allocations) where the graph model counts vLLM's kernels, and its pool tensors differ with its
+# activation model; its NCCL nodes cost what the dense models' do
+# (graph-mixing-2x-h100.json, the deepseek-r1 pair).
+GRAPH_GAP = pytest.mark.xfail(strict=True, reason="issue 25: the DeepSeek shape's traced graph "
+                              "pool is outside 10% of the estimate (replica kernels and pool "
+                              "tensors, not the NCCL nodes)")
+GRAPH_CASES = [pytest.param(n, marks=GRAPH_GAP) if n.startswith("deepseek") else n
+               for n in sorted(RUNS)]
 
 
-@NON_TORCH_GAP
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_non_torch_per_rank_within_5_percent(name: str) -> None:
     """Traced: the device's non-torch memory (used − reserved) after the profile run, which
@@ -102,8 +106,7 @@ def test_non_torch_per_rank_within_5_percent(name: str) -> None:
         assert abs(traced - est) <= 0.05 * est, (name, r["rank"], traced, est)
 
 
-@GRAPH_GAP
-@pytest.mark.parametrize("name", sorted(RUNS))
+@pytest.mark.parametrize("name", GRAPH_CASES)
 def test_cudagraph_pool_per_rank_within_10_percent(name: str) -> None:
     """Traced: vLLM's measure of the capture (mem_get_info delta) of every capture size.
     Estimated: the rank's CUDA-graph rows."""

@@ -400,6 +400,10 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
                 how = ("non-torch after the profile run − after the context" if
                        before == "context" else "non-torch after the profile run − after the "
                        "NCCL communicator's first all_reduce")
+                if before == "context" and any(x.name.startswith("NCCL ")
+                                               for x in r.components):
+                    how += (" (a rank traced alone: it holds the first fill kernel, which the "
+                            "deployment's NCCL warm-up runs before its profile run)")
         elif c.name.startswith(NCCL_TP_ROW) and "nccl_first_all_reduce" in phases:
             ctx_nt = phases["context"].non_torch
             nccl_nt = phases["nccl_first_all_reduce"].non_torch

@@ -43,6 +43,22 @@ GRAPH_DRIVER_PER_KERNEL_NODE = 2310
 # (graph-collectives-2x-h100-g1000.json, 1,000 graphs), the same for c10d and cuMem off
 # (graph-collectives-2x-h100.json). An elementwise node measured 2,130–2,530 B alongside.
 GRAPH_DRIVER_PER_NCCL_NODE = 8655
+# NCCL's graph mixing support (``NCCL_GRAPH_MIXING_SUPPORT``, default 1; vLLM leaves it, its
+# vllm/env_override.py sets NCCL_CUMEM_ENABLE only): under capture NCCL serialises every launch
+# with its non-captured work through its own strong stream, which it brings into the graph with
+# an event record per launch
+# (src/misc/strongstream.cc ``ncclStrongStreamAcquire`` / ``Release``; NVIDIA/nccl#1901: "will
+# launch a large number of stream in cudagraph"). An NCCL node captured after other work then
+# costs 148,395 B of driver memory on top of its own 8,655 B, measured on the trace's own graphs
+# with the setting toggled: reports/gpu/nccl/graph-mixing-2x-h100.json, Qwen3-0.6B TP2 (562
+# graphs, 57 NCCL nodes a capture size × 30 sizes) traced 350,224,384 B of driver memory with
+# mixing on and 96,468,992 B with NCCL_GRAPH_MIXING_SUPPORT=0: (350,224,384 − 96,468,992) /
+# 1,710 = 148,395 B. The recorder's short chains of one kernel and one all-reduce give
+# 122,816-123,331 B a node (graph-collectives-scaling-2x-h100.json, k = 1-128, slope against
+# the same chain without the collective); NCCL nodes issued back to back cost 8,655 B each (the
+# first graph's nodes are not "after other work"). Every all-reduce of a decoder forward
+# follows a GEMM or the embedding, so each pays it.
+GRAPH_DRIVER_NCCL_MIXING = 148_395
 # vLLM floors its per-graph sample at 1 MiB ("driver overhead", vLLM@52a31cc gpu_model_runner.py
 # profile_cudagraph_memory; still so in v0.33.0).
 CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
@@ -193,26 +209,39 @@ def graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     return _graph_nodes(ctx, mode)
 
 
+def tp_all_reduces(ctx: TermContext) -> int:
+    """TP all-reduces of one forward of the rank: two a decoder layer (after the attention's
+    o_proj and after the MLP or MoE), and the vocabulary-parallel embedding's on the first
+    pipeline stage (vLLM ``VocabParallelEmbedding.forward``: ``tensor_model_parallel_all_reduce``
+    of the masked lookup, vllm/model_executor/layers/vocab_parallel_embedding.py; the trace's
+    replica issues the same, ``memprof/trace/replica.py``)."""
+    if ctx.dep.tp <= 1:
+        return 0
+    layers = len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
+                  if x not in ctx.spec.mtp_layers])
+    return 2 * layers + (1 if ctx.coord.pp_stage == 0 else 0)
+
+
 def graph_nccl_nodes(ctx: TermContext) -> int:
-    """NCCL nodes of one capture size's graphs, all pieces together: the TP all-reduces (two a
-    layer) where the engine's custom all-reduce does not replace them
+    """NCCL nodes of one capture size's graphs, all pieces together: the TP all-reduces
+    (``tp_all_reduces``) where the engine's custom all-reduce does not replace them
     (``custom_all_reduce_applies``); where it does, they are kernel nodes among the others."""
     if ctx.dep.tp <= 1 or custom_all_reduce_applies(ctx.dep, ctx.gpu):
         return 0
-    return 2 * len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
-                    if x not in ctx.spec.mtp_layers])
+    return tp_all_reduces(ctx)
 
 
 def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     gemm = other = 0
-    allreduce = 2 if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu) else 0
     for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
         if layer in ctx.spec.mtp_layers:
             continue
         ag, ao = GRAPH_NODES_ATTENTION.get(layer.attention.kind, GRAPH_NODES_ATTENTION["gqa"])
         mg, mo = GRAPH_NODES_MLP.get(layer.mlp.kind, GRAPH_NODES_MLP["dense"])
         gemm += ag + mg
-        other += ao + mo + allreduce + (GRAPH_NODES_ATTENTION_KERNELS if mode == "FULL" else 0)
+        other += ao + mo + (GRAPH_NODES_ATTENTION_KERNELS if mode == "FULL" else 0)
+    if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
+        other += tp_all_reduces(ctx)  # the custom all-reduce kernels
     return gemm, other
 
 
@@ -220,9 +249,10 @@ def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
     """Driver memory of ``sizes`` capture sizes of ``mode`` (not counting the first graph's)."""
     graphs = sizes * (graph_pieces(ctx) if mode == "PIECEWISE" else 1)
     gemm, other = graph_nodes(ctx, mode)
+    nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
     return (graphs * GRAPH_DRIVER_PER_GRAPH
             + sizes * (gemm * GRAPH_DRIVER_PER_GEMM_NODE + other * GRAPH_DRIVER_PER_KERNEL_NODE
-                       + graph_nccl_nodes(ctx) * GRAPH_DRIVER_PER_NCCL_NODE))
+                       + graph_nccl_nodes(ctx) * nccl))
 
 
 def graph_driver_first(ctx: TermContext) -> int:
@@ -282,8 +312,9 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         tensors = the private pool's reserved bytes (``graph_pool_tensor_bytes``)
         driver  = 70 MiB (first graph; 0 on a rank with an NCCL communicator, which made
                   torch's stream pool already) + 0.107 MiB × graphs + 3.27 KiB × GEMM nodes
-                  + 2.26 KiB × other nodes + 8.45 KiB × NCCL nodes (TP all-reduces where the
-                  custom all-reduce does not replace them)
+                  + 2.26 KiB × other nodes + (8.45 + 144.9) KiB × NCCL nodes (TP
+                  all-reduces where the custom all-reduce does not replace them; the second
+                  figure is NCCL's graph mixing support, ``GRAPH_DRIVER_NCCL_MIXING``)
         graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
         actual  = tensors + driver
 

@@ -32,6 +32,18 @@ CUDA_CONTEXT_BYTES = 554_500_096 - 2_097_152
 CUBLAS_NON_TORCH_BYTES = 623_706_112 - 552_402_944
 CUBLASLT_NON_TORCH_BYTES = 0
 TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
+# The "first Triton kernel" step is not Triton's: it is the process's first fill kernel
+# (torch.zeros), 94,371,840 B after a GEMM and 96,468,992 B before one; a Triton kernel
+# launched after it adds 0 (reports/gpu/nccl/first-kernel-2x-h100.json, from
+# recorders/gpu_graph_collectives_scaling.py: one process, context → first GEMM +71,303,168 →
+# first torch.zeros +94,371,840 → ... → first Triton kernel +0). A TP rank runs that kernel
+# before its profile run: vLLM's PyNccl warm-up makes its tensor with torch.zeros
+# (vllm/distributed/device_communicators/pynccl.py "A small all_reduce for warmup": ``data =
+# torch.zeros(1, device=device)``), and the communicator rows measured that way hold it
+# (``memprof.core.terms.nccl.FIRST_KERNEL_IN_ROW``). Its profile run then adds the cuBLAS step
+# alone: 69,206,016 B, measured after the communicator's warm-up (first-kernel-2x-h100.json,
+# both ranks) and traced on every rank of every reports/gpu/ranks run (TP2 and TP4).
+CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 
 # NCCL, one communicator per process group (ncclCommInitRank, then its first all_reduce, and its
 # first send/recv where the group hands tensors point to point), per rank: the rows by transport,
@@ -170,7 +182,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
     Seen by the profile run (where "budget", vLLM's ``non_torch_increase``):
 
-    - cuBLAS handle + kernels 68 MiB, cuBLASLt 0 MiB, first Triton kernel 90 MiB (H100 steps).
+    - cuBLAS handle + kernels 68 MiB, cuBLASLt 0 MiB, first Triton kernel 90 MiB (H100 steps;
+      the last is the process's first fill kernel, which a rank with an NCCL communicator ran
+      in its warm-up: there 66 MiB in all, ``profile_run_increase``).
 
     - the TP group's custom all-reduce buffers where the engine uses it
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
@@ -203,10 +217,25 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
                 name=f"custom all-reduce buffers (TP, {size} ranks)", category="non_torch",
                 bytes=ar, count=1, where=nccl_where, profiled=True,
                 formula=how + " (not with --disable-custom-all-reduce)" + tag))
+    comps.append(profile_run_increase(ctx, tag))
+    return comps
+
+
+def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
+    """The non-torch memory the profile run adds: the cuBLAS handle and kernels and the
+    process's first fill kernel (``TRITON_NON_TORCH_BYTES``), or the cuBLAS step alone on a rank
+    whose NCCL communicator's warm-up ran that kernel first and whose communicator row holds it
+    (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here)."""
+    if any(nccl_comm(ctx.dep, ctx.gpu, name, size).first_kernel
+           for name, size in nccl_groups(ctx.dep)):
+        return Component(
+            name="non-torch increase (profile run)", category="non_torch",
+            bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES, where="budget", profiled=True,
+            formula="cuBLAS 66 MiB (H100, measured after the NCCL warm-up, whose torch.zeros "
+            "ran the process's first kernel: its 92 MiB is in the communicator's row)" + tag)
     libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES
-    comps.append(Component(
+    return Component(
         name="non-torch increase (profile run)", category="non_torch", bytes=libs,
         where="budget", profiled=True,
         formula="cuBLAS 68 MiB + cuBLASLt 0 MiB + first Triton kernel 90 MiB (H100 measured "
-        "steps)" + tag))
-    return comps
+        "steps)" + tag)
