@@ -128,3 +128,9 @@ def test_allocator_names_load_on_first_use() -> None:
 def test_checkpoint_formats_load_only_for_their_checkpoints(table: set[str]) -> None:
     # a bf16 checkpoint sizes no GGUF block (memprof/core/weights/gguf.py loads on a GGUF one)
     assert _under(table, ["memprof.core.weights.gguf", "memprof.core.models.gguf_types"]) == []
+
+
+def test_a_rank_without_scratch_loads_no_scratch_catalog(table: set[str]) -> None:
+    # FlashAttention has no scratch family: memprof/core/scratch/terms.py answers [] without it
+    assert _under(table, ["memprof.core.scratch.catalog", "memprof.core.scratch.evaluate",
+                          "memprof.core.scratch.buffer"]) == []

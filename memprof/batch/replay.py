@@ -43,7 +43,7 @@ MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scrat
 
 def _scratch_sizes(ctx: TermContext) -> tuple[tuple[int, bool], ...]:
     """(bytes, seen at start-up) of each scratch tensor of ``ctx``'s rank, in order."""
-    from memprof.core.scratch.evaluate import scratch_tensors
+    from memprof.core.scratch.terms import scratch_tensors
 
     return tuple((math.prod(t.shape) * dtype_bytes(t.dtype), t.profiled)
                  for t in scratch_tensors(ctx))

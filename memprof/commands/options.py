@@ -49,6 +49,8 @@ def parse_tokens(text: str) -> int:
     from memprof.base.units import human_readable_int
 
     t = text.strip()
+    if _INT.fullmatch(t):  # a plain integer, however long: the core says what it is
+        return int(t)
     try:
         if len(t) > 40:
             raise ValueError(t)

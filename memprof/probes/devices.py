@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memprof.base.errors import EnvironmentProblem
@@ -276,11 +276,12 @@ def local_gpu() -> GPU:
     arch = first.arch or (match.arch if match else "unknown")
     if match is not None and first.vendor == "nvidia" and first.arch and first.arch != match.arch:
         match = None
-    return GPU(name=match.name if match else (first.name or "local GPU"),
-               total_bytes=first.total_bytes, arch=arch if arch else "unknown",
-               vendor=first.vendor, exact=True,
-               source=f"this host ({first.vendor} driver {first.driver or '?'})",
-               peer_access=match.peer_access if match else True)
+    source = f"this host ({first.vendor} driver {first.driver or '?'})"
+    if match is not None:  # the catalog row's facts (interconnect, SMs), the host's total
+        return replace(match, total_bytes=first.total_bytes, arch=arch or match.arch,
+                       exact=True, source=source)
+    return GPU(name=first.name or "local GPU", total_bytes=first.total_bytes,
+               arch=arch if arch else "unknown", vendor=first.vendor, exact=True, source=source)
 
 
 def _catalog_match(d: Device) -> GPU | None:

@@ -193,3 +193,18 @@ def test_mixed_gpus_need_a_name(host: Any) -> None:
                           "reserved_mib": 616}]), None)
     code, _, err = invoke(["estimate", "--gpu", "auto"])
     assert code == 3 and "different GPUs" in err
+
+
+def test_auto_keeps_the_catalog_rows_facts(host: Any) -> None:
+    # the host's total, but the catalog row's interconnect and SM count: a TP4 estimate on the
+    # detected H100 uses the custom all-reduce exactly as one on --gpu H100 does
+    host(fake_nvml([H100]), None)
+    from memprof.probes.devices import local_gpu
+
+    gpu = local_gpu()
+    assert gpu.name == "H100-80GB" and gpu.fully_connected and gpu.sm_count == 132
+    argv = ["-m", "qwen3-32b", "-tp", "4", "-f", "json"]
+    _, auto, _ = invoke(["estimate", "--gpu", "auto", *argv])
+    _, named, _ = invoke(["estimate", "--gpu", "H100", *argv])
+    names = [[c["name"] for c in json.loads(x)["ranks"][0]["components"]] for x in (auto, named)]
+    assert names[0] == names[1] and any("custom all-reduce" in n for n in names[0])

@@ -13,7 +13,7 @@ from typing import Literal, NamedTuple
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.kvcache import kv_tensor_sizes
-from memprof.core.scratch.evaluate import scratch_tensors
+from memprof.core.scratch.terms import scratch_tensors
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_in_order
