@@ -14,10 +14,22 @@ _T = TypeVar("_T")
 
 def copier(cls: type[_T], names: tuple[str, ...]) -> Callable[[_T, dict[str, Any]], _T]:
     """``copy(obj, changes)``: a new ``cls`` with ``obj``'s fields ``names`` (every field of
-    ``cls``) and then ``changes`` (field names the caller has checked)."""
+    ``cls``) and then ``changes`` (field names the caller has checked). The function is written
+    on the first copy, not when the class's module is imported (a cold estimate may copy none)."""
     for n in names:
         if not n.isidentifier():
             raise ValueError(f"not a field name: {n!r}")
+    written: list[Callable[[_T, dict[str, Any]], _T]] = []
+
+    def copy(obj: _T, changes: dict[str, Any]) -> _T:
+        if not written:
+            written.append(_write(cls, names))
+        return written[0](obj, changes)
+
+    return copy
+
+
+def _write(cls: type[_T], names: tuple[str, ...]) -> Callable[[_T, dict[str, Any]], _T]:
     body = "".join(f"    _set(new, {n!r}, obj.{n})\n" for n in names)
     src = ("def copy(obj, changes):\n    new = _new(_cls)\n" + body
            + "    for name, value in changes.items():\n        _set(new, name, value)\n"

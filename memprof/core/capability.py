@@ -19,7 +19,7 @@ name gates its kernels), and an unknown architecture is stated by the estimate
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.core.gpus import GPU
@@ -28,8 +28,7 @@ from memprof.core.models import QuantConfig
 _Q = "vllm/model_executor/layers/quantization/"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Gate:
+class Gate(NamedTuple):
     """A feature that needs compute capability ``min_cc`` (``89`` = 8.9), and what vLLM does on
     a GPU below it."""
 

@@ -13,8 +13,8 @@ attention page. The KV pool then treats a state as one block per request
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
+from typing import NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
@@ -94,8 +94,7 @@ def state_page_bytes(shapes: tuple[tuple[int, ...], ...], dtype_bytes: tuple[int
     return sum(prod(s) * b for s, b in zip(shapes, dtype_bytes, strict=True))
 
 
-@dataclass(frozen=True, slots=True)
-class AlignedPages:
+class AlignedPages(NamedTuple):
     """The attention block size and the (padded) state page after unification."""
 
     block_size: int  # "Setting attention block size to N tokens"

@@ -11,11 +11,10 @@ row; a new engine is a row here and its module in ``memprof/core/engines/``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EngineReleases:
+class EngineReleases(NamedTuple):
     """One engine's releases."""
 
     name: str  # the engine's name (``--engine``, ``Engine.name``)
