@@ -5,8 +5,7 @@ experts per token, and the error for a missing field."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
@@ -37,8 +36,7 @@ ConfigView = Callable[[dict[str, Any]], dict[str, Any]]
 Towers = Callable[[TowerSink, dict[str, Any]], None]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Family:
+class Family(NamedTuple):
     """One model family: what names it in a config.json, how its config becomes layers, and
     the facts generic modules ask of it instead of naming it.
 
