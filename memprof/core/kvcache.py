@@ -247,7 +247,7 @@ def unify_hybrid_specs(specs: list[KVLayerSpec]) -> list[KVLayerSpec]:
     if len({(s.kind, s.window) for s in specs}) <= 1:
         return list(specs)
     if "full" in kinds and kinds & {"sliding", "chunked"}:
-        specs = [replace(s, kind="full", window=0, name="full")
+        specs = [s._replace(kind="full", window=0, name="full")
                  if s.kind in ("sliding", "chunked") else s for s in specs]
     if len({(s.kind, s.window) for s in specs}) > 1:
         raise BadInput("--disable-hybrid-kv-cache-manager cannot unify this model's KV cache "

@@ -14,8 +14,7 @@ comes in through the query objects.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from memprof.base.errors import ConfigError
 from memprof.core.dtypes import dtype_bytes
@@ -25,8 +24,7 @@ from memprof.core.versions import Rule
 Parts = list[tuple[str, int]]  # (label, bytes) of tensors alive together
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KVLayerSpec:
+class KVLayerSpec(NamedTuple):
     """The KV spec of one cache of one layer (vLLM has one spec per attention module)."""
 
     name: str  # e.g. "full", "sliding", "mla", "mla+indexer", "swa", "c4a", ...
@@ -37,8 +35,7 @@ class KVLayerSpec:
     formula: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KVQuery:
+class KVQuery(NamedTuple):
     """What a kind needs to size its KV pages on one rank: the attention TP, the KV dtype, the
     tokens per block, V0's MLA entry alignment (0: none), whether this layer is a TurboQuant
     boundary layer; ``elem_bytes(kv_dtype)`` and ``tq_slot_bytes(preset, head_dim)`` are the KV
@@ -53,8 +50,7 @@ class KVQuery:
     tq_slot_bytes: Callable[[str, int], int]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ActQuery:
+class ActQuery(NamedTuple):
     """What a kind needs to size its attention's live set in one forward of ``t`` tokens on one
     rank: the model dtype's bytes ``s``, the TP size, decode (CUDA-graph capture) or the profile
     run, and MLA's chunked-prefill rows (``mla_chunked_prefill_rows``)."""
@@ -66,8 +62,7 @@ class ActQuery:
     chunked_prefill_rows: Callable[[], int]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AttentionStage:
+class AttentionStage(NamedTuple):
     """A layer type's attention in the profile run: the stage label's kind part, the tensors
     alive (without the residual stream and without the output projection), the output
     projection's name (its ``[T,H]`` output and all-reduce are added by the caller), and extra
@@ -79,8 +74,7 @@ class AttentionStage:
     extra: tuple[tuple[str, Parts], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RopeCache:
+class RopeCache(NamedTuple):
     """One distinct rotary config: its cache is ``positions × rotary_dim`` of ``dtype``."""
 
     label: str

@@ -12,7 +12,6 @@ checkpoint's tensors (``model.safetensors.index.json``).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
 from memprof.base.errors import BadInput
@@ -393,7 +392,7 @@ def _tuple_pool(plan: dict[str, Any]) -> dict[str, Any]:
         (name, b, w, cdiv(max(Counter(s.page_bytes for s in specs[k]).values()), t))
         for k, (name, b, w, _n) in enumerate(plan["group_blocks"][1:], start=1)))
     tuple_bytes = max(tuples_of(g) for g in groups) * sum(full_pages)
-    layers = tuple(replace(s, page_bytes=padded(s.page_bytes)) for s in plan["layers"])
+    layers = tuple(s._replace(page_bytes=padded(s.page_bytes)) for s in plan["layers"])
     return {**plan, "layers": layers, "block_bytes": stride, "group_blocks": group_blocks,
             "request_block_bytes": tuple_bytes,
             "formula": f"block stride {stride} B per {DSV4_BLOCK} tokens (≤0.28 tuple "

@@ -299,7 +299,7 @@ def attention_of(a: Attention) -> Attention:
 def pad_state_pages(specs: list[KVLayerSpec], aligned: AlignedPages) -> list[KVLayerSpec]:
     """Every state page padded to the unified page (``mamba_page_size_padded``), every spec at
     the unified block size (the attention pages were sized at it already)."""
-    return [replace(s, page_bytes=aligned.page_bytes, block_size=aligned.block_size,
+    return [s._replace(page_bytes=aligned.page_bytes, block_size=aligned.block_size,
                     formula=f"{s.formula}, padded {aligned.padding_pct:.2f}% to the "
                     f"{aligned.block_size}-token attention page")
             if s.kind == "state" else s for s in specs]
