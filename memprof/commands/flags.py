@@ -5,6 +5,7 @@ them here (with a pasted serve command, when there is one)."""
 
 from __future__ import annotations
 
+import sys
 import typing
 from dataclasses import replace
 from typing import Any
@@ -42,7 +43,22 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
     model = f["model"]
     if serve is not None:
         model, dep = _merge(model, dep, serve)
+    if dep.engine_version is not None:
+        dep = _build_release(dep)
     return model or DEFAULT_MODEL, dep, f["gpu"], _size(f["gpu_memory"])
+
+
+def _build_release(dep: Deployment) -> Deployment:
+    """A development or vendor build as ``--engine-version`` (``0.7.4.dev12``) is modelled at
+    the release it maps to (``memprof.core.release_names.map_build``), said on stderr."""
+    from memprof.core.release_names import map_build
+
+    mapped = map_build(str(dep.engine_version), dep.engine)
+    if mapped is None:
+        return dep
+    if mapped.note:
+        sys.stderr.write(f"note: {mapped.note}\n")
+    return dep.with_(engine_version=mapped.release)
 
 
 def _merge(model: str | None, dep: Deployment, serve: ServeCommand

@@ -104,3 +104,23 @@ def map_release(text: str, engine: str = "vllm") -> MappedRelease | None:
         why = "not a release memprof models"
     notes.append(f"{why}: modelled at {at}")
     return MappedRelease(at, f"{name} {cleaned}: " + "; ".join(notes))
+
+
+def map_build(text: str, engine: str = "vllm") -> MappedRelease | None:
+    """A development, pre-release or local/vendor *build* given as ``--engine-version``
+    (``0.7.4.dev12``, ``0.11.2rc1+rhai0``, ``0.8.5.post1+cu124``) → the release it is modelled
+    at, as ``map_release`` maps a log's; ``None`` for anything else (a modelled release, a plain
+    release memprof does not model: those ``versions.resolve_version`` takes or refuses)."""
+    m = _PEP440.match(text.strip())
+    if m is None or engine in SNAPSHOT_ENGINES or not (
+            m.group("dev") is not None or m.group("pre") or m.group("local")):
+        return None
+    mapped = map_release(text, engine)
+    if mapped is None:
+        return None
+    key, at = _key(m.group("release")), _key(mapped.release)
+    # a dev build needs a modelled release before it; any other build its own release (or a
+    # post release of it)
+    ok = at < key if m.group("dev") is not None else (
+        _key(re.sub(r"\.post\d*$", "", mapped.release)) == key)
+    return mapped if ok else None
