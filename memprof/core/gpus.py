@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from memprof.base.errors import BadInput, ConfigError
 from memprof.core.models import configs_dir
@@ -48,10 +49,22 @@ class GPU:
 
 
 @lru_cache(maxsize=1)
+def _catalog_file() -> dict[str, Any]:
+    """``configs/gpus.json``, read and parsed once per process."""
+    path = configs_dir() / "gpus.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"the GPU catalog {path} is unreadable: {exc}",
+                          hint="reinstall memprof-llm") from None
+
+
+@lru_cache(maxsize=1)
 def catalog() -> tuple[GPU, ...]:
     path = configs_dir() / "gpus.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _catalog_file()
         return tuple(
             GPU(name=g["name"], total_bytes=int(g["total_bytes"]), arch=g["arch"],
                 vendor=g.get("vendor", "nvidia"), exact=bool(g.get("exact", True)),
@@ -67,8 +80,10 @@ def catalog() -> tuple[GPU, ...]:
                           hint="reinstall memprof-llm") from None
 
 
+@lru_cache(maxsize=1)
 def _aliases() -> dict[str, str]:
-    data = json.loads((configs_dir() / "gpus.json").read_text(encoding="utf-8"))
+    """Every catalog name and alias, normalised (``_norm``) → the catalog name (read-only)."""
+    data = _catalog_file()
     out: dict[str, str] = {}
     for g in data["gpus"]:
         for alias in [g["name"], *g.get("aliases", [])]:
