@@ -58,6 +58,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     lift_text_config,
     missing,
+    vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
 
@@ -131,14 +132,6 @@ def _gemma3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)], []
 
 
-def _int(vc: dict[str, Any], key: str, default: int | None = None) -> int:
-    v = vc.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ConfigError(f"config.json vision_config has no positive integer {key!r}",
-                          hint=f"add vision_config.{key} to the config.json")
-    return v
-
-
 def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     """The SigLIP vision tower and Gemma 3's projector, as vLLM builds them on each rank
     (module docstring): per encoder layer ``3H·H + 3H`` (qkv) + ``H·H + H`` (out_proj) +
@@ -151,10 +144,10 @@ def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     if not isinstance(vc, dict):
         raise ConfigError("config.json of this Gemma 3 model has no vision_config",
                           hint="pass the model's full config.json (or the text model's)")
-    h, inter = _int(vc, "hidden_size"), _int(vc, "intermediate_size")
-    n_layers, heads = _int(vc, "num_hidden_layers"), _int(vc, "num_attention_heads")
-    patch, image = _int(vc, "patch_size"), _int(vc, "image_size")
-    channels = _int(vc, "num_channels", 3)
+    h, inter = vision_int(vc, "hidden_size"), vision_int(vc, "intermediate_size")
+    n_layers, heads = vision_int(vc, "num_hidden_layers"), vision_int(vc, "num_attention_heads")
+    patch, image = vision_int(vc, "patch_size"), vision_int(vc, "image_size")
+    channels = vision_int(vc, "num_channels", 3)
     if vc.get("vision_use_head"):
         raise ConfigError("vision_config.vision_use_head is true: memprof does not model the "
                           "SigLIP pooling head", hint="Gemma 3 checkpoints set it false")
@@ -180,7 +173,7 @@ def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
             w.vector(q + norm + ".bias", g, h)
     w.vector(p + "post_layernorm", g, h)
     w.vector(p + "post_layernorm.bias", g, h)
-    text_hidden = _int(raw, "hidden_size")
+    text_hidden = vision_int(raw, "hidden_size")
     w.linear("multi_modal_projector.mm_input_projection_weight", "mm projector", text_hidden, h,
              shard="rep", quantise=False)
     w.vector("multi_modal_projector.mm_soft_emb_norm", "mm projector", h)

@@ -49,6 +49,7 @@ from memprof.core.models.families.row import (
     gqa,
     lift_text_config,
     top_k,
+    vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
 
@@ -96,14 +97,6 @@ def _llama4_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return layers, []
 
 
-def _int(vc: dict[str, Any], key: str, default: int | None = None) -> int:
-    v = vc.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ConfigError(f"config.json vision_config has no positive integer {key!r}",
-                          hint=f"add vision_config.{key} to the config.json")
-    return v
-
-
 def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     """The Llama 4 vision tower, adapter and projector as vLLM builds them on each rank
     (unquantised, TP-sharded; module docstring): per encoder layer ``3H·H + 3H`` +
@@ -114,12 +107,12 @@ def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     if not isinstance(vc, dict):
         raise ConfigError("config.json of this Llama 4 model has no vision_config",
                           hint="pass the model's full config.json")
-    h, inter = _int(vc, "hidden_size"), _int(vc, "intermediate_size")
-    n_layers, heads = _int(vc, "num_hidden_layers"), _int(vc, "num_attention_heads")
-    patch, image = _int(vc, "patch_size"), _int(vc, "image_size")
-    channels = _int(vc, "num_channels", 3)
-    d_in, d_out = _int(vc, "projector_input_dim"), _int(vc, "projector_output_dim")
-    d_vis = _int(vc, "vision_output_dim")
+    h, inter = vision_int(vc, "hidden_size"), vision_int(vc, "intermediate_size")
+    n_layers, heads = vision_int(vc, "num_hidden_layers"), vision_int(vc, "num_attention_heads")
+    patch, image = vision_int(vc, "patch_size"), vision_int(vc, "image_size")
+    channels = vision_int(vc, "num_channels", 3)
+    d_in, d_out = vision_int(vc, "projector_input_dim"), vision_int(vc, "projector_output_dim")
+    d_vis = vision_int(vc, "vision_output_dim")
     mm_bias = bool(vc.get("multi_modal_projector_bias", False))
     if heads % w.tp:
         raise ConfigError(f"the vision tower's {heads} heads do not split over TP {w.tp}",
@@ -146,8 +139,8 @@ def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     a = p + "vision_adapter.mlp."
     w.linear(a + "fc1", g, d_in, inter, shard="col", bias=mm_bias, quantise=False)
     w.linear(a + "fc2", g, d_out, d_in, shard="row", bias=mm_bias, quantise=False)
-    w.linear("multi_modal_projector.linear_1", "mm projector", _int(raw, "hidden_size"), d_vis,
-             shard="col", quantise=False)
+    w.linear("multi_modal_projector.linear_1", "mm projector", vision_int(raw, "hidden_size"),
+             d_vis, shard="col", quantise=False)
 
 
 TEXT = Family(

@@ -220,3 +220,13 @@ def plain_dense_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     norms), a gated dense MLP, the windows of ``every_layer_windows``."""
     return dense_layers(c, hidden, n_layers, windows=every_layer_windows(c, n_layers),
                         bias=c.flag("attention_bias", False), qk_norm=False)
+
+
+def vision_int(vc: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A positive integer of a multimodal config's ``vision_config`` (``default`` where the HF
+    config class has one), or a ``ConfigError`` naming the key."""
+    v = vc.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ConfigError(f"config.json vision_config has no positive integer {key!r}",
+                          hint=f"add vision_config.{key} to the config.json")
+    return v
