@@ -158,16 +158,6 @@ def vision_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return vc
 
 
-def vision_int(vc: Mapping[str, Any], *keys: str) -> int:
-    """The first of ``keys`` that ``vision_config`` states; a missing one is refused."""
-    for key in keys:
-        if vc.get(key) is not None:
-            return int(vc[key])
-    raise ConfigError(f"config.json has no 'vision_config.{keys[0]}' (the vision tower's size)",
-                      hint=f"add 'vision_config.{keys[0]}' to the config.json: memprof does not "
-                      "guess it")
-
-
 # Keys of the top-level config that describe the wrapper, not the language model: the
 # ``text_config`` values replace the rest (transformers' composite configs keep the language
 # model's fields there; vLLM builds the language model from ``get_text_config()``).

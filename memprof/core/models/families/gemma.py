@@ -147,7 +147,7 @@ def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     h, inter = vision_int(vc, "hidden_size"), vision_int(vc, "intermediate_size")
     n_layers, heads = vision_int(vc, "num_hidden_layers"), vision_int(vc, "num_attention_heads")
     patch, image = vision_int(vc, "patch_size"), vision_int(vc, "image_size")
-    channels = vision_int(vc, "num_channels", 3)
+    channels = vision_int(vc, "num_channels", default=3)  # SiglipVisionConfig's default
     if vc.get("vision_use_head"):
         raise ConfigError("vision_config.vision_use_head is true: memprof does not model the "
                           "SigLIP pooling head", hint="Gemma 3 checkpoints set it false")

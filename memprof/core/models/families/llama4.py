@@ -110,7 +110,7 @@ def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     h, inter = vision_int(vc, "hidden_size"), vision_int(vc, "intermediate_size")
     n_layers, heads = vision_int(vc, "num_hidden_layers"), vision_int(vc, "num_attention_heads")
     patch, image = vision_int(vc, "patch_size"), vision_int(vc, "image_size")
-    channels = vision_int(vc, "num_channels", 3)
+    channels = vision_int(vc, "num_channels", default=3)  # Llama4VisionConfig's default
     d_in, d_out = vision_int(vc, "projector_input_dim"), vision_int(vc, "projector_output_dim")
     d_vis = vision_int(vc, "vision_output_dim")
     mm_bias = bool(vc.get("multi_modal_projector_bias", False))

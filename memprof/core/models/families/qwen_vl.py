@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families import qwen, qwen_moe
-from memprof.core.models.families.row import Built, Family
+from memprof.core.models.families.row import Built, Family, vision_int
 from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ QWEN3_VL_RELEASES = (Rule(
 
 
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
-    from memprof.core.models.multimodal import VisionTower, vision_fields, vision_int
+    from memprof.core.models.multimodal import VisionTower, vision_fields
 
     vc = vision_fields(cfg)
     return VisionTower(
@@ -121,7 +121,7 @@ def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
 
 
 def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
-    from memprof.core.models.multimodal import VisionTower, vision_fields, vision_int
+    from memprof.core.models.multimodal import VisionTower, vision_fields
 
     vc = vision_fields(cfg)
     return VisionTower(

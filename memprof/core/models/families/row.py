@@ -4,7 +4,7 @@ experts per token, and the error for a missing field."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from memprof.base.errors import ConfigError
@@ -222,11 +222,21 @@ def plain_dense_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
                         bias=c.flag("attention_bias", False), qk_norm=False)
 
 
-def vision_int(vc: dict[str, Any], key: str, default: int | None = None) -> int:
-    """A positive integer of a multimodal config's ``vision_config`` (``default`` where the HF
-    config class has one), or a ``ConfigError`` naming the key."""
-    v = vc.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ConfigError(f"config.json vision_config has no positive integer {key!r}",
-                          hint=f"add vision_config.{key} to the config.json")
-    return v
+def vision_int(vc: Mapping[str, Any], *keys: str, default: int | None = None) -> int:
+    """A positive integer of a multimodal config's ``vision_config``: the first of ``keys`` it
+    states, else ``default`` (the HF config class's, where it has one); a missing one without a
+    default, or a value that is no positive integer, is a ``ConfigError`` naming the key."""
+    for key in keys:
+        v = vc.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"config.json field 'vision_config.{key}' must be a positive "
+                              f"integer, got {str(v)[:40]!r}",
+                              hint=f"fix vision_config.{key} in the config.json")
+        return v
+    if default is not None:
+        return default
+    raise ConfigError(f"config.json has no 'vision_config.{keys[0]}' (the vision tower's size)",
+                      hint=f"add 'vision_config.{keys[0]}' to the config.json: memprof does not "
+                      "guess it")
