@@ -160,9 +160,10 @@ class Parser(argparse.ArgumentParser):
         super().__init__(prog=prog, description=description, allow_abbrev=False,
                          add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
         self.options: list[Option] = []  # the rows, in order (tests and did-you-mean read them)
+        self.typed: list[str] = []  # the words being parsed (an error names the flag as typed)
 
     def error(self, message: str) -> NoReturn:
-        raise BadInput(*explain_usage_error(self, message))
+        raise BadInput(*explain_usage_error(self, message, self.typed))
 
     def flag_names(self) -> list[str]:
         """Every flag the parser accepts."""
@@ -174,6 +175,7 @@ class Parser(argparse.ArgumentParser):
         unknown flag)."""
         takes = {n for o in self.options if not o.positional and o.kind != "bool"
                  for n in o.names}
+        self.typed = list(argv)
         words: list[str] = []
         i = 0
         while i < len(argv):
@@ -195,9 +197,18 @@ def flag_names(parser: argparse.ArgumentParser) -> list[str]:
     return parser.flag_names() if isinstance(parser, Parser) else ["-h", "--help"]
 
 
-def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
+def _as_typed(names: str, typed: Sequence[str]) -> str:
+    """The spelling of an option (argparse's ``--a/--b``) the user typed, else its longest."""
+    spellings = names.split("/")
+    used = [n for n in spellings if any(w == n or w.startswith(f"{n}=") for w in typed)]
+    return used[0] if used else max(spellings, key=len)
+
+
+def explain_usage_error(parser: argparse.ArgumentParser, message: str,
+                        typed: Sequence[str] = ()) -> tuple[str, str]:
     """argparse's message as (error, hint): an unknown flag with the closest one, a missing
-    value, a value that does not parse (flag and value named), a missing option."""
+    value, a value that does not parse (flag and value named as ``typed`` spells them), a
+    missing option."""
     prog = parser.prog
     more = f"run {prog} --help for the flags"
     m = re.match(r"unrecognized arguments: (.*)", message)
@@ -216,7 +227,7 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
         return (f"no such option: {name[:60]}", hint)
     m = re.match(r"argument ([^:]+): (.*)", message)
     if m:
-        label = max(m.group(1).split("/"), key=len)
+        label = _as_typed(m.group(1), typed)
         what = m.group(2)
         if what.startswith("expected"):
             return (f"{label} needs a value", f"e.g. {label} VALUE ({more})")
