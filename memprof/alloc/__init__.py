@@ -13,15 +13,16 @@
 Below the estimator (``memprof.core`` calls it for the allocator term); imports only
 ``memprof.base``.
 
-The package itself imports nothing: the names below load their module on first use, so that
+The package itself imports only ``memprof.base.lazy``: the names below load their module on first use, so that
 ``memprof.alloc.constants`` (all an estimate needs) does not pull in the simulator and
 ``sortedcontainers`` on a cold start.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from memprof.base.lazy import attribute
 
 if TYPE_CHECKING:
     from memprof.alloc.allocator import AllocatorOOM, CachingAllocator
@@ -39,9 +40,4 @@ _HOME = {
 
 def __getattr__(name: str) -> Any:
     """The public names, each imported from its module on first use (PEP 562)."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'memprof.alloc' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
+    return attribute(__name__, _HOME, globals(), name)

@@ -16,8 +16,9 @@ start-up profile run (attention is skipped there), and turned into an OOM.
 The package imports nothing itself: its names load their module on first use.
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from memprof.base.lazy import attribute
 
 if TYPE_CHECKING:
     from memprof.core.scratch.backends import (
@@ -65,9 +66,4 @@ _HOME = {
 def __getattr__(name: str) -> Any:
     """The public names, each imported from its module on first use (PEP 562): an estimate
     without scratch (no catalog key applies, ``terms``) never loads the catalog."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'memprof.core.scratch' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
+    return attribute(__name__, _HOME, globals(), name)
