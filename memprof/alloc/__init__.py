@@ -13,9 +13,9 @@
 Below the estimator (``memprof.core`` calls it for the allocator term); imports only
 ``memprof.base``.
 
-The package itself imports only ``memprof.base.lazy``: the names below load their module on first use, so that
-``memprof.alloc.constants`` (all an estimate needs) does not pull in the simulator and
-``sortedcontainers`` on a cold start.
+The package itself imports only ``memprof.base.lazy``: the names below load their module on
+first use, so that ``memprof.alloc.constants`` (all an estimate needs) does not pull in the
+simulator and ``sortedcontainers`` on a cold start.
 """
 
 from __future__ import annotations
