@@ -41,3 +41,20 @@ def test_what_maps_to_no_modelled_release_is_refused(capsys: pytest.CaptureFixtu
     code = run([*BASE, "--engine-version", given])
     err = capsys.readouterr()[1]
     assert code == 2 and err.startswith("error:") and "hint:" in err
+
+
+PLAN = ["plan", "-m", "qwen3-0.6b", "--gpu", "H100", "--requests", "8", "--context", "4096",
+        "-f", "json"]
+
+
+def test_plan_models_a_build_at_its_release(capsys: pytest.CaptureFixture[str]) -> None:
+    """``memprof plan --engine-version`` takes a build as ``estimate`` does: the same layouts as
+    the release it maps to, and the note on stderr."""
+    assert run([*PLAN, "--engine-version", "0.7.4.dev12"]) == 0
+    dev, err = capsys.readouterr()
+    assert run([*PLAN, "--engine-version", "0.7.3"]) == 0
+    rel = capsys.readouterr()[0]
+    assert dev == rel
+    assert err.startswith("note: vLLM 0.7.4.dev12") and "modelled at 0.7.3" in err
+    assert run([*PLAN, "--engine-version", "0.6.4.dev3"]) == 2
+    assert capsys.readouterr()[1].startswith("error:")

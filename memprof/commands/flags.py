@@ -50,15 +50,23 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
 
 def _build_release(dep: Deployment) -> Deployment:
     """A development or vendor build as ``--engine-version`` (``0.7.4.dev12``) is modelled at
-    the release it maps to (``memprof.core.release_names.map_build``), said on stderr."""
+    the release it maps to (:func:`engine_release`)."""
+    release = engine_release(str(dep.engine_version), dep.engine)
+    return dep if release == dep.engine_version else dep.with_(engine_version=release)
+
+
+def engine_release(version: str, engine: str) -> str:
+    """``version`` as memprof models it: a development or vendor build (``0.7.4.dev12``,
+    ``0.11.2rc1+rhai0``) maps to a modelled release (``memprof.core.release_names.map_build``),
+    said on stderr as a note; anything else is returned as given (and checked later)."""
     from memprof.core.release_names import map_build
 
-    mapped = map_build(str(dep.engine_version), dep.engine)
+    mapped = map_build(version, engine)
     if mapped is None:
-        return dep
+        return version
     if mapped.note:
         sys.stderr.write(f"note: {mapped.note}\n")
-    return dep.with_(engine_version=mapped.release)
+    return mapped.release
 
 
 def _merge(model: str | None, dep: Deployment, serve: ServeCommand

@@ -75,7 +75,10 @@ def run(args: Namespace) -> int:
     if entrypoint != "serve" and not has_entrypoint:
         raise BadInput(f"--entrypoint is vLLM's and does not apply under --engine {engine}",
                        hint="drop --entrypoint, or add --engine vllm")
-    version = resolve_version(engine_version, engine)
+    from memprof.commands.flags import engine_release
+
+    version = resolve_version(engine_release(engine_version, engine) if engine_version
+                              else engine_version, engine)
     kvs = tuple(k.strip() for k in kv_cache_dtype.split(","))
     bad = [k for k in kvs if k not in KV_CACHE_DTYPES]
     if bad:
