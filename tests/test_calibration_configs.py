@@ -1,0 +1,93 @@
+"""Configs bundled so that more of the calibration logs in ``tests/data/published.json`` run:
+each new checkpoint's weight bytes counted by hand from its config (or held to the log's own
+load figure), and each one's relation to an already-bundled config stated and checked.
+
+Sources: each config's ``_source`` and the rows of ``tests/data/published.json`` that name the
+checkpoint (their ``source`` threads).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memprof.core.deployment import Deployment, ranks
+from memprof.core.models import bundled_models, load_model
+from memprof.core.models.load import hf_ids
+from memprof.core.weights import rank_weights
+
+
+def _config(name: str) -> dict[str, Any]:
+    cfg = json.loads(bundled_models()[name].read_text())
+    assert isinstance(cfg, dict)
+    return cfg
+
+
+def _rank_bytes(model: str, arch: str = "sm90", version: str = "0.11.0", tp: int = 1) -> int:
+    spec = load_model(model)
+    dep = Deployment(tp=tp, engine_version=version)
+    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch))
+
+
+# --- Qwen/Qwen3-VL-30B-A3B-Instruct (published row 160) ------------------------------------------
+
+def _qwen3_vl_moe_params(cfg: dict[str, Any]) -> int:
+    """Parameters of a Qwen3-VL MoE checkpoint by hand from its config: the text decoder
+    (untied embeddings and head, q/k norms, router, routed experts) and the vision tower as
+    HF's Qwen3-VL builds it (Conv3d patch embedding with bias, learned position embedding,
+    LayerNorm blocks, the merger and one deepstack merger per deepstack index)."""
+    t, v = cfg["text_config"], cfg["vision_config"]
+    h, hd, heads, kv = t["hidden_size"], t["head_dim"], t["num_attention_heads"], t[
+        "num_key_value_heads"]
+    e, mi = t["num_experts"], t["moe_intermediate_size"]
+    layer = (h * heads * hd + 2 * h * kv * hd + heads * hd * h + 2 * hd + 2 * h
+             + e * h + e * 3 * mi * h)
+    text = t["num_hidden_layers"] * layer + 2 * t["vocab_size"] * h + h
+    vh, vi, out = v["hidden_size"], v["intermediate_size"], v["out_hidden_size"]
+    block = 4 * vh + (vh * 3 * vh + 3 * vh) + (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh)
+    merged = vh * v["spatial_merge_size"] ** 2
+
+    def merger(norm_dim: int) -> int:
+        return 2 * norm_dim + merged * merged + merged + merged * out + out
+
+    vision = (v["in_channels"] * v["temporal_patch_size"] * v["patch_size"] ** 2 * vh + vh
+              + v["num_position_embeddings"] * vh + v["depth"] * block + merger(vh)
+              + len(v["deepstack_visual_indexes"]) * merger(merged))
+    return int(text + vision)
+
+
+def test_qwen3_vl_30b_a3b_resolves_by_its_hf_id() -> None:
+    assert hf_ids()["qwen/qwen3-vl-30b-a3b-instruct"][1] == "qwen3-vl-30b-a3b-instruct"
+
+
+def test_qwen3_vl_30b_a3b_weights_are_the_hand_count() -> None:
+    params = _qwen3_vl_moe_params(_config("qwen3-vl-30b-a3b-instruct"))
+    assert params == 31_070_754_032
+    assert _rank_bytes("Qwen/Qwen3-VL-30B-A3B-Instruct") == 2 * params  # bf16
+
+
+# --- meta-llama/Llama-4-Scout-17B-16E-Instruct (published row 118) -------------------------------
+
+def test_scout_instruct_has_the_base_shapes_and_its_own_context() -> None:
+    inst, base = _config("llama-4-scout-17b-16e-instruct"), _config("llama-4-scout-17b-16e")
+    shape_keys = ("hidden_size", "intermediate_size", "intermediate_size_mlp", "head_dim",
+                  "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+                  "num_local_experts", "num_experts_per_tok", "interleave_moe_layer_step",
+                  "attention_chunk_size", "vocab_size", "rope_scaling", "rope_theta")
+    for k in shape_keys:
+        assert inst["text_config"][k] == base["text_config"][k], k
+    assert {k: v for k, v in inst["vision_config"].items() if k != "torch_dtype"} == \
+        base["vision_config"]
+    # the one field that keeps it a file of its own: the Instruct checkpoint's 10M context
+    assert inst["text_config"]["max_position_embeddings"] == 10_485_760
+    assert base["text_config"]["max_position_embeddings"] == 262_144
+
+
+def test_scout_instruct_weights_are_the_base_checkpoint_s() -> None:
+    assert hf_ids()["meta-llama/llama-4-scout-17b-16e-instruct"][1] == \
+        "llama-4-scout-17b-16e-instruct"
+    for tp in (1, 2):
+        assert _rank_bytes("meta-llama/Llama-4-Scout-17B-16E-Instruct", tp=tp) == \
+            _rank_bytes("meta-llama/Llama-4-Scout-17B-16E", tp=tp)
+    # 108,641,793,536 parameters in bf16 (tests/test_family_llama4.py holds the base to it)
+    assert _rank_bytes("meta-llama/Llama-4-Scout-17B-16E-Instruct") == 2 * 108_641_793_536
