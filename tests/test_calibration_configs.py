@@ -91,3 +91,34 @@ def test_scout_instruct_weights_are_the_base_checkpoint_s() -> None:
             _rank_bytes("meta-llama/Llama-4-Scout-17B-16E", tp=tp)
     # 108,641,793,536 parameters in bf16 (tests/test_family_llama4.py holds the base to it)
     assert _rank_bytes("meta-llama/Llama-4-Scout-17B-16E-Instruct") == 2 * 108_641_793_536
+
+
+# --- deepseek-ai/DeepSeek-V3.2(-Exp) (published rows 12 and 13) ----------------------------------
+
+def test_v32_exp_resolves_to_the_bundled_v32() -> None:
+    assert hf_ids()["deepseek-ai/deepseek-v3.2-exp"][1] == "deepseek-v3.2"
+    note = str(_config("deepseek-v3.2")["_hf_ids_note"])
+    assert "index_topk 2048" in note and "DeepseekV32ForCausalLM" in note
+
+
+def test_v32_weights_are_v3_s_plus_the_indexer() -> None:
+    # The same 61-layer MLA/MoE checkpoint as DeepSeek-V3 (every shape field equal) plus one
+    # lightning indexer per layer, as vLLM's deepseek_v2.py Indexer builds it: wq_b
+    # [64·128, q_lora_rank] and wk [128, hidden] fp8 with 128×128 block scales (fp32),
+    # k_norm LayerNorm(128) weight and bias, weights_proj [64, hidden] unquantised (bf16).
+    v32, v3 = _config("deepseek-v3.2"), _config("deepseek-v3")
+    for k in ("hidden_size", "num_hidden_layers", "q_lora_rank", "kv_lora_rank", "vocab_size",
+              "n_routed_experts", "moe_intermediate_size", "intermediate_size",
+              "first_k_dense_replace", "num_attention_heads"):
+        assert v32[k] == v3[k], k
+    h, ql, n, d = (int(v32[k]) for k in ("hidden_size", "q_lora_rank", "index_n_heads",
+                                         "index_head_dim"))
+
+    def blocks(rows: int, cols: int) -> int:
+        return -(-rows // 128) * -(-cols // 128)
+
+    indexer = (n * d * ql + 4 * blocks(n * d, ql) + d * h + 4 * blocks(d, h) + 2 * d * 2
+               + n * h * 2)
+    layers = int(v32["num_hidden_layers"])
+    assert _rank_bytes("deepseek-ai/DeepSeek-V3.2-Exp") - _rank_bytes("deepseek-v3") == \
+        layers * indexer
