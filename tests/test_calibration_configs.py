@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memprof.base.units import GiB
 from memprof.core.deployment import Deployment, ranks
+from memprof.core.estimate import estimate
 from memprof.core.models import bundled_models, load_model
-from memprof.core.models.load import hf_ids
+from memprof.core.models.load import hf_ids, spec_from_config
+from memprof.core.models.quant_config import quant_from_flag
 from memprof.core.weights import rank_weights
 
 
@@ -122,3 +125,54 @@ def test_v32_weights_are_v3_s_plus_the_indexer() -> None:
     layers = int(v32["num_hidden_layers"])
     assert _rank_bytes("deepseek-ai/DeepSeek-V3.2-Exp") - _rank_bytes("deepseek-v3") == \
         layers * indexer
+
+
+# --- --quantization bitsandbytes on an unquantised checkpoint (published row 122) ----------------
+
+def _bnb4_tensor(out: int, inn: int) -> int:
+    """One linear weight quantised in flight by vLLM's bitsandbytes loader: nf4 packed two per
+    byte, one uint8 absmax per 64 values, the nested fp32 absmax per 256 of those, and the
+    state's constants (256-value nested code, fp32 offset, 16-value nf4 code), all fp32."""
+    blocks = -(-out * inn // 64)
+    return out * inn // 2 + blocks + 4 * -(-blocks // 256) + 4 * 256 + 4 + 4 * 16
+
+
+def test_bitsandbytes_flag_quantises_every_linear_to_nf4_with_double_quant() -> None:
+    spec = load_model("qwen2.5-7b-instruct")
+    q = quant_from_flag("bitsandbytes", spec)
+    assert q is not None
+    assert (q.method, q.bits, q.group_size, q.strategy, q.double_quant, q.source) == \
+        ("bnb4", 4, 64, "nf4", True, "flag")
+    # a checkpoint that declares bitsandbytes keeps its own quantization_config
+    cfg = {**_config("qwen2.5-7b-instruct"), "quantization_config": {
+        "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "fp4",
+        "bnb_4bit_use_double_quant": False}}
+    pre = spec_from_config(cfg, name="pre-quantised")
+    kept = quant_from_flag("bitsandbytes", pre)
+    assert kept is not None and (kept.strategy, kept.double_quant) == ("fp4", False)
+
+
+def test_qwen25_7b_bitsandbytes_weights_are_the_hand_count_and_the_logged_load() -> None:
+    # Every on-disk linear (q, k, v, o, gate, up, down) quantised on its own; embeddings, the
+    # untied lm_head, norms and the q/k/v biases stay bf16.
+    cfg = _config("qwen2.5-7b-instruct")
+    h, inter, layers, v = (int(cfg[k]) for k in ("hidden_size", "intermediate_size",
+                                                 "num_hidden_layers", "vocab_size"))
+    heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
+    hd = h // heads
+    linears = [(h, h), (kv * hd, h), (kv * hd, h), (h, h), (inter, h), (inter, h), (h, inter)]
+    per_layer = (sum(_bnb4_tensor(o, i) for o, i in linears)
+                 + 2 * (h + 2 * kv * hd) + 2 * 2 * h)
+    hand = layers * per_layer + 2 * 2 * v * h + 2 * h
+    spec = load_model("qwen2.5-7b-instruct")
+    dep = Deployment(engine_version="0.7.3", quantization="bitsandbytes")
+    got = sum(t.bytes for t in rank_weights(spec, dep, quant_from_flag("bitsandbytes", spec),
+                                            ranks(dep)[0], "sm89"))
+    # memprof counts the state's constants once per fused linear (qkv, gate_up), vLLM once
+    # per on-disk tensor: a few KiB per layer
+    assert 0 <= hand - got < layers * 4 * 1100
+    # vLLM issue #13882 (RTX 4060, v0.7.3.dev): "Loading model weights took 5.2032 GB" (GiB)
+    e = estimate("qwen2.5-7b-instruct", Deployment(engine_version="0.7.3",
+                                                   quantization="bitsandbytes",
+                                                   max_model_len=4096), gpu_name="RTX-4060")
+    assert abs(e.weights_bytes_max / GiB - 5.2032) / 5.2032 < 0.005
