@@ -176,3 +176,24 @@ def test_qwen25_7b_bitsandbytes_weights_are_the_hand_count_and_the_logged_load()
                                                    quantization="bitsandbytes",
                                                    max_model_len=4096), gpu_name="RTX-4060")
     assert abs(e.weights_bytes_max / GiB - 5.2032) / 5.2032 < 0.005
+
+
+# --- meta-llama/Meta-Llama-3-8B (published rows 115 and 116) -------------------------------------
+
+def test_llama3_8b_weights_are_the_hand_count() -> None:
+    # bf16 parameters by hand from the config; the same shapes as Llama-3.1-8B, whose index
+    # total_size 16,060,522,496 B tests/test_calibration_checkpoints.py holds memprof to
+    cfg = _config("meta-llama-3-8b")
+    h, layers, heads, kv, inter, v = (int(cfg[k]) for k in (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "intermediate_size", "vocab_size"))
+    hd = h // heads
+    per_layer = h * (heads + 2 * kv) * hd + heads * hd * h + 3 * inter * h + 2 * h
+    params = layers * per_layer + 2 * v * h + h
+    assert 2 * params == 16_060_522_496
+    assert hf_ids()["meta-llama/meta-llama-3-8b"][1] == "meta-llama-3-8b"
+    for tp in (1, 2):
+        assert _rank_bytes("meta-llama/Meta-Llama-3-8B", tp=tp) == \
+            _rank_bytes("meta-llama/Llama-3.1-8B", tp=tp)
+    assert _rank_bytes("meta-llama/Meta-Llama-3-8B") == 2 * params
+    assert load_model("meta-llama/Meta-Llama-3-8B").max_position_embeddings == 8192
