@@ -9,7 +9,10 @@ checkpoint (their ``source`` threads).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memprof.base.units import GiB
 from memprof.core.deployment import Deployment, ranks
@@ -197,3 +200,26 @@ def test_llama3_8b_weights_are_the_hand_count() -> None:
             _rank_bytes("meta-llama/Llama-3.1-8B", tp=tp)
     assert _rank_bytes("meta-llama/Meta-Llama-3-8B") == 2 * params
     assert load_model("meta-llama/Meta-Llama-3-8B").max_position_embeddings == 8192
+
+
+# --- the published rows these configs un-refuse ------------------------------------------------
+
+_ROWS = {r["id"]: r for r in json.loads(
+    (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}
+
+
+@pytest.mark.parametrize(("row_id", "failed"), [
+    (12, False),   # DeepSeek-V3.2-Exp, SGLang, 8× B200 DP attention (deepseek-v3.2 alias)
+    (13, False),   # the same launch before the PR
+    (118, True),   # Llama-4-Scout Instruct, 2× H100 NVL at 0.99: weights alone overfill a card
+    (122, True),   # Qwen2.5-7B bnb-4bit on an 8 GB RTX 4060: no room for one KV block
+    (160, False),  # Qwen3-VL-30B-A3B on one H100 at 0.92
+])
+def test_the_unrefused_rows_run_and_predict_the_logged_start(row_id: int, failed: bool) -> None:
+    from test_published_distribution import outcome
+
+    row = _ROWS[row_id]
+    assert bool(row["observed"].get("startup_failed") or row["observed"].get("oom")) is failed
+    o = outcome(row)
+    assert o.refused is None, o.refused
+    assert o.verdict == (failed, failed)
