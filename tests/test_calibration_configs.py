@@ -97,6 +97,15 @@ def test_scout_instruct_weights_are_the_base_checkpoint_s() -> None:
             _rank_bytes("meta-llama/Llama-4-Scout-17B-16E", tp=tp)
     # 108,641,793,536 parameters in bf16 (tests/test_family_llama4.py holds the base to it)
     assert _rank_bytes("meta-llama/Llama-4-Scout-17B-16E-Instruct") == 2 * 108_641_793_536
+    # the 10M-token context reaches the RoPE cache vLLM sizes by max_position_embeddings
+    # (get_rope(max_position=...)): 40× the base checkpoint's at any max_model_len
+    dep = Deployment(engine_version="0.11.0", tp=4, max_model_len=32768)
+
+    def rope(model: str) -> int:
+        e = estimate(model, dep, gpu_name="H100")
+        return sum(c.bytes for c in e.ranks[0].components if c.name.startswith("RoPE"))
+
+    assert rope("llama-4-scout-17b-16e-instruct") == 40 * rope("llama-4-scout-17b-16e") > 0
 
 
 # --- deepseek-ai/DeepSeek-V3.2(-Exp) (published rows 12 and 13) ----------------------------------
