@@ -28,6 +28,7 @@ _FLAG_ALIASES = {
     "compressed-tensors": "compressed-tensors",
     "compressed_tensors": "compressed-tensors",
     "gguf": "gguf",
+    "bitsandbytes": "bnb4",
     "none": "none",
 }
 
@@ -148,6 +149,14 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
         return QuantConfig(method=method, group_size=128, bits=4, source="flag")
     if method == "nvfp4":
         return QuantConfig(method="nvfp4", group_size=16, bits=4, source="flag")
+    if method == "bnb4":
+        # in-flight: the loader quantises every linear's bf16 weight on the GPU with
+        # quantize_4bit(compress_statistics=True, quant_type="nf4") and bitsandbytes' default
+        # block of 64 (BitsAndBytesModelLoader._unquantized_generator,
+        # model_executor/model_loader/loader.py v0.7.3, bitsandbytes_loader.py v0.11.0);
+        # embeddings and lm_head are not LinearBase and stay in the model dtype
+        return QuantConfig(method="bnb4", bits=4, group_size=64, strategy="nf4",
+                           double_quant=True, source="flag")
     return QuantConfig(method="mxfp4", group_size=32, bits=4, source="flag")
 
 

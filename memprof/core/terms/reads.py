@@ -43,7 +43,10 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens")),
-    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.max_model_len",
+    # (dp and expert parallelism through the text peak it subtracts: activation_terms of a
+    # MoE text model, e.g. Qwen3-VL-30B-A3B)
+    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.dp",
+                                "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode")),
