@@ -43,7 +43,9 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens")),
-    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.max_model_len",
+    # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
+    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.dp",
+                                "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode")),
