@@ -275,32 +275,6 @@ def vision_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return vc
 
 
-# Keys of the top-level config that describe the wrapper, not the language model: the
-# ``text_config`` values replace the rest (transformers' composite configs keep the language
-# model's fields there; vLLM builds the language model from ``get_text_config()``).
-_WRAPPER_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "vision_config",
-                 "quantization_config", "_source", "_hf_ids")
-
-
-def language_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The language model's config: ``text_config`` merged over the top level when the config
-    nests one (Qwen3-VL), else the config itself (Qwen2.5-VL's flat layout). The wrapper's
-    architecture, ``model_type``, dtype and quantisation stay the top level's."""
-    text = cfg.get("text_config")
-    if text is None:
-        return dict(cfg)
-    if not isinstance(text, dict):
-        raise ConfigError("config.json field 'text_config' must be an object",
-                          hint="fix 'text_config' in the config.json")
-    out = dict(cfg)
-    out.update({k: v for k, v in text.items() if k not in _WRAPPER_KEYS})
-    if out.get("torch_dtype") is None and out.get("dtype") is None:
-        dtype = text.get("torch_dtype") or text.get("dtype")
-        if dtype is not None:
-            out["torch_dtype"] = dtype
-    return out
-
-
 # --- the largest image and video (the processing info of vLLM's Qwen2-VL family) ------------------
 
 

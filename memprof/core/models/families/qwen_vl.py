@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families import qwen, qwen_moe
-from memprof.core.models.families.row import Built, Family, vision_int
+from memprof.core.models.families.row import Built, Family, lift_text_config, vision_int
 from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
@@ -105,13 +105,6 @@ QWEN3_VL_RELEASES = (Rule(
     applies_to="multimodal"),)
 
 
-def _language(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The language model's config (``text_config`` over the top level: ``language_config``)."""
-    from memprof.core.models.multimodal import language_config  # multimodal models only
-
-    return language_config(cfg)
-
-
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
     from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
 
@@ -167,18 +160,18 @@ def _qwen3_vl_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 QWEN2_5_VL = Family(
     name="qwen2_5_vl", model_types=("qwen2_5_vl",),
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
-    attention="gqa", vision=_qwen2_5_vl_tower, config_view=_language,
+    attention="gqa", vision=_qwen2_5_vl_tower, config_view=lift_text_config,
     release_rules=lambda: multimodal_rules(),
     source="vLLM model_executor/models/qwen2_5_vl.py (0.11.0)")
 QWEN3_VL = Family(
     name="qwen3_vl", model_types=("qwen3_vl",),
     architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
-    attention="gqa", vision=_qwen3_vl_tower, config_view=_language,
+    attention="gqa", vision=_qwen3_vl_tower, config_view=lift_text_config,
     source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
 QWEN3_VL_MOE = Family(
     name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
-    attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=_language,
+    attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=lift_text_config,
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
 def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:

@@ -104,17 +104,33 @@ def gqa(c: ConfigFields, hidden: int, *, bias: bool, qk_norm: bool, window: int 
                      sinks=sinks)
 
 
+# Keys of a wrapper's top-level config that describe the wrapper, not its language model: the
+# text config's values replace the rest (transformers' composite configs keep the language
+# model's fields there; vLLM builds the language model from ``get_text_config()``).
+WRAPPER_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "vision_config",
+                "quantization_config", "_source", "_hf_ids")
+
+
 def lift_text_config(cfg: dict[str, Any], key: str = "text_config") -> dict[str, Any]:
     """A multimodal wrapper's config read as its language model's: the fields of ``cfg[key]``
-    at the top level, the wrapper's own fields (``architectures``, ``model_type``,
-    ``torch_dtype``, ``quantization_config``, ``vision_config``, ...) kept over them, as vLLM
-    reads the dtype and the quantisation from the top-level config and the sizes from
-    ``hf_text_config``; a config without ``key`` is returned as a copy."""
-    inner = cfg.get(key)
-    if not isinstance(inner, dict):
+    over the top level's, except the wrapper's own (``WRAPPER_KEYS``: architecture,
+    ``model_type``, dtype, quantisation, ``vision_config``), as vLLM reads the dtype and the
+    quantisation from the top-level config and the sizes from ``hf_text_config``; the text
+    config's dtype when the top level states none. A config without ``key`` is returned as a
+    copy (Qwen2.5-VL's flat layout); a ``key`` that is no object is a ``ConfigError``."""
+    text = cfg.get(key)
+    if text is None:
         return dict(cfg)
-    outer = {k: v for k, v in cfg.items() if k != key}
-    return {**inner, **outer}
+    if not isinstance(text, dict):
+        raise ConfigError(f"config.json field {key!r} must be an object",
+                          hint=f"fix {key!r} in the config.json")
+    out = {k: v for k, v in cfg.items() if k != key}
+    out.update({k: v for k, v in text.items() if k not in WRAPPER_KEYS})
+    if out.get("torch_dtype") is None and out.get("dtype") is None:
+        dtype = text.get("torch_dtype") or text.get("dtype")
+        if dtype is not None:
+            out["torch_dtype"] = dtype
+    return out
 
 
 def missing(c: ConfigFields, key: str, why: str) -> ConfigError:
