@@ -1,6 +1,7 @@
 """The row every model family fills in (``Family``) and the config readers the families share:
 GQA attention from the config, ``head_dim`` as HF defaults it, per-layer sliding windows,
-experts per token, and the error for a missing field."""
+experts per token, a multimodal wrapper's language model (``lift_text_config``) and its
+``vision_config`` integers (``vision_int``), and the error for a missing field."""
 
 from __future__ import annotations
 
