@@ -160,8 +160,9 @@ GEMMA3_MM_TOWER_SKIPPED: tuple[Rule, ...] = (
          applies_to="gemma3_mm"),
 )
 # the image's placeholder beyond its 256 embeddings: HF processing_gemma3.py
-# full_image_sequence = "\n\n" + boi + image tokens + eoi + "\n\n" (the tokenizer's "\n\n" is
-# one token, id 108): 4 tokens, counted by the 0.11.0 - 0.12.0 encoder budget (ENCODER_PROFILE)
+# full_image_sequence = "\n\n" + boi + image tokens + eoi + "\n\n", tokenised as
+# [108, 255999, soft tokens…, 256000, 108] (Google's gemma library, gemma/gm/vision
+# _token_utils tests): 4 tokens, counted by the 0.11.0 - 0.12.0 encoder budget (ENCODER_PROFILE)
 PLACEHOLDER_EXTRA = 4
 
 
