@@ -32,7 +32,6 @@ from memprof.core.kvcache import (
 )
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import ROWS as FAMILY_ROWS
-from memprof.core.models.families.qwen_vl import multimodal_rules
 from memprof.core.models.multimodal import ENCODER_PROFILE
 from memprof.core.releases import RELEASES
 from memprof.core.terms.activation import (
@@ -56,6 +55,9 @@ from memprof.core.weights.mlp import (
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
 from memprof.core.weights.vision import TOWER_SKIPPED
 
+# the families' own release rows (a vision-language family's model and tower rows)
+_FAMILY_RULES = tuple(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules())
+
 # Every version-dependent rule memprof models, by the module that keeps its rows; the attention
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
@@ -69,7 +71,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
-    ENCODER_PROFILE, *multimodal_rules(), TOWER_SKIPPED, ENCODER_FIRST_STAGE,
+    ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE,
 )
 
 

@@ -213,13 +213,8 @@ def spec_from_config(
     family, arch = family_of(cfg, assume_architecture)
     row = family_row(family)
     whole = cfg
-    if row.config_view is not None:  # e.g. Gemma 3's text_config, read as its family reads it
+    if row.config_view is not None:  # e.g. a wrapper's text_config, read as its family reads it
         cfg = row.config_view(cfg)
-        validate_config(cfg)
-    elif row.vision is not None:  # a multimodal wrapper: the language model from text_config
-        from memprof.core.models.multimodal import language_config  # multimodal models only
-
-        cfg = language_config(cfg)
         validate_config(cfg)
     elif "text_config" in cfg and "hidden_size" not in cfg:
         raise ConfigError(

@@ -1,11 +1,15 @@
-"""The multimodal mechanism: a model's vision tower (what vLLM builds beside the language model),
-its processor limits, and the encoder budget vLLM V1 profiles with.
+"""The multimodal mechanism, one for every vision-language family: a model's vision tower (what
+vLLM builds beside the language model), the tokens an image (or a video) becomes, and the encoder
+budget vLLM V1 profiles with.
 
 A family opts in through its row's ``vision`` reader (``families/row.py``): the reader turns the
-config's ``vision_config`` (and the checkpoint processor's limits, kept on the family's row with
-their source) into a ``VisionTower``; ``load.py`` then reads the language model from the config's
-``text_config`` (``language_config``) and keeps the tower on ``ModelSpec.vision``. Everything else
-is generic and reads the tower:
+config's ``vision_config`` into a ``VisionTower`` — its blocks, embeddings and head (merger,
+adapter, projector), how many patches one output token pools (``merge``), the tiles of a fixed-
+tile tower (Gemma 3's SigLIP, Llama 4) or the processor limits of a dynamic-resolution one
+(Qwen2.5-VL, Qwen3-VL, kept on the family's row with their source), and the encoder forward's
+live widths — and its ``config_view`` reads the language model from ``text_config``;
+``load.py`` keeps the tower on ``ModelSpec.vision``. Everything else is generic and reads the
+tower:
 
 - the tower's weights per rank: ``memprof/core/weights/vision.py``;
 - the profile run's encoder terms (encoder cache, encoder forward, deepstack buffers):
@@ -18,11 +22,14 @@ The token arithmetic follows vLLM (read in the 0.11.0 wheel, and where it change
 families' ``VideoRule`` rows):
 ``vllm/model_executor/models/qwen2_vl.py`` ``Qwen2VLProcessingInfo._get_vision_info`` /
 ``get_max_image_tokens`` / ``get_max_video_tokens`` (and the ``Qwen3VLProcessingInfo`` overrides),
+``gemma3_mm.py`` ``Gemma3ProcessingInfo.get_num_image_tokens``, ``mllama4.py``
+``Mllama4ProcessingInfo.get_patch_per_chunk`` / ``get_max_num_tiles``,
 ``vllm/multimodal/registry.py`` ``get_max_tokens_per_item_by_nonzero_modality`` (one item of each
-modality whose limit is above 0, ``seq_len = max_model_len``), ``vllm/v1/core/
-encoder_cache_manager.py`` ``compute_mm_encoder_budget`` and ``vllm/v1/worker/utils.py``
-``MultiModalBudget.get_max_items``; ``vllm/config/multimodal.py`` ``get_limit_per_prompt``
-(999 items per modality by default under V1).
+modality whose limit is above 0, ``seq_len = max_model_len``; the whole placeholder up to 0.12.0,
+its embeddings from 0.13.0), ``vllm/v1/core/encoder_cache_manager.py``
+``compute_mm_encoder_budget`` and ``vllm/v1/worker/utils.py`` ``MultiModalBudget.get_max_items``;
+``vllm/config/multimodal.py`` ``get_limit_per_prompt`` (999 items per modality by default under
+V1).
 """
 
 from __future__ import annotations
@@ -78,18 +85,93 @@ class Processor:
     source: str = ""
 
 
+# When vLLM leaves the tower out (the default of ``VisionTower.skipped``: the wrappers that test
+# the limits in their own ``__init__``; memprof/core/weights/vision.py reads it). ``value``:
+# "no modality" (every modality limited to 0), "later stages" (PP stages after the first, Model
+# Runner V2: ``_mark_tower_model``).
+TOWER_SKIPPED: tuple[Rule, ...] = (
+    Rule(name="mm_tower_skipped", changes="weights: vision tower", since="0.10.1", until="0.33.0",
+         value=("no modality",),
+         introduced_by="first seen in 0.10.1 (0.9.2 / 0.10.0 build the tower whatever the "
+         "limits)", removed_by="0.33.0 adds the PP case",
+         source="0.10.1 / 0.10.2 / 0.11.0 models/qwen2_5_vl.py, 0.11.0 qwen3_vl.py __init__: "
+         "self.visual = None unless get_limit_per_prompt('image') or ('video'); 0.10.1 / "
+         "0.11.0 / 0.13.0 mllama4.py __init__: self.vision_model = None unless "
+         "get_limit_per_prompt('image') (0.10.0 builds it always)",
+         applies_to="multimodal"),
+    Rule(name="mm_tower_skipped", changes="weights: vision tower", since="0.33.0", until=None,
+         value=("no modality", "later stages"),
+         introduced_by="first seen in 0.33.0 (0.29.0 - 0.32.0 build it on every PP stage)",
+         source="0.33.0 models/interfaces.py SupportsMultiModal._mark_tower_model "
+         "(StageMissingLayer when every limit is 0, or under Model Runner V2 — the default "
+         "(memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES) — on a stage after the first)",
+         applies_to="multimodal"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeadPart:
+    """One tensor after the encoder blocks (a patch merger, a pixel-shuffle adapter, a
+    projector): a linear ``out × inn`` sharded ``shard`` (``data_shard`` under
+    ``--mm-encoder-tp-mode data``), or, with ``inn`` 0, a norm of ``out`` (the tower's norm kind
+    with ``norm_bias``, else one vector)."""
+
+    module: str
+    out: int
+    inn: int = 0
+    shard: str = "rep"
+    data_shard: str = "rep"
+    bias: bool = False
+    norm: bool = False
+    group: str = "vision tower"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TowerNames:
+    """Module names of the tower's tensors as vLLM names them (prefix, a block's prefix with
+    ``{i}`` for its index, and the block's tensors)."""
+
+    prefix: str = "visual."
+    patch: str = "patch_embed.proj"
+    position: str = "pos_embed"
+    block: str = "blocks.{i}."
+    norm1: str = "norm1"
+    norm2: str = "norm2"
+    qkv: str = "attn.qkv"
+    proj: str = "attn.proj"
+    up: str = ""  # "": mlp.gate_up_proj when gated, else mlp.linear_fc1
+    down: str = ""  # "": mlp.down_proj when gated, else mlp.linear_fc2
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VisionTower:
-    """A ViT as vLLM builds it beside the language model, from ``vision_config``.
+    """A ViT as vLLM builds it beside the language model, from ``vision_config``: what every
+    vision-language family's row reader (``Family.vision``) returns, and all that the generic
+    modules read (weights: ``memprof/core/weights/vision.py``; the profile run's encoder cache
+    and forward: ``memprof/core/terms/encoder.py``).
 
-    Every block: two norms (``norm_bias``: LayerNorm with a bias, else RMSNorm), a fused qkv
-    linear with a bias (column-parallel) and an output projection (row-parallel, ``proj_bias``),
-    and an MLP: ``gated`` (gate_up column-parallel + down row-parallel) or not (fc1 + fc2), biased
-    as ``mlp_bias``. Then the patch merger(s): a norm over ``hidden`` (``hidden·merge²`` for the
-    post-shuffle deepstack mergers), a column-parallel ``hidden·merge² → hidden·merge²`` and a
-    row-parallel ``hidden·merge² → out_hidden`` linear, both biased. The patch embedding is a
-    replicated Conv3d (``in_channels·temporal_patch·patch²`` inputs per output, ``patch_bias``),
-    and a learnt position table of ``position_embeddings`` rows when the tower has one."""
+    Weights. Every block: two norms (``norm_bias``: LayerNorm with a bias, else RMSNorm), a fused
+    qkv linear with a bias (column-parallel) and an output projection (row-parallel,
+    ``proj_bias``), and an MLP: ``gated`` (gate_up column-parallel + down row-parallel) or not
+    (fc1 + fc2), biased as ``mlp_bias``; the linears unquantised unless ``quantised`` (the
+    checkpoint's quantisation, the MLP's only when both its sizes are multiples of
+    ``mlp_quant_multiple``). Around the blocks: the patch embedding (``in_channels·temporal_patch
+    ·patch²`` inputs per output, ``patch_bias``, sharded ``patch_shard``), a learnt position
+    table of ``position_embeddings`` rows (padded to ``position_pad``, sharded
+    ``position_shard``), a class embedding, ``outer_norms``; after them ``head``: the merger /
+    adapter / projector tensors (``HeadPart``).
+
+    Tokens. One encoder output token is ``merge × merge`` patches (a patch merger, a pixel
+    shuffle or an average pool) of width ``out_hidden`` (with each deepstack level's
+    concatenated: ``embed_width``). A tiled tower (``tiles`` > 0) cuts the largest image into
+    ``tiles`` fixed tiles of ``tile_tokens`` output tokens (plus a class token a tile when
+    ``class_embedding``) and its placeholder holds ``placeholder_extra`` tokens more than its
+    embeddings; otherwise the tokens follow the image size the ``processor`` allows (dynamic
+    resolution).
+
+    Forward (the profile run's encoder pass, per patch, TP-local widths): attention keeps
+    ``attn_width[0]·H + attn_width[1]·H/tp`` values live, plus the all-gathered qkv (``3H``)
+    with TP > 1 when ``gather_qkv``; the MLP ``2H + g·I/tp`` (g = 3 gated, 2 plain)."""
 
     depth: int
     hidden: int
@@ -97,7 +179,7 @@ class VisionTower:
     heads: int
     in_channels: int
     patch: int
-    temporal_patch: int
+    temporal_patch: int = 1
     merge: int
     out_hidden: int
     gated: bool
@@ -105,12 +187,28 @@ class VisionTower:
     proj_bias: bool = True
     mlp_bias: bool = True
     patch_bias: bool = False
+    patch_shard: str = "rep"
+    quantised: bool = False
+    mlp_quant_multiple: int = 0
     position_embeddings: int = 0
+    position_pad: int = 1
+    position_shard: str = "rep"
+    class_embedding: bool = False
+    outer_norms: tuple[str, ...] = ()
+    head: tuple[HeadPart, ...] = ()
+    names: TowerNames = TowerNames()
     deepstack_levels: int = 0  # extra post-shuffle mergers; their outputs ride with the main one
     text_hidden: int = 0  # the language model's hidden size (deepstack buffers)
-    processor: Processor
+    tiles: int = 0
+    tile_tokens: int = 0
+    placeholder_extra: int = 0
+    attn_width: tuple[int, int] = (1, 10)
+    gather_qkv: bool = True
+    data_mode: bool = True  # the family honours --mm-encoder-tp-mode data
+    processor: Processor | None = None
     modalities: tuple[str, ...] = ("image", "video")
     releases: tuple[Rule, ...] = ()  # the vLLM releases with the architecture (value True)
+    skipped: tuple[Rule, ...] = TOWER_SKIPPED  # when vLLM leaves it out (weights/vision.py)
     source: str = ""
 
     @property
@@ -120,10 +218,29 @@ class VisionTower:
 
     @property
     def embed_width(self) -> int:
-        """Width of one encoder output token: the merger's ``out_hidden``, with each deepstack
-        level's output concatenated (vLLM qwen3_vl.py ``_process_image_input``: ``torch.cat`` of
-        the main and deepstack embeddings; ``visual_dim + multiscale_dim``)."""
+        """Width of one encoder output token: ``out_hidden``, with each deepstack level's
+        output concatenated (vLLM qwen3_vl.py ``_process_image_input``: ``torch.cat`` of the main
+        and deepstack embeddings; ``visual_dim + multiscale_dim``)."""
         return self.out_hidden * (1 + self.deepstack_levels)
+
+
+def merger_parts(prefix: str, hidden: int, merge: int, out_hidden: int,
+                 levels: int) -> tuple[HeadPart, ...]:
+    """The Qwen-VL patch merger and ``levels`` deepstack mergers: a norm over ``hidden``
+    (``hidden·merge²`` for a post-shuffle deepstack merger), a column-parallel
+    ``hidden·merge² → hidden·merge²`` and a row-parallel ``→ out_hidden`` linear, both biased
+    (vLLM 0.11.0 qwen2_5_vl.py ``Qwen2_5_VisionPatchMerger``, qwen3_vl.py
+    ``Qwen3_VisionPatchMerger``)."""
+    m2 = merge * merge
+    out: list[HeadPart] = []
+    for k in range(1 + levels):
+        mp = prefix + ("merger." if k == 0 else f"deepstack_merger_list.{k - 1}.")
+        out += [HeadPart(module=mp + "norm", out=hidden if k == 0 else hidden * m2, norm=True),
+                HeadPart(module=mp + "linear_fc1", out=hidden * m2, inn=hidden * m2,
+                         shard="col", bias=True),
+                HeadPart(module=mp + "linear_fc2", out=out_hidden, inn=hidden * m2,
+                         shard="row", bias=True)]
+    return tuple(out)
 
 
 # --- reading vision_config ---------------------------------------------------------------------
@@ -156,32 +273,6 @@ def vision_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"config.json field 'vision_config.{key}' must be a list of "
                               "layer indices", hint=f"fix 'vision_config.{key}' in the config.json")
     return vc
-
-
-# Keys of the top-level config that describe the wrapper, not the language model: the
-# ``text_config`` values replace the rest (transformers' composite configs keep the language
-# model's fields there; vLLM builds the language model from ``get_text_config()``).
-_WRAPPER_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "vision_config",
-                 "quantization_config", "_source", "_hf_ids")
-
-
-def language_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The language model's config: ``text_config`` merged over the top level when the config
-    nests one (Qwen3-VL), else the config itself (Qwen2.5-VL's flat layout). The wrapper's
-    architecture, ``model_type``, dtype and quantisation stay the top level's."""
-    text = cfg.get("text_config")
-    if text is None:
-        return dict(cfg)
-    if not isinstance(text, dict):
-        raise ConfigError("config.json field 'text_config' must be an object",
-                          hint="fix 'text_config' in the config.json")
-    out = dict(cfg)
-    out.update({k: v for k, v in text.items() if k not in _WRAPPER_KEYS})
-    if out.get("torch_dtype") is None and out.get("dtype") is None:
-        dtype = text.get("torch_dtype") or text.get("dtype")
-        if dtype is not None:
-            out["torch_dtype"] = dtype
-    return out
 
 
 # --- the largest image and video (the processing info of vLLM's Qwen2-VL family) ------------------
@@ -227,29 +318,37 @@ class ProfileEra:
     """What vLLM V1's encoder profile does at a release: whether ``profile_run`` pads each
     item's output to the encoder budget before caching it, and whether
     ``get_image_size_with_most_features`` factorises ``max_pixels // (patch·merge)²`` merged
-    patches (else it resizes a 9999999² image, a square)."""
+    patches (else it resizes a 9999999² image, a square), and whether the budget counts an
+    item's whole placeholder (``contiguous``: its embeddings and the text tokens between them,
+    ``get_mm_max_contiguous_tokens``) or its embeddings only (``get_num_embeds``)."""
 
     pad_to_budget: bool
     factorized_image: bool
+    contiguous: bool = False
 
 
 ENCODER_PROFILE: tuple[Rule, ...] = (
     Rule(name="mm_encoder_profile", changes="encoder cache (profile run)", since="0.11.0",
-         until="0.13.0", value=ProfileEra(pad_to_budget=True, factorized_image=False),
+         until="0.13.0",
+         value=ProfileEra(pad_to_budget=True, factorized_image=False, contiguous=True),
          introduced_by="first seen in 0.11.0 (0.10.2 caches the outputs unpadded; the releases "
          "before 0.11.0 are not modelled)",
          removed_by="first seen in 0.13.0: outputs cached unpadded, the largest image by "
-         "factorising max_pixels",
+         "factorising max_pixels, the budget counting an item's embeddings only",
          source="0.11.0 / 0.11.1 / 0.12.0 wheels: v1/worker/gpu_model_runner.py profile_run "
          "(output.new_zeros((encoder_budget, …))), models/qwen2_vl.py "
-         "get_image_size_with_most_features (_get_vision_info of a 9999999² image)",
+         "get_image_size_with_most_features (_get_vision_info of a 9999999² image), "
+         "multimodal/registry.py get_max_tokens_per_item_by_modality "
+         "(profiler.get_mm_max_contiguous_tokens: the whole placeholder)",
          applies_to="multimodal"),
     Rule(name="mm_encoder_profile", changes="encoder cache (profile run)", since="0.13.0",
          until=None, value=ProfileEra(pad_to_budget=False, factorized_image=True),
          introduced_by="first seen in 0.13.0",
          source="0.13.0 / 0.15.0 / 0.33.0 wheels: profile_run (encoder_cache[f'tmp_{i}'] = "
          "output), qwen2_vl.py get_image_size_with_most_features (closest_factor_pair, aspect "
-         "≤ 200)", applies_to="multimodal"),
+         "≤ 200), 0.13.0 multimodal/registry.py profiler.get_mm_max_tokens / 0.33.0 "
+         "multimodal/encoder_budget.py get_mm_max_toks_per_item (get_num_embeds: embeddings "
+         "only)", applies_to="multimodal"),
 )
 """vLLM V1's encoder profile by release; before 0.11.0 no row: the encoder term says that
 release's encoder profile is not modelled (0.8.0 - 0.10.2 size the largest video against the
@@ -316,12 +415,21 @@ def video_rule(p: Processor, version: str | None) -> VideoRule | None:
 
 
 @lru_cache(maxsize=64)
-def largest_item(t: VisionTower, p: Processor, modality: str, seq_len: int,
+def largest_item(t: VisionTower, p: Processor | None, modality: str, seq_len: int,
                  version: str | None = None) -> Item:
     """The largest item of ``modality`` at ``version`` (``get_mm_max_tokens_per_item``, one
-    item of each modality): an image of the most features; a video by its ``VideoRule``."""
+    item of each modality): a tiled tower's image of ``tiles`` tiles (its placeholder's other
+    tokens counted where the release's budget counts them); else an image of the most features
+    within the processor's limits, a video by its ``VideoRule``."""
     era = value_at(ENCODER_PROFILE, version, ENCODER_PROFILE[-1].value)
     assert isinstance(era, ProfileEra)
+    if t.tiles:
+        n = t.tiles * t.tile_tokens
+        return Item(modality="image", encoder_tokens=n,
+                    budget_tokens=n + (t.placeholder_extra if era.contiguous else 0))
+    if p is None:
+        raise ConfigError("a vision tower without tiles needs its processor's limits",
+                          hint="set VisionTower.processor in the family's vision reader")
     image = _image_size(t, p.image_max_pixels, p.image_min_pixels, era.factorized_image)
     if modality == "image":
         n = _vision_tokens(t, 1, *image)
@@ -543,5 +651,14 @@ def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it
         raise BadInput(f"{engine} {version} has no {model} architecture (vLLM added it in "
                        f"{first}, {vision.releases[0].introduced_by})",
                        hint=f"use --engine-version {first} or later")
+    if tp_mode != "weights" and not vision.data_mode:
+        raise BadInput(f"--mm-encoder-tp-mode {tp_mode} is not modelled for {model}: its vLLM "
+                       "model does not shard the tower by data", hint="drop --mm-encoder-tp-mode")
     mm_limits(limit_text, vision.modalities)
+    if vision.processor is None:
+        if kwargs_text is not None:
+            raise BadInput(f"--mm-processor-kwargs is not modelled for {model} (its images are "
+                           "fixed tiles, not sized by max_pixels)",
+                           hint="drop --mm-processor-kwargs for the estimate")
+        return
     processor_limits(vision.processor, kwargs_text)

@@ -16,16 +16,20 @@ labelled placeholder says so). The budget and the items: ``memprof/core/models/m
 so this term adds, beside the text peak: the encoder cache (profiled), and what the encoder
 forward needs above the text peak and the cache (profiled, 0 when the text run is larger).
 
-The encoder forward on P = items × tokens × merge² patches, one rank (TP-local widths; the
-attention's ``split_qkv`` all-gathers qkv when TP > 1), read from ``qwen2_5_vl.py`` /
-``qwen3_vl.py`` ``forward`` of the vision blocks (flash-attention varlen: no P² scores). With
+The encoder forward on P = items × tokens × merge² patches (plus a class token a tile for a
+tower that has one), one rank (TP-local widths), the same for every family with the tower's
+``attn_width`` (a, b) and ``gather_qkv`` read from its vLLM file: ``qwen2_5_vl.py`` /
+``qwen3_vl.py`` (a, b) = (1, 10) and ``split_qkv`` all-gathering qkv when TP > 1; ``siglip.py``
+(Gemma 3) (2, 4); ``mllama4.py`` (Llama 4) (2, 11) — the family modules give the reading
+(flash-attention varlen: no P² scores). With
 ``--mm-encoder-tp-mode data`` the tower is whole on each rank (tp = 1 below) and each rank
 encodes a share of the items (``vision.py`` ``run_dp_sharded_mrope_vision_model``): the busiest
 rank's ceil(items / TP) is charged:
 
-    pixels     P · patch_inputs · (4 + s)   the processor's fp32 pixels and their model-dtype copy
-    attention  P · (H + 10·H/tp) · s        residual, qkv, contiguous q/k/v, q‖k and its rotation
-               + P · 3H · s with TP > 1     the all-gathered qkv
+    pixels     P' · patch_inputs · (4 + s)  the processor's fp32 pixels and their model-dtype copy
+                                            (P': the patches that carry pixels, no class token)
+    attention  P · (a·H + b·H/tp) · s       residual, normed input, qkv, q/k copies and rotation
+               + P · 3H · s with TP > 1     the all-gathered qkv (gather_qkv)
     mlp        P · (2H + g·I/tp) · s        residual and normed input, gate_up (g = 3: gate_up +
                                             its activation) or fc1 (g = 2: fc1 + activation)
     deepstack  levels · P/merge² · out · s  the deepstack mergers' outputs kept to the end
@@ -100,7 +104,9 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
         return out
     if ctx.coord.pp_stage > 0 and value_at(ENCODER_FIRST_STAGE, dep.engine_version, False):
         return out
-    tower = replace(tower, processor=processor_limits(tower.processor, dep.mm_processor_kwargs))
+    if tower.processor is not None:
+        tower = replace(tower, processor=processor_limits(tower.processor,
+                                                          dep.mm_processor_kwargs))
     limits = mm_limits(dep.limit_mm_per_prompt, tower.modalities)
     max_len = dep.max_model_len or ctx.spec.max_position_embeddings or t
     eb = encoder_budget(tower, limits=limits, max_model_len=max_len,
@@ -108,15 +114,20 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
                         version=dep.engine_version)
     if eb is None:
         return out
-    data = dep.mm_encoder_tp_mode == "data"
+    data = dep.mm_encoder_tp_mode == "data" and tower.data_mode
     tp = 1 if data else dep.tp
     h, i, m2 = tower.hidden, tower.intermediate, tower.merge * tower.merge
     # data mode: the items are spread over the TP ranks (run_dp_sharded_mrope_vision_model),
     # whole ones; the busiest rank's share is taken, ceil(items / tp) [an upper bound]
     local_items = -(-eb.items // dep.tp) if data else eb.items
-    patches = local_items * eb.item.encoder_tokens * m2
-    pixels = patches * tower.patch_inputs * (PIXEL_BYTES + s)
-    attn = patches * (h + 10 * h // tp) * s + (patches * 3 * h * s if tp > 1 else 0)
+    image_patches = local_items * eb.item.encoder_tokens * m2  # those that carry pixels
+    # a tiled tower adds a class token to each tile
+    cls = local_items * tower.tiles if tower.class_embedding else 0
+    patches = image_patches + cls
+    pixels = image_patches * tower.patch_inputs * (PIXEL_BYTES + s)
+    a, b = tower.attn_width
+    attn = (patches * (a * h + b * h // tp) * s
+            + (patches * 3 * h * s if tp > 1 and tower.gather_qkv else 0))
     mlp = patches * (2 * h + (3 if tower.gated else 2) * i // tp) * s
     deep = tower.deepstack_levels * local_items * eb.item.encoder_tokens * tower.out_hidden * s
     forward = pixels + max(attn, mlp) + deep

@@ -43,8 +43,7 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens")),
-    # (dp and expert parallelism through the text peak it subtracts: activation_terms of a
-    # MoE text model, e.g. Qwen3-VL-30B-A3B)
+    # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
     "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",

@@ -101,9 +101,6 @@ class RankWeights(AttentionWeights, MlpWeights):
         start, end = stages[self.coord.pp_stage]
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
-        towers = family_row(spec.family).towers
-        if towers is not None:  # a multimodal model's encoders, built before its language model
-            towers(self, spec.raw)
         if spec.vision is not None:  # vLLM builds the tower first (weights/vision.py)
             from memprof.core.weights.vision import tower_built, vision_tower
 

@@ -38,14 +38,24 @@ own: the attention cap is a kernel argument, and ``LogitsProcessor`` (``logits_p
 caps the ``[rows, vocab]`` logits in the model dtype out of place, each step freeing the
 previous tensor, below the sampler's fp32 copy of the same rows that sets the profile-run peak.
 
-Not modelled: the multimodal profile run (the encoder's dummy images and the encoder cache);
-the estimate's note says so (``MULTIMODAL_NOTE``).
+The multimodal wrapper goes through the one vision mechanism (``siglip_tower`` returns its
+``VisionTower``; ``memprof/core/models/multimodal.py``): vLLM 0.11.0 ``gemma3_mm.py``
+``Gemma3ProcessingInfo.get_num_image_tokens`` gives an image ``(num_crops + 1) ×
+image_seq_length`` tokens, ``num_crops`` 0 with pan-and-scan off (``get_num_crops``), so the
+largest image is 256 tokens; ``Gemma3MultiModalProjector`` average-pools the ``64 × 64`` SigLIP
+patches with a kernel of ``patches_per_image // tokens_per_side`` = 4 and projects them to the
+text hidden size (what the encoder cache holds). ``SiglipAttention.forward`` (``siglip.py``)
+keeps the residual, the normed input, qkv and the attention output live (``attn_width``
+(2, 4)); ``SiglipMLP`` fc1 and its activation. The tower is built whatever
+``--limit-mm-per-prompt`` says up to 0.14.1 (``GEMMA3_MM_TOWER_SKIPPED``), and
+``--mm-encoder-tp-mode`` is not read by ``gemma3_mm.py`` (refused).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ROPE_KEEPS_MAX_LEN, ConfigFields
@@ -53,7 +63,6 @@ from memprof.core.models.families.row import (
     Built,
     ConfigView,
     Family,
-    TowerSink,
     gqa,
     layer_types_windows,
     lift_text_config,
@@ -61,6 +70,10 @@ from memprof.core.models.families.row import (
     vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
+from memprof.core.versions import Rule
+
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import VisionTower
 
 # transformers 4.50 Gemma2Config.__init__ defaults for the fields memprof reads
 GEMMA2_DEFAULTS: dict[str, Any] = {
@@ -74,8 +87,6 @@ GEMMA3_DEFAULTS: dict[str, Any] = {
     "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0, "sliding_window": 4096,
     "sliding_window_pattern": 6, "tie_word_embeddings": True,
 }
-MULTIMODAL_NOTE = ("vision tower + projector weights counted; the multimodal profile run "
-                   "(dummy images, encoder cache) is not modelled")
 
 
 def _view(defaults: dict[str, Any], *, rope_keeps_max_len: bool = False) -> ConfigView:
@@ -132,15 +143,40 @@ def _gemma3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return [Layer(index=i, attention=attn[windows[i]], mlp=mlp) for i in range(n_layers)], []
 
 
-def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
-    """The SigLIP vision tower and Gemma 3's projector, as vLLM builds them on each rank
-    (module docstring): per encoder layer ``3H·H + 3H`` (qkv) + ``H·H + H`` (out_proj) +
-    ``I·H + I`` (fc1) + ``H·I + H`` (fc2) + ``4H`` (two LayerNorms), TP-sharded as the
-    parallel linears shard; patch embedding ``H·C·P² + H``, ``(S/P)²`` position rows,
-    ``post_layernorm`` ``2H``; projector ``H·D_text`` + ``H``."""
+# When vLLM leaves the SigLIP tower out: gemma3_mm.py builds it whatever the limits up to
+# 0.14.1; from 0.15.0 through SupportsMultiModal._mark_tower_model (every limit 0), and from
+# 0.33.0 on the PP stages after the first too (the shared rows, multimodal.TOWER_SKIPPED)
+GEMMA3_MM_TOWER_SKIPPED: tuple[Rule, ...] = (
+    Rule(name="gemma3_mm_tower_skipped", changes="weights: vision tower", since="0.15.0",
+         until="0.33.0", value=("no modality",),
+         introduced_by="first seen in 0.15.1 (0.14.1 builds the tower whatever the limits)",
+         removed_by="0.33.0 adds the PP case",
+         source="0.15.1 / 0.19.0 models/gemma3_mm.py __init__: with "
+         "self._mark_tower_model(vllm_config, 'image'); models/interfaces.py",
+         applies_to="gemma3_mm"),
+    Rule(name="gemma3_mm_tower_skipped", changes="weights: vision tower", since="0.33.0",
+         until=None, value=("no modality", "later stages"), introduced_by="first seen in 0.33.0",
+         source="0.33.0 models/gemma3_mm.py, models/interfaces.py _mark_tower_model",
+         applies_to="gemma3_mm"),
+)
+# the image's placeholder beyond its 256 embeddings: HF processing_gemma3.py
+# full_image_sequence = "\n\n" + boi + image tokens + eoi + "\n\n", tokenised as
+# [108, 255999, soft tokens…, 256000, 108] (Google's gemma library, gemma/gm/vision
+# _token_utils tests): 4 tokens, counted by the 0.11.0 - 0.12.0 encoder budget (ENCODER_PROFILE)
+PLACEHOLDER_EXTRA = 4
+
+
+def siglip_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower | None:
+    """The SigLIP vision tower and Gemma 3's projector as vLLM builds them on each rank (module
+    docstring), and the tokens an image becomes: one 896² image (pan-and-scan off, the
+    processor's default) of ``(S/P)²`` = 4096 patches, average-pooled to
+    ``mm_tokens_per_image`` = 256 tokens of the text hidden size. None for a text-only
+    ``Gemma3ForCausalLM`` config that names model_type gemma3."""
+    from memprof.core.models.multimodal import HeadPart, TowerNames, VisionTower
+
     vc = raw.get("vision_config")
     if vc is None and "Gemma3ForConditionalGeneration" not in (raw.get("architectures") or []):
-        return  # a text-only Gemma3ForCausalLM config that names model_type gemma3
+        return None
     if not isinstance(vc, dict):
         raise ConfigError("config.json of this Gemma 3 model has no vision_config",
                           hint="pass the model's full config.json (or the text model's)")
@@ -151,32 +187,32 @@ def siglip_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     if vc.get("vision_use_head"):
         raise ConfigError("vision_config.vision_use_head is true: memprof does not model the "
                           "SigLIP pooling head", hint="Gemma 3 checkpoints set it false")
-    if heads % w.tp:
-        raise ConfigError(f"the vision tower's {heads} heads do not split over TP {w.tp}",
-                          hint="vLLM divides them evenly; use a TP size that divides them")
-    g = "vision tower"
-    p = "vision_tower.vision_model."
-    w.linear(p + "embeddings.patch_embedding", g, h, channels * patch * patch, shard="rep",
-             bias=True, quantise=False)
-    positions = (image // patch) ** 2
-    w.linear(p + "embeddings.position_embedding", g, -(-positions // 64) * 64, h, shard="col",
-             quantise=False)
-    mlp_quant = h % 64 == 0 and inter % 64 == 0
-    for i in range(n_layers):
-        q = f"{p}encoder.layers.{i}."
-        w.linear(q + "self_attn.qkv_proj", g, 3 * h, h, shard="col", bias=True)
-        w.linear(q + "self_attn.out_proj", g, h, h, shard="row", bias=True)
-        w.linear(q + "mlp.fc1", g, inter, h, shard="col", bias=True, quantise=mlp_quant)
-        w.linear(q + "mlp.fc2", g, h, inter, shard="row", bias=True, quantise=mlp_quant)
-        for norm in ("layer_norm1", "layer_norm2"):
-            w.vector(q + norm, g, h)
-            w.vector(q + norm + ".bias", g, h)
-    w.vector(p + "post_layernorm", g, h)
-    w.vector(p + "post_layernorm.bias", g, h)
-    text_hidden = vision_int(raw, "hidden_size")
-    w.linear("multi_modal_projector.mm_input_projection_weight", "mm projector", text_hidden, h,
-             shard="rep", quantise=False)
-    w.vector("multi_modal_projector.mm_soft_emb_norm", "mm projector", h)
+    side = image // patch
+    tokens = vision_int(raw, "mm_tokens_per_image", default=256)  # Gemma3Config's default
+    per_side = math.isqrt(tokens)
+    if per_side * per_side != tokens or side % per_side:
+        raise ConfigError(f"mm_tokens_per_image {tokens} is no square that pools the "
+                          f"{side}×{side} patches evenly",
+                          hint="fix mm_tokens_per_image in the config.json")
+    g = "mm projector"
+    return VisionTower(
+        depth=n_layers, hidden=h, intermediate=inter, heads=heads, in_channels=channels,
+        patch=patch, merge=side // per_side, out_hidden=text_hidden, gated=False,
+        norm_bias=True, patch_bias=True, quantised=True, mlp_quant_multiple=64,
+        position_embeddings=side * side, position_pad=64, position_shard="col",
+        outer_norms=("post_layernorm",),
+        head=(HeadPart(module="multi_modal_projector.mm_input_projection_weight",
+                       out=text_hidden, inn=h, group=g),
+              HeadPart(module="multi_modal_projector.mm_soft_emb_norm", out=h, group=g)),
+        names=TowerNames(prefix="vision_tower.vision_model.",
+                         patch="embeddings.patch_embedding",
+                         position="embeddings.position_embedding", block="encoder.layers.{i}.",
+                         norm1="layer_norm1", norm2="layer_norm2", qkv="self_attn.qkv_proj",
+                         proj="self_attn.out_proj", up="mlp.fc1", down="mlp.fc2"),
+        tiles=1, tile_tokens=tokens, placeholder_extra=PLACEHOLDER_EXTRA,
+        attn_width=(2, 4), gather_qkv=False, data_mode=False, modalities=("image",),
+        skipped=GEMMA3_MM_TOWER_SKIPPED,
+        source="vLLM 0.11.0 gemma3_mm.py + siglip.py")
 
 
 _NORMS = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
@@ -195,6 +231,6 @@ GEMMA3 = Family(
 GEMMA3_MM = Family(
     name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
-    layer_norms=_NORMS, towers=siglip_tower, note=MULTIMODAL_NOTE,
+    layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,),
     source="vLLM model_executor/models/gemma3_mm.py + siglip.py + gemma3.py (0.12.0)",
 )

@@ -30,22 +30,31 @@ Sources, vLLM 0.12.0 (read in the wheel):
   (every 4th layer NoPE), ``interleave_moe_layer_step`` 1, ``attention_chunk_size`` 8192,
   ``head_dim`` 128.
 
-Not modelled: the multimodal profile run (dummy images, the encoder cache), the vision
-encoder's own 2-D rotary buffer (``Llama4VisionRotaryEmbedding``, a few hundred KiB), and the
-tower's absence under ``--limit-mm-per-prompt image=0``.
+The wrapper goes through the one vision mechanism (``vision_tower`` returns its
+``VisionTower``; ``memprof/core/models/multimodal.py``), read in vLLM 0.11.0 ``mllama4.py``:
+``Mllama4ProcessingInfo.get_patch_per_chunk`` (``(image_size // patch_size)² // round(1 /
+pixel_shuffle_ratio²)`` = 144 tokens a tile), ``get_image_size_with_most_features``
+(``max_patches`` tiles high, one wide: ``patches_per_image`` = 1 + 16 tiles),
+``_process_image_input`` (the projector's outputs, text hidden wide, are what the encoder cache
+holds); the tower and projector are left out when the image limit is 0 (0.10.1+:
+``multimodal.TOWER_SKIPPED``). ``Llama4VisionAttention.forward`` keeps the residual, the
+normed input, qkv and the rotated q and k, which ``Llama4VisionRotaryEmbedding`` computes as
+float32 complex products (``attn_width`` (2, 11): 3 + 4 + 4 H/tp), no all-gather.
+
+Not modelled: the vision encoder's own 2-D rotary buffer (``Llama4VisionRotaryEmbedding``, a
+few hundred KiB).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
-    TowerSink,
     gqa,
     lift_text_config,
     top_k,
@@ -53,15 +62,15 @@ from memprof.core.models.families.row import (
 )
 from memprof.core.models.spec import MLP, Layer
 
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import VisionTower
+
 # transformers 4.51 Llama4TextConfig.__init__ defaults for what memprof reads
 NO_ROPE_LAYER_INTERVAL = 4
 LLAMA4_DEFAULTS: dict[str, Any] = {
     "interleave_moe_layer_step": 1, "attention_chunk_size": 8192, "head_dim": 128,
     "no_rope_layer_interval": NO_ROPE_LAYER_INTERVAL,
 }
-MULTIMODAL_NOTE = ("vision tower + projector weights counted (omitted by vLLM under "
-                   "--limit-mm-per-prompt image=0); the multimodal profile run (dummy images, "
-                   "encoder cache) is not modelled")
 
 
 def _view(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -97,12 +106,21 @@ def _llama4_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return layers, []
 
 
-def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
+# the largest image's tiles: HF Llama4ImageProcessorFast max_patches 16 (the checkpoints'
+# preprocessor_config.json), laid out 16:1 by vLLM mllama4.py get_image_size_with_most_features,
+# plus the global tile (patches_per_image = 1 + r_h·r_w)
+MAX_TILES = 16
+
+
+def vision_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower:
     """The Llama 4 vision tower, adapter and projector as vLLM builds them on each rank
-    (unquantised, TP-sharded; module docstring): per encoder layer ``3H·H + 3H`` +
-    ``H·H + H`` + ``I·H + I`` + ``H·I + H`` + ``4H``; patch ``C·P²·H``, class ``H``, positions
-    ``((S/P)² + 1)·H``, two LayerNorms ``4H``; adapter ``I·D_in + D_in·D_out``; projector
-    ``D_vis·D_text``."""
+    (unquantised, TP-sharded; module docstring), and the tokens an image becomes: the largest
+    image is ``16 + 1`` tiles of ``(S/P)² · pixel_shuffle_ratio²`` = 144 tokens each (a class
+    token a tile dropped after the encoder), projected to the text hidden size; its placeholder
+    adds ``<|image_start|>``, a ``<|tile_y_separator|>`` per tile row, ``<|image|>`` and
+    ``<|image_end|>`` (HF processing_llama4.py ``_prompt_split_image``): 19 tokens."""
+    from memprof.core.models.multimodal import HeadPart, TowerNames, VisionTower
+
     vc = raw.get("vision_config")
     if not isinstance(vc, dict):
         raise ConfigError("config.json of this Llama 4 model has no vision_config",
@@ -114,33 +132,34 @@ def vision_tower(w: TowerSink, raw: dict[str, Any]) -> None:
     d_in, d_out = vision_int(vc, "projector_input_dim"), vision_int(vc, "projector_output_dim")
     d_vis = vision_int(vc, "vision_output_dim")
     mm_bias = bool(vc.get("multi_modal_projector_bias", False))
-    if heads % w.tp:
-        raise ConfigError(f"the vision tower's {heads} heads do not split over TP {w.tp}",
-                          hint="vLLM divides them evenly; use a TP size that divides them")
-    g = "vision tower"
+    ratio = vc.get("pixel_shuffle_ratio", 0.5)  # Llama4VisionConfig's default
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ConfigError(f"vision_config.pixel_shuffle_ratio {str(ratio)[:20]!r} is not in "
+                          "(0, 1]", hint="fix vision_config.pixel_shuffle_ratio")
+    merge = round(1 / ratio)  # mllama4.py get_patch_per_chunk: ds_ratio = round(1 / ratio²)
+    side = image // patch
+    if side % merge:
+        raise ConfigError(f"pixel_shuffle_ratio {ratio} does not divide the {side}×{side} "
+                          "patches of a tile", hint="fix vision_config.pixel_shuffle_ratio")
     p = "vision_model."
-    w.linear(p + "patch_embedding.linear", g, h, channels * patch * patch, shard="col",
-             quantise=False)
-    w.vector(p + "class_embedding", g, h)
-    w.linear(p + "positional_embedding_vlm", g, (image // patch) ** 2 + 1, h, shard="rep",
-             quantise=False)
-    for norm in ("layernorm_pre", "layernorm_post"):
-        w.vector(p + norm, g, h)
-        w.vector(p + norm + ".bias", g, h)
-    for i in range(n_layers):
-        q = f"{p}model.layers.{i}."
-        w.linear(q + "self_attn.qkv_proj", g, 3 * h, h, shard="col", bias=True, quantise=False)
-        w.linear(q + "self_attn.o_proj", g, h, h, shard="row", bias=True, quantise=False)
-        w.linear(q + "mlp.fc1", g, inter, h, shard="col", bias=True, quantise=False)
-        w.linear(q + "mlp.fc2", g, h, inter, shard="row", bias=True, quantise=False)
-        for norm in ("input_layernorm", "post_attention_layernorm"):
-            w.vector(q + norm, g, h)
-            w.vector(q + norm + ".bias", g, h)
     a = p + "vision_adapter.mlp."
-    w.linear(a + "fc1", g, d_in, inter, shard="col", bias=mm_bias, quantise=False)
-    w.linear(a + "fc2", g, d_out, d_in, shard="row", bias=mm_bias, quantise=False)
-    w.linear("multi_modal_projector.linear_1", "mm projector", vision_int(raw, "hidden_size"),
-             d_vis, shard="col", quantise=False)
+    return VisionTower(
+        depth=n_layers, hidden=h, intermediate=inter, heads=heads, in_channels=channels,
+        patch=patch, merge=merge, out_hidden=text_hidden, gated=False, norm_bias=True,
+        patch_shard="col", position_embeddings=side * side + 1, class_embedding=True,
+        outer_norms=("layernorm_pre", "layernorm_post"),
+        head=(HeadPart(module=a + "fc1", out=d_in, inn=inter, shard="col", bias=mm_bias),
+              HeadPart(module=a + "fc2", out=d_out, inn=d_in, shard="row", bias=mm_bias),
+              HeadPart(module="multi_modal_projector.linear_1", out=text_hidden, inn=d_vis,
+                       shard="col", data_shard="col", group="mm projector")),
+        names=TowerNames(prefix=p, patch="patch_embedding.linear",
+                         position="positional_embedding_vlm", block="model.layers.{i}.",
+                         norm1="input_layernorm", norm2="post_attention_layernorm",
+                         qkv="self_attn.qkv_proj", proj="self_attn.o_proj", up="mlp.fc1",
+                         down="mlp.fc2"),
+        tiles=MAX_TILES + 1, tile_tokens=side * side // (merge * merge),
+        placeholder_extra=MAX_TILES + 3, attn_width=(2, 11), gather_qkv=False,
+        modalities=("image",), source="vLLM 0.11.0 mllama4.py")
 
 
 TEXT = Family(
@@ -151,7 +170,6 @@ TEXT = Family(
 FAMILY = Family(
     name="llama4", model_types=("llama4",),
     architectures=("Llama4ForConditionalGeneration",),
-    build=_llama4_layers, attention="gqa", moe=True, config_view=_view, towers=vision_tower,
-    note=MULTIMODAL_NOTE,
+    build=_llama4_layers, attention="gqa", moe=True, config_view=_view, vision=vision_tower,
     source="vLLM model_executor/models/llama4.py + mllama4.py (0.12.0)",
 )

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families import qwen, qwen_moe
-from memprof.core.models.families.row import Built, Family, vision_int
+from memprof.core.models.families.row import Built, Family, lift_text_config, vision_int
 from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
@@ -106,33 +106,38 @@ QWEN3_VL_RELEASES = (Rule(
 
 
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
-    from memprof.core.models.multimodal import VisionTower, vision_fields
+    from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
 
     vc = vision_fields(cfg)
+    h, merge = vision_int(vc, "hidden_size"), vision_int(vc, "spatial_merge_size")
     return VisionTower(
-        depth=vision_int(vc, "depth"), hidden=vision_int(vc, "hidden_size"),
+        depth=vision_int(vc, "depth"), hidden=h,
         intermediate=vision_int(vc, "intermediate_size"), heads=vision_int(vc, "num_heads"),
         in_channels=vision_int(vc, "in_channels", "in_chans"),
         patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
-        merge=vision_int(vc, "spatial_merge_size"), out_hidden=vision_int(vc, "out_hidden_size"),
+        merge=merge, out_hidden=vision_int(vc, "out_hidden_size"),
         gated=True, norm_bias=False, patch_bias=False, text_hidden=text_hidden,
+        head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), 0),
         processor=processors()[0], releases=QWEN2_5_VL_RELEASES,
         source="vLLM 0.11.0 qwen2_5_vl.py")
 
 
 def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
-    from memprof.core.models.multimodal import VisionTower, vision_fields
+    from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
 
     vc = vision_fields(cfg)
+    h, merge = vision_int(vc, "hidden_size"), vision_int(vc, "spatial_merge_size")
+    levels = len(vc.get("deepstack_visual_indexes") or [])
     return VisionTower(
-        depth=vision_int(vc, "depth"), hidden=vision_int(vc, "hidden_size"),
+        depth=vision_int(vc, "depth"), hidden=h,
         intermediate=vision_int(vc, "intermediate_size"), heads=vision_int(vc, "num_heads"),
         in_channels=vision_int(vc, "in_channels", "in_chans"),
         patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
-        merge=vision_int(vc, "spatial_merge_size"), out_hidden=vision_int(vc, "out_hidden_size"),
+        merge=merge, out_hidden=vision_int(vc, "out_hidden_size"),
         gated=False, norm_bias=True, patch_bias=True,
         position_embeddings=vision_int(vc, "num_position_embeddings"),
-        deepstack_levels=len(vc.get("deepstack_visual_indexes") or []), text_hidden=text_hidden,
+        deepstack_levels=levels, text_hidden=text_hidden,
+        head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), levels),
         processor=processors()[1], releases=QWEN3_VL_RELEASES,
         source="vLLM 0.11.0 qwen3_vl.py")
 
@@ -155,17 +160,18 @@ def _qwen3_vl_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 QWEN2_5_VL = Family(
     name="qwen2_5_vl", model_types=("qwen2_5_vl",),
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
-    attention="gqa", vision=_qwen2_5_vl_tower,
+    attention="gqa", vision=_qwen2_5_vl_tower, config_view=lift_text_config,
+    release_rules=lambda: multimodal_rules(),
     source="vLLM model_executor/models/qwen2_5_vl.py (0.11.0)")
 QWEN3_VL = Family(
     name="qwen3_vl", model_types=("qwen3_vl",),
     architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
-    attention="gqa", vision=_qwen3_vl_tower,
+    attention="gqa", vision=_qwen3_vl_tower, config_view=lift_text_config,
     source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
 QWEN3_VL_MOE = Family(
     name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
-    attention="gqa", moe=True, vision=_qwen3_vl_tower,
+    attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=lift_text_config,
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
 def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:

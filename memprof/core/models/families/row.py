@@ -1,11 +1,12 @@
 """The row every model family fills in (``Family``) and the config readers the families share:
 GQA attention from the config, ``head_dim`` as HF defaults it, per-layer sliding windows,
-experts per token, and the error for a missing field."""
+experts per token, a multimodal wrapper's language model (``lift_text_config``) and its
+``vision_config`` integers (``vision_int``), and the error for a missing field."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
@@ -13,27 +14,11 @@ from memprof.core.models.spec import MLP, Attention, Layer
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import VisionTower
+    from memprof.core.versions import Rule
 
 Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
 LayerBuilder = Callable[[ConfigFields, int, int], Built]
-
-
-class TowerSink(Protocol):
-    """What a family's ``towers`` writes its encoder tensors into (the rank's weight builder,
-    ``memprof.core.weights.rank.RankWeights``): linears sharded as vLLM shards them (``col``,
-    ``row``, ``rep``) and 1-D vectors; ``raw`` is the (viewed) config.json."""
-
-    tp: int
-
-    def linear(self, module: str, group: str, out: int, inn: int, *, shard: str,
-               bias: bool = False, quantise: bool = True, replicas_extra: int = 1) -> None: ...
-
-    def vector(self, module: str, group: str, n: int, dtype: str | None = None,
-               *, sharded: bool = False) -> None: ...
-
-
 ConfigView = Callable[[dict[str, Any]], dict[str, Any]]
-Towers = Callable[[TowerSink, dict[str, Any]], None]
 
 
 class Family(NamedTuple):
@@ -71,16 +56,16 @@ class Family(NamedTuple):
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
     # HF config class's defaults for what the checkpoint leaves out (None: the config as is)
     config_view: ConfigView | None = None
-    # the encoder towers vLLM builds beside the language model (a vision tower and its
-    # projector), written into the rank's weights on every PP stage (None: none)
-    towers: Towers | None = None
     # per-layer norms (hidden size) beyond input_layernorm / post_attention_layernorm
     layer_norms: tuple[str, ...] = ()
     note: str = ""  # what the estimate of such a model leaves out, stated in its notes
-    # a multimodal wrapper: reads the vision tower from the whole config (``vision_config``) and
-    # the language model's hidden size; the language model is then read from ``text_config``
-    # (memprof/core/models/multimodal.py)
-    vision: Callable[[dict[str, Any], int], VisionTower] | None = None
+    # a vision-language wrapper: reads its vision tower (a ``VisionTower``: the weights, the
+    # tokens an image becomes, the profile run's encoder forward) from the whole config.json
+    # and the language model's hidden size; None for a config of the architecture without one
+    # (memprof/core/models/multimodal.py). Its ``config_view`` reads the language model.
+    vision: Callable[[dict[str, Any], int], VisionTower | None] | None = None
+    # the family's own release rows (``memprof versions`` lists them: version_diff.py)
+    release_rules: Callable[[], tuple[tuple[Rule, ...], ...]] | None = None
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
@@ -120,17 +105,33 @@ def gqa(c: ConfigFields, hidden: int, *, bias: bool, qk_norm: bool, window: int 
                      sinks=sinks)
 
 
+# Keys of a wrapper's top-level config that describe the wrapper, not its language model: the
+# text config's values replace the rest (transformers' composite configs keep the language
+# model's fields there; vLLM builds the language model from ``get_text_config()``).
+WRAPPER_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "vision_config",
+                "quantization_config", "_source", "_hf_ids")
+
+
 def lift_text_config(cfg: dict[str, Any], key: str = "text_config") -> dict[str, Any]:
     """A multimodal wrapper's config read as its language model's: the fields of ``cfg[key]``
-    at the top level, the wrapper's own fields (``architectures``, ``model_type``,
-    ``torch_dtype``, ``quantization_config``, ``vision_config``, ...) kept over them, as vLLM
-    reads the dtype and the quantisation from the top-level config and the sizes from
-    ``hf_text_config``; a config without ``key`` is returned as a copy."""
-    inner = cfg.get(key)
-    if not isinstance(inner, dict):
+    over the top level's, except the wrapper's own (``WRAPPER_KEYS``: architecture,
+    ``model_type``, dtype, quantisation, ``vision_config``), as vLLM reads the dtype and the
+    quantisation from the top-level config and the sizes from ``hf_text_config``; the text
+    config's dtype when the top level states none. A config without ``key`` is returned as a
+    copy (Qwen2.5-VL's flat layout); a ``key`` that is no object is a ``ConfigError``."""
+    text = cfg.get(key)
+    if text is None:
         return dict(cfg)
-    outer = {k: v for k, v in cfg.items() if k != key}
-    return {**inner, **outer}
+    if not isinstance(text, dict):
+        raise ConfigError(f"config.json field {key!r} must be an object",
+                          hint=f"fix {key!r} in the config.json")
+    out = {k: v for k, v in cfg.items() if k != key}
+    out.update({k: v for k, v in text.items() if k not in WRAPPER_KEYS})
+    if out.get("torch_dtype") is None and out.get("dtype") is None:
+        dtype = text.get("torch_dtype") or text.get("dtype")
+        if dtype is not None:
+            out["torch_dtype"] = dtype
+    return out
 
 
 def missing(c: ConfigFields, key: str, why: str) -> ConfigError:
