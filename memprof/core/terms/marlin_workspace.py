@@ -16,11 +16,46 @@ called once per Marlin linear (``MarlinLinearKernel.process_weights_after_loadin
 ``memprof.core.weights.formats.marlin_blocks``); a fused linear (``qkv_proj``) has one. Each
 workspace is its own allocation, which PyTorch's caching allocator rounds up to 512 B (not
 counted here: the model-load rounding replay does not see these buffers).
+
+Before 0.9.0 the workspace was sized by the layer's output columns instead, and a FusedMoE
+layer kept none (``memprof.core.terms.marlin_repack.MARLIN_WORKSPACE``: 0.8.0 / 0.8.5
+``marlin_make_workspace(N)``, ``(N // 64) × 16`` int32).
 """
 
 from __future__ import annotations
 
 from memprof.core.components import Component, TermContext
+from memprof.core.terms.marlin_repack import old_workspace_bytes, workspace_per_output
+from memprof.core.weights.shard import WeightTensor
+
+
+def output_columns(t: WeightTensor) -> int:
+    """The output columns of one linear's tensor on this rank: the second dimension of its
+    group / channel scales (``scales`` or ``weight_scale``, ``(rows, N)``), 0 without one."""
+    return next((p.shape[1] for p in t.params
+                 if p.name in ("scales", "weight_scale") and len(p.shape) == 2), 0)
+
+
+def _per_output(tensors: list[WeightTensor]) -> list[Component]:
+    """The pre-0.9.0 workspaces: ``(N // 64) × 16`` int32 per Marlin linear, ``N`` its output
+    columns (a QKV projection's q and kv parts together), none for a FusedMoE layer."""
+    cols: dict[str, int] = {}
+    count: dict[str, int] = {}
+    marked: set[str] = set()
+    for t in tensors:
+        base = t.module.replace("(q)", "").replace("(kv)", "")
+        cols[base] = cols.get(base, 0) + output_columns(t)
+        count[base] = t.count
+        if t.marlin_blocks == 1:
+            marked.add(base)
+    n = sum(count[b] for b in marked)
+    total = sum(old_workspace_bytes(cols[b]) * count[b] for b in marked)
+    if not n:
+        return []
+    return [Component(name="Marlin workspaces", category="weights", bytes=total, count=n,
+                      where="budget", profiled=True,
+                      formula=f"{n} Marlin linear(s) × (output columns // 64) × 16 × 4 B "
+                      "(int32, marlin_make_workspace before 0.9.0); MoE layers keep none")]
 
 
 def marlin_workspace_terms(ctx: TermContext) -> list[Component]:
@@ -37,6 +72,8 @@ def marlin_workspace_terms(ctx: TermContext) -> list[Component]:
     moe = sum(t.count for t in tensors if t.marlin_blocks == 4)
     if not linear and not moe:
         return []
+    if workspace_per_output(ctx.dep.engine_version):
+        return _per_output(tensors)
     sms = ctx.gpu.sm_count
     if sms is None:
         return [Component(name="Marlin workspaces", category="weights", bytes=0,
