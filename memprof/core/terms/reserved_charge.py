@@ -133,7 +133,12 @@ def reserved_charge_terms(ctx: TermContext) -> list[Component]:
     n = reserved_charge_bytes(ctx)
     if not n:
         return []
+    from memprof.core.terms.marlin_repack import marlin_linears
+
+    repacked = len(marlin_linears(ctx))
+    what = (f"the model load and {repacked} Marlin repack(s) (process_weights_after_loading)"
+            if repacked else "the model load")
     return [Component(name=NAME, category="allocator", bytes=n, where="budget", profiled=True,
-                      formula=f"memprof.alloc replay of the model load, then empty_cache: "
+                      formula=f"memprof.alloc replay of {what}, then empty_cache: "
                       f"reserved − allocated = {fmt_bytes(n)} (vLLM {ctx.dep.engine_version} "
                       "charges (total − free) − allocated)")]
