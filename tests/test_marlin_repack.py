@@ -59,18 +59,19 @@ def test_awq_one_layer_holes_by_hand() -> None:
 
 
 def test_gptq_desc_act_sequence_and_holes_by_hand() -> None:
-    # a 4096 × 4096 GPTQ 4-bit g128 desc_act layer at 0.9.0.1 on 108 SMs: created qweight
-    # 8 MiB, g_idx 16 KiB, scales 256 KiB, qzeros 64 KiB (gptq_marlin.py create_weights order)
+    # a 4096 × 4096 GPTQ 4-bit g128 desc_act layer at 0.9.0.1 on 108 SMs, as gptq_marlin.py
+    # create_weights allocates it: qweight 8 MiB, g_idx 16 KiB, qzeros 64 KiB, scales 256 KiB
     g = MarlinLinear(name="g", kind="gptq", out=4096, inn=4096, groups=32, qweight=8 * MiB,
                      scales=256 * KiB, qzeros=64 * KiB, bits=4, desc_act=True)
-    load = [(0, 8 * MiB), (0, 16 * KiB), (0, 256 * KiB), (0, 64 * KiB)]
-    ops = repack_ops([g], {"g.qweight": 0, "g.g_idx": 1, "g.scales": 2, "g.qzeros": 3}, load,
+    assert [n for n, _ in g.created()] == ["g.qweight", "g.g_idx", "g.qzeros", "g.scales"]
+    load = [(0, 8 * MiB), (0, 16 * KiB), (0, 64 * KiB), (0, 256 * KiB)]
+    ops = repack_ops([g], {"g.qweight": 0, "g.g_idx": 1, "g.qzeros": 2, "g.scales": 3}, load,
                      4, 108, "0.9.0.1")
     assert ops[4:] == [
         (0, 432),  # marlin_make_workspace_new: 108 SMs × 4 B
         (0, 32 * KiB), (0, 16 * KiB), (1, 5), (0, 16 * KiB),  # argsort int64 → int32; sorted
-        (1, 1), (1, 3),  # the old g_idx, the qzeros (empty for a symmetric type)
-        (0, 8 * MiB), (1, 0), (0, 512), (0, 256 * KiB), (1, 9), (1, 2),
+        (1, 1), (1, 2),  # the old g_idx, the qzeros (empty for a symmetric type)
+        (0, 8 * MiB), (1, 0), (0, 512), (0, 256 * KiB), (1, 9), (1, 3),
     ]
     # qweight' lands in the 20 MiB segment beside the old qweight, which is then freed: 12 MiB
     # free there; the one 2 MiB small segment keeps the workspace (432 B → a 512 B block),

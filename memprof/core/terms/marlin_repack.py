@@ -26,7 +26,7 @@ AWQ (``awq_marlin.py`` ``AWQMarlinLinearMethod.process_weights_after_loading``; 
 
 GPTQ on Marlin (``kernels/mixed_precision/marlin.py`` ``MarlinLinearKernel
 .process_weights_after_loading``, the kernel ``gptq_marlin.py`` gets below sm90; created as
-``qweight`` ``(K/8, N)``, ``g_idx`` ``(K,)`` int32, ``scales``, ``qzeros`` ``(G, N/8)``)::
+``qweight`` ``(K/8, N)``, ``g_idx`` ``(K,)`` int32, ``qzeros`` ``(G, N/8)``, ``scales``)::
 
     workspace                       kept
     desc_act: argsort(g_idx) int64 (K·8), .to(int) int32 (K·4, kept as g_idx_sort_indices;
@@ -102,15 +102,16 @@ class MarlinLinear:
     desc_act: bool
 
     def created(self) -> list[tuple[str, int]]:
-        """The parameters as ``create_weights`` registers them, in its order (awq_marlin.py
+        """The parameters in the order ``create_weights`` allocates them (awq_marlin.py
         ``AWQMarlinLinearMethod``: qweight, qzeros, scales; gptq_marlin.py
-        ``GPTQMarlinLinearMethod``: qweight, g_idx, scales, qzeros)."""
+        ``GPTQMarlinLinearMethod``: qweight, g_idx, then the qzeros tensor before the scales
+        one, though it registers scales first)."""
         n = self.name
         if self.kind == "awq":
             return [(f"{n}.qweight", self.qweight), (f"{n}.qzeros", self.qzeros),
                     (f"{n}.scales", self.scales)]
         return [(f"{n}.qweight", self.qweight), (f"{n}.g_idx", 4 * self.inn),
-                (f"{n}.scales", self.scales), (f"{n}.qzeros", self.qzeros)]
+                (f"{n}.qzeros", self.qzeros), (f"{n}.scales", self.scales)]
 
 
 def _base(module: str) -> str:
