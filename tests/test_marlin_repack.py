@@ -69,9 +69,10 @@ def test_gptq_desc_act_sequence_and_holes_by_hand() -> None:
                      4, 108, "0.9.0.1")
     assert ops[4:] == [
         (0, 432),  # marlin_make_workspace_new: 108 SMs × 4 B
-        (0, 32 * KiB), (0, 16 * KiB), (1, 5), (0, 16 * KiB),  # argsort int64 → int32; sorted
+        (0, 16 * KiB), (0, 32 * KiB), (1, 5),  # argsort: sort values (dropped), int64 indices
+        (0, 16 * KiB), (1, 6), (0, 16 * KiB),  # .to(int) (kept), int64 freed; sorted g_idx
         (1, 1), (1, 2),  # the old g_idx, the qzeros (empty for a symmetric type)
-        (0, 8 * MiB), (1, 0), (0, 512), (0, 256 * KiB), (1, 9), (1, 3),
+        (0, 8 * MiB), (1, 0), (0, 512), (0, 256 * KiB), (1, 10), (1, 3),
     ]
     # qweight' lands in the 20 MiB segment beside the old qweight, which is then freed: 12 MiB
     # free there; the one 2 MiB small segment keeps the workspace (432 B → a 512 B block),

@@ -29,8 +29,9 @@ GPTQ on Marlin (``kernels/mixed_precision/marlin.py`` ``MarlinLinearKernel
 ``qweight`` ``(K/8, N)``, ``g_idx`` ``(K,)`` int32, ``qzeros`` ``(G, N/8)``, ``scales``)::
 
     workspace                       kept
-    desc_act: argsort(g_idx) int64 (K·8), .to(int) int32 (K·4, kept as g_idx_sort_indices;
-              the int64 freed), g_idx[sort] (K·4, replaces g_idx: the old one freed)
+    desc_act: argsort(g_idx): the sort's values (K·4, dropped) and int64 indices (K·8);
+              .to(int) int32 (K·4, kept as g_idx_sort_indices; the int64 freed), g_idx[sort]
+              (K·4, replaces g_idx: the old one freed)
     else:     g_idx replaced by an empty tensor (the old one freed)
     qzeros replaced by an empty tensor (symmetric types: the old one freed)
     Q' = gptq_marlin_repack(Q)      x.data = Q' frees Q
@@ -201,7 +202,9 @@ def repack_ops(layers: list[MarlinLinear], handles: dict[str, int], ops: list[Op
         if m.kind == "gptq":
             g_idx = handles[f"{m.name}.g_idx"]
             if m.desc_act:
+                values = seq.malloc(4 * m.inn)  # torch.sort's values output, dropped
                 a64 = seq.malloc(8 * m.inn)
+                seq.free(values)
                 seq.malloc(4 * m.inn)  # g_idx_sort_indices, kept
                 seq.free(a64)
                 seq.malloc(4 * m.inn)  # the sorted g_idx, kept
