@@ -127,3 +127,25 @@ def test_gptq_repack_replayed_where_marlin_runs(tmp_path: Path, monkeypatch: pyt
     load_only = _parts(model, "0.8.5", gpu)[NAME]
     assert (with_repack > load_only) is replayed
     assert with_repack >= load_only
+
+
+def test_moe_marlin_workspace_from_0_8_5(tmp_path: Path) -> None:
+    # Mixtral-8x7B as AWQ (AWQMoEMethod experts) at TP2 on an A100 (108 SMs): 0.8.5's
+    # create_weights adds torch.zeros(sms * 4) int32 per FusedMoE layer, absent in 0.8.4
+    cfg = json.loads((ROOT / "configs/models/mixtral-8x7b.json").read_text())
+    cfg["quantization_config"] = AWQ
+    cfg["torch_dtype"] = "float16"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+
+    def ws(version: str) -> int:
+        e = estimate(str(tmp_path), Deployment(engine_version=version, tp=2),
+                     gpu_name="A100-80GB")
+        return sum(c.bytes for c in e.ranks[0].components if c.name == "Marlin workspaces")
+
+    # at 0.8.4 the 64 attention linears per rank alone, each (N // 64) × 16 int32: qkv_proj
+    # N = 2048 (16 of 32 heads × 128) + 2 × 512 (4 of 8 KV heads × 128) = 3072, o_proj N = 4096
+    assert ws("0.8.4") == 32 * (3072 // 64 + 4096 // 64) * 16 * 4
+    assert ws("0.8.5") - ws("0.8.4") == 32 * 108 * 4 * 4
+    # from 0.9.0 every Marlin layer's workspace is per SM: 32 qkv + 32 o_proj × 108 × 4 B
+    # + 32 MoE layers × 108 × 16 B
+    assert ws("0.9.0.1") == 64 * 108 * 4 + 32 * 108 * 16

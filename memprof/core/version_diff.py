@@ -43,7 +43,7 @@ from memprof.core.terms.activation import (
 from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
-from memprof.core.terms.marlin_repack import MARLIN_WORKSPACE
+from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.versions import Rule, resolve_version, rule_in_force
@@ -70,7 +70,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
-    MARLIN_WORKSPACE, ENCODER_PROFILE, *multimodal_rules(), TOWER_SKIPPED, ENCODER_FIRST_STAGE,
+    MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *multimodal_rules(), TOWER_SKIPPED,
+    ENCODER_FIRST_STAGE,
 )
 
 

@@ -68,6 +68,16 @@ MARLIN_WORKSPACE: tuple[Rule, ...] = (
          "MarlinLinearKernel, marlin_utils_fp8.prepare_fp8_layer_for_marlin); FusedMoE "
          "Marlin layers keep none"),
 )
+MARLIN_MOE_WORKSPACE: tuple[Rule, ...] = (
+    Rule(name="marlin_moe_workspace", changes="weights: Marlin workspace", since="0.8.5",
+         until=None, value="SMs × 4 int32", applies_to="marlin",
+         introduced_by="read in the 0.8.5 wheel (absent in the 0.7.3, 0.8.0, 0.8.2 and 0.8.4 "
+         "wheels)",
+         source="0.8.5 model_executor/layers/quantization/gptq_marlin.py "
+         "GPTQMarlinMoEMethod.create_weights and awq_marlin.py AWQMoEMethod.create_weights: "
+         "layer.workspace = torch.zeros(sms * 4, int32); from 0.9.0 "
+         "marlin_make_workspace_new(device, 4), the same size"),
+)
 MIN_THREAD_N = 64  # GPTQ_MARLIN_MIN_THREAD_N, 0.8.x marlin_utils.py
 MAX_PARALLEL = 16  # GPTQ_MARLIN_MAX_PARALLEL, 0.8.x marlin_utils.py
 SCALE_PERM = 64  # len(scale_perm): 8 × 8 (marlin_utils.py get_scale_perms)
@@ -78,6 +88,11 @@ INTERLEAVE = 8  # len of the 4-bit (un)interleave arrays; 4 for 8-bit
 def workspace_per_output(version: str | None) -> bool:
     """Does the release size a Marlin linear's workspace by its output columns (before 0.9.0)?"""
     return rule_in_force(MARLIN_WORKSPACE, version) is not None
+
+
+def moe_workspace_held(version: str | None) -> bool:
+    """Does a FusedMoE Marlin layer keep a workspace at this release (from 0.8.5)?"""
+    return rule_in_force(MARLIN_MOE_WORKSPACE, version) is not None
 
 
 def old_workspace_bytes(out: int) -> int:
