@@ -66,7 +66,7 @@ MARLIN_WORKSPACE: tuple[Rule, ...] = (
          "marlin_make_workspace(output_size_per_partition): (N // GPTQ_MARLIN_MIN_THREAD_N "
          "64) × GPTQ_MARLIN_MAX_PARALLEL 16 int32 per Marlin linear (AWQMarlinLinearMethod, "
          "MarlinLinearKernel, marlin_utils_fp8.prepare_fp8_layer_for_marlin); FusedMoE "
-         "Marlin layers keep none"),
+         "layers: MARLIN_MOE_WORKSPACE"),
 )
 MARLIN_MOE_WORKSPACE: tuple[Rule, ...] = (
     Rule(name="marlin_moe_workspace", changes="weights: Marlin workspace", since="0.8.5",
