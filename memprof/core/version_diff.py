@@ -42,6 +42,7 @@ from memprof.core.terms.activation import (
 from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.versions import Rule, resolve_version, rule_in_force
@@ -71,7 +72,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
-    ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE,
+    MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
+    ENCODER_FIRST_STAGE,
 )
 
 
@@ -81,7 +83,7 @@ def all_rules() -> list[Rule]:
 
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
-                          "state", "mamba2", "multimodal"})
+                          "state", "mamba2", "multimodal", "marlin"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -89,7 +91,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     family's name, and the layout keys: ``pp`` (PP > 1), ``deepseek`` (PP > 1 on a family whose
     vLLM class built lm_head on every stage, ``Family.lm_head_every_pp_stage``), ``sliding``
     (a sliding-window layer, or a kind every layer of which keeps a sliding-window cache),
-    ``chunked`` (a chunked-local layer), ``mxfp4``, ``nccl``, ``state`` (a layer whose
+    ``chunked`` (a chunked-local layer), ``mxfp4``, ``marlin`` (AWQ, GPTQ or fp8: a format
+    some GPUs run on Marlin), ``nccl``, ``state`` (a layer whose
     recurrent mixer replaces attention, ``memprof/core/attention/state.py``), ``mamba2`` (a
     Mamba-2 one), ``multimodal`` (a vision tower)."""
     out = {"all", spec.family}
@@ -108,6 +111,9 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("chunked")
     if spec.quant is not None and spec.quant.method == "mxfp4":
         out.add("mxfp4")
+    if spec.quant is not None and spec.quant.method in ("awq", "gptq", "fp8", "fp8_per_tensor",
+                                                        "fp8_per_channel"):
+        out.add("marlin")  # a checkpoint some GPUs repack for Marlin (the GPU decides)
     if nccl_groups(dep):
         out.add("nccl")
     mixers = [x.attention.mixer for x in spec.layers if x.attention.mixer]

@@ -18,7 +18,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocations import rank_allocation_sizes
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
-from memprof.core.terms.reserved_charge import reserved_charge_bytes
+from memprof.core.terms.reserved_charge import load_holes_bytes
 
 
 def allocation_size(nbytes: int) -> int:
@@ -81,8 +81,9 @@ never below 0.
     kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
     load = load_rounding_bytes(ctx)
-    # the load's holes that vLLM 0.8.0–0.9.0.1 charged to the budget already (reserved_charge)
-    load += reserved_charge_bytes(ctx)
+    # the load's holes that vLLM 0.8.0–0.9.0.1 charged to the budget already (reserved_charge;
+    # the Marlin repack's holes are not in this replay, so only the load's own are taken off)
+    load += load_holes_bytes(ctx)
     return [Component(
         name="allocator slack (simulated)", category="allocator",
         bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,

@@ -89,12 +89,16 @@ def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return out + list(run.items())
 
 
-def load_ops(ctx: TermContext) -> tuple[tuple[Op, ...], int]:
-    """(the model-load op sequence of ``ctx``'s rank, the bytes it leaves requested)."""
+def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
+             ) -> tuple[tuple[Op, ...], int]:
+    """(the model-load op sequence of ``ctx``'s rank, the bytes it leaves requested).
+    ``params``: the ``(name, bytes)`` weights to allocate in place of the rank's fused list
+    (``memprof.core.terms.marlin_repack`` passes them as created, before a repack)."""
     from memprof.core.weights.rank import weights_in_order_params
 
-    params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
-                                           ctx.gpu.arch))
+    if params is None:
+        params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
+                                               ctx.gpu.arch))
     sizes = [b for _, b in params]
     at = model_load_position([n for n, _ in params])
     ops: list[Op] = [(0, n) for n in sizes[:at]]

@@ -16,11 +16,59 @@ called once per Marlin linear (``MarlinLinearKernel.process_weights_after_loadin
 ``memprof.core.weights.formats.marlin_blocks``); a fused linear (``qkv_proj``) has one. Each
 workspace is its own allocation, which PyTorch's caching allocator rounds up to 512 B (not
 counted here: the model-load rounding replay does not see these buffers).
+
+Before 0.9.0 a linear's workspace was sized by its output columns instead
+(``memprof.core.terms.marlin_repack.MARLIN_WORKSPACE``: ``marlin_make_workspace(N)``,
+``(N // 64) × 16`` int32), and a FusedMoE layer kept one of SMs × 4 int32 only from 0.8.5
+(``MARLIN_MOE_WORKSPACE``; before it, none).
 """
 
 from __future__ import annotations
 
 from memprof.core.components import Component, TermContext
+from memprof.core.terms.marlin_repack import (
+    moe_workspace_held,
+    old_workspace_bytes,
+    workspace_per_output,
+)
+from memprof.core.weights.shard import WeightTensor
+
+
+def output_columns(t: WeightTensor) -> int:
+    """The output columns of one linear's tensor on this rank: the second dimension of its
+    group / channel scales (``scales`` or ``weight_scale``, ``(rows, N)``), 0 without one."""
+    return next((p.shape[1] for p in t.params
+                 if p.name in ("scales", "weight_scale") and len(p.shape) == 2), 0)
+
+
+def _per_output(tensors: list[WeightTensor], moe_sms: int) -> list[Component]:
+    """The pre-0.9.0 workspaces: ``(N // 64) × 16`` int32 per Marlin linear, ``N`` its output
+    columns (a QKV projection's q and kv parts together), and ``moe_sms`` × 4 int32 per
+    FusedMoE Marlin layer (0 where the release keeps none: ``MARLIN_MOE_WORKSPACE``)."""
+    cols: dict[str, int] = {}
+    count: dict[str, int] = {}
+    marked: set[str] = set()
+    moe = 0
+    for t in tensors:
+        if t.marlin_blocks == 4:
+            moe += t.count
+            continue
+        base = t.module.replace("(q)", "").replace("(kv)", "")
+        cols[base] = cols.get(base, 0) + output_columns(t)
+        count[base] = t.count
+        if t.marlin_blocks == 1:
+            marked.add(base)
+    n = sum(count[b] for b in marked)
+    total = sum(old_workspace_bytes(cols[b]) * count[b] for b in marked)
+    moe_bytes = moe * moe_sms * 4 * 4
+    if not n and not moe_bytes:
+        return []
+    what = (f"{moe} MoE layer(s) × {moe_sms} SMs × 4 blocks × 4 B" if moe_bytes
+            else "MoE layers keep none")
+    return [Component(name="Marlin workspaces", category="weights", bytes=total + moe_bytes,
+                      count=n + (moe if moe_bytes else 0), where="budget", profiled=True,
+                      formula=f"{n} Marlin linear(s) × (output columns // 64) × 16 × 4 B "
+                      f"(int32, marlin_make_workspace before 0.9.0); {what}")]
 
 
 def marlin_workspace_terms(ctx: TermContext) -> list[Component]:
@@ -37,6 +85,10 @@ def marlin_workspace_terms(ctx: TermContext) -> list[Component]:
     moe = sum(t.count for t in tensors if t.marlin_blocks == 4)
     if not linear and not moe:
         return []
+    if workspace_per_output(ctx.dep.engine_version):
+        # before 0.9.0 only the AWQ / GPTQ MoE methods run Marlin experts, from 0.8.5
+        held = moe_workspace_held(ctx.dep.engine_version) and q.method in ("awq", "gptq")
+        return _per_output(tensors, (ctx.gpu.sm_count or 0) if held else 0)
     sms = ctx.gpu.sm_count
     if sms is None:
         return [Component(name="Marlin workspaces", category="weights", bytes=0,

@@ -24,10 +24,13 @@ cache's freed fp32 temporaries), then ``empty_cache``::
 
 The profile run's activations are freed before ``empty_cache``; those that landed in the free
 space of a weight's segment leave it as it was, so the replay of the load alone gives the figure
-[approximation: the profile run can split cached blocks differently]. Not replayed: a quantised
-checkpoint's ``process_weights_after_loading`` (AWQ/GPTQ → Marlin repack allocates the new layout
-and frees the old tensors, which leaves holes in shared segments): memprof does not have those
-temporaries' order, so a Marlin checkpoint's charge is a lower bound.
+[approximation: the profile run can split cached blocks differently]. An AWQ or GPTQ checkpoint
+repacked for Marlin is allocated as ``create_weights`` registers it, then each linear's
+``process_weights_after_loading`` follows (``memprof.core.terms.marlin_repack``: the new layout
+allocated, the old tensors and the zero points' unpacked temporaries freed, which leaves holes in
+shared segments); the repacks that module does not replay (MoE experts, Machete, fp8 on Marlin)
+keep those checkpoints' charge a lower bound. The runtime slack replay has no repack, so it
+subtracts the load-only holes (``load_holes_bytes``).
 """
 
 from __future__ import annotations
@@ -77,11 +80,51 @@ def holes_after_empty_cache(ops: tuple[Op, ...]) -> int:
     return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
 
 
+def load_holes_bytes(ctx: TermContext) -> int:
+    """The holes of the model load alone (no repack), 0 where ``RESERVED_CHARGED`` does not
+    hold: what the runtime slack replay (``memprof.core.terms.allocator``) also holds."""
+    if not charged(ctx):
+        return 0
+    return holes_after_empty_cache(load_ops(ctx)[0])
+
+
+def charge_ops(ctx: TermContext) -> tuple[Op, ...]:
+    """The model load as the release allocates it, then each Marlin repack of
+    ``memprof.core.terms.marlin_repack`` (the load alone where no layer is repacked)."""
+    from memprof.core.terms.allocations import model_load_position
+    from memprof.core.terms.load_rounding import fused
+    from memprof.core.terms.marlin_repack import marlin_linears, repack_ops
+    from memprof.core.weights.rank import weights_in_order_params
+
+    layers = marlin_linears(ctx)
+    if not layers:
+        return load_ops(ctx)[0]
+    by_name = {m.name + ".": m for m in layers}
+    params: list[tuple[str, int]] = []
+    done: set[str] = set()
+    for name, n in fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
+                                                 ctx.gpu.arch)):
+        prefix = name[:name.rfind(".") + 1]
+        m = by_name.get(prefix)
+        if m is None:
+            params.append((name, n))
+        elif prefix not in done:
+            done.add(prefix)
+            params += m.created()
+    ops, _ = load_ops(ctx, params)
+    mallocs = sum(1 for k, _ in ops if k == 0)
+    extra = mallocs - len(params)  # the RoPE and init-buffer mallocs load_ops puts at ``at``
+    at = model_load_position([p for p, _ in params])
+    handles = {p: i if i < at else i + extra for i, (p, _) in enumerate(params)}
+    return tuple(repack_ops(layers, handles, list(ops), mallocs, ctx.gpu.sm_count,
+                            ctx.dep.engine_version))
+
+
 def reserved_charge_bytes(ctx: TermContext) -> int:
     """The bytes ``RESERVED_CHARGED`` releases charge for this rank (0 where it does not hold)."""
     if not charged(ctx):
         return 0
-    return holes_after_empty_cache(load_ops(ctx)[0])
+    return holes_after_empty_cache(charge_ops(ctx))
 
 
 def reserved_charge_terms(ctx: TermContext) -> list[Component]:
@@ -90,7 +133,12 @@ def reserved_charge_terms(ctx: TermContext) -> list[Component]:
     n = reserved_charge_bytes(ctx)
     if not n:
         return []
+    from memprof.core.terms.marlin_repack import marlin_linears
+
+    repacked = len(marlin_linears(ctx))
+    what = (f"the model load and {repacked} Marlin repack(s) (process_weights_after_loading)"
+            if repacked else "the model load")
     return [Component(name=NAME, category="allocator", bytes=n, where="budget", profiled=True,
-                      formula=f"memprof.alloc replay of the model load, then empty_cache: "
+                      formula=f"memprof.alloc replay of {what}, then empty_cache: "
                       f"reserved − allocated = {fmt_bytes(n)} (vLLM {ctx.dep.engine_version} "
                       "charges (total − free) − allocated)")]
