@@ -19,6 +19,15 @@ from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 from memprof.core.gpus import GPU
 
 
+class AttentionFacts(NamedTuple):
+    """What an engine reads of the model's attention (its first attention layer): the query
+    heads, and the head counts per TP rank for which SGLang on ROCm runs aiter (the kind's
+    ``hip_aiter_heads``: () any, None not read)."""
+
+    num_heads: int
+    hip_aiter_heads: tuple[int, ...] | None
+
+
 class DeploymentView(Protocol):
     """The fields of ``memprof.core.deployment.Deployment`` an engine reads."""
 
@@ -56,6 +65,8 @@ class DeploymentView(Protocol):
     def max_num_batched_tokens(self) -> int | None: ...
     @property
     def max_total_tokens(self) -> int | None: ...
+    @property
+    def max_model_len(self) -> int | None: ...
     @property
     def attn_tp(self) -> int: ...
     @property
@@ -204,8 +215,10 @@ class Engine:
         """Settings the engine derives before the common defaults (field → value)."""
         return {}
 
-    def mem_fraction(self, dep: DeploymentView, gpu: GPU) -> float:
-        """The static memory fraction the budget line reads (0.0: none)."""
+    def mem_fraction(self, dep: DeploymentView, gpu: GPU,
+                     attention: AttentionFacts | None = None) -> float:
+        """The static memory fraction the budget line reads (0.0: none); ``attention``: the
+        model's (first layer's) attention, where the engine's choice depends on it."""
         return 0.0
 
     # --- budget line ------------------------------------------------------------------------------
