@@ -152,6 +152,10 @@ class Engine:
     # the RoPE caches are the attention kind's engine-specific rotary buffers
     # (``AttentionKind.sglang_rope_buffers``) instead of vLLM's ``get_rope`` caches
     own_rope_buffers: ClassVar[bool] = False
+    # the engine refuses to start when one request of max_model_len does not fit its KV cache
+    # (vLLM: V1 check_enough_kv_cache_memory, V0 "max seq len is larger than the maximum number
+    # of tokens"); an engine that caps the request length at its pool instead starts
+    refuses_request_over_kv: ClassVar[bool] = True
     # the engine had vLLM's V0 generation (a V0 start-up log names no release)
     has_v0_generation: ClassVar[bool] = False
     # the per-request state of hybrid models' recurrent layers (``Attention.mixer``: Mamba-2,

@@ -307,6 +307,10 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
+    # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
+    # smaller than the context shortens the longest request, it does not stop the start-up
+    refuses_request_over_kv: ClassVar[bool] = False
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
     # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
     # --engine-version and --scratch are memprof's own
