@@ -11,7 +11,8 @@
   […]`` (the batch sizes captured; the largest is the graph batch) fill what ServerArgs left
   ``None``.
 - the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
-  image), mapped onto a modelled release (a post release keeps its release's rules); a log that
+  image), mapped onto a modelled release (a post release memprof does not model on its own, such
+  as 0.4.9.post2, keeps the rules of the release before it: 0.4.9); a log that
   names none is placed by its ServerArgs field names, which differ from release to release
   (``configs/sglang_server_args.json``, read from each wheel's ``ServerArgs``), else by its
   first timestamp (the newest release built by then); with none of these, the newest modelled
