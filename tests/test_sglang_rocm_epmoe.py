@@ -68,3 +68,13 @@ def test_issue_7691_load_figure() -> None:
     logged = 166.59 * 2**30
     assert abs(weights("0.4.8.post1") - logged) / logged < 0.01
     assert abs(weights("0.4.8") - logged) / logged > 0.4
+
+
+def test_a_log_naming_a_post_release_is_placed_on_the_modelled_one() -> None:
+    from memprof.probes.sglang_log import modelled_release, named_release
+
+    tag = "update results in lmsysorg/sglang:v0.4.8.post1-rocm630-srt"
+    assert named_release(tag) == "0.4.8.post1"
+    assert modelled_release("0.4.8.post1") == ("0.4.8.post1", "")
+    assert modelled_release("0.4.9.post2")[0] == "0.4.9"
+    assert modelled_release("0.4.9.post6")[0] == "0.4.9.post5"
