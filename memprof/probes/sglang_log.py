@@ -207,7 +207,7 @@ def modelled_release(named: str) -> tuple[str, str]:
     if named in SGLANG_RELEASES:
         return named, ""
     numbered = [r for r in SGLANG_RELEASES if r[0].isdigit()]
-    m = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+)", named)
+    m = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", named)
     if m is None:
         return newest(ENGINE), (f"the log's SGLang {named!r} is not a release number: "
                                 f"estimated at {newest(ENGINE)}, the newest modelled")
