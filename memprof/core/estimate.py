@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from memprof.core.attention import kind_of
 from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
@@ -28,6 +29,7 @@ from memprof.core.deployment import (
 )
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
+from memprof.core.engines.base import AttentionFacts
 from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, platform_note, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
@@ -274,7 +276,10 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     util = dep.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     requested = math.ceil(util * gpu.total_bytes)
     engine = engine_of(dep)
-    mfs = engine.mem_fraction(dep, gpu)
+    # the attention of the first layer that has one (not a recurrent mixer)
+    attention = next((x.attention for x in spec.layers if not x.attention.mixer), None)
+    mfs = engine.mem_fraction(dep, gpu, None if attention is None else AttentionFacts(
+        attention.num_heads, kind_of(attention).hip_aiter_heads))
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to

@@ -43,8 +43,12 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # July 2026 (InferenceX issue #2128, before the tag was re-pinned to sha256:1bf5d508…): SGLang
 # with the Hopper MXFP4 Marlin path of SGLang PR #24986 and without PR #29797. It is modelled as
 # main@d315eb7 except where a rule row (engine "sglang") says otherwise. Ordered by place.
+# Two post releases are modelled on their own because a rule row changes at them (weights/mlp.py
+# SGLANG_ROCM_EPMOE_STALE_FP8): 0.4.8.post1 and 0.4.9.post5; any other post release keeps the
+# rows of the release it builds on.
 SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
-    "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10",
+    "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.8.post1", "0.4.9", "0.4.9.post5",
+    "0.4.10",
     "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
     "deepseek-v4-hopper@2026-07", "main@d315eb7",
 ), source="PyPI sglang (read from the wheels) and sgl-project/sglang source snapshots")

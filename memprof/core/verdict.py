@@ -98,7 +98,7 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
         return "startup_oom", [
             f"No available memory for the cache blocks: the budget leaves "
             f"{fmt_bytes(available)} for the KV cache after {_names(held)}"], headroom
-    if cap.request_bytes > cap.kv_cache_bytes:
+    if cap.request_bytes > cap.kv_cache_bytes and engine.refuses_request_over_kv:
         est = max_fitting_model_len(plan, cap.kv_cache_bytes, mnbt, mml)
         return "startup_oom", [
             f"one request of max_model_len {mml} needs {fmt_bytes(cap.request_bytes)} of KV cache "

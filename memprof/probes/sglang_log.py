@@ -11,7 +11,8 @@
   […]`` (the batch sizes captured; the largest is the graph batch) fill what ServerArgs left
   ``None``.
 - the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
-  image), mapped onto a modelled release (a post release keeps its release's rules); a log that
+  image), mapped onto a modelled release (a post release memprof does not model on its own, such
+  as 0.4.9.post2, keeps the rules of the release before it: 0.4.9); a log that
   names none is placed by its ServerArgs field names, which differ from release to release
   (``configs/sglang_server_args.json``, read from each wheel's ``ServerArgs``), else by its
   first timestamp (the newest release built by then); with none of these, the newest modelled
@@ -206,7 +207,7 @@ def modelled_release(named: str) -> tuple[str, str]:
     if named in SGLANG_RELEASES:
         return named, ""
     numbered = [r for r in SGLANG_RELEASES if r[0].isdigit()]
-    m = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+)", named)
+    m = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", named)
     if m is None:
         return newest(ENGINE), (f"the log's SGLang {named!r} is not a release number: "
                                 f"estimated at {newest(ENGINE)}, the newest modelled")

@@ -190,6 +190,11 @@ class AttentionKind:
     rules: tuple[tuple[Rule, ...], ...] = ()
     # its models register buffers at construction (memprof/core/terms/init_buffers.py)
     model_init_buffers: bool = False
+    # SGLang on ROCm picks the aiter attention backend for it (engines/sglang.py
+    # SGLANG_ROCM_AITER_MFS): () for any head count (SGLang's MHA branch), a tuple of the head
+    # counts per TP rank that get aiter (the others triton), None where memprof has not read
+    # SGLang's choice for the kind
+    hip_aiter_heads: tuple[int, ...] | None = ()
 
     def default_block_size(self, arch: str) -> int:
         """Tokens per KV block vLLM picks for this kind when ``--block-size`` is not given (V1)."""

@@ -83,6 +83,7 @@ class DSV4(AttentionKind):
     compressor states of C4 / C128 layers, all drawn from one packed block pool."""
 
     name = "dsv4"
+    hip_aiter_heads = None  # SGLang's ROCm backend choice for it is not read
     packed_kv_pool = True
     rules = (DSV4_TUPLE_POOL,)
     always_sliding = True  # the SWA cache of every layer

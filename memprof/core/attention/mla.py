@@ -36,6 +36,10 @@ class MLA(AttentionKind):
 
     name = "mla"
     replica = "latent"
+    # SGLang _get_default_attn_backend (server_args.py 0.5.9; model_runner.py 0.4.7 – 0.5.4), MLA
+    # on HIP: aiter when model_config.get_num_kv_heads(tp_size) is 16 or 128, else triton (the
+    # config's num_key_value_heads, which MLA checkpoints set to num_attention_heads)
+    hip_aiter_heads = (16, 128)
     dense_name = "dense MLA"  # the sparse variant (V3.2's indexer) is the same kind
     # the MLA decode backends' scratch rows, the validation of their kernels
     modules = ("memprof/core/scratch/mla.py", "memprof/validation/mla_tq.py")

@@ -19,6 +19,15 @@ from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 from memprof.core.gpus import GPU
 
 
+class AttentionFacts(NamedTuple):
+    """What an engine reads of the model's attention (its first attention layer): the query
+    heads, and the head counts per TP rank for which SGLang on ROCm runs aiter (the kind's
+    ``hip_aiter_heads``: () any, None not read)."""
+
+    num_heads: int
+    hip_aiter_heads: tuple[int, ...] | None
+
+
 class DeploymentView(Protocol):
     """The fields of ``memprof.core.deployment.Deployment`` an engine reads."""
 
@@ -56,6 +65,8 @@ class DeploymentView(Protocol):
     def max_num_batched_tokens(self) -> int | None: ...
     @property
     def max_total_tokens(self) -> int | None: ...
+    @property
+    def max_model_len(self) -> int | None: ...
     @property
     def attn_tp(self) -> int: ...
     @property
@@ -141,6 +152,10 @@ class Engine:
     # the RoPE caches are the attention kind's engine-specific rotary buffers
     # (``AttentionKind.sglang_rope_buffers``) instead of vLLM's ``get_rope`` caches
     own_rope_buffers: ClassVar[bool] = False
+    # the engine refuses to start when one request of max_model_len does not fit its KV cache
+    # (vLLM: V1 check_enough_kv_cache_memory, V0 "max seq len is larger than the maximum number
+    # of tokens"); an engine that caps the request length at its pool instead starts
+    refuses_request_over_kv: ClassVar[bool] = True
     # the engine had vLLM's V0 generation (a V0 start-up log names no release)
     has_v0_generation: ClassVar[bool] = False
     # the per-request state of hybrid models' recurrent layers (``Attention.mixer``: Mamba-2,
@@ -204,8 +219,10 @@ class Engine:
         """Settings the engine derives before the common defaults (field → value)."""
         return {}
 
-    def mem_fraction(self, dep: DeploymentView, gpu: GPU) -> float:
-        """The static memory fraction the budget line reads (0.0: none)."""
+    def mem_fraction(self, dep: DeploymentView, gpu: GPU,
+                     attention: AttentionFacts | None = None) -> float:
+        """The static memory fraction the budget line reads (0.0: none); ``attention``: the
+        model's (first layer's) attention, where the engine's choice depends on it."""
         return 0.0
 
     # --- budget line ------------------------------------------------------------------------------

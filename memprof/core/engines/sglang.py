@@ -1,6 +1,7 @@
 """SGLang as an engine: one server of ``--tp`` GPUs (``--dp`` splits it for attention), the budget
 ``mem_fraction_static × free before load``, its chunked-prefill, CUDA-graph batch and
-``mem_fraction_static`` heuristics, ``--page-size`` taken as given.
+``mem_fraction_static`` heuristics (and the factor ROCm's aiter backend puts on the latter),
+``--page-size`` taken as given; a pool shorter than the context does not stop its start.
 
 Budget line (SGL@d315eb7 kv_cache_configurator.py)::
 
@@ -17,6 +18,7 @@ from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import GiB, MiB
 from memprof.core import releases
 from memprof.core.engines.base import (
+    AttentionFacts,
     Budget,
     C,
     ComponentView,
@@ -136,6 +138,28 @@ SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
          source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings (SGL@d315eb7 too)"),
 )
 
+
+# SGLang on ROCm: with the aiter attention backend and a context above 8,192 tokens the server
+# multiplies mem_fraction_static (given or from the heuristic) by this factor. value: the factor.
+SGLANG_ROCM_AITER_MFS: tuple[Rule, ...] = (
+    Rule(name="sglang_rocm_aiter_mem_fraction",
+         changes="budget: mem_fraction_static on ROCm (aiter, long context)",
+         since=None, until="0.4.7", value=1.0, engine="sglang",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.6.post5 model_executor/model_runner.py: aiter is the default "
+         "attention backend on HIP, mem_fraction_static is not reduced for it"),
+    Rule(name="sglang_rocm_aiter_mem_fraction",
+         changes="budget: mem_fraction_static on ROCm (aiter, long context)",
+         since="0.4.7", until=None, value=0.85, engine="sglang",
+         introduced_by=_READ.format("0.4.7"),
+         source="sglang 0.4.7 (to 0.5.4) model_executor/model_runner.py "
+         "ModelRunner.model_specific_adjustment, from 0.5.5 (0.5.9, SGL@d315eb7) server_args.py "
+         "ServerArgs (\"AMD platforms backends\"): `if attention_backend == \"aiter\": if "
+         "context_len > 8192: mem_fraction_static *= 0.85`; the default backend on HIP "
+         "(_get_default_attn_backend / model_runner): aiter for an MHA model, for an MLA model "
+         "when get_num_kv_heads(tp_size) is 16 or 128 (else triton; 0.4.7 – 0.4.9 also ask for "
+         "no speculative decoding, which memprof does not model for SGLang)"),
+)
 
 _MFS_NOW = SGLANG_MFS_HEURISTIC[-1].value
 _CHUNK_NOW = SGLANG_CHUNKED_PREFILL[-1].value
@@ -257,6 +281,23 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
     return chunk, max_bs, mfs
 
 
+def rocm_aiter_scale(dep: DeploymentView, gpu: GPU, attention: AttentionFacts | None) -> float:
+    """The factor ``SGLANG_ROCM_AITER_MFS`` puts on mem_fraction_static: 0.85 on ROCm from 0.4.7
+    when SGLang picks the aiter attention backend (the attention kind's ``hip_aiter_heads``: an
+    MHA/GQA model; an MLA model with 16 or 128 heads per TP rank) and the context is longer
+    than 8,192 tokens; 1.0 otherwise (and for attention kinds whose backend choice memprof has
+    not read)."""
+    if not gpu.is_rocm or dep.engine != SGLang.name or attention is None:
+        return 1.0
+    factor = float(str(value_at(SGLANG_ROCM_AITER_MFS, dep.engine_version, 1.0,
+                                engine=SGLang.name)))
+    heads = attention.hip_aiter_heads
+    if heads is None:
+        return 1.0
+    aiter = not heads or max(1, attention.num_heads // dep.tp) in heads
+    return factor if aiter and (dep.max_model_len or 0) > 8192 else 1.0
+
+
 class SGLang(Engine):
     """SGLang (``python -m sglang.launch_server``) at the snapshots of its row in
     ``releases.py``."""
@@ -267,6 +308,10 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
+    # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
+    # smaller than the context shortens the longest request, it does not stop the start-up
+    refuses_request_over_kv: ClassVar[bool] = False
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
     # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
     # --engine-version and --scratch are memprof's own
@@ -349,8 +394,11 @@ class SGLang(Engine):
                 "max_num_batched_tokens": dep.max_num_batched_tokens or prefill,
                 "block_size": dep.block_size or 1}
 
-    def mem_fraction(self, dep: DeploymentView, gpu: GPU) -> float:
-        return sglang_defaults(gpu, dep)[2]
+    def mem_fraction(self, dep: DeploymentView, gpu: GPU,
+                     attention: AttentionFacts | None = None) -> float:
+        """The heuristic's (or the given) mem_fraction_static, times the ROCm aiter factor
+        (``rocm_aiter_scale``)."""
+        return sglang_defaults(gpu, dep)[2] * rocm_aiter_scale(dep, gpu, attention)
 
     # --- budget line --------------------------------------------------------------------------
 
@@ -420,6 +468,15 @@ class SGLang(Engine):
         return [f"SGLang: mem_fraction_static {mfs} "
                 f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
                 "weights sharded as vLLM shards them"]
+
+    def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
+        """On ROCm from 0.4.7: the aiter factor on mem_fraction_static (``rocm_aiter_scale``)."""
+        factor = value_at(SGLANG_ROCM_AITER_MFS, dep.engine_version, 1.0, engine=SGLang.name)
+        if arch is None or not arch.startswith("gfx") or factor == 1.0:
+            return []
+        return [f"SGLang on ROCm: mem_fraction_static times {factor} with the aiter attention "
+                "backend (the default for MHA/GQA models, and for MLA at 16 or 128 KV heads per "
+                "TP rank) when the context is longer than 8,192 tokens"]
 
 
 ENGINE = SGLang()

@@ -76,6 +76,41 @@ SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
          "22 GiB under the 125.65 GiB before", applies_to="dsv4"),
 )
 
+# SGLang on ROCm with ``--enable-ep-moe`` and aiter (``SGLANG_USE_AITER=1``), block-fp8 experts:
+# ``EPMoE.__init__`` keeps ``self.w13_weight_fp8 = (self.w13_weight, self.w13_weight_scale_inv)``
+# (and the w2 pair), references to the Parameters ``create_weights`` made; the ROCm branch of
+# ``Fp8EPMoEMethod.process_weights_after_loading`` then replaces ``layer.w13_weight`` /
+# ``w2_weight`` with ``shuffle_weight(...)`` copies (new tensors) and, on gfx94x (e4m3fnuz), the
+# scales with ``normalize_e4m3fn_to_e4m3fnuz``'s doubled copies, so the loaded fp8 experts and
+# their scales stay allocated beside the ones the kernels use: two fp8 copies of every routed
+# expert on the rank, as many bytes as bf16 experts. value: True (kept) / False (not).
+SGLANG_ROCM_EPMOE_STALE_FP8: tuple[Rule, ...] = (
+    Rule(name="sglang_rocm_epmoe_stale_fp8", changes="weights: EP-MoE fp8 experts on ROCm (stale "
+         "copy)", since=None, until="0.4.8.post1", value=False, engine="sglang",
+         introduced_by="before 0.4.3 (read in the sglang 0.4.8 wheel)",
+         removed_by="the aiter shuffle of EP-MoE weights (read in the sglang 0.4.8.post1 wheel)",
+         source="sglang 0.4.8 layers/moe/ep_moe/layer.py Fp8EPMoEMethod."
+         "process_weights_after_loading: the ROCm branch only re-views the weights as e4m3fnuz "
+         "(normalize_e4m3fn_to_e4m3fnuz: weight.view), no new weight tensor"),
+    Rule(name="sglang_rocm_epmoe_stale_fp8", changes="weights: EP-MoE fp8 experts on ROCm (stale "
+         "copy)", since="0.4.8.post1", until="0.4.9.post5", value=True, engine="sglang",
+         introduced_by="read in the sglang 0.4.8.post1 wheel",
+         removed_by="EPMoE rebuilt on FusedMoE (read in the sglang 0.4.9.post5 wheel)",
+         source="sglang 0.4.8.post1 (to 0.4.9.post4) layers/moe/ep_moe/layer.py: EPMoE.__init__ "
+         "sets self.w13_weight_fp8 / self.w2_weight_fp8 to the created Parameters; "
+         "Fp8EPMoEMethod.process_weights_after_loading (0.4.9.post3: layers/quantization/"
+         "fp8.py) under block quant and _use_aiter sets layer.w13_weight = Parameter("
+         "shuffle_weight(layer.w13_weight.data, (16, 16))) and the same for w2; seen in "
+         "sgl-project/sglang issue #7691 (DeepSeek-R1, EP8 on MI300X, "
+         "v0.4.8.post1-rocm630: 'mem usage=166.59 GB' per rank)"),
+    Rule(name="sglang_rocm_epmoe_stale_fp8", changes="weights: EP-MoE fp8 experts on ROCm (stale "
+         "copy)", since="0.4.9.post5", until=None, value=False, engine="sglang",
+         introduced_by="read in the sglang 0.4.9.post5 wheel",
+         source="sglang 0.4.9.post5 (0.4.10, 0.5.x the same) layers/moe/ep_moe/layer.py: "
+         "EPMoE(FusedMoE) builds w13_weight_fp8 / w2_weight_fp8 in forward_deepgemm, at call "
+         "time, from the Parameters then registered"),
+)
+
 # HopperMXScaleLayout.swizzle_data (vllm/third_party/triton_kernels/tensor_details/
 # layout_details/hopper_scale.py, 0.25.0): SWIZZLE_ALIGN_M = 2 * num_warps * 2 * 8 (256 at
 # the 8 warps vLLM passes without EP), SWIZZLE_ALIGN_K = 2.
@@ -276,6 +311,18 @@ class MlpWeights(Shard):
             blocks = marlin_blocks(q, self.arch, moe=True)
         self.add(module, g, params, replicas=1,
                  formula=f"{e_local} experts × [w13 {f13} + w2 {f2}]", marlin_blocks=blocks)
+        if (q is not None and q.method == "fp8" and q.block and dep.enable_expert_parallel
+                and self.arch.startswith("gfx")
+                and value_at(SGLANG_ROCM_EPMOE_STALE_FP8, dep.engine_version, False,
+                             engine=dep.engine)):
+            # the loaded fp8 weights (and, where e4m3fnuz re-scales them, the loaded scales)
+            # EPMoE's w13_weight_fp8 / w2_weight_fp8 still reference after the aiter shuffle
+            stale = tuple(x for x in params if "scale" not in x.name
+                          or self.arch.startswith("gfx94"))
+            self.add(module + ".stale_fp8", g, stale, replicas=1,
+                     formula=f"{e_local} experts × [w13 {f13} + w2 {f2}] loaded copy kept by "
+                     f"EPMoE.w13/w2_weight_fp8 after the aiter shuffle (SGLang "
+                     f"{dep.engine_version}, ROCm, assumes SGLANG_USE_AITER=1)")
         if m.expert_bias:
             self.add(module + ".w13_bias", g,
                      (Param("w13_bias", (e_local, 2 * i_local), self.dtype),), replicas=1,
