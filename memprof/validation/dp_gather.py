@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
 
+from memprof.base.errors import BadInput
+from memprof.base.units import fmt_bytes
 from memprof.core.deployment import Deployment
 from memprof.core.models import load_model
 from memprof.kernels.dp_gather import (
@@ -33,6 +36,7 @@ from memprof.validation.graph_clean import (
     SimulatedRecorder,
     all_hold,
     check_graph_clean,
+    graph_lines,
     graph_verdict,
 )
 from memprof.validation.mla_tq import (
@@ -41,6 +45,17 @@ from memprof.validation.mla_tq import (
     _alternate_steps,
     _cuda_mem,
     _parity,
+)
+from memprof.validation.registry import (
+    Block,
+    Request,
+    ValidationRow,
+    match,
+    ms,
+    ok,
+    opt_bytes,
+    prepare,
+    verdict_line,
 )
 
 CATALOG_NAME = "SGLang DP-attention gathered buffer"
@@ -79,9 +94,45 @@ class DPGatherValidation:
     speed_passed: bool | None
     notes: tuple[str, ...]
 
+    VERDICTS: ClassVar[tuple[str, ...]] = ("parity_passed", "memory_passed", "graph_passed",
+                                           "passed")
+
     @property
     def parity_passed(self) -> bool:
         return all(p.passed for r in self.runs for p in r.parity)
+
+    @property
+    def path(self) -> str:
+        return "torch.distributed"
+
+    def block(self) -> Block:
+        """Its report: the gathered buffer each policy holds and allocates beside the estimate,
+        parity, graph-clean and speed."""
+        runs = self.runs
+        title = (f"{VALIDATION.title} — {self.model}, {self.backend} world of "
+                 f"{self.world_size} on {self.device}; dp {self.dp}, max_bs {self.max_bs} × "
+                 f"{self.tokens_per_bs} tokens, hidden {self.hidden}: ({self.rows}, "
+                 f"{self.hidden}) {self.dtype}")
+        rows = tuple((r.policy, r.catalog_policy, fmt_bytes(r.buffer_bytes),
+                      fmt_bytes(r.held_bytes), fmt_bytes(r.allocated_per_forward_bytes),
+                      opt_bytes(r.estimate_bytes), match(r.estimate_match),
+                      "" if r.graph is None else fmt_bytes(r.graph.pool_bytes), ms(r.step_ms))
+                     for r in runs)
+        lines = [f"  parity [{r.policy}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
+                 f"(tol {p.tol:g}) {ok(p.passed)}" for r in runs for p in r.parity]
+        for r in runs:
+            lines += graph_lines(r.policy, r.graph)
+        lines.append(f"  graph-clean: persistent clean, per forward shown not clean: "
+                     f"{ok(self.graph_passed)}")
+        if self.persistent_over_per_forward is not None:
+            lines.append(f"  speed: persistent / per-forward time "
+                         f"{self.persistent_over_per_forward:.3f} (≤ 1.02) "
+                         f"{ok(self.speed_passed)}")
+        lines += [f"  note: {n}" for n in self.notes]
+        lines.append(verdict_line(self))
+        return Block(title, ("policy", "catalog policy", "buffer", "held",
+                             "allocated / forward", "estimate", "equal", "graph pool",
+                             "step ms"), rows, tuple(lines))
 
     @property
     def memory_passed(self) -> bool:
@@ -218,3 +269,28 @@ def validate_dp_gather(*, model: str = "deepseek-r1", tp: int = 8, dp: int = 8,
         world_size=world, dp=dp, max_bs=max_bs, tokens_per_bs=tpb, hidden=hidden, rows=rows,
         dtype="bfloat16", runs=tuple(runs), persistent_over_per_forward=ratio,
         speed_passed=speed_ok, notes=tuple(notes))
+
+
+# --- the row ``memprof validate`` runs ------------------------------------------------------------
+
+DEFAULT_DP = 8  # --dp of seed 002
+
+
+def _run(req: Request) -> DPGatherValidation:
+    p = prepare(VALIDATION, req)
+    dp = req.dp or DEFAULT_DP
+    if p.tp % dp:
+        raise BadInput(f"SGLang DP attention needs --dp ({dp}) to divide the TP size ({p.tp})",
+                       hint="use a --dp that divides -tp")
+    return validate_dp_gather(model=p.model, tp=p.tp, dp=dp, max_bs=p.batch, device=req.device,
+                              gpu_name=p.gpu, graph_steps=req.graph_steps, reps=req.steps,
+                              seed=req.seed)
+
+
+# seed 002: DeepSeek-R1 on SGLang, --tp 8 --dp 8 --enable-dp-attention, --cuda-graph-max-bs 64
+VALIDATION = ValidationRow(
+    name="dp_gather", flag="dp_gather",
+    title="SGLang DP-attention gather (seed 002, gathered buffer)", run=_run,
+    result=DPGatherValidation, model="deepseek-r1", tp=8, batch=64, gpu="H200",
+    what="DP-attention gather", own=("dp",))
+VALIDATIONS = (VALIDATION,)

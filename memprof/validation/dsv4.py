@@ -21,9 +21,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
+from memprof.base.units import fmt_bytes
 from memprof.core.deployment import Deployment
 from memprof.core.models import load_model
 from memprof.kernels.dsv4_decode import (
@@ -47,6 +49,7 @@ from memprof.validation.graph_clean import (
     SimulatedRecorder,
     all_hold,
     check_graph_clean,
+    graph_lines,
     graph_verdict,
 )
 from memprof.validation.mla_tq import (
@@ -62,6 +65,17 @@ from memprof.validation.mla_tq import (
     _seq_lens,
     _time_ms,
     copy_bandwidth_gbps,
+)
+from memprof.validation.registry import (
+    Block,
+    Request,
+    ValidationRow,
+    match,
+    ms,
+    ok,
+    opt_bytes,
+    prepare,
+    verdict_line,
 )
 
 CATALOG_KEYS = ("AITER DSv4 decode K dequant bf16+fp8", "AITER DSv4 decode q_fp8/out/indices")
@@ -119,10 +133,64 @@ class DSV4Validation:
     bandwidth: Bandwidth | None
     notes: tuple[str, ...]
 
+    VERDICTS: ClassVar[tuple[str, ...]] = ("parity_passed", "memory_passed", "graph_passed",
+                                           "passed")
+
     @property
     def parity_passed(self) -> bool:
         return all(p.passed for r in self.runs for p in r.parity) and all(
             p.passed for p in self.direct_parity)
+
+    @property
+    def path(self) -> str:
+        return "Triton" if self.triton else "torch reference"
+
+    def block(self) -> Block:
+        """Its report: the scratch of each policy per layer kind beside the estimate, memory
+        parts, parity, graph-clean, speed and bandwidth."""
+        runs = self.runs
+        topk = ", ".join(f"{s} {n}" for s, n in self.topk)
+        kinds = ", ".join(f"{n} {kind}" for kind, n in self.layer_kinds)
+        title = (f"{VALIDATION.title} — {self.model}, {self.path} on {self.device}; "
+                 f"B={self.batch}, context {self.context_len}, {self.heads} q heads, topk "
+                 f"{topk}, {self.num_blocks} KV blocks (the estimate's); layers {kinds}")
+        rows = tuple((r.policy, f"{r.layers_run} of {r.model_layers}",
+                      " + ".join(f"{n}×{fmt_bytes(b)}" for _kind, n, b in r.per_call_bytes)
+                      or "held once", fmt_bytes(r.measured_bytes), opt_bytes(r.estimate_bytes),
+                      match(r.estimate_match), fmt_bytes(r.unmodelled_bytes),
+                      opt_bytes(r.allocated_delta_bytes), opt_bytes(r.reserved_delta_bytes),
+                      ms(r.step_ms)) for r in runs)
+        lines: list[str] = []
+        for r in runs:
+            for part in r.parts:
+                eq = "" if part.equal is None else (" equal" if part.equal else " NOT equal")
+                lines.append(f"  memory [{r.policy}] {part.name}: {part.measured_bytes:,} B, "
+                             f"estimate {opt_bytes(part.estimate_bytes) or 'none'}{eq}")
+            est = "none" if r.estimate_bytes is None else f"{r.estimate_bytes:,} B"
+            lines.append(f"  memory [{r.policy}]: {r.measured_bytes:,} B for all "
+                         f"{r.model_layers} layers, estimate {est}")
+        lines += [f"  parity [{r.policy}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
+                  f"(tol {p.tol:g}) {ok(p.passed)}" for r in runs for p in r.parity]
+        lines += [f"  parity [kernel] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
+                  f"(tol {p.tol:g}) {ok(p.passed)}" for p in self.direct_parity]
+        for r in runs:
+            lines += graph_lines(r.policy, r.graph)
+        lines.append(f"  graph-clean: shared clean, per-step shown not clean: "
+                     f"{ok(self.graph_passed)}")
+        if self.shared_over_per_step is not None:
+            lines.append(f"  speed: shared / per-step step time {self.shared_over_per_step:.3f}"
+                         f" (≤ 1.02) {ok(self.speed_passed)}")
+        if self.bandwidth is not None:
+            b = self.bandwidth
+            lines.append(f"  bandwidth (fp8_ds_mla read directly): kernel "
+                         f"{b.kernel_gbps:.0f} GB/s ({fmt_bytes(b.kernel_bytes)} in "
+                         f"{b.kernel_ms:.3f} ms), copy {b.copy_gbps:.0f} GB/s, "
+                         f"{b.fraction:.0%} (no target)")
+        lines += [f"  note: {n}" for n in self.notes]
+        lines.append(verdict_line(self))
+        return Block(title, ("policy", "layers run", "layers × per call", "all model layers",
+                             "estimate", "equal", "not in catalog", "allocated Δ",
+                             "reserved Δ", "step ms"), rows, tuple(lines))
 
     @property
     def memory_passed(self) -> bool:
@@ -433,3 +501,28 @@ def _part(name: str, measured: int, cat: dict[str, int] | None, key: str) -> Mem
 
 def _with(r: DSV4PolicyRun, **kw: object) -> DSV4PolicyRun:
     return DSV4PolicyRun(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, **kw})
+
+
+# --- the row ``memprof validate`` runs ------------------------------------------------------------
+
+KV_BYTES = {"cuda": 1 << 30, "cpu": DEFAULT_KV_BYTES}  # --kv-cache-memory-bytes by device
+
+
+def _run(req: Request) -> DSV4Validation:
+    p = prepare(VALIDATION, req)
+    return validate_dsv4(model=p.model, tp=p.tp, batch=p.batch, context_len=p.context,
+                         layers=req.layers, device=req.device, gpu_name=p.gpu,
+                         kv_cache_memory_bytes=req.kv_cache_memory_bytes or KV_BYTES[req.device],
+                         graph_steps=req.graph_steps, reps=req.steps, seed=req.seed)
+
+
+# seed 003: DeepSeek-V4-Flash TP8 on AITER (ROCm: the estimate is taken on an MI355X); the KV
+# pool the per-step dequant copies are sized by is set with --kv-cache-memory-bytes
+VALIDATION = ValidationRow(
+    name="dsv4", flag="dsv4",
+    title="DeepSeek-V4 sparse MLA decode (seed 003, AITER dequant + IO buffers)", run=_run,
+    result=DSV4Validation, model="deepseek-v4-flash", tp=8, batch=32, gpu="MI355X",
+    what="DeepSeek-V4 decode", attention="dsv4", attention_label="DeepSeek-V4",
+    models_hint="deepseek-v4-flash or deepseek-v4-pro (memprof models)", context_cuda=8192,
+    own=("kv_cache_memory_bytes",))
+VALIDATIONS = (VALIDATION,)

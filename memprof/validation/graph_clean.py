@@ -24,6 +24,8 @@ from typing import Protocol
 
 import torch
 
+from memprof.base.units import fmt_bytes
+
 GRAPH_POOL_SLACK = 2 << 20  # one small-pool segment (library temporaries such as a scan's)
 
 
@@ -200,3 +202,16 @@ def graph_verdict(by_policy: dict[str, GraphClean | None], fixed: str,
 def all_hold(required: list[bool], optional: list[bool | None]) -> bool:
     """Every required check and every optional one that ran (None: did not run)."""
     return all(required) and all(c for c in optional if c is not None)
+
+
+def graph_lines(policy: str, g: GraphClean | None) -> list[str]:
+    """The report lines of one policy's graph-clean check (what changed, when it is not)."""
+    if g is None:
+        return [f"  graph-clean [{policy}]: not run"]
+    head = (f"  graph-clean [{policy}] ({g.mode}): {g.steps} replays, outputs "
+            f"{'equal' if g.outputs_equal else 'DIFFER'} to eager, "
+            f"{g.pointers_tracked - g.num_pointers_changed}/{g.pointers_tracked} pointers "
+            f"stable, {g.replay_allocations} allocations in replay, pool "
+            f"{fmt_bytes(g.pool_bytes)} ({fmt_bytes(g.held_bytes)} left allocated): "
+            f"{'clean' if g.clean else 'NOT clean'}")
+    return [head, *(f"    what changes: {w}" for w in g.what_changed)]

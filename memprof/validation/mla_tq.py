@@ -26,10 +26,11 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import torch
 
+from memprof.base.units import fmt_bytes
 from memprof.core.attention import kind_of
 from memprof.core.deployment import Deployment
 from memprof.core.kvcache import TQ_BOUNDARY_LAYERS, tq_slot_bytes
@@ -54,6 +55,17 @@ from memprof.kernels.tq_decode import (
     tq_store_k8v4,
 )
 from memprof.kernels.workspace import Workspace, aligned_layout
+from memprof.validation.registry import (
+    Block,
+    Request,
+    ValidationRow,
+    match,
+    ms,
+    ok,
+    opt_bytes,
+    prepare,
+    verdict_line,
+)
 
 POLICIES = ("per-layer", "shared")
 _P = TypeVar("_P")  # what holds one policy's scratch (DecodeOutPolicy, TQDecodeBuffers)
@@ -129,9 +141,57 @@ class KernelValidation:
     bandwidth: Bandwidth | None
     notes: tuple[str, ...]
 
+    VERDICTS: ClassVar[tuple[str, ...]] = ("parity_passed", "memory_passed", "passed")
+
     @property
     def parity_passed(self) -> bool:
         return all(p.passed for r in self.runs for p in r.parity)
+
+    @property
+    def graph_passed(self) -> bool | None:
+        """No graph-clean check here (the scratch is the same tensor in every step)."""
+        return None
+
+    @property
+    def path(self) -> str:
+        return "Triton" if self.triton else "torch reference"
+
+    def block(self) -> Block:
+        """Its report: the scratch each policy holds beside the estimate, parity, memory,
+        speed and bandwidth."""
+        runs = self.runs
+        title = (f"{TITLES.get(self.kernel, self.kernel)} — {self.model}, backend "
+                 f"{self.backend}, {self.path} on {self.device}; B={self.batch}, context "
+                 f"{self.context_len}, {self.heads} q heads / {self.kv_heads} kv heads, "
+                 f"{self.num_splits} KV splits")
+        rows = tuple((r.policy, f"{r.layers_run} of {r.model_layers}", fmt_bytes(r.held_bytes),
+                      fmt_bytes(r.bytes_per_layer), fmt_bytes(r.scaled_bytes),
+                      opt_bytes(r.estimate_bytes), match(r.estimate_match),
+                      opt_bytes(r.allocated_delta_bytes), opt_bytes(r.reserved_delta_bytes),
+                      ms(r.step_ms)) for r in runs)
+        lines = [f"  parity [{r.policy}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
+                 f"(tol {p.tol:g}, {p.dtype}) {ok(p.passed)}" for r in runs for p in r.parity]
+        for r in runs:
+            est = "no estimate" if r.estimate_bytes is None else f"{r.estimate_bytes:,} B"
+            lines.append(f"  memory [{r.policy}]: {r.scaled_bytes:,} B for all "
+                         f"{r.model_layers} layers, estimate {est}")
+        lines.append(f"  memory: per-layer = one buffer per layer, shared = one, both equal "
+                     f"to the estimate: {ok(self.memory_passed)}")
+        if self.shared_over_per_layer is not None:
+            lines.append(f"  speed: shared / per-layer step time "
+                         f"{self.shared_over_per_layer:.3f} (≤ 1.02) {ok(self.speed_passed)}")
+        if self.bandwidth is not None:
+            b = self.bandwidth
+            target = "" if b.target is None else f" (target ≥ {b.target:.0%})"
+            lines.append(f"  bandwidth: kernel {b.kernel_gbps:.0f} GB/s "
+                         f"({fmt_bytes(b.kernel_bytes)} in {b.kernel_ms:.3f} ms under a CUDA "
+                         f"graph; {b.eager_ms:.3f} ms launched eagerly), copy "
+                         f"{b.copy_gbps:.0f} GB/s, {b.fraction:.0%}{target} {ok(b.passed)}")
+        lines += [f"  note: {n}" for n in self.notes]
+        lines.append(verdict_line(self))
+        return Block(title, ("policy", "layers run", "held", "per layer / shared",
+                             "all model layers", "estimate", "equal", "allocated Δ",
+                             "reserved Δ", "step ms"), rows, tuple(lines))
 
     @property
     def memory_passed(self) -> bool:
@@ -629,3 +689,37 @@ def validate_mla_tq(*, device: str = "cpu", mla_batch: int = 64, mla_context: in
                          layers=layers, seed=seed),
         tq=validate_tq(device=device, batch=tq_batch, context_len=tq_context, layers=layers,
                        seed=seed))
+
+
+# --- the rows ``memprof validate`` runs -----------------------------------------------------------
+
+
+def _run_mla(req: Request) -> KernelValidation:
+    p = prepare(MLA, req)
+    return validate_mla(model=p.model, tp=p.tp, backend=MLA.backend(req), batch=p.batch,
+                        context_len=p.context, layers=req.layers, device=req.device,
+                        block_size=64, gpu_name=p.gpu, reps=req.steps, seed=req.seed)
+
+
+def _run_tq(req: Request) -> KernelValidation:
+    p = prepare(TQ, req)
+    return validate_tq(model=p.model, tp=p.tp, batch=p.batch, context_len=p.context,
+                       layers=req.layers, device=req.device, block_size=16, gpu_name=p.gpu,
+                       reps=req.steps, seed=req.seed)
+
+
+# seed 000: DeepSeek-R1 TP8 on CUTLASS MLA, an SM100 backend, so the estimate is taken on a B200
+MLA = ValidationRow(
+    name="mla", flag="mla", title="MLA decode (seed 000, _decode_out)", run=_run_mla,
+    result=KernelValidation, model="deepseek-r1", tp=8, batch=64, gpu="B200",
+    what="MLA decode", attention="mla", attention_label="MLA",
+    models_hint="deepseek-r1, deepseek-v3 (memprof models)", context_cuda=8192,
+    backends=("cutlass_mla", "flashinfer_mla"))
+# seed 001: Qwen3-32B on one H200, TurboQuant k8v4
+TQ = ValidationRow(
+    name="tq", flag="turboquant", title="TurboQuant k8v4 decode (seed 001, mid_o + output + lse)",
+    run=_run_tq, result=KernelValidation, model="qwen3-32b", tp=1, batch=256, gpu="H200",
+    what="TurboQuant decode", attention="gqa", attention_label="GQA",
+    models_hint="qwen3-32b, qwen3-8b (memprof models)", context_cuda=4096)
+VALIDATIONS = (MLA, TQ)
+TITLES = {r.name: r.title for r in VALIDATIONS}
