@@ -291,6 +291,6 @@ def _run(req: Request) -> DPGatherValidation:
 VALIDATION = ValidationRow(
     name="dp_gather", flag="dp_gather",
     title="SGLang DP-attention gather (seed 002, gathered buffer)", run=_run,
-    result=DPGatherValidation, model="deepseek-r1", tp=8, batch=64, gpu="H200",
-    what="DP-attention gather", own=("dp",))
+    result=DPGatherValidation, models=("deepseek-r1", "deepseek-v3"), tp=8, batch=64,
+    gpu="H200", what="DP-attention gather", own=("dp",))
 VALIDATIONS = (VALIDATION,)

@@ -521,8 +521,7 @@ def _run(req: Request) -> DSV4Validation:
 VALIDATION = ValidationRow(
     name="dsv4", flag="dsv4",
     title="DeepSeek-V4 sparse MLA decode (seed 003, AITER dequant + IO buffers)", run=_run,
-    result=DSV4Validation, model="deepseek-v4-flash", tp=8, batch=32, gpu="MI355X",
-    what="DeepSeek-V4 decode", attention="dsv4", attention_label="DeepSeek-V4",
-    models_hint="deepseek-v4-flash or deepseek-v4-pro (memprof models)", context_cuda=8192,
-    own=("kv_cache_memory_bytes",))
+    result=DSV4Validation, models=("deepseek-v4-flash", "deepseek-v4-pro"), tp=8, batch=32,
+    gpu="MI355X", what="DeepSeek-V4 decode", attention="dsv4", attention_label="DeepSeek-V4",
+    context_cuda=8192, own=("kv_cache_memory_bytes",))
 VALIDATIONS = (VALIDATION,)

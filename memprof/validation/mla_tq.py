@@ -216,16 +216,6 @@ class KernelValidation:
         return all(checks)
 
 
-@dataclass(frozen=True, slots=True)
-class MLATQValidation:
-    mla: KernelValidation
-    tq: KernelValidation
-
-    @property
-    def passed(self) -> bool:
-        return self.mla.passed and self.tq.passed
-
-
 # --- helpers --------------------------------------------------------------------------------------
 
 
@@ -680,17 +670,6 @@ def tq_shared_bytes(batch: int, num_q_heads: int, head_dim: int,
     return aligned_layout(tq_buffer_specs(batch, num_q_heads, head_dim, num_splits))[1]
 
 
-def validate_mla_tq(*, device: str = "cpu", mla_batch: int = 64, mla_context: int = 8192,
-                    tq_batch: int = 256, tq_context: int = 4096, layers: int = 4,
-                    seed: int = 0) -> MLATQValidation:
-    """Both validations at their default deployments (R1 TP8 CUTLASS MLA; Qwen3-32B k8v4)."""
-    return MLATQValidation(
-        mla=validate_mla(device=device, batch=mla_batch, context_len=mla_context,
-                         layers=layers, seed=seed),
-        tq=validate_tq(device=device, batch=tq_batch, context_len=tq_context, layers=layers,
-                       seed=seed))
-
-
 # --- the rows ``memprof validate`` runs -----------------------------------------------------------
 
 
@@ -711,15 +690,14 @@ def _run_tq(req: Request) -> KernelValidation:
 # seed 000: DeepSeek-R1 TP8 on CUTLASS MLA, an SM100 backend, so the estimate is taken on a B200
 MLA = ValidationRow(
     name="mla", flag="mla", title="MLA decode (seed 000, _decode_out)", run=_run_mla,
-    result=KernelValidation, model="deepseek-r1", tp=8, batch=64, gpu="B200",
-    what="MLA decode", attention="mla", attention_label="MLA",
-    models_hint="deepseek-r1, deepseek-v3 (memprof models)", context_cuda=8192,
+    result=KernelValidation, models=("deepseek-r1", "deepseek-v3"), tp=8, batch=64,
+    gpu="B200", what="MLA decode", attention="mla", attention_label="MLA", context_cuda=8192,
     backends=("cutlass_mla", "flashinfer_mla"))
 # seed 001: Qwen3-32B on one H200, TurboQuant k8v4
 TQ = ValidationRow(
-    name="tq", flag="turboquant", title="TurboQuant k8v4 decode (seed 001, mid_o + output + lse)",
-    run=_run_tq, result=KernelValidation, model="qwen3-32b", tp=1, batch=256, gpu="H200",
-    what="TurboQuant decode", attention="gqa", attention_label="GQA",
-    models_hint="qwen3-32b, qwen3-8b (memprof models)", context_cuda=4096)
+    name="tq", flag="turboquant",
+    title="TurboQuant k8v4 decode (seed 001, mid_o + output + lse)", run=_run_tq,
+    result=KernelValidation, models=("qwen3-32b", "qwen3-0.6b"), tp=1, batch=256, gpu="H200",
+    what="TurboQuant decode", attention="gqa", attention_label="GQA", context_cuda=4096)
 VALIDATIONS = (MLA, TQ)
 TITLES = {r.name: r.title for r in VALIDATIONS}

@@ -102,18 +102,22 @@ class ValidationRow:
     title: str  # the heading of its report
     run: Callable[[Request], Validation]
     result: type  # its result type (rebuilt from JSON by memprof.validation.results)
-    # the seed deployment: the defaults of --model, -tp, --max-num-seqs, --gpu
-    model: str
+    # the seed deployment: the defaults of -tp, --max-num-seqs, --gpu (--model: models[0])
     tp: int
     batch: int
     gpu: str
     what: str  # what it runs, as errors name it ("the {what}")
     attention: str | None = None  # the attention kind its model must have (None: any)
     attention_label: str = ""  # that kind as errors name it ("MLA")
-    models_hint: str = ""  # bundled models it runs on
+    models: tuple[str, ...] = ()  # bundled models it runs on (the first: its default)
     context_cuda: int | None = None  # --context default on CUDA (None: takes no context)
     backends: tuple[str, ...] = ()  # --attention-backend values it runs; the first is default
     own: tuple[str, ...] = ()  # Request fields that only this validation reads
+
+    @property
+    def model(self) -> str:
+        """The seed deployment's model."""
+        return self.models[0]
 
     def backend(self, req: Request) -> str:
         return req.backend or self.backends[0]
@@ -175,14 +179,14 @@ def prepare(row: ValidationRow, req: Request) -> Prepared:
     the row's attention kind, whose heads split over the TP size, and the context fits it."""
     from memprof.core.models import load_model
 
-    name = req.model or row.model
+    name = req.model or row.models[0]
     spec = load_model(name)
     tp = req.tp or row.tp
     if row.attention is not None:
         layers = [lay for lay in spec.layers if lay.attention.kind == row.attention]
         if not layers:
             raise BadInput(f"{spec.name} has no {row.attention_label} attention layers for the "
-                           f"{row.what}", hint=row.models_hint)
+                           f"{row.what}", hint=" or ".join(row.models) + " (memprof models)")
         heads = layers[0].attention.num_heads
         if heads % tp:
             raise BadInput(f"{heads} attention heads do not split over TP {tp}",
