@@ -73,6 +73,18 @@ def test_every_row_is_declared_beside_its_code_and_is_consistent() -> None:
         assert sum(field in r.own for r in rows) == 1, field
 
 
+def test_the_command_page_lists_every_row_with_its_seed_deployment() -> None:
+    page = (ROOT / "docs" / "commands" / "validate.md").read_text(encoding="utf-8")
+    lines = {line.split("|")[1].strip(" `"): line for line in page.splitlines()
+             if line.startswith("| `") and "--kernel" not in line}
+    assert set(lines) == {r.flag for r in registry.rows()}
+    for r in registry.rows():
+        line = lines[r.flag]
+        assert f"| {r.model}, TP {r.tp}, " in line and f" {r.batch} sequences, {r.gpu}" in line
+        assert all(f"`{b}`" in line for b in r.backends), r.flag
+        assert r.context_cuda is None or f"context {r.context_cuda}" in line, r.flag
+
+
 def test_the_choices_are_the_rows() -> None:
     kernels, backends = registry.KERNELS, registry.BACKENDS  # read from the rows
     assert kernels == (*(r.flag for r in registry.rows()), registry.ALL)
