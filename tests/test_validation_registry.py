@@ -6,6 +6,7 @@ below plants one and runs it through the CLI, the JSON contract and the table.""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import subprocess
 import sys
@@ -24,11 +25,15 @@ from memprof.validation.registry import Block, Request, ValidationRow
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_registry_results_and_reporter_import_no_torch() -> None:
-    """Rows are asked for only when a validation runs or its JSON is rebuilt: the registry,
-    the result's JSON and its reporter load without torch."""
-    code = ("import sys\nimport memprof.validation.registry, memprof.validation.results\n"
-            "import memprof.report.validate\n"
+def test_the_rows_and_a_recorded_run_need_no_torch() -> None:
+    """The rows are pure data: listing them (the --kernel choices), rebuilding a recorded GPU
+    run from its JSON and rendering it import no torch; only a row's run does."""
+    code = ("import json, sys\n"
+            "from memprof.validation import registry, results\n"
+            "from memprof.report.validate import render_table\n"
+            "assert len(registry.KERNELS) == len(registry.rows()) + 1\n"
+            "doc = json.load(open('reports/gpu/validate-h100/validate-all.json'))\n"
+            "assert 'verdict:' in render_table(results.run_from_dict(doc), 120)\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=False, env={"PYTHONPATH": str(ROOT)})
@@ -38,8 +43,8 @@ def test_the_registry_results_and_reporter_import_no_torch() -> None:
 torch = pytest.importorskip("torch")
 
 
-def _module_path(row: ValidationRow) -> str:
-    return row.run.__module__.replace(".", "/") + ".py"
+def _module_path(module: str) -> str:
+    return module.replace(".", "/") + ".py"
 
 
 def test_every_row_is_declared_beside_its_code_and_is_consistent() -> None:
@@ -54,9 +59,13 @@ def test_every_row_is_declared_beside_its_code_and_is_consistent() -> None:
     assert len({r.name for r in rows}) == len(rows) == len({r.flag for r in rows})
     assert registry.ALL not in {r.flag for r in rows}
     fields = {f.name for f in dataclasses.fields(Request)}
+    declared = {m: importlib.import_module(m).VALIDATIONS for m in registry.MODULES}
     for r in rows:
-        assert r.run.__module__ in registry.MODULES, r.name
-        assert r in sys.modules[r.run.__module__].VALIDATIONS, r.name
+        home = next(m for m, v in declared.items() if r in v)  # declared beside its result
+        assert r.result.__module__ == home, r.name
+        runner, _, fn = r.runner.partition(":")
+        assert callable(getattr(importlib.import_module(runner), fn)), r.runner
+        assert home == runner + "_result", (home, runner)  # and beside its run
         assert dataclasses.is_dataclass(r.result) and r.result.VERDICTS[-1] == "passed"
         assert set(r.result.VERDICTS) <= set(DERIVED), r.name
         assert set(r.own) <= fields and set(r.own) <= set(OWNABLE), r.name
@@ -68,7 +77,7 @@ def test_every_row_is_declared_beside_its_code_and_is_consistent() -> None:
                 assert r.attention in KINDS, r.name
                 assert any(lay.attention.kind == r.attention for lay in spec.layers), name
         for b in r.backends:  # a backend's row declares the validation as its own
-            assert _module_path(r) in attention_backends.backend(b).modules, (r.name, b)
+            assert _module_path(home) in attention_backends.backend(b).modules, (r.name, b)
     for field in OWNABLE:  # a flag only one validation takes has exactly one owner
         assert sum(field in r.own for r in rows) == 1, field
 
@@ -142,8 +151,9 @@ def _planted_run(req: Request) -> PlantedValidation:
 
 
 PLANTED = ValidationRow(name="planted", flag="planted-decode", title="planted decode",
-                        run=_planted_run, result=PlantedValidation, models=("qwen3-0.6b",), tp=1,
-                        batch=1, gpu="H100", what="planted decode", own=())
+                        runner=f"{__name__}:_planted_run", result=PlantedValidation,
+                        models=("qwen3-0.6b",), tp=1, batch=1, gpu="H100",
+                        what="planted decode")
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def run(args: Namespace) -> int:
     from memprof.validation.registry import ALL, Request, by_flag, rows
 
     check_format(args.fmt, FORMATS)
-    all_rows = rows()  # imports torch: without it, exit 3
+    all_rows = rows()
     kernel, device = args.kernel, args.device
     row = by_flag(kernel)
     if kernel != ALL and row is None:
@@ -114,7 +114,11 @@ def run(args: Namespace) -> int:
                   graph_steps=args.graph_steps)
     _check(req, chosen, all_rows)
     md_path = check_markdown(args.markdown)  # before any work
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise EnvironmentProblem("memprof validate needs torch",
+                                 hint="pip install 'memprof-llm[trace]'") from None
 
     if device == "cuda" and not torch.cuda.is_available():
         raise EnvironmentProblem("no CUDA GPU visible for the Triton kernels",

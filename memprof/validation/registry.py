@@ -1,18 +1,21 @@
 """The validation registry: what ``memprof validate`` can run, as rows.
 
-Each validation is one :class:`ValidationRow`, declared beside its own code (a module of this
-package that lists its rows in ``VALIDATIONS``, as a family declares its row in its own module):
-its name (the ``kernel`` of its JSON), the ``--kernel`` value it answers to, its title, the
-attention kind its model must have, its seed deployment (the defaults), the
-``--attention-backend`` values it runs, the flags only it takes, its run function and its result
-type. Every result answers one shape, :class:`Validation`: the verdicts, the path the kernels took
-and a :class:`Block` (title, one table, lines) that ``memprof.report.validate`` renders without
-knowing which validation it came from. ``memprof.commands.validate`` is flags → :func:`rows` →
-:meth:`ValidationRow.run` → reporter and names no validation.
+Each validation is one :class:`ValidationRow`, declared beside its own code: in the module of
+its result type (``<name>_result``: ``mla_tq_result``, ``dsv4_result``, ``dp_gather_result``,
+each listing its rows in ``VALIDATIONS``, as a family declares its row in its own module), next
+to the module that runs it (``mla_tq``, ``dsv4``, ``dp_gather``). A row holds its name (the
+``kernel`` of its JSON), the ``--kernel`` value it answers to, its title, the attention kind its
+model must have, its seed deployment (the defaults), the ``--attention-backend`` values it runs,
+the flags only it takes, its run (``runner``) and its result type. Every result answers one
+shape, :class:`Validation`: the verdicts, the path the kernels took and a :class:`Block` (title,
+one table, lines) that ``memprof.report.validate`` renders without knowing which validation it
+came from. ``memprof.commands.validate`` is flags → :func:`rows` → :meth:`ValidationRow.run` →
+reporter and names no validation.
 
-This module imports no torch: the modules that declare rows do, and are imported (``MODULES``)
-only when the rows are asked for. A new validation is a module here with its ``VALIDATIONS``
-and one entry in ``MODULES`` (``docs/extending.md``, "a validation").
+The rows and results are pure data: listing them (``--help``, a bad flag refused, a recorded run's
+JSON rebuilt and rendered) imports no torch; a row's run imports its module, and with it torch
+and the kernels, when it runs. A new validation is a result module with its ``VALIDATIONS``, a
+run module, and one entry in ``MODULES`` (``docs/extending.md``, "A validation").
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from typing import Any, ClassVar, Protocol
 from memprof.base.errors import BadInput, EnvironmentProblem
 from memprof.base.units import fmt_bytes
 
-MODULES = ("memprof.validation.mla_tq", "memprof.validation.dsv4",
-           "memprof.validation.dp_gather")
+MODULES = ("memprof.validation.mla_tq_result", "memprof.validation.dsv4_result",
+           "memprof.validation.dp_gather_result")
 """The modules that declare validation rows (``VALIDATIONS``), in the order ``--kernel all``
 runs them."""
 
@@ -100,7 +103,7 @@ class ValidationRow:
     name: str  # the ``kernel`` of its result and JSON
     flag: str  # the --kernel value it answers to
     title: str  # the heading of its report
-    run: Callable[[Request], Validation]
+    runner: str  # "module:function" of its run, (Request) -> result; imported when it runs
     result: type  # its result type (rebuilt from JSON by memprof.validation.results)
     # the seed deployment: the defaults of -tp, --max-num-seqs, --gpu (--model: models[0])
     tp: int
@@ -118,6 +121,18 @@ class ValidationRow:
     def model(self) -> str:
         """The seed deployment's model."""
         return self.models[0]
+
+    def run(self, req: Request) -> Validation:
+        """Run it (imports its run's module: torch, the kernels; without torch, exit 3)."""
+        module, _, name = self.runner.partition(":")
+        try:
+            fn: Callable[[Request], Validation] = getattr(importlib.import_module(module), name)
+        except ImportError as e:
+            if e.name not in ("torch", "triton"):
+                raise
+            raise EnvironmentProblem("memprof validate needs torch",
+                                     hint="pip install 'memprof-llm[trace]'") from None
+        return fn(req)
 
     def backend(self, req: Request) -> str:
         return req.backend or self.backends[0]
@@ -137,17 +152,10 @@ class Prepared:
 
 @cache
 def rows() -> tuple[ValidationRow, ...]:
-    """Every validation, in ``MODULES`` order (imports torch; without it, exit 3)."""
+    """Every validation, in ``MODULES`` order (their modules are pure data: no torch)."""
     out: list[ValidationRow] = []
     for name in MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as e:
-            if e.name not in ("torch", "triton"):
-                raise
-            raise EnvironmentProblem("memprof validate needs torch",
-                                     hint="pip install 'memprof-llm[trace]'") from None
-        out += module.VALIDATIONS
+        out += importlib.import_module(name).VALIDATIONS
     return tuple(out)
 
 
