@@ -105,14 +105,14 @@ class ValidationRow:
     title: str  # the heading of its report
     runner: str  # "module:function" of its run, (Request) -> result; imported when it runs
     result: type  # its result type (rebuilt from JSON by memprof.validation.results)
-    # the seed deployment: the defaults of -tp, --max-num-seqs, --gpu (--model: models[0])
+    models: tuple[str, ...]  # bundled models it runs on; the first is --model's default
+    # the rest of the seed deployment: the defaults of -tp, --max-num-seqs, --gpu
     tp: int
     batch: int
     gpu: str
     what: str  # what it runs, as errors name it ("the {what}")
     attention: str | None = None  # the attention kind its model must have (None: any)
     attention_label: str = ""  # that kind as errors name it ("MLA")
-    models: tuple[str, ...] = ()  # bundled models it runs on (the first: its default)
     context_cuda: int | None = None  # --context default on CUDA (None: takes no context)
     backends: tuple[str, ...] = ()  # --attention-backend values it runs; the first is default
     own: tuple[str, ...] = ()  # Request fields that only this validation reads
