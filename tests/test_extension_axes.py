@@ -26,9 +26,7 @@ ROW_MODULES = ("memprof/core/engines/", "memprof/core/attention_backends.py",
 AMBIGUOUS_KV = frozenset({"auto", "bfloat16", "float16", "fp8"})
 
 # file → why it still names the engine / a backend / a KV dtype (owner in brackets)
-ALLOWED: dict[str, str] = {
-    "memprof/commands/validate.py": "[cli] --kernel names and the backend each kernel runs",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def owners() -> dict[str, set[str]]:

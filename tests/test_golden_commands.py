@@ -124,12 +124,10 @@ SWEEP_COLUMNS = ["tp", "max_model_len", "gpus", "verdict", "kv_cache_tokens", "m
                  "headroom_bytes"]
 
 
-def validations() -> tuple[list[Any], str, str]:
-    from memprof.validation.results import kernel_from_dict
+def validations() -> Any:
+    from memprof.validation.results import run_from_dict
 
-    doc = json.loads(VALIDATE_RUN.read_text(encoding="utf-8"))
-    return ([kernel_from_dict(k) for k in doc["kernels"]], doc["torch_version"],
-            doc["device_name"])
+    return run_from_dict(json.loads(VALIDATE_RUN.read_text(encoding="utf-8")))
 
 
 def replay_result() -> Any:
@@ -216,10 +214,9 @@ def _validate() -> dict[str, str]:
     pytest.importorskip("torch")
     from memprof.report.validate import render_json, render_markdown, render_table
 
-    ks, torch_version, device = validations()
-    return {"validate.txt": render_table(ks, 120), "validate.md":
-            render_markdown(ks, torch_version, device),
-            "validate.json": render_json(ks, torch_version, device)}
+    run = validations()
+    return {"validate.txt": render_table(run, 120), "validate.md": render_markdown(run),
+            "validate.json": render_json(run)}
 
 
 def _alloc() -> dict[str, str]:
@@ -333,10 +330,9 @@ def test_the_recorded_gpu_validation_renders_as_it_was_recorded() -> None:
     pytest.importorskip("torch")
     from memprof.report.validate import render_json, render_markdown
 
-    ks, torch_version, device = validations()
-    assert render_json(ks, torch_version, device) == VALIDATE_RUN.read_text(encoding="utf-8")
-    assert render_markdown(ks, torch_version, device) == (
-        VALIDATE_RUN.with_suffix(".md").read_text(encoding="utf-8"))
+    run = validations()
+    assert render_json(run) == VALIDATE_RUN.read_text(encoding="utf-8")
+    assert render_markdown(run) == VALIDATE_RUN.with_suffix(".md").read_text(encoding="utf-8")
 
 
 def test_a_golden_fails_on_a_changed_character() -> None:

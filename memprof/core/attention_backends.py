@@ -78,14 +78,15 @@ class AttentionBackend:
 
 _NVIDIA_WHY = "{name} is an NVIDIA backend"
 _MLA_DECODE_KERNELS = "memprof/kernels/mla_decode.py"  # the CUTLASS / FlashInfer MLA decodes
-_DECODE_VALIDATION = "memprof/validation/mla_tq.py"  # their validation, and TurboQuant's
+# their validation, and TurboQuant's: its run, and its rows and result
+_DECODE_VALIDATION = ("memprof/validation/mla_tq.py", "memprof/validation/mla_tq_result.py")
 ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="cutlass_mla", kinds=frozenset({MLA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
         archs=("sm10",), arch_why="cutlass_mla needs Blackwell (SM100), {gpu} is {arch}",
         kv_dtypes=_MLA_KV, keeps_multiple_of=128, forces=128, default_block=128,
         default_for=((MLA, "sm10"),), scratch="mla",
-        modules=(_MLA_DECODE_KERNELS, _DECODE_VALIDATION),
+        modules=(_MLA_DECODE_KERNELS, *_DECODE_VALIDATION),
         source="platforms/cuda.py check_and_update_config (v0.11.0): 'Forcing kv cache block "
         "size to 128 for CUTLASS_MLA backend' when block_size % 128; "
         "v1/attention/backends/mla/cutlass_mla.py (SM100 only)"),
@@ -94,7 +95,7 @@ ROWS: tuple[AttentionBackend, ...] = (
         vendor_why=_NVIDIA_WHY, archs=("sm10",),
         arch_why="flashinfer_mla needs Blackwell (SM100), {gpu} is {arch}",
         kv_dtypes=_SPARSE_KV, keeps_multiple_of=64, keeps_also=(32,), forces=64,
-        default_block=64, scratch="mla", modules=(_MLA_DECODE_KERNELS, _DECODE_VALIDATION),
+        default_block=64, scratch="mla", modules=(_MLA_DECODE_KERNELS, *_DECODE_VALIDATION),
         source="platforms/cuda.py check_and_update_config (v0.11.0): 'Forcing kv cache block "
         "size to 64 for FlashInferMLA backend' unless 32 or a multiple of 64; sparse: "
         "FLASHINFER_MLA_SPARSE_DSV4 (vLLM @023da1fc)"),
@@ -142,7 +143,7 @@ ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="turboquant", kinds=frozenset({GQA}), vendor=None, kv_dtypes=_TQ_KV,
         keeps_multiple_of=16, display="TurboQuant", vllm_class="TurboQuantAttentionBackend",
-        scratch="turboquant", modules=(_DECODE_VALIDATION,),
+        scratch="turboquant", modules=_DECODE_VALIDATION,
         releases="vLLM@52a31cc on",
         source="TurboQuantAttentionBackend (vLLM@52a31cc model_executor/layers/quantization/"
         "turboquant/): get_supported_kernel_block_sizes [16, 32, 64, 128]"),

@@ -28,8 +28,8 @@ REPORTERS: dict[str, str] = {
 }
 
 # (result kind, format) -> "module:function". The kind is the result's class name unless the
-# caller names it (a list of validations is "validation", a sweep's or plan's DataFrame "frame",
-# a listing's name "listing"). How each is called: _CALLS.
+# caller names it (a sweep's or plan's DataFrame "frame", a listing's name "listing"). How each
+# is called: _CALLS.
 REGISTRY: dict[tuple[str, str], str] = {
     ("EstimateReport", "table"): REPORTERS["table"],
     ("EstimateReport", "json"): REPORTERS["json"],
@@ -43,9 +43,9 @@ REGISTRY: dict[tuple[str, str], str] = {
     ("ReplayResult", "table"): "memprof.report.alloc:render_table",
     ("ReplayResult", "json"): "memprof.report.alloc:render_json",
     ("ReplayResult", "markdown"): "memprof.report.alloc:render_markdown",
-    ("validation", "table"): "memprof.report.validate:render_table",
-    ("validation", "json"): "memprof.report.validate:render_json",
-    ("validation", "markdown"): "memprof.report.validate:render_markdown",
+    ("ValidationRun", "table"): "memprof.report.validate:render_table",
+    ("ValidationRun", "json"): "memprof.report.validate:render_json",
+    ("ValidationRun", "markdown"): "memprof.report.validate:render_markdown",
     ("GateResult", "table"): "memprof.report.console:gate_table",
     ("GateResult", "json"): "memprof.report.gate:render_json",
     ("GateResult", "markdown"): "memprof.report.gate:render_markdown",
@@ -85,8 +85,8 @@ _CALLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "memprof.report.alloc:render_json": ("", ()),
     "memprof.report.alloc:render_markdown": ("", ()),
     "memprof.report.validate:render_table": ("WC", ()),
-    "memprof.report.validate:render_json": ("", ("torch_version", "device_name")),
-    "memprof.report.validate:render_markdown": ("", ("torch_version", "device_name")),
+    "memprof.report.validate:render_json": ("", ()),
+    "memprof.report.validate:render_markdown": ("", ()),
     "memprof.report.console:gate_table": ("WC", ()),
     "memprof.report.gate:render_json": ("", ()),
     "memprof.report.gate:render_markdown": ("", ()),
@@ -128,7 +128,7 @@ def render(result: Any, fmt: str, *, width: int | None = None, color: bool = Fal
            kind: str | None = None, **context: Any) -> str:
     """``result`` as text in ``fmt``: the one reporter entry of every command. ``width`` None:
     as wide as the text needs (a terminal); ``context``: what a reporter needs beside the
-    result (the log of an explanation, the torch version of a validation, ...)."""
+    result (the log of an explanation, the columns of a sweep, ...)."""
     key = (kind or type(result).__name__, fmt)
     if key not in REGISTRY:
         from memprof.base.errors import BadInput

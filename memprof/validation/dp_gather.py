@@ -13,11 +13,11 @@ eager forwards).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.models import load_model
 from memprof.kernels.dp_gather import (
@@ -27,74 +27,18 @@ from memprof.kernels.dp_gather import (
     dp_gather_forward,
     process_group,
 )
-from memprof.validation.graph_clean import (
-    CudaGraphRecorder,
-    GraphClean,
-    SimulatedRecorder,
-    all_hold,
-    check_graph_clean,
-    graph_verdict,
-)
+from memprof.validation.checks import GraphClean
+from memprof.validation.dp_gather_result import VALIDATION, DPGatherValidation, DPPolicyRun
+from memprof.validation.graph_clean import CudaGraphRecorder, SimulatedRecorder, check_graph_clean
 from memprof.validation.mla_tq import (
     MAX_SHARED_RATIO,
-    Parity,
     _alternate_steps,
     _cuda_mem,
     _parity,
 )
+from memprof.validation.registry import Request, prepare
 
 CATALOG_NAME = "SGLang DP-attention gathered buffer"
-
-
-@dataclass(frozen=True, slots=True)
-class DPPolicyRun:
-    policy: str
-    catalog_policy: str
-    buffer_bytes: int  # the gathered buffer's tensor bytes
-    held_bytes: int  # held between forwards (persistent: the buffer; per forward: 0)
-    allocated_per_forward_bytes: int  # allocated by one forward (per forward: the buffer)
-    estimate_bytes: int | None
-    estimate_match: bool | None
-    allocated_delta_bytes: int | None
-    step_ms: float | None
-    parity: tuple[Parity, ...]
-    graph: GraphClean | None
-
-
-@dataclass(frozen=True, slots=True)
-class DPGatherValidation:
-    kernel: str  # "dp_gather"
-    model: str
-    device: str
-    backend: str  # process-group backend
-    world_size: int
-    dp: int
-    max_bs: int
-    tokens_per_bs: int
-    hidden: int
-    rows: int
-    dtype: str
-    runs: tuple[DPPolicyRun, ...]
-    persistent_over_per_forward: float | None
-    speed_passed: bool | None
-    notes: tuple[str, ...]
-
-    @property
-    def parity_passed(self) -> bool:
-        return all(p.passed for r in self.runs for p in r.parity)
-
-    @property
-    def memory_passed(self) -> bool:
-        return all(r.estimate_match is True for r in self.runs)
-
-    @property
-    def graph_passed(self) -> bool | None:
-        return graph_verdict({r.policy: r.graph for r in self.runs}, "persistent", "per-forward")
-
-    @property
-    def passed(self) -> bool:
-        return all_hold([self.parity_passed, self.memory_passed],
-                        [self.graph_passed, self.speed_passed])
 
 
 def _estimate(model: str, dep: Deployment, gpu_name: str, notes: list[str]) -> int | None:
@@ -218,3 +162,19 @@ def validate_dp_gather(*, model: str = "deepseek-r1", tp: int = 8, dp: int = 8,
         world_size=world, dp=dp, max_bs=max_bs, tokens_per_bs=tpb, hidden=hidden, rows=rows,
         dtype="bfloat16", runs=tuple(runs), persistent_over_per_forward=ratio,
         speed_passed=speed_ok, notes=tuple(notes))
+
+
+# --- the run of the row (memprof/validation/dp_gather_result.py) --------------------------------
+
+DEFAULT_DP = 8  # --dp of seed 002
+
+
+def run(req: Request) -> DPGatherValidation:
+    p = prepare(VALIDATION, req)
+    dp = req.dp or DEFAULT_DP
+    if p.tp % dp:
+        raise BadInput(f"SGLang DP attention needs --dp ({dp}) to divide the TP size ({p.tp})",
+                       hint="use a --dp that divides -tp")
+    return validate_dp_gather(model=p.model, tp=p.tp, dp=dp, max_bs=p.batch, device=req.device,
+                              gpu_name=p.gpu, graph_steps=req.graph_steps, reps=req.steps,
+                              seed=req.seed)

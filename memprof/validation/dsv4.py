@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 import torch
 
@@ -41,19 +40,17 @@ from memprof.kernels.sparse_mla_decode import (
     sparse_mla_decode,
     sparse_mla_decode_reference,
 )
-from memprof.validation.graph_clean import (
-    CudaGraphRecorder,
-    GraphClean,
-    SimulatedRecorder,
-    all_hold,
-    check_graph_clean,
-    graph_verdict,
+from memprof.validation.checks import GraphClean, Parity
+from memprof.validation.dsv4_result import (
+    VALIDATION,
+    DSV4PolicyRun,
+    DSV4Validation,
+    MemoryPart,
 )
+from memprof.validation.graph_clean import CudaGraphRecorder, SimulatedRecorder, check_graph_clean
 from memprof.validation.mla_tq import (
     MAX_SHARED_RATIO,
     REL_TOL,
-    Bandwidth,
-    Parity,
     _alternate_steps,
     _bandwidth,
     _cuda_mem,
@@ -63,6 +60,7 @@ from memprof.validation.mla_tq import (
     _time_ms,
     copy_bandwidth_gbps,
 )
+from memprof.validation.registry import Request, prepare
 
 CATALOG_KEYS = ("AITER DSv4 decode K dequant bf16+fp8", "AITER DSv4 decode q_fp8/out/indices")
 SWA_ROWS = 64  # SWA block of 64 tokens (vLLM @023da1fc SlidingWindowMLASpec, DeepSeek-V4)
@@ -70,73 +68,6 @@ SWA_ROWS = 64  # SWA block of 64 tokens (vLLM @023da1fc SlidingWindowMLASpec, De
 EXTRA_ROWS = {"C4": 64, "C128": 2}
 DEFAULT_KV_BYTES = 64 << 20  # --kv-cache-memory-bytes of the validated deployment (CPU)
 HOLE_FRACTION = 0.03  # -1 entries sprinkled inside lens
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryPart:
-    name: str
-    measured_bytes: int
-    estimate_bytes: int | None
-    equal: bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class DSV4PolicyRun:
-    policy: str
-    layers_run: int
-    model_layers: int
-    per_call_bytes: tuple[tuple[str, int, int], ...]  # (kind, model layers of it, bytes/call)
-    measured_bytes: int  # scaled to the model: per-step Σ kind count × call; shared held
-    estimate_bytes: int | None
-    estimate_match: bool | None
-    parts: tuple[MemoryPart, ...]  # the dequant and the IO buffers separately
-    unmodelled_bytes: int  # per call / held, not in the catalog (the scopes' lse)
-    allocated_delta_bytes: int | None
-    reserved_delta_bytes: int | None
-    peak_delta_bytes: int | None
-    step_ms: float | None
-    parity: tuple[Parity, ...]
-    graph: GraphClean | None
-
-
-@dataclass(frozen=True, slots=True)
-class DSV4Validation:
-    kernel: str  # "dsv4"
-    model: str
-    backend: str
-    device: str
-    triton: bool
-    batch: int
-    context_len: int
-    heads: int
-    topk: tuple[tuple[str, int], ...]  # scope → topk
-    num_blocks: int
-    layer_kinds: tuple[tuple[str, int], ...]  # kind → layers of the model
-    runs: tuple[DSV4PolicyRun, ...]
-    direct_parity: tuple[Parity, ...]  # the kernel reading fp8_ds_mla, no pool dequant
-    shared_over_per_step: float | None
-    speed_passed: bool | None
-    bandwidth: Bandwidth | None
-    notes: tuple[str, ...]
-
-    @property
-    def parity_passed(self) -> bool:
-        return all(p.passed for r in self.runs for p in r.parity) and all(
-            p.passed for p in self.direct_parity)
-
-    @property
-    def memory_passed(self) -> bool:
-        return all(r.estimate_match is True for r in self.runs)
-
-    @property
-    def graph_passed(self) -> bool | None:
-        """``shared`` clean and ``per-step`` shown not clean (None: the check did not run)."""
-        return graph_verdict({r.policy: r.graph for r in self.runs}, "shared", "per-step")
-
-    @property
-    def passed(self) -> bool:
-        return all_hold([self.parity_passed, self.memory_passed],
-                        [self.graph_passed, self.speed_passed])
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -433,3 +364,16 @@ def _part(name: str, measured: int, cat: dict[str, int] | None, key: str) -> Mem
 
 def _with(r: DSV4PolicyRun, **kw: object) -> DSV4PolicyRun:
     return DSV4PolicyRun(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, **kw})
+
+
+# --- the run of the row (memprof/validation/dsv4_result.py) -------------------------------------
+
+KV_BYTES = {"cuda": 1 << 30, "cpu": DEFAULT_KV_BYTES}  # --kv-cache-memory-bytes by device
+
+
+def run(req: Request) -> DSV4Validation:
+    p = prepare(VALIDATION, req)
+    return validate_dsv4(model=p.model, tp=p.tp, batch=p.batch, context_len=p.context,
+                         layers=req.layers, device=req.device, gpu_name=p.gpu,
+                         kv_cache_memory_bytes=req.kv_cache_memory_bytes or KV_BYTES[req.device],
+                         graph_steps=req.graph_steps, reps=req.steps, seed=req.seed)

@@ -13,36 +13,20 @@ Two recorders do the capturing: ``CudaGraphRecorder`` (``torch.cuda.CUDAGraph``;
 ``memory_reserved`` around the capture, allocations from the allocator's counters) and
 ``SimulatedRecorder`` for machines without CUDA: it "replays" by running the step again and
 counts allocations through the caller's own counter, so the pointer and allocation logic is
-tested on a CPU; its report says that no graph was captured.
+tested on a CPU; its report says that no graph was captured. The record and its verdicts
+(``GraphClean``, ``graph_verdict``) are pure data in ``memprof.validation.checks``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
+from memprof.validation.checks import GraphClean
+
 GRAPH_POOL_SLACK = 2 << 20  # one small-pool segment (library temporaries such as a scan's)
-
-
-@dataclass(frozen=True, slots=True)
-class GraphClean:
-    mode: str  # "cuda graph" | "simulated (no CUDA): step re-run, no graph captured"
-    steps: int  # replays with changed inputs
-    outputs_equal: bool
-    max_abs_diff: float
-    pointers_tracked: int
-    pointers_changed: tuple[str, ...]  # names whose data_ptr moved (first 8)
-    num_pointers_changed: int
-    replay_allocations: int  # allocator allocations during the replays
-    replay_alloc_bytes: int
-    pool_bytes: int  # graph pool reserved (simulated: bytes the step allocated while "captured")
-    held_bytes: int  # of it, what the step left allocated at the end of the capture
-    pool_limit: int  # most bytes the step may leave allocated in the pool
-    clean: bool
-    what_changed: tuple[str, ...]  # why not clean, one line each
 
 
 class Recorder(Protocol):
@@ -178,25 +162,3 @@ def check_graph_clean(recorder: Recorder, step: Callable[[], None],
                       replay_alloc_bytes=alloc_bytes, pool_bytes=pool, held_bytes=held,
                       pool_limit=pool_limit,
                       clean=not why, what_changed=tuple(why))
-
-
-def graph_verdict(by_policy: dict[str, GraphClean | None], fixed: str,
-                  fresh: str) -> bool | None:
-    """The graph-clean verdict of a kernel with two policies: the ``fixed`` one (buffers owned
-    once) clean and the ``fresh`` one (buffers made per step) shown not clean; None when the
-    check did not run."""
-    if any(g is None for g in by_policy.values()):
-        return None
-    ok = True
-    if fixed in by_policy:
-        g = by_policy[fixed]
-        ok = ok and g is not None and g.clean
-    if fresh in by_policy:
-        g = by_policy[fresh]
-        ok = ok and g is not None and not g.clean
-    return ok
-
-
-def all_hold(required: list[bool], optional: list[bool | None]) -> bool:
-    """Every required check and every optional one that ran (None: did not run)."""
-    return all(required) and all(c for c in optional if c is not None)

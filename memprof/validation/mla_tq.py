@@ -1,8 +1,9 @@
 """Validate the MLA and TurboQuant decode kernels and their scratch policies against the estimate.
 
-Pure data in, a frozen dataclass out; nothing is printed. For one model and deployment it runs a
-decode loop over ``layers`` layers (capped to fit the device) once per scratch policy
-(``per-layer``, ``shared``) and reports:
+Pure data in, a frozen dataclass out (``memprof.validation.mla_tq_result``, with the rows
+``memprof validate`` runs through ``run_mla`` and ``run_tq`` here); nothing is printed. For one
+model and deployment it runs a decode loop over ``layers`` layers (capped to fit the device) once
+per scratch policy (``per-layer``, ``shared``) and reports:
 
 - parity: the kernel's output against an fp32 torch reference (and, for TurboQuant, against
   plain attention over the unquantised K/V), with a tolerance per dtype;
@@ -25,7 +26,6 @@ import itertools
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
@@ -54,6 +54,9 @@ from memprof.kernels.tq_decode import (
     tq_store_k8v4,
 )
 from memprof.kernels.workspace import Workspace, aligned_layout
+from memprof.validation.checks import Bandwidth, Parity
+from memprof.validation.mla_tq_result import MLA, TQ, KernelValidation, PolicyRun
+from memprof.validation.registry import Request, prepare
 
 POLICIES = ("per-layer", "shared")
 _P = TypeVar("_P")  # what holds one policy's scratch (DecodeOutPolicy, TQDecodeBuffers)
@@ -67,103 +70,6 @@ MAX_SHARED_RATIO = 1.02  # shared no slower than per-layer
 CATALOG_NAMES = {"cutlass_mla": "CUTLASS MLA decode output",
                  "flashinfer_mla": "FlashInfer MLA decode output",
                  "turboquant": "TurboQuant decode mid_o+output+lse"}
-
-
-# --- results --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Parity:
-    name: str  # what was compared ("layer 0 vs reference", ...)
-    dtype: str
-    max_abs: float
-    rel: float  # ‖out − ref‖ / ‖ref‖
-    tol: float
-    passed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyRun:
-    policy: str
-    layers_run: int
-    model_layers: int  # layers of the model that hold this scratch
-    held_bytes: int  # scratch the policy holds after the loop (exact tensor bytes)
-    bytes_per_layer: int  # per-layer: one layer's share; shared: the one buffer
-    scaled_bytes: int  # to all model layers: per-layer × model_layers, shared × 1
-    estimate_bytes: int | None  # the estimate's catalog bytes for the same deployment
-    estimate_match: bool | None  # scaled_bytes == estimate_bytes
-    allocated_delta_bytes: int | None  # CUDA: memory_allocated after − before the loop
-    reserved_delta_bytes: int | None  # CUDA: memory_reserved after − before
-    peak_delta_bytes: int | None  # CUDA: max_memory_allocated − before
-    step_ms: float | None  # CUDA: median time of one decode step over layers_run layers
-    parity: tuple[Parity, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Bandwidth:
-    kernel_bytes: int  # bytes the kernel must move: cache rows read once + q read + out written
-    kernel_ms: float  # one layer's decode (split + combine), GPU time: CUDA-graph replay
-    eager_ms: float  # the same call launched eagerly from Python, host launch overhead included
-    kernel_gbps: float
-    copy_gbps: float  # device-to-device copy, bytes read + written
-    fraction: float  # kernel_gbps / copy_gbps
-    target: float | None  # required fraction, None where no target applies
-    passed: bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class KernelValidation:
-    kernel: str  # "mla" | "tq"
-    model: str
-    backend: str
-    device: str
-    triton: bool  # did the Triton kernels run (else the torch reference)
-    batch: int
-    context_len: int
-    heads: int  # query heads on this rank
-    kv_heads: int
-    num_splits: int
-    runs: tuple[PolicyRun, ...]
-    shared_over_per_layer: float | None  # step time ratio (CUDA)
-    speed_passed: bool | None
-    bandwidth: Bandwidth | None
-    notes: tuple[str, ...]
-
-    @property
-    def parity_passed(self) -> bool:
-        return all(p.passed for r in self.runs for p in r.parity)
-
-    @property
-    def memory_passed(self) -> bool:
-        """Per-layer holds one buffer per layer, shared holds one, and both equal the estimate
-        (an estimate that could not run proves nothing, so it fails the check)."""
-        by = {r.policy: r for r in self.runs}
-        ok = all(r.estimate_match is True for r in self.runs)
-        if "per-layer" in by and "shared" in by:
-            pl, sh = by["per-layer"], by["shared"]
-            ok = ok and pl.held_bytes == pl.layers_run * pl.bytes_per_layer
-            ok = ok and sh.held_bytes == sh.bytes_per_layer
-            ok = ok and sh.scaled_bytes <= pl.scaled_bytes
-        return ok
-
-    @property
-    def passed(self) -> bool:
-        checks = [self.parity_passed, self.memory_passed]
-        if self.speed_passed is not None:
-            checks.append(self.speed_passed)
-        if self.bandwidth is not None and self.bandwidth.passed is not None:
-            checks.append(self.bandwidth.passed)
-        return all(checks)
-
-
-@dataclass(frozen=True, slots=True)
-class MLATQValidation:
-    mla: KernelValidation
-    tq: KernelValidation
-
-    @property
-    def passed(self) -> bool:
-        return self.mla.passed and self.tq.passed
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -620,12 +526,18 @@ def tq_shared_bytes(batch: int, num_q_heads: int, head_dim: int,
     return aligned_layout(tq_buffer_specs(batch, num_q_heads, head_dim, num_splits))[1]
 
 
-def validate_mla_tq(*, device: str = "cpu", mla_batch: int = 64, mla_context: int = 8192,
-                    tq_batch: int = 256, tq_context: int = 4096, layers: int = 4,
-                    seed: int = 0) -> MLATQValidation:
-    """Both validations at their default deployments (R1 TP8 CUTLASS MLA; Qwen3-32B k8v4)."""
-    return MLATQValidation(
-        mla=validate_mla(device=device, batch=mla_batch, context_len=mla_context,
-                         layers=layers, seed=seed),
-        tq=validate_tq(device=device, batch=tq_batch, context_len=tq_context, layers=layers,
-                       seed=seed))
+# --- the runs of the rows (memprof/validation/mla_tq_result.py) ---------------------------------
+
+
+def run_mla(req: Request) -> KernelValidation:
+    p = prepare(MLA, req)
+    return validate_mla(model=p.model, tp=p.tp, backend=MLA.backend(req), batch=p.batch,
+                        context_len=p.context, layers=req.layers, device=req.device,
+                        block_size=64, gpu_name=p.gpu, reps=req.steps, seed=req.seed)
+
+
+def run_tq(req: Request) -> KernelValidation:
+    p = prepare(TQ, req)
+    return validate_tq(model=p.model, tp=p.tp, batch=p.batch, context_len=p.context,
+                       layers=req.layers, device=req.device, block_size=16, gpu_name=p.gpu,
+                       reps=req.steps, seed=req.seed)

@@ -1,48 +1,54 @@
-"""The JSON contract (``schema_version`` 1) of ``memprof validate``, built here beside the
-validation results so the reporters only serialise it, and its inverse: a result rebuilt from
-its JSON (a recorded GPU run rendered again, as the golden tests do, without running a kernel).
+"""The result of ``memprof validate`` (:class:`ValidationRun`: the validations it ran, where) and
+its JSON contract (``schema_version`` 1), built here so the reporters only serialise it, with
+its inverse: a result rebuilt from its JSON (a recorded GPU run rendered again, as the golden
+tests do, without running a kernel).
 
-A kernel's dict is its dataclass as is (``dataclasses.asdict``) plus the derived verdicts
-``parity_passed``, ``memory_passed``, ``graph_passed`` (DeepSeek-V4 and DP gather only) and
-``passed``."""
+A validation's dict is its dataclass as is (``dataclasses.asdict``) plus the verdicts its type
+derives (``VERDICTS``: ``parity_passed``, ``memory_passed``, ``graph_passed`` where it has a
+graph-clean check, ``passed``); its type is found by its ``kernel`` in the registry
+(``memprof.validation.registry``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
+from dataclasses import dataclass
 from typing import Any
 
-from memprof.validation.dp_gather import DPGatherValidation
-from memprof.validation.dsv4 import DSV4Validation
-from memprof.validation.mla_tq import KernelValidation
-
-AnyValidation = KernelValidation | DSV4Validation | DPGatherValidation
+from memprof.validation.registry import Validation, by_name
 
 VALIDATE_SCHEMA_VERSION = 1
 DERIVED = ("parity_passed", "memory_passed", "graph_passed", "passed")
-KINDS: dict[str, type[KernelValidation] | type[DSV4Validation] | type[DPGatherValidation]] = {
-    "mla": KernelValidation, "tq": KernelValidation, "dsv4": DSV4Validation,
-    "dp_gather": DPGatherValidation}
 
 
-def kernel_dict(k: AnyValidation) -> dict[str, Any]:
-    """One kernel's validation as a JSON-able dict."""
-    d = dataclasses.asdict(k)
-    d["parity_passed"] = k.parity_passed
-    d["memory_passed"] = k.memory_passed
-    if not isinstance(k, KernelValidation):
-        d["graph_passed"] = k.graph_passed
-    d["passed"] = k.passed
+@dataclass(frozen=True, slots=True)
+class ValidationRun:
+    """What one ``memprof validate`` ran: its validations, in order, with torch's version and
+    the device's name."""
+
+    kernels: tuple[Validation, ...]
+    torch_version: str
+    device_name: str
+
+    @property
+    def passed(self) -> bool:
+        return all(k.passed for k in self.kernels)
+
+
+def kernel_dict(k: Validation) -> dict[str, Any]:
+    """One validation as a JSON-able dict."""
+    d: dict[str, Any] = dataclasses.asdict(k)  # type: ignore[call-overload]
+    for name in k.VERDICTS:
+        d[name] = getattr(k, name)
     return d
 
 
-def validation_dict(kernels: list[AnyValidation], torch_version: str,
-                    device_name: str) -> dict[str, Any]:
+def validation_dict(run: ValidationRun) -> dict[str, Any]:
     """The whole JSON document of ``memprof validate --format json``."""
-    return {"schema_version": VALIDATE_SCHEMA_VERSION, "torch_version": torch_version,
-            "device_name": device_name, "passed": all(k.passed for k in kernels),
-            "kernels": [kernel_dict(k) for k in kernels]}
+    return {"schema_version": VALIDATE_SCHEMA_VERSION, "torch_version": run.torch_version,
+            "device_name": run.device_name, "passed": run.passed,
+            "kernels": [kernel_dict(k) for k in run.kernels]}
 
 
 def _build(tp: Any, value: Any) -> Any:
@@ -65,9 +71,16 @@ def _build(tp: Any, value: Any) -> Any:
     return value
 
 
-def kernel_from_dict(d: dict[str, Any]) -> AnyValidation:
-    """A kernel's validation rebuilt from its JSON (``kernel_dict``'s output; the derived
-    verdicts are recomputed, not read)."""
-    cls = KINDS[d["kernel"]]
-    built: AnyValidation = _build(cls, {k: v for k, v in d.items() if k not in DERIVED})
+def kernel_from_dict(d: dict[str, Any]) -> Validation:
+    """A validation rebuilt from its JSON (``kernel_dict``'s output; the derived verdicts are
+    recomputed, not read)."""
+    cls = by_name(d["kernel"]).result
+    built: Validation = _build(cls, {k: v for k, v in d.items() if k not in DERIVED})
     return built
+
+
+def run_from_dict(doc: dict[str, Any]) -> ValidationRun:
+    """A whole ``memprof validate --format json`` document rebuilt (``validation_dict``'s
+    inverse)."""
+    return ValidationRun(tuple(kernel_from_dict(k) for k in doc["kernels"]),
+                         doc["torch_version"], doc["device_name"])

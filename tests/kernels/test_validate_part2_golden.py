@@ -48,15 +48,14 @@ def test_graph_clean_shared_and_not_per_step(name: str) -> None:
     for r in runs.values():  # scratch measured = the estimate's AITER DSv4 components
         assert r["measured_bytes"] == r["estimate_bytes"] and r["estimate_match"]
     # and today's estimate of the same deployment still gives those bytes and that pool
-    from memprof.commands.validate import DSV4_DEFAULTS, DSV4_KV_BYTES
     from memprof.core.deployment import Deployment
     from memprof.kernels.dsv4_decode import CATALOG_POLICY
-    from memprof.validation.dsv4 import CATALOG_KEYS, _estimates
+    from memprof.validation.dsv4 import CATALOG_KEYS, KV_BYTES, VALIDATION, _estimates
 
-    dep = Deployment(tp=DSV4_DEFAULTS["tp"], max_num_seqs=k["batch"],
+    dep = Deployment(tp=VALIDATION.tp, max_num_seqs=k["batch"],
                      max_model_len=k["context_len"], kv_cache_dtype="fp8",
-                     kv_cache_memory_bytes=DSV4_KV_BYTES["cuda"])
-    blocks, est = _estimates(k["model"], dep, DSV4_DEFAULTS["gpu"], [])
+                     kv_cache_memory_bytes=KV_BYTES["cuda"])
+    blocks, est = _estimates(k["model"], dep, VALIDATION.gpu, [])
     assert blocks == k["num_blocks"]
     for pol, r in runs.items():
         cat = est[CATALOG_POLICY[pol]]

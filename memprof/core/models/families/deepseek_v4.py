@@ -5,8 +5,9 @@ SWA-only, C4 with its indexer, C128), hash-routed then scored MoE, hyper-connect
 Family code outside ``memprof.core.models`` (its row's ``modules``): the attention kind
 (``memprof/core/attention/dsv4.py``), the sparse-attention scratch
 (``memprof/core/scratch/dsv4.py``), the decode kernel and its validation
-(``memprof/kernels/dsv4_decode.py``, ``memprof/validation/dsv4.py``): they need the deployment
-or a GPU, which a config-to-spec module below them cannot import. Its init buffers are the
+(``memprof/kernels/dsv4_decode.py``, ``memprof/validation/dsv4.py`` and its row and result
+``memprof/validation/dsv4_result.py``): they need the deployment or a GPU, which a
+config-to-spec module below them cannot import. Its init buffers are the
 generic term ``memprof/core/terms/init_buffers.py``, which the ``dsv4`` kind turns on.
 
 Sources: HF deepseek-ai/DeepSeek-V4 config.json; the DeepSeek-V4 checkpoint's tensors
@@ -85,6 +86,7 @@ FAMILY = Family(
     build=_deepseek_v4_layers, attention="dsv4", moe=True, mtp=True, spec_extras=_spec_extras,
     mtp_hc_block=True, mxfp4_experts=True,
     modules=("memprof/core/attention/dsv4.py", "memprof/core/scratch/dsv4.py",
-             "memprof/kernels/dsv4_decode.py", "memprof/validation/dsv4.py"),
+             "memprof/kernels/dsv4_decode.py", "memprof/validation/dsv4.py",
+             "memprof/validation/dsv4_result.py"),
     aliases=("dsv4",),
     source="vLLM model_executor/models/deepseek_v4.py @023da1fc")
