@@ -127,3 +127,27 @@ def test_rocm_pages_from_0_5_8(version: str, page: int) -> None:
     dep = Deployment(engine="sglang", engine_version=version, tp=8)
     e = estimate(MODEL, dep, gpu_name="MI300X")
     assert (e.deployment.kv_cache_dtype, e.ranks[0].plan.block_size) == ("bfloat16", page)
+
+
+@pytest.mark.parametrize(("version", "asked_dp", "dp", "on"), [
+    ("0.5.4", 1, 8, True),  # 0.5.3 – 0.5.5: enable_dp_attention = True, dp_size = tp_size
+    ("0.5.6", 1, 1, False),  # 0.5.6 – 0.5.7: on, then off again at dp_size 1
+    ("0.5.6", 2, 2, True),  # ... and on for the dp asked
+    ("0.5.8", 2, 2, False),  # 0.5.8: as asked
+])
+def test_dp_attention_per_release(version: str, asked_dp: int, dp: int, on: bool) -> None:
+    dep = Deployment(engine="sglang", engine_version=version, tp=8, dp=asked_dp)
+    e = estimate(MODEL, dep, gpu_name="B200")
+    assert (e.deployment.dp, e.deployment.enable_dp_attention) == (dp, on)
+
+
+def test_forced_dp_attention_keeps_the_heuristic_of_the_layout_asked() -> None:
+    """SGLang's mem_fraction_static heuristic runs before the NSA adjustments: without
+    --enable-dp-attention no DP reserve (B200: 512 + 1.5·16384 + 1024 + 2·512 = 27,136 MiB of
+    182,630 MiB → 0.851), though the server then runs DP attention (attention replicated)."""
+    forced = estimate(MODEL, Deployment(engine="sglang", engine_version="0.5.4", tp=8),
+                      gpu_name="B200")
+    asked = _est("0.5.4")
+    assert forced.mem_fraction_static == 0.851
+    assert forced.weights_bytes_max == asked.weights_bytes_max  # the same DP-attention ranks
+    assert any("turns on DP attention (--dp 8)" in n for n in forced.notes)

@@ -352,9 +352,11 @@ class SGLang(Engine):
 
     def model_settings(self, dep: DeploymentView, gpu: GPU,
                        has_indexer: bool) -> dict[str, object]:
-        """A DeepSeek NSA model's KV dtype, page size (and 0.5.3's mem_fraction_static):
-        ``sglang_nsa.nsa_settings``."""
-        return nsa_settings(dep, gpu) if has_indexer else {}
+        """A DeepSeek NSA model's KV dtype, page size, DP attention (and 0.5.3's
+        mem_fraction_static): ``sglang_nsa.nsa_settings``."""
+        if not has_indexer:
+            return {}
+        return nsa_settings(dep, gpu, lambda: sglang_defaults(gpu, dep)[2])
 
     def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,
                              has_indexer: bool) -> list[str]:

@@ -9,7 +9,9 @@ python/sglang/srt/server_args.py, from 0.5.3, the first release with DeepSeek-V3
   (Blackwell), stored as the 656-byte slot of ``NSATokenToKVPool`` (512 fp8 latent + 4 fp32
   scales + 64 bf16 RoPE values); the model dtype (bf16) below it;
 * the page size (``SGLANG_NSA_PAGE_SIZE``): 64 (``NSATokenToKVPool`` asserts it);
-* ``mem_fraction_static`` 0.8, in 0.5.3 only (``SGLANG_NSA_MEM_FRACTION``).
+* ``mem_fraction_static`` 0.8, in 0.5.3 only (``SGLANG_NSA_MEM_FRACTION``);
+* DP attention (``SGLANG_NSA_DP_ATTENTION``): on with ``--dp`` = ``--tp`` in 0.5.3 – 0.5.5, on
+  for the ``--dp`` asked in 0.5.6 – 0.5.7, as asked from 0.5.8.
 
 The pool is sized by ``ModelRunner.profile_max_num_token``: ``rest // cell_size`` tokens,
 floored to the page. Its cell is not what the pool stores (``SGLANG_NSA_CELL``): before SGLang PR
@@ -22,7 +24,7 @@ fp32 scale per 128); PR #11309 added the indexer's 132 B to the cell; SGLang PR 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memprof.base.errors import BadInput
@@ -114,8 +116,33 @@ SGLANG_NSA_CELL: tuple[Rule, ...] = (
          "+ the indexer's 132 B", applies_to=_FAMILY),
 )
 
+# value: "dp=tp" (DP attention on, --dp set to --tp), "dp>1" (DP attention on; SGLang's
+# _handle_data_parallelism turns it off again at --dp 1), None (left as asked). SGLang sets it
+# after its mem_fraction_static heuristic has run on the layout asked.
+SGLANG_NSA_DP_ATTENTION: tuple[Rule, ...] = (
+    Rule(name="sglang_nsa_dp_attention", changes="layout: DP attention (NSA models)",
+         since=None, until="0.5.6", value="dp=tp", engine=_ENGINE, introduced_by=_FIRST,
+         removed_by="read in the sglang 0.5.6 wheel (dp_size no longer set)",
+         source=f"sglang 0.5.3 – 0.5.5 {_SA}: 'self.enable_dp_attention = True; self.dp_size = "
+         "self.tp_size' (not on NPU), after _handle_gpu_memory_settings in __post_init__",
+         applies_to=_FAMILY),
+    Rule(name="sglang_nsa_dp_attention", changes="layout: DP attention (NSA models)",
+         since="0.5.6", until="0.5.8", value="dp>1", engine=_ENGINE,
+         introduced_by="read in the sglang 0.5.6 wheel",
+         removed_by="read in the sglang 0.5.8 wheel (only with NSA prefill context parallel)",
+         source=f"sglang 0.5.6 / 0.5.7 {_SA}: 'self.enable_dp_attention = True' with dp_size as "
+         "asked; _handle_data_parallelism: 'if self.dp_size == 1: self.enable_dp_attention = "
+         "False'", applies_to=_FAMILY),
+    Rule(name="sglang_nsa_dp_attention", changes="layout: DP attention (NSA models)",
+         since="0.5.8", until=None, value=None, engine=_ENGINE,
+         introduced_by="read in the sglang 0.5.8 wheel",
+         source=f"sglang 0.5.8 / 0.5.9 {_SA}: DP attention set only under "
+         "--enable-nsa-prefill-context-parallel", applies_to=_FAMILY),
+)
+
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_NSA_KV_DTYPE, SGLANG_NSA_PAGE_SIZE,
-                                       SGLANG_NSA_MEM_FRACTION, SGLANG_NSA_CELL)
+                                       SGLANG_NSA_MEM_FRACTION, SGLANG_NSA_CELL,
+                                       SGLANG_NSA_DP_ATTENTION)
 _FP8, _BF16 = "fp8_e4m3", "bfloat16"
 _FP8_NAMES = frozenset({_FP8, "fp8"})  # memprof reads SGLang's fp8 as fp8_e4m3
 
@@ -126,10 +153,12 @@ def blackwell_or_later(gpu: GPU) -> bool:
     return not gpu.is_rocm and digits.isdigit() and int(digits) >= 100
 
 
-def nsa_settings(dep: DeploymentView, gpu: GPU) -> dict[str, object]:
+def nsa_settings(dep: DeploymentView, gpu: GPU,
+                 heuristic: Callable[[], float]) -> dict[str, object]:
     """The settings SGLang gives an NSA model at ``dep``'s release (field → value): the KV
-    dtype, the page size, and (0.5.3) mem_fraction_static; a KV dtype the release refuses is
-    ``BadInput``."""
+    dtype, the page size, (0.5.3) mem_fraction_static, DP attention (0.5.3 – 0.5.7) with the
+    ``mem_fraction_static`` its heuristic gave the layout asked (``heuristic()``: it runs
+    first); a KV dtype the release refuses is ``BadInput``."""
     version = dep.engine_version
     out: dict[str, object] = {}
     kv_rule = value_at(SGLANG_NSA_KV_DTYPE, version, engine=_ENGINE)
@@ -149,6 +178,13 @@ def nsa_settings(dep: DeploymentView, gpu: GPU) -> dict[str, object]:
     mfs = value_at(SGLANG_NSA_MEM_FRACTION, version, engine=_ENGINE)
     if isinstance(mfs, float):
         out["mem_fraction_static"] = mfs
+    dp_rule = value_at(SGLANG_NSA_DP_ATTENTION, version, engine=_ENGINE)
+    dp = dep.tp if dp_rule == "dp=tp" else dep.dp
+    if (dp_rule is not None and dp > 1
+            and (not dep.enable_dp_attention or dp != dep.dp) and dep.tp % dp == 0):
+        out.update(enable_dp_attention=True, dp=dp)
+        if dep.mem_fraction_static is None and "mem_fraction_static" not in out:
+            out["mem_fraction_static"] = heuristic()
     return out
 
 
@@ -162,7 +198,13 @@ def nsa_notes(dep: DeploymentView, asked: DeploymentView) -> list[str]:
     if dep.block_size != asked.block_size:
         out.append(f"SGLang {dep.engine_version} sets --page-size {dep.block_size} for a "
                    "DeepSeek NSA model")
-    if dep.mem_fraction_static != asked.mem_fraction_static:
+    dp_forced = dep.enable_dp_attention and (not asked.enable_dp_attention or dep.dp != asked.dp)
+    if dp_forced:
+        out.append(f"SGLang {dep.engine_version} turns on DP attention (--dp {dep.dp}) for a "
+                   "DeepSeek NSA model, after its mem_fraction_static heuristic ran on the "
+                   "layout asked")
+    mfs_rule = value_at(SGLANG_NSA_MEM_FRACTION, dep.engine_version, engine=_ENGINE)
+    if dep.mem_fraction_static != asked.mem_fraction_static and isinstance(mfs_rule, float):
         out.append(f"SGLang {dep.engine_version} sets mem_fraction_static "
                    f"{dep.mem_fraction_static} for a DeepSeek NSA model (removed by SGLang PR "
                    "#11309)")
