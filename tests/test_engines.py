@@ -55,7 +55,9 @@ def test_budget_lines() -> None:
 
 
 def test_sglang_pages_align_a_uniform_pool() -> None:
-    assert ENGINES["sglang"].blocks(1000, 1, 64, "uniform") == 960
+    # block_bytes is one page of 64 one-byte tokens: 1000 B hold 15 whole pages (960 tokens,
+    # SGLang's ``rest // cell_size // page_size * page_size``), not 960 pages
+    assert ENGINES["sglang"].blocks(1000, 64, 64, "uniform") == 15
     assert ENGINES["sglang"].blocks(1000, 1, 64, "hybrid") == 1000
     assert ENGINES["vllm"].blocks(1000, 1, 64, "uniform") == 1000
 

@@ -318,7 +318,9 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
     notes = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
-             + _input_notes(asked, spec, gpu))
+             + _input_notes(asked, spec, gpu)
+             + tuple(engine.model_settings_notes(dep, asked,
+                                                 spec.layers[0].attention.has_indexer)))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,
@@ -370,6 +372,10 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     if block != dep.block_size:
         dep = dep.with_(block_size=block)
     changes = engine_of(dep).prepared(dep, gpu)
+    if changes:
+        dep = dep.with_(**changes)
+    # what the engine sets for this model (SGLang's DeepSeek NSA settings: engines/sglang_nsa.py)
+    changes = engine_of(dep).model_settings(dep, gpu, spec.layers[0].attention.has_indexer)
     if changes:
         dep = dep.with_(**changes)
     return resolve(dep, spec, gpu)
@@ -426,7 +432,8 @@ STEPS = Steps(model_spec=lambda model, dep: _model_spec(model, dep),
 
 def _blocks(dep: Deployment, c: _Class) -> int:
     engine = engine_of(dep)
-    blocks = engine.blocks(c.available, c.plan.block_bytes, c.plan.block_size, c.plan.layout)
+    blocks = engine.blocks(c.available, c.plan.sized_block_bytes or c.plan.block_bytes,
+                           c.plan.block_size, c.plan.layout)
     return engine.capped_blocks(dep, blocks, c.plan.block_size, c.plan.layout)
 
 

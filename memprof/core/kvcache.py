@@ -173,6 +173,10 @@ class KVPlan:
     # ``LAYER_SUM_ADMISSION``: the layers behind each group_blocks entry and their page, so a
     # request needs Σ layers × page × blocks (no group padding); () = the groups' layout
     layer_sum_pages: tuple[tuple[int, int], ...] = ()  # (layers, page bytes) per entry
+    # the bytes of one block the engine divides its KV budget by, where that is not what a
+    # block stores (``Engine.sized_block_bytes``: SGLang's cell of a DeepSeek NSA model before
+    # it counted the stored slot); 0: block_bytes
+    sized_block_bytes: int = 0
 
     def group_pages(self, tokens: int, max_num_batched_tokens: int) -> list[int]:
         """Blocks one request of ``tokens`` takes in one group of each ``group_blocks`` entry:
@@ -396,6 +400,12 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
+    if plan.layout == "uniform":
+        sized = engine_of(dep).sized_block_bytes(dep, plan.layers)
+        if sized and sized != plan.block_bytes:
+            plan = replace(plan, sized_block_bytes=sized,
+                           formula=f"{plan.formula}; the engine sizes the pool by "
+                           f"{sized // block} B/token")
     if plan.layout == "hybrid" and value_at(LAYER_SUM_ADMISSION, dep.engine_version, False,
                                             engine=dep.engine):
         types = Counter((s.kind, s.window) for s in specs)

@@ -33,6 +33,10 @@ class KVLayerSpec(NamedTuple):
     page_bytes: int  # bytes of one block of this layer (padded)
     window: int = 0  # sliding window (tokens) for capped specs
     formula: str = ""
+    # a packed slot's page counted as its elements at the KV dtype's width (DeepSeek-V3.2's
+    # 656-byte fp8 slot as 576 fp8 values), what an engine that sizes its pool by element width
+    # divides by (memprof/core/engines/sglang_nsa.py); 0: the same as page_bytes
+    element_page_bytes: int = 0
 
 
 class KVQuery(NamedTuple):

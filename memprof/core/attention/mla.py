@@ -62,7 +62,7 @@ class MLA(AttentionKind):
             out = [KVLayerSpec(name="mla", kind="full", block_size=block,
                                page_bytes=block * DS_MLA_FP8_SLOT,
                                formula="656 B fp8_ds_mla (512 fp8 + 16 B scales + 128 B bf16 "
-                               "RoPE)")]
+                               "RoPE)", element_page_bytes=block * dim)]
         else:
             s = q.elem_bytes(kv_dtype)
             entry = round_up(dim * s, align) if align else dim * s

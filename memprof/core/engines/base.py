@@ -219,6 +219,22 @@ class Engine:
         """Settings the engine derives before the common defaults (field → value)."""
         return {}
 
+    def model_settings(self, dep: DeploymentView, gpu: GPU,
+                       has_indexer: bool) -> dict[str, object]:
+        """Settings the engine derives from the model after ``prepared`` (field → value):
+        ``has_indexer``, its MLA layers carry DeepSeek's lightning indexer."""
+        return {}
+
+    def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,
+                             has_indexer: bool) -> list[str]:
+        """What ``model_settings`` changed from what was asked, as notes."""
+        return []
+
+    def sized_block_bytes(self, dep: DeploymentView, layers: tuple[Any, ...]) -> int:
+        """The bytes of one KV block the engine divides its budget by, from the rank's layer
+        specs (``KVLayerSpec``), where that is not what a block stores; 0: what it stores."""
+        return 0
+
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
                      attention: AttentionFacts | None = None) -> float:
         """The static memory fraction the budget line reads (0.0: none); ``attention``: the

@@ -27,6 +27,7 @@ from memprof.core.engines.base import (
     RankCoord,
     loaded_at_start,
 )
+from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
@@ -394,6 +395,22 @@ class SGLang(Engine):
                 "max_num_batched_tokens": dep.max_num_batched_tokens or prefill,
                 "block_size": dep.block_size or 1}
 
+    def model_settings(self, dep: DeploymentView, gpu: GPU,
+                       has_indexer: bool) -> dict[str, object]:
+        """A DeepSeek NSA model's KV dtype, page size, DP attention (and 0.5.3's
+        mem_fraction_static): ``sglang_nsa.nsa_settings``."""
+        if not has_indexer:
+            return {}
+        return nsa_settings(dep, gpu, lambda: sglang_defaults(gpu, dep)[2])
+
+    def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,
+                             has_indexer: bool) -> list[str]:
+        return nsa_notes(dep, asked) if has_indexer else []
+
+    def sized_block_bytes(self, dep: DeploymentView, layers: tuple[Any, ...]) -> int:
+        """``profile_max_num_token``'s cell where it is not the pool's (``sglang_nsa``)."""
+        return nsa_cell_block_bytes(dep, layers)
+
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
                      attention: AttentionFacts | None = None) -> float:
         """The heuristic's (or the given) mem_fraction_static, times the ROCm aiter factor
@@ -410,11 +427,10 @@ class SGLang(Engine):
         return Budget(int(mfs * pre_free) - loaded, int(mfs * pre_free))
 
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
-        """A page-aligned token count on a uniform pool."""
-        blocks = available // block_bytes if available > 0 else 0
-        if layout == "uniform":
-            blocks = blocks // max(1, block_size) * max(1, block_size)
-        return blocks
+        """Whole pages: ``int(rest) // cell_size // page_size · page_size`` tokens
+        (``ModelRunner.init_memory_pool``, sglang 0.4.3 to SGL@d315eb7) is ``rest // (page_size ·
+        cell_size)`` pages, ``block_bytes`` being one page of ``block_size`` tokens."""
+        return available // block_bytes if available > 0 else 0
 
     def capped_blocks(self, dep: DeploymentView, blocks: int, block_size: int,
                       layout: str) -> int:

@@ -74,4 +74,7 @@ DEEPSEEK_V3 = Family(
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
     build=_deepseek_v32_layers, attention="mla", moe=True, mtp=True,
+    # SGLang's settings and pool sizing for the indexer's models ("NSA"), per release (its rows
+    # are in memprof/core/version_diff.py's RULEBOOK)
+    modules=("memprof/core/engines/sglang_nsa.py",),
     source="vLLM model_executor/models/deepseek_v2.py (DeepseekV32 indexer)")
