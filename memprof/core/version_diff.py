@@ -20,6 +20,7 @@ from memprof.core.engines.sglang import (
 )
 from memprof.core.engines.vllm import V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
@@ -71,7 +72,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
-    ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE,
+    ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES,
 )
 
 
