@@ -20,7 +20,7 @@ from memprof.core.versions import value_at
 
 def _parts(model: str, gpu: str, **kw: object) -> dict[str, int]:
     e = estimate(model, Deployment(**kw), gpu_name=gpu)  # type: ignore[arg-type]
-    g = logged_graph(e.ranks[0])
+    g = logged_graph(e, e.ranks[0])
     assert g is not None
     parts = {n: b for n, b, _w in g.parts}
     assert g.total == sum(parts.values())
@@ -68,9 +68,9 @@ def test_cublas_workspace_counted_once_per_arch() -> None:
 def test_no_line_when_nothing_is_captured() -> None:
     e = estimate("qwen3-0.6b", Deployment(engine_version="0.9.2", enforce_eager=True),
                  gpu_name="H100")
-    assert logged_graph(e.ranks[0]) is None
+    assert logged_graph(e, e.ranks[0]) is None
     s = estimate("qwen3-0.6b", Deployment(engine="sglang"), gpu_name="H100")
-    assert logged_graph(s.ranks[0]) is None
+    assert logged_graph(s, s.ranks[0]) is None
 
 
 def test_rules_are_in_the_rulebook_with_sources() -> None:

@@ -127,7 +127,7 @@ def outcome(row: dict[str, Any]) -> Outcome:
     if kv:
         compare("kv", kv[0], kv[1](e))
     if "graph_gib" in obs:
-        logged = [g.total for g in (logged_graph(r) for r in e.ranks) if g is not None]
+        logged = [g.total for g in (logged_graph(e, r) for r in e.ranks) if g is not None]
         compare("graph", "graph_gib", max(logged, default=0) / GiB)
     failed = bool(obs.get("startup_failed") or obs.get("oom"))
     out.verdict = (failed, e.verdict == "startup_oom")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
-from memprof.core.estimate import RankEstimate
+from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.terms.activation import activation_stages
 from memprof.core.terms.cudagraph import (
     _pool_reserved,
@@ -125,9 +125,6 @@ def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
     return LoggedGraph(parts=tuple(parts))
 
 
-def logged_graph(rank: RankEstimate) -> LoggedGraph | None:
-    """``logged_graph_of_context`` for a rank of an estimate (its context after the KV cache is
-    sized)."""
-    if rank.later is None:
-        return None
-    return logged_graph_of_context(rank.later.ctx)
+def logged_graph(e: Estimate, rank: RankEstimate) -> LoggedGraph | None:
+    """``logged_graph_of_context`` for a rank of an estimate."""
+    return logged_graph_of_context(rank_context(e, rank))

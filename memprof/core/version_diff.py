@@ -45,6 +45,7 @@ from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
+from memprof.core.terms.stream_pool import COMM_STREAM_POOL
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
@@ -73,6 +74,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED, ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES,
+    COMM_STREAM_POOL,
 )
 
 
