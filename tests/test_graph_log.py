@@ -82,3 +82,16 @@ def test_rules_are_in_the_rulebook_with_sources() -> None:
     assert value_at(STREAM_POOL_IN_WINDOW, "0.7.2") is True
     assert value_at(STREAM_POOL_IN_WINDOW, "0.10.2+v0") is True
     assert value_at(STREAM_POOL_IN_WINDOW, "0.11.0") is False
+
+
+def test_explain_compares_the_logged_figure() -> None:
+    from memprof.core.explain import ESTIMATED
+
+    e = estimate("qwen3-0.6b", Deployment(engine_version="0.9.2"), gpu_name="H100")
+    g = logged_graph(e, e.ranks[0])
+    assert g is not None
+    assert ESTIMATED["cudagraph_pool_bytes"](e, e.ranks[0]) == g.total
+    # 0.9.2 runs no graph estimate in the budget: the category is the run-time pool, which
+    # holds neither the warm-up segments nor anything else outside the graph pool
+    assert g.total - e.ranks[0].category_bytes("cudagraph") == dict(
+        (n, b) for n, b, _w in g.parts)["warm-up on the capture stream"]
