@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
-from memprof.core.terms.activation import activation_stages
+from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.cudagraph import (
-    _pool_reserved,
     cudagraph_model,
     graph_driver_first,
+    graph_pool_tensor_bytes,
 )
 from memprof.core.versions import Rule, value_at
 
@@ -117,10 +117,12 @@ def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
         parts.append(("stream pool", first,
                       "torch's CUDA stream pool, made for the capture stream inside the window"))
     if value_at(WARMUP_ON_CAPTURE_STREAM, version, True):
+        # the same live set as the graph pool's for the largest size, less the capture
+        # stream's cuBLAS workspace, which the pool already holds (one per handle and stream)
         largest = max(max(v) for v in g.modes.values())
-        stages = tuple(tuple(b for _n, b in st.parts if b > 0)
-                       for st in activation_stages(ctx, tokens=largest, rows=0, decode=True))
-        parts.append(("warm-up on the capture stream", _pool_reserved(stages),
+        mode = next(m for m, v in g.modes.items() if largest in v)
+        warm = graph_pool_tensor_bytes(ctx, {mode: [largest]}) - cublas_workspace_bytes(ctx.gpu)
+        parts.append(("warm-up on the capture stream", warm,
                       f"ordinary-pool segments of the eager warm-up at {largest} tokens"))
     return LoggedGraph(parts=tuple(parts))
 
