@@ -9,7 +9,10 @@ with the reason beside it), estimated at ``memprof_engine_version``, and compare
   "model weights take", SGLang's "mem usage") against the largest rank's weights;
 * ``kv``: the one KV-capacity figure the log prints, in this order of preference: tokens ("GPU KV
   cache size", "#tokens", "maximum number of tokens"), blocks, then the available KV memory;
-* ``graph``: "Graph capturing finished ... took X GiB" against memprof's CUDA-graph components;
+* ``graph``: "Graph capturing finished ... took X GiB" against memprof's prediction of that
+  free-memory delta at the log's release (``memprof.core.graph_log``: the graph pool, the graph
+  executables, the eager warm-up on the capture stream and, where the release makes the stream
+  inside the window, torch's stream pool); the largest such rank;
 * ``verdict``: a logged start-up failure (or a start) against memprof's ``startup_oom`` verdict.
 
 A row memprof cannot run is *refused*, with the reason: the model, GPU, release or parallel layout
@@ -33,6 +36,7 @@ from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.gpus import unlisted_gpu
+from memprof.core.graph_log import logged_graph
 
 DATA = Path(__file__).parent / "data"
 ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
@@ -40,6 +44,8 @@ FLOORS: dict[str, Any] = json.loads((DATA / "published_floors.json").read_text()
 
 BINS = (0.01, 0.02, 0.05)
 FIGURES = ("weights", "kv", "graph")
+# issue 26's acceptance for the graph figure: within 25% for >= 80% of the logs that print one
+GRAPH_BIN = 0.25
 
 # observed key -> what memprof reports for it; the first key a row has is the one compared
 WEIGHT_KEYS = ("weights_gib", "weights_gb", "weights_gib_per_rank")
@@ -121,7 +127,8 @@ def outcome(row: dict[str, Any]) -> Outcome:
     if kv:
         compare("kv", kv[0], kv[1](e))
     if "graph_gib" in obs:
-        compare("graph", "graph_gib", max(r.category_bytes("cudagraph") for r in e.ranks) / GiB)
+        logged = [g.total for g in (logged_graph(e, r) for r in e.ranks) if g is not None]
+        compare("graph", "graph_gib", max(logged, default=0) / GiB)
     failed = bool(obs.get("startup_failed") or obs.get("oom"))
     out.verdict = (failed, e.verdict == "startup_oom")
     return out
@@ -135,6 +142,8 @@ def distribution(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
         d = {f"within_{round(b * 100)}pct": sum(x <= b for x in errs) for b in BINS}
         d["worse"] = sum(x > BINS[-1] for x in errs)
         d["compared"] = len(errs)
+        if fig == "graph":
+            d["within_25pct"] = sum(x <= GRAPH_BIN for x in errs)
         dist[fig] = d
     verdicts = [o.verdict for o in outcomes if o.verdict is not None]
     dist["verdict"] = {"agree": sum(a == b for a, b in verdicts), "compared": len(verdicts),
@@ -185,8 +194,10 @@ def test_distribution_holds_its_floors(outcomes: list[Outcome]) -> None:
     print("\npublished start-up logs, memprof's error per figure:")
     for fig in FIGURES:
         d = dist[fig]
+        extra = f", 25% {d['within_25pct']:>3}" if "within_25pct" in d else ""
         print(f"  {fig:<8} compared {d['compared']:>3}: within 1% {d['within_1pct']:>3}, "
-              f"2% {d['within_2pct']:>3}, 5% {d['within_5pct']:>3}, worse {d['worse']:>3}")
+              f"2% {d['within_2pct']:>3}, 5% {d['within_5pct']:>3}, worse {d['worse']:>3}"
+              + extra)
     v, rows = dist["verdict"], dist["rows"]
     print(f"  verdict  compared {v['compared']:>3}: agree {v['agree']:>3} "
           f"(logged failures {v['logged_failures']})")
@@ -203,4 +214,5 @@ def test_distribution_holds_its_floors(outcomes: list[Outcome]) -> None:
     for fig in FIGURES:
         for b in ("within_1pct", "within_2pct", "within_5pct"):
             assert dist[fig][b] >= floors[fig][b], (fig, b, dist[fig][b])
+    assert dist["graph"]["within_25pct"] >= floors["graph"].get("within_25pct", 0)
     assert v["agree"] >= floors["verdict_agree_min"]

@@ -29,6 +29,7 @@ from memprof.core.terms import (
     non_torch,
     reserved_charge,
     rope_cache,
+    stream_pool,
 )
 from memprof.core.terms.registry import BUDGET_TERMS, RUNTIME_TERMS
 
@@ -412,7 +413,8 @@ def test_term_lists() -> None:
                       marlin_workspace.marlin_workspace_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
-                      non_torch.non_torch_terms, reserved_charge.reserved_charge_terms]
+                      non_torch.non_torch_terms, stream_pool.stream_pool_terms,
+                      reserved_charge.reserved_charge_terms]
     assert runtime == [allocator.allocator_runtime_terms]
 
 

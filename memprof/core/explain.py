@@ -22,6 +22,7 @@ from memprof.core.engine_log import V0_SWAP_SPACE_BYTES
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, estimate
 from memprof.core.gpus import GPU
+from memprof.core.graph_log import logged_graph
 from memprof.core.models import ModelSpec
 from memprof.core.remedies import Remedies, remedies
 from memprof.core.verdict import loaded_at_start
@@ -42,6 +43,11 @@ def _loaded(r: RankEstimate) -> int:
     return sum(c.bytes for c in r.components if loaded_at_start(c))
 
 
+def _logged_graph(e: Estimate, r: RankEstimate) -> int:
+    g = logged_graph(e, r)
+    return g.total if g is not None else _comp(r, lambda c, w: c == "cudagraph")
+
+
 def _baseline(r: RankEstimate) -> int:
     return _comp(r, lambda cat, where: where == "baseline")
 
@@ -54,7 +60,9 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     "peak_torch_bytes": lambda e, r: _loaded(r) + _comp(r, lambda c, w: c == "activation"),
     "cudagraph_estimate_bytes": lambda e, r: _comp(
         r, lambda c, w: c == "cudagraph" and w == "budget"),
-    "cudagraph_pool_bytes": lambda e, r: _comp(r, lambda c, w: c == "cudagraph"),
+    # "Graph capturing finished ... took X GiB": a free-memory delta, as memprof.core.graph_log
+    # predicts it at the release (the cudagraph category where the engine logs no such delta)
+    "cudagraph_pool_bytes": lambda e, r: _logged_graph(e, r),
     "available_kv_bytes": lambda e, r: r.available_kv_bytes,
     "kv_cache_bytes": lambda e, r: r.kv.kv_cache_bytes,
     "k_bytes": lambda e, r: r.kv.kv_cache_bytes / 2,

@@ -22,6 +22,7 @@ from memprof.core.engines.sglang import (
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.vllm import V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
@@ -47,6 +48,7 @@ from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
+from memprof.core.terms.stream_pool import COMM_STREAM_POOL
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
@@ -77,7 +79,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
-    ENCODER_FIRST_STAGE,
+    ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL,
 )
 
 

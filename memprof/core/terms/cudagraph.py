@@ -24,6 +24,7 @@ from memprof.core.terms.common import (
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
 from memprof.core.terms.non_torch import nccl_groups
+from memprof.core.terms.stream_pool import comm_stream_pool_made
 from memprof.core.versions import Rule, value_at
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
@@ -260,8 +261,12 @@ def graph_driver_first(ctx: TermContext) -> int:
     (reports/gpu/nccl/README.md): 0 on a rank that holds an NCCL communicator, whose
     ``init_process_group`` made the pool and whose init figure counts it
     (``memprof.core.terms.nccl.TORCH_STREAM_POOL_BYTES``; graph-collectives-2x-h100-stream.json:
-    the side stream costs 0 B where ProcessGroupNCCL made the pool, 73,400,320 B where not)."""
-    return 0 if nccl_groups(ctx.dep) else GRAPH_DRIVER_FIRST
+    the side stream costs 0 B where ProcessGroupNCCL made the pool, 73,400,320 B where not),
+    and 0 where vLLM's model runner made it before the profile run, which charges it as
+    non-torch memory (``memprof.core.terms.stream_pool``, vLLM 0.11.0-0.19.x)."""
+    if nccl_groups(ctx.dep) or comm_stream_pool_made(ctx.dep):
+        return 0
+    return GRAPH_DRIVER_FIRST
 
 
 def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> int:

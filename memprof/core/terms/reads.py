@@ -57,6 +57,8 @@ TERM_READS: dict[str, frozenset[str]] = {
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),
+    "stream_pool_terms": frozenset(("dep.engine", "dep.engine_version", "dep.tp", "dep.pp",
+                                    "dep.dp", "dep.enable_expert_parallel")),
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
     "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH)),

@@ -21,6 +21,7 @@ from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.non_torch import non_torch_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
+from memprof.core.terms.stream_pool import stream_pool_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
                                   marlin_workspace_terms, load_rounding_terms]
@@ -28,7 +29,8 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 (counted in vLLM's model load, category weights)."""
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms,
-                              cudagraph_terms, non_torch_terms, reserved_charge_terms]
+                              cudagraph_terms, non_torch_terms, stream_pool_terms,
+                              reserved_charge_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
 RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]

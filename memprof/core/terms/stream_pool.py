@@ -1,0 +1,56 @@
+"""torch's CUDA stream pool where vLLM's V1 model runner makes it before the profile run.
+
+The first ``torch.cuda.Stream()`` of a process makes torch's stream pool for the device,
+73,400,320 B of device memory outside the caching allocator (``TORCH_STREAM_POOL_BYTES``,
+reports/gpu/nccl/README.md). Where it lands depends on what makes the first stream:
+
+- on a rank with an NCCL communicator, ``init_process_group`` made it before vLLM's memory
+  snapshot (inside the communicator's init figure, ``memprof.core.terms.nccl``);
+- from 0.11.0 to 0.19.x, ``GPUModelRunner.__init__`` makes ``self.comm_stream`` unconditionally,
+  after ``init_device`` took ``init_snapshot``: the profile sees it as non-torch increase, so it
+  is charged to the budget (this term), and the capture stream made later costs nothing
+  (``cudagraph.graph_driver_first``);
+- otherwise (V0, V1 before 0.11.0, and 0.20.0+ where the only early stream is the async
+  scheduling copy stream) the capture stream makes it: memprof counts it with the first graph
+  (``cudagraph.graph_driver_first``).
+"""
+
+from __future__ import annotations
+
+from memprof.core.components import Component, TermContext
+from memprof.core.deployment import Deployment
+from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
+from memprof.core.terms.non_torch import nccl_groups
+from memprof.core.versions import Rule, value_at
+
+COMM_STREAM_POOL: tuple[Rule, ...] = (
+    Rule(name="comm_stream_pool", changes="non-torch: torch's stream pool (comm_stream)",
+         since="0.11.0", until="0.20.0", value=True,
+         introduced_by="GPUModelRunner.__init__ makes comm_stream (0.11.0)",
+         removed_by="comm_stream no longer made in GPUModelRunner.__init__ (0.20.0)",
+         generation="v1", applies_to="all",
+         source="0.11.0 / 0.14.1 / 0.16.0 / 0.17.0 / 0.18.0 / 0.19.0 "
+         "v1/worker/gpu_model_runner.py GPUModelRunner.__init__: self.comm_stream = "
+         "torch.cuda.Stream(), constructed by v1/worker/gpu_worker.py init_device after "
+         "init_snapshot = MemorySnapshot() (0.11.0); 0.20.0: no comm_stream, only the "
+         "async-scheduling copy stream"),
+)
+
+
+def comm_stream_pool_made(dep: Deployment) -> bool:
+    """Whether vLLM's model runner makes torch's stream pool after the memory snapshot and before
+    the profile run, on a rank where no NCCL communicator made it earlier."""
+    return (not nccl_groups(dep)
+            and bool(value_at(COMM_STREAM_POOL, dep.engine_version, False)))
+
+
+def stream_pool_terms(ctx: TermContext) -> list[Component]:
+    """One non-torch component, "budget": the stream pool ``comm_stream`` makes
+    (``comm_stream_pool_made``); nothing elsewhere."""
+    if not comm_stream_pool_made(ctx.dep):
+        return []
+    return [Component(
+        name="torch stream pool (model runner's comm_stream)", category="non_torch",
+        bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
+        formula="73,400,320 B: torch's CUDA stream pool, made by GPUModelRunner.__init__'s "
+        "torch.cuda.Stream() after vLLM's memory snapshot (vLLM 0.11.0-0.19.x)")]
