@@ -269,8 +269,10 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     verdict_traced = "fits" if traced_total <= total else "runtime_oom"
     if r.verdict == "startup_oom":
         verdict_traced = "startup_oom"
-    notes.append("weights are allocated, not loaded; quantised GEMMs, attention and MoE kernels "
-                 "are modelled by their output allocations")
+    notes.append("weights are allocated, not loaded; fp8 block linears, MLA and the fused MoE "
+                 "launch one kernel per kernel vLLM launches (a plain write of the output where "
+                 "torch has none); other quantised GEMMs and attention kernels are modelled by "
+                 "their output allocations")
     return TraceResult(estimate=e, rank=r, device=kind,
                        device_name=(torch.cuda.get_device_name() if kind == "cuda"
                                     else f"fake ({e.gpu.name})"),
