@@ -342,9 +342,11 @@ def test_non_torch_one_communicator_per_group_larger_than_one() -> None:
                      max_num_seqs=4)
     comps = non_torch.non_torch_terms(make_ctx(TOY_MOE, dep))
     nccl = [c for c in comps if c.name.startswith("NCCL")]
-    # TP(2), PP(2), DP(2), EP(tp·dp = 4): 4 × (458 + 474) MiB, all before the baseline, and PP's
-    # first send/recv: 62 MiB + 1 peer × 32 channels × 12 MiB = 446 MiB (memprof.core.terms.nccl)
-    assert len(nccl) == 4 and total(nccl) == 4 * 932 * MiB + 446 * MiB
+    # TP(2), PP(2), DP(2): 3 × (458 + 474) MiB, all before the baseline; EP(tp·dp = 4), a rank's
+    # second communicator: 205,520,896 + 301,989,888 B (nccl.SECOND_COMM_ROWS); and PP's first
+    # send/recv: 62 MiB + 1 peer × 32 channels × 12 MiB = 446 MiB (memprof.core.terms.nccl)
+    assert len(nccl) == 4
+    assert total(nccl) == 3 * 932 * MiB + 205_520_896 + 301_989_888 + 446 * MiB
     assert all(c.where == "baseline" for c in nccl)
     tp_only = non_torch.non_torch_terms(make_ctx(TOY, Deployment(tp=2, max_num_batched_tokens=2048,
                                                              max_num_seqs=4)))

@@ -46,6 +46,7 @@ from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAP
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
+from memprof.core.terms.nccl import EP_PYNCCL
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL
@@ -73,7 +74,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
     LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,
-    NCCL_CUMEM, SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL, SGLANG_MFS_HEURISTIC,
+    NCCL_CUMEM, EP_PYNCCL,
+    SLIDING_CACHED_AS_FULL, CHUNKED_LOCAL_CACHED_AS_FULL, SGLANG_MFS_HEURISTIC,
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,

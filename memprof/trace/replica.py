@@ -3,16 +3,28 @@ cache, scratch) allocated as the engine allocates them, and forward passes whose
 engine's shapes and lifetimes.
 
 Weights are allocated, never loaded (``torch.empty``; uninitialised). Linears whose weight is in
-the model dtype run for real (``F.linear``: the output and cuBLAS's own workspace are real);
-quantised linears (fp8 block, MXFP4, NVFP4, AWQ/GPTQ) and the attention and MoE kernels are
-*modelled*: they allocate their outputs at the shapes vLLM's kernels return, without running the
-kernel. Norms and residual adds are fused and in place, as vLLM's ``RMSNorm`` with a residual
+the model dtype run for real (``F.linear``: the output and cuBLAS's own workspace are real). fp8
+block-quantised linears, MLA and the fused MoE launch one kernel per kernel vLLM launches for
+them in a decode step (``memprof.core.terms.cudagraph``'s node counts, vLLM 0.11.0 sources named
+at each method), each allocating what vLLM's kernel allocates: where torch has a kernel of the
+same kind it runs (a real fp8 ``torch._scaled_mm``, ``torch.bmm``, ``torch.topk``, a sum over the
+top-k rows; the fused MoE's grouped expert GEMMs as bf16 ``torch.mm`` of the same shapes into
+its caches), where it has none a single plain write of the kernel's output stands for it (a cast
+for a quantisation kernel whose scales stay unwritten, a ``fill_`` for FlashMLA's split-KV
+and combine kernels and for the block alignment, an elementwise product for SiLU-and-mul, an
+in-place product with the norm weight for an RMSNorm). Weights being uninitialised, a GEMM whose
+operand vLLM gathers or fuses (the fused q_a/kv_a projection, the first grouped expert GEMM)
+reads a view of another fp8 weight of the layer of the right shape. Other quantised linears
+(MXFP4, NVFP4, AWQ/GPTQ) and the other attention kinds are *modelled*: they allocate their
+outputs at the shapes vLLM's kernels return, without running the kernel. Norms and residual adds
+of the GQA path are fused and in place, as vLLM's ``RMSNorm`` with a residual
 (``fused_add_rms_norm``) is. Collectives of a rank traced alone become a local op with the same
 output allocation (an out-of-place all-reduce is a copy).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +37,16 @@ from memprof.core.components import TermContext
 from memprof.core.dtypes import DTYPES
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer
-from memprof.core.terms.activation import SAMPLER_TRITON_BUFFER_ROWS, SAMPLER_TRITON_MIN_ROWS
+from memprof.core.terms.activation import (
+    MOE_ALIGN_BLOCK_M,
+    SAMPLER_TRITON_BUFFER_ROWS,
+    SAMPLER_TRITON_MIN_ROWS,
+    _moe_dims,
+    fused_moe_chunk,
+    mla_chunked_prefill_rows,
+)
 from memprof.core.terms.allocations import Allocation
+from memprof.core.terms.common import profile_tokens
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -41,7 +61,25 @@ def torch_dtype(name: str) -> torch.dtype:
     return TORCH_DTYPES[name]
 
 
+def _flat(t: torch.Tensor, n: int) -> torch.Tensor:
+    """The first ``n`` elements of ``t`` as a 1-D view (``narrow``: slicing a fake CUDA tensor
+    needs a CUDA build)."""
+    return t.view(-1).narrow(0, 0, n)
+
+
+def _bf16_view(t: torch.Tensor, n: int) -> torch.Tensor | None:
+    """The first ``n`` bf16 elements of ``t``'s storage as a 1-D view, None if it holds fewer."""
+    flat = t.view(-1).view(torch.bfloat16) if t.element_size() == 1 else t.view(-1)
+    return flat.narrow(0, 0, n) if flat.dtype == torch.bfloat16 and flat.numel() >= n else None
+
+
+def _first(scale: torch.Tensor) -> torch.Tensor:
+    """A one-element view of a scale tensor: ``torch._scaled_mm``'s tensor-wise scale."""
+    return _flat(scale, 1)
+
+
 Charge = Callable[[str], object]  # tracker.charge(component) context manager
+MOE_WORKSPACE = "fused-MoE workspace (WorkspaceManager)"  # the estimate's row
 
 
 @dataclass
@@ -57,6 +95,10 @@ class Replica:
     # attention op, vllm/compilation/backends.py ``split_graph`` on the splitting ops), so the
     # capture ends one piece's graph there and begins the next; None otherwise
     piece_break: Callable[[], None] | None = None
+    # PIECEWISE capture: ends the piece, runs the given kernels of an attention op eagerly (vLLM
+    # runs its splitting ops outside the piece graphs) and begins the next piece; None: they
+    # run where ``piece_break`` is called
+    piece_gap: Callable[[Callable[[], None]], None] | None = None
     group: Any = None  # a torch.distributed ProcessGroup for the collectives, or None (local)
     on_layer: Callable[[int, int], None] | None = None  # (layers done, layers) during a forward
 
@@ -78,13 +120,83 @@ class Replica:
                 else f"{module}.weight")
         return self.tensors.get(name)
 
-    def linear(self, x: torch.Tensor, module: str, layer: int | None, out: int) -> torch.Tensor:
-        """``x @ Wᵀ``: real when W is a model-dtype matrix of the right shape, else an output
-        of the kernel's shape (quantised GEMM modelled)."""
+    def linear(self, x: torch.Tensor, module: str, layer: int | None, out: int,
+               operand: bool = False) -> torch.Tensor:
+        """``x @ Wᵀ``: real when W is a model-dtype matrix of the right shape; an fp8 block
+        linear's kernels when W is fp8 with a block scale (``fp8_linear``; ``operand``: W may be
+        absent, a fused projection vLLM keeps as one weight and the catalog as two, and the GEMM
+        reads an fp8 view of the layer's weights); else an output of the kernel's shape
+        (quantised GEMM modelled)."""
         w = self.weight(module, layer)
         if w is not None and w.dtype == x.dtype and w.dim() == 2 and w.shape[1] == x.shape[-1]:
             return F.linear(x, w)
+        scale = (self.tensors.get(f"model.layers.{layer}.{module}.weight_scale_inv")
+                 if layer is not None else None)
+        if w is not None and w.dtype == torch.float8_e4m3fn and scale is not None and \
+                w.dim() == 2 and w.shape[1] == x.shape[-1]:
+            return self.fp8_linear(x, w, scale)
+        if operand and layer is not None:
+            view = self._fp8_operand(layer, out, x.shape[-1])
+            if view is not None:
+                return self.fp8_linear(x, view[0], view[1])
         return torch.empty(x.shape[0], out, dtype=x.dtype, device=x.device)
+
+    def fp8_linear(self, x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """vLLM 0.11.0 ``apply_w8a8_block_fp8_linear`` (model_executor/layers/quantization/utils/
+        fp8_utils.py, CUTLASS path): on SM90 ``F.pad`` of the rows to the next multiple of 4
+        (4 more when already a multiple: ``num_pad = 4 - rows % 4``; ATen's CUDA
+        ``constant_pad_nd`` is a fill and a copy, done so here), ``per_token_group_fp8_quant``
+        (fp8 values and column-major fp32 scales, one kernel: a cast copy writes the values,
+        the scales stay unwritten), the block-scaled GEMM (a tensor-scaled
+        ``torch._scaled_mm`` of the same operands and output), then the unpadded view."""
+        t, k = x.shape
+        src, pad = x, 0
+        if self.ctx.gpu.arch.startswith("sm90"):
+            pad = 4 - t % 4
+            src = torch.empty(t + pad, k, dtype=x.dtype, device=x.device)
+            src.fill_(0)
+            torch.add(x, 0, out=src.narrow(0, 0, t))  # the pad's copy
+        rows = t + pad
+        xq = src.to(torch.float8_e4m3fn)
+        xs = torch.empty(-(-k // 128), rows, dtype=torch.float32, device=x.device)
+        del src
+        n = w.shape[0]
+        if k % 16 or n % 16:  # outside _scaled_mm's shapes: the output written plainly
+            y = torch.empty(rows, n, dtype=x.dtype, device=x.device)
+            y.fill_(0)
+        else:
+            y = torch._scaled_mm(xq, w.t(), scale_a=_first(xs),
+                                 scale_b=_first(scale), out_dtype=x.dtype)
+        del xq, xs
+        return y.narrow(0, 0, t) if pad else y
+
+    def _fp8_operand(self, layer: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """An [n, k] fp8 view of one of the layer's fp8 weights (with its scale), for a GEMM
+        whose weight the catalog does not hold in vLLM's fused layout; None if none is large
+        enough."""
+        key = (layer, n, k)
+        if key not in self._operands:
+            found = None
+            prefix = f"model.layers.{layer}."
+            for name, t in self.tensors.items():
+                if name.startswith(prefix) and isinstance(t, torch.Tensor) and \
+                        t.dtype == torch.float8_e4m3fn and t.numel() >= n * k:
+                    sc = self.tensors.get(name + "_scale_inv",
+                                          self.tensors.get(name.removesuffix(".weight")
+                                                           + ".weight_scale_inv"))
+                    if sc is not None:
+                        found = (_flat(t, n * k).view(n, k), sc)
+                        break
+            self._operands[key] = found
+        return self._operands[key]
+
+    def norm(self, x: torch.Tensor, module: str, layer: int, in_place: bool) -> torch.Tensor:
+        """An RMSNorm (vLLM's ``fused_add_rms_norm`` in place, or ``rms_norm`` into a new tensor:
+        one kernel): the product with the norm weight, in place or into a new tensor."""
+        w = self.weight(module, layer)
+        if w is None or w.shape[-1] != x.shape[-1] or w.dtype != x.dtype:
+            return x.mul_(1.0) if in_place else torch.mul(x, 1.0)
+        return x.mul_(w) if in_place else torch.mul(x, w)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
         """TP>1: vLLM's out-of-place all-reduce returns a new tensor. With a real process group
@@ -129,23 +241,112 @@ class Replica:
         return o
 
     def _latent_attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
-        """Latent attention (MLA): the compressed query and latent KV, the output."""
+        """Latent attention (MLA), vLLM 0.11.0 vllm/model_executor/layers/mla.py
+        ``MultiHeadLatentAttention.forward_native``: the input fused add+RMSNorm, the fused
+        q_a/kv_a projection (kv_a and q_proj without a q LoRA), the q_a and kv_a RMSNorms, q_b,
+        the rotary kernel on q's rope part (in place), the attention output buffer, the
+        attention op (``_mla_op``: eager between PIECEWISE pieces), o_proj."""
         a, i, tp = layer.attention, layer.index, self.ctx.dep.tp
         t, h = x.shape[0], self.ctx.spec.hidden_size
         hl = max(1, a.num_heads // tp)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         latent = a.kv_lora_rank + a.qk_rope_head_dim
-        qa = torch.empty(t, (a.q_lora_rank or 0) + latent, dtype=x.dtype, device=x.device)
-        q = torch.empty(t, hl * (a.qk_nope_head_dim + a.qk_rope_head_dim), dtype=x.dtype,
-                        device=x.device)
-        del qa
-        out = torch.zeros(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
-        if decode:
-            self.decode_scratch(i)
-        self._split()
-        del q
-        o = torch.empty(t, h, dtype=x.dtype, device=x.device)
+        self.norm(x, "input_layernorm", i, in_place=True)
+        if a.q_lora_rank:
+            qkv = self.linear(x, "self_attn.fused_qkv_a_proj", i, a.q_lora_rank + latent,
+                              operand=True)
+            q_c = self.norm(qkv.narrow(1, 0, a.q_lora_rank), "self_attn.q_a_layernorm", i,
+                            in_place=False)
+            q = self.linear(q_c, "self_attn.q_b_proj", i, hl * qk)
+            del q_c
+            kv = qkv.narrow(1, a.q_lora_rank, latent)
+        else:
+            qkv = self.linear(x, "self_attn.kv_a_proj_with_mqa", i, latent)
+            q = self.linear(x, "self_attn.q_proj", i, hl * qk)
+            kv = qkv
+        kv_c = self.norm(kv.narrow(1, 0, a.kv_lora_rank), "self_attn.kv_a_layernorm", i,
+                         in_place=False)
+        # the rotary kernel, in place on q's rope part
+        q.view(t, hl, qk).narrow(2, a.qk_nope_head_dim, a.qk_rope_head_dim).mul_(1.0)
+        out = torch.empty(t, hl * a.v_head_dim, dtype=x.dtype, device=x.device)
+        self._split(functools.partial(self._mla_op, q, kv_c, out, layer, decode))
+        del q, kv, qkv, kv_c
+        o = self.linear(out, "self_attn.o_proj", i, h)
         del out
         return o
+
+    def _mla_op(self, q: torch.Tensor, kv_c: torch.Tensor, out: torch.Tensor, layer: Layer,
+                decode: bool) -> None:
+        """vLLM's MLA attention op (0.11.0 vllm/v1/attention/backends/mla/common.py
+        ``MLACommonImpl.forward``, flashmla.py ``_forward_decode``). Profile run (no metadata):
+        the worst-case kv_b output ``[W, heads, nope + v]`` (W = the chunked-prefill rows),
+        then ``output.fill_(0)``. Decode: ``concat_and_cache_mla`` (a copy of the latent into
+        the layer's KV cache), the W_UK_T bmm into a new [heads, B, kv_lora], the ``torch.cat``
+        of the absorbed q with q_pe, FlashMLA's split-KV and combine kernels (the output
+        [B, heads, kv_lora] and the fp32 LSE written plainly), and the W_UV bmm into the
+        output buffer (``_v_up_proj``)."""
+        a, i = layer.attention, layer.index
+        t, hl = q.shape[0], out.shape[1] // a.v_head_dim
+        if not decode:
+            w = mla_chunked_prefill_rows(self.ctx)
+            worst = torch.empty(w, hl, a.qk_nope_head_dim + a.v_head_dim, dtype=q.dtype,
+                                device=q.device)
+            del worst
+            out.fill_(0)
+            return
+        self.decode_scratch(i)
+        cache = self._kv_cache_of(i)
+        if cache is not None:
+            esz = kv_c.element_size()
+            dst = _flat(cache, t * a.kv_lora_rank * esz).view(kv_c.dtype)
+            torch.add(kv_c, 0, out=dst.view(t, a.kv_lora_rank))
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q3 = q.view(t, hl, qk)
+        w_uk, w_uv = self._absorbed(layer, hl)
+        ql = torch.empty(hl, t, a.kv_lora_rank, dtype=q.dtype, device=q.device)
+        if w_uk is not None:
+            torch.bmm(q3.narrow(2, 0, a.qk_nope_head_dim).transpose(0, 1), w_uk, out=ql)
+        else:
+            ql.fill_(0)
+        qcat = torch.cat([ql.transpose(0, 1),
+                          q3.narrow(2, a.qk_nope_head_dim, a.qk_rope_head_dim)], dim=-1)
+        del ql
+        o_lat = torch.empty(t, hl, a.kv_lora_rank, dtype=q.dtype, device=q.device)
+        lse = torch.empty(t, hl, dtype=torch.float32, device=q.device)
+        o_lat.fill_(0)
+        lse.fill_(0)
+        del qcat
+        if w_uv is not None:
+            torch.bmm(o_lat.transpose(0, 1), w_uv,
+                      out=out.view(t, hl, a.v_head_dim).transpose(0, 1))
+        else:
+            out.fill_(0)
+        del o_lat, lse
+
+    def _absorbed(self, layer: Layer,
+                  hl: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Views of the layer's absorbed W_UK_T [heads, nope, kv_lora] and W_UV [heads, kv_lora,
+        v] in the one tensor the catalog holds for both (``mla_attn.W_UK_T+W_UV``)."""
+        a = layer.attention
+        both = next((t for n, t in self.tensors.items()
+                     if n.startswith(f"model.layers.{layer.index}.") and "W_UK_T+W_UV" in n),
+                    None)
+        uk = a.qk_nope_head_dim * a.kv_lora_rank
+        uv = a.kv_lora_rank * a.v_head_dim
+        if both is None or both.shape[0] != hl or both.select(0, 0).numel() != uk + uv:
+            return None, None
+        flat = both.view(hl, -1)
+        return (flat.narrow(1, 0, uk).view(hl, a.qk_nope_head_dim, a.kv_lora_rank),
+                flat.narrow(1, uk, uv).view(hl, a.kv_lora_rank, a.v_head_dim))
+
+    def _kv_cache_of(self, layer: int) -> torch.Tensor | None:
+        """The layer's KV cache tensor where the rank holds one per layer (``kv_cache[j]`` for
+        its j-th layer), else None."""
+        layers = [x.index for x in rank_layers(self.ctx.spec, self.ctx.dep, self.ctx.coord)]
+        if f"kv_cache[{len(layers)}]" in self.tensors or layer not in layers:
+            return None
+        t = self.tensors.get(f"kv_cache[{layers.index(layer)}]")
+        return t if isinstance(t, torch.Tensor) else None
 
     def _projected_attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
         """A kind modelled at the shapes of its projections (DeepSeek-V4's compressed sparse
@@ -161,22 +362,42 @@ class Replica:
         del out
         return o
 
-    def _split(self) -> None:
-        """The attention kernel runs here, between two pieces of a PIECEWISE capture."""
-        if self.piece_break is not None:
-            self.piece_break()
+    def _split(self, op: Callable[[], None] | None = None) -> None:
+        """The attention op runs here, between two pieces of a PIECEWISE capture: ``op``, its
+        kernels where the replica launches them (eagerly, outside the pieces, through
+        ``piece_gap``; inline in a FULL graph or eager forward)."""
+        if self.piece_break is None:
+            if op is not None:
+                op()
+            return
+        if op is not None and self.piece_gap is not None:
+            self.piece_gap(op)
+            return
+        self.piece_break()
+        if op is not None:
+            op()
 
     def mlp(self, x: torch.Tensor, layer: Layer) -> torch.Tensor:
         m, i, dep = layer.mlp, layer.index, self.ctx.dep
         t, h = x.shape[0], self.ctx.spec.hidden_size
         if m.kind == "dense":
             il = m.intermediate_size // dep.tp
+            fp8 = self._fp8(i, "mlp.gate_up_proj")
+            if fp8:
+                # the fp8 path launches vLLM's kernels: the post-attention fused add+RMSNorm
+                # before gate_up, SiluAndMul (one kernel) after (deepseek_v2.py DeepseekV2MLP)
+                self.norm(x, "post_attention_layernorm", i, in_place=True)
             gu = self.linear(x, "mlp.gate_up_proj", i, 2 * il)
-            act = torch.empty(t, il, dtype=x.dtype, device=x.device)  # SiluAndMul output
+            if fp8:
+                act = torch.mul(gu.narrow(1, 0, il), gu.narrow(1, il, il))
+            else:
+                act = torch.empty(t, il, dtype=x.dtype, device=x.device)  # SiluAndMul output
             # gate_up is a local of LlamaMLP.forward: alive until down_proj has run
             d = self.linear(act, "mlp.down_proj", i, h)
             del act, gu
             return self.all_reduce(d)
+        if dep.dp == 1 and self._fp8(i, "mlp.experts.w13"):
+            return self.all_reduce(self._fused_moe(x, layer))
         mt = t * dep.dp if dep.dp > 1 else t
         logits = torch.empty(mt, m.num_experts, dtype=torch.float32, device=x.device)
         topk = torch.empty(mt, m.top_k, dtype=torch.int32, device=x.device)
@@ -189,6 +410,118 @@ class Replica:
             del out
             out = local
         return self.all_reduce(out)
+
+    def _fp8(self, layer: int, module: str) -> bool:
+        """The layer's ``module`` weight is fp8 with a block scale."""
+        w = self.tensors.get(f"model.layers.{layer}.{module}.weight",
+                             self.tensors.get(f"model.layers.{layer}.{module}_weight"))
+        return isinstance(w, torch.Tensor) and w.dtype == torch.float8_e4m3fn
+
+    def _fused_moe(self, x: torch.Tensor, layer: Layer) -> torch.Tensor:
+        """The fp8 block fused MoE on vLLM's Triton path (0.11.0
+        model_executor/models/deepseek_v2.py ``DeepseekV2MoE.forward``; fused_moe/fused_moe.py
+        ``fused_topk`` / ``fused_grouped_topk`` and ``fused_experts_impl``): the post-attention
+        fused add+RMSNorm; the router GEMM (real); the shared expert (gate_up, SiluAndMul,
+        down) first, its output alone kept (as ``memprof.core.terms.activation`` models it);
+        the routing (noaux_tc: sigmoid, + e_score_correction_bias, the cast back, the grouped
+        top-k as a real ``torch.topk``, the weights' fp32 cast; else ``topk_softmax`` as one
+        ``torch.topk``); the input's quantisation; ``moe_align_block_size``'s sorted ids and
+        expert ids (written plainly: one fill per kernel, two with more than 64 experts); the
+        two grouped GEMMs as bf16 ``torch.mm`` into the caches (``out=``); SiluAndMul between
+        them (one elementwise product) and the second quantisation; ``moe_sum`` as a sum over
+        the top-k rows into the output; the scale-and-add of the shared output (one in-place
+        kernel). The caches are views of the persistent workspaces
+        (``TritonExperts.workspace_shapes``: intermediate_cache1 and 3 in workspace2,
+        intermediate_cache2 in workspace13, vLLM@52a31cc ``WorkspaceManager``), allocated at
+        the first call and charged to the estimate's row."""
+        m, i, dep = layer.mlp, layer.index, self.ctx.dep
+        t, h = x.shape[0], self.ctx.spec.hidden_size
+        dev, dt = x.device, x.dtype
+        k = m.top_k
+        _m, il, el = _moe_dims(self.ctx, layer, t)
+        self.norm(x, "post_attention_layernorm", i, in_place=True)
+        logits = self.linear(x, "mlp.gate", i, m.num_experts)
+        shared = None
+        sh = m.shared_intermediate_size // dep.tp
+        if sh:
+            gu = self.linear(x, "mlp.shared_experts.gate_up_proj", i, 2 * sh)
+            act = torch.mul(gu.narrow(1, 0, sh), gu.narrow(1, sh, sh))
+            del gu
+            shared = self.linear(act, "mlp.shared_experts.down_proj", i, h)
+            del act
+        bias = self.weight("mlp.gate.e_score_correction_bias", i)
+        if m.e_score_correction_bias and bias is not None:
+            scores = torch.sigmoid(logits)
+            biased = scores + bias
+            cast = biased.to(scores.dtype)
+            del biased
+            vals, ids = torch.topk(cast, k, dim=-1, sorted=False)
+            del cast
+            weights = vals.to(torch.float32)
+            del vals, scores
+        else:
+            weights, ids = torch.topk(logits, k, dim=-1, sorted=False)
+        del logits
+        ws13, ws2 = self._moe_workspaces(layer)
+        xq = x.to(torch.float8_e4m3fn)
+        xs = torch.empty(t, -(-h // 128), dtype=torch.float32, device=dev)
+        padded = t * k + el * (MOE_ALIGN_BLOCK_M - 1)
+        sorted_ids = torch.empty(padded, dtype=torch.int32, device=dev)
+        expert_ids = torch.empty(-(-padded // MOE_ALIGN_BLOCK_M), dtype=torch.int32, device=dev)
+        post_pad = torch.empty(1, dtype=torch.int32, device=dev)
+        sorted_ids.fill_(t * k)
+        if m.num_experts > 64:
+            expert_ids.fill_(0)
+        w13 = self.tensors[f"model.layers.{i}.mlp.experts.w13_weight"]
+        w2 = self.tensors[f"model.layers.{i}.mlp.experts.w2_weight"]
+        cache1 = _flat(ws2, t * k * 2 * il).view(t * k, 2 * il)
+        cache2 = _flat(ws13, t * k * il).view(t * k, il)
+        cache3 = _flat(ws2, t * k * h).view(t * k, h)
+        # the Triton kernel gathers its fp8 A rows through sorted_ids and reads each expert's
+        # fp8 block; torch has no such kernel: a bf16 GEMM of the same shapes into the same
+        # cache (``out=``), its operands bf16 views of the experts' (uninitialised) weights
+        # (the second's A is the activation's output itself)
+        b1 = _bf16_view(w13, 2 * il * h)
+        a1 = _bf16_view(w13, t * k * h)
+        if a1 is not None and b1 is not None:
+            torch.mm(a1.view(t * k, h), b1.view(2 * il, h).t(), out=cache1)
+        else:
+            cache1.fill_(0)
+        del xq, xs
+        torch.mul(cache1.narrow(1, 0, il), cache1.narrow(1, il, il), out=cache2)
+        q2 = cache2.to(torch.float8_e4m3fn)  # the second quantisation (its scales unwritten)
+        q2s = torch.empty(t * k, -(-il // 128), dtype=torch.float32, device=dev)
+        b2 = _bf16_view(w2, h * il)
+        if b2 is not None:
+            torch.mm(cache2, b2.view(h, il).t(), out=cache3)
+        else:
+            cache3.fill_(0)
+        del q2, q2s
+        out = torch.empty(t, h, dtype=dt, device=dev)
+        torch.sum(cache3.view(t, k, h), dim=1, out=out)
+        del sorted_ids, expert_ids, post_pad, weights, ids
+        if shared is not None:
+            out.add_(shared)  # final *= routed_scaling_factor; final += shared: one kernel
+            del shared
+        return out
+
+    def _moe_workspaces(self, layer: Layer) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fused MoE's workspace13 ``(M, top_k, max(I, H))`` and workspace2
+        ``(M, top_k, max(2I, H))`` (model dtype, M = the profile run's tokens capped at
+        ``VLLM_FUSED_MOE_CHUNK_SIZE``), made at the first MoE call and kept: the
+        ``WorkspaceManager`` buffer the estimate's "fused-MoE workspace (WorkspaceManager)" row
+        sizes (``memprof.core.terms.activation.moe_workspace_bytes``)."""
+        if "_moe_ws13" not in self.tensors:
+            m, h = layer.mlp, self.ctx.spec.hidden_size
+            tokens = profile_tokens(self.ctx.dep)
+            mt, il, _e = _moe_dims(self.ctx, layer, tokens)
+            mc = min(mt, fused_moe_chunk(self.ctx.dep.engine_version))
+            with self.charge(MOE_WORKSPACE):  # type: ignore[attr-defined]
+                self.tensors["_moe_ws13"] = torch.empty(mc * m.top_k * max(il, h),
+                                                        dtype=self.dtype, device=self.device)
+                self.tensors["_moe_ws2"] = torch.empty(mc * m.top_k * max(2 * il, h),
+                                                       dtype=self.dtype, device=self.device)
+        return self.tensors["_moe_ws13"], self.tensors["_moe_ws2"]
 
     def decode_scratch(self, layer: int) -> None:
         """At a layer's first decode the backend allocates its lazy buffers (the catalog's shapes
@@ -212,6 +545,8 @@ class Replica:
                     break
 
     _pending: list[list[list[Allocation]]] = field(default_factory=list)
+    _operands: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor] | None] = field(
+        default_factory=dict)
 
     # --- forwards ------------------------------------------------------------------------------
     def forward(self, tokens: int, rows: int, decode: bool = False) -> None:

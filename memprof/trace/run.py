@@ -269,8 +269,10 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     verdict_traced = "fits" if traced_total <= total else "runtime_oom"
     if r.verdict == "startup_oom":
         verdict_traced = "startup_oom"
-    notes.append("weights are allocated, not loaded; quantised GEMMs, attention and MoE kernels "
-                 "are modelled by their output allocations")
+    notes.append("weights are allocated, not loaded; fp8 block linears, MLA and the fused MoE "
+                 "launch one kernel per kernel vLLM launches (a plain write of the output where "
+                 "torch has none); other quantised GEMMs and attention kernels are modelled by "
+                 "their output allocations")
     return TraceResult(estimate=e, rank=r, device=kind,
                        device_name=(torch.cuda.get_device_name() if kind == "cuda"
                                     else f"fake ({e.gpu.name})"),
@@ -302,9 +304,11 @@ def _capture(kind: str, replica: object, modes: dict[str, list[int]],
     vllm/compilation/cuda_graph.py ``CUDAGraphWrapper``, vLLM@52a31cc): every size largest first,
     PIECEWISE sizes first, then the FULL (uniform decode) sizes, all into one graph pool;
     a PIECEWISE size is one graph per piece of the forward split at each attention op (the
-    attention runs eagerly between them); ``gc.collect`` / ``empty_cache`` are not called
-    between captures (vLLM patches them out). ``max_graphs`` keeps the largest sizes of each
-    mode. On the fake device only the warm-up runs (the simulator has no private pools here)."""
+    attention runs eagerly between them: the replica's kernels of the op, where it launches
+    them, run outside the pieces, ``Replica.piece_gap``); ``gc.collect`` / ``empty_cache`` are
+    not called between captures (vLLM patches them out). ``max_graphs`` keeps the largest sizes
+    of each mode. On the fake device only the warm-up runs (the simulator has no private pools
+    here)."""
     import torch
 
     from memprof.trace.replica import Replica
@@ -339,11 +343,19 @@ def _capture(kind: str, replica: object, modes: dict[str, list[int]],
                     def piece_break(cur: list[torch.cuda.CUDAGraph] = current) -> None:
                         cur[0].capture_end()
                         cur[0] = begin()
+
+                    def piece_gap(op: Callable[[], None],
+                                  cur: list[torch.cuda.CUDAGraph] = current) -> None:
+                        cur[0].capture_end()
+                        op()
+                        cur[0] = begin()
                     replica.piece_break = piece_break
+                    replica.piece_gap = piece_gap
                 try:
                     replica.forward(n, 0, decode=True)
                 finally:
                     replica.piece_break = None
+                    replica.piece_gap = None
                     current[0].capture_end()
     torch.cuda.synchronize()
     total = free_before - torch.cuda.mem_get_info()[0]
@@ -356,6 +368,8 @@ def _capture(kind: str, replica: object, modes: dict[str, list[int]],
 def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak: int,
                 records: list[PhaseRecord], capture: GraphCapture | None, kind: str,
                 kv_slack: int | None) -> list[ComponentTrace]:
+    from memprof.trace.replica import MOE_WORKSPACE
+
     phases = {p.name: p for p in records}
     out: list[ComponentTrace] = []
     seen_groups: set[str] = set()
@@ -381,7 +395,13 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
                                       traced=traced, how=how))
             continue
         if c.name == "activation peak (profile run)" and "profile_run" in phases:
-            traced, how = act_peak, "tracked peak of the profile run above what was live"
+            ws = charged.get(MOE_WORKSPACE, 0)
+            traced, how = act_peak - ws, "tracked peak of the profile run above what was live"
+            if ws:
+                how += " − the fused-MoE workspace (its own row)"
+        elif c.name == MOE_WORKSPACE and "profile_run" in phases and MOE_WORKSPACE in charged:
+            traced, how = charged[MOE_WORKSPACE], ("bytes of the workspaces the replica's first "
+                                                   "fused-MoE call made (live at the end)")
         elif c.name == "cuBLAS workspace" and kind == "cuda" and "profile_run" in phases:
             p = phases["profile_run"]
             w = phases["weights"]

@@ -17,6 +17,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
+from memprof.core.models import MLP, Layer
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
     max_seqs,
@@ -26,6 +27,7 @@ from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
 from memprof.core.terms.non_torch import nccl_groups
 from memprof.core.terms.stream_pool import comm_stream_pool_made
 from memprof.core.versions import Rule, value_at
+from memprof.core.weights.formats import fp8_on_marlin
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
 # (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
@@ -184,17 +186,100 @@ def graph_modes(dep: Deployment) -> dict[str, list[int]]:
             "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}
 
 
-# Kernel nodes per decoder layer in vLLM's compiled decode forward, as (GEMMs, other kernels)
-# [approximation, read off vLLM v0.33.0 vllm/model_executor/models/llama.py, qwen3.py,
-# deepseek_v2.py with Inductor fusing the elementwise work]: GQA attention projections qkv +
-# o_proj, with the fused add+RMSNorm and the rotary kernel; MLA q_a/q_b/kv_a/W_UK/W_UV/o_proj
-# with two norms and the rotary; a dense MLP gate_up + down with SiLU-and-mul and the fused
-# add+RMSNorm; a fused MoE: the router GEMM and the two grouped GEMMs, top-k, the block
-# alignment, the activation and the reduction. In a FULL graph the attention kernels are inside
-# too (cache write + decode kernel); with TP > 1 each all-reduce is one more node.
-GRAPH_NODES_ATTENTION = {"gqa": (2, 2), "mla": (6, 3), "dsv4": (6, 4)}
+# Kernel nodes per decoder layer in vLLM's compiled decode forward, as (GEMMs, other kernels),
+# for linears in the model dtype [approximation where Inductor fuses elementwise work: one node
+# per fused region]. Read off vLLM 0.11.0 (vllm/model_executor/models/llama.py, qwen3.py,
+# deepseek_v2.py, vllm/model_executor/layers/mla.py ``MultiHeadLatentAttention.forward_native``):
+# GQA: the qkv and o_proj GEMMs, the fused add+RMSNorm and the rotary kernel. MLA: the fused
+# q_a/kv_a GEMM (kv_a and q_proj without a q LoRA), q_b and o_proj; the input fused
+# add+RMSNorm, the q_a and kv_a RMSNorms and the rotary kernel. A dense MLP: gate_up and down,
+# SiLU-and-mul and the fused add+RMSNorm. The fused MoE: ``moe_nodes``.
+GRAPH_NODES_ATTENTION = {"gqa": (2, 2), "mla": (3, 4), "dsv4": (6, 4)}
+# the q_a RMSNorm, counted above, that a layer without a q LoRA does not run
+GRAPH_NODES_Q_LORA = {"mla": 1}
+GRAPH_NODES_MLP = {"dense": (2, 2)}
+# Kernels of the attention op itself (vLLM's splitting op: outside PIECEWISE graphs, inside
+# FULL ones), (GEMMs, other). GQA (and the kinds without a row): the cache write and the decode
+# kernel. MLA, vLLM 0.11.0 vllm/v1/attention/backends/mla/common.py ``MLACommonImpl.forward``
+# and flashmla.py ``_forward_decode``: ``concat_and_cache_mla``, the W_UK_T bmm, the
+# ``torch.cat`` of the absorbed q with q_pe, FlashMLA's split-KV kernel and its combine
+# kernel, the W_UV bmm (``_v_up_proj``).
+GRAPH_NODES_ATTENTION_OP = {"mla": (2, 4)}
 GRAPH_NODES_ATTENTION_KERNELS = 2
-GRAPH_NODES_MLP = {"dense": (2, 2), "moe": (3, 5)}
+# The fused MoE (vLLM 0.11.0 model_executor/layers/fused_moe/fused_moe.py ``fused_experts_impl``
+# on the Triton path, ``fused_topk`` / ``fused_grouped_topk``; models/deepseek_v2.py
+# ``DeepseekV2MoE.forward``): the router GEMM and the two grouped expert GEMMs; the
+# post-attention fused add+RMSNorm, the routing (``topk_softmax``, one kernel; DeepSeek's
+# noaux_tc ``fused_grouped_topk``: sigmoid, + e_score_correction_bias, the cast back to the
+# scores' dtype, ``grouped_topk``, the weights' cast to fp32: five), the block alignment
+# (``moe_align_block_size``: its align kernel and its count-and-sort kernel with more than 64
+# experts, csrc/moe/moe_align_sum_kernels.cu; one below [approximation: the one-kernel path
+# also needs fewer than 1,024 routed rows]), the activation and ``moe_sum``; a shared expert
+# adds its gate_up and down GEMMs, its SiLU-and-mul and the scale-and-add of the two outputs.
+MOE_ROUTING_NODES = {"softmax": 1, "noaux_tc": 5}
+# fp8 block-quantised linears (vLLM 0.11.0 model_executor/layers/quantization/utils/fp8_utils.py
+# ``apply_w8a8_block_fp8_linear``, a custom op, CUTLASS path; DeepGEMM is not in vLLM's wheel):
+# ``per_token_group_fp8_quant`` of the input before the GEMM, and on SM90 the ``F.pad`` of the
+# rows to a multiple of 4 before it (ATen ``constant_pad_nd`` on CUDA: a fill and a copy),
+# kernels beside the GEMM. The fused MoE quantises its two expert GEMMs' inputs (one kernel
+# each, ``moe_kernel_quantize_input``).
+FP8_BLOCK_QUANT_NODES = 1
+FP8_BLOCK_PAD_NODES_SM90 = 2
+
+
+def fp8_block_linears(ctx: TermContext) -> bool:
+    """The rank's linears are fp8 block-quantised (a checkpoint's ``weight_block_size``) on the
+    CUTLASS / Triton path (not Marlin)."""
+    q = ctx.spec.quant
+    return (q is not None and q.method == "fp8" and q.block is not None
+            and not fp8_on_marlin(q, ctx.gpu.arch))
+
+
+def linear_extra_nodes(ctx: TermContext) -> int:
+    """Kernels an fp8 block linear launches beside its GEMM (``FP8_BLOCK_*``); 0 for linears in
+    the model dtype."""
+    if not fp8_block_linears(ctx):
+        return 0
+    return FP8_BLOCK_QUANT_NODES + (FP8_BLOCK_PAD_NODES_SM90 if ctx.gpu.arch.startswith("sm90")
+                                    else 0)
+
+
+def moe_nodes(ctx: TermContext, mlp: MLP) -> tuple[int, int]:
+    """(GEMMs, other kernels) of one fused-MoE layer in a decode graph (``MOE_ROUTING_NODES``
+    and the comment above it), fp8 block quantisation's kernels included."""
+    route = MOE_ROUTING_NODES["noaux_tc" if mlp.e_score_correction_bias else "softmax"]
+    align = 2 if mlp.num_experts > 64 else 1
+    gemm, other = 3, 1 + route + align + 2
+    extra = linear_extra_nodes(ctx)
+    if extra:
+        other += 2 * FP8_BLOCK_QUANT_NODES  # the experts' input quantisation
+    if mlp.shared_intermediate_size:
+        gemm += 2
+        other += 2 + 2 * extra
+    return gemm, other
+
+
+def attention_nodes(ctx: TermContext, layer: Layer, mode: str) -> tuple[int, int]:
+    """(GEMMs, other kernels) of a layer's attention in a ``mode`` graph: its projections'
+    (``GRAPH_NODES_ATTENTION``, the q_a RMSNorm only where the layer has a q LoRA, and the fp8
+    block kernels of each projection GEMM) and, in FULL graphs, the attention op's
+    (``GRAPH_NODES_ATTENTION_OP``)."""
+    kind, a = layer.attention.kind, layer.attention
+    g, o = GRAPH_NODES_ATTENTION.get(kind, GRAPH_NODES_ATTENTION["gqa"])
+    o += g * linear_extra_nodes(ctx) - (0 if a.q_lora_rank else GRAPH_NODES_Q_LORA.get(kind, 0))
+    if mode == "FULL":
+        og, oo = GRAPH_NODES_ATTENTION_OP.get(kind, (0, GRAPH_NODES_ATTENTION_KERNELS))
+        g, o = g + og, o + oo
+    return g, o
+
+
+def mlp_nodes(ctx: TermContext, layer: Layer) -> tuple[int, int]:
+    """(GEMMs, other kernels) of a layer's MLP: ``moe_nodes``, or the dense row (with its two
+    linears' fp8 kernels)."""
+    if layer.mlp.kind == "moe":
+        return moe_nodes(ctx, layer.mlp)
+    g, o = GRAPH_NODES_MLP["dense"]
+    return g, o + 2 * linear_extra_nodes(ctx)
 
 
 def graph_pieces(ctx: TermContext) -> int:
@@ -237,10 +322,10 @@ def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
         if layer in ctx.spec.mtp_layers:
             continue
-        ag, ao = GRAPH_NODES_ATTENTION.get(layer.attention.kind, GRAPH_NODES_ATTENTION["gqa"])
-        mg, mo = GRAPH_NODES_MLP.get(layer.mlp.kind, GRAPH_NODES_MLP["dense"])
+        ag, ao = attention_nodes(ctx, layer, mode)
+        mg, mo = mlp_nodes(ctx, layer)
         gemm += ag + mg
-        other += ao + mo + (GRAPH_NODES_ATTENTION_KERNELS if mode == "FULL" else 0)
+        other += ao + mo
     if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
         other += tp_all_reduces(ctx)  # the custom all-reduce kernels
     return gemm, other

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memprof.base.units import MiB, fmt_bytes
+from memprof.core.versions import Rule, value_at
 
 # torch's CUDA stream pool: nccl-matrix-2x-h100-stream-first.json, every configuration, step
 # "torch.cuda.Stream() before init" = 73,400,320 B, and init smaller by exactly that
@@ -83,6 +84,58 @@ FIRST_KERNEL_IN_ROW = frozenset({(True, True)})
 # 214 MiB at 4, the first p2p op 62 / 34 MiB, nccl-matrix-{2,4}x-h100.json net-cumem-on), since a
 # deployment here names no second host; NVLink multicast (NVLS) buffers; buffer sizes and channel
 # counts other than NCCL's defaults.
+
+
+# The EP group's PyNccl communicator (vLLM ``CudaCommunicator``,
+# vllm/distributed/device_communicators/cuda_communicator.py): built for every group of more
+# than one rank in 0.8.x and from 0.11.0 on (0.8.0 / 0.8.5: ``use_pynccl = True``; 0.11.0,
+# 0.33.0: ``if self.world_size > 1: self.pynccl_comm = PyNcclCommunicator(...)``), not for EP in
+# 0.9.0 - 0.10.x (0.9.0, 0.9.2, 0.10.0, 0.10.1: "ep does not use pynccl", ``use_pynccl = "ep"
+# not in unique_name``). There the EP group is a torch ``new_group`` whose NCCL communicator
+# ProcessGroupNCCL makes at its first collective: ``new_group`` adds 0 B
+# (reports/gpu/ranks/ep-group-2x-h100.json, case "group", every rank), and vLLM's all-to-all
+# managers of those releases gather over the DP group, so the EP group's never gets one.
+EP_PYNCCL: tuple[Rule, ...] = (
+    Rule(name="ep_pynccl", changes="NCCL EP communicator", since="0.9.0", until="0.11.0",
+         value=False, introduced_by="'ep does not use pynccl' (first released in 0.9.0)",
+         removed_by="PyNccl for every group of > 1 rank (first released in 0.11.0)",
+         source="0.9.0 / 0.9.2 / 0.10.0 / 0.10.1 distributed/device_communicators/"
+         "cuda_communicator.py CudaCommunicator.__init__: use_pynccl = 'ep' not in unique_name; "
+         "0.8.5 use_pynccl = True; 0.11.0 / 0.33.0 PyNcclCommunicator when world_size > 1",
+         applies_to="nccl"),
+)
+
+# The EP communicator is a rank's second one over the same GPUs (vLLM makes TP's, and DP's where
+# dp > 1, first, ``initialize_model_parallel``): over NVLink P2P with cuMem on, a PyNccl-style
+# communicator made after the TP one costs less than a first (no torch stream pool, and NCCL's
+# per-process resources are the first's): reports/gpu/ranks/ep-group-2x-h100.json case
+# "pynccl", every rank: ncclCommInitRank 207,618,048 B + warm-up all_reduce 301,989,888 B at 2
+# ranks; 205,520,896 + 301,989,888 at 4 (rank 0, reports/gpu/ranks/kernels-log.txt), where the
+# first (bound init_process_group + first all_reduce) cost 390,070,272 + 497,025,024. Other
+# transports and cuMem off: not measured, the first communicator's row stands.
+SECOND_COMM_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
+    (True, True, 2): (207_618_048, 301_989_888, "ep-group-2x-h100.json pynccl, 2 ranks"),
+    (True, True, 4): (205_520_896, 301_989_888, "kernels-log.txt ep-group-pynccl-w4 rank 0"),
+}
+
+
+def ep_pynccl(version: str | None, engine: str) -> bool:
+    """Whether the engine's ``version`` builds an NCCL communicator for the EP group
+    (``EP_PYNCCL``, vLLM's rows; True where no row holds)."""
+    return bool(value_at(EP_PYNCCL, version, True, engine))
+
+
+def second_comm_row(peer_access: bool, cumem: bool, size: int) -> NcclRow | None:
+    """A communicator made after another on the same GPUs (``SECOND_COMM_ROWS``), None where
+    that was not measured."""
+    world, note = measured_world(size)
+    got = SECOND_COMM_ROWS.get((peer_access, cumem, world))
+    if got is None:
+        return None
+    init, first, src = got
+    return NcclRow(init, first, 0, f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at "
+                   "its warm-up all_reduce: a second communicator on GPUs that hold one, "
+                   f"peer-to-peer, cuMem on (reports/gpu/ranks/{src}){note}")
 
 
 class NcclRow(NamedTuple):

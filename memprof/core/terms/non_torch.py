@@ -11,7 +11,7 @@ from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
-from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, nccl_row
+from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, ep_pynccl, nccl_row, second_comm_row
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 # CUDA context: measured_h100_overheads.json step "CUDA context (first tensor)":
@@ -147,15 +147,22 @@ def p2p_peers(group: str, size: int) -> int:
 
 def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     """One communicator of ``group`` (``size`` ranks): its rows by transport (``GPU.peer_access``:
-    P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``)."""
+    P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``); EP's,
+    always made after another group's, the second-communicator row where it was measured
+    (``second_comm_row``)."""
+    if group == "EP":
+        second = second_comm_row(gpu.peer_access, nccl_cumem(dep), size)
+        if second is not None:
+            return second
     return nccl_row(gpu.peer_access, nccl_cumem(dep), size, p2p_peers(group, size))
 
 
 def nccl_groups(dep: Deployment) -> list[tuple[str, int]]:
     """Process groups that get an NCCL communicator on a rank: TP, PP, DP and EP, each only when its
-    size is > 1 (vLLM ``initialize_model_parallel``; EP only with --enable-expert-parallel)."""
-    groups = [("TP", dep.tp), ("PP", dep.pp), ("DP", dep.dp),
-              ("EP", dep.ep_size if dep.enable_expert_parallel else 1)]
+    size is > 1 (vLLM ``initialize_model_parallel``; EP only with --enable-expert-parallel, and
+    not in vLLM 0.9.0 - 0.10.x, ``memprof.core.terms.nccl.EP_PYNCCL``)."""
+    ep = dep.enable_expert_parallel and ep_pynccl(dep.engine_version, dep.engine)
+    groups = [("TP", dep.tp), ("PP", dep.pp), ("DP", dep.dp), ("EP", dep.ep_size if ep else 1)]
     return [(n, size) for n, size in groups if size > 1]
 
 
