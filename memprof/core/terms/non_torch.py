@@ -73,6 +73,12 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # alone: 69,206,016 B, measured after the communicator's warm-up (first-kernel-2x-h100.json,
 # both ranks) and traced on every rank of every reports/gpu/ranks run (TP2 and TP4).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
+# The cuBLAS step is not only module images: it moves with CUBLAS_WORKSPACE_CONFIG, which cuBLAS
+# reads for a pool of its own outside torch's allocator (torch's own workspace stays 32 MiB on
+# sm90 in all three): after a torch.randn, the first bf16 GEMM adds 69,206,016 B unset,
+# 35,651,584 B with ":4096:8" and 4,194,304 B with ":1024:2" (reports/gpu/context/
+# context-stack-h100.json, one H100, torch 2.11.0+cu130). cuBLAS's default pool on other
+# architectures was not measured and is not derived: every architecture keeps the H100 steps.
 
 # NCCL, one communicator per process group (ncclCommInitRank, then its first all_reduce, and its
 # first send/recv where the group hands tensors point to point), per rank: the rows by transport,
