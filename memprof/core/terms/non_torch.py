@@ -19,6 +19,35 @@ from memprof.core.versions import Rule, rule_in_force, value_at
 # H200, torch 2.11.0+cu130, NCCL 2.28.9, driver 580 measured
 # 527-529 MiB on H200 (same driver/torch), i.e. within 2.3 MiB of this value.
 CUDA_CONTEXT_BYTES = 554_500_096 - 2_097_152
+CONTEXT_MEASURED = ("measured H100: used 554,500,096 − reserved 2,097,152 after the first tensor "
+                    "(H200: 527-529 MiB)")
+
+# Of that context, the per-thread stack's backing store depends on the GPU: the driver holds local
+# memory of the stack limit (cudaLimitStackSize, "the stack size in bytes of each GPU thread",
+# CUDA Runtime API cudaDeviceSetLimit) for every thread the device can keep resident, i.e.
+# SMs × max resident threads per SM × the limit. Measured on one H100 (132 SMs × 2048 threads,
+# limit 1,024 B after the context; reports/gpu/context/context-stack-h100.json from
+# recorders/gpu_context_stack.py, driver 580.159.04, torch 2.11.0+cu130): lowering the limit to
+# 0 freed 276,824,064 B and raising it to 2,048 / 4,096 B added 276,824,064 / 830,472,192 B,
+# each exactly 132 × 2048 × Δlimit; the printf FIFO and device-heap limits reserve nothing when
+# set. The same product is how https://github.com/cms-sw/cmssw/pull/51395 sizes it
+# (cudaLimitStackSize × multiProcessorCount × maxThreadsPerMultiProcessor).
+STACK_LIMIT_BYTES = 1024
+MEASURED_SMS, MEASURED_THREADS_PER_SM = 132, 2048
+CONTEXT_STACK_MEASURED_BYTES = MEASURED_SMS * MEASURED_THREADS_PER_SM * STACK_LIMIT_BYTES
+# The rest of the context (275,578,880 B: driver state, the lazily loaded modules' images, ...)
+# does not move with the stack limit; nothing derives it for another architecture, so every
+# architecture keeps the H100's [assumption, stated in the component].
+CONTEXT_REST_BYTES = CUDA_CONTEXT_BYTES - CONTEXT_STACK_MEASURED_BYTES
+# Max resident threads per SM by architecture: PyTorch 2.13 torch/headeronly/macros/Macros.h
+# l.273-280 (c10/macros/Macros.h before) CUDA_MAX_THREADS_PER_SM, after the CUDA C++
+# Programming Guide's per-compute-capability table: 1024 for __CUDA_ARCH__ 750, 1536 for 860,
+# 870, 890 and 1200, 2048 for the others (sm70, sm80, sm90, sm100, sm103 here); the H100 golden
+# reads 2048 (``max_threads_per_multi_processor``). sm121 (GB10) is not named there: it keeps
+# the sm90 context.
+MAX_THREADS_PER_SM: dict[str, int] = {
+    "sm70": 2048, "sm75": 1024, "sm80": 2048, "sm86": 1536, "sm89": 1536, "sm90": 2048,
+    "sm100": 2048, "sm103": 2048, "sm120": 1536}
 
 # Library modules the profile run loads (non-torch, measured_h100_overheads.json, non-torch =
 # used − reserved after each step):
@@ -44,6 +73,12 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # alone: 69,206,016 B, measured after the communicator's warm-up (first-kernel-2x-h100.json,
 # both ranks) and traced on every rank of every reports/gpu/ranks run (TP2 and TP4).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
+# The cuBLAS step is not only module images: it moves with CUBLAS_WORKSPACE_CONFIG, which cuBLAS
+# reads for a pool of its own outside torch's allocator (torch's own workspace stays 32 MiB on
+# sm90 in all three): after a torch.randn, the first bf16 GEMM adds 69,206,016 B unset,
+# 35,651,584 B with ":4096:8" and 4,194,304 B with ":1024:2" (reports/gpu/context/
+# context-stack-h100.json, one H100, torch 2.11.0+cu130). cuBLAS's default pool on other
+# architectures was not measured and is not derived: every architecture keeps the H100 steps.
 
 # NCCL, one communicator per process group (ncclCommInitRank, then its first all_reduce, and its
 # first send/recv where the group hands tensors point to point), per rank: the rows by transport,
@@ -172,7 +207,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
     Before vLLM's ``init_snapshot`` today (where "baseline", outside ``requested``):
 
-    - CUDA context: 552,402,944 B (H100 measured; 527-529 MiB on H200);
+    - CUDA context: 552,402,944 B (H100 measured; 527-529 MiB on H200), of which the
+      per-thread stack's backing store (SMs × max resident threads per SM × 1 KiB, 264 MiB on
+      an H100) is the card's own on other CUDA architectures (``cuda_context``);
     - per process group of size > 1: one NCCL communicator, ncclCommInitRank and the buffers of
       its first all_reduce, plus its first send/recv for PP (``nccl_comm``: rows by transport,
       world size and cuMem in ``memprof.core.terms.nccl``, each citing its golden in
@@ -208,10 +245,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     rocm = ctx.gpu.is_rocm
     tag = " [ROCm: H100 figure, unverified]" if rocm else ""
     context_where, nccl_where = nccl_placement(ctx.dep)
-    comps = [Component(name="CUDA context", category="non_torch", bytes=CUDA_CONTEXT_BYTES,
-                       where=context_where, profiled=True,
-                       formula="measured H100: used 554,500,096 − reserved 2,097,152 after the "
-                       "first tensor (H200: 527-529 MiB)" + tag)]
+    context, how = cuda_context(ctx.gpu)
+    comps = [Component(name="CUDA context", category="non_torch", bytes=context,
+                       where=context_where, profiled=True, formula=how + tag)]
     for name, size in nccl_groups(ctx.dep):
         row = nccl_comm(ctx.dep, ctx.gpu, name, size)
         comps.append(Component(
@@ -226,6 +262,24 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
                 formula=how + " (not with --disable-custom-all-reduce)" + tag))
     comps.append(profile_run_increase(ctx, tag))
     return comps
+
+
+def cuda_context(gpu: GPU) -> tuple[int, str]:
+    """The CUDA context on ``gpu`` and how it was reached: the H100's measured figure on sm90
+    (byte for byte, whatever the SM count) and on ROCm, else the rest of the H100's context
+    (``CONTEXT_REST_BYTES``) plus the card's own stack reservation, SMs × max resident threads
+    per SM × 1 KiB (``MAX_THREADS_PER_SM``, the catalog's ``sm_count``). A card whose SM count
+    (B200, GB200, B300, H20) or architecture's thread limit (sm121) memprof lacks keeps the
+    H100's figure, as the estimate's platform note (``memprof.core.gpus.platform_note``) says
+    of every architecture other than sm90."""
+    threads = MAX_THREADS_PER_SM.get(gpu.arch)
+    if gpu.is_rocm or gpu.arch == "sm90" or threads is None or gpu.sm_count is None:
+        return CUDA_CONTEXT_BYTES, CONTEXT_MEASURED
+    stack = gpu.sm_count * threads * STACK_LIMIT_BYTES
+    return CONTEXT_REST_BYTES + stack, (
+        f"stack reservation {gpu.sm_count} SMs × {threads} threads × 1 KiB = {stack:,} B + "
+        f"the rest {CONTEXT_REST_BYTES:,} B (H100 measured, not derived for {gpu.arch}; "
+        "reports/gpu/context/context-stack-h100.json)")
 
 
 def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
