@@ -52,11 +52,19 @@ def test_the_golden_context_is_the_one_memprof_charges_on_sm90() -> None:
     assert CONTEXT_REST_BYTES == 552_402_944 - 276_824_064 == 275_578_880
 
 
-@pytest.mark.parametrize("name", ["H100", "H200", "H100-PCIe", "H100-NVL", "GH200", "H800"])
-def test_sm90_cards_keep_the_measured_context_byte_for_byte(name: str) -> None:
+@pytest.mark.parametrize("name", ["H100", "H200", "H100-NVL", "GH200", "H800"])
+def test_132_sm_sm90_cards_keep_the_measured_context_byte_for_byte(name: str) -> None:
     got, how = cuda_context(find_gpu(name))
     assert got == CUDA_CONTEXT_BYTES == 552_402_944
     assert how.startswith("measured H100")
+
+
+def test_the_114_sm_h100_pcie_gets_its_own_stack_reservation() -> None:
+    """The same mechanism on the PCIe H100 (114 SMs): 18 SMs × 2048 threads × 1 KiB = 36 MiB
+    less than the SXM card's measured context."""
+    got, how = cuda_context(find_gpu("H100-PCIe"))
+    assert got == 275_578_880 + 114 * 2048 * 1024 == CUDA_CONTEXT_BYTES - 36 * 2**20
+    assert "114 SMs" in how and "not derived" not in how
 
 
 @pytest.mark.parametrize(("name", "sms", "threads"), [
@@ -85,8 +93,7 @@ def test_cards_without_the_facts_keep_the_h100_context(name: str) -> None:
 def test_every_card_gets_its_own_reservation_or_keeps_the_h100_context() -> None:
     for g in catalog():
         got, _ = cuda_context(g)
-        if (g.is_rocm or g.arch == "sm90" or g.sm_count is None
-                or g.arch not in MAX_THREADS_PER_SM):
+        if g.is_rocm or g.sm_count is None or g.arch not in MAX_THREADS_PER_SM:
             assert got == CUDA_CONTEXT_BYTES, g.name
         else:
             assert got == CONTEXT_REST_BYTES + g.sm_count * MAX_THREADS_PER_SM[g.arch] * 1024

@@ -265,20 +265,24 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
 
 def cuda_context(gpu: GPU) -> tuple[int, str]:
-    """The CUDA context on ``gpu`` and how it was reached: the H100's measured figure on sm90
-    (byte for byte, whatever the SM count) and on ROCm, else the rest of the H100's context
+    """The CUDA context on ``gpu`` and how it was reached: the rest of the H100's measured context
     (``CONTEXT_REST_BYTES``) plus the card's own stack reservation, SMs × max resident threads
-    per SM × 1 KiB (``MAX_THREADS_PER_SM``, the catalog's ``sm_count``). A card whose SM count
-    (B200, GB200, B300, H20) or architecture's thread limit (sm121) memprof lacks keeps the
-    H100's figure, as the estimate's platform note (``memprof.core.gpus.platform_note``) says
-    of every architecture other than sm90."""
+    per SM × 1 KiB (``MAX_THREADS_PER_SM``, the catalog's ``sm_count``), which is the H100's
+    measured figure byte for byte on every 132-SM sm90 card and 36 MiB less on the 114-SM H100
+    PCIe. ROCm, and a card whose SM count (B200, GB200, B300, H20) or architecture's thread limit
+    (sm121) memprof lacks, keep the H100's figure, as the estimate's platform note
+    (``memprof.core.gpus.platform_note``) says of every architecture other than sm90."""
     threads = MAX_THREADS_PER_SM.get(gpu.arch)
-    if gpu.is_rocm or gpu.arch == "sm90" or threads is None or gpu.sm_count is None:
+    if gpu.is_rocm or threads is None or gpu.sm_count is None:
         return CUDA_CONTEXT_BYTES, CONTEXT_MEASURED
     stack = gpu.sm_count * threads * STACK_LIMIT_BYTES
+    if stack == CONTEXT_STACK_MEASURED_BYTES:
+        return CUDA_CONTEXT_BYTES, CONTEXT_MEASURED
+    where = ("H100 measured" if gpu.arch == "sm90"
+             else f"H100 measured, not derived for {gpu.arch}")
     return CONTEXT_REST_BYTES + stack, (
         f"stack reservation {gpu.sm_count} SMs × {threads} threads × 1 KiB = {stack:,} B + "
-        f"the rest {CONTEXT_REST_BYTES:,} B (H100 measured, not derived for {gpu.arch}; "
+        f"the rest {CONTEXT_REST_BYTES:,} B ({where}; "
         "reports/gpu/context/context-stack-h100.json)")
 
 
