@@ -14,6 +14,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.engines.sglang import sglang_defaults
 from memprof.core.engines.vllm import (
+    BATCH_DEFAULT_BOUNDS,
     BATCH_DEFAULTS,
     GPU_MEMORY_UTILIZATION,
     V0_CHUNKED_PREFILL_ABOVE,
@@ -24,8 +25,9 @@ from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
 from memprof.core.versions import resolve_version
 
-__all__ = ["BATCH_DEFAULTS", "GPU_MEMORY_UTILIZATION", "V0_CHUNKED_PREFILL_ABOVE",
-           "batch_defaults", "default_utilization", "resolve", "sglang_defaults"]
+__all__ = ["BATCH_DEFAULTS", "BATCH_DEFAULT_BOUNDS", "GPU_MEMORY_UTILIZATION",
+           "V0_CHUNKED_PREFILL_ABOVE", "batch_defaults", "default_utilization", "resolve",
+           "sglang_defaults"]
 
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     """Every default filled in: max_model_len derived from the config as the engine derives it
@@ -44,7 +46,8 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     sliding = any(layer.attention.sliding_window for layer in spec.layers)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding
-                                       and not dep.num_speculative_tokens)
+                                       and not dep.num_speculative_tokens,
+                                       given=(dep.max_num_batched_tokens, dep.max_num_seqs))
     resolved = dep.with_(
         engine_version=version,
         max_model_len=mml,

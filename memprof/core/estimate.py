@@ -318,7 +318,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
     notes = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
-             + _input_notes(asked, spec, gpu))
+             + _input_notes(asked, spec, gpu)
+             + tuple(engine_of(dep).batch_default_notes(asked, dep, gpu)))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,

@@ -98,7 +98,8 @@ def dims(ctx: TermContext) -> Dims:
     a = spec.layers[0].attention
     mnbt_default, seqs_default = engine_of(dep).batch_defaults(
         ctx.gpu, dep.engine_version, dep.entrypoint,
-        dep.max_model_len or spec.max_position_embeddings or 0)
+        dep.max_model_len or spec.max_position_embeddings or 0,
+        given=(dep.max_num_batched_tokens, dep.max_num_seqs))
     seqs = dep.max_num_seqs or seqs_default
     mnbt = dep.max_num_batched_tokens or mnbt_default
     per_req = 1 + dep.num_speculative_tokens
