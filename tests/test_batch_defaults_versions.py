@@ -182,3 +182,38 @@ def test_the_name_decides_only_where_a_rule_reads_it() -> None:
     assert (d.tokens, d.seqs) == (2048, 256) and "compute capability 12.1" in d.why
     assert batch_default(_gpu("GB10"), "0.32.0").why == ""
     assert batch_default(_gpu("H100-80GB"), "0.8.5").why == ""
+
+
+@pytest.mark.parametrize(("version", "gpu", "facts", "mml", "expected"), [
+    # V0 above 32768 tokens: chunked prefill on by default → 2048 tokens ...
+    ("0.7.3", "H100-80GB", set(), 40960, (2048, 256)),
+    ("0.8.5+v0", "H100-80GB", set(), 40960, (2048, 256)),
+    # ... except a multimodal model (0.7.3 create_engine_config, 0.8.0 on _set_default_args_v0):
+    # max(max_model_len, 2048), and at least 5120 (SchedulerConfig's multimodal floor)
+    ("0.7.3", "H100-80GB", {"multimodal"}, 40960, (40960, 256)),
+    ("0.10.2+v0", "H100-80GB", {"multimodal"}, 40960, (40960, 256)),
+    ("0.7.3", "H100-80GB", {"multimodal"}, 4096, (5120, 256)),
+    # MLA: off from 0.8.0 (_set_default_args_v0 'or model_config.use_mla'); in 0.7.x only
+    # VllmConfig turns it off, after SchedulerConfig sized 2048 tokens
+    ("0.8.5+v0", "H100-80GB", {"mla"}, 163840, (163840, 256)),
+    ("0.7.3", "H100-80GB", {"mla"}, 163840, (2048, 256)),
+    # not CUDA: off from 0.8.0 (is_gpu = current_platform.is_cuda()); 0.7.x's device_type is
+    # "cuda" on ROCm too
+    ("0.8.4+v0", "MI300X", set(), 40960, (40960, 256)),
+    ("0.7.2", "MI300X", set(), 40960, (2048, 256)),
+    # V1 reads none of these
+    ("0.8.5", "H100-80GB", {"multimodal", "mla"}, 163840, (8192, 1024)),
+])
+def test_v0_chunked_prefill_default(version: str, gpu: str, facts: set[str], mml: int,
+                                    expected: tuple[int, int]) -> None:
+    assert batch_defaults(_gpu(gpu), version, "serve", mml,
+                          model_facts=frozenset(facts)) == expected
+
+
+def test_model_facts_read_the_config() -> None:
+    from memprof.core.engine_defaults import model_facts
+    from memprof.core.models import load_model
+
+    assert model_facts(load_model("qwen2.5-vl-7b-instruct")) == {"multimodal"}
+    assert model_facts(load_model("deepseek-v3")) == {"mla"}
+    assert model_facts(load_model("qwen3-32b")) == frozenset()

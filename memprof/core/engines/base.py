@@ -210,9 +210,11 @@ class Engine:
 
     def batch_defaults(self, gpu: GPU, version: str | None, entrypoint: str,
                        max_model_len: int, v0_chunked_prefill: bool = True,
-                       given: tuple[int | None, int | None] = (None, None)) -> tuple[int, int]:
+                       given: tuple[int | None, int | None] = (None, None),
+                       model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) when the flags are left out (``given``: the
-        two as the flags set them, None where left out, for defaults bounded by the other)."""
+        two as the flags set them, None where left out, for defaults bounded by the other;
+        ``model_facts``: ``engine_defaults.model_facts``)."""
         raise NotImplementedError
 
     def batch_default_notes(self, asked: DeploymentView, dep: DeploymentView,

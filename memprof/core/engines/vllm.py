@@ -156,6 +156,36 @@ BATCH_DEFAULT_BOUNDS: tuple[Rule, ...] = (
 
 V0_CHUNKED_PREFILL_ABOVE = 32768  # 0.7.2 arg_utils.py create_engine_config: use_long_context
 
+# V0: what keeps chunked prefill off by default above 32768 tokens besides a sliding window and
+# speculative decoding (which the caller passes as ``v0_chunked_prefill=False``), so that
+# max_num_batched_tokens is max(max_model_len, 2048): "multimodal" (the config has a vision
+# tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA).
+V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.7.1", until="0.8.0",
+         value=("multimodal",), introduced_by="before 0.7.1",
+         removed_by="EngineArgs._set_default_args_v0 (0.8.0)",
+         source="0.7.3 engine/arg_utils.py create_engine_config: 'if "
+         "model_config.is_multimodal_model: self.enable_chunked_prefill = "
+         "bool(envs.VLLM_USE_V1)'; is_gpu = device_config.device_type == \"cuda\" (also on "
+         "ROCm: platforms/rocm.py device_type = \"cuda\"); MLA turns chunked prefill off only "
+         "in VllmConfig.__post_init__ (config.py), after SchedulerConfig sized the tokens",
+         generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.8.0", until="0.11.0",
+         value=("multimodal", "mla", "rocm"),
+         introduced_by="EngineArgs._set_default_args_v0 (0.8.0)",
+         removed_by="V0 engine removed (0.11.0)",
+         source="0.8.0 – 0.10.2 engine/arg_utils.py _set_default_args_v0: 'if "
+         "model_config.is_multimodal_model or model_config.use_mla: "
+         "self.enable_chunked_prefill = False', then is_gpu = current_platform.is_cuda()",
+         generation="v0"),
+)
+# V0 SchedulerConfig.__post_init__: a multimodal model's default max_num_batched_tokens is at
+# least this (0.7.3 / 0.8.0 config.py _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS; 0.10.2
+# utils/__init__.py MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS = 5120)
+V0_MULTIMODAL_MIN_TOKENS = 5120
+
 # ``--block-size`` values vLLM's CLI takes (argparse choices from ``CacheConfig.block_size``'s
 # type): 0.7.x engine/arg_utils.py ``choices=[8, 16, 32, 64, 128]``; from 0.8.0
 # config ``BlockSize = Literal[1, 8, 16, 32, 64, 128]``, 256 added later (v0.11.0
@@ -300,11 +330,14 @@ class BatchDefault(NamedTuple):
 
 def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve",
                   max_model_len: int = 0, v0_chunked_prefill: bool = True,
-                  given: tuple[int | None, int | None] = (None, None)) -> BatchDefault:
+                  given: tuple[int | None, int | None] = (None, None),
+                  model_facts: frozenset[str] = frozenset()) -> BatchDefault:
     """vLLM's defaults for (max_num_batched_tokens, max_num_seqs) by device, release and entry
     point (``serve``: OPENAI_API_SERVER, ``llm``: LLM_CLASS): the scheme of ``BATCH_DEFAULTS``,
     then the bounds of ``BATCH_DEFAULT_BOUNDS`` against ``given`` (the
     (max_num_batched_tokens, max_num_seqs) the flags set, None where left out).
+    ``model_facts``: "multimodal" / "mla" where the model is one (V0's chunked-prefill default,
+    ``V0_CHUNKED_PREFILL_OFF``, and the multimodal floor ``V0_MULTIMODAL_MIN_TOKENS``).
 
     0.33.0 ``EngineArgs.get_batch_defaults`` (engine/arg_utils.py): ≥ 160 GiB: 16384 / 1024 for
     both; ≥ 70 GiB, not an A100 and not a GB10: LLM 16384 / serve 8192, 1024 sequences;
@@ -314,8 +347,14 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
     """
     scheme = value_at(BATCH_DEFAULTS, version, "v1_gb10")
     if scheme == "v0":
-        chunked = v0_chunked_prefill and max_model_len > V0_CHUNKED_PREFILL_ABOVE
-        return BatchDefault(_v0_batched_tokens(max_model_len, chunked), 256)
+        off = value_at(V0_CHUNKED_PREFILL_OFF, version, ())
+        facts = model_facts | ({"rocm"} if gpu.is_rocm else set())
+        chunked = (v0_chunked_prefill and max_model_len > V0_CHUNKED_PREFILL_ABOVE
+                   and not any(f in off for f in facts))  # type: ignore[operator]
+        tokens = _v0_batched_tokens(max_model_len, chunked)
+        if "multimodal" in model_facts:
+            tokens = max(tokens, V0_MULTIMODAL_MIN_TOKENS)
+        return BatchDefault(tokens, 256)
     name = device_name(gpu)
     low = name.lower()
     gib = gpu.total_bytes / GiB
@@ -349,9 +388,11 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
 
 def batch_defaults(gpu: GPU, version: str | None = None, entrypoint: str = "serve",
                    max_model_len: int = 0, v0_chunked_prefill: bool = True,
-                   given: tuple[int | None, int | None] = (None, None)) -> tuple[int, int]:
+                   given: tuple[int | None, int | None] = (None, None),
+                   model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) of :func:`batch_default`."""
-    d = batch_default(gpu, version, entrypoint, max_model_len, v0_chunked_prefill, given)
+    d = batch_default(gpu, version, entrypoint, max_model_len, v0_chunked_prefill, given,
+                      model_facts)
     return d.tokens, d.seqs
 
 
@@ -456,8 +497,10 @@ class VLLM(Engine):
 
     def batch_defaults(self, gpu: GPU, version: str | None, entrypoint: str,
                        max_model_len: int, v0_chunked_prefill: bool = True,
-                       given: tuple[int | None, int | None] = (None, None)) -> tuple[int, int]:
-        return batch_defaults(gpu, version, entrypoint, max_model_len, v0_chunked_prefill, given)
+                       given: tuple[int | None, int | None] = (None, None),
+                       model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
+        return batch_defaults(gpu, version, entrypoint, max_model_len, v0_chunked_prefill, given,
+                              model_facts)
 
     def batch_default_notes(self, asked: DeploymentView, dep: DeploymentView,
                             gpu: GPU) -> list[str]:
