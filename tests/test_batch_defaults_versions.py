@@ -217,3 +217,12 @@ def test_model_facts_read_the_config() -> None:
     assert model_facts(load_model("qwen2.5-vl-7b-instruct")) == {"multimodal"}
     assert model_facts(load_model("deepseek-v3")) == {"mla"}
     assert model_facts(load_model("qwen3-32b")) == frozenset()
+
+
+def test_performance_mode_is_listed_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # 0.17.0 – 0.33.0 engine/arg_utils.py: performance_mode "throughput" doubles the defaults
+    # left out; memprof has no such setting, so a pasted command names it instead of failing
+    assert run(["estimate", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-32B",
+                "--performance-mode", "throughput"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "not modelled" in err and "--performance-mode ('throughput' doubles" in err
