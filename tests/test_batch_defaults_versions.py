@@ -226,3 +226,10 @@ def test_performance_mode_is_listed_not_refused(capsys: pytest.CaptureFixture[st
                 "--performance-mode", "throughput"]) in (0, 1)
     err = capsys.readouterr().err
     assert "not modelled" in err and "--performance-mode ('throughput' doubles" in err
+
+
+def test_a_card_without_a_driver_name_says_the_name_is_assumed() -> None:
+    custom = GPU(name="custom sm90", total_bytes=80 * GiB, arch="sm90")
+    d = batch_default(custom, "0.8.4")
+    assert (d.tokens, d.seqs) == (2048, 256)
+    assert "'custom sm90'" in d.why and "name is assumed" in d.why

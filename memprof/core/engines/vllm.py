@@ -366,6 +366,9 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
             tier = (*tier[:2], 1024)
         held = "has" if large else "has no"
         why = f"a device named '{name}' ({held} 'h100' or 'h200' in its name)"
+        if not gpu.device_name:
+            why += ("; memprof knows no driver name for this card, so the name is assumed: "
+                    "name a catalog card with --gpu")
     elif scheme in ("v1_160g", "v1_gb10") and gib >= 160:
         tier = _HUGE
     elif gib >= 70 and scheme != "v1_70g" and _NAME_SMALL in low:
