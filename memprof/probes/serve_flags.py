@@ -128,7 +128,11 @@ _VLLM_NOT_MODELLED = [
               "Mamba state caches"),
     ServeFlag(("--enable-expert-parallel-load-balancer",), "flag", "not_modelled", ""),
     ServeFlag(("--num-redundant-experts",), "value", "not_modelled", "redundant experts (EPLB)"),
-    ServeFlag(("--all2all-backend",), "value", "not_modelled", "all-to-all buffers (DeepEP)"),
+    # 0.20.0 – 0.33.0 engine/arg_utils.py: ParallelConfig.use_batched_dp_moe (deepep_low_latency
+    # or nixl_ep, with expert parallelism and DP > 1) defaults max_num_batched_tokens to 256
+    ServeFlag(("--all2all-backend",), "value", "not_modelled",
+              "all-to-all buffers (DeepEP); deepep_low_latency / nixl_ep with EP and DP > 1 "
+              "also default max_num_batched_tokens to 256"),
 ]
 
 _VLLM_SPECIAL = [
