@@ -100,9 +100,10 @@ def test_gpu_memory_utilization_default_by_release() -> None:
 
 @pytest.mark.parametrize(("version", "gpu", "entry", "expected"), [
     # 0.8.0 arg_utils.py _set_default_args_v1: H100/H200 by name → LLM 16384 / serve 8192,
-    # else 8192 / 2048; default_max_num_seqs = 1024 on every GPU
+    # else 8192 / 2048; default_max_num_seqs = 1024 on every GPU (0.8.0 – 0.8.3); 0.8.4: 256
+    # unless the name has "h100" / "h200"
     ("0.8.0", "H100", "serve", (8192, 1024)), ("0.8.0", "H100", "llm", (16384, 1024)),
-    ("0.8.0", "A100-80GB", "serve", (2048, 1024)), ("0.8.4", "L40S", "llm", (8192, 1024)),
+    ("0.8.0", "A100-80GB", "serve", (2048, 1024)), ("0.8.4", "L40S", "llm", (8192, 256)),
     # 0.8.5: device_memory >= 70 GiB → 16384 / 8192 and 1024 seqs; else 8192 / 2048 and 256
     ("0.8.5", "A100-80GB", "serve", (8192, 1024)), ("0.8.5", "L40S", "serve", (2048, 256)),
     # 0.9.0 (#17885): "a100" not in device_name → an A100 stays on the small tier

@@ -14,9 +14,11 @@ from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.engines.sglang import sglang_defaults
 from memprof.core.engines.vllm import (
+    BATCH_DEFAULT_BOUNDS,
     BATCH_DEFAULTS,
     GPU_MEMORY_UTILIZATION,
     V0_CHUNKED_PREFILL_ABOVE,
+    V0_CHUNKED_PREFILL_OFF,
     batch_defaults,
     default_utilization,
 )
@@ -24,8 +26,18 @@ from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
 from memprof.core.versions import resolve_version
 
-__all__ = ["BATCH_DEFAULTS", "GPU_MEMORY_UTILIZATION", "V0_CHUNKED_PREFILL_ABOVE",
-           "batch_defaults", "default_utilization", "resolve", "sglang_defaults"]
+__all__ = ["BATCH_DEFAULTS", "BATCH_DEFAULT_BOUNDS", "GPU_MEMORY_UTILIZATION",
+           "V0_CHUNKED_PREFILL_ABOVE", "V0_CHUNKED_PREFILL_OFF", "batch_defaults",
+           "default_utilization", "model_facts", "resolve", "sglang_defaults"]
+
+def model_facts(spec: ModelSpec) -> frozenset[str]:
+    """What an engine's batch defaults read of the model: "multimodal" (a vision tower),
+    "mla" (the config states ``kv_lora_rank``, as vLLM's ``ModelConfig.use_mla`` reads it)."""
+    facts = {"multimodal"} if spec.vision is not None else set()
+    if any(layer.attention.kv_lora_rank for layer in spec.layers):
+        facts.add("mla")
+    return frozenset(facts)
+
 
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     """Every default filled in: max_model_len derived from the config as the engine derives it
@@ -44,7 +56,9 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     sliding = any(layer.attention.sliding_window for layer in spec.layers)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding
-                                       and not dep.num_speculative_tokens)
+                                       and not dep.num_speculative_tokens,
+                                       given=(dep.max_num_batched_tokens, dep.max_num_seqs),
+                                       model_facts=model_facts(spec))
     resolved = dep.with_(
         engine_version=version,
         max_model_len=mml,

@@ -320,7 +320,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     notes = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
              + _input_notes(asked, spec, gpu)
              + tuple(engine.model_settings_notes(dep, asked,
-                                                 spec.layers[0].attention.has_indexer)))
+                                                 spec.layers[0].attention.has_indexer))
+             + tuple(engine.batch_default_notes(asked, dep, gpu)))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,

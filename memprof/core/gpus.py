@@ -41,6 +41,10 @@ class GPU:
     # streaming multiprocessors (torch ``multi_processor_count``); None where the catalog does
     # not state it (see configs/gpus.json's _about)
     sm_count: int | None = None
+    # the name the driver reports (NVML ``nvmlDeviceGetName`` == ``torch.cuda.get_device_name``,
+    # "NVIDIA GeForce RTX 3090"): the catalog's first alias spelt as a driver spells it
+    # (``DRIVER_NAME_PREFIXES``); "" where none is known. vLLM's batch defaults read it.
+    device_name: str = ""
 
     @property
     def is_rocm(self) -> bool:
@@ -60,6 +64,16 @@ def _catalog_file() -> dict[str, Any]:
                           hint="reinstall memprof-llm") from None
 
 
+# how the NVIDIA and AMD drivers begin a device's name ("NVIDIA H100 80GB HBM3", "Tesla T4",
+# "AMD Instinct MI300X"); the catalog lists those names among a GPU's aliases
+DRIVER_NAME_PREFIXES = ("NVIDIA ", "Tesla ", "AMD ")
+
+
+def _driver_name(row: dict[str, Any]) -> str:
+    """The first alias of a catalog row spelt as the driver reports the device ("")."""
+    return next((a for a in row.get("aliases", []) if a.startswith(DRIVER_NAME_PREFIXES)), "")
+
+
 @lru_cache(maxsize=1)
 def catalog() -> tuple[GPU, ...]:
     path = configs_dir() / "gpus.json"
@@ -72,7 +86,7 @@ def catalog() -> tuple[GPU, ...]:
                 compute_capability=g.get("compute_capability"),
                 interconnect=g.get("interconnect", ""),
                 fully_connected=bool(g.get("fully_connected", False)),
-                sm_count=g.get("sm_count"))
+                sm_count=g.get("sm_count"), device_name=_driver_name(g))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -11,7 +11,12 @@ from memprof.core.attention import KINDS, kind_of
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
-from memprof.core.engine_defaults import BATCH_DEFAULTS, GPU_MEMORY_UTILIZATION
+from memprof.core.engine_defaults import (
+    BATCH_DEFAULT_BOUNDS,
+    BATCH_DEFAULTS,
+    GPU_MEMORY_UTILIZATION,
+    V0_CHUNKED_PREFILL_OFF,
+)
 from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.engines.sglang import (
     SGLANG_CHUNKED_PREFILL,
@@ -69,8 +74,8 @@ _FAMILY_RULES = tuple(rows for f in FAMILY_ROWS if f.release_rules for rows in f
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
-    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE,
-    V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
+    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, BATCH_DEFAULT_BOUNDS, V0_CHUNKED_PREFILL_OFF,
+    CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
     LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V1_TORCH_SORT_SAMPLER, NCCL_PLACEMENT,

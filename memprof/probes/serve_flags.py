@@ -112,6 +112,11 @@ _VLLM_NOT_MODELLED = [
     ServeFlag(("--cuda-graph-sizes",), "many", "not_modelled",
               "custom CUDA-graph sizes (memprof uses vLLM's defaults)"),
     ServeFlag(("--max-seq-len-to-capture",), "value", "not_modelled", "CUDA-graph capture"),
+    # 0.17.0 – 0.33.0 engine/arg_utils.py: 'if self.performance_mode == "throughput"' doubles
+    # the max_num_batched_tokens and max_num_seqs defaults left out
+    ServeFlag(("--performance-mode",), "value", "not_modelled",
+              "'throughput' doubles the max_num_batched_tokens and max_num_seqs defaults "
+              "(pass both explicitly)"),
     ServeFlag(("--num-gpu-blocks-override",), "value", "not_modelled",
               "a fixed KV block count"),
     ServeFlag(("--decode-context-parallel-size", "-dcp"), "value", "not_modelled",
@@ -123,7 +128,11 @@ _VLLM_NOT_MODELLED = [
               "Mamba state caches"),
     ServeFlag(("--enable-expert-parallel-load-balancer",), "flag", "not_modelled", ""),
     ServeFlag(("--num-redundant-experts",), "value", "not_modelled", "redundant experts (EPLB)"),
-    ServeFlag(("--all2all-backend",), "value", "not_modelled", "all-to-all buffers (DeepEP)"),
+    # 0.20.0 – 0.33.0 engine/arg_utils.py: ParallelConfig.use_batched_dp_moe (deepep_low_latency
+    # or nixl_ep, with expert parallelism and DP > 1) defaults max_num_batched_tokens to 256
+    ServeFlag(("--all2all-backend",), "value", "not_modelled",
+              "all-to-all buffers (DeepEP); deepep_low_latency / nixl_ep with EP and DP > 1 "
+              "also default max_num_batched_tokens to 256"),
 ]
 
 _VLLM_SPECIAL = [

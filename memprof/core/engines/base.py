@@ -64,6 +64,8 @@ class DeploymentView(Protocol):
     @property
     def max_num_batched_tokens(self) -> int | None: ...
     @property
+    def max_num_seqs(self) -> int | None: ...
+    @property
     def max_total_tokens(self) -> int | None: ...
     @property
     def max_model_len(self) -> int | None: ...
@@ -207,9 +209,19 @@ class Engine:
     # --- defaults ---------------------------------------------------------------------------------
 
     def batch_defaults(self, gpu: GPU, version: str | None, entrypoint: str,
-                       max_model_len: int, v0_chunked_prefill: bool = True) -> tuple[int, int]:
-        """(max_num_batched_tokens, max_num_seqs) when the flags are left out."""
+                       max_model_len: int, v0_chunked_prefill: bool = True,
+                       given: tuple[int | None, int | None] = (None, None),
+                       model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) when the flags are left out (``given``: the
+        two as the flags set them, None where left out, for defaults bounded by the other;
+        ``model_facts``: ``engine_defaults.model_facts``)."""
         raise NotImplementedError
+
+    def batch_default_notes(self, asked: DeploymentView, dep: DeploymentView,
+                            gpu: GPU) -> list[str]:
+        """What the output states about the batch defaults applied to ``asked`` (resolved:
+        ``dep``) on ``gpu``, where the engine's rule reads more of the device than its memory."""
+        return []
 
     def default_utilization(self, dep: DeploymentView, version: str) -> float | None:
         """``gpu_memory_utilization`` after defaults (None: the engine has no such setting)."""

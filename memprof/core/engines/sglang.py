@@ -382,7 +382,9 @@ class SGLang(Engine):
     # --- defaults -----------------------------------------------------------------------------
 
     def batch_defaults(self, gpu: GPU, version: str | None, entrypoint: str,
-                       max_model_len: int, v0_chunked_prefill: bool = True) -> tuple[int, int]:
+                       max_model_len: int, v0_chunked_prefill: bool = True,
+                       given: tuple[int | None, int | None] = (None, None),
+                       model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
         """vLLM's newest defaults (the sequences cap stands in for --max-running-requests)."""
         return batch_defaults(gpu, None, entrypoint, max_model_len, v0_chunked_prefill)
 

@@ -12,7 +12,7 @@ Budget line (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB
@@ -26,7 +26,13 @@ from memprof.core.engines.base import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models.config import smallest_length_key_max_len
-from memprof.core.versions import V0_SUFFIX, Rule, split_generation, value_at
+from memprof.core.versions import (
+    V0_SUFFIX,
+    Rule,
+    rule_in_force,
+    split_generation,
+    value_at,
+)
 
 # the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
 # (older releases: GPU_MEMORY_UTILIZATION)
@@ -45,15 +51,22 @@ GPU_MEMORY_UTILIZATION: tuple[Rule, ...] = (
          source="0.20.0 / 0.33.0 config/cache.py CacheConfig: Field(default=0.92)"),
 )
 
-# (max_num_batched_tokens, max_num_seqs) when the flags are left out: which scheme holds.
-#   v0:        V0 engine: max_num_seqs 256; max_num_batched_tokens 2048 with chunked prefill
-#              (on by default for max_model_len > 32768 without sliding window or speculative
-#              decoding), else max(max_model_len, 2048); no usage context
-#   v1_name:   H100/H200 by device name: LLM 16384 / serve 8192, else 8192 / 2048; seqs 1024
-#   v1_70g:    >= 70 GiB: LLM 16384 / serve 8192, seqs 1024; else 8192 / 2048, seqs 256
-#   v1_a100:   as v1_70g, but an A100 stays on the small tier (#17885)
-#   v1_160g:   as v1_a100, and >= 160 GiB: 16384 / 16384, seqs 1024
-#   v1_gb10:   as v1_160g, and GB10 (compute capability 12.1) stays on the small tier
+# (max_num_batched_tokens, max_num_seqs) when the flags are left out: which scheme holds. Read
+# in engine/arg_utils.py of every release wheel (EngineArgs._set_default_args_v1 up to 0.10.2,
+# _set_default_args 0.11.0, get_batch_defaults from 0.11.1); "the name" is the device name vLLM
+# reads (current_platform.get_device_name(): NVML's name on CUDA, GPU.device_name), "memory"
+# its total memory (get_device_total_memory: NVML's total on CUDA). LLM = UsageContext.LLM_CLASS
+# (``--entrypoint llm``), serve = OPENAI_API_SERVER.
+#   v0:         V0 engine: max_num_seqs 256; max_num_batched_tokens 2048 with chunked prefill
+#               (on by default for max_model_len > 32768 without sliding window or speculative
+#               decoding), else max(max_model_len, 2048); no usage context
+#   v1_name:    "h100" or "h200" in the name: LLM 16384 / serve 8192, else 8192 / 2048;
+#               max_num_seqs 1024 on every device
+#   v1_name256: as v1_name, but max_num_seqs 256 unless "h100" or "h200" is in the name
+#   v1_70g:     memory >= 70 GiB: LLM 16384 / serve 8192, seqs 1024; else 8192 / 2048, seqs 256
+#   v1_a100:    as v1_70g, but a name with "a100" stays on the small tier (#17885)
+#   v1_160g:    as v1_a100, and memory >= 160 GiB: 16384 / 16384, seqs 1024
+#   v1_gb10:    as v1_160g, and GB10 (compute capability 12.1) stays on the small tier
 BATCH_DEFAULTS: tuple[Rule, ...] = (
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.7.1", until="0.11.0", value="v0", introduced_by="V0 engine (VLLM_USE_V1=0 "
@@ -66,30 +79,40 @@ BATCH_DEFAULTS: tuple[Rule, ...] = (
          "use_long_context = max_model_len > 32768, 'Set max_num_seqs to 256 for VLLM_V0')",
          generation="v0"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
-         since="0.8.0", until="0.8.5", value="v1_name", introduced_by="V1 by default (0.8.0)",
+         since="0.8.0", until="0.8.4", value="v1_name", introduced_by="V1 by default (0.8.0)",
+         removed_by="max_num_seqs 256 off H100/H200 (first released in 0.8.4)",
+         source="0.8.0 / 0.8.1 / 0.8.2 / 0.8.3 engine/arg_utils.py _set_default_args_v1: "
+         "'\"h100\" in device_name or \"h200\" in device_name' (LLM_CLASS 16384, "
+         "OPENAI_API_SERVER 8192; else 8192 / 2048), default_max_num_seqs = 1024 on every device",
+         generation="v1"),
+    Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
+         since="0.8.4", until="0.8.5", value="v1_name256",
+         introduced_by="max_num_seqs 256 off H100/H200 (first released in 0.8.4)",
          removed_by="tiers by device memory (first released in 0.8.5)",
-         source="0.8.0 / 0.8.4 engine/arg_utils.py _set_default_args_v1: '\"h100\" in "
-         "device_name or \"h200\" in device_name', default_max_num_seqs = 1024",
+         source="0.8.4 engine/arg_utils.py _set_default_args_v1: '\"h100\" in device_name or "
+         "\"h200\" in device_name': default_max_num_seqs = 1024, else 256 (tokens as 0.8.0)",
          generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.8.5", until="0.9.0", value="v1_70g",
          introduced_by="tiers by device memory (first released in 0.8.5)",
          removed_by="#17885 (A100 on the small tier, first released in 0.9.0)",
-         source="0.8.5 engine/arg_utils.py _set_default_args_v1: device_memory >= 70 GiB",
+         source="0.8.5 / 0.8.5.post1 engine/arg_utils.py _set_default_args_v1: "
+         "device_memory >= 70 * GiB_bytes (get_device_total_memory)",
          generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.9.0", until="0.28.0", value="v1_a100",
          introduced_by="#17885 (first released in 0.9.0)",
          removed_by="a >= 160 GiB tier (first released in 0.28.0)",
-         source="0.9.0 _set_default_args_v1 / 0.27.0 engine/arg_utils.py get_batch_defaults: "
-         "device_memory >= 70 GiB and \"a100\" not in device_name",
+         source="0.9.0 – 0.10.2 _set_default_args_v1, 0.11.0 _set_default_args, 0.11.1 – "
+         "0.27.1 get_batch_defaults (engine/arg_utils.py): device_memory >= 70 GiB and "
+         "\"a100\" not in device_name",
          generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.28.0", until="0.33.0", value="v1_160g",
          introduced_by="a >= 160 GiB tier (first released in 0.28.0)",
          removed_by="GB10 on the small tier (first released in 0.33.0)",
-         source="0.28.0 engine/arg_utils.py get_batch_defaults: device_memory >= 160 GiB: "
-         "LLM_CLASS 16384, OPENAI_API_SERVER 16384, max_num_seqs 1024",
+         source="0.28.0 – 0.32.0 engine/arg_utils.py get_batch_defaults: device_memory >= 160 "
+         "GiB: LLM_CLASS 16384, OPENAI_API_SERVER 16384, max_num_seqs 1024",
          generation="v1"),
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
          since="0.33.0", until=None, value="v1_gb10",
@@ -99,7 +122,69 @@ BATCH_DEFAULTS: tuple[Rule, ...] = (
          generation="v1"),
 )
 
+# How a default is bounded by the other setting (V1). Before 0.10.1 nothing: a
+# --max-num-batched-tokens below the default max_num_seqs is refused (SchedulerConfig: "must be
+# greater than or equal to max_num_seqs").
+#   seqs_le_tokens:   max_num_seqs' default is min(default, max_num_batched_tokens)
+#   both_bounded:     as seqs_le_tokens, and max_num_batched_tokens' default is
+#                     min(max_num_seqs × max_model_len, default)
+BATCH_DEFAULT_BOUNDS: tuple[Rule, ...] = (
+    Rule(name="batch_default_bounds", changes="max_num_seqs / max_num_batched_tokens defaults "
+         "bounded by each other", since="0.8.0", until="0.10.1", value="none",
+         introduced_by="V1 by default (0.8.0)",
+         removed_by="max_num_seqs default capped by max_num_batched_tokens (first released in "
+         "0.10.1)",
+         source="0.8.0 – 0.10.0 engine/arg_utils.py _set_default_args_v1: 'self.max_num_seqs "
+         "= default_max_num_seqs' (no bound)", generation="v1"),
+    Rule(name="batch_default_bounds", changes="max_num_seqs / max_num_batched_tokens defaults "
+         "bounded by each other", since="0.10.1", until="0.11.1", value="seqs_le_tokens",
+         introduced_by="max_num_seqs default capped by max_num_batched_tokens (first released "
+         "in 0.10.1)",
+         removed_by="get_batch_defaults, tokens bounded too (first released in 0.11.1)",
+         source="0.10.1 – 0.10.2 _set_default_args_v1, 0.11.0 _set_default_args "
+         "(engine/arg_utils.py): 'self.max_num_seqs = min(default_max_num_seqs[usage_context], "
+         "self.max_num_batched_tokens or sys.maxsize)'", generation="v1"),
+    Rule(name="batch_default_bounds", changes="max_num_seqs / max_num_batched_tokens defaults "
+         "bounded by each other", since="0.11.1", until=None, value="both_bounded",
+         introduced_by="get_batch_defaults, tokens bounded too (first released in 0.11.1)",
+         source="0.11.1 – 0.33.0 engine/arg_utils.py (_set_default_args, then "
+         "_set_default_max_num_seqs_and_batched_tokens_args): 'self.max_num_batched_tokens = "
+         "min(self.max_num_seqs * model_config.max_model_len, self.max_num_batched_tokens)' "
+         "when left out; 'self.max_num_seqs = min(self.max_num_seqs, "
+         "self.max_num_batched_tokens)' when left out", generation="v1"),
+)
+
 V0_CHUNKED_PREFILL_ABOVE = 32768  # 0.7.2 arg_utils.py create_engine_config: use_long_context
+
+# V0: what keeps chunked prefill off by default above 32768 tokens besides a sliding window and
+# speculative decoding (which the caller passes as ``v0_chunked_prefill=False``), so that
+# max_num_batched_tokens is max(max_model_len, 2048): "multimodal" (the config has a vision
+# tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA).
+V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.7.1", until="0.8.0",
+         value=("multimodal",), introduced_by="before 0.7.1",
+         removed_by="EngineArgs._set_default_args_v0 (0.8.0)",
+         source="0.7.3 engine/arg_utils.py create_engine_config: 'if "
+         "model_config.is_multimodal_model: self.enable_chunked_prefill = "
+         "bool(envs.VLLM_USE_V1)'; is_gpu = device_config.device_type == \"cuda\" (also on "
+         "ROCm: platforms/rocm.py device_type = \"cuda\"); MLA turns chunked prefill off only "
+         "in VllmConfig.__post_init__ (config.py), after SchedulerConfig sized the tokens",
+         generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.8.0", until="0.11.0",
+         value=("multimodal", "mla", "rocm"),
+         introduced_by="EngineArgs._set_default_args_v0 (0.8.0)",
+         removed_by="V0 engine removed (0.11.0)",
+         source="0.8.0 – 0.10.2 engine/arg_utils.py _set_default_args_v0: 'if "
+         "model_config.is_multimodal_model or model_config.use_mla: "
+         "self.enable_chunked_prefill = False', then is_gpu = current_platform.is_cuda()",
+         generation="v0"),
+)
+# V0 SchedulerConfig.__post_init__: a multimodal model's default max_num_batched_tokens is at
+# least this (0.7.3 / 0.8.0 config.py _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS; 0.10.2
+# utils/__init__.py MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS = 5120)
+V0_MULTIMODAL_MIN_TOKENS = 5120
 
 # ``--block-size`` values vLLM's CLI takes (argparse choices from ``CacheConfig.block_size``'s
 # type): 0.7.x engine/arg_utils.py ``choices=[8, 16, 32, 64, 128]``; from 0.8.0
@@ -218,38 +303,100 @@ def _v0_batched_tokens(max_model_len: int, chunked: bool) -> int:
     return 2048 if chunked else max(max_model_len, 2048)
 
 
-def batch_defaults(gpu: GPU, version: str | None = None, entrypoint: str = "serve",
-                   max_model_len: int = 0, v0_chunked_prefill: bool = True
-                   ) -> tuple[int, int]:
-    """vLLM's defaults for (max_num_batched_tokens, max_num_seqs) by GPU, release and entry
-    point (``serve``: OPENAI_API_SERVER, ``llm``: LLM_CLASS); rows in ``BATCH_DEFAULTS``.
+# the small and large tiers of a V1 release: (LLM tokens, serve tokens, max_num_seqs)
+_SMALL = (8192, 2048, 256)
+_LARGE = (16384, 8192, 1024)
+_HUGE = (16384, 16384, 1024)
+# the name tests of the schemes (lower-case substrings of the device name)
+_NAME_LARGE = ("h100", "h200")  # 0.8.0 – 0.8.4
+_NAME_SMALL = "a100"  # 0.9.0 on
+
+
+def device_name(gpu: GPU) -> str:
+    """The name vLLM's platform reports for ``gpu`` (NVML's name, ``GPU.device_name``), or the
+    catalog name where the catalog knows none."""
+    return gpu.device_name or gpu.name
+
+
+class BatchDefault(NamedTuple):
+    """vLLM's (max_num_batched_tokens, max_num_seqs) defaults on one device at one release, and
+    ``why``: what the rule read of the device when the name, rather than the memory alone,
+    decided ("" otherwise)."""
+
+    tokens: int
+    seqs: int
+    why: str = ""
+
+
+def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve",
+                  max_model_len: int = 0, v0_chunked_prefill: bool = True,
+                  given: tuple[int | None, int | None] = (None, None),
+                  model_facts: frozenset[str] = frozenset()) -> BatchDefault:
+    """vLLM's defaults for (max_num_batched_tokens, max_num_seqs) by device, release and entry
+    point (``serve``: OPENAI_API_SERVER, ``llm``: LLM_CLASS): the scheme of ``BATCH_DEFAULTS``,
+    then the bounds of ``BATCH_DEFAULT_BOUNDS`` against ``given`` (the
+    (max_num_batched_tokens, max_num_seqs) the flags set, None where left out).
+    ``model_facts``: "multimodal" / "mla" where the model is one (V0's chunked-prefill default,
+    ``V0_CHUNKED_PREFILL_OFF``, and the multimodal floor ``V0_MULTIMODAL_MIN_TOKENS``).
 
     0.33.0 ``EngineArgs.get_batch_defaults`` (engine/arg_utils.py): ≥ 160 GiB: 16384 / 1024 for
     both; ≥ 70 GiB, not an A100 and not a GB10: LLM 16384 / serve 8192, 1024 sequences;
-    otherwise LLM 8192 / serve 2048, 256 sequences. V0 (0.7.x): 256 sequences and
-    ``max_model_len``-dependent tokens (``v0_chunked_prefill``: chunked prefill would be on
-    if ``max_model_len`` > 32768).
+    otherwise LLM 8192 / serve 2048, 256 sequences. 0.8.0 – 0.8.4 test the device name for
+    "h100" / "h200" instead of the memory. V0: 256 sequences and ``max_model_len``-dependent
+    tokens (``v0_chunked_prefill``: chunked prefill would be on if ``max_model_len`` > 32768).
     """
     scheme = value_at(BATCH_DEFAULTS, version, "v1_gb10")
     if scheme == "v0":
-        chunked = v0_chunked_prefill and max_model_len > V0_CHUNKED_PREFILL_ABOVE
-        return _v0_batched_tokens(max_model_len, chunked), 256
-    llm = entrypoint == "llm"
+        off = value_at(V0_CHUNKED_PREFILL_OFF, version, ())
+        facts = model_facts | ({"rocm"} if gpu.is_rocm else set())
+        chunked = (v0_chunked_prefill and max_model_len > V0_CHUNKED_PREFILL_ABOVE
+                   and not any(f in off for f in facts))  # type: ignore[operator]
+        tokens = _v0_batched_tokens(max_model_len, chunked)
+        if "multimodal" in model_facts:
+            tokens = max(tokens, V0_MULTIMODAL_MIN_TOKENS)
+        return BatchDefault(tokens, 256)
+    name = device_name(gpu)
+    low = name.lower()
     gib = gpu.total_bytes / GiB
-    name = gpu.name.upper()
-    if scheme == "v1_name":
-        big = "H100" in name or "H200" in name
-        return (16384 if llm else 8192) if big else (8192 if llm else 2048), 1024
-    if scheme in ("v1_160g", "v1_gb10") and gib >= 160:
-        return 16384, 1024
-    large = gib >= 70
-    if scheme != "v1_70g":
-        large = large and not name.startswith("A100")
-    if scheme == "v1_gb10":
-        large = large and gpu.arch != "sm121"
-    if large:
-        return (16384 if llm else 8192), 1024
-    return (8192 if llm else 2048), 256
+    why = ""
+    if scheme in ("v1_name", "v1_name256"):
+        large = any(n in low for n in _NAME_LARGE)
+        tier = _LARGE if large else _SMALL
+        if scheme == "v1_name":
+            tier = (*tier[:2], 1024)
+        held = "has" if large else "has no"
+        why = f"a device named '{name}' ({held} 'h100' or 'h200' in its name)"
+        if not gpu.device_name:
+            why += ("; memprof knows no driver name for this card, so the name is assumed: "
+                    "name a catalog card with --gpu")
+    elif scheme in ("v1_160g", "v1_gb10") and gib >= 160:
+        tier = _HUGE
+    elif gib >= 70 and scheme != "v1_70g" and _NAME_SMALL in low:
+        tier = _SMALL
+        why = f"a device named '{name}' ('a100' in its name keeps it below the 70 GiB tier)"
+    elif gib >= 70 and scheme == "v1_gb10" and gpu.arch == "sm121":
+        tier = _SMALL
+        why = f"{gpu.name} (compute capability 12.1: a GB10 stays below the 70 GiB tier)"
+    else:
+        tier = _LARGE if gib >= 70 else _SMALL
+    tokens, seqs = (tier[0] if entrypoint == "llm" else tier[1]), tier[2]
+    bound = value_at(BATCH_DEFAULT_BOUNDS, version, "both_bounded")
+    given_tokens, given_seqs = given
+    if bound == "both_bounded" and given_tokens is None and max_model_len:
+        tokens = min((given_seqs or seqs) * max_model_len, tokens)
+    if bound in ("seqs_le_tokens", "both_bounded"):
+        seqs = min(seqs, given_tokens or tokens)
+    return BatchDefault(tokens, seqs, why)
+
+
+def batch_defaults(gpu: GPU, version: str | None = None, entrypoint: str = "serve",
+                   max_model_len: int = 0, v0_chunked_prefill: bool = True,
+                   given: tuple[int | None, int | None] = (None, None),
+                   model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of :func:`batch_default`."""
+    d = batch_default(gpu, version, entrypoint, max_model_len, v0_chunked_prefill, given,
+                      model_facts)
+    return d.tokens, d.seqs
 
 
 def default_utilization(version: str | None) -> float:
@@ -352,8 +499,32 @@ class VLLM(Engine):
     # --- defaults -----------------------------------------------------------------------------
 
     def batch_defaults(self, gpu: GPU, version: str | None, entrypoint: str,
-                       max_model_len: int, v0_chunked_prefill: bool = True) -> tuple[int, int]:
-        return batch_defaults(gpu, version, entrypoint, max_model_len, v0_chunked_prefill)
+                       max_model_len: int, v0_chunked_prefill: bool = True,
+                       given: tuple[int | None, int | None] = (None, None),
+                       model_facts: frozenset[str] = frozenset()) -> tuple[int, int]:
+        return batch_defaults(gpu, version, entrypoint, max_model_len, v0_chunked_prefill, given,
+                              model_facts)
+
+    def batch_default_notes(self, asked: DeploymentView, dep: DeploymentView,
+                            gpu: GPU) -> list[str]:
+        """Which default was applied and why, where the release's rule read the device's name
+        (or a GB10's capability) rather than its memory alone: "vLLM 0.8.4: max_num_seqs 256 on
+        a device named 'NVIDIA GeForce RTX 3090' …"."""
+        left = [f for f in ("max_num_batched_tokens", "max_num_seqs")
+                if getattr(asked, f) is None]
+        version = dep.engine_version or ""
+        if not left or split_generation(version)[1] == "v0":
+            return []
+        d = batch_default(gpu, version, dep.entrypoint, dep.max_model_len or 0,
+                          given=(asked.max_num_batched_tokens, asked.max_num_seqs))
+        if not d.why:
+            return []
+        rule = rule_in_force(BATCH_DEFAULTS, version)
+        values = ", ".join(f"{f} {getattr(dep, f)}" for f in left)
+        context = "LLM_CLASS" if dep.entrypoint == "llm" else "OPENAI_API_SERVER"
+        source = rule.source.split(":")[0] if rule else "engine/arg_utils.py"
+        return [f"vLLM {split_generation(version)[0]}: {values} ({context} defaults) on {d.why}; "
+                f"{source}"]
 
     def default_utilization(self, dep: DeploymentView, version: str) -> float | None:
         return dep.gpu_memory_utilization or default_utilization(version)

@@ -41,6 +41,7 @@ from memprof.core.components import TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.dtypes import dtype_bytes as element_bytes
 from memprof.core.dtypes import short_name
+from memprof.core.engine_defaults import model_facts
 from memprof.core.engines import engine_of
 from memprof.core.engines.sglang import DP_ATTENTION_SCRATCH, sglang_defaults
 from memprof.core.kv_dtypes import kv_dtype
@@ -98,7 +99,8 @@ def dims(ctx: TermContext) -> Dims:
     a = spec.layers[0].attention
     mnbt_default, seqs_default = engine_of(dep).batch_defaults(
         ctx.gpu, dep.engine_version, dep.entrypoint,
-        dep.max_model_len or spec.max_position_embeddings or 0)
+        dep.max_model_len or spec.max_position_embeddings or 0,
+        given=(dep.max_num_batched_tokens, dep.max_num_seqs), model_facts=model_facts(spec))
     seqs = dep.max_num_seqs or seqs_default
     mnbt = dep.max_num_batched_tokens or mnbt_default
     per_req = 1 + dep.num_speculative_tokens
