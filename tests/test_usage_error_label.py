@@ -1,5 +1,7 @@
-"""A usage error names the flag as the user typed it: ``--max-model-len`` and its SGLang alias
-``--context-length`` are one option, and the error for a bad value of either says which."""
+"""A usage error names the option by its first long spelling and, where the user typed another
+long spelling, that one beside it: ``--max-model-len`` and its SGLang alias ``--context-length`` are
+one option (an error used to name it by its longest spelling, ``--context-length``, whichever was
+typed)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from memprof.cli import run as main
 
 @pytest.mark.parametrize(("typed", "argv_tail"), [
     ("--max-model-len", ["--max-model-len", "12q"]),
-    ("--context-length", ["--context-length", "12q"]),
+    ("--max-model-len (given as --context-length)", ["--context-length", "12q"]),
     ("--max-model-len", ["--max-model-len=12q"]),
-    ("--context-length", ["--context-length=12q"]),
+    ("--max-model-len (given as --context-length)", ["--context-length=12q"]),
+    ("--tensor-parallel-size", ["-tp", "12q"]),
+    ("--tensor-parallel-size (given as --tp-size)", ["--tp-size", "12q"]),
 ])
 def test_bad_value_names_the_spelling_typed(typed: str, argv_tail: list[str],
                                             capsys: pytest.CaptureFixture[str]) -> None:

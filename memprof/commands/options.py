@@ -198,10 +198,15 @@ def flag_names(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def _as_typed(names: str, typed: Sequence[str]) -> str:
-    """The spelling of an option (argparse's ``--a/--b``) the user typed, else its longest."""
+    """An option (argparse's ``-a/--b/--c``) by its first long spelling, the one its help lists
+    first, and the alias the user typed beside it where that was another long spelling
+    (``--max-model-len (given as --context-length)``)."""
     spellings = names.split("/")
+    canonical = next((n for n in spellings if n.startswith("--")), spellings[0])
     used = [n for n in spellings if any(w == n or w.startswith(f"{n}=") for w in typed)]
-    return used[0] if used else max(spellings, key=len)
+    if used and used[0] != canonical and used[0].startswith("--"):
+        return f"{canonical} (given as {used[0]})"
+    return canonical
 
 
 def explain_usage_error(parser: argparse.ArgumentParser, message: str,
