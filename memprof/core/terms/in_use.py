@@ -10,7 +10,9 @@ engines see both the same way, as device memory that is not free when they look:
 - SGLang (0.4.3 – 0.5.9 ``model_runner.py``: ``init_torch_distributed`` returns
   ``get_available_gpu_memory`` = ``torch.cuda.mem_get_info`` free, and ``profile_max_num_token``
   sizes the pool as ``free after load − (1 − mem_fraction_static) × that``): before the engine's
-  baseline, so it shrinks the free memory the budget is a fraction of;
+  baseline, so it shrinks the free memory the budget is a fraction of (the heuristic's
+  ``mem_fraction_static`` reads the card's total, nvidia-smi ``memory.total`` in
+  ``get_nvgpu_memory_capacity``, which it does not change);
 - vLLM V0, and V1 from 0.9.1 (``init_snapshot = MemorySnapshot()`` before the profile): in the
   baseline snapshot, so the profile does not charge it; V1 refuses to start when the snapshot's
   free memory is below ``gpu_memory_utilization × total`` (v1/worker/gpu_worker.py
