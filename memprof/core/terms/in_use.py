@@ -15,8 +15,13 @@ engines see both the same way, as device memory that is not free when they look:
   ``get_nvgpu_memory_capacity``, which it does not change);
 - vLLM V0, and V1 from 0.9.1 (``init_snapshot = MemorySnapshot()`` before the profile): in the
   baseline snapshot, so the profile does not charge it; V1 refuses to start when the snapshot's
-  free memory is below ``gpu_memory_utilization × total`` (v1/worker/gpu_worker.py
-  ``init_device``, "Free memory on device ... is less than desired GPU memory utilization");
+  free memory is below ``gpu_memory_utilization × total`` (0.9.2 and 0.10.1
+  v1/worker/gpu_worker.py ``Worker.init_device``, from 0.14.1 v1/worker/utils.py
+  ``request_memory``: "Free memory on device ... is less than desired GPU memory
+  utilization"; not in 0.9.0). V0 (0.7.3 worker/worker.py) has no such check: it budgets
+  ``gpu_memory_utilization × total`` all the same and then fails allocating the cache blocks
+  about where V1 refuses, so memprof's verdict (``Engine.startup_budget_refusal``) calls both a
+  start-up failure;
 - vLLM V1 0.8.0 – 0.9.0 (v1/worker/gpu_worker.py ``determine_available_memory``:
   ``non_torch_allocations = (total − free) − torch allocated``): charged to the budget, as the
   CUDA context is.
