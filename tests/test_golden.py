@@ -92,6 +92,7 @@ OPTIONS = {
                  "--max-model-len/--context-length", "--max-num-seqs/--max-running-requests",
                  "--max-num-batched-tokens", "--gpu-memory-utilization",
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
+                 "--gpu-memory-in-use",
                  "--enforce-eager/--disable-cuda-graph", "--disable-custom-all-reduce",
                  "--disable-hybrid-kv-cache-manager",
                  "--num-speculative-tokens", "--vllm-use-v1",

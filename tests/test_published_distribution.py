@@ -6,7 +6,9 @@ line; ``memprof_run`` overrides them where a row says how the logged checkpoint 
 with the reason beside it), estimated at ``memprof_engine_version``, and compared on:
 
 * ``weights``: the per-rank load figure ("Model loading took", "Loading model weights took",
-  "model weights take", SGLang's "mem usage") against the largest rank's weights;
+  "model weights take", SGLang's "mem usage") against the largest rank's weights and what the
+  engine's load line holds beyond them (``memprof.core.estimate.load_figure``: SGLang's is the
+  drop in free memory, with the first kernel's non-torch memory at TP1);
 * ``kv``: the one KV-capacity figure the log prints, in this order of preference: tokens ("GPU KV
   cache size", "#tokens", "maximum number of tokens"), blocks, then the available KV memory;
 * ``graph``: "Graph capturing finished ... took X GiB" against memprof's prediction of that
@@ -34,9 +36,11 @@ import pytest
 from memprof.base.errors import MemprofError
 from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import Estimate, estimate
+from memprof.core.estimate import Estimate, estimate, load_figure
+from memprof.core.explain import in_use_from_log, with_derived
 from memprof.core.gpus import unlisted_gpu
 from memprof.core.graph_log import logged_graph
+from memprof.core.verdict import loaded_at_start
 
 DATA = Path(__file__).parent / "data"
 ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
@@ -71,6 +75,7 @@ class Outcome:
     errors: dict[str, float] = field(default_factory=dict)  # figure -> relative error
     pairs: dict[str, tuple[str, float, float]] = field(default_factory=dict)  # key, log, memprof
     verdict: tuple[bool, bool] | None = None  # (log failed, memprof predicts failure)
+    in_use: int = 0  # memory other processes held, read from the log's free memory before load
 
 
 def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | None]:
@@ -99,6 +104,16 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
     return str(model), Deployment(engine_version=str(version), **kwargs), gpu, mem_bytes
 
 
+# observed key (GiB, as the log prints it) -> the key memprof explain reads it under
+FREE_KEYS = {"avail_mem_before_load_gb": "avail_before_load_bytes",
+             "avail_mem_after_load_gb": "avail_after_load_bytes", "weights_gb": "weights_bytes"}
+
+
+def logged_free(obs: dict[str, Any]) -> dict[str, float]:
+    """The row's free-memory and load figures, in bytes, keyed as the log parser keys them."""
+    return {FREE_KEYS[k]: float(v) * GiB for k, v in obs.items() if k in FREE_KEYS}
+
+
 def outcome(row: dict[str, Any]) -> Outcome:
     out = Outcome(id=row["id"])
     try:
@@ -107,6 +122,12 @@ def outcome(row: dict[str, Any]) -> Outcome:
             e = estimate(model, dep, gpu=unlisted_gpu(mem, source="the log's total"))
         else:
             e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
+        # the log's free memory before load, where it shows memory other processes held, as
+        # ``memprof explain`` takes it (``in_use_from_log``)
+        took = in_use_from_log(with_derived(logged_free(row["observed"]))[0], e)
+        if took is not None and dep.gpu_memory_in_use is None:
+            out.in_use = took[0]
+            e = estimate(model, dep.with_(gpu_memory_in_use=took[0]), gpu=e.gpu)
     except Refused as exc:
         out.refused = str(exc)
         return out
@@ -122,7 +143,11 @@ def outcome(row: dict[str, Any]) -> Outcome:
 
     key = next((k for k in WEIGHT_KEYS if k in obs), None)
     if key:
-        compare("weights", key, e.weights_bytes_max / GiB)
+        # the engine's load figure (``load_figure``): the weights, plus what the engine's line
+        # holds beyond the allocations (SGLang's free-memory drop: the first kernel at TP1)
+        top = max(e.ranks, key=lambda r: r.weights_bytes)
+        beyond = load_figure(e, top) - sum(c.bytes for c in top.components if loaded_at_start(c))
+        compare("weights", key, (e.weights_bytes_max + beyond) / GiB)
     kv = next(((k, f) for k, f in KV_KEYS if k in obs), None)
     if kv:
         compare("kv", kv[0], kv[1](e))
@@ -159,6 +184,9 @@ def _table(outcomes: list[Outcome]) -> str:
         if o.refused:
             lines.append(f"{o.id:>4}  refused: {o.refused}")
             continue
+        if o.in_use:
+            lines.append(f"{o.id:>4}  in use   {o.in_use / GiB:.3f} GiB held by other processes "
+                         "(the log's free memory before load)")
         for fig, (key, want, got) in o.pairs.items():
             lines.append(f"{o.id:>4}  {fig:<8} {key:<22} {want:>12.6g} {got:>12.6g} "
                          f"{o.errors[fig] * 100:>7.1f}%")

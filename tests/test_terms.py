@@ -23,6 +23,7 @@ from memprof.core.terms import (
     allocator,
     cudagraph,
     encoder,
+    in_use,
     init_buffers,
     load_rounding,
     marlin_workspace,
@@ -416,7 +417,7 @@ def test_term_lists() -> None:
                       load_rounding.load_rounding_terms, activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms, stream_pool.stream_pool_terms,
-                      reserved_charge.reserved_charge_terms]
+                      reserved_charge.reserved_charge_terms, in_use.in_use_terms]
     assert runtime == [allocator.allocator_runtime_terms]
 
 

@@ -22,6 +22,8 @@ def _size(text: str | None, *, vllm_bytes: bool = False) -> int | None:
 
     if text is None:
         return None
+    if text.strip() == "0":  # none (--gpu-memory-in-use 0); a size setting that must be
+        return 0  # positive refuses it in deployment.validate
     return parse_size(text, bare_bytes=vllm_bytes, vllm_letters=vllm_bytes)
 
 

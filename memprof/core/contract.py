@@ -135,6 +135,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "limit_mm_per_prompt": d.limit_mm_per_prompt,
             "mm_processor_kwargs": d.mm_processor_kwargs,
             "mm_encoder_tp_mode": d.mm_encoder_tp_mode,
+            "gpu_memory_in_use": d.gpu_memory_in_use,
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},

@@ -68,6 +68,9 @@ class Deployment:
     gpu_memory_utilization: float | None = None  # None: vLLM's default (resolve sets 0.92)
     block_size: int | None = None  # None: what vLLM picks for the attention backend
     kv_cache_memory_bytes: int | None = None
+    # --gpu-memory-in-use: memory other processes hold on each GPU before the engine starts (a
+    # desktop, another server), stated by the user or read from a log (memprof/core/terms/in_use.py)
+    gpu_memory_in_use: int | None = None
     enforce_eager: bool = False
     disable_custom_all_reduce: bool = False  # NCCL all-reduce instead of the engine's own kernel
     # vLLM --disable-hybrid-kv-cache-manager: sliding / chunked-local layers cached as full
@@ -309,6 +312,10 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.kv_cache_memory_bytes is not None and dep.kv_cache_memory_bytes <= 0:
         raise BadInput(f"--kv-cache-memory-bytes must be positive, got "
                        f"{dep.kv_cache_memory_bytes}", hint="e.g. --kv-cache-memory-bytes 16GiB")
+    if dep.gpu_memory_in_use is not None and dep.gpu_memory_in_use < 0:
+        raise BadInput(f"--gpu-memory-in-use must be zero or more, got {dep.gpu_memory_in_use}",
+                       hint="the memory other processes hold on the GPU, e.g. "
+                       "--gpu-memory-in-use 800MiB")
     kvd = kv_dtype(dep.kv_cache_dtype)  # an unknown name is BadInput naming the rows
     engine = engine_of(dep)
     if engine.name not in kvd.engines:

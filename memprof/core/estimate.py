@@ -49,6 +49,7 @@ from memprof.core.models import (
 from memprof.core.models.config import parse_overrides, with_overrides
 from memprof.core.terms.activation import samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
+from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.weights import (
     WeightGroup,
@@ -393,8 +394,10 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     if ctx.dep is not dep:
         ctx = ctx.with_(dep=dep)
     # the engine's budget line (engines/vllm.py, engines/sglang.py ``budget``)
-    line = engine_of(dep).budget(dep, gpu, requested=requested, budgeted=budget,
-                                 baseline=baseline, loaded=loaded, mfs=mfs)
+    engine = engine_of(dep)
+    line = engine.budget(dep, gpu, requested=requested, budgeted=budget, baseline=baseline,
+                         loaded=engine.load_figure(dep, loaded, first_kernel_in_load(dep)),
+                         mfs=mfs)
     return _Class(tensors=tensors, comps=comps, plan=plan, available=line.available,
                   envelope=line.envelope, ctx=ctx)
 
@@ -604,3 +607,14 @@ def rank_context(e: Estimate, r: RankEstimate) -> TermContext:
     return TermContext(spec=e.spec, dep=e.deployment, gpu=e.gpu, coord=r.coord, plan=r.plan,
                        weights_bytes=r.weights_bytes, model_dtype=e.model_dtype, quant=e.quant,
                        num_gpu_blocks=r.kv.num_gpu_blocks, kv_cache_bytes=r.kv.kv_cache_bytes)
+
+
+def load_figure(e: Estimate, r: RankEstimate) -> int:
+    """What the rank's engine counts as its model load (``Engine.load_figure``): the bytes
+    allocated while loading, and, for an engine whose load is a free-memory drop (SGLang), the
+    first kernel's non-torch memory where the load runs that kernel (``first_kernel_in_load``).
+    The budget line subtracts it; a log's load line ("Model loading took", SGLang's "mem
+    usage") is compared with it."""
+    allocated = sum(c.bytes for c in r.components if loaded_at_start(c))
+    dep = e.deployment
+    return engine_of(dep).load_figure(dep, allocated, first_kernel_in_load(dep))

@@ -20,7 +20,7 @@ from memprof.core import kv_dtypes
 from memprof.core.deployment import Deployment
 from memprof.core.engine_log import V0_SWAP_SPACE_BYTES
 from memprof.core.engines import engine_of
-from memprof.core.estimate import Estimate, RankEstimate, estimate
+from memprof.core.estimate import Estimate, RankEstimate, estimate, load_figure
 from memprof.core.gpus import GPU
 from memprof.core.graph_log import logged_graph
 from memprof.core.models import ModelSpec
@@ -54,7 +54,9 @@ def _baseline(r: RankEstimate) -> int:
 
 # measured key → (what memprof estimates for it, on the rank with the most weights)
 ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
-    "weights_bytes": lambda e, r: _loaded(r),
+    # the engine's load figure: vLLM's torch allocations, SGLang's drop in free memory
+    # (``Engine.load_figure``)
+    "weights_bytes": lambda e, r: load_figure(e, r),
     "non_torch_bytes": lambda e, r: _comp(r, lambda c, w: c == "non_torch" and w == "budget"),
     "activation_peak_bytes": lambda e, r: _comp(r, lambda c, w: c == "activation"),
     "peak_torch_bytes": lambda e, r: _loaded(r) + _comp(r, lambda c, w: c == "activation"),
@@ -80,9 +82,10 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     "total_gpu_bytes": lambda e, r: e.gpu.total_bytes,
     "oom_total_bytes": lambda e, r: e.gpu.total_bytes,
     "avail_before_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r),
-    "avail_after_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r) - _loaded(r),
-    "avail_after_pool_bytes": lambda e, r: (e.gpu.total_bytes - _baseline(r) - _loaded(r)
-                                            - r.kv.kv_cache_bytes),
+    "free_at_start_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r),
+    "avail_after_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r) - load_figure(e, r),
+    "avail_after_pool_bytes": lambda e, r: (e.gpu.total_bytes - _baseline(r)
+                                            - load_figure(e, r) - r.kv.kv_cache_bytes),
 }
 
 # why a figure may differ, when no modelled setting explains it (facts about the engines only)
@@ -109,7 +112,64 @@ WHY = {
     "max_total_num_tokens": "follows from the available KV memory",
     "avail_before_load_bytes": "memory held before the engine loads (the CUDA context, NCCL, "
                                "other processes on the GPU, a desktop's display)",
+    "free_at_start_bytes": "memory held before the engine's snapshot (the CUDA context, NCCL, "
+                           "other processes on the GPU, a desktop's display)",
 }
+
+# The engines print free memory in GiB with two decimals (SGLang ``{:.2f}`` of bytes / 2**30,
+# vLLM ``round(b / GiB, 2)``): a figure read from a log, or the sum of two, is within this of
+# the bytes it stood for.
+LOG_ROUNDING_BYTES = 2 * (GiB // 200)
+# figures of the free memory when the engine looked, before it loaded anything: SGLang's "Load
+# weight begin. avail mem" (ModelRunner.load_model; the pool is a fraction of it) and vLLM's
+# init snapshot in "Free memory on device (X/Y GiB) on startup" (V1 from 0.9.1)
+FREE_BEFORE_KEYS = ("avail_before_load_bytes", "free_at_start_bytes")
+
+
+def with_derived(measured: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    """The figures, with those a log states only through two others: the free memory before
+    load as the free memory after it plus the load's drop (a log cut before "Load weight
+    begin"), and the load's drop as free before minus free after (SGLang 0.4.3 prints no "mem
+    usage": ``SGLANG_LOAD_FIGURE`` in memprof/core/engines/sglang.py); with a note for each."""
+    out = dict(measured)
+    notes: list[str] = []
+    before = out.get("avail_before_load_bytes")
+    after = out.get("avail_after_load_bytes")
+    load = out.get("weights_bytes")
+    if before is None and after is not None and load is not None:
+        out["avail_before_load_bytes"] = after + load
+        notes.append(f"free before load {fmt_bytes(after + load)}: the log's free memory after "
+                     f"load ({fmt_bytes(after)}) plus its load ({fmt_bytes(load)})")
+    elif load is None and before is not None and after is not None:
+        out["weights_bytes"] = before - after
+        notes.append(f"model load {fmt_bytes(before - after)}: the log's free memory before "
+                     f"load ({fmt_bytes(before)}) minus after it ({fmt_bytes(after)})")
+    return out, notes
+
+
+def in_use_from_log(measured: Mapping[str, float], e: Estimate) -> tuple[int, str] | None:
+    """Memory other processes held, as the log shows it: where the log's free memory before
+    the engine loaded (``FREE_BEFORE_KEYS``) is below the GPU's total less what memprof puts
+    there (the CUDA context, the communicators made before it) by more than the log's
+    rounding, the difference, and the note saying so (None otherwise). An input read from the
+    log, stated, never a fit: it is what ``--gpu-memory-in-use`` would say."""
+    r = logged_rank(measured, e)
+    ours = e.gpu.total_bytes - _baseline(r)
+    for key in FREE_BEFORE_KEYS:
+        logged = measured.get(key)
+        if logged is None:
+            continue
+        gap = int(ours - logged)
+        if gap <= LOG_ROUNDING_BYTES:
+            return None
+        return gap, (f"the log shows {fmt_bytes(logged)} free before the engine loads, "
+                     f"{fmt_bytes(gap)} less than the GPU's {fmt_bytes(e.gpu.total_bytes)} "
+                     f"after memprof's CUDA context and communicators ({fmt_bytes(ours)}): taken "
+                     f"as memory held by other processes, or by a larger context or "
+                     f"communicators than memprof's (--gpu-memory-in-use "
+                     f"{round(gap / (1 << 20))}MiB; pass --gpu-memory-in-use 0 to compare "
+                     "without it)")
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,10 +262,18 @@ def explain(measured: Mapping[str, float], model: str | ModelSpec, dep: Deployme
     """Estimate the deployment a log describes and set every logged figure beside memprof's.
 
     ``given``: the settings the log states (never questioned by a hypothesis); ``failed``: the
-    log ends in an error (then the cheapest changes that make it start are evaluated)."""
+    log ends in an error (then the cheapest changes that make it start are evaluated). Where
+    the log's free memory before load is below memprof's (``in_use_from_log``) and
+    ``gpu_memory_in_use`` is not given, the difference is taken as memory other processes held,
+    and the notes say so."""
+    measured, notes = with_derived(measured)
     e = estimate(model, dep, gpu=gpu)
+    took = None if "gpu_memory_in_use" in given else in_use_from_log(measured, e)
+    if took is not None:
+        e = estimate(model, dep.with_(gpu_memory_in_use=took[0]), gpu=gpu)
+        notes.append(took[1])
+        given = given | {"gpu_memory_in_use"}
     rows = _rows(measured, e)
-    notes: list[str] = []
     open_rows = [x for x in rows if x.estimated is not None and not x.reproduced]
     if open_rows:
         tried: list[tuple[str, dict[str, Row]]] = []

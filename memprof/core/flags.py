@@ -128,6 +128,11 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang sizes its KV pool from --mem-fraction-static",
             help="vLLM only: the KV cache size, as vLLM reads it (bytes, 16G binary, 16g decimal, "
             "or 16GiB); overrides --gpu-memory-utilization."),
+    Setting(field="gpu_memory_in_use", kind="size",
+            help="Memory other processes hold on each GPU before the engine starts (a desktop's "
+            "display, another server), e.g. 800MiB: the engine finds that much less free. "
+            "memprof explain reads it from the log's free memory before load.",
+            shown_default="0", metavar="SIZE", memprof_only=True),
     Setting(field="enforce_eager", kind="bool",
             help="No CUDA graphs (SGLang: --disable-cuda-graph)."),
     Setting(field="disable_custom_all_reduce", kind="bool",

@@ -101,6 +101,12 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("estimated_max_model_len", "vllm",
        r"estimated maximum model length is\s*" + _NUM, "int"),
     _p("logged_max_model_len", "vllm", r"max seq len \(\s*" + _NUM, "int"),
+    # V1 from 0.9.1 (v1/worker/gpu_worker.py Worker.init_device; from 0.14 v1/worker/utils.py
+    # request_memory): "Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than
+    # desired GPU memory utilization (0.92, 21.67 GiB)": the init snapshot's free memory
+    _p("free_at_start_bytes", "vllm",
+       r"Free memory on device(?: \S+)? \(\s*" + _NUM + r"\s*/\s*[0-9.]+\s*GiB\) on startup",
+       "gib"),
     _p("oom_tried_bytes", "any", r"Tried to allocate\s*" + _GIB, "gib"),
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
@@ -143,6 +149,7 @@ LABELS = {
     "oom_total_bytes": "OOM: GPU total",
     "oom_free_bytes": "OOM: free",
     "avail_before_load_bytes": "free before load",
+    "free_at_start_bytes": "free at start-up (init snapshot)",
     "avail_after_load_bytes": "free after load",
     "kv_cache_bytes": "KV cache size",
     "k_bytes": "K size",

@@ -10,7 +10,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.components import Component
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
-from memprof.core.estimate import Estimate, RankEstimate
+from memprof.core.estimate import Estimate, RankEstimate, load_figure
 from memprof.core.remedies import Remedies
 
 if TYPE_CHECKING:
@@ -78,10 +78,14 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
     if d.kv_cache_memory_bytes:
         budget = f"KV = --kv-cache-memory {fmt_bytes(d.kv_cache_memory_bytes)}"
     elif not engine_of(d).budget_by_utilization:  # mem_fraction_static × free before load
-        loaded = sum(c.bytes for c in r.components
-                     if c.where == "budget" and c.category in ("weights", "scratch"))
+        allocated = sum(c.bytes for c in r.components
+                        if c.where == "budget" and c.category in ("weights", "scratch"))
+        loaded = load_figure(e, r)  # the free-memory drop across the load
+        what = f"loaded {fmt_bytes(loaded)}" + (
+            "" if loaded == allocated else f" (allocated {fmt_bytes(allocated)} + the first "
+            f"kernel's non-torch {fmt_bytes(loaded - allocated)})")
         budget = (f"KV = mem_fraction_static {e.mem_fraction_static} × free before load = "
-                  f"{fmt_bytes(r.requested_bytes)} − loaded {fmt_bytes(loaded)} = "
+                  f"{fmt_bytes(r.requested_bytes)} − {what} = "
                   f"{fmt_bytes(r.available_kv_bytes)}")
     else:
         terms = " − ".join(

@@ -20,7 +20,7 @@ SHORT = {
     "cudagraph_estimate_bytes": "graph estimate", "cudagraph_pool_bytes": "graph pool",
     "num_gpu_blocks": "GPU blocks", "kv_tokens": "KV tokens", "max_concurrency": "concurrency",
     "estimated_max_model_len": "est. max len", "oom_total_bytes": "GPU total (OOM)",
-    "avail_before_load_bytes": "free before load",
+    "avail_before_load_bytes": "free before load", "free_at_start_bytes": "free at start",
     "avail_after_load_bytes": "free after load", "kv_cache_bytes": "KV size",
     "k_bytes": "K size", "v_bytes": "V size", "avail_after_pool_bytes": "free after KV",
     "max_total_num_tokens": "max tokens", "requested_bytes": "requested",

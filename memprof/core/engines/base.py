@@ -259,6 +259,14 @@ class Engine:
                baseline: int, loaded: int, mfs: float) -> Budget:
         raise NotImplementedError
 
+    def load_figure(self, dep: DeploymentView, loaded: int, first_kernel: int) -> int:
+        """What the engine counts as its model load (its budget line's ``loaded`` and the load
+        figure its log prints), from the bytes allocated while loading (``loaded``: weights and
+        buffers built with the model) and the one-time non-torch memory of the process's first
+        kernel when it runs inside the load (``first_kernel``; 0 when a communicator's warm-up
+        ran it before). Default: the allocations alone (a torch-memory figure)."""
+        return loaded
+
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
         """KV blocks the budget buys."""
         return available // block_bytes if available > 0 else 0

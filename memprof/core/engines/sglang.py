@@ -162,6 +162,45 @@ SGLANG_ROCM_AITER_MFS: tuple[Rule, ...] = (
          "no speculative decoding, which memprof does not model for SGLang)"),
 )
 
+# What "Load weight end" reports per release. Every modelled release measures the load the same
+# way (ModelRunner.load_model, model_executor/model_runner.py: ``before_avail_memory =
+# get_available_gpu_memory(...)`` before ``get_model``, ``after_avail_memory`` after it;
+# get_available_gpu_memory is ``torch.cuda.empty_cache()`` then ``torch.cuda.mem_get_info`` free,
+# utils.py, from 0.5.x utils/common.py), and sizes the pool after it (``profile_max_num_token``:
+# free after load − (1 − mem_fraction_static) × free before load); what changed is the line.
+# value: what the line prints.
+SGLANG_LOAD_FIGURE: tuple[Rule, ...] = (
+    Rule(name="sglang_load_weight_line", changes="logs: what \"Load weight end\" prints",
+         since=None, until="0.4.4", value="avail mem before and after (no mem usage)",
+         engine="sglang", introduced_by=_OLDEST, removed_by=_READ.format("0.4.4"),
+         source="sglang 0.4.3 model_executor/model_runner.py ModelRunner.load_model: \"Load "
+         "weight begin. avail mem=\" and \"Load weight end. type=…, dtype=…, avail mem=\" "
+         "(get_available_gpu_memory each time); the load is the difference of the two"),
+    Rule(name="sglang_load_weight_line", changes="logs: what \"Load weight end\" prints",
+         since="0.4.4", until=None, value="mem usage = free before − free after the load",
+         engine="sglang", introduced_by=_READ.format("0.4.4"),
+         source="sglang 0.4.4 model_executor/model_runner.py ModelRunner.load_model: \"mem "
+         "usage={(before_avail_memory - after_avail_memory):.2f} GB\" (the same in 0.4.6 and "
+         "0.4.8; 0.4.10, 0.5.3 and 0.5.9 keep it as self.weight_load_mem_usage)"),
+)
+
+
+def load_drop(loaded: int, first_kernel: int) -> int:
+    """The drop in free memory across SGLang's model load (``SGLANG_LOAD_FIGURE``): what its
+    budget line subtracts and what "Load weight end. … mem usage" prints (0.4.3: the difference
+    of the two "avail mem" lines). It holds every allocation made while loading (``loaded``:
+    the weights and the buffers built with the model, in the allocator's segments, since
+    ``empty_cache`` runs before each reading) and the one-time non-torch memory of the process's
+    first kernel (``first_kernel``) where the load runs it: with no NCCL communicator (TP1)
+    SGLang runs no kernel before ``load_model`` (distributed/parallel_state.py GroupCoordinator
+    makes a PyNcclCommunicator, whose warm-up ``torch.zeros`` is the first kernel, only at
+    world size > 1, 0.4.3 – 0.5.9), while building the model runs fills (RMSNorm's
+    ``torch.ones`` under the device context). cuBLAS is not in it: its first GEMM is
+    ``init_cublas``, after the memory pool (model_runner.py ``initialize``, 0.4.3 – 0.5.9).
+    """
+    return loaded + first_kernel
+
+
 _MFS_NOW = SGLANG_MFS_HEURISTIC[-1].value
 _CHUNK_NOW = SGLANG_CHUNKED_PREFILL[-1].value
 _GRAPH_NOW = SGLANG_GRAPH_MAX_BS[-1].value
@@ -315,7 +354,7 @@ class SGLang(Engine):
     refuses_request_over_kv: ClassVar[bool] = False
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
     # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
-    # --engine-version and --scratch are memprof's own
+    # --engine-version, --scratch and --gpu-memory-in-use are memprof's own
     flags: ClassVar[dict[str, tuple[str, ...]]] = {
         "engine": ("--engine",),
         "engine_version": ("--engine-version",),
@@ -332,6 +371,7 @@ class SGLang(Engine):
         "block_size": ("--page-size",),
         "enforce_eager": ("--disable-cuda-graph",),
         "scratch": ("--scratch",),
+        "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "assume_architecture": ("--assume-architecture",),
         "mem_fraction_static": ("--mem-fraction-static",),
@@ -427,6 +467,11 @@ class SGLang(Engine):
         kv_cache_configurator.py)."""
         pre_free = gpu.total_bytes - baseline
         return Budget(int(mfs * pre_free) - loaded, int(mfs * pre_free))
+
+    def load_figure(self, dep: DeploymentView, loaded: int, first_kernel: int) -> int:
+        """The drop in free memory across the load, which the pool is sized after and "Load
+        weight end. … mem usage" prints: ``load_drop`` (its components and release rows)."""
+        return load_drop(loaded, first_kernel)
 
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
         """Whole pages: ``int(rest) // cell_size // page_size · page_size`` tokens

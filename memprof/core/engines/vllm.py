@@ -427,8 +427,8 @@ class VLLM(Engine):
     models_state_mixers: ClassVar[bool] = True
     cli_launcher: ClassVar[tuple[str, str] | None] = ("vllm", "serve")
     launcher_prefix: ClassVar[str] = "vllm serve "
-    # EngineArgs.add_cli_args (vllm/engine/arg_utils.py, v0.11.0); --engine, --engine-version
-    # and --scratch are memprof's own
+    # EngineArgs.add_cli_args (vllm/engine/arg_utils.py, v0.11.0); --engine, --engine-version,
+    # --scratch and --gpu-memory-in-use are memprof's own
     flags: ClassVar[dict[str, tuple[str, ...]]] = {
         "engine": ("--engine",),
         "engine_version": ("--engine-version",),
@@ -451,6 +451,7 @@ class VLLM(Engine):
         "num_speculative_tokens": ("--num-speculative-tokens",),
         "attention_backend": ("--attention-backend",),
         "scratch": ("--scratch",),
+        "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),

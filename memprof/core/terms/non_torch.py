@@ -79,6 +79,12 @@ CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # 35,651,584 B with ":4096:8" and 4,194,304 B with ":1024:2" (reports/gpu/context/
 # context-stack-h100.json, one H100, torch 2.11.0+cu130). cuBLAS's default pool on other
 # architectures was not measured and is not derived: every architecture keeps the H100 steps.
+# The process's first fill kernel when no GEMM ran before it: 96,468,992 B (the 2-rank matrix's
+# context step, a torch.zeros, reports/gpu/nccl/README.md "The profile run's non-torch at TP";
+# with the cuBLAS step after it, 69,206,016 B, the same 158 MiB as the two steps the other way
+# round). An engine whose load is a free-memory drop counts it there where nothing ran a kernel
+# before the load (``first_kernel_in_load``).
+FIRST_KERNEL_BEFORE_GEMM_BYTES = 96_468_992
 
 # NCCL, one communicator per process group (ncclCommInitRank, then its first all_reduce, and its
 # first send/recv where the group hands tensors point to point), per rank: the rows by transport,
@@ -162,6 +168,15 @@ def nccl_placement(dep: Deployment) -> Placement:
 def nccl_cumem(dep: Deployment) -> bool:
     """Whether NCCL's cuMem allocator is on for ``dep``'s engine release (``NCCL_CUMEM``)."""
     return rule_in_force(NCCL_CUMEM, dep.engine_version, dep.engine) is None
+
+
+def first_kernel_in_load(dep: Deployment) -> int:
+    """The one-time non-torch memory of the process's first kernel, where the model load runs
+    that kernel: ``FIRST_KERNEL_BEFORE_GEMM_BYTES`` on a rank without an NCCL communicator
+    (nothing ran a kernel before the load), 0 where a communicator's warm-up ran it before
+    (``nccl_groups``). The profile-run component keeps the whole 158 MiB either way: this says
+    which part of it an engine sees inside its load (``Engine.load_figure``)."""
+    return 0 if nccl_groups(dep) else FIRST_KERNEL_BEFORE_GEMM_BYTES
 
 
 def p2p_peers(group: str, size: int) -> int:

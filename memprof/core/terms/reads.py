@@ -60,6 +60,8 @@ TERM_READS: dict[str, frozenset[str]] = {
     "stream_pool_terms": frozenset(("dep.engine", "dep.engine_version", "dep.tp", "dep.pp",
                                     "dep.dp", "dep.enable_expert_parallel")),
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
+                               "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
     "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH)),
 }

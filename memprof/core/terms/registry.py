@@ -15,6 +15,7 @@ from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.allocator import allocator_runtime_terms
 from memprof.core.terms.cudagraph import cudagraph_terms
 from memprof.core.terms.encoder import encoder_terms
+from memprof.core.terms.in_use import in_use_terms
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
@@ -30,7 +31,7 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms,
                               cudagraph_terms, non_torch_terms, stream_pool_terms,
-                              reserved_charge_terms]
+                              reserved_charge_terms, in_use_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
 RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]
