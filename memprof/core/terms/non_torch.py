@@ -96,11 +96,13 @@ CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # aten/src/ATen/cuda/CublasHandlePool.cpp ``parseChosenWorkspaceSize`` "/* :4096:2:16:8
 # default, 32MiB for Hopper */"; cuBLAS "Results Reproducibility": ":4096:8 (will increase
 # library footprint in GPU memory by approximately 24MiB)"), as sm90's measured 64 MiB is two
-# buffers of its 32 MiB. PyTorch never frees the pool: every release vLLM pins (torch 2.5.1 for
-# vLLM 0.7 through 2.9 today) makes its handles with ``cublasCreate`` and then hands each
-# (handle, stream) a workspace of its own through ``cublasSetWorkspace`` (CublasHandlePool.cpp
-# ``getCurrentCUDABlasHandle`` / ``setWorkspaceForHandle``, since pytorch/pytorch#83461), so no
-# torch release changes the step. On H100 the pre-Hopper default ":4096:2:16:8" costs
+# buffers of its 32 MiB. PyTorch never frees the pool: it makes its handles with
+# ``cublasCreate`` and then hands each (handle, stream) a workspace of its own through
+# ``cublasSetWorkspace`` (CublasHandlePool.cpp ``getCurrentCUDABlasHandle`` /
+# ``setWorkspaceForHandle``), which it has done since pytorch/pytorch#83461 (torch 1.13, older
+# than any torch a vLLM release memprof models pins), so no torch release changes the step
+# [the cuBLAS a torch wheel bundles might: only cuBLAS 13.1's sm90 pool was measured].
+# On H100 the pre-Hopper default ":4096:2:16:8" costs
 # 10,485,760 B (cublas-pool-h100.json), which is the cuBLAS step on an architecture of the
 # "other" row [assumption: the handle's own state is the same size there as on sm90; it shares
 # the last 2 MiB page with the pool on H100].
