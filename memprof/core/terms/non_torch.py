@@ -77,8 +77,40 @@ CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # reads for a pool of its own outside torch's allocator (torch's own workspace stays 32 MiB on
 # sm90 in all three): after a torch.randn, the first bf16 GEMM adds 69,206,016 B unset,
 # 35,651,584 B with ":4096:8" and 4,194,304 B with ":1024:2" (reports/gpu/context/
-# context-stack-h100.json, one H100, torch 2.11.0+cu130). cuBLAS's default pool on other
-# architectures was not measured and is not derived: every architecture keeps the H100 steps.
+# context-stack-h100.json, one H100, torch 2.11.0+cu130).
+#
+# That pool is cuBLAS's own default workspace, one per handle, sized by architecture
+# (reports/gpu/context/cublas-pool-h100.json from recorders/gpu_cublas_pool.py, one H100, torch
+# 2.11.0+cu130, cuBLAS 13.1.0): ``torch.cuda.current_blas_handle()`` alone (cublasCreate, no
+# GEMM) adds the 69,206,016 B and the GEMM after it 0; the cuBLASLt (``F.linear`` with bias) and
+# fp8 (``torch._scaled_mm``) paths add the same and nothing more; GEMMs on a 2nd and 3rd stream
+# add 0 (torch's own workspace, per stream, is torch-allocated); the step is
+# ⌈CUBLAS_WORKSPACE_CONFIG + the handle's state, 2 MiB⌉ for every setting tried, and unset it is
+# byte for byte ":4096:16" / ":32768:2" (64 MiB). cuBLAS says why: ``cublasSetWorkspace()`` "If
+# the cuBLAS library workspace is not set, all kernels will use the default workspace pool
+# allocated during the cuBLAS context creation", and its table of recommended sizes, "based on the
+# cuBLAS default workspace pool size which is GPU architecture dependent", gives 32 MiB for
+# sm90, sm10x and sm12x and 4 MiB for every other architecture (cuBLAS documentation,
+# https://docs.nvidia.com/cuda/cublas/#cublassetworkspace); the pre-Hopper default is two 4 MiB
+# buffers and eight of 16 KiB, ":4096:2:16:8" (the default PyTorch documents and copies,
+# aten/src/ATen/cuda/CublasHandlePool.cpp ``parseChosenWorkspaceSize`` "/* :4096:2:16:8
+# default, 32MiB for Hopper */"; cuBLAS "Results Reproducibility": ":4096:8 (will increase
+# library footprint in GPU memory by approximately 24MiB)"), as sm90's measured 64 MiB is two
+# buffers of its 32 MiB. PyTorch never frees the pool: it makes its handles with
+# ``cublasCreate`` and then hands each (handle, stream) a workspace of its own through
+# ``cublasSetWorkspace`` (CublasHandlePool.cpp ``getCurrentCUDABlasHandle`` /
+# ``setWorkspaceForHandle``), which it has done since pytorch/pytorch#83461 (torch 1.13, older
+# than any torch a vLLM release memprof models pins), so no torch release changes the step
+# [the cuBLAS a torch wheel bundles might: only cuBLAS 13.1's sm90 pool was measured].
+# On H100 the pre-Hopper default ":4096:2:16:8" costs
+# 10,485,760 B (cublas-pool-h100.json), which is the cuBLAS step on an architecture of the
+# "other" row [assumption: the handle's own state is the same size there as on sm90; it shares
+# the last 2 MiB page with the pool on H100].
+CUBLAS_STEP_SMALL_POOL_BYTES = 10_485_760
+CUBLAS_SMALL_POOL_SAVING_BYTES = CUBLAS_AFTER_FIRST_KERNEL_BYTES - CUBLAS_STEP_SMALL_POOL_BYTES
+CUBLAS_POOL_SOURCE = ("cuBLAS default workspace pool: 4 MiB-class on {arch} (cuBLAS "
+                      "cublasSetWorkspace table, \":4096:2:16:8\"), 10 MiB as measured on H100 "
+                      "with that setting, reports/gpu/context/cublas-pool-h100.json")
 # The process's first fill kernel when no GEMM ran before it: 96,468,992 B (the 2-rank matrix's
 # context step, a torch.zeros, reports/gpu/nccl/README.md "The profile run's non-torch at TP";
 # with the cuBLAS step after it, 69,206,016 B, the same 158 MiB as the two steps the other way
@@ -243,7 +275,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
     - cuBLAS handle + kernels 68 MiB, cuBLASLt 0 MiB, first Triton kernel 90 MiB (H100 steps;
       the last is the process's first fill kernel, which a rank with an NCCL communicator ran
-      in its warm-up: there 66 MiB in all, ``profile_run_increase``).
+      in its warm-up: there 66 MiB in all, ``profile_run_increase``). The cuBLAS step is
+      cuBLAS's default workspace pool: 56 MiB less on the architectures of cuBLAS's 4 MiB row
+      (Volta, Turing, Ampere, Ada: ``cublas_small_pool``).
 
     - the TP group's custom all-reduce buffers where the engine uses it
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
@@ -301,19 +335,52 @@ def cuda_context(gpu: GPU) -> tuple[int, str]:
         "reports/gpu/context/context-stack-h100.json)")
 
 
+def cublas_small_pool(gpu: GPU) -> bool:
+    """Whether cuBLAS's default workspace pool on ``gpu`` is the 4 MiB-class one (two 4 MiB
+    buffers and eight of 16 KiB): every CUDA architecture outside cuBLAS's 32 MiB rows (sm90,
+    sm10x, sm12x). ROCm (hipBLAS, not measured) and an unknown architecture keep the measured
+    sm90 pool."""
+    arch = gpu.arch
+    if gpu.is_rocm or not arch.startswith("sm") or not arch[2:].isdigit():
+        return False
+    return not (arch == "sm90" or arch.startswith(("sm10", "sm12")))
+
+
 def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
-    """The non-torch memory the profile run adds: the cuBLAS handle and kernels and the
-    process's first fill kernel (``TRITON_NON_TORCH_BYTES``), or the cuBLAS step alone on a rank
-    whose NCCL communicator's warm-up ran that kernel first and whose communicator row holds it
-    (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here)."""
+    """The non-torch memory the profile run adds: the cuBLAS handle (its default workspace
+    pool, made at ``cublasCreate``) and the process's first fill kernel
+    (``TRITON_NON_TORCH_BYTES``), or the cuBLAS step alone on a rank whose NCCL communicator's
+    warm-up ran that kernel first and whose communicator row holds it
+    (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here). On an
+    architecture of cuBLAS's 4 MiB row (``cublas_small_pool``) the pool is 56 MiB smaller
+    (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (module images loaded
+    lazily) is the H100's on every architecture: nothing derives it for another."""
+    small = cublas_small_pool(ctx.gpu)
+    saving = CUBLAS_SMALL_POOL_SAVING_BYTES if small else 0
+    pool = "; " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch) if small else ""
     if any(nccl_comm(ctx.dep, ctx.gpu, name, size).first_kernel
            for name, size in nccl_groups(ctx.dep)):
+        if small:
+            return Component(
+                name="non-torch increase (profile run)", category="non_torch",
+                bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget",
+                profiled=True,
+                formula="cuBLAS 10 MiB (measured after the NCCL warm-up, whose torch.zeros "
+                "ran the process's first kernel: its 92 MiB is in the communicator's row"
+                + pool + ")" + tag)
         return Component(
             name="non-torch increase (profile run)", category="non_torch",
             bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES, where="budget", profiled=True,
             formula="cuBLAS 66 MiB (H100, measured after the NCCL warm-up, whose torch.zeros "
             "ran the process's first kernel: its 92 MiB is in the communicator's row)" + tag)
     libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES
+    if small:
+        return Component(
+            name="non-torch increase (profile run)", category="non_torch", bytes=libs - saving,
+            where="budget", profiled=True,
+            formula="cuBLAS 12 MiB + cuBLASLt 0 MiB + first Triton kernel 90 MiB (the "
+            "H100's measured steps with " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch)
+            + "; the first-kernel step is the H100's)" + tag)
     return Component(
         name="non-torch increase (profile run)", category="non_torch", bytes=libs,
         where="budget", profiled=True,
