@@ -79,3 +79,14 @@ def test_published_084_tp2_rows_state_the_logged_all_reduce() -> None:
     tp2 = sum(_parts(tp=2, disable_custom_all_reduce=True).values())
     # as logged (1.44 GiB at TP1, 2.13 GiB at TP2), TP2's figure is the larger
     assert tp2 > tp1
+
+
+def test_driver_costs_say_where_they_were_measured() -> None:
+    def where(gpu: str) -> str:
+        e = estimate("qwen2.5-7b-instruct", _dep(), gpu_name=gpu)
+        g = logged_graph(e, e.ranks[0])
+        assert g is not None
+        return next(w for n, _b, w in g.parts if n == "graph executables")
+
+    assert "applied unmeasured to RTX-3090 (sm86)" in where("RTX-3090")
+    assert "unmeasured" not in where("H100")

@@ -94,6 +94,21 @@ class LoggedGraph:
         return sum(b for _n, b, _w in self.parts)
 
 
+# The cards the per-graph, per-node and NCCL-node driver costs were measured on
+# (``cudagraph.GRAPH_DRIVER_*``: reports/gpu/trace/graph-costs-h200.json,
+# reports/gpu/nccl/graph-costs-1x-h100.json, graph-collectives-4x-h100.json,
+# graph-mixing-2x-h100.json).
+COST_MEASURED_ARCH = "sm90"
+
+
+def _cost_basis(ctx: TermContext) -> str:
+    """Where the driver costs come from, said where they are applied to another architecture."""
+    if ctx.gpu.arch == COST_MEASURED_ARCH:
+        return ""
+    return (f" (per-graph, per-node and NCCL-node costs measured on H100/H200 ({COST_MEASURED_ARCH}"
+            f", driver 580), applied unmeasured to {ctx.gpu.name} ({ctx.gpu.arch}))")
+
+
 def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
     """The figure vLLM logs at ``ctx.dep.engine_version`` for the rank of ``ctx``; ``None`` where
     the line is not printed (``--enforce-eager``; an engine other than vLLM, whose capture log
@@ -111,7 +126,8 @@ def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
         ("graph pool tensors", tensors,
          "private pool: decode live sets of each mode's largest size + the capture stream's "
          "cuBLAS workspace"),
-        ("graph executables", g.driver - first, f"driver memory of {g.graphs} graphs"),
+        ("graph executables", g.driver - first,
+         f"driver memory of {g.graphs} graphs{_cost_basis(ctx)}"),
     ]
     if first and value_at(STREAM_POOL_IN_WINDOW, version, False):
         parts.append(("stream pool", first,
