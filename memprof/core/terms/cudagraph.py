@@ -376,7 +376,10 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
     (segment rounding and reuse as a private pool does them), plus the cuBLAS workspace of the
     capture stream (vLLM captures on a new stream, ``graph_capture`` in
     vllm/distributed/parallel_state.py @v0.33.0, and cuBLAS keeps one workspace per (handle,
-    stream), PyTorch CublasHandlePool.cpp). Smaller sizes are captured after the largest and
+    stream), PyTorch CublasHandlePool.cpp; where torch captures on the stream the eager warm-up
+    ran on, V0 and V1 from 0.14.0, that workspace is the warm-up's, allocated before the capture
+    in the ordinary pool, and counted here all the same: ``graph_log.CAPTURE_STREAM`` places it
+    for the logged figure). Smaller sizes are captured after the largest and
     reuse its blocks; replaying all 86 sizes moved the result by 0-6 MiB on the traced models,
     both ways against the H200, at 20× the cost [approximation]."""
     seq = tuple(tuple(b for _n, b in st.parts if b > 0)
