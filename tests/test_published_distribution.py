@@ -13,7 +13,7 @@ with the reason beside it), estimated at ``memprof_engine_version``, and compare
   cache size", "#tokens", "maximum number of tokens"), blocks, then the available KV memory;
 * ``graph``: "Graph capturing finished ... took X GiB" against memprof's prediction of that
   free-memory delta at the log's release (``memprof.core.graph_log``: the graph pool, the graph
-  executables, the eager warm-up on the capture stream and, where the release makes the stream
+  executables, the cuBLAS workspace the eager warm-up leaves and, where the release makes the stream
   inside the window, torch's stream pool); the largest such rank;
 * ``verdict``: a logged start-up failure (or a start) against memprof's ``startup_oom`` verdict.
 
@@ -61,7 +61,8 @@ KV_KEYS: tuple[tuple[str, Callable[[Estimate], float]], ...] = (
 DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_utilization",
                      "mem_fraction_static", "kv_cache_dtype", "quantization", "max_num_seqs",
                      "max_num_batched_tokens", "enforce_eager", "enable_expert_parallel",
-                     "enable_dp_attention", "scratch", "entrypoint", "block_size")
+                     "enable_dp_attention", "scratch", "entrypoint", "block_size",
+                     "disable_custom_all_reduce")
 
 
 class Refused(Exception):

@@ -7,23 +7,32 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
 0.9.2; V1: vllm/v1/worker/gpu_model_runner.py ``GPUModelRunner.capture_model``, 0.8.0, 0.9.2,
 0.10.1, 0.11.0, 0.14.1, 0.20.0). Whatever the device gives out between the two reads is in it:
 
-- the graphs' private pool: the decode live sets of the largest size of each mode and the
-  cuBLAS workspace of the capture stream (``cudagraph.graph_pool_tensor_bytes``);
+- the graphs' private pool: the decode live sets of the largest size of each mode, and the
+  cuBLAS workspace of the capture stream where that stream's first GEMM runs under capture
+  (``cudagraph.graph_pool_tensor_bytes``; ``CAPTURE_STREAM``);
 - the driver's memory for the graph executables (``cudagraph.graph_driver_bytes``);
-- the eager warm-up runs of each size, which vLLM runs on the capture stream before capturing
-  it (V0 ``CUDAGraphRunner.capture``: ``_NUM_WARMUP_ITERS`` = 2 forwards, 0.7.2 / 0.9.2; V1
-  ``_capture_cudagraphs``: ``cudagraph_num_of_warmups`` ``_dummy_run`` calls with
-  ``CUDAGraphMode.NONE``, 0.10.1 / 0.20.0; 0.8.0 / 0.9.2 ``capture_model`` the same inline).
-  They allocate in the ordinary pool, and PyTorch's caching allocator gives a stream only blocks
-  freed on that stream (c10/cuda/CUDACachingAllocator.cpp ``BlockPool`` keyed by stream), so the
-  largest size's live set reserves new segments, which are still reserved at the second read:
-  ``WARMUP_ON_CAPTURE_STREAM``;
+- what the eager warm-up runs leave. vLLM runs them inside the window on ``graph_capture``'s
+  stream before capturing each size (V0 ``CUDAGraphRunner.capture``: ``_NUM_WARMUP_ITERS`` = 2
+  forwards, 0.7.2 / 0.8.4 / 0.9.2; V1: ``cudagraph_num_of_warmups`` = 1 ``_dummy_run`` calls,
+  0.8.4 ``capture_model`` inline, 0.10.1 / 0.20.0 ``_capture_cudagraphs``), in the ordinary
+  pool. Their activations do not stay: ``torch.cuda.graph.__enter__`` calls
+  ``torch.cuda.empty_cache()`` before every capture it begins (torch/cuda/graphs.py), and vLLM
+  lets it run for each size's first graph (V0 every graph; V1 patches it out only for the
+  later pieces, 0.8.4 compilation/backends.py ``PiecewiseBackend``, 0.11.0 / 0.14.1
+  compilation/cuda_graph.py ``CUDAGraphWrapper``), which releases every segment the warm-up
+  freed. What stays is the warm-up stream's cuBLAS workspace, which torch keeps for the
+  (handle, stream) pair (aten/src/ATen/cuda/CublasHandlePool.cpp), and the whole segment it
+  was placed in (``alloc.allocator.get_allocation_size``: 20 MiB for the 8 MiB + 128 KiB
+  workspace before compute capability 9.0, exact at 32 MiB from it) [approximation: the
+  workspace is placed alone in the segment its request makes]: ``WARMUP_WORKSPACE``;
 - torch's CUDA stream pool (73,400,320 B, ``reports/gpu/nccl/README.md``), made by the first
   ``torch.cuda.Stream()`` of the process, when ``graph_capture`` makes it inside the window:
   ``STREAM_POOL_IN_WINDOW`` (not on a rank whose NCCL process group made the pool earlier,
   ``cudagraph.graph_driver_first``).
 
-What is not modelled [approximation]: attention backends' capture-time buffers
+What is not modelled [approximation]: memory the caching allocator held cached but unused before
+the window, which the same ``empty_cache`` releases and which lowers the figure (below zero in
+vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers
 (V0 ``attn_state.graph_capture``), custom all-reduce's IPC registration of the graph buffers
 (a mapping of peer memory, not an allocation on this device), the encoder graphs of 0.20+, and
 the rounding of the log to 0.01 GiB.
@@ -33,15 +42,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memprof.alloc.allocator import get_allocation_size
 from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.terms.activation import cublas_workspace_bytes
-from memprof.core.terms.cudagraph import (
-    cudagraph_model,
-    graph_driver_first,
-    graph_pool_tensor_bytes,
-)
+from memprof.core.terms.cudagraph import cudagraph_model, graph_driver_first
 from memprof.core.versions import Rule, value_at
 
 # Whether the read before capturing precedes the process's first torch stream (so the stream
@@ -67,19 +73,52 @@ STREAM_POOL_IN_WINDOW: tuple[Rule, ...] = (
          "0.20.0 capture_model read start_free_gpu_memory inside graph_capture"),
 )
 
-# Whether the warm-up runs are on the capture stream inside the window: so in every release
-# read, V0 and V1 alike (one row: both engines' code).
-WARMUP_ON_CAPTURE_STREAM: tuple[Rule, ...] = (
-    Rule(name="graph_log_warmup", changes="logged graph figure: warm-up runs", since=None,
-         until=None, value=True, introduced_by="before 0.7.1",
-         source="V0: 0.7.2 / 0.9.2 worker/model_runner.py CUDAGraphRunner.capture, "
-         "_NUM_WARMUP_ITERS (2) forwards on the capture stream before torch.cuda.graph; V1: "
-         "0.8.0 / 0.9.2 v1/worker/gpu_model_runner.py capture_model and 0.10.1 / 0.20.0 "
-         "_capture_cudagraphs, cudagraph_num_of_warmups _dummy_run calls (CUDAGraphMode.NONE) "
-         "inside graph_capture before the capturing run"),
+# What the eager warm-up runs leave at the second read: their stream's cuBLAS workspace and its
+# segment; the activations' segments are released by the empty_cache that begins each size's
+# capture (the module docstring). The same in every release read, V0 and V1 alike.
+WARMUP_WORKSPACE: tuple[Rule, ...] = (
+    Rule(name="graph_log_warmup", changes="logged graph figure: what the warm-up runs leave",
+         since=None, until=None, value=True, introduced_by="before 0.7.1",
+         source="V0: 0.7.2 / 0.8.4 / 0.9.2 worker/model_runner.py CUDAGraphRunner.capture, "
+         "_NUM_WARMUP_ITERS (2) forwards on graph_capture's stream, then torch.cuda.graph; V1: "
+         "0.8.4 v1/worker/gpu_model_runner.py capture_model and 0.10.1 / 0.20.0 "
+         "_capture_cudagraphs, cudagraph_num_of_warmups (1) _dummy_run calls inside "
+         "graph_capture before the capturing run; torch/cuda/graphs.py graph.__enter__ calls "
+         "torch.cuda.empty_cache(), which vLLM patches out only for later pieces (0.8.4 "
+         "compilation/backends.py, 0.11.0 / 0.14.1 compilation/cuda_graph.py): the warm-up "
+         "stream keeps its cuBLAS workspace (CublasHandlePool.cpp), nothing else"),
 )
 
-GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_ON_CAPTURE_STREAM)
+# Whether torch.cuda.graph captures on the stream the warm-up ran on ("warmup": vLLM passes it;
+# the warm-up's workspace serves the capture and the private pool holds none) or on torch's own
+# default capture stream ("torch_default": torch.cuda.graph without ``stream=`` captures on
+# ``graph.default_capture_stream``, torch/cuda/graphs.py, whose first GEMM runs under capture,
+# so its workspace is allocated in the private pool: a second one).
+CAPTURE_STREAM: tuple[Rule, ...] = (
+    Rule(name="graph_log_capture_stream", changes="logged graph figure: capture stream",
+         since=None, until="0.11.0", value="warmup", introduced_by="before 0.7.1",
+         removed_by="V0 engine removed (0.11.0)", generation="v0",
+         source="0.8.4 worker/model_runner.py CUDAGraphRunner.capture: torch.cuda.graph("
+         "self._graph, pool=memory_pool, stream=stream), the stream its warm-up ran on"),
+    Rule(name="graph_log_capture_stream", changes="logged graph figure: capture stream",
+         since="0.8.0", until="0.14.0", value="torch_default",
+         introduced_by="V1 on by default (0.8.0)",
+         removed_by="torch.cuda.graph(..., stream=current_stream()) (first released in 0.14.0)",
+         generation="v1",
+         source="0.8.4 compilation/backends.py PiecewiseBackend.__call__; 0.11.0 / 0.12.0 / "
+         "0.13.0 compilation/cuda_graph.py CUDAGraphWrapper.__call__: torch.cuda.graph("
+         "cudagraph, pool=self.graph_pool) with no stream"),
+    Rule(name="graph_log_capture_stream", changes="logged graph figure: capture stream",
+         since="0.14.0", until=None, value="warmup",
+         introduced_by="torch.cuda.graph(..., stream=current_stream()) (first released in "
+         "0.14.0)", generation="v1",
+         source="0.14.0 / 0.14.1 compilation/cuda_graph.py CUDAGraphWrapper.__call__: "
+         "torch.cuda.graph(cudagraph, pool=self.graph_pool, stream=current_stream()), "
+         "graph_capture's stream"),
+)
+
+GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
+                                                  CAPTURE_STREAM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +133,21 @@ class LoggedGraph:
         return sum(b for _n, b, _w in self.parts)
 
 
+# The cards the per-graph, per-node and NCCL-node driver costs were measured on
+# (``cudagraph.GRAPH_DRIVER_*``: reports/gpu/trace/graph-costs-h200.json,
+# reports/gpu/nccl/graph-costs-1x-h100.json, graph-collectives-4x-h100.json,
+# graph-mixing-2x-h100.json).
+COST_MEASURED_ARCH = "sm90"
+
+
+def _cost_basis(ctx: TermContext) -> str:
+    """Where the driver costs come from, said where they are applied to another architecture."""
+    if ctx.gpu.arch == COST_MEASURED_ARCH:
+        return ""
+    return (f" (per-graph, per-node and NCCL-node costs measured on H100/H200 ({COST_MEASURED_ARCH}"
+            f", driver 580), applied unmeasured to {ctx.gpu.name} ({ctx.gpu.arch}))")
+
+
 def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
     """The figure vLLM logs at ``ctx.dep.engine_version`` for the rank of ``ctx``; ``None`` where
     the line is not printed (``--enforce-eager``; an engine other than vLLM, whose capture log
@@ -106,24 +160,26 @@ def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
         return None
     version = dep.engine_version
     first = graph_driver_first(ctx)  # 0 where an NCCL process group made the stream pool
-    tensors = g.actual - g.driver
+    ws = cublas_workspace_bytes(ctx.gpu)
+    # the pool's tensors as cudagraph_model counts them hold one workspace; where the capture
+    # runs on the warm-up's stream, that workspace is the warm-up's, outside the private pool
+    own_stream = value_at(CAPTURE_STREAM, version, "warmup") == "warmup"
+    tensors = g.actual - g.driver - (ws if own_stream else 0)
     parts: list[tuple[str, int, str]] = [
         ("graph pool tensors", tensors,
-         "private pool: decode live sets of each mode's largest size + the capture stream's "
-         "cuBLAS workspace"),
-        ("graph executables", g.driver - first, f"driver memory of {g.graphs} graphs"),
+         "private pool: decode live sets of each mode's largest size"
+         + ("" if own_stream else " + the cuBLAS workspace of torch's own capture stream")),
+        ("graph executables", g.driver - first,
+         f"driver memory of {g.graphs} graphs{_cost_basis(ctx)}"),
     ]
     if first and value_at(STREAM_POOL_IN_WINDOW, version, False):
         parts.append(("stream pool", first,
                       "torch's CUDA stream pool, made for the capture stream inside the window"))
-    if value_at(WARMUP_ON_CAPTURE_STREAM, version, True):
-        # the same live set as the graph pool's for the largest size, less the capture
-        # stream's cuBLAS workspace, which the pool already holds (one per handle and stream)
-        largest = max(max(v) for v in g.modes.values())
-        mode = next(m for m, v in g.modes.items() if largest in v)
-        warm = graph_pool_tensor_bytes(ctx, {mode: [largest]}) - cublas_workspace_bytes(ctx.gpu)
-        parts.append(("warm-up on the capture stream", warm,
-                      f"ordinary-pool segments of the eager warm-up at {largest} tokens"))
+    if value_at(WARMUP_WORKSPACE, version, True):
+        seg = get_allocation_size(ws)
+        parts.append(("warm-up stream's cuBLAS workspace", seg,
+                      f"the {ws} B workspace of the warm-up's stream in its {seg} B segment; the "
+                      "warm-up's activations are released by torch.cuda.graph's empty_cache"))
     return LoggedGraph(parts=tuple(parts))
 
 

@@ -285,7 +285,12 @@ def mlp_nodes(ctx: TermContext, layer: Layer) -> tuple[int, int]:
 def graph_pieces(ctx: TermContext) -> int:
     """Graphs per PIECEWISE capture size: vLLM splits the compiled forward at every attention op
     (``CompilationConfig.splitting_ops``, vllm/config/compilation.py @v0.33.0) and captures one
-    graph per piece, so a stage with L attention layers has L + 1 pieces."""
+    graph per piece, so a stage with L attention layers has L + 1 pieces. So already in 0.8.4:
+    config.py ``set_splitting_ops_for_v1`` splits at ``vllm.unified_attention`` and
+    ``vllm.unified_attention_with_output``, and compilation/backends.py ``PiecewiseBackend``
+    captures one ``torch.cuda.CUDAGraph`` per piece and capture size, every one into the
+    process's single ``global_graph_pool``; a piece's output is kept only as a weak reference
+    (``weak_ref_tensors``), so nothing stays allocated per graph between captures."""
     return len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
                 if x not in ctx.spec.mtp_layers]) + 1
 
@@ -311,7 +316,17 @@ def tp_all_reduces(ctx: TermContext) -> int:
 def graph_nccl_nodes(ctx: TermContext) -> int:
     """NCCL nodes of one capture size's graphs, all pieces together: the TP all-reduces
     (``tp_all_reduces``) where the engine's custom all-reduce does not replace them
-    (``custom_all_reduce_applies``); where it does, they are kernel nodes among the others."""
+    (``custom_all_reduce_applies``); where it does, they are kernel nodes among the others.
+
+    So in every V1 release read: vLLM 0.8.4 distributed/device_communicators/
+    cuda_communicator.py ``CudaCommunicator.all_reduce`` tries the custom all-reduce and
+    otherwise calls PyNccl's ``all_reduce``, an out-of-place ``ncclAllReduce`` on the current
+    stream (pynccl.py), which under ``graph_capture`` is the capture stream
+    (distributed/parallel_state.py ``GroupCoordinator.graph_capture`` enters only the custom
+    all-reduce's ``capture()``); custom_all_reduce.py turns itself off, before allocating its
+    buffers, on more than two PCIe-only GPUs and where the P2P test fails ("your platform
+    lacks GPU P2P capability"), which a deployment states with
+    ``disable_custom_all_reduce``."""
     if ctx.dep.tp <= 1 or custom_all_reduce_applies(ctx.dep, ctx.gpu):
         return 0
     return tp_all_reduces(ctx)
@@ -361,7 +376,10 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
     (segment rounding and reuse as a private pool does them), plus the cuBLAS workspace of the
     capture stream (vLLM captures on a new stream, ``graph_capture`` in
     vllm/distributed/parallel_state.py @v0.33.0, and cuBLAS keeps one workspace per (handle,
-    stream), PyTorch CublasHandlePool.cpp). Smaller sizes are captured after the largest and
+    stream), PyTorch CublasHandlePool.cpp; where torch captures on the stream the eager warm-up
+    ran on, V0 and V1 from 0.14.0, that workspace is the warm-up's, allocated before the capture
+    in the ordinary pool, and counted here all the same: ``graph_log.CAPTURE_STREAM`` places it
+    for the logged figure). Smaller sizes are captured after the largest and
     reuse its blocks; replaying all 86 sizes moved the result by 0-6 MiB on the traced models,
     both ways against the H200, at 20× the cost [approximation]."""
     seq = tuple(tuple(b for _n, b in st.parts if b > 0)

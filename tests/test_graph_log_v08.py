@@ -1,0 +1,92 @@
+"""memprof.core.graph_log at vLLM 0.8.4 (V1): the capture list, the pieces and the NCCL nodes of
+a TP group whose custom all-reduce is off, counted by hand from the 0.8.4 wheel; and the two
+published 0.8.4 TP2 rows, whose log says the custom all-reduce was off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate, rank_context
+from memprof.core.graph_log import logged_graph
+from memprof.core.terms.cudagraph import (
+    GRAPH_DRIVER_NCCL_MIXING,
+    GRAPH_DRIVER_PER_KERNEL_NODE,
+    GRAPH_DRIVER_PER_NCCL_NODE,
+    cudagraph_model,
+    graph_nccl_nodes,
+)
+
+PUBLISHED = Path(__file__).parent / "data" / "published.json"
+# Qwen2.5-7B: 28 decoder layers
+LAYERS = 28
+
+
+def _dep(**kw: object) -> Deployment:
+    base: dict[str, object] = dict(engine_version="0.8.4", max_model_len=4096,
+                                   max_num_batched_tokens=8192, entrypoint="llm")
+    return Deployment(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _parts(**kw: object) -> dict[str, int]:
+    e = estimate("qwen2.5-7b-instruct", _dep(**kw), gpu_name="RTX-3090")
+    g = logged_graph(e, e.ranks[0])
+    assert g is not None
+    return {n: b for n, b, _w in g.parts}
+
+
+def test_084_captures_its_whole_list_in_pieces() -> None:
+    # 0.8.4 config.py _set_cudagraph_sizes (V1): [1, 2, 4] + range(8, 513, 8) = 67 sizes, the
+    # list the rows' config line prints, whatever max_num_seqs is (256 on an RTX 3090 here);
+    # PiecewiseBackend: one graph per piece, 28 attention layers -> 29 pieces a size
+    e = estimate("qwen2.5-7b-instruct", _dep(), gpu_name="RTX-3090")
+    g = cudagraph_model(rank_context(e, e.ranks[0]))
+    assert g.modes == {"PIECEWISE": [1, 2, 4, *range(8, 513, 8)]}
+    assert g.graphs == 67 * (LAYERS + 1)
+
+
+def test_084_nccl_nodes_where_custom_all_reduce_is_off() -> None:
+    # TP2 with the custom all-reduce off: every TP all-reduce is PyNccl's ncclAllReduce on the
+    # capture stream, two a layer and the embedding's: 57 NCCL nodes a capture size
+    # (cuda_communicator.py CudaCommunicator.all_reduce, 0.8.4)
+    e = estimate("qwen2.5-7b-instruct", _dep(tp=2, disable_custom_all_reduce=True),
+                 gpu_name="RTX-3090")
+    assert graph_nccl_nodes(rank_context(e, e.ranks[0])) == 2 * LAYERS + 1
+    on = _parts(tp=2)
+    off = _parts(tp=2, disable_custom_all_reduce=True)
+    # each of the 67 × 57 all-reduces turns from a custom all-reduce kernel node into an NCCL
+    # node with NCCL's graph mixing cost (H100 measurements, reports/gpu/nccl/README.md)
+    per = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING - GRAPH_DRIVER_PER_KERNEL_NODE
+    assert off["graph executables"] - on["graph executables"] == 67 * (2 * LAYERS + 1) * per
+    assert off["graph pool tensors"] == on["graph pool tensors"]
+
+
+def test_tp1_has_the_stream_pool_tp2_does_not() -> None:
+    # 0.8.4 reads free memory before graph_capture makes the process's first torch stream; at
+    # TP2 ProcessGroupNCCL made the pool at init, outside the window
+    assert "stream pool" in _parts()
+    assert "stream pool" not in _parts(tp=2, disable_custom_all_reduce=True)
+
+
+def test_published_084_tp2_rows_state_the_logged_all_reduce() -> None:
+    rows = {r["id"]: r for r in json.loads(PUBLISHED.read_text())["rows"]}
+    for rid in (312, 313):
+        r = rows[rid]
+        assert "lacks GPU P2P capability" in r["quote"]
+        assert r["memprof_run"]["disable_custom_all_reduce"] is True
+    tp1 = sum(_parts().values())
+    tp2 = sum(_parts(tp=2, disable_custom_all_reduce=True).values())
+    # as logged (1.44 GiB at TP1, 2.13 GiB at TP2), TP2's figure is the larger
+    assert tp2 > tp1
+
+
+def test_driver_costs_say_where_they_were_measured() -> None:
+    def where(gpu: str) -> str:
+        e = estimate("qwen2.5-7b-instruct", _dep(), gpu_name=gpu)
+        g = logged_graph(e, e.ranks[0])
+        assert g is not None
+        return next(w for n, _b, w in g.parts if n == "graph executables")
+
+    assert "applied unmeasured to RTX-3090 (sm86)" in where("RTX-3090")
+    assert "unmeasured" not in where("H100")
