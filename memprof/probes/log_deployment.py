@@ -18,6 +18,7 @@ CONTEXT_KEYS = frozenset({"gpu_memory_utilization", "mem_fraction_static", "conc
                           "logged_max_model_len", "oom_tried_bytes", "oom_free_bytes",
                           "initial_usage_bytes"})
 GPU_MATCH = 0.005  # a logged total within 0.5% of a catalog GPU's is that GPU
+PRINTED_ROUNDING = (1 << 30) // 200  # half of the 0.01 GiB a logged total is rounded to
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +61,11 @@ def log_gpu(log: StartupLog) -> GPU | None:
     if not total:
         return None
     best = min(catalog(), key=lambda g: abs(g.total_bytes - total))
+    if abs(best.total_bytes - total) <= PRINTED_ROUNDING:
+        # the engines print the total rounded to 0.01 GiB (vLLM's "total_gpu_memory (93.10GiB)",
+        # torch's OOM "total capacity of 93.10 GiB"): a catalog total that prints as the logged
+        # one is that card, at its exact total
+        return best
     if abs(best.total_bytes - total) <= GPU_MATCH * total:
         return replace(best, total_bytes=int(total), exact=False,
                        source="the log's total (rounded to 0.01 GiB)")

@@ -57,6 +57,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("weights_bytes", "vllm", r"Loading model weights took\s+" + _GIB, "gib"),
     _p("weights_bytes", "vllm", r"Model loading took\s+" + _GIB, "gib"),
     _p("weights_bytes", "vllm", r"model weights (?:only )?tooks?\s+" + _GIB, "gib"),
+    # V0 worker.py determine_num_available_blocks budget line (0.7.x; 0.8.0 – 0.10.2 under V0):
+    # "model weights take 14.99GiB; non_torch_memory takes ..."
+    _p("weights_bytes", "vllm", r"model weights take\s+" + _GIB, "gib"),
     _p("weights_bytes", "vllm", r"weights memory:\s*" + _GIB, "gib"),
     # --- vLLM V1 profile
     _p("non_torch_bytes", "vllm", r"non[-_ ]torch[_ ]memory(?: takes)?[=: ]\s*" + _GIB, "gib"),
@@ -307,7 +310,10 @@ def _generation(text: str, engine: str, figures: dict[str, Figure]) -> str | Non
 def _version(text: str) -> str | None:
     for rx in (r"vLLM API server version\s*([0-9][\w.+-]*)",
                r"Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)",
-               r"LLM engine \(v([0-9][\w.+-]*)\)", r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]\w*)",
+               r"LLM engine \(v([0-9][\w.+-]*)\)",
+               # a release as PEP 440 writes it: 0.8.5.post1, 0.7.4.dev12, 0.11.2rc1+rhai0
+               r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]+(?:\.?(?:post|dev|rc)[0-9]+)*"
+               r"(?:\+[\w.]+)?)",
                r"sglang[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9][\w.]*)"):
         m = re.search(rx, text, re.I)
         if m:
@@ -340,6 +346,21 @@ def _config_keys() -> dict[str, str]:
 _CONFIG_KEYS = _config_keys()
 
 
+def _shell_lines(lines: list[str]) -> list[str]:
+    """``lines`` with a shell command's continuations joined: a line ending in ``\\`` and the
+    lines after it that begin with a flag (``vllm serve M \\`` / ``  --tp 8 \\`` / ...) are one
+    line, as the shell reads them; a continuation that is no flag ends the command."""
+    out: list[str] = []
+    joining = False
+    for line in lines:
+        if joining and line.lstrip().startswith("-"):
+            out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
+        else:
+            out.append(line)
+        joining = out[-1].rstrip().endswith("\\")
+    return out
+
+
 def _settings(lines: list[str], engine: str
               ) -> tuple[dict[str, Any], str | None, str | None, list[str]]:
     """Settings from a serve command in the log, vLLM's "non-default args: {…}" or engine config
@@ -348,7 +369,7 @@ def _settings(lines: list[str], engine: str
     model: str | None = None
     command: str | None = None
     notes: list[str] = []
-    for line in lines:
+    for line in _shell_lines(lines):
         if command is None and not re.search(r"vllm serve|vllm\.entrypoints|"
                                              r"sglang\.launch_server", line):
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
@@ -376,7 +397,20 @@ def _settings(lines: list[str], engine: str
             d = {k: _literal(v) for k, v in pairs.items()}
             model = model or _str(d.get("model_path") or d.get("model"))
             _take(d, settings)
+        for rx, fld in _IN_EFFECT:
+            m = rx.search(line)
+            if m and fld not in settings:
+                settings[fld] = int(m.group(1).replace(",", ""))
     return settings, model, command, notes
+
+
+# vLLM's lines that print a setting's value in effect (set or defaulted), read where no
+# command or args line gave it: "Chunked prefill is enabled with max_num_batched_tokens=8192."
+# (vllm/config.py SchedulerConfig.__post_init__, 0.7 - 0.10; vllm/config/scheduler.py, 0.11+)
+# and "Using max model len 131072" (vllm/config.py ModelConfig, 0.8+; vllm/config/model.py, 0.11+)
+_IN_EFFECT = ((re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=([0-9]+)"),
+               "max_num_batched_tokens"),
+              (re.compile(r"Using max model len ([0-9]+)\b"), "max_model_len"))
 
 
 def _str(v: object) -> str | None:
@@ -424,7 +458,7 @@ def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
 
     start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))", line)
     text = line[start.start():] if start else line
-    text = re.split(r"\)\s*$|`", text)[0]
+    text = re.split(r"\)\s*$|`", text)[0].rstrip().removesuffix("\\")
     try:
         tokens = [t for t in shlex.split(text) if t not in ("...", "…")]
     except ValueError:
