@@ -95,8 +95,6 @@ XFAIL: dict[int, str] = {
     307: OUTSIDE + "the release 0.17.1 (the repository README)",
     308: OUTSIDE + "the release 0.17.1 (the repository README)",
     309: OUTSIDE + "the release 0.17.1 (the repository README)",
-    310: "max_model_len 4096, gpu_memory_utilization 0.90, max_num_seqs 256 are in the quote's "
-         "run recipe (a JSON file), which explain does not read",
     316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",

@@ -397,6 +397,9 @@ def _settings(lines: list[str], engine: str
             d = {k: _literal(v) for k, v in pairs.items()}
             model = model or _str(d.get("model_path") or d.get("model"))
             _take(d, settings)
+        m = _KEYWORD_LINE.fullmatch(line.strip())
+        if m and m.group(1) in _CONFIG_KEYS:
+            _take({m.group(1): _literal(m.group(2))}, settings)
         for rx, fld in _IN_EFFECT:
             m = rx.search(line)
             if m and fld not in settings:
@@ -404,6 +407,10 @@ def _settings(lines: list[str], engine: str
     return settings, model, command, notes
 
 
+# one setting on a line of its own, as a quote shows an engine's arguments outside a command:
+# ``tensor_parallel_size=2,`` in ``LLM(...)`` (vLLM's Python entry point takes EngineArgs'
+# fields, the argparse dests), ``"max_model_len": 4096,`` in a JSON recipe
+_KEYWORD_LINE = re.compile(r"[\"']?([a-z_]+)[\"']?\s*[=:]\s*([\w.+-]+|'[^']*'|\"[^\"]*\"),?")
 # vLLM's lines that print a setting's value in effect (set or defaulted), read where no
 # command or args line gave it: "Chunked prefill is enabled with max_num_batched_tokens=8192."
 # (vllm/config.py SchedulerConfig.__post_init__, 0.7 - 0.10; vllm/config/scheduler.py, 0.11+)
