@@ -44,10 +44,12 @@ class Pattern:
     regex: re.Pattern[str]
     kind: Kind
     group: int = 1
+    sign: bool = False  # the figure may be negative ("-" before the number)
 
 
-def _p(key: str, engine: str, regex: str, kind: Kind, group: int = 1) -> Pattern:
-    return Pattern(key, engine, re.compile(regex, re.I), kind, group)
+def _p(key: str, engine: str, regex: str, kind: Kind, group: int = 1,
+       sign: bool = False) -> Pattern:
+    return Pattern(key, engine, re.compile(regex, re.I), kind, group, sign)
 
 
 # (figure, engine, pattern, kind): the first match of a key in the log wins, except where a
@@ -79,10 +81,14 @@ PATTERNS: tuple[Pattern, ...] = (
        "float"),
     _p("requested_bytes", "vllm",
        r"gpu_memory_utilization \(\s*[0-9.]+\s*\)\s*=\s*" + _GIB, "gib"),
-    _p("available_kv_bytes", "vllm", r"Available KV cache memory:\s*" + _GIB, "gib"),
+    # the budget's remainder is negative where the load and the profile overran it (V1
+    # gpu_worker.py "Available KV cache memory: -2.14 GiB", V0 worker.py "... reserved for KV
+    # Cache is -1.05GiB"): the engine then fails to start, and the figure is the overrun
+    _p("available_kv_bytes", "vllm", r"Available KV cache memory:\s*-?" + _GIB, "gib",
+       sign=True),
     _p("available_kv_bytes", "vllm",
-       r"(?:the rest of the memory reserved for KV Cache is(?: only)?|kv_cache_size=)\s*"
-       + _GIB, "gib"),
+       r"(?:the rest of the memory reserved for KV Cache is(?: only)?|kv_cache_size=)\s*-?"
+       + _GIB, "gib", sign=True),
     _p("available_kv_bytes", "vllm",
        r"larger than the available KV cache memory \(\s*" + _GIB, "gib"),
     _p("cudagraph_estimate_bytes", "vllm",
@@ -244,6 +250,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
+                    if pat.sign and m.string[:m.start(pat.group)].endswith("-"):
+                        value = -value
                 except _Absurd as why:
                     raise BadInput(
                         f"{where} line {n}: {m.group(0).strip()[:80]!r} is not a plausible "
@@ -397,6 +405,8 @@ def _settings(lines: list[str], engine: str
             d = {k: _literal(v) for k, v in pairs.items()}
             model = model or _str(d.get("model_path") or d.get("model"))
             _take(d, settings)
+        if _LLM_CLASS.search(line) and "entrypoint" not in settings:
+            settings["entrypoint"] = "llm"
         m = _KEYWORD_LINE.fullmatch(line.strip())
         if m and m.group(1) in _CONFIG_KEYS:
             _take({m.group(1): _literal(m.group(2))}, settings)
@@ -407,6 +417,10 @@ def _settings(lines: list[str], engine: str
     return settings, model, command, notes
 
 
+# vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
+# differ from vllm serve's (vllm/engine/arg_utils.py keys them by UsageContext.LLM_CLASS vs
+# OPENAI_API_SERVER; memprof.core.deployment.ENTRYPOINTS)
+_LLM_CLASS = re.compile(r"(?:^|[=\s(])(?:vllm\.)?LLM\(")
 # one setting on a line of its own, as a quote shows an engine's arguments outside a command:
 # ``tensor_parallel_size=2,`` in ``LLM(...)`` (vLLM's Python entry point takes EngineArgs'
 # fields, the argparse dests), ``"max_model_len": 4096,`` in a JSON recipe

@@ -68,8 +68,9 @@ def test_keyword_lines_of_a_python_call_and_a_json_recipe() -> None:
                     '    enable_expert_parallel=True,\n)\n'
                     '{\n  "max_num_seqs": 256,\n  "gpu_memory_utilization": 0.90\n}\n'
                     "INFO Model loading took 1.0 GiB")
-    assert log.settings == {"tp": 2, "max_model_len": 30000, "kv_cache_dtype": "fp8",
-                            "enable_expert_parallel": True, "max_num_seqs": 256,
+    assert log.settings == {"entrypoint": "llm", "tp": 2, "max_model_len": 30000,
+                            "kv_cache_dtype": "fp8", "enable_expert_parallel": True,
+                            "max_num_seqs": 256,
                             "gpu_memory_utilization": 0.9}
 
 
@@ -90,3 +91,24 @@ def test_a_logged_total_that_prints_as_a_catalog_card_is_that_card() -> None:
                             "GiB is free."))
     assert off is not None and off.name == "H100-NVL"
     assert off.total_bytes == round(93.02 * GIB) != nvl.total_bytes
+
+
+def test_a_negative_kv_remainder_is_read_with_its_sign() -> None:
+    v1 = parse_log("INFO 07-27 16:21:40 [gpu_worker.py:424] Available KV cache memory: -0.7 GiB")
+    assert v1.get("available_kv_bytes") == -round(0.7 * GIB)
+    v0 = parse_log("INFO worker.py:267] model weights take 5.20GiB; non_torch_memory takes "
+                   "0.03GiB; PyTorch activation peak memory takes 1.42GiB; the rest of the "
+                   "memory reserved for KV Cache is -1.05GiB.")
+    assert v0.get("available_kv_bytes") == -round(1.05 * GIB)
+    assert parse_log("Available KV cache memory: 1.71 GiB").get("available_kv_bytes") == round(
+        1.71 * GIB)
+
+
+@pytest.mark.parametrize(("text", "entrypoint"), [
+    ("llm = LLM(model='m', max_model_len=4096)", "llm"),
+    ("from vllm import LLM\nllm = vllm.LLM(\n    model='m',\n)", "llm"),
+    ("vllm serve m --max-model-len 4096", None),
+])
+def test_the_python_entry_point(text: str, entrypoint: str | None) -> None:
+    log = parse_log(text + "\nINFO Model loading took 1.0 GiB")
+    assert log.settings.get("entrypoint") == entrypoint
