@@ -427,11 +427,12 @@ _LLM_CLASS = re.compile(r"(?:^|[=\s(])(?:vllm\.)?LLM\(")
 _KEYWORD_LINE = re.compile(r"[\"']?([a-z_]+)[\"']?\s*[=:]\s*([\w.+-]+|'[^']*'|\"[^\"]*\"),?")
 # vLLM's lines that print a setting's value in effect (set or defaulted), read where no
 # command or args line gave it: "Chunked prefill is enabled with max_num_batched_tokens=8192."
-# (vllm/config.py SchedulerConfig.__post_init__, 0.7 - 0.10; vllm/config/scheduler.py, 0.11+)
-# and "Using max model len 131072" (vllm/config.py ModelConfig, 0.8+; vllm/config/model.py, 0.11+)
-_IN_EFFECT = ((re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=([0-9]+)"),
-               "max_num_batched_tokens"),
-              (re.compile(r"Using max model len ([0-9]+)\b"), "max_model_len"))
+# (SchedulerConfig: vllm/config.py, "[config.py:1901]" at 0.8.4; vllm/config/scheduler.py later)
+# and "Using max model len 131072" (ModelConfig.get_and_verify_max_len: vllm/config.py, then
+# vllm/config/model.py, "[model.py:1561]" at 0.15.1)
+_IN_EFFECT = ((re.compile(r"Chunked prefill is enabled with "
+                          r"max_num_batched_tokens=([0-9]{1,12})\b"), "max_num_batched_tokens"),
+              (re.compile(r"Using max model len ([0-9]{1,12})\b"), "max_model_len"))
 
 
 def _str(v: object) -> str | None:
