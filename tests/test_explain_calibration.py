@@ -2,10 +2,11 @@
 flag but ``--model`` (and ``--gpu`` where the quote shows no GPU total): issue 26's acceptance.
 
 For each row that ``tests/test_published_distribution.py`` runs, the row's ``quote`` is written
-to a file and explained. Explain must rebuild at the row's ``memprof_engine_version`` and give,
-for each figure the distribution test compares (weights, the KV figure, the graph figure), the
-same estimate to the byte / token as that test computes from the row's fields. So explain reads
-from the log everything the row's fields supply.
+to a file and explained. Explain must rebuild at the row's ``memprof_engine_version``, on the
+GPU total and to the verdict of the estimate that test makes from the row's fields, and its
+estimate of each figure that test compares (weights, the KV figure, the graph figure) must be
+that estimate's, to the byte / token (``memprof.core.explain.ESTIMATED`` applied to it). So
+explain reads from the log everything the row's fields supply.
 
 A row whose field comes from outside the quote (the thread's prose, the date of the report, a
 deduction in ``memprof_run.why``) and is not ``--model`` / ``--gpu`` cannot be rebuilt from its
