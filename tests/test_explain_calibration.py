@@ -59,10 +59,11 @@ EXPLAIN_KEY = {"weights": "weights_bytes", "graph": "cudagraph_pool_bytes",
 ERA_NAMES = (*("vllm-" + e[0].replace("–", "-") for e in ERAS.ERAS),
              "sglang-0.4", "sglang-0.5", "sglang-later")
 OUTSIDE = "not in the log: "
-# rows whose quote lacks only the release: with --engine-version (which the acceptance does not
-# allow) they reproduce (test_the_release_is_all_they_lack)
-RELEASE_ONLY = (12, 105, 106, 107, 122, 131, 150, 160, 201, 302, 303, 304, 305, 306, 307, 308,
-                309)
+# rows whose quote lacks only the release (or shows one explain reads otherwise): with
+# --engine-version (which the acceptance does not allow) they reproduce
+# (test_the_release_is_all_they_lack). A log that names no release is placed by its
+# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 107 and 302-309 are.
+RELEASE_ONLY = (12, 106, 122, 131, 150, 160, 201)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # row -> the field the quote does not show (so explain cannot read it)
@@ -78,30 +79,22 @@ XFAIL: dict[int, str] = {
     32: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16) and " + _DATED,
     33: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
-    105: OUTSIDE + _DATED,
-    106: OUTSIDE + _DATED,
-    107: OUTSIDE + _DATED,
+    106: "the tags (gpu_worker.py:276, core.py:700) are the lines of 0.10.1 and 0.10.1.1: "
+         "explain takes the newer, the row (by the thread's date) 0.10.1",
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
     118: OUTSIDE + _DATED + "; the quote's flags are a list of quoted strings, not a command",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure) and " + _DATED,
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
          "(a dev build before 0.7.3); the row runs at 0.7.3",
-    128: OUTSIDE + "max_num_seqs 8 (the notes) and the release 0.9.2+v0 (from line numbers)",
-    131: OUTSIDE + _DATED,
+    128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
+    131: OUTSIDE + _DATED + "; gpu_model_runner.py:1962 is no release's line (the gptoss "
+         "image was built before 0.10.1)",
     150: OUTSIDE + _DATED,
-    160: OUTSIDE + _DATED,
+    160: OUTSIDE + _DATED + " (no tagged line)",
     167: OUTSIDE + "max_model_len 32768 (memprof_run: the stand-in config refuses the log's "
          "131072)",
-    201: OUTSIDE + "the release 0.7.2 (dynamo's pin; the V0 log names none, so explain takes "
-         "the newest V0 release, 0.7.3)",
-    302: OUTSIDE + "the release 0.17.1 (the repository README)",
-    303: OUTSIDE + "the release 0.17.1 (the repository README)",
-    304: OUTSIDE + "the release 0.17.1 (the repository README)",
-    305: OUTSIDE + "the release 0.17.1 (the repository README)",
-    306: OUTSIDE + "the release 0.17.1 (the repository README)",
-    307: OUTSIDE + "the release 0.17.1 (the repository README)",
-    308: OUTSIDE + "the release 0.17.1 (the repository README)",
-    309: OUTSIDE + "the release 0.17.1 (the repository README)",
+    201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
+         "release's line, so explain takes the newest V0 release, 0.7.3)",
     316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",
@@ -180,7 +173,7 @@ def test_explain_reproduces_the_row(row: dict[str, Any], tmp_path: Path) -> None
                          ids=lambda r: f"row{r['id']}")
 def test_the_release_is_all_they_lack(row: dict[str, Any], tmp_path: Path) -> None:
     """The rows marked for their release alone reproduce once it is given."""
-    assert "release" in XFAIL[row["id"]] or "0.7.3.dev" in XFAIL[row["id"]]
+    assert row["id"] in XFAIL
     release = _distribution_estimate(row).deployment.engine_version
     check(row, tmp_path, ["--engine-version", release])
 

@@ -21,6 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
+from memprof.probes.release_lines import tags
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -196,6 +197,8 @@ class StartupLog:
     settings: dict[str, Any] = field(default_factory=dict)
     command: str | None = None
     notes: tuple[str, ...] = ()
+    # (file, line, message) of the lines tagged [file.py:LINE] (memprof.probes.release_lines)
+    tags: tuple[tuple[str, int, str], ...] = ()
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -280,7 +283,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
                       engine, figures), version=_version(joined), figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
-                      notes=tuple(notes))
+                      notes=tuple(notes), tags=tags(lines))
 
 
 def _engine(text: str) -> str:
