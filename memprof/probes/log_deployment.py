@@ -18,6 +18,7 @@ CONTEXT_KEYS = frozenset({"gpu_memory_utilization", "mem_fraction_static", "conc
                           "logged_max_model_len", "oom_tried_bytes", "oom_free_bytes",
                           "initial_usage_bytes"})
 GPU_MATCH = 0.005  # a logged total within 0.5% of a catalog GPU's is that GPU
+PRINTED_ROUNDING = (1 << 30) // 200  # half of the 0.01 GiB a logged total is rounded to
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +61,11 @@ def log_gpu(log: StartupLog) -> GPU | None:
     if not total:
         return None
     best = min(catalog(), key=lambda g: abs(g.total_bytes - total))
+    if abs(best.total_bytes - total) <= PRINTED_ROUNDING:
+        # the engines print the total rounded to 0.01 GiB (vLLM's "total_gpu_memory (93.10GiB)",
+        # torch's OOM "total capacity of 93.10 GiB"): a catalog total that prints as the logged
+        # one is that card, at its exact total
+        return best
     if abs(best.total_bytes - total) <= GPU_MATCH * total:
         return replace(best, total_bytes=int(total), exact=False,
                        source="the log's total (rounded to 0.01 GiB)")
@@ -76,7 +82,29 @@ def newest_v0_release() -> str:
     return [r for r in VLLM_RELEASES if rule_in_force(V0_BLOCK_SIZE, r) is not None][-1]
 
 
-def _logged_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
+def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
+    """The release a log that names none was printed by, from its ``[file.py:LINE]`` tags
+    (``memprof.probes.release_lines``): the newest of the releases whose logging calls sit
+    there, with a note naming them; ``None`` where the tags place it nowhere."""
+    from memprof.probes.release_lines import consistent
+
+    found = consistent(engine, log.tags)
+    if found is None:
+        return None
+    shown = ", ".join(f"{f}:{n}" for f, n, _ in log.tags[:4])
+    if not found:
+        notes.append(f"the log names no release, and its tags ({shown}) match no release "
+                     "memprof has the logging lines of (a build between releases, or a fork)")
+        return None
+    which = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+    notes.append(f"the log names no release; its tags ({shown}) are the logging lines of "
+                 f"{which}: rebuilt at {found[-1]}" + (" (the newest of them)"
+                                                      if len(found) > 1 else ""))
+    return found[-1]
+
+
+def _logged_release(log: StartupLog, engine: str, notes: list[str],
+                    name: str | None = None) -> str | None:
     """The release the log names, as memprof models it (``memprof.core.release_names``: dev,
     release-candidate and vendor builds mapped to the nearest modelled release, with a note);
     a V0 log of a release whose default engine is V1 is rebuilt with V0's rules
@@ -85,10 +113,11 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
     from memprof.core.release_names import map_release
     from memprof.core.versions import V0_SUFFIX, split_generation
 
-    assert log.version is not None
-    mapped = map_release(log.version, engine)
+    name = name or log.version
+    assert name is not None
+    mapped = map_release(name, engine)
     if mapped is None:
-        notes.append(f"the log names release {log.version[:40]!r}, which memprof cannot read as "
+        notes.append(f"the log names release {name[:40]!r}, which memprof cannot read as "
                      "a version: rebuilt at the newest modelled release (--engine-version to "
                      "choose one)")
         return None
@@ -109,7 +138,8 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
         else:
             notes.append(f"the log looks like V0 but {release} has no V0 engine: rebuilt "
                          "with its V1 rules")
-    notes.append(f"rebuilt at the release the log names ({release})")
+    if name == log.version:
+        notes.append(f"rebuilt at the release the log names ({release})")
     return release
 
 
@@ -158,6 +188,10 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     runs = ENGINES.get(engine)
     if not settings.get("engine_version") and log.version and runs is not None:
         settings["engine_version"] = _logged_release(log, engine, notes)
+    if not settings.get("engine_version") and not log.version and runs is not None:
+        placed = _placed_release(log, engine, notes)
+        if placed is not None:
+            settings["engine_version"] = _logged_release(log, engine, notes, placed)
     if (runs is not None and runs.has_v0_generation and log.generation == "V0"
             and not settings.get("engine_version")):
         settings["engine_version"] = newest_v0_release()

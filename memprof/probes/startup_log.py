@@ -21,6 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
+from memprof.probes.release_lines import tags
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -44,10 +45,12 @@ class Pattern:
     regex: re.Pattern[str]
     kind: Kind
     group: int = 1
+    sign: bool = False  # the figure may be negative ("-" before the number)
 
 
-def _p(key: str, engine: str, regex: str, kind: Kind, group: int = 1) -> Pattern:
-    return Pattern(key, engine, re.compile(regex, re.I), kind, group)
+def _p(key: str, engine: str, regex: str, kind: Kind, group: int = 1,
+       sign: bool = False) -> Pattern:
+    return Pattern(key, engine, re.compile(regex, re.I), kind, group, sign)
 
 
 # (figure, engine, pattern, kind): the first match of a key in the log wins, except where a
@@ -57,6 +60,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("weights_bytes", "vllm", r"Loading model weights took\s+" + _GIB, "gib"),
     _p("weights_bytes", "vllm", r"Model loading took\s+" + _GIB, "gib"),
     _p("weights_bytes", "vllm", r"model weights (?:only )?tooks?\s+" + _GIB, "gib"),
+    # V0 worker.py determine_num_available_blocks budget line (0.7.x; 0.8.0 – 0.10.2 under V0):
+    # "model weights take 14.99GiB; non_torch_memory takes ..."
+    _p("weights_bytes", "vllm", r"model weights take\s+" + _GIB, "gib"),
     _p("weights_bytes", "vllm", r"weights memory:\s*" + _GIB, "gib"),
     # --- vLLM V1 profile
     _p("non_torch_bytes", "vllm", r"non[-_ ]torch[_ ]memory(?: takes)?[=: ]\s*" + _GIB, "gib"),
@@ -76,10 +82,14 @@ PATTERNS: tuple[Pattern, ...] = (
        "float"),
     _p("requested_bytes", "vllm",
        r"gpu_memory_utilization \(\s*[0-9.]+\s*\)\s*=\s*" + _GIB, "gib"),
-    _p("available_kv_bytes", "vllm", r"Available KV cache memory:\s*" + _GIB, "gib"),
+    # the budget's remainder is negative where the load and the profile overran it (V1
+    # gpu_worker.py "Available KV cache memory: -2.14 GiB", V0 worker.py "... reserved for KV
+    # Cache is -1.05GiB"): the engine then fails to start, and the figure is the overrun
+    _p("available_kv_bytes", "vllm", r"Available KV cache memory:\s*-?" + _GIB, "gib",
+       sign=True),
     _p("available_kv_bytes", "vllm",
-       r"(?:the rest of the memory reserved for KV Cache is(?: only)?|kv_cache_size=)\s*"
-       + _GIB, "gib"),
+       r"(?:the rest of the memory reserved for KV Cache is(?: only)?|kv_cache_size=)\s*-?"
+       + _GIB, "gib", sign=True),
     _p("available_kv_bytes", "vllm",
        r"larger than the available KV cache memory \(\s*" + _GIB, "gib"),
     _p("cudagraph_estimate_bytes", "vllm",
@@ -194,6 +204,8 @@ class StartupLog:
     settings: dict[str, Any] = field(default_factory=dict)
     command: str | None = None
     notes: tuple[str, ...] = ()
+    # (file, line, message) of the lines tagged [file.py:LINE] (memprof.probes.release_lines)
+    tags: tuple[tuple[str, int, str], ...] = ()
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -248,6 +260,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
+                    if pat.sign and m.string[:m.start(pat.group)].endswith("-"):
+                        value = -value
                 except _Absurd as why:
                     raise BadInput(
                         f"{where} line {n}: {m.group(0).strip()[:80]!r} is not a plausible "
@@ -276,7 +290,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
                       engine, figures), version=_version(joined), figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
-                      notes=tuple(notes))
+                      notes=tuple(notes), tags=tags(lines))
 
 
 def _engine(text: str) -> str:
@@ -314,7 +328,10 @@ def _generation(text: str, engine: str, figures: dict[str, Figure]) -> str | Non
 def _version(text: str) -> str | None:
     for rx in (r"vLLM API server version\s*([0-9][\w.+-]*)",
                r"Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)",
-               r"LLM engine \(v([0-9][\w.+-]*)\)", r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]\w*)",
+               r"LLM engine \(v([0-9][\w.+-]*)\)",
+               # a release as PEP 440 writes it: 0.8.5.post1, 0.7.4.dev12, 0.11.2rc1+rhai0
+               r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]+(?:\.?(?:post|dev|rc)[0-9]+)*"
+               r"(?:\+[\w.]+)?)",
                r"sglang[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9][\w.]*)"):
         m = re.search(rx, text, re.I)
         if m:
@@ -347,6 +364,21 @@ def _config_keys() -> dict[str, str]:
 _CONFIG_KEYS = _config_keys()
 
 
+def _shell_lines(lines: list[str]) -> list[str]:
+    """``lines`` with a shell command's continuations joined: a line ending in ``\\`` and the
+    lines after it that begin with a flag (``vllm serve M \\`` / ``  --tp 8 \\`` / ...) are one
+    line, as the shell reads them; a continuation that is no flag ends the command."""
+    out: list[str] = []
+    joining = False
+    for line in lines:
+        if joining and line.lstrip().startswith("-"):
+            out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
+        else:
+            out.append(line)
+        joining = out[-1].rstrip().endswith("\\")
+    return out
+
+
 def _settings(lines: list[str], engine: str
               ) -> tuple[dict[str, Any], str | None, str | None, list[str]]:
     """Settings from a serve command in the log, vLLM's "non-default args: {…}" or engine config
@@ -355,7 +387,7 @@ def _settings(lines: list[str], engine: str
     model: str | None = None
     command: str | None = None
     notes: list[str] = []
-    for line in lines:
+    for line in _shell_lines(lines):
         if command is None and not re.search(r"vllm serve|vllm\.entrypoints|"
                                              r"sglang\.launch_server", line):
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
@@ -383,7 +415,34 @@ def _settings(lines: list[str], engine: str
             d = {k: _literal(v) for k, v in pairs.items()}
             model = model or _str(d.get("model_path") or d.get("model"))
             _take(d, settings)
+        if _LLM_CLASS.search(line) and "entrypoint" not in settings:
+            settings["entrypoint"] = "llm"
+        m = _KEYWORD_LINE.fullmatch(line.strip())
+        if m and m.group(1) in _CONFIG_KEYS:
+            _take({m.group(1): _literal(m.group(2))}, settings)
+        for rx, fld in _IN_EFFECT:
+            m = rx.search(line)
+            if m and fld not in settings:
+                settings[fld] = int(m.group(1).replace(",", ""))
     return settings, model, command, notes
+
+
+# vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
+# differ from vllm serve's (vllm/engine/arg_utils.py keys them by UsageContext.LLM_CLASS vs
+# OPENAI_API_SERVER; memprof.core.deployment.ENTRYPOINTS)
+_LLM_CLASS = re.compile(r"(?:^|[=\s(])(?:vllm\.)?LLM\(")
+# one setting on a line of its own, as a quote shows an engine's arguments outside a command:
+# ``tensor_parallel_size=2,`` in ``LLM(...)`` (vLLM's Python entry point takes EngineArgs'
+# fields, the argparse dests), ``"max_model_len": 4096,`` in a JSON recipe
+_KEYWORD_LINE = re.compile(r"[\"']?([a-z_]+)[\"']?\s*[=:]\s*([\w.+-]+|'[^']*'|\"[^\"]*\"),?")
+# vLLM's lines that print a setting's value in effect (set or defaulted), read where no
+# command or args line gave it: "Chunked prefill is enabled with max_num_batched_tokens=8192."
+# (SchedulerConfig: vllm/config.py, "[config.py:1901]" at 0.8.4; vllm/config/scheduler.py later)
+# and "Using max model len 131072" (ModelConfig.get_and_verify_max_len: vllm/config.py, then
+# vllm/config/model.py, "[model.py:1561]" at 0.15.1)
+_IN_EFFECT = ((re.compile(r"Chunked prefill is enabled with "
+                          r"max_num_batched_tokens=([0-9]{1,12})\b"), "max_num_batched_tokens"),
+              (re.compile(r"Using max model len ([0-9]{1,12})\b"), "max_model_len"))
 
 
 def _str(v: object) -> str | None:
@@ -431,7 +490,7 @@ def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
 
     start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))", line)
     text = line[start.start():] if start else line
-    text = re.split(r"\)\s*$|`", text)[0]
+    text = re.split(r"\)\s*$|`", text)[0].rstrip().removesuffix("\\")
     try:
         tokens = [t for t in shlex.split(text) if t not in ("...", "…")]
     except ValueError:

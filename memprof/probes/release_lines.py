@@ -1,0 +1,84 @@
+"""A log that names no release, placed by the ``[file.py:LINE]`` tags of its lines.
+
+vLLM prints the file and line of each logging call (``INFO 02-06 03:33:32
+[gpu_model_runner.py:4130] Model loading took ...``; V0 of 0.7 without the opening bracket).
+The calls move from release to release, so the tags of a few well-known messages narrow the
+releases that could have printed a log. ``configs/<engine>_log_lines.json`` holds, per release,
+the lines of the logger calls for each message of ``MESSAGES`` (read from each release's wheel
+by ``tools/vllm_log_lines.py``); a release is consistent with a log when each tagged message of
+the log sits at a line its call covers in that release. An engine without such a table is never
+placed this way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+# messages of the start-up path, as their logging calls write them (a fragment that no format
+# argument splits)
+MESSAGES = (
+    "Available KV cache memory",
+    "GPU KV cache size",
+    "Maximum concurrency for",
+    "Model loading took",
+    "Loading model weights took",
+    "Graph capturing finished",
+    "EngineCore failed to start",
+    "non-default args",
+    "Using max model len",
+    "Chunked prefill is enabled",
+    "Memory profiling takes",
+    "the current vLLM instance can use",
+    "# CPU blocks",  # V0's "# cuda blocks: N, # CPU blocks: M" (the source: "# %s blocks")
+    "# GPU blocks",
+    "Starting to load model",
+)
+
+_TAG = re.compile(r"(?:^|[\s\[])([A-Za-z_][\w]*\.py):([0-9]{1,6})\]\s*(.*)")
+
+Tag = tuple[str, int, str]  # file name, line, message fragment
+
+
+def tags(lines: list[str]) -> tuple[Tag, ...]:
+    """The (file, line, message) of each log line that carries a tag and a message of
+    ``MESSAGES``, once each."""
+    out: list[Tag] = []
+    for line in lines:
+        m = _TAG.search(line)
+        if not m:
+            continue
+        message = m.group(3)
+        frag = next((f for f in MESSAGES if message.startswith(f) or f in message[:80]), None)
+        if frag is not None:
+            tag = (m.group(1), int(m.group(2)), frag)
+            if tag not in out:
+                out.append(tag)
+    return tuple(out)
+
+
+@lru_cache(maxsize=4)
+def _table(engine: str) -> dict[str, Any] | None:
+    from memprof.core.models.load import configs_dir
+
+    path = configs_dir() / f"{engine}_log_lines.json"
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _holds(release: dict[str, dict[str, list[list[int]]]], tag: Tag) -> bool:
+    file, line, frag = tag
+    return any(a <= line <= b for a, b in release.get(frag, {}).get(file, []))
+
+
+def consistent(engine: str, found: tuple[Tag, ...]) -> list[str] | None:
+    """The releases whose logging calls sit where every tag of ``found`` says, oldest first
+    (the table's order); ``None`` where the engine has no table or the log no tag."""
+    table = _table(engine)
+    if table is None or not found:
+        return None
+    return [r for r, calls in table["releases"].items() if all(_holds(calls, t) for t in found)]
