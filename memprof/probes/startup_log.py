@@ -424,6 +424,9 @@ def _settings(lines: list[str], engine: str
             m = rx.search(line)
             if m and fld not in settings:
                 settings[fld] = int(m.group(1).replace(",", ""))
+        if _CUSTOM_AR_OFF.search(line):
+            # the engine turned it off at start-up whatever the config line said before
+            settings["disable_custom_all_reduce"] = True
     return settings, model, command, notes
 
 
@@ -443,6 +446,13 @@ _KEYWORD_LINE = re.compile(r"[\"']?([a-z_]+)[\"']?\s*[=:]\s*([\w.+-]+|'[^']*'|\"
 _IN_EFFECT = ((re.compile(r"Chunked prefill is enabled with "
                           r"max_num_batched_tokens=([0-9]{1,12})\b"), "max_num_batched_tokens"),
               (re.compile(r"Using max model len ([0-9]{1,12})\b"), "max_model_len"))
+
+
+# vLLM's warning that its custom all-reduce switched itself off at start-up (no P2P, a PCIe
+# host above two GPUs, an unsupported world size: CustomAllreduce.__init__ in
+# vllm/distributed/device_communicators/custom_all_reduce.py, "[custom_all_reduce.py:146]" at
+# 0.8.4): the TP all-reduce is then NCCL's, as under --disable-custom-all-reduce
+_CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled because")
 
 
 def _str(v: object) -> str | None:
