@@ -68,6 +68,68 @@ def model_dtype(spec: ModelSpec, dep: Deployment) -> str:
 
 
 
+class _Exclusion:
+    """A checkpoint's exclusion list, split once for fast matching: the plain dotted names
+    (``lm_head``, ``model.layers.0.mlp.gate``; a checkpoint may list hundreds, e.g. one per
+    layer), the glob patterns and the compressed-tensors ``re:`` entries."""
+
+    __slots__ = ("exclude", "globs", "names", "regexes")
+
+    def __init__(self, exclude: tuple[str, ...]) -> None:
+        self.exclude = exclude
+        names: set[str] = set()
+        globs: list[str] = []
+        regexes: list[re.Pattern[str]] = []
+        for pat in exclude:
+            if pat.startswith("re:"):
+                regexes.append(re.compile(pat[3:]))
+                continue
+            p = pat.rstrip(".")
+            if not p or p.startswith(".") or ".." in p or any(c in p for c in "*?["):
+                globs.append(p)
+            else:
+                names.add(p)
+        self.names = frozenset(names)
+        self.globs = tuple(globs)
+        self.regexes = tuple(regexes)
+
+    def match(self, module: str) -> bool:
+        # compressed-tensors' regex entries (``re.match`` on the layer name,
+        # compressed_tensors/utils.py _is_equal_or_regex_match, vLLM v0.11.0)
+        if any(r.match(module) for r in self.regexes):
+            return True
+        if self.names:
+            # a plain name excludes the module it names, the modules under it and any module
+            # whose dotted path contains it as whole components (``lm_head`` excludes
+            # ``model.lm_head``): one of the module's runs of consecutive components
+            parts = module.split(".")
+            for i in range(len(parts)):
+                for j in range(i + 1, len(parts) + 1):
+                    if ".".join(parts[i:j]) in self.names:
+                        return True
+        return any(fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
+                   or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")
+                   for p in self.globs)
+
+
+_EXCLUSIONS: dict[int, _Exclusion] = {}
+
+
+def excluded(exclude: tuple[str, ...], module: str) -> bool:
+    """Does a checkpoint's exclusion list (``modules_to_not_convert``, ``ignored_layers``,
+    ``ignore``, ``exclude_modules``) leave ``module`` unquantised? Each entry matches the module
+    it names, the modules under it (``name.*``), a module whose dotted path contains it as whole
+    components, a glob over the path, or (``re:`` entries) a regular expression from the path's
+    start. The split list is kept per exclusion tuple, so a list of hundreds of names costs a
+    set lookup per module."""
+    ex = _EXCLUSIONS.get(id(exclude))
+    if ex is None or ex.exclude is not exclude:
+        if len(_EXCLUSIONS) > 256:
+            _EXCLUSIONS.clear()
+        ex = _EXCLUSIONS[id(exclude)] = _Exclusion(exclude)
+    return ex.match(module)
+
+
 class Shard:
     """Builds the tensor list of one rank: the helpers every block type uses."""
 
@@ -88,17 +150,8 @@ class Shard:
             return None
         if q.method == "mxfp4" and not expert:
             return None  # vLLM's Mxfp4Config quantises FusedMoE experts only
-        for pat in q.exclude:
-            if pat.startswith("re:"):
-                # compressed-tensors' regex entries (``re.match`` on the layer name,
-                # compressed_tensors/utils.py _is_equal_or_regex_match, vLLM v0.11.0)
-                if re.match(pat[3:], module):
-                    return None
-                continue
-            p = pat.rstrip(".")
-            if (fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
-                    or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")):
-                return None
+        if q.exclude and excluded(q.exclude, module):
+            return None
         if q.method == "gguf":
             return gguf_module(q, module)
         return q
