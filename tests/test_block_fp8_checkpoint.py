@@ -120,7 +120,7 @@ def test_the_checkpoint_differs_from_the_online_fp8_stand_in_by_its_block_scales
 @pytest.mark.parametrize("tp", [8, 16])
 def test_experts_that_do_not_split_into_whole_blocks_are_refused(tp: int) -> None:
     # 1536 / 8 = 192 and 1536 / 16 = 96: not multiples of 128
-    with pytest.raises(LayoutError, match="not a multiple of the checkpoint's fp8 block"):
+    with pytest.raises(LayoutError, match="not divisible by the checkpoint's fp8 block"):
         estimate(FP8, Deployment(tp=tp), gpu_name="H100")
     # with expert parallelism each rank holds whole experts (I = 1536 = 12 blocks)
     e = estimate(FP8, Deployment(tp=tp, enable_expert_parallel=True), gpu_name="H100")

@@ -211,8 +211,8 @@ def block_divides(block: tuple[int, int], i_local: int, split: int, module: str)
     bad = bn if i_local % bn else (bk if split > 1 and i_local % bk else 0)
     if bad:
         raise LayoutError(
-            f"{module}: the experts' intermediate size per rank ({i_local}) is not a multiple "
-            f"of the checkpoint's fp8 block ({bad}); the engine refuses to load it",
+            f"{module}: the experts' intermediate size per rank ({i_local}) is not divisible by "
+            f"the checkpoint's fp8 block ({bad}); the engine refuses to load it",
             hint="use a TP size that leaves whole blocks per rank, or --enable-expert-parallel "
             "(whole experts per rank)")
 
