@@ -13,8 +13,11 @@ Sources:
   ``ValueError`` when ``I`` per rank is not a multiple of the block); neither release pads the
   weights on CUDA. ``models/qwen3_moe.py``: the router is ``ReplicatedLinear(...,
   quant_config=None)``.
-- SGLang ``python/sglang/srt/layers/quantization/fp8.py``: the same shapes and the same refusal
-  (QwenLM/Qwen3 issue #1485: Qwen3-235B-A22B-FP8 at TP8 on sglang 0.4.6.post5).
+- SGLang ``python/sglang/srt/layers/quantization/fp8.py`` (read in the 0.4.9.post2 wheel, the
+  release current when row 33's log was published): the same shapes, no post-load change of them
+  on CUDA ("Block quant doesn't need to process weights after loading"), the same refusal
+  (QwenLM/Qwen3 issue #1485: Qwen3-235B-A22B-FP8 at TP8 on sglang 0.4.6.post5); ``models/
+  qwen3_moe.py`` builds the router with ``quant_config=None``.
 """
 
 from __future__ import annotations

@@ -205,8 +205,9 @@ def block_divides(block: tuple[int, int], i_local: int, split: int, module: str)
     input) is not a multiple of ``block_n``, or, when the experts are split (TP > 1), of
     ``block_k`` (vLLM v0.9.2 and v0.11.0 model_executor/layers/quantization/fp8.py: "The
     output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n
-    = 128"; SGLang's layers/quantization/fp8.py raises the same, e.g. Qwen3-235B-A22B-FP8 at TP8,
-    QwenLM/Qwen3 issue #1485). With expert parallelism the experts stay whole."""
+    = 128"; SGLang raises the same in ``Fp8MoEMethod.create_weights``, python/sglang/srt/layers/
+    quantization/fp8.py, read in the 0.4.9.post2 wheel; e.g. Qwen3-235B-A22B-FP8 at TP8, QwenLM/
+    Qwen3 issue #1485). With expert parallelism the experts stay whole."""
     bn, bk = block
     bad = bn if i_local % bn else (bk if split > 1 and i_local % bk else 0)
     if bad:
