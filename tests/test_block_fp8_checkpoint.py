@@ -25,6 +25,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -191,3 +192,40 @@ def test_the_checkpoints_names_leave_its_routers_and_lm_head_unquantised_only() 
     assert not excluded(q.exclude, "model.layers.1.self_attn.qkv_proj")
     # a per-layer name does not reach a layer whose index merely starts with it
     assert not excluded(("model.layers.1.mlp.gate",), "model.layers.10.mlp.gate")
+
+
+# --- layers told apart by the exclude list: built once per distinct set of names ---------------
+
+@pytest.mark.parametrize("extra", [(), ("model.layers.3.self_attn.qkv_proj",
+                                        "model.layers.7.mlp.experts", "model.layers.7.mlp.gate")])
+@pytest.mark.parametrize("layout", [{"tp": 4}, {"tp": 4, "pp": 3},
+                                    {"tp": 2, "enable_expert_parallel": True}])
+def test_grouping_layers_by_the_names_excluding_them_changes_no_tensor(
+        extra: tuple[str, ...], layout: dict[str, Any]) -> None:
+    """The checkpoint names every layer (283 names); layers that the names exclude alike are
+    built once. Oracle: the same list plus an entry with a digit that matches nothing, which
+    makes memprof build each layer on its own."""
+    from dataclasses import replace
+
+    from memprof.core.weights.rank import _InOrderParams
+
+    spec = load_model(FP8)
+    assert spec.quant is not None
+    q = replace(spec.quant, exclude=spec.quant.exclude + extra)
+    each = replace(q, exclude=(*q.exclude, "model.layers.99999.*"))
+    dep = Deployment(**layout)
+    for coord in (ranks(dep)[0], ranks(dep)[-1]):
+        grouped = sorted((t.module, t.bytes, t.count) for t in rank_weights(spec, dep, q, coord))
+        alone = sorted((t.module, t.bytes, t.count) for t in rank_weights(spec, dep, each, coord))
+        assert grouped == alone
+        assert (_InOrderParams(spec, dep, q, coord, "sm90").build_params()
+                == _InOrderParams(spec, dep, each, coord, "sm90").build_params())
+    if extra and dep.pp == 1:
+        qkv = sorted((t.count, t.bytes_each) for t in rank_weights(spec, dep, q, ranks(dep)[0])
+                     if t.module.endswith("qkv_proj(q)"))
+        # layer 3's qkv stays bf16 (its q part: 2048 × 4096 × 2 B on a TP4 rank); the other
+        # 93 layers keep the fp8 weight and its 16 × 32 fp32 block scales
+        if dep.tp == 4:
+            assert qkv == [(1, 2048 * 4096 * 2), (93, 2048 * 4096 + 16 * 32 * 4)]
+        else:
+            assert [c for c, _ in qkv] == [1, 93]

@@ -73,25 +73,38 @@ class _Exclusion:
     (``lm_head``, ``model.layers.0.mlp.gate``; a checkpoint may list hundreds, e.g. one per
     layer), the glob patterns and the compressed-tensors ``re:`` entries."""
 
-    __slots__ = ("exclude", "globs", "names", "regexes")
+    __slots__ = ("by_layer", "exclude", "globs", "names", "regexes")
 
     def __init__(self, exclude: tuple[str, ...]) -> None:
         self.exclude = exclude
         names: set[str] = set()
         globs: list[str] = []
         regexes: list[re.Pattern[str]] = []
+        # layer index → the plain names that name that layer, with the index as ``#``; None
+        # when an entry with a digit is anything else (the layers are then told apart one by one)
+        by_layer: dict[int, set[str]] | None = {}
         for pat in exclude:
             if pat.startswith("re:"):
                 regexes.append(re.compile(pat[3:]))
+                by_layer = None if has_digit(pat) else by_layer
                 continue
             p = pat.rstrip(".")
             if not p or p.startswith(".") or ".." in p or any(c in p for c in "*?["):
                 globs.append(p)
-            else:
-                names.add(p)
+                by_layer = None if has_digit(p) else by_layer
+                continue
+            names.add(p)
+            if by_layer is not None and has_digit(p):
+                m = _LAYER_NAME.fullmatch(p)
+                if m is None or has_digit(m[1] + m[3]):
+                    by_layer = None
+                else:
+                    by_layer.setdefault(int(m[2]), set()).add(f"{m[1]}layers.#{m[3]}")
         self.names = frozenset(names)
         self.globs = tuple(globs)
         self.regexes = tuple(regexes)
+        self.by_layer = (None if by_layer is None
+                         else {i: frozenset(v) for i, v in by_layer.items()})
 
     def match(self, module: str) -> bool:
         # compressed-tensors' regex entries (``re.match`` on the layer name,
@@ -113,6 +126,32 @@ class _Exclusion:
 
 
 _EXCLUSIONS: dict[int, _Exclusion] = {}
+# a plain name of one decoder layer's module: ``[prefix.]layers.N[.suffix]``
+_LAYER_NAME = re.compile(r"((?:[^.]+\.)*?)layers\.(\d+)((?:\.[^.]+)*)")
+
+
+def has_digit(text: str) -> bool:
+    """Whether ``text`` has a digit in it (an exclude entry that may name a layer index)."""
+    return any(c.isdigit() for c in text)
+
+
+def _exclusion(exclude: tuple[str, ...]) -> _Exclusion:
+    ex = _EXCLUSIONS.get(id(exclude))
+    if ex is None or ex.exclude is not exclude:
+        if len(_EXCLUSIONS) > 256:
+            _EXCLUSIONS.clear()
+        ex = _EXCLUSIONS[id(exclude)] = _Exclusion(exclude)
+    return ex
+
+
+def layer_exclusions(exclude: tuple[str, ...], index: int) -> frozenset[str] | None:
+    """What of an exclusion list can tell decoder layer ``index`` from the others: the plain
+    names that name that layer (``model.layers.7.mlp.gate`` → ``model.layers.#.mlp.gate``).
+    Two layers of one kind with the same answer have the same modules excluded, so they are
+    built once. None when the list has another entry with a digit in it (a glob, a regular
+    expression, a name with an index elsewhere): then each layer is its own kind."""
+    by_layer = _exclusion(exclude).by_layer
+    return None if by_layer is None else by_layer.get(index, frozenset())
 
 
 def excluded(exclude: tuple[str, ...], module: str) -> bool:
@@ -122,12 +161,7 @@ def excluded(exclude: tuple[str, ...], module: str) -> bool:
     components, a glob over the path, or (``re:`` entries) a regular expression from the path's
     start. The split list is kept per exclusion tuple, so a list of hundreds of names costs a
     set lookup per module."""
-    ex = _EXCLUSIONS.get(id(exclude))
-    if ex is None or ex.exclude is not exclude:
-        if len(_EXCLUSIONS) > 256:
-            _EXCLUSIONS.clear()
-        ex = _EXCLUSIONS[id(exclude)] = _Exclusion(exclude)
-    return ex.match(module)
+    return _exclusion(exclude).match(module)
 
 
 class Shard:
