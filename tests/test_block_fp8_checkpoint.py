@@ -229,3 +229,31 @@ def test_grouping_layers_by_the_names_excluding_them_changes_no_tensor(
             assert qkv == [(1, 2048 * 4096 * 2), (93, 2048 * 4096 + 16 * 32 * 4)]
         else:
             assert [c for c, _ in qkv] == [1, 93]
+
+
+# --- ROCm: vLLM pads block-fp8 linear weights by 256 bytes a row -------------------------------
+
+def _rank_total(dep: Deployment, arch: str) -> int:
+    spec = load_model(FP8)
+    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch))
+
+
+def test_vllm_on_rocm_pads_each_block_fp8_linear_whose_rows_are_512_byte_multiples() -> None:
+    """vLLM 0.8.2+ ``_maybe_pad_weight`` / ``_maybe_pad_fp8_weight`` (ROCM_FP8_BLOCK_PADDING):
+    on a TP4 rank qkv_proj (2304 rows of 4096 B) and o_proj (4096 rows of 2048 B) gain 256 B a
+    row; the experts (FusedMoE, no padding in ``Fp8MoEMethod``) and the bf16 router do not."""
+    per_rank = 94 * (2304 + 4096) * 256
+    before = _rank_total(Deployment(tp=4, engine_version="0.8.1"), "gfx942")
+    after = _rank_total(Deployment(tp=4, engine_version="0.8.2"), "gfx942")
+    assert after - before == per_rank
+    assert _rank_total(Deployment(tp=4, engine_version="0.33.0"), "gfx942") == after
+    # CUDA does not pad; SGLang's release rows are not vLLM's
+    assert _rank_total(Deployment(tp=4, engine_version="0.8.2"), "sm90") == before
+    assert _rank_total(Deployment(engine="sglang", tp=4, engine_version="0.4.9"),
+                       "gfx942") == before
+    # the padded storage is the weight's own parameter: (rows, 4096 + 256) fp8
+    spec = load_model(FP8)
+    dep = Deployment(tp=4, engine_version="0.8.2")
+    o = next(t for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], "gfx942")
+             if t.module.endswith("self_attn.o_proj"))
+    assert o.params[0].shape == (4096, 2048 + 256) and o.padding_each == 4096 * 256

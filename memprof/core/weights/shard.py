@@ -30,10 +30,38 @@ from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
-from memprof.core.weights.formats import Param, linear_bytes, linear_params, marlin_blocks
+from memprof.core.versions import Rule, value_at
+from memprof.core.weights.formats import (
+    Param,
+    fp8_on_marlin,
+    linear_bytes,
+    linear_params,
+    marlin_blocks,
+)
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
+
+# vLLM on ROCm pads each block-fp8 linear weight whose rows are a multiple of 512 bytes by 256
+# bytes a row (``VLLM_ROCM_FP8_PADDING``, on by default): ``F.pad(weight, (0, 256))[..., :-256]``
+# keeps the padded storage behind the (out, in) view. value: True (padded) / False.
+ROCM_FP8_BLOCK_PADDING: tuple[Rule, ...] = (
+    Rule(name="rocm_fp8_block_padding", changes="weights: block-fp8 linears on ROCm (padding)",
+         since=None, until="0.8.2", value=False, introduced_by="before 0.7.1",
+         removed_by="Fp8LinearMethod pads block weights (first read in the 0.8.2 wheel)",
+         source="0.7.3 / 0.8.0 / 0.8.1 model_executor/layers/quantization/fp8.py "
+         "Fp8LinearMethod.process_weights_after_loading: the block branch normalises to "
+         "e4m3fnuz and returns without padding", applies_to="fp8_block"),
+    Rule(name="rocm_fp8_block_padding", changes="weights: block-fp8 linears on ROCm (padding)",
+         since="0.8.2", until=None, value=True,
+         introduced_by="read in the 0.8.2 wheel (first release with it)",
+         source="0.8.2 – 0.9.2 fp8.py Fp8LinearMethod.process_weights_after_loading (block "
+         "branch: weight = self._maybe_pad_weight(weight)); 0.11.0 and 0.33.0 quantization/"
+         "utils/fp8_utils.py process_fp8_weight_block_strategy -> _maybe_pad_fp8_weight "
+         "(VLLM_ROCM_FP8_PADDING default 1, is_rocm(), stride(-2) bytes % 512 == 0, 256 "
+         "elements of fp8); 0.33.0 calls it from kernels/linear/scaled_mm/"
+         "BlockScaledMMLinearKernel.py", applies_to="fp8_block"),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,9 +242,11 @@ class Shard:
             lo, li, rep = out, inn, dp * self.tp
         q = self.quantised(module) if quantise else None
         _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
-        self.add(module, group, linear_params(lo, li, q, self.dtype, self.arch),
-                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})",
-                 marlin_blocks=marlin_blocks(q, self.arch))
+        params, pad = self.rocm_fp8_padded(q, lo, li, linear_params(lo, li, q, self.dtype,
+                                                                      self.arch))
+        self.add(module, group, params, replicas=rep * replicas_extra,
+                 formula=f"{formula} ({shard})" + (f" + {lo}×256 ROCm padding" if pad else ""),
+                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch))
         if bias:
             bo = lo
             self.add(module + ".bias", group, self.vec("bias", bo),
@@ -239,9 +269,26 @@ class Shard:
         _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch)
         first = quant_of not in self._marlin_fused  # one workspace per fused module
         self._marlin_fused.add(quant_of)
-        self.add(module, group, linear_params(out, inn, q, self.dtype, self.arch),
-                 replicas=replicas, formula=formula + note,
-                 marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
+        params, pad = self.rocm_fp8_padded(q, out, inn, linear_params(out, inn, q, self.dtype,
+                                                                       self.arch))
+        self.add(module, group, params, replicas=replicas,
+                 formula=formula + note + (f" + {out}×256 ROCm padding" if pad else ""),
+                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
+
+    def rocm_fp8_padded(self, q: QuantConfig | None, out: int, inn: int,
+                        params: tuple[Param, ...]) -> tuple[tuple[Param, ...], int]:
+        """A block-fp8 linear of vLLM's own fp8 method on ROCm whose rows are a multiple of
+        512 bytes keeps its weight in ``(out, in + 256)`` storage (``ROCM_FP8_BLOCK_PADDING``):
+        the params with the padded weight, and the padding bytes (0 where none)."""
+        if (q is None or q.method != "fp8" or not q.block or q.checkpoint_format
+                or not self.arch.startswith("gfx") or fp8_on_marlin(q, self.arch)
+                or inn % 512
+                or not value_at(ROCM_FP8_BLOCK_PADDING, self.dep.engine_version, False,
+                                engine=self.dep.engine)):
+            return params, 0
+        return tuple(Param(p.name, (p.shape[0], p.shape[1] + 256), p.dtype)
+                     if p.name == "weight" and len(p.shape) == 2 else p
+                     for p in params), out * 256
 
     def bias(self, module: str, group: str, n: int, *, replicas: int, formula: str) -> None:
         """A bias of ``n`` local elements in the model dtype."""
