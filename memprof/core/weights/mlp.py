@@ -1,5 +1,6 @@
 """MLP weights of one layer: dense, routers, experts (TP-split or EP-spread, quantised, MXFP4
-with the kernels' padding) and shared experts."""
+with the kernels' padding, block-fp8 refused where the split leaves partial blocks) and shared
+experts."""
 
 from __future__ import annotations
 

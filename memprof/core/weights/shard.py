@@ -14,6 +14,10 @@ Sharding rules (vLLM ``vllm/model_executor/layers/linear.py`` and the model file
 - ``FusedMoE``: with ``--enable-expert-parallel`` routed experts are spread over TP×DP ranks
   (whole experts); without it their intermediate dim is split TP×DP ways.
 
+- A checkpoint's exclusion list (``modules_to_not_convert``, ``ignore``, ...) leaves the modules
+  it names unquantised (``excluded``); vLLM on ROCm pads block-fp8 linear weights
+  (``ROCM_FP8_BLOCK_PADDING``).
+
 Every tensor carries ``replicas``: how many identical copies exist across the whole deployment.
 Summing ``(bytes - padding) / replicas`` over all ranks gives back the unsharded model — the
 invariant the property tests check.
