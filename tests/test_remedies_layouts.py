@@ -48,14 +48,19 @@ def test_same_as_lists_every_rank_once(model: str, gpu: str, dep: Deployment) ->
 def test_dp_engines_do_not_multiply_the_work() -> None:
     """DP 100,000 × TP 8: one distinct rank, 800,000 ranks in its ``same_as`` without a tuple
     of 800,000; every remedy (TP ×8 is 6.4 million ranks) estimated the same way."""
-    e = estimate("deepseek-r1", Deployment(tp=8, dp=100_000), gpu_name="H200")
+    # the bf16 weights (--quantization none): the checkpoint's 128×128 fp8 blocks do not split
+    # over TP × DP = 800,000 expert shards, and vLLM refuses that layout (weights/mlp.py
+    # block_divides)
+    e = estimate("deepseek-r1", Deployment(tp=8, dp=100_000, quantization="none"),
+                 gpu_name="H200")
     assert e.verdict == "startup_oom" and len(e.ranks) == 1
     (r,) = e.ranks
     assert isinstance(r.same_as, RankSet) and len(r.same_as) == 800_000
     assert 799_999 in r.same_as and 800_000 not in r.same_as and r.same_as[-1] == 799_999
     fixes = remedies(e, e.spec)
-    assert fixes.tried == ("--kv-cache-dtype fp8", "-tp 16", "-tp 32", "-tp 64", "-pp 2",
-                           "-pp 4")
+    assert fixes.tried == ("--kv-cache-dtype fp8", "--quantization fp8", "-tp 16", "-tp 32",
+                           "-tp 64", "-pp 2", "-pp 4")
     assert not fixes.fitting
-    small = estimate("deepseek-r1", Deployment(tp=8, dp=2), gpu_name="H200")
+    small = estimate("deepseek-r1", Deployment(tp=8, dp=2, quantization="none"),
+                     gpu_name="H200")
     assert small.ranks[0].components != r.components  # DP still moves the figures (MoE TP×DP)

@@ -66,6 +66,7 @@ from memprof.core.weights.mlp import (
     SGLANG_SHARED_EXPERTS_FUSION,
 )
 from memprof.core.weights.rank import LM_HEAD_EVERY_STAGE
+from memprof.core.weights.shard import ROCM_FP8_BLOCK_PADDING
 from memprof.core.weights.vision import TOWER_SKIPPED
 
 # the families' own release rows (a vision-language family's model and tower rows)
@@ -87,7 +88,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
-    ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL,
+    ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, ROCM_FP8_BLOCK_PADDING,
 )
 
 
@@ -97,7 +98,7 @@ def all_rules() -> list[Rule]:
 
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
-                          "state", "mamba2", "multimodal", "marlin"})
+                          "state", "mamba2", "multimodal", "marlin", "fp8_block"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -106,9 +107,9 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     vLLM class built lm_head on every stage, ``Family.lm_head_every_pp_stage``), ``sliding``
     (a sliding-window layer, or a kind every layer of which keeps a sliding-window cache),
     ``chunked`` (a chunked-local layer), ``mxfp4``, ``marlin`` (AWQ, GPTQ or fp8: a format
-    some GPUs run on Marlin), ``nccl``, ``state`` (a layer whose
-    recurrent mixer replaces attention, ``memprof/core/attention/state.py``), ``mamba2`` (a
-    Mamba-2 one), ``multimodal`` (a vision tower)."""
+    some GPUs run on Marlin), ``fp8_block`` (a block-fp8 checkpoint), ``nccl``, ``state`` (a
+    layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
+    ``mamba2`` (a Mamba-2 one), ``multimodal`` (a vision tower)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -128,6 +129,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     if spec.quant is not None and spec.quant.method in ("awq", "gptq", "fp8", "fp8_per_tensor",
                                                         "fp8_per_channel"):
         out.add("marlin")  # a checkpoint some GPUs repack for Marlin (the GPU decides)
+    if spec.quant is not None and spec.quant.method == "fp8" and spec.quant.block:
+        out.add("fp8_block")
     if nccl_groups(dep):
         out.add("nccl")
     mixers = [x.attention.mixer for x in spec.layers if x.attention.mixer]

@@ -118,8 +118,9 @@ class Rule:
     unbounded); ``introduced_by`` / ``removed_by``: the pull requests (or where the rule was
     read when no PR is known); ``source``: file, function and release it was read in;
     ``applies_to``: which deployments it can change (``all``, ``pp``, ``deepseek``,
-    ``sliding``, ``chunked``, ``mxfp4``, ``nccl``, ``state``, ``mamba2``, ``multimodal``, an
-    attention kind's or a family's name: the tags of ``memprof.core.version_diff.tags``);
+    ``sliding``, ``chunked``, ``mxfp4``, ``fp8_block``, ``nccl``, ``state``, ``mamba2``,
+    ``multimodal``, an attention kind's or a family's name: the tags of
+    ``memprof.core.version_diff.tags``);
     ``value``: the data the term reads while it holds; ``generation``: "v0" / "v1" for a rule of
     one vLLM engine's code (it holds only for deployments running that engine:
     ``split_generation``), "" for code both share."""

@@ -1,8 +1,10 @@
 """MLP weights of one layer: dense, routers, experts (TP-split or EP-spread, quantised, MXFP4
-with the kernels' padding) and shared experts."""
+with the kernels' padding, block-fp8 refused where the split leaves partial blocks) and shared
+experts."""
 
 from __future__ import annotations
 
+from memprof.base.errors import LayoutError
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import experts_on_rank
 from memprof.core.models import Layer, QuantConfig
@@ -198,6 +200,25 @@ def _capability_major(arch: str) -> int:
     return 9 if arch.startswith("gfx9") else 0
 
 
+def block_divides(block: tuple[int, int], i_local: int, split: int, module: str) -> None:
+    """A block-fp8 checkpoint's experts must split into whole blocks: ``Fp8MoEMethod.
+    create_weights`` raises when the per-rank intermediate size (w13's output per gate/up, w2's
+    input) is not a multiple of ``block_n``, or, when the experts are split (TP > 1), of
+    ``block_k`` (vLLM v0.9.2 and v0.11.0 model_executor/layers/quantization/fp8.py: "The
+    output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n
+    = 128"; SGLang raises the same in ``Fp8MoEMethod.create_weights``, python/sglang/srt/layers/
+    quantization/fp8.py, read in the 0.4.9.post2 wheel; e.g. Qwen3-235B-A22B-FP8 at TP8, QwenLM/
+    Qwen3 issue #1485). With expert parallelism the experts stay whole."""
+    bn, bk = block
+    bad = bn if i_local % bn else (bk if split > 1 and i_local % bk else 0)
+    if bad:
+        raise LayoutError(
+            f"{module}: the experts' intermediate size per rank ({i_local}) is not divisible by "
+            f"the checkpoint's fp8 block ({bad}); the engine refuses to load it",
+            hint="use a TP size that leaves whole blocks per rank, or --enable-expert-parallel "
+            "(whole experts per rank)")
+
+
 class MlpWeights(Shard):
     """The MLP / MoE block of a layer."""
 
@@ -284,6 +305,8 @@ class MlpWeights(Shard):
         if q is not None and q.method == "mxfp4":
             self.mxfp4_experts(module, layer, e_local, i_local, moe_tp)
             return
+        if q is not None and q.method == "fp8" and q.block and not q.checkpoint_format:
+            block_divides(q.block, i_local, moe_tp, module)
         if q is not None and q.method == "fp8" and q.block and not fp8_on_marlin(q, self.arch):
             # (below sm89 the experts are Marlin's, sized per expert by linear_bytes below:
             # prepare_moe_fp8_layer_for_marlin, utils/marlin_utils_fp8.py, v0.11.0)

@@ -14,7 +14,7 @@ from memprof.core.versions import Rule, value_at
 from memprof.core.weights.attention import AttentionWeights
 from memprof.core.weights.formats import Param
 from memprof.core.weights.mlp import MlpWeights
-from memprof.core.weights.shard import WeightTensor
+from memprof.core.weights.shard import WeightTensor, has_digit, layer_exclusions
 
 # DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py); the families
 # whose row sets ``lm_head_every_pp_stage``.
@@ -71,11 +71,22 @@ class RankWeights(AttentionWeights, MlpWeights):
     def layer_kinds(self, layers: tuple[Layer, ...]) -> list[tuple[Layer, int]]:
         """The stage's layers as (first layer of a kind, how many layers of that kind), so work
         grows with the kinds, not the count (a config of 100,000 layers builds a few). Layers
-        are one kind when attention, MLP and MTP role are equal; when a quantisation exclude
-        pattern names layer indices (a digit in it), every layer is its own kind."""
-        if self.quant is not None and any(ch.isdigit() for p in self.quant.exclude for ch in p):
+        are one kind when attention, MLP and MTP role are equal and the quantisation's exclude
+        list excludes the same of their modules (``shard.layer_exclusions``: names of single
+        layers such as ``model.layers.7.mlp.gate`` compare by what they name; any other entry
+        with a digit in it makes every layer its own kind)."""
+        ex = self.quant.exclude if self.quant is not None else ()
+        if not any(has_digit(p) for p in ex):
+            return layer_kinds(layers)
+        if layer_exclusions(ex, 0) is None:
             return [(layer, 1) for layer in layers]
-        return layer_kinds(layers)
+        firsts: dict[tuple[object, ...], Layer] = {}
+        counts: dict[tuple[object, ...], int] = {}
+        for layer in layers:
+            key = (layer.attention, layer.mlp, layer.is_mtp, layer_exclusions(ex, layer.index))
+            firsts.setdefault(key, layer)
+            counts[key] = counts.get(key, 0) + 1
+        return [(first, counts[key]) for key, first in firsts.items()]
 
     def layer_times(self, layer: Layer, n: int) -> None:
         """The tensors of ``layer``, standing for ``n`` identical layers (``count = n``)."""
@@ -161,8 +172,11 @@ class _InOrderParams(RankWeights):
         # layer kind → its first layer's params as (name after that layer's prefix, bytes); a
         # name outside the prefix is kept whole, marked by a leading NUL
         self._built: dict[tuple[object, ...], list[tuple[str, int]]] = {}
-        self._by_index = self.quant is not None and any(
-            ch.isdigit() for p in self.quant.exclude for ch in p)
+        ex = self.quant.exclude if self.quant is not None else ()
+        named = any(has_digit(p) for p in ex)
+        # the exclude list tells layers apart by more than their names: each layer is built
+        self._by_index = named and layer_exclusions(ex, 0) is None
+        self._exclude = ex if named else ()
 
     def _flush(self) -> list[tuple[str, int]]:
         new = [(f"{t.module}.{p.name}", p.bytes) for t in self.out[self._done:] for p in t.params]
@@ -172,7 +186,8 @@ class _InOrderParams(RankWeights):
 
     def layer(self, layer: Layer) -> None:
         self._flush()
-        key = (layer.attention, layer.mlp, layer.is_mtp)
+        key = (layer.attention, layer.mlp, layer.is_mtp,
+               layer_exclusions(self._exclude, layer.index) if self._exclude else None)
         prefix = f"model.layers.{layer.index}."
         seen = None if self._by_index else self._built.get(key)
         if seen is None:

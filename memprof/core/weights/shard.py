@@ -14,6 +14,10 @@ Sharding rules (vLLM ``vllm/model_executor/layers/linear.py`` and the model file
 - ``FusedMoE``: with ``--enable-expert-parallel`` routed experts are spread over TP×DP ranks
   (whole experts); without it their intermediate dim is split TP×DP ways.
 
+- A checkpoint's exclusion list (``modules_to_not_convert``, ``ignore``, ...) leaves the modules
+  it names unquantised (``excluded``); vLLM on ROCm pads block-fp8 linear weights
+  (``ROCM_FP8_BLOCK_PADDING``).
+
 Every tensor carries ``replicas``: how many identical copies exist across the whole deployment.
 Summing ``(bytes - padding) / replicas`` over all ranks gives back the unsharded model — the
 invariant the property tests check.
@@ -30,10 +34,38 @@ from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
-from memprof.core.weights.formats import Param, linear_bytes, linear_params, marlin_blocks
+from memprof.core.versions import Rule, value_at
+from memprof.core.weights.formats import (
+    Param,
+    fp8_on_marlin,
+    linear_bytes,
+    linear_params,
+    marlin_blocks,
+)
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 VOCAB_PADDING = 64
+
+# vLLM on ROCm pads each block-fp8 linear weight whose rows are a multiple of 512 bytes by 256
+# bytes a row (``VLLM_ROCM_FP8_PADDING``, on by default): ``F.pad(weight, (0, 256))[..., :-256]``
+# keeps the padded storage behind the (out, in) view. value: True (padded) / False.
+ROCM_FP8_BLOCK_PADDING: tuple[Rule, ...] = (
+    Rule(name="rocm_fp8_block_padding", changes="weights: block-fp8 linears on ROCm (padding)",
+         since=None, until="0.8.2", value=False, introduced_by="before 0.7.1",
+         removed_by="Fp8LinearMethod pads block weights (first read in the 0.8.2 wheel)",
+         source="0.7.3 / 0.8.0 / 0.8.1 model_executor/layers/quantization/fp8.py "
+         "Fp8LinearMethod.process_weights_after_loading: the block branch normalises to "
+         "e4m3fnuz and returns without padding", applies_to="fp8_block"),
+    Rule(name="rocm_fp8_block_padding", changes="weights: block-fp8 linears on ROCm (padding)",
+         since="0.8.2", until=None, value=True,
+         introduced_by="read in the 0.8.2 wheel (first release with it)",
+         source="0.8.2 – 0.9.2 fp8.py Fp8LinearMethod.process_weights_after_loading (block "
+         "branch: weight = self._maybe_pad_weight(weight)); 0.11.0 and 0.33.0 quantization/"
+         "utils/fp8_utils.py process_fp8_weight_block_strategy -> _maybe_pad_fp8_weight "
+         "(VLLM_ROCM_FP8_PADDING default 1, is_rocm(), stride(-2) bytes % 512 == 0, 256 "
+         "elements of fp8); 0.33.0 calls it from kernels/linear/scaled_mm/"
+         "BlockScaledMMLinearKernel.py", applies_to="fp8_block"),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +100,102 @@ def model_dtype(spec: ModelSpec, dep: Deployment) -> str:
 
 
 
+class _Exclusion:
+    """A checkpoint's exclusion list, split once for fast matching: the plain dotted names
+    (``lm_head``, ``model.layers.0.mlp.gate``; a checkpoint may list hundreds, e.g. one per
+    layer), the glob patterns and the compressed-tensors ``re:`` entries."""
+
+    __slots__ = ("by_layer", "exclude", "globs", "names", "regexes")
+
+    def __init__(self, exclude: tuple[str, ...]) -> None:
+        self.exclude = exclude
+        names: set[str] = set()
+        globs: list[str] = []
+        regexes: list[re.Pattern[str]] = []
+        # layer index → the plain names that name that layer, with the index as ``#``; None
+        # when an entry with a digit is anything else (the layers are then told apart one by one)
+        by_layer: dict[int, set[str]] | None = {}
+        for pat in exclude:
+            if pat.startswith("re:"):
+                regexes.append(re.compile(pat[3:]))
+                by_layer = None if has_digit(pat) else by_layer
+                continue
+            p = pat.rstrip(".")
+            if not p or p.startswith(".") or ".." in p or any(c in p for c in "*?["):
+                globs.append(p)
+                by_layer = None if has_digit(p) else by_layer
+                continue
+            names.add(p)
+            if by_layer is not None and has_digit(p):
+                m = _LAYER_NAME.fullmatch(p)
+                if m is None or has_digit(m[1] + m[3]):
+                    by_layer = None
+                else:
+                    by_layer.setdefault(int(m[2]), set()).add(f"{m[1]}layers.#{m[3]}")
+        self.names = frozenset(names)
+        self.globs = tuple(globs)
+        self.regexes = tuple(regexes)
+        self.by_layer = (None if by_layer is None
+                         else {i: frozenset(v) for i, v in by_layer.items()})
+
+    def match(self, module: str) -> bool:
+        # compressed-tensors' regex entries (``re.match`` on the layer name,
+        # compressed_tensors/utils.py _is_equal_or_regex_match, vLLM v0.11.0)
+        if any(r.match(module) for r in self.regexes):
+            return True
+        if self.names:
+            # a plain name excludes the module it names, the modules under it and any module
+            # whose dotted path contains it as whole components (``lm_head`` excludes
+            # ``model.lm_head``): one of the module's runs of consecutive components
+            parts = module.split(".")
+            for i in range(len(parts)):
+                for j in range(i + 1, len(parts) + 1):
+                    if ".".join(parts[i:j]) in self.names:
+                        return True
+        return any(fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
+                   or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")
+                   for p in self.globs)
+
+
+_EXCLUSIONS: dict[int, _Exclusion] = {}
+# a plain name of one decoder layer's module: ``[prefix.]layers.N[.suffix]``
+_LAYER_NAME = re.compile(r"((?:[^.]+\.)*?)layers\.(\d+)((?:\.[^.]+)*)")
+
+
+def has_digit(text: str) -> bool:
+    """Whether ``text`` has a digit in it (an exclude entry that may name a layer index)."""
+    return any(c.isdigit() for c in text)
+
+
+def _exclusion(exclude: tuple[str, ...]) -> _Exclusion:
+    ex = _EXCLUSIONS.get(id(exclude))
+    if ex is None or ex.exclude is not exclude:
+        if len(_EXCLUSIONS) > 256:
+            _EXCLUSIONS.clear()
+        ex = _EXCLUSIONS[id(exclude)] = _Exclusion(exclude)
+    return ex
+
+
+def layer_exclusions(exclude: tuple[str, ...], index: int) -> frozenset[str] | None:
+    """What of an exclusion list can tell decoder layer ``index`` from the others: the plain
+    names that name that layer (``model.layers.7.mlp.gate`` → ``model.layers.#.mlp.gate``).
+    Two layers of one kind with the same answer have the same modules excluded, so they are
+    built once. None when the list has another entry with a digit in it (a glob, a regular
+    expression, a name with an index elsewhere): then each layer is its own kind."""
+    by_layer = _exclusion(exclude).by_layer
+    return None if by_layer is None else by_layer.get(index, frozenset())
+
+
+def excluded(exclude: tuple[str, ...], module: str) -> bool:
+    """Does a checkpoint's exclusion list (``modules_to_not_convert``, ``ignored_layers``,
+    ``ignore``, ``exclude_modules``) leave ``module`` unquantised? Each entry matches the module
+    it names, the modules under it (``name.*``), a module whose dotted path contains it as whole
+    components, a glob over the path, or (``re:`` entries) a regular expression from the path's
+    start. The split list is kept per exclusion tuple, so a list of hundreds of names costs a
+    set lookup per module."""
+    return _exclusion(exclude).match(module)
+
+
 class Shard:
     """Builds the tensor list of one rank: the helpers every block type uses."""
 
@@ -88,17 +216,8 @@ class Shard:
             return None
         if q.method == "mxfp4" and not expert:
             return None  # vLLM's Mxfp4Config quantises FusedMoE experts only
-        for pat in q.exclude:
-            if pat.startswith("re:"):
-                # compressed-tensors' regex entries (``re.match`` on the layer name,
-                # compressed_tensors/utils.py _is_equal_or_regex_match, vLLM v0.11.0)
-                if re.match(pat[3:], module):
-                    return None
-                continue
-            p = pat.rstrip(".")
-            if (fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*")
-                    or module.endswith("." + p) or ("." + p + ".") in ("." + module + ".")):
-                return None
+        if q.exclude and excluded(q.exclude, module):
+            return None
         if q.method == "gguf":
             return gguf_module(q, module)
         return q
@@ -127,9 +246,11 @@ class Shard:
             lo, li, rep = out, inn, dp * self.tp
         q = self.quantised(module) if quantise else None
         _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
-        self.add(module, group, linear_params(lo, li, q, self.dtype, self.arch),
-                 replicas=rep * replicas_extra, formula=f"{formula} ({shard})",
-                 marlin_blocks=marlin_blocks(q, self.arch))
+        params, pad = self.rocm_fp8_padded(q, lo, li, linear_params(lo, li, q, self.dtype,
+                                                                      self.arch))
+        self.add(module, group, params, replicas=rep * replicas_extra,
+                 formula=f"{formula} ({shard})" + (f" + {lo}×256 ROCm padding" if pad else ""),
+                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch))
         if bias:
             bo = lo
             self.add(module + ".bias", group, self.vec("bias", bo),
@@ -152,9 +273,26 @@ class Shard:
         _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch)
         first = quant_of not in self._marlin_fused  # one workspace per fused module
         self._marlin_fused.add(quant_of)
-        self.add(module, group, linear_params(out, inn, q, self.dtype, self.arch),
-                 replicas=replicas, formula=formula + note,
-                 marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
+        params, pad = self.rocm_fp8_padded(q, out, inn, linear_params(out, inn, q, self.dtype,
+                                                                       self.arch))
+        self.add(module, group, params, replicas=replicas,
+                 formula=formula + note + (f" + {out}×256 ROCm padding" if pad else ""),
+                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
+
+    def rocm_fp8_padded(self, q: QuantConfig | None, out: int, inn: int,
+                        params: tuple[Param, ...]) -> tuple[tuple[Param, ...], int]:
+        """A block-fp8 linear of vLLM's own fp8 method on ROCm whose rows are a multiple of
+        512 bytes keeps its weight in ``(out, in + 256)`` storage (``ROCM_FP8_BLOCK_PADDING``):
+        the params with the padded weight, and the padding bytes (0 where none)."""
+        if (q is None or q.method != "fp8" or not q.block or q.checkpoint_format
+                or not self.arch.startswith("gfx") or fp8_on_marlin(q, self.arch)
+                or inn % 512
+                or not value_at(ROCM_FP8_BLOCK_PADDING, self.dep.engine_version, False,
+                                engine=self.dep.engine)):
+            return params, 0
+        return tuple(Param(p.name, (p.shape[0], p.shape[1] + 256), p.dtype)
+                     if p.name == "weight" and len(p.shape) == 2 else p
+                     for p in params), out * 256
 
     def bias(self, module: str, group: str, n: int, *, replicas: int, formula: str) -> None:
         """A bias of ``n`` local elements in the model dtype."""
