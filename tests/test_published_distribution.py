@@ -19,8 +19,8 @@ with the reason beside it), estimated at ``memprof_engine_version``, and compare
 
 A row memprof cannot run is *refused*, with the reason: the model, GPU, release or parallel layout
 the log does not state, or the ``error:`` memprof itself gives (an unknown architecture, GPU or
-quantisation format). ``pytest -s`` prints the table; ``tests/data/published_floors.json`` holds the
-floors this test asserts, so that a change which makes memprof worse on the logs fails.
+quantisation format). ``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json``
+holds the floors this test asserts, so that a change which makes memprof worse on the logs fails.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The published vLLM start-up logs of ``tests/data/published.json`` by engine era (0.7, 0.8,
 0.9–0.10, 0.11–0.14, 0.15–0.20, 0.21+), each run at its own release through the same
-``outcome`` as ``tests/test_published_distribution.py``: ``pytest -s`` prints the per-era
+``outcome`` as ``tests/test_published_distribution.py``: ``pytest -n0 -s`` prints the per-era
 distribution of the KV, weights and graph figures (within 2% / 5%), the refusals, and the
 verdicts. Issue 26 asks for ≥ 10 runnable logs per era; the counts printed say how far the set
 is from that. What is asserted is what must hold for any row that runs: a row is estimated at

@@ -2,7 +2,7 @@
 era: ``memprof explain LOG`` with no flag but ``--model`` and ``--gpu`` (an SGLang log never
 shows the card's total), plus the row's ``memprof_run`` settings where it maps the logged
 checkpoint onto a bundled model (the reason is in the row). The release is the one explain
-places the log at, which must be the row's ``memprof_engine_version``; ``pytest -s`` prints the
+places the log at, which must be the row's ``memprof_engine_version``; ``pytest -n0 -s`` prints the
 KV figure's error per row and the era's distribution (within 2% / 5%). ``ERA_FLOORS`` are the
 counts measured when the rows were added: a change that makes memprof worse on them fails.
 """
