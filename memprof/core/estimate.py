@@ -35,6 +35,7 @@ from memprof.core.kvcache import (
     KVCapacity,
     KVPlan,
     capacity_from_blocks,
+    hybrid_token_line_per_group,
     kv_plan,
     max_fitting_model_len,
 )
@@ -445,7 +446,8 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                    num_blocks: int, quant: QuantConfig | None, dtype: str, mml: int, mnbt: int,
                    after_kv: list[TermFn], same_as: Sequence[int]) -> RankEstimate:
     plan = c.plan
-    cap = capacity_from_blocks(plan, num_blocks, mml, mnbt)
+    cap = capacity_from_blocks(plan, num_blocks, mml, mnbt,
+                               hybrid_token_line_per_group(dep.engine_version, dep.engine))
     ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
