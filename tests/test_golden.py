@@ -96,6 +96,7 @@ OPTIONS = {
                  "--enforce-eager/--disable-cuda-graph", "--disable-custom-all-reduce",
                  "--disable-hybrid-kv-cache-manager",
                  "--num-speculative-tokens", "--vllm-use-v1",
+                 "--vllm-use-flashinfer-sampler",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--max-total-tokens",

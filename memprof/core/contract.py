@@ -130,6 +130,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "disable_custom_all_reduce": d.disable_custom_all_reduce,
             "disable_hybrid_kv_cache_manager": d.disable_hybrid_kv_cache_manager,
             "vllm_use_v1": d.vllm_use_v1,
+            "vllm_use_flashinfer_sampler": d.vllm_use_flashinfer_sampler,
             "hf_overrides": d.hf_overrides,
             "assume_architecture": d.assume_architecture,
             "limit_mm_per_prompt": d.limit_mm_per_prompt,

@@ -80,6 +80,10 @@ class Deployment:
     # vLLM's VLLM_USE_V1 (0 / 1; None: unset, V1 where the release's oracle accepts it):
     # engines/vllm.py V0_ENGINE, V1_FALLBACK
     vllm_use_v1: int | None = None
+    # vLLM's VLLM_USE_FLASHINFER_SAMPLER (0 / 1; None: unset, and memprof assumes the PyPI wheel,
+    # whose flashinfer is only an extra: the torch top-k/top-p sampler). 1 states that FlashInfer
+    # is installed and samples (terms/activation.py V1_FLASHINFER_SAMPLER)
+    vllm_use_flashinfer_sampler: int | None = None
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do

@@ -48,7 +48,7 @@ from memprof.core.models import (
     spec_from_config,
 )
 from memprof.core.models.config import parse_overrides, with_overrides
-from memprof.core.terms.activation import samples_in_profile_run
+from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
@@ -371,6 +371,7 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     from memprof.core.scratch.backends import block_size_for
 
     validate(dep, spec)
+    check_flashinfer_sampler(dep)
     block, _why = block_size_for(spec, gpu, dep)
     if block != dep.block_size:
         dep = dep.with_(block_size=block)

@@ -149,6 +149,12 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM 0.8.0 to 0.10.2 only: VLLM_USE_V1 (0: the V0 engine; 1: V1, refused "
             "where vLLM refuses it).", shown_default="unset: V1, or V0 where the release "
             "falls back"),
+    Setting(field="vllm_use_flashinfer_sampler", kind="int",
+            note="SGLang's sampler is not modelled",
+            help="vLLM 0.9.1 to 0.10.1.1 only: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
+            "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
+            "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
+            metavar="N"),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

@@ -456,6 +456,7 @@ class VLLM(Engine):
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),
         "vllm_use_v1": ("--vllm-use-v1",),
+        "vllm_use_flashinfer_sampler": ("--vllm-use-flashinfer-sampler",),
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),
         "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),
