@@ -61,7 +61,8 @@ KV_KEYS: tuple[tuple[str, Callable[[Estimate], float]], ...] = (
 DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_utilization",
                      "mem_fraction_static", "kv_cache_dtype", "quantization", "max_num_seqs",
                      "max_num_batched_tokens", "enforce_eager", "enable_expert_parallel",
-                     "enable_dp_attention", "scratch", "entrypoint", "block_size")
+                     "enable_dp_attention", "scratch", "entrypoint", "block_size",
+                     "vllm_use_flashinfer_sampler")
 
 
 class Refused(Exception):
