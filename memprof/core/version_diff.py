@@ -26,7 +26,7 @@ from memprof.core.engines.sglang import (
     SGLANG_ROCM_AITER_MFS,
 )
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
-from memprof.core.engines.vllm import V0_ENGINE, V1_FALLBACK_RULES
+from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1
@@ -77,7 +77,8 @@ _FAMILY_RULES = tuple(rows for f in FAMILY_ROWS if f.release_rules for rows in f
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
-    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, BATCH_DEFAULT_BOUNDS, V0_CHUNKED_PREFILL_OFF,
+    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, BATCH_DEFAULT_BOUNDS,
+    V0_CHUNKED_PREFILL_OFF,
     CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
     LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
