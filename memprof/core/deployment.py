@@ -73,6 +73,9 @@ class Deployment:
     gpu_memory_in_use: int | None = None
     enforce_eager: bool = False
     disable_custom_all_reduce: bool = False  # NCCL all-reduce instead of the engine's own kernel
+    # the host's driver gives its GPUs no peer-to-peer access (a pod, a VM, PCIe cards): the
+    # catalog card's ``peer_access`` turned off (memprof/core/estimate.py)
+    no_gpu_peer_access: bool = False
     # vLLM --disable-hybrid-kv-cache-manager: sliding / chunked-local layers cached as full
     # attention (memprof.core.kvcache.unify_hybrid_specs)
     disable_hybrid_kv_cache_manager: bool = False

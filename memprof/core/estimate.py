@@ -265,6 +265,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     """
     steps = steps or STEPS
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes, gpu_arch)
+    if dep.no_gpu_peer_access and gpu.peer_access:  # --no-gpu-peer-access: the host's driver
+        gpu = replace(gpu, peer_access=False)  # gives none, whatever the card
     spec = steps.model_spec(model, dep)
     asked = dep
     dep = steps.prepared(dep, spec, gpu)

@@ -137,6 +137,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="No CUDA graphs (SGLang: --disable-cuda-graph)."),
     Setting(field="disable_custom_all_reduce", kind="bool",
             help="Use NCCL for the TP all-reduce instead of the engine's custom all-reduce."),
+    Setting(field="no_gpu_peer_access", kind="bool",
+            help="The host's GPUs have no peer-to-peer access (vLLM logs 'Custom allreduce is "
+            "disabled because your platform lacks GPU P2P capability'): NCCL over host shared "
+            "memory and no custom all-reduce, as on a card the catalog marks so.",
+            memprof_only=True),
     Setting(field="disable_hybrid_kv_cache_manager", kind="bool",
             note="SGLang sizes sliding-window and Mamba pools itself",
             help="vLLM only: one KV cache group; sliding-window and chunked-local layers "
