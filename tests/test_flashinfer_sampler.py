@@ -1,5 +1,5 @@
 """The V1 sampler warm-up through FlashInfer (``--vllm-use-flashinfer-sampler 1``,
-``V1_FLASHINFER_SAMPLER`` in memprof/core/terms/activation.py): vLLM 0.9.1 – 0.10.1.1 sample the
+``V1_FLASHINFER_SAMPLER`` in memprof/core/terms/activation.py): vLLM 0.9.0 – 0.11.0 sample the
 profile run's dummy requests with ``flashinfer.sampling.top_k_top_p_sampling_from_logits`` when
 FlashInfer is installed, with no torch sort.
 
@@ -37,6 +37,8 @@ def test_the_flashinfer_stage_is_a_hand_count() -> None:
     assert _activation(vllm_use_flashinfer_sampler=1) == want
     # TP 2: the local shard [R, V/2] before the all-gather as well
     assert _activation(vllm_use_flashinfer_sampler=1, tp=2) == want + R * (V // 2) * 2
+    for v in ("0.9.0", "0.10.2", "0.11.0"):  # the rule's other releases read
+        assert _activation(vllm_use_flashinfer_sampler=1, engine_version=v) == want, v
 
 
 def test_the_torch_sort_stays_the_default_and_costs_more() -> None:
@@ -53,8 +55,10 @@ def test_row_521_moves_to_the_log() -> None:
 
 
 def test_refusals() -> None:
-    with pytest.raises(BadInput, match=r"0\.9\.1 to 0\.10\.1\.1"):
-        _activation(vllm_use_flashinfer_sampler=1, engine_version="0.11.0")
+    with pytest.raises(BadInput, match=r"0\.9\.0 to 0\.11\.0"):
+        _activation(vllm_use_flashinfer_sampler=1, engine_version="0.11.1")
+    with pytest.raises(BadInput, match=r"0\.9\.0 to 0\.11\.0"):
+        _activation(vllm_use_flashinfer_sampler=1, engine_version="0.8.5")
     with pytest.raises(BadInput, match="0 or 1"):
         _activation(vllm_use_flashinfer_sampler=2)
     with pytest.raises(BadInput, match="V0"):

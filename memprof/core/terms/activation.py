@@ -143,10 +143,11 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
 
 
 # The V1 sampler's FlashInfer path, where FlashInfer is installed (vLLM's Docker image ships it;
-# the PyPI wheel has it only as the ``flashinfer`` extra, pinned to flashinfer-python 0.2.11 in
-# the 0.10.1.1 METADATA) and ``VLLM_USE_FLASHINFER_SAMPLER`` is not 0 (None counts as on under
-# V1: ``TopKTopPSampler.__init__``, "Using FlashInfer for top-p & top-k sampling."). The profile
-# run's warm-up sets both top_k and top_p, so ``flashinfer_sample`` calls
+# the PyPI wheel has it only as the ``flashinfer`` extra, pinned to flashinfer-python 0.2.11 /
+# 0.3.0 / 0.3.1 in the 0.10.1.1 / 0.10.2 / 0.11.0 METADATA) and ``VLLM_USE_FLASHINFER_SAMPLER``
+# is not 0 (None counts as on under V1: ``TopKTopPSampler.__init__``, "Using FlashInfer for top-p
+# & top-k sampling."). The profile run's warm-up sets both top_k and top_p, so
+# ``flashinfer_sample`` calls
 # ``flashinfer.sampling.top_k_top_p_sampling_from_logits`` on the fp32 logits that
 # ``Sampler.forward`` made (``logits.to(torch.float32)``; temperature divides in place), which
 # with its default ``filter_apply_order="top_k_first"`` makes ``top_k_mask_logits`` (a new fp32
@@ -155,13 +156,14 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
 # logits, and no sort. ``value``: those bytes per element.
 V1_FLASHINFER_SAMPLER: tuple[Rule, ...] = (
     Rule(name="v1_flashinfer_sampler", changes="activation peak: sampler (FlashInfer)",
-         since="0.9.1", until="0.10.2", value=4 + 4 + 4,
-         introduced_by="before 0.9.1 (read from 0.9.1 on)",
-         removed_by="not read after 0.10.1.1: --vllm-use-flashinfer-sampler is refused there",
-         source="0.9.1 and 0.10.1.1 v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ "
-         "(VLLM_USE_FLASHINFER_SAMPLER is not False), forward_cuda, flashinfer_sample; "
-         "v1/sample/sampler.py Sampler.forward (logits.to(torch.float32)); flashinfer-python "
-         "0.2.11 flashinfer/sampling.py top_k_top_p_sampling_from_logits, top_k_mask_logits "
+         since="0.9.0", until="0.11.1", value=4 + 4 + 4,
+         introduced_by="before 0.9.0 (read from 0.9.0 on)",
+         removed_by="not read after 0.11.0: --vllm-use-flashinfer-sampler is refused there",
+         source="0.9.0, 0.9.1, 0.10.1.1, 0.10.2 and 0.11.0 v1/sample/ops/topk_topp_sampler.py "
+         "TopKTopPSampler.__init__ (VLLM_USE_FLASHINFER_SAMPLER is not False), forward_cuda, "
+         "flashinfer_sample; v1/sample/sampler.py Sampler.forward (logits.to(torch.float32)); "
+         "flashinfer-python 0.2.11, 0.3.0 and 0.3.1 (the 0.10.1.1, 0.10.2 and 0.11.0 wheels' "
+         "pins) flashinfer/sampling.py top_k_top_p_sampling_from_logits, top_k_mask_logits "
          "(torch.empty_like), top_p_sampling_from_probs", generation="v1"),
 )
 
@@ -181,10 +183,10 @@ def check_flashinfer_sampler(dep: Deployment) -> None:
     if use == 1 and rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version or "",
                                   dep.engine) is None:
         raise BadInput(f"--vllm-use-flashinfer-sampler 1: the FlashInfer sampler is modelled "
-                       f"for vLLM 0.9.1 to 0.10.1.1 (V1) only, not "
+                       f"for vLLM 0.9.0 to 0.11.0 (V1) only, not "
                        f"{dep.engine_version or 'the newest release'}",
                        hint="drop --vllm-use-flashinfer-sampler (memprof then models the torch "
-                       "sampler and says so), or pass --engine-version 0.10.1.1")
+                       "sampler and says so), or pass an --engine-version from 0.9.0 to 0.11.0")
 
 
 def flashinfer_sampler_bytes_per_elem(dep: Deployment) -> int | None:
