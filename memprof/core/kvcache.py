@@ -3,7 +3,8 @@
 Formulas follow vLLM@52a31cc:
 - ``vllm/v1/kv_cache_interface.py``: page size of one block of one layer per spec class;
 - ``vllm/v1/core/kv_cache_utils.py``: grouping layers, ``num_blocks = available // page //
-  group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)``;
+  group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)`` (per group for a
+  hybrid pool from 0.9.1 to 0.20.0: ``HYBRID_TOKEN_LINE_PER_GROUP``);
 - TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (vLLM@52a31cc);
 - a packed pool of many page sizes: its attention kind lays it out (``AttentionKind.packed_pool``).
 
@@ -147,7 +148,7 @@ HYBRID_TOKEN_LINE_PER_GROUP: tuple[Rule, ...] = (
          "get_kv_cache_config_from_groups and 0.19.0 / 0.19.1 / 0.20.0 _report_kv_cache_config: "
          "num_blocks // len(kv_cache_groups) * min_block_size; 0.20.1, 0.20.2, 0.21.0, 0.23.0, "
          "0.25.0: num_tokens = int(max_concurrency * max_model_len)",
-         applies_to="sliding"),
+         applies_to="sliding", generation="v1"),
 )
 # Chunked local attention (Llama 4): 0.9.2 gives those layers a ``FullAttentionSpec``
 # (gpu_model_runner.py get_kv_cache_spec has no chunked spec); 0.10.1–0.13.0 have
