@@ -72,10 +72,12 @@ S, L = "serve", "llm"  # OPENAI_API_SERVER, LLM_CLASS
     # 0.9.0 on: an A100 stays small whatever its memory
     ("0.9.0", "A100-80GB", S, (2048, 256)), ("0.14.1", "A100-PCIe-80GB", L, (8192, 256)),
     ("0.9.0", "H100-80GB", S, (8192, 1024)), ("0.27.1", "B200", S, (8192, 1024)),
-    ("0.27.1", "B200", L, (16384, 1024)), ("0.27.1", "GB10", S, (8192, 1024)),
+    ("0.27.1", "B200", L, (16384, 1024)),
+    # a GB10's NVML has no memory query: device_memory = 0, the small tier (NVML_TOTAL_UNCAUGHT)
+    ("0.27.1", "GB10", S, (2048, 256)),
     # 0.28.0 on: >= 160 GiB → 16384 for both entry points
     ("0.28.0", "B200", S, (16384, 1024)), ("0.32.0", "MI300X", S, (16384, 1024)),
-    ("0.28.0", "H200", S, (8192, 1024)), ("0.32.0", "GB10", L, (16384, 1024)),
+    ("0.28.0", "H200", S, (8192, 1024)), ("0.32.0", "GB10", L, (8192, 256)),
     # 0.33.0: a GB10 (compute capability 12.1, 121 GiB) on the small tier
     ("0.33.0", "GB10", S, (2048, 256)), ("0.33.0", "GB10", L, (8192, 256)),
     ("0.33.0", "RTX-PRO-6000", S, (8192, 1024)), ("0.33.0", "B300", L, (16384, 1024)),
@@ -180,7 +182,7 @@ def test_the_name_decides_only_where_a_rule_reads_it() -> None:
     # GB10 at 0.33.0 is decided by its compute capability, and says so
     d = batch_default(_gpu("GB10"), "0.33.0")
     assert (d.tokens, d.seqs) == (2048, 256) and "compute capability 12.1" in d.why
-    assert batch_default(_gpu("GB10"), "0.32.0").why == ""
+    assert "NVML" in batch_default(_gpu("GB10"), "0.32.0").why  # NVML_TOTAL_UNCAUGHT
     assert batch_default(_gpu("H100-80GB"), "0.8.5").why == ""
 
 

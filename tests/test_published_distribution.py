@@ -62,7 +62,8 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "mem_fraction_static", "kv_cache_dtype", "quantization", "max_num_seqs",
                      "max_num_batched_tokens", "enforce_eager", "enable_expert_parallel",
                      "enable_dp_attention", "scratch", "entrypoint", "block_size",
-                     "disable_custom_all_reduce")
+                     "disable_custom_all_reduce", "vllm_use_flashinfer_sampler",
+                     "no_gpu_peer_access")
 
 
 class Refused(Exception):

@@ -73,6 +73,9 @@ class Deployment:
     gpu_memory_in_use: int | None = None
     enforce_eager: bool = False
     disable_custom_all_reduce: bool = False  # NCCL all-reduce instead of the engine's own kernel
+    # the host's driver gives its GPUs no peer-to-peer access (a pod, a VM, PCIe cards): the
+    # catalog card's ``peer_access`` turned off (memprof/core/estimate.py)
+    no_gpu_peer_access: bool = False
     # vLLM --disable-hybrid-kv-cache-manager: sliding / chunked-local layers cached as full
     # attention (memprof.core.kvcache.unify_hybrid_specs)
     disable_hybrid_kv_cache_manager: bool = False
@@ -80,6 +83,10 @@ class Deployment:
     # vLLM's VLLM_USE_V1 (0 / 1; None: unset, V1 where the release's oracle accepts it):
     # engines/vllm.py V0_ENGINE, V1_FALLBACK
     vllm_use_v1: int | None = None
+    # vLLM's VLLM_USE_FLASHINFER_SAMPLER (0 / 1; None: unset, and memprof assumes the PyPI wheel,
+    # whose flashinfer is only an extra: the torch top-k/top-p sampler). 1 states that FlashInfer
+    # is installed and samples (terms/activation.py V1_FLASHINFER_SAMPLER)
+    vllm_use_flashinfer_sampler: int | None = None
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do

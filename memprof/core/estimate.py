@@ -35,6 +35,7 @@ from memprof.core.kvcache import (
     KVCapacity,
     KVPlan,
     capacity_from_blocks,
+    hybrid_token_line_per_group,
     kv_plan,
     max_fitting_model_len,
 )
@@ -47,7 +48,7 @@ from memprof.core.models import (
     spec_from_config,
 )
 from memprof.core.models.config import parse_overrides, with_overrides
-from memprof.core.terms.activation import samples_in_profile_run
+from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
@@ -264,6 +265,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     """
     steps = steps or STEPS
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes, gpu_arch)
+    if dep.no_gpu_peer_access and gpu.peer_access:  # --no-gpu-peer-access: the host's driver
+        gpu = replace(gpu, peer_access=False)  # gives none, whatever the card
     spec = steps.model_spec(model, dep)
     asked = dep
     dep = steps.prepared(dep, spec, gpu)
@@ -370,6 +373,7 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     from memprof.core.scratch.backends import block_size_for
 
     validate(dep, spec)
+    check_flashinfer_sampler(dep)
     block, _why = block_size_for(spec, gpu, dep)
     if block != dep.block_size:
         dep = dep.with_(block_size=block)
@@ -445,7 +449,8 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                    num_blocks: int, quant: QuantConfig | None, dtype: str, mml: int, mnbt: int,
                    after_kv: list[TermFn], same_as: Sequence[int]) -> RankEstimate:
     plan = c.plan
-    cap = capacity_from_blocks(plan, num_blocks, mml, mnbt)
+    cap = capacity_from_blocks(plan, num_blocks, mml, mnbt,
+                               hybrid_token_line_per_group(dep.engine_version, dep.engine))
     ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]

@@ -137,6 +137,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="No CUDA graphs (SGLang: --disable-cuda-graph)."),
     Setting(field="disable_custom_all_reduce", kind="bool",
             help="Use NCCL for the TP all-reduce instead of the engine's custom all-reduce."),
+    Setting(field="no_gpu_peer_access", kind="bool",
+            help="The host's GPUs have no peer-to-peer access (vLLM logs 'Custom allreduce is "
+            "disabled because your platform lacks GPU P2P capability'): NCCL over host shared "
+            "memory and no custom all-reduce, as on a card the catalog marks so.",
+            memprof_only=True),
     Setting(field="disable_hybrid_kv_cache_manager", kind="bool",
             note="SGLang sizes sliding-window and Mamba pools itself",
             help="vLLM only: one KV cache group; sliding-window and chunked-local layers "
@@ -149,6 +154,12 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM 0.8.0 to 0.10.2 only: VLLM_USE_V1 (0: the V0 engine; 1: V1, refused "
             "where vLLM refuses it).", shown_default="unset: V1, or V0 where the release "
             "falls back"),
+    Setting(field="vllm_use_flashinfer_sampler", kind="int",
+            note="SGLang's sampler is not modelled",
+            help="vLLM 0.9.0 to 0.11.0 only: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
+            "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
+            "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
+            metavar="N"),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

@@ -41,6 +41,9 @@ class GPU:
     # streaming multiprocessors (torch ``multi_processor_count``); None where the catalog does
     # not state it (see configs/gpus.json's _about)
     sm_count: int | None = None
+    # NVML's nvmlDeviceGetMemoryInfo works on this card; False on integrated, unified-memory parts
+    # (GB10) where it is not supported (configs/gpus.json nvml_memory_info_source)
+    nvml_memory_info: bool = True
     # the name the driver reports (NVML ``nvmlDeviceGetName`` == ``torch.cuda.get_device_name``,
     # "NVIDIA GeForce RTX 3090"): the catalog's first alias spelt as a driver spells it
     # (``DRIVER_NAME_PREFIXES``); "" where none is known. vLLM's batch defaults read it.
@@ -86,7 +89,8 @@ def catalog() -> tuple[GPU, ...]:
                 compute_capability=g.get("compute_capability"),
                 interconnect=g.get("interconnect", ""),
                 fully_connected=bool(g.get("fully_connected", False)),
-                sm_count=g.get("sm_count"), device_name=_driver_name(g))
+                sm_count=g.get("sm_count"), device_name=_driver_name(g),
+                nvml_memory_info=bool(g.get("nvml_memory_info", True)))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -3,7 +3,8 @@
 Formulas follow vLLM@52a31cc:
 - ``vllm/v1/kv_cache_interface.py``: page size of one block of one layer per spec class;
 - ``vllm/v1/core/kv_cache_utils.py``: grouping layers, ``num_blocks = available // page //
-  group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)``;
+  group_size``, "GPU KV cache size" = ``int(max_concurrency × max_model_len)`` (per group for a
+  hybrid pool from 0.9.1 to 0.20.0: ``HYBRID_TOKEN_LINE_PER_GROUP``);
 - TurboQuant slots: ``vllm/model_executor/layers/quantization/turboquant/config.py`` (vLLM@52a31cc);
 - a packed pool of many page sizes: its attention kind lays it out (``AttentionKind.packed_pool``).
 
@@ -125,6 +126,29 @@ SLIDING_CACHED_AS_FULL: tuple[Rule, ...] = (
          source="0.9.0 v1/core/kv_cache_utils.py get_kv_cache_config → "
          "unify_hybrid_kv_cache_specs (always); 0.9.1 the same call only 'if vllm_config."
          "scheduler_config.disable_hybrid_kv_cache_manager'", applies_to="sliding"),
+)
+# "GPU KV cache size" of a hybrid pool (full-attention groups beside sliding-window or
+# chunked-local ones, ``_grouped_plan``'s "hybrid" layout): from the hybrid KV-cache manager's
+# first release the line divides the pool's blocks among the groups, ``num_blocks //
+# len(kv_cache_groups) × min block size`` — every layer priced, windowed or not (0.9.1 and
+# 0.10.1.1 v1/core/kv_cache_utils.py get_kv_cache_config (hybrid branch) / get_kv_cache_config_
+# from_groups: ``num_tokens = num_blocks // len(grouped_layers) * min_block_size``; the same
+# expression in ``_report_kv_cache_config`` of the later releases read for state groups, see
+# ``capacity_from_blocks``). vLLM@52a31cc prints ``int(max_concurrency × max_model_len)``
+# instead ("a naive num_blocks // num_groups * block_size formula underestimates capacity"), as
+# every release from 0.20.1 on does (read in the 0.20.1 – 0.25.0 wheels).
+HYBRID_TOKEN_LINE_PER_GROUP: tuple[Rule, ...] = (
+    Rule(name="hybrid_token_line_per_group", changes="KV: 'GPU KV cache size' of a hybrid pool",
+         since="0.9.1", until="0.20.1", value=True,
+         introduced_by="the hybrid KV-cache manager (first released in 0.9.1)",
+         removed_by="int(max_concurrency * max_model_len) (first released in 0.20.1; PR not "
+         "identified)",
+         source="0.9.1 v1/core/kv_cache_utils.py _get_kv_cache_config_uniform_page_size: "
+         "num_blocks // len(grouped_layers) * block_size; 0.10.1.1 "
+         "get_kv_cache_config_from_groups and 0.19.0 / 0.19.1 / 0.20.0 _report_kv_cache_config: "
+         "num_blocks // len(kv_cache_groups) * min_block_size; 0.20.1, 0.20.2, 0.21.0, 0.23.0, "
+         "0.25.0: num_tokens = int(max_concurrency * max_model_len)",
+         applies_to="sliding", generation="v1"),
 )
 # Chunked local attention (Llama 4): 0.9.2 gives those layers a ``FullAttentionSpec``
 # (gpu_model_runner.py get_kv_cache_spec has no chunked spec); 0.10.1–0.13.0 have
@@ -512,21 +536,30 @@ class KVCapacity:
 
 
 def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
-             max_num_batched_tokens: int) -> KVCapacity:
+             max_num_batched_tokens: int, hybrid_line_per_group: bool = False) -> KVCapacity:
     blocks = max(0, available_bytes // plan.block_bytes) if available_bytes > 0 else 0
-    return capacity_from_blocks(plan, blocks, max_model_len, max_num_batched_tokens)
+    return capacity_from_blocks(plan, blocks, max_model_len, max_num_batched_tokens,
+                                hybrid_line_per_group)
+
+
+def hybrid_token_line_per_group(version: str | None, engine: str = "vllm") -> bool:
+    """Does ``version`` print a hybrid pool's "GPU KV cache size" per group
+    (``HYBRID_TOKEN_LINE_PER_GROUP``)?"""
+    return bool(value_at(HYBRID_TOKEN_LINE_PER_GROUP, version, False, engine))
 
 
 def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
-                         max_num_batched_tokens: int) -> KVCapacity:
+                         max_num_batched_tokens: int,
+                         hybrid_line_per_group: bool = False) -> KVCapacity:
     per_req = plan.blocks_per_request(max_model_len, max_num_batched_tokens)
     conc_blocks = plan.concurrency_blocks(max_model_len, max_num_batched_tokens)
     conc = blocks / conc_blocks if conc_blocks else 0.0
     # a pool with state groups: "GPU KV cache size" as those releases print it (read in
     # v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
     # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size)
-    tokens = (logged_tokens_per_group(plan, blocks)
-              if any(name == "state" for name, _b, _w, _n in plan.group_blocks)
+    per_group = (any(name == "state" for name, _b, _w, _n in plan.group_blocks)
+                 or (plan.layout == "hybrid" and hybrid_line_per_group))
+    tokens = (logged_tokens_per_group(plan, blocks) if per_group
               else int(conc * max_model_len))
     return KVCapacity(
         num_gpu_blocks=blocks, kv_cache_bytes=blocks * plan.block_bytes,

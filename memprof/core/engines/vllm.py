@@ -122,6 +122,24 @@ BATCH_DEFAULTS: tuple[Rule, ...] = (
          generation="v1"),
 )
 
+# The memory tiers read the device total through NVML (``NvmlCudaPlatform.get_device_total_memory``:
+# ``pynvml.nvmlDeviceGetMemoryInfo(handle).total``), which raises on a card whose NVML has no
+# memory query (GB10: ``GPU.nvml_memory_info``); ``get_batch_defaults`` catches it and takes
+# ``device_memory = 0``, the small tier. 0.33.0 catches the NVML error inside
+# ``get_device_total_memory`` and reads torch's total instead (its GB10 stays small through
+# ``is_gb10``, ``v1_gb10``).
+NVML_TOTAL_UNCAUGHT: tuple[Rule, ...] = (
+    Rule(name="nvml_total_uncaught", changes="max_num_batched_tokens / max_num_seqs defaults: "
+         "a card NVML reports no memory for", since="0.8.5", until="0.33.0", value=True,
+         introduced_by="tiers by device memory (first released in 0.8.5)",
+         removed_by="NVML memory fallback for integrated parts (first released in 0.33.0)",
+         source="0.10.1.1, 0.13.0, 0.19.0, 0.25.0, 0.32.0 platforms/cuda.py NvmlCudaPlatform."
+         "get_device_total_memory (nvmlDeviceGetMemoryInfo, no fallback) and engine/arg_utils.py "
+         "(try: device_memory = current_platform.get_device_total_memory() except Exception: "
+         "device_memory = 0); 0.33.0 the NVML error caught in get_device_total_memory",
+         generation="v1"),
+)
+
 # How a default is bounded by the other setting (V1). Before 0.10.1 nothing: a
 # --max-num-batched-tokens below the default max_num_seqs is refused (SchedulerConfig: "must be
 # greater than or equal to max_num_seqs").
@@ -369,6 +387,11 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
         if not gpu.device_name:
             why += ("; memprof knows no driver name for this card, so the name is assumed: "
                     "name a catalog card with --gpu")
+    elif (not gpu.nvml_memory_info and scheme in ("v1_70g", "v1_a100", "v1_160g")
+          and value_at(NVML_TOTAL_UNCAUGHT, version, False)):
+        tier = _SMALL
+        why = (f"{gpu.name}: NVML reports no memory total for it, so vLLM's "
+               "get_device_total_memory raises and the defaults take device_memory = 0")
     elif scheme in ("v1_160g", "v1_gb10") and gib >= 160:
         tier = _HUGE
     elif gib >= 70 and scheme != "v1_70g" and _NAME_SMALL in low:
@@ -453,9 +476,11 @@ class VLLM(Engine):
         "scratch": ("--scratch",),
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
+        "no_gpu_peer_access": ("--no-gpu-peer-access",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),
         "vllm_use_v1": ("--vllm-use-v1",),
+        "vllm_use_flashinfer_sampler": ("--vllm-use-flashinfer-sampler",),
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),
         "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),

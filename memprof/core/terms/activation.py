@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from memprof.base.errors import BadInput
 from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.attention import ActQuery, kind_of
 from memprof.core.components import Component, TermContext
@@ -139,6 +140,62 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
          "apply_top_k_top_p: logits.sort, cumsum(out=probs_sort), logits_sort.scatter",
          generation="v1"),
 )
+
+
+# The V1 sampler's FlashInfer path, where FlashInfer is installed (vLLM's Docker image ships it;
+# the PyPI wheel has it only as the ``flashinfer`` extra, pinned to flashinfer-python 0.2.11 /
+# 0.3.0 / 0.3.1 in the 0.10.1.1 / 0.10.2 / 0.11.0 METADATA) and ``VLLM_USE_FLASHINFER_SAMPLER``
+# is not 0 (None counts as on under V1: ``TopKTopPSampler.__init__``, "Using FlashInfer for top-p
+# & top-k sampling."). The profile run's warm-up sets both top_k and top_p, so
+# ``flashinfer_sample`` calls
+# ``flashinfer.sampling.top_k_top_p_sampling_from_logits`` on the fp32 logits that
+# ``Sampler.forward`` made (``logits.to(torch.float32)``; temperature divides in place), which
+# with its default ``filter_apply_order="top_k_first"`` makes ``top_k_mask_logits`` (a new fp32
+# [R, V], ``torch.empty_like``) and ``torch.softmax`` of it (a new fp32 [R, V]) and samples from
+# those probs into an int32 [R]: 4 + 4 + 4 = 12 bytes per R·V element beside the model-dtype
+# logits, and no sort. ``value``: those bytes per element.
+V1_FLASHINFER_SAMPLER: tuple[Rule, ...] = (
+    Rule(name="v1_flashinfer_sampler", changes="activation peak: sampler (FlashInfer)",
+         since="0.9.0", until="0.11.1", value=4 + 4 + 4,
+         introduced_by="before 0.9.0 (read from 0.9.0 on)",
+         removed_by="not read after 0.11.0: --vllm-use-flashinfer-sampler is refused there",
+         source="0.9.0, 0.9.1, 0.10.1.1, 0.10.2 and 0.11.0 v1/sample/ops/topk_topp_sampler.py "
+         "TopKTopPSampler.__init__ (VLLM_USE_FLASHINFER_SAMPLER is not False), forward_cuda, "
+         "flashinfer_sample; v1/sample/sampler.py Sampler.forward (logits.to(torch.float32)); "
+         "flashinfer-python 0.2.11, 0.3.0 and 0.3.1 (the 0.10.1.1, 0.10.2 and 0.11.0 wheels' "
+         "pins) flashinfer/sampling.py top_k_top_p_sampling_from_logits, top_k_mask_logits "
+         "(torch.empty_like), top_p_sampling_from_probs", generation="v1"),
+)
+
+
+def check_flashinfer_sampler(dep: Deployment) -> None:
+    """``--vllm-use-flashinfer-sampler``: 0 or 1, vLLM only, and 1 only at the releases whose
+    FlashInfer path memprof read (``V1_FLASHINFER_SAMPLER``) — elsewhere a refusal, never a
+    silent torch sampler."""
+    use = dep.vllm_use_flashinfer_sampler
+    if use not in (None, 0, 1):
+        raise BadInput(f"--vllm-use-flashinfer-sampler {use}: VLLM_USE_FLASHINFER_SAMPLER is 0 "
+                       "or 1", hint="pass 1 where FlashInfer samples (vLLM's Docker image), 0 "
+                       "for the torch sampler")
+    if use == 1 and dep.vllm_use_v1 == 0:
+        raise BadInput("--vllm-use-flashinfer-sampler 1 with --vllm-use-v1 0: the V0 sampler's "
+                       "FlashInfer path is not modelled", hint="drop one of the two")
+    if use == 1 and rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version or "",
+                                  dep.engine) is None:
+        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the FlashInfer sampler is modelled "
+                       f"for vLLM 0.9.0 to 0.11.0 (V1) only, not "
+                       f"{dep.engine_version or 'the newest release'}",
+                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the torch "
+                       "sampler and says so), or pass an --engine-version from 0.9.0 to 0.11.0")
+
+
+def flashinfer_sampler_bytes_per_elem(dep: Deployment) -> int | None:
+    """Bytes per R·V element of the FlashInfer sampler where the deployment states it samples
+    (``--vllm-use-flashinfer-sampler 1``) at a release of ``V1_FLASHINFER_SAMPLER``; else None."""
+    if dep.vllm_use_flashinfer_sampler != 1:
+        return None
+    rule = rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version, dep.engine)
+    return None if rule is None else int(rule.value)  # type: ignore[call-overload]
 
 
 @lru_cache(maxsize=64)
@@ -404,17 +461,22 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     """The sampler warm-up on R rows (vLLM@52a31cc gpu_model_runner.py profile_run /
     _dummy_sampler_run): the last hidden states [T, H] are still
     alive; logits [R, V] in the model dtype (with TP>1 also the local shard [R, V/tp] before the
-    all-gather); then the fp32 copy and top-k/top-p: 12·R·V + the Triton row buffer when R ≥ 8,
-    22·R·V (sort) below (see ``SAMPLER_*``); before vLLM 0.17.0 the sort on every row count, with
-    an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With speculative decoding the rejection
-    sampler's logits [R·(1+k), V] (fp32 + probs, plus the draft rows in the model dtype) replace it
-    when they are larger [approximation]."""
+    all-gather); then the fp32 copy and top-k/top-p — FlashInfer's 12·R·V where the deployment
+    states FlashInfer samples (``V1_FLASHINFER_SAMPLER``), else the torch path: 12·R·V + the
+    Triton row buffer when R ≥ 8, 22·R·V (sort) below (see ``SAMPLER_*``); before vLLM 0.17.0
+    the sort on every row count, with an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With
+    speculative decoding the rejection sampler's logits [R·(1+k), V] (fp32 + probs, plus the
+    draft rows in the model dtype) replace it when they are larger [approximation]."""
     s, v, h, dep = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size, ctx.dep
     parts = [("last hidden [T,H]", t * h * s), ("logits [R,V]", r * v * s)]
     if dep.tp > 1:
         parts.append(("local logits shard [R,V/tp]", r * cdiv(v, dep.tp) * s))
     sort_scatter = v1_sort_sampler_bytes_per_elem(dep.engine, dep.engine_version)
-    if sort_scatter is not None:  # V1_TORCH_SORT_SAMPLER: the sort on every row count
+    flashinfer = flashinfer_sampler_bytes_per_elem(dep)
+    if flashinfer is not None:  # V1_FLASHINFER_SAMPLER: FlashInfer samples, no sort
+        topkp = [(f"fp32 logits + top-k mask + probs {flashinfer}·R·V (FlashInfer sampler)",
+                  r * v * flashinfer)]
+    elif sort_scatter is not None:  # V1_TORCH_SORT_SAMPLER: the sort on every row count
         at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
         at_scatter = r * v * sort_scatter
         what = ("fp32 logits + sort + its temporaries" if at_sort >= at_scatter

@@ -1,0 +1,53 @@
+"""``--no-gpu-peer-access``: a host whose driver gives its GPUs no peer-to-peer access (pods, VMs,
+PCIe cards) runs the catalog card without it — NCCL over host shared memory (memprof's SHM rows,
+memprof/core/terms/nccl.py) and no custom all-reduce (vLLM's ``CustomAllreduce`` disables itself:
+"Custom allreduce is disabled because your platform lacks GPU P2P capability",
+distributed/device_communicators/custom_all_reduce.py, 0.10.1.1).
+
+The calibration cases are published rows 523 and 524 (vLLM 0.10.1.1, Qwen2-7B-Instruct TP 2 on
+two A100 80GB of one host, whose log prints that warning)."""
+
+from __future__ import annotations
+
+import json
+
+from memprof.base.units import MiB
+from memprof.cli import run
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate
+from memprof.core.terms.nccl import NCCL_ROWS
+
+DEP = dict(engine_version="0.10.1.1", tp=2, max_model_len=16384, gpu_memory_utilization=0.25,
+           vllm_use_flashinfer_sampler=1)
+
+
+def _comps(**kw: object) -> dict[str, int]:
+    e = estimate("qwen2.5-7b-instruct", Deployment(**{**DEP, **kw}),  # type: ignore[arg-type]
+                 gpu_name="A100-80GB")
+    return {c.name: c.bytes for c in e.ranks[0].components}
+
+
+def test_nccl_over_shm_and_no_custom_all_reduce() -> None:
+    p2p, shm = _comps(), _comps(no_gpu_peer_access=True)
+    nccl = "NCCL TP communicator (2 ranks)"
+    custom = "custom all-reduce buffers (TP, 2 ranks)"
+    # 0.10.1.1 sets NCCL_CUMEM_ENABLE=0: the cuMem-off rows, init + first all_reduce
+    init, first, _src = NCCL_ROWS[(True, False, 2)]
+    assert p2p[nccl] == init + first == 908 * MiB
+    init, first, _src = NCCL_ROWS[(False, False, 2)]
+    assert shm[nccl] == init + first == 372 * MiB
+    assert p2p[custom] == 26 * MiB and custom not in shm
+
+
+def test_row_523_moves_to_the_log() -> None:
+    e = estimate("qwen2.5-7b-instruct", Deployment(**DEP, no_gpu_peer_access=True),  # type: ignore[arg-type]
+                 gpu_name="A100-80GB")
+    logged = 450_192
+    assert abs(e.kv_cache_tokens - logged) / logged < 0.04  # -7.9% with peer access
+
+
+def test_one_gpu_is_unchanged_and_the_flag_is_echoed(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert _comps(no_gpu_peer_access=True, tp=1) == _comps(tp=1)  # one GPU: no communicator
+    assert run(["estimate", "--model", "qwen2.5-7b-instruct", "--gpu", "RTX-4090", "-tp", "2",
+                "--max-model-len", "4096", "--no-gpu-peer-access", "--format", "json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["deployment"]["no_gpu_peer_access"] is True
