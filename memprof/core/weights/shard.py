@@ -28,6 +28,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from memprof.base.errors import ConfigError, LayoutError
 from memprof.base.units import cdiv, round_up
@@ -157,7 +158,6 @@ class _Exclusion:
                    for p in self.globs)
 
 
-_EXCLUSIONS: dict[int, _Exclusion] = {}
 # a plain name of one decoder layer's module: ``[prefix.]layers.N[.suffix]``
 _LAYER_NAME = re.compile(r"((?:[^.]+\.)*?)layers\.(\d+)((?:\.[^.]+)*)")
 
@@ -167,13 +167,11 @@ def has_digit(text: str) -> bool:
     return any(c.isdigit() for c in text)
 
 
+@lru_cache(maxsize=256)
 def _exclusion(exclude: tuple[str, ...]) -> _Exclusion:
-    ex = _EXCLUSIONS.get(id(exclude))
-    if ex is None or ex.exclude is not exclude:
-        if len(_EXCLUSIONS) > 256:
-            _EXCLUSIONS.clear()
-        ex = _EXCLUSIONS[id(exclude)] = _Exclusion(exclude)
-    return ex
+    """The split form of one exclusion list, kept per list by its value (a bounded cache: a
+    sweep estimates the same checkpoint's list many times)."""
+    return _Exclusion(exclude)
 
 
 def layer_exclusions(exclude: tuple[str, ...], index: int) -> frozenset[str] | None:
