@@ -427,6 +427,10 @@ def _settings(lines: list[str], engine: str
         if _CUSTOM_AR_OFF.search(line):
             # the engine turned it off at start-up whatever the config line said before
             settings["disable_custom_all_reduce"] = True
+            if _NO_P2P.search(line):
+                settings["no_gpu_peer_access"] = True
+        if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
+            settings["vllm_use_flashinfer_sampler"] = 1
     return settings, model, command, notes
 
 
@@ -453,6 +457,13 @@ _IN_EFFECT = ((re.compile(r"Chunked prefill is enabled with "
 # vllm/distributed/device_communicators/custom_all_reduce.py, "[custom_all_reduce.py:146]" at
 # 0.8.4): the TP all-reduce is then NCCL's, as under --disable-custom-all-reduce
 _CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled because")
+# ... "because your platform lacks GPU P2P capability or P2P test failed": no peer access between
+# the GPUs, so NCCL runs over host shared memory too (``--no-gpu-peer-access``)
+_NO_P2P = re.compile(r"lacks GPU P2P capability")
+# V1's sampler announcing FlashInfer's top-k/top-p kernel (vllm/v1/sample/ops/topk_topp_sampler.py
+# TopKTopPSampler.__init__, "Using FlashInfer for top-p & top-k sampling." at 0.9.0-0.11.0): the
+# profile run's sampler warm-up is FlashInfer's (``--vllm-use-flashinfer-sampler``)
+_FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 
 
 def _str(v: object) -> str | None:
