@@ -38,7 +38,7 @@ from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate, load_figure
 from memprof.core.explain import in_use_from_log, with_derived
-from memprof.core.gpus import unlisted_gpu
+from memprof.core.gpus import gpu_from_total
 from memprof.core.graph_log import logged_graph
 from memprof.core.verdict import loaded_at_start
 
@@ -121,8 +121,9 @@ def row_estimate(row: dict[str, Any]) -> tuple[Estimate, int]:
     it shows such memory, taken as ``memprof explain`` takes it (``in_use_from_log``), so that
     ``tests/test_explain_calibration.py`` compares explain with this same estimate."""
     model, dep, gpu, mem = _run_args(row)
-    if gpu is None and mem is not None:  # the log prints a total, not the card
-        e = estimate(model, dep, gpu=unlisted_gpu(mem, source="the log's total"))
+    if gpu is None and mem is not None:  # the log prints a total, not the card: the card
+        # that total stands for, as ``memprof explain`` takes it
+        e = estimate(model, dep, gpu=gpu_from_total(mem))
     else:
         e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
     took = in_use_from_log(with_derived(logged_free(row["observed"]))[0], e)
