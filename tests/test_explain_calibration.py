@@ -30,9 +30,8 @@ import pytest
 
 from memprof.base.errors import BadInput
 from memprof.cli import run
-from memprof.core.estimate import Estimate, estimate
+from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED, logged_rank
-from memprof.core.gpus import unlisted_gpu
 from memprof.core.versions import split_generation
 from memprof.probes.log_deployment import log_gpu
 from memprof.probes.startup_log import parse_log
@@ -63,9 +62,15 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 107 and 302-309 are.
-RELEASE_ONLY = (12, 106, 122, 131, 150, 160, 201)
+RELEASE_ONLY = (12, 32, 106, 122, 131, 150, 160, 201, 520)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
+# the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
+# table and bullets, not log lines), under the image vllm/vllm-openai:latest
+_LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight figures: "
+                 "memprof_engine_version_note)")
+_LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len are a markdown "
+         "table's columns; the quoted args are placeholders, '--tensor-parallel-size=<tp-size>')")
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -76,8 +81,7 @@ XFAIL: dict[int, str] = {
         "0.5.3)",
     13: OUTSIDE + "--tp 8 --dp 8 --enable-dp-attention (row 12's command, not this quote's)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
-    32: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16) and " + _DATED,
-    33: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
+    32: OUTSIDE + _DATED,
     48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
     106: "the tags (gpu_worker.py:276, core.py:700) are the lines of 0.10.1 and 0.10.1.1: "
          "explain takes the newer, the row (by the thread's date) 0.10.1",
@@ -98,6 +102,12 @@ XFAIL: dict[int, str] = {
     316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",
+    **{i: _LLMD for i in range(511, 520)},
+    # the start-up failure is the verdict compared, whatever TP and max-model-len
+    520: OUTSIDE + _LLMD_RELEASE,
+    523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
+         "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
+         "was not in the stored corpus to quote from)",
 }
 
 
@@ -142,11 +152,9 @@ def invoke(argv: list[str]) -> tuple[int, str, str]:
 
 
 def _distribution_estimate(row: dict[str, Any]) -> Estimate:
-    """The estimate ``test_published_distribution.outcome`` makes of the row."""
-    model, dep, gpu, mem = PUB._run_args(row)
-    if gpu is None and mem is not None:
-        return estimate(model, dep, gpu=unlisted_gpu(mem, source="the log's total"))
-    return estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
+    """The estimate ``test_published_distribution.outcome`` makes of the row (with the memory
+    in use the row's logged free memory before load shows: ``row_estimate``)."""
+    return PUB.row_estimate(row)[0]
 
 
 def explain_argv(row: dict[str, Any], log: Path) -> list[str]:

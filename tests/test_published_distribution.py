@@ -38,7 +38,7 @@ from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate, load_figure
 from memprof.core.explain import in_use_from_log, with_derived
-from memprof.core.gpus import unlisted_gpu
+from memprof.core.gpus import gpu_from_total
 from memprof.core.graph_log import logged_graph
 from memprof.core.verdict import loaded_at_start
 
@@ -116,20 +116,27 @@ def logged_free(obs: dict[str, Any]) -> dict[str, float]:
     return {FREE_KEYS[k]: float(v) * GiB for k, v in obs.items() if k in FREE_KEYS}
 
 
+def row_estimate(row: dict[str, Any]) -> tuple[Estimate, int]:
+    """The estimate of the row (:class:`Refused` or memprof's error where it cannot run) and
+    the memory other processes held that it includes: the log's free memory before load, where
+    it shows such memory, taken as ``memprof explain`` takes it (``in_use_from_log``), so that
+    ``tests/test_explain_calibration.py`` compares explain with this same estimate."""
+    model, dep, gpu, mem = _run_args(row)
+    if gpu is None and mem is not None:  # the log prints a total, not the card: the card
+        # that total stands for, as ``memprof explain`` takes it
+        e = estimate(model, dep, gpu=gpu_from_total(mem))
+    else:
+        e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
+    took = in_use_from_log(with_derived(logged_free(row["observed"]))[0], e)
+    if took is not None and dep.gpu_memory_in_use is None:
+        return estimate(model, dep.with_(gpu_memory_in_use=took[0]), gpu=e.gpu), took[0]
+    return e, 0
+
+
 def outcome(row: dict[str, Any]) -> Outcome:
     out = Outcome(id=row["id"])
     try:
-        model, dep, gpu, mem = _run_args(row)
-        if gpu is None and mem is not None:  # the log prints a total, not the card
-            e = estimate(model, dep, gpu=unlisted_gpu(mem, source="the log's total"))
-        else:
-            e = estimate(model, dep, gpu_name=gpu, gpu_memory_bytes=mem)
-        # the log's free memory before load, where it shows memory other processes held, as
-        # ``memprof explain`` takes it (``in_use_from_log``)
-        took = in_use_from_log(with_derived(logged_free(row["observed"]))[0], e)
-        if took is not None and dep.gpu_memory_in_use is None:
-            out.in_use = took[0]
-            e = estimate(model, dep.with_(gpu_memory_in_use=took[0]), gpu=e.gpu)
+        e, out.in_use = row_estimate(row)
     except Refused as exc:
         out.refused = str(exc)
         return out

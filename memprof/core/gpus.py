@@ -263,6 +263,29 @@ def unlisted_gpu(memory_bytes: int, source: str = "--gpu-memory") -> GPU:
                source=source)
 
 
+# a printed total within 0.5% of a catalog GPU's is that GPU
+GPU_MATCH = 0.005
+# half of the 0.01 GiB an engine rounds a printed total to (vLLM's "total_gpu_memory
+# (93.10GiB)", torch's OOM "total capacity of 93.10 GiB")
+PRINTED_ROUNDING = (1 << 30) // 200
+
+
+def gpu_from_total(total_bytes: float) -> GPU:
+    """The card a total printed in a log (or read off one) stands for: the catalog card whose
+    total prints as this one, at its exact total; one within ``GPU_MATCH``, at the printed
+    total; else a card of that total and unknown architecture. ``memprof explain`` takes a
+    log's card this way (``memprof.probes.log_deployment.log_gpu``), and so does the calibration
+    test for a row that gives only the total (tests/test_published_distribution.py)."""
+    best = min(catalog(), key=lambda g: abs(g.total_bytes - total_bytes))
+    if abs(best.total_bytes - total_bytes) <= PRINTED_ROUNDING:
+        return best
+    if abs(best.total_bytes - total_bytes) <= GPU_MATCH * total_bytes:
+        return replace(best, total_bytes=int(total_bytes), exact=False,
+                       source="the log's total (rounded to 0.01 GiB)")
+    return GPU(name="from log", total_bytes=int(total_bytes), arch="unknown", exact=False,
+               source="the log's total")
+
+
 def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = None) -> GPU:
     """``--gpu`` and/or ``--gpu-memory``: the memory flag overrides the catalog's total. A
     ``--gpu-memory``-only GPU needs ``arch`` (a catalog architecture) and takes that

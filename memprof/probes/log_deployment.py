@@ -10,15 +10,13 @@ from typing import Any
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.engines import ENGINES
-from memprof.core.gpus import GPU, catalog, resolve_gpu
+from memprof.core.gpus import GPU, gpu_from_total, resolve_gpu
 from memprof.probes.startup_log import StartupLog
 
 # figures that are settings or context, not quantities memprof estimates
 CONTEXT_KEYS = frozenset({"gpu_memory_utilization", "mem_fraction_static", "concurrency_tokens",
                           "logged_max_model_len", "oom_tried_bytes", "oom_free_bytes",
                           "initial_usage_bytes"})
-GPU_MATCH = 0.005  # a logged total within 0.5% of a catalog GPU's is that GPU
-PRINTED_ROUNDING = (1 << 30) // 200  # half of the 0.01 GiB a logged total is rounded to
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,20 +55,12 @@ def resolve_model(name: str) -> str:
 
 
 def log_gpu(log: StartupLog) -> GPU | None:
+    """The card the log's printed total stands for (``memprof.core.gpus.gpu_from_total``);
+    ``None`` where the log prints no total."""
     total = log.get("total_gpu_bytes") or log.get("oom_total_bytes")
     if not total:
         return None
-    best = min(catalog(), key=lambda g: abs(g.total_bytes - total))
-    if abs(best.total_bytes - total) <= PRINTED_ROUNDING:
-        # the engines print the total rounded to 0.01 GiB (vLLM's "total_gpu_memory (93.10GiB)",
-        # torch's OOM "total capacity of 93.10 GiB"): a catalog total that prints as the logged
-        # one is that card, at its exact total
-        return best
-    if abs(best.total_bytes - total) <= GPU_MATCH * total:
-        return replace(best, total_bytes=int(total), exact=False,
-                       source="the log's total (rounded to 0.01 GiB)")
-    return GPU(name="from log", total_bytes=int(total), arch="unknown", exact=False,
-               source="the log's total")
+    return gpu_from_total(total)
 
 
 def newest_v0_release() -> str:

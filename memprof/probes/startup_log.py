@@ -405,7 +405,9 @@ def _settings(lines: list[str], engine: str
             try:
                 d = ast.literal_eval(m.group(1))
             except (ValueError, SyntaxError, MemoryError, RecursionError):
-                d = None
+                # a quote that elides part of the dict ("..., 'max_model_len': 65536, ...
+                # 'tensor_parallel_size': 2}") still shows the pairs it keeps
+                d = {k: _literal(v) for k, v in _DICT_PAIR.findall(m.group(1))}
             if isinstance(d, dict):
                 model = model or (str(d["model"]) if "model" in d else None)
                 _take(d, settings)
@@ -464,6 +466,11 @@ _NO_P2P = re.compile(r"lacks GPU P2P capability")
 # TopKTopPSampler.__init__, "Using FlashInfer for top-p & top-k sampling." at 0.9.0-0.11.0): the
 # profile run's sampler warm-up is FlashInfer's (``--vllm-use-flashinfer-sampler``)
 _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+
+
+# one ``'key': value`` pair of vLLM's "non-default args: {…}" (a dict's repr: vllm/entrypoints/
+# utils.py log_non_default_args, "[utils.py:253]" at 0.12.0), a scalar value
+_DICT_PAIR = re.compile(r"'(\w+)':\s*('[^']*'|\"[^\"]*\"|[\w.+-]+)(?=\s*[,}]|\s*$)")
 
 
 def _str(v: object) -> str | None:
