@@ -50,6 +50,7 @@ def version_key(text: str) -> tuple[int, ...]:
     return tuple(int(g) if g else 0 for g in m.groups())
 
 
+@lru_cache(maxsize=1024)
 def split_generation(version: str) -> tuple[str, str]:
     """``"0.8.5+v0"`` → ``("0.8.5", "v0")``; ``"0.8.5"`` → ``("0.8.5", "v1")``; a release before
     0.8.0 → ``(release, "v0")`` (V0 was the default and the only engine memprof models there).

@@ -12,6 +12,7 @@ Budget line (vLLM@52a31cc vllm/v1/worker/gpu_worker.py ``determine_available_mem
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
 from memprof.base.errors import BadInput
@@ -346,6 +347,7 @@ class BatchDefault(NamedTuple):
     why: str = ""
 
 
+@lru_cache(maxsize=256)  # a pure function of its arguments; a sweep asks the same few
 def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve",
                   max_model_len: int = 0, v0_chunked_prefill: bool = True,
                   given: tuple[int | None, int | None] = (None, None),

@@ -244,13 +244,15 @@ def linear_extra_nodes(ctx: TermContext) -> int:
                                     else 0)
 
 
-def moe_nodes(ctx: TermContext, mlp: MLP) -> tuple[int, int]:
+def moe_nodes(ctx: TermContext, mlp: MLP, extra: int | None = None) -> tuple[int, int]:
     """(GEMMs, other kernels) of one fused-MoE layer in a decode graph (``MOE_ROUTING_NODES``
-    and the comment above it), fp8 block quantisation's kernels included."""
+    and the comment above it), fp8 block quantisation's kernels included (``extra``: the
+    rank's ``linear_extra_nodes``, where the caller has it)."""
     route = MOE_ROUTING_NODES["noaux_tc" if mlp.e_score_correction_bias else "softmax"]
     align = 2 if mlp.num_experts > 64 else 1
     gemm, other = 3, 1 + route + align + 2
-    extra = linear_extra_nodes(ctx)
+    if extra is None:
+        extra = linear_extra_nodes(ctx)
     if extra:
         other += 2 * FP8_BLOCK_QUANT_NODES  # the experts' input quantisation
     if mlp.shared_intermediate_size:
@@ -259,27 +261,32 @@ def moe_nodes(ctx: TermContext, mlp: MLP) -> tuple[int, int]:
     return gemm, other
 
 
-def attention_nodes(ctx: TermContext, layer: Layer, mode: str) -> tuple[int, int]:
+def attention_nodes(ctx: TermContext, layer: Layer, mode: str,
+                    extra: int | None = None) -> tuple[int, int]:
     """(GEMMs, other kernels) of a layer's attention in a ``mode`` graph: its projections'
     (``GRAPH_NODES_ATTENTION``, the q_a RMSNorm only where the layer has a q LoRA, and the fp8
-    block kernels of each projection GEMM) and, in FULL graphs, the attention op's
-    (``GRAPH_NODES_ATTENTION_OP``)."""
+    block kernels of each projection GEMM: ``extra``, the rank's ``linear_extra_nodes``) and,
+    in FULL graphs, the attention op's (``GRAPH_NODES_ATTENTION_OP``)."""
     kind, a = layer.attention.kind, layer.attention
     g, o = GRAPH_NODES_ATTENTION.get(kind, GRAPH_NODES_ATTENTION["gqa"])
-    o += g * linear_extra_nodes(ctx) - (0 if a.q_lora_rank else GRAPH_NODES_Q_LORA.get(kind, 0))
+    if extra is None:
+        extra = linear_extra_nodes(ctx)
+    o += g * extra - (0 if a.q_lora_rank else GRAPH_NODES_Q_LORA.get(kind, 0))
     if mode == "FULL":
         og, oo = GRAPH_NODES_ATTENTION_OP.get(kind, (0, GRAPH_NODES_ATTENTION_KERNELS))
         g, o = g + og, o + oo
     return g, o
 
 
-def mlp_nodes(ctx: TermContext, layer: Layer) -> tuple[int, int]:
+def mlp_nodes(ctx: TermContext, layer: Layer, extra: int | None = None) -> tuple[int, int]:
     """(GEMMs, other kernels) of a layer's MLP: ``moe_nodes``, or the dense row (with its two
-    linears' fp8 kernels)."""
+    linears' fp8 kernels: ``extra``, the rank's ``linear_extra_nodes``)."""
+    if extra is None:
+        extra = linear_extra_nodes(ctx)
     if layer.mlp.kind == "moe":
-        return moe_nodes(ctx, layer.mlp)
+        return moe_nodes(ctx, layer.mlp, extra)
     g, o = GRAPH_NODES_MLP["dense"]
-    return g, o + 2 * linear_extra_nodes(ctx)
+    return g, o + 2 * extra
 
 
 def graph_pieces(ctx: TermContext) -> int:
@@ -334,11 +341,12 @@ def graph_nccl_nodes(ctx: TermContext) -> int:
 
 def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     gemm = other = 0
+    extra = linear_extra_nodes(ctx)  # one answer for every linear of the rank
     for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
         if layer in ctx.spec.mtp_layers:
             continue
-        ag, ao = attention_nodes(ctx, layer, mode)
-        mg, mo = mlp_nodes(ctx, layer)
+        ag, ao = attention_nodes(ctx, layer, mode, extra)
+        mg, mo = mlp_nodes(ctx, layer, extra)
         gemm += ag + mg
         other += ao + mo
     if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
