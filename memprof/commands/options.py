@@ -235,7 +235,8 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str,
         label = _as_typed(m.group(1), typed)
         what = m.group(2)
         if what.startswith("expected"):
-            return (f"{label} needs a value", f"e.g. {label} VALUE ({more})")
+            flag = label.split(" (given as ")[0]
+            return (f"{label} needs a value", f"e.g. {flag} VALUE ({more})")
         return (f"bad value for {label}: {what}", more)
     m = re.match(r"the following arguments are required: (.*)", message)
     if m:
