@@ -53,7 +53,9 @@ def test_unmeasured_cuda_archs_say_they_use_hoppers_figures(name: str, arch: str
     assert g.arch == arch and measured_platform(arch) is None
     note = platform_note(g)
     assert note == (f"platform: CUDA context, cuBLAS/Triton modules and NCCL communicators: "
-                    f"{arch}'s not measured; memprof uses sm90's (H100 SXM and H200) figures")
+                    f"{arch}'s not measured; memprof uses sm90's (H100 SXM and H200) figures "
+                    "where the card's own are not derived (the CUDA context and profile-run "
+                    "rows say which parts are)")
 
 
 @pytest.mark.parametrize("name", ["MI300X", "MI308X", "MI355X", "MI250X", "RX-7900-XTX"])
