@@ -332,7 +332,11 @@ def _version(text: str) -> str | None:
                # a release as PEP 440 writes it: 0.8.5.post1, 0.7.4.dev12, 0.11.2rc1+rhai0
                r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]+(?:\.?(?:post|dev|rc)[0-9]+)*"
                r"(?:\+[\w.]+)?)",
-               r"sglang[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9][\w.]*)"):
+               r"sglang[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9][\w.]*)",
+               # the API server's start-up banner, a block-letter logo then the release, where
+               # newer releases print it ("[utils.py:299] ▄▄ ▄█ █ █ █ ▀▄▀ █  version 0.19.0",
+               # "[api_utils.py:339] ... version 0.25.1": the quotes of published rows 133, 145)
+               r"[▀▄█][^\n]*?\bversion\s+v?([0-9]+\.[0-9]+\.[0-9][\w.+-]*)"):
         m = re.search(rx, text, re.I)
         if m:
             return m.group(1)
