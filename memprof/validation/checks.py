@@ -67,6 +67,11 @@ def graph_verdict(by_policy: dict[str, GraphClean | None], fixed: str,
     return ok
 
 
+# the speed criterion of every shared-buffer validation: the policy that owns its buffers once
+# is no slower than the one that allocates them per layer / per step / per forward
+MAX_SHARED_RATIO = 1.02
+
+
 def all_hold(required: list[bool], optional: list[bool | None]) -> bool:
     """Every required check and every optional one that ran (None: did not run)."""
     return all(required) and all(c for c in optional if c is not None)

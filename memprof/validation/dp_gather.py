@@ -27,11 +27,10 @@ from memprof.kernels.dp_gather import (
     dp_gather_forward,
     process_group,
 )
-from memprof.validation.checks import GraphClean
+from memprof.validation.checks import MAX_SHARED_RATIO, GraphClean
 from memprof.validation.dp_gather_result import VALIDATION, DPGatherValidation, DPPolicyRun
 from memprof.validation.graph_clean import CudaGraphRecorder, SimulatedRecorder, check_graph_clean
 from memprof.validation.mla_tq import (
-    MAX_SHARED_RATIO,
     _alternate_steps,
     _cuda_mem,
     _parity,

@@ -18,6 +18,8 @@ from memprof.validation.registry import (
     ms,
     ok,
     opt_bytes,
+    parity_line,
+    speed_line,
     verdict_line,
 )
 
@@ -79,16 +81,14 @@ class DPGatherValidation:
                       opt_bytes(r.estimate_bytes), match(r.estimate_match),
                       "" if r.graph is None else fmt_bytes(r.graph.pool_bytes), ms(r.step_ms))
                      for r in runs)
-        lines = [f"  parity [{r.policy}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
-                 f"(tol {p.tol:g}) {ok(p.passed)}" for r in runs for p in r.parity]
+        lines = [parity_line(r.policy, p) for r in runs for p in r.parity]
         for r in runs:
             lines += graph_lines(r.policy, r.graph)
         lines.append(f"  graph-clean: persistent clean, per forward shown not clean: "
                      f"{ok(self.graph_passed)}")
         if self.persistent_over_per_forward is not None:
-            lines.append(f"  speed: persistent / per-forward time "
-                         f"{self.persistent_over_per_forward:.3f} (≤ 1.02) "
-                         f"{ok(self.speed_passed)}")
+            lines.append(speed_line("persistent / per-forward time",
+                                    self.persistent_over_per_forward, self.speed_passed))
         lines += [f"  note: {n}" for n in self.notes]
         lines.append(verdict_line(self))
         return Block(title, ("policy", "catalog policy", "buffer", "held",

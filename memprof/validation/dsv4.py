@@ -40,7 +40,7 @@ from memprof.kernels.sparse_mla_decode import (
     sparse_mla_decode,
     sparse_mla_decode_reference,
 )
-from memprof.validation.checks import GraphClean, Parity
+from memprof.validation.checks import MAX_SHARED_RATIO, GraphClean, Parity
 from memprof.validation.dsv4_result import (
     VALIDATION,
     DSV4PolicyRun,
@@ -49,7 +49,6 @@ from memprof.validation.dsv4_result import (
 )
 from memprof.validation.graph_clean import CudaGraphRecorder, SimulatedRecorder, check_graph_clean
 from memprof.validation.mla_tq import (
-    MAX_SHARED_RATIO,
     REL_TOL,
     _alternate_steps,
     _bandwidth,

@@ -24,6 +24,8 @@ from memprof.validation.registry import (
     ms,
     ok,
     opt_bytes,
+    parity_line,
+    speed_line,
     verdict_line,
 )
 
@@ -111,17 +113,15 @@ class DSV4Validation:
             est = "none" if r.estimate_bytes is None else f"{r.estimate_bytes:,} B"
             lines.append(f"  memory [{r.policy}]: {r.measured_bytes:,} B for all "
                          f"{r.model_layers} layers, estimate {est}")
-        lines += [f"  parity [{r.policy}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
-                  f"(tol {p.tol:g}) {ok(p.passed)}" for r in runs for p in r.parity]
-        lines += [f"  parity [kernel] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
-                  f"(tol {p.tol:g}) {ok(p.passed)}" for p in self.direct_parity]
+        lines += [parity_line(r.policy, p) for r in runs for p in r.parity]
+        lines += [parity_line("kernel", p) for p in self.direct_parity]
         for r in runs:
             lines += graph_lines(r.policy, r.graph)
         lines.append(f"  graph-clean: shared clean, per-step shown not clean: "
                      f"{ok(self.graph_passed)}")
         if self.shared_over_per_step is not None:
-            lines.append(f"  speed: shared / per-step step time {self.shared_over_per_step:.3f}"
-                         f" (≤ 1.02) {ok(self.speed_passed)}")
+            lines.append(speed_line("shared / per-step step time", self.shared_over_per_step,
+                                    self.speed_passed))
         if self.bandwidth is not None:
             b = self.bandwidth
             lines.append(f"  bandwidth (fp8_ds_mla read directly): kernel "

@@ -54,7 +54,7 @@ from memprof.kernels.tq_decode import (
     tq_store_k8v4,
 )
 from memprof.kernels.workspace import Workspace, aligned_layout
-from memprof.validation.checks import Bandwidth, Parity
+from memprof.validation.checks import MAX_SHARED_RATIO, Bandwidth, Parity
 from memprof.validation.mla_tq_result import MLA, TQ, KernelValidation, PolicyRun
 from memprof.validation.registry import Request, prepare
 
@@ -66,7 +66,6 @@ TQ_VS_UNQUANTISED_TOL = 0.3  # 4-bit values on random data: ~0.1 measured; a san
 PLAIN_REQUESTS = 8  # requests compared with unquantised attention (on the CPU)
 STORE_ROWS = 4096  # cache rows quantised per tq_store_k8v4 call while building the cache
 MIN_BANDWIDTH_FRACTION = 0.70  # MLA ≥ 70 % of copy bandwidth at B ≥ 64, long contexts
-MAX_SHARED_RATIO = 1.02  # shared no slower than per-layer
 CATALOG_NAMES = {"cutlass_mla": "CUTLASS MLA decode output",
                  "flashinfer_mla": "FlashInfer MLA decode output",
                  "turboquant": "TurboQuant decode mid_o+output+lse"}

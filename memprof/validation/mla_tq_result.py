@@ -17,6 +17,8 @@ from memprof.validation.registry import (
     ms,
     ok,
     opt_bytes,
+    parity_line,
+    speed_line,
     verdict_line,
 )
 
@@ -84,8 +86,7 @@ class KernelValidation:
                       opt_bytes(r.estimate_bytes), match(r.estimate_match),
                       opt_bytes(r.allocated_delta_bytes), opt_bytes(r.reserved_delta_bytes),
                       ms(r.step_ms)) for r in runs)
-        lines = [f"  parity [{r.policy}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} "
-                 f"(tol {p.tol:g}, {p.dtype}) {ok(p.passed)}" for r in runs for p in r.parity]
+        lines = [parity_line(r.policy, p, dtype=True) for r in runs for p in r.parity]
         for r in runs:
             est = "no estimate" if r.estimate_bytes is None else f"{r.estimate_bytes:,} B"
             lines.append(f"  memory [{r.policy}]: {r.scaled_bytes:,} B for all "
@@ -93,8 +94,8 @@ class KernelValidation:
         lines.append(f"  memory: per-layer = one buffer per layer, shared = one, both equal "
                      f"to the estimate: {ok(self.memory_passed)}")
         if self.shared_over_per_layer is not None:
-            lines.append(f"  speed: shared / per-layer step time "
-                         f"{self.shared_over_per_layer:.3f} (≤ 1.02) {ok(self.speed_passed)}")
+            lines.append(speed_line("shared / per-layer step time", self.shared_over_per_layer,
+                                    self.speed_passed))
         if self.bandwidth is not None:
             b = self.bandwidth
             target = "" if b.target is None else f" (target ≥ {b.target:.0%})"

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol
 
 from memprof.base.errors import BadInput, EnvironmentProblem
 from memprof.base.units import fmt_bytes
+from memprof.validation.checks import MAX_SHARED_RATIO, Parity
 
 MODULES = ("memprof.validation.mla_tq_result", "memprof.validation.dsv4_result",
            "memprof.validation.dp_gather_result")
@@ -227,6 +228,19 @@ def match(flag: bool | None) -> str:
 
 def ms(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
+
+
+def parity_line(tag: str, p: Parity, *, dtype: bool = False) -> str:
+    """One parity check's report line (``tag``: the policy, or ``kernel``)."""
+    tol = f"tol {p.tol:g}, {p.dtype}" if dtype else f"tol {p.tol:g}"
+    return (f"  parity [{tag}] {p.name}: max abs {p.max_abs:.3g}, rel {p.rel:.3g} ({tol}) "
+            f"{ok(p.passed)}")
+
+
+def speed_line(what: str, ratio: float, passed: bool | None) -> str:
+    """The speed check's report line: ``what`` (``shared / per-layer step time``), the ratio
+    and the criterion, ``MAX_SHARED_RATIO``."""
+    return f"  speed: {what} {ratio:.3f} (≤ {MAX_SHARED_RATIO:g}) {ok(passed)}"
 
 
 def verdict_line(v: Validation) -> str:
