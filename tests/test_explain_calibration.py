@@ -108,6 +108,8 @@ XFAIL: dict[int, str] = {
     523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
          "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
          "was not in the stored corpus to quote from)",
+    601: OUTSIDE + "the quote is the issue's Environment list and markdown table (no log line "
+         "explain reads): the release, TP, the flags and the KV figures are prose",
 }
 
 
