@@ -94,6 +94,8 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
         raise Refused("the log does not state the GPU")
     if run.get("tp") is None:
         raise Refused("the log does not state the parallel layout")
+    if run.get("unstated"):  # a memory setting the run used that the log does not give
+        raise Refused(f"the log does not state {run['unstated']}")
     version = run.get("memprof_engine_version")
     if not version:
         raise Refused("the log does not state its release")
