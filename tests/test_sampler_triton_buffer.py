@@ -57,3 +57,29 @@ def test_the_activation_peak_moves_by_the_buffer_rows_only() -> None:
         got, formula = _peak(gpu)
         assert f"[{sms},V] fp32 ({sms} SMs)" in formula
         assert h100 - got == (132 - sms) * V * 4, gpu  # RTX 3090: 25,651,200 B (24.5 MiB)
+
+
+def _traced_peak(gpu: str) -> tuple[int, int]:
+    import contextlib
+    import io
+    import json
+
+    from memprof.cli import run
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = run(["trace", "-m", "qwen3-0.6b", "--gpu", gpu, "--engine-version", "0.17.1",
+                    "--max-model-len", "4096", "--max-num-seqs", "256",
+                    "--max-num-batched-tokens", "2048", "--device", "fake", "-f", "json"])
+    assert code == 0
+    (peak,) = [c for c in json.loads(out.getvalue())["components"]
+               if c["name"] == "activation peak (profile run)"]
+    return peak["estimated_bytes"], peak["traced_bytes"]
+
+
+def test_the_replica_allocates_the_same_rows_as_the_estimate() -> None:
+    pytest.importorskip("torch")
+    h100, rtx = _traced_peak("H100"), _traced_peak("RTX-3090")
+    # (132 − 82) rows × qwen3-0.6b's 151,936 vocab × 4 B, in the estimate and in the trace
+    assert h100[0] - rtx[0] == (132 - 82) * 151_936 * 4 == 30_387_200
+    assert h100[1] - rtx[1] == 30_387_200
