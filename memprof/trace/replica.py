@@ -39,11 +39,11 @@ from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer
 from memprof.core.terms.activation import (
     MOE_ALIGN_BLOCK_M,
-    SAMPLER_TRITON_BUFFER_ROWS,
     SAMPLER_TRITON_MIN_ROWS,
     _moe_dims,
     fused_moe_chunk,
     mla_chunked_prefill_rows,
+    sampler_triton_buffer_rows,
 )
 from memprof.core.terms.allocations import Allocation
 from memprof.core.terms.common import profile_tokens
@@ -583,9 +583,11 @@ class Replica:
         logits = torch.empty(rows, v, dtype=x.dtype, device=x.device) if tp > 1 else local
         logits32 = logits.float()
         # the Triton top-k/top-p kernel (R ≥ 8) masks in place using a cached fp32 row buffer of
-        # one row per program, at most one per SM (vllm/v1/sample/ops/topk_topp_triton.py):
-        # modelled, not run
-        buf = (torch.empty(min(rows, SAMPLER_TRITON_BUFFER_ROWS), v, dtype=torch.float32,
+        # one row per program, at most one per SM (vllm/v1/sample/ops/topk_topp_triton.py;
+        # the estimate's rows for the catalog's card, ``sampler_triton_buffer_rows``): modelled,
+        # not run
+        buf_rows = sampler_triton_buffer_rows(self.ctx.gpu, rows)[0]
+        buf = (torch.empty(buf_rows, v, dtype=torch.float32,
                            device=x.device) if rows >= SAMPLER_TRITON_MIN_ROWS else None)
         probs = torch.softmax(logits32, dim=-1)
         noise = torch.empty_like(probs)  # random_sample's exponential noise

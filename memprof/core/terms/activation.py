@@ -50,9 +50,16 @@ SAMPLER_FP32_BYTES_PER_ELEM = 4
 SAMPLER_TRITON_BYTES_PER_ELEM = 4 + 4  # probs + exponential noise, after the in-place mask
 SAMPLER_SORT_BYTES_PER_ELEM = 4 + 8 + 1 + 4 + 1  # = 18; with the fp32 copy: 22·R·V
 SAMPLER_TRITON_MIN_ROWS = 8
-# Rows of the Triton kernel's cached buffer: one per program, at most one per SM; 132 = SMs of an
-# H100/H200 SXM [approximation for other GPUs] (vllm/v1/sample/ops/topk_topp_triton.py
-# ``BUFFER_ROW = BUFFER + pid * VOCAB_SIZE``).
+# Rows of the Triton kernel's cached buffer (``sampler_triton_buffer_rows``): one per program,
+# programs = min(compute units, R), the buffer min(next power of 2 of the programs, compute units)
+# rows (vllm 0.17.0 / 0.18.0 / 0.19.0 v1/sample/ops/topk_topp_triton.py
+# ``apply_top_k_top_p_triton``: ``num_sm = num_compute_units(logits.device.index)``,
+# ``NUM_PROGRAMS = min(num_sm, batch_size)``, ``size = min(next_power_of_2(NUM_PROGRAMS),
+# num_sm)``, ``logits.new_empty((size, vocab_size))``; ``num_compute_units`` is
+# ``torch.cuda.get_device_properties(i).multi_processor_count`` on CUDA and ROCm,
+# vllm/platforms/cuda.py / rocm.py). The compute units are the catalog's ``sm_count``; a card
+# without one (ROCm's CU count is not in the catalog; B200, GB200, B300, H20) keeps the 132 SMs
+# of an H100/H200 SXM, and the component says so.
 SAMPLER_TRITON_BUFFER_ROWS = 132
 
 # ``Tensor.sort`` along the vocab on CUDA: what PyTorch allocates beside the sorted values and
@@ -70,6 +77,23 @@ SORT_SMALL_MAX = 4096
 SORT_FEW_SEGMENTS = 128
 SORT_TEMP_BYTES_PER_ELEM = {"small": 0, "one segment": 20, "few segments": 32,
                             "many segments": 20}
+
+
+def sampler_triton_buffer_rows(gpu: GPU, rows: int) -> tuple[int, str]:
+    """Rows of vLLM's cached Triton top-k/top-p buffer for a batch of ``rows`` on ``gpu``, and the
+    compute-unit count it used: min(next_power_of_2(min(units, rows)), units), with units the
+    catalog's ``sm_count`` (``SAMPLER_TRITON_BUFFER_ROWS``, the H100's 132, where the catalog
+    has none: the second value, a label suffix, then says so; empty on a 132-SM card)."""
+    units = gpu.sm_count
+    how = f" ({units} SMs)"
+    if units is None:
+        units = SAMPLER_TRITON_BUFFER_ROWS
+        how = (f" ({units} SMs of an H100 [assumed: {gpu.name}'s compute units are not in the "
+               "catalog])")
+    elif units == SAMPLER_TRITON_BUFFER_ROWS:
+        how = ""
+    programs = min(units, rows)
+    return min(1 << (programs - 1).bit_length(), units), how
 
 
 def sort_temporaries_bytes(rows: int, vocab: int) -> int:
@@ -484,10 +508,10 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
         topkp = [(f"{what} (torch top-k/top-p; assumes no FlashInfer sampler installed)",
                   max(at_sort, at_scatter))]
     elif r >= SAMPLER_TRITON_MIN_ROWS:
-        rows = min(r, SAMPLER_TRITON_BUFFER_ROWS)
+        rows, units = sampler_triton_buffer_rows(ctx.gpu, r)
         topkp = [("fp32 logits + probs + noise 12·R·V",
                   r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_TRITON_BYTES_PER_ELEM)),
-                 (f"Triton top-k/p buffer [{rows},V] fp32", rows * v * 4)]
+                 (f"Triton top-k/p buffer [{rows},V] fp32{units}", rows * v * 4)]
     else:  # the larger of the sort moment (with its temporaries) and the masks' moment
         at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
         at_masks = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_SORT_BYTES_PER_ELEM)

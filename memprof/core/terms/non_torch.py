@@ -72,6 +72,20 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # (``memprof.core.terms.nccl.FIRST_KERNEL_IN_ROW``). Its profile run then adds the cuBLAS step
 # alone: 69,206,016 B, measured after the communicator's warm-up (first-kernel-2x-h100.json,
 # both ranks) and traced on every rank of every reports/gpu/ranks run (TP2 and TP4).
+#
+# What the first-kernel step is (reports/gpu/context/context-first-kernel-h100.json from
+# recorders/gpu_context_first_kernel.py, one H100, torch 2.11.0+cu130, driver 580.159.04): CUDA's
+# lazy module loading. Whichever torch kernel runs first (``torch.zeros``, ``fill_``, an
+# elementwise add) pays 96,468,992 B (94,371,840 B after the cuBLAS handle) and the next one 0;
+# a host-to-device copy pays 0; under ``CUDA_MODULE_LOADING=EAGER`` the context is 767,557,632 B
+# larger and the first kernel pays 0 (CUDA Programming Guide, "Lazy Loading": each module is
+# loaded at the first use of one of its kernels, the default on Linux since CUDA 12.2; PyTorch
+# sets ``CUDA_MODULE_LOADING=LAZY`` where unset, pytorch/pytorch#86509). It is module memory
+# that eager loading puts in the context, for the card's architecture (a second torch kernel
+# from another source file pays 0, so not one module's image each), and it does not move with
+# the stack limit (0, 1,024 and 2,048 B give the same 96,468,992 B): unlike the context's stack
+# reservation it does not scale with SMs × resident threads. No other architecture's modules
+# were measured, so every architecture keeps the H100's step [assumption: sm90's size].
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # The cuBLAS step is not only module images: it moves with CUBLAS_WORKSPACE_CONFIG, which cuBLAS
 # reads for a pool of its own outside torch's allocator (torch's own workspace stays 32 MiB on
@@ -353,8 +367,10 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     warm-up ran that kernel first and whose communicator row holds it
     (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here). On an
     architecture of cuBLAS's 4 MiB row (``cublas_small_pool``) the pool is 56 MiB smaller
-    (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (module images loaded
-    lazily) is the H100's on every architecture: nothing derives it for another."""
+    (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (torch's modules loaded
+    lazily, sm90's; not scaled by the stack limit:
+    reports/gpu/context/context-first-kernel-h100.json) is the H100's on every architecture:
+    nothing derives it for another."""
     small = cublas_small_pool(ctx.gpu)
     saving = CUBLAS_SMALL_POOL_SAVING_BYTES if small else 0
     pool = "; " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch) if small else ""

@@ -2,7 +2,14 @@
 
 The first ``torch.cuda.Stream()`` of a process makes torch's stream pool for the device,
 73,400,320 B of device memory outside the caching allocator (``TORCH_STREAM_POOL_BYTES``,
-reports/gpu/nccl/README.md). Where it lands depends on what makes the first stream:
+reports/gpu/nccl/README.md). The pool is 32 streams for each of min(the device's priority range,
+4) priorities (PyTorch c10/cuda/CUDAStream.cpp ``initDeviceStreamState``; H100: range [0, -5],
+so 128 streams), each holding about 560 KiB of driver memory: 128 streams made directly with
+``cudaStreamCreateWithPriority`` cost the same 73,400,320 B, and neither the stack limit, the
+first kernel, eager module loading nor ``CUDA_DEVICE_MAX_CONNECTIONS`` moves it
+(reports/gpu/context/context-first-kernel-h100.json, one H100). Nothing measured derives a
+stream's size on another architecture, so every card keeps the H100's figure [assumption].
+Where it lands depends on what makes the first stream:
 
 - on a rank with an NCCL communicator, ``init_process_group`` made it before vLLM's memory
   snapshot (inside the communicator's init figure, ``memprof.core.terms.nccl``);
