@@ -44,9 +44,12 @@ layout in both:
   ``Gemma4ProcessingInfo._compute_num_soft_tokens``: an image is at most
   ``vision_config.default_output_length`` (280) soft tokens, each the average of
   ``pooling_kernel_size``² (3 × 3) patches of ``patch_size`` 16.
-- ``model_executor/models/config.py`` ``Gemma4Config.verify_and_update_config`` forces the
-  ``TRITON_ATTN`` backend when ``head_dim`` ≠ ``global_head_dim`` and the larger exceeds 256
-  (unless ``--attention-backend`` is given): stated in the estimate's note.
+- ``model_executor/models/config.py`` ``Gemma4Config.verify_and_update_config`` picks the
+  attention backend itself when the layers' head sizes differ: 0.19.0 forces ``TRITON_ATTN``
+  (the larger head exceeds 256 and no ``--attention-backend`` is given); 0.33.0 uses
+  FlashAttention 4 where it is available (per-layer FA3/FA4 with an fp8 KV cache on SM90) and
+  ``TRITON_ATTN`` otherwise. memprof charges the default backend's scratch: the estimate's note
+  says so.
 
 What the weights leave out (each < 0.01% of 26B-A4B's): the MoE block's three extra norms and
 router ``scale`` (4 × hidden a layer), ``per_expert_scale`` (``num_experts``) and the
@@ -201,8 +204,9 @@ FAMILY = Family(
     build=_layers, attention="gqa", moe=True, config_view=_view,
     layer_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm"),
     vision=vision_tower,
-    note="vLLM forces the TRITON_ATTN backend for Gemma 4's 512-wide global heads "
-         "(model_executor/models/config.py Gemma4Config); memprof charges the default "
-         "backend's scratch",
+    note="vLLM picks its own attention backend for Gemma 4's 512-wide global heads "
+         "(model_executor/models/config.py Gemma4Config: TRITON_ATTN in 0.19.0; FA4 where "
+         "available, else TRITON_ATTN, in 0.33.0); memprof charges the default backend's "
+         "scratch",
     source=f"{SOURCE_RELEASES} model_executor/models/gemma4.py + gemma4_mm.py",
 )
