@@ -139,3 +139,21 @@ def test_pages_that_do_not_divide_are_refused() -> None:
     dep = Deployment(tp=1, engine_version="0.19.0")
     with pytest.raises(BadInput, match="unify"):
         kv_plan(spec, dep, ranks(dep)[0], "bfloat16")
+
+
+def test_a_dense_config_builds_one_dense_mlp_a_layer() -> None:
+    # the dense checkpoints (31B) set enable_moe_block false: Gemma4MLP alone, no router
+    cfg = _config()
+    cfg["text_config"]["enable_moe_block"] = False
+    spec = spec_from_config(cfg)
+    m = spec.layers[0].mlp
+    assert (m.kind, m.intermediate_size, m.num_experts) == ("dense", I_DENSE, 0)
+
+
+def test_without_k_eq_v_the_global_layers_keep_the_sliding_kv_heads() -> None:
+    # Gemma4DecoderLayer: num_global_key_value_heads only with attention_k_eq_v
+    cfg = _config()
+    cfg["text_config"]["attention_k_eq_v"] = False
+    spec = spec_from_config(cfg)
+    g = spec.layers[5].attention
+    assert (g.num_kv_heads, g.head_dim) == (SLIDING_KV, GLOBAL_HD)
