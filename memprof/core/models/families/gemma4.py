@@ -166,7 +166,9 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower | None:
     RMSNorms; the patch embedder (``input_proj`` of ``3·patch²`` inputs, no bias) and its
     ``position_embedding_table`` [2, position_embedding_size, hidden]; all whole on every rank.
     An image is ``default_output_length`` tokens of ``pooling_kernel_size``² patches, framed by
-    its begin/end-of-image tokens. None for a config without ``vision_config``."""
+    its begin/end-of-image tokens. The encoder forward's live widths are taken as Gemma 3's
+    SigLIP tower's (no N² score matrix: transformers' attention kernel for this tower is not
+    read). None for a config without ``vision_config``."""
     from memprof.core.models.multimodal import HeadPart, TowerNames, VisionTower
 
     vc = raw.get("vision_config")
