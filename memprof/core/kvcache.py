@@ -262,6 +262,30 @@ def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
     return cdiv(tokens, block)
 
 
+def unify_page_sizes(specs: list[KVLayerSpec]) -> list[KVLayerSpec]:
+    """Layer types of different page sizes made one page size, as vLLM's
+    ``unify_kv_cache_spec_page_size`` does before grouping them (read in the 0.19.0 wheel,
+    v1/core/kv_cache_utils.py; ``get_kv_cache_groups`` calls it for a pool of several types):
+    a smaller page's block size is multiplied by ``largest page / its page`` (Gemma 4: a global
+    layer of 2 KV heads × 512 at block 32 beside a sliding one of 8 × 256 at block 16); a page
+    that does not divide the largest is refused there (``NotImplementedError``)."""
+    pages = {s.page_bytes for s in specs}
+    if len(pages) <= 1:
+        return specs
+    top = max(pages)
+    out = []
+    for s in specs:
+        if s.page_bytes != top:
+            if top % s.page_bytes:
+                raise BadInput(f"the KV pages of this model's layer types ({sorted(pages)} B) "
+                               "do not divide one another: vLLM cannot unify them "
+                               "(unify_kv_cache_spec_page_size raises NotImplementedError)",
+                               hint="use a uniform --kv-cache-dtype")
+            s = s._replace(block_size=s.block_size * (top // s.page_bytes), page_bytes=top)
+        out.append(s)
+    return out
+
+
 def unify_hybrid_specs(specs: list[KVLayerSpec]) -> list[KVLayerSpec]:
     """``--disable-hybrid-kv-cache-manager``: vLLM's ``unify_hybrid_kv_cache_specs``
     (v1/core/kv_cache_utils.py, v0.10.2): when full-attention layers sit beside sliding-window or
@@ -504,15 +528,19 @@ def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
             if len({s.page_bytes for s in specs}) == 1
             else f"Σ over {len(specs)} layers of per-layer pages / {block}",
         )
-    pages = {s.page_bytes for s in specs}
-    if len(pages) != 1:
-        raise BadInput("hybrid attention with different page sizes per layer type is not "
-                       "modelled yet", hint="use a uniform --kv-cache-dtype")
-    page = pages.pop()
+    if len({s.page_bytes for s in specs}) > 1:
+        if len({(s.kind, s.window, s.page_bytes) for s in specs}) != len(types):
+            # pages that differ within one layer type (TurboQuant's boundary layers)
+            raise BadInput("hybrid attention with different page sizes per layer type is not "
+                           "modelled yet", hint="use a uniform --kv-cache-dtype")
+        specs = unify_page_sizes(specs)
+        per_token = sum(s.page_bytes // s.block_size for s in specs if s.kind == "full")
+    page = specs[0].page_bytes
+    blocks = {(s.kind, s.window): s.block_size for s in specs}
     counts = list(types.values())
     lo, hi = min(counts), max(counts)
     group_size = hi if hi < 1.5 * lo else lo
-    groups = tuple((f"{k}{'/' + str(w) if w else ''}", block, w, cdiv(c, group_size))
+    groups = tuple((f"{k}{'/' + str(w) if w else ''}", blocks[k, w], w, cdiv(c, group_size))
                    for (k, w), c in sorted(types.items()))
     return KVPlan(
         layers=tuple(specs), block_size=block, block_bytes=page * group_size,

@@ -111,9 +111,10 @@ def validate_config(cfg: dict[str, Any]) -> None:
 #
 # The RoPE types Transformers knows (modeling_rope_utils.py ROPE_INIT_FUNCTIONS: default, linear,
 # dynamic, yarn, longrope, llama3), the legacy "su" (= longrope) and "mrope" vLLM accepts
-# (vllm/model_executor/layers/rotary_embedding get_rope), and DeepSeek's "deepseek_yarn".
+# (vllm/model_executor/layers/rotary_embedding get_rope), DeepSeek's "deepseek_yarn" and
+# Gemma 4's "proportional" (vLLM 0.19.0 layers/rotary_embedding/gemma4_rope.py, no factor).
 ROPE_TYPES = frozenset({"default", "linear", "dynamic", "yarn", "deepseek_yarn", "longrope",
-                        "su", "llama3", "mrope"})
+                        "su", "llama3", "mrope", "proportional"})
 _ROPE_NUMBERS = ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow",
                  "mscale", "mscale_all_dim", "attention_factor")
 _MAX_ROPE_FACTOR = 1 << 20

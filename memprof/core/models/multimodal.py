@@ -151,7 +151,7 @@ class VisionTower:
     and forward: ``memprof/core/terms/encoder.py``).
 
     Weights. Every block: two norms (``norm_bias``: LayerNorm with a bias, else RMSNorm), a fused
-    qkv linear with a bias (column-parallel) and an output projection (row-parallel,
+    qkv linear (column-parallel, biased as ``qkv_bias``) and an output projection (row-parallel,
     ``proj_bias``), and an MLP: ``gated`` (gate_up column-parallel + down row-parallel) or not
     (fc1 + fc2), biased as ``mlp_bias``; the linears unquantised unless ``quantised`` (the
     checkpoint's quantisation, the MLP's only when both its sizes are multiples of
@@ -186,6 +186,7 @@ class VisionTower:
     norm_bias: bool
     proj_bias: bool = True
     mlp_bias: bool = True
+    qkv_bias: bool = True
     patch_bias: bool = False
     patch_shard: str = "rep"
     quantised: bool = False
@@ -205,6 +206,8 @@ class VisionTower:
     attn_width: tuple[int, int] = (1, 10)
     gather_qkv: bool = True
     data_mode: bool = True  # the family honours --mm-encoder-tp-mode data
+    # the tower is transformers' own model (plain nn.Linear): whole on every rank, as in data mode
+    whole: bool = False
     processor: Processor | None = None
     modalities: tuple[str, ...] = ("image", "video")
     releases: tuple[Rule, ...] = ()  # the vLLM releases with the architecture (value True)

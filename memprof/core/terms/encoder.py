@@ -115,7 +115,7 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
     if eb is None:
         return out
     data = dep.mm_encoder_tp_mode == "data" and tower.data_mode
-    tp = 1 if data else dep.tp
+    tp = 1 if data or tower.whole else dep.tp  # a whole tower: every rank runs all of it
     h, i, m2 = tower.hidden, tower.intermediate, tower.merge * tower.merge
     # data mode: the items are spread over the TP ranks (run_dp_sharded_mrope_vision_model),
     # whole ones; the busiest rank's share is taken, ceil(items / tp) [an upper bound]

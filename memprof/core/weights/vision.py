@@ -64,7 +64,8 @@ def vision_tower(sh: Shard, t: VisionTower, *, in_order: bool = False) -> None:
     """Append the tower's tensors on this rank to ``sh.out`` (``in_order``: one tensor per
     block, in construction order, instead of the first block's tensors counted ``depth``
     times)."""
-    data = sh.dep.mm_encoder_tp_mode == "data" and t.data_mode  # disable_tp: whole on every rank
+    # disable_tp (or a tower of plain nn.Linear layers): whole on every rank
+    data = (sh.dep.mm_encoder_tp_mode == "data" and t.data_mode) or t.whole
     tp = sh.tp
     if not data:
         _check_divisible(t, tp)
@@ -133,7 +134,7 @@ def _block(sh: Shard, t: VisionTower, b: str, pp: int, data: bool) -> None:
     for norm in (n.norm1, n.norm2):
         sh.add(b + norm, GROUP, tuple(Param(x, (h,), sh.dtype) for x in names),
                replicas=sh.copies * sh.tp * pp, formula=f"{len(names)}×{h}×{sh.b}B")
-    sh.linear(b + n.qkv, GROUP, 3 * h, h, shard=col, bias=True, quantise=t.quantised,
+    sh.linear(b + n.qkv, GROUP, 3 * h, h, shard=col, bias=t.qkv_bias, quantise=t.quantised,
               replicas_extra=pp)
     sh.linear(b + n.proj, GROUP, h, h, shard=row, bias=t.proj_bias, quantise=t.quantised,
               replicas_extra=pp)
@@ -152,7 +153,8 @@ def tower_params(t: VisionTower) -> int:
     with the checkpoint's tower tensors)."""
     h, i = t.hidden, t.intermediate
     nb = 2 if t.norm_bias else 1
-    block = 2 * nb * h + (3 * h * h + 3 * h) + (h * h + (h if t.proj_bias else 0))
+    block = (2 * nb * h + (3 * h * h + (3 * h if t.qkv_bias else 0))
+             + (h * h + (h if t.proj_bias else 0)))
     mlp_b = 1 if t.mlp_bias else 0
     block += ((2 * i * h + 2 * i * mlp_b + h * i + h * mlp_b) if t.gated
               else (i * h + i * mlp_b + h * i + h * mlp_b))

@@ -1,10 +1,10 @@
 """The families memprof knows: one row (``row.Family``) per family, in one module per family
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
-``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``gemma``, ``llama4``, ``qwen3_next``,
-``nemotron_h``, ``granite_hybrid``, ``kimi_linear``, ``qwen_vl`` (multimodal); ``dense_decoder``
-only when a user opts in), found by the config's ``model_type`` (or ``architectures``). A new
-family is one module here and one entry in ``ROWS``; generic modules ask
-``family_row(spec.family)`` instead of naming it."""
+``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``gemma``, ``gemma4``, ``llama4``,
+``qwen3_next``, ``nemotron_h``, ``granite_hybrid``, ``kimi_linear``, ``qwen_vl`` (multimodal);
+``dense_decoder`` only when a user opts in), found by the config's ``model_type`` (or
+``architectures``). A new family is one module here and one entry in ``ROWS``; generic modules
+ask ``family_row(spec.family)`` instead of naming it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from memprof.core.models.families import (
     deepseek_v4,
     dense_decoder,
     gemma,
+    gemma4,
     glm4_moe,
     gpt_oss,
     granite_hybrid,
@@ -37,9 +38,9 @@ ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
     deepseek_v3.DEEPSEEK_V3, deepseek_v3.DEEPSEEK_V32, deepseek_v4.FAMILY, mixtral.FAMILY,
     phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, gemma.GEMMA2, gemma.GEMMA3,
-    gemma.GEMMA3_MM, llama4.FAMILY, llama4.TEXT, qwen3_next.FAMILY, nemotron_h.FAMILY,
-    granite_hybrid.FAMILY, kimi_linear.FAMILY, qwen_vl.QWEN2_5_VL, qwen_vl.QWEN3_VL,
-    qwen_vl.QWEN3_VL_MOE, dense_decoder.FAMILY,
+    gemma.GEMMA3_MM, gemma4.FAMILY, llama4.FAMILY, llama4.TEXT, qwen3_next.FAMILY,
+    nemotron_h.FAMILY, granite_hybrid.FAMILY, kimi_linear.FAMILY, qwen_vl.QWEN2_5_VL,
+    qwen_vl.QWEN3_VL, qwen_vl.QWEN3_VL_MOE, dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 
