@@ -28,8 +28,12 @@ Sources (vLLM wheels read: 0.16.0 has no Qwen3.5; 0.17.0 is the first release wi
 - Vision: ``self.visual = Qwen3_VisionTransformer(config.vision_config, ...)`` of
   ``qwen3_vl.py`` (LayerNorm blocks, fc1/fc2 MLP, learnt position table, patch merger; the
   checkpoints list no ``deepstack_visual_indexes``), built under ``_mark_tower_model`` for
-  image/video; the processing info is ``Qwen3VLProcessingInfo``'s, so the processor limits are
-  Qwen3-VL's (``memprof/core/models/families/qwen_vl.py`` ``processors``).
+  image/video; the processing info is ``Qwen3VLProcessingInfo``'s, and the checkpoints'
+  processor files state Qwen3-VL's limits (``preprocessor_config.json`` of Qwen/Qwen3.5-2B-Base
+  as a public tool log printed it: ``Qwen3VLProcessor``, ``size`` 65536 – 16777216 pixels,
+  patch 16, merge 2; a Qwen3.x model's ``video_preprocessor_config.json`` quoted in a public
+  write-up: 4096 – 25165824), so the processor rows are Qwen3-VL's
+  (``memprof/core/models/families/qwen_vl.py`` ``processors``).
 - State dtype: ``model_executor/models/config.py`` ``Qwen3_5ForConditionalGenerationConfig``
   (0.17.0 / 0.18.0 / 0.33.0) sets an "auto" ``mamba_ssm_cache_dtype`` to the config's
   ``mamba_ssm_dtype`` (``float32`` in the checkpoints): the recurrent state is fp32, the conv
