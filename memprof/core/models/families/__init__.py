@@ -1,7 +1,8 @@
 """The families memprof knows: one row (``row.Family``) per family, in one module per family
 (``llama``, ``qwen``, ``qwen_moe``, ``gpt_oss``, ``deepseek_v3``, ``deepseek_v4``,
 ``mixtral``, ``phi3``, ``glm4_moe``, ``minimax_m2``, ``gemma``, ``gemma4``, ``llama4``,
-``qwen3_next``, ``nemotron_h``, ``granite_hybrid``, ``kimi_linear``, ``qwen_vl`` (multimodal);
+``qwen3_next``, ``nemotron_h``, ``granite_hybrid``, ``kimi_linear``, ``qwen_vl`` and ``qwen3_5``
+(multimodal);
 ``dense_decoder`` only when a user opts in), found by the config's ``model_type`` (or
 ``architectures``). A new family is one module here and one entry in ``ROWS``; generic modules
 ask ``family_row(spec.family)`` instead of naming it."""
@@ -28,6 +29,7 @@ from memprof.core.models.families import (
     nemotron_h,
     phi3,
     qwen,
+    qwen3_5,
     qwen3_next,
     qwen_moe,
     qwen_vl,
@@ -40,7 +42,8 @@ ROWS: tuple[Family, ...] = (
     phi3.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY, gemma.GEMMA2, gemma.GEMMA3,
     gemma.GEMMA3_MM, gemma4.FAMILY, llama4.FAMILY, llama4.TEXT, qwen3_next.FAMILY,
     nemotron_h.FAMILY, granite_hybrid.FAMILY, kimi_linear.FAMILY, qwen_vl.QWEN2_5_VL,
-    qwen_vl.QWEN3_VL, qwen_vl.QWEN3_VL_MOE, dense_decoder.FAMILY,
+    qwen_vl.QWEN3_VL, qwen_vl.QWEN3_VL_MOE, qwen3_5.QWEN3_5, qwen3_5.QWEN3_5_MOE,
+    dense_decoder.FAMILY,
 )
 """Every family, one row each."""
 

@@ -1,0 +1,197 @@
+"""Qwen3.5 / Qwen3.6 (``Qwen3_5ForConditionalGeneration``, ``model_type`` ``qwen3_5``: the dense
+27B; ``Qwen3_5MoeForConditionalGeneration``, ``qwen3_5_moe``: the 35B-A3B, 122B-A10B, 397B-A17B):
+Qwen3-Next's hybrid language model (Gated DeltaNet in three layers of four, gated full attention
+in every fourth) inside a Qwen3-VL-style vision-language wrapper.
+
+Sources (vLLM wheels read: 0.16.0 has no Qwen3.5; 0.17.0 is the first release with
+``vllm/model_executor/models/qwen3_5.py``; 0.18.0 and 0.33.0 build the same modules):
+
+- ``qwen3_5.py`` ``Qwen3_5DecoderLayer``: ``linear_attn`` (``Qwen3_5GatedDeltaNet``, a
+  ``Qwen3NextGatedDeltaNet`` whose ``in_proj_qkvz`` is a ``MergedColumnParallelLinear`` of
+  ``[key, key, value, value]`` and ``in_proj_ba`` of ``[v_heads, v_heads]`` — the same sizes
+  as Qwen3-Next's, loaded from the checkpoint's separate ``in_proj_qkv``/``in_proj_z``/
+  ``in_proj_b``/``in_proj_a``; 0.33.0 ``QwenGatedDeltaNetAttention``, same tensors) or
+  ``self_attn`` (``Qwen3NextAttention``: q doubled by the output gate, q/k norms) by
+  ``config.layer_types[layer_idx]``. Where it differs from Qwen3-Next: the MLP is chosen by
+  the text config's ``model_type``, not by ``decoder_sparse_step`` / ``mlp_only_layers`` —
+  ``qwen3_5_moe_text``: ``Qwen3NextSparseMoeBlock`` (router, experts, shared expert and its
+  one-output gate) in **every** layer; ``qwen3_5_text``: a dense ``Qwen2MoeMLP`` of
+  ``intermediate_size`` in every layer.
+- ``Qwen3_5ForCausalLMBase``: ``lm_head`` is ``embed_tokens`` when the text config's
+  ``tie_word_embeddings`` (vLLM's ``Qwen3_5TextConfig`` default False,
+  ``transformers_utils/configs/qwen3_5.py`` 0.17.0), else a ``ParallelLMHead``.
+- MTP: the checkpoints carry one MTP layer (``mtp_num_hidden_layers``), but
+  ``Qwen3_5ForConditionalGeneration.load_weights`` skips ``mtp.*`` (0.17.0 / 0.18.0
+  ``skip_prefixes=["mtp."]``; 0.33.0 ``hf_to_vllm_mapper`` maps ``mtp.`` to None): the
+  main model loads none of it. The MTP drafter (``qwen3_5_mtp.py``) is built only for
+  ``--speculative-config`` method ``mtp``, which memprof does not model (the note says so).
+- Vision: ``self.visual = Qwen3_VisionTransformer(config.vision_config, ...)`` of
+  ``qwen3_vl.py`` (LayerNorm blocks, fc1/fc2 MLP, learnt position table, patch merger; the
+  checkpoints list no ``deepstack_visual_indexes``), built under ``_mark_tower_model`` for
+  image/video; the processing info is ``Qwen3VLProcessingInfo``'s, and the checkpoints'
+  processor files state Qwen3-VL's limits (``preprocessor_config.json`` of Qwen/Qwen3.5-2B-Base
+  as a public tool log printed it: ``Qwen3VLProcessor``, ``size`` 65536 – 16777216 pixels,
+  patch 16, merge 2; a Qwen3.x model's ``video_preprocessor_config.json`` quoted in a public
+  write-up: 4096 – 25165824), so the processor rows are Qwen3-VL's
+  (``memprof/core/models/families/qwen_vl.py`` ``processors``).
+- State dtype: ``model_executor/models/config.py`` ``Qwen3_5ForConditionalGenerationConfig``
+  (0.17.0 / 0.18.0 / 0.33.0) sets an "auto" ``mamba_ssm_cache_dtype`` to the config's
+  ``mamba_ssm_dtype`` (``float32`` in the checkpoints): the recurrent state is fp32, the conv
+  state the model dtype. The builder puts it in ``StateMixer.config_ssm_dtype`` (read while
+  ``SSM_DTYPE_FROM_CONFIG`` of ``memprof/core/attention/state.py`` holds, from 0.13.0: every
+  release with this model).
+- RoPE: the checkpoints state ``partial_rotary_factor`` (0.25) inside ``rope_parameters``,
+  where vLLM's ``get_rope`` reads it; the config view lifts it beside ``head_dim``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from memprof.base.errors import ConfigError
+from memprof.core.models.config import ConfigFields
+from memprof.core.models.families import qwen_vl
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    gqa,
+    lift_text_config,
+    missing,
+    top_k,
+    vision_int,
+)
+from memprof.core.models.spec import MLP, Layer, StateMixer
+from memprof.core.versions import Rule
+
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import VisionTower
+
+RELEASES = (Rule(
+    name="qwen3_5_model", changes="the model", since="0.17.0", until=None,
+    introduced_by="Qwen3.5 support (first in the 0.17.0 wheel; 0.16.0 has no qwen3_5.py)",
+    source="vLLM 0.17.0 model_executor/models/qwen3_5.py", applies_to="multimodal"),)
+
+_SSM_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def _view(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config as vLLM reads it: ``text_config`` lifted
+    (``lift_text_config``); ``tie_word_embeddings`` the text config's own (vLLM's
+    ``Qwen3_5TextConfig`` defaults it to False, whatever the wrapper says); and
+    ``partial_rotary_factor`` from ``rope_parameters`` where the checkpoint states it only
+    there."""
+    out = lift_text_config(cfg)
+    text = cfg.get("text_config")
+    if isinstance(text, dict):
+        out["tie_word_embeddings"] = bool(text.get("tie_word_embeddings", False))
+    rope = out.get("rope_parameters")
+    if out.get("partial_rotary_factor") is None and isinstance(rope, dict):
+        prf = rope.get("partial_rotary_factor")
+        if prf is not None:
+            out["partial_rotary_factor"] = prf
+    return out
+
+
+def _layer_types(c: ConfigFields, n_layers: int) -> list[str]:
+    """``layer_types`` as stated, else vLLM's ``Qwen3_5TextConfig`` derivation from
+    ``full_attention_interval`` (full attention where ``(i + 1) % interval == 0``); a config
+    stating neither is refused."""
+    types = c.cfg.get("layer_types")
+    if isinstance(types, list):
+        if len(types) < n_layers:
+            raise ConfigError(f"layer_types lists {len(types)} layers but num_hidden_layers is "
+                              f"{n_layers}", hint="fix the config.json")
+        bad = next((t for t in types[:n_layers]
+                    if t not in ("linear_attention", "full_attention")), None)
+        if bad is not None:
+            raise ConfigError(f"unknown layer type {str(bad)[:40]!r} in layer_types",
+                              hint="linear_attention or full_attention")
+        return [str(t) for t in types[:n_layers]]
+    if c.cfg.get("full_attention_interval") is None:
+        raise missing(c, "full_attention_interval", "it places the full-attention layers")
+    every = c.size("full_attention_interval")
+    return ["full_attention" if (i + 1) % every == 0 else "linear_attention"
+            for i in range(n_layers)]
+
+
+def _gdn(c: ConfigFields) -> StateMixer:
+    for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                "linear_value_head_dim", "linear_conv_kernel_dim"):
+        if c.cfg.get(key) is None:
+            raise missing(c, key, "it sizes the Gated DeltaNet layers and their state")
+    ssm = c.cfg.get("mamba_ssm_dtype")
+    if ssm is not None and ssm not in _SSM_DTYPES:
+        raise ConfigError(f"mamba_ssm_dtype {str(ssm)[:40]!r} is not known",
+                          hint="float16, bfloat16 or float32")
+    return StateMixer(kind="gdn", num_heads=c.size("linear_num_value_heads"),
+                      num_k_heads=c.size("linear_num_key_heads"),
+                      head_k_dim=c.size("linear_key_head_dim"),
+                      head_v_dim=c.size("linear_value_head_dim"),
+                      conv_kernel=c.size("linear_conv_kernel_dim"),
+                      config_ssm_dtype=str(ssm or ""))
+
+
+def _layers(c: ConfigFields, hidden: int, n_layers: int, mlp: MLP) -> Built:
+    attn = replace(gqa(c, hidden, bias=c.flag("attention_bias", False), qk_norm=True,
+                       kv_heads_required=True),
+                   output_gate=c.flag("attn_output_gate", True))
+    linear = replace(attn, mixer=_gdn(c))
+    return [Layer(index=i, attention=attn if kind == "full_attention" else linear, mlp=mlp)
+            for i, kind in enumerate(_layer_types(c, n_layers))], []
+
+
+def _dense_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    """``qwen3_5_text``: a dense MLP of ``intermediate_size`` in every layer."""
+    return _layers(c, hidden, n_layers,
+                   MLP(kind="dense", intermediate_size=c.size("intermediate_size")))
+
+
+def _moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
+    """``qwen3_5_moe_text``: ``Qwen3NextSparseMoeBlock`` in every layer."""
+    for key in ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        if c.cfg.get(key) is None:
+            raise missing(c, key, "it sizes the MoE block every layer has")
+    n_exp = c.size("num_experts")
+    moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
+              moe_intermediate_size=c.size("moe_intermediate_size"),
+              shared_intermediate_size=c.num("shared_expert_intermediate_size"),
+              shared_expert_gate=True)
+    return _layers(c, hidden, n_layers, moe)
+
+
+def _tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
+    """``Qwen3_VisionTransformer`` from ``vision_config`` (vLLM 0.17.0 qwen3_5.py builds the
+    Qwen3-VL tower: ``qwen3_vl.py``)."""
+    from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
+
+    vc = vision_fields(cfg)
+    h, merge = vision_int(vc, "hidden_size"), vision_int(vc, "spatial_merge_size")
+    levels = len(vc.get("deepstack_visual_indexes") or [])
+    return VisionTower(
+        depth=vision_int(vc, "depth"), hidden=h,
+        intermediate=vision_int(vc, "intermediate_size"), heads=vision_int(vc, "num_heads"),
+        in_channels=vision_int(vc, "in_channels", "in_chans"),
+        patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
+        merge=merge, out_hidden=vision_int(vc, "out_hidden_size"),
+        gated=False, norm_bias=True, patch_bias=True,
+        position_embeddings=vision_int(vc, "num_position_embeddings"),
+        deepstack_levels=levels, text_hidden=text_hidden,
+        head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), levels),
+        processor=qwen_vl.processors()[1], releases=RELEASES,
+        source="vLLM 0.17.0 qwen3_5.py (qwen3_vl.py Qwen3_VisionTransformer)")
+
+
+NOTE = ("the checkpoint's MTP layer is not loaded (vLLM skips mtp.* weights); an MTP drafter "
+        "(--speculative-config method mtp) is not modelled")
+
+QWEN3_5 = Family(
+    name="qwen3_5", model_types=("qwen3_5",), architectures=("Qwen3_5ForConditionalGeneration",),
+    build=_dense_layers, attention="gqa", vision=_tower, config_view=_view,
+    release_rules=lambda: (RELEASES,), note=NOTE,
+    source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")
+QWEN3_5_MOE = Family(
+    name="qwen3_5_moe", model_types=("qwen3_5_moe",),
+    architectures=("Qwen3_5MoeForConditionalGeneration",), build=_moe_layers, attention="gqa",
+    moe=True, vision=_tower, config_view=_view, note=NOTE,
+    source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")
