@@ -70,6 +70,8 @@ DEEPSEEK_V3 = Family(
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,
     # SGLang models/deepseek_v2.py (0.4.5+): "Only Deepseek V3/R1 can use shared experts fusion"
     fusable_shared_experts=("DeepseekV3ForCausalLM",),
+    # SGLang models/deepseek_v2.py: embed_tokens under DP attention (weights/rank.py's rows)
+    dp_attention_embed=True,
     source="vLLM model_executor/models/deepseek_v2.py")
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
@@ -77,4 +79,6 @@ DEEPSEEK_V32 = Family(
     # SGLang's settings and pool sizing for the indexer's models ("NSA"), per release (its rows
     # are in memprof/core/version_diff.py's RULEBOOK)
     modules=("memprof/core/engines/sglang_nsa.py",),
+    # SGLang builds it with models/deepseek_v2.py too: embed_tokens under DP attention
+    dp_attention_embed=True,
     source="vLLM model_executor/models/deepseek_v2.py (DeepseekV32 indexer)")

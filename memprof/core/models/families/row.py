@@ -51,6 +51,9 @@ class Family(NamedTuple):
     # architectures whose one shared expert SGLang can fuse into the routed experts (appended to
     # them as copies: SGLANG_SHARED_EXPERTS_FUSION in memprof/core/weights/mlp.py)
     fusable_shared_experts: tuple[str, ...] = ()
+    # its SGLang model file builds embed_tokens outside the TP split under DP attention, by the
+    # rows of SGLANG_DP_ATTENTION_EMBED in memprof/core/weights/rank.py
+    dp_attention_embed: bool = False
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     # the config the builder and every generic module read, made from the config.json: a
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
