@@ -1,9 +1,10 @@
-"""SGLang's DeepSeek ``embed_tokens`` under DP attention (``SGLANG_DP_ATTENTION_EMBED`` in
-memprof/core/weights/rank.py): the whole table on every rank up to 0.5.7
-(``VocabParallelEmbedding(..., enable_tp=not enable_dp_attention)``, models/deepseek_v2.py), split
-over the attention-TP group (tp / dp ways) from 0.5.8 (``use_attn_tp_group``); split over all TP
-ranks everywhere else. Hand counts from DeepSeek-V3's config.json: vocab_size 129280 (a multiple
-of 64: no padding), hidden_size 7168, bf16."""
+"""SGLang's ``embed_tokens`` under DP attention (the families' ``dp_attention_embed`` rows, read by
+memprof/core/weights/rank.py): DeepSeek's models/deepseek_v2.py holds the whole table on every rank
+(``VocabParallelEmbedding(..., enable_tp=not enable_dp_attention)``) through 0.5.7 except 0.4.9
+(``use_attn_tp_group=True``), split over the attention-TP group (tp / dp ways) from 0.5.8; Qwen's
+models/qwen2_moe.py whole from 0.4.7, attention-TP from 0.5.9; split over all TP ranks everywhere
+else. Hand counts from the configs: DeepSeek-V3 vocab_size 129280 (a multiple of 64: no padding),
+hidden_size 7168; Qwen3-235B-A22B 151936 x 4096; bf16."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.models import load_model
+from memprof.core.models.families import family_row
 from memprof.core.version_diff import all_rules
 from memprof.core.versions import rule_in_force
 from memprof.core.weights import rank_weights
-from memprof.core.weights.rank import SGLANG_DP_ATTENTION_EMBED
 
 TABLE = 129280 * 7168 * 2  # 1,853,358,080 B: the whole embed_tokens of DeepSeek-V3
 
@@ -72,7 +73,29 @@ def test_the_nsa_family_shares_the_model_file() -> None:
 
 
 def test_rows_are_listed_and_hold_for_sglang_only() -> None:
-    assert all(r in all_rules() for r in SGLANG_DP_ATTENTION_EMBED)
-    assert rule_in_force(SGLANG_DP_ATTENTION_EMBED, "0.5.7", "sglang").value == "replicated"
-    assert rule_in_force(SGLANG_DP_ATTENTION_EMBED, "0.5.8", "sglang").value == "attention_tp"
-    assert rule_in_force(SGLANG_DP_ATTENTION_EMBED, "0.10.1", "vllm") is None
+    rows = family_row("deepseek_v3").dp_attention_embed
+    assert rows and all(r in all_rules() for r in rows)
+    assert rule_in_force(rows, "0.5.7", "sglang").value == "replicated"
+    assert rule_in_force(rows, "0.4.9", "sglang").value == "attention_tp"
+    assert rule_in_force(rows, "0.5.8", "sglang").value == "attention_tp"
+    assert rule_in_force(rows, "0.10.1", "vllm") is None
+
+
+def test_0_4_9_split_over_the_attention_group() -> None:
+    # 0.4.9 models/deepseek_v2.py: VocabParallelEmbedding(..., use_attn_tp_group=True)
+    dep = Deployment(engine="sglang", engine_version="0.4.9", tp=8, dp=2,
+                     enable_dp_attention=True)
+    assert _embed("deepseek-v3", dep)[0] == 32320 * 7168 * 2
+
+
+QWEN_TABLE = 151936 * 4096 * 2  # Qwen3-235B-A22B's embed_tokens: 1,244,659,712 B
+
+
+@pytest.mark.parametrize(("version", "ways"), [("0.4.6", 8), ("0.4.7", 1), ("0.5.8", 1),
+                                               ("0.5.9", 4)])
+def test_qwen_moe_file(version: str, ways: int) -> None:
+    # qwen2_moe.py (Qwen3MoeModel extends Qwen2MoeModel): split over TP through 0.4.6, whole
+    # from 0.4.7, over the attention group (8 / 2 = 4) from 0.5.9
+    dep = Deployment(engine="sglang", engine_version=version, tp=8, dp=2,
+                     enable_dp_attention=True)
+    assert _embed("qwen3-235b-a22b", dep)[0] == QWEN_TABLE // ways

@@ -28,29 +28,6 @@ LM_HEAD_EVERY_STAGE: tuple[Rule, ...] = (
 )
 
 
-# SGLang's DeepSeek model file under DP attention (``--enable-dp-attention``: attention runs on
-# tp / dp ranks, ``Deployment.attn_tp``) builds ``embed_tokens`` outside the TP split: the
-# families whose row sets ``dp_attention_embed``. value: "replicated" (each rank holds the whole
-# table) or "attention_tp" (split over the rank's attention-TP group: tp / dp ways); the same
-# where dp = tp. lm_head stays split over all TP ranks (enable_dp_lm_head is off by default).
-SGLANG_DP_ATTENTION_EMBED: tuple[Rule, ...] = (
-    Rule(name="sglang_dp_attention_embed", changes="weights: embed_tokens (DP attention)",
-         since=None, until="0.5.8", value="replicated", engine="sglang", applies_to="mla",
-         introduced_by="before 0.4.3 (read in the sglang 0.4.3 wheel)",
-         removed_by="use_attn_tp_group (read in the sglang 0.5.8 wheel)",
-         source="sglang 0.4.3 (0.4.4, 0.4.6, 0.4.8, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7) "
-         "models/deepseek_v2.py DeepseekV2Model.__init__: VocabParallelEmbedding(vocab_size, "
-         "hidden_size, enable_tp=not enable_dp_attention); layers/vocab_parallel_embedding.py: "
-         "enable_tp=False gives tp_size 1 (the whole table)"),
-    Rule(name="sglang_dp_attention_embed", changes="weights: embed_tokens (DP attention)",
-         since="0.5.8", until=None, value="attention_tp", engine="sglang", applies_to="mla",
-         introduced_by="use_attn_tp_group (read in the sglang 0.5.8 wheel)",
-         source="sglang 0.5.8 (0.5.9) models/deepseek_v2.py DeepseekV2Model.__init__: "
-         "VocabParallelEmbedding(..., use_attn_tp_group=is_dp_attention_enabled()); "
-         "layers/vocab_parallel_embedding.py: tp_size = get_attention_tp_size()"),
-)
-
-
 class RankWeights(AttentionWeights, MlpWeights):
     """Builds the tensor list of one rank."""
 
@@ -126,15 +103,15 @@ class RankWeights(AttentionWeights, MlpWeights):
                  replicas=self.copies * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
 
     def embed_tokens(self) -> None:
-        """``embed_tokens``: split over the TP ranks, or as ``SGLANG_DP_ATTENTION_EMBED`` holds
-        under DP attention for a family whose row sets ``dp_attention_embed`` (then split
-        ``ways`` ways, each part held by the ``tp / ways`` ranks of the same place in their
+        """``embed_tokens``: split over the TP ranks, or under DP attention as the family's
+        ``dp_attention_embed`` rows say its SGLang model file builds it (then split ``ways``
+        ways, each part held by the ``tp / ways`` ranks of the same place in their
         attention-TP group, SGLang's ``attn_tp_rank = tp_rank % attn_tp_size``)."""
         dep = self.dep
-        how = (value_at(SGLANG_DP_ATTENTION_EMBED, dep.engine_version, None, engine=dep.engine)
-               if dep.attn_tp != dep.tp and family_row(self.spec.family).dp_attention_embed
-               else None)
-        if how is None:
+        how = (value_at(family_row(self.spec.family).dp_attention_embed, dep.engine_version,
+                        "tp", engine=dep.engine)
+               if dep.attn_tp != dep.tp else "tp")
+        if how == "tp":
             self.vocab_parallel("model.embed_tokens", "embed_tokens")
             return
         ways = 1 if how == "replicated" else dep.attn_tp
