@@ -91,7 +91,10 @@ def test_sglang_keeps_nccl_before_its_baseline() -> None:
     # no rule row is for SGLang: its communicators stay where memprof always put them
     e = estimate("llama-3.1-8b", Deployment(engine="sglang", tp=2), gpu_name="H100")
     nccl = [c for c in e.ranks[0].components if c.name.startswith("NCCL")]
-    assert nccl and all(c.where == "baseline" and c.bytes == P2P_CUMEM_ON for c in nccl)
+    assert nccl and all(c.where == "baseline" for c in nccl)
+    # TP's is a first communicator (the MoE TP group's, made after it from SGLang 0.4.10, is a
+    # second one: tests/test_sglang_nccl_groups.py)
+    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [P2P_CUMEM_ON]
 
 
 def test_measured_figures_are_the_golden_file() -> None:

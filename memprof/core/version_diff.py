@@ -23,6 +23,7 @@ from memprof.core.engines.sglang import (
     SGLANG_GRAPH_MAX_BS,
     SGLANG_LOAD_FIGURE,
     SGLANG_MFS_HEURISTIC,
+    SGLANG_MOE_GROUPS,
     SGLANG_ROCM_AITER_MFS,
 )
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
@@ -72,7 +73,8 @@ from memprof.core.weights.shard import ROCM_FP8_BLOCK_PADDING
 from memprof.core.weights.vision import TOWER_SKIPPED
 
 # the families' own release rows (a vision-language family's model and tower rows)
-_FAMILY_RULES = tuple(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules())
+_FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules()),
+                 *(f.dp_attention_embed for f in FAMILY_ROWS if f.dp_attention_embed))
 
 # Every version-dependent rule memprof models, by the module that keeps its rows; the attention
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
@@ -88,7 +90,9 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     NCCL_CUMEM, EP_PYNCCL,
     SLIDING_CACHED_AS_FULL, HYBRID_TOKEN_LINE_PER_GROUP, CHUNKED_LOCAL_CACHED_AS_FULL,
     SGLANG_MFS_HEURISTIC,
+    SGLANG_MOE_GROUPS,
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
+    SGLANG_MOE_GROUPS,
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,

@@ -235,6 +235,7 @@ class AttentionKind:
 
     def sglang_rope_buffers(self, spec: ModelSpec, layers: list[Layer],
                             max_pos: int) -> list[tuple[str, int, str]]:
-        """(name, bytes, formula) of the rotary buffers SGLang builds for ``layers`` (only read
-        for the kinds that override this; the others: none)."""
+        """(name, bytes, formula) of the rotary buffers SGLang builds for ``layers`` apart from
+        its ``get_rope`` (a kind that overrides this); none: SGLang's ``get_rope`` caches
+        (``memprof/core/terms/rope_cache.py`` ``sglang_rope_terms``)."""
         return []

@@ -188,6 +188,12 @@ class Engine:
         """TP degree of attention."""
         return dep.tp
 
+    def nccl_groups(self, dep: DeploymentView) -> list[tuple[str, int]] | None:
+        """The process groups that get an NCCL communicator on a rank, (name, size), in the
+        order the engine makes them; None: vLLM's (``memprof/core/terms/non_torch.py``
+        ``nccl_groups``)."""
+        return None
+
     def copies(self, dep: DeploymentView) -> int:
         """Full copies of the non-expert weights in the deployment."""
         raise NotImplementedError

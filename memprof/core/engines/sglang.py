@@ -185,6 +185,30 @@ SGLANG_LOAD_FIGURE: tuple[Rule, ...] = (
 )
 
 
+# SGLang's process groups (distributed/parallel_state.py initialize_model_parallel): TP, then,
+# from 0.4.10, the MoE expert-parallel group (ep_size ranks) and the MoE tensor-parallel group
+# (tp / ep ranks; with EP off the TP group's ranks again), then PP. Each GroupCoordinator of more
+# than one rank makes a PyNcclCommunicator whose constructor runs a warm-up all_reduce
+# (device_communicators/pynccl.py), before the free memory the budget line reads. DP attention
+# adds an attention-TP group without PyNccl (layers/dp_attention.py: use_pynccl=
+# SYNC_TOKEN_IDS_ACROSS_TP, off by default) and --dp without it runs whole servers: no DP
+# communicator. value: whether the two MoE groups are made.
+SGLANG_MOE_GROUPS: tuple[Rule, ...] = (
+    Rule(name="sglang_moe_process_groups", changes="NCCL MoE EP / MoE TP communicators",
+         since=None, until="0.4.10", value=False, engine="sglang", applies_to="nccl",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.4.10"),
+         source="sglang 0.4.3 / 0.4.8 / 0.4.9 / 0.4.9.post5 distributed/parallel_state.py "
+         "initialize_model_parallel: TP and PP groups only"),
+    Rule(name="sglang_moe_process_groups", changes="NCCL MoE EP / MoE TP communicators",
+         since="0.4.10", until=None, value=True, engine="sglang", applies_to="nccl",
+         introduced_by=_READ.format("0.4.10"),
+         source="sglang 0.4.10 (0.5.3, 0.5.9) distributed/parallel_state.py "
+         "initialize_model_parallel: _MOE_EP (ranks st..en step moe_tp_size) and _MOE_TP "
+         "(moe_tp_size = tp // moe_ep_size consecutive ranks) by init_model_parallel_group "
+         "(use_pynccl=not is_npu(), use_custom_allreduce=False)"),
+)
+
+
 def load_drop(loaded: int, first_kernel: int) -> int:
     """The drop in free memory across SGLang's model load (``SGLANG_LOAD_FIGURE``): what its
     budget line subtracts and what "Load weight end. … mem usage" prints (0.4.3: the difference
@@ -403,6 +427,15 @@ class SGLang(Engine):
 
     def copies(self, dep: DeploymentView) -> int:
         return 1
+
+    def nccl_groups(self, dep: DeploymentView) -> list[tuple[str, int]]:
+        """TP, the two MoE groups where ``SGLANG_MOE_GROUPS`` holds, PP: those of more than
+        one rank (the MoE ones made after TP's, on the same GPUs)."""
+        moe = value_at(SGLANG_MOE_GROUPS, dep.engine_version, False, engine="sglang")
+        ep = self.ep_size(dep)
+        groups = [("TP", dep.tp), *((("MoE EP", ep), ("MoE TP", dep.tp // ep)) if moe else ()),
+                  ("PP", dep.pp)]
+        return [(n, size) for n, size in groups if size > 1]
 
     def ep_size(self, dep: DeploymentView) -> int:
         """Experts over the TP ranks of the one server with --enable-expert-parallel."""

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
 from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, ep_pynccl, nccl_row, second_comm_row
@@ -241,12 +242,17 @@ def p2p_peers(group: str, size: int) -> int:
     return 1 if group == "PP" and size > 1 else 0
 
 
+# groups whose communicator is always made after another group's on the same GPUs: vLLM's EP,
+# SGLang's MoE EP and MoE TP (``Engine.nccl_groups``)
+SECOND_GROUPS = frozenset({"EP", "MoE EP", "MoE TP"})
+
+
 def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     """One communicator of ``group`` (``size`` ranks): its rows by transport (``GPU.peer_access``:
     P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``); EP's,
     always made after another group's, the second-communicator row where it was measured
     (``second_comm_row``)."""
-    if group == "EP":
+    if group in SECOND_GROUPS:
         second = second_comm_row(gpu.peer_access, nccl_cumem(dep), size)
         if second is not None:
             return second
@@ -254,9 +260,13 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
 
 
 def nccl_groups(dep: Deployment) -> list[tuple[str, int]]:
-    """Process groups that get an NCCL communicator on a rank: TP, PP, DP and EP, each only when its
-    size is > 1 (vLLM ``initialize_model_parallel``; EP only with --enable-expert-parallel, and
-    not in vLLM 0.9.0 - 0.10.x, ``memprof.core.terms.nccl.EP_PYNCCL``)."""
+    """Process groups that get an NCCL communicator on a rank: the engine's where it lists them
+    (``Engine.nccl_groups``), else TP, PP, DP and EP, each only when its size is > 1 (vLLM
+    ``initialize_model_parallel``; EP only with --enable-expert-parallel, and not in vLLM
+    0.9.0 - 0.10.x, ``memprof.core.terms.nccl.EP_PYNCCL``)."""
+    own = engine_of(dep).nccl_groups(dep)
+    if own is not None:
+        return own
     ep = dep.enable_expert_parallel and ep_pynccl(dep.engine_version, dep.engine)
     groups = [("TP", dep.tp), ("PP", dep.pp), ("DP", dep.dp), ("EP", dep.ep_size if ep else 1)]
     return [(n, size) for n, size in groups if size > 1]

@@ -29,7 +29,8 @@ _SCRATCH = ("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.attention_backend"
 
 TERM_READS: dict[str, frozenset[str]] = {
     "scratch_budget_terms": frozenset((*_MODEL, *_SCRATCH)),
-    "rope_cache_terms": frozenset(_MODEL),
+    # the GPU: SGLang keeps its get_rope caches in fp32 on CUDA only
+    "rope_cache_terms": frozenset((*_MODEL, "ctx.gpu")),
     # the rank's weights (which layers run Marlin: the tensors, not their scratch-sizing
     # settings) and the GPU (arch, SM count)
     # (a multimodal tower's settings too: no bundled multimodal checkpoint runs Marlin kernels)

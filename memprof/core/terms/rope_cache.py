@@ -21,7 +21,17 @@ registers ``cos_sin_cache`` of ``[positions, rotary_dim]`` (cos and sin halves, 
   (0.20.0 ``models/deepseek_v4.py::DeepseekV4Attention``; 0.33.0
   ``models/deepseek_v4/common/rope.py::build_deepseek_v4_rope``).
 
-SGLang (only DeepSeek-V4's source was read; other models' rotary caches stay unmodelled): each
+SGLang builds every other model's rotary through its own ``get_rope``
+(``layers/rotary_embedding.py``, read in the sglang 0.4.3, 0.4.10, 0.5.3 and 0.5.9 wheels): the
+same instance cache (``_ROPE_DICT``) and the same positions per scaling type as vLLM's, but
+``RotaryEmbedding.__init__`` keeps ``cos_sin_cache`` in **fp32** on CUDA ("cache needs to be in
+FP32 for numerical stability": ``if not _is_cuda: cache = cache.to(dtype)``, so ROCm keeps the
+dtype vLLM's reading gives), and ``Phi3LongRoPEScaledRotaryEmbedding`` registers the short and
+long caches and their concatenation (twice vLLM's bytes, in the model dtype). The model is built
+under the target device (``model_loader/loader.py`` ``DefaultModelLoader.load_model``: ``with
+target_device: _initialize_model``), so the caches are in the load's drop in free memory.
+
+SGLang's DeepSeek-V4 (its own buffers, ``AttentionKind.sglang_rope_buffers``): each
 ``MQALayer.__init__`` (``models/deepseek_v4.py``, sgl-project/sglang@000328a8) builds
 ``get_rope_wrapper(...)`` → ``get_rope`` (instances cached in ``_ROPE_DICT``), a
 ``DeepseekScalingRotaryEmbedding`` of ``original × factor`` positions × ``qk_rope_head_dim``
@@ -60,7 +70,7 @@ def rope_cache_terms(ctx: TermContext) -> list[Component]:
     component per cache, in model load."""
     layers = rank_layers(ctx.spec, ctx.dep, ctx.coord)
     if engine_of(ctx.dep).own_rope_buffers:
-        return sglang_rope_terms(ctx.spec, layers)
+        return sglang_rope_terms(ctx.spec, layers, ctx.model_dtype, ctx.gpu.is_rocm)
     caches = rope_caches(ctx.spec, layers, ctx.model_dtype)
     return [Component(name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=c.bytes,
                       formula=f"{c.positions} positions × {c.rotary_dim} × "
@@ -68,16 +78,32 @@ def rope_cache_terms(ctx: TermContext) -> list[Component]:
             for c in caches]
 
 
-def sglang_rope_terms(spec: ModelSpec, layers: list[Layer]) -> list[Component]:
-    """SGLang's rotary buffers, as the attention kind says SGLang builds them
-    (``AttentionKind.sglang_rope_buffers``; only DeepSeek-V4's source was read, see the module
-    docstring). Other models on SGLang: none (not read)."""
+def sglang_rope_terms(spec: ModelSpec, layers: list[Layer], model_dtype: str = "bfloat16",
+                      rocm: bool = False) -> list[Component]:
+    """SGLang's rotary buffers: the attention kind's own where it says SGLang builds them
+    apart (``AttentionKind.sglang_rope_buffers``: DeepSeek-V4), else SGLang's ``get_rope``
+    caches (the module docstring): vLLM's distinct caches, each in fp32 on CUDA (``rocm``: the
+    dtype of vLLM's reading), a LongRoPE one twice (short + long + their concatenation) in the
+    model dtype."""
     max_pos = spec.max_position_embeddings
     if not max_pos or not layers:
         return []
-    return [Component(name=name, category="weights", bytes=n, formula=formula)
-            for name, n, formula in kind_of(layers[0].attention).sglang_rope_buffers(
-                spec, layers, max_pos)]
+    own = kind_of(layers[0].attention).sglang_rope_buffers(spec, layers, max_pos)
+    if own:
+        return [Component(name=name, category="weights", bytes=n, formula=formula)
+                for name, n, formula in own]
+    out = []
+    for c in rope_caches(spec, layers, model_dtype):
+        if c.label.startswith("LongRoPE"):
+            n, dtype, how = 2 * c.bytes, c.dtype, "(short + long) × 2 (their concatenation too)"
+        else:
+            dtype = c.dtype if rocm else "float32"
+            n, how = c.positions * c.rotary_dim * dtype_bytes(dtype), ""
+        out.append(Component(
+            name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=n,
+            formula=f"{c.positions} positions × {c.rotary_dim} × {dtype_bytes(dtype)} B {dtype}"
+            f"{' ' + how if how else ''} (SGLang get_rope; {fmt_bytes(n)})"))
+    return out
 
 
 __all__ = ["RopeCache", "rope_cache_terms", "rope_caches", "sglang_rope_terms"]

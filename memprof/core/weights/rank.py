@@ -102,6 +102,27 @@ class RankWeights(AttentionWeights, MlpWeights):
         self.add(p + "hc_head", "hyper-connections head", head,
                  replicas=self.copies * self.tp, formula=f"4B×({m}×{m}×{h} + {m} + 1) fp32")
 
+    def embed_tokens(self) -> None:
+        """``embed_tokens``: split over the TP ranks, or under DP attention as the family's
+        ``dp_attention_embed`` rows say its SGLang model file builds it (then split ``ways``
+        ways, each part held by the ``tp / ways`` ranks of the same place in their
+        attention-TP group, SGLang's ``attn_tp_rank = tp_rank % attn_tp_size``)."""
+        dep = self.dep
+        how = (value_at(family_row(self.spec.family).dp_attention_embed, dep.engine_version,
+                        "tp", engine=dep.engine)
+               if dep.attn_tp != dep.tp else "tp")
+        if how == "tp":
+            self.vocab_parallel("model.embed_tokens", "embed_tokens")
+            return
+        ways = 1 if how == "replicated" else dep.attn_tp
+        saved = (self.tp, self.copies)
+        self.tp, self.copies = ways, saved[1] * (saved[0] // ways)
+        try:
+            self.vocab_parallel("model.embed_tokens", "embed_tokens",
+                                rank=self.coord.tp_rank % ways)
+        finally:
+            self.tp, self.copies = saved
+
     def build(self, *, in_order: bool = False) -> list[WeightTensor]:
         """The rank's tensors; ``in_order``: one per layer in construction order (vLLM builds
         ``embed_tokens``, then each layer's attention, MLP and norms, then the final norm and
@@ -119,7 +140,7 @@ class RankWeights(AttentionWeights, MlpWeights):
                            self.coord.pp_stage):
                 vision_tower(self, spec.vision, in_order=in_order)
         if first or (last and spec.tie_word_embeddings):
-            self.vocab_parallel("model.embed_tokens", "embed_tokens")
+            self.embed_tokens()
         for layer, n in kinds(spec.layers[start:end]):
             self.layer_times(layer, n)
         if last:

@@ -303,7 +303,9 @@ class Shard:
                  padding=(padded - n) * dtype_bytes(dtype), formula=formula)
 
     # --- embeddings ------------------------------------------------------------------------------
-    def vocab_parallel(self, module: str, group: str) -> None:
+    def vocab_parallel(self, module: str, group: str, rank: int | None = None) -> None:
+        """A vocabulary-parallel table split ``self.tp`` ways; ``rank``: this rank's place in
+        that split (None: its TP rank)."""
         v, h = self.spec.vocab_size, self.spec.hidden_size
         padded = round_up(v, VOCAB_PADDING)
         if padded % self.tp:
@@ -311,7 +313,8 @@ class Shard:
                 f"the padded vocabulary ({padded}) is not divisible by tensor parallel size "
                 f"{self.tp}", hint="vLLM asserts it; use a TP size that divides it")
         per = padded // self.tp
-        real = max(0, min(per, v - self.coord.tp_rank * per))
+        place = self.coord.tp_rank if rank is None else rank
+        real = max(0, min(per, v - place * per))
         tied_copies = 2 if self.spec.tie_word_embeddings and self.dep.pp > 1 else 1
         q = self.quant
         if q is not None and q.method == "gguf":

@@ -11,7 +11,7 @@ differ between them are required, not defaulted).
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, missing, top_k
+from memprof.core.models.families.row import Built, Family, missing, sglang_embed_rows, top_k
 from memprof.core.models.spec import MLP, Attention, Layer
 
 
@@ -56,6 +56,17 @@ def _mla_layers(c: ConfigFields, hidden: int, n_layers: int, *, sparse: bool) ->
     return layers, mtp
 
 
+# SGLang builds both families with models/deepseek_v2.py: embed_tokens under DP attention
+_SGLANG_EMBED = (
+    (None, "0.4.9", "replicated", "0.4.3, 0.4.4, 0.4.6, 0.4.7, 0.4.8, 0.4.8.post1"),
+    # 0.4.9.post2 already builds it whole again; memprof runs post1 - post4 at 0.4.9's rows
+    ("0.4.9", "0.4.9.post5", "attention_tp", "0.4.9"),
+    ("0.4.9.post5", "0.5.8", "replicated", "0.4.9.post2, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, "
+     "0.5.6, 0.5.7"),
+    ("0.5.8", None, "attention_tp", "0.5.8, 0.5.9"),
+)
+
+
 def _deepseek_v3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return _mla_layers(c, hidden, n_layers, sparse=False)
 
@@ -70,6 +81,7 @@ DEEPSEEK_V3 = Family(
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,
     # SGLang models/deepseek_v2.py (0.4.5+): "Only Deepseek V3/R1 can use shared experts fusion"
     fusable_shared_experts=("DeepseekV3ForCausalLM",),
+    dp_attention_embed=sglang_embed_rows("deepseek_v3", "deepseek_v2.py", _SGLANG_EMBED),
     source="vLLM model_executor/models/deepseek_v2.py")
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
@@ -77,4 +89,5 @@ DEEPSEEK_V32 = Family(
     # SGLang's settings and pool sizing for the indexer's models ("NSA"), per release (its rows
     # are in memprof/core/version_diff.py's RULEBOOK)
     modules=("memprof/core/engines/sglang_nsa.py",),
+    dp_attention_embed=sglang_embed_rows("deepseek_v32", "deepseek_v2.py", _SGLANG_EMBED),
     source="vLLM model_executor/models/deepseek_v2.py (DeepseekV32 indexer)")

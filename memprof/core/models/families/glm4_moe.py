@@ -19,7 +19,14 @@ experts of ``moe_intermediate_size``; ``Glm4MoeModel.load_weights`` drops the MT
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    gqa,
+    missing,
+    sglang_embed_rows,
+    top_k,
+)
 from memprof.core.models.spec import MLP, Layer
 
 
@@ -47,5 +54,9 @@ def _glm4_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 FAMILY = Family(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
     build=_glm4_moe_layers, attention="gqa", moe=True, mtp=True,
+    dp_attention_embed=sglang_embed_rows(
+        "glm4_moe", "glm4_moe.py",
+        ((None, "0.5.9", "replicated", "0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
+         ("0.5.9", None, "attention_tp", "0.5.9"))),
     source="vLLM model_executor/models/glm4_moe.py (read at 002d6073)",
 )

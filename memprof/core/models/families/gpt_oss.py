@@ -16,6 +16,7 @@ from memprof.core.models.families.row import (
     gqa,
     layer_types_windows,
     missing,
+    sglang_embed_rows,
     top_k,
 )
 from memprof.core.models.spec import MLP, Layer
@@ -41,4 +42,8 @@ def _gpt_oss_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 
 FAMILY = Family(name="gpt_oss", model_types=("gpt_oss",), architectures=("GptOssForCausalLM",),
                 build=_gpt_oss_layers, attention="gqa", moe=True, rope_fp32=True,
+                dp_attention_embed=sglang_embed_rows(
+                    "gpt_oss", "gpt_oss.py",
+                    ((None, "0.5.9", "replicated", "0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
+                     ("0.5.9", None, "attention_tp", "0.5.9"))),
                 source="vLLM model_executor/models/gpt_oss.py")

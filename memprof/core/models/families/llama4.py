@@ -57,6 +57,7 @@ from memprof.core.models.families.row import (
     Family,
     gqa,
     lift_text_config,
+    sglang_embed_rows,
     top_k,
     vision_int,
 )
@@ -162,14 +163,23 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower:
         modalities=("image",), source="vLLM 0.11.0 mllama4.py")
 
 
+# SGLang models/llama4.py Llama4Model (the language model of both architectures): embed_tokens
+# under DP attention
+_SGLANG_EMBED = (
+    (None, "0.5.9", "replicated",
+     "0.4.6, 0.4.8, 0.4.9, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
+    ("0.5.9", None, "attention_tp", "0.5.9"),
+)
 TEXT = Family(
     name="llama4_text", model_types=("llama4_text",), architectures=("Llama4ForCausalLM",),
     build=_llama4_layers, attention="gqa", moe=True, config_view=_view,
+    dp_attention_embed=sglang_embed_rows("llama4_text", "llama4.py", _SGLANG_EMBED),
     source="vLLM model_executor/models/llama4.py Llama4ForCausalLM (0.12.0)",
 )
 FAMILY = Family(
     name="llama4", model_types=("llama4",),
     architectures=("Llama4ForConditionalGeneration",),
     build=_llama4_layers, attention="gqa", moe=True, config_view=_view, vision=vision_tower,
+    dp_attention_embed=sglang_embed_rows("llama4", "llama4.py", _SGLANG_EMBED),
     source="vLLM model_executor/models/llama4.py + mllama4.py (0.12.0)",
 )

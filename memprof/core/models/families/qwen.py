@@ -14,6 +14,7 @@ from memprof.core.models.families.row import (
     Family,
     dense_layers,
     layer_types_windows,
+    sglang_embed_rows,
     swa_from_max_window_layers,
 )
 
@@ -40,11 +41,20 @@ def _qwen3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
                         qk_norm=True, head_dim_default=QWEN3_HEAD_DIM)
 
 
+# SGLang models/qwen2.py Qwen2Model (Qwen3Model extends it): embed_tokens under DP attention
+_SGLANG_EMBED = (
+    (None, "0.4.9", "tp", "0.4.3, 0.4.4, 0.4.6, 0.4.7, 0.4.8, 0.4.8.post1"),
+    ("0.4.9", "0.5.9", "replicated",
+     "0.4.9, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
+    ("0.5.9", None, "attention_tp", "0.5.9"),
+)
 QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),
                build=_qwen2_layers, attention="gqa",
                modules=(VL_MODULE,),
+               dp_attention_embed=sglang_embed_rows("qwen2", "qwen2.py", _SGLANG_EMBED),
                source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
                build=_qwen3_layers, attention="gqa",
                modules=(VL_MODULE,),
+               dp_attention_embed=sglang_embed_rows("qwen3", "qwen2.py", _SGLANG_EMBED),
                source="vLLM model_executor/models/qwen3.py; transformers configuration_qwen3.py")

@@ -25,7 +25,14 @@ from dataclasses import replace
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    gqa,
+    missing,
+    sglang_embed_rows,
+    top_k,
+)
 from memprof.core.models.spec import MLP, Layer, StateMixer
 
 
@@ -91,5 +98,9 @@ def _qwen3_next_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 FAMILY = Family(
     name="qwen3_next", model_types=("qwen3_next",), architectures=("Qwen3NextForCausalLM",),
     build=_qwen3_next_layers, attention="gqa", moe=True,
+    dp_attention_embed=sglang_embed_rows(
+        "qwen3_next", "qwen3_next.py",
+        ((None, "0.5.9", "replicated", "0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
+         ("0.5.9", None, "attention_tp", "0.5.9"))),
     source="vLLM model_executor/models/qwen3_next.py (v0.10.2 / v0.11.0)",
 )

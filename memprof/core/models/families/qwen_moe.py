@@ -11,7 +11,14 @@ Sources: transformers 4.57 ``models/qwen2_moe/configuration_qwen2_moe.py`` and
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    gqa,
+    missing,
+    sglang_embed_rows,
+    top_k,
+)
 from memprof.core.models.spec import MLP, Layer
 
 QWEN3_MOE_HEAD_DIM = 128  # Qwen3MoeConfig head_dim default
@@ -52,12 +59,24 @@ def _qwen3_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return _moe_layers(c, hidden, n_layers, gen3=True)
 
 
+# SGLang models/qwen2_moe.py Qwen2MoeModel (Qwen3MoeModel extends it): embed_tokens under DP
+# attention
+_SGLANG_EMBED = (
+    (None, "0.4.7", "tp", "0.4.3, 0.4.4, 0.4.6"),
+    ("0.4.7", "0.5.9", "replicated",
+     "0.4.7, 0.4.8, 0.4.8.post1, 0.4.9, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
+    ("0.5.9", None, "attention_tp", "0.5.9"),
+)
 QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),
                    architectures=("Qwen2MoeForCausalLM",), build=_qwen2_moe_layers,
                    attention="gqa", moe=True,
+                   dp_attention_embed=sglang_embed_rows("qwen2_moe", "qwen2_moe.py",
+                                                        _SGLANG_EMBED),
                    source="vLLM model_executor/models/qwen2_moe.py")
 QWEN3_MOE = Family(name="qwen3_moe", model_types=("qwen3_moe",),
                    architectures=("Qwen3MoeForCausalLM",), build=_qwen3_moe_layers,
                    attention="gqa", moe=True,
+                   dp_attention_embed=sglang_embed_rows("qwen3_moe", "qwen2_moe.py",
+                                                        _SGLANG_EMBED),
                    modules=(VL_MODULE,),
                source="vLLM model_executor/models/qwen3_moe.py")

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.spec import MLP, Attention, Layer
+from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import VisionTower
-    from memprof.core.versions import Rule
 
 Built = tuple[list[Layer], list[Layer]]  # (layers, MTP layers)
 LayerBuilder = Callable[[ConfigFields, int, int], Built]
@@ -51,6 +51,9 @@ class Family(NamedTuple):
     # architectures whose one shared expert SGLang can fuse into the routed experts (appended to
     # them as copies: SGLANG_SHARED_EXPERTS_FUSION in memprof/core/weights/mlp.py)
     fusable_shared_experts: tuple[str, ...] = ()
+    # how its SGLang model file splits embed_tokens under DP attention, by release
+    # (``sglang_embed_rows``; read by memprof/core/weights/rank.py); none: over the TP ranks
+    dp_attention_embed: tuple[Rule, ...] = ()
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     # the config the builder and every generic module read, made from the config.json: a
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
@@ -241,3 +244,26 @@ def vision_int(vc: Mapping[str, Any], *keys: str, default: int | None = None) ->
     raise ConfigError(f"config.json has no 'vision_config.{keys[0]}' (the vision tower's size)",
                       hint=f"add 'vision_config.{keys[0]}' to the config.json: memprof does not "
                       "guess it")
+
+
+def sglang_embed_rows(family: str, model_file: str,
+                      spans: tuple[tuple[str | None, str | None, str, str], ...]
+                      ) -> tuple[Rule, ...]:
+    """A family's ``dp_attention_embed`` rows: how SGLang's ``model_file`` builds
+    ``embed_tokens`` under DP attention, one span ``(since, until, value, releases read)`` per
+    change. value: "replicated" (``VocabParallelEmbedding(..., enable_tp=not
+    enable_dp_attention)``: every rank holds the whole table), "attention_tp"
+    (``use_attn_tp_group``: split over the rank's attention-TP group, tp / dp ways) or "tp"
+    (split over every TP rank, DP attention or not); layers/vocab_parallel_embedding.py gives
+    ``enable_tp=False`` a tp_size of 1 and ``use_attn_tp_group`` get_attention_tp_size()."""
+    how = {"replicated": "VocabParallelEmbedding(..., enable_tp=not enable_dp_attention)",
+           "attention_tp": "VocabParallelEmbedding(..., use_attn_tp_group=...)",
+           "tp": "VocabParallelEmbedding split over the TP group"}
+    return tuple(
+        Rule(name=f"sglang_dp_attention_embed ({family})",
+             changes="weights: embed_tokens (DP attention)", since=since, until=until,
+             value=value, engine="sglang", applies_to=family,
+             introduced_by=f"read in the sglang {since or '0.4.3'} wheel",
+             removed_by=f"read in the sglang {until} wheel" if until else "",
+             source=f"sglang {read} models/{model_file}: {how[value]}")
+        for since, until, value, read in spans)
