@@ -107,6 +107,9 @@ XFAIL: dict[int, str] = {
          "the release 0.7.1 (the PR branch's tags are 0.7.2's lines; its "
          "VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 run has 0.7.1's unpadded MLA entries: "
          "memprof_engine_version_note)",
+    803: "the quote's VLLM_USE_FLASHINFER_SAMPLER=1 on V0, which explain refuses (not modelled; "
+         "the row runs without it: memprof_run.why), and " + OUTSIDE + "the card (deduced as "
+         "H200 in the notes)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
     523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
