@@ -89,7 +89,7 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
     gpu = run.get("gpu")
     gpu = None if not gpu or gpu == "not stated" else str(gpu)
     mem = run.get("gpu_mem_gib")
-    mem_bytes = int(mem * GiB) if gpu is None and mem else None
+    mem_bytes = round(mem * GiB) if gpu is None and mem else None
     if gpu is None and mem_bytes is None:
         raise Refused("the log does not state the GPU")
     if run.get("tp") is None:
