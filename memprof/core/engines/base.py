@@ -280,6 +280,12 @@ class Engine:
         """(bytes in use at run time, the components outside the engine's envelope)."""
         raise NotImplementedError
 
+    def request_table(self, dep: DeploymentView, gpu: GPU,
+                      pool_tokens: int) -> tuple[int, str] | None:
+        """A table the engine allocates beside its KV pool of ``pool_tokens`` tokens, after the
+        pool is sized and outside its budget: (bytes, formula); None: none (the default)."""
+        return None
+
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,
                                total: int) -> bool:
         """Whether the engine refuses to start because its envelope exceeds the free memory."""

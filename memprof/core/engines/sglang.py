@@ -28,6 +28,7 @@ from memprof.core.engines.base import (
     loaded_at_start,
 )
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
+from memprof.core.engines.sglang_req_pool import req_to_token_table
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
@@ -501,6 +502,16 @@ class SGLang(Engine):
 
     def held_before_kv(self, c: ComponentView) -> bool:
         return loaded_at_start(c)
+
+    def request_table(self, dep: DeploymentView, gpu: GPU,
+                      pool_tokens: int) -> tuple[int, str] | None:
+        """``ReqToTokenPool.req_to_token`` (``sglang_req_pool.req_to_token_table``); a
+        ``max_num_seqs`` equal to the stand-in ``batch_defaults`` fills in is read as
+        ``--max-running-requests`` not given."""
+        stand_in = self.batch_defaults(gpu, None, dep.entrypoint, dep.max_model_len or 0)[1]
+        given = None if dep.max_num_seqs in (None, stand_in) else dep.max_num_seqs
+        table = req_to_token_table(dep, pool_tokens, given, stand_in)
+        return table.bytes, table.formula
 
     # --- flags and notes ----------------------------------------------------------------------
 
