@@ -349,6 +349,8 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    # ReqToTokenPool.req_to_token beside the KV pool (sglang_req_pool.py)
+    has_request_table: ClassVar[bool] = True
     # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up

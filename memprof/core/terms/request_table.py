@@ -24,6 +24,8 @@ def request_table_terms(ctx: TermContext) -> list[Component]:
     """One scratch component, "runtime", where the engine allocates such a table (its bytes and
     formula from ``Engine.request_table``); nothing for an engine that has none."""
     engine = engine_of(ctx.dep)
+    if not engine.has_request_table:
+        return []
     table = engine.request_table(ctx.dep, ctx.gpu, ctx.num_gpu_blocks * ctx.plan.block_size)
     if table is None:
         return []
