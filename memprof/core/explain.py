@@ -25,6 +25,7 @@ from memprof.core.gpus import GPU
 from memprof.core.graph_log import logged_graph
 from memprof.core.models import ModelSpec
 from memprof.core.remedies import Remedies, remedies
+from memprof.core.terms.request_table import pool_table_bytes
 from memprof.core.verdict import loaded_at_start
 
 # A figure is "reproduced" within this relative difference (or this many bytes, for small ones).
@@ -84,8 +85,11 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     "avail_before_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r),
     "free_at_start_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r),
     "avail_after_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r) - load_figure(e, r),
+    # "Memory pool end": after the KV pool and the table allocated beside it (SGLang's
+    # request-to-token table, terms/request_table.py)
     "avail_after_pool_bytes": lambda e, r: (e.gpu.total_bytes - _baseline(r)
-                                            - load_figure(e, r) - r.kv.kv_cache_bytes),
+                                            - load_figure(e, r) - r.kv.kv_cache_bytes
+                                            - pool_table_bytes(r.components)),
 }
 
 # why a figure may differ, when no modelled setting explains it (facts about the engines only)

@@ -164,6 +164,8 @@ class Engine:
     # Gated DeltaNet, KDA) is modelled for this engine (vLLM's hybrid KV-cache manager,
     # core/hybrid_state.py); False: such a model is refused, never estimated as attention
     models_state_mixers: ClassVar[bool] = False
+    # it allocates a table beside its KV pool, sized by the pool (``request_table``)
+    has_request_table: ClassVar[bool] = False
     # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
     # SETTINGS rows read them; a field not listed is no setting of this engine)
     flags: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -285,6 +287,13 @@ class Engine:
     def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
         """(bytes in use at run time, the components outside the engine's envelope)."""
         raise NotImplementedError
+
+    def request_table(self, dep: DeploymentView, gpu: GPU,
+                      pool_tokens: int) -> tuple[int, str] | None:
+        """A table the engine allocates beside its KV pool of ``pool_tokens`` tokens, after the
+        pool is sized and outside its budget: (bytes, formula); None: none (the default; an
+        engine that has one sets ``has_request_table``)."""
+        return None
 
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,
                                total: int) -> bool:

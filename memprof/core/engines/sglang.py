@@ -28,6 +28,7 @@ from memprof.core.engines.base import (
     loaded_at_start,
 )
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
+from memprof.core.engines.sglang_req_pool import req_to_token_table
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
@@ -372,6 +373,8 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    # ReqToTokenPool.req_to_token beside the KV pool (sglang_req_pool.py)
+    has_request_table: ClassVar[bool] = True
     # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up
@@ -534,6 +537,16 @@ class SGLang(Engine):
 
     def held_before_kv(self, c: ComponentView) -> bool:
         return loaded_at_start(c)
+
+    def request_table(self, dep: DeploymentView, gpu: GPU,
+                      pool_tokens: int) -> tuple[int, str] | None:
+        """``ReqToTokenPool.req_to_token`` (``sglang_req_pool.req_to_token_table``); a
+        ``max_num_seqs`` equal to the stand-in ``batch_defaults`` fills in is read as
+        ``--max-running-requests`` not given."""
+        stand_in = self.batch_defaults(gpu, None, dep.entrypoint, dep.max_model_len or 0)[1]
+        given = None if dep.max_num_seqs in (None, stand_in) else dep.max_num_seqs
+        table = req_to_token_table(dep, pool_tokens, given, stand_in)
+        return table.bytes, table.formula
 
     # --- flags and notes ----------------------------------------------------------------------
 

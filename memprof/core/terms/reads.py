@@ -67,6 +67,12 @@ TERM_READS: dict[str, frozenset[str]] = {
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
     "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH)),
+    # the engine's table beside its KV pool (SGLang: engines/sglang_req_pool.py): the pool's
+    # tokens, the context, --max-running-requests against the stand-in the GPU's defaults give
+    "request_table_terms": frozenset(("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.engine",
+                                      "dep.engine_version", "dep.entrypoint",
+                                      "dep.max_model_len", "dep.max_num_seqs",
+                                      "dep.max_total_tokens", "dep.num_speculative_tokens")),
 }
 """Term function name → the fields it reads (``ctx.<TermContext field>``,
 ``dep.<Deployment field>``)."""

@@ -20,6 +20,7 @@ from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.non_torch import non_torch_terms
+from memprof.core.terms.request_table import request_table_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.terms.stream_pool import stream_pool_terms
@@ -34,5 +35,5 @@ BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms
                               reserved_charge_terms, in_use_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
-RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms]
+RUNTIME_TERMS: list[TermFn] = [allocator_runtime_terms, request_table_terms]
 """Terms that need ``ctx.num_gpu_blocks`` / ``ctx.kv_cache_bytes``."""
