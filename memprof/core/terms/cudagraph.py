@@ -14,12 +14,13 @@ from functools import lru_cache
 
 from memprof.base.units import KiB, MiB, fmt_bytes
 from memprof.core.attention import kind_of
+from memprof.core.attention_backends import ROWS as BACKEND_ROWS
 from memprof.core.attention_backends import chosen
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import attention_kind
-from memprof.core.kvcache import rank_layers
+from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import MLP, Layer
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
@@ -215,6 +216,8 @@ FULL_GRAPH_SPLITS: tuple[Rule, ...] = (
          "use_full_cuda_graph and num_actual_tokens <= max_cudagraph_size"),
 )
 FA3_ONE_SPLIT_ABOVE_SEQS = 992
+# every architecture prefix some backend row fixes the split count on (a quick way out)
+_SPLIT_ARCHS = frozenset(x for row in BACKEND_ROWS for x in row.graph_split_archs)
 
 
 def full_graph_split_bytes(ctx: TermContext, tokens: int) -> dict[str, int]:
@@ -232,13 +235,13 @@ def full_graph_split_bytes(ctx: TermContext, tokens: int) -> dict[str, int]:
             or tokens // (1 + dep.num_speculative_tokens) > FA3_ONE_SPLIT_ABOVE_SEQS):
         return {}
     arch = ctx.gpu.arch
+    if not any(arch.startswith(x) for x in _SPLIT_ARCHS):
+        return {}
     out: dict[str, int] = {}
-    seen: set[int] = set()
-    for layer in rank_layers(ctx.spec, dep, ctx.coord):
+    for layer, _n in rank_layer_kinds(ctx.spec, dep, ctx.coord):
         a = layer.attention
-        if id(a) in seen or a.mixer is not None or layer in ctx.spec.mtp_layers:
+        if a.mixer is not None or layer in ctx.spec.mtp_layers:
             continue
-        seen.add(id(a))
         kind = attention_kind(a.kind, a.has_indexer)
         try:
             row = chosen(kind, arch, arch.startswith("gfx"), dep.kv_cache_dtype,
