@@ -91,3 +91,16 @@ def test_logged_figure_of_a_0_13_h100_log_moves_by_them(monkeypatch: pytest.Monk
     assert 0 < got.total - base.total <= acc + 2 * 2**20
     tensors = dict((n, b) for n, b, _w in got.parts)["graph pool tensors"]
     assert tensors >= acc
+
+
+@pytest.mark.parametrize("model", ["qwen3-next-80b-a3b-instruct", "gpt-oss-120b",
+                                   "gemma-3-27b-it", "qwen3-32b"])
+def test_named_stages_exist(model: str) -> None:
+    """Each accumulator lands in an attention stage the pool replays (a name no stage has would
+    drop it silently)."""
+    from memprof.core.terms.activation import activation_stages
+
+    _e, ctx = _ctx(model, "H100", engine_version="0.20.0")
+    got = full_graph_split_bytes(ctx, 256)
+    names = {st.name for st in activation_stages(ctx, tokens=256, rows=0, decode=True)}
+    assert got and set(got) <= names
