@@ -92,16 +92,22 @@ def test_graph_capture_is_vllms_full_and_piecewise(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["qwen3-0.6b-h200", "llama-3.1-8b-h200",
                                   "qwen3-32b-tq-shared-h200", "qwen3-32b-tq-per-layer-h200"])
-def test_graph_pool_prediction_is_within_10_percent_of_the_trace(name: str) -> None:
+def test_graph_pool_prediction_is_within_10_percent_of_the_trace(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Today's graph model (``cudagraph_model``) against what the H200 capture added: the graph
     count is exact; the whole (vLLM's measure) and its driver part within 10 %; the pool's
     tensors within 15 % (the model replays per-stage live sets, not the replica's exact order:
-    −10 % on Llama-3.1-8B, +13 % on Qwen3-32B)."""
+    −10 % on Llama-3.1-8B, +13 % on Qwen3-32B). The replica's FULL graphs run memprof's own
+    attention, not FlashAttention 3, so they hold none of FA3's split-KV accumulators
+    (``cudagraph.FULL_GRAPH_SPLITS``): the model is compared without them."""
     import re
 
     from memprof.core.deployment import Deployment
     from memprof.core.estimate import estimate, rank_context
+    from memprof.core.terms import cudagraph
     from memprof.core.terms.cudagraph import cudagraph_model
+
+    monkeypatch.setattr(cudagraph, "FULL_GRAPH_SPLITS", ())
 
     doc = json.loads((GOLDEN / f"trace-{name}.json").read_text())
     d = doc["deployment"]

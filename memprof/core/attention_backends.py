@@ -62,6 +62,9 @@ class AttentionBackend:
     # reproduce it and their GPU validation; with ``core/scratch/<scratch>.py`` the only places
     # outside the rows that may name it (tests/test_extension_axes.py)
     modules: tuple[str, ...] = ()
+    # architecture prefixes where FULL CUDA graphs run this backend with a fixed split-KV count,
+    # whose fp32 accumulators the graphs' pool holds (``cudagraph.full_graph_split_bytes``)
+    graph_split_archs: tuple[str, ...] = ()
     releases: str = "every V1 release modelled"
     source: str = ""
 
@@ -131,8 +134,12 @@ ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="flash_attn", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
         kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "nvidia"),),
+        graph_split_archs=("sm90",),
         source="v1/attention/backends/flash_attn.py get_supported_kernel_block_sizes "
-        "MultipleOf(16) (v0.11.0)"),
+        "MultipleOf(16) (v0.11.0); FlashAttentionMetadataBuilder: aot_schedule = "
+        "get_flash_attn_version() == 3 (FA3: compute capability 9.x, "
+        "vllm/attention/utils/fa_utils.py) fixes max_num_splits for full CUDA graphs "
+        "(v0.11.0, v0.13.0, v0.19.0)"),
     AttentionBackend(
         name="flashinfer", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
         kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "sm10"),),

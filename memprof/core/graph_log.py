@@ -32,10 +32,14 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
 
 What is not modelled [approximation]: memory the caching allocator held cached but unused before
 the window, which the same ``empty_cache`` releases and which lowers the figure (below zero in
-vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers
-(V0 ``attn_state.graph_capture``), custom all-reduce's IPC registration of the graph buffers
-(a mapping of peer memory, not an allocation on this device), the encoder graphs of 0.20+, and
-the rounding of the log to 0.01 GiB.
+vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
+``attn_state.graph_capture``; FlashAttention 3's split-KV accumulators in FULL graphs are in the
+pool's tensors: ``cudagraph.full_graph_split_bytes``), custom all-reduce's IPC registration of
+the graph buffers (a mapping of peer memory, not an allocation on this device), the encoder
+graphs of 0.20+, and the rounding of the log to 0.01 GiB. Kernels first launched inside the
+window (CUDA's lazy module loading) add nothing measurable: one 2 MiB granule on an H100
+(reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also
+held for Inductor-compiled pieces within 1% and eager ones within 6%.
 """
 
 from __future__ import annotations

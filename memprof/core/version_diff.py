@@ -52,7 +52,12 @@ from memprof.core.terms.activation import (
     V1_FLASHINFER_SAMPLER,
     V1_TORCH_SORT_SAMPLER,
 )
-from memprof.core.terms.cudagraph import CAPTURE_SIZES, CUDAGRAPH_ESTIMATE, GRAPH_MODES
+from memprof.core.terms.cudagraph import (
+    CAPTURE_SIZES,
+    CUDAGRAPH_ESTIMATE,
+    FULL_GRAPH_SPLITS,
+    GRAPH_MODES,
+)
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
@@ -100,6 +105,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, ROCM_FP8_BLOCK_PADDING,
+    FULL_GRAPH_SPLITS,
 )
 
 

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memprof.base.units import KiB, MiB, fmt_bytes
+from memprof.core.attention import kind_of
+from memprof.core.attention_backends import ROWS as BACKEND_ROWS
+from memprof.core.attention_backends import chosen
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
-from memprof.core.kvcache import rank_layers
+from memprof.core.kv_dtypes import attention_kind
+from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import MLP, Layer
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
@@ -184,6 +188,73 @@ def graph_modes(dep: Deployment) -> dict[str, list[int]]:
     dql = 1 + dep.num_speculative_tokens
     return {"PIECEWISE": sizes,
             "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}
+
+
+# FlashAttention 3's split-KV accumulators in FULL decode graphs. Where the model has FULL graphs
+# and FA3 schedules ahead of time (``aot_schedule = get_flash_attn_version() == 3``: compute
+# capability 9.x, vllm/attention/utils/fa_utils.py), vLLM's metadata builder fixes the split
+# count of every batch up to the largest capture size ("Setting num_splits > 1 may increase the
+# memory usage, because the intermediate buffers of size [num_splits, num_heads, num_tokens,
+# head_size] are allocated. Therefore, we only set num_splits when using cuda graphs":
+# v1/attention/backends/flash_attn.py ``FlashAttentionMetadataBuilder.build``, 0.11.0, 0.13.0,
+# 0.19.0). FA3 takes the count as given (``params.num_splits = num_splits <= 0 ?
+# get_num_splits(params) : num_splits``) and, above one split, allocates ``out_accum``
+# [splits, heads, total_q, head_size_v] and ``softmax_lse_accum`` [splits, heads, total_q], both
+# fp32, through torch (vllm-project/flash-attention hopper/flash_api.cpp ``mha_fwd``): inside a
+# FULL capture they come from the graphs' private pool at each layer's attention and are freed
+# after its combine kernel. A batch of more than 992 sequences runs one split (the same file,
+# ``PREPARE_VARLEN_MAX_BATCHES_1CTA``).
+FULL_GRAPH_SPLITS: tuple[Rule, ...] = (
+    Rule(name="cudagraph_fa3_splits", changes="CUDA graphs: FA3 split-KV accumulators (FULL)",
+         since="0.11.0", until=None, value=32,
+         introduced_by="FULL_AND_PIECEWISE by default (first released in 0.11.0)",
+         generation="v1",
+         source="0.11.0 / 0.13.0 envs.py VLLM_FLASH_ATTN_MAX_NUM_SPLITS_FOR_CUDA_GRAPH default "
+         "'32' (0.10.0 flash_attn.py _DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH = 16, FULL graphs "
+         "not the default); 0.19.0 config/attention.py flash_attn_max_num_splits_for_cuda_graph "
+         "= 32; v1/attention/backends/flash_attn.py build: max_num_splits where "
+         "use_full_cuda_graph and num_actual_tokens <= max_cudagraph_size"),
+)
+FA3_ONE_SPLIT_ABOVE_SEQS = 992
+# every architecture prefix some backend row fixes the split count on (a quick way out)
+_SPLIT_ARCHS = frozenset(x for row in BACKEND_ROWS for x in row.graph_split_archs)
+
+
+def full_graph_split_bytes(ctx: TermContext, tokens: int) -> dict[str, int]:
+    """FA3's split-KV accumulators (``FULL_GRAPH_SPLITS``) of one layer's attention in a FULL
+    graph of ``tokens`` tokens, per attention stage name (``activation_stages``: "attention
+    (<kind>)"); empty where the layer's backend row has no ``graph_split_archs`` for this GPU,
+    before 0.11.0, or above 992 sequences::
+
+        splits × heads_local × tokens × (head_dim_v + 1) × 4 B
+
+    A rank whose GQA layers differ in heads or head size takes the largest [approximation]."""
+    dep = ctx.dep
+    splits = int(value_at(FULL_GRAPH_SPLITS, dep.engine_version, 0))  # type: ignore[call-overload]
+    if (splits <= 1 or not engine_of(dep).selects_attention_backend
+            or tokens // (1 + dep.num_speculative_tokens) > FA3_ONE_SPLIT_ABOVE_SEQS):
+        return {}
+    arch = ctx.gpu.arch
+    if not any(arch.startswith(x) for x in _SPLIT_ARCHS):
+        return {}
+    out: dict[str, int] = {}
+    for layer, _n in rank_layer_kinds(ctx.spec, dep, ctx.coord):
+        a = layer.attention
+        if a.mixer is not None or layer in ctx.spec.mtp_layers:
+            continue
+        kind = attention_kind(a.kind, a.has_indexer)
+        try:
+            row = chosen(kind, arch, arch.startswith("gfx"), dep.kv_cache_dtype,
+                         dep.attention_backend)
+        except LookupError:  # no default backend for this kind here: none of these buffers
+            continue
+        if (row is None or kind not in row.kinds
+                or not any(arch.startswith(x) for x in row.graph_split_archs)):
+            continue
+        b = splits * max(1, a.num_heads // dep.tp) * tokens * (a.v_head_dim + 1) * 4
+        name = f"attention ({kind_of(a).name})"
+        out[name] = max(out.get(name, 0), b)
+    return out
 
 
 # Kernel nodes per decoder layer in vLLM's compiled decode forward, as (GEMMs, other kernels),
@@ -389,11 +460,19 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
     in the ordinary pool, and counted here all the same: ``graph_log.CAPTURE_STREAM`` places it
     for the logged figure). Smaller sizes are captured after the largest and
     reuse its blocks; replaying all 86 sizes moved the result by 0-6 MiB on the traced models,
-    both ways against the H200, at 20× the cost [approximation]."""
-    seq = tuple(tuple(b for _n, b in st.parts if b > 0)
-                for mode in ("PIECEWISE", "FULL") if modes.get(mode)
-                for st in activation_stages(ctx, tokens=max(modes[mode]), rows=0, decode=True))
-    return _pool_reserved(seq) + cublas_workspace_bytes(ctx.gpu)
+    both ways against the H200, at 20× the cost [approximation]. A FULL mode's attention stages
+    also hold FlashAttention 3's split-KV accumulators where it runs them
+    (``full_graph_split_bytes``)."""
+    seq: list[tuple[int, ...]] = []
+    for mode in ("PIECEWISE", "FULL"):
+        if not modes.get(mode):
+            continue
+        tokens = max(modes[mode])
+        accum = full_graph_split_bytes(ctx, tokens) if mode == "FULL" else {}
+        for st in activation_stages(ctx, tokens=tokens, rows=0, decode=True):
+            extra = accum.get(st.name, 0)
+            seq.append(tuple(b for _n, b in st.parts if b > 0) + ((extra,) if extra else ()))
+    return _pool_reserved(tuple(seq)) + cublas_workspace_bytes(ctx.gpu)
 
 
 @lru_cache(maxsize=256)
@@ -441,10 +520,13 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         estimate = max over modes of first[mode] + Σ_modes per_graph[mode] · (n_mode − 1)
 
     Checked against ``memprof trace`` on one H200 (reports/gpu/trace): Qwen3-0.6B, Llama-3.1-8B,
-    Qwen3-32B at 256 sequences. Not modelled: attention-kernel workspaces that FULL captures touch
-    (``profile_seq_lens``), vLLM's estimate exceeding the pool by far in some setups (#45178,
-    #53013), and whether the first graph's 70 MiB recurs when vLLM captures again after its
-    estimate.
+    Qwen3-32B at 256 sequences (the replica's attention is memprof's own, so those traces hold
+    none of FA3's accumulators). FULL captures under FlashAttention 3 hold its split-KV
+    accumulators at each attention (``full_graph_split_bytes``, inside
+    ``graph_pool_tensor_bytes``). Not modelled: other attention backends' workspaces that FULL
+    captures touch (``profile_seq_lens``), vLLM's estimate exceeding the pool by far in some
+    setups (#45178, #53013), and whether the first graph's 70 MiB recurs when vLLM captures
+    again after its estimate.
     """
     modes = {m: v for m, v in (sizes or graph_modes(ctx.dep)).items() if v}
     if not modes:
