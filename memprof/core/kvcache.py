@@ -542,9 +542,10 @@ def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
                                 hybrid_line_per_group)
 
 
+@lru_cache(maxsize=64)
 def hybrid_token_line_per_group(version: str | None, engine: str = "vllm") -> bool:
     """Does ``version`` print a hybrid pool's "GPU KV cache size" per group
-    (``HYBRID_TOKEN_LINE_PER_GROUP``)?"""
+    (``HYBRID_TOKEN_LINE_PER_GROUP``)? Kept by value (every rank estimate asks)."""
     return bool(value_at(HYBRID_TOKEN_LINE_PER_GROUP, version, False, engine))
 
 
