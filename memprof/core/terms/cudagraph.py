@@ -16,7 +16,7 @@ from memprof.base.units import KiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
-from memprof.core.kvcache import rank_layers
+from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import MLP, Layer
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
@@ -342,13 +342,14 @@ def graph_nccl_nodes(ctx: TermContext) -> int:
 def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     gemm = other = 0
     extra = linear_extra_nodes(ctx)  # one answer for every linear of the rank
-    for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
+    # a layer's nodes read its attention and MLP alone: each kind counted once, times its layers
+    for layer, n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord):
         if layer in ctx.spec.mtp_layers:
             continue
         ag, ao = attention_nodes(ctx, layer, mode, extra)
         mg, mo = mlp_nodes(ctx, layer, extra)
-        gemm += ag + mg
-        other += ao + mo
+        gemm += n * (ag + mg)
+        other += n * (ao + mo)
     if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
         other += tp_all_reduces(ctx)  # the custom all-reduce kernels
     return gemm, other
