@@ -48,6 +48,7 @@ from memprof.core.models import (
     spec_from_config,
 )
 from memprof.core.models.config import parse_overrides, with_overrides
+from memprof.core.models.families import family_row
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.non_torch import first_kernel_in_load
@@ -573,8 +574,6 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     block size, a context length beyond the derived maximum allowed by the engine's variable;
     and what it assumed when asked to (``--assume-architecture``)."""
     notes: list[str] = []
-    from memprof.core.models.families import family_row
-
     left_out = family_row(spec.family).note  # what the estimate leaves out for this family
     if left_out:
         notes.append(left_out)
