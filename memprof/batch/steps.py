@@ -61,6 +61,9 @@ class CachedSteps:
         self._layout = layout or LayoutKeys()
         self._cache: dict[tuple[object, ...], object] = {}
         self._alive: dict[int, object] = {}  # the specs whose ids are in keys
+        # one object per rank coordinate: the keys of every layout then hold the same objects,
+        # which compare by identity
+        self._coords: dict[RankCoord, RankCoord] = {}
         self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
                                class_core=self.class_core, weights=self.weights,
                                kv_plan=self.kv_plan, rank_order=self.rank_order)
@@ -111,7 +114,14 @@ class CachedSteps:
     def rank_order(self, spec: ModelSpec, dep: Deployment) -> est.RankOrder:
         # the ranks and their classes read the layout, never gpu_memory_utilization
         return self._get(("ranks", self._id(spec), self._layout(dep)),
-                         lambda: est.STEPS.rank_order(spec, dep))
+                         lambda: self._interned(est.STEPS.rank_order(spec, dep)))
+
+    def _interned(self, order: est.RankOrder) -> est.RankOrder:
+        """``order`` with each rank coordinate replaced by the equal one met first."""
+        if len(self._coords) >= MAX_ENTRIES:
+            self._coords.clear()
+        copies, ranks = order
+        return copies, tuple((self._coords.setdefault(c, c), key) for c, key in ranks)
 
     def weights(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                 coord: RankCoord, arch: str
