@@ -393,11 +393,9 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            mfs: float, steps: Steps) -> _Class:
     # nothing of a class but its KV budget reads gpu_memory_utilization (only ``requested``
     # does): a wrapped ``class_core`` may return the context of a deployment that differs from
-    # ``dep`` in it alone
+    # ``dep`` in it alone (each rank's context takes ``dep``: ``_rank_estimate``)
     tensors, comps, plan, ctx, budget, baseline, loaded = steps.class_core(
         spec, dep, gpu, coord, quant, dtype, before_kv, steps)
-    if ctx.dep is not dep:
-        ctx = ctx.with_(dep=dep)
     # the engine's budget line (engines/vllm.py, engines/sglang.py ``budget``)
     engine = engine_of(dep)
     line = engine.budget(dep, gpu, requested=requested, budgeted=budget, baseline=baseline,
@@ -452,7 +450,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     plan = c.plan
     cap = capacity_from_blocks(plan, num_blocks, mml, mnbt,
                                hybrid_token_line_per_group(dep.engine_version, dep.engine))
-    ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
+    ctx = c.ctx.with_(dep=dep, coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
     kv_comp = kv_cache_component(plan, cap)
