@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from memprof.base.frozen import fast_init
 from memprof.core.attention import kind_of
 from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
@@ -87,6 +88,7 @@ class _Later:
         return self._savings
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankEstimate:
     """One distinct rank: its components (bytes), weight tensors, KV layout and capacity, the
@@ -126,6 +128,7 @@ class RankEstimate:
         return sum(c.bytes for c in self.components if c.category == category)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     """A whole deployment: the model, the deployment with every default resolved, the GPU, the

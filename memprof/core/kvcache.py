@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
+from memprof.base.frozen import fast_init
 from memprof.base.units import cdiv
 from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
 from memprof.core.attention.state import attention_of, pad_state_pages, state_bytes
@@ -532,6 +533,7 @@ def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
     )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCapacity:
     """What the KV budget buys on a rank: blocks, bytes, tokens ("GPU KV cache size"), the
