@@ -53,6 +53,11 @@ class LayoutKeys:
         self._last = (dep, n)
         return n
 
+    def remember(self, dep: Deployment, n: int) -> None:
+        """``dep`` has the settings numbered ``n`` (a copy of a deployment numbered ``n`` that
+        differs from it in ``gpu_memory_utilization`` alone): its next reading costs nothing."""
+        self._last = (dep, n)
+
 
 class CachedSteps:
     """``memprof.core.estimate.STEPS``, each step remembered by what it reads (``steps``)."""
@@ -95,12 +100,16 @@ class CachedSteps:
         if util is not None and (not 0.0 < util <= 1.0
                                  or not engine_of(dep).budget_by_utilization):
             return est.STEPS.prepared(dep, spec, gpu)
-        base = self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
-                         lambda: est.STEPS.prepared(dep.with_(gpu_memory_utilization=None),
-                                                    spec, gpu))
+        base, n = self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
+                            lambda: self._numbered(est.STEPS.prepared(
+                                dep.with_(gpu_memory_utilization=None), spec, gpu)))
         if util is not None and base.gpu_memory_utilization is not None:
             base = base.with_(gpu_memory_utilization=util)
+        self._layout.remember(base, n)  # the steps after this one read its settings' number
         return base
+
+    def _numbered(self, dep: Deployment) -> tuple[Deployment, int]:
+        return dep, self._layout(dep)
 
     def class_core(self, spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                    quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
