@@ -17,6 +17,9 @@ from memprof.core.versions import value_at
 H, INTER, V, LAYERS, KV = 4096, 14336, 128256, 32, 8 * 128
 LAYER = (H * H + 2 * KV * H + H * H) + 3 * H * INTER + 2 * H  # q, k, v, o; gate, up, down; 2 norms
 WEIGHTS = (2 * V * H + LAYERS * LAYER + H) * 2  # embed + lm_head, layers, final norm; 2 B each
+# SGLang's get_rope cache, built on the device during the load and kept in fp32 on CUDA
+# (RotaryEmbedding.__init__, sglang 0.4.3-0.5.9): 131,072 positions × 128 × 4 B, on every rank
+ROPE = 131_072 * 128 * 4
 # at TP2 every matrix is halved, the norms (2 a layer and the final one) are replicated
 NORMS = LAYERS * 2 * H + H
 WEIGHTS_TP2 = ((2 * V * H + LAYERS * LAYER + H - NORMS) // 2 + NORMS) * 2
@@ -33,14 +36,14 @@ def _sglang(version: str, tp: int = 1, **kw: object) -> Deployment:
 def test_hand_count_of_the_weights() -> None:
     assert WEIGHTS == 16_060_522_496
     e = estimate("llama-3.1-8b", _sglang("0.4.4"), gpu_name="H100")
-    assert e.ranks[0].weights_bytes == WEIGHTS
+    assert e.ranks[0].weights_bytes == WEIGHTS + ROPE
 
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_tp1_load_holds_the_first_kernel(version: str) -> None:
     """No NCCL communicator at TP1: the load runs the process's first kernel."""
     e = estimate("llama-3.1-8b", _sglang(version), gpu_name="H100")
-    assert load_figure(e, e.ranks[0]) == WEIGHTS + FIRST_KERNEL
+    assert load_figure(e, e.ranks[0]) == WEIGHTS + ROPE + FIRST_KERNEL
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -48,17 +51,17 @@ def test_tp2_load_is_the_weights(version: str) -> None:
     """PyNccl's warm-up (torch.zeros) ran the first kernel before the load at TP2."""
     e = estimate("llama-3.1-8b", _sglang(version, tp=2), gpu_name="H100")
     assert WEIGHTS_TP2 == 8_030_527_488
-    assert all(load_figure(e, r) == WEIGHTS_TP2 for r in e.ranks)
+    assert all(load_figure(e, r) == WEIGHTS_TP2 + ROPE for r in e.ranks)
 
 
 def test_pool_subtracts_the_free_memory_drop() -> None:
-    """0.4.4, TP1, H100: KV = 0.88 × (total − context) − (weights + first kernel); one token is
-    8 KV heads × 128 × 32 layers × (K, V) × 2 B = 131,072 B."""
+    """0.4.4, TP1, H100: KV = 0.88 × (total − context) − (weights + RoPE cache + first kernel);
+    one token is 8 KV heads × 128 × 32 layers × (K, V) × 2 B = 131,072 B."""
     e = estimate("llama-3.1-8b", _sglang("0.4.4"), gpu_name="H100")
     assert e.mem_fraction_static == 0.88
-    kv = int(0.88 * (H100 - CONTEXT)) - (WEIGHTS + FIRST_KERNEL)
+    kv = int(0.88 * (H100 - CONTEXT)) - (WEIGHTS + ROPE + FIRST_KERNEL)
     assert e.ranks[0].available_kv_bytes == kv
-    assert e.kv_cache_tokens == kv // 131_072 == 443_819
+    assert e.kv_cache_tokens == kv // 131_072 == 443_307
 
 
 def test_the_vllm_load_is_its_allocations() -> None:

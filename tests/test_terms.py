@@ -28,6 +28,7 @@ from memprof.core.terms import (
     load_rounding,
     marlin_workspace,
     non_torch,
+    request_table,
     reserved_charge,
     rope_cache,
     stream_pool,
@@ -418,7 +419,7 @@ def test_term_lists() -> None:
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms, stream_pool.stream_pool_terms,
                       reserved_charge.reserved_charge_terms, in_use.in_use_terms]
-    assert runtime == [allocator.allocator_runtime_terms]
+    assert runtime == [allocator.allocator_runtime_terms, request_table.request_table_terms]
 
 
 # --- calibration against published figures --------------------------------------------------------

@@ -46,7 +46,8 @@ def test_every_vision_language_row_uses_the_one_field() -> None:
     """Gemma 3, Gemma 4, Llama 4 and the Qwen-VL rows read their tower through ``vision``; no row
     keeps a second mechanism (the removed ``towers`` field, a 'not modelled' note)."""
     names = {r.name for r in ROWS if r.vision is not None}
-    assert names == {"gemma3_mm", "gemma4", "llama4", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"}
+    assert names == {"gemma3_mm", "gemma4", "llama4", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
+                     "qwen3_5", "qwen3_5_moe"}
     assert not any(hasattr(r, "towers") for r in ROWS)
     assert all("not modelled" not in r.note for r in ROWS if r.vision is not None)
 

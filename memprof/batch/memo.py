@@ -124,6 +124,12 @@ def _key_fn(reads: frozenset[_Read]) -> Callable[[TermContext], tuple[object, ..
     if not by_id:  # (the usual case: a term reads the model and KV plan through settings)
         return lambda ctx: (vals(ctx), deps(ctx.dep))
     ids = [operator.attrgetter(n) for n in by_id]
+    if len(ids) == 1:  # (the model or the KV plan: the same key, without a list per call)
+        one = ids[0]
+        return lambda ctx: (id(one(ctx)), vals(ctx), deps(ctx.dep))
+    if len(ids) == 2:
+        first, second = ids
+        return lambda ctx: (id(first(ctx)), id(second(ctx)), vals(ctx), deps(ctx.dep))
     return lambda ctx: (*[id(get(ctx)) for get in ids], vals(ctx), deps(ctx.dep))
 
 

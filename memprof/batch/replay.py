@@ -56,9 +56,10 @@ class AllocatorReplayCache:
         self._layout = layout or LayoutKeys()  # a class of ranks' settings as a number
         self._weights: dict[tuple[Any, ...], tuple[tuple[int, ...], int]] = {}
         self._specs: dict[int, Any] = {}
-        # a class of ranks (everything but gpu_memory_utilization) → (prefix id, prefix); a
-        # prefix is hashed once, when first met, and known by its id after that
-        self._prefixes: dict[tuple[Any, ...], tuple[int, tuple[int, ...]]] = {}
+        # a class of ranks (everything but gpu_memory_utilization) → (prefix id, prefix, its
+        # model-load rounding); a prefix is hashed once, when first met, and known by its id
+        # after that
+        self._prefixes: dict[tuple[Any, ...], tuple[int, tuple[int, ...], int]] = {}
         self._pids: dict[tuple[int, ...], int] = {}
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
@@ -77,9 +78,10 @@ class AllocatorReplayCache:
         # only where a buffer is sized by the KV pool
         self._scratch = ReadMemoFn(_scratch_sizes, direct_when_reading_everything=False)
 
-    def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
-        """(id, sizes) of the rank's weights and model-load buffers, kept per class of ranks:
-        neither reads gpu_memory_utilization or the KV cache."""
+    def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...], int]:
+        """(id, sizes) of the rank's weights and model-load buffers, and the model-load rounding
+        (``_load_rounding``), kept per class of ranks: none reads gpu_memory_utilization or the
+        KV cache."""
         self._specs.setdefault(id(ctx.spec), ctx.spec)  # alive while its id is in a key
         key = (id(ctx.spec), self._layout(ctx.dep), ctx.gpu, ctx.coord, ctx.model_dtype,
                ctx.quant)
@@ -92,7 +94,7 @@ class AllocatorReplayCache:
             pid = self._pids.get(prefix)
             if pid is None:
                 pid = self._pids[prefix] = next(self._next_pid)
-            known = self._prefixes[key] = (pid, prefix)
+            known = self._prefixes[key] = (pid, prefix, self._load_rounding(ctx, pid))
         return known
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
@@ -151,8 +153,7 @@ class AllocatorReplayCache:
         if ctx.spec.num_layers > SIMULATE_MAX_LAYERS:
             return allocator_runtime_terms(ctx)
         scratch = self._scratch.value(ctx)
-        pid, prefix = self._prefix(ctx)
-        load = self._load_rounding(ctx, pid)
+        pid, prefix, load = self._prefix(ctx)
         # the suffix (scratch seen at start-up, the KV tensors, the lazy scratch) is a function
         # of the scratch, the KV layout and the block count: the key holds those
         key = (pid, scratch, self._kv_layout(ctx.plan), ctx.num_gpu_blocks, load)

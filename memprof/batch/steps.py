@@ -53,6 +53,11 @@ class LayoutKeys:
         self._last = (dep, n)
         return n
 
+    def remember(self, dep: Deployment, n: int) -> None:
+        """``dep`` has the settings numbered ``n`` (a copy of a deployment numbered ``n`` that
+        differs from it in ``gpu_memory_utilization`` alone): its next reading costs nothing."""
+        self._last = (dep, n)
+
 
 class CachedSteps:
     """``memprof.core.estimate.STEPS``, each step remembered by what it reads (``steps``)."""
@@ -61,6 +66,9 @@ class CachedSteps:
         self._layout = layout or LayoutKeys()
         self._cache: dict[tuple[object, ...], object] = {}
         self._alive: dict[int, object] = {}  # the specs whose ids are in keys
+        # one object per rank coordinate: the keys of every layout then hold the same objects,
+        # which compare by identity
+        self._coords: dict[RankCoord, RankCoord] = {}
         self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
                                class_core=self.class_core, weights=self.weights,
                                kv_plan=self.kv_plan, rank_order=self.rank_order)
@@ -92,12 +100,16 @@ class CachedSteps:
         if util is not None and (not 0.0 < util <= 1.0
                                  or not engine_of(dep).budget_by_utilization):
             return est.STEPS.prepared(dep, spec, gpu)
-        base = self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
-                         lambda: est.STEPS.prepared(dep.with_(gpu_memory_utilization=None),
-                                                    spec, gpu))
+        base, n = self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
+                            lambda: self._numbered(est.STEPS.prepared(
+                                dep.with_(gpu_memory_utilization=None), spec, gpu)))
         if util is not None and base.gpu_memory_utilization is not None:
             base = base.with_(gpu_memory_utilization=util)
+        self._layout.remember(base, n)  # the steps after this one read its settings' number
         return base
+
+    def _numbered(self, dep: Deployment) -> tuple[Deployment, int]:
+        return dep, self._layout(dep)
 
     def class_core(self, spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                    quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
@@ -111,7 +123,14 @@ class CachedSteps:
     def rank_order(self, spec: ModelSpec, dep: Deployment) -> est.RankOrder:
         # the ranks and their classes read the layout, never gpu_memory_utilization
         return self._get(("ranks", self._id(spec), self._layout(dep)),
-                         lambda: est.STEPS.rank_order(spec, dep))
+                         lambda: self._interned(est.STEPS.rank_order(spec, dep)))
+
+    def _interned(self, order: est.RankOrder) -> est.RankOrder:
+        """``order`` with each rank coordinate replaced by the equal one met first."""
+        if len(self._coords) >= MAX_ENTRIES:
+            self._coords.clear()
+        copies, ranks = order
+        return copies, tuple((self._coords.setdefault(c, c), key) for c, key in ranks)
 
     def weights(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                 coord: RankCoord, arch: str

@@ -183,9 +183,11 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
                 ev.spec(v, base.num_speculative_tokens > 0)
     ev.gpu(gpu_name, gpu_memory, gpu_arch)
     ev.spec(model, base.num_speculative_tokens > 0)
+    # without a gpu or model axis a point is all deployment settings, on the one GPU
+    plain = not any(a.field in EXTRA_AXES for a in axes)
     for point in points(axes):
         row: dict[str, Any] = {names[k]: v for k, v in point.items()}
-        changes = {k: v for k, v in point.items() if k not in EXTRA_AXES}
+        changes = point if plain else {k: v for k, v in point.items() if k not in EXTRA_AXES}
         try:
             gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
             dep = base.with_(**changes)

@@ -19,6 +19,7 @@ name gates its kernels), and an unknown architecture is stated by the estimate
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from memprof.base.errors import BadInput
@@ -81,9 +82,10 @@ QUANT_MIN_CC: dict[str, tuple[int, str]] = {
 }
 
 
+@lru_cache(maxsize=64)
 def cuda_cc(gpu: GPU) -> int | None:
     """The compute capability of a CUDA GPU of known architecture as an int (``sm89`` → 89);
-    None for ROCm and for an unknown architecture."""
+    None for ROCm and for an unknown architecture. Kept by value (every estimate asks twice)."""
     arch = gpu.arch
     if gpu.is_rocm or not arch.startswith("sm") or not arch[2:].isdigit():
         return None

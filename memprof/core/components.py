@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
-from memprof.base.frozen import copier
+from memprof.base.frozen import copier, fast_init
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVPlan
@@ -23,6 +23,7 @@ CATEGORIES: tuple[Category, ...] = get_args(Category)
 WHERE: tuple[Where, ...] = get_args(Where)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Component:
     """One named term of a rank's memory: ``count × bytes_each = bytes`` (bytes)."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from memprof.base.frozen import fast_init
 from memprof.core.attention import kind_of
 from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
@@ -48,6 +49,7 @@ from memprof.core.models import (
     spec_from_config,
 )
 from memprof.core.models.config import parse_overrides, with_overrides
+from memprof.core.models.families import family_row
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.non_torch import first_kernel_in_load
@@ -86,6 +88,7 @@ class _Later:
         return self._savings
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankEstimate:
     """One distinct rank: its components (bytes), weight tensors, KV layout and capacity, the
@@ -125,6 +128,7 @@ class RankEstimate:
         return sum(c.bytes for c in self.components if c.category == category)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Estimate:
     """A whole deployment: the model, the deployment with every default resolved, the GPU, the
@@ -392,11 +396,9 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
            mfs: float, steps: Steps) -> _Class:
     # nothing of a class but its KV budget reads gpu_memory_utilization (only ``requested``
     # does): a wrapped ``class_core`` may return the context of a deployment that differs from
-    # ``dep`` in it alone
+    # ``dep`` in it alone (each rank's context takes ``dep``: ``_rank_estimate``)
     tensors, comps, plan, ctx, budget, baseline, loaded = steps.class_core(
         spec, dep, gpu, coord, quant, dtype, before_kv, steps)
-    if ctx.dep is not dep:
-        ctx = ctx.with_(dep=dep)
     # the engine's budget line (engines/vllm.py, engines/sglang.py ``budget``)
     engine = engine_of(dep)
     line = engine.budget(dep, gpu, requested=requested, budgeted=budget, baseline=baseline,
@@ -451,7 +453,7 @@ def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     plan = c.plan
     cap = capacity_from_blocks(plan, num_blocks, mml, mnbt,
                                hybrid_token_line_per_group(dep.engine_version, dep.engine))
-    ctx = c.ctx.with_(coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
+    ctx = c.ctx.with_(dep=dep, coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
     kv_comp = kv_cache_component(plan, cap)
@@ -573,8 +575,6 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     block size, a context length beyond the derived maximum allowed by the engine's variable;
     and what it assumed when asked to (``--assume-architecture``)."""
     notes: list[str] = []
-    from memprof.core.models.families import family_row
-
     left_out = family_row(spec.family).note  # what the estimate leaves out for this family
     if left_out:
         notes.append(left_out)

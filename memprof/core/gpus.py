@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -48,6 +48,16 @@ class GPU:
     # "NVIDIA GeForce RTX 3090"): the catalog's first alias spelt as a driver spells it
     # (``DRIVER_NAME_PREFIXES``); "" where none is known. vLLM's batch defaults read it.
     device_name: str = ""
+    # the hash of the compared fields, computed once (as ``ModelSpec`` keeps its own): a GPU is
+    # part of the value keys a sweep looks up several times a deployment (memprof/batch)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in fields(self) if f.compare)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def is_rocm(self) -> bool:

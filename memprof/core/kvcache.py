@@ -14,10 +14,11 @@ Each layer's pages come from its attention kind (``memprof.core.attention``).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
+from memprof.base.frozen import fast_init
 from memprof.base.units import cdiv
 from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
 from memprof.core.attention.state import attention_of, pad_state_pages, state_bytes
@@ -201,6 +202,16 @@ class KVPlan:
     # block stores (``Engine.sized_block_bytes``: SGLang's cell of a DeepSeek NSA model before
     # it counted the stored slot); 0: block_bytes
     sized_block_bytes: int = 0
+    # the hash of the compared fields, computed once (as ``ModelSpec`` keeps its own): a plan is
+    # part of the value key of ``_request_figures``, which every rank estimate looks up
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in fields(self) if f.compare)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def group_pages(self, tokens: int, max_num_batched_tokens: int) -> list[int]:
         """Blocks one request of ``tokens`` takes in one group of each ``group_blocks`` entry:
@@ -550,6 +561,7 @@ def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
     )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCapacity:
     """What the KV budget buys on a rank: blocks, bytes, tokens ("GPU KV cache size"), the
@@ -570,17 +582,18 @@ def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
                                 hybrid_line_per_group)
 
 
+@lru_cache(maxsize=64)
 def hybrid_token_line_per_group(version: str | None, engine: str = "vllm") -> bool:
     """Does ``version`` print a hybrid pool's "GPU KV cache size" per group
-    (``HYBRID_TOKEN_LINE_PER_GROUP``)?"""
+    (``HYBRID_TOKEN_LINE_PER_GROUP``)? Kept by value (every rank estimate asks)."""
     return bool(value_at(HYBRID_TOKEN_LINE_PER_GROUP, version, False, engine))
 
 
 def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
                          max_num_batched_tokens: int,
                          hybrid_line_per_group: bool = False) -> KVCapacity:
-    per_req = plan.blocks_per_request(max_model_len, max_num_batched_tokens)
-    conc_blocks = plan.concurrency_blocks(max_model_len, max_num_batched_tokens)
+    per_req, conc_blocks, request_bytes = _request_figures(plan, max_model_len,
+                                                           max_num_batched_tokens)
     conc = blocks / conc_blocks if conc_blocks else 0.0
     # a pool with state groups: "GPU KV cache size" as those releases print it (read in
     # v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
@@ -592,8 +605,19 @@ def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
     return KVCapacity(
         num_gpu_blocks=blocks, kv_cache_bytes=blocks * plan.block_bytes,
         tokens=tokens, max_concurrency=conc, blocks_per_request=per_req,
-        request_bytes=plan.request_bytes(max_model_len, max_num_batched_tokens),
+        request_bytes=request_bytes,
     )
+
+
+@lru_cache(maxsize=1024)
+def _request_figures(plan: KVPlan, max_model_len: int, max_num_batched_tokens: int
+                     ) -> tuple[int, int, int]:
+    """(blocks one request takes, the blocks "Maximum concurrency" divides by, the KV bytes of
+    one request) of ``plan`` at these lengths, as its methods give them; kept by value (they
+    read neither the block count nor the budget: a sweep's points share them)."""
+    return (plan.blocks_per_request(max_model_len, max_num_batched_tokens),
+            plan.concurrency_blocks(max_model_len, max_num_batched_tokens),
+            plan.request_bytes(max_model_len, max_num_batched_tokens))
 
 
 def max_fitting_model_len(plan: KVPlan, available_bytes: int, max_num_batched_tokens: int,

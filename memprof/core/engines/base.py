@@ -13,7 +13,7 @@ deployment and its components through the read-only protocols below, never by im
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from memprof.core.gpus import GPU
@@ -104,6 +104,16 @@ class RankCoord:
     pp_stage: int
     dp_rank: int
     ep_rank: int | None
+    # the hash of the compared fields, computed once (as ``ModelSpec`` keeps its own): a rank is
+    # part of the value keys a sweep looks up several times a deployment (memprof/batch)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:  # (the compared fields in order, as the dataclass hashes)
+        object.__setattr__(self, "_hash", hash(
+            (self.rank, self.tp_rank, self.pp_stage, self.dp_rank, self.ep_rank)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def loaded_at_start(c: ComponentView) -> bool:

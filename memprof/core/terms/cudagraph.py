@@ -413,13 +413,14 @@ def graph_nccl_nodes(ctx: TermContext) -> int:
 def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     gemm = other = 0
     extra = linear_extra_nodes(ctx)  # one answer for every linear of the rank
-    for layer in rank_layers(ctx.spec, ctx.dep, ctx.coord):
+    # a layer's nodes read its attention and MLP alone: each kind counted once, times its layers
+    for layer, n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord):
         if layer in ctx.spec.mtp_layers:
             continue
         ag, ao = attention_nodes(ctx, layer, mode, extra)
         mg, mo = mlp_nodes(ctx, layer, extra)
-        gemm += ag + mg
-        other += ao + mo
+        gemm += n * (ag + mg)
+        other += n * (ao + mo)
     if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
         other += tp_all_reduces(ctx)  # the custom all-reduce kernels
     return gemm, other

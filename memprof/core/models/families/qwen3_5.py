@@ -183,7 +183,7 @@ def _tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
 
 
 NOTE = ("the checkpoint's MTP layer is not loaded (vLLM skips mtp.* weights); an MTP drafter "
-        "(--speculative-config method mtp) is not modelled")
+        "(--speculative-config method mtp) is outside what memprof estimates")
 
 QWEN3_5 = Family(
     name="qwen3_5", model_types=("qwen3_5",), architectures=("Qwen3_5ForConditionalGeneration",),
