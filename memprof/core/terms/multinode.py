@@ -1,15 +1,15 @@
 """NCCL's device memory per rank for a process group that spans nodes (``--nnodes``, the layout
 in ``memprof.core.nodes``): the NET-transport rows, read off the goldens of reports/gpu/nccl.
 
-A rank reaches a rank on another node only over NCCL's NET transport (InfiniBand/RoCE through
-the IB plugin, else TCP sockets): P2P needs both peers on one host and SHM one host with a
-common /dev/shm (NCCL src/transport/p2p.cc ``p2pCanConnect``: "Rule out different nodes", the
-peers' ``hostHash``; src/transport/shm.cc ``shmCanConnect``: ``hostHash`` and ``shmDev``).
-The goldens measured NET over loopback sockets on one host with the other transports switched
-off (``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo``, configurations ``net-cumem-on``
-and ``net-cumem-off`` of nccl-matrix-2x-h100.json and nccl-matrix-4x-h100.json; rank 0's
-``non_torch_growth_bytes``, every rank equal), NCCL 2.28.9: InfiniBand was not measured, and
-the output says so.
+A rank reaches a rank on another node only over NCCL's NET transport (InfiniBand/RoCE through the IB
+plugin, else TCP sockets): P2P needs both peers on one host and SHM one host with a common /dev/shm
+(NCCL src/transport/p2p.cc ``p2pCanConnect``: "Rule out different nodes", the peers' ``hostHash``;
+src/transport/shm.cc ``shmCanConnect``: ``hostHash`` and ``shmDev``). The goldens measured NET over
+loopback sockets on one host with the other transports switched off (``NCCL_P2P_DISABLE=1
+NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo``, configurations ``net-cumem-on`` and
+``net-cumem-off`` of nccl-matrix-2x-h100.json and nccl-matrix-4x-h100.json; rank 0's
+``non_torch_growth_bytes``, every rank equal), NCCL 2.28.9: InfiniBand was not measured, and the
+output says so.
 
 A group with one rank on each node takes these rows. A group across nodes with several ranks on
 a node connects those over P2P/SHM and only its node-crossing links over NET; that mix was not
