@@ -9,6 +9,7 @@ The calibration cases are published rows 525 (TP 2 on two nodes) and 526 (TP 4 o
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def _golden_steps(world: int, config: str) -> tuple[int, int, int]:
     run_ = next(r for r in data["runs"] if r["config"] == config)
     steps = run_["ranks"][0]["steps"]
     growth = {s["after"]: (s["used_bytes"] - s["reserved_bytes"])
-              - (p["used_bytes"] - p["reserved_bytes"]) for p, s in zip(steps, steps[1:])}
+              - (p["used_bytes"] - p["reserved_bytes"]) for p, s in pairwise(steps)}
     return (growth["ncclCommInitRank (init_process_group, device_id)"],
             growth["warm-up all_reduce of 1 fp32"], growth["first all_to_all_single, 1 MiB"])
 
