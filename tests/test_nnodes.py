@@ -131,6 +131,9 @@ def test_check_nodes_names_a_count_that_works() -> None:
     with pytest.raises(BadInput) as got:
         check_nodes(Deployment(tp=8, nnodes=3), (("TP", 8),))
     assert "1/2/4/8" in (got.value.hint or "")
+    with pytest.raises(BadInput) as got:  # 3 ranks a node: TP [0, 1] inside, [2, 3] across
+        check_nodes(Deployment(tp=2, dp=3, nnodes=2), (("TP", 2), ("DP", 3)))
+    assert "use --nnodes 1/3/6 " in (got.value.hint or "")
 
 
 def test_the_flag_is_echoed(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -79,8 +79,8 @@ def group_ranks(dep: Layout, group: str) -> list[list[int]]:
     raise ValueError(group)
 
 
-def _spreads(dep: Layout, group: str) -> set[Spread]:
-    per_node = dep.world_size // dep.nnodes
+def _spreads(dep: Layout, group: str, nnodes: int | None = None) -> set[Spread]:
+    per_node = dep.world_size // (nnodes or dep.nnodes)
     out: set[Spread] = set()
     for ranks in group_ranks(dep, group):
         nodes = [r // per_node for r in ranks]
@@ -120,11 +120,13 @@ def check_nodes(dep: Layout, groups: tuple[tuple[str, int], ...]) -> None:
         raise BadInput(f"--nnodes {n} does not divide the deployment's {world} ranks",
                        hint="use --nnodes " + "/".join(map(str, good[-6:]))
                        + " (each node runs the same number of ranks)")
-    for name, size in groups:
-        if size > 1 and len(_spreads(dep, name)) > 1:
-            per_node = world // n
+    kinds = [(name, size) for name, size in groups if size > 1]
+    for name, size in kinds:
+        if len(_spreads(dep, name)) > 1:
+            good = [d for d in range(1, world + 1) if world % d == 0
+                    and all(len(_spreads(dep, k, d)) == 1 for k, _ in kinds)]
             raise BadInput(
-                f"--nnodes {n} puts {per_node} ranks on a node: some {name} groups of "
+                f"--nnodes {n} puts {world // n} ranks on a node: some {name} groups of "
                 f"{size} ranks would sit inside one node and others span two",
-                hint=f"use a node count whose ranks per node are a multiple or a divisor of "
-                f"the {name} size ({size}); memprof models even layouts only")
+                hint="use --nnodes " + "/".join(map(str, good[-6:])) + " (memprof models "
+                "layouts where every group of a kind is inside a node or across nodes alike)")
