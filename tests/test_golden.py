@@ -94,7 +94,7 @@ OPTIONS = {
                  "--block-size/--page-size", "--kv-cache-memory-bytes/--kv-cache-memory",
                  "--gpu-memory-in-use",
                  "--enforce-eager/--disable-cuda-graph", "--disable-custom-all-reduce",
-                 "--no-gpu-peer-access",
+                 "--no-gpu-peer-access", "--nnodes",
                  "--disable-hybrid-kv-cache-manager",
                  "--num-speculative-tokens", "--vllm-use-v1",
                  "--vllm-use-flashinfer-sampler",

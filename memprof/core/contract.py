@@ -129,6 +129,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "max_total_tokens": d.max_total_tokens,
             "disable_custom_all_reduce": d.disable_custom_all_reduce,
             "no_gpu_peer_access": d.no_gpu_peer_access,
+            "nnodes": d.nnodes,
             "disable_hybrid_kv_cache_manager": d.disable_hybrid_kv_cache_manager,
             "vllm_use_v1": d.vllm_use_v1,
             "vllm_use_flashinfer_sampler": d.vllm_use_flashinfer_sampler,

@@ -76,6 +76,9 @@ class Deployment:
     # the host's driver gives its GPUs no peer-to-peer access (a pod, a VM, PCIe cards): the
     # catalog card's ``peer_access`` turned off (memprof/core/estimate.py)
     no_gpu_peer_access: bool = False
+    # --nnodes: the hosts (or pods) the ranks are spread over, evenly and in rank order; a group
+    # spanning nodes gets NCCL over NET and no custom all-reduce (memprof/core/nodes.py)
+    nnodes: int = 1
     # vLLM --disable-hybrid-kv-cache-manager: sliding / chunked-local layers cached as full
     # attention (memprof.core.kvcache.unify_hybrid_specs)
     disable_hybrid_kv_cache_manager: bool = False
@@ -301,7 +304,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")
     e = dep.engine
     for field, low, high in (("tp", 1, MAX_PARALLEL), ("pp", 1, MAX_PARALLEL),
-                             ("dp", 1, MAX_PARALLEL), ("max_model_len", 1, MAX_TOKENS),
+                             ("dp", 1, MAX_PARALLEL), ("nnodes", 1, MAX_PARALLEL),
+                             ("max_model_len", 1, MAX_TOKENS),
                              ("max_num_seqs", 1, MAX_TOKENS),
                              ("max_num_batched_tokens", 1, MAX_TOKENS),
                              ("block_size", 1, MAX_TOKENS),
@@ -309,6 +313,11 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                              ("cuda_graph_max_bs", 1, MAX_TOKENS),
                              ("max_total_tokens", 1, MAX_TOKENS)):
         _check_int(partial(flag_name, field, e), getattr(dep, field), low, high)
+    if dep.nnodes != 1:
+        from memprof.core.nodes import check_nodes
+
+        ep = dep.ep_size if dep.enable_expert_parallel else 1
+        check_nodes(dep, (("TP", dep.tp), ("PP", dep.pp), ("DP", dep.dp), ("EP", ep)))
     if dep.chunked_prefill_size is not None and dep.chunked_prefill_size not in (-1, 0):
         _check_int("--chunked-prefill-size", dep.chunked_prefill_size, 1, MAX_TOKENS)
     if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:

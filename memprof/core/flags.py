@@ -142,6 +142,12 @@ SETTINGS: tuple[Setting, ...] = (
             "disabled because your platform lacks GPU P2P capability'): NCCL over host shared "
             "memory and no custom all-reduce, as on a card the catalog marks so.",
             memprof_only=True),
+    Setting(field="nnodes", kind="int",
+            help="Hosts (or pods: a node is one shared-memory system) the ranks run on, the "
+            "same number on each, in rank order (vLLM --nnodes, 0.11.1 on; with Ray, the nodes "
+            "the workers land on). A group spanning nodes gets NCCL over NET and no custom "
+            "all-reduce (vLLM logs 'Custom allreduce is disabled because this process group "
+            "spans across nodes').", shown_default="1"),
     Setting(field="disable_hybrid_kv_cache_manager", kind="bool",
             note="SGLang sizes sliding-window and Mamba pools itself",
             help="vLLM only: one KV cache group; sliding-window and chunked-local layers "

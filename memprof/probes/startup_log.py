@@ -282,6 +282,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
 
     settings, more = read_sglang(lines, engine, settings)
     notes += more
+    notes += _nodes_from_log(lines, engine, settings)
     if not figures and not errors and not settings:
         raise BadInput(f"{where} shows no figure memprof can read (no 'Model loading took', "
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",
@@ -349,7 +350,7 @@ LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens",
                  "gpu_memory_utilization", "block_size", "enforce_eager", "dtype",
                  "mem_fraction_static", "enable_dp_attention", "chunked_prefill_size",
-                 "cuda_graph_max_bs")
+                 "cuda_graph_max_bs", "nnodes")
 
 
 def _config_keys() -> dict[str, str]:
@@ -466,6 +467,48 @@ _CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled because")
 # ... "because your platform lacks GPU P2P capability or P2P test failed": no peer access between
 # the GPUs, so NCCL runs over host shared memory too (``--no-gpu-peer-access``)
 _NO_P2P = re.compile(r"lacks GPU P2P capability")
+# ... "because this process group spans across nodes": the TP group's ranks are on more than one
+# node (CustomAllreduce.__init__, vLLM custom_all_reduce.py l.85 at 0.10.1; SGLang logs the same
+# line): ``--nnodes`` (memprof/core/nodes.py)
+_SPANS_NODES = re.compile(r"Custom allreduce is disabled because this process group spans "
+                          r"across nodes")
+# vLLM's Ray executor, once for each node of its placement group that holds fewer bundles (GPUs)
+# than the TP size (vllm/executor/ray_utils.py _verify_bundles, l.200 at 0.10.1): "tensor_parallel
+# _size=4 is bigger than a reserved number of GPUs (1 GPUs) in a node 2e18…"
+_RAY_NODE = re.compile(r"tensor_parallel_size=\d+ is bigger than a reserved number of \w+s "
+                       r"\((\d{1,6}) \w+s\) in a node (\w+)")
+
+
+def _nodes_from_log(lines: list[str], engine: str, settings: dict[str, Any]) -> list[str]:
+    """Set ``nnodes`` where no command gave it. Ray's per-node warning (``_RAY_NODE``) names each
+    node that holds fewer GPUs than the TP size and its GPU count: when those counts add up to
+    the world size, every node printed one and their number is the node count. Otherwise the
+    "spans across nodes" line says that the TP group spans nodes but not how many: one rank a
+    node (the world size) is assumed, and the returned note says so."""
+    spans = any(_SPANS_NODES.search(ln) for ln in lines)
+    if "nnodes" in settings or not spans:
+        return []
+    from memprof.core.deployment import Deployment
+
+    layout = {k: settings[k] for k in ("tp", "pp", "dp", "enable_dp_attention")
+              if isinstance(settings.get(k), type(getattr(Deployment(), k)))}
+    world = Deployment(engine=engine if engine in ENGINES else DEFAULT, **layout).world_size
+    if world < 2:
+        return []
+    nodes: dict[str, int] = {}
+    for ln in lines:
+        m = _RAY_NODE.search(ln)
+        if m:
+            nodes[m.group(2)] = int(m.group(1))
+    if nodes and sum(nodes.values()) == world and world % len(nodes) == 0:
+        settings["nnodes"] = len(nodes)
+        return []
+    settings["nnodes"] = world
+    return [f"the log's 'Custom allreduce is disabled because this process group spans across "
+            f"nodes' puts the TP group on several nodes without saying how many: one rank a "
+            f"node assumed (--nnodes {world}); pass --nnodes to say otherwise"]
+
+
 # V1's sampler announcing FlashInfer's top-k/top-p kernel (vllm/v1/sample/ops/topk_topp_sampler.py
 # TopKTopPSampler.__init__, "Using FlashInfer for top-p & top-k sampling." at 0.9.0-0.11.0): the
 # profile run's sampler warm-up is FlashInfer's (``--vllm-use-flashinfer-sampler``)

@@ -401,6 +401,7 @@ class SGLang(Engine):
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "no_gpu_peer_access": ("--no-gpu-peer-access",),
+        "nnodes": ("--nnodes",),
         "assume_architecture": ("--assume-architecture",),
         "mem_fraction_static": ("--mem-fraction-static",),
         "enable_dp_attention": ("--enable-dp-attention",),

@@ -479,6 +479,7 @@ class VLLM(Engine):
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "no_gpu_peer_access": ("--no-gpu-peer-access",),
+        "nnodes": ("--nnodes",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "assume_architecture": ("--assume-architecture",),
         "vllm_use_v1": ("--vllm-use-v1",),

@@ -29,6 +29,7 @@ from __future__ import annotations
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
+from memprof.core.nodes import spans_nodes
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
 CUSTOM_AR_MAX_SIZE = 8192 * 1024  # the constructor's default ``max_size`` in both engines
@@ -37,10 +38,13 @@ CUDA_MALLOC_GRANULE = 2 * MiB  # cudaMalloc rounds allocations of ≥ 2 MiB up t
 
 
 def custom_all_reduce_applies(dep: Deployment, gpu: GPU) -> bool:
-    """Whether the TP group's all-reduce is the engine's custom kernel (see the module)."""
+    """Whether the TP group's all-reduce is the engine's custom kernel (see the module); never
+    for a TP group that spans nodes (``memprof.core.nodes``: "Custom allreduce is disabled
+    because this process group spans across nodes")."""
     return (dep.tp in CUSTOM_AR_WORLD_SIZES and gpu.peer_access
             and (dep.tp <= 2 or gpu.fully_connected)
-            and not dep.disable_custom_all_reduce)
+            and not dep.disable_custom_all_reduce
+            and not (dep.nnodes > 1 and spans_nodes(dep, "TP")))
 
 
 def _granule(n: int) -> int:

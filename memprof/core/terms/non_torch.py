@@ -11,7 +11,9 @@ from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
+from memprof.core.nodes import spread
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
+from memprof.core.terms.multinode import MIXED_NOTE, net_row
 from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, ep_pynccl, nccl_row, second_comm_row
 from memprof.core.versions import Rule, rule_in_force, value_at
 
@@ -251,12 +253,16 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     """One communicator of ``group`` (``size`` ranks): its rows by transport (``GPU.peer_access``:
     P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``); EP's,
     always made after another group's, the second-communicator row where it was measured
-    (``second_comm_row``)."""
-    if group in SECOND_GROUPS:
-        second = second_comm_row(gpu.peer_access, nccl_cumem(dep), size)
-        if second is not None:
-            return second
-    return nccl_row(gpu.peer_access, nccl_cumem(dep), size, p2p_peers(group, size))
+    (``second_comm_row``). A group across nodes (``--nnodes``, ``memprof.core.nodes``): NCCL's
+    NET rows where each rank has a node of its own (``memprof.core.terms.multinode``)."""
+    on_nodes = spread(dep, group) if dep.nnodes > 1 else "one node"
+    if on_nodes == "one rank per node":
+        return net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0)
+    row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size) \
+        if group in SECOND_GROUPS else None
+    if row is None:
+        row = nccl_row(gpu.peer_access, nccl_cumem(dep), size, p2p_peers(group, size))
+    return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
 
 def nccl_groups(dep: Deployment) -> list[tuple[str, int]]:
