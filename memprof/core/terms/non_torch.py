@@ -15,6 +15,7 @@ from memprof.core.nodes import spread
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
 from memprof.core.terms.multinode import MIXED_NOTE, net_row
 from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, ep_pynccl, nccl_row, second_comm_row
+from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 # CUDA context: measured_h100_overheads.json step "CUDA context (first tensor)":
@@ -317,12 +318,13 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     NVLS buffers, DeepEP/NVSHMEM heaps.
     The cuBLAS *workspace* is torch-allocated and counted once, in ``activation_terms``.
 
-    ROCm: the same constants are used [unverified: HIP context and hipBLAS/hipBLASLt module sizes
-    were not measured]; the workspace that differs (128 MiB on gfx942/gfx950) is in
-    ``cublas_workspace_bytes``.
+    ROCm: the same constants are used [unverified: no public source gives the HIP context,
+    the hipBLAS/rocBLAS step or RCCL's communicators on any gfx architecture; what the sources
+    do say, and the one published ROCm reading they are checked against, is in
+    ``memprof.core.terms.rocm_platform``]; the workspace that differs (128 MiB on
+    gfx942/gfx950) is in ``cublas_workspace_bytes``.
     """
-    rocm = ctx.gpu.is_rocm
-    tag = " [ROCm: H100 figure, unverified]" if rocm else ""
+    tag = stand_in_tag(ctx.gpu)
     context_where, nccl_where = nccl_placement(ctx.dep)
     context, how = cuda_context(ctx.gpu)
     comps = [Component(name="CUDA context", category="non_torch", bytes=context,
