@@ -110,9 +110,10 @@ ROCM_TERMS: tuple[RocmTerm, ...] = (
                     "NCCL EP communicator"),
         status="stand-in", archs=ROCM_ARCHS,
         finding="No public source gives ncclCommInitRank's or the first all_reduce's device "
-        "memory under RCCL. The one ROCm reading (ROCM_READINGS, row 402) holds the TP, DP and "
-        "EP communicators together with the HIP context: at TP8 it is 0.83 GiB above the sum "
-        "of their H100 stand-ins.",
+        "memory under RCCL. The one ROCm reading (ROCM_READINGS, row 402) holds the TP "
+        "communicator and custom all-reduce together with the HIP context (SGLang 0.4.8.post1 "
+        "builds no DP or MoE communicator): at TP8 it is 2.21 GiB above the sum of their H100 "
+        "stand-ins.",
         source="ROCM_READINGS; sm90's rows: memprof.core.terms.nccl (reports/gpu/nccl)"),
     RocmTerm(
         term="custom all-reduce buffers", components=("custom all-reduce buffers",),
