@@ -29,6 +29,8 @@ from memprof.core.hybrid_state import (
     MLA_BLOCK_ALIGNMENT,
     AlignedPages,
     align_attention_block,
+    resolve_mamba_cache_mode,
+    state_pages_per_request,
 )
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
@@ -201,6 +203,9 @@ class KVPlan:
     # block stores (``Engine.sized_block_bytes``: SGLang's cell of a DeepSeek NSA model before
     # it counted the stored slot); 0: block_bytes
     sized_block_bytes: int = 0
+    # pages one request holds in each state group (``memprof.core.hybrid_state``'s
+    # ``state_pages_per_request``: 1 without prefix caching, 2 or 3 in vLLM's "align" mode)
+    state_pages: int = 1
 
     def group_pages(self, tokens: int, max_num_batched_tokens: int) -> list[int]:
         """Blocks one request of ``tokens`` takes in one group of each ``group_blocks`` entry:
@@ -208,7 +213,8 @@ class KVPlan:
         (sliding; 0.33.0 v1/kv_cache_interface.py SlidingWindowSpec.
         max_admission_blocks_per_request)."""
         flight = self.in_flight_batches * max_num_batched_tokens
-        return [_group_need(name, block, window, tokens, flight, max_num_batched_tokens)
+        return [_group_need(name, block, window, tokens, flight, max_num_batched_tokens,
+                            self.state_pages)
                 for name, block, window, _n in self.group_blocks]
 
     def blocks_per_request(self, tokens: int, max_num_batched_tokens: int) -> int:
@@ -238,14 +244,15 @@ class KVPlan:
 
 
 def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
-                max_num_batched_tokens: int) -> int:
+                max_num_batched_tokens: int, state_pages: int = 1) -> int:
     """Blocks one request of ``tokens`` takes in one group, by the group's spec kind (the part
     of ``name`` before ``/``):
 
-    - ``state`` (Mamba / linear-attention state): one block per request, whatever its length
-      (``MambaSpec.max_memory_usage_bytes`` = ``page_size_bytes``; read in vLLM v0.10.2
-      v1/kv_cache_interface.py, confirmed by the v0.10.2 Qwen3-Next log quoted in
-      tests/test_hybrid_kv_groups.py);
+    - ``state`` (Mamba / linear-attention state): ``state_pages`` blocks per request, whatever
+      its length — one without prefix caching (``MambaSpec.max_memory_usage_bytes`` =
+      ``page_size_bytes``; read in vLLM v0.10.2 v1/kv_cache_interface.py, confirmed by the
+      v0.10.2 Qwen3-Next log quoted in tests/test_hybrid_kv_groups.py), 2 or 3 in the "align"
+      mode of prefix caching (``memprof.core.hybrid_state.state_pages_per_request``);
     - ``chunked`` (chunked local attention, ``window`` = ``attention_chunk_size``):
       ``cdiv(min(chunk + max_num_batched_tokens, tokens), block)``
       (``ChunkedLocalAttentionSpec.max_memory_usage_bytes``, v1/kv_cache_interface.py);
@@ -254,7 +261,7 @@ def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
     """
     kind = name.split("/", 1)[0]
     if kind == "state":
-        return 1
+        return state_pages
     if kind == "chunked":
         return cdiv(min(window + max_num_batched_tokens, tokens), block)
     if window:
@@ -447,7 +454,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         specs = pad_state_pages(specs, aligned)
     if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
-    plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
+    plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight,
+                   state_pages=_state_pages(spec, dep, arch) if aligned is not None else 1)
     if plan.layout == "uniform":
         sized = engine_of(dep).sized_block_bytes(dep, plan.layers)
         if sized and sized != plan.block_bytes:
@@ -460,6 +468,30 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         page = specs[0].page_bytes
         plan = replace(plan, layer_sum_pages=tuple((c, page) for _k, c in sorted(types.items())))
     return plan
+
+
+def _state_pages(spec: ModelSpec, dep: Deployment, arch: str) -> int:
+    """Pages a request holds in each state group of a model with state mixers, by the mode
+    vLLM's prefix caching runs it in (``memprof.core.hybrid_state``'s release table); the
+    "all" mode (a state page per block of context, on a chunk-aligned block) is refused."""
+    mixer = _model_mixer(spec)
+    assert mixer is not None and mixer.mixer is not None
+    kinds = frozenset(layer.attention.mixer.kind for layer in spec.layers
+                      if layer.attention.mixer and layer.attention.mixer.kind != "none")
+    mode = resolve_mamba_cache_mode(version=dep.engine_version, mixers=kinds,
+                                    enable_prefix_caching=dep.enable_prefix_caching,
+                                    requested=dep.mamba_cache_mode)
+    if mode == "all":
+        asked = ("--mamba-cache-mode all" if dep.mamba_cache_mode == "all" else
+                 "prefix caching" + (" (on by default for hybrid models at this release)"
+                                     if dep.enable_prefix_caching is None else ""))
+        raise BadInput(f"{asked}: vLLM {dep.engine_version} caches {spec.name}'s Mamba-2 "
+                       "state per block of context on a chunk-aligned block (mamba_cache_mode "
+                       "'all'), which memprof does not model yet",
+                       hint="add --no-enable-prefix-caching, or --mamba-cache-mode align "
+                       "(vLLM 0.15.0 to 0.31.x)")
+    return state_pages_per_request(mode, mixer.mixer.kind, dep.engine_version, arch,
+                                   mixer.mixer.head_k_dim)
 
 
 def _cached_as_full(specs: list[KVLayerSpec], dep: Deployment) -> bool:
@@ -564,7 +596,8 @@ class KVCapacity:
 
 
 def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
-             max_num_batched_tokens: int, hybrid_line_per_group: bool = False) -> KVCapacity:
+             max_num_batched_tokens: int, hybrid_line_per_group: bool | None = None
+             ) -> KVCapacity:
     blocks = max(0, available_bytes // plan.block_bytes) if available_bytes > 0 else 0
     return capacity_from_blocks(plan, blocks, max_model_len, max_num_batched_tokens,
                                 hybrid_line_per_group)
@@ -578,15 +611,22 @@ def hybrid_token_line_per_group(version: str | None, engine: str = "vllm") -> bo
 
 def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
                          max_num_batched_tokens: int,
-                         hybrid_line_per_group: bool = False) -> KVCapacity:
+                         hybrid_line_per_group: bool | None = None) -> KVCapacity:
+    """Blocks → tokens, concurrency and admission. ``hybrid_line_per_group``: whether the
+    release prints a hybrid or state pool's token line per group
+    (``hybrid_token_line_per_group``); None, where no release is named: per group for a pool
+    with state groups only (the releases the hybrid-state logs of the tests come from)."""
     per_req = plan.blocks_per_request(max_model_len, max_num_batched_tokens)
     conc_blocks = plan.concurrency_blocks(max_model_len, max_num_batched_tokens)
     conc = blocks / conc_blocks if conc_blocks else 0.0
-    # a pool with state groups: "GPU KV cache size" as those releases print it (read in
-    # v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
-    # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size)
-    per_group = (any(name == "state" for name, _b, _w, _n in plan.group_blocks)
-                 or (plan.layout == "hybrid" and hybrid_line_per_group))
+    # a pool with state groups or a hybrid pool: "GPU KV cache size" as 0.9.1–0.20.0 print it
+    # (read in v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
+    # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size); from
+    # 0.20.1 int(max_concurrency × max_model_len) for state groups too (rows 109/110 of
+    # tests/data/published.json, 0.24.0: 569,878 = int(300 / 69 × 131,072))
+    state = any(name == "state" for name, _b, _w, _n in plan.group_blocks)
+    per_group = (state if hybrid_line_per_group is None
+                 else hybrid_line_per_group and (state or plan.layout == "hybrid"))
     tokens = (logged_tokens_per_group(plan, blocks) if per_group
               else int(conc * max_model_len))
     return KVCapacity(
