@@ -202,15 +202,17 @@ MAMBA_ALL_BY_DEFAULT: tuple[Rule, ...] = (
 # (``MambaSpec.num_prefill_checkpoint_blocks``, default 0): Mamba-2 layers set it from 0.32.0;
 # Gated DeltaNet layers from 0.33.0 when FlashInfer runs their prefill (CUDA: Hopper, or
 # Blackwell with 128-wide key heads and CUDA runtime ≥ 13 — memprof assumes that runtime).
-ALIGN_CHECKPOINT_BLOCKS: tuple[Rule, ...] = (
-    Rule(name="mamba_align_checkpoint_block", changes="KV: state pages a request holds "
+ALIGN_CHECKPOINT_MAMBA2: tuple[Rule, ...] = (
+    Rule(name="mamba2_align_checkpoint_block", changes="KV: state pages a request holds "
          "(align mode)", since="0.32.0", until=None, value=1,
          introduced_by="read in the 0.32.0 wheel (absent in 0.31.0; PR not identified)",
          source="0.32.0 / 0.33.0 model_executor/layers/mamba/mamba_mixer2.py "
          "MambaMixer2.get_kv_cache_spec (num_prefill_checkpoint_blocks=1); "
          "v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes: 2 + "
          "num_speculative_blocks + num_prefill_checkpoint_blocks", applies_to="mamba2"),
-    Rule(name="mamba_align_checkpoint_block", changes="KV: state pages a request holds "
+)
+ALIGN_CHECKPOINT_GDN: tuple[Rule, ...] = (
+    Rule(name="gdn_align_checkpoint_block", changes="KV: state pages a request holds "
          "(align mode)", since="0.33.0", until=None, value=1,
          introduced_by="read in the 0.33.0 wheel (absent in 0.32.0; PR not identified)",
          source="0.33.0 model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py "
@@ -224,8 +226,10 @@ ALIGN_CHECKPOINT_BLOCKS: tuple[Rule, ...] = (
 _FLASHINFER_GDN_ANY = ("sm90",)
 _FLASHINFER_GDN_K128 = ("sm100", "sm103", "sm110", "sm120", "sm121")
 
-MAMBA_CACHE_RULES = (*MAMBA_CACHE_MODE_FLAG, *HYBRID_PREFIX_CACHING_DEFAULT,
-                     *MAMBA_ALL_BY_DEFAULT, *ALIGN_CHECKPOINT_BLOCKS)
+ALIGN_CHECKPOINT_BLOCKS = {"mamba2": ALIGN_CHECKPOINT_MAMBA2, "gdn": ALIGN_CHECKPOINT_GDN}
+MAMBA_CACHE_RULES = (MAMBA_CACHE_MODE_FLAG, HYBRID_PREFIX_CACHING_DEFAULT, MAMBA_ALL_BY_DEFAULT,
+                     ALIGN_CHECKPOINT_MAMBA2, ALIGN_CHECKPOINT_GDN)
+"""The tables above, one per row tuple (``memprof versions`` reads them)."""
 
 
 def check_mamba_cache_mode(mode: str | None, version: str | None) -> None:
@@ -275,7 +279,7 @@ def state_pages_per_request(mode: str, mixer: str, version: str | None, arch: st
     release's prefill checkpoint block (``ALIGN_CHECKPOINT_BLOCKS``)."""
     if mode != "align":
         return 1
-    found = value_at([r for r in ALIGN_CHECKPOINT_BLOCKS if r.applies_to == mixer], version, 0)
+    found = value_at(ALIGN_CHECKPOINT_BLOCKS.get(mixer, ()), version, 0)
     checkpoint = found if isinstance(found, int) else 0
     if checkpoint and mixer == "gdn" and not (
             arch in _FLASHINFER_GDN_ANY or (arch in _FLASHINFER_GDN_K128 and head_k_dim == 128)):
