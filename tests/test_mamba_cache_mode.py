@@ -164,3 +164,21 @@ def test_cli_flags_are_echoed_and_bad_values_refused() -> None:
         assert p.returncode == 2 and len(err) == 2, p.stderr
         assert err[0].startswith("error: ") and says in err[0]
         assert err[1].startswith("hint: ")
+
+
+def test_a_log_s_prefix_caching_is_read() -> None:
+    """Rows 109/110's issue logs (noonghunna/club-3090#652) list 'enable_prefix_caching': True
+    in vLLM's non-default args; a pasted serve command spells it --enable-prefix-caching /
+    --no-enable-prefix-caching (vLLM's BooleanOptionalAction) and --mamba-cache-mode."""
+    from memprof.probes.serve_command import parse_tokens
+    from memprof.probes.startup_log import parse_log
+
+    log = parse_log("INFO 07-09 02:56:25 [api_utils.py:273] non-default args: {'max_model_len': "
+                    "131072, 'kv_cache_dtype': 'fp8', 'enable_prefix_caching': True, "
+                    "'max_num_seqs': 1}\n")
+    assert log.settings["enable_prefix_caching"] is True
+    on = parse_tokens(["vllm", "serve", "m", "--enable-prefix-caching", "--mamba-cache-mode",
+                       "align"])
+    assert on.settings == {"enable_prefix_caching": True, "mamba_cache_mode": "align"}
+    assert parse_tokens(["vllm", "serve", "m", "--no-enable-prefix-caching"]
+                        ).settings == {"enable_prefix_caching": False}

@@ -349,7 +349,7 @@ LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens",
                  "gpu_memory_utilization", "block_size", "enforce_eager", "dtype",
                  "mem_fraction_static", "enable_dp_attention", "chunked_prefill_size",
-                 "cuda_graph_max_bs")
+                 "cuda_graph_max_bs", "enable_prefix_caching", "mamba_cache_mode")
 
 
 def _config_keys() -> dict[str, str]:
