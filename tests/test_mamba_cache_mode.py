@@ -79,19 +79,27 @@ def test_qwen3_next_before_and_after_the_default_flip() -> None:
     assert off.blocks_per_request(mml, 8192) == full + 3
 
 
-def test_nemotron_h_all_mode_is_refused_and_align_is_counted() -> None:
-    """Nemotron-H (Mamba-2, SupportsMambaPrefixCaching: 1 full group + 6 state groups, 528-token
-    block): off by default through 0.25.x; 0.26.0/0.27.x pick 'all' (refused: not modelled),
-    unless --mamba-cache-mode align; 0.28.0 picks 'align' (2); 0.32.0 adds the Mamba-2 prefill
-    checkpoint (3, whatever the GPU)."""
+def test_nemotron_h_all_mode_and_align() -> None:
+    """Nemotron-H 8B (Mamba-2, SupportsMambaPrefixCaching: 1 full group + 6 state groups; a
+    528-token block without prefix caching): off by default through 0.25.x; 0.26.0/0.27.x pick
+    'all': the block becomes a multiple of lcm(chunk_size 128, 16) that holds a state, 128 ×
+    cdiv(cdiv(state, attention bytes a token), 128) = 640 (a state takes 513-528 tokens' worth,
+    so 5 × 128), and a request counts cdiv(8192, 640) = 13 pages in every group, as before
+    0.15.0 with --enable-prefix-caching; 0.28.0 picks 'align' (2); 0.32.0 adds the Mamba-2
+    prefill checkpoint (3, whatever the GPU)."""
     mml = 8192
-    full = -(-mml // 528)
     assert _plan(NEMOTRON_H, max_model_len=mml, engine_version="0.25.0").state_pages == 1
-    with pytest.raises(BadInput, match="mamba_cache_mode 'all'") as err:
-        _plan(NEMOTRON_H, max_model_len=mml, engine_version="0.26.0")
-    assert "--no-enable-prefix-caching" in (err.value.hint or "")
+    for version, flags in (("0.26.0", {}), ("0.27.0", {}),
+                           ("0.31.0", {"mamba_cache_mode": "all"}),
+                           ("0.14.1", {"enable_prefix_caching": True})):
+        plan = _plan(NEMOTRON_H, max_model_len=mml, engine_version=version, **flags)
+        assert plan.block_size == 640 == 128 * 5, version
+        assert plan.state_pages == 0
+        assert plan.blocks_per_request(mml, 8192) == 13 + 6 * 13
+    full = -(-mml // 528)
     aligned = _plan(NEMOTRON_H, max_model_len=mml, engine_version="0.26.0",
                     mamba_cache_mode="align")
+    assert aligned.block_size == 528
     assert aligned.state_pages == 2 and aligned.blocks_per_request(mml, 8192) == full + 6 * 2
     for version, arch, pages in (("0.28.0", "sm90", 2), ("0.31.0", "sm90", 2),
                                  ("0.32.0", "sm90", 3), ("0.33.0", "sm86", 3)):
@@ -100,15 +108,22 @@ def test_nemotron_h_all_mode_is_refused_and_align_is_counted() -> None:
         assert plan.blocks_per_request(mml, 8192) == full + 6 * pages
 
 
+def test_all_mode_without_a_chunk_size_is_refused() -> None:
+    """Granite-4.0-H's bundled config states no mamba_chunk_size: vLLM would take the
+    transformers class default, which memprof does not read, so 'all' is refused with the way
+    out (0.26.0 picks it by default)."""
+    with pytest.raises(BadInput, match="mamba_cache_mode 'all'") as err:
+        _plan("granite-4.0-h-350m", max_model_len=8192, engine_version="0.26.0")
+    assert "--no-enable-prefix-caching" in (err.value.hint or "")
+    assert _plan("granite-4.0-h-350m", max_model_len=8192, engine_version="0.26.0",
+                 enable_prefix_caching=False).state_pages == 1
+
+
 def test_before_the_mode() -> None:
     """0.14.1 has no mamba_cache_mode: prefix caching asked for a Gated DeltaNet model is turned
-    off (1 page); a Mamba-2 model caches a state per block ('all' behaviour, refused); the
-    flag itself is refused there."""
+    off (1 page); the flag itself is refused there."""
     assert _plan(QWEN3_NEXT, max_model_len=8192, engine_version="0.14.1",
                  enable_prefix_caching=True).state_pages == 1
-    with pytest.raises(BadInput):
-        _plan(NEMOTRON_H, max_model_len=8192, engine_version="0.14.1",
-              enable_prefix_caching=True)
     with pytest.raises(BadInput, match="no such flag"):
         _plan(QWEN3_NEXT, max_model_len=8192, engine_version="0.14.1",
               mamba_cache_mode="align")

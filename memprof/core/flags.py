@@ -154,7 +154,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="mamba_cache_mode", kind="str",
             note="SGLang sizes its Mamba pool itself",
             help="vLLM 0.15.0 on, with prefix caching: 'align' (2 state pages a request, 3 "
-            "with a prefill checkpoint), 'all' (refused: not modelled), 'none'.",
+            "with a prefill checkpoint), 'all' (to 0.31.x, Mamba-2 models: a state page per "
+            "block of context), 'none'.",
             choices_from="memprof.core.hybrid_state:MAMBA_CACHE_MODES",
             shown_default="what vLLM derives from prefix caching", metavar="MODE"),
     Setting(field="num_speculative_tokens", kind="int",

@@ -13,7 +13,7 @@ attention page. The KV pool then treats a state as one block per request
 
 from __future__ import annotations
 
-from math import prod
+from math import lcm, prod
 from typing import NamedTuple
 
 from memprof.base.errors import BadInput
@@ -104,14 +104,23 @@ class AlignedPages(NamedTuple):
 
 
 def align_attention_block(*, attn_bytes_per_token: int, state_bytes: int, block_size: int,
-                          alignment: int = ATTENTION_BLOCK_ALIGNMENT) -> AlignedPages:
+                          alignment: int = ATTENTION_BLOCK_ALIGNMENT,
+                          chunk: int = 0) -> AlignedPages:
     """Raise the attention block so that its page holds one state, then pad the state page to
     it (v0.10.2 models/config.py ``HybridAttentionMambaModelConfig.verify_and_update_config``):
     ``attn_block = alignment × cdiv(state, alignment × attn_bytes_per_token)``, taken when
-    larger than ``block_size``."""
+    larger than ``block_size``. ``chunk`` (the Mamba-2 chunk size; 0: none), for a state cached
+    per block (prefix caching in mode "all", or before 0.15.0 on a Mamba-2 model): ``c =
+    lcm(chunk, alignment)``, ``attn_block = c × cdiv(cdiv(state, attn_bytes_per_token), c)``
+    (0.14.1 models/config.py; 0.15.0 the "all" branch; 0.27.0 platforms/interface.py
+    ``_align_hybrid_block_size``)."""
     if attn_bytes_per_token <= 0 or state_bytes <= 0:
         raise ValueError("page sizes must be positive")
-    block = max(block_size, alignment * cdiv(state_bytes, alignment * attn_bytes_per_token))
+    if chunk:
+        c = lcm(chunk, alignment)
+        block = max(block_size, c * cdiv(cdiv(state_bytes, attn_bytes_per_token), c))
+    else:
+        block = max(block_size, alignment * cdiv(state_bytes, alignment * attn_bytes_per_token))
     page = block * attn_bytes_per_token
     return AlignedPages(block_size=block, page_bytes=page, state_bytes=state_bytes,
                         padding_pct=100 * (page - state_bytes) / state_bytes)
@@ -143,8 +152,9 @@ def align_attention_block(*, attn_bytes_per_token: int, state_bytes: int, block_
 # "align" keeps the smallest aligned attention block (``HybridAttentionMambaModelConfig``), so
 # the pool's blocks do not change: only the blocks a request counts (maximum concurrency, the
 # "GPU KV cache size" line where it is concurrency × max_model_len, the admission check). "all"
-# raises the attention block to a multiple of the Mamba-2 chunk size and counts a state page
-# per block of context: memprof does not model it yet and refuses it with the way out.
+# raises the attention block to a multiple of the Mamba-2 chunk size (``align_attention_block``
+# with ``chunk``: the config's ``mamba_chunk_size`` or ``chunk_size``) and counts a state page
+# per block of context; a config that states no chunk size is refused there with the way out.
 # A mode given while prefix caching is off is reset to "none" ("Mamba cache mode is set to
 # 'none' when prefix caching is disabled"); "none" given with prefix caching on is replaced by
 # the release's default.
@@ -276,7 +286,11 @@ def state_pages_per_request(mode: str, mixer: str, version: str | None, arch: st
                             head_k_dim: int) -> int:
     """Pages one request holds in a state group of ``mixer`` layers in ``mode`` ("none" or
     "align"; ``MambaSpec.max_memory_usage_bytes`` without speculative blocks): 1, or 2 + the
-    release's prefill checkpoint block (``ALIGN_CHECKPOINT_BLOCKS``)."""
+    release's prefill checkpoint block (``ALIGN_CHECKPOINT_BLOCKS``); 0 for "all", where the
+    pages follow the context (``cdiv(max_model_len, block)``, counted by
+    ``memprof.core.kvcache``)."""
+    if mode == "all":
+        return 0
     if mode != "align":
         return 1
     found = value_at(ALIGN_CHECKPOINT_BLOCKS.get(mixer, ()), version, 0)

@@ -204,7 +204,8 @@ class KVPlan:
     # it counted the stored slot); 0: block_bytes
     sized_block_bytes: int = 0
     # pages one request holds in each state group (``memprof.core.hybrid_state``'s
-    # ``state_pages_per_request``: 1 without prefix caching, 2 or 3 in vLLM's "align" mode)
+    # ``state_pages_per_request``: 1 without prefix caching, 2 or 3 in vLLM's "align" mode, 0:
+    # one per block of context, its "all" mode)
     state_pages: int = 1
 
     def group_pages(self, tokens: int, max_num_batched_tokens: int) -> list[int]:
@@ -252,7 +253,8 @@ def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
       its length — one without prefix caching (``MambaSpec.max_memory_usage_bytes`` =
       ``page_size_bytes``; read in vLLM v0.10.2 v1/kv_cache_interface.py, confirmed by the
       v0.10.2 Qwen3-Next log quoted in tests/test_hybrid_kv_groups.py), 2 or 3 in the "align"
-      mode of prefix caching (``memprof.core.hybrid_state.state_pages_per_request``);
+      mode of prefix caching (``memprof.core.hybrid_state.state_pages_per_request``), and
+      ``cdiv(tokens, block)`` (``state_pages`` 0) in its "all" mode;
     - ``chunked`` (chunked local attention, ``window`` = ``attention_chunk_size``):
       ``cdiv(min(chunk + max_num_batched_tokens, tokens), block)``
       (``ChunkedLocalAttentionSpec.max_memory_usage_bytes``, v1/kv_cache_interface.py);
@@ -261,7 +263,7 @@ def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
     """
     kind = name.split("/", 1)[0]
     if kind == "state":
-        return state_pages
+        return state_pages or cdiv(tokens, block)
     if kind == "chunked":
         return cdiv(min(window + max_num_batched_tokens, tokens), block)
     if window:
@@ -420,7 +422,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if KV_DTYPES[kv].turboquant and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.name.upper()}; use fp8")
-    aligned = _hybrid_alignment(spec, dep, kv, model_dtype, block, align)
+    mode = _mamba_mode(spec, dep)
+    aligned = _hybrid_alignment(spec, dep, kv, model_dtype, block, align, mode)
     if aligned is not None:
         block = aligned.block_size
     flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
@@ -455,7 +458,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
     plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight,
-                   state_pages=_state_pages(spec, dep, arch) if aligned is not None else 1)
+                   state_pages=_state_pages(spec, dep, arch, mode) if aligned is not None
+                   else 1)
     if plan.layout == "uniform":
         sized = engine_of(dep).sized_block_bytes(dep, plan.layers)
         if sized and sized != plan.block_bytes:
@@ -470,28 +474,44 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     return plan
 
 
-def _state_pages(spec: ModelSpec, dep: Deployment, arch: str) -> int:
-    """Pages a request holds in each state group of a model with state mixers, by the mode
-    vLLM's prefix caching runs it in (``memprof.core.hybrid_state``'s release table); the
-    "all" mode (a state page per block of context, on a chunk-aligned block) is refused."""
-    mixer = _model_mixer(spec)
-    assert mixer is not None and mixer.mixer is not None
+def _mamba_mode(spec: ModelSpec, dep: Deployment) -> str:
+    """The ``mamba_cache_mode`` vLLM runs the model in at the deployment's release
+    (``memprof.core.hybrid_state.resolve_mamba_cache_mode``; "none" for a model without state
+    mixers)."""
     kinds = frozenset(layer.attention.mixer.kind for layer in spec.layers
                       if layer.attention.mixer and layer.attention.mixer.kind != "none")
-    mode = resolve_mamba_cache_mode(version=dep.engine_version, mixers=kinds,
+    return resolve_mamba_cache_mode(version=dep.engine_version, mixers=kinds,
                                     enable_prefix_caching=dep.enable_prefix_caching,
                                     requested=dep.mamba_cache_mode)
-    if mode == "all":
-        asked = ("--mamba-cache-mode all" if dep.mamba_cache_mode == "all" else
-                 "prefix caching" + (" (on by default for hybrid models at this release)"
-                                     if dep.enable_prefix_caching is None else ""))
-        raise BadInput(f"{asked}: vLLM {dep.engine_version} caches {spec.name}'s Mamba-2 "
-                       "state per block of context on a chunk-aligned block (mamba_cache_mode "
-                       "'all'), which memprof does not model yet",
-                       hint="add --no-enable-prefix-caching, or --mamba-cache-mode align "
-                       "(vLLM 0.15.0 to 0.31.x)")
+
+
+def _state_pages(spec: ModelSpec, dep: Deployment, arch: str, mode: str) -> int:
+    """Pages a request holds in each state group of a model with state mixers, by the mode
+    vLLM's prefix caching runs it in (``memprof.core.hybrid_state``'s release table; 0: a page
+    per block of context, mode "all")."""
+    mixer = _model_mixer(spec)
+    assert mixer is not None and mixer.mixer is not None
     return state_pages_per_request(mode, mixer.mixer.kind, dep.engine_version, arch,
                                    mixer.mixer.head_k_dim)
+
+
+def _mamba_chunk(spec: ModelSpec, dep: Deployment) -> int:
+    """The Mamba-2 chunk size a state cached per block aligns the attention block to
+    (``ModelConfig.get_mamba_chunk_size``: ``mamba_chunk_size``, else ``chunk_size``, of the
+    config); a config without one is refused."""
+    for key in ("mamba_chunk_size", "chunk_size"):
+        value = spec.raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    asked = ("--mamba-cache-mode all" if dep.mamba_cache_mode == "all" else
+             "prefix caching" + (" (on by default for hybrid models at this release)"
+                                 if dep.enable_prefix_caching is None else ""))
+    raise BadInput(f"{asked}: vLLM {dep.engine_version} caches {spec.name}'s Mamba-2 state per "
+                   "block on a block aligned to the Mamba chunk size (mamba_cache_mode 'all'), "
+                   "and its config states no mamba_chunk_size or chunk_size (vLLM takes the "
+                   "transformers class default, which memprof does not read)",
+                   hint="add --no-enable-prefix-caching, or --mamba-cache-mode align "
+                   "(vLLM 0.15.0 to 0.31.x)")
 
 
 def _cached_as_full(specs: list[KVLayerSpec], dep: Deployment) -> bool:
@@ -516,14 +536,15 @@ def _model_mixer(spec: ModelSpec) -> Attention | None:
 
 
 def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: str, block: int,
-                      align: int) -> AlignedPages | None:
+                      align: int, mode: str = "none") -> AlignedPages | None:
     """The attention block size and state page of a model with state mixers (vLLM v0.10.2 /
     v0.11.0 model_executor/models/config.py ``HybridAttentionMambaModelConfig.
     verify_and_update_config``): the attention page of one token (the model's attention kind at
     ``block_size=1``, KV heads per rank, ``--kv-cache-dtype``), the state page of one layer
     (``MambaSpec`` of the mixer's shapes and dtypes), the block raised to the kernel alignment
     (16; 64 for MLA) that makes the attention page hold one state, the state page padded up to
-    it. None for a model without state mixers."""
+    it; in ``mode`` "all" a multiple of the Mamba-2 chunk size instead (``_mamba_chunk``).
+    None for a model without state mixers."""
     mixer = _model_mixer(spec)
     if mixer is None or mixer.mixer is None:
         return None
@@ -534,7 +555,8 @@ def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: st
                         dep.engine_version)
     return align_attention_block(
         attn_bytes_per_token=one_token[0].page_bytes, state_bytes=state, block_size=block,
-        alignment=MLA_BLOCK_ALIGNMENT if kind.backend_picks_block else ATTENTION_BLOCK_ALIGNMENT)
+        alignment=MLA_BLOCK_ALIGNMENT if kind.backend_picks_block else ATTENTION_BLOCK_ALIGNMENT,
+        chunk=_mamba_chunk(spec, dep) if mode == "all" else 0)
 
 
 def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
