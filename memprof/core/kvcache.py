@@ -422,7 +422,7 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if KV_DTYPES[kv].turboquant and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.name.upper()}; use fp8")
-    mode = _mamba_mode(spec, dep)
+    mode = _mamba_mode(spec, dep) if _model_mixer(spec) is not None else "none"
     aligned = _hybrid_alignment(spec, dep, kv, model_dtype, block, align, mode)
     if aligned is not None:
         block = aligned.block_size
@@ -478,11 +478,16 @@ def _mamba_mode(spec: ModelSpec, dep: Deployment) -> str:
     """The ``mamba_cache_mode`` vLLM runs the model in at the deployment's release
     (``memprof.core.hybrid_state.resolve_mamba_cache_mode``; "none" for a model without state
     mixers)."""
-    kinds = frozenset(layer.attention.mixer.kind for layer in spec.layers
-                      if layer.attention.mixer and layer.attention.mixer.kind != "none")
-    return resolve_mamba_cache_mode(version=dep.engine_version, mixers=kinds,
+    return resolve_mamba_cache_mode(version=dep.engine_version, mixers=_mixer_kinds(spec),
                                     enable_prefix_caching=dep.enable_prefix_caching,
                                     requested=dep.mamba_cache_mode)
+
+
+@lru_cache(maxsize=64)
+def _mixer_kinds(spec: ModelSpec) -> frozenset[str]:
+    """The ``StateMixer`` kinds of the model's layers (MLP-only layers left out)."""
+    return frozenset(layer.attention.mixer.kind for layer in spec.layers
+                     if layer.attention.mixer and layer.attention.mixer.kind != "none")
 
 
 def _state_pages(spec: ModelSpec, dep: Deployment, arch: str, mode: str) -> int:
