@@ -197,3 +197,21 @@ def test_a_log_s_prefix_caching_is_read() -> None:
     assert on.settings == {"enable_prefix_caching": True, "mamba_cache_mode": "align"}
     assert parse_tokens(["vllm", "serve", "m", "--no-enable-prefix-caching"]
                         ).settings == {"enable_prefix_caching": False}
+
+
+def test_the_estimate_states_the_mode_it_took() -> None:
+    """The mode and the pages it gives are a note of the estimate; a Blackwell card states
+    the CUDA-runtime assumption behind Gated DeltaNet's checkpoint block; off, no note."""
+    def notes(*flags: str) -> list[str]:
+        out = json.loads(_cli(*flags).stdout)["summary"]["notes"]
+        return [n for n in out if "mamba_cache_mode" in n]
+
+    h200 = notes()
+    assert len(h200) == 1 and "'align', 3 state pages" in h200[0]
+    assert "CUDA runtime" not in h200[0]
+    b200 = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", QWEN3_NEXT,
+                           "--gpu", "B200", "-tp", "2", "-f", "json"], capture_output=True,
+                          text=True, check=True).stdout
+    assert any("CUDA runtime 13" in n for n in json.loads(b200)["summary"]["notes"])
+    assert notes("--no-enable-prefix-caching") == []
+    assert "'align', 2 state pages" in notes("--engine-version", "0.26.0")[0]

@@ -483,6 +483,27 @@ def _mamba_mode(spec: ModelSpec, dep: Deployment) -> str:
                                     requested=dep.mamba_cache_mode)
 
 
+def mamba_cache_notes(spec: ModelSpec, dep: Deployment, arch: str) -> tuple[str, ...]:
+    """What the estimate took for vLLM's prefix caching of a model with state mixers (the
+    mode, where prefix caching was not asked, and the GPU assumption behind a Gated DeltaNet
+    checkpoint block); () for any other model or engine."""
+    if _model_mixer(spec) is None or not engine_of(dep).models_state_mixers:
+        return ()
+    mode = _mamba_mode(spec, dep)
+    if mode == "none":
+        return ()
+    pages = _state_pages(spec, dep, arch, mode)
+    held = (f"{pages} state pages a request in each state group" if pages
+            else "a state page per block of context in each state group")
+    how = ("--enable-prefix-caching" if dep.enable_prefix_caching
+           else f"prefix caching, on by default for hybrid models in vLLM {dep.engine_version}")
+    note = f"{how}: mamba_cache_mode '{mode}', {held}"
+    if mode == "align" and "gdn" in _mixer_kinds(spec) and pages == 3 and arch != "sm90":
+        note += (" (FlashInfer's Gated DeltaNet prefill and its checkpoint block assumed: "
+                 "CUDA runtime 13 or later)")
+    return (note + "; --no-enable-prefix-caching for 1",)
+
+
 @lru_cache(maxsize=64)
 def _mixer_kinds(spec: ModelSpec) -> frozenset[str]:
     """The ``StateMixer`` kinds of the model's layers (MLP-only layers left out)."""
