@@ -671,7 +671,8 @@ def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
     # (read in v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
     # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size); from
     # 0.20.1 int(max_concurrency × max_model_len) for state groups too (rows 109/110 of
-    # tests/data/published.json, 0.24.0: 569,878 = int(300 / 69 × 131,072))
+    # tests/data/published.json, 0.24.0: 569,878 = int(300 / 69 × 131,072); 0.33.0
+    # v1/core/kv_cache_utils.py get_kv_cache_capacity)
     state = any(name == "state" for name, _b, _w, _n in plan.group_blocks)
     per_group = (state if hybrid_line_per_group is None
                  else hybrid_line_per_group and (state or plan.layout == "hybrid"))
