@@ -288,7 +288,8 @@ def test_fp8_kv_blocks_of_a_published_35b_log() -> None:
     the logged available KV memory the family's page gives the blocks that reproduce the logged
     concurrency and tokens to the digit, once vLLM's 'align' mamba cache mode (prefix caching on:
     two state pages per state group per request, ``MambaSpec.max_memory_usage_bytes``) is
-    counted by hand here — memprof's own concurrency does not count it yet (row 109's notes)."""
+    counted by hand here (memprof counts it from --enable-prefix-caching:
+    tests/test_mamba_cache_mode.py)."""
     spec = load_model(MOE)
     dep = Deployment(tp=1, kv_cache_dtype="fp8", max_model_len=131_072, engine_version="0.24.0")
     plan = kv_plan(spec, dep, ranks(dep)[0], spec.dtype)

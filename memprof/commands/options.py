@@ -266,6 +266,13 @@ def add(parser: argparse.ArgumentParser, option: Option, *, full_help: bool = Tr
                             metavar=option.metavar or option.dest.upper(),
                             nargs=None if option.required else "?", default=option.default)
         return
+    if option.kind == "bool" and option.deployment and option.default is None:
+        # a setting whose default is the engine's (vLLM's --enable-prefix-caching): both
+        # spellings, as vLLM's BooleanOptionalAction gives them; unset stays None
+        parser.add_argument(*option.names, dest=option.dest,
+                            action=argparse.BooleanOptionalAction, default=None,
+                            help=helptext)
+        return
     if option.kind == "bool":
         parser.add_argument(*option.names, dest=option.dest, action="store_true",
                             default=bool(option.default), help=helptext)

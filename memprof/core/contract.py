@@ -131,6 +131,8 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "no_gpu_peer_access": d.no_gpu_peer_access,
             "nnodes": d.nnodes,
             "disable_hybrid_kv_cache_manager": d.disable_hybrid_kv_cache_manager,
+            "enable_prefix_caching": d.enable_prefix_caching,
+            "mamba_cache_mode": d.mamba_cache_mode,
             "vllm_use_v1": d.vllm_use_v1,
             "vllm_use_flashinfer_sampler": d.vllm_use_flashinfer_sampler,
             "hf_overrides": d.hf_overrides,

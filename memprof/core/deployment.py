@@ -21,7 +21,7 @@ from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
 from memprof.core.engines.base import RankCoord
 from memprof.core.engines.sglang import SGLANG_MAX_PREFILL_TOKENS
 from memprof.core.engines.vllm import BLOCK_SIZE_CHOICES, DEFAULT_GPU_MEMORY_UTILIZATION
-from memprof.core.hybrid_state import HYBRID_STATE_V1
+from memprof.core.hybrid_state import HYBRID_STATE_V1, check_mamba_cache_mode
 from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
@@ -82,6 +82,11 @@ class Deployment:
     # vLLM --disable-hybrid-kv-cache-manager: sliding / chunked-local layers cached as full
     # attention (memprof.core.kvcache.unify_hybrid_specs)
     disable_hybrid_kv_cache_manager: bool = False
+    # vLLM --enable-prefix-caching / --no-enable-prefix-caching (None: the release's default,
+    # off for hybrid models before 0.26.0) and --mamba-cache-mode (None: what vLLM derives): the
+    # state pages a hybrid model's request holds (memprof/core/hybrid_state.py)
+    enable_prefix_caching: bool | None = None
+    mamba_cache_mode: str | None = None
     num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
     # vLLM's VLLM_USE_V1 (0 / 1; None: unset, V1 where the release's oracle accepts it):
     # engines/vllm.py V0_ENGINE, V1_FALLBACK
@@ -381,6 +386,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        f"{engine.display} serves on its V1 hybrid KV-cache manager from {first} "
                        f"(before, on V0's Mamba cache, which memprof does not model)",
                        hint=f"use --engine-version {first} or later")
+    check_mamba_cache_mode(dep.mamba_cache_mode, dep.engine_version)
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

@@ -38,6 +38,7 @@ from memprof.core.kvcache import (
     capacity_from_blocks,
     hybrid_token_line_per_group,
     kv_plan,
+    mamba_cache_notes,
     max_fitting_model_len,
 )
 from memprof.core.models import (
@@ -329,7 +330,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              + _input_notes(asked, spec, gpu)
              + tuple(engine.model_settings_notes(dep, asked,
                                                  spec.layers[0].attention.has_indexer))
-             + tuple(engine.batch_default_notes(asked, dep, gpu)))
+             + tuple(engine.batch_default_notes(asked, dep, gpu))
+             + mamba_cache_notes(spec, dep, gpu.arch))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=notes,

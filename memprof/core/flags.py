@@ -152,6 +152,18 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang sizes sliding-window and Mamba pools itself",
             help="vLLM only: one KV cache group; sliding-window and chunked-local layers "
             "cached as full attention."),
+    Setting(field="enable_prefix_caching", kind="bool",
+            note="SGLang's radix cache does not change its pools",
+            help="vLLM only: prefix caching on (--no-enable-prefix-caching: off); for a hybrid "
+            "model it sets the state pages a request holds (mamba_cache_mode).",
+            shown_default="the release's (off for hybrid models before 0.26.0)"),
+    Setting(field="mamba_cache_mode", kind="str",
+            note="SGLang sizes its Mamba pool itself",
+            help="vLLM 0.15.0 on, with prefix caching: 'align' (2 state pages a request, 3 "
+            "with a prefill checkpoint), 'all' (to 0.31.x, Mamba-2 models: a state page per "
+            "block of context), 'none'.",
+            choices_from="memprof.core.hybrid_state:MAMBA_CACHE_MODES",
+            shown_default="what vLLM derives from prefix caching", metavar="MODE"),
     Setting(field="num_speculative_tokens", kind="int",
             note="SGLang's speculative decoding is not modelled",
             help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),

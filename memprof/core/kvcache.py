@@ -30,6 +30,8 @@ from memprof.core.hybrid_state import (
     MLA_BLOCK_ALIGNMENT,
     AlignedPages,
     align_attention_block,
+    resolve_mamba_cache_mode,
+    state_pages_per_request,
 )
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
@@ -202,6 +204,11 @@ class KVPlan:
     # block stores (``Engine.sized_block_bytes``: SGLang's cell of a DeepSeek NSA model before
     # it counted the stored slot); 0: block_bytes
     sized_block_bytes: int = 0
+    # pages one request holds in each state group (``memprof.core.hybrid_state``'s
+    # ``state_pages_per_request``: 1 without prefix caching, 2 or 3 in vLLM's "align" mode, 0:
+    # one per block of context, its "all" mode)
+    state_pages: int = 1
+
     # the hash of the compared fields, computed once (as ``ModelSpec`` keeps its own): a plan is
     # part of the value key of ``_request_figures``, which every rank estimate looks up
     _hash: int = field(default=0, init=False, repr=False, compare=False)
@@ -219,7 +226,8 @@ class KVPlan:
         (sliding; 0.33.0 v1/kv_cache_interface.py SlidingWindowSpec.
         max_admission_blocks_per_request)."""
         flight = self.in_flight_batches * max_num_batched_tokens
-        return [_group_need(name, block, window, tokens, flight, max_num_batched_tokens)
+        return [_group_need(name, block, window, tokens, flight, max_num_batched_tokens,
+                            self.state_pages)
                 for name, block, window, _n in self.group_blocks]
 
     def blocks_per_request(self, tokens: int, max_num_batched_tokens: int) -> int:
@@ -249,14 +257,16 @@ class KVPlan:
 
 
 def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
-                max_num_batched_tokens: int) -> int:
+                max_num_batched_tokens: int, state_pages: int = 1) -> int:
     """Blocks one request of ``tokens`` takes in one group, by the group's spec kind (the part
     of ``name`` before ``/``):
 
-    - ``state`` (Mamba / linear-attention state): one block per request, whatever its length
-      (``MambaSpec.max_memory_usage_bytes`` = ``page_size_bytes``; read in vLLM v0.10.2
-      v1/kv_cache_interface.py, confirmed by the v0.10.2 Qwen3-Next log quoted in
-      tests/test_hybrid_kv_groups.py);
+    - ``state`` (Mamba / linear-attention state): ``state_pages`` blocks per request, whatever
+      its length — one without prefix caching (``MambaSpec.max_memory_usage_bytes`` =
+      ``page_size_bytes``; read in vLLM v0.10.2 v1/kv_cache_interface.py, confirmed by the
+      v0.10.2 Qwen3-Next log quoted in tests/test_hybrid_kv_groups.py), 2 or 3 in the "align"
+      mode of prefix caching (``memprof.core.hybrid_state.state_pages_per_request``), and
+      ``cdiv(tokens, block)`` (``state_pages`` 0) in its "all" mode;
     - ``chunked`` (chunked local attention, ``window`` = ``attention_chunk_size``):
       ``cdiv(min(chunk + max_num_batched_tokens, tokens), block)``
       (``ChunkedLocalAttentionSpec.max_memory_usage_bytes``, v1/kv_cache_interface.py);
@@ -265,7 +275,7 @@ def _group_need(name: str, block: int, window: int, tokens: int, flight: int,
     """
     kind = name.split("/", 1)[0]
     if kind == "state":
-        return 1
+        return state_pages or cdiv(tokens, block)
     if kind == "chunked":
         return cdiv(min(window + max_num_batched_tokens, tokens), block)
     if window:
@@ -424,7 +434,8 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     if KV_DTYPES[kv].turboquant and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.name.upper()}; use fp8")
-    aligned = _hybrid_alignment(spec, dep, kv, model_dtype, block, align)
+    mode = _mamba_mode(spec, dep) if _model_mixer(spec) is not None else "none"
+    aligned = _hybrid_alignment(spec, dep, kv, model_dtype, block, align, mode)
     if aligned is not None:
         block = aligned.block_size
     flight = 1  # SWA_IN_FLIGHT_BATCHES: max_concurrent_batches
@@ -458,7 +469,9 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         specs = pad_state_pages(specs, aligned)
     if dep.disable_hybrid_kv_cache_manager or (len(made) > 1 and _cached_as_full(specs, dep)):
         specs = unify_hybrid_specs(specs)
-    plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight)
+    plan = replace(_grouped_plan(specs, block, kv), in_flight_batches=flight,
+                   state_pages=_state_pages(spec, dep, arch, mode) if aligned is not None
+                   else 1)
     if plan.layout == "uniform":
         sized = engine_of(dep).sized_block_bytes(dep, plan.layers)
         if sized and sized != plan.block_bytes:
@@ -471,6 +484,72 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
         page = specs[0].page_bytes
         plan = replace(plan, layer_sum_pages=tuple((c, page) for _k, c in sorted(types.items())))
     return plan
+
+
+def _mamba_mode(spec: ModelSpec, dep: Deployment) -> str:
+    """The ``mamba_cache_mode`` vLLM runs the model in at the deployment's release
+    (``memprof.core.hybrid_state.resolve_mamba_cache_mode``; "none" for a model without state
+    mixers)."""
+    return resolve_mamba_cache_mode(version=dep.engine_version, mixers=_mixer_kinds(spec),
+                                    enable_prefix_caching=dep.enable_prefix_caching,
+                                    requested=dep.mamba_cache_mode)
+
+
+def mamba_cache_notes(spec: ModelSpec, dep: Deployment, arch: str) -> tuple[str, ...]:
+    """What the estimate took for vLLM's prefix caching of a model with state mixers (the
+    mode, where prefix caching was not asked, and the GPU assumption behind a Gated DeltaNet
+    checkpoint block); () for any other model or engine."""
+    if _model_mixer(spec) is None or not engine_of(dep).models_state_mixers:
+        return ()
+    mode = _mamba_mode(spec, dep)
+    if mode == "none":
+        return ()
+    pages = _state_pages(spec, dep, arch, mode)
+    held = (f"{pages} state pages a request in each state group" if pages
+            else "a state page per block of context in each state group")
+    how = ("--enable-prefix-caching" if dep.enable_prefix_caching
+           else f"prefix caching, on by default for hybrid models in vLLM {dep.engine_version}")
+    note = f"{how}: mamba_cache_mode '{mode}', {held}"
+    if mode == "align" and "gdn" in _mixer_kinds(spec) and pages == 3 and arch != "sm90":
+        note += (" (FlashInfer's Gated DeltaNet prefill and its checkpoint block assumed: "
+                 "CUDA runtime 13 or later)")
+    return (note + "; --no-enable-prefix-caching for 1",)
+
+
+@lru_cache(maxsize=64)
+def _mixer_kinds(spec: ModelSpec) -> frozenset[str]:
+    """The ``StateMixer`` kinds of the model's layers (MLP-only layers left out)."""
+    return frozenset(layer.attention.mixer.kind for layer in spec.layers
+                     if layer.attention.mixer and layer.attention.mixer.kind != "none")
+
+
+def _state_pages(spec: ModelSpec, dep: Deployment, arch: str, mode: str) -> int:
+    """Pages a request holds in each state group of a model with state mixers, by the mode
+    vLLM's prefix caching runs it in (``memprof.core.hybrid_state``'s release table; 0: a page
+    per block of context, mode "all")."""
+    mixer = _model_mixer(spec)
+    assert mixer is not None and mixer.mixer is not None
+    return state_pages_per_request(mode, mixer.mixer.kind, dep.engine_version, arch,
+                                   mixer.mixer.head_k_dim)
+
+
+def _mamba_chunk(spec: ModelSpec, dep: Deployment) -> int:
+    """The Mamba-2 chunk size a state cached per block aligns the attention block to
+    (``ModelConfig.get_mamba_chunk_size``: ``mamba_chunk_size``, else ``chunk_size``, of the
+    config); a config without one is refused."""
+    for key in ("mamba_chunk_size", "chunk_size"):
+        value = spec.raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    asked = ("--mamba-cache-mode all" if dep.mamba_cache_mode == "all" else
+             "prefix caching" + (" (on by default for hybrid models at this release)"
+                                 if dep.enable_prefix_caching is None else ""))
+    raise BadInput(f"{asked}: vLLM {dep.engine_version} caches {spec.name}'s Mamba-2 state per "
+                   "block on a block aligned to the Mamba chunk size (mamba_cache_mode 'all'), "
+                   "and its config states no mamba_chunk_size or chunk_size (vLLM takes the "
+                   "transformers class default, which memprof does not read)",
+                   hint="add --no-enable-prefix-caching, or --mamba-cache-mode align "
+                   "(vLLM 0.15.0 to 0.31.x)")
 
 
 def _cached_as_full(specs: list[KVLayerSpec], dep: Deployment) -> bool:
@@ -495,14 +574,15 @@ def _model_mixer(spec: ModelSpec) -> Attention | None:
 
 
 def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: str, block: int,
-                      align: int) -> AlignedPages | None:
+                      align: int, mode: str = "none") -> AlignedPages | None:
     """The attention block size and state page of a model with state mixers (vLLM v0.10.2 /
     v0.11.0 model_executor/models/config.py ``HybridAttentionMambaModelConfig.
     verify_and_update_config``): the attention page of one token (the model's attention kind at
     ``block_size=1``, KV heads per rank, ``--kv-cache-dtype``), the state page of one layer
     (``MambaSpec`` of the mixer's shapes and dtypes), the block raised to the kernel alignment
     (16; 64 for MLA) that makes the attention page hold one state, the state page padded up to
-    it. None for a model without state mixers."""
+    it; in ``mode`` "all" a multiple of the Mamba-2 chunk size instead (``_mamba_chunk``).
+    None for a model without state mixers."""
     mixer = _model_mixer(spec)
     if mixer is None or mixer.mixer is None:
         return None
@@ -513,7 +593,8 @@ def _hybrid_alignment(spec: ModelSpec, dep: Deployment, kv: str, model_dtype: st
                         dep.engine_version)
     return align_attention_block(
         attn_bytes_per_token=one_token[0].page_bytes, state_bytes=state, block_size=block,
-        alignment=MLA_BLOCK_ALIGNMENT if kind.backend_picks_block else ATTENTION_BLOCK_ALIGNMENT)
+        alignment=MLA_BLOCK_ALIGNMENT if kind.backend_picks_block else ATTENTION_BLOCK_ALIGNMENT,
+        chunk=_mamba_chunk(spec, dep) if mode == "all" else 0)
 
 
 def _grouped_plan(specs: list[KVLayerSpec], block: int, kv: str) -> KVPlan:
@@ -576,7 +657,8 @@ class KVCapacity:
 
 
 def capacity(plan: KVPlan, available_bytes: int, max_model_len: int,
-             max_num_batched_tokens: int, hybrid_line_per_group: bool = False) -> KVCapacity:
+             max_num_batched_tokens: int, hybrid_line_per_group: bool | None = None
+             ) -> KVCapacity:
     blocks = max(0, available_bytes // plan.block_bytes) if available_bytes > 0 else 0
     return capacity_from_blocks(plan, blocks, max_model_len, max_num_batched_tokens,
                                 hybrid_line_per_group)
@@ -591,15 +673,23 @@ def hybrid_token_line_per_group(version: str | None, engine: str = "vllm") -> bo
 
 def capacity_from_blocks(plan: KVPlan, blocks: int, max_model_len: int,
                          max_num_batched_tokens: int,
-                         hybrid_line_per_group: bool = False) -> KVCapacity:
+                         hybrid_line_per_group: bool | None = None) -> KVCapacity:
+    """Blocks → tokens, concurrency and admission. ``hybrid_line_per_group``: whether the
+    release prints a hybrid or state pool's token line per group
+    (``hybrid_token_line_per_group``); None, where no release is named: per group for a pool
+    with state groups only (the releases the hybrid-state logs of the tests come from)."""
     per_req, conc_blocks, request_bytes = _request_figures(plan, max_model_len,
                                                            max_num_batched_tokens)
     conc = blocks / conc_blocks if conc_blocks else 0.0
-    # a pool with state groups: "GPU KV cache size" as those releases print it (read in
-    # v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
-    # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size)
-    per_group = (any(name == "state" for name, _b, _w, _n in plan.group_blocks)
-                 or (plan.layout == "hybrid" and hybrid_line_per_group))
+    # a pool with state groups or a hybrid pool: "GPU KV cache size" as 0.9.1–0.20.0 print it
+    # (read in v0.10.2, v0.11.0, v0.12.0, v0.14.1 and v0.18.0 v1/core/kv_cache_utils.py
+    # _report_kv_cache_config: num_blocks // len(kv_cache_groups) × min block size); from
+    # 0.20.1 int(max_concurrency × max_model_len) for state groups too (rows 109/110 of
+    # tests/data/published.json, 0.24.0: 569,878 = int(300 / 69 × 131,072); 0.33.0
+    # v1/core/kv_cache_utils.py get_kv_cache_capacity)
+    state = any(name == "state" for name, _b, _w, _n in plan.group_blocks)
+    per_group = (state if hybrid_line_per_group is None
+                 else hybrid_line_per_group and (state or plan.layout == "hybrid"))
     tokens = (logged_tokens_per_group(plan, blocks) if per_group
               else int(conc * max_model_len))
     return KVCapacity(

@@ -31,7 +31,7 @@ from memprof.core.engines.sglang_req_pool import SGLANG_REQ_TO_TOKEN
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
-from memprof.core.hybrid_state import HYBRID_STATE_V1
+from memprof.core.hybrid_state import HYBRID_STATE_V1, MAMBA_CACHE_RULES
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
     CONCURRENCY_GROUP0_PAGE,
@@ -101,7 +101,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_MOE_GROUPS,
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
     SGLANG_REQ_TO_TOKEN,
-    HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG,
+    HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, ROCM_FP8_BLOCK_PADDING,
@@ -115,7 +115,7 @@ def all_rules() -> list[Rule]:
 
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
-                          "state", "mamba2", "multimodal", "marlin", "fp8_block"})
+                          "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -126,7 +126,7 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``chunked`` (a chunked-local layer), ``mxfp4``, ``marlin`` (AWQ, GPTQ or fp8: a format
     some GPUs run on Marlin), ``fp8_block`` (a block-fp8 checkpoint), ``nccl``, ``state`` (a
     layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
-    ``mamba2`` (a Mamba-2 one), ``multimodal`` (a vision tower)."""
+    ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -155,6 +155,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("state")
         if any(m.kind == "mamba2" for m in mixers):
             out.add("mamba2")
+        if any(m.kind == "gdn" for m in mixers):
+            out.add("gdn")
     if spec.vision is not None:
         out.add("multimodal")
     return frozenset(out)

@@ -78,7 +78,7 @@ _VLLM_IGNORED = [
               "--middleware", "--lora-modules", "--prompt-adapters"),
     *_ignored("flag", "--trust-remote-code", "--disable-log-stats", "--disable-log-requests",
               "--enable-log-requests", "--disable-frontend-multiprocessing",
-              "--enable-auto-tool-choice", "--enable-prefix-caching", "--enable-chunked-prefill",
+              "--enable-auto-tool-choice", "--enable-chunked-prefill",
               "--skip-tokenizer-init", "--enable-request-id-headers",
               "--disable-fastapi-docs", "--enable-server-load-tracking",
               "--return-tokens-as-token-ids",

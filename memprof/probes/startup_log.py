@@ -350,7 +350,7 @@ LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens",
                  "gpu_memory_utilization", "block_size", "enforce_eager", "dtype",
                  "mem_fraction_static", "enable_dp_attention", "chunked_prefill_size",
-                 "cuda_graph_max_bs", "nnodes")
+                 "cuda_graph_max_bs", "nnodes", "enable_prefix_caching", "mamba_cache_mode")
 
 
 def _config_keys() -> dict[str, str]:

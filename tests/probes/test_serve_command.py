@@ -33,9 +33,12 @@ def test_vllm_serve_flags_applied_and_ignored() -> None:
         "--gpu-memory-utilization=0.85 --kv_cache_dtype fp8 --enforce-eager --host 0.0.0.0 "
         "--port 8000 --trust-remote-code --cpu-offload-gb 4 --no-enable-prefix-caching"))
     assert c.engine == "vllm" and c.model == "Qwen/Qwen3-32B"
+    # --no-enable-prefix-caching moves memory for hybrid models (vLLM's mamba_cache_mode):
+    # applied, not ignored
     assert c.settings == {"tp": 2, "max_model_len": 32000, "gpu_memory_utilization": 0.85,
-                          "kv_cache_dtype": "fp8", "enforce_eager": True}
-    assert c.ignored == ("--host", "--port", "--trust-remote-code", "--no-enable-prefix-caching")
+                          "kv_cache_dtype": "fp8", "enforce_eager": True,
+                          "enable_prefix_caching": False}
+    assert c.ignored == ("--host", "--port", "--trust-remote-code")
     assert [f for f, _ in c.not_modelled] == ["--cpu-offload-gb"]
     assert "32K" not in c.describe()[0]
 
@@ -99,7 +102,7 @@ def test_files() -> None:
     c = parse_file(str(DATA / "serve.sh"))
     assert (c.engine, c.model) == ("vllm", "Qwen/Qwen3-32B")
     assert c.settings == {"tp": 2, "max_model_len": 32768, "gpu_memory_utilization": 0.9,
-                          "kv_cache_dtype": "fp8"}
+                          "kv_cache_dtype": "fp8", "enable_prefix_caching": True}
     c = parse_file(str(DATA / "docker-compose.yml"))
     assert c.settings == {"tp": 2, "max_model_len": 32768, "max_num_seqs": 128}
     c = parse_file(str(DATA / "k8s.yaml"))

@@ -481,6 +481,8 @@ class VLLM(Engine):
         "no_gpu_peer_access": ("--no-gpu-peer-access",),
         "nnodes": ("--nnodes",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
+        "enable_prefix_caching": ("--enable-prefix-caching",),
+        "mamba_cache_mode": ("--mamba-cache-mode",),
         "assume_architecture": ("--assume-architecture",),
         "vllm_use_v1": ("--vllm-use-v1",),
         "vllm_use_flashinfer_sampler": ("--vllm-use-flashinfer-sampler",),
