@@ -83,8 +83,9 @@ def test_an_rtx_3090_context_by_hand() -> None:
     assert cuda_context(find_gpu("RTX-3090"))[0] == 404_553_728
 
 
-@pytest.mark.parametrize("name", ["B200", "GB200", "B300", "H20", "GB10", "MI300X"])
+@pytest.mark.parametrize("name", ["GB10", "MI300X", "MI355X", "RX-7900-XTX"])
 def test_cards_without_the_facts_keep_the_h100_context(name: str) -> None:
+    # GB10: sm121 has no thread limit here; ROCm: the stack reservation is the CUDA driver's
     gpu = find_gpu(name)
     assert gpu.is_rocm or gpu.sm_count is None or gpu.arch not in MAX_THREADS_PER_SM
     assert cuda_context(gpu)[0] == CUDA_CONTEXT_BYTES

@@ -38,8 +38,9 @@ class GPU:
     # every GPU pair of the host joined by NVLink (NVSwitch) or an xGMI full mesh: what vLLM's
     # platform ``is_fully_connected`` reports (see configs/gpus.json's _about)
     fully_connected: bool = False
-    # streaming multiprocessors (torch ``multi_processor_count``); None where the catalog does
-    # not state it (see configs/gpus.json's _about)
+    # torch ``multi_processor_count``: streaming multiprocessors on NVIDIA, HIP's compute units on
+    # ROCm (workgroup processors on RDNA); None for a card described by ``--gpu-memory`` (see
+    # configs/gpus.json's _about)
     sm_count: int | None = None
     # NVML's nvmlDeviceGetMemoryInfo works on this card; False on integrated, unified-memory parts
     # (GB10) where it is not supported (configs/gpus.json nvml_memory_info_source)

@@ -57,9 +57,10 @@ SAMPLER_TRITON_MIN_ROWS = 8
 # ``NUM_PROGRAMS = min(num_sm, batch_size)``, ``size = min(next_power_of_2(NUM_PROGRAMS),
 # num_sm)``, ``logits.new_empty((size, vocab_size))``; ``num_compute_units`` is
 # ``torch.cuda.get_device_properties(i).multi_processor_count`` on CUDA and ROCm,
-# vllm/platforms/cuda.py / rocm.py). The compute units are the catalog's ``sm_count``; a card
-# without one (ROCm's CU count is not in the catalog; B200, GB200, B300, H20) keeps the 132 SMs
-# of an H100/H200 SXM, and the component says so.
+# vllm/platforms/cuda.py / rocm.py). The compute units are the catalog's ``sm_count``: SMs on
+# NVIDIA, HIP's multiProcessorCount on ROCm (CUs on CDNA, workgroup processors of two CUs on RDNA;
+# configs/gpus.json cites each). A card without one (described by ``--gpu-memory``) keeps the
+# 132 SMs of an H100/H200 SXM, and the component says so.
 SAMPLER_TRITON_BUFFER_ROWS = 132
 
 # ``Tensor.sort`` along the vocab on CUDA: what PyTorch allocates beside the sorted values and
@@ -85,7 +86,7 @@ def sampler_triton_buffer_rows(gpu: GPU, rows: int) -> tuple[int, str]:
     catalog's ``sm_count`` (``SAMPLER_TRITON_BUFFER_ROWS``, the H100's 132, where the catalog
     has none: the second value, a label suffix, then says so; empty on a 132-SM card)."""
     units = gpu.sm_count
-    how = f" ({units} SMs)"
+    how = f" ({units} {'compute units' if gpu.is_rocm else 'SMs'})"
     if units is None:
         units = SAMPLER_TRITON_BUFFER_ROWS
         how = (f" ({units} SMs of an H100 [assumed: {gpu.name}'s compute units are not in the "

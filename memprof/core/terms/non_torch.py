@@ -350,9 +350,11 @@ def cuda_context(gpu: GPU) -> tuple[int, str]:
     (``CONTEXT_REST_BYTES``) plus the card's own stack reservation, SMs × max resident threads
     per SM × 1 KiB (``MAX_THREADS_PER_SM``, the catalog's ``sm_count``), which is the H100's
     measured figure byte for byte on every 132-SM sm90 card and 36 MiB less on the 114-SM H100
-    PCIe. ROCm, and a card whose SM count (B200, GB200, B300, H20) or architecture's thread limit
-    (sm121) memprof lacks, keep the H100's figure, as the estimate's platform note
-    (``memprof.core.gpus.platform_note``) says of every architecture other than sm90."""
+    PCIe. ROCm keeps the H100's figure (the stack reservation is the CUDA driver's; a ROCm row's
+    count is HIP's compute units, which only the sampler's buffer reads), and so does a card
+    without an SM count (one described by ``--gpu-memory``) or whose architecture's thread limit
+    memprof lacks (sm121), as the estimate's platform note (``memprof.core.gpus.platform_note``)
+    says of every architecture other than sm90."""
     threads = MAX_THREADS_PER_SM.get(gpu.arch)
     if gpu.is_rocm or threads is None or gpu.sm_count is None:
         return CUDA_CONTEXT_BYTES, CONTEXT_MEASURED
