@@ -57,13 +57,18 @@ class KVQuery(NamedTuple):
 class ActQuery(NamedTuple):
     """What a kind needs to size its attention's live set in one forward of ``t`` tokens on one
     rank: the model dtype's bytes ``s``, the TP size, decode (CUDA-graph capture) or the profile
-    run, and MLA's chunked-prefill rows (``mla_chunked_prefill_rows``)."""
+    run, MLA's chunked-prefill rows (``mla_chunked_prefill_rows``), and how the engine's profile
+    run treats attention: ``eager_prefill`` "" (attention skipped, the engine's worst-case
+    buffers only), "prefill" (the prefill runs in full) or "prefill+out" (in full, into an output
+    buffer ``[t, hidden]`` allocated before it)."""
 
     t: int
     s: int
     tp: int
     decode: bool
     chunked_prefill_rows: Callable[[], int]
+    eager_prefill: str = ""
+    hidden: int = 0
 
 
 class AttentionStage(NamedTuple):

@@ -83,8 +83,13 @@ class MLA(AttentionKind):
 
         Profile run (``decode=False``): ``MLAAttention.forward`` with no metadata allocates the
         worst-case kv_b_proj output ``[W, heads_local, qk_nope+v]`` (W = the chunked-prefill
-        rows) and returns ``output.fill_(0)``. Decode (CUDA-graph capture, ``decode=True``):
-        the absorbed q [b, h, kv_lora+rope] and the latent attention output [b, h, kv_lora].
+        rows) and returns ``output.fill_(0)``. Where the profile run runs the prefill in full
+        (``q.eager_prefill``: ``_forward_prefill_flash`` / ``_forward_prefill``), the live set at
+        the output projection is instead the kv_b_proj output ``[T, h, nope+v]``, K with the
+        RoPE part appended ``[T, h, qk]``, V padded to the qk head size ``[T, h, qk]`` and the
+        sliced output ``[T, h·v]``, with "prefill+out" also the layer's output ``[T, hidden]``
+        allocated before the prefill. Decode (CUDA-graph capture, ``decode=True``): the absorbed
+        q [b, h, kv_lora+rope] and the latent attention output [b, h, kv_lora].
         """
         t, s, h_l = q.t, q.s, a.num_heads // q.tp
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -100,6 +105,11 @@ class MLA(AttentionKind):
         if q.decode:
             parts += [("absorbed q [b,h,kv_lora+rope]", t * h_l * latent * s),
                       ("latent out [b,h,kv_lora]", t * h_l * a.kv_lora_rank * s)]
+        elif q.eager_prefill:
+            parts += [("kv_b out [T,h,nope+v]", t * h_l * (a.qk_nope_head_dim + a.v_head_dim) * s),
+                      ("k [T,h,qk]", t * h_l * qk * s), ("v padded [T,h,qk]", t * h_l * qk * s)]
+            if q.eager_prefill == "prefill+out":
+                parts.append(("layer output [T,H]", t * q.hidden * s))
         else:
             w = q.chunked_prefill_rows()
             parts += [(f"kv_b worst case [{w},h,nope+v]",

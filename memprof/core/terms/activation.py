@@ -134,6 +134,54 @@ V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
 )
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
 
+# vLLM V0's profile run (``ModelRunner._dummy_run``) builds attention metadata for its dummy
+# prompts, so the MLA backend runs the prefill in full instead of V1's metadata-less worst-case
+# buffer: ``kv_b_proj(kv_c_normed)`` [T, h, nope+v], ``k = torch.cat((k_nope, k_pe))``
+# [T, h, qk], V padded to qk (``F.pad``) [T, h, qk], ``flash_attn_varlen_func``, the output sliced
+# to [T, h·v] and ``o_proj``; all but the attention output are locals alive through ``o_proj``.
+# From 0.8.0 ``MLACommonImpl.forward`` first allocates the layer's output [T, hidden]
+# (``output = torch.empty(num_prefill_tokens + num_decode_tokens, o_proj.output_size)``) and
+# copies ``_forward_prefill``'s result into it. ``value``: the ``ActQuery.eager_prefill`` mode.
+V0_MLA_PREFILL_PROFILE: tuple[Rule, ...] = (
+    Rule(name="v0_mla_prefill_profile", changes="activation peak: MLA attention",
+         since="0.7.1", until="0.8.0", value="prefill",
+         introduced_by="V0 MLA backends (read from 0.7.1 on)",
+         removed_by="MLACommonImpl.forward's output buffer (read in 0.8.0)",
+         source="0.7.1, 0.7.2 and 0.7.3 attention/backends/mla/utils.py MLACommonImpl.forward, "
+         "_forward_prefill_flash; worker/model_runner.py ModelRunner._dummy_run "
+         "(prepare_model_input of the dummy prompts)", generation="v0"),
+    Rule(name="v0_mla_prefill_profile", changes="activation peak: MLA attention",
+         since="0.8.0", until="0.8.3", value="prefill+out",
+         introduced_by="MLACommonImpl.forward's output buffer (read in 0.8.0)",
+         removed_by="not read after 0.8.2",
+         source="0.8.0, 0.8.1 and 0.8.2 attention/backends/mla/common.py MLACommonImpl.forward "
+         "(output = torch.empty(..., self.o_proj.output_size)), _forward_prefill",
+         generation="v0"),
+)
+
+# The Triton fused-MoE caches of these releases are ``torch.empty``'d on every call of
+# ``fused_experts_impl`` and freed when the layer returns (no workspace kept across layers), so
+# they add to the MoE stage only and never to another layer's stage: w13 of N = 2·I_l rows,
+# M = min(T, ``VLLM_FUSED_MOE_CHUNK_SIZE``). 0.7.x: ``intermediate_cache1`` [M, k, N],
+# ``intermediate_cache2`` [M·k, N/2], ``intermediate_cache3`` [M, k, H]; 0.8.x: caches 1 and 3
+# share ``cache13`` [M·k·max(N, H)] beside ``intermediate_cache2`` [M·k, N/2]. V1 of 0.8.x calls
+# the same function; its profile run skips attention, so its MoE stage is the largest and the
+# two accountings agree, and this rule is read for V0 only. ``value``: "separate" / "cache13".
+V0_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
+    Rule(name="v0_moe_caches_per_call", changes="activation peak: fused-MoE caches",
+         since="0.7.1", until="0.8.0", value="separate",
+         introduced_by="before 0.7.1 (read from 0.7.1 on)",
+         removed_by="cache13 (read in 0.8.0)",
+         source="0.7.1, 0.7.2 and 0.7.3 model_executor/layers/fused_moe/fused_moe.py "
+         "fused_experts_impl: intermediate_cache1/2/3 torch.empty per call", generation="v0"),
+    Rule(name="v0_moe_caches_per_call", changes="activation peak: fused-MoE caches",
+         since="0.8.0", until="0.8.3", value="cache13",
+         introduced_by="cache13 (read in 0.8.0)", removed_by="not read after 0.8.2",
+         source="0.8.0, 0.8.1 and 0.8.2 model_executor/layers/fused_moe/fused_moe.py "
+         "fused_experts_impl: cache13 = torch.empty(M * top_k_num * max(N, w2.shape[1])), "
+         "intermediate_cache2 torch.empty per call", generation="v0"),
+)
+
 # vLLM V1 before the Triton top-k/top-p kernel: ``apply_top_k_top_p``
 # (vllm/v1/sample/ops/topk_topp_sampler.py, read in the 0.8.0, 0.8.3, 0.10.1, 0.11.0 and 0.16.0
 # wheels) sorts the fp32 logits on every row count; 0.17.0 adds topk_topp_triton.py and sorts
@@ -384,8 +432,34 @@ def _marlin_moe_caches(ctx: TermContext, layer: Layer, t: int) -> int:
 
 
 def _caches_per_call(ctx: TermContext) -> bool:
-    """``moe_caches_per_call`` for this rank's deployment."""
-    return moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, ctx.dep.engine_version)
+    """``moe_caches_per_call`` for this rank's deployment, or a release whose Triton fused-MoE
+    caches live per call (``V0_MOE_CACHES_PER_CALL``)."""
+    return (moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, ctx.dep.engine_version)
+            or _v0_moe_caches(ctx.dep) is not None)
+
+
+def _v0_moe_caches(dep: Deployment) -> str | None:
+    """The ``V0_MOE_CACHES_PER_CALL`` layout in force, if any."""
+    r = rule_in_force(V0_MOE_CACHES_PER_CALL, dep.engine_version, dep.engine)
+    return None if r is None else str(r.value)
+
+
+def _per_call_moe_caches(ctx: TermContext, layer: Layer, t: int) -> tuple[str, int]:
+    """The MoE stage's per-call caches: Marlin's (``moe_caches_per_call``) or the Triton
+    fused-MoE caches of ``V0_MOE_CACHES_PER_CALL`` (w13 of N = 2·I_l rows, M chunked)."""
+    layout = _v0_moe_caches(ctx.dep)
+    if layout is None or moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch,
+                                             ctx.dep.engine_version):
+        return "Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t)
+    s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
+    m, i_l, _e = _moe_dims(ctx, layer, t)
+    mc = min(m, fused_moe_chunk(ctx.dep.engine_version))
+    n = 2 * i_l
+    if layout == "cache13":
+        return ("fused-MoE cache13 [M·k·max(N,H)] + cache2 [M·k,N/2] (per call)",
+                mc * k * max(n, h) * s + mc * k * i_l * s)
+    return ("fused-MoE caches [M,k,N] + [M·k,N/2] + [M,k,H] (per call)",
+            mc * k * (n + i_l + h) * s)
 
 
 def _moe_stage(ctx: TermContext, layer: Layer, t: int) -> list[tuple[str, int]]:
@@ -458,8 +532,10 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         if spec.hc_mult:
             emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
         stages.append(Stage("embedding", tuple(emb)))
+    eager = rule_in_force(V0_MLA_PREFILL_PROFILE, dep.engine_version, dep.engine)
     query = ActQuery(t=t, s=s, tp=dep.tp, decode=decode,
-                     chunked_prefill_rows=lambda: mla_chunked_prefill_rows(ctx))
+                     chunked_prefill_rows=lambda: mla_chunked_prefill_rows(ctx),
+                     eager_prefill="" if eager is None else str(eager.value), hidden=h)
     for layer, _n in rank_layer_kinds(spec, dep, ctx.coord):
         a, mlp = layer.attention, layer.mlp
         attn = kind_of(a).activation(a, query)
@@ -467,8 +543,7 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
                             tuple(base + attn.parts + _row_parallel_out(ctx, t, attn.out_proj))))
         stages += [Stage(label, tuple(base + parts)) for label, parts in attn.extra]
         if mlp.kind == "moe":
-            caches = ([("Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t))]
-                      if moe_caches else [])
+            caches = [_per_call_moe_caches(ctx, layer, t)] if moe_caches else []
             stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t) + caches)))
         elif mlp.kind == "dense":  # "none": a hybrid layer that is only a token mixer
             stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
@@ -595,6 +670,10 @@ def activation_terms(ctx: TermContext) -> list[Component]:
                                 the DSv4 C4 sparse indexer op, sampler) of the tensors live there
              + the fused-MoE WorkspaceManager buffer (persistent from the first MoE layer on)
              + cuBLAS workspace × streams
+
+    Where the MoE caches live per call (Marlin's ``moe_caches_per_call``; the Triton caches of
+    ``V0_MOE_CACHES_PER_CALL``) they join the MoE stage instead of the workspace term; under V0
+    (``V0_MLA_PREFILL_PROFILE``) the MLA attention stage is the full prefill's.
 
     Each stage = residual + layer input (DSv4: [T, hc, H] + [T, H]) + the stage's outputs (see
     the ``_*_stage`` docstrings). With DP each rank runs T tokens; with DP>1 MoE experts see T·dp.
