@@ -129,6 +129,36 @@ CUBLAS_SMALL_POOL_SAVING_BYTES = CUBLAS_AFTER_FIRST_KERNEL_BYTES - CUBLAS_STEP_S
 CUBLAS_POOL_SOURCE = ("cuBLAS default workspace pool: 4 MiB-class on {arch} (cuBLAS "
                       "cublasSetWorkspace table, \":4096:2:16:8\"), 10 MiB as measured on H100 "
                       "with that setting, reports/gpu/context/cublas-pool-h100.json")
+# The profile run's whole non-torch increase as vLLM itself printed it on an architecture no
+# golden measured (reports/published/non-torch-breakdown.md, each line quoted with its URL).
+# vLLM's V0 worker (0.7.1 and 0.7.2 worker/worker.py ``determine_num_available_blocks``) logs
+# "non_torch_memory takes X GiB" = ``memory_profiling``'s ``non_torch_increase``, the non-torch
+# memory gained from the worker's baseline snapshot (taken in ``init_device`` after the CUDA
+# context, before the distributed init and the model load: ``NCCL_PLACEMENT``) to after the
+# profile run (utils.py ``memory_profiling``: ``diff_from_create.non_torch_memory``). At TP1 no
+# NCCL communicator exists, so the reading is this component's quantity summed: the cuBLAS
+# handle's pool, the first fill kernel's lazily loaded modules and any other module a kernel of
+# the load or the profile run loads. Both releases pin torch 2.5.1 (wheel METADATA).
+# sm86, two TP1 readings agreeing within the log's 0.01 GiB rounding:
+#   A10 (OCI shape), vLLM 0.7.1, Llama-3.1-8B bf16: "non_torch_memory takes 0.05GiB"
+#   RTX 3090, vLLM 0.7.2, DeepSeek-R1-Distill-Llama-8B bf16: "non_torch_memory takes 0.06GiB"
+# memprof takes the midpoint, 0.055 GiB, ± 0.01 GiB (the two readings' rounding intervals
+# together span [0.045, 0.065) GiB). sm80 and sm89 keep the H100 steps (their readings, in the
+# report, either agree with them already or disagree with each other).
+PUBLISHED_NON_TORCH_GIB: dict[str, float] = {"sm86": 0.055}
+PUBLISHED_NON_TORCH_SOURCE: dict[str, str] = {
+    "sm86": "published reading, vLLM 0.7.1/0.7.2 V0 'non_torch_memory takes 0.05GiB' (A10) / "
+            "'0.06GiB' (RTX 3090) at TP1: 0.055 GiB ± 0.01 GiB; "
+            "reports/published/non-torch-breakdown.md"}
+
+
+def published_non_torch_bytes(arch: str) -> int | None:
+    """The profile run's whole non-torch increase at TP1 on ``arch`` as vLLM's own breakdown line
+    printed it (``PUBLISHED_NON_TORCH_GIB``), or None where no agreeing readings exist."""
+    gib = PUBLISHED_NON_TORCH_GIB.get(arch)
+    return None if gib is None else round(gib * 2**30)
+
+
 # The process's first fill kernel when no GEMM ran before it: 96,468,992 B (the 2-rank matrix's
 # context step, a torch.zeros, reports/gpu/nccl/README.md "The profile run's non-torch at TP";
 # with the cuBLAS step after it, 69,206,016 B, the same 158 MiB as the two steps the other way
@@ -308,7 +338,8 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       the last is the process's first fill kernel, which a rank with an NCCL communicator ran
       in its warm-up: there 66 MiB in all, ``profile_run_increase``). The cuBLAS step is
       cuBLAS's default workspace pool: 56 MiB less on the architectures of cuBLAS's 4 MiB row
-      (Volta, Turing, Ampere, Ada: ``cublas_small_pool``).
+      (Volta, Turing, Ampere, Ada: ``cublas_small_pool``). On sm86 the whole sum is vLLM's own
+      published TP1 reading instead, 0.055 GiB (``published_non_torch_bytes``).
 
     - the TP group's custom all-reduce buffers where the engine uses it
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
@@ -389,8 +420,10 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     architecture of cuBLAS's 4 MiB row (``cublas_small_pool``) the pool is 56 MiB smaller
     (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (torch's modules loaded
     lazily, sm90's; not scaled by the stack limit:
-    reports/gpu/context/context-first-kernel-h100.json) is the H100's on every architecture:
-    nothing derives it for another."""
+    reports/gpu/context/context-first-kernel-h100.json) is the H100's on every architecture
+    but one whose TP1 sum vLLM printed (``published_non_torch_bytes``: sm86), where that
+    published reading replaces both steps; after an NCCL warm-up the cuBLAS step stays the
+    pool rule's (the reading does not split it)."""
     small = cublas_small_pool(ctx.gpu)
     saving = CUBLAS_SMALL_POOL_SAVING_BYTES if small else 0
     pool = "; " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch) if small else ""
@@ -410,6 +443,13 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
             formula="cuBLAS 66 MiB (H100, measured after the NCCL warm-up, whose torch.zeros "
             "ran the process's first kernel: its 92 MiB is in the communicator's row)" + tag)
     libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES
+    published = None if ctx.gpu.is_rocm else published_non_torch_bytes(ctx.gpu.arch)
+    if published is not None:
+        return Component(
+            name="non-torch increase (profile run)", category="non_torch", bytes=published,
+            where="budget", profiled=True,
+            formula="cuBLAS handle + first kernel's modules, taken as their sum: "
+            + PUBLISHED_NON_TORCH_SOURCE[ctx.gpu.arch] + tag)
     if small:
         return Component(
             name="non-torch increase (profile run)", category="non_torch", bytes=libs - saving,
