@@ -1,7 +1,8 @@
 """The V1 sampler warm-up through FlashInfer (``--vllm-use-flashinfer-sampler 1``,
 ``V1_FLASHINFER_SAMPLER`` in memprof/core/terms/activation.py): vLLM 0.9.0 – 0.11.0 sample the
 profile run's dummy requests with ``flashinfer.sampling.top_k_top_p_sampling_from_logits`` when
-FlashInfer is installed, with no torch sort.
+FlashInfer is installed, with no torch sort; 0.8.x (FlashInfer < 0.2.3) samples fp32 probs by
+rejection with ``top_k_top_p_sampling_from_probs``.
 
 The calibration case is published row 521 (vLLM 0.10.1.1, Qwen2-7B-Instruct on an A100 80GB,
 utilisation 0.25; the log prints "Using FlashInfer for top-p & top-k sampling."): the log's
@@ -41,6 +42,16 @@ def test_the_flashinfer_stage_is_a_hand_count() -> None:
         assert _activation(vllm_use_flashinfer_sampler=1, engine_version=v) == want, v
 
 
+def test_the_08_path_samples_the_probs_by_rejection() -> None:
+    """0.8.0–0.8.5.post1 (FlashInfer < 0.2.3): fp32 logits and fp32 probs, 8 B per element, no
+    top-k mask (``flashinfer_sample`` on the probs ``forward_cuda`` made)."""
+    want = T * H * 2 + R * V * 2 + 8 * R * V
+    for v in ("0.8.0", "0.8.2", "0.8.5.post1"):
+        got = _activation(vllm_use_flashinfer_sampler=1, engine_version=v, max_num_seqs=R,
+                          max_num_batched_tokens=T)
+        assert got == want, v
+
+
 def test_the_torch_sort_stays_the_default_and_costs_more() -> None:
     torch_sort = _activation()
     assert _activation(vllm_use_flashinfer_sampler=0) == torch_sort
@@ -55,10 +66,10 @@ def test_row_521_moves_to_the_log() -> None:
 
 
 def test_refusals() -> None:
-    with pytest.raises(BadInput, match=r"0\.9\.0 to 0\.11\.0"):
+    with pytest.raises(BadInput, match=r"0\.8\.0 to 0\.11\.0"):
         _activation(vllm_use_flashinfer_sampler=1, engine_version="0.11.1")
-    with pytest.raises(BadInput, match=r"0\.9\.0 to 0\.11\.0"):
-        _activation(vllm_use_flashinfer_sampler=1, engine_version="0.8.5")
+    with pytest.raises(BadInput, match=r"0\.8\.0 to 0\.11\.0"):
+        _activation(vllm_use_flashinfer_sampler=1, engine_version="0.7.3")
     with pytest.raises(BadInput, match="0 or 1"):
         _activation(vllm_use_flashinfer_sampler=2)
     with pytest.raises(BadInput, match="V0"):

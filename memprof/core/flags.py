@@ -174,7 +174,7 @@ SETTINGS: tuple[Setting, ...] = (
             "falls back"),
     Setting(field="vllm_use_flashinfer_sampler", kind="int",
             note="SGLang's sampler is not modelled",
-            help="vLLM 0.9.0 to 0.11.0 only: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
+            help="vLLM 0.8.0 to 0.11.0 only: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
             "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
             "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
             metavar="N"),

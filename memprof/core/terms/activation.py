@@ -227,10 +227,29 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
 # [R, V], ``torch.empty_like``) and ``torch.softmax`` of it (a new fp32 [R, V]) and samples from
 # those probs into an int32 [R]: 4 + 4 + 4 = 12 bytes per R·V element beside the model-dtype
 # logits, and no sort. ``value``: those bytes per element.
+# 0.8.0–0.8.5.post1 (FlashInfer below 0.2.3 only: ``TopKTopPSampler.__init__`` falls back to the
+# torch sort from 0.2.3 on, so the "Using FlashInfer" line names this path): ``forward_cuda``
+# makes fp32 probs (``logits.softmax(dtype=float32)``) of the fp32 logits (temperature divides in
+# place) and ``flashinfer_sample`` samples them by rejection (``top_k_top_p_sampling_from_probs``,
+# 32 rounds of uniform samples, a [32, R] fp32 buffer, left out): 4 + 4 bytes per element. Its
+# fallback (``top_k_renorm_prob`` then ``top_p_renorm_prob``, two more fp32 [R, V]) runs only when
+# a row rejects 32 times in a row [assumed not in the warm-up: top_k = V − 1 and top_p = 0.9
+# accept a draw with probability ≥ 0.9 whatever the logits].
 V1_FLASHINFER_SAMPLER: tuple[Rule, ...] = (
     Rule(name="v1_flashinfer_sampler", changes="activation peak: sampler (FlashInfer)",
+         since="0.8.0", until="0.9.0", value=4 + 4,
+         introduced_by="V1 on by default in 0.8.0 (FlashInfer < 0.2.3 installed)",
+         removed_by="sampling from the logits with a top-k mask (read in 0.9.0)",
+         source="0.8.0, 0.8.2 and 0.8.5.post1 v1/sample/ops/topk_topp_sampler.py "
+         "TopKTopPSampler.__init__ (FlashInfer < 0.2.3, VLLM_USE_FLASHINFER_SAMPLER is not "
+         "False), forward_cuda (logits.softmax(dtype=torch.float32)), flashinfer_sample "
+         "(top_k_top_p_sampling_from_probs; renorm fallback when a row fails 32 rounds); 0.8.2 "
+         "v1/sample/sampler.py Sampler.forward (logits.to(torch.float32)), apply_temperature "
+         "(logits.div_); v1/worker/gpu_model_runner.py _dummy_sampler_run (top_k V - 1, top_p 0.9)",
+         generation="v1"),
+    Rule(name="v1_flashinfer_sampler", changes="activation peak: sampler (FlashInfer)",
          since="0.9.0", until="0.11.1", value=4 + 4 + 4,
-         introduced_by="before 0.9.0 (read from 0.9.0 on)",
+         introduced_by="sampling from the logits with a top-k mask (read in 0.9.0)",
          removed_by="not read after 0.11.0: --vllm-use-flashinfer-sampler is refused there",
          source="0.9.0, 0.9.1, 0.10.1.1, 0.10.2 and 0.11.0 v1/sample/ops/topk_topp_sampler.py "
          "TopKTopPSampler.__init__ (VLLM_USE_FLASHINFER_SAMPLER is not False), forward_cuda, "
@@ -256,10 +275,10 @@ def check_flashinfer_sampler(dep: Deployment) -> None:
     if use == 1 and rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version or "",
                                   dep.engine) is None:
         raise BadInput(f"--vllm-use-flashinfer-sampler 1: the FlashInfer sampler is modelled "
-                       f"for vLLM 0.9.0 to 0.11.0 (V1) only, not "
+                       f"for vLLM 0.8.0 to 0.11.0 (V1) only, not "
                        f"{dep.engine_version or 'the newest release'}",
                        hint="drop --vllm-use-flashinfer-sampler (memprof then models the torch "
-                       "sampler and says so), or pass an --engine-version from 0.9.0 to 0.11.0")
+                       "sampler and says so), or pass an --engine-version from 0.8.0 to 0.11.0")
 
 
 def flashinfer_sampler_bytes_per_elem(dep: Deployment) -> int | None:
@@ -574,8 +593,8 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     sort_scatter = v1_sort_sampler_bytes_per_elem(dep.engine, dep.engine_version)
     flashinfer = flashinfer_sampler_bytes_per_elem(dep)
     if flashinfer is not None:  # V1_FLASHINFER_SAMPLER: FlashInfer samples, no sort
-        topkp = [(f"fp32 logits + top-k mask + probs {flashinfer}·R·V (FlashInfer sampler)",
-                  r * v * flashinfer)]
+        what = "fp32 logits + top-k mask + probs" if flashinfer == 12 else "fp32 logits + probs"
+        topkp = [(f"{what} {flashinfer}·R·V (FlashInfer sampler)", r * v * flashinfer)]
     elif sort_scatter is not None:  # V1_TORCH_SORT_SAMPLER: the sort on every row count
         at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
         at_scatter = r * v * sort_scatter
