@@ -243,7 +243,10 @@ def v0_driver_samples(engine: str, version: str | None) -> bool:
 # self.model.make_empty_intermediate_tensors(batch_size=self.max_num_tokens, ...)`` on a non-first
 # PP rank and keeps it (persistent, so also alive at the sampler), V0 ``ModelRunner.profile_run``
 # makes one for ``max_num_batched_tokens`` tokens that is alive through the forward. Both sit
-# inside the profile window, so the budget line charges them. Most families build it with
+# inside the profile window, so the budget line charges them. Model Runner V2 makes the same
+# tensors in ``load_model`` (after the weights' figure), which 0.27.0+'s budget line
+# (``total_consumed``, the free-memory drop since the init snapshot) charges as well. Most
+# families build it with
 # ``make_empty_intermediate_tensors_factory(["hidden_states", "residual"], hidden_size)``
 # (model_executor/models/utils.py; llama.py, qwen2.py, qwen3_moe.py, deepseek_v2.py,
 # gpt_oss.py, ...): two zeroed [T, H] tensors in the model dtype. ``value``: the [T, H] tensors.
@@ -256,7 +259,9 @@ PP_INTERMEDIATE_TENSORS: tuple[Rule, ...] = (
          "get_pp_group().is_first_rank: make_empty_intermediate_tensors(batch_size=batch_size)); "
          "0.8.0, 0.14.1, 0.17.0, 0.27.1 and 0.33.0 v1/worker/gpu_model_runner.py _dummy_run "
          "(self.intermediate_tensors = make_empty_intermediate_tensors(batch_size="
-         "self.max_num_tokens)); 0.27.1 model_executor/models/utils.py "
+         "self.max_num_tokens)); Model Runner V2 (0.29.0 and 0.33.0 v1/worker/gpu/"
+         "model_runner.py load_model, the same call, charged by 0.27.0+'s total_consumed); "
+         "0.27.1 model_executor/models/utils.py "
          "make_empty_intermediate_tensors_factory, qwen2.py / qwen3_moe.py / llama.py "
          "[\"hidden_states\", \"residual\"]"),
 )
