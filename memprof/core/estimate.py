@@ -331,6 +331,10 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              + tuple(engine.model_settings_notes(dep, asked,
                                                  spec.layers[0].attention.has_indexer))
              + tuple(engine.batch_default_notes(asked, dep, gpu))
+             + tuple(engine.runner_notes(
+                 dep, architecture=spec.architecture, moe=spec.is_moe,
+                 hybrid=any(layer.attention.mixer and layer.attention.mixer.kind != "none"
+                            for layer in spec.layers)))
              + mamba_cache_notes(spec, dep, gpu.arch))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),

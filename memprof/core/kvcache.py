@@ -67,8 +67,10 @@ V0_MLA_ENTRY_ALIGN: tuple[Rule, ...] = (
 # (``VllmConfig.__post_init__``), so ``max_concurrent_batches`` is 2 at PP=1 with either model
 # runner; at PP>1 the V1 runner turns async scheduling off (``v1_async_sched_incompat =
 # "pipeline parallelism"``) → ``pp``, the V2 runner gives ``pp + 1``. The V2 runner is the
-# default for every architecture from 0.29.0 (``use_v2_model_runner``; 0.26.0–0.28.x only for
-# ``default_v2_model_runner_architectures()`` [approximation: memprof takes V1 there]).
+# default for every architecture from 0.29.0 (``use_v2_model_runner``); 0.25.0–0.28.x for every
+# non-MoE, non-hybrid generate model and the listed ``default_v2_model_runner_architectures()``
+# (``_is_default_v2_model_runner_model``: ``... or not model_config.is_moe``, read in the 0.25.0,
+# 0.26.0, 0.27.0, 0.27.1 and 0.28.0 wheels) [approximation: memprof takes V1 there].
 # ``value``: the batches added to ``pp`` at PP>1.
 _SWA_SOURCE = ("v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes → "
                "max_admission_blocks_per_request(max_in_flight_tokens=vllm_config."

@@ -352,6 +352,13 @@ class Engine:
         engine generation runs, and why)."""
         return []
 
+    def runner_notes(self, dep: DeploymentView, *, architecture: str, moe: bool,
+                     hybrid: bool) -> list[str]:
+        """What the output states where the engine runs this model (its ``architecture``;
+        ``moe``: routed experts; ``hybrid``: state mixers beside attention) with a model runner
+        whose profile run memprof does not model."""
+        return []
+
     def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
                       max_model_len: int | None, max_num_seqs: int) -> list[str]:
         """The words of the command line that starts this layout (``model`` shell-quoted

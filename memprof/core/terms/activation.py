@@ -304,6 +304,51 @@ def v0_driver_samples(engine: str, version: str | None) -> bool:
     return rule_in_force(V0_DRIVER_SAMPLER, version, engine) is not None  # vLLM's rows
 
 
+# vLLM's pipeline stages after the first run the profile forward on an ``IntermediateTensors``
+# they allocate themselves (nothing is received from the previous stage): V1
+# ``GPUModelRunner._dummy_run`` sets ``self.intermediate_tensors =
+# self.model.make_empty_intermediate_tensors(batch_size=self.max_num_tokens, ...)`` on a non-first
+# PP rank and keeps it (persistent, so also alive at the sampler), V0 ``ModelRunner.profile_run``
+# makes one for ``max_num_batched_tokens`` tokens that is alive through the forward. Both sit
+# inside the profile window, so the budget line charges them. Model Runner V2 makes the same
+# tensors in ``load_model`` (after the weights' figure), which 0.27.0+'s budget line
+# (``total_consumed``, the free-memory drop since the init snapshot) charges as well. Most
+# families build it with
+# ``make_empty_intermediate_tensors_factory(["hidden_states", "residual"], hidden_size)``
+# (model_executor/models/utils.py; llama.py, qwen2.py, qwen3_moe.py, deepseek_v2.py,
+# gpt_oss.py, ...): two zeroed [T, H] tensors in the model dtype. ``value``: the [T, H] tensors.
+PP_INTERMEDIATE_TENSORS: tuple[Rule, ...] = (
+    Rule(name="pp_intermediate_tensors", changes="activation: PP intermediate tensors",
+         since=None, until=None, value=2, applies_to="pp",
+         introduced_by="before 0.7.1 (V0 ModelRunner.profile_run; V1 GPUModelRunner._dummy_run "
+         "from 0.8.0)",
+         source="0.7.3 worker/model_runner.py ModelRunner.profile_run (not "
+         "get_pp_group().is_first_rank: make_empty_intermediate_tensors(batch_size=batch_size)); "
+         "0.8.0, 0.14.1, 0.17.0, 0.27.1 and 0.33.0 v1/worker/gpu_model_runner.py _dummy_run "
+         "(self.intermediate_tensors = make_empty_intermediate_tensors(batch_size="
+         "self.max_num_tokens)); Model Runner V2 (0.29.0 and 0.33.0 v1/worker/gpu/"
+         "model_runner.py load_model, the same call, charged by 0.27.0+'s total_consumed); "
+         "0.27.1 model_executor/models/utils.py "
+         "make_empty_intermediate_tensors_factory, qwen2.py / qwen3_moe.py / llama.py "
+         "[\"hidden_states\", \"residual\"]"),
+)
+
+
+def pp_intermediate_tensors_bytes(ctx: TermContext, tokens: int | None = None) -> int:
+    """Bytes of the ``IntermediateTensors`` a non-first PP stage allocates for the profile
+    forward (``PP_INTERMEDIATE_TENSORS``): hidden_states and residual, [T, H] each in the model
+    dtype; 0 on the first stage, without PP, or where no row holds (another engine)."""
+    dep = ctx.dep
+    if dep.pp <= 1 or is_first_stage(ctx):
+        return 0
+    rule = rule_in_force(PP_INTERMEDIATE_TENSORS, dep.engine_version, dep.engine)
+    if rule is None:
+        return 0
+    t = profile_tokens(dep) if tokens is None else tokens
+    keys = int(rule.value)  # type: ignore[call-overload]
+    return int(keys * t * ctx.spec.hidden_size * model_bytes(ctx))
+
+
 def samples_in_profile_run(dep: Deployment, coord: RankCoord) -> bool:
     """Does this rank run the sampler in the profile run? V1: every rank of the last PP stage;
     V0 (``V0_DRIVER_SAMPLER``): only its TP rank 0."""
@@ -708,6 +753,14 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     comps = [Component(name="activation peak (profile run)", category="activation",
                        bytes=top.bytes, where="budget", profiled=True,
                        formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}")]
+    inter = pp_intermediate_tensors_bytes(ctx, t)
+    if inter:
+        comps.append(Component(
+            name="PP intermediate tensors (profile run)", category="activation", bytes=inter,
+            where="budget", profiled=True,
+            formula=f"hidden_states + residual, 2·T·H·s = 2·{t}·{ctx.spec.hidden_size}·"
+            f"{model_bytes(ctx)} B (a stage after the first; make_empty_intermediate_tensors, "
+            "[approximation] for a family whose vLLM class keeps other keys)"))
     ws = 0 if per_call else moe_workspace_bytes(ctx, t)
     if ws:
         comps.append(Component(

@@ -1,0 +1,60 @@
+"""vLLM 0.25.0-0.28.x run every generate model without routed experts or state mixers with Model
+Runner V2 (``MODEL_RUNNER_V2_DEFAULT``); memprof charges the V1 runner's profile run there and the
+estimate says so, without moving a figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from memprof.core.deployment import Deployment
+from memprof.core.engines.vllm import MODEL_RUNNER_V2_DEFAULT
+from memprof.core.estimate import estimate
+
+
+def _v2_notes(model: str, dep: Deployment, gpu: str = "H100") -> list[str]:
+    return [n for n in estimate(model, dep, gpu_name=gpu).notes if "Model Runner V2" in n]
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.26.0", "0.27.1", "0.28.0"])
+def test_dense_model_is_noted_from_0_25_to_0_28(version: str) -> None:
+    # 0.25.0 / 0.26.0 config/vllm.py _is_default_v2_model_runner_model: "... or not
+    # model_config.is_moe"; 0.27.0 / 0.28.0: "return is_default_v2_architecture or not
+    # model_config.is_moe" (Qwen3ForCausalLM is not a listed architecture)
+    (note,) = _v2_notes("qwen3-32b", Deployment(tp=2, engine_version=version))
+    assert note.startswith(f"vLLM {version} runs Qwen3ForCausalLM with Model Runner V2")
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in note and "[approximation]" in note
+
+
+@pytest.mark.parametrize("version", ["0.21.0", "0.24.0", "0.29.0", "0.33.0"])
+def test_not_outside_the_rows(version: str) -> None:
+    # 0.21.0: V2 only with VLLM_USE_V2_MODEL_RUNNER=1; 0.24.0: listed architectures only (not
+    # noted); 0.29.0 on, V2's profile run charges a CUDA-graph estimate and the rows stop
+    assert _v2_notes("qwen3-32b", Deployment(tp=2, engine_version=version)) == []
+
+
+def test_quantised_dense_models_are_noted_too() -> None:
+    # 0.25.0+: "... or not model_config.is_moe", whatever the quantisation (rows 908/909)
+    assert _v2_notes("qwen2.5-7b-instruct", Deployment(engine_version="0.27.1",
+                                                       quantization="gptq"))
+
+
+def test_moe_hybrid_v0_and_sglang_are_not_noted() -> None:
+    # Qwen3MoeForCausalLM is MoE and not listed: V1 (row 904's log prints gpu_model_runner.py)
+    assert _v2_notes("qwen3-235b-a22b-fp8", Deployment(tp=4, engine_version="0.27.1")) == []
+    # NemotronH is hybrid (state mixers): 0.27.1 returns False for a non-listed hybrid
+    assert _v2_notes("nemotron-h-8b-base-8k", Deployment(engine_version="0.27.1")) == []
+    assert _v2_notes("qwen3-32b", Deployment(engine="sglang", tp=2)) == []
+
+
+def test_the_note_moves_no_figure() -> None:
+    dep = Deployment(tp=2, max_model_len=32768, gpu_memory_utilization=0.426,
+                     engine_version="0.27.1")
+    e = estimate("qwen3-32b", dep, gpu_name="RTX-PRO-6000")
+    assert any("Model Runner V2" in n for n in e.notes)
+    # published row 902's figure as memprof gives it with the V1 runner's terms (its notes)
+    assert e.ranks[0].kv.num_gpu_blocks * 16 == 55_632
+
+
+def test_rule_range() -> None:
+    (row,) = MODEL_RUNNER_V2_DEFAULT
+    assert (row.since, row.until, row.engine) == ("0.25.0", "0.29.0", "vllm")
