@@ -71,11 +71,6 @@ _LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight
                  "memprof_engine_version_note)")
 _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len are a markdown "
          "table's columns; the quoted args are placeholders, '--tensor-parallel-size=<tp-size>')")
-# the kubesimplify posts on RTX PRO 6000 cards (rows 901-904): their serve flags follow the
-# image name of a `docker run` command, which explain does not read as a serve command
-_DOCKER = ("the serve flags of a `docker run ... vllm/vllm-openai:latest MODEL` command "
-           "(--tensor-parallel-size / --pipeline-parallel-size, --gpu-memory-utilization "
-           "0.426, --max-model-len 32768), which explain does not read")
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -122,7 +117,9 @@ XFAIL: dict[int, str] = {
     523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
          "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
          "was not in the stored corpus to quote from)",
-    **{i: _DOCKER for i in (901, 902, 903, 904)},
+    904: "the GPU total: the log's 'Free memory on device (94.05/95.01 GiB)' shows the card's "
+         "95.01 GiB, which explain rebuilds on; the row runs on the catalog's RTX-PRO-6000 "
+         "(94.97 GiB: memprof_run.why)",
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--enable-expert-parallel)",

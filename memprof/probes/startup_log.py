@@ -117,6 +117,13 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("free_at_start_bytes", "vllm",
        r"Free memory on device(?: \S+)? \(\s*" + _NUM + r"\s*/\s*[0-9.]+\s*GiB\) on startup",
        "gib"),
+    # ... and the card's total after the slash (the same snapshot's total_memory, from
+    # torch.cuda.mem_get_info): "(12.18/23.56 GiB) on startup is less than desired", and 0.27.1's
+    # "Free memory on device (94.05/95.01 GiB) on startup. Desired GPU memory utilization is
+    # (0.9, 85.51 GiB)" ("[gpu_worker.py:789]": published row 904)
+    _p("total_gpu_bytes", "vllm",
+       r"Free memory on device(?: \S+)? \(\s*[0-9.]+\s*/\s*" + _NUM + r"\s*GiB\) on startup",
+       "gib"),
     _p("oom_tried_bytes", "any", r"Tried to allocate\s*" + _GIB, "gib"),
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
@@ -276,7 +283,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m and m.group(1) not in errors:
                 errors.append(m.group(1).strip()[:400])
                 break
-    settings, model, command, notes = _settings(lines, engine)
+    settings, model, command, notes, image_release = _settings(lines, engine)
     # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
     from memprof.probes.sglang_log import read_sglang
 
@@ -289,7 +296,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                        hint="pass the start-up log of vLLM or SGLang, from the launch to the "
                        "first request or the error")
     return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
-                      engine, figures), version=_version(joined), figures=figures,
+                      engine, figures), version=_version(joined) or image_release,
+                      figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines))
 
@@ -372,11 +380,14 @@ _CONFIG_KEYS = _config_keys()
 def _shell_lines(lines: list[str]) -> list[str]:
     """``lines`` with a shell command's continuations joined: a line ending in ``\\`` and the
     lines after it that begin with a flag (``vllm serve M \\`` / ``  --tp 8 \\`` / ...) are one
-    line, as the shell reads them; a continuation that is no flag ends the command."""
+    line, as the shell reads them; a continuation that is no flag ends the command, except in
+    a ``docker run`` command, whose image and model are words of their own between its options
+    and the serve flags (``  vllm/vllm-openai:latest \\`` / ``  Qwen/Qwen3-32B \\``)."""
     out: list[str] = []
     joining = False
     for line in lines:
-        if joining and line.lstrip().startswith("-"):
+        if joining and (line.lstrip().startswith("-") or (_DOCKER_RUN.search(out[-1])
+                                                          and line.strip())):
             out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
         else:
             out.append(line)
@@ -385,23 +396,23 @@ def _shell_lines(lines: list[str]) -> list[str]:
 
 
 def _settings(lines: list[str], engine: str
-              ) -> tuple[dict[str, Any], str | None, str | None, list[str]]:
-    """Settings from a serve command in the log, vLLM's "non-default args: {…}" or engine config
-    line, or SGLang's ``server_args=ServerArgs(…)``."""
+              ) -> tuple[dict[str, Any], str | None, str | None, list[str], str | None]:
+    """Settings from a serve command in the log (a ``docker run`` command's too, and the
+    release its image's tag names, the last item), vLLM's "non-default args: {…}" or engine
+    config line, or SGLang's ``server_args=ServerArgs(…)``."""
     settings: dict[str, Any] = {}
     model: str | None = None
     command: str | None = None
+    image_release: str | None = None
     notes: list[str] = []
     for line in _shell_lines(lines):
-        if command is None and not re.search(r"vllm serve|vllm\.entrypoints|"
-                                             r"sglang\.launch_server", line):
+        if command is None and not _LAUNCH_LINE.search(line):
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
             if m:
                 launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
                 line = launcher + m.group(1)
-        if command is None and re.search(r"vllm serve|vllm\.entrypoints|sglang\.launch_server",
-                                         line):
-            command, model, got, note = _command(line)
+        if command is None and _LAUNCH_LINE.search(line):
+            command, model, got, note, image_release = _command(line)
             settings.update({k: v for k, v in got.items() if k not in settings})
             if note:
                 notes.append(note)
@@ -438,7 +449,14 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
-    return settings, model, command, notes
+    return settings, model, command, notes, image_release
+
+
+# a line that holds a serve command: a launcher, or a container run (``docker run … IMAGE …``,
+# read by memprof.probes.serve_command.docker_run)
+_DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
+_LAUNCH_LINE = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server|"
+                          + _DOCKER_RUN.pattern)
 
 
 # vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
@@ -558,38 +576,43 @@ def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
             settings[fld] = v
 
 
-def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
+def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None, str | None]:
     """A serve command quoted in a log line: what memprof can read of it (unknown flags are a
-    note here, not an error: a log is evidence, not input)."""
+    note here, not an error: a log is evidence, not input), and the release the image's tag of
+    a ``docker run`` command names."""
     from memprof.probes.serve_command import parse_tokens
 
-    start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))", line)
+    start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))|"
+                      r"(?:sudo\s+)?" + _DOCKER_RUN.pattern, line)
     text = line[start.start():] if start else line
     text = re.split(r"\)\s*$|`", text)[0].rstrip().removesuffix("\\")
     try:
         tokens = [t for t in shlex.split(text) if t not in ("...", "…")]
     except ValueError:
-        return text, None, {}, "the serve command in the log could not be split"
+        return text, None, {}, "the serve command in the log could not be split", None
     dropped: list[str] = []
     for _ in range(len(tokens) + 1):
         try:
             cmd = parse_tokens(tokens)
-            return text, cmd.model, dict(cmd.settings), (
-                f"flags of the logged command not read: {' '.join(dropped)}" if dropped else None)
+            # an image's release is the log's version (rebuild maps it, with its notes)
+            got = {k: v for k, v in cmd.settings.items() if k != "engine_version"}
+            return text, cmd.model, got, (
+                f"flags of the logged command not read: {' '.join(dropped)}" if dropped
+                else None), cmd.image_release
         except BadInput as exc:
             # the flag the error names: unknown, or with a value memprof cannot read
             bad = re.search(r"flag '([^']+)'|argument '([^']+)'|: (--?[A-Za-z][\w-]*): bad "
                             r"value|bad value .* for (--?[A-Za-z][\w-]*)", exc.message)
             if not bad:
-                return text, None, {}, f"the serve command in the log: {exc.message}"
+                return text, None, {}, f"the serve command in the log: {exc.message}", None
             flag = next(g for g in bad.groups() if g)
             i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
                      None)
             if i is None:
-                return text, None, {}, f"the serve command in the log: {exc.message}"
+                return text, None, {}, f"the serve command in the log: {exc.message}", None
             dropped.append(flag)
             inline = "=" in tokens[i]
             del tokens[i]
             if i < len(tokens) and not tokens[i].startswith("-") and not inline:
                 del tokens[i]  # its value
-    return text, None, {}, None
+    return text, None, {}, None, None
