@@ -61,8 +61,8 @@ OUTSIDE = "not in the log: "
 # rows whose quote lacks only the release (or shows one explain reads otherwise): with
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
-# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 106, 122, 131, 134, 150, 160, 201, 520)
+# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
+RELEASE_ONLY = (12, 32, 122, 131, 134, 150, 160, 201, 520)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -83,8 +83,6 @@ XFAIL: dict[int, str] = {
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
     32: OUTSIDE + _DATED,
     48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
-    106: "the tags (gpu_worker.py:276, core.py:700) are the lines of 0.10.1 and 0.10.1.1: "
-         "explain takes the newer, the row (by the thread's date) 0.10.1",
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
     118: OUTSIDE + _DATED + "; the quote's flags are a list of quoted strings, not a command",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure) and " + _DATED,
