@@ -89,8 +89,10 @@ XFAIL: dict[int, str] = {
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
          "(a dev build before 0.7.3); the row runs at 0.7.3",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
-    131: OUTSIDE + _DATED + "; gpu_model_runner.py:1962 is no release's line (the gptoss "
-         "image was built before 0.10.1)",
+    131: OUTSIDE + _DATED + ": gpu_model_runner.py:1962 is no release's line but lies "
+         "between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between them "
+         "(the gptoss image, built before 0.10.1) and rebuilds at 0.10.0, as it does a "
+         "development build on the way to 0.10.1; the row runs at 0.10.1 by its date",
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     150: OUTSIDE + _DATED,

@@ -84,16 +84,27 @@ def patch_base(release: str, among: list[str]) -> str | None:
 def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
     """The release a log that names none was printed by, from its ``[file.py:LINE]`` tags
     (``memprof.probes.release_lines``): the newest of the releases whose logging calls sit
-    there, with a note naming them; ``None`` where the tags place it nowhere. A patch
+    there, with a note naming them; where no release's calls hold every tag but one pair of
+    consecutive releases brackets them (``release_lines.between``), the older of the two; ``None``
+    where the tags place it nowhere. A patch
     re-release (``0.10.1.1``, ``0.8.5.post1``) whose lines its base release shares is not told
     from it by tags: the base is taken, and the note names both."""
-    from memprof.probes.release_lines import consistent
+    from memprof.probes.release_lines import between, consistent
 
     found = consistent(engine, log.tags)
     if found is None:
         return None
     shown = ", ".join(f"{f}:{n}" for f, n, _ in log.tags[:4])
     if not found:
+        pair = between(engine, log.tags)
+        if pair is not None:
+            # setuptools-scm names a build after vA "A'.devN", which memprof.core.release_names
+            # models at A (the commits since may have changed what memprof models)
+            notes.append(f"the log names no release, and its tags ({shown}) match no release's "
+                         f"logging lines but lie between {pair[0]}'s and {pair[1]}'s: a build "
+                         f"between them, rebuilt at {pair[0]} (as a development build on the way "
+                         f"to {pair[1]} is; --engine-version to choose another)")
+            return pair[0]
         notes.append(f"the log names no release, and its tags ({shown}) match no release "
                      "memprof has the logging lines of (a build between releases, or a fork)")
         return None
