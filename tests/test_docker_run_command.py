@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import shlex
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,33 @@ def test_fuzz_docker_commands(options: list[str], image: str, args: list[str],
     text = " \\\n  ".join(shlex.quote(t) for t in tokens) + "\n" + LOAD_902
     with contextlib.suppress(BadInput):
         parse_log(text)
+
+
+NUMBERS = st.one_of(st.integers(0, 600).map(lambda n: "9" * max(n, 1)),
+                    st.sampled_from(["0", "0.00", "1e400", "nan", "95.01", "1,024.5", "-3",
+                                     "12." + "5" * 50]))
+
+
+@settings(max_examples=80, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(NUMBERS, NUMBERS, st.booleans())
+def test_fuzz_free_memory_line(free: str, total: str, newer: bool) -> None:
+    """The "Free memory on device (X/Y GiB)" line with extreme numbers: read, skipped, or
+    refused as BadInput; explain on it exits 0, 1 or 2 (one error: and one hint: line)."""
+    tail = (". Desired GPU memory utilization is (0.9, 85.51 GiB)." if newer else
+            " is less than desired GPU memory utilization (0.92, 21.67 GiB).")
+    text = f"INFO [gpu_worker.py:789] Free memory on device ({free}/{total} GiB) on startup{tail}"
+    got = None
+    with contextlib.suppress(BadInput):
+        got = parse_log(text).get("total_gpu_bytes")
+    assert got is None or 0 <= got <= 1 << 50
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "free.log"
+        path.write_text(text, encoding="utf-8")
+        code, _out, err = _cli(["explain", str(path), "-m", "qwen3-0.6b", "-f", "json"])
+    assert code in (0, 1, 2), err
+    assert "Traceback" not in err
+    if code == 2:
+        lines = err.strip("\n").split("\n")
+        assert lines[-2].startswith("error:") and lines[-1].startswith("hint:"), err
+

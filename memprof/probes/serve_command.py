@@ -317,10 +317,11 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
               and ENGINES[engine].image_entrypoint_serves):
             cmd = parse_tokens(run.args, engine=engine, where=where, env=given)
         else:
-            raise BadInput(f"{where}: the container {run.image[:60]!r} runs no serve command "
-                           "memprof can see", hint="paste the vllm serve / python -m "
-                           "sglang.launch_server command, or docker run with vLLM's image "
-                           "(vllm/vllm-openai:TAG MODEL --flags)")
+            raise BadInput(f"{where} is not a serve command: the container {run.image[:60]!r} "
+                           "runs none that memprof can see",
+                           hint="paste the vllm serve / python -m sglang.launch_server "
+                           "command, or docker run with vLLM's image (vllm/vllm-openai:TAG "
+                           "MODEL --flags)")
     release = image_release(run.image)
     settings = dict(cmd.settings)
     if release is not None:  # the image's release is the engine version it runs
