@@ -155,6 +155,14 @@ def test_free_memory_line_gives_the_total() -> None:
     log = parse_log("ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is "
                     "less than desired GPU memory utilization (0.92, 21.67 GiB).")
     assert log.get("total_gpu_bytes") == round(23.56 * GiB)
+    assert log.get("gpu_memory_utilization") == 0.92
+    assert log.get("requested_bytes") == round(21.67 * GiB)
+
+
+def test_desired_utilization_of_0_27() -> None:
+    log = parse_log(FREE_904)
+    assert log.get("gpu_memory_utilization") == 0.9
+    assert log.get("requested_bytes") == round(85.51 * GiB)
 
 
 def _cli(argv: list[str]) -> tuple[int, str, str]:

@@ -124,6 +124,15 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("total_gpu_bytes", "vllm",
        r"Free memory on device(?: \S+)? \(\s*[0-9.]+\s*/\s*" + _NUM + r"\s*GiB\) on startup",
        "gib"),
+    # ... and the utilisation asked with the budget it makes (total x utilisation): "(0.92,
+    # 21.67 GiB)" after "desired GPU memory utilization", 0.27.1's "Desired GPU memory
+    # utilization is (0.9, 85.51 GiB)"
+    _p("gpu_memory_utilization", "vllm",
+       r"desired GPU memory utilization (?:is )?\(\s*([0-9.]*[0-9])\s*,\s*[0-9.]+\s*GiB\)",
+       "float"),
+    _p("requested_bytes", "vllm",
+       r"desired GPU memory utilization (?:is )?\(\s*[0-9.]+\s*,\s*" + _NUM + r"\s*GiB\)",
+       "gib"),
     _p("oom_tried_bytes", "any", r"Tried to allocate\s*" + _GIB, "gib"),
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
