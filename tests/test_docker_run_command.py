@@ -121,6 +121,20 @@ def test_an_sglang_image_runs_its_launcher() -> None:
     assert cmd.image_release == "0.4.6.post1"
 
 
+def test_an_image_release_memprof_does_not_model_is_said() -> None:
+    """SGLang is modelled at named snapshots: a tag naming another release is not modelled,
+    and the command says so instead of taking it (or refusing the command)."""
+    cmd = parse_tokens(shlex.split(
+        "docker run lmsysorg/sglang:v0.4.6.post1-cu124 python3 -m sglang.launch_server "
+        "--model-path Qwen/Qwen3-32B"))
+    assert "engine_version" not in cmd.settings
+    assert [f for f, _ in cmd.not_modelled] == ["the image's release 0.4.6.post1"]
+    cmd = parse_tokens(shlex.split(
+        "docker run lmsysorg/sglang:v0.4.6-cu124 python3 -m sglang.launch_server "
+        "--model-path Qwen/Qwen3-32B"))
+    assert cmd.settings["engine_version"] == "0.4.6" and not cmd.not_modelled
+
+
 def test_an_entrypoint_override_is_read() -> None:
     cmd = parse_tokens(["docker", "run", "--entrypoint", "/bin/bash", "vllm/vllm-openai:latest",
                         "-c", "vllm serve Qwen/Qwen3-8B --max-model-len 10k"])

@@ -322,12 +322,21 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
                            hint="paste the vllm serve / python -m sglang.launch_server "
                            "command, or docker run with vLLM's image (vllm/vllm-openai:TAG "
                            "MODEL --flags)")
+    from memprof.core.release_names import map_release
+
     release = image_release(run.image)
     settings = dict(cmd.settings)
-    if release is not None:  # the image's release is the engine version it runs
+    not_modelled = cmd.not_modelled
+    if release is not None and map_release(release, cmd.engine) is None:
+        # a release name the engine's snapshots do not hold (SGLang's 0.4.6.post1): said, and
+        # left to the default release
+        not_modelled += ((f"the image's release {release}",
+                          f"{ENGINE_NAMES[cmd.engine]} {release} is not a release memprof "
+                          "models; --engine-version picks one"),)
+    elif release is not None:  # the image's release is the engine version it runs
         settings.setdefault("engine_version", release)
     return ServeCommand(engine=cmd.engine, model=cmd.model, settings=settings,
-                        ignored=cmd.ignored, not_modelled=cmd.not_modelled, version=cmd.version,
+                        ignored=cmd.ignored, not_modelled=not_modelled, version=cmd.version,
                         image_release=release)
 
 
