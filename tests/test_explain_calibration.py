@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 122, 131, 134, 150, 160, 201, 520)
+RELEASE_ONLY = (12, 32, 122, 131, 134, 150, 160, 201, 520, 802)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -84,7 +84,9 @@ XFAIL: dict[int, str] = {
     32: OUTSIDE + _DATED,
     48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
-    118: OUTSIDE + _DATED + "; the quote's flags are a list of quoted strings, not a command",
+    118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
+         "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
+         "(93.10 GiB)",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure) and " + _DATED,
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
          "(a dev build before 0.7.3); the row runs at 0.7.3",
@@ -105,8 +107,8 @@ XFAIL: dict[int, str] = {
     317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",
     **{i: _LLMD for i in range(511, 520)},
-    802: OUTSIDE + "TP 8 and max_model_len 16384 (lm_eval's --model_args, not a vLLM command) and "
-         "the release 0.7.1 (the PR branch's tags are 0.7.2's lines; its "
+    802: OUTSIDE + "the release 0.7.1 (lm_eval's --model_args are read; the PR branch's tags "
+         "are 0.7.2's lines; its "
          "VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 run has 0.7.1's unpadded MLA entries: "
          "memprof_engine_version_note)",
     803: "the quote's VLLM_USE_FLASHINFER_SAMPLER=1 on V0, which explain refuses (not modelled; "

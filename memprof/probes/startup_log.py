@@ -414,8 +414,10 @@ def _settings(lines: list[str], engine: str
     command: str | None = None
     image_release: str | None = None
     notes: list[str] = []
-    for line in _shell_lines(lines):
-        if command is None and not _LAUNCH_LINE.search(line):
+    shell = _shell_lines(lines)
+    for line in _quoted_args(shell, engine):
+        if (command is None and not _LAUNCH_LINE.search(line)
+                and not _LM_EVAL_VLLM.search(line)):
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
             if m:
                 launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
@@ -444,6 +446,13 @@ def _settings(lines: list[str], engine: str
             _take(d, settings)
         if _LLM_CLASS.search(line) and "entrypoint" not in settings:
             settings["entrypoint"] = "llm"
+        m = _LM_EVAL_ARGS.search(line) if _LM_EVAL_VLLM.search(line) else None
+        if m:
+            d = {k: _literal(v) for k, _, v in (kv.partition("=") for kv in m.group(1).split(","))
+                 if k}
+            model = model or _str(d.get("pretrained"))
+            _take(d, settings)
+            settings.setdefault("entrypoint", "llm")
         m = _KEYWORD_LINE.fullmatch(line.strip())
         if m and m.group(1) in _CONFIG_KEYS:
             _take({m.group(1): _literal(m.group(2))}, settings)
@@ -466,6 +475,61 @@ def _settings(lines: list[str], engine: str
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
 _LAUNCH_LINE = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server|"
                           + _DOCKER_RUN.pattern)
+
+
+# lm-evaluation-harness's vLLM backend, ``lm_eval --model vllm --model_args pretrained=M,
+# tensor_parallel_size=8,max_model_len=16384,...``: its VLLM wrapper (lm_eval/models/
+# vllm_causallms.py) builds vLLM's LLM class from those keyword arguments (``pretrained`` is the
+# model), so they are EngineArgs' fields, read as the argparse dests they share, and the
+# entrypoint is the LLM class (published row 802)
+_LM_EVAL_VLLM = re.compile(r"\blm_eval\b.*\s--model[ =]vllm\b")
+_LM_EVAL_ARGS = re.compile(r"\s--model_args[ =]['\"]?([^\s'\"]+)")
+# a serve command's arguments quoted one (or a flag and its value) a line, as a Kubernetes
+# manifest's or a Python list's items (published row 118: ``"--max-model-len=1000", # ...``;
+# ``- "--tp"``; ``['--max-model-len', '8192']``):
+# the run of such lines is read as the engine's serve command
+_QUOTED = re.compile(r"""(["'])([^"'\n]*)\1""")
+# what a quoted-argument line holds besides its quoted strings (a YAML item's "- ", a list's
+# brackets and commas), before a comment: a character class, so no line backtracks
+_BETWEEN_QUOTED = re.compile(r"[\s,\[\]]*")
+
+
+def _quoted_items(line: str) -> list[str] | None:
+    """The quoted strings of a line that holds nothing else (``_BETWEEN_QUOTED``), or None."""
+    items = [q for _, q in _QUOTED.findall(line)]
+    if not items:
+        return None
+    rest = _QUOTED.sub(" ", line).split("#", 1)[0].lstrip()
+    if rest.startswith("- "):  # a YAML list item
+        rest = rest[2:]
+    return items if _BETWEEN_QUOTED.fullmatch(rest) else None
+
+
+def _quoted_args(lines: list[str], engine: str) -> list[str]:
+    """``lines`` with each run of quoted-argument lines (``_quoted_items``) also given as
+    one serve command line after the run: the engine's launcher, then the arguments, where the
+    first is a flag; the arguments alone where they hold a launcher (``"vllm", "serve", …``)."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        joined = " ".join(shlex.quote(a) for a in run)
+        if run and run[0].startswith("--"):
+            launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
+            out.append(launcher + joined)
+        elif run and _LAUNCH_LINE.search(joined):  # ["vllm", "serve", "M", "--tp", "2"]
+            out.append(joined)
+        run.clear()
+
+    for line in lines:
+        items = _quoted_items(line) if ('"' in line or "'" in line) else None
+        if items is not None and len(run) < 200:
+            run.extend(items)
+        else:
+            flush()
+        out.append(line)
+    flush()
+    return out
 
 
 # vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
