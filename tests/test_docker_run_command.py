@@ -90,6 +90,12 @@ def test_row_901_elided_options_and_continued_flags() -> None:
     assert log.settings == {"tp": 1, "gpu_memory_utilization": 0.426, "max_model_len": 32768}
 
 
+def test_another_container_in_the_log_is_not_the_command() -> None:
+    log = parse_log("$ docker run -d --name cache -p 6379:6379 redis:7\n" + ROW_902 + LOAD_902)
+    assert log.model == "Qwen/Qwen3-32B" and log.settings["tp"] == 2
+    assert log.notes == ()
+
+
 def test_the_image_tag_is_the_release() -> None:
     assert image_release("vllm/vllm-openai:v0.27.1") == "0.27.1"
     assert image_release("docker.io/vllm/vllm-openai:0.8.5.post1") == "0.8.5.post1"

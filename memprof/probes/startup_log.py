@@ -470,11 +470,12 @@ def _settings(lines: list[str], engine: str
     return settings, model, command, notes, image_release
 
 
-# a line that holds a serve command: a launcher, or a container run (``docker run … IMAGE …``,
-# read by memprof.probes.serve_command.docker_run)
+# a line that holds a serve command: a launcher, or a container run of an engine's image or
+# command (``docker run … vllm/vllm-openai:TAG …``, read by memprof.probes.serve_command.
+# docker_run; another container's run is no serve command)
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
 _LAUNCH_LINE = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server|"
-                          + _DOCKER_RUN.pattern)
+                          + _DOCKER_RUN.pattern + r".*?(?:vllm|sglang)")
 
 
 # lm-evaluation-harness's vLLM backend, ``lm_eval --model vllm --model_args pretrained=M,
