@@ -80,3 +80,16 @@ def test_fuzz_quoted_lists_and_model_args(rows: list[list[str]], pairs: list[str
         log = parse_log(text)
         for key, value in log.settings.items():
             assert value is not None, key
+
+
+def test_long_lines_of_the_new_forms_read_in_linear_time() -> None:
+    """Lines built to make a backtracking pattern quadratic (a quote, then 50,000 spaces; 10,000
+    'lm_eval' or 'docker run' words) read in well under a second each."""
+    import time
+
+    for text in ('"a"' + " " * 50_000 + "x", '"' * 99_999, "lm_eval " * 10_000,
+                 "docker run " * 8_000, "lm_eval --model " * 6_000):
+        start = time.perf_counter()
+        with contextlib.suppress(BadInput):
+            parse_log(text + "\n" + OOM)
+        assert time.perf_counter() - start < 2.0, text[:20]

@@ -416,13 +416,13 @@ def _settings(lines: list[str], engine: str
     notes: list[str] = []
     shell = _shell_lines(lines)
     for line in _quoted_args(shell, engine):
-        if (command is None and not _LAUNCH_LINE.search(line)
-                and not _LM_EVAL_VLLM.search(line)):
+        lm_eval = _lm_eval_args(line)
+        if command is None and not _launch_line(line) and lm_eval is None:
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
             if m:
                 launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
                 line = launcher + m.group(1)
-        if command is None and _LAUNCH_LINE.search(line):
+        if command is None and _launch_line(line):
             command, model, got, note, image_release = _command(line)
             settings.update({k: v for k, v in got.items() if k not in settings})
             if note:
@@ -446,10 +446,9 @@ def _settings(lines: list[str], engine: str
             _take(d, settings)
         if _LLM_CLASS.search(line) and "entrypoint" not in settings:
             settings["entrypoint"] = "llm"
-        m = _LM_EVAL_ARGS.search(line) if _LM_EVAL_VLLM.search(line) else None
-        if m:
-            d = {k: _literal(v) for k, _, v in (kv.partition("=") for kv in m.group(1).split(","))
-                 if k}
+        if lm_eval is not None:
+            d = {k: _literal(v) for k, _, v in
+                 (kv.partition("=") for kv in lm_eval.group(1).split(",")) if k}
             model = model or _str(d.get("pretrained"))
             _take(d, settings)
             settings.setdefault("entrypoint", "llm")
@@ -474,8 +473,16 @@ def _settings(lines: list[str], engine: str
 # command (``docker run … vllm/vllm-openai:TAG …``, read by memprof.probes.serve_command.
 # docker_run; another container's run is no serve command)
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
-_LAUNCH_LINE = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server|"
-                          + _DOCKER_RUN.pattern + r".*?(?:vllm|sglang)")
+_LAUNCHER = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server")
+
+
+def _launch_line(line: str) -> bool:
+    """The line holds a serve command (``_DOCKER_RUN`` found once, then a plain search after
+    it: no regex backtracks over a long line)."""
+    if _LAUNCHER.search(line):
+        return True
+    m = _DOCKER_RUN.search(line)
+    return m is not None and ("vllm" in line[m.end():] or "sglang" in line[m.end():])
 
 
 # lm-evaluation-harness's vLLM backend, ``lm_eval --model vllm --model_args pretrained=M,
@@ -483,8 +490,19 @@ _LAUNCH_LINE = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server|"
 # vllm_causallms.py) builds vLLM's LLM class from those keyword arguments (``pretrained`` is the
 # model), so they are EngineArgs' fields, read as the argparse dests they share, and the
 # entrypoint is the LLM class (published row 802)
-_LM_EVAL_VLLM = re.compile(r"\blm_eval\b.*\s--model[ =]vllm\b")
+_LM_EVAL = re.compile(r"\blm_eval\b")
+_LM_EVAL_VLLM = re.compile(r"\s--model[ =]vllm\b")
 _LM_EVAL_ARGS = re.compile(r"\s--model_args[ =]['\"]?([^\s'\"]+)")
+
+
+def _lm_eval_args(line: str) -> re.Match[str] | None:
+    """``--model_args`` of an ``lm_eval --model vllm`` line (searched after the first
+    ``lm_eval``), or None."""
+    m = _LM_EVAL.search(line)
+    if m is None:
+        return None
+    rest = line[m.end():]
+    return _LM_EVAL_ARGS.search(rest) if _LM_EVAL_VLLM.search(rest) else None
 # a serve command's arguments quoted one (or a flag and its value) a line, as a Kubernetes
 # manifest's or a Python list's items (published row 118: ``"--max-model-len=1000", # ...``;
 # ``- "--tp"``; ``['--max-model-len', '8192']``):
@@ -518,7 +536,7 @@ def _quoted_args(lines: list[str], engine: str) -> list[str]:
         if run and run[0].startswith("--"):
             launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
             out.append(launcher + joined)
-        elif run and _LAUNCH_LINE.search(joined):  # ["vllm", "serve", "M", "--tp", "2"]
+        elif run and _launch_line(joined):  # ["vllm", "serve", "M", "--tp", "2"]
             out.append(joined)
         run.clear()
 
