@@ -61,8 +61,8 @@ OUTSIDE = "not in the log: "
 # rows whose quote lacks only the release (or shows one explain reads otherwise): with
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
-# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 106, 122, 131, 134, 150, 160, 201, 520)
+# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
+RELEASE_ONLY = (12, 32, 122, 131, 134, 150, 160, 201, 520, 802)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -71,11 +71,6 @@ _LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight
                  "memprof_engine_version_note)")
 _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len are a markdown "
          "table's columns; the quoted args are placeholders, '--tensor-parallel-size=<tp-size>')")
-# the kubesimplify posts on RTX PRO 6000 cards (rows 901-904): their serve flags follow the
-# image name of a `docker run` command, which explain does not read as a serve command
-_DOCKER = ("the serve flags of a `docker run ... vllm/vllm-openai:latest MODEL` command "
-           "(--tensor-parallel-size / --pipeline-parallel-size, --gpu-memory-utilization "
-           "0.426, --max-model-len 32768), which explain does not read")
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -88,16 +83,18 @@ XFAIL: dict[int, str] = {
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
     32: OUTSIDE + _DATED,
     48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
-    106: "the tags (gpu_worker.py:276, core.py:700) are the lines of 0.10.1 and 0.10.1.1: "
-         "explain takes the newer, the row (by the thread's date) 0.10.1",
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
-    118: OUTSIDE + _DATED + "; the quote's flags are a list of quoted strings, not a command",
+    118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
+         "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
+         "(93.10 GiB)",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure) and " + _DATED,
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
          "(a dev build before 0.7.3); the row runs at 0.7.3",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
-    131: OUTSIDE + _DATED + "; gpu_model_runner.py:1962 is no release's line (the gptoss "
-         "image was built before 0.10.1)",
+    131: OUTSIDE + _DATED + ": gpu_model_runner.py:1962 is no release's line but lies "
+         "between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between them "
+         "(the gptoss image, built before 0.10.1) and rebuilds at 0.10.0, as it does a "
+         "development build on the way to 0.10.1; the row runs at 0.10.1 by its date",
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     150: OUTSIDE + _DATED,
@@ -110,8 +107,8 @@ XFAIL: dict[int, str] = {
     317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",
     **{i: _LLMD for i in range(511, 520)},
-    802: OUTSIDE + "TP 8 and max_model_len 16384 (lm_eval's --model_args, not a vLLM command) and "
-         "the release 0.7.1 (the PR branch's tags are 0.7.2's lines; its "
+    802: OUTSIDE + "the release 0.7.1 (lm_eval's --model_args are read; the PR branch's tags "
+         "are 0.7.2's lines; its "
          "VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 run has 0.7.1's unpadded MLA entries: "
          "memprof_engine_version_note)",
     803: "the quote's VLLM_USE_FLASHINFER_SAMPLER=1 on V0, which explain refuses (not modelled; "
@@ -125,7 +122,9 @@ XFAIL: dict[int, str] = {
     523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
          "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
          "was not in the stored corpus to quote from)",
-    **{i: _DOCKER for i in (901, 902, 903, 904)},
+    904: "the GPU total: the log's 'Free memory on device (94.05/95.01 GiB)' shows the card's "
+         "95.01 GiB, which explain rebuilds on; the row runs on the catalog's RTX-PRO-6000 "
+         "(94.97 GiB: memprof_run.why)",
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--enable-expert-parallel)",

@@ -72,25 +72,50 @@ def newest_v0_release() -> str:
     return [r for r in VLLM_RELEASES if rule_in_force(V0_BLOCK_SIZE, r) is not None][-1]
 
 
+def patch_base(release: str, among: list[str]) -> str | None:
+    """The release of ``among`` that ``release`` is a patch re-release of (``0.10.1.1`` and
+    ``0.8.5.post1`` re-ship 0.10.1 and 0.8.5 with a fix), or None."""
+    import re
+
+    return next((r for r in among if re.fullmatch(re.escape(r) + r"(?:\.[0-9]+|\.post[0-9]+)",
+                                                   release)), None)
+
+
 def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
     """The release a log that names none was printed by, from its ``[file.py:LINE]`` tags
     (``memprof.probes.release_lines``): the newest of the releases whose logging calls sit
-    there, with a note naming them; ``None`` where the tags place it nowhere."""
-    from memprof.probes.release_lines import consistent
+    there, with a note naming them; where no release's calls hold every tag but one pair of
+    consecutive releases brackets them (``release_lines.between``), the older of the two; ``None``
+    where the tags place it nowhere. A patch
+    re-release (``0.10.1.1``, ``0.8.5.post1``) whose lines its base release shares is not told
+    from it by tags: the base is taken, and the note names both."""
+    from memprof.probes.release_lines import between, consistent
 
     found = consistent(engine, log.tags)
     if found is None:
         return None
     shown = ", ".join(f"{f}:{n}" for f, n, _ in log.tags[:4])
     if not found:
+        pair = between(engine, log.tags)
+        if pair is not None:
+            # setuptools-scm names a build after vA "A'.devN", which memprof.core.release_names
+            # models at A (the commits since may have changed what memprof models)
+            notes.append(f"the log names no release, and its tags ({shown}) match no release's "
+                         f"logging lines but lie between {pair[0]}'s and {pair[1]}'s: a build "
+                         f"between them, rebuilt at {pair[0]} (as a development build on the way "
+                         f"to {pair[1]} is; --engine-version to choose another)")
+            return pair[0]
         notes.append(f"the log names no release, and its tags ({shown}) match no release "
                      "memprof has the logging lines of (a build between releases, or a fork)")
         return None
     which = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+    pick, why = found[-1], " (the newest of them)" if len(found) > 1 else ""
+    while (base := patch_base(pick, found)) is not None:
+        pick, why = base, (f" (the newest of them but for its patch re-release {found[-1]}, "
+                           "which the tags cannot tell from it)")
     notes.append(f"the log names no release; its tags ({shown}) are the logging lines of "
-                 f"{which}: rebuilt at {found[-1]}" + (" (the newest of them)"
-                                                      if len(found) > 1 else ""))
-    return found[-1]
+                 f"{which}: rebuilt at {pick}{why}")
+    return pick
 
 
 def _logged_release(log: StartupLog, engine: str, notes: list[str],

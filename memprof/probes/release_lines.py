@@ -6,8 +6,9 @@ The calls move from release to release, so the tags of a few well-known messages
 releases that could have printed a log. ``configs/<engine>_log_lines.json`` holds, per release,
 the lines of the logger calls for each message of ``MESSAGES`` (read from each release's wheel
 by ``tools/vllm_log_lines.py``); a release is consistent with a log when each tagged message of
-the log sits at a line its call covers in that release. An engine without such a table is never
-placed this way.
+the log sits at a line its call covers in that release. A log consistent with no release whose
+tags all lie between the calls of two consecutive releases is a build between them
+(``between``). An engine without such a table is never placed this way.
 """
 
 from __future__ import annotations
@@ -82,3 +83,32 @@ def consistent(engine: str, found: tuple[Tag, ...]) -> list[str] | None:
     if table is None or not found:
         return None
     return [r for r, calls in table["releases"].items() if all(_holds(calls, t) for t in found)]
+
+
+def _firsts(release: dict[str, dict[str, list[list[int]]]], tag: Tag) -> list[int]:
+    file, _, frag = tag
+    return [a for a, _b in release.get(frag, {}).get(file, [])]
+
+
+def between(engine: str, found: tuple[Tag, ...]) -> tuple[str, str] | None:
+    """The two consecutive releases (older, newer) between whose logging calls every tag of
+    ``found`` sits, where no release's calls hold them all (a build between two releases: its
+    files have changed since the older, not yet into the newer); ``None`` where the engine has
+    no table, the log no tag, or no single pair of releases brackets every tag."""
+    table = _table(engine)
+    if table is None or not found:
+        return None
+    from itertools import pairwise
+
+    pairs = []
+    for old, new in pairwise(table["releases"]):
+        if all(_brackets(table["releases"][old], table["releases"][new], tag) for tag in found):
+            pairs.append((old, new))
+    return pairs[0] if len(pairs) == 1 else None
+
+
+def _brackets(old: dict[str, dict[str, list[list[int]]]],
+              new: dict[str, dict[str, list[list[int]]]], tag: Tag) -> bool:
+    """Both releases log the tag's message from its file, and its line lies between theirs."""
+    a, b = _firsts(old, tag), _firsts(new, tag)
+    return bool(a and b) and min(a + b) <= tag[1] <= max(a + b)

@@ -1,7 +1,9 @@
 """A pasted serve command → the deployment it starts.
 
 Reads ``vllm serve MODEL --flag value …``, ``python -m vllm.entrypoints.openai.api_server …`` and
-``python -m sglang.launch_server --model-path MODEL …`` as tokens, or as the text of a file: a
+``python -m sglang.launch_server --model-path MODEL …`` as tokens (also after ``docker run [docker
+options] IMAGE``: the vLLM image's entrypoint is ``vllm serve``, so ``IMAGE MODEL --flags`` serve;
+the image's tag names the release where it is one), or as the text of a file: a
 shell script (continuation lines joined, simple ``NAME=value`` assignments expanded), a
 docker-compose file (the service's ``entrypoint`` + ``command``; the vLLM image's entrypoint is
 ``vllm serve``) or a Kubernetes manifest (a container's ``command`` + ``args``, also through
@@ -64,6 +66,9 @@ class ServeCommand:
     ignored: tuple[str, ...] = ()
     not_modelled: tuple[tuple[str, str], ...] = ()
     version: str = ""
+    # the release a container image's tag names (``vllm/vllm-openai:v0.27.1`` → "0.27.1"), or
+    # None (no image, or a tag such as ``latest`` that names none)
+    image_release: str | None = None
 
     def describe(self) -> list[str]:
         """The lines a user reads about what was taken from the command (stderr)."""
@@ -164,6 +169,9 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
     ``ENV_SETTINGS`` names."""
     if len(tokens) > MAX_TOKENS:
         raise BadInput(f"{where} has {len(tokens)} words", hint="paste one serve command")
+    container = docker_run(tokens)
+    if container is not None:
+        return _from_docker(container, where, env)
     found = find_launcher(tokens)
     if found is not None:
         engine, start = found
@@ -191,6 +199,149 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
         return cmd
     return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
                         ignored=cmd.ignored, not_modelled=cmd.not_modelled, version=cmd.version)
+
+
+# --- docker run ------------------------------------------------------------------------------
+
+# The container runtimes whose ``run`` takes ``[OPTIONS] IMAGE [COMMAND] [ARG...]`` (Docker's
+# ``docker run`` reference; Podman and nerdctl take the same form).
+CONTAINER_RUNTIMES = frozenset({"docker", "podman", "nerdctl"})
+# ``docker run``'s options that take no value (the reference's booleans; Podman's --replace):
+# every other option takes one, inline (``--ipc=host``) or as the next word (``--gpus all``).
+_DOCKER_SWITCHES = frozenset({
+    "--detach", "--interactive", "--tty", "--rm", "--privileged", "--init", "--read-only",
+    "--publish-all", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
+    "--disable-content-trust", "--quiet", "--help", "--replace", "--use-api-socket"})
+_DOCKER_SHORT_SWITCHES = frozenset("ditPq")  # -d -i -t -P -q, also clustered: -it, -dit
+_DOCKER_ENV = frozenset({"-e", "--env"})
+# an image tag that is a release: v0.27.1, 0.8.5.post1, v0.4.6.post1-cu124 (a CUDA suffix)
+_TAG_RELEASE = re.compile(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:\.?(?:post|dev|rc)[0-9]+)*)"
+                          r"(?:-[A-Za-z0-9.]+)*")
+
+
+@dataclass(frozen=True, slots=True)
+class DockerRun:
+    """What ``docker run`` starts: the image, its entrypoint override, the words after the
+    image, and the environment its ``-e NAME=value`` options set."""
+
+    image: str
+    entrypoint: list[str]
+    args: list[str]
+    env: dict[str, str]
+
+
+def docker_run(tokens: list[str]) -> DockerRun | None:
+    """``[sudo] docker run [OPTIONS] IMAGE [ARG...]`` read, or None where ``tokens`` are no
+    container run. Elided words (``...``) among the options are skipped."""
+    i = 0
+    while i < len(tokens) and (tokens[i].rsplit("/", 1)[-1] in _WRAPPERS
+                               or _ENV_ASSIGN.match(tokens[i])):
+        i += 1
+    if not (i + 1 < len(tokens) and tokens[i].rsplit("/", 1)[-1] in CONTAINER_RUNTIMES):
+        return None
+    j = i + 1
+    if tokens[j] == "container":  # docker container run
+        j += 1
+    if j >= len(tokens) or tokens[j] != "run":
+        return None
+    j += 1
+    env: dict[str, str] = {}
+    entrypoint: list[str] = []
+    while j < len(tokens):
+        tok = tokens[j]
+        if tok in ("...", "…"):
+            j += 1
+            continue
+        if not tok.startswith("-") or tok == "-":
+            break
+        j += 1
+        name, eq, inline = tok.partition("=")
+        if tok.startswith("--"):
+            if name in _DOCKER_SWITCHES or eq:
+                value = inline if eq else None
+            else:
+                value = tokens[j] if j < len(tokens) else None
+                j += 1
+        elif set(tok[1:]) <= _DOCKER_SHORT_SWITCHES:
+            continue
+        elif len(tok) > 2:  # -eNAME=value, -p8000:8000: the value attached
+            name, value = tok[:2], tok[2:]
+        else:
+            value = tokens[j] if j < len(tokens) else None
+            j += 1
+        if value is None:
+            continue
+        if name in _DOCKER_ENV and "=" in value:
+            key, _, val = value.partition("=")
+            env[key] = _unquote(val)
+        elif name == "--entrypoint":
+            entrypoint = value.split()
+    if j >= len(tokens):
+        return None  # options and no image: not a command that runs anything
+    return DockerRun(image=tokens[j], entrypoint=entrypoint, args=tokens[j + 1:], env=env)
+
+
+def image_release(image: str) -> str | None:
+    """The release an image's tag names (``vllm/vllm-openai:v0.27.1`` → ``0.27.1``,
+    ``lmsysorg/sglang:v0.4.6.post1-cu124`` → ``0.4.6.post1``); None for ``latest``,
+    ``nightly``, a digest or no tag."""
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    m = _TAG_RELEASE.fullmatch(last.rsplit(":", 1)[1])
+    return m.group(1) if m else None
+
+
+def _image_engine(image: str) -> str | None:
+    """The engine an image is named for (``vllm/vllm-openai``, ``lmsysorg/sglang``)."""
+    name = image.split("@", 1)[0].lower()
+    name = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    return next((e.name for e in ENGINES.values() if e.name in name), None)
+
+
+def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> ServeCommand:
+    """The serve command a ``docker run`` starts: a launcher in its words (the entrypoint's and
+    the command's, ``sh -c "…"`` included), else the engine image's own entrypoint serving
+    (vLLM's image: ``IMAGE MODEL --flags``)."""
+    words = [*run.entrypoint, *run.args]
+    given = {**(env or {}), **run.env}
+    if find_launcher(words) is not None:
+        cmd = parse_tokens(words, where=where, env=given)
+    else:
+        inner = next((w for w in words if _LAUNCH.search(w)), None)
+        engine = _image_engine(run.image)
+        if inner is not None:  # sh -c "…": the launcher is inside one string
+            cmd = _from_script(inner, where)
+        elif (engine is not None and not run.entrypoint
+              and ENGINES[engine].image_entrypoint_serves):
+            cmd = parse_tokens(run.args, engine=engine, where=where, env=given)
+        else:
+            raise BadInput(f"{where} is not a serve command: the container {run.image[:60]!r} "
+                           "runs none that memprof can see",
+                           hint="paste the vllm serve / python -m sglang.launch_server "
+                           "command, or docker run with vLLM's image (vllm/vllm-openai:TAG "
+                           "MODEL --flags)")
+    from memprof.core.release_names import map_release
+
+    release = image_release(run.image)
+    settings = dict(cmd.settings)
+    not_modelled = cmd.not_modelled
+    if release is not None and map_release(release, cmd.engine) is None:
+        # a release name the engine's snapshots do not hold (SGLang's 0.4.6.post1): said, and
+        # left to the default release
+        not_modelled += ((f"the image's release {release}",
+                          f"{ENGINE_NAMES[cmd.engine]} {release} is not a release memprof "
+                          "models; --engine-version picks one"),)
+    elif release is not None:  # the image's release is the engine version it runs
+        settings.setdefault("engine_version", release)
+    return ServeCommand(engine=cmd.engine, model=cmd.model, settings=settings,
+                        ignored=cmd.ignored, not_modelled=not_modelled, version=cmd.version,
+                        image_release=release)
+
+
+_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server")
+_DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
 
 
 def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
@@ -359,11 +510,11 @@ def _from_script(text: str, where: str) -> ServeCommand:
         if m:
             env[m.group(1)] = _unquote(m.group(2))
             continue
-        if not re.search(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server", line):
+        if not (_LAUNCH.search(line) or _DOCKER_RUN.search(line)):
             continue
         line = _expand(line, env, where)
         tokens = _split(line, where)
-        if find_launcher(tokens) is None:  # e.g. `docker run … vllm/vllm-openai …` then flags
+        if find_launcher(tokens) is None and docker_run(tokens) is None:
             continue
         return parse_tokens(tokens, where=where, env=env)
     raise BadInput(f"{where} holds no serve command (vllm serve, python -m "

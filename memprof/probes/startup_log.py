@@ -117,6 +117,22 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("free_at_start_bytes", "vllm",
        r"Free memory on device(?: \S+)? \(\s*" + _NUM + r"\s*/\s*[0-9.]+\s*GiB\) on startup",
        "gib"),
+    # ... and the card's total after the slash (the same snapshot's total_memory, from
+    # torch.cuda.mem_get_info): "(12.18/23.56 GiB) on startup is less than desired", and 0.27.1's
+    # "Free memory on device (94.05/95.01 GiB) on startup. Desired GPU memory utilization is
+    # (0.9, 85.51 GiB)" ("[gpu_worker.py:789]": published row 904)
+    _p("total_gpu_bytes", "vllm",
+       r"Free memory on device(?: \S+)? \(\s*[0-9.]+\s*/\s*" + _NUM + r"\s*GiB\) on startup",
+       "gib"),
+    # ... and the utilisation asked with the budget it makes (total x utilisation): "(0.92,
+    # 21.67 GiB)" after "desired GPU memory utilization", 0.27.1's "Desired GPU memory
+    # utilization is (0.9, 85.51 GiB)"
+    _p("gpu_memory_utilization", "vllm",
+       r"desired GPU memory utilization (?:is )?\(\s*([0-9.]*[0-9])\s*,\s*[0-9.]+\s*GiB\)",
+       "float"),
+    _p("requested_bytes", "vllm",
+       r"desired GPU memory utilization (?:is )?\(\s*[0-9.]+\s*,\s*" + _NUM + r"\s*GiB\)",
+       "gib"),
     _p("oom_tried_bytes", "any", r"Tried to allocate\s*" + _GIB, "gib"),
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
@@ -276,7 +292,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m and m.group(1) not in errors:
                 errors.append(m.group(1).strip()[:400])
                 break
-    settings, model, command, notes = _settings(lines, engine)
+    settings, model, command, notes, image_release = _settings(lines, engine)
     # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
     from memprof.probes.sglang_log import read_sglang
 
@@ -289,7 +305,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                        hint="pass the start-up log of vLLM or SGLang, from the launch to the "
                        "first request or the error")
     return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
-                      engine, figures), version=_version(joined), figures=figures,
+                      engine, figures), version=_version(joined) or image_release,
+                      figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines))
 
@@ -372,11 +389,14 @@ _CONFIG_KEYS = _config_keys()
 def _shell_lines(lines: list[str]) -> list[str]:
     """``lines`` with a shell command's continuations joined: a line ending in ``\\`` and the
     lines after it that begin with a flag (``vllm serve M \\`` / ``  --tp 8 \\`` / ...) are one
-    line, as the shell reads them; a continuation that is no flag ends the command."""
+    line, as the shell reads them; a continuation that is no flag ends the command, except in
+    a ``docker run`` command, whose image and model are words of their own between its options
+    and the serve flags (``  vllm/vllm-openai:latest \\`` / ``  Qwen/Qwen3-32B \\``)."""
     out: list[str] = []
     joining = False
     for line in lines:
-        if joining and line.lstrip().startswith("-"):
+        if joining and (line.lstrip().startswith("-") or (_DOCKER_RUN.search(out[-1])
+                                                          and line.strip())):
             out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
         else:
             out.append(line)
@@ -385,23 +405,25 @@ def _shell_lines(lines: list[str]) -> list[str]:
 
 
 def _settings(lines: list[str], engine: str
-              ) -> tuple[dict[str, Any], str | None, str | None, list[str]]:
-    """Settings from a serve command in the log, vLLM's "non-default args: {…}" or engine config
-    line, or SGLang's ``server_args=ServerArgs(…)``."""
+              ) -> tuple[dict[str, Any], str | None, str | None, list[str], str | None]:
+    """Settings from a serve command in the log (a ``docker run`` command's too, and the
+    release its image's tag names, the last item), vLLM's "non-default args: {…}" or engine
+    config line, or SGLang's ``server_args=ServerArgs(…)``."""
     settings: dict[str, Any] = {}
     model: str | None = None
     command: str | None = None
+    image_release: str | None = None
     notes: list[str] = []
-    for line in _shell_lines(lines):
-        if command is None and not re.search(r"vllm serve|vllm\.entrypoints|"
-                                             r"sglang\.launch_server", line):
+    shell = _shell_lines(lines)
+    for line in _quoted_args(shell, engine):
+        lm_eval = _lm_eval_args(line)
+        if command is None and not _launch_line(line) and lm_eval is None:
             m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
             if m:
                 launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
                 line = launcher + m.group(1)
-        if command is None and re.search(r"vllm serve|vllm\.entrypoints|sglang\.launch_server",
-                                         line):
-            command, model, got, note = _command(line)
+        if command is None and _launch_line(line):
+            command, model, got, note, image_release = _command(line)
             settings.update({k: v for k, v in got.items() if k not in settings})
             if note:
                 notes.append(note)
@@ -424,6 +446,12 @@ def _settings(lines: list[str], engine: str
             _take(d, settings)
         if _LLM_CLASS.search(line) and "entrypoint" not in settings:
             settings["entrypoint"] = "llm"
+        if lm_eval is not None:
+            d = {k: _literal(v) for k, _, v in
+                 (kv.partition("=") for kv in lm_eval.group(1).split(",")) if k}
+            model = model or _str(d.get("pretrained"))
+            _take(d, settings)
+            settings.setdefault("entrypoint", "llm")
         m = _KEYWORD_LINE.fullmatch(line.strip())
         if m and m.group(1) in _CONFIG_KEYS:
             _take({m.group(1): _literal(m.group(2))}, settings)
@@ -438,7 +466,89 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
-    return settings, model, command, notes
+    return settings, model, command, notes, image_release
+
+
+# a line that holds a serve command: a launcher, or a container run of an engine's image or
+# command (``docker run … vllm/vllm-openai:TAG …``, read by memprof.probes.serve_command.
+# docker_run; another container's run is no serve command)
+_DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
+_LAUNCHER = re.compile(r"vllm serve|vllm\.entrypoints|sglang\.launch_server")
+
+
+def _launch_line(line: str) -> bool:
+    """The line holds a serve command (``_DOCKER_RUN`` found once, then a plain search after
+    it: no regex backtracks over a long line)."""
+    if _LAUNCHER.search(line):
+        return True
+    m = _DOCKER_RUN.search(line)
+    return m is not None and ("vllm" in line[m.end():] or "sglang" in line[m.end():])
+
+
+# lm-evaluation-harness's vLLM backend, ``lm_eval --model vllm --model_args pretrained=M,
+# tensor_parallel_size=8,max_model_len=16384,...``: its VLLM wrapper (lm_eval/models/
+# vllm_causallms.py) builds vLLM's LLM class from those keyword arguments (``pretrained`` is the
+# model), so they are EngineArgs' fields, read as the argparse dests they share, and the
+# entrypoint is the LLM class (published row 802)
+_LM_EVAL = re.compile(r"\blm_eval\b")
+_LM_EVAL_VLLM = re.compile(r"\s--model[ =]vllm\b")
+_LM_EVAL_ARGS = re.compile(r"\s--model_args[ =]['\"]?([^\s'\"]+)")
+
+
+def _lm_eval_args(line: str) -> re.Match[str] | None:
+    """``--model_args`` of an ``lm_eval --model vllm`` line (searched after the first
+    ``lm_eval``), or None."""
+    m = _LM_EVAL.search(line)
+    if m is None:
+        return None
+    rest = line[m.end():]
+    return _LM_EVAL_ARGS.search(rest) if _LM_EVAL_VLLM.search(rest) else None
+# a serve command's arguments quoted one (or a flag and its value) a line, as a Kubernetes
+# manifest's or a Python list's items (published row 118: ``"--max-model-len=1000", # ...``;
+# ``- "--tp"``; ``['--max-model-len', '8192']``):
+# the run of such lines is read as the engine's serve command
+_QUOTED = re.compile(r"""(["'])([^"'\n]*)\1""")
+# what a quoted-argument line holds besides its quoted strings (a YAML item's "- ", a list's
+# brackets and commas), before a comment: a character class, so no line backtracks
+_BETWEEN_QUOTED = re.compile(r"[\s,\[\]]*")
+
+
+def _quoted_items(line: str) -> list[str] | None:
+    """The quoted strings of a line that holds nothing else (``_BETWEEN_QUOTED``), or None."""
+    items = [q for _, q in _QUOTED.findall(line)]
+    if not items:
+        return None
+    rest = _QUOTED.sub(" ", line).split("#", 1)[0].lstrip()
+    if rest.startswith("- "):  # a YAML list item
+        rest = rest[2:]
+    return items if _BETWEEN_QUOTED.fullmatch(rest) else None
+
+
+def _quoted_args(lines: list[str], engine: str) -> list[str]:
+    """``lines`` with each run of quoted-argument lines (``_quoted_items``) also given as
+    one serve command line after the run: the engine's launcher, then the arguments, where the
+    first is a flag; the arguments alone where they hold a launcher (``"vllm", "serve", …``)."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        joined = " ".join(shlex.quote(a) for a in run)
+        if run and run[0].startswith("--"):
+            launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
+            out.append(launcher + joined)
+        elif run and _launch_line(joined):  # ["vllm", "serve", "M", "--tp", "2"]
+            out.append(joined)
+        run.clear()
+
+    for line in lines:
+        items = _quoted_items(line) if ('"' in line or "'" in line) else None
+        if items is not None and len(run) < 200:
+            run.extend(items)
+        else:
+            flush()
+        out.append(line)
+    flush()
+    return out
 
 
 # vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
@@ -558,38 +668,43 @@ def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:
             settings[fld] = v
 
 
-def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None]:
+def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None, str | None]:
     """A serve command quoted in a log line: what memprof can read of it (unknown flags are a
-    note here, not an error: a log is evidence, not input)."""
+    note here, not an error: a log is evidence, not input), and the release the image's tag of
+    a ``docker run`` command names."""
     from memprof.probes.serve_command import parse_tokens
 
-    start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))", line)
+    start = re.search(r"(?:\S+=\S+\s+)*(?:vllm serve|python[0-9.]* -m (?:vllm|sglang))|"
+                      r"(?:sudo\s+)?" + _DOCKER_RUN.pattern, line)
     text = line[start.start():] if start else line
     text = re.split(r"\)\s*$|`", text)[0].rstrip().removesuffix("\\")
     try:
         tokens = [t for t in shlex.split(text) if t not in ("...", "…")]
     except ValueError:
-        return text, None, {}, "the serve command in the log could not be split"
+        return text, None, {}, "the serve command in the log could not be split", None
     dropped: list[str] = []
     for _ in range(len(tokens) + 1):
         try:
             cmd = parse_tokens(tokens)
-            return text, cmd.model, dict(cmd.settings), (
-                f"flags of the logged command not read: {' '.join(dropped)}" if dropped else None)
+            # an image's release is the log's version (rebuild maps it, with its notes)
+            got = {k: v for k, v in cmd.settings.items() if k != "engine_version"}
+            return text, cmd.model, got, (
+                f"flags of the logged command not read: {' '.join(dropped)}" if dropped
+                else None), cmd.image_release
         except BadInput as exc:
             # the flag the error names: unknown, or with a value memprof cannot read
             bad = re.search(r"flag '([^']+)'|argument '([^']+)'|: (--?[A-Za-z][\w-]*): bad "
                             r"value|bad value .* for (--?[A-Za-z][\w-]*)", exc.message)
             if not bad:
-                return text, None, {}, f"the serve command in the log: {exc.message}"
+                return text, None, {}, f"the serve command in the log: {exc.message}", None
             flag = next(g for g in bad.groups() if g)
             i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
                      None)
             if i is None:
-                return text, None, {}, f"the serve command in the log: {exc.message}"
+                return text, None, {}, f"the serve command in the log: {exc.message}", None
             dropped.append(flag)
             inline = "=" in tokens[i]
             del tokens[i]
             if i < len(tokens) and not tokens[i].startswith("-") and not inline:
                 del tokens[i]  # its value
-    return text, None, {}, None
+    return text, None, {}, None, None
