@@ -482,7 +482,7 @@ def _launch_line(line: str) -> bool:
     if _LAUNCHER.search(line):
         return True
     m = _DOCKER_RUN.search(line)
-    return m is not None and ("vllm" in line[m.end():] or "sglang" in line[m.end():])
+    return m is not None and any(name in line[m.end():] for name in ENGINES)
 
 
 # lm-evaluation-harness's vLLM backend, ``lm_eval --model vllm --model_args pretrained=M,
