@@ -278,3 +278,15 @@ def test_fuzz_free_memory_line(free: str, total: str, newer: bool) -> None:
         lines = err.strip("\n").split("\n")
         assert lines[-2].startswith("error:") and lines[-1].startswith("hint:"), err
 
+
+
+def test_the_description_names_the_image_release() -> None:
+    """The release the image's tag names is said as such, apart from the flag table's release."""
+    from memprof.probes.serve_command import parse_tokens
+
+    cmd = parse_tokens(["docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.10.1",
+                        "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"])
+    first = cmd.describe()[0]
+    assert first.startswith("read as vLLM (release 0.10.1 from the image's tag; flags as vLLM ")
+    plain = parse_tokens(["vllm", "serve", "m", "--max-model-len", "8192"]).describe()[0]
+    assert "image" not in plain

@@ -73,7 +73,10 @@ class ServeCommand:
     def describe(self) -> list[str]:
         """The lines a user reads about what was taken from the command (stderr)."""
         name = ENGINE_NAMES[self.engine]
-        out = [f"read as {name} {self.version}: model {self.model or '(not given)'}, "
+        how = (f"{name} {self.version}" if self.image_release is None else
+               f"{name} (release {self.image_release} from the image's tag; flags as {name} "
+               f"{self.version} spells them)")
+        out = [f"read as {how}: model {self.model or '(not given)'}, "
                + (", ".join(f"{k}={v}" for k, v in self.settings.items()) or "no memory flags")]
         if self.not_modelled:
             out.append("warning: not modelled (they change GPU memory; memprof leaves them out): "
