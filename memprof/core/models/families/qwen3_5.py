@@ -57,6 +57,7 @@ from memprof.core.models.families.row import (
     Family,
     gqa,
     lift_text_config,
+    linear_full_layer_types,
     missing,
     top_k,
     vision_int,
@@ -93,28 +94,6 @@ def _view(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _layer_types(c: ConfigFields, n_layers: int) -> list[str]:
-    """``layer_types`` as stated, else vLLM's ``Qwen3_5TextConfig`` derivation from
-    ``full_attention_interval`` (full attention where ``(i + 1) % interval == 0``); a config
-    stating neither is refused."""
-    types = c.cfg.get("layer_types")
-    if isinstance(types, list):
-        if len(types) < n_layers:
-            raise ConfigError(f"layer_types lists {len(types)} layers but num_hidden_layers is "
-                              f"{n_layers}", hint="fix the config.json")
-        bad = next((t for t in types[:n_layers]
-                    if t not in ("linear_attention", "full_attention")), None)
-        if bad is not None:
-            raise ConfigError(f"unknown layer type {str(bad)[:40]!r} in layer_types",
-                              hint="linear_attention or full_attention")
-        return [str(t) for t in types[:n_layers]]
-    if c.cfg.get("full_attention_interval") is None:
-        raise missing(c, "full_attention_interval", "it places the full-attention layers")
-    every = c.size("full_attention_interval")
-    return ["full_attention" if (i + 1) % every == 0 else "linear_attention"
-            for i in range(n_layers)]
-
-
 def _gdn(c: ConfigFields) -> StateMixer:
     for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                 "linear_value_head_dim", "linear_conv_kernel_dim"):
@@ -138,7 +117,7 @@ def _layers(c: ConfigFields, hidden: int, n_layers: int, mlp: MLP) -> Built:
                    output_gate=c.flag("attn_output_gate", True))
     linear = replace(attn, mixer=_gdn(c))
     return [Layer(index=i, attention=attn if kind == "full_attention" else linear, mlp=mlp)
-            for i, kind in enumerate(_layer_types(c, n_layers))], []
+            for i, kind in enumerate(linear_full_layer_types(c, n_layers))], []
 
 
 def _dense_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:

@@ -23,37 +23,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
     gqa,
+    linear_full_layer_types,
     missing,
     sglang_embed_rows,
     top_k,
 )
 from memprof.core.models.spec import MLP, Layer, StateMixer
-
-
-def layer_types(c: ConfigFields, n_layers: int) -> list[str]:
-    """``layer_types`` as stated, else derived from ``full_attention_interval``."""
-    types = c.cfg.get("layer_types")
-    if isinstance(types, list):
-        if len(types) < n_layers:
-            raise ConfigError(f"layer_types lists {len(types)} layers but num_hidden_layers is "
-                              f"{n_layers}", hint="fix the config.json")
-        bad = next((t for t in types[:n_layers]
-                    if t not in ("linear_attention", "full_attention")), None)
-        if bad is not None:
-            raise ConfigError(f"unknown layer type {str(bad)[:40]!r} in layer_types",
-                              hint="linear_attention or full_attention")
-        return [str(t) for t in types[:n_layers]]
-    if c.cfg.get("full_attention_interval") is None:
-        raise missing(c, "full_attention_interval", "it places the full-attention layers")
-    every = c.size("full_attention_interval")
-    return ["full_attention" if (i + 1) % every == 0 else "linear_attention"
-            for i in range(n_layers)]
 
 
 def _qwen3_next_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
@@ -83,7 +63,7 @@ def _qwen3_next_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
                   shared_intermediate_size=shared, shared_expert_gate=True)
     dense: MLP | None = None
     layers = []
-    for i, kind in enumerate(layer_types(c, n_layers)):
+    for i, kind in enumerate(linear_full_layer_types(c, n_layers)):
         mlp: MLP
         if moe is not None and i not in dense_only and (i + 1) % step == 0:
             mlp = moe

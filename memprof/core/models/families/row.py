@@ -142,6 +142,29 @@ def missing(c: ConfigFields, key: str, why: str) -> ConfigError:
                        hint=f"add {key!r} to the config.json: memprof does not guess it")
 
 
+def linear_full_layer_types(c: ConfigFields, n_layers: int) -> list[str]:
+    """A hybrid linear-attention model's ``layer_types`` (``linear_attention`` /
+    ``full_attention``) as stated, else derived from ``full_attention_interval`` (full attention
+    where ``(i + 1) % interval == 0``, as vLLM's Qwen3-Next and Qwen3.5 configs derive it); a config
+    stating neither is refused."""
+    types = c.cfg.get("layer_types")
+    if isinstance(types, list):
+        if len(types) < n_layers:
+            raise ConfigError(f"layer_types lists {len(types)} layers but num_hidden_layers is "
+                              f"{n_layers}", hint="fix the config.json")
+        bad = next((t for t in types[:n_layers]
+                    if t not in ("linear_attention", "full_attention")), None)
+        if bad is not None:
+            raise ConfigError(f"unknown layer type {str(bad)[:40]!r} in layer_types",
+                              hint="linear_attention or full_attention")
+        return [str(t) for t in types[:n_layers]]
+    if c.cfg.get("full_attention_interval") is None:
+        raise missing(c, "full_attention_interval", "it places the full-attention layers")
+    every = c.size("full_attention_interval")
+    return ["full_attention" if (i + 1) % every == 0 else "linear_attention"
+            for i in range(n_layers)]
+
+
 def layer_types_windows(c: ConfigFields, n_layers: int) -> list[int | None] | None:
     """Per-layer sliding window from ``layer_types`` (``sliding_attention`` /
     ``full_attention``), or None when the config has no ``layer_types`` (a ``sliding_window``
