@@ -60,7 +60,6 @@ from memprof.core.models.families.row import (
     linear_full_layer_types,
     missing,
     top_k,
-    vision_int,
 )
 from memprof.core.models.spec import MLP, Layer, StateMixer
 from memprof.core.versions import Rule
@@ -142,23 +141,8 @@ def _moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 def _tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
     """``Qwen3_VisionTransformer`` from ``vision_config`` (vLLM 0.17.0 qwen3_5.py builds the
     Qwen3-VL tower: ``qwen3_vl.py``)."""
-    from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
-
-    vc = vision_fields(cfg)
-    h, merge = vision_int(vc, "hidden_size"), vision_int(vc, "spatial_merge_size")
-    levels = len(vc.get("deepstack_visual_indexes") or [])
-    return VisionTower(
-        depth=vision_int(vc, "depth"), hidden=h,
-        intermediate=vision_int(vc, "intermediate_size"), heads=vision_int(vc, "num_heads"),
-        in_channels=vision_int(vc, "in_channels", "in_chans"),
-        patch=vision_int(vc, "patch_size"), temporal_patch=vision_int(vc, "temporal_patch_size"),
-        merge=merge, out_hidden=vision_int(vc, "out_hidden_size"),
-        gated=False, norm_bias=True, patch_bias=True,
-        position_embeddings=vision_int(vc, "num_position_embeddings"),
-        deepstack_levels=levels, text_hidden=text_hidden,
-        head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), levels),
-        processor=qwen_vl.processors()[1], releases=RELEASES,
-        source="vLLM 0.17.0 qwen3_5.py (qwen3_vl.py Qwen3_VisionTransformer)")
+    return qwen_vl.deepstack_tower(
+        cfg, text_hidden, RELEASES, "vLLM 0.17.0 qwen3_5.py (qwen3_vl.py Qwen3_VisionTransformer)")
 
 
 NOTE = ("the checkpoint's MTP layer is not loaded (vLLM skips mtp.* weights); an MTP drafter "

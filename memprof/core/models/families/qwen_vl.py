@@ -123,6 +123,14 @@ def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
 
 
 def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
+    return deepstack_tower(cfg, text_hidden, QWEN3_VL_RELEASES, "vLLM 0.11.0 qwen3_vl.py")
+
+
+def deepstack_tower(cfg: dict[str, Any], text_hidden: int, releases: tuple[Rule, ...],
+                    source: str) -> VisionTower:
+    """``Qwen3_VisionTransformer`` (deepstack merger levels) from ``vision_config``, with the
+    releases and source of the family that builds it (Qwen3-VL here; Qwen3.5 builds the same
+    tower)."""
     from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
 
     vc = vision_fields(cfg)
@@ -138,8 +146,7 @@ def _qwen3_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         position_embeddings=vision_int(vc, "num_position_embeddings"),
         deepstack_levels=levels, text_hidden=text_hidden,
         head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), levels),
-        processor=processors()[1], releases=QWEN3_VL_RELEASES,
-        source="vLLM 0.11.0 qwen3_vl.py")
+        processor=processors()[1], releases=releases, source=source)
 
 
 def _qwen2_5_vl_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
