@@ -620,8 +620,9 @@ def _nodes_from_log(lines: list[str], engine: str, settings: dict[str, Any]) -> 
 
 
 # V1's sampler announcing FlashInfer's top-k/top-p kernel (vllm/v1/sample/ops/topk_topp_sampler.py
-# TopKTopPSampler.__init__, "Using FlashInfer for top-p & top-k sampling." at 0.9.0-0.11.0): the
-# profile run's sampler warm-up is FlashInfer's (``--vllm-use-flashinfer-sampler``)
+# TopKTopPSampler.__init__, "Using FlashInfer for top-p & top-k sampling.", read at 0.8.2 and
+# 0.9.0-0.11.0): the profile run's sampler warm-up is FlashInfer's
+# (``--vllm-use-flashinfer-sampler``)
 _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 
 
