@@ -76,8 +76,9 @@ def test_main_sizes_by_the_stored_slot() -> None:
 def test_mem_fraction_static_is_0_8_in_0_5_3_only() -> None:
     assert _est("0.5.3").mem_fraction_static == 0.8
     # 0.5.4: the _handle_gpu_memory_settings heuristic (B200: 512 + 1.5·16384 + 1024 + 2·512 +
-    # 3·512·8 + 1.5·512·8 = 45,568 MiB reserved of 182,630 MiB → 0.75)
-    assert _est("0.5.4").mem_fraction_static == 0.75
+    # 3·512·8 + 1.5·512·8 = 45,568 MiB reserved of nvidia-smi's 183,359 MiB, the total SGLang
+    # reads (SGLANG_HEURISTIC_GPU_MEM) → round(0.75148, 3) = 0.751)
+    assert _est("0.5.4").mem_fraction_static == 0.751
 
 
 def test_kv_dtype_per_release_and_arch() -> None:
@@ -144,10 +145,11 @@ def test_dp_attention_per_release(version: str, asked_dp: int, dp: int, on: bool
 def test_forced_dp_attention_keeps_the_heuristic_of_the_layout_asked() -> None:
     """SGLang's mem_fraction_static heuristic runs before the NSA adjustments: without
     --enable-dp-attention no DP reserve (B200: 512 + 1.5·16384 + 1024 + 2·512 = 27,136 MiB of
-    182,630 MiB → 0.851), though the server then runs DP attention (attention replicated)."""
+    nvidia-smi's 183,359 MiB → round(0.85200, 3) = 0.852), though the server then runs DP
+    attention (attention replicated)."""
     forced = estimate(MODEL, Deployment(engine="sglang", engine_version="0.5.4", tp=8),
                       gpu_name="B200")
     asked = _est("0.5.4")
-    assert forced.mem_fraction_static == 0.851
+    assert forced.mem_fraction_static == 0.852
     assert forced.weights_bytes_max == asked.weights_bytes_max  # the same DP-attention ranks
     assert any("turns on DP attention (--dp 8)" in n for n in forced.notes)

@@ -49,6 +49,10 @@ class GPU:
     # "NVIDIA GeForce RTX 3090"): the catalog's first alias spelt as a driver spells it
     # (``DRIVER_NAME_PREFIXES``); "" where none is known. vLLM's batch defaults read it.
     device_name: str = ""
+    # nvidia-smi's memory.total in MiB (rocm-smi's VRAM total on AMD): above torch's total by the
+    # memory the driver reserves; None where the catalog has no reading (configs/gpus.json
+    # smi_total_mib). SGLang sizes its start-up heuristics on it (engines/sglang.py).
+    smi_total_mib: int | None = None
     # the hash of the compared fields, computed once (as ``ModelSpec`` keeps its own): a GPU is
     # part of the value keys a sweep looks up several times a deployment (memprof/batch)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
@@ -101,7 +105,8 @@ def catalog() -> tuple[GPU, ...]:
                 interconnect=g.get("interconnect", ""),
                 fully_connected=bool(g.get("fully_connected", False)),
                 sm_count=g.get("sm_count"), device_name=_driver_name(g),
-                nvml_memory_info=bool(g.get("nvml_memory_info", True)))
+                nvml_memory_info=bool(g.get("nvml_memory_info", True)),
+                smi_total_mib=g.get("smi_total_mib"))
             for g in data["gpus"]
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -338,7 +338,7 @@ class Engine:
     def check_layout(self, dep: DeploymentView) -> None:
         """The engine's refusals of a parallel layout (after the settings checks)."""
 
-    def notes(self, dep: DeploymentView, mfs: float) -> list[str]:
+    def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
         return []
 
     def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from memprof.base.errors import BadInput, LayoutError
-from memprof.base.units import GiB, MiB
+from memprof.base.units import MiB
 from memprof.core import releases
 from memprof.core.engines.base import (
     AttentionFacts,
@@ -286,6 +286,38 @@ def _graph_before_053(rule: object, mib: float, dep: DeploymentView) -> int:
     return 512 if mib > 160 * 1000 else 256 if mib > 90 * 1024 else 160
 
 
+# The GPU memory SGLang's heuristics read (``gpu_mem``, MiB): ``get_device_memory_capacity`` →
+# on CUDA ``get_nvgpu_memory_capacity``, the smallest of ``nvidia-smi
+# --query-gpu=memory.total`` (falling back to torch.cuda.mem_get_info's total only where
+# nvidia-smi prints no number, under MIG), on ROCm rocm-smi's VRAM total. nvidia-smi's total is
+# torch's plus the memory the driver reserves (480 MiB on H100 SXM, 728 MiB on B200:
+# configs/gpus.json smi_total_mib), so the heuristics' fraction and tiers are those of the
+# larger figure. value: which total.
+SGLANG_HEURISTIC_GPU_MEM: tuple[Rule, ...] = (
+    Rule(name="sglang_heuristic_gpu_mem", changes="budget: the total the heuristics read",
+         since=None, until=None, value="nvidia-smi memory.total", engine="sglang",
+         introduced_by=_OLDEST,
+         source="sglang 0.4.3 / 0.4.9 utils.py get_nvgpu_memory_capacity, 0.5.3 / 0.5.4 / 0.5.9 "
+         "utils/common.py: subprocess nvidia-smi --query-gpu=memory.total "
+         "--format=csv,noheader,nounits, min over the GPUs; server_args.py gpu_mem = "
+         "get_device_memory_capacity(self.device) (0.4.9 __post_init__, 0.5.4 "
+         "_handle_gpu_memory_settings)"),
+)
+
+
+def heuristic_gpu_mem_mib(gpu: GPU) -> tuple[float, str | None]:
+    """The ``gpu_mem`` SGLang's heuristics read (``SGLANG_HEURISTIC_GPU_MEM``): the catalog's
+    nvidia-smi (rocm-smi) total in MiB, and None; where the catalog has none (or the card is
+    described by ``--gpu-memory``), torch's total and the assumption stated for the output."""
+    if gpu.smi_total_mib is not None and gpu.source != "--gpu-memory":
+        return float(gpu.smi_total_mib), None
+    mib = gpu.total_bytes / MiB
+    return mib, (f"SGLang sizes its mem_fraction_static, chunked-prefill and CUDA-graph "
+                 f"heuristics on nvidia-smi's memory.total, which memprof does not have for "
+                 f"{gpu.name}: it uses torch's total ({mib:,.0f} MiB) [assumption: the "
+                 "driver's reservation, 480 MiB on H100, would raise the fraction slightly]")
+
+
 def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
     """SGLang's (chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) heuristics.
 
@@ -299,8 +331,8 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
     Before 0.5.3 (and for the graph batch before 0.5.5) the rows of ``SGLANG_MFS_HEURISTIC``,
     ``SGLANG_CHUNKED_PREFILL`` and ``SGLANG_GRAPH_MAX_BS`` at the deployment's release hold.
     """
-    gib = gpu.total_bytes / GiB
-    mib = gpu.total_bytes / MiB
+    mib = heuristic_gpu_mem_mib(gpu)[0]  # nvidia-smi's total: SGLANG_HEURISTIC_GPU_MEM
+    gib = mib / 1024
     # the rows in force at the deployment's release (a vLLM deployment asks for the graph batch
     # only, and reads SGLang's newest rules)
     version = dep.engine_version if dep.engine == SGLang.name else None
@@ -575,10 +607,12 @@ class SGLang(Engine):
         return [*parts, f"--context-length {max_model_len}",
                 f"--max-running-requests {max_num_seqs}"]
 
-    def notes(self, dep: DeploymentView, mfs: float) -> list[str]:
-        return [f"SGLang: mem_fraction_static {mfs} "
-                f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
-                "weights sharded as vLLM shards them"]
+    def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
+        out = [f"SGLang: mem_fraction_static {mfs} "
+               f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
+               "weights sharded as vLLM shards them"]
+        assumed = None if gpu is None else heuristic_gpu_mem_mib(gpu)[1]
+        return out + ([assumed] if assumed else [])
 
     def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
         """On ROCm from 0.4.7: the aiter factor on mem_fraction_static (``rocm_aiter_scale``)."""
