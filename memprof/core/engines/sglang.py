@@ -46,7 +46,8 @@ DP_ATTENTION_SCRATCH = "sglang_dp_attention"
 # Each row cites the release whose python/sglang/srt/server_args.py (ServerArgs.__post_init__,
 # from 0.5.3 ServerArgs._handle_gpu_memory_settings) or model_executor/cuda_graph_runner.py
 # (get_batch_sizes_to_capture) it was read in (PyPI wheels). "gpu_mem" is SGLang's
-# get_device_memory_capacity in MiB; memprof reads it as the GPU's total (configs/gpus.json).
+# get_device_memory_capacity in MiB: nvidia-smi's memory.total (configs/gpus.json
+# smi_total_mib), not torch's total (SGLANG_HEURISTIC_GPU_MEM, heuristic_gpu_mem_mib).
 _READ = "read in the sglang {} wheel (first release with it)"
 _OLDEST = "before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release modelled)"
 
