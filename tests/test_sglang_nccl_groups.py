@@ -1,8 +1,9 @@
 """SGLang's NCCL communicators (``SGLang.nccl_groups``, ``SGLANG_MOE_GROUPS`` in
-memprof/core/engines/sglang.py): TP, then from 0.4.10 the MoE EP and MoE TP groups
+memprof/core/engines/sglang.py): TP, then from 0.4.10 to 0.5.1 the MoE EP and MoE TP groups
 (distributed/parallel_state.py initialize_model_parallel, a PyNccl communicator each where the
-group has more than one rank), then PP; no DP communicator (DP attention's attention-TP group has
-no PyNccl by default; --dp without it runs whole servers)."""
+group has more than one rank; from 0.5.2 one of TP's size is the TP group:
+tests/test_sglang_moe_groups_alias.py), then PP; no DP communicator (DP attention's
+attention-TP group has no PyNccl by default; --dp without it runs whole servers)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_tp_and_pp_only_before_0410(version: str) -> None:
     assert nccl_groups(_sgl(version, tp=2, pp=2)) == [("TP", 2), ("PP", 2)]
 
 
-@pytest.mark.parametrize("version", ["0.4.10", "0.5.3", "0.5.9", "main@d315eb7"])
+@pytest.mark.parametrize("version", ["0.4.10", "0.5.1"])
 def test_moe_groups_from_0410(version: str) -> None:
     # EP off: moe_ep_size 1 (groups of one rank: no communicator), moe_tp_size = tp
     assert nccl_groups(_sgl(version, tp=4)) == [("TP", 4), ("MoE TP", 4)]
@@ -35,7 +36,7 @@ def test_moe_groups_from_0410(version: str) -> None:
 
 
 def test_no_dp_communicator() -> None:
-    dep = _sgl("0.5.4", tp=8, dp=8, enable_dp_attention=True)
+    dep = _sgl("0.5.1", tp=8, dp=8, enable_dp_attention=True)
     assert nccl_groups(dep) == [("TP", 8), ("MoE TP", 8)]
     assert nccl_groups(_sgl("0.4.8", tp=8, dp=8, enable_dp_attention=True)) == [("TP", 8)]
 
@@ -47,7 +48,7 @@ def test_vllm_keeps_its_groups() -> None:
 def test_the_moe_tp_communicator_is_a_second_one() -> None:
     # made after TP's on the same GPUs: the second-communicator row (memprof/core/terms/nccl.py
     # SECOND_COMM_ROWS, H100 P2P cuMem on, 4 ranks): 205,520,896 + 301,989,888 B
-    e = estimate("qwen3-32b", _sgl("0.5.3", tp=4), gpu_name="H100-80GB")
+    e = estimate("qwen3-32b", _sgl("0.5.1", tp=4), gpu_name="H100-80GB")
     comms = {c.name: c.bytes for c in e.ranks[0].components if c.name.startswith("NCCL")}
     assert comms["NCCL MoE TP communicator (4 ranks)"] == 205_520_896 + 301_989_888
     assert set(comms) == {"NCCL TP communicator (4 ranks)", "NCCL MoE TP communicator (4 ranks)"}

@@ -194,7 +194,11 @@ SGLANG_LOAD_FIGURE: tuple[Rule, ...] = (
 # (device_communicators/pynccl.py), before the free memory the budget line reads. DP attention
 # adds an attention-TP group without PyNccl (layers/dp_attention.py: use_pynccl=
 # SYNC_TOKEN_IDS_ACROSS_TP, off by default) and --dp without it runs whole servers: no DP
-# communicator. value: whether the two MoE groups are made.
+# communicator. value: whether the two MoE groups are made (True), not made (False), or made
+# only where unlike the TP group (SGLANG_MOE_GROUPS_UNLIKE_TP: from 0.5.2 a MoE group of the TP
+# group's size is that group, no communicator of its own; with EP off or over all tp ranks, the
+# layouts memprof models, neither MoE group then adds one).
+SGLANG_MOE_GROUPS_UNLIKE_TP = "only those unlike TP"
 SGLANG_MOE_GROUPS: tuple[Rule, ...] = (
     Rule(name="sglang_moe_process_groups", changes="NCCL MoE EP / MoE TP communicators",
          since=None, until="0.4.10", value=False, engine="sglang", applies_to="nccl",
@@ -202,12 +206,19 @@ SGLANG_MOE_GROUPS: tuple[Rule, ...] = (
          source="sglang 0.4.3 / 0.4.8 / 0.4.9 / 0.4.9.post5 distributed/parallel_state.py "
          "initialize_model_parallel: TP and PP groups only"),
     Rule(name="sglang_moe_process_groups", changes="NCCL MoE EP / MoE TP communicators",
-         since="0.4.10", until=None, value=True, engine="sglang", applies_to="nccl",
-         introduced_by=_READ.format("0.4.10"),
-         source="sglang 0.4.10 (0.5.3, 0.5.9) distributed/parallel_state.py "
+         since="0.4.10", until="0.5.2", value=True, engine="sglang", applies_to="nccl",
+         introduced_by=_READ.format("0.4.10"), removed_by=_READ.format("0.5.2"),
+         source="sglang 0.4.10 (0.5.1) distributed/parallel_state.py "
          "initialize_model_parallel: _MOE_EP (ranks st..en step moe_tp_size) and _MOE_TP "
          "(moe_tp_size = tp // moe_ep_size consecutive ranks) by init_model_parallel_group "
-         "(use_pynccl=not is_npu(), use_custom_allreduce=False)"),
+         "(use_pynccl=not is_npu(), use_custom_allreduce=False), whatever their size"),
+    Rule(name="sglang_moe_process_groups", changes="NCCL MoE EP / MoE TP communicators",
+         since="0.5.2", until=None, value=SGLANG_MOE_GROUPS_UNLIKE_TP, engine="sglang",
+         applies_to="nccl", introduced_by=_READ.format("0.5.2"),
+         source="sglang 0.5.2 (0.5.3, 0.5.4, 0.5.9) distributed/parallel_state.py "
+         "initialize_model_parallel: `if moe_ep_size == tensor_model_parallel_size: _MOE_EP = "
+         "_TP` and `if moe_tp_size == tensor_model_parallel_size: _MOE_TP = _TP`, a new group "
+         "(init_model_parallel_group) only otherwise; upstream main keeps both tests"),
 )
 
 
@@ -466,12 +477,15 @@ class SGLang(Engine):
         return 1
 
     def nccl_groups(self, dep: DeploymentView) -> list[tuple[str, int]]:
-        """TP, the two MoE groups where ``SGLANG_MOE_GROUPS`` holds, PP: those of more than
+        """TP, the two MoE groups where ``SGLANG_MOE_GROUPS`` makes them (from 0.5.2 only one
+        whose size differs from TP's: one of TP's size is the TP group), PP: those of more than
         one rank (the MoE ones made after TP's, on the same GPUs)."""
         moe = value_at(SGLANG_MOE_GROUPS, dep.engine_version, False, engine="sglang")
         ep = self.ep_size(dep)
-        groups = [("TP", dep.tp), *((("MoE EP", ep), ("MoE TP", dep.tp // ep)) if moe else ()),
-                  ("PP", dep.pp)]
+        moe_groups = [("MoE EP", ep), ("MoE TP", dep.tp // ep)] if moe else []
+        if moe == SGLANG_MOE_GROUPS_UNLIKE_TP:
+            moe_groups = [(n, size) for n, size in moe_groups if size != dep.tp]
+        groups = [("TP", dep.tp), *moe_groups, ("PP", dep.pp)]
         return [(n, size) for n, size in groups if size > 1]
 
     def ep_size(self, dep: DeploymentView) -> int:
