@@ -35,6 +35,16 @@ def test_below_35_gib_at_049() -> None:
     assert e.mem_fraction_static == pytest.approx(0.879)
 
 
+def test_the_fraction_an_l40s_log_prints() -> None:
+    # published.json row 404 (SGLang main of 2025-11-11, placed at 0.5.5): its ServerArgs line
+    # prints mem_fraction_static=0.851 on an L40S whose nvidia-smi shows 46,068 MiB.
+    # _handle_gpu_memory_settings, 35 - 60 GiB tier (chunk 4096, graph bs 32 at tp 1):
+    # 512 + 1.5*4096 + 1/8*1024 + 2*32 = 6,848 MiB; round((46068 - 6848) / 46068, 3) =
+    # round(0.85135, 3) = 0.851 (torch's 45,589 MiB: round(0.84979, 3) = 0.850)
+    e = estimate("llama-3.1-8b", _sgl("0.5.5"), gpu_name="L40S")
+    assert e.mem_fraction_static == pytest.approx(0.851)
+
+
 def test_dp_attention_on_h200_at_the_newest_release() -> None:
     # _handle_gpu_memory_settings, H200 (90 - 160 GiB tier: chunk 8192, graph bs 512 at tp 8):
     # 512 + 1.5*8192 + 8/8*1024 + 2*512 + 3*512*8 + 1.5*512*8 = 33,280 MiB reserved;
