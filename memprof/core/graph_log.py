@@ -51,7 +51,12 @@ from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.terms.activation import cublas_workspace_bytes
-from memprof.core.terms.cudagraph import cudagraph_model, graph_driver_first
+from memprof.core.terms.cudagraph import (
+    DRIVER_STACK,
+    cudagraph_model,
+    driver_stack_note,
+    graph_driver_first,
+)
 from memprof.core.versions import Rule, value_at
 
 # Whether the read before capturing precedes the process's first torch stream (so the stream
@@ -121,8 +126,10 @@ CAPTURE_STREAM: tuple[Rule, ...] = (
          "graph_capture's stream"),
 )
 
+# with the driver stack the graph executables are costed at (``cudagraph.DRIVER_STACK``), which
+# moves the logged figure most: listed here so that ``memprof versions`` shows it
 GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
-                                                  CAPTURE_STREAM)
+                                                  CAPTURE_STREAM, DRIVER_STACK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +152,18 @@ COST_MEASURED_ARCH = "sm90"
 
 
 def _cost_basis(ctx: TermContext) -> str:
-    """Where the driver costs come from, said where they are applied to another architecture."""
-    if ctx.gpu.arch == COST_MEASURED_ARCH:
-        return ""
-    return (f" (per-graph, per-node and NCCL-node costs measured on H100/H200 ({COST_MEASURED_ARCH}"
-            f", driver 580), applied unmeasured to {ctx.gpu.name} ({ctx.gpu.arch}))")
+    """Where the driver costs come from, said where they are applied to another architecture or
+    where the release's CUDA 12.x wheel puts its kernel nodes at the older drivers' cost
+    (``cudagraph.DRIVER_STACK``)."""
+    notes = []
+    stack = driver_stack_note(ctx)
+    if stack:
+        notes.append(stack)
+    if ctx.gpu.arch != COST_MEASURED_ARCH:
+        notes.append(f"per-graph, per-node and NCCL-node costs measured on H100/H200 "
+                     f"({COST_MEASURED_ARCH}, driver 580), applied unmeasured to {ctx.gpu.name} "
+                     f"({ctx.gpu.arch})")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
