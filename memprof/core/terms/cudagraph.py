@@ -78,8 +78,8 @@ GRAPH_DRIVER_NCCL_MIXING = 148_395
 # that footprint), read as 10 KiB a node, GEMM or not [approximation: a rounded figure with no
 # driver named; the per-graph and NCCL-node costs stay R580's measurements, for want of a
 # published figure]. That a driver release moves graph memory by such factors is on record:
-# vLLM issue #5517, the same capture on A10G / L4 at 3.81 GiB under CUDA 12.2 / 12.3 drivers and
-# 1.14 GiB under 12.4 (toolkit unchanged).
+# vLLM issue #5517, CUDA-graph memory on A10G / L4 of 3.79-3.81 under CUDA 12.2 / 12.3 drivers
+# and 1.14 under 12.4's, the toolkit kept at 12.1.
 GRAPH_DRIVER_PER_NODE_CUDA12 = 10 * KiB
 DRIVER_STACK: tuple[Rule, ...] = (
     Rule(name="cudagraph_driver_stack", changes="CUDA graphs: driver memory a kernel node",
