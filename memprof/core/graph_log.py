@@ -10,7 +10,11 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
 - the graphs' private pool: the decode live sets of the largest size of each mode, and the
   cuBLAS workspace of the capture stream where that stream's first GEMM runs under capture
   (``cudagraph.graph_pool_tensor_bytes``; ``CAPTURE_STREAM``);
-- the driver's memory for the graph executables (``cudagraph.graph_driver_bytes``);
+- the driver's memory for the graph executables (``cudagraph.graph_driver_bytes``), its kernel
+  nodes at the driver stack of the release's wheel (``cudagraph.DRIVER_STACK``: before 0.20.0
+  the wheel is built for CUDA 12.x and the log's driver, which it does not print, is taken as
+  older than R580, at NVIDIA's published ~10 KB a kernel node; R580's measured costs from
+  0.20.0);
 - what the eager warm-up runs leave. vLLM runs them inside the window on ``graph_capture``'s
   stream before capturing each size (V0 ``CUDAGraphRunner.capture``: ``_NUM_WARMUP_ITERS`` = 2
   forwards, 0.7.2 / 0.8.4 / 0.9.2; V1: ``cudagraph_num_of_warmups`` = 1 ``_dummy_run`` calls,
@@ -36,7 +40,15 @@ vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffe
 ``attn_state.graph_capture``; FlashAttention 3's split-KV accumulators in FULL graphs are in the
 pool's tensors: ``cudagraph.full_graph_split_bytes``), custom all-reduce's IPC registration of
 the graph buffers (a mapping of peer memory, not an allocation on this device), the encoder
-graphs of 0.20+, and the rounding of the log to 0.01 GiB. Kernels first launched inside the
+graphs of 0.20+, NCCL 2.21.5's work buffer of each captured collective (nWork × 512 B,
+``cudaMalloc``'d per persistent plan, src/enqueue.cc ``uploadWork``; torch 2.5.1 / 2.6.0, so vLLM
+0.7.x-0.8.x; at most 60 MiB for the published 0.8.4 TP2 rows: reports/gpu/graph-small-malloc),
+and the rounding of the log to 0.01 GiB. Checked in the window and found to allocate nothing per
+capture size: FlashAttention 2 (its scheduler metadata is FA3's, made in the metadata builder's
+``__init__``, 0.11.0 v1/attention/backends/flash_attn.py), the attention op under PIECEWISE
+capture (no metadata, nothing launched: 0.8.4 / 0.10.1.1 ``_dummy_run``), and the custom
+all-reduce's graph registration (0.10.1.1 custom_all_reduce.py ``register_graph_buffers``: handles
+over gloo, addresses into the ``rank_data`` buffer made at init). Kernels first launched inside the
 window (CUDA's lazy module loading) add nothing measurable: one 2 MiB granule on an H100
 (reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also
 held for Inductor-compiled pieces within 1% and eager ones within 6%.
@@ -51,7 +63,12 @@ from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.terms.activation import cublas_workspace_bytes
-from memprof.core.terms.cudagraph import cudagraph_model, graph_driver_first
+from memprof.core.terms.cudagraph import (
+    DRIVER_STACK,
+    cudagraph_model,
+    driver_stack_note,
+    graph_driver_first,
+)
 from memprof.core.versions import Rule, value_at
 
 # Whether the read before capturing precedes the process's first torch stream (so the stream
@@ -121,8 +138,10 @@ CAPTURE_STREAM: tuple[Rule, ...] = (
          "graph_capture's stream"),
 )
 
+# with the driver stack the graph executables are costed at (``cudagraph.DRIVER_STACK``), which
+# moves the logged figure most: listed here so that ``memprof versions`` shows it
 GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
-                                                  CAPTURE_STREAM)
+                                                  CAPTURE_STREAM, DRIVER_STACK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +164,18 @@ COST_MEASURED_ARCH = "sm90"
 
 
 def _cost_basis(ctx: TermContext) -> str:
-    """Where the driver costs come from, said where they are applied to another architecture."""
-    if ctx.gpu.arch == COST_MEASURED_ARCH:
-        return ""
-    return (f" (per-graph, per-node and NCCL-node costs measured on H100/H200 ({COST_MEASURED_ARCH}"
-            f", driver 580), applied unmeasured to {ctx.gpu.name} ({ctx.gpu.arch}))")
+    """Where the driver costs come from, said where they are applied to another architecture or
+    where the release's CUDA 12.x wheel puts its kernel nodes at the older drivers' cost
+    (``cudagraph.DRIVER_STACK``)."""
+    notes = []
+    stack = driver_stack_note(ctx)
+    if stack:
+        notes.append(stack)
+    if ctx.gpu.arch != COST_MEASURED_ARCH:
+        notes.append(f"per-graph, per-node and NCCL-node costs measured on H100/H200 "
+                     f"({COST_MEASURED_ARCH}, driver 580), applied unmeasured to {ctx.gpu.name} "
+                     f"({ctx.gpu.arch})")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:

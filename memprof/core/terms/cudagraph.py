@@ -66,6 +66,63 @@ GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # first graph's nodes are not "after other work"). Every all-reduce of a decoder forward
 # follows a GEMM or the embedding, so each pays it.
 GRAPH_DRIVER_NCCL_MIXING = 148_395
+# The driver a release runs under, for the kernel nodes' cost. The constants above are driver
+# R580's (CUDA 13.0). A vLLM release's PyPI wheel is built for one CUDA major version, which sets
+# the oldest driver it runs on: vllm/_C.abi3.so of the 0.7.3 … 0.19.1 wheels (those read) needs
+# libcudart.so.12 (torch 2.5.1 … 2.10.0), that of 0.20.0 libcudart.so.13 (torch 2.11.0), which
+# no driver before R580 loads. A CUDA 12.x wheel runs on R525 … R575 as well as on R580, and a
+# log rarely prints its driver, so before 0.20.0 memprof takes the driver of the wheel's own era
+# [assumption, stated in the output: ``driver_stack_note``] and its kernel nodes at NVIDIA's
+# published figure for that era, "CUDA graph consumes around 10KB per kernel node" (NVIDIA/cccl
+# pull request #3768, 2025-02-11, the cudax STF executable-graph cache, which caps its cache by
+# that footprint), read as 10 KiB a node, GEMM or not [approximation: a rounded figure with no
+# driver named; the per-graph and NCCL-node costs stay R580's measurements, for want of a
+# published figure]. That a driver release moves graph memory by such factors is on record:
+# vLLM issue #5517, CUDA-graph memory on A10G / L4 of 3.79-3.81 under CUDA 12.2 / 12.3 drivers
+# and 1.14 under 12.4's, the toolkit kept at 12.1.
+GRAPH_DRIVER_PER_NODE_CUDA12 = 10 * KiB
+DRIVER_STACK: tuple[Rule, ...] = (
+    Rule(name="cudagraph_driver_stack", changes="CUDA graphs: driver memory a kernel node",
+         since=None, until="0.20.0", value="cuda12", introduced_by="before 0.7.1",
+         removed_by="PyPI wheel built for CUDA 13 (torch 2.11.0; first released in 0.20.0)",
+         source="vllm/_C.abi3.so NEEDED libcudart.so.12 in the 0.7.3, 0.8.4, 0.10.1.1, 0.11.0, "
+         "0.14.0, 0.17.1, 0.18.0, 0.19.0 and 0.19.1 wheels (torch 2.5.1 … 2.10.0); kernel node "
+         "~10 KB: "
+         "NVIDIA/cccl#3768 (https://github.com/NVIDIA/cccl/pull/3768)"),
+    Rule(name="cudagraph_driver_stack", changes="CUDA graphs: driver memory a kernel node",
+         since="0.20.0", until=None, value="cuda13",
+         introduced_by="PyPI wheel built for CUDA 13 (torch 2.11.0; first released in 0.20.0)",
+         source="vllm/_C.abi3.so NEEDED libcudart.so.13 in the 0.20.0 wheel (torch 2.11.0): "
+         "driver R580 or later, where reports/gpu/trace/graph-costs-h200.json measured the "
+         "node costs"),
+)
+
+
+def driver_stack(ctx: TermContext) -> str:
+    """"cuda12" (a vLLM release before 0.20.0: kernel nodes at ``GRAPH_DRIVER_PER_NODE_CUDA12``)
+    or "cuda13" (R580's measured costs; every other engine, whose releases memprof does not map
+    to a CUDA version)."""
+    dep = ctx.dep
+    if not engine_of(dep).graph_estimate_by_release:
+        return "cuda13"
+    return str(value_at(DRIVER_STACK, dep.engine_version, "cuda13"))
+
+
+def node_costs(ctx: TermContext) -> tuple[int, int]:
+    """Driver bytes of a GEMM node and of another kernel node (``DRIVER_STACK``)."""
+    if driver_stack(ctx) == "cuda12":
+        return GRAPH_DRIVER_PER_NODE_CUDA12, GRAPH_DRIVER_PER_NODE_CUDA12
+    return GRAPH_DRIVER_PER_GEMM_NODE, GRAPH_DRIVER_PER_KERNEL_NODE
+
+
+def driver_stack_note(ctx: TermContext) -> str:
+    """What the output says where the CUDA 12.x assumption is made ("" where it is not)."""
+    if driver_stack(ctx) != "cuda12":
+        return ""
+    return (f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768): vLLM {ctx.dep.engine_version}'s wheel "
+            "is built for CUDA 12.x, its driver taken as older than R580 [assumption]")
+
+
 # vLLM floors its per-graph sample at 1 MiB ("driver overhead", vLLM@52a31cc gpu_model_runner.py
 # profile_cudagraph_memory; still so in v0.33.0).
 CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
@@ -427,13 +484,14 @@ def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
 
 
 def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
-    """Driver memory of ``sizes`` capture sizes of ``mode`` (not counting the first graph's)."""
+    """Driver memory of ``sizes`` capture sizes of ``mode`` (not counting the first graph's); the
+    kernel nodes at the release's driver stack (``node_costs``)."""
     graphs = sizes * (graph_pieces(ctx) if mode == "PIECEWISE" else 1)
     gemm, other = graph_nodes(ctx, mode)
+    per_gemm, per_other = node_costs(ctx)
     nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
     return (graphs * GRAPH_DRIVER_PER_GRAPH
-            + sizes * (gemm * GRAPH_DRIVER_PER_GEMM_NODE + other * GRAPH_DRIVER_PER_KERNEL_NODE
-                       + graph_nccl_nodes(ctx) * nccl))
+            + sizes * (gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl))
 
 
 def graph_driver_first(ctx: TermContext) -> int:
@@ -508,7 +566,8 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         tensors = the private pool's reserved bytes (``graph_pool_tensor_bytes``)
         driver  = 70 MiB (first graph; 0 on a rank with an NCCL communicator, which made
                   torch's stream pool already) + 0.107 MiB × graphs + 3.27 KiB × GEMM nodes
-                  + 2.26 KiB × other nodes + (8.45 + 144.9) KiB × NCCL nodes (TP
+                  + 2.26 KiB × other nodes (10 KiB a kernel node, GEMM or not, at a vLLM
+                  release before 0.20.0: ``DRIVER_STACK``) + (8.45 + 144.9) KiB × NCCL nodes (TP
                   all-reduces where the custom all-reduce does not replace them; the second
                   figure is NCCL's graph mixing support, ``GRAPH_DRIVER_NCCL_MIXING``)
         graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
@@ -610,7 +669,7 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
                   where="runtime", profiled=False,
                   formula=f"predicted capture {fmt_bytes(g.actual)} (pool tensors "
                   f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)} for "
-                  f"{g.graphs} graphs) − estimate"),
+                  f"{g.graphs} graphs{_stack_note(ctx)}) − estimate"),
     ]
 
 
@@ -633,4 +692,10 @@ def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
                       profiled=True, formula=f"nothing subtracted ({why})"),
             Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                       bytes=g.actual, where="runtime", profiled=False,
-                      formula=f"predicted pool {fmt_bytes(g.actual)}, none of it budgeted")]
+                      formula=f"predicted pool {fmt_bytes(g.actual)}, none of it budgeted"
+                      f"{_stack_note(ctx)}")]
+
+
+def _stack_note(ctx: TermContext) -> str:
+    note = driver_stack_note(ctx)
+    return f"; {note}" if note else ""
