@@ -95,3 +95,18 @@ def test_no_nvls_where_nccl_sets_none_up() -> None:
     # today's vLLM (cuMem on, NCCL 2.27): a 0-byte row that says why nothing is charged
     got = _comps("llama-3.1-8b", "H200", tp=8)
     assert got["NCCL NVLS buffers (TP, 8 ranks)"] == 0
+
+
+def test_v0_gather_sender_ranks_hold_send_connections_only() -> None:
+    # torch.distributed.gather is ncclSend to the root: a non-driver rank opens one send
+    # connection per p2p channel, ncclSendMem aligned to 2 MiB (p2p.cc p2pSendSetup; no SIMPLE
+    # buffer without P2P read, which sm90 lacks): 62 MiB + 32 × 2 MiB past the init
+    e = estimate("llama-3.1-8b", Deployment(tp=8, engine_version="0.7.3"), gpu_name="H200")
+    name = "NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"
+    by_rank = {r.coord.tp_rank: {c.name: c.bytes for c in r.components} for r in e.ranks}
+    init = 1_059_061_760 - 73_400_320
+    assert by_rank[0][name] == init + 62 * MiB + 7 * 32 * 10 * MiB
+    sender = next(t for t in by_rank if t != 0)
+    assert by_rank[sender][name] == init + 62 * MiB + 32 * 2 * MiB
+    # the engine sizes the KV cache from the smallest block count, the driver's
+    assert e.ranks[0].kv.num_gpu_blocks == min(r.kv.num_gpu_blocks for r in e.ranks)

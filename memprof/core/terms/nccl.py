@@ -82,8 +82,8 @@ MEASURED_WORLD_SIZES = (2, 4)
 FIRST_KERNEL_IN_ROW = frozenset({(True, True)})
 # Not modelled: sockets (GPUs on different hosts: the first all_reduce is 186 MiB at 2 ranks and
 # 214 MiB at 4, the first p2p op 62 / 34 MiB, nccl-matrix-{2,4}x-h100.json net-cumem-on), since a
-# deployment here names no second host; NVLink multicast (NVLS) buffers; buffer sizes and channel
-# counts other than NCCL's defaults.
+# deployment here names no second host; buffer sizes and channel counts other than NCCL's
+# defaults. NVLink multicast (NVLS) buffers: memprof/core/terms/nccl_nvls.py, from NCCL's source.
 
 
 # The EP group's PyNccl communicator (vLLM ``CudaCommunicator``,

@@ -197,31 +197,47 @@ def p2p_recv_bytes_per_channel(gpu: GPU) -> int:
     return _round_up(LL_BUFF_BYTES + LL128_BUFF_BYTES + simple + 1, UC_GRANULE)
 
 
+def p2p_send_bytes_per_channel(gpu: GPU) -> int:
+    """A send connection's buffers for one (peer, channel) over NVLink P2P: ``ncclSendMem``
+    aligned to 2 MiB, plus the 4 MiB SIMPLE buffer where P2P read puts it on the sender
+    (NVLink between sm80 GPUs)."""
+    simple = SIMPLE_BUFF_BYTES if gpu.arch == "sm80" else 0
+    return _round_up(simple + 1, UC_GRANULE)
+
+
 def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
-    """vLLM V0's second TP communicator (``TORCH_TP_GATHER``) on the driver rank: the NCCL init
-    row of its transport and world size without torch's stream pool (the first communicator
-    holds it), and the gather's receive connections from the other ``tp - 1`` ranks."""
-    dep, gpu = ctx.dep, ctx.gpu
+    """vLLM V0's second TP communicator (``TORCH_TP_GATHER``) on a rank of the last PP stage
+    (the others return their hidden states before the logits): the NCCL init row of its
+    transport and world size without torch's stream pool (the first communicator holds it),
+    and the gather's connections: on the driver (TP rank 0, the root) a receive connection from
+    each of the other ``tp - 1`` ranks per p2p channel, on the others a send connection to the
+    root (``ncclSendMem``, one 2 MiB page per channel: SIMPLE stays with the receiver without
+    P2P read; with it, 4 MiB more)."""
+    dep, gpu, coord = ctx.dep, ctx.gpu, ctx.coord
     if dep.tp < 2 or rule_in_force(TORCH_TP_GATHER, dep.engine_version, dep.engine) is None:
         return None
-    if spread(dep, "TP") != "one node":
+    if spread(dep, "TP") != "one node" or coord.pp_stage != dep.pp - 1:
         return None
     cumem = nccl_cumem(dep)
     row = nccl_row(gpu.peer_access, cumem, dep.tp, 0)
     init = row.init - TORCH_STREAM_POOL_BYTES
-    peers = dep.tp - 1
+    root = coord.tp_rank == 0
+    peers = dep.tp - 1 if root else 1
     if gpu.peer_access:
-        per = p2p_recv_bytes_per_channel(gpu)
-        recv = P2P_FIRST_BASE_BYTES + peers * P2P_CHANNELS_PER_PEER * per
-        how = (f"62 MiB + {peers} peers × {P2P_CHANNELS_PER_PEER} channels × {fmt_bytes(per)} "
-               "receive buffers (p2p.cc p2pRecvSetup)")
+        per = p2p_recv_bytes_per_channel(gpu) if root else p2p_send_bytes_per_channel(gpu)
+        conns = P2P_FIRST_BASE_BYTES + peers * P2P_CHANNELS_PER_PEER * per
+        how = (f"62 MiB + {peers} peer{'s' if peers > 1 else ''} × {P2P_CHANNELS_PER_PEER} "
+               f"channels × {fmt_bytes(per)} "
+               + ("receive buffers (p2p.cc p2pRecvSetup)" if root
+                  else "send buffers (p2p.cc p2pSendSetup)"))
     else:
-        recv, how = P2P_FIRST_BASE_BYTES, "62 MiB over SHM"
+        conns, how = P2P_FIRST_BASE_BYTES, "62 MiB over SHM"
+    who = "the driver rank's (the root's)" if root else "a non-driver rank's"
     return Component(
         name=f"NCCL TP communicator of torch's ProcessGroupNCCL ({dep.tp} ranks, logits gather)",
-        category="non_torch", bytes=init + recv, where="budget", profiled=True,
+        category="non_torch", bytes=init + conns, where="budget", profiled=True,
         formula=f"{fmt_bytes(init)} ncclCommInitRank (the first communicator's row less torch's "
-        f"stream pool: {row.basis.split(': ', 1)[-1]}) + {fmt_bytes(recv)} at the driver rank's "
+        f"stream pool: {row.basis.split(': ', 1)[-1]}) + {fmt_bytes(conns)} at {who} "
         f"first gather, {how} [derived from NCCL's source, not measured at {dep.tp} ranks]")
 
 
