@@ -5,6 +5,7 @@ src/init.cc at the tags named) and the rules' rows."""
 from __future__ import annotations
 
 from memprof.base.units import KiB, MiB
+from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
@@ -14,6 +15,7 @@ from memprof.core.terms.nccl_nvls import (
     nvls_group,
     p2p_recv_bytes_per_channel,
 )
+from memprof.probes.serve_command import parse_tokens
 
 
 def _comps(model: str, gpu: str, **dep: object) -> dict[str, int]:
@@ -110,3 +112,20 @@ def test_v0_gather_sender_ranks_hold_send_connections_only() -> None:
     assert by_rank[sender][name] == init + 62 * MiB + 32 * 2 * MiB
     # the engine sizes the KV cache from the smallest block count, the driver's
     assert e.ranks[0].kv.num_gpu_blocks == min(r.kv.num_gpu_blocks for r in e.ranks)
+
+
+def test_nccl_nvls_enable_0_turns_the_buffers_off() -> None:
+    # NCCL_NVLS_ENABLE=0: ncclNvlsInit returns before any NVLS setup (nvls.cc); torch's V0
+    # communicator itself stays
+    on = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3")
+    off = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3", nccl_nvls_enable=0)
+    assert {n for n in on if "NVLS" in n} and not {n for n in off if "NVLS" in n}
+    assert sum(on.values()) - sum(off.values()) == 2 * 1152 * MiB
+
+
+def test_nccl_nvls_enable_from_a_serve_command_and_refused_values() -> None:
+    cmd = parse_tokens(["NCCL_NVLS_ENABLE=0", "vllm", "serve", "meta-llama/Llama-3.1-8B",
+                        "-tp", "8"])
+    assert cmd.settings["nccl_nvls_enable"] == 0
+    assert run(["estimate", "-m", "llama-3.1-8b", "--gpu", "H200", "-tp", "8",
+                "--nccl-nvls-enable", "3"]) == 2

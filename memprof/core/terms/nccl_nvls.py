@@ -57,6 +57,7 @@ vLLM V1's all-gathers.
 
 from __future__ import annotations
 
+from memprof.base.errors import BadInput
 from memprof.base.units import KiB, MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
@@ -140,11 +141,23 @@ def nccl_version(dep: Deployment) -> str | None:
     return got if isinstance(got, str) else None
 
 
+def check_nccl_nvls(dep: Deployment) -> None:
+    """``--nccl-nvls-enable``: NCCL reads 0 (off), 1 (on without the device's multicast
+    attribute test) and 2 (its default); memprof refuses any other value."""
+    if dep.nccl_nvls_enable not in (None, 0, 1, 2):
+        raise BadInput(f"--nccl-nvls-enable {dep.nccl_nvls_enable}: NCCL_NVLS_ENABLE is 0, 1 or 2",
+                       hint="pass 0 where the launch sets NCCL_NVLS_ENABLE=0, or leave it out "
+                       "for NCCL's default")
+
+
 def nvls_off_by(dep: Deployment) -> str:
     """Why NVLS is off for ``dep`` whatever the GPU ("" where NCCL's default stands): the
-    launcher's own ``NCCL_NVLS_ENABLE=0`` (``NVLS_ENV``)."""
+    launcher's own ``NCCL_NVLS_ENABLE=0`` (``NVLS_ENV``), else the user's
+    ``--nccl-nvls-enable 0``."""
     row = rule_in_force(NVLS_ENV, dep.engine_version, dep.engine)
-    return "" if row is None else f"{row.value} ({row.source})"
+    if row is not None:
+        return f"{row.value} ({row.source})"
+    return "--nccl-nvls-enable 0" if dep.nccl_nvls_enable == 0 else ""
 
 
 def nvls_group(dep: Deployment, gpu: GPU, group: str, size: int) -> bool:
@@ -265,5 +278,5 @@ def nccl_nvls_terms(ctx: TermContext) -> list[Component]:
             where=("budget" if name == "TP (torch)" else where) if got else "runtime",
             profiled=bool(got),
             formula=how + f"; {gpu.name}'s NVSwitch is multicast-capable; NCCL_NVLS_ENABLE=0 "
-            "turns NVLS off [derived from NCCL's source, not measured]"))
+            "(--nccl-nvls-enable 0) turns NVLS off [derived from NCCL's source, not measured]"))
     return comps

@@ -63,7 +63,7 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),
     "nccl_nvls_terms": frozenset(("ctx.gpu", "ctx.coord", "dep.engine", "dep.engine_version",
                                   "dep.tp", "dep.nnodes", "dep.pp", "dep.dp",
-                                  "dep.enable_expert_parallel")),
+                                  "dep.enable_expert_parallel", "dep.nccl_nvls_enable")),
     "stream_pool_terms": frozenset(("dep.engine", "dep.engine_version", "dep.tp", "dep.pp",
                                     "dep.dp", "dep.enable_expert_parallel")),
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),
