@@ -50,9 +50,14 @@ between sm80 GPUs alone) + ``ncclRecvMem``, aligned to ``CUDA_IPC_MIN`` 2 MiB: 5
 one 2 MiB page, which makes the measured 12 MiB per (peer, channel) of a send + receive pair
 (``memprof.core.terms.nccl.P2P_PER_PEER_CHANNEL_BYTES``).
 
-Not modelled: NVLS across nodes (NVLS trees, MNNVL), ``NCCL_NVLS_NCHANNELS`` or channel settings
-other than NCCL's defaults, NVLS user-buffer registration, the communicators torch makes for
-vLLM V1's all-gathers.
+The GPUs: the catalog's ``nvlink_multicast`` (configs/gpus.json, with its source). The switch:
+``NCCL_NVLS_ENABLE`` as a launch sets it (``--nccl-nvls-enable``, a pasted command's environment),
+and SGLang's launcher, which sets it to 0 unless ``--enable-nccl-nvls`` (``NVLS_ENV``).
+
+Not modelled: NVLS across nodes (NVLS trees, MNNVL; GB200 and GH200 rows carry no
+``nvlink_multicast``), ``NCCL_NVLS_NCHANNELS`` or channel settings other than NCCL's defaults,
+NVLS user-buffer registration, SGLang's ``--enable-nccl-nvls``, the communicators torch makes
+for vLLM V1's all-gathers.
 """
 
 from __future__ import annotations
@@ -202,11 +207,18 @@ def nvls_bytes(version: str, gpu: GPU, size: int, cumem: bool) -> tuple[int, str
                  "ncclNvlsSetup + ncclNvlsBufferSetup, both at init with NCCL_CUMEM_ENABLE=0)")
 
 
+def p2p_read(gpu: GPU) -> bool:
+    """NCCL's P2P read: on an NVLink path between two sm80 GPUs only (src/graph/paths.cc
+    ncclTopoCheckP2p, v2.21.5-1: "Enable P2P Read for Ampere/NVLink only"); the catalog's
+    ``fully_connected`` stands for the NVLink path."""
+    return gpu.arch == "sm80" and gpu.fully_connected
+
+
 def p2p_recv_bytes_per_channel(gpu: GPU) -> int:
     """A receive connection's buffers for one (peer, channel) over NVLink P2P at NCCL's default
     sizes: LL + LL128 + SIMPLE + ``ncclRecvMem`` aligned to 2 MiB (10 MiB), without SIMPLE where
     P2P read puts it on the sender (NVLink between sm80 GPUs: 6 MiB)."""
-    simple = 0 if gpu.arch == "sm80" else SIMPLE_BUFF_BYTES
+    simple = 0 if p2p_read(gpu) else SIMPLE_BUFF_BYTES
     return _round_up(LL_BUFF_BYTES + LL128_BUFF_BYTES + simple + 1, UC_GRANULE)
 
 
@@ -214,7 +226,7 @@ def p2p_send_bytes_per_channel(gpu: GPU) -> int:
     """A send connection's buffers for one (peer, channel) over NVLink P2P: ``ncclSendMem``
     aligned to 2 MiB, plus the 4 MiB SIMPLE buffer where P2P read puts it on the sender
     (NVLink between sm80 GPUs)."""
-    simple = SIMPLE_BUFF_BYTES if gpu.arch == "sm80" else 0
+    simple = SIMPLE_BUFF_BYTES if p2p_read(gpu) else 0
     return _round_up(simple + 1, UC_GRANULE)
 
 
