@@ -98,7 +98,7 @@ OPTIONS = {
                  "--disable-hybrid-kv-cache-manager", "--enable-prefix-caching",
                  "--mamba-cache-mode",
                  "--num-speculative-tokens", "--vllm-use-v1",
-                 "--vllm-use-flashinfer-sampler",
+                 "--vllm-use-flashinfer-sampler", "--nccl-nvls-enable",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--max-total-tokens",

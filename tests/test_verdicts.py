@@ -223,9 +223,10 @@ def test_row32_vllm_available_kv_within_2_percent_at_its_release() -> None:
     # largest rank (1,196 MiB; 908 MiB was the 2-rank figure used before the 4-rank golden).
     # 0.9.2's sampler sorts the logits of its 1,024 profile rows
     # (activation.V1_TORCH_SORT_SAMPLER: 3.48 GiB more than the Triton path at V = 151,936).
-    # Together: 8.12 GiB, +0.1% (it was +46% before either rule). Not modelled: the LMCache
-    # connector, and NCCL's NVLink-multicast buffers on an NVSwitch host (128 MiB with NCCL
-    # 2.26.2, src/transport/nvls.cc ncclNvlsBufferSetup), which the lent GPUs forbid measuring.
+    # Together: 8.12 GiB, +0.1% (it was +46% before either rule); NCCL's NVLink-multicast
+    # buffers on the NVSwitch host (130 MiB with NCCL 2.26.2 and cuMem off, src/transport/nvls.cc
+    # ncclNvlsBufferSetup: memprof.core.terms.nccl_nvls) leave 7.98 GiB, −1.6%. Not modelled:
+    # the LMCache connector.
     e = estimate("qwen3-235b-a22b", Deployment(tp=4, quantization="fp8", engine_version="0.9.2",
                                                gpu_memory_utilization=0.9), gpu_name="H100")
     nccl = [c for c in e.ranks[0].components if c.name.startswith("NCCL TP")]

@@ -95,6 +95,9 @@ class Deployment:
     # whose flashinfer is only an extra: the torch top-k/top-p sampler). 1 states that FlashInfer
     # is installed and samples (terms/activation.py V1_FLASHINFER_SAMPLER)
     vllm_use_flashinfer_sampler: int | None = None
+    # NCCL's NCCL_NVLS_ENABLE as the launch sets it (0: off; 1 or 2: NCCL's own test; None:
+    # unset, NCCL's default 2): NVLS buffers on a multicast NVSwitch (terms/nccl_nvls.py)
+    nccl_nvls_enable: int | None = None
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do

@@ -53,6 +53,7 @@ from memprof.core.models.config import parse_overrides, with_overrides
 from memprof.core.models.families import family_row
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
+from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.weights import (
@@ -384,6 +385,7 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
 
     validate(dep, spec)
     check_flashinfer_sampler(dep)
+    check_nccl_nvls(dep)
     block, _why = block_size_for(spec, gpu, dep)
     if block != dep.block_size:
         dep = dep.with_(block_size=block)

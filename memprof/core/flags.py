@@ -178,6 +178,11 @@ SETTINGS: tuple[Setting, ...] = (
             "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
             "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
             metavar="N"),
+    Setting(field="nccl_nvls_enable", kind="int",
+            note="SGLang's launcher sets NCCL_NVLS_ENABLE from its own --enable-nccl-nvls",
+            help="vLLM only: NCCL_NVLS_ENABLE (0: no NVLink SHARP buffers on a multicast "
+            "NVSwitch host; 1 or 2: NCCL's default test).", shown_default="unset: NCCL's "
+            "default, NVLS where the GPUs support it", metavar="N"),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

@@ -38,6 +38,10 @@ class GPU:
     # every GPU pair of the host joined by NVLink (NVSwitch) or an xGMI full mesh: what vLLM's
     # platform ``is_fully_connected`` reports (see configs/gpus.json's _about)
     fully_connected: bool = False
+    # the host's GPUs share a multicast-capable NVSwitch (NVLink SHARP): NCCL sets up NVLS buffers
+    # for a communicator of > 2 of them (memprof/core/terms/nccl_nvls.py; configs/gpus.json's
+    # nvlink_multicast_source)
+    nvlink_multicast: bool = False
     # torch ``multi_processor_count``: streaming multiprocessors on NVIDIA, HIP's compute units on
     # ROCm (workgroup processors on RDNA); None for a card described by ``--gpu-memory`` (see
     # configs/gpus.json's _about)
@@ -104,6 +108,7 @@ def catalog() -> tuple[GPU, ...]:
                 compute_capability=g.get("compute_capability"),
                 interconnect=g.get("interconnect", ""),
                 fully_connected=bool(g.get("fully_connected", False)),
+                nvlink_multicast=bool(g.get("nvlink_multicast", False)),
                 sm_count=g.get("sm_count"), device_name=_driver_name(g),
                 nvml_memory_info=bool(g.get("nvml_memory_info", True)),
                 smi_total_mib=g.get("smi_total_mib"))

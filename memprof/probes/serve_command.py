@@ -48,10 +48,12 @@ _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numactl", "taskset"}
 # Environment settings of a launch that memprof models, by engine: NAME → Deployment field.
 # vLLM's VLLM_USE_V1 (envs.py; 0 = the V0 engine, 0.8.0 – 0.10.2: core/engines/vllm.py V0_ENGINE)
-# and VLLM_USE_FLASHINFER_SAMPLER (core/terms/activation.py V1_FLASHINFER_SAMPLER).
+# and VLLM_USE_FLASHINFER_SAMPLER (core/terms/activation.py V1_FLASHINFER_SAMPLER); NCCL's
+# NCCL_NVLS_ENABLE (core/terms/nccl_nvls.py), which vLLM leaves to NCCL.
 ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1",
                                                         "VLLM_USE_FLASHINFER_SAMPLER":
-                                                        "vllm_use_flashinfer_sampler"}}
+                                                        "vllm_use_flashinfer_sampler",
+                                                        "NCCL_NVLS_ENABLE": "nccl_nvls_enable"}}
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 
 

@@ -82,8 +82,8 @@ MEASURED_WORLD_SIZES = (2, 4)
 FIRST_KERNEL_IN_ROW = frozenset({(True, True)})
 # Not modelled: sockets (GPUs on different hosts: the first all_reduce is 186 MiB at 2 ranks and
 # 214 MiB at 4, the first p2p op 62 / 34 MiB, nccl-matrix-{2,4}x-h100.json net-cumem-on), since a
-# deployment here names no second host; NVLink multicast (NVLS) buffers; buffer sizes and channel
-# counts other than NCCL's defaults.
+# deployment here names no second host; buffer sizes and channel counts other than NCCL's
+# defaults. NVLink multicast (NVLS) buffers: memprof/core/terms/nccl_nvls.py, from NCCL's source.
 
 
 # The EP group's PyNccl communicator (vLLM ``CudaCommunicator``,
@@ -154,14 +154,20 @@ class NcclRow(NamedTuple):
 def measured_world(size: int) -> tuple[int, str]:
     """The measured world size whose init/all_reduce row stands for a group of ``size`` ranks,
     and the note the output carries: 2 or 4 as measured; 3 takes the 4-rank row and > 4 the
-    4-rank row as an extrapolation (init and the first all_reduce did not grow from 2 to 4 ranks
-    over P2P with cuMem on or over SHM; legacy IPC's init did, so past 4 ranks it is a floor)."""
+    4-rank row, derived from NCCL's source: on one node a rank's ring peers (prev, next) and
+    intra-node tree peers (a chain: up, down) per channel are the same at any world size past 3
+    (src/graph/connect.cc ncclTopoPreset, tags v2.21.5-1 to v2.28.9-1), so the 4-rank row, whose
+    legacy-IPC figure is its largest rank (1 and 2, the middle of the chain), holds at 8 ranks;
+    over P2P with cuMem on and over SHM nothing grew from 2 to 4 ranks. Sockets and NVLS are
+    not these rows (``memprof.core.terms.multinode``, ``memprof.core.terms.nccl_nvls``)."""
     if size in MEASURED_WORLD_SIZES:
         return size, ""
     if size < 4:
         return 4, f"; {size} ranks not measured: the 4-rank row"
     return 4, (f"; {size} ranks extrapolated from 4 (init and first all_reduce equal at 2 and 4 "
-               "ranks, nccl-matrix-4x-h100.json; cuMem-off init grew, so a floor there)")
+               "ranks, nccl-matrix-4x-h100.json; past 4 a rank's ring and intra-node tree-chain "
+               "peers per channel do not grow, NCCL src/graph/connect.cc ncclTopoPreset: derived "
+               f"from NCCL's source, not measured at {size} ranks)")
 
 
 def first_p2p_bytes(peer_access: bool, peers: int) -> int:

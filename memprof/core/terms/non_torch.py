@@ -176,9 +176,8 @@ NCCL_MEASURED: dict[tuple[bool, bool], tuple[int, int]] = {
     (peer, cumem): NCCL_ROWS[(peer, cumem, 2)][:2]
     for peer in (True, False) for cumem in (True, False)}
 NCCL_COMM_INIT_BYTES, NCCL_FIRST_COLLECTIVE_BYTES = NCCL_MEASURED[(True, True)]
-# Not modelled: NVLink-multicast (NVLS) buffers, which NCCL adds on NVSwitch hosts (2.22+:
-# nvls.cc ncclNvlsBufferSetup, 16 channels on SM90 × 2 × 8 steps × 128 KiB per head, e.g.
-# 256 MiB a rank at TP8); the lent machines forbid NVLS, so it was never measured here.
+# NVLink-multicast (NVLS) buffers, which NCCL adds on NVSwitch hosts, are derived from NCCL's
+# source in memprof/core/terms/nccl_nvls.py (the lent machines forbid measuring them).
 
 
 class Placement(NamedTuple):
@@ -344,9 +343,12 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     - the TP group's custom all-reduce buffers where the engine uses it
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
 
+    NVLS buffers and V0's second TP communicator (torch's, for the logits gather) are
+    ``memprof.core.terms.nccl_nvls``'s.
+
     Not modelled: other kernel modules loaded lazily (FlashAttention, FlashInfer, vLLM custom ops),
-    NCCL communicators that torch's ProcessGroupNCCL creates at their first use in the profile,
-    NVLS buffers, DeepEP/NVSHMEM heaps.
+    the NCCL communicators that torch's ProcessGroupNCCL creates at their first use in V1's
+    profile run, DeepEP/NVSHMEM heaps.
     The cuBLAS *workspace* is torch-allocated and counted once, in ``activation_terms``.
 
     ROCm: the same constants are used [unverified: no public source gives the HIP context,

@@ -19,6 +19,7 @@ from memprof.core.terms.in_use import in_use_terms
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
+from memprof.core.terms.nccl_nvls import nccl_nvls_terms
 from memprof.core.terms.non_torch import non_torch_terms
 from memprof.core.terms.request_table import request_table_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
@@ -31,7 +32,8 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 (counted in vLLM's model load, category weights)."""
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms,
-                              cudagraph_terms, non_torch_terms, stream_pool_terms,
+                              cudagraph_terms, non_torch_terms, nccl_nvls_terms,
+                              stream_pool_terms,
                               reserved_charge_terms, in_use_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 
