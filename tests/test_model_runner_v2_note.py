@@ -61,6 +61,6 @@ def test_rule_range() -> None:
     # 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels); the listed
     # architectures are the families' rows (Family.v2_runner_listed)
     assert [(r.since, r.until) for r in MODEL_RUNNER_V2_DEFAULT] == [
-        ("0.21.0", "0.23.0"), ("0.23.0", "0.24.0"), ("0.24.0", "0.25.0"), ("0.25.0", "0.27.0"),
-        ("0.27.0", "0.29.0"), ("0.29.0", None)]
+        ("0.21.0", "0.23.0"), ("0.23.0", "0.24.0"), ("0.24.0", "0.25.0"), ("0.25.0", "0.29.0"),
+        ("0.29.0", None)]
     assert {r.engine for r in MODEL_RUNNER_V2_DEFAULT} == {"vllm"}

@@ -51,13 +51,12 @@ class V2Default:
     """``_is_default_v2_model_runner_model`` at one release: whether a listed architecture
     (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``, kept on the families' rows:
     ``Family.v2_runner_listed``) runs V2 (``lists``) and when quantised, whether a generate
-    model without routed experts runs V2 too (``dense``), whether a listed architecture runs V2
-    when hybrid (state mixers), and ``every``: every model."""
+    model without routed experts runs V2 too (``dense``), and ``every``: every model (a hybrid
+    one: ``V2_HYBRID_LISTED``)."""
 
     lists: bool = True
     dense: bool = False
     quantised: bool = True
-    hybrid_listed: bool = False
     every: bool = False
 
 
@@ -81,21 +80,32 @@ V2_DEFAULT: tuple[Rule, ...] = (
          source="0.24.0 " + _CFG + " ('return any(arch in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES "
          "...)')"),
     Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
-         since="0.25.0", until="0.27.0", value=V2Default(dense=True),
-         introduced_by="0.25.0: '... or not model_config.is_moe'; a hybrid model stays on V1",
-         removed_by="0.27.0: a listed hybrid architecture runs V2 (read in 0.27.1)",
-         source="0.25.0 / 0.26.0 " + _CFG + " ('if is_hybrid: return False')"),
-    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
-         since="0.27.0", until="0.29.0", value=V2Default(dense=True, hybrid_listed=True),
-         introduced_by="0.27.x: 'if is_hybrid and not is_default_v2_architecture: return False' "
-         "(read in the 0.27.1 wheel)",
+         since="0.25.0", until="0.29.0", value=V2Default(dense=True),
+         introduced_by="0.25.0: '... or not model_config.is_moe'",
          removed_by="0.29.0: Model Runner V2 for every architecture",
-         source="0.27.1 / 0.28.0 " + _CFG + ", default_v2_model_runner_architectures"),
+         source="0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 " + _CFG),
     Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
          since="0.29.0", until=None, value=V2Default(lists=False, every=True),
          introduced_by="0.29.0: use_v2_model_runner without _is_default_v2_model_runner_model "
          "(V1 on ROCm for ROCM_DEFAULT_MRV1_ARCHITECTURES, not modelled, and for unsupported "
          "features)", source="0.29.0 config/vllm.py VllmConfig.use_v2_model_runner"),
+)
+
+# A hybrid model (state mixers beside attention) runs V2 by default only when listed, from 0.27.0
+# (0.25.0 / 0.26.0: ``if is_hybrid: return False`` first; 0.27.1: ``if is_hybrid and not
+# is_default_v2_architecture: return False``).
+V2_HYBRID_LISTED: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_hybrid", changes="model runner of the profile run (noted)",
+         since="0.25.0", until="0.27.0", value=False, applies_to="state",
+         introduced_by="0.25.0: a hybrid model stays on V1",
+         removed_by="0.27.0: a listed hybrid architecture runs V2 (read in the 0.27.1 wheel)",
+         source="0.25.0 / 0.26.0 " + _CFG + " ('if getattr(model_config, \"is_hybrid\", "
+         "False): return False')"),
+    Rule(name="model_runner_v2_hybrid", changes="model runner of the profile run (noted)",
+         since="0.27.0", until="0.29.0", value=True, applies_to="state",
+         introduced_by="0.27.x: 'if is_hybrid and not is_default_v2_architecture: return False'",
+         removed_by="0.29.0: Model Runner V2 for every architecture",
+         source="0.27.1 / 0.28.0 " + _CFG),
 )
 
 # (1) V2's CUDA-graph estimate: ``profile_cudagraph_memory`` returns 0 (``value`` False) through
@@ -129,7 +139,8 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
          "v1/worker/gpu/structured_outputs.py StructuredOutputsWorker.__init__"),
 )
 
-RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_GRAPH_ESTIMATE, V2_SAMPLER_STATE_CHARGED)
+RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_HYBRID_LISTED, V2_GRAPH_ESTIMATE,
+                                       V2_SAMPLER_STATE_CHARGED)
 
 INT32 = 4
 INT64 = 8
@@ -167,7 +178,7 @@ def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quant
     if d.every:
         return True
     listed = listed and d.lists
-    if hybrid and not (listed and d.hybrid_listed):
+    if hybrid and not (listed and value_at(V2_HYBRID_LISTED, release, default=False)):
         return False
     if listed:
         return d.quantised or not quantised

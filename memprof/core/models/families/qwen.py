@@ -57,7 +57,7 @@ QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCau
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
                build=_qwen3_layers, attention="gqa",
                modules=(VL_MODULE,),
-               v2_runner_listed=(v2_listed("0.23.0", "0.25.0", ("Qwen3ForCausalLM",),
+               v2_runner_listed=(v2_listed("qwen3", "0.23.0", "0.25.0", ("Qwen3ForCausalLM",),
                                            "0.23.0 / 0.24.0 (not 0.25.0)"),),
                dp_attention_embed=sglang_embed_rows("qwen3", "qwen2.py", _SGLANG_EMBED),
                source="vLLM model_executor/models/qwen3.py; transformers configuration_qwen3.py")

@@ -78,12 +78,13 @@ class Family(NamedTuple):
     source: str = ""  # the engine / HF source the builder follows
 
 
-def v2_listed(since: str, until: str, architectures: tuple[str, ...], read_in: str) -> Rule:
-    """A ``Family.v2_runner_listed`` row: vLLM ``since`` up to ``until`` lists ``architectures``
-    in config/vllm.py ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (read in the ``read_in``
-    wheels)."""
+def v2_listed(family: str, since: str, until: str, architectures: tuple[str, ...],
+              read_in: str) -> Rule:
+    """A ``Family.v2_runner_listed`` row of ``family``: vLLM ``since`` up to ``until`` lists
+    ``architectures`` in config/vllm.py ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (read in the
+    ``read_in`` wheels)."""
     return Rule(name="model_runner_v2_listed", changes="model runner of the profile run (noted)",
-                since=since, until=until, value=architectures,
+                since=since, until=until, value=architectures, applies_to=family,
                 introduced_by=f"listed by vLLM {since}", removed_by=f"not listed in {until}",
                 source=f"{read_in} config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES")
 
