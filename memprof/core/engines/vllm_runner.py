@@ -29,8 +29,11 @@ code in 0.23.0-0.28.0):
 
 memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
 published V2 logs of tests/data/published.json (rows 310, 901-903, 907-909) keep 0.6-1.7 GiB a
-GPU less KV memory than the three terms leave (the one TP2 run, row 902, excepted), a charge not
-found in the source; V1's terms are within 2-3% of most of them. ``v2_terms`` gives the three
+GPU less KV memory than the three terms leave, a charge not found in the source; V1's terms are
+within 2-3% of most of them. The shortfall follows the tensor-parallel size, not the runner: every
+such log is TP1 (row 903 and the V1 MoE row 906 are TP1 pipelines; row 906 keeps about 2.5 GiB a
+stage less than memprof's V1 terms leave), and the TP2 / TP4 logs of the same host and release
+(row 902 under V2, rows 904 / 905 under V1) are within 0.4 GiB. ``v2_terms`` gives the three
 figures, which the estimate's note states.
 """
 
