@@ -131,7 +131,8 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
          introduced_by="Model Runner V2 (PenaltiesState, StructuredOutputsWorker in load_model)",
          removed_by="0.27.0 memory_profiling: non_kv_cache_memory = total_consumed + "
          "transient_peak_headroom",
-         source="0.26.0 utils/mem_utils.py memory_profiling: non_kv_cache_memory = "
+         source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 utils/mem_utils.py memory_profiling: "
+         "non_kv_cache_memory = "
          "non_torch_memory + peak_activation_memory + weights_memory"),
     Rule(name="model_runner_v2_sampler_state", changes="sampler state (Model Runner V2)",
          since="0.27.0", until=None, value=True,
