@@ -151,3 +151,27 @@ def test_0_23_notes_the_listed_llama_and_not_its_quantised_run() -> None:
     fp8 = estimate("llama-3.1-8b", Deployment(max_model_len=4096, engine_version="0.23.0",
                                               quantization="fp8"), gpu_name="H100")
     assert not [n for n in fp8.notes if "Model Runner V2" in n]
+
+
+def test_the_runner_matches_what_each_published_log_prints() -> None:
+    # A 0.21.0+ start-up log names its runner in its line tags: Model Runner V2's load line is
+    # v1/worker/gpu/model_runner.py's ('[model_runner.py:329] Model loading took'), V1's
+    # v1/worker/gpu_model_runner.py's (rows 901-903 print the first, row 904 the second).
+    import re
+
+    from memprof.core.versions import split_generation, version_key
+    from tests.test_published_distribution import ROWS, row_estimate
+
+    seen = {}
+    for row in ROWS:
+        release, generation = split_generation(row.get("memprof_engine_version") or "")
+        if row["engine"] != "vllm" or generation != "v1" or version_key(release) < (0, 21):
+            continue
+        v2 = re.search(r"\[model_runner\.py:\d+\]", row["quote"]) is not None
+        v1 = re.search(r"\[gpu_model_runner\.py:\d+\]", row["quote"]) is not None
+        if v1 == v2:
+            continue
+        est, _ = row_estimate(row)
+        seen[row["id"]] = any("Model Runner V2" in n for n in est.notes)
+        assert seen[row["id"]] is v2, row["id"]
+    assert seen == {901: True, 902: True, 903: True, 904: False}
