@@ -25,10 +25,11 @@ def test_dense_model_is_noted_from_0_25_to_0_28(version: str) -> None:
     assert "VLLM_USE_V2_MODEL_RUNNER=0" in note and "[approximation]" in note
 
 
-@pytest.mark.parametrize("version", ["0.21.0", "0.24.0", "0.29.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.21.0", "0.29.0", "0.33.0"])
 def test_not_outside_the_rows(version: str) -> None:
-    # 0.21.0: V2 only with VLLM_USE_V2_MODEL_RUNNER=1; 0.24.0: listed architectures only (not
-    # noted); 0.29.0 on, V2's profile run charges a CUDA-graph estimate and the rows stop
+    # 0.21.0: V2 only with VLLM_USE_V2_MODEL_RUNNER=1; 0.29.0 on, V2's profile run charges a
+    # CUDA-graph estimate and the note stops (0.24.0 lists Qwen3ForCausalLM: see
+    # tests/test_vllm_runner.py)
     assert _v2_notes("qwen3-32b", Deployment(tp=2, engine_version=version)) == []
 
 
@@ -56,5 +57,10 @@ def test_the_note_moves_no_figure() -> None:
 
 
 def test_rule_range() -> None:
-    (row,) = MODEL_RUNNER_V2_DEFAULT
-    assert (row.since, row.until, row.engine) == ("0.25.0", "0.29.0", "vllm")
+    # one row per release that changed _is_default_v2_model_runner_model's rule (read in the
+    # 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels); the listed
+    # architectures are the families' rows (Family.v2_runner_listed)
+    assert [(r.since, r.until) for r in MODEL_RUNNER_V2_DEFAULT] == [
+        ("0.21.0", "0.23.0"), ("0.23.0", "0.24.0"), ("0.24.0", "0.25.0"), ("0.25.0", "0.29.0"),
+        ("0.29.0", None)]
+    assert {r.engine for r in MODEL_RUNNER_V2_DEFAULT} == {"vllm"}

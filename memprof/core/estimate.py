@@ -28,6 +28,7 @@ from memprof.core.deployment import (
     ranks,
     validate,
 )
+from memprof.core.dtypes import dtype_bytes
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
 from memprof.core.engines.base import AttentionFacts
@@ -335,7 +336,10 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              + tuple(engine.runner_notes(
                  dep, architecture=spec.architecture, moe=spec.is_moe,
                  hybrid=any(layer.attention.mixer and layer.attention.mixer.kind != "none"
-                            for layer in spec.layers)))
+                            for layer in spec.layers),
+                 quantised=quant is not None, vocab=spec.vocab_size,
+                 logits_itemsize=dtype_bytes(dtype),
+                 runner_listed=family_row(spec.family).v2_runner_listed))
              + mamba_cache_notes(spec, dep, gpu.arch))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),

@@ -30,6 +30,7 @@ from memprof.core.engines.sglang import (
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_req_pool import SGLANG_REQ_TO_TOKEN
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
+from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1, MAMBA_CACHE_RULES
@@ -85,7 +86,8 @@ from memprof.core.weights.vision import TOWER_SKIPPED
 
 # the families' own release rows (a vision-language family's model and tower rows)
 _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules()),
-                 *(f.dp_attention_embed for f in FAMILY_ROWS if f.dp_attention_embed))
+                 *(f.dp_attention_embed for f in FAMILY_ROWS if f.dp_attention_embed),
+                 *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed))
 
 # Every version-dependent rule memprof models, by the module that keeps its rows; the attention
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
@@ -111,7 +113,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, ROCM_FP8_BLOCK_PADDING,
-    FULL_GRAPH_SPLITS,
+    FULL_GRAPH_SPLITS, *VLLM_RUNNER_RULES,
 )
 
 

@@ -353,10 +353,13 @@ class Engine:
         return []
 
     def runner_notes(self, dep: DeploymentView, *, architecture: str, moe: bool,
-                     hybrid: bool) -> list[str]:
+                     hybrid: bool, quantised: bool = False, vocab: int = 0,
+                     logits_itemsize: int = 2, runner_listed: Sequence[Any] = ()) -> list[str]:
         """What the output states where the engine runs this model (its ``architecture``;
-        ``moe``: routed experts; ``hybrid``: state mixers beside attention) with a model runner
-        whose profile run memprof does not model."""
+        ``moe``: routed experts; ``hybrid``: state mixers beside attention; ``quantised``: a
+        quantised checkpoint or flag; ``vocab`` and ``logits_itemsize``: the logits' width and
+        bytes per element; ``runner_listed``: its family's ``Family.v2_runner_listed`` rows) with
+        a model runner whose profile run memprof does not model."""
         return []
 
     def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
 from memprof.base.errors import BadInput
-from memprof.base.units import GiB
+from memprof.base.units import GiB, fmt_bytes
 from memprof.core import releases
 from memprof.core.engines.base import (
     Budget,
@@ -24,6 +24,13 @@ from memprof.core.engines.base import (
     DeploymentView,
     Engine,
     RankCoord,
+)
+from memprof.core.engines.vllm_runner import (
+    V2_DEFAULT,
+    V2_GRAPH_ESTIMATE,
+    listed_at,
+    runs_v2,
+    v2_terms,
 )
 from memprof.core.gpus import GPU
 from memprof.core.models.config import smallest_length_key_max_len
@@ -289,37 +296,12 @@ V1_FALLBACK: tuple[Rule, ...] = (
          "distributed executor' (the mp executor is the default); 0.9.0 accepts mp"),
 )
 # the rows of each check (``memprof versions`` diffs each as one rule)
-# vLLM's Model Runner V2 (v1/worker/gpu/model_runner.py) by default (``VllmConfig.
-# use_v2_model_runner`` → ``_is_default_v2_model_runner_model``, read in the 0.21.0, 0.23.0,
-# 0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.27.1 and 0.28.0 wheels): 0.21.0 only with
-# VLLM_USE_V2_MODEL_RUNNER=1; 0.23.0 / 0.24.0 for the architectures listed in
-# ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``; from 0.25.0 also every generate model without routed
-# experts (``... or not model_config.is_moe``) and without state mixers (``is_hybrid``: V1 unless
-# listed); from 0.29.0 every architecture (memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES).
-# Through 0.28.x its profile run differs from V1's where memprof's terms read V1:
-# ``profile_cudagraph_memory`` returns 0 (no CUDA-graph estimate), ``_dummy_sampler_run`` samples
-# greedily on the model-dtype logits (no request added), and the ``Sampler`` keeps
-# ``PenaltiesState.output_bin_counts`` [max_num_reqs, vocab] int32, which the 0.27.0+ budget line
-# charges. memprof models V1 there and says so (``VLLM.runner_notes``): the rows of
-# tests/data/published.json that run V2 (901-903, 907-909, 310) miss by 0.6-1.7 GiB a GPU with
-# V2's three terms alone (row 902's notes), so the V1 terms stay [approximation]. Not noted: the
-# listed architectures (an architecture name is its family's to keep; among memprof's bundled
-# models, the Qwen3 and Llama classes at 0.23.0 / 0.24.0 and DeepSeek-V4's at 0.28.0) and a
-# feature V2 lacks sending a model back to V1 (``_get_v2_model_runner_unsupported_features``).
-# ``value``: which models, as the note says.
-MODEL_RUNNER_V2_DEFAULT: tuple[Rule, ...] = (
-    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
-         since="0.25.0", until="0.29.0",
-         value="every generate model without routed experts or state mixers",
-         introduced_by="read in the 0.25.0 wheel (... or not model_config.is_moe; 0.23.0 / "
-         "0.24.0: listed architectures only)",
-         removed_by="0.29.0: Model Runner V2 for every architecture, with a CUDA-graph "
-         "estimate (profile_cudagraph_memory)",
-         source="0.25.0 / 0.26.0 / 0.27.0 / 0.27.1 / 0.28.0 config/vllm.py "
-         "VllmConfig.use_v2_model_runner, _is_default_v2_model_runner_model; "
-         "v1/worker/gpu/model_runner.py profile_cudagraph_memory (return 0), _dummy_sampler_run; "
-         "v1/worker/gpu/sample/penalties.py PenaltiesState.output_bin_counts"),
-)
+# vLLM's Model Runner V2 (v1/worker/gpu/model_runner.py): which deployments run it per release
+# (``VllmConfig.use_v2_model_runner``) and the three terms in which its profile run differs from
+# the V1 runner's that memprof charges are rows of memprof/core/engines/vllm_runner.py; the
+# estimate states the runner and those terms (``VLLM.runner_notes``) [approximation: V1's terms
+# are charged].
+MODEL_RUNNER_V2_DEFAULT: tuple[Rule, ...] = V2_DEFAULT
 
 
 V1_FALLBACK_RULES: tuple[tuple[Rule, ...], ...] = tuple(
@@ -671,20 +653,39 @@ class VLLM(Engine):
                 "(engine/arg_utils.py _is_v1_supported_oracle): modelled with V0's rules"]
 
     def runner_notes(self, dep: DeploymentView, *, architecture: str, moe: bool,
-                     hybrid: bool) -> list[str]:
-        """Where vLLM runs the model with Model Runner V2 by default and memprof charges the V1
-        runner's profile run (``MODEL_RUNNER_V2_DEFAULT``), one note that says so."""
-        release, generation = split_generation(dep.engine_version or "")
-        if moe or hybrid or generation == "v0":
+                     hybrid: bool, quantised: bool = False, vocab: int = 0,
+                     logits_itemsize: int = 2, runner_listed: Sequence[Any] = ()) -> list[str]:
+        """Where vLLM runs the model with Model Runner V2 (``vllm_runner.runs_v2``) and memprof
+        charges the V1 runner's profile run, one note that says so and gives V2's three terms
+        (``vllm_runner.v2_terms``) for this deployment's last PP stage."""
+        version = dep.engine_version or ""
+        release, _ = split_generation(version)
+        # not noted from 0.29.0, where every model runs V2 and its profile run charges a
+        # CUDA-graph estimate (memprof/core/engines/vllm_runner.py V2_GRAPH_ESTIMATE)
+        listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
+                           release)
+        if value_at(V2_GRAPH_ESTIMATE, release, default=True) or not runs_v2(
+                version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised):
             return []
-        rule = rule_in_force(MODEL_RUNNER_V2_DEFAULT, release)
-        if rule is None:
-            return []
+        seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
+        terms = ""
+        if vocab and isinstance(seqs, int) and isinstance(mnbt, int):
+            t = v2_terms(release, max_num_seqs=seqs, max_num_batched_tokens=mnbt, vocab=vocab,
+                         logits_itemsize=logits_itemsize)
+            graph = ("" if t.graph_estimate else "charges no CUDA-graph estimate "
+                     "(profile_cudagraph_memory returns 0), ")
+            charged = ("charged by the budget line's total_consumed" if t.sampler_state_charged
+                       else "which this release's budget line does not charge")
+            stage, state = fmt_bytes(t.sampler_stage_bytes), fmt_bytes(t.sampler_state_bytes)
+            terms = (f": V2's profile run {graph}samples greedily on the model-dtype logits "
+                     f"({stage} for {min(seqs, mnbt)} rows; V1's warm-up sorts fp32 copies) and "
+                     f"keeps the sampler's state ({state}: output_bin_counts [{seqs}, {vocab}] "
+                     f"int32 and two bitmasks), {charged}")
         return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
-                f"use_v2_model_runner: {rule.value}); memprof charges the V1 runner's profile "
-                "run [approximation]: V2's charges no CUDA-graph estimate, samples greedily "
-                "and keeps the sampler's [max_num_seqs, vocab] int32 output_bin_counts (see "
-                "tests/data/published.json row 902); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
+                f"use_v2_model_runner); memprof charges the V1 runner's profile run "
+                f"[approximation]{terms}. V2's terms alone leave the published TP1 V2 logs 0.6-1.7 "
+                "GiB a GPU short of their logged overhead, a charge not found in the source "
+                "(memprof/core/engines/vllm_runner.py); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
                 "runner memprof models"]
 
     def launches(self, module: str) -> bool:

@@ -11,7 +11,14 @@ differ between them are required, not defaulted).
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, missing, sglang_embed_rows, top_k
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    missing,
+    sglang_embed_rows,
+    top_k,
+    v2_listed,
+)
 from memprof.core.models.spec import MLP, Attention, Layer
 
 
@@ -81,6 +88,8 @@ DEEPSEEK_V3 = Family(
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,
     # SGLang models/deepseek_v2.py (0.4.5+): "Only Deepseek V3/R1 can use shared experts fusion"
     fusable_shared_experts=("DeepseekV3ForCausalLM",),
+    v2_runner_listed=(v2_listed("deepseek_v3", "0.24.0", "0.29.0", ("DeepseekV2ForCausalLM",),
+                                "0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0"),),
     dp_attention_embed=sglang_embed_rows("deepseek_v3", "deepseek_v2.py", _SGLANG_EMBED),
     source="vLLM model_executor/models/deepseek_v2.py")
 DEEPSEEK_V32 = Family(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, missing, top_k
+from memprof.core.models.families.row import Built, Family, missing, top_k, v2_listed
 from memprof.core.models.spec import MLP, Attention, Layer
 
 
@@ -85,6 +85,8 @@ FAMILY = Family(
     name="deepseek_v4", model_types=("deepseek_v4",), architectures=("DeepseekV4ForCausalLM",),
     build=_deepseek_v4_layers, attention="dsv4", moe=True, mtp=True, spec_extras=_spec_extras,
     mtp_hc_block=True, mxfp4_experts=True,
+    v2_runner_listed=(v2_listed("deepseek_v4", "0.28.0", "0.29.0", ("DeepseekV4ForCausalLM",),
+                                "0.28.0"),),
     modules=("memprof/core/attention/dsv4.py", "memprof/core/scratch/dsv4.py",
              "memprof/kernels/dsv4_decode.py", "memprof/validation/dsv4.py",
              "memprof/validation/dsv4_result.py"),

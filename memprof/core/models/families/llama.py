@@ -15,6 +15,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     missing,
     swa_from_max_window_layers,
+    v2_listed,
 )
 
 
@@ -42,5 +43,8 @@ FAMILY = Family(
     name="llama", model_types=("llama", "mistral"),
     architectures=("LlamaForCausalLM", "MistralForCausalLM"),
     build=_llama_layers, attention="gqa",
+    v2_runner_listed=(v2_listed("llama", "0.23.0", "0.25.0",
+                                ("LlamaForCausalLM", "MistralForCausalLM"),
+                                "0.23.0 / 0.24.0 (not 0.25.0)"),),
     source="vLLM model_executor/models/llama.py; transformers configuration_llama.py",
 )

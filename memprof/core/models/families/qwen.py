@@ -16,6 +16,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     sglang_embed_rows,
     swa_from_max_window_layers,
+    v2_listed,
 )
 
 QWEN3_HEAD_DIM = 128  # Qwen3Config head_dim default
@@ -56,5 +57,7 @@ QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCau
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
                build=_qwen3_layers, attention="gqa",
                modules=(VL_MODULE,),
+               v2_runner_listed=(v2_listed("qwen3", "0.23.0", "0.25.0", ("Qwen3ForCausalLM",),
+                                           "0.23.0 / 0.24.0 (not 0.25.0)"),),
                dp_attention_embed=sglang_embed_rows("qwen3", "qwen2.py", _SGLANG_EMBED),
                source="vLLM model_executor/models/qwen3.py; transformers configuration_qwen3.py")

@@ -18,6 +18,7 @@ from memprof.core.models.families.row import (
     missing,
     sglang_embed_rows,
     top_k,
+    v2_listed,
 )
 from memprof.core.models.spec import MLP, Layer
 
@@ -70,6 +71,9 @@ _SGLANG_EMBED = (
 QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),
                    architectures=("Qwen2MoeForCausalLM",), build=_qwen2_moe_layers,
                    attention="gqa", moe=True,
+                   v2_runner_listed=(v2_listed("qwen2_moe", "0.24.0", "0.29.0",
+                                               ("Qwen2MoeForCausalLM",),
+                                               "0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0"),),
                    dp_attention_embed=sglang_embed_rows("qwen2_moe", "qwen2_moe.py",
                                                         _SGLANG_EMBED),
                    source="vLLM model_executor/models/qwen2_moe.py")

@@ -69,9 +69,24 @@ class Family(NamedTuple):
     vision: Callable[[dict[str, Any], int], VisionTower | None] | None = None
     # the family's own release rows (``memprof versions`` lists them: version_diff.py)
     release_rules: Callable[[], tuple[tuple[Rule, ...], ...]] | None = None
+    # the releases whose ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (vLLM config/vllm.py) list the
+    # family's architectures: rows whose ``value`` is the tuple listed
+    # (memprof/core/engines/vllm_runner.py reads them)
+    v2_runner_listed: tuple[Rule, ...] = ()
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
+
+
+def v2_listed(family: str, since: str, until: str, architectures: tuple[str, ...],
+              read_in: str) -> Rule:
+    """A ``Family.v2_runner_listed`` row of ``family``: vLLM ``since`` up to ``until`` lists
+    ``architectures`` in config/vllm.py ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (read in the
+    ``read_in`` wheels)."""
+    return Rule(name="model_runner_v2_listed", changes="model runner of the profile run (noted)",
+                since=since, until=until, value=architectures, applies_to=family,
+                introduced_by=f"listed by vLLM {since}", removed_by=f"not listed in {until}",
+                source=f"{read_in} config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES")
 
 
 def head_dim(c: ConfigFields, hidden: int, heads: int, default: int | None = None) -> int:

@@ -1,0 +1,232 @@
+"""vLLM's Model Runner V2 (``vllm/v1/worker/gpu/``): which deployments each release runs on it,
+and the profile-run and budget terms in which it differs from the V1 runner
+(``v1/worker/gpu_model_runner.py``) whose terms memprof charges.
+
+Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.23.0, 0.24.0,
+0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels): ``VLLM_USE_V2_MODEL_RUNNER`` (envs.py, unset by
+default) decides when it is set; otherwise ``_is_default_v2_model_runner_model`` by release
+(``V2_DEFAULT``), after which a feature V2 lacks (``_get_v2_model_runner_unsupported_features``:
+sequence parallelism, dual batch overlap, prompt embeds, custom logits processors, ...) sends the
+model back to V1. memprof models none of those features, so they do not enter here.
+
+Where V2 runs, its start-up differs from V1's in three terms (read in the 0.27.1 wheel; the same
+code in 0.23.0-0.28.0):
+
+1. ``GPUModelRunner.profile_cudagraph_memory`` returns 0 (0.23.0-0.28.0; 0.29.0 estimates the
+   graphs): ``determine_available_memory`` charges no CUDA-graph estimate (``V2_GRAPH_ESTIMATE``).
+2. ``_dummy_sampler_run`` adds no request: every slot keeps ``SamplingStates``' defaults
+   (temperature 0, top_k = V, top_p = 1), so ``Sampler._requires_logits_processing`` is False:
+   no fp32 copy, no top-k/top-p sort; ``gumbel_sample`` reads the model-dtype logits and keeps
+   ``local_argmax`` int64 and ``local_max`` fp32 of [R, cdiv(V, 1024)] (``greedy_sampler_bytes``).
+3. ``load_model`` builds the ``Sampler`` on the last PP stage: ``PenaltiesState.output_bin_counts``
+   [max_num_seqs, V] int32 and ``prompt_bin_mask`` [max_num_seqs, cdiv(V, 32)] int32, and
+   ``StructuredOutputsWorker`` a ``grammar_bitmask`` [max_num_seqs × decode_query_len, cdiv(V, 32)]
+   int32 and ``logits_indices`` [max_num_seqs × decode_query_len] int32 (``sampler_state_bytes``).
+   They are allocated after the weights' figure and before the profile window, so the budget line
+   charges them only from 0.27.0, whose ``memory_profiling`` charges ``total_consumed`` (the drop
+   in free memory since the init snapshot); 0.26.0's charges weights + torch peak increase +
+   non-torch increase, which does not see them (``V2_SAMPLER_STATE_CHARGED``).
+
+memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
+published V2 logs of tests/data/published.json (rows 310, 901-903, 907-909) keep 0.6-1.7 GiB a
+GPU less KV memory than the three terms leave, a charge not found in the source; V1's terms are
+within 2-3% of most of them. The shortfall follows the tensor-parallel size, not the runner: every
+such log is TP1 (row 903 and the V1 MoE row 906 are TP1 pipelines; row 906 keeps about 2.5 GiB a
+stage less than memprof's V1 terms leave), and the TP2 / TP4 logs of the same host and release
+(row 902 under V2, rows 904 / 905 under V1) are within 0.4 GiB. ``v2_terms`` gives the three
+figures, which the estimate's note states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from memprof.core.versions import Rule, rule_in_force, split_generation, value_at
+
+# ``VLLM_USE_V2_MODEL_RUNNER`` (envs.py maybe_convert_bool: "0" / "1"; unset = None): read by
+# ``use_v2_model_runner`` before anything else (0.23.0 … 0.29.0 config/vllm.py).
+ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+@dataclass(frozen=True, slots=True)
+class V2Default:
+    """``_is_default_v2_model_runner_model`` at one release: whether a listed architecture
+    (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``, kept on the families' rows:
+    ``Family.v2_runner_listed``) runs V2 (``lists``) and when quantised, whether a generate
+    model without routed experts runs V2 too (``dense``), and ``every``: every model (a hybrid
+    one: ``V2_HYBRID_LISTED``)."""
+
+    lists: bool = True
+    dense: bool = False
+    quantised: bool = True
+    every: bool = False
+
+
+_CFG = "config/vllm.py VllmConfig.use_v2_model_runner, _is_default_v2_model_runner_model"
+V2_DEFAULT: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
+         since="0.21.0", until="0.23.0", value=V2Default(lists=False),
+         introduced_by="Model Runner V2 behind VLLM_USE_V2_MODEL_RUNNER=1 (read in the 0.21.0 "
+         "wheel)", removed_by="0.23.0: listed architectures by default",
+         source="0.21.0 " + _CFG),
+    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
+         since="0.23.0", until="0.24.0", value=V2Default(quantised=False),
+         introduced_by="0.23.0: listed architectures, not MoE and not quantised",
+         removed_by="0.24.0: any listed architecture, quantised or MoE",
+         source="0.23.0 " + _CFG + " ('return not model_config.is_moe and not "
+         "model_config.is_quantized' after the listing)"),
+    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
+         since="0.24.0", until="0.25.0", value=V2Default(),
+         introduced_by="0.24.0: any listed architecture",
+         removed_by="0.25.0: every generate model without routed experts",
+         source="0.24.0 " + _CFG + " ('return any(arch in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES "
+         "...)')"),
+    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
+         since="0.25.0", until="0.29.0", value=V2Default(dense=True),
+         introduced_by="0.25.0: '... or not model_config.is_moe'",
+         removed_by="0.29.0: Model Runner V2 for every architecture",
+         source="0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 " + _CFG),
+    Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
+         since="0.29.0", until=None, value=V2Default(lists=False, every=True),
+         introduced_by="0.29.0: use_v2_model_runner without _is_default_v2_model_runner_model "
+         "(V1 on ROCm for ROCM_DEFAULT_MRV1_ARCHITECTURES, not modelled, and for unsupported "
+         "features)", source="0.29.0 config/vllm.py VllmConfig.use_v2_model_runner"),
+)
+
+# A hybrid model (state mixers beside attention) runs V2 by default only when listed, from 0.27.0
+# (0.25.0 / 0.26.0: ``if is_hybrid: return False`` first; 0.27.1: ``if is_hybrid and not
+# is_default_v2_architecture: return False``).
+V2_HYBRID_LISTED: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_hybrid", changes="model runner of the profile run (noted)",
+         since="0.25.0", until="0.27.0", value=False, applies_to="state",
+         introduced_by="0.25.0: a hybrid model stays on V1",
+         removed_by="0.27.0: a listed hybrid architecture runs V2 (read in the 0.27.1 wheel)",
+         source="0.25.0 / 0.26.0 " + _CFG + " ('if getattr(model_config, \"is_hybrid\", "
+         "False): return False')"),
+    Rule(name="model_runner_v2_hybrid", changes="model runner of the profile run (noted)",
+         since="0.27.0", until="0.29.0", value=True, applies_to="state",
+         introduced_by="0.27.x: 'if is_hybrid and not is_default_v2_architecture: return False'",
+         removed_by="0.29.0: Model Runner V2 for every architecture",
+         source="0.27.1 / 0.28.0 " + _CFG),
+)
+
+# (1) V2's CUDA-graph estimate: ``profile_cudagraph_memory`` returns 0 (``value`` False) through
+# 0.28.0; 0.29.0 calls ``_profile_cudagraph_memory(self)``.
+V2_GRAPH_ESTIMATE: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_graph_estimate",
+         changes="CUDA-graph estimate (Model Runner V2)", since="0.21.0", until="0.29.0",
+         value=False, introduced_by="Model Runner V2 (profile_cudagraph_memory: 'It is TBD "
+         "whether we keep this API or not. return 0')",
+         removed_by="0.29.0: profile_cudagraph_memory returns _profile_cudagraph_memory(self)",
+         source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 v1/worker/gpu/"
+         "model_runner.py GPUModelRunner.profile_cudagraph_memory"),
+)
+
+# (3) The Sampler's state, built in ``load_model`` after the weights' figure: charged by the
+# budget line from 0.27.0 (``total_consumed``), not before.
+V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_sampler_state", changes="sampler state (Model Runner V2)",
+         since="0.21.0", until="0.27.0", value=False,
+         introduced_by="Model Runner V2 (PenaltiesState, StructuredOutputsWorker in load_model)",
+         removed_by="0.27.0 memory_profiling: non_kv_cache_memory = total_consumed + "
+         "transient_peak_headroom",
+         source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 utils/mem_utils.py memory_profiling: "
+         "non_kv_cache_memory = "
+         "non_torch_memory + peak_activation_memory + weights_memory"),
+    Rule(name="model_runner_v2_sampler_state", changes="sampler state (Model Runner V2)",
+         since="0.27.0", until=None, value=True,
+         introduced_by="0.27.0 memory_profiling: total_consumed = before_create.free_memory - "
+         "after_profile.free_memory",
+         source="0.27.1 / 0.28.0 / 0.29.0 utils/mem_utils.py memory_profiling; 0.27.1 "
+         "v1/worker/gpu/sample/penalties.py PenaltiesState.__init__, "
+         "v1/worker/gpu/structured_outputs.py StructuredOutputsWorker.__init__"),
+)
+
+RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_HYBRID_LISTED, V2_GRAPH_ESTIMATE,
+                                       V2_SAMPLER_STATE_CHARGED)
+
+INT32 = 4
+INT64 = 8
+FP32 = 4
+# gumbel_sample's BLOCK_SIZE (0.27.1 v1/worker/gpu/sample/gumbel.py)
+GUMBEL_BLOCK = 1024
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def listed_at(rows: Iterable[Rule], architecture: str, version: str | None) -> bool:
+    """Is ``architecture`` on vLLM's ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` at ``version``
+    (``rows``: its family's ``Family.v2_runner_listed``)?"""
+    return architecture in tuple(value_at(rows, version, default=()))  # type: ignore[arg-type]
+
+
+def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quantised: bool,
+            env: int | None = None) -> bool:
+    """Does vLLM ``version`` run this model with Model Runner V2 (``use_v2_model_runner``)?
+    ``listed``: its architecture is on the release's list (``listed_at``); ``env``:
+    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset). A V0 deployment and a release before
+    0.21.0 never do."""
+    release, generation = split_generation(version or "")
+    if generation != "v1":
+        return False
+    rule = rule_in_force(V2_DEFAULT, release)
+    if rule is None:
+        return False
+    if env is not None:
+        return bool(env)
+    d = rule.value
+    assert isinstance(d, V2Default)
+    if d.every:
+        return True
+    listed = listed and d.lists
+    if hybrid and not (listed and value_at(V2_HYBRID_LISTED, release, default=False)):
+        return False
+    if listed:
+        return d.quantised or not quantised
+    return d.dense and not moe
+
+
+def sampler_state_bytes(max_num_seqs: int, vocab: int, decode_query_len: int = 1) -> int:
+    """V2's persistent sampler state on the last PP stage (0.27.1 ``GPUModelRunner.load_model``):
+    ``output_bin_counts`` [R, V] int32 + ``prompt_bin_mask`` [R, cdiv(V, 32)] int32 +
+    ``grammar_bitmask`` [R × q, cdiv(V, 32)] int32 + ``logits_indices`` [R × q] int32, with R =
+    max_num_seqs and q = decode_query_len (1 without speculative decoding)."""
+    words = _cdiv(vocab, 32)
+    logits = max_num_seqs * decode_query_len
+    return (max_num_seqs * vocab * INT32 + max_num_seqs * words * INT32
+            + logits * words * INT32 + logits * INT32)
+
+
+def greedy_sampler_bytes(rows: int, vocab: int, logits_itemsize: int) -> int:
+    """V2's profile-run sampler stage beyond the hidden states: the logits [R, V] in the model
+    dtype (``compute_logits``) and ``gumbel_sample``'s ``local_argmax`` int64 and ``local_max``
+    fp32 [R, cdiv(V, 1024)]; R = min(max_num_batched_tokens, max_num_seqs)."""
+    blocks = _cdiv(vocab, GUMBEL_BLOCK)
+    return rows * vocab * logits_itemsize + rows * blocks * (INT64 + FP32)
+
+
+@dataclass(frozen=True, slots=True)
+class V2Terms:
+    """V2's three terms for one deployment's last PP stage: whether a CUDA-graph estimate is
+    charged, the greedy sampler stage and the sampler state (and whether the budget charges it)."""
+
+    graph_estimate: bool
+    sampler_stage_bytes: int
+    sampler_state_bytes: int
+    sampler_state_charged: bool
+
+
+def v2_terms(version: str, *, max_num_seqs: int, max_num_batched_tokens: int, vocab: int,
+             logits_itemsize: int, decode_query_len: int = 1) -> V2Terms:
+    """The three terms of the module docstring at ``version``."""
+    release, _ = split_generation(version)
+    rows = min(max_num_batched_tokens, max_num_seqs)
+    return V2Terms(
+        graph_estimate=bool(value_at(V2_GRAPH_ESTIMATE, release, default=True)),
+        sampler_stage_bytes=greedy_sampler_bytes(rows, vocab, logits_itemsize),
+        sampler_state_bytes=sampler_state_bytes(max_num_seqs, vocab, decode_query_len),
+        sampler_state_charged=bool(value_at(V2_SAMPLER_STATE_CHARGED, release,
+                                            default=False)))
