@@ -95,6 +95,15 @@ class Deployment:
     # whose flashinfer is only an extra: the torch top-k/top-p sampler). 1 states that FlashInfer
     # is installed and samples (terms/activation.py V1_FLASHINFER_SAMPLER)
     vllm_use_flashinfer_sampler: int | None = None
+    # vLLM --enable-lora and its sizes (memprof/core/lora.py; the buffers:
+    # memprof/core/terms/lora.py); None: vLLM's defaults (max_loras 1, max_lora_rank 16,
+    # lora_extra_vocab_size 256 where the release has it); read only with enable_lora
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    lora_extra_vocab_size: int | None = None
+    lora_dtype: str = "auto"
+    fully_sharded_loras: bool = False
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
@@ -387,6 +396,14 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        f"(before, on V0's Mamba cache, which memprof does not model)",
                        hint=f"use --engine-version {first} or later")
     check_mamba_cache_mode(dep.mamba_cache_mode, dep.engine_version)
+    if dep.enable_lora:
+        from memprof.core.lora import lora_settings  # kept off deployments without LoRA
+
+        lora_settings(spec.family, dep.engine_version, max_loras=dep.max_loras,
+                      max_lora_rank=dep.max_lora_rank,
+                      lora_extra_vocab_size=dep.lora_extra_vocab_size, lora_dtype=dep.lora_dtype,
+                      fully_sharded_loras=dep.fully_sharded_loras, model_dtype=spec.dtype,
+                      tp=dep.tp)
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
