@@ -93,6 +93,13 @@ def test_release_rows_on_each_side() -> None:
     assert meta["0.9.0"] - meta["0.10.0"] == 4096 * 8
     assert meta["0.10.0"] == meta["0.11.0"]
     assert meta["0.12.0"] - meta["0.11.0"] == 2 * (4096 - 256) * 4
+    # 0.7.3 has no LoRAKernelMeta; V0 (0.8.2 on) sizes the prompts' by the tokens, as 0.12.0 V1
+    old = {v: _lora("llama-3.1-8b", Deployment(engine_version=v, enable_lora=True,
+                                               max_num_batched_tokens=4096, max_num_seqs=256))
+           ["LoRA punica metadata"] for v in ("0.7.3", "0.9.0+v0")}
+    kernel = 4 * 4096 * 4 + 2 * 3 * 512  # int32 [T] × 4 and the counters
+    assert old["0.9.0+v0"] - old["0.7.3"] == kernel
+    assert meta["0.9.0"] - old["0.9.0+v0"] == 2 * (256 - 4096) * 4
 
 
 def test_without_lora_nothing() -> None:

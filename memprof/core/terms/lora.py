@@ -28,11 +28,11 @@ vocabulary) and lm_head ``x`` more, padded to 256 (``lora_vocab_padding_size``) 
 
 The punica wrapper's index tensors (0.8.2 ``lora/punica_wrapper/punica_base.py``
 ``PunicaWrapperBase.__init__``, ``punica_gpu.py`` ``LoRAKernelMeta.make``): int64
-``[T]`` × 5 (token, sampler, padded sampler, long-LoRA indices; ``[2, T]`` embeddings indices;
-the long-LoRA one is gone at 0.10.0) with ``T = max_num_batched_tokens``, int64 ``[B]`` × 3 with
-``B = max_num_seqs``, and two int32 kernel maps: ``[T]`` × 2 for tokens and, for prompts,
-``[B]`` × 2 on V1 up to 0.11.0 and ``[T]`` × 2 from 0.12.0 (the ``max_loras + 1`` / ``+ 2``
-counters are 512-B blocks).
+``[T]`` × 4 (token, sampler, padded sampler, long-LoRA indices; the long-LoRA one is gone at
+0.10.0) and ``[2, T]`` (embeddings indices) with ``T = max_num_batched_tokens``, int64 ``[B]`` × 3
+with ``B = max_num_seqs``, and from 0.8.0 two int32 kernel maps: ``[T]`` × 2 for tokens and, for
+prompts, ``[B]`` × 2 (V0 from 0.8.2: ``[T]`` × 2) up to 0.11.0 and ``[T]`` × 2 from 0.12.0 (the
+``max_loras + 1`` / ``+ 2`` counters are 512-B blocks).
 
 All of it is allocated inside ``load_model``'s ``DeviceMemoryProfiler`` (0.8.2
 ``v1/worker/gpu_model_runner.py::GPUModelRunner.load_model`` and
@@ -77,14 +77,34 @@ PUNICA_TOKEN_INDICES: tuple[Rule, ...] = (
          source="0.10.0 / 0.12.0 / 0.33.0 lora/punica_wrapper/punica_base.py", applies_to="lora"),
 )
 
-# The length of V1's prompt LoRAKernelMeta: "seqs" (max_num_seqs) or "tokens"
+# The punica wrapper's LoRAKernelMeta pair (tokens, prompts) and the prompts' length: "none"
+# (no kernel metadata), "seqs" (max_num_seqs) or "tokens" (max_num_batched_tokens). Rows of one
+# engine generation first (``rule_in_force`` takes the first row that holds).
 PUNICA_PROMPT_META: tuple[Rule, ...] = (
-    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica prompt metadata",
-         since="0.7.1", until="0.12.0", value="seqs", introduced_by="before 0.7.1",
-         removed_by="sized by max_num_batched_tokens (first released in 0.12.0)",
-         source="0.8.2 / 0.11.0 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ "
-         "(max_num_prompts = max_batches under V1)", applies_to="lora"),
-    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica prompt metadata",
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.7.1", until="0.8.0", value="none", introduced_by="before 0.7.1",
+         removed_by="LoRAKernelMeta (first released in 0.8.0)",
+         source="0.7.3 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ (base "
+         "index tensors only)", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.8.0", until="0.8.2", value="seqs",
+         introduced_by="LoRAKernelMeta (first released in 0.8.0)",
+         removed_by="V0 sizes the prompts by max_num_batched_tokens (first released in 0.8.2)",
+         source="0.8.0 / 0.8.1 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ "
+         "(prompt_mapping_meta of max_batches)", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.8.2", until="0.11.0", value="tokens", generation="v0",
+         introduced_by="V0 sizes the prompts by max_num_batched_tokens (first released in "
+         "0.8.2)", removed_by="V0 removed (0.11.0)",
+         source="0.8.2 / 0.9.0 / 0.10.0 lora/punica_wrapper/punica_gpu.py: max_num_prompts = "
+         "max_batches if envs.VLLM_USE_V1 else max_num_batched_tokens", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.8.2", until="0.12.0", value="seqs", generation="v1",
+         introduced_by="V0 sizes the prompts by max_num_batched_tokens (first released in "
+         "0.8.2)", removed_by="sized by max_num_batched_tokens (first released in 0.12.0)",
+         source="0.8.2 / 0.9.0 / 0.10.0 / 0.11.0 lora/punica_wrapper/punica_gpu.py "
+         "PunicaWrapperGPU.__init__ (V1: max_batches)", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
          since="0.12.0", until=None, value="tokens",
          introduced_by="sized by max_num_batched_tokens (first released in 0.12.0)",
          source="0.12.0 / 0.33.0 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__",
@@ -200,14 +220,17 @@ def lora_terms(ctx: TermContext) -> list[Component]:
                 f"+ {x} padded to {LORA_VOCAB_PADDING}; /{tp})"))
     t, b = profile_tokens(dep), max_seqs(dep)
     idx = int(value_at(PUNICA_TOKEN_INDICES, version, 5))  # type: ignore[call-overload]
-    prompts = t if value_at(PUNICA_PROMPT_META, version, "tokens") == "tokens" else b
-    # (idx − 2) int64 [T] and the [2, T] embeddings indices; 3 int64 [B]; two LoRAKernelMeta
-    # (tokens, prompts): int32 [len] × 2, [L+1] × 2, [L+2]
-    counters = 2 * block(4 * (n + 1)) + block(4 * (n + 2))
-    meta = ((idx - 2) * block(8 * t) + block(16 * t) + 3 * block(8 * b)
-            + 2 * block(4 * t) + 2 * block(4 * prompts) + 2 * counters)
+    prompt_meta = value_at(PUNICA_PROMPT_META, version, "tokens")
+    # (idx − 2) int64 [T] and the [2, T] embeddings indices; 3 int64 [B]; from 0.8.0 two
+    # LoRAKernelMeta (tokens, prompts): int32 [len] × 2, [L+1] × 2, [L+2]
+    meta = (idx - 2) * block(8 * t) + block(16 * t) + 3 * block(8 * b)
+    kernel = ""
+    if prompt_meta != "none":
+        prompts = t if prompt_meta == "tokens" else b
+        counters = 2 * block(4 * (n + 1)) + block(4 * (n + 2))
+        meta += 2 * block(4 * t) + 2 * block(4 * prompts) + 2 * counters
+        kernel = f", int32 [{t}] × 2 + [{prompts}] × 2"
     out.append(Component(
         name="LoRA punica metadata", category="weights", bytes=meta,
-        formula=f"int64 [{t}] × {idx} + [{b}] × 3, int32 [{t}] × 2 + [{prompts}] × 2 "
-        "(punica wrapper)"))
+        formula=f"int64 [{t}] × {idx} + [{b}] × 3{kernel} (punica wrapper)"))
     return out
