@@ -178,5 +178,11 @@ def test_a_log_namespace_gives_the_lora_settings_only_with_lora_on() -> None:
                                     "fully_sharded_loras=False"))
     assert on.settings["enable_lora"] is True
     assert (on.settings["max_loras"], on.settings["lora_extra_vocab_size"]) == (2, 256)
+    non_default = parse_log("INFO 10-01 [utils.py:253] non-default args: {'model': 'meta-llama/"
+                            "Llama-3.1-8B-Instruct', 'enable_lora': True, 'max_loras': 4, "
+                            "'max_lora_rank': 64, 'fully_sharded_loras': True}\n")
+    assert non_default.settings["enable_lora"] is True
+    assert (non_default.settings["max_loras"], non_default.settings["max_lora_rank"]) == (4, 64)
+    assert non_default.settings["fully_sharded_loras"] is True
     off = parse_log(NAMESPACE.format(lora="enable_lora=False, max_loras=1, max_lora_rank=16"))
     assert not {"enable_lora", "max_loras", "max_lora_rank"} & off.settings.keys()

@@ -17,7 +17,7 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
     embed_tokens (VocabParallelEmbeddingWithLoRA), where it is a LoRA module
         A  [L, V + x, r]       B  [L, 1, H, r]     embeddings_tensors [L, x, H] (model dtype)
     lm_head (LogitsProcessorWithLoRA)
-        A  [L, 1, r, H]        B  [L, 1, ceil((V + x)/256)·256, r]
+        A  [L, 1, r, H]        B  [L, 1, ceil((V + x)/256)·256, r]   (0.12.0 on: [L, 1, V, r])
                                                   embeddings_tensors [L, x, H] (model dtype)
 
 with ``V`` the vocabulary and ``x = lora_extra_vocab_size`` (256; 0 from 0.12.0, which removed
@@ -198,7 +198,10 @@ def lora_terms(ctx: TermContext) -> list[Component]:
                 + (block(n * x * h * sm) if x else 0))
     if st.support.embeddings and head_here:
         head_v = v + (x if st.support.extra_vocab else 0)
-        emb += (block(n * r * h * sl) + block(n * round_up(head_v, LORA_VOCAB_PADDING) * r * sl)
+        # padded to lora_vocab_padding_size while the release has the extra vocabulary (0.12.0
+        # logits_processor.py: B [L, 1, vocab_size, r], unpadded)
+        pad = LORA_VOCAB_PADDING if x else 1
+        emb += (block(n * r * h * sl) + block(n * round_up(head_v, pad) * r * sl)
                 + (block(n * x * h * sm) if x else 0))
     if emb:
         out.append(Component(
