@@ -186,3 +186,16 @@ def test_a_log_namespace_gives_the_lora_settings_only_with_lora_on() -> None:
     assert non_default.settings["fully_sharded_loras"] is True
     off = parse_log(NAMESPACE.format(lora="enable_lora=False, max_loras=1, max_lora_rank=16"))
     assert not {"enable_lora", "max_loras", "max_lora_rank"} & off.settings.keys()
+
+
+def test_explain_of_a_lora_log_memprof_refuses_explains_the_rest(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A log is evidence: LoRA on a family whose LoRA layers memprof has not read is left out,
+    with a note, and the log's figures are still compared."""
+    log = tmp_path / "qwen-lora.log"
+    log.write_text("INFO 04-05 05:51:44 [api_server.py:981] vLLM API server version 0.8.2\n"
+                   + NAMESPACE.replace("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-0.6B")
+                   .format(lora="max_model_len=4096, enable_lora=True, max_loras=2"))
+    assert run(["explain", str(log), "--gpu", "H100"]) in (0, 1)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the log turns LoRA on, which memprof leaves out here" in out
+    assert "model load" in out
