@@ -65,6 +65,19 @@ def test_mixtral_at_0_8_2_lora_on_attention_and_router_not_experts() -> None:
     assert got["LoRA extra vocabulary rows"] == (128 + 128) * h * 2
 
 
+def test_qwen3_before_0_16_has_no_embedding_lora() -> None:
+    """Qwen3-0.6B (H 1024, 16 heads, 8 KV heads of 128, I 3072, 28 layers, tied) at 0.11.0:
+    ``embedding_modules`` is empty, so embed_tokens and lm_head carry no LoRA and there is no
+    extra vocabulary; every decoder linear does."""
+    got = _lora("qwen3-0.6b", Deployment(engine_version="0.11.0", enable_lora=True))
+    r, h, i = 16, 1024, 3072
+    per_layer = (3 * r * h + r * (2048 + 1024 + 1024)  # qkv_proj
+                 + r * 2048 + h * r  # o_proj: A over 16 heads × 128
+                 + 2 * r * h + 2 * i * r + r * i + h * r)  # gate_up_proj, down_proj
+    assert got["LoRA stacked A/B buffers"] == 28 * per_layer * 2 == 28 * 704 * 1024
+    assert set(got) == {"LoRA stacked A/B buffers", "LoRA punica metadata"}
+
+
 def test_fully_sharded_splits_the_rank_and_row_outputs() -> None:
     base = Deployment(engine_version="0.8.2", tp=2, enable_lora=True)
     plain = _lora("llama-3.1-8b", base)["LoRA stacked A/B buffers"]
@@ -124,7 +137,8 @@ def test_lora_dtype_float32_model_bf16_sizes_by_the_lora_dtype() -> None:
     ("llama-3.1-8b", ["--fully-sharded-loras", "--max-lora-rank", "8", "-tp", "16"],
      "--fully-sharded-loras"),
     ("mixtral-8x7b", ["--engine-version", "0.12.0"], "experts"),
-    ("deepseek-r1", [], "llama, mixtral"),
+    ("deepseek-r1", [], "reads them for: llama"),
+    ("qwen3-0.6b", [], "at 0.8.4 – before 0.16.0, not at 0.33.0"),
 ])
 def test_bad_lora_input_is_exit_2(capsys, model: str, flags: list[str], says: str) -> None:  # type: ignore[no-untyped-def]
     assert run(["estimate", "-m", model, "--gpu", "H200", "--enable-lora", *flags]) == 2
