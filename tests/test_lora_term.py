@@ -213,3 +213,19 @@ def test_explain_of_a_lora_log_memprof_refuses_explains_the_rest(tmp_path, capsy
     out = " ".join(capsys.readouterr().out.split())
     assert "the log turns LoRA on, which memprof leaves out here" in out
     assert "model load" in out
+
+
+def test_before_0_8_the_manager_is_built_after_the_load_and_budgeted_nowhere() -> None:
+    """0.7.3 worker/model_runner.py: create_lora_manager after the weights' profiler; utils.py
+    memory_profiling: weights + the profile's peak over a snapshot taken after it. The extra
+    vocabulary rows are the model's own tables (inside the load)."""
+    dep = Deployment(engine_version="0.7.3", enable_lora=True)
+    e = estimate("llama-3.1-8b", dep, gpu=resolve_gpu("H100", None))
+    lora = {c.name: c for c in e.ranks[0].components if c.name.startswith("LoRA")}
+    assert lora["LoRA extra vocabulary rows"].where == "budget"
+    outside = [c for n, c in lora.items() if n != "LoRA extra vocabulary rows"]
+    assert outside and all(c.where == "runtime" and not c.profiled for c in outside)
+    at_080 = estimate("llama-3.1-8b", dep.with_(engine_version="0.8.0", vllm_use_v1=0),
+                      gpu=resolve_gpu("H100", None))
+    assert all(c.where == "budget" for c in at_080.ranks[0].components
+               if c.name.startswith("LoRA"))

@@ -34,11 +34,14 @@ with ``B = max_num_seqs``, and from 0.8.0 two int32 kernel maps: ``[T]`` × 2 fo
 prompts, ``[B]`` × 2 (V0 from 0.8.2: ``[T]`` × 2) up to 0.11.0 and ``[T]`` × 2 from 0.12.0 (the
 ``max_loras + 1`` / ``+ 2`` counters are 512-B blocks).
 
-All of it is allocated inside ``load_model``'s ``DeviceMemoryProfiler`` (0.8.2
+All of it is allocated inside ``load_model``'s ``DeviceMemoryProfiler`` from 0.8.0 (0.8.2
 ``v1/worker/gpu_model_runner.py::GPUModelRunner.load_model`` and
 ``worker/model_runner.py::GPUModelRunnerBase.load_model``: ``load_lora_model`` /
-``create_lora_manager`` under ``with DeviceMemoryProfiler() as m``; the same in 0.11.0 and
-0.12.0): category weights, in the budget. Each tensor is counted as the caching allocator's
+``create_lora_manager`` under ``with DeviceMemoryProfiler() as m``; the same in 0.8.0, 0.11.0 and
+0.12.0): category weights, in the budget. Before 0.8.0 V0 builds the manager after that profiler
+and its ``memory_profiling`` counts only the weights figure and the profile's peak over a
+snapshot taken after the manager, so vLLM budgets the buffers nowhere: memprof puts them outside
+the budget (``LORA_BUDGETED``). Each tensor is counted as the caching allocator's
 block (512-B granules; a request of 10 MiB or more in 2-MiB steps when that leaves at most
 1 MiB: ``memprof/core/terms/load_rounding.py``).
 
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC, K_ROUND_LARGE, K_SMALL_SIZE
 from memprof.base.units import fmt_bytes, round_up
-from memprof.core.components import Component, TermContext
+from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import pp_layer_split
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
@@ -111,7 +114,28 @@ PUNICA_PROMPT_META: tuple[Rule, ...] = (
          applies_to="lora"),
 )
 
-RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META)
+# Where the buffers land: "load" (inside load_model's DeviceMemoryProfiler: "Model loading took"
+# holds them, so the budget does) or "unbudgeted" (V0 before 0.8.0 builds the LoRA manager after
+# that profiler, and memory_profiling counts the weights figure plus the profile run's peak over
+# a snapshot taken after the manager: vLLM budgets them nowhere)
+LORA_BUDGETED: tuple[Rule, ...] = (
+    Rule(name="lora_in_model_load", changes="LoRA: in the model load", since="0.7.1",
+         until="0.8.0", value="unbudgeted", introduced_by="before 0.7.1",
+         removed_by="create_lora_manager inside DeviceMemoryProfiler (first released in 0.8.0)",
+         source="0.7.1 / 0.7.3 worker/model_runner.py GPUModelRunnerBase.load_model "
+         "(create_lora_manager after 'with DeviceMemoryProfiler() as m'); 0.7.3 utils.py "
+         "memory_profiling (non_kv_cache_memory = weights_memory + torch_peak_increase over "
+         "before_profile + non_torch_increase)", applies_to="lora"),
+    Rule(name="lora_in_model_load", changes="LoRA: in the model load", since="0.8.0",
+         until=None, value="load",
+         introduced_by="create_lora_manager inside DeviceMemoryProfiler (first released in "
+         "0.8.0)",
+         source="0.8.0 / 0.8.1 / 0.8.2 worker/model_runner.py and v1/worker/gpu_model_runner.py "
+         "load_model; 0.11.0 / 0.12.0 v1/worker/gpu_model_runner.py load_model",
+         applies_to="lora"),
+)
+
+RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED)
 
 
 def block(n: int) -> int:
@@ -173,6 +197,8 @@ def lora_terms(ctx: TermContext) -> list[Component]:
     sm = dtype_bytes(ctx.model_dtype)
     n, r, x, tp, h = st.max_loras, st.rank, st.extra_vocab, dep.tp, spec.hidden_size
     version = dep.engine_version or ""
+    budgeted = value_at(LORA_BUDGETED, version, "load") == "load"
+    where: Where = "budget" if budgeted else "runtime"
     out: list[Component] = []
     start, end = pp_layer_split(len(spec.layers), dep.pp, dep.engine_version)[ctx.coord.pp_stage]
     total, count = 0, 0
@@ -185,7 +211,8 @@ def lora_terms(ctx: TermContext) -> list[Component]:
         count += 1
     if count:
         out.append(Component(
-            name="LoRA stacked A/B buffers", category="weights", bytes=total, count=count,
+            name="LoRA stacked A/B buffers", category="weights", where=where,
+            profiled=budgeted, bytes=total, count=count,
             formula=f"{count} layers × {fmt_bytes(total // count)} ({n} LoRAs × rank {r} × "
             f"{sl} B: qkv_proj, o_proj, MLP; vLLM {version} lora/layers create_lora_weights)"))
     tied = spec.tie_word_embeddings
@@ -205,7 +232,8 @@ def lora_terms(ctx: TermContext) -> list[Component]:
                 + (block(n * x * h * sm) if x else 0))
     if emb:
         out.append(Component(
-            name="LoRA embed_tokens / lm_head buffers", category="weights", bytes=emb,
+            name="LoRA embed_tokens / lm_head buffers", category="weights", where=where,
+            profiled=budgeted, bytes=emb,
             formula=f"A [{n}, vocab {v}+{x}, {r}], B [{n}, 1, {h}, {r}] and lm_head A/B"
             + (f", embeddings_tensors [{n}, {x}, {h}] each" if x else "")))
     if st.support.extra_vocab and x:
@@ -218,6 +246,7 @@ def lora_terms(ctx: TermContext) -> list[Component]:
             rows += (with_lora - round_up(v, VOCAB_PADDING)) // tp
         if rows:
             out.append(Component(
+                # the model's own tables: built in get_model, inside the load at every release
                 name="LoRA extra vocabulary rows", category="weights", bytes=rows * h * sm,
                 formula=f"{rows} rows × {h} × {sm} B (embed_tokens + {x}×{n} rows, lm_head "
                 f"+ {x} padded to {LORA_VOCAB_PADDING}; /{tp})"))
@@ -234,6 +263,7 @@ def lora_terms(ctx: TermContext) -> list[Component]:
         meta += 2 * block(4 * t) + 2 * block(4 * prompts) + 2 * counters
         kernel = f", int32 [{t}] × 2 + [{prompts}] × 2"
     out.append(Component(
-        name="LoRA punica metadata", category="weights", bytes=meta,
+        name="LoRA punica metadata", category="weights", where=where,
+            profiled=budgeted, bytes=meta,
         formula=f"int64 [{t}] × {idx} + [{b}] × 3{kernel} (punica wrapper)"))
     return out
