@@ -115,6 +115,16 @@ def test_release_rows_on_each_side() -> None:
     assert meta["0.9.0"] - old["0.9.0+v0"] == 2 * (256 - 4096) * 4
 
 
+def test_lora_bias_adds_a_slot_beside_each_b() -> None:
+    """0.8.2 lora/layers.py: lora_bias_stacked [L, 1, out] per slice, out the B's width."""
+    base = Deployment(engine_version="0.8.2", enable_lora=True, max_loras=2)
+    plain = _lora("llama-3.1-8b", base)["LoRA stacked A/B buffers"]
+    bias = _lora("llama-3.1-8b", base.with_(enable_lora_bias=True))["LoRA stacked A/B buffers"]
+    widths = (4096 + 1024 + 1024) + 4096 + 2 * 14336 + 4096  # qkv slices, o, gate/up, down
+    # each slot [2, 1, width] bf16 is its own allocation: 512-B blocks (k, v: 4 KiB)
+    assert bias - plain == 32 * 2 * 2 * widths
+
+
 def test_without_lora_nothing() -> None:
     assert _lora("llama-3.1-8b", Deployment(engine_version="0.8.2", max_loras=4)) == {}
 
@@ -134,6 +144,7 @@ def test_lora_dtype_float32_model_bf16_sizes_by_the_lora_dtype() -> None:
      "--lora-extra-vocab-size 300"),
     ("llama-3.1-8b", ["--lora-extra-vocab-size", "256"], "has no such setting"),
     ("llama-3.1-8b", ["--lora-dtype", "float32"], "--lora-dtype"),
+    ("llama-3.1-8b", ["--enable-lora-bias"], "--enable-lora-bias: vLLM 0.33.0 has no such"),
     ("llama-3.1-8b", ["--fully-sharded-loras", "--max-lora-rank", "8", "-tp", "16"],
      "--fully-sharded-loras"),
     ("mixtral-8x7b", ["--engine-version", "0.12.0"], "experts"),
@@ -176,7 +187,7 @@ def test_a_pasted_serve_command_applies_the_lora_flags() -> None:
     assert cmd.settings["lora_dtype"] == "float16"
     assert "max_cpu_loras" not in cmd.settings  # host memory: ignored
     bias = parse_tokens(["vllm", "serve", "m", "--enable-lora", "--enable-lora-bias"])
-    assert [f for f, _ in bias.not_modelled] == ["--enable-lora-bias"]
+    assert bias.settings["enable_lora_bias"] is True and not bias.not_modelled
 
 
 NAMESPACE = ("INFO 04-05 05:51:44 [api_server.py:982] args: Namespace(model='meta-llama/Llama-3.1"

@@ -201,6 +201,10 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang's LoRA is not modelled",
             help="vLLM only, with --enable-lora: the LoRA A rank and row-parallel B split "
             "over TP too."),
+    Setting(field="enable_lora_bias", kind="bool",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM before 0.12.0 only, with --enable-lora: a bias slot beside each LoRA "
+            "B."),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

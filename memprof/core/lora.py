@@ -1,6 +1,7 @@
 """vLLM's LoRA settings (``--enable-lora``, ``--max-loras``, ``--max-lora-rank``,
-``--lora-extra-vocab-size``, ``--lora-dtype``, ``--fully-sharded-loras``): what each release
-accepts, what it resolves them to, and the refusals, as vLLM's ``LoRAConfig`` makes them.
+``--lora-extra-vocab-size``, ``--lora-dtype``, ``--fully-sharded-loras``,
+``--enable-lora-bias``): what each release accepts, what it resolves them to, and the refusals,
+as vLLM's ``LoRAConfig`` makes them.
 
 The buffers those settings allocate are the term ``memprof/core/terms/lora.py``; what a model
 family's vLLM class does under LoRA is its row's ``lora`` rows (``Family.lora``,
@@ -65,7 +66,21 @@ LORA_EXTRA_VOCAB: tuple[Rule, ...] = (
          applies_to="lora"),
 )
 
-RULES = (LORA_RANKS, LORA_EXTRA_VOCAB)
+# Whether LoRAConfig has ``bias_enabled`` (``--enable-lora-bias``): a bias slot
+# ``[max_loras, 1, out]`` beside each LoRA B
+LORA_BIAS: tuple[Rule, ...] = (
+    Rule(name="lora_bias", changes="LoRA: bias slots", since="0.7.1", until="0.12.0",
+         value=True, introduced_by="before 0.7.1",
+         removed_by="enable_lora_bias removed (first released in 0.12.0)",
+         source="0.8.2 lora/layers.py BaseLinearLayerWithLoRA / "
+         "MergedColumnParallelLinearWithLoRA.create_lora_weights (lora_bias_stacked); 0.11.0 "
+         "config/lora.py (deprecated 'in v0.12.0')", applies_to="lora"),
+    Rule(name="lora_bias", changes="LoRA: bias slots", since="0.12.0", until=None,
+         value=False, introduced_by="enable_lora_bias removed (first released in 0.12.0)",
+         source="0.12.0 / 0.33.0 config/lora.py (no bias_enabled)", applies_to="lora"),
+)
+
+RULES = (LORA_RANKS, LORA_EXTRA_VOCAB, LORA_BIAS)
 
 
 class LoraSettings(NamedTuple):
@@ -76,6 +91,7 @@ class LoraSettings(NamedTuple):
     extra_vocab: int  # 0 where the release has no lora_extra_vocab_size
     dtype: str  # the model dtype for "auto"
     fully_sharded: bool
+    bias: bool  # --enable-lora-bias: a bias slot beside each LoRA B
     support: LoraSupport  # what the family's vLLM class does under LoRA at the release
 
 
@@ -100,7 +116,7 @@ def _refuse_family(family: str, version: str) -> BadInput:
 def lora_settings(family: str, version: str | None, *, max_loras: int | None,
                   max_lora_rank: int | None, lora_extra_vocab_size: int | None,
                   lora_dtype: str, fully_sharded_loras: bool, model_dtype: str,
-                  tp: int) -> LoraSettings:
+                  tp: int, enable_lora_bias: bool = False) -> LoraSettings:
     """The settings as vLLM ``version`` reads them; :class:`BadInput` for what its LoRAConfig
     refuses, for a family whose LoRA layers memprof has not read, and for expert LoRA (vLLM
     0.12.0 on), which memprof does not model yet."""
@@ -125,6 +141,10 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
         if extra not in sizes:
             raise BadInput(f"--lora-extra-vocab-size {extra} is not one vLLM {release} accepts",
                            hint="one of " + ", ".join(map(str, sizes)))
+    if enable_lora_bias and not value_at(LORA_BIAS, release, False):
+        first = LORA_BIAS[-1].since
+        raise BadInput(f"--enable-lora-bias: vLLM {release} has no such setting (removed in "
+                       f"{first})", hint=f"drop it, or use --engine-version below {first}")
     if lora_dtype not in LORA_DTYPES:
         raise BadInput(f"unknown --lora-dtype {str(lora_dtype)[:40]!r}",
                        hint="one of: " + ", ".join(LORA_DTYPES) + " (auto: the model dtype)")
@@ -143,4 +163,5 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
                        "--engine-version 0.11.0 or earlier (LoRA on attention and the router)")
     dtype = model_dtype if lora_dtype == "auto" else lora_dtype
     return LoraSettings(max_loras=loras, rank=rank, extra_vocab=extra, dtype=dtype,
-                        fully_sharded=fully_sharded_loras, support=support)
+                        fully_sharded=fully_sharded_loras, bias=enable_lora_bias,
+                        support=support)

@@ -6,7 +6,7 @@ Three kinds of flag:
 - **applied**: the flag sets a ``Deployment`` field (``memprof.core.flags.SETTINGS`` names the
   field for each engine flag); the value is read as the engine reads it;
 - **not modelled**: the flag changes GPU memory, but memprof has no term for it
-  (``--cpu-offload-gb``, ``--enable-lora-bias``, ``--max-prefill-tokens``): it is listed with a
+  (``--cpu-offload-gb``, ``--kv-transfer-config``, ``--max-prefill-tokens``): it is listed with a
   warning, never silently dropped;
 - **ignored**: the flag does not change GPU memory (host, port, API key, logging, parsers).
 
@@ -101,9 +101,6 @@ _VLLM_NOT_MODELLED = [
     ServeFlag(("--swap-space",), "value", "not_modelled", "CPU swap space (host memory)"),
     ServeFlag(("--kv-offloading-size",), "value", "not_modelled", "KV offload to the CPU"),
     ServeFlag(("--kv-offloading-backend",), "value", "not_modelled", "KV offload to the CPU"),
-    # 0.8.2 - 0.11.0 lora/layers: bias_enabled adds [max_loras, 1, out] per LoRA slice
-    # (removed in 0.12.0)
-    ServeFlag(("--enable-lora-bias",), "flag", "not_modelled", "LoRA bias slots"),
     ServeFlag(("--kv-transfer-config",), "value", "not_modelled",
               "the KV connector's buffers (LMCache, NIXL)"),
     ServeFlag(("--compilation-config", "-O"), "value", "not_modelled",

@@ -60,7 +60,8 @@ def lora(d: Deployment) -> str:
     n = DEFAULT_MAX_LORAS if d.max_loras is None else d.max_loras
     r = DEFAULT_MAX_LORA_RANK if d.max_lora_rank is None else d.max_lora_rank
     return (f", LoRA: {n} adapter{'s' if n != 1 else ''}, rank {r}"
-            + (", fully sharded" if d.fully_sharded_loras else ""))
+            + (", fully sharded" if d.fully_sharded_loras else "")
+            + (", bias" if d.enable_lora_bias else ""))
 
 
 def rank_title(r: RankEstimate) -> str:

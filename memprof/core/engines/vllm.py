@@ -528,6 +528,7 @@ class VLLM(Engine):
         "lora_extra_vocab_size": ("--lora-extra-vocab-size",),
         "lora_dtype": ("--lora-dtype",),
         "fully_sharded_loras": ("--fully-sharded-loras",),
+        "enable_lora_bias": ("--enable-lora-bias",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve

@@ -10,6 +10,7 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
     column-parallel, n slices (qkv_proj: q, k, v; gate_up_proj: gate, up)
         A  n × [L, 1, r', in]            r' = r, or r/t with --fully-sharded-loras
         B  [L, 1, out_i / t, r] per slice (q: heads/t·d; k, v: the rank's KV heads·d)
+    bias (--enable-lora-bias, before 0.12.0): [L, 1, out] beside each B, its output width
     row-parallel (o_proj, down_proj)
         A  [L, 1, r, in/t]     B  [L, 1, out', r]   out' = out, or out/t fully sharded
     replicated (a MoE router ``gate``)
@@ -157,7 +158,8 @@ def settings_of(ctx: TermContext) -> LoraSettings:
                          max_lora_rank=dep.max_lora_rank,
                          lora_extra_vocab_size=dep.lora_extra_vocab_size,
                          lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
-                         model_dtype=ctx.model_dtype, tp=dep.tp)
+                         model_dtype=ctx.model_dtype, tp=dep.tp,
+                         enable_lora_bias=dep.enable_lora_bias)
 
 
 def _layer_tensors(layer: Layer, h: int, tp: int, st: LoraSettings) -> list[int]:
@@ -183,6 +185,8 @@ def _layer_tensors(layer: Layer, h: int, tp: int, st: LoraSettings) -> list[int]
         for _ in range(2 if m.gated else 1):  # gate_up_proj: gate, up
             out += [n * ra * h, n * (inter // tp) * r]
         out += [n * r * (inter // tp), n * (h // tp if st.fully_sharded else h) * r]
+    if st.bias:  # a bias slot [L, 1, out] beside each B: the B's output width
+        out += [e // r for e in out[1::2]]
     return out
 
 
