@@ -27,6 +27,9 @@ from memprof.core.models.families.row import LoraSupport
 from memprof.core.versions import Rule, resolve_version, value_at, version_key
 
 DEFAULT_MAX_LORAS = 1
+# far above any deployment (each slot holds every LoRA layer's A and B), low enough that the
+# term's arithmetic stays small
+MAX_LORAS = 1 << 16
 DEFAULT_MAX_LORA_RANK = 16
 DEFAULT_EXTRA_VOCAB = 256
 LORA_DTYPES = ("auto", "float16", "bfloat16")  # --lora-dtype choices, 0.8.2 to 0.33.0
@@ -122,9 +125,12 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
     0.12.0 on), which memprof does not model yet."""
     release = resolve_version(version)
     loras = DEFAULT_MAX_LORAS if max_loras is None else max_loras
-    if loras < 1 or loras > 1 << 16:
-        raise BadInput(f"--max-loras must be at least 1 (and at most 65,536), got {loras}",
+    if loras < 1:
+        raise BadInput(f"--max-loras must be at least 1, got {loras}",
                        hint="vLLM's LoRAConfig refuses it; the default is 1")
+    if loras > MAX_LORAS:
+        raise BadInput(f"--max-loras {str(loras)[:24]} is above memprof's bound {MAX_LORAS:,}",
+                       hint="adapters in one batch: a few to a few hundred in practice")
     rank = DEFAULT_MAX_LORA_RANK if max_lora_rank is None else max_lora_rank
     ranks: tuple[int, ...] = value_at(LORA_RANKS, release, _RANKS_082)  # type: ignore[assignment]
     if rank not in ranks:
