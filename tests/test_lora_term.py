@@ -240,3 +240,11 @@ def test_before_0_8_the_manager_is_built_after_the_load_and_budgeted_nowhere() -
                       gpu=resolve_gpu("H100", None))
     assert all(c.where == "budget" for c in at_080.ranks[0].components
                if c.name.startswith("LoRA"))
+
+
+def test_trace_refuses_lora_it_does_not_build(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert run(["trace", "-m", "llama-3.1-8b", "--gpu", "H100", "--device", "fake",
+                "--enable-lora"]) == 2
+    err = capsys.readouterr().err
+    assert "error: trace builds the model's own tensors and not vLLM's LoRA buffers" in err
+    assert "hint:" in err
