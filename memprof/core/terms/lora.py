@@ -267,7 +267,7 @@ def lora_terms(ctx: TermContext) -> list[Component]:
         meta += 2 * block(4 * t) + 2 * block(4 * prompts) + 2 * counters
         kernel = f", int32 [{t}] × 2 + [{prompts}] × 2"
     out.append(Component(
-        name="LoRA punica metadata", category="weights", where=where,
-            profiled=budgeted, bytes=meta,
+        name="LoRA punica metadata", category="weights", where=where, profiled=budgeted,
+        bytes=meta,
         formula=f"int64 [{t}] × {idx} + [{b}] × 3{kernel} (punica wrapper)"))
     return out
