@@ -24,7 +24,7 @@ from typing import NamedTuple
 from memprof.base.errors import BadInput
 from memprof.core.models.families import family_row
 from memprof.core.models.families.row import LoraSupport
-from memprof.core.versions import Rule, resolve_version, value_at, version_key
+from memprof.core.versions import Rule, resolve_version, value_at
 
 DEFAULT_MAX_LORAS = 1
 # far above any deployment (each slot holds every LoRA layer's A and B), low enough that the
@@ -104,11 +104,10 @@ def _refuse_family(family: str, version: str) -> BadInput:
     rows = family_row(family).lora
     if rows:  # read for other releases
         spans = ", ".join(r.span for r in rows if isinstance(r.value, LoraSupport))
-        last = max((r.until for r in rows if r.until), key=version_key, default=None)
-        hint = (f"use an --engine-version before {last}, or " if last else "") + (
-            "drop --enable-lora to estimate the model without adapters")
         return BadInput(f"memprof reads vLLM's LoRA layers of the {family} family at {spans}, "
-                        f"not at {version}", hint=hint)
+                        f"not at {version}",
+                        hint=f"use an --engine-version in {spans}, or drop --enable-lora to "
+                        "estimate the model without adapters")
     known = ", ".join(r.name for r in ROWS if r.lora)
     return BadInput(f"memprof does not model vLLM's LoRA layers for the {family} family "
                     f"(vLLM {version}); it reads them for: {known}",
