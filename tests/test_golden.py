@@ -99,6 +99,8 @@ OPTIONS = {
                  "--mamba-cache-mode",
                  "--num-speculative-tokens", "--vllm-use-v1",
                  "--vllm-use-flashinfer-sampler", "--nccl-nvls-enable",
+                 "--enable-lora", "--max-loras", "--max-lora-rank", "--lora-extra-vocab-size",
+                 "--lora-dtype", "--fully-sharded-loras", "--enable-lora-bias",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--max-total-tokens",

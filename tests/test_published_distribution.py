@@ -63,7 +63,9 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "max_num_batched_tokens", "enforce_eager", "enable_expert_parallel",
                      "enable_dp_attention", "scratch", "entrypoint", "block_size",
                      "disable_custom_all_reduce", "vllm_use_flashinfer_sampler",
-                     "no_gpu_peer_access", "nnodes")
+                     "no_gpu_peer_access", "nnodes", "enable_lora", "max_loras",
+                     "max_lora_rank", "lora_extra_vocab_size", "lora_dtype",
+                     "fully_sharded_loras", "enable_lora_bias")
 
 
 class Refused(Exception):

@@ -31,6 +31,10 @@ DEPLOYMENTS = [
     Deployment(engine="sglang", tp=8),
     Deployment(tp=8, scratch="shared", num_speculative_tokens=1),
     Deployment(engine="sglang", tp=8, dp=2, enable_dp_attention=True),
+    # LoRA (terms/lora.py): every LoRA setting, on the families that model it
+    Deployment(engine_version="0.8.2", tp=2, pp=2, enable_lora=True, max_loras=2,
+               max_lora_rank=32, lora_extra_vocab_size=512, lora_dtype="float16",
+               fully_sharded_loras=True, enable_lora_bias=True),
 ]
 GPUS = ("H200", "MI300X", "B200")
 

@@ -51,6 +51,11 @@ def run(args: Namespace) -> int:
     markdown = check_markdown(args.markdown)
     if device not in (None, "cuda", "fake"):
         raise BadInput(f"unknown --device {device[:40]!r}", hint="cuda or fake")
+    if getattr(args, "enable_lora", False):  # before any work
+        raise BadInput("trace builds the model's own tensors and not vLLM's LoRA buffers "
+                       "(memprof/core/terms/lora.py)",
+                       hint="drop --enable-lora to trace; memprof estimate --enable-lora adds "
+                       "the LoRA buffers")
     if snapshot is not None:  # before any work: a bad path must not cost the whole trace
         from memprof.base.files import check_output
 

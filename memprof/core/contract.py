@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from memprof import __version__
 from memprof.core.components import Component
+from memprof.core.deployment import Deployment
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate
@@ -83,6 +84,16 @@ def rank_dict(r: RankEstimate) -> dict[str, Any]:
     }
 
 
+def lora_fields(d: Deployment) -> dict[str, Any]:
+    """The deployment's LoRA settings as given (``null`` where left to vLLM's default), present
+    only where ``--enable-lora`` is on, so a deployment without LoRA keeps its JSON."""
+    if not d.enable_lora:
+        return {}
+    return {"enable_lora": True, "max_loras": d.max_loras, "max_lora_rank": d.max_lora_rank,
+            "lora_extra_vocab_size": d.lora_extra_vocab_size, "lora_dtype": d.lora_dtype,
+            "fully_sharded_loras": d.fully_sharded_loras, "enable_lora_bias": d.enable_lora_bias}
+
+
 def estimate_dict(e: Estimate) -> dict[str, Any]:
     d = e.deployment
     q = e.quant
@@ -142,6 +153,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "mm_processor_kwargs": d.mm_processor_kwargs,
             "mm_encoder_tp_mode": d.mm_encoder_tp_mode,
             "gpu_memory_in_use": d.gpu_memory_in_use,
+            **lora_fields(d),
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},

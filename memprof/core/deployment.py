@@ -98,6 +98,16 @@ class Deployment:
     # NCCL's NCCL_NVLS_ENABLE as the launch sets it (0: off; 1 or 2: NCCL's own test; None:
     # unset, NCCL's default 2): NVLS buffers on a multicast NVSwitch (terms/nccl_nvls.py)
     nccl_nvls_enable: int | None = None
+    # vLLM --enable-lora and its sizes (memprof/core/lora.py; the buffers:
+    # memprof/core/terms/lora.py); None: vLLM's defaults (max_loras 1, max_lora_rank 16,
+    # lora_extra_vocab_size 256 where the release has it); read only with enable_lora
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    lora_extra_vocab_size: int | None = None
+    lora_dtype: str = "auto"
+    fully_sharded_loras: bool = False
+    enable_lora_bias: bool = False
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
@@ -390,6 +400,14 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        f"(before, on V0's Mamba cache, which memprof does not model)",
                        hint=f"use --engine-version {first} or later")
     check_mamba_cache_mode(dep.mamba_cache_mode, dep.engine_version)
+    if dep.enable_lora:
+        from memprof.core.lora import lora_settings  # kept off deployments without LoRA
+
+        lora_settings(spec.family, dep.engine_version, max_loras=dep.max_loras,
+                      max_lora_rank=dep.max_lora_rank,
+                      lora_extra_vocab_size=dep.lora_extra_vocab_size, lora_dtype=dep.lora_dtype,
+                      fully_sharded_loras=dep.fully_sharded_loras, model_dtype=spec.dtype,
+                      tp=dep.tp, enable_lora_bias=dep.enable_lora_bias)
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

@@ -183,6 +183,33 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only: NCCL_NVLS_ENABLE (0: no NVLink SHARP buffers on a multicast "
             "NVSwitch host; 1 or 2: NCCL's default test).", shown_default="unset: NCCL's "
             "default, NVLS where the GPUs support it", metavar="N"),
+    Setting(field="enable_lora", kind="bool",
+            note="SGLang's LoRA (--lora-paths) is not modelled",
+            help="vLLM only: LoRA adapters on; adds their stacked buffers to the model load "
+            "(memprof models the families whose vLLM LoRA layers it has read)."),
+    Setting(field="max_loras", kind="int",
+            note="SGLang's LoRA (--max-loras-per-batch) is not modelled",
+            help="vLLM only, with --enable-lora: adapters in one batch (the stacked slots).",
+            shown_default="1"),
+    Setting(field="max_lora_rank", kind="int",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM only, with --enable-lora: the largest adapter rank.", shown_default="16"),
+    Setting(field="lora_extra_vocab_size", kind="int",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM before 0.12.0 only, with --enable-lora: extra vocabulary rows per "
+            "adapter (256 or 512).", shown_default="256"),
+    Setting(field="lora_dtype", kind="str",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM only, with --enable-lora: the adapters' dtype (auto: the model's).",
+            choices_from="memprof.core.lora:LORA_DTYPES"),
+    Setting(field="fully_sharded_loras", kind="bool",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM only, with --enable-lora: the LoRA A rank and row-parallel B split "
+            "over TP too."),
+    Setting(field="enable_lora_bias", kind="bool",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM before 0.12.0 only, with --enable-lora: a bias slot beside each LoRA "
+            "B."),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

@@ -44,6 +44,7 @@ from memprof.core.kvcache import (
     V0_BLOCK_SIZE,
     V0_MLA_ENTRY_ALIGN,
 )
+from memprof.core.lora import RULES as LORA_SETTING_RULES
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import ROWS as FAMILY_ROWS
 from memprof.core.models.multimodal import ENCODER_PROFILE
@@ -65,6 +66,7 @@ from memprof.core.terms.cudagraph import (
 )
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.nccl import EP_PYNCCL
 from memprof.core.terms.nccl_nvls import NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER
@@ -87,7 +89,8 @@ from memprof.core.weights.vision import TOWER_SKIPPED
 # the families' own release rows (a vision-language family's model and tower rows)
 _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules()),
                  *(f.dp_attention_embed for f in FAMILY_ROWS if f.dp_attention_embed),
-                 *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed))
+                 *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
+                 *(f.lora for f in FAMILY_ROWS if f.lora))
 
 # Every version-dependent rule memprof models, by the module that keeps its rows; the attention
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
@@ -113,7 +116,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, ROCM_FP8_BLOCK_PADDING,
-    FULL_GRAPH_SPLITS, *VLLM_RUNNER_RULES,
+    FULL_GRAPH_SPLITS, *VLLM_RUNNER_RULES, *LORA_SETTING_RULES, *LORA_TERM_RULES,
 )
 
 
@@ -123,7 +126,8 @@ def all_rules() -> list[Rule]:
 
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
-                          "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block"})
+                          "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
+                          "lora"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -134,7 +138,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``chunked`` (a chunked-local layer), ``mxfp4``, ``marlin`` (AWQ, GPTQ or fp8: a format
     some GPUs run on Marlin), ``fp8_block`` (a block-fp8 checkpoint), ``nccl``, ``state`` (a
     layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
-    ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower)."""
+    ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
+    ``lora`` (``--enable-lora``)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -167,6 +172,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
             out.add("gdn")
     if spec.vision is not None:
         out.add("multimodal")
+    if dep.enable_lora:
+        out.add("lora")
     return frozenset(out)
 
 

@@ -158,6 +158,28 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str],
     return release
 
 
+def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
+    """``dep`` as the log turns LoRA on, or without LoRA (and a note saying why) where memprof
+    refuses the log's LoRA settings for this model: a log is evidence, so the rest of it is
+    still explained."""
+    from memprof.core.lora import lora_settings
+    from memprof.core.models.load import load_model
+
+    try:
+        spec = load_model(model)
+        lora_settings(spec.family, dep.engine_version, max_loras=dep.max_loras,
+                      max_lora_rank=dep.max_lora_rank,
+                      lora_extra_vocab_size=dep.lora_extra_vocab_size,
+                      lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
+                      model_dtype=spec.dtype, tp=dep.tp, enable_lora_bias=dep.enable_lora_bias)
+    except BadInput as exc:
+        notes.append(f"the log turns LoRA on, which memprof leaves out here: {exc.message}")
+        return dep.with_(enable_lora=False, max_loras=None, max_lora_rank=None,
+                         lora_extra_vocab_size=None, lora_dtype="auto",
+                         fully_sharded_loras=False, enable_lora_bias=False)
+    return dep
+
+
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
             gpu_arch: str | None = None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
@@ -217,6 +239,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         dep = Deployment(engine=engine).with_(**settings)
     except TypeError as exc:  # pragma: no cover - settings keys are Deployment fields
         raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
+    if dep.enable_lora and "enable_lora" not in (overrides or {}):
+        dep = _logged_lora(dep, name, notes)
     measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
     fix = None
     est_len = log.get("estimated_max_model_len")

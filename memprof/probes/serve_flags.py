@@ -5,9 +5,9 @@ Three kinds of flag:
 
 - **applied**: the flag sets a ``Deployment`` field (``memprof.core.flags.SETTINGS`` names the
   field for each engine flag); the value is read as the engine reads it;
-- **not modelled**: the flag changes GPU memory,
-              but memprof has no term for it (``--cpu-offload-gb``,
-  LoRA adapters, ``--max-prefill-tokens``): it is listed with a warning, never silently dropped;
+- **not modelled**: the flag changes GPU memory, but memprof has no term for it
+  (``--cpu-offload-gb``, ``--kv-transfer-config``, ``--max-prefill-tokens``): it is listed with a
+  warning, never silently dropped;
 - **ignored**: the flag does not change GPU memory (host, port, API key, logging, parsers).
 
 A flag in none of the lists is an error that names the engine version the tables describe
@@ -67,13 +67,14 @@ _VLLM_IGNORED = [
               "--pooler-config", "--override-pooler-config", "--ignore-patterns",
               "--allowed-local-media-path", "--allowed-media-domains", "--max-logprobs",
               "--logprobs-mode", "--tokenizer-pool-size", "--long-prefill-token-threshold",
-              "--max-num-partial-prefills", "--max-long-partial-prefills", "--lora-dtype",
+              "--max-num-partial-prefills", "--max-long-partial-prefills",
               "--enable-prompt-tokens-details-level", "--log-config-file", "--chat-template-kwargs",
               "--default-chat-template-kwargs", "--tool-server", "--h11-max-incomplete-event-size",
               "--h11-max-header-count", "--scheduler-cls", "--async-scheduling-mode",
               "--mm-processor-cache-type", "--media-io-kwargs",
               "--expert-placement-strategy", "--eplb-config", "--dcp-kv-cache-interleave-size",
-              "--reasoning-config", "--io-processor-plugin", "--numa-bind"),
+              "--reasoning-config", "--io-processor-plugin", "--numa-bind",
+              "--max-cpu-loras"),
     *_ignored("many", "--allowed-origins", "--allowed-methods", "--allowed-headers",
               "--middleware", "--lora-modules", "--prompt-adapters"),
     *_ignored("flag", "--trust-remote-code", "--disable-log-stats", "--disable-log-requests",
@@ -90,7 +91,6 @@ _VLLM_IGNORED = [
               "--use-tqdm-on-load", "--disable-chunked-mm-input", "--enable-mfu-metrics",
               "--ray-workers-use-nsight", "--enable-layerwise-nvtx-tracing",
               "--include-stop-str-in-output", "--disable-hybrid-kv-cache-manager",
-              "--fully-sharded-loras", "--enable-lora-bias",
               "--exclude-tools-when-tool-choice-none",
               "--enable-multimodal-encoder-data-parallel", "--safetensors-load-strategy"),
 ]
@@ -101,10 +101,6 @@ _VLLM_NOT_MODELLED = [
     ServeFlag(("--swap-space",), "value", "not_modelled", "CPU swap space (host memory)"),
     ServeFlag(("--kv-offloading-size",), "value", "not_modelled", "KV offload to the CPU"),
     ServeFlag(("--kv-offloading-backend",), "value", "not_modelled", "KV offload to the CPU"),
-    ServeFlag(("--enable-lora",), "flag", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--max-loras",), "value", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--max-lora-rank",), "value", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--max-cpu-loras",), "value", "not_modelled", "LoRA adapters' weights"),
     ServeFlag(("--kv-transfer-config",), "value", "not_modelled",
               "the KV connector's buffers (LMCache, NIXL)"),
     ServeFlag(("--compilation-config", "-O"), "value", "not_modelled",

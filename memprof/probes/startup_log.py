@@ -361,13 +361,18 @@ def _version(text: str) -> str | None:
     return None
 
 
+# vLLM's LoRA settings (an ``args: Namespace(…)`` line prints them all, LoRA on or off): the
+# sizes are kept only where the log turns LoRA on (``enable_lora=True``)
+LORA_FIELDS = ("enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab_size",
+               "lora_dtype", "fully_sharded_loras", "enable_lora_bias")
 # the Deployment fields a start-up log shows (vLLM's "non-default args" / engine config line,
 # SGLang's ServerArgs)
 LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv_cache_dtype",
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens",
                  "gpu_memory_utilization", "block_size", "enforce_eager", "dtype",
                  "mem_fraction_static", "enable_dp_attention", "chunked_prefill_size",
-                 "cuda_graph_max_bs", "nnodes", "enable_prefix_caching", "mamba_cache_mode")
+                 "cuda_graph_max_bs", "nnodes", "enable_prefix_caching", "mamba_cache_mode",
+                 *LORA_FIELDS)
 
 
 def _config_keys() -> dict[str, str]:
@@ -466,6 +471,9 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
+    if not settings.get("enable_lora"):
+        for fld in LORA_FIELDS:
+            settings.pop(fld, None)
     return settings, model, command, notes, image_release
 
 

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component
+from memprof.core.deployment import Deployment
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, load_figure
+from memprof.core.lora import DEFAULT_MAX_LORA_RANK, DEFAULT_MAX_LORAS
 from memprof.core.remedies import Remedies
 
 if TYPE_CHECKING:
@@ -47,7 +49,19 @@ def headline(e: Estimate) -> str:
             f"{entry}, "
             f"kv {d.kv_cache_dtype}, "
             f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
-            f"max_num_batched_tokens {e.max_num_batched_tokens}")
+            f"max_num_batched_tokens {e.max_num_batched_tokens}{lora(d)}")
+
+
+def lora(d: Deployment) -> str:
+    """", LoRA: 2 adapters, rank 16" where the deployment turns LoRA on (memprof/core/lora.py
+    defaults for the sizes left out), else ""."""
+    if not d.enable_lora:
+        return ""
+    n = DEFAULT_MAX_LORAS if d.max_loras is None else d.max_loras
+    r = DEFAULT_MAX_LORA_RANK if d.max_lora_rank is None else d.max_lora_rank
+    return (f", LoRA: {n} adapter{'s' if n != 1 else ''}, rank {r}"
+            + (", fully sharded" if d.fully_sharded_loras else "")
+            + (", bias" if d.enable_lora_bias else ""))
 
 
 def rank_title(r: RankEstimate) -> str:

@@ -505,6 +505,13 @@ class VLLM(Engine):
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),
         "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),
+        "enable_lora": ("--enable-lora",),
+        "max_loras": ("--max-loras",),
+        "max_lora_rank": ("--max-lora-rank",),
+        "lora_extra_vocab_size": ("--lora-extra-vocab-size",),
+        "lora_dtype": ("--lora-dtype",),
+        "fully_sharded_loras": ("--fully-sharded-loras",),
+        "enable_lora_bias": ("--enable-lora-bias",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve

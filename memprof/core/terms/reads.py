@@ -40,6 +40,12 @@ TERM_READS: dict[str, frozenset[str]] = {
     "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                     "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    # --enable-lora and its sizes; the batch sizes size the punica metadata
+    "lora_terms": frozenset((*_MODEL, "dep.tp", "dep.enable_lora", "dep.max_loras",
+                             "dep.max_lora_rank", "dep.lora_extra_vocab_size", "dep.lora_dtype",
+                             "dep.fully_sharded_loras", "dep.enable_lora_bias",
+                             "dep.max_num_batched_tokens",
+                             "dep.max_num_seqs")),
     "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "dep.tp", "dep.dp",
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",

@@ -11,12 +11,14 @@ from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
+    LoraSupport,
     dense_layers,
     layer_types_windows,
     missing,
     swa_from_max_window_layers,
     v2_listed,
 )
+from memprof.core.versions import Rule
 
 
 def _windows(c: ConfigFields, n_layers: int) -> list[int | None]:
@@ -39,10 +41,29 @@ def _llama_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
                         qk_norm=False)
 
 
+# vLLM's LoRA support of LlamaForCausalLM (MistralForCausalLM runs the same class): embed_tokens
+# and lm_head are LoRA modules (``embedding_modules``) at 0.8.2, 0.11.0, 0.12.0 and 0.33.0; the
+# extra vocabulary rows (``lora_vocab = lora_extra_vocab_size × max_loras`` in LlamaModel,
+# ``unpadded_vocab_size += lora_extra_vocab_size`` padded to ``lora_vocab_padding_size`` in
+# LlamaForCausalLM) are in 0.8.2-0.11.0 and gone at 0.12.0 (LoRAConfig has no
+# lora_extra_vocab_size; 0.11.0's config/lora.py deprecates it "in v0.12.0")
+LORA: tuple[Rule, ...] = (
+    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.7.1", until="0.12.0",
+         value=LoraSupport(extra_vocab=True, embeddings=True), introduced_by="before 0.7.1",
+         removed_by="lora_extra_vocab_size removed (first released in 0.12.0)",
+         source="0.8.2 / 0.11.0 model_executor/models/llama.py LlamaModel.__init__, "
+         "LlamaForCausalLM.__init__ and embedding_modules", applies_to="llama"),
+    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.12.0", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=True),
+         introduced_by="lora_extra_vocab_size removed (first released in 0.12.0)",
+         source="0.12.0 / 0.33.0 model_executor/models/llama.py LlamaForCausalLM "
+         "(embedding_modules; no LoRA vocabulary)", applies_to="llama"),
+)
+
 FAMILY = Family(
     name="llama", model_types=("llama", "mistral"),
     architectures=("LlamaForCausalLM", "MistralForCausalLM"),
-    build=_llama_layers, attention="gqa",
+    build=_llama_layers, attention="gqa", lora=LORA,
     v2_runner_listed=(v2_listed("llama", "0.23.0", "0.25.0",
                                 ("LlamaForCausalLM", "MistralForCausalLM"),
                                 "0.23.0 / 0.24.0 (not 0.25.0)"),),

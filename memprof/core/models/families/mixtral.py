@@ -14,8 +14,38 @@ with ``I = intermediate_size``, ``top_k = num_experts_per_tok``. transformers
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, layer_types_windows, top_k
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    LoraSupport,
+    gqa,
+    layer_types_windows,
+    top_k,
+)
 from memprof.core.models.spec import MLP, Layer
+from memprof.core.versions import Rule
+
+# vLLM's LoRA support of MixtralForCausalLM: embed_tokens and lm_head are LoRA modules and the
+# router (``gate``, a ReplicatedLinear) is a LoRA linear; the experts (FusedMoE, no LinearBase)
+# carry none until FusedMoEWithLoRA (lora/layers/fused_moe.py, first in 0.12.0, which also drops
+# lora_extra_vocab_size)
+LORA: tuple[Rule, ...] = (
+    Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",
+         since="0.7.1", until="0.12.0", value=LoraSupport(extra_vocab=True, embeddings=True),
+         introduced_by="before 0.7.1",
+         removed_by="MoE LoRA (FusedMoEWithLoRA) and no lora_extra_vocab_size (first released "
+         "in 0.12.0)",
+         source="0.8.2 / 0.11.0 model_executor/models/mixtral.py MixtralModel.__init__, "
+         "MixtralForCausalLM (embedding_modules); lora/utils.py get_supported_lora_modules "
+         "(LinearBase only)", applies_to="mixtral"),
+    Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",
+         since="0.12.0", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=True, experts=True),
+         introduced_by="MoE LoRA (FusedMoEWithLoRA) and no lora_extra_vocab_size (first "
+         "released in 0.12.0)",
+         source="0.12.0 / 0.33.0 lora/layers/fused_moe.py, lora/utils.py _all_lora_classes",
+         applies_to="mixtral"),
+)
 
 
 def _mixtral_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
@@ -33,5 +63,5 @@ def _mixtral_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 
 
 FAMILY = Family(name="mixtral", model_types=("mixtral",), architectures=("MixtralForCausalLM",),
-                build=_mixtral_layers, attention="gqa", moe=True,
+                build=_mixtral_layers, attention="gqa", moe=True, lora=LORA,
                 source="vLLM model_executor/models/mixtral.py (read at 005df92d)")

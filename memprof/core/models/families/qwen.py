@@ -12,12 +12,14 @@ from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
+    LoraSupport,
     dense_layers,
     layer_types_windows,
     sglang_embed_rows,
     swa_from_max_window_layers,
     v2_listed,
 )
+from memprof.core.versions import Rule
 
 QWEN3_HEAD_DIM = 128  # Qwen3Config head_dim default
 
@@ -49,13 +51,34 @@ _SGLANG_EMBED = (
      "0.4.9, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
     ("0.5.9", None, "attention_tp", "0.5.9"),
 )
+# vLLM's LoRA support: every linear of the decoder (qkv_proj and gate_up_proj packed); no
+# embedding modules (``embedding_modules = {}``: embed_tokens and lm_head carry no LoRA) and no
+# extra vocabulary. Qwen3ForCausalLM names embed_tokens / lm_head from 0.16.0 (read: 0.15.1 none,
+# 0.16.0 and 0.20.0 both; a tied lm_head is then the embedding module itself up to at least
+# 0.20.0 and wrapped a second time), which memprof does not model: no row from 0.16.0.
+_NO_EMBEDDINGS = LoraSupport(extra_vocab=False, embeddings=False)
+QWEN2_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen2_lora", changes="LoRA: modules", since="0.7.1", until=None,
+         value=_NO_EMBEDDINGS, introduced_by="before 0.7.1",
+         source="0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.33.0 model_executor/models/qwen2.py "
+         "Qwen2ForCausalLM (SupportsLoRA, no embedding_modules, no LoRA vocabulary)",
+         applies_to="qwen2"),
+)
+QWEN3_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen3_lora", changes="LoRA: modules", since="0.8.4", until="0.16.0",
+         value=_NO_EMBEDDINGS, introduced_by="Qwen3 support (read in 0.8.4)",
+         removed_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
+         source="0.8.4 / 0.11.0 / 0.12.0 / 0.14.0 / 0.15.1 model_executor/models/qwen3.py "
+         "Qwen3ForCausalLM (SupportsLoRA, no embedding_modules)", applies_to="qwen3"),
+)
+
 QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),
-               build=_qwen2_layers, attention="gqa",
+               build=_qwen2_layers, attention="gqa", lora=QWEN2_LORA,
                modules=(VL_MODULE,),
                dp_attention_embed=sglang_embed_rows("qwen2", "qwen2.py", _SGLANG_EMBED),
                source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
-               build=_qwen3_layers, attention="gqa",
+               build=_qwen3_layers, attention="gqa", lora=QWEN3_LORA,
                modules=(VL_MODULE,),
                v2_runner_listed=(v2_listed("qwen3", "0.23.0", "0.25.0", ("Qwen3ForCausalLM",),
                                            "0.23.0 / 0.24.0 (not 0.25.0)"),),

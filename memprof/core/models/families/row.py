@@ -21,6 +21,20 @@ LayerBuilder = Callable[[ConfigFields, int, int], Built]
 ConfigView = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+class LoraSupport(NamedTuple):
+    """What a family's vLLM model class does under ``--enable-lora`` at a release (the value of
+    its ``Family.lora`` rows; memprof/core/terms/lora.py sizes the buffers from it)."""
+
+    # embed_tokens holds ``lora_extra_vocab_size × max_loras`` more rows and lm_head
+    # ``lora_extra_vocab_size`` more, padded to ``lora_vocab_padding_size`` (256)
+    extra_vocab: bool
+    # embed_tokens and lm_head are LoRA modules (the class's ``embedding_modules``)
+    embeddings: bool
+    # the routed experts carry LoRA (``FusedMoEWithLoRA``, vLLM 0.12.0 on); memprof refuses
+    # these until it models them
+    experts: bool = False
+
+
 class Family(NamedTuple):
     """One model family: what names it in a config.json, how its config becomes layers, and
     the facts generic modules ask of it instead of naming it.
@@ -67,6 +81,9 @@ class Family(NamedTuple):
     # and the language model's hidden size; None for a config of the architecture without one
     # (memprof/core/models/multimodal.py). Its ``config_view`` reads the language model.
     vision: Callable[[dict[str, Any], int], VisionTower | None] | None = None
+    # vLLM's LoRA support of its model class, by release (value: ``LoraSupport``); none: memprof
+    # has not read it and refuses --enable-lora for the family (memprof/core/terms/lora.py)
+    lora: tuple[Rule, ...] = ()
     # the family's own release rows (``memprof versions`` lists them: version_diff.py)
     release_rules: Callable[[], tuple[tuple[Rule, ...], ...]] | None = None
     # the releases whose ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (vLLM config/vllm.py) list the

@@ -1,0 +1,273 @@
+"""LoRA: the buffers vLLM allocates for ``--enable-lora`` while it loads the model, so the logged
+"Model loading took" holds them beside the weights.
+
+vLLM wraps every LoRA-able layer once at load, and each wrapper allocates its stacked adapter
+slots for ``max_loras`` adapters of the largest rank (``create_lora_weights``), zero-filled, on
+the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Per rank, with
+``L = max_loras``, ``r = max_lora_rank``, ``H`` the hidden size, ``t`` the TP size (read in
+0.8.2 ``lora/layers.py`` and 0.11.0 / 0.12.0 / 0.33.0 ``lora/layers/``)::
+
+    column-parallel, n slices (qkv_proj: q, k, v; gate_up_proj: gate, up)
+        A  n × [L, 1, r', in]            r' = r, or r/t with --fully-sharded-loras
+        B  [L, 1, out_i / t, r] per slice (q: heads/t·d; k, v: the rank's KV heads·d)
+    bias (--enable-lora-bias, before 0.12.0): [L, 1, out] beside each B, its output width
+    row-parallel (o_proj, down_proj)
+        A  [L, 1, r, in/t]     B  [L, 1, out', r]   out' = out, or out/t fully sharded
+    replicated (a MoE router ``gate``)
+        A  [L, 1, r, H]        B  [L, 1, E, r]
+    embed_tokens (VocabParallelEmbeddingWithLoRA), where it is a LoRA module
+        A  [L, V + x, r]       B  [L, 1, H, r]     embeddings_tensors [L, x, H] (model dtype)
+    lm_head (LogitsProcessorWithLoRA)
+        A  [L, 1, r, H]        B  [L, 1, ceil((V + x)/256)·256, r]   (0.12.0 on: [L, 1, V, r])
+                                                  embeddings_tensors [L, x, H] (model dtype)
+
+with ``V`` the vocabulary and ``x = lora_extra_vocab_size`` (256; 0 from 0.12.0, which removed
+it: ``memprof/core/lora.py`` LORA_EXTRA_VOCAB). Before 0.12.0 some model classes also grow their
+own tables (``LoraSupport.extra_vocab`` of the family row): embed_tokens holds ``x·L`` more rows
+(``LlamaModel``: ``lora_vocab = lora_extra_vocab_size × max_loras``, padded to 64 apart from the
+vocabulary) and lm_head ``x`` more, padded to 256 (``lora_vocab_padding_size``) instead of 64.
+
+The punica wrapper's index tensors (0.8.2 ``lora/punica_wrapper/punica_base.py``
+``PunicaWrapperBase.__init__``, ``punica_gpu.py`` ``LoRAKernelMeta.make``): int64
+``[T]`` × 4 (token, sampler, padded sampler, long-LoRA indices; the long-LoRA one is gone at
+0.10.0) and ``[2, T]`` (embeddings indices) with ``T = max_num_batched_tokens``, int64 ``[B]`` × 3
+with ``B = max_num_seqs``, and from 0.8.0 two int32 kernel maps: ``[T]`` × 2 for tokens and, for
+prompts, ``[B]`` × 2 (V0 from 0.8.2: ``[T]`` × 2) up to 0.11.0 and ``[T]`` × 2 from 0.12.0 (the
+``max_loras + 1`` / ``+ 2`` counters are 512-B blocks).
+
+All of it is allocated inside ``load_model``'s ``DeviceMemoryProfiler`` from 0.8.0 (0.8.2
+``v1/worker/gpu_model_runner.py::GPUModelRunner.load_model`` and
+``worker/model_runner.py::GPUModelRunnerBase.load_model``: ``load_lora_model`` /
+``create_lora_manager`` under ``with DeviceMemoryProfiler() as m``; the same in 0.8.0, 0.11.0 and
+0.12.0): category weights, in the budget. Before 0.8.0 V0 builds the manager after that profiler
+and its ``memory_profiling`` counts only the weights figure and the profile's peak over a
+snapshot taken after the manager, so vLLM budgets the buffers nowhere: memprof puts them outside
+the budget (``LORA_BUDGETED``). Each tensor is counted as the caching allocator's
+block (512-B granules; a request of 10 MiB or more in 2-MiB steps when that leaves at most
+1 MiB: ``memprof/core/terms/load_rounding.py``).
+
+The profile run adds no lasting memory: the dummy LoRAs of ``maybe_dummy_run_with_lora``
+(``add_dummy_lora``, rank 8) are built on the CPU (``create_dummy_lora``: device "cpu") and
+copied into the slots above; the LoRA kernels' float32 shrink buffer ``[slices, T, r]`` (384 KiB
+at T = 2048, r = 16) lives beside the MLP's much larger output and is not charged.
+"""
+
+from __future__ import annotations
+
+from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC, K_ROUND_LARGE, K_SMALL_SIZE
+from memprof.base.units import fmt_bytes, round_up
+from memprof.core.components import Component, TermContext, Where
+from memprof.core.deployment import pp_layer_split
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines import engine_of
+from memprof.core.lora import LORA_VOCAB_PADDING, LoraSettings, lora_settings
+from memprof.core.models import Layer
+from memprof.core.terms.common import is_first_stage, is_last_stage, max_seqs, profile_tokens
+from memprof.core.versions import Rule, value_at
+from memprof.core.weights.shard import VOCAB_PADDING
+
+# The punica wrapper's int64 index tensors of [max_num_batched_tokens] (the embeddings
+# indices [2, T] counted as two)
+PUNICA_TOKEN_INDICES: tuple[Rule, ...] = (
+    Rule(name="lora_punica_token_indices", changes="LoRA: punica index tensors", since="0.7.1",
+         until="0.10.0", value=6, introduced_by="before 0.7.1",
+         removed_by="long-LoRA indices dropped (0.10.0 has none; 0.9.1 and 0.9.2 not read)",
+         source="0.8.2 / 0.9.0 lora/punica_wrapper/punica_base.py PunicaWrapperBase.__init__ "
+         "(_token_lora_indices, _sampler_indices, _sampler_indices_padded, "
+         "_embeddings_indices [2, T], _long_lora_indices)", applies_to="lora"),
+    Rule(name="lora_punica_token_indices", changes="LoRA: punica index tensors", since="0.10.0",
+         until=None, value=5,
+         introduced_by="long-LoRA indices dropped (0.10.0 has none; 0.9.1 and 0.9.2 not read)",
+         source="0.10.0 / 0.12.0 / 0.33.0 lora/punica_wrapper/punica_base.py", applies_to="lora"),
+)
+
+# The punica wrapper's LoRAKernelMeta pair (tokens, prompts) and the prompts' length: "none"
+# (no kernel metadata), "seqs" (max_num_seqs) or "tokens" (max_num_batched_tokens). Rows of one
+# engine generation first (``rule_in_force`` takes the first row that holds).
+PUNICA_PROMPT_META: tuple[Rule, ...] = (
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.7.1", until="0.8.0", value="none", introduced_by="before 0.7.1",
+         removed_by="LoRAKernelMeta (first released in 0.8.0)",
+         source="0.7.3 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ (base "
+         "index tensors only)", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.8.0", until="0.8.2", value="seqs",
+         introduced_by="LoRAKernelMeta (first released in 0.8.0)",
+         removed_by="V0 sizes the prompts by max_num_batched_tokens (first released in 0.8.2)",
+         source="0.8.0 / 0.8.1 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ "
+         "(prompt_mapping_meta of max_batches)", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.8.2", until="0.11.0", value="tokens", generation="v0",
+         introduced_by="V0 sizes the prompts by max_num_batched_tokens (first released in "
+         "0.8.2)", removed_by="V0 removed (0.11.0)",
+         source="0.8.2 / 0.9.0 / 0.10.0 lora/punica_wrapper/punica_gpu.py: max_num_prompts = "
+         "max_batches if envs.VLLM_USE_V1 else max_num_batched_tokens", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.8.2", until="0.12.0", value="seqs", generation="v1",
+         introduced_by="V0 sizes the prompts by max_num_batched_tokens (first released in "
+         "0.8.2)", removed_by="sized by max_num_batched_tokens (first released in 0.12.0)",
+         source="0.8.2 / 0.9.0 / 0.10.0 / 0.11.0 lora/punica_wrapper/punica_gpu.py "
+         "PunicaWrapperGPU.__init__ (V1: max_batches)", applies_to="lora"),
+    Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
+         since="0.12.0", until=None, value="tokens",
+         introduced_by="sized by max_num_batched_tokens (first released in 0.12.0)",
+         source="0.12.0 / 0.33.0 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__",
+         applies_to="lora"),
+)
+
+# Where the buffers land: "load" (inside load_model's DeviceMemoryProfiler: "Model loading took"
+# holds them, so the budget does) or "unbudgeted" (V0 before 0.8.0 builds the LoRA manager after
+# that profiler, and memory_profiling counts the weights figure plus the profile run's peak over
+# a snapshot taken after the manager: vLLM budgets them nowhere)
+LORA_BUDGETED: tuple[Rule, ...] = (
+    Rule(name="lora_in_model_load", changes="LoRA: in the model load", since="0.7.1",
+         until="0.8.0", value="unbudgeted", introduced_by="before 0.7.1",
+         removed_by="create_lora_manager inside DeviceMemoryProfiler (first released in 0.8.0)",
+         source="0.7.1 / 0.7.3 worker/model_runner.py GPUModelRunnerBase.load_model "
+         "(create_lora_manager after 'with DeviceMemoryProfiler() as m'); 0.7.3 utils.py "
+         "memory_profiling (non_kv_cache_memory = weights_memory + torch_peak_increase over "
+         "before_profile + non_torch_increase)", applies_to="lora"),
+    Rule(name="lora_in_model_load", changes="LoRA: in the model load", since="0.8.0",
+         until=None, value="load",
+         introduced_by="create_lora_manager inside DeviceMemoryProfiler (first released in "
+         "0.8.0)",
+         source="0.8.0 / 0.8.1 / 0.8.2 worker/model_runner.py and v1/worker/gpu_model_runner.py "
+         "load_model; 0.11.0 / 0.12.0 v1/worker/gpu_model_runner.py load_model",
+         applies_to="lora"),
+)
+
+RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED)
+
+
+def block(n: int) -> int:
+    """The caching allocator's block for a fresh request of ``n`` bytes (what
+    ``memory_allocated`` adds): 512-B granules; from 10 MiB, the 2-MiB segment when the
+    remainder would be 1 MiB or less (no split)."""
+    size = round_up(max(n, 1), K_MIN_BLOCK_SIZE)
+    if n >= K_MIN_LARGE_ALLOC:
+        seg = round_up(n, K_ROUND_LARGE)
+        if seg - size <= K_SMALL_SIZE:
+            return seg
+    return size
+
+
+def settings_of(ctx: TermContext) -> LoraSettings:
+    """The deployment's LoRA settings resolved for its release and model."""
+    dep = ctx.dep
+    return lora_settings(ctx.spec.family, dep.engine_version, max_loras=dep.max_loras,
+                         max_lora_rank=dep.max_lora_rank,
+                         lora_extra_vocab_size=dep.lora_extra_vocab_size,
+                         lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
+                         model_dtype=ctx.model_dtype, tp=dep.tp,
+                         enable_lora_bias=dep.enable_lora_bias)
+
+
+def _layer_tensors(layer: Layer, h: int, tp: int, st: LoraSettings) -> list[int]:
+    """Elements of each stacked tensor one decoder layer's LoRA wrappers allocate."""
+    n, r = st.max_loras, st.rank
+    ra = r // tp if st.fully_sharded else r  # column-parallel A under --fully-sharded-loras
+    a = layer.attention
+    out: list[int] = []
+    # qkv_proj: MergedQKVParallelLinearWithLoRA, slices q, k, v
+    kv_local = max(1, a.num_kv_heads // tp)
+    for width in (a.num_heads // tp * a.head_dim, kv_local * a.head_dim,
+                  kv_local * a.head_dim):
+        out += [n * ra * h, n * width * r]
+    # o_proj: RowParallelLinearWithLoRA
+    o_in = a.num_heads * a.v_head_dim
+    out += [n * r * (o_in // tp), n * (h // tp if st.fully_sharded else h) * r]
+    m = layer.mlp
+    if m.kind == "moe":
+        # the router (ReplicatedLinear gate): ReplicatedLinearWithLoRA; experts carry none
+        out += [n * r * h, n * m.num_experts * r]
+    elif m.kind != "none":
+        inter = m.intermediate_size
+        for _ in range(2 if m.gated else 1):  # gate_up_proj: gate, up
+            out += [n * ra * h, n * (inter // tp) * r]
+        out += [n * r * (inter // tp), n * (h // tp if st.fully_sharded else h) * r]
+    if st.bias:  # a bias slot [L, 1, out] beside each B: the B's output width
+        out += [e // r for e in out[1::2]]
+    return out
+
+
+def lora_terms(ctx: TermContext) -> list[Component]:
+    """The LoRA wrappers' stacked buffers, the extra vocabulary rows and the punica metadata of
+    one rank (formulas in the module docstring); nothing without ``--enable-lora``."""
+    dep, spec = ctx.dep, ctx.spec
+    if not dep.enable_lora or not engine_of(dep).flags.get("enable_lora"):
+        return []
+    st = settings_of(ctx)
+    sl = dtype_bytes(st.dtype)
+    sm = dtype_bytes(ctx.model_dtype)
+    n, r, x, tp, h = st.max_loras, st.rank, st.extra_vocab, dep.tp, spec.hidden_size
+    version = dep.engine_version or ""
+    budgeted = value_at(LORA_BUDGETED, version, "load") == "load"
+    where: Where = "budget" if budgeted else "runtime"
+    out: list[Component] = []
+    start, end = pp_layer_split(len(spec.layers), dep.pp, dep.engine_version)[ctx.coord.pp_stage]
+    total, count = 0, 0
+    by_kind: dict[object, int] = {}
+    for layer in spec.layers[start:end]:
+        key = (layer.attention, layer.mlp)
+        if key not in by_kind:
+            by_kind[key] = sum(block(e * sl) for e in _layer_tensors(layer, h, tp, st))
+        total += by_kind[key]
+        count += 1
+    if count:
+        out.append(Component(
+            name="LoRA stacked A/B buffers", category="weights", where=where,
+            profiled=budgeted, bytes=total, count=count,
+            formula=f"{count} layers × {fmt_bytes(total // count)} ({n} LoRAs × rank {r} × "
+            f"{sl} B: qkv_proj, o_proj, MLP; vLLM {version} lora/layers create_lora_weights)"))
+    tied = spec.tie_word_embeddings
+    embed_here = is_first_stage(ctx) or (tied and is_last_stage(ctx))
+    head_here = is_last_stage(ctx)
+    v = spec.vocab_size
+    emb = 0
+    if st.support.embeddings and embed_here:
+        emb += (block((n * (v + x) * r) * sl) + block(n * h * r * sl)
+                + (block(n * x * h * sm) if x else 0))
+    if st.support.embeddings and head_here:
+        head_v = v + (x if st.support.extra_vocab else 0)
+        # padded to lora_vocab_padding_size while the release has the extra vocabulary (0.12.0
+        # logits_processor.py: B [L, 1, vocab_size, r], unpadded)
+        pad = LORA_VOCAB_PADDING if x else 1
+        emb += (block(n * r * h * sl) + block(n * round_up(head_v, pad) * r * sl)
+                + (block(n * x * h * sm) if x else 0))
+    if emb:
+        out.append(Component(
+            name="LoRA embed_tokens / lm_head buffers", category="weights", where=where,
+            profiled=budgeted, bytes=emb,
+            formula=f"A [{n}, vocab {v}+{x}, {r}], B [{n}, 1, {h}, {r}] and lm_head A/B"
+            + (f", embeddings_tensors [{n}, {x}, {h}] each" if x else "")))
+    if st.support.extra_vocab and x:
+        rows = 0
+        if embed_here:  # VocabParallelEmbedding: the LoRA rows padded apart from the vocabulary
+            with_lora = round_up(round_up(v, VOCAB_PADDING) + x * n, VOCAB_PADDING)
+            rows += (with_lora - round_up(v, VOCAB_PADDING)) // tp
+        if head_here and not tied:  # ParallelLMHead padded to 256 instead of 64
+            with_lora = round_up(round_up(v, LORA_VOCAB_PADDING) + x, LORA_VOCAB_PADDING)
+            rows += (with_lora - round_up(v, VOCAB_PADDING)) // tp
+        if rows:
+            out.append(Component(
+                # the model's own tables: built in get_model, inside the load at every release
+                name="LoRA extra vocabulary rows", category="weights", bytes=rows * h * sm,
+                formula=f"{rows} rows × {h} × {sm} B (embed_tokens + {x}×{n} rows, lm_head "
+                f"+ {x} padded to {LORA_VOCAB_PADDING}; /{tp})"))
+    t, b = profile_tokens(dep), max_seqs(dep)
+    idx = int(value_at(PUNICA_TOKEN_INDICES, version, 5))  # type: ignore[call-overload]
+    prompt_meta = value_at(PUNICA_PROMPT_META, version, "tokens")
+    # (idx − 2) int64 [T] and the [2, T] embeddings indices; 3 int64 [B]; from 0.8.0 two
+    # LoRAKernelMeta (tokens, prompts): int32 [len] × 2, [L+1] × 2, [L+2]
+    meta = (idx - 2) * block(8 * t) + block(16 * t) + 3 * block(8 * b)
+    kernel = ""
+    if prompt_meta != "none":
+        prompts = t if prompt_meta == "tokens" else b
+        counters = 2 * block(4 * (n + 1)) + block(4 * (n + 2))
+        meta += 2 * block(4 * t) + 2 * block(4 * prompts) + 2 * counters
+        kernel = f", int32 [{t}] × 2 + [{prompts}] × 2"
+    out.append(Component(
+        name="LoRA punica metadata", category="weights", where=where, profiled=budgeted,
+        bytes=meta,
+        formula=f"int64 [{t}] × {idx} + [{b}] × 3{kernel} (punica wrapper)"))
+    return out
