@@ -1,0 +1,78 @@
+"""Whether an engine's NCCL communicators make torch's CUDA stream pool, and a communicator's
+figure without it where they do not.
+
+Every init figure of ``memprof.core.terms.nccl`` (and of ``memprof.core.terms.multinode``) was
+measured through ``torch.distributed.init_process_group("nccl", device_id=…)``: ProcessGroupNCCL
+makes its communicator at once and takes its NCCL stream from torch's stream pool, so the figure
+holds the pool, 73,400,320 B (``nccl.TORCH_STREAM_POOL_BYTES``; with a ``torch.cuda.Stream()``
+made first, init is smaller by exactly that, ``nccl-matrix-2x-h100-stream-first.json``).
+
+vLLM never makes a communicator that way (read in the wheels of 0.7.2, 0.8.4, 0.10.1.1, 0.11.0,
+0.17.1 and 0.33.0, ``vllm/distributed/parallel_state.py``):
+
+- ``init_distributed_environment`` calls ``torch.distributed.init_process_group(backend=…,
+  init_method=…, world_size=…, rank=…)`` with no ``device_id``, so ProcessGroupNCCL stays lazy:
+  it makes no communicator (and takes no stream) before a collective runs on a device group
+  (0.33.0 binds a ``device_id`` only on its ``split_group`` path, behind
+  ``VLLM_DISTRIBUTED_USE_SPLIT_GROUP``, default 0 in ``vllm/envs.py``);
+- each group's NCCL communicator is vLLM's ``PyNcclCommunicator(group=self.cpu_group, …)``
+  (``GroupCoordinator.__init__`` in 0.7.2, ``CudaCommunicator.__init__`` in
+  ``distributed/device_communicators/cuda_communicator.py`` from 0.8.x): ``ncclCommInitRank``
+  through ctypes with the unique id passed over the gloo group, and a warm-up all_reduce on
+  ``vllm.utils.current_stream()``, which is torch's current (default) stream on CUDA (a
+  ``torch.cuda.Stream()`` only on ROCm, ``vllm/utils.py`` / ``vllm/utils/__init__.py``
+  ``current_stream``);
+- the device group's collectives (``torch.distributed.all_reduce(…, group=self.device_group)``)
+  are a fallback for a disabled PyNccl communicator and for CPU tensors only.
+
+So no torch stream is made by vLLM's distributed init. Measured the same way on 2× H100
+(reports/gpu/nccl/graph-collectives-2x-h100-stream.json, kind ``pynccl``: a communicator made
+as PyNccl makes it, warmed up, and then the first ``torch.cuda.Stream()`` still costs
+73,400,320 B on both ranks; 0 B in the kind that holds a ProcessGroupNCCL communicator). The
+pool comes later, from the first stream vLLM does make: the model runner's ``comm_stream``
+(``memprof.core.terms.stream_pool``, 0.11.0-0.19.x) or the capture stream of ``graph_capture``
+(``memprof.core.terms.cudagraph.graph_driver_first``).
+
+SGLang keeps the measured rows as they are (no row here): its distributed init was not read for
+this rule.
+"""
+
+from __future__ import annotations
+
+from memprof.base.units import fmt_bytes
+from memprof.core.deployment import Deployment
+from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES, NcclRow
+from memprof.core.versions import Rule, value_at
+
+PYNCCL_NO_STREAM_POOL: tuple[Rule, ...] = (
+    Rule(name="pynccl_no_stream_pool",
+         changes="non-torch: NCCL communicator without torch's stream pool",
+         since="0.7.1", until=None, value=True, applies_to="nccl",
+         introduced_by="PyNcclCommunicator over the CPU (gloo) group and a lazy "
+         "ProcessGroupNCCL (older than every release memprof models)",
+         source="0.7.2 / 0.8.4 / 0.10.1.1 / 0.11.0 / 0.17.1 / 0.33.0 distributed/"
+         "parallel_state.py init_distributed_environment: init_process_group without "
+         "device_id (0.33.0: device_id only under VLLM_DISTRIBUTED_USE_SPLIT_GROUP=1, default "
+         "0); PyNcclCommunicator(group=self.cpu_group) (0.7.2 GroupCoordinator, 0.8.4+ "
+         "device_communicators/cuda_communicator.py), its warm-up all_reduce on "
+         "utils current_stream() = torch.cuda.current_stream() on CUDA"),
+)
+
+
+def comm_makes_stream_pool(dep: Deployment) -> bool:
+    """Whether the engine's NCCL communicators make torch's stream pool when they are built
+    (``PYNCCL_NO_STREAM_POOL``: not in vLLM; the measured rows' own case elsewhere)."""
+    return not value_at(PYNCCL_NO_STREAM_POOL, dep.engine_version, False, dep.engine)
+
+
+def pool_left_out(dep: Deployment, row: NcclRow) -> NcclRow:
+    """``row`` (a first communicator's measured figure, torch's stream pool in its init) as the
+    engine builds the communicator: the pool taken out of init where the engine's communicators
+    make none (``comm_makes_stream_pool``), unchanged otherwise."""
+    if comm_makes_stream_pool(dep):
+        return row
+    return row._replace(
+        init=row.init - TORCH_STREAM_POOL_BYTES,
+        basis=row.basis + f" − {fmt_bytes(TORCH_STREAM_POOL_BYTES)} torch stream pool "
+        "(vLLM's PyNccl communicator over the gloo group makes no torch stream; "
+        "init_process_group without device_id)")
