@@ -222,9 +222,10 @@ def test_row32_vllm_available_kv_within_2_percent_at_its_release() -> None:
     # largest rank (1,196 MiB; 908 MiB was the 2-rank figure used before the 4-rank golden).
     # 0.9.2's sampler sorts the logits of its 1,024 profile rows
     # (activation.V1_TORCH_SORT_SAMPLER: 3.48 GiB more than the Triton path at V = 151,936).
-    # Together: 8.12 GiB, +0.1% (it was +46% before either rule); 8.19 GiB, +1.0%, since the
-    # communicator is charged without torch's stream pool, which vLLM's PyNccl communicator does
-    # not make (memprof.core.terms.pynccl_pool). Not modelled: the LMCache
+    # Together: 8.12 GiB, +0.1% (it was +46% before either rule); the stream pool inside the
+    # measured row is charged apart since (vLLM's PyNccl communicator makes none, the profile
+    # run's logits gather on ProcessGroupNCCL does: memprof.core.terms.pynccl_pool), in the same
+    # budget, so the figure stays. Not modelled: the LMCache
     # connector, and NCCL's NVLink-multicast buffers on an NVSwitch host (128 MiB with NCCL
     # 2.26.2, src/transport/nvls.cc ncclNvlsBufferSetup), which the lent GPUs forbid measuring.
     e = estimate("qwen3-235b-a22b", Deployment(tp=4, quantization="fp8", engine_version="0.9.2",

@@ -30,7 +30,8 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
 from memprof.core.terms.non_torch import nccl_groups
-from memprof.core.terms.pynccl_pool import comm_makes_stream_pool
+from memprof.core.terms.pynccl_pool import comm_makes_stream_pool, logits_gather_makes_pool
+from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, value_at
 
 COMM_STREAM_POOL: tuple[Rule, ...] = (
@@ -61,13 +62,31 @@ def comm_stream_pool_made(dep: Deployment) -> bool:
             and bool(value_at(COMM_STREAM_POOL, dep.engine_version, False)))
 
 
+def pool_before_graphs(ctx: TermContext) -> bool:
+    """Whether torch's stream pool exists before the rank captures its CUDA graphs: made by an
+    NCCL communicator (``nccl_made_stream_pool``), by the model runner's ``comm_stream``
+    (``comm_stream_pool_made``) or by ProcessGroupNCCL at the profile run's logits gather
+    (``memprof.core.terms.pynccl_pool.logits_gather_makes_pool``)."""
+    return (nccl_made_stream_pool(ctx.dep) or comm_stream_pool_made(ctx.dep)
+            or logits_gather_makes_pool(ctx))
+
+
 def stream_pool_terms(ctx: TermContext) -> list[Component]:
     """One non-torch component, "budget": the stream pool ``comm_stream`` makes
-    (``comm_stream_pool_made``); nothing elsewhere."""
-    if not comm_stream_pool_made(ctx.dep):
-        return []
-    return [Component(
-        name="torch stream pool (model runner's comm_stream)", category="non_torch",
-        bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
-        formula="73,400,320 B: torch's CUDA stream pool, made by GPUModelRunner.__init__'s "
-        "torch.cuda.Stream() after vLLM's memory snapshot (vLLM 0.11.0-0.19.x)")]
+    (``comm_stream_pool_made``), else the one ProcessGroupNCCL makes at the profile run's TP
+    logits gather (``logits_gather_makes_pool``); nothing elsewhere."""
+    if comm_stream_pool_made(ctx.dep):
+        return [Component(
+            name="torch stream pool (model runner's comm_stream)", category="non_torch",
+            bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
+            formula="73,400,320 B: torch's CUDA stream pool, made by GPUModelRunner.__init__'s "
+            "torch.cuda.Stream() after vLLM's memory snapshot (vLLM 0.11.0-0.19.x)")]
+    if logits_gather_makes_pool(ctx):
+        return [Component(
+            name="torch stream pool (profile run's logits gather)", category="non_torch",
+            bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
+            formula="73,400,320 B: torch's CUDA stream pool, made when the profile run's TP "
+            "logits gather first runs on torch's ProcessGroupNCCL (memprof.core.terms."
+            "pynccl_pool, vLLM up to 0.25.x; ROCm later too); that communicator's own NCCL "
+            "memory is not modelled" + stand_in_tag(ctx.gpu, "torch stream pool"))]
+    return []
