@@ -65,7 +65,8 @@ def test_the_budget_keeps_the_pool_where_the_logits_gather_makes_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # with the rule left out the pool was inside the communicator's row: the same budget
     with_rule = _est(no_gpu_peer_access=True)
-    monkeypatch.setattr(pynccl_pool, "PYNCCL_NO_STREAM_POOL", ())
+    # the rule left out: the communicators make the pool, as measured (the cached reading)
+    monkeypatch.setattr(pynccl_pool, "_comm_makes_pool", lambda engine, version: True)
     without = _est(no_gpu_peer_access=True)
     assert with_rule.ranks[0].available_kv_bytes == without.ranks[0].available_kv_bytes
     assert _comp(without, "NCCL TP") - _comp(with_rule, "NCCL TP") == TORCH_STREAM_POOL_BYTES

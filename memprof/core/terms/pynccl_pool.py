@@ -54,6 +54,8 @@ this rule.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memprof.base.units import fmt_bytes
 from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
@@ -110,15 +112,24 @@ def logits_gather_makes_pool(ctx: TermContext) -> bool:
     dep = ctx.dep
     if dep.tp < 2 or ctx.coord.pp_stage != dep.pp - 1 or comm_makes_stream_pool(dep):
         return False
-    rows = LOGITS_GATHER_PROCESS_GROUP + (
-        LOGITS_GATHER_PROCESS_GROUP_ROCM if ctx.gpu.is_rocm else ())
-    return bool(value_at(rows, dep.engine_version, False, dep.engine))
+    return _gather_on_process_group(dep.engine, dep.engine_version, ctx.gpu.is_rocm)
+
+
+@lru_cache(maxsize=64)
+def _gather_on_process_group(engine: str, version: str | None, rocm: bool) -> bool:
+    rows = LOGITS_GATHER_PROCESS_GROUP + (LOGITS_GATHER_PROCESS_GROUP_ROCM if rocm else ())
+    return bool(value_at(rows, version, False, engine))
 
 
 def comm_makes_stream_pool(dep: Deployment) -> bool:
     """Whether the engine's NCCL communicators make torch's stream pool when they are built
     (``PYNCCL_NO_STREAM_POOL``: not in vLLM; the measured rows' own case elsewhere)."""
-    return not value_at(PYNCCL_NO_STREAM_POOL, dep.engine_version, False, dep.engine)
+    return _comm_makes_pool(dep.engine, dep.engine_version)
+
+
+@lru_cache(maxsize=64)
+def _comm_makes_pool(engine: str, version: str | None) -> bool:
+    return not value_at(PYNCCL_NO_STREAM_POOL, version, False, engine)
 
 
 def pool_left_out(dep: Deployment, row: NcclRow) -> NcclRow:
