@@ -65,7 +65,8 @@ def test_084_nccl_nodes_where_custom_all_reduce_is_off() -> None:
 
 def test_tp1_has_the_stream_pool_tp2_does_not() -> None:
     # 0.8.4 reads free memory before graph_capture makes the process's first torch stream; at
-    # TP2 ProcessGroupNCCL made the pool at init, outside the window
+    # TP2 the profile run's logits all-gather on torch's ProcessGroupNCCL made the pool, outside
+    # the window (memprof.core.terms.pynccl_pool: vLLM's PyNccl communicator makes none)
     assert "stream pool" in _parts()
     assert "stream pool" not in _parts(tp=2, disable_custom_all_reduce=True)
 

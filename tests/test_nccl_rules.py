@@ -22,9 +22,12 @@ LIBS = 158 * MiB  # cuBLAS 68 MiB + first Triton kernel 90 MiB, the profile run'
 # warm-up ran (non_torch.profile_run_increase, nccl.FIRST_KERNEL_IN_ROW)
 LIBS_AFTER_WARM_UP = 69_206_016
 CONTEXT = 552_402_944
-P2P_CUMEM_OFF = 757_071_872 + 195_035_136  # 2× H100, NCCL_CUMEM_ENABLE=0
-P2P_CUMEM_ON = (458 + 474) * MiB  # 2× H200, NCCL's default
-SHM_CUMEM_OFF = 195_035_136 + 195_035_136  # 2× H100, NCCL_P2P_DISABLE=1
+# the measured rows (init + first all_reduce) less torch's stream pool: vLLM's PyNccl
+# communicators make none (memprof.core.terms.pynccl_pool); SGLang keeps the rows as measured
+POOL = 73_400_320
+P2P_CUMEM_OFF = 757_071_872 + 195_035_136 - POOL  # 2× H100, NCCL_CUMEM_ENABLE=0
+P2P_CUMEM_ON = (458 + 474) * MiB - POOL  # 2× H200, NCCL's default
+SHM_CUMEM_OFF = 195_035_136 + 195_035_136 - POOL  # 2× H100, NCCL_P2P_DISABLE=1
 # the TP group's custom all-reduce buffers, made with the communicator where the GPUs have peer
 # access (memprof.core.terms.custom_allreduce: meta 10 + IPC buffer 8 + rank_data 8 MiB)
 CUSTOM_AR = 26 * MiB
@@ -45,19 +48,22 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
 @pytest.mark.parametrize(("version", "budget", "baseline"), [
     # 0.7.2 worker/worker.py Worker.init_device: baseline_snapshot (l.161) before
     # init_worker_distributed_environment (l.166); vllm/__init__.py l.30 NCCL_CUMEM_ENABLE=0
-    ("0.7.2", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + TORCH_GATHER_TP2, CONTEXT),
+    # (+ POOL everywhere up to 0.10.2: the profile run's logits gather on torch's
+    # ProcessGroupNCCL makes the stream pool inside the budget, terms.pynccl_pool)
+    ("0.7.2", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + TORCH_GATHER_TP2 + POOL, CONTEXT),
     # 0.8.0 v1/worker/gpu_worker.py determine_available_memory: peak_memory +=
     # non_torch_allocations (device used − torch allocated): the context is charged too
-    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR, 0),
-    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR, 0),
+    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL, 0),
+    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL, 0),
     # 0.9.1 v1/worker/gpu_worker.py init_device: init_snapshot (l.135) before
     # init_worker_distributed_environment (l.153); memory_profiling: non_torch_increase since it
-    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR, CONTEXT),
-    ("0.10.1.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR, CONTEXT),
+    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL, CONTEXT),
+    ("0.10.1.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL, CONTEXT),
     # 0.10.2 env_override.py no longer sets NCCL_CUMEM_ENABLE: NCCL's cuMem default
-    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON + CUSTOM_AR, CONTEXT),
-    # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182)
-    ("0.11.0", LIBS_AFTER_WARM_UP, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
+    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON + CUSTOM_AR + POOL, CONTEXT),
+    # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182); the
+    # model runner's comm_stream makes torch's stream pool after it (terms.stream_pool)
+    ("0.11.0", LIBS_AFTER_WARM_UP + POOL, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
     ("0.33.0", LIBS_AFTER_WARM_UP, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
 ])
 def test_placement_and_size_by_release(version: str, budget: int, baseline: int) -> None:
@@ -66,8 +72,9 @@ def test_placement_and_size_by_release(version: str, budget: int, baseline: int)
 
 def test_available_kv_moves_by_the_communicator() -> None:
     # the same deployment at 0.10.2 (NCCL inside the budget) and at 0.11.0 (before the
-    # baseline): nothing else between the two releases changes llama-3.1-8b TP2, so the
-    # available KV differs by exactly one communicator (cuMem on in both)
+    # baseline): the available KV differs by exactly one communicator (cuMem on in both); the
+    # stream pool is in both budgets (0.10.2: the logits gather's ProcessGroupNCCL; 0.11.0: the
+    # model runner's comm_stream)
     def avail(v: str) -> int:
         e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version=v), gpu_name="H100")
         return e.ranks[0].available_kv_bytes
@@ -88,7 +95,8 @@ def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
     context_4090 = non_torch.cuda_context(find_gpu("RTX-4090"))[0]
     # and so is its cuBLAS pool (sm89: cuBLAS's 4 MiB row, non_torch.cublas_small_pool)
     libs_4090 = LIBS - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES
-    assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (libs_4090 + SHM_CUMEM_OFF, context_4090)
+    assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (libs_4090 + SHM_CUMEM_OFF + POOL,
+                                                          context_4090)
 
 
 def test_sglang_keeps_nccl_before_its_baseline() -> None:
@@ -98,7 +106,7 @@ def test_sglang_keeps_nccl_before_its_baseline() -> None:
     assert nccl and all(c.where == "baseline" for c in nccl)
     # TP's is a first communicator (the MoE TP group's, made after it from SGLang 0.4.10, is a
     # second one: tests/test_sglang_nccl_groups.py)
-    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [P2P_CUMEM_ON]
+    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [P2P_CUMEM_ON + POOL]
 
 
 def test_measured_figures_are_the_golden_file() -> None:

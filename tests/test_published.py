@@ -118,10 +118,12 @@ def test_row48_kv_tokens_at_its_release() -> None:
     # that samples in the profile run (memprof.core.terms.activation.V0_DRIVER_SAMPLER: 1.40
     # GiB at 256 × 152,064 logits, against 161 MiB on rank 1). At 0.7.2 (the row's
     # memprof_engine_version) and 0.98, with the NCCL communicator inside V0's budget
-    # (non_torch.NCCL_PLACEMENT, 372 MiB over host shared memory) and sm89's cuBLAS pool
-    # (non_torch.cublas_small_pool), and V0's second TP communicator, torch's, made by the
-    # profile run's logits gather (nccl_nvls.TORCH_TP_GATHER: 195,035,136 − 73,400,320 B init +
-    # 62 MiB over SHM): 4901 blocks × 16 = 78,416 tokens, −3.8%; tolerance 5%.
+    # (non_torch.NCCL_PLACEMENT, 372 MiB over host shared memory: 302 MiB of NCCL, and torch's
+    # stream pool, which the profile run's logits gather on ProcessGroupNCCL makes, terms.
+    # pynccl_pool) and sm89's cuBLAS pool (non_torch.cublas_small_pool), and V0's second TP
+    # communicator, torch's, made by that logits gather (nccl_nvls.TORCH_TP_GATHER:
+    # 195,035,136 − 73,400,320 B init + 62 MiB over SHM): 4901 blocks × 16 = 78,416 tokens,
+    # −3.8%; tolerance 5%.
     obs = row(48)["observed"]
     e = estimate("deepseek-r1-distill-qwen-14b",
                  Deployment(tp=2, max_model_len=131072, gpu_memory_utilization=0.98,

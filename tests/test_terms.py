@@ -344,11 +344,13 @@ def test_non_torch_one_communicator_per_group_larger_than_one() -> None:
                      max_num_seqs=4)
     comps = non_torch.non_torch_terms(make_ctx(TOY_MOE, dep))
     nccl = [c for c in comps if c.name.startswith("NCCL")]
-    # TP(2), PP(2), DP(2): 3 × (458 + 474) MiB, all before the baseline; EP(tp·dp = 4), a rank's
-    # second communicator: 205,520,896 + 301,989,888 B (nccl.SECOND_COMM_ROWS); and PP's first
-    # send/recv: 62 MiB + 1 peer × 32 channels × 12 MiB = 446 MiB (memprof.core.terms.nccl)
+    # TP(2), PP(2), DP(2): 3 × (458 + 474) MiB less torch's stream pool (73,400,320 B, which
+    # vLLM's PyNccl communicators never make: memprof.core.terms.pynccl_pool), all before the
+    # baseline; EP(tp·dp = 4), a rank's second communicator: 205,520,896 + 301,989,888 B
+    # (nccl.SECOND_COMM_ROWS, measured without the pool); and PP's first send/recv:
+    # 62 MiB + 1 peer × 32 channels × 12 MiB = 446 MiB (memprof.core.terms.nccl)
     assert len(nccl) == 4
-    assert total(nccl) == 3 * 932 * MiB + 205_520_896 + 301_989_888 + 446 * MiB
+    assert total(nccl) == 3 * (932 * MiB - 73_400_320) + 205_520_896 + 301_989_888 + 446 * MiB
     assert all(c.where == "baseline" for c in nccl)
     tp_only = non_torch.non_torch_terms(make_ctx(TOY, Deployment(tp=2, max_num_batched_tokens=2048,
                                                              max_num_seqs=4)))
@@ -509,19 +511,27 @@ def test_row48_qwen14b_non_torch_increase() -> None:
     # init_worker_distributed_environment l.166), so NCCL is inside that figure
     # (non_torch.NCCL_PLACEMENT). Two RTX 4090s have no peer access, so NCCL runs over host shared
     # memory, and 0.7.2 sets NCCL_CUMEM_ENABLE=0 (vllm/__init__.py l.30): measured on 2× H100
-    # with NCCL_P2P_DISABLE=1, NCCL 2.28.9, 195,035,136 + 195,035,136 B = 372 MiB. With cuBLAS and
-    # Triton's 102 MiB (sm89: cuBLAS's 4 MiB-row pool, 56 MiB under the H100's 158 MiB,
-    # non_torch.cublas_small_pool) that is 474 MiB, 1.85× the published figure: the pair's NCCL
-    # 2.21.5 took at most the ~154 MiB the log leaves beside the libraries. Tolerance: the
-    # composition exactly, and memprof at or above the published figure (NCCL is in it) and
-    # below 2.2× of it.
+    # with NCCL_P2P_DISABLE=1, NCCL 2.28.9, 195,035,136 + 195,035,136 B = 372 MiB, of which
+    # torch's stream pool (70 MiB) is not NCCL's: vLLM's PyNccl communicator does not make it,
+    # the profile run's logits gather on ProcessGroupNCCL does, inside the same figure
+    # (memprof.core.terms.pynccl_pool; charged by stream_pool_terms, not here): 302 + 70 MiB.
+    # With cuBLAS and Triton's 102 MiB (sm89: cuBLAS's 4 MiB-row pool, 56 MiB under the H100's
+    # 158 MiB, non_torch.cublas_small_pool) that is 474 MiB, 1.85× the published figure: the
+    # pair's NCCL 2.21.5 took at most the ~154 MiB the log leaves beside the libraries.
+    # Tolerance: the composition exactly, and memprof at or above the published figure (NCCL is
+    # in it) and below 2.2× of it.
     dep = Deployment(tp=2, max_num_batched_tokens=2048, max_num_seqs=256, max_model_len=131072,
                      gpu_memory_utilization=0.98, engine_version="0.7.2")
     comps = by_name(non_torch.non_torch_terms(make_ctx(QWEN14B, dep, find_gpu("RTX-4090"))))
     nccl = comps["NCCL TP communicator (2 ranks)"]
     assert nccl.where == "budget" and comps["CUDA context"].where == "baseline"
-    assert nccl.bytes == 195_035_136 + 195_035_136
-    budget = sum(c.bytes for c in comps.values() if c.where == "budget")
+    # less torch's stream pool (memprof.core.terms.pynccl_pool): 302 MiB; with the pool that
+    # stream_pool_terms charges, 372 MiB in the budget as before
+    assert nccl.bytes == 195_035_136 + 195_035_136 - 73_400_320
+    pool = sum(c.bytes for c in stream_pool.stream_pool_terms(
+        make_ctx(QWEN14B, dep, find_gpu("RTX-4090"))))
+    assert pool == 73_400_320
+    budget = sum(c.bytes for c in comps.values() if c.where == "budget") + pool
     assert budget == 158 * MiB - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES + 372 * MiB
     published = ROWS[48]["observed"]["non_torch_gib"] * GiB
     assert published <= budget < 2.2 * published

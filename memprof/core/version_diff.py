@@ -71,6 +71,11 @@ from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSP
 from memprof.core.terms.nccl import EP_PYNCCL
 from memprof.core.terms.nccl_nvls import NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER
 from memprof.core.terms.non_torch import NCCL_CUMEM, NCCL_PLACEMENT, nccl_groups
+from memprof.core.terms.pynccl_pool import (
+    LOGITS_GATHER_PROCESS_GROUP,
+    LOGITS_GATHER_PROCESS_GROUP_ROCM,
+    PYNCCL_NO_STREAM_POOL,
+)
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL
 from memprof.core.versions import Rule, resolve_version, rule_in_force
@@ -104,7 +109,9 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V0_MLA_PREFILL_PROFILE,
     V0_MOE_CACHES_PER_CALL, V1_TORCH_SORT_SAMPLER,
     V1_FLASHINFER_SAMPLER, PP_INTERMEDIATE_TENSORS, NCCL_PLACEMENT,
-    NCCL_CUMEM, EP_PYNCCL, NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER,
+    NCCL_CUMEM, EP_PYNCCL, NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER, PYNCCL_NO_STREAM_POOL,
+    LOGITS_GATHER_PROCESS_GROUP,
+    LOGITS_GATHER_PROCESS_GROUP_ROCM,
     SLIDING_CACHED_AS_FULL, HYBRID_TOKEN_LINE_PER_GROUP, CHUNKED_LOCAL_CACHED_AS_FULL,
     SGLANG_MFS_HEURISTIC, SGLANG_HEURISTIC_GPU_MEM,
     SGLANG_MOE_GROUPS,

@@ -28,8 +28,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
-from memprof.core.terms.non_torch import nccl_groups
-from memprof.core.terms.stream_pool import comm_stream_pool_made
+from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
 
@@ -496,13 +495,14 @@ def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
 
 def graph_driver_first(ctx: TermContext) -> int:
     """The first graph's 70 MiB, which is torch's CUDA stream pool made for the capture stream
-    (reports/gpu/nccl/README.md): 0 on a rank that holds an NCCL communicator, whose
-    ``init_process_group`` made the pool and whose init figure counts it
-    (``memprof.core.terms.nccl.TORCH_STREAM_POOL_BYTES``; graph-collectives-2x-h100-stream.json:
+    (reports/gpu/nccl/README.md): 0 on a rank whose NCCL communicator made the pool and whose
+    init figure counts it (``memprof.core.terms.stream_pool.nccl_made_stream_pool``; not vLLM's
+    PyNccl communicators, ``memprof.core.terms.pynccl_pool``; graph-collectives-2x-h100-stream.json:
     the side stream costs 0 B where ProcessGroupNCCL made the pool, 73,400,320 B where not),
-    and 0 where vLLM's model runner made it before the profile run, which charges it as
-    non-torch memory (``memprof.core.terms.stream_pool``, vLLM 0.11.0-0.19.x)."""
-    if nccl_groups(ctx.dep) or comm_stream_pool_made(ctx.dep):
+    and 0 where the profile run's side made it before, which charges it as non-torch memory:
+    vLLM's model runner (0.11.0-0.19.x) or the TP logits gather on ProcessGroupNCCL
+    (``memprof.core.terms.stream_pool.pool_before_graphs``)."""
+    if pool_before_graphs(ctx):
         return 0
     return GRAPH_DRIVER_FIRST
 

@@ -15,6 +15,7 @@ from memprof.core.nodes import spread
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
 from memprof.core.terms.multinode import MIXED_NOTE, net_row
 from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, ep_pynccl, nccl_row, second_comm_row
+from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, rule_in_force, value_at
 
@@ -284,14 +285,17 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``); EP's,
     always made after another group's, the second-communicator row where it was measured
     (``second_comm_row``). A group across nodes (``--nnodes``, ``memprof.core.nodes``): NCCL's
-    NET rows where each rank has a node of its own (``memprof.core.terms.multinode``)."""
+    NET rows where each rank has a node of its own (``memprof.core.terms.multinode``). A first
+    communicator's row leaves torch's stream pool out where the engine's communicators make
+    none (``memprof.core.terms.pynccl_pool``)."""
     on_nodes = spread(dep, group) if dep.nnodes > 1 else "one node"
     if on_nodes == "one rank per node":
-        return net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0)
+        return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0))
     row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size) \
         if group in SECOND_GROUPS else None
     if row is None:
-        row = nccl_row(gpu.peer_access, nccl_cumem(dep), size, p2p_peers(group, size))
+        row = pool_left_out(dep, nccl_row(gpu.peer_access, nccl_cumem(dep), size,
+                                          p2p_peers(group, size)))
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
 

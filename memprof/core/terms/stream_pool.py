@@ -11,8 +11,10 @@ first kernel, eager module loading nor ``CUDA_DEVICE_MAX_CONNECTIONS`` moves it
 stream's size on another architecture, so every card keeps the H100's figure [assumption].
 Where it lands depends on what makes the first stream:
 
-- on a rank with an NCCL communicator, ``init_process_group`` made it before vLLM's memory
-  snapshot (inside the communicator's init figure, ``memprof.core.terms.nccl``);
+- on a rank with an NCCL communicator whose engine makes the pool with it (SGLang's rows as
+  measured through ``init_process_group``), before the engine's memory snapshot (inside the
+  communicator's init figure, ``memprof.core.terms.nccl``); vLLM's PyNccl communicators make
+  none (``memprof.core.terms.pynccl_pool``), so on its ranks the cases below hold at any TP;
 - from 0.11.0 to 0.19.x, ``GPUModelRunner.__init__`` makes ``self.comm_stream`` unconditionally,
   after ``init_device`` took ``init_snapshot``: the profile sees it as non-torch increase, so it
   is charged to the budget (this term), and the capture stream made later costs nothing
@@ -28,6 +30,8 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
 from memprof.core.terms.non_torch import nccl_groups
+from memprof.core.terms.pynccl_pool import comm_makes_stream_pool, logits_gather_makes_pool
+from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, value_at
 
 COMM_STREAM_POOL: tuple[Rule, ...] = (
@@ -44,20 +48,45 @@ COMM_STREAM_POOL: tuple[Rule, ...] = (
 )
 
 
+def nccl_made_stream_pool(dep: Deployment) -> bool:
+    """Whether a rank's NCCL communicators made torch's stream pool before the profile run: it
+    holds one (``nccl_groups``) and the engine's communicators make the pool
+    (``memprof.core.terms.pynccl_pool``: vLLM's PyNccl communicators make none)."""
+    return bool(nccl_groups(dep)) and comm_makes_stream_pool(dep)
+
+
 def comm_stream_pool_made(dep: Deployment) -> bool:
     """Whether vLLM's model runner makes torch's stream pool after the memory snapshot and before
     the profile run, on a rank where no NCCL communicator made it earlier."""
-    return (not nccl_groups(dep)
+    return (not nccl_made_stream_pool(dep)
             and bool(value_at(COMM_STREAM_POOL, dep.engine_version, False)))
+
+
+def pool_before_graphs(ctx: TermContext) -> bool:
+    """Whether torch's stream pool exists before the rank captures its CUDA graphs: made by an
+    NCCL communicator (``nccl_made_stream_pool``), by the model runner's ``comm_stream``
+    (``comm_stream_pool_made``) or by ProcessGroupNCCL at the profile run's logits gather
+    (``memprof.core.terms.pynccl_pool.logits_gather_makes_pool``)."""
+    return (nccl_made_stream_pool(ctx.dep) or comm_stream_pool_made(ctx.dep)
+            or logits_gather_makes_pool(ctx))
 
 
 def stream_pool_terms(ctx: TermContext) -> list[Component]:
     """One non-torch component, "budget": the stream pool ``comm_stream`` makes
-    (``comm_stream_pool_made``); nothing elsewhere."""
-    if not comm_stream_pool_made(ctx.dep):
-        return []
-    return [Component(
-        name="torch stream pool (model runner's comm_stream)", category="non_torch",
-        bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
-        formula="73,400,320 B: torch's CUDA stream pool, made by GPUModelRunner.__init__'s "
-        "torch.cuda.Stream() after vLLM's memory snapshot (vLLM 0.11.0-0.19.x)")]
+    (``comm_stream_pool_made``), else the one ProcessGroupNCCL makes at the profile run's TP
+    logits gather (``logits_gather_makes_pool``); nothing elsewhere."""
+    if comm_stream_pool_made(ctx.dep):
+        return [Component(
+            name="torch stream pool (model runner's comm_stream)", category="non_torch",
+            bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
+            formula="73,400,320 B: torch's CUDA stream pool, made by GPUModelRunner.__init__'s "
+            "torch.cuda.Stream() after vLLM's memory snapshot (vLLM 0.11.0-0.19.x)")]
+    if logits_gather_makes_pool(ctx):
+        return [Component(
+            name="torch stream pool (profile run's logits gather)", category="non_torch",
+            bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
+            formula="73,400,320 B: torch's CUDA stream pool, made when the profile run's TP "
+            "logits gather first runs on torch's ProcessGroupNCCL (memprof.core.terms."
+            "pynccl_pool, vLLM up to 0.25.x; ROCm later too); that communicator's own NCCL "
+            "memory is not modelled" + stand_in_tag(ctx.gpu, "torch stream pool"))]
+    return []

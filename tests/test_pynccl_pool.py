@@ -1,0 +1,122 @@
+"""memprof.core.terms.pynccl_pool: vLLM's PyNccl communicators make no torch stream pool, so the
+measured communicator rows (made through ``init_process_group(device_id=…)``, the pool inside
+their init) are charged without it, and the pool lands where the process's first torch stream is
+made: the model runner's comm_stream, the profile run's logits gather on torch's
+ProcessGroupNCCL, or the first CUDA graph's capture stream."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memprof.base.units import MiB
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import Estimate, estimate, rank_context
+from memprof.core.terms import pynccl_pool
+from memprof.core.terms.cudagraph import graph_driver_first
+from memprof.core.terms.nccl import NCCL_ROWS, TORCH_STREAM_POOL_BYTES
+from memprof.core.terms.pynccl_pool import (
+    LOGITS_GATHER_PROCESS_GROUP,
+    LOGITS_GATHER_PROCESS_GROUP_ROCM,
+    PYNCCL_NO_STREAM_POOL,
+    comm_makes_stream_pool,
+)
+from memprof.core.version_diff import all_rules
+
+GOLD = Path(__file__).resolve().parent.parent / "reports" / "gpu" / "nccl"
+
+
+def _est(gpu: str = "A100-80GB", **kw: object) -> Estimate:
+    base: dict[str, object] = dict(engine_version="0.10.1.1", tp=2, max_model_len=16384,
+                                   gpu_memory_utilization=0.25, vllm_use_flashinfer_sampler=1)
+    return estimate("qwen2.5-7b-instruct", Deployment(**{**base, **kw}),  # type: ignore[arg-type]
+                    gpu_name=gpu)
+
+
+def _comp(e: Estimate, prefix: str) -> int:
+    return sum(c.bytes for c in e.ranks[0].components if c.name.startswith(prefix))
+
+
+def test_the_golden_a_pynccl_communicator_leaves_the_pool_unmade() -> None:
+    # the pynccl kind (ncclCommInitRank through ctypes, warmed up on the current stream, as
+    # vLLM's PyNcclCommunicator) leaves the first torch.cuda.Stream() to pay the pool; the kind
+    # that holds a ProcessGroupNCCL communicator made with device_id pays 0
+    doc = json.loads((GOLD / "graph-collectives-2x-h100-stream.json").read_text())
+    got = {(r["kind"], k["rank"]): k["side_stream_non_torch_bytes"]
+           for r in doc["runs"] for k in r["ranks"]}
+    assert got[("pynccl", 0)] == got[("pynccl", 1)] == TORCH_STREAM_POOL_BYTES
+    assert got[("local", 0)] == got[("local", 1)] == 0
+
+
+def test_row_523_by_hand() -> None:
+    # 2× A100 without peer access, vLLM 0.10.1.1 (NCCL_CUMEM_ENABLE=0, NCCL in the budget):
+    # SHM cuMem-off row 195,035,136 + 195,035,136 B, less the 73,400,320 B pool = 302 MiB
+    e = _est(no_gpu_peer_access=True)
+    assert _comp(e, "NCCL TP") == 195_035_136 + 195_035_136 - 73_400_320 == 302 * MiB
+    # the pool is made by the profile run's logits all-gather on ProcessGroupNCCL instead,
+    # inside the same budget; the first graph then pays none
+    assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES
+    assert not graph_driver_first(rank_context(e, e.ranks[0]))
+
+
+def test_the_budget_keeps_the_pool_where_the_logits_gather_makes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # with the rule left out the pool was inside the communicator's row: the same budget
+    with_rule = _est(no_gpu_peer_access=True)
+    # the rule left out: the communicators make the pool, as measured (the cached reading)
+    monkeypatch.setattr(pynccl_pool, "_comm_makes_pool", lambda engine, version: True)
+    without = _est(no_gpu_peer_access=True)
+    assert with_rule.ranks[0].available_kv_bytes == without.ranks[0].available_kv_bytes
+    assert _comp(without, "NCCL TP") - _comp(with_rule, "NCCL TP") == TORCH_STREAM_POOL_BYTES
+
+
+@pytest.mark.parametrize(("version", "pp", "where"), [
+    ("0.10.1.1", 1, "logits gather"),   # V1: the base class's all_gather_into_tensor
+    ("0.7.2", 1, "logits gather"),      # V0: torch.distributed.gather
+    ("0.25.0", 1, "logits gather"),     # the last release before PyNccl's all_gather
+    ("0.14.1", 1, "comm_stream"),       # the model runner's stream comes first
+    ("0.26.0", 1, "first graph"),       # CudaCommunicator.all_gather through PyNccl
+    ("0.33.0", 1, "first graph"),
+    ("0.10.1.1", 2, "first graph"),     # rank 0 is PP stage 0: no logits there
+])
+def test_where_the_pool_lands_at_tp2(version: str, pp: int, where: str) -> None:
+    e = estimate("llama-3.1-8b", Deployment(tp=2, pp=pp, engine_version=version),
+                 gpu_name="H100")
+    ctx = rank_context(e, e.ranks[0])
+    got = {c.name for c in e.ranks[0].components if c.name.startswith("torch stream pool")}
+    first = graph_driver_first(ctx) == TORCH_STREAM_POOL_BYTES
+    assert {"logits gather": ({"torch stream pool (profile run's logits gather)"}, False),
+            "comm_stream": ({"torch stream pool (model runner's comm_stream)"}, False),
+            "first graph": (set(), True)}[where] == (got, first)
+
+
+def test_rocm_keeps_the_process_group_gather_after_0_26() -> None:
+    e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.33.0"), gpu_name="MI300X")
+    assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES
+
+
+def test_every_first_communicator_row_loses_the_pool_once_each() -> None:
+    # TP2 × PP2 on H100 at 0.33.0 (cuMem on, P2P): TP and PP each a first communicator's row
+    # (458 + 474 MiB, PP + its first send/recv 446 MiB), each less the pool it never makes
+    e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="H100")
+    init, first, _ = NCCL_ROWS[(True, True, 2)]
+    assert _comp(e, "NCCL TP") == init + first - TORCH_STREAM_POOL_BYTES
+    assert _comp(e, "NCCL PP") == init + first + 446 * MiB - TORCH_STREAM_POOL_BYTES
+
+
+def test_across_nodes_the_net_row_loses_it_too() -> None:
+    # row 525's layout: one rank on each of two nodes, NCCL's NET row (cuMem off at 0.10.1.1):
+    # 190,840,832 + 195,035,136 B less the pool
+    e = _est(gpu="A100-40GB", gpu_memory_utilization=0.5, vllm_use_flashinfer_sampler=None,
+             nnodes=2)
+    assert _comp(e, "NCCL TP") == 190_840_832 + 195_035_136 - TORCH_STREAM_POOL_BYTES
+
+
+def test_vllm_only_sglang_keeps_the_measured_rows() -> None:
+    assert not comm_makes_stream_pool(Deployment(engine_version="0.7.1"))
+    assert not comm_makes_stream_pool(Deployment(engine_version="0.33.0"))
+    assert comm_makes_stream_pool(Deployment(engine="sglang", engine_version="0.5.9"))
+    assert all(r in all_rules() for r in (*PYNCCL_NO_STREAM_POOL, *LOGITS_GATHER_PROCESS_GROUP,
+                                          *LOGITS_GATHER_PROCESS_GROUP_ROCM))
