@@ -26,7 +26,9 @@ from memprof.core.terms import (
     in_use,
     init_buffers,
     load_rounding,
+    lora,
     marlin_workspace,
+    nccl_nvls,
     non_torch,
     request_table,
     reserved_charge,
@@ -416,10 +418,11 @@ def test_kv_tensor_layouts() -> None:
 def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
     assert budget == [rope_cache.rope_cache_terms, init_buffers.init_buffer_terms,
-                      marlin_workspace.marlin_workspace_terms,
+                      marlin_workspace.marlin_workspace_terms, lora.lora_terms,
                       load_rounding.load_rounding_terms, activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
-                      non_torch.non_torch_terms, stream_pool.stream_pool_terms,
+                      non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,
+                      stream_pool.stream_pool_terms,
                       reserved_charge.reserved_charge_terms, in_use.in_use_terms]
     assert runtime == [allocator.allocator_runtime_terms, request_table.request_table_terms]
 

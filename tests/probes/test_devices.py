@@ -133,7 +133,7 @@ def test_nvidia_listing_and_auto(host: Any) -> None:
     assert json.loads(auto)["gpu"]["name"] == "H100-80GB"
     code, out, err = invoke(["explain", str(LOGS / "sglang-qwen3-235b-fp8-tp4-h100.log"),
                              "--gpu", "auto", "-m", "qwen3-235b-a22b", "-q", "fp8", "-f", "json"])
-    assert code == 1, err  # memprof's runtime_oom verdict (tests/test_explain.py), as at H100
+    assert code == 0, err  # the log started, as memprof predicts (tests/test_explain.py)
     assert json.loads(out)["deployment"]["gpu_total_bytes"] == 85_017_493_504
 
 
