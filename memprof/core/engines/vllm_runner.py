@@ -35,6 +35,59 @@ such log is TP1 (row 903 and the V1 MoE row 906 are TP1 pipelines; row 906 keeps
 stage less than memprof's V1 terms leave), and the TP2 / TP4 logs of the same host and release
 (row 902 under V2, rows 904 / 905 under V1) are within 0.4 GiB. ``v2_terms`` gives the three
 figures, which the estimate's note states.
+
+The TP1 shortfall: searched for, not found, so no rule charges it. Read in the 0.26.0 and 0.27.1
+wheels against 0.20.0, and ruled out:
+
+- Weight loading (model_executor/model_loader/default_loader.py, base_loader.py
+  ``BaseModelLoader.load_model``, weight_utils.py ``safetensors_weights_iterator``): the same at
+  every TP size. Tensors are read on the CPU (``safe_open(...).get_tensor``; the "prefetch"
+  strategy only warms the page cache from a thread), narrowed on the CPU by each
+  ``weight_loader`` (a no-op at TP1) and copied into parameters made under ``with
+  target_device``; there is no GPU staging copy and no pinned buffer. Loaders that read onto the
+  GPU (fastsafetensors, instanttensor, the Run:ai streamer when distributed) run only when asked.
+- What the load leaves in torch's cache: ``Worker.load_model`` (v1/worker/gpu_worker.py) sets
+  ``max_split_size_mb:20`` for the load (read in 0.22.0-0.27.1; not in 0.20.0), whatever the TP
+  size, and
+  ``memory_profiling`` (utils/mem_utils.py) runs ``gc.collect`` and ``empty_cache`` before both
+  of its snapshots. Freed load temporaries (``process_weights_after_loading``'s new layouts,
+  fp8 block-scale processing) are given back. Only free blocks inside segments that still hold
+  a tensor stay. memprof.alloc's replay of the load (``memprof.core.terms.reserved_charge``,
+  without the 20 MiB split limit) puts those at 0.7 MiB for Qwen3-32B and 17 MiB for
+  Llama-3.1-8B at TP1 and TP2 alike, and at 55 / 166 / 103 MiB for Qwen2.5-7B bf16 / GPTQ /
+  FP8 at TP1 against 103 / 56 / 258 MiB at TP2: far too small, and not larger at TP1.
+- The budget line: 0.26.0 charges weights + torch peak increase + non-torch increase, as
+  0.19 / 0.20 do. 0.27.0 charges ``total_consumed + transient_peak_headroom``. The two differ
+  by those held free blocks plus what is allocated after the init snapshot, outside the weights
+  figure and before the profile run (V2's sampler state: ``V2_SAMPLER_STATE_CHARGED``). The
+  frontend's multimodal reservation (multimodal/gpu_ipc_memory.py ``reserve_mm_ipc_gpu_memory``:
+  none without a multimodal config) and the startup plan
+  (``VLLM_ENABLE_STARTUP_PLAN``, off by default) do not apply to these rows. None of it depends
+  on the TP size.
+- Code keyed on the TP size (config/vllm.py, config/parallel.py): sequence parallelism and
+  ``fuse_gemm_comms`` are off at every optimisation level (``IS_DENSE`` is False) and refused at
+  TP1. The all-reduce + RMSNorm fusion needs TP>1 on sm90 / sm100 with FlashInfer, and the
+  RTX PRO 6000 rows are sm120. Async scheduling is on for the "uni" and "mp" executors alike.
+  World size 1 runs the worker inside the engine-core process ("uni"), but the PP rows 903 and
+  906 (world size 2 and 4, "mp") fall short too. ``VocabParallelEmbedding``'s masking is TP>1
+  only and transient.
+- The runners: V2's ``profile_run`` / ``_dummy_run`` (v1/worker/gpu/model_runner.py) do
+  nothing by TP size. V1's ``profile_cudagraph_memory`` (v1/worker/gpu_model_runner.py) runs
+  after ``memory_profiling`` has taken its last snapshot, and its figure is charged on its own
+  (row 904 logs it).
+
+The rows also argue against one TP1 mechanism. Rows 907 / 908 / 909 share the TP1 layout,
+the shapes, the host and the release, and ran minutes apart. They log 1.50 / 0.61 / 0.79 GiB
+above V2's terms, and 0.95 / 0.06 / 0.24 GiB above the V1 terms memprof charges. A charge keyed
+on the parallel layout would be the same for all three. A charge in proportion to the weights
+(about 10% here) does not fit row 901 (2.7% of 61 GiB) or row 903's first stage (5%). And the TP>1
+control matches only by compensation. Row 904's own lines give 1.70 GiB persisting beyond the
+weights, where memprof has 1.10 (fused-MoE workspace 1.00, cuBLAS 0.03, non-torch 0.07); a
+0.76 GiB transient peak, where memprof has 0.35; and a 0.32 GiB CUDA-graph estimate, where
+memprof has 0.75. So about 0.6 GiB persists unexplained at TP4 as well. What would settle it:
+a 0.27.1 start-up at ``VLLM_LOGGING_LEVEL=DEBUG``, whose ``memory_profiling`` result line
+(torch peak increase, total consumed, weights) and worker init snapshot split the shortfall into
+torch memory, non-torch memory and held free blocks.
 """
 
 from __future__ import annotations
