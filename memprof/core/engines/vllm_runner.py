@@ -53,9 +53,10 @@ wheels against 0.20.0, and ruled out:
   of its snapshots. Freed load temporaries (``process_weights_after_loading``'s new layouts,
   fp8 block-scale processing) are given back. Only free blocks inside segments that still hold
   a tensor stay. memprof.alloc's replay of the load (``memprof.core.terms.reserved_charge``,
-  without the 20 MiB split limit) puts those at 0.7 MiB for Qwen3-32B and 17 MiB for
+  without the 20 MiB split limit; on an H100) puts those at 0.7 MiB for Qwen3-32B and 17 MiB for
   Llama-3.1-8B at TP1 and TP2 alike, and at 55 / 166 / 103 MiB for Qwen2.5-7B bf16 / GPTQ /
-  FP8 at TP1 against 103 / 56 / 258 MiB at TP2: far too small, and not larger at TP1.
+  FP8 at TP1 against 103 / 56 / 258 MiB at TP2 (tests/test_tp1_shortfall_ruled_out.py):
+  under a third of the smallest shortfall, and larger at TP1 only for GPTQ.
 - The budget line: 0.26.0 charges weights + torch peak increase + non-torch increase, as
   0.19 / 0.20 do. 0.27.0 charges ``total_consumed + transient_peak_headroom``. The two differ
   by those held free blocks plus what is allocated after the init snapshot, outside the weights
