@@ -48,15 +48,14 @@ wheels against 0.20.0, and ruled out:
   GPU (fastsafetensors, instanttensor, the Run:ai streamer when distributed) run only when asked.
 - What the load leaves in torch's cache: ``Worker.load_model`` (v1/worker/gpu_worker.py) sets
   ``max_split_size_mb:20`` for the load (read in 0.22.0-0.27.1; not in 0.20.0), whatever the TP
-  size, and
-  ``memory_profiling`` (utils/mem_utils.py) runs ``gc.collect`` and ``empty_cache`` before both
-  of its snapshots. Freed load temporaries (``process_weights_after_loading``'s new layouts,
-  fp8 block-scale processing) are given back. Only free blocks inside segments that still hold
-  a tensor stay. memprof.alloc's replay of the load (``memprof.core.terms.reserved_charge``,
+  size, and ``memory_profiling`` (utils/mem_utils.py) runs ``gc.collect`` and ``empty_cache``
+  before both of its snapshots. Freed load temporaries (``process_weights_after_loading``'s new
+  layouts, fp8 block-scale processing) are given back. Only free blocks inside segments that still
+  hold a tensor stay. memprof.alloc's replay of the load (``memprof.core.terms.reserved_charge``,
   without the 20 MiB split limit; on an H100) puts those at 0.7 MiB for Qwen3-32B and 17 MiB for
-  Llama-3.1-8B at TP1 and TP2 alike, and at 55 / 166 / 103 MiB for Qwen2.5-7B bf16 / GPTQ /
-  FP8 at TP1 against 103 / 56 / 258 MiB at TP2 (tests/test_tp1_shortfall_ruled_out.py):
-  under a third of the smallest shortfall, and larger at TP1 only for GPTQ.
+  Llama-3.1-8B at TP1 and TP2 alike, and at 55 / 166 / 103 MiB for Qwen2.5-7B bf16 / GPTQ / FP8 at
+  TP1 against 103 / 56 / 258 MiB at TP2 (tests/test_tp1_shortfall_ruled_out.py): under a third of
+  the smallest shortfall, and larger at TP1 only for GPTQ.
 - The budget line: 0.26.0 charges weights + torch peak increase + non-torch increase, as
   0.19 / 0.20 do. 0.27.0 charges ``total_consumed + transient_peak_headroom``. The two differ
   by those held free blocks plus what is allocated after the init snapshot, outside the weights
@@ -83,7 +82,7 @@ above V2's terms, and 0.95 / 0.06 / 0.24 GiB above the V1 terms memprof charges.
 on the parallel layout would be the same for all three. A charge in proportion to the weights
 (about 10% here) does not fit row 901 (2.7% of 61 GiB) or row 903's first stage (5%). And the TP>1
 control matches only by compensation. Row 904's own lines give 1.70 GiB persisting beyond the
-weights, where memprof has 1.10 (fused-MoE workspace 1.00, cuBLAS 0.03, non-torch 0.07); a
+weights, where memprof has 1.09 (fused-MoE workspace 1.00, cuBLAS 0.03, non-torch 0.06); a
 0.76 GiB transient peak, where memprof has 0.35; and a 0.32 GiB CUDA-graph estimate, where
 memprof has 0.75. So about 0.6 GiB persists unexplained at TP4 as well. What would settle it:
 a 0.27.1 start-up at ``VLLM_LOGGING_LEVEL=DEBUG``, whose ``memory_profiling`` result line
