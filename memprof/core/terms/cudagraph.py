@@ -242,8 +242,8 @@ def graph_modes(dep: Deployment) -> dict[str, list[int]]:
     if mode == "PIECEWISE":
         return {"PIECEWISE": sizes}
     dql = 1 + dep.num_speculative_tokens
-    return {"PIECEWISE": sizes,
-            "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}
+    most = dql * max_seqs(dep)
+    return {"PIECEWISE": sizes, "FULL": [x for x in sizes if dql <= x <= most]}
 
 
 # FlashAttention 3's split-KV accumulators in FULL decode graphs. Where the model has FULL graphs
