@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache, partial
+from typing import TYPE_CHECKING
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.base.frozen import copier
@@ -26,6 +27,9 @@ from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
 from memprof.core.versions import Rule, resolve_version, value_at
+
+if TYPE_CHECKING:
+    from memprof.core.flags import Setting
 
 __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_PREFILL_TOKENS",
            "Deployment", "RankCoord"]
@@ -270,16 +274,31 @@ def _default(field: str) -> object:
 
 def check_engine_flags(dep: Deployment) -> None:
     """Refuse a setting the chosen engine does not have, naming the engine's own flag."""
-    from memprof.core.flags import SETTINGS
-
-    for s in SETTINGS:
-        if s.flags(dep.engine) or getattr(dep, s.field) == _default(s.field):
+    for s, default in _foreign_settings(dep.engine):
+        if getattr(dep, s.field) == default:
             continue
         other = next(name for name in NAMES if name != dep.engine and s.flags(name))
         flag = max(s.flags(other), key=len)
         raise BadInput(f"{flag} is {engine_named(other).display}'s flag and does not apply "
                        f"under --engine {dep.engine}: {s.note}",
                        hint=f"drop {flag}, or add --engine {other}")
+
+
+def _foreign_settings(engine: str) -> tuple[tuple[Setting, object], ...]:
+    """The settings ``engine`` has no flag for, in ``SETTINGS`` order, each with its default:
+    read once per engine object (every prepared deployment is checked against them)."""
+    row = ENGINES.get(engine)
+    hit = _FOREIGN.get(engine)
+    if hit is not None and hit[0] is row:
+        return hit[1]
+    from memprof.core.flags import SETTINGS
+
+    out = tuple((s, _default(s.field)) for s in SETTINGS if not s.flags(engine))
+    _FOREIGN[engine] = (row, out)
+    return out
+
+
+_FOREIGN: dict[str, tuple[object, tuple[tuple[Setting, object], ...]]] = {}
 
 
 def _show(value: int) -> str:

@@ -335,8 +335,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              + tuple(engine.batch_default_notes(asked, dep, gpu))
              + tuple(engine.runner_notes(
                  dep, architecture=spec.architecture, moe=spec.is_moe,
-                 hybrid=any(layer.attention.mixer and layer.attention.mixer.kind != "none"
-                            for layer in spec.layers),
+                 hybrid=spec.has_state_mixer,
                  quantised=quant is not None, vocab=spec.vocab_size,
                  logits_itemsize=dtype_bytes(dtype),
                  runner_listed=family_row(spec.family).v2_runner_listed))

@@ -668,11 +668,13 @@ class VLLM(Engine):
         version = dep.engine_version or ""
         release, _ = split_generation(version)
         # not noted from 0.29.0, where every model runs V2 and its profile run charges a
-        # CUDA-graph estimate (memprof/core/engines/vllm_runner.py V2_GRAPH_ESTIMATE)
+        # CUDA-graph estimate (memprof/core/engines/vllm_runner.py V2_GRAPH_ESTIMATE); asked
+        # first, so a deployment there reads no family rows
+        if value_at(V2_GRAPH_ESTIMATE, release, default=True):
+            return []
         listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
                            release)
-        if value_at(V2_GRAPH_ESTIMATE, release, default=True) or not runs_v2(
-                version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised):
+        if not runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised):
             return []
         seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
         terms = ""

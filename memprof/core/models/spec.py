@@ -180,10 +180,16 @@ class ModelSpec:
     # estimator's caches (memprof.core.kvcache, weights.rank, terms.load_rounding), and hashing
     # every layer again at each lookup cost more than the work those caches save
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    # ``is_moe`` and ``has_state_mixer``, read from the layers once (every estimate asks both)
+    _moe: bool = field(default=False, init=False, repr=False, compare=False)
+    _state_mixer: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(tuple(
             getattr(self, f.name) for f in fields(self) if f.compare)))
+        object.__setattr__(self, "_moe", any(x.mlp.kind == "moe" for x in self.layers))
+        object.__setattr__(self, "_state_mixer", any(
+            x.attention.mixer and x.attention.mixer.kind != "none" for x in self.layers))
 
     def __hash__(self) -> int:
         return self._hash
@@ -194,7 +200,13 @@ class ModelSpec:
 
     @property
     def is_moe(self) -> bool:
-        return any(layer.mlp.kind == "moe" for layer in self.layers)
+        """Whether a layer routes to experts."""
+        return self._moe
+
+    @property
+    def has_state_mixer(self) -> bool:
+        """Whether a layer has a state mixer (Mamba, linear attention …) beside attention."""
+        return self._state_mixer
 
     @property
     def num_experts(self) -> int:

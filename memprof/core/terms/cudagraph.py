@@ -20,7 +20,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import attention_kind
-from memprof.core.kvcache import rank_layer_kinds, rank_layers
+from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
@@ -242,8 +242,8 @@ def graph_modes(dep: Deployment) -> dict[str, list[int]]:
     if mode == "PIECEWISE":
         return {"PIECEWISE": sizes}
     dql = 1 + dep.num_speculative_tokens
-    return {"PIECEWISE": sizes,
-            "FULL": [x for x in sizes if dql <= x <= dql * max_seqs(dep)]}
+    most = dql * max_seqs(dep)
+    return {"PIECEWISE": sizes, "FULL": [x for x in sizes if dql <= x <= most]}
 
 
 # FlashAttention 3's split-KV accumulators in FULL decode graphs. Where the model has FULL graphs
@@ -425,8 +425,15 @@ def graph_pieces(ctx: TermContext) -> int:
     captures one ``torch.cuda.CUDAGraph`` per piece and capture size, every one into the
     process's single ``global_graph_pool``; a piece's output is kept only as a weak reference
     (``weak_ref_tensors``), so nothing stays allocated per graph between captures."""
-    return len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
-                if x not in ctx.spec.mtp_layers]) + 1
+    return _non_mtp_layers(ctx) + 1
+
+
+def _non_mtp_layers(ctx: TermContext) -> int:
+    """The rank's layers that are not MTP layers, counted by layer kind (``rank_layer_kinds``,
+    kept by value; an MTP layer is a kind of its own, ``is_mtp``), not layer by layer."""
+    mtp = ctx.spec.mtp_layers
+    return sum(n for layer, n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord)
+               if layer not in mtp)
 
 
 def graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
@@ -442,9 +449,7 @@ def tp_all_reduces(ctx: TermContext) -> int:
     replica issues the same, ``memprof/trace/replica.py``)."""
     if ctx.dep.tp <= 1:
         return 0
-    layers = len([x for x in rank_layers(ctx.spec, ctx.dep, ctx.coord)
-                  if x not in ctx.spec.mtp_layers])
-    return 2 * layers + (1 if ctx.coord.pp_stage == 0 else 0)
+    return 2 * _non_mtp_layers(ctx) + (1 if ctx.coord.pp_stage == 0 else 0)
 
 
 def graph_nccl_nodes(ctx: TermContext) -> int:
@@ -485,12 +490,19 @@ def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
 def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
     """Driver memory of ``sizes`` capture sizes of ``mode`` (not counting the first graph's); the
     kernel nodes at the release's driver stack (``node_costs``)."""
-    graphs = sizes * (graph_pieces(ctx) if mode == "PIECEWISE" else 1)
+    return sizes * _driver_per_size(ctx, mode)
+
+
+def _driver_per_size(ctx: TermContext, mode: str) -> int:
+    """Driver memory of one capture size of ``mode``: its graphs (one per piece where
+    PIECEWISE) and their GEMM, other and NCCL nodes; every term of ``graph_driver_bytes`` grows
+    with the sizes, so the model reads this once a mode."""
+    graphs = graph_pieces(ctx) if mode == "PIECEWISE" else 1
     gemm, other = graph_nodes(ctx, mode)
     per_gemm, per_other = node_costs(ctx)
     nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
     return (graphs * GRAPH_DRIVER_PER_GRAPH
-            + sizes * (gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl))
+            + gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl)
 
 
 def graph_driver_first(ctx: TermContext) -> int:
@@ -522,16 +534,22 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
     both ways against the H200, at 20× the cost [approximation]. A FULL mode's attention stages
     also hold FlashAttention 3's split-KV accumulators where it runs them
     (``full_graph_split_bytes``)."""
-    seq: list[tuple[int, ...]] = []
+    seq: tuple[tuple[int, ...], ...] = ()
     for mode in ("PIECEWISE", "FULL"):
-        if not modes.get(mode):
-            continue
-        tokens = max(modes[mode])
-        accum = full_graph_split_bytes(ctx, tokens) if mode == "FULL" else {}
-        for st in activation_stages(ctx, tokens=tokens, rows=0, decode=True):
-            extra = accum.get(st.name, 0)
-            seq.append(tuple(b for _n, b in st.parts if b > 0) + ((extra,) if extra else ()))
-    return _pool_reserved(tuple(seq)) + cublas_workspace_bytes(ctx.gpu)
+        if modes.get(mode):
+            seq += _mode_stages(ctx, mode, max(modes[mode]))
+    return _pool_reserved(seq) + cublas_workspace_bytes(ctx.gpu)
+
+
+def _mode_stages(ctx: TermContext, mode: str, tokens: int) -> tuple[tuple[int, ...], ...]:
+    """The block sizes of each decode live set a capture of ``mode`` at ``tokens`` allocates in
+    the private pool, in order (``graph_pool_tensor_bytes``)."""
+    accum = full_graph_split_bytes(ctx, tokens) if mode == "FULL" else {}
+    seq = []
+    for st in activation_stages(ctx, tokens=tokens, rows=0, decode=True):
+        extra = accum.get(st.name, 0)
+        seq.append(tuple(b for _n, b in st.parts if b > 0) + ((extra,) if extra else ()))
+    return tuple(seq)
 
 
 @lru_cache(maxsize=256)
@@ -592,17 +610,23 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     if not modes:
         return GraphModel(modes={}, first_capture={}, per_graph_sample={}, estimate=0, actual=0,
                           driver=0, graphs=0)
-    tensors = graph_pool_tensor_bytes(ctx, modes)
-    driver = graph_driver_first(ctx) + sum(graph_driver_bytes(ctx, m, len(v))
-                                           for m, v in modes.items())
+    # each mode's live sets and per-size driver bytes read once (graph_pool_tensor_bytes and
+    # graph_driver_bytes, which give the same figures mode by mode)
+    stages: dict[str, tuple[tuple[int, ...], ...]] = {
+        m: _mode_stages(ctx, m, max(modes[m])) for m in ("PIECEWISE", "FULL") if m in modes}
+    workspace = cublas_workspace_bytes(ctx.gpu)
+    tensors = _pool_reserved(tuple(st for m in stages for st in stages[m])) + workspace
+    per_size = {m: _driver_per_size(ctx, m) for m in modes}
+    first_graph = graph_driver_first(ctx)
+    driver = first_graph + sum(len(v) * per_size[m] for m, v in modes.items())
     pieces = graph_pieces(ctx)
     graphs = sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
     first: dict[str, int] = {}
     per_graph: dict[str, int] = {}
-    for i, (m, v) in enumerate(modes.items()):
-        own = graph_pool_tensor_bytes(ctx, {m: [max(v)]})
-        first[m] = own + graph_driver_bytes(ctx, m, 1) + (graph_driver_first(ctx) if i == 0 else 0)
-        per_graph[m] = max(graph_driver_bytes(ctx, m, 1), CUDAGRAPH_MIN_PER_GRAPH)
+    for i, m in enumerate(modes):
+        own = _pool_reserved(stages.get(m, ())) + workspace
+        first[m] = own + per_size[m] + (first_graph if i == 0 else 0)
+        per_graph[m] = max(per_size[m], CUDAGRAPH_MIN_PER_GRAPH)
     estimate = (max(first.values())
                 + sum(per_graph[m] * (len(v) - 1) for m, v in modes.items()))
     return GraphModel(modes=modes, first_capture=first, per_graph_sample=per_graph,
