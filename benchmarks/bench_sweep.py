@@ -6,7 +6,7 @@ at least 5,000/s), on grids a user writes.
 Each grid runs in a fresh ``Evaluator``, and no two grids share a model, so nothing computed
 for one grid serves another (the evaluator owns the sweep's caches; the estimator keeps only a
 few bounded caches keyed by values: a PP stage's layer kinds, a rank's weights in order, its
-model-load replay, the row of a rule table in force at a release, ``memprof.core``); the first
+model-load replay, the settings an engine has no flag for, ``memprof.core``); the first
 pass of each grid is the figure reported (a user runs a sweep once), the best of --repeat
 passes is printed beside it. Before the grids, one point of another model is estimated so
 that the modules an estimate imports on first use are loaded (their time is the cold start's,

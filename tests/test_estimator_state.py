@@ -14,7 +14,9 @@ from memprof.core.gpus import resolve_gpu
 
 CORE = Path(__file__).resolve().parents[1] / "memprof" / "core"
 # module-level tables filled at run time, each keyed by values (the spec hashes once)
-VALUE_CACHES = {("weights/rank.py", "_IN_ORDER"), ("terms/load_rounding.py", "_BY_LOAD")}
+# (and the settings an engine has no flag for, by engine name: deployment.check_engine_flags)
+VALUE_CACHES = {("weights/rank.py", "_IN_ORDER"), ("terms/load_rounding.py", "_BY_LOAD"),
+                ("deployment.py", "_FOREIGN")}
 
 
 def _module_tables(path: Path) -> list[str]:

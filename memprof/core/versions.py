@@ -172,17 +172,7 @@ def rule_in_force(rules: Iterable[Rule], version: str | None,
     """The row of ``rules`` (rows of one rule over its ranges) that holds at ``version``
     (``None``: the newest release modelled)."""
     version = version or newest(engine)
-    if type(rules) is not tuple:  # a list or generator built by the caller: read it through
-        return _first_holding(rules, version, engine)
-    key = (id(rules), version, engine)
-    hit = _IN_FORCE.get(key)
-    if hit is not None and hit[0] is rules:
-        return hit[1]
-    found = _first_holding(rules, version, engine)
-    if len(_IN_FORCE) >= _IN_FORCE_MAX:
-        _IN_FORCE.clear()
-    _IN_FORCE[key] = (rules, found)  # the tuple kept alive, so its id names no other
-    return found
+    return _first_holding(rules, version, engine)
 
 
 def _first_holding(rules: Iterable[Rule], version: str, engine: str) -> Rule | None:
@@ -190,13 +180,6 @@ def _first_holding(rules: Iterable[Rule], version: str, engine: str) -> Rule | N
         if r.holds(version, engine):
             return r
     return None
-
-
-# rule_in_force's answers for tuples of rows (the modules' constants: the rows are frozen and a
-# tuple never changes), by the tuple's identity, the release and the engine: a sweep asks the
-# same few rules at the same release for every rank and deployment
-_IN_FORCE: dict[tuple[int, str, str], tuple[tuple[Rule, ...], Rule | None]] = {}
-_IN_FORCE_MAX = 4096
 
 
 def value_at(rules: Iterable[Rule], version: str | None, default: object = None,
