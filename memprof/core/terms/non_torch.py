@@ -348,11 +348,11 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
 
     NVLS buffers and V0's second TP communicator (torch's, for the logits gather) are
-    ``memprof.core.terms.nccl_nvls``'s.
+    ``memprof.core.terms.nccl_nvls``'s, V1's ``memprof.core.terms.nccl_torch``'s.
 
     Not modelled: other kernel modules loaded lazily (FlashAttention, FlashInfer, vLLM custom ops),
-    the NCCL communicators that torch's ProcessGroupNCCL creates at their first use in V1's
-    profile run, DeepEP/NVSHMEM heaps.
+    NCCL communicators that torch's ProcessGroupNCCL creates at their first use on groups other
+    than TP in V1's profile run, DeepEP/NVSHMEM heaps.
     The cuBLAS *workspace* is torch-allocated and counted once, in ``activation_terms``.
 
     ROCm: the same constants are used [unverified: no public source gives the HIP context,
