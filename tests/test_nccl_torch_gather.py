@@ -65,6 +65,13 @@ def test_cumem_on_equals_the_second_pynccl_communicator(world: int) -> None:
     assert TORCH_COMM_ROWS[(True, True, world)] == init + first
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_cumem_off_second_communicator_rows_are_the_golden(world: int) -> None:
+    init, first, src = SECOND_COMM_ROWS[(True, False, world)]
+    assert (init, first) == (TORCH_COMM_ROWS[(True, False, world)], 0)
+    assert f"w{world}-cumem0-second" in src
+
+
 @pytest.mark.parametrize("config", ["w2-cumem1", "w2-cumem0", "w4-cumem1", "w4-cumem0"])
 def test_as_a_first_communicator_it_costs_the_per_process_share_more(config: str) -> None:
     # mode "stream" (the pool made first, no other communicator) against "second": the same
