@@ -48,6 +48,7 @@ from memprof.core.nodes import spread
 from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES, measured_world, nccl_row
 from memprof.core.terms.non_torch import nccl_cumem
 from memprof.core.terms.pynccl_pool import LOGITS_GATHER_PROCESS_GROUP, gather_on_process_group
+from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, rule_in_force
 
 GOLDEN = "reports/gpu/nccl-torch-gather/torch-gather-4x-h100.json"
@@ -106,7 +107,8 @@ def torch_tp_comm_v1(ctx: TermContext) -> Component | None:
         name=f"torch's NCCL TP communicator (ProcessGroupNCCL, {dep.tp} ranks, logits "
         "all-gather)", category="non_torch", bytes=got, where="budget", profiled=True,
         formula=f"{fmt_bytes(got)}: {how}; made lazily by the profile run's logits all-gather "
-        "on the TP device group (" + LOGITS_GATHER_PROCESS_GROUP[0].source.split(";")[0] + ")")
+        "on the TP device group (" + LOGITS_GATHER_PROCESS_GROUP[0].source.split(";")[0] + ")"
+        + stand_in_tag(gpu, "torch's NCCL TP communicator"))
 
 
 @lru_cache(maxsize=64)
