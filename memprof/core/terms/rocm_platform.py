@@ -97,7 +97,8 @@ ROCM_TERMS: tuple[RocmTerm, ...] = (
         charged_by="memprof.core.terms.activation.cublas_workspace_bytes"),
     RocmTerm(
         term="first kernel (code objects loaded at first use)",
-        components=("non-torch increase (profile run)", "first kernel's modules"), status="stand-in", archs=ROCM_ARCHS,
+        components=("non-torch increase (profile run)", "first kernel's modules"),
+        status="stand-in", archs=ROCM_ARCHS,
         finding="HIP, like CUDA's lazy loading, defers loading a fat binary's code objects to "
         "their first use unless HIP_ENABLE_DEFERRED_LOADING=0 (tools that need every code "
         "object resident set it so), so a first-kernel step exists on ROCm too; its size "
