@@ -83,10 +83,15 @@ def test_v0_tp8_on_h200_charges_both_communicators() -> None:
     assert got["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1152 * MiB
     torch_comm = got["NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"]
     assert torch_comm == 1_059_061_760 - 73_400_320 + 62 * MiB + 7 * 32 * 10 * MiB
-    # V1 (0.8.0 default): no torch gather communicator, PyNccl's NVLS stays (cuMem off, 2.21.5)
+    # V1 (0.8.0 default): PyNccl's NVLS stays (cuMem off, 2.21.5), and torch's TP communicator
+    # of the logits all-gather (memprof.core.terms.nccl_torch: the 4-rank cuMem-off row of
+    # reports/gpu/nccl-torch-gather) sets up its own NVLS buffers at init the same way
     v1 = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.8.0")
     assert v1["NCCL NVLS buffers (TP, 8 ranks)"] == 1152 * MiB
-    assert not any("torch's ProcessGroupNCCL" in n for n in v1)
+    assert v1["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1152 * MiB
+    assert v1["torch's NCCL TP communicator (ProcessGroupNCCL, 8 ranks, logits all-gather)"] \
+        == 872_415_232
+    assert not any(n.startswith("NCCL TP communicator of torch's") for n in v1)
 
 
 def test_no_nvls_where_nccl_sets_none_up() -> None:

@@ -35,6 +35,11 @@ CUSTOM_AR = 26 * MiB
 # rank (memprof.core.terms.nccl_nvls.TORCH_TP_GATHER): the cuMem-off init less torch's stream
 # pool (757,071,872 − 73,400,320) + 62 MiB + 1 peer × 32 channels × 10 MiB receive buffers
 TORCH_GATHER_TP2 = 757_071_872 - 73_400_320 + 62 * MiB + 32 * 10 * MiB
+# V1's torch TP communicator, made by the logits all-gather up to 0.25.x on CUDA, in the budget
+# (memprof.core.terms.nccl_torch: reports/gpu/nccl-torch-gather, 2 ranks, after another
+# communicator; over SHM the first row less the stream pool)
+TORCH_COMM_OFF = 572_522_496
+TORCH_COMM_ON = 509_607_936
 
 
 def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int, int]:
@@ -53,17 +58,19 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
     ("0.7.2", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + TORCH_GATHER_TP2 + POOL, CONTEXT),
     # 0.8.0 v1/worker/gpu_worker.py determine_available_memory: peak_memory +=
     # non_torch_allocations (device used − torch allocated): the context is charged too
-    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL, 0),
-    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL, 0),
+    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, 0),
+    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, 0),
     # 0.9.1 v1/worker/gpu_worker.py init_device: init_snapshot (l.135) before
     # init_worker_distributed_environment (l.153); memory_profiling: non_torch_increase since it
-    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL, CONTEXT),
-    ("0.10.1.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL, CONTEXT),
+    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, CONTEXT),
+    ("0.10.1.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF,
+     CONTEXT),
     # 0.10.2 env_override.py no longer sets NCCL_CUMEM_ENABLE: NCCL's cuMem default
-    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON + CUSTOM_AR + POOL, CONTEXT),
+    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON + CUSTOM_AR + POOL + TORCH_COMM_ON,
+     CONTEXT),
     # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182); the
     # model runner's comm_stream makes torch's stream pool after it (terms.stream_pool)
-    ("0.11.0", LIBS_AFTER_WARM_UP + POOL, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
+    ("0.11.0", LIBS_AFTER_WARM_UP + POOL + TORCH_COMM_ON, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
     ("0.33.0", LIBS_AFTER_WARM_UP, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
 ])
 def test_placement_and_size_by_release(version: str, budget: int, baseline: int) -> None:
@@ -95,18 +102,24 @@ def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
     context_4090 = non_torch.cuda_context(find_gpu("RTX-4090"))[0]
     # and so is its cuBLAS pool (sm89: cuBLAS's 4 MiB row, non_torch.cublas_small_pool)
     libs_4090 = LIBS - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES
-    assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (libs_4090 + SHM_CUMEM_OFF + POOL,
-                                                          context_4090)
+    # (+ torch's TP communicator of the logits all-gather: over SHM, the first row less the pool)
+    assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (
+        libs_4090 + SHM_CUMEM_OFF + POOL + SHM_CUMEM_OFF, context_4090)
 
 
 def test_sglang_keeps_nccl_before_its_baseline() -> None:
-    # no rule row is for SGLang: its communicators stay where memprof always put them
+    # no placement row is for SGLang: its communicators stay before its baseline
     e = estimate("llama-3.1-8b", Deployment(engine="sglang", tp=2), gpu_name="H100")
     nccl = [c for c in e.ranks[0].components if c.name.startswith("NCCL")]
     assert nccl and all(c.where == "baseline" for c in nccl)
     # TP's is a first communicator (the MoE TP group's, made after it from SGLang 0.4.10, is a
-    # second one: tests/test_sglang_nccl_groups.py)
-    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [P2P_CUMEM_ON + POOL]
+    # second one: tests/test_sglang_nccl_groups.py), sized with NCCL's cuMem off, which SGLang's
+    # launcher sets (entrypoints/engine.py _set_envs_and_config, 0.4.3 - 0.5.9): the cuMem-off
+    # row holds the stream pool (SGLang's rows keep it) but not the process's first kernel,
+    # which PyNccl's warm-up runs before the load: it lands before the baseline too
+    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [P2P_CUMEM_OFF + POOL]
+    first = [c for c in e.ranks[0].components if c.name.startswith("first kernel's modules")]
+    assert [(c.bytes, c.where) for c in first] == [(96_468_992, "baseline")]
 
 
 def test_measured_figures_are_the_golden_file() -> None:

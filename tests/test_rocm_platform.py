@@ -85,8 +85,10 @@ def test_the_mi300x_reading_is_what_row_402_logged() -> None:
 
 def test_the_h100_stand_ins_fall_short_of_the_mi300x_reading() -> None:
     """The reading holds exactly the reading's terms (SGLang's before-load figure); their H100
-    stand-ins (the CUDA context, the TP communicator and custom all-reduce: SGLang 0.4.8.post1
-    builds no DP or MoE communicator) sum to 1.45 GiB against the 3.66 GiB read, and that
+    stand-ins (the CUDA context, the TP communicator at NCCL's cuMem off, as SGLang's launcher
+    sets it, its warm-up's first kernel and custom all-reduce: SGLang 0.4.8.post1 builds no DP
+    or MoE communicator) sum to 1.80 GiB against the 3.66 GiB read (1.45 GiB with the cuMem-on
+    row, whose figure held the first kernel), and that
     shortfall is what the published-log harness charges to "memory in use by other processes"
     for row 402."""
     (reading,) = ROCM_READINGS
@@ -97,6 +99,6 @@ def test_the_h100_stand_ins_fall_short_of_the_mi300x_reading() -> None:
     assert all(any(c.name.startswith(t) for t in reading.terms) for c in before)
     stand_ins = sum(c.bytes * c.count for c in before)
     gap = reading.before_load_bytes - stand_ins
-    assert 2.1 * GiB < gap < 2.3 * GiB
+    assert 1.8 * GiB < gap < 1.9 * GiB
     _, in_use = row_estimate(ROWS[reading.row_id])
     assert in_use == pytest.approx(gap, abs=0.01 * GiB)

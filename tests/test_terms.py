@@ -29,6 +29,7 @@ from memprof.core.terms import (
     lora,
     marlin_workspace,
     nccl_nvls,
+    nccl_warmup,
     non_torch,
     request_table,
     reserved_charge,
@@ -422,7 +423,7 @@ def test_term_lists() -> None:
                       load_rounding.load_rounding_terms, activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,
-                      stream_pool.stream_pool_terms,
+                      nccl_warmup.warm_up_first_kernel, stream_pool.stream_pool_terms,
                       reserved_charge.reserved_charge_terms, in_use.in_use_terms]
     assert runtime == [allocator.allocator_runtime_terms, request_table.request_table_terms]
 

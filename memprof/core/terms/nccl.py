@@ -111,12 +111,37 @@ EP_PYNCCL: tuple[Rule, ...] = (
 # per-process resources are the first's): reports/gpu/ranks/ep-group-2x-h100.json case
 # "pynccl", every rank: ncclCommInitRank 207,618,048 B + warm-up all_reduce 301,989,888 B at 2
 # ranks; 205,520,896 + 301,989,888 at 4 (rank 0, reports/gpu/ranks/kernels-log.txt), where the
-# first (bound init_process_group + first all_reduce) cost 390,070,272 + 497,025,024. Other
-# transports and cuMem off: not measured, the first communicator's row stands.
+# first (bound init_process_group + first all_reduce) cost 390,070,272 + 497,025,024. With
+# NCCL_CUMEM_ENABLE=0 a second communicator was measured as torch's ProcessGroupNCCL makes it
+# lazily at its first all_gather (reports/gpu/nccl-torch-gather/torch-gather-4x-h100.json, mode
+# "second"; init and first collective in one step, so the figure stands as init; with cuMem on
+# that file's figures equal the rows above to the byte): 2 ranks, and the largest of 4 ranks.
+# Other transports: not measured, the first communicator's row stands.
 SECOND_COMM_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
-    (True, True, 2): (207_618_048, 301_989_888, "ep-group-2x-h100.json pynccl, 2 ranks"),
-    (True, True, 4): (205_520_896, 301_989_888, "kernels-log.txt ep-group-pynccl-w4 rank 0"),
+    (True, True, 2): (207_618_048, 301_989_888, "ranks/ep-group-2x-h100.json pynccl, 2 ranks"),
+    (True, True, 4): (205_520_896, 301_989_888,
+                      "ranks/kernels-log.txt ep-group-pynccl-w4 rank 0"),
+    (True, False, 2): (572_522_496, 0, "nccl-torch-gather/torch-gather-4x-h100.json "
+                       "w2-cumem0-second"),
+    (True, False, 4): (872_415_232, 0, "nccl-torch-gather/torch-gather-4x-h100.json "
+                       "w4-cumem0-second, the largest rank (1 and 2; rank 3: 620,756,992 B)"),
 }
+
+
+# Engines whose NCCL warm-up runs the process's first kernel before their free-memory baseline,
+# where it is charged when the communicator's row leaves it out
+# (``memprof.core.terms.nccl_warmup``).
+FIRST_KERNEL_AT_WARM_UP: tuple[Rule, ...] = (
+    Rule(name="first_kernel_at_nccl_warm_up", changes="non-torch: the first kernel's modules "
+         "before the baseline", since=None, until=None, value=True, applies_to="nccl",
+         engine="sglang",
+         introduced_by="PyNcclCommunicator's warm-up all_reduce before load_model (every "
+         "release read)",
+         source="sglang 0.4.3 - 0.5.9 srt/distributed/parallel_state.py GroupCoordinator "
+         "(PyNcclCommunicator when world_size > 1), device_communicators/pynccl.py 'A small "
+         "all_reduce for warmup' (torch.zeros(1)); model_executor/model_runner.py: "
+         "init_torch_distributed before load_model, the pool from the free memory before it"),
+)
 
 
 def ep_pynccl(version: str | None, engine: str) -> bool:
@@ -133,9 +158,11 @@ def second_comm_row(peer_access: bool, cumem: bool, size: int) -> NcclRow | None
     if got is None:
         return None
     init, first, src = got
-    return NcclRow(init, first, 0, f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at "
-                   "its warm-up all_reduce: a second communicator on GPUs that hold one, "
-                   f"peer-to-peer, cuMem on (reports/gpu/ranks/{src}){note}")
+    how = (f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at its warm-up all_reduce"
+           if first else f"{fmt_bytes(init)} ncclCommInitRank with its first collective")
+    return NcclRow(init, first, 0, f"{how}: a second communicator on GPUs that hold one, "
+                   f"peer-to-peer, {'cuMem on' if cumem else 'NCCL_CUMEM_ENABLE=0'} "
+                   f"(reports/gpu/{src}){note}")
 
 
 class NcclRow(NamedTuple):

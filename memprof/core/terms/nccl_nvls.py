@@ -56,8 +56,8 @@ and SGLang's launcher, which sets it to 0 unless ``--enable-nccl-nvls`` (``NVLS_
 
 Not modelled: NVLS across nodes (NVLS trees, MNNVL; GB200 and GH200 rows carry no
 ``nvlink_multicast``), ``NCCL_NVLS_NCHANNELS`` or channel settings other than NCCL's defaults,
-NVLS user-buffer registration, SGLang's ``--enable-nccl-nvls``, the communicators torch makes
-for vLLM V1's all-gathers.
+NVLS user-buffer registration, SGLang's ``--enable-nccl-nvls``. vLLM V1's torch TP communicator
+is ``memprof.core.terms.nccl_torch``'s.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ from memprof.core.terms.nccl import (
     TORCH_STREAM_POOL_BYTES,
     nccl_row,
 )
+from memprof.core.terms.nccl_torch import torch_tp_comm_v1
 from memprof.core.terms.non_torch import nccl_cumem, nccl_groups, nccl_placement
 from memprof.core.versions import Rule, rule_in_force, value_at
 
@@ -267,8 +268,9 @@ def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
 
 
 def nccl_nvls_terms(ctx: TermContext) -> list[Component]:
-    """NVLS buffers per NCCL communicator that sets them up at init (``nvls_group``), and vLLM
-    V0's torch TP communicator with its own (``torch_tp_gather_comm``). A communicator whose
+    """NVLS buffers per NCCL communicator that sets them up at init (``nvls_group``), and vLLM's
+    torch TP communicator with its own (V0: ``torch_tp_gather_comm``; V1:
+    ``memprof.core.terms.nccl_torch.torch_tp_comm_v1``). A communicator whose
     NVLS buffers NCCL connects at run time gets a 0-byte "runtime" row that says so; one without
     NVLS (``nvls_group`` false) gets none."""
     dep, gpu = ctx.dep, ctx.gpu
@@ -276,7 +278,7 @@ def nccl_nvls_terms(ctx: TermContext) -> list[Component]:
     comps: list[Component] = []
     where = nccl_placement(dep).nccl
     groups = list(nccl_groups(dep))
-    torch_comm = torch_tp_gather_comm(ctx)
+    torch_comm = torch_tp_gather_comm(ctx) or torch_tp_comm_v1(ctx)
     if torch_comm is not None:
         comps.append(torch_comm)
         groups.append(("TP (torch)", dep.tp))

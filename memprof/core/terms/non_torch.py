@@ -14,7 +14,14 @@ from memprof.core.gpus import GPU
 from memprof.core.nodes import spread
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
 from memprof.core.terms.multinode import MIXED_NOTE, net_row
-from memprof.core.terms.nccl import NCCL_ROWS, NcclRow, ep_pynccl, nccl_row, second_comm_row
+from memprof.core.terms.nccl import (
+    FIRST_KERNEL_AT_WARM_UP,
+    NCCL_ROWS,
+    NcclRow,
+    ep_pynccl,
+    nccl_row,
+    second_comm_row,
+)
 from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, rule_in_force, value_at
@@ -227,7 +234,7 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          source="0.11.0 v1/worker/gpu_worker.py Worker.init_device l.167–182 (the same in "
          "0.33.0)"),
 )
-# vLLM's own setting of NCCL's cuMem allocator (no row: NCCL's default, on).
+# The engines' own setting of NCCL's cuMem allocator (no row: NCCL's default, on).
 NCCL_CUMEM: tuple[Rule, ...] = (
     Rule(name="nccl_cumem_off", changes="non-torch: NCCL communicator size", since="0.7.1",
          until="0.10.2", value="NCCL_CUMEM_ENABLE=0", applies_to="nccl",
@@ -235,6 +242,14 @@ NCCL_CUMEM: tuple[Rule, ...] = (
          removed_by="the override is gone from env_override.py in 0.10.2",
          source="vllm/__init__.py in 0.7.1–0.8.2 (0.7.2 l.30), vllm/env_override.py in "
          "0.8.3–0.10.1.1: os.environ['NCCL_CUMEM_ENABLE'] = '0'"),
+    Rule(name="nccl_cumem_off", changes="non-torch: NCCL communicator size", since=None,
+         until=None, value="NCCL_CUMEM_ENABLE=0", applies_to="nccl", engine="sglang",
+         introduced_by="SGLang's launcher sets NCCL_CUMEM_ENABLE=0 before its workers start "
+         "(every release read)",
+         source="sglang 0.4.3 / 0.4.6 / 0.4.9 / 0.4.10 srt/entrypoints/engine.py "
+         "_set_envs_and_config: os.environ['NCCL_CUMEM_ENABLE'] = '0'; 0.5.1 / 0.5.4: "
+         "str(int(server_args.enable_symm_mem)), --enable-symm-mem off by default "
+         "(server_args.py); 0.5.9: the same unless NCCL_CUMEM_ENABLE is set already"),
 )
 
 
@@ -348,11 +363,11 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
 
     NVLS buffers and V0's second TP communicator (torch's, for the logits gather) are
-    ``memprof.core.terms.nccl_nvls``'s.
+    ``memprof.core.terms.nccl_nvls``'s, V1's ``memprof.core.terms.nccl_torch``'s.
 
     Not modelled: other kernel modules loaded lazily (FlashAttention, FlashInfer, vLLM custom ops),
-    the NCCL communicators that torch's ProcessGroupNCCL creates at their first use in V1's
-    profile run, DeepEP/NVSHMEM heaps.
+    NCCL communicators that torch's ProcessGroupNCCL creates at their first use on groups other
+    than TP in V1's profile run, DeepEP/NVSHMEM heaps.
     The cuBLAS *workspace* is torch-allocated and counted once, in ``activation_terms``.
 
     ROCm: the same constants are used [unverified: no public source gives the HIP context,
@@ -421,7 +436,8 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     """The non-torch memory the profile run adds: the cuBLAS handle (its default workspace
     pool, made at ``cublasCreate``) and the process's first fill kernel
     (``TRITON_NON_TORCH_BYTES``), or the cuBLAS step alone on a rank whose NCCL communicator's
-    warm-up ran that kernel first and whose communicator row holds it
+    warm-up ran that kernel first and whose communicator row holds it, or whose engine charges
+    it at that warm-up (``nccl.FIRST_KERNEL_AT_WARM_UP``, ``memprof.core.terms.nccl_warmup``)
     (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here). On an
     architecture of cuBLAS's 4 MiB row (``cublas_small_pool``) the pool is 56 MiB smaller
     (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (torch's modules loaded
@@ -433,21 +449,25 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     small = cublas_small_pool(ctx.gpu)
     saving = CUBLAS_SMALL_POOL_SAVING_BYTES if small else 0
     pool = "; " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch) if small else ""
-    if any(nccl_comm(ctx.dep, ctx.gpu, name, size).first_kernel
-           for name, size in nccl_groups(ctx.dep)):
+    groups = nccl_groups(ctx.dep)
+    in_row = any(nccl_comm(ctx.dep, ctx.gpu, n, size).first_kernel for n, size in groups)
+    at_warm_up = bool(groups) and rule_in_force(
+        FIRST_KERNEL_AT_WARM_UP, ctx.dep.engine_version, ctx.dep.engine) is not None
+    if in_row or at_warm_up:
+        held = "the communicator's row" if in_row else "the warm-up's own row"
         if small:
             return Component(
                 name="non-torch increase (profile run)", category="non_torch",
                 bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget",
                 profiled=True,
                 formula="cuBLAS 10 MiB (measured after the NCCL warm-up, whose torch.zeros "
-                "ran the process's first kernel: its 92 MiB is in the communicator's row"
+                "ran the process's first kernel: its 92 MiB is in " + held
                 + pool + ")" + tag)
         return Component(
             name="non-torch increase (profile run)", category="non_torch",
             bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES, where="budget", profiled=True,
             formula="cuBLAS 66 MiB (H100, measured after the NCCL warm-up, whose torch.zeros "
-            "ran the process's first kernel: its 92 MiB is in the communicator's row)" + tag)
+            "ran the process's first kernel: its 92 MiB is in " + held + ")" + tag)
     libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES
     published = None if ctx.gpu.is_rocm else published_non_torch_bytes(ctx.gpu.arch)
     if published is not None:

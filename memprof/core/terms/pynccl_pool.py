@@ -44,7 +44,7 @@ pool comes later, from the first torch stream the process does make (``stream_po
   first such collective makes ProcessGroupNCCL's communicator and takes its NCCL stream from
   torch's pool inside the profile run: the pool is charged to the budget there. That
   communicator's own NCCL memory (a second ncclCommInitRank and its first collective's buffers)
-  is not modelled: no measurement of it exists for these transports;
+  is ``memprof.core.terms.nccl_torch``'s (V1) and ``memprof.core.terms.nccl_nvls``'s (V0);
 - else the capture stream of ``graph_capture``
   (``memprof.core.terms.cudagraph.graph_driver_first``).
 
@@ -112,11 +112,13 @@ def logits_gather_makes_pool(ctx: TermContext) -> bool:
     dep = ctx.dep
     if dep.tp < 2 or ctx.coord.pp_stage != dep.pp - 1 or comm_makes_stream_pool(dep):
         return False
-    return _gather_on_process_group(dep.engine, dep.engine_version, ctx.gpu.is_rocm)
+    return gather_on_process_group(dep.engine, dep.engine_version, ctx.gpu.is_rocm)
 
 
 @lru_cache(maxsize=64)
-def _gather_on_process_group(engine: str, version: str | None, rocm: bool) -> bool:
+def gather_on_process_group(engine: str, version: str | None, rocm: bool) -> bool:
+    """Whether the release's (and platform's) TP logits gather runs on torch's process group
+    (``LOGITS_GATHER_PROCESS_GROUP``, ``LOGITS_GATHER_PROCESS_GROUP_ROCM``)."""
     rows = LOGITS_GATHER_PROCESS_GROUP + (LOGITS_GATHER_PROCESS_GROUP_ROCM if rocm else ())
     return bool(value_at(rows, version, False, engine))
 

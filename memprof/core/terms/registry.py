@@ -21,6 +21,7 @@ from memprof.core.terms.load_rounding import load_rounding_terms
 from memprof.core.terms.lora import lora_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.nccl_nvls import nccl_nvls_terms
+from memprof.core.terms.nccl_warmup import warm_up_first_kernel
 from memprof.core.terms.non_torch import non_torch_terms
 from memprof.core.terms.request_table import request_table_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
@@ -34,7 +35,7 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms,
                               cudagraph_terms, non_torch_terms, nccl_nvls_terms,
-                              stream_pool_terms,
+                              warm_up_first_kernel, stream_pool_terms,
                               reserved_charge_terms, in_use_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""
 

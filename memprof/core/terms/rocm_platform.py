@@ -97,7 +97,8 @@ ROCM_TERMS: tuple[RocmTerm, ...] = (
         charged_by="memprof.core.terms.activation.cublas_workspace_bytes"),
     RocmTerm(
         term="first kernel (code objects loaded at first use)",
-        components=("non-torch increase (profile run)",), status="stand-in", archs=ROCM_ARCHS,
+        components=("non-torch increase (profile run)", "first kernel's modules"),
+        status="stand-in", archs=ROCM_ARCHS,
         finding="HIP, like CUDA's lazy loading, defers loading a fat binary's code objects to "
         "their first use unless HIP_ENABLE_DEFERRED_LOADING=0 (tools that need every code "
         "object resident set it so), so a first-kernel step exists on ROCm too; its size "
@@ -107,13 +108,14 @@ ROCM_TERMS: tuple[RocmTerm, ...] = (
     RocmTerm(
         term="RCCL communicators",
         components=("NCCL TP communicator", "NCCL PP communicator", "NCCL DP communicator",
-                    "NCCL EP communicator"),
+                    "NCCL EP communicator", "torch's NCCL TP communicator"),
         status="stand-in", archs=ROCM_ARCHS,
         finding="No public source gives ncclCommInitRank's or the first all_reduce's device "
         "memory under RCCL. The one ROCm reading (ROCM_READINGS, row 402) holds the TP "
         "communicator and custom all-reduce together with the HIP context (SGLang 0.4.8.post1 "
-        "builds no DP or MoE communicator): at TP8 it is 2.21 GiB above the sum of their H100 "
-        "stand-ins.",
+        "builds no DP or MoE communicator) and the first kernel of PyNccl's warm-up: at TP8 it "
+        "is 1.86 GiB above the sum of their H100 stand-ins (with NCCL's cuMem off, as SGLang "
+        "sets it; 2.21 GiB with the cuMem-on row).",
         source="ROCM_READINGS; sm90's rows: memprof.core.terms.nccl (reports/gpu/nccl)"),
     RocmTerm(
         term="custom all-reduce buffers", components=("custom all-reduce buffers",),
@@ -163,7 +165,7 @@ ROCM_READINGS: tuple[RocmReading, ...] = (
         layout="TP8, DP-attention 8, EP-MoE 8", total_gib=191.98,
         free_before_load_gib=21.73 + 166.59,
         terms=("CUDA context", "NCCL TP communicator", "NCCL DP communicator",
-               "NCCL EP communicator", "custom all-reduce buffers"),
+               "NCCL EP communicator", "custom all-reduce buffers", "first kernel's modules"),
         how="SGLang's 'Load weight end ... avail mem=21.73 GB, mem usage=166.59 GB' is "
         "free memory after the load and the load's drop in free memory (GB = GiB, "
         "get_available_gpu_memory divides by 1 << 30), so free before the load is 188.32 GiB "

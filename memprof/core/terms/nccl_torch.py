@@ -1,0 +1,116 @@
+"""torch's own NCCL communicator of vLLM V1's TP group: ProcessGroupNCCL makes it lazily at the
+profile run's logits gather, beside vLLM's PyNccl communicator, inside the budget.
+
+Where it comes from (read in the vLLM wheels named in ``TORCH_TP_COMM_V1``'s source):
+
+- ``init_distributed_environment`` calls ``init_process_group`` with no ``device_id``, so
+  ProcessGroupNCCL makes no communicator before a collective runs on a device group; vLLM's own
+  collectives go through ``PyNcclCommunicator`` (over the gloo CPU group) or the custom
+  all-reduce, and ``GroupCoordinator.barrier`` runs on the CPU group ("don't use
+  `device_group` here!", distributed/parallel_state.py in 0.8.4, 0.10.1.1, 0.11.0, 0.19.0,
+  0.25.0), as does ``in_the_same_node_as``; nothing earlier runs a torch collective on the TP
+  device group;
+- V1's ``LogitsProcessor._gather_logits`` all-gathers (``use_all_gather``: ``VLLM_USE_V1`` in
+  0.8.4 / 0.10.1.1 ``platforms/interface.py``, ``True`` from 0.19.0) through
+  ``tensor_model_parallel_all_gather`` → the device communicator's ``all_gather``, which is the
+  base class's ``dist.all_gather_into_tensor(group=self.device_group)`` on CUDA up to 0.25.x and
+  on ROCm after (``memprof.core.terms.pynccl_pool.LOGITS_GATHER_PROCESS_GROUP``, whose rules
+  this term reads): the profile run's sampler pass gathers the ``[num_reqs, vocab / tp]``
+  logits on every TP rank of the last PP stage, and that first collective makes the TP group's
+  second communicator (``ncclCommInitRank``) and its ring buffers.
+
+What it costs, measured (reports/gpu/nccl-torch-gather/torch-gather-4x-h100.json, 4× H100 NV18,
+NCCL 2.28.9, torch 2.11.0+cu130, ``recorders/gpu_nccl_torch_gather.py`` mode ``second``: a
+torch communicator made lazily by a first ``all_gather_into_tensor`` of a [1024, 151936 / world]
+bf16 shard, after another NCCL communicator made and warmed on the same GPUs, as vLLM's PyNccl
+one is): the step's non-torch growth per rank. A larger gather (4× the rows) and the stream
+probe add 0 B, so the figure does not depend on the vocabulary or ``max_num_seqs``. With cuMem
+on the figure equals, to the byte, the second PyNccl communicator's init + warm-up all_reduce
+(``memprof.core.terms.nccl.SECOND_COMM_ROWS``: 509,607,936 B at 2 ranks, 507,510,784 at 4).
+Made as the process's first communicator it costs 290-294 MiB more (mode ``stream``, the
+pool made first): NCCL's per-process resources, which vLLM's PyNccl communicator already holds.
+torch's stream pool is not in these figures (the earlier communicator made it); where vLLM made
+none before, ``memprof.core.terms.pynccl_pool`` charges it at the same gather.
+
+Not measured: transports other than NVLink P2P (PCIe without peer access, SHM): there the first
+communicator's row less the stream pool stands, said so in the output; world sizes past 4 take
+the 4-rank figure (``memprof.core.terms.nccl.measured_world``); NVLS buffers are
+``memprof.core.terms.nccl_nvls``'s.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from memprof.base.units import fmt_bytes
+from memprof.core.components import Component, TermContext
+from memprof.core.nodes import spread
+from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES, measured_world, nccl_row
+from memprof.core.terms.non_torch import nccl_cumem
+from memprof.core.terms.pynccl_pool import LOGITS_GATHER_PROCESS_GROUP, gather_on_process_group
+from memprof.core.terms.rocm_platform import stand_in_tag
+from memprof.core.versions import Rule, rule_in_force
+
+GOLDEN = "reports/gpu/nccl-torch-gather/torch-gather-4x-h100.json"
+
+# torch's lazily made TP communicator + its first all_gather_into_tensor, per rank, keyed
+# (peer access, cuMem on, ranks measured): GOLDEN, configuration w<ranks>-cumem<1|0>-second,
+# step "all_gather_into_tensor (first)", non_torch_growth; the largest rank where ranks differ
+# (legacy IPC at 4 ranks: 822,083,584 / 872,415,232 / 872,415,232 / 620,756,992 B).
+TORCH_COMM_ROWS: dict[tuple[bool, bool, int], int] = {
+    (True, True, 2): 509_607_936,
+    (True, True, 4): 507_510_784,
+    (True, False, 2): 572_522_496,
+    (True, False, 4): 872_415_232,
+}
+
+TORCH_TP_COMM_V1: tuple[Rule, ...] = (
+    Rule(name="torch_tp_comm_v1", changes="non-torch: torch's TP communicator (V1)",
+         since="0.8.0", until=None, value=True, applies_to="nccl", generation="v1",
+         introduced_by="V1 LogitsProcessor all-gathers over the TP device group",
+         source="0.8.4 / 0.10.1.1 / 0.11.0 / 0.19.0 / 0.25.0 model_executor/layers/"
+         "logits_processor.py _gather_logits (use_all_gather: platforms/interface.py), "
+         "device_communicators/base_device_communicator.py all_gather: "
+         "dist.all_gather_into_tensor(group=self.device_group); distributed/parallel_state.py "
+         "barrier on the CPU group; PyNccl on CUDA from 0.26.0 "
+         "(pynccl_pool.LOGITS_GATHER_PROCESS_GROUP); measured: " + GOLDEN),
+)
+
+
+def torch_comm_bytes(peer_access: bool, cumem: bool, tp: int) -> tuple[int, str]:
+    """The torch TP communicator's bytes per rank (init + first all_gather) and their basis."""
+    world, note = measured_world(tp)
+    got = TORCH_COMM_ROWS.get((peer_access, cumem, world))
+    if got is not None:
+        return got, (f"ncclCommInitRank + the first all_gather_into_tensor of a communicator made "
+                     f"after another, {'cuMem on' if cumem else 'NCCL_CUMEM_ENABLE=0'} "
+                     f"({GOLDEN} w{world}-cumem{int(cumem)}-second){note}")
+    row = nccl_row(peer_access, cumem, tp, 0)
+    got = row.init - TORCH_STREAM_POOL_BYTES + row.first_all_reduce
+    return got, (f"the first communicator's row less torch's stream pool ({row.basis}) "
+                 "[a second communicator was measured over NVLink P2P only]")
+
+
+def torch_tp_comm_v1(ctx: TermContext) -> Component | None:
+    """vLLM V1's torch TP communicator (``TORCH_TP_COMM_V1``) on a rank of the last PP stage,
+    where the release's logits gather runs on torch's process group (CUDA up to 0.25.x, ROCm
+    after): ``TORCH_COMM_ROWS`` by transport, cuMem and TP size, in the budget."""
+    dep, gpu, coord = ctx.dep, ctx.gpu, ctx.coord
+    if dep.tp < 2 or coord.pp_stage != dep.pp - 1 or spread(dep, "TP") != "one node":
+        return None
+    if not _v1(dep.engine, dep.engine_version):
+        return None
+    if not gather_on_process_group(dep.engine, dep.engine_version, gpu.is_rocm):
+        return None
+    got, how = torch_comm_bytes(gpu.peer_access, nccl_cumem(dep), dep.tp)
+    return Component(
+        name=f"torch's NCCL TP communicator (ProcessGroupNCCL, {dep.tp} ranks, logits "
+        "all-gather)", category="non_torch", bytes=got, where="budget", profiled=True,
+        formula=f"{fmt_bytes(got)}: {how}; made lazily by the profile run's logits all-gather "
+        "on the TP device group (" + LOGITS_GATHER_PROCESS_GROUP[0].source.split(";")[0] + ")"
+        + stand_in_tag(gpu, "torch's NCCL TP communicator"))
+
+
+@lru_cache(maxsize=64)
+def _v1(engine: str, version: str | None) -> bool:
+    return rule_in_force(TORCH_TP_COMM_V1, version, engine) is not None
