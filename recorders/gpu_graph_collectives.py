@@ -13,6 +13,10 @@ One run per (node kind, ``NCCL_CUMEM_ENABLE`` 1 or 0), in fresh processes, one p
   communicator of its own (``ncclCommInitRank`` through ctypes, the unique id passed through a
   TCPStore), a warm-up all_reduce of one element as its constructor does, then per node
   ``out = torch.empty_like(x)`` and ``ncclAllReduce(x, out, …, current stream)``.
+- ``pynccl_add``: ``pynccl``'s all-reduce with ``torch.add(x, 1.0)`` before it in each node, so
+  every ``ncclAllReduce`` follows a kernel in its graph, as in a model's graphs (where NCCL's
+  graph mixing support adds its stream and event: ``graph-mixing-2x-h100.json``); read against
+  ``local``.
 - ``c10d``: ``torch.distributed.all_reduce`` in place (ProcessGroupNCCL, eager init with
   ``device_id``), what a torch program without vLLM's wrapper captures.
 - ``alone``: ``torch.add`` as ``local`` below, in a process with no communicator at all: the
@@ -33,7 +37,10 @@ their difference (the driver's part), after capture and again after every graph 
 once; then the last graph is replayed on fresh input and its output checked. The side stream's
 own cost (``Δ(used − reserved)`` around ``torch.cuda.Stream()``) is recorded apart. NVLink multicast
 stays off in every child (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``,
-``NVSHMEM_DISABLE_NVLS=1``). Writes ``graph-collectives-<world>x-<gpu>.json`` with the versions,
+``NVSHMEM_DISABLE_NVLS=1``). ``--transport shm`` adds ``NCCL_P2P_DISABLE=1`` in every child, as
+``recorders/gpu_nccl.py``'s shm rows do: NCCL then joins the GPUs over host shared memory, the
+transport it takes between GPUs without peer access (the file's name gets ``-shm``). Writes
+``graph-collectives-<world>x-<gpu>.json`` with the versions,
 ``nvidia-smi topo -m``, NCCL's log lines and this command.
 """
 
@@ -51,7 +58,8 @@ from typing import Any
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
-KINDS = ("pynccl", "c10d", "local", "alone")
+KINDS = ("pynccl", "c10d", "local", "alone", "pynccl_add")
+TRANSPORTS = {"p2p": {}, "shm": {"NCCL_P2P_DISABLE": "1"}}
 CUMEM = ("1", "0")
 
 CHILD = r"""
@@ -95,7 +103,7 @@ def worker(rank, world, port, kind, graphs, q):
     torch.zeros(1, device=dev)
     torch.cuda.synchronize()
     info = {"rank": rank, "kind": kind}
-    if kind == "pynccl":
+    if kind in ("pynccl", "pynccl_add"):
         store = dist.TCPStore("127.0.0.1", port, world, rank == 0,
                               timeout=datetime.timedelta(seconds=60))
         lib, info["libnccl"] = nccl_lib()
@@ -107,12 +115,18 @@ def worker(rank, world, port, kind, graphs, q):
         comm = ctypes.c_void_p()
         check(lib.ncclCommInitRank(ctypes.byref(comm), world, uid, rank), "ncclCommInitRank")
 
-        def op(x):
+        def allreduce(x):
             out = torch.empty_like(x)
             dt = 7 if x.dtype == torch.float32 else 9  # ncclFloat32, ncclBfloat16 (nccl.h)
             check(lib.ncclAllReduce(x.data_ptr(), out.data_ptr(), x.numel(), dt, 0, comm,
                                     torch.cuda.current_stream().cuda_stream), "ncclAllReduce")
             return out
+
+        if kind == "pynccl":
+            op = allreduce
+        else:
+            def op(x):
+                return allreduce(torch.add(x, 1.0))
     elif kind == "alone":
         def op(x):
             return torch.add(x, 1.0)
@@ -128,13 +142,14 @@ def worker(rank, world, port, kind, graphs, q):
                 return torch.add(x, 1.0)
     # the communicator's warm-up (PyNccl's constructor: an all_reduce of one element)
     w = torch.ones(1, device=dev)
-    if kind == "pynccl":
-        w = op(w)
+    if kind in ("pynccl", "pynccl_add"):
+        w = allreduce(w)
     elif kind != "alone":
         dist.all_reduce(w)
     torch.cuda.synchronize()
     info["warm_up_ok"] = kind == "alone" or float(w.item()) == float(world)
-    want = {"pynccl": lambda n: float(world), "c10d": lambda n: float(world) ** n,
+    want = {"pynccl": lambda n: float(world), "pynccl_add": lambda n: 2.0 * world,
+            "c10d": lambda n: float(world) ** n,
             "local": lambda n: 2.0, "alone": lambda n: 2.0}[kind]
     cases = [("first graph of the process", SHAPES[0], 1, 1)] + [
         (f"{b}x{h}, {n} nodes", (b, h), n, graphs) for b, h in SHAPES for n in NODES]
@@ -193,7 +208,7 @@ def worker(rank, world, port, kind, graphs, q):
     q.close()
     q.join_thread()  # the record is in the pipe before this process ends
     torch.cuda.synchronize()
-    if kind == "pynccl":  # both ranks done with their collectives before either leaves
+    if kind in ("pynccl", "pynccl_add"):  # both ranks done with their collectives first
         store.add("done", 1)
         while store.add("done", 0) < world:
             time.sleep(0.05)
@@ -222,9 +237,10 @@ LOG_KEYS = ("via", "NCCL version", "Init COMPLETE", "set by environment", "cuMem
 
 
 def run(child: Path, kind: str, cumem: str, world: int, port: int, graphs: int,
-        timeout: int) -> dict[str, Any]:
+        timeout: int, transport: str = "p2p") -> dict[str, Any]:
     """One (kind, cuMem) run in fresh processes; its process group is killed if it hangs."""
-    env = {**os.environ, **NO_MULTICAST, "NCCL_CUMEM_ENABLE": cumem, "NCCL_DEBUG": "INFO",
+    extra = {**NO_MULTICAST, **TRANSPORTS[transport]}
+    env = {**os.environ, **extra, "NCCL_CUMEM_ENABLE": cumem, "NCCL_DEBUG": "INFO",
            "NCCL_DEBUG_SUBSYS": "INIT,ENV,REG"}
     cmd = [sys.executable, str(child), str(world), str(port), kind, str(graphs)]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -243,9 +259,9 @@ def run(child: Path, kind: str, cumem: str, world: int, port: int, graphs: int,
         body = {}
     lines = (out + err).splitlines()
     rec: dict[str, Any] = {
-        "kind": kind, "env": {**NO_MULTICAST, "NCCL_CUMEM_ENABLE": cumem},
+        "kind": kind, "transport": transport, "env": {**extra, "NCCL_CUMEM_ENABLE": cumem},
         "command": f"NCCL_CUMEM_ENABLE={cumem} "
-                   f"{' '.join(f'{k}={v}' for k, v in NO_MULTICAST.items())} "
+                   f"{' '.join(f'{k}={v}' for k, v in extra.items())} "
                    f"python graph_child.py {world} {port} {kind} {graphs}",
         "exit_code": code, **body,
         "nccl_log": [ln for ln in lines if any(k in ln for k in LOG_KEYS)][:60]}
@@ -263,6 +279,8 @@ def main() -> int:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--cumem", default=",".join(CUMEM), help="NCCL_CUMEM_ENABLE values to run")
     ap.add_argument("--tag", default="", help="a suffix of the file name")
+    ap.add_argument("--transport", choices=sorted(TRANSPORTS), default="p2p",
+                    help="shm: NCCL_P2P_DISABLE=1 in the children (host shared memory)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     child = Path(tempfile.mkdtemp()) / "graph_child.py"  # spawn re-imports the child's module
@@ -275,7 +293,8 @@ def main() -> int:
     for cumem in args.cumem.split(","):
         for kind in args.kinds.split(","):
             port += 1
-            rec = run(child, kind, cumem, args.world, port, args.graphs, args.timeout)
+            rec = run(child, kind, cumem, args.world, port, args.graphs, args.timeout,
+                      args.transport)
             runs.append(rec)
             for r in rec.get("ranks", [])[:1]:
                 print(f"cumem={cumem} {kind:6} side stream "
@@ -293,10 +312,13 @@ def main() -> int:
             gpu = next((g.lower() for g in ("H100", "H200", "B200") if g in name), "gpu")
             doc = {"command": f"PYTHONPATH=. python recorders/gpu_graph_collectives.py --out $OUT "
                               f"--world {args.world} --graphs {args.graphs} --kinds {args.kinds} "
-                              f"--cumem {args.cumem}" + (f" --tag {args.tag}" if args.tag else ""),
+                              f"--cumem {args.cumem}" + (f" --tag {args.tag}" if args.tag else "")
+                              + (f" --transport {args.transport}"
+                                 if args.transport != "p2p" else ""),
+                   "transport": args.transport,
                    "driver": driver[0] if driver else "", "nvidia_smi_topo": topo, "runs": runs}
             # written after every run, so a call cut short still leaves what it measured
-            tag = f"-{args.tag}" if args.tag else ""
+            tag = ("-shm" if args.transport == "shm" else "") + (f"-{args.tag}" if args.tag else "")
             (args.out / f"graph-collectives-{args.world}x-{gpu}{tag}.json").write_text(
                 json.dumps(doc, indent=1) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in runs) else 1

@@ -52,6 +52,17 @@ over gloo, addresses into the ``rank_data`` buffer made at init). Kernels first 
 window (CUDA's lazy module loading) add nothing measurable: one 2 MiB granule on an H100
 (reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also
 held for Inductor-compiled pieces within 1% and eager ones within 6%.
+
+The transport NCCL joins the ranks by does not enter the NCCL nodes' cost, measured: over host
+shared memory (``NCCL_P2P_DISABLE=1``, the transport between GPUs without peer access, where
+custom all-reduce is off and every TP all-reduce is a PyNccl ``ncclAllReduce`` node) a captured
+all-reduce costs the driver 8,655 B back to back and 125,563-126,095 B with an add before it
+(the add alone 2,264-2,397 B), against 8,655 B and 126,170 B over NVLink P2P, cuMem on and off
+alike (2× H100, NCCL 2.28.9: reports/gpu/nccl/graph-collectives-2x-h100-shm.json against
+graph-collectives-2x-h100.json and graph-collectives-scaling-2x-h100.json). So
+``GRAPH_DRIVER_PER_NCCL_NODE`` + ``GRAPH_DRIVER_NCCL_MIXING`` apply to both transports, and the
+published no-P2P rows' misses (the same 7B Qwen2 shape logged 2.13 GiB under vLLM 0.8.4 on
+RTX 3090s and 0.65 GiB under 0.10.1.1 on A100s, memprof 0.99 GiB for both) lie elsewhere.
 """
 
 from __future__ import annotations

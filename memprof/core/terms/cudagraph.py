@@ -48,6 +48,8 @@ GRAPH_DRIVER_PER_KERNEL_NODE = 2310
 # 1 nodes") / 63 / 250 graphs, the same for all three shapes; at 2 ranks 8,588–8,721 B
 # (graph-collectives-2x-h100-g1000.json, 1,000 graphs), the same for c10d and cuMem off
 # (graph-collectives-2x-h100.json). An elementwise node measured 2,130–2,530 B alongside.
+# The same over host shared memory (NCCL_P2P_DISABLE=1, GPUs without peer access), back to back
+# and after a kernel, to the byte or within 0.5%: graph-collectives-2x-h100-shm.json.
 GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # NCCL's graph mixing support (``NCCL_GRAPH_MIXING_SUPPORT``, default 1; vLLM leaves it, its
 # vllm/env_override.py sets NCCL_CUMEM_ENABLE only): under capture NCCL serialises every launch
