@@ -149,3 +149,20 @@ def test_memprof_versions_names_the_rules() -> None:
     assert names["nccl_cumem_off"].applies and names["nccl_cumem_off"].b is None
     tp1 = version_diff("llama-3.1-8b", Deployment(), "0.10.1.1", "0.11.0", gpu_name="H100")
     assert not {c.name: c for c in tp1.rules}["nccl_cumem_off"].applies
+
+
+def test_releases_on_older_nccl_run_with_cumem_off() -> None:
+    """memprof has no per-NCCL-version rule for the communicator (memprof.core.terms.nccl's
+    docstring) because every vLLM release whose torch pins an NCCL older than the measured
+    2.28.9 (2.21.5, 2.26.2) sets NCCL_CUMEM_ENABLE=0, which turns NCCL 2.26.2's runtime connect
+    off (src/init.cc, v2.26.2-1: runtimeConn = cuMemSupport && ...) and puts the legacy-IPC and
+    SHM buffers where 2.21.5 puts them. A release on an old NCCL with cuMem on would break that."""
+    from memprof.core.terms.nccl_nvls import NCCL_VERSION
+    from memprof.core.versions import VLLM_RELEASES, rule_in_force, value_at
+
+    old = [v for v in VLLM_RELEASES if value_at(NCCL_VERSION, v) in ("2.21.5", "2.26.2")]
+    assert old[0] == "0.7.1" and old[-1] == "0.10.1.1"
+    assert [v for v in old if rule_in_force(non_torch.NCCL_CUMEM, v) is None] == []
+    # and the releases on 2.27+ run NCCL's default (cuMem on), the measured 2.28.9 rows
+    new = [v for v in VLLM_RELEASES if value_at(NCCL_VERSION, v) == "2.27"]
+    assert new and all(rule_in_force(non_torch.NCCL_CUMEM, v) is None for v in new)

@@ -18,6 +18,46 @@ What the goldens show (``reports/gpu/nccl/README.md``):
 - 73,400,320 B of every init figure is torch's CUDA stream pool, which ``init_process_group``
   makes (``nccl-matrix-2x-h100-stream-first.json``: init minus exactly that with a stream made
   first); the graph model does not charge it a second time (``memprof.core.terms.cudagraph``).
+
+Older NCCL: no per-version rule, because NCCL's source shows no difference in device memory for
+the settings the older releases run (issues 24/26). Every vLLM release that pins an NCCL older
+than the measured 2.28.9 (2.21.5 for 0.7.1-0.8.5.post1, 2.26.2 for 0.9.0-0.10.1.1:
+``memprof.core.terms.nccl_nvls.NCCL_VERSION``) sets ``NCCL_CUMEM_ENABLE=0``
+(``memprof.core.terms.non_torch.NCCL_CUMEM``; SGLang's launcher does too), so they run the
+cuMem-off rows above. Compared at tags v2.21.5-1, v2.26.2-1 and v2.28.9-1 of
+github.com/NVIDIA/nccl:
+
+- when connections are made: 2.21.5 has no runtime connect and connects every ring, then every
+  tree, in ``initTransportsRank`` (src/init.cc); 2.26.2 and 2.28.9 defer this to the first
+  collective only when ``comm->runtimeConn = comm->cuMemSupport && ncclParamRuntimeConnect()``,
+  and ``cuMemSupport`` is ``ncclCuMemEnable()`` of every rank, 0 under
+  ``NCCL_CUMEM_ENABLE=0``: then they also connect rings and trees at init (src/init.cc). The
+  measured cuMem-off rows (init large, first all_reduce 186 MiB at every transport) have the
+  2.21.5 schedule;
+- buffer sizes: ``DEFAULT_BUFFSIZE`` 4 MiB (SIMPLE), ``DEFAULT_LL_BUFFSIZE`` 8 × 512 × 8 × 16 B
+  = 512 KiB and ``DEFAULT_LL128_BUFFSIZE`` 120 × 640 × 8 × 8 B = 4,800 KiB per connection
+  (src/init.cc, src/include/device.h), the same at the three tags;
+- P2P (src/transport/p2p.cc): the sender holds ``ncclSendMem`` + SIMPLE when it reads, the
+  receiver ``ncclRecvMem`` + every other protocol's buffer; with cuMem off both come from
+  ``ncclCudaCalloc`` in ``ncclP2pAllocateShareableBuffer`` at the three tags;
+- SHM (src/transport/shm.cc): every protocol's buffer is host memory at the three tags, on the
+  receiver's side by default (``NCCL_SHM_LOCALITY`` 2): 2.21.5 ``ncclShmOpen`` (a /dev/shm
+  file, mmap, ``cudaHostRegister``: src/misc/shmutils.cc); 2.26.2 and 2.28.9
+  ``ncclShmAllocateShareableBuffer``, whose cuMem host branch needs ``ncclCuMemEnable()`` and
+  otherwise calls the same ``ncclShmOpen``. The transport's only device allocation is the
+  ``devFifo`` (``ncclCudaCalloc``, one SIMPLE buffer) of ``NCCL_SHM_USE_CUDA_MEMCPY=1``, off by
+  default at the three tags. So NCCL's SHM buffers are not in device memory at any of them, and
+  the SHM rows' figures are not buffers either: the first all_reduce's 186 MiB is the same over
+  SHM, sockets and legacy-IPC P2P, and with ``NCCL_BUFFSIZE`` at 1 MiB (``reports/gpu/nccl``);
+- the work FIFO is host memory unless GDR-mapped (``ncclCudaHostCalloc``: 2.21.5
+  ``workFifoHeap``, 2.26.2 / 2.28.9 ``workFifoBuf``, src/init.cc);
+- point-to-point channels: ``ncclTopoComputeP2pChannels`` (src/graph/paths.cc) takes
+  min(ring channels, ``NCCL_MAX_P2P_NCHANNELS``) rounded up to a power of two at the three
+  tags; ``MAXCHANNELS`` went from 32 (2.21.5) to 64 (2.26.2), which changes nothing at 24 ring
+  channels (32 either way).
+
+So where a published log over SHM (or without peer access) shows less than these rows, the
+difference is not in NCCL's buffers, and no NCCL version accounts for it.
 """
 
 from __future__ import annotations
