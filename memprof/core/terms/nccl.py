@@ -56,8 +56,17 @@ github.com/NVIDIA/nccl:
   tags; ``MAXCHANNELS`` went from 32 (2.21.5) to 64 (2.26.2), which changes nothing at 24 ring
   channels (32 either way).
 
+- NCCL's other device allocations at init are per-channel tables of a few KB at the three tags
+  (``ncclCudaCallocAsync`` of ``devCommAndChans`` in src/init.cc, ``devPeers`` and
+  ``devRingUserRanks`` in src/channel.cc); 2.28.9 adds GPU-initiated networking (src/gin/),
+  which a one-node communicator does not set up.
+
 So where a published log over SHM (or without peer access) shows less than these rows, the
-difference is not in NCCL's buffers, and no NCCL version accounts for it.
+difference is not in NCCL's buffers, and no NCCL version accounts for it: the SHM rows'
+121,634,816 B at init (195,035,136 less torch's stream pool) and 186 MiB at the first
+all_reduce are not allocations NCCL's source makes; what they are (the driver's, for the
+library's kernels or streams, and whether they depend on the GPU or NCCL's binary) is not read
+here.
 """
 
 from __future__ import annotations
