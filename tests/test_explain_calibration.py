@@ -116,9 +116,6 @@ XFAIL: dict[int, str] = {
          "H200 in the notes)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
-    951: OUTSIDE + "vllm_use_flashinfer_sampler (memprof_run: the row's why cites the log's "
-         "'Using FlashInfer for top-p & top-k sampling.' line, which the quote's excerpt does "
-         "not carry) and the A100's size (deduced from the figures)",
     523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
          "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
          "was not in the stored corpus to quote from)",
