@@ -116,9 +116,6 @@ XFAIL: dict[int, str] = {
          "H200 in the notes)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
-    523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
-         "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
-         "was not in the stored corpus to quote from)",
     904: "the GPU total: the log's 'Free memory on device (94.05/95.01 GiB)' shows the card's "
          "95.01 GiB, which explain rebuilds on; the row runs on the catalog's RTX-PRO-6000 "
          "(94.97 GiB: memprof_run.why)",
