@@ -87,7 +87,8 @@ XFAIL: dict[int, str] = {
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
          "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
          "(93.10 GiB)",
-    121: OUTSIDE + "the failure (the thread's title; the quote has no figure) and " + _DATED,
+    121: OUTSIDE + "the failure (the thread's title; the quote has no figure and no error "
+         "line; its release, 0.8.4, is the issue log's API server line)",
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
          "(a dev build before 0.7.3); the row runs at 0.7.3",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
