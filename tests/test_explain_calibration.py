@@ -79,7 +79,6 @@ XFAIL: dict[int, str] = {
        "the release: memprof_run)",
     12: OUTSIDE + "the release 0.5.4 (deduced from PR #11309's history; the log's date places "
         "0.5.3)",
-    13: OUTSIDE + "--tp 8 --dp 8 --enable-dp-attention (row 12's command, not this quote's)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
     32: OUTSIDE + _DATED,
     48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
