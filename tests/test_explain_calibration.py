@@ -104,7 +104,6 @@ XFAIL: dict[int, str] = {
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
     317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
-    401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",
     **{i: _LLMD for i in range(511, 520)},
     802: OUTSIDE + "the release 0.7.1 (lm_eval's --model_args are read; the PR branch's tags "
          "are 0.7.2's lines; its "
