@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 122, 131, 134, 150, 201, 520, 802)
+RELEASE_ONLY = (12, 32, 48, 122, 131, 134, 150, 201, 520, 802)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -81,7 +81,8 @@ XFAIL: dict[int, str] = {
         "0.5.3)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
     32: OUTSIDE + _DATED,
-    48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
+    48: OUTSIDE + _DATED + ": the tag model_runner.py:1115 is 0.7.2's and 0.7.3's line and "
+        "explain takes the newer; the row runs at 0.7.2, the release on the issue's date",
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
          "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
