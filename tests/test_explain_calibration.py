@@ -103,8 +103,13 @@ XFAIL: dict[int, str] = {
          "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
-    316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
-    317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
+    316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16; the quote's "
+         "'[fp8_dynamic] quantization=compressed-tensors' is the post's one-field summary of "
+         "the engine's config line, and compressed-tensors is read from a checkpoint config "
+         "that declares it)",
+    317: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the quote's "
+         "'[gptq_int4] quantization=gptq_marlin' is the post's one-field summary of the "
+         "engine's config line, not a line vLLM prints)",
     **{i: _LLMD for i in range(511, 520)},
     802: OUTSIDE + "the release 0.7.1 (lm_eval's --model_args are read; the PR branch's tags "
          "are 0.7.2's lines; its "
