@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 122, 131, 134, 150, 160, 201, 520, 802)
+RELEASE_ONLY = (12, 32, 48, 122, 131, 134, 150, 201, 520, 802)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -79,15 +79,16 @@ XFAIL: dict[int, str] = {
        "the release: memprof_run)",
     12: OUTSIDE + "the release 0.5.4 (deduced from PR #11309's history; the log's date places "
         "0.5.3)",
-    13: OUTSIDE + "--tp 8 --dp 8 --enable-dp-attention (row 12's command, not this quote's)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
     32: OUTSIDE + _DATED,
-    48: OUTSIDE + "TP 2 and gpu_memory_utilization 0.98 (the row's fields) and " + _DATED,
+    48: OUTSIDE + _DATED + ": the tag model_runner.py:1115 is 0.7.2's and 0.7.3's line and "
+        "explain takes the newer; the row runs at 0.7.2, the release on the issue's date",
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
          "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
          "(93.10 GiB)",
-    121: OUTSIDE + "the failure (the thread's title; the quote has no figure) and " + _DATED,
+    121: OUTSIDE + "the failure (the thread's title; the quote has no figure and no error "
+         "line; its release, 0.8.4, is the issue log's API server line)",
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
          "(a dev build before 0.7.3); the row runs at 0.7.3",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
@@ -98,14 +99,17 @@ XFAIL: dict[int, str] = {
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     150: OUTSIDE + _DATED,
-    160: OUTSIDE + _DATED + " (no tagged line)",
     167: OUTSIDE + "max_model_len 32768 (memprof_run: the stand-in config refuses the log's "
          "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
-    316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
-    317: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
-    401: OUTSIDE + "TP 4 (deduced from the per-rank figures; memprof_run)",
+    316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16; the quote's "
+         "'[fp8_dynamic] quantization=compressed-tensors' is the post's one-field summary of "
+         "the engine's config line, and compressed-tensors is read from a checkpoint config "
+         "that declares it)",
+    317: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the quote's "
+         "'[gptq_int4] quantization=gptq_marlin' is the post's one-field summary of the "
+         "engine's config line, not a line vLLM prints)",
     **{i: _LLMD for i in range(511, 520)},
     802: OUTSIDE + "the release 0.7.1 (lm_eval's --model_args are read; the PR branch's tags "
          "are 0.7.2's lines; its "
@@ -116,12 +120,6 @@ XFAIL: dict[int, str] = {
          "H200 in the notes)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
-    951: OUTSIDE + "vllm_use_flashinfer_sampler (memprof_run: the row's why cites the log's "
-         "'Using FlashInfer for top-p & top-k sampling.' line, which the quote's excerpt does "
-         "not carry) and the A100's size (deduced from the figures)",
-    523: OUTSIDE + "vllm_use_flashinfer_sampler and no_gpu_peer_access (its source log prints "
-         "the FlashInfer-sampler and no-P2P lines, but the quote does not carry them: the file "
-         "was not in the stored corpus to quote from)",
     904: "the GPU total: the log's 'Free memory on device (94.05/95.01 GiB)' shows the card's "
          "95.01 GiB, which explain rebuilds on; the row runs on the catalog's RTX-PRO-6000 "
          "(94.97 GiB: memprof_run.why)",

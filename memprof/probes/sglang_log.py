@@ -52,6 +52,13 @@ _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)")
 _SCHEDULER = re.compile(r"max_total_num_tokens=\s*[0-9]+,(.*)")
 _DATE = re.compile(r"^\[(20[0-9]{2}-[01][0-9]-[0-3][0-9])[ \]]", re.M)
 _CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([0-9,\s]+)\]")
+# the rank prefix of a scheduler process's lines, ``[2026-04-10 23:19:05 TP3] ...``: SGLang's
+# run_scheduler_process (managers/scheduler.py) builds it from " DP{dp_rank}", " PP{pp_rank}",
+# " TP{tp_rank}", " EP{moe_ep_rank}" (each where that size is above 1; older releases print
+# " TP0" at TP 1 too, as published row 167's log of the 0.4.3 era does) and configure_logger
+# puts it after the timestamp
+_RANK_PREFIX = re.compile(r"^\[20[0-9]{2}-[01][0-9]-[0-3][0-9] [0-9:.]{8,15}"
+                          r"((?: [A-Z_]+[0-9]{1,4})+)\]")
 _NAMED = (re.compile(r"\bsglang(?:\s+version)?\s*(?:==|:|=)?\s*v?([0-9]+\.[0-9]+\.[0-9]+[\w.]*)",
                      re.I),
           re.compile(r"lmsysorg/sglang:v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", re.I))
@@ -234,6 +241,30 @@ def named_release(text: str) -> str | None:
     return None
 
 
+def _tp_from_ranks(lines: list[str], settings: dict[str, Any]) -> list[str]:
+    """Set ``tp`` from the scheduler processes' rank prefixes where no command or ServerArgs
+    gave it: a log whose prefixes name TP ranks alone (``TP0`` … ``TP3``, no DP, PP or EP rank,
+    whose layouts the ranks do not pin) runs at least that many TP ranks; the lowest TP that
+    shows them (the highest rank + 1) is taken, and the returned note says so. Nothing where
+    the highest rank is 0 (one rank: the TP size is not shown)."""
+    top = -1
+    for line in lines:
+        m = _RANK_PREFIX.match(line)
+        if m is None:
+            continue
+        for token in m.group(1).split():
+            name = token.rstrip("0123456789")
+            if name != "TP":
+                return []  # a DP / PP / EP rank too: the layout is not TP alone
+            top = max(top, int(token[len(name):]))
+    if top < 1:
+        return []
+    settings["tp"] = top + 1
+    return [f"the log shows no TP size, but its scheduler lines name TP ranks up to TP{top} "
+            f"(SGLang's per-rank log prefix): TP {top + 1} assumed, the fewest ranks that "
+            "print them (pass -tp to say otherwise)"]
+
+
 def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
                 ) -> tuple[dict[str, Any], list[str]]:
     """``settings`` (read from the log's command) completed from an SGLang log's ServerArgs,
@@ -264,6 +295,8 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
     out.update(server_args_settings(fields))  # the values the server ran with
     for k, v in later.items():
         out.setdefault(k, v)
+    if "tp" not in out:
+        notes += _tp_from_ranks(lines, out)
     if "engine_version" not in out:
         name = named_release("\n".join(lines))
         if name:

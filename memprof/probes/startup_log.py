@@ -347,6 +347,11 @@ def _version(text: str) -> str | None:
     for rx in (r"vLLM API server version\s*([0-9][\w.+-]*)",
                r"Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)",
                r"LLM engine \(v([0-9][\w.+-]*)\)",
+               # the environment report an issue pastes beside its log, vLLM's collect_env.py:
+               # "vLLM Version: 0.5.4" in older releases, "vLLM Version                 :
+               # 0.11.0" under its "vLLM Info" heading since (vllm/collect_env.py env_info_fmt;
+               # published row 160 quotes it)
+               r"(?m)^vLLM Version\s*:\s*v?([0-9]+\.[0-9]+\.[0-9][\w.+-]*)",
                # a release as PEP 440 writes it: 0.8.5.post1, 0.7.4.dev12, 0.11.2rc1+rhai0
                r"\bvllm[ =]=?=?v?([0-9]+\.[0-9]+\.[0-9]+(?:\.?(?:post|dev|rc)[0-9]+)*"
                r"(?:\+[\w.]+)?)",
