@@ -4,7 +4,9 @@
 distribution of the KV, weights and graph figures (within 2% / 5%), the refusals, and the
 verdicts. Issue 26 asks for ≥ 10 runnable logs per era; the counts printed say how far the set
 is from that. What is asserted is what must hold for any row that runs: a row is estimated at
-a release of its own era, and a logged start or failure is predicted as such."""
+a release of its own era, and a logged start or failure is predicted as such, except for the rows
+of ``VERDICT_MISSES``, which the set keeps whatever memprof predicts (issue 24) and which must
+stay misses until memprof predicts them (then the entry goes)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,19 @@ ERAS: tuple[tuple[str, str, str | None], ...] = (
     ("0.11–0.14", "0.11.0", "0.15.0"), ("0.15–0.20", "0.15.0", "0.21.0"),
     ("0.21+", "0.21.0", None),
 )
+
+
+# rows whose logged start or failure memprof does not predict, with the cause their notes give;
+# the calibration set holds every qualifying published log whatever memprof predicts for it
+# (issue 24). Strict: a row memprof comes to predict must leave this table.
+VERDICT_MISSES: dict[int, str] = {
+    1102: "logged a start with 0.49 GiB of KV memory; memprof keeps 0.115 GiB more non-KV memory "
+          "on the RTX 3090 (the study's known sm86 gap) and predicts 7,008 < 8,192 tokens: the "
+          "same command failed four minutes later with 0.41 GiB (row 308)",
+    1103: "logged an OOM in the sampler warm-up after the KV cache was sized as memprof sizes it "
+          "(45,968 tokens): about 1.47 GiB of the card was held outside this process and the two "
+          "processes the OOM line lists, which no line of the log gives memprof",
+}
 
 
 def _published() -> ModuleType:
@@ -85,4 +100,12 @@ def test_era_distribution(era: str) -> None:
     print("\n" + "\n".join(lines))
     for r, o in zip(rows, outcomes, strict=True):
         if o.refused is None:
-            assert o.verdict is not None and o.verdict[0] == o.verdict[1], (r["id"], o.verdict)
+            assert o.verdict is not None, r["id"]
+            if r["id"] in VERDICT_MISSES:  # predicted now: the entry goes
+                assert o.verdict[0] != o.verdict[1], (r["id"], o.verdict)
+            else:
+                assert o.verdict[0] == o.verdict[1], (r["id"], o.verdict)
+
+
+def test_verdict_misses_are_rows() -> None:
+    assert set(VERDICT_MISSES) <= {r["id"] for r in PUB.ROWS}
