@@ -134,9 +134,6 @@ XFAIL: dict[int, str] = {
     1103: "the GPU total: the OOM line's 'GPU 0 has a total capacity of 23.54 GiB' shows the "
           "card's total, which explain rebuilds on; the row runs on the catalog's RTX-3090 "
           "(23.57 GiB: memprof_run.gpu), as the same study's rows 302-309 and 1102",
-    1104: "the GPU total: the log's 'Free memory on device (44.17/44.43 GiB)' shows 44.43 GiB, "
-          "which explain rebuilds on; the row runs on the catalog's A40 (44.52 GiB: "
-          "memprof_run.why), as row 310 of the same deployment",
 }
 
 
