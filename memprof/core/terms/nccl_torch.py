@@ -43,7 +43,7 @@ Audited for the releases whose calibration rows it moved (issue 24), at each row
   multi-node NVLink host), before any communicator; NCCL reads it once per process
   (``NCCL_PARAM(CuMemEnable, "CUMEM_ENABLE", -2)`` in src/misc/cudawrap.cc, cached by
   src/include/param.h, v2.21.5-1 and v2.26.2-1), PyNccl loads the ``libnccl.so.2`` torch already
-  holds (``find_nccl_library``), and torch 2.7.0 neither sets nor reads the variable (its
+  holds (``find_nccl_library``), and torch 2.7.0 and 2.7.1 neither set nor read it (their
   ``libtorch_cuda.so`` holds no such string), so torch's communicator runs the cuMem-off rows
   too (``memprof.core.terms.non_torch.NCCL_CUMEM``).
 - When it is made: 0.8.4, 0.9.2, 0.10.0, 0.10.1.1 and 0.17.1 call ``init_process_group`` with no
@@ -57,19 +57,19 @@ Audited for the releases whose calibration rows it moved (issue 24), at each row
   gpu_worker.py ``init_device``), and 0.8.x V1 charges all non-torch memory, so wherever it is
   made it lands in the budget (``memprof.core.terms.non_torch.NCCL_PLACEMENT``).
 - No sharing: PyNccl's communicator is made through ctypes with its own ``ncclUniqueId``
-  (device_communicators/pynccl.py), which ProcessGroupNCCL never sees, and torch 2.7.0's
+  (device_communicators/pynccl.py), which ProcessGroupNCCL never sees, and torch 2.7.x's
   ``new_group`` splits (``ncclCommSplit``) only from a default group bound to a device by
   ``init_process_group(device_id=...)`` (distributed_c10d.py ``_new_process_group_helper``:
   "only split when we *know* the default PG has already started communicator
   initialization"), which vLLM never passes: torch's communicator has its own buffers.
-- The logs bear this out: at 0.10.0 (row 506, TP 8, cuMem off) the ranks' available KV differs
+- The log of row 506 bears this out: at 0.10.0 (TP 8, cuMem off) the ranks' available KV differs
   by 96 MiB at rank 0 and 481 MiB at rank 7 from the six middle ranks (35.74 / 36.12 against
   35.65 GiB; 4,192 and 20,928 tokens × 24,064 B), which is twice the per-rank spread of one
   legacy-IPC communicator in ``GOLDEN`` and ``reports/gpu/nccl/nccl-matrix-4x-h100.json`` (48 MiB
   at the first rank, 240 MiB at the last): two cuMem-off communicators on the TP group, PyNccl's
-  and torch's; at 0.9.2 (row 32, TP 4) the 8.11 GiB the first worker prints against the
-  178,880 tokens of the pool (8.02 GiB at 48,128 B a token) leaves 89-99 MiB, the same
-  2 × 48 MiB (one communicator would leave 48).
+  and torch's (one would give 48 and 240; ``tests/test_nccl_torch_rank_spread.py``). Each
+  rank's tokens are its own available KV over the same 24,064 B a token, so the spread is the
+  ranks' own, not rounding.
 
 Not measured: world sizes past 4 take the 4-rank figure (``memprof.core.terms.nccl.measured_world``;
 row 506's per-rank spread at 8 ranks is the 4-rank one); NCCL older than 2.28.9 (the
