@@ -9,7 +9,14 @@ import json
 import re
 from pathlib import Path
 
+from memprof.base.units import MiB
+from memprof.core.gpus import find_gpu
 from memprof.core.terms.nccl import NCCL_ROWS
+from memprof.core.terms.nccl_nvls import (
+    RING_CHANNELS_NVLINK,
+    p2p_recv_bytes_per_channel,
+    p2p_send_bytes_per_channel,
+)
 from memprof.core.terms.nccl_torch import GOLDEN, TORCH_COMM_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +65,10 @@ def test_the_spread_is_two_legacy_ipc_communicators() -> None:
     init_4 = _matrix_init()
     assert max(init_4) == NCCL_ROWS[(True, False, 4)][0]
     assert (max(init_4) - init_4[0], max(init_4) - init_4[3]) == (torch_first, torch_last)
+    # per channel, a send (ncclSendMem, 2 MiB) and a receive connection (10 MiB) of the tree
+    h100 = find_gpu("H100")
+    assert torch_first == RING_CHANNELS_NVLINK * p2p_send_bytes_per_channel(h100)
+    assert torch_last == RING_CHANNELS_NVLINK * p2p_recv_bytes_per_channel(h100)
     # the log: rank 0 and rank 7 hold twice that more KV than the middle ranks, to a block
     assert abs((first - middle) * per - 2 * torch_first) < BLOCK * per
     assert abs((last - middle) * per - 2 * torch_last) < BLOCK * per
@@ -71,3 +82,22 @@ def _matrix_init() -> list[int]:
     key = "ncclCommInitRank (init_process_group, device_id)"
     return [int(r["non_torch_growth_bytes"][key]) for r in sorted(run["ranks"],
                                                                     key=lambda r: r["rank"])]
+
+
+def test_what_grows_from_2_to_4_ranks_is_the_trees_own_connections() -> None:
+    # cuMem off: NCCL connects rings, then trees, at init, and a tree connection to a peer the
+    # ring already connected on that channel is skipped (src/transport.cc
+    # ncclTransportP2pConnect, v2.21.5-1 / v2.26.2-1 / v2.28.9-1). At 2 ranks every tree peer
+    # is a ring peer; on one node of 4 the tree is a chain 0-1-2-3 beside the ring 0-1-2-3-0,
+    # so per channel rank 0 gains a receive connection (from 1), ranks 1 and 2 a receive and a
+    # send, rank 3 a send (to 2): 10 MiB and 2 MiB on sm90 (p2p.cc), over the 24 ring channels.
+    h100 = find_gpu("H100")
+    recv, send = p2p_recv_bytes_per_channel(h100), p2p_send_bytes_per_channel(h100)
+    assert (recv, send) == (10 * MiB, 2 * MiB)
+    new_edges = [(1, 0), (1, 1), (1, 1), (0, 1)]  # (receive, send) per rank and channel
+    want = [RING_CHANNELS_NVLINK * (r * recv + s * send) for r, s in new_edges]
+    two = NCCL_ROWS[(True, False, 2)][0]
+    assert [i - two for i in _matrix_init()] == want
+    # torch's second communicator: the same spread between its ranks
+    second = [_golden_second(r) for r in range(4)]
+    assert [max(second) - g for g in second] == [max(want) - w for w in want]

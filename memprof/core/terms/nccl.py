@@ -9,8 +9,9 @@ What the goldens show (``reports/gpu/nccl/README.md``):
 - init and the first all_reduce do not grow from 2 to 4 ranks over P2P with cuMem on, nor over SHM
   (``nccl-matrix-4x-h100.json`` against ``nccl-matrix-2x-h100.json``, configurations
   ``p2p-cumem-on``, ``shm-cumem-on``, ``shm-cumem-off``); legacy IPC (cuMem off) init grows and
-  differs by ring position at 4 ranks (962 / 1,010 / 1,010 / 770 MiB): memprof reports the
-  largest rank;
+  differs by position at 4 ranks (962 / 1,010 / 1,010 / 770 MiB: the tree's connections to
+  peers that are not ring peers, ``memprof.core.terms.nccl_torch``'s docstring): memprof
+  reports the largest rank;
 - the first point-to-point op over NVLink P2P is 62 MiB + peers × p2p channels × 12 MiB, which
   holds for every P2P configuration at the default buffer size in both matrices (446 / 1,214 MiB
   at 32 channels, 158 / 350 MiB at ``NCCL_MAX_P2P_NCHANNELS=8``, 86 / 134 MiB at

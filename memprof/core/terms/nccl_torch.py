@@ -71,6 +71,20 @@ Audited for the releases whose calibration rows it moved (issue 24), at each row
   rank's tokens are its own available KV over the same 24,064 B a token, so the spread is the
   ranks' own, not rounding.
 
+What grows from 2 to 4 ranks with cuMem off (546 → 784 / 832 / 832 / 592 MiB here, 722 → 962 /
+1,010 / 1,010 / 770 MiB for a first communicator's init): the tree's own connections. NCCL
+connects rings, then trees, at init when cuMem is off, and skips a tree connection to a peer
+the ring already connected on that channel (src/transport.cc ``ncclTransportP2pConnect``,
+src/init.cc / src/transport/generic.cc, the same at v2.21.5-1, v2.26.2-1 and v2.28.9-1). At 2
+ranks every tree peer is a ring peer; on one node of 4 the tree is a chain beside the ring, so
+per channel the first rank gains a receive connection (10 MiB on sm90: LL + LL128 + SIMPLE +
+``ncclRecvMem``, 2 MiB aligned, p2p.cc), the middle ranks a receive and a send (``ncclSendMem``,
+2 MiB), the last a send: 24 channels × (10, 12, 12, 2) MiB = 240 / 288 / 288 / 48 MiB
+(``tests/test_nccl_torch_rank_spread.py``). With cuMem on NCCL connects at run time only what
+the first collective needs, hence no growth. The part exists at 2.21.5 and 2.26.2 (same code,
+same buffer sizes), and row 506's spread at 8 ranks on 2.26.2 is exactly two such chains on 24
+channels; a longer chain gives its middle ranks no more, so 8 ranks take the 4-rank figure.
+
 Not measured: world sizes past 4 take the 4-rank figure (``memprof.core.terms.nccl.measured_world``;
 row 506's per-rank spread at 8 ranks is the 4-rank one); NCCL older than 2.28.9 (the
 ``memprof.core.terms.nccl`` docstring: the same buffers and connection schedule at cuMem off);
