@@ -131,11 +131,13 @@ def test_rocm_keeps_it_after_0_26() -> None:
     assert len(got) == 1 and got[0][0] > 0
 
 
-def test_without_peer_access_the_first_row_less_the_pool_stands() -> None:
+def test_without_peer_access_the_shm_golden_row_stands() -> None:
+    # reports/gpu/nccl-torch-gather/torch-gather-shm-4x-h100.json w2-cumem1-second (cuMem on
+    # from 0.10.2): 30 MiB, not the first communicator's SHM row less the pool (320 MiB)
     e = _est("0.20.0", no_gpu_peer_access=True)
     comp = [c for c in e.ranks[0].components if c.name.startswith(NAME)]
-    assert comp[0].bytes == 213_909_504 + 195_035_136 - TORCH_STREAM_POOL_BYTES
-    assert "measured over NVLink P2P only" in comp[0].formula
+    assert comp[0].bytes == 31_457_280
+    assert "torch-gather-shm-4x-h100.json w2-cumem1-second" in comp[0].formula
 
 
 def test_the_budget_pays_it(monkeypatch: pytest.MonkeyPatch) -> None:

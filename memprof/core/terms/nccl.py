@@ -9,8 +9,9 @@ What the goldens show (``reports/gpu/nccl/README.md``):
 - init and the first all_reduce do not grow from 2 to 4 ranks over P2P with cuMem on, nor over SHM
   (``nccl-matrix-4x-h100.json`` against ``nccl-matrix-2x-h100.json``, configurations
   ``p2p-cumem-on``, ``shm-cumem-on``, ``shm-cumem-off``); legacy IPC (cuMem off) init grows and
-  differs by ring position at 4 ranks (962 / 1,010 / 1,010 / 770 MiB): memprof reports the
-  largest rank;
+  differs by position at 4 ranks (962 / 1,010 / 1,010 / 770 MiB: the tree's connections to
+  peers that are not ring peers, ``memprof.core.terms.nccl_torch``'s docstring): memprof
+  reports the largest rank;
 - the first point-to-point op over NVLink P2P is 62 MiB + peers × p2p channels × 12 MiB, which
   holds for every P2P configuration at the default buffer size in both matrices (446 / 1,214 MiB
   at 32 channels, 158 / 350 MiB at ``NCCL_MAX_P2P_NCHANNELS=8``, 86 / 134 MiB at
@@ -165,7 +166,10 @@ EP_PYNCCL: tuple[Rule, ...] = (
 # lazily at its first all_gather (reports/gpu/nccl-torch-gather/torch-gather-4x-h100.json, mode
 # "second"; init and first collective in one step, so the figure stands as init; with cuMem on
 # that file's figures equal the rows above to the byte): 2 ranks, and the largest of 4 ranks.
-# Other transports: not measured, the first communicator's row stands.
+# Over host shared memory (no peer access) the same recorder with NCCL_P2P_DISABLE=1
+# (reports/gpu/nccl-torch-gather/torch-gather-shm-4x-h100.json, mode "second", every rank
+# alike): 8-30 MiB, NCCL's SHM buffers being host memory. Sockets (across nodes): not measured,
+# the first communicator's row stands.
 SECOND_COMM_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
     (True, True, 2): (207_618_048, 301_989_888, "ranks/ep-group-2x-h100.json pynccl, 2 ranks"),
     (True, True, 4): (205_520_896, 301_989_888,
@@ -174,6 +178,14 @@ SECOND_COMM_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
                        "w2-cumem0-second"),
     (True, False, 4): (872_415_232, 0, "nccl-torch-gather/torch-gather-4x-h100.json "
                        "w4-cumem0-second, the largest rank (1 and 2; rank 3: 620,756,992 B)"),
+    (False, True, 2): (31_457_280, 0, "nccl-torch-gather/torch-gather-shm-4x-h100.json "
+                       "w2-cumem1-second"),
+    (False, True, 4): (29_360_128, 0, "nccl-torch-gather/torch-gather-shm-4x-h100.json "
+                       "w4-cumem1-second"),
+    (False, False, 2): (10_485_760, 0, "nccl-torch-gather/torch-gather-shm-4x-h100.json "
+                        "w2-cumem0-second"),
+    (False, False, 4): (8_388_608, 0, "nccl-torch-gather/torch-gather-shm-4x-h100.json "
+                        "w4-cumem0-second"),
 }
 
 
@@ -209,8 +221,9 @@ def second_comm_row(peer_access: bool, cumem: bool, size: int) -> NcclRow | None
     init, first, src = got
     how = (f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at its warm-up all_reduce"
            if first else f"{fmt_bytes(init)} ncclCommInitRank with its first collective")
+    transport = "peer-to-peer" if peer_access else "over host shared memory"
     return NcclRow(init, first, 0, f"{how}: a second communicator on GPUs that hold one, "
-                   f"peer-to-peer, {'cuMem on' if cumem else 'NCCL_CUMEM_ENABLE=0'} "
+                   f"{transport}, {'cuMem on' if cumem else 'NCCL_CUMEM_ENABLE=0'} "
                    f"(reports/gpu/{src}){note}")
 
 
