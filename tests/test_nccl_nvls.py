@@ -76,13 +76,14 @@ def test_nccl_version_by_release() -> None:
 
 def test_v0_tp8_on_h200_charges_both_communicators() -> None:
     # 0.7.3 (V0, NCCL 2.21.5, NCCL_CUMEM_ENABLE=0): PyNccl's TP communicator and torch's (the
-    # logits gather) each set NVLS up; torch's adds its init less the stream pool and the
-    # driver's receive connections from 7 peers × 32 channels × 10 MiB + 62 MiB
+    # logits gather) each set NVLS up; torch's adds a second communicator's measured init (the
+    # 4-rank cuMem-off row of reports/gpu/nccl-torch-gather, 872,415,232 B: nccl.second_comm_row)
+    # and the driver's receive connections from 7 peers × 32 channels × 10 MiB + 62 MiB
     got = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3")
     assert got["NCCL NVLS buffers (TP, 8 ranks)"] == 1152 * MiB
     assert got["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1152 * MiB
     torch_comm = got["NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"]
-    assert torch_comm == 1_059_061_760 - 73_400_320 + 62 * MiB + 7 * 32 * 10 * MiB
+    assert torch_comm == 872_415_232 + 62 * MiB + 7 * 32 * 10 * MiB
     # V1 (0.8.0 default): PyNccl's NVLS stays (cuMem off, 2.21.5), and torch's TP communicator
     # of the logits all-gather (memprof.core.terms.nccl_torch: the 4-rank cuMem-off row of
     # reports/gpu/nccl-torch-gather) sets up its own NVLS buffers at init the same way
@@ -111,7 +112,7 @@ def test_v0_gather_sender_ranks_hold_send_connections_only() -> None:
     e = estimate("llama-3.1-8b", Deployment(tp=8, engine_version="0.7.3"), gpu_name="H200")
     name = "NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"
     by_rank = {r.coord.tp_rank: {c.name: c.bytes for c in r.components} for r in e.ranks}
-    init = 1_059_061_760 - 73_400_320
+    init = 872_415_232  # a second communicator's measured init (nccl.second_comm_row)
     assert by_rank[0][name] == init + 62 * MiB + 7 * 32 * 10 * MiB
     sender = next(t for t in by_rank if t != 0)
     assert by_rank[sender][name] == init + 62 * MiB + 32 * 2 * MiB

@@ -32,9 +32,10 @@ SHM_CUMEM_OFF = 195_035_136 + 195_035_136 - POOL  # 2× H100, NCCL_P2P_DISABLE=1
 # access (memprof.core.terms.custom_allreduce: meta 10 + IPC buffer 8 + rank_data 8 MiB)
 CUSTOM_AR = 26 * MiB
 # V0's second TP communicator, torch's, made by the profile run's logits gather on the driver
-# rank (memprof.core.terms.nccl_nvls.TORCH_TP_GATHER): the cuMem-off init less torch's stream
-# pool (757,071,872 − 73,400,320) + 62 MiB + 1 peer × 32 channels × 10 MiB receive buffers
-TORCH_GATHER_TP2 = 757_071_872 - 73_400_320 + 62 * MiB + 32 * 10 * MiB
+# rank (memprof.core.terms.nccl_nvls.TORCH_TP_GATHER): a second communicator's measured cuMem-off
+# init at 2 ranks (reports/gpu/nccl-torch-gather w2-cumem0-second, 572,522,496 B) + 62 MiB + 1
+# peer × 32 channels × 10 MiB receive buffers
+TORCH_GATHER_TP2 = 572_522_496 + 62 * MiB + 32 * 10 * MiB
 # V1's torch TP communicator, made by the logits all-gather up to 0.25.x on CUDA, in the budget
 # (memprof.core.terms.nccl_torch: reports/gpu/nccl-torch-gather, 2 ranks, after another
 # communicator; over SHM the first row less the stream pool)

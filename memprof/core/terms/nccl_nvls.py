@@ -73,6 +73,7 @@ from memprof.core.terms.nccl import (
     P2P_FIRST_BASE_BYTES,
     TORCH_STREAM_POOL_BYTES,
     nccl_row,
+    second_comm_row,
 )
 from memprof.core.terms.nccl_torch import torch_tp_comm_v1
 from memprof.core.terms.non_torch import nccl_cumem, nccl_groups, nccl_placement
@@ -233,9 +234,12 @@ def p2p_send_bytes_per_channel(gpu: GPU) -> int:
 
 def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
     """vLLM V0's second TP communicator (``TORCH_TP_GATHER``) on a rank of the last PP stage
-    (the others return their hidden states before the logits): the NCCL init row of its
-    transport and world size without torch's stream pool (the first communicator holds it),
-    and the gather's connections: on the driver (TP rank 0, the root) a receive connection from
+    (the others return their hidden states before the logits): a second communicator's init
+    by transport, cuMem and world size (``memprof.core.terms.nccl.second_comm_row``: torch's
+    lazily made communicator after another, measured with cuMem off over P2P and SHM, 290-294
+    MiB below a first one's, whose per-process share and stream pool the PyNccl communicator
+    holds; the first communicator's row less the stream pool where none was measured), and the
+    gather's connections: on the driver (TP rank 0, the root) a receive connection from
     each of the other ``tp - 1`` ranks per p2p channel, on the others a send connection to the
     root (``ncclSendMem``, one 2 MiB page per channel: SIMPLE stays with the receiver without
     P2P read; with it, 4 MiB more)."""
@@ -245,8 +249,15 @@ def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
     if spread(dep, "TP") != "one node" or coord.pp_stage != dep.pp - 1:
         return None
     cumem = nccl_cumem(dep)
-    row = nccl_row(gpu.peer_access, cumem, dep.tp, 0)
-    init = row.init - TORCH_STREAM_POOL_BYTES
+    second = second_comm_row(gpu.peer_access, cumem, dep.tp)
+    if second is not None:
+        init = second.init
+        made = f"a second communicator's ncclCommInitRank, {second.basis}"
+    else:
+        row = nccl_row(gpu.peer_access, cumem, dep.tp, 0)
+        init = row.init - TORCH_STREAM_POOL_BYTES
+        made = ("ncclCommInitRank (the first communicator's row less torch's stream pool: "
+                f"{row.basis.split(': ', 1)[-1]})")
     root = coord.tp_rank == 0
     peers = dep.tp - 1 if root else 1
     if gpu.peer_access:
@@ -262,9 +273,8 @@ def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
     return Component(
         name=f"NCCL TP communicator of torch's ProcessGroupNCCL ({dep.tp} ranks, logits gather)",
         category="non_torch", bytes=init + conns, where="budget", profiled=True,
-        formula=f"{fmt_bytes(init)} ncclCommInitRank (the first communicator's row less torch's "
-        f"stream pool: {row.basis.split(': ', 1)[-1]}) + {fmt_bytes(conns)} at {who} "
-        f"first gather, {how} [derived from NCCL's source, not measured at {dep.tp} ranks]")
+        formula=f"{fmt_bytes(init)} {made} + {fmt_bytes(conns)} at {who} first gather, {how} "
+        f"[the gather's connections derived from NCCL's source, not measured at {dep.tp} ranks]")
 
 
 def nccl_nvls_terms(ctx: TermContext) -> list[Component]:
