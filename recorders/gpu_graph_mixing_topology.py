@@ -31,10 +31,13 @@ one private pool per case:
 - ``inline`` / ``leaf``: ``wait`` and, per collective, the external event-record node, placed as
   above.
 
-Per case the ``mem_get_info`` delta, the ``memory_reserved`` delta (0: the kernels work in place on
-a tensor made before) and their difference, the driver's part; and the node types of one graph
-of the case, read from the kept CUDA graph (``cudaGraphGetNodes`` / ``cudaGraphNodeGetType``), so
-that the file shows which nodes each case built. Run on the GPU machine from the repository root::
+Each case runs in a fresh process (the driver keeps the memory of a process's destroyed graphs
+for its later graphs, so cases that share a process read each other's leftovers:
+reports/gpu/graph-mixing-topology/README.md). Per case the ``mem_get_info`` delta, the
+``memory_reserved`` delta (0: the kernels work in place on a tensor made before) and their
+difference, the driver's part; and the node types of one graph of the case, read from the kept
+CUDA graph (``cudaGraphGetNodes`` / ``cudaGraphNodeGetType``), so that the file shows which
+nodes each case built. Run on the GPU machine from the repository root::
 
     PYTHONPATH=. python recorders/gpu_graph_mixing_topology.py --out $OUT
 
@@ -191,19 +194,27 @@ def _env() -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--graphs", type=int, default=GRAPHS)
+    ap.add_argument("--one", nargs=2, metavar=("CASE", "K"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:  # a child: one case, its record on stdout
+        print(json.dumps(one(Rig(), args.one[0], int(args.one[1]), args.graphs)), flush=True)
+        return 0
+    if args.out is None:
+        ap.error("--out is required")
     args.out.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"about": __doc__, "machine": _env(), "runs": []}
     path = args.out / "graph-mixing-topology.json"
-    rig = Rig()
     for k in KS:
         for case in CASES:
-            try:
-                run = one(rig, case, k, args.graphs)
-            except Exception as exc:  # keep the other cases' figures
-                run = {"case": case, "k": k, "error": f"{type(exc).__name__}: {exc}"}
+            proc = subprocess.run([sys.executable, __file__, "--one", case, str(k),
+                                   "--graphs", str(args.graphs)],
+                                  capture_output=True, text=True, timeout=120)
+            lines = proc.stdout.strip().splitlines()
+            run: dict[str, Any] = (json.loads(lines[-1]) if proc.returncode == 0 and lines
+                                   else {"case": case, "k": k, "returncode": proc.returncode,
+                                         "error": proc.stderr[-2000:]})
             doc["runs"].append(run)
             print(json.dumps(run), flush=True)
             path.write_text(json.dumps(doc, indent=1))
