@@ -76,6 +76,9 @@ from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.cudagraph import (
     DRIVER_STACK,
+    FP8_BLOCK_PAD_SM90,
+    MOE_EP_EXPERT_MAP,
+    MOE_ROUTER_CAST,
     cudagraph_model,
     driver_stack_note,
     graph_driver_first,
@@ -150,9 +153,13 @@ CAPTURE_STREAM: tuple[Rule, ...] = (
 )
 
 # with the driver stack the graph executables are costed at (``cudagraph.DRIVER_STACK``), which
-# moves the logged figure most: listed here so that ``memprof versions`` shows it
+# moves the logged figure most, and the kernel-node counts read per release
+# (``cudagraph.FP8_BLOCK_PAD_SM90``, ``MOE_ROUTER_CAST``, ``MOE_EP_EXPERT_MAP``): listed here so
+# that ``memprof versions`` shows them
 GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
-                                                  CAPTURE_STREAM, DRIVER_STACK)
+                                                  CAPTURE_STREAM, DRIVER_STACK,
+                                                  FP8_BLOCK_PAD_SM90, MOE_ROUTER_CAST,
+                                                  MOE_EP_EXPERT_MAP)
 
 
 @dataclass(frozen=True, slots=True)
