@@ -63,6 +63,24 @@ graph-collectives-2x-h100.json and graph-collectives-scaling-2x-h100.json). So
 ``GRAPH_DRIVER_PER_NCCL_NODE`` + ``GRAPH_DRIVER_NCCL_MIXING`` apply to both transports, and the
 published no-P2P rows' misses (the same 7B Qwen2 shape logged 2.13 GiB under vLLM 0.8.4 on
 RTX 3090s and 0.65 GiB under 0.10.1.1 on A100s, memprof 0.99 GiB for both) lie elsewhere.
+
+Inductor is not in the window either, read at 0.8.4: the general-shape graph is compiled,
+autotuned and its Triton kernels loaded at the profile run's first forward
+(v1/worker/gpu_model_runner.py ``profile_run`` -> ``_dummy_run(max_num_tokens)``;
+compilation/backends.py ``PiecewiseBackend.__call__`` runs ``compiled_graph_for_general_shape``
+on its first call), and v1/worker/gpu_worker.py ``compile_or_warm_up_model`` compiles no capture
+size before ``capture_model`` unless ``compile_sizes`` lists it (``need_to_compile``; the logs'
+config lines print ``compile_sizes`` []). What is left of the 0.8.4 RTX 3090 logs is the driver's
+part of the figure: for the same 1,943 graphs of the same Qwen2-7B shape it is 3.9x (TP1) and
+3.6x (TP2) that of the 0.10.1.1 A100 logs, which memprof meets within 4% at TP1 (rows 311-313
+against 521-524 in tests/data/published.json), the factor vLLM issue #5517 records between CUDA
+12.2/12.3 and 12.4 drivers for the same graphs (3.81 against 1.14 GiB); the logs print no driver,
+so it is not modelled. Per captured PyNccl all-reduce both pairs of logs leave about a third of
+their own per-graph cost (0.31x and 0.37x), where memprof's R580 / NCCL 2.28.9 cost is 1.16x
+R580's per-graph cost; NCCL 2.26.2-2.27.3 put the graph-mixing event-record node as a leaf and
+2.21.5 / 2.27.5+ in line (src/misc/strongstream.cc), which does not separate the two logs, and
+reports/gpu/graph-mixing-topology did not measure the placements apart. So the A100 TP2 rows'
+over-prediction is left [not modelled: no NCCL-node cost measured under a pre-R580 driver].
 """
 
 from __future__ import annotations
@@ -76,6 +94,9 @@ from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.cudagraph import (
     DRIVER_STACK,
+    FP8_BLOCK_PAD_SM90,
+    MOE_EP_EXPERT_MAP,
+    MOE_ROUTER_CAST,
     cudagraph_model,
     driver_stack_note,
     graph_driver_first,
@@ -150,9 +171,13 @@ CAPTURE_STREAM: tuple[Rule, ...] = (
 )
 
 # with the driver stack the graph executables are costed at (``cudagraph.DRIVER_STACK``), which
-# moves the logged figure most: listed here so that ``memprof versions`` shows it
+# moves the logged figure most, and the kernel-node counts read per release
+# (``cudagraph.FP8_BLOCK_PAD_SM90``, ``MOE_ROUTER_CAST``, ``MOE_EP_EXPERT_MAP``): listed here so
+# that ``memprof versions`` shows them
 GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
-                                                  CAPTURE_STREAM, DRIVER_STACK)
+                                                  CAPTURE_STREAM, DRIVER_STACK,
+                                                  FP8_BLOCK_PAD_SM90, MOE_ROUTER_CAST,
+                                                  MOE_EP_EXPERT_MAP)
 
 
 @dataclass(frozen=True, slots=True)

@@ -345,7 +345,36 @@ GRAPH_NODES_ATTENTION_KERNELS = 2
 # experts, csrc/moe/moe_align_sum_kernels.cu; one below [approximation: the one-kernel path
 # also needs fewer than 1,024 routed rows]), the activation and ``moe_sum``; a shared expert
 # adds its gate_up and down GEMMs, its SiLU-and-mul and the scale-and-add of the two outputs.
+# The fused MoE runs eagerly inside the graphs (a custom op, ``torch.ops.vllm.moe_forward``,
+# 0.10.0 / 0.11.0 fused_moe/layer.py), so Inductor fuses none of these kernels.
 MOE_ROUTING_NODES = {"softmax": 1, "noaux_tc": 5}
+# vLLM's softmax routing cast the router's logits to fp32 before ``topk_softmax`` up to 0.11.0
+# (``gating_output.float()`` in fused_moe.py ``fused_topk``): one kernel more where the logits
+# are in the model's 16-bit dtype. From 0.11.1 ``topk_softmax`` takes them as they are.
+MOE_ROUTER_CAST: tuple[Rule, ...] = (
+    Rule(name="cudagraph_moe_router_cast", changes="CUDA graphs: kernel nodes of a fused MoE",
+         since=None, until="0.11.1", value=1, introduced_by="before 0.7.1",
+         removed_by="topk_softmax on the 16-bit logits (first released in 0.11.1)",
+         source="0.8.4 / 0.10.0 / 0.11.0 model_executor/layers/fused_moe/fused_moe.py "
+         "fused_topk: gating_output_float = gating_output.float() before topk_softmax",
+         applies_to="all"),
+    Rule(name="cudagraph_moe_router_cast", changes="CUDA graphs: kernel nodes of a fused MoE",
+         since="0.11.1", until=None, value=0,
+         introduced_by="topk_softmax on the 16-bit logits (first released in 0.11.1)",
+         source="0.11.1 / 0.12.0 / 0.14.0 fused_moe.py fused_topk and 0.33.0 fused_moe/router/"
+         "fused_topk_router.py fused_topk: gating_output passed to the top-k kernel uncast",
+         applies_to="all"),
+)
+# With expert parallelism the Triton path maps the aligned blocks' global expert ids to the
+# rank's local ones (``expert_ids = expert_map[expert_ids]`` in ``moe_align_block_size``,
+# 0.8.4 / 0.10.0 / 0.11.0 / 0.33.0 fused_moe/moe_align_block_size.py): one index kernel more.
+MOE_EP_EXPERT_MAP: tuple[Rule, ...] = (
+    Rule(name="cudagraph_moe_ep_expert_map", changes="CUDA graphs: kernel nodes of a fused MoE",
+         since=None, until=None, value=1, introduced_by="before 0.7.1",
+         source="0.8.4 / 0.10.0 / 0.11.0 / 0.33.0 model_executor/layers/fused_moe/"
+         "moe_align_block_size.py moe_align_block_size: expert_ids = expert_map[expert_ids] "
+         "where an expert map is given (expert parallelism)", applies_to="all"),
+)
 # fp8 block-quantised linears (vLLM 0.11.0 model_executor/layers/quantization/utils/fp8_utils.py
 # ``apply_w8a8_block_fp8_linear``, a custom op, CUTLASS path; DeepGEMM is not in vLLM's wheel):
 # ``per_token_group_fp8_quant`` of the input before the GEMM, and on SM90 the ``F.pad`` of the
@@ -354,6 +383,27 @@ MOE_ROUTING_NODES = {"softmax": 1, "noaux_tc": 5}
 # each, ``moe_kernel_quantize_input``).
 FP8_BLOCK_QUANT_NODES = 1
 FP8_BLOCK_PAD_NODES_SM90 = 2
+# The SM90 pad by release: vLLM pads the rows only from 0.10.2, when the blockwise GEMM became
+# CUTLASS's own (its M must be a multiple of 4); before, the linear is the quantisation and the
+# GEMM. ``num_pad = 4 - rows % 4`` is never 0, so from 0.10.2 every call pads.
+FP8_BLOCK_PAD_SM90: tuple[Rule, ...] = (
+    Rule(name="cudagraph_fp8_block_pad_sm90",
+         changes="CUDA graphs: kernel nodes of an fp8 block linear on SM90",
+         since=None, until="0.10.2", value=0, introduced_by="before 0.7.1",
+         removed_by="F.pad of the rows to a multiple of 4 on SM90 (first released in 0.10.2)",
+         source="0.8.4 / 0.10.0 / 0.10.1.1 model_executor/layers/quantization/utils/"
+         "fp8_utils.py apply_w8a8_block_fp8_linear: per_token_group_quant_fp8 and the GEMM, "
+         "no padding (0.10.0 / 0.10.1.1: 'TODO: update this after switching to public sm90 "
+         "block scale gemm')", applies_to="fp8_block"),
+    Rule(name="cudagraph_fp8_block_pad_sm90",
+         changes="CUDA graphs: kernel nodes of an fp8 block linear on SM90",
+         since="0.10.2", until=None, value=FP8_BLOCK_PAD_NODES_SM90,
+         introduced_by="F.pad of the rows to a multiple of 4 on SM90 (first released in 0.10.2)",
+         source="0.10.2 / 0.11.0 fp8_utils.py apply_w8a8_block_fp8_linear: on capability 90 "
+         "torch.nn.functional.pad(input_2d, (0, 0, 0, num_pad)) with num_pad = 4 - rows % 4 "
+         "('cutlass blockwise gemm limitation for hopper'), then per_token_group_quant_fp8",
+         applies_to="fp8_block"),
+)
 
 
 def fp8_block_linears(ctx: TermContext) -> bool:
@@ -369,16 +419,26 @@ def linear_extra_nodes(ctx: TermContext) -> int:
     the model dtype."""
     if not fp8_block_linears(ctx):
         return 0
-    return FP8_BLOCK_QUANT_NODES + (FP8_BLOCK_PAD_NODES_SM90 if ctx.gpu.arch.startswith("sm90")
-                                    else 0)
+    pad = 0
+    if ctx.gpu.arch.startswith("sm90"):
+        dep = ctx.dep  # an engine whose releases memprof does not read keeps the newest count
+        pad = int(str(value_at(FP8_BLOCK_PAD_SM90, dep.engine_version, FP8_BLOCK_PAD_NODES_SM90)
+                      if engine_of(dep).graph_estimate_by_release else FP8_BLOCK_PAD_NODES_SM90))
+    return FP8_BLOCK_QUANT_NODES + pad
 
 
 def moe_nodes(ctx: TermContext, mlp: MLP, extra: int | None = None) -> tuple[int, int]:
     """(GEMMs, other kernels) of one fused-MoE layer in a decode graph (``MOE_ROUTING_NODES``
     and the comment above it), fp8 block quantisation's kernels included (``extra``: the
     rank's ``linear_extra_nodes``, where the caller has it)."""
-    route = MOE_ROUTING_NODES["noaux_tc" if mlp.e_score_correction_bias else "softmax"]
+    dep = ctx.dep
+    noaux = bool(mlp.e_score_correction_bias)
+    route = MOE_ROUTING_NODES["noaux_tc" if noaux else "softmax"]
+    if not noaux:
+        route += int(str(value_at(MOE_ROUTER_CAST, dep.engine_version, 0, engine=dep.engine)))
     align = 2 if mlp.num_experts > 64 else 1
+    if dep.enable_expert_parallel and dep.ep_size > 1:
+        align += int(str(value_at(MOE_EP_EXPERT_MAP, dep.engine_version, 0, engine=dep.engine)))
     gemm, other = 3, 1 + route + align + 2
     if extra is None:
         extra = linear_extra_nodes(ctx)
