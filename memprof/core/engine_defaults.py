@@ -19,6 +19,7 @@ from memprof.core.engines.vllm import (
     GPU_MEMORY_UTILIZATION,
     V0_CHUNKED_PREFILL_ABOVE,
     V0_CHUNKED_PREFILL_OFF,
+    V0_MULTIMODAL_MIN,
     batch_defaults,
     default_utilization,
 )
@@ -27,7 +28,8 @@ from memprof.core.models import ModelSpec
 from memprof.core.versions import resolve_version
 
 __all__ = ["BATCH_DEFAULTS", "BATCH_DEFAULT_BOUNDS", "GPU_MEMORY_UTILIZATION",
-           "V0_CHUNKED_PREFILL_ABOVE", "V0_CHUNKED_PREFILL_OFF", "batch_defaults",
+           "V0_CHUNKED_PREFILL_ABOVE", "V0_CHUNKED_PREFILL_OFF", "V0_MULTIMODAL_MIN",
+           "batch_defaults",
            "default_utilization", "model_facts", "resolve", "sglang_defaults"]
 
 def model_facts(spec: ModelSpec) -> frozenset[str]:

@@ -254,6 +254,20 @@ V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
 # least this (0.7.3 / 0.8.0 config.py _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS; 0.10.2
 # utils/__init__.py MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS = 5120)
 V0_MULTIMODAL_MIN_TOKENS = 5120
+V0_MULTIMODAL_MIN: tuple[Rule, ...] = (
+    Rule(name="v0_multimodal_min_tokens", changes="max_num_batched_tokens default: "
+         "multimodal floor", since="0.6.0", until="0.6.3", value=4096,
+         introduced_by="before 0.6.0", removed_by="5120 (first released in 0.6.3)",
+         source="0.6.0, 0.6.1.post2 and 0.6.2 config.py _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS "
+         "= 4096, read by SchedulerConfig.__init__", applies_to="multimodal",
+         generation="v0"),
+    Rule(name="v0_multimodal_min_tokens", changes="max_num_batched_tokens default: "
+         "multimodal floor", since="0.6.3", until="0.11.0", value=V0_MULTIMODAL_MIN_TOKENS,
+         introduced_by="5120 (first released in 0.6.3)", removed_by="V0 engine removed (0.11.0)",
+         source="0.6.3, 0.6.4.post1, 0.6.6.post1, 0.7.3 and 0.8.0 config.py "
+         "_MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS = 5120; 0.10.2 utils/__init__.py "
+         "MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS", applies_to="multimodal", generation="v0"),
+)
 
 # ``--block-size`` values vLLM's CLI takes (argparse choices from ``CacheConfig.block_size``'s
 # type): 0.7.x engine/arg_utils.py ``choices=[8, 16, 32, 64, 128]``; from 0.8.0
@@ -442,7 +456,8 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
                    and not any(f in off for f in facts))  # type: ignore[operator]
         tokens = _v0_batched_tokens(max_model_len, chunked, V0_CHUNKED_TOKENS[str(scheme)])
         if "multimodal" in model_facts:
-            tokens = max(tokens, V0_MULTIMODAL_MIN_TOKENS)
+            floor = value_at(V0_MULTIMODAL_MIN, version, V0_MULTIMODAL_MIN_TOKENS)
+            tokens = max(tokens, int(floor))  # type: ignore[call-overload]
         return BatchDefault(tokens, 256)
     name = device_name(gpu)
     low = name.lower()
