@@ -4,6 +4,9 @@ named in each test)."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from memprof.base.errors import BadInput
@@ -182,3 +185,37 @@ def test_versions_lists_each_change(capsys: pytest.CaptureFixture[str]) -> None:
                 "--to", "0.6.5"]) == 0
     out = capsys.readouterr().out
     assert "CUDA context" in out and "refused" not in out
+
+
+def test_the_model_registry_of_each_0_6_release() -> None:
+    """configs/vllm_architectures.json (tools/vllm_architectures.py on each wheel): Llama is in
+    every 0.6.x registry, DeepSeek-V3 from 0.6.6 (models/registry.py), Qwen3 in none; releases
+    whose registry memprof has not read are not checked."""
+    from memprof.core.engines.vllm_registry import check_registered, registered
+
+    for v in V06:
+        got = registered(v)
+        assert got is not None and "LlamaForCausalLM" in got, v
+    assert registered("0.7.1") is None
+    check_registered("0.7.1", "Qwen3ForCausalLM", "qwen3-32b")  # not read: not refused
+    with pytest.raises(BadInput) as exc:
+        check_registered("0.6.5", "DeepseekV3ForCausalLM", "deepseek-v3")
+    assert exc.value.hint == "use --engine-version 0.6.6 or later"
+    assert run(["estimate", "-m", "qwen3-32b", "--gpu", "H100", "--engine-version",
+                "0.6.6.post1"]) == 2
+
+
+def test_the_registry_tool_reads_dict_literals(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "vllm_architectures", Path(__file__).parents[1] / "tools" / "vllm_architectures.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    root = tmp_path / "0.6.9" / "vllm" / "model_executor" / "models"
+    root.mkdir(parents=True)
+    (root / "registry.py").write_text(
+        '_TEXT_GENERATION_MODELS = {"LlamaForCausalLM": ("llama", "X"), **_OTHER}\n'
+        '_MULTIMODAL_MODELS: dict = {"LlavaForConditionalGeneration": ("llava", "Y")}\n'
+        '_ROCM_PARTIALLY_SUPPORTED_MODELS = {"Qwen2ForCausalLM": "note"}\n', encoding="utf-8")
+    assert tool.architectures(tool.registry_file(root.parents[2])) == [
+        "LlamaForCausalLM", "LlavaForConditionalGeneration"]

@@ -55,6 +55,7 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
                        hint="pass --max-model-len (SGLang: --context-length), e.g. 32768")
     engine = engine_of(dep)
     version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine))
+    engine.check_architecture(version, spec.architecture, spec.name)
     sliding = any(layer.attention.sliding_window for layer in spec.layers)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding

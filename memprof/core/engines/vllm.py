@@ -25,6 +25,7 @@ from memprof.core.engines.base import (
     Engine,
     RankCoord,
 )
+from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
     V2_GRAPH_ESTIMATE,
@@ -679,6 +680,10 @@ class VLLM(Engine):
     def block_size_choices(self, version: str | None) -> tuple[int, ...] | None:
         choices = value_at(BLOCK_SIZE_CHOICES, version)
         return choices if isinstance(choices, tuple) else None
+
+    def check_architecture(self, release: str, architecture: str, model: str) -> None:
+        """The release's model registry (``memprof.core.engines.vllm_registry``)."""
+        check_registered(split_generation(release)[0], architecture, model)
 
     def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:
         """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
