@@ -83,6 +83,14 @@ def test_chunked_prefill_default_and_multimodal_floor() -> None:
     assert batch_default(mi, "0.6.5", "serve", 40000).tokens == 40000
 
 
+def test_prefix_caching_keeps_chunked_prefill_off_in_0_6_0() -> None:
+    """0.6.0 engine/arg_utils.py create_engine_config: '... and not self.enable_prefix_caching'
+    (gone in 0.6.1): max_num_batched_tokens = max(max_model_len, 2048) = 131072."""
+    got = {v: _est(v, enable_prefix_caching=True).deployment.max_num_batched_tokens
+           for v in ("0.6.0", "0.6.1")}
+    assert got == {"0.6.0": 131072, "0.6.1": 512}
+
+
 def test_block_size_choices() -> None:
     """engine/arg_utils.py --block-size choices: [8, 16, 32] to 0.6.3.post1, + 64, 128 from
     0.6.4."""

@@ -61,7 +61,9 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
                                        v0_chunked_prefill=not sliding
                                        and not dep.num_speculative_tokens,
                                        given=(dep.max_num_batched_tokens, dep.max_num_seqs),
-                                       model_facts=model_facts(spec))
+                                       model_facts=model_facts(spec) | (
+                                           {"prefix_caching"} if dep.enable_prefix_caching
+                                           else frozenset()))
     resolved = dep.with_(
         engine_version=version,
         max_model_len=mml,

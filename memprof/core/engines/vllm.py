@@ -201,14 +201,20 @@ V0_CHUNKED_PREFILL_ABOVE = 32768  # 0.7.2 arg_utils.py create_engine_config: use
 # tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA).
 V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
-         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.0", until="0.6.2",
-         value=("state",), introduced_by="before 0.6.0",
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.0", until="0.6.1",
+         value=("state", "prefix_caching"), introduced_by="before 0.6.0",
+         removed_by="the prefix-caching check dropped (read in 0.6.1)",
+         source="0.6.0 engine/arg_utils.py create_engine_config: 'not "
+         "has_seqlen_agnostic_layers' (ModelConfig.contains_seqlen_agnostic_layers: Mamba "
+         "state layers, refused before 0.10.2 anyway: memprof/core/hybrid_state.py) and 'not "
+         "self.enable_prefix_caching' (--enable-prefix-caching)", generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.1", until="0.6.2",
+         value=("state",), introduced_by="the prefix-caching check dropped (read in 0.6.1)",
          removed_by="multimodal models kept off, seqlen-agnostic check dropped (read in 0.6.2 "
          "and 0.6.3)",
-         source="0.6.0 and 0.6.1.post2 engine/arg_utils.py create_engine_config: 'not "
-         "has_seqlen_agnostic_layers' (ModelConfig.contains_seqlen_agnostic_layers: Mamba "
-         "state layers); 0.6.0 also 'not self.enable_prefix_caching' (off by default)",
-         generation="v0"),
+         source="0.6.1 and 0.6.1.post2 engine/arg_utils.py create_engine_config: 'not "
+         "has_seqlen_agnostic_layers'", generation="v0"),
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
          "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.2", until="0.6.3",
          value=("multimodal", "state"), introduced_by="multimodal models kept off (0.6.2)",
@@ -440,8 +446,9 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
     point (``serve``: OPENAI_API_SERVER, ``llm``: LLM_CLASS): the scheme of ``BATCH_DEFAULTS``,
     then the bounds of ``BATCH_DEFAULT_BOUNDS`` against ``given`` (the
     (max_num_batched_tokens, max_num_seqs) the flags set, None where left out).
-    ``model_facts``: "multimodal" / "mla" where the model is one (V0's chunked-prefill default,
-    ``V0_CHUNKED_PREFILL_OFF``, and the multimodal floor ``V0_MULTIMODAL_MIN_TOKENS``).
+    ``model_facts``: "multimodal" / "mla" where the model is one, "prefix_caching" where
+    ``--enable-prefix-caching`` is on (V0's chunked-prefill default, ``V0_CHUNKED_PREFILL_OFF``,
+    and the multimodal floor ``V0_MULTIMODAL_MIN``).
 
     0.33.0 ``EngineArgs.get_batch_defaults`` (engine/arg_utils.py): ≥ 160 GiB: 16384 / 1024 for
     both; ≥ 70 GiB, not an A100 and not a GB10: LLM 16384 / serve 8192, 1024 sequences;
