@@ -198,7 +198,8 @@ V0_CHUNKED_PREFILL_ABOVE = 32768  # 0.7.2 arg_utils.py create_engine_config: use
 # V0: what keeps chunked prefill off by default above 32768 tokens besides a sliding window and
 # speculative decoding (which the caller passes as ``v0_chunked_prefill=False``), so that
 # max_num_batched_tokens is max(max_model_len, 2048): "multimodal" (the config has a vision
-# tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA).
+# tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA),
+# "state" (Mamba state layers), "prefix_caching" (--enable-prefix-caching).
 V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
          "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.0", until="0.6.1",
@@ -298,8 +299,9 @@ BLOCK_SIZE_CHOICES: tuple[Rule, ...] = (
 )
 
 
-# Which engine a release runs: "only V0" (0.7.x: memprof does not model 0.7's opt-in V1 alpha),
-# "V1, V0 on request" (VLLM_USE_V1=0, or the automatic fallback below), "only V1" (V0 removed).
+# Which engine a release runs: "only V0" (0.6.x – 0.7.x: memprof does not model their opt-in V1
+# alpha), "V1, V0 on request" (VLLM_USE_V1=0, or the automatic fallback below), "only V1" (V0
+# removed).
 V0_ENGINE: tuple[Rule, ...] = (
     Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.6.0", until="0.8.0",
          value="v0 only", introduced_by="before 0.6.0",
