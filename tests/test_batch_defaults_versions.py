@@ -42,11 +42,14 @@ READ = {
 
 
 def test_every_v1_release_runs_the_scheme_read_in_its_wheel() -> None:
-    v1 = [v for v in VLLM_RELEASES if v not in ("0.7.1", "0.7.2", "0.7.3")]
+    v1 = [v for v in VLLM_RELEASES if not v.startswith(("0.6.", "0.7."))]
     assert sorted(READ) == sorted(v1)
     assert {v: value_at(BATCH_DEFAULTS, v) for v in v1} == READ
     # V0 (0.7.x, and VLLM_USE_V1=0 up to 0.10.2) keeps its own scheme
     assert [value_at(BATCH_DEFAULTS, v) for v in ("0.7.3", "0.8.4+v0", "0.10.2+v0")] == ["v0"] * 3
+    # 0.6.0 – 0.6.4.post1: 512 tokens with chunked prefill (config.py SchedulerConfig)
+    assert [value_at(BATCH_DEFAULTS, v) for v in ("0.6.0", "0.6.4.post1", "0.6.5")] \
+        == ["v0_512", "v0_512", "v0"]
 
 
 S, L = "serve", "llm"  # OPENAI_API_SERVER, LLM_CLASS

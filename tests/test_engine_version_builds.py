@@ -35,7 +35,7 @@ def test_the_same_figures_as_the_release(capsys: pytest.CaptureFixture[str]) -> 
     assert dev["summary"] == rel["summary"] and dev["ranks"] == rel["ranks"]
 
 
-@pytest.mark.parametrize("given", ["0.6.4", "0.6.4.dev3", "0.99.0rc1", "0.40.0"])
+@pytest.mark.parametrize("given", ["0.5.4", "0.6.0.dev3", "0.99.0rc1", "0.40.0"])
 def test_what_maps_to_no_modelled_release_is_refused(capsys: pytest.CaptureFixture[str],
                                                      given: str) -> None:
     code = run([*BASE, "--engine-version", given])
@@ -56,5 +56,5 @@ def test_plan_models_a_build_at_its_release(capsys: pytest.CaptureFixture[str]) 
     rel = capsys.readouterr()[0]
     assert dev == rel
     assert err.startswith("note: vLLM 0.7.4.dev12") and "modelled at 0.7.3" in err
-    assert run([*PLAN, "--engine-version", "0.6.4.dev3"]) == 2
+    assert run([*PLAN, "--engine-version", "0.6.0.dev3"]) == 2
     assert capsys.readouterr()[1].startswith("error:")

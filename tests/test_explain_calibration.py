@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 122, 131, 134, 150, 201, 520, 802)
+RELEASE_ONLY = (12, 32, 48, 122, 131, 134, 150, 201, 520, 802, 1101)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -71,6 +71,15 @@ _LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight
                  "memprof_engine_version_note)")
 _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len are a markdown "
          "table's columns; the quoted args are placeholders, '--tensor-parallel-size=<tp-size>')")
+# vLLM 0.6.x logs (rows 101, 102, 161): the untagged one-line "Memory profiling results" report
+# only 0.6.4 / 0.6.4.post1 print (configs/vllm_log_lines.json), which explain does not read as a
+# release (it rebuilds an unnamed V0 log at 0.7.3); and the row's estimate takes the catalog's
+# RTX-3090 total (23.57 GiB, not exact) where explain takes the log's 23.58 GiB. Rows 115, 116:
+# a pull request's branch, whose multi-line budget report ("total_gpu_memory     79.22GiB")
+# explain does not read, so it asks for --gpu, which the row cannot give
+_V064 = _DATED + " (an untagged 0.6.4-format line) and the card's exact total"
+_PR10511 = ("the release (PR #10511's branch, modelled at 0.6.5, which merged it) and the card "
+            "(explain reads no total from the branch's report)")
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -83,7 +92,12 @@ XFAIL: dict[int, str] = {
     32: OUTSIDE + _DATED,
     48: OUTSIDE + _DATED + ": the tag model_runner.py:1115 is 0.7.2's and 0.7.3's line and "
         "explain takes the newer; the row runs at 0.7.2, the release on the issue's date",
+    101: OUTSIDE + _V064,
+    102: OUTSIDE + _V064,
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
+    115: OUTSIDE + _PR10511 + " (its two worker.py:243 tags match no release's lines)",
+    116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
+         "lines: rebuilt at 0.6.6.post1)",
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
          "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
          "(93.10 GiB)",
@@ -99,6 +113,10 @@ XFAIL: dict[int, str] = {
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     150: OUTSIDE + _DATED,
+    161: OUTSIDE + _V064,
+    1101: OUTSIDE + "the release 0.6.6.post1 (the newest on the log's date: "
+          "memprof_engine_version_note): its tags are 0.6.6's and 0.6.6.post1's lines alike, and "
+          "explain takes the base release of a patch re-release the tags cannot tell from it",
     167: OUTSIDE + "max_model_len 32768 (memprof_run: the stand-in config refuses the log's "
          "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
@@ -138,8 +156,8 @@ XFAIL: dict[int, str] = {
 
 
 def era(row: dict[str, Any]) -> str:
-    """``vllm-0.7``, ``vllm-0.8``, ``vllm-0.9-0.10``, ``vllm-0.11-0.14``, ``vllm-0.15-0.20``,
-    ``vllm-0.21+``; ``sglang-0.4``, ``sglang-0.5``, ``sglang-later``."""
+    """``vllm-0.6``, ``vllm-0.7``, ``vllm-0.8``, ``vllm-0.9-0.10``, ``vllm-0.11-0.14``,
+    ``vllm-0.15-0.20``, ``vllm-0.21+``; ``sglang-0.4``, ``sglang-0.5``, ``sglang-later``."""
     run_ = {**row, **(row.get("memprof_run") or {})}
     version = str(run_["memprof_engine_version"])
     if run_.get("engine", "vllm") == "vllm":

@@ -162,8 +162,11 @@ def test_releases_on_older_nccl_run_with_cumem_off() -> None:
     from memprof.core.terms.nccl_nvls import NCCL_VERSION
     from memprof.core.versions import VLLM_RELEASES, rule_in_force, value_at
 
-    old = [v for v in VLLM_RELEASES if value_at(NCCL_VERSION, v) in ("2.21.5", "2.26.2")]
-    assert old[0] == "0.7.1" and old[-1] == "0.10.1.1"
+    # 2.20.5 (vLLM 0.6.0 – 0.6.3.post1): p2p.cc / shm.cc buffers as 2.21.5 (v2.20.5-1 against
+    # v2.21.5-1: only stepSize bookkeeping and the MNNVL switch changed)
+    old = [v for v in VLLM_RELEASES
+           if value_at(NCCL_VERSION, v) in ("2.20.5", "2.21.5", "2.26.2")]
+    assert old[0] == "0.6.0" and old[-1] == "0.10.1.1"
     assert [v for v in old if rule_in_force(non_torch.NCCL_CUMEM, v) is None] == []
     # and the releases on 2.27+ run NCCL's default (cuMem on), the measured 2.28.9 rows
     new = [v for v in VLLM_RELEASES if value_at(NCCL_VERSION, v) == "2.27"]

@@ -1,4 +1,4 @@
-"""The published vLLM start-up logs of ``tests/data/published.json`` by engine era (0.7, 0.8,
+"""The published vLLM start-up logs of ``tests/data/published.json`` by engine era (0.6, 0.7, 0.8,
 0.9–0.10, 0.11–0.14, 0.15–0.20, 0.21+), each run at its own release through the same
 ``outcome`` as ``tests/test_published_distribution.py``: ``pytest -n0 -s`` prints the per-era
 distribution of the KV, weights and graph figures (within 2% / 5%), the refusals, and the
@@ -21,7 +21,8 @@ import pytest
 from memprof.core.versions import split_generation, version_key
 
 ERAS: tuple[tuple[str, str, str | None], ...] = (
-    ("0.7", "0.7.0", "0.8.0"), ("0.8", "0.8.0", "0.9.0"), ("0.9–0.10", "0.9.0", "0.11.0"),
+    ("0.6", "0.6.0", "0.7.0"), ("0.7", "0.7.0", "0.8.0"), ("0.8", "0.8.0", "0.9.0"),
+    ("0.9–0.10", "0.9.0", "0.11.0"),
     ("0.11–0.14", "0.11.0", "0.15.0"), ("0.15–0.20", "0.15.0", "0.21.0"),
     ("0.21+", "0.21.0", None),
 )
@@ -76,8 +77,10 @@ def _vllm_rows(era: str) -> list[dict[str, Any]]:
 
 
 def test_era_of() -> None:
-    assert [era_of(v) for v in ("0.7.3", "0.8.5+v0", "0.10.2", "0.14.1", "0.20.0", "0.33.0")] \
-        == ["0.7", "0.8", "0.9–0.10", "0.11–0.14", "0.15–0.20", "0.21+"]
+    assert [era_of(v) for v in ("0.6.4.post1", "0.7.3", "0.8.5+v0", "0.10.2", "0.14.1", "0.20.0",
+                                "0.33.0")] \
+        == ["0.6", "0.7", "0.8", "0.9–0.10", "0.11–0.14", "0.15–0.20", "0.21+"]
+    assert era_of("0.6.0") == era_of("0.6.6.post1") == "0.6"
     assert era_of("main@d315eb7") is None
 
 

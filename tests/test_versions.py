@@ -25,12 +25,12 @@ def test_releases_are_in_order() -> None:
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
-@pytest.mark.parametrize("text", ["0.6.6", "0.7.0", "0.34.0", "0.8.7", "banana", "1", "",
+@pytest.mark.parametrize("text", ["0.5.5", "0.7.0", "0.34.0", "0.8.7", "banana", "1", "",
                                   "0.7.1rc1", "0" * 60])
 def test_unknown_or_malformed_versions_are_refused(text: str) -> None:
     with pytest.raises(BadInput) as exc:
         resolve_version(text)
-    assert "0.7.1" in exc.value.hint and "0.33.0" in exc.value.hint
+    assert "0.6.0" in exc.value.hint and "0.33.0" in exc.value.hint
 
 
 def test_rule_ranges_are_half_open() -> None:
@@ -43,9 +43,9 @@ def test_rule_ranges_are_half_open() -> None:
 
 def test_cli_unknown_version_exits_2_naming_the_versions(capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
-    assert run(["estimate", "-m", "qwen3-32b", "--engine-version", "0.6.0"]) == 2
+    assert run(["estimate", "-m", "qwen3-32b", "--engine-version", "0.5.4"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "hint: memprof models vLLM 0.7.1 to 0.33.0" in err
+    assert err.startswith("error: ") and "hint: memprof models vLLM 0.6.0 to 0.33.0" in err
 
 
 @given(st.text(max_size=30))
@@ -82,7 +82,7 @@ def test_versions_diff_names_the_rules_for_the_deployment(capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "model_runner_v2_sampler_state" in out.split("but not for this deployment")[0]
     assert "no component differs" in out
-    assert run(["versions", "--from", "0.6.0"]) == 2
+    assert run(["versions", "--from", "0.5.4"]) == 2
 
 
 # --- defaults by release (memprof/core/engine_defaults.py, terms/cudagraph.py) -----------------

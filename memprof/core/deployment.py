@@ -180,11 +180,12 @@ def ranks(dep: Deployment) -> list[RankCoord]:
 
 # Where ``get_pp_indices`` puts the layers that do not divide evenly (vllm/distributed/utils.py).
 PP_REMAINDER: tuple[Rule, ...] = (
-    Rule(name="pp_split_remainder", changes="PP layer split", since="0.7.1", until="0.8.0",
-         value="last stage", introduced_by="before 0.7.1",
+    Rule(name="pp_split_remainder", changes="PP layer split", since="0.6.0", until="0.8.0",
+         value="last stage", introduced_by="before 0.6.0",
          removed_by="balanced split (first released in 0.8.0)",
          source="0.7.3 distributed/utils.py get_pp_indices: 'the last partition will have the "
-         "remaining layers'", applies_to="pp"),
+         "remaining layers'; 0.6.0, 0.6.4.post1 and 0.6.6.post1 the same (end_layer = "
+         "num_hidden_layers on the last rank)", applies_to="pp"),
     Rule(name="pp_split_remainder", changes="PP layer split", since="0.8.0", until=None,
          value="before the last", introduced_by="balanced split (first released in 0.8.0)",
          source="0.8.0 / 0.33.0 distributed/utils.py get_pp_indices: partitions[-i] += 1 for "

@@ -19,6 +19,7 @@ from memprof.core.engines.vllm import (
     GPU_MEMORY_UTILIZATION,
     V0_CHUNKED_PREFILL_ABOVE,
     V0_CHUNKED_PREFILL_OFF,
+    V0_MULTIMODAL_MIN,
     batch_defaults,
     default_utilization,
 )
@@ -27,7 +28,8 @@ from memprof.core.models import ModelSpec
 from memprof.core.versions import resolve_version
 
 __all__ = ["BATCH_DEFAULTS", "BATCH_DEFAULT_BOUNDS", "GPU_MEMORY_UTILIZATION",
-           "V0_CHUNKED_PREFILL_ABOVE", "V0_CHUNKED_PREFILL_OFF", "batch_defaults",
+           "V0_CHUNKED_PREFILL_ABOVE", "V0_CHUNKED_PREFILL_OFF", "V0_MULTIMODAL_MIN",
+           "batch_defaults",
            "default_utilization", "model_facts", "resolve", "sglang_defaults"]
 
 def model_facts(spec: ModelSpec) -> frozenset[str]:
@@ -53,12 +55,15 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
                        hint="pass --max-model-len (SGLang: --context-length), e.g. 32768")
     engine = engine_of(dep)
     version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine))
+    engine.check_architecture(version, spec.architecture, spec.name)
     sliding = any(layer.attention.sliding_window for layer in spec.layers)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding
                                        and not dep.num_speculative_tokens,
                                        given=(dep.max_num_batched_tokens, dep.max_num_seqs),
-                                       model_facts=model_facts(spec))
+                                       model_facts=model_facts(spec) | (
+                                           {"prefix_caching"} if dep.enable_prefix_caching
+                                           else frozenset()))
     resolved = dep.with_(
         engine_version=version,
         max_model_len=mml,

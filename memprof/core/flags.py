@@ -62,7 +62,7 @@ SETTINGS: tuple[Setting, ...] = (
             help="The serving engine.", choices_from="memprof.core.deployment:ENGINES",
             memprof_only=True),
     Setting(field="engine_version", kind="str",
-            help="The engine release to model (vLLM 0.7.1 to 0.33.0; memprof versions lists them).",
+            help="The engine release to model (vLLM 0.6.0 to 0.33.0; memprof versions lists them).",
             shown_default="the newest modelled",
             metavar="VERSION"),
     Setting(field="entrypoint", kind="str",

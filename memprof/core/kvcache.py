@@ -38,16 +38,19 @@ from memprof.core.kv_dtypes import DEFAULT as DEFAULT_KV_DTYPE
 from memprof.core.kv_dtypes import ROWS as KV_DTYPE_ROWS
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.models import Attention, Layer, ModelSpec, layer_kinds
-from memprof.core.versions import Rule, value_at
+from memprof.core.releases import DISPLAY_NAMES
+from memprof.core.versions import Rule, rule_in_force, value_at
 
 # The V0 engine (VLLM_USE_V1 default 0 until 0.8.0) picks 16-token blocks for every model, MLA
 # included (its only MLA backend, Triton MLA, takes any multiple of 16).
 V0_BLOCK_SIZE: tuple[Rule, ...] = (
-    Rule(name="v0_block_size", changes="KV block size", since="0.7.1", until="0.8.0", value=16,
+    Rule(name="v0_block_size", changes="KV block size", since="0.6.0", until="0.8.0", value=16,
          introduced_by="V0 engine (VLLM_USE_V1=0 by default)",
          removed_by="V1 on by default in 0.8.0 (envs.py VLLM_USE_V1 default 1)",
          source="0.7.3 platforms/cuda.py CudaPlatform.check_and_update_config: block_size "
-         "None → 16; get_attn_backend_cls: use_mla → TritonMLABackend"),
+         "None → 16; get_attn_backend_cls: use_mla → TritonMLABackend; 0.6.0 – 0.6.4.post1 "
+         "engine/arg_utils.py EngineArgs.block_size: int = 16 (not on HPU), 0.6.5 / "
+         "0.6.6.post1 platforms/cuda.py block_size None → 16"),
 )
 # V0 pads one MLA KV entry (one token's latent of one layer) to a multiple of 256 bytes.
 V0_MLA_ENTRY_ALIGN: tuple[Rule, ...] = (
@@ -433,6 +436,13 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
     block = dep.block_size or default_block_size(spec, arch, dep.engine_version,
                                                  _backend(spec, dep, arch))
     align = int(value_at(V0_MLA_ENTRY_ALIGN, dep.engine_version, 0))  # type: ignore[call-overload]
+    layout = kind.kv_layout_rows
+    if layout and rule_in_force(layout, dep.engine_version, dep.engine) is None:
+        spans = ", ".join(r.span for r in layout if r.engine == dep.engine) or "no release"
+        raise BadInput(f"{spec.name}: memprof does not model the {kind.name.upper()} KV cache "
+                       f"of {DISPLAY_NAMES.get(dep.engine, dep.engine)} {dep.engine_version}: "
+                       f"{layout[0].introduced_by}",
+                       hint=f"pass an --engine-version in {spans}")
     if KV_DTYPES[kv].turboquant and not kind.supports_turboquant():
         raise BadInput(f"--kv-cache-dtype {kv} supports standard attention only",
                        hint=f"{spec.name} uses {kind.name.upper()}; use fp8")

@@ -13,7 +13,10 @@ after the tag vX.Y.Z ``X.Y.(Z+1).devN`` (+ a local ``+g<commit>`` part). So:
 - a local part (``+cu124``, ``+rhai0``: a vendor or CUDA-variant build) is dropped with a note;
 - ``X.Y.Z.postN`` is modelled as itself when modelled (``0.8.5.post1``), else at X.Y.Z;
 - a release inside the modelled range that memprof does not list is modelled at the newest
-  modelled release before it; one outside the range at the nearest end, with a note.
+  modelled release before it of its own X.Y series, else at the oldest after it of that series
+  (a series branches from main at X.Y.0: ``0.7.0`` is nearer ``0.7.1`` than 0.6.6.post1, the
+  last of the series before), else at the newest modelled release before it; one outside the
+  range at the nearest end, with a note.
 
 Snapshot engines (``versions.SNAPSHOT_ENGINES``) name source snapshots, not releases: their
 names are taken as they are.
@@ -100,7 +103,11 @@ def map_release(text: str, engine: str = "vllm") -> MappedRelease | None:
     elif key > _key(rel[-1]):
         at, why = rel[-1], f"newer than the releases memprof models ({rel[0]} to {rel[-1]})"
     else:
-        at = [r for r in rel if _key(r) < key][-1]
+        series = [r for r in rel if _key(r)[:2] == key[:2]]
+        before = [r for r in series if _key(r) < key]
+        after = [r for r in series if _key(r) > key]
+        at = (before[-1] if before else after[0] if after
+              else [r for r in rel if _key(r) < key][-1])
         why = "not a release memprof models"
     notes.append(f"{why}: modelled at {at}")
     return MappedRelease(at, f"{name} {cleaned}: " + "; ".join(notes))

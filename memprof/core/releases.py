@@ -24,8 +24,12 @@ class EngineReleases(NamedTuple):
     source: str = ""
 
 
-# Every vLLM release memprof models (PyPI ``vllm``; read from the wheels).
+# Every vLLM release memprof models (PyPI ``vllm``; read from the wheels). The 0.6.x releases run
+# the V0 engine only; their post releases are listed because logs name them (their start-up
+# memory path is their base release's: worker/, config.py and engine/arg_utils.py compared).
 VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
+    "0.6.0", "0.6.1", "0.6.1.post1", "0.6.1.post2", "0.6.2", "0.6.3", "0.6.3.post1",
+    "0.6.4", "0.6.4.post1", "0.6.5", "0.6.6", "0.6.6.post1",
     "0.7.1", "0.7.2", "0.7.3",
     "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1",
     "0.9.0", "0.9.0.1", "0.9.1", "0.9.2",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memprof.base.errors import BadInput
 from memprof.core.attention import KINDS, kind_of
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.compare import DiffRow, diff
@@ -16,6 +17,7 @@ from memprof.core.engine_defaults import (
     BATCH_DEFAULTS,
     GPU_MEMORY_UTILIZATION,
     V0_CHUNKED_PREFILL_OFF,
+    V0_MULTIMODAL_MIN,
 )
 from memprof.core.engine_log import BUDGET_LOG
 from memprof.core.engines.sglang import (
@@ -55,6 +57,7 @@ from memprof.core.terms.activation import (
     V0_DRIVER_SAMPLER,
     V0_MLA_PREFILL_PROFILE,
     V0_MOE_CACHES_PER_CALL,
+    V0_SAMPLER_RESORT,
     V1_FLASHINFER_SAMPLER,
     V1_TORCH_SORT_SAMPLER,
 )
@@ -102,11 +105,11 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, BATCH_DEFAULT_BOUNDS,
-    V0_CHUNKED_PREFILL_OFF,
+    V0_CHUNKED_PREFILL_OFF, V0_MULTIMODAL_MIN,
     CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
     LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
-    SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V0_MLA_PREFILL_PROFILE,
+    SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V0_SAMPLER_RESORT, V0_MLA_PREFILL_PROFILE,
     V0_MOE_CACHES_PER_CALL, V1_TORCH_SORT_SAMPLER,
     V1_FLASHINFER_SAMPLER, PP_INTERMEDIATE_TENSORS, NCCL_PLACEMENT,
     NCCL_CUMEM, EP_PYNCCL, NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER, PYNCCL_NO_STREAM_POOL,
@@ -205,12 +208,26 @@ class RuleChange:
 
 @dataclass(frozen=True, slots=True)
 class VersionDiff:
+    """What differs between releases ``a`` and ``b`` for one deployment. Where memprof refuses
+    the deployment at one of them (an ``error:`` of its own: a model or layout the release
+    does not run as memprof models it), that estimate is None, ``refused_a`` / ``refused_b``
+    say why and no component is compared; the rules still are."""
+
     a: str
     b: str
     rules: tuple[RuleChange, ...]
     components: tuple[DiffRow, ...]
-    estimate_a: Estimate
-    estimate_b: Estimate
+    estimate_a: Estimate | None
+    estimate_b: Estimate | None
+    refused_a: str = ""
+    refused_b: str = ""
+
+    @property
+    def estimate(self) -> Estimate:
+        """The estimate the deployment's description is read from (``a``'s, else ``b``'s)."""
+        e = self.estimate_a or self.estimate_b
+        assert e is not None  # version_diff refuses a deployment refused at both
+        return e
 
 
 def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
@@ -218,11 +235,28 @@ def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
                  gpu_arch: str | None = None) -> VersionDiff:
     """Estimate ``dep`` at releases ``a`` and ``b`` and list what differs."""
     va, vb = resolve_version(a, dep.engine), resolve_version(b, dep.engine)
-    ea = estimate(model, dep.with_(engine_version=va), gpu_name=gpu_name,
-                  gpu_memory_bytes=gpu_memory_bytes, gpu_arch=gpu_arch)
-    eb = estimate(ea.spec if dep.num_speculative_tokens == 0 else model,
-                  dep.with_(engine_version=vb), gpu=ea.gpu)
-    spec = ea.spec
+    ea: Estimate | None = None
+    eb: Estimate | None = None
+    refused_a = refused_b = ""
+    first_refusal: BadInput | None = None
+    try:
+        ea = estimate(model, dep.with_(engine_version=va), gpu_name=gpu_name,
+                      gpu_memory_bytes=gpu_memory_bytes, gpu_arch=gpu_arch)
+    except BadInput as exc:
+        refused_a, first_refusal = exc.message, exc
+    try:
+        if ea is not None:
+            eb = estimate(ea.spec if dep.num_speculative_tokens == 0 else model,
+                          dep.with_(engine_version=vb), gpu=ea.gpu)
+        else:
+            eb = estimate(model, dep.with_(engine_version=vb), gpu_name=gpu_name,
+                          gpu_memory_bytes=gpu_memory_bytes, gpu_arch=gpu_arch)
+    except BadInput as exc:
+        if first_refusal is not None:  # refused at both: nothing to compare
+            raise first_refusal from None
+        refused_b = exc.message
+    known = ea or eb
+    assert known is not None
     changes = []
     for rows in RULEBOOK:
         ra, rb = rule_in_force(rows, va, dep.engine), rule_in_force(rows, vb, dep.engine)
@@ -230,8 +264,9 @@ def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
             continue
         first = rows[0]
         changes.append(RuleChange(first.name, first.changes, ra, rb,
-                                  applies(first, spec, ea.deployment)))
-    return VersionDiff(va, vb, tuple(changes), tuple(diff(ea, eb)), ea, eb)
+                                  applies(first, known.spec, known.deployment)))
+    compared = tuple(diff(ea, eb)) if ea is not None and eb is not None else ()
+    return VersionDiff(va, vb, tuple(changes), compared, ea, eb, refused_a, refused_b)
 
 
 VERSIONS_SCHEMA_VERSION = 1
@@ -262,18 +297,20 @@ def version_diff_dict(d: VersionDiff) -> dict[str, Any]:
     """``memprof versions --from A --to B`` as a JSON-able document: the deployment, the rules
     that differ (whether each applies, its row at each release), the components that differ and
     the KV tokens and verdict at each release."""
-    e = d.estimate_a
+    e, ea, eb = d.estimate, d.estimate_a, d.estimate_b
+    refused = ({"refused": {"from": d.refused_a or None, "to": d.refused_b or None}}
+               if d.refused_a or d.refused_b else {})
     return {
         "schema_version": VERSIONS_SCHEMA_VERSION,
         "model": e.spec.name, "gpu": e.gpu.name, "world_size": e.deployment.world_size,
-        "engine": e.deployment.engine, "from": d.a, "to": d.b,
+        "engine": e.deployment.engine, "from": d.a, "to": d.b, **refused,
         "rules": [{"name": c.name, "changes": c.changes, "applies": c.applies,
                    "from": None if c.a is None else rule_dict(c.a),
                    "to": None if c.b is None else rule_dict(c.b)} for c in d.rules],
         "components": [{"rank": x.rank, "name": x.component, "category": x.category,
                         "from_bytes": x.a_bytes, "to_bytes": x.b_bytes, "delta_bytes": x.delta}
                        for x in d.components],
-        "kv_cache_tokens": {"from": d.estimate_a.kv_cache_tokens,
-                            "to": d.estimate_b.kv_cache_tokens},
-        "verdict": {"from": d.estimate_a.verdict, "to": d.estimate_b.verdict},
+        "kv_cache_tokens": {"from": ea.kv_cache_tokens if ea else None,
+                            "to": eb.kv_cache_tokens if eb else None},
+        "verdict": {"from": ea.verdict if ea else None, "to": eb.verdict if eb else None},
     }

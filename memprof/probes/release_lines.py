@@ -32,6 +32,7 @@ MESSAGES = (
     "Using max model len",
     "Chunked prefill is enabled",
     "Memory profiling takes",
+    "Memory profiling results",  # 0.6.4 / 0.6.4.post1's one-line budget report
     "the current vLLM instance can use",
     "# CPU blocks",  # V0's "# cuda blocks: N, # CPU blocks: M" (the source: "# %s blocks")
     "# GPU blocks",

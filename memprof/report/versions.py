@@ -41,7 +41,7 @@ def render_rulebook() -> str:
 
 
 def _title(d: VersionDiff) -> str:
-    e = d.estimate_a
+    e = d.estimate
     return (f"{e.spec.name} on {e.deployment.world_size}× {e.gpu.name}: "
             f"{engine_of(e.deployment).display} {d.a} → {d.b}")
 
@@ -65,12 +65,26 @@ def render_version_diff(d: VersionDiff) -> str:
             lines.append(f"  rank {x.rank} {x.component} [{x.category}]: "
                          f"{fmt_bytes(x.a_bytes)} → {fmt_bytes(x.b_bytes)} "
                          f"({'+' if x.delta >= 0 else '−'}{fmt_bytes(abs(x.delta))})")
+    elif _refusals(d):
+        lines += _refusals(d)
     else:
         lines.append("no component differs")
-    ta, tb = d.estimate_a.kv_cache_tokens, d.estimate_b.kv_cache_tokens
-    lines.append(f"KV cache tokens: {ta:,} → {tb:,}; verdict: {d.estimate_a.verdict} → "
-                 f"{d.estimate_b.verdict}")
+    lines.append(_outcome(d))
     return "\n".join(lines) + "\n"
+
+
+def _refusals(d: VersionDiff) -> list[str]:
+    """Why no component is compared: the release(s) memprof refuses the deployment at."""
+    return [f"components not compared: memprof refuses this deployment at {v}: {why}"
+            for v, why in ((d.a, d.refused_a), (d.b, d.refused_b)) if why]
+
+
+def _outcome(d: VersionDiff) -> str:
+    ea, eb = d.estimate_a, d.estimate_b
+    ta = f"{ea.kv_cache_tokens:,}" if ea else "refused"
+    tb = f"{eb.kv_cache_tokens:,}" if eb else "refused"
+    return (f"KV cache tokens: {ta} → {tb}; verdict: {ea.verdict if ea else 'refused'} → "
+            f"{eb.verdict if eb else 'refused'}")
 
 
 def render_json(d: VersionDiff | None = None) -> str:
@@ -114,9 +128,9 @@ def render_markdown(d: VersionDiff | None = None) -> str:
         out += [f"| {x.rank} | {_md(x.component)} | {x.category} | {fmt_bytes(x.a_bytes)} | "
                 f"{fmt_bytes(x.b_bytes)} | {'+' if x.delta >= 0 else '−'}"
                 f"{fmt_bytes(abs(x.delta))} |" for x in d.components]
+    elif _refusals(d):
+        out += [_md(x[0].upper() + x[1:]) for x in _refusals(d)]
     else:
         out.append("No component differs.")
-    ta, tb = d.estimate_a.kv_cache_tokens, d.estimate_b.kv_cache_tokens
-    out += ["", f"**KV cache tokens: {ta:,} → {tb:,}; verdict: {d.estimate_a.verdict} → "
-            f"{d.estimate_b.verdict}**"]
+    out += ["", f"**{_outcome(d)}**"]
     return "\n".join(out) + "\n"

@@ -197,6 +197,10 @@ class AttentionKind:
     replica: str = "projections"
     # its release rules (each a rule's rows), listed by memprof/core/version_diff.py
     rules: tuple[tuple[Rule, ...], ...] = ()
+    # the releases whose KV layout of this kind memprof models, per engine (also one of
+    # ``rules``): where rows are given and none holds at the deployment's release, the estimate
+    # is refused (memprof/core/kvcache.py kv_plan), naming the first row's ``introduced_by``
+    kv_layout_rows: tuple[Rule, ...] = ()
     # its models register buffers at construction (memprof/core/terms/init_buffers.py)
     model_init_buffers: bool = False
     # SGLang on ROCm picks the aiter attention backend for it (engines/sglang.py

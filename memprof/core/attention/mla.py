@@ -25,6 +25,27 @@ from memprof.core.attention.base import (
 from memprof.core.kv_dtypes import BY_NAME as KV_DTYPES
 from memprof.core.kv_dtypes import DS_MLA_SLOT
 from memprof.core.models import Attention, Layer, ModelSpec
+from memprof.core.versions import Rule
+
+# Where the engine keeps MLA's latent KV cache (one head of kv_lora_rank + rope per layer).
+# vLLM 0.6.x has no MLA backend: its DeepseekV2Attention (model_executor/models/deepseek_v2.py,
+# 0.6.6.post1) runs the attention as multi-head attention over every local head, K and V padded
+# to a head size of 256 (config.py ModelConfig.get_head_size: "we need to pad head_size 192 to
+# 256"), a KV layout memprof does not model.
+MLA_LATENT_CACHE: tuple[Rule, ...] = (
+    Rule(name="mla_latent_kv_cache", changes="KV cache: MLA latent", since="0.7.1", until=None,
+         introduced_by="MLA attention backends (first released in 0.7.1); before them vLLM "
+         "ran DeepSeek V2/V3 attention as multi-head attention, each head's K and V padded to "
+         "256, which memprof does not model",
+         source="0.7.1 attention/backends/triton_mla.py, attention/backends/mla/utils.py; "
+         "0.6.6.post1 model_executor/models/deepseek_v2.py DeepseekV2Attention (self.attn = "
+         "Attention(self.num_local_heads, 256, ...)), config.py ModelConfig.get_head_size",
+         applies_to="mla"),
+    Rule(name="mla_latent_kv_cache", changes="KV cache: MLA latent", since=None, until=None,
+         engine="sglang", introduced_by="every SGLang release memprof models",
+         source="sglang 0.4.3 srt/mem_cache/memory_pool.py MLATokenToKVPool (kv_lora_rank + "
+         "qk_rope_head_dim per token and layer)", applies_to="mla"),
+)
 
 INDEXER_SLOT_FP8 = 132  # 128 fp8 values + one fp32 scale per 128 (V3.2 indexer K cache)
 DS_MLA_FP8_SLOT = 656  # V3.2 fp8_ds_mla: 512 fp8 + 4 fp32 scales + 64 bf16 RoPE
@@ -45,6 +66,8 @@ class MLA(AttentionKind):
     modules = ("memprof/core/scratch/mla.py", "memprof/validation/mla_tq.py")
 
     backend_picks_block = True
+    kv_layout_rows = MLA_LATENT_CACHE
+    rules = (MLA_LATENT_CACHE,)
 
     def default_block_size(self, arch: str) -> int:
         """The MLA backends' own: FlashMLA 64 (the SM90 default), CUTLASS MLA 128 (SM100)."""

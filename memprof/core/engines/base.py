@@ -338,6 +338,10 @@ class Engine:
     def check_layout(self, dep: DeploymentView) -> None:
         """The engine's refusals of a parallel layout (after the settings checks)."""
 
+    def check_architecture(self, release: str, architecture: str, model: str) -> None:
+        """:class:`BadInput` where the engine at ``release`` cannot load a checkpoint of
+        ``architecture`` (its model registry, where memprof has read it)."""
+
     def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
         return []
 

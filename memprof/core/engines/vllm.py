@@ -25,6 +25,7 @@ from memprof.core.engines.base import (
     Engine,
     RankCoord,
 )
+from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
     V2_GRAPH_ESTIMATE,
@@ -49,10 +50,11 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 # gpu_memory_utilization when the flag is left out (CacheConfig.gpu_memory_utilization).
 GPU_MEMORY_UTILIZATION: tuple[Rule, ...] = (
     Rule(name="gpu_memory_utilization_default", changes="budget: gpu_memory_utilization",
-         since="0.7.1", until="0.20.0", value=0.9, introduced_by="before 0.7.1",
+         since="0.6.0", until="0.20.0", value=0.9, introduced_by="before 0.6.0",
          removed_by="#38284 (first released in 0.20.0)",
-         source="0.19.1 config/cache.py CacheConfig: Field(default=0.9); 0.7.2 "
-         "engine/arg_utils.py EngineArgs.gpu_memory_utilization: float = 0.90"),
+         source="0.19.1 config/cache.py CacheConfig: Field(default=0.9); 0.6.0, 0.6.4.post1, "
+         "0.6.6.post1 and 0.7.2 engine/arg_utils.py EngineArgs.gpu_memory_utilization: float = "
+         "0.90"),
     Rule(name="gpu_memory_utilization_default", changes="budget: gpu_memory_utilization",
          since="0.20.0", until=None, value=DEFAULT_GPU_MEMORY_UTILIZATION,
          introduced_by="#38284 (first released in 0.20.0)",
@@ -68,6 +70,7 @@ GPU_MEMORY_UTILIZATION: tuple[Rule, ...] = (
 #   v0:         V0 engine: max_num_seqs 256; max_num_batched_tokens 2048 with chunked prefill
 #               (on by default for max_model_len > 32768 without sliding window or speculative
 #               decoding), else max(max_model_len, 2048); no usage context
+#   v0_512:     as v0, but 512 tokens with chunked prefill (0.6.0 - 0.6.4.post1)
 #   v1_name:    "h100" or "h200" in the name: LLM 16384 / serve 8192, else 8192 / 2048;
 #               max_num_seqs 1024 on every device
 #   v1_name256: as v1_name, but max_num_seqs 256 unless "h100" or "h200" is in the name
@@ -77,11 +80,21 @@ GPU_MEMORY_UTILIZATION: tuple[Rule, ...] = (
 #   v1_gb10:    as v1_160g, and GB10 (compute capability 12.1) stays on the small tier
 BATCH_DEFAULTS: tuple[Rule, ...] = (
     Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
-         since="0.7.1", until="0.11.0", value="v0", introduced_by="V0 engine (VLLM_USE_V1=0 "
+         since="0.6.0", until="0.6.5", value="v0_512", introduced_by="before 0.6.0",
+         removed_by="2048 tokens with chunked prefill (first released in 0.6.5)",
+         source="0.6.0, 0.6.3.post1 and 0.6.4.post1 config.py SchedulerConfig.__init__: "
+         "chunked prefill (one scheduler step) → max_num_batched_tokens = 512 ('the values "
+         "that have the best balance between ITL and TTFT on A100'), else max(max_model_len, "
+         "2048); engine/arg_utils.py EngineArgs.max_num_seqs: int = 256 and "
+         "create_engine_config: use_long_context = max_model_len > 32768",
+         generation="v0"),
+    Rule(name="batch_defaults", changes="max_num_batched_tokens / max_num_seqs defaults",
+         since="0.6.5", until="0.11.0", value="v0", introduced_by="V0 engine (VLLM_USE_V1=0 "
          "by default before 0.8.0, on request 0.8.0 – 0.10.2)", removed_by="V0 engine removed "
          "(0.11.0)",
-         source="0.7.2 config.py SchedulerConfig.__post_init__ (2048 with chunked prefill, "
-         "else max(max_model_len, 2048)); engine/arg_utils.py create_engine_config (chunked "
+         source="0.6.5, 0.6.6.post1 and 0.7.2 config.py SchedulerConfig.__post_init__ (2048 "
+         "with chunked prefill, else max(max_model_len, 2048)); engine/arg_utils.py "
+         "create_engine_config (chunked "
          "prefill for max_model_len > 32768), EngineArgs.__post_init__ (max_num_seqs 256 "
          "when not VLLM_USE_V1); 0.8.0 – 0.10.2 EngineArgs._set_default_args_v0 (the same: "
          "use_long_context = max_model_len > 32768, 'Set max_num_seqs to 256 for VLLM_V0')",
@@ -185,8 +198,46 @@ V0_CHUNKED_PREFILL_ABOVE = 32768  # 0.7.2 arg_utils.py create_engine_config: use
 # V0: what keeps chunked prefill off by default above 32768 tokens besides a sliding window and
 # speculative decoding (which the caller passes as ``v0_chunked_prefill=False``), so that
 # max_num_batched_tokens is max(max_model_len, 2048): "multimodal" (the config has a vision
-# tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA).
+# tower), "mla" (the config states kv_lora_rank: vLLM's ``use_mla``), "rocm" (not CUDA),
+# "state" (Mamba state layers), "prefix_caching" (--enable-prefix-caching).
 V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.0", until="0.6.1",
+         value=("state", "prefix_caching"), introduced_by="before 0.6.0",
+         removed_by="the prefix-caching check dropped (read in 0.6.1)",
+         source="0.6.0 engine/arg_utils.py create_engine_config: 'not "
+         "has_seqlen_agnostic_layers' (ModelConfig.contains_seqlen_agnostic_layers: Mamba "
+         "state layers, refused before 0.10.2 anyway: memprof/core/hybrid_state.py) and 'not "
+         "self.enable_prefix_caching' (--enable-prefix-caching)", generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.1", until="0.6.2",
+         value=("state",), introduced_by="the prefix-caching check dropped (read in 0.6.1)",
+         removed_by="multimodal models kept off, seqlen-agnostic check dropped (read in 0.6.2 "
+         "and 0.6.3)",
+         source="0.6.1 and 0.6.1.post2 engine/arg_utils.py create_engine_config: 'not "
+         "has_seqlen_agnostic_layers'", generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.2", until="0.6.3",
+         value=("multimodal", "state"), introduced_by="multimodal models kept off (0.6.2)",
+         removed_by="seqlen-agnostic check dropped (read in 0.6.3)",
+         source="0.6.2 engine/arg_utils.py create_engine_config: 'if use_long_context and not "
+         "model_config.is_multimodal_model', 'not has_seqlen_agnostic_layers'",
+         generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.3", until="0.6.5",
+         value=("multimodal",), introduced_by="seqlen-agnostic check dropped (read in 0.6.3)",
+         removed_by="not on ROCm (read in 0.6.5)",
+         source="0.6.3, 0.6.3.post1 and 0.6.4.post1 engine/arg_utils.py create_engine_config: "
+         "'if use_long_context and not model_config.is_multimodal_model', is_gpu = "
+         "device_config.device_type == \"cuda\" (also on ROCm)", generation="v0"),
+    Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.5", until="0.7.1",
+         value=("multimodal", "rocm"), introduced_by="not on ROCm (read in 0.6.5)",
+         removed_by="the 0.7.1 row (read in 0.7.3, which lists no ROCm check)",
+         source="0.6.5 and 0.6.6.post1 engine/arg_utils.py create_engine_config: 'if "
+         "model_config.is_multimodal_model: self.enable_chunked_prefill = "
+         "bool(envs.VLLM_USE_V1)', then 'and not current_platform.is_rocm()'",
+         generation="v0"),
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
          "max_num_batched_tokens = max(max_model_len, 2048))", since="0.7.1", until="0.8.0",
          value=("multimodal",), introduced_by="before 0.7.1",
@@ -211,6 +262,20 @@ V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
 # least this (0.7.3 / 0.8.0 config.py _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS; 0.10.2
 # utils/__init__.py MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS = 5120)
 V0_MULTIMODAL_MIN_TOKENS = 5120
+V0_MULTIMODAL_MIN: tuple[Rule, ...] = (
+    Rule(name="v0_multimodal_min_tokens", changes="max_num_batched_tokens default: "
+         "multimodal floor", since="0.6.0", until="0.6.3", value=4096,
+         introduced_by="before 0.6.0", removed_by="5120 (first released in 0.6.3)",
+         source="0.6.0, 0.6.1.post2 and 0.6.2 config.py _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS "
+         "= 4096, read by SchedulerConfig.__init__", applies_to="multimodal",
+         generation="v0"),
+    Rule(name="v0_multimodal_min_tokens", changes="max_num_batched_tokens default: "
+         "multimodal floor", since="0.6.3", until="0.11.0", value=V0_MULTIMODAL_MIN_TOKENS,
+         introduced_by="5120 (first released in 0.6.3)", removed_by="V0 engine removed (0.11.0)",
+         source="0.6.3, 0.6.4.post1, 0.6.6.post1, 0.7.3 and 0.8.0 config.py "
+         "_MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS = 5120; 0.10.2 utils/__init__.py "
+         "MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS", applies_to="multimodal", generation="v0"),
+)
 
 # ``--block-size`` values vLLM's CLI takes (argparse choices from ``CacheConfig.block_size``'s
 # type): 0.7.x engine/arg_utils.py ``choices=[8, 16, 32, 64, 128]``; from 0.8.0
@@ -218,10 +283,15 @@ V0_MULTIMODAL_MIN_TOKENS = 5120
 # vllm/config/cache.py ``BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]``; memprof takes the
 # 0.11.0 list for every V1 release, the release that added 256 is not identified).
 BLOCK_SIZE_CHOICES: tuple[Rule, ...] = (
-    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.7.1",
-         until="0.8.0", value=(8, 16, 32, 64, 128), introduced_by="before 0.7.1",
+    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.6.0",
+         until="0.6.4", value=(8, 16, 32), introduced_by="before 0.6.0",
+         removed_by="64 and 128 added (first released in 0.6.4)",
+         source="0.6.0 and 0.6.3.post1 engine/arg_utils.py --block-size choices=[8, 16, 32]"),
+    Rule(name="block_size_choices", changes="--block-size accepted values", since="0.6.4",
+         until="0.8.0", value=(8, 16, 32, 64, 128), introduced_by="64 and 128 added (0.6.4)",
          removed_by="BlockSize Literal with 1 (0.8.0)",
-         source="0.7.3 engine/arg_utils.py --block-size choices=[8, 16, 32, 64, 128]"),
+         source="0.6.4.post1, 0.6.6.post1 and 0.7.3 engine/arg_utils.py --block-size "
+         "choices=[8, 16, 32, 64, 128]"),
     Rule(name="block_size_choices", changes="--block-size accepted values", since="0.8.0",
          until=None, value=(1, 8, 16, 32, 64, 128, 256),
          introduced_by="BlockSize Literal (0.8.0; 256 by 0.11.0)",
@@ -229,13 +299,16 @@ BLOCK_SIZE_CHOICES: tuple[Rule, ...] = (
 )
 
 
-# Which engine a release runs: "only V0" (0.7.x: memprof does not model 0.7's opt-in V1 alpha),
-# "V1, V0 on request" (VLLM_USE_V1=0, or the automatic fallback below), "only V1" (V0 removed).
+# Which engine a release runs: "only V0" (0.6.x – 0.7.x: memprof does not model their opt-in V1
+# alpha), "V1, V0 on request" (VLLM_USE_V1=0, or the automatic fallback below), "only V1" (V0
+# removed).
 V0_ENGINE: tuple[Rule, ...] = (
-    Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.7.1", until="0.8.0",
-         value="v0 only", introduced_by="before 0.7.1",
+    Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.6.0", until="0.8.0",
+         value="v0 only", introduced_by="before 0.6.0",
          removed_by="V1 on by default (first released in 0.8.0)",
-         source="0.7.3 envs.py VLLM_USE_V1 default '0' (V1 an opt-in alpha, not modelled)"),
+         source="0.6.0 - 0.6.4.post1: no VLLM_USE_V1 in envs.py (V0 the only engine); 0.6.5, "
+         "0.6.6.post1 and 0.7.3 envs.py VLLM_USE_V1 default '0' (V1 an opt-in alpha, not "
+         "modelled)"),
     Rule(name="v0_engine", changes="engine generation (V0 / V1)", since="0.8.0", until="0.11.0",
          value="v1, v0 on request", introduced_by="V1 on by default (first released in 0.8.0)",
          removed_by="V0 engine removed (0.11.0 wheel: no vllm/worker/worker.py)",
@@ -333,8 +406,12 @@ def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str) -> s
     return None
 
 
-def _v0_batched_tokens(max_model_len: int, chunked: bool) -> int:
-    return 2048 if chunked else max(max_model_len, 2048)
+def _v0_batched_tokens(max_model_len: int, chunked: bool, chunk: int = 2048) -> int:
+    return chunk if chunked else max(max_model_len, 2048)
+
+
+# V0's max_num_batched_tokens with chunked prefill, by scheme (``BATCH_DEFAULTS``)
+V0_CHUNKED_TOKENS = {"v0": 2048, "v0_512": 512}
 
 
 # the small and large tiers of a V1 release: (LLM tokens, serve tokens, max_num_seqs)
@@ -371,8 +448,9 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
     point (``serve``: OPENAI_API_SERVER, ``llm``: LLM_CLASS): the scheme of ``BATCH_DEFAULTS``,
     then the bounds of ``BATCH_DEFAULT_BOUNDS`` against ``given`` (the
     (max_num_batched_tokens, max_num_seqs) the flags set, None where left out).
-    ``model_facts``: "multimodal" / "mla" where the model is one (V0's chunked-prefill default,
-    ``V0_CHUNKED_PREFILL_OFF``, and the multimodal floor ``V0_MULTIMODAL_MIN_TOKENS``).
+    ``model_facts``: "multimodal" / "mla" where the model is one, "prefix_caching" where
+    ``--enable-prefix-caching`` is on (V0's chunked-prefill default, ``V0_CHUNKED_PREFILL_OFF``,
+    and the multimodal floor ``V0_MULTIMODAL_MIN``).
 
     0.33.0 ``EngineArgs.get_batch_defaults`` (engine/arg_utils.py): ≥ 160 GiB: 16384 / 1024 for
     both; ≥ 70 GiB, not an A100 and not a GB10: LLM 16384 / serve 8192, 1024 sequences;
@@ -381,14 +459,15 @@ def batch_default(gpu: GPU, version: str | None = None, entrypoint: str = "serve
     tokens (``v0_chunked_prefill``: chunked prefill would be on if ``max_model_len`` > 32768).
     """
     scheme = value_at(BATCH_DEFAULTS, version, "v1_gb10")
-    if scheme == "v0":
+    if scheme in V0_CHUNKED_TOKENS:
         off = value_at(V0_CHUNKED_PREFILL_OFF, version, ())
         facts = model_facts | ({"rocm"} if gpu.is_rocm else set())
         chunked = (v0_chunked_prefill and max_model_len > V0_CHUNKED_PREFILL_ABOVE
                    and not any(f in off for f in facts))  # type: ignore[operator]
-        tokens = _v0_batched_tokens(max_model_len, chunked)
+        tokens = _v0_batched_tokens(max_model_len, chunked, V0_CHUNKED_TOKENS[str(scheme)])
         if "multimodal" in model_facts:
-            tokens = max(tokens, V0_MULTIMODAL_MIN_TOKENS)
+            floor = value_at(V0_MULTIMODAL_MIN, version, V0_MULTIMODAL_MIN_TOKENS)
+            tokens = max(tokens, int(floor))  # type: ignore[call-overload]
         return BatchDefault(tokens, 256)
     name = device_name(gpu)
     low = name.lower()
@@ -611,6 +690,10 @@ class VLLM(Engine):
         choices = value_at(BLOCK_SIZE_CHOICES, version)
         return choices if isinstance(choices, tuple) else None
 
+    def check_architecture(self, release: str, architecture: str, model: str) -> None:
+        """The release's model registry (``memprof.core.engines.vllm_registry``)."""
+        check_registered(split_generation(release)[0], architecture, model)
+
     def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:
         """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
         (``V0_ENGINE``): ``VLLM_USE_V1=0``, or unset and ``v1_fallback_reason`` names a
@@ -627,7 +710,7 @@ class VLLM(Engine):
         if era == "v0 only":
             if use == 1:
                 raise BadInput(f"--vllm-use-v1 1: memprof models vLLM {release} with its default "
-                               "V0 engine only (0.7's V1 was an opt-in alpha)",
+                               "V0 engine only (V1 was an opt-in alpha from 0.6.5 to 0.7.x)",
                                hint="drop --vllm-use-v1, or pass --engine-version 0.8.0 or later")
             return release
         if era == "v1 only":

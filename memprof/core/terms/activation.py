@@ -121,18 +121,46 @@ def sort_temporaries_bytes(rows: int, vocab: int) -> int:
 # scatter back into a new tensor are alive together (30·R·V) or, at the sort, the fp32 copy, the
 # outputs and the sort's temporaries (``sort_temporaries_bytes``), whichever is larger.
 V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
-    Rule(name="v0_driver_sampler", changes="activation peak: sampler", since="0.7.1",
+    Rule(name="v0_driver_sampler", changes="activation peak: sampler", since="0.6.0",
          until="0.11.0", value="driver worker, torch top-k/top-p",
          introduced_by="V0 engine (VLLM_USE_V1=0 by default before 0.8.0)",
          removed_by="V0 engine removed (0.11.0); under V1 every rank samples "
          "(gpu_model_runner.py _dummy_sampler_run)",
-         source="0.7.2 worker/model_runner.py ModelRunner._dummy_run and execute_model; "
+         source="0.6.0, 0.6.4.post1 and 0.6.6.post1 worker/model_runner.py "
+         "ModelRunner.profile_run (SamplingParams(top_p=0.99, top_k=vocab_size - 1)) and "
+         "execute_model ('if not self.is_driver_worker: return []'), logits_processor.py "
+         "tensor_model_parallel_gather; "
+         "0.7.2 worker/model_runner.py ModelRunner._dummy_run and execute_model; "
          "model_executor/layers/logits_processor.py LogitsProcessor._gather_logits; "
          "model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p; "
          "ModelRunner.profile_run → _dummy_run still in 0.8.5 and 0.10.2",
          generation="v0"),
 )
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
+
+# How V0's ``_apply_top_k_top_p`` puts the masked, sorted logits back in vocabulary order
+# (model_executor/layers/sampler.py). ``value``: bytes per R·V element alive at that moment.
+#   0.6.0 – 0.6.1.post2: ``logits_idx_inv = torch.empty_like(logits_idx).scatter_(…, src=arange
+#   expanded)`` (int64, 8) then ``torch.gather(logits_sort, …, logits_idx_inv)`` (a new fp32, 4)
+#   beside the fp32 copy, sorted values and int64 indices, the top-k mask, softmax, cumsum and
+#   top-p mask: 4 + 4 + 8 + 1 + 4 + 4 + 1 + 8 + 4 = 38;
+#   from 0.6.2: ``torch.empty_like(logits_sort).scatter_(…, src=logits_sort)``: 30.
+V0_SAMPLER_RESORT: tuple[Rule, ...] = (
+    Rule(name="v0_sampler_resort", changes="activation peak: sampler", since="0.6.0",
+         until="0.6.2", value=V0_SAMPLER_SCATTER_BYTES_PER_ELEM + 8,
+         introduced_by="before 0.6.0", removed_by="scatter of the sorted logits (read in 0.6.2)",
+         source="0.6.0, 0.6.1 and 0.6.1.post2 model_executor/layers/sampler.py "
+         "_apply_top_k_top_p: logits_idx_inv = torch.empty_like(logits_idx).scatter_(dim=-1, "
+         "index=logits_idx, src=src); logits = torch.gather(logits_sort, dim=-1, "
+         "index=logits_idx_inv)", generation="v0"),
+    Rule(name="v0_sampler_resort", changes="activation peak: sampler", since="0.6.2",
+         until="0.11.0", value=V0_SAMPLER_SCATTER_BYTES_PER_ELEM,
+         introduced_by="scatter of the sorted logits (read in 0.6.2)",
+         removed_by="V0 engine removed (0.11.0)",
+         source="0.6.2, 0.6.4.post1, 0.6.6.post1 and 0.7.1 model_executor/layers/sampler.py "
+         "_apply_top_k_top_p: logits = torch.empty_like(logits_sort).scatter_(dim=-1, "
+         "index=logits_idx, src=logits_sort)", generation="v0"),
+)
 
 # vLLM V0's profile run (``ModelRunner._dummy_run``) builds attention metadata for its dummy
 # prompts, so the MLA backend runs the prefill in full instead of V1's metadata-less worst-case
@@ -169,10 +197,11 @@ V0_MLA_PREFILL_PROFILE: tuple[Rule, ...] = (
 # two accountings agree, and this rule is read for V0 only. ``value``: "separate" / "cache13".
 V0_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
     Rule(name="v0_moe_caches_per_call", changes="activation peak: fused-MoE caches",
-         since="0.7.1", until="0.8.0", value="separate",
-         introduced_by="before 0.7.1 (read from 0.7.1 on)",
+         since="0.6.0", until="0.8.0", value="separate",
+         introduced_by="before 0.6.0 (read from 0.6.0 on)",
          removed_by="cache13 (read in 0.8.0)",
-         source="0.7.1, 0.7.2 and 0.7.3 model_executor/layers/fused_moe/fused_moe.py "
+         source="0.6.0, 0.6.3.post1, 0.6.4.post1, 0.6.6.post1, 0.7.1, 0.7.2 and 0.7.3 "
+         "model_executor/layers/fused_moe/fused_moe.py "
          "fused_experts_impl: intermediate_cache1/2/3 torch.empty per call", generation="v0"),
     Rule(name="v0_moe_caches_per_call", changes="activation peak: fused-MoE caches",
          since="0.8.0", until="0.8.3", value="cache13",
@@ -366,10 +395,11 @@ FUSED_MOE_CHUNK_SIZE = 16 * 1024
 # profile run with more than 16,384 batched tokens sizes its MoE caches for up to twice as many
 # rows in those releases.
 FUSED_MOE_CHUNK: tuple[Rule, ...] = (
-    Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.7.1",
-         until="0.12.0", value=32768, introduced_by="before 0.7.1",
+    Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.6.0",
+         until="0.12.0", value=32768, introduced_by="before 0.6.0",
          removed_by="default 16 * 1024 (first released in 0.12.0)",
-         source="0.7.3, 0.8.0, 0.8.5, 0.9.2, 0.10.2, 0.11.0 and 0.11.1 envs.py: "
+         source="0.6.0, 0.6.4.post1, 0.6.6.post1, 0.7.3, 0.8.0, 0.8.5, 0.9.2, 0.10.2, 0.11.0 "
+         "and 0.11.1 envs.py: "
          "int(os.getenv('VLLM_FUSED_MOE_CHUNK_SIZE', '32768')); 0.8.5 "
          "model_executor/layers/fused_moe/fused_moe.py fused_experts_impl: M = min(num_tokens, "
          "CHUNK_SIZE)"),
@@ -671,12 +701,14 @@ def v0_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     """The V0 driver worker's sampler in the profile run (``V0_DRIVER_SAMPLER``): the last hidden
     states [T, H] and the gathered logits [R, V] in the model dtype (held by the caller), then
     the larger of the sort moment (fp32 copy + sorted values and int64 indices + the sort's
-    temporaries) and the scatter moment (30·R·V); with fp32 logits ``.to(float)`` copies
-    nothing."""
+    temporaries) and the scatter moment (30·R·V; 38·R·V before 0.6.2, ``V0_SAMPLER_RESORT``);
+    with fp32 logits ``.to(float)`` copies nothing."""
     s, v, h = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size
     copy = 0 if s == 4 else SAMPLER_FP32_BYTES_PER_ELEM
     at_sort = (copy + 4 + 8) * r * v + sort_temporaries_bytes(r, v)
-    at_scatter = (V0_SAMPLER_SCATTER_BYTES_PER_ELEM - 4 + copy) * r * v
+    per_elem = value_at(V0_SAMPLER_RESORT, ctx.dep.engine_version,
+                        V0_SAMPLER_SCATTER_BYTES_PER_ELEM)
+    at_scatter = (int(per_elem) - 4 + copy) * r * v  # type: ignore[call-overload]
     label = ("sort: fp32 copy + values + int64 indices + temporaries" if at_sort >= at_scatter
              else "top-k/top-p: fp32 copy + sort + masks + softmax + cumsum + scatter")
     return Stage("sampler (V0 driver)", (("last hidden [T,H]", t * h * s),

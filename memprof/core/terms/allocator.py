@@ -81,8 +81,9 @@ never below 0.
     kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())
     load = load_rounding_bytes(ctx)
-    # the load's holes that vLLM 0.8.0–0.9.0.1 charged to the budget already (reserved_charge;
-    # the Marlin repack's holes are not in this replay, so only the load's own are taken off)
+    # the load's holes that vLLM 0.6.x and 0.8.0–0.9.0.1 charged to the budget already
+    # (reserved_charge; the Marlin repack's holes are not in this replay, so only the load's
+    # own are taken off)
     load += load_holes_bytes(ctx)
     return [Component(
         name="allocator slack (simulated)", category="allocator",

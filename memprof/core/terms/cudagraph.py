@@ -141,12 +141,15 @@ CUDAGRAPH_MAX_CAPTURE_DEFAULT = 512
 #                16 from 256
 #   v1_dql:      as v1_2seqs_16 with max_num_seqs × (1 + speculative tokens) (vLLM@52a31cc)
 CAPTURE_SIZES: tuple[Rule, ...] = (
-    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.7.1",
+    Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.6.0",
          until="0.11.0", value="v0", introduced_by="V0 engine",
          removed_by="V0 engine removed (0.11.0)", generation="v0",
          source="0.8.5 config.py VllmConfig._set_cudagraph_sizes, 'if not envs.VLLM_USE_V1': "
          "possible_sizes = [1, 2, 4] + [8 * i for i in range(1, 1025)], cut at the first "
-         "≥ max_num_seqs; the same in 0.8.0, 0.9.0 and 0.9.2"),
+         "≥ max_num_seqs; the same in 0.8.0, 0.9.0 and 0.9.2; 0.6.0 – 0.6.4.post1 "
+         "worker/model_runner.py _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in "
+         "range(1, 1025)] cut at _get_max_graph_batch_size(max_num_seqs), 0.6.5 / 0.6.6.post1 "
+         "config.py VllmConfig._set_cudagraph_sizes as 0.8.5"),
     Rule(name="cudagraph_capture_sizes", changes="CUDA graphs: capture sizes", since="0.8.0",
          until="0.10.0", value="v1_512", introduced_by="V1 on by default (0.8.0)",
          removed_by="cuda_graph_sizes default [min(max_num_seqs * 2, 512)] (first released "
@@ -181,11 +184,12 @@ CAPTURE_SIZES: tuple[Rule, ...] = (
 # (FULL); V1 captures the compiled forward piecewise, and from 0.11.0 also FULL graphs for
 # uniform decode batches (FULL_AND_PIECEWISE).
 GRAPH_MODES: tuple[Rule, ...] = (
-    Rule(name="cudagraph_modes", changes="CUDA graphs: modes", since="0.7.1", until="0.11.0",
+    Rule(name="cudagraph_modes", changes="CUDA graphs: modes", since="0.6.0", until="0.11.0",
          value="FULL", introduced_by="V0 engine", removed_by="V0 engine removed (0.11.0)",
          generation="v0",
          source="0.8.5 worker/model_runner.py GPUModelRunnerBase.capture_model: one "
-         "CUDAGraphRunner (the whole model forward) per batch size"),
+         "CUDAGraphRunner (the whole model forward) per batch size; the same in 0.6.0, "
+         "0.6.4.post1 and 0.6.6.post1"),
     Rule(name="cudagraph_modes", changes="CUDA graphs: modes", since="0.8.0", until="0.11.0",
          value="PIECEWISE", introduced_by="V1 on by default (0.8.0)",
          removed_by="FULL_AND_PIECEWISE by default (first released in 0.11.0)",
@@ -700,12 +704,12 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 0), "on" (subtracted; default 1).
 # The 0.20.0 log line says "default since v0.21.0", but the 0.20.0 wheel already defaults it on.
 CUDAGRAPH_ESTIMATE: tuple[Rule, ...] = (
-    Rule(name="cudagraph_estimate_in_budget", changes="CUDA-graph estimate", since="0.7.1",
-         until="0.18.0", value="none", introduced_by="before 0.7.1",
+    Rule(name="cudagraph_estimate_in_budget", changes="CUDA-graph estimate", since="0.6.0",
+         until="0.18.0", value="none", introduced_by="before 0.6.0",
          removed_by="profile_cudagraph_memory (first released in 0.18.0)",
          source="0.17.0 v1/worker/gpu_worker.py determine_available_memory (no CUDA-graph "
-         "term); 0.7.2 worker/worker.py determine_num_available_blocks (V0: weights + "
-         "activation peak + non-torch only)"),
+         "term); 0.6.0, 0.6.4.post1, 0.6.6.post1 and 0.7.2 worker/worker.py "
+         "determine_num_available_blocks (V0: weights + activation peak + non-torch only)"),
     Rule(name="cudagraph_estimate_in_budget", changes="CUDA-graph estimate", since="0.18.0",
          until="0.20.0", value="off",
          introduced_by="profile_cudagraph_memory (first released in 0.18.0)",

@@ -14,6 +14,9 @@ NVLS (NCCL ``src/transport/nvls.cc``, tags v2.21.5-1, v2.26.2-1, v2.27.3-1):
 - One node: the NVLS graph has one head per local GPU (``search.cc``: "Force intra-node NVLS
   algorithm to pull evenly from all GPUs", min = max channels = the GPU count), so
   ``nHeads`` = the communicator's ranks.
+- 2.20.x (vLLM 0.6.0 – 0.6.3.post1's torch 2.4.0) as 2.21.x below, but with buffSize =
+  ``comm->buffSizes[NCCL_PROTO_SIMPLE]`` (4 MiB, ``DEFAULT_BUFFSIZE``; v2.20.5-1 nvls.cc
+  ``ncclNvlsSetup``, init.cc); 2.21 added ``NCCL_NVLS_CHUNKSIZE``.
 - 2.21.x allocate at ``ncclCommInitRank`` (``init.cc`` initTransportsRank → ``ncclNvlsSetup``)
   one unicast buffer of ``comm->nChannels × 2 × (buffSize + memSize) × nHeads`` per rank, with
   buffSize = ``NCCL_NVLS_CHUNKSIZE`` 128 KiB × ``NCCL_STEPS`` 8 = 1 MiB and memSize =
@@ -82,11 +85,16 @@ from memprof.core.versions import Rule, rule_in_force, value_at
 # The NCCL each release runs: the torch its wheel pins (METADATA Requires-Dist torch==X) and the
 # nvidia-nccl-cu12 that torch's Linux x86_64 wheel pins (Requires-Dist nvidia-nccl-cu12==Y).
 NCCL_VERSION: tuple[Rule, ...] = (
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since=None, until="0.9.0",
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since=None, until="0.6.4",
+         value="2.20.5", applies_to="nccl", introduced_by="torch 2.4.0",
+         removed_by="torch 2.5.1 (0.6.4)",
+         source="vllm 0.6.0 – 0.6.3.post1 METADATA torch==2.4.0; torch 2.4.0 METADATA "
+         "nvidia-nccl-cu12==2.20.5"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.6.4", until="0.9.0",
          value="2.21.5", applies_to="nccl", introduced_by="torch 2.5.1 / 2.6.0",
          removed_by="torch 2.7.0 (0.9.0)",
-         source="vllm 0.7.1 METADATA torch==2.5.1, 0.8.0 / 0.8.5 torch==2.6.0; torch 2.5.1 and "
-         "2.6.0 METADATA nvidia-nccl-cu12==2.21.5"),
+         source="vllm 0.6.4 – 0.6.6.post1 and 0.7.1 METADATA torch==2.5.1, 0.8.0 / 0.8.5 "
+         "torch==2.6.0; torch 2.5.1 and 2.6.0 METADATA nvidia-nccl-cu12==2.21.5"),
     Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.9.0", until="0.10.2",
          value="2.26.2", applies_to="nccl", introduced_by="torch 2.7.0 / 2.7.1",
          removed_by="torch 2.8.0 (0.10.2)",
@@ -124,7 +132,7 @@ TORCH_TP_GATHER: tuple[Rule, ...] = (
 NCCL_STEPS = 8  # src/include/device.h
 NVLS_CHUNK_BYTES = 128 * KiB  # NCCL_NVLS_CHUNKSIZE default (nvls.cc)
 NVLS_BUFF_BYTES = NVLS_CHUNK_BYTES * NCCL_STEPS  # buffSize = nvlsStepSize × NCCL_STEPS
-NVLS_MEM_ALIGN_BYTES = 2 * MiB  # NVLS_MEM_ALIGN_SIZE (1 << 21), 2.21.x's memSize
+NVLS_MEM_ALIGN_BYTES = 2 * MiB  # NVLS_MEM_ALIGN_SIZE (1 << 21), 2.20.x / 2.21.x's memSize
 NVLS_CHANNELS_SM90 = 16  # NCCL_NVLS_NCHANNELS default (2.21.5) / NVLS_NCHANNELS_SM90 (2.26+)
 NVLS_CHANNELS_SM100 = 32  # NVLS_NCHANNELS_SM100 (2.26.2, 2.27.3)
 NVLS_CHANNELS_SM100_NVL = 24  # NVLS_NCHANNELS_SM100_NVL: one node, 2.27.3
@@ -179,7 +187,7 @@ def nvls_channels(version: str, gpu: GPU) -> int:
     """``comm->nvlsChannels`` for one node: 16 before 2.22 (``NCCL_NVLS_NCHANNELS``) and on sm90
     after; on sm100 and later 32 in 2.22-2.26 (``NVLS_NCHANNELS_SM100``) and 24 for a single
     node from 2.27 (``NVLS_NCHANNELS_SM100_NVL``), nvls.cc ncclNvlsInit."""
-    if version.startswith("2.21") or gpu.arch == "sm90":
+    if version.startswith(("2.20", "2.21")) or gpu.arch == "sm90":
         return NVLS_CHANNELS_SM90
     return NVLS_CHANNELS_SM100_NVL if version.startswith("2.27") else NVLS_CHANNELS_SM100
 
@@ -189,10 +197,15 @@ def nvls_bytes(version: str, gpu: GPU, size: int, cumem: bool) -> tuple[int, str
     for ``size`` ranks on one node, and how they were derived."""
     heads = size
     nvls = nvls_channels(version, gpu)
-    if version.startswith("2.21"):
+    if version.startswith(("2.20", "2.21")):
+        # 2.20.x: buffSize = comm->buffSizes[NCCL_PROTO_SIMPLE] (DEFAULT_BUFFSIZE, 4 MiB;
+        # v2.20.5-1 src/transport/nvls.cc ncclNvlsSetup, src/init.cc); 2.21 reads
+        # NCCL_NVLS_CHUNKSIZE × NCCL_STEPS (1 MiB) instead, the setup otherwise the same
+        buff = SIMPLE_BUFF_BYTES if version.startswith("2.20") else NVLS_BUFF_BYTES
         channels = max(RING_CHANNELS_NVLINK, nvls)
-        got = channels * 2 * (NVLS_BUFF_BYTES + NVLS_MEM_ALIGN_BYTES) * heads
-        return got, (f"{channels} channels × 2 × (1 MiB buffer + 2 MiB NVLS_MEM_ALIGN_SIZE) × "
+        got = channels * 2 * (buff + NVLS_MEM_ALIGN_BYTES) * heads
+        return got, (f"{channels} channels × 2 × ({fmt_bytes(buff)} buffer + 2 MiB "
+                     "NVLS_MEM_ALIGN_SIZE) × "
                      f"{heads} heads = {fmt_bytes(got)} (NCCL {version} src/transport/nvls.cc "
                      "ncclNvlsSetup at ncclCommInitRank: comm->nChannels = the 24 ring channels "
                      "of the NVLink goldens; rounded up to the driver's multicast granularity, "

@@ -203,6 +203,33 @@ class Placement(NamedTuple):
 # non-torch figure). Read in the wheels of each release.
 NCCL_PLACEMENT: tuple[Rule, ...] = (
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
+         since="0.6.0", until="0.6.4", value=Placement("baseline", "budget"),
+         introduced_by="before 0.6.0",
+         removed_by="peak = torch peak + (total − free) − torch allocated (0.6.4)",
+         source="0.6.0, 0.6.1.post2, 0.6.2 and 0.6.3.post1 worker/worker.py Worker.init_device: "
+         "init_gpu_memory = mem_get_info()[0] after the context, before "
+         "init_worker_distributed_environment; determine_num_available_blocks: peak_memory = "
+         "init_gpu_memory − free after the profile run (a free-memory drop)",
+         generation="v0"),
+    Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
+         since="0.6.4", until="0.6.5", value=Placement("budget", "budget"),
+         introduced_by="peak = torch peak + (total − free) − torch allocated (0.6.4)",
+         removed_by="memory_profiling with baseline_memory_in_bytes (first released in 0.6.5)",
+         source="0.6.4 and 0.6.4.post1 worker/worker.py determine_num_available_blocks: after "
+         "empty_cache, non_torch_allocations = (total − free) − allocated_bytes.all.current, "
+         "peak_memory = allocated_bytes.all.peak + non_torch_allocations: everything on the "
+         "device torch did not allocate (the context, NCCL, other processes) is charged "
+         "(logged as 'initial_memory_usage' / 'non_torch_memory')", generation="v0"),
+    Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
+         since="0.6.5", until="0.7.1", value=Placement("baseline", "budget"),
+         introduced_by="memory_profiling with baseline_memory_in_bytes (0.6.5)",
+         removed_by="MemorySnapshot baseline (0.7.1 row)",
+         source="0.6.5 and 0.6.6.post1 worker/worker.py determine_num_available_blocks: "
+         "memory_profiling(baseline_memory_in_bytes=total − init_gpu_memory (init_device, "
+         "before init_worker_distributed_environment), weights_memory_in_bytes="
+         "model_memory_usage); utils.py memory_profiling: non_torch_increase = used − baseline "
+         "− weights − torch allocated increase", generation="v0"),
+    Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.7.1", until="0.11.0", value=Placement("baseline", "budget"),
          introduced_by="V0 Worker.init_device: baseline_snapshot before "
          "init_worker_distributed_environment",
@@ -236,12 +263,14 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
 )
 # The engines' own setting of NCCL's cuMem allocator (no row: NCCL's default, on).
 NCCL_CUMEM: tuple[Rule, ...] = (
-    Rule(name="nccl_cumem_off", changes="non-torch: NCCL communicator size", since="0.7.1",
+    Rule(name="nccl_cumem_off", changes="non-torch: NCCL communicator size", since="0.6.0",
          until="0.10.2", value="NCCL_CUMEM_ENABLE=0", applies_to="nccl",
-         introduced_by="vLLM sets NCCL_CUMEM_ENABLE=0 unless the user set it",
+         introduced_by="vLLM sets NCCL_CUMEM_ENABLE=0 (0.6.x: in every worker)",
          removed_by="the override is gone from env_override.py in 0.10.2",
-         source="vllm/__init__.py in 0.7.1–0.8.2 (0.7.2 l.30), vllm/env_override.py in "
-         "0.8.3–0.10.1.1: os.environ['NCCL_CUMEM_ENABLE'] = '0'"),
+         source="vllm/worker/worker_base.py WorkerWrapperBase.init_worker in 0.6.0–0.6.6.post1 "
+         "(os.environ['NCCL_CUMEM_ENABLE'] = '0', unconditionally; "
+         "https://github.com/NVIDIA/nccl/issues/1234), vllm/__init__.py in 0.7.1–0.8.2 (0.7.2 "
+         "l.30), vllm/env_override.py in 0.8.3–0.10.1.1: os.environ['NCCL_CUMEM_ENABLE'] = '0'"),
     Rule(name="nccl_cumem_off", changes="non-torch: NCCL communicator size", since=None,
          until=None, value="NCCL_CUMEM_ENABLE=0", applies_to="nccl", engine="sglang",
          introduced_by="SGLang's launcher sets NCCL_CUMEM_ENABLE=0 before its workers start "

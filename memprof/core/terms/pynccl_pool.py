@@ -67,7 +67,9 @@ PYNCCL_NO_STREAM_POOL: tuple[Rule, ...] = (
          changes="non-torch: NCCL communicator without torch's stream pool",
          since="0.7.1", until=None, value=True, applies_to="nccl",
          introduced_by="PyNcclCommunicator over the CPU (gloo) group and a lazy "
-         "ProcessGroupNCCL (older than every release memprof models)",
+         "ProcessGroupNCCL; its warm-up on the current stream (read in 0.7.1: 0.6.0 – "
+         "0.6.6.post1 device_communicators/pynccl.py make self.stream = torch.cuda.Stream(), "
+         "a stream of torch's pool, as the measured rows do)",
          source="0.7.2 / 0.8.4 / 0.10.1.1 / 0.11.0 / 0.17.1 / 0.33.0 distributed/"
          "parallel_state.py init_distributed_environment: init_process_group without "
          "device_id (0.33.0: device_id only under VLLM_DISTRIBUTED_USE_SPLIT_GROUP=1, default "
@@ -80,9 +82,10 @@ PYNCCL_NO_STREAM_POOL: tuple[Rule, ...] = (
 LOGITS_GATHER_PROCESS_GROUP: tuple[Rule, ...] = (
     Rule(name="logits_gather_process_group",
          changes="non-torch: torch's stream pool at the profile run's logits gather (TP > 1)",
-         since="0.7.1", until="0.26.0", value=True, applies_to="nccl",
-         introduced_by="LogitsProcessor gathers over the TP device group (older than every "
-         "release memprof models)",
+         since="0.6.0", until="0.26.0", value=True, applies_to="nccl",
+         introduced_by="LogitsProcessor gathers over the TP device group (before 0.6.0; read "
+         "in 0.6.0, 0.6.4.post1 and 0.6.6.post1 distributed/parallel_state.py "
+         "GroupCoordinator.gather)",
          removed_by="CudaCommunicator.all_gather through PyNccl on CUDA (first read in 0.26.0)",
          source="0.7.2 distributed/parallel_state.py GroupCoordinator.gather: "
          "torch.distributed.gather(group=self.device_group); 0.8.4 / 0.10.1.1 / 0.11.0 / 0.17.1 "

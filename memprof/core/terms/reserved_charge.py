@@ -1,5 +1,10 @@
-"""vLLM 0.8.0 – 0.9.0.1 (V1): memory the caching allocator holds but did not hand out, charged to
-the KV budget as if it were non-torch memory.
+"""vLLM 0.8.0 – 0.9.0.1 (V1) and 0.6.x (V0): memory the caching allocator holds but did not hand
+out, charged to the KV budget as if it were non-torch memory.
+
+vLLM 0.6.0 – 0.6.3.post1 take the budget's peak as the drop in free memory from ``init_device`` to
+after the profile run (no ``empty_cache`` between), 0.6.4.x as below, 0.6.5 – 0.6.6.post1 as
+``(total − free) − baseline − weights − allocated increase``: each charges the segments the
+load left half used (``RESERVED_CHARGED``'s V0 rows).
 
 Those releases' ``Worker.determine_available_memory`` (v1/worker/gpu_worker.py, read in the
 0.8.0, 0.8.5 and 0.9.0 wheels) measures after the profile run::
@@ -41,9 +46,33 @@ from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, load_ops
-from memprof.core.versions import Rule, rule_in_force
+from memprof.core.versions import Rule, rule_in_force, value_at
 
 RESERVED_CHARGED: tuple[Rule, ...] = (
+    Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
+         "budget", since="0.6.0", until="0.6.4",
+         value="the drop in free memory across the profile run, with no empty_cache: the "
+         "profile run's own segments above its allocated peak are not modelled "
+         "[approximation]", introduced_by="before 0.6.0",
+         removed_by="peak = torch peak + (total − free) − torch allocated (0.6.4)",
+         generation="v0",
+         source="0.6.0 – 0.6.3.post1 worker/worker.py determine_num_available_blocks: "
+         "peak_memory = init_gpu_memory − mem_get_info free after the profile run, with no "
+         "empty_cache between: every segment the caching allocator reserved is charged (the "
+         "load's holes; the profile run's own rounding above its allocated peak is not "
+         "modelled)"),
+    Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
+         "budget", since="0.6.4", until="0.7.1",
+         value="(total − free) − allocated, or memory_profiling's non-torch increase on "
+         "allocated bytes",
+         introduced_by="peak = torch peak + (total − free) − torch allocated (0.6.4)",
+         removed_by="MemorySnapshot: non-torch = cuda_memory − memory_reserved (0.7.1)",
+         generation="v0",
+         source="0.6.4.post1 worker/worker.py determine_num_available_blocks: empty_cache(); "
+         "non_torch_allocations = (total − free) − allocated_bytes.all.current; 0.6.5 / "
+         "0.6.6.post1 utils.py memory_profiling: non_torch_increase = (total − free) − "
+         "baseline − weights − allocated increase (MemorySnapshot measures allocated bytes, "
+         "not reserved, before 0.7.1)"),
     Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
          "budget", since="0.8.0", until="0.9.1", value=True,
          introduced_by="V1 Worker.determine_available_memory (0.8.0)",
@@ -138,7 +167,9 @@ def reserved_charge_terms(ctx: TermContext) -> list[Component]:
     repacked = len(marlin_linears(ctx))
     what = (f"the model load and {repacked} Marlin repack(s) (process_weights_after_loading)"
             if repacked else "the model load")
+    how = value_at(RESERVED_CHARGED, ctx.dep.engine_version, True, ctx.dep.engine)
+    charges = how if isinstance(how, str) else "(total − free) − allocated"
     return [Component(name=NAME, category="allocator", bytes=n, where="budget", profiled=True,
                       formula=f"memprof.alloc replay of {what}, then empty_cache: "
                       f"reserved − allocated = {fmt_bytes(n)} (vLLM {ctx.dep.engine_version} "
-                      "charges (total − free) − allocated)")]
+                      f"charges {charges})")]
