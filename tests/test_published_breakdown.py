@@ -35,7 +35,8 @@ What each line's terms are, by the release's source (``format`` in the data file
   not split its activation terms into transient and persistent ones, so C + A is compared
   with the sum of memprof's weights, budget non-torch, activation and graph-estimate terms.
 
-memprof's side, on the rank with the most weights (``memprof.core.explain.ESTIMATED``, the
+memprof's side, on the rank with the most weights, or the TP rank an entry's ``rank`` names
+where the line is another rank's (``memprof.core.explain.ESTIMATED``, the
 mapping ``memprof explain`` uses): W = the engine's load figure (``load_figure``: the budget's
 ``weights`` and ``scratch`` components); A = every ``activation`` component; N = the
 ``non_torch`` components ``where == "budget"``; the graph estimate = the ``cudagraph``
@@ -127,6 +128,13 @@ def test_every_entry_is_a_published_row_with_its_lines() -> None:
             for line in e["lines"]:
                 assert line in row["quote"], (e["id"], line)
         assert set(e["parsed_gib"]) <= set(TERMS), e["id"]
+        if "rank" in e:  # the line is another rank's than the one with the most weights
+            assert isinstance(e["rank"]["tp_rank"], int) and e["rank"]["why"], e["id"]
+    # every other row searched, with why it has no line (rows added to published.json since are
+    # listed by the table test as not searched yet)
+    listed = {w["id"] for w in BREAKDOWN["without_lines"]}
+    assert not listed & set(ids) and listed <= set(BY_ID)
+    assert all(w["why_none"] for w in BREAKDOWN["without_lines"])
 
 
 def test_parsed_figures_are_the_lines_own() -> None:
@@ -200,10 +208,13 @@ class Compared:
                 if abs(self.memprof[t] - self.log[t]) > tolerance(t, self.log[t])}
 
 
-def memprof_terms(e: Estimate, fmt: str) -> tuple[dict[str, float], int]:
+def memprof_terms(e: Estimate, fmt: str, tp_rank: int | None = None
+                  ) -> tuple[dict[str, float], int]:
     """memprof's figures for the terms a line of ``fmt`` prints (GiB), on the rank with the
-    most weights, and the bytes of that rank's budget the five budget terms leave out."""
-    r = max(e.ranks, key=lambda x: x.weights_bytes)
+    most weights (of TP rank ``tp_rank`` where the entry names the rank that printed the line),
+    and the bytes of that rank's budget the five budget terms leave out."""
+    ranks = [x for x in e.ranks if tp_rank is None or x.coord.tp_rank == tp_rank]
+    r = max(ranks, key=lambda x: x.weights_bytes)
     w = ESTIMATED["weights_bytes"](e, r)
     a = ESTIMATED["activation_peak_bytes"](e, r)
     n = ESTIMATED["non_torch_bytes"](e, r)
@@ -240,7 +251,8 @@ def compared(entry: dict[str, Any]) -> Compared:
     except MemprofError as exc:
         c.refused = "memprof: " + exc.message
         return c
-    c.memprof, c.unbudgeted = memprof_terms(e, entry["format"])
+    c.memprof, c.unbudgeted = memprof_terms(e, entry["format"],
+                                            (entry.get("rank") or {}).get("tp_rank"))
     return c
 
 
@@ -275,6 +287,9 @@ def test_the_table_and_the_terms_memprof_misses(table: list[Compared]) -> None:
     opens one) fails here until the data file says so."""
     print("\nvLLM's breakdown lines against memprof's terms (GiB, log/memprof):")
     print(render(table))
+    searched = {e["id"] for e in ENTRIES} | {w["id"] for w in BREAKDOWN["without_lines"]}
+    if set(BY_ID) - searched:
+        print("rows not searched for breakdown lines yet:", sorted(set(BY_ID) - searched))
     by_id = {e["id"]: e for e in ENTRIES}
     for c in table:
         entry = by_id[c.id]
