@@ -282,9 +282,11 @@ def render(rows: list[Compared]) -> str:
 
 
 def test_the_table_and_the_terms_memprof_misses(table: list[Compared]) -> None:
-    """Every term memprof misses is one the row's entry lists under ``off`` with a
-    ``finding``, and every term listed there is still missed: a change that closes a gap (or
-    opens one) fails here until the data file says so."""
+    """On every entry compared when the data file was written (``checked``), the terms memprof
+    misses are exactly those the entry lists under ``off``, with a ``finding``: a change that
+    closes a gap (or opens one) fails here until the data file says so. An entry memprof
+    refused then (a release or checkpoint it did not model) is printed, not asserted, until
+    someone reads its terms and marks it."""
     print("\nvLLM's breakdown lines against memprof's terms (GiB, log/memprof):")
     print(render(table))
     searched = {e["id"] for e in ENTRIES} | {w["id"] for w in BREAKDOWN["without_lines"]}
@@ -294,9 +296,10 @@ def test_the_table_and_the_terms_memprof_misses(table: list[Compared]) -> None:
     for c in table:
         entry = by_id[c.id]
         listed = set(entry.get("off", []))
-        if c.refused:
+        if not entry.get("checked"):
             assert not listed, c.id
             continue
+        assert c.refused is None, (c.id, c.refused)
         assert c.off() == listed, (c.id, sorted(c.off()), sorted(listed))
         if listed:
             assert entry.get("finding"), c.id
