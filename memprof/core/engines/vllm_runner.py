@@ -83,11 +83,18 @@ on the parallel layout would be the same for all three. A charge in proportion t
 (about 10% here) does not fit row 901 (2.7% of 61 GiB) or row 903's first stage (5%). And the TP>1
 control matches only by compensation. Row 904's own lines give 1.70 GiB persisting beyond the
 weights, where memprof has 1.09 (fused-MoE workspace 1.00, cuBLAS 0.03, non-torch 0.06); a
-0.76 GiB transient peak, where memprof has 0.35; and a 0.32 GiB CUDA-graph estimate, where
-memprof has 0.75. So about 0.6 GiB persists unexplained at TP4 as well. What would settle it:
-a 0.27.1 start-up at ``VLLM_LOGGING_LEVEL=DEBUG``, whose ``memory_profiling`` result line
-(torch peak increase, total consumed, weights) and worker init snapshot split the shortfall into
-torch memory, non-torch memory and held free blocks.
+0.76 GiB "peak activation", which 0.27.1 prints as the transient peak plus the CUDA-graph
+estimate it charges (v1/worker/gpu_worker.py ``determine_available_memory``), where memprof has
+0.35 + 0.75; and 0.32 GiB of "CUDAGraph memory", the measured capture (``capture_model``'s
+return in ``compile_or_warm_up_model``), where memprof predicts 0.72. So about 0.6 GiB persists
+unexplained at TP4 as well, while 0.41 GiB less is in use at the worker's snapshot than memprof
+places before it (tests/data/published_breakdown.json). For V2 at TP1, row 1104's 0.26.0 line
+(Llama-3.1-8B on an A40, logged at INFO from 0.26.0) splits the shortfall: weights 15.00 and
+non-torch 0.08 GiB agree with memprof's 14.99 and 0.05, and the profile run's torch peak is
+1.01 GiB against V1's terms' 0.49, so the excess is torch memory of the profile run, not held
+free blocks (0.26.0's budget line counts none). What would settle the rest: a 0.27.1 start-up
+at ``VLLM_LOGGING_LEVEL=DEBUG``, whose ``memory_profiling`` result line (torch peak increase,
+total consumed, weights) splits a TP1 row's shortfall the same way.
 """
 
 from __future__ import annotations
