@@ -58,7 +58,11 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     # the engine's load figure: vLLM's torch allocations, SGLang's drop in free memory
     # (``Engine.load_figure``)
     "weights_bytes": lambda e, r: load_figure(e, r),
-    "non_torch_bytes": lambda e, r: _comp(r, lambda c, w: c == "non_torch" and w == "budget"),
+    # the engine's non-torch figure is device memory in use less torch's allocations, so the
+    # allocator's free blocks a release charges in the budget (0.6.x, 0.8.x:
+    # ``memprof.core.terms.reserved_charge``) are in it
+    "non_torch_bytes": lambda e, r: _comp(
+        r, lambda c, w: c in ("non_torch", "allocator") and w == "budget"),
     "activation_peak_bytes": lambda e, r: _comp(r, lambda c, w: c == "activation"),
     "peak_torch_bytes": lambda e, r: _loaded(r) + _comp(r, lambda c, w: c == "activation"),
     "cudagraph_estimate_bytes": lambda e, r: _comp(
