@@ -1,0 +1,120 @@
+"""The most-run checkpoints bundled from their verbatim HF ``config.json`` (issue 24): each one's
+weight bytes at TP1 against the checkpoint's ``model.safetensors.index.json``
+``metadata.total_size``.
+
+Three numbers are held equal for each checkpoint: the parameters counted by hand in this file from
+the bundled config (bf16: two bytes each), the index's ``total_size`` as quoted publicly (cited
+beside each constant), and memprof's per-rank weight tensors at TP1. memprof's ``estimate`` adds
+the RoPE cos/sin cache and the allocator's rounding to those tensors; its weights must stay within
+0.5% of ``total_size`` (issue 24's acceptance).
+
+Sources: each config's ``_source``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from memprof.core.deployment import Deployment, ranks
+from memprof.core.estimate import estimate
+from memprof.core.models import bundled_models, load_model
+from memprof.core.models.load import hf_ids
+from memprof.core.weights import rank_weights
+
+
+def _config(name: str) -> dict[str, Any]:
+    cfg = json.loads(bundled_models()[name].read_text())
+    assert isinstance(cfg, dict)
+    return cfg
+
+
+def _rank_bytes(model: str, tp: int = 1) -> int:
+    spec = load_model(model)
+    dep = Deployment(tp=tp)
+    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], "sm90"))
+
+
+def _qwen3_dense_params(c: dict[str, Any]) -> int:
+    """Qwen3ForCausalLM: q/k/v/o without bias, q_norm and k_norm (head_dim each), SwiGLU MLP,
+    two RMSNorms a layer, the final norm, the embedding and (untied) lm_head."""
+    h, hd, heads, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c[
+        "num_key_value_heads"]
+    layer = (h * heads * hd + 2 * h * kv * hd + heads * hd * h + 2 * hd
+             + 3 * c["intermediate_size"] * h + 2 * h)
+    heads_out = 1 if c["tie_word_embeddings"] else 2
+    return int(c["num_hidden_layers"] * layer + heads_out * c["vocab_size"] * h + h)
+
+
+def _qwen3_moe_params(c: dict[str, Any]) -> int:
+    """Qwen3MoeForCausalLM with no dense layers (``mlp_only_layers`` empty, sparse step 1):
+    attention as Qwen3, a router (experts × hidden) and each expert's SwiGLU MLP."""
+    assert c["mlp_only_layers"] == [] and c["decoder_sparse_step"] == 1
+    h, hd, heads, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c[
+        "num_key_value_heads"]
+    e, mi = c["num_experts"], c["moe_intermediate_size"]
+    layer = (h * heads * hd + 2 * h * kv * hd + heads * hd * h + 2 * hd + 2 * h
+             + e * h + e * 3 * mi * h)
+    return int(c["num_hidden_layers"] * layer + 2 * c["vocab_size"] * h + h)
+
+
+# (bundled name, HF id, hand count, index total_size in bytes); where each total is quoted
+# is said beside it
+CHECKPOINTS: list[tuple[str, str, Callable[[dict[str, Any]], int], int]] = [
+    # Qwen/Qwen3-8B model.safetensors.index.json metadata.total_size 16,381,470,720: quoted as
+    # the official weight bytes of Qwen/Qwen3-8B (beside Qwen3-4B, -14B and -32B) in a public
+    # model-cache checker, and as the "total_size" of a safetensors index in a public loader test.
+    ("qwen3-8b", "Qwen/Qwen3-8B", _qwen3_dense_params, 16_381_470_720),
+    # Qwen/Qwen3-14B: total_size 29,536,614,400, printed whole (model.safetensors.index.json,
+    # 8 shards) in a public walk-through of the checkpoint's files and in the same checker.
+    ("qwen3-14b", "Qwen/Qwen3-14B", _qwen3_dense_params, 29_536_614_400),
+    # Qwen/Qwen3-30B-A3B: total_size 61,064,245,248, quoted from the index (16 shards) in a
+    # public note on vLLM's safetensors loading.
+    ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", _qwen3_moe_params, 61_064_245_248),
+    # Qwen/Qwen3-30B-A3B-Instruct-2507: the same tensors (only its context length and RoPE base
+    # differ); total_size 61,064,245,248 is quoted as this checkpoint's "checkpoint_bytes" and
+    # "safetensors_total_size" (16 shards) in public transfer and manifest tools.
+    ("qwen3-30b-a3b-instruct-2507", "Qwen/Qwen3-30B-A3B-Instruct-2507", _qwen3_moe_params,
+     61_064_245_248),
+]
+
+
+@pytest.mark.parametrize(("name", "hf_id", "count", "total_size"), CHECKPOINTS,
+                         ids=[c[0] for c in CHECKPOINTS])
+def test_hand_count_is_the_checkpoint_index(
+        name: str, hf_id: str, count: Callable[[dict[str, Any]], int], total_size: int) -> None:
+    cfg = _config(name)
+    assert cfg["torch_dtype"] == "bfloat16"
+    assert 2 * count(cfg) == total_size
+
+
+@pytest.mark.parametrize(("name", "hf_id", "count", "total_size"), CHECKPOINTS,
+                         ids=[c[0] for c in CHECKPOINTS])
+def test_rank_weights_at_tp1_are_the_checkpoint(
+        name: str, hf_id: str, count: Callable[[dict[str, Any]], int], total_size: int) -> None:
+    assert hf_ids()[hf_id.lower()][1] == name
+    assert _rank_bytes(hf_id) == total_size
+    e = estimate(hf_id, Deployment(max_model_len=8192), gpu_name="H100")
+    # the estimate's weights: the tensors plus the RoPE cache and allocator rounding
+    assert total_size < e.weights_bytes_max
+    assert (e.weights_bytes_max - total_size) / total_size < 0.005
+
+
+def test_tp2_halves_the_sharded_tensors() -> None:
+    # Qwen3-8B at TP2: every projection, the vocab-parallel embedding and lm_head split in two
+    # (8 KV heads over 2 ranks); only the norms (q/k norms over head_dim, RMSNorms over hidden)
+    # are replicated, so a rank holds half the checkpoint plus half the norms.
+    c = _config("qwen3-8b")
+    h, hd, layers = c["hidden_size"], c["head_dim"], c["num_hidden_layers"]
+    norms = layers * (2 * hd + 2 * h) + h
+    assert _rank_bytes("qwen3-8b", tp=2) == (16_381_470_720 - 2 * norms) // 2 + 2 * norms
+
+
+def test_instruct_2507_differs_from_the_base_only_in_context() -> None:
+    base, inst = _config("qwen3-30b-a3b"), _config("qwen3-30b-a3b-instruct-2507")
+    differ = {k for k in base.keys() | inst.keys() if base.get(k) != inst.get(k)}
+    assert differ == {"_source", "_hf_ids", "max_position_embeddings", "rope_theta"}
+    assert (base["max_position_embeddings"], inst["max_position_embeddings"]) == (40960, 262144)
