@@ -87,6 +87,15 @@ def _gemma3_mm_params(c: dict[str, Any]) -> int:
     return int(text + vision + projector)
 
 
+def _phi3_params(c: dict[str, Any]) -> int:
+    """Phi3ForCausalLM: fused qkv_proj and gate_up_proj, o_proj and down_proj, no biases, two
+    RMSNorms a layer, the final norm, the embedding and an untied lm_head."""
+    h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd = h // heads
+    layer = h * (heads + 2 * kv) * hd + heads * hd * h + 3 * c["intermediate_size"] * h + 2 * h
+    return int(c["num_hidden_layers"] * layer + 2 * c["vocab_size"] * h + h)
+
+
 def _qwen3_moe_params(c: dict[str, Any]) -> int:
     """Qwen3MoeForCausalLM with no dense layers (``mlp_only_layers`` empty, sparse step 1):
     attention as Qwen3, a router (experts × hidden) and each expert's SwiGLU MLP."""
@@ -131,6 +140,11 @@ CHECKPOINTS: list[tuple[str, str, Callable[[dict[str, Any]], int], int]] = [
     # total_size of the index a public MedGemma-4B report test writes (MedGemma 4B is this
     # architecture).
     ("gemma-3-4b-it", "google/gemma-3-4b-it", _gemma3_mm_params, 8_600_158_944),
+    # microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 parameters, keras-hub's published count
+    # (keras-team/keras-hub keras_hub/src/models/phi3/phi3_presets.py, phi3_mini_4k_instruct_en),
+    # 7,642,159,104 bytes in bf16.
+    ("phi-3-mini-4k-instruct", "microsoft/Phi-3-mini-4k-instruct", _phi3_params,
+     7_642_159_104),
 ]
 
 
@@ -149,7 +163,7 @@ def test_rank_weights_at_tp1_are_the_checkpoint(
         name: str, hf_id: str, count: Callable[[dict[str, Any]], int], total_size: int) -> None:
     assert hf_ids()[hf_id.lower()][1] == name
     assert _rank_bytes(hf_id) == total_size
-    e = estimate(hf_id, Deployment(max_model_len=8192), gpu_name="H100")
+    e = estimate(hf_id, Deployment(max_model_len=4096), gpu_name="H100")
     weights = [c for c in e.ranks[0].components if c.category == "weights"]
     buffers = [c for c in weights if c.name.startswith(NOT_IN_CHECKPOINT)]
     assert {c.name.split(" ", 3)[0] for c in buffers} >= {"RoPE", "allocator"}
