@@ -186,3 +186,14 @@ def test_instruct_2507_differs_from_the_base_only_in_context() -> None:
     differ = {k for k in base.keys() | inst.keys() if base.get(k) != inst.get(k)}
     assert differ == {"_source", "_hf_ids", "max_position_embeddings", "rope_theta"}
     assert (base["max_position_embeddings"], inst["max_position_embeddings"]) == (40960, 262144)
+
+
+def test_qwen3_14b_sglang_weights_match_the_published_load() -> None:
+    # tests/data/published.json row 148 (https://github.com/xorbitsai/inference/issues/3481,
+    # SGLang under Xinference, bf16 on one card): "Load weight end. type=Qwen3ForCausalLM,
+    # dtype=torch.bfloat16, avail mem=19.67 GB, mem usage=27.57 GB" (SGLang's GB: bytes / 2**30).
+    # The checkpoint's 29,536,614,400 B plus the RoPE cache SGLang builds is within 0.5% of it.
+    e = estimate("Qwen/Qwen3-14B", Deployment(engine="sglang", max_model_len=8192),
+                 gpu_name="A100-80GB")
+    logged = 27.57 * 2**30
+    assert abs(e.weights_bytes_max - logged) / logged < 0.005
