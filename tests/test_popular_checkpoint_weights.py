@@ -121,6 +121,10 @@ CHECKPOINTS: list[tuple[str, str, Callable[[dict[str, Any]], int], int]] = [
     # Qwen/Qwen3-4B: total_size 8,044,936,192, in the same checker's list of official weight
     # bytes (tied embeddings: one 151936 × 2560 tensor).
     ("qwen3-4b", "Qwen/Qwen3-4B", _qwen3_dense_params, 8_044_936_192),
+    # Qwen/Qwen3-1.7B: 1,720,574,976 parameters (tied embeddings), keras-hub's published count
+    # (keras-team/keras-hub keras_hub/src/models/qwen3/qwen3_presets.py, qwen3_1.7b_en),
+    # 3,441,149,952 bytes in bf16.
+    ("qwen3-1.7b", "Qwen/Qwen3-1.7B", _qwen3_dense_params, 3_441_149_952),
     # Qwen/Qwen3-14B: total_size 29,536,614,400, printed whole (model.safetensors.index.json,
     # 8 shards) in a public walk-through of the checkpoint's files and in the same checker.
     ("qwen3-14b", "Qwen/Qwen3-14B", _qwen3_dense_params, 29_536_614_400),
