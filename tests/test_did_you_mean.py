@@ -80,7 +80,7 @@ def test_a_huge_gpu_name_is_cut_in_the_message() -> None:
 
 
 @pytest.mark.parametrize(("typed", "first"), [
-    ("qwen3_32b", "qwen3-32b"), ("Qwen3 32B", "qwen3-32b"), ("qwen3-14b", "qwen3-32b"),
+    ("qwen3_32b", "qwen3-32b"), ("Qwen3 32B", "qwen3-32b"), ("qwen3-72b", "qwen3-32b"),
     ("gptoss-120b", "gpt-oss-120b"), ("deepseek-r2", "deepseek-r1"), ("kimi", "kimi-k2"),
     ("llama-9", "llama-3.1-8b"),
 ])

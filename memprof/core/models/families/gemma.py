@@ -81,8 +81,10 @@ GEMMA2_DEFAULTS: dict[str, Any] = {
     "rope_theta": 10_000.0, "sliding_window": 4096, "tie_word_embeddings": True,
 }
 # transformers 4.50 Gemma3TextConfig.__init__ defaults (google/gemma-3-27b-it's text_config
-# states only what differs from them)
+# states only what differs from them; google/gemma-3-4b-it's states neither head count: 8 query
+# and 4 KV heads are these defaults)
 GEMMA3_DEFAULTS: dict[str, Any] = {
+    "num_attention_heads": 8, "num_key_value_heads": 4,
     "vocab_size": 262_208, "max_position_embeddings": 131_072, "head_dim": 256,
     "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0, "sliding_window": 4096,
     "sliding_window_pattern": 6, "tie_word_embeddings": True,
