@@ -12,6 +12,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, load_figure
+from memprof.core.kvcache import KVPlan
 from memprof.core.lora import DEFAULT_MAX_LORA_RANK, DEFAULT_MAX_LORAS
 from memprof.core.remedies import Remedies
 
@@ -118,7 +119,7 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
     return [
         budget,
         f"KV cache: {r.kv.num_gpu_blocks} blocks × {fmt_bytes(r.plan.block_bytes)} "
-        f"(block {r.plan.block_size} tokens; {r.plan.bytes_per_token} B/token) = "
+        f"(block {r.plan.block_size} tokens; {_per_token(r.plan)}) = "
         f"{fmt_bytes(r.kv.kv_cache_bytes)}",
         *engine,
         f"headroom at run time: {fmt_bytes(r.headroom_bytes)} (total − before-baseline − "
@@ -126,6 +127,15 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
         *[f"scratch {name}: per layer {fmt_bytes(per)}, shared {fmt_bytes(shared)} — sharing "
           f"saves {fmt_bytes(per - shared)}" for name, per, shared in r.scratch_savings],
     ]
+
+
+def _per_token(plan: KVPlan) -> str:
+    """The block's bytes a token of context adds; where every layer is sliding-window, none past
+    the window (``KVPlan.bytes_per_token`` 0), so the block's share of one token is shown."""
+    if plan.bytes_per_token:
+        return f"{plan.bytes_per_token} B/token"
+    return (f"{plan.block_bytes // plan.block_size} B a token within the sliding window, "
+            "nothing past it")
 
 
 def _budget_terms(r: RankEstimate) -> list[tuple[str, int]]:
