@@ -22,6 +22,7 @@ from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
+from memprof.core.nodes import spans_nodes
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
     max_seqs,
@@ -67,6 +68,20 @@ GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # first graph's nodes are not "after other work"). Every all-reduce of a decoder forward
 # follows a GEMM or the embedding, so each pays it.
 GRAPH_DRIVER_NCCL_MIXING = 148_395
+# NCCL's NET transport (ranks on different hosts; IB or sockets) adds driver memory per graph that
+# holds a collective, not per collective: a plan that carries proxy work, as every NET channel's
+# does, has NCCL launch a host node (``hostStreamPlanCallback``, which hands the proxy its args)
+# on its host strong stream under capture (src/enqueue.cc ``ncclLaunchPrepare``: "We have to
+# launch host tasks to push proxy args"), and that stream, acquired in each new graph, brings
+# its own event-wait node in at the graph's head, as the device stream does. Measured
+# (reports/gpu/graph-transport/graph-collectives-transport-2x-h100.json: 2x H100, driver
+# 580.159.04, NCCL 2.28.9, loopback sockets with P2P, SHM and IB off, cuMem off and on; 100
+# graphs a case, each case in its own processes): NET − SHM is 10,485,760 B per 100 graphs in
+# five of the six cases holding 1, 8 or 64 all-reduces between kernels or back to back (one
+# 2 MiB granule more in the sixth), 0 B for graphs without one; the per-all-reduce cost is
+# the same (slope 8 → 64: 125,829 against 126,204 B, within the 374 B granularity). P2P and
+# SHM are equal to the byte in every case, cuMem on and off.
+GRAPH_DRIVER_NET_PER_GRAPH = 104_858
 # The driver a release runs under, for the kernel nodes' cost. The constants above are driver
 # R580's (CUDA 13.0). A vLLM release's PyPI wheel is built for one CUDA major version, which sets
 # the oldest driver it runs on: vllm/_C.abi3.so of the 0.7.3 … 0.19.1 wheels (those read) needs
@@ -564,7 +579,21 @@ def _driver_per_size(ctx: TermContext, mode: str) -> int:
     per_gemm, per_other = node_costs(ctx)
     nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
     return (graphs * GRAPH_DRIVER_PER_GRAPH
-            + gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl)
+            + gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl
+            + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH)
+
+
+def graph_net_graphs(ctx: TermContext, mode: str) -> int:
+    """Graphs of one capture size of ``mode`` holding an NCCL node whose communicator reaches
+    other hosts over NCCL's NET transport (``GRAPH_DRIVER_NET_PER_GRAPH``): where the TP group
+    spans nodes (``memprof.core.nodes.spans_nodes``; the custom all-reduce is then off, so its
+    all-reduces are NCCL nodes), every graph of the size [approximation: each piece holds one of
+    the TP all-reduces, the embedding's in the first, a layer's o_proj all-reduce in each
+    later one]; one for a FULL size."""
+    nccl = graph_nccl_nodes(ctx)
+    if nccl == 0 or not spans_nodes(ctx.dep, "TP"):
+        return 0
+    return min(graph_pieces(ctx) if mode == "PIECEWISE" else 1, nccl)
 
 
 def graph_driver_first(ctx: TermContext) -> int:
@@ -650,6 +679,8 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
                   release before 0.20.0: ``DRIVER_STACK``) + (8.45 + 144.9) KiB × NCCL nodes (TP
                   all-reduces where the custom all-reduce does not replace them; the second
                   figure is NCCL's graph mixing support, ``GRAPH_DRIVER_NCCL_MIXING``)
+                  + 102.4 KiB × graphs holding one where the TP group spans hosts (NCCL's NET
+                  transport: ``GRAPH_DRIVER_NET_PER_GRAPH``)
         graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
         actual  = tensors + driver
 
