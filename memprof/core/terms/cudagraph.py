@@ -50,7 +50,9 @@ GRAPH_DRIVER_PER_KERNEL_NODE = 2310
 # (graph-collectives-2x-h100-g1000.json, 1,000 graphs), the same for c10d and cuMem off
 # (graph-collectives-2x-h100.json). An elementwise node measured 2,130–2,530 B alongside.
 # The same over host shared memory (NCCL_P2P_DISABLE=1, GPUs without peer access), back to back
-# and after a kernel, to the byte or within 0.5%: graph-collectives-2x-h100-shm.json.
+# and after a kernel, to the byte or within 0.5%: graph-collectives-2x-h100-shm.json; and again
+# with each case in its own processes, P2P and SHM equal to the byte, 8,613 B back to back, and
+# over NET the same per node (reports/gpu/graph-transport/graph-collectives-transport-2x-h100.json).
 GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # NCCL's graph mixing support (``NCCL_GRAPH_MIXING_SUPPORT``, default 1; vLLM leaves it, its
 # vllm/env_override.py sets NCCL_CUMEM_ENABLE only): under capture NCCL serialises every launch
