@@ -143,3 +143,15 @@ def test_the_mixing_placements_cost_the_same_for_one_or_two_collectives() -> Non
     # the external wait node a graph: 115,343 B a graph over the kernels alone
     assert (runs[("wait", 1)]["driver_bytes"] - runs[("plain", 1)]["driver_bytes"]) / 200 == (
         pytest.approx(115_343, abs=1))
+
+
+def test_the_output_says_which_graphs_pay_the_net_cost() -> None:
+    def formulas(nnodes: int) -> str:
+        dep = Deployment(tp=4, nnodes=nnodes, disable_custom_all_reduce=True,  # type: ignore[arg-type]
+                         engine_version="0.10.1.1")
+        e = estimate("qwen2.5-7b-instruct", dep, gpu_name="A100-80GB")
+        return " ".join(c.formula for c in e.ranks[0].components if c.category == "cudagraph")
+
+    # 29 pieces × 67 capture sizes, every one holding a TP all-reduce
+    assert "1943 graphs holding a TP all-reduce over NCCL's NET transport" in formulas(4)
+    assert "NET transport" not in formulas(1)

@@ -788,7 +788,7 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
                   where="runtime", profiled=False,
                   formula=f"predicted capture {fmt_bytes(g.actual)} (pool tensors "
                   f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)} for "
-                  f"{g.graphs} graphs{_stack_note(ctx)}) − estimate"),
+                  f"{g.graphs} graphs{_stack_note(ctx, g)}) − estimate"),
     ]
 
 
@@ -812,9 +812,14 @@ def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
             Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                       bytes=g.actual, where="runtime", profiled=False,
                       formula=f"predicted pool {fmt_bytes(g.actual)}, none of it budgeted"
-                      f"{_stack_note(ctx)}")]
+                      f"{_stack_note(ctx, g)}")]
 
 
-def _stack_note(ctx: TermContext) -> str:
-    note = driver_stack_note(ctx)
-    return f"; {note}" if note else ""
+def _stack_note(ctx: TermContext, g: GraphModel) -> str:
+    """What the formula says of the driver stack and of graphs charged NCCL's NET cost."""
+    notes = [driver_stack_note(ctx)]
+    net = sum(len(v) * graph_net_graphs(ctx, m) for m, v in g.modes.items())
+    if net:
+        notes.append(f"{net} graphs holding a TP all-reduce over NCCL's NET transport (TP "
+                     f"across hosts) at {fmt_bytes(GRAPH_DRIVER_NET_PER_GRAPH)} more each")
+    return "".join(f"; {n}" for n in notes if n)
