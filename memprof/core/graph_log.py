@@ -53,16 +53,23 @@ window (CUDA's lazy module loading) add nothing measurable: one 2 MiB granule on
 (reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also
 held for Inductor-compiled pieces within 1% and eager ones within 6%.
 
-The transport NCCL joins the ranks by does not enter the NCCL nodes' cost, measured: over host
-shared memory (``NCCL_P2P_DISABLE=1``, the transport between GPUs without peer access, where
-custom all-reduce is off and every TP all-reduce is a PyNccl ``ncclAllReduce`` node) a captured
-all-reduce costs the driver 8,655 B back to back and 125,563-126,095 B with an add before it
-(the add alone 2,264-2,397 B), against 8,655 B and 126,170 B over NVLink P2P, cuMem on and off
-alike (2× H100, NCCL 2.28.9: reports/gpu/nccl/graph-collectives-2x-h100-shm.json against
-graph-collectives-2x-h100.json and graph-collectives-scaling-2x-h100.json). So
-``GRAPH_DRIVER_PER_NCCL_NODE`` + ``GRAPH_DRIVER_NCCL_MIXING`` apply to both transports, and the
-published no-P2P rows' misses (the same 7B Qwen2 shape logged 2.13 GiB under vLLM 0.8.4 on
-RTX 3090s and 0.65 GiB under 0.10.1.1 on A100s, memprof 0.99 GiB for both) lie elsewhere.
+The transport NCCL joins the ranks by does not enter the NCCL nodes' cost, measured with each
+case in its own processes (2× H100, driver 580.159.04, NCCL 2.28.9:
+reports/gpu/graph-transport/graph-collectives-transport-2x-h100.json, graphs of 0, 1, 8 and 64
+PyNccl all-reduces between kernels, back to back, and the kernels alone): over NVLink P2P and host
+shared memory (``NCCL_P2P_DISABLE=1``, the transport between GPUs without peer access, where custom
+all-reduce is off and every TP all-reduce is a PyNccl ``ncclAllReduce`` node) every case costs the
+same to the byte, cuMem on and off; an all-reduce costs 8,613 B back to back and 124,206 B between
+kernels, and a graph holding any ~104.5 KB more (NCCL's event-wait node at its head). For a piece
+of vLLM's shape (one or two all-reduces among kernels) ``GRAPH_DRIVER_PER_NCCL_NODE`` +
+``GRAPH_DRIVER_NCCL_MIXING`` (read off whole-model traces, so holding the per-graph part) are
+within 6% of it (433,670 against 461,748 B for a graph of two): they hold for both transports.
+Over NCCL's NET transport (ranks on other hosts; loopback sockets there) a graph holding a
+collective costs 104,858 B more, whatever the number of collectives in it (NCCL's host strong
+stream, which pushes proxy work, joins each graph): ``cudagraph.GRAPH_DRIVER_NET_PER_GRAPH``,
+charged where the TP group spans hosts. The published no-P2P rows' misses (the same 7B Qwen2
+shape logged 2.13 GiB under vLLM 0.8.4 on RTX 3090s and 0.65 GiB under 0.10.1.1 on A100s,
+memprof 0.99 GiB for both) lie elsewhere.
 
 Inductor is not in the window either, read at 0.8.4: the general-shape graph is compiled,
 autotuned and its Triton kernels loaded at the profile run's first forward
@@ -79,8 +86,13 @@ so it is not modelled. Per captured PyNccl all-reduce both pairs of logs leave a
 their own per-graph cost (0.31x and 0.37x), where memprof's R580 / NCCL 2.28.9 cost is 1.16x
 R580's per-graph cost; NCCL 2.26.2-2.27.3 put the graph-mixing event-record node as a leaf and
 2.21.5 / 2.27.5+ in line (src/misc/strongstream.cc), which does not separate the two logs, and
-reports/gpu/graph-mixing-topology did not measure the placements apart. So the A100 TP2 rows'
-over-prediction is left [not modelled: no NCCL-node cost measured under a pre-R580 driver].
+measured apart (reports/gpu/graph-mixing-topology/graph-mixing-topology-h100-fresh.json, each
+case in a fresh process) the two placements cost the same to the byte for graphs of one or two
+collectives, which is what vLLM's pieces hold (they part only at eight). No transport, graph
+shape, cuMem setting or placement measured on R580 / NCCL 2.28.9 comes near the A100 rows' 66 KB
+an all-reduce (reports/gpu/graph-transport/README.md), so memprof's per-node cost is right on the
+stack it was measured on, and the A100 TP2 rows' over-prediction is left [not modelled: no
+NCCL-node cost measured under a pre-R580 driver or NCCL 2.26.2].
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
+from memprof.core.nodes import spans_nodes
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.common import (
     max_seqs,
@@ -49,7 +50,9 @@ GRAPH_DRIVER_PER_KERNEL_NODE = 2310
 # (graph-collectives-2x-h100-g1000.json, 1,000 graphs), the same for c10d and cuMem off
 # (graph-collectives-2x-h100.json). An elementwise node measured 2,130–2,530 B alongside.
 # The same over host shared memory (NCCL_P2P_DISABLE=1, GPUs without peer access), back to back
-# and after a kernel, to the byte or within 0.5%: graph-collectives-2x-h100-shm.json.
+# and after a kernel, to the byte or within 0.5%: graph-collectives-2x-h100-shm.json; and again
+# with each case in its own processes, P2P and SHM equal to the byte, 8,613 B back to back, and
+# over NET the same per node (reports/gpu/graph-transport/graph-collectives-transport-2x-h100.json).
 GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # NCCL's graph mixing support (``NCCL_GRAPH_MIXING_SUPPORT``, default 1; vLLM leaves it, its
 # vllm/env_override.py sets NCCL_CUMEM_ENABLE only): under capture NCCL serialises every launch
@@ -67,6 +70,20 @@ GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # first graph's nodes are not "after other work"). Every all-reduce of a decoder forward
 # follows a GEMM or the embedding, so each pays it.
 GRAPH_DRIVER_NCCL_MIXING = 148_395
+# NCCL's NET transport (ranks on different hosts; IB or sockets) adds driver memory per graph that
+# holds a collective, not per collective: a plan that carries proxy work, as every NET channel's
+# does, has NCCL launch a host node (``hostStreamPlanCallback``, which hands the proxy its args)
+# on its host strong stream under capture (src/enqueue.cc ``ncclLaunchPrepare``: "We have to
+# launch host tasks to push proxy args"), and that stream, acquired in each new graph, brings
+# its own event-wait node in at the graph's head, as the device stream does. Measured
+# (reports/gpu/graph-transport/graph-collectives-transport-2x-h100.json: 2x H100, driver
+# 580.159.04, NCCL 2.28.9, loopback sockets with P2P, SHM and IB off, cuMem off and on; 100
+# graphs a case, each case in its own processes): NET − SHM is 10,485,760 B per 100 graphs in
+# five of the six cases holding 1, 8 or 64 all-reduces between kernels or back to back (one
+# 2 MiB granule more in the sixth), 0 B for graphs without one; the per-all-reduce cost is
+# the same (slope 8 → 64: 125,829 against 126,204 B, within the 374 B granularity). P2P and
+# SHM are equal to the byte in every case, cuMem on and off.
+GRAPH_DRIVER_NET_PER_GRAPH = 104_858
 # The driver a release runs under, for the kernel nodes' cost. The constants above are driver
 # R580's (CUDA 13.0). A vLLM release's PyPI wheel is built for one CUDA major version, which sets
 # the oldest driver it runs on: vllm/_C.abi3.so of the 0.7.3 … 0.19.1 wheels (those read) needs
@@ -568,7 +585,21 @@ def _driver_per_size(ctx: TermContext, mode: str) -> int:
     per_gemm, per_other = node_costs(ctx)
     nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
     return (graphs * GRAPH_DRIVER_PER_GRAPH
-            + gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl)
+            + gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl
+            + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH)
+
+
+def graph_net_graphs(ctx: TermContext, mode: str) -> int:
+    """Graphs of one capture size of ``mode`` holding an NCCL node whose communicator reaches
+    other hosts over NCCL's NET transport (``GRAPH_DRIVER_NET_PER_GRAPH``): where the TP group
+    spans nodes (``memprof.core.nodes.spans_nodes``; the custom all-reduce is then off, so its
+    all-reduces are NCCL nodes), every graph of the size [approximation: each piece holds one of
+    the TP all-reduces, the embedding's in the first, a layer's o_proj all-reduce in each
+    later one]; one for a FULL size."""
+    nccl = graph_nccl_nodes(ctx)
+    if nccl == 0 or not spans_nodes(ctx.dep, "TP"):
+        return 0
+    return min(graph_pieces(ctx) if mode == "PIECEWISE" else 1, nccl)
 
 
 def graph_driver_first(ctx: TermContext) -> int:
@@ -654,6 +685,8 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
                   release before 0.20.0: ``DRIVER_STACK``) + (8.45 + 144.9) KiB × NCCL nodes (TP
                   all-reduces where the custom all-reduce does not replace them; the second
                   figure is NCCL's graph mixing support, ``GRAPH_DRIVER_NCCL_MIXING``)
+                  + 102.4 KiB × graphs holding one where the TP group spans hosts (NCCL's NET
+                  transport: ``GRAPH_DRIVER_NET_PER_GRAPH``)
         graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
         actual  = tensors + driver
 
@@ -759,7 +792,7 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
                   where="runtime", profiled=False,
                   formula=f"predicted capture {fmt_bytes(g.actual)} (pool tensors "
                   f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)} for "
-                  f"{g.graphs} graphs{_stack_note(ctx)}) − estimate"),
+                  f"{g.graphs} graphs{_stack_note(ctx, g)}) − estimate"),
     ]
 
 
@@ -783,9 +816,14 @@ def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
             Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                       bytes=g.actual, where="runtime", profiled=False,
                       formula=f"predicted pool {fmt_bytes(g.actual)}, none of it budgeted"
-                      f"{_stack_note(ctx)}")]
+                      f"{_stack_note(ctx, g)}")]
 
 
-def _stack_note(ctx: TermContext) -> str:
-    note = driver_stack_note(ctx)
-    return f"; {note}" if note else ""
+def _stack_note(ctx: TermContext, g: GraphModel) -> str:
+    """What the formula says of the driver stack and of graphs charged NCCL's NET cost."""
+    notes = [driver_stack_note(ctx)]
+    net = sum(len(v) * graph_net_graphs(ctx, m) for m, v in g.modes.items())
+    if net:
+        notes.append(f"{net} graphs holding a TP all-reduce over NCCL's NET transport (TP "
+                     f"across hosts) at {fmt_bytes(GRAPH_DRIVER_NET_PER_GRAPH)} more each")
+    return "".join(f"; {n}" for n in notes if n)
