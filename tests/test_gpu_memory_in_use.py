@@ -132,9 +132,11 @@ def test_in_use_only_beyond_the_log_rounding() -> None:
 
 
 def test_explain_takes_it_from_an_sglang_log(tmp_path: Path) -> None:
-    """Row 167: 22.76 GB free before load on a 23.57 GiB card, 447 MiB below the card less
-    memprof's context (the RTX 3090's own, 82 SMs × 1536 threads of stack: 306 MiB below it
-    with the H100's context); with it the pool is 0.88 × 22.76 − load."""
+    """Row 167: 22.76 GB free before load on a 23.57 GiB card, 548 MiB below the card less
+    memprof's context (the RTX 3090's own, 82 SMs × 1536 threads of stack beside the sm86
+    remainder vLLM 0.6.4.post1 printed, memprof/core/terms/published_context.py: 447 MiB below it
+    with the H100's remainder, 306 MiB with the H100's whole context); with it the pool is
+    0.88 × 22.76 − load."""
     log = tmp_path / "sglang.log"
     log.write_text(SGLANG_LOG, encoding="utf-8")
     code, out, err = invoke(["explain", str(log), "--model", "qwen2.5-7b-instruct", "--gpu",
@@ -142,7 +144,7 @@ def test_explain_takes_it_from_an_sglang_log(tmp_path: Path) -> None:
     assert code == 0, err
     doc = json.loads(out)
     took = next(n for n in doc["notes"] if "held by other processes" in n)
-    assert "--gpu-memory-in-use 447MiB" in took
+    assert "--gpu-memory-in-use 548MiB" in took
     fig = {f["key"]: f for f in doc["figures"]}
     assert fig["avail_before_load_bytes"]["reproduced"]
     # the 0.4.3 log prints no mem usage: the load is before − after

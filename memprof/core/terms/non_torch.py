@@ -22,6 +22,7 @@ from memprof.core.terms.nccl import (
     nccl_row,
     second_comm_row,
 )
+from memprof.core.terms.published_context import published_context_rest
 from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
 from memprof.core.versions import Rule, rule_in_force, value_at
@@ -431,7 +432,9 @@ def cuda_context(gpu: GPU) -> tuple[int, str]:
     (``CONTEXT_REST_BYTES``) plus the card's own stack reservation, SMs × max resident threads
     per SM × 1 KiB (``MAX_THREADS_PER_SM``, the catalog's ``sm_count``), which is the H100's
     measured figure byte for byte on every 132-SM sm90 card and 36 MiB less on the 114-SM H100
-    PCIe. ROCm keeps the H100's figure (the stack reservation is the CUDA driver's; a ROCm row's
+    PCIe; on an architecture where a published log prints the remainder
+    (``memprof.core.terms.published_context``: sm86) that reading replaces the H100's remainder.
+    ROCm keeps the H100's figure (the stack reservation is the CUDA driver's; a ROCm row's
     count is HIP's compute units, which only the sampler's buffer reads), and so does a card
     without an SM count (one described by ``--gpu-memory``) or whose architecture's thread limit
     memprof lacks (sm121), as the estimate's platform note (``memprof.core.gpus.platform_note``)
@@ -440,6 +443,12 @@ def cuda_context(gpu: GPU) -> tuple[int, str]:
     if gpu.is_rocm or threads is None or gpu.sm_count is None:
         return CUDA_CONTEXT_BYTES, CONTEXT_MEASURED
     stack = gpu.sm_count * threads * STACK_LIMIT_BYTES
+    published = published_context_rest(gpu.arch)
+    if published is not None:  # the remainder as a published log prints it
+        return published.rest_bytes + stack, (
+            f"stack reservation {gpu.sm_count} SMs × {threads} threads × 1 KiB = {stack:,} B + "
+            f"the rest {published.rest_bytes:,} B ({published.source}; the stack rule: "
+            "reports/gpu/context/context-stack-h100.json)")
     if stack == CONTEXT_STACK_MEASURED_BYTES:
         return CUDA_CONTEXT_BYTES, CONTEXT_MEASURED
     where = ("H100 measured" if gpu.arch == "sm90"
