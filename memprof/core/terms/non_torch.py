@@ -312,7 +312,8 @@ FIRST_KERNEL_AT_SET_DEVICE: tuple[Rule, ...] = (
          "0.10.0; 0.9.2 calls torch.cuda.set_device)",
          removed_by="Worker.init_device calls torch.accelerator.set_device_index (first read "
          "in 0.18.0)",
-         source="0.10.0 / 0.10.2 / 0.11.0 / 0.12.0 / 0.13.0 / 0.17.1 v1/worker/gpu_worker.py "
+         source="0.10.0 / 0.10.1.1 / 0.10.2 / 0.11.0 / 0.12.0 / 0.13.0 / 0.14.1 / 0.17.0 / 0.17.1 "
+         "v1/worker/gpu_worker.py "
          "Worker.init_device: current_platform.set_device(self.device) before "
          "init_snapshot = MemorySnapshot(); platforms/cuda.py CudaPlatformBase.set_device: "
          "torch.cuda.set_device(device); _ = torch.zeros(1, device=device); 0.9.2: "
