@@ -303,7 +303,13 @@ def nccl_cumem(dep: Deployment) -> bool:
 # snapshot on every rank, TP1 included, and the profile run's non-torch increase holds the cuBLAS
 # step alone. ROCm's platform sets the device without the kernel (platforms/rocm.py
 # RocmPlatform.set_device: torch.cuda.set_device alone, 0.12.0 and 0.17.1). V0's worker calls
-# torch.cuda.set_device itself (worker/worker.py init_device, 0.10.0 and 0.10.2).
+# torch.cuda.set_device itself (worker/worker.py init_device, 0.10.0 and 0.10.2). What the
+# breakdown line's non-torch figure counts is the same in every release read: memory_profiling's
+# non_torch_increase = the non-torch memory (used - torch.cuda.memory_reserved) after the
+# profile run less that of init_snapshot (utils/__init__.py in 0.11.0, utils/mem_utils.py in
+# 0.12.0, 0.17.1 and 0.19.0), so what runs before the snapshot is outside it. At TP1 nothing
+# else runs a kernel first: init_worker_distributed_environment builds no device communicator at
+# world size 1, and set_random_seed and check_if_supports_dtype launch none.
 FIRST_KERNEL_AT_SET_DEVICE: tuple[Rule, ...] = (
     Rule(name="first_kernel_at_set_device",
          changes="non-torch: the first kernel's modules before the snapshot",
