@@ -123,7 +123,9 @@ def test_the_pool_row_by_architecture(arch: str, small: bool) -> None:
 
 
 def _increase(gpu: str, tp: int = 1) -> int:
-    e = estimate("qwen3-32b", Deployment(engine_version="0.17.1", tp=tp), gpu_name=gpu)
+    # 0.18.0: no kernel before V1's snapshot at TP1 (0.10.0-0.17.x's set_device ran the first
+    # kernel there, non_torch.FIRST_KERNEL_AT_SET_DEVICE), so TP1 holds both steps
+    e = estimate("qwen3-32b", Deployment(engine_version="0.18.0", tp=tp), gpu_name=gpu)
     comps = [c for r in e.ranks[:1] for c in r.components
              if c.name == "non-torch increase (profile run)"]
     assert len(comps) == 1

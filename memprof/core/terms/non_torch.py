@@ -1,7 +1,8 @@
 """Memory outside PyTorch's allocator: the CUDA context and eager NCCL state (before the
 engine's baseline snapshot today, inside the budget in older releases: ``NCCL_PLACEMENT``), and
 the library modules the profile run loads (vLLM's ``non_torch_increase``, vllm/utils/mem_utils.py
-``memory_profiling`` @52a31cc)."""
+``memory_profiling`` @52a31cc), less the first kernel's where the worker ran it before its
+snapshot (``FIRST_KERNEL_AT_SET_DEVICE``: vLLM V1 0.10.0-0.17.x)."""
 
 from __future__ import annotations
 
@@ -295,6 +296,61 @@ def nccl_cumem(dep: Deployment) -> bool:
     return rule_in_force(NCCL_CUMEM, dep.engine_version, dep.engine) is None
 
 
+# V1's worker runs the process's first fill kernel before its memory snapshot where it sets its
+# device through the platform: CudaPlatform.set_device is ``torch.cuda.set_device(device)``
+# followed by ``_ = torch.zeros(1, device=device)`` ("With this trick we can force the device to
+# be set eagerly", pytorch/pytorch#155668), and Worker.init_device calls it first thing. That
+# kernel's lazily loaded modules (``FIRST_KERNEL_BEFORE_GEMM_BYTES``) then lie before the
+# snapshot on every rank, TP1 included, and the profile run's non-torch increase holds the cuBLAS
+# step alone. ROCm's platform sets the device without the kernel (platforms/rocm.py
+# RocmPlatform.set_device: torch.cuda.set_device alone, 0.12.0 and 0.17.1). V0's worker calls
+# torch.cuda.set_device itself (worker/worker.py init_device, 0.10.0 and 0.10.2). What the
+# breakdown line's non-torch figure counts is the same in every release read: memory_profiling's
+# non_torch_increase = the non-torch memory (used - torch.cuda.memory_reserved) after the
+# profile run less that of init_snapshot (utils/__init__.py in 0.11.0, utils/mem_utils.py in
+# 0.12.0, 0.17.1 and 0.19.0), so what runs before the snapshot is outside it. At TP1 nothing
+# else runs a kernel first: init_worker_distributed_environment builds no device communicator at
+# world size 1, and set_random_seed and check_if_supports_dtype launch none.
+FIRST_KERNEL_AT_SET_DEVICE: tuple[Rule, ...] = (
+    Rule(name="first_kernel_at_set_device",
+         changes="non-torch: the first kernel's modules before the snapshot",
+         since="0.10.0", until="0.18.0", value=True, generation="v1",
+         introduced_by="V1 Worker.init_device calls current_platform.set_device (read in "
+         "0.10.0; 0.9.2 calls torch.cuda.set_device)",
+         removed_by="Worker.init_device calls torch.accelerator.set_device_index (first read "
+         "in 0.18.0)",
+         source="0.10.0 / 0.10.1.1 / 0.10.2 / 0.11.0 / 0.12.0 / 0.13.0 / 0.14.1 / 0.17.0 / 0.17.1 "
+         "v1/worker/gpu_worker.py "
+         "Worker.init_device: current_platform.set_device(self.device) before "
+         "init_snapshot = MemorySnapshot(); platforms/cuda.py CudaPlatformBase.set_device: "
+         "torch.cuda.set_device(device); _ = torch.zeros(1, device=device); 0.9.2: "
+         "torch.cuda.set_device(self.device); 0.18.0 / 0.18.1 / 0.19.0 / 0.19.1 / 0.20.0: "
+         "torch.accelerator.set_device_index(self.device), no kernel before the snapshot at "
+         "TP1"),
+)
+
+
+def first_kernel_at_set_device(dep: Deployment, gpu: GPU) -> bool:
+    """Whether the worker's ``set_device`` ran the process's first fill kernel before the
+    engine's memory snapshot (``FIRST_KERNEL_AT_SET_DEVICE``: vLLM V1 0.10.0-0.17.x on CUDA)."""
+    return not gpu.is_rocm and rule_in_force(
+        FIRST_KERNEL_AT_SET_DEVICE, dep.engine_version, dep.engine) is not None
+
+
+def set_device_first_kernel(ctx: TermContext, tag: str = "") -> Component:
+    """The first fill kernel's modules where ``first_kernel_at_set_device`` holds: before the
+    snapshot ("baseline"), the size measured before any GEMM on an H100."""
+    return Component(
+        name="first kernel's modules (set_device)", category="non_torch",
+        bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where="baseline", profiled=True,
+        formula=f"{FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B: the process's first fill kernel, "
+        "torch.zeros(1) in CudaPlatform.set_device, which V1's Worker.init_device calls before "
+        "its memory snapshot (vLLM 0.10.0-0.17.x, FIRST_KERNEL_AT_SET_DEVICE); CUDA's lazily "
+        "loaded modules, measured on H100 before any GEMM "
+        "(reports/gpu/context/context-first-kernel-h100.json; not scaled by architecture)"
+        + tag)
+
+
 def first_kernel_in_load(dep: Deployment) -> int:
     """The one-time non-torch memory of the process's first kernel, where the model load runs
     that kernel: ``FIRST_KERNEL_BEFORE_GEMM_BYTES`` on a rank without an NCCL communicator
@@ -376,6 +432,11 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       measure available memory", vLLM@52a31cc gpu_worker.py). PP's first send/recv comes later
       (the profile run) and is counted with its communicator [approximation of its timing].
 
+    - the process's first fill kernel, 96,468,992 B, where vLLM V1 0.10.0-0.17.x's
+      ``CudaPlatform.set_device`` runs it (``torch.zeros(1)``) before the snapshot, TP1
+      included (``FIRST_KERNEL_AT_SET_DEVICE``); a communicator row measured with that kernel
+      in it (``nccl.FIRST_KERNEL_IN_ROW``) is charged without it there.
+
     Older releases took the snapshot first (``NCCL_PLACEMENT``): V0 and V1 0.9.1–0.10.2 charge
     the communicators to the budget, V1 0.8.0–0.9.0 the CUDA context too; vLLM 0.7.x–0.10.1.1
     turned NCCL's cuMem allocator off (``NCCL_CUMEM``), which changes the communicator's size.
@@ -384,7 +445,8 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
 
     - cuBLAS handle + kernels 68 MiB, cuBLASLt 0 MiB, first Triton kernel 90 MiB (H100 steps;
       the last is the process's first fill kernel, which a rank with an NCCL communicator ran
-      in its warm-up: there 66 MiB in all, ``profile_run_increase``). The cuBLAS step is
+      in its warm-up, and which vLLM V1 0.10.0-0.17.x ran on every rank in ``set_device``
+      before the snapshot: there 66 MiB in all, ``profile_run_increase``). The cuBLAS step is
       cuBLAS's default workspace pool: 56 MiB less on the architectures of cuBLAS's 4 MiB row
       (Volta, Turing, Ampere, Ada: ``cublas_small_pool``). On sm86 the whole sum is vLLM's own
       published TP1 reading instead, 0.055 GiB (``published_non_torch_bytes``).
@@ -411,12 +473,21 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     context, how = cuda_context(ctx.gpu)
     comps = [Component(name="CUDA context", category="non_torch", bytes=context,
                        where=context_where, profiled=True, formula=how + tag)]
+    at_set_device = first_kernel_at_set_device(ctx.dep, ctx.gpu)
+    if at_set_device:
+        comps.append(set_device_first_kernel(ctx, tag))
     for name, size in nccl_groups(ctx.dep):
         row = nccl_comm(ctx.dep, ctx.gpu, name, size)
+        held, basis = 0, row.basis
+        if at_set_device and row.first_kernel:
+            # the row was measured with the process's first kernel in it; set_device ran it
+            held = FIRST_KERNEL_BEFORE_GEMM_BYTES
+            basis += (f", less the first kernel's {FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B that "
+                      "set_device ran before (FIRST_KERNEL_AT_SET_DEVICE)")
         comps.append(Component(
             name=f"NCCL {name} communicator ({size} ranks)", category="non_torch",
-            bytes=row.init + row.first_all_reduce + row.first_p2p, count=1, where=nccl_where,
-            profiled=True, formula=row.basis + tag))
+            bytes=row.init + row.first_all_reduce + row.first_p2p - held, count=1,
+            where=nccl_where, profiled=True, formula=basis + tag))
         if name == "TP" and custom_all_reduce_applies(ctx.dep, ctx.gpu):
             ar, how = custom_all_reduce_bytes()
             comps.append(Component(
@@ -483,7 +554,9 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     reports/gpu/context/context-first-kernel-h100.json) is the H100's on every architecture
     but one whose TP1 sum vLLM printed (``published_non_torch_bytes``: sm86), where that
     published reading replaces both steps; after an NCCL warm-up the cuBLAS step stays the
-    pool rule's (the reading does not split it)."""
+    pool rule's (the reading does not split it). Where vLLM V1's ``set_device`` ran the first
+    kernel before the snapshot (``first_kernel_at_set_device``: 0.10.0-0.17.x on CUDA) the
+    cuBLAS step alone is left, at any TP, the same way."""
     small = cublas_small_pool(ctx.gpu)
     saving = CUBLAS_SMALL_POOL_SAVING_BYTES if small else 0
     pool = "; " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch) if small else ""
@@ -491,6 +564,13 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     in_row = any(nccl_comm(ctx.dep, ctx.gpu, n, size).first_kernel for n, size in groups)
     at_warm_up = bool(groups) and rule_in_force(
         FIRST_KERNEL_AT_WARM_UP, ctx.dep.engine_version, ctx.dep.engine) is not None
+    if first_kernel_at_set_device(ctx.dep, ctx.gpu):
+        return Component(
+            name="non-torch increase (profile run)", category="non_torch",
+            bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget", profiled=True,
+            formula=f"cuBLAS {'10' if small else '66'} MiB (measured after the process's "
+            "first kernel, which set_device ran before the snapshot: its 92 MiB is in the "
+            "baseline, FIRST_KERNEL_AT_SET_DEVICE" + pool + ")" + tag)
     if in_row or at_warm_up:
         held = "the communicator's row" if in_row else "the warm-up's own row"
         if small:

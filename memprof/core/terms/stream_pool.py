@@ -22,6 +22,15 @@ Where it lands depends on what makes the first stream:
 - otherwise (V0, V1 before 0.11.0, and 0.20.0+ where the only early stream is the async
   scheduling copy stream) the capture stream makes it: memprof counts it with the first graph
   (``cudagraph.graph_driver_first``).
+
+Checked against vLLM's own breakdown lines (tests/data/published_breakdown.json): at 0.12.0 on
+an H100 at TP1 (rows 511-519) the logged non-torch increase, 0.13-0.14 GiB, is the cuBLAS step
+plus this pool (142,606,336 B, 0.133 GiB) once the process's first kernel, which 0.10.0-0.17.x's
+``CudaPlatform.set_device`` runs before the snapshot, is left out of it
+(``memprof.core.terms.non_torch.FIRST_KERNEL_AT_SET_DEVICE``); with that kernel and without the
+pool it would be 0.154 GiB. ``self.comm_stream = torch.cuda.Stream()`` is unconditional in
+``GPUModelRunner.__init__`` in the 0.11.0, 0.12.0, 0.13.0, 0.17.1, 0.18.0, 0.18.1, 0.19.0 and
+0.19.1 wheels, constructed after ``init_snapshot``; the 0.10.2 and 0.20.0 runners make none.
 """
 
 from __future__ import annotations
