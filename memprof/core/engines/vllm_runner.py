@@ -139,17 +139,21 @@ cold compile inside the profiling window; no rule charges it.
   under these releases: vllm-project/vllm issue 54122 and PR 54209 (a cold AOT compile charged
   as peak activation), issue 54383 and PR 54479 (a first boot of a new shape gets a smaller KV
   cache).
-- Why no rule charges it: its size is set by which kernels Inductor groups for the model's
-  graph (``_default_group_nodes_for_combo_kernels``: Triton nodes at one topological level),
-  which the source does not fix per model short of running the scheduler, and by the state of
-  a cache that no log line before the budget states except the compile lines above. One
-  buffer fits the size: the embedding table [V/tp, H] (0.98 GiB for Llama-3.1-8B; the gather
-  reads graph inputs only, so it can share a level with any kernel that does). That is a fit,
-  not a reading, and the other rows do not bear it out: it would have to be cold for row 1104
-  and for the bf16 row 907 yet warm for rows 908 / 909 (the same shapes and host minutes later:
-  the same gather kernel, so a cached timing), which V2's own terms then leave 4.0 / 6.4% high,
-  and warm for row 903 (after row 901 on the same host), while row 902 (TP2: another gather
-  kernel) is within 0.5% without it.
+- Why no rule charges it: the copies' size follows from which kernels Inductor times, i.e.
+  how it groups the model's graph (``_default_group_nodes_for_combo_kernels``: two or more
+  Triton kernels at one topological level), which nothing memprof reads per model fixes, and
+  from a cache state no line before the budget states except the compile lines. The timing
+  runs before the forward's tensors exist, so it enters the peak as max(copies, forward
+  peak), not as their sum. One buffer fits row 1104: the embedding table [V/tp, H] (0.98 GiB
+  for Llama-3.1-8B). Charged as max(table, V2's own peak) on the first stage beside V2's own
+  terms, it would leave 1104 +0.2%, 902 +0.5%, 908 -0.9%, 909 +0.3%, but 901 -6.5%, 903
+  +10.7% and 907 +13.7%, and rows 901-903 started in fresh containers that mount only the
+  Hugging Face cache (the post's docker commands), so they compiled cold as well. Nor does
+  the Inductor source (read, not run) put the table in a group: in the first piecewise graph
+  only the gather and the first RMSNorm, one fused kernel, read graph inputs alone; the rotary
+  cos/sin gather, read twice, is inlined into the q / k rotations after the qkv GEMM (ir.py
+  ``should_realize_on_reuse``: two reads, under ``realize_reads_threshold`` 4), the pair
+  vLLM's config comment names as the combo target. A fit, not a reading: not charged.
 
 V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's
 own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 +0.7 -> +3.5%, 901 -2.9 ->
