@@ -135,7 +135,12 @@ cold compile inside the profiling window; no rule charges it.
   tensor for every buffer the kernel reads or writes, weights included (torch/_inductor
   scheduler.py and codegen/triton.py ``codegen_kernel_benchmark``, read in torch 2.13.0). The
   timings are cached beside the kernel's source (``.kernel_perf`` files in Inductor's cache
-  directory), so a warm cache allocates nothing. Published reports of cold-vs-warm budgets
+  directory), so a warm cache allocates nothing. The first call's autotuning of a kernel with
+  several configs (runtime/triton_heuristics.py ``benchmark_all_configs``) clones only the
+  arguments the kernel mutates (``maybe_clone_args``): activation-sized (a [T, H] buffer is
+  16 MiB for row 1104), far from 0.8 GiB. No max-autotune: vLLM sets it only for single-size compile ranges
+  (compilation/compiler_interface.py ``set_inductor_config``), and the profile run compiles
+  the range (1, T). Published reports of cold-vs-warm budgets
   under these releases: vllm-project/vllm issue 54122 and PR 54209 (a cold AOT compile charged
   as peak activation), issue 54383 and PR 54479 (a first boot of a new shape gets a smaller KV
   cache).
