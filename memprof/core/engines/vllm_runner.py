@@ -138,9 +138,9 @@ cold compile inside the profiling window; no rule charges it.
   directory), so a warm cache allocates nothing. The first call's autotuning of a kernel with
   several configs (runtime/triton_heuristics.py ``benchmark_all_configs``) clones only the
   arguments the kernel mutates (``maybe_clone_args``): activation-sized (a [T, H] buffer is
-  16 MiB for row 1104), far from 0.8 GiB. No max-autotune: vLLM sets it only for single-size compile ranges
-  (compilation/compiler_interface.py ``set_inductor_config``), and the profile run compiles
-  the range (1, T). Published reports of cold-vs-warm budgets
+  16 MiB for row 1104), far from 0.8 GiB. No max-autotune: vLLM sets it only for
+  single-size compile ranges (compilation/compiler_interface.py ``set_inductor_config``), and
+  the profile run compiles the range (1, T). Published reports of cold-vs-warm budgets
   under these releases: vllm-project/vllm issue 54122 and PR 54209 (a cold AOT compile charged
   as peak activation), issue 54383 and PR 54479 (a first boot of a new shape gets a smaller KV
   cache).
