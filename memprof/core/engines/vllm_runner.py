@@ -29,7 +29,8 @@ code in 0.23.0-0.28.0):
 
 memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
 published V2 logs of tests/data/published.json (rows 310, 901-903, 907-909) keep 0.6-1.7 GiB a
-GPU less KV memory than the three terms leave, a charge not found in the source; V1's terms are
+GPU less KV memory than the three terms leave, a charge not found in V2's runner (row 1104 puts
+it in the profile run's torch peak, with a cold compile in the window: below); V1's terms are
 within 2-3% of most of them. The shortfall follows the tensor-parallel size, not the runner: every
 such log is TP1 (row 903 and the V1 MoE row 906 are TP1 pipelines; row 906 keeps about 2.5 GiB a
 stage less than memprof's V1 terms leave), and the TP2 / TP4 logs of the same host and release
@@ -92,9 +93,80 @@ places before it (tests/data/published_breakdown.json). For V2 at TP1, row 1104'
 (Llama-3.1-8B on an A40, logged at INFO from 0.26.0) splits the shortfall: weights 15.00 and
 non-torch 0.08 GiB agree with memprof's 14.99 and 0.05, and the profile run's torch peak is
 1.01 GiB against V1's terms' 0.49, so the excess is torch memory of the profile run, not held
-free blocks (0.26.0's budget line counts none). What would settle the rest: a 0.27.1 start-up
-at ``VLLM_LOGGING_LEVEL=DEBUG``, whose ``memory_profiling`` result line (torch peak increase,
-total consumed, weights) splits a TP1 row's shortfall the same way.
+free blocks (0.26.0's budget line counts none).
+
+Row 1104's torch peak (read in the 0.25.0, 0.26.0 and 0.27.1 wheels; the figures below are
+tests/test_v2_profile_peak_ruled_out.py's): not in V2's own profile run; the log places it in a
+cold compile inside the profiling window; no rule charges it.
+
+- V2's profile run (v1/worker/gpu/model_runner.py ``profile_run``): ``_dummy_run`` of
+  max_num_batched_tokens (T) tokens with ``skip_attn`` and ``is_profile`` (``need_eager``: no
+  CUDA graph, no attention metadata) on ``InputBatch.make_dummy`` (R = min(T, max_num_seqs)
+  requests, one ``logits_indices`` entry each), then ``_dummy_sampler_run`` on those R hidden
+  rows: ``compute_logits`` [R, V] in the model dtype and the ``Sampler`` with every slot at its
+  defaults (0.26.0: no logprobs, top-k / top-p None so ``apply_top_k_top_p`` returns its input,
+  no FlashInfer call; ``gumbel_sample`` on the model-dtype logits). Nothing in it is sized
+  [T, V] or by max_model_len. ``InputBuffers``, ``RequestState`` and ``LoraState`` are made
+  in ``__init__``, the sampler's penalties / logit-bias / bad-words / structured-output state
+  in ``load_model``: all before ``memory_profiling``'s first snapshot, so the peak increase
+  does not see them (0.27.x's ``total_consumed`` does: (3) above); the block tables come with
+  the KV cache (``initialize_kv_cache``), after the budget. For
+  row 1104 (T = 2,048, R = 256) V2's own peak is the dense-MLP stage of the forward, 216 MiB
+  (the sampler stage, 18 MiB of hidden states and 63 MiB of bf16 logits, is below it):
+  0.21 GiB against the logged 1.01. The V1 terms memprof charges hold 0.48 GiB (V1's fp32
+  top-k / top-p sampler, which V2 does not run) and a 0.39 GiB CUDA-graph estimate (which V2
+  does not charge): they land within 0.7% by compensation.
+- The counter: 0.26.0 ``memory_profiling`` (utils/mem_utils.py) resets the peak statistics
+  and reads ``allocated_bytes.all.peak`` (allocated, not reserved) before and after
+  ``profile_run``; 0.27.1's ``transient_peak_headroom`` is the same peak less what is still
+  allocated after. Whatever ``profile_run`` allocates and frees counts.
+- The compile: the row's source log (at the cited commit) prints a cold compile between the
+  load and the budget line: "Dynamo bytecode transform time: 21.43 s", "Compiling a graph for
+  compile range (1, 2048) takes 15.49 s", "saved AOT compiled function", "torch.compile took
+  41.49 s in total", then "Initial profiling/warmup run took 1.11 s"; a later cold start of
+  the same deployment in the same repository (2026-09-04) logs the same 1.01 GiB. Under
+  ``VLLM_USE_AOT_COMPILE`` (compilation/decorators.py, 0.25.0-0.27.1) the model's first call,
+  the profile run's forward, runs ``aot_compile`` and then the forward
+  (``monitor_profiling_run``) with no peak reset between them. vLLM turns on Inductor's
+  ``combo_kernels`` and ``benchmark_combo_kernel`` (config/compilation.py, torch >= 2.9; the
+  row's config line prints both), and Inductor then times each member of a candidate combo
+  group on inputs it allocates on the GPU: ``speedup_by_combo_kernel`` ->
+  ``benchmark_fused_nodes`` -> the generated ``get_args``, a full-size ``rand_strided``
+  tensor for every buffer the kernel reads or writes, weights included (torch/_inductor
+  scheduler.py and codegen/triton.py ``codegen_kernel_benchmark``, read in torch 2.13.0). The
+  timings are cached beside the kernel's source (``.kernel_perf`` files in Inductor's cache
+  directory), so a warm cache allocates nothing. The first call's autotuning of a kernel with
+  several configs (runtime/triton_heuristics.py ``benchmark_all_configs``) clones only the
+  arguments the kernel mutates (``maybe_clone_args``): activation-sized (a [T, H] buffer is
+  16 MiB for row 1104), far from 0.8 GiB. No max-autotune: vLLM sets it only for
+  single-size compile ranges (compilation/compiler_interface.py ``set_inductor_config``), and
+  the profile run compiles the range (1, T). Published reports of cold-vs-warm budgets
+  under these releases: vllm-project/vllm issue 54122 and PR 54209 (a cold AOT compile charged
+  as peak activation), issue 54383 and PR 54479 (a first boot of a new shape gets a smaller KV
+  cache).
+- Why no rule charges it: the copies' size follows from which kernels Inductor times, i.e.
+  how it groups the model's graph (``_default_group_nodes_for_combo_kernels``: two or more
+  Triton kernels at one topological level), which nothing memprof reads per model fixes, and
+  from a cache state no line before the budget states except the compile lines. The timing
+  runs before the forward's tensors exist, so it enters the peak as max(copies, forward
+  peak), not as their sum. One buffer fits row 1104: the embedding table [V/tp, H] (0.98 GiB
+  for Llama-3.1-8B). Charged as max(table, V2's own peak) on the first stage beside V2's own
+  terms, it would leave 1104 +0.2%, 902 +0.5%, 908 -0.9%, 909 +0.3%, but 901 -6.5%, 903
+  +10.7% and 907 +13.7%, and rows 901-903 started in fresh containers that mount only the
+  Hugging Face cache (the post's docker commands), so they compiled cold as well. Nor does
+  the Inductor source (read, not run) put the table in a group: in the first piecewise graph
+  only the gather and the first RMSNorm, one fused kernel, read graph inputs alone; the rotary
+  cos/sin gather, read twice, is inlined into the q / k rotations after the qkv GEMM (ir.py
+  ``should_realize_on_reuse``: two reads, under ``realize_reads_threshold`` 4), the pair
+  vLLM's config comment names as the combo target. A fit, not a reading: not charged.
+
+V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's
+own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 +0.7 -> +3.5%, 901 -2.9 ->
+-6.7% (a failed start: negative figures), 902 -18.2 -> +0.5%, 903 +0.8 -> +10.7%, 907 +17.4 ->
++27.5%, 908 +0.4 -> +4.0%, 909 +1.9 -> +6.4%. Only row 902 comes closer, so memprof keeps the V1
+terms (and their graph estimate) where V2 runs. What would settle the compile's share: a cold
+and a warm start of one V2 deployment on one host, or a cold start with Inductor's scheduler
+log at INFO ("ComboKernels: Combining N nodes" names the grouped kernels).
 """
 
 from __future__ import annotations
