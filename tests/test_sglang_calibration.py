@@ -38,9 +38,13 @@ def era(release: str) -> str:
 
 
 def _rows(which: str) -> list[dict[str, Any]]:
+    """The era's rows that carry their log, less those the calibration set refuses (a model
+    memprof does not bundle: ``test_published_distribution.outcome``)."""
+    from tests.test_published_distribution import outcome
+
     return [{**r, "log": r.get("log") or EARLIER_LOGS[r["id"]]} for r in ROWS
             if r["engine"] == "sglang" and (r.get("log") or r["id"] in EARLIER_LOGS)
-            and era(str(r["memprof_engine_version"])) == which]
+            and era(str(r["memprof_engine_version"])) == which and outcome(r).refused is None]
 
 
 def _explain(row: dict[str, Any]) -> dict[str, Any]:
