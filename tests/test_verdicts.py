@@ -245,7 +245,7 @@ def test_row32_vllm_available_kv_within_2_percent_at_its_release(
     # communicator is there, so published.json row 32's notes name what is over-charged instead.
     # That was the fused-MoE caches: 0.9.2's fused_experts_impl allocates them per call, so they
     # are never live beside the sampler, which is this profile run's peak stage
-    # (memprof/core/terms/moe_caches.py V1_MOE_CACHES_PER_CALL); charged as a persistent 1 GiB
+    # (memprof/core/terms/moe_caches.py TRITON_MOE_CACHES_PER_CALL); charged as a persistent 1 GiB
     # workspace before. With both rules the figure is within 2%, and without the communicator
     # (torch's, in the budget by 0.9.2's source) it would be 11% over:
     torch_comm = [c.bytes for c in e.ranks[0].components

@@ -195,8 +195,9 @@ V0_MLA_PREFILL_PROFILE: tuple[Rule, ...] = (
 # ``intermediate_cache2`` [M·k, N/2], ``intermediate_cache3`` [M, k, H]; 0.8.x: caches 1 and 3
 # share ``cache13`` [M·k·max(N, H)] beside ``intermediate_cache2`` [M·k, N/2]. V1 calls the
 # same function, but its profile run also samples on up to max_num_seqs rows, a stage the
-# per-call caches are never live in: its rows are ``V1_MOE_CACHES_PER_CALL``
-# (memprof/core/terms/moe_caches.py). ``value``: "separate" / "cache13".
+# per-call caches are never live in: V1's rows, and V0's from 0.8.3, are
+# ``TRITON_MOE_CACHES_PER_CALL`` (memprof/core/terms/moe_caches.py). ``value``: "separate" /
+# "cache13".
 V0_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
     Rule(name="v0_moe_caches_per_call", changes="activation peak: fused-MoE caches",
          since="0.6.0", until="0.8.0", value="separate",
@@ -529,7 +530,7 @@ def _marlin_moe_caches(ctx: TermContext, layer: Layer, t: int) -> int:
 
 def _caches_per_call(ctx: TermContext) -> bool:
     """``moe_caches_per_call`` for this rank's deployment, or a release whose Triton fused-MoE
-    caches live per call (``V0_MOE_CACHES_PER_CALL``; V1: ``moe_caches.V1_MOE_CACHES_PER_CALL``)."""
+    caches live per call (``V0_MOE_CACHES_PER_CALL``, ``moe_caches.TRITON_MOE_CACHES_PER_CALL``)."""
     return (moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, ctx.dep.engine_version)
             or _triton_moe_caches(ctx) is not None)
 

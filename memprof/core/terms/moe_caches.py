@@ -1,5 +1,5 @@
-"""Where vLLM V1's Triton fused-MoE caches live, by release: per call (freed when each MoE layer
-returns) or in a workspace kept across layers and after the profile run.
+"""Where vLLM's Triton fused-MoE caches live from 0.8.0 on, by release: per call (freed when
+each MoE layer returns) or in a workspace kept across layers and after the profile run.
 
 ``memprof.core.terms.activation`` charges the fused-MoE caches either inside the MoE stage of the
 profile run (per call: they are then never live beside another stage, the sampler's included) or
@@ -37,13 +37,14 @@ from memprof.core.models.spec import QuantConfig
 from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.formats import fp8_on_marlin
 
-# V1's Triton fused-MoE caches per call (``value``: the cache layout, as
+# The Triton fused-MoE caches per call from 0.8.0 (``value``: the cache layout, as
 # ``activation.V0_MOE_CACHES_PER_CALL`` names it) for the methods ``triton_caches_per_call``
-# accepts; from 0.14.0 they come from the WorkspaceManager.
-V1_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
-    Rule(name="v1_moe_caches_per_call", changes="activation peak: fused-MoE caches",
+# accepts; from 0.14.0 they come from the WorkspaceManager. Both engines of 0.8.x-0.10.x call the
+# same model code; ``V0_MOE_CACHES_PER_CALL`` is read first for V0 through 0.8.2.
+TRITON_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
+    Rule(name="triton_moe_caches_per_call", changes="activation peak: fused-MoE caches",
          since="0.8.0", until="0.14.0", value="cache13",
-         introduced_by="V1 on by default in 0.8.0 (calls the V0 fused_experts_impl)",
+         introduced_by="V1 on by default in 0.8.0, calling fused_experts_impl as V0 does",
          removed_by="FusedMoEModularKernel with TritonExperts for the unquantised and fp8 "
          "methods, workspaces from the WorkspaceManager (read in 0.14.0)",
          source="0.8.0-0.8.2 as V0_MOE_CACHES_PER_CALL (the same function); 0.8.3, "
@@ -53,7 +54,7 @@ V1_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
          "top_k_num, N // 2)); quantization/fp8.py Fp8MoEMethod.apply and "
          "UnquantizedFusedMoEMethod.forward_cuda call fused_experts; 0.14.0 / 0.14.1 "
          "unquantized_fused_moe_method.py and oracle/fp8.py build FusedMoEModularKernel("
-         "..., TritonExperts(...))", generation="v1"),
+         "..., TritonExperts(...))", generation=""),
 )
 
 # The fp8 input quantisation of ``fused_experts_impl`` (``moe_kernel_quantize_input``, twice per
@@ -63,8 +64,8 @@ V1_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
 # cols/128] for a block checkpoint (``per_token_group_quant_fp8``, group = block_k), one fp32
 # scale for per-tensor (``ops.scaled_fp8_quant``). 0.8.x quantises inside
 # ``invoke_fused_moe_kernel`` instead (not read: not counted there). ``value``: both live.
-V1_FP8_MOE_INPUT_QUANT: tuple[Rule, ...] = (
-    Rule(name="v1_fp8_moe_input_quant", changes="activation peak: fused-MoE fp8 input quant",
+FP8_MOE_INPUT_QUANT: tuple[Rule, ...] = (
+    Rule(name="fp8_moe_input_quant", changes="activation peak: fused-MoE fp8 input quant",
          since="0.9.0", until="0.14.0", value=True,
          introduced_by="moe_kernel_quantize_input in fused_experts_impl (read in 0.9.0)",
          removed_by="the modular kernel (read in 0.14.0)",
@@ -74,7 +75,7 @@ V1_FP8_MOE_INPUT_QUANT: tuple[Rule, ...] = (
          "qintermediate_cache2, a2q_scale = moe_kernel_quantize_input(intermediate_cache2, "
          "...); fused_moe/utils.py _fp8_quantize: per_token_group_quant_fp8(A, block_k) "
          "(quantization/utils/fp8_utils.py: x_q empty_like fp8, x_s fp32 x.shape[:-1] + "
-         "(x.shape[-1] // group_size,)) or ops.scaled_fp8_quant", generation="v1"),
+         "(x.shape[-1] // group_size,)) or ops.scaled_fp8_quant", generation=""),
 )
 
 FP8_SCALE_BYTES = 4  # fp32 scales
@@ -88,22 +89,22 @@ def _vllm_fp8(quant: QuantConfig | None, arch: str) -> bool:
 
 
 def triton_caches_per_call(dep: Deployment, quant: QuantConfig | None, arch: str) -> str | None:
-    """The ``V1_MOE_CACHES_PER_CALL`` cache layout when this deployment's MoE layers run
+    """The ``TRITON_MOE_CACHES_PER_CALL`` cache layout when this deployment's MoE layers run
     ``fused_experts_impl`` with per-call caches, else None (other methods keep the estimate's
     persistent-workspace reading)."""
     if not (quant is None or quant.method == "none" or _vllm_fp8(quant, arch)):
         return None
-    r = rule_in_force(V1_MOE_CACHES_PER_CALL, dep.engine_version, dep.engine)
+    r = rule_in_force(TRITON_MOE_CACHES_PER_CALL, dep.engine_version, dep.engine)
     return None if r is None else str(r.value)
 
 
 def fp8_input_quant_bytes(dep: Deployment, quant: QuantConfig | None, arch: str, m: int, k: int,
                           hidden: int, inter: int) -> int:
-    """Bytes of the two fp8 input quantisations live at the w2 GEMM (``V1_FP8_MOE_INPUT_QUANT``):
+    """Bytes of the two fp8 input quantisations live at the w2 GEMM (``FP8_MOE_INPUT_QUANT``):
     [m, hidden] and [m·k, inter] at 1 B, with fp32 scales per ``block_k`` columns (block) or one
     each (per-tensor); 0 outside the rule or for another method. ``m``: the chunk's tokens;
     ``inter``: the local intermediate size (N/2)."""
-    if not _vllm_fp8(quant, arch) or not value_at(V1_FP8_MOE_INPUT_QUANT, dep.engine_version,
+    if not _vllm_fp8(quant, arch) or not value_at(FP8_MOE_INPUT_QUANT, dep.engine_version,
                                                   False, dep.engine):
         return 0
     assert quant is not None
