@@ -243,15 +243,20 @@ def test_row32_vllm_available_kv_within_2_percent_at_its_release(
     # inside the budget (memprof.core.terms.nccl_torch: 832 MiB, the largest rank of the 4-rank
     # cuMem-off golden, + its NVLS buffers, 130 MiB), takes the row to -13%: the source says the
     # communicator is there, so published.json row 32's notes name what is over-charged instead.
-    # Without that term the figure is as before:
+    # That was the fused-MoE caches: 0.9.2's fused_experts_impl allocates them per call, so they
+    # are never live beside the sampler, which is this profile run's peak stage
+    # (memprof/core/terms/moe_caches.py TRITON_MOE_CACHES_PER_CALL); charged as a persistent 1 GiB
+    # workspace before. With both rules the figure is within 2%, and without the communicator
+    # (torch's, in the budget by 0.9.2's source) it would be 11% over:
     torch_comm = [c.bytes for c in e.ranks[0].components
                   if c.name.startswith("torch's NCCL TP communicator")
                   or c.name == "NCCL NVLS buffers (TP (torch), 4 ranks)"]
     assert torch_comm == [872_415_232, 130 * MiB]
     with_it = e.ranks[0].available_kv_bytes
-    assert abs(with_it / GiB / 8.11 - 1) < 0.14
+    assert "fused-MoE workspace (WorkspaceManager)" not in {c.name for c in e.ranks[0].components}
+    assert abs(with_it / GiB / 8.11 - 1) < 0.02
     monkeypatch.setattr(nccl_nvls, "torch_tp_comm_v1", lambda ctx: None)
     e = estimate("qwen3-235b-a22b", Deployment(tp=4, quantization="fp8", engine_version="0.9.2",
                                                gpu_memory_utilization=0.9), gpu_name="H100")
     assert e.ranks[0].available_kv_bytes - with_it == sum(torch_comm)
-    assert abs(e.ranks[0].available_kv_bytes / GiB / 8.11 - 1) < 0.02
+    assert e.ranks[0].available_kv_bytes / GiB / 8.11 - 1 > 0.10

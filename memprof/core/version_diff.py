@@ -71,6 +71,7 @@ from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
+from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
 from memprof.core.terms.nccl import EP_PYNCCL
 from memprof.core.terms.nccl_nvls import NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER
 from memprof.core.terms.non_torch import (
@@ -115,7 +116,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
     LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V0_SAMPLER_RESORT, V0_MLA_PREFILL_PROFILE,
-    V0_MOE_CACHES_PER_CALL, V1_TORCH_SORT_SAMPLER,
+    V0_MOE_CACHES_PER_CALL, TRITON_MOE_CACHES_PER_CALL, FP8_MOE_INPUT_QUANT, V1_TORCH_SORT_SAMPLER,
     V1_FLASHINFER_SAMPLER, PP_INTERMEDIATE_TENSORS, NCCL_PLACEMENT,
     NCCL_CUMEM, EP_PYNCCL, NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER, PYNCCL_NO_STREAM_POOL,
     LOGITS_GATHER_PROCESS_GROUP,

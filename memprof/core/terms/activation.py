@@ -29,6 +29,7 @@ from memprof.core.terms.common import (
     model_bytes,
     profile_tokens,
 )
+from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
 from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.mlp import moe_caches_per_call
 
@@ -192,9 +193,11 @@ V0_MLA_PREFILL_PROFILE: tuple[Rule, ...] = (
 # they add to the MoE stage only and never to another layer's stage: w13 of N = 2·I_l rows,
 # M = min(T, ``VLLM_FUSED_MOE_CHUNK_SIZE``). 0.7.x: ``intermediate_cache1`` [M, k, N],
 # ``intermediate_cache2`` [M·k, N/2], ``intermediate_cache3`` [M, k, H]; 0.8.x: caches 1 and 3
-# share ``cache13`` [M·k·max(N, H)] beside ``intermediate_cache2`` [M·k, N/2]. V1 of 0.8.x calls
-# the same function; its profile run skips attention, so its MoE stage is the largest and the
-# two accountings agree, and this rule is read for V0 only. ``value``: "separate" / "cache13".
+# share ``cache13`` [M·k·max(N, H)] beside ``intermediate_cache2`` [M·k, N/2]. V1 calls the
+# same function, but its profile run also samples on up to max_num_seqs rows, a stage the
+# per-call caches are never live in: V1's rows, and V0's from 0.8.3, are
+# ``TRITON_MOE_CACHES_PER_CALL`` (memprof/core/terms/moe_caches.py). ``value``: "separate" /
+# "cache13".
 V0_MOE_CACHES_PER_CALL: tuple[Rule, ...] = (
     Rule(name="v0_moe_caches_per_call", changes="activation peak: fused-MoE caches",
          since="0.6.0", until="0.8.0", value="separate",
@@ -527,21 +530,24 @@ def _marlin_moe_caches(ctx: TermContext, layer: Layer, t: int) -> int:
 
 def _caches_per_call(ctx: TermContext) -> bool:
     """``moe_caches_per_call`` for this rank's deployment, or a release whose Triton fused-MoE
-    caches live per call (``V0_MOE_CACHES_PER_CALL``)."""
+    caches live per call (``V0_MOE_CACHES_PER_CALL``, ``moe_caches.TRITON_MOE_CACHES_PER_CALL``)."""
     return (moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, ctx.dep.engine_version)
-            or _v0_moe_caches(ctx.dep) is not None)
+            or _triton_moe_caches(ctx) is not None)
 
 
-def _v0_moe_caches(dep: Deployment) -> str | None:
-    """The ``V0_MOE_CACHES_PER_CALL`` layout in force, if any."""
-    r = rule_in_force(V0_MOE_CACHES_PER_CALL, dep.engine_version, dep.engine)
-    return None if r is None else str(r.value)
+def _triton_moe_caches(ctx: TermContext) -> str | None:
+    """The per-call Triton cache layout in force (``V0_MOE_CACHES_PER_CALL`` or
+    ``memprof.core.terms.moe_caches.triton_caches_per_call``), if any."""
+    r = rule_in_force(V0_MOE_CACHES_PER_CALL, ctx.dep.engine_version, ctx.dep.engine)
+    if r is not None:
+        return str(r.value)
+    return triton_caches_per_call(ctx.dep, ctx.spec.quant, ctx.gpu.arch)
 
 
 def _per_call_moe_caches(ctx: TermContext, layer: Layer, t: int) -> tuple[str, int]:
     """The MoE stage's per-call caches: Marlin's (``moe_caches_per_call``) or the Triton
     fused-MoE caches of ``V0_MOE_CACHES_PER_CALL`` (w13 of N = 2·I_l rows, M chunked)."""
-    layout = _v0_moe_caches(ctx.dep)
+    layout = _triton_moe_caches(ctx)
     if layout is None or moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch,
                                              ctx.dep.engine_version):
         return "Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t)
@@ -550,8 +556,10 @@ def _per_call_moe_caches(ctx: TermContext, layer: Layer, t: int) -> tuple[str, i
     mc = min(m, fused_moe_chunk(ctx.dep.engine_version))
     n = 2 * i_l
     if layout == "cache13":
-        return ("fused-MoE cache13 [M·k·max(N,H)] + cache2 [M·k,N/2] (per call)",
-                mc * k * max(n, h) * s + mc * k * i_l * s)
+        quant = fp8_input_quant_bytes(ctx.dep, ctx.spec.quant, ctx.gpu.arch, mc, k, h, i_l)
+        return ("fused-MoE cache13 [M·k·max(N,H)] + cache2 [M·k,N/2] (per call)"
+                + (" + fp8 input quant [M,H] + [M·k,N/2] with scales" if quant else ""),
+                mc * k * max(n, h) * s + mc * k * i_l * s + quant)
     return ("fused-MoE caches [M,k,N] + [M·k,N/2] + [M,k,H] (per call)",
             mc * k * (n + i_l + h) * s)
 
