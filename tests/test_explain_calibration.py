@@ -72,12 +72,16 @@ _LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight
 _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len are a markdown "
          "table's columns; the quoted args are placeholders, '--tensor-parallel-size=<tp-size>')")
 # vLLM 0.6.x logs (rows 101, 102, 161): the untagged one-line "Memory profiling results" report
-# only 0.6.4 / 0.6.4.post1 print (configs/vllm_log_lines.json), which explain does not read as a
-# release (it rebuilds an unnamed V0 log at 0.7.3); and the row's estimate takes the catalog's
-# RTX-3090 total (23.57 GiB, not exact) where explain takes the log's 23.58 GiB. Rows 115, 116:
+# only 0.6.4 / 0.6.4.post1 print (configs/vllm_log_lines.json "formats") places them at 0.6.4,
+# the base release the patch re-release 0.6.4.post1 re-ships (memprof.probes.log_deployment.
+# patch_base); the rows run at 0.6.4.post1, the newest on the comment's date. And the row's
+# estimate takes the catalog's RTX-3090 total (23.57 GiB, not exact) where explain takes the
+# log's total_gpu_memory=23.58GiB. Rows 115, 116:
 # a pull request's branch, whose multi-line budget report ("total_gpu_memory     79.22GiB")
 # explain does not read, so it asks for --gpu, which the row cannot give
-_V064 = _DATED + " (an untagged 0.6.4-format line) and the card's exact total"
+_V064 = (_DATED + ": the untagged one-line report is 0.6.4's and 0.6.4.post1's format alike "
+         "and explain takes the base release 0.6.4; and the card's exact total (the row runs on "
+         "the catalog's RTX-3090, 23.57 GiB, explain on the log's total_gpu_memory=23.58GiB)")
 _PR10511 = ("the release (PR #10511's branch, modelled at 0.6.5, which merged it) and the card "
             "(explain reads no total from the branch's report)")
 # row -> the field the quote does not show (so explain cannot read it)

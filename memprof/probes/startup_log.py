@@ -21,7 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
-from memprof.probes.release_lines import tags
+from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -222,6 +222,8 @@ class StartupLog:
     notes: tuple[str, ...] = ()
     # (file, line, message) of the lines tagged [file.py:LINE] (memprof.probes.release_lines)
     tags: tuple[tuple[str, int, str], ...] = ()
+    # the message formats only some releases print that its lines show (release_lines.FORMATS)
+    formats: tuple[str, ...] = ()
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -308,7 +310,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       engine, figures), version=_version(joined) or image_release,
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
-                      notes=tuple(notes), tags=tags(lines))
+                      notes=tuple(notes), tags=tags(lines), formats=formats(lines))
 
 
 def _engine(text: str) -> str:
