@@ -116,7 +116,8 @@ def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
                          f"between them, rebuilt at {pair[0]} (as a development build on the way "
                          f"to {pair[1]} is; --engine-version to choose another)")
             return pair[0]
-        notes.append(f"the log names no release, and {shown} match no release "
+        notes.append(f"the log names no release, and {shown} match{'' if log.tags else 'es'} "
+                     "no release "
                      "memprof has the logging lines of (a build between releases, or a fork)")
         return None
     which = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"

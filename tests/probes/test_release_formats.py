@@ -126,3 +126,15 @@ def test_the_tool_reads_a_format_from_the_logging_call(tmp_path: Path) -> None:
     lines["0.7.1"] = {"Memory profiling results": {"worker.py": [[1, 1]]}}
     with pytest.raises(SystemExit, match=r"release 0\.7\.1 logs"):
         tool.formats_table(tmp_path, list(lines), lines)
+
+
+def test_a_format_no_release_prints_places_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table whose format no release prints (as a fork's would be): the log keeps V0's
+    default release and the note says the line matches none."""
+    import memprof.probes.release_lines as rl
+
+    monkeypatch.setattr(rl, "printing", lambda engine, shown: [])
+    log = parse_log(ROWS[101]["quote"])
+    rb = rebuild(log, model="llama-3.1-8b", gpu=None, gpu_memory=None)
+    assert rb.deployment.engine_version not in ("0.6.4", "0.6.4.post1")
+    assert any(f"'{ONE_LINE}' line matches no release" in n for n in rb.notes), rb.notes
