@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 122, 131, 134, 150, 201, 520, 802, 1101)
+RELEASE_ONLY = (12, 32, 48, 115, 116, 122, 131, 134, 150, 201, 520, 802, 1101)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -72,14 +72,18 @@ _LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight
 _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len are a markdown "
          "table's columns; the quoted args are placeholders, '--tensor-parallel-size=<tp-size>')")
 # vLLM 0.6.x logs (rows 101, 102, 161): the untagged one-line "Memory profiling results" report
-# only 0.6.4 / 0.6.4.post1 print (configs/vllm_log_lines.json), which explain does not read as a
-# release (it rebuilds an unnamed V0 log at 0.7.3); and the row's estimate takes the catalog's
-# RTX-3090 total (23.57 GiB, not exact) where explain takes the log's 23.58 GiB. Rows 115, 116:
-# a pull request's branch, whose multi-line budget report ("total_gpu_memory     79.22GiB")
-# explain does not read, so it asks for --gpu, which the row cannot give
-_V064 = _DATED + " (an untagged 0.6.4-format line) and the card's exact total"
-_PR10511 = ("the release (PR #10511's branch, modelled at 0.6.5, which merged it) and the card "
-            "(explain reads no total from the branch's report)")
+# only 0.6.4 / 0.6.4.post1 print (configs/vllm_log_lines.json "formats") places them at 0.6.4,
+# the base release the patch re-release 0.6.4.post1 re-ships (memprof.probes.log_deployment.
+# patch_base); the rows run at 0.6.4.post1, the newest on the comment's date. And the row's
+# estimate takes the catalog's RTX-3090 total (23.57 GiB, not exact) where explain takes the
+# log's total_gpu_memory=23.58GiB. Row 161 also sets --max-model-len 35000 in the comment's
+# prose ("35k - OK"), no line of its log. Rows 115, 116: a pull request's branch, whose
+# multi-line budget report ("total_gpu_memory     79.22GiB") explain reads (the card, the
+# budget, the KV figure), but no release printed it
+_V064 = (_DATED + ": the untagged one-line report is 0.6.4's and 0.6.4.post1's format alike "
+         "and explain takes the base release 0.6.4; and the card's exact total (the row runs on "
+         "the catalog's RTX-3090, 23.57 GiB, explain on the log's total_gpu_memory=23.58GiB)")
+_PR10511 = "the release (PR #10511's branch, modelled at 0.6.5, which merged it)"
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -113,7 +117,7 @@ XFAIL: dict[int, str] = {
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     150: OUTSIDE + _DATED,
-    161: OUTSIDE + _V064,
+    161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
     1101: OUTSIDE + "the release 0.6.6.post1 (the newest on the log's date: "
           "memprof_engine_version_note): its tags are 0.6.6's and 0.6.6.post1's lines alike, and "
           "explain takes the base release of a patch re-release the tags cannot tell from it",

@@ -82,38 +82,51 @@ def patch_base(release: str, among: list[str]) -> str | None:
 
 
 def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
-    """The release a log that names none was printed by, from its ``[file.py:LINE]`` tags
-    (``memprof.probes.release_lines``): the newest of the releases whose logging calls sit
-    there, with a note naming them; where no release's calls hold every tag but one pair of
-    consecutive releases brackets them (``release_lines.between``), the older of the two; ``None``
-    where the tags place it nowhere. A patch
+    """The release a log that names none was printed by, from its ``[file.py:LINE]`` tags and
+    the message formats only some releases print that it shows (``memprof.probes.
+    release_lines``): the newest of the releases whose logging calls sit where the tags say and
+    that print each such format, with a note naming them; where no release's calls hold every
+    tag but one pair of consecutive releases brackets them (``release_lines.between``), the
+    older of the two (if it prints the formats); ``None`` where they place it nowhere. A patch
     re-release (``0.10.1.1``, ``0.8.5.post1``) whose lines its base release shares is not told
     from it by tags: the base is taken, and the note names both."""
-    from memprof.probes.release_lines import between, consistent
+    from memprof.probes.release_lines import between, consistent, printing
 
-    found = consistent(engine, log.tags)
-    if found is None:
+    by_tags = consistent(engine, log.tags)
+    by_format = printing(engine, log.formats)
+    if by_tags is None and by_format is None:
         return None
-    shown = ", ".join(f"{f}:{n}" for f, n, _ in log.tags[:4])
+    evidence = []
+    if log.tags:
+        evidence.append("its tags (" + ", ".join(f"{f}:{n}" for f, n, _ in log.tags[:4]) + ")")
+    if by_format is not None:
+        evidence.append("its " + " and ".join(repr(f) for f in log.formats) + " line")
+    shown = " and ".join(evidence)
+    if by_tags is None:
+        found = list(by_format or [])
+    else:
+        found = [r for r in by_tags if by_format is None or r in by_format]
     if not found:
-        pair = between(engine, log.tags)
-        if pair is not None:
+        pair = between(engine, log.tags) if log.tags else None
+        if pair is not None and (by_format is None or pair[0] in by_format):
             # setuptools-scm names a build after vA "A'.devN", which memprof.core.release_names
             # models at A (the commits since may have changed what memprof models)
-            notes.append(f"the log names no release, and its tags ({shown}) match no release's "
+            notes.append(f"the log names no release, and {shown} match no release's "
                          f"logging lines but lie between {pair[0]}'s and {pair[1]}'s: a build "
                          f"between them, rebuilt at {pair[0]} (as a development build on the way "
                          f"to {pair[1]} is; --engine-version to choose another)")
             return pair[0]
-        notes.append(f"the log names no release, and its tags ({shown}) match no release "
+        notes.append(f"the log names no release, and {shown} match{'' if log.tags else 'es'} "
+                     "no release "
                      "memprof has the logging lines of (a build between releases, or a fork)")
         return None
     which = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
     pick, why = found[-1], " (the newest of them)" if len(found) > 1 else ""
     while (base := patch_base(pick, found)) is not None:
         pick, why = base, (f" (the newest of them but for its patch re-release {found[-1]}, "
-                           "which the tags cannot tell from it)")
-    notes.append(f"the log names no release; its tags ({shown}) are the logging lines of "
+                           "which the log cannot tell from it)")
+    verb = "are" if by_format is None else "fit"
+    notes.append(f"the log names no release; {shown} {verb} the logging lines of "
                  f"{which}: rebuilt at {pick}{why}")
     return pick
 

@@ -9,12 +9,19 @@ by ``tools/vllm_log_lines.py``); a release is consistent with a log when each ta
 the log sits at a line its call covers in that release. A log consistent with no release whose
 tags all lie between the calls of two consecutive releases is a build between them
 (``between``). An engine without such a table is never placed this way.
+
+A line without a tag (a pasted excerpt, a log written through another handler) can still place
+a log where its message's format is one only some releases print: ``FORMATS`` names such
+formats by the literals of the logging call's format string, and the table's ``formats`` key
+lists the releases whose call holds them (read from the same wheels); ``printing`` gives the
+releases that print every format a log shows.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -39,6 +46,33 @@ MESSAGES = (
     "Starting to load model",
 )
 
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """A message's format that only some releases print: the ``MESSAGES`` fragment its logging
+    call logs, the literals of the call's format string that tell it from the message's other
+    formats (all within the call, or the message built just above it), and how a printed line
+    of it reads."""
+
+    message: str
+    source: tuple[str, ...]
+    line: re.Pattern[str]
+
+
+FORMATS: dict[str, Format] = {
+    # V0's budget report as one line with the usage before the profile run: 0.6.4's and
+    # 0.6.4.post1's vllm/worker/worker.py Worker.determine_num_available_blocks; 0.6.3.post1
+    # logs no budget, 0.6.5 the multi-line "Memory profiling takes ... the current vLLM instance
+    # can use ..." report, and builds between 0.6.4.post1 and 0.6.5 a comma-separated line that
+    # opens with "duration=" (published rows 8, 125), which no release prints
+    "one-line memory profiling results with initial_memory_usage": Format(
+        "Memory profiling results",
+        ("Memory profiling results: total_gpu_memory=%.2fGiB", " initial_memory_usage=%.2fGiB"),
+        re.compile(r"Memory profiling results: total_gpu_memory=[0-9.]+GiB "
+                   r"initial_memory_usage=")),
+}
+
 _TAG = re.compile(r"(?:^|[\s\[])([A-Za-z_][\w]*\.py):([0-9]{1,6})\]\s*(.*)")
 
 Tag = tuple[str, int, str]  # file name, line, message fragment
@@ -59,6 +93,12 @@ def tags(lines: list[str]) -> tuple[Tag, ...]:
             if tag not in out:
                 out.append(tag)
     return tuple(out)
+
+
+def formats(lines: list[str]) -> tuple[str, ...]:
+    """The names of the ``FORMATS`` the log's lines print (tagged or not), in ``FORMATS``'
+    order."""
+    return tuple(name for name, f in FORMATS.items() if any(f.line.search(ln) for ln in lines))
 
 
 @lru_cache(maxsize=4)
@@ -84,6 +124,15 @@ def consistent(engine: str, found: tuple[Tag, ...]) -> list[str] | None:
     if table is None or not found:
         return None
     return [r for r, calls in table["releases"].items() if all(_holds(calls, t) for t in found)]
+
+
+def printing(engine: str, shown: tuple[str, ...]) -> list[str] | None:
+    """The releases that print every format of ``shown`` (names of ``FORMATS``), oldest first;
+    ``None`` where the engine has no table of formats or the log shows none."""
+    table = _table(engine)
+    if table is None or "formats" not in table or not shown:
+        return None
+    return [r for r in table["releases"] if all(r in table["formats"].get(f, []) for f in shown)]
 
 
 def _firsts(release: dict[str, dict[str, list[list[int]]]], tag: Tag) -> list[int]:

@@ -21,7 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
-from memprof.probes.release_lines import tags
+from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -78,6 +78,15 @@ PATTERNS: tuple[Pattern, ...] = (
     # current vLLM instance can use total_gpu_memory (79.18GiB) x gpu_memory_utilization (0.90)
     # = 71.26GiB"
     _p("total_gpu_bytes", "vllm", r"total_gpu_memory \(\s*" + _GIB + r"\s*\)", "gib"),
+    # the multi-line "Memory profiling results:" report of PR #10511's branch of 2024-12-13
+    # (vllm/worker/worker.py, one "name    value" row a line: https://github.com/vllm-project/
+    # vllm/pull/10511, published rows 115 and 116), which no release printed: 0.6.5 merged the
+    # one-line "the current vLLM instance can use total_gpu_memory (X) x ..." form above
+    _p("total_gpu_bytes", "vllm", r"\btotal_gpu_memory\s{2,}" + _GIB, "gib"),
+    _p("gpu_memory_utilization", "vllm", r"\bgpu_memory_utilization\s{2,}([0-9.]+[0-9])",
+       "float"),
+    _p("requested_bytes", "vllm", r"the current vLLM instance can use\s{2,}" + _GIB, "gib"),
+    _p("available_kv_bytes", "vllm", r"\bavailable_kv_cache_memory\s{2,}" + _GIB, "gib"),
     _p("gpu_memory_utilization", "vllm", r"gpu_memory_utilization \(\s*([0-9.]+[0-9])\s*\)",
        "float"),
     _p("requested_bytes", "vllm",
@@ -98,6 +107,10 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("cudagraph_pool_bytes", "vllm",
        r"Graph capturing finished in [0-9.]+ secs?, took\s+" + _GIB, "gib"),
     _p("num_gpu_blocks", "vllm", r"# GPU blocks:\s*" + _NUM, "int"),
+    # ... as a paste that lost the line's leading "# " shows it (published row 101's quote, of
+    # the "# GPU blocks: %d, # CPU blocks: %d" of 0.6.4's executor/gpu_executor.py): the
+    # CPU-block count after it says which line it is
+    _p("num_gpu_blocks", "vllm", r"(?:^|\]\s*)GPU blocks:\s*" + _NUM + r", # CPU blocks:", "int"),
     # V0 executor_base.py initialize_cache (0.7.x – 0.10.2): "# cuda blocks: N, # CPU blocks: M"
     _p("num_gpu_blocks", "vllm", r"# cuda blocks:\s*" + _NUM, "int"),
     _p("num_cpu_blocks", "vllm", r"# CPU blocks:\s*" + _NUM, "int"),
@@ -222,6 +235,8 @@ class StartupLog:
     notes: tuple[str, ...] = ()
     # (file, line, message) of the lines tagged [file.py:LINE] (memprof.probes.release_lines)
     tags: tuple[tuple[str, int, str], ...] = ()
+    # the message formats only some releases print that its lines show (release_lines.FORMATS)
+    formats: tuple[str, ...] = ()
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -308,7 +323,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       engine, figures), version=_version(joined) or image_release,
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
-                      notes=tuple(notes), tags=tags(lines))
+                      notes=tuple(notes), tags=tags(lines), formats=formats(lines))
 
 
 def _engine(text: str) -> str:
