@@ -34,6 +34,19 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
   ``STREAM_POOL_IN_WINDOW`` (not on a rank whose NCCL process group made the pool earlier,
   ``cudagraph.graph_driver_first``).
 
+Model Runner V2 (vLLM 0.23.0+, where ``vllm_runner.runs_v2`` runs the model) logs the same
+free-memory delta (v1/worker/gpu/model_runner.py ``capture_model``, read in 0.26.0 and 0.27.1)
+around its own capture (v1/worker/gpu/cudagraph_utils.py ``CudaGraphManager.capture``): one global
+graph pool; one eager warm-up per size on ``graph_capture``'s stream; the PIECEWISE sizes captured
+by the compiled pieces on that stream, then the FULL decode sizes by V2's own
+``torch.cuda.graph(graph, self.pool)``, the model forward only (the sampler runs outside the
+graphs). Before 0.29.0 that call names no stream, so the FULL live sets and that stream's cuBLAS
+workspace take pool segments of their own (``V2_FULL_CAPTURE_STREAM``). Not modelled under V2
+[approximation]: the ``hidden_states`` buffer [largest size, hidden] in the model dtype that
+``ModelCudaGraphManager`` allocates at the first warm-up inside the window and keeps (whether it
+opens a segment of its own depends on where the allocator places it among the warm-up's freed
+blocks), and the speculator's graphs (``self.speculator.capture()``, in the same window).
+
 What is not modelled [approximation]: memory the caching allocator held cached but unused before
 the window, which the same ``empty_cache`` releases and which lowers the figure (below zero in
 vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
