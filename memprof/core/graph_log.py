@@ -40,8 +40,10 @@ around its own capture (v1/worker/gpu/cudagraph_utils.py ``CudaGraphManager.capt
 graph pool; one eager warm-up per size on ``graph_capture``'s stream; the PIECEWISE sizes captured
 by the compiled pieces on that stream, then the FULL decode sizes by V2's own
 ``torch.cuda.graph(graph, self.pool)``, the model forward only (the sampler runs outside the
-graphs). Before 0.29.0 that call names no stream, so the FULL live sets and that stream's cuBLAS
-workspace take pool segments of their own (``V2_FULL_CAPTURE_STREAM``). Not modelled under V2
+graphs). Its ``GPUModelRunner.__init__`` makes ``output_copy_stream`` (0.23.0-0.29.0), so the
+stream pool predates the window, as ``STREAM_POOL_IN_WINDOW`` has it from 0.11.0. Before 0.29.0
+V2's ``torch.cuda.graph`` call names no stream, so the FULL live sets and the cuBLAS workspace of
+torch's default capture stream take pool segments of their own (``V2_FULL_CAPTURE_STREAM``). Not modelled under V2
 [approximation]: the ``hidden_states`` buffer [largest size, hidden] in the model dtype that
 ``ModelCudaGraphManager`` allocates at the first warm-up inside the window and keeps (whether it
 opens a segment of its own depends on where the allocator places it among the warm-up's freed
@@ -215,7 +217,7 @@ V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
          introduced_by="Model Runner V2 by default for listed architectures (0.23.0)",
          removed_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
          generation="v1",
-         source="0.23.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 v1/worker/gpu/cudagraph_utils.py "
+         source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 v1/worker/gpu/cudagraph_utils.py "
          "CudaGraphManager.capture: torch.cuda.graph(graph, self.pool) with no stream, after "
          "the PIECEWISE sizes; torch/cuda/graphs.py graph.__init__: capture_stream = "
          "default_capture_stream (a torch.cuda.Stream() of its own)"),
