@@ -44,10 +44,11 @@ graphs). Its ``GPUModelRunner.__init__`` makes ``output_copy_stream`` (0.23.0-0.
 stream pool predates the window, as ``STREAM_POOL_IN_WINDOW`` has it from 0.11.0. Before 0.29.0
 V2's ``torch.cuda.graph`` call names no stream, so the FULL live sets and the cuBLAS workspace of
 torch's default capture stream take pool segments of their own (``V2_FULL_CAPTURE_STREAM``).
-Not modelled under V2 [approximation]: the ``hidden_states`` buffer [largest size, hidden] in the model dtype that
-``ModelCudaGraphManager`` allocates at the first warm-up inside the window and keeps (whether it
-opens a segment of its own depends on where the allocator places it among the warm-up's freed
-blocks), and the speculator's graphs (``self.speculator.capture()``, in the same window).
+Not modelled under V2 [approximation]: the ``hidden_states`` buffer [largest size, hidden] in the
+model dtype that ``ModelCudaGraphManager`` allocates at the first warm-up inside the window and
+keeps (whether it opens a segment of its own depends on where the allocator places it among the
+warm-up's freed blocks), and the speculator's graphs (``self.speculator.capture()``, in the same
+window).
 
 What is not modelled [approximation]: memory the caching allocator held cached but unused before
 the window, which the same ``empty_cache`` releases and which lowers the figure (below zero in
@@ -218,7 +219,8 @@ V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
          removed_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
          generation="v1",
          source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 "
-         "v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture: torch.cuda.graph(graph, self.pool) with no stream, after "
+         "v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture: "
+         "torch.cuda.graph(graph, self.pool) with no stream, after "
          "the PIECEWISE sizes; torch/cuda/graphs.py graph.__init__: capture_stream = "
          "default_capture_stream (a torch.cuda.Stream() of its own)"),
     Rule(name="graph_log_v2_full_capture_stream",
