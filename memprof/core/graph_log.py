@@ -217,7 +217,6 @@ V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
          since="0.23.0", until="0.29.0", value="torch_default",
          introduced_by="Model Runner V2 by default for listed architectures (0.23.0)",
          removed_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
-         generation="v1",
          source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 "
          "v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture: "
          "torch.cuda.graph(graph, self.pool) with no stream, after "
@@ -227,7 +226,6 @@ V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
          changes="logged graph figure: capture stream of FULL graphs (Model Runner V2)",
          since="0.29.0", until=None, value="warmup",
          introduced_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
-         generation="v1",
          source="0.29.0 v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture"),
 )
 
