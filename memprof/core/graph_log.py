@@ -34,6 +34,22 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
   ``STREAM_POOL_IN_WINDOW`` (not on a rank whose NCCL process group made the pool earlier,
   ``cudagraph.graph_driver_first``).
 
+Model Runner V2 (vLLM 0.23.0+, where ``vllm_runner.runs_v2`` runs the model) logs the same
+free-memory delta (v1/worker/gpu/model_runner.py ``capture_model``, read in 0.26.0 and 0.27.1)
+around its own capture (v1/worker/gpu/cudagraph_utils.py ``CudaGraphManager.capture``): one global
+graph pool; one eager warm-up per size on ``graph_capture``'s stream; the PIECEWISE sizes captured
+by the compiled pieces on that stream, then the FULL decode sizes by V2's own
+``torch.cuda.graph(graph, self.pool)``, the model forward only (the sampler runs outside the
+graphs). Its ``GPUModelRunner.__init__`` makes ``output_copy_stream`` (0.23.0-0.29.0), so the
+stream pool predates the window, as ``STREAM_POOL_IN_WINDOW`` has it from 0.11.0. Before 0.29.0
+V2's ``torch.cuda.graph`` call names no stream, so the FULL live sets and the cuBLAS workspace of
+torch's default capture stream take pool segments of their own (``V2_FULL_CAPTURE_STREAM``).
+Not modelled under V2 [approximation]: the ``hidden_states`` buffer [largest size, hidden] in the
+model dtype that ``ModelCudaGraphManager`` allocates at the first warm-up inside the window and
+keeps (whether it opens a segment of its own depends on where the allocator places it among the
+warm-up's freed blocks), and the speculator's graphs (``self.speculator.capture()``, in the same
+window).
+
 What is not modelled [approximation]: memory the caching allocator held cached but unused before
 the window, which the same ``empty_cache`` releases and which lowers the figure (below zero in
 vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
@@ -103,6 +119,7 @@ from memprof.alloc.allocator import get_allocation_size
 from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
+from memprof.core.models.families import family_row
 from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.cudagraph import (
     DRIVER_STACK,
@@ -112,6 +129,7 @@ from memprof.core.terms.cudagraph import (
     cudagraph_model,
     driver_stack_note,
     graph_driver_first,
+    graph_pool_tensor_bytes_apart,
 )
 from memprof.core.versions import Rule, value_at
 
@@ -182,12 +200,42 @@ CAPTURE_STREAM: tuple[Rule, ...] = (
          "graph_capture's stream"),
 )
 
+# Where Model Runner V2 runs the model (``Engine.runs_runner_v2``; vllm_runner.py), the capture is
+# its own: ``capture_model`` (v1/worker/gpu/model_runner.py) reads ``get_memory_info`` around
+# ``ModelCudaGraphManager.capture`` (v1/worker/gpu/cudagraph_utils.py), which under
+# ``graph_capture`` warms up each size eagerly and captures PIECEWISE sizes through the compiled
+# pieces (compilation/cuda_graph.py ``CUDAGraphWrapper``, ``stream=current_stream()``: the
+# warm-up's stream), then FULL sizes with its own ``torch.cuda.graph(graph, self.pool)``, all
+# into the one global graph pool. Before 0.29.0 that call names no stream, so torch captures the
+# FULL graphs on its default capture stream ("torch_default"): their live sets get segments of
+# their own and that stream's cuBLAS workspace lands in the pool
+# (``cudagraph.graph_pool_tensor_bytes_apart``). From 0.29.0 it passes the warm-up's stream
+# ("warmup"), as V1's wrapper does from 0.14.0.
+V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
+    Rule(name="graph_log_v2_full_capture_stream",
+         changes="logged graph figure: capture stream of FULL graphs (Model Runner V2)",
+         since="0.23.0", until="0.29.0", value="torch_default",
+         introduced_by="Model Runner V2 by default for listed architectures (0.23.0)",
+         removed_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
+         source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 "
+         "v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture: "
+         "torch.cuda.graph(graph, self.pool) with no stream, after "
+         "the PIECEWISE sizes; torch/cuda/graphs.py graph.__init__: capture_stream = "
+         "default_capture_stream (a torch.cuda.Stream() of its own)"),
+    Rule(name="graph_log_v2_full_capture_stream",
+         changes="logged graph figure: capture stream of FULL graphs (Model Runner V2)",
+         since="0.29.0", until=None, value="warmup",
+         introduced_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
+         source="0.29.0 v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture"),
+)
+
 # with the driver stack the graph executables are costed at (``cudagraph.DRIVER_STACK``), which
 # moves the logged figure most, and the kernel-node counts read per release
 # (``cudagraph.FP8_BLOCK_PAD_SM90``, ``MOE_ROUTER_CAST``, ``MOE_EP_EXPERT_MAP``): listed here so
 # that ``memprof versions`` shows them
 GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
-                                                  CAPTURE_STREAM, DRIVER_STACK,
+                                                  CAPTURE_STREAM, V2_FULL_CAPTURE_STREAM,
+                                                  DRIVER_STACK,
                                                   FP8_BLOCK_PAD_SM90, MOE_ROUTER_CAST,
                                                   MOE_EP_EXPERT_MAP)
 
@@ -226,6 +274,20 @@ def _cost_basis(ctx: TermContext) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
+def v2_full_apart(ctx: TermContext) -> bool:
+    """Does the release capture Model Runner V2's FULL graphs on torch's default capture stream
+    (``V2_FULL_CAPTURE_STREAM``), and does it run this model with V2 (``Engine.runs_runner_v2``,
+    the runner selection of vllm_runner.py)?"""
+    dep = ctx.dep
+    if value_at(V2_FULL_CAPTURE_STREAM, dep.engine_version, "warmup") != "torch_default":
+        return False
+    spec = ctx.spec
+    return engine_of(dep).runs_runner_v2(
+        dep, architecture=spec.architecture, moe=spec.is_moe, hybrid=spec.has_state_mixer,
+        quantised=ctx.quant is not None,
+        runner_listed=family_row(spec.family).v2_runner_listed)
+
+
 def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
     """The figure vLLM logs at ``ctx.dep.engine_version`` for the rank of ``ctx``; ``None`` where
     the line is not printed (``--enforce-eager``; an engine other than vLLM, whose capture log
@@ -243,10 +305,15 @@ def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
     # runs on the warm-up's stream, that workspace is the warm-up's, outside the private pool
     own_stream = value_at(CAPTURE_STREAM, version, "warmup") == "warmup"
     tensors = g.actual - g.driver - (ws if own_stream else 0)
+    where = ("private pool: decode live sets of each mode's largest size"
+             + ("" if own_stream else " + the cuBLAS workspace of torch's own capture stream"))
+    if "FULL" in g.modes and v2_full_apart(ctx):
+        tensors = graph_pool_tensor_bytes_apart(ctx, g.modes, "FULL")
+        where = ("private pool: the PIECEWISE live set, then Model Runner V2's FULL graphs "
+                 "captured on torch's own stream, in segments of their own with that stream's "
+                 "cuBLAS workspace")
     parts: list[tuple[str, int, str]] = [
-        ("graph pool tensors", tensors,
-         "private pool: decode live sets of each mode's largest size"
-         + ("" if own_stream else " + the cuBLAS workspace of torch's own capture stream")),
+        ("graph pool tensors", tensors, where),
         ("graph executables", g.driver - first,
          f"driver memory of {g.graphs} graphs{_cost_basis(ctx)}"),
     ]

@@ -366,6 +366,14 @@ class Engine:
         a model runner whose profile run memprof does not model."""
         return []
 
+    def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,
+                       hybrid: bool, quantised: bool = False,
+                       runner_listed: Sequence[Any] = ()) -> bool:
+        """Whether the engine runs this model (arguments as ``runner_notes``) with a second model
+        runner whose CUDA-graph capture differs from the one memprof models
+        (``memprof.core.graph_log``); False where the engine has one runner."""
+        return False
+
     def serve_command(self, model: str, *, tp: int, pp: int, dp: int, ep: bool,
                       max_model_len: int | None, max_num_seqs: int) -> list[str]:
         """The words of the command line that starts this layout (``model`` shell-quoted

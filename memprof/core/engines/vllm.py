@@ -782,6 +782,17 @@ class VLLM(Engine):
                 "memprof/core/engines/vllm_runner.py); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
                 "runner memprof models"]
 
+    def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,
+                       hybrid: bool, quantised: bool = False,
+                       runner_listed: Sequence[Any] = ()) -> bool:
+        """``vllm_runner.runs_v2`` at the deployment's release: the model runs Model Runner V2
+        (``vllm/v1/worker/gpu/``), whose CUDA-graph capture ``memprof.core.graph_log`` reads."""
+        version = dep.engine_version or ""
+        release, _ = split_generation(version)
+        listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
+                           release)
+        return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised)
+
     def launches(self, module: str) -> bool:
         """``python -m vllm.entrypoints.openai.api_server`` and the other entry points."""
         return module.startswith("vllm.entrypoints")

@@ -638,6 +638,28 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
     return _pool_reserved(seq) + cublas_workspace_bytes(ctx.gpu)
 
 
+def graph_pool_tensor_bytes_apart(ctx: TermContext, modes: dict[str, list[int]],
+                                  apart: str) -> int:
+    """The private pool's tensor bytes where the graphs of mode ``apart`` are captured on a
+    stream of their own, the other modes on the stream the warm-up ran on (Model Runner V2's
+    FULL graphs: ``memprof.core.graph_log.V2_FULL_CAPTURE_STREAM``). The caching allocator
+    hands out a free block only to a request on the stream it was allocated on (PyTorch
+    c10/cuda/CUDACachingAllocator.cpp ``get_free_block``: ``(*it)->stream != p.stream()``
+    fails the search; the pool's blocks are ordered by stream, then size), in a private pool as
+    in the ordinary one, so the ``apart`` mode's live sets cannot reuse the blocks the others
+    left and get segments of their own; and the first GEMM on that stream, under capture,
+    allocates its cuBLAS workspace in the pool (CublasHandlePool.cpp: one workspace per
+    (handle, stream)). The other modes' workspace is the warm-up's, outside the pool::
+
+        tensors = reserved(other modes' stages) + reserved(apart's stages) + workspace
+    """
+    together = tuple(st for m in ("PIECEWISE", "FULL") if m != apart and modes.get(m)
+                     for st in _mode_stages(ctx, m, max(modes[m])))
+    own = _mode_stages(ctx, apart, max(modes[apart])) if modes.get(apart) else ()
+    return (_pool_reserved(together) + _pool_reserved(own)
+            + (cublas_workspace_bytes(ctx.gpu) if own else 0))
+
+
 def _mode_stages(ctx: TermContext, mode: str, tokens: int) -> tuple[tuple[int, ...], ...]:
     """The block sizes of each decode live set a capture of ``mode`` at ``tokens`` allocates in
     the private pool, in order (``graph_pool_tensor_bytes``)."""
