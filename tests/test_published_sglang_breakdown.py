@@ -15,10 +15,11 @@ release modelled, 0.4.3 to SGL@d315eb7; "GB" there is ``/ (1 << 30)``, GiB):
   memprof: the KV cache component;
 * ``T``  "#tokens:" (or "max_total_num_tokens="): the pool's tokens; memprof: the KV tokens;
 * ``F2`` "Memory pool end. avail mem=": free after ``init_memory_pool`` (the KV pool and the
-  request-to-token table beside it); memprof: F1 − KV − the request table;
+  request-to-token table beside it); memprof: F1 − KV − R;
 * ``R``  derived where F1, KV and F2 are all printed: F1 − KV − F2, what ``init_memory_pool``
   allocates beside the KV pool; memprof: the request-to-token table
-  (``memprof/core/engines/sglang_req_pool.py``).
+  (``memprof/core/engines/sglang_req_pool.py``) and the caching allocator's rounding of each
+  of the pool's tensors (``memprof/core/engines/sglang_pool.py``), which "KV size" leaves out.
 
 The pool is sized on the free memory after loading, less ``(1 − mem_fraction_static)`` × the free
 memory before it (``profile_max_num_token``), so a KV figure memprof misses is a miss in F0 (the
@@ -41,6 +42,8 @@ from memprof.base.errors import MemprofError
 from memprof.base.units import GiB
 from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED
+from memprof.core.kvcache import kv_tensor_sizes
+from memprof.core.terms.allocator import allocation_size
 from memprof.core.terms.request_table import pool_table_bytes
 from tests.test_published_distribution import ROWS, Refused, row_estimate
 
@@ -162,9 +165,12 @@ def memprof_terms(e: Estimate) -> dict[str, float]:
               and not c.name.startswith(("CUDA context", "memory in use")))
     f0 = ESTIMATED["avail_before_load_bytes"](e, r)
     load = ESTIMATED["weights_bytes"](e, r)
-    table = pool_table_bytes(r.components)
+    # beside the pool: the request-to-token table and the caching allocator's 2 MiB rounding of
+    # each pool tensor (SGLang's own tensors: memprof/core/engines/sglang_pool.py)
+    rounding = sum(allocation_size(n) - n for n in kv_tensor_sizes(r.plan, r.kv.num_gpu_blocks))
+    table = pool_table_bytes(r.components) + rounding
     out = {"D": own, "F0": f0, "L": load, "F1": f0 - load, "KV": r.kv.kv_cache_bytes,
-           "R": table, "F2": ESTIMATED["avail_after_pool_bytes"](e, r)}
+           "R": table, "F2": ESTIMATED["avail_after_pool_bytes"](e, r) - rounding}
     assert e.gpu.total_bytes - base == f0
     gib = {t: v / GiB for t, v in out.items()}
     gib["T"] = float(e.kv_cache_tokens)
