@@ -27,20 +27,21 @@ from memprof.core.versions import Rule
 
 _POOL = "python/sglang/srt/mem_cache/memory_pool.py"
 
-# value: the layer specs' names whose SGLang tensors are modelled, each with its tensor count;
-# a rank with any other spec keeps vLLM's layout (said where it is used)
+# the layer specs' names whose SGLang tensors are modelled, each with its tensors per layer; a
+# rank with any other spec keeps vLLM's layout (``pool_tensors``). value: what they are
 _TENSORS_PER_LAYER: tuple[tuple[str, int], ...] = (("full", 2), ("mla", 1), ("indexer", 1))
 SGLANG_POOL_TENSORS: tuple[Rule, ...] = (
     Rule(name="sglang_pool_tensors", changes="allocator: the KV pool's tensors",
-         since=None, until=None, value=_TENSORS_PER_LAYER,
+         since=None, until=None, value="per layer: K and V apart (MHA); the latent, the indexer's "
+         "buffer (MLA); each a page longer than the pool",
          engine="sglang",
          introduced_by="before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release "
          "modelled)",
          source=f"sglang 0.4.3 {_POOL} MHATokenToKVPool k_buffer / v_buffer (size + 1, "
          "head_num, head_dim) and MLATokenToKVPool kv_buffer (size + 1, 1, kv_lora_rank + "
-         "qk_rope_head_dim), one of each per layer; sglang 0.5.3 / 0.5.4 the same with size + "
-         "page_size, and NSATokenToKVPool index_k_with_scale_buffer ((size + page_size + 1) // "
-         "page_size, page_size × (128 + 4)) per layer"),
+         "qk_rope_head_dim), one of each per layer; sglang 0.4.9 / 0.5.3 / 0.5.4 the same "
+         "with size + page_size, and NSATokenToKVPool index_k_with_scale_buffer ((size + "
+         "page_size + 1) // page_size, page_size × (128 + 4)) per layer"),
 )
 _COUNTS: dict[str, int] = dict(_TENSORS_PER_LAYER)
 
