@@ -145,6 +145,8 @@ class AllocatorReplayCache:
                 self._plans.clear()
             self._plans[id(plan)] = plan  # alive while its id is a key
             per_block = tuple(kv_tensor_sizes(plan, 1))
+            if plan.pool_tensors:  # an engine's own tensors have a fixed part: their rows too
+                per_block += (-1, *(n for t in plan.pool_tensors for n in t))
             known = self._layouts.setdefault(per_block, len(self._layouts))
             self._layout_of[id(plan)] = known
         return known

@@ -213,6 +213,10 @@ class KVPlan:
     # ``state_pages_per_request``: 1 without prefix caching, 2 or 3 in vLLM's "align" mode, 0:
     # one per block of context, its "all" mode)
     state_pages: int = 1
+    # the engine's own pool tensors, each (bytes per block, bytes beyond the blocks), where they
+    # are not one per layer cache (``Engine.pool_tensors``: SGLang's K and V apart, each a page
+    # longer); (): vLLM's (``kv_tensor_sizes``)
+    pool_tensors: tuple[tuple[int, int], ...] = ()
 
     # the hash of the compared fields, computed once (as ``ModelSpec`` keeps its own): a plan is
     # part of the value key of ``_request_figures``, which every rank estimate looks up
@@ -485,6 +489,9 @@ def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str
                    state_pages=_state_pages(spec, dep, arch, mode) if aligned is not None
                    else 1)
     if plan.layout == "uniform":
+        tensors = engine_of(dep).pool_tensors(dep, plan.layers)
+        if tensors:
+            plan = replace(plan, pool_tensors=tensors)
         sized = engine_of(dep).sized_block_bytes(dep, plan.layers)
         if sized and sized != plan.block_bytes:
             plan = replace(plan, sized_block_bytes=sized,
@@ -745,10 +752,13 @@ def kv_tensor_sizes(plan: KVPlan, num_blocks: int) -> list[int]:
     - uniform: one tensor per layer cache, ``page_layer × num_blocks``;
     - hybrid: ``group_size`` tensors of ``page × num_blocks`` (group_size = block bytes / page);
     - DeepSeek-V4 packed: one slab of ``block_stride × num_blocks`` (vLLM kv_cache_utils.py
-    DeepSeek-V4 packed pool).
+    DeepSeek-V4 packed pool);
+    - an engine's own tensors where the plan holds them (``KVPlan.pool_tensors``: SGLang's).
     """
     if num_blocks <= 0:
         return []
+    if plan.pool_tensors:
+        return [per * num_blocks + extra for per, extra in plan.pool_tensors]
     if plan.layout == "dsv4_packed":
         return [plan.block_bytes * num_blocks]
     if plan.layout == "hybrid":

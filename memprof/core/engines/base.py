@@ -265,6 +265,13 @@ class Engine:
         specs (``KVLayerSpec``), where that is not what a block stores; 0: what it stores."""
         return 0
 
+    def pool_tensors(self, dep: DeploymentView,
+                     layers: tuple[Any, ...]) -> tuple[tuple[int, int], ...]:
+        """The tensors the engine's KV pool is made of, from the rank's layer specs
+        (``KVLayerSpec``), each as (bytes per block, bytes beyond the blocks), where they are
+        not one tensor per layer cache (``memprof.core.kvcache.kv_tensor_sizes``); (): those."""
+        return ()
+
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
                      attention: AttentionFacts | None = None) -> float:
         """The static memory fraction the budget line reads (0.0: none); ``attention``: the

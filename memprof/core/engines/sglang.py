@@ -28,6 +28,7 @@ from memprof.core.engines.base import (
     loaded_at_start,
 )
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
+from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
@@ -537,6 +538,12 @@ class SGLang(Engine):
     def sized_block_bytes(self, dep: DeploymentView, layers: tuple[Any, ...]) -> int:
         """``profile_max_num_token``'s cell where it is not the pool's (``sglang_nsa``)."""
         return nsa_cell_block_bytes(dep, layers)
+
+    def pool_tensors(self, dep: DeploymentView,
+                     layers: tuple[Any, ...]) -> tuple[tuple[int, int], ...]:
+        """Per layer, K and V apart (MHA) or the latent and the indexer's buffer (MLA), each
+        one page longer than the pool (``sglang_pool.pool_tensors``)."""
+        return pool_tensors(layers)
 
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
                      attention: AttentionFacts | None = None) -> float:
