@@ -156,7 +156,8 @@ def test_0_23_notes_the_listed_llama_and_not_its_quantised_run() -> None:
 def test_the_runner_matches_what_each_published_log_prints() -> None:
     # A 0.21.0+ start-up log names its runner in its line tags: Model Runner V2's load line is
     # v1/worker/gpu/model_runner.py's ('[model_runner.py:329] Model loading took'), V1's
-    # v1/worker/gpu_model_runner.py's (rows 901-903, 1104 and 1205-1215 print the first, row 904 the second).
+    # v1/worker/gpu_model_runner.py's (rows 901-903, 1104 and 1205-1215 print the first, row 904
+    # the second).
     import re
 
     from memprof.core.versions import split_generation, version_key
