@@ -13,11 +13,13 @@ qo_indptr tensors (at most 257 x 4 B each) share one 2 MiB small-pool segment: 3
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
-from memprof.core.estimate import estimate, rank_context
+from memprof.core.estimate import Estimate, estimate, rank_context
 from memprof.core.graph_log import logged_graph
 from memprof.core.terms.attn_capture import (
     ATTN_CAPTURE_RULES,
@@ -35,12 +37,13 @@ HAND_COUNT = 17 * 20 * MiB + 2 * MiB
 PART = "attention backend's capture buffers"
 
 
-def _est(version: str = "0.24.0", kv: str = "fp8", gpu: str = "A100-80GB", **kw: object):  # type: ignore[no-untyped-def]
+def _est(version: str = "0.24.0", kv: str = "fp8", gpu: str = "A100-80GB",
+         **kw: Any) -> Estimate:
     return estimate("llama-3.1-8b", Deployment(engine_version=version, max_model_len=4096,
                                                kv_cache_dtype=kv, **kw), gpu_name=gpu)
 
 
-def _parts(e) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def _parts(e: Estimate) -> dict[str, int]:
     g = logged_graph(e, e.ranks[0])
     assert g is not None
     return {n: b for n, b, _w in g.parts}
@@ -104,8 +107,8 @@ def test_auto_kv_adds_nothing() -> None:
 
 def test_the_fp8_rows_difference() -> None:
     # the study rows' fp8 figure is 0.32 GiB above their default-KV one (0.88 against 0.56)
-    diff = logged_graph(_est(), _est().ranks[0]).total - logged_graph(  # type: ignore[union-attr]
-        _est(kv="auto"), _est(kv="auto").ranks[0]).total  # type: ignore[union-attr]
+    fp8, auto = _est(), _est(kv="auto")
+    diff = sum(_parts(fp8).values()) - sum(_parts(auto).values())
     assert diff == HAND_COUNT
     assert abs(diff / 2**30 - 0.32) < 0.02
 
@@ -115,3 +118,19 @@ def test_rules_in_the_rulebook() -> None:
     assert all(r in book and r.source.strip() for rules in ATTN_CAPTURE_RULES for r in rules)
     assert value_at(QUANTISED_KV_BACKEND, "0.22.0", None) is None
     assert value_at(FLASHINFER_DECODE_WRAPPERS, "0.28.0", False) is True
+
+
+def test_blackwell_decodes_through_trtllm_without_wrappers() -> None:
+    # sm100: FlashInfer is the default GQA backend, but decodes go through TRT-LLM's kernels
+    # (TRTLLMDecode metadata), which keep no per-size wrapper
+    e = _est(gpu="B200")
+    ctx = rank_context(e, e.ranks[0])
+    assert full_graph_backend(ctx) == "flashinfer"
+    assert wrapper_sizes_in_window(ctx, graph_modes(e.deployment)["FULL"]) == []
+    assert PART not in _parts(e)
+
+
+def test_asked_flashinfer_with_auto_kv_counts_the_wrappers() -> None:
+    # --attention-backend flashinfer on an A100: the same wrappers, whatever the KV dtype
+    e = _est(kv="auto", attention_backend="flashinfer")
+    assert _parts(e)[PART] == HAND_COUNT

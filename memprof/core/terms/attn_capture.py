@@ -71,6 +71,10 @@ INT_WORKSPACE = 8 * MiB
 FLASHINFER_WARMUP_TOKENS = 16
 # the architectures whose FlashAttention (FA3) reads an fp8 KV cache at these releases
 _FA_FP8_ARCHS = ("sm90",)
+# the compute capability 10.0 family, where FlashInfer decodes through TRT-LLM's kernels
+# (utils/flashinfer.py supports_trtllm_attention: is_device_capability_family(100);
+# FlashInferMetadataBuilder.build: decode_use_trtllm gives TRTLLMDecode, no wrapper)
+_TRTLLM_DECODE_ARCHS = ("sm10",)
 
 QUANTISED_KV_BACKEND: tuple[Rule, ...] = (
     Rule(name="attn_capture_fp8_kv_backend",
@@ -138,12 +142,14 @@ def wrapper_sizes_in_window(ctx: TermContext, full_sizes: list[int]) -> list[int
     """The FULL batch sizes whose FlashInfer decode wrapper is first made inside the window,
     largest first: each size up to ``min(max_num_seqs, max capture size)``, less the warm-up's
     16 (one-token requests only where ``max_num_seqs`` >= 16). Empty where the rule does not
-    hold, the FULL graphs do not run FlashInfer, or speculative decoding is on (its multi-token
-    decode graphs are not modelled here)."""
+    hold, the FULL graphs do not run FlashInfer, the card decodes through TRT-LLM's kernels
+    (compute capability 10.x: ``TRTLLMDecode`` metadata, no wrapper), or speculative decoding is
+    on (its multi-token decode graphs are not modelled here)."""
     dep = ctx.dep
     if (not full_sizes or dep.num_speculative_tokens
             or not value_at(FLASHINFER_DECODE_WRAPPERS, dep.engine_version, False)
-            or full_graph_backend(ctx) != FLASHINFER):
+            or full_graph_backend(ctx) != FLASHINFER
+            or ctx.gpu.arch.startswith(_TRTLLM_DECODE_ARCHS)):
         return []
     seqs = max_seqs(dep)
     most = min(seqs, max(full_sizes))
