@@ -134,3 +134,10 @@ def test_asked_flashinfer_with_auto_kv_counts_the_wrappers() -> None:
     # --attention-backend flashinfer on an A100: the same wrappers, whatever the KV dtype
     e = _est(kv="auto", attention_backend="flashinfer")
     assert _parts(e)[PART] == HAND_COUNT
+
+
+def test_l40s_fp8_runs_flashinfer_too() -> None:
+    # sm89: FlashAttention 2 as on the A100, so an fp8 KV cache falls to FlashInfer
+    e = _est(gpu="L40S")
+    assert full_graph_backend(rank_context(e, e.ranks[0])) == "flashinfer"
+    assert _parts(e)[PART] == HAND_COUNT

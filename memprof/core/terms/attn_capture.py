@@ -71,6 +71,10 @@ INT_WORKSPACE = 8 * MiB
 FLASHINFER_WARMUP_TOKENS = 16
 # the architectures whose FlashAttention (FA3) reads an fp8 KV cache at these releases
 _FA_FP8_ARCHS = ("sm90",)
+# below compute capability 8.0 neither FlashAttention nor (0.24.0 on) FlashInfer runs; the
+# selector's pick there is not read here (flashinfer.py supports_compute_capability: 7.5-12.1 at
+# 0.23.0, 8.0-12.1 at 0.24.0 and 0.28.0)
+_BELOW_SM80 = ("sm7", "sm6")
 # the compute capability 10.0 family, where FlashInfer decodes through TRT-LLM's kernels
 # (utils/flashinfer.py supports_trtllm_attention: is_device_capability_family(100);
 # FlashInferMetadataBuilder.build: decode_use_trtllm gives TRTLLMDecode, no wrapper)
@@ -133,7 +137,8 @@ def full_graph_backend(ctx: TermContext) -> str | None:
     if (fallback is not None and dep.attention_backend is None and not rocm
             and kv is not None and kv.storage == FP8_ELEMENT and row.name != fallback
             and row.graph_split_archs  # the row whose FA3 runs fixed splits: FlashAttention
-            and not arch.startswith(_FA_FP8_ARCHS) and arch != "unknown"):
+            and not arch.startswith(_FA_FP8_ARCHS) and not arch.startswith(_BELOW_SM80)
+            and arch != "unknown"):
         return str(fallback)
     return row.name
 
