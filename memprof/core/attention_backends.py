@@ -143,7 +143,7 @@ ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="flashinfer", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
         kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "sm10"),),
-        scratch="flashinfer",
+        scratch="flashinfer", modules=("memprof/core/terms/attn_capture.py",),
         source="v1/attention/backends/flashinfer.py get_supported_kernel_block_sizes "
         "[16, 32, 64] (v0.11.0); a larger block is split into kernel blocks that divide it "
         "(v1/worker/utils.py select_common_block_size)"),

@@ -50,24 +50,25 @@ keeps (whether it opens a segment of its own depends on where the allocator plac
 warm-up's freed blocks), and the speculator's graphs (``self.speculator.capture()``, in the same
 window).
 
-What is not modelled [approximation]: memory the caching allocator held cached but unused before
-the window, which the same ``empty_cache`` releases and which lowers the figure (below zero in
-vLLM PR #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
+What is not modelled [approximation]: memory the caching allocator held cached but unused before the
+window, which the same ``empty_cache`` releases and which lowers the figure (below zero in vLLM PR
+#25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
 ``attn_state.graph_capture``; FlashAttention 3's split-KV accumulators in FULL graphs are in the
-pool's tensors: ``cudagraph.full_graph_split_bytes``), custom all-reduce's IPC registration of
-the graph buffers (a mapping of peer memory, not an allocation on this device), the encoder
-graphs of 0.20+, NCCL 2.21.5's work buffer of each captured collective (nWork × 512 B,
+pool's tensors: ``cudagraph.full_graph_split_bytes``; FlashInfer's per-size decode wrappers under
+Model Runner V2 0.23.0-0.28.x are counted: ``memprof.core.terms.attn_capture``), custom all-reduce's
+IPC registration of the graph buffers (a mapping of peer memory, not an allocation on this device),
+the encoder graphs of 0.20+, NCCL 2.21.5's work buffer of each captured collective (nWork × 512 B,
 ``cudaMalloc``'d per persistent plan, src/enqueue.cc ``uploadWork``; torch 2.5.1 / 2.6.0, so vLLM
-0.7.x-0.8.x; at most 60 MiB for the published 0.8.4 TP2 rows: reports/gpu/graph-small-malloc),
-and the rounding of the log to 0.01 GiB. Checked in the window and found to allocate nothing per
-capture size: FlashAttention 2 (its scheduler metadata is FA3's, made in the metadata builder's
-``__init__``, 0.11.0 v1/attention/backends/flash_attn.py), the attention op under PIECEWISE
-capture (no metadata, nothing launched: 0.8.4 / 0.10.1.1 ``_dummy_run``), and the custom
-all-reduce's graph registration (0.10.1.1 custom_all_reduce.py ``register_graph_buffers``: handles
-over gloo, addresses into the ``rank_data`` buffer made at init). Kernels first launched inside the
-window (CUDA's lazy module loading) add nothing measurable: one 2 MiB granule on an H100
-(reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also
-held for Inductor-compiled pieces within 1% and eager ones within 6%.
+0.7.x-0.8.x; at most 60 MiB for the published 0.8.4 TP2 rows: reports/gpu/graph-small-malloc), and
+the rounding of the log to 0.01 GiB. Checked in the window and found to allocate nothing per capture
+size: FlashAttention 2 (its scheduler metadata is FA3's, made in the metadata builder's
+``__init__``, 0.11.0 v1/attention/backends/flash_attn.py), the attention op under PIECEWISE capture
+(no metadata, nothing launched: 0.8.4 / 0.10.1.1 ``_dummy_run``), and the custom all-reduce's graph
+registration (0.10.1.1 custom_all_reduce.py ``register_graph_buffers``: handles over gloo, addresses
+into the ``rank_data`` buffer made at init). Kernels first launched inside the window (CUDA's lazy
+module loading) add nothing measurable: one 2 MiB granule on an H100
+(reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also held
+for Inductor-compiled pieces within 1% and eager ones within 6%.
 
 The transport NCCL joins the ranks by does not enter the NCCL nodes' cost, measured with each
 case in its own processes (2× H100, driver 580.159.04, NCCL 2.28.9:
@@ -121,6 +122,7 @@ from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
 from memprof.core.models.families import family_row
 from memprof.core.terms.activation import cublas_workspace_bytes
+from memprof.core.terms.attn_capture import ATTN_CAPTURE_RULES, capture_window_buffers
 from memprof.core.terms.cudagraph import (
     DRIVER_STACK,
     FP8_BLOCK_PAD_SM90,
@@ -237,7 +239,7 @@ GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_W
                                                   CAPTURE_STREAM, V2_FULL_CAPTURE_STREAM,
                                                   DRIVER_STACK,
                                                   FP8_BLOCK_PAD_SM90, MOE_ROUTER_CAST,
-                                                  MOE_EP_EXPERT_MAP)
+                                                  MOE_EP_EXPERT_MAP, *ATTN_CAPTURE_RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +283,13 @@ def v2_full_apart(ctx: TermContext) -> bool:
     dep = ctx.dep
     if value_at(V2_FULL_CAPTURE_STREAM, dep.engine_version, "warmup") != "torch_default":
         return False
-    spec = ctx.spec
+    return runs_v2(ctx)
+
+
+def runs_v2(ctx: TermContext) -> bool:
+    """Does the release run this model with Model Runner V2 (``Engine.runs_runner_v2``, the
+    runner selection of vllm_runner.py)?"""
+    dep, spec = ctx.dep, ctx.spec
     return engine_of(dep).runs_runner_v2(
         dep, architecture=spec.architecture, moe=spec.is_moe, hybrid=spec.has_state_mixer,
         quantised=ctx.quant is not None,
@@ -317,6 +325,10 @@ def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
         ("graph executables", g.driver - first,
          f"driver memory of {g.graphs} graphs{_cost_basis(ctx)}"),
     ]
+    if "FULL" in g.modes and runs_v2(ctx):
+        held, what = capture_window_buffers(ctx, g.modes["FULL"])
+        if held:
+            parts.append(("attention backend's capture buffers", held, what))
     if first and value_at(STREAM_POOL_IN_WINDOW, version, False):
         parts.append(("stream pool", first,
                       "torch's CUDA stream pool, made for the capture stream inside the window"))
