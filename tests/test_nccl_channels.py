@@ -158,3 +158,23 @@ def test_second_and_torch_communicators_move_by_the_same_bytes_per_channel() -> 
 def test_first_p2p_op_on_pcie_uses_its_p2p_channels() -> None:
     row = nccl.nccl_row(True, True, 2, 1, Channels(2, 2, ""))
     assert row.first_p2p == nccl.P2P_FIRST_BASE_BYTES + 2 * 12 * MiB
+
+
+def test_estimate_on_a_pcie_card_says_its_channels_and_assumption() -> None:
+    """Row 1216's deployment (A40 x2, vLLM 0.6.4.post1, cuMem off; torch's stream pool stays in
+    the row at that release, memprof.core.terms.pynccl_pool): the first communicator is the
+    sweep's 2-channel P2P row, and its formula names the channels and the assumed Intel root
+    complex; the same deployment on H100s keeps the NVLink row (908 MiB)."""
+    from memprof.core.deployment import Deployment
+    from memprof.core.estimate import estimate
+
+    dep = Deployment(tp=2, engine_version="0.6.4.post1")
+    pcie = estimate("llama-3.1-8b", dep, gpu_name="A40")
+    (c,) = [x for x in pcie.ranks[0].components if x.name == "NCCL TP communicator (2 ranks)"]
+    run = _runs()["w2-p2p-cumem-off-ch2"]
+    assert c.bytes == _step(run, INIT) + _step(run, WARM) == 404 * MiB
+    assert "2 collective / 2 P2P channels" in c.formula and "[assumed host]" in c.formula
+    nvl = estimate("llama-3.1-8b", dep, gpu_name="H100")
+    (h,) = [x for x in nvl.ranks[0].components if x.name == "NCCL TP communicator (2 ranks)"]
+    assert h.bytes == nccl.NCCL_ROWS[(True, False, 2)][0] + 195_035_136 == 908 * MiB
+    assert "channels" not in h.formula

@@ -4,6 +4,12 @@ each figure read off a golden of ``reports/gpu/nccl`` (2× and 4× H100 NV18, NC
 2.11.0+cu130, ``recorders/gpu_nccl.py``; rank 0's ``non_torch_growth_bytes`` per step, exact
 bytes), and how world sizes that were not measured are predicted (stated, never silent).
 
+These rows are NCCL's own channel count on NVLink H100s (24 collective, 32 point-to-point
+channels; 4 and 4 with P2P disabled). On a card whose GPUs meet over PCIe alone NCCL builds
+fewer (2 on PCIe Gen3/Gen4, 4 on Gen5), and ``nccl_row``, ``second_comm_row`` and
+``first_p2p_bytes`` take that card's channels and move the rows by the bytes per channel
+measured in ``reports/gpu/nccl/nccl-channels-4x-h100.json`` (``memprof.core.terms.nccl_channels``).
+
 What the goldens show (``reports/gpu/nccl/README.md``):
 
 - init and the first all_reduce do not grow from 2 to 4 ranks over P2P with cuMem on, nor over SHM
