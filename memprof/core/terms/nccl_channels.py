@@ -34,8 +34,12 @@ complex and says so (through an AMD root complex or a PCIe switch a Gen4 x16 pai
 channels at 12 GB/s, 4 after the doubling). Published ``NCCL INFO`` logs agree: 4x A100 PCIe,
 "2 coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer"
 (github.com/vllm-project/vllm/issues/6407); 8x RTX 4090 over SHM, "Ring 00" and "Ring 01",
-"Trees [0] ... [1]" (github.com/NVIDIA/nccl-tests/issues/307); and this project's H100s with
-P2P disabled (a PCIe Gen5 path through the host bridge): 4 (``DEFAULT_CHANNELS``).
+"Trees [0] ... [1]" (github.com/NVIDIA/nccl-tests/issues/307). This project's H100s with P2P
+disabled also end at 4 (``DEFAULT_CHANNELS``), but their search line reads "Pattern 1, ...
+nChannels 2, bw 40.000000/40.000000, type PHB/PIX" (``reports/gpu/nccl/nccl-matrix-2x-h100.json``
+shm rows), two ring channels at 40 GB/s before the doubling, which a Gen5 x16 link (one at 40,
+duplicated to two at 20) does not give: the virtual machine's PCIe link as NCCL reads it is not
+known, so that host is no check of the Gen5 count.
 
 The bytes per channel, measured (``GOLDEN``: ``recorders/gpu_nccl.py --channels``,
 ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` = 1 ... 32, world 2 and 4, P2P and SHM, cuMem on
@@ -54,8 +58,9 @@ the same lines split by kind: cuMem on, init 6 MiB per P2P channel (180 + 6 x 32
 ``nccl-matrix-2x-h100.json`` p2p-cumem-on's 390,070,272 B) and first all_reduce 12 MiB per
 collective channel (186 + 12 x 24 = 474 MiB, its 497,025,024 B); cuMem off, init
 178 + 12 x 24 + 8 x 32 = 722 MiB at 2 ranks (p2p-cumem-off's 757,071,872 B) and
-178 + 24 x 24 + 8 x 32 = 1,010 MiB at 4 (the largest rank's 1,059,061,760 B), the only integer
-split of 20 and 32 MiB per channel that gives those. ``PER_CHANNEL`` holds these splits; a row
+178 + 24 x 24 + 8 x 32 = 1,010 MiB at 4 (the largest rank's 1,059,061,760 B): the split of
+the sweep's 20 and 32 MiB per channel that solves for those two rows (derived, two equations in
+two unknowns each; not measured by kind). ``PER_CHANNEL`` holds these splits; a row
 moves by them from the default channels to the card's. Over SHM the default is 4 and 4, and the
 sweep's slope is taken for both kinds together.
 
