@@ -5,6 +5,7 @@ moved to a PCIe card's channels."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,11 @@ def test_search_channels_by_hand(bw: float, speeds: tuple[float, ...], overhead:
 
 
 @pytest.mark.parametrize(("gpu", "want"), [
-    ("L40S", (2, 2)), ("RTX-A6000", (2, 2)), ("A100-PCIe-80GB", (2, 2)), ("RTX-3090", (2, 2)),
-    ("RTX-4090", (2, 2)), ("T4", (2, 2)), ("RTX-4060-Ti", (2, 2)), ("H100-PCIe", (4, 4)),
-    ("RTX-5090", (4, 4)),
+    # P2P (no Intel root complex on the path, src/graph/paths.cc): Gen4 x16 2 x 12 GB/s -> 4
+    ("L40S", (4, 4)), ("RTX-A6000", (4, 4)), ("A100-PCIe-80GB", (4, 4)), ("RTX-3090", (4, 4)),
+    ("A40", (4, 4)), ("T4", (2, 2)), ("H100-PCIe", (4, 4)), ("RTX-PRO-6000", (4, 4)),
+    # SHM through an Intel root complex: Gen4 x16 one at 20 -> 2; Gen5 one at 40, dup -> 4
+    ("RTX-4090", (2, 2)), ("RTX-4060-Ti", (2, 2)), ("RTX-2080-Ti", (2, 2)), ("RTX-5090", (4, 4)),
     # NVLink, NVLink-bridged, xGMI, AMD PCIe: the measured rows stand
     ("H100", None), ("A100-80GB", None), ("H100-NVL", None), ("MI300X", None),
     ("RX-7900-XTX", None), ("V100-32GB", None),
@@ -72,11 +75,11 @@ def test_catalog_cards_channels(gpu: str, want: tuple[int, int] | None) -> None:
     assert (got[:2] if got else None) == want
 
 
-def test_published_logs_show_two_channels_on_gen4() -> None:
-    # vllm-project/vllm#6407 (4x A100 PCIe): "2 coll channels, ... 2 p2p channels, 2 p2p
-    # channels per peer"; NVIDIA/nccl-tests#307 (8x RTX 4090, SHM): Ring 00 and Ring 01
-    assert pcie_channels(find_gpu("A100-PCIe-40GB"))[:2] == (2, 2)  # type: ignore[index]
-    assert pcie_channels(find_gpu("RTX-4090"))[:2] == (2, 2)  # type: ignore[index]
+def test_no_gpu_peer_access_takes_the_shm_count() -> None:
+    # --no-gpu-peer-access turns the card's peer access off (memprof/core/estimate.py): SHM
+    # through the CPU, 2 channels on Gen4 as NVIDIA/nccl-tests#307's RTX 4090s log
+    gpu = replace(find_gpu("RTX-3090"), peer_access=False)
+    assert pcie_channels(gpu)[:2] == (2, 2)  # type: ignore[index]
 
 
 @pytest.mark.parametrize(("peer", "cumem", "world", "tag"), [
@@ -163,17 +166,21 @@ def test_first_p2p_op_on_pcie_uses_its_p2p_channels() -> None:
 def test_estimate_on_a_pcie_card_says_its_channels_and_assumption() -> None:
     """Row 1216's deployment (A40 x2, vLLM 0.6.4.post1, cuMem off; torch's stream pool stays in
     the row at that release, memprof.core.terms.pynccl_pool): the first communicator is the
-    sweep's 2-channel P2P row, and its formula names the channels and the assumed Intel root
-    complex; the same deployment on H100s keeps the NVLink row (908 MiB)."""
+    sweep's 4-channel P2P row, and its formula names the channels; on RTX 4090s (SHM) the
+    formula names the assumed Intel root complex; the same deployment on H100s keeps the NVLink
+    row (908 MiB)."""
     from memprof.core.deployment import Deployment
     from memprof.core.estimate import estimate
 
     dep = Deployment(tp=2, engine_version="0.6.4.post1")
     pcie = estimate("llama-3.1-8b", dep, gpu_name="A40")
     (c,) = [x for x in pcie.ranks[0].components if x.name == "NCCL TP communicator (2 ranks)"]
-    run = _runs()["w2-p2p-cumem-off-ch2"]
-    assert c.bytes == _step(run, INIT) + _step(run, WARM) == 404 * MiB
-    assert "2 collective / 2 P2P channels" in c.formula and "[assumed host]" in c.formula
+    run = _runs()["w2-p2p-cumem-off-ch4"]
+    assert c.bytes == _step(run, INIT) + _step(run, WARM) == 444 * MiB
+    assert "4 collective / 4 P2P channels" in c.formula
+    shm = estimate("llama-3.1-8b", dep, gpu_name="RTX-4090")
+    (g,) = [x for x in shm.ranks[0].components if x.name == "NCCL TP communicator (2 ranks)"]
+    assert "2 collective / 2 P2P channels" in g.formula and "[assumed host]" in g.formula
     nvl = estimate("llama-3.1-8b", dep, gpu_name="H100")
     (h,) = [x for x in nvl.ranks[0].components if x.name == "NCCL TP communicator (2 ranks)"]
     assert h.bytes == nccl.NCCL_ROWS[(True, False, 2)][0] + 195_035_136 == 908 * MiB

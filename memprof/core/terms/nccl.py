@@ -6,7 +6,7 @@ bytes), and how world sizes that were not measured are predicted (stated, never 
 
 These rows are NCCL's own channel count on NVLink H100s (24 collective, 32 point-to-point
 channels; 4 and 4 with P2P disabled). On a card whose GPUs meet over PCIe alone NCCL builds
-fewer (2 on PCIe Gen3/Gen4, 4 on Gen5), and ``nccl_row``, ``second_comm_row`` and
+fewer (2 or 4, by the PCIe link and the transport), and ``nccl_row``, ``second_comm_row`` and
 ``first_p2p_bytes`` take that card's channels and move the rows by the bytes per channel
 measured in ``reports/gpu/nccl/nccl-channels-4x-h100.json`` (``memprof.core.terms.nccl_channels``).
 

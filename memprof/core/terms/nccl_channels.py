@@ -27,19 +27,26 @@ the same lines at both):
 - point-to-point channels are the collective ones, rounded to a power of two
   (src/graph/paths.cc ``ncclTopoComputeP2pChannels``).
 
-So through an Intel root complex: Gen3 x16 or Gen4 x8, one channel at 10 GB/s, 2 collective
-channels; Gen4 x16, one at 20, 2 channels; Gen5 x16, one at 40, duplicated, 4 channels (sm90
-array; 4 also below 9.0). The host's CPU is not in the catalog: memprof takes the Intel root
-complex and says so (through an AMD root complex or a PCIe switch a Gen4 x16 pair finds two
-channels at 12 GB/s, 4 after the doubling). Published ``NCCL INFO`` logs agree: 4x A100 PCIe,
-"2 coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer"
-(github.com/vllm-project/vllm/issues/6407); 8x RTX 4090 over SHM, "Ring 00" and "Ring 01",
-"Trees [0] ... [1]" (github.com/NVIDIA/nccl-tests/issues/307). This project's H100s with P2P
-disabled also end at 4 (``DEFAULT_CHANNELS``), but their search line reads "Pattern 1, ...
-nChannels 2, bw 40.000000/40.000000, type PHB/PIX" (``reports/gpu/nccl/nccl-matrix-2x-h100.json``
-shm rows), two ring channels at 40 GB/s before the doubling, which a Gen5 x16 link (one at 40,
-duplicated to two at 20) does not give: the virtual machine's PCIe link as NCCL reads it is not
-known, so that host is no check of the Gen5 count.
+Which path, by transport: on an Intel x86 host NCCL's P2P level is PATH_PXB (src/graph/paths.cc
+``ncclTopoCheckP2p``, tags v2.20.5-1 to v2.28.9-1), so two GPUs use P2P only below a common
+PCIe switch (or through an AMD root complex, where the level stays PATH_SYS), paths on which
+``followPath`` charges no Intel overhead; GPUs that talk over SHM cross the CPU. So over P2P:
+Gen3 x16 or Gen4 x8, one channel at 12 GB/s, 2 collective channels; Gen4 x16, two at 12 (= 24),
+4 channels; Gen5 x16 (sm90 array), two at 24, 4 channels. Over SHM through an Intel root complex
+(assumed, said in the output: the catalog does not name the host): Gen3 x16 or Gen4 x8, one at
+10, 2 channels; Gen4 x16, one at 20 (two at 10 carry no more), 2 channels; Gen5 x16, one at 40,
+duplicated, 4 channels. Published ``NCCL INFO`` logs: 8x RTX 4090 over SHM, "Ring 00" and
+"Ring 01", "Trees [0] ... [1]" (github.com/NVIDIA/nccl-tests/issues/307): 2, as derived; 4x
+A100 PCIe with some pairs over "P2P/IPC/read" and others over "SHM/direct/direct", "2 coll
+channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer"
+(github.com/vllm-project/vllm/issues/6407): the SHM legs through the root complex set the
+count there; memprof models one transport per group and does not model such mixed hosts.
+This project's H100s with P2P disabled also end at 4 (``DEFAULT_CHANNELS``), but their
+search line reads "Pattern 1, ... nChannels 2, bw 40.000000/40.000000, type PHB/PIX"
+(``reports/gpu/nccl/nccl-matrix-2x-h100.json`` shm rows), two ring channels at 40 GB/s
+before the doubling, which a Gen5 x16 link (one at 40, duplicated to two at 20) does not give:
+the virtual machine's PCIe link as NCCL reads it is not known, so that host is no check of the
+Gen5 count.
 
 The bytes per channel, measured (``GOLDEN``: ``recorders/gpu_nccl.py --channels``,
 ``NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS`` = 1 ... 32, world 2 and 4, P2P and SHM, cuMem on
@@ -170,23 +177,31 @@ class Channels(NamedTuple):
 
 
 def pcie_channels(gpu: GPU) -> Channels | None:
-    """NCCL's channels between two of these cards where they meet over PCIe alone (``pcie_link``),
-    through an Intel CPU root complex (assumed: the catalog does not name the host); None for
-    NVLink, xGMI and other rows, whose measured rows stand."""
+    """NCCL's channels between two of these cards where they meet over PCIe alone (``pcie_link``);
+    None for NVLink, xGMI and other rows, whose measured rows stand. Over P2P (``peer_access``)
+    the path crosses no Intel root complex (NCCL's P2P level is PATH_PXB on Intel x86 hosts,
+    src/graph/paths.cc ``ncclTopoCheckP2p``: such GPUs use P2P only below a common PCIe switch,
+    or through another root complex), so no Intel P2P overhead is charged; over host shared
+    memory the path crosses the CPU, taken as Intel's (assumed: the catalog does not name the
+    host; an AMD root complex charges none)."""
     link = pcie_link(gpu)
     if link is None:
         return None
     gen, lanes = link
     bw = lanes * PCI_GEN_SPEED[gen] / 80.0
     speeds = SPEEDS_SM90 if _sm90_speeds(gpu) else SPEEDS_BELOW_SM90
-    found = search_channels(bw, speeds, INTEL_P2P_OVERHEAD)
+    overhead = 1.0 if gpu.peer_access else INTEL_P2P_OVERHEAD
+    found = search_channels(bw, speeds, overhead)
     coll = max(1, 2 * found)  # ncclTopoPostset doubles the rings
     p2p = 1 << (coll - 1).bit_length()  # ncclTopoComputeP2pChannels: a power of two
+    path = ("P2P below a PCIe switch or a non-Intel root complex (NCCL's P2P level on Intel "
+            "hosts is PATH_PXB, src/graph/paths.cc), no Intel P2P overhead" if gpu.peer_access
+            else "SHM through an Intel CPU root complex [assumed host], its 6/5 P2P overhead")
     return Channels(coll, p2p, (
         f"{coll} collective / {p2p} P2P channels: PCIe Gen{gen} x{lanes} = {bw:g} GB/s "
         f"(NCCL src/graph/topo.cc), {found} ring channel{'s' if found > 1 else ''} found by "
-        "ncclTopoCompute through an Intel CPU root complex [assumed host], doubled by "
-        "ncclTopoPostset (src/graph/search.cc, connect.cc, v2.21.5-v2.28.9)"))
+        f"ncclTopoCompute over {path}, doubled by ncclTopoPostset (src/graph/search.cc, "
+        "connect.cc, v2.20.5-v2.28.9)"))
 
 
 def channel_delta(peer_access: bool, cumem: bool, world: int, ch: Channels) -> tuple[int, int]:
