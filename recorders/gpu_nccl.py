@@ -203,14 +203,36 @@ if __name__ == "__main__":
 
 # NCCL's own account of what it chose (NCCL_DEBUG=INFO writes to stdout)
 LOG_KEYS = ("via", "Channel 00", "nChannels", "NCCL version", "comm 0x", "Init COMPLETE",
-            "set by environment", "cuMem", "Connected all")
+            "set by environment", "cuMem", "Connected all", "coll channels")
+# the channel sweep's log: NCCL's own count of channels and transports, not every connection
+SWEEP_LOG_KEYS = ("coll channels", "NCCL version", "Init COMPLETE", "set by environment",
+                  "via P2P", "via SHM", "Channel 00", "Channel 01", "nChannels")
+
+
+def channel_sweep_configs() -> list[dict[str, Any]]:
+    """The channel sweep (``--channels``): NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = n for
+    n = 1 ... 32 × world 2 and 4 × peer-to-peer and host shared memory × cuMem off and on,
+    cuMem off first (vLLM's setting from 0.7.x to 0.10.1.1), world 2 before world 4."""
+    out = []
+    for cumem, cm in (("off", _OFF), ("on", _ON)):
+        for world in (2, 4):
+            for tr, te in (("shm", _SHM), ("p2p", {})):
+                for n in (1, 2, 4, 8, 16, 32):
+                    out.append({"name": f"w{world}-{tr}-cumem-{cumem}-ch{n}", "world": world,
+                                "env": {**cm, **te, "NCCL_MIN_NCHANNELS": str(n),
+                                        "NCCL_MAX_NCHANNELS": str(n)}})
+    return out
 
 
 def run_config(child: Path, cfg: dict[str, Any], world: int, port: int,
-               legacy: bool, timeout: int = 200, order: str = "a2a-first") -> dict[str, Any]:
-    """One configuration in fresh processes; the child's process group is killed if it hangs."""
+               legacy: bool, timeout: int = 200, order: str = "a2a-first",
+               devices: str = "", keys: tuple[str, ...] = LOG_KEYS) -> dict[str, Any]:
+    """One configuration in fresh processes; the child's process group is killed if it hangs.
+    ``devices`` (CUDA_VISIBLE_DEVICES) lets two 2-GPU configurations run side by side."""
     env = {**os.environ, **NO_MULTICAST, "NCCL_DEBUG": "INFO",
            "NCCL_DEBUG_SUBSYS": "INIT,GRAPH" if legacy else "INIT,GRAPH,ENV", **cfg["env"]}
+    if devices:
+        env["CUDA_VISIBLE_DEVICES"] = devices
     cmd = [sys.executable, str(child), str(world), str(port), "1" if legacy else "0", order]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
@@ -228,7 +250,7 @@ def run_config(child: Path, cfg: dict[str, Any], world: int, port: int,
         "command": f"{setting} NCCL_NVLS_ENABLE=0 python nccl_child.py {world} {port}",
         "exit_code": code, **(json.loads(last) if code == 0 else {}),
         "nccl_log": [ln for ln in (out + err).splitlines()
-                     if any(k in ln for k in LOG_KEYS)][:40 if legacy else 120]}
+                     if any(k in ln for k in keys)][:40 if legacy else 120]}
     if not legacy:
         rec["env"] = {**NO_MULTICAST, **cfg["env"]}
         rec["command"] = f"{setting} {' '.join(f'{k}={v}' for k, v in NO_MULTICAST.items())} " \
@@ -261,8 +283,13 @@ def main() -> int:
                          "send/recv, reduce_scatter, all_to_all (sendrecv-first); stream-probe: "
                          "a2a-first, then a torch.cuda.Stream() as a last step; stream-first: "
                          "a torch.cuda.Stream() before init_process_group, then a2a-first")
+    ap.add_argument("--channels", action="store_true",
+                    help="the channel sweep (channel_sweep_configs), the five --legacy steps, "
+                         "two 2-GPU configurations at a time on GPUs 0,1 and 2,3")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.channels:
+        return channel_sweep(args)
     configs = LEGACY_CONFIGS if args.legacy else CONFIGS
     if args.only:
         configs = [c for c in configs if c["name"] in args.only.split(",")]
@@ -296,6 +323,49 @@ def main() -> int:
                    "nvidia_smi_topo": topo, "runs": runs}
         # written after every configuration, so a run cut short still leaves what it measured
         (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return 0 if all(r["exit_code"] == 0 for r in runs) else 1
+
+
+def channel_sweep(args: argparse.Namespace) -> int:
+    """Run the channel sweep into ``nccl-channels-<gpu>.json``, rewritten after every round."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    child = Path(tempfile.mkdtemp()) / "nccl_child.py"
+    child.write_text(CHILD)
+    topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip().splitlines()[:1]
+    configs = channel_sweep_configs()
+    if args.only:
+        configs = [c for c in configs if c["name"] in args.only.split(",")]
+    rounds: list[list[dict[str, Any]]] = []
+    for cfg in configs:  # two 2-GPU configurations share a round; a 4-GPU one has its own
+        if cfg["world"] == 2 and rounds and len(rounds[-1]) == 1 and rounds[-1][0]["world"] == 2:
+            rounds[-1].append(cfg)
+        else:
+            rounds.append([cfg])
+    runs: list[dict[str, Any]] = []
+    port = 29500
+    for rnd in rounds:
+        with ThreadPoolExecutor(len(rnd)) as ex:
+            futs = [ex.submit(run_config, child, cfg, cfg["world"], port + i, True, args.timeout,
+                              "a2a-first", ("0,1" if i == 0 else "2,3") if len(rnd) > 1 else "",
+                              SWEEP_LOG_KEYS)
+                    for i, cfg in enumerate(rnd)]
+            for cfg, f in zip(rnd, futs, strict=True):
+                rec = f.result()
+                rec["world"] = cfg["world"]
+                rec["command"] = rec["command"].replace(
+                    "python nccl_child.py", f"python nccl_child.py (world {cfg['world']})")
+                runs.append(rec)
+                print(cfg["name"], rec["exit_code"],
+                      [r["non_torch_growth_bytes"] for r in rec.get("ranks", [])][:1], flush=True)
+        port += 2
+        name = next((r["gpu"] for r in runs if r.get("gpu")), "")
+        gpu = next((g.lower() for g in ("H100", "H200", "B200") if g in name), "gpu")
+        doc = {"command": "PYTHONPATH=. python recorders/gpu_nccl.py --out $OUT --channels",
+               "driver": driver[0] if driver else "", "nvidia_smi_topo": topo, "runs": runs}
+        (args.out / f"nccl-channels-{gpu}.json").write_text(json.dumps(doc, indent=1) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in runs) else 1
 
 

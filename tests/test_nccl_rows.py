@@ -128,7 +128,9 @@ def test_pp_communicator_carries_its_first_send_recv_tp_does_not() -> None:
 
 
 def test_transport_follows_the_gpus_peer_access() -> None:
-    shm = _runs("nccl-matrix-2x-h100.json")["shm-cumem-on"]
+    # the RTX 4090 (PCIe Gen4, no P2P) runs NCCL's 2 channels over SHM
+    # (memprof.core.terms.nccl_channels): the channel sweep's 2-channel SHM row
+    shm = _runs("nccl-channels-4x-h100.json")["w2-shm-cumem-on-ch2"]
     assert find_gpu("RTX-4090").peer_access is False
     # the measured rows less torch's stream pool, which vLLM's PyNccl communicator does not make
     # (memprof.core.terms.pynccl_pool)

@@ -4,6 +4,12 @@ each figure read off a golden of ``reports/gpu/nccl`` (2× and 4× H100 NV18, NC
 2.11.0+cu130, ``recorders/gpu_nccl.py``; rank 0's ``non_torch_growth_bytes`` per step, exact
 bytes), and how world sizes that were not measured are predicted (stated, never silent).
 
+These rows are NCCL's own channel count on NVLink H100s (24 collective, 32 point-to-point
+channels; 4 and 4 with P2P disabled). On a card whose GPUs meet over PCIe alone NCCL builds
+fewer (2 or 4, by the PCIe link and the transport), and ``nccl_row``, ``second_comm_row`` and
+``first_p2p_bytes`` take that card's channels and move the rows by the bytes per channel
+measured in ``reports/gpu/nccl/nccl-channels-4x-h100.json`` (``memprof.core.terms.nccl_channels``).
+
 What the goldens show (``reports/gpu/nccl/README.md``):
 
 - init and the first all_reduce do not grow from 2 to 4 ranks over P2P with cuMem on, nor over SHM
@@ -75,6 +81,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memprof.base.units import MiB, fmt_bytes
+from memprof.core.terms.nccl_channels import Channels, channel_delta, channel_note
 from memprof.core.versions import Rule, value_at
 
 # torch's CUDA stream pool: nccl-matrix-2x-h100-stream-first.json, every configuration, step
@@ -211,14 +218,19 @@ def ep_pynccl(version: str | None, engine: str) -> bool:
     return bool(value_at(EP_PYNCCL, version, True, engine))
 
 
-def second_comm_row(peer_access: bool, cumem: bool, size: int) -> NcclRow | None:
+def second_comm_row(peer_access: bool, cumem: bool, size: int,
+                    channels: Channels | None = None) -> NcclRow | None:
     """A communicator made after another on the same GPUs (``SECOND_COMM_ROWS``), None where
-    that was not measured."""
+    that was not measured; at a PCIe-only card's ``channels``
+    (``memprof.core.terms.nccl_channels``) where given."""
     world, note = measured_world(size)
     got = SECOND_COMM_ROWS.get((peer_access, cumem, world))
     if got is None:
         return None
     init, first, src = got
+    if channels is not None:
+        d_init, d_first = channel_delta(peer_access, cumem, world, channels)
+        init, first, note = init + d_init, first + d_first, note + channel_note(channels)
     how = (f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at its warm-up all_reduce"
            if first else f"{fmt_bytes(init)} ncclCommInitRank with its first collective")
     transport = "peer-to-peer" if peer_access else "over host shared memory"
@@ -259,29 +271,40 @@ def measured_world(size: int) -> tuple[int, str]:
                f"from NCCL's source, not measured at {size} ranks)")
 
 
-def first_p2p_bytes(peer_access: bool, peers: int) -> int:
+def first_p2p_bytes(peer_access: bool, peers: int, per_peer: int = P2P_CHANNELS_PER_PEER) -> int:
     """The communicator's first point-to-point op per rank with ``peers`` distinct peers:
-    62 MiB + peers × 32 × 12 MiB over NVLink P2P, 62 MiB over SHM (see the constants)."""
+    62 MiB + peers × ``per_peer`` (32 over NVLink; a PCIe card's P2P channels,
+    ``memprof.core.terms.nccl_channels``) × 12 MiB over P2P, 62 MiB over SHM (see the
+    constants)."""
     if not peer_access:
         return P2P_FIRST_BASE_BYTES
-    return P2P_FIRST_BASE_BYTES + peers * P2P_CHANNELS_PER_PEER * P2P_PER_PEER_CHANNEL_BYTES
+    return P2P_FIRST_BASE_BYTES + peers * per_peer * P2P_PER_PEER_CHANNEL_BYTES
 
 
-def nccl_row(peer_access: bool, cumem: bool, size: int, p2p_peers: int) -> NcclRow:
+def nccl_row(peer_access: bool, cumem: bool, size: int, p2p_peers: int,
+             channels: Channels | None = None) -> NcclRow:
     """A communicator of ``size`` ranks over the transport ``peer_access`` selects (P2P or SHM),
     with NCCL's cuMem allocator on or off; ``p2p_peers`` > 0 when the group sends point to point
-    (to that many distinct peers)."""
+    (to that many distinct peers); ``channels``: a PCIe-only card's NCCL channels
+    (``memprof.core.terms.nccl_channels.pcie_channels``), which move the measured row by its
+    bytes per channel; None keeps the row as measured over NVLink."""
     world, note = measured_world(size)
     init, first, src = NCCL_ROWS[(peer_access, cumem, world)]
-    p2p = first_p2p_bytes(peer_access, p2p_peers) if p2p_peers else 0
-    how = ("peer-to-peer [measured over NVLink]" if peer_access
+    per_peer = P2P_CHANNELS_PER_PEER
+    if channels is not None:
+        d_init, d_first = channel_delta(peer_access, cumem, world, channels)
+        init, first, note = init + d_init, first + d_first, note + channel_note(channels)
+        per_peer = channels.p2p
+    p2p = first_p2p_bytes(peer_access, p2p_peers, per_peer) if p2p_peers else 0
+    how = (("peer-to-peer over PCIe" if channels else "peer-to-peer [measured over NVLink]")
+           if peer_access
            else "host shared memory (no peer access)") \
         + (", cuMem on" if cumem else ", NCCL_CUMEM_ENABLE=0")
     basis = (f"{fmt_bytes(init)} ncclCommInitRank (torch's stream pool included) + "
              f"{fmt_bytes(first)} at its first all_reduce: {how} ({src}){note}")
     if p2p:
         basis += (f" + {fmt_bytes(p2p)} at its first send/recv ("
-                  + (f"62 MiB + {p2p_peers} peer × 32 channels × 12 MiB"
+                  + (f"62 MiB + {p2p_peers} peer × {per_peer} channels × 12 MiB"
                      if peer_access else "62 MiB over SHM")
                   + ", nccl-matrix-{2,4}x-h100.json)")
     return NcclRow(init, first, p2p, basis, (peer_access, cumem) in FIRST_KERNEL_IN_ROW)

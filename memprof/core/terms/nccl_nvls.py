@@ -78,6 +78,7 @@ from memprof.core.terms.nccl import (
     nccl_row,
     second_comm_row,
 )
+from memprof.core.terms.nccl_channels import pcie_channels
 from memprof.core.terms.nccl_torch import torch_tp_comm_v1
 from memprof.core.terms.non_torch import nccl_cumem, nccl_groups, nccl_placement
 from memprof.core.versions import Rule, rule_in_force, value_at
@@ -262,12 +263,14 @@ def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
     if spread(dep, "TP") != "one node" or coord.pp_stage != dep.pp - 1:
         return None
     cumem = nccl_cumem(dep)
-    second = second_comm_row(gpu.peer_access, cumem, dep.tp)
+    ch = pcie_channels(gpu)
+    per_peer = ch.p2p if ch else P2P_CHANNELS_PER_PEER
+    second = second_comm_row(gpu.peer_access, cumem, dep.tp, ch)
     if second is not None:
         init = second.init
         made = f"a second communicator's ncclCommInitRank, {second.basis}"
     else:
-        row = nccl_row(gpu.peer_access, cumem, dep.tp, 0)
+        row = nccl_row(gpu.peer_access, cumem, dep.tp, 0, ch)
         init = row.init - TORCH_STREAM_POOL_BYTES
         made = ("ncclCommInitRank (the first communicator's row less torch's stream pool: "
                 f"{row.basis.split(': ', 1)[-1]})")
@@ -275,8 +278,8 @@ def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
     peers = dep.tp - 1 if root else 1
     if gpu.peer_access:
         per = p2p_recv_bytes_per_channel(gpu) if root else p2p_send_bytes_per_channel(gpu)
-        conns = P2P_FIRST_BASE_BYTES + peers * P2P_CHANNELS_PER_PEER * per
-        how = (f"62 MiB + {peers} peer{'s' if peers > 1 else ''} × {P2P_CHANNELS_PER_PEER} "
+        conns = P2P_FIRST_BASE_BYTES + peers * per_peer * per
+        how = (f"62 MiB + {peers} peer{'s' if peers > 1 else ''} × {per_peer} "
                f"channels × {fmt_bytes(per)} "
                + ("receive buffers (p2p.cc p2pRecvSetup)" if root
                   else "send buffers (p2p.cc p2pSendSetup)"))

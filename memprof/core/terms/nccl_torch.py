@@ -100,6 +100,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.nodes import spread
 from memprof.core.terms.nccl import measured_world
+from memprof.core.terms.nccl_channels import Channels, channel_delta, channel_note, pcie_channels
 from memprof.core.terms.non_torch import nccl_cumem
 from memprof.core.terms.pynccl_pool import LOGITS_GATHER_PROCESS_GROUP, gather_on_process_group
 from memprof.core.terms.rocm_platform import stand_in_tag
@@ -137,10 +138,15 @@ TORCH_TP_COMM_V1: tuple[Rule, ...] = (
 )
 
 
-def torch_comm_bytes(peer_access: bool, cumem: bool, tp: int) -> tuple[int, str]:
-    """The torch TP communicator's bytes per rank (init + first all_gather) and their basis."""
+def torch_comm_bytes(peer_access: bool, cumem: bool, tp: int,
+                     channels: Channels | None = None) -> tuple[int, str]:
+    """The torch TP communicator's bytes per rank (init + first all_gather) and their basis; at
+    a PCIe-only card's ``channels`` (``memprof.core.terms.nccl_channels``) where given."""
     world, note = measured_world(tp)
     got = TORCH_COMM_ROWS[(peer_access, cumem, world)]
+    if channels is not None:
+        got += sum(channel_delta(peer_access, cumem, world, channels))
+        note += channel_note(channels)
     golden = GOLDEN if peer_access else GOLDEN_SHM
     transport = "NVLink P2P" if peer_access else "host shared memory (no peer access)"
     return got, (f"ncclCommInitRank + the first all_gather_into_tensor of a communicator made "
@@ -160,7 +166,7 @@ def torch_tp_comm_v1(ctx: TermContext) -> Component | None:
         return None
     if not gather_on_process_group(dep.engine, dep.engine_version, gpu.is_rocm):
         return None
-    got, how = torch_comm_bytes(gpu.peer_access, nccl_cumem(dep), dep.tp)
+    got, how = torch_comm_bytes(gpu.peer_access, nccl_cumem(dep), dep.tp, pcie_channels(gpu))
     return Component(
         name=f"torch's NCCL TP communicator (ProcessGroupNCCL, {dep.tp} ranks, logits "
         "all-gather)", category="non_torch", bytes=got, where="budget", profiled=True,

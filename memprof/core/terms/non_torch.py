@@ -23,6 +23,7 @@ from memprof.core.terms.nccl import (
     nccl_row,
     second_comm_row,
 )
+from memprof.core.terms.nccl_channels import pcie_channels
 from memprof.core.terms.published_context import published_context_rest
 from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
@@ -392,11 +393,12 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     on_nodes = spread(dep, group) if dep.nnodes > 1 else "one node"
     if on_nodes == "one rank per node":
         return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0))
-    row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size) \
+    ch = pcie_channels(gpu)
+    row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size, ch) \
         if group in SECOND_GROUPS else None
     if row is None:
         row = pool_left_out(dep, nccl_row(gpu.peer_access, nccl_cumem(dep), size,
-                                          p2p_peers(group, size)))
+                                          p2p_peers(group, size), ch))
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
 
