@@ -12,8 +12,9 @@ What the wheels show (v1/worker/gpu_model_runner.py ``capture_model`` / ``_dummy
 - 0.11.0's FULL decode graphs run FlashAttention 2 on sm80 (the log's "Using Flash Attention
   backend"), whose metadata builder allocates nothing per size (``aot_schedule`` is FA3's,
   v1/attention/backends/flash_attn.py); the dummy decode batch has ``seq_lens`` = 1 and
-  ``max_seq_len`` = max_model_len (4,096 on row 502), which bounds FA2's split-KV accumulators
-  at tens of MiB in the pool, not GiB;
+  ``max_seq_len`` = max_model_len (4,096 on row 502); FA2's split-KV accumulators, if any, are
+  one attention call's temporaries that later calls reuse in the pool, and row 1218, which
+  captures no attention, shows the same per-graph excess;
 - neither release runs the sampler inside the window (it is warmed up after ``capture_model``
   in v1/worker/gpu_worker.py ``compile_or_warm_up_model``).
 
