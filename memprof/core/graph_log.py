@@ -110,6 +110,19 @@ shape, cuMem setting or placement measured on R580 / NCCL 2.28.9 comes near the 
 an all-reduce (reports/gpu/graph-transport/README.md), so memprof's per-node cost is right on the
 stack it was measured on, and the A100 TP2 rows' over-prediction is left [not modelled: no
 NCCL-node cost measured under a pre-R580 driver or NCCL 2.26.2].
+
+Two single-GPU A100 logs print several times memprof's figure (tests/data/published.json rows 502,
+0.11.0 Llama-3.1-8B, 2.85 GiB, and 1218, 0.10.0 Qwen3-14B, 2.49 GiB), and nothing in their windows
+sizes it, read in the 0.10.0 and 0.11.0 wheels: 0.10.0's ``_dummy_run`` builds no attention
+metadata outside FULL capture (``full_cuda_graph`` off), so nothing there is sized by
+max_model_len or the KV cache; 0.11.0's FULL decode batch (``seq_lens`` 1, ``max_seq_len`` =
+max_model_len) runs FlashAttention 2 on sm80, which allocates nothing per size; both warm the
+sampler up after ``capture_model`` (v1/worker/gpu_worker.py ``compile_or_warm_up_model``), and
+memprof's graph counts equal the logs' progress bars (tests/test_graph_log_a100_rows.py). The
+excess is per graph: above the pool tensors and the warm-up workspace the logs hold 5.4x and 4.7x
+memprof's executables, where the same model or shape on A100s under 0.10.1.1 and 0.17.1 is within
+0.9-1.1x, the size of the pre-12.4 drivers' graph memory in vLLM issue #5517 and of the 0.8.4
+RTX 3090 rows above. The logs print no driver [not modelled: choosing one for them would fit it].
 """
 
 from __future__ import annotations
