@@ -18,7 +18,8 @@ def _sgl(version: str, **kw: object) -> Deployment:
     return Deployment(engine="sglang", engine_version=version, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("version", ["0.4.3", "0.4.8.post1", "0.4.9", "0.4.9.post5"])
+# 0.4.3 - 0.4.6 add torch's world communicator: tests/test_sglang_world_communicator.py
+@pytest.mark.parametrize("version", ["0.4.7", "0.4.8.post1", "0.4.9", "0.4.9.post5"])
 def test_tp_and_pp_only_before_0410(version: str) -> None:
     assert nccl_groups(_sgl(version, tp=4)) == [("TP", 4)]
     assert nccl_groups(_sgl(version, tp=2, pp=2)) == [("TP", 2), ("PP", 2)]

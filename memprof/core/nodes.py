@@ -64,8 +64,9 @@ def group_ranks(dep: Layout, group: str) -> list[list[int]]:
     def rank(d: int, p: int, t: int) -> int:
         return (d * pp + p) * tp + t
 
-    # SGLang's MoE EP / MoE TP groups (0.4.10+) split the TP group: the one of size > 1 is it
-    if group in ("TP", "MoE EP", "MoE TP") or (group == "EP" and folded):
+    # SGLang's MoE EP / MoE TP groups (0.4.10+) split the TP group: the one of size > 1 is it;
+    # SGLang 0.4.3 - 0.4.6's world group (no PP in those releases) is the TP group's ranks
+    if group in ("TP", "MoE EP", "MoE TP", "world") or (group == "EP" and folded):
         return [[rank(d, p, t) for t in range(tp)] for d in range(dp) for p in range(pp)]
     if group == "PP":
         return [[rank(d, p, t) for p in range(pp)] for d in range(dp) for t in range(tp)]

@@ -223,6 +223,35 @@ SGLANG_MOE_GROUPS: tuple[Rule, ...] = (
 )
 
 
+# The free-memory reading across ranks in ``init_torch_distributed`` (``min_per_gpu_memory``,
+# before the load): 0.4.3 - 0.4.6 reduce it over NCCL on torch's default (world) process group,
+# whose ProcessGroupNCCL then makes its communicator lazily at that first collective, a rank's
+# second after the TP group's PyNccl one; from 0.4.7 a CPU tensor over the world group's gloo
+# ``cpu_group``, no device communicator. It runs where tp > 1, over a world of the tp ranks
+# (0.4.3 - 0.4.6 model_runner.py: init_distributed_environment(world_size=self.tp_size); --dp
+# without DP attention runs whole servers). "Init torch distributed ends. mem usage" holds it.
+SGLANG_WORLD_NCCL_GROUP = "world"
+SGLANG_FREE_MEMORY_OVER_NCCL: tuple[Rule, ...] = (
+    Rule(name="sglang_free_memory_min_over_nccl", changes="NCCL world communicator (torch's)",
+         since=None, until="0.4.7", value=True, engine="sglang", applies_to="nccl",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.3 / 0.4.4 / 0.4.5 / 0.4.6 utils.py get_available_gpu_memory: with "
+         "distributed=True the free bytes go to a tensor on cuda:gpu_id and "
+         "torch.distributed.all_reduce(tensor, op=ReduceOp.MIN) runs on the default group "
+         "(init_process_group(backend='nccl') without device_id, "
+         "distributed/parallel_state.py init_distributed_environment); "
+         "model_executor/model_runner.py init_torch_distributed calls it with "
+         "distributed=self.tp_size > 1 after initialize_model_parallel, before load_model"),
+    Rule(name="sglang_free_memory_min_over_nccl", changes="NCCL world communicator (torch's)",
+         since="0.4.7", until=None, value=False, engine="sglang", applies_to="nccl",
+         introduced_by=_READ.format("0.4.7"),
+         source="sglang 0.4.7 (0.4.8, 0.4.9, 0.4.10, 0.5.3, 0.5.4, 0.5.9) utils "
+         "get_available_gpu_memory: torch.tensor(free_gpu_memory) on the CPU, all_reduce(..., "
+         "group=cpu_group), model_runner.py passing cpu_group=get_world_group().cpu_group "
+         "(gloo)"),
+)
+
+
 def load_drop(loaded: int, first_kernel: int) -> int:
     """The drop in free memory across SGLang's model load (``SGLANG_LOAD_FIGURE``): what its
     budget line subtracts and what "Load weight end. … mem usage" prints (0.4.3: the difference
@@ -479,14 +508,18 @@ class SGLang(Engine):
 
     def nccl_groups(self, dep: DeploymentView) -> list[tuple[str, int]]:
         """TP, the two MoE groups where ``SGLANG_MOE_GROUPS`` makes them (from 0.5.2 only one
-        whose size differs from TP's: one of TP's size is the TP group), PP: those of more than
-        one rank (the MoE ones made after TP's, on the same GPUs)."""
+        whose size differs from TP's: one of TP's size is the TP group), PP, and torch's world
+        communicator where the free-memory reading runs over NCCL
+        (``SGLANG_FREE_MEMORY_OVER_NCCL``, 0.4.3 - 0.4.6): those of more than one rank (the MoE
+        ones and the world's made after TP's, on the same GPUs)."""
         moe = value_at(SGLANG_MOE_GROUPS, dep.engine_version, False, engine="sglang")
         ep = self.ep_size(dep)
         moe_groups = [("MoE EP", ep), ("MoE TP", dep.tp // ep)] if moe else []
         if moe == SGLANG_MOE_GROUPS_UNLIKE_TP:
             moe_groups = [(n, size) for n, size in moe_groups if size != dep.tp]
         groups = [("TP", dep.tp), *moe_groups, ("PP", dep.pp)]
+        if value_at(SGLANG_FREE_MEMORY_OVER_NCCL, dep.engine_version, False, engine="sglang"):
+            groups.append((SGLANG_WORLD_NCCL_GROUP, dep.tp))
         return [(n, size) for n, size in groups if size > 1]
 
     def ep_size(self, dep: DeploymentView) -> int:

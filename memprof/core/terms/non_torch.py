@@ -378,8 +378,9 @@ def p2p_peers(group: str, size: int) -> int:
 
 
 # groups whose communicator is always made after another group's on the same GPUs: vLLM's EP,
-# SGLang's MoE EP and MoE TP (``Engine.nccl_groups``)
-SECOND_GROUPS = frozenset({"EP", "MoE EP", "MoE TP"})
+# SGLang's MoE EP and MoE TP, and SGLang 0.4.3 - 0.4.6's world group (torch's, at its free-memory
+# all_reduce: SGLANG_FREE_MEMORY_OVER_NCCL) (``Engine.nccl_groups``)
+SECOND_GROUPS = frozenset({"EP", "MoE EP", "MoE TP", "world"})
 
 
 def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
