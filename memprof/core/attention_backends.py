@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core.kv_dtypes import BY_NAME as KV_BY_NAME
-from memprof.core.kv_dtypes import DS_MLA_SLOT, DSV4, GQA, MLA, SPARSE_MLA
+from memprof.core.kv_dtypes import DS_MLA_SLOT, DSV4, FP8_ELEMENT, GQA, MLA, SPARSE_MLA
 from memprof.core.kv_dtypes import ROWS as KV_ROWS
+from memprof.core.versions import Rule, value_at
 
 _MLA_KV = frozenset({"auto", "fp8", "fp8_e4m3", "bfloat16", "float16"})
 _SPARSE_KV = frozenset({*_MLA_KV, "fp8_ds_mla"})
@@ -185,15 +186,92 @@ def default_for(kind: str, arch: str, rocm: bool) -> AttentionBackend:
     raise LookupError(f"no default attention backend for {kind} on {arch}")
 
 
+# --- the default GQA backend of an fp8 KV cache ---------------------------------------------------
+#
+# vLLM V1 picks FlashAttention for GQA on NVIDIA cards of compute capability 8.0 and up (other
+# than the 10.x family, where FlashInfer comes first), but FlashAttention reads an fp8 KV cache
+# only as FA3 on the 9.0 family. Elsewhere vLLM runs another backend:
+# - 0.11.0: platforms/cuda.py ``get_attn_backend_cls``: "(has_sink or
+#   use_fp8_kv_cache) and not cls.is_device_capability(90)" returns TRITON_ATTN;
+# - 0.11.1 on: the priority list of platforms/cuda.py ``_get_backend_priorities`` (not
+#   capability 10: FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION) filtered by each
+#   backend's ``supports_kv_cache_dtype`` (v1/attention/backends/flash_attn.py: fp8 only where
+#   ``get_flash_attn_version() == 3`` on capability 9; read at 0.11.1, 0.11.2, 0.12.0, 0.13.0,
+#   0.17.1, 0.20.0, 0.24.0, 0.28.0, 0.33.0) and ``supports_compute_capability``
+#   (flashinfer.py: 7.5-12.1 at 0.11.1-0.20.0, 8.0-12.1 at 0.24.0, 0.28.0 and 0.33.0):
+#   FlashInfer, whose ``supported_kv_cache_dtypes`` lists fp8, fp8_e4m3 and fp8_e5m2.
+# Before 0.11.0 V1's selector kept FlashAttention (0.8.5, 0.10.2 platforms/cuda.py), whose
+# ``FlashAttentionImpl`` refuses an fp8 cache off FA3 (0.8.5 v1/attention/backends/
+# flash_attn.py "FlashAttention does not support fp8 kv-cache on this device."); which engine
+# such a deployment then runs is not read here, so no rule holds before 0.11.0.
+FP8_KV_GQA_BACKEND: tuple[Rule, ...] = (
+    Rule(name="fp8_kv_gqa_backend",
+         changes="attention backend (and its buffers) of an fp8 KV cache where FlashAttention 2 "
+         "would run: Triton attention",
+         since="0.11.0", until="0.11.1", value="triton_attn", applies_to="gqa",
+         introduced_by="read in the 0.11.0 wheel (V0 removed; the V1 selector's own fallback)",
+         removed_by="the priority-list selector (read in the 0.11.1 wheel)",
+         source="0.11.0 vllm/platforms/cuda.py CudaPlatform.get_attn_backend_cls: '(has_sink or "
+         "use_fp8_kv_cache) and not cls.is_device_capability(90)' → 'Using Triton backend on "
+         "V1 engine.'"),
+    Rule(name="fp8_kv_gqa_backend",
+         changes="attention backend (and its buffers) of an fp8 KV cache where FlashAttention 2 "
+         "would run: FlashInfer",
+         since="0.11.1", until=None, value="flashinfer", applies_to="gqa",
+         introduced_by="the priority-list selector (read in the 0.11.1 wheel)",
+         source="0.11.1 / 0.11.2 / 0.12.0 / 0.13.0 / 0.17.1 / 0.20.0 / 0.24.0 / 0.28.0 / 0.33.0 "
+         "vllm/platforms/cuda.py _get_backend_priorities (FLASH_ATTN, FLASHINFER, "
+         "TRITON_ATTN, FLEX_ATTENTION off capability 10) and get_valid_backends; "
+         "v1/attention/backends/flash_attn.py supports_kv_cache_dtype (fp8 only with FA3 on "
+         "the 9.0 family; 0.28.0 fa_utils."
+         "flash_attn_supports_kv_cache_dtype adds FA4 on 10.0); flashinfer.py "
+         "supported_kv_cache_dtypes [auto, fp8, fp8_e4m3, fp8_e5m2]; 0.24.0 log of an A100 "
+         "'Using FLASHINFER attention backend out of potential backends: ['FLASHINFER', "
+         "'TRITON_ATTN']'"),
+)
+# the architectures whose FlashAttention (FA3) reads an fp8 KV cache
+FA_FP8_ARCHS = ("sm90",)
+# below compute capability 8.0 FlashAttention is not vLLM's default; the selector's pick there
+# is not read here
+_BELOW_SM80 = ("sm7", "sm6")
+
+
+def fp8_kv_fallback(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
+                    engine_version: str | None) -> AttentionBackend | None:
+    """The backend vLLM runs instead of the default FlashAttention for an fp8 KV cache on a card
+    whose FlashAttention does not read one (``FP8_KV_GQA_BACKEND``); None where the default
+    stands (not GQA, ROCm, an unknown or pre-8.0 architecture, a KV cache not in fp8 elements,
+    a release before 0.11.0, or a default other than FlashAttention)."""
+    kv = KV_BY_NAME.get(kv_cache_dtype)
+    if (kind != GQA or rocm or kv is None or kv.storage != FP8_ELEMENT or arch == "unknown"
+            or arch.startswith(FA_FP8_ARCHS) or arch.startswith(_BELOW_SM80)):
+        return None
+    fallback = value_at(FP8_KV_GQA_BACKEND, engine_version, None)
+    if fallback is None:
+        return None
+    try:
+        default = default_for(kind, arch, rocm)
+    except LookupError:
+        return None
+    if default.name != "flash_attn":
+        return None
+    return BY_NAME[str(fallback)]
+
+
 def chosen(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
-           asked: str | None) -> AttentionBackend | None:
+           asked: str | None, engine_version: str | None = None) -> AttentionBackend | None:
     """The backend a deployment runs, without checks (``scratch.backends.resolve_backend``
     refuses what vLLM refuses): the one asked for (None for a name no row has), the one the KV
-    dtype forces, or the default."""
+    dtype forces, the one vLLM falls to for an fp8 KV cache FlashAttention does not read
+    (``fp8_kv_fallback``, by ``engine_version``; None: the newest release modelled), or the
+    default."""
     if asked is not None:
         return BY_NAME.get(asked.strip().lower())
     forced = KV_BY_NAME[kv_cache_dtype].forces_backend
-    return BY_NAME[forced] if forced is not None else default_for(kind, arch, rocm)
+    if forced is not None:
+        return BY_NAME[forced]
+    fallback = fp8_kv_fallback(kind, arch, rocm, kv_cache_dtype, engine_version)
+    return fallback if fallback is not None else default_for(kind, arch, rocm)
 
 
 def arch_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,
