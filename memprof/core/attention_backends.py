@@ -66,6 +66,9 @@ class AttentionBackend:
     # architecture prefixes where FULL CUDA graphs run this backend with a fixed split-KV count,
     # whose fp32 accumulators the graphs' pool holds (``cudagraph.full_graph_split_bytes``)
     graph_split_archs: tuple[str, ...] = ()
+    # architecture prefixes where it reads a KV cache in fp8 elements (None: wherever it runs);
+    # elsewhere vLLM's selector passes over it (``FP8_KV_GQA_BACKEND``) and refuses it when asked
+    fp8_kv_archs: tuple[str, ...] | None = None
     releases: str = "every V1 release modelled"
     source: str = ""
 
@@ -135,7 +138,7 @@ ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="flash_attn", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
         kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "nvidia"),),
-        graph_split_archs=("sm90",),
+        graph_split_archs=("sm90",), fp8_kv_archs=("sm90",),
         source="v1/attention/backends/flash_attn.py get_supported_kernel_block_sizes "
         "MultipleOf(16) (v0.11.0); FlashAttentionMetadataBuilder: aot_schedule = "
         "get_flash_attn_version() == 3 (FA3: compute capability 9.x, "
@@ -229,33 +232,49 @@ FP8_KV_GQA_BACKEND: tuple[Rule, ...] = (
          "'Using FLASHINFER attention backend out of potential backends: ['FLASHINFER', "
          "'TRITON_ATTN']'"),
 )
-# the architectures whose FlashAttention (FA3) reads an fp8 KV cache
-FA_FP8_ARCHS = ("sm90",)
-# below compute capability 8.0 FlashAttention is not vLLM's default; the selector's pick there
-# is not read here
-_BELOW_SM80 = ("sm7", "sm6")
+# below compute capability 8.0 FlashAttention is not vLLM's default, and on the 10.x family
+# FlashInfer comes first (0.28.0 on, FA4 reads fp8 there); the selector's pick for an fp8 KV
+# cache there is not read here
+_NOT_READ = ("sm7", "sm6", "sm10")
+
+
+def _passes_over(row: AttentionBackend, arch: str, rocm: bool, kv_cache_dtype: str,
+                 engine_version: str | None) -> bool:
+    """Whether vLLM's selector passes over ``row`` for a KV cache in fp8 elements on ``arch``
+    at the release (``fp8_kv_archs``; only from 0.11.0, where ``FP8_KV_GQA_BACKEND`` holds)."""
+    kv = KV_BY_NAME.get(kv_cache_dtype)
+    return (row.fp8_kv_archs is not None and not rocm and kv is not None
+            and kv.storage == FP8_ELEMENT and arch != "unknown"
+            and not arch.startswith(_NOT_READ) and not arch.startswith(row.fp8_kv_archs)
+            and value_at(FP8_KV_GQA_BACKEND, engine_version, None) is not None)
 
 
 def fp8_kv_fallback(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
                     engine_version: str | None) -> AttentionBackend | None:
-    """The backend vLLM runs instead of the default FlashAttention for an fp8 KV cache on a card
-    whose FlashAttention does not read one (``FP8_KV_GQA_BACKEND``); None where the default
-    stands (not GQA, ROCm, an unknown or pre-8.0 architecture, a KV cache not in fp8 elements,
-    a release before 0.11.0, or a default other than FlashAttention)."""
-    kv = KV_BY_NAME.get(kv_cache_dtype)
-    if (kind != GQA or rocm or kv is None or kv.storage != FP8_ELEMENT or arch == "unknown"
-            or arch.startswith(FA_FP8_ARCHS) or arch.startswith(_BELOW_SM80)):
-        return None
-    fallback = value_at(FP8_KV_GQA_BACKEND, engine_version, None)
-    if fallback is None:
+    """The backend vLLM runs instead of the default one for a KV cache in fp8 elements on a card
+    where the default does not read it (FlashAttention off FA3's compute capability 9.0:
+    ``FP8_KV_GQA_BACKEND`` at the release); None where the default stands."""
+    if kind != GQA:
         return None
     try:
         default = default_for(kind, arch, rocm)
     except LookupError:
         return None
-    if default.name != "flash_attn":
+    if not _passes_over(default, arch, rocm, kv_cache_dtype, engine_version):
         return None
-    return BY_NAME[str(fallback)]
+    return BY_NAME[str(value_at(FP8_KV_GQA_BACKEND, engine_version))]
+
+
+def fp8_kv_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,
+                   kv_cache_dtype: str, engine_version: str | None) -> str | None:
+    """Why vLLM refuses ``row`` asked for with a KV cache in fp8 elements on the GPU (None: it
+    does not): 0.11.1 on, ``get_attn_backend_cls`` validates the asked backend with
+    ``supports_kv_cache_dtype`` and raises; 0.11.0 returns it and its ``FlashAttentionImpl``
+    raises "FlashAttention does not support fp8 kv-cache on this device."."""
+    if not _passes_over(row, arch, rocm, kv_cache_dtype, engine_version):
+        return None
+    return (f"{row.shown} reads an fp8 KV cache only on {', '.join(row.fp8_kv_archs or ())} "
+            f"(FlashAttention 3; flash_attn.py supports_kv_cache_dtype), {gpu_name} is {arch}")
 
 
 def chosen(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from memprof.base.errors import BadInput
 from memprof.core.attention import kind_of
-from memprof.core.attention_backends import BY_NAME, NAMES, ROWS, arch_refusal, chosen
+from memprof.core.attention_backends import (
+    BY_NAME,
+    NAMES,
+    ROWS,
+    arch_refusal,
+    chosen,
+    fp8_kv_refusal,
+)
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
@@ -99,6 +106,11 @@ def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
     if why:
         raise BadInput(f"--attention-backend {row.name} on {gpu.name}: {why}",
                        hint=f"use {_default(spec, gpu, dep)} (the default)")
+    why = fp8_kv_refusal(row, gpu.name, gpu.arch, gpu.is_rocm, kv, dep.engine_version)
+    if why:
+        raise BadInput(f"--attention-backend {row.name} with --kv-cache-dtype {kv}: {why}",
+                       hint=f"drop --attention-backend (vLLM runs {_default(spec, gpu, dep)}) "
+                            "or use --kv-cache-dtype auto")
     return row.name
 
 
