@@ -2,7 +2,9 @@
 (``memprof.core.attention_backends.FP8_KV_GQA_BACKEND``): FlashAttention reads fp8 only as FA3 on
 compute capability 9.0, so vLLM 0.11.0 runs Triton attention and 0.11.1 on FlashInfer on
 Ampere / Ada / consumer Blackwell (platforms/cuda.py ``get_attn_backend_cls`` and
-``_get_backend_priorities``, v1/attention/backends/flash_attn.py ``supports_kv_cache_dtype``).
+``_get_backend_priorities``, v1/attention/backends/flash_attn.py ``supports_kv_cache_dtype``);
+from 0.22.0 FA3 reads fp8 / fp8_e4m3 only, so fp8_e5m2 runs FlashInfer on 9.0 too
+(``FA3_FP8_KV_DTYPES``).
 The estimate, the KV plan and the logged graph figure read the same selection; FlashInfer's
 394 MiB float workspace (envs.py ``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE``) is charged outside
 the budget, as its first metadata build comes after the KV cache is sized."""
@@ -50,6 +52,10 @@ def _backend(gpu: str, kv: str, version: str | None) -> str:
     ("L40S", "fp8", "0.28.0", "flashinfer"),  # sm89
     ("RTX-5090", "fp8", "0.20.0", "flashinfer"),  # sm120: FlashInfer runs 7.5-12.1 there
     ("H100", "fp8", "0.24.0", "flash_attn"),  # FA3 on 9.0 reads fp8
+    ("H100", "fp8_e4m3", None, "flash_attn"),
+    ("H100", "fp8_e5m2", "0.21.0", "flash_attn"),  # every quantised dtype to FA3
+    ("H100", "fp8_e5m2", "0.22.0", "flashinfer"),  # from 0.22.0 FA3 reads fp8 / fp8_e4m3 only
+    ("H200", "fp8_e5m2", None, "flashinfer"),
     ("B200", "fp8", "0.24.0", "flashinfer"),  # the 10.x default, whatever the KV dtype
     ("MI300X", "fp8", "0.24.0", "triton_attn"),  # ROCm: its own default
 ])
@@ -103,4 +109,6 @@ def test_asking_for_flash_attention_with_fp8_off_sm90_is_refused() -> None:
     assert _est(kv="auto", attention_backend="flash_attn").verdict
     row = BY_NAME["flash_attn"]
     assert fp8_kv_refusal(row, "A100", "sm80", False, "fp8", "0.10.2") is None  # not read
+    assert "fp8_e5m2" in str(fp8_kv_refusal(row, "H100", "sm90", False, "fp8_e5m2", "0.24.0"))
+    assert fp8_kv_refusal(row, "H100", "sm90", False, "fp8_e5m2", "0.20.0") is None
     assert fp8_kv_refusal(BY_NAME["flashinfer"], "A100", "sm80", False, "fp8", None) is None

@@ -238,15 +238,40 @@ FP8_KV_GQA_BACKEND: tuple[Rule, ...] = (
 _NOT_READ = ("sm7", "sm6", "sm10")
 
 
+# The fp8 KV dtypes FlashAttention 3 reads on its ``fp8_kv_archs``: v1/attention/backends/
+# flash_attn.py ``supports_kv_cache_dtype`` took any fp8 cache to ``flash_attn_supports_fp8``
+# (0.11.1-0.20.0: ``startswith("fp8")``; 0.21.0: ``is_quantized_kv_cache``); from 0.22.0 only
+# ``("fp8", "fp8_e4m3")`` reach FA3 and fp8_e5m2 falls to ``["auto", "float16", "bfloat16"]``
+# (read in 0.22.0, 0.23.0, 0.24.0; 0.28.0 / 0.33.0 fa_utils.flash_attn_supports_kv_cache_dtype:
+# 'if kv_cache_dtype == "fp8_e5m2": return False'), so the selector passes over it there too.
+FA3_FP8_KV_DTYPES: tuple[Rule, ...] = (
+    Rule(name="fa3_fp8_kv_dtypes",
+         changes="attention backend (and its buffers) of an fp8_e5m2 KV cache on compute "
+         "capability 9.0: FlashInfer, FlashAttention 3 no longer reads it",
+         since="0.22.0", until=None, value=("fp8", "fp8_e4m3"), applies_to="gqa",
+         introduced_by="read in the 0.22.0 wheel (0.21.0: every quantised KV dtype)",
+         source="0.22.0 / 0.23.0 / 0.24.0 v1/attention/backends/flash_attn.py "
+         "FlashAttentionBackend.supports_kv_cache_dtype: fp8 and fp8_e4m3 only with FA3 on the "
+         "9.0 family, else kv_cache_dtype in ['auto', 'float16', 'bfloat16']; 0.28.0 / 0.33.0 "
+         "v1/attention/backends/fa_utils.py flash_attn_supports_kv_cache_dtype: fp8_e5m2 → "
+         "False"),
+)
+
+
 def _passes_over(row: AttentionBackend, arch: str, rocm: bool, kv_cache_dtype: str,
                  engine_version: str | None) -> bool:
     """Whether vLLM's selector passes over ``row`` for a KV cache in fp8 elements on ``arch``
-    at the release (``fp8_kv_archs``; only from 0.11.0, where ``FP8_KV_GQA_BACKEND`` holds)."""
+    at the release: off the row's ``fp8_kv_archs``, or on them for a dtype FA3 no longer reads
+    (``FA3_FP8_KV_DTYPES``); only from 0.11.0, where ``FP8_KV_GQA_BACKEND`` holds."""
     kv = KV_BY_NAME.get(kv_cache_dtype)
-    return (row.fp8_kv_archs is not None and not rocm and kv is not None
-            and kv.storage == FP8_ELEMENT and arch != "unknown"
-            and not arch.startswith(_NOT_READ) and not arch.startswith(row.fp8_kv_archs)
-            and value_at(FP8_KV_GQA_BACKEND, engine_version, None) is not None)
+    if (row.fp8_kv_archs is None or rocm or kv is None or kv.storage != FP8_ELEMENT
+            or arch == "unknown" or arch.startswith(_NOT_READ)
+            or value_at(FP8_KV_GQA_BACKEND, engine_version, None) is None):
+        return False
+    if not arch.startswith(row.fp8_kv_archs):
+        return True
+    reads = value_at(FA3_FP8_KV_DTYPES, engine_version, None)
+    return isinstance(reads, tuple) and kv_cache_dtype not in reads
 
 
 def fp8_kv_fallback(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
@@ -273,6 +298,9 @@ def fp8_kv_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,
     raises "FlashAttention does not support fp8 kv-cache on this device."."""
     if not _passes_over(row, arch, rocm, kv_cache_dtype, engine_version):
         return None
+    if arch.startswith(row.fp8_kv_archs or ()):
+        return (f"{row.shown} (FlashAttention 3) does not read --kv-cache-dtype "
+                f"{kv_cache_dtype} at this release (flash_attn.py supports_kv_cache_dtype)")
     return (f"{row.shown} reads an fp8 KV cache only on {', '.join(row.fp8_kv_archs or ())} "
             f"(FlashAttention 3; flash_attn.py supports_kv_cache_dtype), {gpu_name} is {arch}")
 
