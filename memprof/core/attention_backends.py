@@ -3,7 +3,10 @@ attention kinds it runs, the GPUs it runs on, the KV dtypes it reads, the block 
 forces, where vLLM picks it by default, its scratch family and the releases that have it.
 
 Everything that asks a backend question (the default choice, validating ``--attention-backend``,
-the block size, the scratch buffers) reads these rows; a new backend is one row.
+the block size, the scratch buffers, the logged graph figure) reads these rows through one
+selection, ``chosen``; a new backend is one row. Where the default does not read an fp8 KV cache
+(FlashAttention off FA3's compute capability 9.0), vLLM's selector passes over it to the next
+backend of its priority list, release by release (``FP8_KV_GQA_BACKEND``, ``FA3_FP8_KV_DTYPES``).
 
 Sources (vLLM): ``vllm/platforms/cuda.py`` ``CudaPlatform.check_and_update_config`` (v0.11.0; the
 same forcing at vLLM@002db495): ``block_size`` None → 16, then "Forcing kv cache block size to 64
