@@ -24,7 +24,6 @@ from memprof.core.graph_log import logged_graph
 from memprof.core.terms.attn_capture import (
     ATTN_CAPTURE_RULES,
     FLASHINFER_DECODE_WRAPPERS,
-    QUANTISED_KV_BACKEND,
     decode_wrapper_bytes,
     full_graph_backend,
     wrapper_sizes_in_window,
@@ -116,7 +115,6 @@ def test_the_fp8_rows_difference() -> None:
 def test_rules_in_the_rulebook() -> None:
     book = all_rules()
     assert all(r in book and r.source.strip() for rules in ATTN_CAPTURE_RULES for r in rules)
-    assert value_at(QUANTISED_KV_BACKEND, "0.22.0", None) is None
     assert value_at(FLASHINFER_DECODE_WRAPPERS, "0.28.0", False) is True
 
 

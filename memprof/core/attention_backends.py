@@ -3,7 +3,10 @@ attention kinds it runs, the GPUs it runs on, the KV dtypes it reads, the block 
 forces, where vLLM picks it by default, its scratch family and the releases that have it.
 
 Everything that asks a backend question (the default choice, validating ``--attention-backend``,
-the block size, the scratch buffers) reads these rows; a new backend is one row.
+the block size, the scratch buffers, the logged graph figure) reads these rows through one
+selection, ``chosen``; a new backend is one row. Where the default does not read an fp8 KV cache
+(FlashAttention off FA3's compute capability 9.0), vLLM's selector passes over it to the next
+backend of its priority list, release by release (``FP8_KV_GQA_BACKEND``, ``FA3_FP8_KV_DTYPES``).
 
 Sources (vLLM): ``vllm/platforms/cuda.py`` ``CudaPlatform.check_and_update_config`` (v0.11.0; the
 same forcing at vLLM@002db495): ``block_size`` None → 16, then "Forcing kv cache block size to 64
@@ -18,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core.kv_dtypes import BY_NAME as KV_BY_NAME
-from memprof.core.kv_dtypes import DS_MLA_SLOT, DSV4, GQA, MLA, SPARSE_MLA
+from memprof.core.kv_dtypes import DS_MLA_SLOT, DSV4, FP8_ELEMENT, GQA, MLA, SPARSE_MLA
 from memprof.core.kv_dtypes import ROWS as KV_ROWS
+from memprof.core.versions import Rule, value_at
 
 _MLA_KV = frozenset({"auto", "fp8", "fp8_e4m3", "bfloat16", "float16"})
 _SPARSE_KV = frozenset({*_MLA_KV, "fp8_ds_mla"})
@@ -65,6 +69,9 @@ class AttentionBackend:
     # architecture prefixes where FULL CUDA graphs run this backend with a fixed split-KV count,
     # whose fp32 accumulators the graphs' pool holds (``cudagraph.full_graph_split_bytes``)
     graph_split_archs: tuple[str, ...] = ()
+    # architecture prefixes where it reads a KV cache in fp8 elements (None: wherever it runs);
+    # elsewhere vLLM's selector passes over it (``FP8_KV_GQA_BACKEND``) and refuses it when asked
+    fp8_kv_archs: tuple[str, ...] | None = None
     releases: str = "every V1 release modelled"
     source: str = ""
 
@@ -134,7 +141,7 @@ ROWS: tuple[AttentionBackend, ...] = (
     AttentionBackend(
         name="flash_attn", kinds=frozenset({GQA}), vendor="nvidia", vendor_why=_NVIDIA_WHY,
         kv_dtypes=_GQA_KV, keeps_multiple_of=16, default_for=((GQA, "nvidia"),),
-        graph_split_archs=("sm90",),
+        graph_split_archs=("sm90",), fp8_kv_archs=("sm90",),
         source="v1/attention/backends/flash_attn.py get_supported_kernel_block_sizes "
         "MultipleOf(16) (v0.11.0); FlashAttentionMetadataBuilder: aot_schedule = "
         "get_flash_attn_version() == 3 (FA3: compute capability 9.x, "
@@ -185,15 +192,136 @@ def default_for(kind: str, arch: str, rocm: bool) -> AttentionBackend:
     raise LookupError(f"no default attention backend for {kind} on {arch}")
 
 
+# --- the default GQA backend of an fp8 KV cache ---------------------------------------------------
+#
+# vLLM V1 picks FlashAttention for GQA on NVIDIA cards of compute capability 8.0 and up (other
+# than the 10.x family, where FlashInfer comes first), but FlashAttention reads an fp8 KV cache
+# only as FA3 on the 9.0 family. Elsewhere vLLM runs another backend:
+# - 0.11.0: platforms/cuda.py ``get_attn_backend_cls``: "(has_sink or
+#   use_fp8_kv_cache) and not cls.is_device_capability(90)" returns TRITON_ATTN;
+# - 0.11.1 on: the priority list of platforms/cuda.py ``_get_backend_priorities`` (not
+#   capability 10: FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION) filtered by each
+#   backend's ``supports_kv_cache_dtype`` (v1/attention/backends/flash_attn.py: fp8 only where
+#   ``get_flash_attn_version() == 3`` on capability 9; read at 0.11.1, 0.11.2, 0.12.0, 0.13.0,
+#   0.17.1, 0.20.0, 0.24.0, 0.28.0, 0.33.0) and ``supports_compute_capability``
+#   (flashinfer.py: 7.5-12.1 at 0.11.1-0.20.0, 8.0-12.1 at 0.24.0, 0.28.0 and 0.33.0):
+#   FlashInfer, whose ``supported_kv_cache_dtypes`` lists fp8, fp8_e4m3 and fp8_e5m2.
+# Before 0.11.0 V1's selector kept FlashAttention (0.8.5, 0.10.2 platforms/cuda.py), whose
+# ``FlashAttentionImpl`` refuses an fp8 cache off FA3 (0.8.5 v1/attention/backends/
+# flash_attn.py "FlashAttention does not support fp8 kv-cache on this device."); which engine
+# such a deployment then runs is not read here, so no rule holds before 0.11.0.
+FP8_KV_GQA_BACKEND: tuple[Rule, ...] = (
+    Rule(name="fp8_kv_gqa_backend",
+         changes="attention backend (and its buffers) of an fp8 KV cache where FlashAttention 2 "
+         "would run: Triton attention",
+         since="0.11.0", until="0.11.1", value="triton_attn", applies_to="gqa",
+         introduced_by="read in the 0.11.0 wheel (V0 removed; the V1 selector's own fallback)",
+         removed_by="the priority-list selector (read in the 0.11.1 wheel)",
+         source="0.11.0 vllm/platforms/cuda.py CudaPlatform.get_attn_backend_cls: '(has_sink or "
+         "use_fp8_kv_cache) and not cls.is_device_capability(90)' → 'Using Triton backend on "
+         "V1 engine.'"),
+    Rule(name="fp8_kv_gqa_backend",
+         changes="attention backend (and its buffers) of an fp8 KV cache where FlashAttention 2 "
+         "would run: FlashInfer",
+         since="0.11.1", until=None, value="flashinfer", applies_to="gqa",
+         introduced_by="the priority-list selector (read in the 0.11.1 wheel)",
+         source="0.11.1 / 0.11.2 / 0.12.0 / 0.13.0 / 0.17.1 / 0.20.0 / 0.24.0 / 0.28.0 / 0.33.0 "
+         "vllm/platforms/cuda.py _get_backend_priorities (FLASH_ATTN, FLASHINFER, "
+         "TRITON_ATTN, FLEX_ATTENTION off capability 10) and get_valid_backends; "
+         "v1/attention/backends/flash_attn.py supports_kv_cache_dtype (fp8 only with FA3 on "
+         "the 9.0 family; 0.28.0 fa_utils."
+         "flash_attn_supports_kv_cache_dtype adds FA4 on 10.0); flashinfer.py "
+         "supported_kv_cache_dtypes [auto, fp8, fp8_e4m3, fp8_e5m2]; 0.24.0 log of an A100 "
+         "'Using FLASHINFER attention backend out of potential backends: ['FLASHINFER', "
+         "'TRITON_ATTN']'"),
+)
+# below compute capability 8.0 FlashAttention is not vLLM's default, and on the 10.x family
+# FlashInfer comes first (0.28.0 on, FA4 reads fp8 there); the selector's pick for an fp8 KV
+# cache there is not read here
+_NOT_READ = ("sm7", "sm6", "sm10")
+
+
+# The fp8 KV dtypes FlashAttention 3 reads on its ``fp8_kv_archs``: v1/attention/backends/
+# flash_attn.py ``supports_kv_cache_dtype`` took any fp8 cache to ``flash_attn_supports_fp8``
+# (0.11.1-0.20.0: ``startswith("fp8")``; 0.21.0: ``is_quantized_kv_cache``); from 0.22.0 only
+# ``("fp8", "fp8_e4m3")`` reach FA3 and fp8_e5m2 falls to ``["auto", "float16", "bfloat16"]``
+# (read in 0.22.0, 0.23.0, 0.24.0; 0.28.0 / 0.33.0 fa_utils.flash_attn_supports_kv_cache_dtype:
+# 'if kv_cache_dtype == "fp8_e5m2": return False'), so the selector passes over it there too.
+FA3_FP8_KV_DTYPES: tuple[Rule, ...] = (
+    Rule(name="fa3_fp8_kv_dtypes",
+         changes="attention backend (and its buffers) of an fp8_e5m2 KV cache on compute "
+         "capability 9.0: FlashInfer, FlashAttention 3 no longer reads it",
+         since="0.22.0", until=None, value=("fp8", "fp8_e4m3"), applies_to="gqa",
+         introduced_by="read in the 0.22.0 wheel (0.21.0: every quantised KV dtype)",
+         source="0.22.0 / 0.23.0 / 0.24.0 v1/attention/backends/flash_attn.py "
+         "FlashAttentionBackend.supports_kv_cache_dtype: fp8 and fp8_e4m3 only with FA3 on the "
+         "9.0 family, else kv_cache_dtype in ['auto', 'float16', 'bfloat16']; 0.28.0 / 0.33.0 "
+         "v1/attention/backends/fa_utils.py flash_attn_supports_kv_cache_dtype: fp8_e5m2 → "
+         "False"),
+)
+
+
+def _passes_over(row: AttentionBackend, arch: str, rocm: bool, kv_cache_dtype: str,
+                 engine_version: str | None) -> bool:
+    """Whether vLLM's selector passes over ``row`` for a KV cache in fp8 elements on ``arch``
+    at the release: off the row's ``fp8_kv_archs``, or on them for a dtype FA3 no longer reads
+    (``FA3_FP8_KV_DTYPES``); only from 0.11.0, where ``FP8_KV_GQA_BACKEND`` holds."""
+    kv = KV_BY_NAME.get(kv_cache_dtype)
+    if (row.fp8_kv_archs is None or rocm or kv is None or kv.storage != FP8_ELEMENT
+            or arch == "unknown" or arch.startswith(_NOT_READ)
+            or value_at(FP8_KV_GQA_BACKEND, engine_version, None) is None):
+        return False
+    if not arch.startswith(row.fp8_kv_archs):
+        return True
+    reads = value_at(FA3_FP8_KV_DTYPES, engine_version, None)
+    return isinstance(reads, tuple) and kv_cache_dtype not in reads
+
+
+def fp8_kv_fallback(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
+                    engine_version: str | None) -> AttentionBackend | None:
+    """The backend vLLM runs instead of the default one for a KV cache in fp8 elements on a card
+    where the default does not read it (FlashAttention off FA3's compute capability 9.0:
+    ``FP8_KV_GQA_BACKEND`` at the release); None where the default stands."""
+    if kind != GQA:
+        return None
+    try:
+        default = default_for(kind, arch, rocm)
+    except LookupError:
+        return None
+    if not _passes_over(default, arch, rocm, kv_cache_dtype, engine_version):
+        return None
+    return BY_NAME[str(value_at(FP8_KV_GQA_BACKEND, engine_version))]
+
+
+def fp8_kv_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,
+                   kv_cache_dtype: str, engine_version: str | None) -> str | None:
+    """Why vLLM refuses ``row`` asked for with a KV cache in fp8 elements on the GPU (None: it
+    does not): 0.11.1 on, ``get_attn_backend_cls`` validates the asked backend with
+    ``supports_kv_cache_dtype`` and raises; 0.11.0 returns it and its ``FlashAttentionImpl``
+    raises "FlashAttention does not support fp8 kv-cache on this device."."""
+    if not _passes_over(row, arch, rocm, kv_cache_dtype, engine_version):
+        return None
+    if arch.startswith(row.fp8_kv_archs or ()):
+        return (f"{row.shown} (FlashAttention 3) does not read --kv-cache-dtype "
+                f"{kv_cache_dtype} at this release (flash_attn.py supports_kv_cache_dtype)")
+    return (f"{row.shown} reads an fp8 KV cache only on {', '.join(row.fp8_kv_archs or ())} "
+            f"(FlashAttention 3; flash_attn.py supports_kv_cache_dtype), {gpu_name} is {arch}")
+
+
 def chosen(kind: str, arch: str, rocm: bool, kv_cache_dtype: str,
-           asked: str | None) -> AttentionBackend | None:
+           asked: str | None, engine_version: str | None = None) -> AttentionBackend | None:
     """The backend a deployment runs, without checks (``scratch.backends.resolve_backend``
     refuses what vLLM refuses): the one asked for (None for a name no row has), the one the KV
-    dtype forces, or the default."""
+    dtype forces, the one vLLM falls to for an fp8 KV cache FlashAttention does not read
+    (``fp8_kv_fallback``, by ``engine_version``; None: the newest release modelled), or the
+    default."""
     if asked is not None:
         return BY_NAME.get(asked.strip().lower())
     forced = KV_BY_NAME[kv_cache_dtype].forces_backend
-    return BY_NAME[forced] if forced is not None else default_for(kind, arch, rocm)
+    if forced is not None:
+        return BY_NAME[forced]
+    fallback = fp8_kv_fallback(kind, arch, rocm, kv_cache_dtype, engine_version)
+    return fallback if fallback is not None else default_for(kind, arch, rocm)
 
 
 def arch_refusal(row: AttentionBackend, gpu_name: str, arch: str, rocm: bool,

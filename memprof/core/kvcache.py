@@ -428,7 +428,7 @@ def _backend(spec: ModelSpec, dep: Deployment, arch: str) -> AttentionBackend | 
         return None
     a = spec.layers[0].attention
     return chosen(attention_kind(a.kind, a.has_indexer), arch, arch.startswith("gfx"),
-                  dep.kv_cache_dtype, dep.attention_backend)
+                  dep.kv_cache_dtype, dep.attention_backend, dep.engine_version)
 
 
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,

@@ -10,6 +10,7 @@ from typing import Any
 from memprof.base.errors import BadInput
 from memprof.core.attention import KINDS, kind_of
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
+from memprof.core.attention_backends import FA3_FP8_KV_DTYPES, FP8_KV_GQA_BACKEND
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import (
@@ -135,7 +136,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, FIRST_KERNEL_AT_SET_DEVICE,
     ROCM_FP8_BLOCK_PADDING,
-    FULL_GRAPH_SPLITS, *VLLM_RUNNER_RULES, *LORA_SETTING_RULES, *LORA_TERM_RULES,
+    FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
+    *LORA_SETTING_RULES, *LORA_TERM_RULES,
 )
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from memprof.base.errors import BadInput
 from memprof.core.attention import kind_of
-from memprof.core.attention_backends import BY_NAME, NAMES, ROWS, arch_refusal, default_for
+from memprof.core.attention_backends import (
+    BY_NAME,
+    NAMES,
+    ROWS,
+    arch_refusal,
+    chosen,
+    fp8_kv_refusal,
+)
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
@@ -25,7 +32,8 @@ def _row_kind(spec: ModelSpec) -> str:
     return attention_kind(a.kind, a.has_indexer)
 
 
-def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
+def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str,
+                    engine_version: str | None = None) -> str:
     """The attention backend vLLM picks when ``--attention-backend`` is not given: the one a KV
     dtype forces (``kv_dtypes`` rows: TurboQuant), else the row whose ``default_for`` names the
     model's attention kind and the GPU (``attention_backends.default_for``):
@@ -34,7 +42,10 @@ def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
       vLLM #40889 review), FlashMLA sparse on NVIDIA (vLLM @023da1fc flashmla_sparse);
     - MLA: CUTLASS MLA on SM100, FlashMLA on SM90 (and when the architecture is unknown), Triton
       MLA on older NVIDIA GPUs and on ROCm, where AITER MLA is opt-in (``VLLM_ROCM_USE_AITER``);
-    - GQA: FlashInfer on SM100, FlashAttention on other NVIDIA GPUs, Triton attention on ROCm.
+    - GQA: FlashInfer on SM100, FlashAttention on other NVIDIA GPUs, Triton attention on ROCm;
+      an fp8 KV cache FlashAttention does not read (off compute capability 9.0) runs what vLLM
+      falls to at ``engine_version`` (``attention_backends.fp8_kv_fallback``; None: the newest
+      release modelled).
     """
     kind = spec.layers[0].attention.kind
     kv = kv_dtype(kv_cache_dtype)
@@ -43,7 +54,14 @@ def default_backend(spec: ModelSpec, gpu: GPU, kv_cache_dtype: str) -> str:
             raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} supports standard attention only",
                            hint=f"{spec.name} uses {kind.upper()}; use fp8")
         return kv.forces_backend
-    return default_for(_row_kind(spec), gpu.arch, gpu.is_rocm).name
+    row = chosen(_row_kind(spec), gpu.arch, gpu.is_rocm, kv_cache_dtype, None, engine_version)
+    if row is None:  # chosen answers None only for an asked name no row has
+        raise LookupError(f"no attention backend row for {spec.name} on {gpu.arch}")
+    return row.name
+
+
+def _default(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
+    return default_backend(spec, gpu, dep.kv_cache_dtype, dep.engine_version)
 
 
 def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
@@ -55,7 +73,7 @@ def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
     kv = dep.kv_cache_dtype
     name = dep.attention_backend
     if name is None:
-        return default_backend(spec, gpu, kv)
+        return default_backend(spec, gpu, kv, dep.engine_version)
     key = name.strip().lower()
     if key not in BY_NAME:
         raise BadInput(f"unknown --attention-backend {name!r}",
@@ -75,11 +93,11 @@ def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
     if row_kind == GQA and GQA not in row.kinds:
         raise BadInput(f"--attention-backend {row.name} is an MLA backend but {spec.name} uses "
                        "standard attention (GQA)",
-                       hint="use " + default_backend(spec, gpu, kv) + " (the default)")
+                       hint=f"use {_default(spec, gpu, dep)} (the default)")
     if row_kind != GQA and GQA in row.kinds:
         raise BadInput(f"--attention-backend {row.name} cannot run {spec.name}'s "
                        f"{kind.upper()} attention",
-                       hint="use " + default_backend(spec, gpu, kv) + " (the default)")
+                       hint=f"use {_default(spec, gpu, dep)} (the default)")
     if row_kind not in row.kinds:
         raise BadInput(f"--attention-backend {row.name} does not run DeepSeek sparse attention",
                        hint="one of: " + ", ".join(sorted(r.name for r in ROWS
@@ -87,7 +105,12 @@ def resolve_backend(spec: ModelSpec, gpu: GPU, dep: Deployment) -> str:
     why = arch_refusal(row, gpu.name, gpu.arch, gpu.is_rocm, row_kind)
     if why:
         raise BadInput(f"--attention-backend {row.name} on {gpu.name}: {why}",
-                       hint="use " + default_backend(spec, gpu, kv) + " (the default)")
+                       hint=f"use {_default(spec, gpu, dep)} (the default)")
+    why = fp8_kv_refusal(row, gpu.name, gpu.arch, gpu.is_rocm, kv, dep.engine_version)
+    if why:
+        raise BadInput(f"--attention-backend {row.name} with --kv-cache-dtype {kv}: {why}",
+                       hint=f"drop --attention-backend (vLLM runs {_default(spec, gpu, dep)}) "
+                            "or use --kv-cache-dtype auto")
     return row.name
 
 

@@ -35,13 +35,11 @@ tensors share one 2 MiB small-pool segment (``kSmallBuffer``) [approximation: th
 activations, freed before each capture, are left out of the simulation; they only borrow the
 free remainders between two requests].
 
-Which backend the FULL graphs run: the deployment's (``attention_backends.chosen``), except that
-with a KV cache in fp8 elements on a CUDA card other than FlashAttention 3's (compute capability
-9.0), vLLM 0.23.0-0.28.x's selector passes over FlashAttention (its ``supports_kv_cache_dtype``:
-an fp8 KV cache only with FA3 on the 9.0 family; 0.28.0 ``fa_utils.flash_attn_supports_kv_cache_
-dtype`` adds FA4 on 10.0) to the next in ``platforms/cuda.py`` ``_get_backend_priorities``
-(``FLASH_ATTN``, ``FLASHINFER``, ...): FlashInfer (``QUANTISED_KV_BACKEND``). memprof's other
-terms keep the deployment's backend [not changed here: only the logged graph figure reads this].
+Which backend the FULL graphs run: the deployment's, as the estimate picks it
+(``attention_backends.chosen`` at the release): with a KV cache in fp8 elements on a CUDA card
+other than FlashAttention 3's (compute capability 9.0), vLLM's selector passes over FlashAttention
+to FlashInfer (``attention_backends.FP8_KV_GQA_BACKEND``), so the graphs run FlashInfer's decode
+wrappers there too.
 
 Checked and found to allocate nothing per size inside the window: FlashAttention 2's metadata
 builder (0.24.0 v1/attention/backends/flash_attn.py: ``scheduler_metadata`` only where
@@ -56,8 +54,7 @@ from memprof.alloc.allocator import CachingAllocator
 from memprof.base.units import MiB
 from memprof.core.attention_backends import chosen
 from memprof.core.components import TermContext
-from memprof.core.kv_dtypes import BY_NAME as KV_BY_NAME
-from memprof.core.kv_dtypes import FP8_ELEMENT, GQA, attention_kind
+from memprof.core.kv_dtypes import GQA, attention_kind
 from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.common import max_seqs
 from memprof.core.versions import Rule, value_at
@@ -69,31 +66,10 @@ INT_WORKSPACE = 8 * MiB
 # model_executor/warmup/kernel_warmup.py (0.23.0, 0.24.0, 0.28.0): the FlashInfer attention
 # warm-up before capture_model, _dummy_run(num_tokens=16, ...), 16 one-token requests
 FLASHINFER_WARMUP_TOKENS = 16
-# the architectures whose FlashAttention (FA3) reads an fp8 KV cache at these releases
-_FA_FP8_ARCHS = ("sm90",)
-# below compute capability 8.0 neither FlashAttention nor (0.24.0 on) FlashInfer runs; the
-# selector's pick there is not read here (flashinfer.py supports_compute_capability: 7.5-12.1 at
-# 0.23.0, 8.0-12.1 at 0.24.0 and 0.28.0)
-_BELOW_SM80 = ("sm7", "sm6")
 # the compute capability 10.0 family, where FlashInfer decodes through TRT-LLM's kernels
 # (utils/flashinfer.py supports_trtllm_attention: is_device_capability_family(100);
 # FlashInferMetadataBuilder.build: decode_use_trtllm gives TRTLLMDecode, no wrapper)
 _TRTLLM_DECODE_ARCHS = ("sm10",)
-
-QUANTISED_KV_BACKEND: tuple[Rule, ...] = (
-    Rule(name="attn_capture_fp8_kv_backend",
-         changes="logged graph figure: the attention backend of an fp8 KV cache where "
-         "FlashAttention 2 runs",
-         since="0.23.0", until="0.29.0", value=FLASHINFER,
-         introduced_by="read in the 0.23.0 wheel (Model Runner V2's first release)",
-         removed_by="not read past 0.28.0",
-         source="0.23.0 / 0.24.0 / 0.28.0 platforms/cuda.py _get_backend_priorities (not "
-         "compute capability 10: FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...) and "
-         "get_valid_backends; v1/attention/backends/flash_attn.py supports_kv_cache_dtype: fp8 "
-         "only with get_flash_attn_version() == 3 on the 9.0 family (0.28.0: fa_utils."
-         "flash_attn_supports_kv_cache_dtype, FA3 on 9.0 or FA4 on 10.0); flashinfer.py "
-         "supported_kv_cache_dtypes lists fp8, fp8_e4m3, fp8_e5m2"),
-)
 
 FLASHINFER_DECODE_WRAPPERS: tuple[Rule, ...] = (
     Rule(name="attn_capture_flashinfer_wrappers",
@@ -112,8 +88,7 @@ FLASHINFER_DECODE_WRAPPERS: tuple[Rule, ...] = (
          "_qo_indptr_buf of batch_size + 1 int32)"),
 )
 
-ATTN_CAPTURE_RULES: tuple[tuple[Rule, ...], ...] = (QUANTISED_KV_BACKEND,
-                                                     FLASHINFER_DECODE_WRAPPERS)
+ATTN_CAPTURE_RULES: tuple[tuple[Rule, ...], ...] = (FLASHINFER_DECODE_WRAPPERS,)
 
 
 def full_graph_backend(ctx: TermContext) -> str | None:
@@ -125,22 +100,12 @@ def full_graph_backend(ctx: TermContext) -> str | None:
     kind = attention_kind(a.kind, a.has_indexer)
     if kind != GQA:
         return None
-    rocm = ctx.gpu.is_rocm
     try:
-        row = chosen(kind, arch, rocm, dep.kv_cache_dtype, dep.attention_backend)
+        row = chosen(kind, arch, ctx.gpu.is_rocm, dep.kv_cache_dtype, dep.attention_backend,
+                     dep.engine_version)
     except (KeyError, LookupError):
         return None
-    if row is None:
-        return None
-    fallback = value_at(QUANTISED_KV_BACKEND, dep.engine_version, None)
-    kv = KV_BY_NAME.get(dep.kv_cache_dtype)
-    if (fallback is not None and dep.attention_backend is None and not rocm
-            and kv is not None and kv.storage == FP8_ELEMENT and row.name != fallback
-            and row.graph_split_archs  # the row whose FA3 runs fixed splits: FlashAttention
-            and not arch.startswith(_FA_FP8_ARCHS) and not arch.startswith(_BELOW_SM80)
-            and arch != "unknown"):
-        return str(fallback)
-    return row.name
+    return None if row is None else row.name
 
 
 def wrapper_sizes_in_window(ctx: TermContext, full_sizes: list[int]) -> list[int]:
