@@ -32,9 +32,9 @@ ERAS: tuple[tuple[str, str, str | None], ...] = (
 # the calibration set holds every qualifying published log whatever memprof predicts for it
 # (issue 24). Strict: a row memprof comes to predict must leave this table.
 VERDICT_MISSES: dict[int, str] = {
-    1102: "logged a start with 0.49 GiB of KV memory; memprof keeps 0.115 GiB more non-KV memory "
-          "on the RTX 3090 (the study's known sm86 gap) and predicts 7,008 < 8,192 tokens: the "
-          "same command failed four minutes later with 0.41 GiB (row 308)",
+    1102: "logged a start with 0.49 GiB of KV memory; memprof predicts 7,856 < 8,192 tokens "
+          "(7,008 before the first kernel at set_device left the budget): the same command "
+          "failed four minutes later with 0.41 GiB (row 308), so the two runs straddle memprof",
     1103: "logged an OOM in the sampler warm-up after the KV cache was sized as memprof sizes it "
           "(45,968 tokens): about 1.47 GiB of the card was held outside this process and the two "
           "processes the OOM line lists, which no line of the log gives memprof",
