@@ -29,6 +29,7 @@ from memprof.core.terms.common import (
     model_bytes,
     profile_tokens,
 )
+from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
 from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.mlp import moe_caches_per_call
@@ -669,10 +670,12 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     the sort on every row count, with an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With
     speculative decoding the rejection sampler's logits [R·(1+k), V] (fp32 + probs, plus the
     draft rows in the model dtype) replace it when they are larger [approximation]."""
-    s, v, h, dep = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size, ctx.dep
-    parts = [("last hidden [T,H]", t * h * s), ("logits [R,V]", r * v * s)]
+    s, h, dep = model_bytes(ctx), ctx.spec.hidden_size, ctx.dep
+    head, v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
+    wide = "" if head == ctx.spec.vocab_size else f" (LoRA: lm_head {head}, sampled {v})"
+    parts = [("last hidden [T,H]", t * h * s), (f"logits [R,V]{wide}", r * head * s)]
     if dep.tp > 1:
-        parts.append(("local logits shard [R,V/tp]", r * cdiv(v, dep.tp) * s))
+        parts.append(("local logits shard [R,V/tp]", r * cdiv(head, dep.tp) * s))
     sort_scatter = v1_sort_sampler_bytes_per_elem(dep.engine, dep.engine_version)
     flashinfer = flashinfer_sampler_bytes_per_elem(dep)
     if flashinfer is not None:  # V1_FLASHINFER_SAMPLER: FlashInfer samples, no sort
@@ -711,7 +714,8 @@ def v0_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     the larger of the sort moment (fp32 copy + sorted values and int64 indices + the sort's
     temporaries) and the scatter moment (30·R·V; 38·R·V before 0.6.2, ``V0_SAMPLER_RESORT``);
     with fp32 logits ``.to(float)`` copies nothing."""
-    s, v, h = model_bytes(ctx), ctx.spec.vocab_size, ctx.spec.hidden_size
+    s, h = model_bytes(ctx), ctx.spec.hidden_size
+    head, v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
     copy = 0 if s == 4 else SAMPLER_FP32_BYTES_PER_ELEM
     at_sort = (copy + 4 + 8) * r * v + sort_temporaries_bytes(r, v)
     per_elem = value_at(V0_SAMPLER_RESORT, ctx.dep.engine_version,
@@ -720,7 +724,7 @@ def v0_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     label = ("sort: fp32 copy + values + int64 indices + temporaries" if at_sort >= at_scatter
              else "top-k/top-p: fp32 copy + sort + masks + softmax + cumsum + scatter")
     return Stage("sampler (V0 driver)", (("last hidden [T,H]", t * h * s),
-                                         ("gathered logits [R,V]", r * v * s),
+                                         ("gathered logits [R,V]", r * head * s),
                                          (label, max(at_sort, at_scatter))))
 
 

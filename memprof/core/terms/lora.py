@@ -47,9 +47,24 @@ block (512-B granules; a request of 10 MiB or more in 2-MiB steps when that leav
 1 MiB: ``memprof/core/terms/load_rounding.py``).
 
 The profile run adds no lasting memory: the dummy LoRAs of ``maybe_dummy_run_with_lora``
-(``add_dummy_lora``, rank 8) are built on the CPU (``create_dummy_lora``: device "cpu") and
-copied into the slots above; the LoRA kernels' float32 shrink buffer ``[slices, T, r]`` (384 KiB
-at T = 2048, r = 16) lives beside the MLP's much larger output and is not charged.
+(``add_dummy_lora``, rank 8) are built on the CPU (0.8.2 ``lora/models.py`` ``create_dummy_lora``
+passes device "cpu" to ``LoRALayerWeights.create_dummy_lora_weights``, pinned) and copied into
+the slots above, and ``remove_all_adapters`` drops them when the dummy forward ends. What it adds
+to the profile run's peak is the sampler warm-up's wider logits (``lora_logits_widths``): while
+the release has the extra vocabulary and the family's class grows its lm_head, the lm_head is
+``ParallelLMHead(V + x)`` padded to ``lora_vocab_padding_size`` (0.8.2
+``model_executor/models/llama.py`` ``LlamaForCausalLM.__init__``: ``unpadded_vocab_size +=
+lora_extra_vocab_size``, ``padding_size = lora_vocab_padding_size``), and where lm_head is a
+LoRA module ``LogitsProcessorWithLoRA._get_logits`` (0.8.2 ``lora/layers.py``) writes the
+extra-vocab logits into it and returns ``logits[:, :vocab_size]`` with ``vocab_size = V + x``, so
+the sampler's fp32 logits and probabilities are ``[R, V + x]`` (Llama 3, V = 128,256, x = 256,
+R = 1,024 rows: 2 B + 8 B × 256 × 1,024 = 2.5 MiB more under FlashInfer). The rest, hand-counted
+at T = 2,048, R = 1,024, L = 2, r = 16, H = 4,096 (0.8.2 ``lora/punica_wrapper/punica_gpu.py``):
+the float32 shrink buffer ``torch.zeros((slices, T, r))`` of ``add_lora_linear`` (384 KiB for
+qkv_proj) lives beside the MLP's far larger output, ``add_lora_logits``' ``[R, r]`` float32
+(64 KiB) and ``_get_logits``' ``lora_logits`` ``[L + 1, x, R]`` with its reshaped copy (1.5 MiB
+each, model dtype) are freed before the sampler's fp32 copy: none of them sets the peak, and
+none is charged.
 """
 
 from __future__ import annotations
@@ -137,6 +152,25 @@ LORA_BUDGETED: tuple[Rule, ...] = (
 )
 
 RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED)
+
+
+def lora_logits_widths(ctx: TermContext) -> tuple[int, int]:
+    """(lm_head output width, width the sampler sees) in the profile run's sampler warm-up:
+    ``(V, V)`` without LoRA; while the release has ``lora_extra_vocab_size`` and the family's
+    class grows lm_head by it (``LoraSupport.extra_vocab``), the lm_head's output is ``V + x``
+    padded as ``VocabParallelEmbedding`` pads it (the vocabulary to 256, then the added rows to
+    256: ``LORA_VOCAB_PADDING``) and, where lm_head is a LoRA module
+    (``LogitsProcessorWithLoRA``), the sampler sees ``V + x`` (module docstring; 0.8.2
+    ``lora/layers.py`` and ``model_executor/models/llama.py``)."""
+    dep, v = ctx.dep, ctx.spec.vocab_size
+    if not dep.enable_lora or not engine_of(dep).flags.get("enable_lora"):
+        return v, v
+    st = settings_of(ctx)
+    x = st.extra_vocab
+    if not (st.support.extra_vocab and x):
+        return v, v
+    head = round_up(round_up(v, LORA_VOCAB_PADDING) + x, LORA_VOCAB_PADDING)
+    return head, (v + x if st.support.embeddings else v)
 
 
 def block(n: int) -> int:

@@ -50,14 +50,20 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens",
-                                   "dep.vllm_use_flashinfer_sampler")),
+                                   "dep.vllm_use_flashinfer_sampler",
+                                   # the sampler's logits width (terms/lora.py
+                                   # lora_logits_widths)
+                                   "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
+                                   "dep.lora_extra_vocab_size", "dep.lora_dtype",
+                                   "dep.fully_sharded_loras", "dep.enable_lora_bias")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
     "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode",
-                                "dep.vllm_use_flashinfer_sampler")),
+                                "dep.vllm_use_flashinfer_sampler",
+                                "dep.enable_lora")),
     "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.pp", "dep.dp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.enable_expert_parallel", "dep.enforce_eager",

@@ -1,0 +1,45 @@
+"""What ``--enable-lora`` adds to vLLM's profile run (memprof/core/terms/lora.py
+``lora_logits_widths``, read in the 0.8.2 wheel), against hand counts: the sampler warm-up's
+logits grow by the extra vocabulary; the dummy LoRAs (CPU) and the punica kernels' buffers add
+nothing to the peak."""
+
+from __future__ import annotations
+
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate
+from memprof.core.gpus import resolve_gpu
+
+ROW_951 = dict(engine_version="0.8.2", vllm_use_flashinfer_sampler=1)
+LORA = dict(enable_lora=True, max_loras=2, max_lora_rank=16)
+
+
+def _peak(model: str, dep: Deployment, gpu: str = "A100-40GB") -> int:
+    e = estimate(model, dep, gpu=resolve_gpu(gpu, None))
+    (c,) = [c for c in e.ranks[0].components if c.name == "activation peak (profile run)"]
+    return c.bytes
+
+
+def test_row_951_sampler_logits_carry_the_extra_vocabulary() -> None:
+    """Llama-3.1-8B at 0.8.2 (V1, FlashInfer sampler), max_loras 2, rank 16: R = 1,024 rows
+    (max_num_seqs 1024 < 2,048 batched tokens). lm_head is ParallelLMHead(128,256 + 256) padded
+    to 256: 128,512 columns in bf16; LogitsProcessorWithLoRA returns logits[:, :128,512]; the
+    sampler's fp32 logits + fp32 probs (8 B an element) are [1,024, 128,512]. So the sampler
+    stage, which sets the peak, grows by 1,024 × 256 × (2 + 8) B = 2.5 MiB."""
+    base = _peak("llama-3.1-8b", Deployment(**ROW_951))
+    lora = _peak("llama-3.1-8b", Deployment(**ROW_951, **LORA))
+    assert lora - base == 1024 * 256 * (2 + 8) == 2_621_440
+    # the sampler stage itself, by hand: [T, H] bf16 + [R, 128512] bf16 + 8 B × [R, 128512]
+    assert lora == 2048 * 4096 * 2 + 1024 * 128512 * 2 + 1024 * 128512 * 8
+
+
+def test_no_extra_vocabulary_no_change() -> None:
+    """Qwen3-0.6B at 0.11.0: its class has no LoRA embedding modules and no extra vocabulary,
+    so the logits stay [R, V] and the peak does not move; at 0.12.0 lora_extra_vocab_size is
+    gone, so Llama's does not either."""
+    qwen = dict(engine_version="0.11.0")
+    assert (_peak("qwen3-0.6b", Deployment(**qwen, enable_lora=True))
+            == _peak("qwen3-0.6b", Deployment(**qwen)))
+    new = dict(engine_version="0.12.0")
+    assert (_peak("llama-3.1-8b", Deployment(**new, **LORA))
+            == _peak("llama-3.1-8b", Deployment(**new)))
+
