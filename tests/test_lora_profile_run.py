@@ -43,3 +43,27 @@ def test_no_extra_vocabulary_no_change() -> None:
     assert (_peak("llama-3.1-8b", Deployment(**new, **LORA))
             == _peak("llama-3.1-8b", Deployment(**new)))
 
+
+
+def _graph_pool(model: str, dep: Deployment, gpu: str = "A100-40GB") -> int:
+    e = estimate(model, dep, gpu=resolve_gpu(gpu, None))
+    return sum(c.bytes for c in e.ranks[0].components if c.category == "cudagraph")
+
+
+def test_row_951_graph_capture_adds_the_punica_kernel_nodes() -> None:
+    """0.8.2 punica_gpu.py add_lora_linear: per LoRA linear a torch.zeros fill, one
+    lora_shrink and one lora_expand launch (3 kernel nodes); Llama has 4 LoRA linears a layer
+    (qkv_proj, o_proj, gate_up_proj, down_proj), 32 layers, and the LoRA embedding's gather and
+    expand (2) in the first piece. The log's 67 capture sizes (512 … 1), each node at the CUDA
+    12.x drivers' ~10 KiB (memprof.core.terms.cudagraph DRIVER_STACK): 67 × 386 × 10 KiB."""
+    base = _graph_pool("llama-3.1-8b", Deployment(**ROW_951))
+    lora = _graph_pool("llama-3.1-8b", Deployment(**ROW_951, **LORA))
+    assert lora - base == 67 * (32 * 4 * 3 + 2) * 10 * 1024 == 264_826_880
+
+
+def test_graph_nodes_need_a_read_release() -> None:
+    """Before 0.8.2 memprof has not read LoRA's captured kernels: no nodes are charged (the
+    rule's first row), and a model without LoRA is unchanged at every release."""
+    old = dict(engine_version="0.7.3")
+    assert (_graph_pool("llama-3.1-8b", Deployment(**old, **LORA))
+            == _graph_pool("llama-3.1-8b", Deployment(**old)))

@@ -29,6 +29,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
+from memprof.core.terms.lora import lora_graph_nodes
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
@@ -567,6 +568,7 @@ def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
         other += n * (ao + mo)
     if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
         other += tp_all_reduces(ctx)  # the custom all-reduce kernels
+    other += lora_graph_nodes(ctx)  # --enable-lora's punica kernels (terms/lora.py)
     return gemm, other
 
 

@@ -1,5 +1,7 @@
 """LoRA: the buffers vLLM allocates for ``--enable-lora`` while it loads the model, so the logged
-"Model loading took" holds them beside the weights.
+"Model loading took" holds them beside the weights; and what LoRA adds after the load: the
+profile run's wider sampler logits (``lora_logits_widths``, read by the activation term) and the
+punica kernels in every captured graph (``lora_graph_nodes``, read by the CUDA-graph term).
 
 vLLM wraps every LoRA-able layer once at load, and each wrapper allocates its stacked adapter
 slots for ``max_loras`` adapters of the largest rank (``create_lora_weights``), zero-filled, on
@@ -151,7 +153,51 @@ LORA_BUDGETED: tuple[Rule, ...] = (
          applies_to="lora"),
 )
 
-RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED)
+# Kernel nodes a LoRA linear adds to a captured forward: ``add_lora_linear`` (0.8.2 and 0.11.0
+# lora/punica_wrapper/punica_gpu.py) allocates its float32 buffer with ``torch.zeros((slices,
+# tokens, r))`` (a fill kernel [approximation: Inductor gives the fill its own kernel, as it
+# shares no read with its neighbours]), then ``lora_shrink`` and ``lora_expand`` launch one
+# Triton kernel each for all slices (0.8.2 lora/ops/triton_ops/lora_shrink.py /
+# lora_expand.py, 0.11.0 lora_shrink_op.py / lora_expand_op.py: one ``_kernel[grid]`` call, the
+# slices a grid axis). The LoRA embedding (``VocabParallelEmbeddingWithLoRA.forward``) adds the
+# LoRA-A gather (``F.embedding`` of ``x + indices``) and ``add_lora_embedding``'s expand.
+LORA_GRAPH_NODES: tuple[Rule, ...] = (
+    Rule(name="lora_graph_nodes", changes="CUDA graphs: LoRA kernel nodes", since="0.8.2",
+         until=None, value=(3, 2),
+         introduced_by="read first in 0.8.2 (earlier releases not read: no nodes charged)",
+         source="0.8.2 / 0.11.0 lora/punica_wrapper/punica_gpu.py add_lora_linear (torch.zeros "
+         "buffer, add_shrink, add_expand), lora/ops/triton_ops lora_shrink / lora_expand; "
+         "0.8.2 lora/layers.py VocabParallelEmbeddingWithLoRA.forward", applies_to="lora"),
+)
+
+RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED, LORA_GRAPH_NODES)
+
+
+def lora_linears(layer: Layer) -> int:
+    """LoRA-wrapped linears of one decoder layer, as ``_layer_tensors`` counts them: qkv_proj
+    and o_proj; a dense MLP's gate_up_proj (or up_proj) and down_proj; a MoE's router."""
+    m = layer.mlp
+    return 2 + (1 if m.kind == "moe" else 0 if m.kind == "none" else 2)
+
+
+def lora_graph_nodes(ctx: TermContext, layers: int | None = None) -> int:
+    """Kernel nodes (not GEMMs) LoRA adds to one capture size's graphs, all pieces together
+    (``LORA_GRAPH_NODES``): per LoRA linear of the rank's decoder layers, and the LoRA
+    embedding's on the stage that holds embed_tokens; 0 without ``--enable-lora``."""
+    dep, spec = ctx.dep, ctx.spec
+    if not dep.enable_lora or not engine_of(dep).flags.get("enable_lora"):
+        return 0
+    per = value_at(LORA_GRAPH_NODES, dep.engine_version, None)
+    if not isinstance(per, tuple):
+        return 0
+    linear, embedding = int(per[0]), int(per[1])
+    start, end = pp_layer_split(len(spec.layers), dep.pp, dep.engine_version)[ctx.coord.pp_stage]
+    mtp = spec.mtp_layers
+    nodes = sum(linear * lora_linears(layer) for layer in spec.layers[start:end]
+                if layer not in mtp)
+    if is_first_stage(ctx) and settings_of(ctx).support.embeddings:
+        nodes += embedding
+    return nodes
 
 
 def lora_logits_widths(ctx: TermContext) -> tuple[int, int]:

@@ -69,7 +69,11 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.enable_expert_parallel", "dep.enforce_eager",
                                   "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                   "dep.num_speculative_tokens", "dep.attention_backend",
-                                  "dep.kv_cache_dtype")),
+                                  "dep.kv_cache_dtype",
+                                  # LoRA's kernel nodes (terms/lora.py lora_graph_nodes)
+                                  "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
+                                  "dep.lora_extra_vocab_size", "dep.lora_dtype",
+                                  "dep.fully_sharded_loras", "dep.enable_lora_bias")),
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),
