@@ -1,7 +1,8 @@
 """The cached blocks vLLM 0.17.1's ROCm weights figure counts after a block-fp8 MoE load
 (``memprof/core/terms/rocm_load_cache.py``): the last FusedMoE layer's loaded w13 + w2 with the
 AITER fused MoE (``VLLM_ROCM_USE_AITER=1``), the w13 bool mask of the e4m3fnuz conversion without
-it on gfx942, nothing on CUDA, off gfx942 without AITER, or before the release read.
+it on gfx942, nothing on CUDA, off gfx942 without AITER, or outside the releases read (0.17.1,
+0.18.0).
 
 Hand count for MiniMax-M2(.7) at TP2 (256 experts, hidden 3072, moe_intermediate 1536, so 768 a
 rank): w13 [256, 2 × 768, 3072] and w2 [256, 3072, 768], fp8 (1 B an element).
@@ -42,7 +43,9 @@ def test_no_cached_blocks_where_the_rule_does_not_hold() -> None:
     assert _cached(gpu="H100-80GB", vllm_rocm_use_aiter=1) == 0  # CUDA: max_memory_allocated
     assert _cached(gpu="MI355X") == 0  # gfx950: e4m3fn, no mask; no AITER, no shuffle
     assert _cached(gpu="MI355X", vllm_rocm_use_aiter=1) == W13 + W2
-    assert _cached(engine_version="0.15.1", vllm_rocm_use_aiter=1) == 0  # not read
+    assert _cached(engine_version="0.18.0", vllm_rocm_use_aiter=1) == W13 + W2  # same code
+    for unread in ("0.15.1", "0.18.1"):
+        assert _cached(engine_version=unread, vllm_rocm_use_aiter=1) == 0, unread
 
 
 def test_it_comes_off_the_kv_budget() -> None:

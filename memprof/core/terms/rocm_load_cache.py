@@ -2,8 +2,8 @@
 not released, when the load of a block-fp8 MoE checkpoint ends, which vLLM on ROCm counts as model
 memory (category weights, inside the budget).
 
-Why ROCm only (vLLM 0.17.1): the weights figure is ``DeviceMemoryProfiler``'s delta around
-``GPUModelRunner.load_model`` (``v1/worker/gpu_model_runner.py``), each end read by
+Why ROCm only (vLLM 0.17.1 and 0.18.0): the weights figure is ``DeviceMemoryProfiler``'s delta
+around ``GPUModelRunner.load_model`` (``v1/worker/gpu_model_runner.py``), each end read by
 ``current_platform.get_current_memory_usage``. ``platforms/cuda.py`` empties the cache and reads
 ``torch.cuda.max_memory_allocated`` (tensors only); ``platforms/rocm.py`` reads
 ``total − free`` of ``torch.cuda.mem_get_info`` with no ``empty_cache``, so every segment the
@@ -13,7 +13,7 @@ bytes are charged to the budget without being held.
 
 What the load frees, per FusedMoE layer of a block-fp8 checkpoint, in module order
 (``Fp8MoEMethod.process_weights_after_loading``, ``model_executor/layers/quantization/fp8.py``,
-0.17.1):
+0.17.1 and 0.18.0):
 
 - on an e4m3fnuz architecture (gfx942: MI300X, MI300A, MI308X, MI325X; ``platforms/rocm.py``
   ``is_fp8_fnuz``) ``normalize_e4m3fn_to_e4m3fnuz`` (``quantization/utils/w8a8_utils.py``)
@@ -33,7 +33,8 @@ AITER off gfx942 nothing. Each is a whole multiple of 2 MiB for these shapes, so
 rounding adds nothing. The attention projections' masks are smaller and are split from the same
 cached blocks (not counted apart).
 
-Only the vLLM release read (0.17.1) holds the rule; earlier ROCm releases were not read.
+Only the vLLM releases read hold the rule: 0.17.1 and 0.18.0 (every step above the same in both);
+earlier and later ROCm releases were not read and get no charge.
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ FNUZ_ARCHS = ("gfx942",)
 # emptying the cache.
 ROCM_LOAD_USED_MEMORY: tuple[Rule, ...] = (
     Rule(name="rocm_load_used_memory", changes="weights: cached blocks of the fp8 MoE load "
-         "(ROCm)", since="0.17.1", until=None, value=True,
+         "(ROCm)", since="0.17.1", until="0.18.1", value=True,
          introduced_by="read in 0.17.1 (earlier ROCm releases not read)",
-         source="0.17.1 platforms/rocm.py RocmPlatform.get_current_memory_usage: "
+         removed_by="not read after 0.18.0: later releases get no charge until they are",
+         source="0.17.1 and 0.18.0 (the same code) platforms/rocm.py "
+         "RocmPlatform.get_current_memory_usage: "
          "reset_peak_memory_stats, then total_mem - free_mem of torch.cuda.mem_get_info "
          "(platforms/cuda.py: empty_cache, then max_memory_allocated); utils/mem_utils.py "
          "DeviceMemoryProfiler around v1/worker/gpu_model_runner.py load_model",
