@@ -98,7 +98,7 @@ OPTIONS = {
                  "--disable-hybrid-kv-cache-manager", "--enable-prefix-caching",
                  "--mamba-cache-mode",
                  "--num-speculative-tokens", "--vllm-use-v1",
-                 "--vllm-use-flashinfer-sampler", "--nccl-nvls-enable",
+                 "--vllm-use-flashinfer-sampler", "--vllm-rocm-use-aiter", "--nccl-nvls-enable",
                  "--enable-lora", "--max-loras", "--max-lora-rank", "--lora-extra-vocab-size",
                  "--lora-dtype", "--fully-sharded-loras", "--enable-lora-bias",
                  "--attention-backend", "--scratch", "--mem-fraction-static",

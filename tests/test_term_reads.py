@@ -28,6 +28,8 @@ DEPLOYMENTS = [
     Deployment(tp=4, dp=2, enable_expert_parallel=True, max_num_seqs=64, max_model_len=32768),
     Deployment(engine_version="0.7.2", enforce_eager=True),
     Deployment(engine_version="0.8.5", tp=2),  # the 0.8-era V1 budget (reserved_charge)
+    # the ROCm load figure's cached blocks (rocm_load_cache), a release it holds at
+    Deployment(engine_version="0.17.1", tp=2, vllm_rocm_use_aiter=1),
     Deployment(engine="sglang", tp=8),
     Deployment(tp=8, scratch="shared", num_speculative_tokens=1),
     Deployment(engine="sglang", tp=8, dp=2, enable_dp_attention=True),

@@ -146,6 +146,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "mamba_cache_mode": d.mamba_cache_mode,
             "vllm_use_v1": d.vllm_use_v1,
             "vllm_use_flashinfer_sampler": d.vllm_use_flashinfer_sampler,
+            "vllm_rocm_use_aiter": d.vllm_rocm_use_aiter,
             "nccl_nvls_enable": d.nccl_nvls_enable,
             "hf_overrides": d.hf_overrides,
             "assume_architecture": d.assume_architecture,

@@ -99,6 +99,9 @@ class Deployment:
     # whose flashinfer is only an extra: the torch top-k/top-p sampler). 1 states that FlashInfer
     # is installed and samples (terms/activation.py V1_FLASHINFER_SAMPLER)
     vllm_use_flashinfer_sampler: int | None = None
+    # vLLM's VLLM_ROCM_USE_AITER on ROCm (0 / 1; None: unset, 0.17.1's default off): 1 runs the
+    # AITER fused MoE, whose weight shuffle the ROCm load figure sees (terms/rocm_load_cache.py)
+    vllm_rocm_use_aiter: int | None = None
     # NCCL's NCCL_NVLS_ENABLE as the launch sets it (0: off; 1 or 2: NCCL's own test; None:
     # unset, NCCL's default 2): NVLS buffers on a multicast NVSwitch (terms/nccl_nvls.py)
     nccl_nvls_enable: int | None = None

@@ -178,6 +178,10 @@ SETTINGS: tuple[Setting, ...] = (
             "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
             "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
             metavar="N"),
+    Setting(field="vllm_rocm_use_aiter", kind="int",
+            note="SGLang's aiter switch (SGLANG_USE_AITER) is not this flag",
+            help="vLLM on ROCm only: VLLM_ROCM_USE_AITER (1: AITER kernels, the fused MoE "
+            "among them; 0: off).", shown_default="unset: vLLM's default, off", metavar="N"),
     Setting(field="nccl_nvls_enable", kind="int",
             note="SGLang's launcher sets NCCL_NVLS_ENABLE from its own --enable-nccl-nvls",
             help="vLLM only: NCCL_NVLS_ENABLE (0: no NVLink SHARP buffers on a multicast "

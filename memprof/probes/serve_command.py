@@ -53,6 +53,8 @@ _WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numac
 ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1",
                                                         "VLLM_USE_FLASHINFER_SAMPLER":
                                                         "vllm_use_flashinfer_sampler",
+                                                        "VLLM_ROCM_USE_AITER":
+                                                        "vllm_rocm_use_aiter",
                                                         "NCCL_NVLS_ENABLE": "nccl_nvls_enable"}}
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 

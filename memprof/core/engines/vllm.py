@@ -580,6 +580,7 @@ class VLLM(Engine):
         "assume_architecture": ("--assume-architecture",),
         "vllm_use_v1": ("--vllm-use-v1",),
         "vllm_use_flashinfer_sampler": ("--vllm-use-flashinfer-sampler",),
+        "vllm_rocm_use_aiter": ("--vllm-rocm-use-aiter",),
         "nccl_nvls_enable": ("--nccl-nvls-enable",),
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),

@@ -21,6 +21,10 @@ PyTorch source, ROCm documentation):
   (``ROCM_READINGS``): it is the sum of the HIP context, the RCCL communicators and the custom
   all-reduce buffers, so it cannot replace any one of them, but it measures how far their H100
   stand-ins fall short on gfx942 at TP8.
+
+Not a platform term, and charged apart: vLLM's ROCm weights figure is the load's drop in free
+memory, so the blocks the allocator caches when a block-fp8 MoE load ends count as weights
+(``memprof.core.terms.rocm_load_cache``).
 """
 
 from __future__ import annotations
