@@ -33,6 +33,7 @@ from memprof.core.terms import (
     non_torch,
     request_table,
     reserved_charge,
+    rocm_load_cache,
     rope_cache,
     stream_pool,
 )
@@ -420,7 +421,8 @@ def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
     assert budget == [rope_cache.rope_cache_terms, init_buffers.init_buffer_terms,
                       marlin_workspace.marlin_workspace_terms, lora.lora_terms,
-                      load_rounding.load_rounding_terms, activation.activation_terms,
+                      load_rounding.load_rounding_terms, rocm_load_cache.rocm_load_cache_terms,
+                      activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,
                       nccl_warmup.warm_up_first_kernel, stream_pool.stream_pool_terms,
