@@ -756,9 +756,8 @@ class VLLM(Engine):
         # first, so a deployment there reads no family rows
         if value_at(V2_GRAPH_ESTIMATE, release, default=True):
             return []
-        listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
-                           release)
-        if not runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised):
+        if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
+                                   quantised=quantised, runner_listed=runner_listed):
             return []
         seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
         terms = ""
