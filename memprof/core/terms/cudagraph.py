@@ -127,23 +127,22 @@ def driver_stack(ctx: TermContext) -> str:
     return str(value_at(DRIVER_STACK, dep.engine_version, "cuda13"))
 
 
-# R580's kernel-node costs (``GRAPH_DRIVER_PER_GEMM_NODE``, ``GRAPH_DRIVER_PER_KERNEL_NODE``)
-# were measured on H100 / H200 (sm90) only. On an NVIDIA architecture before Hopper (sm7x,
-# sm8x) memprof takes NVIDIA's published figure (``GRAPH_DRIVER_PER_NODE_CUDA12``,
-# NVIDIA/cccl#3768, which names no architecture or driver) at every driver instead
-# [assumption, stated in the output: ``driver_stack_note``]. The published logs of such cards
-# under R580 agree with it and not with the sm90 figure: vLLM 0.24.0 on A100-SXM4-80GB / -40GB
-# (driver 580.82.07, CUDA 13.0, the run records of tests/data/published.json rows 1205-1214)
-# and 0.26.0 on an A40 (row 1104) log 0.56-0.57 GiB for Llama-3 8B's 1,718 graphs (0.88 with
-# FlashInfer's decode wrappers), where the sm90 costs give 0.38 (0.71) and ~10 KiB a node 0.54
-# (0.88); the same rows' KV figures, which hold vLLM's own graph estimate (measured on the card),
-# move from +0.3-0.8% to within 0.1%. The vLLM code of those windows holds no sm80 / sm86 term
-# (``memprof.core.graph_log``'s docstring: FlashAttention 2 allocates nothing per capture size;
-# the only architecture-dependent buffers, FlashAttention 3's, are sm90's, and they add). A
-# newer architecture keeps the sm90 measurement: on RTX PRO 6000s (sm120) vLLM 0.27.1 logs 0.32
-# GiB of CUDA-graph memory a rank (row 904, TP4), below even the sm90 costs' 0.78. A ROCm GPU or an
-# unknown architecture keeps it too (HIP graphs are not the published figure's subject; an
-# unknown card may be an sm90 one).
+# R580's kernel-node costs (``GRAPH_DRIVER_PER_GEMM_NODE``, ``GRAPH_DRIVER_PER_KERNEL_NODE``) were
+# measured on H100 / H200 (sm90) only. On an NVIDIA architecture before Hopper (sm7x, sm8x) memprof
+# takes NVIDIA's published figure (``GRAPH_DRIVER_PER_NODE_CUDA12``, NVIDIA/cccl#3768, which names
+# no architecture or driver) at every driver instead [assumption, stated in the output:
+# ``driver_stack_note``]. The published logs of such cards under R580 agree with it and not with
+# the sm90 figure: vLLM 0.24.0 on A100-SXM4-80GB / -40GB (driver 580.82.07, CUDA 13.0, the run
+# records of tests/data/published.json rows 1205-1214) and 0.26.0 on an A40 (row 1104) log
+# 0.56-0.57 GiB for Llama-3 8B's 1,718 graphs (0.88 with FlashInfer's decode wrappers), where the
+# sm90 costs give 0.38 (0.71) and ~10 KiB a node 0.54 (0.88); the A100 logs of CUDA 12.x wheels
+# (rows 504, 521, 522, 526, 951) are within 16% at the same figure. The vLLM code of those windows
+# holds no sm80 / sm86 term (``memprof.core.graph_log``'s docstring: FlashAttention 2 allocates
+# nothing per capture size; the only architecture-dependent buffers, FlashAttention 3's, are
+# sm90's, and they add). A newer architecture keeps the sm90 measurement: on RTX PRO 6000s (sm120)
+# vLLM 0.27.1 logs 0.32 GiB of CUDA-graph memory a rank (row 904, TP4), below even the sm90 costs'
+# 0.78. A ROCm GPU or an unknown architecture keeps it too (HIP graphs are not the published
+# figure's subject; an unknown card may be an sm90 one).
 NODE_COSTS_MEASURED_ARCH = "sm90"
 
 
