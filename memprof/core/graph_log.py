@@ -14,7 +14,8 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
   nodes at the driver stack of the release's wheel (``cudagraph.DRIVER_STACK``: before 0.20.0
   the wheel is built for CUDA 12.x and the log's driver, which it does not print, is taken as
   older than R580, at NVIDIA's published ~10 KB a kernel node; R580's measured costs from
-  0.20.0);
+  0.20.0, on sm90 and later: an NVIDIA card before Hopper keeps the published figure at every
+  driver, ``cudagraph.NODE_COSTS_MEASURED_ARCH``, as the A100 / A40 logs under R580 show);
 - what the eager warm-up runs leave. vLLM runs them inside the window on ``graph_capture``'s
   stream before capturing each size (V0 ``CUDAGraphRunner.capture``: ``_NUM_WARMUP_ITERS`` = 2
   forwards, 0.7.2 / 0.8.4 / 0.9.2; V1: ``cudagraph_num_of_warmups`` = 1 ``_dummy_run`` calls,
@@ -145,6 +146,7 @@ from memprof.core.terms.cudagraph import (
     driver_stack_note,
     graph_driver_first,
     graph_pool_tensor_bytes_apart,
+    node_costs_measured_here,
 )
 from memprof.core.versions import Rule, value_at
 
@@ -270,7 +272,8 @@ class LoggedGraph:
 # The cards the per-graph, per-node and NCCL-node driver costs were measured on
 # (``cudagraph.GRAPH_DRIVER_*``: reports/gpu/trace/graph-costs-h200.json,
 # reports/gpu/nccl/graph-costs-1x-h100.json, graph-collectives-4x-h100.json,
-# graph-mixing-2x-h100.json).
+# graph-mixing-2x-h100.json); before Hopper the kernel nodes are at NVIDIA's published figure
+# instead (``cudagraph.NODE_COSTS_MEASURED_ARCH``).
 COST_MEASURED_ARCH = "sm90"
 
 
@@ -283,7 +286,9 @@ def _cost_basis(ctx: TermContext) -> str:
     if stack:
         notes.append(stack)
     if ctx.gpu.arch != COST_MEASURED_ARCH:
-        notes.append(f"per-graph, per-node and NCCL-node costs measured on H100/H200 "
+        what = ("per-graph, per-node and NCCL-node" if node_costs_measured_here(ctx)
+                else "per-graph and NCCL-node")
+        notes.append(f"{what} costs measured on H100/H200 "
                      f"({COST_MEASURED_ARCH}, driver 580), applied unmeasured to {ctx.gpu.name} "
                      f"({ctx.gpu.arch})")
     return f" ({'; '.join(notes)})" if notes else ""

@@ -127,19 +127,55 @@ def driver_stack(ctx: TermContext) -> str:
     return str(value_at(DRIVER_STACK, dep.engine_version, "cuda13"))
 
 
+# R580's kernel-node costs (``GRAPH_DRIVER_PER_GEMM_NODE``, ``GRAPH_DRIVER_PER_KERNEL_NODE``) were
+# measured on H100 / H200 (sm90) only. On an NVIDIA architecture before Hopper (sm7x, sm8x) memprof
+# takes NVIDIA's published figure (``GRAPH_DRIVER_PER_NODE_CUDA12``, NVIDIA/cccl#3768, which names
+# no architecture or driver) at every driver instead [assumption, stated in the output:
+# ``driver_stack_note``]. The published logs of such cards under R580 agree with it and not with
+# the sm90 figure: vLLM 0.24.0 on A100-SXM4-80GB / -40GB (driver 580.82.07, CUDA 13.0, the run
+# records of tests/data/published.json rows 1205-1214) and 0.26.0 on an A40 (row 1104) log
+# 0.56-0.57 GiB for Llama-3 8B's 1,718 graphs (0.88 with FlashInfer's decode wrappers), where the
+# sm90 costs give 0.38 (0.71) and ~10 KiB a node 0.54 (0.88); the A100 logs of CUDA 12.x wheels
+# (rows 504, 521, 522, 526, 951) are within 16% at the same figure. The vLLM code of those windows
+# holds no sm80 / sm86 term (``memprof.core.graph_log``'s docstring: FlashAttention 2 allocates
+# nothing per capture size; the only architecture-dependent buffers, FlashAttention 3's, are
+# sm90's, and they add). A newer architecture keeps the sm90 measurement: on RTX PRO 6000s (sm120)
+# vLLM 0.27.1 logs 0.32 GiB of CUDA-graph memory a rank (row 904, TP4), below even the sm90 costs'
+# 0.78. A ROCm GPU or an unknown architecture keeps it too (HIP graphs are not the published
+# figure's subject; an unknown card may be an sm90 one).
+NODE_COSTS_MEASURED_ARCH = "sm90"
+
+
+def node_costs_measured_here(ctx: TermContext) -> bool:
+    """Does this rank take R580's measured kernel-node costs (``NODE_COSTS_MEASURED_ARCH``):
+    every architecture but an NVIDIA one before Hopper (sm7x, sm8x)?"""
+    arch = ctx.gpu.arch
+    digits = arch[2:]
+    return (ctx.gpu.is_rocm or not arch.startswith("sm") or not digits.isdigit()
+            or int(digits) >= int(NODE_COSTS_MEASURED_ARCH[2:]))
+
+
 def node_costs(ctx: TermContext) -> tuple[int, int]:
-    """Driver bytes of a GEMM node and of another kernel node (``DRIVER_STACK``)."""
-    if driver_stack(ctx) == "cuda12":
+    """Driver bytes of a GEMM node and of another kernel node: NVIDIA's published ~10 KiB a node
+    at a release whose wheel is built for CUDA 12.x (``DRIVER_STACK``) or on an NVIDIA
+    architecture before Hopper (``NODE_COSTS_MEASURED_ARCH``); R580's measured costs
+    otherwise."""
+    if driver_stack(ctx) == "cuda12" or not node_costs_measured_here(ctx):
         return GRAPH_DRIVER_PER_NODE_CUDA12, GRAPH_DRIVER_PER_NODE_CUDA12
     return GRAPH_DRIVER_PER_GEMM_NODE, GRAPH_DRIVER_PER_KERNEL_NODE
 
 
 def driver_stack_note(ctx: TermContext) -> str:
-    """What the output says where the CUDA 12.x assumption is made ("" where it is not)."""
-    if driver_stack(ctx) != "cuda12":
-        return ""
-    return (f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768): vLLM {ctx.dep.engine_version}'s wheel "
-            "is built for CUDA 12.x, its driver taken as older than R580 [assumption]")
+    """What the output says where a published node cost is taken (``DRIVER_STACK``'s CUDA 12.x
+    assumption, or an architecture R580's costs were not measured on); "" where neither."""
+    if driver_stack(ctx) == "cuda12":
+        return (f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768): vLLM {ctx.dep.engine_version}'s "
+                "wheel is built for CUDA 12.x, its driver taken as older than R580 [assumption]")
+    if not node_costs_measured_here(ctx):
+        return (f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768) on {ctx.gpu.name} ({ctx.gpu.arch}), "
+                f"an architecture before the {NODE_COSTS_MEASURED_ARCH} R580's node costs were "
+                "measured on [assumption]")
+    return ""
 
 
 # vLLM floors its per-graph sample at 1 MiB ("driver overhead", vLLM@52a31cc gpu_model_runner.py
