@@ -95,9 +95,10 @@ non-torch 0.08 GiB agree with memprof's 14.99 and 0.05, and the profile run's to
 1.01 GiB against V1's terms' 0.49, so the excess is torch memory of the profile run, not held
 free blocks (0.26.0's budget line counts none).
 
-Row 1104's torch peak (read in the 0.25.0, 0.26.0 and 0.27.1 wheels; the figures below are
-tests/test_v2_profile_peak_ruled_out.py's): not in V2's own profile run; the log places it in a
-cold compile inside the profiling window; no rule charges it.
+Row 1104's torch peak (read in the 0.25.0, 0.25.1, 0.26.0 and 0.27.1 wheels; the figures below
+are tests/test_v2_profile_peak_ruled_out.py's and the H200 goldens of
+reports/gpu/compile-peak/, tests/test_tp1_shortfall_ruled_out.py): not in V2's own profile run
+and not in a cold compile of the model's graph; no rule charges it.
 
 - V2's profile run (v1/worker/gpu/model_runner.py ``profile_run``): ``_dummy_run`` of
   max_num_batched_tokens (T) tokens with ``skip_attn`` and ``is_profile`` (``need_eager``: no
@@ -120,53 +121,80 @@ cold compile inside the profiling window; no rule charges it.
   and reads ``allocated_bytes.all.peak`` (allocated, not reserved) before and after
   ``profile_run``; 0.27.1's ``transient_peak_headroom`` is the same peak less what is still
   allocated after. Whatever ``profile_run`` allocates and frees counts.
-- The compile: the row's source log (at the cited commit) prints a cold compile between the
-  load and the budget line: "Dynamo bytecode transform time: 21.43 s", "Compiling a graph for
-  compile range (1, 2048) takes 15.49 s", "saved AOT compiled function", "torch.compile took
-  41.49 s in total", then "Initial profiling/warmup run took 1.11 s"; a later cold start of
-  the same deployment in the same repository (2026-09-04) logs the same 1.01 GiB. Under
-  ``VLLM_USE_AOT_COMPILE`` (compilation/decorators.py, 0.25.0-0.27.1) the model's first call,
-  the profile run's forward, runs ``aot_compile`` and then the forward
-  (``monitor_profiling_run``) with no peak reset between them. vLLM turns on Inductor's
-  ``combo_kernels`` and ``benchmark_combo_kernel`` (config/compilation.py, torch >= 2.9; the
-  row's config line prints both), and Inductor then times each member of a candidate combo
-  group on inputs it allocates on the GPU: ``speedup_by_combo_kernel`` ->
-  ``benchmark_fused_nodes`` -> the generated ``get_args``, a full-size ``rand_strided``
-  tensor for every buffer the kernel reads or writes, weights included (torch/_inductor
-  scheduler.py and codegen/triton.py ``codegen_kernel_benchmark``, read in torch 2.13.0). The
-  timings are cached beside the kernel's source (``.kernel_perf`` files in Inductor's cache
-  directory), so a warm cache allocates nothing. The first call's autotuning of a kernel with
-  several configs (runtime/triton_heuristics.py ``benchmark_all_configs``) clones only the
-  arguments the kernel mutates (``maybe_clone_args``): activation-sized (a [T, H] buffer is
-  16 MiB for row 1104), far from 0.8 GiB. No max-autotune: vLLM sets it only for
-  single-size compile ranges (compilation/compiler_interface.py ``set_inductor_config``), and
-  the profile run compiles the range (1, T). Published reports of cold-vs-warm budgets
-  under these releases: vllm-project/vllm issue 54122 and PR 54209 (a cold AOT compile charged
-  as peak activation), issue 54383 and PR 54479 (a first boot of a new shape gets a smaller KV
-  cache).
-- Why no rule charges it: the copies' size follows from which kernels Inductor times, i.e.
-  how it groups the model's graph (``_default_group_nodes_for_combo_kernels``: two or more
-  Triton kernels at one topological level), which nothing memprof reads per model fixes, and
-  from a cache state no line before the budget states except the compile lines. The timing
-  runs before the forward's tensors exist, so it enters the peak as max(copies, forward
-  peak), not as their sum. One buffer fits row 1104: the embedding table [V/tp, H] (0.98 GiB
-  for Llama-3.1-8B). Charged as max(table, V2's own peak) on the first stage beside V2's own
-  terms, it would leave 1104 +0.2%, 902 +0.5%, 908 -0.9%, 909 +0.3%, but 901 -6.5%, 903
-  +10.7% and 907 +13.7%, and rows 901-903 started in fresh containers that mount only the
-  Hugging Face cache (the post's docker commands), so they compiled cold as well. Nor does
-  the Inductor source (read, not run) put the table in a group: in the first piecewise graph
-  only the gather and the first RMSNorm, one fused kernel, read graph inputs alone; the rotary
-  cos/sin gather, read twice, is inlined into the q / k rotations after the qkv GEMM (ir.py
-  ``should_realize_on_reuse``: two reads, under ``realize_reads_threshold`` 4), the pair
-  vLLM's config comment names as the combo target. A fit, not a reading: not charged.
+- What runs in the window, and the compile cache. 0.26.0 ``determine_available_memory``
+  (v1/worker/gpu_worker.py) reads ``allocated_bytes.all.peak`` right after ``profile_run``,
+  inside ``memory_profiling``; 0.27.1 reads the same peak (``transient_peak_headroom``).
+  ``profile_run`` holds the model's first call: under ``VLLM_USE_AOT_COMPILE`` (envs.py
+  ``use_aot_compile``: on by default with torch >= 2.10 unless the compile cache is disabled;
+  0.25.1-0.27.1) compilation/decorators.py runs ``aot_compile`` (Dynamo, then vLLM's backend
+  compiling each piece of the graph split at attention with Inductor: "Compiling a graph for
+  compile range (1, T)", compilation/backends.py), saves the artifact, then runs the forward
+  (``monitor_profiling_run``) with no peak reset between, then ``_dummy_sampler_run``. V2's
+  ``profile_cudagraph_memory`` returns 0, so no graph estimate is taken there. The cache: the
+  AOT path points ``TORCHINDUCTOR_CACHE_DIR`` at ``VLLM_CACHE_ROOT/torch_compile_cache/
+  torch_aot_compile/<hash>/inductor_cache`` (decorators.py, 0.25.1-0.27.1; the hash covers the
+  model and the configuration), and a warm start logs "Directly load AOT compilation from path"
+  and "Directly load the compiled graph(s) for compile range". Inductor's options
+  (config/compilation.py ``__post_init__``, 0.25.1-0.27.1): ``combo_kernels`` and
+  ``benchmark_combo_kernel`` on (torch >= 2.9, not on CPU), ``enable_auto_functionalized_v2``
+  off, the size / alignment / scalar asserts off below torch 2.12; max-autotune and
+  coordinate-descent tuning only for single-size compile ranges and only when
+  ``VLLM_ENABLE_INDUCTOR_MAX_AUTOTUNE`` / ``..._COORDINATE_DESCENT_TUNING`` ask
+  (compilation/compiler_interface.py ``set_inductor_config``); no ``benchmark_kernel``.
+- Which rows compiled cold. Of the calibration rows only row 1104's source log prints the
+  compile: cold ("Dynamo bytecode transform time: 21.43 s", "Compiling a graph for compile
+  range (1, 2048) takes 15.49 s", "saved AOT compiled function", "torch.compile took 41.49 s in
+  total", "Initial profiling/warmup run took 1.11 s"; a later cold start of the same deployment
+  in the same repository, 2026-09-04, logs the same 1.01 GiB). Rows 901-906 quote no compile
+  line, but each ran in a fresh container that mounts only the Hugging Face cache (the posts'
+  docker commands), so ``VLLM_CACHE_ROOT`` started empty: all cold, the TP2 row 902 and the TP4
+  rows 904 / 905, which land, as well as the short TP1 / PP rows 901, 903 and 906. Rows 907-909
+  (one WSL2 desktop, the servers one after another) print no compile line and their cache state
+  is unknown; their hashes differ (three checkpoints), so none reused another's cache. The
+  shortfall does not follow the cold / warm split.
+- What a cold compile adds, measured (recorders/gpu_compile_peak.py on an H200, torch 2.11,
+  Triton 3.6: decoder stacks of Llama-3.1-8B, Qwen2.5-7B and Qwen3-32B shapes at 2,048 and
+  8,192 tokens, 2 to 32 layers, split at attention or whole, plainly or through the AOT path,
+  TP1 and TP2 shards, vLLM 0.27.1's Inductor options): the first call's peak is the compiled
+  forward's plus one buffer of the card's L2 size (60 MiB on the H200), the flush buffer of
+  Inductor's benchmarker when Triton kernels with several configs are autotuned at their first
+  launch, inside the forward (torch/_inductor/runtime/triton_heuristics.py
+  ``autotune_to_one_config``); the same at TP1 and TP2, and nothing on a warm cache or with
+  the kernels' timings cached. The combo-kernel benchmark (scheduler.py
+  ``speedup_by_combo_kernel`` -> ``benchmark_fused_nodes``, whose generated ``get_args``
+  allocates every buffer a kernel touches) runs before the forward and copies activation-sized
+  buffers only (160 MiB at most, for Qwen3-32B at 8,192 tokens), below the forward's own peak:
+  the embedding table is never among them. The compiled forward's peak is the one memprof
+  derives for V2's profile run (216 MiB for row 1104's Llama-3.1-8B at 2,048 tokens, 264 MiB for
+  rows 907-909's Qwen2.5-7B). So a cold compile of these graphs accounts for about 6 MiB on row
+  1104's A40, 72 MiB on rows 907-909's RTX 4090 and 128 MiB on rows 901 / 903's RTX PRO 6000
+  (their L2 sizes by the vendors' specifications),
+  against 0.80, 0.6-1.5 and about 1.5 GiB kept: not charged (memprof does not know the cache
+  state, and the buffer is within the rows' spread). Not reproduced: the rows' torch 2.13,
+  vLLM's own backend and custom ops, and sm86 / sm89 / sm120 cards.
+- Published reports of cold-versus-warm budgets at these releases (vllm-project/vllm issue
+  54122 and PR 54209: a cold AOT compile charged as peak activation, "tens of GiB" a GPU on RTX
+  PRO 6000 cards with a "qwen38-flash-next" image, and Qwen3-30B-A3B W4A16 on an H100; issue
+  54383 and PR 54479: a first boot of a new shape gets a smaller KV cache, 0.47 GiB a GPU at
+  TP2 on RTX 4090s with Qwen3-32B-AWQ; 1CatAI/1Cat-vLLM PR 518: torch peak +2.59 GiB cold
+  against +0.74 warm, TP1, an NVFP4 checkpoint on a Quadro RTX 8000) show excesses from a few
+  hundred MiB to tens of GiB, at TP1 and TP2, on models with MoE, AWQ / W4A16 or NVFP4 kernels
+  that the measured dense stacks do not have. Nothing memprof reads fixes their size per
+  deployment, and the dense bf16 / GPTQ / FP8 rows here keep 0.6-1.7 GiB that the measured
+  compile of their own shapes does not produce.
+- The embedding table as a benchmark copy (a fit, now ruled out by the measurement as well):
+  charged as max(table, V2's own peak) on the first stage beside V2's own terms, it would
+  leave 1104 +0.2%, 902 +0.5%, 908 -0.9%, 909 +0.3%, but 901 -6.5%, 903 +10.7% and 907 +13.7%;
+  and no benchmark copy of it is made (above).
 
 V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's
 own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 +0.7 -> +3.5%, 901 -2.9 ->
 -6.7% (a failed start: negative figures), 902 -18.2 -> +0.5%, 903 +0.8 -> +10.7%, 907 +17.4 ->
 +27.5%, 908 +0.4 -> +4.0%, 909 +1.9 -> +6.4%. Only row 902 comes closer, so memprof keeps the V1
-terms (and their graph estimate) where V2 runs. What would settle the compile's share: a cold
-and a warm start of one V2 deployment on one host, or a cold start with Inductor's scheduler
-log at INFO ("ComboKernels: Combining N nodes" names the grouped kernels).
+terms (and their graph estimate) where V2 runs. What would still settle it: a cold and a warm
+start of one of these dense V2 deployments on one host with the 0.26.0 per-term budget line
+(row 1104's), whose difference in "peak activation" is the compile's share on that card and
+build.
 """
 
 from __future__ import annotations
