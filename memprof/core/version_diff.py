@@ -36,6 +36,7 @@ from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
 from memprof.core.engines.sglang_req_pool import SGLANG_REQ_TO_TOKEN
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
+from memprof.core.engines.vllm_unified_memory import UMA_FREE_MEMORY
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1, MAMBA_CACHE_RULES
@@ -114,7 +115,8 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
-    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, BATCH_DEFAULT_BOUNDS,
+    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, UMA_FREE_MEMORY,
+    BATCH_DEFAULT_BOUNDS,
     V0_CHUNKED_PREFILL_OFF, V0_MULTIMODAL_MIN,
     CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
