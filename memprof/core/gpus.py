@@ -52,7 +52,7 @@ class GPU:
     # an integrated GPU sharing the host's memory (CUDA's cudaDevAttrIntegrated, torch's
     # ``get_device_properties().is_integrated``): GB10 (configs/gpus.json integrated_source);
     # vLLM's memory snapshot reads the host's available memory there
-    # (memprof/core/engines/vllm_unified_memory.py)
+    # (memprof/core/engines/unified_memory.py)
     integrated: bool = False
     # the name the driver reports (NVML ``nvmlDeviceGetName`` == ``torch.cuda.get_device_name``,
     # "NVIDIA GeForce RTX 3090"): the catalog's first alias spelt as a driver spells it

@@ -25,6 +25,7 @@ from memprof.core.engines.base import (
     Engine,
     RankCoord,
 )
+from memprof.core.engines.unified_memory import unified_memory_notes
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -33,7 +34,6 @@ from memprof.core.engines.vllm_runner import (
     runs_v2,
     v2_terms,
 )
-from memprof.core.engines.vllm_unified_memory import unified_memory_notes
 from memprof.core.gpus import GPU
 from memprof.core.models.config import smallest_length_key_max_len
 from memprof.core.versions import (
@@ -734,7 +734,7 @@ class VLLM(Engine):
 
     def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
         """On a GPU that shares the host's memory: what vLLM's budget reads there and memprof
-        does not size (memprof/core/engines/vllm_unified_memory.py)."""
+        does not size (memprof/core/engines/unified_memory.py)."""
         return [] if gpu is None else unified_memory_notes(dep.engine_version, gpu)
 
     def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
