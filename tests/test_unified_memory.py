@@ -108,3 +108,16 @@ def test_an_sglang_estimate_states_it_and_sizes_nothing(monkeypatch: pytest.Monk
     assert kv_without == kv
     assert not any("shares the host's memory" in n for n in notes_without)
     assert not any("shares the host's memory" in n for n in _gb10_estimate("0.5.3", "sglang")[0])
+
+
+def test_the_catalog_marks_integrated_parts_with_a_source() -> None:
+    import json
+
+    from memprof.core.models import configs_dir
+
+    rows = json.loads((configs_dir() / "gpus.json").read_text(encoding="utf-8"))["gpus"]
+    marked = [r for r in rows if r.get("integrated")]
+    assert [r["name"] for r in marked] == ["GB10"]
+    for r in marked:
+        assert "is_integrated" in r["integrated_source"] and "https://" in r["integrated_source"]
+        assert find_gpu(r["name"]).integrated
