@@ -49,6 +49,11 @@ class GPU:
     # NVML's nvmlDeviceGetMemoryInfo works on this card; False on integrated, unified-memory parts
     # (GB10) where it is not supported (configs/gpus.json nvml_memory_info_source)
     nvml_memory_info: bool = True
+    # an integrated GPU sharing the host's memory (CUDA's cudaDevAttrIntegrated, torch's
+    # ``get_device_properties().is_integrated``): GB10 (configs/gpus.json integrated_source);
+    # vLLM's memory snapshot reads the host's available memory there
+    # (memprof/core/engines/unified_memory.py)
+    integrated: bool = False
     # the name the driver reports (NVML ``nvmlDeviceGetName`` == ``torch.cuda.get_device_name``,
     # "NVIDIA GeForce RTX 3090"): the catalog's first alias spelt as a driver spells it
     # (``DRIVER_NAME_PREFIXES``); "" where none is known. vLLM's batch defaults read it.
@@ -111,6 +116,7 @@ def catalog() -> tuple[GPU, ...]:
                 nvlink_multicast=bool(g.get("nvlink_multicast", False)),
                 sm_count=g.get("sm_count"), device_name=_driver_name(g),
                 nvml_memory_info=bool(g.get("nvml_memory_info", True)),
+                integrated=bool(g.get("integrated", False)),
                 smi_total_mib=g.get("smi_total_mib"))
             for g in data["gpus"]
         )
@@ -336,7 +342,7 @@ def resolve_gpu(name: str | None, memory_bytes: int | None, arch: str | None = N
         like = find_arch(arch)
         return GPU(name=f"custom {like.arch}", total_bytes=memory_bytes, arch=like.arch,
                    vendor=like.vendor, exact=True, source="--gpu-memory",  # SM count unknown
-                   compute_capability=like.compute_capability,
+                   compute_capability=like.compute_capability, integrated=like.integrated,
                    interconnect="unknown (PCIe with peer access assumed)")
     gpu = find_gpu(name)
     if arch is not None and find_arch(arch).arch != gpu.arch:

@@ -34,6 +34,7 @@ from memprof.core.engines.sglang import (
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
 from memprof.core.engines.sglang_req_pool import SGLANG_REQ_TO_TOKEN
+from memprof.core.engines.unified_memory import SGLANG_UMA_FREE_MEMORY, UMA_FREE_MEMORY
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
 from memprof.core.estimate import Estimate, estimate
@@ -114,7 +115,8 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
-    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, BATCH_DEFAULT_BOUNDS,
+    GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, UMA_FREE_MEMORY,
+    BATCH_DEFAULT_BOUNDS,
     V0_CHUNKED_PREFILL_OFF, V0_MULTIMODAL_MIN,
     CUDAGRAPH_ESTIMATE, V0_BLOCK_SIZE, V0_MLA_ENTRY_ALIGN, BUDGET_LOG, SWA_IN_FLIGHT_BATCHES,
     *(rows for kind in KINDS.values() for rows in kind.rules), CONCURRENCY_GROUP0_PAGE,
@@ -131,7 +133,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     SGLANG_MOE_GROUPS,
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
-    SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS,
+    SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS, SGLANG_UMA_FREE_MEMORY,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,

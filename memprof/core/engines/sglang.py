@@ -30,6 +30,7 @@ from memprof.core.engines.base import (
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
+from memprof.core.engines.unified_memory import sglang_unified_memory_notes
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
@@ -667,7 +668,8 @@ class SGLang(Engine):
                f"({'given' if dep.mem_fraction_static else 'SGLang heuristic'}), "
                "weights sharded as vLLM shards them"]
         assumed = None if gpu is None else heuristic_gpu_mem_mib(gpu)[1]
-        return out + ([assumed] if assumed else [])
+        uma = [] if gpu is None else sglang_unified_memory_notes(dep.engine_version, gpu)
+        return out + ([assumed] if assumed else []) + uma
 
     def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
         """On ROCm from 0.4.7: the aiter factor on mem_fraction_static (``rocm_aiter_scale``)."""

@@ -25,6 +25,7 @@ from memprof.core.engines.base import (
     Engine,
     RankCoord,
 )
+from memprof.core.engines.unified_memory import unified_memory_notes
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -730,6 +731,11 @@ class VLLM(Engine):
                            hint="drop --vllm-use-v1 (vLLM then falls back to V0), or change the "
                            "setting")
         return release + V0_SUFFIX
+
+    def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
+        """On a GPU that shares the host's memory: what vLLM's budget reads there and memprof
+        does not size (memprof/core/engines/unified_memory.py)."""
+        return [] if gpu is None else unified_memory_notes(dep.engine_version, gpu)
 
     def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
         version = dep.engine_version or ""
