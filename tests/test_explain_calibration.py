@@ -160,6 +160,18 @@ XFAIL: dict[int, str] = {
           "serves through its auto_gptq method (the log's tag auto_gptq.py:355, 'Using "
           "MarlinLinearKernel for AutoGPTQLinearMethod'), which explain refuses as an unknown "
           "--quantization; the row runs with gptq (memprof_run: the bundled config is bf16)",
+    # SGLang logs after 0.5.9 (rows 1451-1499)
+    1451: OUTSIDE + "the page size 64 (the log's 'changing page_size from None to 64' line, which "
+          "explain does not read; its ServerArgs line is elided) and the card (B200: "
+          "memprof_run.why)",
+    1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
+          "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "
+          "for 39,078 tokens' the author's summary of the KV line)",
+    1453: OUTSIDE + "mem_fraction_static 0.6 (a table cell of the page, no log line) and the "
+          "KV tokens: explain's SGLang pattern reads 'KV Cache is allocated. #tokens: N', not "
+          "the 2026 line 'KV Cache is allocated. dtype: torch.bfloat16, #tokens: N'",
+    1454: OUTSIDE + "--tp 2 and mem_fraction_static 0.5 (the page's prose; the quote's TP0/TP1 "
+          "prefixes are not read as the layout)",
 }
 
 
