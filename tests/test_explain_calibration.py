@@ -167,9 +167,6 @@ XFAIL: dict[int, str] = {
     1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
           "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "
           "for 39,078 tokens' the author's summary of the KV line)",
-    1453: OUTSIDE + "mem_fraction_static 0.6 (a table cell of the page, no log line) and the "
-          "KV tokens: explain's SGLang pattern reads 'KV Cache is allocated. #tokens: N', not "
-          "the 2026 line 'KV Cache is allocated. dtype: torch.bfloat16, #tokens: N'",
     1454: OUTSIDE + "--tp 2 and mem_fraction_static 0.5 (the page's prose; the quote's TP0/TP1 "
           "prefixes are not read as the layout)",
     1456: OUTSIDE + "--mem-fraction-static 0.90 and --max-total-tokens 4096: the report's command "
