@@ -175,6 +175,20 @@ XFAIL: dict[int, str] = {
           "0.8.2+v0 (the quote's unbracketed tag format is 0.7.x's; 0.8.0 bracketed the tags)",
     1305: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the log's only "
           "sign of it is the kernel line 'Using MarlinLinearKernel for GPTQMarlinLinearMethod')",
+    # SGLang logs after 0.5.9 (rows 1451-1499)
+    1451: OUTSIDE + "the page size 64 (the log's 'changing page_size from None to 64' line, which "
+          "explain does not read; its ServerArgs line is elided) and the card (B200: "
+          "memprof_run.why)",
+    1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
+          "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "
+          "for 39,078 tokens' the author's summary of the KV line)",
+    1454: OUTSIDE + "--tp 2 and mem_fraction_static 0.5 (the page's prose; the quote's TP0/TP1 "
+          "prefixes are not read as the layout)",
+    1456: OUTSIDE + "--mem-fraction-static 0.90 and --max-total-tokens 4096: the report's command "
+          "block (one flag a line, no continuation backslashes) is not read as a command, and "
+          "the pool is that cap",
+    1457: OUTSIDE + "the figures: the quote's load (15.50 GB) and pool (187,069 tokens) are cells "
+          "of the author's summary table, no log line explain reads",
 }
 
 

@@ -153,7 +153,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("avail_before_load_bytes", "sglang", r"Load weight begin\.\s*avail mem=\s*" + _GIB, "gib"),
     _p("weights_bytes", "sglang", r"Load weight end\..*?mem usage=\s*" + _GIB, "gib"),
     _p("avail_after_load_bytes", "sglang", r"Load weight end\..*?avail mem=\s*" + _GIB, "gib"),
-    _p("kv_tokens", "sglang", r"KV Cache is allocated\.\s*#tokens:\s*" + _NUM, "int"),
+    # SGLang main of 2026 logs the pool's dtype first: "KV Cache is allocated. dtype:
+    # torch.bfloat16, #tokens: N, ..." (mem_cache/memory_pool.py; SGLang's clean-startup-log
+    # skill, .claude/skills/clean-startup-log/SKILL.md of sgl-project/sglang, item 13)
+    _p("kv_tokens", "sglang",
+       r"KV Cache is allocated\.\s*(?:dtype:\s*[\w.]+,\s*)?#tokens:\s*" + _NUM, "int"),
     _p("kv_cache_bytes", "sglang", r"KV Cache is allocated\..*?KV size:\s*" + _GIB, "gib"),
     _p("k_bytes", "sglang", r"KV Cache is allocated\..*?\bK size:\s*" + _GIB, "gib"),
     _p("v_bytes", "sglang", r"KV Cache is allocated\..*?\bV size:\s*" + _GIB, "gib"),
