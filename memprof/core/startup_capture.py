@@ -10,10 +10,12 @@ allocated and before they report ready:
   whose out-of-memory error reads "CUDA out of memory occurred when warming up sampler with N
   dummy requests" (v1/worker/gpu_model_runner.py); the API server logs "Application startup
   complete" only after that;
-- vLLM V0 (0.7.3 ``LLMEngine._initialize_kv_caches``: ``initialize_cache``, whose
-  ``Worker._warm_up_model`` runs ``capture_model``);
-- SGLang (``ModelRunner.initialize``: ``init_memory_pool`` then ``init_cuda_graphs``, "Capture
-  cuda graph begin/end", before the server serves).
+- vLLM V0 (read in the 0.8.4 wheel: ``LLMEngine._initialize_kv_caches`` calls the executor's
+  ``initialize_cache``, whose ``Worker.initialize_cache`` runs ``_init_cache_engine`` and then
+  ``_warm_up_model``, which runs ``capture_model``);
+- SGLang (``ModelRunner.initialize`` in its 0.4 and 0.5 releases: ``init_memory_pool``, then
+  ``init_cublas``, ``init_attention_backend`` and ``init_cuda_graphs``, before the server
+  serves).
 
 So the graph memory memprof places outside the engine's envelope (the CUDA-graph pool above the
 engine's estimate, and for SGLang the graphs it keeps in the ``1 − mem_fraction_static`` slack)
