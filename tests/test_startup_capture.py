@@ -6,11 +6,13 @@ tests/data/published.json (vLLM 0.17.1 on an RTX 3090 with a desktop on the card
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from cli_helpers import invoke
 
 from memprof.base.units import GiB, MiB
 from memprof.core.components import Component
@@ -126,3 +128,36 @@ def test_row_1103_fails_at_start_with_the_oom_lines_other_processes(row_id: int)
     assert out.verdict == (True, True)
     assert abs(out.in_use - 1.68 * GiB) < 16 * MiB
     assert out.errors["kv"] < 0.01  # the KV cache is sized before the capture, as logged
+
+
+ROW_1103_LOG = "\n".join([
+    "(APIServer pid=44025) INFO 07-26 10:23:47 [utils.py:238] non-default args: {'model_tag': "
+    "'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', "
+    "'max_model_len': 8192}",
+    "(EngineCore_DP0 pid=44265) INFO 07-26 10:24:16 [gpu_model_runner.py:4364] Model loading "
+    "took 14.99 GiB memory and 18.543273 seconds",
+    "(EngineCore_DP0 pid=44265) INFO 07-26 10:24:21 [gpu_worker.py:424] Available KV cache "
+    "memory: 5.61 GiB",
+    "(EngineCore_DP0 pid=44265) INFO 07-26 10:24:21 [kv_cache_utils.py:1314] GPU KV cache size: "
+    "45,968 tokens",
+    OOM_LINE,
+    "(EngineCore_DP0 pid=44265) ERROR 07-26 10:24:28 [core.py:1100] RuntimeError: CUDA out of "
+    "memory occurred when warming up sampler with 256 dummy requests.", ""])
+
+
+def test_explain_takes_the_oom_lines_other_processes(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(ROW_1103_LOG, encoding="utf-8")
+    code, out, err = invoke(["explain", str(log), "--model", "llama-3.1-8b", "--gpu",
+                             "RTX-3090", "--format", "json"])
+    assert code == 1, err  # memprof predicts the failure the log ends in
+    doc = json.loads(out)
+    assert doc["verdict"] == "startup_oom"
+    assert any("OOM line leaves 1.68 GiB" in n for n in doc["notes"])
+    keys = {f["key"] for f in doc["figures"]}
+    assert "oom_free_bytes" not in keys and "oom_process_bytes" not in keys
+    # told that nothing else was on the card, memprof predicts the start the log did not get
+    code, out, err = invoke(["explain", str(log), "--model", "llama-3.1-8b", "--gpu",
+                             "RTX-3090", "--gpu-memory-in-use", "0", "--format", "json"])
+    assert code == 0, err
+    assert json.loads(out)["verdict"] == "fits"
