@@ -113,7 +113,10 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
 
 # observed key (GiB, as the log prints it) -> the key memprof explain reads it under
 FREE_KEYS = {"avail_mem_before_load_gb": "avail_before_load_bytes",
-             "avail_mem_after_load_gb": "avail_after_load_bytes", "weights_gb": "weights_bytes"}
+             "avail_mem_after_load_gb": "avail_after_load_bytes", "weights_gb": "weights_bytes",
+             # torch's OOM line: total, free, this process (explain's ``_in_use_at_oom``)
+             "oom_total_gib": "oom_total_bytes", "oom_free_gib": "oom_free_bytes",
+             "oom_process_gib": "oom_process_bytes"}
 
 
 def logged_free(obs: dict[str, Any]) -> dict[str, float]:
@@ -200,7 +203,7 @@ def _table(outcomes: list[Outcome]) -> str:
             continue
         if o.in_use:
             lines.append(f"{o.id:>4}  in use   {o.in_use / GiB:.3f} GiB held by other processes "
-                         "(the log's free memory before load)")
+                         "(the log's free memory before load, or its OOM line)")
         for fig, (key, want, got) in o.pairs.items():
             lines.append(f"{o.id:>4}  {fig:<8} {key:<22} {want:>12.6g} {got:>12.6g} "
                          f"{o.errors[fig] * 100:>7.1f}%")

@@ -34,10 +34,11 @@ ERAS: tuple[tuple[str, str, str | None], ...] = (
 VERDICT_MISSES: dict[int, str] = {
     1102: "logged a start with 0.49 GiB of KV memory; memprof predicts 7,856 < 8,192 tokens "
           "(7,008 before the first kernel at set_device left the budget): the same command "
-          "failed four minutes later with 0.41 GiB (row 308), so the two runs straddle memprof",
-    1103: "logged an OOM in the sampler warm-up after the KV cache was sized as memprof sizes it "
-          "(45,968 tokens): about 1.47 GiB of the card was held outside this process and the two "
-          "processes the OOM line lists, which no line of the log gives memprof",
+          "failed four minutes later with 0.41 GiB (row 308), so the two runs straddle memprof; "
+          "vLLM 0.17.1's non-torch increase counts what other processes on the card (a desktop's "
+          "display here: row 1103's OOM line) allocate or free between its init snapshot and "
+          "the profile's end (utils/mem_utils.py memory_profiling), which no line of either "
+          "log shows (reports/published/rtx3090-vllm-0.17.1-study.md)",
 }
 
 

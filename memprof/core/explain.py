@@ -159,10 +159,14 @@ def in_use_from_log(measured: Mapping[str, float], e: Estimate) -> tuple[int, st
     """Memory other processes held, as the log shows it: where the log's free memory before
     the engine loaded (``FREE_BEFORE_KEYS``) is below the GPU's total less what memprof puts
     there (the CUDA context, the communicators made before it) by more than the log's
-    rounding, the difference, and the note saying so (None otherwise). An input read from the
-    log, stated, never a fit: it is what ``--gpu-memory-in-use`` would say."""
+    rounding, the difference, and the note saying so (None otherwise); a log without a free
+    figure before load but with torch's OOM message, what the message leaves to other processes
+    (``_in_use_at_oom``). An input read from the log, stated, never a fit: it is what
+    ``--gpu-memory-in-use`` would say."""
     r = logged_rank(measured, e)
     ours = e.gpu.total_bytes - _baseline(r)
+    if not any(k in measured for k in FREE_BEFORE_KEYS):
+        return _in_use_at_oom(measured)
     for key in FREE_BEFORE_KEYS:
         logged = measured.get(key)
         if logged is None:
@@ -178,6 +182,31 @@ def in_use_from_log(measured: Mapping[str, float], e: Estimate) -> tuple[int, st
                      f"{round(gap / (1 << 20))}MiB; pass --gpu-memory-in-use 0 to compare "
                      "without it)")
     return None
+
+
+OOM_KEYS = ("oom_total_bytes", "oom_free_bytes", "oom_process_bytes")
+OOM_CONTEXT_KEYS = frozenset(OOM_KEYS[1:])  # the total is compared with the GPU's
+
+
+def _in_use_at_oom(measured: Mapping[str, float]) -> tuple[int, str] | None:
+    """Memory the rest of the card held when the engine ran out, from torch's OOM message
+    ("GPU 0 has a total capacity of T of which F is free. ... Including non-PyTorch memory, this
+    process has P memory in use"; c10/cuda/CUDACachingAllocator.cpp): ``T − F − P``, where that
+    is more than the three figures' rounding; with the note saying so. The message lists only
+    the compute processes NVML reports, so a display's graphics clients show only in this
+    difference. Taken as held from the engine's start (an assumption the note states: the log
+    prints no free memory before load); None without the three figures."""
+    if not all(k in measured for k in OOM_KEYS):
+        return None
+    total, free, process = (measured[k] for k in OOM_KEYS)
+    held = int(total - free - process)
+    if held <= LOG_ROUNDING_BYTES:
+        return None
+    return held, (f"the log's OOM line leaves {fmt_bytes(held)} of the card's {fmt_bytes(total)} "
+                  f"to other processes (total − {fmt_bytes(free)} free − {fmt_bytes(process)} "
+                  "this process): taken as held since before the engine started, which the log "
+                  f"does not show (--gpu-memory-in-use {round(held / (1 << 20))}MiB; pass "
+                  "--gpu-memory-in-use 0 to compare without it)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +263,8 @@ def _rows(measured: Mapping[str, float], e: Estimate) -> list[Row]:
     r = logged_rank(measured, e)
     out = []
     for key, value in measured.items():
+        if key in OOM_CONTEXT_KEYS:  # inputs of ``_in_use_at_oom``, not figures to compare
+            continue
         fn = ESTIMATED.get(key)
         est = float(fn(e, r)) if fn else None
         out.append(Row(key=key, measured=value, estimated=est,

@@ -7,7 +7,9 @@ with ``--kv-cache-memory-bytes`` what it budgets plus that KV cache; SGLang: ``m
 × free before load``) + what it did not budget. Startup checks follow vLLM@52a31cc
 (``request_memory`` in vllm/v1/worker/utils.py; "No available memory for the cache blocks" and the
 "estimated maximum model length" of ``check_enough_kv_cache_memory`` in
-vllm/v1/core/kv_cache_utils.py).
+vllm/v1/core/kv_cache_utils.py); graph memory outside the budget that does not fit when start-up
+ends is a start-up failure too, because the engines capture their graphs while starting
+(``memprof.core.startup_capture``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from memprof.core.engines import engine_of
 from memprof.core.engines.base import loaded_at_start
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVCapacity, KVPlan, max_fitting_model_len
+from memprof.core.startup_capture import capture_overflow
 
 __all__ = ["VERDICTS", "Verdict", "held_bytes", "loaded_at_start", "rank_verdict"]
 
@@ -104,6 +107,13 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
             f"one request of max_model_len {mml} needs {fmt_bytes(cap.request_bytes)} of KV cache "
             f"but {fmt_bytes(cap.kv_cache_bytes)} is available; estimated maximum model length "
             f"is {est}"], headroom
+    over = capture_overflow(engine, comps, base, envelope, total)
+    if over is not None:  # the graphs are captured at start-up (memprof/core/startup_capture.py)
+        return "startup_oom", [
+            f"CUDA-graph capture at start-up does not fit: the rank holds "
+            f"{fmt_bytes(over.held_bytes)} when start-up ends ({_names(list(over.graphs))} "
+            f"beside the engine's budget and what was in use before it), "
+            f"{fmt_bytes(over.over_bytes)} more than the GPU's {fmt_bytes(total)}"], headroom
     if headroom < 0:
         return "runtime_oom", [
             f"the engine starts, but at run time {fmt_bytes(sum(c.bytes for c in outside))} it "

@@ -15,8 +15,7 @@ from memprof.probes.startup_log import StartupLog
 
 # figures that are settings or context, not quantities memprof estimates
 CONTEXT_KEYS = frozenset({"gpu_memory_utilization", "mem_fraction_static", "concurrency_tokens",
-                          "logged_max_model_len", "oom_tried_bytes", "oom_free_bytes",
-                          "initial_usage_bytes"})
+                          "logged_max_model_len", "oom_tried_bytes", "initial_usage_bytes"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from memprof.base.errors import BadInput
 from memprof.base.files import read_capped
-from memprof.base.units import GiB, fmt_bytes
+from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
 from memprof.probes.release_lines import formats, tags
@@ -29,13 +29,15 @@ MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
 # The largest figure a start-up log can plausibly print, by kind: no GPU or node has a PiB of
 # memory, no KV cache holds 2^40 tokens or blocks, and no ratio (utilisation, concurrency) is
 # near 10^9. A larger number (or one a float cannot hold, 1e400) is a damaged log, not a figure.
-MAX_FIGURE: dict[str, float] = {"gib": float(1 << 50), "int": float(1 << 40), "float": 1e9}
+MAX_FIGURE: dict[str, float] = {"gib": float(1 << 50), "mib": float(1 << 50), "int": float(1 << 40),
+                                "float": 1e9}
 MAX_DIGITS = 40  # characters of one number (the engines print at most ~20)
 
-Kind = Literal["gib", "int", "float"]
+Kind = Literal["gib", "mib", "int", "float"]
 
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 _GIB = _NUM + r"\s*(?:GiB|GB|G)\b"
+_MIB = _NUM + r"\s*(?:MiB|MB)\b"  # torch's OOM message prints figures under 1 GiB in MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +151,12 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("oom_tried_bytes", "any", r"Tried to allocate\s*" + _GIB, "gib"),
     _p("oom_total_bytes", "any", r"GPU(?: \d+)? has (?:a total capacity of\s*)?" + _GIB, "gib"),
     _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _GIB + r"\s*(?:is )?free", "gib"),
+    _p("oom_free_bytes", "any", r"(?:of which|total,)\s*" + _MIB + r"\s*(?:is )?free", "mib"),
+    # torch's OOM message (c10/cuda/CUDACachingAllocator.cpp): "Including non-PyTorch memory,
+    # this process has 21.72 GiB memory in use": with the total and the free memory it gives
+    # what the rest of the card held (memprof.core.explain.in_use_from_log)
+    _p("oom_process_bytes", "any", r"this process has\s*" + _GIB + r"\s*memory in use", "gib"),
+    _p("oom_process_bytes", "any", r"this process has\s*" + _MIB + r"\s*memory in use", "mib"),
     # --- SGLang
     _p("avail_before_load_bytes", "sglang", r"Load weight begin\.\s*avail mem=\s*" + _GIB, "gib"),
     _p("weights_bytes", "sglang", r"Load weight end\..*?mem usage=\s*" + _GIB, "gib"),
@@ -191,6 +199,7 @@ LABELS = {
     "oom_tried_bytes": "OOM: tried to allocate",
     "oom_total_bytes": "OOM: GPU total",
     "oom_free_bytes": "OOM: free",
+    "oom_process_bytes": "OOM: this process in use",
     "avail_before_load_bytes": "free before load",
     "free_at_start_bytes": "free at start-up (init snapshot)",
     "avail_after_load_bytes": "free after load",
@@ -263,10 +272,13 @@ def _value(kind: Kind, text: str) -> float:
     number = float(digits)
     if kind == "gib":
         number *= GiB
+    elif kind == "mib":
+        number *= MiB
     if not number <= MAX_FIGURE[kind]:  # also catches inf and nan
         cap = MAX_FIGURE[kind]
-        raise _Absurd("more than " + (fmt_bytes(int(cap)) if kind == "gib" else f"{cap:,.0f}"))
-    return round(number) if kind == "gib" else number
+        raise _Absurd("more than " + (fmt_bytes(int(cap)) if kind in ("gib", "mib")
+                                      else f"{cap:,.0f}"))
+    return round(number) if kind in ("gib", "mib") else number
 
 
 def read_log(path: str) -> StartupLog:
