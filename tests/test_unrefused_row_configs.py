@@ -1,0 +1,100 @@
+"""Checkpoints bundled so that refused calibration rows of ``tests/data/published.json`` run
+(issues 24 and 26): each one's weight bytes counted by hand from its bundled config, held to
+its safetensors index ``metadata.total_size`` where a public source quotes it, and to the row's
+own load figure; then the row itself runs and predicts the logged start or failure.
+
+Sources: each config's ``_source`` and the rows that name the checkpoint (their ``source``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memprof.base.units import GiB
+from memprof.core.deployment import Deployment, ranks
+from memprof.core.estimate import estimate, load_figure
+from memprof.core.models import bundled_models, load_model
+from memprof.core.models.load import hf_ids
+from memprof.core.weights import rank_weights
+
+_ROWS = {r["id"]: r for r in json.loads(
+    (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}
+
+
+def _config(name: str) -> dict[str, Any]:
+    cfg = json.loads(bundled_models()[name].read_text())
+    assert isinstance(cfg, dict)
+    return cfg
+
+
+def _rank_bytes(model: str, arch: str = "sm90", version: str = "0.7.1", tp: int = 1) -> int:
+    spec = load_model(model)
+    dep = Deployment(tp=tp, engine_version=version)
+    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch))
+
+
+def _qwen2_params(cfg: dict[str, Any]) -> int:
+    """Parameters of a dense Qwen2 checkpoint by hand: q/k/v with biases, o without, the gated
+    MLP, two norms per layer, the final norm, the embedding and (untied) the lm_head."""
+    h, layers, heads, kv, inter, v = (int(cfg[k]) for k in (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "intermediate_size", "vocab_size"))
+    hd = h // heads
+    per_layer = (h * heads * hd + heads * hd + 2 * (h * kv * hd + kv * hd) + heads * hd * h
+                 + 3 * inter * h + 2 * h)
+    heads_out = 1 if cfg["tie_word_embeddings"] else 2
+    return layers * per_layer + heads_out * v * h + h
+
+
+# --- Qwen/Qwen2.5-32B-Instruct (published row 1203) ----------------------------------------------
+
+# model.safetensors.index.json metadata.total_size of Qwen/Qwen2.5-32B-Instruct (771 tensors),
+# as public files quote it (code-index file ids 71282492555: a model record naming the
+# checkpoint with size_bytes 65527752704; 62544576184: 771 tensors, 32,763,876,352 parameters)
+QWEN25_32B_TOTAL_SIZE = 65_527_752_704
+
+
+def test_qwen25_32b_instruct_resolves_by_its_hf_id() -> None:
+    assert hf_ids()["qwen/qwen2.5-32b-instruct"][1] == "qwen2.5-32b-instruct"
+    spec = load_model("Qwen/Qwen2.5-32B-Instruct")
+    assert spec.max_position_embeddings == 32768
+
+
+def test_qwen25_32b_instruct_weights_are_the_index_total() -> None:
+    params = _qwen2_params(_config("qwen2.5-32b-instruct"))
+    assert params == 32_763_876_352
+    assert 2 * params == QWEN25_32B_TOTAL_SIZE
+    assert _rank_bytes("Qwen/Qwen2.5-32B-Instruct", "sm89") == QWEN25_32B_TOTAL_SIZE
+    # TP2 halves every sharded tensor; the norms and the q/k/v biases' replicas are all
+    # that is not halved (vocab 152064 divides evenly)
+    half = _rank_bytes("Qwen/Qwen2.5-32B-Instruct", "sm89", tp=2)
+    assert 0 <= half - QWEN25_32B_TOTAL_SIZE // 2 < 2 * 1024 * 1024
+
+
+def test_qwen25_32b_instruct_load_figure_is_row_1203_s() -> None:
+    # vLLM issue #15815 (V0 0.7.1, TP2 on L40S, 44.42 GiB a rank): "Loading model weights took
+    # 30.7098 GB" on both ranks (GiB: V0's model_runner divides by 2**30)
+    e = estimate("Qwen/Qwen2.5-32B-Instruct", Deployment(engine_version="0.7.1", tp=2,
+                                                         max_model_len=10000),
+                 gpu_name="L40S")
+    got = max(load_figure(e, r) for r in e.ranks) / GiB
+    assert abs(got - 30.7098) / 30.7098 < 0.005
+
+
+# --- the rows these configs un-refuse -------------------------------------------------------------
+
+@pytest.mark.parametrize(("row_id", "failed"), [
+    (1203, False),  # Qwen2.5-32B-Instruct, vLLM 0.7.1 V0, TP2 on L40S: started
+])
+def test_the_unrefused_rows_run_and_predict_the_logged_start(row_id: int, failed: bool) -> None:
+    from test_published_distribution import outcome
+
+    row = _ROWS[row_id]
+    assert bool(row["observed"].get("startup_failed") or row["observed"].get("oom")) is failed
+    o = outcome(row)
+    assert o.refused is None, o.refused
+    assert o.verdict == (failed, failed)
