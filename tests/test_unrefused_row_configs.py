@@ -85,10 +85,45 @@ def test_qwen25_32b_instruct_load_figure_is_row_1203_s() -> None:
     assert abs(got - 30.7098) / 30.7098 < 0.005
 
 
+# --- meta-llama/Llama-3.2-1B-Instruct (published row 1204) ---------------------------------------
+
+def _llama_params(cfg: dict[str, Any]) -> int:
+    """Parameters of a dense Llama checkpoint by hand: q/k/v/o at the config's head_dim, the
+    gated MLP, two norms per layer, the final norm and the embedding (once when tied)."""
+    h, layers, heads, kv, hd, inter, v = (int(cfg[k]) for k in (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "head_dim", "intermediate_size", "vocab_size"))
+    per_layer = h * (heads + 2 * kv) * hd + heads * hd * h + 3 * inter * h + 2 * h
+    return layers * per_layer + (1 if cfg["tie_word_embeddings"] else 2) * v * h + h
+
+
+def test_llama32_1b_instruct_weights_are_the_hand_count() -> None:
+    assert hf_ids()["meta-llama/llama-3.2-1b-instruct"][1] == "llama-3.2-1b-instruct"
+    cfg = _config("llama-3.2-1b-instruct")
+    # the config states head_dim (64, hidden / heads here); embeddings and head are tied
+    assert cfg["head_dim"] == cfg["hidden_size"] // cfg["num_attention_heads"] == 64
+    params = _llama_params(cfg)
+    assert params == 1_235_814_400  # the "1.23B" of the model card
+    assert _rank_bytes("meta-llama/Llama-3.2-1B-Instruct") == 2 * params
+    assert load_model("meta-llama/Llama-3.2-1B-Instruct").max_position_embeddings == 131072
+
+
+def test_llama32_1b_instruct_row_1204_pool_and_load() -> None:
+    # SGLang docs build of 2025-02-10 (0.4.2.post3, one 80 GB card, mem_fraction_static 0.88):
+    # "Load weight begin. avail mem=78.81 GB" / "Load weight end. ... avail mem=76.37 GB" and
+    # "max_total_num_tokens=2192531"
+    from test_published_distribution import row_estimate
+
+    e, _ = row_estimate(_ROWS[1204])
+    assert abs(load_figure(e, e.ranks[0]) / GiB - (78.81 - 76.37)) / (78.81 - 76.37) < 0.01
+    assert abs(e.kv_cache_tokens - 2_192_531) / 2_192_531 < 0.005
+
+
 # --- the rows these configs un-refuse -------------------------------------------------------------
 
 @pytest.mark.parametrize(("row_id", "failed"), [
     (1203, False),  # Qwen2.5-32B-Instruct, vLLM 0.7.1 V0, TP2 on L40S: started
+    (1204, False),  # Llama-3.2-1B-Instruct, SGLang 0.4.2.post3 docs build, one 80 GB card
 ])
 def test_the_unrefused_rows_run_and_predict_the_logged_start(row_id: int, failed: bool) -> None:
     from test_published_distribution import outcome
