@@ -119,11 +119,49 @@ def test_llama32_1b_instruct_row_1204_pool_and_load() -> None:
     assert abs(e.kv_cache_tokens - 2_192_531) / 2_192_531 < 0.005
 
 
+# --- Qwen/Qwen2.5-32B, and Qwen/QwQ-32B run as it (published row 1201) --------------------------
+
+def test_qwen25_32b_base_weights_are_the_index_total_and_the_instruct_s() -> None:
+    # the base checkpoint's index: 771 tensors, 32,763,876,352 parameters, 65,527,752,704 B
+    # (code-index file id 62544576184, a training job's checks on Qwen2.5-32B)
+    assert hf_ids()["qwen/qwen2.5-32b"][1] == "qwen2.5-32b"
+    base, inst = _config("qwen2.5-32b"), _config("qwen2.5-32b-instruct")
+    assert _qwen2_params(base) == _qwen2_params(inst) == 32_763_876_352
+    for tp in (1, 2, 4):
+        assert _rank_bytes("Qwen/Qwen2.5-32B", tp=tp) == \
+            _rank_bytes("Qwen/Qwen2.5-32B-Instruct", tp=tp)
+    assert _rank_bytes("Qwen/Qwen2.5-32B") == QWEN25_32B_TOTAL_SIZE
+    # what differs is what the Instruct checkpoint changed, not a shape
+    differ = {k for k in base if not k.startswith("_") and base[k] != inst[k]}
+    assert differ == {"eos_token_id", "max_position_embeddings", "max_window_layers",
+                      "rms_norm_eps"}
+    assert load_model("Qwen/Qwen2.5-32B").max_position_embeddings == 131072
+
+
+def test_qwq_32b_row_runs_as_the_base_with_the_logged_context() -> None:
+    # row 1201's log (SGLang 0.4.3.post4, TP4 on L4): context_len=131072, the base's
+    # max_position_embeddings; QwQ-32B itself is not a bundled id
+    row = _ROWS[1201]
+    assert row["memprof_run"]["memprof_model"] == "qwen2.5-32b"
+    assert row["observed"]["context_len"] == \
+        load_model("qwen2.5-32b").max_position_embeddings
+    assert "qwen/qwq-32b" not in hf_ids()
+    from test_published_distribution import row_estimate
+
+    e, _ = row_estimate(row)
+    # "Load weight end. ... mem usage=15.54 GB": a quarter of the checkpoint (15.26 GiB) plus
+    # the RoPE cache; memprof's load figure is 1.4% under the logged drop
+    got = load_figure(e, e.ranks[0]) / GiB
+    assert QWEN25_32B_TOTAL_SIZE / 4 / GiB < got < 15.54
+    assert abs(got - 15.54) / 15.54 < 0.02
+
+
 # --- the rows these configs un-refuse -------------------------------------------------------------
 
 @pytest.mark.parametrize(("row_id", "failed"), [
     (1203, False),  # Qwen2.5-32B-Instruct, vLLM 0.7.1 V0, TP2 on L40S: started
     (1204, False),  # Llama-3.2-1B-Instruct, SGLang 0.4.2.post3 docs build, one 80 GB card
+    (1201, False),  # QwQ-32B as qwen2.5-32b, SGLang 0.4.3.post4, TP4 on L4
 ])
 def test_the_unrefused_rows_run_and_predict_the_logged_start(row_id: int, failed: bool) -> None:
     from test_published_distribution import outcome
