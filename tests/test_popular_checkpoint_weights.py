@@ -63,6 +63,17 @@ def _llama_params(c: dict[str, Any]) -> int:
     return int(c["num_hidden_layers"] * layer + heads_out * c["vocab_size"] * h + h)
 
 
+def _qwen2_params(c: dict[str, Any]) -> int:
+    """Qwen2ForCausalLM: q/k/v with biases, o_proj without, SwiGLU MLP, two RMSNorms a layer,
+    the final norm, the embedding and (untied) lm_head; head_dim is hidden / heads."""
+    h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd = h // heads
+    layer = (h * heads * hd + heads * hd + 2 * (h * kv * hd + kv * hd) + heads * hd * h
+             + 3 * c["intermediate_size"] * h + 2 * h)
+    heads_out = 1 if c["tie_word_embeddings"] else 2
+    return int(c["num_hidden_layers"] * layer + heads_out * c["vocab_size"] * h + h)
+
+
 def _gemma3_mm_params(c: dict[str, Any]) -> int:
     """Gemma3ForConditionalGeneration as HF builds it, with the Gemma3TextConfig /
     SiglipVisionConfig defaults for what the config leaves out (transformers 4.50
@@ -149,6 +160,17 @@ CHECKPOINTS: list[tuple[str, str, Callable[[dict[str, Any]], int], int]] = [
     # 7,642,159,104 bytes in bf16.
     ("phi-3-mini-4k-instruct", "microsoft/Phi-3-mini-4k-instruct", _phi3_params,
      7_642_159_104),
+    # Qwen/Qwen2.5-32B-Instruct: total_size 65,527,752,704 (771 tensors), the size_bytes a
+    # public model-provenance record gives the checkpoint, and the index total a public checker
+    # of Qwen/Qwen2.5-32B states with its 32,763,876,352 parameters (the base: the same tensors).
+    ("qwen2.5-32b-instruct", "Qwen/Qwen2.5-32B-Instruct", _qwen2_params, 65_527_752_704),
+    ("qwen2.5-32b", "Qwen/Qwen2.5-32B", _qwen2_params, 65_527_752_704),
+    # meta-llama/Llama-3.2-1B-Instruct: 1,235,814,400 parameters (tied embeddings), the count
+    # ModelCloud/GPTQModel's tests/test_parameter_count.py holds a save of this checkpoint to, and
+    # the bf16 tensor bytes (2,471,628,800 B) a public note reads off Llama-3.2-1B's
+    # model.safetensors (the same shapes).
+    ("llama-3.2-1b-instruct", "meta-llama/Llama-3.2-1B-Instruct", _llama_params,
+     2_471_628_800),
 ]
 
 
