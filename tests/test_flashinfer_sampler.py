@@ -2,7 +2,8 @@
 ``V1_FLASHINFER_SAMPLER`` in memprof/core/terms/activation.py): vLLM 0.9.0 – 0.11.0 sample the
 profile run's dummy requests with ``flashinfer.sampling.top_k_top_p_sampling_from_logits`` when
 FlashInfer is installed, with no torch sort; 0.8.x (FlashInfer < 0.2.3) samples fp32 probs by
-rejection with ``top_k_top_p_sampling_from_probs``.
+rejection with ``top_k_top_p_sampling_from_probs``, which FlashInfer 0.2.0–0.2.2 runs top-k first
+(``top_k_renorm_probs``: a new fp32 [R, V]) before sampling.
 
 The calibration case is published row 521 (vLLM 0.10.1.1, Qwen2-7B-Instruct on an A100 80GB,
 utilisation 0.25; the log prints "Using FlashInfer for top-p & top-k sampling."): the log's
@@ -43,9 +44,11 @@ def test_the_flashinfer_stage_is_a_hand_count() -> None:
 
 
 def test_the_08_path_samples_the_probs_by_rejection() -> None:
-    """0.8.0–0.8.5.post1 (FlashInfer < 0.2.3): fp32 logits and fp32 probs, 8 B per element, no
-    top-k mask (``flashinfer_sample`` on the probs ``forward_cuda`` made)."""
-    want = T * H * 2 + R * V * 2 + 8 * R * V
+    """0.8.0–0.8.5.post1 (FlashInfer < 0.2.3): fp32 logits and fp32 probs (``flashinfer_sample``
+    on the probs ``forward_cuda`` made), and the top-k-renormed probs FlashInfer 0.2.0–0.2.2's
+    ``top_k_top_p_sampling_from_probs`` makes first (``filter_apply_order="top_k_first"``):
+    12 B per element, not the 8 B of a fused kernel."""
+    want = T * H * 2 + R * V * 2 + 12 * R * V
     for v in ("0.8.0", "0.8.2", "0.8.5.post1"):
         got = _activation(vllm_use_flashinfer_sampler=1, engine_version=v, max_num_seqs=R,
                           max_num_batched_tokens=T)

@@ -23,13 +23,14 @@ def test_row_951_sampler_logits_carry_the_extra_vocabulary() -> None:
     """Llama-3.1-8B at 0.8.2 (V1, FlashInfer sampler), max_loras 2, rank 16: R = 1,024 rows
     (max_num_seqs 1024 < 2,048 batched tokens). lm_head is ParallelLMHead(128,256 + 256) padded
     to 256: 128,512 columns in bf16; LogitsProcessorWithLoRA returns logits[:, :128,512]; the
-    sampler's fp32 logits + fp32 probs (8 B an element) are [1,024, 128,512]. So the sampler
-    stage, which sets the peak, grows by 1,024 × 256 × (2 + 8) B = 2.5 MiB."""
+    sampler's fp32 logits, fp32 probs and FlashInfer's top-k-renormed probs (12 B an element)
+    are [1,024, 128,512]. So the sampler stage, which sets the peak, grows by
+    1,024 × 256 × (2 + 12) B = 3.5 MiB."""
     base = _peak("llama-3.1-8b", Deployment(**ROW_951))
     lora = _peak("llama-3.1-8b", Deployment(**ROW_951, **LORA))
-    assert lora - base == 1024 * 256 * (2 + 8) == 2_621_440
-    # the sampler stage itself, by hand: [T, H] bf16 + [R, 128512] bf16 + 8 B × [R, 128512]
-    assert lora == 2048 * 4096 * 2 + 1024 * 128512 * 2 + 1024 * 128512 * 8
+    assert lora - base == 1024 * 256 * (2 + 12) == 3_670_016
+    # the sampler stage itself, by hand: [T, H] bf16 + [R, 128512] bf16 + 12 B × [R, 128512]
+    assert lora == 2048 * 4096 * 2 + 1024 * 128512 * 2 + 1024 * 128512 * 12
 
 
 def test_no_extra_vocabulary_no_change() -> None:

@@ -33,6 +33,8 @@ DEPLOYMENTS = [
     Deployment(engine="sglang", tp=8),
     Deployment(tp=8, scratch="shared", num_speculative_tokens=1),
     Deployment(engine="sglang", tp=8, dp=2, enable_dp_attention=True),
+    # a release whose DeepSeek model file requantises after the load (post_load_requant)
+    Deployment(engine="sglang", engine_version="0.5.4", tp=8),
     # LoRA (terms/lora.py): every LoRA setting, on the families that model it
     Deployment(engine_version="0.8.2", tp=2, pp=2, enable_lora=True, max_loras=2,
                max_lora_rank=32, lora_extra_vocab_size=512, lora_dtype="float16",

@@ -108,6 +108,7 @@ from memprof.core.weights.vision import TOWER_SKIPPED
 # the families' own release rows (a vision-language family's model and tower rows)
 _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules()),
                  *(f.dp_attention_embed for f in FAMILY_ROWS if f.dp_attention_embed),
+                 *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
                  *(f.lora for f in FAMILY_ROWS if f.lora))
 

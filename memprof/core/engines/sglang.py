@@ -450,6 +450,9 @@ class SGLang(Engine):
     own_rope_buffers: ClassVar[bool] = True
     # ReqToTokenPool.req_to_token beside the KV pool (sglang_req_pool.py)
     has_request_table: ClassVar[bool] = True
+    # the load is the drop in free memory across load_model, read after empty_cache
+    # (``load_drop``), so the allocator's stranded blocks count in it
+    load_is_free_memory_drop: ClassVar[bool] = True
     # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up

@@ -263,14 +263,20 @@ V1_TORCH_SORT_SAMPLER: tuple[Rule, ...] = (
 # 0.8.0–0.8.5.post1 (FlashInfer below 0.2.3 only: ``TopKTopPSampler.__init__`` falls back to the
 # torch sort from 0.2.3 on, so the "Using FlashInfer" line names this path): ``forward_cuda``
 # makes fp32 probs (``logits.softmax(dtype=float32)``) of the fp32 logits (temperature divides in
-# place) and ``flashinfer_sample`` samples them by rejection (``top_k_top_p_sampling_from_probs``,
-# 32 rounds of uniform samples, a [32, R] fp32 buffer, left out): 4 + 4 bytes per element. Its
-# fallback (``top_k_renorm_prob`` then ``top_p_renorm_prob``, two more fp32 [R, V]) runs only when
-# a row rejects 32 times in a row [assumed not in the warm-up: top_k = V − 1 and top_p = 0.9
-# accept a draw with probability ≥ 0.9 whatever the logits].
+# place) and ``flashinfer_sample`` calls ``top_k_top_p_sampling_from_probs(probs,
+# uniform_samples, k, p, deterministic=True)`` (32 rounds of uniform samples, a [32, R] fp32
+# buffer, left out). FlashInfer 0.2.0.post2, 0.2.1.post2 (the wheel vLLM's Dockerfile of the 0.8
+# series installs on x86_64) and 0.2.2.post1 (flashinfer/sampling.py) run that call with its
+# default ``filter_apply_order="top_k_first"``: ``top_k_renorm_probs(probs, top_k)`` returns a new
+# fp32 [R, V] (``torch.empty_like(probs)``), which ``top_p_sampling_from_probs`` then samples by
+# rejection while the probs are still held: 4 + 4 + 4 bytes per element. (FlashInfer 0.1.x ran a
+# fused joint kernel without that copy, but has no build for the torch 2.6 of vLLM 0.8.x.) vLLM's
+# own fallback (``top_k_renorm_prob`` then ``top_p_renorm_prob``) runs only when a row rejects 32
+# times in a row [assumed not in the warm-up: top_k = V − 1 and top_p = 0.9 accept a draw with
+# probability ≥ 0.9 whatever the logits].
 V1_FLASHINFER_SAMPLER: tuple[Rule, ...] = (
     Rule(name="v1_flashinfer_sampler", changes="activation peak: sampler (FlashInfer)",
-         since="0.8.0", until="0.9.0", value=4 + 4,
+         since="0.8.0", until="0.9.0", value=4 + 4 + 4,
          introduced_by="V1 on by default in 0.8.0 (FlashInfer < 0.2.3 installed)",
          removed_by="sampling from the logits with a top-k mask (read in 0.9.0)",
          source="0.8.0, 0.8.2 and 0.8.5.post1 v1/sample/ops/topk_topp_sampler.py "
@@ -278,7 +284,10 @@ V1_FLASHINFER_SAMPLER: tuple[Rule, ...] = (
          "False), forward_cuda (logits.softmax(dtype=torch.float32)), flashinfer_sample "
          "(top_k_top_p_sampling_from_probs; renorm fallback when a row fails 32 rounds); 0.8.2 "
          "v1/sample/sampler.py Sampler.forward (logits.to(torch.float32)), apply_temperature "
-         "(logits.div_); v1/worker/gpu_model_runner.py _dummy_sampler_run (top_k V - 1, top_p 0.9)",
+         "(logits.div_); v1/worker/gpu_model_runner.py _dummy_sampler_run (top_k V - 1, top_p "
+         "0.9); flashinfer-python 0.2.0.post2, 0.2.1.post2 and 0.2.2.post1 flashinfer/sampling.py "
+         "top_k_top_p_sampling_from_probs (filter_apply_order='top_k_first': "
+         "top_k_renorm_probs, torch.empty_like(probs), then top_p_sampling_from_probs)",
          generation="v1"),
     Rule(name="v1_flashinfer_sampler", changes="activation peak: sampler (FlashInfer)",
          since="0.9.0", until="0.11.1", value=4 + 4 + 4,
@@ -679,8 +688,8 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     sort_scatter = v1_sort_sampler_bytes_per_elem(dep.engine, dep.engine_version)
     flashinfer = flashinfer_sampler_bytes_per_elem(dep)
     if flashinfer is not None:  # V1_FLASHINFER_SAMPLER: FlashInfer samples, no sort
-        what = "fp32 logits + top-k mask + probs" if flashinfer == 12 else "fp32 logits + probs"
-        topkp = [(f"{what} {flashinfer}·R·V (FlashInfer sampler)", r * v * flashinfer)]
+        topkp = [(f"fp32 logits + FlashInfer's top-k output + probs {flashinfer}·R·V "
+                  "(FlashInfer sampler)", r * v * flashinfer)]
     elif sort_scatter is not None:  # V1_TORCH_SORT_SAMPLER: the sort on every row count
         at_sort = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + 4 + 8) + sort_temporaries_bytes(r, v)
         at_scatter = r * v * sort_scatter

@@ -40,6 +40,10 @@ TERM_READS: dict[str, frozenset[str]] = {
     "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                     "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    # the family's rows at the release, the card's compute capability, the block-fp8 weights
+    "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
+        "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
+        "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
     # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
     "rocm_load_cache_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.vllm_rocm_use_aiter")) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",

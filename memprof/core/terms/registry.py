@@ -23,6 +23,7 @@ from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.nccl_nvls import nccl_nvls_terms
 from memprof.core.terms.nccl_warmup import warm_up_first_kernel
 from memprof.core.terms.non_torch import non_torch_terms
+from memprof.core.terms.post_load_requant import post_load_requant_terms
 from memprof.core.terms.request_table import request_table_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rocm_load_cache import rocm_load_cache_terms
@@ -31,7 +32,7 @@ from memprof.core.terms.stream_pool import stream_pool_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
                                   marlin_workspace_terms, lora_terms, load_rounding_terms,
-                                  rocm_load_cache_terms]
+                                  rocm_load_cache_terms, post_load_requant_terms]
 """Buffers created while the model is built and the allocator's rounding of the whole load
 (counted in vLLM's model load, category weights)."""
 

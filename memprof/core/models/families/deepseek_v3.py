@@ -14,12 +14,14 @@ from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
+    PostLoadRequant,
     missing,
     sglang_embed_rows,
     top_k,
     v2_listed,
 )
 from memprof.core.models.spec import MLP, Attention, Layer
+from memprof.core.versions import Rule
 
 
 def _mla_layers(c: ConfigFields, hidden: int, n_layers: int, *, sparse: bool) -> Built:
@@ -74,6 +76,57 @@ _SGLANG_EMBED = (
 )
 
 
+# What SGLang's models/deepseek_v2.py DeepseekV2ForCausalLM.post_load_weights does to a block-fp8
+# (128 x 128) checkpoint after the load (memprof/core/terms/post_load_requant.py replays it):
+# every layer's kv_b_proj is dequantised to bf16 (layers/quantization/fp8_utils.py
+# block_quant_dequant) and split into the contiguous w_kc and w_vc; then, where DeepGEMM's
+# UE8M0 scales are on (deep_gemm_wrapper/configurer.py: DEEPGEMM_SCALE_UE8M0 =
+# ENABLE_JIT_DEEPGEMM and is_blackwell(), compute capability 10; ENABLE_JIT_DEEPGEMM: sm >= 90,
+# deep_gemm importable, SGL_ENABLE_JIT_DEEPGEMM / SGLANG_ENABLE_JIT_DEEPGEMM default true),
+# _weight_requant_ue8m0 requantises, layer by layer, the attention projections (q_a_proj and
+# kv_a_proj_with_mqa are one fused_qkv_a_proj_with_mqa there), the dense MLP or the shared
+# experts (fp8_utils.py requant_weight_ue8m0_inplace: block_quant_dequant, per_block_cast_to_fp8,
+# _transform_scale_ue8m0, then the new weight and scale replace the old). Read in the 0.4.7
+# (absent), 0.4.8, 0.4.8.post1, 0.4.9, 0.4.10, 0.5.1, 0.5.2, 0.5.3, 0.5.4 and 0.5.5 wheels; 0.5.6
+# - 0.5.9 requantise elsewhere (should_deepgemm_weight_requant_ue8m0), not replayed.
+_ATTN_FIRST = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_b_proj",
+               "self_attn.o_proj")
+_KV_B_FIRST = ("self_attn.kv_b_proj", "self_attn.o_proj", "self_attn.q_a_proj",
+               "self_attn.q_b_proj")
+_MLP = ("mlp.gate_up_proj", "mlp.down_proj", "mlp.shared_experts.gate_up_proj",
+        "mlp.shared_experts.down_proj")
+
+
+def _sglang_post_load(family: str) -> tuple[Rule, ...]:
+    def value(attn: tuple[str, ...]) -> PostLoadRequant:
+        return PostLoadRequant(
+            fused=(("self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"),),
+            split=("self_attn.kv_b_proj", "self_attn.mla_attn.W_UK_T+W_UV.W_UK_T+W_UV", 2),
+            requant=attn + _MLP, cc_majors=(10,))
+
+    common = ("models/deepseek_v2.py DeepseekV2ForCausalLM.post_load_weights (kv_b_proj: "
+              "block_quant_dequant, w_kc / w_vc .contiguous()), _weight_requant_ue8m0 "
+              "(DEEPGEMM_SCALE_UE8M0); layers/quantization/fp8_utils.py "
+              "requant_weight_ue8m0_inplace, per_block_cast_to_fp8")
+    return (
+        Rule(name=f"sglang_post_load_requant ({family})",
+             changes="weights: allocator blocks left by post-load requantisation",
+             since="0.4.8", until="0.5.2", value=value(_ATTN_FIRST), engine="sglang",
+             applies_to=family, introduced_by="read in the sglang 0.4.8 wheel (not in 0.4.7)",
+             removed_by="read in the sglang 0.5.2 wheel (kv_b_proj and o_proj first)",
+             source=f"sglang 0.4.8, 0.4.8.post1, 0.4.9, 0.4.10, 0.5.1 {common}: fused_qkv_a, "
+             "q_b, kv_b, o_proj, then the MLP"),
+        Rule(name=f"sglang_post_load_requant ({family})",
+             changes="weights: allocator blocks left by post-load requantisation",
+             since="0.5.2", until="0.5.6", value=value(_KV_B_FIRST), engine="sglang",
+             applies_to=family, introduced_by="read in the sglang 0.5.2 wheel",
+             removed_by="requantisation moved (should_deepgemm_weight_requant_ue8m0, read in "
+             "0.5.6; not replayed)",
+             source=f"sglang 0.5.2, 0.5.3, 0.5.4, 0.5.5 {common}: kv_b, o_proj, fused_qkv_a, "
+             "q_b, then the MLP"),
+    )
+
+
 def _deepseek_v3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return _mla_layers(c, hidden, n_layers, sparse=False)
 
@@ -91,6 +144,7 @@ DEEPSEEK_V3 = Family(
     v2_runner_listed=(v2_listed("deepseek_v3", "0.24.0", "0.29.0", ("DeepseekV2ForCausalLM",),
                                 "0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0"),),
     dp_attention_embed=sglang_embed_rows("deepseek_v3", "deepseek_v2.py", _SGLANG_EMBED),
+    post_load_requant=_sglang_post_load("deepseek_v3"),
     source="vLLM model_executor/models/deepseek_v2.py")
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
@@ -99,4 +153,5 @@ DEEPSEEK_V32 = Family(
     # are in memprof/core/version_diff.py's RULEBOOK)
     modules=("memprof/core/engines/sglang_nsa.py",),
     dp_attention_embed=sglang_embed_rows("deepseek_v32", "deepseek_v2.py", _SGLANG_EMBED),
+    post_load_requant=_sglang_post_load("deepseek_v32"),
     source="vLLM model_executor/models/deepseek_v2.py (DeepseekV32 indexer)")

@@ -35,6 +35,30 @@ class LoraSupport(NamedTuple):
     experts: bool = False
 
 
+class PostLoadRequant(NamedTuple):
+    """What an engine's model file does to a block-fp8 checkpoint's weights after loading them,
+    in order (the value of a family's ``post_load_requant`` rows; memprof/core/terms/
+    post_load_requant.py replays it on the allocator). Names are parameter-name suffixes of the
+    rank's weights (``memprof.core.weights.rank.weights_in_order_params``) within a layer."""
+
+    # parameters the engine builds as one tensor (a fused projection), in the order listed
+    fused: tuple[tuple[str, ...], ...]
+    # (module whose weight is dequantised to the model dtype, the parameter made from it after
+    # the load, the number of equal contiguous copies it is made of), for every layer first
+    split: tuple[str, str, int]
+    # modules whose fp8 weight and scale are requantised one after another in each layer (the
+    # first of a ``fused`` group names the group); absent ones are skipped
+    requant: tuple[str, ...]
+    # compute-capability majors on which the requantisation runs
+    cc_majors: tuple[int, ...]
+
+    def __str__(self) -> str:
+        short = [m.split(".", 1)[-1] for m in self.requant]
+        ccs = "/".join(f"{c}.x" for c in self.cc_majors)
+        return (f"{self.split[0].rsplit('.', 1)[-1]} split, then {', '.join(short)} "
+                f"requantised on compute capability {ccs}")
+
+
 class Family(NamedTuple):
     """One model family: what names it in a config.json, how its config becomes layers, and
     the facts generic modules ask of it instead of naming it.
@@ -68,6 +92,9 @@ class Family(NamedTuple):
     # how its SGLang model file splits embed_tokens under DP attention, by release
     # (``sglang_embed_rows``; read by memprof/core/weights/rank.py); none: over the TP ranks
     dp_attention_embed: tuple[Rule, ...] = ()
+    # what an engine's model file does to a block-fp8 checkpoint after the load, by release
+    # (value: ``PostLoadRequant``; memprof/core/terms/post_load_requant.py); none: nothing
+    post_load_requant: tuple[Rule, ...] = ()
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     # the config the builder and every generic module read, made from the config.json: a
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
