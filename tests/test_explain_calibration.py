@@ -189,6 +189,11 @@ XFAIL: dict[int, str] = {
           "the pool is that cap",
     1457: OUTSIDE + "the figures: the quote's load (15.50 GB) and pool (187,069 tokens) are cells "
           "of the author's summary table, no log line explain reads",
+    # SGLang logs from repositories and blogs (rows 1501-1549)
+    1501: OUTSIDE + "the load figure (weights_gb 3.27: the server_info memory_usage the same "
+          "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
+    1502: OUTSIDE + "the load figure (weights_gb 3.28: the server_info memory_usage the same "
+          "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
 }
 
 
