@@ -78,9 +78,9 @@ def test_the_largest_dequantised_shard() -> None:
 
 
 @pytest.mark.parametrize(("rid", "logged"), [(1301, 0.58), (1302, 0.59)])
-def test_rows_1301_1302_graph_figure_within_25_percent(rid: int, logged: float) -> None:
-    """0.18 GiB (-69%) before; the LoRA punica kernels of 0.7.x graphs are not read, so the
-    figure stays below the log."""
+def test_rows_1301_1302_graph_figure_within_10_percent(rid: int, logged: float) -> None:
+    """0.18 GiB (-69%) before; with these kernels and LoRA's 0.7.x punica kernels
+    (``LORA_GRAPH_NODES``, memprof/core/terms/lora.py) 0.63 GiB, at NVIDIA's ~10 KiB a node."""
     key, log, got = outcome(ROWS[rid]).pairs["graph"]
     assert (key, log) == ("graph_gib", logged)
-    assert 0.75 * logged <= got < logged, got
+    assert abs(got - logged) / logged < 0.10, got
