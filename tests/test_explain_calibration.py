@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 115, 116, 122, 131, 134, 150, 201, 520, 802, 1101, 1304)
+RELEASE_ONLY = (12, 32, 48, 115, 116, 122, 131, 134, 150, 201, 520, 802, 1101)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -170,9 +170,6 @@ XFAIL: dict[int, str] = {
     1302: OUTSIDE + "the LoRA settings (rank 32: the cell's lora_rank), gpu_memory_utilization "
           "0.5943 (Unsloth's '59.43%'; the budget line prints 0.59), max_num_seqs 160 and "
           "max_num_batched_tokens 1024 (Unsloth's lines), as row 1301",
-    1304: "the release: the page's version table names 0.7.3 (no log line does); the quote's tags "
-          "worker.py:267 and executor_base.py:111 are 0.8.x V0's too, and explain places them at "
-          "0.8.2+v0 (the quote's unbracketed tag format is 0.7.x's; 0.8.0 bracketed the tags)",
     1305: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the log's only "
           "sign of it is the kernel line 'Using MarlinLinearKernel for GPTQMarlinLinearMethod')",
     # SGLang logs after 0.5.9 (rows 1451-1499)

@@ -6,9 +6,10 @@ line; ``memprof_run`` overrides them where a row says how the logged checkpoint 
 with the reason beside it), estimated at ``memprof_engine_version``, and compared on:
 
 * ``weights``: the per-rank load figure ("Model loading took", "Loading model weights took",
-  "model weights take", SGLang's "mem usage") against the largest rank's weights and what the
-  engine's load line holds beyond them (``memprof.core.estimate.load_figure``: SGLang's is the
-  drop in free memory, with the first kernel's non-torch memory at TP1);
+  "model weights take", SGLang's "mem usage") against the load figure of the rank with the most
+  weights (``memprof.core.estimate.load_figure``: what is allocated while loading, so not V0's
+  LoRA buffers built after the load's profiler; SGLang's is the drop in free memory, with the
+  first kernel's non-torch memory at TP1);
 * ``kv``: the one KV-capacity figure the log prints, in this order of preference: tokens ("GPU KV
   cache size", "#tokens", "maximum number of tokens"), blocks, then the available KV memory;
 * ``graph``: "Graph capturing finished ... took X GiB" against memprof's prediction of that
@@ -40,7 +41,6 @@ from memprof.core.estimate import Estimate, estimate, load_figure
 from memprof.core.explain import in_use_from_log, with_derived
 from memprof.core.gpus import gpu_from_total
 from memprof.core.graph_log import logged_graph
-from memprof.core.verdict import loaded_at_start
 
 DATA = Path(__file__).parent / "data"
 ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
@@ -160,11 +160,12 @@ def outcome(row: dict[str, Any]) -> Outcome:
 
     key = next((k for k in WEIGHT_KEYS if k in obs), None)
     if key:
-        # the engine's load figure (``load_figure``): the weights, plus what the engine's line
-        # holds beyond the allocations (SGLang's free-memory drop: the first kernel at TP1)
+        # the engine's load figure (``load_figure``) of the rank with the most weights: what
+        # is allocated while loading, plus what the engine's line holds beyond the allocations
+        # (SGLang's free-memory drop: the first kernel at TP1); weights built after the load's
+        # profiler (V0's LoRA manager before 0.8.0: ``LORA_BUDGETED``) are not in the line
         top = max(e.ranks, key=lambda r: r.weights_bytes)
-        beyond = load_figure(e, top) - sum(c.bytes for c in top.components if loaded_at_start(c))
-        compare("weights", key, (e.weights_bytes_max + beyond) / GiB)
+        compare("weights", key, load_figure(e, top) / GiB)
     kv = next(((k, f) for k, f in KV_KEYS if k in obs), None)
     if kv:
         compare("kv", kv[0], kv[1](e))

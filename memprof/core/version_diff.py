@@ -65,6 +65,7 @@ from memprof.core.terms.activation import (
     V1_FLASHINFER_SAMPLER,
     V1_TORCH_SORT_SAMPLER,
 )
+from memprof.core.terms.bnb_linear import BNB_APPLY_LOOP
 from memprof.core.terms.cudagraph import (
     CAPTURE_SIZES,
     CUDAGRAPH_ESTIMATE,
@@ -93,6 +94,7 @@ from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.rocm_load_cache import ROCM_LOAD_USED_MEMORY
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL
 from memprof.core.versions import Rule, resolve_version, rule_in_force
+from memprof.core.weights.bnb_skip import BNB_SKIP_MATCH
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
 from memprof.core.weights.mlp import (
     MXFP4_SM90_BACKEND,
@@ -141,7 +143,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, FIRST_KERNEL_AT_SET_DEVICE,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
-    *LORA_SETTING_RULES, *LORA_TERM_RULES,
+    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP,
 )
 
 
@@ -152,7 +154,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora"})
+                          "lora", "bnb"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -164,7 +166,7 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     some GPUs run on Marlin), ``fp8_block`` (a block-fp8 checkpoint), ``nccl``, ``state`` (a
     layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
-    ``lora`` (``--enable-lora``)."""
+    ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -199,6 +201,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("multimodal")
     if dep.enable_lora:
         out.add("lora")
+    if spec.quant is not None and spec.quant.method == "bnb4":
+        out.add("bnb")
     return frozenset(out)
 
 

@@ -97,7 +97,7 @@ def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
         return None
     evidence = []
     if log.tags:
-        evidence.append("its tags (" + ", ".join(f"{f}:{n}" for f, n, _ in log.tags[:4]) + ")")
+        evidence.append("its tags (" + ", ".join(f"{f}:{n}" for f, n, *_ in log.tags[:4]) + ")")
     if by_format is not None:
         evidence.append("its " + " and ".join(repr(f) for f in log.formats) + " line")
     shown = " and ".join(evidence)

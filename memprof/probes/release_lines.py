@@ -10,6 +10,12 @@ the log sits at a line its call covers in that release. A log consistent with no
 tags all lie between the calls of two consecutive releases is a build between them
 (``between``). An engine without such a table is never placed this way.
 
+The tag's own form tells releases apart too: vLLM's ``_FORMAT`` (``vllm/logger.py``) writes
+``%(filename)s:%(lineno)d]`` without the opening bracket up to 0.7.3 and ``[%(filename)s:...]``
+from 0.8.0 (``TAG_BRACKETS``), so a bare tag is never placed at a release that brackets its
+tags, nor a bracketed one at a release that does not; a build between two releases takes the
+form of one of them (a 0.7.4 development build brackets its tags, as 0.8.0 does).
+
 A line without a tag (a pasted excerpt, a log written through another handler) can still place
 a log where its message's format is one only some releases print: ``FORMATS`` names such
 formats by the literals of the logging call's format string, and the table's ``formats`` key
@@ -24,6 +30,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from memprof.core.versions import Rule, value_at
 
 # messages of the start-up path, as their logging calls write them (a fragment that no format
 # argument splits)
@@ -73,26 +81,48 @@ FORMATS: dict[str, Format] = {
                    r"initial_memory_usage=")),
 }
 
-_TAG = re.compile(r"(?:^|[\s\[])([A-Za-z_][\w]*\.py):([0-9]{1,6})\]\s*(.*)")
+# Whether the release's log format brackets the tag: ``[file.py:LINE]`` (True) or
+# ``file.py:LINE]`` (False)
+TAG_BRACKETS: tuple[Rule, ...] = (
+    Rule(name="log_tag_brackets", changes="start-up log: the [file.py:LINE] tag's form",
+         since=None, until="0.8.0", value=False, introduced_by="before 0.6.0",
+         removed_by="'[%(filename)s:%(lineno)d]' (first read in the 0.8.0 wheel)",
+         source="0.6.3.post1 / 0.6.4.post1 / 0.7.1 / 0.7.2 / 0.7.3 vllm/logger.py _FORMAT: "
+         "'%(levelname)s %(asctime)s %(filename)s:%(lineno)d] %(message)s'", applies_to="all"),
+    Rule(name="log_tag_brackets", changes="start-up log: the [file.py:LINE] tag's form",
+         since="0.8.0", until=None, value=True,
+         introduced_by="'[%(filename)s:%(lineno)d]' (first read in the 0.8.0 wheel)",
+         source="0.8.0 / 0.8.4 vllm/logger.py _FORMAT '... [%(filename)s:%(lineno)d] "
+         "%(message)s'; 0.13.0 / 0.17.1 / 0.27.1 '[%(fileinfo)s:%(lineno)d]'",
+         applies_to="all"),
+)
 
-Tag = tuple[str, int, str]  # file name, line, message fragment
+# a tag and the message after it; group 1 is the opening bracket where the format has one
+_TAG = re.compile(r"(?:^|(\[)|\s)([A-Za-z_][\w]*\.py):([0-9]{1,6})\]\s*(.*)")
+
+Tag = tuple[str, int, str, bool]  # file name, line, message fragment, bracketed
 
 
 def tags(lines: list[str]) -> tuple[Tag, ...]:
-    """The (file, line, message) of each log line that carries a tag and a message of
-    ``MESSAGES``, once each."""
+    """The (file, line, message, bracketed) of each log line that carries a tag and a message
+    of ``MESSAGES``, once each."""
     out: list[Tag] = []
     for line in lines:
         m = _TAG.search(line)
         if not m:
             continue
-        message = m.group(3)
+        message = m.group(4)
         frag = next((f for f in MESSAGES if message.startswith(f) or f in message[:80]), None)
         if frag is not None:
-            tag = (m.group(1), int(m.group(2)), frag)
+            tag = (m.group(2), int(m.group(3)), frag, m.group(1) is not None)
             if tag not in out:
                 out.append(tag)
     return tuple(out)
+
+
+def _form_fits(release: str, tag: Tag) -> bool:
+    """The tag has the form the release's log format writes (``TAG_BRACKETS``)."""
+    return value_at(TAG_BRACKETS, release, True) == tag[3]
 
 
 def formats(lines: list[str]) -> tuple[str, ...]:
@@ -113,17 +143,19 @@ def _table(engine: str) -> dict[str, Any] | None:
 
 
 def _holds(release: dict[str, dict[str, list[list[int]]]], tag: Tag) -> bool:
-    file, line, frag = tag
+    file, line, frag = tag[:3]
     return any(a <= line <= b for a, b in release.get(frag, {}).get(file, []))
 
 
 def consistent(engine: str, found: tuple[Tag, ...]) -> list[str] | None:
-    """The releases whose logging calls sit where every tag of ``found`` says, oldest first
-    (the table's order); ``None`` where the engine has no table or the log no tag."""
+    """The releases whose logging calls sit where every tag of ``found`` says, in the form the
+    release's log format writes (``TAG_BRACKETS``), oldest first (the table's order); ``None``
+    where the engine has no table or the log no tag."""
     table = _table(engine)
     if table is None or not found:
         return None
-    return [r for r, calls in table["releases"].items() if all(_holds(calls, t) for t in found)]
+    return [r for r, calls in table["releases"].items()
+            if all(_holds(calls, t) and _form_fits(r, t) for t in found)]
 
 
 def printing(engine: str, shown: tuple[str, ...]) -> list[str] | None:
@@ -136,15 +168,16 @@ def printing(engine: str, shown: tuple[str, ...]) -> list[str] | None:
 
 
 def _firsts(release: dict[str, dict[str, list[list[int]]]], tag: Tag) -> list[int]:
-    file, _, frag = tag
+    file, frag = tag[0], tag[2]
     return [a for a, _b in release.get(frag, {}).get(file, [])]
 
 
 def between(engine: str, found: tuple[Tag, ...]) -> tuple[str, str] | None:
     """The two consecutive releases (older, newer) between whose logging calls every tag of
     ``found`` sits, where no release's calls hold them all (a build between two releases: its
-    files have changed since the older, not yet into the newer); ``None`` where the engine has
-    no table, the log no tag, or no single pair of releases brackets every tag."""
+    files have changed since the older, not yet into the newer, and its tags have the form of
+    one of them: ``TAG_BRACKETS``); ``None`` where the engine has no table, the log no tag, or
+    no single pair of releases brackets every tag."""
     table = _table(engine)
     if table is None or not found:
         return None
@@ -152,7 +185,8 @@ def between(engine: str, found: tuple[Tag, ...]) -> tuple[str, str] | None:
 
     pairs = []
     for old, new in pairwise(table["releases"]):
-        if all(_brackets(table["releases"][old], table["releases"][new], tag) for tag in found):
+        if all(_brackets(table["releases"][old], table["releases"][new], tag)
+               and (_form_fits(old, tag) or _form_fits(new, tag)) for tag in found):
             pairs.append((old, new))
     return pairs[0] if len(pairs) == 1 else None
 

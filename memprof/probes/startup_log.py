@@ -246,8 +246,9 @@ class StartupLog:
     settings: dict[str, Any] = field(default_factory=dict)
     command: str | None = None
     notes: tuple[str, ...] = ()
-    # (file, line, message) of the lines tagged [file.py:LINE] (memprof.probes.release_lines)
-    tags: tuple[tuple[str, int, str], ...] = ()
+    # (file, line, message, bracketed) of the lines tagged [file.py:LINE]
+    # (memprof.probes.release_lines)
+    tags: tuple[tuple[str, int, str, bool], ...] = ()
     # the message formats only some releases print that its lines show (release_lines.FORMATS)
     formats: tuple[str, ...] = ()
 

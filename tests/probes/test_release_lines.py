@@ -28,8 +28,8 @@ def test_tags_of_v1_and_v0_lines() -> None:
              "INFO 04-07 11:35:02 model_runner.py:1115] Loading model weights took 14.9888 GB",
              "INFO 02-06 03:33:33 [core.py:96] Initializing a V1 LLM engine (v0.15.1)",
              "INFO [gpu_worker.py:356] Available KV cache memory: 19.28 GiB"]
-    assert tags(lines) == (("gpu_worker.py", 356, "Available KV cache memory"),
-                           ("model_runner.py", 1115, "Loading model weights took"))
+    assert tags(lines) == (("gpu_worker.py", 356, "Available KV cache memory", True),
+                           ("model_runner.py", 1115, "Loading model weights took", False))
 
 
 def test_line_numbers_place_a_release() -> None:
@@ -37,7 +37,7 @@ def test_line_numbers_place_a_release() -> None:
     found = tags(ROWS[302]["quote"].splitlines())
     assert len(found) == 4
     assert consistent("vllm", found) == ["0.17.1"]  # 0.17.0 logs model loading at 4338
-    assert consistent("vllm", (("gpu_worker.py", 1, "Available KV cache memory"),)) == []
+    assert consistent("vllm", (("gpu_worker.py", 1, "Available KV cache memory", True),)) == []
     assert consistent("sglang", found) is None  # no table: never placed this way
     assert consistent("vllm", ()) is None
 

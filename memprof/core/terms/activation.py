@@ -22,6 +22,7 @@ from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
+from memprof.core.terms.bnb_linear import bnb_dequant_stage
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
@@ -660,6 +661,9 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         elif mlp.kind == "dense":  # "none": a hybrid layer that is only a token mixer
             stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
                                                                         t, mlp.gated))))
+    bnb = bnb_dequant_stage(ctx)  # a bitsandbytes linear's dequantised shard (bnb_linear.py)
+    if bnb is not None:
+        stages.append(Stage(bnb.name, tuple(base + list(bnb.parts))))
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if r > 0 and samples_in_profile_run(dep, ctx.coord):

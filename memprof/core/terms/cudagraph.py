@@ -24,6 +24,7 @@ from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
 from memprof.core.nodes import spans_nodes
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
+from memprof.core.terms.bnb_linear import bnb_graph_nodes
 from memprof.core.terms.common import (
     max_seqs,
     profile_tokens,
@@ -605,7 +606,8 @@ def _graph_nodes(ctx: TermContext, mode: str) -> tuple[int, int]:
     if ctx.dep.tp > 1 and custom_all_reduce_applies(ctx.dep, ctx.gpu):
         other += tp_all_reduces(ctx)  # the custom all-reduce kernels
     other += lora_graph_nodes(ctx)  # --enable-lora's punica kernels (terms/lora.py)
-    return gemm, other
+    bnb_gemm, bnb_other = bnb_graph_nodes(ctx)  # bitsandbytes' loop (terms/bnb_linear.py)
+    return gemm + bnb_gemm, other + bnb_other
 
 
 def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:

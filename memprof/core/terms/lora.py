@@ -161,7 +161,22 @@ LORA_BUDGETED: tuple[Rule, ...] = (
 # lora_expand.py, 0.11.0 lora_shrink_op.py / lora_expand_op.py: one ``_kernel[grid]`` call, the
 # slices a grid axis). The LoRA embedding (``VocabParallelEmbeddingWithLoRA.forward``) adds the
 # LoRA-A gather (``F.embedding`` of ``x + indices``) and ``add_lora_embedding``'s expand.
+# Before LoRAKernelMeta V0's decode path launches one Triton kernel per slice instead (0.7.1 and
+# 0.7.3 lora/punica_wrapper/punica_gpu.py: ``add_lora_linear`` fills its float32 buffer with
+# ``torch.zeros``, then ``add_shrink`` and ``add_expand`` loop "for slice_idx in
+# range(len(lora_a_stacked))" over ``bgmv_shrink`` and ``bgmv_expand_slice``, one
+# ``_kernel[grid]`` launch each, lora/ops/triton_ops/bgmv_shrink.py, bgmv_expand_slice.py), so a
+# linear of ``n`` slices (qkv_proj 3, gate_up_proj 2, the others 1) is 1 + 2·n nodes; the LoRA
+# embedding (lora/layers.py ``VocabParallelEmbeddingWithLoRA.forward``) the added-token mask, the
+# index add, the LoRA-A gather, the mask product, the in-place add to the ids and
+# ``add_lora_embedding``'s ``bgmv_expand``: six. Its value is (fill, per slice, embedding).
 LORA_GRAPH_NODES: tuple[Rule, ...] = (
+    Rule(name="lora_graph_nodes", changes="CUDA graphs: LoRA kernel nodes", since="0.7.1",
+         until="0.8.0", value=(1, 2, 6), introduced_by="before 0.7.1",
+         removed_by="not read at 0.8.0 and 0.8.1 (no nodes charged); LoRAKernelMeta's kernels "
+         "read in 0.8.2", source="0.7.1 / 0.7.3 lora/punica_wrapper/punica_gpu.py "
+         "add_lora_linear, add_shrink, add_expand (a bgmv kernel per slice in decode); "
+         "lora/layers.py VocabParallelEmbeddingWithLoRA.forward", applies_to="lora"),
     Rule(name="lora_graph_nodes", changes="CUDA graphs: LoRA kernel nodes", since="0.8.2",
          until=None, value=(3, 2),
          introduced_by="read first in 0.8.2 (earlier releases not read: no nodes charged)",
@@ -180,21 +195,36 @@ def lora_linears(layer: Layer) -> int:
     return 2 + (1 if m.kind == "moe" else 0 if m.kind == "none" else 2)
 
 
+def lora_slices(layer: Layer) -> list[int]:
+    """Output slices of each LoRA-wrapped linear of one decoder layer (``lora_linears``):
+    qkv_proj 3 (q, k, v), o_proj 1; a gated MLP's gate_up_proj 2, down_proj 1 (up_proj 1
+    ungated); a MoE's router 1."""
+    m = layer.mlp
+    mlp = [1] if m.kind == "moe" else [] if m.kind == "none" else [2 if m.gated else 1, 1]
+    return [3, 1, *mlp]
+
+
 def lora_graph_nodes(ctx: TermContext, layers: int | None = None) -> int:
     """Kernel nodes (not GEMMs) LoRA adds to one capture size's graphs, all pieces together
-    (``LORA_GRAPH_NODES``): per LoRA linear of the rank's decoder layers, and the LoRA
-    embedding's on the stage that holds embed_tokens; 0 without ``--enable-lora``."""
+    (``LORA_GRAPH_NODES``): per LoRA linear of the rank's decoder layers (before 0.8.0 a fill
+    and two kernels per slice: ``lora_slices``), and the LoRA embedding's on the stage that
+    holds embed_tokens; 0 without ``--enable-lora``."""
     dep, spec = ctx.dep, ctx.spec
     if not dep.enable_lora or not engine_of(dep).flags.get("enable_lora"):
         return 0
     per = value_at(LORA_GRAPH_NODES, dep.engine_version, None)
     if not isinstance(per, tuple):
         return 0
-    linear, embedding = int(per[0]), int(per[1])
     start, end = pp_layer_split(len(spec.layers), dep.pp, dep.engine_version)[ctx.coord.pp_stage]
     mtp = spec.mtp_layers
-    nodes = sum(linear * lora_linears(layer) for layer in spec.layers[start:end]
-                if layer not in mtp)
+    if len(per) == 3:  # (fill, per slice, embedding)
+        fill, per_slice, embedding = int(per[0]), int(per[1]), int(per[2])
+        nodes = sum(fill + per_slice * n for layer in spec.layers[start:end]
+                    if layer not in mtp for n in lora_slices(layer))
+    else:
+        linear, embedding = int(per[0]), int(per[1])
+        nodes = sum(linear * lora_linears(layer) for layer in spec.layers[start:end]
+                    if layer not in mtp)
     if is_first_stage(ctx) and settings_of(ctx).support.embeddings:
         nodes += embedding
     return nodes

@@ -54,7 +54,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                              "dep.fully_sharded_loras", "dep.enable_lora_bias",
                              "dep.max_num_batched_tokens",
                              "dep.max_num_seqs")),
-    "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "dep.tp", "dep.dp",
+    # ctx.quant: a bitsandbytes linear's dequantised shard (terms/bnb_linear.py)
+    "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "ctx.quant", "dep.tp", "dep.dp",
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens",
@@ -65,14 +66,15 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.lora_extra_vocab_size", "dep.lora_dtype",
                                    "dep.fully_sharded_loras", "dep.enable_lora_bias")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
-    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.dp",
+    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode",
                                 "dep.vllm_use_flashinfer_sampler",
                                 "dep.enable_lora")),
-    "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "dep.tp", "dep.pp", "dep.dp",
+    # ctx.quant: bitsandbytes' kernel nodes and dequantised shard (terms/bnb_linear.py)
+    "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.pp", "dep.dp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.enable_expert_parallel", "dep.enforce_eager",
                                   "dep.max_num_batched_tokens", "dep.max_num_seqs",

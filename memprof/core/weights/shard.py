@@ -15,7 +15,8 @@ Sharding rules (vLLM ``vllm/model_executor/layers/linear.py`` and the model file
   (whole experts); without it their intermediate dim is split TP×DP ways.
 
 - A checkpoint's exclusion list (``modules_to_not_convert``, ``ignore``, ...) leaves the modules
-  it names unquantised (``excluded``); vLLM on ROCm pads block-fp8 linear weights
+  it names unquantised (``excluded``; bitsandbytes' ``llm_int8_skip_modules`` as each release
+  matches it: ``memprof/core/weights/bnb_skip.py``); vLLM on ROCm pads block-fp8 linear weights
   (``ROCM_FP8_BLOCK_PADDING``).
 
 Every tensor carries ``replicas``: how many identical copies exist across the whole deployment.
@@ -36,6 +37,7 @@ from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
 from memprof.core.versions import Rule, value_at
+from memprof.core.weights.bnb_skip import bnb_skipped
 from memprof.core.weights.formats import (
     Param,
     fp8_on_marlin,
@@ -214,8 +216,12 @@ class Shard:
             return None
         if q.method == "mxfp4" and not expert:
             return None  # vLLM's Mxfp4Config quantises FusedMoE experts only
-        if q.exclude and excluded(q.exclude, module):
-            return None
+        if q.exclude:
+            # bitsandbytes' skip list as the release matches it (None: no row for the engine)
+            skip = (bnb_skipped(q.exclude, module, self.dep.engine_version, self.dep.engine)
+                    if q.method == "bnb4" else None)
+            if excluded(q.exclude, module) if skip is None else skip:
+                return None
         if q.method == "gguf":
             return gguf_module(q, module)
         return q
