@@ -30,6 +30,7 @@ from memprof.core.engines.base import (
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
+from memprof.core.engines.sglang_vlm import check_vision, sglang_tower, vlm_fraction, vlm_notes
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
@@ -453,6 +454,8 @@ class SGLang(Engine):
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up
     refuses_request_over_kv: ClassVar[bool] = False
+    # no encoder forward or cache before the pool is sized (sglang_vlm.py)
+    profiles_encoder: ClassVar[bool] = False
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
     # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
     # --engine-version, --scratch and --gpu-memory-in-use are memprof's own
@@ -579,10 +582,24 @@ class SGLang(Engine):
         return pool_tensors(layers)
 
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
-                     attention: AttentionFacts | None = None) -> float:
+                     attention: AttentionFacts | None = None, spec: Any = None) -> float:
         """The heuristic's (or the given) mem_fraction_static, times the ROCm aiter factor
-        (``rocm_aiter_scale``)."""
-        return sglang_defaults(gpu, dep)[2] * rocm_aiter_scale(dep, gpu, attention)
+        (``rocm_aiter_scale``) and, for a model SGLang treats as multimodal, its reduction
+        (``sglang_vlm.vlm_fraction``)."""
+        mfs = vlm_fraction(sglang_defaults(gpu, dep)[2], given=bool(dep.mem_fraction_static),
+                           version=dep.engine_version, spec=spec)
+        return mfs * rocm_aiter_scale(dep, gpu, attention)
+
+    # --- a vision-language model: sglang_vlm.py ----------------------------------------------
+
+    def models_vision(self, dep: DeploymentView, spec: Any) -> bool:
+        return check_vision(dep, spec)
+
+    def vision_tower(self, dep: DeploymentView, spec: Any) -> Any:
+        return sglang_tower(dep, spec)
+
+    def vision_notes(self, dep: DeploymentView, spec: Any) -> list[str]:
+        return vlm_notes(dep, spec)
 
     # --- budget line --------------------------------------------------------------------------
 
