@@ -160,6 +160,13 @@ XFAIL: dict[int, str] = {
           "serves through its auto_gptq method (the log's tag auto_gptq.py:355, 'Using "
           "MarlinLinearKernel for AutoGPTQLinearMethod'), which explain refuses as an unknown "
           "--quantization; the row runs with gptq (memprof_run: the bundled config is bf16)",
+    119: OUTSIDE + _DATED + ": the quote (an OOM line and the command) carries no release or "
+         "[file.py:LINE] tag, so explain takes the newest snapshot, main@d315eb7, where "
+         "SGLang's vision path of Llama 4 is not read (refused: memprof/core/engines/"
+         "sglang_vlm.py); the row runs at 0.4.5",
+    1401: OUTSIDE + "mem_fraction_static 0.7629746875 (the ServerArgs line, cut from the stored "
+          "thread: notes); explain takes SGLang 0.5.5's heuristic with its multimodal "
+          "reduction, 0.857 × 0.8966 = 0.7684 (1.0% more tokens)",
 }
 
 

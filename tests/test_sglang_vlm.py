@@ -1,0 +1,184 @@
+"""SGLang with a vision-language model (``memprof/core/engines/sglang_vlm.py``, the families'
+``sglang_tower`` rows): the tower's weights per rank against a hand count from the bundled
+config, the mem_fraction_static reduction at each release span (and against the fraction the
+SGLang log of calibration row 1401 prints), no encoder term, and the refusals of what is not
+read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memprof.cli import run
+from memprof.core.deployment import Deployment
+from memprof.core.engines.sglang import ENGINE, sglang_defaults
+from memprof.core.engines.sglang_vlm import SGLANG_VLM_FRACTION, vit_fraction
+from memprof.core.estimate import estimate
+from memprof.core.gpus import find_gpu
+from memprof.core.models import load_model
+from memprof.core.versions import value_at
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN = "qwen2.5-vl-7b-instruct"
+SCOUT = "llama-4-scout-17b-16e-instruct"
+BF16 = 2
+
+
+def _vision(name: str) -> dict[str, int]:
+    cfg = json.loads((ROOT / "configs" / "models" / f"{name}.json").read_text())
+    return dict(cfg["vision_config"])
+
+
+def _tower_bytes(model: str, version: str, tp: int = 1) -> int:
+    dep = Deployment(engine="sglang", engine_version=version, tp=tp, max_model_len=8192)
+    est = estimate(model, dep, gpu_name="H200")
+    return sum(c.bytes for c in est.ranks[0].components if c.name in ("vision tower",
+                                                                      "mm projector"))
+
+
+def qwen_tower_by_hand(tp: int, mlp_multiple: int) -> int:
+    """Qwen2.5-VL's tower on one of ``tp`` ranks, from its vision_config: per block two RMSNorms,
+    qkv (column: weight and bias split), proj (row: weight split, bias whole), gate+up
+    (column), down (row); the Conv3d patch embedding without bias, the merger's RMSNorm, fc1
+    (column) and fc2 (row), all bf16."""
+    v = _vision(QWEN)
+    h, depth, merge, out = v["hidden_size"], v["depth"], v["spatial_merge_size"], \
+        v["out_hidden_size"]
+    inter = -(-v["intermediate_size"] // mlp_multiple) * mlp_multiple
+    patch_in = v["in_chans"] * v["temporal_patch_size"] * v["patch_size"] ** 2
+    block = (2 * h + (3 * h * h + 3 * h) // tp + (h * h) // tp + h
+             + (2 * inter * h + 2 * inter) // tp + (h * inter) // tp + h)
+    wide = h * merge * merge
+    merger = h + (wide * wide + wide) // tp + (out * wide) // tp + out
+    return BF16 * (depth * block + h * patch_in + merger)
+
+
+@pytest.mark.parametrize(("version", "tp", "multiple"), [
+    ("0.4.5", 1, 1), ("0.5.2", 2, 1),  # mlp_hidden_size = intermediate_size (3420)
+    ("0.5.5", 1, 8), ("0.5.5", 2, 8), ("0.5.9", 4, 8),  # rounded up to 8 (3424) from 0.5.3
+])
+def test_qwen2_5_vl_tower_per_rank_by_hand(version: str, tp: int, multiple: int) -> None:
+    assert _tower_bytes(QWEN, version, tp) == qwen_tower_by_hand(tp, multiple)
+
+
+def scout_tower_by_hand() -> int:
+    """transformers' Llama4VisionModel and Llama4MultiModalProjector, whole (plain nn.Linear):
+    the unfold-convolution linear (no bias), the class embedding, the positional table of
+    (image/patch)² + 1 rows, LayerNorms pre and post, per layer q/k/v/o with biases, two
+    LayerNorms and fc1/fc2 with biases; the pixel-shuffle MLP's fc1 (intermediate → projector
+    input) and fc2 (→ projector output) without bias; the projector's linear_1 (vision output →
+    text hidden) without bias."""
+    v = _vision(SCOUT)
+    h, inter, n = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    patch_in = v["num_channels"] * v["patch_size"] ** 2
+    positions = (v["image_size"] // v["patch_size"]) ** 2 + 1
+    layer = 4 * (h * h + h) + 2 * 2 * h + (inter * h + inter) + (h * inter + h)
+    adapter = inter * v["projector_input_dim"] + v["projector_input_dim"] * \
+        v["projector_output_dim"]
+    text_hidden = 5120  # text_config.hidden_size
+    projector = v["vision_output_dim"] * text_hidden
+    return BF16 * (h * patch_in + h + positions * h + 2 * 2 * h + n * layer + adapter + projector)
+
+
+@pytest.mark.parametrize(("version", "built"), [
+    ("0.4.5", False),  # the wrapper builds the language model only
+    ("0.4.6", True), ("0.4.9", True),  # transformers' modules, whole on every rank
+    ("0.4.9.post5", False), ("0.5.5", False),  # only with --enable-multimodal
+])
+def test_llama4_tower_by_release(version: str, built: bool) -> None:
+    got = _tower_bytes(SCOUT, version, tp=8)
+    assert got == (scout_tower_by_hand() if built else 0)
+
+
+def _mfs(model: str, version: str, gpu: str = "H100", **kw: object) -> tuple[float, float]:
+    """(mem_fraction_static the budget reads, the heuristic's or the given one)."""
+    dep = Deployment(engine="sglang", engine_version=version, **kw)  # type: ignore[arg-type]
+    g = find_gpu(gpu)
+    return ENGINE.mem_fraction(dep, g, None, spec=load_model(model)), sglang_defaults(g, dep)[2]
+
+
+def test_vit_factor_by_hand() -> None:
+    """adjust_mem_fraction_for_vlm: Qwen2.5-VL's config names its depth ``depth``, so the
+    getattr default 24 layers is read, with its hidden 1280: 0.95·(1 − 0.1·(1280²/1024² − 1))."""
+    assert vit_fraction(_vision(QWEN)) == pytest.approx(0.95 * (1 - 0.1 * (1.5625 - 1)))
+    assert vit_fraction({}) == pytest.approx(0.95)  # the ViT-L/14 baseline
+    assert vit_fraction({"num_hidden_layers": 96, "hidden_size": 4096}) == pytest.approx(0.95 * 0.8)
+
+
+def test_vit_factor_reproduces_row_1401() -> None:
+    """Row 1401's log prints mem_fraction_static=0.7629746875 on a B200: SGLang's heuristic
+    0.851 (0.5.6's reserve with the piecewise-graph term: (183359 − 27264) / 183359 MiB) times
+    the ViT factor, exactly."""
+    assert 0.851 * vit_fraction(_vision(QWEN)) == pytest.approx(0.7629746875, abs=1e-12)
+
+
+@pytest.mark.parametrize(("version", "given", "factor"), [
+    ("0.4.3", None, 0.95), ("0.4.3", 0.8, 0.95),  # model_runner: any mem_fraction_static
+    ("0.4.5", None, 0.90), ("0.4.8.post1", 0.8, 0.90),
+    ("0.4.9", None, 0.90), ("0.4.9", 0.8, 1.0),  # server_args: the heuristic's only
+    ("0.5.5", None, 0.8965625), ("0.5.5", 0.8, 1.0),
+])
+def test_qwen_fraction_at_each_release(version: str, given: float | None, factor: float) -> None:
+    if version == "0.4.3":  # no Qwen2.5-VL at 0.4.3: the rule alone
+        assert value_at(SGLANG_VLM_FRACTION, version, None, engine="sglang") == ("runner", 0.95)
+        return
+    got, base = _mfs(QWEN, version, mem_fraction_static=given)
+    assert got == pytest.approx(base * factor)
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.4.9", "0.5.5"])
+def test_llama4_fraction_is_not_reduced(version: str) -> None:
+    """Llama 4 is in mm_disabled_models from 0.4.6 (and a TODO at 0.4.5): not multimodal."""
+    got, base = _mfs(SCOUT, version, tp=8)
+    assert got == base
+
+
+def test_no_encoder_term_and_row_1401_kv() -> None:
+    """SGLang profiles no encoder; row 1401's B200 run at its logged fraction: 2,243,474 tokens
+    logged, memprof within 0.5%."""
+    dep = Deployment(engine="sglang", engine_version="0.5.5", mem_fraction_static=0.7629746875)
+    est = estimate(QWEN, dep, gpu_name="B200")
+    names = {c.name for c in est.ranks[0].components}
+    assert not any("encoder" in n for n in names)
+    assert "vision tower" in names
+    assert abs(est.kv_cache_tokens / 2_243_474 - 1) < 0.005
+
+
+def invoke(argv: list[str]) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = run(argv)
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize(("argv", "text"), [
+    (["--model", QWEN, "--engine-version", "0.4.3"], "SGLang 0.4.3 has no "
+     "Qwen2_5_VLForConditionalGeneration model"),
+    (["--model", SCOUT, "--engine-version", "0.4.4", "--tp", "8"], "SGLang 0.4.4 has no"),
+    (["--model", QWEN], "has not read SGLang main@d315eb7's vision path"),
+    (["--model", QWEN, "--engine-version", "0.5.5", "--tp", "2", "--pp-size", "2"],
+     "with --pp-size 2"),
+    (["--model", QWEN, "--engine-version", "0.5.5", "--tp", "2", "--dp", "2",
+      "--enable-dp-attention"], "with --enable-dp-attention"),
+    (["--model", QWEN, "--engine-version", "0.5.5", "--quantization", "fp8"],
+     "with a quantised checkpoint"),
+])
+def test_what_is_not_read_is_refused(argv: list[str], text: str) -> None:
+    code, err = invoke(["estimate", "--engine", "sglang", "--gpu", "H200", *argv])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 2, err
+    assert lines[0].startswith("error: ") and text in lines[0]
+    assert lines[1].startswith("hint: ")
+
+
+def test_skipped_tower_is_not_refused_under_pp() -> None:
+    """Llama 4 at 0.4.5 builds no tower: a PP layout is the text model's to check."""
+    code, err = invoke(["estimate", "--engine", "sglang", "--engine-version", "0.4.5", "--gpu",
+                        "H200", "--model", SCOUT, "--tp", "4", "--pp-size", "2",
+                        "--context-length", "8192"])
+    assert code in (0, 1), err
