@@ -182,3 +182,20 @@ def test_skipped_tower_is_not_refused_under_pp() -> None:
                         "H200", "--model", SCOUT, "--tp", "4", "--pp-size", "2",
                         "--context-length", "8192"])
     assert code in (0, 1), err
+
+
+
+@pytest.mark.parametrize(("model", "version", "given", "chunk", "tokens"), [
+    (QWEN, "0.4.4", None, 8192, 8192),  # only Mllama and Qwen2-VL up to 0.4.4
+    # 0.4.5 - 0.4.6: model_runner turns it off for every multimodal model, given or not
+    (QWEN, "0.4.5", None, -1, 16384), (QWEN, "0.4.6", 4096, -1, 16384),
+    (QWEN, "0.4.7", None, 8192, 8192),  # from 0.4.7 only for unsupported architectures
+    (QWEN, "0.4.9", 4096, 4096, 4096),
+    (SCOUT, "0.4.5", None, 8192, 8192),  # Llama 4 is not multimodal there
+])
+def test_chunked_prefill_off_for_a_multimodal_model(model: str, version: str, given: int | None,
+                                                    chunk: int, tokens: int) -> None:
+    dep = Deployment(engine="sglang", engine_version=version, tp=8 if model == SCOUT else 1,
+                     max_model_len=8192, chunked_prefill_size=given)
+    got = estimate(model, dep, gpu_name="H100").deployment
+    assert (got.chunked_prefill_size, got.max_num_batched_tokens) == (chunk, tokens)

@@ -397,7 +397,8 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     if changes:
         dep = dep.with_(**changes)
     # what the engine sets for this model (SGLang's DeepSeek NSA settings: engines/sglang_nsa.py)
-    changes = engine_of(dep).model_settings(dep, gpu, spec.layers[0].attention.has_indexer)
+    changes = engine_of(dep).model_settings(dep, gpu, spec.layers[0].attention.has_indexer,
+                                            spec=spec)
     if changes:
         dep = dep.with_(**changes)
     return resolve(dep, spec, gpu)

@@ -34,7 +34,7 @@ from memprof.core.engines.sglang import (
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
 from memprof.core.engines.sglang_req_pool import SGLANG_REQ_TO_TOKEN
-from memprof.core.engines.sglang_vlm import SGLANG_VLM_FRACTION
+from memprof.core.engines.sglang_vlm import SGLANG_VLM_CHUNK_OFF, SGLANG_VLM_FRACTION
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
 from memprof.core.estimate import Estimate, estimate
@@ -133,7 +133,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_CHUNKED_PREFILL, SGLANG_GRAPH_MAX_BS, SGLANG_SHARED_EXPERTS_FUSION,
     SGLANG_MOE_GROUPS,
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
-    SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS, SGLANG_VLM_FRACTION,
+    SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS, SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,

@@ -255,9 +255,10 @@ class Engine:
         return {}
 
     def model_settings(self, dep: DeploymentView, gpu: GPU,
-                       has_indexer: bool) -> dict[str, object]:
+                       has_indexer: bool, spec: Any = None) -> dict[str, object]:
         """Settings the engine derives from the model after ``prepared`` (field → value):
-        ``has_indexer``, its MLA layers carry DeepSeek's lightning indexer."""
+        ``has_indexer``, its MLA layers carry DeepSeek's lightning indexer; ``spec``: the
+        model (``ModelSpec``)."""
         return {}
 
     def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,

@@ -30,7 +30,13 @@ from memprof.core.engines.base import (
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
-from memprof.core.engines.sglang_vlm import check_vision, sglang_tower, vlm_fraction, vlm_notes
+from memprof.core.engines.sglang_vlm import (
+    check_vision,
+    sglang_tower,
+    vlm_fraction,
+    vlm_notes,
+    vlm_settings,
+)
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
@@ -560,11 +566,12 @@ class SGLang(Engine):
                 "block_size": dep.block_size or 1}
 
     def model_settings(self, dep: DeploymentView, gpu: GPU,
-                       has_indexer: bool) -> dict[str, object]:
+                       has_indexer: bool, spec: Any = None) -> dict[str, object]:
         """A DeepSeek NSA model's KV dtype, page size, DP attention (and 0.5.3's
-        mem_fraction_static): ``sglang_nsa.nsa_settings``."""
+        mem_fraction_static): ``sglang_nsa.nsa_settings``; a multimodal model's chunked
+        prefill turned off where the release does (``sglang_vlm.vlm_settings``)."""
         if not has_indexer:
-            return {}
+            return vlm_settings(dep, spec, SGLANG_MAX_PREFILL_TOKENS)
         return nsa_settings(dep, gpu, lambda: sglang_defaults(gpu, dep)[2])
 
     def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,

@@ -22,9 +22,11 @@ built tower under PP, DP attention or a quantised checkpoint (SGLang passes ``qu
 the tower's linears, 0.5.5 ``qwen2_5_vl.py``; its PP and attention-TP split of the tower are not
 read).
 
-Also not modelled (stated in the notes): SGLang 0.4.3 – 0.4.8.post1 turn chunked prefill off for
-a multimodal model (``model_runner.py`` ``model_specific_adjustment``), which moves only the
-activation share outside the budget, not the pool.
+SGLang 0.4.5 – 0.4.6 also turn chunked prefill off for every multimodal model (the same
+``model_runner.py`` ``model_specific_adjustment``: ``server_args.chunked_prefill_size = -1``,
+given or not), so a prefill runs up to ``--max-prefill-tokens`` (16,384):
+``SGLANG_VLM_CHUNK_OFF``, ``vlm_settings``. It moves the activation share outside the budget,
+not the pool (those releases' fractions do not read the chunk).
 """
 
 from __future__ import annotations
@@ -79,6 +81,31 @@ SGLANG_VLM_FRACTION: tuple[Rule, ...] = (
          source="sglang 0.4.9.post5 / 0.4.10 / 0.5.3 / 0.5.5 / 0.5.6 / 0.5.9 server_args.py "
          "ServerArgs.adjust_mem_fraction_for_vlm, called inside `if self.mem_fraction_static "
          "is None` (0.5.3: _handle_gpu_memory_settings) when model_config.is_multimodal"),
+)
+
+# Chunked prefill turned off (``server_args.chunked_prefill_size = -1`` in
+# ModelRunner.model_specific_adjustment, whatever was given) for a model SGLang treats as
+# multimodal. value: True for every such model; False: only for architectures no family with
+# ``sglang_tower`` rows has.
+SGLANG_VLM_CHUNK_OFF: tuple[Rule, ...] = (
+    Rule(name="sglang_vlm_chunked_prefill_off", changes="defaults: --chunked-prefill-size",
+         since=None, until="0.4.5", value=False, engine=ENGINE, applies_to="multimodal",
+         introduced_by="before 0.4.3 (the oldest release modelled)",
+         removed_by=_READ.format("0.4.5"),
+         source="sglang 0.4.3 / 0.4.4 model_runner.py model_specific_adjustment: only for "
+         "architectures == [MllamaForConditionalGeneration] or [Qwen2VLForConditionalGeneration]"),
+    Rule(name="sglang_vlm_chunked_prefill_off", changes="defaults: --chunked-prefill-size",
+         since="0.4.5", until="0.4.7", value=True, engine=ENGINE, applies_to="multimodal",
+         introduced_by=_READ.format("0.4.5"), removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.5 / 0.4.6 model_runner.py model_specific_adjustment: if "
+         "self.is_multimodal: ... server_args.chunked_prefill_size = -1"),
+    Rule(name="sglang_vlm_chunked_prefill_off", changes="defaults: --chunked-prefill-size",
+         since="0.4.7", until="deepseek-v4-hopper@2026-07", value=False, engine=ENGINE,
+         applies_to="multimodal", introduced_by=_READ.format("0.4.7"),
+         removed_by="the source snapshots after 0.5.9 are not read for it",
+         source="sglang 0.4.7 / 0.4.9 / 0.5.5 / 0.5.9 model_runner.py: only when not "
+         "is_multimodal_chunked_prefill_supported (configs/model_config.py: Grok1V, Grok1A, "
+         "LlavaLlama, Mllama, CLIPModel)"),
 )
 
 # adjust_mem_fraction_for_vlm's constants (server_args.py, 0.4.9.post5 – 0.5.9): the base
@@ -203,6 +230,26 @@ def _vision_config(spec: ModelSpec) -> dict[str, Any]:
     return vc if isinstance(vc, dict) else {}
 
 
+def _chunk_off(dep: DeploymentView, spec: ModelSpec | None) -> bool:
+    """Does SGLang turn chunked prefill off for ``spec`` at the release
+    (``SGLANG_VLM_CHUNK_OFF``, for a model it treats as multimodal)?"""
+    if spec is None or spec.vision is None:
+        return False
+    rule = tower_rule(spec, dep.engine_version)
+    return (rule is not None and rule.multimodal
+            and value_at(SGLANG_VLM_CHUNK_OFF, dep.engine_version, False, engine=ENGINE) is True)
+
+
+def vlm_settings(dep: DeploymentView, spec: ModelSpec | None,
+                 max_prefill_tokens: int) -> dict[str, object]:
+    """Chunked prefill off for a multimodal model where the release's model runner turns it off
+    (``SGLANG_VLM_CHUNK_OFF``, whatever was given): a prefill then runs up to
+    ``max_prefill_tokens``, the profile's token count."""
+    if not _chunk_off(dep, spec):
+        return {}
+    return {"chunked_prefill_size": -1, "max_num_batched_tokens": max_prefill_tokens}
+
+
 def vlm_notes(dep: DeploymentView, spec: ModelSpec) -> list[str]:
     """What the estimate says of SGLang's vision path of ``spec``."""
     rule = tower_rule(spec, dep.engine_version)
@@ -228,8 +275,8 @@ def vlm_notes(dep: DeploymentView, spec: ModelSpec) -> list[str]:
                 scope = "its heuristic's" if where == "heuristic" else "the given or heuristic"
                 out.append(f"SGLang reduces {scope} mem_fraction_static for a multimodal model: "
                            f"{how}")
-        if isinstance(row, tuple) and row[0] == "runner":
-            out.append("SGLang turns chunked prefill off for a multimodal model at this release "
-                       "(model_runner.py); memprof's activation figure keeps the chunk [not "
-                       "modelled: it is outside the pool's budget]")
+    if _chunk_off(dep, spec):
+        out.append("SGLang turns chunked prefill off for a multimodal model at this release "
+                   f"(model_runner.py): a prefill runs up to --max-prefill-tokens "
+                   f"({dep.max_num_batched_tokens or 0:,} tokens)")
     return out
