@@ -63,6 +63,32 @@ def test_qwen2_5_vl_tower_per_rank_by_hand(version: str, tp: int, multiple: int)
     assert _tower_bytes(QWEN, version, tp) == qwen_tower_by_hand(tp, multiple)
 
 
+def qwen3_tower_by_hand(model: str, tp: int) -> int:
+    """Qwen3-VL's tower on one of ``tp`` ranks, from its vision_config: per block two
+    LayerNorms (weight and bias), qkv (column), proj (row), fc1 (column) and fc2 (row), all
+    biased; the Conv3d patch embedding with bias and the whole pos_embed table; the merger
+    (LayerNorm over hidden) and one post-shuffle merger per deepstack index (LayerNorm over
+    hidden·merge²), each fc1 (column) and fc2 (row) with biases."""
+    v = _vision(model)
+    h, inter, depth, merge, out = (v["hidden_size"], v["intermediate_size"], v["depth"],
+                                   v["spatial_merge_size"], v["out_hidden_size"])
+    patch_in = v["in_channels"] * v["temporal_patch_size"] * v["patch_size"] ** 2
+    block = (4 * h + (3 * h * h + 3 * h) // tp + (h * h) // tp + h
+             + (inter * h + inter) // tp + (h * inter) // tp + h)
+    wide = h * merge * merge
+    fcs = (wide * wide + wide) // tp + (out * wide) // tp + out
+    mergers = 2 * h + fcs + len(v["deepstack_visual_indexes"]) * (2 * wide + fcs)
+    return BF16 * (depth * block + h * patch_in + h + v["num_position_embeddings"] * h
+                   + mergers)
+
+
+@pytest.mark.parametrize(("model", "version", "tp"), [
+    ("qwen3-vl-4b-instruct", "0.5.3", 1), ("qwen3-vl-4b-instruct", "0.5.5", 2),
+    ("qwen3-vl-30b-a3b-instruct", "0.5.6", 4),
+])
+def test_qwen3_vl_tower_per_rank_by_hand(model: str, version: str, tp: int) -> None:
+    assert _tower_bytes(model, version, tp) == qwen3_tower_by_hand(model, tp)
+
 def scout_tower_by_hand() -> int:
     """transformers' Llama4VisionModel and Llama4MultiModalProjector, whole (plain nn.Linear):
     the unfold-convolution linear (no bias), the class embedding, the positional table of
@@ -104,6 +130,9 @@ def test_vit_factor_by_hand() -> None:
     getattr default 24 layers is read, with its hidden 1280: 0.95·(1 − 0.1·(1280²/1024² − 1))."""
     assert vit_fraction(_vision(QWEN)) == pytest.approx(0.95 * (1 - 0.1 * (1.5625 - 1)))
     assert vit_fraction({}) == pytest.approx(0.95)  # the ViT-L/14 baseline
+    # Qwen3-VL-30B-A3B: depth 27 under another name as well, hidden 1152
+    assert vit_fraction(_vision("qwen3-vl-30b-a3b-instruct")) == pytest.approx(
+        0.95 * (1 - 0.1 * (1152 ** 2 / 1024 ** 2 - 1)))
     assert vit_fraction({"num_hidden_layers": 96, "hidden_size": 4096}) == pytest.approx(0.95 * 0.8)
 
 
@@ -161,6 +190,9 @@ def invoke(argv: list[str]) -> tuple[int, str]:
      "Qwen2_5_VLForConditionalGeneration model"),
     (["--model", SCOUT, "--engine-version", "0.4.4", "--tp", "8"], "SGLang 0.4.4 has no"),
     (["--model", QWEN], "has not read SGLang main@d315eb7's vision path"),
+    (["--model", "qwen3-vl-4b-instruct", "--engine-version", "0.5.2"], "SGLang 0.5.2 has no"),
+    (["--model", "qwen3-vl-4b-instruct", "--engine-version", "0.5.7"],
+     "has not read SGLang 0.5.7's vision path"),
     (["--model", QWEN, "--engine-version", "0.5.5", "--tp", "2", "--pp-size", "2"],
      "with --pp-size 2"),
     (["--model", QWEN, "--engine-version", "0.5.5", "--tp", "2", "--dp", "2",

@@ -144,6 +144,35 @@ QWEN2_5_VL_SGLANG = (
          "// 8) * 8"),
 )
 
+# How SGLang builds Qwen3-VL's tower (python/sglang/srt/models/qwen3_vl.py, which
+# qwen3_vl_moe.py's wrapper inherits): 0.5.3 Qwen3_VisionTransformer, 0.5.4 - 0.5.6
+# Qwen3VLMoeVisionModel — a Conv3d patch embedding with bias, pos_embed an nn.Embedding of
+# num_position_embeddings rows (whole), LayerNorm blocks with VisionAttention (qkv
+# column-parallel, proj row-parallel, biased) and linear_fc1 / linear_fc2 (column / row,
+# biased, intermediate_size wide), the merger (LayerNorm over hidden_size) and one post-shuffle
+# merger per deepstack_visual_indexes entry (LayerNorm over hidden·merge²), each
+# ColumnParallelLinear + RowParallelLinear: the tensors and TP split of vLLM's tower. No
+# deepstack buffer is allocated with the model. Both architectures are in
+# multimodal_model_archs and not in mm_disabled_models. 0.5.7 adds a precomputed rotary cache to
+# the tower (RotaryPosMixin) and 0.5.8 rebuilds pos_embed: not read, refused.
+def _qwen3_vl_sglang(family: str) -> tuple[Rule, ...]:
+    """The ``sglang_tower`` rows of ``family`` (Qwen3-VL's or Qwen3-VL-MoE's: one tower)."""
+    return (
+        Rule(name=f"sglang_vision_tower ({family})", changes="weights: vision tower",
+             since=None, until="0.5.3", value=EngineTower(build="absent"), engine="sglang",
+             applies_to=family, introduced_by="before 0.4.3 (the oldest release modelled)",
+             removed_by="read in the sglang 0.5.3 wheel (first with models/qwen3_vl.py)",
+             source="sglang 0.5.2 wheel: no models/qwen3_vl.py"),
+        Rule(name=f"sglang_vision_tower ({family})", changes="weights: vision tower",
+             since="0.5.3", until="0.5.7", value=EngineTower(build="sharded"), engine="sglang",
+             applies_to=family, introduced_by="read in the sglang 0.5.3 wheel",
+             removed_by="0.5.7 (RotaryPosMixin) and 0.5.8 (pos_embed) are not read for it",
+             source="sglang 0.5.3 / 0.5.4 / 0.5.5 / 0.5.6 models/qwen3_vl.py "
+             "Qwen3_VisionTransformer / Qwen3VLMoeVisionModel, Qwen3VLForConditionalGeneration; "
+             "qwen3_vl_moe.py Qwen3VLMoeForConditionalGeneration(Qwen3VLForConditionalGeneration)"),
+    )
+
+
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
     from memprof.core.models.multimodal import VisionTower, merger_parts, vision_fields
 
@@ -213,11 +242,13 @@ QWEN3_VL = Family(
     name="qwen3_vl", model_types=("qwen3_vl",),
     architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
     attention="gqa", vision=_qwen3_vl_tower, config_view=lift_text_config,
+    sglang_tower=_qwen3_vl_sglang("qwen3_vl"),
     source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
 QWEN3_VL_MOE = Family(
     name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
     attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=lift_text_config,
+    sglang_tower=_qwen3_vl_sglang("qwen3_vl_moe"),
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
 def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:
