@@ -1,7 +1,8 @@
 """SGLang with a vision-language model (``memprof/core/engines/sglang_vlm.py``, the families'
 ``sglang_tower`` rows): the tower's weights per rank against a hand count from the bundled
-config, the mem_fraction_static reduction at each release span (and against the fraction the
-SGLang log of calibration row 1401 prints), no encoder term, and the refusals of what is not
+config (Qwen2.5-VL, Qwen3-VL, Gemma 3, Llama 4), the mem_fraction_static reduction at each
+release span (and against the fraction the SGLang log of calibration row 1401 prints), chunked
+prefill turned off where a release does, no encoder term, and the refusals of what is not
 read."""
 
 from __future__ import annotations
@@ -88,6 +89,42 @@ def qwen3_tower_by_hand(model: str, tp: int) -> int:
 ])
 def test_qwen3_vl_tower_per_rank_by_hand(model: str, version: str, tp: int) -> None:
     assert _tower_bytes(model, version, tp) == qwen3_tower_by_hand(model, tp)
+
+def siglip_tower_by_hand(model: str, tp: int, whole: bool) -> int:
+    """Gemma 3's SigLIP tower and projector on one of ``tp`` ranks, from its vision_config: per
+    layer two LayerNorms, qkv (column), out_proj (row), fc1 (column), fc2 (row), all biased; the
+    Conv2d patch embedding with bias, the (image/patch)² position table (SGLang's
+    VocabParallelEmbedding: padded to 64 rows and split over TP; transformers' nn.Embedding
+    whole), post_layernorm; the projector's weight (vision hidden → text hidden) and RMSNorm.
+    ``whole``: transformers' modules, nothing split."""
+    cfg = json.loads((ROOT / "configs" / "models" / f"{model}.json").read_text())
+    v = cfg["vision_config"]
+    text_hidden = cfg["text_config"]["hidden_size"]
+    t = 1 if whole else tp
+    h, inter, n = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    layer = (4 * h + (3 * h * h + 3 * h) // t + (h * h) // t + h
+             + (inter * h + inter) // t + (h * inter) // t + h)
+    positions = (v["image_size"] // v["patch_size"]) ** 2
+    rows = positions if whole else -(-positions // 64) * 64 // tp
+    patch = h * 3 * v["patch_size"] ** 2 + h
+    return BF16 * (n * layer + patch + rows * h + 2 * h + text_hidden * h + h)
+
+
+@pytest.mark.parametrize(("version", "tp", "whole"), [
+    ("0.4.5", 2, True), ("0.4.6", 1, True),  # transformers' SiglipVisionModel
+    ("0.4.7", 2, False), ("0.5.5", 4, False), ("0.5.9", 1, False),  # SGLang's siglip.py
+])
+def test_gemma3_siglip_per_rank_by_hand(version: str, tp: int, whole: bool) -> None:
+    got = _tower_bytes("gemma-3-4b-it", version, tp)
+    assert got == siglip_tower_by_hand("gemma-3-4b-it", tp, whole)
+
+
+@pytest.mark.parametrize(("version", "factor"), [("0.4.5", 0.90), ("0.4.6", 1.0),
+                                                 ("0.5.5", 1.0)])
+def test_gemma3_is_multimodal_at_0_4_5_only(version: str, factor: float) -> None:
+    """mm_disabled_models holds Gemma 3 from 0.4.6: no reduction; the tower is built anyway."""
+    got, base = _mfs("gemma-3-4b-it", version)
+    assert got == pytest.approx(base * factor)
 
 def scout_tower_by_hand() -> int:
     """transformers' Llama4VisionModel and Llama4MultiModalProjector, whole (plain nn.Linear):

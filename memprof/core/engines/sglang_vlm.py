@@ -198,8 +198,8 @@ def sglang_tower(dep: DeploymentView, spec: ModelSpec) -> VisionTower | None:
     m = rule.mlp_multiple
     out: VisionTower = replace(tower, intermediate=-(-tower.intermediate // m) * m,
                                releases=(), skipped=())
-    if rule.build == "whole":
-        out = replace(out, whole=True,
+    if rule.build == "whole":  # transformers' nn.Embedding tables are not padded either
+        out = replace(out, whole=True, position_pad=1, position_shard="rep",
                       head=tuple(replace(p, shard="rep", data_shard="rep") for p in out.head))
     return out
 
