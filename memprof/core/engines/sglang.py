@@ -1,7 +1,8 @@
 """SGLang as an engine: one server of ``--tp`` GPUs (``--dp`` splits it for attention), the budget
 ``mem_fraction_static × free before load``, its chunked-prefill, CUDA-graph batch and
 ``mem_fraction_static`` heuristics (and the factor ROCm's aiter backend puts on the latter),
-``--page-size`` taken as given; a pool shorter than the context does not stop its start.
+``--page-size`` taken as given; a pool shorter than the context does not stop its start. A
+vision-language model's tower and its mem_fraction_static reduction: ``sglang_vlm.py``.
 
 Budget line (SGL@d315eb7 kv_cache_configurator.py)::
 
