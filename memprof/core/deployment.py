@@ -335,8 +335,11 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             or dep.mm_processor_kwargs is not None or dep.mm_encoder_tp_mode != "weights"):
         from memprof.core.models.multimodal import check_multimodal  # kept off text models
 
-        check_multimodal(spec.vision, model=spec.name, engine=engine_of(dep).display,
-                         engine_models_it=bool(engine_of(dep).flags.get("limit_mm_per_prompt")),
+        eng = engine_of(dep)
+        # the engine's own reading of the tower (vLLM's: the model's) where it models it
+        models_it = spec.vision is not None and eng.models_vision(dep, spec)
+        check_multimodal(eng.vision_tower(dep, spec) if models_it else spec.vision,
+                         model=spec.name, engine=eng.display, engine_models_it=models_it,
                          limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
                          version=resolve_version(dep.engine_version, dep.engine),
                          tp_mode=dep.mm_encoder_tp_mode)

@@ -290,7 +290,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     # the attention of the first layer that has one (not a recurrent mixer)
     attention = next((x.attention for x in spec.layers if not x.attention.mixer), None)
     mfs = engine.mem_fraction(dep, gpu, None if attention is None else AttentionFacts(
-        attention.num_heads, kind_of(attention).hip_aiter_heads))
+        attention.num_heads, kind_of(attention).hip_aiter_heads), spec=spec)
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to
@@ -332,6 +332,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              + _input_notes(asked, spec, gpu)
              + tuple(engine.model_settings_notes(dep, asked,
                                                  spec.layers[0].attention.has_indexer))
+             + tuple(engine.vision_notes(dep, spec) if spec.vision is not None else ())
              + tuple(engine.batch_default_notes(asked, dep, gpu))
              + tuple(engine.runner_notes(
                  dep, architecture=spec.architecture, moe=spec.is_moe,
@@ -396,7 +397,8 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     if changes:
         dep = dep.with_(**changes)
     # what the engine sets for this model (SGLang's DeepSeek NSA settings: engines/sglang_nsa.py)
-    changes = engine_of(dep).model_settings(dep, gpu, spec.layers[0].attention.has_indexer)
+    changes = engine_of(dep).model_settings(dep, gpu, spec.layers[0].attention.has_indexer,
+                                            spec=spec)
     if changes:
         dep = dep.with_(**changes)
     return resolve(dep, spec, gpu)

@@ -34,6 +34,7 @@ from memprof.core.engines.sglang import (
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
 from memprof.core.engines.sglang_req_pool import SGLANG_REQ_TO_TOKEN
+from memprof.core.engines.sglang_vlm import SGLANG_VLM_CHUNK_OFF, SGLANG_VLM_FRACTION
 from memprof.core.engines.unified_memory import SGLANG_UMA_FREE_MEMORY, UMA_FREE_MEMORY
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
@@ -111,6 +112,7 @@ from memprof.core.weights.vision import TOWER_SKIPPED
 _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.release_rules()),
                  *(f.dp_attention_embed for f in FAMILY_ROWS if f.dp_attention_embed),
                  *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
+                 *(f.sglang_tower for f in FAMILY_ROWS if f.sglang_tower),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
                  *(f.lora for f in FAMILY_ROWS if f.lora))
 
@@ -137,6 +139,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_MOE_GROUPS,
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
     SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS, SGLANG_UMA_FREE_MEMORY,
+    SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,

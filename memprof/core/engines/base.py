@@ -50,6 +50,8 @@ class DeploymentView(Protocol):
     @property
     def kv_cache_dtype(self) -> str: ...
     @property
+    def quantization(self) -> str | None: ...
+    @property
     def block_size(self) -> int | None: ...
     @property
     def kv_cache_memory_bytes(self) -> int | None: ...
@@ -177,6 +179,9 @@ class Engine:
     # Gated DeltaNet, KDA) is modelled for this engine (vLLM's hybrid KV-cache manager,
     # core/hybrid_state.py); False: such a model is refused, never estimated as attention
     models_state_mixers: ClassVar[bool] = False
+    # the start-up profile runs a multimodal model's vision tower (vLLM V1's encoder cache and
+    # forward: memprof/core/terms/encoder.py); False: the engine profiles no encoder
+    profiles_encoder: ClassVar[bool] = True
     # it allocates a table beside its KV pool, sized by the pool (``request_table``)
     has_request_table: ClassVar[bool] = False
     # its flag spellings: Deployment field → the flags that set it (memprof/core/flags.py's
@@ -253,9 +258,10 @@ class Engine:
         return {}
 
     def model_settings(self, dep: DeploymentView, gpu: GPU,
-                       has_indexer: bool) -> dict[str, object]:
+                       has_indexer: bool, spec: Any = None) -> dict[str, object]:
         """Settings the engine derives from the model after ``prepared`` (field → value):
-        ``has_indexer``, its MLA layers carry DeepSeek's lightning indexer."""
+        ``has_indexer``, its MLA layers carry DeepSeek's lightning indexer; ``spec``: the
+        model (``ModelSpec``)."""
         return {}
 
     def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,
@@ -276,10 +282,32 @@ class Engine:
         return ()
 
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
-                     attention: AttentionFacts | None = None) -> float:
+                     attention: AttentionFacts | None = None, spec: Any = None) -> float:
         """The static memory fraction the budget line reads (0.0: none); ``attention``: the
-        model's (first layer's) attention, where the engine's choice depends on it."""
+        model's (first layer's) attention, ``spec``: the model (``ModelSpec``), where the
+        engine's choice depends on them."""
         return 0.0
+
+    # --- a vision-language model ------------------------------------------------------------------
+
+    def models_vision(self, dep: DeploymentView, spec: Any) -> bool:
+        """Does memprof model this engine's vision path of ``spec`` (a ``ModelSpec`` with a
+        ``vision`` tower) at the deployment's release? False: refused as not modelled
+        (``memprof/core/models/multimodal.py`` ``check_multimodal``); a layout the engine's
+        rules do not cover raises ``BadInput`` itself. By default: where the engine takes
+        ``--limit-mm-per-prompt`` (vLLM)."""
+        return bool(self.flags.get("limit_mm_per_prompt"))
+
+    def vision_tower(self, dep: DeploymentView, spec: Any) -> Any:
+        """The vision tower (``VisionTower``) as this engine builds it for ``spec`` at the
+        deployment's release, None when it builds none; by default the model's own
+        (``spec.vision``: vLLM's tower)."""
+        return spec.vision
+
+    def vision_notes(self, dep: DeploymentView, spec: Any) -> list[str]:
+        """What the estimate says of this engine's vision path of ``spec`` (none by default:
+        vLLM's encoder terms name themselves)."""
+        return []
 
     # --- budget line ------------------------------------------------------------------------------
 

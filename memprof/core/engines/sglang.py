@@ -1,7 +1,8 @@
 """SGLang as an engine: one server of ``--tp`` GPUs (``--dp`` splits it for attention), the budget
 ``mem_fraction_static × free before load``, its chunked-prefill, CUDA-graph batch and
 ``mem_fraction_static`` heuristics (and the factor ROCm's aiter backend puts on the latter),
-``--page-size`` taken as given; a pool shorter than the context does not stop its start.
+``--page-size`` taken as given; a pool shorter than the context does not stop its start. A
+vision-language model's tower and its mem_fraction_static reduction: ``sglang_vlm.py``.
 
 Budget line (SGL@d315eb7 kv_cache_configurator.py)::
 
@@ -30,6 +31,13 @@ from memprof.core.engines.base import (
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
+from memprof.core.engines.sglang_vlm import (
+    check_vision,
+    sglang_tower,
+    vlm_fraction,
+    vlm_notes,
+    vlm_settings,
+)
 from memprof.core.engines.unified_memory import sglang_unified_memory_notes
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
@@ -457,6 +465,8 @@ class SGLang(Engine):
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up
     refuses_request_over_kv: ClassVar[bool] = False
+    # no encoder forward or cache before the pool is sized (sglang_vlm.py)
+    profiles_encoder: ClassVar[bool] = False
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
     # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
     # --engine-version, --scratch and --gpu-memory-in-use are memprof's own
@@ -561,11 +571,12 @@ class SGLang(Engine):
                 "block_size": dep.block_size or 1}
 
     def model_settings(self, dep: DeploymentView, gpu: GPU,
-                       has_indexer: bool) -> dict[str, object]:
+                       has_indexer: bool, spec: Any = None) -> dict[str, object]:
         """A DeepSeek NSA model's KV dtype, page size, DP attention (and 0.5.3's
-        mem_fraction_static): ``sglang_nsa.nsa_settings``."""
+        mem_fraction_static): ``sglang_nsa.nsa_settings``; a multimodal model's chunked
+        prefill turned off where the release does (``sglang_vlm.vlm_settings``)."""
         if not has_indexer:
-            return {}
+            return vlm_settings(dep, spec, SGLANG_MAX_PREFILL_TOKENS)
         return nsa_settings(dep, gpu, lambda: sglang_defaults(gpu, dep)[2])
 
     def model_settings_notes(self, dep: DeploymentView, asked: DeploymentView,
@@ -583,10 +594,24 @@ class SGLang(Engine):
         return pool_tensors(layers)
 
     def mem_fraction(self, dep: DeploymentView, gpu: GPU,
-                     attention: AttentionFacts | None = None) -> float:
+                     attention: AttentionFacts | None = None, spec: Any = None) -> float:
         """The heuristic's (or the given) mem_fraction_static, times the ROCm aiter factor
-        (``rocm_aiter_scale``)."""
-        return sglang_defaults(gpu, dep)[2] * rocm_aiter_scale(dep, gpu, attention)
+        (``rocm_aiter_scale``) and, for a model SGLang treats as multimodal, its reduction
+        (``sglang_vlm.vlm_fraction``)."""
+        mfs = vlm_fraction(sglang_defaults(gpu, dep)[2], given=bool(dep.mem_fraction_static),
+                           version=dep.engine_version, spec=spec)
+        return mfs * rocm_aiter_scale(dep, gpu, attention)
+
+    # --- a vision-language model: sglang_vlm.py ----------------------------------------------
+
+    def models_vision(self, dep: DeploymentView, spec: Any) -> bool:
+        return check_vision(dep, spec)
+
+    def vision_tower(self, dep: DeploymentView, spec: Any) -> Any:
+        return sglang_tower(dep, spec)
+
+    def vision_notes(self, dep: DeploymentView, spec: Any) -> list[str]:
+        return vlm_notes(dep, spec)
 
     # --- budget line --------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from dataclasses import replace
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
+from memprof.core.engines import engine_of
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
 from memprof.core.versions import Rule, value_at
@@ -70,7 +71,7 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
     """The deepstack buffers, the profile run's encoder cache and the encoder forward above the
     text peak, for a model with a vision tower (``[]`` otherwise)."""
     tower = ctx.spec.vision
-    if tower is None:
+    if tower is None or not engine_of(ctx.dep).profiles_encoder:  # (SGLang profiles none)
         return []
     # imported here: a text model's estimate never loads the multimodal modules
     from memprof.core.models.multimodal import (

@@ -134,11 +134,14 @@ class RankWeights(AttentionWeights, MlpWeights):
         first = self.coord.pp_stage == 0
         last = self.coord.pp_stage == dep.pp - 1
         if spec.vision is not None:  # vLLM builds the tower first (weights/vision.py)
+            from memprof.core.engines import engine_of
             from memprof.core.weights.vision import tower_built, vision_tower
 
-            if tower_built(spec.vision, dep.limit_mm_per_prompt, dep.engine_version,
-                           self.coord.pp_stage):
-                vision_tower(self, spec.vision, in_order=in_order)
+            # the tower as the engine builds it (vLLM's: the model's; None: none built)
+            tower = engine_of(dep).vision_tower(dep, spec)
+            if tower is not None and tower_built(tower, dep.limit_mm_per_prompt,
+                                                 dep.engine_version, self.coord.pp_stage):
+                vision_tower(self, tower, in_order=in_order)
         if first or (last and spec.tie_word_embeddings):
             self.embed_tokens()
         for layer, n in kinds(spec.layers[start:end]):

@@ -13,7 +13,9 @@ whole); the norms and the replicated embeddings stay whole. With ``--mm-encoder-
 (0.10.2+, the families that honour it) every tower linear is built with ``disable_tp``: the
 whole tower on every rank. Stored in the model dtype unless the tower says its linears follow
 the checkpoint's quantisation (an fp8/AWQ ``--quantization`` of another tower is not modelled:
-it is charged at the model dtype).
+it is charged at the model dtype). Another engine's reading of the tower goes through the same
+writer: ``Engine.vision_tower`` gives the tower as that engine builds it (SGLang's, by release:
+``memprof/core/engines/sglang_vlm.py``), ``memprof/core/weights/rank.py`` writes it.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ from memprof.core.models.config import ROPE_KEEPS_MAX_LEN, ConfigFields
 from memprof.core.models.families.row import (
     Built,
     ConfigView,
+    EngineTower,
     Family,
     gqa,
     layer_types_windows,
@@ -217,6 +218,46 @@ def siglip_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower | None:
         source="vLLM 0.11.0 gemma3_mm.py + siglip.py")
 
 
+# How SGLang builds Gemma 3's SigLIP tower (python/sglang/srt/models/gemma3_mm.py, siglip.py and
+# sglang/srt/configs/model_config.py, read in the PyPI wheels): 0.4.5 - 0.4.6
+# Gemma3ForConditionalGeneration builds transformers' own SiglipVisionModel
+# (AutoModel.from_config(config.vision_config): plain nn.Linear and nn.Embedding, whole on every
+# rank) and its Gemma3MultiModalProjector; from 0.4.7 SGLang's SiglipVisionModel (siglip.py, the
+# same from 0.4.7 to 0.5.9 but for the attention backend's name): a Conv2d patch embedding with
+# bias, position_embedding a VocabParallelEmbedding (padded to 64, split over TP), LayerNorm
+# layers with VisionAttention (qkv column-parallel, proj row-parallel) and fc1 / fc2 (column /
+# row), post_layernorm: vLLM's tower and split. The tower is built whatever the multimodal
+# setting; Gemma 3 is multimodal by default at 0.4.5 only (is_multimodal_model of its
+# architecture), from 0.4.6 ModelConfig puts it in mm_disabled_models.
+GEMMA3_MM_SGLANG = (
+    Rule(name="sglang_vision_tower (gemma3_mm)", changes="weights: vision tower", since=None,
+         until="0.4.5", value=EngineTower(build="absent"), engine="sglang",
+         applies_to="gemma3_mm", introduced_by="before 0.4.3 (the oldest release modelled)",
+         removed_by="read in the sglang 0.4.5 wheel (first with models/gemma3_mm.py)",
+         source="sglang 0.4.3 / 0.4.4 wheels: no models/gemma3_mm.py"),
+    Rule(name="sglang_vision_tower (gemma3_mm)", changes="weights: vision tower",
+         since="0.4.5", until="0.4.6", value=EngineTower(build="whole"), engine="sglang",
+         applies_to="gemma3_mm", introduced_by="read in the sglang 0.4.5 wheel",
+         removed_by="read in the sglang 0.4.6 wheel (mm_disabled_models)",
+         source="sglang 0.4.5 models/gemma3_mm.py: self.vision_tower = "
+         "AutoModel.from_config(config=config.vision_config); configs/model_config.py: "
+         "is_multimodal = is_multimodal_model(architectures)"),
+    Rule(name="sglang_vision_tower (gemma3_mm)", changes="weights: vision tower",
+         since="0.4.6", until="0.4.7", value=EngineTower(build="whole", multimodal=False),
+         engine="sglang", applies_to="gemma3_mm", introduced_by="read in the sglang 0.4.6 wheel",
+         removed_by="read in the sglang 0.4.7 wheel (SGLang's own siglip.py)",
+         source="sglang 0.4.6 models/gemma3_mm.py (AutoModel.from_config); configs/"
+         "model_config.py: Gemma3ForConditionalGeneration in mm_disabled_models"),
+    Rule(name="sglang_vision_tower (gemma3_mm)", changes="weights: vision tower",
+         since="0.4.7", until="deepseek-v4-hopper@2026-07",
+         value=EngineTower(build="sharded", multimodal=False), engine="sglang",
+         applies_to="gemma3_mm", introduced_by="read in the sglang 0.4.7 wheel",
+         removed_by="the source snapshots after 0.5.9 are not read for it",
+         source="sglang 0.4.7 / 0.4.9 / 0.5.5 / 0.5.9 models/gemma3_mm.py: self.vision_tower = "
+         "SiglipVisionModel(config.vision_config, quant_config) (models/siglip.py); "
+         "mm_disabled_models"),
+)
+
 _NORMS = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
 _GEMMA3_VIEW = _view(GEMMA3_DEFAULTS, rope_keeps_max_len=True)
 
@@ -234,5 +275,6 @@ GEMMA3_MM = Family(
     name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
     layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,),
+    sglang_tower=GEMMA3_MM_SGLANG,
     source="vLLM model_executor/models/gemma3_mm.py + siglip.py + gemma3.py (0.12.0)",
 )

@@ -54,6 +54,7 @@ from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
+    EngineTower,
     Family,
     gqa,
     lift_text_config,
@@ -62,6 +63,7 @@ from memprof.core.models.families.row import (
     vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
+from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import VisionTower
@@ -163,6 +165,42 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower:
         modalities=("image",), source="vLLM 0.11.0 mllama4.py")
 
 
+# How SGLang builds Llama 4's vision tower (python/sglang/srt/models/mllama4.py and
+# sglang/srt/configs/model_config.py, read in the PyPI wheels). Llama 4 is multimodal by default
+# at no release: 0.4.5 lists it only as a TODO in multimodal_model_archs, from 0.4.6
+# ModelConfig.__init__ puts Llama4ForConditionalGeneration in mm_disabled_models
+# (enable_multimodal False unless --enable-multimodal).
+LLAMA4_SGLANG = (
+    Rule(name="sglang_vision_tower (llama4)", changes="weights: vision tower", since=None,
+         until="0.4.5", value=EngineTower(build="absent", multimodal=False), engine="sglang",
+         applies_to="llama4", introduced_by="before 0.4.3 (the oldest release modelled)",
+         removed_by="read in the sglang 0.4.5 wheel (first with models/mllama4.py)",
+         source="sglang 0.4.3 / 0.4.4 wheels: no models/mllama4.py"),
+    Rule(name="sglang_vision_tower (llama4)", changes="weights: vision tower", since="0.4.5",
+         until="0.4.6", value=EngineTower(build="skipped", multimodal=False), engine="sglang",
+         applies_to="llama4", introduced_by="read in the sglang 0.4.5 wheel",
+         removed_by="read in the sglang 0.4.6 wheel (the tower built)",
+         source="sglang 0.4.5 models/mllama4.py Llama4ForConditionalGeneration: __init__ "
+         "builds language_model only, load_weights skips names starting with vision_model / "
+         "multi_modal_projector"),
+    Rule(name="sglang_vision_tower (llama4)", changes="weights: vision tower", since="0.4.6",
+         until="0.4.9.post5", value=EngineTower(build="whole", multimodal=False),
+         engine="sglang", applies_to="llama4", introduced_by="read in the sglang 0.4.6 wheel",
+         removed_by="read in the sglang 0.4.9.post5 wheel (built only with "
+         "--enable-multimodal)",
+         source="sglang 0.4.6 / 0.4.7 / 0.4.8 / 0.4.9 models/mllama4.py __init__: "
+         "self.vision_model = Llama4VisionModel(config.vision_config) and "
+         "Llama4MultiModalProjector(config), transformers' modules (nn.Linear), always"),
+    Rule(name="sglang_vision_tower (llama4)", changes="weights: vision tower",
+         since="0.4.9.post5", until="deepseek-v4-hopper@2026-07",
+         value=EngineTower(build="flag", multimodal=False), engine="sglang",
+         applies_to="llama4", introduced_by="read in the sglang 0.4.9.post5 wheel",
+         removed_by="the source snapshots after 0.5.9 are not read for it",
+         source="sglang 0.4.9.post5 / 0.5.1 / 0.5.5 models/mllama4.py __init__: has_vision = "
+         "has_vision_weights and enable_multimodal; vision_model / multi_modal_projector None "
+         "otherwise"),
+)
+
 # SGLang models/llama4.py Llama4Model (the language model of both architectures): embed_tokens
 # under DP attention
 _SGLANG_EMBED = (
@@ -181,5 +219,6 @@ FAMILY = Family(
     architectures=("Llama4ForConditionalGeneration",),
     build=_llama4_layers, attention="gqa", moe=True, config_view=_view, vision=vision_tower,
     dp_attention_embed=sglang_embed_rows("llama4", "llama4.py", _SGLANG_EMBED),
+    sglang_tower=LLAMA4_SGLANG,
     source="vLLM model_executor/models/llama4.py + mllama4.py (0.12.0)",
 )

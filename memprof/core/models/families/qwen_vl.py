@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.core.models.config import ConfigFields
 from memprof.core.models.families import qwen, qwen_moe
-from memprof.core.models.families.row import Built, Family, lift_text_config, vision_int
+from memprof.core.models.families.row import (
+    Built,
+    EngineTower,
+    Family,
+    lift_text_config,
+    vision_int,
+)
 from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
@@ -103,6 +109,68 @@ QWEN3_VL_RELEASES = (Rule(
     introduced_by="Qwen3-VL support (first in 0.11.0; 0.10.2 has no qwen3_vl.py)",
     source="vLLM 0.11.0 model_executor/models/qwen3_vl.py, qwen3_vl_moe.py",
     applies_to="multimodal"),)
+
+
+# How SGLang builds Qwen2.5-VL's tower (python/sglang/srt/models/qwen2_5_vl.py, read in the
+# PyPI wheels): Qwen2_5_VisionTransformer — a Conv3d patch embedding without bias, blocks of
+# two RMSNorms, VisionAttention (qkv column-parallel with bias: ColumnParallelLinear up to
+# 0.4.9.post5, QKVParallelLinear from 0.4.10; proj RowParallelLinear with bias) and an MLP
+# (gate and up ColumnParallelLinear, from 0.5.2 one MergedColumnParallelLinear; down
+# RowParallelLinear; biased), the patch merger (RMSNorm ln_q, ColumnParallelLinear and
+# RowParallelLinear, biased): the tensors and TP split of vLLM's tower. From 0.5.3 the MLP
+# width is ``((intermediate_size + 7) // 8) * 8``. The architecture is in
+# sglang/srt/configs/model_config.py multimodal_model_archs and not in mm_disabled_models
+# (multimodal by default) at every release read.
+QWEN2_5_VL_SGLANG = (
+    Rule(name="sglang_vision_tower (qwen2_5_vl)", changes="weights: vision tower",
+         since=None, until="0.4.4", value=EngineTower(build="absent"), engine="sglang",
+         applies_to="qwen2_5_vl", introduced_by="before 0.4.3 (the oldest release modelled)",
+         removed_by="read in the sglang 0.4.4 wheel (first with models/qwen2_5_vl.py)",
+         source="sglang 0.4.3 wheel: no models/qwen2_5_vl.py, no Qwen2_5_VL in "
+         "sglang/srt/configs/model_config.py"),
+    Rule(name="sglang_vision_tower (qwen2_5_vl)", changes="weights: vision tower",
+         since="0.4.4", until="0.5.3", value=EngineTower(build="sharded"), engine="sglang",
+         applies_to="qwen2_5_vl", introduced_by="read in the sglang 0.4.4 wheel",
+         removed_by="read in the sglang 0.5.3 wheel (MLP width rounded up to 8)",
+         source="sglang 0.4.4 / 0.4.5 / 0.4.10 / 0.5.2 models/qwen2_5_vl.py "
+         "Qwen2_5_VisionTransformer: mlp_hidden_size = vision_config.intermediate_size"),
+    Rule(name="sglang_vision_tower (qwen2_5_vl)", changes="weights: vision tower",
+         since="0.5.3", until="deepseek-v4-hopper@2026-07",
+         value=EngineTower(build="sharded", mlp_multiple=8), engine="sglang",
+         applies_to="qwen2_5_vl", introduced_by="read in the sglang 0.5.3 wheel",
+         removed_by="the source snapshots after 0.5.9 are not read for it",
+         source="sglang 0.5.3 / 0.5.4 / 0.5.5 / 0.5.9 models/qwen2_5_vl.py "
+         "Qwen2_5_VisionTransformer: mlp_hidden_size = ((vision_config.intermediate_size + 7) "
+         "// 8) * 8"),
+)
+
+# How SGLang builds Qwen3-VL's tower (python/sglang/srt/models/qwen3_vl.py, which
+# qwen3_vl_moe.py's wrapper inherits): 0.5.3 Qwen3_VisionTransformer, 0.5.4 - 0.5.6
+# Qwen3VLMoeVisionModel — a Conv3d patch embedding with bias, pos_embed an nn.Embedding of
+# num_position_embeddings rows (whole), LayerNorm blocks with VisionAttention (qkv
+# column-parallel, proj row-parallel, biased) and linear_fc1 / linear_fc2 (column / row,
+# biased, intermediate_size wide), the merger (LayerNorm over hidden_size) and one post-shuffle
+# merger per deepstack_visual_indexes entry (LayerNorm over hidden·merge²), each
+# ColumnParallelLinear + RowParallelLinear: the tensors and TP split of vLLM's tower. No
+# deepstack buffer is allocated with the model. Both architectures are in
+# multimodal_model_archs and not in mm_disabled_models. 0.5.7 adds a precomputed rotary cache to
+# the tower (RotaryPosMixin) and 0.5.8 rebuilds pos_embed: not read, refused.
+def _qwen3_vl_sglang(family: str) -> tuple[Rule, ...]:
+    """The ``sglang_tower`` rows of ``family`` (Qwen3-VL's or Qwen3-VL-MoE's: one tower)."""
+    return (
+        Rule(name=f"sglang_vision_tower ({family})", changes="weights: vision tower",
+             since=None, until="0.5.3", value=EngineTower(build="absent"), engine="sglang",
+             applies_to=family, introduced_by="before 0.4.3 (the oldest release modelled)",
+             removed_by="read in the sglang 0.5.3 wheel (first with models/qwen3_vl.py)",
+             source="sglang 0.5.2 wheel: no models/qwen3_vl.py"),
+        Rule(name=f"sglang_vision_tower ({family})", changes="weights: vision tower",
+             since="0.5.3", until="0.5.7", value=EngineTower(build="sharded"), engine="sglang",
+             applies_to=family, introduced_by="read in the sglang 0.5.3 wheel",
+             removed_by="0.5.7 (RotaryPosMixin) and 0.5.8 (pos_embed) are not read for it",
+             source="sglang 0.5.3 / 0.5.4 / 0.5.5 / 0.5.6 models/qwen3_vl.py "
+             "Qwen3_VisionTransformer / Qwen3VLMoeVisionModel, Qwen3VLForConditionalGeneration; "
+             "qwen3_vl_moe.py Qwen3VLMoeForConditionalGeneration(Qwen3VLForConditionalGeneration)"),
+    )
 
 
 def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
@@ -168,17 +236,19 @@ QWEN2_5_VL = Family(
     name="qwen2_5_vl", model_types=("qwen2_5_vl",),
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
     attention="gqa", vision=_qwen2_5_vl_tower, config_view=lift_text_config,
-    release_rules=lambda: multimodal_rules(),
+    release_rules=lambda: multimodal_rules(), sglang_tower=QWEN2_5_VL_SGLANG,
     source="vLLM model_executor/models/qwen2_5_vl.py (0.11.0)")
 QWEN3_VL = Family(
     name="qwen3_vl", model_types=("qwen3_vl",),
     architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
     attention="gqa", vision=_qwen3_vl_tower, config_view=lift_text_config,
+    sglang_tower=_qwen3_vl_sglang("qwen3_vl"),
     source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
 QWEN3_VL_MOE = Family(
     name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
     attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=lift_text_config,
+    sglang_tower=_qwen3_vl_sglang("qwen3_vl_moe"),
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
 def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:

@@ -59,6 +59,29 @@ class PostLoadRequant(NamedTuple):
                 f"requantised on compute capability {ccs}")
 
 
+class EngineTower(NamedTuple):
+    """How an engine other than vLLM builds a family's vision tower at a release: the ``value``
+    of a ``Family.sglang_tower`` row, read by ``memprof/core/engines/sglang_vlm.py``.
+
+    ``build``: "absent" (the release has no model file for the architecture: refused),
+    "skipped" (the wrapper builds the language model alone and skips the tower's checkpoint
+    tensors), "sharded" (the tower's linears split over the TP ranks as vLLM's are:
+    ``memprof/core/weights/vision.py``), "whole" (transformers' own modules, plain
+    ``nn.Linear``: all of it on every rank), "flag" (built only under a server flag memprof does
+    not take, so not by default); ``mlp_multiple``: the MLP width rounded up to this multiple;
+    ``multimodal``: whether the engine treats the architecture as multimodal by default (its
+    mem_fraction_static reduction reads it)."""
+
+    build: str
+    mlp_multiple: int = 1
+    multimodal: bool = True
+
+    def __str__(self) -> str:  # as ``memprof versions`` prints the row
+        width = f", MLP width rounded up to {self.mlp_multiple}" if self.mlp_multiple > 1 else ""
+        return (f"{self.build}{width}; "
+                f"{'multimodal' if self.multimodal else 'not multimodal'} by default")
+
+
 class Family(NamedTuple):
     """One model family: what names it in a config.json, how its config becomes layers, and
     the facts generic modules ask of it instead of naming it.
@@ -95,6 +118,10 @@ class Family(NamedTuple):
     # what an engine's model file does to a block-fp8 checkpoint after the load, by release
     # (value: ``PostLoadRequant``; memprof/core/terms/post_load_requant.py); none: nothing
     post_load_requant: tuple[Rule, ...] = ()
+    # how its SGLang model file builds its vision tower, by release (value: ``EngineTower``;
+    # read by memprof/core/engines/sglang_vlm.py); none:
+    # SGLang's vision path of the family is not modelled (refused)
+    sglang_tower: tuple[Rule, ...] = ()
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
     # the config the builder and every generic module read, made from the config.json: a
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
