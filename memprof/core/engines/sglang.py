@@ -185,7 +185,7 @@ SGLANG_LOAD_FIGURE: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.4.4"),
          source="sglang 0.4.4 model_executor/model_runner.py ModelRunner.load_model: \"mem "
          "usage={(before_avail_memory - after_avail_memory):.2f} GB\" (the same in 0.4.6 and "
-         "0.4.8; 0.4.10, 0.5.3 and 0.5.9 keep it as self.weight_load_mem_usage)"),
+         "0.4.8; 0.4.10, 0.5.3, 0.5.9 and 0.5.19 keep it as self.weight_load_mem_usage)"),
 )
 
 
