@@ -94,3 +94,24 @@ def test_versions_lists_the_releases_and_the_change(capsys: pytest.CaptureFixtur
     assert run(["versions", "--from", "0.5.17", "--to", "0.5.19", "--engine", "sglang",
                 "-f", "json"]) == 0
     assert "sglang_nsa_cell_size" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("version", "want"), [
+    ("0.4.3", "sglang-0.4"), ("0.4.9.post5", "sglang-0.4"), ("0.5.1", "sglang-0.5"),
+    ("0.5.10", "sglang-0.5"), ("0.5.19", "sglang-0.5"), ("0.6.0", "sglang-later"),
+    ("main@d315eb7", "sglang-later"), ("deepseek-v4-hopper@2026-07", "sglang-later"),
+])
+def test_an_sglang_row_s_era_is_its_release_number(version: str, want: str) -> None:
+    """``tests/test_explain_calibration.py`` ``era``: by the release a row runs at."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).with_name("test_explain_calibration.py")
+    spec = importlib.util.spec_from_file_location("_calib_explain_era", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    row = {"id": 0, "engine": "sglang", "memprof_engine_version": version}
+    assert mod.era(row) == want
