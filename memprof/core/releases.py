@@ -56,6 +56,19 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # row memprof keeps changes between 0.5.19 and main@d315eb7 (the deepseek-v4-hopper image's own
 # row holds at it alone), so main@d315eb7 stays the newest and the default. Releases after 0.5.19
 # are not modelled yet (memprof/probes/sglang_log.py estimates a log naming one at the newest).
+# Compared wheel against wheel from 0.5.9 (what memprof's SGLang rows read):
+# - server_args.py _handle_gpu_memory_settings (0.5.19 arg_groups/memory_hook.py): the GPU tiers
+#   of --chunked-prefill-size and the decode graph batch, and 512 + 1.5·chunk + tp·pp/8 GiB +
+#   2·max_bs, unchanged 0.5.10 – 0.5.19; new there: the prefill CUDA-graph reserve (0.5.10 on, not
+#   modelled: engines/sglang.py SGLANG_MFS_HEURISTIC says so) and the post-capture KV sizing
+#   path (0.5.16 on, behind SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in every wheel);
+# - the decode capture list (_generate_cuda_graph_batch_sizes; 0.5.19 cuda_graph_hook.py): the
+#   same grid, and from 0.5.10 a --cuda-graph-max-bs off the grid is appended, not dropped;
+# - the pool's cell (model_runner_kv_cache_mixin.py, from 0.5.11 model_executor/
+#   pool_configurator.py): unchanged but for DeepSeek-V3.2's (engines/sglang_nsa.py, 0.5.17);
+# - ReqToTokenPool sizing (context + 4 + draft tokens; max_num_reqs from the pool, 2048 – 4096),
+#   "Load weight end … mem usage" (before − after free), the MoE EP/TP groups built only where
+#   they differ from TP (distributed/parallel_state.py): unchanged to 0.5.19.
 SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.8.post1", "0.4.9", "0.4.9.post5",
     "0.4.10",
