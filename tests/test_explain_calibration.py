@@ -32,7 +32,7 @@ from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED, logged_rank
-from memprof.core.versions import split_generation
+from memprof.core.versions import split_generation, version_key
 from memprof.probes.log_deployment import log_gpu
 from memprof.probes.startup_log import parse_log
 
@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 115, 116, 122, 131, 134, 150, 201, 520, 802, 1101)
+RELEASE_ONLY = (12, 32, 48, 115, 116, 122, 131, 134, 150, 201, 520, 802, 1101, 1202, 1453)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -172,20 +172,27 @@ XFAIL: dict[int, str] = {
           "max_num_batched_tokens 1024 (Unsloth's lines), as row 1301",
     1305: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the log's only "
           "sign of it is the kernel line 'Using MarlinLinearKernel for GPTQMarlinLinearMethod')",
+    1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
+          "checkout: memprof_engine_version_note; the quote has no timestamp)",
     # SGLang logs after 0.5.9 (rows 1451-1499)
     1451: OUTSIDE + "the page size 64 (the log's 'changing page_size from None to 64' line, which "
           "explain does not read; its ServerArgs line is elided) and the card (B200: "
           "memprof_run.why)",
     1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
           "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "
-          "for 39,078 tokens' the author's summary of the KV line)",
+          "for 39,078 tokens' the author's summary of the KV line) and the release (0.5.19: the "
+          "page's image tag)",
+    1453: OUTSIDE + "the release 0.5.17 (the page's 'pip install sglang==0.5.17'; explain places "
+          "the quote at the newest modelled)",
     1454: OUTSIDE + "--tp 2 and mem_fraction_static 0.5 (the page's prose; the quote's TP0/TP1 "
-          "prefixes are not read as the layout)",
+          "prefixes are not read as the layout) and the release 0.5.17 (the page's pip line)",
     1456: OUTSIDE + "--mem-fraction-static 0.90 and --max-total-tokens 4096: the report's command "
           "block (one flag a line, no continuation backslashes) is not read as a command, and "
-          "the pool is that cap",
+          "the pool is that cap; and the release 0.5.13 (the report's environment block; "
+          "explain places the quote by its date at 0.5.14)",
     1457: OUTSIDE + "the figures: the quote's load (15.50 GB) and pool (187,069 tokens) are cells "
-          "of the author's summary table, no log line explain reads",
+          "of the author's summary table, no log line explain reads; and the release "
+          "(0.5.13.post1, the page's section 2)",
     # SGLang logs from repositories and blogs (rows 1501-1549)
     1501: OUTSIDE + "the load figure (weights_gb 3.27: the server_info memory_usage the same "
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
@@ -203,7 +210,12 @@ XFAIL: dict[int, str] = {
 
 def era(row: dict[str, Any]) -> str:
     """``vllm-0.6``, ``vllm-0.7``, ``vllm-0.8``, ``vllm-0.9-0.10``, ``vllm-0.11-0.14``,
-    ``vllm-0.15-0.20``, ``vllm-0.21+``; ``sglang-0.4``, ``sglang-0.5``, ``sglang-later``."""
+    ``vllm-0.15-0.20``, ``vllm-0.21+``; ``sglang-0.4``, ``sglang-0.5``, ``sglang-later``.
+
+    An SGLang row's era is the number of the release memprof runs it at (``memprof/core/
+    releases.py``): 0.4.x is ``sglang-0.4``, 0.5.x (0.5.1 to 0.5.19) ``sglang-0.5``; a later
+    release (0.6 and up) and a source snapshot (``main@d315eb7``, the ``deepseek-v4-hopper``
+    image) are ``sglang-later``."""
     run_ = {**row, **(row.get("memprof_run") or {})}
     version = str(run_["memprof_engine_version"])
     if run_.get("engine", "vllm") == "vllm":
@@ -211,11 +223,12 @@ def era(row: dict[str, Any]) -> str:
         assert name is not None, (row["id"], version)
         return "vllm-" + name.replace("–", "-")  # ASCII test ids: -k 'vllm-0.9-0.10/'
 
-    release = split_generation(version)[0]
-    for minor in ("0.4", "0.5"):
-        if release.startswith(minor + "."):
-            return f"sglang-{minor}"
-    return "sglang-later"
+    try:
+        key = version_key(split_generation(version)[0])
+    except ValueError:  # a source snapshot, no release number
+        return "sglang-later"
+    assert key >= (0, 4), (row["id"], version)  # memprof models SGLang from 0.4.3
+    return f"sglang-0.{key[1]}" if key[:2] in ((0, 4), (0, 5)) else "sglang-later"
 
 
 def _runnable() -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
     "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 ), source="PyPI vllm; read from the wheels")
-# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.9, read from the wheels; the rows that differ
+# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.19, read from the wheels; the rows that differ
 # are beside the engine, ``engines/sglang.py``) and source snapshots, oldest first; the newest
 # (SGL@d315eb7, upstream main 2026-08-22) is the one memprof models in full.
 # "deepseek-v4-hopper@2026-07" is the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
@@ -50,10 +50,31 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # Two post releases are modelled on their own because a rule row changes at them (weights/mlp.py
 # SGLANG_ROCM_EPMOE_STALE_FP8): 0.4.8.post1 and 0.4.9.post5; any other post release keeps the
 # rows of the release it builds on.
+# 0.5.10 – 0.5.19 (wheels built 2026-04-05 … 2026-09-04) are read from their wheels the same way.
+# They stand before the two snapshots although main@d315eb7 was committed between 0.5.18
+# (2026-08-21) and 0.5.19 (2026-09-04): a snapshot's place is where its rules sit, and no rule
+# row memprof keeps changes between 0.5.19 and main@d315eb7 (the deepseek-v4-hopper image's own
+# row holds at it alone), so main@d315eb7 stays the newest and the default. Releases after 0.5.19
+# are not modelled yet (memprof/probes/sglang_log.py estimates a log naming one at the newest).
+# Compared wheel against wheel from 0.5.9 (what memprof's SGLang rows read):
+# - server_args.py _handle_gpu_memory_settings (0.5.19 arg_groups/memory_hook.py): the GPU tiers
+#   of --chunked-prefill-size and the decode graph batch, and 512 + 1.5·chunk + tp·pp/8 GiB +
+#   2·max_bs, unchanged 0.5.10 – 0.5.19; new there: the prefill CUDA-graph reserve (0.5.10 on, not
+#   modelled: engines/sglang.py SGLANG_MFS_HEURISTIC says so) and the post-capture KV sizing
+#   path (0.5.16 on, behind SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in every wheel);
+# - the decode capture list (_generate_cuda_graph_batch_sizes; 0.5.19 cuda_graph_hook.py): the
+#   same grid, and from 0.5.10 a --cuda-graph-max-bs off the grid is appended, not dropped;
+# - the pool's cell (model_runner_kv_cache_mixin.py, from 0.5.11 model_executor/
+#   pool_configurator.py): unchanged but for DeepSeek-V3.2's (engines/sglang_nsa.py, 0.5.17);
+# - ReqToTokenPool sizing (context + 4 + draft tokens; max_num_reqs from the pool, 2048 – 4096),
+#   "Load weight end … mem usage" (before − after free), the MoE EP/TP groups built only where
+#   they differ from TP (distributed/parallel_state.py): unchanged to 0.5.19.
 SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.8.post1", "0.4.9", "0.4.9.post5",
     "0.4.10",
     "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
+    "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18",
+    "0.5.19",
     "deepseek-v4-hopper@2026-07", "main@d315eb7",
 ), source="PyPI sglang (read from the wheels) and sgl-project/sglang source snapshots")
 

@@ -19,7 +19,7 @@
   release. The note says which and why.
 
 "Load weight end. … mem usage=X GB" is ``before_avail_memory − after_avail_memory`` (SGLang
-0.4.4 – 0.5.9 ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it
+0.4.4 – 0.5.19 ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it
 holds every allocation made during load (weights, buffers built with the model, the allocator's
 rounding) and, at TP1, the process's first kernel's non-torch memory, not the weight bytes
 alone (``load_drop`` and ``SGLANG_LOAD_FIGURE`` in ``memprof/core/engines/sglang.py``); 0.4.3

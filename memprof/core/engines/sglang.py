@@ -94,7 +94,11 @@ SGLANG_MFS_HEURISTIC: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.5.3"),
          source="sglang 0.5.3 server_args.py ServerArgs._handle_gpu_memory_settings (the same "
          "at SGL@d315eb7): 512 + 1.5*max(chunk, 2048) + tp*pp/8*1024 + 2*max_bs [+ DP "
-         "attention] MiB, at least 10 GiB above 60 GiB"),
+         "attention] MiB, at least 10 GiB above 60 GiB. Not modelled: from the 0.5.10 wheel "
+         "(_handle_piecewise_cuda_graph; 0.5.14 on cuda_graph_config.prefill, 0.5.19 "
+         "arg_groups/memory_hook.py reserve_for_graph_mb) prefill CUDA graphs are on by default "
+         "on CUDA and the reserve adds 8 MiB per prefill capture size (58 at a chunk of 8192) or "
+         "1.5 GiB with an MLA backend, before the 10 GiB floor"),
 )
 
 SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
@@ -193,7 +197,7 @@ SGLANG_LOAD_FIGURE: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.4.4"),
          source="sglang 0.4.4 model_executor/model_runner.py ModelRunner.load_model: \"mem "
          "usage={(before_avail_memory - after_avail_memory):.2f} GB\" (the same in 0.4.6 and "
-         "0.4.8; 0.4.10, 0.5.3 and 0.5.9 keep it as self.weight_load_mem_usage)"),
+         "0.4.8; 0.4.10, 0.5.3, 0.5.9 and 0.5.19 keep it as self.weight_load_mem_usage)"),
 )
 
 

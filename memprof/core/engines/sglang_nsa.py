@@ -100,20 +100,22 @@ SGLANG_NSA_CELL: tuple[Rule, ...] = (
          "MLATokenToKVPool kv_cache_dim 656 (NSA, fp8) and NSATokenToKVPool "
          "index_k_with_scale_buffer, neither counted", applies_to=_FAMILY),
     Rule(name="sglang_nsa_cell_size", changes="KV cache: tokens per byte (NSA cell size)",
-         since="0.5.4", until="deepseek-v4-hopper@2026-07", value="latent+indexer",
+         since="0.5.4", until="0.5.17", value="latent+indexer",
          engine=_ENGINE, introduced_by="SGLang PR #11309 (first released in 0.5.3.post1)",
          removed_by="SGLang PR #27354 'Correct cell_size calculation for DSA models with FP8 "
-         "KV cache' (calculate_mla_kv_cache_dim in the cell)",
-         source=f"sglang 0.5.3.post1 – 0.5.6 {_MR}, 0.5.7 – 0.5.9 model_runner_kv_cache_mixin"
-         ".py get_cell_size_per_token: the latent cell + (index_head_dim + index_head_dim // "
-         "128 × 4) × num_layers × 1 (uint8)", applies_to=_FAMILY),
+         "KV cache' (calculate_mla_kv_cache_dim in the cell; first in the sglang 0.5.17 wheel)",
+         source=f"sglang 0.5.3.post1 – 0.5.6 {_MR}, 0.5.7 – 0.5.10 model_runner_kv_cache_mixin"
+         ".py get_cell_size_per_token, 0.5.11 – 0.5.16 model_executor/pool_configurator.py "
+         "(cell size moved there, unchanged): the latent cell + (index_head_dim + "
+         "index_head_dim // 128 × 4) × num_layers × 1 (uint8)", applies_to=_FAMILY),
     Rule(name="sglang_nsa_cell_size", changes="KV cache: tokens per byte (NSA cell size)",
-         since="deepseek-v4-hopper@2026-07", until=None, value="pool", engine=_ENGINE,
-         introduced_by="SGLang PR #27354 (the deepseek-v4-hopper@2026-07 image is taken as "
-         "main, as memprof/core/releases.py models it)",
-         source="SGL@d315eb7 python/sglang/srt/model_executor/pool_configurator.py "
-         "_compute_cell_size: calculate_mla_kv_cache_dim (512 + 512/128·4 + 64·2 = 656 at fp8) "
-         "+ the indexer's 132 B", applies_to=_FAMILY),
+         since="0.5.17", until=None, value="pool", engine=_ENGINE,
+         introduced_by="SGLang PR #27354 (first in the sglang 0.5.17 wheel; the "
+         "deepseek-v4-hopper@2026-07 image is taken as main, as memprof/core/releases.py "
+         "models it)",
+         source="sglang 0.5.17 – 0.5.19 and SGL@d315eb7 python/sglang/srt/model_executor/"
+         "pool_configurator.py (_compute_cell_size at SGL@d315eb7): calculate_mla_kv_cache_dim "
+         "(512 + 512/128·4 + 64·2 = 656 at fp8) + the indexer's 132 B", applies_to=_FAMILY),
 )
 
 # value: "dp=tp" (DP attention on, --dp set to --tp), "dp>1" (DP attention on; SGLang's
