@@ -66,9 +66,12 @@ def test_0_8_0_v0_adds_the_layer_output_and_shares_cache13() -> None:
     caches = S * CHUNK * TOP_K * (max(2 * I_L, H) + I_L)  # cache13 + cache2, M = 32768
     assert caches == 3_892_314_112
     assert "fused-MoE workspace (WorkspaceManager)" not in comps
-    # here the prefill's attention stage is the peak, above the MoE stage with its caches
-    assert st["MoE"] + caches < st["attention (mla)"]
-    assert comps["activation peak (profile run)"] == st["attention (mla)"]
+    # the MoE stage with its caches, and the loop's layer input V0's eager forward holds beside
+    # it (memprof/core/terms/v0_eager_forward.py: [T, H] = 2.19 GiB here), is the peak, 28 MB
+    # above the prefill's attention stage
+    held = S * t * H
+    assert st["MoE"] - held + caches < st["attention (mla)"] < st["MoE"] + caches
+    assert comps["activation peak (profile run)"] == st["MoE"] + caches
 
 
 def test_v1_keeps_the_worst_case_buffer_and_frees_the_moe_caches_per_call() -> None:

@@ -94,6 +94,7 @@ from memprof.core.terms.pynccl_pool import (
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.rocm_load_cache import ROCM_LOAD_USED_MEMORY
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL
+from memprof.core.terms.v0_eager_forward import V0_EAGER_LAYER_INPUT
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.bnb_skip import BNB_SKIP_MATCH
 from memprof.core.weights.mla_absorption import MLA_ABSORPTION
@@ -114,7 +115,8 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
                  *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
                  *(f.sglang_tower for f in FAMILY_ROWS if f.sglang_tower),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
-                 *(f.lora for f in FAMILY_ROWS if f.lora))
+                 *(f.lora for f in FAMILY_ROWS if f.lora),
+                 *(f.v0_mlp_gate_up for f in FAMILY_ROWS if f.v0_mlp_gate_up))
 
 # Every version-dependent rule memprof models, by the module that keeps its rows; the attention
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
@@ -128,7 +130,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LAYER_SUM_ADMISSION, MXFP4_SM90_BACKEND, MXFP4_TRITON_RAW_SCALES,
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V0_SAMPLER_RESORT, V0_MLA_PREFILL_PROFILE,
     V0_MOE_CACHES_PER_CALL, TRITON_MOE_CACHES_PER_CALL, FP8_MOE_INPUT_QUANT, V1_TORCH_SORT_SAMPLER,
-    V1_FLASHINFER_SAMPLER, PP_INTERMEDIATE_TENSORS, NCCL_PLACEMENT,
+    V1_FLASHINFER_SAMPLER, PP_INTERMEDIATE_TENSORS, V0_EAGER_LAYER_INPUT, NCCL_PLACEMENT,
     NCCL_CUMEM, EP_PYNCCL, NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER, PYNCCL_NO_STREAM_POOL,
     LOGITS_GATHER_PROCESS_GROUP,
     LOGITS_GATHER_PROCESS_GROUP_ROCM,

@@ -146,7 +146,11 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
     if method == "fp8_per_channel":
         return QuantConfig(method="fp8_per_channel", source="flag")
     if method in ("awq", "gptq"):
-        return QuantConfig(method=method, group_size=128, bits=4, source="flag")
+        # ``gptq_marlin`` names vLLM's GPTQMarlinConfig, which serves only a Marlin-compatible
+        # checkpoint (symmetric 4/8-bit, group -1/32/64/128: is_gptq_marlin_compatible,
+        # gptq_marlin.py, v0.6.5 and v0.11.0): the usual 4-bit group-128 one, on Marlin
+        return QuantConfig(method=method, group_size=128, bits=4, source="flag",
+                           marlin=flag.lower() == "gptq_marlin")
     if method == "nvfp4":
         return QuantConfig(method="nvfp4", group_size=16, bits=4, source="flag")
     if method == "bnb4":

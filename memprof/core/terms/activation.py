@@ -22,6 +22,7 @@ from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
+from memprof.core.models.families import family_row
 from memprof.core.terms.bnb_linear import bnb_dequant_stage
 from memprof.core.terms.common import (
     Stage,
@@ -32,6 +33,7 @@ from memprof.core.terms.common import (
 )
 from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
+from memprof.core.terms.v0_eager_forward import REBOUND, mlp_gate_up_form, v0_layer_input_held
 from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.mlp import moe_caches_per_call
 
@@ -487,14 +489,21 @@ def mla_chunked_prefill_rows(ctx: TermContext) -> int:
     return max(min(max(8 * mml, 4 * seqs * block), MLA_CHUNKED_PREFILL_CAP), seqs * block)
 
 
-def _dense_stage(ctx: TermContext, inter: int, t: int,
-                 gated: bool = True) -> list[tuple[str, int]]:
+def _dense_stage(ctx: TermContext, inter: int, t: int, gated: bool = True,
+                 rebound: bool = False) -> list[tuple[str, int]]:
     """Dense MLP: gate_up [T, 2·I/tp] (up [T, I/tp] without a gate) stays alive (a local) while
-    act [T, I/tp] and down run."""
+    act [T, I/tp] and down run. ``rebound`` (an eager V0 forward whose MLP rebinds one name,
+    ``memprof.core.terms.v0_eager_forward``): gate_up is freed once act exists, so the stage is
+    the larger of gate_up + act and act + down out (+ the all-reduce's output)."""
     s, i_l = model_bytes(ctx), inter // ctx.dep.tp
-    return [("gate_up [T,2I]" if gated else "up [T,I]", t * (2 if gated else 1) * i_l * s),
-            ("act [T,I]", t * i_l * s),
-            *_row_parallel_out(ctx, t, "down_proj")]
+    first = ("gate_up [T,2I]" if gated else "up [T,I]", t * (2 if gated else 1) * i_l * s)
+    act = ("act [T,I]", t * i_l * s)
+    down = _row_parallel_out(ctx, t, "down_proj")
+    if not rebound:
+        return [first, act, *down]
+    if first[1] >= sum(b for _n, b in down):
+        return [(f"{first[0]} (freed before down_proj)", first[1]), act]
+    return [act, *down]
 
 
 def _moe_dims(ctx: TermContext, layer: Layer, t: int) -> tuple[int, int, int]:
@@ -607,6 +616,36 @@ def _moe_stage(ctx: TermContext, layer: Layer, t: int) -> list[tuple[str, int]]:
     return parts
 
 
+def _v0_eager_mlp(ctx: TermContext, t: int,
+                  decode: bool) -> tuple[list[tuple[str, int]], bool, str]:
+    """Under vLLM V0's eager profile run (``V0_EAGER_LAYER_INPUT``,
+    memprof/core/terms/v0_eager_forward.py): the layer loop's input [T, H], alive beside the
+    MLP / MoE stage, whether the family's MLP frees gate_up before down_proj (its
+    ``v0_mlp_gate_up`` rows) and the dense stage's label; elsewhere nothing, False, the plain
+    label. Not for the decode live sets of the CUDA-graph pool (``decode``): V0's capture runs
+    the same eager code, but the pool's replay (memprof/core/terms/cudagraph.py
+    ``graph_pool_tensor_bytes``) allocates each stage whole and states itself good to 0-6 MiB;
+    a [T, H] of a few MiB moves its segment packing by as much, either way [not applied]."""
+    if decode or not v0_layer_input_held(ctx.dep):
+        return [], False, "dense MLP"
+    s, h = model_bytes(ctx), ctx.spec.hidden_size
+    try:
+        rows = family_row(ctx.spec.family).v0_mlp_gate_up
+    except KeyError:  # a spec built without a family row
+        rows = ()
+    form, read = mlp_gate_up_form(rows, ctx.dep)
+    label = f"dense MLP (V0 eager, gate_up {form}{'' if read else ' [assumed]'})"
+    return [("layer input held by the layer loop [T,H]", t * h * s)], form == REBOUND, label
+
+
+def _with_held(base: list[tuple[str, int]],
+               held: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The stage's base with the held layer input in the order the tensors were made: the
+    residual (the oldest), the layer input (the previous layer's output), then the MLP input
+    (this layer's attention output); ``base`` as is without one."""
+    return base[:1] + held + base[1:] if held else base
+
+
 def _mhc_stage(ctx: TermContext, t: int) -> list[tuple[str, int]]:
     """DeepSeek-V4 ``mhc_fused_post_pre``: the old and the new residual [T, hc, H] are both live,
     with the sublayer output and the next layer input [T, H] (deepseek_v4.py @023da1fc)."""
@@ -646,6 +685,7 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
             emb.append(("hc repeat [T,hc,H]", t * spec.hc_mult * h * s))
         stages.append(Stage("embedding", tuple(emb)))
     eager = rule_in_force(V0_MLA_PREFILL_PROFILE, dep.engine_version, dep.engine)
+    held, rebound, mlp_label = _v0_eager_mlp(ctx, t, decode)
     query = ActQuery(t=t, s=s, tp=dep.tp, decode=decode,
                      chunked_prefill_rows=lambda: mla_chunked_prefill_rows(ctx),
                      eager_prefill="" if eager is None else str(eager.value), hidden=h)
@@ -657,13 +697,16 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         stages += [Stage(label, tuple(base + parts)) for label, parts in attn.extra]
         if mlp.kind == "moe":
             caches = [_per_call_moe_caches(ctx, layer, t)] if moe_caches else []
-            stages.append(Stage("MoE", tuple(base + _moe_stage(ctx, layer, t) + caches)))
+            stages.append(Stage("MoE", tuple(_with_held(base, held) + _moe_stage(ctx, layer, t)
+                                             + caches)))
         elif mlp.kind == "dense":  # "none": a hybrid layer that is only a token mixer
-            stages.append(Stage("dense MLP", tuple(base + _dense_stage(ctx, mlp.intermediate_size,
-                                                                        t, mlp.gated))))
+            stages.append(Stage(mlp_label, tuple(
+                _with_held(base, held) + _dense_stage(ctx, mlp.intermediate_size, t, mlp.gated,
+                                                      rebound))))
     bnb = bnb_dequant_stage(ctx)  # a bitsandbytes linear's dequantised shard (bnb_linear.py)
     if bnb is not None:
-        stages.append(Stage(bnb.name, tuple(base + list(bnb.parts))))
+        # the largest shard is an MLP one: live beside the layer input V0 keeps (v0_eager_forward)
+        stages.append(Stage(bnb.name, tuple(_with_held(base, held) + list(bnb.parts))))
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if r > 0 and samples_in_profile_run(dep, ctx.coord):

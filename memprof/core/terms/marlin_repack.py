@@ -142,7 +142,7 @@ def marlin_linears(ctx: TermContext) -> list[MarlinLinear]:
     from memprof.core.weights.shard import WeightTensor
 
     q = ctx.quant
-    if q is None or q.source != "config":
+    if q is None or (q.source != "config" and not q.marlin):  # a flag names gptq_marlin
         return []
     sm = _cuda_sm(ctx.gpu.arch) if ctx.gpu.arch != "unknown" else 0
     if q.method == "awq" and sm >= 80:

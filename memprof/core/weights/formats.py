@@ -119,7 +119,7 @@ def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False) -> in
     m = quant.method
     fp8 = m in ("fp8", "fp8_per_tensor", "fp8_per_channel") and (
         fp8_on_marlin(quant, arch) or _ct_fp8_on_marlin(quant, arch))
-    int4 = (quant.source == "config" and _cuda_sm(arch) >= 80
+    int4 = ((quant.source == "config" or quant.marlin) and _cuda_sm(arch) >= 80
             and ((m == "gptq" and quant.marlin) or m == "awq"))
     return (4 if moe else 1) if fp8 or int4 else 0
 
@@ -283,7 +283,7 @@ def linear_bytes(
         from memprof.core.weights.gguf import gguf_bytes  # GGUF checkpoints only
 
         return gguf_bytes(out, inn, quant.scheme)
-    if m == "gptq" and quant.source == "config":
+    if m == "gptq" and (quant.source == "config" or quant.marlin):  # or --quantization gptq_marlin
         return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
                     quant.marlin and _cuda_sm(arch) >= 80)
     if m in ("awq", "gptq"):
@@ -392,7 +392,7 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
         else:
             ps.append(Param("absmax", (blocks,), "float32"))
         return (*ps, Param("quant_map", (16,), "float32"))
-    if m == "gptq" and quant.source == "config":
+    if m == "gptq" and (quant.source == "config" or quant.marlin):
         g = quant.group_size if quant.group_size > 0 else inn
         groups, bits = cdiv(inn, g), quant.bits or 4
         marlin = quant.marlin and _cuda_sm(arch) >= 80

@@ -18,6 +18,7 @@ from memprof.core.models.families.row import (
     missing,
     sglang_embed_rows,
     top_k,
+    v0_gate_up_rows,
     v2_listed,
 )
 from memprof.core.models.spec import MLP, Attention, Layer
@@ -145,6 +146,8 @@ DEEPSEEK_V3 = Family(
                                 "0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0"),),
     dp_attention_embed=sglang_embed_rows("deepseek_v3", "deepseek_v2.py", _SGLANG_EMBED),
     post_load_requant=_sglang_post_load("deepseek_v3"),
+    v0_mlp_gate_up=v0_gate_up_rows("deepseek_v3", "deepseek_v2.py", "DeepseekV2MLP",
+                                   (("0.7.1", None, "kept", "0.7.1, 0.7.3"),)),
     source="vLLM model_executor/models/deepseek_v2.py")
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),

@@ -68,6 +68,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     lift_text_config,
     missing,
+    v0_gate_up_rows,
     vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
@@ -265,16 +266,22 @@ GEMMA2 = Family(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
     build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS),
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma2.py (0.12.0)",
+    v0_mlp_gate_up=v0_gate_up_rows("gemma2", "gemma2.py", "Gemma2MLP",
+                                   (("0.6.5", None, "kept", "0.6.5, 0.7.3"),)),
 )
 GEMMA3 = Family(
     name="gemma3", model_types=("gemma3_text",), architectures=("Gemma3ForCausalLM",),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma3.py (0.12.0)",
+    v0_mlp_gate_up=v0_gate_up_rows("gemma3", "gemma3.py", "Gemma3MLP",
+                                   (("0.8.5", None, "kept", "0.8.5"),)),
 )
 GEMMA3_MM = Family(
     name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
     layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,),
     sglang_tower=GEMMA3_MM_SGLANG,
+    v0_mlp_gate_up=v0_gate_up_rows("gemma3_mm", "gemma3.py", "Gemma3MLP",
+                                   (("0.8.5", None, "kept", "0.8.5"),)),
     source="vLLM model_executor/models/gemma3_mm.py + siglip.py + gemma3.py (0.12.0)",
 )

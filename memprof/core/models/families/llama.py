@@ -16,6 +16,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     missing,
     swa_from_max_window_layers,
+    v0_gate_up_rows,
     v2_listed,
 )
 from memprof.core.versions import Rule
@@ -67,5 +68,8 @@ FAMILY = Family(
     v2_runner_listed=(v2_listed("llama", "0.23.0", "0.25.0",
                                 ("LlamaForCausalLM", "MistralForCausalLM"),
                                 "0.23.0 / 0.24.0 (not 0.25.0)"),),
+    v0_mlp_gate_up=v0_gate_up_rows("llama", "llama.py", "LlamaMLP", (
+        ("0.6.0", "0.6.4", "kept", "0.6.0, 0.6.1, 0.6.2, 0.6.3"),
+        ("0.6.4", None, "rebound", "0.6.4, 0.6.5, 0.7.1, 0.7.3, 0.8.5"))),
     source="vLLM model_executor/models/llama.py; transformers configuration_llama.py",
 )

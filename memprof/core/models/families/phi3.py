@@ -20,7 +20,12 @@ None → ``num_attention_heads``.
 from __future__ import annotations
 
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, plain_dense_layers
+from memprof.core.models.families.row import (
+    Built,
+    Family,
+    plain_dense_layers,
+    v0_gate_up_rows,
+)
 
 
 def _phi3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
@@ -31,5 +36,8 @@ def _phi3_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 FAMILY = Family(
     name="phi3", model_types=("phi3",), architectures=("Phi3ForCausalLM",),
     build=_phi3_layers, attention="gqa",
+    # phi3.py's Phi3ForCausalLM subclasses LlamaForCausalLM: its MLP is LlamaMLP
+    v0_mlp_gate_up=v0_gate_up_rows("phi3", "llama.py", "LlamaMLP",
+                                   (("0.6.4", None, "rebound", "0.6.5, 0.7.3"),)),
     source="vLLM model_executor/models/phi3.py (LlamaForCausalLM + packed modules)",
 )

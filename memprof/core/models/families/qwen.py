@@ -17,6 +17,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     sglang_embed_rows,
     swa_from_max_window_layers,
+    v0_gate_up_rows,
     v2_listed,
 )
 from memprof.core.versions import Rule
@@ -76,6 +77,8 @@ QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCau
                build=_qwen2_layers, attention="gqa", lora=QWEN2_LORA,
                modules=(VL_MODULE,),
                dp_attention_embed=sglang_embed_rows("qwen2", "qwen2.py", _SGLANG_EMBED),
+               v0_mlp_gate_up=v0_gate_up_rows("qwen2", "qwen2.py", "Qwen2MLP", (
+                   ("0.6.0", None, "kept", "0.6.0, 0.6.5, 0.7.1, 0.7.3, 0.8.5"),)),
                source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
                build=_qwen3_layers, attention="gqa", lora=QWEN3_LORA,
@@ -83,4 +86,6 @@ QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCau
                v2_runner_listed=(v2_listed("qwen3", "0.23.0", "0.25.0", ("Qwen3ForCausalLM",),
                                            "0.23.0 / 0.24.0 (not 0.25.0)"),),
                dp_attention_embed=sglang_embed_rows("qwen3", "qwen2.py", _SGLANG_EMBED),
+               v0_mlp_gate_up=v0_gate_up_rows("qwen3", "qwen2.py", "Qwen2MLP (qwen3.py's "
+                                              "Qwen3MLP)", (("0.8.5", None, "kept", "0.8.5"),)),
                source="vLLM model_executor/models/qwen3.py; transformers configuration_qwen3.py")

@@ -47,6 +47,7 @@ from memprof.core.models.families.row import (
     EngineTower,
     Family,
     lift_text_config,
+    v0_gate_up_rows,
     vision_int,
 )
 from memprof.core.versions import Rule
@@ -237,6 +238,9 @@ QWEN2_5_VL = Family(
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
     attention="gqa", vision=_qwen2_5_vl_tower, config_view=lift_text_config,
     release_rules=lambda: multimodal_rules(), sglang_tower=QWEN2_5_VL_SGLANG,
+    # its language model is Qwen2ForCausalLM (0.7.3 qwen2_5_vl.py init_vllm_registered_model)
+    v0_mlp_gate_up=v0_gate_up_rows("qwen2_5_vl", "qwen2.py", "Qwen2MLP",
+                                   (("0.7.3", None, "kept", "0.7.3"),)),
     source="vLLM model_executor/models/qwen2_5_vl.py (0.11.0)")
 QWEN3_VL = Family(
     name="qwen3_vl", model_types=("qwen3_vl",),

@@ -138,6 +138,10 @@ class Family(NamedTuple):
     # vLLM's LoRA support of its model class, by release (value: ``LoraSupport``); none: memprof
     # has not read it and refuses --enable-lora for the family (memprof/core/terms/lora.py)
     lora: tuple[Rule, ...] = ()
+    # how its vLLM MLP's forward names the gate_up output, by release (value "kept" / "rebound":
+    # ``v0_gate_up_rows``); read only for V0's eager profile run
+    # (memprof/core/terms/v0_eager_forward.py); none: "kept" is assumed there, as the stage says
+    v0_mlp_gate_up: tuple[Rule, ...] = ()
     # the family's own release rows (``memprof versions`` lists them: version_diff.py)
     release_rules: Callable[[], tuple[tuple[Rule, ...], ...]] | None = None
     # the releases whose ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (vLLM config/vllm.py) list the
@@ -375,4 +379,29 @@ def sglang_embed_rows(family: str, model_file: str,
              introduced_by=f"read in the sglang {since or '0.4.3'} wheel",
              removed_by=f"read in the sglang {until} wheel" if until else "",
              source=f"sglang {read} models/{model_file}: {how[value]}")
+        for since, until, value, read in spans)
+
+
+V0_MLP_KEPT = "kept"
+V0_MLP_REBOUND = "rebound"
+
+
+def v0_gate_up_rows(family: str, model_file: str, mlp_class: str,
+                    spans: tuple[tuple[str | None, str | None, str, str], ...]
+                    ) -> tuple[Rule, ...]:
+    """A family's ``v0_mlp_gate_up`` rows: how its vLLM ``model_file``'s ``mlp_class.forward``
+    names the gate_up output, one span ``(since, until, value, releases read)`` per change.
+    ``V0_MLP_KEPT``: ``gate_up, _ = self.gate_up_proj(x); x = self.act_fn(gate_up)`` holds
+    gate_up [T, 2I] through down_proj; ``V0_MLP_REBOUND``: ``x, _ = self.gate_up_proj(x);
+    x = self.act_fn(x)`` frees it once act_fn has made its output. It matters only where the
+    forward runs eagerly: V0's profile run (memprof/core/terms/v0_eager_forward.py)."""
+    how = {V0_MLP_KEPT: "gate_up, _ = self.gate_up_proj(x); x = self.act_fn(gate_up)",
+           V0_MLP_REBOUND: "x, _ = self.gate_up_proj(x); x = self.act_fn(x)"}
+    return tuple(
+        Rule(name=f"v0_mlp_gate_up ({family})", changes="activation peak: dense MLP stage",
+             since=since, until=until, value=value, applies_to=family, generation="v0",
+             introduced_by=f"read in the {read.split(',')[0]} wheel",
+             removed_by=f"read in the {until} wheel" if until else "",
+             source=f"{read} model_executor/models/{model_file} {mlp_class}.forward: "
+             f"{how[value]}")
         for since, until, value, read in spans)
