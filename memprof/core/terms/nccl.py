@@ -81,6 +81,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memprof.base.units import MiB, fmt_bytes
+from memprof.core.deployment import Deployment
 from memprof.core.terms.nccl_channels import Channels, channel_delta, channel_note
 from memprof.core.versions import Rule, value_at
 
@@ -308,3 +309,35 @@ def nccl_row(peer_access: bool, cumem: bool, size: int, p2p_peers: int,
                      if peer_access else "62 MiB over SHM")
                   + ", nccl-matrix-{2,4}x-h100.json)")
     return NcclRow(init, first, p2p, basis, (peer_access, cumem) in FIRST_KERNEL_IN_ROW)
+
+
+# The NCCL each release runs: the torch its wheel pins (METADATA Requires-Dist torch==X) and the
+# nvidia-nccl-cu12 that torch's Linux x86_64 wheel pins (Requires-Dist nvidia-nccl-cu12==Y).
+NCCL_VERSION: tuple[Rule, ...] = (
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since=None, until="0.6.4",
+         value="2.20.5", applies_to="nccl", introduced_by="torch 2.4.0",
+         removed_by="torch 2.5.1 (0.6.4)",
+         source="vllm 0.6.0 – 0.6.3.post1 METADATA torch==2.4.0; torch 2.4.0 METADATA "
+         "nvidia-nccl-cu12==2.20.5"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.6.4", until="0.9.0",
+         value="2.21.5", applies_to="nccl", introduced_by="torch 2.5.1 / 2.6.0",
+         removed_by="torch 2.7.0 (0.9.0)",
+         source="vllm 0.6.4 – 0.6.6.post1 and 0.7.1 METADATA torch==2.5.1, 0.8.0 / 0.8.5 "
+         "torch==2.6.0; torch 2.5.1 and 2.6.0 METADATA nvidia-nccl-cu12==2.21.5"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.9.0", until="0.10.2",
+         value="2.26.2", applies_to="nccl", introduced_by="torch 2.7.0 / 2.7.1",
+         removed_by="torch 2.8.0 (0.10.2)",
+         source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1; torch 2.7.0 and "
+         "2.7.1 METADATA nvidia-nccl-cu12==2.26.2"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until=None,
+         value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
+         source="vllm 0.10.2 METADATA torch==2.8.0; torch 2.8.0 METADATA "
+         "nvidia-nccl-cu12==2.27.3, torch 2.9.0 nvidia-nccl-cu12==2.27.5"),
+)
+
+
+def nccl_version(dep: Deployment) -> str | None:
+    """The NCCL the deployment's engine release runs (``NCCL_VERSION``; None where no row holds:
+    another engine, whose NCCL memprof does not map)."""
+    got = value_at(NCCL_VERSION, dep.engine_version, None, dep.engine)
+    return got if isinstance(got, str) else None
