@@ -69,11 +69,15 @@ github.com/NVIDIA/nccl:
   which a one-node communicator does not set up.
 
 So where a published log over SHM (or without peer access) shows less than these rows, the
-difference is not in NCCL's buffers, and no NCCL version accounts for it: the SHM rows'
-121,634,816 B at init (195,035,136 less torch's stream pool) and 186 MiB at the first
-all_reduce are not allocations NCCL's source makes; what they are (the driver's, for the
-library's kernels or streams, and whether they depend on the GPU or NCCL's binary) is not read
-here.
+difference is not in NCCL's buffers: the SHM rows' 121,634,816 B at init (195,035,136 less
+torch's stream pool) and 186 MiB at the first all_reduce are not allocations NCCL's source
+makes. The first all_reduce's 186 MiB is the CUDA driver's per-thread stack reservation, grown
+for NCCL's ring LL kernel (1,744 B a thread on the H100's 132 SMs × 2048 threads), which
+depends on the card's SM count and on the stack NCCL's kernel declares in the image the card
+runs, and so on the NCCL release (``memprof.core.terms.nccl_stack``, measured in
+``reports/gpu/nccl-stack``; ``memprof.core.terms.non_torch.nccl_comm`` moves a first
+communicator's row by it). Init's 116 MiB over SHM is not NCCL's modules (it stays with eager
+module loading, ``reports/gpu/nccl-stack``); what it is was not found.
 """
 
 from __future__ import annotations
