@@ -14,6 +14,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.terms import non_torch
+from memprof.core.terms.nccl_stack import stack_delta
 from memprof.core.version_diff import version_diff
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +31,11 @@ FIRST_KERNEL = 96_468_992
 # the measured rows (init + first all_reduce) less torch's stream pool: vLLM's PyNccl
 # communicators make none (memprof.core.terms.pynccl_pool); SGLang keeps the rows as measured
 POOL = 73_400_320
+# NCCL 2.21.5 (vLLM 0.6.4 - 0.8.5): its sm_90 ring LL kernel needs 1,264 B of stack, not 2.28.9's
+# 1,736, so the first all_reduce's stack reservation is 62 MiB, not the measured 186
+# (memprof.core.terms.nccl_stack, reports/gpu/nccl-stack/kernel-stack.json)
+STACK_2215 = stack_delta(find_gpu("H100"), 2048, "2.21.5")[0]
+assert -124 * MiB == STACK_2215
 P2P_CUMEM_OFF = 757_071_872 + 195_035_136 - POOL  # 2× H100, NCCL_CUMEM_ENABLE=0
 P2P_CUMEM_ON = (458 + 474) * MiB - POOL  # 2× H200, NCCL's default
 SHM_CUMEM_OFF = 195_035_136 + 195_035_136 - POOL  # 2× H100, NCCL_P2P_DISABLE=1
@@ -61,10 +67,12 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
     # init_worker_distributed_environment (l.166); vllm/__init__.py l.30 NCCL_CUMEM_ENABLE=0
     # (+ POOL everywhere up to 0.10.2: the profile run's logits gather on torch's
     # ProcessGroupNCCL makes the stream pool inside the budget, terms.pynccl_pool)
-    ("0.7.2", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + TORCH_GATHER_TP2 + POOL, CONTEXT),
+    ("0.7.2", LIBS + P2P_CUMEM_OFF + STACK_2215 + CUSTOM_AR + TORCH_GATHER_TP2 + POOL,
+     CONTEXT),
     # 0.8.0 v1/worker/gpu_worker.py determine_available_memory: peak_memory +=
     # non_torch_allocations (device used − torch allocated): the context is charged too
-    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, 0),
+    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + STACK_2215 + CUSTOM_AR + POOL + TORCH_COMM_OFF,
+     0),
     ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, 0),
     # 0.9.1 v1/worker/gpu_worker.py init_device: init_snapshot (l.135) before
     # init_worker_distributed_environment (l.153); memory_profiling: non_torch_increase since it
@@ -114,8 +122,14 @@ def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
     # 2 channels NCCL builds over SHM on the 4090's PCIe Gen4 x16 link, not the H100 rows' 4:
     # 2 MiB less a channel for each (memprof.core.terms.nccl_channels, reports/gpu/nccl/
     # nccl-channels-4x-h100.json: SHM cuMem off, 178 + 2n MiB)
+    # and the first all_reduce's stack reservation at the 4090's 128 SMs × 1536 threads and the
+    # sm_80 kernel (0.9.2's NCCL 2.26.2 reads 2.28.9's images: 1,328 B): 136 MiB, not 186
+    # (memprof.core.terms.nccl_stack)
+    g = find_gpu("RTX-4090")
+    stack = stack_delta(g, non_torch.MAX_THREADS_PER_SM[g.arch], "2.26.2")[0]
+    assert stack == -128 * MiB
     assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (
-        libs_4090 + SHM_CUMEM_OFF - 4 * MiB + POOL + 6 * MiB, context_4090)
+        libs_4090 + SHM_CUMEM_OFF - 4 * MiB + stack + POOL + 6 * MiB, context_4090)
 
 
 def test_sglang_keeps_nccl_before_its_baseline() -> None:

@@ -14,9 +14,12 @@ import pytest
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate, rank_context
+from memprof.core.gpus import find_gpu
 from memprof.core.terms import pynccl_pool
 from memprof.core.terms.cudagraph import graph_driver_first
 from memprof.core.terms.nccl import NCCL_ROWS, TORCH_STREAM_POOL_BYTES
+from memprof.core.terms.nccl_stack import stack_delta
+from memprof.core.terms.non_torch import MAX_THREADS_PER_SM as THREADS
 from memprof.core.terms.pynccl_pool import (
     LOGITS_GATHER_PROCESS_GROUP,
     LOGITS_GATHER_PROCESS_GROUP_ROCM,
@@ -54,7 +57,13 @@ def test_row_523_by_hand() -> None:
     # 2× A100 without peer access, vLLM 0.10.1.1 (NCCL_CUMEM_ENABLE=0, NCCL in the budget):
     # SHM cuMem-off row 195,035,136 + 195,035,136 B, less the 73,400,320 B pool = 302 MiB
     e = _est(no_gpu_peer_access=True)
-    assert _comp(e, "NCCL TP") == 195_035_136 + 195_035_136 - 73_400_320 == 302 * MiB
+    # and the first all_reduce's stack reservation at the A100's 108 SMs × 2048 threads and
+    # NCCL 2.26.2 (2.28.9's sm_80 kernel, 1,328 B; memprof.core.terms.nccl_stack): 66 MiB, not
+    # the H100's 186
+    a100 = find_gpu("A100-80GB")
+    stack = stack_delta(a100, THREADS[a100.arch], "2.26.2")[0]
+    assert stack == -120 * MiB
+    assert _comp(e, "NCCL TP") == 195_035_136 + 195_035_136 - 73_400_320 + stack == 182 * MiB
     # the pool is made by the profile run's logits all-gather on ProcessGroupNCCL instead,
     # inside the same budget; the first graph then pays none
     assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES

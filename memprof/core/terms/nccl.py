@@ -69,11 +69,15 @@ github.com/NVIDIA/nccl:
   which a one-node communicator does not set up.
 
 So where a published log over SHM (or without peer access) shows less than these rows, the
-difference is not in NCCL's buffers, and no NCCL version accounts for it: the SHM rows'
-121,634,816 B at init (195,035,136 less torch's stream pool) and 186 MiB at the first
-all_reduce are not allocations NCCL's source makes; what they are (the driver's, for the
-library's kernels or streams, and whether they depend on the GPU or NCCL's binary) is not read
-here.
+difference is not in NCCL's buffers: the SHM rows' 121,634,816 B at init (195,035,136 less
+torch's stream pool) and 186 MiB at the first all_reduce are not allocations NCCL's source
+makes. The first all_reduce's 186 MiB is the CUDA driver's per-thread stack reservation, grown
+for NCCL's ring LL kernel (1,744 B a thread on the H100's 132 SMs × 2048 threads), which
+depends on the card's SM count and on the stack NCCL's kernel declares in the image the card
+runs, and so on the NCCL release (``memprof.core.terms.nccl_stack``, measured in
+``reports/gpu/nccl-stack``; ``memprof.core.terms.non_torch.nccl_comm`` moves a first
+communicator's row by it). Init's 116 MiB over SHM is not NCCL's modules (it stays with eager
+module loading, ``reports/gpu/nccl-stack``); what it is was not found.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memprof.base.units import MiB, fmt_bytes
+from memprof.core.deployment import Deployment
 from memprof.core.terms.nccl_channels import Channels, channel_delta, channel_note
 from memprof.core.versions import Rule, value_at
 
@@ -308,3 +313,35 @@ def nccl_row(peer_access: bool, cumem: bool, size: int, p2p_peers: int,
                      if peer_access else "62 MiB over SHM")
                   + ", nccl-matrix-{2,4}x-h100.json)")
     return NcclRow(init, first, p2p, basis, (peer_access, cumem) in FIRST_KERNEL_IN_ROW)
+
+
+# The NCCL each release runs: the torch its wheel pins (METADATA Requires-Dist torch==X) and the
+# nvidia-nccl-cu12 that torch's Linux x86_64 wheel pins (Requires-Dist nvidia-nccl-cu12==Y).
+NCCL_VERSION: tuple[Rule, ...] = (
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since=None, until="0.6.4",
+         value="2.20.5", applies_to="nccl", introduced_by="torch 2.4.0",
+         removed_by="torch 2.5.1 (0.6.4)",
+         source="vllm 0.6.0 – 0.6.3.post1 METADATA torch==2.4.0; torch 2.4.0 METADATA "
+         "nvidia-nccl-cu12==2.20.5"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.6.4", until="0.9.0",
+         value="2.21.5", applies_to="nccl", introduced_by="torch 2.5.1 / 2.6.0",
+         removed_by="torch 2.7.0 (0.9.0)",
+         source="vllm 0.6.4 – 0.6.6.post1 and 0.7.1 METADATA torch==2.5.1, 0.8.0 / 0.8.5 "
+         "torch==2.6.0; torch 2.5.1 and 2.6.0 METADATA nvidia-nccl-cu12==2.21.5"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.9.0", until="0.10.2",
+         value="2.26.2", applies_to="nccl", introduced_by="torch 2.7.0 / 2.7.1",
+         removed_by="torch 2.8.0 (0.10.2)",
+         source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1; torch 2.7.0 and "
+         "2.7.1 METADATA nvidia-nccl-cu12==2.26.2"),
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until=None,
+         value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
+         source="vllm 0.10.2 METADATA torch==2.8.0; torch 2.8.0 METADATA "
+         "nvidia-nccl-cu12==2.27.3, torch 2.9.0 nvidia-nccl-cu12==2.27.5"),
+)
+
+
+def nccl_version(dep: Deployment) -> str | None:
+    """The NCCL the deployment's engine release runs (``NCCL_VERSION``; None where no row holds:
+    another engine, whose NCCL memprof does not map)."""
+    got = value_at(NCCL_VERSION, dep.engine_version, None, dep.engine)
+    return got if isinstance(got, str) else None

@@ -71,6 +71,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 from memprof.core.nodes import spread
+from memprof.core.terms.nccl import NCCL_VERSION as NCCL_VERSION
 from memprof.core.terms.nccl import (
     P2P_CHANNELS_PER_PEER,
     P2P_FIRST_BASE_BYTES,
@@ -78,34 +79,13 @@ from memprof.core.terms.nccl import (
     nccl_row,
     second_comm_row,
 )
+from memprof.core.terms.nccl import (
+    nccl_version as nccl_version,
+)
 from memprof.core.terms.nccl_channels import pcie_channels
 from memprof.core.terms.nccl_torch import torch_tp_comm_v1
 from memprof.core.terms.non_torch import nccl_cumem, nccl_groups, nccl_placement
-from memprof.core.versions import Rule, rule_in_force, value_at
-
-# The NCCL each release runs: the torch its wheel pins (METADATA Requires-Dist torch==X) and the
-# nvidia-nccl-cu12 that torch's Linux x86_64 wheel pins (Requires-Dist nvidia-nccl-cu12==Y).
-NCCL_VERSION: tuple[Rule, ...] = (
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since=None, until="0.6.4",
-         value="2.20.5", applies_to="nccl", introduced_by="torch 2.4.0",
-         removed_by="torch 2.5.1 (0.6.4)",
-         source="vllm 0.6.0 – 0.6.3.post1 METADATA torch==2.4.0; torch 2.4.0 METADATA "
-         "nvidia-nccl-cu12==2.20.5"),
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.6.4", until="0.9.0",
-         value="2.21.5", applies_to="nccl", introduced_by="torch 2.5.1 / 2.6.0",
-         removed_by="torch 2.7.0 (0.9.0)",
-         source="vllm 0.6.4 – 0.6.6.post1 and 0.7.1 METADATA torch==2.5.1, 0.8.0 / 0.8.5 "
-         "torch==2.6.0; torch 2.5.1 and 2.6.0 METADATA nvidia-nccl-cu12==2.21.5"),
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.9.0", until="0.10.2",
-         value="2.26.2", applies_to="nccl", introduced_by="torch 2.7.0 / 2.7.1",
-         removed_by="torch 2.8.0 (0.10.2)",
-         source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1; torch 2.7.0 and "
-         "2.7.1 METADATA nvidia-nccl-cu12==2.26.2"),
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until=None,
-         value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
-         source="vllm 0.10.2 METADATA torch==2.8.0; torch 2.8.0 METADATA "
-         "nvidia-nccl-cu12==2.27.3, torch 2.9.0 nvidia-nccl-cu12==2.27.5"),
-)
+from memprof.core.versions import Rule, rule_in_force
 
 # Launchers that set NCCL_NVLS_ENABLE themselves (no row: NCCL's default, on where supported).
 NVLS_ENV: tuple[Rule, ...] = (
@@ -148,13 +128,6 @@ SIMPLE_BUFF_BYTES = 4 * MiB
 
 def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
-
-
-def nccl_version(dep: Deployment) -> str | None:
-    """The NCCL the deployment's engine release runs (``NCCL_VERSION``; None where no row holds:
-    another engine, whose NCCL memprof does not map)."""
-    got = value_at(NCCL_VERSION, dep.engine_version, None, dep.engine)
-    return got if isinstance(got, str) else None
 
 
 def check_nccl_nvls(dep: Deployment) -> None:

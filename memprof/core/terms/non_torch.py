@@ -21,9 +21,11 @@ from memprof.core.terms.nccl import (
     NcclRow,
     ep_pynccl,
     nccl_row,
+    nccl_version,
     second_comm_row,
 )
 from memprof.core.terms.nccl_channels import pcie_channels
+from memprof.core.terms.nccl_stack import on_card
 from memprof.core.terms.published_context import published_context_rest
 from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
@@ -400,6 +402,7 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     if row is None:
         row = pool_left_out(dep, nccl_row(gpu.peer_access, nccl_cumem(dep), size,
                                           p2p_peers(group, size), ch))
+        row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
 
