@@ -147,6 +147,9 @@ class Engine:
     graph_estimate_by_release: ClassVar[bool] = False
     # the model-load allocations are replayed for the allocator's rounding (terms/load_rounding)
     replays_model_load: ClassVar[bool] = False
+    # the load figure is the drop in free memory, each reading after empty_cache: it holds the
+    # load's segments whole, beyond their tensors (terms/load_segments)
+    load_figure_holds_segments: ClassVar[bool] = False
     # runs vLLM's attention-backend selection (block-size forcing, per-backend scratch); False:
     # --page-size is taken as given and only the engine's own scratch applies
     selects_attention_backend: ClassVar[bool] = False

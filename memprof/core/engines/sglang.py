@@ -448,6 +448,9 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    # ModelRunner.load_model: free before − free after get_model, each by
+    # get_available_gpu_memory (empty_cache, then mem_get_info), sglang 0.4.3 – 0.5.17
+    load_figure_holds_segments: ClassVar[bool] = True
     # ReqToTokenPool.req_to_token beside the KV pool (sglang_req_pool.py)
     has_request_table: ClassVar[bool] = True
     # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =

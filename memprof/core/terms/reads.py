@@ -40,6 +40,9 @@ TERM_READS: dict[str, frozenset[str]] = {
     "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                     "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    # (the batch settings the weights read are read for vLLM's ranks only)
+    "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {"dep.max_num_batched_tokens",
+                                                              "dep.num_speculative_tokens"},
     # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
     "rocm_load_cache_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.vllm_rocm_use_aiter")) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
