@@ -30,7 +30,10 @@ model is built under the target device), keeps ``cat`` on CUDA and converts it t
 elsewhere (``if not _is_cuda: cache = cache.to(dtype)``); the temporaries are freed, and later
 weights are split from their cached blocks.
 
-vLLM reads its load as allocated bytes (``memprof.core.terms.load_rounding``), not this.
+Not replayed: what a checkpoint's ``process_weights_after_loading`` swaps in after the load (a
+repack or re-layout allocates the new tensor and frees the loaded one, which can leave other
+holes); the replay is the load as the tensors are created. vLLM reads its load as allocated
+bytes (``memprof.core.terms.load_rounding``), not this.
 Published rows 401, 1201, 1202 and 1457 (SGLang at TP4, "mem usage" 15.50, 15.54, 7.08 and
 15.50 GB) each sit within 0.01 GiB of the shard, the RoPE cache and this term (226 MiB, 226 MiB,
 185 MiB, 226 MiB); the TP1 rows of the same models move by 2–18 MiB.
