@@ -101,3 +101,23 @@ def test_published_tp4_loads(row_id: int) -> None:
     assert 180 * MiB < seg < 230 * MiB
     assert abs(load_figure(e, r) - logged) / logged < 0.002
     assert abs(load_figure(e, r) - seg - logged) / logged > 0.01
+
+
+@pytest.mark.parametrize(("model", "tp", "gpu"), [
+    ("qwen3-32b", 1, "H100"), ("qwen3-32b", 4, "H100"), ("qwen3-32b", 8, "H100"),
+    ("llama-3.1-8b", 2, "H100"), ("qwen3-0.6b", 1, "MI355X"), ("qwen3-0.6b", 2, "MI355X"),
+    ("qwen3-30b-a3b", 4, "H200"), ("deepseek-r1", 8, "H200"), ("qwen2.5-7b-instruct", 1, "L4")])
+def test_the_fast_replay_is_the_simulator(model: str, tp: int, gpu: str) -> None:
+    """The simulator to the last free and the allocation-only rest on free-block sizes give
+    what the simulator gives op by op, then ``empty_cache``."""
+    from memprof.core.estimate import rank_context
+    from memprof.core.terms.load_segments import (
+        full_replay,
+        load_segment_ops,
+        segments_beyond_tensors,
+    )
+
+    e = estimate(model, _sglang(tp), gpu_name=gpu)
+    ops = load_segment_ops(rank_context(e, e.ranks[0]))
+    assert any(kind == 1 for kind, _ in ops)  # the RoPE temporaries are freed
+    assert segments_beyond_tensors.__wrapped__(ops) == full_replay(ops)

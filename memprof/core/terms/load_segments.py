@@ -41,7 +41,10 @@ Published rows 401, 1201, 1202 and 1457 (SGLang at TP4, "mem usage" 15.50, 15.54
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from collections import Counter
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
@@ -51,6 +54,9 @@ from memprof.core.terms.allocations import model_load_position
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, fused, rope_build_ops
 from memprof.core.terms.rope_cache import rope_caches
+
+if TYPE_CHECKING:
+    from memprof.alloc import CachingAllocator
 
 NAME = "allocator segments (model load)"
 
@@ -81,7 +87,15 @@ def load_segment_ops(ctx: TermContext) -> tuple[Op, ...]:
 @lru_cache(maxsize=256)
 def segments_beyond_tensors(ops: tuple[Op, ...]) -> tuple[int, int, int]:
     """(reserved − requested, reserved, segments) after replaying ``ops`` through
-    ``memprof.alloc`` and ``empty_cache``."""
+    ``memprof.alloc`` and ``empty_cache``: the simulator up to the last free, then the
+    allocation-only rest on free-block sizes (``_continue``), or the simulator throughout
+    where that cannot tell which block the allocator takes."""
+    last = max((i for i, (kind, _) in enumerate(ops) if kind == 1), default=-1)
+    fast = _continue(_simulated(ops[:last + 1]), ops[last + 1:])
+    return fast if fast is not None else full_replay(ops)
+
+
+def _simulated(ops: tuple[Op, ...]) -> CachingAllocator:
     from memprof.alloc import CachingAllocator
 
     sim = CachingAllocator()
@@ -91,10 +105,60 @@ def segments_beyond_tensors(ops: tuple[Op, ...]) -> tuple[int, int, int]:
             handles.append(sim.malloc(n))
         else:
             sim.free(handles[n])
+    return sim
+
+
+def full_replay(ops: tuple[Op, ...]) -> tuple[int, int, int]:
+    """``segments_beyond_tensors`` by the simulator alone, op by op, then ``empty_cache``."""
+    sim = _simulated(ops)
     sim.empty_cache()
     s = sim.memory_stats()
     reserved = s["reserved_bytes.all.current"]
     return reserved - s["requested_bytes.all.current"], reserved, s["segment.all.current"]
+
+
+def _continue(sim: CachingAllocator, rest: tuple[Op, ...]) -> tuple[int, int, int] | None:
+    """The allocation-only ``rest`` from ``sim``'s free blocks, as ``memprof.alloc.monotone``
+    replays it (best fit by size, a new segment of ``get_allocation_size``, ``should_split``),
+    keeping count of the free blocks that are whole segments: ``empty_cache`` releases those
+    still untouched at the end. None where a block of a size both whole and split is taken
+    (the allocator picks by address, which sizes alone do not tell)."""
+    from memprof.alloc.allocator import get_allocation_size
+    from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_SMALL_SIZE
+
+    whole: Counter[int] = Counter(b.size for pool in (sim.small, sim.large)
+                                  for b in pool.whole.values())
+    pools = ([k[1] for k in sim.small.blocks], [k[1] for k in sim.large.blocks])
+    split: Counter[int] = Counter(pools[0]) + Counter(pools[1])
+    split.subtract(whole)
+    s = sim.memory_stats()
+    reserved, requested = s["reserved_bytes.all.current"], s["requested_bytes.all.current"]
+    segments = s["segment.all.current"]
+    for _, nbytes in rest:
+        size = max(K_MIN_BLOCK_SIZE, -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
+        small = size <= K_SMALL_SIZE
+        free = pools[0] if small else pools[1]
+        i = bisect_left(free, size)
+        if i < len(free):
+            block = free.pop(i)
+            if whole[block] > 0:
+                if split[block] > 0:
+                    return None
+                whole[block] -= 1
+            else:
+                split[block] -= 1
+        else:
+            block = get_allocation_size(size)
+            reserved += block
+            segments += 1
+        left = block - size
+        if left >= K_MIN_BLOCK_SIZE if small else left > K_SMALL_SIZE:  # should_split
+            insort(free, left)
+            split[left] += 1
+        requested += nbytes
+    released = sum(size * n for size, n in whole.items())
+    reserved -= released
+    return reserved - requested, reserved, segments - sum(whole.values())
 
 
 def _applies(ctx: TermContext) -> bool:
