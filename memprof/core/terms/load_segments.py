@@ -36,7 +36,10 @@ holes); the replay is the load as the tensors are created. vLLM reads its load a
 bytes (``memprof.core.terms.load_rounding``), not this.
 Published rows 401, 1201, 1202 and 1457 (SGLang at TP4, "mem usage" 15.50, 15.54, 7.08 and
 15.50 GB) each sit within 0.01 GiB of the shard, the RoPE cache and this term (226 MiB, 226 MiB,
-185 MiB, 226 MiB); the TP1 rows of the same models move by 2–18 MiB.
+185 MiB, 226 MiB); Qwen3-32B's TP1 row (1452) moves by 1 MiB. At TP1 it is large only where a
+checkpoint's own matrices are not whole 2 MiB multiples (DeepSeek-R1-Distill-Qwen-7B's o_proj,
+24.5 MiB: 100 MiB, row 167) or are 1–10 MiB tensors sharing 20 MiB segments (Qwen3-0.6B: 55 MiB,
+row 1453; Qwen3-30B-A3B-FP8's 8 MiB o_proj: 108 MiB, row 1455).
 """
 
 from __future__ import annotations

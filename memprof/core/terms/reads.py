@@ -40,7 +40,8 @@ TERM_READS: dict[str, frozenset[str]] = {
     "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                     "dep.num_speculative_tokens")),
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
-    # (the batch settings the weights read are read for vLLM's ranks only)
+    # (less the batch settings of _WEIGHTS: no case of an engine whose load figure holds its
+    # segments reads them)
     "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {"dep.max_num_batched_tokens",
                                                               "dep.num_speculative_tokens"},
     # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
