@@ -1,6 +1,6 @@
 """SGLang's load figure ("Load weight end. … mem usage", and the load its KV pool is sized after):
-the drop in free memory across ``load_model`` — every allocation of the load and, at TP1, the
-process's first kernel's non-torch memory — per release, against hand counts."""
+the drop in free memory across ``load_model`` — the segments the load's allocations hold and, at
+TP1, the process's first kernel's non-torch memory — per release, against hand counts."""
 
 from __future__ import annotations
 
@@ -23,6 +23,16 @@ ROPE = 131_072 * 128 * 4
 # at TP2 every matrix is halved, the norms (2 a layer and the final one) are replicated
 NORMS = LAYERS * 2 * H + H
 WEIGHTS_TP2 = ((2 * V * H + LAYERS * LAYER + H - NORMS) // 2 + NORMS) * 2
+# the allocator's segments beyond the load's tensors, which the free-memory drop holds whole
+# (memprof/core/terms/load_segments.py). TP1: every large shard is a whole multiple of 2 MiB
+# (qkv 48 MiB, o 32, gate_up 224, down 112, embed 1002) and the RoPE temporaries (freqs, cos, sin:
+# 131,072 × 64 × 4 B = 32 MiB each) are taken whole by the next three o_proj; what stays is the
+# small pool's one 2 MiB segment with the 65 norm vectors of 8 KiB in it
+SEGMENTS_TP1 = 2 * 2**20 - 65 * H * 2
+# TP2: embed and lm_head 64,128 × 4096 × 2 B = 501 MiB in 502 MiB segments, and two of the freed
+# 32 MiB RoPE blocks split by the next layers' qkv (24 MiB) leave 8 MiB each inside segments
+# that hold a tensor
+SEGMENTS_TP2 = SEGMENTS_TP1 + 2 * 2**20 + 2 * 8 * 2**20
 FIRST_KERNEL = 96_468_992  # reports/gpu/nccl/README.md, the 2-rank matrix's context step
 CONTEXT = 552_402_944  # memprof.core.terms.non_torch.CUDA_CONTEXT_BYTES (H100 measured)
 H100 = 85_017_493_504  # configs/gpus.json
@@ -36,14 +46,14 @@ def _sglang(version: str, tp: int = 1, **kw: object) -> Deployment:
 def test_hand_count_of_the_weights() -> None:
     assert WEIGHTS == 16_060_522_496
     e = estimate("llama-3.1-8b", _sglang("0.4.4"), gpu_name="H100")
-    assert e.ranks[0].weights_bytes == WEIGHTS + ROPE
+    assert e.ranks[0].weights_bytes == WEIGHTS + ROPE + SEGMENTS_TP1
 
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_tp1_load_holds_the_first_kernel(version: str) -> None:
     """No NCCL communicator at TP1: the load runs the process's first kernel."""
     e = estimate("llama-3.1-8b", _sglang(version), gpu_name="H100")
-    assert load_figure(e, e.ranks[0]) == WEIGHTS + ROPE + FIRST_KERNEL
+    assert load_figure(e, e.ranks[0]) == WEIGHTS + ROPE + SEGMENTS_TP1 + FIRST_KERNEL
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -51,17 +61,19 @@ def test_tp2_load_is_the_weights(version: str) -> None:
     """PyNccl's warm-up (torch.zeros) ran the first kernel before the load at TP2."""
     e = estimate("llama-3.1-8b", _sglang(version, tp=2), gpu_name="H100")
     assert WEIGHTS_TP2 == 8_030_527_488
-    assert all(load_figure(e, r) == WEIGHTS_TP2 + ROPE for r in e.ranks)
+    assert SEGMENTS_TP2 == 20_439_040
+    assert all(load_figure(e, r) == WEIGHTS_TP2 + ROPE + SEGMENTS_TP2 for r in e.ranks)
 
 
 def test_pool_subtracts_the_free_memory_drop() -> None:
-    """0.4.4, TP1, H100: KV = 0.88 × (total − context) − (weights + RoPE cache + first kernel);
+    """0.4.4, TP1, H100: KV = 0.88 × (total − context) − (weights + RoPE cache + the load's
+    segments + first kernel);
     one token is 8 KV heads × 128 × 32 layers × (K, V) × 2 B = 131,072 B."""
     e = estimate("llama-3.1-8b", _sglang("0.4.4"), gpu_name="H100")
     assert e.mem_fraction_static == 0.88
-    kv = int(0.88 * (H100 - CONTEXT)) - (WEIGHTS + ROPE + FIRST_KERNEL)
+    kv = int(0.88 * (H100 - CONTEXT)) - (WEIGHTS + ROPE + SEGMENTS_TP1 + FIRST_KERNEL)
     assert e.ranks[0].available_kv_bytes == kv
-    assert e.kv_cache_tokens == kv // 131_072 == 443_307
+    assert e.kv_cache_tokens == kv // 131_072 == 443_295
 
 
 def test_the_vllm_load_is_its_allocations() -> None:

@@ -35,6 +35,7 @@ from memprof.core.terms.allocator import (
 )
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
+from memprof.core.terms.load_segments import load_segments_bytes
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
 
@@ -107,14 +108,15 @@ class AllocatorReplayCache:
         return sizes[:at] + extra + sizes[at:] if extra else sizes
 
     def _load_rounding(self, ctx: TermContext, pid: int) -> int:
-        """``load_rounding_bytes(ctx)``, once per weights sequence, model dtype and model-load
+        """``load_rounding_bytes(ctx)`` + ``load_segments_bytes(ctx)`` (what the load figure holds
+        of the slack), once per weights sequence, model dtype and model-load
         buffers (what its replay reads; the prefix ``pid`` names the buffers)."""
         key = (self._weights_key(ctx), ctx.model_dtype, pid)
         known = self._load.get(key)
         if known is None:
             if len(self._load) >= 64 * MAX_PREFIXES:
                 self._load.clear()
-            known = self._load[key] = load_rounding_bytes(ctx)
+            known = self._load[key] = load_rounding_bytes(ctx) + load_segments_bytes(ctx)
         return known
 
     def _weights_key(self, ctx: TermContext) -> tuple[Any, ...]:

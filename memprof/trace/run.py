@@ -24,6 +24,7 @@ from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
 from memprof.core.terms.allocations import rank_allocations
 from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
+from memprof.core.terms.load_segments import NAME as LOAD_SEGMENTS
 
 NCCL_TP_ROW = "NCCL TP communicator"  # the estimate's row (core/terms/non_torch.py), by prefix
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -391,6 +392,11 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
                 traced = w.allocated - w.tracked
                 how = ("allocated − tracked tensor bytes after the weights phase (blocks the "
                        "allocator did not split)")
+            if c.name == LOAD_SEGMENTS and "weights" in phases:
+                w = phases["weights"]
+                traced = w.reserved - w.tracked
+                how = ("reserved − tracked tensor bytes after the weights phase (the segments a "
+                       "free-memory drop holds; no RoPE temporaries are traced)")
             out.append(ComponentTrace(name=c.name, category=c.category, estimated=est,
                                       traced=traced, how=how))
             continue

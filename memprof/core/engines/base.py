@@ -149,8 +149,9 @@ class Engine:
     graph_estimate_by_release: ClassVar[bool] = False
     # the model-load allocations are replayed for the allocator's rounding (terms/load_rounding)
     replays_model_load: ClassVar[bool] = False
-    # the load figure is the drop in free memory (``load_figure``), so it holds the allocator's
-    # reserved blocks that empty_cache cannot return (terms/post_load_requant.py)
+    # the load figure is the drop in free memory, each reading after empty_cache: it holds the
+    # load's segments whole, beyond their tensors (terms/load_segments.py), and the reserved
+    # blocks a post-load rewrite leaves that empty_cache cannot return (terms/post_load_requant.py)
     load_is_free_memory_drop: ClassVar[bool] = False
     # runs vLLM's attention-backend selection (block-size forcing, per-backend scratch); False:
     # --page-size is taken as given and only the engine's own scratch applies

@@ -460,11 +460,12 @@ class SGLang(Engine):
     long_context_env: ClassVar[str] = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     overrides_flag: ClassVar[str] = "--json-model-override-args"
     own_rope_buffers: ClassVar[bool] = True
+    # ModelRunner.load_model: free before − free after get_model, each by
+    # get_available_gpu_memory (empty_cache, then mem_get_info), sglang 0.4.3 – 0.5.17
+    # (``load_drop``): the load's segments and the allocator's stranded blocks count in it
+    load_is_free_memory_drop: ClassVar[bool] = True
     # ReqToTokenPool.req_to_token beside the KV pool (sglang_req_pool.py)
     has_request_table: ClassVar[bool] = True
-    # the load is the drop in free memory across load_model, read after empty_cache
-    # (``load_drop``), so the allocator's stranded blocks count in it
-    load_is_free_memory_drop: ClassVar[bool] = True
     # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up

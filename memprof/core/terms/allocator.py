@@ -18,6 +18,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
 from memprof.core.terms.allocations import rank_allocation_sizes
 from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
+from memprof.core.terms.load_segments import load_segments_bytes
 from memprof.core.terms.reserved_charge import load_holes_bytes
 
 
@@ -85,6 +86,8 @@ never below 0.
     # (reserved_charge; the Marlin repack's holes are not in this replay, so only the load's
     # own are taken off)
     load += load_holes_bytes(ctx)
+    # the segments an engine's free-memory-drop load figure holds whole (load_segments)
+    load += load_segments_bytes(ctx)
     return [Component(
         name="allocator slack (simulated)", category="allocator",
         bytes=max(0, reserved - requested - load), count=1, where="runtime", profiled=False,

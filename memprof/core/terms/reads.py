@@ -44,6 +44,10 @@ TERM_READS: dict[str, frozenset[str]] = {
     "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
         "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
+    # (less the batch settings of _WEIGHTS: no case of an engine whose load figure holds its
+    # segments reads them)
+    "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {"dep.max_num_batched_tokens",
+                                                              "dep.num_speculative_tokens"},
     # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
     "rocm_load_cache_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.vllm_rocm_use_aiter")) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",

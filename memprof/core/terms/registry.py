@@ -18,6 +18,7 @@ from memprof.core.terms.encoder import encoder_terms
 from memprof.core.terms.in_use import in_use_terms
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
+from memprof.core.terms.load_segments import load_segments_terms
 from memprof.core.terms.lora import lora_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.nccl_nvls import nccl_nvls_terms
@@ -32,7 +33,8 @@ from memprof.core.terms.stream_pool import stream_pool_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
                                   marlin_workspace_terms, lora_terms, load_rounding_terms,
-                                  rocm_load_cache_terms, post_load_requant_terms]
+                                  load_segments_terms, rocm_load_cache_terms,
+                                  post_load_requant_terms]
 """Buffers created while the model is built and the allocator's rounding of the whole load
 (counted in vLLM's model load, category weights)."""
 
