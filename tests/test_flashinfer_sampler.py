@@ -37,8 +37,9 @@ def test_the_flashinfer_stage_is_a_hand_count() -> None:
     want = T * H * 2 + R * V * 2 + 12 * R * V
     assert want == 559_677_440  # 533.75 MiB
     assert _activation(vllm_use_flashinfer_sampler=1) == want
-    # TP 2: the local shard [R, V/2] before the all-gather as well
-    assert _activation(vllm_use_flashinfer_sampler=1, tp=2) == want + R * (V // 2) * 2
+    # TP 2: the same; the local shard [R, V/2] is freed once the all-gather returns
+    # (activation.LOGITS_SHARD_FREED)
+    assert _activation(vllm_use_flashinfer_sampler=1, tp=2) == want
     for v in ("0.9.0", "0.10.2", "0.11.0"):  # the rule's other releases read
         assert _activation(vllm_use_flashinfer_sampler=1, engine_version=v) == want, v
 
