@@ -32,15 +32,20 @@ def _activation(**kw: object) -> int:
 
 
 def test_the_flashinfer_stage_is_a_hand_count() -> None:
-    # last hidden [T, H] bf16 + logits [R, V] bf16 + fp32 logits, top-k-masked logits and
-    # probs (3 × 4 B per element)
-    want = T * H * 2 + R * V * 2 + 12 * R * V
-    assert want == 559_677_440  # 533.75 MiB
+    # hidden [T, H] bf16 + the last rows [R, H] and their rand_like (V1_SAMPLER_HIDDEN from
+    # 0.9.2) + logits [R, V] bf16 + fp32 logits, top-k-masked logits and probs (3 × 4 B per
+    # element)
+    want = T * H * 2 + 2 * R * H * 2 + R * V * 2 + 12 * R * V
+    assert want == 563_347_456  # 537.25 MiB
     assert _activation(vllm_use_flashinfer_sampler=1) == want
-    # TP 2: the local shard [R, V/2] before the all-gather as well
-    assert _activation(vllm_use_flashinfer_sampler=1, tp=2) == want + R * (V // 2) * 2
-    for v in ("0.9.0", "0.10.2", "0.11.0"):  # the rule's other releases read
+    # TP 2: the same; the local shard [R, V/2] is freed once the all-gather returns
+    # (activation.LOGITS_SHARD_FREED)
+    assert _activation(vllm_use_flashinfer_sampler=1, tp=2) == want
+    for v in ("0.10.2", "0.11.0"):  # the rule's other releases read
         assert _activation(vllm_use_flashinfer_sampler=1, engine_version=v) == want, v
+    # 0.9.0: _dummy_run returns only the last rows [R, H]; the sampler adds their rand_like
+    assert (_activation(vllm_use_flashinfer_sampler=1, engine_version="0.9.0")
+            == want - T * H * 2)
 
 
 def test_the_08_path_samples_the_probs_by_rejection() -> None:
@@ -48,7 +53,8 @@ def test_the_08_path_samples_the_probs_by_rejection() -> None:
     on the probs ``forward_cuda`` made), and the top-k-renormed probs FlashInfer 0.2.0–0.2.2's
     ``top_k_top_p_sampling_from_probs`` makes first (``filter_apply_order="top_k_first"``):
     12 B per element, not the 8 B of a fused kernel."""
-    want = T * H * 2 + R * V * 2 + 12 * R * V
+    # 0.8.x holds only the last rows [R, H] of the hidden states (V1_SAMPLER_HIDDEN)
+    want = R * H * 2 + R * V * 2 + 12 * R * V
     for v in ("0.8.0", "0.8.2", "0.8.5.post1"):
         got = _activation(vllm_use_flashinfer_sampler=1, engine_version=v, max_num_seqs=R,
                           max_num_batched_tokens=T)

@@ -53,12 +53,13 @@ def test_rule_rows_follow_the_cumsum_and_the_triton_kernel() -> None:
 def test_sort_sampler_sets_the_peak_at_1024_rows(version: str) -> None:
     (rank,) = estimate("gpt-oss-120b", _dep(version), gpu_name="H100").ranks
     got, formula = _peak(rank)
-    # last hidden [T, H] bf16 + the caller's logits [R, V] bf16 + at the sort: the fp32 copy (4),
-    # sorted values (4) and int64 indices (8), and the segmented sort's temporaries (1,024 rows
-    # ≥ 128 segments: 20 B per element)
+    # hidden [T, H] bf16 + the last rows [R, H] and their rand_like (V1_SAMPLER_HIDDEN) + the
+    # caller's logits [R, V] bf16 + at the sort: the fp32 copy (4), sorted values (4) and int64
+    # indices (8), and the segmented sort's temporaries (1,024 rows ≥ 128 segments: 20 B per
+    # element)
     assert sort_temporaries_bytes(R, V) == 20 * R * V
-    want = T * H * 2 + R * V * 2 + (4 + 4 + 8 + 20) * R * V
-    assert want == 7_830_634_496
+    want = T * H * 2 + 2 * R * H * 2 + R * V * 2 + (4 + 4 + 8 + 20) * R * V
+    assert want == 7_842_430_976
     assert got == want
     assert "sampler" in formula and "sort + its temporaries" in formula
 
@@ -67,7 +68,8 @@ def test_triton_kernel_release_keeps_the_smaller_peak() -> None:
     (rank,) = estimate("gpt-oss-120b", _dep("0.17.0"), gpu_name="H100").ranks
     got, formula = _peak(rank)
     # fp32 copy + probs + exponential noise (12·R·V) + the kernel's [132, V] fp32 row buffer
-    want = T * H * 2 + R * V * 2 + 12 * R * V + SAMPLER_TRITON_BUFFER_ROWS * V * 4
+    want = (T * H * 2 + 2 * R * H * 2 + R * V * 2 + 12 * R * V
+            + SAMPLER_TRITON_BUFFER_ROWS * V * 4)
     assert got == want
     assert "Triton" in formula
 

@@ -29,8 +29,9 @@ def test_row_951_sampler_logits_carry_the_extra_vocabulary() -> None:
     base = _peak("llama-3.1-8b", Deployment(**ROW_951))
     lora = _peak("llama-3.1-8b", Deployment(**ROW_951, **LORA))
     assert lora - base == 1024 * 256 * (2 + 12) == 3_670_016
-    # the sampler stage itself, by hand: [T, H] bf16 + [R, 128512] bf16 + 12 B × [R, 128512]
-    assert lora == 2048 * 4096 * 2 + 1024 * 128512 * 2 + 1024 * 128512 * 12
+    # the sampler stage itself, by hand: [R, H] bf16 (0.8.x keeps only the last rows:
+    # activation.V1_SAMPLER_HIDDEN) + [R, 128512] bf16 + 12 B × [R, 128512]
+    assert lora == 1024 * 4096 * 2 + 1024 * 128512 * 2 + 1024 * 128512 * 12
 
 
 def test_no_extra_vocabulary_no_change() -> None:

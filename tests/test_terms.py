@@ -124,9 +124,10 @@ def test_toy_dense_mlp_stage_sets_the_peak() -> None:
 def test_toy_sampler_sets_the_peak_with_many_rows() -> None:
     dep = Deployment(max_num_batched_tokens=2048, max_num_seqs=1024, max_model_len=4096)
     stages = {s.name: s.bytes for s in activation.activation_stages(make_ctx(TOY, dep))}
-    # R = min(1024, 2048) = 1024 ≥ 8 (Triton top-k/top-p): last hidden 2048·1024·2 + logits
+    # R = min(1024, 2048) = 1024 ≥ 8 (Triton top-k/top-p): hidden 2048·1024·2 + the last rows
+    # and their rand_like 2·1024·1024·2 (activation.V1_SAMPLER_HIDDEN) + logits
     # 1024·32000·2 + fp32/probs/noise 12·1024·32000 + row buffer 132·32000·4.
-    assert stages["sampler"] == 4 * MiB + 65_536_000 + 393_216_000 + 16_896_000
+    assert stages["sampler"] == 4 * MiB + 4 * MiB + 65_536_000 + 393_216_000 + 16_896_000
     assert stages["sampler"] > stages["dense MLP"]
 
 
@@ -135,8 +136,9 @@ def test_toy_sort_path_below_eight_rows() -> None:
     stage = activation.sampler_stage(make_ctx(TOY, dep), 2048, 4)
     # the sort's moment beats the masks' (22·R·V): fp32 copy 4 + values 4 + int64 indices 8 +
     # PyTorch's few-segment sort temporaries 32 (SortStable.cu segmented_sort_pairs_by_full_sort;
-    # 48 B per element measured on an H100 at 8-127 rows, reports/gpu/v0-sampler/)
-    assert stage.bytes == 4 * MiB + 4 * 32000 * 2 + 4 * 32000 * 48
+    # 48 B per element measured on an H100 at 8-127 rows, reports/gpu/v0-sampler/); the hidden
+    # states [T, H] + 2 × [R, H] (activation.V1_SAMPLER_HIDDEN)
+    assert stage.bytes == 4 * MiB + 2 * 4 * 1024 * 2 + 4 * 32000 * 2 + 4 * 32000 * 48
 
 
 def test_toy_tp2_halves_the_mlp_and_adds_the_all_reduce_copy() -> None:

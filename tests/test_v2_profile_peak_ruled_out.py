@@ -93,8 +93,8 @@ def test_row_1104_v2_own_peak_is_a_fifth_of_the_logged_one() -> None:
 @pytest.mark.parametrize(("rid", "memprof", "own"), [
     (1104, 0.0, 3.45),
     (901, -2.9, -6.7),  # a failed start: both figures negative
-    (902, -18.2, 0.5),
-    (903, 0.85, 10.7),
+    (902, -16.7, 0.5),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
+    (903, 0.56, 10.7),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
     (907, 14.85, 27.5),
     (908, -0.5, 4.0),
     (909, 0.8, 6.45),

@@ -143,6 +143,67 @@ V0_DRIVER_SAMPLER: tuple[Rule, ...] = (
 )
 V0_SAMPLER_SCATTER_BYTES_PER_ELEM = 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4  # fp32 copy … scatter = 30
 
+# The hidden states alive at the V1 sampler warm-up, by release (v1/worker/gpu_model_runner.py
+# ``_dummy_run`` / ``_dummy_sampler_run`` / ``profile_run``). ``_dummy_run`` ends with
+# ``hidden_states[logit_indices]`` (advanced indexing with a NumPy array: a new [R, H] tensor).
+#   0.8.0 – 0.8.5.post1: it returns only that [R, H]; the forward's [T, H] output is freed with
+#   the function's locals, and ``_dummy_sampler_run`` computes the logits from that [R, H].
+#   0.9.0 – 0.9.1: the same return, but ``_dummy_sampler_run`` first replaces its argument by
+#   ``torch.rand_like(hidden_states)`` (the caller still holds the original): 2 × [R, H].
+#   0.9.2 on: ``_dummy_run`` returns ``(hidden_states, hidden_states[logit_indices])`` and
+#   ``profile_run`` keeps both through the sampler: [T, H] + 2 × [R, H].
+# ``value``: ([T, H] tensors, [R, H] tensors) alive at the sampler.
+V1_SAMPLER_HIDDEN: tuple[Rule, ...] = (
+    Rule(name="v1_sampler_hidden", changes="activation peak: sampler", since="0.8.0",
+         until="0.9.0", value=(0, 1),
+         introduced_by="V1 on by default in 0.8.0 (_dummy_run returns hidden_states"
+         "[logit_indices])",
+         removed_by="_dummy_sampler_run's torch.rand_like (read in 0.9.0)",
+         source="0.8.0, 0.8.2, 0.8.3, 0.8.4 and 0.8.5 v1/worker/gpu_model_runner.py _dummy_run "
+         "(return hidden_states[logit_indices]), profile_run (hidden_states = "
+         "self._dummy_run(self.max_num_tokens); self._dummy_sampler_run(hidden_states)), "
+         "_dummy_sampler_run (compute_logits(hidden_states, None))", generation="v1"),
+    Rule(name="v1_sampler_hidden", changes="activation peak: sampler", since="0.9.0",
+         until="0.9.2", value=(0, 2),
+         introduced_by="_dummy_sampler_run's torch.rand_like (read in 0.9.0)",
+         removed_by="_dummy_run returns (hidden_states, hidden_states[logit_indices]) "
+         "(read in 0.9.2)",
+         source="0.9.0 and 0.9.1 v1/worker/gpu_model_runner.py _dummy_run (return "
+         "hidden_states[logit_indices]), _dummy_sampler_run (hidden_states = "
+         "torch.rand_like(hidden_states))", generation="v1"),
+    Rule(name="v1_sampler_hidden", changes="activation peak: sampler", since="0.9.2",
+         until=None, value=(1, 2),
+         introduced_by="_dummy_run returns (hidden_states, hidden_states[logit_indices]) "
+         "(read in 0.9.2)",
+         source="0.9.2, 0.10.0, 0.10.1.1, 0.11.0, 0.17.0 and 0.27.1 "
+         "v1/worker/gpu_model_runner.py profile_run (hidden_states, last_hidden_states = "
+         "self._dummy_run(...); _dummy_sampler_run(last_hidden_states); del hidden_states), "
+         "_dummy_sampler_run (torch.rand_like(hidden_states))", generation="v1"),
+)
+
+
+# The per-rank logits shard is gone before the sampler runs. ``LogitsProcessor._get_logits``
+# (model_executor/layers/logits_processor.py) binds the lm_head's output [R, V/tp] to ``logits``
+# and rebinds that name to ``self._gather_logits(logits)``; nothing else holds the shard, so it is
+# freed as soon as the gather returns (the gather's own output buffer [tp, R, V/tp] too: the
+# communicator returns a reshaped copy), before ``compute_logits`` hands the gathered [R, V] to
+# the sampler. ``LogitsProcessorWithLoRA._get_logits`` (lora/layers.py) rebinds it the same way.
+# Without TP there is no gather and no second tensor. So the sampler stage charges no shard; the
+# gather's own moment (shard + two [R, V] in the model dtype) is below the sampler's fp32 moment.
+LOGITS_SHARD_FREED: tuple[Rule, ...] = (
+    Rule(name="logits_shard_freed", changes="activation peak: sampler", since=None, until=None,
+         value="no local logits shard at the sampler",
+         introduced_by="before 0.7.3 (read from 0.7.3 on)",
+         source="0.7.3, 0.8.2, 0.8.5, 0.10.1.1, 0.11.0 and 0.27.1 "
+         "model_executor/layers/logits_processor.py LogitsProcessor._get_logits (logits = "
+         "self._gather_logits(logits); 0.27.1: under 'if lm_head.tp_size > 1'); 0.8.2 "
+         "lora/layers.py LogitsProcessorWithLoRA._get_logits (logits = "
+         "self.base_layer._gather_logits(logits)); 0.8.2 distributed/parallel_state.py "
+         "GroupCoordinator.all_gather, 0.27.1 distributed/device_communicators/"
+         "cuda_communicator.py CudaCommunicator.all_gather (torch.empty output, movedim, "
+         "reshape: a new tensor)"),
+)
+
 # How V0's ``_apply_top_k_top_p`` puts the masked, sorted logits back in vocabulary order
 # (model_executor/layers/sampler.py). ``value``: bytes per R·V element alive at that moment.
 #   0.6.0 – 0.6.1.post2: ``logits_idx_inv = torch.empty_like(logits_idx).scatter_(…, src=arange
@@ -718,10 +779,11 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
 
 def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     """The sampler warm-up on R rows (vLLM@52a31cc gpu_model_runner.py profile_run /
-    _dummy_sampler_run): the last hidden states [T, H] are still
-    alive; logits [R, V] in the model dtype (with TP>1 also the local shard [R, V/tp] before the
-    all-gather); then the fp32 copy and top-k/top-p — FlashInfer's 12·R·V where the deployment
-    states FlashInfer samples (``V1_FLASHINFER_SAMPLER``), else the torch path: 12·R·V + the
+    _dummy_sampler_run): the hidden states still alive (``V1_SAMPLER_HIDDEN``: [R, H] in
+    0.8.x, 2 × [R, H] in 0.9.0-0.9.1, [T, H] + 2 × [R, H] from 0.9.2); logits [R, V] in the
+    model dtype (with TP>1 the local shard [R, V/tp] is already freed: ``LOGITS_SHARD_FREED``);
+    then the fp32 copy and top-k/top-p — FlashInfer's 12·R·V where the deployment states
+    FlashInfer samples (``V1_FLASHINFER_SAMPLER``), else the torch path: 12·R·V + the
     Triton row buffer when R ≥ 8, 22·R·V (sort) below (see ``SAMPLER_*``); before vLLM 0.17.0
     the sort on every row count, with an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With
     speculative decoding the rejection sampler's logits [R·(1+k), V] (fp32 + probs, plus the
@@ -729,8 +791,8 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     s, h, dep = model_bytes(ctx), ctx.spec.hidden_size, ctx.dep
     head, v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
     wide = "" if head == ctx.spec.vocab_size else f" (LoRA: lm_head {head}, sampled {v})"
-    parts = [("last hidden [T,H]", t * h * s), (f"logits [R,V]{wide}", r * head * s)]
-    if dep.tp > 1:
+    parts = [*_sampler_hidden(dep, t, r, h * s), (f"logits [R,V]{wide}", r * head * s)]
+    if dep.tp > 1 and rule_in_force(LOGITS_SHARD_FREED, dep.engine_version, dep.engine) is None:
         parts.append(("local logits shard [R,V/tp]", r * cdiv(head, dep.tp) * s))
     sort_scatter = v1_sort_sampler_bytes_per_elem(dep.engine, dep.engine_version)
     flashinfer = flashinfer_sampler_bytes_per_elem(dep)
@@ -762,6 +824,18 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     else:
         parts += topkp
     return Stage("sampler", tuple(parts))
+
+
+def _sampler_hidden(dep: Deployment, t: int, r: int, row_bytes: int) -> list[tuple[str, int]]:
+    """The hidden states alive at the sampler warm-up (``V1_SAMPLER_HIDDEN``): [T, H] and [R, H]
+    tensors of ``row_bytes`` a row; [T, H] where no row holds (another engine)."""
+    rule = rule_in_force(V1_SAMPLER_HIDDEN, dep.engine_version, dep.engine)
+    if rule is None:
+        return [("last hidden [T,H]", t * row_bytes)]
+    n_t, n_r = (int(n) for n in rule.value)  # type: ignore[attr-defined]
+    parts = [("hidden [T,H]", t * row_bytes)] if n_t else []
+    what = "last hidden [R,H]" + (" + its rand_like" if n_r == 2 else "")
+    return [*parts, (what, n_r * r * row_bytes)]
 
 
 def v0_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
