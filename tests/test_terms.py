@@ -26,6 +26,7 @@ from memprof.core.terms import (
     in_use,
     init_buffers,
     load_rounding,
+    load_segments,
     lora,
     marlin_workspace,
     nccl_nvls,
@@ -424,7 +425,8 @@ def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
     assert budget == [rope_cache.rope_cache_terms, init_buffers.init_buffer_terms,
                       marlin_workspace.marlin_workspace_terms, lora.lora_terms,
-                      load_rounding.load_rounding_terms, rocm_load_cache.rocm_load_cache_terms,
+                      load_rounding.load_rounding_terms, load_segments.load_segments_terms,
+                      rocm_load_cache.rocm_load_cache_terms,
                       post_load_requant.post_load_requant_terms, activation.activation_terms,
                       encoder.encoder_terms, cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,

@@ -151,10 +151,11 @@ def test_qwq_32b_row_runs_as_the_base_with_the_logged_context() -> None:
 
     e, _ = row_estimate(row)
     # "Load weight end. ... mem usage=15.54 GB": a quarter of the checkpoint (15.26 GiB) plus
-    # the RoPE cache; memprof's load figure is 1.4% under the logged drop
+    # the RoPE cache and the load's allocator segments (memprof/core/terms/load_segments.py:
+    # at TP4 the shards are not whole 2 MiB multiples); memprof lands within 0.1%
     got = load_figure(e, e.ranks[0]) / GiB
-    assert QWEN25_32B_TOTAL_SIZE / 4 / GiB < got < 15.54
-    assert abs(got - 15.54) / 15.54 < 0.02
+    assert QWEN25_32B_TOTAL_SIZE / 4 / GiB < got
+    assert abs(got - 15.54) / 15.54 < 0.001
 
 
 # --- the rows these configs un-refuse -------------------------------------------------------------
