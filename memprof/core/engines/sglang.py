@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import MiB
@@ -94,11 +94,90 @@ SGLANG_MFS_HEURISTIC: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.5.3"),
          source="sglang 0.5.3 server_args.py ServerArgs._handle_gpu_memory_settings (the same "
          "at SGL@d315eb7): 512 + 1.5*max(chunk, 2048) + tp*pp/8*1024 + 2*max_bs [+ DP "
-         "attention] MiB, at least 10 GiB above 60 GiB. Not modelled: from the 0.5.10 wheel "
-         "(_handle_piecewise_cuda_graph; 0.5.14 on cuda_graph_config.prefill, 0.5.19 "
-         "arg_groups/memory_hook.py reserve_for_graph_mb) prefill CUDA graphs are on by default "
-         "on CUDA and the reserve adds 8 MiB per prefill capture size (58 at a chunk of 8192) or "
-         "1.5 GiB with an MLA backend, before the 10 GiB floor"),
+         "attention] MiB, at least 10 GiB above 60 GiB; the prefill CUDA-graph reserve added "
+         "before the floor from 0.5.10 (opt-in from 0.5.6) is SGLANG_PREFILL_GRAPH_RESERVE"),
+)
+
+# SGLang's prefill (piecewise) CUDA-graph reserve in the mem_fraction_static heuristic, per
+# release (server_args.py _handle_gpu_memory_settings; 0.5.19 arg_groups/memory_hook.py
+# reserve_for_graph_mb). value: a key of ``_PREFILL_GRAPH`` (how the reserve is switched on and
+# where it is added). memprof has no --enable-piecewise-cuda-graph (0.5.6 – 0.5.9) nor
+# --disable-piecewise-cuda-graph / --cuda-graph-backend-prefill flag: each is at its default.
+PG_NONE = "none"
+PG_OPT_IN = "opt-in (--enable-piecewise-cuda-graph, off by default)"
+PG_ON_0510 = "on: 8 MiB per prefill size (MLA 1.5 GiB) before the floor"
+PG_ON_0511 = "on (not off with speculative decoding)"
+PG_ON_0514 = "on (cuda_graph_config.prefill tc_piecewise; --disable-cuda-graph turns it off)"
+PG_ON_0519 = "on (cuda_graph_config.prefill breakable on CUDA; DP attention keeps it)"
+_PG_COMMON_OFF = ("the model-arch blacklist (is_piecewise_cuda_graph_disabled_model: "
+                  "DeepseekV32ForCausalLM, Qwen3NextForCausalLM, GlmMoeDsaForCausalLM, "
+                  "BailingMoeV2_5ForCausalLM, LLaDAModelLM, or a DeepSeek NSA config), DP "
+                  "attention, torch compile, pp_size > 1, non-CUDA hardware, an MoE A2A "
+                  "backend, LoRA, a multimodal model, GGUF, DLLM, CPU offload / hierarchical "
+                  "cache, deterministic inference, PD disaggregation, symmetric memory, EPLB / "
+                  "expert recorder, context parallel")
+SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since=None, until="0.5.6", value=PG_NONE, engine="sglang",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.5.6"),
+         source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings: "
+         "--enable-piecewise-cuda-graph exists (off by default) but the reserve has no term "
+         "for it"),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.6", until="0.5.10", value=PG_OPT_IN, engine="sglang",
+         introduced_by=_READ.format("0.5.6"), removed_by=_READ.format("0.5.10"),
+         source="sglang 0.5.6 server_args.py _handle_gpu_memory_settings: `if "
+         "self.enable_piecewise_cuda_graph: reserved_mem += piecewise_cuda_graph_max_tokens // "
+         "4` after the 10 GiB floor (0.5.7: // 8; 0.5.8, 0.5.9: len(piecewise_cuda_graph_tokens) "
+         "* 8 before the floor); enable_piecewise_cuda_graph defaults to False and memprof has "
+         "no such flag [assumption: off]"),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.10", until="0.5.11", value=PG_ON_0510, engine="sglang",
+         introduced_by=_READ.format("0.5.10"), removed_by=_READ.format("0.5.11"),
+         source="sglang 0.5.10 server_args.py: disable_piecewise_cuda_graph defaults to False; "
+         "_handle_gpu_memory_settings `if not self.disable_piecewise_cuda_graph:` adds "
+         "len(piecewise_cuda_graph_tokens) * 8 MiB (use_mla_backend(): 1.5 * 1024) before the "
+         "10 GiB floor; the tokens are _generate_piecewise_cuda_graph_tokens (4..32 step 4, "
+         "48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, 4608.. "
+         "step 512) up to piecewise_cuda_graph_max_tokens = chunked_prefill_size (MLA 2048), "
+         "capped by --max-total-tokens and at 4096 for a 'llama-2' model path; "
+         "_handle_piecewise_cuda_graph turns it off for speculative decoding and "
+         + _PG_COMMON_OFF),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.11", until="0.5.14", value=PG_ON_0511, engine="sglang",
+         introduced_by=_READ.format("0.5.11"), removed_by=_READ.format("0.5.14"),
+         source="sglang 0.5.11 / 0.5.12 / 0.5.13 server_args.py: as 0.5.10, speculative "
+         "decoding no longer turns it off; 0.5.13 adds --debug-cuda-graph, DSA prefill context "
+         "parallelism and a clamp of the max tokens to an explicit --context-length "
+         "[assumption: memprof reads its context length as not given for the clamp]"),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.14", until="0.5.19", value=PG_ON_0514, engine="sglang",
+         introduced_by=_READ.format("0.5.14"), removed_by=_READ.format("0.5.19"),
+         source="sglang 0.5.14 (to 0.5.18) model_executor/cuda_graph_config.py CudaGraphConfig: "
+         "prefill backend TC_PIECEWISE by default; server_args.py _parse_cuda_graph_config: "
+         "--disable-cuda-graph sets it DISABLED; _disable_tc_piecewise_cudagraph_if_incompatible"
+         ": the 0.5.13 conditions (a multimodal model unless "
+         "is_multimodal_piecewise_cuda_graph_supported); _handle_gpu_memory_settings: "
+         "len(prefill bs) * 8 MiB (MLA 1.5 GiB) before the floor, prefill max_bs as 0.5.10's "
+         "max tokens"),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.19", until="deepseek-v4-hopper@2026-07", value=PG_ON_0519, engine="sglang",
+         introduced_by=_READ.format("0.5.19"),
+         removed_by="main@d315eb7's source is not read for it (assumed absent there: not "
+         "applied)",
+         source="sglang 0.5.19 model_executor/cuda_graph_config.py default_prefill_backend: "
+         "BREAKABLE on CUDA (else TC_PIECEWISE, which non-CUDA hardware turns off); "
+         "arg_groups/cuda_graph_hook.py: breakable off by default at pp_size > 1, and "
+         "disable_breakable_cudagraph_if_incompatible: DeepSeek-V4, context parallel, dcp, "
+         "two-batch overlap, an unvalidated A2A backend, a multimodal model not on the "
+         "breakable allowlist (DP attention and MLA keep it); arg_groups/memory_hook.py "
+         "reserve_for_graph_mb: len(prefill bs) * 8 MiB (MLA 1.5 GiB) before the floor"),
 )
 
 SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
@@ -288,6 +367,70 @@ _GRAPH_NOW = SGLANG_GRAPH_MAX_BS[-1].value
 _GRAPH_053 = SGLANG_GRAPH_MAX_BS[-2].value
 
 
+class PrefillGraphModel(NamedTuple):
+    """What SGLang's prefill CUDA-graph switch and reserve read of the model
+    (``SGLANG_PREFILL_GRAPH_RESERVE``)."""
+
+    mla: bool  # use_mla_backend(): AttentionArch.MLA, the configs that state kv_lora_rank
+    multimodal: bool  # model_config.is_multimodal: a vision tower
+    nsa: bool  # is_deepseek_nsa (in is_piecewise_cuda_graph_disabled_model): an indexer
+    capped_4096: bool  # "llama-2" in the model path: the max tokens capped at 4096
+
+
+def prefill_graph_model(spec: Any) -> PrefillGraphModel | None:
+    """The facts ``prefill_graph_reserve_mib`` reads of a model spec (None: none given)."""
+    if spec is None:
+        return None
+    layers = spec.layers
+    return PrefillGraphModel(
+        mla=any(layer.attention.kv_lora_rank for layer in layers),
+        multimodal=spec.vision is not None,
+        nsa=any(layer.attention.has_indexer for layer in layers),
+        capped_4096="llama-2" in spec.name.lower())
+
+
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill sizes SGLang captures up to ``max_tokens``
+    (_generate_piecewise_cuda_graph_tokens, sglang 0.5.10 server_args.py; the same grid in
+    0.5.14's _generate_prefill_cuda_graph_batch_sizes and 0.5.19's
+    arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes): 58 at 8192, 74 at
+    16384."""
+    grid = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
+            *range(576, 1024 + 1, 64), *range(1280, 4096 + 1, 256),
+            *range(4608, max_tokens + 1, 512))
+    return sum(1 for size in grid if size <= max_tokens)
+
+
+def prefill_graph_reserve_mib(dep: DeploymentView, gpu: GPU, chunk: int,
+                              model: PrefillGraphModel | None) -> float:
+    """MiB the mem_fraction_static heuristic reserves for prefill CUDA graphs before its 10 GiB
+    floor, by the row of ``SGLANG_PREFILL_GRAPH_RESERVE`` at the release: 0 where the row has
+    none (or it is opt-in, memprof having no flag to opt in), where one of the off-conditions
+    memprof models holds (non-CUDA hardware, PP, a multimodal model, DP attention before
+    0.5.19, a DeepSeek NSA model before 0.5.19, speculative decoding at 0.5.10,
+    --disable-cuda-graph from 0.5.14), or where no model is given; else 1.5 GiB with MLA, or
+    8 MiB per prefill size up to the chunk (capped by --max-total-tokens; 4096 for a
+    'llama-2' path)."""
+    rule = value_at(SGLANG_PREFILL_GRAPH_RESERVE, dep.engine_version, PG_NONE,
+                    engine=SGLang.name)
+    if dep.engine != SGLang.name or model is None or rule in (PG_NONE, PG_OPT_IN):
+        return 0.0
+    off = (gpu.is_rocm or dep.pp > 1 or model.multimodal
+           or (rule != PG_ON_0519 and (dep.enable_dp_attention or model.nsa))
+           or (rule == PG_ON_0510 and dep.num_speculative_tokens > 0)
+           or (rule in (PG_ON_0514, PG_ON_0519) and dep.enforce_eager))
+    if off:
+        return 0.0
+    if model.mla:
+        return 1.5 * 1024
+    max_tokens = chunk
+    if dep.max_total_tokens is not None:
+        max_tokens = min(max_tokens, dep.max_total_tokens)
+    if model.capped_4096:
+        max_tokens = min(max_tokens, 4096)
+    return 8.0 * prefill_graph_sizes(max_tokens)
+
+
 def _by_tp(n: int) -> float:
     """The mem_fraction_static table of sglang 0.4.3 – 0.4.7 by tp (0.4.7: tp·pp)."""
     return 0.79 if n >= 16 else 0.81 if n >= 8 else 0.85 if n >= 4 else 0.87 if n >= 2 else 0.88
@@ -373,7 +516,8 @@ def heuristic_gpu_mem_mib(gpu: GPU) -> tuple[float, str | None]:
                  "driver's reservation, 480 MiB on H100, would raise the fraction slightly]")
 
 
-def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
+def sglang_defaults(gpu: GPU, dep: DeploymentView,
+                    model: PrefillGraphModel | None = None) -> tuple[int, int, float]:
     """SGLang's (chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) heuristics.
 
     ``server_args.py::_handle_gpu_memory_settings`` (SGL@d315eb7), sizes in MiB::
@@ -385,6 +529,8 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
 
     Before 0.5.3 (and for the graph batch before 0.5.5) the rows of ``SGLANG_MFS_HEURISTIC``,
     ``SGLANG_CHUNKED_PREFILL`` and ``SGLANG_GRAPH_MAX_BS`` at the deployment's release hold.
+    From 0.5.10 the reserve adds the prefill CUDA graphs' (``prefill_graph_reserve_mib``, read
+    of ``model``; without one it adds none) before the floor.
     """
     mib = heuristic_gpu_mem_mib(gpu)[0]  # nvidia-smi's total: SGLANG_HEURISTIC_GPU_MEM
     gib = mib / 1024
@@ -415,7 +561,10 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
         graph += 3 * max_bs * dep.dp + (1.5 * max_bs * dep.dp if max_bs > 300 else 0)
     # chunked prefill off (-1): the reserve follows --max-prefill-tokens instead
     prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
-    reserved = 512 + 1.5 * max(prefill, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
+    # the prefill CUDA-graph reserve, before the floor (SGLANG_PREFILL_GRAPH_RESERVE)
+    prefill_graphs = prefill_graph_reserve_mib(dep, gpu, chunk, model)
+    reserved = (512 + 1.5 * max(prefill, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
+                + prefill_graphs)
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
     mfs = round((mib - reserved) / mib, 3)
@@ -603,7 +752,8 @@ class SGLang(Engine):
         """The heuristic's (or the given) mem_fraction_static, times the ROCm aiter factor
         (``rocm_aiter_scale``) and, for a model SGLang treats as multimodal, its reduction
         (``sglang_vlm.vlm_fraction``)."""
-        mfs = vlm_fraction(sglang_defaults(gpu, dep)[2], given=bool(dep.mem_fraction_static),
+        mfs = vlm_fraction(sglang_defaults(gpu, dep, prefill_graph_model(spec))[2],
+                           given=bool(dep.mem_fraction_static),
                            version=dep.engine_version, spec=spec)
         return mfs * rocm_aiter_scale(dep, gpu, attention)
 
