@@ -59,11 +59,6 @@ def test_b200_tp4_at_0_5_19_by_hand() -> None:
     assert _mfs("qwen3-32b", "B200", "0.5.9", tp=4) == round((mib - 26624) / mib, 3)
 
 
-def test_mla_reserves_one_and_a_half_gib() -> None:
-    assert _reserve("deepseek-v3", "H200", "0.5.14", 8192, tp=8) == 1536
-    assert _reserve("qwen3-8b", "H200", "0.5.14", 8192) == 464
-
-
 def test_before_the_floor() -> None:
     # H200 with a chunk of 2048: 512 + 3,072 + 128 + 512 + 42*8 = 4,560 < 10 GiB: the floor
     # holds, the reserve does not move the fraction
@@ -76,8 +71,10 @@ def test_before_the_floor() -> None:
     ("0.5.9", {}, 0.0),  # opt-in (--enable-piecewise-cuda-graph), off by default
     ("main@d315eb7", {}, 0.0),  # main's source not read for it: not applied
     ("0.5.13", {"enable_dp_attention": True, "tp": 2, "dp": 2}, 0.0),
-    ("0.5.19", {"enable_dp_attention": True, "tp": 2, "dp": 2}, 464.0),  # breakable keeps it
+    ("0.5.16", {"enable_dp_attention": True, "tp": 2, "dp": 2}, 0.0),  # breakable, 0.5.15-16
+    ("0.5.17", {"enable_dp_attention": True, "tp": 2, "dp": 2}, 464.0),  # breakable keeps it
     ("0.5.10", {"pp": 2}, 0.0),
+    ("0.5.15", {"pp": 2}, 464.0),  # breakable: no PP rule until 0.5.19
     ("0.5.19", {"pp": 2}, 0.0),
     ("0.5.13", {"enforce_eager": True}, 464.0),  # --disable-cuda-graph: decode only
     ("0.5.14", {"enforce_eager": True}, 0.0),  # folds into cuda_graph_config.prefill
@@ -87,6 +84,24 @@ def test_before_the_floor() -> None:
 ])
 def test_off_conditions(version: str, kw: dict[str, Any], expected: float) -> None:
     assert _reserve("qwen3-8b", "H200", version, 8192, **kw) == expected
+
+
+@pytest.mark.parametrize(("model", "version", "expected"), [
+    ("deepseek-v3", "0.5.14", 1536.0),  # MLA: 1.5 GiB
+    ("deepseek-v3", "0.5.15", 0.0),  # breakable turns MLA off (0.5.15, 0.5.16)
+    ("deepseek-v3", "0.5.17", 0.0),  # MLA without the DSA indexer
+    ("deepseek-v3.2", "0.5.17", 1536.0),  # DSA MLA keeps it
+    ("deepseek-v3.2", "0.5.12", 0.0),  # NSA and DeepseekV32ForCausalLM on the blacklist
+    ("deepseek-v3.2", "0.5.13", 1536.0),  # off the blacklist from 0.5.13
+    ("deepseek-v3", "0.5.18", 1536.0),
+    ("deepseek-v4-flash", "0.5.19", 0.0),  # is_deepseek_v4
+    ("deepseek-v4-flash", "0.5.12", 0.0),
+    ("qwen3-next-80b-a3b-instruct", "0.5.14", 0.0),
+    ("qwen3.5-27b", "0.5.15", 0.0),  # multimodal, no allowlist at 0.5.15
+    ("qwen3.5-27b", "0.5.16", 464.0),  # on the breakable allowlist
+])
+def test_models(model: str, version: str, expected: float) -> None:
+    assert _reserve(model, "H200", version, 8192, tp=8) == expected
 
 
 def test_rocm_and_multimodal_are_off() -> None:

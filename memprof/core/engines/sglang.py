@@ -11,8 +11,10 @@ Budget line (SGL@d315eb7 kv_cache_configurator.py)::
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
 from memprof.base.errors import BadInput, LayoutError
@@ -42,6 +44,7 @@ from memprof.core.engines.unified_memory import sglang_unified_memory_notes
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
+from memprof.core.models.load import configs_dir
 from memprof.core.versions import Rule, value_at
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
@@ -100,22 +103,20 @@ SGLANG_MFS_HEURISTIC: tuple[Rule, ...] = (
 
 # SGLang's prefill (piecewise) CUDA-graph reserve in the mem_fraction_static heuristic, per
 # release (server_args.py _handle_gpu_memory_settings; 0.5.19 arg_groups/memory_hook.py
-# reserve_for_graph_mb). value: a key of ``_PREFILL_GRAPH`` (how the reserve is switched on and
-# where it is added). memprof has no --enable-piecewise-cuda-graph (0.5.6 – 0.5.9) nor
-# --disable-piecewise-cuda-graph / --cuda-graph-backend-prefill flag: each is at its default.
+# reserve_for_graph_mb). value: how the prefill graphs are switched on. From 0.5.10 the
+# conditions that turn them off before the heuristic, per release, are the rows of
+# configs/sglang_prefill_graph_off_archs.json. memprof has no --enable-piecewise-cuda-graph
+# (0.5.6 – 0.5.9), --disable-piecewise-cuda-graph nor --cuda-graph-backend-prefill flag: each is
+# at its default.
 PG_NONE = "none"
 PG_OPT_IN = "opt-in (--enable-piecewise-cuda-graph, off by default)"
-PG_ON_0510 = "on: 8 MiB per prefill size (MLA 1.5 GiB) before the floor"
-PG_ON_0511 = "on (not off with speculative decoding)"
-PG_ON_0514 = "on (cuda_graph_config.prefill tc_piecewise; --disable-cuda-graph turns it off)"
-PG_ON_0519 = "on (cuda_graph_config.prefill breakable on CUDA; DP attention keeps it)"
-_PG_COMMON_OFF = ("the model-arch blacklist (is_piecewise_cuda_graph_disabled_model: "
-                  "DeepseekV32ForCausalLM, Qwen3NextForCausalLM, GlmMoeDsaForCausalLM, "
-                  "BailingMoeV2_5ForCausalLM, LLaDAModelLM, or a DeepSeek NSA config), DP "
-                  "attention, torch compile, pp_size > 1, non-CUDA hardware, an MoE A2A "
-                  "backend, LoRA, a multimodal model, GGUF, DLLM, CPU offload / hierarchical "
-                  "cache, deterministic inference, PD disaggregation, symmetric memory, EPLB / "
-                  "expert recorder, context parallel")
+PG_ON = "on by default: 8 MiB per prefill size (MLA 1.5 GiB) before the floor"
+_PG_SIZES = ("len(piecewise_cuda_graph_tokens) * 8 MiB (use_mla_backend(): 1.5 * 1024) before "
+             "the 10 GiB floor; the sizes 4..32 step 4, 48..256 step 16, 288..512 step 32, "
+             "576..1024 step 64, 1280..4096 step 256, 4608.. step 512 up to the max tokens: "
+             "chunked_prefill_size (MLA 2048), capped by --max-total-tokens and at 4096 for a "
+             "'llama-2' model path (0.5.13 on: also by an explicit --context-length "
+             "[assumption: memprof reads its context length as not given for that cap])")
 SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
     Rule(name="sglang_prefill_graph_reserve",
          changes="budget: mem_fraction_static prefill CUDA-graph reserve",
@@ -135,50 +136,21 @@ SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
          "no such flag [assumption: off]"),
     Rule(name="sglang_prefill_graph_reserve",
          changes="budget: mem_fraction_static prefill CUDA-graph reserve",
-         since="0.5.10", until="0.5.11", value=PG_ON_0510, engine="sglang",
-         introduced_by=_READ.format("0.5.10"), removed_by=_READ.format("0.5.11"),
-         source="sglang 0.5.10 server_args.py: disable_piecewise_cuda_graph defaults to False; "
-         "_handle_gpu_memory_settings `if not self.disable_piecewise_cuda_graph:` adds "
-         "len(piecewise_cuda_graph_tokens) * 8 MiB (use_mla_backend(): 1.5 * 1024) before the "
-         "10 GiB floor; the tokens are _generate_piecewise_cuda_graph_tokens (4..32 step 4, "
-         "48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, 4608.. "
-         "step 512) up to piecewise_cuda_graph_max_tokens = chunked_prefill_size (MLA 2048), "
-         "capped by --max-total-tokens and at 4096 for a 'llama-2' model path; "
-         "_handle_piecewise_cuda_graph turns it off for speculative decoding and "
-         + _PG_COMMON_OFF),
-    Rule(name="sglang_prefill_graph_reserve",
-         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
-         since="0.5.11", until="0.5.14", value=PG_ON_0511, engine="sglang",
-         introduced_by=_READ.format("0.5.11"), removed_by=_READ.format("0.5.14"),
-         source="sglang 0.5.11 / 0.5.12 / 0.5.13 server_args.py: as 0.5.10, speculative "
-         "decoding no longer turns it off; 0.5.13 adds --debug-cuda-graph, DSA prefill context "
-         "parallelism and a clamp of the max tokens to an explicit --context-length "
-         "[assumption: memprof reads its context length as not given for the clamp]"),
-    Rule(name="sglang_prefill_graph_reserve",
-         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
-         since="0.5.14", until="0.5.19", value=PG_ON_0514, engine="sglang",
-         introduced_by=_READ.format("0.5.14"), removed_by=_READ.format("0.5.19"),
-         source="sglang 0.5.14 (to 0.5.18) model_executor/cuda_graph_config.py CudaGraphConfig: "
-         "prefill backend TC_PIECEWISE by default; server_args.py _parse_cuda_graph_config: "
-         "--disable-cuda-graph sets it DISABLED; _disable_tc_piecewise_cudagraph_if_incompatible"
-         ": the 0.5.13 conditions (a multimodal model unless "
-         "is_multimodal_piecewise_cuda_graph_supported); _handle_gpu_memory_settings: "
-         "len(prefill bs) * 8 MiB (MLA 1.5 GiB) before the floor, prefill max_bs as 0.5.10's "
-         "max tokens"),
-    Rule(name="sglang_prefill_graph_reserve",
-         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
-         since="0.5.19", until="deepseek-v4-hopper@2026-07", value=PG_ON_0519, engine="sglang",
-         introduced_by=_READ.format("0.5.19"),
+         since="0.5.10", until="deepseek-v4-hopper@2026-07", value=PG_ON, engine="sglang",
+         introduced_by=_READ.format("0.5.10"),
          removed_by="main@d315eb7's source is not read for it (assumed absent there: not "
          "applied)",
-         source="sglang 0.5.19 model_executor/cuda_graph_config.py default_prefill_backend: "
-         "BREAKABLE on CUDA (else TC_PIECEWISE, which non-CUDA hardware turns off); "
-         "arg_groups/cuda_graph_hook.py: breakable off by default at pp_size > 1, and "
-         "disable_breakable_cudagraph_if_incompatible: DeepSeek-V4, context parallel, dcp, "
-         "two-batch overlap, an unvalidated A2A backend, a multimodal model not on the "
-         "breakable allowlist (DP attention and MLA keep it); arg_groups/memory_hook.py "
-         "reserve_for_graph_mb: len(prefill bs) * 8 MiB (MLA 1.5 GiB) before the floor"),
+         source="sglang 0.5.10 server_args.py: disable_piecewise_cuda_graph defaults to False "
+         "and _handle_gpu_memory_settings adds, `if not self.disable_piecewise_cuda_graph`, "
+         + _PG_SIZES + "; 0.5.14 (model_executor/cuda_graph_config.py) the prefill phase's "
+         "backend, tc_piecewise by default, from 0.5.15 breakable on CUDA (tc_piecewise "
+         "elsewhere, which non-CUDA hardware turns off), the same reserve (0.5.19 "
+         "arg_groups/memory_hook.py reserve_for_graph_mb); what turns it off per release: "
+         "configs/sglang_prefill_graph_off_archs.json (_handle_piecewise_cuda_graph, "
+         "_disable_tc_piecewise_cudagraph_if_incompatible, "
+         "_disable_breakable_cudagraph_if_incompatible)"),
 )
+
 
 SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
     Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
@@ -371,9 +343,10 @@ class PrefillGraphModel(NamedTuple):
     """What SGLang's prefill CUDA-graph switch and reserve read of the model
     (``SGLANG_PREFILL_GRAPH_RESERVE``)."""
 
+    architecture: str  # the config's architectures[0]
     mla: bool  # use_mla_backend(): AttentionArch.MLA, the configs that state kv_lora_rank
     multimodal: bool  # model_config.is_multimodal: a vision tower
-    nsa: bool  # is_deepseek_nsa (in is_piecewise_cuda_graph_disabled_model): an indexer
+    nsa: bool  # is_deepseek_nsa / is_deepseek_dsa: an MLA model with DeepSeek's indexer
     capped_4096: bool  # "llama-2" in the model path: the max tokens capped at 4096
 
 
@@ -383,6 +356,7 @@ def prefill_graph_model(spec: Any) -> PrefillGraphModel | None:
         return None
     layers = spec.layers
     return PrefillGraphModel(
+        architecture=spec.architecture or "",
         mla=any(layer.attention.kv_lora_rank for layer in layers),
         multimodal=spec.vision is not None,
         nsa=any(layer.attention.has_indexer for layer in layers),
@@ -401,25 +375,56 @@ def prefill_graph_sizes(max_tokens: int) -> int:
     return sum(1 for size in grid if size <= max_tokens)
 
 
+@cache
+def _prefill_graph_off() -> tuple[dict[str, Any], ...]:
+    """The rows of configs/sglang_prefill_graph_off_archs.json, oldest first."""
+    path = configs_dir() / "sglang_prefill_graph_off_archs.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))["releases"]
+    return tuple(sorted(rows, key=lambda r: releases.SGLANG_RELEASES.index(r["since"])))
+
+
+def prefill_graph_off_row(version: str | None) -> dict[str, Any] | None:
+    """The row of configs/sglang_prefill_graph_off_archs.json in force at ``version`` (a
+    release of ``SGLANG_PREFILL_GRAPH_RESERVE``'s on-by-default row)."""
+    version = version or releases.SGLANG_RELEASES[-1]
+    if version not in releases.SGLANG_RELEASES:
+        return None
+    at = releases.SGLANG_RELEASES.index(version)
+    held = [r for r in _prefill_graph_off()
+            if releases.SGLANG_RELEASES.index(r["since"]) <= at]
+    return held[-1] if held else None
+
+
+def _prefill_graphs_off(row: dict[str, Any], dep: DeploymentView, gpu: GPU,
+                        model: PrefillGraphModel) -> bool:
+    """Whether a condition of ``row`` that memprof models turns the prefill graphs off."""
+    mla_off = {"all": model.mla, "non_dsa": model.mla and not model.nsa,
+               "none": False}[row["mla_off"]]
+    return (gpu.is_rocm  # non-CUDA hardware (from 0.5.15: tc_piecewise there, turned off)
+            or model.architecture in row["archs_off"]
+            or (row["nsa_off"] and model.nsa)
+            or mla_off
+            or (model.multimodal and model.architecture not in row["multimodal_kept"])
+            or (row["dp_attention_off"] and dep.enable_dp_attention)
+            or (row["pp_off"] and dep.pp > 1)
+            or (row["speculative_off"] and dep.num_speculative_tokens > 0)
+            or (row["disable_cuda_graph_off"] and dep.enforce_eager))
+
+
 def prefill_graph_reserve_mib(dep: DeploymentView, gpu: GPU, chunk: int,
                               model: PrefillGraphModel | None) -> float:
     """MiB the mem_fraction_static heuristic reserves for prefill CUDA graphs before its 10 GiB
     floor, by the row of ``SGLANG_PREFILL_GRAPH_RESERVE`` at the release: 0 where the row has
-    none (or it is opt-in, memprof having no flag to opt in), where one of the off-conditions
-    memprof models holds (non-CUDA hardware, PP, a multimodal model, DP attention before
-    0.5.19, a DeepSeek NSA model before 0.5.19, speculative decoding at 0.5.10,
-    --disable-cuda-graph from 0.5.14), or where no model is given; else 1.5 GiB with MLA, or
-    8 MiB per prefill size up to the chunk (capped by --max-total-tokens; 4096 for a
-    'llama-2' path)."""
+    none (or it is opt-in, memprof having no flag to opt in), where the release's row of
+    configs/sglang_prefill_graph_off_archs.json turns the graphs off, or where no model is
+    given; else 1.5 GiB with MLA, or 8 MiB per prefill size up to the chunk (capped by
+    --max-total-tokens; 4096 for a 'llama-2' path)."""
     rule = value_at(SGLANG_PREFILL_GRAPH_RESERVE, dep.engine_version, PG_NONE,
                     engine=SGLang.name)
-    if dep.engine != SGLang.name or model is None or rule in (PG_NONE, PG_OPT_IN):
+    if dep.engine != SGLang.name or model is None or rule != PG_ON:
         return 0.0
-    off = (gpu.is_rocm or dep.pp > 1 or model.multimodal
-           or (rule != PG_ON_0519 and (dep.enable_dp_attention or model.nsa))
-           or (rule == PG_ON_0510 and dep.num_speculative_tokens > 0)
-           or (rule in (PG_ON_0514, PG_ON_0519) and dep.enforce_eager))
-    if off:
+    row = prefill_graph_off_row(dep.engine_version)
+    if row is None or _prefill_graphs_off(row, dep, gpu, model):
         return 0.0
     if model.mla:
         return 1.5 * 1024
