@@ -65,9 +65,13 @@ def test_nsa_pool_at_0_5_16_and_0_5_17() -> None:
         return e.kv_cache_tokens, e.ranks[0].available_kv_bytes
 
     (old, budget_old), (new, budget_new) = tokens("0.5.16"), tokens("0.5.17")
-    assert budget_old == budget_new
-    assert new < old
-    assert new == tokens("main@d315eb7")[0]
+    # the budgets differ by the prefill CUDA-graph reserve (SGLANG_PREFILL_GRAPH_RESERVE): off
+    # with DP attention and MLA at 0.5.16, 1.5 GiB for DSA MLA with DP attention at 0.5.17
+    assert budget_old > budget_new
+    assert budget_new / new > budget_old / old  # more bytes a token: the stored slot
+    main, budget_main = tokens("main@d315eb7")
+    # the same cell as main's (whole pages: a budget's last page part apart)
+    assert abs(budget_new / new - budget_main / main) < 1e-3 * (budget_main / main)
 
 
 def test_server_args_fields_per_release() -> None:

@@ -59,8 +59,8 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # Compared wheel against wheel from 0.5.9 (what memprof's SGLang rows read):
 # - server_args.py _handle_gpu_memory_settings (0.5.19 arg_groups/memory_hook.py): the GPU tiers
 #   of --chunked-prefill-size and the decode graph batch, and 512 + 1.5·chunk + tp·pp/8 GiB +
-#   2·max_bs, unchanged 0.5.10 – 0.5.19; new there: the prefill CUDA-graph reserve (0.5.10 on, not
-#   modelled: engines/sglang.py SGLANG_MFS_HEURISTIC says so) and the post-capture KV sizing
+#   2·max_bs, unchanged 0.5.10 – 0.5.19; new there: the prefill CUDA-graph reserve (0.5.10 on:
+#   engines/sglang.py SGLANG_PREFILL_GRAPH_RESERVE) and the post-capture KV sizing
 #   path (0.5.16 on, behind SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in every wheel);
 # - the decode capture list (_generate_cuda_graph_batch_sizes; 0.5.19 cuda_graph_hook.py): the
 #   same grid, and from 0.5.10 a --cuda-graph-max-bs off the grid is appended, not dropped;

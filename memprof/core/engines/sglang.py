@@ -11,9 +11,11 @@ Budget line (SGL@d315eb7 kv_cache_configurator.py)::
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from functools import cache
+from typing import Any, ClassVar, NamedTuple
 
 from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import MiB
@@ -42,6 +44,7 @@ from memprof.core.engines.unified_memory import sglang_unified_memory_notes
 from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
+from memprof.core.models.load import configs_dir
 from memprof.core.versions import Rule, value_at
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
@@ -94,12 +97,60 @@ SGLANG_MFS_HEURISTIC: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.5.3"),
          source="sglang 0.5.3 server_args.py ServerArgs._handle_gpu_memory_settings (the same "
          "at SGL@d315eb7): 512 + 1.5*max(chunk, 2048) + tp*pp/8*1024 + 2*max_bs [+ DP "
-         "attention] MiB, at least 10 GiB above 60 GiB. Not modelled: from the 0.5.10 wheel "
-         "(_handle_piecewise_cuda_graph; 0.5.14 on cuda_graph_config.prefill, 0.5.19 "
-         "arg_groups/memory_hook.py reserve_for_graph_mb) prefill CUDA graphs are on by default "
-         "on CUDA and the reserve adds 8 MiB per prefill capture size (58 at a chunk of 8192) or "
-         "1.5 GiB with an MLA backend, before the 10 GiB floor"),
+         "attention] MiB, at least 10 GiB above 60 GiB; the prefill CUDA-graph reserve added "
+         "before the floor from 0.5.10 (opt-in from 0.5.6) is SGLANG_PREFILL_GRAPH_RESERVE"),
 )
+
+# SGLang's prefill (piecewise) CUDA-graph reserve in the mem_fraction_static heuristic, per
+# release (server_args.py _handle_gpu_memory_settings; 0.5.19 arg_groups/memory_hook.py
+# reserve_for_graph_mb). value: how the prefill graphs are switched on. From 0.5.10 the
+# conditions that turn them off before the heuristic, per release, are the rows of
+# configs/sglang_prefill_graph_off_archs.json. memprof has no --enable-piecewise-cuda-graph
+# (0.5.6 – 0.5.9), --disable-piecewise-cuda-graph nor --cuda-graph-backend-prefill flag: each is
+# at its default.
+PG_NONE = "none"
+PG_OPT_IN = "opt-in (--enable-piecewise-cuda-graph, off by default)"
+PG_ON = "on by default: 8 MiB per prefill size (MLA 1.5 GiB) before the floor"
+_PG_SIZES = ("len(piecewise_cuda_graph_tokens) * 8 MiB (use_mla_backend(): 1.5 * 1024) before "
+             "the 10 GiB floor; the sizes 4..32 step 4, 48..256 step 16, 288..512 step 32, "
+             "576..1024 step 64, 1280..4096 step 256, 4608.. step 512 up to the max tokens: "
+             "chunked_prefill_size (MLA 2048), capped by --max-total-tokens and at 4096 for a "
+             "'llama-2' model path (0.5.13 on: also by an explicit --context-length "
+             "[assumption: memprof reads its context length as not given for that cap])")
+SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since=None, until="0.5.6", value=PG_NONE, engine="sglang",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.5.6"),
+         source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings: "
+         "--enable-piecewise-cuda-graph exists (off by default) but the reserve has no term "
+         "for it"),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.6", until="0.5.10", value=PG_OPT_IN, engine="sglang",
+         introduced_by=_READ.format("0.5.6"), removed_by=_READ.format("0.5.10"),
+         source="sglang 0.5.6 server_args.py _handle_gpu_memory_settings: `if "
+         "self.enable_piecewise_cuda_graph: reserved_mem += piecewise_cuda_graph_max_tokens // "
+         "4` after the 10 GiB floor (0.5.7: // 8; 0.5.8, 0.5.9: len(piecewise_cuda_graph_tokens) "
+         "* 8 before the floor); enable_piecewise_cuda_graph defaults to False and memprof has "
+         "no such flag [assumption: off]"),
+    Rule(name="sglang_prefill_graph_reserve",
+         changes="budget: mem_fraction_static prefill CUDA-graph reserve",
+         since="0.5.10", until="deepseek-v4-hopper@2026-07", value=PG_ON, engine="sglang",
+         introduced_by=_READ.format("0.5.10"),
+         removed_by="main@d315eb7's source is not read for it (assumed absent there: not "
+         "applied)",
+         source="sglang 0.5.10 server_args.py: disable_piecewise_cuda_graph defaults to False "
+         "and _handle_gpu_memory_settings adds, `if not self.disable_piecewise_cuda_graph`, "
+         + _PG_SIZES + "; 0.5.14 (model_executor/cuda_graph_config.py) the prefill phase's "
+         "backend, tc_piecewise by default, from 0.5.15 breakable on CUDA (tc_piecewise "
+         "elsewhere, which non-CUDA hardware turns off), the same reserve (0.5.19 "
+         "arg_groups/memory_hook.py reserve_for_graph_mb); what turns it off per release: "
+         "configs/sglang_prefill_graph_off_archs.json (_handle_piecewise_cuda_graph, "
+         "_disable_tc_piecewise_cudagraph_if_incompatible, "
+         "_disable_breakable_cudagraph_if_incompatible)"),
+)
+
 
 SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
     Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
@@ -288,6 +339,103 @@ _GRAPH_NOW = SGLANG_GRAPH_MAX_BS[-1].value
 _GRAPH_053 = SGLANG_GRAPH_MAX_BS[-2].value
 
 
+class PrefillGraphModel(NamedTuple):
+    """What SGLang's prefill CUDA-graph switch and reserve read of the model
+    (``SGLANG_PREFILL_GRAPH_RESERVE``)."""
+
+    architecture: str  # the config's architectures[0]
+    mla: bool  # use_mla_backend(): AttentionArch.MLA, the configs that state kv_lora_rank
+    multimodal: bool  # model_config.is_multimodal: a vision tower
+    nsa: bool  # is_deepseek_nsa / is_deepseek_dsa: an MLA model with DeepSeek's indexer
+    capped_4096: bool  # "llama-2" in the model path: the max tokens capped at 4096
+
+
+def prefill_graph_model(spec: Any) -> PrefillGraphModel | None:
+    """The facts ``prefill_graph_reserve_mib`` reads of a model spec (None: none given)."""
+    if spec is None:
+        return None
+    layers = spec.layers
+    return PrefillGraphModel(
+        architecture=spec.architecture or "",
+        mla=any(layer.attention.kv_lora_rank for layer in layers),
+        multimodal=spec.vision is not None,
+        nsa=any(layer.attention.has_indexer for layer in layers),
+        capped_4096="llama-2" in spec.name.lower())
+
+
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill sizes SGLang captures up to ``max_tokens``
+    (_generate_piecewise_cuda_graph_tokens, sglang 0.5.10 server_args.py; the same grid in
+    0.5.14's _generate_prefill_cuda_graph_batch_sizes and 0.5.19's
+    arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes): 58 at 8192, 74 at
+    16384."""
+    grid = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
+            *range(576, 1024 + 1, 64), *range(1280, 4096 + 1, 256),
+            *range(4608, max_tokens + 1, 512))
+    return sum(1 for size in grid if size <= max_tokens)
+
+
+@cache
+def _prefill_graph_off() -> tuple[dict[str, Any], ...]:
+    """The rows of configs/sglang_prefill_graph_off_archs.json, oldest first."""
+    path = configs_dir() / "sglang_prefill_graph_off_archs.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))["releases"]
+    return tuple(sorted(rows, key=lambda r: releases.SGLANG_RELEASES.index(r["since"])))
+
+
+def prefill_graph_off_row(version: str | None) -> dict[str, Any] | None:
+    """The row of configs/sglang_prefill_graph_off_archs.json in force at ``version`` (a
+    release of ``SGLANG_PREFILL_GRAPH_RESERVE``'s on-by-default row)."""
+    version = version or releases.SGLANG_RELEASES[-1]
+    if version not in releases.SGLANG_RELEASES:
+        return None
+    at = releases.SGLANG_RELEASES.index(version)
+    held = [r for r in _prefill_graph_off()
+            if releases.SGLANG_RELEASES.index(r["since"]) <= at]
+    return held[-1] if held else None
+
+
+def _prefill_graphs_off(row: dict[str, Any], dep: DeploymentView, gpu: GPU,
+                        model: PrefillGraphModel) -> bool:
+    """Whether a condition of ``row`` that memprof models turns the prefill graphs off."""
+    mla_off = {"all": model.mla, "non_dsa": model.mla and not model.nsa,
+               "none": False}[row["mla_off"]]
+    return (gpu.is_rocm  # non-CUDA hardware (from 0.5.15: tc_piecewise there, turned off)
+            or model.architecture in row["archs_off"]
+            or (row["nsa_off"] and model.nsa)
+            or mla_off
+            or (model.multimodal and model.architecture not in row["multimodal_kept"])
+            or (row["dp_attention_off"] and dep.enable_dp_attention)
+            or (row["pp_off"] and dep.pp > 1)
+            or (row["speculative_off"] and dep.num_speculative_tokens > 0)
+            or (row["disable_cuda_graph_off"] and dep.enforce_eager))
+
+
+def prefill_graph_reserve_mib(dep: DeploymentView, gpu: GPU, chunk: int,
+                              model: PrefillGraphModel | None) -> float:
+    """MiB the mem_fraction_static heuristic reserves for prefill CUDA graphs before its 10 GiB
+    floor, by the row of ``SGLANG_PREFILL_GRAPH_RESERVE`` at the release: 0 where the row has
+    none (or it is opt-in, memprof having no flag to opt in), where the release's row of
+    configs/sglang_prefill_graph_off_archs.json turns the graphs off, or where no model is
+    given; else 1.5 GiB with MLA, or 8 MiB per prefill size up to the chunk (capped by
+    --max-total-tokens; 4096 for a 'llama-2' path)."""
+    rule = value_at(SGLANG_PREFILL_GRAPH_RESERVE, dep.engine_version, PG_NONE,
+                    engine=SGLang.name)
+    if dep.engine != SGLang.name or model is None or rule != PG_ON:
+        return 0.0
+    row = prefill_graph_off_row(dep.engine_version)
+    if row is None or _prefill_graphs_off(row, dep, gpu, model):
+        return 0.0
+    if model.mla:
+        return 1.5 * 1024
+    max_tokens = chunk
+    if dep.max_total_tokens is not None:
+        max_tokens = min(max_tokens, dep.max_total_tokens)
+    if model.capped_4096:
+        max_tokens = min(max_tokens, 4096)
+    return 8.0 * prefill_graph_sizes(max_tokens)
+
+
 def _by_tp(n: int) -> float:
     """The mem_fraction_static table of sglang 0.4.3 – 0.4.7 by tp (0.4.7: tp·pp)."""
     return 0.79 if n >= 16 else 0.81 if n >= 8 else 0.85 if n >= 4 else 0.87 if n >= 2 else 0.88
@@ -373,7 +521,8 @@ def heuristic_gpu_mem_mib(gpu: GPU) -> tuple[float, str | None]:
                  "driver's reservation, 480 MiB on H100, would raise the fraction slightly]")
 
 
-def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
+def sglang_defaults(gpu: GPU, dep: DeploymentView,
+                    model: PrefillGraphModel | None = None) -> tuple[int, int, float]:
     """SGLang's (chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) heuristics.
 
     ``server_args.py::_handle_gpu_memory_settings`` (SGL@d315eb7), sizes in MiB::
@@ -385,6 +534,8 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
 
     Before 0.5.3 (and for the graph batch before 0.5.5) the rows of ``SGLANG_MFS_HEURISTIC``,
     ``SGLANG_CHUNKED_PREFILL`` and ``SGLANG_GRAPH_MAX_BS`` at the deployment's release hold.
+    From 0.5.10 the reserve adds the prefill CUDA graphs' (``prefill_graph_reserve_mib``, read
+    of ``model``; without one it adds none) before the floor.
     """
     mib = heuristic_gpu_mem_mib(gpu)[0]  # nvidia-smi's total: SGLANG_HEURISTIC_GPU_MEM
     gib = mib / 1024
@@ -415,7 +566,10 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView) -> tuple[int, int, float]:
         graph += 3 * max_bs * dep.dp + (1.5 * max_bs * dep.dp if max_bs > 300 else 0)
     # chunked prefill off (-1): the reserve follows --max-prefill-tokens instead
     prefill = chunk if chunk > 0 else SGLANG_MAX_PREFILL_TOKENS
-    reserved = 512 + 1.5 * max(prefill, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
+    # the prefill CUDA-graph reserve, before the floor (SGLANG_PREFILL_GRAPH_RESERVE)
+    prefill_graphs = prefill_graph_reserve_mib(dep, gpu, chunk, model)
+    reserved = (512 + 1.5 * max(prefill, 2048) + dep.tp * dep.pp / 8 * 1024 + graph
+                + prefill_graphs)
     if gib > 60:
         reserved = max(reserved, 10 * 1024)
     mfs = round((mib - reserved) / mib, 3)
@@ -603,7 +757,8 @@ class SGLang(Engine):
         """The heuristic's (or the given) mem_fraction_static, times the ROCm aiter factor
         (``rocm_aiter_scale``) and, for a model SGLang treats as multimodal, its reduction
         (``sglang_vlm.vlm_fraction``)."""
-        mfs = vlm_fraction(sglang_defaults(gpu, dep)[2], given=bool(dep.mem_fraction_static),
+        mfs = vlm_fraction(sglang_defaults(gpu, dep, prefill_graph_model(spec))[2],
+                           given=bool(dep.mem_fraction_static),
                            version=dep.engine_version, spec=spec)
         return mfs * rocm_aiter_scale(dep, gpu, attention)
 
