@@ -175,9 +175,6 @@ XFAIL: dict[int, str] = {
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
           "checkout: memprof_engine_version_note; the quote has no timestamp)",
     # SGLang logs after 0.5.9 (rows 1451-1499)
-    1451: OUTSIDE + "the page size 64 (the log's 'changing page_size from None to 64' line, which "
-          "explain does not read; its ServerArgs line is elided) and the card (B200: "
-          "memprof_run.why)",
     1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
           "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "
           "for 39,078 tokens' the author's summary of the KV line) and the release (0.5.19: the "
