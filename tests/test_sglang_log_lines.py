@@ -51,3 +51,31 @@ def test_no_override_line_leaves_the_page_size_unset() -> None:
 def test_a_vllm_log_is_not_read() -> None:
     settings, notes = read_sglang([TRTLLM_MHA], "vllm", {})
     assert settings == {} and notes == []
+
+
+# published row 1454: two MI355X, SGLang 0.5.17, a quote whose stamps keep the time alone
+TP_RANKS = [
+    "[01:40:16 TP0] Load weight end. elapsed=0.30 s, type=Qwen3ForCausalLM, avail mem=285.65 GB, "
+    "mem usage=0.61 GB.",
+    "[01:40:16 TP1] Load weight end. elapsed=0.30 s, ...      mem usage=0.61 GB.",
+]
+
+
+@pytest.mark.parametrize("stamp", ["01:40:16", "2026-04-10 01:40:16", "2026-04-10 01:40:16.123"])
+def test_rank_prefixes_give_the_tp_size_whatever_the_stamp(stamp: str) -> None:
+    lines = [ln.replace("01:40:16", stamp) for ln in TP_RANKS]
+    settings, notes = read_sglang(lines, "sglang", {"engine_version": "0.5.17"})
+    assert settings["tp"] == 2
+    assert any("TP ranks up to TP1" in n for n in notes)
+
+
+def test_a_dp_rank_in_the_prefix_leaves_tp_unset() -> None:
+    lines = ["[01:40:16 DP1 TP0] Load weight end. elapsed=0.30 s, mem usage=0.61 GB."]
+    settings, _ = read_sglang(lines, "sglang", {"engine_version": "0.5.17"})
+    assert "tp" not in settings
+
+
+def test_a_bracketed_clock_that_is_no_stamp_is_not_a_rank() -> None:
+    lines = ["[99:99:99 TP3] not a time"]
+    settings, _ = read_sglang(lines, "sglang", {"engine_version": "0.5.17"})
+    assert "tp" not in settings

@@ -64,9 +64,12 @@ _PAGE_SIZE_SET = re.compile(r"only supports (?:a )?page_size of [^,]*(?:,[^,]*)*
 # run_scheduler_process (managers/scheduler.py) builds it from " DP{dp_rank}", " PP{pp_rank}",
 # " TP{tp_rank}", " EP{moe_ep_rank}" (each where that size is above 1; older releases print
 # " TP0" at TP 1 too, as published row 167's log of the 0.4.3 era does) and configure_logger
-# puts it after the timestamp
-_RANK_PREFIX = re.compile(r"^\[20[0-9]{2}-[01][0-9]-[0-3][0-9] [0-9:.]{8,15}"
-                          r"((?: [A-Z_]+[0-9]{1,4})+)\]")
+# puts it after the timestamp ("[%(asctime)s{prefix}]"); the stamp is read in any of the
+# forms asctime takes: configure_logger's datefmt "%Y-%m-%d %H:%M:%S", or the time alone (an
+# SGLANG_LOGGING_CONFIG_PATH config's datefmt, or a quote that trims the date, as published rows
+# 1453 and 1454 do: "[01:40:16 TP1] Load weight end. ...")
+_RANK_PREFIX = re.compile(r"^\[(?:20[0-9]{2}-[01][0-9]-[0-3][0-9] )?[0-2][0-9]:[0-5][0-9]"
+                          r":[0-5][0-9](?:[.,][0-9]{1,6})?((?: [A-Z_]+[0-9]{1,4})+)\]")
 _NAMED = (re.compile(r"\bsglang(?:\s+version)?\s*(?:==|:|=)?\s*v?([0-9]+\.[0-9]+\.[0-9]+[\w.]*)",
                      re.I),
           re.compile(r"lmsysorg/sglang:v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", re.I))
