@@ -62,7 +62,7 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 115, 116, 122, 131, 134, 150, 201, 520, 802, 1101, 1202, 1453)
+RELEASE_ONLY = (12, 32, 48, 115, 116, 119, 122, 131, 134, 150, 201, 520, 802, 1101, 1202)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -175,21 +175,10 @@ XFAIL: dict[int, str] = {
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
           "checkout: memprof_engine_version_note; the quote has no timestamp)",
     # SGLang logs after 0.5.9 (rows 1451-1499)
-    1451: OUTSIDE + "the page size 64 (the log's 'changing page_size from None to 64' line, which "
-          "explain does not read; its ServerArgs line is elided) and the card (B200: "
-          "memprof_run.why)",
     1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
           "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "
           "for 39,078 tokens' the author's summary of the KV line) and the release (0.5.19: the "
           "page's image tag)",
-    1453: OUTSIDE + "the release 0.5.17 (the page's 'pip install sglang==0.5.17'; explain places "
-          "the quote at the newest modelled)",
-    1454: OUTSIDE + "--tp 2 and mem_fraction_static 0.5 (the page's prose; the quote's TP0/TP1 "
-          "prefixes are not read as the layout) and the release 0.5.17 (the page's pip line)",
-    1456: OUTSIDE + "--mem-fraction-static 0.90 and --max-total-tokens 4096: the report's command "
-          "block (one flag a line, no continuation backslashes) is not read as a command, and "
-          "the pool is that cap; and the release 0.5.13 (the report's environment block; "
-          "explain places the quote by its date at 0.5.14)",
     1457: OUTSIDE + "the figures: the quote's load (15.50 GB) and pool (187,069 tokens) are cells "
           "of the author's summary table, no log line explain reads; and the release "
           "(0.5.13.post1, the page's section 2)",

@@ -10,6 +10,11 @@
   ``max_running_requests`` is derived from the pool, not a setting) and ``Capture cuda graph bs
   […]`` (the batch sizes captured; the largest is the graph batch) fill what ServerArgs left
   ``None``.
+- an attention backend's page-size override, ``TensorRT-LLM MHA only supports page_size of 16,
+  32 or 64, changing page_size from None to 64.`` (SGLang 0.5.x ``python/sglang/srt/
+  server_args.py`` ``_handle_attention_backend_compatibility``: trtllm_mha, trtllm_mla, the XPU
+  backend; FlashMLA's ``change page_size to 64``): the page size the pool is built with, where
+  the log shows no ServerArgs ``page_size`` (printed after the override, so it wins).
 - the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
   image), mapped onto a modelled release (a post release memprof does not model on its own, such
   as 0.4.9.post2, keeps the rules of the release before it: 0.4.9); a log that
@@ -52,13 +57,19 @@ _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)")
 _SCHEDULER = re.compile(r"max_total_num_tokens=\s*[0-9]+,(.*)")
 _DATE = re.compile(r"^\[(20[0-9]{2}-[01][0-9]-[0-3][0-9])[ \]]", re.M)
 _CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([0-9,\s]+)\]")
+# server_args.py's warnings when an attention backend overrides the page size (module docstring)
+_PAGE_SIZE_SET = re.compile(r"only supports (?:a )?page_size of [^,]*(?:,[^,]*)*?,? "
+                            r"chang(?:e|ing) page_size (?:from \S+ )?to ([0-9]+)\b")
 # the rank prefix of a scheduler process's lines, ``[2026-04-10 23:19:05 TP3] ...``: SGLang's
 # run_scheduler_process (managers/scheduler.py) builds it from " DP{dp_rank}", " PP{pp_rank}",
 # " TP{tp_rank}", " EP{moe_ep_rank}" (each where that size is above 1; older releases print
 # " TP0" at TP 1 too, as published row 167's log of the 0.4.3 era does) and configure_logger
-# puts it after the timestamp
-_RANK_PREFIX = re.compile(r"^\[20[0-9]{2}-[01][0-9]-[0-3][0-9] [0-9:.]{8,15}"
-                          r"((?: [A-Z_]+[0-9]{1,4})+)\]")
+# puts it after the timestamp ("[%(asctime)s{prefix}]"); the stamp is read in any of the
+# forms asctime takes: configure_logger's datefmt "%Y-%m-%d %H:%M:%S", or the time alone (an
+# SGLANG_LOGGING_CONFIG_PATH config's datefmt, or a quote that trims the date, as published rows
+# 1453 and 1454 do: "[01:40:16 TP1] Load weight end. ...")
+_RANK_PREFIX = re.compile(r"^\[(?:20[0-9]{2}-[01][0-9]-[0-3][0-9] )?[0-2][0-9]:[0-5][0-9]"
+                          r":[0-5][0-9](?:[.,][0-9]{1,6})?((?: [A-Z_]+[0-9]{1,4})+)\]")
 _NAMED = (re.compile(r"\bsglang(?:\s+version)?\s*(?:==|:|=)?\s*v?([0-9]+\.[0-9]+\.[0-9]+[\w.]*)",
                      re.I),
           re.compile(r"lmsysorg/sglang:v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", re.I))
@@ -277,6 +288,7 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
     notes: list[str] = []
     fields: dict[str, str] = {}
     later: dict[str, Any] = {}
+    page: int | None = None
     for line in lines:
         m = _SERVER_ARGS.search(line)
         if m and not fields:
@@ -292,6 +304,11 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
             sizes = [int(x) for x in m.group(1).replace(",", " ").split()]
             if sizes:
                 later.setdefault("cuda_graph_max_bs", max(sizes))
+        m = _PAGE_SIZE_SET.search(line)
+        if m:
+            page = int(m.group(1))  # the last override is the one the server kept
+    if page is not None:  # over the command's --page-size, which the backend replaced
+        out["block_size"] = page
     out.update(server_args_settings(fields))  # the values the server ran with
     for k, v in later.items():
         out.setdefault(k, v)

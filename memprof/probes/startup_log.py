@@ -433,15 +433,23 @@ def _shell_lines(lines: list[str]) -> list[str]:
     lines after it that begin with a flag (``vllm serve M \\`` / ``  --tp 8 \\`` / ...) are one
     line, as the shell reads them; a continuation that is no flag ends the command, except in
     a ``docker run`` command, whose image and model are words of their own between its options
-    and the serve flags (``  vllm/vllm-openai:latest \\`` / ``  Qwen/Qwen3-32B \\``)."""
+    and the serve flags (``  vllm/vllm-openai:latest \\`` / ``  Qwen/Qwen3-32B \\``).
+
+    A command a document writes one flag a line with the backslashes left out (published row
+    1456's ``python -m sglang.launch_server`` / ``  --model-path Qwen/Qwen3-30B-A3B`` /
+    ``  --mem-fraction-static 0.90`` / ...) is one command too: after a launch line, each
+    indented line that begins with ``--`` continues it (a log line begins with its level or
+    timestamp, never with an indented flag)."""
     out: list[str] = []
-    joining = False
+    joining = block = False
     for line in lines:
-        if joining and (line.lstrip().startswith("-") or (_DOCKER_RUN.search(out[-1])
-                                                          and line.strip())):
+        flag_line = line.lstrip().startswith("-")
+        if (joining and (flag_line or (_DOCKER_RUN.search(out[-1]) and line.strip()))) or (
+                block and line[:1].isspace() and line.lstrip().startswith("--")):
             out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
         else:
             out.append(line)
+            block = _launch_line(line) and not line.rstrip().endswith("\\")
         joining = out[-1].rstrip().endswith("\\")
     return out
 
