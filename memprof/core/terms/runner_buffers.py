@@ -2,13 +2,16 @@
 absolute torch peak.
 
 Those releases' ``Worker.determine_available_memory`` (v1/worker/gpu_worker.py, read in the 0.8.0,
-0.8.2, 0.8.5 and 0.9.0 wheels) resets torch's peak statistics, runs the profile and charges
+0.8.2, 0.8.4, 0.8.5.post1 and 0.9.0.1 wheels) calls ``torch.cuda.reset_peak_memory_stats()``,
+which sets the peak to what is allocated at that moment, runs the profile and charges
 ``peak_memory = memory_stats()["allocated_bytes.all.peak"]``: everything torch holds at the
-peak, not its increase over the profile. Besides the weights (the "Model loading took" figure,
-measured around ``load_model`` only) and the profile's activations, that holds the buffers
-``GPUModelRunner.__init__`` allocated on the GPU before the model was loaded, which no other
-budget figure contains. From 0.9.1 ``memory_profiling`` charges the torch peak's increase over the
-snapshot taken before the profile, so they drop out of the budget (``RUNNER_BUFFERS_CHARGED``).
+peak, not its increase over the profile. Besides the weights (the "Model loading took" figure:
+``DeviceMemoryProfiler`` around ``load_model`` only, whose reading is ``max_memory_allocated``
+after a reset, platforms/cuda.py ``get_current_memory_usage`` in 0.8.4) and the profile's
+activations, that holds the buffers ``GPUModelRunner.__init__`` allocated on the GPU before the
+model was loaded, which no other budget figure contains. From 0.9.1 ``memory_profiling``
+(utils.py) charges ``torch_peak_increase``, the peak over the snapshot taken as the profile
+starts, so they drop out of the budget (``RUNNER_BUFFERS_CHARGED``).
 
 The buffers, with N = ``max_num_tokens`` (= ``max_num_batched_tokens``), R = ``max_num_reqs``
 (= ``max_num_seqs``), B = cdiv(``max_model_len``, ``block_size``):
@@ -25,7 +28,11 @@ The buffers, with N = ``max_num_tokens`` (= ``max_num_batched_tokens``), R = ``m
 Each is rounded to the caching allocator's 512-byte blocks. Not counted [approximation]: M-RoPE
 models' ``mrope_positions`` int64 [3, N + 1] (under 0.1 MiB at 4,096 tokens), the
 ``allowed_token_ids_mask`` (made only when a request asks for it) and speculative decoding's
-drafter buffers.
+drafter buffers. Nor is the buffers' place in the load replay of
+``memprof.core.terms.reserved_charge`` (the allocator holes these releases charge): allocated
+before the weights, the ones under 1 MiB share a 2 MiB small-pool segment with the weights' norms
+and biases and fill part of what that replay counts as a hole [approximation: at most their own
+size, 0.35 MiB at a 256-request, 8,192-token shape].
 """
 
 from __future__ import annotations
