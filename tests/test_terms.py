@@ -37,6 +37,7 @@ from memprof.core.terms import (
     reserved_charge,
     rocm_load_cache,
     rope_cache,
+    runner_buffers,
     stream_pool,
 )
 from memprof.core.terms.registry import BUDGET_TERMS, RUNTIME_TERMS
@@ -428,7 +429,8 @@ def test_term_lists() -> None:
                       load_rounding.load_rounding_terms, load_segments.load_segments_terms,
                       rocm_load_cache.rocm_load_cache_terms,
                       post_load_requant.post_load_requant_terms, activation.activation_terms,
-                      encoder.encoder_terms, cudagraph.cudagraph_terms,
+                      runner_buffers.runner_buffer_terms, encoder.encoder_terms,
+                      cudagraph.cudagraph_terms,
                       non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,
                       nccl_warmup.warm_up_first_kernel, stream_pool.stream_pool_terms,
                       reserved_charge.reserved_charge_terms, in_use.in_use_terms]

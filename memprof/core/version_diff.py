@@ -96,6 +96,7 @@ from memprof.core.terms.pynccl_pool import (
 )
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.rocm_load_cache import ROCM_LOAD_USED_MEMORY
+from memprof.core.terms.runner_buffers import RUNNER_BUFFERS_CHARGED
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL
 from memprof.core.terms.v0_eager_forward import V0_EAGER_LAYER_INPUT
 from memprof.core.versions import Rule, resolve_version, rule_in_force
@@ -134,7 +135,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_MARLIN_STALE_SCALE_INV, V0_DRIVER_SAMPLER, V0_SAMPLER_RESORT, V0_MLA_PREFILL_PROFILE,
     V0_MOE_CACHES_PER_CALL, TRITON_MOE_CACHES_PER_CALL, FP8_MOE_INPUT_QUANT, V1_TORCH_SORT_SAMPLER,
     V1_FLASHINFER_SAMPLER, LOGITS_SHARD_FREED, V1_SAMPLER_HIDDEN, PP_INTERMEDIATE_TENSORS,
-    V0_EAGER_LAYER_INPUT, NCCL_PLACEMENT,
+    V0_EAGER_LAYER_INPUT, RUNNER_BUFFERS_CHARGED, NCCL_PLACEMENT,
     NCCL_CUMEM, EP_PYNCCL, NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER, PYNCCL_NO_STREAM_POOL,
     LOGITS_GATHER_PROCESS_GROUP,
     LOGITS_GATHER_PROCESS_GROUP_ROCM,

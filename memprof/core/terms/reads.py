@@ -101,6 +101,10 @@ TERM_READS: dict[str, frozenset[str]] = {
                                     "dep.tp", "dep.pp", "dep.dp",
                                     "dep.enable_expert_parallel")),
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    # the runner's batch sizes and the block table's width (max_model_len / block size)
+    "runner_buffer_terms": frozenset(("ctx.spec", "ctx.model_dtype", "ctx.plan", "dep.engine",
+                                      "dep.engine_version", "dep.max_num_batched_tokens",
+                                      "dep.max_num_seqs", "dep.max_model_len")),
     "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),

@@ -29,6 +29,7 @@ from memprof.core.terms.request_table import request_table_terms
 from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rocm_load_cache import rocm_load_cache_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
+from memprof.core.terms.runner_buffers import runner_buffer_terms
 from memprof.core.terms.stream_pool import stream_pool_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
@@ -38,7 +39,8 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 """Buffers created while the model is built and the allocator's rounding of the whole load
 (counted in vLLM's model load, category weights)."""
 
-BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, encoder_terms,
+BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, runner_buffer_terms,
+                              encoder_terms,
                               cudagraph_terms, non_torch_terms, nccl_nvls_terms,
                               warm_up_first_kernel, stream_pool_terms,
                               reserved_charge_terms, in_use_terms]
