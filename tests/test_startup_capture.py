@@ -161,3 +161,18 @@ def test_explain_takes_the_oom_lines_other_processes(tmp_path: Path) -> None:
                              "RTX-3090", "--gpu-memory-in-use", "0", "--format", "json"])
     assert code == 0, err
     assert json.loads(out)["verdict"] == "fits"
+
+
+def test_sglang_request_table_is_allocated_at_start_up() -> None:
+    # SGLang builds ReqToTokenPool in init_memory_pool, right after the KV pool (0.4.5 / 0.5.5
+    # model_runner.py): a table that does not fit beside the budget fails the start, as row 119's
+    # Llama-4-Scout log (SGLang 0.4.5, 80.04 GiB asked in ReqToTokenPool.__init__) does
+    engine = engine_of(LLAMA_3090.with_(engine="sglang", engine_version="0.4.5"))
+    table = _comp("request-to-token table", "scratch", 2 * GiB, "runtime")
+    comps = [_comp("weights", "weights", 8 * GiB, "budget"), table]
+    over = capture_overflow(engine, comps, 0, 20 * GiB, 21 * GiB)
+    assert over is not None and over.graphs == (table,)
+    assert over.what == "request-to-token table"
+    # other run-time scratch is not a start-up allocation
+    lazy = _comp("decode scratch", "scratch", 2 * GiB, "runtime")
+    assert capture_overflow(engine, [comps[0], lazy], 0, 20 * GiB, 21 * GiB) is None

@@ -26,6 +26,13 @@ the budget the capture has eaten into) runs out of memory and the engine never s
 ``startup_oom``. What else is outside the envelope (allocator slack, scratch allocated at the
 first decode, run-time peaks) appears only at run time and stays a ``runtime_oom``.
 
+SGLang's request-to-token table (``memprof/core/terms/request_table.py``) is allocated at
+start-up too, before the graphs: ``ModelRunner.init_memory_pool`` sizes the KV pool and then
+builds ``ReqToTokenPool`` (``req_to_token``, read in the 0.4.5 and 0.5.5 wheels'
+``model_executor/model_runner.py`` and ``mem_cache/memory_pool.py``), so it counts among the
+start-up allocations outside the envelope; SGLang issue thread of ``tests/data/published.json``
+row 119 (Llama-4-Scout at 0.4.5) fails there, in ``ReqToTokenPool.__init__``.
+
 Published evidence: the vLLM 0.17.1 RTX 3090 log of ``tests/data/published.json`` row 1103
 (TheBuccaneer/vllm-offload-profiles, fixd_llama_gmem090_offload0_failed.log) allocated its KV
 cache, captured its graphs (84 MiB in torch's private pools at the failure) and ran out of memory
@@ -39,6 +46,7 @@ from dataclasses import dataclass
 
 from memprof.core.components import Component
 from memprof.core.engines.base import Engine
+from memprof.core.terms.request_table import REQUEST_TABLE
 
 __all__ = ["CaptureOverflow", "capture_overflow"]
 
@@ -48,17 +56,26 @@ class CaptureOverflow:
     """The rank's memory when start-up ends, above the GPU's total."""
 
     held_bytes: int  # baseline + envelope + the graph components outside it
-    graphs: tuple[Component, ...]  # the graph components outside the envelope
+    graphs: tuple[Component, ...]  # the start-up components outside the envelope
     over_bytes: int  # held_bytes − total (> 0)
+
+    @property
+    def what(self) -> str:
+        """What the start-up allocations are, for the verdict's reason."""
+        kinds = {"CUDA-graph capture" if c.category == "cudagraph" else c.name
+                 for c in self.graphs}
+        return " and ".join(sorted(kinds, reverse=True))
 
 
 def capture_overflow(engine: Engine, comps: Sequence[Component], base: int, envelope: int,
                      total: int) -> CaptureOverflow | None:
     """What the rank holds when its start-up ends (the engine's envelope and baseline, as its
-    ``used`` counts them, plus the CUDA-graph components outside the envelope), where that
+    ``used`` counts them, plus the CUDA-graph components and the request table outside the
+    envelope), where that
     exceeds ``total``; None where it fits or no graph memory lies outside the envelope."""
     used, outside = engine.used(comps, base, envelope)
-    graphs = tuple(c for c in outside if c.category == "cudagraph" and c.bytes > 0)
+    graphs = tuple(c for c in outside if c.bytes > 0 and (c.category == "cudagraph"
+                                                          or c.name == REQUEST_TABLE))
     if not graphs:
         return None
     held = used - sum(c.bytes for c in outside) + sum(c.bytes for c in graphs)

@@ -110,7 +110,8 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     over = capture_overflow(engine, comps, base, envelope, total)
     if over is not None:  # the graphs are captured at start-up (memprof/core/startup_capture.py)
         return "startup_oom", [
-            f"CUDA-graph capture at start-up does not fit: the rank holds "
+            f"{over.what} at start-up {'do' if ' and ' in over.what else 'does'} not fit: the "
+            f"rank holds "
             f"{fmt_bytes(over.held_bytes)} when start-up ends ({_names(list(over.graphs))} "
             f"beside the engine's budget and what was in use before it), "
             f"{fmt_bytes(over.over_bytes)} more than the GPU's {fmt_bytes(total)}"], headroom
