@@ -319,8 +319,11 @@ SGLANG_FIRST_KERNEL_BEFORE_LOAD: tuple[Rule, ...] = (
          "GroupCoordinator.__init__: `active_ranks = torch.ones(len(ranks), dtype=torch.int32, "
          "device=self.device)` for each group (0.5.18: outside the mooncake branch), the world "
          "group of one rank included (init_distributed_environment -> init_world_group), in "
-         "ModelRunner.init_torch_distributed before load_model; rows 1451 (0.5.10) and 1455 "
-         "(0.5.18) log \"Init torch distributed ends. … mem usage=0.09 GB\" at TP1"),
+         "ModelRunner.init_torch_distributed before load_model; upstream main keeps it "
+         "(python/sglang/srt/distributed/parallel_state.py as the bytedance-iaas/sglang mirror "
+         "stores it, 2026; memprof takes both 2026 snapshots to keep it); is_cuda_alike "
+         "covers HIP; rows 1451 (0.5.10) and 1455 (0.5.18) log \"Init torch distributed "
+         "ends. … mem usage=0.09 GB\" at TP1"),
 )
 
 
