@@ -273,7 +273,9 @@ SGLANG_FREE_MEMORY_OVER_NCCL: tuple[Rule, ...] = (
 # kernel runs. What runs it before the load, per release (torch pins: 2.5.1 in 0.4.4/0.4.5,
 # 2.6.0 in 0.4.6, 2.7.1 in 0.4.7 - 0.4.10, 2.8.0 in 0.5.1 - 0.5.5, 2.9.1 in 0.5.6 - 0.5.10,
 # 2.11.0 in 0.5.13, 2.13.0 in 0.5.18; every one loads modules lazily, which torch turns on where
-# CUDA_MODULE_LOADING is unset, so the pin decides nothing here): value True, False, or
+# CUDA_MODULE_LOADING is unset, so the pin decides nothing here; SGLang's own
+# CUDA_MODULE_LOADING=AUTO from 0.4.4, entrypoints/engine.py _set_envs_and_config, leaves the
+# step lazy on Linux as rows 166 (0.4.4) and 404 (0.5.5) show it in the load): value True, False, or
 # SGLANG_FIRST_KERNEL_EXPERT_LAYOUT (only for a model whose SGLang class declares an expert
 # layout; memprof does not know which families' classes do, so it keeps the kernel in the load
 # for every model there [approximation for such a MoE model at TP1]).
