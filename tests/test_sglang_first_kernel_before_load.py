@@ -91,3 +91,19 @@ def test_vllm_is_unchanged() -> None:
     e = estimate("llama-3.1-8b", Deployment(tp=1, engine_version="0.9.2"), gpu_name="H100")
     assert EARLY not in {c.name for c in e.ranks[0].components}
     assert first_kernel_in_load(e.deployment) == FIRST_KERNEL
+
+
+def test_the_expert_layout_range_says_what_it_assumed() -> None:
+    """0.4.10 - 0.5.7 run the kernel before the load only for a class with an expert layout,
+    which memprof cannot tell: a MoE model's estimate there says so; a dense one's, another
+    release's, or a rank with a communicator does not."""
+    def said(model: str, version: str, tp: int = 1) -> bool:
+        e = estimate(model, _sglang(version, tp), gpu_name="H100")
+        return any("expert layout" in n for n in e.notes)
+
+    assert said("qwen3-30b-a3b", "0.5.5")
+    assert said("qwen3-30b-a3b", "0.4.10")
+    assert not said("llama-3.1-8b", "0.5.5")
+    assert not said("qwen3-30b-a3b", "0.5.10")
+    assert not said("qwen3-30b-a3b", "0.4.9")
+    assert not said("qwen3-30b-a3b", "0.5.5", tp=2)

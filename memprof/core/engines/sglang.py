@@ -790,6 +790,23 @@ class SGLang(Engine):
         uma = [] if gpu is None else sglang_unified_memory_notes(dep.engine_version, gpu)
         return out + ([assumed] if assumed else []) + uma
 
+    def runner_notes(self, dep: DeploymentView, *, architecture: str, moe: bool,
+                     hybrid: bool, quantised: bool = False, vocab: int = 0,
+                     logits_itemsize: int = 2, runner_listed: Sequence[Any] = ()) -> list[str]:
+        """A MoE model on a rank with no NCCL communicator at a release where only a class with
+        an expert layout runs the first kernel before the load
+        (``SGLANG_FIRST_KERNEL_EXPERT_LAYOUT``): what memprof assumed."""
+        rule = value_at(SGLANG_FIRST_KERNEL_BEFORE_LOAD, dep.engine_version, False,
+                        engine=self.name)
+        if not moe or rule != SGLANG_FIRST_KERNEL_EXPERT_LAYOUT or self.nccl_groups(dep):
+            return []
+        return [f"SGLang {dep.engine_version}, no NCCL communicator: a MoE model whose SGLang "
+                "class declares an expert layout (get_model_config_for_expert_location) runs "
+                "the expert-location metadata's kernels, and so the process's first kernel "
+                "(92 MiB of modules on an H100), before the load; memprof keeps that kernel in "
+                "the load for every model here [assumption: it does not know which classes "
+                "declare one] (SGLANG_FIRST_KERNEL_BEFORE_LOAD)"]
+
     def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
         """On ROCm from 0.4.7: the aiter factor on mem_fraction_static (``rocm_aiter_scale``)."""
         factor = value_at(SGLANG_ROCM_AITER_MFS, dep.engine_version, 1.0, engine=SGLang.name)
