@@ -326,6 +326,13 @@ class Engine:
         ran it before). Default: the allocations alone (a torch-memory figure)."""
         return loaded
 
+    def first_kernel_before_load(self, dep: DeploymentView) -> str | None:
+        """What runs the process's first kernel before the model load and the free-memory
+        reading before it, on a rank with no NCCL communicator (a phrase for the component's
+        formula: ``memprof.core.terms.non_torch.first_kernel_in_load``), or None: the load (or
+        the profile run) runs it. Default: None."""
+        return None
+
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
         """KV blocks the budget buys."""
         return available // block_bytes if available > 0 else 0

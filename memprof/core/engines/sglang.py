@@ -45,7 +45,7 @@ from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
 from memprof.core.models.load import configs_dir
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import Rule, rule_in_force, value_at
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
 # --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
@@ -316,18 +316,92 @@ SGLANG_FREE_MEMORY_OVER_NCCL: tuple[Rule, ...] = (
 )
 
 
+# Whether a rank with no NCCL communicator (TP1: no PyNccl warm-up) runs the process's first CUDA
+# kernel before ``load_model``'s first free-memory reading, and so outside the load's drop
+# (``load_drop``) and inside the free memory before it (the pool's baseline). That kernel's
+# one-time module memory (CUDA's lazy loading, 92 MiB on an H100:
+# ``memprof.core.terms.non_torch.FIRST_KERNEL_BEFORE_GEMM_BYTES``) lands wherever the first
+# kernel runs. What runs it before the load, per release (torch pins: 2.5.1 in 0.4.4/0.4.5,
+# 2.6.0 in 0.4.6, 2.7.1 in 0.4.7 - 0.4.10, 2.8.0 in 0.5.1 - 0.5.5, 2.9.1 in 0.5.6 - 0.5.10,
+# 2.11.0 in 0.5.13, 2.13.0 in 0.5.18; every one loads modules lazily, which torch turns on where
+# CUDA_MODULE_LOADING is unset, so the pin decides nothing here; SGLang's own
+# CUDA_MODULE_LOADING=AUTO from 0.4.4, entrypoints/engine.py _set_envs_and_config, leaves the
+# step lazy on Linux as rows 166 (0.4.4) and 404 (0.5.5) show it in the load): value True, False, or
+# SGLANG_FIRST_KERNEL_EXPERT_LAYOUT (only for a model whose SGLang class declares an expert
+# layout; memprof does not know which families' classes do, so it keeps the kernel in the load
+# for every model there [approximation for such a MoE model at TP1]).
+SGLANG_FIRST_KERNEL_EXPERT_LAYOUT = "for a model whose class declares an expert layout"
+SGLANG_FIRST_KERNEL_BEFORE_LOAD: tuple[Rule, ...] = (
+    Rule(name="sglang_first_kernel_before_load",
+         changes="load figure: the first kernel's modules before the load (no communicator)",
+         since=None, until="0.4.7", value=False, engine="sglang",
+         introduced_by=_OLDEST, removed_by=_READ.format("0.4.7"),
+         source="sglang 0.4.3 / 0.4.4 / 0.4.5 / 0.4.6 model_executor/model_runner.py: "
+         "init_torch_distributed (set_device, init_distributed_environment, "
+         "initialize_model_parallel: no PyNcclCommunicator at world size 1; the free-memory "
+         "readings are mem_get_info) then load_model, no device tensor between them"),
+    Rule(name="sglang_first_kernel_before_load",
+         changes="load figure: the first kernel's modules before the load (no communicator)",
+         since="0.4.7", until="0.4.10", value=True, engine="sglang",
+         introduced_by=_READ.format("0.4.7"), removed_by=_READ.format("0.4.10"),
+         source="sglang 0.4.7 / 0.4.8 / 0.4.9 model_executor/model_runner.py "
+         "ModelRunner.initialize: set_global_expert_location_metadata("
+         "compute_initial_expert_location_metadata(...)) before self.load_model() for every "
+         "model (not a draft worker); expert_location.py (managers/ in 0.4.7 - 0.4.8, eplb/ in "
+         "0.4.9): init_expert_location defaults to \"trivial\", "
+         "ModelConfigForExpertLocation.from_model_config gives init_dummy() (1 layer, 1 expert) "
+         "for a class without get_model_config_for_expert_location, and "
+         "ExpertLocationMetadata._init_raw runs F.pad, `!= -1` and torch.count_nonzero on the "
+         "map moved to server_args.device"),
+    Rule(name="sglang_first_kernel_before_load",
+         changes="load figure: the first kernel's modules before the load (no communicator)",
+         since="0.4.10", until="0.5.8", value=SGLANG_FIRST_KERNEL_EXPERT_LAYOUT, engine="sglang",
+         introduced_by=_READ.format("0.4.10"), removed_by=_READ.format("0.5.8"),
+         source="sglang 0.4.10 / 0.5.1 - 0.5.7 eplb/expert_location.py: from_model_config "
+         "returns None for a class without get_model_config_for_expert_location and _init_common "
+         "then returns None (no device tensor); a class with it (0.5.5 models/: deepseek_v2, "
+         "qwen2_moe, qwen3_moe, qwen3_next, glm4_moe, gpt_oss, minimax_m2, bailing_moe, ...) "
+         "still runs the metadata's kernels before load_model; GroupCoordinator makes no device "
+         "tensor at world size 1 (distributed/parallel_state.py, 0.5.5 - 0.5.7); row 404 (0.5.5, "
+         "TP1, Llama) logs \"Init torch distributed ends. mem usage=0.00 GB\""),
+    Rule(name="sglang_first_kernel_before_load",
+         changes="load figure: the first kernel's modules before the load (no communicator)",
+         since="0.5.8", until=None, value=True, engine="sglang",
+         introduced_by=_READ.format("0.5.8"),
+         source="sglang 0.5.8 (0.5.9, 0.5.10, 0.5.13, 0.5.18) distributed/parallel_state.py "
+         "GroupCoordinator.__init__: `active_ranks = torch.ones(len(ranks), dtype=torch.int32, "
+         "device=self.device)` for each group (0.5.18: outside the mooncake branch), the world "
+         "group of one rank included (init_distributed_environment -> init_world_group), in "
+         "ModelRunner.init_torch_distributed before load_model; upstream main keeps it "
+         "(python/sglang/srt/distributed/parallel_state.py as the bytedance-iaas/sglang mirror "
+         "stores it, 2026; memprof takes both 2026 snapshots to keep it); is_cuda_alike "
+         "covers HIP; rows 1451 (0.5.10) and 1455 (0.5.18) log \"Init torch distributed "
+         "ends. … mem usage=0.09 GB\" at TP1"),
+)
+
+
+def first_kernel_before_load(version: str | None) -> bool:
+    """Whether SGLang at ``version`` runs the process's first kernel before the load on a rank
+    with no NCCL communicator (``SGLANG_FIRST_KERNEL_BEFORE_LOAD``; the expert-layout range
+    counts as not: the kernel stays in the load for every model there)."""
+    return value_at(SGLANG_FIRST_KERNEL_BEFORE_LOAD, version, False, engine="sglang") is True
+
+
 def load_drop(loaded: int, first_kernel: int) -> int:
     """The drop in free memory across SGLang's model load (``SGLANG_LOAD_FIGURE``): what its
     budget line subtracts and what "Load weight end. … mem usage" prints (0.4.3: the difference
     of the two "avail mem" lines). It holds every allocation made while loading (``loaded``:
     the weights and the buffers built with the model, in the allocator's segments, since
     ``empty_cache`` runs before each reading) and the one-time non-torch memory of the process's
-    first kernel (``first_kernel``) where the load runs it: with no NCCL communicator (TP1)
-    SGLang runs no kernel before ``load_model`` (distributed/parallel_state.py GroupCoordinator
-    makes a PyNcclCommunicator, whose warm-up ``torch.zeros`` is the first kernel, only at
-    world size > 1, 0.4.3 – 0.5.9), while building the model runs fills (RMSNorm's
-    ``torch.ones`` under the device context). cuBLAS is not in it: its first GEMM is
-    ``init_cublas``, after the memory pool (model_runner.py ``initialize``, 0.4.3 – 0.5.9).
+    first kernel (``first_kernel``) where the load runs it, since building the model runs
+    fills (RMSNorm's ``torch.ones`` under the device context). A rank with an NCCL communicator
+    ran that kernel before (distributed/parallel_state.py GroupCoordinator makes a
+    PyNcclCommunicator, whose warm-up ``torch.zeros`` is a kernel, at world size > 1); one
+    without (TP1) ran it before only in the releases of ``SGLANG_FIRST_KERNEL_BEFORE_LOAD``
+    (0.4.7 – 0.4.9: the expert-location metadata; from 0.5.8: the world group's
+    ``active_ranks``), where ``first_kernel`` is 0 (``SGLang.first_kernel_before_load``). cuBLAS
+    is not in it: its first GEMM is ``init_cublas``, after the memory pool (model_runner.py
+    ``initialize``, 0.4.3 – 0.5.9).
     """
     return loaded + first_kernel
 
@@ -787,6 +861,18 @@ class SGLang(Engine):
         weight end. … mem usage" prints: ``load_drop`` (its components and release rows)."""
         return load_drop(loaded, first_kernel)
 
+    def first_kernel_before_load(self, dep: DeploymentView) -> str | None:
+        """What runs the first kernel before the load at a rank with no communicator, where the
+        release does (``SGLANG_FIRST_KERNEL_BEFORE_LOAD``)."""
+        if not first_kernel_before_load(dep.engine_version):
+            return None
+        rule = rule_in_force(SGLANG_FIRST_KERNEL_BEFORE_LOAD, dep.engine_version, self.name)
+        assert rule is not None
+        what = ("the expert-location metadata's kernels in ModelRunner.initialize"
+                if rule.since == "0.4.7" else
+                "GroupCoordinator's active_ranks torch.ones in init_torch_distributed")
+        return f"{what} (SGLang {rule.span}, SGLANG_FIRST_KERNEL_BEFORE_LOAD)"
+
     def blocks(self, available: int, block_bytes: int, block_size: int, layout: str) -> int:
         """Whole pages: ``int(rest) // cell_size // page_size · page_size`` tokens
         (``ModelRunner.init_memory_pool``, sglang 0.4.3 to SGL@d315eb7) is ``rest // (page_size ·
@@ -858,6 +944,23 @@ class SGLang(Engine):
         assumed = None if gpu is None else heuristic_gpu_mem_mib(gpu)[1]
         uma = [] if gpu is None else sglang_unified_memory_notes(dep.engine_version, gpu)
         return out + ([assumed] if assumed else []) + uma
+
+    def runner_notes(self, dep: DeploymentView, *, architecture: str, moe: bool,
+                     hybrid: bool, quantised: bool = False, vocab: int = 0,
+                     logits_itemsize: int = 2, runner_listed: Sequence[Any] = ()) -> list[str]:
+        """A MoE model on a rank with no NCCL communicator at a release where only a class with
+        an expert layout runs the first kernel before the load
+        (``SGLANG_FIRST_KERNEL_EXPERT_LAYOUT``): what memprof assumed."""
+        rule = value_at(SGLANG_FIRST_KERNEL_BEFORE_LOAD, dep.engine_version, False,
+                        engine=self.name)
+        if not moe or rule != SGLANG_FIRST_KERNEL_EXPERT_LAYOUT or self.nccl_groups(dep):
+            return []
+        return [f"SGLang {dep.engine_version}, no NCCL communicator: a MoE model whose SGLang "
+                "class declares an expert layout (get_model_config_for_expert_location) runs "
+                "the expert-location metadata's kernels, and so the process's first kernel "
+                "(92 MiB of modules on an H100), before the load; memprof keeps that kernel in "
+                "the load for every model here [assumption: it does not know which classes "
+                "declare one] (SGLANG_FIRST_KERNEL_BEFORE_LOAD)"]
 
     def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
         """On ROCm from 0.4.7: the aiter factor on mem_fraction_static (``rocm_aiter_scale``)."""

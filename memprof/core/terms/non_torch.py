@@ -2,7 +2,8 @@
 engine's baseline snapshot today, inside the budget in older releases: ``NCCL_PLACEMENT``), and
 the library modules the profile run loads (vLLM's ``non_torch_increase``, vllm/utils/mem_utils.py
 ``memory_profiling`` @52a31cc), less the first kernel's where the worker ran it before its
-snapshot (``FIRST_KERNEL_AT_SET_DEVICE``: vLLM V1 0.10.0-0.17.x)."""
+snapshot (``FIRST_KERNEL_AT_SET_DEVICE``: vLLM V1 0.10.0-0.17.x) or the engine ran it before its
+model load (``Engine.first_kernel_before_load``)."""
 
 from __future__ import annotations
 
@@ -354,13 +355,37 @@ def set_device_first_kernel(ctx: TermContext, tag: str = "") -> Component:
         + tag)
 
 
+def first_kernel_before_load(dep: Deployment) -> str | None:
+    """What ran the process's first kernel before the model load on a rank with no NCCL
+    communicator, where the engine's release does (``Engine.first_kernel_before_load``), or
+    None (a rank with a communicator: its warm-up ran it, charged with the communicator)."""
+    return None if nccl_groups(dep) else engine_of(dep).first_kernel_before_load(dep)
+
+
+def early_first_kernel(ctx: TermContext, what: str, tag: str = "") -> Component:
+    """The first fill kernel's modules where ``first_kernel_before_load`` names what ran it:
+    before the load's free-memory reading ("baseline"), the size measured before any GEMM on an
+    H100."""
+    return Component(
+        name="first kernel's modules (before the load)", category="non_torch",
+        bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where="baseline", profiled=True,
+        formula=f"{FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B: the process's first kernel, run before "
+        f"the model load by {what}; CUDA's lazily loaded modules, measured on H100 before any "
+        "GEMM (reports/gpu/context/context-first-kernel-h100.json; not scaled by architecture)"
+        + tag)
+
+
 def first_kernel_in_load(dep: Deployment) -> int:
     """The one-time non-torch memory of the process's first kernel, where the model load runs
     that kernel: ``FIRST_KERNEL_BEFORE_GEMM_BYTES`` on a rank without an NCCL communicator
-    (nothing ran a kernel before the load), 0 where a communicator's warm-up ran it before
-    (``nccl_groups``). The profile-run component keeps the whole 158 MiB either way: this says
-    which part of it an engine sees inside its load (``Engine.load_figure``)."""
-    return 0 if nccl_groups(dep) else FIRST_KERNEL_BEFORE_GEMM_BYTES
+    where nothing ran a kernel before the load, 0 where a communicator's warm-up ran it before
+    (``nccl_groups``) or, on a rank without one, the engine's release ran it before the load
+    (``first_kernel_before_load``). The profile-run component keeps the whole 158 MiB where the
+    load runs it: this says which part of it an engine sees inside its load
+    (``Engine.load_figure``)."""
+    if nccl_groups(dep) or first_kernel_before_load(dep) is not None:
+        return 0
+    return FIRST_KERNEL_BEFORE_GEMM_BYTES
 
 
 def p2p_peers(group: str, size: int) -> int:
@@ -441,7 +466,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     - the process's first fill kernel, 96,468,992 B, where vLLM V1 0.10.0-0.17.x's
       ``CudaPlatform.set_device`` runs it (``torch.zeros(1)``) before the snapshot, TP1
       included (``FIRST_KERNEL_AT_SET_DEVICE``); a communicator row measured with that kernel
-      in it (``nccl.FIRST_KERNEL_IN_ROW``) is charged without it there.
+      in it (``nccl.FIRST_KERNEL_IN_ROW``) is charged without it there; likewise on a rank
+      with no NCCL communicator where the engine's release runs it before the model load
+      (``first_kernel_before_load``: SGLang 0.4.7 - 0.4.9 and from 0.5.8).
 
     Older releases took the snapshot first (``NCCL_PLACEMENT``): V0 and V1 0.9.1–0.10.2 charge
     the communicators to the budget, V1 0.8.0–0.9.0 the CUDA context too; vLLM 0.7.x–0.10.1.1
@@ -482,6 +509,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     at_set_device = first_kernel_at_set_device(ctx.dep, ctx.gpu)
     if at_set_device:
         comps.append(set_device_first_kernel(ctx, tag))
+    early = first_kernel_before_load(ctx.dep)
+    if early is not None:
+        comps.append(early_first_kernel(ctx, early, tag))
     for name, size in nccl_groups(ctx.dep):
         row = nccl_comm(ctx.dep, ctx.gpu, name, size)
         held, basis = 0, row.basis
@@ -577,6 +607,14 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
             formula=f"cuBLAS {'10' if small else '66'} MiB (measured after the process's "
             "first kernel, which set_device ran before the snapshot: its 92 MiB is in the "
             "baseline, FIRST_KERNEL_AT_SET_DEVICE" + pool + ")" + tag)
+    early = first_kernel_before_load(ctx.dep)
+    if early is not None:
+        return Component(
+            name="non-torch increase (profile run)", category="non_torch",
+            bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget", profiled=True,
+            formula=f"cuBLAS {'10' if small else '66'} MiB (measured after the process's "
+            "first kernel, which ran before the model load: its 92 MiB is in the baseline, "
+            "first kernel's modules (before the load)" + pool + ")" + tag)
     if in_row or at_warm_up:
         held = "the communicator's row" if in_row else "the warm-up's own row"
         if small:
