@@ -26,8 +26,10 @@
 "Load weight end. … mem usage=X GB" is ``before_avail_memory − after_avail_memory`` (SGLang
 0.4.4 – 0.5.19 ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it
 holds every allocation made during load (weights, buffers built with the model, the allocator's
-rounding) and, at TP1, the process's first kernel's non-torch memory, not the weight bytes
-alone (``load_drop`` and ``SGLANG_LOAD_FIGURE`` in ``memprof/core/engines/sglang.py``); 0.4.3
+rounding) and, at TP1 in the releases that run no kernel before it
+(``SGLANG_FIRST_KERNEL_BEFORE_LOAD``), the process's first kernel's non-torch memory, not the
+weight bytes alone (``load_drop`` and ``SGLANG_LOAD_FIGURE`` in
+``memprof/core/engines/sglang.py``); 0.4.3
 prints only the two ``avail mem`` figures. SGLang's "GB" is bytes / 2**30
 (``get_available_gpu_memory``).
 """
