@@ -174,6 +174,9 @@ XFAIL: dict[int, str] = {
           "sign of it is the kernel line 'Using MarlinLinearKernel for GPTQMarlinLinearMethod')",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
           "checkout: memprof_engine_version_note; the quote has no timestamp)",
+    1201: OUTSIDE + "the host's lack of GPU peer access (memprof_run.no_gpu_peer_access: an "
+          "EC2 g6 host, memprof_run.why); custom all-reduce stops at its 'more than two "
+          "PCIe-only GPUs' test, before the P2P test whose line explain would read",
     # SGLang logs after 0.5.9 (rows 1451-1499)
     1452: OUTSIDE + "the deployment and the pool (the quote is the benchmark page's prose and "
           "table: --mem-fraction-static 0.90 and --context-length 8192 in a sentence, '9.54 GB "

@@ -337,6 +337,18 @@ NCCL_VERSION: tuple[Rule, ...] = (
          value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
          source="vllm 0.10.2 METADATA torch==2.8.0; torch 2.8.0 METADATA "
          "nvidia-nccl-cu12==2.27.3, torch 2.9.0 nvidia-nccl-cu12==2.27.5"),
+    # SGLang: only the releases whose torch pins NCCL 2.21.5, the one release older than the
+    # 2.28.9 whose kernel images memprof reads by default (memprof.core.terms.nccl_stack); its
+    # NVLS is off in every release (NCCL_NVLS_ENABLE=0, memprof.core.terms.nccl_nvls.NVLS_ENV),
+    # so the row moves the first all_reduce's stack reservation alone. Later releases pin torch
+    # 2.7.1+ (NCCL 2.26.2+), which take 2.28.9's images either way: no row.
+    Rule(name="nccl_version", changes="NCCL first all_reduce stack", since=None, until="0.4.7",
+         value="2.21.5", applies_to="nccl", engine="sglang", introduced_by="torch 2.5.1",
+         removed_by="torch 2.7.1 (0.4.7)",
+         source="sglang 0.4.3.post4 / 0.4.4 METADATA torch==2.5.1, 0.4.6 torch==2.6.0, 0.4.7 "
+         "torch==2.7.1 (Requires-Dist, extra 'srt'); torch 2.5.1 and 2.6.0 METADATA "
+         "nvidia-nccl-cu12==2.21.5; an SGLang 0.4.3.post4 log prints 'sglang is using "
+         "nccl==2.21.5' (tests/data/logs/sglang-qwq-32b-tp4-l4-0.4.3.post4.log)"),
 )
 
 
