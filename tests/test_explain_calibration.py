@@ -170,8 +170,6 @@ XFAIL: dict[int, str] = {
     1302: OUTSIDE + "the LoRA settings (rank 32: the cell's lora_rank), gpu_memory_utilization "
           "0.5943 (Unsloth's '59.43%'; the budget line prints 0.59), max_num_seqs 160 and "
           "max_num_batched_tokens 1024 (Unsloth's lines), as row 1301",
-    1305: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the log's only "
-          "sign of it is the kernel line 'Using MarlinLinearKernel for GPTQMarlinLinearMethod')",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
           "checkout: memprof_engine_version_note; the quote has no timestamp)",
     # SGLang logs after 0.5.9 (rows 1451-1499)

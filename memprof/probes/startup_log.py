@@ -516,6 +516,16 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
+    if "quantization" not in settings:
+        # no command or engine config line named the method: the linear method's kernel line
+        # names it (read last, so that an explicit setting anywhere in the log wins)
+        kernel = next((m for ln in lines if (m := _KERNEL_FOR_METHOD.search(ln))), None)
+        if kernel is not None:
+            settings["quantization"] = _LINEAR_METHODS[kernel.group(1)]
+            notes.append(f"--quantization {settings['quantization']} read from the log's "
+                         f"'{kernel.group(0)}'; the checkpoint's bits and group size are not "
+                         "in the log: a config.json that declares them (--model) sizes them, "
+                         "else 4-bit, group 128 is assumed")
     if not settings.get("enable_lora"):
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
@@ -677,6 +687,15 @@ def _nodes_from_log(lines: list[str], engine: str, settings: dict[str, Any]) -> 
 # 0.9.0-0.11.0): the profile run's sampler warm-up is FlashInfer's
 # (``--vllm-use-flashinfer-sampler``)
 _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+# vLLM's line naming the kernel of a quantised linear method, printed once per kernel as the
+# first layer creates its weights: "Using MarlinLinearKernel for GPTQMarlinLinearMethod"
+# (GPTQMarlinLinearMethod.create_weights, vllm/model_executor/layers/quantization/gptq_marlin.py,
+# "[gptq_marlin.py:200]" at 0.6.5). Only GPTQMarlinConfig builds that method, so the line names
+# the run's --quantization as the engine config line would (quantization=gptq_marlin), for a
+# quote that keeps the load lines but not the config line. Linear method class -> the
+# --quantization value that selects it.
+_LINEAR_METHODS = {"GPTQMarlinLinearMethod": "gptq_marlin"}
+_KERNEL_FOR_METHOD = re.compile(r"Using \w+ for (" + "|".join(_LINEAR_METHODS) + r")\b")
 
 
 # one ``'key': value`` pair of vLLM's "non-default args: {…}" (a dict's repr: vllm/entrypoints/

@@ -1,0 +1,40 @@
+"""vLLM's kernel line of a quantised linear method ("Using MarlinLinearKernel for
+GPTQMarlinLinearMethod", gptq_marlin.py, "[gptq_marlin.py:200]" at 0.6.5) names the run's
+``--quantization`` where no command or engine config line does (``memprof.probes.startup_log``)."""
+
+from __future__ import annotations
+
+from memprof.probes.startup_log import parse_log
+
+# published row 1305's lines, verbatim (a V0 0.6.5 log of the LLM class)
+_KERNEL = ("INFO 12-22 10:55:31 gptq_marlin.py:200] Using MarlinLinearKernel for "
+           "GPTQMarlinLinearMethod\n")
+_LOAD = "INFO 12-22 10:55:34 model_runner.py:1097] Loading model weights took 8.5107 GB\n"
+_ENGINE = ("INFO 12-22 10:55:30 llm_engine.py:249] Initializing an LLM engine (v0.6.5) with "
+           "config: model='m', dtype=torch.float16, max_seq_len=2048, "
+           "quantization={q}, enforce_eager=False\n")
+
+
+def test_the_kernel_line_names_gptq_marlin() -> None:
+    log = parse_log(_KERNEL + _LOAD)
+    assert log.settings["quantization"] == "gptq_marlin"
+    assert any("GPTQMarlinLinearMethod" in n and "4-bit, group 128" in n for n in log.notes)
+
+
+def test_without_the_kernel_line_no_quantization_is_read() -> None:
+    log = parse_log(_LOAD)
+    assert "quantization" not in log.settings
+
+
+def test_the_engine_config_line_wins_over_the_kernel_line() -> None:
+    # the config line is the setting; the kernel line only stands in for it where it is cut
+    log = parse_log(_ENGINE.format(q="awq_marlin") + _KERNEL + _LOAD)
+    assert log.settings["quantization"] == "awq_marlin"
+    assert not any("GPTQMarlinLinearMethod" in n for n in log.notes)
+
+
+def test_another_method_kernel_line_is_not_read() -> None:
+    # a linear method memprof has no row for names no --quantization here
+    log = parse_log("INFO 12-22 10:55:31 x.py:1] Using MarlinLinearKernel for "
+                    "SomeOtherLinearMethod\n" + _LOAD)
+    assert "quantization" not in log.settings
