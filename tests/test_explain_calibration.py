@@ -156,10 +156,6 @@ XFAIL: dict[int, str] = {
     1103: "the GPU total: the OOM line's 'GPU 0 has a total capacity of 23.54 GiB' shows the "
           "card's total, which explain rebuilds on; the row runs on the catalog's RTX-3090 "
           "(23.57 GiB: memprof_run.gpu), as the same study's rows 302-309 and 1102",
-    1206: "the engine line's quantization=auto_gptq, vLLM 0.24.0's name for a GPTQ checkpoint it "
-          "serves through its auto_gptq method (the log's tag auto_gptq.py:355, 'Using "
-          "MarlinLinearKernel for AutoGPTQLinearMethod'), which explain refuses as an unknown "
-          "--quantization; the row runs with gptq (memprof_run: the bundled config is bf16)",
     # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): the engine
     # settings load_vllm passes are printed by Unsloth's own lines, not vLLM's
     1301: OUTSIDE + "the LoRA settings (enable_lora, max_lora_rank 32: the notebook cell's "

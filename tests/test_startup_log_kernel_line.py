@@ -38,3 +38,31 @@ def test_another_method_kernel_line_is_not_read() -> None:
     log = parse_log("INFO 12-22 10:55:31 x.py:1] Using MarlinLinearKernel for "
                     "SomeOtherLinearMethod\n" + _LOAD)
     assert "quantization" not in log.settings
+
+
+# published row 1206's lines (vLLM 0.24.0), cut to the fields read
+_AUTO_GPTQ_ENGINE = ("(EngineCore pid=39450) INFO 07-07 09:29:31 [core.py:114] Initializing a V1 "
+                     "LLM engine (v0.24.0) with config: model='TechxGenus/Meta-Llama-3-8B-"
+                     "Instruct-GPTQ', dtype=torch.float16, max_seq_len=4096, "
+                     "quantization=auto_gptq, quantization_config=None, enforce_eager=False\n")
+_AUTO_GPTQ_KERNEL = ("(EngineCore pid=39450) INFO 07-07 09:29:33 [auto_gptq.py:355] Using "
+                     "MarlinLinearKernel for AutoGPTQLinearMethod\n")
+_V1_LOAD = ("(EngineCore pid=39450) INFO 07-07 09:29:37 [model_runner.py:302] Model loading "
+            "took 5.33 GiB and 5.098919 seconds\n")
+
+
+def test_auto_gptq_on_the_engine_line_is_gptq_on_marlin() -> None:
+    log = parse_log(_AUTO_GPTQ_ENGINE + _V1_LOAD)
+    assert log.settings["quantization"] == "gptq_marlin"
+    assert any("quantization=auto_gptq" in n for n in log.notes)
+
+
+def test_the_auto_gptq_kernel_line_alone_names_gptq_marlin() -> None:
+    log = parse_log(_AUTO_GPTQ_KERNEL + _V1_LOAD)
+    assert log.settings["quantization"] == "gptq_marlin"
+
+
+def test_another_engine_line_method_passes_through() -> None:
+    log = parse_log(_AUTO_GPTQ_ENGINE.replace("auto_gptq", "awq_marlin") + _V1_LOAD)
+    assert log.settings["quantization"] == "awq_marlin"
+    assert not any("is read as --quantization" in n for n in log.notes)

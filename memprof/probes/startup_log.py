@@ -516,6 +516,11 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
+    logged = settings.get("quantization")
+    if isinstance(logged, str) and logged in _LOGGED_METHODS:
+        settings["quantization"] = _LOGGED_METHODS[logged]
+        notes.append(f"the log's quantization={logged} is read as --quantization "
+                     f"{settings['quantization']} (the same GPTQ checkpoint on Marlin kernels)")
     if "quantization" not in settings:
         # no command or engine config line named the method: the linear method's kernel line
         # names it (read last, so that an explicit setting anywhere in the log wins)
@@ -694,7 +699,17 @@ _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 # the run's --quantization as the engine config line would (quantization=gptq_marlin), for a
 # quote that keeps the load lines but not the config line. Linear method class -> the
 # --quantization value that selects it.
-_LINEAR_METHODS = {"GPTQMarlinLinearMethod": "gptq_marlin"}
+# AutoGPTQLinearMethod: AutoGPTQConfig's ("[auto_gptq.py:355]" at 0.24.0, published row 1206),
+# below.
+_LINEAR_METHODS = {"GPTQMarlinLinearMethod": "gptq_marlin", "AutoGPTQLinearMethod": "gptq_marlin"}
+# a method name the engine config line prints that memprof's --quantization spells otherwise:
+# vLLM's ``auto_gptq`` (AutoGPTQConfig.get_name, vllm/model_executor/layers/quantization/
+# auto_gptq.py; the engine line's "quantization=auto_gptq" at 0.24.0) is the GPTQ-on-Marlin
+# method that override_quantization_method picks for a ``quant_method: gptq`` checkpoint under
+# --quantization gptq / gptq_marlin / auto_gptq / marlin or none: its AutoGPTQLinearMethod runs
+# the MPLinear Marlin kernel with zero_points=False, whose process_weights_after_loading empties
+# the zero points as gptq_marlin's does (kernels/linear/mixed_precision/marlin.py)
+_LOGGED_METHODS = {"auto_gptq": "gptq_marlin"}
 _KERNEL_FOR_METHOD = re.compile(r"Using \w+ for (" + "|".join(_LINEAR_METHODS) + r")\b")
 
 
