@@ -158,12 +158,14 @@ XFAIL: dict[int, str] = {
           "(23.57 GiB: memprof_run.gpu), as the same study's rows 302-309 and 1102",
     # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): the engine
     # settings load_vllm passes are printed by Unsloth's own lines, not vLLM's
-    1301: OUTSIDE + "the LoRA settings (enable_lora, max_lora_rank 32: the notebook cell's "
-          "lora_rank; the log shows only 'Using PunicaWrapperGPU'), gpu_memory_utilization "
+    1301: OUTSIDE + "the LoRA sizes (max_lora_rank 32: the notebook cell's lora_rank; the "
+          "log's 'Using PunicaWrapperGPU.' turns LoRA on, and explain assumes vLLM's default "
+          "rank 16), gpu_memory_utilization "
           "0.5959 (Unsloth's 'actual GPU utilization = 59.59%'; vLLM's budget line rounds it "
           "to 0.60), max_num_seqs 160 and max_num_batched_tokens 512 (Unsloth's 'Num "
           "Sequences', 'Chunked prefill tokens')",
-    1302: OUTSIDE + "the LoRA settings (rank 32: the cell's lora_rank), gpu_memory_utilization "
+    1302: OUTSIDE + "the LoRA rank 32 (the cell's lora_rank; explain reads LoRA on from "
+          "'Using PunicaWrapperGPU.' at the default rank 16), gpu_memory_utilization "
           "0.5943 (Unsloth's '59.43%'; the budget line prints 0.59), max_num_seqs 160 and "
           "max_num_batched_tokens 1024 (Unsloth's lines), as row 1301",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "

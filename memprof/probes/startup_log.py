@@ -531,6 +531,14 @@ def _settings(lines: list[str], engine: str
                          f"'{kernel.group(0)}'; the checkpoint's bits and group size are not "
                          "in the log: a config.json that declares them (--model) sizes them, "
                          "else 4-bit, group 128 is assumed")
+    if "enable_lora" not in settings:
+        punica = next((m for ln in lines if (m := _PUNICA.search(ln))), None)
+        if punica is not None:
+            settings["enable_lora"] = True
+            notes.append(f"LoRA is on (the log's '{punica.group(0)}': vLLM builds the Punica "
+                         "wrapper only under --enable-lora); its sizes are not in the log: "
+                         "vLLM's defaults assumed (max_loras 1, max_lora_rank 16), give "
+                         "--max-loras / --max-lora-rank to say otherwise")
     if not settings.get("enable_lora"):
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
@@ -702,6 +710,12 @@ _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
 # AutoGPTQLinearMethod: AutoGPTQConfig's ("[auto_gptq.py:355]" at 0.24.0, published row 1206),
 # below.
 _LINEAR_METHODS = {"GPTQMarlinLinearMethod": "gptq_marlin", "AutoGPTQLinearMethod": "gptq_marlin"}
+# vLLM's line naming the Punica wrapper of its LoRA layers, "Using PunicaWrapperGPU."
+# (get_punica_wrapper, vllm/lora/punica_wrapper/punica_selector.py: "[punica_selector.py:16]" at
+# 0.7.1, ":18" at 0.7.3, published rows 1301-1303): the LoRA model manager builds it, which the
+# worker creates only when the engine's lora_config is set (--enable-lora). It says LoRA is on
+# where no command or Namespace line does (an LLM(...) call behind a wrapper); not the sizes.
+_PUNICA = re.compile(r"Using PunicaWrapper\w*\.")
 # a method name the engine config line prints that memprof's --quantization spells otherwise:
 # vLLM's ``auto_gptq`` (AutoGPTQConfig.get_name, vllm/model_executor/layers/quantization/
 # auto_gptq.py; the engine line's "quantization=auto_gptq" at 0.24.0) is the GPTQ-on-Marlin

@@ -1,6 +1,8 @@
-"""vLLM's kernel line of a quantised linear method ("Using MarlinLinearKernel for
-GPTQMarlinLinearMethod", gptq_marlin.py, "[gptq_marlin.py:200]" at 0.6.5) names the run's
-``--quantization`` where no command or engine config line does (``memprof.probes.startup_log``)."""
+"""vLLM lines that name a setting where no command, Namespace or engine config line does
+(``memprof.probes.startup_log``): the kernel line of a quantised linear method ("Using
+MarlinLinearKernel for GPTQMarlinLinearMethod", gptq_marlin.py, "[gptq_marlin.py:200]" at 0.6.5;
+"... for AutoGPTQLinearMethod", auto_gptq.py at 0.24.0) names ``--quantization``; the engine
+line's ``quantization=auto_gptq`` is GPTQ on Marlin; "Using PunicaWrapperGPU." says LoRA is on."""
 
 from __future__ import annotations
 
@@ -66,3 +68,28 @@ def test_another_engine_line_method_passes_through() -> None:
     log = parse_log(_AUTO_GPTQ_ENGINE.replace("auto_gptq", "awq_marlin") + _V1_LOAD)
     assert log.settings["quantization"] == "awq_marlin"
     assert not any("is read as --quantization" in n for n in log.notes)
+
+
+# vLLM's Punica line (get_punica_wrapper, lora/punica_wrapper/punica_selector.py), verbatim from
+# published row 1301 (0.7.1)
+_PUNICA = "INFO 02-06 14:27:55 punica_selector.py:16] Using PunicaWrapperGPU.\n"
+
+
+def test_the_punica_line_turns_lora_on_with_a_stated_assumption() -> None:
+    log = parse_log(_PUNICA + _LOAD)
+    assert log.settings["enable_lora"] is True
+    assert "max_lora_rank" not in log.settings  # the default, and the note says so
+    assert any("max_lora_rank 16" in n for n in log.notes)
+
+
+def test_a_namespace_that_gives_lora_wins_over_the_punica_line() -> None:
+    ns = ("INFO 02-06 14:27:00 api_server.py:840] args: Namespace(model='m', "
+          "enable_lora=True, max_loras=2, max_lora_rank=64)\n")
+    log = parse_log(ns + _PUNICA + _LOAD)
+    assert log.settings["max_lora_rank"] == 64
+    assert log.settings["max_loras"] == 2
+    assert not any("PunicaWrapper" in n for n in log.notes)
+
+
+def test_no_punica_line_no_lora() -> None:
+    assert "enable_lora" not in parse_log(_LOAD).settings
