@@ -116,7 +116,9 @@ XFAIL: dict[int, str] = {
          "development build on the way to 0.10.1; the row runs at 0.10.1 by its date",
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
-    150: OUTSIDE + _DATED,
+    150: OUTSIDE + "the release 0.22.0 (the issue's title): the tag core.py:1165 of the quote's "
+         "traceback line is 0.22.0's and 0.22.1's 'EngineCore failed to start' call, and "
+         "explain takes the newer, 0.22.1",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
     1101: OUTSIDE + "the release 0.6.6.post1 (the newest on the log's date: "
           "memprof_engine_version_note): its tags are 0.6.6's and 0.6.6.post1's lines alike, and "
@@ -156,22 +158,18 @@ XFAIL: dict[int, str] = {
     1103: "the GPU total: the OOM line's 'GPU 0 has a total capacity of 23.54 GiB' shows the "
           "card's total, which explain rebuilds on; the row runs on the catalog's RTX-3090 "
           "(23.57 GiB: memprof_run.gpu), as the same study's rows 302-309 and 1102",
-    1206: "the engine line's quantization=auto_gptq, vLLM 0.24.0's name for a GPTQ checkpoint it "
-          "serves through its auto_gptq method (the log's tag auto_gptq.py:355, 'Using "
-          "MarlinLinearKernel for AutoGPTQLinearMethod'), which explain refuses as an unknown "
-          "--quantization; the row runs with gptq (memprof_run: the bundled config is bf16)",
     # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): the engine
     # settings load_vllm passes are printed by Unsloth's own lines, not vLLM's
-    1301: OUTSIDE + "the LoRA settings (enable_lora, max_lora_rank 32: the notebook cell's "
-          "lora_rank; the log shows only 'Using PunicaWrapperGPU'), gpu_memory_utilization "
+    1301: OUTSIDE + "the LoRA sizes (max_lora_rank 32: the notebook cell's lora_rank; the "
+          "log's 'Using PunicaWrapperGPU.' turns LoRA on, and explain assumes vLLM's default "
+          "rank 16), gpu_memory_utilization "
           "0.5959 (Unsloth's 'actual GPU utilization = 59.59%'; vLLM's budget line rounds it "
           "to 0.60), max_num_seqs 160 and max_num_batched_tokens 512 (Unsloth's 'Num "
           "Sequences', 'Chunked prefill tokens')",
-    1302: OUTSIDE + "the LoRA settings (rank 32: the cell's lora_rank), gpu_memory_utilization "
+    1302: OUTSIDE + "the LoRA rank 32 (the cell's lora_rank; explain reads LoRA on from "
+          "'Using PunicaWrapperGPU.' at the default rank 16), gpu_memory_utilization "
           "0.5943 (Unsloth's '59.43%'; the budget line prints 0.59), max_num_seqs 160 and "
           "max_num_batched_tokens 1024 (Unsloth's lines), as row 1301",
-    1305: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the log's only "
-          "sign of it is the kernel line 'Using MarlinLinearKernel for GPTQMarlinLinearMethod')",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
           "checkout: memprof_engine_version_note; the quote has no timestamp)",
     1201: OUTSIDE + "the host's lack of GPU peer access (memprof_run.no_gpu_peer_access: an "

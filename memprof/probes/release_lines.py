@@ -55,6 +55,21 @@ MESSAGES = (
 )
 
 
+# V1's start-up failure as a quote often keeps it: only the exception's last line, e.g.
+# "ERROR 06-03 14:24:40 [core.py:1165] ValueError: To serve at least one request with the
+# model's max seq len (30000), ..." (published rows 150, 307-309). run_engine_core (vllm/v1/
+# engine/core.py) logs an exception raised while EngineCore is built with
+# logger.exception("EngineCore failed to start."), and vLLM's NewLineFormatter
+# (vllm/logging_utils/formatter.py) prefixes every line of the record, the traceback's too,
+# with that call's header: the traceback's tag is the call's line. The KV-cache checks that
+# raise these (check_enough_kv_cache_memory, vllm/v1/core/kv_cache_utils.py) run only while
+# EngineCore is built (_initialize_kv_caches). Releases before 0.8.5 log the failure under
+# another message the table does not hold, so such a tag places a log only where it agrees with
+# its other tags (``consistent``); it never brackets a build (``between``).
+STARTUP_TRACEBACK = "EngineCore failed to start (its traceback)"
+_STARTUP_ERRORS = re.compile(r"To serve at least one request with the models?'?s? max seq len|"
+                             r"No available memory for the cache blocks")
+
 
 @dataclass(frozen=True, slots=True)
 class Format:
@@ -113,6 +128,8 @@ def tags(lines: list[str]) -> tuple[Tag, ...]:
             continue
         message = m.group(4)
         frag = next((f for f in MESSAGES if message.startswith(f) or f in message[:80]), None)
+        if frag is None and _STARTUP_ERRORS.search(message[:200]):
+            frag = STARTUP_TRACEBACK
         if frag is not None:
             tag = (m.group(2), int(m.group(3)), frag, m.group(1) is not None)
             if tag not in out:
@@ -144,18 +161,26 @@ def _table(engine: str) -> dict[str, Any] | None:
 
 def _holds(release: dict[str, dict[str, list[list[int]]]], tag: Tag) -> bool:
     file, line, frag = tag[:3]
+    if frag == STARTUP_TRACEBACK:
+        frag = "EngineCore failed to start"
     return any(a <= line <= b for a, b in release.get(frag, {}).get(file, []))
 
 
 def consistent(engine: str, found: tuple[Tag, ...]) -> list[str] | None:
     """The releases whose logging calls sit where every tag of ``found`` says, in the form the
     release's log format writes (``TAG_BRACKETS``), oldest first (the table's order); ``None``
-    where the engine has no table or the log no tag."""
+    where the engine has no table or the log no tag. A ``STARTUP_TRACEBACK`` tag that no release
+    holds together with the others is left out (the release may log the failure under another
+    message); alone, it is as no tag."""
     table = _table(engine)
     if table is None or not found:
         return None
-    return [r for r, calls in table["releases"].items()
-            if all(_holds(calls, t) and _form_fits(r, t) for t in found)]
+    out = [r for r, calls in table["releases"].items()
+           if all(_holds(calls, t) and _form_fits(r, t) for t in found)]
+    others = tuple(t for t in found if t[2] != STARTUP_TRACEBACK)
+    if not out and others != found:  # a release that logs the failure under another message
+        return consistent(engine, others) if others else None
+    return out
 
 
 def printing(engine: str, shown: tuple[str, ...]) -> list[str] | None:
@@ -178,6 +203,7 @@ def between(engine: str, found: tuple[Tag, ...]) -> tuple[str, str] | None:
     files have changed since the older, not yet into the newer, and its tags have the form of
     one of them: ``TAG_BRACKETS``); ``None`` where the engine has no table, the log no tag, or
     no single pair of releases brackets every tag."""
+    found = tuple(t for t in found if t[2] != STARTUP_TRACEBACK)
     table = _table(engine)
     if table is None or not found:
         return None

@@ -516,6 +516,29 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
+    logged = settings.get("quantization")
+    if isinstance(logged, str) and logged in _LOGGED_METHODS:
+        settings["quantization"] = _LOGGED_METHODS[logged]
+        notes.append(f"the log's quantization={logged} is read as --quantization "
+                     f"{settings['quantization']} (the same GPTQ checkpoint on Marlin kernels)")
+    if "quantization" not in settings:
+        # no command or engine config line named the method: the linear method's kernel line
+        # names it (read last, so that an explicit setting anywhere in the log wins)
+        kernel = next((m for ln in lines if (m := _KERNEL_FOR_METHOD.search(ln))), None)
+        if kernel is not None:
+            settings["quantization"] = _LINEAR_METHODS[kernel.group(1)]
+            notes.append(f"--quantization {settings['quantization']} read from the log's "
+                         f"'{kernel.group(0)}'; the checkpoint's bits and group size are not "
+                         "in the log: a config.json that declares them (--model) sizes them, "
+                         "else 4-bit, group 128 is assumed")
+    if "enable_lora" not in settings:
+        punica = next((m for ln in lines if (m := _PUNICA.search(ln))), None)
+        if punica is not None:
+            settings["enable_lora"] = True
+            notes.append(f"LoRA is on (the log's '{punica.group(0)}': vLLM builds the Punica "
+                         "wrapper only under --enable-lora); its sizes are not in the log: "
+                         "vLLM's defaults assumed (max_loras 1, max_lora_rank 16), give "
+                         "--max-loras / --max-lora-rank to say otherwise")
     if not settings.get("enable_lora"):
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
@@ -677,6 +700,31 @@ def _nodes_from_log(lines: list[str], engine: str, settings: dict[str, Any]) -> 
 # 0.9.0-0.11.0): the profile run's sampler warm-up is FlashInfer's
 # (``--vllm-use-flashinfer-sampler``)
 _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+# vLLM's line naming the kernel of a quantised linear method, printed once per kernel as the
+# first layer creates its weights: "Using MarlinLinearKernel for GPTQMarlinLinearMethod"
+# (GPTQMarlinLinearMethod.create_weights, vllm/model_executor/layers/quantization/gptq_marlin.py,
+# "[gptq_marlin.py:200]" at 0.6.5). Only GPTQMarlinConfig builds that method, so the line names
+# the run's --quantization as the engine config line would (quantization=gptq_marlin), for a
+# quote that keeps the load lines but not the config line. Linear method class -> the
+# --quantization value that selects it.
+# AutoGPTQLinearMethod: AutoGPTQConfig's ("[auto_gptq.py:355]" at 0.24.0, published row 1206),
+# below.
+_LINEAR_METHODS = {"GPTQMarlinLinearMethod": "gptq_marlin", "AutoGPTQLinearMethod": "gptq_marlin"}
+# vLLM's line naming the Punica wrapper of its LoRA layers, "Using PunicaWrapperGPU."
+# (get_punica_wrapper, vllm/lora/punica_wrapper/punica_selector.py: "[punica_selector.py:16]" at
+# 0.7.1, ":18" at 0.7.3, published rows 1301-1303): the LoRA model manager builds it, which the
+# worker creates only when the engine's lora_config is set (--enable-lora). It says LoRA is on
+# where no command or Namespace line does (an LLM(...) call behind a wrapper); not the sizes.
+_PUNICA = re.compile(r"Using PunicaWrapper\w*\.")
+# a method name the engine config line prints that memprof's --quantization spells otherwise:
+# vLLM's ``auto_gptq`` (AutoGPTQConfig.get_name, vllm/model_executor/layers/quantization/
+# auto_gptq.py; the engine line's "quantization=auto_gptq" at 0.24.0) is the GPTQ-on-Marlin
+# method that override_quantization_method picks for a ``quant_method: gptq`` checkpoint under
+# --quantization gptq / gptq_marlin / auto_gptq / marlin or none: its AutoGPTQLinearMethod runs
+# the MPLinear Marlin kernel with zero_points=False, whose process_weights_after_loading empties
+# the zero points as gptq_marlin's does (kernels/linear/mixed_precision/marlin.py)
+_LOGGED_METHODS = {"auto_gptq": "gptq_marlin"}
+_KERNEL_FOR_METHOD = re.compile(r"Using \w+ for (" + "|".join(_LINEAR_METHODS) + r")\b")
 
 
 # one ``'key': value`` pair of vLLM's "non-default args: {…}" (a dict's repr: vllm/entrypoints/
