@@ -48,7 +48,7 @@ from memprof.core.components import Component
 from memprof.core.engines.base import Engine
 from memprof.core.terms.request_table import REQUEST_TABLE
 
-__all__ = ["CaptureOverflow", "capture_overflow"]
+__all__ = ["CaptureOverflow", "capture_overflow", "overflow_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +71,18 @@ def capture_overflow(engine: Engine, comps: Sequence[Component], base: int, enve
                      total: int) -> CaptureOverflow | None:
     """What the rank holds when its start-up ends (the engine's envelope and baseline, as its
     ``used`` counts them, plus the CUDA-graph components and the request table outside the
-    envelope), where that
-    exceeds ``total``; None where it fits or no graph memory lies outside the envelope."""
-    used, outside = engine.used(comps, base, envelope)
+    envelope), where that exceeds ``total``; None where it fits or no start-up allocation lies
+    outside the envelope."""
+    return overflow_of(*engine.used(comps, base, envelope), total)
+
+
+def overflow_of(used: int, outside: Sequence[Component], total: int) -> CaptureOverflow | None:
+    """``capture_overflow`` from the engine's ``used`` and the components outside its envelope
+    (the verdict has them already). What start-up holds is ``used`` less the outside components
+    that are not start-up allocations, so it can exceed the GPU only where ``used`` does or an
+    outside component is negative: nothing more is looked at otherwise."""
+    if used <= total and all(c.bytes >= 0 for c in outside):
+        return None
     graphs = tuple(c for c in outside if c.bytes > 0 and (c.category == "cudagraph"
                                                           or c.name == REQUEST_TABLE))
     if not graphs:

@@ -23,7 +23,7 @@ from memprof.core.engines import engine_of
 from memprof.core.engines.base import loaded_at_start
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVCapacity, KVPlan, max_fitting_model_len
-from memprof.core.startup_capture import capture_overflow
+from memprof.core.startup_capture import overflow_of
 
 __all__ = ["VERDICTS", "Verdict", "held_bytes", "loaded_at_start", "rank_verdict"]
 
@@ -107,7 +107,7 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
             f"one request of max_model_len {mml} needs {fmt_bytes(cap.request_bytes)} of KV cache "
             f"but {fmt_bytes(cap.kv_cache_bytes)} is available; estimated maximum model length "
             f"is {est}"], headroom
-    over = capture_overflow(engine, comps, base, envelope, total)
+    over = overflow_of(used, outside, total)
     if over is not None:  # the graphs are captured at start-up (memprof/core/startup_capture.py)
         return "startup_oom", [
             f"{over.what} at start-up {'do' if ' and ' in over.what else 'does'} not fit: the "
