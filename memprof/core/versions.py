@@ -139,25 +139,7 @@ class Rule:
     generation: str = ""
 
     def holds(self, version: str, engine: str = "vllm") -> bool:
-        if engine != self.engine:
-            return False
-        if engine in SNAPSHOT_ENGINES:  # ordered by their place in RELEASES
-            rel = RELEASES.get(engine, ())
-            if version not in rel:  # an unbounded row holds at any snapshot
-                return self.since is None and self.until is None
-            at = rel.index(version)
-            if self.since is not None and at < rel.index(self.since):
-                return False
-            return self.until is None or at < rel.index(self.until)
-        release, generation = split_generation(version)
-        if not generation:  # another engine's snapshot name: no vLLM row holds
-            return False
-        if self.generation and self.generation != generation:
-            return False
-        key = version_key(release)
-        if self.since is not None and key < version_key(self.since):
-            return False
-        return self.until is None or key < version_key(self.until)
+        return _holds(self.engine, self.since, self.until, self.generation, version, engine)
 
     @property
     def span(self) -> str:
@@ -165,6 +147,33 @@ class Rule:
         hi = f"before {self.until}" if self.until else "today"
         span = f"{lo} – {hi}" if self.since else f"up to {hi}"
         return f"{span} ({self.generation.upper()})" if self.generation else span
+
+
+
+# Whether a rule's range holds depends only on these strings (RELEASES is fixed at import), and
+# an estimate asks the same few hundred rules at one release over and over: cached.
+@lru_cache(maxsize=16384)
+def _holds(rule_engine: str, since: str | None, until: str | None, rule_generation: str,
+           version: str, engine: str) -> bool:
+    if engine != rule_engine:
+        return False
+    if engine in SNAPSHOT_ENGINES:  # ordered by their place in RELEASES
+        rel = RELEASES.get(engine, ())
+        if version not in rel:  # an unbounded row holds at any snapshot
+            return since is None and until is None
+        at = rel.index(version)
+        if since is not None and at < rel.index(since):
+            return False
+        return until is None or at < rel.index(until)
+    release, generation = split_generation(version)
+    if not generation:  # another engine's snapshot name: no vLLM row holds
+        return False
+    if rule_generation and rule_generation != generation:
+        return False
+    key = version_key(release)
+    if since is not None and key < version_key(since):
+        return False
+    return until is None or key < version_key(until)
 
 
 def rule_in_force(rules: Iterable[Rule], version: str | None,
