@@ -38,6 +38,7 @@ allocated with torch on an H100 moved ``memory_allocated`` by the log's 13.9476 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
@@ -47,6 +48,9 @@ from memprof.core.kvcache import rank_layers
 from memprof.core.terms.allocations import model_load_position
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.rope_cache import RopeCache, rope_caches
+
+if TYPE_CHECKING:
+    from memprof.alloc import CachingAllocator
 
 NAME = "allocator rounding (model load)"
 SIMULATE_MAX_LAYERS = 2000  # beyond this, no replay (it would take seconds): no term
@@ -115,6 +119,21 @@ def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
     return tuple(ops), requested
 
 
+def simulate(ops: tuple[Op, ...]) -> CachingAllocator:
+    """A fresh ``memprof.alloc`` replica of PyTorch's caching allocator with ``ops`` replayed
+    on it, op by op (the replay every allocator-replaying term starts from)."""
+    from memprof.alloc import CachingAllocator
+
+    sim = CachingAllocator()
+    handles: list[int] = []
+    for kind, n in ops:
+        if kind == 0:
+            handles.append(sim.malloc(n))
+        else:
+            sim.free(handles[n])
+    return sim
+
+
 @lru_cache(maxsize=256)
 def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
     """(allocated − requested, requested) after replaying ``ops`` through ``memprof.alloc``.
@@ -122,18 +141,11 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
     Up to the last free the simulator runs op by op; the allocations after it free nothing, so
     ``memprof.alloc.monotone`` continues from the simulator's free blocks (exact: with nothing
     freed, what later allocations get depends only on the free blocks' sizes)."""
-    from memprof.alloc import CachingAllocator
     from memprof.alloc.monotone import continue_from
 
     last_free = next((len(ops) - 1 - i for i, (kind, _) in enumerate(reversed(ops)) if kind == 1),
                      -1)
-    sim = CachingAllocator()
-    handles: list[int] = []
-    for kind, n in ops[:last_free + 1]:
-        if kind == 0:
-            handles.append(sim.malloc(n))
-        else:
-            sim.free(handles[n])
+    sim = simulate(ops[:last_free + 1])
     s = sim.memory_stats()
     rest = continue_from(sim).extend([n for _, n in ops[last_free + 1:]])
     allocated = s["allocated_bytes.all.current"] + rest.allocated

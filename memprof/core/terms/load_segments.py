@@ -55,7 +55,13 @@ from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.terms.allocations import model_load_position
 from memprof.core.terms.init_buffers import init_buffer_terms
-from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, fused, rope_build_ops
+from memprof.core.terms.load_rounding import (
+    SIMULATE_MAX_LAYERS,
+    Op,
+    fused,
+    rope_build_ops,
+    simulate,
+)
 from memprof.core.terms.rope_cache import rope_caches
 
 if TYPE_CHECKING:
@@ -94,26 +100,13 @@ def segments_beyond_tensors(ops: tuple[Op, ...]) -> tuple[int, int, int]:
     allocation-only rest on free-block sizes (``_continue``), or the simulator throughout
     where that cannot tell which block the allocator takes."""
     last = max((i for i, (kind, _) in enumerate(ops) if kind == 1), default=-1)
-    fast = _continue(_simulated(ops[:last + 1]), ops[last + 1:])
+    fast = _continue(simulate(ops[:last + 1]), ops[last + 1:])
     return fast if fast is not None else full_replay(ops)
-
-
-def _simulated(ops: tuple[Op, ...]) -> CachingAllocator:
-    from memprof.alloc import CachingAllocator
-
-    sim = CachingAllocator()
-    handles: list[int] = []
-    for kind, n in ops:
-        if kind == 0:
-            handles.append(sim.malloc(n))
-        else:
-            sim.free(handles[n])
-    return sim
 
 
 def full_replay(ops: tuple[Op, ...]) -> tuple[int, int, int]:
     """``segments_beyond_tensors`` by the simulator alone, op by op, then ``empty_cache``."""
-    sim = _simulated(ops)
+    sim = simulate(ops)
     sim.empty_cache()
     s = sim.memory_stats()
     reserved = s["reserved_bytes.all.current"]

@@ -42,13 +42,13 @@ from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
 from memprof.core.models.families import family_row
 from memprof.core.models.families.row import PostLoadRequant
+from memprof.core.terms.load_rounding import Op, simulate
 from memprof.core.versions import rule_in_force
 
 NAME = "allocator blocks left by post-load requantisation"
 BLOCK = 128  # the requantised block (the engine asserts weight_block_size == [128, 128])
 SIMULATE_MAX_LAYERS = 2000
 
-Op = tuple[int, int]  # (0, nbytes): malloc; (1, k): free the k-th malloc of the sequence
 
 
 def applies(ctx: TermContext) -> PostLoadRequant | None:
@@ -222,15 +222,7 @@ def sequences(params: tuple[Param, ...], how: PostLoadRequant
 @lru_cache(maxsize=64)
 def stranded(ops: tuple[Op, ...]) -> int:
     """Bytes reserved beyond those requested after replaying ``ops`` and ``empty_cache``."""
-    from memprof.alloc import CachingAllocator
-
-    sim = CachingAllocator()
-    handles: list[int] = []
-    for kind, n in ops:
-        if kind == 0:
-            handles.append(sim.malloc(n))
-        else:
-            sim.free(handles[n])
+    sim = simulate(ops)
     sim.empty_cache()
     s = sim.memory_stats()
     return s["reserved_bytes.all.current"] - s["requested_bytes.all.current"]

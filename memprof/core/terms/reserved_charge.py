@@ -45,7 +45,7 @@ from functools import lru_cache
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
-from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, load_ops
+from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, load_ops, simulate
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 RESERVED_CHARGED: tuple[Rule, ...] = (
@@ -95,15 +95,7 @@ def charged(ctx: TermContext) -> bool:
 def holes_after_empty_cache(ops: tuple[Op, ...]) -> int:
     """``reserved − allocated`` after replaying ``ops`` and ``empty_cache`` (``memprof.alloc``'s
     replica of PyTorch's caching allocator)."""
-    from memprof.alloc import CachingAllocator
-
-    sim = CachingAllocator()
-    handles: list[int] = []
-    for kind, n in ops:
-        if kind == 0:
-            handles.append(sim.malloc(n))
-        else:
-            sim.free(handles[n])
+    sim = simulate(ops)
     sim.empty_cache()
     s = sim.memory_stats()
     return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
