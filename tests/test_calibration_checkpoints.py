@@ -9,29 +9,17 @@ Sources: each config's ``_source`` / ``_hf_ids_note`` and the rows of
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from weight_helpers import bundled_config, rank_weight_bytes
 
 from memprof.base.units import GiB
-from memprof.core.deployment import Deployment, ranks
+from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
-from memprof.core.models import bundled_models, load_model
 from memprof.core.models.load import hf_ids
-from memprof.core.weights import rank_weights
 
-
-def _config(name: str) -> dict[str, object]:
-    cfg = json.loads(bundled_models()[name].read_text())
-    assert isinstance(cfg, dict)
-    return cfg
-
-
-def _rank_bytes(model: str, arch: str, version: str | None = None, tp: int = 1) -> int:
-    spec = load_model(model)
-    dep = Deployment(tp=tp, engine_version=version)
-    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch))
+_config = bundled_config
+_rank_bytes = rank_weight_bytes
 
 
 # --- Llama-3.1-8B-Instruct: the bundled llama-3.1-8b ---------------------------------------------

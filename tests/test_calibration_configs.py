@@ -13,26 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from weight_helpers import bundled_config, rank_weight_bytes
 
 from memprof.base.units import GiB
 from memprof.core.deployment import Deployment, ranks
 from memprof.core.estimate import estimate
-from memprof.core.models import bundled_models, load_model
+from memprof.core.models import load_model
 from memprof.core.models.load import hf_ids, spec_from_config
 from memprof.core.models.quant_config import quant_from_flag
 from memprof.core.weights import rank_weights
 
-
-def _config(name: str) -> dict[str, Any]:
-    cfg = json.loads(bundled_models()[name].read_text())
-    assert isinstance(cfg, dict)
-    return cfg
+_config = bundled_config
 
 
 def _rank_bytes(model: str, arch: str = "sm90", version: str = "0.11.0", tp: int = 1) -> int:
-    spec = load_model(model)
-    dep = Deployment(tp=tp, engine_version=version)
-    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch))
+    return rank_weight_bytes(model, arch, version, tp)
 
 
 # --- Qwen/Qwen3-VL-30B-A3B-Instruct (published row 160) ------------------------------------------

@@ -14,29 +14,21 @@ Sources: each config's ``_source``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from weight_helpers import bundled_config, rank_weight_bytes
 
-from memprof.core.deployment import Deployment, ranks
+from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
-from memprof.core.models import bundled_models, load_model
 from memprof.core.models.load import hf_ids
-from memprof.core.weights import rank_weights
 
-
-def _config(name: str) -> dict[str, Any]:
-    cfg = json.loads(bundled_models()[name].read_text())
-    assert isinstance(cfg, dict)
-    return cfg
+_config = bundled_config
 
 
 def _rank_bytes(model: str, tp: int = 1) -> int:
-    spec = load_model(model)
-    dep = Deployment(tp=tp)
-    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], "sm90"))
+    return rank_weight_bytes(model, tp=tp)
 
 
 def _qwen3_dense_params(c: dict[str, Any]) -> int:

@@ -13,28 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from weight_helpers import bundled_config, rank_weight_bytes
 
 from memprof.base.units import GiB
-from memprof.core.deployment import Deployment, ranks
+from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate, load_figure
-from memprof.core.models import bundled_models, load_model
+from memprof.core.models import load_model
 from memprof.core.models.load import hf_ids
-from memprof.core.weights import rank_weights
 
 _ROWS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "data" / "published.json").read_text())["rows"]}
 
 
-def _config(name: str) -> dict[str, Any]:
-    cfg = json.loads(bundled_models()[name].read_text())
-    assert isinstance(cfg, dict)
-    return cfg
+_config = bundled_config
 
 
 def _rank_bytes(model: str, arch: str = "sm90", version: str = "0.7.1", tp: int = 1) -> int:
-    spec = load_model(model)
-    dep = Deployment(tp=tp, engine_version=version)
-    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], arch))
+    return rank_weight_bytes(model, arch, version, tp)
 
 
 def _qwen2_params(cfg: dict[str, Any]) -> int:
