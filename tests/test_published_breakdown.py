@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from breakdown_helpers import log_memprof_cells
 
 from memprof.base.errors import MemprofError
 from memprof.base.units import GiB
@@ -268,15 +269,8 @@ def render(rows: list[Compared]) -> str:
         if c.refused:
             out.append(f"{c.id:>5} {c.format:<16} refused: {c.refused}")
             continue
-        off = c.off()
-        cells = []
-        for t in COMPARED:
-            if t in c.log and t in c.memprof:
-                mark = "*" if t in off else " "
-                cells.append(f"{c.log[t]:>6.2f}/{c.memprof[t]:<6.2f}{mark}")
-            else:
-                cells.append(f"{'-':>14}")
-        out.append(f"{c.id:>5} {c.format:<16}" + "".join(cells))
+        cells = log_memprof_cells(c.log, c.memprof, c.off(), COMPARED, (6, 6))
+        out.append(f"{c.id:>5} {c.format:<16}" + cells)
     out.append("(* memprof outside the term's tolerance; the entry's finding says why)")
     return "\n".join(out)
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from breakdown_helpers import log_memprof_cells
+
 from memprof.base.errors import MemprofError
 from memprof.base.units import GiB
 from memprof.core.estimate import Estimate
@@ -205,16 +207,9 @@ def render(rows: list[Compared]) -> str:
         if c.refused:
             out.append(f"{c.id:>5} refused: {c.refused}")
             continue
-        off = c.off()
-        cells = []
-        for t in TERMS:
-            if t in c.log and t in c.memprof:
-                fmt = ".0f" if t == "T" else ".2f"
-                mark = "*" if t in off else " "
-                cells.append(f"{c.log[t]:>8{fmt}}/{c.memprof[t]:<7{fmt}}{mark}")
-            else:
-                cells.append(f"{'-':>17}")
-        out.append(f"{c.id:>5}" + "".join(cells))
+        cells = log_memprof_cells(c.log, c.memprof, c.off(), TERMS, (8, 7),
+                                  lambda t: ".0f" if t == "T" else ".2f")
+        out.append(f"{c.id:>5}" + cells)
     out.append("(GiB, T in tokens; * memprof outside the term's tolerance, the entry's finding "
                "says why)")
     return "\n".join(out)
