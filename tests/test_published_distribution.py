@@ -15,7 +15,9 @@ with the reason beside it), estimated at ``memprof_engine_version``, and compare
 * ``graph``: "Graph capturing finished ... took X GiB" against memprof's prediction of that
   free-memory delta at the log's release (``memprof.core.graph_log``: the graph pool, the graph
   executables, the cuBLAS workspace the eager warm-up leaves and, where the release makes the stream
-  inside the window, torch's stream pool); the largest such rank;
+  inside the window, torch's stream pool); the largest such rank; SGLang's "Capture cuda graph
+  end. … mem usage=X GB" (the drop in free memory across its decode graph runner's construction)
+  against memprof's decode-graph memory (``memprof.core.engines.sglang_graphs``);
 * ``verdict``: a logged start-up failure (or a start) against memprof's ``startup_oom`` verdict.
 
 A row memprof cannot run is *refused*, with the reason: the model, GPU, release or parallel layout
@@ -172,6 +174,10 @@ def outcome(row: dict[str, Any]) -> Outcome:
     if "graph_gib" in obs:
         logged = [g.total for g in (logged_graph(e, r) for r in e.ranks) if g is not None]
         compare("graph", "graph_gib", max(logged, default=0) / GiB)
+    elif "graph_mem_usage_gb" in obs:  # SGLang's decode graphs: every cudagraph component
+        compare("graph", "graph_mem_usage_gb", max(
+            sum(c.bytes for c in r.components if c.category == "cudagraph") for r in e.ranks)
+            / GiB)
     failed = bool(obs.get("startup_failed") or obs.get("oom"))
     out.verdict = (failed, e.verdict == "startup_oom")
     return out

@@ -170,8 +170,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("k_bytes", "sglang", r"KV Cache is allocated\..*?\bK size:\s*" + _GIB, "gib"),
     _p("v_bytes", "sglang", r"KV Cache is allocated\..*?\bV size:\s*" + _GIB, "gib"),
     _p("avail_after_pool_bytes", "sglang", r"Memory pool end\.\s*avail mem=\s*" + _GIB, "gib"),
-    _p("cudagraph_pool_bytes", "sglang", r"Capture cuda graph end\..*?mem usage=\s*" + _GIB,
-       "gib"),
+    # the decode graphs' line; 0.5.19 names the role and phase ("Capture target decode CUDA
+    # graph end. elapsed=…, mem usage=X GB": model_executor/model_runner_components/
+    # cuda_graph_setup.py capture_decode_graph), its prefill graphs' line is another figure
+    _p("cudagraph_pool_bytes", "sglang",
+       r"Capture (?:target decode )?cuda graph end\..*?mem usage=\s*" + _GIB, "gib"),
     _p("max_total_num_tokens", "sglang", r"max_total_num_tokens=\s*" + _NUM, "int"),
     _p("mem_fraction_static", "sglang", r"mem[-_]fraction[-_]static[= ]\s*([0-9.]*[0-9])",
        "float"),

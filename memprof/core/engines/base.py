@@ -353,6 +353,19 @@ class Engine:
         engine that has one sets ``has_request_table``)."""
         return None
 
+    def decode_graph_sizes(self, dep: DeploymentView, gpu: GPU) -> list[int] | None:
+        """The batch sizes of the engine's own decode CUDA graphs, in capture order, one graph of
+        the whole forward each; None (the default): vLLM's capture sizes and graph modes by
+        release (``memprof.core.terms.cudagraph.graph_modes``)."""
+        return None
+
+    def graph_kept_logits(self, dep: DeploymentView, sizes: list[int],
+                          vocab: int) -> tuple[tuple[int, ...], int, str] | None:
+        """What the engine's graph capture keeps of the logits: (tensors kept in the graph pool,
+        in capture order; bytes of a buffer allocated before capturing; the formula's words);
+        None (the default): nothing beyond the live sets (vLLM keeps weak references)."""
+        return None
+
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,
                                total: int) -> bool:
         """Whether the engine refuses to start because its envelope exceeds the free memory."""

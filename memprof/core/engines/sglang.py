@@ -30,6 +30,7 @@ from memprof.core.engines.base import (
     RankCoord,
     loaded_at_start,
 )
+from memprof.core.engines.sglang_graphs import decode_capture_sizes, kept_logits
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
@@ -910,6 +911,21 @@ class SGLang(Engine):
         given = None if dep.max_num_seqs in (None, stand_in) else dep.max_num_seqs
         table = req_to_token_table(dep, pool_tokens, given, stand_in)
         return table.bytes, table.formula
+
+    def decode_graph_sizes(self, dep: DeploymentView, gpu: GPU) -> list[int] | None:
+        """``CudaGraphRunner``'s decode batch sizes at the release (``sglang_graphs``), cut at
+        the resolved ``--cuda-graph-max-bs`` and at ``--max-running-requests`` where given (a
+        ``max_num_seqs`` equal to the stand-in ``batch_defaults`` fills in is not given)."""
+        mib, _ = heuristic_gpu_mem_mib(gpu)
+        max_bs = dep.cuda_graph_max_bs or sglang_defaults(gpu, dep)[1]
+        stand_in = self.batch_defaults(gpu, None, dep.entrypoint, dep.max_model_len or 0)[1]
+        given = None if dep.max_num_seqs in (None, stand_in) else dep.max_num_seqs
+        return decode_capture_sizes(dep, gpu, mib, max_bs, given)
+
+    def graph_kept_logits(self, dep: DeploymentView, sizes: list[int],
+                          vocab: int) -> tuple[tuple[int, ...], int, str] | None:
+        """The fp32 logits each release's decode capture keeps (``sglang_graphs.kept_logits``)."""
+        return kept_logits(dep, sizes, vocab)
 
     # --- flags and notes ----------------------------------------------------------------------
 

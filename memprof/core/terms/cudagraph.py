@@ -732,6 +732,7 @@ class GraphModel:
     actual: int  # memprof's prediction of what the capture adds: tensors + driver
     driver: int  # the part of ``actual`` that is driver memory for the graph executables
     graphs: int  # graph executables captured (a PIECEWISE size is one per piece)
+    kept: str = ""  # the engine's own graphs: what the capture keeps beyond the live sets
 
 
 def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None) -> GraphModel:
@@ -767,10 +768,15 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     setups (#45178, #53013), and whether the first graph's 70 MiB recurs when vLLM captures
     again after its estimate.
     """
-    modes = {m: v for m, v in (sizes or graph_modes(ctx.dep)).items() if v}
+    modes = {m: v for m, v in (sizes or engine_graph_modes(ctx)).items() if v}
     if not modes:
         return GraphModel(modes={}, first_capture={}, per_graph_sample={}, estimate=0, actual=0,
                           driver=0, graphs=0)
+    kept = engine_of(ctx.dep).graph_kept_logits(ctx.dep, modes.get("FULL", []),
+                                                ctx.spec.vocab_size) \
+        if engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu) is not None else None
+    if kept is not None:
+        return _engine_graph_model(ctx, modes["FULL"], kept)
     # each mode's live sets and per-size driver bytes read once (graph_pool_tensor_bytes and
     # graph_driver_bytes, which give the same figures mode by mode)
     stages: dict[str, tuple[tuple[int, ...], ...]] = {
@@ -792,6 +798,76 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
                 + sum(per_graph[m] * (len(v) - 1) for m, v in modes.items()))
     return GraphModel(modes=modes, first_capture=first, per_graph_sample=per_graph,
                       estimate=estimate, actual=tensors + driver, driver=driver, graphs=graphs)
+
+
+def engine_graph_modes(ctx: TermContext) -> dict[str, list[int]]:
+    """The graphs of each capture size: an engine's own decode graphs where it captures its
+    own list (``Engine.decode_graph_sizes``: one graph of the whole forward per batch size, as
+    FULL), else vLLM's by release (``graph_modes``)."""
+    sizes = engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu)
+    return graph_modes(ctx.dep) if sizes is None else {"FULL": sizes}
+
+
+def _engine_graph_model(ctx: TermContext, sizes: list[int],
+                        kept: tuple[tuple[int, ...], int, str]) -> GraphModel:
+    """An engine's own decode graphs (SGLang's ``CudaGraphRunner``): one graph of the whole
+    forward per batch size, captured in ``sizes``' order into one private pool, with nothing
+    of the engine's own to subtract from a budget (``estimate`` = ``actual``)::
+
+        tensors = the pool after the largest size's decode live set, with the logits each graph
+                  keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
+                  capture (its segment), + the capture stream's cuBLAS workspace
+        driver  = the first graph's stream pool (``graph_driver_first``) + per size the graph,
+                  its kernel nodes and NCCL nodes as vLLM's FULL graphs cost them
+
+    The smaller sizes' live sets reuse the largest one's free blocks (approximation, as
+    ``graph_pool_tensor_bytes``)."""
+    in_pool, before, what = kept
+    stages = _mode_stages(ctx, "FULL", max(sizes))
+    largest = sizes.index(max(sizes))
+    tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
+               else _pool_reserved(stages))
+    tensors += cublas_workspace_bytes(ctx.gpu) + (_segment_bytes(before) if before else 0)
+    driver = graph_driver_first(ctx) + len(sizes) * _driver_per_size(ctx, "FULL")
+    actual = tensors + driver
+    return GraphModel(modes={"FULL": sizes}, first_capture={"FULL": actual},
+                      per_graph_sample={"FULL": _driver_per_size(ctx, "FULL")},
+                      estimate=actual, actual=actual, driver=driver, graphs=len(sizes),
+                      kept=what)
+
+
+def _segment_bytes(nbytes: int) -> int:
+    """The segment the caching allocator reserves for one allocation of ``nbytes``."""
+    from memprof.alloc.allocator import get_allocation_size
+    from memprof.alloc.constants import K_MIN_BLOCK_SIZE
+
+    return int(get_allocation_size(K_MIN_BLOCK_SIZE * -(-nbytes // K_MIN_BLOCK_SIZE)))
+
+
+@lru_cache(maxsize=256)
+def _pool_reserved_keeping(stages: tuple[tuple[int, ...], ...], kept: tuple[int, ...],
+                           largest: int) -> int:
+    """Reserved bytes of a private pool into which graphs are captured in turn, each keeping
+    one tensor (``kept``, in capture order): the graph at ``largest`` allocates and frees the
+    decode live sets ``stages`` and makes its kept tensor in the last of them; the others add
+    their kept tensor alone (their live sets fit the blocks the largest one freed).
+    ``memprof.alloc``'s replica of the caching allocator, one private pool on one stream."""
+    from memprof.alloc.allocator import CachingAllocator
+
+    alloc = CachingAllocator()
+    alloc.begin_capture(1, stream=1)
+    for i, nbytes in enumerate(kept):
+        if i != largest:
+            alloc.malloc(nbytes, stream=1)
+            continue
+        for j, stage in enumerate(stages):
+            held = [alloc.malloc(b, stream=1) for b in stage]
+            if j == len(stages) - 1:
+                alloc.malloc(nbytes, stream=1)
+            for h in held:
+                alloc.free(h)
+    alloc.end_capture()
+    return alloc.total_allocated_memory
 
 
 # Whether vLLM subtracts a CUDA-graph estimate from the KV budget: "none" (no estimate; graphs
@@ -841,6 +917,8 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
                 Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
                           profiled=False, formula="enforce_eager")]
     g = cudagraph_model(ctx)
+    if g.kept:
+        return _engine_graph_terms(ctx, g, names)
     counts = ", ".join(f"{m}={len(s)} (largest={max(s)})" for m, s in g.modes.items())
     firsts = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.first_capture.items())
     samples = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.per_graph_sample.items())
@@ -855,6 +933,29 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
                   formula=f"predicted capture {fmt_bytes(g.actual)} (pool tensors "
                   f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)} for "
                   f"{g.graphs} graphs{_stack_note(ctx, g)}) − estimate"),
+    ]
+
+
+def _engine_graph_terms(ctx: TermContext, g: GraphModel,
+                        names: tuple[str, str]) -> list[Component]:
+    """The components of an engine's own decode graphs (``_engine_graph_model``): the whole
+    capture in the first, where the engine's budget places graphs; nothing above it."""
+    sizes = g.modes["FULL"]
+    shown = ", ".join(map(str, sizes[:6])) + (", …" if len(sizes) > 6 else "")
+    return [
+        Component(name=names[0], category="cudagraph", bytes=g.actual, count=g.graphs,
+                  where="budget", profiled=True,
+                  formula=f"{g.graphs} decode graphs, batch sizes {shown} in capture order "
+                  f"(largest {max(sizes)}), one of the whole forward each: pool tensors "
+                  f"{fmt_bytes(g.actual - g.driver)} (the largest size's decode live set, "
+                  f"{g.kept}, the capture stream's cuBLAS workspace) + driver "
+                  f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; not modelled: the attention "
+                  "backend's capture state (index buffers, per-size decode wrappers) "
+                  "[assumption]"),
+        Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
+                  profiled=False,
+                  formula="none: the component above is the whole capture (the engine has no "
+                  "estimate of its own)"),
     ]
 
 

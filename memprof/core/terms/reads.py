@@ -87,7 +87,11 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   # LoRA's kernel nodes (terms/lora.py lora_graph_nodes)
                                   "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
                                   "dep.lora_extra_vocab_size", "dep.lora_dtype",
-                                  "dep.fully_sharded_loras", "dep.enable_lora_bias")),
+                                  "dep.fully_sharded_loras", "dep.enable_lora_bias",
+                                  # an engine's own decode graphs (SGLang: the graph batch
+                                  # heuristic and the request pool, engines/sglang_graphs.py)
+                                  "dep.cuda_graph_max_bs", "dep.enable_dp_attention",
+                                  "dep.entrypoint", "dep.max_model_len")),
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),
