@@ -16,10 +16,9 @@ granularity does not depend on the communicator's size.
 The recommended granularity on a Hopper NVSwitch host: 512 MiB (the minimum is 2 MiB), as
 ``cuMulticastGetGranularity`` printed it on an 8x H100 80GB HBM3 HGX node with driver
 570.211.01 (https://github.com/gabrieldemarmiesse/torch-mojo-backend/blob/
-31de5a4754b4b85c0cc026e955035619305c002d/agents_docs/mojo_collectives_nvls_results.md, §1:
-"MINIMUM 2 MiB, RECOMMENDED 512 MiB ... NCCL uses RECOMMENDED, which means the smallest
-multicast object on this hardware is 512 MiB"). Every multicast-capable GPU row takes it
-[assumption: measured on H100 SXM only; the H200 HGX has the same NVSwitch generation].
+31de5a4754b4b85c0cc026e955035619305c002d/agents_docs/mojo_collectives_nvls_results.md, §1, a
+multicast prototype's probe of both flags on that node). Every multicast-capable GPU row takes it
+[assumption: printed on H100 SXM only; the H200 HGX has the same NVSwitch generation].
 
 Not applied from NCCL 2.22 on: its split setup (credits and data buffer,
 ``ncclNvlsBufferSetup``) is sized in ``nccl_nvls`` as it is, and the granularity its
