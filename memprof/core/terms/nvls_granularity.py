@@ -9,16 +9,15 @@ granularity and rounds the size up to it before ``nvlsGroupBindMem`` creates the
 memory of that size on every rank (``cuMulticastGetGranularity(&resources->granularity, prop,
 CU_MULTICAST_GRANULARITY_RECOMMENDED); ALIGN_SIZE(size, resources->granularity); prop->size =
 resources->size = size``, with NCCL's own comment "Could be changed to
-CU_MULTICAST_GRANULARITY_MINIMUM when 3418538 resolved"). NCCL's ``src/include/alloc.h``
-notes that the multicast property's device count "is a dummy value right now", so the
-granularity does not depend on the communicator's size.
+CU_MULTICAST_GRANULARITY_MINIMUM when 3418538 resolved").
 
 The recommended granularity on a Hopper NVSwitch host: 512 MiB (the minimum is 2 MiB), as
 ``cuMulticastGetGranularity`` printed it on an 8x H100 80GB HBM3 HGX node with driver
 570.211.01 (https://github.com/gabrieldemarmiesse/torch-mojo-backend/blob/
 31de5a4754b4b85c0cc026e955035619305c002d/agents_docs/mojo_collectives_nvls_results.md, §1, a
 multicast prototype's probe of both flags on that node). Every multicast-capable GPU row takes it
-[assumption: printed on H100 SXM only; the H200 HGX has the same NVSwitch generation].
+[assumptions: printed on H100 SXM only, the H200 HGX having the same NVSwitch generation; and
+printed for a multicast object of 8 devices, taken for any communicator size].
 
 Not applied from NCCL 2.22 on: its split setup (credits and data buffer,
 ``ncclNvlsBufferSetup``) is sized in ``nccl_nvls`` as it is, and the granularity its
