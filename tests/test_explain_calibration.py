@@ -127,7 +127,8 @@ XFAIL: dict[int, str] = {
          "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
-    316: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16; the quote's "
+    316: OUTSIDE + "the checkpoint's compressed-tensors quantization_config (memprof_run."
+         "hf_overrides: the bundled config is bf16; the quote's "
          "'[fp8_dynamic] quantization=compressed-tensors' is the post's one-field summary of "
          "the engine's config line, and compressed-tensors is read from a checkpoint config "
          "that declares it)",

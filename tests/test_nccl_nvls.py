@@ -27,11 +27,14 @@ def test_nccl_2_21_buffer_by_hand() -> None:
     # v2.21.5-1 nvls.cc ncclNvlsSetup: nChannels × 2 × (buffSize + memSize) × nHeads, buffSize =
     # 128 KiB × 8 steps, memSize = 2 MiB; nChannels = max(24 ring channels, 16 NVLS channels);
     # one node: one head per GPU
+    # (1,152 MiB at 8 ranks), rounded up to the recommended multicast granularity, 512 MiB
+    # (nvlsGetProperties; memprof.core.terms.nvls_granularity): 1,536 MiB
     h200 = find_gpu("H200")
-    assert nvls_bytes("2.21.5", h200, 8, False)[0] == 24 * 2 * (128 * KiB * 8 + 2 * MiB) * 8
-    assert nvls_bytes("2.21.5", h200, 8, False)[0] == 1152 * MiB
-    # the cuMem switch does not gate 2.21's eager setup
-    assert nvls_bytes("2.21.5", h200, 4, True)[0] == 576 * MiB
+    asked = 24 * 2 * (128 * KiB * 8 + 2 * MiB) * 8
+    assert asked == 1152 * MiB
+    assert nvls_bytes("2.21.5", h200, 8, False)[0] == 3 * 512 * MiB
+    # the cuMem switch does not gate 2.21's eager setup; 4 ranks ask 576 MiB: two granules
+    assert nvls_bytes("2.21.5", h200, 4, True)[0] == 2 * 512 * MiB
 
 
 def test_nccl_2_22_on_eager_only_without_cumem() -> None:
@@ -80,16 +83,16 @@ def test_v0_tp8_on_h200_charges_both_communicators() -> None:
     # 4-rank cuMem-off row of reports/gpu/nccl-torch-gather, 872,415,232 B: nccl.second_comm_row)
     # and the driver's receive connections from 7 peers × 32 channels × 10 MiB + 62 MiB
     got = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3")
-    assert got["NCCL NVLS buffers (TP, 8 ranks)"] == 1152 * MiB
-    assert got["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1152 * MiB
+    assert got["NCCL NVLS buffers (TP, 8 ranks)"] == 1536 * MiB
+    assert got["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1536 * MiB
     torch_comm = got["NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"]
     assert torch_comm == 872_415_232 + 62 * MiB + 7 * 32 * 10 * MiB
     # V1 (0.8.0 default): PyNccl's NVLS stays (cuMem off, 2.21.5), and torch's TP communicator
     # of the logits all-gather (memprof.core.terms.nccl_torch: the 4-rank cuMem-off row of
     # reports/gpu/nccl-torch-gather) sets up its own NVLS buffers at init the same way
     v1 = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.8.0")
-    assert v1["NCCL NVLS buffers (TP, 8 ranks)"] == 1152 * MiB
-    assert v1["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1152 * MiB
+    assert v1["NCCL NVLS buffers (TP, 8 ranks)"] == 1536 * MiB
+    assert v1["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1536 * MiB
     assert v1["torch's NCCL TP communicator (ProcessGroupNCCL, 8 ranks, logits all-gather)"] \
         == 872_415_232
     assert not any(n.startswith("NCCL TP communicator of torch's") for n in v1)
@@ -126,7 +129,7 @@ def test_nccl_nvls_enable_0_turns_the_buffers_off() -> None:
     on = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3")
     off = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3", nccl_nvls_enable=0)
     assert {n for n in on if "NVLS" in n} and not {n for n in off if "NVLS" in n}
-    assert sum(on.values()) - sum(off.values()) == 2 * 1152 * MiB
+    assert sum(on.values()) - sum(off.values()) == 2 * 1536 * MiB
 
 
 def test_nccl_nvls_enable_from_a_serve_command_and_refused_values() -> None:

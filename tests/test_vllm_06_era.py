@@ -160,12 +160,14 @@ def test_budget_log_lines() -> None:
 def test_nccl_2_20_nvls_buffers() -> None:
     """torch 2.4.0 (vLLM 0.6.0 – 0.6.3.post1) pins NCCL 2.20.5, whose ncclNvlsSetup
     (v2.20.5-1 src/transport/nvls.cc) sizes each channel's buffer as
-    comm->buffSizes[NCCL_PROTO_SIMPLE] = 4 MiB: 24 channels × 2 × (4 + 2) MiB × 8 heads."""
+    comm->buffSizes[NCCL_PROTO_SIMPLE] = 4 MiB: 24 channels × 2 × (4 + 2) MiB × 8 heads, rounded
+    up to the 512 MiB recommended multicast granularity (memprof.core.terms.nvls_granularity)."""
     assert nccl_version(Deployment(engine_version="0.6.3.post1")) == "2.20.5"
     assert nccl_version(Deployment(engine_version="0.6.4")) == "2.21.5"
     h100 = resolve_gpu("H100", None)
-    assert nvls_bytes("2.20.5", h100, 8, False)[0] == 24 * 2 * 6 * MiB * 8 == 2304 * MiB
-    assert nvls_bytes("2.21.5", h100, 8, False)[0] == 24 * 2 * 3 * MiB * 8
+    assert 24 * 2 * 6 * MiB * 8 == 2304 * MiB and 24 * 2 * 3 * MiB * 8 == 1152 * MiB
+    assert nvls_bytes("2.20.5", h100, 8, False)[0] == 5 * 512 * MiB
+    assert nvls_bytes("2.21.5", h100, 8, False)[0] == 3 * 512 * MiB
 
 
 def test_mla_is_refused_before_0_7_1(capsys: pytest.CaptureFixture[str]) -> None:

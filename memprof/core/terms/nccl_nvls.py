@@ -23,8 +23,7 @@ NVLS (NCCL ``src/transport/nvls.cc``, tags v2.21.5-1, v2.26.2-1, v2.27.3-1):
   ``NVLS_MEM_ALIGN_SIZE`` 2 MiB, ``comm->nChannels`` = the ring channels raised to
   ``nvlsChannels`` (``NCCL_NVLS_NCHANNELS``, 16) where fewer (``src/graph/connect.cc``
   ncclTopoPostset); rounded up to the driver's recommended multicast granularity
-  (``nvlsGetProperties``), which memprof has not read (the buffers are whole 2 MiB multiples
-  already).
+  (``nvlsGetProperties``: 512 MiB on an H100 HGX, ``memprof.core.terms.nvls_granularity``).
 - 2.22 on split it: ``ncclNvlsSetup`` maps a credit buffer of ``nChannels × 2 × 64 B × nHeads``
   (one 2 MiB page), and ``ncclNvlsBufferSetup`` the data buffer ``nvlsChannels × 2 × 1 MiB ×
   nHeads`` (16 channels on sm90 in 2.26/2.27; 32 or 24 on sm100). With cuMem on, NCCL connects
@@ -85,6 +84,11 @@ from memprof.core.terms.nccl import (
 from memprof.core.terms.nccl_channels import pcie_channels
 from memprof.core.terms.nccl_torch import torch_tp_comm_v1
 from memprof.core.terms.non_torch import nccl_cumem, nccl_groups, nccl_placement
+from memprof.core.terms.nvls_granularity import (
+    MC_GRANULARITY_RECOMMENDED_BYTES,
+    MC_GRANULARITY_SOURCE,
+    mc_rounded,
+)
 from memprof.core.versions import Rule, rule_in_force
 
 # Launchers that set NCCL_NVLS_ENABLE themselves (no row: NCCL's default, on where supported).
@@ -177,13 +181,16 @@ def nvls_bytes(version: str, gpu: GPU, size: int, cumem: bool) -> tuple[int, str
         # NCCL_NVLS_CHUNKSIZE × NCCL_STEPS (1 MiB) instead, the setup otherwise the same
         buff = SIMPLE_BUFF_BYTES if version.startswith("2.20") else NVLS_BUFF_BYTES
         channels = max(RING_CHANNELS_NVLINK, nvls)
-        got = channels * 2 * (buff + NVLS_MEM_ALIGN_BYTES) * heads
+        asked = channels * 2 * (buff + NVLS_MEM_ALIGN_BYTES) * heads
+        got = mc_rounded(asked, version)
         return got, (f"{channels} channels × 2 × ({fmt_bytes(buff)} buffer + 2 MiB "
                      "NVLS_MEM_ALIGN_SIZE) × "
-                     f"{heads} heads = {fmt_bytes(got)} (NCCL {version} src/transport/nvls.cc "
+                     f"{heads} heads = {fmt_bytes(asked)}, rounded up to the recommended "
+                     f"multicast granularity ({fmt_bytes(MC_GRANULARITY_RECOMMENDED_BYTES)}): "
+                     f"{fmt_bytes(got)} (NCCL {version} src/transport/nvls.cc "
                      "ncclNvlsSetup at ncclCommInitRank: comm->nChannels = the 24 ring channels "
-                     "of the NVLink goldens; rounded up to the driver's multicast granularity, "
-                     "not read here)")
+                     "of the NVLink goldens; memprof.core.terms.nvls_granularity: "
+                     + MC_GRANULARITY_SOURCE + ")")
     data = nvls * 2 * NVLS_BUFF_BYTES * heads
     if cumem:
         return 0, (f"NCCL {version} connects at run time with cuMem on (init.cc runtimeConn): "
