@@ -196,6 +196,20 @@ XFAIL: dict[int, str] = {
     1401: OUTSIDE + "mem_fraction_static 0.7629746875 (the ServerArgs line, cut from the stored "
           "thread: notes); explain takes SGLang 0.5.5's heuristic with its multimodal "
           "reduction, 0.857 × 0.8966 = 0.7684 (1.0% more tokens)",
+    1603: "the GPU total: the quote's 'Free memory on device (22.64/23.52 GiB)' is the card the "
+          "repository README names, an RTX 4090, which the row runs as the catalog RTX-4090 "
+          "(23.64 GiB); explain rebuilds on the log's 23.52 GiB, the total of no catalog card "
+          "(memprof.core.gpus.gpu_from_total places it as an RTX-3090)",
+    1604: "the GPU total: the quote's 23.52 GiB is the same study's RTX 4090 endpoint (row 1603: "
+          "docs/recon-a4.md names the card), run as the catalog RTX-4090 (23.64 GiB); explain "
+          "rebuilds on the log's total",
+    1605: OUTSIDE + "the release and the flags: the quote is the README's prose around two log "
+          "figures; 0.30.0 is the README's re-verification note, --max-model-len 8192 and "
+          "--gpu-memory-utilization 0.90 are scripts/serve.sh's defaults (the notes)",
+    1606: OUTSIDE + "the deployment's flags and entrypoint: the quote is the smoke document's "
+          "summary table (its heading names max_model_len, the utilization and eager mode "
+          "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
+          "(the notes)",
 }
 
 
