@@ -89,6 +89,12 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # (0.95 × the ViT factor, still only when mem_fraction_static is not given), the chunked-prefill
 # exceptions (is_multimodal_chunked_prefill_supported), qwen2_5_vl.py's MLP width rounded to 8,
 # gemma3_mm.py's SiglipVisionModel and mllama4.py's has_vision: unchanged.
+# Not modelled (memprof has no flag that reaches them): 0.5.20's models/deepseek_v2.py
+# shared_experts_fusion_disable_reason turns shared-expert fusion off for a modelopt_fp4 checkpoint
+# on Hopper under --moe-runner-backend marlin (the default backend, auto, keeps
+# SGLANG_SHARED_EXPERTS_FUSION's rows); 0.5.20's arg_groups/model_overrides/qwen3_vl.py raises a
+# Qwen3-VL decode graph batch to --max-running-requests on large Hopper cards (memprof refuses
+# that model's SGLang vision path here); the XPU +2 GiB reserve.
 SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.8.post1", "0.4.9", "0.4.9.post5",
     "0.4.10",
