@@ -77,7 +77,9 @@ def test_expert_parallel_from_ep_moe_or_ep_size() -> None:
     ("v0.5.3rc0", "0.5.3", "estimated at 0.5.3"),
     ("0.5.15", "0.5.15", ""),
     ("0.5.13.post1", "0.5.13", "estimated at 0.5.13"),
-    ("0.5.20", "main@d315eb7", "newer than 0.5.19"),
+    ("0.5.20", "0.5.20", ""),
+    ("0.5.24", "0.5.23", "newer than 0.5.23"),
+    ("0.5.23.post1", "0.5.23", "newer than 0.5.23"),
     ("0.4.1", "0.4.3", "older than 0.4.3"),
 ])
 def test_a_named_release_maps_onto_a_modelled_one(named: str, release: str, says: str) -> None:
@@ -99,9 +101,9 @@ def test_placing_by_the_server_args_fields() -> None:
     sets = release_fields()
     for r in ("0.4.8", "0.5.3", "0.5.9", "0.5.13", "0.5.19"):
         assert place_by_fields(set(sets[r]))[0] == r  # type: ignore[index]
-    newer = set(sets["0.5.19"]) | {"a_new_flag", "another", "third", "fourth"}
+    newer = set(sets["0.5.23"]) | {"a_new_flag", "another", "third", "fourth"}
     placed = place_by_fields(newer)
-    assert placed is not None and placed[0] == "main@d315eb7"
+    assert placed is not None and placed[0] == "0.5.23"  # a newer build: the newest read
     assert place_by_fields({"tp_size", "model_path"}) is None  # a fragment places nothing
 
 
@@ -111,7 +113,8 @@ def test_placing_by_date() -> None:
     assert place_by_date("2025-01-01")[0] == "0.4.3"
     assert place_by_date("2026-05-01")[0] == "0.5.10"
     assert place_by_date("2026-09-04")[0] == "0.5.19"
-    assert place_by_date("2026-09-20")[0] == "main@d315eb7"  # after 0.5.20 was built
+    assert place_by_date("2026-09-20")[0] == "0.5.20"  # built 2026-09-18
+    assert place_by_date("2026-11-20")[0] == "0.5.23"  # after the newest release read
 
 
 def test_max_total_tokens_is_read() -> None:

@@ -40,7 +40,7 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
     "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1",
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 ), source="PyPI vllm; read from the wheels")
-# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.19, read from the wheels; the rows that differ
+# SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.23, read from the wheels; the rows that differ
 # are beside the engine, ``engines/sglang.py``) and source snapshots, oldest first; the newest
 # (SGL@d315eb7, upstream main 2026-08-22) is the one memprof models in full.
 # "deepseek-v4-hopper@2026-07" is the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
@@ -54,8 +54,13 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # They stand before the two snapshots although main@d315eb7 was committed between 0.5.18
 # (2026-08-21) and 0.5.19 (2026-09-04): a snapshot's place is where its rules sit, and no rule
 # row memprof keeps changes between 0.5.19 and main@d315eb7 (the deepseek-v4-hopper image's own
-# row holds at it alone), so main@d315eb7 stays the newest and the default. Releases after 0.5.19
-# are not modelled yet (memprof/probes/sglang_log.py estimates a log naming one at the newest).
+# row holds at it alone), so main@d315eb7 stays the newest and the default.
+# 0.5.20 – 0.5.23 (wheels built 2026-09-18 … 2026-10-30) are read from their wheels against 0.5.19
+# and stand after it, before the snapshots, for the same reason: the rows that change among them
+# (engines/sglang.py SGLANG_CHUNKED_PREFILL and SGLANG_GRAPH_MAX_BS, the 0.5.20 / 0.5.22 /
+# 0.5.23 rows of configs/sglang_prefill_graph_off_archs.json) end at the snapshots, whose
+# source predates them. A log naming a release after 0.5.23 (a main build) is estimated at 0.5.23
+# (memprof/probes/sglang_log.py modelled_release says so).
 # Compared wheel against wheel from 0.5.9 (what memprof's SGLang rows read):
 # - server_args.py _handle_gpu_memory_settings (0.5.19 arg_groups/memory_hook.py): the GPU tiers
 #   of --chunked-prefill-size and the decode graph batch, and 512 + 1.5·chunk + tp·pp/8 GiB +
@@ -69,12 +74,33 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # - ReqToTokenPool sizing (context + 4 + draft tokens; max_num_reqs from the pool, 2048 – 4096),
 #   "Load weight end … mem usage" (before − after free), the MoE EP/TP groups built only where
 #   they differ from TP (distributed/parallel_state.py): unchanged to 0.5.19.
+# Compared wheel against wheel from 0.5.19 to 0.5.23 (the same files; from 0.5.20 ServerArgs'
+# fields live in arg_groups/fields/): the mem_fraction_static reserve (512 + 1.5·chunk + tp·pp/8
+# GiB + the graph reserves, the 10 GiB floor above 60 GiB; 0.5.22 reads the DP-attention width
+# as attn_dp_size, which --dp N --enable-dp-attention resolves to N; 0.5.23 caps an MLA model's
+# prefill capture at min(8192, chunk) instead of 2048, which leaves its flat 1.5 GiB reserve as it
+# was), the budget line (mem_cache/kv_cache_configurator.py _profile_available_bytes: free after
+# load − free before load × (1 − mem_fraction_static)), an MHA/MLA cell, the ReqToTokenPool size
+# and max_num_reqs, "Load weight end … mem usage", GroupCoordinator's active_ranks and the MoE
+# groups: unchanged to 0.5.23; the decode capture grid (generate_decode_cuda_graph_batch_sizes):
+# unchanged; post-capture KV sizing: still off unless SGLANG_ENABLE_POST_CAPTURE_KV_SIZING.
+# The vision-path rows that end at the snapshots (engines/sglang_vlm.py, the llama4, qwen_vl and
+# gemma families' sglang_tower rows) were checked in 0.5.23 as well: adjust_mem_fraction_for_vlm
+# (0.95 × the ViT factor, still only when mem_fraction_static is not given), the chunked-prefill
+# exceptions (is_multimodal_chunked_prefill_supported), qwen2_5_vl.py's MLP width rounded to 8,
+# gemma3_mm.py's SiglipVisionModel and mllama4.py's has_vision: unchanged.
+# Not modelled (memprof has no flag that reaches them): 0.5.20's models/deepseek_v2.py
+# shared_experts_fusion_disable_reason turns shared-expert fusion off for a modelopt_fp4 checkpoint
+# on Hopper under --moe-runner-backend marlin (the default backend, auto, keeps
+# SGLANG_SHARED_EXPERTS_FUSION's rows); 0.5.20's arg_groups/model_overrides/qwen3_vl.py raises a
+# Qwen3-VL decode graph batch to --max-running-requests on large Hopper cards (memprof refuses
+# that model's SGLang vision path here); the XPU +2 GiB reserve.
 SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
     "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.8.post1", "0.4.9", "0.4.9.post5",
     "0.4.10",
     "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
     "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18",
-    "0.5.19",
+    "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23",
     "deepseek-v4-hopper@2026-07", "main@d315eb7",
 ), source="PyPI sglang (read from the wheels) and sgl-project/sglang source snapshots")
 

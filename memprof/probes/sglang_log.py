@@ -21,10 +21,11 @@
   names none is placed by its ServerArgs field names, which differ from release to release
   (``configs/sglang_server_args.json``, read from each wheel's ``ServerArgs``), else by its
   first timestamp (the newest release built by then); with none of these, the newest modelled
-  release. The note says which and why.
+  release. A release newer than the newest numbered one memprof reads (0.5.23), such as a main
+  build after it, is estimated at that one. The note says which and why.
 
 "Load weight end. … mem usage=X GB" is ``before_avail_memory − after_avail_memory`` (SGLang
-0.4.4 – 0.5.19 ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it
+0.4.4 – 0.5.23 ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it
 holds every allocation made during load (weights, buffers built with the model, the allocator's
 rounding) and, at TP1 in the releases that run no kernel before it
 (``SGLANG_FIRST_KERNEL_BEFORE_LOAD``), the process's first kernel's non-torch memory, not the
@@ -177,8 +178,8 @@ def release_fields() -> dict[str, frozenset[str]]:
 
 def place_by_fields(names: set[str]) -> tuple[str, str] | None:
     """(release, why) for a ServerArgs line of these field names: the numbered release whose
-    field set is nearest (Jaccard), or the newest modelled when the line has fields that no
-    numbered release has; None for a fragment or no close match."""
+    field set is nearest (Jaccard), the newest numbered one also when the line has fields that
+    no numbered release has (a newer build); None for a fragment or no close match."""
     if len(names) < MIN_FIELDS_TO_PLACE:
         return None
     sets = release_fields()
@@ -190,8 +191,9 @@ def place_by_fields(names: set[str]) -> tuple[str, str] | None:
     last = list(sets)[-1]
     newer = names - sets[last]
     if best == last and len(newer) > 3:
-        return newest(ENGINE), (f"its ServerArgs has {len(newer)} fields SGLang {last} does "
-                                f"not ({', '.join(sorted(newer)[:3])}, ...): a newer build")
+        return last, (f"its ServerArgs has {len(newer)} fields SGLang {last} does not "
+                      f"({', '.join(sorted(newer)[:3])}, ...): a newer build, estimated at "
+                      f"{last}, the newest release memprof reads")
     return best, (f"its ServerArgs fields match SGLang {best}'s "
                   f"({len(names & sets[best])} of {len(names)} shared)")
 
@@ -210,7 +212,7 @@ def place_by_date(day: str) -> tuple[str, str]:
     built by then (the release a log of that day can at most run)."""
     rows = _table()["releases"]
     nxt = _table()["next"]
-    if day >= nxt["built"]:
+    if nxt is not None and day >= nxt["built"]:
         return newest(ENGINE), (f"its first line is dated {day}, after SGLang {nxt['release']} "
                                 f"({nxt['built']}), which memprof models as {newest(ENGINE)}")
     built = [r for r in rows if r["built"] <= day]
@@ -235,9 +237,8 @@ def modelled_release(named: str) -> tuple[str, str]:
                                 f"estimated at {newest(ENGINE)}, the newest modelled")
     key = version_key(m.group(1))
     if key > version_key(numbered[-1]):
-        return newest(ENGINE), (f"SGLang {named} is newer than {numbered[-1]}, the newest "
-                                f"release whose rules memprof reads: estimated at "
-                                f"{newest(ENGINE)}")
+        return numbered[-1], (f"SGLang {named} is newer than {numbered[-1]}, the newest "
+                              f"release whose rules memprof reads: estimated at {numbered[-1]}")
     if key < version_key(numbered[0]):
         return numbered[0], (f"SGLang {named} is older than {numbered[0]}, the oldest release "
                              f"memprof models: estimated at {numbered[0]}")

@@ -64,6 +64,20 @@ DP_ATTENTION_SCRATCH = "sglang_dp_attention"
 # smi_total_mib), not torch's total (SGLANG_HEURISTIC_GPU_MEM, heuristic_gpu_mem_mib).
 _READ = "read in the sglang {} wheel (first release with it)"
 _OLDEST = "before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release modelled)"
+# the source snapshots stand after the numbered releases (memprof/core/releases.py) although
+# SGL@d315eb7 predates 0.5.19: a row read in 0.5.20 or later ends where they begin
+_SNAPSHOTS = "deepseek-v4-hopper@2026-07"
+_SNAPSHOTS_READ = ("not in the source snapshots (SGL@d315eb7, 2026-08-22, and the "
+                   "deepseek-v4-hopper image built from it), which predate it")
+_SNAPSHOTS_KEEP = ("the source snapshots (SGL@d315eb7, 2026-08-22, and the deepseek-v4-hopper "
+                   "image built from it) predate the 0.5.20 – 0.5.22 changes")
+# the chunked-prefill and graph-batch tiers by GPU memory (sglang_defaults reads them)
+CHUNK_BY_TIER = "by GPU tier (20/35/60/90/160 GiB)"
+CHUNK_BY_TIER_0520 = "by GPU tier; 4096 from 20 to 35 GiB"
+GRAPH_BY_TIER = "by GPU tier; 24 / 80 from 20 to 35 GiB"
+GRAPH_BY_TIER_0520 = "by GPU tier; 48 / 160 from 20 to 35 GiB"
+GRAPH_BY_TIER_CAPPED = ("by GPU tier; 48 / 160 from 20 to 35 GiB; a default capped at "
+                        "--max-running-requests")
 
 SGLANG_MFS_HEURISTIC: tuple[Rule, ...] = (
     Rule(name="sglang_mem_fraction_static", changes="budget: mem_fraction_static heuristic",
@@ -153,6 +167,53 @@ SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
 )
 
 
+
+
+# Which row of configs/sglang_prefill_graph_off_archs.json (the conditions that turn the default
+# prefill CUDA graphs off before the heuristic, so that it reserves nothing for them) holds, per
+# release. value: "row X: ..." names the row (its "since"), which prefill_graph_off_row reads.
+# The rows of 0.5.10 - 0.5.19 are each release's own; from 0.5.20 a row here per change read.
+_PG_OFF_FILE = "configs/sglang_prefill_graph_off_archs.json"
+SGLANG_PREFILL_GRAPH_OFF: tuple[Rule, ...] = (
+    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+         since="0.5.10", until="0.5.20", value="each release's row (0.5.10 - 0.5.19)",
+         engine="sglang", introduced_by=_READ.format("0.5.10"),
+         removed_by=_READ.format("0.5.20"),
+         source=f"{_PG_OFF_FILE} rows 0.5.10 - 0.5.19 (read in each wheel: server_args.py, "
+         "0.5.19 arg_groups/cuda_graph_hook.py; configs/model_config.py)"),
+    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+         since="0.5.20", until="0.5.22", engine="sglang",
+         value="row 0.5.20: KDA-attention configs off; one more multimodal model kept",
+         introduced_by=_READ.format("0.5.20"), removed_by=_READ.format("0.5.22"),
+         source=f"{_PG_OFF_FILE} row 0.5.20: sglang 0.5.20 (0.5.21) arg_groups/"
+         "cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible adds \"KDA hybrid "
+         "linear attention\" (configs/model_config.py uses_kda_attention: a config with "
+         "linear_attn_config) and drops the DSA prefill context-parallel rule (not modelled); "
+         "one more multimodal architecture on the breakable allowlist"),
+    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+         since="0.5.22", until="0.5.23", engine="sglang",
+         value="row 0.5.22: a multimodal model keeps them on the breakable allowlist alone",
+         introduced_by=_READ.format("0.5.22"), removed_by=_READ.format("0.5.23"),
+         source=f"{_PG_OFF_FILE} row 0.5.22: sglang 0.5.22 arg_groups/cuda_graph_hook.py "
+         "apply_cuda_graph_compatibility no longer moves a multimodal model of the "
+         "tc_piecewise allowlist to tc_piecewise (tc_piecewise's rules are gone): a multimodal "
+         "model keeps the prefill graphs only on the breakable allowlist "
+         "(configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs, which "
+         "now also lists the tc_piecewise allowlist's models and one new architecture)"),
+    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+         since="0.5.23", until=_SNAPSHOTS, engine="sglang",
+         value="row 0.5.23: one more multimodal model kept",
+         introduced_by=_READ.format("0.5.23"), removed_by=_SNAPSHOTS_READ,
+         source=f"{_PG_OFF_FILE} row 0.5.23: sglang 0.5.23 configs/model_config.py: one more "
+         "multimodal architecture on the breakable allowlist; cuda_graph_hook.py keeps "
+         "DeepSeek-V4's graphs under supported prefill context parallelism (not modelled: no "
+         "--attn-cp-size)"),
+    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+         since=_SNAPSHOTS, until=None, value="none", engine="sglang",
+         introduced_by="the snapshots' reserve is not applied (SGLANG_PREFILL_GRAPH_RESERVE)",
+         source="SGL@d315eb7's source is not read for it; SGLANG_PREFILL_GRAPH_RESERVE applies "
+         "no prefill-graph reserve at the snapshots"),
+)
 SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
     Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
          since=None, until="0.4.7", value="2048 below 25,000 MiB, else 8192", engine="sglang",
@@ -168,9 +229,22 @@ SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.4.8"), removed_by=_READ.format("0.5.3"),
          source="sglang 0.4.8 (to 0.5.2) server_args.py ServerArgs.__post_init__"),
     Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
-         since="0.5.3", until=None, value="by GPU tier (20/35/60/90/160 GiB)", engine="sglang",
-         introduced_by=_READ.format("0.5.3"),
-         source="sglang 0.5.3 server_args.py _handle_gpu_memory_settings (SGL@d315eb7 too)"),
+         since="0.5.3", until="0.5.20", value=CHUNK_BY_TIER, engine="sglang",
+         introduced_by=_READ.format("0.5.3"), removed_by=_READ.format("0.5.20"),
+         source="sglang 0.5.3 server_args.py _handle_gpu_memory_settings (to 0.5.19: "
+         "arg_groups/memory_hook.py handle_gpu_memory_settings): 2048 below 35 GiB, 4096 below "
+         "60, 8192 below 160, else 16384"),
+    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
+         since="0.5.20", until=_SNAPSHOTS, value=CHUNK_BY_TIER_0520, engine="sglang",
+         introduced_by=_READ.format("0.5.20"), removed_by=_SNAPSHOTS_READ,
+         source="sglang 0.5.20 (to 0.5.23) arg_groups/memory_hook.py "
+         "handle_gpu_memory_settings: the 20 - 35 GiB tier (\"A10, 4090, 5090\") declares "
+         "chunked_prefill_size=4096 (0.5.19: 2048); the other tiers as before"),
+    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
+         since=_SNAPSHOTS, until=None, value=CHUNK_BY_TIER, engine="sglang",
+         introduced_by=_SNAPSHOTS_KEEP,
+         source="SGL@d315eb7 (2026-08-22, before the 0.5.20 change) server_args.py "
+         "_handle_gpu_memory_settings: 2048 below 35 GiB, as in the sglang 0.5.3 - 0.5.19 wheels"),
 )
 
 SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
@@ -202,9 +276,29 @@ SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.5.3"), removed_by=_READ.format("0.5.5"),
          source="sglang 0.5.3 server_args.py _handle_gpu_memory_settings"),
     Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
-         since="0.5.5", until=None, value="by GPU tier; 24 / 80 from 20 to 35 GiB",
-         engine="sglang", introduced_by=_READ.format("0.5.5"),
-         source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings (SGL@d315eb7 too)"),
+         since="0.5.5", until="0.5.20", value=GRAPH_BY_TIER, engine="sglang",
+         introduced_by=_READ.format("0.5.5"), removed_by=_READ.format("0.5.20"),
+         source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings (to 0.5.19: "
+         "arg_groups/memory_hook.py)"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.5.20", until="0.5.22", value=GRAPH_BY_TIER_0520, engine="sglang",
+         introduced_by=_READ.format("0.5.20"), removed_by=_READ.format("0.5.22"),
+         source="sglang 0.5.20 (0.5.21) arg_groups/memory_hook.py handle_gpu_memory_settings: "
+         "the 20 - 35 GiB tier sets decode max_bs 48 at tp < 4, else 160 (0.5.19: 24 / 80; "
+         "\"32GB Blackwell (RTX 5090) can hold decode cuda graphs well past bs=24\")"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since="0.5.22", until=_SNAPSHOTS, value=GRAPH_BY_TIER_CAPPED, engine="sglang",
+         introduced_by=_READ.format("0.5.22"), removed_by=_SNAPSHOTS_READ,
+         source="sglang 0.5.22 (0.5.23) arg_groups/memory_hook.py handle_gpu_memory_settings: "
+         "`if decode_max_bs_is_default and cfg.max_running_requests is not None and "
+         "decode_cuda_graph_config.max_bs > cfg.max_running_requests: max_bs = "
+         "max_running_requests`, before the capture list and the graph reserve"),
+    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
+         since=_SNAPSHOTS, until=None, value=GRAPH_BY_TIER, engine="sglang",
+         introduced_by=_SNAPSHOTS_KEEP,
+         source="SGL@d315eb7 (2026-08-22, before the 0.5.20 change) server_args.py "
+         "_handle_gpu_memory_settings: 24 / 80 from 20 to 35 GiB, no cap by "
+         "--max-running-requests, as in the sglang 0.5.5 - 0.5.19 wheels"),
 )
 
 
@@ -249,7 +343,7 @@ SGLANG_LOAD_FIGURE: tuple[Rule, ...] = (
          engine="sglang", introduced_by=_READ.format("0.4.4"),
          source="sglang 0.4.4 model_executor/model_runner.py ModelRunner.load_model: \"mem "
          "usage={(before_avail_memory - after_avail_memory):.2f} GB\" (the same in 0.4.6 and "
-         "0.4.8; 0.4.10, 0.5.3, 0.5.9 and 0.5.19 keep it as self.weight_load_mem_usage)"),
+         "0.4.8; 0.4.10, 0.5.3, 0.5.9, 0.5.19 and 0.5.23 keep it as self.weight_load_mem_usage)"),
 )
 
 
@@ -281,7 +375,7 @@ SGLANG_MOE_GROUPS: tuple[Rule, ...] = (
     Rule(name="sglang_moe_process_groups", changes="NCCL MoE EP / MoE TP communicators",
          since="0.5.2", until=None, value=SGLANG_MOE_GROUPS_UNLIKE_TP, engine="sglang",
          applies_to="nccl", introduced_by=_READ.format("0.5.2"),
-         source="sglang 0.5.2 (0.5.3, 0.5.4, 0.5.9) distributed/parallel_state.py "
+         source="sglang 0.5.2 (0.5.3, 0.5.4, 0.5.9, 0.5.23) distributed/parallel_state.py "
          "initialize_model_parallel: `if moe_ep_size == tensor_model_parallel_size: _MOE_EP = "
          "_TP` and `if moe_tp_size == tensor_model_parallel_size: _MOE_TP = _TP`, a new group "
          "(init_model_parallel_group) only otherwise; upstream main keeps both tests"),
@@ -369,7 +463,8 @@ SGLANG_FIRST_KERNEL_BEFORE_LOAD: tuple[Rule, ...] = (
          changes="load figure: the first kernel's modules before the load (no communicator)",
          since="0.5.8", until=None, value=True, engine="sglang",
          introduced_by=_READ.format("0.5.8"),
-         source="sglang 0.5.8 (0.5.9, 0.5.10, 0.5.13, 0.5.18) distributed/parallel_state.py "
+         source="sglang 0.5.8 (0.5.9, 0.5.10, 0.5.13, 0.5.18, 0.5.23) distributed/"
+         "parallel_state.py "
          "GroupCoordinator.__init__: `active_ranks = torch.ones(len(ranks), dtype=torch.int32, "
          "device=self.device)` for each group (0.5.18: outside the mooncake branch), the world "
          "group of one rank included (init_distributed_environment -> init_world_group), in "
@@ -410,8 +505,11 @@ def load_drop(loaded: int, first_kernel: int) -> int:
 _MFS_NOW = SGLANG_MFS_HEURISTIC[-1].value
 _CHUNK_NOW = SGLANG_CHUNKED_PREFILL[-1].value
 _GRAPH_NOW = SGLANG_GRAPH_MAX_BS[-1].value
+# the tiered rows (0.5.3 on), whose tiers sglang_defaults reads
+_CHUNK_TIERED = (CHUNK_BY_TIER, CHUNK_BY_TIER_0520)
+_GRAPH_TIERED = (GRAPH_BY_TIER, GRAPH_BY_TIER_0520, GRAPH_BY_TIER_CAPPED)
 # 0.5.3 – 0.5.4: the 20–35 GiB tier captured up to 16 at tp < 4 (24 from 0.5.5)
-_GRAPH_053 = SGLANG_GRAPH_MAX_BS[-2].value
+_GRAPH_053 = next(r.value for r in SGLANG_GRAPH_MAX_BS if r.since == "0.5.3")
 
 
 class PrefillGraphModel(NamedTuple):
@@ -464,6 +562,9 @@ def prefill_graph_off_row(version: str | None) -> dict[str, Any] | None:
     version = version or releases.SGLANG_RELEASES[-1]
     if version not in releases.SGLANG_RELEASES:
         return None
+    named = str(value_at(SGLANG_PREFILL_GRAPH_OFF, version, "", engine="sglang"))
+    if named.startswith("row "):  # the row SGLANG_PREFILL_GRAPH_OFF names
+        version = named.removeprefix("row ").split(":")[0]
     at = releases.SGLANG_RELEASES.index(version)
     held = [r for r in _prefill_graph_off()
             if releases.SGLANG_RELEASES.index(r["since"]) <= at]
@@ -596,6 +697,16 @@ def heuristic_gpu_mem_mib(gpu: GPU) -> tuple[float, str | None]:
                  "driver's reservation, 480 MiB on H100, would raise the fraction slightly]")
 
 
+def _given_running_requests(gpu: GPU, dep: DeploymentView) -> int | None:
+    """``--max-running-requests`` where it was given: ``max_num_seqs``, unless it is the stand-in
+    ``batch_defaults`` fills in when it is not (read as not given, as ``SGLang.request_table``
+    reads it)."""
+    if dep.max_num_seqs is None:
+        return None
+    stand_in = batch_defaults(gpu, None, dep.entrypoint, dep.max_model_len or 0)[1]
+    return None if dep.max_num_seqs == stand_in else dep.max_num_seqs
+
+
 def sglang_defaults(gpu: GPU, dep: DeploymentView,
                     model: PrefillGraphModel | None = None) -> tuple[int, int, float]:
     """SGLang's (chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) heuristics.
@@ -610,7 +721,9 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView,
     Before 0.5.3 (and for the graph batch before 0.5.5) the rows of ``SGLANG_MFS_HEURISTIC``,
     ``SGLANG_CHUNKED_PREFILL`` and ``SGLANG_GRAPH_MAX_BS`` at the deployment's release hold.
     From 0.5.10 the reserve adds the prefill CUDA graphs' (``prefill_graph_reserve_mib``, read
-    of ``model``; without one it adds none) before the floor.
+    of ``model``; without one it adds none) before the floor. From 0.5.20 the 20 – 35 GiB tier
+    chunks 4096 and captures up to 48 / 160; from 0.5.22 a default graph batch larger than a
+    given ``--max-running-requests`` is capped at it (the snapshots predate both).
     """
     mib = heuristic_gpu_mem_mib(gpu)[0]  # nvidia-smi's total: SGLANG_HEURISTIC_GPU_MEM
     gib = mib / 1024
@@ -623,11 +736,19 @@ def sglang_defaults(gpu: GPU, dep: DeploymentView,
     tiers = ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 8192, 256, 512),
              (160, 8192, 256, 512), (math.inf, 16384, 512, 512))
     tier = next(t for t in tiers if gib < t[0])
-    default_chunk = tier[1] if chunk_rule == _CHUNK_NOW else _chunk_before_053(chunk_rule, mib)
-    if graph_rule == _GRAPH_NOW:
-        default_bs = tier[2] if dep.tp < 4 else tier[3]
+    small = tier[0] == 35  # the 20 - 35 GiB tier, which 0.5.20 raised
+    if chunk_rule in _CHUNK_TIERED:
+        default_chunk = 4096 if small and chunk_rule == CHUNK_BY_TIER_0520 else tier[1]
+    else:
+        default_chunk = _chunk_before_053(chunk_rule, mib)
+    if graph_rule in _GRAPH_TIERED:
+        raised = graph_rule != GRAPH_BY_TIER and small
+        default_bs = ((48 if raised else tier[2]) if dep.tp < 4 else
+                      (160 if raised else tier[3]))
+        if graph_rule == GRAPH_BY_TIER_CAPPED:
+            default_bs = min(default_bs, _given_running_requests(gpu, dep) or default_bs)
     elif graph_rule == _GRAPH_053:
-        default_bs = (16 if tier[0] == 35 else tier[2]) if dep.tp < 4 else tier[3]
+        default_bs = (16 if small else tier[2]) if dep.tp < 4 else tier[3]
     else:
         default_bs = _graph_before_053(graph_rule, mib, dep)
     chunk = default_chunk if dep.chunked_prefill_size is None else dep.chunked_prefill_size
