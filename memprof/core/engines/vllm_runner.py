@@ -213,11 +213,12 @@ V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof
 own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 ->
 -6.7% (a failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +14.8 ->
 +27.5%, 908 -0.5 -> +4.0%, 909 +0.8 -> +6.4%, 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215 +0.17 ->
-+0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms (and their graph estimate) where
-V2 runs. What would still settle it: a start-up log at DEBUG (``MemoryProfilingResult``: torch
-peak increase, non-torch increase, ``total_consumed``) of one compiled single-GPU V2 deployment,
-cold and warm on one cache, beside the same deployment with --enforce-eager; or vLLM itself on a
-GPU with the allocator's history recorded across ``profile_run``.
++0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms (and
+their graph estimate) where V2 runs. What would still settle it: a start-up log at DEBUG
+(``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of one
+compiled single-GPU V2 deployment, cold and warm on one cache, beside the same deployment with
+--enforce-eager; or vLLM itself on a GPU with the allocator's history recorded across
+``profile_run``.
 """
 
 from __future__ import annotations
