@@ -25,6 +25,17 @@ Two questions about torch and the CUDA allocator / driver, not about vLLM's sour
    with vLLM 0.27.1's Inductor options ``combo_kernels`` / ``benchmark_combo_kernel``), one fresh
    process a case.
 
+``--set b`` (``v2-module-h100.json``) asks the same of the compiled mode as vLLM builds it, for
+Llama-3.1-8B shapes at 2,048 tokens (rows 1104, 1205-1214: compiled single-GPU V2 logs keep
+0.82-0.88 GiB beyond V2's own terms, the eager row 1215 none): the model an ``nn.Module`` whose
+weights are ``Parameter``s (``requires_grad=False``, as vLLM makes them; one case with the default
+``True``), ``torch.compile`` of the module with the token dimension marked dynamic, the first call
+(the cold compile and the forward) under ``torch.inference_mode`` as V2's ``profile_run`` runs it,
+then the greedy sampler stage outside the compiled graph (``compute_logits`` on the R rows);
+TP1 and TP2 shards and an eager baseline. Each case records the peak of the first and of a second
+call above the allocated bytes before it, and every allocation of 256 MiB or more made during the
+first call with the innermost frames of its Python stack (the allocator's recorded history).
+
 Each case records the budget terms as vLLM 0.27.1 computes them (``total_consumed``,
 ``transient_peak_headroom``, ``torch_peak_increase``, the non-torch increase) and splits the
 free-memory drop into allocated bytes, reserved-but-free bytes after ``empty_cache`` (segments
@@ -209,6 +220,121 @@ def run_window(tp: int, tokens: int, rows: int, layers: int, compiled: bool) -> 
     }
 
 
+def run_module(tp: int, compiled: bool, grad: bool, tokens: int = 2048, rows: int = 256,
+               layers: int = 2) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    vocab, hidden, inter, heads, kv_heads, hd = 128256, 4096, 14336, 32, 8, 128  # Llama-3.1-8B
+    vocab_l, inter_l, heads_l, kv_l = -(-vocab // tp), inter // tp, heads // tp, kv_heads // tp
+    dev = torch.device("cuda")
+    bf16 = torch.bfloat16
+
+    def p(*shape: int) -> nn.Parameter:
+        return nn.Parameter(torch.empty(shape, dtype=bf16, device=dev).normal_(0, 0.02),
+                            requires_grad=grad)
+
+    class Norm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = p(hidden)
+
+        def forward(self, x: Any, residual: Any) -> Any:
+            if residual is not None:
+                x = x + residual
+            residual = x
+            xf = x.float()
+            y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(bf16)
+            return y * self.weight, residual
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n1, self.n2 = Norm(), Norm()
+            self.qkv = p((heads_l + 2 * kv_l) * hd, hidden)
+            self.o = p(hidden, heads_l * hd)
+            self.gu = p(2 * inter_l, hidden)
+            self.down = p(hidden, inter_l)
+
+        def forward(self, x: Any, residual: Any) -> Any:
+            h, residual = self.n1(x, residual)
+            qkv = F.linear(h, self.qkv)
+            attn = torch.empty((qkv.shape[0], heads_l * hd), dtype=bf16, device=qkv.device)
+            h, residual = self.n2(F.linear(attn, self.o), residual)
+            g, u = F.linear(h, self.gu).split(inter_l, dim=-1)
+            return F.linear(F.silu(g) * u, self.down), residual
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = p(vocab_l, hidden)
+            self.layers = nn.ModuleList(Layer() for _ in range(layers))
+            self.norm = Norm()
+
+        def forward(self, ids: Any) -> Any:
+            if tp > 1:
+                mask = ids >= vocab_l
+                x = F.embedding(torch.where(mask, 0, ids), self.embed)
+                x = x.masked_fill(mask.unsqueeze(-1), 0)
+            else:
+                x = F.embedding(ids, self.embed)
+            residual = None
+            for layer in self.layers:
+                x, residual = layer(x, residual)
+            x, _ = self.norm(x, residual)
+            return x
+
+    torch.cuda.init()
+    model = Model()
+    lm_head = torch.empty((vocab_l, hidden), dtype=bf16, device=dev).normal_(0, 0.02)
+    fn: Any = model
+    if compiled:
+        import torch._inductor.config as ic
+
+        ic.combo_kernels = True
+        ic.benchmark_combo_kernel = True
+        fn = torch.compile(model, fullgraph=True)
+
+    def call() -> tuple[int, int]:
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        with torch.inference_mode():
+            ids = torch.randint(0, vocab_l, (tokens,), device=dev)
+            torch._dynamo.mark_dynamic(ids, 0)
+            h = fn(ids)
+            idx = torch.arange(rows, device=dev) * (tokens // rows) + (tokens // rows - 1)
+            out = (h[idx] @ lm_head.t()).argmax(-1)
+            torch.cuda.synchronize()
+            del h, out, ids, idx
+        gc.collect()
+        return torch.cuda.max_memory_allocated() - base, torch.cuda.memory_allocated() - base
+
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+    first, kept1 = call()
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    second, kept2 = call()
+    big = []
+    for trace in snap.get("device_traces", []):
+        for ev in trace:
+            if ev.get("action") == "alloc" and ev.get("size", 0) >= 256 * MIB:
+                frames = [f"{f.get('filename', '').rsplit('/', 1)[-1]}:{f.get('line')} "
+                          f"{f.get('name')}" for f in ev.get("frames", [])[:8]]
+                big.append({"size": ev["size"], "frames": frames})
+    return {"tp": tp, "compiled": compiled, "requires_grad": grad, "tokens": tokens,
+            "rows": rows, "layers": layers, "first_call_peak": first, "kept_first": kept1,
+            "second_call_peak": second, "kept_second": kept2,
+            "embed_bytes": vocab_l * hidden * 2, "allocs_256mib_plus": big[:40]}
+
+
+MODULE_CASES = {
+    "tp1-eager": (1, False, False), "tp1-compiled": (1, True, False),
+    "tp2-compiled": (2, True, False), "tp1-compiled-grad": (1, True, True),
+}
+
 CASES = [
     ("tp1-eager", 1, False), ("tp2-eager", 2, False),
     ("tp1-compiled", 1, True), ("tp2-compiled", 2, True),
@@ -222,7 +348,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--rows", type=int, default=1024)
+    ap.add_argument("--set", default="a", choices=["a", "b"])
     args = ap.parse_args()
+    if args.case and args.case.startswith("module-"):
+        tp, compiled, grad = MODULE_CASES[args.case.removeprefix("module-")]
+        print(json.dumps(run_module(tp, compiled, grad)))
+        return
     if args.case == "uva":
         print(json.dumps(run_uva()))
         return
@@ -240,7 +371,10 @@ def main() -> None:
         result["triton"] = triton.__version__
     except ImportError:
         pass
-    for name in ["uva"] + [c[0] for c in CASES]:
+    names = (["uva"] + [c[0] for c in CASES] if args.set == "a"
+             else ["module-" + k for k in MODULE_CASES])
+    out_name = "v2-window.json" if args.set == "a" else "v2-module.json"
+    for name in names:
         env = dict(os.environ)
         env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind-")
         env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tri-")
@@ -253,7 +387,7 @@ def main() -> None:
         except (IndexError, json.JSONDecodeError):
             result["cases"][name] = {"error": p.stderr[-3000:]}
         print(name, json.dumps(result["cases"][name])[:600], flush=True)
-        with open(os.path.join(args.out, "v2-window.json"), "w") as f:
+        with open(os.path.join(args.out, out_name), "w") as f:
             json.dump(result, f, indent=1)
 
 

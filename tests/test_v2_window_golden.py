@@ -18,6 +18,7 @@ from memprof.core.engines.vllm_runner import sampler_state_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "reports/gpu/v2-window/v2-window-h100.json"
+MODULE = ROOT / "reports/gpu/v2-window/v2-module-h100.json"
 QWEN3_32B_VOCAB = 151936
 
 
@@ -93,3 +94,23 @@ def test_the_reproduced_window_matches_the_tp2_log_and_not_the_tp1_one() -> None
     # TP2: within 0.1 GiB of the log; TP1: over 1.5 GiB below it
     assert c2["overhead_0271"] / GiB == pytest.approx(logged_902, abs=0.1)
     assert logged_901 - c1["overhead_0271"] / GiB > 1.5
+
+
+def test_compiling_the_module_as_vllm_does_copies_no_weight() -> None:
+    g = json.loads(MODULE.read_text())
+    assert g["torch"].startswith("2.11") and "H100" in g["gpu"]
+    cases = g["cases"]
+    assert set(cases) == {"module-tp1-eager", "module-tp1-compiled", "module-tp2-compiled",
+                          "module-tp1-compiled-grad"}
+    for c in cases.values():
+        assert c["tokens"] == 2048 and c["rows"] == 256
+        assert c["allocs_256mib_plus"] == []  # the [V, H] table is 1,002 MiB: never copied
+        assert c["kept_first"] == 32 * MiB and c["kept_second"] == 0
+    tp1 = cases["module-tp1-compiled"]
+    assert tp1["embed_bytes"] == 128256 * 4096 * 2
+    # the cold first call: the forward, the cuBLAS workspace and one 50 MiB buffer (the H100's
+    # L2, the benchmarker's flush buffer)
+    assert tp1["first_call_peak"] - tp1["second_call_peak"] - tp1["kept_first"] == 50 * MiB
+    assert cases["module-tp1-compiled-grad"]["first_call_peak"] == tp1["first_call_peak"]
+    # against the ~1.03 GiB that row 1211's compiled start implies (docs/model-runner-v2.md)
+    assert tp1["first_call_peak"] < 0.3 * GiB

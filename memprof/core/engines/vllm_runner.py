@@ -202,7 +202,10 @@ and not in a cold compile of the model's graph; no rule charges it.
   same 48 MiB at TP1 and TP2 when eager, and gives row 902's overhead (1.59 GiB against 1.66)
   but not row 901's (2.14 against 3.86) (reports/gpu/v2-window/README.md,
   tests/test_v2_window_golden.py); 0.23.0-0.26.0's budget line reads no reserved memory, yet
-  rows 1104 and 1205-1214 keep the same 0.8 GiB.
+  rows 1104 and 1205-1214 keep the same 0.8 GiB. And a weight copied when the model is compiled
+  as vLLM compiles it (an ``nn.Module`` of ``Parameter``s, the first call under
+  ``torch.inference_mode``): for Llama-3.1-8B shapes the cold first call peaks at 282 MiB with
+  no allocation of 256 MiB or more, against the 1.03 GiB row 1211 implies (the same golden).
 - The eager row. Row 1215 (0.24.0, --enforce-eager: CompilationMode.NONE, no graphs, 8,192
   tokens) lands at +0.17% with V2's own terms, where row 1211 of the same session, card, model
   and release (compiled, 2,048 tokens) keeps 0.82 GiB beyond them. A transient of the size 1211
