@@ -781,12 +781,11 @@ class VLLM(Engine):
                      f"int32 and two bitmasks), {charged}")
         return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
                 f"use_v2_model_runner); memprof charges the V1 runner's profile run "
-                f"[approximation]{terms}. V2's terms alone leave the published TP1 V2 logs 0.6-1.7 "
-                "GiB a GPU short of their logged overhead: a cold torch.compile runs inside V2's "
-                "profiling window and Inductor benchmarks its combo kernels on full-size copies "
-                "of their buffers, a size the source does not give per model (not modelled: "
-                "memprof/core/engines/vllm_runner.py); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
-                "runner memprof models"]
+                f"[approximation]{terms}. V2's terms alone leave the published compiled "
+                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead, a charge "
+                "not identified in vLLM's source or on a GPU (not modelled: "
+                "docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner "
+                "memprof models"]
 
     def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,
                        hybrid: bool, quantised: bool = False,

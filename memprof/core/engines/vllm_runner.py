@@ -28,14 +28,19 @@ code in 0.23.0-0.28.0):
    non-torch increase, which does not see them (``V2_SAMPLER_STATE_CHARGED``).
 
 memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
-published V2 logs of tests/data/published.json (rows 310, 901-903, 907-909) keep 0.6-1.7 GiB a
-GPU less KV memory than the three terms leave, a charge not found in V2's runner (row 1104 puts
-it in the profile run's torch peak, with a cold compile in the window: below); V1's terms are
-within 2-3% of most of them. The shortfall follows the tensor-parallel size, not the runner: every
+published compiled single-GPU V2 logs of tests/data/published.json (rows 310, 901, 903, 907-909,
+1104, 1205-1214) keep 0.6-1.6 GiB a GPU less KV memory than the three terms leave (0.82-0.88 GiB
+for Llama-3-8B at 0.24.0 and 0.26.0 on A40 and A100 cards: fixed by the model, not the card), a
+charge not found in V2's runner (row 1104 puts it in the profile run's torch peak, with a cold
+compile in the window: below); V1's terms reproduce them, within 0.2% for the twelve Llama-3-8B
+logs. The shortfall follows the tensor-parallel size and the compiled mode, not the runner: every
 such log is TP1 (row 903 and the V1 MoE row 906 are TP1 pipelines; row 906 keeps about 2.5 GiB a
-stage less than memprof's V1 terms leave), and the TP2 / TP4 logs of the same host and release
-(row 902 under V2, rows 904 / 905 under V1) are within 0.4 GiB. ``v2_terms`` gives the three
-figures, which the estimate's note states.
+stage less than memprof's V1 terms leave); the TP2 / TP4 logs of the same host and release (row
+902 under V2, rows 904 / 905 under V1) are within 0.4 GiB, and the one eager V2 log (row 1215,
+--enforce-eager, the session and card of row 1211) keeps 0.03 GiB beyond V2's own terms.
+``v2_terms`` gives the three figures, which the estimate's note states. The per-release table of
+V2's terms (0.23.0-0.33.0, with every allocation's shape) and the rows by hand:
+docs/model-runner-v2.md.
 
 The TP1 shortfall: searched for, not found, so no rule charges it. Read in the 0.26.0 and 0.27.1
 wheels against 0.20.0, and ruled out:
@@ -186,15 +191,37 @@ and not in a cold compile of the model's graph; no rule charges it.
   charged as max(table, V2's own peak) on the first stage beside V2's own terms, it would
   leave 1104 +0.2%, 902 +0.5%, 908 -0.9%, 909 +0.3%, but 901 -6.5%, 903 +10.7% and 907 +13.7%;
   and no benchmark copy of it is made (above).
+- Read in the 0.23.0-0.33.0 wheels and measured (docs/model-runner-v2.md, "Ruled out"): what TP >
+  1 allocates or frees (``init_worker_distributed_environment`` runs before the init snapshot, and
+  nothing in the distributed path frees or empties the cache after it); the workspace manager
+  (lazy; no dense-attention op asks for it); V2's pinned host (UVA) buffers (measured: not in
+  ``mem_get_info``); an fp32 lm_head (``head_dtype`` is the model dtype for generate models);
+  and reserved-but-free segments that a block allocated in the window pins past ``empty_cache``
+  (the mechanism 0.31.0's profile-run ``max_split_size_mb:20`` names): 0.27.1's window
+  reproduced at torch level on an H100 for Qwen3-32B shapes pins nothing when compiled, pins the
+  same 48 MiB at TP1 and TP2 when eager, and gives row 902's overhead (1.59 GiB against 1.66)
+  but not row 901's (2.14 against 3.86) (reports/gpu/v2-window/README.md,
+  tests/test_v2_window_golden.py); 0.23.0-0.26.0's budget line reads no reserved memory, yet
+  rows 1104 and 1205-1214 keep the same 0.8 GiB. And a weight copied when the model is compiled
+  as vLLM compiles it (an ``nn.Module`` of ``Parameter``s, the first call under
+  ``torch.inference_mode``): for Llama-3.1-8B shapes the cold first call peaks at 282 MiB with
+  no allocation of 256 MiB or more, against the 1.03 GiB row 1211 implies (the same golden).
+- The eager row. Row 1215 (0.24.0, --enforce-eager: CompilationMode.NONE, no graphs, 8,192
+  tokens) lands at +0.17% with V2's own terms, where row 1211 of the same session, card, model
+  and release (compiled, 2,048 tokens) keeps 0.82 GiB beyond them. A transient of the size 1211
+  implies (its 0.21 GiB forward + 0.82) would leave 1215 at -0.9%, against a +/-0.1% spread of
+  rows 1205-1214: the charge belongs to the compiled mode (tests/test_v2_profile_peak_ruled_out.py).
 
 V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's
-own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 +0.7 -> +3.5%, 901 -2.9 ->
--6.7% (a failed start: negative figures), 902 -18.2 -> +0.5%, 903 +0.8 -> +10.7%, 907 +17.4 ->
-+27.5%, 908 +0.4 -> +4.0%, 909 +1.9 -> +6.4%. Only row 902 comes closer, so memprof keeps the V1
-terms (and their graph estimate) where V2 runs. What would still settle it: a cold and a warm
-start of one of these dense V2 deployments on one host with the 0.26.0 per-term budget line
-(row 1104's), whose difference in "peak activation" is the compile's share on that card and
-build.
+own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 ->
+-6.7% (a failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +14.8 ->
++27.5%, 908 -0.5 -> +4.0%, 909 +0.8 -> +6.4%, 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215 +0.17 ->
++0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms (and
+their graph estimate) where V2 runs. What would still settle it: a start-up log at DEBUG
+(``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of one
+compiled single-GPU V2 deployment, cold and warm on one cache, beside the same deployment with
+--enforce-eager; or vLLM itself on a GPU with the allocator's history recorded across
+``profile_run``.
 """
 
 from __future__ import annotations
