@@ -162,7 +162,8 @@ def test_estimates_profile_the_tower_without_a_note() -> None:
     """The multimodal profile run is modelled (memprof/core/terms/encoder.py): no note says it
     is left out, and the encoder cache is a component."""
     e = estimate(load_model("gemma-3-27b-it"), Deployment(tp=2), gpu_name="H100")
-    assert not any("not modelled" in n for n in e.notes)
+    # (the release's Model Runner V2 note names what of V2 is not modelled: not the tower)
+    assert not any("not modelled" in n for n in e.notes if "Model Runner V2" not in n)
     assert any(c.name == "encoder cache (profile run)" and c.bytes > 0
                for c in e.ranks[0].components)
     e2 = estimate(load_model("gemma-2-9b-it"), Deployment(), gpu_name="H100")

@@ -25,12 +25,24 @@ def test_dense_model_is_noted_from_0_25_to_0_28(version: str) -> None:
     assert "VLLM_USE_V2_MODEL_RUNNER=0" in note and "[approximation]" in note
 
 
-@pytest.mark.parametrize("version", ["0.21.0", "0.29.0", "0.33.0"])
-def test_not_outside_the_rows(version: str) -> None:
-    # 0.21.0: V2 only with VLLM_USE_V2_MODEL_RUNNER=1; 0.29.0 on, V2's profile run charges a
-    # CUDA-graph estimate and the note stops (0.24.0 lists Qwen3ForCausalLM: see
+def test_not_outside_the_rows() -> None:
+    # 0.21.0: V2 only with VLLM_USE_V2_MODEL_RUNNER=1 (0.24.0 lists Qwen3ForCausalLM: see
     # tests/test_vllm_runner.py)
-    assert _v2_notes("qwen3-32b", Deployment(tp=2, engine_version=version)) == []
+    assert _v2_notes("qwen3-32b", Deployment(tp=2, engine_version="0.21.0")) == []
+
+
+@pytest.mark.parametrize(("version", "late"), [("0.29.0", 0), ("0.31.0", 1), ("0.33.0", 2)])
+def test_from_029_every_model_is_noted_with_what_is_not_modelled(version: str, late: int) -> None:
+    # 0.29.0 on every model runs V2 and its profile run charges a CUDA-graph estimate of its
+    # own; 0.31.0 adds the allocator split limit, 0.33.0 a second sampler warm-up pass
+    for model in ("qwen3-32b", "qwen3-235b-a22b-fp8"):
+        notes = _v2_notes(model, Deployment(tp=2 if model == "qwen3-32b" else 4,
+                                             engine_version=version))
+        assert len(notes) == 1 and notes[0].startswith(f"vLLM {version} runs the model with "
+                                                       "Model Runner V2")
+        assert "[approximation]" in notes[0] and "V2's own graph estimate" in notes[0]
+        assert ("split limit" in notes[0]) is (late >= 1)
+        assert ("second sampler warm-up" in notes[0]) is (late >= 2)
 
 
 def test_quantised_dense_models_are_noted_too() -> None:

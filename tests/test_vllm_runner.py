@@ -160,8 +160,9 @@ def test_the_runner_matches_what_each_published_log_prints() -> None:
     # the second).
     import re
 
+    from memprof.base.errors import MemprofError
     from memprof.core.versions import split_generation, version_key
-    from tests.test_published_distribution import ROWS, row_estimate
+    from tests.test_published_distribution import ROWS, Refused, row_estimate
 
     seen = {}
     for row in ROWS:
@@ -172,8 +173,11 @@ def test_the_runner_matches_what_each_published_log_prints() -> None:
         v1 = re.search(r"\[gpu_model_runner\.py:\d+\]", row["quote"]) is not None
         if v1 == v2:
             continue
-        est, _ = row_estimate(row)
+        try:
+            est, _ = row_estimate(row)
+        except (Refused, MemprofError):  # a card or model memprof does not know
+            continue
         seen[row["id"]] = any("Model Runner V2" in n for n in est.notes)
         assert seen[row["id"]] is v2, row["id"]
     assert seen == {901: True, 902: True, 903: True, 904: False, 1104: True,
-                    **{i: True for i in range(1205, 1216)}}
+                    **{i: True for i in range(1205, 1216)}, 1603: True, 1604: True}

@@ -42,6 +42,7 @@ from memprof.core.versions import (
     rule_in_force,
     split_generation,
     value_at,
+    version_key,
 )
 
 # the newest releases' default: 0.20.0-0.33.0 config/cache.py Field(default=0.92), PR #38284
@@ -757,11 +758,22 @@ class VLLM(Engine):
         (``vllm_runner.v2_terms``) for this deployment's last PP stage."""
         version = dep.engine_version or ""
         release, _ = split_generation(version)
-        # not noted from 0.29.0, where every model runs V2 and its profile run charges a
-        # CUDA-graph estimate (memprof/core/engines/vllm_runner.py V2_GRAPH_ESTIMATE); asked
-        # first, so a deployment there reads no family rows
+        # from 0.29.0 every model runs V2 (but for the features V2 does not support) and its
+        # profile run charges a CUDA-graph estimate of its own (memprof/core/engines/
+        # vllm_runner.py V2_GRAPH_ESTIMATE): a shorter note, asked first, so a deployment there
+        # reads no family rows
         if value_at(V2_GRAPH_ESTIMATE, release, default=True):
-            return []
+            late = [what for since, what in (
+                ("0.31.0", "the allocator split limit during the profile run"),
+                ("0.33.0", "the second sampler warm-up pass with sampling settings"))
+                if version_key(release) >= version_key(since)]
+            return [f"vLLM {release} runs the model with Model Runner V2 (config/vllm.py "
+                    "use_v2_model_runner); memprof charges the V1 runner's profile run and "
+                    "CUDA-graph estimate [approximation]; not modelled: V2's own graph estimate "
+                    "(cudagraph_utils.profile_cudagraph_memory)"
+                    + "".join(f", {w}" for w in late)
+                    + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
+                    "runner memprof models"]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
             return []
