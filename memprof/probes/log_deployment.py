@@ -113,7 +113,7 @@ def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GP
         return g
     off = abs(g.total_bytes - total) / total
     check = ("" if off <= GPU_MATCH else
-             f"; that is {off:.1%} off the card's, check --gpu (or give --gpu-memory)")
+             f"; that is {off:.2%} off the card's, check --gpu (or give --gpu-memory)")
     notes.append(f"GPU: {g.name} (--gpu) at the {total / GiB:.2f} GiB total the log prints, "
                  f"not the catalog's {g.total_bytes / GiB:.2f} GiB: the engine budgeted on the "
                  f"total it saw{check}")
