@@ -33,7 +33,7 @@ from memprof.cli import run
 from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED, logged_rank
 from memprof.core.versions import split_generation, version_key
-from memprof.probes.log_deployment import log_gpu
+from memprof.probes.log_deployment import log_gpu, shows_card
 from memprof.probes.startup_log import parse_log
 
 
@@ -62,7 +62,8 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 115, 116, 119, 122, 131, 134, 150, 201, 520, 802, 1101, 1202)
+RELEASE_ONLY = (12, 32, 48, 101, 102, 115, 116, 118, 119, 122, 131, 134, 150, 201, 520, 802, 1101,
+                1202)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -74,15 +75,13 @@ _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len ar
 # vLLM 0.6.x logs (rows 101, 102, 161): the untagged one-line "Memory profiling results" report
 # only 0.6.4 / 0.6.4.post1 print (configs/vllm_log_lines.json "formats") places them at 0.6.4,
 # the base release the patch re-release 0.6.4.post1 re-ships (memprof.probes.log_deployment.
-# patch_base); the rows run at 0.6.4.post1, the newest on the comment's date. And the row's
-# estimate takes the catalog's RTX-3090 total (23.57 GiB, not exact) where explain takes the
-# log's total_gpu_memory=23.58GiB. Row 161 also sets --max-model-len 35000 in the comment's
-# prose ("35k - OK"), no line of its log. Rows 115, 116: a pull request's branch, whose
-# multi-line budget report ("total_gpu_memory     79.22GiB") explain reads (the card, the
-# budget, the KV figure), but no release printed it
+# patch_base); the rows run at 0.6.4.post1, the newest on the comment's date (both on the log's
+# total_gpu_memory=23.58GiB: test_published_distribution.printed_total). Row 161 also sets
+# --max-model-len 35000 in the comment's prose ("35k - OK"), no line of its log. Rows 115, 116:
+# a pull request's branch, whose multi-line budget report ("total_gpu_memory     79.22GiB")
+# explain reads (the card, the budget, the KV figure), but no release printed it
 _V064 = (_DATED + ": the untagged one-line report is 0.6.4's and 0.6.4.post1's format alike "
-         "and explain takes the base release 0.6.4; and the card's exact total (the row runs on "
-         "the catalog's RTX-3090, 23.57 GiB, explain on the log's total_gpu_memory=23.58GiB)")
+         "and explain takes the base release 0.6.4")
 _PR10511 = "the release (PR #10511's branch, modelled at 0.6.5, which merged it)"
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
@@ -102,9 +101,7 @@ XFAIL: dict[int, str] = {
     115: OUTSIDE + _PR10511 + " (its two worker.py:243 tags match no release's lines)",
     116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
          "lines: rebuilt at 0.6.6.post1)",
-    118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read); and the OOM "
-         "line's 93.02 GiB total, which explain rebuilds on, is not the row's catalog H100-NVL "
-         "(93.10 GiB)",
+    118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read)",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure and no error "
          "line; its release, 0.8.4, is the issue log's API server line)",
     122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
@@ -145,9 +142,6 @@ XFAIL: dict[int, str] = {
          "H200 in the notes)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
-    904: "the GPU total: the log's 'Free memory on device (94.05/95.01 GiB)' shows the card's "
-         "95.01 GiB, which explain rebuilds on; the row runs on the catalog's RTX-PRO-6000 "
-         "(94.97 GiB: memprof_run.why)",
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--enable-expert-parallel)",
@@ -156,9 +150,6 @@ XFAIL: dict[int, str] = {
     906: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--pipeline-parallel-size 4)",
-    1103: "the GPU total: the OOM line's 'GPU 0 has a total capacity of 23.54 GiB' shows the "
-          "card's total, which explain rebuilds on; the row runs on the catalog's RTX-3090 "
-          "(23.57 GiB: memprof_run.gpu), as the same study's rows 302-309 and 1102",
     # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): the engine
     # settings load_vllm passes are printed by Unsloth's own lines, not vLLM's
     1301: OUTSIDE + "the LoRA sizes (max_lora_rank 32: the notebook cell's lora_rank; the "
@@ -196,13 +187,6 @@ XFAIL: dict[int, str] = {
     1401: OUTSIDE + "mem_fraction_static 0.7629746875 (the ServerArgs line, cut from the stored "
           "thread: notes); explain takes SGLang 0.5.5's heuristic with its multimodal "
           "reduction, 0.857 × 0.8966 = 0.7684 (1.0% more tokens)",
-    1603: "the GPU total: the quote's 'Free memory on device (22.64/23.52 GiB)' is the card the "
-          "repository README names, an RTX 4090, which the row runs as the catalog RTX-4090 "
-          "(23.64 GiB); explain rebuilds on the log's 23.52 GiB, the total of no catalog card "
-          "(memprof.core.gpus.gpu_from_total places it as an RTX-3090)",
-    1604: "the GPU total: the quote's 23.52 GiB is the same study's RTX 4090 endpoint (row 1603: "
-          "docs/recon-a4.md names the card), run as the catalog RTX-4090 (23.64 GiB); explain "
-          "rebuilds on the log's total",
     1605: OUTSIDE + "the release and the flags: the quote is the README's prose around two log "
           "figures; 0.30.0 is the README's re-verification note, --max-model-len 8192 and "
           "--gpu-memory-utilization 0.90 are scripts/serve.sh's defaults (the notes)",
@@ -266,16 +250,21 @@ def _distribution_estimate(row: dict[str, Any]) -> Estimate:
 
 
 def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
-    """``explain LOG -m MODEL [--gpu GPU] -f json``: ``--gpu`` only where the quote shows no
-    GPU total (explain then asks for it)."""
+    """``explain LOG -m MODEL [--gpu GPU] -f json``: ``--gpu`` only where the quote does not
+    show the card: it prints no GPU total (explain then asks for it), or a total that is no
+    catalog card's (``memprof.probes.log_deployment.shows_card``: explain would assume the
+    nearest card) where the row names the card; explain then runs that card at the printed
+    total, as the row does (``test_published_distribution.printed_total``)."""
     model, _, gpu, _ = PUB._run_args(row)
     argv = ["explain", str(log), "-m", model, "-f", "json"]
     try:
-        shows_total = log_gpu(parse_log(row["quote"])) is not None
+        log_ = parse_log(row["quote"])
     except BadInput:  # nothing explain reads: it says so itself
-        shows_total = False
-    if not shows_total:
+        log_ = None
+    if log_ is None or log_gpu(log_) is None:
         assert gpu is not None, row["id"]
+        argv += ["--gpu", gpu]
+    elif not shows_card(log_) and gpu is not None:
         argv += ["--gpu", gpu]
     return argv
 

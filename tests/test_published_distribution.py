@@ -41,8 +41,9 @@ from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate, load_figure
 from memprof.core.explain import in_use_from_log, with_derived
-from memprof.core.gpus import gpu_from_total
+from memprof.core.gpus import PRINTED_ROUNDING, find_gpu, gpu_from_total
 from memprof.core.graph_log import logged_graph
+from memprof.probes.startup_log import parse_log
 
 DATA = Path(__file__).parent / "data"
 ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
@@ -95,6 +96,8 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
     gpu = None if not gpu or gpu == "not stated" else str(gpu)
     mem = run.get("gpu_mem_gib")
     mem_bytes = round(mem * GiB) if gpu is None and mem else None
+    if gpu is not None:
+        mem_bytes = printed_total(row, gpu)
     if gpu is None and mem_bytes is None:
         raise Refused("the log does not state the GPU")
     if run.get("tp") is None:
@@ -111,6 +114,25 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
     if (run.get("ep") or 1) > 1:
         kwargs["enable_expert_parallel"] = True
     return str(model), Deployment(engine_version=str(version), **kwargs), gpu, mem_bytes
+
+
+def printed_total(row: dict[str, Any], gpu: str) -> int | None:
+    """The card's total the row's quote prints, where it is not the catalog ``gpu``'s: the
+    row then runs that card at the printed total, the total the engine saw (torch's
+    ``mem_get_info``: vLLM's "Free memory on device (94.05/95.01 GiB)", "total_gpu_memory=
+    23.58GiB", torch's OOM "GPU 0 has a total capacity of 23.54 GiB"), read as ``memprof
+    explain`` reads it (``memprof.probes.log_deployment.log_gpu``), so that the two run on the
+    same total. None where the quote prints no total or prints the catalog card's (within the
+    0.01 GiB it is rounded to: ``memprof.core.gpus.PRINTED_ROUNDING``)."""
+    try:
+        log = parse_log(str(row.get("quote") or ""))
+        card = find_gpu(gpu)
+    except MemprofError:  # no line explain reads / a card memprof refuses (the row says so)
+        return None
+    total = log.get("total_gpu_bytes") or log.get("oom_total_bytes")
+    if not total or abs(card.total_bytes - total) <= PRINTED_ROUNDING:
+        return None
+    return int(total)
 
 
 # observed key (GiB, as the log prints it) -> the key memprof explain reads it under

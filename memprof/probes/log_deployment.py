@@ -1,6 +1,6 @@
 """A start-up log → the deployment that printed it: the model, the GPU (from the total the log
-shows, matched to the catalog), the settings the log states, and the measured figures to set
-beside memprof's estimate."""
+shows, matched to the catalog; ``--gpu``'s card at the total the log shows), the settings the
+log states, and the measured figures to set beside memprof's estimate."""
 
 from __future__ import annotations
 
@@ -8,9 +8,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memprof.base.errors import BadInput
+from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.engines import ENGINES
-from memprof.core.gpus import GPU, gpu_from_total, resolve_gpu
+from memprof.core.gpus import (
+    GPU,
+    GPU_MATCH,
+    PRINTED_ROUNDING,
+    catalog,
+    gpu_from_total,
+    resolve_gpu,
+)
 from memprof.probes.startup_log import StartupLog
 
 # figures that are settings or context, not quantities memprof estimates
@@ -53,13 +61,64 @@ def resolve_model(name: str) -> str:
                    "config.json)")
 
 
+def logged_total(log: StartupLog) -> float | None:
+    """The GPU total the log prints (vLLM's ``total_gpu_memory``, its "Free memory on device
+    (free/total GiB)", torch's OOM "GPU 0 has a total capacity of X GiB"): what
+    ``torch.cuda.mem_get_info`` gave the engine on that machine; ``None`` where it prints none."""
+    return log.get("total_gpu_bytes") or log.get("oom_total_bytes") or None
+
+
 def log_gpu(log: StartupLog) -> GPU | None:
     """The card the log's printed total stands for (``memprof.core.gpus.gpu_from_total``);
     ``None`` where the log prints no total."""
-    total = log.get("total_gpu_bytes") or log.get("oom_total_bytes")
+    total = logged_total(log)
     if not total:
         return None
     return gpu_from_total(total)
+
+
+def shows_card(log: StartupLog) -> bool:
+    """The log's printed total is a catalog card's (to the 0.01 GiB it is printed to), so the
+    log shows which card ran it; a total that is no catalog card's (the nearest one is taken,
+    an assumption) or no total at all does not."""
+    total = logged_total(log)
+    if not total:
+        return False
+    return any(abs(g.total_bytes - total) <= PRINTED_ROUNDING for g in catalog())
+
+
+def _card_from_log(log: StartupLog, notes: list[str]) -> GPU:
+    """The card of a log run without ``--gpu``: the one its printed total stands for."""
+    found = log_gpu(log)
+    total = logged_total(log)
+    if found is None or not total:
+        raise BadInput("the log does not show the GPU's total memory",
+                       hint="pass --gpu (memprof gpus lists the catalog) or --gpu-memory")
+    if shows_card(log):
+        notes.append(f"GPU: {found.name}, {found.total_bytes / GiB:.2f} GiB as the log shows it")
+    else:
+        notes.append(f"GPU: {found.name} assumed, {total / GiB:.2f} GiB as the log shows it: "
+                     f"that total is no catalog card's, and the {found.name} (architecture "
+                     f"{found.arch}) is the nearest (pass --gpu to name the card)")
+    return found
+
+
+def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GPU:
+    """``--gpu``'s card at the total the log prints, where that is not the catalog's: the
+    engine sized its budget on the total it saw (driver and ECC reserves differ between
+    machines), so the card is rebuilt on it, with a note; a total far from the card's
+    (beyond ``memprof.core.gpus.GPU_MATCH``) is taken too, and the note asks to check."""
+    total = logged_total(log)
+    if not total or abs(g.total_bytes - total) <= PRINTED_ROUNDING:
+        return g
+    off = abs(g.total_bytes - total) / total
+    check = ("" if off <= GPU_MATCH else
+             f"; that is {off:.2%} off the card's, check --gpu (or give --gpu-memory)")
+    notes.append(f"GPU: {g.name} (--gpu) at the {total / GiB:.2f} GiB total the log prints, "
+                 f"not the catalog's {g.total_bytes / GiB:.2f} GiB: the engine budgeted on the "
+                 f"total it saw{check}")
+    return replace(g, total_bytes=int(total), exact=False,
+                   source="the log's total (rounded to 0.01 GiB)")
 
 
 def newest_v0_release() -> str:
@@ -213,13 +272,10 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
             g = replace(g, total_bytes=parse_size(gpu_memory), exact=True, source="--gpu-memory")
     elif gpu or gpu_memory:
         g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None, gpu_arch)
+        if not gpu_memory:
+            g = _named_card_at_logged_total(log, g, notes)
     else:
-        found = log_gpu(log)
-        if found is None:
-            raise BadInput("the log does not show the GPU's total memory",
-                           hint="pass --gpu (memprof gpus lists the catalog) or --gpu-memory")
-        g = found
-        notes.append(f"GPU: {g.name}, {g.total_bytes / (1 << 30):.2f} GiB as the log shows it")
+        g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
     wrote = ENGINES.get(log.engine or "")  # None: the log does not say which engine wrote it
     util = log.get("gpu_memory_utilization")

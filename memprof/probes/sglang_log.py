@@ -1,11 +1,17 @@
 """What an SGLang start-up log says about its deployment and release, beyond the figures
 ``probes/startup_log.py`` reads from it.
 
-- ``server_args=ServerArgs(…)``: SGLang prints it after ``ServerArgs.__post_init__`` ran, so its
-  values are the ones the server used (``mem_fraction_static``, ``chunked_prefill_size`` and
-  ``cuda_graph_max_bs`` after the release's heuristics). A field is read when it names a setting
-  of SGLang's flags (``engines/sglang.py`` ``SGLang.flags``: ``tp_size``, ``context_length``,
-  ...); ``enable_ep_moe`` / ``ep_size`` > 1 is expert parallelism over the TP ranks.
+- ``server_args=ServerArgs(…)``, the dataclass's repr (through 0.5.18, ``entrypoints/engine.py``
+  ``logger.info(f"{server_args=}")``), or from 0.5.19 ``server_args={'model_path': …, 'tp_size':
+  2, …}``, the dict of ``ServerArgs.resolved_dict()`` (0.5.19 ``entrypoints/engine.py``
+  ``logger.info(f"server_args={server_args.resolved_dict()}")``; 0.5.23 logs the same dict with
+  its secrets redacted, ``_server_args_for_logging``). Both are printed after the release's
+  heuristics and resolution ran, so their values are the ones the server used
+  (``mem_fraction_static``, ``chunked_prefill_size`` and ``cuda_graph_max_bs`` after the
+  release's heuristics); the dict's nested dicts (``cuda_graph_config``) are values, not
+  fields. A field is read when it names a setting of SGLang's flags (``engines/sglang.py``
+  ``SGLang.flags``: ``tp_size``, ``context_length``, ...); ``enable_ep_moe`` / ``ep_size`` > 1
+  is expert parallelism over the TP ranks.
 - the scheduler's ``max_total_num_tokens=…, context_len=…`` line (the context length; its
   ``max_running_requests`` is derived from the pool, not a setting) and ``Capture cuda graph bs
   […]`` (the batch sizes captured; the largest is the graph batch) fill what ServerArgs left
@@ -57,6 +63,7 @@ MIN_FIELDS_TO_PLACE = 40
 MIN_SIMILARITY = 0.8
 
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)")
+_SERVER_ARGS_DICT = re.compile(r"server_args=\{(.*)")  # 0.5.19 and later (module docstring)
 _SCHEDULER = re.compile(r"max_total_num_tokens=\s*[0-9]+,(.*)")
 _DATE = re.compile(r"^\[(20[0-9]{2}-[01][0-9]-[0-3][0-9])[ \]]", re.M)
 _CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([0-9,\s]+)\]")
@@ -123,6 +130,43 @@ def split_fields(body: str) -> dict[str, str]:
     return out
 
 
+def split_dict_fields(body: str) -> dict[str, str]:
+    """``'a': 1, 'b': 'x, y', 'c': {'tp_size': 9}}`` → ``{"a": "1", "b": "'x, y'",
+    "c": "{'tp_size': 9}"}``: the top-level ``'name': value`` pairs of a dict's repr (what
+    follows ``server_args={``), up to the brace that closes it; a nested dict's keys are not
+    fields. A line cut short keeps the pairs it holds whole."""
+    out: dict[str, str] = {}
+    for part in _top_level(body):
+        m = re.fullmatch(r"\s*'([A-Za-z_]\w*)'\s*:\s*(.*?)\s*", part, re.S)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def _top_level(body: str) -> list[str]:
+    """The comma-separated items of ``body`` at bracket depth 0, up to the bracket that closes
+    the enclosing one (the last item of a body cut short is dropped: it may be cut too)."""
+    depth, quote, start = 0, "", 0
+    parts: list[str] = []
+    for i, ch in enumerate(body):
+        if quote:
+            if ch == quote and body[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                parts.append(body[start:i])
+                return parts
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    return parts
+
+
 def _literal(text: str) -> object:
     try:
         return ast.literal_eval(text)
@@ -158,6 +202,16 @@ def server_args_settings(fields: dict[str, str]) -> dict[str, Any]:
         value = _setting(fld, _literal(text))
         if value is not None:
             out.setdefault(fld, value)
+    # from 0.5.18 the decode graphs' batch is cuda_graph_config's decode phase (0.5.19
+    # arg_groups/cuda_graph_hook.py parse_cuda_graph_config, which --cuda-graph-max-bs, a
+    # deprecated alias of --cuda-graph-max-bs-decode in server_args.py, and memory_hook.py's
+    # sizing set); the 0.5.19+ dict prints it as a dict ({'decode': {'max_bs': 4, ...}, ...})
+    graphs = _literal(fields.get("cuda_graph_config", "None"))
+    decode = graphs.get("decode") if isinstance(graphs, dict) else None
+    if isinstance(decode, dict) and decode.get("backend") != "disabled":
+        max_bs = _setting("cuda_graph_max_bs", decode.get("max_bs"))
+        if max_bs is not None:
+            out.setdefault("cuda_graph_max_bs", max_bs)
     ep = _literal(fields.get("ep_size", "1"))
     if _literal(fields.get("enable_ep_moe", "False")) is True or (
             isinstance(ep, int) and not isinstance(ep, bool) and ep > 1):
@@ -296,6 +350,9 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
         m = _SERVER_ARGS.search(line)
         if m and not fields:
             fields = split_fields(m.group(1))
+        m = _SERVER_ARGS_DICT.search(line)
+        if m and not fields:
+            fields = split_dict_fields(m.group(1))
         m = _SCHEDULER.search(line)
         if m:
             sched = {k: _literal(v) for k, v in split_fields(m.group(1)).items()}

@@ -461,7 +461,7 @@ def _settings(lines: list[str], engine: str
               ) -> tuple[dict[str, Any], str | None, str | None, list[str], str | None]:
     """Settings from a serve command in the log (a ``docker run`` command's too, and the
     release its image's tag names, the last item), vLLM's "non-default args: {…}" or engine
-    config line, or SGLang's ``server_args=ServerArgs(…)``."""
+    config line, or SGLang's ``server_args=ServerArgs(…)`` / ``server_args={…}``."""
     settings: dict[str, Any] = {}
     model: str | None = None
     command: str | None = None
@@ -496,6 +496,13 @@ def _settings(lines: list[str], engine: str
             pairs = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", m.group(1)))
             d = {k: _literal(v) for k, v in pairs.items()}
             model = model or _str(d.get("model_path") or d.get("model"))
+            _take(d, settings)
+        m = re.search(r"server_args=\{(.*)", line)  # SGLang 0.5.19 and later
+        if m:
+            from memprof.probes.sglang_log import split_dict_fields
+
+            d = {k: _literal(v) for k, v in split_dict_fields(m.group(1)).items()}
+            model = model or _str(d.get("model_path"))
             _take(d, settings)
         if _LLM_CLASS.search(line) and "entrypoint" not in settings:
             settings["entrypoint"] = "llm"
