@@ -1,8 +1,9 @@
 """The GeForce cards issue 24's newest logs and log hunt met (RTX 5060 Ti, 5060, 5070, 5070 Ti,
-4070 family, 3080, 3080 Ti, 3060 Ti): each row's total is a torch print its source quotes, its SM
-count the CUDA cores NVIDIA specifies over 128 FP32 cores per SM (or the card's own print), it
-resolves by the names users type and drivers print, and the two calibration rows run on an
-RTX 5060 Ti (tests/data/published.json 1601/1602) take the card's architecture and SMs."""
+the 4070 family, 3080, 3080 Ti, 3060 Ti, the 6 GB RTX 3050 Laptop GPU): each row's total is a
+torch print its source quotes, its SM count the CUDA cores NVIDIA specifies over 128 FP32 cores
+per SM (or the card's own print), it resolves by the names users type and drivers print, and the
+two calibration rows run on an RTX 5060 Ti (tests/data/published.json 1601/1602) take the card's
+architecture and SMs."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ CARDS = {
     "RTX-3080": (10002, 8704, "sm86", 16),
     "RTX-3080-Ti": (11910.625, 10240, "sm86", 16),
     "RTX-3060-Ti": (8192, 4864, "sm86", 16),
+    "RTX-3050-6GB-Laptop": (5804, 2048, "sm86", 8),
 }
 
 TYPED = {
@@ -45,6 +47,8 @@ TYPED = {
     "RTX 4070 Ti SUPER": "RTX-4070-Ti-SUPER", "4070 Ti Super": "RTX-4070-Ti-SUPER",
     "RTX 3080": "RTX-3080", "3080 Ti": "RTX-3080-Ti", "NVIDIA GeForce RTX 3080 Ti": "RTX-3080-Ti",
     "RTX 3060 Ti": "RTX-3060-Ti", "NVIDIA GeForce RTX 3060 Ti": "RTX-3060-Ti",
+    "NVIDIA GeForce RTX 3050 6GB Laptop GPU": "RTX-3050-6GB-Laptop",
+    "RTX 3050 6GB Laptop": "RTX-3050-6GB-Laptop",
 }
 
 
