@@ -218,6 +218,9 @@ XFAIL: dict[int, str] = {
     1602: "the GPU total: the row runs on the record's RTX 5060 Ti at the 16,311 MiB torch "
           "reports under WSL2 (memprof_run, as row 1601); explain rebuilds on the quote's "
           "15.9 GiB, printed to 0.1 GiB",
+    1611: "the GPU total: the row runs on the page's RTX 4090 at the 24,564 MiB torch reports "
+          "under WSL2 (the page's nvidia-smi; memprof_run); explain rebuilds on the quote's "
+          "'Free memory on device (22.45/23.99 GiB)', 23.99 GiB to 0.01 GiB (1.8 MB more)",
 }
 
 
