@@ -225,6 +225,12 @@ XFAIL: dict[int, str] = {
           "the flags in prose and one KV line) prints neither; 0.27.1 is the course's "
           "environment record, and the card's WSL2 total (24,564 MiB) is row 1611's log of "
           "the same host (explain takes the catalog RTX-4090's 23.64 GiB)",
+    1613: OUTSIDE + "the release, the GPU total and the quantisation: the quote prints none "
+          "(0.27.1 and the WSL2 total as row 1612; gptq is memprof_run's flag for the "
+          "checkpoint memprof runs as its bf16 config)",
+    1614: OUTSIDE + "the release, the GPU total and the quantisation: the quote prints none "
+          "(0.27.1 and the WSL2 total as row 1612; fp8 is memprof_run's flag for the "
+          "checkpoint memprof runs as its bf16 config)",
 }
 
 
