@@ -95,8 +95,12 @@ def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | N
     gpu = run.get("gpu")
     gpu = None if not gpu or gpu == "not stated" else str(gpu)
     mem = run.get("gpu_mem_gib")
-    mem_bytes = round(mem * GiB) if gpu is None and mem else None
-    if gpu is not None:
+    # a named card at a total of the row's own (``--gpu X --gpu-memory Y``): only where
+    # ``memprof_run`` gives that total itself, with the reason in its ``why``; else a named card
+    # at the total its quote prints (``printed_total``)
+    own_total = "gpu_mem_gib" in (row.get("memprof_run") or {})
+    mem_bytes = round(mem * GiB) if mem and (gpu is None or own_total) else None
+    if gpu is not None and not own_total:
         mem_bytes = printed_total(row, gpu)
     if gpu is None and mem_bytes is None:
         raise Refused("the log does not state the GPU")
