@@ -22,6 +22,8 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
     lm_head (LogitsProcessorWithLoRA)
         A  [L, 1, r, H]        B  [L, 1, ceil((V + x)/256)·256, r]   (0.12.0 on: [L, 1, V, r])
                                                   embeddings_tensors [L, x, H] (model dtype)
+    a tied lm_head that is embed_tokens itself (Qwen3 0.16.0 to before 0.28.0), again
+        A  [L, V, r]           B  [L, 1, H, r]     (a second VocabParallelEmbeddingWithLoRA)
 
 with ``V`` the vocabulary and ``x = lora_extra_vocab_size`` (256; 0 from 0.12.0, which removed
 it: ``memprof/core/lora.py`` LORA_EXTRA_VOCAB). Before 0.12.0 some model classes also grow their
@@ -344,6 +346,10 @@ def lora_terms(ctx: TermContext) -> list[Component]:
         pad = LORA_VOCAB_PADDING if x else 1
         emb += (block(n * r * h * sl) + block(n * round_up(head_v, pad) * r * sl)
                 + (block(n * x * h * sm) if x else 0))
+        if st.support.tied_head_embedding and tied:
+            # the tied lm_head is embed_tokens itself, wrapped again as a
+            # VocabParallelEmbeddingWithLoRA (LoraSupport.tied_head_embedding)
+            emb += block(n * v * r * sl) + block(n * h * r * sl)
     if emb:
         out.append(Component(
             name="LoRA embed_tokens / lm_head buffers", category="weights", where=where,
