@@ -52,9 +52,10 @@ block (512-B granules; a request of 10 MiB or more in 2-MiB steps when that leav
 
 The profile run adds no lasting memory: the dummy LoRAs of ``maybe_dummy_run_with_lora``
 (``add_dummy_lora``, rank 8) are built on the CPU (0.8.2 ``lora/models.py`` ``create_dummy_lora``
-passes device "cpu" to ``LoRALayerWeights.create_dummy_lora_weights``, pinned) and copied into
-the slots above, and ``remove_all_adapters`` drops them when the dummy forward ends. What it adds
-to the profile run's peak is the sampler warm-up's wider logits (``lora_logits_widths``): while
+passes device "cpu" to ``LoRALayerWeights.create_dummy_lora_weights``, pinned; the same in 0.27.1
+``lora/model_manager.py``, for Model Runner V2 too: ``v1/worker/lora_model_runner_mixin.py``) and
+copied into the slots above, and ``remove_all_adapters`` drops them when the dummy forward ends.
+What it adds to the profile run's peak is the sampler warm-up's wider logits (``lora_logits_widths``): while
 the release has the extra vocabulary and the family's class grows its lm_head, the lm_head is
 ``ParallelLMHead(V + x)`` padded to ``lora_vocab_padding_size`` (0.8.2
 ``model_executor/models/llama.py`` ``LlamaForCausalLM.__init__``: ``unpadded_vocab_size +=

@@ -64,7 +64,8 @@ _NO_EMBEDDINGS = LoraSupport(extra_vocab=False, embeddings=False)
 QWEN2_LORA: tuple[Rule, ...] = (
     Rule(name="qwen2_lora", changes="LoRA: modules", since="0.7.1", until=None,
          value=_NO_EMBEDDINGS, introduced_by="before 0.7.1",
-         source="0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.33.0 model_executor/models/qwen2.py "
+         source="0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 "
+         "model_executor/models/qwen2.py "
          "Qwen2ForCausalLM (SupportsLoRA, no embedding_modules, no LoRA vocabulary)",
          applies_to="qwen2"),
 )
