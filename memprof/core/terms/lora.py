@@ -55,8 +55,9 @@ The profile run adds no lasting memory: the dummy LoRAs of ``maybe_dummy_run_wit
 passes device "cpu" to ``LoRALayerWeights.create_dummy_lora_weights``, pinned; the same in 0.27.1
 ``lora/model_manager.py``, for Model Runner V2 too: ``v1/worker/lora_model_runner_mixin.py``) and
 copied into the slots above, and ``remove_all_adapters`` drops them when the dummy forward ends.
-What it adds to the profile run's peak is the sampler warm-up's wider logits (``lora_logits_widths``): while
-the release has the extra vocabulary and the family's class grows its lm_head, the lm_head is
+What it adds to the profile run's peak is the sampler warm-up's wider logits
+(``lora_logits_widths``): while the release has the extra vocabulary and the family's class grows
+its lm_head, the lm_head is
 ``ParallelLMHead(V + x)`` padded to ``lora_vocab_padding_size`` (0.8.2
 ``model_executor/models/llama.py`` ``LlamaForCausalLM.__init__``: ``unpadded_vocab_size +=
 lora_extra_vocab_size``, ``padding_size = lora_vocab_padding_size``), and where lm_head is a
