@@ -68,7 +68,8 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "disable_custom_all_reduce", "vllm_use_flashinfer_sampler",
                      "no_gpu_peer_access", "nnodes", "enable_lora", "max_loras",
                      "max_lora_rank", "lora_extra_vocab_size", "lora_dtype",
-                     "fully_sharded_loras", "enable_lora_bias", "vllm_rocm_use_aiter",
+                     "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora",
+                     "vllm_rocm_use_aiter",
                      "max_total_tokens", "hf_overrides")
 
 

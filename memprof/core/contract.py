@@ -91,7 +91,8 @@ def lora_fields(d: Deployment) -> dict[str, Any]:
         return {}
     return {"enable_lora": True, "max_loras": d.max_loras, "max_lora_rank": d.max_lora_rank,
             "lora_extra_vocab_size": d.lora_extra_vocab_size, "lora_dtype": d.lora_dtype,
-            "fully_sharded_loras": d.fully_sharded_loras, "enable_lora_bias": d.enable_lora_bias}
+            "fully_sharded_loras": d.fully_sharded_loras, "enable_lora_bias": d.enable_lora_bias,
+            "specialize_active_lora": d.specialize_active_lora}
 
 
 def estimate_dict(e: Estimate) -> dict[str, Any]:

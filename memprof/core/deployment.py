@@ -115,6 +115,9 @@ class Deployment:
     lora_dtype: str = "auto"
     fully_sharded_loras: bool = False
     enable_lora_bias: bool = False
+    # --specialize-active-lora (vLLM 0.16.0 on): graphs per active-LoRA count
+    # (terms/lora.py LORA_GRAPH_CASES)
+    specialize_active_lora: bool = False
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
@@ -433,7 +436,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                       max_lora_rank=dep.max_lora_rank,
                       lora_extra_vocab_size=dep.lora_extra_vocab_size, lora_dtype=dep.lora_dtype,
                       fully_sharded_loras=dep.fully_sharded_loras, model_dtype=spec.dtype,
-                      tp=dep.tp, enable_lora_bias=dep.enable_lora_bias)
+                      tp=dep.tp, enable_lora_bias=dep.enable_lora_bias,
+                      specialize_active_lora=dep.specialize_active_lora)
     heads = spec.layers[0].attention.num_heads
     if heads % dep.attn_tp:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]

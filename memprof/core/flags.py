@@ -214,6 +214,10 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang's LoRA is not modelled",
             help="vLLM before 0.12.0 only, with --enable-lora: a bias slot beside each LoRA "
             "B."),
+    Setting(field="specialize_active_lora", kind="bool",
+            note="SGLang's LoRA is not modelled",
+            help="vLLM 0.16.0 on, with --enable-lora: CUDA graphs captured per active-LoRA "
+            "count (powers of 2 up to --max-loras, and --max-loras + 1)."),
     Setting(field="attention_backend", kind="str",
             note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
             help="vLLM only.",

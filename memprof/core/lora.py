@@ -83,7 +83,21 @@ LORA_BIAS: tuple[Rule, ...] = (
          source="0.12.0 / 0.33.0 config/lora.py (no bias_enabled)", applies_to="lora"),
 )
 
-RULES = (LORA_RANKS, LORA_EXTRA_VOCAB, LORA_BIAS)
+# Whether LoRAConfig has ``specialize_active_lora`` (``--specialize-active-lora``: graphs per
+# active-LoRA count, memprof/core/terms/lora.py LORA_GRAPH_CASES)
+LORA_SPECIALIZE: tuple[Rule, ...] = (
+    Rule(name="lora_specialize_active", changes="LoRA: --specialize-active-lora",
+         since="0.7.1", until="0.16.0", value=False, introduced_by="before 0.7.1",
+         removed_by="specialize_active_lora (first released in 0.16.0)",
+         source="0.15.1 config/lora.py LoRAConfig (no such field)", applies_to="lora"),
+    Rule(name="lora_specialize_active", changes="LoRA: --specialize-active-lora",
+         since="0.16.0", until=None, value=True,
+         introduced_by="specialize_active_lora (first released in 0.16.0)",
+         source="0.16.0 / 0.27.1 / 0.33.0 config/lora.py LoRAConfig.specialize_active_lora, "
+         "engine/arg_utils.py --specialize-active-lora", applies_to="lora"),
+)
+
+RULES = (LORA_RANKS, LORA_EXTRA_VOCAB, LORA_BIAS, LORA_SPECIALIZE)
 
 
 class LoraSettings(NamedTuple):
@@ -118,7 +132,8 @@ def _refuse_family(family: str, version: str) -> BadInput:
 def lora_settings(family: str, version: str | None, *, max_loras: int | None,
                   max_lora_rank: int | None, lora_extra_vocab_size: int | None,
                   lora_dtype: str, fully_sharded_loras: bool, model_dtype: str,
-                  tp: int, enable_lora_bias: bool = False) -> LoraSettings:
+                  tp: int, enable_lora_bias: bool = False,
+                  specialize_active_lora: bool = False) -> LoraSettings:
     """The settings as vLLM ``version`` reads them; :class:`BadInput` for what its LoRAConfig
     refuses, for a family whose LoRA layers memprof has not read, and for expert LoRA (vLLM
     0.12.0 on), which memprof does not model yet."""
@@ -150,6 +165,10 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
         first = LORA_BIAS[-1].since
         raise BadInput(f"--enable-lora-bias: vLLM {release} has no such setting (removed in "
                        f"{first})", hint=f"drop it, or use --engine-version below {first}")
+    if specialize_active_lora and not value_at(LORA_SPECIALIZE, release, False):
+        first = LORA_SPECIALIZE[-1].since
+        raise BadInput(f"--specialize-active-lora: vLLM {release} has no such setting (added "
+                       f"in {first})", hint=f"drop it, or use --engine-version {first} or later")
     if lora_dtype not in LORA_DTYPES:
         raise BadInput(f"unknown --lora-dtype {str(lora_dtype)[:40]!r}",
                        hint="one of: " + ", ".join(LORA_DTYPES) + " (auto: the model dtype)")

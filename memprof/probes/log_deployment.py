@@ -242,12 +242,14 @@ def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
                       max_lora_rank=dep.max_lora_rank,
                       lora_extra_vocab_size=dep.lora_extra_vocab_size,
                       lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
-                      model_dtype=spec.dtype, tp=dep.tp, enable_lora_bias=dep.enable_lora_bias)
+                      model_dtype=spec.dtype, tp=dep.tp, enable_lora_bias=dep.enable_lora_bias,
+                      specialize_active_lora=dep.specialize_active_lora)
     except BadInput as exc:
         notes.append(f"the log turns LoRA on, which memprof leaves out here: {exc.message}")
         return dep.with_(enable_lora=False, max_loras=None, max_lora_rank=None,
                          lora_extra_vocab_size=None, lora_dtype="auto",
-                         fully_sharded_loras=False, enable_lora_bias=False)
+                         fully_sharded_loras=False, enable_lora_bias=False,
+                         specialize_active_lora=False)
     return dep
 
 

@@ -404,7 +404,8 @@ def _version(text: str) -> str | None:
 # vLLM's LoRA settings (an ``args: Namespace(…)`` line prints them all, LoRA on or off): the
 # sizes are kept only where the log turns LoRA on (``enable_lora=True``)
 LORA_FIELDS = ("enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab_size",
-               "lora_dtype", "fully_sharded_loras", "enable_lora_bias")
+               "lora_dtype", "fully_sharded_loras", "enable_lora_bias",
+               "specialize_active_lora")
 # the Deployment fields a start-up log shows (vLLM's "non-default args" / engine config line,
 # SGLang's ServerArgs)
 LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv_cache_dtype",

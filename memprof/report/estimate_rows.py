@@ -62,7 +62,8 @@ def lora(d: Deployment) -> str:
     r = DEFAULT_MAX_LORA_RANK if d.max_lora_rank is None else d.max_lora_rank
     return (f", LoRA: {n} adapter{'s' if n != 1 else ''}, rank {r}"
             + (", fully sharded" if d.fully_sharded_loras else "")
-            + (", bias" if d.enable_lora_bias else ""))
+            + (", bias" if d.enable_lora_bias else "")
+            + (", graphs per active-LoRA count" if d.specialize_active_lora else ""))
 
 
 def rank_title(r: RankEstimate) -> str:

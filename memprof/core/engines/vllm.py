@@ -594,6 +594,7 @@ class VLLM(Engine):
         "lora_dtype": ("--lora-dtype",),
         "fully_sharded_loras": ("--fully-sharded-loras",),
         "enable_lora_bias": ("--enable-lora-bias",),
+        "specialize_active_lora": ("--specialize-active-lora",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve

@@ -30,7 +30,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
-from memprof.core.terms.lora import lora_graph_nodes
+from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
@@ -785,9 +785,16 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     tensors = _pool_reserved(tuple(st for m in stages for st in stages[m])) + workspace
     per_size = {m: _driver_per_size(ctx, m) for m in modes}
     first_graph = graph_driver_first(ctx)
-    driver = first_graph + sum(len(v) * per_size[m] for m, v in modes.items())
+    # --enable-lora: each size captured once per LoRA case, those without LoRA lacking the
+    # LoRA linears' kernel nodes (terms/lora.py LORA_GRAPH_CASES)
+    with_lora, without = lora_capture_cases(ctx)
+    cases = with_lora + without
+    idle = (lora_graph_nodes(ctx) - lora_graph_nodes(ctx, active=False)) * node_costs(ctx)[1] \
+        if without else 0
+    driver = first_graph + sum(len(v) * (cases * per_size[m] - without * idle)
+                               for m, v in modes.items())
     pieces = graph_pieces(ctx)
-    graphs = sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
+    graphs = cases * sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
     first: dict[str, int] = {}
     per_graph: dict[str, int] = {}
     for i, m in enumerate(modes):
@@ -795,7 +802,7 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         first[m] = own + per_size[m] + (first_graph if i == 0 else 0)
         per_graph[m] = max(per_size[m], CUDAGRAPH_MIN_PER_GRAPH)
     estimate = (max(first.values())
-                + sum(per_graph[m] * (len(v) - 1) for m, v in modes.items()))
+                + sum(per_graph[m] * (cases * len(v) - 1) for m, v in modes.items()))
     return GraphModel(modes=modes, first_capture=first, per_graph_sample=per_graph,
                       estimate=estimate, actual=tensors + driver, driver=driver, graphs=graphs)
 

@@ -22,6 +22,8 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
     lm_head (LogitsProcessorWithLoRA)
         A  [L, 1, r, H]        B  [L, 1, ceil((V + x)/256)·256, r]   (0.12.0 on: [L, 1, V, r])
                                                   embeddings_tensors [L, x, H] (model dtype)
+    a tied lm_head that is embed_tokens itself (Qwen3 0.16.0 to before 0.28.0), again
+        A  [L, V, r]           B  [L, 1, H, r]     (a second VocabParallelEmbeddingWithLoRA)
 
 with ``V`` the vocabulary and ``x = lora_extra_vocab_size`` (256; 0 from 0.12.0, which removed
 it: ``memprof/core/lora.py`` LORA_EXTRA_VOCAB). Before 0.12.0 some model classes also grow their
@@ -50,10 +52,12 @@ block (512-B granules; a request of 10 MiB or more in 2-MiB steps when that leav
 
 The profile run adds no lasting memory: the dummy LoRAs of ``maybe_dummy_run_with_lora``
 (``add_dummy_lora``, rank 8) are built on the CPU (0.8.2 ``lora/models.py`` ``create_dummy_lora``
-passes device "cpu" to ``LoRALayerWeights.create_dummy_lora_weights``, pinned) and copied into
-the slots above, and ``remove_all_adapters`` drops them when the dummy forward ends. What it adds
-to the profile run's peak is the sampler warm-up's wider logits (``lora_logits_widths``): while
-the release has the extra vocabulary and the family's class grows its lm_head, the lm_head is
+passes device "cpu" to ``LoRALayerWeights.create_dummy_lora_weights``, pinned; the same in 0.27.1
+``lora/model_manager.py``, for Model Runner V2 too: ``v1/worker/lora_model_runner_mixin.py``) and
+copied into the slots above, and ``remove_all_adapters`` drops them when the dummy forward ends.
+What it adds to the profile run's peak is the sampler warm-up's wider logits
+(``lora_logits_widths``): while the release has the extra vocabulary and the family's class grows
+its lm_head, the lm_head is
 ``ParallelLMHead(V + x)`` padded to ``lora_vocab_padding_size`` (0.8.2
 ``model_executor/models/llama.py`` ``LlamaForCausalLM.__init__``: ``unpadded_vocab_size +=
 lora_extra_vocab_size``, ``padding_size = lora_vocab_padding_size``), and where lm_head is a
@@ -182,10 +186,72 @@ LORA_GRAPH_NODES: tuple[Rule, ...] = (
          introduced_by="read first in 0.8.2 (earlier releases not read: no nodes charged)",
          source="0.8.2 / 0.11.0 lora/punica_wrapper/punica_gpu.py add_lora_linear (torch.zeros "
          "buffer, add_shrink, add_expand), lora/ops/triton_ops lora_shrink / lora_expand; "
-         "0.8.2 lora/layers.py VocabParallelEmbeddingWithLoRA.forward", applies_to="lora"),
+         "0.11.1 / 0.15.1 / 0.27.1 / 0.33.0 the same three (torch.empty buffer zeroed by "
+         "lora_shrink_op.py's output_tensor.zero_()); 0.8.2 lora/layers.py "
+         "VocabParallelEmbeddingWithLoRA.forward", applies_to="lora"),
 )
 
-RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED, LORA_GRAPH_NODES)
+# How often vLLM captures each graph under --enable-lora: "once" (every graph runs LoRA's
+# kernels); "with-without" (``cudagraph_specialize_lora``, default True, captures every
+# descriptor with LoRA active and without, 2 cases); "counts" (one case without LoRA and one
+# per captured active-LoRA count: ``max_loras + 1`` alone, or with ``--specialize-active-lora``
+# the powers of 2 up to ``max_loras`` and ``max_loras + 1``). A case without LoRA skips the
+# LoRA linears' kernels: ``lora_shrink`` returns on ``no_lora_flag_cpu`` before its
+# ``output_tensor.zero_()``, ``lora_expand`` likewise, and ``add_lora_linear``'s buffer is
+# ``torch.empty`` (0.11.1 to 0.33.0 lora/punica_wrapper/punica_gpu.py,
+# lora/ops/triton_ops/lora_shrink_op.py, lora_expand_op.py), so only the LoRA embedding's
+# gather stays of the LoRA nodes (``lora_graph_nodes(active=False)``).
+LORA_GRAPH_CASES: tuple[Rule, ...] = (
+    Rule(name="lora_graph_cases", changes="CUDA graphs: LoRA capture cases", since="0.7.1",
+         until="0.11.1", value="once", introduced_by="before 0.7.1",
+         removed_by="cudagraph_specialize_lora captures with and without LoRA (first released "
+         "in 0.11.1)", source="0.10.2 / 0.11.0 config/compilation.py (no "
+         "cudagraph_specialize_lora), v1/cudagraph_dispatcher.py (no LoRA cases)",
+         applies_to="lora"),
+    Rule(name="lora_graph_cases", changes="CUDA graphs: LoRA capture cases", since="0.11.1",
+         until="0.16.0", value="with-without",
+         introduced_by="cudagraph_specialize_lora captures with and without LoRA (first "
+         "released in 0.11.1)",
+         removed_by="cases by active-LoRA count, --specialize-active-lora (first released in "
+         "0.16.0)", source="0.11.1 / 0.12.0 / 0.14.0 / 0.15.1 config/compilation.py "
+         "(cudagraph_specialize_lora: bool = True), v1/cudagraph_dispatcher.py "
+         "(lora_cases = [True, False])", applies_to="lora"),
+    Rule(name="lora_graph_cases", changes="CUDA graphs: LoRA capture cases", since="0.16.0",
+         until=None, value="counts",
+         introduced_by="cases by active-LoRA count, --specialize-active-lora (first released "
+         "in 0.16.0)", source="0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 v1/cudagraph_dispatcher.py "
+         "_get_lora_cases ([0] + get_captured_lora_counts), lora/utils.py "
+         "get_captured_lora_counts, config/lora.py specialize_active_lora; 0.27.1 "
+         "v1/worker/gpu/lora_utils.py get_lora_capture_cases (Model Runner V2)",
+         applies_to="lora"),
+)
+
+RULES = (PUNICA_TOKEN_INDICES, PUNICA_PROMPT_META, LORA_BUDGETED, LORA_GRAPH_NODES,
+         LORA_GRAPH_CASES)
+
+
+def captured_lora_counts(max_loras: int, specialize: bool) -> list[int]:
+    """The active-LoRA counts vLLM captures graphs for (0.16.0 on; lora/utils.py
+    ``get_captured_lora_counts``): ``max_loras + 1`` alone, or with ``--specialize-active-lora``
+    every power of 2 up to ``max_loras + 1`` and ``max_loras + 1`` itself."""
+    if not specialize:
+        return [max_loras + 1]
+    return [n for n in range(1, max_loras + 2) if n & (n - 1) == 0 or n == max_loras + 1]
+
+
+def lora_capture_cases(ctx: TermContext) -> tuple[int, int]:
+    """(cases that run LoRA's kernels, cases without LoRA) each graph descriptor is captured
+    for (``LORA_GRAPH_CASES``); (1, 0) without ``--enable-lora``."""
+    dep = ctx.dep
+    if not dep.enable_lora or not engine_of(dep).flags.get("enable_lora"):
+        return 1, 0
+    how = value_at(LORA_GRAPH_CASES, dep.engine_version, "once")
+    if how == "once":
+        return 1, 0
+    if how == "with-without":
+        return 1, 1
+    st = settings_of(ctx)
+    return len(captured_lora_counts(st.max_loras, dep.specialize_active_lora)), 1
 
 
 def lora_linears(layer: Layer) -> int:
@@ -204,11 +270,14 @@ def lora_slices(layer: Layer) -> list[int]:
     return [3, 1, *mlp]
 
 
-def lora_graph_nodes(ctx: TermContext, layers: int | None = None) -> int:
+def lora_graph_nodes(ctx: TermContext, layers: int | None = None, *,
+                     active: bool = True) -> int:
     """Kernel nodes (not GEMMs) LoRA adds to one capture size's graphs, all pieces together
     (``LORA_GRAPH_NODES``): per LoRA linear of the rank's decoder layers (before 0.8.0 a fill
     and two kernels per slice: ``lora_slices``), and the LoRA embedding's on the stage that
-    holds embed_tokens; 0 without ``--enable-lora``."""
+    holds embed_tokens; 0 without ``--enable-lora``. ``active=False``: a graph captured with no
+    LoRA active (``LORA_GRAPH_CASES``, 0.11.1 on), where the linears' kernels return early and
+    the embedding's LoRA-A gather alone stays."""
     dep, spec = ctx.dep, ctx.spec
     if not dep.enable_lora or not engine_of(dep).flags.get("enable_lora"):
         return 0
@@ -223,6 +292,8 @@ def lora_graph_nodes(ctx: TermContext, layers: int | None = None) -> int:
                     if layer not in mtp for n in lora_slices(layer))
     else:
         linear, embedding = int(per[0]), int(per[1])
+        if not active:
+            linear, embedding = 0, min(embedding, 1)
         nodes = sum(linear * lora_linears(layer) for layer in spec.layers[start:end]
                     if layer not in mtp)
     if is_first_stage(ctx) and settings_of(ctx).support.embeddings:
@@ -269,7 +340,8 @@ def settings_of(ctx: TermContext) -> LoraSettings:
                          lora_extra_vocab_size=dep.lora_extra_vocab_size,
                          lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
                          model_dtype=ctx.model_dtype, tp=dep.tp,
-                         enable_lora_bias=dep.enable_lora_bias)
+                         enable_lora_bias=dep.enable_lora_bias,
+                         specialize_active_lora=dep.specialize_active_lora)
 
 
 def _layer_tensors(layer: Layer, h: int, tp: int, st: LoraSettings) -> list[int]:
@@ -344,6 +416,10 @@ def lora_terms(ctx: TermContext) -> list[Component]:
         pad = LORA_VOCAB_PADDING if x else 1
         emb += (block(n * r * h * sl) + block(n * round_up(head_v, pad) * r * sl)
                 + (block(n * x * h * sm) if x else 0))
+        if st.support.tied_head_embedding and tied:
+            # the tied lm_head is embed_tokens itself, wrapped again as a
+            # VocabParallelEmbeddingWithLoRA (LoraSupport.tied_head_embedding)
+            emb += block(n * v * r * sl) + block(n * h * r * sl)
     if emb:
         out.append(Component(
             name="LoRA embed_tokens / lm_head buffers", category="weights", where=where,

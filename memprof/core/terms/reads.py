@@ -56,7 +56,7 @@ TERM_READS: dict[str, frozenset[str]] = {
     "lora_terms": frozenset((*_MODEL, "dep.tp", "dep.enable_lora", "dep.max_loras",
                              "dep.max_lora_rank", "dep.lora_extra_vocab_size", "dep.lora_dtype",
                              "dep.fully_sharded_loras", "dep.enable_lora_bias",
-                             "dep.max_num_batched_tokens",
+                             "dep.specialize_active_lora", "dep.max_num_batched_tokens",
                              "dep.max_num_seqs")),
     # ctx.quant: a bitsandbytes linear's dequantised shard (terms/bnb_linear.py)
     "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "ctx.quant", "dep.tp", "dep.dp",
@@ -68,7 +68,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    # lora_logits_widths)
                                    "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
                                    "dep.lora_extra_vocab_size", "dep.lora_dtype",
-                                   "dep.fully_sharded_loras", "dep.enable_lora_bias")),
+                                   "dep.fully_sharded_loras", "dep.enable_lora_bias",
+                                   "dep.specialize_active_lora")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
     "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
@@ -88,6 +89,7 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
                                   "dep.lora_extra_vocab_size", "dep.lora_dtype",
                                   "dep.fully_sharded_loras", "dep.enable_lora_bias",
+                                  "dep.specialize_active_lora",
                                   # an engine's own decode graphs (SGLang: the graph batch
                                   # heuristic and the request pool, engines/sglang_graphs.py)
                                   "dep.cuda_graph_max_bs", "dep.enable_dp_attention",

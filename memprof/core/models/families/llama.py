@@ -57,8 +57,10 @@ LORA: tuple[Rule, ...] = (
     Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.12.0", until=None,
          value=LoraSupport(extra_vocab=False, embeddings=True),
          introduced_by="lora_extra_vocab_size removed (first released in 0.12.0)",
-         source="0.12.0 / 0.33.0 model_executor/models/llama.py LlamaForCausalLM "
-         "(embedding_modules; no LoRA vocabulary)", applies_to="llama"),
+         source="0.12.0 / 0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 model_executor/models/llama.py "
+         "LlamaForCausalLM (embedding_modules; no LoRA vocabulary; a tied lm_head is a "
+         "ParallelLMHead via tie_weights, which no LoRA embedding class replaces)",
+         applies_to="llama"),
 )
 
 FAMILY = Family(

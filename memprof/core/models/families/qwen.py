@@ -52,16 +52,20 @@ _SGLANG_EMBED = (
      "0.4.9, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
     ("0.5.9", None, "attention_tp", "0.5.9"),
 )
-# vLLM's LoRA support: every linear of the decoder (qkv_proj and gate_up_proj packed); no
-# embedding modules (``embedding_modules = {}``: embed_tokens and lm_head carry no LoRA) and no
-# extra vocabulary. Qwen3ForCausalLM names embed_tokens / lm_head from 0.16.0 (read: 0.15.1 none,
-# 0.16.0 and 0.20.0 both; a tied lm_head is then the embedding module itself up to at least
-# 0.20.0 and wrapped a second time), which memprof does not model: no row from 0.16.0.
+# vLLM's LoRA support: every linear of the decoder (qkv_proj and gate_up_proj packed). Qwen2 and
+# Qwen3 before 0.16.0: no embedding modules (``embedding_modules = {}``: embed_tokens and lm_head
+# carry no LoRA) and no extra vocabulary. Qwen3ForCausalLM names embed_tokens / lm_head as
+# embedding modules from 0.16.0 (read: 0.15.1 none; 0.16.0, 0.20.0, 0.27.1, 0.28.0, 0.33.0 both).
+# Up to 0.27.1 a tied lm_head is ``self.model.embed_tokens`` itself, which the LoRA model
+# manager wraps a second time (``LoraSupport.tied_head_embedding``); from 0.28.0 it is a
+# ParallelLMHead tied by ``tie_weights``, which no LoRA class replaces (the logits processor's
+# wrapper alone carries its LoRA).
 _NO_EMBEDDINGS = LoraSupport(extra_vocab=False, embeddings=False)
 QWEN2_LORA: tuple[Rule, ...] = (
     Rule(name="qwen2_lora", changes="LoRA: modules", since="0.7.1", until=None,
          value=_NO_EMBEDDINGS, introduced_by="before 0.7.1",
-         source="0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.33.0 model_executor/models/qwen2.py "
+         source="0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 "
+         "model_executor/models/qwen2.py "
          "Qwen2ForCausalLM (SupportsLoRA, no embedding_modules, no LoRA vocabulary)",
          applies_to="qwen2"),
 )
@@ -71,6 +75,24 @@ QWEN3_LORA: tuple[Rule, ...] = (
          removed_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
          source="0.8.4 / 0.11.0 / 0.12.0 / 0.14.0 / 0.15.1 model_executor/models/qwen3.py "
          "Qwen3ForCausalLM (SupportsLoRA, no embedding_modules)", applies_to="qwen3"),
+    Rule(name="qwen3_lora", changes="LoRA: modules", since="0.16.0", until="0.28.0",
+         value=LoraSupport(extra_vocab=False, embeddings=True, tied_head_embedding=True),
+         introduced_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
+         removed_by="tied lm_head a ParallelLMHead via tie_weights (first released in 0.28.0)",
+         source="0.16.0 / 0.20.0 / 0.27.1 model_executor/models/qwen3.py Qwen3ForCausalLM "
+         "(embedding_modules; tied: self.lm_head = self.model.embed_tokens); "
+         "lora/model_manager.py _create_lora_modules (named_modules(remove_duplicate=False), "
+         "from_layer on 'lm_head', then from_layer_logits_processor); "
+         "lora/layers/vocal_parallel_embedding.py, logits_processor.py create_lora_weights",
+         applies_to="qwen3"),
+    Rule(name="qwen3_lora", changes="LoRA: modules", since="0.28.0", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=True),
+         introduced_by="tied lm_head a ParallelLMHead via tie_weights (first released in "
+         "0.28.0)",
+         source="0.28.0 / 0.33.0 model_executor/models/qwen3.py Qwen3ForCausalLM "
+         "(self.lm_head = self.lm_head.tie_weights(self.model.embed_tokens)); "
+         "lora/layers/vocal_parallel_embedding.py can_replace_layer (type is "
+         "VocabParallelEmbedding: not a ParallelLMHead)", applies_to="qwen3"),
 )
 
 QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),

@@ -33,6 +33,12 @@ class LoraSupport(NamedTuple):
     # the routed experts carry LoRA (``FusedMoEWithLoRA``, vLLM 0.12.0 on); memprof refuses
     # these until it models them
     experts: bool = False
+    # a tied lm_head is the embed_tokens module itself (``self.lm_head =
+    # self.model.embed_tokens``), so the LoRA model manager, walking ``named_modules(
+    # remove_duplicate=False)``, meets it again as ``lm_head`` and wraps it a second time as a
+    # ``VocabParallelEmbeddingWithLoRA`` (another A [L, V, r] and B [L, 1, H, r]) beside the
+    # ``LogitsProcessorWithLoRA``; only where the model ties its embeddings
+    tied_head_embedding: bool = False
 
 
 class PostLoadRequant(NamedTuple):
