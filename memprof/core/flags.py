@@ -215,10 +215,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM before 0.12.0 only, with --enable-lora: a bias slot beside each LoRA "
             "B."),
     Setting(field="attention_backend", kind="str",
-            note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
-            help="vLLM only.",
+            help="vLLM: one of the backends listed. SGLang: its own --attention-backend names "
+            "(flashinfer, fa3, triton, trtllm_mha, ...), which decide its decode CUDA graphs' "
+            "capture state.",
             choices_from="memprof.core.scratch.backends:BACKENDS",
-            shown_default="what vLLM picks for the model, GPU and KV dtype",
+            shown_default="what the engine picks for the model, GPU and KV dtype",
             metavar="BACKEND"),
     Setting(field="scratch", kind="str",
             help="Per-layer or shared decode scratch.",

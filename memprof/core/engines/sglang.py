@@ -30,6 +30,7 @@ from memprof.core.engines.base import (
     RankCoord,
     loaded_at_start,
 )
+from memprof.core.engines.sglang_attention import capture_state, check_backend
 from memprof.core.engines.sglang_graphs import decode_capture_sizes, kept_logits
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
@@ -851,6 +852,7 @@ class SGLang(Engine):
         "chunked_prefill_size": ("--chunked-prefill-size",),
         "cuda_graph_max_bs": ("--cuda-graph-max-bs",),
         "max_total_tokens": ("--max-total-tokens",),
+        "attention_backend": ("--attention-backend",),
     }
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
@@ -1048,12 +1050,18 @@ class SGLang(Engine):
         """The fp32 logits each release's decode capture keeps (``sglang_graphs.kept_logits``)."""
         return kept_logits(dep, sizes, vocab)
 
+    def graph_capture_state(self, dep: DeploymentView, gpu: GPU, spec: Any,
+                            sizes: list[int]) -> tuple[int, str] | None:
+        """The attention backend's capture state (``sglang_attention.capture_state``)."""
+        return capture_state(dep, gpu, spec, sizes)
+
     # --- flags and notes ----------------------------------------------------------------------
 
     def scratch_keys(self, dep: DeploymentView) -> tuple[str, ...]:
         return (DP_ATTENTION_SCRATCH,) if dep.enable_dp_attention else ()
 
     def check_layout(self, dep: DeploymentView) -> None:
+        check_backend(dep.attention_backend)  # SGLang's own names (sglang_attention)
         if dep.enable_dp_attention and dep.tp % dep.dp:
             raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp "
                               f"({dep.tp})", hint="e.g. --tp 8 --dp 8 --enable-dp-attention")

@@ -733,6 +733,7 @@ class GraphModel:
     driver: int  # the part of ``actual`` that is driver memory for the graph executables
     graphs: int  # graph executables captured (a PIECEWISE size is one per piece)
     kept: str = ""  # the engine's own graphs: what the capture keeps beyond the live sets
+    state: str = ""  # the engine's own graphs: the attention backend's capture state
 
 
 def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None) -> GraphModel:
@@ -816,7 +817,9 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
 
         tensors = the pool after the largest size's decode live set, with the logits each graph
                   keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
-                  capture (its segment), + the capture stream's cuBLAS workspace
+                  capture (its segment), + the capture stream's cuBLAS workspace, + the
+                  attention backend's capture state outside the pool
+                  (``Engine.graph_capture_state``)
         driver  = the first graph's stream pool (``graph_driver_first``) + per size the graph,
                   its kernel nodes and NCCL nodes as vLLM's FULL graphs cost them
 
@@ -828,12 +831,14 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
                else _pool_reserved(stages))
     tensors += cublas_workspace_bytes(ctx.gpu) + (_segment_bytes(before) if before else 0)
+    state = engine_of(ctx.dep).graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
+    tensors += state[0] if state else 0
     driver = graph_driver_first(ctx) + len(sizes) * _driver_per_size(ctx, "FULL")
     actual = tensors + driver
     return GraphModel(modes={"FULL": sizes}, first_capture={"FULL": actual},
                       per_graph_sample={"FULL": _driver_per_size(ctx, "FULL")},
                       estimate=actual, actual=actual, driver=driver, graphs=len(sizes),
-                      kept=what)
+                      kept=what, state=state[1] if state else "")
 
 
 def _segment_bytes(nbytes: int) -> int:
@@ -949,9 +954,9 @@ def _engine_graph_terms(ctx: TermContext, g: GraphModel,
                   f"(largest {max(sizes)}), one of the whole forward each: pool tensors "
                   f"{fmt_bytes(g.actual - g.driver)} (the largest size's decode live set, "
                   f"{g.kept}, the capture stream's cuBLAS workspace) + driver "
-                  f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; not modelled: the attention "
-                  "backend's capture state (index buffers, per-size decode wrappers) "
-                  "[assumption]"),
+                  f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; "
+                  f"{g.state or 'the attention backend capture state not modelled'}"
+                  f"{'' if '[assumption]' in g.state else ' [assumption]'}"),
         Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
                   profiled=False,
                   formula="none: the component above is the whole capture (the engine has no "
