@@ -368,6 +368,14 @@ class Engine:
         None (the default): nothing beyond the live sets (vLLM keeps weak references)."""
         return None
 
+    def graph_after_earlier_capture(self, dep: DeploymentView, gpu: GPU,
+                                    spec: Any) -> tuple[bool, bool, str] | None:
+        """Where the engine's own decode graphs are captured after other graphs into the same
+        pool, whose freed blocks hold their live sets: (the logits buffer was allocated by the
+        earlier capture too, so was the capture stream's cuBLAS workspace, the formula's
+        words); None (the default): captured first."""
+        return None
+
     def graph_capture_state(self, dep: DeploymentView, gpu: GPU, spec: Any,
                             sizes: list[int]) -> tuple[int, str] | None:
         """What the attention backend allocates for the engine's own decode graphs outside the

@@ -31,7 +31,7 @@ from memprof.core.engines.base import (
     loaded_at_start,
 )
 from memprof.core.engines.sglang_attention import capture_state, check_backend
-from memprof.core.engines.sglang_graphs import decode_capture_sizes, kept_logits
+from memprof.core.engines.sglang_graphs import after_prefill, decode_capture_sizes, kept_logits
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
@@ -1049,6 +1049,22 @@ class SGLang(Engine):
                           vocab: int) -> tuple[tuple[int, ...], int, str] | None:
         """The fp32 logits each release's decode capture keeps (``sglang_graphs.kept_logits``)."""
         return kept_logits(dep, sizes, vocab)
+
+    def graph_after_earlier_capture(self, dep: DeploymentView, gpu: GPU,
+                                    spec: Any) -> tuple[bool, bool, str] | None:
+        """From 0.5.14, after the prefill CUDA graphs where they are on
+        (``sglang_graphs.after_prefill``, ``prefill_graph_reserve_mib``)."""
+        after, shared, stream = after_prefill(dep.engine_version)
+        chunk = sglang_defaults(gpu, dep)[0]
+        if not after or prefill_graph_reserve_mib(dep, gpu, chunk,
+                                                  prefill_graph_model(spec)) <= 0:
+            return None
+        return shared, stream, (
+            "captured after the prefill CUDA graphs into the same graph pool, whose freed blocks "
+            "hold the decode live sets [approximation]"
+            + (", and the shared fp32 logits buffer allocated by the prefill runner"
+               if shared else "")
+            + (", on the capture stream the prefill runner used" if stream else ""))
 
     def graph_capture_state(self, dep: DeploymentView, gpu: GPU, spec: Any,
                             sizes: list[int]) -> tuple[int, str] | None:

@@ -819,18 +819,31 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
                   keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
                   capture (its segment), + the capture stream's cuBLAS workspace, + the
                   attention backend's capture state outside the pool
-                  (``Engine.graph_capture_state``)
+                  (``Engine.graph_capture_state``); captured after other graphs into the same
+                  pool (``Engine.graph_after_earlier_capture``), no live set of its own, and
+                  the logits buffer and workspace only where the earlier capture did not make
+                  them
         driver  = the first graph's stream pool (``graph_driver_first``) + per size the graph,
                   its kernel nodes and NCCL nodes as vLLM's FULL graphs cost them
 
     The smaller sizes' live sets reuse the largest one's free blocks (approximation, as
     ``graph_pool_tensor_bytes``)."""
     in_pool, before, what = kept
-    stages = _mode_stages(ctx, "FULL", max(sizes))
-    largest = sizes.index(max(sizes))
-    tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
-               else _pool_reserved(stages))
-    tensors += cublas_workspace_bytes(ctx.gpu) + (_segment_bytes(before) if before else 0)
+    after = engine_of(ctx.dep).graph_after_earlier_capture(ctx.dep, ctx.gpu, ctx.spec)
+    if after is not None:  # the live sets fit an earlier capture's freed blocks of the pool
+        tensors = sum(_segment_bytes(b) for b in in_pool)
+        what = after[2] if after[0] else f"{after[2]}; {what}"
+        before = 0 if after[0] else before
+    else:
+        what = f"the largest size's decode live set, {what}"
+        stages = _mode_stages(ctx, "FULL", max(sizes))
+        largest = sizes.index(max(sizes))
+        tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
+                   else _pool_reserved(stages))
+    if after is None or not after[1]:
+        what += ", the capture stream's cuBLAS workspace"
+        tensors += cublas_workspace_bytes(ctx.gpu)
+    tensors += _segment_bytes(before) if before else 0
     state = engine_of(ctx.dep).graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
     tensors += state[0] if state else 0
     driver = graph_driver_first(ctx) + len(sizes) * _driver_per_size(ctx, "FULL")
@@ -952,8 +965,7 @@ def _engine_graph_terms(ctx: TermContext, g: GraphModel,
                   where="budget", profiled=True,
                   formula=f"{g.graphs} decode graphs, batch sizes {shown} in capture order "
                   f"(largest {max(sizes)}), one of the whole forward each: pool tensors "
-                  f"{fmt_bytes(g.actual - g.driver)} (the largest size's decode live set, "
-                  f"{g.kept}, the capture stream's cuBLAS workspace) + driver "
+                  f"{fmt_bytes(g.actual - g.driver)} ({g.kept}) + driver "
                   f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; "
                   f"{g.state or 'the attention backend capture state not modelled'}"
                   f"{'' if '[assumption]' in g.state else ' [assumption]'}"),
