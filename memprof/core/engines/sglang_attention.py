@@ -45,6 +45,7 @@ the output says which backend it assumed.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, cast
 
 from memprof.base.errors import BadInput
@@ -238,7 +239,8 @@ def chosen_backend(dep: DeploymentView, gpu: GPU, spec: Any) -> tuple[str, str]:
     return default_backend(dep, gpu, spec)
 
 
-def _reserved(buffers: list[int]) -> int:
+@lru_cache(maxsize=256)
+def _reserved(buffers: tuple[int, ...]) -> int:
     """What the caching allocator reserves for ``buffers`` allocated in turn into a pool with
     no free block (``memprof.alloc``'s replica, default pool, one stream)."""
     from memprof.alloc.allocator import CachingAllocator
@@ -266,7 +268,7 @@ def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
         if backend == "trtllm_mha" and page not in TRTLLM_MHA_PAGES:
             page = 64
         table = max_bs * -(-context // page) * 4
-        return (_reserved([table]),
+        return (_reserved((table,)),
                 f"{label}: page table [{max_bs}, ceil({context:,} / {page})] int32")
     if backend == "flashinfer":
         wrappers = 2 if any(layer.attention.sliding_window for layer in spec.layers) else 1
@@ -274,7 +276,7 @@ def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
         mask = max_bs * context
         bufs = [indices] * wrappers + [mask] + [FLASHINFER_INT_WORKSPACE] * (
             wrappers * len(sizes))
-        return (_reserved(bufs),
+        return (_reserved(tuple(bufs)),
                 f"{label}: {wrappers} × kv_indices [{max_bs} × {context:,}] int32 + custom "
                 f"mask [{max_bs} × {context:,}] uint8 + {wrappers * len(sizes)} decode "
                 f"wrappers' int workspace of {fmt_bytes(FLASHINFER_INT_WORKSPACE)}")
@@ -284,7 +286,7 @@ def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
     logits = max_bs * heads * TRITON_KV_SPLITS * (v_dim + (1 if lse_column else 0)) * 4
     lse = 0 if lse_column else max_bs * heads * TRITON_KV_SPLITS * 4
     bufs = [logits, lse, max_bs * context * index_bytes, max_bs * context]
-    return (_reserved(bufs),
+    return (_reserved(tuple(bufs)),
             f"{label}: attn logits [{max_bs}, {heads}, {TRITON_KV_SPLITS}, {v_dim}"
             f"{' + 1' if lse_column else ''}] fp32{'' if lse_column else ' + lse'} + "
             f"kv_indices [{max_bs} × {context:,}] int{index_bytes * 8} + custom mask uint8")
