@@ -376,6 +376,17 @@ class Engine:
         words); None (the default): captured first."""
         return None
 
+    def prefill_graph_tokens(self, dep: DeploymentView, gpu: GPU,
+                             spec: Any) -> list[int] | None:
+        """The token counts of the engine's own prefill CUDA graphs (captured piecewise, a
+        component of their own: ``cudagraph.prefill_graph_terms``); None (the default): none
+        (vLLM's piecewise graphs are its capture sizes)."""
+        return None
+
+    def prefill_graph_logits(self, dep: DeploymentView) -> bool:
+        """Whether the prefill graphs allocate the logits buffer the decode graphs share."""
+        return False
+
     def graph_capture_state(self, dep: DeploymentView, gpu: GPU, spec: Any,
                             sizes: list[int]) -> tuple[int, str] | None:
         """What the attention backend allocates for the engine's own decode graphs outside the

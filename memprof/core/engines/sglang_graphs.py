@@ -46,9 +46,12 @@ the largest decode batch) freed, so the decode figure holds no pool tensors of i
 buffer (``GraphSharedOutput``) is allocated by the prefill runner first and is not in it either,
 and from 0.5.19 both capture on one stream, whose cuBLAS workspace the prefill capture made.
 
+The prefill graphs' own figure ("Capture piecewise CUDA graph end … mem usage", 0.5.14 on
+"Capture target prefill CUDA graph end … mem usage") is a component of its own
+(``memprof/core/terms/cudagraph.py`` ``prefill_graph_terms``).
+
 Not modelled (stated in the component's formula): the speculative-decoding and
-``--disable-cuda-graph-padding`` grids, and the prefill graphs' own figure ("Capture target
-prefill CUDA graph end … mem usage").
+``--disable-cuda-graph-padding`` grids.
 """
 
 from __future__ import annotations

@@ -773,9 +773,9 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     if not modes:
         return GraphModel(modes={}, first_capture={}, per_graph_sample={}, estimate=0, actual=0,
                           driver=0, graphs=0)
-    kept = engine_of(ctx.dep).graph_kept_logits(ctx.dep, modes.get("FULL", []),
-                                                ctx.spec.vocab_size) \
-        if engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu) is not None else None
+    kept = engine_of(ctx.dep).graph_kept_logits(ctx.dep, modes["FULL"], ctx.spec.vocab_size) \
+        if (list(modes) == ["FULL"]
+            and engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu) is not None) else None
     if kept is not None:
         return _engine_graph_model(ctx, modes["FULL"], kept)
     # each mode's live sets and per-size driver bytes read once (graph_pool_tensor_bytes and
@@ -933,10 +933,12 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
         return [Component(name=names[0], category="cudagraph", bytes=0, where="budget",
                           profiled=True, formula="enforce_eager"),
                 Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
-                          profiled=False, formula="enforce_eager")]
+                          profiled=False, formula="enforce_eager"),
+                *prefill_graph_terms(ctx, decode_rows=0)]
     g = cudagraph_model(ctx)
     if g.kept:
-        return _engine_graph_terms(ctx, g, names)
+        return [*_engine_graph_terms(ctx, g, names),
+                *prefill_graph_terms(ctx, decode_rows=max(g.modes["FULL"]))]
     counts = ", ".join(f"{m}={len(s)} (largest={max(s)})" for m, s in g.modes.items())
     firsts = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.first_capture.items())
     samples = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.per_graph_sample.items())
@@ -974,6 +976,38 @@ def _engine_graph_terms(ctx: TermContext, g: GraphModel,
                   formula="none: the component above is the whole capture (the engine has no "
                   "estimate of its own)"),
     ]
+
+
+PREFILL_GRAPHS = "prefill CUDA graphs"
+
+
+def prefill_graph_terms(ctx: TermContext, decode_rows: int) -> list[Component]:
+    """An engine's own prefill CUDA graphs, where it captures them
+    (``Engine.prefill_graph_tokens``; SGLang from 0.5.10): one component, where "runtime",
+    the figure SGLang logs as "Capture piecewise CUDA graph end … mem usage" (0.5.14 on:
+    "Capture target prefill CUDA graph end"). They are captured per token count as vLLM's
+    PIECEWISE graphs are (the forward split at each attention, one graph a piece), so memprof
+    predicts them as vLLM's piecewise capture of those sizes (``cudagraph_model``: the largest
+    size's live sets in the pool + driver memory per graph and node)
+    [approximation: SGLang's tc_piecewise / breakable backends split where vLLM's does]; plus,
+    where the decode graphs share one logits buffer allocated by the first runner that asks
+    (``Engine.prefill_graph_logits``), that fp32 [decode rows, vocab] buffer."""
+    engine = engine_of(ctx.dep)
+    tokens = engine.prefill_graph_tokens(ctx.dep, ctx.gpu, ctx.spec)
+    if not tokens:
+        return []
+    g = cudagraph_model(ctx, {"PIECEWISE": tokens})
+    logits = (_segment_bytes(decode_rows * ctx.spec.vocab_size * 4)
+              if decode_rows and engine.prefill_graph_logits(ctx.dep) else 0)
+    shown = f" + the shared fp32 logits buffer [{decode_rows}, {ctx.spec.vocab_size:,}]" \
+        if logits else ""
+    return [Component(name=PREFILL_GRAPHS, category="cudagraph", bytes=g.actual + logits,
+                      count=len(tokens), where="runtime", profiled=False,
+                      formula=f"{len(tokens)} prefill sizes up to {max(tokens):,} tokens, each "
+                      f"captured piecewise ({g.graphs} graphs): pool tensors "
+                      f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)}"
+                      f"{shown}, as vLLM's PIECEWISE capture of those sizes "
+                      "[approximation]")]
 
 
 def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
