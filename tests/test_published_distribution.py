@@ -43,6 +43,7 @@ from memprof.core.estimate import Estimate, estimate, load_figure
 from memprof.core.explain import in_use_from_log, with_derived
 from memprof.core.gpus import PRINTED_ROUNDING, find_gpu, gpu_from_total
 from memprof.core.graph_log import logged_graph
+from memprof.core.terms.cudagraph import PREFILL_GRAPHS
 from memprof.probes.startup_log import parse_log
 
 DATA = Path(__file__).parent / "data"
@@ -202,8 +203,9 @@ def outcome(row: dict[str, Any]) -> Outcome:
         logged = [g.total for g in (logged_graph(e, r) for r in e.ranks) if g is not None]
         compare("graph", "graph_gib", max(logged, default=0) / GiB)
     elif "graph_mem_usage_gb" in obs:  # SGLang's decode graphs: every cudagraph component
-        compare("graph", "graph_mem_usage_gb", max(
-            sum(c.bytes for c in r.components if c.category == "cudagraph") for r in e.ranks)
+        compare("graph", "graph_mem_usage_gb", max(  # but the prefill graphs' own line's
+            sum(c.bytes for c in r.components
+                if c.category == "cudagraph" and c.name != PREFILL_GRAPHS) for r in e.ranks)
             / GiB)
     failed = bool(obs.get("startup_failed") or obs.get("oom"))
     out.verdict = (failed, e.verdict == "startup_oom")

@@ -119,7 +119,7 @@ class Deployment:
     # (terms/lora.py LORA_GRAPH_CASES)
     specialize_active_lora: bool = False
     # scratch buffers (memprof/core/scratch/)
-    attention_backend: str | None = None  # None: what vLLM picks for the model, GPU and KV dtype
+    attention_backend: str | None = None  # None: what the engine picks (model, GPU, KV dtype)
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
     # SGLang (engine="sglang")
     mem_fraction_static: float | None = None  # None: SGLang's heuristic

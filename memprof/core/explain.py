@@ -25,6 +25,7 @@ from memprof.core.gpus import GPU
 from memprof.core.graph_log import logged_graph
 from memprof.core.models import ModelSpec
 from memprof.core.remedies import Remedies, remedies
+from memprof.core.terms.cudagraph import PREFILL_GRAPHS
 from memprof.core.terms.request_table import pool_table_bytes
 from memprof.core.verdict import loaded_at_start
 
@@ -46,7 +47,11 @@ def _loaded(r: RankEstimate) -> int:
 
 def _logged_graph(e: Estimate, r: RankEstimate) -> int:
     g = logged_graph(e, r)
-    return g.total if g is not None else _comp(r, lambda c, w: c == "cudagraph")
+    if g is not None:
+        return g.total
+    # an engine's own decode graphs: its prefill graphs print a line of their own
+    return sum(c.bytes for c in r.components
+               if c.category == "cudagraph" and c.name != PREFILL_GRAPHS)
 
 
 def _baseline(r: RankEstimate) -> int:

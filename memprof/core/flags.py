@@ -219,10 +219,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM 0.16.0 on, with --enable-lora: CUDA graphs captured per active-LoRA "
             "count (powers of 2 up to --max-loras, and --max-loras + 1)."),
     Setting(field="attention_backend", kind="str",
-            note="memprof's --attention-backend names vLLM backends; SGLang's are not modelled",
-            help="vLLM only.",
+            help="vLLM: one of the backends listed. SGLang: its own --attention-backend names "
+            "(flashinfer, fa3, triton, trtllm_mha, ...), which decide its decode CUDA graphs' "
+            "capture state.",
             choices_from="memprof.core.scratch.backends:BACKENDS",
-            shown_default="what vLLM picks for the model, GPU and KV dtype",
+            shown_default="what the engine picks for the model, GPU and KV dtype",
             metavar="BACKEND"),
     Setting(field="scratch", kind="str",
             help="Per-layer or shared decode scratch.",

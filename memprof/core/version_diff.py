@@ -34,6 +34,7 @@ from memprof.core.engines.sglang import (
     SGLANG_PREFILL_GRAPH_RESERVE,
     SGLANG_ROCM_AITER_MFS,
 )
+from memprof.core.engines.sglang_attention import RULES as SGLANG_ATTENTION_RULES
 from memprof.core.engines.sglang_graphs import RULES as SGLANG_GRAPH_RULES
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
@@ -122,6 +123,7 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
                  *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
                  *(f.sglang_tower for f in FAMILY_ROWS if f.sglang_tower),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
+                 *(f.sglang_fa3_listed for f in FAMILY_ROWS if f.sglang_fa3_listed),
                  *(f.lora for f in FAMILY_ROWS if f.lora),
                  *(f.v0_mlp_gate_up for f in FAMILY_ROWS if f.v0_mlp_gate_up))
 
@@ -151,7 +153,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
     SGLANG_FIRST_KERNEL_BEFORE_LOAD,
     SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS, SGLANG_UMA_FREE_MEMORY,
-    SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF, *SGLANG_GRAPH_RULES,
+    SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF, *SGLANG_GRAPH_RULES, *SGLANG_ATTENTION_RULES,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,

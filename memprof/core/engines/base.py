@@ -72,6 +72,8 @@ class DeploymentView(Protocol):
     @property
     def max_model_len(self) -> int | None: ...
     @property
+    def attention_backend(self) -> str | None: ...
+    @property
     def attn_tp(self) -> int: ...
     @property
     def dtype(self) -> str: ...
@@ -364,6 +366,33 @@ class Engine:
         """What the engine's graph capture keeps of the logits: (tensors kept in the graph pool,
         in capture order; bytes of a buffer allocated before capturing; the formula's words);
         None (the default): nothing beyond the live sets (vLLM keeps weak references)."""
+        return None
+
+    def graph_after_earlier_capture(self, dep: DeploymentView, gpu: GPU,
+                                    spec: Any) -> tuple[bool, bool, str] | None:
+        """Where the engine's own decode graphs are captured after other graphs into the same
+        pool, whose freed blocks hold their live sets: (the logits buffer was allocated by the
+        earlier capture too, so was the capture stream's cuBLAS workspace, the formula's
+        words); None (the default): captured first."""
+        return None
+
+    def prefill_graph_tokens(self, dep: DeploymentView, gpu: GPU,
+                             spec: Any) -> list[int] | None:
+        """The token counts of the engine's own prefill CUDA graphs (captured piecewise, a
+        component of their own: ``cudagraph.prefill_graph_terms``); None (the default): none
+        (vLLM's piecewise graphs are its capture sizes)."""
+        return None
+
+    def prefill_graph_logits(self, dep: DeploymentView) -> bool:
+        """Whether the prefill graphs allocate the logits buffer the decode graphs share."""
+        return False
+
+    def graph_capture_state(self, dep: DeploymentView, gpu: GPU, spec: Any,
+                            sizes: list[int]) -> tuple[int, str] | None:
+        """What the attention backend allocates for the engine's own decode graphs outside the
+        graph pool while the graphs are built: (bytes, the formula's words, naming the backend
+        assumed); None (the default): nothing of the engine's own (vLLM's backends' capture
+        buffers are terms of their own)."""
         return None
 
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,

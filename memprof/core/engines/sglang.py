@@ -30,7 +30,8 @@ from memprof.core.engines.base import (
     RankCoord,
     loaded_at_start,
 )
-from memprof.core.engines.sglang_graphs import decode_capture_sizes, kept_logits
+from memprof.core.engines.sglang_attention import capture_state, check_backend
+from memprof.core.engines.sglang_graphs import after_prefill, decode_capture_sizes, kept_logits
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
@@ -542,10 +543,15 @@ def prefill_graph_sizes(max_tokens: int) -> int:
     0.5.14's _generate_prefill_cuda_graph_batch_sizes and 0.5.19's
     arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes): 58 at 8192, 74 at
     16384."""
+    return len(prefill_graph_grid(max_tokens))
+
+
+def prefill_graph_grid(max_tokens: int) -> list[int]:
+    """The prefill sizes SGLang captures up to ``max_tokens`` (``prefill_graph_sizes``' grid)."""
     grid = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
             *range(576, 1024 + 1, 64), *range(1280, 4096 + 1, 256),
             *range(4608, max_tokens + 1, 512))
-    return sum(1 for size in grid if size <= max_tokens)
+    return [size for size in grid if size <= max_tokens]
 
 
 @cache
@@ -851,6 +857,7 @@ class SGLang(Engine):
         "chunked_prefill_size": ("--chunked-prefill-size",),
         "cuda_graph_max_bs": ("--cuda-graph-max-bs",),
         "max_total_tokens": ("--max-total-tokens",),
+        "attention_backend": ("--attention-backend",),
     }
 
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
@@ -1048,12 +1055,54 @@ class SGLang(Engine):
         """The fp32 logits each release's decode capture keeps (``sglang_graphs.kept_logits``)."""
         return kept_logits(dep, sizes, vocab)
 
+    def graph_after_earlier_capture(self, dep: DeploymentView, gpu: GPU,
+                                    spec: Any) -> tuple[bool, bool, str] | None:
+        """From 0.5.14, after the prefill CUDA graphs where they are on
+        (``sglang_graphs.after_prefill``, ``prefill_graph_reserve_mib``)."""
+        after, shared, stream = after_prefill(dep.engine_version)
+        chunk = sglang_defaults(gpu, dep)[0]
+        if not after or prefill_graph_reserve_mib(dep, gpu, chunk,
+                                                  prefill_graph_model(spec)) <= 0:
+            return None
+        return shared, stream, (
+            "captured after the prefill CUDA graphs into the same graph pool, whose freed blocks "
+            "hold the decode live sets [approximation]"
+            + (", and the shared fp32 logits buffer allocated by the prefill runner"
+               if shared else "")
+            + (", on the capture stream the prefill runner used" if stream else ""))
+
+    def prefill_graph_tokens(self, dep: DeploymentView, gpu: GPU,
+                             spec: Any) -> list[int] | None:
+        """Where the prefill graphs are on (``prefill_graph_reserve_mib``): the grid of
+        ``prefill_graph_sizes`` up to piecewise_cuda_graph_max_tokens (0.5.10 server_args.py:
+        the chunk, 2048 for MLA, capped by --max-total-tokens; 4096 for a 'llama-2' path)."""
+        chunk = sglang_defaults(gpu, dep)[0]
+        model = prefill_graph_model(spec)
+        if model is None or prefill_graph_reserve_mib(dep, gpu, chunk, model) <= 0:
+            return None
+        top = 2048 if model.mla else chunk
+        if dep.max_total_tokens is not None:
+            top = min(top, dep.max_total_tokens)
+        if model.capped_4096:
+            top = min(top, 4096)
+        return prefill_graph_grid(top) or None
+
+    def prefill_graph_logits(self, dep: DeploymentView) -> bool:
+        """From 0.5.16 (``sglang_graphs.after_prefill``: GraphSharedOutput)."""
+        return after_prefill(dep.engine_version)[1]
+
+    def graph_capture_state(self, dep: DeploymentView, gpu: GPU, spec: Any,
+                            sizes: list[int]) -> tuple[int, str] | None:
+        """The attention backend's capture state (``sglang_attention.capture_state``)."""
+        return capture_state(dep, gpu, spec, sizes)
+
     # --- flags and notes ----------------------------------------------------------------------
 
     def scratch_keys(self, dep: DeploymentView) -> tuple[str, ...]:
         return (DP_ATTENTION_SCRATCH,) if dep.enable_dp_attention else ()
 
     def check_layout(self, dep: DeploymentView) -> None:
+        check_backend(dep.attention_backend)  # SGLang's own names (sglang_attention)
         if dep.enable_dp_attention and dep.tp % dep.dp:
             raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp "
                               f"({dep.tp})", hint="e.g. --tp 8 --dp 8 --enable-dp-attention")

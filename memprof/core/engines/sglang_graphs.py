@@ -33,15 +33,30 @@ the pool; from 0.5.1 the logits are copied into ``next_token_logits_buffer``, on
 ``[max_bs, vocab]`` tensor the runner allocates before capturing (``_copy_logits_to_buffer``;
 0.5.9 ``input_buffers.py``, 0.5.19 ``runner/base_runner.py``).
 
-Not modelled (stated in the component's formula): the attention backend's capture state that the
-runner's construction also allocates (FlashInfer's ``cuda_graph_kv_indices`` of ``max_bs ×
-context`` int32 and a decode wrapper with its own workspace per batch size, FA3's and TRT-LLM's
-page tables), which depends on the backend SGLang picks per release and GPU (memprof does not
-model SGLang's backend choice); the speculative-decoding and ``--disable-cuda-graph-padding``
-grids; and from 0.5.10 the input buffers the prefill (piecewise) graph runner may share.
+The attention backend's capture state, which the runner's construction also allocates
+(FlashInfer's index buffers and a decode wrapper with its own workspace per batch size, FA3's and
+TRT-LLM's page tables, Triton's split-KV logits), is ``sglang_attention.capture_state``, by the
+backend SGLang picks per release, GPU and model.
+
+From 0.5.14 the decode graphs are captured after the prefill CUDA graphs (where those are on:
+``prefill_graph_reserve_mib``) into the same global pool (``SGLANG_DECODE_AFTER_PREFILL``): the
+decode live sets fit the blocks the prefill captures (up to the prefill chunk's tokens, more than
+the largest decode batch) freed, so the decode figure holds no pool tensors of its own
+[approximation: the prefill pool is not modelled, only assumed larger]; from 0.5.16 the logits
+buffer (``GraphSharedOutput``) is allocated by the prefill runner first and is not in it either,
+and from 0.5.19 both capture on one stream, whose cuBLAS workspace the prefill capture made.
+
+The prefill graphs' own figure ("Capture piecewise CUDA graph end … mem usage", 0.5.14 on
+"Capture target prefill CUDA graph end … mem usage") is a component of its own
+(``memprof/core/terms/cudagraph.py`` ``prefill_graph_terms``).
+
+Not modelled (stated in the component's formula): the speculative-decoding and
+``--disable-cuda-graph-padding`` grids.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 from memprof.core.engines.base import DeploymentView
 from memprof.core.gpus import GPU
@@ -128,6 +143,45 @@ SGLANG_GRAPH_DP_MULTIPLES: tuple[Rule, ...] = (
          "mul_base == 0]"),
 )
 
+# Whether the decode graphs are captured after the prefill (piecewise) CUDA graphs, into the same
+# process-wide graph pool, and whether the decode logits buffer is then the prefill runner's.
+# value: (decode after prefill, logits buffer allocated by the first runner that asks, one capture
+# stream for every runner: the stream's cuBLAS workspace made by the first capture).
+SGLANG_DECODE_AFTER_PREFILL: tuple[Rule, ...] = (
+    Rule(name="sglang_decode_after_prefill_graphs", changes="CUDA graphs: capture order",
+         since=None, until="0.5.14", value=(False, False, False), engine="sglang",
+         introduced_by="before 0.4.3", removed_by=_READ.format("0.5.14"),
+         source="sglang 0.5.10, 0.5.12, 0.5.13 model_executor/model_runner.py initialize: "
+         "init_device_graphs() (the decode CudaGraphRunner) before init_piecewise_cuda_graphs()"),
+    Rule(name="sglang_decode_after_prefill_graphs", changes="CUDA graphs: capture order",
+         since="0.5.14", until="0.5.16", value=(True, False, False), engine="sglang",
+         introduced_by=_READ.format("0.5.14"), removed_by=_READ.format("0.5.16"),
+         source="sglang 0.5.14 model_executor/model_runner.py: 'cuda-graph capture: prefill "
+         "before decode'; every runner backend captures into the one global graph pool "
+         "(runner_utils/pool.py get_or_create_global_graph_memory_pool)"),
+    Rule(name="sglang_decode_after_prefill_graphs", changes="CUDA graphs: capture order",
+         since="0.5.16", until="0.5.19", value=(True, True, False), engine="sglang",
+         introduced_by=_READ.format("0.5.16"), removed_by=_READ.format("0.5.19"),
+         source="sglang 0.5.16, 0.5.18 model_runner_components/cuda_graph_setup.py "
+         "capture_cuda_graphs: prefill before decode into the global graph pool; "
+         "graph_shared_output.py GraphSharedOutput: one (max decode rows, vocab) fp32 logits "
+         "buffer shared by every graph runner, allocated by the first that asks "
+         "(prefill_cuda_graph_runner.py _next_token_logits_buffer, captured first); the decode "
+         "runner captures under graph_capture() with no stream: distributed/parallel_state.py "
+         "GroupCoordinator.graph_capture makes a new one"),
+    Rule(name="sglang_decode_after_prefill_graphs", changes="CUDA graphs: capture order",
+         since="0.5.19", until=None, value=(True, True, True), engine="sglang",
+         introduced_by=_READ.format("0.5.19"),
+         source="sglang 0.5.19 runner_utils/pool.py get_or_create_global_graph_capture_stream "
+         "('every capture pass reserves the pool's scratch once instead of per stream'), used "
+         "by decode_cuda_graph_runner.py and prefill_cuda_graph_runner.py; "
+         "model_runner_components/cuda_graph_setup.py "
+         "capture_cuda_graphs: prefill before decode into the global graph pool; "
+         "graph_shared_output.py GraphSharedOutput: one (max decode rows, vocab) fp32 logits "
+         "buffer shared by every graph runner, allocated by the first that asks "
+         "(prefill_cuda_graph_runner.py _next_token_logits_buffer, captured first)"),
+)
+
 SGLANG_GRAPH_ORDER: tuple[Rule, ...] = (
     Rule(name="sglang_decode_graph_order", changes="CUDA graphs: capture order",
          since=None, until="0.4.4", value="ascending", engine="sglang",
@@ -200,6 +254,16 @@ def kept_logits(dep: DeploymentView, sizes: list[int],
     return (), max(sizes) * vocab * 4, f"one fp32 logits buffer [{max(sizes)}, {vocab:,}]"
 
 
+def after_prefill(version: str | None) -> tuple[bool, bool, bool]:
+    """(the decode graphs follow the prefill graphs into the same pool, the logits buffer is
+    allocated by the prefill runner, both capture on one stream) at ``version``:
+    ``SGLANG_DECODE_AFTER_PREFILL``."""
+    value = value_at(SGLANG_DECODE_AFTER_PREFILL, version, (True, True, True), engine="sglang")
+    after, shared, stream = cast("tuple[bool, bool, bool]", value)
+    return bool(after), bool(shared), bool(stream)
+
+
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_DECODE_GRID, SGLANG_GRAPH_LOGITS,
-                                       SGLANG_GRAPH_ORDER, SGLANG_GRAPH_DP_MULTIPLES)
+                                       SGLANG_GRAPH_ORDER, SGLANG_GRAPH_DP_MULTIPLES,
+                                       SGLANG_DECODE_AFTER_PREFILL)
 """The rows of this module (``memprof versions`` lists them with the engine's)."""

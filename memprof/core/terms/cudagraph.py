@@ -733,6 +733,7 @@ class GraphModel:
     driver: int  # the part of ``actual`` that is driver memory for the graph executables
     graphs: int  # graph executables captured (a PIECEWISE size is one per piece)
     kept: str = ""  # the engine's own graphs: what the capture keeps beyond the live sets
+    state: str = ""  # the engine's own graphs: the attention backend's capture state
 
 
 def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None) -> GraphModel:
@@ -772,9 +773,9 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     if not modes:
         return GraphModel(modes={}, first_capture={}, per_graph_sample={}, estimate=0, actual=0,
                           driver=0, graphs=0)
-    kept = engine_of(ctx.dep).graph_kept_logits(ctx.dep, modes.get("FULL", []),
-                                                ctx.spec.vocab_size) \
-        if engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu) is not None else None
+    kept = engine_of(ctx.dep).graph_kept_logits(ctx.dep, modes["FULL"], ctx.spec.vocab_size) \
+        if (list(modes) == ["FULL"]
+            and engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu) is not None) else None
     if kept is not None:
         return _engine_graph_model(ctx, modes["FULL"], kept)
     # each mode's live sets and per-size driver bytes read once (graph_pool_tensor_bytes and
@@ -823,24 +824,41 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
 
         tensors = the pool after the largest size's decode live set, with the logits each graph
                   keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
-                  capture (its segment), + the capture stream's cuBLAS workspace
+                  capture (its segment), + the capture stream's cuBLAS workspace, + the
+                  attention backend's capture state outside the pool
+                  (``Engine.graph_capture_state``); captured after other graphs into the same
+                  pool (``Engine.graph_after_earlier_capture``), no live set of its own, and
+                  the logits buffer and workspace only where the earlier capture did not make
+                  them
         driver  = the first graph's stream pool (``graph_driver_first``) + per size the graph,
                   its kernel nodes and NCCL nodes as vLLM's FULL graphs cost them
 
     The smaller sizes' live sets reuse the largest one's free blocks (approximation, as
     ``graph_pool_tensor_bytes``)."""
     in_pool, before, what = kept
-    stages = _mode_stages(ctx, "FULL", max(sizes))
-    largest = sizes.index(max(sizes))
-    tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
-               else _pool_reserved(stages))
-    tensors += cublas_workspace_bytes(ctx.gpu) + (_segment_bytes(before) if before else 0)
+    after = engine_of(ctx.dep).graph_after_earlier_capture(ctx.dep, ctx.gpu, ctx.spec)
+    if after is not None:  # the live sets fit an earlier capture's freed blocks of the pool
+        tensors = sum(_segment_bytes(b) for b in in_pool)
+        what = after[2] if after[0] else f"{after[2]}; {what}"
+        before = 0 if after[0] else before
+    else:
+        what = f"the largest size's decode live set, {what}"
+        stages = _mode_stages(ctx, "FULL", max(sizes))
+        largest = sizes.index(max(sizes))
+        tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
+                   else _pool_reserved(stages))
+    if after is None or not after[1]:
+        what += ", the capture stream's cuBLAS workspace"
+        tensors += cublas_workspace_bytes(ctx.gpu)
+    tensors += _segment_bytes(before) if before else 0
+    state = engine_of(ctx.dep).graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
+    tensors += state[0] if state else 0
     driver = graph_driver_first(ctx) + len(sizes) * _driver_per_size(ctx, "FULL")
     actual = tensors + driver
     return GraphModel(modes={"FULL": sizes}, first_capture={"FULL": actual},
                       per_graph_sample={"FULL": _driver_per_size(ctx, "FULL")},
                       estimate=actual, actual=actual, driver=driver, graphs=len(sizes),
-                      kept=what)
+                      kept=what, state=state[1] if state else "")
 
 
 def _segment_bytes(nbytes: int) -> int:
@@ -922,10 +940,12 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
         return [Component(name=names[0], category="cudagraph", bytes=0, where="budget",
                           profiled=True, formula="enforce_eager"),
                 Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
-                          profiled=False, formula="enforce_eager")]
+                          profiled=False, formula="enforce_eager"),
+                *prefill_graph_terms(ctx, decode_rows=0)]
     g = cudagraph_model(ctx)
     if g.kept:
-        return _engine_graph_terms(ctx, g, names)
+        return [*_engine_graph_terms(ctx, g, names),
+                *prefill_graph_terms(ctx, decode_rows=max(g.modes["FULL"]))]
     counts = ", ".join(f"{m}={len(s)} (largest={max(s)})" for m, s in g.modes.items())
     firsts = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.first_capture.items())
     samples = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.per_graph_sample.items())
@@ -954,16 +974,47 @@ def _engine_graph_terms(ctx: TermContext, g: GraphModel,
                   where="budget", profiled=True,
                   formula=f"{g.graphs} decode graphs, batch sizes {shown} in capture order "
                   f"(largest {max(sizes)}), one of the whole forward each: pool tensors "
-                  f"{fmt_bytes(g.actual - g.driver)} (the largest size's decode live set, "
-                  f"{g.kept}, the capture stream's cuBLAS workspace) + driver "
-                  f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; not modelled: the attention "
-                  "backend's capture state (index buffers, per-size decode wrappers) "
-                  "[assumption]"),
+                  f"{fmt_bytes(g.actual - g.driver)} ({g.kept}) + driver "
+                  f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; "
+                  f"{g.state or 'the attention backend capture state not modelled'}"
+                  f"{'' if '[assumption]' in g.state else ' [assumption]'}"),
         Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
                   profiled=False,
                   formula="none: the component above is the whole capture (the engine has no "
                   "estimate of its own)"),
     ]
+
+
+PREFILL_GRAPHS = "prefill CUDA graphs"
+
+
+def prefill_graph_terms(ctx: TermContext, decode_rows: int) -> list[Component]:
+    """An engine's own prefill CUDA graphs, where it captures them
+    (``Engine.prefill_graph_tokens``; SGLang from 0.5.10): one component, where "runtime",
+    the figure SGLang logs as "Capture piecewise CUDA graph end … mem usage" (0.5.14 on:
+    "Capture target prefill CUDA graph end"). They are captured per token count as vLLM's
+    PIECEWISE graphs are (the forward split at each attention, one graph a piece), so memprof
+    predicts them as vLLM's piecewise capture of those sizes (``cudagraph_model``: the largest
+    size's live sets in the pool + driver memory per graph and node)
+    [approximation: SGLang's tc_piecewise / breakable backends split where vLLM's does]; plus,
+    where the decode graphs share one logits buffer allocated by the first runner that asks
+    (``Engine.prefill_graph_logits``), that fp32 [decode rows, vocab] buffer."""
+    engine = engine_of(ctx.dep)
+    tokens = engine.prefill_graph_tokens(ctx.dep, ctx.gpu, ctx.spec)
+    if not tokens:
+        return []
+    g = cudagraph_model(ctx, {"PIECEWISE": tokens})
+    logits = (_segment_bytes(decode_rows * ctx.spec.vocab_size * 4)
+              if decode_rows and engine.prefill_graph_logits(ctx.dep) else 0)
+    shown = f" + the shared fp32 logits buffer [{decode_rows}, {ctx.spec.vocab_size:,}]" \
+        if logits else ""
+    return [Component(name=PREFILL_GRAPHS, category="cudagraph", bytes=g.actual + logits,
+                      count=len(tokens), where="runtime", profiled=False,
+                      formula=f"{len(tokens)} prefill sizes up to {max(tokens):,} tokens, each "
+                      f"captured piecewise ({g.graphs} graphs): pool tensors "
+                      f"{fmt_bytes(g.actual - g.driver)} + driver {fmt_bytes(g.driver)}"
+                      f"{shown}, as vLLM's PIECEWISE capture of those sizes "
+                      "[approximation]")]
 
 
 def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:

@@ -91,9 +91,13 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.fully_sharded_loras", "dep.enable_lora_bias",
                                   "dep.specialize_active_lora",
                                   # an engine's own decode graphs (SGLang: the graph batch
-                                  # heuristic and the request pool, engines/sglang_graphs.py)
+                                  # heuristic and the request pool, engines/sglang_graphs.py;
+                                  # the attention backend's page table,
+                                  # engines/sglang_attention.py; whether the prefill graphs
+                                  # are captured first, sglang.py prefill_graph_reserve_mib)
                                   "dep.cuda_graph_max_bs", "dep.enable_dp_attention",
-                                  "dep.entrypoint", "dep.max_model_len")),
+                                  "dep.entrypoint", "dep.max_model_len", "dep.block_size",
+                                  "dep.chunked_prefill_size", "dep.mem_fraction_static")),
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),

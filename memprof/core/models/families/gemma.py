@@ -68,6 +68,7 @@ from memprof.core.models.families.row import (
     layer_types_windows,
     lift_text_config,
     missing,
+    sglang_fa3_listed,
     v0_gate_up_rows,
     vision_int,
 )
@@ -264,6 +265,7 @@ _GEMMA3_VIEW = _view(GEMMA3_DEFAULTS, rope_keeps_max_len=True)
 
 GEMMA2 = Family(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
+    sglang_fa3_listed=(sglang_fa3_listed("gemma2", "0.4.6", "0.5.8", ("Gemma2ForCausalLM",)),),
     build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS),
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma2.py (0.12.0)",
     v0_mlp_gate_up=v0_gate_up_rows("gemma2", "gemma2.py", "Gemma2MLP",
@@ -278,6 +280,8 @@ GEMMA3 = Family(
 )
 GEMMA3_MM = Family(
     name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
+    sglang_fa3_listed=(sglang_fa3_listed("gemma3_mm", "0.4.6", "0.5.8",
+                                         ("Gemma3ForConditionalGeneration",)),),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
     layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,),
     sglang_tower=GEMMA3_MM_SGLANG,

@@ -25,6 +25,7 @@ from memprof.core.models.families.row import (
     gqa,
     missing,
     sglang_embed_rows,
+    sglang_fa3_listed,
     top_k,
 )
 from memprof.core.models.spec import MLP, Layer
@@ -53,6 +54,8 @@ def _glm4_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 
 FAMILY = Family(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
+    sglang_fa3_listed=(sglang_fa3_listed("glm4_moe", "0.4.10", "0.5.8",
+                                         ("Glm4MoeForCausalLM",)),),
     build=_glm4_moe_layers, attention="gqa", moe=True, mtp=True,
     dp_attention_embed=sglang_embed_rows(
         "glm4_moe", "glm4_moe.py",

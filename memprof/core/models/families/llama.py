@@ -15,6 +15,7 @@ from memprof.core.models.families.row import (
     dense_layers,
     layer_types_windows,
     missing,
+    sglang_fa3_listed,
     swa_from_max_window_layers,
     v0_gate_up_rows,
     v2_listed,
@@ -66,6 +67,9 @@ LORA: tuple[Rule, ...] = (
 FAMILY = Family(
     name="llama", model_types=("llama", "mistral"),
     architectures=("LlamaForCausalLM", "MistralForCausalLM"),
+    sglang_fa3_listed=(
+        sglang_fa3_listed("llama", "0.4.6", "0.4.7", ("LlamaForCausalLM", "MistralForCausalLM")),
+        sglang_fa3_listed("llama", "0.4.7", "0.5.8", ("LlamaForCausalLM",))),
     build=_llama_layers, attention="gqa", lora=LORA,
     v2_runner_listed=(v2_listed("llama", "0.23.0", "0.25.0",
                                 ("LlamaForCausalLM", "MistralForCausalLM"),

@@ -59,6 +59,7 @@ from memprof.core.models.families.row import (
     gqa,
     lift_text_config,
     sglang_embed_rows,
+    sglang_fa3_listed,
     top_k,
     vision_int,
 )
@@ -217,6 +218,8 @@ TEXT = Family(
 FAMILY = Family(
     name="llama4", model_types=("llama4",),
     architectures=("Llama4ForConditionalGeneration",),
+    sglang_fa3_listed=(sglang_fa3_listed("llama4", "0.4.6", "0.5.8",
+                                         ("Llama4ForConditionalGeneration",)),),
     build=_llama4_layers, attention="gqa", moe=True, config_view=_view, vision=vision_tower,
     dp_attention_embed=sglang_embed_rows("llama4", "llama4.py", _SGLANG_EMBED),
     sglang_tower=LLAMA4_SGLANG,

@@ -16,6 +16,7 @@ from memprof.core.models.families.row import (
     dense_layers,
     layer_types_windows,
     sglang_embed_rows,
+    sglang_fa3_listed,
     swa_from_max_window_layers,
     v0_gate_up_rows,
     v2_listed,
@@ -96,6 +97,8 @@ QWEN3_LORA: tuple[Rule, ...] = (
 )
 
 QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),
+               sglang_fa3_listed=(sglang_fa3_listed("qwen2", "0.4.6", "0.5.8",
+                                                    ("Qwen2ForCausalLM",)),),
                build=_qwen2_layers, attention="gqa", lora=QWEN2_LORA,
                modules=(VL_MODULE,),
                dp_attention_embed=sglang_embed_rows("qwen2", "qwen2.py", _SGLANG_EMBED),
@@ -103,6 +106,8 @@ QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCau
                    ("0.6.0", None, "kept", "0.6.0, 0.6.5, 0.7.1, 0.7.3, 0.8.5"),)),
                source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
+               sglang_fa3_listed=(sglang_fa3_listed("qwen3", "0.4.7", "0.5.8",
+                                                    ("Qwen3ForCausalLM",)),),
                build=_qwen3_layers, attention="gqa", lora=QWEN3_LORA,
                modules=(VL_MODULE,),
                v2_runner_listed=(v2_listed("qwen3", "0.23.0", "0.25.0", ("Qwen3ForCausalLM",),

@@ -17,6 +17,7 @@ from memprof.core.models.families.row import (
     gqa,
     missing,
     sglang_embed_rows,
+    sglang_fa3_listed,
     top_k,
     v2_listed,
 )
@@ -79,6 +80,8 @@ QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),
                    source="vLLM model_executor/models/qwen2_moe.py")
 QWEN3_MOE = Family(name="qwen3_moe", model_types=("qwen3_moe",),
                    architectures=("Qwen3MoeForCausalLM",), build=_qwen3_moe_layers,
+                   sglang_fa3_listed=(sglang_fa3_listed("qwen3_moe", "0.4.7", "0.5.8",
+                                                        ("Qwen3MoeForCausalLM",)),),
                    attention="gqa", moe=True,
                    dp_attention_embed=sglang_embed_rows("qwen3_moe", "qwen2_moe.py",
                                                         _SGLANG_EMBED),

@@ -154,6 +154,10 @@ class Family(NamedTuple):
     # family's architectures: rows whose ``value`` is the tuple listed
     # (memprof/core/engines/vllm_runner.py reads them)
     v2_runner_listed: tuple[Rule, ...] = ()
+    # the SGLang releases whose ``is_fa3_default_architecture`` (utils.py) lists the family's
+    # architectures, which then run FlashAttention 3 by default on Hopper: rows whose ``value``
+    # is the tuple listed (memprof/core/engines/sglang_attention.py reads them)
+    sglang_fa3_listed: tuple[Rule, ...] = ()
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
@@ -168,6 +172,19 @@ def v2_listed(family: str, since: str, until: str, architectures: tuple[str, ...
                 since=since, until=until, value=architectures, applies_to=family,
                 introduced_by=f"listed by vLLM {since}", removed_by=f"not listed in {until}",
                 source=f"{read_in} config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES")
+
+
+def sglang_fa3_listed(family: str, since: str, until: str,
+                      architectures: tuple[str, ...]) -> Rule:
+    """A ``Family.sglang_fa3_listed`` row of ``family``: SGLang ``since`` up to ``until`` lists
+    ``architectures`` in ``is_fa3_default_architecture`` (read in the wheels of 0.4.6 – 0.5.7;
+    0.5.8 dropped the list and runs FA3 for every MHA model on Hopper)."""
+    return Rule(name="sglang_fa3_default_architecture", changes="CUDA graphs: attention backend",
+                since=since, until=until, value=architectures, applies_to=family,
+                engine="sglang", introduced_by=f"listed by SGLang {since}",
+                removed_by=f"not listed in {until}",
+                source="sglang utils.py (0.5.4 on utils/common.py) is_fa3_default_architecture, "
+                f"read in the {since} and later wheels before {until}")
 
 
 def head_dim(c: ConfigFields, hidden: int, heads: int, default: int | None = None) -> int:
