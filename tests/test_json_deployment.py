@@ -18,7 +18,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 # present only with --enable-lora (memprof/core/contract.py lora_fields), so that a deployment
 # without LoRA keeps its JSON; tests/test_lora_term.py checks them with LoRA on
 ONLY_WITH_LORA = {"enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab_size",
-                  "lora_dtype", "fully_sharded_loras", "enable_lora_bias"}
+                  "lora_dtype", "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora"}
 
 
 def _deployment(capsys, *flags: str) -> dict[str, object]:  # type: ignore[no-untyped-def]

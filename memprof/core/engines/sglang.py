@@ -543,10 +543,10 @@ def prefill_graph_sizes(max_tokens: int) -> int:
     0.5.14's _generate_prefill_cuda_graph_batch_sizes and 0.5.19's
     arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes): 58 at 8192, 74 at
     16384."""
-    return len(prefill_graph_grid(max_tokens))
+    return len(prefill_graph_token_sizes(max_tokens))
 
 
-def prefill_graph_grid(max_tokens: int) -> list[int]:
+def prefill_graph_token_sizes(max_tokens: int) -> list[int]:
     """The prefill sizes SGLang captures up to ``max_tokens`` (``prefill_graph_sizes``' grid)."""
     grid = (*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
             *range(576, 1024 + 1, 64), *range(1280, 4096 + 1, 256),
@@ -1085,7 +1085,7 @@ class SGLang(Engine):
             top = min(top, dep.max_total_tokens)
         if model.capped_4096:
             top = min(top, 4096)
-        return prefill_graph_grid(top) or None
+        return prefill_graph_token_sizes(top) or None
 
     def prefill_graph_logits(self, dep: DeploymentView) -> bool:
         """From 0.5.16 (``sglang_graphs.after_prefill``: GraphSharedOutput)."""
