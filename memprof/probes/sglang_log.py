@@ -103,26 +103,7 @@ def split_fields(body: str) -> dict[str, str]:
     "d": "Cfg(e=3)"}``: the top-level ``name=value`` pairs of a dataclass repr, up to the
     parenthesis that closes it."""
     out: dict[str, str] = {}
-    depth, quote, start = 0, "", 0
-    parts: list[str] = []
-    for i, ch in enumerate(body):
-        if quote:
-            if ch == quote and body[i - 1] != "\\":
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            if depth == 0:
-                parts.append(body[start:i])
-                break
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-    else:
-        parts.append(body[start:])  # a line cut short: keep what is there
+    parts = _top_level(body, keep_cut=True)
     for part in parts:
         name, eq, value = part.strip().partition("=")
         if eq and re.fullmatch(r"[A-Za-z_]\w*", name):
@@ -143,9 +124,11 @@ def split_dict_fields(body: str) -> dict[str, str]:
     return out
 
 
-def _top_level(body: str) -> list[str]:
+def _top_level(body: str, *, keep_cut: bool = False) -> list[str]:
     """The comma-separated items of ``body`` at bracket depth 0, up to the bracket that closes
-    the enclosing one (the last item of a body cut short is dropped: it may be cut too)."""
+    the enclosing one. In a body cut short the last item is kept where ``keep_cut`` (a
+    ``name=value`` pair cut inside its value still names its field), else dropped (it may be
+    cut too)."""
     depth, quote, start = 0, "", 0
     parts: list[str] = []
     for i, ch in enumerate(body):
@@ -164,6 +147,8 @@ def _top_level(body: str) -> list[str]:
         elif ch == "," and depth == 0:
             parts.append(body[start:i])
             start = i + 1
+    if keep_cut:
+        parts.append(body[start:])
     return parts
 
 
