@@ -42,22 +42,42 @@ _D = TypeVar("_D")
 _T = TypeVar("_T")
 
 
+class _Reader:
+    """A field of a recorder: the first read adds ``(kind, field)`` to the read set and keeps
+    the value in the instance's ``__dict__``, where later reads find it without this descriptor
+    (it defines no ``__set__``, so the instance's entry comes first): a term that reads a field
+    many times pays for recording once."""
+
+    __slots__ = ("key", "name")
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.key, self.name = (kind, name), name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        obj._rec_read.add(self.key)
+        value = obj.__dict__[self.name] = getattr(obj._rec_obj, self.name)
+        return value
+
+
+class _Inner:
+    """The field of a recorder whose value is the inner recorder (not counted as a read); the
+    instance's ``__dict__`` holds it too, so reads rarely get here."""
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else obj._rec_inner
+
+
 def _recording_class(base: type[_D], kind: str, names: tuple[str, ...],
                      inner: str | None = None) -> type[_D]:
     """A subclass of the frozen dataclass ``base`` whose instances stand for one instance of it
-    (``_rec_obj``) and add ``(kind, field)`` to ``_rec_read`` for each field read. Properties
-    and methods are inherited, so they run on the recorder and their reads are recorded too;
-    hashing, comparing or printing counts as reading every field. ``inner``: a field whose
-    value is itself a recorder (``_rec_inner``), returned without being counted; reading
-    everything reads everything of it too."""
-
-    def reader(name: str) -> property:
-        key = (kind, name)
-
-        def get(self: Any) -> Any:
-            self._rec_read.add(key)
-            return getattr(self._rec_obj, name)
-        return property(get)
+    (``_rec_obj``) and add ``(kind, field)`` to ``_rec_read`` for each field read (``_Reader``).
+    Properties and methods are inherited, so they run on the recorder and their reads are
+    recorded too; hashing, comparing or printing counts as reading every field. ``inner``: a
+    field whose value is itself a recorder (``_rec_inner``, put in the instance's ``__dict__``
+    when it is made), returned without being counted; reading everything reads everything of
+    it too."""
 
     def read_all(self: Any) -> None:
         self._rec_read.update((kind, n) for n in names if n != inner)
@@ -77,11 +97,10 @@ def _recording_class(base: type[_D], kind: str, names: tuple[str, ...],
         return repr(self._rec_obj)
 
     cls = type(f"Recording{base.__name__}", (base,), {
-        "__slots__": ("_rec_inner", "_rec_obj", "_rec_read"), "_read_all": read_all,
-        "__hash__": hash_, "__eq__": eq, "__repr__": repr_})
+        "__slots__": ("__dict__", "_rec_inner", "_rec_obj", "_rec_read"),
+        "_read_all": read_all, "__hash__": hash_, "__eq__": eq, "__repr__": repr_})
     for name in names:
-        setattr(cls, name, property(lambda self: self._rec_inner) if name == inner
-                else reader(name))
+        setattr(cls, name, _Inner() if name == inner else _Reader(kind, name))
     return cls
 
 
@@ -90,10 +109,13 @@ _RecordingDeployment = _recording_class(Deployment, "dep", DEP_FIELDS)
 _RecordingContext = _recording_class(TermContext, "ctx", (*CTX_FIELDS, "dep"), inner="dep")
 
 
-def _recorder(cls: type[_D], obj: _D, read: set[_Read], inner: object = None) -> _D:
+def _recorder(cls: type[_D], obj: _D, read: set[_Read], inner: object = None,
+              inner_name: str = "") -> _D:
     rec = object.__new__(cls)
     for slot, value in (("_rec_obj", obj), ("_rec_read", read), ("_rec_inner", inner)):
         object.__setattr__(rec, slot, value)
+    if inner_name:  # the inner recorder, read as the field without being counted
+        rec.__dict__[inner_name] = inner
     return rec
 
 
@@ -102,7 +124,7 @@ def recorded_run(term: Callable[[TermContext], _T], ctx: TermContext
     """``term(ctx)`` and the context and deployment fields it read."""
     read: set[_Read] = set()
     dep = _recorder(_RecordingDeployment, ctx.dep, read)
-    return term(_recorder(_RecordingContext, ctx, read, dep)), frozenset(read)
+    return term(_recorder(_RecordingContext, ctx, read, dep, "dep")), frozenset(read)
 
 
 def _key_fn(reads: frozenset[_Read]) -> Callable[[TermContext], tuple[object, ...]]:
