@@ -183,11 +183,18 @@ class ReadMemoFn(Generic[_T]):
         if self.direct:
             return self.fn(ctx)
         results = self._results
-        for i, (_reads, key) in enumerate(self._sets):
-            found = results.get((i, key(ctx)), _MISSING)
+        sets = self._sets
+        if len(sets) == 1:  # (the usual case: one read set, no enumeration)
+            found = results.get((0, sets[0][1](ctx)), _MISSING)
             if found is not _MISSING:
                 self.hits += 1
                 return found  # type: ignore[return-value]
+        else:
+            for i, (_reads, key) in enumerate(sets):
+                found = results.get((i, key(ctx)), _MISSING)
+                if found is not _MISSING:
+                    self.hits += 1
+                    return found  # type: ignore[return-value]
         self.runs += 1
         out, reads = recorded_run(self.fn, ctx)
         if self._direct_when_everything and reads >= EVERY_SETTING:

@@ -161,8 +161,7 @@ class Deployment:
         the same fields copied, an unknown name a TypeError as ``replace`` raises."""
         if not changes:
             return self
-        unknown = changes.keys() - _DEPLOYMENT_FIELDS
-        if unknown:
+        if not _DEPLOYMENT_FIELDS.issuperset(changes):  # an unknown name
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
         return _copy(self, changes)
 
