@@ -62,6 +62,8 @@ class AllocatorReplayCache:
         # after that
         self._prefixes: dict[tuple[Any, ...], tuple[int, tuple[int, ...], int]] = {}
         self._pids: dict[tuple[int, ...], int] = {}
+        # (weights key, model-load buffer sizes) → (prefix id, prefix)
+        self._by_weights: dict[tuple[Any, ...], tuple[int, tuple[int, ...]]] = {}
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
         # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
@@ -91,21 +93,30 @@ class AllocatorReplayCache:
             if len(self._prefixes) >= 64 * MAX_PREFIXES:
                 self._prefixes.clear()
                 self._pids.clear()
-            prefix = self._weight_sizes(ctx)
-            pid = self._pids.get(prefix)
-            if pid is None:
-                pid = self._pids[prefix] = next(self._next_pid)
+                self._by_weights.clear()
+            pid, prefix = self._weight_sizes(ctx)
             known = self._prefixes[key] = (pid, prefix, self._load_rounding(ctx, pid))
         return known
 
-    def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
-        """The rank's weights tensor by tensor with the model-load buffers where
-        ``rank_allocations`` puts them (the weights cached per layout, the buffers per what
-        their terms read)."""
-        sizes, at = self._weights_and_position(ctx)
+    def _weight_sizes(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
+        """(id, sizes) of the rank's weights tensor by tensor with the model-load buffers where
+        ``rank_allocations`` puts them (the weights cached per weights key, the buffers per what
+        their terms read); the sequence is a function of the weights key and the buffers'
+        sizes, and is built and hashed once for them, however many layouts share it."""
         extra = tuple(a.bytes for a in model_load_buffers(
             ctx, [c for term in self._load_terms for c in term(ctx)]))
-        return sizes[:at] + extra + sizes[at:] if extra else sizes
+        wkey = (self._weights_key(ctx), extra)
+        known = self._by_weights.get(wkey)
+        if known is None:
+            sizes, at = self._weights_and_position(ctx)
+            prefix = sizes[:at] + extra + sizes[at:] if extra else sizes
+            pid = self._pids.get(prefix)
+            if pid is None:
+                pid = self._pids[prefix] = next(self._next_pid)
+            if len(self._by_weights) >= 64 * MAX_PREFIXES:
+                self._by_weights.clear()
+            known = self._by_weights[wkey] = (pid, prefix)
+        return known
 
     def _load_rounding(self, ctx: TermContext, pid: int) -> int:
         """``load_rounding_bytes(ctx)`` + ``load_segments_bytes(ctx)`` (what the load figure holds
