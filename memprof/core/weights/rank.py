@@ -195,7 +195,7 @@ class _InOrderParams(RankWeights):
         self._done = 0  # tensors of ``out`` already in ``params``
         # layer kind → its first layer's params as (name after that layer's prefix, bytes); a
         # name outside the prefix is kept whole, marked by a leading NUL
-        self._built: dict[tuple[object, ...], list[tuple[str, int]]] = {}
+        self._built: dict[tuple[object, ...], tuple[list[tuple[str, int]], bool]] = {}
         ex = self.quant.exclude if self.quant is not None else ()
         named = any(has_digit(p) for p in ex)
         # the exclude list tells layers apart by more than their names: each layer is built
@@ -218,10 +218,16 @@ class _InOrderParams(RankWeights):
             super().layer(layer)
             new = self._flush()
             if not self._by_index:
-                self._built[key] = [(n[len(prefix):], b) if n.startswith(prefix) else ("\0" + n, b)
-                                    for n, b in new]
+                # (and whether every name is under the prefix: then no name is tested again)
+                self._built[key] = ([(n[len(prefix):], b) if n.startswith(prefix)
+                                     else ("\0" + n, b) for n, b in new],
+                                    all(n.startswith(prefix) for n, _ in new))
             return
-        self.params += [(prefix + n if n[:1] != "\0" else n[1:], b) for n, b in seen]
+        entries, under_prefix = seen
+        if under_prefix:
+            self.params += [(prefix + n, b) for n, b in entries]
+        else:
+            self.params += [(prefix + n if n[:1] != "\0" else n[1:], b) for n, b in entries]
 
     def build_params(self) -> list[tuple[str, int]]:
         self.build(in_order=True)
