@@ -214,6 +214,45 @@ class ReadMemoFn(Generic[_T]):
         return out
 
 
+class SpecDepMemo(Generic[_T]):
+    """``fn(spec, dep)`` remembered by the model (by identity) and the deployment fields it reads
+    (a recording deployment, as ``ReadMemoFn`` records a context's); results are returned as
+    stored. The models it has met are kept alive while their ids are keys."""
+
+    def __init__(self, fn: Callable[[Any, Deployment], _T]) -> None:
+        self.fn = fn
+        # the read sets met so far, each with the function that reads its values
+        self._sets: list[tuple[frozenset[str], Callable[[Deployment], object]]] = []
+        self._results: dict[tuple[object, ...], _T] = {}
+        self._alive: dict[int, object] = {}
+        self.hits = 0
+        self.runs = 0
+
+    def __call__(self, spec: Any, dep: Deployment) -> _T:
+        sid = id(spec)
+        for i, (_names, key) in enumerate(self._sets):
+            found = self._results.get((i, sid, key(dep)), _MISSING)
+            if found is not _MISSING:
+                self.hits += 1
+                return found  # type: ignore[return-value]
+        self.runs += 1
+        read: set[_Read] = set()
+        out = self.fn(spec, _recorder(_RecordingDeployment, dep, read))
+        names = frozenset(n for _kind, n in read)
+        known = [k for k, (r, _f) in enumerate(self._sets) if r == names]
+        i = known[0] if known else len(self._sets)
+        if not known:
+            ordered = sorted(names)
+            self._sets.append((names, operator.attrgetter(*ordered) if ordered
+                               else (lambda _d: ())))
+        if len(self._results) >= MAX_ENTRIES:
+            self._results.clear()
+            self._alive.clear()
+        self._alive[sid] = spec
+        self._results[(i, sid, self._sets[i][1](dep))] = out
+        return out
+
+
 class ReadMemo(ReadMemoFn[tuple[Component, ...]]):
     """A term (a ``TermFn``) remembered by what it reads; each call gets its own list."""
 
