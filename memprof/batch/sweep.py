@@ -153,6 +153,21 @@ RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
 
 def record(e: Estimate) -> dict[str, Any]:
     """The figures of one estimate as a flat record (sizes in bytes)."""
+    if len(e.ranks) == 1:  # (the usual point: one distinct rank, its figures read once)
+        r = e.ranks[0]
+        return {
+            "gpus": e.deployment.world_size,
+            "verdict": e.verdict,
+            "kv_cache_tokens": r.kv.tokens,
+            "max_concurrency": round(r.kv.max_concurrency, 4),
+            "kv_cache_bytes_per_token": r.plan.bytes_per_token,
+            "weights_bytes": r.weights_bytes,
+            "available_kv_bytes": r.available_kv_bytes,
+            "headroom_bytes": r.headroom_bytes,
+            "max_model_len": e.max_model_len,
+            "max_num_seqs": e.deployment.max_num_seqs,
+            "error": "",
+        }
     return {
         "gpus": e.deployment.world_size,
         "verdict": e.verdict,
