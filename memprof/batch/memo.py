@@ -17,6 +17,8 @@ reads every setting is run directly after its first run (the sweep's cached ``cl
 raised to the caller, never retried without it: a term the recorder cannot stand in for is a bug
 to see. ``tests/test_term_memo.py`` checks the recorder's rules and sweeps against cold
 estimates; ``tests/test_term_reads.py`` checks each term's declared reads with the recorder.
+``SpecDepMemo`` does the same for a function of the model and a deployment (the sweep's rank
+order: ``tests/test_spec_dep_memo.py``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 between calls, for one ``Evaluator``: the overridden model, the validated deployment (once for
 every ``gpu_memory_utilization``), a class of ranks' weights, KV layout and budget terms, and
 the weights and KV layout on their own (shared by classes that differ elsewhere), and the ranks
-estimated with their classes.
+estimated with their classes (kept by the deployment fields the rank order reads:
+``memprof.batch.memo.SpecDepMemo``).
 
 Each cache is keyed by the values its step reads; a model spec is keyed by identity (hashing
 one costs tens of microseconds) and kept alive by this object while it is a key, so an id never
