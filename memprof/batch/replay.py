@@ -80,6 +80,8 @@ class AllocatorReplayCache:
         # what it reads: the batch and context length for some backends, the KV block count
         # only where a buffer is sized by the KV pool
         self._scratch = ReadMemoFn(_scratch_sizes, direct_when_reading_everything=False)
+        # a class of ranks' prefix (``_prefix``) by the settings its computation reads
+        self._by_reads = ReadMemoFn(self._compute_prefix, direct_when_reading_everything=False)
 
     def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...], int]:
         """(id, sizes) of the rank's weights and model-load buffers, and the model-load rounding
@@ -94,9 +96,15 @@ class AllocatorReplayCache:
                 self._prefixes.clear()
                 self._pids.clear()
                 self._by_weights.clear()
-            pid, prefix = self._weight_sizes(ctx)
-            known = self._prefixes[key] = (pid, prefix, self._load_rounding(ctx, pid))
+            # a layout not met yet: its prefix is kept by what it reads (the weights key, the
+            # model-load buffers' settings, the model dtype), so layouts that differ in the
+            # batch, the lengths or the KV dtype share it
+            known = self._prefixes[key] = self._by_reads.value(ctx)
         return known
+
+    def _compute_prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...], int]:
+        pid, prefix = self._weight_sizes(ctx)
+        return pid, prefix, self._load_rounding(ctx, pid)
 
     def _weight_sizes(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
         """(id, sizes) of the rank's weights tensor by tensor with the model-load buffers where
