@@ -175,7 +175,9 @@ class ReadMemoFn(Generic[_T]):
         self._direct_when_everything = direct_when_reading_everything
         # the read sets met so far, each with the function that reads its values
         self._sets: list[tuple[frozenset[_Read], Callable[[TermContext], tuple[object, ...]]]] = []
-        self._results: dict[tuple[object, ...], _T] = {}
+        # the results of each read set (``_sets[i]``), by the values it read
+        self._results: list[dict[tuple[object, ...], _T]] = []
+        self._count = 0  # results kept in all
         self._alive: list[object] = []
         self.hits = 0
         self.runs = 0
@@ -184,16 +186,15 @@ class ReadMemoFn(Generic[_T]):
     def value(self, ctx: TermContext) -> _T:
         if self.direct:
             return self.fn(ctx)
-        results = self._results
         sets = self._sets
         if len(sets) == 1:  # (the usual case: one read set, no enumeration)
-            found = results.get((0, sets[0][1](ctx)), _MISSING)
+            found = self._results[0].get(sets[0][1](ctx), _MISSING)
             if found is not _MISSING:
                 self.hits += 1
                 return found  # type: ignore[return-value]
         else:
-            for i, (_reads, key) in enumerate(sets):
-                found = results.get((i, key(ctx)), _MISSING)
+            for (_reads, key), results in zip(sets, self._results, strict=True):
+                found = results.get(key(ctx), _MISSING)
                 if found is not _MISSING:
                     self.hits += 1
                     return found  # type: ignore[return-value]
@@ -206,13 +207,17 @@ class ReadMemoFn(Generic[_T]):
         i = known[0] if known else len(self._sets)
         if not known:
             self._sets.append((reads, _key_fn(reads)))
-        if len(self._results) >= MAX_ENTRIES:
-            self._results.clear()
+            self._results.append({})
+        if self._count >= MAX_ENTRIES:
+            for results in self._results:
+                results.clear()
+            self._count = 0
             self._alive.clear()
         # the objects whose ids are in the key stay alive (read only if the run read them:
         # ``ctx`` may be a recorder of an enclosing memo)
         self._alive += [getattr(ctx, n) for n in sorted(BY_ID) if ("ctx", n) in reads]
-        self._results[(i, self._sets[i][1](ctx))] = out
+        self._results[i][self._sets[i][1](ctx)] = out
+        self._count += 1
         return out
 
 
