@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import NamedTuple
 
 from memprof.base.frozen import fast_init
@@ -290,10 +291,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     util = dep.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     requested = math.ceil(util * gpu.total_bytes)
     engine = engine_of(dep)
-    # the attention of the first layer that has one (not a recurrent mixer)
-    attention = next((x.attention for x in spec.layers if not x.attention.mixer), None)
-    mfs = engine.mem_fraction(dep, gpu, None if attention is None else AttentionFacts(
-        attention.num_heads, kind_of(attention).hip_aiter_heads), spec=spec)
+    # the attention of the first layer that has one (not a recurrent mixer): ``_attention_facts``
+    mfs = engine.mem_fraction(dep, gpu, _attention_facts(spec), spec=spec)
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to
@@ -353,6 +352,15 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=written,
                     mem_fraction_static=mfs or None)
+
+
+@lru_cache(maxsize=64)  # kept by the spec (whose hash is computed once): every estimate asks
+def _attention_facts(spec: ModelSpec) -> AttentionFacts | None:
+    """What an engine reads of the attention of the model's first layer that has one (not a
+    recurrent mixer); None where no layer has one."""
+    attention = next((x.attention for x in spec.layers if not x.attention.mixer), None)
+    return None if attention is None else AttentionFacts(attention.num_heads,
+                                                         kind_of(attention).hip_aiter_heads)
 
 
 def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:
