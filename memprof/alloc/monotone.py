@@ -20,7 +20,14 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 
 from memprof.alloc.allocator import CachingAllocator, get_allocation_size
-from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_SMALL_BUFFER, K_SMALL_SIZE
+from memprof.alloc.constants import (
+    K_LARGE_BUFFER,
+    K_MIN_BLOCK_SIZE,
+    K_MIN_LARGE_ALLOC,
+    K_ROUND_LARGE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+)
 
 
 class MonotoneReplay:
@@ -71,29 +78,48 @@ class MonotoneReplay:
         self.requested += nbytes
 
     def extend(self, sizes: tuple[int, ...] | list[int]) -> MonotoneReplay:
-        """``malloc`` of each size in turn (the same steps, inlined: a sweep replays a few
-        hundred thousand of them)."""
+        """``malloc`` of each size in turn (the same steps, inlined per pool with
+        ``get_allocation_size`` and the constants bound locally: a sweep replays a few hundred
+        thousand of them)."""
         small_free, large_free = self.small, self.large
         reserved = requested = allocated = 0
         created = self.created
+        new_segment = created.append
+        find, put = bisect_left, insort
+        min_block, small_size = K_MIN_BLOCK_SIZE, K_SMALL_SIZE
+        small_buffer, large_buffer = K_SMALL_BUFFER, K_LARGE_BUFFER
+        min_large, round_large = K_MIN_LARGE_ALLOC, K_ROUND_LARGE
         for nbytes in sizes:
-            size = (K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE
-                    else -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
-            small = size <= K_SMALL_SIZE
-            free = small_free if small else large_free
-            i = bisect_left(free, size)
-            if i < len(free):
-                block = free.pop(i)
+            size = min_block if nbytes < min_block else -(-nbytes // min_block) * min_block
+            if size <= small_size:
+                i = find(small_free, size)
+                if i < len(small_free):
+                    block = small_free.pop(i)
+                else:  # get_allocation_size of a small request
+                    block = small_buffer
+                    reserved += block
+                    new_segment(block)
+                rest = block - size
+                if rest >= min_block:  # should_split (small pool)
+                    put(small_free, rest)
+                    allocated += size
+                else:
+                    allocated += block
             else:
-                block = get_allocation_size(size)
-                reserved += block
-                created.append(block)
-            rest = block - size
-            if rest >= K_MIN_BLOCK_SIZE if small else rest > K_SMALL_SIZE:  # should_split
-                insort(free, rest)
-                allocated += size
-            else:
-                allocated += block
+                i = find(large_free, size)
+                if i < len(large_free):
+                    block = large_free.pop(i)
+                else:  # get_allocation_size of a large request
+                    block = (large_buffer if size < min_large
+                             else round_large * -(-size // round_large))
+                    reserved += block
+                    new_segment(block)
+                rest = block - size
+                if rest > small_size:  # should_split (large pool)
+                    put(large_free, rest)
+                    allocated += size
+                else:
+                    allocated += block
             requested += nbytes
         self.reserved += reserved
         self.requested += requested

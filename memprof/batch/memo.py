@@ -17,6 +17,8 @@ reads every setting is run directly after its first run (the sweep's cached ``cl
 raised to the caller, never retried without it: a term the recorder cannot stand in for is a bug
 to see. ``tests/test_term_memo.py`` checks the recorder's rules and sweeps against cold
 estimates; ``tests/test_term_reads.py`` checks each term's declared reads with the recorder.
+``SpecDepMemo`` does the same for a function of the model and a deployment (the sweep's rank
+order: ``tests/test_spec_dep_memo.py``).
 """
 
 from __future__ import annotations
@@ -42,22 +44,42 @@ _D = TypeVar("_D")
 _T = TypeVar("_T")
 
 
+class _Reader:
+    """A field of a recorder: the first read adds ``(kind, field)`` to the read set and keeps
+    the value in the instance's ``__dict__``, where later reads find it without this descriptor
+    (it defines no ``__set__``, so the instance's entry comes first): a term that reads a field
+    many times pays for recording once."""
+
+    __slots__ = ("key", "name")
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.key, self.name = (kind, name), name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        obj._rec_read.add(self.key)
+        value = obj.__dict__[self.name] = getattr(obj._rec_obj, self.name)
+        return value
+
+
+class _Inner:
+    """The field of a recorder whose value is the inner recorder (not counted as a read); the
+    instance's ``__dict__`` holds it too, so reads rarely get here."""
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else obj._rec_inner
+
+
 def _recording_class(base: type[_D], kind: str, names: tuple[str, ...],
                      inner: str | None = None) -> type[_D]:
     """A subclass of the frozen dataclass ``base`` whose instances stand for one instance of it
-    (``_rec_obj``) and add ``(kind, field)`` to ``_rec_read`` for each field read. Properties
-    and methods are inherited, so they run on the recorder and their reads are recorded too;
-    hashing, comparing or printing counts as reading every field. ``inner``: a field whose
-    value is itself a recorder (``_rec_inner``), returned without being counted; reading
-    everything reads everything of it too."""
-
-    def reader(name: str) -> property:
-        key = (kind, name)
-
-        def get(self: Any) -> Any:
-            self._rec_read.add(key)
-            return getattr(self._rec_obj, name)
-        return property(get)
+    (``_rec_obj``) and add ``(kind, field)`` to ``_rec_read`` for each field read (``_Reader``).
+    Properties and methods are inherited, so they run on the recorder and their reads are
+    recorded too; hashing, comparing or printing counts as reading every field. ``inner``: a
+    field whose value is itself a recorder (``_rec_inner``, put in the instance's ``__dict__``
+    when it is made), returned without being counted; reading everything reads everything of
+    it too."""
 
     def read_all(self: Any) -> None:
         self._rec_read.update((kind, n) for n in names if n != inner)
@@ -77,11 +99,10 @@ def _recording_class(base: type[_D], kind: str, names: tuple[str, ...],
         return repr(self._rec_obj)
 
     cls = type(f"Recording{base.__name__}", (base,), {
-        "__slots__": ("_rec_inner", "_rec_obj", "_rec_read"), "_read_all": read_all,
-        "__hash__": hash_, "__eq__": eq, "__repr__": repr_})
+        "__slots__": ("__dict__", "_rec_inner", "_rec_obj", "_rec_read"),
+        "_read_all": read_all, "__hash__": hash_, "__eq__": eq, "__repr__": repr_})
     for name in names:
-        setattr(cls, name, property(lambda self: self._rec_inner) if name == inner
-                else reader(name))
+        setattr(cls, name, _Inner() if name == inner else _Reader(kind, name))
     return cls
 
 
@@ -90,10 +111,13 @@ _RecordingDeployment = _recording_class(Deployment, "dep", DEP_FIELDS)
 _RecordingContext = _recording_class(TermContext, "ctx", (*CTX_FIELDS, "dep"), inner="dep")
 
 
-def _recorder(cls: type[_D], obj: _D, read: set[_Read], inner: object = None) -> _D:
+def _recorder(cls: type[_D], obj: _D, read: set[_Read], inner: object = None,
+              inner_name: str = "") -> _D:
     rec = object.__new__(cls)
     for slot, value in (("_rec_obj", obj), ("_rec_read", read), ("_rec_inner", inner)):
         object.__setattr__(rec, slot, value)
+    if inner_name:  # the inner recorder, read as the field without being counted
+        rec.__dict__[inner_name] = inner
     return rec
 
 
@@ -102,7 +126,7 @@ def recorded_run(term: Callable[[TermContext], _T], ctx: TermContext
     """``term(ctx)`` and the context and deployment fields it read."""
     read: set[_Read] = set()
     dep = _recorder(_RecordingDeployment, ctx.dep, read)
-    return term(_recorder(_RecordingContext, ctx, read, dep)), frozenset(read)
+    return term(_recorder(_RecordingContext, ctx, read, dep, "dep")), frozenset(read)
 
 
 def _key_fn(reads: frozenset[_Read]) -> Callable[[TermContext], tuple[object, ...]]:
@@ -151,7 +175,9 @@ class ReadMemoFn(Generic[_T]):
         self._direct_when_everything = direct_when_reading_everything
         # the read sets met so far, each with the function that reads its values
         self._sets: list[tuple[frozenset[_Read], Callable[[TermContext], tuple[object, ...]]]] = []
-        self._results: dict[tuple[object, ...], _T] = {}
+        # the results of each read set (``_sets[i]``), by the values it read
+        self._results: list[dict[tuple[object, ...], _T]] = []
+        self._count = 0  # results kept in all
         self._alive: list[object] = []
         self.hits = 0
         self.runs = 0
@@ -160,12 +186,18 @@ class ReadMemoFn(Generic[_T]):
     def value(self, ctx: TermContext) -> _T:
         if self.direct:
             return self.fn(ctx)
-        results = self._results
-        for i, (_reads, key) in enumerate(self._sets):
-            found = results.get((i, key(ctx)), _MISSING)
+        sets = self._sets
+        if len(sets) == 1:  # (the usual case: one read set, no enumeration)
+            found = self._results[0].get(sets[0][1](ctx), _MISSING)
             if found is not _MISSING:
                 self.hits += 1
                 return found  # type: ignore[return-value]
+        else:
+            for (_reads, key), results in zip(sets, self._results, strict=True):
+                found = results.get(key(ctx), _MISSING)
+                if found is not _MISSING:
+                    self.hits += 1
+                    return found  # type: ignore[return-value]
         self.runs += 1
         out, reads = recorded_run(self.fn, ctx)
         if self._direct_when_everything and reads >= EVERY_SETTING:
@@ -175,13 +207,56 @@ class ReadMemoFn(Generic[_T]):
         i = known[0] if known else len(self._sets)
         if not known:
             self._sets.append((reads, _key_fn(reads)))
-        if len(self._results) >= MAX_ENTRIES:
-            self._results.clear()
+            self._results.append({})
+        if self._count >= MAX_ENTRIES:
+            for results in self._results:
+                results.clear()
+            self._count = 0
             self._alive.clear()
         # the objects whose ids are in the key stay alive (read only if the run read them:
         # ``ctx`` may be a recorder of an enclosing memo)
         self._alive += [getattr(ctx, n) for n in sorted(BY_ID) if ("ctx", n) in reads]
-        self._results[(i, self._sets[i][1](ctx))] = out
+        self._results[i][self._sets[i][1](ctx)] = out
+        self._count += 1
+        return out
+
+
+class SpecDepMemo(Generic[_T]):
+    """``fn(spec, dep)`` remembered by the model (by identity) and the deployment fields it reads
+    (a recording deployment, as ``ReadMemoFn`` records a context's); results are returned as
+    stored. The models it has met are kept alive while their ids are keys."""
+
+    def __init__(self, fn: Callable[[Any, Deployment], _T]) -> None:
+        self.fn = fn
+        # the read sets met so far, each with the function that reads its values
+        self._sets: list[tuple[frozenset[str], Callable[[Deployment], object]]] = []
+        self._results: dict[tuple[object, ...], _T] = {}
+        self._alive: dict[int, object] = {}
+        self.hits = 0
+        self.runs = 0
+
+    def __call__(self, spec: Any, dep: Deployment) -> _T:
+        sid = id(spec)
+        for i, (_names, key) in enumerate(self._sets):
+            found = self._results.get((i, sid, key(dep)), _MISSING)
+            if found is not _MISSING:
+                self.hits += 1
+                return found  # type: ignore[return-value]
+        self.runs += 1
+        read: set[_Read] = set()
+        out = self.fn(spec, _recorder(_RecordingDeployment, dep, read))
+        names = frozenset(n for _kind, n in read)
+        known = [k for k, (r, _f) in enumerate(self._sets) if r == names]
+        i = known[0] if known else len(self._sets)
+        if not known:
+            ordered = sorted(names)
+            self._sets.append((names, operator.attrgetter(*ordered) if ordered
+                               else (lambda _d: ())))
+        if len(self._results) >= MAX_ENTRIES:
+            self._results.clear()
+            self._alive.clear()
+        self._alive[sid] = spec
+        self._results[(i, sid, self._sets[i][1](dep))] = out
         return out
 
 

@@ -94,7 +94,7 @@ def evaluate(ev: Evaluator, model: str | ModelSpec, gpu: GPU, c: Candidate, base
     dep = base.with_(tp=c.tp, pp=c.pp, dp=c.dp, enable_expert_parallel=c.ep,
                      kv_cache_dtype=c.kv_cache_dtype, max_model_len=context, max_num_seqs=seqs)
     try:
-        e = ev.estimate(model, dep, gpu)
+        e = ev.estimate(model, dep, gpu, notes=False)  # (a plan row holds no notes)
     except BadInput:
         return None
     head = min(r.headroom_bytes for r in e.ranks)

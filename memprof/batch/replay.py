@@ -62,6 +62,8 @@ class AllocatorReplayCache:
         # after that
         self._prefixes: dict[tuple[Any, ...], tuple[int, tuple[int, ...], int]] = {}
         self._pids: dict[tuple[int, ...], int] = {}
+        # (weights key, model-load buffer sizes) → (prefix id, prefix)
+        self._by_weights: dict[tuple[Any, ...], tuple[int, tuple[int, ...]]] = {}
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
         self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
         # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
@@ -78,6 +80,8 @@ class AllocatorReplayCache:
         # what it reads: the batch and context length for some backends, the KV block count
         # only where a buffer is sized by the KV pool
         self._scratch = ReadMemoFn(_scratch_sizes, direct_when_reading_everything=False)
+        # a class of ranks' prefix (``_prefix``) by the settings its computation reads
+        self._by_reads = ReadMemoFn(self._compute_prefix, direct_when_reading_everything=False)
 
     def _prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...], int]:
         """(id, sizes) of the rank's weights and model-load buffers, and the model-load rounding
@@ -91,21 +95,36 @@ class AllocatorReplayCache:
             if len(self._prefixes) >= 64 * MAX_PREFIXES:
                 self._prefixes.clear()
                 self._pids.clear()
-            prefix = self._weight_sizes(ctx)
+                self._by_weights.clear()
+            # a layout not met yet: its prefix is kept by what it reads (the weights key, the
+            # model-load buffers' settings, the model dtype), so layouts that differ in the
+            # batch, the lengths or the KV dtype share it
+            known = self._prefixes[key] = self._by_reads.value(ctx)
+        return known
+
+    def _compute_prefix(self, ctx: TermContext) -> tuple[int, tuple[int, ...], int]:
+        pid, prefix = self._weight_sizes(ctx)
+        return pid, prefix, self._load_rounding(ctx, pid)
+
+    def _weight_sizes(self, ctx: TermContext) -> tuple[int, tuple[int, ...]]:
+        """(id, sizes) of the rank's weights tensor by tensor with the model-load buffers where
+        ``rank_allocations`` puts them (the weights cached per weights key, the buffers per what
+        their terms read); the sequence is a function of the weights key and the buffers'
+        sizes, and is built and hashed once for them, however many layouts share it."""
+        extra = tuple(a.bytes for a in model_load_buffers(
+            ctx, [c for term in self._load_terms for c in term(ctx)]))
+        wkey = (self._weights_key(ctx), extra)
+        known = self._by_weights.get(wkey)
+        if known is None:
+            sizes, at = self._weights_and_position(ctx)
+            prefix = sizes[:at] + extra + sizes[at:] if extra else sizes
             pid = self._pids.get(prefix)
             if pid is None:
                 pid = self._pids[prefix] = next(self._next_pid)
-            known = self._prefixes[key] = (pid, prefix, self._load_rounding(ctx, pid))
+            if len(self._by_weights) >= 64 * MAX_PREFIXES:
+                self._by_weights.clear()
+            known = self._by_weights[wkey] = (pid, prefix)
         return known
-
-    def _weight_sizes(self, ctx: TermContext) -> tuple[int, ...]:
-        """The rank's weights tensor by tensor with the model-load buffers where
-        ``rank_allocations`` puts them (the weights cached per layout, the buffers per what
-        their terms read)."""
-        sizes, at = self._weights_and_position(ctx)
-        extra = tuple(a.bytes for a in model_load_buffers(
-            ctx, [c for term in self._load_terms for c in term(ctx)]))
-        return sizes[:at] + extra + sizes[at:] if extra else sizes
 
     def _load_rounding(self, ctx: TermContext, pid: int) -> int:
         """``load_rounding_bytes(ctx)`` + ``load_segments_bytes(ctx)`` (what the load figure holds

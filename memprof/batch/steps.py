@@ -2,7 +2,8 @@
 between calls, for one ``Evaluator``: the overridden model, the validated deployment (once for
 every ``gpu_memory_utilization``), a class of ranks' weights, KV layout and budget terms, and
 the weights and KV layout on their own (shared by classes that differ elsewhere), and the ranks
-estimated with their classes.
+estimated with their classes (kept by the deployment fields the rank order reads:
+``memprof.batch.memo.SpecDepMemo``).
 
 Each cache is keyed by the values its step reads; a model spec is keyed by identity (hashing
 one costs tens of microseconds) and kept alive by this object while it is a key, so an id never
@@ -16,6 +17,7 @@ import itertools
 from collections.abc import Callable
 from typing import TypeVar
 
+from memprof.batch.memo import SpecDepMemo
 from memprof.core import estimate as est
 from memprof.core.components import Component, TermFn
 from memprof.core.deployment import Deployment, RankCoord, but_utilization
@@ -69,6 +71,8 @@ class CachedSteps:
         # one object per rank coordinate: the keys of every layout then hold the same objects,
         # which compare by identity
         self._coords: dict[RankCoord, RankCoord] = {}
+        self._ranks = SpecDepMemo(lambda spec, dep: self._interned(est.STEPS.rank_order(spec,
+                                                                                        dep)))
         self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
                                class_core=self.class_core, weights=self.weights,
                                kv_plan=self.kv_plan, rank_order=self.rank_order)
@@ -121,9 +125,9 @@ class CachedSteps:
                                                            before_kv, steps))
 
     def rank_order(self, spec: ModelSpec, dep: Deployment) -> est.RankOrder:
-        # the ranks and their classes read the layout, never gpu_memory_utilization
-        return self._get(("ranks", self._id(spec), self._layout(dep)),
-                         lambda: self._interned(est.STEPS.rank_order(spec, dep)))
+        # the ranks and their classes read a few settings of the layout (TP, PP, DP, EP, the
+        # release), never gpu_memory_utilization: kept by those it reads
+        return self._ranks(spec, dep)
 
     def _interned(self, order: est.RankOrder) -> est.RankOrder:
         """``order`` with each rank coordinate replaced by the equal one met first."""

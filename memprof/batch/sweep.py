@@ -138,9 +138,12 @@ class Evaluator:
                      arch: str | None = None) -> None:
         self._gpus[(name, memory, arch)] = gpu
 
-    def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU) -> Estimate:
+    def estimate(self, model: str | ModelSpec, dep: Deployment, gpu: GPU, *,
+                 notes: bool = True) -> Estimate:
+        """``estimate`` of one deployment (``notes=False``: no notes written, as a caller
+        that keeps only figures asks)."""
         spec = self.spec(model, dep.num_speculative_tokens > 0)
-        return estimate(spec, dep, gpu=gpu, terms=self.terms, steps=self._steps)
+        return estimate(spec, dep, gpu=gpu, terms=self.terms, steps=self._steps, notes=notes)
 
 
 RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
@@ -150,6 +153,21 @@ RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
 
 def record(e: Estimate) -> dict[str, Any]:
     """The figures of one estimate as a flat record (sizes in bytes)."""
+    if len(e.ranks) == 1:  # (the usual point: one distinct rank, its figures read once)
+        r = e.ranks[0]
+        return {
+            "gpus": e.deployment.world_size,
+            "verdict": e.verdict,
+            "kv_cache_tokens": r.kv.tokens,
+            "max_concurrency": round(r.kv.max_concurrency, 4),
+            "kv_cache_bytes_per_token": r.plan.bytes_per_token,
+            "weights_bytes": r.weights_bytes,
+            "available_kv_bytes": r.available_kv_bytes,
+            "headroom_bytes": r.headroom_bytes,
+            "max_model_len": e.max_model_len,
+            "max_num_seqs": e.deployment.max_num_seqs,
+            "error": "",
+        }
     return {
         "gpus": e.deployment.world_size,
         "verdict": e.verdict,
@@ -191,7 +209,8 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
         try:
             gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
             dep = base.with_(**changes)
-            row.update(record(ev.estimate(point.get("model", model), dep, gpu)))
+            # (a record holds no notes: none are written)
+            row.update(record(ev.estimate(point.get("model", model), dep, gpu, notes=False)))
         except BadInput as exc:  # its inputs stay (a result column it set shows its value)
             row.update({c: point.get(c) for c in RESULT_COLUMNS})
             row.update(verdict="invalid", error=exc.message)

@@ -71,7 +71,7 @@ class TermContext:
     def with_(self, **changes: object) -> TermContext:
         """The same context with some fields changed (the one way to derive a context); as
         ``dataclasses.replace``, without its per-field overhead."""
-        if changes.keys() - _CONTEXT_FIELDS:
+        if not _CONTEXT_FIELDS.issuperset(changes):  # an unknown name
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
         return _copy(self, changes)
 

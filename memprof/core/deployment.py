@@ -164,8 +164,7 @@ class Deployment:
         the same fields copied, an unknown name a TypeError as ``replace`` raises."""
         if not changes:
             return self
-        unknown = changes.keys() - _DEPLOYMENT_FIELDS
-        if unknown:
+        if not _DEPLOYMENT_FIELDS.issuperset(changes):  # an unknown name
             return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
         return _copy(self, changes)
 
@@ -326,6 +325,12 @@ def _check_int(flag: str | Callable[[], str], value: int | None, low: int, high:
                        hint=f"use a value in [{low:,}, {high:,}]")
 
 
+@lru_cache(maxsize=64)  # kept by the spec (whose hash is computed once): every validate asks
+def _has_mixer(spec: ModelSpec) -> bool:
+    """Whether a layer of the model has a token mixer beside (or instead of) attention."""
+    return any(layer.attention.mixer for layer in spec.layers)
+
+
 def validate(dep: Deployment, spec: ModelSpec) -> None:
     """Reject what the engine would reject, with a hint naming a layout that works."""
     from memprof.core.flags import flag_name
@@ -414,14 +419,14 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --dtype {str(dep.dtype)[:40]!r}",
                        hint="one of: " + ", ".join(DTYPES))
     engine_of(dep).check_layout(dep)
-    if not engine.models_state_mixers and any(layer.attention.mixer for layer in spec.layers):
+    if not engine.models_state_mixers and _has_mixer(spec):
         others = [n for n in NAMES if engine_named(n).models_state_mixers]
         shown = " and ".join(engine_named(n).display for n in others)
         raise BadInput(f"{spec.name} ({spec.architecture}) has recurrent-state layers, which "
                        f"memprof models only for {shown}'s hybrid KV-cache "
                        f"manager, not for {engine.display}",
                        hint=f"use --engine {' or '.join(others)}")
-    if (engine.models_state_mixers and any(layer.attention.mixer for layer in spec.layers)
+    if (engine.models_state_mixers and _has_mixer(spec)
             and not value_at(HYBRID_STATE_V1, dep.engine_version, False, engine=dep.engine)):
         first = HYBRID_STATE_V1[0].since
         raise BadInput(f"{spec.name} ({spec.architecture}) has recurrent-state layers, which "

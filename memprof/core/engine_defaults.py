@@ -9,6 +9,8 @@ imports the other.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
@@ -32,6 +34,7 @@ __all__ = ["BATCH_DEFAULTS", "BATCH_DEFAULT_BOUNDS", "GPU_MEMORY_UTILIZATION",
            "batch_defaults",
            "default_utilization", "model_facts", "resolve", "sglang_defaults"]
 
+@lru_cache(maxsize=64)  # kept by the spec (whose hash is computed once): every resolve asks
 def model_facts(spec: ModelSpec) -> frozenset[str]:
     """What an engine's batch defaults read of the model: "multimodal" (a vision tower),
     "mla" (the config states ``kv_lora_rank``, as vLLM's ``ModelConfig.use_mla`` reads it)."""
@@ -39,6 +42,12 @@ def model_facts(spec: ModelSpec) -> frozenset[str]:
     if any(layer.attention.kv_lora_rank for layer in spec.layers):
         facts.add("mla")
     return frozenset(facts)
+
+
+@lru_cache(maxsize=64)  # kept by the spec, as ``model_facts``
+def _has_sliding_window(spec: ModelSpec) -> bool:
+    """Whether a layer of the model attends through a sliding window."""
+    return any(layer.attention.sliding_window for layer in spec.layers)
 
 
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
@@ -56,7 +65,7 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     engine = engine_of(dep)
     version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine))
     engine.check_architecture(version, spec.architecture, spec.name)
-    sliding = any(layer.attention.sliding_window for layer in spec.layers)
+    sliding = _has_sliding_window(spec)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding
                                        and not dep.num_speculative_tokens,

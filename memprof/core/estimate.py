@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import NamedTuple
 
 from memprof.base.frozen import fast_init
@@ -252,7 +253,7 @@ class Steps(NamedTuple):
 def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = None,
              gpu_memory_bytes: int | None = None, gpu_arch: str | None = None,
              gpu: GPU | None = None, terms: tuple[list[TermFn], list[TermFn]] | None = None,
-             steps: Steps | None = None) -> Estimate:
+             steps: Steps | None = None, notes: bool = True) -> Estimate:
     """Estimate every rank of a deployment: weights, terms, KV budget, blocks, verdict.
 
     Work grows with the *distinct* ranks, not their count: ranks of one PP stage holding the
@@ -269,6 +270,9 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     The GPU: ``gpu``, or ``gpu_name`` / ``gpu_memory_bytes`` / ``gpu_arch`` as the flags give
     them (``resolve_gpu``: a size alone is refused; pass ``gpu=unlisted_gpu(size)`` to estimate
     a card of unknown architecture, whose assumed rules the notes then state).
+
+    ``notes=False``: ``Estimate.notes`` is left empty (a caller that reads only figures, such
+    as a sweep's records, skips writing them); every figure is the same.
     """
     steps = steps or STEPS
     gpu = gpu or resolve_gpu(gpu_name, gpu_memory_bytes, gpu_arch)
@@ -287,10 +291,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     util = dep.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     requested = math.ceil(util * gpu.total_bytes)
     engine = engine_of(dep)
-    # the attention of the first layer that has one (not a recurrent mixer)
-    attention = next((x.attention for x in spec.layers if not x.attention.mixer), None)
-    mfs = engine.mem_fraction(dep, gpu, None if attention is None else AttentionFacts(
-        attention.num_heads, kind_of(attention).hip_aiter_heads), spec=spec)
+    # the attention of the first layer that has one (not a recurrent mixer): ``_attention_facts``
+    mfs = engine.mem_fraction(dep, gpu, _attention_facts(spec), spec=spec)
 
     # pass 1: one class per (PP stage, experts on the rank, whether it samples in the profile
     # run: V0 only on TP rank 0); the engines each rank belongs to
@@ -328,7 +330,12 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     folded = _fold(rank_estimates)
     worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
     all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
-    notes = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
+    if not notes:
+        return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
+                        max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
+                        verdict=worst.verdict, reasons=all_reasons, notes=(),
+                        mem_fraction_static=mfs or None)
+    written = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
              + _input_notes(asked, spec, gpu)
              + tuple(engine.model_settings_notes(dep, asked,
                                                  spec.layers[0].attention.has_indexer))
@@ -343,8 +350,17 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              + mamba_cache_notes(spec, dep, gpu.arch))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
-                    verdict=worst.verdict, reasons=all_reasons, notes=notes,
+                    verdict=worst.verdict, reasons=all_reasons, notes=written,
                     mem_fraction_static=mfs or None)
+
+
+@lru_cache(maxsize=64)  # kept by the spec (whose hash is computed once): every estimate asks
+def _attention_facts(spec: ModelSpec) -> AttentionFacts | None:
+    """What an engine reads of the attention of the model's first layer that has one (not a
+    recurrent mixer); None where no layer has one."""
+    attention = next((x.attention for x in spec.layers if not x.attention.mixer), None)
+    return None if attention is None else AttentionFacts(attention.num_heads,
+                                                         kind_of(attention).hip_aiter_heads)
 
 
 def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:

@@ -20,7 +20,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.components import Component
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
-from memprof.core.engines.base import loaded_at_start
+from memprof.core.engines.base import LOADED_CATEGORIES, loaded_at_start
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import KVCapacity, KVPlan, max_fitting_model_len
 from memprof.core.startup_capture import overflow_of
@@ -57,14 +57,18 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     every non-loaded component counts against the slack.
     """
     total = gpu.total_bytes
-    baseline = [c for c in comps if c.where == "baseline"]
-    base = sum(c.bytes for c in baseline)
+    base = loaded_bytes = 0  # (one pass; the lists of names are built where a reason needs them)
+    for c in comps:
+        where = c.where
+        if where == "baseline":
+            base += c.bytes
+        elif where == "budget" and c.category in LOADED_CATEGORIES:  # loaded_at_start
+            loaded_bytes += c.bytes
     engine = engine_of(dep)
     used, outside = engine.used(comps, base, envelope)
     headroom = total - used
-    loaded = [c for c in comps if loaded_at_start(c)]
-    loaded_bytes = sum(c.bytes for c in loaded)
     if base + loaded_bytes > total:
+        loaded = [c for c in comps if loaded_at_start(c)]
         return "startup_oom", [
             f"model load OOM: the rank's weights and load-time buffers "
             f"({fmt_bytes(loaded_bytes)}: {_names(loaded)}) and the memory in use before the "
@@ -72,7 +76,8 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
             f"{fmt_bytes(base + loaded_bytes - total)}"], headroom
     if engine.startup_budget_refusal(dep, base, envelope, total):
         return "startup_oom", [
-            f"free memory at start-up ({fmt_bytes(total - base)}, after {_names(baseline)}) is "
+            f"free memory at start-up ({fmt_bytes(total - base)}, after "
+            f"{_names([c for c in comps if c.where == 'baseline'])}) is "
             f"less than the requested {fmt_bytes(envelope)} (gpu_memory_utilization "
             f"{dep.gpu_memory_utilization})"], headroom
     if dep.kv_cache_memory_bytes and base + envelope > total:

@@ -122,9 +122,13 @@ class RankCoord:
         return self._hash
 
 
+# the categories of what is allocated while loading the model (inside the budget)
+LOADED_CATEGORIES = ("weights", "scratch")
+
+
 def loaded_at_start(c: ComponentView) -> bool:
     """Allocated while loading the model (weights, buffers registered at construction)."""
-    return c.where == "budget" and c.category in ("weights", "scratch")
+    return c.where == "budget" and c.category in LOADED_CATEGORIES
 
 
 class Budget(NamedTuple):

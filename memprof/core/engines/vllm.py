@@ -678,9 +678,16 @@ class VLLM(Engine):
 
     def used(self, comps: Sequence[C], base: int, envelope: int) -> tuple[int, list[C]]:
         """The envelope (never less than what it holds) plus the runtime components."""
-        runtime = [c for c in comps if c.where == "runtime" and c.bytes > 0]
-        held_inside = sum(c.bytes for c in comps if c.where == "budget")
-        return base + max(envelope, held_inside) + sum(c.bytes for c in runtime), runtime
+        runtime: list[C] = []
+        held_inside = outside = 0
+        for c in comps:  # (one pass: every rank of a sweep asks)
+            where = c.where
+            if where == "budget":
+                held_inside += c.bytes
+            elif where == "runtime" and c.bytes > 0:
+                runtime.append(c)
+                outside += c.bytes
+        return base + max(envelope, held_inside) + outside, runtime
 
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,
                                total: int) -> bool:

@@ -38,6 +38,8 @@ allocated with torch on an H100 moved ``memory_allocated`` by the log's 13.9476 
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from memprof.base.units import fmt_bytes
@@ -103,20 +105,34 @@ def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
     if params is None:
         params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
                                                ctx.gpu.arch))
-    sizes = [b for _, b in params]
-    at = model_load_position([n for n, _ in params])
-    ops: list[Op] = [(0, n) for n in sizes[:at]]
+    # (the per-tensor passes in C: map, zip; a rank holds a few thousand tensors)
+    sizes = list(map(_second, params))
+    at = model_load_position(list(map(_first, params)))
+    ops: list[Op] = list(zip(repeat(0), sizes[:at]))
+    mallocs = at  # the mallocs in ``ops`` so far
     caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
     for c in caches:
-        ops += rope_build_ops(c, sum(1 for k, _ in ops if k == 0))
+        built = rope_build_ops(c, mallocs)
+        ops += built
+        mallocs += sum(1 for k, _ in built if k == 0)
     extra = init_buffer_terms(ctx)
     for b in extra:
         n = max(1, b.count)
         ops += [(0, b.bytes // n)] * n
-    ops += [(0, n) for n in sizes[at:]]
+    ops += zip(repeat(0), sizes[at:])
     requested = (sum(sizes) + sum(c.bytes for c in caches)
                  + sum(b.bytes // max(1, b.count) * max(1, b.count) for b in extra))
     return tuple(ops), requested
+
+
+_first, _second = itemgetter(0), itemgetter(1)
+
+
+def _last_free(ops: tuple[Op, ...]) -> int:
+    """The index of the last free in ``ops`` (-1: none), found in C (``ops`` may hold thousands
+    of mallocs after it)."""
+    kinds = list(map(_first, ops))
+    return len(kinds) - 1 - kinds[::-1].index(1) if 1 in kinds else -1
 
 
 def simulate(ops: tuple[Op, ...]) -> CachingAllocator:
@@ -143,11 +159,10 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
     freed, what later allocations get depends only on the free blocks' sizes)."""
     from memprof.alloc.monotone import continue_from
 
-    last_free = next((len(ops) - 1 - i for i, (kind, _) in enumerate(reversed(ops)) if kind == 1),
-                     -1)
+    last_free = _last_free(ops)
     sim = simulate(ops[:last_free + 1])
     s = sim.memory_stats()
-    rest = continue_from(sim).extend([n for _, n in ops[last_free + 1:]])
+    rest = continue_from(sim).extend(list(map(_second, ops[last_free + 1:])))
     allocated = s["allocated_bytes.all.current"] + rest.allocated
     requested = s["requested_bytes.all.current"] + rest.requested
     return allocated - requested, requested
@@ -199,7 +214,7 @@ def load_rounding_terms(ctx: TermContext) -> list[Component]:
 def _components(ops: tuple[Op, ...], requested: int, rounding: int) -> tuple[Component, ...]:
     if rounding <= 0:
         return ()
-    n = sum(1 for k, _ in ops if k == 0)
+    n = list(map(_first, ops)).count(0)
     return (Component(name=NAME, category="weights", bytes=rounding,
                       formula=f"memprof.alloc replay of {n} model-load allocations (RoPE "
                       f"temporaries freed): allocated {fmt_bytes(requested + rounding)} − "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
@@ -93,7 +93,7 @@ class RankWeights(AttentionWeights, MlpWeights):
         start = len(self.out)
         self.layer(layer)
         if n != 1:
-            self.out[start:] = [replace(t, count=t.count * n) for t in self.out[start:]]
+            self.out[start:] = [t.with_(count=t.count * n) for t in self.out[start:]]
 
     def hc_head(self, p: str) -> None:
         m, h = self.spec.hc_mult, self.spec.hidden_size
@@ -160,14 +160,20 @@ class RankWeights(AttentionWeights, MlpWeights):
         return self.out
 
 
+# (compiled once: a rank's every tensor is matched)
+_LAYER_INDEX = re.compile(r"\.layers\.\d+\.")
+_LAYER_NUMBER = re.compile(r"\.layers\.(\d+)\.")
+_UP_TO_LAYER = re.compile(r"^.*?\.layers\.\d+\.")
+
+
 def _aggregate(tensors: Iterable[WeightTensor]) -> list[WeightTensor]:
     """Fold per-layer tensors that are identical on this rank into one row with a count."""
     rows: dict[tuple[object, ...], WeightTensor] = {}
     for t in tensors:
-        module = re.sub(r"\.layers\.\d+\.", ".layers.*.", t.module)
+        module = _LAYER_INDEX.sub(".layers.*.", t.module)
         key = (module, t.group, t.bytes_each, t.replicas, t.padding_each, t.formula, t.params)
         seen = rows.get(key)
-        rows[key] = replace(t, module=module, count=t.count + (seen.count if seen else 0))
+        rows[key] = t.with_(module=module, count=t.count + (seen.count if seen else 0))
     return list(rows.values())
 
 
@@ -195,7 +201,7 @@ class _InOrderParams(RankWeights):
         self._done = 0  # tensors of ``out`` already in ``params``
         # layer kind → its first layer's params as (name after that layer's prefix, bytes); a
         # name outside the prefix is kept whole, marked by a leading NUL
-        self._built: dict[tuple[object, ...], list[tuple[str, int]]] = {}
+        self._built: dict[tuple[object, ...], tuple[list[tuple[str, int]], bool]] = {}
         ex = self.quant.exclude if self.quant is not None else ()
         named = any(has_digit(p) for p in ex)
         # the exclude list tells layers apart by more than their names: each layer is built
@@ -218,10 +224,16 @@ class _InOrderParams(RankWeights):
             super().layer(layer)
             new = self._flush()
             if not self._by_index:
-                self._built[key] = [(n[len(prefix):], b) if n.startswith(prefix) else ("\0" + n, b)
-                                    for n, b in new]
+                # (and whether every name is under the prefix: then no name is tested again)
+                self._built[key] = ([(n[len(prefix):], b) if n.startswith(prefix)
+                                     else ("\0" + n, b) for n, b in new],
+                                    all(n.startswith(prefix) for n, _ in new))
             return
-        self.params += [(prefix + n if n[:1] != "\0" else n[1:], b) for n, b in seen]
+        entries, under_prefix = seen
+        if under_prefix:
+            self.params += [(prefix + n, b) for n, b in entries]
+        else:
+            self.params += [(prefix + n if n[:1] != "\0" else n[1:], b) for n, b in entries]
 
     def build_params(self) -> list[tuple[str, int]]:
         self.build(in_order=True)
@@ -280,13 +292,13 @@ def group_weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
     layers_like: dict[tuple[str, str], int] = {}  # how many layers that layer stands for
     modules: dict[str, list[str]] = {}
     for t in raw:
-        m = re.search(r"\.layers\.(\d+)\.", t.module)
+        m = _LAYER_NUMBER.search(t.module)
         # one row per layer; the vision tower (memprof/core/weights/vision.py) is one row
         where = m.group(1) if m else (t.group if t.module.startswith("visual.") else t.module)
         per_layer[(t.group, where)] = per_layer.get((t.group, where), 0) + (
             t.bytes_each if m else t.bytes)
         layers_like[(t.group, where)] = t.count if m else 1
-        short = re.sub(r"^.*?\.layers\.\d+\.", "", t.module)
+        short = _UP_TO_LAYER.sub("", t.module)
         modules.setdefault(t.group, [])
         if short not in modules[t.group]:
             modules[t.group].append(short)

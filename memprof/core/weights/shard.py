@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 from memprof.base.errors import ConfigError, LayoutError
+from memprof.base.frozen import copier
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
@@ -92,6 +93,18 @@ class WeightTensor:
     @property
     def bytes(self) -> int:
         return self.bytes_each * self.count
+
+    def with_(self, **changes: object) -> WeightTensor:
+        """``dataclasses.replace`` without its per-field overhead (a rank's tensors are
+        derived by the thousand: counts per layer kind, aggregated rows)."""
+        if not _TENSOR_FIELDS.issuperset(changes):  # an unknown name
+            return replace(self, **changes)  # type: ignore[arg-type]  # raises its TypeError
+        return _copy_tensor(self, changes)
+
+
+_TENSOR_FIELDS_ORDER = tuple(f.name for f in fields(WeightTensor))
+_TENSOR_FIELDS = frozenset(_TENSOR_FIELDS_ORDER)
+_copy_tensor = copier(WeightTensor, _TENSOR_FIELDS_ORDER)
 
 
 def model_dtype(spec: ModelSpec, dep: Deployment) -> str:
