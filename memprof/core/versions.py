@@ -184,25 +184,9 @@ def rule_in_force(rules: Iterable[Rule], version: str | None,
     return _first_holding(rules, version, engine)
 
 
-# The row in force of a tuple of rows, kept by the tuple's identity, the release and the engine
-# (a tuple of frozen rows never changes, and an entry holds its tuple, so the id names no other
-# while it is kept); an estimate asks the same few hundred tuples at one release over and over.
-_IN_FORCE: dict[tuple[int, str, str], tuple[tuple[Rule, ...], Rule | None]] = {}
-_IN_FORCE_MAX = 8192
-
-
 def _first_holding(rules: Iterable[Rule], version: str, engine: str) -> Rule | None:
-    if not isinstance(rules, tuple):  # (a list or generator: asked as it is)
-        return _scan(rules, version, engine)
-    key = (id(rules), version, engine)
-    hit = _IN_FORCE.get(key)
-    if hit is not None:
-        return hit[1]
-    found = _scan(rules, version, engine)
-    if len(_IN_FORCE) >= _IN_FORCE_MAX:
-        _IN_FORCE.clear()
-    _IN_FORCE[key] = (rules, found)
-    return found
+    """The first row of ``rules`` that holds at ``version`` for ``engine`` (None: none)."""
+    return _scan(rules, version, engine)
 
 
 def _scan(rules: Iterable[Rule], version: str, engine: str) -> Rule | None:
