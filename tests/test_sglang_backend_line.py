@@ -103,3 +103,13 @@ def test_explain_rebuilds_with_the_logged_backend(backend: str) -> None:
     assert rb.deployment.attention_backend == backend
     got = chosen_backend(rb.deployment, find_gpu("RTX-4090"), load_model("llama-3.1-8b"))
     assert got == (backend, "--attention-backend")
+
+
+def test_a_server_args_quote_that_elides_fields_keeps_the_backend() -> None:
+    # published row 1455 quotes its ServerArgs line in part: "..., chunked_prefill_size=8192,
+    # ... page_size=1, ... tp_size=1, ... attention_backend='triton', ...)"
+    line = ("server_args=ServerArgs(model_path='x', chunked_prefill_size=8192, ... page_size=1, "
+            "... tp_size=1, dcp_size=1, ... attention_backend='triton', ...)")
+    settings, _ = read_sglang([line], "sglang", {"engine_version": "0.5.18"})
+    assert settings["attention_backend"] == "triton"
+    assert settings["tp"] == 1

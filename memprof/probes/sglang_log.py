@@ -117,11 +117,12 @@ def server_arg_fields() -> dict[str, str]:
 def split_fields(body: str) -> dict[str, str]:
     """``a=1, b='x, y', c=[1, 2], d=Cfg(e=3))`` → ``{"a": "1", "b": "'x, y'", "c": "[1, 2]",
     "d": "Cfg(e=3)"}``: the top-level ``name=value`` pairs of a dataclass repr, up to the
-    parenthesis that closes it."""
+    parenthesis that closes it. A quote that elides fields (``a=1, ... d=4``) keeps the pair
+    after the ellipsis."""
     out: dict[str, str] = {}
     parts = _top_level(body, keep_cut=True)
     for part in parts:
-        name, eq, value = part.strip().partition("=")
+        name, eq, value = re.sub(r"^(?:\.\.\.|…)\s*", "", part.strip()).partition("=")
         if eq and re.fullmatch(r"[A-Za-z_]\w*", name):
             out[name] = value.strip()
     return out
