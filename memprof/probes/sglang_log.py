@@ -21,6 +21,11 @@
   server_args.py`` ``_handle_attention_backend_compatibility``: trtllm_mha, trtllm_mla, the XPU
   backend; FlashMLA's ``change page_size to 64``): the page size the pool is built with, where
   the log shows no ServerArgs ``page_size`` (printed after the override, so it wins).
+- the attention backend SGLang chose where the command gave none ("Attention backend not
+  specified. Use fa3 backend by default.", "Using triton as attention backend for …":
+  ``attention_backend_line``), where ServerArgs prints ``attention_backend=None`` (0.4.x
+  resolves the default in the model runner, after ServerArgs is printed) or no ServerArgs line
+  is shown; so the rebuilt deployment runs the logged backend, not memprof's default pick.
 - the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
   image), mapped onto a modelled release (a post release memprof does not model on its own, such
   as 0.4.9.post2, keeps the rules of the release before it: 0.4.9); a log that
@@ -50,6 +55,7 @@ from functools import lru_cache
 from typing import Any
 
 from memprof.core.engines import ENGINES
+from memprof.core.engines.sglang_attention import SGLANG_BACKENDS
 from memprof.core.flags import BY_FIELD
 from memprof.core.releases import SGLANG_RELEASES
 from memprof.core.versions import newest, version_key
@@ -70,6 +76,16 @@ _CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([0-9,\s]+)\]")
 # server_args.py's warnings when an attention backend overrides the page size (module docstring)
 _PAGE_SIZE_SET = re.compile(r"only supports (?:a )?page_size of [^,]*(?:,[^,]*)*?,? "
                             r"chang(?:e|ing) page_size (?:from \S+ )?to ([0-9]+)\b")
+# the lines that name the attention backend SGLang chose where no --attention-backend was given
+# (their sources in ``attention_backend_line``)
+_BACKEND_LINES = (
+    re.compile(r"Attention backend not (?:set|(?:explicitly )?specified)\. Use ([a-z0-9_]+) "
+               r"backend by default\."),
+    re.compile(r"MLA optimization is turned on\. Use ([a-z0-9_]+) backend\."),
+    re.compile(r"\bUsing ([a-z0-9_]+) as attention backend for \w+"),
+    re.compile(r"\bUse ([a-z0-9_]+) as attention backend on \w+ for \w+"),
+    re.compile(r"\bUse ([a-z0-9_]+) attention backend for DeepSeek with DSA\."),
+)
 # the rank prefix of a scheduler process's lines, ``[2026-04-10 23:19:05 TP3] ...``: SGLang's
 # run_scheduler_process (managers/scheduler.py) builds it from " DP{dp_rank}", " PP{pp_rank}",
 # " TP{tp_rank}", " EP{moe_ep_rank}" (each where that size is above 1; older releases print
@@ -101,11 +117,12 @@ def server_arg_fields() -> dict[str, str]:
 def split_fields(body: str) -> dict[str, str]:
     """``a=1, b='x, y', c=[1, 2], d=Cfg(e=3))`` → ``{"a": "1", "b": "'x, y'", "c": "[1, 2]",
     "d": "Cfg(e=3)"}``: the top-level ``name=value`` pairs of a dataclass repr, up to the
-    parenthesis that closes it."""
+    parenthesis that closes it. A quote that elides fields (``a=1, ... d=4``) keeps the pair
+    after the ellipsis."""
     out: dict[str, str] = {}
     parts = _top_level(body, keep_cut=True)
     for part in parts:
-        name, eq, value = part.strip().partition("=")
+        name, eq, value = re.sub(r"^(?:\.\.\.|…)\s*", "", part.strip()).partition("=")
         if eq and re.fullmatch(r"[A-Za-z_]\w*", name):
             out[name] = value.strip()
     return out
@@ -294,6 +311,30 @@ def named_release(text: str) -> str | None:
     return None
 
 
+def attention_backend_line(line: str) -> str | None:
+    """The attention backend a line of SGLang's names as the one it chose, where it is one of
+    SGLang's ``--attention-backend`` names (``sglang_attention.SGLANG_BACKENDS``); None
+    elsewhere. The lines (``logger.info`` / ``logger.warning``, printed when no backend was
+    given):
+
+    - "Attention backend not set. Use X backend by default." (0.4.x
+      ``model_executor/model_runner.py`` ``model_specific_adjustment``);
+    - "Attention backend not explicitly specified. Use X backend by default." (0.5.5
+      ``server_args.py`` ``_handle_attention_backend``), "Attention backend not specified. Use
+      X backend by default." (0.5.10 ``server_args.py``, 0.5.19
+      ``arg_groups/overrides.py``);
+    - "MLA optimization is turned on. Use X backend." (0.4.x ``model_runner.py``);
+    - "Using X as attention backend for ARCH." (0.5.5 / 0.5.10 ``server_args.py``, 0.5.19
+      ``arg_groups/model_hook.py``), "Use X as attention backend on sm100 for ARCH" and "on
+      PLATFORM for Llama4 model" (0.5.10 ``server_args.py``), "Use nsa attention backend for
+      DeepSeek with DSA." (0.5.10 ``server_args.py``)."""
+    for rx in _BACKEND_LINES:
+        m = rx.search(line)
+        if m and m.group(1) in SGLANG_BACKENDS:
+            return m.group(1)
+    return None
+
+
 def _tp_from_ranks(lines: list[str], settings: dict[str, Any]) -> list[str]:
     """Set ``tp`` from the scheduler processes' rank prefixes where no command or ServerArgs
     gave it: a log whose prefixes name TP ranks alone (``TP0`` … ``TP3``, no DP, PP or EP rank,
@@ -352,6 +393,9 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
         m = _PAGE_SIZE_SET.search(line)
         if m:
             page = int(m.group(1))  # the last override is the one the server kept
+        backend = attention_backend_line(line)
+        if backend is not None:  # the last line names the one the server kept
+            later["attention_backend"] = backend
     if page is not None:  # over the command's --page-size, which the backend replaced
         out["block_size"] = page
     out.update(server_args_settings(fields))  # the values the server ran with

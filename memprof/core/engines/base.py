@@ -380,6 +380,14 @@ class Engine:
         words); None (the default): captured first."""
         return None
 
+    def stream_pool_before_graphs(self, dep: DeploymentView, gpu: GPU,
+                                  spec: Any) -> str | None:
+        """What makes torch's CUDA stream pool before the rank's graph capture where no NCCL
+        communicator did (``memprof/core/terms/stream_pool.py``), in the formula's words; None
+        (the default): nothing of the engine's own (vLLM's cases are
+        ``stream_pool.pool_before_graphs``'), so the capture stream makes it."""
+        return None
+
     def prefill_graph_tokens(self, dep: DeploymentView, gpu: GPU,
                              spec: Any) -> list[int] | None:
         """The token counts of the engine's own prefill CUDA graphs (captured piecewise, a

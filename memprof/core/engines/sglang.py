@@ -35,6 +35,7 @@ from memprof.core.engines.sglang_graphs import after_prefill, decode_capture_siz
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
+from memprof.core.engines.sglang_streams import stream_pool_maker
 from memprof.core.engines.sglang_vlm import (
     check_vision,
     sglang_tower,
@@ -1070,6 +1071,12 @@ class SGLang(Engine):
             + (", and the shared fp32 logits buffer allocated by the prefill runner"
                if shared else "")
             + (", on the capture stream the prefill runner used" if stream else ""))
+
+    def stream_pool_before_graphs(self, dep: DeploymentView, gpu: GPU,
+                                  spec: Any) -> str | None:
+        """The KV pool's ``alt_stream`` (0.4.4 – 0.5.8) or the model runner's
+        ``forward_stream`` (0.5.9 on): ``sglang_streams.stream_pool_maker``."""
+        return stream_pool_maker(dep, gpu, spec)
 
     def prefill_graph_tokens(self, dep: DeploymentView, gpu: GPU,
                              spec: Any) -> list[int] | None:

@@ -155,7 +155,15 @@ SGLANG_TRITON_CAPTURE: tuple[Rule, ...] = (
 # server_args.py triton_attention_num_kv_splits default (0.4.3 – 0.5.10)
 TRITON_KV_SPLITS = 8
 # flashinfer decode.py BatchDecodeWithPagedKVCacheWrapper.__init__: _int_workspace_buffer =
-# torch.empty((8 * 1024 * 1024,), dtype=torch.uint8) (flashinfer 0.2.2.post1 – 0.6.7.post2)
+# torch.empty((8 * 1024 * 1024,), dtype=torch.uint8) on the device, whatever use_tensor_cores
+# (flashinfer 0.2.2.post1 – 0.6.7.post2; read in 0.2.7.post1, which sglang 0.4.9 pins, and in
+# 0.6.7.post2, which 0.5.10 pins). With use_tensor_cores and use_cuda_graph the wrapper adds only
+# _qo_indptr_buf = arange(batch_size + 1) int32; with backend "trtllm-gen" a 32,768-entry int32
+# _kv_lens_buffer (sglang 0.5.10 passes backend="fa2"). SGLang's
+# FlashInferAttnBackend.init_forward_metadata_capture_cuda_graph (0.4.9, 0.5.10) builds one
+# wrapper per num_wrappers for each captured batch size and passes only its shared float
+# workspace (global_workspace_buffer); it calls no reset_workspace_buffer, so every wrapper keeps
+# its own int workspace
 FLASHINFER_INT_WORKSPACE = 8 * 1024 * 1024
 # server_args.py _handle_attention_backend_compatibility (0.5.7 – 0.5.19): "TensorRT-LLM MHA
 # only supports page_size of 16, 32 or 64, changing page_size from … to 64"

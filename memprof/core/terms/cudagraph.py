@@ -650,10 +650,30 @@ def graph_driver_first(ctx: TermContext) -> int:
     the side stream costs 0 B where ProcessGroupNCCL made the pool, 73,400,320 B where not),
     and 0 where the profile run's side made it before, which charges it as non-torch memory:
     vLLM's model runner (0.11.0-0.19.x) or the TP logits gather on ProcessGroupNCCL
-    (``memprof.core.terms.stream_pool.pool_before_graphs``)."""
-    if pool_before_graphs(ctx):
+    (``memprof.core.terms.stream_pool.pool_before_graphs``), or where a stream of the engine's
+    own made it before the capture (``Engine.stream_pool_before_graphs``; its component is
+    ``stream_pool_outside_graphs``)."""
+    if pool_before_graphs(ctx) or stream_pool_outside_graphs(ctx) is not None:
         return 0
     return GRAPH_DRIVER_FIRST
+
+
+def stream_pool_outside_graphs(ctx: TermContext) -> Component | None:
+    """torch's stream pool where a stream of the engine's own made it before the decode capture
+    on a rank whose NCCL communicators did not (``Engine.stream_pool_before_graphs``): one
+    non-torch component, where the graphs are, so that the capture's figure leaves it out and
+    the rank's total keeps it; None elsewhere."""
+    if pool_before_graphs(ctx):
+        return None
+    maker = engine_of(ctx.dep).stream_pool_before_graphs(ctx.dep, ctx.gpu, ctx.spec)
+    if maker is None:
+        return None
+    return Component(
+        name="torch stream pool (made before the CUDA graphs)", category="non_torch",
+        bytes=GRAPH_DRIVER_FIRST, where="budget", profiled=True,
+        formula=f"73,400,320 B: torch's CUDA stream pool, made by {maker} before the decode "
+        "graphs are captured, so the capture's logged figure does not hold it "
+        "(memprof/core/terms/stream_pool.py)")
 
 
 def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> int:
@@ -944,7 +964,8 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
                 *prefill_graph_terms(ctx, decode_rows=0)]
     g = cudagraph_model(ctx)
     if g.kept:
-        return [*_engine_graph_terms(ctx, g, names),
+        pool = stream_pool_outside_graphs(ctx)
+        return [*_engine_graph_terms(ctx, g, names), *([pool] if pool else []),
                 *prefill_graph_terms(ctx, decode_rows=max(g.modes["FULL"]))]
     counts = ", ".join(f"{m}={len(s)} (largest={max(s)})" for m, s in g.modes.items())
     firsts = " / ".join(f"{m} {fmt_bytes(b)}" for m, b in g.first_capture.items())
