@@ -20,7 +20,8 @@ STREAM_POOL_BYTES = 73_400_320
 
 def _maker(model: str, version: str, gpu: str) -> str | None:
     dep = Deployment(engine="sglang", engine_version=version)
-    return stream_pool_maker(dep, find_gpu(gpu), load_model(model))
+    made = stream_pool_maker(dep, find_gpu(gpu), load_model(model))
+    return None if made is None else made[0]
 
 
 def _graph_and_pool(model: str, version: str, gpu: str, tp: int = 1) -> tuple[int, int]:
@@ -77,3 +78,23 @@ def test_043_capture_keeps_the_pool() -> None:
 def test_tp2_communicator_made_it_and_no_component_is_added() -> None:
     _, pool = _graph_and_pool("llama-3.1-8b", "0.5.10", "H100", tp=2)
     assert pool == 0
+
+
+def test_from_059_the_pool_is_made_before_the_load_and_leaves_the_kv_pool() -> None:
+    # 0.5.9 ModelRunner.__init__ makes forward_stream before load_model: the pool is in "Load
+    # weight begin ... avail mem", so the KV pool (mem_fraction_static x free before load - the
+    # load) is mem_fraction_static x 70 MiB smaller than where the KV pool's alt_stream made it
+    # after the pool (0.5.8)
+    dep = Deployment(engine="sglang", engine_version="0.5.9")
+    assert stream_pool_maker(dep, find_gpu("H100"), load_model("llama-3.1-8b"))[1] is True
+    old = stream_pool_maker(dep.with_(engine_version="0.5.8"), find_gpu("H100"),
+                            load_model("llama-3.1-8b"))
+    assert old is not None and old[1] is False
+    kv = {}
+    for version in ("0.5.8", "0.5.9"):
+        e = estimate("llama-3.1-8b", Deployment(engine="sglang", engine_version=version,
+                                                mem_fraction_static=0.8), gpu_name="H100")
+        pool = next(c for c in e.ranks[0].components if c.name == POOL)
+        assert pool.where == ("baseline" if version == "0.5.9" else "budget")
+        kv[version] = e.ranks[0].kv.kv_cache_bytes
+    assert kv["0.5.8"] - kv["0.5.9"] == pytest.approx(0.8 * STREAM_POOL_BYTES, abs=1 << 20)

@@ -381,10 +381,11 @@ class Engine:
         return None
 
     def stream_pool_before_graphs(self, dep: DeploymentView, gpu: GPU,
-                                  spec: Any) -> str | None:
+                                  spec: Any) -> tuple[str, bool] | None:
         """What makes torch's CUDA stream pool before the rank's graph capture where no NCCL
-        communicator did (``memprof/core/terms/stream_pool.py``), in the formula's words; None
-        (the default): nothing of the engine's own (vLLM's cases are
+        communicator did (``memprof/core/terms/stream_pool.py``), in the formula's words, and
+        whether it is made before the model loads (then in the free memory the engine reads
+        before the load); None (the default): nothing of the engine's own (vLLM's cases are
         ``stream_pool.pool_before_graphs``'), so the capture stream makes it."""
         return None
 

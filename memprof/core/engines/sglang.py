@@ -1073,9 +1073,9 @@ class SGLang(Engine):
             + (", on the capture stream the prefill runner used" if stream else ""))
 
     def stream_pool_before_graphs(self, dep: DeploymentView, gpu: GPU,
-                                  spec: Any) -> str | None:
-        """The KV pool's ``alt_stream`` (0.4.4 – 0.5.8) or the model runner's
-        ``forward_stream`` (0.5.9 on): ``sglang_streams.stream_pool_maker``."""
+                                  spec: Any) -> tuple[str, bool] | None:
+        """The KV pool's ``alt_stream`` (0.4.4 – 0.5.8, after the load) or the model runner's
+        ``forward_stream`` (0.5.9 on, before the load): ``sglang_streams.stream_pool_maker``."""
         return stream_pool_maker(dep, gpu, spec)
 
     def prefill_graph_tokens(self, dep: DeploymentView, gpu: GPU,

@@ -76,17 +76,20 @@ SGLANG_STREAM_BEFORE_GRAPHS: tuple[Rule, ...] = (
 )
 
 
-def stream_pool_maker(dep: DeploymentView, gpu: GPU, spec: Any) -> str | None:
+def stream_pool_maker(dep: DeploymentView, gpu: GPU, spec: Any) -> tuple[str, bool] | None:
     """What makes torch's stream pool before the decode capture at ``dep.engine_version``
-    (``SGLANG_STREAM_BEFORE_GRAPHS``), in words; None: nothing (the capture stream makes it)."""
+    (``SGLANG_STREAM_BEFORE_GRAPHS``), in words, and whether before the model loads (0.5.9 on:
+    ``forward_stream`` is made before ``load_model``, so the pool is in "Load weight begin …
+    avail mem" and the pool's ``mem_fraction_static`` share of it leaves the KV pool); None:
+    nothing (the capture stream makes it)."""
     value = str(value_at(SGLANG_STREAM_BEFORE_GRAPHS, dep.engine_version, "model runner",
                          engine="sglang"))
     if value == "model runner":
-        return "ModelRunner.__init__'s forward_stream (SGLang 0.5.9 on)"
+        return "ModelRunner.__init__'s forward_stream (SGLang 0.5.9 on)", True
     mla = any(layer.attention.kv_lora_rank for layer in spec.layers)
     if value == "none" or mla or (value.endswith("on CUDA") and gpu.is_rocm):
         return None
-    return "MHATokenToKVPool's alt_stream (SGLang 0.4.4 – 0.5.8)"
+    return "MHATokenToKVPool's alt_stream (SGLang 0.4.4 – 0.5.8)", False
 
 
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_STREAM_BEFORE_GRAPHS,)

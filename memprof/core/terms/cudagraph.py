@@ -665,15 +665,18 @@ def stream_pool_outside_graphs(ctx: TermContext) -> Component | None:
     the rank's total keeps it; None elsewhere."""
     if pool_before_graphs(ctx):
         return None
-    maker = engine_of(ctx.dep).stream_pool_before_graphs(ctx.dep, ctx.gpu, ctx.spec)
-    if maker is None:
+    made = engine_of(ctx.dep).stream_pool_before_graphs(ctx.dep, ctx.gpu, ctx.spec)
+    if made is None:
         return None
+    maker, before_load = made
     return Component(
         name="torch stream pool (made before the CUDA graphs)", category="non_torch",
-        bytes=GRAPH_DRIVER_FIRST, where="budget", profiled=True,
+        bytes=GRAPH_DRIVER_FIRST, where="baseline" if before_load else "budget",
+        profiled=True,
         formula=f"73,400,320 B: torch's CUDA stream pool, made by {maker} before the decode "
-        "graphs are captured, so the capture's logged figure does not hold it "
-        "(memprof/core/terms/stream_pool.py)")
+        "graphs are captured, so the capture's logged figure does not hold it"
+        + (", and before the model loads, so it is in the free memory read before the load"
+           if before_load else "") + " (memprof/core/terms/stream_pool.py)")
 
 
 def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> int:
