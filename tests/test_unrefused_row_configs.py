@@ -159,8 +159,8 @@ def test_qwq_32b_row_runs_as_the_base_with_the_logged_context() -> None:
     (1203, False),  # Qwen2.5-32B-Instruct, vLLM 0.7.1 V0, TP2 on L40S: started
     (1204, False),  # Llama-3.2-1B-Instruct, SGLang 0.4.2.post3 docs build, one 80 GB card
     # QwQ-32B as qwen2.5-32b, SGLang 0.4.3.post4, TP4 on L4: a start, as logged, since the
-    # decode graphs are SGLang's own 13 sizes up to --cuda-graph-max-bs 80 (0.60 GiB against the
-    # logged 0.93; memprof.core.engines.sglang_graphs), not vLLM's 86 (2.51 GiB)
+    # decode graphs are SGLang's own 13 sizes up to --cuda-graph-max-bs 80 (memprof.core.engines.
+    # sglang_graphs; under 1 GiB against the logged 0.93), not vLLM's 86 (2.51 GiB)
     (1201, False),
 ])
 def test_the_unrefused_rows_run_and_predict_the_logged_start(row_id: int, failed: bool) -> None:

@@ -1000,8 +1000,7 @@ def _engine_graph_terms(ctx: TermContext, g: GraphModel,
                   f"(largest {max(sizes)}), one of the whole forward each: pool tensors "
                   f"{fmt_bytes(g.actual - g.driver)} ({g.kept}) + driver "
                   f"{fmt_bytes(g.driver)}{_stack_note(ctx, g)}; "
-                  f"{g.state or 'the attention backend capture state not modelled'}"
-                  f"{'' if '[assumption]' in g.state else ' [assumption]'}"),
+                  f"{g.state or 'the attention backend capture state not modelled [assumption]'}"),
         Component(name=names[1], category="cudagraph", bytes=0, where="runtime",
                   profiled=False,
                   formula="none: the component above is the whole capture (the engine has no "
