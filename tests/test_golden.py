@@ -101,7 +101,7 @@ OPTIONS = {
                  "--vllm-use-flashinfer-sampler", "--vllm-rocm-use-aiter", "--nccl-nvls-enable",
                  "--enable-lora", "--max-loras", "--max-lora-rank", "--lora-extra-vocab-size",
                  "--lora-dtype", "--fully-sharded-loras", "--enable-lora-bias",
-                 "--specialize-active-lora",
+                 "--specialize-active-lora", "--compile-cache",
                  "--attention-backend", "--scratch", "--mem-fraction-static",
                  "--enable-dp-attention", "--chunked-prefill-size", "--cuda-graph-max-bs",
                  "--max-total-tokens",

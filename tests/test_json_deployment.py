@@ -19,6 +19,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 # without LoRA keeps its JSON; tests/test_lora_term.py checks them with LoRA on
 ONLY_WITH_LORA = {"enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab_size",
                   "lora_dtype", "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora"}
+# present only where not the default (a warm compile cache), so a cold start keeps its JSON
+ONLY_WHEN_SET = {"compile_cache"}
 
 
 def _deployment(capsys, *flags: str) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -31,7 +33,7 @@ def test_every_deployment_field_is_in_the_json_and_its_doc(capsys) -> None:  # t
     doc = DOC.read_text(encoding="utf-8")
     for name in (f.name for f in fields(Deployment)):
         key = RENAMED.get(name, name)
-        assert (key in got) != (key in ONLY_WITH_LORA), key
+        assert (key in got) != (key in ONLY_WITH_LORA | ONLY_WHEN_SET), key
         assert f"`{key}`" in doc or key in doc.split("```")[1], key
 
 
@@ -41,3 +43,8 @@ def test_settings_given_are_echoed(capsys) -> None:  # type: ignore[no-untyped-d
     assert got["disable_custom_all_reduce"] is True
     assert got["hf_overrides"] == '{"max_position_embeddings": 8192}'
     assert _deployment(capsys)["disable_custom_all_reduce"] is False
+
+
+def test_a_warm_compile_cache_is_echoed(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert "compile_cache" not in _deployment(capsys)
+    assert _deployment(capsys, "--compile-cache", "warm")["compile_cache"] == "warm"

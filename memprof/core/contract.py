@@ -156,6 +156,8 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "mm_encoder_tp_mode": d.mm_encoder_tp_mode,
             "gpu_memory_in_use": d.gpu_memory_in_use,
             **lora_fields(d),
+            # present where it is not the default, so a cold start keeps its JSON
+            **({"compile_cache": d.compile_cache} if d.compile_cache != "cold" else {}),
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},

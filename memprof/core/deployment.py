@@ -39,6 +39,10 @@ __all__ = ["BLOCK_SIZE_CHOICES", "DEFAULT_GPU_MEMORY_UTILIZATION", "SGLANG_MAX_P
 KV_CACHE_DTYPES = KV_DTYPE_NAMES
 ENTRYPOINTS = ("serve", "llm")  # usage contexts OPENAI_API_SERVER and LLM_CLASS
 SCRATCH_POLICIES = ("per-layer", "shared")
+# the torch.compile cache at start-up (--compile-cache, memprof's own: the state of vLLM's
+# VLLM_CACHE_ROOT, no engine flag): "cold" a first start that compiles in the profile run,
+# "warm" a restart that loads what a first start saved (memprof/core/terms/runner_v2_profile.py)
+COMPILE_CACHE_STATES = ("cold", "warm")
 DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
 
 
@@ -118,6 +122,8 @@ class Deployment:
     # --specialize-active-lora (vLLM 0.16.0 on): graphs per active-LoRA count
     # (terms/lora.py LORA_GRAPH_CASES)
     specialize_active_lora: bool = False
+    # the torch.compile cache at start-up (COMPILE_CACHE_STATES; vLLM only)
+    compile_cache: str = "cold"
     # scratch buffers (memprof/core/scratch/)
     attention_backend: str | None = None  # None: what the engine picks (model, GPU, KV dtype)
     scratch: str | None = None  # "per-layer" | "shared"; None: what current engine releases do
@@ -410,6 +416,10 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        hint=f"{engine_of(dep).display}'s argument parser refuses it; pick one "
                        "of those, or leave "
                        "--block-size out for the backend's own")
+    if dep.compile_cache not in COMPILE_CACHE_STATES:
+        raise BadInput(f"unknown --compile-cache {str(dep.compile_cache)[:40]!r}",
+                       hint="cold (a first start compiles) or warm (a restart on the cache a "
+                       "first start saved)")
     if dep.scratch is not None and dep.scratch not in SCRATCH_POLICIES:
         raise BadInput(f"unknown --scratch {str(dep.scratch)[:40]!r}", hint="per-layer or shared")
     if dep.mem_fraction_static is not None and not 0.0 < dep.mem_fraction_static < 1.0:

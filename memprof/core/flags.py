@@ -218,6 +218,16 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang's LoRA is not modelled",
             help="vLLM 0.16.0 on, with --enable-lora: CUDA graphs captured per active-LoRA "
             "count (powers of 2 up to --max-loras, and --max-loras + 1)."),
+    Setting(field="compile_cache", kind="str",
+            note="SGLang compiles the model only with --enable-torch-compile, which memprof "
+            "does not model",
+            help="vLLM only: the torch.compile cache at start-up. cold: a first start, which "
+            "compiles inside the profile run; warm: a restart on the cache a first start of the "
+            "same deployment saved (the log's 'torch.compile took' is a second or two). Where "
+            "Model Runner V2 runs (0.21.0-0.28.x) a warm start's budget holds V2's own profile "
+            "terms.",
+            choices_from="memprof.core.deployment:COMPILE_CACHE_STATES", shown_default="cold",
+            memprof_only=True),
     Setting(field="attention_backend", kind="str",
             help="vLLM: one of the backends listed. SGLang: its own --attention-backend names "
             "(flashinfer, fa3, triton, trtllm_mha, ...), which decide its decode CUDA graphs' "

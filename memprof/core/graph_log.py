@@ -134,7 +134,6 @@ from memprof.alloc.allocator import get_allocation_size
 from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, rank_context
-from memprof.core.models.families import family_row
 from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.attn_capture import ATTN_CAPTURE_RULES, capture_window_buffers
 from memprof.core.terms.cudagraph import (
@@ -148,6 +147,7 @@ from memprof.core.terms.cudagraph import (
     graph_pool_tensor_bytes_apart,
     node_costs_measured_here,
 )
+from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, value_at
 
 # Whether the read before capturing precedes the process's first torch stream (so the stream
@@ -302,16 +302,6 @@ def v2_full_apart(ctx: TermContext) -> bool:
     if value_at(V2_FULL_CAPTURE_STREAM, dep.engine_version, "warmup") != "torch_default":
         return False
     return runs_v2(ctx)
-
-
-def runs_v2(ctx: TermContext) -> bool:
-    """Does the release run this model with Model Runner V2 (``Engine.runs_runner_v2``, the
-    runner selection of vllm_runner.py)?"""
-    dep, spec = ctx.dep, ctx.spec
-    return engine_of(dep).runs_runner_v2(
-        dep, architecture=spec.architecture, moe=spec.is_moe, hybrid=spec.has_state_mixer,
-        quantised=ctx.quant is not None,
-        runner_listed=family_row(spec.family).v2_runner_listed)
 
 
 def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:

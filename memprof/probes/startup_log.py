@@ -527,6 +527,10 @@ def _settings(lines: list[str], engine: str
                 settings["no_gpu_peer_access"] = True
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
+        if _COMPILE_CACHE_HIT.search(line) and "compile_cache" not in settings:
+            settings["compile_cache"] = "warm"
+            notes.append("a warm compile cache (--compile-cache warm): the log's 'Directly "
+                         "load' line loads what an earlier start compiled")
     logged = settings.get("quantization")
     if isinstance(logged, str) and logged in _LOGGED_METHODS:
         settings["quantization"] = _LOGGED_METHODS[logged]
@@ -711,6 +715,11 @@ def _nodes_from_log(lines: list[str], engine: str, settings: dict[str, Any]) -> 
 # 0.9.0-0.11.0): the profile run's sampler warm-up is FlashInfer's
 # (``--vllm-use-flashinfer-sampler``)
 _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+# vLLM's compile-cache hit (0.22.0-0.27.1 compilation/decorators.py "Directly load AOT
+# compilation from path", compilation/backends.py "Directly load the compiled graph(s) for
+# compile range"): a warm start (memprof/core/terms/runner_v2_profile.py)
+_COMPILE_CACHE_HIT = re.compile(r"Directly load (?:AOT compilation from path|the compiled "
+                                r"graph\(s\) for compile range)")
 # vLLM's line naming the kernel of a quantised linear method, printed once per kernel as the
 # first layer creates its weights: "Using MarlinLinearKernel for GPTQMarlinLinearMethod"
 # (GPTQMarlinLinearMethod.create_weights, vllm/model_executor/layers/quantization/gptq_marlin.py,

@@ -595,6 +595,7 @@ class VLLM(Engine):
         "fully_sharded_loras": ("--fully-sharded-loras",),
         "enable_lora_bias": ("--enable-lora-bias",),
         "specialize_active_lora": ("--specialize-active-lora",),
+        "compile_cache": ("--compile-cache",),
     }
     positional_model: ClassVar[bool] = True  # vllm serve MODEL
     image_entrypoint_serves: ClassVar[bool] = True  # the vLLM image's entrypoint: vllm serve
@@ -799,13 +800,21 @@ class VLLM(Engine):
                      f"({stage} for {min(seqs, mnbt)} rows; V1's warm-up sorts fp32 copies) and "
                      f"keeps the sampler's state ({state}: output_bin_counts [{seqs}, {vocab}] "
                      f"int32 and two bitmasks), {charged}")
+        if dep.enforce_eager or dep.compile_cache == "warm":
+            why = "--enforce-eager" if dep.enforce_eager else "--compile-cache warm"
+            return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
+                    f"use_v2_model_runner), and nothing is compiled in its profile run "
+                    f"({why}): memprof charges V2's own profile terms "
+                    f"(memprof/core/terms/runner_v2_profile.py){terms}"]
         return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
-                f"use_v2_model_runner); memprof charges the V1 runner's profile run "
-                f"[approximation]{terms}. V2's terms alone leave the published compiled "
-                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead, a charge "
-                "not identified in vLLM's source or on a GPU (not modelled: "
-                "docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner "
-                "memprof models"]
+                f"use_v2_model_runner) and compiles in its profile run on a cold start: "
+                f"memprof charges the V1 runner's profile run [approximation]{terms}. "
+                "V2's terms alone leave the published cold-compiled "
+                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead: the "
+                "compile's transient, which vLLM charges as peak activation (vLLM issue 54122), "
+                "of a size no source memprof reads gives (docs/model-runner-v2.md); "
+                "--compile-cache warm models a restart on the cache a first start saved; "
+                "VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner memprof models"]
 
     def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,
                        hybrid: bool, quantised: bool = False,

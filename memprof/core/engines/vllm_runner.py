@@ -27,6 +27,10 @@ code in 0.23.0-0.28.0):
    in free memory since the init snapshot); 0.26.0's charges weights + torch peak increase +
    non-torch increase, which does not see them (``V2_SAMPLER_STATE_CHARGED``).
 
+Where nothing is compiled in the profile window (``--enforce-eager``, or ``--compile-cache warm``:
+a restart on the compile cache a first start saved), memprof charges these three terms
+(memprof/core/terms/runner_v2_profile.py): the published warm logs (rows 1640-1645, 1648) land
+within 0.1-1.5%, the eager row 1215 within 0.2%. On a cold start
 memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
 published compiled single-GPU V2 logs of tests/data/published.json (rows 310, 901, 903, 907-909,
 1104, 1205-1214) keep 0.6-1.6 GiB a GPU less KV memory than the three terms leave (0.82-0.88 GiB

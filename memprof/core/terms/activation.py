@@ -19,6 +19,11 @@ from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.attention import ActQuery, kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
+from memprof.core.engines.vllm_runner import (
+    V2_SAMPLER_STATE_CHARGED,
+    greedy_sampler_bytes,
+    sampler_state_bytes,
+)
 from memprof.core.gpus import GPU
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
@@ -33,8 +38,9 @@ from memprof.core.terms.common import (
 )
 from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
+from memprof.core.terms.runner_v2_profile import v2_own_profile
 from memprof.core.terms.v0_eager_forward import REBOUND, mlp_gate_up_form, v0_layer_input_held
-from memprof.core.versions import Rule, rule_in_force, value_at
+from memprof.core.versions import Rule, rule_in_force, split_generation, value_at
 from memprof.core.weights.mlp import moe_caches_per_call
 
 # vLLM V1 sampler warm-up (``_dummy_sampler_run``, vLLM@52a31cc gpu_model_runner.py profile_run /
@@ -826,6 +832,40 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     return Stage("sampler", tuple(parts))
 
 
+def v2_greedy_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """Model Runner V2's ``_dummy_sampler_run`` on R rows (0.23.0-0.28.x v1/worker/gpu/
+    model_runner.py; terms/runner_v2_profile.py): the hidden states [T, H] and [R, H] still
+    alive, the logits [R, V] in the model dtype and ``gumbel_sample``'s argmax buffers
+    (``vllm_runner.greedy_sampler_bytes``): every slot keeps the sampling defaults, so there is
+    no fp32 copy and no top-k / top-p sort."""
+    s, h = model_bytes(ctx), ctx.spec.hidden_size
+    head, _v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
+    return Stage("sampler (Model Runner V2, greedy)", (
+        ("hidden [T,H] + last hidden [R,H]", (t + r) * h * s),
+        ("logits [R,V] + gumbel argmax / max [R,cdiv(V,1024)]",
+         greedy_sampler_bytes(r, head, s))))
+
+
+def v2_sampler_state(ctx: TermContext) -> Component:
+    """Model Runner V2's persistent sampler state on the last PP stage
+    (``vllm_runner.sampler_state_bytes``: ``PenaltiesState``, ``StructuredOutputsWorker``), made
+    in ``load_model`` after the weights' figure: in the budget from 0.27.0 (``total_consumed``),
+    in use beyond it before (``vllm_runner.V2_SAMPLER_STATE_CHARGED``)."""
+    dep = ctx.dep
+    seqs, vocab = max_seqs(dep), ctx.spec.vocab_size
+    state = sampler_state_bytes(seqs, vocab, 1 + dep.num_speculative_tokens)
+    release, _ = split_generation(dep.engine_version or "")
+    charged = bool(value_at(V2_SAMPLER_STATE_CHARGED, release, default=False))
+    return Component(
+        name="sampler state (Model Runner V2)", category="activation", bytes=state,
+        where="budget" if charged else "runtime", profiled=charged,
+        formula=f"output_bin_counts [{seqs}, {vocab}] int32 + prompt_bin_mask and "
+        f"grammar_bitmask [{seqs}, cdiv({vocab}, 32)] int32 + logits_indices; "
+        + ("charged by the budget line's total_consumed (0.27.0 on)" if charged
+           else "made after the weights' figure and before the profile window: in use, not "
+           "charged (before 0.27.0)"))
+
+
 def _sampler_hidden(dep: Deployment, t: int, r: int, row_bytes: int) -> list[tuple[str, int]]:
     """The hidden states alive at the sampler warm-up (``V1_SAMPLER_HIDDEN``): [T, H] and [R, H]
     tensors of ``row_bytes`` a row; [T, H] where no row holds (another engine)."""
@@ -922,11 +962,21 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     t = profile_tokens(ctx.dep)
     r = min(max_seqs(ctx.dep), t)
     per_call = _caches_per_call(ctx)
-    stages = _activation_stages(ctx, tokens=t, rows=r, moe_caches=per_call)
+    own = v2_own_profile(ctx)
+    if own is None:
+        stages = _activation_stages(ctx, tokens=t, rows=r, moe_caches=per_call)
+    else:  # Model Runner V2's own profile run (terms/runner_v2_profile.py)
+        stages = _activation_stages(ctx, tokens=t, rows=0, moe_caches=per_call)
+        if r > 0 and samples_in_profile_run(ctx.dep, ctx.coord):
+            stages.append(v2_greedy_sampler_stage(ctx, t, r))
     top = max(stages, key=lambda st: st.bytes)
+    v2 = "" if own is None else f"; Model Runner V2's own profile run ({own})"
     comps = [Component(name="activation peak (profile run)", category="activation",
                        bytes=top.bytes, where="budget", profiled=True,
-                       formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}")]
+                       formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}"
+                       + v2)]
+    if own is not None and samples_in_profile_run(ctx.dep, ctx.coord):
+        comps.append(v2_sampler_state(ctx))
     inter = pp_intermediate_tensors_bytes(ctx, t)
     if inter:
         comps.append(Component(

@@ -31,6 +31,7 @@ from memprof.core.terms.common import (
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
 from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
+from memprof.core.terms.runner_v2_profile import v2_own_profile
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
@@ -959,6 +960,11 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
     if (not ctx.dep.enforce_eager and engine_of(ctx.dep).graph_estimate_by_release
             and value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on") != "on"):
         return cudagraph_terms_estimate_off(ctx)
+    if not ctx.dep.enforce_eager and v2_own_profile(ctx) is not None:
+        # Model Runner V2 before 0.29.0 estimates nothing (terms/runner_v2_profile.py)
+        return cudagraph_terms_estimate_off(
+            ctx, why=f"Model Runner V2 at vLLM {ctx.dep.engine_version} estimates nothing: "
+            "profile_cudagraph_memory returns 0")
     if ctx.dep.enforce_eager:
         return [Component(name=names[0], category="cudagraph", bytes=0, where="budget",
                           profiled=True, formula="enforce_eager"),
@@ -1040,21 +1046,21 @@ def prefill_graph_terms(ctx: TermContext, decode_rows: int) -> list[Component]:
                       "[approximation]")]
 
 
-def cudagraph_terms_estimate_off(ctx: TermContext) -> list[Component]:
-    """vLLM before 0.20.0 (#38284; or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0): nothing is
-    subtracted from the budget and the whole pool appears at run time. Before 0.18.0 vLLM had
-    no estimate at all; the pool is memprof's V1 prediction (V0's capture sizes differ:
-    approximation)."""
+def cudagraph_terms_estimate_off(ctx: TermContext, why: str = "") -> list[Component]:
+    """vLLM before 0.20.0 (#38284; or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0), or Model
+    Runner V2 before 0.29.0 (``why`` says so): nothing is subtracted from the budget and the
+    whole pool appears at run time. Before 0.18.0 vLLM had no estimate at all; the pool is
+    memprof's V1 prediction (V0's capture sizes differ: approximation)."""
     if ctx.dep.enforce_eager:
         return [Component(name="CUDA-graph estimate", category="cudagraph", bytes=0,
                           where="budget", profiled=True, formula="enforce_eager"),
                 Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                           bytes=0, where="runtime", profiled=False, formula="enforce_eager")]
     g = cudagraph_model(ctx)
-    why = {"none": f"vLLM {ctx.dep.engine_version} has no CUDA-graph estimate",
-           "off": f"vLLM {ctx.dep.engine_version} estimates but does not subtract it"}.get(
-        str(value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on")),
-        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0")
+    why = why or {"none": f"vLLM {ctx.dep.engine_version} has no CUDA-graph estimate",
+                  "off": f"vLLM {ctx.dep.engine_version} estimates but does not subtract "
+                  "it"}.get(str(value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on")),
+                            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0")
     return [Component(name="CUDA-graph estimate", category="cudagraph", bytes=0, where="budget",
                       profiled=True, formula=f"nothing subtracted ({why})"),
             Component(name="CUDA-graph pool above the estimate", category="cudagraph",

@@ -69,7 +69,10 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
                                    "dep.lora_extra_vocab_size", "dep.lora_dtype",
                                    "dep.fully_sharded_loras", "dep.enable_lora_bias",
-                                   "dep.specialize_active_lora")),
+                                   "dep.specialize_active_lora",
+                                   # Model Runner V2's own profile run where nothing is
+                                   # compiled in it (terms/runner_v2_profile.py)
+                                   "dep.enforce_eager", "dep.compile_cache")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
     "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
@@ -77,7 +80,9 @@ TERM_READS: dict[str, frozenset[str]] = {
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode",
                                 "dep.vllm_use_flashinfer_sampler",
-                                "dep.enable_lora")),
+                                "dep.enable_lora",
+                                # the text peak's runner (terms/runner_v2_profile.py)
+                                "dep.enforce_eager", "dep.compile_cache")),
     # ctx.quant: bitsandbytes' kernel nodes and dequantised shard (terms/bnb_linear.py)
     "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.pp", "dep.dp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
@@ -90,6 +95,9 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.lora_extra_vocab_size", "dep.lora_dtype",
                                   "dep.fully_sharded_loras", "dep.enable_lora_bias",
                                   "dep.specialize_active_lora",
+                                  # Model Runner V2 before 0.29.0 estimates no graphs
+                                  # (terms/runner_v2_profile.py)
+                                  "dep.compile_cache",
                                   # an engine's own decode graphs (SGLang: the graph batch
                                   # heuristic and the request pool, engines/sglang_graphs.py;
                                   # the attention backend's page table,

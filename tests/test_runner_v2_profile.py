@@ -1,0 +1,84 @@
+"""Model Runner V2's own profile-run budget where nothing is compiled in the profile window
+(memprof/core/terms/runner_v2_profile.py): ``--enforce-eager`` or ``--compile-cache warm`` at the
+releases whose V2 estimates no CUDA graphs (0.21.0-0.28.x); V1's terms everywhere else."""
+
+from __future__ import annotations
+
+import pytest
+
+from memprof.core.deployment import Deployment
+from memprof.core.engines.vllm_runner import greedy_sampler_bytes, sampler_state_bytes
+from memprof.core.estimate import Estimate, estimate
+from memprof.probes.startup_log import parse_log
+
+MIB = 1 << 20
+
+
+def _est(version: str, model: str = "qwen3-4b", **kw: object) -> Estimate:
+    dep = Deployment(engine_version=version, max_model_len=8192, gpu_memory_utilization=0.8,
+                     **kw)  # type: ignore[arg-type]
+    return estimate(model, dep, gpu_name="RTX-4090")
+
+
+def _comps(e: Estimate) -> dict[str, tuple[int, str]]:
+    return {c.name: (c.bytes, c.where) for c in e.ranks[0].components}
+
+
+def test_a_warm_start_at_0_27_charges_no_graph_estimate_and_v2s_own_sampler() -> None:
+    cold, warm = _est("0.27.1"), _est("0.27.1", compile_cache="warm")
+    c, w = _comps(cold), _comps(warm)
+    assert c["CUDA-graph estimate"][0] > 0  # the cold start keeps V1's terms
+    assert "sampler state (Model Runner V2)" not in c
+    assert w["CUDA-graph estimate"][0] == 0
+    # the graphs are still captured, beyond the budget
+    assert w["CUDA-graph pool above the estimate"] == (
+        c["CUDA-graph estimate"][0] + c["CUDA-graph pool above the estimate"][0], "runtime")
+    # the sampler state: output_bin_counts [256, V] int32 and the rest, in the 0.27 budget
+    state = sampler_state_bytes(256, 151936)
+    assert w["sampler state (Model Runner V2)"] == (state, "budget")
+    # the greedy sampler (no fp32 top-k / top-p sort) leaves the forward's peak on top
+    assert w["activation peak (profile run)"][0] < c["activation peak (profile run)"][0]
+    assert w["activation peak (profile run)"][0] >= greedy_sampler_bytes(256, 151936, 2)
+    assert warm.kv_cache_tokens > cold.kv_cache_tokens
+
+
+def test_before_0_27_the_sampler_state_is_in_use_but_not_charged() -> None:
+    w = _comps(_est("0.26.0", compile_cache="warm"))
+    assert w["sampler state (Model Runner V2)"][1] == "runtime"
+
+
+def test_eager_v2_gets_its_own_terms_without_the_flag() -> None:
+    e = _comps(_est("0.27.1", enforce_eager=True))
+    assert "sampler state (Model Runner V2)" in e
+    assert e["CUDA-graph estimate"][0] == 0
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.33.0", "0.20.0", "0.19.1"])
+def test_releases_outside_0_21_to_0_28_ignore_the_cache_state(version: str) -> None:
+    # 0.29.0 on: V2 estimates its own graphs (not modelled: V1's terms stand); before 0.21.0:
+    # no V2 runner
+    assert _comps(_est(version)) == _comps(_est(version, compile_cache="warm"))
+
+
+def test_a_model_on_the_v1_runner_ignores_the_cache_state() -> None:
+    # 0.27.1 runs a MoE model that is not on V2's list with the V1 runner
+    cold = _comps(_est("0.27.1", model="qwen3-30b-a3b"))
+    assert cold == _comps(_est("0.27.1", model="qwen3-30b-a3b", compile_cache="warm"))
+
+
+def test_the_note_says_which_terms_are_charged() -> None:
+    warm = " ".join(_est("0.27.1", compile_cache="warm").notes)
+    cold = " ".join(_est("0.27.1").notes)
+    assert "memprof charges V2's own profile terms" in warm
+    assert "--compile-cache warm" in cold and "vLLM issue 54122" in cold
+
+
+def test_explain_reads_a_compile_cache_hit() -> None:
+    base = ("INFO 10-05 05:47:23 [api_utils.py:273] non-default args: {'model': 'Qwen/Qwen3-4B'}\n"
+            "INFO 10-05 05:47:31 [core.py:121] Initializing a V1 LLM engine (v0.27.1) with "
+            "config: model='Qwen/Qwen3-4B'\n"
+            "INFO 10-05 05:47:49 [gpu_worker.py:563] Available KV cache memory: 10.74 GiB\n")
+    hit = ("INFO 10-05 05:47:46 [decorators.py:312] Directly load AOT compilation from path "
+           "/root/.cache/vllm/torch_compile_cache/torch_aot_compile/abc/rank_0_0/model\n")
+    assert parse_log(base + hit).settings.get("compile_cache") == "warm"
+    assert "compile_cache" not in parse_log(base).settings
