@@ -96,6 +96,8 @@ XFAIL: dict[int, str] = {
     12: OUTSIDE + "the release 0.5.4 (deduced from PR #11309's history; the log's date places "
         "0.5.3)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
+    20: OUTSIDE + "the deployment and its figure: the quote is the issue's title and summary "
+        "(prose, no log line explain reads: 'shows no figure')",
     32: OUTSIDE + _DATED,
     48: OUTSIDE + _DATED + ": the tag model_runner.py:1115 is 0.7.2's and 0.7.3's line and "
         "explain takes the newer; the row runs at 0.7.2, the release on the issue's date",
@@ -120,6 +122,9 @@ XFAIL: dict[int, str] = {
     150: OUTSIDE + "the release 0.22.0 (the issue's title): the tag core.py:1165 of the quote's "
          "traceback line is 0.22.0's and 0.22.1's 'EngineCore failed to start' call, and "
          "explain takes the newer, 0.22.1",
+    153: OUTSIDE + "a figure: the quote is the recipe issue's summary and an args line "
+         "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
+         "concurrency line is not quoted)",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
     1101: OUTSIDE + "the release 0.6.6.post1 (the newest on the log's date: "
           "memprof_engine_version_note): its tags are 0.6.6's and 0.6.6.post1's lines alike, and "
