@@ -96,8 +96,6 @@ XFAIL: dict[int, str] = {
     12: OUTSIDE + "the release 0.5.4 (deduced from PR #11309's history; the log's date places "
         "0.5.3)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
-    20: OUTSIDE + "the deployment and its figure: the quote is the issue's title and summary "
-        "(prose, no log line explain reads: 'shows no figure')",
     32: OUTSIDE + _DATED,
     48: OUTSIDE + _DATED + ": the tag model_runner.py:1115 is 0.7.2's and 0.7.3's line and "
         "explain takes the newer; the row runs at 0.7.2, the release on the issue's date",
@@ -215,6 +213,12 @@ XFAIL: dict[int, str] = {
           "under WSL2 (the page's nvidia-smi; memprof_run); explain rebuilds on the quote's "
           "'Free memory on device (22.45/23.99 GiB)', 23.99 GiB to 0.01 GiB (1.8 MB more)",
     **{rid: OUTSIDE + _WARM for rid in (1640, 1641, 1642, 1643, 1644, 1645, 1648)},
+    **{rid: OUTSIDE + "the checkpoint's max_position_embeddings (131,072), which sizes the RoPE "
+       "cache (memprof_run.hf_overrides: the bundled Instruct config has 32,768)"
+       for rid in (311, 312, 313)},
+    904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
+         "which sizes the RoPE cache (memprof_run.hf_overrides)",
+    907: OUTSIDE + "the WSL2 total, 24,564 MiB (the study's prose; memprof_run.gpu_mem_gib)",
 }
 
 
