@@ -217,6 +217,12 @@ XFAIL: dict[int, str] = {
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
           "(the study's server arguments, not in the log)",
+    1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
+          "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
+          "stand-in (memprof_run)",
+    1715: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
+          "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
+          "stand-in (memprof_run)",
 }
 
 
