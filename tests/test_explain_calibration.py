@@ -223,6 +223,20 @@ XFAIL: dict[int, str] = {
     1715: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
           "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
           "stand-in (memprof_run)",
+    # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
+    # account of each run ("KV cache capacity (measured by the engine)"), no log line
+    1717: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1718: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1721: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1724: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1725: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
 }
 
 
