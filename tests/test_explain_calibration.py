@@ -219,6 +219,38 @@ XFAIL: dict[int, str] = {
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
     907: OUTSIDE + "the WSL2 total, 24,564 MiB (the study's prose; memprof_run.gpu_mem_gib)",
+    # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
+    # line; the flags are its compose file's, the card its notes' (the rows' notes)
+    1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
+          "the flags and the checkpoint's stand-in (memprof_run)",
+    1707: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
+          "the flags and the checkpoint's stand-in (memprof_run)",
+    1708: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
+          "the flags and the checkpoint's stand-in (memprof_run)",
+    1709: OUTSIDE + "the checkpoint's NVFP4 storage: the log's quantization=compressed-tensors "
+          "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
+          "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
+          "(the study's server arguments, not in the log)",
+    1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
+          "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
+          "stand-in (memprof_run)",
+    1715: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
+          "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
+          "stand-in (memprof_run)",
+    # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
+    # account of each run ("KV cache capacity (measured by the engine)"), no log line
+    1717: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1718: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1721: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1724: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1725: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
+          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
 }
 
 
