@@ -194,17 +194,11 @@ XFAIL: dict[int, str] = {
           "summary table (its heading names max_model_len, the utilization and eager mode "
           "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
           "(the notes)",
-    1601: "the GPU total and the sampler: the row runs on the record's RTX 5060 Ti at the "
-          "16,311 MiB torch reports under WSL2 (memprof_run); explain rebuilds on the log's "
-          "'Free memory on device (14.8/15.9 GiB)', 15.9 GiB to 0.1 GiB, and reads the quote's "
-          "'Using FlashInfer for top-p & top-k sampling' as --vllm-use-flashinfer-sampler 1, "
-          "which memprof models at 0.8.0-0.11.0 only and refuses at 0.29.0",
-    1602: "the GPU total: the row runs on the record's RTX 5060 Ti at the 16,311 MiB torch "
-          "reports under WSL2 (memprof_run, as row 1601); explain rebuilds on the quote's "
-          "15.9 GiB, printed to 0.1 GiB",
-    1611: "the GPU total: the row runs on the page's RTX 4090 at the 24,564 MiB torch reports "
-          "under WSL2 (the page's nvidia-smi; memprof_run); explain rebuilds on the quote's "
-          "'Free memory on device (22.45/23.99 GiB)', 23.99 GiB to 0.01 GiB (1.8 MB more)",
+    1601: "the sampler: the quote's 'Using FlashInfer for top-p & top-k sampling' reads as "
+          "--vllm-use-flashinfer-sampler 1, which memprof models at 0.8.0-0.11.0 only and "
+          "refuses at 0.29.0 (the row runs without it)",
+    1602: OUTSIDE + "the weights (7.64 GiB) and the KV tokens (19,744): the run's record "
+          "(engine_log_values), outside the quoted excerpt (the notes)",
 }
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memprof.base.errors import BadInput
-from memprof.base.units import GiB
+from memprof.base.units import GiB, MiB
 from memprof.core.deployment import Deployment
 from memprof.core.engines import ENGINES
 from memprof.core.gpus import (
@@ -103,6 +103,20 @@ def _card_from_log(log: StartupLog, notes: list[str]) -> GPU:
     return found
 
 
+def whole_card_total(log: StartupLog, g: GPU) -> int | None:
+    """The card's whole memory (``configs/gpus.json`` ``smi_total_mib``, nvidia-smi's total) in
+    bytes where the total the log prints is that, to the places it is printed to (vLLM 0.29's
+    "Free memory on device (14.8/15.9 GiB)" to 0.1 GiB, 0.27's "(22.45/23.99 GiB)" to 0.01):
+    torch's ``mem_get_info`` reports the whole card under Windows and WSL2 (the catalog's RTX
+    4060 and RTX 5060 Ti notes), less on a Linux driver; else None. The printed figure rounds
+    the exact total away, and this is the one exact total it can stand for on the named card."""
+    fig = log.figures.get("total_gpu_bytes") or log.figures.get("oom_total_bytes")
+    if fig is None or g.smi_total_mib is None:
+        return None
+    whole = g.smi_total_mib * MiB
+    return whole if abs(whole - fig.value) <= max(fig.half_unit, PRINTED_ROUNDING) else None
+
+
 def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GPU:
     """``--gpu``'s card at the total the log prints, where that is not the catalog's: the
     engine sized its budget on the total it saw (driver and ECC reserves differ between
@@ -111,6 +125,14 @@ def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GP
     total = logged_total(log)
     if not total or abs(g.total_bytes - total) <= PRINTED_ROUNDING:
         return g
+    whole = whole_card_total(log, g)
+    if whole is not None:
+        notes.append(f"GPU: {g.name} (--gpu) at its whole {g.smi_total_mib:,} MiB (nvidia-smi's "
+                     f"total), which the log's {total / GiB:g} GiB is to the places it prints: "
+                     "torch reports the whole card there (as under Windows and WSL2), not the "
+                     f"catalog's {g.total_bytes / GiB:.2f} GiB of a Linux driver")
+        return replace(g, total_bytes=whole, exact=False,
+                       source="the card's nvidia-smi total, which the log's total prints as")
     off = abs(g.total_bytes - total) / total
     check = ("" if off <= GPU_MATCH else
              f"; that is {off:.2%} off the card's, check --gpu (or give --gpu-memory)")

@@ -230,6 +230,10 @@ class Figure:
     value: float
     text: str
     line: int
+    # half the unit of the number's last printed digit, in the figure's units (bytes for sizes):
+    # the most rounding to the printed places moves it ("15.9 GiB": 0.05 GiB; "23.99 GiB":
+    # 0.005 GiB)
+    half_unit: float = 0.0
 
     @property
     def label(self) -> str:
@@ -285,6 +289,13 @@ def _value(kind: Kind, text: str) -> float:
     return round(number) if kind in ("gib", "mib") else number
 
 
+def _half_unit(kind: Kind, text: str) -> float:
+    """Half the unit of the last digit ``text`` prints, in memprof's units for ``kind``."""
+    places = len(text.partition(".")[2])
+    half = 0.5 * 10.0 ** -places
+    return half * (GiB if kind == "gib" else MiB if kind == "mib" else 1)
+
+
 def read_log(path: str) -> StartupLog:
     """Read and parse the start-up log at ``path`` (a regular file of at most 64 MiB)."""
     data = read_capped(path, what="the log", cap=MAX_LOG_BYTES,
@@ -321,7 +332,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                         "it") from None
                 except ValueError:
                     continue
-                figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n)
+                figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n,
+                                          _half_unit(pat.kind, m.group(pat.group)))
         for rx in _ERRORS:
             m = rx.search(line)
             if m and m.group(1) not in errors:
