@@ -117,6 +117,42 @@ def whole_card_total(log: StartupLog, g: GPU) -> int | None:
     return whole if abs(whole - fig.value) <= max(fig.half_unit, PRINTED_ROUNDING) else None
 
 
+def card_named_in_log(log: StartupLog, notes: list[str]) -> GPU | None:
+    """The catalog card the nvidia-smi lines pasted with the log name (``memprof.probes.
+    gpu_names``), where they name one card: every name resolves (``memprof.core.gpus.find_gpu``)
+    to the same catalog row and any nvidia-smi total printed beside a name is that row's
+    (``smi_total_mib``, within 1%). Else None, with a note where the log names cards at all
+    (several kinds, a name the catalog lacks, a total of another card): the card is then taken
+    as without them."""
+    if not log.cards:
+        return None
+    from memprof.core.gpus import find_gpu
+
+    rows: dict[str, GPU] = {}
+    why = ""
+    for name, mib in log.cards:
+        try:
+            g = find_gpu(name)
+        except BadInput:
+            why = f"{name[:60]!r} is no catalog card's name"
+            break
+        if mib is not None and g.smi_total_mib and abs(mib - g.smi_total_mib) > 0.01 * mib:
+            why = (f"its {name[:60]!r} prints {mib:,} MiB, not the {g.name}'s "
+                   f"{g.smi_total_mib:,} MiB")
+            break
+        rows[g.name] = g
+    if not why and len(rows) > 1:
+        why = "they are " + " and ".join(sorted(rows)) + " (one card is rebuilt)"
+    if why:
+        notes.append(f"the log's nvidia-smi lines name GPUs, but {why}: the card is taken as "
+                     "if they were not there (pass --gpu to name it)")
+        return None
+    (g,) = rows.values()
+    notes.append(f"GPU: {g.name}, as the log's nvidia-smi lines name it "
+                 f"({log.cards[0][0][:60]!r})")
+    return g
+
+
 def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GPU:
     """``--gpu``'s card at the total the log prints, where that is not the catalog's: the
     engine sized its budget on the total it saw (driver and ECC reserves differ between
@@ -298,6 +334,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None, gpu_arch)
         if not gpu_memory:
             g = _named_card_at_logged_total(log, g, notes)
+    elif (named := card_named_in_log(log, notes)) is not None:
+        g = _named_card_at_logged_total(log, named, notes)
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}

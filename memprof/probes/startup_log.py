@@ -21,6 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
+from memprof.probes.gpu_names import named_cards
 from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
@@ -258,6 +259,9 @@ class StartupLog:
     tags: tuple[tuple[str, int, str, bool], ...] = ()
     # the message formats only some releases print that its lines show (release_lines.FORMATS)
     formats: tuple[str, ...] = ()
+    # (name, nvidia-smi MiB or None) of the GPUs nvidia-smi output pasted with it names
+    # (memprof.probes.gpu_names)
+    cards: tuple[tuple[str, int | None], ...] = ()
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -355,7 +359,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       engine, figures), version=_version(joined) or image_release,
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
-                      notes=tuple(notes), tags=tags(lines), formats=formats(lines))
+                      notes=tuple(notes), tags=tags(lines), formats=formats(lines),
+                      cards=named_cards(lines))
 
 
 def _engine(text: str) -> str:
