@@ -1,5 +1,6 @@
 """``memprof explain LOG`` on every calibration quote of ``tests/data/published.json``, with no
-flag but ``--model`` (and ``--gpu`` where the quote shows no GPU total): issue 26's acceptance.
+flag but ``--model`` (and ``--gpu`` where the quote shows neither a GPU total nor nvidia-smi lines
+naming the card): issue 26's acceptance.
 
 For each row that ``tests/test_published_distribution.py`` runs, the row's ``quote`` is written
 to a file and explained. Explain must rebuild at the row's ``memprof_engine_version``, on the
@@ -32,8 +33,9 @@ from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED, logged_rank
+from memprof.core.gpus import find_gpu
 from memprof.core.versions import split_generation, version_key
-from memprof.probes.log_deployment import log_gpu, shows_card
+from memprof.probes.log_deployment import card_named_in_log, log_gpu, shows_card
 from memprof.probes.startup_log import parse_log
 
 
@@ -256,8 +258,9 @@ def _distribution_estimate(row: dict[str, Any]) -> Estimate:
 
 def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
     """``explain LOG -m MODEL [--gpu GPU] -f json``: ``--gpu`` only where the quote does not
-    show the card: it prints no GPU total (explain then asks for it), or a total that is no
-    catalog card's (``memprof.probes.log_deployment.shows_card``: explain would assume the
+    show the card: its nvidia-smi lines name none (``memprof.probes.log_deployment.
+    card_named_in_log``) and it prints no GPU total (explain then asks for it), or a total that
+    is no catalog card's (``memprof.probes.log_deployment.shows_card``: explain would assume the
     nearest card) where the row names the card; explain then runs that card at the printed
     total, as the row does (``test_published_distribution.printed_total``)."""
     model, _, gpu, _ = PUB._run_args(row)
@@ -266,6 +269,9 @@ def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
         log_ = parse_log(row["quote"])
     except BadInput:  # nothing explain reads: it says so itself
         log_ = None
+    named = None if log_ is None else card_named_in_log(log_, [])
+    if named is not None and gpu is not None and find_gpu(gpu).name == named.name:
+        return argv  # the quote's nvidia-smi lines name the card (memprof/probes/gpu_names.py)
     if log_ is None or log_gpu(log_) is None:
         assert gpu is not None, row["id"]
         argv += ["--gpu", gpu]
