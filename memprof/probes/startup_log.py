@@ -825,9 +825,14 @@ def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None, st
             # the flag the error names: unknown, or with a value memprof cannot read
             bad = re.search(r"flag '([^']+)'|argument '([^']+)'|: (--?[A-Za-z][\w-]*): bad "
                             r"value|bad value .* for (--?[A-Za-z][\w-]*)", exc.message)
-            if not bad:
+            # else the first of the command's flags the message names ("--speculative-config
+            # is not JSON ('{method:ngram}')": the shell took the JSON's quotes)
+            named = [bad.group(g) for g in range(1, 5) if bad.group(g)] if bad else [
+                f for f in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", exc.message)
+                if any(t.split("=")[0] == f for t in tokens)][:1]
+            if not named:
                 return text, None, {}, f"the serve command in the log: {exc.message}", None
-            flag = next(g for g in bad.groups() if g)
+            flag = named[0]
             i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
                      None)
             if i is None:
