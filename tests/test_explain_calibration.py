@@ -64,8 +64,8 @@ OUTSIDE = "not in the log: "
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 101, 102, 115, 116, 118, 119, 122, 131, 134, 150, 201, 520, 802, 1101,
-                1202)
+RELEASE_ONLY = (12, 32, 48, 101, 102, 115, 116, 118, 119, 122, 131, 134, 150, 201, 520, 802, 803,
+                1101, 1202)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -139,9 +139,10 @@ XFAIL: dict[int, str] = {
          "are 0.7.2's lines; its "
          "VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 run has 0.7.1's unpadded MLA entries: "
          "memprof_engine_version_note)",
-    803: "the quote's VLLM_USE_FLASHINFER_SAMPLER=1 on V0, which explain refuses (not modelled; "
-         "the row runs without it: memprof_run.why), and " + OUTSIDE + "the card (deduced as "
-         "H200 in the notes)",
+    803: OUTSIDE + "the release 0.8.0 (the PR's merge release, whose V0 MLA entries are "
+         "unpadded as in this run: memprof_engine_version_note): its tags executor_base.py:111/"
+         "116 are 0.8.0's, 0.8.1's and 0.8.2's lines, and explain takes the newest, 0.8.2 (its "
+         "VLLM_USE_FLASHINFER_SAMPLER=1 on V0 is left out with a note, as the row runs)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
@@ -196,9 +197,6 @@ XFAIL: dict[int, str] = {
           "summary table (its heading names max_model_len, the utilization and eager mode "
           "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
           "(the notes)",
-    1601: "the sampler: the quote's 'Using FlashInfer for top-p & top-k sampling' reads as "
-          "--vllm-use-flashinfer-sampler 1, which memprof models at 0.8.0-0.11.0 only and "
-          "refuses at 0.29.0 (the row runs without it)",
     1602: OUTSIDE + "the weights (7.64 GiB) and the KV tokens (19,744): the run's record "
           "(engine_log_values), outside the quoted excerpt (the notes)",
 }

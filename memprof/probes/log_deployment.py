@@ -311,6 +311,26 @@ def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
     return dep
 
 
+def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
+    """``dep`` sampling with FlashInfer as the log shows it ("Using FlashInfer for top-p & top-k
+    sampling.", or ``VLLM_USE_FLASHINFER_SAMPLER=1`` on its command), or without it (and a note
+    saying why) where memprof refuses that sampler at the log's release or engine
+    (``memprof.core.terms.activation.check_flashinfer_sampler``: modelled at vLLM 0.8.0-0.11.0
+    V1 only): a log is evidence, so the rest of it is still explained, with the sampler
+    memprof models there and the note saying so; ``--vllm-use-flashinfer-sampler`` given by
+    the user is not dropped."""
+    from memprof.core.terms.activation import check_flashinfer_sampler
+
+    try:
+        check_flashinfer_sampler(dep)
+    except BadInput as exc:
+        notes.append(f"the log samples with FlashInfer, which memprof leaves out here "
+                     f"({exc.message}): estimated with the sampler memprof models at "
+                     f"{dep.engine_version or 'the newest release'}, whose warm-up may differ")
+        return dep.with_(vllm_use_flashinfer_sampler=None)
+    return dep
+
+
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
             gpu_arch: str | None = None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
@@ -371,6 +391,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
     if dep.enable_lora and "enable_lora" not in (overrides or {}):
         dep = _logged_lora(dep, name, notes)
+    if (dep.vllm_use_flashinfer_sampler == 1
+            and "vllm_use_flashinfer_sampler" not in (overrides or {})):
+        dep = _logged_flashinfer_sampler(dep, notes)
     measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
     fix = None
     est_len = log.get("estimated_max_model_len")
