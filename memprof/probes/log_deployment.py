@@ -153,17 +153,20 @@ def card_named_in_log(log: StartupLog, notes: list[str]) -> GPU | None:
     return g
 
 
-def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GPU:
-    """``--gpu``'s card at the total the log prints, where that is not the catalog's: the
-    engine sized its budget on the total it saw (driver and ECC reserves differ between
-    machines), so the card is rebuilt on it, with a note; a total far from the card's
-    (beyond ``memprof.core.gpus.GPU_MATCH``) is taken too, and the note asks to check."""
+def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str],
+                                by: str = "--gpu") -> GPU:
+    """The named card (``--gpu``'s, or the one the log's nvidia-smi lines name: ``by``) at the
+    total the log prints, where that is not the catalog's: the engine sized its budget on the
+    total it saw (driver and ECC reserves differ between machines), so the card is rebuilt on
+    it, with a note; the card's whole memory where the print is that (``whole_card_total``); a
+    total far from the card's (beyond ``memprof.core.gpus.GPU_MATCH``) is taken too, and the
+    note asks to check."""
     total = logged_total(log)
     if not total or abs(g.total_bytes - total) <= PRINTED_ROUNDING:
         return g
     whole = whole_card_total(log, g)
     if whole is not None:
-        notes.append(f"GPU: {g.name} (--gpu) at its whole {g.smi_total_mib:,} MiB (nvidia-smi's "
+        notes.append(f"GPU: {g.name} ({by}) at its whole {g.smi_total_mib:,} MiB (nvidia-smi's "
                      f"total), which the log's {total / GiB:g} GiB is to the places it prints: "
                      "torch reports the whole card there (as under Windows and WSL2), not the "
                      f"catalog's {g.total_bytes / GiB:.2f} GiB of a Linux driver")
@@ -172,7 +175,7 @@ def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GP
     off = abs(g.total_bytes - total) / total
     check = ("" if off <= GPU_MATCH else
              f"; that is {off:.2%} off the card's, check --gpu (or give --gpu-memory)")
-    notes.append(f"GPU: {g.name} (--gpu) at the {total / GiB:.2f} GiB total the log prints, "
+    notes.append(f"GPU: {g.name} ({by}) at the {total / GiB:.2f} GiB total the log prints, "
                  f"not the catalog's {g.total_bytes / GiB:.2f} GiB: the engine budgeted on the "
                  f"total it saw{check}")
     return replace(g, total_bytes=int(total), exact=False,
@@ -355,7 +358,7 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         if not gpu_memory:
             g = _named_card_at_logged_total(log, g, notes)
     elif (named := card_named_in_log(log, notes)) is not None:
-        g = _named_card_at_logged_total(log, named, notes)
+        g = _named_card_at_logged_total(log, named, notes, by="the log's nvidia-smi lines")
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}

@@ -112,3 +112,11 @@ def test_fuzz_pasted_gpu_lines(lines: list[str]) -> None:
     if code == 2:
         first, _, rest = err.partition("\n")
         assert first.startswith("error: ") and rest.startswith("hint: "), err
+
+
+def test_the_note_names_where_the_card_came_from() -> None:
+    line = ("INFO 08-22 20:25:15 [gpu_worker.py:789] Free memory on device (40.00/44.40 GiB) on "
+            "startup. Desired GPU memory utilization is (0.9, 39.96 GiB).\n")
+    rb = rebuild(parse_log(TABLE + FIGURES + line), model="qwen3-8b", gpu=None, gpu_memory=None)
+    assert any(n.startswith("GPU: L40S (the log's nvidia-smi lines) at the 44.40 GiB total")
+               for n in rb.notes), rb.notes
