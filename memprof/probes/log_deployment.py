@@ -169,7 +169,7 @@ def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str],
         notes.append(f"GPU: {g.name} ({by}) at its whole {g.smi_total_mib:,} MiB (nvidia-smi's "
                      f"total), which the log's {total / GiB:g} GiB is to the places it prints: "
                      "torch reports the whole card there (as under Windows and WSL2), not the "
-                     f"catalog's {g.total_bytes / GiB:.2f} GiB of a Linux driver")
+                     f"catalog's {g.total_bytes / GiB:.2f} GiB")
         return replace(g, total_bytes=whole, exact=False,
                        source="the card's nvidia-smi total, which the log's total prints as")
     off = abs(g.total_bytes - total) / total
