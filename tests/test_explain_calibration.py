@@ -1,5 +1,6 @@
 """``memprof explain LOG`` on every calibration quote of ``tests/data/published.json``, with no
-flag but ``--model`` (and ``--gpu`` where the quote shows no GPU total): issue 26's acceptance.
+flag but ``--model`` (and ``--gpu`` where the quote shows neither a GPU total nor nvidia-smi lines
+naming the card): issue 26's acceptance.
 
 For each row that ``tests/test_published_distribution.py`` runs, the row's ``quote`` is written
 to a file and explained. Explain must rebuild at the row's ``memprof_engine_version``, on the
@@ -32,8 +33,9 @@ from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED, logged_rank
+from memprof.core.gpus import find_gpu
 from memprof.core.versions import split_generation, version_key
-from memprof.probes.log_deployment import log_gpu, shows_card
+from memprof.probes.log_deployment import card_named_in_log, log_gpu, shows_card
 from memprof.probes.startup_log import parse_log
 
 
@@ -66,8 +68,8 @@ _WARM = ("the warm compile cache (the quote elides vLLM's 'Directly load AOT com
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 101, 102, 115, 116, 118, 119, 122, 131, 134, 150, 201, 520, 802, 1101,
-                1202)
+RELEASE_ONLY = (12, 32, 48, 101, 102, 115, 116, 118, 119, 122, 131, 134, 150, 201, 520, 802, 803,
+                1101, 1202)
 _DATED = ("the release (the newest one on the log's date, or the thread's: "
           "memprof_engine_version_note)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -144,9 +146,10 @@ XFAIL: dict[int, str] = {
          "are 0.7.2's lines; its "
          "VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 run has 0.7.1's unpadded MLA entries: "
          "memprof_engine_version_note)",
-    803: "the quote's VLLM_USE_FLASHINFER_SAMPLER=1 on V0, which explain refuses (not modelled; "
-         "the row runs without it: memprof_run.why), and " + OUTSIDE + "the card (deduced as "
-         "H200 in the notes)",
+    803: OUTSIDE + "the release 0.8.0 (the PR's merge release, whose V0 MLA entries are "
+         "unpadded as in this run: memprof_engine_version_note): its tags executor_base.py:111/"
+         "116 are 0.8.0's, 0.8.1's and 0.8.2's lines, and explain takes the newest, 0.8.2 (its "
+         "VLLM_USE_FLASHINFER_SAMPLER=1 on V0 is left out with a note, as the row runs)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
@@ -201,21 +204,15 @@ XFAIL: dict[int, str] = {
           "summary table (its heading names max_model_len, the utilization and eager mode "
           "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
           "(the notes)",
-    1601: "the GPU total and the sampler: the row runs on the record's RTX 5060 Ti at the "
-          "16,311 MiB torch reports under WSL2 (memprof_run); explain rebuilds on the log's "
-          "'Free memory on device (14.8/15.9 GiB)', 15.9 GiB to 0.1 GiB, and reads the quote's "
-          "'Using FlashInfer for top-p & top-k sampling' as --vllm-use-flashinfer-sampler 1, "
-          "which memprof models at 0.8.0-0.11.0 only and refuses at 0.29.0",
-    1602: "the GPU total: the row runs on the record's RTX 5060 Ti at the 16,311 MiB torch "
-          "reports under WSL2 (memprof_run, as row 1601); explain rebuilds on the quote's "
-          "15.9 GiB, printed to 0.1 GiB",
-    1611: "the GPU total: the row runs on the page's RTX 4090 at the 24,564 MiB torch reports "
-          "under WSL2 (the page's nvidia-smi; memprof_run); explain rebuilds on the quote's "
-          "'Free memory on device (22.45/23.99 GiB)', 23.99 GiB to 0.01 GiB (1.8 MB more)",
+    1602: OUTSIDE + "the weights (7.64 GiB) and the KV tokens (19,744): the run's record "
+          "(engine_log_values), outside the quoted excerpt (the notes)",
     **{rid: OUTSIDE + _WARM for rid in (1640, 1641, 1642, 1643, 1644, 1645, 1648)},
     **{rid: OUTSIDE + "the checkpoint's max_position_embeddings (131,072), which sizes the RoPE "
        "cache (memprof_run.hf_overrides: the bundled Instruct config has 32,768)"
        for rid in (311, 312, 313)},
+    1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the run's container "
+          "log; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which sizes the "
+          "RoPE cache",
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
     907: OUTSIDE + "the WSL2 total, 24,564 MiB (the study's prose; memprof_run.gpu_mem_gib)",
@@ -308,8 +305,9 @@ def _distribution_estimate(row: dict[str, Any]) -> Estimate:
 
 def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
     """``explain LOG -m MODEL [--gpu GPU] -f json``: ``--gpu`` only where the quote does not
-    show the card: it prints no GPU total (explain then asks for it), or a total that is no
-    catalog card's (``memprof.probes.log_deployment.shows_card``: explain would assume the
+    show the card: its nvidia-smi lines name none (``memprof.probes.log_deployment.
+    card_named_in_log``) and it prints no GPU total (explain then asks for it), or a total that
+    is no catalog card's (``memprof.probes.log_deployment.shows_card``: explain would assume the
     nearest card) where the row names the card; explain then runs that card at the printed
     total, as the row does (``test_published_distribution.printed_total``)."""
     model, _, gpu, _ = PUB._run_args(row)
@@ -318,6 +316,9 @@ def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
         log_ = parse_log(row["quote"])
     except BadInput:  # nothing explain reads: it says so itself
         log_ = None
+    named = None if log_ is None else card_named_in_log(log_, [])
+    if named is not None and gpu is not None and find_gpu(gpu).name == named.name:
+        return argv  # the quote's nvidia-smi lines name the card (memprof/probes/gpu_names.py)
     if log_ is None or log_gpu(log_) is None:
         assert gpu is not None, row["id"]
         argv += ["--gpu", gpu]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memprof.base.errors import BadInput
-from memprof.base.units import GiB
+from memprof.base.units import GiB, MiB
 from memprof.core.deployment import Deployment
 from memprof.core.engines import ENGINES
 from memprof.core.gpus import (
@@ -103,18 +103,79 @@ def _card_from_log(log: StartupLog, notes: list[str]) -> GPU:
     return found
 
 
-def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str]) -> GPU:
-    """``--gpu``'s card at the total the log prints, where that is not the catalog's: the
-    engine sized its budget on the total it saw (driver and ECC reserves differ between
-    machines), so the card is rebuilt on it, with a note; a total far from the card's
-    (beyond ``memprof.core.gpus.GPU_MATCH``) is taken too, and the note asks to check."""
+def whole_card_total(log: StartupLog, g: GPU) -> int | None:
+    """The card's whole memory (``configs/gpus.json`` ``smi_total_mib``, nvidia-smi's total) in
+    bytes where the total the log prints is that, to the places it is printed to (vLLM 0.29's
+    "Free memory on device (14.8/15.9 GiB)" to 0.1 GiB, 0.27's "(22.45/23.99 GiB)" to 0.01):
+    torch's ``mem_get_info`` reports the whole card under Windows and WSL2 (the catalog's RTX
+    4060 and RTX 5060 Ti notes), less on a Linux driver; else None. The printed figure rounds
+    the exact total away, and this is the one exact total it can stand for on the named card."""
+    fig = log.figures.get("total_gpu_bytes") or log.figures.get("oom_total_bytes")
+    if fig is None or g.smi_total_mib is None:
+        return None
+    whole = g.smi_total_mib * MiB
+    return whole if abs(whole - fig.value) <= max(fig.half_unit, PRINTED_ROUNDING) else None
+
+
+def card_named_in_log(log: StartupLog, notes: list[str]) -> GPU | None:
+    """The catalog card the nvidia-smi lines pasted with the log name (``memprof.probes.
+    gpu_names``), where they name one card: every name resolves (``memprof.core.gpus.find_gpu``)
+    to the same catalog row and any nvidia-smi total printed beside a name is that row's
+    (``smi_total_mib``, within 1%). Else None, with a note where the log names cards at all
+    (several kinds, a name the catalog lacks, a total of another card): the card is then taken
+    as without them."""
+    if not log.cards:
+        return None
+    from memprof.core.gpus import find_gpu
+
+    rows: dict[str, GPU] = {}
+    why = ""
+    for name, mib in log.cards:
+        try:
+            g = find_gpu(name)
+        except BadInput:
+            why = f"{name[:60]!r} is no catalog card's name"
+            break
+        if mib is not None and g.smi_total_mib and abs(mib - g.smi_total_mib) > 0.01 * mib:
+            why = (f"its {name[:60]!r} prints {mib:,} MiB, not the {g.name}'s "
+                   f"{g.smi_total_mib:,} MiB")
+            break
+        rows[g.name] = g
+    if not why and len(rows) > 1:
+        why = "they are " + " and ".join(sorted(rows)) + " (one card is rebuilt)"
+    if why:
+        notes.append(f"the log's nvidia-smi lines name GPUs, but {why}: the card is taken as "
+                     "if they were not there (pass --gpu to name it)")
+        return None
+    (g,) = rows.values()
+    notes.append(f"GPU: {g.name}, as the log's nvidia-smi lines name it "
+                 f"({log.cards[0][0][:60]!r})")
+    return g
+
+
+def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str],
+                                by: str = "--gpu") -> GPU:
+    """The named card (``--gpu``'s, or the one the log's nvidia-smi lines name: ``by``) at the
+    total the log prints, where that is not the catalog's: the engine sized its budget on the
+    total it saw (driver and ECC reserves differ between machines), so the card is rebuilt on
+    it, with a note; the card's whole memory where the print is that (``whole_card_total``); a
+    total far from the card's (beyond ``memprof.core.gpus.GPU_MATCH``) is taken too, and the
+    note asks to check."""
     total = logged_total(log)
     if not total or abs(g.total_bytes - total) <= PRINTED_ROUNDING:
         return g
+    whole = whole_card_total(log, g)
+    if whole is not None:
+        notes.append(f"GPU: {g.name} ({by}) at its whole {g.smi_total_mib:,} MiB (nvidia-smi's "
+                     f"total), which the log's {total / GiB:g} GiB is to the places it prints: "
+                     "torch reports the whole card there (as under Windows and WSL2), not the "
+                     f"catalog's {g.total_bytes / GiB:.2f} GiB")
+        return replace(g, total_bytes=whole, exact=False,
+                       source="the card's nvidia-smi total, which the log's total prints as")
     off = abs(g.total_bytes - total) / total
     check = ("" if off <= GPU_MATCH else
              f"; that is {off:.2%} off the card's, check --gpu (or give --gpu-memory)")
-    notes.append(f"GPU: {g.name} (--gpu) at the {total / GiB:.2f} GiB total the log prints, "
+    notes.append(f"GPU: {g.name} ({by}) at the {total / GiB:.2f} GiB total the log prints, "
                  f"not the catalog's {g.total_bytes / GiB:.2f} GiB: the engine budgeted on the "
                  f"total it saw{check}")
     return replace(g, total_bytes=int(total), exact=False,
@@ -253,6 +314,26 @@ def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
     return dep
 
 
+def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
+    """``dep`` sampling with FlashInfer as the log shows it ("Using FlashInfer for top-p & top-k
+    sampling.", or ``VLLM_USE_FLASHINFER_SAMPLER=1`` on its command), or without it (and a note
+    saying why) where memprof refuses that sampler at the log's release or engine
+    (``memprof.core.terms.activation.check_flashinfer_sampler``: modelled at vLLM 0.8.0-0.11.0
+    V1 only): a log is evidence, so the rest of it is still explained, with the sampler
+    memprof models there and the note saying so; ``--vllm-use-flashinfer-sampler`` given by
+    the user is not dropped."""
+    from memprof.core.terms.activation import check_flashinfer_sampler
+
+    try:
+        check_flashinfer_sampler(dep)
+    except BadInput as exc:
+        notes.append(f"the log samples with FlashInfer, which memprof leaves out here "
+                     f"({exc.message}): estimated with the sampler memprof models at "
+                     f"{dep.engine_version or 'the newest release'}, whose warm-up may differ")
+        return dep.with_(vllm_use_flashinfer_sampler=None)
+    return dep
+
+
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
             gpu_arch: str | None = None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
@@ -276,6 +357,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         g = resolve_gpu(gpu, parse_size(gpu_memory) if gpu_memory else None, gpu_arch)
         if not gpu_memory:
             g = _named_card_at_logged_total(log, g, notes)
+    elif (named := card_named_in_log(log, notes)) is not None:
+        g = _named_card_at_logged_total(log, named, notes, by="the log's nvidia-smi lines")
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
@@ -311,6 +394,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
     if dep.enable_lora and "enable_lora" not in (overrides or {}):
         dep = _logged_lora(dep, name, notes)
+    if (dep.vllm_use_flashinfer_sampler == 1
+            and "vllm_use_flashinfer_sampler" not in (overrides or {})):
+        dep = _logged_flashinfer_sampler(dep, notes)
     measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
     fix = None
     est_len = log.get("estimated_max_model_len")

@@ -21,6 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
+from memprof.probes.gpu_names import named_cards
 from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
@@ -230,6 +231,10 @@ class Figure:
     value: float
     text: str
     line: int
+    # half the unit of the number's last printed digit, in the figure's units (bytes for sizes):
+    # the most rounding to the printed places moves it ("15.9 GiB": 0.05 GiB; "23.99 GiB":
+    # 0.005 GiB)
+    half_unit: float = 0.0
 
     @property
     def label(self) -> str:
@@ -254,6 +259,9 @@ class StartupLog:
     tags: tuple[tuple[str, int, str, bool], ...] = ()
     # the message formats only some releases print that its lines show (release_lines.FORMATS)
     formats: tuple[str, ...] = ()
+    # (name, nvidia-smi MiB or None) of the GPUs nvidia-smi output pasted with it names
+    # (memprof.probes.gpu_names)
+    cards: tuple[tuple[str, int | None], ...] = ()
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -283,6 +291,13 @@ def _value(kind: Kind, text: str) -> float:
         raise _Absurd("more than " + (fmt_bytes(int(cap)) if kind in ("gib", "mib")
                                       else f"{cap:,.0f}"))
     return round(number) if kind in ("gib", "mib") else number
+
+
+def _half_unit(kind: Kind, text: str) -> float:
+    """Half the unit of the last digit ``text`` prints, in memprof's units for ``kind``."""
+    places = len(text.partition(".")[2])
+    half = 0.5 * 10.0 ** -places
+    return half * (GiB if kind == "gib" else MiB if kind == "mib" else 1)
 
 
 def read_log(path: str) -> StartupLog:
@@ -321,7 +336,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                         "it") from None
                 except ValueError:
                     continue
-                figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n)
+                figures[pat.key] = Figure(pat.key, value, m.group(0).strip(), n,
+                                          _half_unit(pat.kind, m.group(pat.group)))
         for rx in _ERRORS:
             m = rx.search(line)
             if m and m.group(1) not in errors:
@@ -343,7 +359,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       engine, figures), version=_version(joined) or image_release,
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
-                      notes=tuple(notes), tags=tags(lines), formats=formats(lines))
+                      notes=tuple(notes), tags=tags(lines), formats=formats(lines),
+                      cards=named_cards(lines))
 
 
 def _engine(text: str) -> str:
@@ -817,9 +834,14 @@ def _command(line: str) -> tuple[str, str | None, dict[str, Any], str | None, st
             # the flag the error names: unknown, or with a value memprof cannot read
             bad = re.search(r"flag '([^']+)'|argument '([^']+)'|: (--?[A-Za-z][\w-]*): bad "
                             r"value|bad value .* for (--?[A-Za-z][\w-]*)", exc.message)
-            if not bad:
+            # else the first of the command's flags the message names ("--speculative-config
+            # is not JSON ('{method:ngram}')": the shell took the JSON's quotes)
+            named = [bad.group(g) for g in range(1, 5) if bad.group(g)] if bad else [
+                f for f in re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", exc.message)
+                if any(t.split("=")[0] == f for t in tokens)][:1]
+            if not named:
                 return text, None, {}, f"the serve command in the log: {exc.message}", None
-            flag = next(g for g in bad.groups() if g)
+            flag = named[0]
             i = next((k for k, t in enumerate(tokens) if t.split("=")[0] == flag or t == flag),
                      None)
             if i is None:
