@@ -1065,12 +1065,20 @@ class SGLang(Engine):
         if not after or prefill_graph_reserve_mib(dep, gpu, chunk,
                                                   prefill_graph_model(spec)) <= 0:
             return None
+        if not stream:  # a stream of its own (0.5.14 - 0.5.18: GroupCoordinator.graph_capture
+            # makes one per runner), whose allocations cannot take the prefill's freed blocks
+            return shared, stream, (
+                "captured after the prefill CUDA graphs into the same graph pool, on a capture "
+                "stream of its own (graph_capture() makes one per runner), so the prefill "
+                "captures' freed blocks, on theirs, hold none of the decode live sets"
+                + ("; the shared fp32 logits buffer allocated by the prefill runner"
+                   if shared else ""))
         return shared, stream, (
             "captured after the prefill CUDA graphs into the same graph pool, whose freed blocks "
             "hold the decode live sets [approximation]"
             + (", and the shared fp32 logits buffer allocated by the prefill runner"
                if shared else "")
-            + (", on the capture stream the prefill runner used" if stream else ""))
+            + ", on the capture stream the prefill runner used")
 
     def stream_pool_before_graphs(self, dep: DeploymentView, gpu: GPU,
                                   spec: Any) -> tuple[str, bool] | None:

@@ -850,9 +850,10 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
                   capture (its segment), + the capture stream's cuBLAS workspace, + the
                   attention backend's capture state outside the pool
                   (``Engine.graph_capture_state``); captured after other graphs into the same
-                  pool (``Engine.graph_after_earlier_capture``), no live set of its own, and
-                  the logits buffer and workspace only where the earlier capture did not make
-                  them
+                  pool (``Engine.graph_after_earlier_capture``) on the same stream, no live
+                  set of its own (on a stream of its own the live set as when captured first:
+                  the allocator reuses a free block only on its own stream), and the logits
+                  buffer and workspace only where the earlier capture did not make them
         driver  = the first graph's stream pool (``graph_driver_first``) + per size the graph,
                   its kernel nodes and NCCL nodes as vLLM's FULL graphs cost them
 
@@ -860,12 +861,17 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     ``graph_pool_tensor_bytes``)."""
     in_pool, before, what = kept
     after = engine_of(ctx.dep).graph_after_earlier_capture(ctx.dep, ctx.gpu, ctx.spec)
-    if after is not None:  # the live sets fit an earlier capture's freed blocks of the pool
-        tensors = sum(_segment_bytes(b) for b in in_pool)
+    if after is not None:
         what = after[2] if after[0] else f"{after[2]}; {what}"
         before = 0 if after[0] else before
-    else:
-        what = f"the largest size's decode live set, {what}"
+    if after is not None and after[1]:  # the live sets fit the earlier capture's freed blocks
+        tensors = sum(_segment_bytes(b) for b in in_pool)
+    else:  # captured first, or on a stream of its own: torch's caching allocator hands a free
+        # block only to an allocation on the stream it was made on (c10/cuda/
+        # CUDACachingAllocator.cpp get_free_block: ``(*it)->stream != p.stream()`` -> no
+        # block), so an earlier capture's freed blocks on another stream hold none of these
+        what = (f"the largest size's decode live set, {what}" if after is None else
+                f"{what}; the largest size's decode live set")
         stages = _mode_stages(ctx, "FULL", max(sizes))
         largest = sizes.index(max(sizes))
         tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool

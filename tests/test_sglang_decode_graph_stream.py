@@ -1,0 +1,70 @@
+"""SGLang 0.5.14 - 0.5.18 capture the decode graphs after the prefill CUDA graphs into the same
+graph pool but on a capture stream of their own (``GroupCoordinator.graph_capture`` makes one per
+runner), and torch's caching allocator reuses a free block only on the stream it was made on
+(c10/cuda/CUDACachingAllocator.cpp ``get_free_block``): the decode live set takes segments of its
+own there (memprof/core/terms/cudagraph.py ``_engine_graph_model``); from 0.5.19 one capture
+stream serves both and the prefill's freed blocks hold it (row 1455: 0.34 GB logged at 0.5.18)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memprof.alloc.allocator import CachingAllocator
+from memprof.base.units import GiB, MiB
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate
+
+
+def test_a_freed_pool_block_is_not_reused_on_another_stream() -> None:
+    # the allocator replica the decode term uses: one private pool, a block freed on stream 1
+    # is reused on stream 1 and not on stream 2
+    same = CachingAllocator()
+    same.begin_capture(1, stream=1)
+    same.free(same.malloc(64 * MiB, stream=1))
+    same.malloc(64 * MiB, stream=1)
+    same.end_capture()
+    other = CachingAllocator()
+    other.begin_capture(1, stream=1)
+    other.free(other.malloc(64 * MiB, stream=1))
+    other.malloc(64 * MiB, stream=2)
+    other.end_capture()
+    assert same.total_allocated_memory == 64 * MiB
+    assert other.total_allocated_memory == 128 * MiB
+
+
+def _decode(version: str) -> tuple[int, str]:
+    dep = Deployment(engine="sglang", engine_version=version, mem_fraction_static=0.83,
+                     attention_backend="triton")
+    e = estimate("qwen3-30b-a3b-fp8", dep, gpu_name="H100")
+    comp = next(c for c in e.ranks[0].components if c.name == "CUDA-graph estimate")
+    return comp.bytes, comp.formula
+
+
+def test_own_stream_releases_pay_the_decode_live_set() -> None:
+    for version in ("0.5.14", "0.5.16", "0.5.18"):
+        _, formula = _decode(version)
+        assert "on a capture stream of its own" in formula, version
+        assert "the largest size's decode live set" in formula, version
+    _, f0519 = _decode("0.5.19")
+    assert "on the capture stream the prefill runner used" in f0519
+    assert "the largest size's decode live set" not in f0519
+
+
+def test_0518_pool_holds_state_workspace_and_a_live_set() -> None:
+    # 0.5.18's triton attention state (attn logits [256, 32, 8, 128] fp32, lse, kv_indices
+    # [256 x 40,960] int64, custom mask) and the capture stream's 32 MiB cuBLAS workspace are
+    # 156 MiB of the pool; the bs-256 decode live set adds at least one segment, and for this
+    # MoE (hidden 2,048) less than two 20 MiB segments
+    _, f0518 = _decode("0.5.18")
+    pool = float(f0518.split("pool tensors ")[1].split(" MiB")[0])
+    assert 156 < pool <= 156 + 40
+
+
+def test_row_1455_decode_figure_within_25_percent() -> None:
+    rows = json.loads((Path(__file__).parent / "data" / "published.json").read_text())["rows"]
+    row = next(r for r in rows if r["id"] == 1455)
+    got, _ = _decode(row["memprof_engine_version"])
+    logged = row["observed"]["graph_mem_usage_gb"]
+    assert row["memprof_engine_version"] == "0.5.18"
+    assert abs(got / GiB - logged) / logged <= 0.25
