@@ -52,13 +52,16 @@ def test_own_stream_releases_pay_the_decode_live_set() -> None:
 
 
 def test_0518_pool_holds_state_workspace_and_a_live_set() -> None:
-    # 0.5.18's triton attention state (attn logits [256, 32, 8, 128] fp32, lse, kv_indices
-    # [256 x 40,960] int64, custom mask) and the capture stream's 32 MiB cuBLAS workspace are
-    # 156 MiB of the pool; the bs-256 decode live set adds at least one segment, and for this
-    # MoE (hidden 2,048) less than two 20 MiB segments
+    # 0.5.18's triton attention state (attn logits [256, 32, 8, 128] fp32 and lse in 34 MiB of
+    # segments, kv_indices [256 x 40,960] int64 in 80 MiB; no custom mask from 0.5.17) and the
+    # capture stream's 32 MiB cuBLAS workspace are 146 MiB of the pool; the bs-256 decode live
+    # set adds at least one segment, and for this MoE (hidden 2,048) less than two of 20 MiB
     _, f0518 = _decode("0.5.18")
     pool = float(f0518.split("pool tensors ")[1].split(" MiB")[0])
-    assert 156 < pool <= 156 + 40
+    assert 146 < pool <= 146 + 40
+    assert "no custom mask" in f0518
+    _, f0516 = _decode("0.5.16")
+    assert "custom mask uint8" in f0516
 
 
 def test_row_1455_decode_figure_within_25_percent() -> None:

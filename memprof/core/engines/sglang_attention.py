@@ -18,7 +18,8 @@ speculative decoding ``max_num_token = max_bs`` (one token per request)::
     triton      cuda_graph_attn_logits [max_num_token, heads, 8 splits, v_head_dim (+1 through
                 0.4.4)] fp32 + attn_lse [max_num_token, heads, 8] fp32 (0.4.5 on)
                 + cuda_graph_kv_indices [max_num_token × context] (int32 through 0.4.10, int64
-                from 0.5.1) + cuda_graph_custom_mask [max_num_token × context] uint8
+                from 0.5.1) + cuda_graph_custom_mask [max_num_token × context] uint8 (through
+                0.5.16; from 0.5.17 only with speculative decoding, which memprof does not model)
     fa3         page_table [max_bs, ceil(context / page)] int32
     trtllm_mha  page_table [max_bs, ceil(context / page)] int32 (page 16, 32 or 64: SGLang sets
                 64 for any other)
@@ -150,6 +151,24 @@ SGLANG_TRITON_CAPTURE: tuple[Rule, ...] = (
          introduced_by=_READ.format("0.5.1"),
          source="sglang 0.5.1 – 0.5.10 triton_backend.py init_cuda_graph_state: kv_indices "
          "int64 (0.5.19 adds lean-attention buffers, not modelled)"),
+)
+
+# Whether the Triton backend's capture state holds cuda_graph_custom_mask [max_num_token x
+# context] uint8 with no speculative decoding (memprof models none). value: whether.
+SGLANG_TRITON_CAPTURE_MASK: tuple[Rule, ...] = (
+    Rule(name="sglang_triton_capture_mask", changes="CUDA graphs: attention capture state",
+         since=None, until="0.5.17", value=True, engine="sglang",
+         introduced_by="before 0.4.3", removed_by=_READ.format("0.5.17"),
+         source="sglang 0.5.10, 0.5.14, 0.5.15, 0.5.16 layers/attention/triton_backend.py "
+         "init_cuda_graph_state: 'if not self.skip_prefill: self.cuda_graph_custom_mask = "
+         "torch.zeros((max_num_tokens * self.max_context_len), dtype=torch.uint8)'"),
+    Rule(name="sglang_triton_capture_mask", changes="CUDA graphs: attention capture state",
+         since="0.5.17", until=None, value=False, engine="sglang",
+         introduced_by=_READ.format("0.5.17"),
+         source="sglang 0.5.17, 0.5.18, 0.5.19 triton_backend.py init_cuda_graph_state: "
+         "self._verify_mask = maybe_create_verify_mask(..., num_draft_tokens="
+         "get_spec().speculative_num_draft_tokens); layers/attention/verify_mask.py: 'if "
+         "is_draft_runner or skip_prefill or not num_draft_tokens: return None'"),
 )
 
 # server_args.py triton_attention_num_kv_splits default (0.4.3 – 0.5.10)
@@ -293,13 +312,17 @@ def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
     v_dim = a.kv_lora_rank if _is_mla(spec) and a.kv_lora_rank else a.v_head_dim
     logits = max_bs * heads * TRITON_KV_SPLITS * (v_dim + (1 if lse_column else 0)) * 4
     lse = 0 if lse_column else max_bs * heads * TRITON_KV_SPLITS * 4
-    bufs = [logits, lse, max_bs * context * index_bytes, max_bs * context]
+    mask = bool(value_at(SGLANG_TRITON_CAPTURE_MASK, dep.engine_version, False,
+                         engine="sglang"))
+    bufs = [logits, lse, max_bs * context * index_bytes] + ([max_bs * context] if mask else [])
     return (_reserved(tuple(bufs)),
             f"{label}: attn logits [{max_bs}, {heads}, {TRITON_KV_SPLITS}, {v_dim}"
             f"{' + 1' if lse_column else ''}] fp32{'' if lse_column else ' + lse'} + "
-            f"kv_indices [{max_bs} × {context:,}] int{index_bytes * 8} + custom mask uint8")
+            f"kv_indices [{max_bs} × {context:,}] int{index_bytes * 8}"
+            + (" + custom mask uint8" if mask else " (no custom mask: no speculative decoding)"))
 
 
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_DEFAULT_BACKEND, SGLANG_DEFAULT_MLA_BACKEND,
-                                       SGLANG_DEFAULT_ROCM_BACKEND, SGLANG_TRITON_CAPTURE)
+                                       SGLANG_DEFAULT_ROCM_BACKEND, SGLANG_TRITON_CAPTURE,
+                                       SGLANG_TRITON_CAPTURE_MASK)
 """The rows of this module (``memprof versions`` lists them with the engine's)."""
