@@ -3,7 +3,10 @@ graph pool but on a capture stream of their own (``GroupCoordinator.graph_captur
 runner), and torch's caching allocator reuses a free block only on the stream it was made on
 (c10/cuda/CUDACachingAllocator.cpp ``get_free_block``): the decode live set takes segments of its
 own there (memprof/core/terms/cudagraph.py ``_engine_graph_model``); from 0.5.19 one capture
-stream serves both and the prefill's freed blocks hold it (row 1455: 0.34 GB logged at 0.5.18)."""
+stream serves both and the prefill's freed blocks hold it (row 1455: 0.34 GB logged at 0.5.18).
+The attention backend's capture state is on two streams too: ``init_cuda_graph_state``'s buffers
+on the runner's stream, FlashInfer's per-size decode wrappers on the capture stream, with that
+stream's cuBLAS workspace (memprof/core/engines/sglang_attention.py ``reserved_on_streams``)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pathlib import Path
 from memprof.alloc.allocator import CachingAllocator
 from memprof.base.units import GiB, MiB
 from memprof.core.deployment import Deployment
+from memprof.core.engines.sglang_attention import reserved_on_streams
 from memprof.core.estimate import estimate
 
 
@@ -71,3 +75,28 @@ def test_row_1455_decode_figure_within_25_percent() -> None:
     logged = row["observed"]["graph_mem_usage_gb"]
     assert row["memprof_engine_version"] == "0.5.18"
     assert abs(got / GiB - logged) / logged <= 0.25
+
+
+def test_runner_and_capture_streams_share_no_segment() -> None:
+    # FlashInfer's per-size decode wrappers (8 MiB int workspace each) are made inside
+    # graph_capture(), on the capture stream, as is the first warm-up's cuBLAS workspace
+    # (8 MiB + 128 KiB before sm90): two workspaces a 20 MiB segment, the cuBLAS one in the
+    # first size's spare 12 MiB; the runner's own buffers take segments of their own
+    ws, cublas = 8 * MiB, 8 * MiB + 128 * 1024
+    assert reserved_on_streams((), (ws,), 4, (cublas,)) == 60 * MiB
+    # a 1.25 MiB kv_indices and a 4.6 MiB logits buffer share one 20 MiB segment of the
+    # runner's stream, none of the capture stream's
+    assert reserved_on_streams((1310720, 4862000), (ws,), 4, (cublas,)) == 80 * MiB
+
+
+def test_row_1501_flashinfer_state_by_stream() -> None:
+    # Qwen3-1.7B at SGLang 0.5.10 on an RTX 4060 Ti, context 1,024: decode sizes 8, 4, 2, 1;
+    # the runner's stream holds kv_indices and mask in one 2 MiB small segment and the
+    # [8, 151,936] fp32 logits buffer in a 20 MiB one, the capture stream 60 MiB (above), the
+    # pool the bs-8 live set's 2 MiB
+    dep = Deployment(engine="sglang", engine_version="0.5.10", mem_fraction_static=0.75,
+                     max_model_len=1024)
+    e = estimate("qwen3-1.7b", dep, gpu_name="RTX-4060-Ti")
+    comp = next(c for c in e.ranks[0].components if c.name == "CUDA-graph estimate")
+    assert "pool tensors 84.00 MiB" in comp.formula
+    assert "(on the capture stream)" in comp.formula

@@ -30,7 +30,12 @@ from memprof.core.engines.base import (
     RankCoord,
     loaded_at_start,
 )
-from memprof.core.engines.sglang_attention import capture_state, check_backend
+from memprof.core.engines.sglang_attention import (
+    capture_buffers,
+    capture_state,
+    check_backend,
+    reserved_on_streams,
+)
 from memprof.core.engines.sglang_graphs import after_prefill, decode_capture_sizes, kept_logits
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
@@ -1110,6 +1115,16 @@ class SGLang(Engine):
                             sizes: list[int]) -> tuple[int, str] | None:
         """The attention backend's capture state (``sglang_attention.capture_state``)."""
         return capture_state(dep, gpu, spec, sizes)
+
+    def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
+                               after_state: int, capture_first: int) -> int | None:
+        """``sglang_attention.capture_buffers`` on their two streams (``reserved_on_streams``):
+        init_cuda_graph_state's buffers, then the logits buffer, on the runner's stream;
+        FlashInfer's per-size decode wrappers and the warm-up's cuBLAS workspace on the capture
+        stream."""
+        current, per_size, _ = capture_buffers(dep, gpu, spec, sizes)
+        return reserved_on_streams((*current, after_state), per_size, len(sizes),
+                                   (capture_first,))
 
     # --- flags and notes ----------------------------------------------------------------------
 

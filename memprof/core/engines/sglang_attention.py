@@ -6,7 +6,9 @@ The capture state is allocated while ``CudaGraphRunner`` is built, so it is insi
 free memory SGLang logs as "Capture cuda graph end. … mem usage=X GB" (``sglang_graphs``):
 ``attn_backend.init_cuda_graph_state(max_bs, max_num_token)`` in ``CudaGraphRunner.__init__``
 and, per batch size, ``init_forward_metadata_capture_cuda_graph`` in ``capture_one_batch_size``
-(outside the ``torch.cuda.graph`` context: the default pool, not the graph pool). With no
+(outside the ``torch.cuda.graph`` context: the default pool, not the graph pool). The first runs
+on the stream the runner is built on, the second inside ``graph_capture()``, on the capture
+stream, whose segments they do not share (``reserved_on_streams``). With no
 speculative decoding ``max_num_token = max_bs`` (one token per request)::
 
     flashinfer  per wrapper: cuda_graph_kv_indices [max_num_token × context] int32
@@ -267,26 +269,47 @@ def chosen_backend(dep: DeploymentView, gpu: GPU, spec: Any) -> tuple[str, str]:
 
 
 @lru_cache(maxsize=256)
-def _reserved(buffers: tuple[int, ...]) -> int:
-    """What the caching allocator reserves for ``buffers`` allocated in turn into a pool with
-    no free block (``memprof.alloc``'s replica, default pool, one stream)."""
+def reserved_on_streams(current: tuple[int, ...], per_size: tuple[int, ...], sizes: int,
+                        capture_first: tuple[int, ...] = ()) -> int:
+    """What the caching allocator reserves (``memprof.alloc``'s replica, default pool, no free
+    block to start with) for ``current`` allocated in turn on the stream the runner is built
+    on, then, on the capture stream (``graph_capture()`` makes its own), ``per_size`` for each
+    of ``sizes`` captured sizes with ``capture_first`` after the first size's (what its warm-up
+    makes there: the stream's cuBLAS workspace, which torch takes from the caching allocator
+    for each (handle, stream) pair: aten/src/ATen/cuda/CublasHandlePool.cpp
+    ``getNewWorkspace``). A free block is reused only on its own stream
+    (c10/cuda/CUDACachingAllocator.cpp ``get_free_block``), so the two streams' buffers never
+    share a segment."""
+    return _reserved_streams(tuple(current), tuple(per_size), sizes, tuple(capture_first))
+
+
+@lru_cache(maxsize=256)
+def _reserved_streams(current: tuple[int, ...], per_size: tuple[int, ...], sizes: int,
+                      capture_first: tuple[int, ...]) -> int:
     from memprof.alloc.allocator import CachingAllocator
 
     alloc = CachingAllocator()
-    for nbytes in buffers:
+    for nbytes in current:
         if nbytes > 0:
-            alloc.malloc(nbytes)
+            alloc.malloc(nbytes, stream=0)
+    for i in range(sizes):
+        for nbytes in per_size + (capture_first if i == 0 else ()):
+            if nbytes > 0:
+                alloc.malloc(nbytes, stream=2)
     return alloc.total_allocated_memory
 
 
-def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
-                  sizes: list[int]) -> tuple[int, str]:
-    """The attention backend's capture state for the decode graphs of ``sizes``: (bytes, what
-    the formula says, naming the backend and why it was assumed)."""
+def capture_buffers(dep: DeploymentView, gpu: GPU, spec: Any,
+                    sizes: list[int]) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+    """The attention backend's capture state for the decode graphs of ``sizes``: (the buffers
+    ``init_cuda_graph_state`` allocates in ``CudaGraphRunner.__init__``, on the stream the
+    runner is built on; the buffers ``init_forward_metadata_capture_cuda_graph`` allocates for
+    each captured size inside ``graph_capture()``, on the capture stream: FlashInfer's decode
+    wrappers; what the formula says, naming the backend and why it was assumed)."""
     backend, why = chosen_backend(dep, gpu, spec)
     label = f"attention backend {backend} ({why})"
     if backend not in _MODELLED or (backend == "flashinfer" and _is_mla(spec)):
-        return 0, f"{label}: its capture state not modelled [assumption]"
+        return (), (), f"{label}: its capture state not modelled [assumption]"
     max_bs = max(sizes)
     context = dep.max_model_len or 0
     a = spec.layers[0].attention
@@ -295,31 +318,39 @@ def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
         if backend == "trtllm_mha" and page not in TRTLLM_MHA_PAGES:
             page = 64
         table = max_bs * -(-context // page) * 4
-        return (_reserved((table,)),
+        return ((table,), (),
                 f"{label}: page table [{max_bs}, ceil({context:,} / {page})] int32")
     if backend == "flashinfer":
         wrappers = 2 if any(layer.attention.sliding_window for layer in spec.layers) else 1
         indices = max_bs * context * 4
         mask = max_bs * context
-        bufs = [indices] * wrappers + [mask] + [FLASHINFER_INT_WORKSPACE] * (
-            wrappers * len(sizes))
-        return (_reserved(tuple(bufs)),
+        return ((indices,) * wrappers + (mask,), (FLASHINFER_INT_WORKSPACE,) * wrappers,
                 f"{label}: {wrappers} × kv_indices [{max_bs} × {context:,}] int32 + custom "
                 f"mask [{max_bs} × {context:,}] uint8 + {wrappers * len(sizes)} decode "
-                f"wrappers' int workspace of {fmt_bytes(FLASHINFER_INT_WORKSPACE)}")
+                f"wrappers' int workspace of {fmt_bytes(FLASHINFER_INT_WORKSPACE)} (on the "
+                "capture stream)")
     lse_column, index_bytes = _pair(SGLANG_TRITON_CAPTURE, dep.engine_version, (False, 8))
     heads = max(1, a.num_heads // max(1, dep.attn_tp))
     v_dim = a.kv_lora_rank if _is_mla(spec) and a.kv_lora_rank else a.v_head_dim
     logits = max_bs * heads * TRITON_KV_SPLITS * (v_dim + (1 if lse_column else 0)) * 4
     lse = 0 if lse_column else max_bs * heads * TRITON_KV_SPLITS * 4
-    mask = bool(value_at(SGLANG_TRITON_CAPTURE_MASK, dep.engine_version, False,
-                         engine="sglang"))
-    bufs = [logits, lse, max_bs * context * index_bytes] + ([max_bs * context] if mask else [])
-    return (_reserved(tuple(bufs)),
+    mask_on = bool(value_at(SGLANG_TRITON_CAPTURE_MASK, dep.engine_version, False,
+                            engine="sglang"))
+    bufs = (logits, lse, max_bs * context * index_bytes) + ((max_bs * context,) if mask_on
+                                                             else ())
+    return (bufs, (),
             f"{label}: attn logits [{max_bs}, {heads}, {TRITON_KV_SPLITS}, {v_dim}"
             f"{' + 1' if lse_column else ''}] fp32{'' if lse_column else ' + lse'} + "
             f"kv_indices [{max_bs} × {context:,}] int{index_bytes * 8}"
-            + (" + custom mask uint8" if mask else " (no custom mask: no speculative decoding)"))
+            + (" + custom mask uint8" if mask_on else
+               " (no custom mask: no speculative decoding)"))
+
+
+def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
+                  sizes: list[int]) -> tuple[int, str]:
+    """The capture state's bytes alone (``capture_buffers`` on its two streams) and words."""
+    current, per_size, words = capture_buffers(dep, gpu, spec, sizes)
+    return reserved_on_streams(current, per_size, len(sizes)), words
 
 
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_DEFAULT_BACKEND, SGLANG_DEFAULT_MLA_BACKEND,
