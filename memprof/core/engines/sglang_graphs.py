@@ -42,11 +42,11 @@ From 0.5.14 the decode graphs are captured after the prefill CUDA graphs (where 
 ``prefill_graph_reserve_mib``) into the same global pool (``SGLANG_DECODE_AFTER_PREFILL``); from
 0.5.16 the logits buffer (``GraphSharedOutput``) is allocated by the prefill runner first and is
 not in the decode figure. Through 0.5.18 each runner captures under ``graph_capture()`` with no
-stream, and ``GroupCoordinator.graph_capture`` makes a new one (``self.device_module.Stream()``,
-distributed/parallel_state.py, read in 0.5.14 and 0.5.18): torch's caching allocator hands a free
-block only to an allocation on the stream it was made on (c10/cuda/CUDACachingAllocator.cpp
-``get_free_block``), so the blocks the prefill captures freed hold none of the decode live sets,
-which take segments of their own as when captured first. From 0.5.19 both capture on one stream
+stream (both runners, read in the 0.5.14 – 0.5.18 wheels), and ``GroupCoordinator.graph_capture``
+makes a new one (``self.device_module.Stream()``, distributed/parallel_state.py): torch's caching
+allocator hands a free block only to an allocation on the stream it was made on
+(c10/cuda/CUDACachingAllocator.cpp ``get_free_block``), so the blocks the prefill captures freed
+hold none of the decode live sets, which take segments of their own as when captured first. From 0.5.19 both capture on one stream
 (``get_or_create_global_graph_capture_stream``: "every capture pass reserves the pool's scratch
 once instead of per stream"), whose cuBLAS workspace the prefill capture made and whose freed
 blocks (up to the prefill chunk's tokens, more than the largest decode batch) hold the decode
