@@ -48,10 +48,10 @@ allocator hands a free block only to an allocation on the stream it was made on
 (c10/cuda/CUDACachingAllocator.cpp ``get_free_block``), so the blocks the prefill captures freed
 hold none of the decode live sets, which take segments of their own as when captured first.
 From 0.5.19 both capture on one stream (``get_or_create_global_graph_capture_stream``: "every
-capture pass reserves the pool's scratch once instead of per stream"), whose cuBLAS workspace the prefill capture made and whose freed
-blocks (up to the prefill chunk's tokens, more than the largest decode batch) hold the decode
-live sets, so the decode figure holds no pool tensors of its own [approximation: the prefill
-pool is not modelled, only assumed larger].
+capture pass reserves the pool's scratch once instead of per stream"), whose cuBLAS workspace
+the prefill capture made and whose freed blocks (up to the prefill chunk's tokens, more than the
+largest decode batch) hold the decode live sets, so the decode figure holds no pool tensors of
+its own [approximation: the prefill pool is not modelled, only assumed larger].
 
 The prefill graphs' own figure ("Capture piecewise CUDA graph end … mem usage", 0.5.14 on
 "Capture target prefill CUDA graph end … mem usage") is a component of its own
