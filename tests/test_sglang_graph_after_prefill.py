@@ -1,8 +1,9 @@
 """SGLang from 0.5.14 captures its decode graphs after the prefill CUDA graphs, into the same
 global graph pool (memprof/core/engines/sglang_graphs.py ``SGLANG_DECODE_AFTER_PREFILL``): the
-decode figure ("Capture target decode CUDA graph end … mem usage") then holds no live set of its
-own, from 0.5.16 not the shared logits buffer, from 0.5.19 not the capture stream's cuBLAS
-workspace either (row 1452: 0.13 GB logged)."""
+decode figure ("Capture target decode CUDA graph end … mem usage") from 0.5.16 holds not the
+shared logits buffer, and from 0.5.19, where both capture on one stream, no live set of its own
+and not the capture stream's cuBLAS workspace either (row 1452: 0.13 GB logged; the live set
+through 0.5.18: tests/test_sglang_decode_graph_stream.py)."""
 
 from __future__ import annotations
 

@@ -95,9 +95,10 @@ def test_row_1104_v2_own_peak_is_a_fifth_of_the_logged_one() -> None:
     (901, -2.9, -6.7),  # a failed start: both figures negative
     (902, -16.7, 0.5),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
     (903, 0.56, 10.7),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
-    (907, 14.85, 27.5),
-    (908, -0.5, 4.0),
-    (909, 0.8, 6.45),
+    # at the WSL2 total the study's card reports (24,564 MiB; the rows' memprof_run)
+    (907, 20.6, 33.3),
+    (908, 1.52, 6.03),
+    (909, 3.36, 9.02),
     # vLLM 0.24.0 runs LlamaForCausalLM (listed) with V2: these logs print V2's load line,
     # v1/worker/gpu/model_runner.py:302 (V1's is gpu_model_runner.py:5255); compiled, one GPU
     (1205, 0.04, 1.81), (1206, 0.05, 1.52), (1207, 0.07, 1.70), (1208, 0.07, 1.70),
@@ -118,7 +119,7 @@ def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
 # The embedding table [V/tp, H] as a cold compile's benchmark copy, max(table, V2's own peak) on
 # the first stage beside V2's own terms: the fit the docstring rules out (KV error, %)
 @pytest.mark.parametrize(("rid", "err"), [
-    (1104, 0.2), (901, -6.5), (902, 0.5), (903, 10.7), (907, 13.7), (908, -0.9), (909, 0.3),
+    (1104, 0.2), (901, -6.5), (902, 0.5), (903, 10.7), (907, 19.5), (908, 1.1), (909, 2.9),
 ])
 def test_the_embedding_table_fit_the_docstring_rules_out(rid: int, err: float) -> None:
     row = _row(rid)

@@ -410,6 +410,16 @@ class Engine:
         buffers are terms of their own)."""
         return None
 
+    def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
+                               after_state: int, capture_first: int) -> int | None:
+        """What the caching allocator reserves outside the graph pool while the engine's own
+        decode graphs are built: ``graph_capture_state``'s buffers on the streams they are
+        allocated on, with ``after_state`` (allocated after the state on the runner's stream:
+        the logits buffer) and ``capture_first`` (made by the first size's warm-up on the
+        capture stream: its cuBLAS workspace) sharing those streams' segments; None (the
+        default): each part's own segments added."""
+        return None
+
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,
                                total: int) -> bool:
         """Whether the engine refuses to start because its envelope exceeds the free memory."""

@@ -30,7 +30,12 @@ from memprof.core.engines.base import (
     RankCoord,
     loaded_at_start,
 )
-from memprof.core.engines.sglang_attention import capture_state, check_backend
+from memprof.core.engines.sglang_attention import (
+    capture_buffers,
+    capture_state,
+    check_backend,
+    reserved_on_streams,
+)
 from memprof.core.engines.sglang_graphs import after_prefill, decode_capture_sizes, kept_logits
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
@@ -1065,12 +1070,20 @@ class SGLang(Engine):
         if not after or prefill_graph_reserve_mib(dep, gpu, chunk,
                                                   prefill_graph_model(spec)) <= 0:
             return None
+        if not stream:  # a stream of its own (0.5.14 - 0.5.18: GroupCoordinator.graph_capture
+            # makes one per runner), whose allocations cannot take the prefill's freed blocks
+            return shared, stream, (
+                "captured after the prefill CUDA graphs into the same graph pool, on a capture "
+                "stream of its own (graph_capture() makes one per runner), so the prefill "
+                "captures' freed blocks, on theirs, hold none of the decode live sets"
+                + ("; the shared fp32 logits buffer allocated by the prefill runner"
+                   if shared else ""))
         return shared, stream, (
             "captured after the prefill CUDA graphs into the same graph pool, whose freed blocks "
             "hold the decode live sets [approximation]"
             + (", and the shared fp32 logits buffer allocated by the prefill runner"
                if shared else "")
-            + (", on the capture stream the prefill runner used" if stream else ""))
+            + ", on the capture stream the prefill runner used")
 
     def stream_pool_before_graphs(self, dep: DeploymentView, gpu: GPU,
                                   spec: Any) -> tuple[str, bool] | None:
@@ -1102,6 +1115,16 @@ class SGLang(Engine):
                             sizes: list[int]) -> tuple[int, str] | None:
         """The attention backend's capture state (``sglang_attention.capture_state``)."""
         return capture_state(dep, gpu, spec, sizes)
+
+    def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
+                               after_state: int, capture_first: int) -> int | None:
+        """``sglang_attention.capture_buffers`` on their two streams (``reserved_on_streams``):
+        init_cuda_graph_state's buffers, then the logits buffer, on the runner's stream;
+        FlashInfer's per-size decode wrappers and the warm-up's cuBLAS workspace on the capture
+        stream."""
+        current, per_size, _ = capture_buffers(dep, gpu, spec, sizes)
+        return reserved_on_streams((*current, after_state), per_size, len(sizes),
+                                   (capture_first,))
 
     # --- flags and notes ----------------------------------------------------------------------
 

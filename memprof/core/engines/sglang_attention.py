@@ -6,7 +6,9 @@ The capture state is allocated while ``CudaGraphRunner`` is built, so it is insi
 free memory SGLang logs as "Capture cuda graph end. … mem usage=X GB" (``sglang_graphs``):
 ``attn_backend.init_cuda_graph_state(max_bs, max_num_token)`` in ``CudaGraphRunner.__init__``
 and, per batch size, ``init_forward_metadata_capture_cuda_graph`` in ``capture_one_batch_size``
-(outside the ``torch.cuda.graph`` context: the default pool, not the graph pool). With no
+(outside the ``torch.cuda.graph`` context: the default pool, not the graph pool). The first runs
+on the stream the runner is built on, the second inside ``graph_capture()``, on the capture
+stream, whose segments they do not share (``reserved_on_streams``). With no
 speculative decoding ``max_num_token = max_bs`` (one token per request)::
 
     flashinfer  per wrapper: cuda_graph_kv_indices [max_num_token × context] int32
@@ -18,7 +20,8 @@ speculative decoding ``max_num_token = max_bs`` (one token per request)::
     triton      cuda_graph_attn_logits [max_num_token, heads, 8 splits, v_head_dim (+1 through
                 0.4.4)] fp32 + attn_lse [max_num_token, heads, 8] fp32 (0.4.5 on)
                 + cuda_graph_kv_indices [max_num_token × context] (int32 through 0.4.10, int64
-                from 0.5.1) + cuda_graph_custom_mask [max_num_token × context] uint8
+                from 0.5.1) + cuda_graph_custom_mask [max_num_token × context] uint8 (through
+                0.5.16; from 0.5.17 only with speculative decoding, which memprof does not model)
     fa3         page_table [max_bs, ceil(context / page)] int32
     trtllm_mha  page_table [max_bs, ceil(context / page)] int32 (page 16, 32 or 64: SGLang sets
                 64 for any other)
@@ -152,6 +155,24 @@ SGLANG_TRITON_CAPTURE: tuple[Rule, ...] = (
          "int64 (0.5.19 adds lean-attention buffers, not modelled)"),
 )
 
+# Whether the Triton backend's capture state holds cuda_graph_custom_mask [max_num_token x
+# context] uint8 with no speculative decoding (memprof models none). value: whether.
+SGLANG_TRITON_CAPTURE_MASK: tuple[Rule, ...] = (
+    Rule(name="sglang_triton_capture_mask", changes="CUDA graphs: attention capture state",
+         since=None, until="0.5.17", value=True, engine="sglang",
+         introduced_by="before 0.4.3", removed_by=_READ.format("0.5.17"),
+         source="sglang 0.5.10, 0.5.14, 0.5.15, 0.5.16 layers/attention/triton_backend.py "
+         "init_cuda_graph_state: 'if not self.skip_prefill: self.cuda_graph_custom_mask = "
+         "torch.zeros((max_num_tokens * self.max_context_len), dtype=torch.uint8)'"),
+    Rule(name="sglang_triton_capture_mask", changes="CUDA graphs: attention capture state",
+         since="0.5.17", until=None, value=False, engine="sglang",
+         introduced_by=_READ.format("0.5.17"),
+         source="sglang 0.5.17, 0.5.18, 0.5.19 triton_backend.py init_cuda_graph_state: "
+         "self._verify_mask = maybe_create_verify_mask(..., num_draft_tokens="
+         "get_spec().speculative_num_draft_tokens); layers/attention/verify_mask.py: 'if "
+         "is_draft_runner or skip_prefill or not num_draft_tokens: return None'"),
+)
+
 # server_args.py triton_attention_num_kv_splits default (0.4.3 – 0.5.10)
 TRITON_KV_SPLITS = 8
 # flashinfer decode.py BatchDecodeWithPagedKVCacheWrapper.__init__: _int_workspace_buffer =
@@ -248,26 +269,47 @@ def chosen_backend(dep: DeploymentView, gpu: GPU, spec: Any) -> tuple[str, str]:
 
 
 @lru_cache(maxsize=256)
-def _reserved(buffers: tuple[int, ...]) -> int:
-    """What the caching allocator reserves for ``buffers`` allocated in turn into a pool with
-    no free block (``memprof.alloc``'s replica, default pool, one stream)."""
+def reserved_on_streams(current: tuple[int, ...], per_size: tuple[int, ...], sizes: int,
+                        capture_first: tuple[int, ...] = ()) -> int:
+    """What the caching allocator reserves (``memprof.alloc``'s replica, default pool, no free
+    block to start with) for ``current`` allocated in turn on the stream the runner is built
+    on, then, on the capture stream (``graph_capture()`` makes its own), ``per_size`` for each
+    of ``sizes`` captured sizes with ``capture_first`` after the first size's (what its warm-up
+    makes there: the stream's cuBLAS workspace, which torch takes from the caching allocator
+    for each (handle, stream) pair: aten/src/ATen/cuda/CublasHandlePool.cpp
+    ``getNewWorkspace``). A free block is reused only on its own stream
+    (c10/cuda/CUDACachingAllocator.cpp ``get_free_block``), so the two streams' buffers never
+    share a segment."""
+    return _reserved_streams(tuple(current), tuple(per_size), sizes, tuple(capture_first))
+
+
+@lru_cache(maxsize=256)
+def _reserved_streams(current: tuple[int, ...], per_size: tuple[int, ...], sizes: int,
+                      capture_first: tuple[int, ...]) -> int:
     from memprof.alloc.allocator import CachingAllocator
 
     alloc = CachingAllocator()
-    for nbytes in buffers:
+    for nbytes in current:
         if nbytes > 0:
-            alloc.malloc(nbytes)
+            alloc.malloc(nbytes, stream=0)
+    for i in range(sizes):
+        for nbytes in per_size + (capture_first if i == 0 else ()):
+            if nbytes > 0:
+                alloc.malloc(nbytes, stream=2)
     return alloc.total_allocated_memory
 
 
-def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
-                  sizes: list[int]) -> tuple[int, str]:
-    """The attention backend's capture state for the decode graphs of ``sizes``: (bytes, what
-    the formula says, naming the backend and why it was assumed)."""
+def capture_buffers(dep: DeploymentView, gpu: GPU, spec: Any,
+                    sizes: list[int]) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+    """The attention backend's capture state for the decode graphs of ``sizes``: (the buffers
+    ``init_cuda_graph_state`` allocates in ``CudaGraphRunner.__init__``, on the stream the
+    runner is built on; the buffers ``init_forward_metadata_capture_cuda_graph`` allocates for
+    each captured size inside ``graph_capture()``, on the capture stream: FlashInfer's decode
+    wrappers; what the formula says, naming the backend and why it was assumed)."""
     backend, why = chosen_backend(dep, gpu, spec)
     label = f"attention backend {backend} ({why})"
     if backend not in _MODELLED or (backend == "flashinfer" and _is_mla(spec)):
-        return 0, f"{label}: its capture state not modelled [assumption]"
+        return (), (), f"{label}: its capture state not modelled [assumption]"
     max_bs = max(sizes)
     context = dep.max_model_len or 0
     a = spec.layers[0].attention
@@ -276,30 +318,42 @@ def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
         if backend == "trtllm_mha" and page not in TRTLLM_MHA_PAGES:
             page = 64
         table = max_bs * -(-context // page) * 4
-        return (_reserved((table,)),
+        return ((table,), (),
                 f"{label}: page table [{max_bs}, ceil({context:,} / {page})] int32")
     if backend == "flashinfer":
         wrappers = 2 if any(layer.attention.sliding_window for layer in spec.layers) else 1
         indices = max_bs * context * 4
         mask = max_bs * context
-        bufs = [indices] * wrappers + [mask] + [FLASHINFER_INT_WORKSPACE] * (
-            wrappers * len(sizes))
-        return (_reserved(tuple(bufs)),
+        return ((indices,) * wrappers + (mask,), (FLASHINFER_INT_WORKSPACE,) * wrappers,
                 f"{label}: {wrappers} × kv_indices [{max_bs} × {context:,}] int32 + custom "
                 f"mask [{max_bs} × {context:,}] uint8 + {wrappers * len(sizes)} decode "
-                f"wrappers' int workspace of {fmt_bytes(FLASHINFER_INT_WORKSPACE)}")
+                f"wrappers' int workspace of {fmt_bytes(FLASHINFER_INT_WORKSPACE)} (on the "
+                "capture stream)")
     lse_column, index_bytes = _pair(SGLANG_TRITON_CAPTURE, dep.engine_version, (False, 8))
     heads = max(1, a.num_heads // max(1, dep.attn_tp))
     v_dim = a.kv_lora_rank if _is_mla(spec) and a.kv_lora_rank else a.v_head_dim
     logits = max_bs * heads * TRITON_KV_SPLITS * (v_dim + (1 if lse_column else 0)) * 4
     lse = 0 if lse_column else max_bs * heads * TRITON_KV_SPLITS * 4
-    bufs = [logits, lse, max_bs * context * index_bytes, max_bs * context]
-    return (_reserved(tuple(bufs)),
+    mask_on = bool(value_at(SGLANG_TRITON_CAPTURE_MASK, dep.engine_version, False,
+                            engine="sglang"))
+    bufs = (logits, lse, max_bs * context * index_bytes) + ((max_bs * context,) if mask_on
+                                                             else ())
+    return (bufs, (),
             f"{label}: attn logits [{max_bs}, {heads}, {TRITON_KV_SPLITS}, {v_dim}"
             f"{' + 1' if lse_column else ''}] fp32{'' if lse_column else ' + lse'} + "
-            f"kv_indices [{max_bs} × {context:,}] int{index_bytes * 8} + custom mask uint8")
+            f"kv_indices [{max_bs} × {context:,}] int{index_bytes * 8}"
+            + (" + custom mask uint8" if mask_on else
+               " (no custom mask: no speculative decoding)"))
+
+
+def capture_state(dep: DeploymentView, gpu: GPU, spec: Any,
+                  sizes: list[int]) -> tuple[int, str]:
+    """The capture state's bytes alone (``capture_buffers`` on its two streams) and words."""
+    current, per_size, words = capture_buffers(dep, gpu, spec, sizes)
+    return reserved_on_streams(current, per_size, len(sizes)), words
 
 
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_DEFAULT_BACKEND, SGLANG_DEFAULT_MLA_BACKEND,
-                                       SGLANG_DEFAULT_ROCM_BACKEND, SGLANG_TRITON_CAPTURE)
+                                       SGLANG_DEFAULT_ROCM_BACKEND, SGLANG_TRITON_CAPTURE,
+                                       SGLANG_TRITON_CAPTURE_MASK)
 """The rows of this module (``memprof versions`` lists them with the engine's)."""

@@ -39,12 +39,19 @@ TRT-LLM's page tables, Triton's split-KV logits), is ``sglang_attention.capture_
 backend SGLang picks per release, GPU and model.
 
 From 0.5.14 the decode graphs are captured after the prefill CUDA graphs (where those are on:
-``prefill_graph_reserve_mib``) into the same global pool (``SGLANG_DECODE_AFTER_PREFILL``): the
-decode live sets fit the blocks the prefill captures (up to the prefill chunk's tokens, more than
-the largest decode batch) freed, so the decode figure holds no pool tensors of its own
-[approximation: the prefill pool is not modelled, only assumed larger]; from 0.5.16 the logits
-buffer (``GraphSharedOutput``) is allocated by the prefill runner first and is not in it either,
-and from 0.5.19 both capture on one stream, whose cuBLAS workspace the prefill capture made.
+``prefill_graph_reserve_mib``) into the same global pool (``SGLANG_DECODE_AFTER_PREFILL``); from
+0.5.16 the logits buffer (``GraphSharedOutput``) is allocated by the prefill runner first and is
+not in the decode figure. Through 0.5.18 each runner captures under ``graph_capture()`` with no
+stream (both runners, read in the 0.5.14 – 0.5.18 wheels), and ``GroupCoordinator.graph_capture``
+makes a new one (``self.device_module.Stream()``, distributed/parallel_state.py): torch's caching
+allocator hands a free block only to an allocation on the stream it was made on
+(c10/cuda/CUDACachingAllocator.cpp ``get_free_block``), so the blocks the prefill captures freed
+hold none of the decode live sets, which take segments of their own as when captured first.
+From 0.5.19 both capture on one stream (``get_or_create_global_graph_capture_stream``: "every
+capture pass reserves the pool's scratch once instead of per stream"), whose cuBLAS workspace
+the prefill capture made and whose freed blocks (up to the prefill chunk's tokens, more than the
+largest decode batch) hold the decode live sets, so the decode figure holds no pool tensors of
+its own [approximation: the prefill pool is not modelled, only assumed larger].
 
 The prefill graphs' own figure ("Capture piecewise CUDA graph end … mem usage", 0.5.14 on
 "Capture target prefill CUDA graph end … mem usage") is a component of its own
@@ -168,7 +175,9 @@ SGLANG_DECODE_AFTER_PREFILL: tuple[Rule, ...] = (
          "buffer shared by every graph runner, allocated by the first that asks "
          "(prefill_cuda_graph_runner.py _next_token_logits_buffer, captured first); the decode "
          "runner captures under graph_capture() with no stream: distributed/parallel_state.py "
-         "GroupCoordinator.graph_capture makes a new one"),
+         "GroupCoordinator.graph_capture makes a new one (0.5.14 - 0.5.18: the prefill runner "
+         "too), so its live sets cannot take the prefill's freed blocks (torch "
+         "CUDACachingAllocator.cpp get_free_block reuses a block only on its stream)"),
     Rule(name="sglang_decode_after_prefill_graphs", changes="CUDA graphs: capture order",
          since="0.5.19", until=None, value=(True, True, True), engine="sglang",
          introduced_by=_READ.format("0.5.19"),

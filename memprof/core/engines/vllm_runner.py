@@ -193,7 +193,7 @@ and not in a cold compile of the model's graph; no rule charges it.
   compile of their own shapes does not produce.
 - The embedding table as a benchmark copy (a fit, now ruled out by the measurement as well):
   charged as max(table, V2's own peak) on the first stage beside V2's own terms, it would
-  leave 1104 +0.2%, 902 +0.5%, 908 -0.9%, 909 +0.3%, but 901 -6.5%, 903 +10.7% and 907 +13.7%;
+  leave 1104 +0.2%, 902 +0.5%, 908 +1.1%, 909 +2.9%, but 901 -6.5%, 903 +10.7% and 907 +19.5%;
   and no benchmark copy of it is made (above).
 - Read in the 0.23.0-0.33.0 wheels and measured (docs/model-runner-v2.md, "Ruled out"): what TP >
   1 allocates or frees (``init_worker_distributed_environment`` runs before the init snapshot, and
@@ -218,8 +218,8 @@ and not in a cold compile of the model's graph; no rule charges it.
 
 V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's
 own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 ->
--6.7% (a failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +14.8 ->
-+27.5%, 908 -0.5 -> +4.0%, 909 +0.8 -> +6.4%, 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215 +0.17 ->
+-6.7% (a failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +20.6 ->
++33.3%, 908 +1.5 -> +6.0%, 909 +3.4 -> +9.0% (at their WSL2 total), 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215 +0.17 ->
 +0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms (and
 their graph estimate) where V2 runs. What would still settle it: a start-up log at DEBUG
 (``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of one

@@ -848,12 +848,15 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
 
         tensors = the pool after the largest size's decode live set, with the logits each graph
                   keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
-                  capture (its segment), + the capture stream's cuBLAS workspace, + the
-                  attention backend's capture state outside the pool
-                  (``Engine.graph_capture_state``); captured after other graphs into the same
-                  pool (``Engine.graph_after_earlier_capture``), no live set of its own, and
-                  the logits buffer and workspace only where the earlier capture did not make
-                  them
+                  capture, + the capture stream's cuBLAS workspace, + the attention backend's
+                  capture state outside the pool (``Engine.graph_capture_state``), these three
+                  in the segments their streams reserve (``Engine.graph_capture_reserved``:
+                  the runner's stream and the capture stream share none); captured after
+                  other graphs into the same
+                  pool (``Engine.graph_after_earlier_capture``) on the same stream, no live
+                  set of its own (on a stream of its own the live set as when captured first:
+                  the allocator reuses a free block only on its own stream), and the logits
+                  buffer and workspace only where the earlier capture did not make them
         driver  = the first graph's stream pool (``graph_driver_first``) + per size the graph,
                   its kernel nodes and NCCL nodes as vLLM's FULL graphs cost them
 
@@ -861,22 +864,33 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     ``graph_pool_tensor_bytes``)."""
     in_pool, before, what = kept
     after = engine_of(ctx.dep).graph_after_earlier_capture(ctx.dep, ctx.gpu, ctx.spec)
-    if after is not None:  # the live sets fit an earlier capture's freed blocks of the pool
-        tensors = sum(_segment_bytes(b) for b in in_pool)
+    if after is not None:
         what = after[2] if after[0] else f"{after[2]}; {what}"
         before = 0 if after[0] else before
-    else:
-        what = f"the largest size's decode live set, {what}"
+    if after is not None and after[1]:  # the live sets fit the earlier capture's freed blocks
+        tensors = sum(_segment_bytes(b) for b in in_pool)
+    else:  # captured first, or on a stream of its own: torch's caching allocator hands a free
+        # block only to an allocation on the stream it was made on (c10/cuda/
+        # CUDACachingAllocator.cpp get_free_block: ``(*it)->stream != p.stream()`` -> no
+        # block), so an earlier capture's freed blocks on another stream hold none of these
+        what = (f"the largest size's decode live set, {what}" if after is None else
+                f"{what}; the largest size's decode live set")
         stages = _mode_stages(ctx, "FULL", max(sizes))
         largest = sizes.index(max(sizes))
         tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
                    else _pool_reserved(stages))
+    cublas = 0
     if after is None or not after[1]:
         what += ", the capture stream's cuBLAS workspace"
-        tensors += cublas_workspace_bytes(ctx.gpu)
-    tensors += _segment_bytes(before) if before else 0
-    state = engine_of(ctx.dep).graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
-    tensors += state[0] if state else 0
+        cublas = cublas_workspace_bytes(ctx.gpu)
+    engine = engine_of(ctx.dep)
+    state = engine.graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
+    # the state, the logits buffer and the workspace in the segments each stream reserves
+    outside = engine.graph_capture_reserved(ctx.dep, ctx.gpu, ctx.spec, sizes, before, cublas)
+    if outside is None:
+        outside = (cublas + (_segment_bytes(before) if before else 0)
+                   + (state[0] if state else 0))
+    tensors += outside
     driver = graph_driver_first(ctx) + len(sizes) * _driver_per_size(ctx, "FULL")
     actual = tensors + driver
     return GraphModel(modes={"FULL": sizes}, first_capture={"FULL": actual},
