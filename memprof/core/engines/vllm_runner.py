@@ -216,14 +216,14 @@ and not in a cold compile of the model's graph; no rule charges it.
   implies (its 0.21 GiB forward + 0.82) would leave 1215 at -0.9%, against a +/-0.1% spread of
   rows 1205-1214: the charge belongs to the compiled mode (tests/test_v2_profile_peak_ruled_out.py).
 
-V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's
-own terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 ->
--6.7% (a failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +20.6 ->
-+33.3%, 908 +1.5 -> +6.0%, 909 +3.4 -> +9.0% (at their WSL2 total), 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215 +0.17 ->
-+0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms (and
-their graph estimate) where V2 runs. What would still settle it: a start-up log at DEBUG
-(``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of one
-compiled single-GPU V2 deployment, cold and warm on one cache, beside the same deployment with
+V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's own
+terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 -> -6.7% (a
+failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +20.6 -> +33.3%, 908
++1.5 -> +6.0%, 909 +3.4 -> +9.0% (at their WSL2 total), 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215
++0.17 -> +0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms
+(and their graph estimate) where V2 runs on a cold start. What would still settle it: a start-up log
+at DEBUG (``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of
+one compiled single-GPU V2 deployment, cold and warm on one cache, beside the same deployment with
 --enforce-eager; or vLLM itself on a GPU with the allocator's history recorded across
 ``profile_run``.
 """
