@@ -90,7 +90,9 @@ class LogDate:
 def _check(n: int, text: str, year: int | None, month: int, day: int, hh: int, mm: int,
            ss: int) -> None:
     why = ""
-    if not 1 <= month <= 12:
+    if year is not None and year < 1970:
+        why = f"the year {year} is before any clock a log runs on"
+    elif not 1 <= month <= 12:
         why = f"there is no month {month}"
     elif hh > 23 or mm > 59 or ss > 60:
         why = "the time of day is no time"
@@ -100,8 +102,6 @@ def _check(n: int, text: str, year: int | None, month: int, day: int, hh: int, m
         except ValueError:
             why = (f"{_MONTHS[month - 1]} has no day {day}"
                    + (f" in {year}" if year is not None else ""))
-    if year is not None and not why and year < 1970:
-        why = f"the year {year} is before any clock a log runs on"
     if why:
         raise BadInput(f"the log line {n}: the stamp {text!r} is no date ({why})",
                        hint="the log is damaged or edited; pass the log as the engine wrote it")
