@@ -207,8 +207,12 @@ def test_a_month_day_among_the_releases_the_tags_fit() -> None:
 def test_a_year_among_the_releases_the_tags_fit() -> None:
     p = among("vllm", ["0.7.2", "0.7.3"], _at("2025-02-25 07:40:45 x"))
     assert p is not None and p.release == "0.7.3"
-    # past the publication of the release after them (0.8.0): the tags decide
+    # past the publication of the release after them (0.8.0), or before that of the release
+    # before them (0.7.1, 2025-02-01): the tags decide
     assert among("vllm", ["0.7.2", "0.7.3"], _at("2025-06-01 07:40:45 x")) is None
+    assert among("vllm", ["0.7.2", "0.7.3"], _at("2024-06-01 07:40:45 x")) is None
+    p = among("vllm", ["0.7.2", "0.7.3"], _at("2025-02-03 07:40:45 x"))
+    assert p is not None and p.release == "0.7.2" and "on the way to 0.7.2" in p.note
 
 
 def test_a_development_build_by_its_date() -> None:

@@ -230,7 +230,8 @@ def among(engine: str, found: list[str], when: LogDate) -> Placed | None:
     them all. A month-day with no year is taken in the one year that puts it between the
     publication of the release before the first of ``found`` and that of the release after the
     last. None where the engine has no table, the year cannot be fixed, or a date with its year
-    is past the publication of the release after them all (the date then does not choose)."""
+    lies outside that span (past the release after them all, or before the code their lines
+    are could exist: the date then does not choose)."""
     table = release_dates(engine)
     if table is None or not found or any(r not in table for r in found):
         return None
@@ -238,8 +239,9 @@ def among(engine: str, found: list[str], when: LogDate) -> Placed | None:
     if when.year is not None:
         day = when.on(when.year)
         how = f"its date, {when.day_text} (line {when.line}: {when.text!r})"
-        if day is None or (pair is not None and day >= table[pair[1]].date()):
-            return None
+        if day is None or (pair is not None and not
+                           table[pair[0]].date() <= day < table[pair[1]].date()):
+            return None  # outside the span they were current in: the tags decide
     else:
         if pair is None:
             return None
