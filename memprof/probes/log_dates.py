@@ -2,13 +2,13 @@
 release (or names a development build) is placed by its date.
 
 vLLM stamps every line with the month and day alone: its logger's ``_DATE_FORMAT`` is
-``"%m-%d %H:%M:%S"`` (``vllm/logger.py``, every release 0.6.0 - 0.33.0: ``INFO 08-16 09:49:18
-[...]``), the host's local time. A year comes only from another stamp pasted with the log: a
-timestamp with its year (``2025-08-16 09:49:18``: Python's default ``asctime``, Ray's and
-SGLang's lines, ``docker logs -t``'s ``2025-08-16T09:49:18.123Z``) or the C ``asctime`` form of
-``date`` and nvidia-smi's header (``Sat Aug 16 09:49:18 2025``). ``read_date`` reads the first
-such stamp; a stamp that is no calendar date (month 13, February 30, hour 25) is a damaged or
-edited log, an error.
+``"%m-%d %H:%M:%S"`` (``vllm/logger.py``, read in the 0.6.0 and 0.33.0 wheels: ``INFO 08-16
+09:49:18 [...]``; 0.33.0 opens the line with ``(EngineCore pid=1)``), the host's local time. A
+year comes only from another stamp pasted with the log: a timestamp with its year (``2025-08-16
+09:49:18``: Python's default ``asctime``, Ray's and SGLang's lines, ``docker logs -t``'s
+``2025-08-16T09:49:18.123Z``) or the C ``asctime`` form of ``date`` and nvidia-smi's header
+(``Sat Aug 16 09:49:18 2025``). ``read_date`` reads the first such stamp; a stamp that is no
+calendar date (month 13, February 30, hour 25) is a damaged or edited log, an error.
 
 ``configs/<engine>_release_dates.json`` holds, per release, PyPI's upload time of its first
 file (``tools/vllm_release_dates.py``); an engine without it is never placed by date. The log's
