@@ -67,11 +67,12 @@ _WARM = ("the warm compile cache (the quote elides vLLM's 'Directly load AOT com
 # rows whose quote lacks only the release (or shows one explain reads otherwise): with
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
-# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are.
-RELEASE_ONLY = (12, 32, 48, 101, 102, 115, 116, 118, 119, 122, 131, 134, 150, 201, 520, 802, 803,
-                1101, 1202)
-_DATED = ("the release (the newest one on the log's date, or the thread's: "
-          "memprof_engine_version_note)")
+# [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are; and
+# by its date among the releases its tags fit, or a development build it names by its date
+# (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101.
+RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202)
+_DATED = ("the release (the newest one on the thread's date: memprof_engine_version_note; the "
+          "quote prints no dated line that memprof/probes/log_dates.py could place)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
 # table and bullets, not log lines), under the image vllm/vllm-openai:latest
 _LLMD_RELEASE = ("the release (0.12.0 is deduced from the table's gpt-oss weight figures: "
@@ -99,8 +100,6 @@ XFAIL: dict[int, str] = {
         "0.5.3)",
     17: OUTSIDE + "--tp 8 and the image's release (the notes)",
     32: OUTSIDE + _DATED,
-    48: OUTSIDE + _DATED + ": the tag model_runner.py:1115 is 0.7.2's and 0.7.3's line and "
-        "explain takes the newer; the row runs at 0.7.2, the release on the issue's date",
     101: OUTSIDE + _V064,
     102: OUTSIDE + _V064,
     113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
@@ -110,25 +109,18 @@ XFAIL: dict[int, str] = {
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read)",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure and no error "
          "line; its release, 0.8.4, is the issue log's API server line)",
-    122: "the log names 0.7.3.dev233+gad5a35c2, which memprof.core.release_names maps to 0.7.2 "
-         "(a dev build before 0.7.3); the row runs at 0.7.3",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
-    131: OUTSIDE + _DATED + ": gpu_model_runner.py:1962 is no release's line but lies "
-         "between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between them "
-         "(the gptoss image, built before 0.10.1) and rebuilds at 0.10.0, as it does a "
-         "development build on the way to 0.10.1; the row runs at 0.10.1 by its date",
+    131: OUTSIDE + "the release 0.10.1 (the gptoss image's gpt-oss support, first released in "
+         "0.10.1: memprof_engine_version_note): gpu_model_runner.py:1962 is no release's line "
+         "but lies between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between "
+         "them and rebuilds at 0.10.0, as it does a development build on the way to 0.10.1; its "
+         "date 08-10 (2025-08-10) is before 0.10.1's publication (2025-08-19) too",
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
-    150: OUTSIDE + "the release 0.22.0 (the issue's title): the tag core.py:1165 of the quote's "
-         "traceback line is 0.22.0's and 0.22.1's 'EngineCore failed to start' call, and "
-         "explain takes the newer, 0.22.1",
     153: OUTSIDE + "a figure: the quote is the recipe issue's summary and an args line "
          "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
          "concurrency line is not quoted)",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
-    1101: OUTSIDE + "the release 0.6.6.post1 (the newest on the log's date: "
-          "memprof_engine_version_note): its tags are 0.6.6's and 0.6.6.post1's lines alike, and "
-          "explain takes the base release of a patch re-release the tags cannot tell from it",
     167: OUTSIDE + "max_model_len 32768 (memprof_run: the stand-in config refuses the log's "
          "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
@@ -143,13 +135,10 @@ XFAIL: dict[int, str] = {
          "engine's config line, not a line vLLM prints)",
     **{i: _LLMD for i in range(511, 520)},
     802: OUTSIDE + "the release 0.7.1 (lm_eval's --model_args are read; the PR branch's tags "
-         "are 0.7.2's lines; its "
+         "are 0.7.2's lines alone, and its date 02-03 (2025-02-03, before 0.7.2's publication) "
+         "makes it a build on the way to 0.7.2, which explain takes; its "
          "VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 run has 0.7.1's unpadded MLA entries: "
          "memprof_engine_version_note)",
-    803: OUTSIDE + "the release 0.8.0 (the PR's merge release, whose V0 MLA entries are "
-         "unpadded as in this run: memprof_engine_version_note): its tags executor_base.py:111/"
-         "116 are 0.8.0's, 0.8.1's and 0.8.2's lines, and explain takes the newest, 0.8.2 (its "
-         "VLLM_USE_FLASHINFER_SAMPLER=1 on V0 is left out with a note, as the row runs)",
     # the start-up failure is the verdict compared, whatever TP and max-model-len
     520: OUTSIDE + _LLMD_RELEASE,
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "

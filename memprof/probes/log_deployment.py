@@ -19,6 +19,7 @@ from memprof.core.gpus import (
     gpu_from_total,
     resolve_gpu,
 )
+from memprof.probes.log_dates import release_dates
 from memprof.probes.startup_log import StartupLog
 
 # figures that are settings or context, not quantities memprof estimates
@@ -208,7 +209,10 @@ def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
     tag but one pair of consecutive releases brackets them (``release_lines.between``), the
     older of the two (if it prints the formats); ``None`` where they place it nowhere. A patch
     re-release (``0.10.1.1``, ``0.8.5.post1``) whose lines its base release shares is not told
-    from it by tags: the base is taken, and the note names both."""
+    from it by tags: the base is taken, and the note names both. Where the log's date places it
+    among the releases the tags fit (``memprof.probes.log_dates.among``: the newest of them
+    published by that date, or the first where it precedes them all), that one is taken."""
+    from memprof.probes.log_dates import among
     from memprof.probes.release_lines import between, consistent, printing
 
     by_tags = consistent(engine, log.tags)
@@ -240,14 +244,50 @@ def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
                      "memprof has the logging lines of (a build between releases, or a fork)")
         return None
     which = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
+    verb = "are" if by_format is None else "fit"
+    dated = among(engine, found, log.date) if log.date is not None else None
+    if dated is not None:  # the log's date chooses among them (memprof.probes.log_dates)
+        notes.append(f"the log names no release; {shown} {verb} the logging lines of {which}; "
+                     f"{dated.note}: rebuilt at {dated.release}")
+        return dated.release
     pick, why = found[-1], " (the newest of them)" if len(found) > 1 else ""
     while (base := patch_base(pick, found)) is not None:
         pick, why = base, (f" (the newest of them but for its patch re-release {found[-1]}, "
                            "which the log cannot tell from it)")
-    verb = "are" if by_format is None else "fit"
     notes.append(f"the log names no release; {shown} {verb} the logging lines of "
                  f"{which}: rebuilt at {pick}{why}")
     return pick
+
+
+def _dated_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
+    """A log that names no release and that its lines do not place: the newest release
+    published on or before its date where the log shows a year (``memprof.probes.log_dates.
+    published_by``), with a note; with a month-day alone, None and a note that the release is
+    unknown (the caller's default stands)."""
+    from memprof.probes.log_dates import published_by
+
+    assert log.date is not None
+    dated = published_by(engine, log.date)
+    if dated is not None:
+        notes.append(f"the log names no release: {dated.note}, so it is rebuilt at that "
+                     "release (--engine-version to choose another)")
+        return dated.release
+    return None
+
+
+def _unknown_release_note(log: StartupLog, engine: str) -> str:
+    """The note of a log whose release nothing in it shows (no name, no tag, no date with a
+    year): explain estimates at the engine's newest modelled release."""
+    from memprof.core.releases import DISPLAY_NAMES, RELEASES
+
+    when = log.date
+    why = ("shows no date" if when is None else
+           f"its lines are dated {when.day_text} with no year (line {when.line}), which nothing "
+           "in it fixes" if when.year is None else
+           f"its date {when.day_text} precedes every release memprof knows the date of")
+    return (f"the log names no {DISPLAY_NAMES.get(engine, engine)} release and {why}: the "
+            f"release is unknown; estimated at {RELEASES[engine][-1]}, the newest modelled "
+            "(--engine-version to choose another)")
 
 
 def _logged_release(log: StartupLog, engine: str, notes: list[str],
@@ -256,9 +296,11 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str],
     release-candidate and vendor builds mapped to the nearest modelled release, with a note);
     a V0 log of a release whose default engine is V1 is rebuilt with V0's rules
     (``"0.8.5+v0"``: versions.split_generation). ``None`` (and a note) when the name is no
-    version memprof can read."""
+    version memprof can read. A development build the log's date shows was built after its
+    release was published is modelled at that release (``memprof.probes.log_dates.dev_build``)."""
     from memprof.core.release_names import map_release
     from memprof.core.versions import V0_SUFFIX, split_generation
+    from memprof.probes.log_dates import dev_build
 
     name = name or log.version
     assert name is not None
@@ -269,7 +311,11 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str],
                      "choose one)")
         return None
     release = mapped.release
-    if mapped.note:
+    dated = dev_build(engine, name, log.date) if log.date is not None else None
+    if dated is not None and dated.release != release:  # memprof.probes.log_dates.dev_build
+        release = (map_release(dated.release, engine) or mapped).release
+        notes.append(f"the log names the development build {name[:40]!r}; {dated.note}")
+    elif mapped.note:
         notes.append(mapped.note)
     wrote = ENGINES.get(engine)
     if (wrote is not None and wrote.has_v0_generation and log.generation == "V0"
@@ -380,6 +426,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         settings["engine_version"] = _logged_release(log, engine, notes)
     if not settings.get("engine_version") and not log.version and runs is not None:
         placed = _placed_release(log, engine, notes)
+        if placed is None and log.date is not None:
+            placed = _dated_release(log, engine, notes)
         if placed is not None:
             settings["engine_version"] = _logged_release(log, engine, notes, placed)
     if (runs is not None and runs.has_v0_generation and log.generation == "V0"
@@ -388,6 +436,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         notes.append(f"the log is vLLM V0 and names no release: estimated at "
                      f"{settings['engine_version']}, the newest release memprof models where V0 "
                      "is the default engine (--engine-version to choose another)")
+    if (runs is not None and not settings.get("engine_version") and not log.version
+            and release_dates(engine) is not None):  # engines placed by date say so
+        notes.append(_unknown_release_note(log, engine))
     try:
         dep = Deployment(engine=engine).with_(**settings)
     except TypeError as exc:  # pragma: no cover - settings keys are Deployment fields

@@ -22,6 +22,7 @@ from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
 from memprof.probes.gpu_names import named_cards
+from memprof.probes.log_dates import LogDate, read_date
 from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
@@ -262,6 +263,8 @@ class StartupLog:
     # (name, nvidia-smi MiB or None) of the GPUs nvidia-smi output pasted with it names
     # (memprof.probes.gpu_names)
     cards: tuple[tuple[str, int | None], ...] = ()
+    # the date its stamps print (memprof.probes.log_dates): month-day, and the year where shown
+    date: LogDate | None = None
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -343,6 +346,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
             if m and m.group(1) not in errors:
                 errors.append(m.group(1).strip()[:400])
                 break
+    when = read_date(lines)  # a stamp that is no date is a damaged log: refused here
     settings, model, command, notes, image_release = _settings(lines, engine)
     # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
     from memprof.probes.sglang_log import read_sglang
@@ -360,7 +364,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
-                      cards=named_cards(lines))
+                      cards=named_cards(lines), date=when)
 
 
 def _engine(text: str) -> str:
