@@ -62,10 +62,10 @@ SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
          since="0.5.12", until="0.5.16", value=True, engine="sglang",
          introduced_by="SGLang PR #24986 (DeepSeek-V4 w4(mxfp4)a16 on Hopper; upstream main "
          "2026-05-13, first in the sglang v0.5.12 tag)",
-         removed_by="SGLang PR #30272 (upstream main 2026-07-18) adds `for stale in "
-         "(\"w13_weight_scale_inv\", \"w2_weight_scale_inv\"): delattr(layer, stale)` to "
-         "prepare_moe_mxfp4_layer_for_marlin, first in the sglang v0.5.16 tag (the deletion "
-         "PR #29797, \"drop stale mxfp4 marlin scales after repack\", also makes)",
+         removed_by="SGLang PR #30272 (upstream main 2026-07-18, first in the sglang v0.5.16 "
+         "tag): prepare_moe_mxfp4_layer_for_marlin ends with `for stale in "
+         "(\"w13_weight_scale_inv\", \"w2_weight_scale_inv\"): delattr(layer, stale)`, the "
+         "deletion PR #29797 (\"drop stale mxfp4 marlin scales after repack\") describes",
          source="sglang v0.5.12 – v0.5.15.post1 tags (and sgl-project/sglang@00563d36) "
          "layers/quantization/fp8.py Fp8MoEMethod's weights (is_fp4_expert: "
          "w13_weight_scale_inv (E, 2·I/tp, H/32) and w2_weight_scale_inv (E, H, I/tp/32) in "
