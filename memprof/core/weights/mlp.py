@@ -78,7 +78,7 @@ SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
          changes="weights: MXFP4 experts (stale fp32 scale_inv)",
          since="0.5.16", until=None, value=False, engine="sglang",
          introduced_by="SGLang PR #30272 (first in the sglang v0.5.16 tag)",
-         source="sglang v0.5.16 – v0.5.18 tags and SGL@d315eb7 "
+         source="sglang v0.5.16 – v0.5.18 tags, SGL@d315eb7 and the sglang 0.5.23 wheel "
          "layers/quantization/marlin_utils_fp4.py prepare_moe_mxfp4_layer_for_marlin ends by "
          "deleting both *_weight_scale_inv (delattr); the later design "
          "(sgl-project/sglang@001a2ec3 quantization/mxfp4_marlin_moe.py "
