@@ -145,9 +145,10 @@ def test_text_models_gain_no_encoder_term() -> None:
     (["--mm-processor-kwargs", '{"fps": 2}'], "'fps' is not modelled"),
     (["--mm-processor-kwargs", '{"max_pixels": 0}'], "must be a positive pixel count"),
     (["--mm-processor-kwargs", '{"min_pixels": 9000000, "max_pixels": 3136}'], "is above"),
-    # SGLang's vision path is modelled at the releases read (engines/sglang_vlm.py), not the
-    # newest source snapshot, the default --engine-version
-    (["--engine", "sglang"], "has not read SGLang main@d315eb7's vision path"),
+    # SGLang's vision path is modelled at the releases read (engines/sglang_vlm.py), not at a
+    # source snapshot
+    (["--engine", "sglang", "--engine-version", "main@d315eb7"],
+     "has not read SGLang main@d315eb7's vision path"),
 ])
 def test_bad_multimodal_input_is_one_error(argv: list[str], text: str) -> None:
     code, out, err = invoke(["estimate", "--model", VL, "--gpu", "H100", *argv])

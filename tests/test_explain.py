@@ -67,9 +67,12 @@ def test_sglang_k_and_v_sizes() -> None:
     code, out, err = invoke(["explain", str(LOGS / "sglang-qwen3-235b-fp8-tp4-h100.log"),
                              "--gpu", "H100", "-m", "qwen3-235b-a22b", "-q", "fp8", "-f",
                              "json"])
-    # exit 0: memprof predicts the start the log shows (at main@d315eb7 the MoE TP group is the
-    # TP group: no second communicator, SGLANG_MOE_GROUPS from 0.5.2)
-    assert code == 0, err
+    # exit 1: the log names no release, so explain rebuilds it at the newest, 0.5.23, whose
+    # prefill CUDA graphs (SGLANG_PREFILL_GRAPH_RESERVE) leave this bf16 checkpoint quantised
+    # online less than its run-time peak outside the budget: runtime_oom against the logged
+    # start (at main@d315eb7, the default before SGLang's releases were ordered by date, it
+    # fit). The KV figure is the same at both.
+    assert code == 1, err
     f = figures(out)
     assert f["kv_tokens"]["measured"] == 367_404
     # +0.5 % with the 295 MiB of allocator segments SGLang's load figure holds at TP4

@@ -180,9 +180,8 @@ XFAIL: dict[int, str] = {
     1502: OUTSIDE + "the load figure (weights_gb 3.28: the server_info memory_usage the same "
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
     119: OUTSIDE + _DATED + ": the quote (an OOM line and the command) carries no release or "
-         "[file.py:LINE] tag, so explain takes the newest snapshot, main@d315eb7, where "
-         "SGLang's vision path of Llama 4 is not read (refused: memprof/core/engines/"
-         "sglang_vlm.py); the row runs at 0.4.5",
+         "[file.py:LINE] tag, so explain takes the newest release, 0.5.23; the row runs at "
+         "0.4.5",
     1401: OUTSIDE + "mem_fraction_static 0.7629746875 (the ServerArgs line, cut from the stored "
           "thread: notes); explain takes SGLang 0.5.5's heuristic with its multimodal "
           "reduction, 0.857 × 0.8966 = 0.7684 (1.0% more tokens)",

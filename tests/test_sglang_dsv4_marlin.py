@@ -30,15 +30,16 @@ def experts(dep: Deployment, arch: str) -> dict[str, int]:
 
 
 def test_snapshots_are_ordered_and_resolve() -> None:
-    # the numbered releases (0.4.3 – 0.5.9, engines/sglang.py) come before the two snapshots
-    assert SGLANG_RELEASES[-2:] == (HOPPER, "main@d315eb7")
+    # the snapshots stand among the numbered releases by date (memprof/core/releases.py)
+    assert SGLANG_RELEASES.index("0.5.14") + 1 == SGLANG_RELEASES.index(HOPPER)
     assert SGLANG_RELEASES.index("0.5.9") < SGLANG_RELEASES.index(HOPPER)
-    assert resolve_version(None, "sglang") == "main@d315eb7"
+    assert resolve_version(None, "sglang") == "0.5.23"
     assert resolve_version(HOPPER, "sglang") == HOPPER
     assert value_at(SGLANG_MARLIN_STALE_SCALE_INV, HOPPER, None, engine="sglang") is True
     assert value_at(SGLANG_MARLIN_STALE_SCALE_INV, None, None, engine="sglang") is False
-    # a release before the image has no Hopper MXFP4 Marlin path: no row holds
+    # a release before 0.5.12 has no Hopper MXFP4 Marlin path: no row holds
     assert value_at(SGLANG_MARLIN_STALE_SCALE_INV, "0.5.9", None, engine="sglang") is None
+    assert value_at(SGLANG_MARLIN_STALE_SCALE_INV, "0.5.11", None, engine="sglang") is None
     # an SGLang row never holds for vLLM
     assert value_at(SGLANG_MARLIN_STALE_SCALE_INV, "0.33.0", None) is None
 

@@ -33,9 +33,9 @@ L40S = _gpu(45000)
 MI300X = _gpu(196592, vendor="amd")
 
 
-def test_releases_are_modelled_and_main_stays_newest() -> None:
+def test_releases_are_modelled_and_the_newest_by_date_is_the_default() -> None:
     assert SGLANG_RELEASES[0] == "0.4.3"
-    assert newest("sglang") == "main@d315eb7"
+    assert newest("sglang") == "0.5.23"
     assert resolve_version("0.4.8", "sglang") == "0.4.8"
     with pytest.raises(BadInput):
         resolve_version("0.4.2", "sglang")

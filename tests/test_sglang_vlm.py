@@ -226,7 +226,8 @@ def invoke(argv: list[str]) -> tuple[int, str]:
     (["--model", QWEN, "--engine-version", "0.4.3"], "SGLang 0.4.3 has no "
      "Qwen2_5_VLForConditionalGeneration model"),
     (["--model", SCOUT, "--engine-version", "0.4.4", "--tp", "8"], "SGLang 0.4.4 has no"),
-    (["--model", QWEN], "has not read SGLang main@d315eb7's vision path"),
+    (["--model", QWEN, "--engine-version", "main@d315eb7"],
+     "has not read SGLang main@d315eb7's vision path"),
     (["--model", "qwen3-vl-4b-instruct", "--engine-version", "0.5.2"], "SGLang 0.5.2 has no"),
     (["--model", "qwen3-vl-4b-instruct", "--engine-version", "0.5.7"],
      "has not read SGLang 0.5.7's vision path"),

@@ -163,9 +163,11 @@ def test_image_limit_zero_drops_the_tower(model: str, version: str, built: bool)
     (["--model", GEMMA, "--mm-encoder-tp-mode", "data"], "not modelled for"),
     (["--model", LLAMA4, "--limit-mm-per-prompt", '{"video": 1}'], "'video', a modality"),
     # SGLang's vision path is modelled for the families with sglang_tower rows, at the releases
-    # read (memprof/core/engines/sglang_vlm.py): not at the newest source snapshot
-    (["--model", GEMMA, "--engine", "sglang"], "has not read SGLang main@d315eb7's vision path"),
-    (["--model", LLAMA4, "--engine", "sglang"], "has not read SGLang main@d315eb7's vision path"),
+    # read (memprof/core/engines/sglang_vlm.py): not at a source snapshot
+    (["--model", GEMMA, "--engine", "sglang", "--engine-version", "main@d315eb7"],
+     "has not read SGLang main@d315eb7's vision path"),
+    (["--model", LLAMA4, "--engine", "sglang", "--engine-version", "main@d315eb7"],
+     "has not read SGLang main@d315eb7's vision path"),
 ])
 def test_tiled_towers_refuse_what_they_do_not_take(argv: list[str], text: str) -> None:
     code, out, err = invoke(["estimate", "--gpu", "H200", *argv])

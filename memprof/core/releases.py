@@ -1,6 +1,7 @@
 """The releases memprof models of each engine, one row per engine: its name, how messages name
-it, its releases oldest first, and whether they are source snapshots (ordered by their place in
-the row) or release numbers (ordered by ``memprof.core.versions.version_key``).
+it, its releases oldest first, and whether they include source snapshots (then ordered by their
+place in the row, which for SGLang is their date) or are release numbers only (ordered by
+``memprof.core.versions.version_key``).
 
 A leaf: it imports nothing of memprof, so ``memprof.core.versions`` (``Rule``,
 ``resolve_version``) reads it to order and resolve releases, and the engine modules
@@ -20,7 +21,8 @@ class EngineReleases(NamedTuple):
     name: str  # the engine's name (``--engine``, ``Engine.name``)
     display: str  # the name in messages ("vLLM")
     releases: tuple[str, ...]  # oldest first; the last is the default ``--engine-version``
-    snapshots: bool = False  # source snapshots, ordered by their place in ``releases``
+    # source snapshots among the releases: all are ordered by their place in ``releases``
+    snapshots: bool = False
     source: str = ""
 
 
@@ -41,26 +43,27 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 ), source="PyPI vllm; read from the wheels")
 # SGLang releases (PyPI ``sglang`` 0.4.3 – 0.5.23, read from the wheels; the rows that differ
-# are beside the engine, ``engines/sglang.py``) and source snapshots, oldest first; the newest
-# (SGL@d315eb7, upstream main 2026-08-22) is the one memprof models in full.
-# "deepseek-v4-hopper@2026-07" is the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
-# July 2026 (InferenceX issue #2128, before the tag was re-pinned to sha256:1bf5d508…): SGLang
-# with the Hopper MXFP4 Marlin path of SGLang PR #24986 and without PR #29797. It is modelled as
-# main@d315eb7 except where a rule row (engine "sglang") says otherwise. Ordered by place.
+# are beside the engine, ``engines/sglang.py``) and two source snapshots, ordered by date: a
+# release by the first upload of its files to PyPI (https://pypi.org/pypi/sglang/json,
+# ``upload_time_iso_8601``), a snapshot by the date its source was taken. The newest, 0.5.23, is
+# the default ``--engine-version``. Ordering by date places each snapshot between the releases
+# built around it, so a rule row's range ("since 0.5.20") says by itself whether a snapshot has
+# the change; rows whose source was not read at a snapshot leave it out
+# (``versions.around_snapshots``).
+# - "main@d315eb7" (SGL@d315eb7): sgl-project/sglang commit
+#   d315eb725044e435b146c85488b7c6d9222f7fec on upstream main, committed 2026-08-22T14:34:57Z
+#   ("[AMD] DeepSeek-V4: add aiter fused mHC post+pre ... (#32577)"): after 0.5.18 (uploaded
+#   2026-08-21) and before 0.5.19 (2026-09-04).
+# - "deepseek-v4-hopper@2026-07": the lmsysorg/sglang:deepseek-v4-hopper image InferenceX ran in
+#   July 2026 (InferenceX issue #2128, opened 2026-07-09 with that image, before the tag was
+#   re-pinned to sha256:1bf5d508…): SGLang with the Hopper MXFP4 Marlin path of SGLang PR #24986
+#   (main 2026-05-13, first in 0.5.12) and without the deletion of the stale fp32 scales (first
+#   in 0.5.16, weights/mlp.py SGLANG_MARLIN_STALE_SCALE_INV). The image's build date is not
+#   published; it was in use on 2026-07-09, the date it is placed at: after 0.5.14 (2026-06-26),
+#   before 0.5.15 (2026-07-10).
 # Two post releases are modelled on their own because a rule row changes at them (weights/mlp.py
 # SGLANG_ROCM_EPMOE_STALE_FP8): 0.4.8.post1 and 0.4.9.post5; any other post release keeps the
 # rows of the release it builds on.
-# 0.5.10 – 0.5.19 (wheels built 2026-04-05 … 2026-09-04) are read from their wheels the same way.
-# They stand before the two snapshots although main@d315eb7 was committed between 0.5.18
-# (2026-08-21) and 0.5.19 (2026-09-04): a snapshot's place is where its rules sit, and no rule
-# row memprof keeps changes between 0.5.19 and main@d315eb7 (the deepseek-v4-hopper image's own
-# row holds at it alone), so main@d315eb7 stays the newest and the default.
-# 0.5.20 – 0.5.23 (wheels built 2026-09-18 … 2026-10-30) are read from their wheels against 0.5.19
-# and stand after it, before the snapshots, for the same reason: the rows that change among them
-# (engines/sglang.py SGLANG_CHUNKED_PREFILL and SGLANG_GRAPH_MAX_BS, the 0.5.20 / 0.5.22 /
-# 0.5.23 rows of configs/sglang_prefill_graph_off_archs.json) end at the snapshots, whose
-# source predates them. A log naming a release after 0.5.23 (a main build) is estimated at 0.5.23
-# (memprof/probes/sglang_log.py modelled_release says so).
 # Compared wheel against wheel from 0.5.9 (what memprof's SGLang rows read):
 # - server_args.py _handle_gpu_memory_settings (0.5.19 arg_groups/memory_hook.py): the GPU tiers
 #   of --chunked-prefill-size and the decode graph batch, and 512 + 1.5·chunk + tp·pp/8 GiB +
@@ -84,25 +87,51 @@ VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
 # and max_num_reqs, "Load weight end … mem usage", GroupCoordinator's active_ranks and the MoE
 # groups: unchanged to 0.5.23; the decode capture grid (generate_decode_cuda_graph_batch_sizes):
 # unchanged; post-capture KV sizing: still off unless SGLANG_ENABLE_POST_CAPTURE_KV_SIZING.
-# The vision-path rows that end at the snapshots (engines/sglang_vlm.py, the llama4, qwen_vl and
-# gemma families' sglang_tower rows) were checked in 0.5.23 as well: adjust_mem_fraction_for_vlm
-# (0.95 × the ViT factor, still only when mem_fraction_static is not given), the chunked-prefill
-# exceptions (is_multimodal_chunked_prefill_supported), qwen2_5_vl.py's MLP width rounded to 8,
-# gemma3_mm.py's SiglipVisionModel and mllama4.py's has_vision: unchanged.
+# The vision-path rows (engines/sglang_vlm.py, the llama4, qwen_vl and gemma families'
+# sglang_tower rows) were checked in 0.5.23 as well: adjust_mem_fraction_for_vlm (0.95 × the ViT
+# factor, still only when mem_fraction_static is not given), the chunked-prefill exceptions
+# (is_multimodal_chunked_prefill_supported), qwen2_5_vl.py's MLP width rounded to 8,
+# gemma3_mm.py's SiglipVisionModel and mllama4.py's has_vision: unchanged; the snapshots' vision
+# path is not read (those rows leave them out).
 # Not modelled (memprof has no flag that reaches them): 0.5.20's models/deepseek_v2.py
 # shared_experts_fusion_disable_reason turns shared-expert fusion off for a modelopt_fp4 checkpoint
 # on Hopper under --moe-runner-backend marlin (the default backend, auto, keeps
 # SGLANG_SHARED_EXPERTS_FUSION's rows); 0.5.20's arg_groups/model_overrides/qwen3_vl.py raises a
 # Qwen3-VL decode graph batch to --max-running-requests on large Hopper cards (memprof refuses
 # that model's SGLang vision path here); the XPU +2 GiB reserve.
-SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=(
-    "0.4.3", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.8.post1", "0.4.9", "0.4.9.post5",
-    "0.4.10",
-    "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9",
-    "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18",
-    "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23",
-    "deepseek-v4-hopper@2026-07", "main@d315eb7",
-), source="PyPI sglang (read from the wheels) and sgl-project/sglang source snapshots")
+# (name, date UTC, where the date is read): PyPI's first upload of the release's files, or the
+# snapshot's own date as above.
+_PYPI = "PyPI sglang upload_time_iso_8601"
+SGLANG_DATED: tuple[tuple[str, str, str], ...] = (
+    ("0.4.3", "2025-02-14T01:43:35Z", _PYPI), ("0.4.4", "2025-03-13T09:50:20Z", _PYPI),
+    ("0.4.5", "2025-04-07T07:35:19Z", _PYPI), ("0.4.6", "2025-04-27T21:07:31Z", _PYPI),
+    ("0.4.7", "2025-06-10T08:56:43Z", _PYPI), ("0.4.8", "2025-06-24T06:14:45Z", _PYPI),
+    ("0.4.8.post1", "2025-06-26T09:21:36Z", _PYPI), ("0.4.9", "2025-07-06T00:40:52Z", _PYPI),
+    ("0.4.9.post5", "2025-07-28T09:11:32Z", _PYPI), ("0.4.10", "2025-07-31T12:50:41Z", _PYPI),
+    ("0.5.1", "2025-08-23T14:09:52Z", _PYPI), ("0.5.2", "2025-09-11T23:09:46Z", _PYPI),
+    ("0.5.3", "2025-10-06T12:07:29Z", _PYPI), ("0.5.4", "2025-10-24T01:02:10Z", _PYPI),
+    ("0.5.5", "2025-11-06T16:47:04Z", _PYPI), ("0.5.6", "2025-12-03T01:17:43Z", _PYPI),
+    ("0.5.7", "2026-01-01T03:01:11Z", _PYPI), ("0.5.8", "2026-01-23T17:58:59Z", _PYPI),
+    ("0.5.9", "2026-02-23T08:14:13Z", _PYPI), ("0.5.10", "2026-04-05T23:57:25Z", _PYPI),
+    ("0.5.11", "2026-05-05T08:23:46Z", _PYPI), ("0.5.12", "2026-05-16T18:20:02Z", _PYPI),
+    ("0.5.13", "2026-06-11T10:16:42Z", _PYPI), ("0.5.14", "2026-06-26T04:23:47Z", _PYPI),
+    ("deepseek-v4-hopper@2026-07", "2026-07-09T00:00:00Z",
+     "InferenceX issue #2128, opened 2026-07-09 with the image (its build date is not published)"),
+    ("0.5.15", "2026-07-10T10:44:12Z", _PYPI), ("0.5.16", "2026-07-25T00:11:58Z", _PYPI),
+    ("0.5.17", "2026-08-08T00:20:32Z", _PYPI), ("0.5.18", "2026-08-21T20:58:46Z", _PYPI),
+    ("main@d315eb7", "2026-08-22T14:34:57Z",
+     "sgl-project/sglang commit d315eb725044e435b146c85488b7c6d9222f7fec, committer date"),
+    ("0.5.19", "2026-09-04T23:10:25Z", _PYPI), ("0.5.20", "2026-09-18T09:54:39Z", _PYPI),
+    ("0.5.21", "2026-10-01T07:45:09Z", _PYPI), ("0.5.22", "2026-10-16T00:25:44Z", _PYPI),
+    ("0.5.23", "2026-10-30T01:34:33Z", _PYPI),
+)
+SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, releases=tuple(
+    name for name, _, _ in sorted(SGLANG_DATED, key=lambda row: (row[1], row[0]))),
+    source="PyPI sglang (read from the wheels) and sgl-project/sglang source snapshots, "
+    "ordered by date")
+# the SGLang names that are source snapshots, not releases on PyPI
+SGLANG_SNAPSHOTS: tuple[str, ...] = tuple(
+    name for name, _, where in SGLANG_DATED if where != _PYPI)
 
 ROWS: tuple[EngineReleases, ...] = (VLLM, SGLANG)
 RELEASES: dict[str, tuple[str, ...]] = {r.name: r.releases for r in ROWS}

@@ -24,11 +24,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
-from memprof.core.releases import DISPLAY_NAMES, RELEASES, SNAPSHOT_ENGINES, VLLM_RELEASES
+from memprof.core.releases import (
+    DISPLAY_NAMES,
+    RELEASES,
+    SGLANG_SNAPSHOTS,
+    SNAPSHOT_ENGINES,
+    VLLM_RELEASES,
+)
+
+# the engines' source snapshots (names that are no release)
+SNAPSHOT_NAMES = frozenset(SGLANG_SNAPSHOTS)
 
 # A release run under vLLM's V0 engine where V1 was the default (engines/vllm.py V0_ENGINE).
 V0_SUFFIX = "+v0"
@@ -174,6 +183,37 @@ def _holds(rule_engine: str, since: str | None, until: str | None, rule_generati
     if since is not None and key < version_key(since):
         return False
     return until is None or key < version_key(until)
+
+
+def around_snapshots(row: Rule, at_snapshot: Rule | None = None) -> tuple[Rule, ...]:
+    """``row`` cut where a source snapshot of its engine stands inside its range: the pieces hold
+    at the releases around each snapshot, and ``at_snapshot`` (its ``since`` / ``until`` set to
+    the snapshot alone) holds at the snapshot; ``None``: no row holds there. For a row read in
+    the releases' wheels whose source was not read at a snapshot that the date order places in
+    its range (``memprof/core/releases.py``)."""
+    rel = RELEASES.get(row.engine, ())
+    if row.engine not in SNAPSHOT_ENGINES:
+        return (row,)
+    lo = rel.index(row.since) if row.since is not None else 0
+    hi = rel.index(row.until) if row.until is not None else len(rel)
+    out: list[Rule] = []
+    since = row.since
+    for at in range(lo, hi):
+        name = rel[at]
+        if name not in SNAPSHOT_NAMES:
+            continue
+        after = rel[at + 1] if at + 1 < len(rel) else None
+        if since != name:
+            out.append(replace(row, since=since, until=name, removed_by=f"its source is not "
+                               f"read at the source snapshot {name}, which the dates place here"))
+        if at_snapshot is not None:
+            out.append(replace(at_snapshot, since=name, until=after))
+        since = after
+    if not out:
+        return (row,)
+    if since is not None and since != row.until:
+        out.append(replace(row, since=since))
+    return tuple(out)
 
 
 def rule_in_force(rules: Iterable[Rule], version: str | None,

@@ -53,7 +53,7 @@ from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
 from memprof.core.models.load import configs_dir
-from memprof.core.versions import Rule, rule_in_force, value_at
+from memprof.core.versions import Rule, around_snapshots, rule_in_force, value_at
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
 # --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
@@ -71,13 +71,9 @@ DP_ATTENTION_SCRATCH = "sglang_dp_attention"
 # smi_total_mib), not torch's total (SGLANG_HEURISTIC_GPU_MEM, heuristic_gpu_mem_mib).
 _READ = "read in the sglang {} wheel (first release with it)"
 _OLDEST = "before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release modelled)"
-# the source snapshots stand after the numbered releases (memprof/core/releases.py) although
-# SGL@d315eb7 predates 0.5.19: a row read in 0.5.20 or later ends where they begin
-_SNAPSHOTS = "deepseek-v4-hopper@2026-07"
-_SNAPSHOTS_READ = ("not in the source snapshots (SGL@d315eb7, 2026-08-22, and the "
-                   "deepseek-v4-hopper image built from it), which predate it")
-_SNAPSHOTS_KEEP = ("the source snapshots (SGL@d315eb7, 2026-08-22, and the deepseek-v4-hopper "
-                   "image built from it) predate the 0.5.20 – 0.5.22 changes")
+# the source snapshots stand among the releases by date (memprof/core/releases.py:
+# deepseek-v4-hopper@2026-07 between 0.5.14 and 0.5.15, SGL@d315eb7 between 0.5.18 and 0.5.19);
+# a row whose source was not read at them leaves them out (versions.around_snapshots)
 # the chunked-prefill and graph-batch tiers by GPU memory (sglang_defaults reads them)
 CHUNK_BY_TIER = "by GPU tier (20/35/60/90/160 GiB)"
 CHUNK_BY_TIER_0520 = "by GPU tier; 4096 from 20 to 35 GiB"
@@ -156,12 +152,11 @@ SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
          "4` after the 10 GiB floor (0.5.7: // 8; 0.5.8, 0.5.9: len(piecewise_cuda_graph_tokens) "
          "* 8 before the floor); enable_piecewise_cuda_graph defaults to False and memprof has "
          "no such flag [assumption: off]"),
-    Rule(name="sglang_prefill_graph_reserve",
+    *around_snapshots(Rule(
+         name="sglang_prefill_graph_reserve",
          changes="budget: mem_fraction_static prefill CUDA-graph reserve",
-         since="0.5.10", until="deepseek-v4-hopper@2026-07", value=PG_ON, engine="sglang",
+         since="0.5.10", until=None, value=PG_ON, engine="sglang",
          introduced_by=_READ.format("0.5.10"),
-         removed_by="main@d315eb7's source is not read for it (assumed absent there: not "
-         "applied)",
          source="sglang 0.5.10 server_args.py: disable_piecewise_cuda_graph defaults to False "
          "and _handle_gpu_memory_settings adds, `if not self.disable_piecewise_cuda_graph`, "
          + _PG_SIZES + "; 0.5.14 (model_executor/cuda_graph_config.py) the prefill phase's "
@@ -170,7 +165,9 @@ SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
          "arg_groups/memory_hook.py reserve_for_graph_mb); what turns it off per release: "
          "configs/sglang_prefill_graph_off_archs.json (_handle_piecewise_cuda_graph, "
          "_disable_tc_piecewise_cudagraph_if_incompatible, "
-         "_disable_breakable_cudagraph_if_incompatible)"),
+         "_disable_breakable_cudagraph_if_incompatible)")),
+    # at a source snapshot no row holds: its server_args.py is not read for the reserve
+    # (assumed absent there: not applied)
 )
 
 
@@ -182,12 +179,18 @@ SGLANG_PREFILL_GRAPH_RESERVE: tuple[Rule, ...] = (
 # The rows of 0.5.10 - 0.5.19 are each release's own; from 0.5.20 a row here per change read.
 _PG_OFF_FILE = "configs/sglang_prefill_graph_off_archs.json"
 SGLANG_PREFILL_GRAPH_OFF: tuple[Rule, ...] = (
-    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+    *around_snapshots(Rule(
+         name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
          since="0.5.10", until="0.5.20", value="each release's row (0.5.10 - 0.5.19)",
          engine="sglang", introduced_by=_READ.format("0.5.10"),
          removed_by=_READ.format("0.5.20"),
          source=f"{_PG_OFF_FILE} rows 0.5.10 - 0.5.19 (read in each wheel: server_args.py, "
-         "0.5.19 arg_groups/cuda_graph_hook.py; configs/model_config.py)"),
+         "0.5.19 arg_groups/cuda_graph_hook.py; configs/model_config.py)"), Rule(
+         name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
+         since=None, until=None, value="none", engine="sglang",
+         introduced_by="the snapshots' reserve is not applied (SGLANG_PREFILL_GRAPH_RESERVE)",
+         source="the snapshot's source is not read for it; SGLANG_PREFILL_GRAPH_RESERVE "
+         "applies no prefill-graph reserve at the snapshots")),
     Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
          since="0.5.20", until="0.5.22", engine="sglang",
          value="row 0.5.20: KDA-attention configs off; one more multimodal model kept",
@@ -208,18 +211,13 @@ SGLANG_PREFILL_GRAPH_OFF: tuple[Rule, ...] = (
          "(configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs, which "
          "now also lists the tc_piecewise allowlist's models and one new architecture)"),
     Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
-         since="0.5.23", until=_SNAPSHOTS, engine="sglang",
+         since="0.5.23", until=None, engine="sglang",
          value="row 0.5.23: one more multimodal model kept",
-         introduced_by=_READ.format("0.5.23"), removed_by=_SNAPSHOTS_READ,
+         introduced_by=_READ.format("0.5.23"),
          source=f"{_PG_OFF_FILE} row 0.5.23: sglang 0.5.23 configs/model_config.py: one more "
          "multimodal architecture on the breakable allowlist; cuda_graph_hook.py keeps "
          "DeepSeek-V4's graphs under supported prefill context parallelism (not modelled: no "
          "--attn-cp-size)"),
-    Rule(name="sglang_prefill_graph_off", changes="budget: what turns the prefill graphs off",
-         since=_SNAPSHOTS, until=None, value="none", engine="sglang",
-         introduced_by="the snapshots' reserve is not applied (SGLANG_PREFILL_GRAPH_RESERVE)",
-         source="SGL@d315eb7's source is not read for it; SGLANG_PREFILL_GRAPH_RESERVE applies "
-         "no prefill-graph reserve at the snapshots"),
 )
 SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
     Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
@@ -239,19 +237,14 @@ SGLANG_CHUNKED_PREFILL: tuple[Rule, ...] = (
          since="0.5.3", until="0.5.20", value=CHUNK_BY_TIER, engine="sglang",
          introduced_by=_READ.format("0.5.3"), removed_by=_READ.format("0.5.20"),
          source="sglang 0.5.3 server_args.py _handle_gpu_memory_settings (to 0.5.19: "
-         "arg_groups/memory_hook.py handle_gpu_memory_settings): 2048 below 35 GiB, 4096 below "
-         "60, 8192 below 160, else 16384"),
+         "arg_groups/memory_hook.py handle_gpu_memory_settings; SGL@d315eb7, 2026-08-22, "
+         "server_args.py): 2048 below 35 GiB, 4096 below 60, 8192 below 160, else 16384"),
     Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
-         since="0.5.20", until=_SNAPSHOTS, value=CHUNK_BY_TIER_0520, engine="sglang",
-         introduced_by=_READ.format("0.5.20"), removed_by=_SNAPSHOTS_READ,
+         since="0.5.20", until=None, value=CHUNK_BY_TIER_0520, engine="sglang",
+         introduced_by=_READ.format("0.5.20"),
          source="sglang 0.5.20 (to 0.5.23) arg_groups/memory_hook.py "
          "handle_gpu_memory_settings: the 20 - 35 GiB tier (\"A10, 4090, 5090\") declares "
          "chunked_prefill_size=4096 (0.5.19: 2048); the other tiers as before"),
-    Rule(name="sglang_chunked_prefill_size", changes="defaults: --chunked-prefill-size",
-         since=_SNAPSHOTS, until=None, value=CHUNK_BY_TIER, engine="sglang",
-         introduced_by=_SNAPSHOTS_KEEP,
-         source="SGL@d315eb7 (2026-08-22, before the 0.5.20 change) server_args.py "
-         "_handle_gpu_memory_settings: 2048 below 35 GiB, as in the sglang 0.5.3 - 0.5.19 wheels"),
 )
 
 SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
@@ -286,7 +279,8 @@ SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
          since="0.5.5", until="0.5.20", value=GRAPH_BY_TIER, engine="sglang",
          introduced_by=_READ.format("0.5.5"), removed_by=_READ.format("0.5.20"),
          source="sglang 0.5.5 server_args.py _handle_gpu_memory_settings (to 0.5.19: "
-         "arg_groups/memory_hook.py)"),
+         "arg_groups/memory_hook.py; SGL@d315eb7, 2026-08-22, server_args.py: 24 / 80 from 20 "
+         "to 35 GiB, no cap by --max-running-requests)"),
     Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
          since="0.5.20", until="0.5.22", value=GRAPH_BY_TIER_0520, engine="sglang",
          introduced_by=_READ.format("0.5.20"), removed_by=_READ.format("0.5.22"),
@@ -294,18 +288,12 @@ SGLANG_GRAPH_MAX_BS: tuple[Rule, ...] = (
          "the 20 - 35 GiB tier sets decode max_bs 48 at tp < 4, else 160 (0.5.19: 24 / 80; "
          "\"32GB Blackwell (RTX 5090) can hold decode cuda graphs well past bs=24\")"),
     Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
-         since="0.5.22", until=_SNAPSHOTS, value=GRAPH_BY_TIER_CAPPED, engine="sglang",
-         introduced_by=_READ.format("0.5.22"), removed_by=_SNAPSHOTS_READ,
+         since="0.5.22", until=None, value=GRAPH_BY_TIER_CAPPED, engine="sglang",
+         introduced_by=_READ.format("0.5.22"),
          source="sglang 0.5.22 (0.5.23) arg_groups/memory_hook.py handle_gpu_memory_settings: "
          "`if decode_max_bs_is_default and cfg.max_running_requests is not None and "
          "decode_cuda_graph_config.max_bs > cfg.max_running_requests: max_bs = "
          "max_running_requests`, before the capture list and the graph reserve"),
-    Rule(name="sglang_cuda_graph_max_bs", changes="CUDA graphs: largest captured batch",
-         since=_SNAPSHOTS, until=None, value=GRAPH_BY_TIER, engine="sglang",
-         introduced_by=_SNAPSHOTS_KEEP,
-         source="SGL@d315eb7 (2026-08-22, before the 0.5.20 change) server_args.py "
-         "_handle_gpu_memory_settings: 24 / 80 from 20 to 35 GiB, no cap by "
-         "--max-running-requests, as in the sglang 0.5.5 - 0.5.19 wheels"),
 )
 
 

@@ -111,8 +111,8 @@ SGLANG_NSA_CELL: tuple[Rule, ...] = (
     Rule(name="sglang_nsa_cell_size", changes="KV cache: tokens per byte (NSA cell size)",
          since="0.5.17", until=None, value="pool", engine=_ENGINE,
          introduced_by="SGLang PR #27354 (first in the sglang 0.5.17 wheel; the "
-         "deepseek-v4-hopper@2026-07 image is taken as main, as memprof/core/releases.py "
-         "models it)",
+         "deepseek-v4-hopper@2026-07 image, dated 2026-07-09, stands before it by date as "
+         "memprof/core/releases.py orders it)",
          source="sglang 0.5.17 – 0.5.19 and SGL@d315eb7 python/sglang/srt/model_executor/"
          "pool_configurator.py (_compute_cell_size at SGL@d315eb7): calculate_mla_kv_cache_dim "
          "(512 + 512/128·4 + 64·2 = 656 at fp8) + the indexer's 132 B", applies_to=_FAMILY),

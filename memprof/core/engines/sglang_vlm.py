@@ -39,7 +39,7 @@ from memprof.core.engines.base import DeploymentView
 from memprof.core.models.families import family_row
 from memprof.core.models.families.row import EngineTower
 from memprof.core.releases import SGLANG_RELEASES
-from memprof.core.versions import Rule, resolve_version, value_at
+from memprof.core.versions import Rule, around_snapshots, resolve_version, value_at
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import VisionTower
@@ -74,13 +74,13 @@ SGLANG_VLM_FRACTION: tuple[Rule, ...] = (
          source="sglang 0.4.9 server_args.py ServerArgs.__post_init__, inside `if "
          "self.mem_fraction_static is None`: if model_config.is_multimodal: "
          "self.mem_fraction_static *= 0.90 (model_runner.py no longer scales it)"),
-    Rule(name="sglang_vlm_mem_fraction", changes="budget: mem_fraction_static (multimodal)",
-         since="0.4.9.post5", until="deepseek-v4-hopper@2026-07", value=("heuristic", "vit"),
+    *around_snapshots(Rule(
+         name="sglang_vlm_mem_fraction", changes="budget: mem_fraction_static (multimodal)",
+         since="0.4.9.post5", until=None, value=("heuristic", "vit"),
          engine=ENGINE, applies_to="multimodal", introduced_by=_READ.format("0.4.9.post5"),
-         removed_by="the source snapshots after 0.5.9 are not read for it",
          source="sglang 0.4.9.post5 / 0.4.10 / 0.5.3 / 0.5.5 / 0.5.6 / 0.5.9 server_args.py "
          "ServerArgs.adjust_mem_fraction_for_vlm, called inside `if self.mem_fraction_static "
-         "is None` (0.5.3: _handle_gpu_memory_settings) when model_config.is_multimodal"),
+         "is None` (0.5.3: _handle_gpu_memory_settings) when model_config.is_multimodal")),
 )
 
 # Chunked prefill turned off (``server_args.chunked_prefill_size = -1`` in
@@ -99,13 +99,13 @@ SGLANG_VLM_CHUNK_OFF: tuple[Rule, ...] = (
          introduced_by=_READ.format("0.4.5"), removed_by=_READ.format("0.4.7"),
          source="sglang 0.4.5 / 0.4.6 model_runner.py model_specific_adjustment: if "
          "self.is_multimodal: ... server_args.chunked_prefill_size = -1"),
-    Rule(name="sglang_vlm_chunked_prefill_off", changes="defaults: --chunked-prefill-size",
-         since="0.4.7", until="deepseek-v4-hopper@2026-07", value=False, engine=ENGINE,
+    *around_snapshots(Rule(
+         name="sglang_vlm_chunked_prefill_off", changes="defaults: --chunked-prefill-size",
+         since="0.4.7", until=None, value=False, engine=ENGINE,
          applies_to="multimodal", introduced_by=_READ.format("0.4.7"),
-         removed_by="the source snapshots after 0.5.9 are not read for it",
          source="sglang 0.4.7 / 0.4.9 / 0.5.5 / 0.5.9 model_runner.py: only when not "
          "is_multimodal_chunked_prefill_supported (configs/model_config.py: Grok1V, Grok1A, "
-         "LlavaLlama, Mllama, CLIPModel)"),
+         "LlavaLlama, Mllama, CLIPModel)")),
 )
 
 # adjust_mem_fraction_for_vlm's constants (server_args.py, 0.4.9.post5 – 0.5.9): the base
@@ -162,10 +162,18 @@ def check_vision(dep: DeploymentView, spec: ModelSpec) -> bool:
     rule = tower_rule(spec, version)
     if rule is None:
         until = rows[-1].until
-        newest = SGLANG_RELEASES[SGLANG_RELEASES.index(until) - 1] if until else None
+        if until is None:  # a source snapshot inside the rows' range: its source is not read
+            at = SGLANG_RELEASES.index(version)
+            before = [r for r in SGLANG_RELEASES[:at] if tower_rule(spec, r) is not None]
+            hint = (f"use --engine-version {before[-1]} (the release before it) or "
+                    f"{SGLANG_RELEASES[-1]}; the source snapshots are not read for it"
+                    if before else "estimate it with --engine vllm")
+        else:
+            newest = SGLANG_RELEASES[SGLANG_RELEASES.index(until) - 1]
+            hint = (f"use --engine-version {newest} or older (the releases whose source it "
+                    "was read in)")
         raise BadInput(f"memprof has not read SGLang {version}'s vision path of {spec.name}",
-                       hint=f"use --engine-version {newest} or older (the releases whose source "
-                       "it was read in)" if newest else "estimate it with --engine vllm")
+                       hint=hint)
     if rule.build == "absent":
         first = next((r.since for r in rows
                       if isinstance(r.value, EngineTower) and r.value.build != "absent"), None)

@@ -102,10 +102,12 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   # heuristic and the request pool, engines/sglang_graphs.py;
                                   # the attention backend's page table,
                                   # engines/sglang_attention.py; whether the prefill graphs
-                                  # are captured first, sglang.py prefill_graph_reserve_mib)
+                                  # are captured first, sglang.py prefill_graph_reserve_mib,
+                                  # whose sizes --max-total-tokens caps from 0.5.10)
                                   "dep.cuda_graph_max_bs", "dep.enable_dp_attention",
                                   "dep.entrypoint", "dep.max_model_len", "dep.block_size",
-                                  "dep.chunked_prefill_size", "dep.mem_fraction_static")),
+                                  "dep.chunked_prefill_size", "dep.mem_fraction_static",
+                                  "dep.max_total_tokens")),
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),

@@ -53,26 +53,35 @@ MXFP4_TRITON_RAW_SCALES: tuple[Rule, ...] = (
 
 # SGLang, DeepSeek-V4 MXFP4 routed experts on Hopper (the Marlin W4A16 path of SGLang PR #24986,
 # `--moe-runner-backend marlin`): whether the loader's fp32 ``w13/w2_weight_scale_inv`` stay
-# registered after the Marlin repack. value: True (kept) / False (deleted).
+# registered after the Marlin repack. value: True (kept) / False (deleted). Releases before
+# 0.5.12 have no such path (no row holds). The deepseek-v4-hopper@2026-07 image stands between
+# 0.5.14 and 0.5.15 by date (memprof/core/releases.py).
 SGLANG_MARLIN_STALE_SCALE_INV: tuple[Rule, ...] = (
     Rule(name="sglang_dsv4_marlin_stale_scale_inv",
          changes="weights: MXFP4 experts (stale fp32 scale_inv)",
-         since="deepseek-v4-hopper@2026-07", until="main@d315eb7", value=True, engine="sglang",
-         introduced_by="SGLang PR #24986 (DeepSeek-V4 w4(mxfp4)a16 on Hopper)",
-         removed_by="SGLang PR #29797 (\"drop stale mxfp4 marlin scales after repack\")",
-         source="sgl-project/sglang@00563d36 layers/quantization/fp8.py "
-         "Fp8MoEMethod.create_fp8_moe_weight_ (is_fp4_expert: w13_weight_scale_inv "
-         "(E, 2·I/tp, H/32) and w2_weight_scale_inv (E, H, I/tp/32) in torch.float32 off ROCm/"
-         "XPU); layers/quantization/marlin_utils_fp4.py prepare_moe_mxfp4_layer_for_marlin "
-         "(before #29797: reads *_weight_scale_inv, assigns the e8m0 Marlin copies to "
-         "*_weight_scale, deletes neither *_weight_scale_inv)", applies_to="dsv4"),
+         since="0.5.12", until="0.5.16", value=True, engine="sglang",
+         introduced_by="SGLang PR #24986 (DeepSeek-V4 w4(mxfp4)a16 on Hopper; upstream main "
+         "2026-05-13, first in the sglang v0.5.12 tag)",
+         removed_by="SGLang PR #30272 (upstream main 2026-07-18, first in the sglang v0.5.16 "
+         "tag): prepare_moe_mxfp4_layer_for_marlin ends with `for stale in "
+         "(\"w13_weight_scale_inv\", \"w2_weight_scale_inv\"): delattr(layer, stale)`, the "
+         "deletion PR #29797 (\"drop stale mxfp4 marlin scales after repack\") describes",
+         source="sglang v0.5.12 – v0.5.15.post1 tags (and sgl-project/sglang@00563d36) "
+         "layers/quantization/fp8.py Fp8MoEMethod's weights (is_fp4_expert: "
+         "w13_weight_scale_inv (E, 2·I/tp, H/32) and w2_weight_scale_inv (E, H, I/tp/32) in "
+         "torch.float32); layers/quantization/marlin_utils_fp4.py "
+         "prepare_moe_mxfp4_layer_for_marlin reads *_weight_scale_inv, assigns the e8m0 Marlin "
+         "copies to *_weight_scale and deletes neither *_weight_scale_inv; the "
+         "deepseek-v4-hopper image (InferenceX issue #2128, 2026-07-09) measures them",
+         applies_to="dsv4"),
     Rule(name="sglang_dsv4_marlin_stale_scale_inv",
          changes="weights: MXFP4 experts (stale fp32 scale_inv)",
-         since="main@d315eb7", until=None, value=False, engine="sglang",
-         introduced_by="SGLang PR #29797",
-         source="marlin_utils_fp4.py prepare_moe_mxfp4_layer_for_marlin with PR #29797 ends "
-         "with _discard_mxfp4_marlin_repack_inputs (delattr of both *_weight_scale_inv); the "
-         "later design (sgl-project/sglang@001a2ec3 quantization/mxfp4_marlin_moe.py "
+         since="0.5.16", until=None, value=False, engine="sglang",
+         introduced_by="SGLang PR #30272 (first in the sglang v0.5.16 tag)",
+         source="sglang v0.5.16 – v0.5.18 tags, SGL@d315eb7 and the sglang 0.5.23 wheel "
+         "layers/quantization/marlin_utils_fp4.py prepare_moe_mxfp4_layer_for_marlin ends by "
+         "deleting both *_weight_scale_inv (delattr); the later design "
+         "(sgl-project/sglang@001a2ec3 quantization/mxfp4_marlin_moe.py "
          "Mxfp4MarlinMoEMethod.apply) repacks into *_weight_scale_inv in place; InferenceX issue "
          "#2128's closing comment (2026-09-09) measures ~103-104 GB/GPU on the re-pinned image, "
          "22 GiB under the 125.65 GiB before", applies_to="dsv4"),

@@ -73,7 +73,7 @@ from memprof.core.models.families.row import (
     vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
-from memprof.core.versions import Rule
+from memprof.core.versions import Rule, around_snapshots
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import VisionTower
@@ -250,14 +250,14 @@ GEMMA3_MM_SGLANG = (
          removed_by="read in the sglang 0.4.7 wheel (SGLang's own siglip.py)",
          source="sglang 0.4.6 models/gemma3_mm.py (AutoModel.from_config); configs/"
          "model_config.py: Gemma3ForConditionalGeneration in mm_disabled_models"),
-    Rule(name="sglang_vision_tower (gemma3_mm)", changes="weights: vision tower",
-         since="0.4.7", until="deepseek-v4-hopper@2026-07",
+    *around_snapshots(Rule(
+         name="sglang_vision_tower (gemma3_mm)", changes="weights: vision tower",
+         since="0.4.7", until=None,
          value=EngineTower(build="sharded", multimodal=False), engine="sglang",
          applies_to="gemma3_mm", introduced_by="read in the sglang 0.4.7 wheel",
-         removed_by="the source snapshots after 0.5.9 are not read for it",
          source="sglang 0.4.7 / 0.4.9 / 0.5.5 / 0.5.9 models/gemma3_mm.py: self.vision_tower = "
          "SiglipVisionModel(config.vision_config, quant_config) (models/siglip.py); "
-         "mm_disabled_models"),
+         "mm_disabled_models")),
 )
 
 _NORMS = ("pre_feedforward_layernorm", "post_feedforward_layernorm")

@@ -64,7 +64,7 @@ from memprof.core.models.families.row import (
     vision_int,
 )
 from memprof.core.models.spec import MLP, Layer
-from memprof.core.versions import Rule
+from memprof.core.versions import Rule, around_snapshots
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import VisionTower
@@ -192,14 +192,14 @@ LLAMA4_SGLANG = (
          source="sglang 0.4.6 / 0.4.7 / 0.4.8 / 0.4.9 models/mllama4.py __init__: "
          "self.vision_model = Llama4VisionModel(config.vision_config) and "
          "Llama4MultiModalProjector(config), transformers' modules (nn.Linear), always"),
-    Rule(name="sglang_vision_tower (llama4)", changes="weights: vision tower",
-         since="0.4.9.post5", until="deepseek-v4-hopper@2026-07",
+    *around_snapshots(Rule(
+         name="sglang_vision_tower (llama4)", changes="weights: vision tower",
+         since="0.4.9.post5", until=None,
          value=EngineTower(build="flag", multimodal=False), engine="sglang",
          applies_to="llama4", introduced_by="read in the sglang 0.4.9.post5 wheel",
-         removed_by="the source snapshots after 0.5.9 are not read for it",
          source="sglang 0.4.9.post5 / 0.5.1 / 0.5.5 models/mllama4.py __init__: has_vision = "
          "has_vision_weights and enable_multimodal; vision_model / multi_modal_projector None "
-         "otherwise"),
+         "otherwise")),
 )
 
 # SGLang models/llama4.py Llama4Model (the language model of both architectures): embed_tokens

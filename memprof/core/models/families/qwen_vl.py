@@ -50,7 +50,7 @@ from memprof.core.models.families.row import (
     v0_gate_up_rows,
     vision_int,
 )
-from memprof.core.versions import Rule
+from memprof.core.versions import Rule, around_snapshots
 
 if TYPE_CHECKING:
     from memprof.core.models.multimodal import Processor, VisionTower
@@ -135,14 +135,14 @@ QWEN2_5_VL_SGLANG = (
          removed_by="read in the sglang 0.5.3 wheel (MLP width rounded up to 8)",
          source="sglang 0.4.4 / 0.4.5 / 0.4.10 / 0.5.2 models/qwen2_5_vl.py "
          "Qwen2_5_VisionTransformer: mlp_hidden_size = vision_config.intermediate_size"),
-    Rule(name="sglang_vision_tower (qwen2_5_vl)", changes="weights: vision tower",
-         since="0.5.3", until="deepseek-v4-hopper@2026-07",
+    *around_snapshots(Rule(
+         name="sglang_vision_tower (qwen2_5_vl)", changes="weights: vision tower",
+         since="0.5.3", until=None,
          value=EngineTower(build="sharded", mlp_multiple=8), engine="sglang",
          applies_to="qwen2_5_vl", introduced_by="read in the sglang 0.5.3 wheel",
-         removed_by="the source snapshots after 0.5.9 are not read for it",
          source="sglang 0.5.3 / 0.5.4 / 0.5.5 / 0.5.9 models/qwen2_5_vl.py "
          "Qwen2_5_VisionTransformer: mlp_hidden_size = ((vision_config.intermediate_size + 7) "
-         "// 8) * 8"),
+         "// 8) * 8")),
 )
 
 # How SGLang builds Qwen3-VL's tower (python/sglang/srt/models/qwen3_vl.py, which
