@@ -60,7 +60,7 @@ def test_every_modelled_release_has_a_date() -> None:
     assert table is not None
     assert set(VLLM_RELEASES) <= set(table)
     assert next(iter(table)) == "0.6.0" and list(table)[-1] == VLLM_RELEASES[-1]
-    assert release_dates("sglang") is None  # no table: never placed by date
+    assert release_dates("no-such-engine") is None  # no table: never placed by date
 
 
 # --- reading the date -----------------------------------------------------------------------
@@ -245,7 +245,8 @@ def test_a_log_with_a_year_and_no_tag(tmp_path: Path) -> None:
     log = parse_log("2025-08-16T09:49:18Z " + KV)
     rb = rebuild(log, model="qwen3-8b", gpu="H100", gpu_memory=None)
     assert rb.deployment.engine_version == "0.10.0"
-    assert any("newest release published before 2025-08-16" in n for n in rb.notes), rb.notes
+    assert any("newest vLLM release published before 2025-08-16" in n
+               for n in rb.notes), rb.notes
 
 
 def test_a_month_day_alone_says_the_release_is_unknown() -> None:

@@ -109,10 +109,11 @@ def test_placing_by_the_server_args_fields() -> None:
 
 def test_placing_by_date() -> None:
     assert place_by_date("2025-08-08")[0] == "0.4.10"
-    assert place_by_date("2025-06-24")[0] == "0.4.8"  # built that day
+    # uploaded 2025-06-24T06:14Z: a log of that day is not after it in every zone
+    assert place_by_date("2025-06-24")[0] == "0.4.7"
     assert place_by_date("2025-01-01")[0] == "0.4.3"
     assert place_by_date("2026-05-01")[0] == "0.5.10"
-    assert place_by_date("2026-09-04")[0] == "0.5.19"
+    assert place_by_date("2026-09-04")[0] == "0.5.18"  # 0.5.19 uploaded 2026-09-04T23:10Z
     assert place_by_date("2026-09-20")[0] == "0.5.20"  # built 2026-09-18
     assert place_by_date("2026-11-20")[0] == "0.5.23"  # after the newest release read
 
@@ -124,7 +125,8 @@ def test_max_total_tokens_is_read() -> None:
             "V size: 1.00 GB\n")
     log = parse_log(text)
     assert log.settings["max_total_tokens"] == 20000
-    assert log.settings["engine_version"] == "0.4.8"  # by the date: built 2025-06-24
+    # by the date: 0.4.8.post1, uploaded 2025-06-26, is modelled on its own
+    assert log.settings["engine_version"] == "0.4.8.post1"
 
 
 @pytest.mark.parametrize("cmd", [
@@ -150,12 +152,13 @@ def test_memory_neutral_flags_are_ignored_not_refused() -> None:
 
 def test_explain_rebuilds_at_the_release_the_log_is_placed_at() -> None:
     """Row 12's log (SGLang main, 2025-10-07) names no release: rebuilt at 0.5.3, the newest
-    built by its first timestamp, and the note says so."""
+    published before its first timestamp, and the note says so."""
     _, out, err = invoke(["explain", str(LOGS / "sglang-deepseek-v3.2-tp8-dp8-b200.log"),
                              "--gpu", "B200", "-m", "deepseek-v3", "-f", "json"])
     d = json.loads(out)
     assert d["deployment"]["engine_version"] == "0.5.3", err
-    assert any("dated 2025-10-07" in n for n in d["log"]["notes"])
+    assert any("the newest SGLang release published before 2025-10-07, the log's date" in n
+               for n in d["log"]["notes"])
     # an --engine-version given wins over the placement
     _, out, err = invoke(["explain", str(LOGS / "sglang-deepseek-v3.2-tp8-dp8-b200.log"),
                              "--gpu", "B200", "-m", "deepseek-v3", "--engine", "sglang",

@@ -132,6 +132,12 @@ SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, release
 # the SGLang names that are source snapshots, not releases on PyPI
 SGLANG_SNAPSHOTS: tuple[str, ...] = tuple(
     name for name, _, where in SGLANG_DATED if where != _PYPI)
+# Each engine's releases with their publication (PyPI's first upload, UTC), oldest first, where
+# this module holds them (vLLM's are configs/vllm_release_dates.json): explain places a log that
+# names no release by its date at the newest release out by then (memprof.probes.log_dates.
+# release_dates); a source snapshot is no release, so it is left out.
+PUBLISHED: dict[str, tuple[tuple[str, str], ...]] = {
+    SGLANG.name: tuple((name, when) for name, when, where in SGLANG_DATED if where == _PYPI)}
 
 ROWS: tuple[EngineReleases, ...] = (VLLM, SGLANG)
 RELEASES: dict[str, tuple[str, ...]] = {r.name: r.releases for r in ROWS}

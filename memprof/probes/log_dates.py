@@ -10,8 +10,16 @@ year comes only from another stamp pasted with the log: a timestamp with its yea
 (``Sat Aug 16 09:49:18 2025``). ``read_date`` reads the first such stamp; a stamp that is no
 calendar date (month 13, February 30, hour 25) is a damaged or edited log, an error.
 
+SGLang stamps every line with its full date: ``configure_logger`` sets the format
+``"[%(asctime)s{prefix}] %(message)s"`` with ``datefmt="%Y-%m-%d %H:%M:%S"`` (``sglang/srt/
+utils.py`` in the 0.4.3 wheel, ``sglang/srt/utils/common.py`` in the 0.5.23 wheel, which adds
+``.%(msecs)03d`` under ``SGLANG_LOG_MS``): ``[2025-04-29 10:11:12] ...``, ``[2025-04-29
+10:11:12 TP0] ...``, the host's local time. ``read_date`` reads it as any stamp with a year.
+
 ``configs/<engine>_release_dates.json`` holds, per release, PyPI's upload time of its first
-file (``tools/vllm_release_dates.py``); an engine without it is never placed by date. The log's
+file (``tools/vllm_release_dates.py``); an engine without it takes the dates
+``memprof.core.releases.PUBLISHED`` holds (SGLang's releases; its source snapshots are no
+releases and are left out); an engine with neither is never placed by date. The log's
 stamp is the host's local time and PyPI's is UTC, so a release counts as out when the log printed
 only if it was uploaded at least 14 hours before the stamp (``ZONE_SLACK``: UTC+14 is the
 earliest time zone); a log printed on a release's own day is not placed at it.
@@ -40,6 +48,7 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
+from memprof.core.releases import DISPLAY_NAMES, PUBLISHED
 from memprof.core.versions import version_key
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
@@ -156,15 +165,18 @@ ZONE_SLACK = timedelta(hours=14)
 @lru_cache(maxsize=4)
 def release_dates(engine: str) -> dict[str, datetime] | None:
     """Each release's publication (PyPI's upload time of its first file, UTC, naive) from
-    ``configs/<engine>_release_dates.json``, oldest first; ``None`` where the engine has no
-    table."""
+    ``configs/<engine>_release_dates.json``, or else ``memprof.core.releases.PUBLISHED``,
+    oldest first; ``None`` where the engine has neither."""
     from memprof.core.models.load import configs_dir
 
     path = configs_dir() / f"{engine}_release_dates.json"
-    if not path.is_file():
+    if path.is_file():
+        rows = json.loads(path.read_text(encoding="utf-8"))["releases"].items()
+    elif engine in PUBLISHED:
+        rows = PUBLISHED[engine]
+    else:
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {r: datetime.fromisoformat(t.rstrip("Z")) for r, t in data["releases"].items()}
+    return {r: datetime.fromisoformat(t.rstrip("Z")) for r, t in rows}
 
 
 def _out(published: datetime, stamp: datetime) -> bool:
@@ -209,7 +221,8 @@ def published_by(engine: str, when: LogDate) -> Placed | None:
     tail = (f"; that is over a month after {last}'s, the newest release memprof knows the date "
             "of, so a newer one may have run" if out[-1] == last
             and stamp - table[last] > timedelta(days=31) else "")
-    return Placed(out[-1], f"{out[-1]} is the newest release published before "
+    shown = DISPLAY_NAMES.get(engine, engine)
+    return Placed(out[-1], f"{out[-1]} is the newest {shown} release published before "
                   f"{day.isoformat()}, the log's date (line {when.line}: {when.text!r}; PyPI's "
                   f"upload of {out[-1]}: {_day(table[out[-1]])}){tail}")
 

@@ -31,9 +31,12 @@
   as 0.4.9.post2, keeps the rules of the release before it: 0.4.9); a log that
   names none is placed by its ServerArgs field names, which differ from release to release
   (``configs/sglang_server_args.json``, read from each wheel's ``ServerArgs``), else by its
-  first timestamp (the newest release built by then); with none of these, the newest modelled
-  release. A release newer than the newest numbered one memprof reads (0.5.23), such as a main
-  build after it, is estimated at that one. The note says which and why.
+  first timestamp (``memprof.probes.log_dates``: SGLang stamps each line ``[YYYY-MM-DD
+  HH:MM:SS …]``, the host's local time), at the newest release, not a source snapshot,
+  published (PyPI's first upload) 14 hours or more before it, so in every time zone
+  (``log_dates.published_by``); with none of these, the newest modelled release. A release
+  newer than the newest numbered one memprof reads (0.5.23), such as a main build after it, is
+  estimated at that one. The note says which and why.
 
 "Load weight end. … mem usage=X GB" is ``before_avail_memory − after_avail_memory`` (SGLang
 0.4.4 – 0.5.23 ``model_runner.py`` ``load_model``): the drop in free memory while loading, so it
@@ -57,8 +60,9 @@ from typing import Any
 from memprof.core.engines import ENGINES
 from memprof.core.engines.sglang_attention import SGLANG_BACKENDS
 from memprof.core.flags import BY_FIELD
-from memprof.core.releases import SGLANG_RELEASES
+from memprof.core.releases import PUBLISHED, SGLANG_RELEASES
 from memprof.core.versions import newest, version_key
+from memprof.probes.log_dates import LogDate, published_by, read_date
 
 ENGINE = "sglang"
 # settings memprof keeps for itself (not read from a log)
@@ -71,7 +75,6 @@ MIN_SIMILARITY = 0.8
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)")
 _SERVER_ARGS_DICT = re.compile(r"server_args=\{(.*)")  # 0.5.19 and later (module docstring)
 _SCHEDULER = re.compile(r"max_total_num_tokens=\s*[0-9]+,(.*)")
-_DATE = re.compile(r"^\[(20[0-9]{2}-[01][0-9]-[0-3][0-9])[ \]]", re.M)
 _CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([0-9,\s]+)\]")
 # server_args.py's warnings when an attention backend overrides the page size (module docstring)
 _PAGE_SIZE_SET = re.compile(r"only supports (?:a )?page_size of [^,]*(?:,[^,]*)*?,? "
@@ -263,22 +266,22 @@ def _table() -> dict[str, Any]:
     return data
 
 
-def place_by_date(day: str) -> tuple[str, str]:
-    """(release, why) for a log first stamped ``day`` (``YYYY-MM-DD``): the newest release
-    built by then (the release a log of that day can at most run)."""
-    rows = _table()["releases"]
-    nxt = _table()["next"]
-    if nxt is not None and day >= nxt["built"]:
-        return newest(ENGINE), (f"its first line is dated {day}, after SGLang {nxt['release']} "
-                                f"({nxt['built']}), which memprof models as {newest(ENGINE)}")
-    built = [r for r in rows if r["built"] <= day]
-    if not built:
-        first = rows[0]
-        return first["release"], (f"its first line is dated {day}, before SGLang "
-                                  f"{first['release']} ({first['built']}), the oldest modelled")
-    r = built[-1]
-    return r["release"], (f"its first line is dated {day}; SGLang {r['release']} "
-                          f"({r['built']}) is the newest release out by then")
+def place_by_date(when: LogDate | str) -> tuple[str, str]:
+    """(release, why) for a log first stamped ``when`` (its ``LogDate``, or ``YYYY-MM-DD`` for
+    the start of that day): the newest SGLang release (not a source snapshot) published before
+    it in any time zone (``memprof.probes.log_dates.published_by``: PyPI's first upload, 14
+    hours' margin for the host's zone); a stamp before every release, the oldest modelled."""
+    if isinstance(when, str):
+        year, month, day = (int(x) for x in when.split("-"))
+        when = LogDate(month, day, year, when, 1)
+    placed = published_by(ENGINE, when)
+    if placed is not None:
+        return placed.release, placed.note
+    first = SGLANG_RELEASES[0]
+    published = PUBLISHED[ENGINE][0][1][:10]
+    return first, (f"its first line is dated {when.day_text} (line {when.line}: "
+                   f"{when.text!r}), before SGLang {first} was published ({published}, PyPI's "
+                   "upload), the oldest modelled")
 
 
 def modelled_release(named: str) -> tuple[str, str]:
@@ -409,14 +412,14 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
             release, note = modelled_release(name)
         else:
             placed = place_by_fields(set(fields))
-            day = _DATE.search("\n".join(lines[:2000]))
-            if day is not None:
+            when = read_date(lines)  # the first stamp (memprof.probes.log_dates)
+            if when is not None and when.year is not None:
                 built = {r["release"]: r["built"] for r in _table()["releases"]}
                 if placed is None:
-                    placed = place_by_date(day.group(1))
-                elif built.get(placed[0], "") > day.group(1):
+                    placed = place_by_date(when)
+                elif built.get(placed[0], "") > when.day_text:
                     # the fields of a later release, the date before it: a post release
-                    earlier, why = place_by_date(day.group(1))
+                    earlier, why = place_by_date(when)
                     placed = earlier, (f"{placed[1]}, but {why}: a build between the two")
             if placed is not None:
                 release, why = placed
