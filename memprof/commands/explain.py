@@ -48,7 +48,10 @@ def run(args: Namespace) -> int:
 
     x = run_explain(rb.measured, rb.model, rb.deployment, rb.gpu, given=rb.given,
                     failed=parsed.failed, engine_fix=rb.engine_fix)
-    notes = [*parsed.notes, *rb.notes]
+    # a release the user gives replaces the one the log's reading placed: its note goes
+    placement = "(--engine-version to choose another)"
+    given = "engine_version" in overrides
+    notes = [n for n in (*parsed.notes, *rb.notes) if not (given and placement in n)]
     about: dict[str, Any] = {"path": log, "engine": parsed.engine, "generation": parsed.generation,
              "version": parsed.version, "error": parsed.errors[0] if parsed.errors else None,
              "notes": notes}

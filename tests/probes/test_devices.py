@@ -131,9 +131,14 @@ def test_nvidia_listing_and_auto(host: Any) -> None:
     _, named, _ = invoke(["estimate", "--gpu", "H100", "-m", "qwen3-0.6b", "-f", "json"])
     assert code == 0 and json.loads(auto)["summary"] == json.loads(named)["summary"]
     assert json.loads(auto)["gpu"]["name"] == "H100-80GB"
+    # the log names no release (explain takes the newest, 0.5.23, whose prefill CUDA graphs
+    # memprof predicts to leave too little outside the logged 0.93): the snapshot this test was
+    # written against, where the start is predicted (tests/test_explain.py)
     code, out, err = invoke(["explain", str(LOGS / "sglang-qwen3-235b-fp8-tp4-h100.log"),
-                             "--gpu", "auto", "-m", "qwen3-235b-a22b", "-q", "fp8", "-f", "json"])
-    assert code == 0, err  # the log started, as memprof predicts (tests/test_explain.py)
+                             "--gpu", "auto", "-m", "qwen3-235b-a22b", "-q", "fp8",
+                             "--engine-version", "main@d315eb7", "-f", "json"])
+    assert code == 0, err
+    assert not any("choose another" in n for n in json.loads(out)["log"]["notes"])
     assert json.loads(out)["deployment"]["gpu_total_bytes"] == 85_017_493_504
 
 
