@@ -82,3 +82,16 @@ def test_explain_reads_a_compile_cache_hit() -> None:
            "/root/.cache/vllm/torch_compile_cache/torch_aot_compile/abc/rank_0_0/model\n")
     assert parse_log(base + hit).settings.get("compile_cache") == "warm"
     assert "compile_cache" not in parse_log(base).settings
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.11.0", "0.8.5"])
+def test_releases_before_v2_say_nothing_of_it(version: str) -> None:
+    # the V2 note of 0.29.0 on was given to every release before 0.21.0 too
+    assert not any("Model Runner V2" in n for n in _est(version).notes)
+
+
+def test_a_warm_cache_where_it_changes_nothing_says_so() -> None:
+    v1 = " ".join(_est("0.18.0", compile_cache="warm").notes)
+    assert "--compile-cache warm: vLLM 0.18.0 runs this model with the V1 runner" in v1
+    late = " ".join(_est("0.33.0", compile_cache="warm").notes)
+    assert "--compile-cache warm changes nothing memprof models at this release" in late

@@ -771,7 +771,10 @@ class VLLM(Engine):
         # profile run charges a CUDA-graph estimate of its own (memprof/core/engines/
         # vllm_runner.py V2_GRAPH_ESTIMATE): a shorter note, asked first, so a deployment there
         # reads no family rows
-        if value_at(V2_GRAPH_ESTIMATE, release, default=True):
+        warm = dep.compile_cache == "warm"
+        every = rule_in_force(V2_DEFAULT, release)
+        if (every is not None and getattr(every.value, "every", False)
+                and value_at(V2_GRAPH_ESTIMATE, release, default=True)):
             late = [what for since, what in (
                 ("0.31.0", "the allocator split limit during the profile run"),
                 ("0.33.0", "the second sampler warm-up pass with sampling settings"))
@@ -782,10 +785,14 @@ class VLLM(Engine):
                     "(cudagraph_utils.profile_cudagraph_memory)"
                     + "".join(f", {w}" for w in late)
                     + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
-                    "runner memprof models"]
+                    "runner memprof models"
+                    + ("; --compile-cache warm changes nothing memprof models at this release"
+                       if warm else "")]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
-            return []
+            return ([f"--compile-cache warm: vLLM {release} runs this model with the V1 runner, "
+                     "whose profile-run terms memprof models the same on a cold and a warm "
+                     "compile cache"] if warm and dep.engine_version else [])
         seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
         terms = ""
         if vocab and isinstance(seqs, int) and isinstance(mnbt, int):
