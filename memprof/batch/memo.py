@@ -260,6 +260,19 @@ class SpecDepMemo(Generic[_T]):
         return out
 
 
+def all_terms(terms: list[TermFn]) -> TermFn:
+    """One term whose components are those of ``terms``, in order (to be wrapped in a
+    ``ReadMemo`` over term memos: a context that agrees with an earlier one on every field the
+    earlier evaluation read, through every term's memo, gets the same components without any of
+    the terms being looked up; each term's memo, whether it ran the term or found a result,
+    read the fields that decide that result)."""
+
+    def budget_terms(ctx: TermContext) -> list[Component]:
+        return [c for fn in terms for c in fn(ctx)]
+
+    return budget_terms
+
+
 class ReadMemo(ReadMemoFn[tuple[Component, ...]]):
     """A term (a ``TermFn``) remembered by what it reads; each call gets its own list."""
 

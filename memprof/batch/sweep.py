@@ -104,7 +104,7 @@ class Evaluator:
     cache is this object's)."""
 
     def __init__(self) -> None:
-        from memprof.batch.memo import ReadMemo
+        from memprof.batch.memo import ReadMemo, all_terms
         from memprof.batch.replay import AllocatorReplayCache
         from memprof.batch.steps import CachedSteps, LayoutKeys
         from memprof.core.terms.allocator import allocator_runtime_terms
@@ -116,6 +116,11 @@ class Evaluator:
         self.terms: tuple[list[TermFn], list[TermFn]] = (
             [ReadMemo(f) for f in before],
             [replay if f is allocator_runtime_terms else ReadMemo(f) for f in after])
+        # what the estimator runs: the budget terms of a class of ranks as one memo over the
+        # terms' memos (classes that agree on everything those read get the components with one
+        # lookup, not one per term; ``self.terms[0]`` are the terms' own memos)
+        self._run_terms: tuple[list[TermFn], list[TermFn]] = (
+            [ReadMemo(all_terms(self.terms[0]))], self.terms[1])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None, str | None], GPU] = {}
         self._steps = CachedSteps(layout).steps
@@ -143,7 +148,8 @@ class Evaluator:
         """``estimate`` of one deployment (``notes=False``: no notes written, as a caller
         that keeps only figures asks)."""
         spec = self.spec(model, dep.num_speculative_tokens > 0)
-        return estimate(spec, dep, gpu=gpu, terms=self.terms, steps=self._steps, notes=notes)
+        return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
+                        notes=notes)
 
 
 RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
