@@ -123,7 +123,8 @@ class Evaluator:
             [ReadMemo(all_terms(self.terms[0]))], self.terms[1])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None, str | None], GPU] = {}
-        self._steps = CachedSteps(layout).steps
+        self._cached = CachedSteps(layout)
+        self._steps = self._cached.steps
 
     def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
         if isinstance(model, ModelSpec):
@@ -150,6 +151,30 @@ class Evaluator:
         spec = self.spec(model, dep.num_speculative_tokens > 0)
         return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
                         notes=notes)
+
+    def estimate_at(self, model: str | ModelSpec, layout: Deployment, util: float | None,
+                    gpu: GPU) -> Estimate | None:
+        """``estimate(model, layout.with_(gpu_memory_utilization=util), gpu, notes=False)``
+        without building that deployment: the estimate of its prepared deployment, which the
+        steps return as prepared (``CachedSteps.prepared_at``). None where that could differ:
+        a utilisation the steps prepare on their own, an override of the model's config, a
+        GPU the estimate would change (``--no-gpu-peer-access``), or a preparation that
+        changes what the estimate reads before it (the model's speculative tokens and
+        overrides, the engine). A refusal is raised as the estimate raises it."""
+        steps = self._cached
+        if (layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access)
+                or not steps.utilization_shared(layout, util)):
+            return None
+        spec = self.spec(model, layout.num_speculative_tokens > 0)
+        dep = steps.prepared_at(layout, util, spec, gpu)
+        if dep.num_speculative_tokens != layout.num_speculative_tokens or (
+                dep.engine, dep.assume_architecture, dep.no_gpu_peer_access, dep.hf_overrides
+        ) != (layout.engine, layout.assume_architecture, layout.no_gpu_peer_access,
+              layout.hf_overrides):
+            steps.prepared_at_dropped()
+            return None
+        return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
+                        notes=False)
 
 
 RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
@@ -209,14 +234,26 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
     ev.spec(model, base.num_speculative_tokens > 0)
     # without a gpu or model axis a point is all deployment settings, on the one GPU
     plain = not any(a.field in EXTRA_AXES for a in axes)
+    util_field = "gpu_memory_utilization"
+    # a point's layout (every value but the utilisation) → its deployment, built once
+    layouts: dict[tuple[Any, ...], Deployment] = {}
     for point in points(axes):
         row: dict[str, Any] = {names[k]: v for k, v in point.items()}
         changes = point if plain else {k: v for k, v in point.items() if k not in EXTRA_AXES}
         try:
             gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
-            dep = base.with_(**changes)
+            which = point.get("model", model)
+            util = changes.get(util_field, base.gpu_memory_utilization)
+            lkey = tuple(v for k, v in point.items() if k != util_field)
+            layout = layouts.get(lkey)
+            if layout is None:
+                layout = layouts[lkey] = base.with_(
+                    **{k: v for k, v in changes.items() if k != util_field})
             # (a record holds no notes: none are written)
-            row.update(record(ev.estimate(point.get("model", model), dep, gpu, notes=False)))
+            e = ev.estimate_at(which, layout, util, gpu)
+            if e is None:
+                e = ev.estimate(which, base.with_(**changes), gpu, notes=False)
+            row.update(record(e))
         except BadInput as exc:  # its inputs stay (a result column it set shows its value)
             row.update({c: point.get(c) for c in RESULT_COLUMNS})
             row.update(verdict="invalid", error=exc.message)
