@@ -66,21 +66,23 @@ def test_each_record_is_the_cold_estimate(model: str, gpu: str, base: Deployment
 def test_a_point_from_its_layout_is_the_estimate_of_its_deployment() -> None:
     ev, g = Evaluator(), resolve_gpu("H200", None)
     layout = Deployment(tp=2, max_model_len=16384)
+    at = ev.prepared_layout("qwen3-32b", layout, g)
+    assert at is not None
     for util in (0.85, 0.9, None):
-        got = ev.estimate_at("qwen3-32b", layout, util, g)
-        assert got is not None
+        got = ev.estimate_prepared(*at, util, g)
         assert got == estimate("qwen3-32b", layout.with_(gpu_memory_utilization=util), gpu=g,
                                notes=False)
 
 
-def test_the_steps_prepare_a_refused_utilisation_on_their_own() -> None:
+def test_what_a_layout_cannot_share() -> None:
     ev, g = Evaluator(), resolve_gpu("H200", None)
-    assert ev.estimate_at("qwen3-32b", Deployment(), 1.5, g) is None
-    assert ev.estimate_at("qwen3-32b", Deployment(engine="sglang"), 0.9, g) is None
-    assert ev.estimate_at("qwen3-32b", Deployment(no_gpu_peer_access=True), 0.9, g) is None
-    # a deployment the steps returned is prepared once, for the estimate that follows
-    ready = ev._cached.prepared_at(Deployment(), 0.9, ev.spec("qwen3-32b", False), g)
+    assert ev.prepared_layout("qwen3-32b", Deployment(no_gpu_peer_access=True), g) is None
+    assert ev.prepared_layout("qwen3-0.6b", Deployment(hf_overrides="{}"), g) is None
+    # a deployment given to ``ready`` is taken as prepared once, by the estimate that follows
     spec = ev.spec("qwen3-32b", False)
+    base, n = ev._cached.prepared_base(Deployment(), spec, g)
+    ready = base.with_(gpu_memory_utilization=0.9)
+    ev._cached.ready(ready, n)
     assert ev._cached.prepared(ready, spec, g) is ready
     again = ev._cached.prepared(ready, spec, g)
     assert again == ready and again is not ready

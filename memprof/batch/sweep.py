@@ -19,6 +19,7 @@ from memprof.base.errors import BadInput
 from memprof.core.compare import no_none
 from memprof.core.components import TermFn
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, default_terms, estimate
 from memprof.core.flags import BY_FIELD, coerce, field_for
 from memprof.core.gpus import GPU, resolve_gpu
@@ -152,27 +153,37 @@ class Evaluator:
         return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
                         notes=notes)
 
-    def estimate_at(self, model: str | ModelSpec, layout: Deployment, util: float | None,
-                    gpu: GPU) -> Estimate | None:
-        """``estimate(model, layout.with_(gpu_memory_utilization=util), gpu, notes=False)``
-        without building that deployment: the estimate of its prepared deployment, which the
-        steps return as prepared (``CachedSteps.prepared_at``). None where that could differ:
-        a utilisation the steps prepare on their own, an override of the model's config, a
+    def prepared_layout(self, model: str | ModelSpec, layout: Deployment, gpu: GPU
+                        ) -> tuple[ModelSpec, Deployment, int] | None:
+        """What ``estimate_prepared`` estimates a sweep's points of one layout from (every
+        setting but ``gpu_memory_utilization``): the model, the layout's prepared deployment
+        and its settings' number (``CachedSteps.prepared_base``). None where the estimate of
+        a point could differ from its own deployment's: an override of the model's config, a
         GPU the estimate would change (``--no-gpu-peer-access``), or a preparation that
-        changes what the estimate reads before it (the model's speculative tokens and
-        overrides, the engine). A refusal is raised as the estimate raises it."""
-        steps = self._cached
-        if (layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access)
-                or not steps.utilization_shared(layout, util)):
+        changes what the estimate reads before it prepares (the speculative tokens, the
+        engine, the overrides). A refusal is raised as the estimate of any of its points with
+        a utilisation the steps share raises it."""
+        if layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access):
             return None
         spec = self.spec(model, layout.num_speculative_tokens > 0)
-        dep = steps.prepared_at(layout, util, spec, gpu)
-        if dep.num_speculative_tokens != layout.num_speculative_tokens or (
-                dep.engine, dep.assume_architecture, dep.no_gpu_peer_access, dep.hf_overrides
-        ) != (layout.engine, layout.assume_architecture, layout.no_gpu_peer_access,
-              layout.hf_overrides):
-            steps.prepared_at_dropped()
+        base, n = self._cached.prepared_base(layout, spec, gpu)
+        if base.num_speculative_tokens != layout.num_speculative_tokens or (
+                base.engine, base.assume_architecture, base.no_gpu_peer_access,
+                base.hf_overrides) != (layout.engine, layout.assume_architecture,
+                                       layout.no_gpu_peer_access, layout.hf_overrides):
             return None
+        return spec, base, n
+
+    def estimate_prepared(self, spec: ModelSpec, base: Deployment, number: int,
+                          util: float | None, gpu: GPU) -> Estimate:
+        """``estimate(spec, layout.with_(gpu_memory_utilization=util), gpu, notes=False)`` for
+        the layout ``prepared_layout`` gave ``base`` and ``number`` for (``util`` None, or in
+        (0, 1] where the engine budgets by it): its prepared deployment is ``base`` with
+        ``util``, which the steps take as prepared (``CachedSteps.ready``), so no point builds
+        a deployment of its own."""
+        dep = (base.with_(gpu_memory_utilization=util)
+               if util is not None and base.gpu_memory_utilization is not None else base)
+        self._cached.ready(dep, number)
         return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
                         notes=False)
 
@@ -235,8 +246,12 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
     # without a gpu or model axis a point is all deployment settings, on the one GPU
     plain = not any(a.field in EXTRA_AXES for a in axes)
     util_field = "gpu_memory_utilization"
-    # a point's layout (every value but the utilisation) → its deployment, built once
-    layouts: dict[tuple[Any, ...], Deployment] = {}
+    # a point's layout (every value but the utilisation) → what its points with a utilisation
+    # the steps share are estimated from (``Evaluator.prepared_layout``; None: each point from
+    # its own deployment) or the refusal each such point gets, and whether the engine budgets
+    # by a utilisation (else only a point without one shares it)
+    layouts: dict[tuple[Any, ...],
+                  tuple[tuple[ModelSpec, Deployment, int] | str | None, bool]] = {}
     for point in points(axes):
         row: dict[str, Any] = {names[k]: v for k, v in point.items()}
         changes = point if plain else {k: v for k, v in point.items() if k not in EXTRA_AXES}
@@ -245,15 +260,25 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
             which = point.get("model", model)
             util = changes.get(util_field, base.gpu_memory_utilization)
             lkey = tuple(v for k, v in point.items() if k != util_field)
-            layout = layouts.get(lkey)
-            if layout is None:
-                layout = layouts[lkey] = base.with_(
-                    **{k: v for k, v in changes.items() if k != util_field})
+            entry = layouts.get(lkey)
+            if entry is None:
+                layout = base.with_(**{k: v for k, v in changes.items() if k != util_field})
+                try:
+                    at: tuple[ModelSpec, Deployment, int] | str | None = \
+                        ev.prepared_layout(which, layout, gpu)
+                except BadInput as exc:  # (every point the steps share it with: the same)
+                    at = exc.message
+                entry = layouts[lkey] = (at, engine_of(layout).budget_by_utilization)
+            at, by_util = entry
+            shared = util is None or (0.0 < util <= 1.0 and by_util)
             # (a record holds no notes: none are written)
-            e = ev.estimate_at(which, layout, util, gpu)
-            if e is None:
-                e = ev.estimate(which, base.with_(**changes), gpu, notes=False)
-            row.update(record(e))
+            if at is None or not shared:
+                row.update(record(ev.estimate(which, base.with_(**changes), gpu, notes=False)))
+            elif isinstance(at, str):
+                row.update({c: point.get(c) for c in RESULT_COLUMNS})
+                row.update(verdict="invalid", error=at)
+            else:
+                row.update(record(ev.estimate_prepared(at[0], at[1], at[2], util, gpu)))
         except BadInput as exc:  # its inputs stay (a result column it set shows its value)
             row.update({c: point.get(c) for c in RESULT_COLUMNS})
             row.update(verdict="invalid", error=exc.message)
