@@ -25,7 +25,9 @@ from memprof.core.flags import BY_FIELD, coerce, field_for
 from memprof.core.gpus import GPU, resolve_gpu
 from memprof.core.models import ModelSpec, load_model
 
-MAX_POINTS = 1_000_000  # a grid larger than this is a mistake, not a sweep
+MAX_POINTS = 1_000_000
+# classes of ranks met before the class memo of the budget terms gives up when none was found
+CLASS_MEMO_TRIES = 16  # a grid larger than this is a mistake, not a sweep
 # axes that are not Deployment fields
 EXTRA_AXES = ("gpu", "model")
 # vLLM's human_readable_int fields: 32k = 32,000 and 32K = 32,768, as vLLM reads them
@@ -119,9 +121,12 @@ class Evaluator:
             [replay if f is allocator_runtime_terms else ReadMemo(f) for f in after])
         # what the estimator runs: the budget terms of a class of ranks as one memo over the
         # terms' memos (classes that agree on everything those read get the components with one
-        # lookup, not one per term; ``self.terms[0]`` are the terms' own memos)
+        # lookup, not one per term; ``self.terms[0]`` are the terms' own memos); where the first
+        # classes of a sweep share nothing (a term reads the length: DeepSeek's activations),
+        # the terms' memos are asked directly
         self._run_terms: tuple[list[TermFn], list[TermFn]] = (
-            [ReadMemo(all_terms(self.terms[0]))], self.terms[1])
+            [ReadMemo(all_terms(self.terms[0]), direct_after_misses=CLASS_MEMO_TRIES)],
+            self.terms[1])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None, str | None], GPU] = {}
         self._cached = CachedSteps(layout)
