@@ -11,7 +11,8 @@ Results are plain records (one ``dict`` per point) so the pure core needs no tab
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,14 +258,22 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
     # by a utilisation (else only a point without one shares it)
     layouts: dict[tuple[Any, ...],
                   tuple[tuple[ModelSpec, Deployment, int] | str | None, bool]] = {}
+    others = [a.field for a in axes if a.field != util_field]  # a layout's values, read in C
+    row_names = [names[a.field] for a in axes]
+    same_names = row_names == [a.field for a in axes]
+    layout_key: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+        operator.itemgetter(*others) if len(others) > 1
+        else (lambda p: (p[others[0]],)) if others else (lambda p: ()))
     for point in points(axes):
-        row: dict[str, Any] = {names[k]: v for k, v in point.items()}
+        # (a point holds the axes in order: where each is named by its field, a copy)
+        row: dict[str, Any] = (point.copy() if same_names
+                               else dict(zip(row_names, point.values(), strict=False)))
         changes = point if plain else {k: v for k, v in point.items() if k not in EXTRA_AXES}
         try:
             gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
             which = point.get("model", model)
             util = changes.get(util_field, base.gpu_memory_utilization)
-            lkey = tuple(v for k, v in point.items() if k != util_field)
+            lkey = layout_key(point)
             entry = layouts.get(lkey)
             if entry is None:
                 layout = base.with_(**{k: v for k, v in changes.items() if k != util_field})
