@@ -247,7 +247,7 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
                 ev.gpu(v, gpu_memory, gpu_arch)
             elif a.field == "model":
                 ev.spec(v, base.num_speculative_tokens > 0)
-    ev.gpu(gpu_name, gpu_memory, gpu_arch)
+    the_gpu = ev.gpu(gpu_name, gpu_memory, gpu_arch)
     ev.spec(model, base.num_speculative_tokens > 0)
     # without a gpu or model axis a point is all deployment settings, on the one GPU
     plain = not any(a.field in EXTRA_AXES for a in axes)
@@ -270,7 +270,7 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
                                else dict(zip(row_names, point.values(), strict=False)))
         changes = point if plain else {k: v for k, v in point.items() if k not in EXTRA_AXES}
         try:
-            gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
+            gpu = the_gpu if plain else ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
             which = point.get("model", model)
             util = changes.get(util_field, base.gpu_memory_utilization)
             lkey = layout_key(point)

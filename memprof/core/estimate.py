@@ -328,8 +328,11 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
         for ck, rs in members.items()]
 
     folded = _fold(rank_estimates)
-    worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
-    all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
+    if len(folded) == 1 and len(folded[0].reasons) <= 1:  # (the usual point: one rank)
+        worst, all_reasons = folded[0], folded[0].reasons
+    else:
+        worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
+        all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
     if not notes:
         return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                         max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
