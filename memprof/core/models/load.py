@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +35,8 @@ def configs_dir() -> Path:
 
 
 def bundled_models() -> dict[str, Path]:
-    """Bundled model name -> path of its config.json copy (a new dict each call)."""
-    folder = configs_dir() / "models"
-    try:
-        stamp = folder.stat().st_mtime_ns
-    except OSError:
-        stamp = -1
-    return dict(_listing(str(folder), stamp))
-
-
-@lru_cache(maxsize=4)
-def _listing(folder: str, stamp: int) -> tuple[tuple[str, Path], ...]:
-    """The folder's ``*.json`` files by name, kept by the folder and its modification time (a
-    file added, removed or renamed there changes it): every model an estimate loads looks its
-    name up here."""
-    return tuple((p.stem, p) for p in sorted(Path(folder).glob("*.json")))
+    """Bundled model name -> path of its config.json copy."""
+    return {p.stem: p for p in sorted((configs_dir() / "models").glob("*.json"))}
 
 
 # --- loading -------------------------------------------------------------------------------------
