@@ -166,11 +166,16 @@ class ReadMemoFn(Generic[_T]):
     are kept alive while their ids are keys."""
 
     def __init__(self, fn: Callable[[TermContext], _T], *,
-                 direct_when_reading_everything: bool = True) -> None:
+                 direct_when_reading_everything: bool = True,
+                 direct_after_misses: int | None = None) -> None:
         """``direct_when_reading_everything``: once a run reads every setting, run ``fn``
         plainly from then on (a caller that already shares work per class of ranks); otherwise
-        such a result is kept under all its settings like any other."""
+        such a result is kept under all its settings like any other.
+        ``direct_after_misses``: run ``fn`` plainly once that many runs found no result kept
+        (a memo whose contexts differ in what it reads costs its recording and saves
+        nothing; running plainly is the same result)."""
         self.fn = fn
+        self._give_up = direct_after_misses
         self.__name__ = getattr(fn, "__name__", "term")
         self._direct_when_everything = direct_when_reading_everything
         # the read sets met so far, each with the function that reads its values
@@ -199,6 +204,9 @@ class ReadMemoFn(Generic[_T]):
                     self.hits += 1
                     return found  # type: ignore[return-value]
         self.runs += 1
+        if self._give_up is not None and not self.hits and self.runs > self._give_up:
+            self.direct = True  # (nothing found in as many runs: not worth recording)
+            return self.fn(ctx)
         out, reads = recorded_run(self.fn, ctx)
         if self._direct_when_everything and reads >= EVERY_SETTING:
             self.direct = True  # only the same class of ranks would share it
@@ -260,11 +268,24 @@ class SpecDepMemo(Generic[_T]):
         return out
 
 
+def all_terms(terms: list[TermFn]) -> TermFn:
+    """One term whose components are those of ``terms``, in order (to be wrapped in a
+    ``ReadMemo`` over term memos: a context that agrees with an earlier one on every field the
+    earlier evaluation read, through every term's memo, gets the same components without any of
+    the terms being looked up; each term's memo, whether it ran the term or found a result,
+    read the fields that decide that result)."""
+
+    def budget_terms(ctx: TermContext) -> list[Component]:
+        return [c for fn in terms for c in fn(ctx)]
+
+    return budget_terms
+
+
 class ReadMemo(ReadMemoFn[tuple[Component, ...]]):
     """A term (a ``TermFn``) remembered by what it reads; each call gets its own list."""
 
-    def __init__(self, term: TermFn) -> None:
-        super().__init__(lambda ctx: tuple(term(ctx)))
+    def __init__(self, term: TermFn, *, direct_after_misses: int | None = None) -> None:
+        super().__init__(lambda ctx: tuple(term(ctx)), direct_after_misses=direct_after_misses)
         self.term = term
         self.__name__ = getattr(term, "__name__", "term")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from operator import itemgetter
 from typing import Any
 
 from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
@@ -39,6 +40,7 @@ from memprof.core.terms.load_segments import load_segments_bytes
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
 
+_first, _second = itemgetter(0), itemgetter(1)
 MAX_PREFIXES = 256  # simulators kept (one per distinct weights + start-up scratch sequence)
 
 
@@ -152,7 +154,8 @@ class AllocatorReplayCache:
         known = self._weights.get(key)
         if known is None:
             params = weights_in_order_params(ctx.spec, d, ctx.quant, ctx.coord, ctx.gpu.arch)
-            known = (tuple(b for _, b in params), model_load_position([n for n, _ in params]))
+            # (the per-parameter passes in C: a rank holds a few thousand parameters)
+            known = (tuple(map(_second, params)), model_load_position(list(map(_first, params))))
             self._weights[key] = known
         return known
 

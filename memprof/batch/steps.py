@@ -28,6 +28,7 @@ from memprof.core.models import ModelSpec, QuantConfig
 from memprof.core.weights import WeightTensor, weights_key
 
 _T = TypeVar("_T")
+_MISSING = object()  # no step returns it
 MAX_ENTRIES = 1 << 16  # per cache, before it starts afresh (a sweep has at most 1,000,000 points)
 
 
@@ -71,6 +72,7 @@ class CachedSteps:
         # one object per rank coordinate: the keys of every layout then hold the same objects,
         # which compare by identity
         self._coords: dict[RankCoord, RankCoord] = {}
+        self._ready: Deployment | None = None  # the deployment last given to ``ready``
         self._ranks = SpecDepMemo(lambda spec, dep: self._interned(est.STEPS.rank_order(spec,
                                                                                         dep)))
         self.steps = est.Steps(model_spec=self.model_spec, prepared=self.prepared,
@@ -82,8 +84,9 @@ class CachedSteps:
         return id(spec)
 
     def _get(self, key: tuple[object, ...], fn: Callable[[], _T]) -> _T:
-        if key in self._cache:
-            return self._cache[key]  # type: ignore[return-value]
+        found = self._cache.get(key, _MISSING)  # (one lookup: a key hashes a GPU and more)
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
         if len(self._cache) >= MAX_ENTRIES:
             self._cache.clear()  # the specs stay alive: their ids may be in no key, harmless
         value = self._cache[key] = fn()
@@ -99,18 +102,36 @@ class CachedSteps:
     def prepared(self, dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
         """Validated and resolved once for every gpu_memory_utilization: only its own range
         check, the engine check (SGLang has no such flag) and its default read it; a value
-        either refuses is prepared on its own, so errors come in ``validate``'s order."""
+        either refuses is prepared on its own, so errors come in ``validate``'s order. The
+        deployment last given to ``ready`` is returned as it is (prepared already)."""
+        if dep is self._ready:  # (once: the estimate that asked for it)
+            self._ready = None
+            return dep
         util = dep.gpu_memory_utilization
         if util is not None and (not 0.0 < util <= 1.0
                                  or not engine_of(dep).budget_by_utilization):
             return est.STEPS.prepared(dep, spec, gpu)
-        base, n = self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
-                            lambda: self._numbered(est.STEPS.prepared(
-                                dep.with_(gpu_memory_utilization=None), spec, gpu)))
+        base, n = self.prepared_base(dep, spec, gpu)
         if util is not None and base.gpu_memory_utilization is not None:
             base = base.with_(gpu_memory_utilization=util)
         self._layout.remember(base, n)  # the steps after this one read its settings' number
         return base
+
+    def prepared_base(self, dep: Deployment, spec: ModelSpec, gpu: GPU
+                      ) -> tuple[Deployment, int]:
+        """``dep`` prepared as if it had no ``gpu_memory_utilization`` (what every utilisation
+        in (0, 1] shares), and its settings' number (``LayoutKeys``)."""
+        return self._get(("prepared", self._id(spec), gpu, self._layout(dep)),
+                         lambda: self._numbered(est.STEPS.prepared(
+                             dep.with_(gpu_memory_utilization=None), spec, gpu)))
+
+    def ready(self, dep: Deployment, number: int) -> None:
+        """``dep`` is prepared, with the settings numbered ``number`` (``prepared_base``'s
+        deployment, with a utilisation in (0, 1] where the engine budgets by it): the next
+        ``prepared`` of it returns it as it is (a sweep's point: ``Evaluator
+        .estimate_prepared``)."""
+        self._ready = dep
+        self._layout.remember(dep, number)
 
     def _numbered(self, dep: Deployment) -> tuple[Deployment, int]:
         return dep, self._layout(dep)

@@ -11,7 +11,8 @@ Results are plain records (one ``dict`` per point) so the pure core needs no tab
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +20,15 @@ from memprof.base.errors import BadInput
 from memprof.core.compare import no_none
 from memprof.core.components import TermFn
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, default_terms, estimate
 from memprof.core.flags import BY_FIELD, coerce, field_for
 from memprof.core.gpus import GPU, resolve_gpu
 from memprof.core.models import ModelSpec, load_model
 
-MAX_POINTS = 1_000_000  # a grid larger than this is a mistake, not a sweep
+MAX_POINTS = 1_000_000
+# classes of ranks met before the class memo of the budget terms gives up when none was found
+CLASS_MEMO_TRIES = 16  # a grid larger than this is a mistake, not a sweep
 # axes that are not Deployment fields
 EXTRA_AXES = ("gpu", "model")
 # vLLM's human_readable_int fields: 32k = 32,000 and 32K = 32,768, as vLLM reads them
@@ -104,7 +108,7 @@ class Evaluator:
     cache is this object's)."""
 
     def __init__(self) -> None:
-        from memprof.batch.memo import ReadMemo
+        from memprof.batch.memo import ReadMemo, all_terms
         from memprof.batch.replay import AllocatorReplayCache
         from memprof.batch.steps import CachedSteps, LayoutKeys
         from memprof.core.terms.allocator import allocator_runtime_terms
@@ -116,9 +120,18 @@ class Evaluator:
         self.terms: tuple[list[TermFn], list[TermFn]] = (
             [ReadMemo(f) for f in before],
             [replay if f is allocator_runtime_terms else ReadMemo(f) for f in after])
+        # what the estimator runs: the budget terms of a class of ranks as one memo over the
+        # terms' memos (classes that agree on everything those read get the components with one
+        # lookup, not one per term; ``self.terms[0]`` are the terms' own memos); where the first
+        # classes of a sweep share nothing (a term reads the length: DeepSeek's activations),
+        # the terms' memos are asked directly
+        self._run_terms: tuple[list[TermFn], list[TermFn]] = (
+            [ReadMemo(all_terms(self.terms[0]), direct_after_misses=CLASS_MEMO_TRIES)],
+            self.terms[1])
         self._specs: dict[tuple[str, bool], ModelSpec] = {}
         self._gpus: dict[tuple[str | None, int | None, str | None], GPU] = {}
-        self._steps = CachedSteps(layout).steps
+        self._cached = CachedSteps(layout)
+        self._steps = self._cached.steps
 
     def spec(self, model: str | ModelSpec, mtp: bool) -> ModelSpec:
         if isinstance(model, ModelSpec):
@@ -143,7 +156,42 @@ class Evaluator:
         """``estimate`` of one deployment (``notes=False``: no notes written, as a caller
         that keeps only figures asks)."""
         spec = self.spec(model, dep.num_speculative_tokens > 0)
-        return estimate(spec, dep, gpu=gpu, terms=self.terms, steps=self._steps, notes=notes)
+        return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
+                        notes=notes)
+
+    def prepared_layout(self, model: str | ModelSpec, layout: Deployment, gpu: GPU
+                        ) -> tuple[ModelSpec, Deployment, int] | None:
+        """What ``estimate_prepared`` estimates a sweep's points of one layout from (every
+        setting but ``gpu_memory_utilization``): the model, the layout's prepared deployment
+        and its settings' number (``CachedSteps.prepared_base``). None where the estimate of
+        a point could differ from its own deployment's: an override of the model's config, a
+        GPU the estimate would change (``--no-gpu-peer-access``), or a preparation that
+        changes what the estimate reads before it prepares (the speculative tokens, the
+        engine, the overrides). A refusal is raised as the estimate of any of its points with
+        a utilisation the steps share raises it."""
+        if layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access):
+            return None
+        spec = self.spec(model, layout.num_speculative_tokens > 0)
+        base, n = self._cached.prepared_base(layout, spec, gpu)
+        if base.num_speculative_tokens != layout.num_speculative_tokens or (
+                base.engine, base.assume_architecture, base.no_gpu_peer_access,
+                base.hf_overrides) != (layout.engine, layout.assume_architecture,
+                                       layout.no_gpu_peer_access, layout.hf_overrides):
+            return None
+        return spec, base, n
+
+    def estimate_prepared(self, spec: ModelSpec, base: Deployment, number: int,
+                          util: float | None, gpu: GPU) -> Estimate:
+        """``estimate(spec, layout.with_(gpu_memory_utilization=util), gpu, notes=False)`` for
+        the layout ``prepared_layout`` gave ``base`` and ``number`` for (``util`` None, or in
+        (0, 1] where the engine budgets by it): its prepared deployment is ``base`` with
+        ``util``, which the steps take as prepared (``CachedSteps.ready``), so no point builds
+        a deployment of its own."""
+        dep = (base.with_(gpu_memory_utilization=util)
+               if util is not None and base.gpu_memory_utilization is not None else base)
+        self._cached.ready(dep, number)
+        return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
+                        notes=False)
 
 
 RESULT_COLUMNS = ("gpus", "verdict", "kv_cache_tokens", "max_concurrency",
@@ -199,18 +247,52 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
                 ev.gpu(v, gpu_memory, gpu_arch)
             elif a.field == "model":
                 ev.spec(v, base.num_speculative_tokens > 0)
-    ev.gpu(gpu_name, gpu_memory, gpu_arch)
+    the_gpu = ev.gpu(gpu_name, gpu_memory, gpu_arch)
     ev.spec(model, base.num_speculative_tokens > 0)
     # without a gpu or model axis a point is all deployment settings, on the one GPU
     plain = not any(a.field in EXTRA_AXES for a in axes)
+    util_field = "gpu_memory_utilization"
+    # a point's layout (every value but the utilisation) → what its points with a utilisation
+    # the steps share are estimated from (``Evaluator.prepared_layout``; None: each point from
+    # its own deployment) or the refusal each such point gets, and whether the engine budgets
+    # by a utilisation (else only a point without one shares it)
+    layouts: dict[tuple[Any, ...],
+                  tuple[tuple[ModelSpec, Deployment, int] | str | None, bool]] = {}
+    others = [a.field for a in axes if a.field != util_field]  # a layout's values, read in C
+    row_names = [names[a.field] for a in axes]
+    same_names = row_names == [a.field for a in axes]
+    layout_key: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+        operator.itemgetter(*others) if len(others) > 1
+        else (lambda p: (p[others[0]],)) if others else (lambda p: ()))
     for point in points(axes):
-        row: dict[str, Any] = {names[k]: v for k, v in point.items()}
+        # (a point holds the axes in order: where each is named by its field, a copy)
+        row: dict[str, Any] = (point.copy() if same_names
+                               else dict(zip(row_names, point.values(), strict=False)))
         changes = point if plain else {k: v for k, v in point.items() if k not in EXTRA_AXES}
         try:
-            gpu = ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
-            dep = base.with_(**changes)
+            gpu = the_gpu if plain else ev.gpu(point.get("gpu", gpu_name), gpu_memory, gpu_arch)
+            which = point.get("model", model)
+            util = changes.get(util_field, base.gpu_memory_utilization)
+            lkey = layout_key(point)
+            entry = layouts.get(lkey)
+            if entry is None:
+                layout = base.with_(**{k: v for k, v in changes.items() if k != util_field})
+                try:
+                    at: tuple[ModelSpec, Deployment, int] | str | None = \
+                        ev.prepared_layout(which, layout, gpu)
+                except BadInput as exc:  # (every point the steps share it with: the same)
+                    at = exc.message
+                entry = layouts[lkey] = (at, engine_of(layout).budget_by_utilization)
+            at, by_util = entry
+            shared = util is None or (0.0 < util <= 1.0 and by_util)
             # (a record holds no notes: none are written)
-            row.update(record(ev.estimate(point.get("model", model), dep, gpu, notes=False)))
+            if at is None or not shared:
+                row.update(record(ev.estimate(which, base.with_(**changes), gpu, notes=False)))
+            elif isinstance(at, str):
+                row.update({c: point.get(c) for c in RESULT_COLUMNS})
+                row.update(verdict="invalid", error=at)
+            else:
+                row.update(record(ev.estimate_prepared(at[0], at[1], at[2], util, gpu)))
         except BadInput as exc:  # its inputs stay (a result column it set shows its value)
             row.update({c: point.get(c) for c in RESULT_COLUMNS})
             row.update(verdict="invalid", error=exc.message)

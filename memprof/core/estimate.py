@@ -211,8 +211,8 @@ class _Class(NamedTuple):
     ctx: TermContext  # the context the class's terms were computed in
 
 
-# (tensors, components, plan, context, budgeted bytes, bytes before the baseline, bytes loaded
-# at start) of a class of ranks
+# (tensors, components, plan, context, budgeted bytes, bytes before the baseline, the engine's
+# load figure: ``Engine.load_figure`` of the bytes loaded at start) of a class of ranks
 ClassCore = tuple[tuple[WeightTensor, ...], list[Component], KVPlan, TermContext, int, int,
                   int]
 WeightsFn = Callable[[ModelSpec, Deployment, "QuantConfig | None", RankCoord, str],
@@ -232,7 +232,7 @@ class Steps(NamedTuple):
     - ``model_spec(model, dep)``: the model with ``--hf-overrides`` merged;
     - ``prepared(dep, spec, gpu)``: the deployment validated, every default resolved;
     - ``class_core(spec, dep, gpu, coord, quant, dtype, before_kv, steps)``: a class of ranks'
-      weights, KV layout and budget terms (``ClassCore``); it reads ``dep``'s
+      weights, KV layout, budget terms and load figure (``ClassCore``); it reads ``dep``'s
       ``gpu_memory_utilization`` not at all;
     - ``weights(spec, dep, quant, coord, arch)`` and ``kv_plan(spec, dep, coord, dtype, arch)``:
       what ``class_core`` computes them with;
@@ -328,8 +328,11 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
         for ck, rs in members.items()]
 
     folded = _fold(rank_estimates)
-    worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
-    all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
+    if len(folded) == 1 and len(folded[0].reasons) <= 1:  # (the usual point: one rank)
+        worst, all_reasons = folded[0], folded[0].reasons
+    else:
+        worst = max(folded, key=lambda r: VERDICTS.index(r.verdict))
+        all_reasons = tuple(dict.fromkeys(x for r in folded for x in r.reasons))
     if not notes:
         return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                         max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
@@ -426,13 +429,11 @@ def _class(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     # nothing of a class but its KV budget reads gpu_memory_utilization (only ``requested``
     # does): a wrapped ``class_core`` may return the context of a deployment that differs from
     # ``dep`` in it alone (each rank's context takes ``dep``: ``_rank_estimate``)
-    tensors, comps, plan, ctx, budget, baseline, loaded = steps.class_core(
+    tensors, comps, plan, ctx, budget, baseline, load_figure = steps.class_core(
         spec, dep, gpu, coord, quant, dtype, before_kv, steps)
     # the engine's budget line (engines/vllm.py, engines/sglang.py ``budget``)
-    engine = engine_of(dep)
-    line = engine.budget(dep, gpu, requested=requested, budgeted=budget, baseline=baseline,
-                         loaded=engine.load_figure(dep, loaded, first_kernel_in_load(dep)),
-                         mfs=mfs)
+    line = engine_of(dep).budget(dep, gpu, requested=requested, budgeted=budget,
+                                 baseline=baseline, loaded=load_figure, mfs=mfs)
     return _Class(tensors=tensors, comps=comps, plan=plan, available=line.available,
                   envelope=line.envelope, ctx=ctx)
 
@@ -441,14 +442,16 @@ def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
                 quant: QuantConfig | None, dtype: str, before_kv: list[TermFn],
                 steps: Steps) -> ClassCore:
     """A class's weights, KV layout and budget terms: (tensors, components, plan, context,
-    budgeted bytes, bytes before the baseline, bytes loaded at start)."""
+    budgeted bytes, bytes before the baseline, the engine's load figure of the bytes loaded at
+    start: ``Engine.load_figure``, which reads the layout, not the utilisation)."""
     tensors, weights, weights_bytes = steps.weights(spec, dep, quant, coord, gpu.arch)
     plan = steps.kv_plan(spec, dep, coord, dtype, gpu.arch)
     ctx = TermContext(spec=spec, dep=dep, gpu=gpu, coord=coord, plan=plan,
                       weights_bytes=weights_bytes, model_dtype=dtype, quant=quant)
     comps = weights + [c for fn in before_kv for c in fn(ctx)]
+    loaded = sum(c.bytes for c in comps if loaded_at_start(c))
     return (tuple(tensors), comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
-            sum(c.bytes for c in comps if loaded_at_start(c)))
+            engine_of(dep).load_figure(dep, loaded, first_kernel_in_load(dep)))
 
 
 def _weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,

@@ -80,19 +80,32 @@ def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """``params`` with the q and kv parts of each ``QKVParallelLinear`` parameter joined: memprof
     lists them apart (the kv part replicates past the KV heads), vLLM allocates one tensor per
     parameter (0.7.2 ``layers/linear.py::QKVParallelLinear`` → ``UnquantizedLinearMethod
-    .create_weights``: ``weight`` ``[q + 2·kv, hidden]``, then ``bias`` ``[q + 2·kv]``)."""
+    .create_weights``: ``weight`` ``[q + 2·kv, hidden]``, then ``bias`` ``[q + 2·kv]``).
+
+    (A rank holds a few thousand parameters and few of them are QKV parts: those are found in
+    one pass, and the parameters between two runs of them are copied as slices.)"""
+    parts = [i for i, (name, _size) in enumerate(params)
+             if "qkv_proj(" in name and ("qkv_proj(q)" in name or "qkv_proj(kv)" in name)]
+    if not parts:
+        return list(params)
     out: list[tuple[str, int]] = []
-    run: dict[str, int] = {}
-    for name, size in params:
-        if "qkv_proj(" in name and ("qkv_proj(q)" in name or "qkv_proj(kv)" in name):
+    done = 0  # params[:done] are in ``out``
+    k = 0
+    while k < len(parts):
+        start = end = parts[k]
+        while k + 1 < len(parts) and parts[k + 1] == end + 1:  # a run of QKV parts
+            k += 1
+            end += 1
+        k += 1
+        out += params[done:start]
+        run: dict[str, int] = {}
+        for name, size in params[start:end + 1]:
             key = name.replace("qkv_proj(q)", "qkv_proj").replace("qkv_proj(kv)", "qkv_proj")
             run[key] = run.get(key, 0) + size
-            continue
-        if run:
-            out += run.items()
-            run = {}
-        out.append((name, size))
-    return out + list(run.items())
+        out += run.items()
+        done = end + 1
+    out += params[done:]
+    return out
 
 
 def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
@@ -161,10 +174,10 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
 
     last_free = _last_free(ops)
     sim = simulate(ops[:last_free + 1])
-    s = sim.memory_stats()
+    # (the two statistics read from the simulator's table, not its whole ``memory_stats``)
     rest = continue_from(sim).extend(list(map(_second, ops[last_free + 1:])))
-    allocated = s["allocated_bytes.all.current"] + rest.allocated
-    requested = s["requested_bytes.all.current"] + rest.requested
+    allocated = sim.stats.current("allocated_bytes") + rest.allocated
+    requested = sim.stats.current("requested_bytes") + rest.requested
     return allocated - requested, requested
 
 
