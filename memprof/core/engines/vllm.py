@@ -817,9 +817,12 @@ class VLLM(Engine):
                 f"use_v2_model_runner) and compiles in its profile run on a cold start: "
                 f"memprof charges the V1 runner's profile run [approximation]{terms}. "
                 "V2's terms alone leave the published cold-compiled "
-                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead: the "
-                "compile's transient, which vLLM charges as peak activation (vLLM issue 54122), "
-                "of a size no source memprof reads gives (docs/model-runner-v2.md); "
+                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead (one "
+                "AWQ deployment's cold start kept 2.09 GiB more than its restart: published "
+                "rows 1707 / 1708): the compile's transient, which vLLM charges as peak "
+                "activation (vLLM issue 54122), of a size no source memprof reads gives "
+                "(docs/model-runner-v2.md), so a cold start's KV cache can be that much "
+                "smaller than this estimate; "
                 "--compile-cache warm models a restart on the cache a first start saved; "
                 "VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner memprof models"]
 
