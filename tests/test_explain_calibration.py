@@ -216,6 +216,9 @@ XFAIL: dict[int, str] = {
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
           "(the study's server arguments, not in the log)",
+    1728: OUTSIDE + "the checkpoint's AWQ storage: the log names Qwen/Qwen2.5-7B-Instruct-AWQ, "
+          "which memprof does not bundle; the row runs the bf16 qwen2.5-7b-instruct with "
+          "--quantization awq_marlin (memprof_run), explain rebuilds that stand-in in bfloat16",
     1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
           "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
           "stand-in (memprof_run)",
