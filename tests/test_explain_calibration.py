@@ -216,6 +216,11 @@ XFAIL: dict[int, str] = {
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
           "(the study's server arguments, not in the log)",
+    1726: OUTSIDE + "the quote is a case study's report (the engine's KV capacity in prose, no "
+          "log line explain reads): the flags are the case's config.json (the notes)",
+    1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "
+          "the notes): the three quoted lines print no budget, and explain takes vLLM's "
+          "default 0.9",
     1728: OUTSIDE + "the checkpoint's AWQ storage: the log names Qwen/Qwen2.5-7B-Instruct-AWQ, "
           "which memprof does not bundle; the row runs the bf16 qwen2.5-7b-instruct with "
           "--quantization awq_marlin (memprof_run), explain rebuilds that stand-in in bfloat16",
