@@ -216,6 +216,9 @@ XFAIL: dict[int, str] = {
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
           "(the study's server arguments, not in the log)",
+    1706: OUTSIDE + "the quote is the study report's prose around the server log (its figures "
+          "in a summary, no log line explain reads); the flags are the report's non-default "
+          "args (the notes)",
     1726: OUTSIDE + "the quote is a case study's report (the engine's KV capacity in prose, no "
           "log line explain reads): the flags are the case's config.json (the notes)",
     1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "
