@@ -36,7 +36,21 @@ def test_rank_weights_match_the_checkpoint() -> None:
 
 
 def test_the_awq_rows_run_on_the_laptop_card_at_its_wsl_total() -> None:
-    rows = {r["id"]: r for r in PUBLISHED if r["id"] in (1711, 1712)}
+    # the calibration refuses both rows (the sweep settings they ran are not stated); their card,
+    # KV layout and load figure do not depend on those settings
+    import copy
+
+    import pytest
+
+    from tests.test_published_distribution import Refused
+
+    rows = {}
+    for r in PUBLISHED:
+        if r["id"] in (1711, 1712):
+            with pytest.raises(Refused, match="sweep configuration"):
+                row_estimate(r)
+            rows[r["id"]] = copy.deepcopy(r)
+            del rows[r["id"]]["memprof_run"]["unstated"]
     for row in rows.values():
         est, _ = row_estimate(row)
         assert est.gpu.name == "RTX-4050-Laptop" and est.gpu.total_bytes == 6141 * 2**20

@@ -219,10 +219,6 @@ XFAIL: dict[int, str] = {
     1706: OUTSIDE + "the quote is the study report's prose around the server log (its figures "
           "in a summary, no log line explain reads); the flags are the report's non-default "
           "args (the notes)",
-    **{rid: OUTSIDE + "the checkpoint's AWQ storage: the log names no checkpoint (the notes: "
-       "Qwen/Qwen2.5-3B-Instruct-AWQ), which the row runs as the bf16 qwen2.5-3b-instruct with "
-       "--quantization awq_marlin (memprof_run); explain rebuilds the stand-in in bfloat16"
-       for rid in (1711, 1712)},
     1726: OUTSIDE + "the quote is a case study's report (the engine's KV capacity in prose, no "
           "log line explain reads): the flags are the case's config.json (the notes)",
     1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "

@@ -175,3 +175,15 @@ def test_fuzz_valid_deployments(parts: tuple[list[str], ...]) -> None:
     """Well-formed flags only, so most cases reach a verdict and its bytes are checked."""
     argv = ["estimate", *(x for p in parts for x in p), "-f", "json"]
     check_contract(argv, *invoke(argv))
+
+
+def test_a_modelopt_nvfp4_group_size_that_is_no_integer_is_bad_input(tmp_path: Path) -> None:
+    # found by test_fuzz_config_mutations: group_size null was an internal error (exit 70)
+    cfg = json.loads((ROOT / "configs/models/deepseek-r1-nvfp4.json").read_text())
+    for bad in (None, "16", 0, True):
+        cfg["quantization_config"]["group_size"] = bad
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(cfg))
+        argv = ["estimate", "-m", str(path), "--gpu", "B200", "-tp", "8"]
+        code, _out, err = invoke(argv)
+        assert code == 2 and "group_size" in err and "hint:" in err, (bad, code, err)

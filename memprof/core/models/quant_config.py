@@ -392,7 +392,12 @@ def modelopt(q: dict[str, Any], exclude: tuple[str, ...]) -> QuantConfig:
     exclude = exclude + tuple(str(p) for p in (cfg.get("exclude_modules") or [])
                               if cfg is not q)
     if algo == "NVFP4":
-        return QuantConfig(method="nvfp4", group_size=int(cfg.get("group_size", 16)), bits=4,
+        group = cfg.get("group_size", 16)
+        if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
+            raise ConfigError(f"ModelOpt NVFP4 group_size {str(group)[:40]!r} is not a positive "
+                              "integer",
+                              hint="NVFP4 checkpoints declare group_size 16 (or leave it out)")
+        return QuantConfig(method="nvfp4", group_size=group, bits=4,
                            exclude=exclude, checkpoint_format="modelopt")
     if algo == "FP8":
         return QuantConfig(method="fp8_per_tensor", static_input=True, exclude=exclude,
