@@ -5,7 +5,9 @@ first in the 0.5.17 wheel), the ServerArgs field sets explain places a log by
 
 from __future__ import annotations
 
+import functools
 import json
+from typing import Any
 
 import pytest
 
@@ -112,6 +114,13 @@ def test_versions_lists_the_releases_and_the_change(capsys: pytest.CaptureFixtur
 ])
 def test_an_sglang_row_s_era_is_its_release_number(version: str, want: str) -> None:
     """``tests/test_explain_calibration.py`` ``era``: by the release a row runs at."""
+    row = {"id": 0, "engine": "sglang", "memprof_engine_version": version}
+    assert _calibration_module().era(row) == want
+
+
+@functools.cache
+def _calibration_module() -> Any:
+    """``tests/test_explain_calibration.py``, loaded once (it reads the calibration set)."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -122,5 +131,4 @@ def test_an_sglang_row_s_era_is_its_release_number(version: str, want: str) -> N
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    row = {"id": 0, "engine": "sglang", "memprof_engine_version": version}
-    assert mod.era(row) == want
+    return mod
