@@ -43,6 +43,10 @@ DEPLOYMENTS = [
 GPUS = ("H200", "MI300X", "B200")
 
 
+# every test here reads ``_observed`` (every term over the cases, about 12 s): one worker runs
+# them all, so the recording is made once (pytest-xdist ``--dist loadgroup``, pyproject.toml)
+pytestmark = pytest.mark.xdist_group("term_reads")
+
 def _terms() -> list[object]:
     before, after = default_terms()
     return [*before, *after]
