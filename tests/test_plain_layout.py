@@ -125,8 +125,9 @@ def test_the_shards_cover_every_gate_case() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_estimates_on_every_gate_case_match_rich(shard: int) -> None:
-    # every case at the narrow, the usual and the wide terminal (the sample above takes all six
-    # widths), which keeps the suite's CPU time within its budget as the bundled models grow
+    # every case at the narrow and the usual terminal, where lines wrap (the sample above takes
+    # all six widths, the wide ones too), which keeps the suite's CPU time within its budget as
+    # the bundled models grow
     reports = _reports([argv for _, argv in cases()][shard::SHARDS])
     assert len(reports) >= 150 // SHARDS
-    assert _check(reports, (60, 80, 200)) == 0
+    assert _check(reports, (60, 80)) == 0
