@@ -70,7 +70,8 @@ _WARM = ("the warm compile cache (the quote elides vLLM's 'Directly load AOT com
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are; and
 # by its date among the releases its tags fit, or a development build it names by its date
 # (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101.
-RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202)
+RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202,
+                1855)
 _DATED = ("the release (the newest one on the thread's date: memprof_engine_version_note; the "
           "quote prints no dated line that memprof/probes/log_dates.py could place)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -179,6 +180,9 @@ XFAIL: dict[int, str] = {
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
     1502: OUTSIDE + "the load figure (weights_gb 3.28: the server_info memory_usage the same "
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
+    # SGLang docs builds (rows 1851-1899)
+    1855: OUTSIDE + "the release 0.4.8.post1 (the build's pages name it; the quote prints no "
+          "version): explain places the ServerArgs fields at 0.4.8, which 0.4.8.post1 shares",
     119: OUTSIDE + _DATED + ": the quote (an OOM line and the command) carries no release or "
          "[file.py:LINE] tag, so explain takes the newest release, 0.5.23; the row runs at "
          "0.4.5",

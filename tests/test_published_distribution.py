@@ -71,7 +71,8 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "max_lora_rank", "lora_extra_vocab_size", "lora_dtype",
                      "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora",
                      "vllm_rocm_use_aiter",
-                     "max_total_tokens", "hf_overrides", "attention_backend", "compile_cache")
+                     "max_total_tokens", "hf_overrides", "attention_backend", "compile_cache",
+                     "cuda_graph_max_bs")
 
 
 class Refused(Exception):

@@ -31,8 +31,10 @@ EARLIER_LOGS = {33: "tests/data/logs/sglang-qwen3-235b-fp8-tp4-h100.log"}
 # era -> (rows, within 2%, within 5%) as measured when the rows were added; row 401 (+0.6%)
 # moved from "later" to "0.5" when it ran at 0.5.10 instead of main@d315eb7 (same figure); row
 # 33 (+2.2% when added, +0.4% since) moved from "later" to "0.5" when the newest SGLang explain
-# places an undated log at became 0.5.23 (releases ordered by date: memprof/core/releases.py)
-ERA_FLOORS = {"0.4": (7, 6, 7), "0.5": (4, 4, 4), "later": (0, 0, 0)}
+# places an undated log at became 0.5.23 (releases ordered by date: memprof/core/releases.py).
+# Rows 1851-1854, 1856-1858 (docs builds of 0.4.4 - 0.5.1) added 7 logs whose pool the docs CI
+# caps with --max-total-tokens 20480: their KV figure checks only that the cap is read and fits
+ERA_FLOORS = {"0.4": (14, 13, 13), "0.5": (5, 5, 5), "later": (0, 0, 0)}
 
 
 def era(release: str) -> str:
