@@ -224,9 +224,6 @@ XFAIL: dict[int, str] = {
     1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "
           "the notes): the three quoted lines print no budget, and explain takes vLLM's "
           "default 0.9",
-    1728: OUTSIDE + "the checkpoint's AWQ storage: the log names Qwen/Qwen2.5-7B-Instruct-AWQ, "
-          "which memprof does not bundle; the row runs the bf16 qwen2.5-7b-instruct with "
-          "--quantization awq_marlin (memprof_run), explain rebuilds that stand-in in bfloat16",
     1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
           "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
           "stand-in (memprof_run)",

@@ -347,11 +347,12 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                 errors.append(m.group(1).strip()[:400])
                 break
     when = read_date(lines)  # a stamp that is no date is a damaged log: refused here
-    settings, model, command, notes, image_release = _settings(lines, engine)
+    unwrapped = _unwrapped(lines)
+    settings, model, command, notes, image_release = _settings(unwrapped, engine)
     # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
     from memprof.probes.sglang_log import read_sglang
 
-    settings, more = read_sglang(lines, engine, settings)
+    settings, more = read_sglang(unwrapped, engine, settings)
     notes += more
     notes += _nodes_from_log(lines, engine, settings)
     if not figures and not errors and not settings:
@@ -451,6 +452,61 @@ def _config_keys() -> dict[str, str]:
 
 
 _CONFIG_KEYS = _config_keys()
+
+
+# the lines that open a start-up log's settings in brackets: vLLM's "non-default args: {…}"
+# (vllm/entrypoints/utils.py log_non_default_args) and "args: Namespace(…)", SGLang's
+# "server_args=ServerArgs(…)" and, from 0.5.19, "server_args={…}"
+_SETTINGS_OPENER = re.compile(r"non-default args:|\bargs: Namespace\(|"
+                              r"server_args=(?:ServerArgs\(|\{)")
+_MAX_WRAPPED = 64  # continuation lines joined onto one settings line at most
+_OPENING, _CLOSING = "({[", ")}]"
+
+
+def _open_brackets(text: str) -> tuple[int, bool]:
+    """The brackets ``text`` leaves open (closers less openers outside quoted strings, as a
+    dict's or a Namespace's repr quotes them), and whether it opened any."""
+    depth, opened, quote = 0, False, ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPENING:
+            depth, opened = depth + 1, True
+        elif ch in _CLOSING:
+            depth -= 1
+    return depth, opened
+
+
+def _unwrapped(lines: list[str]) -> list[str]:
+    """``lines`` with a settings line that a document wrapped joined back into the one line
+    the engine printed. The engine prints each of these settings on one line; a page that
+    quotes it may break it (published row 1728: ``… [api_utils.py:272] non-default args:`` /
+    ``  {'model_tag': …, 'model': …,`` / ``   'max_model_len': 8192, 'quantization': 'awq', …}``).
+    After a line that opens the settings (``_SETTINGS_OPENER``) and leaves its brackets open,
+    each indented line continues it until they close (where the line ends before the first
+    bracket, an indented line that begins with one opens them): a log record begins with its
+    level, timestamp or process prefix, never with blanks."""
+    out: list[str] = []
+    start, joined = -1, 0  # where the open settings begin in out[-1] (-1: none is open)
+    for line in lines:
+        text = line.strip()
+        if start >= 0 and joined < _MAX_WRAPPED and line[:1].isspace() and text:
+            depth, opened = _open_brackets(out[-1][start:])
+            if depth > 0 or (not opened and text[0] in _OPENING):
+                out[-1] = out[-1].rstrip() + " " + text
+                joined += 1
+                continue
+        out.append(line)
+        start, joined = -1, 0
+        m = _SETTINGS_OPENER.search(line)
+        if m is not None:
+            depth, opened = _open_brackets(line[m.start():])
+            if depth > 0 or not opened:
+                start = m.start()
+    return out
 
 
 def _shell_lines(lines: list[str]) -> list[str]:
