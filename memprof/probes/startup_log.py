@@ -360,8 +360,12 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",
                        hint="pass the start-up log of vLLM or SGLang, from the launch to the "
                        "first request or the error")
+    version = _version(joined) or image_release
+    if version is None:
+        version, note = _image_named(joined, engine)
+        notes += [note] if note else []
     return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
-                      engine, figures), version=_version(joined) or image_release,
+                      engine, figures), version=version,
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
@@ -421,6 +425,35 @@ def _version(text: str) -> str | None:
         if m:
             return m.group(1)
     return None
+
+
+# an engine's container image named with its tag anywhere in a log (a run report's "engine
+# image: `vllm/vllm-openai:v0.30.0`", a pod's "Pulling image \"lmsysorg/sglang:v0.5.19\""): a
+# registry path with a tag, not inside a longer path or URL
+_IMAGE_REF = re.compile(r"(?<![\w.:/@-])((?:[\w.-]+/)+[\w.-]+:[\w.+-]+)")
+
+
+def _image_named(text: str, engine: str) -> tuple[str | None, str | None]:
+    """The release that the tags of ``engine``'s images in ``text`` name (``vllm/vllm-openai:
+    v0.30.0`` → 0.30.0: ``memprof.probes.serve_command.image_release``), where no version line
+    or serve command names one, with the note saying so; None where no tag names a release
+    (``latest``), and where tags name two releases (then with a note: the log does not say which
+    ran)."""
+    from memprof.probes.serve_command import image_engine, image_release
+
+    found: dict[str, str] = {}
+    for m in _IMAGE_REF.finditer(text):
+        release = image_release(m.group(1))
+        if release is not None and engine and image_engine(m.group(1)) == engine:
+            found.setdefault(release, m.group(1))
+    if len(found) > 1:
+        return None, (f"the log names images of {len(found)} releases "
+                      f"({', '.join(sorted(found.values()))[:160]}) and no version line: "
+                      "none is taken as the one that ran")
+    for release, ref in found.items():
+        return release, (f"the log prints no version line; the image it names, {ref[:80]!r}, "
+                         f"is release {release} by its tag")
+    return None, None
 
 
 # vLLM's LoRA settings (an ``args: Namespace(…)`` line prints them all, LoRA on or off): the
