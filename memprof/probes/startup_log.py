@@ -553,19 +553,31 @@ def _shell_lines(lines: list[str]) -> list[str]:
     1456's ``python -m sglang.launch_server`` / ``  --model-path Qwen/Qwen3-30B-A3B`` /
     ``  --mem-fraction-static 0.90`` / ...) is one command too: after a launch line, each
     indented line that begins with ``--`` continues it (a log line begins with its level or
-    timestamp, never with an indented flag)."""
+    timestamp, never with an indented flag).
+
+    A line that is only an elision (``  ... \\``, published row 134's ``vllm serve`` between
+    ``--enable-chunked-prefill`` and ``--gpu-memory-utilization 0.9``) stands for the flags the
+    document left out: it continues the command, and the lines after it continue it as the
+    elided ones did, its backslash kept or not (``memprof.probes.serve_command`` drops the
+    ``...`` word)."""
     out: list[str] = []
     joining = block = False
     for line in lines:
-        flag_line = line.lstrip().startswith("-")
+        elided = _ELISION_LINE.fullmatch(line) is not None
+        flag_line = line.lstrip().startswith("-") or elided
         if (joining and (flag_line or (_DOCKER_RUN.search(out[-1]) and line.strip()))) or (
-                block and line[:1].isspace() and line.lstrip().startswith("--")):
+                block and line[:1].isspace() and (line.lstrip().startswith("--") or elided)):
             out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
-        else:
-            out.append(line)
-            block = _launch_line(line) and not line.rstrip().endswith("\\")
+            joining = elided or out[-1].rstrip().endswith("\\")
+            continue
+        out.append(line)
+        block = _launch_line(line) and not line.rstrip().endswith("\\")
         joining = out[-1].rstrip().endswith("\\")
     return out
+
+
+# a line that is only an elision inside a quoted command ("  ... \\", "  …")
+_ELISION_LINE = re.compile(r"\s+(?:\.\.\.|…)\s*\\?\s*")
 
 
 def _settings(lines: list[str], engine: str
