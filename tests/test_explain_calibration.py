@@ -91,6 +91,24 @@ _LLMD = (OUTSIDE + _LLMD_RELEASE + " and the deployment (TP and max-model-len ar
 _V064 = (_DATED + ": the untagged one-line report is 0.6.4's and 0.6.4.post1's format alike "
          "and explain takes the base release 0.6.4")
 _PR10511 = "the release (PR #10511's branch, modelled at 0.6.5, which merged it)"
+# rows 907-909: a study's runs on a desktop under WSL2 (its prose names the host, the flags and
+# the sampler setting; each quote's one engine line is the KV size)
+_WSL_STUDY = ("the WSL2 total, 24,564 MiB (the study's prose; memprof_run.gpu_mem_gib); and "
+              "--max-model-len 8192 and VLLM_USE_FLASHINFER_SAMPLER=0, which the study's prose "
+              "names (a parenthesis and a sentence, no command or env line explain reads)")
+# rows 1713, 1715: a study's per-session JSON records of its B200 starts
+_STUDY_RECORD = ("the figures and the checkpoint: the quote is the study's per-session record "
+                 "(JSON), whose weights_gib and kv_cache_tokens are the record's fields, no log "
+                 "line explain reads (its flags are a JSON list, server_argv); the checkpoint "
+                 "is a local NVFP4 quantisation memprof does not bundle, run as the bf16 "
+                 "qwen3-32b with --quantization modelopt_fp4 (memprof_run), on RESULTS.md's B200")
+# rows 1717, 1718: Tensward reports that quote a serve command and the engine image
+_TENSWARD_AWQ = ("the KV figure and the checkpoint's AWQ storage: the quote is a Tensward report, "
+                 "whose 'KV cache capacity (measured by the engine)' is the tool's account, no "
+                 "engine line explain reads (it reads the report's --current vllm serve command "
+                 "and the release 0.30.0 its engine image's tag names); the checkpoint /m/qwen "
+                 "is Qwen2.5-7B-Instruct-AWQ, run as the bf16 qwen2.5-7b-instruct with "
+                 "--quantization awq_marlin (memprof_run)")
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -145,8 +163,12 @@ XFAIL: dict[int, str] = {
     905: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--enable-expert-parallel)",
-    908: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16)",
-    909: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16)",
+    908: OUTSIDE + "quantization gptq (memprof_run: the bundled config is bf16; the quote names "
+         "the checkpoint only in the benchmark script's '==== 모델: …-GPTQ-Int4 ====' line), "
+         "and, as row 907, " + _WSL_STUDY,
+    909: OUTSIDE + "quantization fp8 (memprof_run: the bundled config is bf16; the quote names "
+         "the compressed-tensors FP8-dynamic checkpoint only in the benchmark script's "
+         "'==== 모델: … ====' line), and, as row 907, " + _WSL_STUDY,
     906: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--pipeline-parallel-size 4)",
@@ -176,9 +198,13 @@ XFAIL: dict[int, str] = {
           "of the author's summary table, no log line explain reads; and the release "
           "(0.5.13.post1, the page's section 2)",
     # SGLang logs from repositories and blogs (rows 1501-1549)
-    1501: OUTSIDE + "the load figure (weights_gb 3.27: the server_info memory_usage the same "
-          "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
-    1502: OUTSIDE + "the load figure (weights_gb 3.28: the server_info memory_usage the same "
+    1501: OUTSIDE + "the load and graph figures (weights_gb 3.27, graph_mem_usage_gb 0.10: the "
+          "server_info memory_usage the same "
+          "commit's results_bf16.json records, beside the page's max_total_num_tokens line) "
+          "and the release (the quote has no timestamp, so explain takes the newest, 0.5.23; "
+          "the row runs at 0.5.10, the checkout's server_info version)",
+    1502: OUTSIDE + "the load and graph figures (weights_gb 3.28, graph_mem_usage_gb 0.13: the "
+          "server_info memory_usage the same "
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
     # SGLang docs builds (rows 1851-1899)
     1855: OUTSIDE + "the release 0.4.8.post1 (the build's pages name it; the quote prints no "
@@ -209,7 +235,7 @@ XFAIL: dict[int, str] = {
           "RoPE cache",
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
-    907: OUTSIDE + "the WSL2 total, 24,564 MiB (the study's prose; memprof_run.gpu_mem_gib)",
+    907: OUTSIDE + _WSL_STUDY,
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
     1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
@@ -228,23 +254,15 @@ XFAIL: dict[int, str] = {
     1726: OUTSIDE + "the quote is a case study's report (the engine's KV capacity in prose, no "
           "log line explain reads): the flags are the case's config.json (the notes)",
     1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "
-          "the notes): the three quoted lines print no budget, and explain takes vLLM's "
-          "default 0.9",
-    1728: OUTSIDE + "the checkpoint's AWQ storage: the log names Qwen/Qwen2.5-7B-Instruct-AWQ, "
-          "which memprof does not bundle; the row runs the bf16 qwen2.5-7b-instruct with "
-          "--quantization awq_marlin (memprof_run), explain rebuilds that stand-in in bfloat16",
-    1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
-          "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
-          "stand-in (memprof_run)",
-    1715: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
-          "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
-          "stand-in (memprof_run)",
+          "the notes): the three quoted lines print no budget, and explain takes 0.30.0's "
+          "default 0.92 (vLLM PR #38284)",
+    1713: OUTSIDE + _STUDY_RECORD,
+    1715: OUTSIDE + _STUDY_RECORD,
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
     # account of each run ("KV cache capacity (measured by the engine)"), no log line
-    1717: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
-          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
-    1718: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
-          "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1717: OUTSIDE + _TENSWARD_AWQ,
+    1718: OUTSIDE + _TENSWARD_AWQ + "; and --kv-cache-dtype fp8 (Tensward's '--engine-arg "
+          "kv-cache-dtype=fp8' and settings line, not the engine's)",
     1721: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "

@@ -300,7 +300,7 @@ def image_release(image: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _image_engine(image: str) -> str | None:
+def image_engine(image: str) -> str | None:
     """The engine an image is named for (``vllm/vllm-openai``, ``lmsysorg/sglang``)."""
     name = image.split("@", 1)[0].lower()
     name = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
@@ -317,7 +317,7 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
         cmd = parse_tokens(words, where=where, env=given)
     else:
         inner = next((w for w in words if _LAUNCH.search(w)), None)
-        engine = _image_engine(run.image)
+        engine = image_engine(run.image)
         if inner is not None:  # sh -c "…": the launcher is inside one string
             cmd = _from_script(inner, where)
         elif (engine is not None and not run.entrypoint

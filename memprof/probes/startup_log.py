@@ -347,11 +347,12 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                 errors.append(m.group(1).strip()[:400])
                 break
     when = read_date(lines)  # a stamp that is no date is a damaged log: refused here
-    settings, model, command, notes, image_release = _settings(lines, engine)
+    unwrapped = _unwrapped(lines)
+    settings, model, command, notes, image_release = _settings(unwrapped, engine)
     # SGLang's ServerArgs, scheduler line and release (probes/sglang_log.py; others: unchanged)
     from memprof.probes.sglang_log import read_sglang
 
-    settings, more = read_sglang(lines, engine, settings)
+    settings, more = read_sglang(unwrapped, engine, settings)
     notes += more
     notes += _nodes_from_log(lines, engine, settings)
     if not figures and not errors and not settings:
@@ -359,8 +360,12 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",
                        hint="pass the start-up log of vLLM or SGLang, from the launch to the "
                        "first request or the error")
+    version = _version(joined) or image_release
+    if version is None:
+        version, note = _image_named(joined, engine)
+        notes += [note] if note else []
     return StartupLog(engine=engine or _guess_engine(figures), generation=_generation(joined,
-                      engine, figures), version=_version(joined) or image_release,
+                      engine, figures), version=version,
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
@@ -422,6 +427,35 @@ def _version(text: str) -> str | None:
     return None
 
 
+# an engine's container image named with its tag anywhere in a log (a run report's "engine
+# image: `vllm/vllm-openai:v0.30.0`", a pod's "Pulling image \"lmsysorg/sglang:v0.5.19\""): a
+# registry path with a tag, not inside a longer path or URL
+_IMAGE_REF = re.compile(r"(?<![\w.:/@-])((?:[\w.-]+/)+[\w.-]+:[\w.+-]+)")
+
+
+def _image_named(text: str, engine: str) -> tuple[str | None, str | None]:
+    """The release that the tags of ``engine``'s images in ``text`` name (``vllm/vllm-openai:
+    v0.30.0`` → 0.30.0: ``memprof.probes.serve_command.image_release``), where no version line
+    or serve command names one, with the note saying so; None where no tag names a release
+    (``latest``), and where tags name two releases (then with a note: the log does not say which
+    ran)."""
+    from memprof.probes.serve_command import image_engine, image_release
+
+    found: dict[str, str] = {}
+    for m in _IMAGE_REF.finditer(text):
+        release = image_release(m.group(1))
+        if release is not None and engine and image_engine(m.group(1)) == engine:
+            found.setdefault(release, m.group(1))
+    if len(found) > 1:
+        return None, (f"the log names images of {len(found)} releases "
+                      f"({', '.join(sorted(found.values()))[:160]}) and no version line: "
+                      "none is taken as the one that ran")
+    for release, ref in found.items():
+        return release, (f"the log prints no version line; the image it names, {ref[:80]!r}, "
+                         f"is release {release} by its tag")
+    return None, None
+
+
 # vLLM's LoRA settings (an ``args: Namespace(…)`` line prints them all, LoRA on or off): the
 # sizes are kept only where the log turns LoRA on (``enable_lora=True``)
 LORA_FIELDS = ("enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab_size",
@@ -453,6 +487,61 @@ def _config_keys() -> dict[str, str]:
 _CONFIG_KEYS = _config_keys()
 
 
+# the lines that open a start-up log's settings in brackets: vLLM's "non-default args: {…}"
+# (vllm/entrypoints/utils.py log_non_default_args) and "args: Namespace(…)", SGLang's
+# "server_args=ServerArgs(…)" and, from 0.5.19, "server_args={…}"
+_SETTINGS_OPENER = re.compile(r"non-default args:|\bargs: Namespace\(|"
+                              r"server_args=(?:ServerArgs\(|\{)")
+_MAX_WRAPPED = 64  # continuation lines joined onto one settings line at most
+_OPENING, _CLOSING = "({[", ")}]"
+
+
+def _open_brackets(text: str) -> tuple[int, bool]:
+    """The brackets ``text`` leaves open (closers less openers outside quoted strings, as a
+    dict's or a Namespace's repr quotes them), and whether it opened any."""
+    depth, opened, quote = 0, False, ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPENING:
+            depth, opened = depth + 1, True
+        elif ch in _CLOSING:
+            depth -= 1
+    return depth, opened
+
+
+def _unwrapped(lines: list[str]) -> list[str]:
+    """``lines`` with a settings line that a document wrapped joined back into the one line
+    the engine printed. The engine prints each of these settings on one line; a page that
+    quotes it may break it (published row 1728: ``… [api_utils.py:272] non-default args:`` /
+    ``  {'model_tag': …, 'model': …,`` / ``   'max_model_len': 8192, 'quantization': 'awq', …}``).
+    After a line that opens the settings (``_SETTINGS_OPENER``) and leaves its brackets open,
+    each indented line continues it until they close (where the line ends before the first
+    bracket, an indented line that begins with one opens them): a log record begins with its
+    level, timestamp or process prefix, never with blanks."""
+    out: list[str] = []
+    start, joined = -1, 0  # where the open settings begin in out[-1] (-1: none is open)
+    for line in lines:
+        text = line.strip()
+        if start >= 0 and joined < _MAX_WRAPPED and line[:1].isspace() and text:
+            depth, opened = _open_brackets(out[-1][start:])
+            if depth > 0 or (not opened and text[0] in _OPENING):
+                out[-1] = out[-1].rstrip() + " " + text
+                joined += 1
+                continue
+        out.append(line)
+        start, joined = -1, 0
+        m = _SETTINGS_OPENER.search(line)
+        if m is not None:
+            depth, opened = _open_brackets(line[m.start():])
+            if depth > 0 or not opened:
+                start = m.start()
+    return out
+
+
 def _shell_lines(lines: list[str]) -> list[str]:
     """``lines`` with a shell command's continuations joined: a line ending in ``\\`` and the
     lines after it that begin with a flag (``vllm serve M \\`` / ``  --tp 8 \\`` / ...) are one
@@ -464,19 +553,31 @@ def _shell_lines(lines: list[str]) -> list[str]:
     1456's ``python -m sglang.launch_server`` / ``  --model-path Qwen/Qwen3-30B-A3B`` /
     ``  --mem-fraction-static 0.90`` / ...) is one command too: after a launch line, each
     indented line that begins with ``--`` continues it (a log line begins with its level or
-    timestamp, never with an indented flag)."""
+    timestamp, never with an indented flag).
+
+    A line that is only an elision (``  ... \\``, published row 134's ``vllm serve`` between
+    ``--enable-chunked-prefill`` and ``--gpu-memory-utilization 0.9``) stands for the flags the
+    document left out: it continues the command, and the lines after it continue it as the
+    elided ones did, its backslash kept or not (``memprof.probes.serve_command`` drops the
+    ``...`` word)."""
     out: list[str] = []
     joining = block = False
     for line in lines:
-        flag_line = line.lstrip().startswith("-")
+        elided = _ELISION_LINE.fullmatch(line) is not None
+        flag_line = line.lstrip().startswith("-") or elided
         if (joining and (flag_line or (_DOCKER_RUN.search(out[-1]) and line.strip()))) or (
-                block and line[:1].isspace() and line.lstrip().startswith("--")):
+                block and line[:1].isspace() and (line.lstrip().startswith("--") or elided)):
             out[-1] = out[-1].rstrip().removesuffix("\\") + " " + line.strip()
-        else:
-            out.append(line)
-            block = _launch_line(line) and not line.rstrip().endswith("\\")
+            joining = elided or out[-1].rstrip().endswith("\\")
+            continue
+        out.append(line)
+        block = _launch_line(line) and not line.rstrip().endswith("\\")
         joining = out[-1].rstrip().endswith("\\")
     return out
+
+
+# a line that is only an elision inside a quoted command ("  ... \\", "  …")
+_ELISION_LINE = re.compile(r"\s+(?:\.\.\.|…)\s*\\?\s*")
 
 
 def _settings(lines: list[str], engine: str
