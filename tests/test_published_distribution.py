@@ -150,6 +150,17 @@ FREE_KEYS = {"avail_mem_before_load_gb": "avail_before_load_bytes",
              "oom_process_gib": "oom_process_bytes"}
 
 
+def capped_pool(row: dict[str, Any]) -> bool:
+    """Whether the log's KV tokens are the run's own ``--max-total-tokens`` (SGLang sizes the
+    pool at ``min(cap, what the budget holds)``: ``model_runner.py`` ``init_memory_pool``), so
+    the figure is the user's setting, not a capacity memprof predicts: it is not compared (the
+    row's load, graph and verdict figures still are)."""
+    run = {**row, **(row.get("memprof_run") or {})}
+    cap = run.get("max_total_tokens")
+    return bool(cap) and any(row["observed"].get(k) == cap for k in ("kv_tokens",
+                                                                     "max_total_num_tokens"))
+
+
 def logged_free(obs: dict[str, Any]) -> dict[str, float]:
     """The row's free-memory and load figures, in bytes, keyed as the log parser keys them."""
     return {FREE_KEYS[k]: float(v) * GiB for k, v in obs.items() if k in FREE_KEYS}
@@ -198,7 +209,7 @@ def outcome(row: dict[str, Any]) -> Outcome:
         top = max(e.ranks, key=lambda r: r.weights_bytes)
         compare("weights", key, load_figure(e, top) / GiB)
     kv = next(((k, f) for k, f in KV_KEYS if k in obs), None)
-    if kv:
+    if kv and not capped_pool(row):
         compare("kv", kv[0], kv[1](e))
     if "graph_gib" in obs:
         logged = [g.total for g in (logged_graph(e, r) for r in e.ranks) if g is not None]
