@@ -227,6 +227,8 @@ XFAIL: dict[int, str] = {
     1728: OUTSIDE + "the checkpoint's AWQ storage: the log names Qwen/Qwen2.5-7B-Instruct-AWQ, "
           "which memprof does not bundle; the row runs the bf16 qwen2.5-7b-instruct with "
           "--quantization awq_marlin (memprof_run), explain rebuilds that stand-in in bfloat16",
+    1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
+          "not a log line explain reads: its quoted lines are the capture and the failure)",
     1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
           "lines explain reads: the flags (its server_argv), the card and the checkpoint's "
           "stand-in (memprof_run)",
