@@ -227,6 +227,11 @@ XFAIL: dict[int, str] = {
     1728: OUTSIDE + "the checkpoint's AWQ storage: the log names Qwen/Qwen2.5-7B-Instruct-AWQ, "
           "which memprof does not bundle; the row runs the bf16 qwen2.5-7b-instruct with "
           "--quantization awq_marlin (memprof_run), explain rebuilds that stand-in in bfloat16",
+    1953: OUTSIDE + "the checkpoint's own config.json (memprof_run.hf_overrides: "
+          "tie_word_embeddings false, max_position_embeddings 131072, rope_theta 10000); the log "
+          "names "
+          "DeepSeek-R1-Distill-Qwen-1.5B, which memprof does not bundle, and the bundled "
+          "qwen2.5-1.5b-instruct's 32,768 positions refuse the log's max_seq_len 131072",
     1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
           "not a log line explain reads: its quoted lines are the capture and the failure)",
     1713: OUTSIDE + "the quote is the study's per-session record (JSON) of the start, not log "
