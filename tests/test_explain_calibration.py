@@ -258,6 +258,13 @@ XFAIL: dict[int, str] = {
           "default 0.92 (vLLM PR #38284)",
     1713: OUTSIDE + _STUDY_RECORD,
     1715: OUTSIDE + _STUDY_RECORD,
+    1953: OUTSIDE + "the checkpoint's own config.json (memprof_run.hf_overrides: "
+          "tie_word_embeddings false, max_position_embeddings 131072, rope_theta 10000); the log "
+          "names "
+          "DeepSeek-R1-Distill-Qwen-1.5B, which memprof does not bundle, and the bundled "
+          "qwen2.5-1.5b-instruct's 32,768 positions refuse the log's max_seq_len 131072",
+    1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
+          "not a log line explain reads: its quoted lines are the capture and the failure)",
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
     # account of each run ("KV cache capacity (measured by the engine)"), no log line
     1717: OUTSIDE + _TENSWARD_AWQ,
