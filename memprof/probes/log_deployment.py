@@ -349,6 +349,8 @@ def _logged_v1(dep: Deployment, generation: str | None, notes: list[str]) -> Dep
         return dep
     try:
         falls_back = runs.rules_release(dep, None, dep.engine_version).endswith(V0_SUFFIX)
+        # only a check vLLM warns on under VLLM_USE_V1=1 (LoRA): one it refuses there stays
+        runs.rules_release(dep.with_(vllm_use_v1=1), None, dep.engine_version)
     except BadInput:
         return dep
     if not falls_back:
