@@ -133,3 +133,30 @@ def test_explain_command_shows_the_release_it_rebuilt_at(tmp_path, capsys) -> No
     keys = {f["key"]: f for f in doc["figures"]}
     assert keys["num_cpu_blocks"]["estimated"] is not None
     assert keys["requested_bytes"]["reproduced"]  # 0.85 × 79.18 GiB, as the log prints it
+
+
+def _lora_log(engine_line: str) -> str:
+    return f"""\
+INFO 04-05 05:51:44 [api_server.py:981] vLLM API server version 0.8.2
+INFO 04-05 05:51:44 [api_server.py:982] args: Namespace(host=None, port=8000, \
+model='meta-llama/Llama-3.1-8B-Instruct', tensor_parallel_size=1, pipeline_parallel_size=1, \
+max_model_len=8192, gpu_memory_utilization=0.9, max_num_seqs=None, enforce_eager=False, \
+kv_cache_dtype='auto', dtype='auto', quantization=None, block_size=None, enable_lora=True, \
+max_loras=2, max_lora_rank=16)
+{engine_line}
+"""
+
+
+def test_a_v1_lora_log_of_0_8_2_is_rebuilt_under_vllm_use_v1() -> None:
+    """0.8.0-0.8.2 run --enable-lora on V0 unless VLLM_USE_V1=1 (engine/arg_utils.py
+    _is_v1_supported_oracle: _warn_or_fallback('LORA')): a log with V1 lines had it set."""
+    v1 = _lora_log("INFO 04-05 05:52:01 [core.py:53] Initializing a V1 LLM engine (v0.8.2) "
+                   "with config: model='meta-llama/Llama-3.1-8B-Instruct'")
+    rb = rebuild(parse_log(v1), model="llama-3.1-8b", gpu="A100-40GB", gpu_memory=None)
+    assert rb.deployment.vllm_use_v1 == 1 and rb.deployment.engine_version == "0.8.2"
+    assert any("rebuilt with VLLM_USE_V1=1" in n for n in rb.notes)
+    v0 = _lora_log("INFO 04-05 05:52:01 [llm_engine.py:241] Initializing a V0 LLM engine "
+                   "(v0.8.2) with config: model='meta-llama/Llama-3.1-8B-Instruct'")
+    rb = rebuild(parse_log(v0), model="llama-3.1-8b", gpu="A100-40GB", gpu_memory=None)
+    assert rb.deployment.vllm_use_v1 is None
+    assert rb.deployment.engine_version == "0.8.2+v0"

@@ -9,7 +9,9 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import resolve_gpu
 
-ROW_951 = dict(engine_version="0.8.2", vllm_use_flashinfer_sampler=1)
+# row 951 ran V1 with --enable-lora, which 0.8.0-0.8.2 gives only under VLLM_USE_V1=1 (V0
+# otherwise: engines/vllm.py V1_FALLBACK, v1_fallback_lora)
+ROW_951 = dict(engine_version="0.8.2", vllm_use_flashinfer_sampler=1, vllm_use_v1=1)
 LORA = dict(enable_lora=True, max_loras=2, max_lora_rank=16)
 
 
@@ -67,6 +69,6 @@ def test_graph_nodes_need_a_read_release() -> None:
     """At 0.8.0 and 0.8.1 memprof has not read LoRA's captured kernels: no nodes are charged
     (no row of the rule holds there; 0.7.x's are read: tests/test_lora_graph_nodes_v07.py),
     and a model without LoRA is unchanged at every release."""
-    old = dict(engine_version="0.8.1")
+    old = dict(engine_version="0.8.1", vllm_use_v1=1)  # V1, as 0.8.1 runs LoRA under it
     assert (_graph_pool("llama-3.1-8b", Deployment(**old, **LORA))
             == _graph_pool("llama-3.1-8b", Deployment(**old)))

@@ -26,9 +26,11 @@ def _lora(model: str, dep: Deployment, gpu: str = "H100") -> dict[str, int]:
 def test_llama_3_1_8b_at_0_8_2_two_loras_rank_16() -> None:
     """0.8.2 lora/layers.py, Llama-3.1-8B (H 4096, 32 heads, 8 KV heads of 128, I 14336,
     32 layers, vocab 128256), max_loras 2, rank 16, bf16, TP1, on an A100-40GB as row 951 of
-    tests/data/published.json (0.8.2's V1 defaults there: 2048 batched tokens, 1024 sequences)."""
+    tests/data/published.json (0.8.2's V1 defaults there: 2048 batched tokens, 1024 sequences;
+    V1 with --enable-lora at 0.8.2 under VLLM_USE_V1=1, as that row ran)."""
     got = _lora("llama-3.1-8b", Deployment(engine_version="0.8.2", enable_lora=True,
-                                           max_loras=2, max_lora_rank=16), gpu="A100-40GB")
+                                           max_loras=2, max_lora_rank=16, vllm_use_v1=1),
+                gpu="A100-40GB")
     n, r, h, i = 2, 16, 4096, 14336
     qkv = 3 * n * r * h + n * (4096 + 1024 + 1024) * r  # MergedQKV: 3 A, B per slice
     o = n * r * h + n * h * r  # RowParallel

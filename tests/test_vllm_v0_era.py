@@ -84,6 +84,11 @@ def test_v0_at_0_8_5_matches_0_7_3_where_no_shared_rule_moved() -> None:
     ("0.8.5", {"pp": 2}, "H100", True),      # PP without Ray
     ("0.9.0", {"pp": 2}, "H100", False),
     ("0.8.5", {"dtype": "float32"}, "H100", True),
+    ("0.8.2", {"quantization": "bitsandbytes"}, "H100", True),  # V1_UNSUPPORTED_QUANT
+    ("0.8.3", {"quantization": "bitsandbytes"}, "H100", False),  # bitsandbytes left the list
+    ("0.8.2", {"enable_lora": True}, "H100", True),  # 'LoRA ... off by default for now'
+    ("0.8.3", {"enable_lora": True}, "H100", False),
+    ("0.8.2", {"enable_lora": True, "vllm_use_v1": 1}, "H100", False),  # a warning, not a refusal
 ])
 def test_automatic_fallback(version: str, kw: dict[str, object], gpu: str, v0: bool) -> None:
     model = "qwen2.5-7b-instruct"
@@ -92,6 +97,28 @@ def test_automatic_fallback(version: str, kw: dict[str, object], gpu: str, v0: b
     e = _est(model, gpu, engine_version=version, **kw)
     assert e.deployment.engine_version == (f"{version}+v0" if v0 else version)
     assert any("falls back to the V0 engine" in n for n in e.notes) == v0
+
+
+@pytest.mark.parametrize(("version", "v0"), [("0.8.2", True), ("0.8.5", True), ("0.9.0", False)])
+def test_gguf_falls_back_until_0_9_0(version: str, v0: bool) -> None:
+    """vLLM's ``ModelConfig.quantization`` is the checkpoint's method where no flag is given, so
+    a GGUF file (its types given as the config's quantization_config) falls back as the flag
+    does: 0.8.x engine/arg_utils.py V1_UNSUPPORTED_QUANT, gone in 0.9.0."""
+    gguf = '{"quantization_config": {"quant_method": "gguf", "file_type": "Q8_0"}}'
+    e = _est("llama-3.2-3b-instruct", "H100", engine_version=version, hf_overrides=gguf,
+             quantization="gguf")
+    assert e.deployment.engine_version == (f"{version}+v0" if v0 else version)
+    assert any("falls back to the V0 engine for --quantization gguf" in n
+               for n in e.notes) == v0
+
+
+def test_a_bnb_checkpoint_falls_back_without_the_flag() -> None:
+    """A pre-quantised bitsandbytes checkpoint (its config's quant_method) at 0.8.2: V0, as
+    with --quantization bitsandbytes; at 0.8.3 V1."""
+    assert _est("llama-3.1-8b-unsloth-bnb-4bit", "H100",
+                engine_version="0.8.2").deployment.engine_version == "0.8.2+v0"
+    assert _est("llama-3.1-8b-unsloth-bnb-4bit", "H100",
+                engine_version="0.8.3").deployment.engine_version == "0.8.3"
 
 
 def test_vllm_use_v1_refusals() -> None:

@@ -27,6 +27,7 @@ from memprof.core.engines.vllm import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
+from memprof.core.models.quant_config import quant_from_flag
 from memprof.core.versions import resolve_version
 
 __all__ = ["BATCH_DEFAULTS", "BATCH_DEFAULT_BOUNDS", "GPU_MEMORY_UTILIZATION",
@@ -50,6 +51,15 @@ def _has_sliding_window(spec: ModelSpec) -> bool:
     return any(layer.attention.sliding_window for layer in spec.layers)
 
 
+def quant_method(dep: Deployment, spec: ModelSpec) -> str | None:
+    """The model's quantisation method as memprof sizes it: the ``--quantization`` flag as vLLM
+    takes it, else what the checkpoint's ``quantization_config`` declares (vLLM's
+    ``ModelConfig.quantization``, which its V1 oracle reads: ``engines/vllm.py``
+    ``V1_FALLBACK``)."""
+    quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
+    return quant.method if quant is not None else None
+
+
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     """Every default filled in: max_model_len derived from the config as the engine derives it
     (``Engine.derived_max_model_len``: RoPE scaling included), vLLM's batch defaults for the
@@ -63,7 +73,8 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
                        "context length is unknown",
                        hint="pass --max-model-len (SGLang: --context-length), e.g. 32768")
     engine = engine_of(dep)
-    version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine))
+    version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine),
+                                   quant_method(dep, spec))
     engine.check_architecture(version, spec.architecture, spec.name)
     sliding = _has_sliding_window(spec)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,

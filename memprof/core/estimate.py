@@ -598,7 +598,8 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     platform = platform_note(gpu)
     if platform is not None:
         notes.append(platform)
-    notes += engine_of(dep).notes(dep, mfs, gpu) + engine_of(dep).release_notes(dep, gpu.arch)
+    notes += engine_of(dep).notes(dep, mfs, gpu) + engine_of(dep).release_notes(
+        dep, gpu.arch, quant.method if quant is not None else None)
     return tuple(notes)
 
 

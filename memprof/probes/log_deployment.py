@@ -336,6 +336,30 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str],
     return release
 
 
+def _logged_v1(dep: Deployment, generation: str | None, notes: list[str]) -> Deployment:
+    """``dep`` with ``VLLM_USE_V1=1`` where the log shows the V1 engine and vLLM would fall back
+    to V0 for this deployment when the variable is unset (``engines/vllm.py`` ``V1_FALLBACK``:
+    0.8.0-0.8.2 ran ``--enable-lora`` on V0 unless ``VLLM_USE_V1=1`` was set): the log is
+    evidence of the variable, which its lines do not print."""
+    from memprof.core.versions import V0_SUFFIX
+
+    runs = ENGINES.get(dep.engine)
+    if (runs is None or not runs.has_v0_generation or generation != "V1"
+            or dep.vllm_use_v1 is not None or not dep.engine_version):
+        return dep
+    try:
+        falls_back = runs.rules_release(dep, None, dep.engine_version).endswith(V0_SUFFIX)
+        # only a check vLLM warns on under VLLM_USE_V1=1 (LoRA): one it refuses there stays
+        runs.rules_release(dep.with_(vllm_use_v1=1), None, dep.engine_version)
+    except BadInput:
+        return dep
+    if not falls_back:
+        return dep
+    notes.append(f"the log shows V1 lines where vLLM {dep.engine_version} falls back to V0 "
+                 "for these settings unless VLLM_USE_V1=1 is set: rebuilt with VLLM_USE_V1=1")
+    return dep.with_(vllm_use_v1=1)
+
+
 def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
     """``dep`` as the log turns LoRA on, or without LoRA (and a note saying why) where memprof
     refuses the log's LoRA settings for this model: a log is evidence, so the rest of it is
@@ -443,6 +467,7 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         dep = Deployment(engine=engine).with_(**settings)
     except TypeError as exc:  # pragma: no cover - settings keys are Deployment fields
         raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
+    dep = _logged_v1(dep, log.generation, notes)
     if dep.enable_lora and "enable_lora" not in (overrides or {}):
         dep = _logged_lora(dep, name, notes)
     if (dep.vllm_use_flashinfer_sampler == 1

@@ -85,6 +85,8 @@ class DeploymentView(Protocol):
     def enforce_eager(self) -> bool: ...
     @property
     def vllm_use_v1(self) -> int | None: ...
+    @property
+    def enable_lora(self) -> bool: ...
 
 
 class ComponentView(Protocol):
@@ -460,13 +462,16 @@ class Engine:
     def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
         return []
 
-    def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:
+    def rules_release(self, dep: DeploymentView, arch: str | None, version: str,
+                      quant_method: str | None = None) -> str:
         """The release name the version rules read for this deployment at ``version`` (vLLM:
         ``"0.8.5+v0"`` where the V0 engine runs, ``versions.split_generation``); refusals of a
-        setting the release cannot run are :class:`BadInput`."""
+        setting the release cannot run are :class:`BadInput`. ``quant_method``: the model's
+        quantisation method as memprof sizes it, where the caller has the model."""
         return version
 
-    def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
+    def release_notes(self, dep: DeploymentView, arch: str | None,
+                      quant_method: str | None = None) -> list[str]:
         """What the output states about the engine release the deployment is modelled at (which
         engine generation runs, and why)."""
         return []

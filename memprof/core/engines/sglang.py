@@ -1166,7 +1166,8 @@ class SGLang(Engine):
                 "the load for every model here [assumption: it does not know which classes "
                 "declare one] (SGLANG_FIRST_KERNEL_BEFORE_LOAD)"]
 
-    def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
+    def release_notes(self, dep: DeploymentView, arch: str | None,
+                      quant_method: str | None = None) -> list[str]:
         """On ROCm from 0.4.7: the aiter factor on mem_fraction_static (``rocm_aiter_scale``)."""
         factor = value_at(SGLANG_ROCM_AITER_MFS, dep.engine_version, 1.0, engine=SGLang.name)
         if arch is None or not arch.startswith("gfx") or factor == 1.0:

@@ -363,6 +363,27 @@ V1_FALLBACK: tuple[Rule, ...] = (
          removed_by="deepseek_mtp accepted by the oracle (first released in 0.9.0)",
          source="0.8.5 engine/arg_utils.py _is_v1_supported_oracle: speculative methods other "
          "than ngram / eagle / eagle3 → 'Speculative Decoding'; 0.9.0 adds deepseek_mtp"),
+    Rule(name="v1_fallback_quantization", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.8.3", value="quant bnb4 gguf",
+         introduced_by="V1 on by default (0.8.0)",
+         removed_by="bitsandbytes on V1 (first released in 0.8.3)",
+         source="0.8.0 / 0.8.1 / 0.8.2 engine/arg_utils.py _is_v1_supported_oracle: "
+         "V1_UNSUPPORTED_QUANT = ['bitsandbytes', 'gguf'] ('Some quantization is not compatible "
+         "with torch.compile') → '--quantization'; model_config.quantization is the flag or the "
+         "checkpoint's quant_method"),
+    Rule(name="v1_fallback_quantization", changes="engine generation (V0 / V1)",
+         since="0.8.3", until="0.9.0", value="quant gguf",
+         introduced_by="bitsandbytes on V1 (first released in 0.8.3)",
+         removed_by="GGUF on V1 (first released in 0.9.0)",
+         source="0.8.3 / 0.8.4 / 0.8.5 engine/arg_utils.py _is_v1_supported_oracle: "
+         "V1_UNSUPPORTED_QUANT = ['gguf']; the 0.9.0 wheel has no such list"),
+    Rule(name="v1_fallback_lora", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.8.3", value="lora", introduced_by="V1 on by default (0.8.0)",
+         removed_by="LoRA on V1 by default (first released in 0.8.3)",
+         source="0.8.0 / 0.8.1 / 0.8.2 engine/arg_utils.py _is_v1_supported_oracle: "
+         "'LoRA is supported on V1, but off by default for now': enable_lora and "
+         "_warn_or_fallback('LORA'), V0 unless VLLM_USE_V1=1 is set (then V1, with a warning); "
+         "the 0.8.3 wheel has no such check", applies_to="lora"),
     Rule(name="v1_fallback_pipeline_parallel", changes="engine generation (V0 / V1)",
          since="0.8.0", until="0.9.0", value="pp", introduced_by="V1 on by default (0.8.0)",
          removed_by="PP on V1 with the mp executor (first released in 0.9.0)",
@@ -383,13 +404,26 @@ V1_FALLBACK_RULES: tuple[tuple[Rule, ...], ...] = tuple(
     {r.name: tuple(x for x in V1_FALLBACK if x.name == r.name) for r in V1_FALLBACK}.values())
 
 
-def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str) -> str | None:
+# memprof's quantisation method -> the name vLLM's ``ModelConfig.quantization`` holds for it
+_VLLM_QUANT_NAME = {"bnb4": "bitsandbytes", "gguf": "gguf"}
+
+
+def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str,
+                       quant_method: str | None = None) -> str | None:
     """Why V1 does not run this deployment at ``version`` (the feature vLLM's oracle names), or
     ``None``: rows of ``V1_FALLBACK``. An unknown architecture (``--gpu-memory`` alone) is not
-    taken as below compute capability 8.0."""
+    taken as below compute capability 8.0. ``quant_method``: the model's quantisation as memprof
+    sizes it (the ``--quantization`` flag, else the checkpoint's ``quantization_config``), which
+    is what vLLM's ``ModelConfig.quantization`` holds; None where the caller has no model."""
     sm = int(arch[2:]) if arch and arch.startswith("sm") and arch[2:].isdigit() else None
+    quant = _VLLM_QUANT_NAME.get(quant_method or "")
     for rows in V1_FALLBACK_RULES:
         check = value_at(rows, version)
+        if (str(check).startswith("quant ") and quant_method in str(check).split()[1:]
+                and quant is not None):
+            return f"--quantization {quant}"
+        if check == "lora" and dep.enable_lora and dep.vllm_use_v1 != 1:
+            return "LORA"
         if check == "cc<8" and sm is not None and sm < 80:
             return f"Compute Capability < 8.0 ({arch})"
         if check == "kv any" and dep.kv_cache_dtype != "auto":
@@ -706,7 +740,8 @@ class VLLM(Engine):
         """The release's model registry (``memprof.core.engines.vllm_registry``)."""
         check_registered(split_generation(release)[0], architecture, model)
 
-    def rules_release(self, dep: DeploymentView, arch: str | None, version: str) -> str:
+    def rules_release(self, dep: DeploymentView, arch: str | None, version: str,
+                      quant_method: str | None = None) -> str:
         """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
         (``V0_ENGINE``): ``VLLM_USE_V1=0``, or unset and ``v1_fallback_reason`` names a
         feature. ``VLLM_USE_V1=1`` with such a feature, V1 before 0.8.0 and V0 from 0.11.0 are
@@ -733,7 +768,7 @@ class VLLM(Engine):
             return release
         if use == 0:
             return release + V0_SUFFIX
-        why = v1_fallback_reason(dep, arch, release)
+        why = v1_fallback_reason(dep, arch, release, quant_method)
         if why is None:
             return release
         if use == 1:
@@ -747,12 +782,13 @@ class VLLM(Engine):
         does not size (memprof/core/engines/unified_memory.py)."""
         return [] if gpu is None else unified_memory_notes(dep.engine_version, gpu)
 
-    def release_notes(self, dep: DeploymentView, arch: str | None) -> list[str]:
+    def release_notes(self, dep: DeploymentView, arch: str | None,
+                      quant_method: str | None = None) -> list[str]:
         version = dep.engine_version or ""
         release, generation = split_generation(version)
         if generation != "v0" or value_at(V0_ENGINE, release) == "v0 only":
             return []
-        why = v1_fallback_reason(dep, arch, release)
+        why = v1_fallback_reason(dep, arch, release, quant_method)
         if dep.vllm_use_v1 == 0 or why is None:
             return [f"vLLM {release} with VLLM_USE_V1=0: modelled with the V0 engine's rules "
                     "(memprof versions lists them as V0)"]
