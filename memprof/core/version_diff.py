@@ -83,6 +83,7 @@ from memprof.core.terms.cudagraph import (
 )
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
@@ -162,7 +163,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, FIRST_KERNEL_AT_SET_DEVICE,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
-    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP,
+    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,
 )
 
 
