@@ -276,3 +276,22 @@ def test_load_rounding_under_vllm_max_split_qwen2_5_1_5b_by_hand() -> None:
     assert abs((tensors + before + 28 * per_layer) / 2**30 - 2.98) < 0.005
     # ROCm: the scope is a no-op there (current_platform.is_cuda() is False)
     assert rounding("0.30.0", "MI300X") == before
+
+
+def test_mrope_cache_is_four_times_max_position_from_0_7_2() -> None:
+    # Qwen2.5-VL-7B: rope_scaling {"type": "mrope", "mrope_section": [16, 24, 24]}, head_dim
+    # 128, max_position_embeddings 128,000. vLLM 0.7.2 rotary_embedding.py MRotaryEmbedding
+    # .__init__: cache_max_position_num = max_position_embeddings * 4 ("In Qwen2.5-VL, the
+    # maximum index value is related to the duration of the input video"), the same in 0.28.0
+    # rotary_embedding/mrope.py; 0.7.1's MRotaryEmbedding passes max_position_embeddings itself.
+    def rope(version: str, engine: str = "vllm") -> dict[str, int]:
+        return sizes(rope_cache_terms(ctx("qwen2.5-vl-7b-instruct",
+                                          Deployment(engine=engine, engine_version=version))))
+
+    assert rope("0.7.1") == {"RoPE cos/sin cache mrope": 128_000 * 128 * 2}
+    assert rope("0.7.2") == rope("0.28.0") == {
+        "RoPE cos/sin cache mrope ×4 (M-RoPE)": 4 * 128_000 * 128 * 2}
+    # SGLang's get_rope builds its own MRotaryEmbedding over max_position_embeddings (fp32 on
+    # CUDA): not vLLM's enlargement
+    (only,) = rope("0.5.10", "sglang").values()
+    assert only == 128_000 * 128 * 4

@@ -60,10 +60,9 @@ from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
-from memprof.core.kvcache import rank_layers
 from memprof.core.terms.allocations import model_load_position
 from memprof.core.terms.init_buffers import init_buffer_terms
-from memprof.core.terms.rope_cache import RopeCache, rope_caches
+from memprof.core.terms.rope_cache import RopeCache, engine_rope_caches
 from memprof.core.versions import Rule, value_at
 
 if TYPE_CHECKING:
@@ -166,7 +165,7 @@ def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
     at = model_load_position(list(map(_first, params)))
     ops: list[Op] = list(zip(repeat(0), sizes[:at]))
     mallocs = at  # the mallocs in ``ops`` so far
-    caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
+    caches = engine_rope_caches(ctx)
     for c in caches:
         built = rope_build_ops(c, mallocs)
         ops += built
@@ -237,8 +236,7 @@ def _replayed(ctx: TermContext) -> _Replayed:
     """(the model-load ops, the bytes they request, the rounding after them, its component)."""
     from memprof.core.weights import weights_key
 
-    caches = tuple(rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord),
-                               ctx.model_dtype))
+    caches = tuple(engine_rope_caches(ctx))
     extra = tuple((b.bytes, b.count) for b in init_buffer_terms(ctx))
     conf = load_alloc_conf(ctx.dep, ctx.gpu)
     key = (weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch), caches, extra,
