@@ -592,3 +592,32 @@ def test_row8_v2_lite_non_torch_is_not_comparable() -> None:
     comps = non_torch.non_torch_terms(_v2_lite_ctx())
     assert total(comps) / GiB < ROWS[8]["observed"]["non_torch_gib"]
     assert [c for c in comps if c.name.startswith("NCCL")] == []
+
+
+def test_allocator_slack_replays_the_load_under_its_split_limit() -> None:
+    # vLLM 0.30.0 loads under max_split_size_mb:20 and restores PyTorch's default after
+    # (v1/worker/gpu_worker.py Worker.load_model, _scoped_allocator_max_split): the runtime
+    # slack's replay runs the model load's allocations under that setting and the rest at the
+    # default, then leaves out what the load figure holds (the unsplit blocks)
+    from memprof.alloc import CachingAllocator
+    from memprof.alloc.config import parse_conf
+    from memprof.core.estimate import estimate, rank_context
+    from memprof.core.terms.allocations import rank_allocation_sizes_and_load
+    from memprof.core.terms.load_rounding import load_rounding_bytes
+
+    e = estimate("qwen2.5-1.5b-instruct", Deployment(engine_version="0.30.0",
+                                                     max_model_len=4096), gpu_name="RTX-4090")
+    ctx = rank_context(e, e.ranks[0])
+    sizes, loaded = rank_allocation_sizes_and_load(ctx)
+    sim = CachingAllocator("max_split_size_mb:20")
+    for n in sizes[:loaded]:
+        sim.malloc(n)
+    sim.conf = parse_conf("")  # torch._C._accelerator_setAllocatorSettings after the load
+    for n in sizes[loaded:]:
+        sim.malloc(n)
+    s = sim.memory_stats()
+    load = load_rounding_bytes(ctx)
+    assert load == 100_007_936  # tests/test_model_load_terms.py: 4.375 MiB + 28 × 3.25 MiB
+    (slack,) = [c for c in e.ranks[0].components if c.name == "allocator slack (simulated)"]
+    assert slack.bytes == s["reserved_bytes.all.current"] - s["requested_bytes.all.current"] \
+        - load > 0
