@@ -8,7 +8,8 @@ V2's own terms are the ones the 0.26.0 / 0.27.1 source shows: the eager forward 
 max_num_batched_tokens tokens (the same stages as V1's, ``activation_stages`` without the
 sampler), the greedy sampler stage (``vllm_runner.greedy_sampler_bytes`` beside the hidden states),
 no CUDA-graph estimate (``V2_GRAPH_ESTIMATE``) and, from 0.27.0, the sampler state the budget line
-charges (``V2_SAMPLER_STATE_CHARGED``)."""
+charges (``V2_SAMPLER_STATE_CHARGED``); torch's stream pool, which V2's ``output_copy_stream`` makes
+after the memory snapshot, is charged on both sides (``stream_pool.V2_OUTPUT_COPY_STREAM``)."""
 
 from __future__ import annotations
 
@@ -91,21 +92,21 @@ def test_row_1104_v2_own_peak_is_a_fifth_of_the_logged_one() -> None:
 # rows on cards before Hopper (1104 A40, 907-909 RTX 4090) carry the pre-Hopper kernel-node
 # cost (memprof/core/terms/cudagraph.py)
 @pytest.mark.parametrize(("rid", "memprof", "own"), [
-    (1104, 0.0, 3.45),
-    (901, -2.9, -6.7),  # a failed start: both figures negative
-    (902, -16.7, 0.5),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
-    (903, 0.56, 10.7),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
+    (1104, 0.0, 3.16),
+    (901, -2.9, -6.42),  # a failed start: both figures negative
+    (902, -16.7, -0.32),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
+    (903, 0.56, 9.73),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
     # at the WSL2 total the study's card reports (24,564 MiB; the rows' memprof_run)
-    (907, 20.6, 33.3),
-    (908, 1.52, 6.03),
-    (909, 3.36, 9.02),
+    (907, 20.6, 32.06),
+    (908, 1.52, 5.59),
+    (909, 3.36, 8.47),
     # vLLM 0.24.0 runs LlamaForCausalLM (listed) with V2: these logs print V2's load line,
     # v1/worker/gpu/model_runner.py:302 (V1's is gpu_model_runner.py:5255); compiled, one GPU
-    (1205, 0.04, 1.81), (1206, 0.05, 1.52), (1207, 0.07, 1.70), (1208, 0.07, 1.70),
-    (1209, 0.06, 1.44), (1210, 0.06, 1.44), (1211, -0.10, 4.71), (1212, -0.10, 4.71),
-    (1213, -0.08, 3.02), (1214, -0.08, 3.02),
+    (1205, 0.04, 1.67), (1206, 0.05, 1.40), (1207, 0.07, 1.57), (1208, 0.07, 1.57),
+    (1209, 0.06, 1.33), (1210, 0.06, 1.33), (1211, -0.10, 4.32), (1212, -0.10, 4.32),
+    (1213, -0.08, 2.77), (1214, -0.08, 2.77),
     # --enforce-eager (CompilationMode.NONE, no graphs): V2's own terms land it
-    (1215, 0.17, 0.17),
+    (1215, -0.22, -0.22),
 ])
 def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
                                                     own: float) -> None:
@@ -119,7 +120,8 @@ def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
 # The embedding table [V/tp, H] as a cold compile's benchmark copy, max(table, V2's own peak) on
 # the first stage beside V2's own terms: the fit the docstring rules out (KV error, %)
 @pytest.mark.parametrize(("rid", "err"), [
-    (1104, 0.2), (901, -6.5), (902, 0.5), (903, 10.7), (907, 19.5), (908, 1.1), (909, 2.9),
+    (1104, -0.05), (901, -6.24), (902, -0.32), (903, 9.73), (907, 18.23), (908, 0.68),
+    (909, 2.31),
 ])
 def test_the_embedding_table_fit_the_docstring_rules_out(rid: int, err: float) -> None:
     row = _row(rid)
@@ -159,12 +161,12 @@ def test_eager_row_1215_has_no_room_for_row_1211s_transient() -> None:
     kept11 = _kv_gib(e11, own=True) - _logged_gib(r11, e11)
     assert peak11 / GiB == pytest.approx(0.21, abs=0.005)
     assert peak15 / GiB == pytest.approx(0.84, abs=0.005)
-    assert kept11 == pytest.approx(0.82, abs=0.01)
+    assert kept11 == pytest.approx(0.75, abs=0.01)
     transient = peak11 / GiB + kept11
     own15 = _kv_gib(e15, own=True)
     logged15 = _logged_gib(r15, e15)
     with_transient = own15 - max(0.0, transient - peak15 / GiB)
-    assert 100 * (own15 / logged15 - 1) == pytest.approx(0.17, abs=0.05)
+    assert 100 * (own15 / logged15 - 1) == pytest.approx(-0.22, abs=0.05)
     assert 100 * (with_transient / logged15 - 1) == pytest.approx(-0.9, abs=0.1)
 
 
@@ -181,5 +183,5 @@ def test_the_0_24_charge_does_not_follow_the_quantised_linear_layers() -> None:
     quantised = [kept[r] for r in kept if weights[r] < 6]
     full = [kept[r] for r in kept if weights[r] > 14]
     assert len(quantised) == 5 and len(full) == 5
-    assert all(0.80 < k < 0.90 for k in kept.values())
+    assert all(0.73 < k < 0.83 for k in kept.values())
     assert max(kept.values()) - min(kept.values()) < 0.07
