@@ -13,6 +13,7 @@ from memprof.core.graph_log import logged_graph
 from memprof.core.terms.cudagraph import GRAPH_DRIVER_PER_GRAPH, graph_modes
 from memprof.core.terms.runner_v2_graphs import MIN_PER_GRAPH_BYTES, v2_graph_estimate
 from memprof.core.version_diff import version_diff
+from memprof.probes.startup_log import parse_log
 
 # rows 1601 / 1602 of tests/data/published.json: Qwen3-4B on an RTX 5060 Ti (torch's total
 # 15.9287 GiB), max_model_len 8192, utilisation 0.7, 256 sequences, 2,048 batched tokens
@@ -112,3 +113,24 @@ def test_versions_lists_the_change_at_0_29() -> None:
     assert change.a is not None and change.a.value is False
     assert change.b is not None and change.b.value is True
     assert "cudagraph_utils.py" in change.b.source
+
+
+def test_a_v2_log_reads_the_capture_after_the_budget_and_the_estimate() -> None:
+    # From 0.29.0 V2 logs "Graph capturing finished ... took" twice: the capture while
+    # profiling (before "Available KV cache memory") and the real one; the pool line gives the
+    # estimate the budget charged (row 1601's lines, vLLM 0.29.0)
+    log = parse_log(
+        "INFO 09-20 22:25:04 [model_runner.py:960] Graph capturing finished in 58 secs, took "
+        "0.33 GiB\n"
+        "INFO 09-20 22:25:05 [gpu_worker.py:625] Available KV cache memory: 1.45 GiB\n"
+        "INFO 09-20 22:26:13 [model_runner.py:960] Graph capturing finished in 68 secs, took "
+        "0.23 GiB\n"
+        "INFO 09-20 22:26:13 [gpu_worker.py:797] CUDA graph pool memory: 0.23 GiB (actual), "
+        "0.38 GiB (estimated), difference: 0.14 GiB (62.0%).\n")
+    assert log.figures["cudagraph_pool_bytes"].text.endswith("took 0.23 GiB")
+    assert log.figures["cudagraph_estimate_bytes"].value == pytest.approx(0.38 * GiB)
+    # a release that captures once, after the budget, keeps its one line
+    v1 = parse_log("INFO [gpu_worker.py:563] Available KV cache memory: 10.74 GiB\n"
+                   "INFO [gpu_model_runner.py:4600] Graph capturing finished in 6 secs, took "
+                   "0.56 GiB\n")
+    assert v1.figures["cudagraph_pool_bytes"].text.endswith("took 0.56 GiB")
