@@ -66,15 +66,15 @@ COMM_STREAM_POOL: tuple[Rule, ...] = (
 
 
 # Model Runner V2's output copy stream, made in ``GPUModelRunner.__init__`` after the init
-# snapshot (read in the 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels; 0.23.0-0.27.1
-# as memprof.core.terms.graph_window's docstring reads them)
+# snapshot (read in the 0.23.0, 0.26.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels;
+# V2 runs by default from 0.23.0)
 V2_OUTPUT_COPY_STREAM: tuple[Rule, ...] = (
     Rule(name="v2_output_copy_stream_pool",
          changes="non-torch: torch's stream pool (Model Runner V2's output_copy_stream)",
-         since="0.21.0", until=None, value=True,
-         introduced_by="Model Runner V2 (v1/worker/gpu/model_runner.py)", generation="v1",
+         since="0.23.0", until=None, value=True,
+         introduced_by="Model Runner V2 by default (0.23.0)", generation="v1",
          applies_to="all",
-         source="0.28.0 / 0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py "
+         source="0.23.0 / 0.26.0 / 0.28.0 / 0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py "
          "GPUModelRunner.__init__: self.output_copy_stream = torch.cuda.Stream(self.device), "
          "constructed by v1/worker/gpu_worker.py init_device after self.init_snapshot = "
          "MemorySnapshot(device=self.device)"),
