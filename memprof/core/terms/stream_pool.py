@@ -131,7 +131,7 @@ def stream_pool_terms(ctx: TermContext) -> list[Component]:
             category="non_torch", bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
             formula="73,400,320 B: torch's CUDA stream pool, made by Model Runner V2's "
             "GPUModelRunner.__init__ (output_copy_stream = torch.cuda.Stream()) after vLLM's "
-            "memory snapshot")]
+            "memory snapshot" + stand_in_tag(ctx.gpu, "torch stream pool"))]
     if logits_gather_makes_pool(ctx):
         return [Component(
             name="torch stream pool (profile run's logits gather)", category="non_torch",
