@@ -37,8 +37,9 @@ already holds. With the window W of all n_full FULL graphs, measured = W − (n_
 
     estimate = W + (n_full − 1) × max(0, 1 MiB − d)
 
-The 1 MiB floor lifts a model whose FULL graph costs less than 1 MiB of driver memory (fewer
-than about 35 decoder layers at R580's node costs). [approximation] vLLM's samples are
+The 1 MiB floor lifts a model whose FULL graph costs less than 1 MiB of driver memory (a dense
+bf16 decoder of fewer than about 35 layers at R580's sm90 node costs: Qwen2.5-0.5B's 24 layers
+cost 766,880 B). [approximation] vLLM's samples are
 free-memory deltas in the driver's 2 MiB granules, so its second sample is 0 or 2 MiB where d is
 about 1 MiB, and the extrapolation lands anywhere between W − d and W + (n_full − 2) MiB; memprof
 takes the mean cost d. Not modelled: the ``hidden_states`` buffer the first FULL warm-up
