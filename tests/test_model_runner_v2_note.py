@@ -34,13 +34,15 @@ def test_not_outside_the_rows() -> None:
 @pytest.mark.parametrize(("version", "late"), [("0.29.0", 0), ("0.31.0", 1), ("0.33.0", 2)])
 def test_from_029_every_model_is_noted_with_what_is_not_modelled(version: str, late: int) -> None:
     # 0.29.0 on every model runs V2 and its profile run charges a CUDA-graph estimate of its
-    # own; 0.31.0 adds the allocator split limit, 0.33.0 a second sampler warm-up pass
+    # own (modelled: terms/runner_v2_graphs.py); 0.31.0 adds the allocator split limit, 0.33.0
+    # a second sampler warm-up pass (neither modelled)
     for model in ("qwen3-32b", "qwen3-235b-a22b-fp8"):
         notes = _v2_notes(model, Deployment(tp=2 if model == "qwen3-32b" else 4,
                                              engine_version=version))
         assert len(notes) == 1 and notes[0].startswith(f"vLLM {version} runs the model with "
                                                        "Model Runner V2")
-        assert "[approximation]" in notes[0] and "V2's own graph estimate" in notes[0]
+        # a cold start: V1's profile run [approximation], V2's own CUDA-graph estimate
+        assert "[approximation]" in notes[0] and "V2's own CUDA-graph estimate" in notes[0]
         assert ("split limit" in notes[0]) is (late >= 1)
         assert ("second sampler warm-up" in notes[0]) is (late >= 2)
 

@@ -157,13 +157,20 @@ def test_stream_pool_counted_once() -> None:
     # the graph model's first 70 MiB holds it, and the TP2 communicator's figure leaves it out
     (c,) = _named(_est("qwen3-0.6b", "H100", tp=2, max_num_seqs=64), "NCCL TP")
     assert c.bytes == (458 + 474) * MiB - nccl.TORCH_STREAM_POOL_BYTES
-    for tp, first_cost in ((1, cudagraph.GRAPH_DRIVER_FIRST), (2, cudagraph.GRAPH_DRIVER_FIRST)):
-        e = _est("qwen3-0.6b", "H100", tp=tp, max_num_seqs=64)
+    # on the V1 runner (0.22.0 at TP1; at TP2 before 0.26.0 the profile run's logits gather
+    # makes it: tests/test_pynccl_pool.py); where Model Runner V2 runs the model (0.33.0) its
+    # output_copy_stream makes the pool before the profile run, in the budget
+    # (terms.stream_pool.V2_OUTPUT_COPY_STREAM), and the graphs hold none of it
+    for version, tp, first_cost in (("0.22.0", 1, cudagraph.GRAPH_DRIVER_FIRST),
+                                    ("0.33.0", 1, 0), ("0.33.0", 2, 0)):
+        e = _est("qwen3-0.6b", "H100", tp=tp, max_num_seqs=64, engine_version=version)
         ctx = rank_context(e, e.ranks[0])
         g = cudagraph.cudagraph_model(ctx)
         parts = sum(cudagraph.graph_driver_bytes(ctx, m, len(v)) for m, v in g.modes.items())
         assert g.driver == parts + first_cost
         assert cudagraph.graph_driver_first(ctx) == first_cost
+        pools = _named(e, "torch stream pool")
+        assert [c.bytes for c in pools] == ([] if first_cost else [nccl.TORCH_STREAM_POOL_BYTES])
 
 
 def test_nccl_node_cost_is_the_goldens() -> None:

@@ -81,29 +81,41 @@ def test_the_budget_keeps_the_pool_where_the_logits_gather_makes_it(
     assert _comp(without, "NCCL TP") - _comp(with_rule, "NCCL TP") == TORCH_STREAM_POOL_BYTES
 
 
-@pytest.mark.parametrize(("version", "pp", "where"), [
-    ("0.10.1.1", 1, "logits gather"),   # V1: the base class's all_gather_into_tensor
-    ("0.7.2", 1, "logits gather"),      # V0: torch.distributed.gather
-    ("0.25.0", 1, "logits gather"),     # the last release before PyNccl's all_gather
-    ("0.14.1", 1, "comm_stream"),       # the model runner's stream comes first
-    ("0.26.0", 1, "first graph"),       # CudaCommunicator.all_gather through PyNccl
-    ("0.33.0", 1, "first graph"),
-    ("0.10.1.1", 2, "first graph"),     # rank 0 is PP stage 0: no logits there
+# Qwen3-30B-A3B (routed experts, not on V2's list) runs the V1 runner through 0.28.x; Llama-3.1-8B
+# runs Model Runner V2 from 0.25.0, whose output_copy_stream makes the pool in its __init__,
+# before the profile run (terms.stream_pool.V2_OUTPUT_COPY_STREAM)
+MOE = "qwen3-30b-a3b"
+
+
+@pytest.mark.parametrize(("model", "version", "pp", "where"), [
+    ("llama-3.1-8b", "0.10.1.1", 1, "logits gather"),  # V1: base all_gather_into_tensor
+    ("llama-3.1-8b", "0.7.2", 1, "logits gather"),      # V0: torch.distributed.gather
+    (MOE, "0.25.0", 1, "logits gather"),     # the last release before PyNccl's all_gather
+    ("llama-3.1-8b", "0.14.1", 1, "comm_stream"),       # the model runner's stream comes first
+    (MOE, "0.26.0", 1, "first graph"),       # CudaCommunicator.all_gather through PyNccl
+    ("llama-3.1-8b", "0.25.0", 1, "V2 stream"),
+    ("llama-3.1-8b", "0.26.0", 1, "V2 stream"),
+    ("llama-3.1-8b", "0.33.0", 1, "V2 stream"),
+    ("llama-3.1-8b", "0.10.1.1", 2, "first graph"),     # rank 0 is PP stage 0: no logits there
 ])
-def test_where_the_pool_lands_at_tp2(version: str, pp: int, where: str) -> None:
-    e = estimate("llama-3.1-8b", Deployment(tp=2, pp=pp, engine_version=version),
-                 gpu_name="H100")
+def test_where_the_pool_lands_at_tp2(model: str, version: str, pp: int, where: str) -> None:
+    e = estimate(model, Deployment(tp=2, pp=pp, engine_version=version), gpu_name="H100")
     ctx = rank_context(e, e.ranks[0])
     got = {c.name for c in e.ranks[0].components if c.name.startswith("torch stream pool")}
     first = graph_driver_first(ctx) == TORCH_STREAM_POOL_BYTES
     assert {"logits gather": ({"torch stream pool (profile run's logits gather)"}, False),
             "comm_stream": ({"torch stream pool (model runner's comm_stream)"}, False),
+            "V2 stream": ({"torch stream pool (Model Runner V2's output_copy_stream)"}, False),
             "first graph": (set(), True)}[where] == (got, first)
 
 
 def test_rocm_keeps_the_process_group_gather_after_0_26() -> None:
-    e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.33.0"), gpu_name="MI300X")
+    e = estimate(MOE, Deployment(tp=2, engine_version="0.28.0"), gpu_name="MI300X")
     assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES
+    # where Model Runner V2 runs the model its output_copy_stream makes the pool first
+    e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.33.0"), gpu_name="MI300X")
+    assert _comp(e, "torch stream pool (Model Runner V2's output_copy_stream)") == \
+        TORCH_STREAM_POOL_BYTES
 
 
 def test_every_first_communicator_row_loses_the_pool_once_each() -> None:

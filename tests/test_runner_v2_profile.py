@@ -1,6 +1,6 @@
 """Model Runner V2's own profile-run budget where nothing is compiled in the profile window
 (memprof/core/terms/runner_v2_profile.py): ``--enforce-eager`` or ``--compile-cache warm`` at the
-releases whose V2 estimates no CUDA graphs (0.21.0-0.28.x); V1's terms everywhere else."""
+releases whose V2 profile run samples greedily once (0.21.0-0.32.x); V1's terms everywhere else."""
 
 from __future__ import annotations
 
@@ -53,11 +53,23 @@ def test_eager_v2_gets_its_own_terms_without_the_flag() -> None:
     assert e["CUDA-graph estimate"][0] == 0
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.33.0", "0.20.0", "0.19.1"])
-def test_releases_outside_0_21_to_0_28_ignore_the_cache_state(version: str) -> None:
-    # 0.29.0 on: V2 estimates its own graphs (not modelled: V1's terms stand); before 0.21.0:
-    # no V2 runner
+@pytest.mark.parametrize("version", ["0.33.0", "0.20.0", "0.19.1"])
+def test_releases_outside_0_21_to_0_32_ignore_the_cache_state(version: str) -> None:
+    # 0.33.0 on: V2's profile run adds the sampler warm-up pass (not modelled: V1's profile
+    # terms stand, with V2's own graph estimate); before 0.21.0: no V2 runner
     assert _comps(_est(version)) == _comps(_est(version, compile_cache="warm"))
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.32.0"])
+def test_a_warm_start_from_0_29_charges_v2s_own_profile_and_graph_estimate(version: str) -> None:
+    # 0.29.0-0.32.x: one greedy sampler pass (V2_SAMPLER_WARMUP_PASS), and V2's graph
+    # estimate whatever the cache (terms/runner_v2_graphs.py)
+    c, w = _comps(_est(version)), _comps(_est(version, compile_cache="warm"))
+    assert "sampler state (Model Runner V2)" not in c
+    assert w["sampler state (Model Runner V2)"] == (sampler_state_bytes(256, 151936), "budget")
+    assert w["activation peak (profile run)"][0] < c["activation peak (profile run)"][0]
+    assert w["CUDA-graph estimate"] == c["CUDA-graph estimate"]
+    assert w["CUDA-graph estimate"][0] > 0
 
 
 def test_a_model_on_the_v1_runner_ignores_the_cache_state() -> None:

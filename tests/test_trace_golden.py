@@ -130,13 +130,17 @@ def test_graph_pool_prediction_is_within_10_percent_of_the_trace(
                      scratch=d.get("scratch"))
     e = estimate(doc["model"], dep, gpu_name="H200")
     g = cudagraph_model(rank_context(e, e.ranks[0]))
+    # the replica's capture stream makes torch's stream pool; where the estimate's engine makes
+    # it earlier (Model Runner V2's output_copy_stream, terms/stream_pool.py) the graph model
+    # holds none of it, so it is added back for the comparison
+    pool = sum(c.bytes for c in e.ranks[0].components if c.name.startswith("torch stream pool"))
     rows = {c["name"]: c for c in doc["components"]}
     whole = rows["CUDA-graph pool (memprof's prediction)"]
     m = re.search(r"(\d+) graphs", whole["how"])
     assert m is not None and g.graphs == int(m.group(1))
     for row, predicted, tol in (
-            ("CUDA-graph pool (memprof's prediction)", g.actual, 0.10),
+            ("CUDA-graph pool (memprof's prediction)", g.actual + pool, 0.10),
             ("CUDA-graph pool: tensors", g.actual - g.driver, 0.15),
-            ("CUDA-graph pool: driver (graph executables)", g.driver, 0.10)):
+            ("CUDA-graph pool: driver (graph executables)", g.driver + pool, 0.10)):
         traced = rows[row]["traced_bytes"]
         assert abs(predicted - traced) <= tol * traced, (row, predicted, traced)

@@ -8,7 +8,8 @@ V2's own terms are the ones the 0.26.0 / 0.27.1 source shows: the eager forward 
 max_num_batched_tokens tokens (the same stages as V1's, ``activation_stages`` without the
 sampler), the greedy sampler stage (``vllm_runner.greedy_sampler_bytes`` beside the hidden states),
 no CUDA-graph estimate (``V2_GRAPH_ESTIMATE``) and, from 0.27.0, the sampler state the budget line
-charges (``V2_SAMPLER_STATE_CHARGED``)."""
+charges (``V2_SAMPLER_STATE_CHARGED``); torch's stream pool, which V2's ``output_copy_stream`` makes
+after the memory snapshot, is charged on both sides (``stream_pool.V2_OUTPUT_COPY_STREAM``)."""
 
 from __future__ import annotations
 
@@ -91,22 +92,24 @@ def test_row_1104_v2_own_peak_is_a_fifth_of_the_logged_one() -> None:
 # rows on cards before Hopper (1104 A40, 907-909 RTX 4090) carry the pre-Hopper kernel-node
 # cost (memprof/core/terms/cudagraph.py)
 @pytest.mark.parametrize(("rid", "memprof", "own"), [
-    (1104, -0.08, 3.38),  # -0.02 / 3.45 before the load's max_split_size_mb:20 (LOAD_MAX_SPLIT)
-    (901, -2.9, -6.7),  # a failed start: both figures negative
-    (902, -16.7, 0.5),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
-    (903, 0.56, 10.7),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
+    # 1104 -0.02 / 3.45 before the load's max_split_size_mb:20 (LOAD_MAX_SPLIT); the "own"
+    # figures of every row moved again with V2's output-copy stream pool (V2_OUTPUT_COPY_STREAM)
+    (1104, -0.08, 3.1),
+    (901, -2.8, -6.42),  # a failed start: both figures negative
+    (902, -16.7, -0.32),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
+    (903, 0.56, 9.73),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
     # at the WSL2 total the study's card reports (24,564 MiB; the rows' memprof_run)
     # (20.6 / 33.3, 1.52 / 6.03, 3.36 / 9.02 before the load's max_split_size_mb:20, LOAD_MAX_SPLIT)
-    (907, 19.85, 32.56),
-    (908, 0.95, 5.47),
-    (909, 3.08, 8.74),
+    (907, 19.85, 31.31),
+    (908, 0.95, 5.03),
+    (909, 3.08, 8.19),
     # vLLM 0.24.0 runs LlamaForCausalLM (listed) with V2: these logs print V2's load line,
     # v1/worker/gpu/model_runner.py:302 (V1's is gpu_model_runner.py:5255); compiled, one GPU
-    (1205, 0.04, 1.81), (1206, 0.05, 1.52), (1207, 0.04, 1.67), (1208, 0.04, 1.67),
-    (1209, 0.04, 1.42), (1210, 0.04, 1.42), (1211, -0.19, 4.62), (1212, -0.19, 4.62),
-    (1213, -0.14, 2.96), (1214, -0.14, 2.96),
+    (1205, 0.04, 1.67), (1206, 0.05, 1.4), (1207, 0.04, 1.54), (1208, 0.04, 1.54),
+    (1209, 0.04, 1.31), (1210, 0.04, 1.31), (1211, -0.19, 4.23), (1212, -0.19, 4.23),
+    (1213, -0.14, 2.71), (1214, -0.14, 2.71),
     # --enforce-eager (CompilationMode.NONE, no graphs): V2's own terms land it
-    (1215, 0.08, 0.08),
+    (1215, -0.31, -0.31),
 ])
 def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
                                                     own: float) -> None:
@@ -120,7 +123,8 @@ def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
 # The embedding table [V/tp, H] as a cold compile's benchmark copy, max(table, V2's own peak) on
 # the first stage beside V2's own terms: the fit the docstring rules out (KV error, %)
 @pytest.mark.parametrize(("rid", "err"), [
-    (1104, 0.2), (901, -6.5), (902, 0.5), (903, 10.7), (907, 18.7), (908, 0.56), (909, 2.59),
+    (1104, -0.12), (901, -6.24), (902, -0.32), (903, 9.73), (907, 17.48), (908, 0.11),
+    (909, 2.03),
 ])
 def test_the_embedding_table_fit_the_docstring_rules_out(rid: int, err: float) -> None:
     row = _row(rid)
@@ -160,12 +164,12 @@ def test_eager_row_1215_has_no_room_for_row_1211s_transient() -> None:
     kept11 = _kv_gib(e11, own=True) - _logged_gib(r11, e11)
     assert peak11 / GiB == pytest.approx(0.21, abs=0.005)
     assert peak15 / GiB == pytest.approx(0.84, abs=0.005)
-    assert kept11 == pytest.approx(0.81, abs=0.01)
+    assert kept11 == pytest.approx(0.74, abs=0.01)
     transient = peak11 / GiB + kept11
     own15 = _kv_gib(e15, own=True)
     logged15 = _logged_gib(r15, e15)
     with_transient = own15 - max(0.0, transient - peak15 / GiB)
-    assert 100 * (own15 / logged15 - 1) == pytest.approx(0.08, abs=0.05)
+    assert 100 * (own15 / logged15 - 1) == pytest.approx(-0.31, abs=0.05)
     assert 100 * (with_transient / logged15 - 1) == pytest.approx(-0.9, abs=0.1)
 
 
@@ -182,5 +186,5 @@ def test_the_0_24_charge_does_not_follow_the_quantised_linear_layers() -> None:
     quantised = [kept[r] for r in kept if weights[r] < 6]
     full = [kept[r] for r in kept if weights[r] > 14]
     assert len(quantised) == 5 and len(full) == 5
-    assert all(0.80 < k < 0.90 for k in kept.values())
+    assert all(0.73 < k < 0.83 for k in kept.values())
     assert max(kept.values()) - min(kept.values()) < 0.07

@@ -1,7 +1,7 @@
 """What the GPU golden of vLLM 0.27.1's profile window shows (reports/gpu/v2-window/README.md,
 recorders/gpu_v2_window.py; one H100, torch 2.11): the caching allocator and the driver charge
 nothing to the budget at TP1 that they do not at TP2, so they are not where the single-GPU Model
-Runner V2 logs keep their 0.6-1.6 GiB beyond V2's own terms (docs/model-runner-v2.md,
+Runner V2 logs keep their 0.5-1.6 GiB beyond V2's own terms (docs/model-runner-v2.md,
 memprof/core/engines/vllm_runner.py), and V2's pinned host buffers are not in the free memory the
 0.27.0+ budget line reads."""
 

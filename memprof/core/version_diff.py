@@ -105,7 +105,7 @@ from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.rocm_load_cache import ROCM_LOAD_USED_MEMORY
 from memprof.core.terms.rope_cache import MROPE_CACHE_POSITIONS
 from memprof.core.terms.runner_buffers import RUNNER_BUFFERS_CHARGED
-from memprof.core.terms.stream_pool import COMM_STREAM_POOL
+from memprof.core.terms.stream_pool import COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM
 from memprof.core.terms.v0_eager_forward import V0_EAGER_LAYER_INPUT
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.bnb_skip import BNB_SKIP_MATCH
@@ -162,7 +162,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
-    ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, FIRST_KERNEL_AT_SET_DEVICE,
+    ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM,
+    FIRST_KERNEL_AT_SET_DEVICE,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,

@@ -108,6 +108,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("cudagraph_estimate_bytes", "vllm",
        r"(?:Estimated CUDA ?graph memory|CUDA graph memory (?:estimate|profiling)[^:]*):?\s*"
        + _GIB, "gib"),
+    # the pool line after the capture (gpu_worker.py compile_or_warm_up_model, 0.20.0 on): the
+    # estimate the budget charged (V1's, or Model Runner V2's own from 0.29.0)
+    _p("cudagraph_estimate_bytes", "vllm",
+       r"CUDA graph pool memory:\s*-?[0-9.]+\s*GiB \(actual\),\s*" + _GIB + r"\s*\(estimated\)",
+       "gib"),
     _p("cudagraph_pool_bytes", "vllm",
        r"Graph capturing finished in [0-9.]+ secs?, took\s+" + _GIB, "gib"),
     _p("num_gpu_blocks", "vllm", r"# GPU blocks:\s*" + _NUM, "int"),
@@ -314,6 +319,18 @@ def read_log(path: str) -> StartupLog:
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+def _capture_before_budget(figures: dict[str, Figure], key: str) -> bool:
+    """Is the graph figure read so far the capture of Model Runner V2's CUDA-graph estimate, so
+    that a later "Graph capturing finished ... took" line replaces it? From vLLM 0.29.0 V2
+    captures the graphs once while profiling and logs that capture with the same line
+    (v1/worker/gpu/model_runner.py ``capture_model``, called by cudagraph_utils.py
+    ``profile_cudagraph_memory``) before the budget's "Available KV cache memory", then again
+    after the KV cache is allocated: the figure memprof compares is the second."""
+    if key != "cudagraph_pool_bytes" or "available_kv_bytes" not in figures:
+        return False
+    return figures[key].line < figures["available_kv_bytes"].line
+
+
 def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     """The figures, settings, version and errors of a start-up log's text."""
     lines = [_ANSI.sub("", ln)[:MAX_LINE] for ln in text.splitlines()]
@@ -323,7 +340,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     errors: list[str] = []
     for n, line in enumerate(lines, 1):
         for pat in PATTERNS:
-            if pat.key in figures or (pat.engine not in ("any", engine) and engine):
+            if (pat.key in figures and not _capture_before_budget(figures, pat.key)) or (
+                    pat.engine not in ("any", engine) and engine):
                 continue
             m = pat.regex.search(line)
             if m:

@@ -30,6 +30,7 @@ from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
     V2_GRAPH_ESTIMATE,
+    V2_SAMPLER_WARMUP_PASS,
     listed_at,
     runs_v2,
     v2_terms,
@@ -805,25 +806,13 @@ class VLLM(Engine):
         release, _ = split_generation(version)
         # from 0.29.0 every model runs V2 (but for the features V2 does not support) and its
         # profile run charges a CUDA-graph estimate of its own (memprof/core/engines/
-        # vllm_runner.py V2_GRAPH_ESTIMATE): a shorter note, asked first, so a deployment there
-        # reads no family rows
+        # vllm_runner.py V2_GRAPH_ESTIMATE, memprof/core/terms/runner_v2_graphs.py): a note of
+        # its own, asked first, so a deployment there reads no family rows
         warm = dep.compile_cache == "warm"
         every = rule_in_force(V2_DEFAULT, release)
         if (every is not None and getattr(every.value, "every", False)
                 and value_at(V2_GRAPH_ESTIMATE, release, default=True)):
-            late = [what for since, what in (
-                ("0.31.0", "the allocator split limit during the profile run"),
-                ("0.33.0", "the second sampler warm-up pass with sampling settings"))
-                if version_key(release) >= version_key(since)]
-            return [f"vLLM {release} runs the model with Model Runner V2 (config/vllm.py "
-                    "use_v2_model_runner); memprof charges the V1 runner's profile run and "
-                    "CUDA-graph estimate [approximation]; not modelled: V2's own graph estimate "
-                    "(cudagraph_utils.profile_cudagraph_memory)"
-                    + "".join(f", {w}" for w in late)
-                    + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
-                    "runner memprof models"
-                    + ("; --compile-cache warm changes nothing memprof models at this release"
-                       if warm else "")]
+            return [self._v2_own_graphs_note(dep, release, vocab, logits_itemsize)]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
             return ([f"--compile-cache warm: vLLM {release} runs this model with the V1 runner, "
@@ -853,7 +842,7 @@ class VLLM(Engine):
                 f"use_v2_model_runner) and compiles in its profile run on a cold start: "
                 f"memprof charges the V1 runner's profile run [approximation]{terms}. "
                 "V2's terms alone leave the published cold-compiled "
-                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead (one "
+                "single-GPU V2 logs 0.5-1.6 GiB a GPU short of their logged overhead (one "
                 "AWQ deployment's cold start kept 2.09 GiB more than its restart: published "
                 "rows 1707 / 1708): the compile's transient, which vLLM charges as peak "
                 "activation (vLLM issue 54122), of a size no source memprof reads gives "
@@ -861,6 +850,54 @@ class VLLM(Engine):
                 "smaller than this estimate; "
                 "--compile-cache warm models a restart on the cache a first start saved; "
                 "VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner memprof models"]
+
+    @staticmethod
+    def _v2_own_graphs_note(dep: DeploymentView, release: str, vocab: int,
+                            logits_itemsize: int) -> str:
+        """The note of a release whose Model Runner V2 runs every model and estimates its own
+        CUDA graphs (0.29.0 on): V2's graph estimate, and whose profile-run terms are charged
+        (V2's own where nothing is compiled in the window and the release runs one greedy
+        sampler pass, ``V2_SAMPLER_WARMUP_PASS``; V1's otherwise)."""
+        warm = dep.compile_cache == "warm"
+        warmup_pass = bool(value_at(V2_SAMPLER_WARMUP_PASS, release, default=True))
+        own = (dep.enforce_eager or warm) and not warmup_pass
+        graphs = ("captures no CUDA graphs" if dep.enforce_eager else
+                  "charges V2's own CUDA-graph estimate (v1/worker/gpu/cudagraph_utils.py "
+                  "profile_cudagraph_memory: the graphs captured once while profiling, the "
+                  "FULL ones beyond the two largest extrapolated; memprof/core/terms/"
+                  "runner_v2_graphs.py)")
+        head = (f"vLLM {release} runs the model with Model Runner V2 (config/vllm.py "
+                f"use_v2_model_runner) and {graphs}; ")
+        seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
+        if own:
+            terms = ""
+            if vocab and isinstance(seqs, int) and isinstance(mnbt, int):
+                t = v2_terms(release, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
+                             vocab=vocab, logits_itemsize=logits_itemsize)
+                terms = (f": one greedy sampler pass ({fmt_bytes(t.sampler_stage_bytes)} for "
+                         f"{min(seqs, mnbt)} rows) and the sampler's state "
+                         f"({fmt_bytes(t.sampler_state_bytes)}), charged by the budget line")
+            why = "--enforce-eager" if dep.enforce_eager else "--compile-cache warm"
+            late = ("; not modelled: the allocator split limit during the profile run"
+                    if version_key(release) >= version_key("0.31.0") else "")
+            return (head + f"nothing is compiled in its profile run ({why}): memprof charges "
+                    f"V2's own profile terms (memprof/core/terms/runner_v2_profile.py){terms}"
+                    f"{late} (docs/model-runner-v2.md)")
+        why = ("its profile run adds a sampler warm-up pass with sampling settings, V1's fp32 "
+               "pipeline in kind" if warmup_pass else
+               "its profile run compiles on a cold start, whose transient vLLM charges as peak "
+               "activation (vLLM issue 54122), of a size no source memprof reads gives "
+               "(--compile-cache warm: a restart on the cache a first start saved)")
+        unmodelled = [what for since, what in (
+            ("0.31.0", "the allocator split limit during the profile run"),
+            ("0.33.0", "the second sampler warm-up pass with sampling settings"))
+            if version_key(release) >= version_key(since)]
+        return (head + f"{why}: memprof charges the V1 runner's profile run [approximation]"
+                + ("; not modelled: " + ", ".join(unmodelled) if unmodelled else "")
+                + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner "
+                "memprof models"
+                + ("; --compile-cache warm changes nothing memprof models at this release"
+                   if warm and warmup_pass else ""))
 
     def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,
                        hybrid: bool, quantised: bool = False,

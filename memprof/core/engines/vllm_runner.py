@@ -29,11 +29,13 @@ code in 0.23.0-0.28.0):
 
 Where nothing is compiled in the profile window (``--enforce-eager``, or ``--compile-cache warm``:
 a restart on the compile cache a first start saved), memprof charges these three terms
-(memprof/core/terms/runner_v2_profile.py): the published warm logs (rows 1640-1645, 1648) land
-within 0.1-1.5%, the eager row 1215 within 0.2%. On a cold start
+(memprof/core/terms/runner_v2_profile.py), with torch's stream pool, which V2's
+``output_copy_stream`` makes after the memory snapshot (memprof/core/terms/stream_pool.py
+``V2_OUTPUT_COPY_STREAM``): the published warm logs (rows 1640-1645, 1648) land within 0.8%, the
+eager row 1215 within 0.3%. On a cold start
 memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
 published compiled single-GPU V2 logs of tests/data/published.json (rows 310, 901, 903, 907-909,
-1104, 1205-1214) keep 0.6-1.6 GiB a GPU less KV memory than the three terms leave (0.82-0.88 GiB
+1104, 1205-1214) keep 0.5-1.6 GiB a GPU less KV memory than the three terms leave (0.75-0.81 GiB
 for Llama-3-8B at 0.24.0 and 0.26.0 on A40 and A100 cards: fixed by the model, not the card), a
 charge not found in V2's runner (row 1104 puts it in the profile run's torch peak, with a cold
 compile in the window: below); V1's terms reproduce them, within 0.2% for the twelve Llama-3-8B
@@ -41,7 +43,7 @@ logs. The shortfall follows the tensor-parallel size and the compiled mode, not 
 such log is TP1 (row 903 and the V1 MoE row 906 are TP1 pipelines; row 906 keeps about 2.5 GiB a
 stage less than memprof's V1 terms leave); the TP2 / TP4 logs of the same host and release (row
 902 under V2, rows 904 / 905 under V1) are within 0.4 GiB, and the one eager V2 log (row 1215,
---enforce-eager, the session and card of row 1211) keeps 0.03 GiB beyond V2's own terms.
+--enforce-eager, the session and card of row 1211) keeps none beyond V2's own terms (-0.04 GiB).
 ``v2_terms`` gives the three figures, which the estimate's note states. The per-release table of
 V2's terms (0.23.0-0.33.0, with every allocation's shape) and the rows by hand:
 docs/model-runner-v2.md.
@@ -193,7 +195,7 @@ and not in a cold compile of the model's graph; no rule charges it.
   compile of their own shapes does not produce.
 - The embedding table as a benchmark copy (a fit, now ruled out by the measurement as well):
   charged as max(table, V2's own peak) on the first stage beside V2's own terms, it would
-  leave 1104 +0.2%, 902 +0.5%, 908 +1.1%, 909 +2.9%, but 901 -6.5%, 903 +10.7% and 907 +19.5%;
+  leave 1104 -0.1%, 902 -0.3%, 908 +0.7%, 909 +2.3%, but 901 -6.2%, 903 +9.7% and 907 +18.2%;
   and no benchmark copy of it is made (above).
 - Read in the 0.23.0-0.33.0 wheels and measured (docs/model-runner-v2.md, "Ruled out"): what TP >
   1 allocates or frees (``init_worker_distributed_environment`` runs before the init snapshot, and
@@ -209,19 +211,20 @@ and not in a cold compile of the model's graph; no rule charges it.
   rows 1104 and 1205-1214 keep the same 0.8 GiB. And a weight copied when the model is compiled
   as vLLM compiles it (an ``nn.Module`` of ``Parameter``s, the first call under
   ``torch.inference_mode``): for Llama-3.1-8B shapes the cold first call peaks at 282 MiB with
-  no allocation of 256 MiB or more, against the 1.03 GiB row 1211 implies (the same golden).
+  no allocation of 256 MiB or more, against the 0.96 GiB row 1211 implies (the same golden).
 - The eager row. Row 1215 (0.24.0, --enforce-eager: CompilationMode.NONE, no graphs, 8,192
-  tokens) lands at +0.17% with V2's own terms, where row 1211 of the same session, card, model
-  and release (compiled, 2,048 tokens) keeps 0.82 GiB beyond them. A transient of the size 1211
-  implies (its 0.21 GiB forward + 0.82) would leave 1215 at -0.9%, against a +/-0.1% spread of
+  tokens) lands at -0.2% with V2's own terms, where row 1211 of the same session, card, model
+  and release (compiled, 2,048 tokens) keeps 0.75 GiB beyond them. A transient of the size 1211
+  implies (its 0.21 GiB forward + 0.75) would leave 1215 at -0.9%, against a +/-0.1% spread of
   rows 1205-1214: the charge belongs to the compiled mode (tests/test_v2_profile_peak_ruled_out.py).
 
 V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's own
-terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 -> -6.7% (a
-failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +20.6 -> +33.3%, 908
-+1.5 -> +6.0%, 909 +3.4 -> +9.0% (at their WSL2 total), 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215
-+0.17 -> +0.17%. Only row 902 comes closer (row 1215 is unchanged), so memprof keeps the V1 terms
-(and their graph estimate) where V2 runs on a cold start. What would still settle it: a start-up log
+terms: peak, no graph estimate, sampler state from 0.27.0, the stream pool in both): 1104 -0.0 ->
++3.2%, 901 -2.8 -> -6.4% (a failed start: negative figures), 902 -16.7 -> -0.3%, 903 +0.6 ->
++9.7%, 907 +20.6 -> +32.1%, 908 +1.5 -> +5.6%, 909 +3.4 -> +8.5% (at their WSL2 total), 1205-1214
+-0.1...+0.1 -> +1.3...+4.3%, 1215 -0.2 -> -0.2%. Only row 902 comes closer (row 1215 is
+unchanged), so memprof keeps the V1 terms (and, before 0.29.0, their graph estimate) where V2
+runs on a cold start. What would still settle it: a start-up log
 at DEBUG (``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of
 one compiled single-GPU V2 deployment, cold and warm on one cache, beside the same deployment with
 --enforce-eager; or vLLM itself on a GPU with the allocator's history recorded across
@@ -303,7 +306,8 @@ V2_HYBRID_LISTED: tuple[Rule, ...] = (
 )
 
 # (1) V2's CUDA-graph estimate: ``profile_cudagraph_memory`` returns 0 (``value`` False) through
-# 0.28.0; 0.29.0 calls ``_profile_cudagraph_memory(self)``.
+# 0.28.x; from 0.29.0 it captures the graphs once while profiling and charges what that capture
+# took (``value`` True: memprof/core/terms/runner_v2_graphs.py).
 V2_GRAPH_ESTIMATE: tuple[Rule, ...] = (
     Rule(name="model_runner_v2_graph_estimate",
          changes="CUDA-graph estimate (Model Runner V2)", since="0.21.0", until="0.29.0",
@@ -312,6 +316,38 @@ V2_GRAPH_ESTIMATE: tuple[Rule, ...] = (
          removed_by="0.29.0: profile_cudagraph_memory returns _profile_cudagraph_memory(self)",
          source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 v1/worker/gpu/"
          "model_runner.py GPUModelRunner.profile_cudagraph_memory"),
+    Rule(name="model_runner_v2_graph_estimate",
+         changes="CUDA-graph estimate (Model Runner V2)", since="0.29.0", until=None,
+         value=True,
+         introduced_by="0.29.0: profile_cudagraph_memory returns _profile_cudagraph_memory(self)"
+         ": the graphs captured once on a minimal KV cache into a throwaway pool, the capture's "
+         "free-memory delta charged, the FULL graphs but the 2 largest extrapolated",
+         source="0.29.0 / 0.30.0 / 0.31.0 / 0.32.0 / 0.33.0 v1/worker/gpu/cudagraph_utils.py "
+         "profile_cudagraph_memory, _extrapolate_full_graph_memory "
+         "(_FULL_GRAPH_PROFILING_SAMPLES = 2, _MIN_PER_GRAPH_BYTES = 1 << 20); "
+         "v1/worker/gpu_worker.py determine_available_memory subtracts it "
+         "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default 1)"),
+)
+
+# (2') The profile run's sampler: one greedy pass through 0.32.x (every slot at its defaults);
+# 0.33.0 adds a second pass with ``SamplingParams.for_sampler_warmup()`` on every request (an
+# fp32 copy of the logits, top-k / top-p, penalties, logit bias, logprobs), V1's sampler warm-up
+# in kind, which memprof's V2 terms do not size (``value`` True: the pass is run).
+V2_SAMPLER_WARMUP_PASS: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_sampler_warmup_pass",
+         changes="profile-run sampler (Model Runner V2)", since="0.21.0", until="0.33.0",
+         value=False, introduced_by="Model Runner V2 (_dummy_sampler_run: one greedy pass)",
+         removed_by="0.33.0: _dummy_sampler_run's second pass with "
+         "SamplingParams.for_sampler_warmup()",
+         source="0.27.1 / 0.28.0 / 0.29.0 / 0.30.0 / 0.31.0 / 0.32.0 v1/worker/gpu/"
+         "model_runner.py GPUModelRunner._dummy_sampler_run: self.sampler(logits, "
+         "dummy_input_batch) once"),
+    Rule(name="model_runner_v2_sampler_warmup_pass",
+         changes="profile-run sampler (Model Runner V2)", since="0.33.0", until=None,
+         value=True,
+         introduced_by="0.33.0: 'Warmup-param pass: warmup_kernels (run after the KV cache is "
+         "sized) pays for the fp32 logits pipeline, so the profiled peak must too'",
+         source="0.33.0 v1/worker/gpu/model_runner.py GPUModelRunner._dummy_sampler_run"),
 )
 
 # (3) The Sampler's state, built in ``load_model`` after the weights' figure: charged by the
@@ -335,7 +371,7 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
 )
 
 RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_HYBRID_LISTED, V2_GRAPH_ESTIMATE,
-                                       V2_SAMPLER_STATE_CHARGED)
+                                       V2_SAMPLER_WARMUP_PASS, V2_SAMPLER_STATE_CHARGED)
 
 INT32 = 4
 INT64 = 8

@@ -31,7 +31,7 @@ from memprof.core.terms.common import (
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
 from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
-from memprof.core.terms.runner_v2_profile import v2_own_profile
+from memprof.core.terms.runner_v2_profile import v2_estimates_graphs, v2_estimates_nothing
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
@@ -968,13 +968,18 @@ def cudagraph_terms(ctx: TermContext) -> list[Component]:
     - "CUDA-graph pool above the estimate": max(0, actual − estimate), where "runtime", not
       profiled.
 
-    ``--enforce-eager`` captures nothing: both are 0 with formula "enforce_eager".
+    ``--enforce-eager`` captures nothing: both are 0 with formula "enforce_eager". Where Model
+    Runner V2 estimates its own graphs (0.29.0 on: ``runner_v2_profile.v2_estimates_graphs``)
+    none: ``memprof.core.terms.runner_v2_graphs`` gives both components.
     """
     names = ("CUDA-graph estimate", "CUDA-graph pool above the estimate")
     if (not ctx.dep.enforce_eager and engine_of(ctx.dep).graph_estimate_by_release
             and value_at(CUDAGRAPH_ESTIMATE, ctx.dep.engine_version, "on") != "on"):
         return cudagraph_terms_estimate_off(ctx)
-    if not ctx.dep.enforce_eager and v2_own_profile(ctx) is not None:
+    if v2_estimates_graphs(ctx):
+        # Model Runner V2 from 0.29.0 charges its own estimate (terms/runner_v2_graphs.py)
+        return []
+    if not ctx.dep.enforce_eager and v2_estimates_nothing(ctx):
         # Model Runner V2 before 0.29.0 estimates nothing (terms/runner_v2_profile.py)
         return cudagraph_terms_estimate_off(
             ctx, why=f"Model Runner V2 at vLLM {ctx.dep.engine_version} estimates nothing: "

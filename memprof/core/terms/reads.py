@@ -108,6 +108,17 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.entrypoint", "dep.max_model_len", "dep.block_size",
                                   "dep.chunked_prefill_size", "dep.mem_fraction_static",
                                   "dep.max_total_tokens")),
+    # Model Runner V2's own graph estimate (0.29.0 on): the capture cudagraph_terms models, the
+    # runner the release and model select, whether graphs are captured
+    "runner_v2_graph_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
+                                        "dep.disable_custom_all_reduce", "dep.nnodes",
+                                        "dep.enable_expert_parallel", "dep.enforce_eager",
+                                        "dep.max_num_batched_tokens", "dep.max_num_seqs",
+                                        "dep.num_speculative_tokens", "dep.attention_backend",
+                                        "dep.kv_cache_dtype", "dep.enable_lora", "dep.max_loras",
+                                        "dep.max_lora_rank", "dep.lora_extra_vocab_size",
+                                        "dep.lora_dtype", "dep.fully_sharded_loras",
+                                        "dep.enable_lora_bias", "dep.specialize_active_lora")),
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel")),
@@ -117,7 +128,9 @@ TERM_READS: dict[str, frozenset[str]] = {
     "warm_up_first_kernel": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version",
                                        "dep.tp", "dep.nnodes", "dep.pp",
                                        "dep.enable_expert_parallel")),
-    "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "dep.engine", "dep.engine_version",
+    # ctx.spec, ctx.quant: whether Model Runner V2 runs the model (terms/runner_v2_profile.py)
+    "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "ctx.spec", "ctx.quant",
+                                    "dep.engine", "dep.engine_version",
                                     "dep.tp", "dep.pp", "dep.dp",
                                     "dep.enable_expert_parallel")),
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),

@@ -30,6 +30,7 @@ from memprof.core.terms.reserved_charge import reserved_charge_terms
 from memprof.core.terms.rocm_load_cache import rocm_load_cache_terms
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.terms.runner_buffers import runner_buffer_terms
+from memprof.core.terms.runner_v2_graphs import runner_v2_graph_terms
 from memprof.core.terms.stream_pool import stream_pool_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
@@ -41,7 +42,8 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, runner_buffer_terms,
                               encoder_terms,
-                              cudagraph_terms, non_torch_terms, nccl_nvls_terms,
+                              cudagraph_terms, runner_v2_graph_terms, non_torch_terms,
+                              nccl_nvls_terms,
                               warm_up_first_kernel, stream_pool_terms,
                               reserved_charge_terms, in_use_terms]
 """Terms known before the KV cache is sized (their runtime/baseline components are not budgeted)."""

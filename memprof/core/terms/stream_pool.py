@@ -1,4 +1,5 @@
-"""torch's CUDA stream pool where vLLM's V1 model runner makes it before the profile run.
+"""torch's CUDA stream pool where vLLM's model runner (V1's, or Model Runner V2) makes it before
+the profile run.
 
 The first ``torch.cuda.Stream()`` of a process makes torch's stream pool for the device,
 73,400,320 B of device memory outside the caching allocator (``TORCH_STREAM_POOL_BYTES``,
@@ -19,7 +20,13 @@ Where it lands depends on what makes the first stream:
   after ``init_device`` took ``init_snapshot``: the profile sees it as non-torch increase, so it
   is charged to the budget (this term), and the capture stream made later costs nothing
   (``cudagraph.graph_driver_first``);
-- otherwise (V0, V1 before 0.11.0, and 0.20.0+ where the only early stream is the async
+- where Model Runner V2 runs the model (0.23.0 on, ``runner_v2_profile.runs_v2``), its
+  ``GPUModelRunner.__init__`` makes ``self.output_copy_stream``, constructed by
+  ``Worker.init_device`` after ``init_snapshot``, as V1's ``comm_stream`` was: charged to the
+  budget the same way (``V2_OUTPUT_COPY_STREAM``), and neither V2's CUDA-graph estimate (0.29.0
+  on: its capture window opens after it, ``memprof.core.terms.runner_v2_graphs``) nor the
+  capture holds it;
+- otherwise (V0, V1 before 0.11.0, and V1 from 0.20.0, where the only early stream is the async
   scheduling copy stream) the capture stream makes it: memprof counts it with the first graph
   (``cudagraph.graph_driver_first``).
 
@@ -41,6 +48,7 @@ from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
 from memprof.core.terms.non_torch import nccl_groups
 from memprof.core.terms.pynccl_pool import comm_makes_stream_pool, logits_gather_makes_pool
 from memprof.core.terms.rocm_platform import stand_in_tag
+from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, value_at
 
 COMM_STREAM_POOL: tuple[Rule, ...] = (
@@ -54,6 +62,22 @@ COMM_STREAM_POOL: tuple[Rule, ...] = (
          "torch.cuda.Stream(), constructed by v1/worker/gpu_worker.py init_device after "
          "init_snapshot = MemorySnapshot() (0.11.0); 0.20.0: no comm_stream, only the "
          "async-scheduling copy stream"),
+)
+
+
+# Model Runner V2's output copy stream, made in ``GPUModelRunner.__init__`` after the init
+# snapshot (read in the 0.23.0, 0.26.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels;
+# V2 runs by default from 0.23.0)
+V2_OUTPUT_COPY_STREAM: tuple[Rule, ...] = (
+    Rule(name="v2_output_copy_stream_pool",
+         changes="non-torch: torch's stream pool (Model Runner V2's output_copy_stream)",
+         since="0.23.0", until=None, value=True,
+         introduced_by="Model Runner V2 by default (0.23.0)", generation="v1",
+         applies_to="all",
+         source="0.23.0 / 0.26.0 / 0.28.0 / 0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py "
+         "GPUModelRunner.__init__: self.output_copy_stream = torch.cuda.Stream(self.device), "
+         "constructed by v1/worker/gpu_worker.py init_device after self.init_snapshot = "
+         "MemorySnapshot(device=self.device)"),
 )
 
 
@@ -71,18 +95,29 @@ def comm_stream_pool_made(dep: Deployment) -> bool:
             and bool(value_at(COMM_STREAM_POOL, dep.engine_version, False)))
 
 
+def v2_stream_pool_made(ctx: TermContext) -> bool:
+    """Whether Model Runner V2's ``output_copy_stream`` makes torch's stream pool after the
+    memory snapshot and before the profile run (``V2_OUTPUT_COPY_STREAM``), on a rank where no
+    NCCL communicator made it earlier and where V2 runs the model."""
+    return (not nccl_made_stream_pool(ctx.dep)
+            and bool(value_at(V2_OUTPUT_COPY_STREAM, ctx.dep.engine_version, False))
+            and runs_v2(ctx))
+
+
 def pool_before_graphs(ctx: TermContext) -> bool:
     """Whether torch's stream pool exists before the rank captures its CUDA graphs: made by an
     NCCL communicator (``nccl_made_stream_pool``), by the model runner's ``comm_stream``
-    (``comm_stream_pool_made``) or by ProcessGroupNCCL at the profile run's logits gather
+    (``comm_stream_pool_made``), by Model Runner V2's ``output_copy_stream``
+    (``v2_stream_pool_made``) or by ProcessGroupNCCL at the profile run's logits gather
     (``memprof.core.terms.pynccl_pool.logits_gather_makes_pool``)."""
     return (nccl_made_stream_pool(ctx.dep) or comm_stream_pool_made(ctx.dep)
-            or logits_gather_makes_pool(ctx))
+            or v2_stream_pool_made(ctx) or logits_gather_makes_pool(ctx))
 
 
 def stream_pool_terms(ctx: TermContext) -> list[Component]:
     """One non-torch component, "budget": the stream pool ``comm_stream`` makes
-    (``comm_stream_pool_made``), else the one ProcessGroupNCCL makes at the profile run's TP
+    (``comm_stream_pool_made``) or Model Runner V2's ``output_copy_stream``
+    (``v2_stream_pool_made``), else the one ProcessGroupNCCL makes at the profile run's TP
     logits gather (``logits_gather_makes_pool``); nothing elsewhere."""
     if comm_stream_pool_made(ctx.dep):
         return [Component(
@@ -90,6 +125,13 @@ def stream_pool_terms(ctx: TermContext) -> list[Component]:
             bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
             formula="73,400,320 B: torch's CUDA stream pool, made by GPUModelRunner.__init__'s "
             "torch.cuda.Stream() after vLLM's memory snapshot (vLLM 0.11.0-0.19.x)")]
+    if v2_stream_pool_made(ctx):
+        return [Component(
+            name="torch stream pool (Model Runner V2's output_copy_stream)",
+            category="non_torch", bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
+            formula="73,400,320 B: torch's CUDA stream pool, made by Model Runner V2's "
+            "GPUModelRunner.__init__ (output_copy_stream = torch.cuda.Stream()) after vLLM's "
+            "memory snapshot" + stand_in_tag(ctx.gpu, "torch stream pool"))]
     if logits_gather_makes_pool(ctx):
         return [Component(
             name="torch stream pool (profile run's logits gather)", category="non_torch",
