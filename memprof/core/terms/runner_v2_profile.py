@@ -24,7 +24,11 @@ charged as peak model activation memory"). Their size is not derived from any so
 reads (docs/model-runner-v2.md: the published cold V2 logs keep about an embedding table's size
 beyond V2's terms; a cold Inductor compile of the first graph piece as vLLM 0.27.1 configures
 it, combo kernels benchmarked, allocates no such buffer: reports/gpu/compile-peak/ and
-``recorders/gpu_combo_benchmark.py``). So for a cold start memprof keeps charging the V1
+``recorders/gpu_combo_benchmark.py``; nor does the whole profile window of a cold compile of
+Qwen3-8B / Qwen3-1.7B shapes keep any non-torch or free memory: reports/gpu/cold-compile-window/;
+and the published cold / warm pairs lose 0.47-2.5 GiB, no one term across them:
+docs/model-runner-v2.md, "Every published cold / warm pair"). So for a cold start memprof keeps
+charging the V1
 runner's terms [approximation], and V2's own terms only where no compile runs in the window.
 The published warm V2 logs (rows 1640-1645 and 1648 of tests/data/published.json, vLLM 0.27.1,
 "torch.compile took" under 2 s) land within 0.1-1.5% with these terms and 17-34% short with
