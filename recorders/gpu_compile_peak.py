@@ -51,6 +51,15 @@ in free memory) and the reserved increase, into ``compile-peak-c-<gpu>.json``. T
 is what the kernels a call loads keep in the context (their modules, the driver's local-memory
 reservation): a cold compile launches every autotuning candidate, a warm one the chosen kernels
 only. Golden: reports/gpu/cold-compile-window/README.md.
+
+``--set d`` (``CASES_D``) is set c with Inductor's ``triton.autotune_at_compile_time`` on, as
+``torch._inductor.standalone_compile`` turns it on around every compile (torch/_inductor/
+standalone_compile.py, ``config.patch("triton.autotune_at_compile_time", True)``) and vLLM
+compiles each graph piece through it (compilation/compiler_interface.py
+``InductorStandaloneAdaptor``, ``VLLM_USE_STANDALONE_COMPILE`` on by default): the kernels are
+autotuned while the graph compiles, on example arguments the wrapper generates for every kernel
+argument, graph inputs (the weights) included; and it records the first call's allocations with
+their stacks (the largest ones, as the default set does). Into ``compile-peak-d-<gpu>.json``.
 """
 
 from __future__ import annotations
@@ -80,6 +89,11 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, bool, bool, int]] = {
 CASES_C: list[tuple[str, int, str, str]] = [
     ("qwen3-8b", 2, "aot", "q8"), ("qwen3-1.7b", 2, "aot", "q17"),
     ("qwen3-8b", 36, "pieces", "q8L"),
+]
+# set "d": (shape, layers, mode, cache key, tp, tokens), compile-time autotuning on
+CASES_D: list[tuple[str, int, str, str, int, int]] = [
+    ("qwen3-8b", 2, "aot", "q8", 1, 2048), ("qwen3-1.7b", 2, "aot", "q17", 1, 2048),
+    ("qwen3-8b", 36, "pieces", "q8L", 1, 2048), ("qwen3-32b", 2, "pieces", "q32", 2, 3584),
 ]
 
 # (case, shape, tokens, tp, combo, phase, cache key); phase 2 reuses phase 1's cache of that key
@@ -251,6 +265,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         opts[key] = False
     import torch._inductor.config as icfg
     opts = {k: v for k, v in opts.items() if hasattr(icfg, k)}
+    if spec.get("atc"):  # as torch._inductor.standalone_compile patches it
+        opts["triton.autotune_at_compile_time"] = True
 
     def compiled(fn: Any) -> Any:
         return torch.compile(fn, fullgraph=True, dynamic=None, options=opts)
@@ -340,6 +356,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             return f, tot, torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
 
         for k in ("first", "second"):
+            if k == "first" and spec.get("atc"):
+                torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
             b = snap()
             torch.cuda.reset_peak_memory_stats()
             t0 = time.time()
@@ -355,6 +373,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
                 "non_torch_increase_gib": ((a[1] - a[0] - a[2]) - (b[1] - b[0] - b[2])) / GIB,
                 "total_consumed_gib": (b[0] - a[0]) / GIB,
                 "reserved_increase_gib": (a[2] - b[2]) / GIB}
+            if k == "first" and spec.get("atc"):
+                out["trace"] = _classify(torch.cuda.memory._snapshot(), b[3])
+                torch.cuda.memory._record_memory_history(enabled=None)
         return out
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
     t0 = time.time()
@@ -429,6 +450,11 @@ def _jobs(case_set: str) -> list[list[tuple[str, dict[str, Any], str]]]:
         return [[(f"{s}-L{n}-{m}-{ph}", {"case": s, "shape": s, "tokens": 2048, "tp": 1,
                   "combo": True, "phase": ph, "layers": n, "mode": m, "window": True}, key)]
                 for s, n, m, key in CASES_C for ph in ("cold", "warm")]
+    if case_set == "d":
+        return [[(f"{s}-L{n}-{m}-tp{tp}-t{tok}-{ph}", {
+            "case": s, "shape": s, "tokens": tok, "tp": tp, "combo": True, "phase": ph,
+            "layers": n, "mode": m, "window": True, "atc": True}, key)]
+                for s, n, m, key, tp, tok in CASES_D for ph in ("cold", "warm")]
     if case_set == "b":
         return [[(name, {"case": name, "shape": shape, "tokens": tokens, "tp": 1, "combo": True,
                          "phase": "cold", "layers": layers, "mode": mode}, name)
@@ -495,8 +521,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--child")
     ap.add_argument("--timeout", type=int, default=270)
-    ap.add_argument("--set", default="a", choices=("a", "b", "c"), dest="case_set",
-                    help="a: the case list CASES; b: CASES_B; c: CASES_C (the budget window)")
+    ap.add_argument("--set", default="a", choices=("a", "b", "c", "d"), dest="case_set",
+                    help="a: CASES; b: CASES_B; c: CASES_C (the budget window); d: CASES_D "
+                         "(the window, compile-time autotuning on)")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(_child(json.loads(a.child))))

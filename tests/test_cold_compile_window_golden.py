@@ -1,9 +1,9 @@
 """The H100 golden of vLLM's profile window around a cold and a warm compile of Qwen3 shapes
-(reports/gpu/cold-compile-window/, recorders/gpu_compile_peak.py ``--set c``): a cold compile
-adds the benchmarker's L2-sized flush buffer to the torch peak and nothing the non-torch or
-free-memory terms see; nothing of the embedding table's size (row 1603's cold start keeps
-0.99 GiB more than its warm restarts: memprof/core/terms/runner_v2_profile.py keeps the V1
-runner's terms for a cold start, no cold-compile charge)."""
+(reports/gpu/cold-compile-window/, recorders/gpu_compile_peak.py ``--set c``), compiled with
+``torch.compile`` (Inductor's compile-time autotuning off): a cold compile adds the
+benchmarker's L2-sized flush buffer to the torch peak and nothing the non-torch or free-memory
+terms see; nothing of the embedding table's size, which vLLM's ``standalone_compile`` path
+copies for its compile-time autotuning (memprof/core/terms/cold_compile.py)."""
 
 from __future__ import annotations
 

@@ -51,7 +51,9 @@ def test_gpu_trace_equals_the_estimate(name: str) -> None:
     flags = [f for f in flags if f not in rank_flag]
     flags = [f for i, f in enumerate(flags) if f != "--graphs" and
              (i == 0 or flags[i - 1] != "--graphs")]
-    est = estimate_json(flags)
+    # the trace runs the profile forward uncompiled: no cold compile's example arguments
+    # (memprof/core/terms/cold_compile.py), as on a warm compile cache
+    est = estimate_json([*flags, "--compile-cache", "warm"])
     rank = next(r for r in est["ranks"] if golden["rank"] in r["ranks"])  # type: ignore[attr-defined]
     by_name: dict[str, int] = {}
     for c in rank["components"]:

@@ -26,6 +26,7 @@ from memprof.core.engines.base import (
     RankCoord,
 )
 from memprof.core.engines.unified_memory import unified_memory_notes
+from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -781,18 +782,28 @@ class VLLM(Engine):
                 if version_key(release) >= version_key(since)]
             return [f"vLLM {release} runs the model with Model Runner V2 (config/vllm.py "
                     "use_v2_model_runner); memprof charges the V1 runner's profile run and "
-                    "CUDA-graph estimate [approximation]; not modelled: V2's own graph estimate "
+                    "CUDA-graph estimate [approximation]"
+                    + ("" if warm or dep.enforce_eager else
+                       ", with a cold compile's autotuning example arguments "
+                       "(memprof/core/terms/cold_compile.py)")
+                    + "; not modelled: V2's own graph estimate "
                     "(cudagraph_utils.profile_cudagraph_memory)"
                     + "".join(f", {w}" for w in late)
                     + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 "
                     "runner memprof models"
-                    + ("; --compile-cache warm changes nothing memprof models at this release"
-                       if warm else "")]
+                    + ("; --compile-cache warm: nothing is compiled cold, so no autotuning "
+                       "example arguments are charged" if warm else "")]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
-            return ([f"--compile-cache warm: vLLM {release} runs this model with the V1 runner, "
-                     "whose profile-run terms memprof models the same on a cold and a warm "
-                     "compile cache"] if warm and dep.engine_version else [])
+            if not (warm and dep.engine_version):
+                return []
+            if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None:
+                return [f"--compile-cache warm: vLLM {release} runs this model with the V1 "
+                        "runner; nothing is compiled cold, so its profile run carries no "
+                        "autotuning example arguments (memprof/core/terms/cold_compile.py)"]
+            return [f"--compile-cache warm: vLLM {release} runs this model with the V1 runner, "
+                    "whose profile-run terms memprof models the same on a cold and a warm "
+                    "compile cache"]
         seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
         terms = ""
         if vocab and isinstance(seqs, int) and isinstance(mnbt, int):
@@ -813,16 +824,17 @@ class VLLM(Engine):
                     f"use_v2_model_runner), and nothing is compiled in its profile run "
                     f"({why}): memprof charges V2's own profile terms "
                     f"(memprof/core/terms/runner_v2_profile.py){terms}"]
+        if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None:
+            return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
+                    f"use_v2_model_runner) and compiles it in its profile run on a cold start: "
+                    f"memprof charges V2's own profile terms{terms}, with the cold compile's "
+                    "autotuning example arguments (a copy of the embedding table and the "
+                    "gather's output, charged as peak activation: "
+                    "memprof/core/terms/cold_compile.py); --compile-cache warm models a restart "
+                    "on the cache a first start saved"]
         return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
                 f"use_v2_model_runner) and compiles in its profile run on a cold start: "
                 f"memprof charges the V1 runner's profile run [approximation]{terms}. "
-                "V2's terms alone leave the published cold-compiled "
-                "single-GPU V2 logs 0.6-1.6 GiB a GPU short of their logged overhead (one "
-                "AWQ deployment's cold start kept 2.09 GiB more than its restart: published "
-                "rows 1707 / 1708): the compile's transient, which vLLM charges as peak "
-                "activation (vLLM issue 54122), of a size no source memprof reads gives "
-                "(docs/model-runner-v2.md), so a cold start's KV cache can be that much "
-                "smaller than this estimate; "
                 "--compile-cache warm models a restart on the cache a first start saved; "
                 "VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner memprof models"]
 
