@@ -31,16 +31,27 @@ beyond V2's own terms for Llama-3-8B (table 0.98 GiB + 0.02, less the forward's 
 from 0.20.0, the first release that pins the torch (2.11) of the earliest log that shows it
 (0.24.0); vLLM 0.10.2-0.19.x (torch 2.8-2.10) compile through the same path, but no cold / warm
 pair of theirs is published and the 0.17.1 calibration logs (cache state not stated) fit
-without it, so it is not charged there. Not read: a quantised (GGUF) table, LoRA's embedding
-stacks (the published LoRA cold starts keep 0.03-0.29 GiB more with 8-64 adapters), and the
-benchmarker's L2-sized flush buffer (measured with torch 2.11: reports/gpu/compile-peak/).
+without it, so it is not charged there.
+
+With ``--enable-lora`` where embed_tokens is a LoRA module (``VocabParallelEmbeddingWithLoRA``,
+lora/layers/vocal_parallel_embedding.py 0.27.1: ``F.embedding(x + indices_1,
+self.lora_a_stacked_2d)`` beside the base layer's gather of the same ids), the LoRA-A stack
+[max_loras · (V + extra), r] is a kernel argument too, and both copies are live at once: the
+two independent gathers of the ids are one combo kernel (vLLM turns Inductor's
+``combo_kernels`` on, config/compilation.py), and the published cold LoRA starts of 0.27.1 keep
+0.03 / 0.07 / 0.29 GiB more peak at 8 / 16 / 64 adapters than at one (rows 1649, 1646, 1647
+against 1607), the stack's growth (4.6 MiB an adapter for Qwen3-4B at rank 16). Not read: a
+quantised (GGUF) table, and the benchmarker's L2-sized flush buffer (measured with torch 2.11:
+reports/gpu/compile-peak/).
 """
 
 from __future__ import annotations
 
 from memprof.core.components import TermContext
+from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
 from memprof.core.terms.common import Stage, is_first_stage, model_bytes
+from memprof.core.terms.lora import settings_of
 from memprof.core.versions import rule_in_force
 from memprof.core.weights.shard import VOCAB_PADDING
 
@@ -57,8 +68,9 @@ def compiles_cold(ctx: TermContext) -> bool:
 
 def cold_compile_stage(ctx: TermContext, tokens: int) -> Stage | None:
     """The live set of the compile-time autotuning of the embedding's gather on a cold compile:
-    a copy of this rank's table [V/tp, H] and the gather's output [T, H], in the model dtype;
-    None where nothing is compiled cold, off the first PP stage, or for a GGUF table."""
+    a copy of this rank's table [V/tp, H] and the gather's output [T, H], in the model dtype,
+    and with LoRA on embed_tokens a copy of its LoRA-A stack; None where nothing is compiled
+    cold, off the first PP stage, or for a GGUF table."""
     if not (compiles_cold(ctx) and is_first_stage(ctx)):
         return None
     if ctx.quant is not None and ctx.quant.method == "gguf":
@@ -66,6 +78,12 @@ def cold_compile_stage(ctx: TermContext, tokens: int) -> Stage | None:
     spec, dep = ctx.spec, ctx.dep
     s, h = model_bytes(ctx), spec.hidden_size
     per_rank = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING // max(dep.tp, 1)
-    return Stage("cold compile (autotuning example arguments)", (
-        (f"embedding table copy [{per_rank},{h}]", per_rank * h * s),
-        ("gather output [T,H]", tokens * h * s)))
+    parts = [(f"embedding table copy [{per_rank},{h}]", per_rank * h * s),
+             ("gather output [T,H]", tokens * h * s)]
+    if dep.enable_lora:
+        st = settings_of(ctx)
+        if st.support.embeddings:  # the LoRA-A stack of embed_tokens, gathered beside it
+            rows = st.max_loras * (spec.vocab_size + st.extra_vocab)
+            parts.append((f"LoRA embedding A stack copy [{rows},{st.rank}]",
+                          rows * st.rank * dtype_bytes(st.dtype)))
+    return Stage("cold compile (autotuning example arguments)", tuple(parts))

@@ -26,7 +26,7 @@ kernel on generated copies of its arguments, the rank's embedding table among th
 with that stage beside the forward's and the sampler's. Measured against the published V2 logs
 (docs/model-runner-v2.md): the warm ones (rows 1640-1645 and 1648, vLLM 0.27.1, "torch.compile
 took" under 2 s) land within 0.1-1.5% with V2's own terms and 17-34% short with V1's; the cold
-ones with the table's copy: 1603 +0.4%, 1607 +1.2%, 1649 +1.8%, 902 (TP2) +0.5%, 1104 and
+ones with the table's copy: 1603 +0.4%, 1607 +1.1%, 1649 +1.5%, 902 (TP2) +0.5%, 1104 and
 1205-1214 +0.1..+0.2%; the one eager V2 log (row 1215) within 0.2% with either.
 """
 
