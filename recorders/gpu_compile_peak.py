@@ -38,11 +38,34 @@ the ``.kernel_perf`` file beside its source). The file ``compile-peak-<gpu>.json
 case, the versions and the GPU. ``--set b`` runs ``CASES_B`` instead (full-depth stacks, and the
 whole model as one graph, compiled plainly or through Dynamo's AOT path) into
 ``compile-peak-b-<gpu>.json``. The goldens and what they show: reports/gpu/compile-peak/README.md.
+
+``--set c`` (``CASES_C``) runs, one process at a time (the free memory is the device's), the
+Qwen3 shapes of the published cold / warm Model Runner V2 logs (rows 1603 / 1604, 1607 /
+1640-1649 of tests/data/published.json), each compiled cold and then warm on one cache, and
+measures around the first and the second compiled call the profile window of vLLM 0.27.1-0.31
+(utils/mem_utils.py ``memory_profiling``: ``gc.collect()`` + ``empty_cache()`` +
+``reset_peak_memory_stats()``, a snapshot, the call, ``gc.collect()`` + ``empty_cache()``, a
+snapshot): the torch peak increase, ``transient_peak_headroom`` (peak - allocated after), the
+non-torch increase ((total - free) - reserved, after less before), ``total_consumed`` (the drop
+in free memory) and the reserved increase, into ``compile-peak-c-<gpu>.json``. The non-torch part
+is what the kernels a call loads keep in the context (their modules, the driver's local-memory
+reservation): a cold compile launches every autotuning candidate, a warm one the chosen kernels
+only. Golden: reports/gpu/cold-compile-window/README.md.
+
+``--set d`` (``CASES_D``) is set c with Inductor's ``triton.autotune_at_compile_time`` on, as
+``torch._inductor.standalone_compile`` turns it on around every compile (torch/_inductor/
+standalone_compile.py, ``config.patch("triton.autotune_at_compile_time", True)``) and vLLM
+compiles each graph piece through it (compilation/compiler_interface.py
+``InductorStandaloneAdaptor``, ``VLLM_USE_STANDALONE_COMPILE`` on by default): the kernels are
+autotuned while the graph compiles, on example arguments the wrapper generates for every kernel
+argument, graph inputs (the weights) included; and it records the first call's allocations with
+their stacks (the largest ones, as the default set does). Into ``compile-peak-d-<gpu>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -59,7 +82,19 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, bool, bool, int]] = {
     "llama-3.1-8b": (128256, 4096, 14336, 32, 8, 128, False, False, 4096),
     "qwen2.5-7b": (152064, 3584, 18944, 28, 4, 128, True, False, 8192),
     "qwen3-32b": (151936, 5120, 25600, 64, 8, 128, False, True, 32768),
+    "qwen3-1.7b": (151936, 2048, 6144, 16, 8, 128, False, True, 40960),
+    "qwen3-8b": (151936, 4096, 12288, 32, 8, 128, False, True, 40960),
 }
+# set "c": (shape, layers, mode, cache key), each compiled cold then warm on its cache
+CASES_C: list[tuple[str, int, str, str]] = [
+    ("qwen3-8b", 2, "aot", "q8"), ("qwen3-1.7b", 2, "aot", "q17"),
+    ("qwen3-8b", 36, "pieces", "q8L"),
+]
+# set "d": (shape, layers, mode, cache key, tp, tokens), compile-time autotuning on
+CASES_D: list[tuple[str, int, str, str, int, int]] = [
+    ("qwen3-8b", 2, "aot", "q8", 1, 2048), ("qwen3-1.7b", 2, "aot", "q17", 1, 2048),
+    ("qwen3-8b", 36, "pieces", "q8L", 1, 2048), ("qwen3-32b", 2, "pieces", "q32", 2, 3584),
+]
 
 # (case, shape, tokens, tp, combo, phase, cache key); phase 2 reuses phase 1's cache of that key
 CASES: list[tuple[str, str, int, int, bool, str, str]] = [
@@ -230,6 +265,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         opts[key] = False
     import torch._inductor.config as icfg
     opts = {k: v for k, v in opts.items() if hasattr(icfg, k)}
+    if spec.get("atc"):  # as torch._inductor.standalone_compile patches it
+        opts["triton.autotune_at_compile_time"] = True
 
     def compiled(fn: Any) -> Any:
         return torch.compile(fn, fullgraph=True, dynamic=None, options=opts)
@@ -309,6 +346,37 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
     out["eager_peak_gib"] = peak_of(lambda: forward(pieces, ids, positions))
     out["eager_peak2_gib"] = peak_of(lambda: forward(pieces, ids, positions))
+    if spec.get("window"):
+        def snap() -> tuple[int, int, int, int]:
+            """free, total, reserved, allocated after vLLM's gc.collect() + empty_cache()"""
+            gc.collect()
+            torch.cuda.empty_cache()
+            torch.cuda.synchronize()
+            f, tot = torch.cuda.mem_get_info()
+            return f, tot, torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
+
+        for k in ("first", "second"):
+            if k == "first" and spec.get("atc"):
+                torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+            b = snap()
+            torch.cuda.reset_peak_memory_stats()
+            t0 = time.time()
+            r = forward(cpieces, ids, positions)
+            torch.cuda.synchronize()
+            del r
+            pk = torch.cuda.max_memory_allocated()
+            a = snap()
+            out[k + "_call_window"] = {
+                "s": round(time.time() - t0, 1),
+                "torch_peak_increase_gib": (pk - b[3]) / GIB,
+                "transient_peak_headroom_gib": (pk - a[3]) / GIB,
+                "non_torch_increase_gib": ((a[1] - a[0] - a[2]) - (b[1] - b[0] - b[2])) / GIB,
+                "total_consumed_gib": (b[0] - a[0]) / GIB,
+                "reserved_increase_gib": (a[2] - b[2]) / GIB}
+            if k == "first" and spec.get("atc"):
+                out["trace"] = _classify(torch.cuda.memory._snapshot(), b[3])
+                torch.cuda.memory._record_memory_history(enabled=None)
+        return out
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
     t0 = time.time()
     base = torch.cuda.memory_allocated()
@@ -378,6 +446,15 @@ def _env(cache: Path, phase: str) -> dict[str, str]:
 
 def _jobs(case_set: str) -> list[list[tuple[str, dict[str, Any], str]]]:
     """The processes of each phase: (case, spec, cache key)."""
+    if case_set == "c":
+        return [[(f"{s}-L{n}-{m}-{ph}", {"case": s, "shape": s, "tokens": 2048, "tp": 1,
+                  "combo": True, "phase": ph, "layers": n, "mode": m, "window": True}, key)]
+                for s, n, m, key in CASES_C for ph in ("cold", "warm")]
+    if case_set == "d":
+        return [[(f"{s}-L{n}-{m}-tp{tp}-t{tok}-{ph}", {
+            "case": s, "shape": s, "tokens": tok, "tp": tp, "combo": True, "phase": ph,
+            "layers": n, "mode": m, "window": True, "atc": True}, key)]
+                for s, n, m, key, tp, tok in CASES_D for ph in ("cold", "warm")]
     if case_set == "b":
         return [[(name, {"case": name, "shape": shape, "tokens": tokens, "tp": 1, "combo": True,
                          "phase": "cold", "layers": layers, "mode": mode}, name)
@@ -398,7 +475,7 @@ def _driver(out: Path, timeout_s: int, case_set: str) -> None:
         "l2_bytes": getattr(torch.cuda.get_device_properties(0), "L2_cache_size", None),
         "triton": __import__("triton").__version__,
         "command": "PYTHONPATH=. python recorders/gpu_compile_peak.py --out $OUT"
-                   + (" --set b" if case_set == "b" else ""),
+                   + ("" if case_set == "a" else f" --set {case_set}"),
         "cases": {}}
     try:
         results["driver"] = subprocess.run(
@@ -435,7 +512,7 @@ def _driver(out: Path, timeout_s: int, case_set: str) -> None:
             res["log_tail"] = f.read_text()[-3000:]
         f.unlink(missing_ok=True)
     tag = results["gpu"].replace("NVIDIA ", "").split()[0].lower()
-    suffix = "-b" if case_set == "b" else ""
+    suffix = "" if case_set == "a" else "-" + case_set
     (out / f"compile-peak{suffix}-{tag}.json").write_text(json.dumps(results, indent=1))
 
 
@@ -444,8 +521,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--child")
     ap.add_argument("--timeout", type=int, default=270)
-    ap.add_argument("--set", default="a", choices=("a", "b"), dest="case_set",
-                    help="a: the case list CASES; b: CASES_B")
+    ap.add_argument("--set", default="a", choices=("a", "b", "c", "d"), dest="case_set",
+                    help="a: CASES; b: CASES_B; c: CASES_C (the budget window); d: CASES_D "
+                         "(the window, compile-time autotuning on)")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(_child(json.loads(a.child))))

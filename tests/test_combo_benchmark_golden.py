@@ -2,7 +2,8 @@
 (reports/gpu/combo-benchmark/, recorders/gpu_combo_benchmark.py): no allocation of an embedding
 table's size, cold or warm, in any case; the cold compile's extra over the warm start is the
 benchmarker's L2-sized flush buffer and activation-sized benchmark arguments, under the table
-(memprof/core/terms/runner_v2_profile.py keeps the V1 runner's terms for a cold start)."""
+(the copy vLLM makes is compile-time autotuning's, under standalone_compile:
+memprof/core/terms/cold_compile.py)."""
 
 from __future__ import annotations
 

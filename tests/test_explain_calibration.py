@@ -244,6 +244,8 @@ XFAIL: dict[int, str] = {
           "the flags and the checkpoint's stand-in (memprof_run)",
     1708: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
           "the flags and the checkpoint's stand-in (memprof_run)",
+    1801: OUTSIDE + "the quote is an issue's environment and a comment's table (no log line "
+          "explain reads): the flags, the card and the checkpoint's stand-in (memprof_run)",
     1709: OUTSIDE + "the checkpoint's NVFP4 storage: the log's quantization=compressed-tensors "
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "

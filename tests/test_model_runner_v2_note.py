@@ -1,6 +1,7 @@
 """vLLM 0.25.0-0.28.x run every generate model without routed experts or state mixers with Model
-Runner V2 (``MODEL_RUNNER_V2_DEFAULT``); memprof charges the V1 runner's profile run there and the
-estimate says so, without moving a figure."""
+Runner V2 (``MODEL_RUNNER_V2_DEFAULT``); memprof charges V2's own profile terms there, with a cold
+compile's autotuning example arguments (memprof/core/terms/cold_compile.py), and the estimate
+says so."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def test_dense_model_is_noted_from_0_25_to_0_28(version: str) -> None:
     # model_config.is_moe" (Qwen3ForCausalLM is not a listed architecture)
     (note,) = _v2_notes("qwen3-32b", Deployment(tp=2, engine_version=version))
     assert note.startswith(f"vLLM {version} runs Qwen3ForCausalLM with Model Runner V2")
-    assert "VLLM_USE_V2_MODEL_RUNNER=0" in note and "[approximation]" in note
+    assert "memprof charges V2's own profile terms" in note
+    assert "autotuning example arguments" in note and "[approximation]" not in note
 
 
 def test_not_outside_the_rows() -> None:
@@ -41,8 +43,12 @@ def test_from_029_every_model_is_noted_with_what_is_not_modelled(version: str, l
                                              engine_version=version))
         assert len(notes) == 1 and notes[0].startswith(f"vLLM {version} runs the model with "
                                                        "Model Runner V2")
-        # a cold start: V1's profile run [approximation], V2's own CUDA-graph estimate
-        assert "[approximation]" in notes[0] and "V2's own CUDA-graph estimate" in notes[0]
+        # a cold start: V2's own profile terms with the cold compile's example arguments
+        # (0.29.0-0.32.x), V1's profile run [approximation] from 0.33.0's second sampler pass;
+        # V2's own CUDA-graph estimate throughout
+        assert ("[approximation]" in notes[0]) is (late >= 2)
+        assert "V2's own CUDA-graph estimate" in notes[0]
+        assert "autotuning example arguments" in notes[0]
         assert ("split limit" in notes[0]) is (late >= 1)
         assert ("second sampler warm-up" in notes[0]) is (late >= 2)
 
@@ -61,18 +67,18 @@ def test_moe_hybrid_v0_and_sglang_are_not_noted() -> None:
     assert _v2_notes("qwen3-32b", Deployment(engine="sglang", tp=2)) == []
 
 
-def test_the_note_moves_no_figure() -> None:
+def test_row_902s_figure() -> None:
     dep = Deployment(tp=2, max_model_len=32768, gpu_memory_utilization=0.426,
                      engine_version="0.27.1")
     e = estimate("qwen3-32b", dep, gpu_name="RTX-PRO-6000")
     assert any("Model Runner V2" in n for n in e.notes)
-    # published row 902's figure as memprof gives it with the V1 runner's terms (its notes);
-    # 55,632 before the stream-pool rule (memprof.core.terms.pynccl_pool): vLLM's PyNccl
-    # communicator makes no torch stream, so at 0.27.1 the pool comes with the first graph,
-    # inside the CUDA-graph estimate the budget charges; 55,072 before the logits shard freed
-    # at the sampler (memprof/core/terms/activation.py LOGITS_SHARD_FREED) and the driver's
-    # stack reservation derived for sm120's NCCL kernel (memprof/core/terms/nccl_stack.py)
-    assert e.ranks[0].kv.num_gpu_blocks * 16 == 56_096
+    # published row 902's figure (67,296 tokens logged) as memprof gives it with V2's own terms
+    # and the cold compile's table copy (memprof/core/terms/cold_compile.py); 56,096 with the
+    # V1 runner's terms memprof charged before (55,632 before the stream-pool rule, 55,072
+    # before the logits shard freed at the sampler and the driver's stack reservation for
+    # sm120's NCCL kernel; 67,680 before the load's max_split_size_mb:20 rounding and
+    # V2's output-copy stream pool, LOAD_MAX_SPLIT and V2_OUTPUT_COPY_STREAM)
+    assert e.ranks[0].kv.num_gpu_blocks * 16 == 67_120
 
 
 def test_rule_range() -> None:

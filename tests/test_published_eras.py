@@ -39,12 +39,6 @@ VERDICT_MISSES: dict[int, str] = {
           "display here: row 1103's OOM line) allocate or free between its init snapshot and "
           "the profile's end (utils/mem_utils.py memory_profiling), which no line of either "
           "log shows (reports/published/rtx3090-vllm-0.17.1-study.md)",
-    1607: "logged a failure in the sampler warm-up after graph capture (150 MiB asked, 146 MiB "
-          "free, another process holding 500 MiB); memprof predicts a start: it charges the V1 "
-          "runner's CUDA-graph estimate (1.74 GiB with the LoRA capture cases) inside the budget "
-          "where this V2 Model Runner log sizes KV with none (the budget line: consumed + "
-          "activation + KV = 21.63 GiB, graphs outside), so its KV is 8,608 tokens (1.2 GiB) "
-          "smaller than the log's and the graphs fit in the room that leaves",
     1708: "logged a failure on a plain restart: 8.02 GiB of KV left 37 MiB free and the "
           "CUDA-graph / sampler warm-up ran out of memory; memprof predicts 7.76 GiB of KV "
           "(+3.3%) and a start "

@@ -59,6 +59,9 @@ def test_gpu_trace_equals_the_estimate(name: str, monkeypatch: pytest.MonkeyPatc
     flags = [f for f in flags if f not in rank_flag]
     flags = [f for i, f in enumerate(flags) if f != "--graphs" and
              (i == 0 or flags[i - 1] != "--graphs")]
+    # the trace runs the profile forward uncompiled: no cold compile's example arguments
+    # (memprof/core/terms/cold_compile.py), as on a warm compile cache
+    flags = [*flags, "--compile-cache", "warm"]
     by_name = by_component(estimate_json(flags), golden["rank"])
     # the tracer ran its weights phase at PyTorch's default allocator setting, where vLLM from
     # 0.21.0 loads under max_split_size_mb:20 (load_rounding.LOAD_MAX_SPLIT, which the

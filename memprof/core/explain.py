@@ -68,7 +68,10 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     # ``memprof.core.terms.reserved_charge``) are in it
     "non_torch_bytes": lambda e, r: _comp(
         r, lambda c, w: c in ("non_torch", "allocator") and w == "budget"),
-    "activation_peak_bytes": lambda e, r: _comp(r, lambda c, w: c == "activation"),
+    # the budget's activation: not Model Runner V2's sampler state where the release's budget
+    # line does not see it (before 0.27.0: vllm_runner.V2_SAMPLER_STATE_CHARGED, "runtime")
+    "activation_peak_bytes": lambda e, r: _comp(
+        r, lambda c, w: c == "activation" and w == "budget"),
     "peak_torch_bytes": lambda e, r: _loaded(r) + _comp(r, lambda c, w: c == "activation"),
     "cudagraph_estimate_bytes": lambda e, r: _comp(
         r, lambda c, w: c == "cudagraph" and w == "budget"),

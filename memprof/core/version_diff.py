@@ -44,6 +44,7 @@ from memprof.core.engines.sglang_streams import RULES as SGLANG_STREAM_RULES
 from memprof.core.engines.sglang_vlm import SGLANG_VLM_CHUNK_OFF, SGLANG_VLM_FRACTION
 from memprof.core.engines.unified_memory import SGLANG_UMA_FREE_MEMORY, UMA_FREE_MEMORY
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
+from memprof.core.engines.vllm_compile import RULES as VLLM_COMPILE_RULES
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
@@ -166,6 +167,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     FIRST_KERNEL_AT_SET_DEVICE,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
+    *VLLM_COMPILE_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,
     MROPE_CACHE_POSITIONS,
 )

@@ -26,6 +26,7 @@ from memprof.core.engines.base import (
     RankCoord,
 )
 from memprof.core.engines.unified_memory import unified_memory_notes
+from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -815,9 +816,15 @@ class VLLM(Engine):
             return [self._v2_own_graphs_note(dep, release, vocab, logits_itemsize)]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
-            return ([f"--compile-cache warm: vLLM {release} runs this model with the V1 runner, "
-                     "whose profile-run terms memprof models the same on a cold and a warm "
-                     "compile cache"] if warm and dep.engine_version else [])
+            if not (warm and dep.engine_version):
+                return []
+            if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None:
+                return [f"--compile-cache warm: vLLM {release} runs this model with the V1 "
+                        "runner; nothing is compiled cold, so its profile run carries no "
+                        "autotuning example arguments (memprof/core/terms/cold_compile.py)"]
+            return [f"--compile-cache warm: vLLM {release} runs this model with the V1 runner, "
+                    "whose profile-run terms memprof models the same on a cold and a warm "
+                    "compile cache"]
         seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
         terms = ""
         if vocab and isinstance(seqs, int) and isinstance(mnbt, int):
@@ -838,16 +845,17 @@ class VLLM(Engine):
                     f"use_v2_model_runner), and nothing is compiled in its profile run "
                     f"({why}): memprof charges V2's own profile terms "
                     f"(memprof/core/terms/runner_v2_profile.py){terms}"]
+        if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None:
+            return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
+                    f"use_v2_model_runner) and compiles it in its profile run on a cold start: "
+                    f"memprof charges V2's own profile terms{terms}, with the cold compile's "
+                    "autotuning example arguments (a copy of the embedding table and the "
+                    "gather's output, charged as peak activation: "
+                    "memprof/core/terms/cold_compile.py); --compile-cache warm models a restart "
+                    "on the cache a first start saved"]
         return [f"vLLM {release} runs {architecture} with Model Runner V2 (config/vllm.py "
                 f"use_v2_model_runner) and compiles in its profile run on a cold start: "
                 f"memprof charges the V1 runner's profile run [approximation]{terms}. "
-                "V2's terms alone leave the published cold-compiled "
-                "single-GPU V2 logs 0.5-1.6 GiB a GPU short of their logged overhead (one "
-                "AWQ deployment's cold start kept 2.09 GiB more than its restart: published "
-                "rows 1707 / 1708): the compile's transient, which vLLM charges as peak "
-                "activation (vLLM issue 54122), of a size no source memprof reads gives "
-                "(docs/model-runner-v2.md), so a cold start's KV cache can be that much "
-                "smaller than this estimate; "
                 "--compile-cache warm models a restart on the cache a first start saved; "
                 "VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner memprof models"]
 
@@ -860,7 +868,12 @@ class VLLM(Engine):
         sampler pass, ``V2_SAMPLER_WARMUP_PASS``; V1's otherwise)."""
         warm = dep.compile_cache == "warm"
         warmup_pass = bool(value_at(V2_SAMPLER_WARMUP_PASS, release, default=True))
-        own = (dep.enforce_eager or warm) and not warmup_pass
+        cold = (not (warm or dep.enforce_eager)
+                and rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None)
+        own = (dep.enforce_eager or warm or cold) and not warmup_pass
+        cold_args = (", with the cold compile's autotuning example arguments (a copy of the "
+                     "embedding table and the gather's output, charged as peak activation: "
+                     "memprof/core/terms/cold_compile.py)" if cold else "")
         graphs = ("captures no CUDA graphs" if dep.enforce_eager else
                   "charges V2's own CUDA-graph estimate (v1/worker/gpu/cudagraph_utils.py "
                   "profile_cudagraph_memory: the graphs captured once while profiling, the "
@@ -877,9 +890,14 @@ class VLLM(Engine):
                 terms = (f": one greedy sampler pass ({fmt_bytes(t.sampler_stage_bytes)} for "
                          f"{min(seqs, mnbt)} rows) and the sampler's state "
                          f"({fmt_bytes(t.sampler_state_bytes)}), charged by the budget line")
-            why = "--enforce-eager" if dep.enforce_eager else "--compile-cache warm"
             late = ("; not modelled: the allocator split limit during the profile run"
                     if version_key(release) >= version_key("0.31.0") else "")
+            if cold:
+                return (head + "it compiles in its profile run on a cold start: memprof charges "
+                        f"V2's own profile terms (memprof/core/terms/runner_v2_profile.py)"
+                        f"{terms}{cold_args}{late} (docs/model-runner-v2.md); --compile-cache "
+                        "warm models a restart on the cache a first start saved")
+            why = "--enforce-eager" if dep.enforce_eager else "--compile-cache warm"
             return (head + f"nothing is compiled in its profile run ({why}): memprof charges "
                     f"V2's own profile terms (memprof/core/terms/runner_v2_profile.py){terms}"
                     f"{late} (docs/model-runner-v2.md)")
@@ -893,10 +911,13 @@ class VLLM(Engine):
             ("0.33.0", "the second sampler warm-up pass with sampling settings"))
             if version_key(release) >= version_key(since)]
         return (head + f"{why}: memprof charges the V1 runner's profile run [approximation]"
-                + ("; not modelled: " + ", ".join(unmodelled) if unmodelled else "")
+                + cold_args + ("; not modelled: " + ", ".join(unmodelled) if unmodelled else "")
                 + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner "
                 "memprof models"
-                + ("; --compile-cache warm changes nothing memprof models at this release"
+                + (("; --compile-cache warm: nothing is compiled cold, so no autotuning "
+                    "example arguments are charged"
+                    if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None else
+                    "; --compile-cache warm changes nothing memprof models at this release")
                    if warm and warmup_pass else ""))
 
     def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,

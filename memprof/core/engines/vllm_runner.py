@@ -29,11 +29,11 @@ code in 0.23.0-0.28.0):
 
 Where nothing is compiled in the profile window (``--enforce-eager``, or ``--compile-cache warm``:
 a restart on the compile cache a first start saved), memprof charges these three terms
-(memprof/core/terms/runner_v2_profile.py), with torch's stream pool, which V2's
-``output_copy_stream`` makes after the memory snapshot (memprof/core/terms/stream_pool.py
-``V2_OUTPUT_COPY_STREAM``): the published warm logs (rows 1640-1645, 1648) land within 0.8%, the
-eager row 1215 within 0.3%. On a cold start
-memprof keeps charging V1's terms where V2 runs [approximation]: with these three terms alone the
+(memprof/core/terms/runner_v2_profile.py): the published warm logs (rows 1640-1645, 1648) land
+within 0.1-1.5%, the eager row 1215 within 0.2%. On a cold start (from 0.20.0) memprof charges
+them too, with the cold compile's autotuning example arguments beside (a copy of the embedding
+table: memprof/core/terms/cold_compile.py, the charge the next sentences describe; the history
+below is what was ruled out before it was found). With these three terms alone the
 published compiled single-GPU V2 logs of tests/data/published.json (rows 310, 901, 903, 907-909,
 1104, 1205-1214) keep 0.5-1.6 GiB a GPU less KV memory than the three terms leave (0.75-0.81 GiB
 for Llama-3-8B at 0.24.0 and 0.26.0 on A40 and A100 cards: fixed by the model, not the card), a
@@ -109,7 +109,8 @@ free blocks (0.26.0's budget line counts none).
 Row 1104's torch peak (read in the 0.25.0, 0.25.1, 0.26.0 and 0.27.1 wheels; the figures below
 are tests/test_v2_profile_peak_ruled_out.py's and the H200 goldens of
 reports/gpu/compile-peak/, tests/test_tp1_shortfall_ruled_out.py): not in V2's own profile run
-and not in a cold compile of the model's graph; no rule charges it.
+and not in a cold ``torch.compile`` of the model's graph; found since in the compile-time
+autotuning of vLLM's ``standalone_compile`` path (memprof/core/terms/cold_compile.py).
 
 - V2's profile run (v1/worker/gpu/model_runner.py ``profile_run``): ``_dummy_run`` of
   max_num_batched_tokens (T) tokens with ``skip_attn`` and ``is_profile`` (``need_eager``: no
@@ -219,16 +220,12 @@ and not in a cold compile of the model's graph; no rule charges it.
   rows 1205-1214: the charge belongs to the compiled mode (tests/test_v2_profile_peak_ruled_out.py).
 
 V2's own terms in place of the V1 terms, per published V2 row (KV error, memprof now -> V2's own
-terms: peak, no graph estimate, sampler state from 0.27.0, the stream pool in both): 1104 -0.0 ->
-+3.2%, 901 -2.8 -> -6.4% (a failed start: negative figures), 902 -16.7 -> -0.3%, 903 +0.6 ->
-+9.7%, 907 +20.6 -> +32.1%, 908 +1.5 -> +5.6%, 909 +3.4 -> +8.5% (at their WSL2 total), 1205-1214
--0.1...+0.1 -> +1.3...+4.3%, 1215 -0.2 -> -0.2%. Only row 902 comes closer (row 1215 is
-unchanged), so memprof keeps the V1 terms (and, before 0.29.0, their graph estimate) where V2
-runs on a cold start. What would still settle it: a start-up log
-at DEBUG (``MemoryProfilingResult``: torch peak increase, non-torch increase, ``total_consumed``) of
-one compiled single-GPU V2 deployment, cold and warm on one cache, beside the same deployment with
---enforce-eager; or vLLM itself on a GPU with the allocator's history recorded across
-``profile_run``.
+terms: peak, no graph estimate, sampler state from 0.27.0): 1104 -0.0 -> +3.5%, 901 -2.8 -> -6.7% (a
+failed start: negative figures), 902 -16.7 -> +0.5%, 903 +0.6 -> +10.7%, 907 +20.6 -> +33.3%, 908
++1.5 -> +6.0%, 909 +3.4 -> +9.0% (at their WSL2 total), 1205-1214 -0.1...+0.1 -> +1.4...+4.7%, 1215
++0.17 -> +0.17%. With the cold compile's table copy beside V2's own terms (memprof now,
+tests/test_v2_profile_peak_ruled_out.py): 1104 +0.2%, 901 -6.2%, 902 +0.5%, 903 +10.7%, 907
++19.2%, 908 +1.0%, 909 +2.8%, 1205-1214 +0.1...+0.2%, 1215 +0.17%.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
 from memprof.core.models.families import family_row
 from memprof.core.terms.bnb_linear import bnb_dequant_stage
+from memprof.core.terms.cold_compile import cold_compile_stage
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
@@ -969,6 +970,9 @@ def activation_terms(ctx: TermContext) -> list[Component]:
         stages = _activation_stages(ctx, tokens=t, rows=0, moe_caches=per_call)
         if r > 0 and samples_in_profile_run(ctx.dep, ctx.coord):
             stages.append(v2_greedy_sampler_stage(ctx, t, r))
+    cold = cold_compile_stage(ctx, t)  # a cold compile's autotuning (terms/cold_compile.py)
+    if cold is not None:
+        stages.append(cold)
     top = max(stages, key=lambda st: st.bytes)
     v2 = "" if own is None else f"; Model Runner V2's own profile run ({own})"
     comps = [Component(name="activation peak (profile run)", category="activation",

@@ -1,6 +1,7 @@
-"""Model Runner V2's own profile-run budget (vLLM 0.21.0-0.32.x), where no cold compile runs in
-the profile window: with ``--enforce-eager`` (nothing is compiled) or on a warm compile cache
-(``--compile-cache warm``: a restart that loads what a first start saved).
+"""Model Runner V2's own profile-run budget (vLLM 0.21.0-0.32.x): with ``--enforce-eager``
+(nothing is compiled), on a warm compile cache (``--compile-cache warm``: a restart that loads
+what a first start saved), and on a cold one, where the compile's autotuning example arguments
+join the profile run's peak (memprof/core/terms/cold_compile.py).
 
 Where vLLM runs a model with Model Runner V2 (``memprof/core/engines/vllm_runner.py`` says which
 deployments, per release), its budget differs from the V1 runner's in three terms, read in the
@@ -24,18 +25,18 @@ deployments, per release), its budget differs from the V1 runner's in three term
    ``vllm_runner.V2_SAMPLER_STATE_CHARGED``), in use but not charged before.
 
 A cold start compiles the model inside the profile window, and vLLM charges the compile's
-transient allocations as peak activation (vllm-project/vllm issue 54122, PRs 54209 and 54479:
-"temporary GPU allocations from cold torch.compile / Triton compilation and autotuning are
-charged as peak model activation memory"). Their size is not derived from any source memprof
-reads (docs/model-runner-v2.md: the published cold V2 logs keep about an embedding table's size
-beyond V2's terms; a cold Inductor compile of the first graph piece as vLLM 0.27.1 configures
-it, combo kernels benchmarked, allocates no such buffer: reports/gpu/compile-peak/ and
-``recorders/gpu_combo_benchmark.py``). So for a cold start memprof keeps charging the V1
-runner's terms [approximation], and V2's own terms only where no compile runs in the window.
-The published warm V2 logs (rows 1640-1645 and 1648 of tests/data/published.json, vLLM 0.27.1,
-"torch.compile took" under 2 s) land within 0.8% with these terms (and torch's stream pool, which
-V2's ``output_copy_stream`` makes after the memory snapshot: memprof/core/terms/stream_pool.py)
-and 17-34% short with V1's; the one eager V2 log (row 1215) within 0.3% with either.
+transient allocations as peak activation (vllm-project/vllm issue 54122, PRs 54209 and 54479):
+Inductor's compile-time autotuning, which ``standalone_compile`` turns on, runs each Triton
+kernel on generated copies of its arguments, the rank's embedding table among them
+(memprof/core/terms/cold_compile.py sizes it, from 0.20.0). So a cold start is V2's own terms
+with that stage beside the forward's and the sampler's. Measured against the published V2 logs
+(docs/model-runner-v2.md): the warm ones (rows 1640-1645 and 1648, vLLM 0.27.1, "torch.compile
+took" under 2 s) land within 0.1-1.5% with V2's own terms and 17-34% short with V1's; the cold
+ones with the table's copy: 1603 +0.4%, 1607 +1.1%, 1649 +1.5%, 902 (TP2) +0.5%, 1104 and
+1205-1214 +0.1..+0.2% (before V2's output-copy stream pool and the load's split limit entered
+the budget: docs/model-runner-v2.md holds the current figures); the one eager V2 log (row 1215)
+within 0.3% with either. From 0.33.0 the profile run adds a sampler warm-up pass with sampling
+settings (``V2_SAMPLER_WARMUP_PASS``) and memprof keeps V1's terms there.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
 from memprof.core.engines.vllm_runner import V2_GRAPH_ESTIMATE, V2_SAMPLER_WARMUP_PASS
 from memprof.core.models.families import family_row
+from memprof.core.terms.cold_compile import compiles_cold
 from memprof.core.versions import split_generation, value_at
 
 WARM = "warm"
@@ -61,18 +63,22 @@ def runs_v2(ctx: TermContext) -> bool:
 
 def v2_own_profile(ctx: TermContext) -> str | None:
     """Why the budget holds Model Runner V2's own profile terms (the module docstring) for this
-    deployment — "--enforce-eager" or "a warm compile cache" — or ``None``: a cold compile, a
-    model on the V1 runner, or a release whose profile run adds the sampler warm-up pass
-    (0.33.0 on, ``V2_SAMPLER_WARMUP_PASS``)."""
+    deployment — "--enforce-eager", "a warm compile cache" or "a cold compile" (whose autotuning
+    example arguments terms/cold_compile.py charges) — or ``None``: a model on the V1 runner, a
+    cold compile at a release where memprof does not charge the compile's arguments (before
+    0.20.0), or a release whose profile run adds the sampler warm-up pass (0.33.0 on,
+    ``V2_SAMPLER_WARMUP_PASS``)."""
     dep = ctx.dep
-    if not (dep.enforce_eager or dep.compile_cache == WARM):
+    if not (dep.enforce_eager or dep.compile_cache == WARM or compiles_cold(ctx)):
         return None
     if not runs_v2(ctx):
         return None
     release, _ = split_generation(dep.engine_version or "")
     if value_at(V2_SAMPLER_WARMUP_PASS, release, default=True):
         return None
-    return "--enforce-eager" if dep.enforce_eager else "a warm compile cache"
+    if dep.enforce_eager:
+        return "--enforce-eager"
+    return "a warm compile cache" if dep.compile_cache == WARM else "a cold compile"
 
 
 def v2_estimates_nothing(ctx: TermContext) -> bool:

@@ -1,0 +1,89 @@
+"""What a cold ``torch.compile`` allocates inside vLLM's profile window: the example arguments of
+Inductor's compile-time autotuning (vLLM 0.20.0 on).
+
+vLLM compiles each graph piece through ``torch._inductor.standalone_compile``
+(compilation/compiler_interface.py ``InductorStandaloneAdaptor``, chosen by
+compilation/backends.py ``make_compiler`` when ``VLLM_USE_STANDALONE_COMPILE`` is on, its default
+from 0.9.2 but in 0.11.0, and torch is 2.8 or newer, the pin from 0.10.2), and
+``standalone_compile`` turns Inductor's ``triton.autotune_at_compile_time`` on around every
+compile (torch/_inductor/standalone_compile.py: ``config.patch(
+"triton.autotune_at_compile_time", True)``). With it the wrapper autotunes each Triton kernel
+while the graph compiles, on example arguments it generates for every argument of the kernel
+(torch/_inductor/codegen/wrapper.py ``generate_example_arg_value``: ``generate_example_value(
+size, stride, device, dtype, offset, allocation_size)``, a fresh tensor of the argument's full
+size at the size hints), graph inputs included, and frees each once the last kernel that reads
+it has run (``get_autotune_deletion_call``). The weights are graph inputs of vLLM's compiled
+pieces; the one a Triton kernel reads whole is the token embedding (the gather that starts the
+first piece: ``VocabParallelEmbedding``), so a cold compile allocates, on the first PP stage, a
+copy of this rank's embedding table beside the gather's [T, H] output, and frees them before
+the profiling forward. vLLM's budget line charges the window's torch peak (``memory_profiling``:
+``torch_peak_increase`` to 0.26.x, ``transient_peak_headroom`` from 0.27.0), so the copy is
+charged as peak activation where it exceeds the forward's own peak (vLLM issue 54122, PRs 54209
+and 54479: "temporary GPU allocations from cold torch.compile / Triton compilation and
+autotuning are charged as peak model activation memory"). A warm start loads the compiled
+artifact and autotunes nothing (``--compile-cache warm``); ``--enforce-eager`` compiles nothing.
+
+The published cold starts this sizes (docs/model-runner-v2.md, "Every published cold / warm
+pair"): vLLM 0.27.1 on an RTX 4090 logs a peak activation of 1.18 GiB for Qwen3-8B (table 1.16
+GiB + [2048, 4096] bf16 0.02) and 0.59 GiB for Qwen3-1.7B (0.58 + 0.01), against 0.19 GiB on
+the warm restarts; the compiled Model Runner V2 logs of 0.24.0 / 0.26.0 keep 0.82-0.88 GiB
+beyond V2's own terms for Llama-3-8B (table 0.98 GiB + 0.02, less the forward's 0.21). Held
+from 0.20.0, the first release that pins the torch (2.11) of the earliest log that shows it
+(0.24.0); vLLM 0.10.2-0.19.x (torch 2.8-2.10) compile through the same path, but no cold / warm
+pair of theirs is published and the 0.17.1 calibration logs (cache state not stated) fit
+without it, so it is not charged there.
+
+With ``--enable-lora`` where embed_tokens is a LoRA module (``VocabParallelEmbeddingWithLoRA``,
+lora/layers/vocal_parallel_embedding.py 0.27.1: ``F.embedding(x + indices_1,
+self.lora_a_stacked_2d)`` beside the base layer's gather of the same ids), the LoRA-A stack
+[max_loras · (V + extra), r] is a kernel argument too, and both copies are live at once: the
+two independent gathers of the ids are one combo kernel (vLLM turns Inductor's
+``combo_kernels`` on, config/compilation.py), and the published cold LoRA starts of 0.27.1 keep
+0.03 / 0.07 / 0.29 GiB more peak at 8 / 16 / 64 adapters than at one (rows 1649, 1646, 1647
+against 1607), the stack's growth (4.6 MiB an adapter for Qwen3-4B at rank 16). Not read: a
+quantised (GGUF) table, and the benchmarker's L2-sized flush buffer (measured with torch 2.11:
+reports/gpu/compile-peak/).
+"""
+
+from __future__ import annotations
+
+from memprof.core.components import TermContext
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
+from memprof.core.terms.common import Stage, is_first_stage, model_bytes
+from memprof.core.terms.lora import settings_of
+from memprof.core.versions import rule_in_force
+from memprof.core.weights.shard import VOCAB_PADDING
+
+WARM = "warm"
+
+def compiles_cold(ctx: TermContext) -> bool:
+    """Does this vLLM deployment compile its model cold inside the profile window at a release
+    where the compile's example arguments are charged (``COLD_COMPILE_EXAMPLE_ARGS``)?"""
+    dep = ctx.dep
+    if dep.enforce_eager or dep.compile_cache == WARM:
+        return False  # the rule is vLLM's (Rule.engine): SGLang's deployments never hold it
+    return rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, dep.engine_version, dep.engine) is not None
+
+
+def cold_compile_stage(ctx: TermContext, tokens: int) -> Stage | None:
+    """The live set of the compile-time autotuning of the embedding's gather on a cold compile:
+    a copy of this rank's table [V/tp, H] and the gather's output [T, H], in the model dtype,
+    and with LoRA on embed_tokens a copy of its LoRA-A stack; None where nothing is compiled
+    cold, off the first PP stage, or for a GGUF table."""
+    if not (compiles_cold(ctx) and is_first_stage(ctx)):
+        return None
+    if ctx.quant is not None and ctx.quant.method == "gguf":
+        return None
+    spec, dep = ctx.spec, ctx.dep
+    s, h = model_bytes(ctx), spec.hidden_size
+    per_rank = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING // max(dep.tp, 1)
+    parts = [(f"embedding table copy [{per_rank},{h}]", per_rank * h * s),
+             ("gather output [T,H]", tokens * h * s)]
+    if dep.enable_lora:
+        st = settings_of(ctx)
+        if st.support.embeddings:  # the LoRA-A stack of embed_tokens, gathered beside it
+            rows = st.max_loras * (spec.vocab_size + st.extra_vocab)
+            parts.append((f"LoRA embedding A stack copy [{rows},{st.rank}]",
+                          rows * st.rank * dtype_bytes(st.dtype)))
+    return Stage("cold compile (autotuning example arguments)", tuple(parts))

@@ -1,0 +1,79 @@
+"""A cold compile's autotuning example arguments in vLLM's profile window
+(memprof/core/terms/cold_compile.py): a copy of the rank's embedding table and the gather's
+[T, H] output, charged as the profile run's peak from 0.20.0 where the model is compiled cold;
+nothing on a warm cache, with --enforce-eager, or before 0.20.0."""
+
+from __future__ import annotations
+
+import pytest
+
+from memprof.core.deployment import Deployment
+from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
+from memprof.core.estimate import Estimate, estimate
+from memprof.core.versions import rule_in_force
+
+GIB = 1 << 30
+PEAK = "activation peak (profile run)"
+
+
+def _est(version: str, model: str, gpu: str = "RTX-4090", **kw: object) -> Estimate:
+    dep = Deployment(engine_version=version, max_model_len=8192, **kw)  # type: ignore[arg-type]
+    return estimate(model, dep, gpu_name=gpu)
+
+
+def _peak(e: Estimate) -> int:
+    return next(c.bytes for c in e.ranks[0].components if c.name == PEAK)
+
+
+def _formula(e: Estimate) -> str:
+    return next(c.formula for c in e.ranks[0].components if c.name == PEAK)
+
+
+@pytest.mark.parametrize(("version", "held"), [
+    ("0.19.1", False), ("0.20.0", True), ("0.24.0", True), ("0.27.1", True), ("0.33.0", True)])
+def test_the_rule_holds_from_0_20(version: str, held: bool) -> None:
+    assert (rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, version) is not None) is held
+
+
+@pytest.mark.parametrize(("model", "hidden", "logged_gib"), [
+    ("qwen3-8b", 4096, 1.18), ("qwen3-1.7b", 2048, 0.59)])
+def test_the_published_cold_peaks_of_0_27_1(model: str, hidden: int, logged_gib: float) -> None:
+    # rows 1603 / 1604 (tests/data/published.json): "Actual usage is ... X GiB for peak
+    # activation" on a cold compile at vLLM 0.27.1 on an RTX 4090, max_num_batched_tokens 2048
+    e = _est("0.27.1", model, gpu_memory_utilization=0.92)
+    assert _peak(e) == 151936 * hidden * 2 + 2048 * hidden * 2
+    assert abs(_peak(e) / GIB - logged_gib) < 0.01
+    assert "cold compile (autotuning example arguments)" in _formula(e)
+    # the warm restarts log 0.19 GiB: the forward's own peak, no copy of the table
+    warm = _est("0.27.1", model, gpu_memory_utilization=0.92, compile_cache="warm")
+    assert _peak(warm) < _peak(e) / 2
+
+
+def test_a_tp2_rank_copies_its_shard_of_the_table() -> None:
+    cold = _est("0.28.0", "qwen3-32b", tp=2, max_num_batched_tokens=3584, max_num_seqs=40,
+                gpu_memory_utilization=0.85, quantization="awq_marlin")
+    assert cold.deployment.tp == 2
+    assert _peak(cold) == 151936 // 2 * 5120 * 2 + 3584 * 5120 * 2
+
+
+@pytest.mark.parametrize("kw", [{"compile_cache": "warm"}, {"enforce_eager": True}])
+def test_nothing_compiled_cold_charges_no_copy(kw: dict[str, object]) -> None:
+    e = _est("0.27.1", "qwen3-8b", gpu_memory_utilization=0.92, **kw)
+    assert "cold compile" not in _formula(e) and _peak(e) < 151936 * 4096 * 2
+
+
+def test_before_0_20_a_cold_compile_is_not_charged() -> None:
+    e = _est("0.17.1", "llama-3.1-8b", gpu_memory_utilization=0.9)
+    assert "cold compile" not in _formula(e)
+
+
+def test_the_lora_embedding_stack_is_copied_beside_the_table() -> None:
+    # rows 1607 / 1647 (vLLM 0.27.1, Qwen3-4B on an RTX 4090, cold): peak activation 0.80 GiB
+    # with one adapter slot, 1.09 with 64; the LoRA-A stack [max_loras · V, rank 16] bf16 grows
+    # by 4.6 MiB a slot
+    def peak(n: int) -> int:
+        return _peak(_est("0.27.1", "qwen3-4b", gpu_memory_utilization=0.8, enable_lora=True,
+                          max_loras=n))
+    grown = peak(64) - peak(1)
+    assert grown == 63 * 151936 * 16 * 2
+    assert abs(grown / GIB - (1.09 - 0.80)) < 0.01
