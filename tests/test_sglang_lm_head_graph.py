@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from memprof.alloc.monotone import pool_reserved_by_stages
 from memprof.base.units import MiB
@@ -18,18 +19,18 @@ GOLDEN = (Path(__file__).parent.parent / "reports" / "gpu" / "sglang-capture-win
           / "sglang-capture-window-h100.json")
 
 
-def _golden() -> dict[str, dict[bool, dict[str, object]]]:
+def _golden() -> dict[str, dict[bool, dict[str, Any]]]:
     data = json.loads(GOLDEN.read_text())
-    runs: dict[str, dict[bool, dict[str, object]]] = {}
+    runs: dict[str, dict[bool, dict[str, Any]]] = {}
     for run in data["runs"]:
         runs.setdefault(run["grid"], {})[run["lm_head"]] = run
     return runs
 
 
-def _after(run: dict[str, object], what: str) -> int:
-    step = next(s for s in run["steps"] if s["step"] == "after")  # type: ignore[attr-defined]
+def _after(run: dict[str, Any], what: str) -> int:
+    step = next(s for s in run["steps"] if s["step"] == "after")
     if what == "pool":
-        return sum(b for k, b in step["segments"].items() if k.startswith("graph pool"))
+        return int(sum(b for k, b in step["segments"].items() if k.startswith("graph pool")))
     return int(step[what])
 
 
@@ -48,7 +49,7 @@ def test_the_lm_head_output_is_one_pool_segment_in_the_window() -> None:
     dep = Deployment(engine="sglang", engine_version="0.5.10")
     for grid, bs, segment in (("bs256", 256, 79_691_776), ("bs8", 8, 20 * MiB)):
         on, off = runs[grid][True], runs[grid][False]
-        measured = int(on["window_bytes"]) - int(off["window_bytes"])  # type: ignore[call-overload]
+        measured = int(on["window_bytes"]) - int(off["window_bytes"])
         assert measured == _after(on, "pool") - _after(off, "pool") == segment, grid
         assert _after(on, "non_torch") == _after(off, "non_torch"), grid  # no driver memory
         # memprof's replica: the stand-in's live sets, then the logits processor's stage
@@ -69,8 +70,8 @@ def test_lm_head_stages_by_tp() -> None:
     assert "all-gather [4, 80, 38,016]" in words
 
 
-def _decode(model: str, version: str, gpu: str, **kw: object) -> tuple[int, str]:
-    dep = Deployment(engine="sglang", engine_version=version, **kw)  # type: ignore[arg-type]
+def _decode(model: str, version: str, gpu: str, **kw: Any) -> tuple[int, str]:
+    dep = Deployment(engine="sglang", engine_version=version, **kw)
     e = estimate(model, dep, gpu_name=gpu)
     comp = next(c for c in e.ranks[0].components if c.name == "CUDA-graph estimate")
     return comp.bytes, comp.formula
