@@ -376,6 +376,13 @@ class Engine:
         None (the default): nothing beyond the live sets (vLLM keeps weak references)."""
         return None
 
+    def graph_lm_head_stages(self, dep: DeploymentView, vocab: int, hidden: int, bs: int,
+                             act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+        """The decode live sets the engine's own graph capture adds after the last layer (its
+        logits processor, where the captured forward holds it), as block sizes, and the
+        formula's words; ``((), "")`` (the default): none."""
+        return (), ""
+
     def graph_after_earlier_capture(self, dep: DeploymentView, gpu: GPU,
                                     spec: Any) -> tuple[bool, bool, str] | None:
         """Where the engine's own decode graphs are captured after other graphs into the same

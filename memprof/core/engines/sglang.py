@@ -36,7 +36,12 @@ from memprof.core.engines.sglang_attention import (
     check_backend,
     reserved_on_streams,
 )
-from memprof.core.engines.sglang_graphs import after_prefill, decode_capture_sizes, kept_logits
+from memprof.core.engines.sglang_graphs import (
+    after_prefill,
+    decode_capture_sizes,
+    kept_logits,
+    lm_head_stages,
+)
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
 from memprof.core.engines.sglang_req_pool import req_to_token_table
@@ -1048,6 +1053,11 @@ class SGLang(Engine):
                           vocab: int) -> tuple[tuple[int, ...], int, str] | None:
         """The fp32 logits each release's decode capture keeps (``sglang_graphs.kept_logits``)."""
         return kept_logits(dep, sizes, vocab)
+
+    def graph_lm_head_stages(self, dep: DeploymentView, vocab: int, hidden: int, bs: int,
+                             act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+        """The logits processor inside the decode capture (``sglang_graphs.lm_head_stages``)."""
+        return lm_head_stages(dep, vocab, hidden, bs, act_bytes)
 
     def graph_after_earlier_capture(self, dep: DeploymentView, gpu: GPU,
                                     spec: Any) -> tuple[bool, bool, str] | None:

@@ -33,6 +33,15 @@ the pool; from 0.5.1 the logits are copied into ``next_token_logits_buffer``, on
 ``[max_bs, vocab]`` tensor the runner allocates before capturing (``_copy_logits_to_buffer``;
 0.5.9 ``input_buffers.py``, 0.5.19 ``runner/base_runner.py``).
 
+The captured forward ends in the model's ``LogitsProcessor`` (every model class returns
+``self.logits_processor(...)``), so the lm_head GEMM's output is a decode live-set member in the
+pool, unlike vLLM's graphs, which stop at the hidden states (``compute_logits`` runs outside
+them): ``_get_logits`` makes ``torch.matmul(hidden_states, lm_head.weight.T)``, a new
+``[bs, padded vocab / tp]`` tensor in the model dtype, and at TP > 1
+``GroupCoordinator.all_gather`` a ``[tp, bs, padded vocab / tp]`` output and its
+``movedim``/``reshape`` copy ``[bs, padded vocab]``, before the fp32 logits above are made from it
+(``lm_head_stages``; read in the 0.4.3, 0.5.1, 0.5.10 and 0.5.19 wheels).
+
 The attention backend's capture state, which the runner's construction also allocates
 (FlashInfer's index buffers and a decode wrapper with its own workspace per batch size, FA3's and
 TRT-LLM's page tables, Triton's split-KV logits), is ``sglang_attention.capture_state``, by the
@@ -71,6 +80,9 @@ from memprof.core.versions import Rule, value_at
 
 _READ = "read in the sglang {} wheel (first release with it)"
 _RUNNER = "model_executor/cuda_graph_runner.py get_batch_sizes_to_capture"
+# ParallelLMHead pads the vocabulary to a multiple of 64 (layers/vocab_parallel_embedding.py
+# DEFAULT_VOCAB_PADDING_SIZE, sglang 0.4.3 - 0.5.19) before splitting it by TP.
+LM_HEAD_VOCAB_PADDING = 64
 
 # The default grid of decode batch sizes per release. value: the grid's name (``_grid``).
 SGLANG_DECODE_GRID: tuple[Rule, ...] = (
@@ -191,6 +203,20 @@ SGLANG_DECODE_AFTER_PREFILL: tuple[Rule, ...] = (
          "(prefill_cuda_graph_runner.py _next_token_logits_buffer, captured first)"),
 )
 
+# Whether the decode graphs hold the lm_head GEMM and its TP gather (the logits processor runs
+# inside the captured forward). value: True in every release read.
+SGLANG_GRAPH_LM_HEAD: tuple[Rule, ...] = (
+    Rule(name="sglang_decode_graph_lm_head", changes="CUDA graphs: the lm_head output in the pool",
+         since=None, until=None, value=True, engine="sglang", introduced_by="before 0.4.3",
+         source="sglang 0.4.3, 0.5.1, 0.5.10, 0.5.19 layers/logits_processor.py "
+         "LogitsProcessor._get_logits: logits = torch.matmul(hidden_states, "
+         "lm_head.weight.T) (0.5.10: _compute_lm_head), tensor_model_parallel_all_gather(logits) "
+         "at TP > 1 (distributed/parallel_state.py GroupCoordinator.all_gather: torch.empty((world_"
+         "size,) + input_size), all_gather_into_tensor, movedim(0, dim).reshape), then the fp32 "
+         "logits (.float() to 0.4.10, _copy_logits_to_buffer from 0.5.1); the model classes' "
+         "forward returns self.logits_processor(...), inside CudaGraphRunner's captured run_once"),
+)
+
 SGLANG_GRAPH_ORDER: tuple[Rule, ...] = (
     Rule(name="sglang_decode_graph_order", changes="CUDA graphs: capture order",
          since=None, until="0.4.4", value="ascending", engine="sglang",
@@ -263,6 +289,29 @@ def kept_logits(dep: DeploymentView, sizes: list[int],
     return (), max(sizes) * vocab * 4, f"one fp32 logits buffer [{max(sizes)}, {vocab:,}]"
 
 
+def lm_head_stages(dep: DeploymentView, vocab: int, hidden: int, bs: int,
+                   act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """The decode live sets of the logits processor at batch ``bs`` after the last layer
+    (``SGLANG_GRAPH_LM_HEAD``), as block sizes in allocation order, and the formula's words:
+    the final norm's output [bs, hidden] with the lm_head output [bs, padded vocab / tp] (the
+    vocabulary padded to 64, ``ParallelLMHead``'s default, then split by TP), and at TP > 1 the
+    all-gather's [tp, bs, padded / tp] output and its reshaped copy [bs, padded]; then the copy
+    alone, beside which the fp32 logits are made (the last stage: ``kept_logits``'s tensor is
+    allocated in it). Not modelled: DP attention's gathered hidden states and the attention-TP
+    gather [approximation: the TP path]."""
+    if not value_at(SGLANG_GRAPH_LM_HEAD, dep.engine_version, True, engine="sglang"):
+        return (), ""
+    padded = -(-vocab // LM_HEAD_VOCAB_PADDING) * LM_HEAD_VOCAB_PADDING
+    tp = max(1, dep.tp)
+    norm, local = bs * hidden * act_bytes, bs * (padded // tp) * act_bytes
+    if tp == 1:
+        return ((norm, local),), f"the lm_head output [{bs}, {padded:,}]"
+    whole = bs * padded * act_bytes
+    return ((norm, local, whole, whole), (norm, whole)), (
+        f"the lm_head output [{bs}, {padded // tp:,}], its TP all-gather [{tp}, {bs}, "
+        f"{padded // tp:,}] and reshaped copy [{bs}, {padded:,}]")
+
+
 def after_prefill(version: str | None) -> tuple[bool, bool, bool]:
     """(the decode graphs follow the prefill graphs into the same pool, the logits buffer is
     allocated by the prefill runner, both capture on one stream) at ``version``:
@@ -273,6 +322,6 @@ def after_prefill(version: str | None) -> tuple[bool, bool, bool]:
 
 
 RULES: tuple[tuple[Rule, ...], ...] = (SGLANG_DECODE_GRID, SGLANG_GRAPH_LOGITS,
-                                       SGLANG_GRAPH_ORDER, SGLANG_GRAPH_DP_MULTIPLES,
-                                       SGLANG_DECODE_AFTER_PREFILL)
+                                       SGLANG_GRAPH_LM_HEAD, SGLANG_GRAPH_ORDER,
+                                       SGLANG_GRAPH_DP_MULTIPLES, SGLANG_DECODE_AFTER_PREFILL)
 """The rows of this module (``memprof versions`` lists them with the engine's)."""

@@ -27,6 +27,7 @@ from memprof.core.terms.activation import activation_stages, cublas_workspace_by
 from memprof.core.terms.bnb_linear import bnb_graph_nodes
 from memprof.core.terms.common import (
     max_seqs,
+    model_bytes,
     profile_tokens,
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
@@ -875,7 +876,10 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
         # block), so an earlier capture's freed blocks on another stream hold none of these
         what = (f"the largest size's decode live set, {what}" if after is None else
                 f"{what}; the largest size's decode live set")
-        stages = _mode_stages(ctx, "FULL", max(sizes))
+        logits, words = engine_of(ctx.dep).graph_lm_head_stages(
+            ctx.dep, ctx.spec.vocab_size, ctx.spec.hidden_size, max(sizes), model_bytes(ctx))
+        what += f", {words} in it" if words else ""
+        stages = _mode_stages(ctx, "FULL", max(sizes)) + logits
         largest = sizes.index(max(sizes))
         tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
                    else _pool_reserved(stages))
