@@ -14,7 +14,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.terms import non_torch
-from memprof.core.terms.nccl_stack import stack_delta
+from memprof.core.terms.nccl_stack import p2p_stack_delta, stack_delta
 from memprof.core.version_diff import version_diff
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,8 +45,12 @@ CUSTOM_AR = 26 * MiB
 # V0's second TP communicator, torch's, made by the profile run's logits gather on the driver
 # rank (memprof.core.terms.nccl_nvls.TORCH_TP_GATHER): a second communicator's measured cuMem-off
 # init at 2 ranks (reports/gpu/nccl-torch-gather w2-cumem0-second, 572,522,496 B) + 62 MiB + 1
-# peer × 32 channels × 10 MiB receive buffers
-TORCH_GATHER_TP2 = 572_522_496 + 62 * MiB + 32 * 10 * MiB
+# peer × 32 channels × 10 MiB receive buffers; of the 62 MiB (the stack reservation the measured
+# H100's SendRecv kernel grows, 1,744 -> 1,984 B), NCCL 2.21.5's sm_90 SendRecv kernel (1,480 B
+# after the ring LL kernel's 1,264) grows 58 MiB (memprof.core.terms.nccl_stack)
+STACK_P2P_2215 = p2p_stack_delta(find_gpu("H100"), 2048, "2.21.5")[0]
+assert -4 * MiB == STACK_P2P_2215
+TORCH_GATHER_TP2 = 572_522_496 + 62 * MiB + STACK_P2P_2215 + 32 * 10 * MiB
 # V1's torch TP communicator, made by the logits all-gather up to 0.25.x on CUDA, in the budget
 # (memprof.core.terms.nccl_torch: reports/gpu/nccl-torch-gather, 2 ranks, after another
 # communicator; over SHM the first row less the stream pool)
