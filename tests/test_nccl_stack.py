@@ -167,6 +167,13 @@ def test_first_send_recv_on_pcie_cards() -> None:
     assert pp.first_p2p == nccl_row(True, False, 2, 1).first_p2p - 30 * 2**20
     assert tp.first_p2p == 0 and "first send/recv" not in tp.basis
     assert first_p2p_stack(find_gpu("MI300X"), 2048, None) is None
+    # sm_75 under 2.28.9: the ring LL kernel (928 B) leaves the driver's 1,024 B default, from
+    # which SendRecv's 1,040 B grows the reservation
+    t4 = find_gpu("T4")
+    t4_threads = t4.sm_count * MAX_THREADS_PER_SM[t4.arch]
+    got_t4 = first_p2p_stack(t4, MAX_THREADS_PER_SM[t4.arch], "2.28.9")
+    assert got_t4 is not None
+    assert got_t4.bytes == _reservation(1040, t4_threads) - _reservation(1024, t4_threads)
 
 
 def test_v0_gather_charges_the_cards_send_recv_stack() -> None:

@@ -176,7 +176,10 @@ def first_p2p_stack(gpu: GPU, threads_per_sm: int | None,
     image = image_for(gpu.arch, IMAGES[release])
     if image is None or image not in KERNEL_STACK[release] or image not in SENDRECV_STACK[release]:
         return None
-    ring, sendrecv = _limit(KERNEL_STACK[release][image]), _limit(SENDRECV_STACK[release][image])
+    # the limit the first all_reduce left: never below the driver's default (sm_75's ring LL
+    # kernel, 928 B under 2.28.9, leaves it at 1,024 B)
+    ring = max(STACK_DEFAULT_BYTES, _limit(KERNEL_STACK[release][image]))
+    sendrecv = _limit(SENDRECV_STACK[release][image])
     threads = gpu.sm_count * threads_per_sm
     grown = max(0, _reservation(max(ring, sendrecv), threads) - _reservation(ring, threads))
     return StackGrowth(grown, (
