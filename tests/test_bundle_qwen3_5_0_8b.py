@@ -73,3 +73,36 @@ def test_the_rows_run_and_start(rid: int) -> None:
     # memprof's KV tokens against the log's (1704: 5,968,610 / 5,788,118; 1706: 3,821,195 /
     # 3,697,198): within the 5 % band the distribution test reports
     assert abs(est.kv_cache_tokens / row["observed"]["kv_tokens"] - 1) < 0.05
+
+
+def test_the_load_figure_by_hand_from_the_checkpoint_header() -> None:
+    # The checkpoint's safetensors headers (github.com/KinChow/model-structure-viewer @
+    # 442647cb0bdb5454431c545704bca7002c28e0cd: models/Qwen/Qwen3.5-0.8B/header-truth.json, read
+    # from the hub files): 873,438,784 parameters, 873,436,192 of them BF16 and 2,592 F32
+    # (18 Gated DeltaNet layers × (A_log 16 + the gated norm 128)); 15 tensors are the MTP
+    # layer's, which vLLM 0.28.0 skips (qwen3_5.py load_weights: skip_prefixes=["mtp."]).
+    cfg = bundled_config("qwen3.5-0.8b")
+    h = cfg["text_config"]["hidden_size"]
+    checkpoint = 873_436_192 * 2 + 2_592 * 4
+    # MTP: one gated full-attention layer (q 2·8·256, k and v 2·256, o, q/k norms), the MLP,
+    # two layer norms, fc [H, 2H] and three norms (pre_fc_norm_hidden/_embedding, norm)
+    mtp = 2 * (h * 4096 + 2 * h * 512 + 2048 * h + 2 * 256 + 3 * 3584 * h + 2 * h
+               + 2 * h * h + 3 * h)
+    text, vision = _hand_bytes(cfg)
+    # the checkpoint keeps the gated norm in F32, vLLM builds that parameter in the model dtype
+    assert checkpoint - mtp - 18 * 128 * 2 == text + vision
+    # vLLM 0.28.0's rotary for the config's mrope_section is MRotaryEmbedding, whose cache spans
+    # 4 × max_position_embeddings (rotary_embedding/mrope.py: cache_max_position_num), 64 wide
+    # (head_dim 256 × partial_rotary_factor 0.25), bf16: 128 MiB, not 32
+    mrope = 4 * 262_144 * 64 * 2
+    row = next(r for r in PUBLISHED if r["id"] == 1704)
+    est, _ = row_estimate(row)
+    rank = est.ranks[0]
+    assert {c.name: c.bytes for c in rank.components}["RoPE cos/sin cache default ×4 (M-RoPE)"] \
+        == mrope
+    # "Model loading took 1.72 GiB": the shard and the cache (1.7138 GiB) and the allocator's
+    # unsplit blocks (memprof/core/terms/load_rounding.py)
+    from memprof.core.estimate import load_figure
+
+    assert abs((text + vision + mrope) / 2**30 - 1.7138) < 0.0001
+    assert abs(load_figure(est, rank) / 2**30 / 1.72 - 1) < 0.005

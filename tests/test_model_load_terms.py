@@ -241,3 +241,57 @@ def test_rank_allocation_sizes_are_the_allocations_bytes() -> None:
         for r in e.ranks:
             ctx = rank_context(e, r)
             assert rank_allocation_sizes(ctx) == [a.bytes for a in rank_allocations(ctx)]
+
+
+def test_load_rounding_under_vllm_max_split_qwen2_5_1_5b_by_hand() -> None:
+    # Published row 1736 (Qwen2.5-1.5B-Instruct bf16, vLLM 0.30.0, one CUDA GPU): "Model loading
+    # took 2.98 GiB". From 0.21.0 Worker.load_model runs the load under max_split_size_mb:20
+    # (0.21.0 / 0.28.0 / 0.30.0 v1/worker/gpu_worker.py _scoped_allocator_max_split, vLLM PR
+    # #41268; not in 0.20.x), CUDA only. PyTorch then never splits a block for a request of
+    # 20 MiB or more (CUDACachingAllocator.cpp should_split: size < max_split_size), so such a
+    # tensor holds its whole 2 MiB-rounded segment. Per layer (qwen2.py Qwen2MLP, H 1536,
+    # I 8960): gate_up [2·8960, 1536] bf16 = 52.5 MiB in a 54 MiB segment; down [1536, 8960] =
+    # 26.25 MiB in 28. Before 0.21.0 both rests (1.5 and 1.75 MiB, > kSmallSize) are split off
+    # and later tensors take them; qkv (6 MiB) and o_proj (4.5 MiB) are under 20 MiB either way.
+    gate_up, down = 2 * 8960 * 1536 * 2, 1536 * 8960 * 2
+    assert (gate_up, down) == (52 * MiB + MiB // 2, 26 * MiB + MiB // 4)
+    per_layer = (54 * MiB - gate_up) + (28 * MiB - down)
+    assert per_layer == 3 * MiB + MiB // 4
+
+    def rounding(version: str, gpu: str = "RTX-4090") -> int:
+        from memprof.core.estimate import rank_context
+        e = estimate("qwen2.5-1.5b-instruct",
+                     Deployment(engine_version=version, max_model_len=4096), gpu_name=gpu)
+        return load_rounding_bytes(rank_context(e, e.ranks[0]))
+
+    before = rounding("0.20.2")
+    assert before == 4_587_520  # the embedding's 0.875 MiB rest and the small tensors' blocks
+    assert rounding("0.21.0") == rounding("0.30.0") == before + 28 * per_layer
+    # the tensors (embedding tied to lm_head, 28 layers, the 8 MiB bf16 RoPE cache over
+    # max_position_embeddings 32,768) and the blocks: 2.9763 GiB, the log's 2.98 (± 0.005)
+    layer = (16 * 128 * 1536 * 2 + 16 * 128 * 2  # qkv [(12 + 2·2)·128, 1536] + its bias
+             + 1536 * 1536 * 2 + gate_up + down + 2 * 1536 * 2)  # o_proj, MLP, two norms
+    tensors = 151936 * 1536 * 2 + 28 * layer + 1536 * 2 + 32768 * 128 * 2
+    assert tensors == 3_095_817_216
+    assert abs((tensors + before + 28 * per_layer) / 2**30 - 2.98) < 0.005
+    # ROCm: the scope is a no-op there (current_platform.is_cuda() is False)
+    assert rounding("0.30.0", "MI300X") == before
+
+
+def test_mrope_cache_is_four_times_max_position_from_0_7_2() -> None:
+    # Qwen2.5-VL-7B: rope_scaling {"type": "mrope", "mrope_section": [16, 24, 24]}, head_dim
+    # 128, max_position_embeddings 128,000. vLLM 0.7.2 rotary_embedding.py MRotaryEmbedding
+    # .__init__: cache_max_position_num = max_position_embeddings * 4 ("In Qwen2.5-VL, the
+    # maximum index value is related to the duration of the input video"), the same in 0.28.0
+    # rotary_embedding/mrope.py; 0.7.1's MRotaryEmbedding passes max_position_embeddings itself.
+    def rope(version: str, engine: str = "vllm") -> dict[str, int]:
+        return sizes(rope_cache_terms(ctx("qwen2.5-vl-7b-instruct",
+                                          Deployment(engine=engine, engine_version=version))))
+
+    assert rope("0.7.1") == {"RoPE cos/sin cache mrope": 128_000 * 128 * 2}
+    assert rope("0.7.2") == rope("0.28.0") == {
+        "RoPE cos/sin cache mrope ×4 (M-RoPE)": 4 * 128_000 * 128 * 2}
+    # SGLang's get_rope builds its own MRotaryEmbedding over max_position_embeddings (fp32 on
+    # CUDA): not vLLM's enlargement
+    (only,) = rope("0.5.10", "sglang").values()
+    assert only == 128_000 * 128 * 4

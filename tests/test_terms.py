@@ -395,17 +395,24 @@ def test_allocator_slack_of_kv_tensors_by_hand() -> None:
     assert "the KV tensors' 2 MiB rounding alone is 768.00 KiB" in comps[0].formula
     assert comps[0].where == "runtime" and not comps[0].profiled
     assert comps[0].category == "allocator"
-    # the replay also holds the weights: the toy's tensors are under 1 MiB, packed into 2 MiB
-    # small-pool segments, so the slack is the KV rounding plus what those segments leave free
+    # the replay also holds the weights: the slack is the KV rounding plus what the weights'
+    # segments leave free, less what the load figure holds already: at vLLM's newest release
+    # the load runs under max_split_size_mb:20 (load_rounding.LOAD_MAX_SPLIT), so embed_tokens
+    # and lm_head ([32000, 1024] bf16 = 62.5 MiB, a 64 MiB segment each) are allocated whole,
+    # 2 × 1.5 MiB in the weights figure; no later tensor (3, 2, 16, 8 MiB, or small-pool) fits
+    # in those rests, so the segments are the same as at PyTorch's default
     from memprof.alloc import CachingAllocator
     from memprof.core.terms.allocations import rank_allocations
+    from memprof.core.terms.load_rounding import load_rounding_bytes
 
+    assert load_rounding_bytes(ctx) == 2 * (64 * MiB - 32000 * 1024 * 2) == 3 * MiB
     sim = CachingAllocator()
     allocs = rank_allocations(ctx)
     for a in allocs:
         sim.malloc(a.bytes)
     s = sim.memory_stats()
-    assert comps[0].bytes == s["reserved_bytes.all.current"] - sum(a.bytes for a in allocs)
+    assert comps[0].bytes == (s["reserved_bytes.all.current"] - sum(a.bytes for a in allocs)
+                              - 3 * MiB)
     # the KV tensors alone: a large-pool segment each, 393,216 B of rounding each
     kv_only = CachingAllocator()
     for a in allocs:
@@ -585,3 +592,32 @@ def test_row8_v2_lite_non_torch_is_not_comparable() -> None:
     comps = non_torch.non_torch_terms(_v2_lite_ctx())
     assert total(comps) / GiB < ROWS[8]["observed"]["non_torch_gib"]
     assert [c for c in comps if c.name.startswith("NCCL")] == []
+
+
+def test_allocator_slack_replays_the_load_under_its_split_limit() -> None:
+    # vLLM 0.30.0 loads under max_split_size_mb:20 and restores PyTorch's default after
+    # (v1/worker/gpu_worker.py Worker.load_model, _scoped_allocator_max_split): the runtime
+    # slack's replay runs the model load's allocations under that setting and the rest at the
+    # default, then leaves out what the load figure holds (the unsplit blocks)
+    from memprof.alloc import CachingAllocator
+    from memprof.alloc.config import parse_conf
+    from memprof.core.estimate import estimate, rank_context
+    from memprof.core.terms.allocations import rank_allocation_sizes_and_load
+    from memprof.core.terms.load_rounding import load_rounding_bytes
+
+    e = estimate("qwen2.5-1.5b-instruct", Deployment(engine_version="0.30.0",
+                                                     max_model_len=4096), gpu_name="RTX-4090")
+    ctx = rank_context(e, e.ranks[0])
+    sizes, loaded = rank_allocation_sizes_and_load(ctx)
+    sim = CachingAllocator("max_split_size_mb:20")
+    for n in sizes[:loaded]:
+        sim.malloc(n)
+    sim.conf = parse_conf("")  # torch._C._accelerator_setAllocatorSettings after the load
+    for n in sizes[loaded:]:
+        sim.malloc(n)
+    s = sim.memory_stats()
+    load = load_rounding_bytes(ctx)
+    assert load == 100_007_936  # tests/test_model_load_terms.py: 4.375 MiB + 28 × 3.25 MiB
+    (slack,) = [c for c in e.ranks[0].components if c.name == "allocator slack (simulated)"]
+    assert slack.bytes == s["reserved_bytes.all.current"] - s["requested_bytes.all.current"] \
+        - load > 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memprof.cli import run
-from memprof.core.terms import non_torch
+from memprof.core.terms import load_rounding, non_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "reports" / "gpu" / "trace"
@@ -41,8 +41,16 @@ def estimate_json(flags: list[str]) -> dict[str, object]:
     return json.loads(out.getvalue())  # type: ignore[no-any-return]
 
 
+def by_component(est: dict[str, object], rank_id: int) -> dict[str, int]:
+    rank = next(r for r in est["ranks"] if rank_id in r["ranks"])  # type: ignore[attr-defined]
+    by_name: dict[str, int] = {}
+    for c in rank["components"]:
+        by_name[c["name"]] = by_name.get(c["name"], 0) + c["bytes"]
+    return by_name
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_gpu_trace_equals_the_estimate(name: str) -> None:
+def test_gpu_trace_equals_the_estimate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     golden = json.loads((GOLDEN / f"trace-{name}.json").read_text())
     assert golden["device"] == "cuda" and golden["device_name"] == "NVIDIA H200"
     cmd = RUNS[name]["command"].split()
@@ -51,11 +59,15 @@ def test_gpu_trace_equals_the_estimate(name: str) -> None:
     flags = [f for f in flags if f not in rank_flag]
     flags = [f for i, f in enumerate(flags) if f != "--graphs" and
              (i == 0 or flags[i - 1] != "--graphs")]
-    est = estimate_json(flags)
-    rank = next(r for r in est["ranks"] if golden["rank"] in r["ranks"])  # type: ignore[attr-defined]
-    by_name: dict[str, int] = {}
-    for c in rank["components"]:
-        by_name[c["name"]] = by_name.get(c["name"], 0) + c["bytes"]
+    by_name = by_component(estimate_json(flags), golden["rank"])
+    # the tracer ran its weights phase at PyTorch's default allocator setting, where vLLM from
+    # 0.21.0 loads under max_split_size_mb:20 (load_rounding.LOAD_MAX_SPLIT, which the
+    # estimate's model-load rounding follows): that component is compared with the estimate at
+    # the setting the trace ran with
+    monkeypatch.setattr(load_rounding, "LOAD_MAX_SPLIT", ())
+    by_name[load_rounding.NAME] = by_component(estimate_json(flags), golden["rank"]).get(
+        load_rounding.NAME, 0)
+    monkeypatch.undo()
     for c in golden["components"]:
         if c["traced_bytes"] is None:
             continue

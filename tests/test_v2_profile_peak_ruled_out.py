@@ -91,21 +91,22 @@ def test_row_1104_v2_own_peak_is_a_fifth_of_the_logged_one() -> None:
 # rows on cards before Hopper (1104 A40, 907-909 RTX 4090) carry the pre-Hopper kernel-node
 # cost (memprof/core/terms/cudagraph.py)
 @pytest.mark.parametrize(("rid", "memprof", "own"), [
-    (1104, 0.0, 3.45),
+    (1104, -0.08, 3.38),  # -0.02 / 3.45 before the load's max_split_size_mb:20 (LOAD_MAX_SPLIT)
     (901, -2.9, -6.7),  # a failed start: both figures negative
     (902, -16.7, 0.5),  # -18.2 before the logits shard was freed (LOGITS_SHARD_FREED)
     (903, 0.56, 10.7),  # 0.85 before LOGITS_SHARD_FREED and V1_SAMPLER_HIDDEN
     # at the WSL2 total the study's card reports (24,564 MiB; the rows' memprof_run)
-    (907, 20.6, 33.3),
-    (908, 1.52, 6.03),
-    (909, 3.36, 9.02),
+    # (20.6 / 33.3, 1.52 / 6.03, 3.36 / 9.02 before the load's max_split_size_mb:20, LOAD_MAX_SPLIT)
+    (907, 19.85, 32.56),
+    (908, 0.95, 5.47),
+    (909, 3.08, 8.74),
     # vLLM 0.24.0 runs LlamaForCausalLM (listed) with V2: these logs print V2's load line,
     # v1/worker/gpu/model_runner.py:302 (V1's is gpu_model_runner.py:5255); compiled, one GPU
-    (1205, 0.04, 1.81), (1206, 0.05, 1.52), (1207, 0.07, 1.70), (1208, 0.07, 1.70),
-    (1209, 0.06, 1.44), (1210, 0.06, 1.44), (1211, -0.10, 4.71), (1212, -0.10, 4.71),
-    (1213, -0.08, 3.02), (1214, -0.08, 3.02),
+    (1205, 0.04, 1.81), (1206, 0.05, 1.52), (1207, 0.04, 1.67), (1208, 0.04, 1.67),
+    (1209, 0.04, 1.42), (1210, 0.04, 1.42), (1211, -0.19, 4.62), (1212, -0.19, 4.62),
+    (1213, -0.14, 2.96), (1214, -0.14, 2.96),
     # --enforce-eager (CompilationMode.NONE, no graphs): V2's own terms land it
-    (1215, 0.17, 0.17),
+    (1215, 0.08, 0.08),
 ])
 def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
                                                     own: float) -> None:
@@ -119,7 +120,7 @@ def test_v2_own_terms_against_the_published_v2_rows(rid: int, memprof: float,
 # The embedding table [V/tp, H] as a cold compile's benchmark copy, max(table, V2's own peak) on
 # the first stage beside V2's own terms: the fit the docstring rules out (KV error, %)
 @pytest.mark.parametrize(("rid", "err"), [
-    (1104, 0.2), (901, -6.5), (902, 0.5), (903, 10.7), (907, 19.5), (908, 1.1), (909, 2.9),
+    (1104, 0.2), (901, -6.5), (902, 0.5), (903, 10.7), (907, 18.7), (908, 0.56), (909, 2.59),
 ])
 def test_the_embedding_table_fit_the_docstring_rules_out(rid: int, err: float) -> None:
     row = _row(rid)
@@ -159,12 +160,12 @@ def test_eager_row_1215_has_no_room_for_row_1211s_transient() -> None:
     kept11 = _kv_gib(e11, own=True) - _logged_gib(r11, e11)
     assert peak11 / GiB == pytest.approx(0.21, abs=0.005)
     assert peak15 / GiB == pytest.approx(0.84, abs=0.005)
-    assert kept11 == pytest.approx(0.82, abs=0.01)
+    assert kept11 == pytest.approx(0.81, abs=0.01)
     transient = peak11 / GiB + kept11
     own15 = _kv_gib(e15, own=True)
     logged15 = _logged_gib(r15, e15)
     with_transient = own15 - max(0.0, transient - peak15 / GiB)
-    assert 100 * (own15 / logged15 - 1) == pytest.approx(0.17, abs=0.05)
+    assert 100 * (own15 / logged15 - 1) == pytest.approx(0.08, abs=0.05)
     assert 100 * (with_transient / logged15 - 1) == pytest.approx(-0.9, abs=0.1)
 
 

@@ -9,10 +9,15 @@ blocks per pool: a request takes the smallest free block that holds it (``get_fr
 best fit; which of equal-size blocks it takes changes no size) or a new segment
 (``get_allocation_size``), and the rest of the block stays free when ``should_split`` says so.
 
-It holds for ``memprof.alloc.CachingAllocator`` with the default configuration (no
-``max_split_size``, no power-of-two rounding, no expandable segments, no memory limit) on one
-stream; ``tests/alloc/test_monotone.py`` checks it against that simulator after every
-allocation of random sequences and of every bundled model's start-up.
+It holds for ``memprof.alloc.CachingAllocator`` with the default configuration (no power-of-two
+rounding, no expandable segments, no memory limit) on one stream, and with a ``max_split_size``
+(``max_split_size_mb``, which vLLM sets to 20 around its model load from 0.21.0:
+``memprof.core.terms.load_rounding``): a block of that size or more is "oversize", handed to a
+smaller request never and to a larger one only when less than ``max_non_split_rounding_size``
+(20 MiB) larger, and a request of that size or more is never split off a block
+(``get_free_block`` and ``should_split``, PyTorch v2.11.0 c10/cuda/CUDACachingAllocator.cpp);
+``tests/alloc/test_monotone.py`` checks it against that simulator after every allocation of
+random sequences and of every bundled model's start-up.
 """
 
 from __future__ import annotations
@@ -27,17 +32,22 @@ from memprof.alloc.constants import (
     K_ROUND_LARGE,
     K_SMALL_BUFFER,
     K_SMALL_SIZE,
+    SIZE_MAX,
 )
 
 
 class MonotoneReplay:
     """Free block sizes of the small and large pools, and the running totals."""
 
-    __slots__ = ("allocated", "created", "large", "requested", "reserved", "segments", "small")
+    __slots__ = ("allocated", "created", "large", "max_split_size", "requested", "reserved",
+                 "segments", "small")
 
-    def __init__(self, small: list[int] | None = None, large: list[int] | None = None) -> None:
+    def __init__(self, small: list[int] | None = None, large: list[int] | None = None,
+                 max_split_size: int = SIZE_MAX) -> None:
         """``small`` / ``large``: free blocks the pools start with (whole segments reserved
-        earlier, not counted in ``reserved``)."""
+        earlier, not counted in ``reserved``); ``max_split_size``: the allocator's
+        ``max_split_size_mb`` in bytes (``SIZE_MAX``: none, PyTorch's default)."""
+        self.max_split_size = max_split_size
         self.small: list[int] = sorted(small or ())  # free block sizes, 2 MiB small segments
         self.large: list[int] = sorted(large or ())  # free block sizes, large segments
         self.reserved = 0  # bytes of the segments created here (cudaMalloc'd)
@@ -47,7 +57,7 @@ class MonotoneReplay:
         self.created: list[int] = []  # sizes of those segments, in order
 
     def copy(self) -> MonotoneReplay:
-        out = MonotoneReplay()
+        out = MonotoneReplay(max_split_size=self.max_split_size)
         out.small, out.large = self.small.copy(), self.large.copy()
         out.reserved, out.requested, out.segments = self.reserved, self.requested, self.segments
         out.allocated = self.allocated
@@ -61,8 +71,10 @@ class MonotoneReplay:
                 else -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
         small = size <= K_SMALL_SIZE
         free = self.small if small else self.large
+        mss = self.max_split_size
         i = bisect_left(free, size)
-        if i < len(free):
+        if i < len(free) and (small or not (  # get_free_block's oversize rules
+                (size < mss <= free[i]) or (size >= mss and free[i] >= size + K_LARGE_BUFFER))):
             block = free.pop(i)
         else:
             block = get_allocation_size(size)
@@ -70,7 +82,7 @@ class MonotoneReplay:
             self.segments += 1
             self.created.append(block)
         rest = block - size
-        if rest >= K_MIN_BLOCK_SIZE if small else rest > K_SMALL_SIZE:  # should_split
+        if rest >= K_MIN_BLOCK_SIZE if small else (rest > K_SMALL_SIZE and size < mss):
             insort(free, rest)
             self.allocated += size
         else:
@@ -80,7 +92,11 @@ class MonotoneReplay:
     def extend(self, sizes: tuple[int, ...] | list[int]) -> MonotoneReplay:
         """``malloc`` of each size in turn (the same steps, inlined per pool with
         ``get_allocation_size`` and the constants bound locally: a sweep replays a few hundred
-        thousand of them)."""
+        thousand of them; with a ``max_split_size``, ``malloc`` itself)."""
+        if self.max_split_size != SIZE_MAX:
+            for nbytes in sizes:
+                self.malloc(nbytes)
+            return self
         small_free, large_free = self.small, self.large
         reserved = requested = allocated = 0
         created = self.created
@@ -132,9 +148,11 @@ class MonotoneReplay:
 
 
 def continue_from(sim: CachingAllocator) -> MonotoneReplay:
-    """A replay that goes on from ``sim``'s free blocks (default pools, one stream) for
-    allocations that free nothing: totals of what it adds, not of what ``sim`` holds."""
-    return MonotoneReplay([k[1] for k in sim.small.blocks], [k[1] for k in sim.large.blocks])
+    """A replay that goes on from ``sim``'s free blocks (default pools, one stream; its
+    ``max_split_size``) for allocations that free nothing: totals of what it adds, not of what
+    ``sim`` holds."""
+    return MonotoneReplay([k[1] for k in sim.small.blocks], [k[1] for k in sim.large.blocks],
+                          max_split_size=sim.conf.max_split_size)
 
 
 def pool_reserved_by_stages(stages: tuple[tuple[int, ...], ...]) -> int:

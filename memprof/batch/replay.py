@@ -21,7 +21,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import Any
 
-from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC
+from memprof.alloc.constants import K_MIN_BLOCK_SIZE, K_MIN_LARGE_ALLOC, SIZE_MAX
 from memprof.base.units import round_up
 from memprof.batch.memo import ReadMemo, ReadMemoFn
 from memprof.batch.steps import LayoutKeys
@@ -35,7 +35,11 @@ from memprof.core.terms.allocator import (
     slack_formula,
 )
 from memprof.core.terms.init_buffers import init_buffer_terms
-from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
+from memprof.core.terms.load_rounding import (
+    SIMULATE_MAX_LAYERS,
+    load_max_split_size,
+    load_rounding_bytes,
+)
 from memprof.core.terms.load_segments import load_segments_bytes
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
@@ -67,7 +71,7 @@ class AllocatorReplayCache:
         # (weights key, model-load buffer sizes) → (prefix id, prefix)
         self._by_weights: dict[tuple[Any, ...], tuple[int, tuple[int, ...]]] = {}
         self._next_pid = itertools.count()  # never reused: a cleared id names no later prefix
-        self._sims: dict[int, Any] = {}  # prefix id → its MonotoneReplay state
+        self._sims: dict[tuple[int, int], Any] = {}  # (prefix id, split) → its replay state
         # (prefix id, suffix, load rounding, where the KV tensors are in it) → the component
         self._stats: dict[tuple[Any, ...], Component] = {}
         # KV layouts: a plan (by id, kept alive) → the id of its sizes per block
@@ -131,8 +135,9 @@ class AllocatorReplayCache:
     def _load_rounding(self, ctx: TermContext, pid: int) -> int:
         """``load_rounding_bytes(ctx)`` + ``load_segments_bytes(ctx)`` (what the load figure holds
         of the slack), once per weights sequence, model dtype and model-load
-        buffers (what its replay reads; the prefix ``pid`` names the buffers)."""
-        key = (self._weights_key(ctx), ctx.model_dtype, pid)
+        buffers (what its replay reads; the prefix ``pid`` names the buffers), and the
+        allocator setting the load runs under."""
+        key = (self._weights_key(ctx), ctx.model_dtype, pid, load_max_split_size(ctx.dep, ctx.gpu))
         known = self._load.get(key)
         if known is None:
             if len(self._load) >= 64 * MAX_PREFIXES:
@@ -180,9 +185,10 @@ class AllocatorReplayCache:
             return allocator_runtime_terms(ctx)
         scratch = self._scratch.value(ctx)
         pid, prefix, load = self._prefix(ctx)
+        split = load_max_split_size(ctx.dep, ctx.gpu)  # the load's allocator setting
         # the suffix (scratch seen at start-up, the KV tensors, the lazy scratch) is a function
         # of the scratch, the KV layout and the block count: the key holds those
-        key = (pid, scratch, self._kv_layout(ctx.plan), ctx.num_gpu_blocks, load)
+        key = (pid, split, scratch, self._kv_layout(ctx.plan), ctx.num_gpu_blocks, load)
         comp = self._stats.get(key)
         if comp is None:
             kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
@@ -190,7 +196,8 @@ class AllocatorReplayCache:
             suffix = (*early, *kv, *(n for n, seen in scratch if not seen))
             lazy = len(suffix) - len(kv)  # scratch tensors, at start-up or lazily
             kv_sizes = Counter(kv)  # a few distinct sizes (one per layer kind)
-            reserved, requested, segments = self._replay(pid, prefix, suffix, lazy, kv_sizes)
+            reserved, requested, segments = self._replay(pid, split, prefix, suffix, lazy,
+                                                         kv_sizes)
             kv_round = sum((allocation_size(n) - n) * k for n, k in kv_sizes.items())
             comp = Component(
                 name="allocator slack (simulated)", category="allocator",
@@ -203,12 +210,13 @@ class AllocatorReplayCache:
             self._stats[key] = comp
         return [comp]
 
-    def _replay(self, pid: int, prefix: tuple[int, ...], suffix: tuple[int, ...], lazy: int,
-                kv_sizes: Counter[int]) -> tuple[int, int, int]:
-        """(reserved, requested, segments) after ``prefix`` then ``suffix``. Nothing is freed
-        in between, so ``memprof.alloc.monotone`` gives the simulator's totals from the sizes of
-        the free blocks alone; the state after ``prefix`` is kept and a copy continues with the
-        suffix.
+    def _replay(self, pid: int, split: int, prefix: tuple[int, ...], suffix: tuple[int, ...],
+                lazy: int, kv_sizes: Counter[int]) -> tuple[int, int, int]:
+        """(reserved, requested, segments) after ``prefix`` (the model load, under the
+        ``max_split_size`` ``split`` it ran with) then ``suffix`` (at PyTorch's default). Nothing
+        is freed in between, so ``memprof.alloc.monotone`` gives the simulator's totals from the
+        sizes of the free blocks alone; the state after ``prefix`` is kept and a copy continues
+        with the suffix.
 
         Without scratch, when every KV tensor is at least 10 MiB and larger than every
         free block the prefix left, each gets a segment of its own (``allocation_size``; the
@@ -216,11 +224,13 @@ class AllocatorReplayCache:
         without the replay."""
         from memprof.alloc.monotone import MonotoneReplay
 
-        state = self._sims.get(pid)
+        state = self._sims.get((pid, split))
         if state is None:
             if len(self._sims) >= MAX_PREFIXES:
                 self._sims.clear()
-            state = self._sims[pid] = MonotoneReplay().extend(prefix)
+            state = MonotoneReplay(max_split_size=split).extend(prefix)
+            state.max_split_size = SIZE_MAX
+            self._sims[(pid, split)] = state
         if not suffix:
             return state.reserved, state.requested, state.segments
         if not lazy and (smallest := min(kv_sizes)) >= K_MIN_LARGE_ALLOC and (

@@ -9,6 +9,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.core.attention import KINDS, kind_of
+from memprof.core.attention.base import rope_scaling
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.attention_backends import FA3_FP8_KV_DTYPES, FP8_KV_GQA_BACKEND
 from memprof.core.compare import DiffRow, diff
@@ -83,6 +84,7 @@ from memprof.core.terms.cudagraph import (
 )
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
@@ -101,6 +103,7 @@ from memprof.core.terms.pynccl_pool import (
 )
 from memprof.core.terms.reserved_charge import RESERVED_CHARGED
 from memprof.core.terms.rocm_load_cache import ROCM_LOAD_USED_MEMORY
+from memprof.core.terms.rope_cache import MROPE_CACHE_POSITIONS
 from memprof.core.terms.runner_buffers import RUNNER_BUFFERS_CHARGED
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL
 from memprof.core.terms.v0_eager_forward import V0_EAGER_LAYER_INPUT
@@ -162,7 +165,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, FIRST_KERNEL_AT_SET_DEVICE,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
-    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP,
+    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,
+    MROPE_CACHE_POSITIONS,
 )
 
 
@@ -173,7 +177,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb"})
+                          "lora", "bnb", "mrope"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -185,7 +189,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     some GPUs run on Marlin), ``fp8_block`` (a block-fp8 checkpoint), ``nccl``, ``state`` (a
     layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
-    ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list)."""
+    ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
+    ``mrope`` (a multimodal rotary: the config's ``mrope_section``)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -222,6 +227,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("lora")
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
+    if "mrope_section" in rope_scaling(spec):
+        out.add("mrope")
     return frozenset(out)
 
 

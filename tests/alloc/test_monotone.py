@@ -41,10 +41,38 @@ sizes = st.one_of(st.integers(0, 4096), st.integers(4096, 2 * MiB),
                   st.integers(MiB, 12 * MiB), st.integers(10 * MiB, 400 * MiB))
 
 
+def test_hand_calculation_with_a_max_split_size() -> None:
+    # max_split_size_mb:20 (vLLM's model load from 0.21.0). 52.5 MiB → a 54 MiB segment: the
+    # request is oversize, so the 1.5 MiB rest is not split off and the block is allocated
+    # whole; 3 MiB → a 20 MiB segment (kLargeBuffer), split (3 MiB < 20 MiB), 17 MiB free; 30 MiB
+    # + 1 B → the 17 MiB block is too small: a 32 MiB segment, whole again (2 MiB − 512 B rest)
+    m = MonotoneReplay(max_split_size=20 * MiB).extend([52 * MiB + MiB // 2, 3 * MiB,
+                                                        30 * MiB + 1])
+    assert mine(m) == (106 * MiB, 85 * MiB + MiB // 2 + 1, 3, 17 * MiB, 89 * MiB)
+    assert m.large == [17 * MiB]
+    # without it, both rests are split off and stay free
+    d = MonotoneReplay().extend([52 * MiB + MiB // 2, 3 * MiB, 30 * MiB + 1])
+    assert d.allocated == 52 * MiB + MiB // 2 + 3 * MiB + 30 * MiB + 512
+    assert d.large == [MiB + MiB // 2, 2 * MiB - 512, 17 * MiB]
+
+
+def test_an_oversize_free_block_serves_no_smaller_request() -> None:
+    # a freed 40 MiB segment (oversize at max_split_size_mb:20) takes a 39 MiB request whole, but
+    # not a 14 MiB one (smaller than max_split_size) nor a 20 MiB one (40 MiB ≥ 20 + the 20 MiB
+    # max_non_split_rounding_size): each of those gets a segment of its own
+    for want, whole in ((39 * MiB, True), (14 * MiB, False), (20 * MiB, False)):
+        m = MonotoneReplay(large=[40 * MiB], max_split_size=20 * MiB)
+        m.malloc(want)
+        assert (m.large == []) == whole, want
+        assert m.allocated == (40 * MiB if whole else want)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(sizes, min_size=1, max_size=60))
-def test_random_sequences_match_the_simulator(seq: list[int]) -> None:
-    a, m = CachingAllocator(), MonotoneReplay()
+@given(st.lists(sizes, min_size=1, max_size=60), st.sampled_from(["", "max_split_size_mb:20",
+                                                                  "max_split_size_mb:64"]))
+def test_random_sequences_match_the_simulator(seq: list[int], conf: str) -> None:
+    a = CachingAllocator(conf)
+    m = MonotoneReplay(max_split_size=a.conf.max_split_size)
     for n in seq:
         a.malloc(n)
         m.malloc(n)
@@ -64,11 +92,13 @@ def test_every_bundled_model_weights_match_the_simulator(model: str) -> None:
             params = weights_in_order_params(spec, dep, spec.quant, coord, "sm90")
         except BadInput:  # a TP the model's heads do not divide
             continue
-        a, m = CachingAllocator(), MonotoneReplay()
-        for _, n in params:
-            a.malloc(n)
-            m.malloc(n)
-        assert mine(m) == totals(a), (model, tp)
+        for conf in ("", "max_split_size_mb:20"):
+            a = CachingAllocator(conf)
+            m = MonotoneReplay(max_split_size=a.conf.max_split_size)
+            for _, n in params:
+                a.malloc(n)
+                m.malloc(n)
+            assert mine(m) == totals(a), (model, tp, conf)
 
 
 def simulated_pool(stages: list[list[int]]) -> int:
@@ -98,15 +128,16 @@ def test_pool_by_stages_matches_the_simulator(stages: list[list[int]]) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), sizes), min_size=1, max_size=40),
-       st.lists(sizes, max_size=40))
+       st.lists(sizes, max_size=40), st.sampled_from(["", "max_split_size_mb:20"]))
 def test_continue_from_a_simulator_with_frees(head: list[tuple[bool, int]],
-                                              tail: list[int]) -> None:
+                                              tail: list[int], conf: str) -> None:
     # a head of allocations and frees (each True frees the oldest live block) in the simulator,
     # then a tail that frees nothing in the monotone model: the same allocated, requested and
-    # reserved bytes as the simulator running both
+    # reserved bytes as the simulator running both (freed oversize blocks among the free ones
+    # with a max_split_size)
     from memprof.alloc.monotone import continue_from
 
-    a, live = CachingAllocator(), []
+    a, live = CachingAllocator(conf), []
     for free, n in head:
         if free and live:
             a.free(live.pop(0))

@@ -84,12 +84,15 @@ class AttentionStage(NamedTuple):
 
 
 class RopeCache(NamedTuple):
-    """One distinct rotary config: its cache is ``positions × rotary_dim`` of ``dtype``."""
+    """One distinct rotary config: its cache is ``positions × rotary_dim`` of ``dtype``;
+    ``mrope``: the config's rotary is multimodal (an ``mrope_section``), which vLLM builds as
+    ``MRotaryEmbedding`` (``memprof/core/terms/rope_cache.py`` ``MROPE_CACHE_POSITIONS``)."""
 
     label: str
     positions: int
     rotary_dim: int
     dtype: str
+    mrope: bool = False
 
     @property
     def bytes(self) -> int:

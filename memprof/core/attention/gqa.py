@@ -103,7 +103,8 @@ class GQA(AttentionKind):
                 continue
             seen.add((a.rope, a.rope_theta))
             plain = a.rope == "plain"
-            positions, how = rope_positions({} if plain else rope_scaling(spec), max_pos,
+            rs = {} if plain else rope_scaling(spec)
+            positions, how = rope_positions(rs, max_pos,
                                             spec.raw.get("original_max_position_embeddings"))
             if plain:
                 how = f"{how} (θ={a.rope_theta:g})"
@@ -114,7 +115,7 @@ class GQA(AttentionKind):
             else:
                 rotary = int(a.head_dim * float(partial or 1.0))
             dtype = "float32" if family_row(spec.family).rope_fp32 else model_dtype
-            out.append(RopeCache(how, positions, rotary, dtype))
+            out.append(RopeCache(how, positions, rotary, dtype, mrope="mrope_section" in rs))
         return out
 
     def weights(self, w: WeightSink, layer: Layer, p: str) -> None:

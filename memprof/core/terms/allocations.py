@@ -78,18 +78,25 @@ def model_load_buffers(ctx: TermContext,
 def rank_allocation_sizes(ctx: TermContext) -> list[int]:
     """The bytes of ``rank_allocations(ctx)``, in order, without building its records: the
     weights from ``weights_in_order_params`` (each layer kind built once, kept per layout)."""
+    return rank_allocation_sizes_and_load(ctx)[0]
+
+
+def rank_allocation_sizes_and_load(ctx: TermContext) -> tuple[list[int], int]:
+    """``rank_allocation_sizes(ctx)`` and how many of them the model load makes (the weights and
+    the model-load buffers: the first ones)."""
     from memprof.core.weights.rank import weights_in_order_params
 
     params = weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch)
     sizes = [b for _, b in params]
     at = model_load_position([n for n, _ in params])
     sizes[at:at] = [a.bytes for a in model_load_buffers(ctx)]
+    loaded = len(sizes)
     scratch = [(math.prod(s.shape) * dtype_bytes(s.dtype), s.profiled)
                for s in scratch_tensors(ctx)]
     sizes += [n for n, seen in scratch if seen]
     sizes += kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     sizes += [n for n, seen in scratch if not seen]
-    return sizes
+    return sizes, loaded
 
 
 def rank_allocations(ctx: TermContext) -> list[Allocation]:

@@ -12,12 +12,17 @@ from memprof.alloc.constants import (
     K_ROUND_LARGE,
     K_SMALL_BUFFER,
     K_SMALL_SIZE,
+    SIZE_MAX,
 )
 from memprof.base.units import fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.kvcache import kv_tensor_sizes
-from memprof.core.terms.allocations import rank_allocation_sizes
-from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, load_rounding_bytes
+from memprof.core.terms.allocations import rank_allocation_sizes_and_load
+from memprof.core.terms.load_rounding import (
+    SIMULATE_MAX_LAYERS,
+    load_max_split_size,
+    load_rounding_bytes,
+)
 from memprof.core.terms.load_segments import load_segments_bytes
 from memprof.core.terms.reserved_charge import load_holes_bytes
 
@@ -74,10 +79,15 @@ never below 0.
                           f"round_up(size, 2 MiB) − size ({ctx.num_gpu_blocks} blocks)")]
     from memprof.alloc.monotone import MonotoneReplay
 
-    allocs = rank_allocation_sizes(ctx)
+    allocs, loaded = rank_allocation_sizes_and_load(ctx)
     # nothing is freed: the simulator's totals follow from free-block sizes alone
-    # (memprof.alloc.monotone, checked against the simulator op by op)
-    sim = MonotoneReplay().extend(allocs)
+    # (memprof.alloc.monotone, checked against the simulator op by op); the model load under
+    # the allocator setting it ran with (load_rounding.LOAD_MAX_SPLIT), the rest at PyTorch's
+    # default, which vLLM restores after the load
+    sim = MonotoneReplay(max_split_size=load_max_split_size(ctx.dep, ctx.gpu))
+    sim.extend(allocs[:loaded])
+    sim.max_split_size = SIZE_MAX
+    sim.extend(allocs[loaded:])
     reserved, requested = sim.reserved, sim.requested
     kv = kv_tensor_sizes(ctx.plan, ctx.num_gpu_blocks)
     kv_round = sum((allocation_size(n) - n) * k for n, k in Counter(kv).items())

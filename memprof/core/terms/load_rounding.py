@@ -23,6 +23,19 @@ GPU — the model is built under ``with target_device`` — then ``cache.to(dtyp
 
     rounding = allocated − requested   after the replay
 
+From vLLM 0.21.0 the worker loads the model under ``max_split_size_mb:20`` on CUDA (0.21.0 /
+0.28.0 / 0.30.0 ``v1/worker/gpu_worker.py::Worker.load_model``: ``_scoped_allocator_max_split
+(max_split_size_mb=20)`` around ``model_runner.load_model``, whose ``DeviceMemoryProfiler`` is the
+"model loading took" figure; a no-op unless ``current_platform.is_cuda()``; vLLM PR #41268;
+absent from 0.20.0 – 0.20.2: ``LOAD_MAX_SPLIT``). A tensor of 20 MiB or more is then never split
+off a block, so it holds its whole 2 MiB-rounded segment, remainders of more than 1 MiB
+included::
+
+    Qwen2.5-1.5B: gate_up 52.5 MiB → 54;  down 26.25 MiB → 28   (3.25 MiB a layer × 28 = 91 MiB)
+
+and the replay runs with that ``max_split_size`` (``memprof.alloc``: freed blocks of 20 MiB or
+more serve no smaller request, ``get_free_block``).
+
 The same rounding is part of the runtime allocator slack (reserved − requested), which
 subtracts it (``memprof.core.terms.allocator``; that replay still allocates the q and kv parts of
 a QKV projection apart, so the two can differ by a block or two). Not for SGLang (its load figure
@@ -42,22 +55,51 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from memprof.base.units import fmt_bytes
+from memprof.alloc.constants import SIZE_MAX
+from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
-from memprof.core.kvcache import rank_layers
 from memprof.core.terms.allocations import model_load_position
 from memprof.core.terms.init_buffers import init_buffer_terms
-from memprof.core.terms.rope_cache import RopeCache, rope_caches
+from memprof.core.terms.rope_cache import RopeCache, engine_rope_caches
+from memprof.core.versions import Rule, value_at
 
 if TYPE_CHECKING:
     from memprof.alloc import CachingAllocator
+    from memprof.core.deployment import Deployment
+    from memprof.core.gpus import GPU
 
 NAME = "allocator rounding (model load)"
 SIMULATE_MAX_LAYERS = 2000  # beyond this, no replay (it would take seconds): no term
 
 Op = tuple[int, int]  # (0, nbytes): malloc; (1, k): free the k-th malloc of the sequence
+
+# The allocator's ``max_split_size_mb`` while vLLM's worker loads the model (CUDA only).
+LOAD_MAX_SPLIT: tuple[Rule, ...] = (
+    Rule(name="load_max_split_size", changes="model-load allocator rounding (max_split_size_mb)",
+         since="0.21.0", until=None, value=20,
+         introduced_by="vLLM PR #41268 ('Fix OOM by setting PyTorch max_split_size_mb during "
+         "model loading'; not in 0.20.0 – 0.20.2)",
+         source="0.21.0 / 0.28.0 / 0.30.0 v1/worker/gpu_worker.py Worker.load_model: "
+         "_scoped_allocator_max_split(max_split_size_mb=20) around model_runner.load_model, "
+         "a no-op unless current_platform.is_cuda()"),
+)
+
+
+def load_alloc_conf(dep: Deployment, gpu: GPU) -> str:
+    """The ``PYTORCH_CUDA_ALLOC_CONF`` the model load runs under (``LOAD_MAX_SPLIT``): vLLM's
+    ``max_split_size_mb:20`` from 0.21.0 on a CUDA GPU, else PyTorch's default ("")."""
+    mb = value_at(LOAD_MAX_SPLIT, dep.engine_version, None, dep.engine)
+    return "" if mb is None or gpu.is_rocm else f"max_split_size_mb:{mb}"
+
+
+def load_max_split_size(dep: Deployment, gpu: GPU) -> int:
+    """``load_alloc_conf``'s ``max_split_size`` in bytes (``SIZE_MAX``: none), for the replays
+    that continue past the load (``memprof.core.terms.allocator``): vLLM restores PyTorch's
+    default after it."""
+    conf = load_alloc_conf(dep, gpu)
+    return int(conf.rsplit(":", 1)[1]) * MiB if conf else SIZE_MAX
 
 
 def rope_build_ops(c: RopeCache, first: int) -> list[Op]:
@@ -123,7 +165,7 @@ def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
     at = model_load_position(list(map(_first, params)))
     ops: list[Op] = list(zip(repeat(0), sizes[:at]))
     mallocs = at  # the mallocs in ``ops`` so far
-    caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
+    caches = engine_rope_caches(ctx)
     for c in caches:
         built = rope_build_ops(c, mallocs)
         ops += built
@@ -148,12 +190,13 @@ def _last_free(ops: tuple[Op, ...]) -> int:
     return len(kinds) - 1 - kinds[::-1].index(1) if 1 in kinds else -1
 
 
-def simulate(ops: tuple[Op, ...]) -> CachingAllocator:
-    """A fresh ``memprof.alloc`` replica of PyTorch's caching allocator with ``ops`` replayed
-    on it, op by op (the replay every allocator-replaying term starts from)."""
+def simulate(ops: tuple[Op, ...], conf: str = "") -> CachingAllocator:
+    """A fresh ``memprof.alloc`` replica of PyTorch's caching allocator (configured by
+    ``conf``, a ``PYTORCH_CUDA_ALLOC_CONF``) with ``ops`` replayed on it, op by op (the replay
+    every allocator-replaying term starts from)."""
     from memprof.alloc import CachingAllocator
 
-    sim = CachingAllocator()
+    sim = CachingAllocator(conf)
     handles: list[int] = []
     for kind, n in ops:
         if kind == 0:
@@ -164,8 +207,9 @@ def simulate(ops: tuple[Op, ...]) -> CachingAllocator:
 
 
 @lru_cache(maxsize=256)
-def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
-    """(allocated − requested, requested) after replaying ``ops`` through ``memprof.alloc``.
+def replay_rounding(ops: tuple[Op, ...], conf: str = "") -> tuple[int, int]:
+    """(allocated − requested, requested) after replaying ``ops`` through ``memprof.alloc``
+    under ``conf`` (``load_alloc_conf``).
 
     Up to the last free the simulator runs op by op; the allocations after it free nothing, so
     ``memprof.alloc.monotone`` continues from the simulator's free blocks (exact: with nothing
@@ -173,7 +217,7 @@ def replay_rounding(ops: tuple[Op, ...]) -> tuple[int, int]:
     from memprof.alloc.monotone import continue_from
 
     last_free = _last_free(ops)
-    sim = simulate(ops[:last_free + 1])
+    sim = simulate(ops[:last_free + 1], conf)
     # (the two statistics read from the simulator's table, not its whole ``memory_stats``)
     rest = continue_from(sim).extend(list(map(_second, ops[last_free + 1:])))
     allocated = sim.stats.current("allocated_bytes") + rest.allocated
@@ -192,18 +236,19 @@ def _replayed(ctx: TermContext) -> _Replayed:
     """(the model-load ops, the bytes they request, the rounding after them, its component)."""
     from memprof.core.weights import weights_key
 
-    caches = tuple(rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord),
-                               ctx.model_dtype))
+    caches = tuple(engine_rope_caches(ctx))
     extra = tuple((b.bytes, b.count) for b in init_buffer_terms(ctx))
-    key = (weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch), caches, extra)
+    conf = load_alloc_conf(ctx.dep, ctx.gpu)
+    key = (weights_key(ctx.spec, ctx.dep, ctx.quant, ctx.coord, ctx.gpu.arch), caches, extra,
+           conf)
     hit = _BY_LOAD.get(key)
     if hit is not None:
         return hit
     if len(_BY_LOAD) >= 256:
         _BY_LOAD.clear()
     ops, requested = load_ops(ctx)
-    rounding = replay_rounding(ops)[0]
-    value = (ops, requested, rounding, _components(ops, requested, rounding))
+    rounding = replay_rounding(ops, conf)[0]
+    value = (ops, requested, rounding, _components(ops, requested, rounding, conf))
     _BY_LOAD[key] = value
     return value
 
@@ -224,12 +269,15 @@ def load_rounding_terms(ctx: TermContext) -> list[Component]:
     return list(_replayed(ctx)[3])
 
 
-def _components(ops: tuple[Op, ...], requested: int, rounding: int) -> tuple[Component, ...]:
+def _components(ops: tuple[Op, ...], requested: int, rounding: int,
+                conf: str) -> tuple[Component, ...]:
     if rounding <= 0:
         return ()
     n = list(map(_first, ops)).count(0)
+    unsplit = ("≤ 1 MiB would remain of a 2 MiB-rounded segment" if not conf else
+               f"≤ 1 MiB would remain, or the tensor is ≥ {conf.rsplit(':', 1)[1]} MiB: vLLM "
+               f"loads under {conf}")
     return (Component(name=NAME, category="weights", bytes=rounding,
                       formula=f"memprof.alloc replay of {n} model-load allocations (RoPE "
                       f"temporaries freed): allocated {fmt_bytes(requested + rounding)} − "
-                      f"requested {fmt_bytes(requested)} (blocks not split: ≤ 1 MiB would "
-                      "remain of a 2 MiB-rounded segment)"),)
+                      f"requested {fmt_bytes(requested)} (blocks not split: {unsplit})"),)

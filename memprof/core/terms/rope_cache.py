@@ -15,6 +15,12 @@ registers ``cos_sin_cache`` of ``[positions, rotary_dim]`` (cos and sin halves, 
   factor`` positions (``deepseek_scaling_rope.py``), model dtype on the compiled path;
 - gpt-oss: YaRN in **fp32** (``gpt_oss.py`` ``OAIAttention.__init__`` passes
   ``dtype=torch.float32``);
+- multimodal RoPE (a config whose rope parameters carry ``mrope_section``: Qwen2-VL,
+  Qwen2.5-VL, Qwen3-VL, Qwen3.5): ``get_rope`` builds ``MRotaryEmbedding``, whose ``__init__``
+  passes ``cache_max_position_num = max_position_embeddings × 4`` to the base class ("In
+  Qwen2.5-VL, the maximum index value is related to the duration of the input video. We enlarge
+  max_position_embeddings to 4 times"; YaRN-scaled too: ``original × 4 × factor``) from vLLM
+  0.7.2 (``MROPE_CACHE_POSITIONS``);
 - DeepSeek-V4: fp32 (``DeepseekV4ScalingRotaryEmbedding.__init__`` registers the fp32 cache),
   one per theta: ``rope_theta`` for SWA-only layers and the MTP block, ``compress_rope_theta``
   for compressed layers, each ``original × factor`` = max_position_embeddings positions
@@ -53,6 +59,18 @@ from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer, ModelSpec
+from memprof.core.versions import Rule, value_at
+
+# How many times max_position_embeddings vLLM's MRotaryEmbedding builds its cache over.
+MROPE_CACHE_POSITIONS: tuple[Rule, ...] = (
+    Rule(name="mrope_cache_positions", changes="RoPE cos/sin cache (M-RoPE)",
+         since="0.7.2", until=None, value=4,
+         introduced_by="the Qwen2.5-VL support first released in 0.7.2 (PR not identified; "
+         "0.7.1's MRotaryEmbedding builds max_position_embeddings positions)",
+         source="0.7.2 model_executor/layers/rotary_embedding.py MRotaryEmbedding.__init__; "
+         "0.28.0 model_executor/layers/rotary_embedding/mrope.py MRotaryEmbedding.__init__ "
+         "(cache_max_position_num = max_position_embeddings * 4)", applies_to="mrope"),
+)
 
 
 def rope_caches(spec: ModelSpec, layers: list[Layer], model_dtype: str) -> list[RopeCache]:
@@ -65,13 +83,27 @@ def rope_caches(spec: ModelSpec, layers: list[Layer], model_dtype: str) -> list[
     return kind_of(layers[0].attention).rope_caches(spec, layers, model_dtype, max_pos)
 
 
+def engine_rope_caches(ctx: TermContext) -> list[RopeCache]:
+    """``rope_caches`` of the rank as vLLM builds them at the deployment's release: a
+    multimodal rotary over ``MROPE_CACHE_POSITIONS`` × its positions (an engine or release
+    without the rule: as ``rope_caches``)."""
+    caches = rope_caches(ctx.spec, rank_layers(ctx.spec, ctx.dep, ctx.coord), ctx.model_dtype)
+    if not any(c.mrope for c in caches):
+        return caches
+    k = value_at(MROPE_CACHE_POSITIONS, ctx.dep.engine_version, None, ctx.dep.engine)
+    if not isinstance(k, int):
+        return caches
+    return [c._replace(positions=c.positions * k, label=f"{c.label} ×{k} (M-RoPE)")
+            if c.mrope else c for c in caches]
+
+
 def rope_cache_terms(ctx: TermContext) -> list[Component]:
     """``Σ over distinct rotary configs of positions × rotary_dim × dtype bytes`` — one
     component per cache, in model load."""
-    layers = rank_layers(ctx.spec, ctx.dep, ctx.coord)
     if engine_of(ctx.dep).own_rope_buffers:
+        layers = rank_layers(ctx.spec, ctx.dep, ctx.coord)
         return sglang_rope_terms(ctx.spec, layers, ctx.model_dtype, ctx.gpu.is_rocm)
-    caches = rope_caches(ctx.spec, layers, ctx.model_dtype)
+    caches = engine_rope_caches(ctx)
     return [Component(name=f"RoPE cos/sin cache {c.label}", category="weights", bytes=c.bytes,
                       formula=f"{c.positions} positions × {c.rotary_dim} × "
                       f"{dtype_bytes(c.dtype)} B {c.dtype} ({fmt_bytes(c.bytes)})")
@@ -106,4 +138,5 @@ def sglang_rope_terms(spec: ModelSpec, layers: list[Layer], model_dtype: str = "
     return out
 
 
-__all__ = ["RopeCache", "rope_cache_terms", "rope_caches", "sglang_rope_terms"]
+__all__ = ["MROPE_CACHE_POSITIONS", "RopeCache", "engine_rope_caches", "rope_cache_terms",
+           "rope_caches", "sglang_rope_terms"]
