@@ -213,3 +213,24 @@ def test_custom_all_reduce_on_and_off() -> None:
     assert ar.bytes == 26 * MiB and ar.where == _named(on, "NCCL TP")[0].where
     assert not _named(off, "custom all-reduce buffers")
     assert not _named(_est("qwen3-0.6b", "H100", tp=1), "custom all-reduce buffers")
+
+
+@pytest.mark.parametrize(("version", "outside"), [
+    ("0.7.1", True),  # V0: memory_profiling from the snapshot before the distributed init
+    ("0.8.5", False),  # V1 0.8.x: the torch allocated peak holds every tensor, rank_data too
+    ("0.10.1.1", True),  # V1 0.9.1 - 0.10.x: memory_profiling from init_snapshot, as V0
+    ("0.11.0", False),  # the distributed init before the snapshot: all of it in the baseline
+])
+def test_custom_all_reduce_rank_data_outside_memory_profilings_budget(version: str,
+                                                                      outside: bool) -> None:
+    # custom_all_reduce.py: rank_data = torch.empty(8 MiB) is torch memory (not non-torch),
+    # allocated before the load and before the profile's peak reset: where the budget is
+    # weights + non-torch increase + torch peak increase it is in none of them
+    e = _est("qwen3-0.6b", "H100", tp=2, engine_version=version)
+    (ar,) = _named(e, "custom all-reduce buffers")
+    data = _named(e, "custom all-reduce rank_data")
+    if outside:
+        assert ar.bytes == 18 * MiB and ar.where == "budget"
+        assert [(d.bytes, d.where, d.category) for d in data] == [(8 * MiB, "runtime", "scratch")]
+    else:
+        assert ar.bytes == 26 * MiB and not data

@@ -14,7 +14,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.terms import non_torch
-from memprof.core.terms.nccl_stack import stack_delta
+from memprof.core.terms.nccl_stack import p2p_stack_delta, stack_delta
 from memprof.core.version_diff import version_diff
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,11 +42,20 @@ SHM_CUMEM_OFF = 195_035_136 + 195_035_136 - POOL  # 2× H100, NCCL_P2P_DISABLE=1
 # the TP group's custom all-reduce buffers, made with the communicator where the GPUs have peer
 # access (memprof.core.terms.custom_allreduce: meta 10 + IPC buffer 8 + rank_data 8 MiB)
 CUSTOM_AR = 26 * MiB
+# where the budget is memory_profiling's from a snapshot before the distributed init (V0 0.7.1 -
+# 0.10.x, V1 0.9.1 - 0.10.x), rank_data (torch.empty(8 MiB)) is neither non-torch nor in the
+# profile's torch peak increase: the budget holds the meta and IPC buffers alone
+# (memprof.core.terms.custom_allreduce.RANK_DATA_UNBUDGETED)
+CUSTOM_AR_BUDGETED = CUSTOM_AR - 8 * MiB
 # V0's second TP communicator, torch's, made by the profile run's logits gather on the driver
 # rank (memprof.core.terms.nccl_nvls.TORCH_TP_GATHER): a second communicator's measured cuMem-off
 # init at 2 ranks (reports/gpu/nccl-torch-gather w2-cumem0-second, 572,522,496 B) + 62 MiB + 1
-# peer × 32 channels × 10 MiB receive buffers
-TORCH_GATHER_TP2 = 572_522_496 + 62 * MiB + 32 * 10 * MiB
+# peer × 32 channels × 10 MiB receive buffers; of the 62 MiB (the stack reservation the measured
+# H100's SendRecv kernel grows, 1,744 -> 1,984 B), NCCL 2.21.5's sm_90 SendRecv kernel (1,480 B
+# after the ring LL kernel's 1,264) grows 58 MiB (memprof.core.terms.nccl_stack)
+STACK_P2P_2215 = p2p_stack_delta(find_gpu("H100"), 2048, "2.21.5")[0]
+assert -4 * MiB == STACK_P2P_2215
+TORCH_GATHER_TP2 = 572_522_496 + 62 * MiB + STACK_P2P_2215 + 32 * 10 * MiB
 # V1's torch TP communicator, made by the logits all-gather up to 0.25.x on CUDA, in the budget
 # (memprof.core.terms.nccl_torch: reports/gpu/nccl-torch-gather, 2 ranks, after another
 # communicator; over SHM the first row less the stream pool)
@@ -67,7 +76,7 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
     # init_worker_distributed_environment (l.166); vllm/__init__.py l.30 NCCL_CUMEM_ENABLE=0
     # (+ POOL everywhere up to 0.10.2: the profile run's logits gather on torch's
     # ProcessGroupNCCL makes the stream pool inside the budget, terms.pynccl_pool)
-    ("0.7.2", LIBS + P2P_CUMEM_OFF + STACK_2215 + CUSTOM_AR + TORCH_GATHER_TP2 + POOL,
+    ("0.7.2", LIBS + P2P_CUMEM_OFF + STACK_2215 + CUSTOM_AR_BUDGETED + TORCH_GATHER_TP2 + POOL,
      CONTEXT),
     # 0.8.0 v1/worker/gpu_worker.py determine_available_memory: peak_memory +=
     # non_torch_allocations (device used − torch allocated): the context is charged too
@@ -76,11 +85,11 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
     ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, 0),
     # 0.9.1 v1/worker/gpu_worker.py init_device: init_snapshot (l.135) before
     # init_worker_distributed_environment (l.153); memory_profiling: non_torch_increase since it
-    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, CONTEXT),
-    ("0.10.1.1", LIBS_AFTER_WARM_UP + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF,
+    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR_BUDGETED + POOL + TORCH_COMM_OFF, CONTEXT),
+    ("0.10.1.1", LIBS_AFTER_WARM_UP + P2P_CUMEM_OFF + CUSTOM_AR_BUDGETED + POOL + TORCH_COMM_OFF,
      CONTEXT + FIRST_KERNEL),
     # 0.10.2 env_override.py no longer sets NCCL_CUMEM_ENABLE: NCCL's cuMem default
-    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON - FIRST_KERNEL + CUSTOM_AR + POOL
+    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON - FIRST_KERNEL + CUSTOM_AR_BUDGETED + POOL
      + TORCH_COMM_ON, CONTEXT + FIRST_KERNEL),
     # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182); the
     # model runner's comm_stream makes torch's stream pool after it (terms.stream_pool)
@@ -98,12 +107,13 @@ def test_available_kv_moves_by_the_communicator() -> None:
     # baseline): the available KV differs by exactly one communicator (cuMem on in both); the
     # stream pool is in both budgets (0.10.2: the logits gather's ProcessGroupNCCL; 0.11.0: the
     # model runner's comm_stream); in both set_device ran the process's first kernel before
-    # the snapshot, so the communicator is charged without it
+    # the snapshot, so the communicator is charged without it; 0.10.2's budget held the custom
+    # all-reduce's buffers but not its rank_data tensor, which 0.11.0's baseline holds too
     def avail(v: str) -> int:
         e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version=v), gpu_name="H100")
         return e.ranks[0].available_kv_bytes
 
-    assert avail("0.11.0") - avail("0.10.2") == P2P_CUMEM_ON - FIRST_KERNEL + CUSTOM_AR
+    assert avail("0.11.0") - avail("0.10.2") == P2P_CUMEM_ON - FIRST_KERNEL + CUSTOM_AR_BUDGETED
 
 
 def test_no_communicator_no_change() -> None:

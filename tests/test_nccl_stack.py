@@ -9,17 +9,21 @@ from typing import Any
 
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import find_gpu
-from memprof.core.terms.nccl import NCCL_ROWS, nccl_row
+from memprof.core.terms.nccl import NCCL_ROWS, P2P_FIRST_BASE_BYTES, nccl_row
 from memprof.core.terms.nccl_stack import (
     GOLDEN,
     KERNEL_GOLDEN,
     KERNEL_STACK,
     MEASURED_GROWTH_BYTES,
+    MEASURED_P2P_GROWTH_BYTES,
     MEASURED_THREADS,
+    SENDRECV_STACK,
     _reservation,
     first_all_reduce_stack,
+    first_p2p_stack,
     image_for,
     on_card,
+    p2p_stack_delta,
     stack_delta,
 )
 from memprof.core.terms.non_torch import MAX_THREADS_PER_SM, nccl_comm
@@ -112,3 +116,73 @@ def test_first_communicator_on_a_pcie_card_moves_second_does_not() -> None:
     # EP's is a second communicator: its measured row already holds no reservation
     second = nccl_comm(dep, gpu, "EP", 2)
     assert "stack reservation" not in second.basis
+
+
+SENDRECV_FIRST = "reports/gpu/nccl/nccl-matrix-2x-h100-sendrecv-first.json"
+
+
+def test_first_send_recv_is_the_sendrecv_kernels_stack_reservation() -> None:
+    # over SHM and sockets (no buffers in device memory) the first batch_isend_irecv after the
+    # first all_reduce adds 65,011,712 B on every rank: the reservation from the ring LL
+    # kernel's 1,744 B limit to the SendRecv kernel's 1,976 B (1,984 read, as under
+    # NCCL_SET_STACK_SIZE=1), on 132 SMs × 2,048 threads
+    runs = {r["config"]: r for r in _golden(SENDRECV_FIRST)["runs"]}
+    for config in ("shm-cumem-on", "net-cumem-on"):
+        for rank in runs[config]["ranks"]:
+            grown = rank["non_torch_growth_bytes"]
+            assert grown["first batch_isend_irecv (send next, recv previous), 1 MiB"] == \
+                MEASURED_P2P_GROWTH_BYTES
+    assert MEASURED_P2P_GROWTH_BYTES == P2P_FIRST_BASE_BYTES == \
+        _reservation(1984, MEASURED_THREADS) - _reservation(1744, MEASURED_THREADS)
+    h100 = find_gpu("H100")
+    got = first_p2p_stack(h100, MAX_THREADS_PER_SM["sm90"], "2.28.9")
+    assert got is not None and got.bytes == MEASURED_P2P_GROWTH_BYTES
+    assert p2p_stack_delta(h100, MAX_THREADS_PER_SM["sm90"], "2.28.9") == (0, "")
+
+
+def test_sendrecv_stacks_are_the_dumped_ones() -> None:
+    dump = _golden(KERNEL_GOLDEN)
+    for release, key in (("2.28.9", "nccl_2.28.9"), ("2.21.5", "nccl_2.21.5_sm80_sm90")):
+        per_arch = dump[key]["per_arch"]
+        for image, stack in SENDRECV_STACK[release].items():
+            got = [v for k, v in per_arch[f"sm_{image}"].items()
+                   if k.startswith("ncclDevKernel_SendRecv")]
+            assert got == [stack], (release, image, got)
+        # every image read for the ring LL kernel has its SendRecv kernel too
+        assert set(SENDRECV_STACK[release]) == set(KERNEL_STACK[release])
+
+
+def test_first_send_recv_on_pcie_cards() -> None:
+    # an A40 / RTX A6000 (84 SMs × 1536 threads) under NCCL 2.21.5's sm_80 image: the ring LL
+    # kernel leaves 1,312 B, SendRecv needs 1,568 B: 32 MiB, not the H100's 62
+    a40 = find_gpu("A40")
+    threads = 84 * 1536
+    got = first_p2p_stack(a40, MAX_THREADS_PER_SM[a40.arch], "2.21.5")
+    assert got is not None and a40.sm_count == 84
+    assert got.bytes == _reservation(1568, threads) - _reservation(1312, threads) == 32 * 2**20
+    assert p2p_stack_delta(a40, MAX_THREADS_PER_SM[a40.arch], "2.21.5")[0] == -30 * 2**20
+    # a PP group's first send/recv moves with it; a group that sends nothing does not
+    pp = on_card(nccl_row(True, False, 2, 1), a40, MAX_THREADS_PER_SM[a40.arch], "2.21.5")
+    tp = on_card(nccl_row(True, False, 2, 0), a40, MAX_THREADS_PER_SM[a40.arch], "2.21.5")
+    assert pp.first_p2p == nccl_row(True, False, 2, 1).first_p2p - 30 * 2**20
+    assert tp.first_p2p == 0 and "first send/recv" not in tp.basis
+    assert first_p2p_stack(find_gpu("MI300X"), 2048, None) is None
+    # sm_75 under 2.28.9: the ring LL kernel (928 B) leaves the driver's 1,024 B default, from
+    # which SendRecv's 1,040 B grows the reservation
+    t4 = find_gpu("T4")
+    t4_threads = t4.sm_count * MAX_THREADS_PER_SM[t4.arch]
+    got_t4 = first_p2p_stack(t4, MAX_THREADS_PER_SM[t4.arch], "2.28.9")
+    assert got_t4 is not None
+    assert got_t4.bytes == _reservation(1040, t4_threads) - _reservation(1024, t4_threads)
+
+
+def test_v0_gather_charges_the_cards_send_recv_stack() -> None:
+    from memprof.core.estimate import estimate
+    e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.7.1"), gpu_name="RTX-4090")
+    for rank in e.ranks:
+        (c,) = [x for x in rank.components if x.name.startswith("NCCL TP communicator of torch")]
+        # no peer access: a second communicator's SHM init (6 MiB at 2 channels) + the gather's
+        # SendRecv stack on 128 SMs × 1536 threads, 1,312 -> 1,568 B = 48 MiB
+        threads = 128 * 1536
+        assert c.bytes == 6 * 2**20 + _reservation(1568, threads) - _reservation(1312, threads)
+        assert "first send/recv" in c.formula

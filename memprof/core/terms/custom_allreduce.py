@@ -17,6 +17,15 @@ python/sglang/srt/distributed/device_communicators/custom_all_reduce.py ``Custom
   by IPC handle (``register_graph_buffers``: the peers' addresses go into ``rank_data``, no new
   allocation), so the graph holds a kernel node where NCCL would have put an NCCL node.
 
+Where the budget sees them: the meta and IPC buffers are ``cudaMalloc`` memory, non-torch, placed
+with the communicators (``memprof.core.terms.non_torch.NCCL_PLACEMENT``). ``rank_data`` is a torch
+tensor (``torch.empty(8 * 1024 * 1024, dtype=torch.uint8)``), and where vLLM's budget is
+``memory_profiling``'s weights + non-torch increase + torch peak increase, measured from a snapshot
+taken before the distributed init (``RANK_DATA_UNBUDGETED``), it falls in none of the three: torch
+memory is not non-torch (``MemorySnapshot.non_torch_memory = cuda_memory − memory_reserved()``), it
+is allocated before the load (not weights) and before the profile's peak reset (not its torch peak
+increase). There it is memory the engine holds beside its budget (``where="runtime"``).
+
 Not modelled: vLLM's smaller ``max_size`` when symmetric memory is enabled
 (``CUSTOM_ALL_REDUCE_MAX_SIZES``, vllm/distributed/device_communicators/all_reduce_utils.py), the
 ``meta_size()`` bytes (the kernel's signal structures, a few KiB, inside cudaMalloc's 2 MiB
@@ -30,11 +39,43 @@ from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 from memprof.core.nodes import spans_nodes
+from memprof.core.versions import Rule, rule_in_force
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
 CUSTOM_AR_MAX_SIZE = 8192 * 1024  # the constructor's default ``max_size`` in both engines
 CUSTOM_AR_RANK_DATA = 8 * MiB  # vLLM: 8 MiB; SGLang: max_size, the same at the default
 CUDA_MALLOC_GRANULE = 2 * MiB  # cudaMalloc rounds allocations of ≥ 2 MiB up to 2 MiB pages
+
+
+# Releases whose budget leaves the custom all-reduce's ``rank_data`` tensor out (see the module).
+RANK_DATA_UNBUDGETED: tuple[Rule, ...] = (
+    Rule(name="custom_ar_rank_data_unbudgeted", changes="custom all-reduce rank_data outside the "
+         "budget", since="0.7.1", until="0.11.0", value=True, generation="v0",
+         introduced_by="V0 Worker.init_device: MemorySnapshot before "
+         "init_worker_distributed_environment, memory_profiling from it",
+         removed_by="V0 engine removed (0.11.0)",
+         source="0.7.1 / 0.8.5 / 0.10.1.1 distributed/device_communicators/custom_all_reduce.py "
+         "CustomAllreduce.__init__: rank_data = torch.empty(8 MiB) after the snapshot; utils.py "
+         "MemorySnapshot.non_torch_memory = cuda_memory - memory_reserved(), memory_profiling: "
+         "reset_peak_memory_stats before before_profile, torch_peak_increase = the profile's "
+         "allocated-peak increase, non_kv_cache_memory = non_torch_increase + "
+         "torch_peak_increase + weights_memory (worker/worker.py determine_num_available_blocks)"),
+    Rule(name="custom_ar_rank_data_unbudgeted", changes="custom all-reduce rank_data outside the "
+         "budget", since="0.9.1", until="0.11.0", value=True, generation="v1",
+         introduced_by="V1 init_snapshot = MemorySnapshot() before "
+         "init_worker_distributed_environment, memory_profiling from it",
+         removed_by="#25359 (distributed init before the init snapshot, first released in 0.11.0)",
+         source="0.10.1.1 distributed/device_communicators/custom_all_reduce.py rank_data = "
+         "torch.empty(8 MiB); utils/__init__.py MemorySnapshot / memory_profiling as in V0; "
+         "v1/worker/gpu_worker.py determine_available_memory: memory_profiling("
+         "self.init_snapshot, weights_memory=model_memory_usage)"),
+)
+
+
+def rank_data_unbudgeted(dep: Deployment) -> bool:
+    """Whether ``dep``'s engine release leaves the custom all-reduce's ``rank_data`` tensor out
+    of its budget (``RANK_DATA_UNBUDGETED``)."""
+    return rule_in_force(RANK_DATA_UNBUDGETED, dep.engine_version, dep.engine) is not None
 
 
 def custom_all_reduce_applies(dep: Deployment, gpu: GPU) -> bool:

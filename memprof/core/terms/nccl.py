@@ -21,7 +21,9 @@ What the goldens show (``reports/gpu/nccl/README.md``):
 - the first point-to-point op over NVLink P2P is 62 MiB + peers × p2p channels × 12 MiB, which
   holds for every P2P configuration at the default buffer size in both matrices (446 / 1,214 MiB
   at 32 channels, 158 / 350 MiB at ``NCCL_MAX_P2P_NCHANNELS=8``, 86 / 134 MiB at
-  ``NCCL_MAX_NCHANNELS=2``, 1 / 3 peers); over SHM it is 62 MiB at 2 and 4 ranks;
+  ``NCCL_MAX_NCHANNELS=2``, 1 / 3 peers); over SHM it is 62 MiB at 2 and 4 ranks. The 62 MiB is
+  the CUDA driver's stack reservation grown for NCCL's SendRecv kernel, not buffers
+  (``memprof.core.terms.nccl_stack.first_p2p_stack``), and moves with the card and NCCL release;
 - 73,400,320 B of every init figure is torch's CUDA stream pool, which ``init_process_group``
   makes (``nccl-matrix-2x-h100-stream-first.json``: init minus exactly that with a stream made
   first); the graph model does not charge it a second time (``memprof.core.terms.cudagraph``).
@@ -96,7 +98,9 @@ from memprof.core.versions import Rule, value_at
 # pynccl), 0 B in the one that had it (local).
 TORCH_STREAM_POOL_BYTES = 73_400_320
 
-# The first point-to-point op over SHM or with no peer channel: 65,011,712 B (62 MiB), and each
+# The first point-to-point op over SHM or with no peer channel: 65,011,712 B (62 MiB: the stack
+# reservation from the ring LL kernel's 1,744 B limit to the SendRecv kernel's 1,984 B on the
+# measured H100, moved to other cards by memprof.core.terms.nccl_stack.on_card), and each
 # (peer, p2p channel) pair over NVLink P2P adds 12 MiB at NCCL's default 4 MiB buffer:
 # nccl-matrix-2x-h100.json p2p-cumem-on "first all_to_all_single, 1 MiB" = 467,664,896 B
 # = 65,011,712 + 1 × 32 × 12,582,912; nccl-matrix-4x-h100.json p2p-cumem-on = 1,272,971,264 B

@@ -82,8 +82,14 @@ from memprof.core.terms.nccl import (
     nccl_version as nccl_version,
 )
 from memprof.core.terms.nccl_channels import pcie_channels
+from memprof.core.terms.nccl_stack import p2p_stack_delta
 from memprof.core.terms.nccl_torch import torch_tp_comm_v1
-from memprof.core.terms.non_torch import nccl_cumem, nccl_groups, nccl_placement
+from memprof.core.terms.non_torch import (
+    MAX_THREADS_PER_SM,
+    nccl_cumem,
+    nccl_groups,
+    nccl_placement,
+)
 from memprof.core.terms.nvls_granularity import (
     MC_GRANULARITY_RECOMMENDED_BYTES,
     MC_GRANULARITY_SOURCE,
@@ -256,15 +262,19 @@ def torch_tp_gather_comm(ctx: TermContext) -> Component | None:
                 f"{row.basis.split(': ', 1)[-1]})")
     root = coord.tp_rank == 0
     peers = dep.tp - 1 if root else 1
+    # the gather's SendRecv kernel grows the stack reservation (memprof.core.terms.nccl_stack)
+    d_stack, stack_note = p2p_stack_delta(gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
+    base = P2P_FIRST_BASE_BYTES + d_stack
     if gpu.peer_access:
         per = p2p_recv_bytes_per_channel(gpu) if root else p2p_send_bytes_per_channel(gpu)
-        conns = P2P_FIRST_BASE_BYTES + peers * per_peer * per
-        how = (f"62 MiB + {peers} peer{'s' if peers > 1 else ''} × {per_peer} "
+        conns = base + peers * per_peer * per
+        how = (f"{fmt_bytes(base)} + {peers} peer{'s' if peers > 1 else ''} × {per_peer} "
                f"channels × {fmt_bytes(per)} "
                + ("receive buffers (p2p.cc p2pRecvSetup)" if root
                   else "send buffers (p2p.cc p2pSendSetup)"))
     else:
-        conns, how = P2P_FIRST_BASE_BYTES, "62 MiB over SHM"
+        conns, how = base, f"{fmt_bytes(base)} over SHM"
+    how += stack_note
     who = "the driver rank's (the root's)" if root else "a non-driver rank's"
     return Component(
         name=f"NCCL TP communicator of torch's ProcessGroupNCCL ({dep.tp} ranks, logits gather)",

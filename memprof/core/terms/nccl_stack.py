@@ -37,6 +37,18 @@ version at or below its minor (an sm_86 or sm_89 card, the sm_80 image). A secon
 in the same process adds none of it (the limit is already there): the second-communicator rows
 (``memprof.core.terms.nccl.SECOND_COMM_ROWS``) were measured after a first and hold none.
 
+The first point-to-point op is the same mechanism one kernel later (``FIRST_P2P_GROWTH``): the
+62 MiB that ``memprof.core.terms.nccl.P2P_FIRST_BASE_BYTES`` charges every first send/recv,
+gather or all-to-all (``reports/gpu/nccl/nccl-matrix-2x-h100-sendrecv-first.json``: 65,011,712 B
+over SHM and sockets, the same at 2 and 4 ranks; over P2P the per-peer buffers on top; the V0
+gather to rank 0 in ``reports/gpu/nccl-torch-gather``) is ``ceil_2MiB(1,984 × 270,336) −
+ceil_2MiB(1,744 × 270,336)`` = 65,011,712 B exactly: the first all_reduce left the limit at the
+ring LL kernel's 1,744 B, and ``ncclDevKernel_SendRecv`` (torch's ``gather``, ``send``/``recv``
+and ``all_to_all`` all run it: torch/csrc/cuda/nccl.cpp, ncclSend/ncclRecv in a group) declares
+1,976 B on sm_90 (``KERNEL_GOLDEN``), the 1,984 B limit ``NCCL_SET_STACK_SIZE=1`` reads. On
+another card it is that card's threads × (the SendRecv kernel's limit − the ring LL kernel's)
+in the image the card runs (``SENDRECV_STACK``).
+
 What this does not cover (stated in the note): NCCL releases whose images were not read (2.20.5
 takes 2.21.5's, 2.26.2 and 2.27.x take 2.28.9's, an engine whose NCCL memprof does not map
 takes 2.28.9's), whether a later kernel of the engine's needs more stack than NCCL's (none of
@@ -72,6 +84,17 @@ KERNEL_STACK: dict[str, dict[int, int]] = {
     "2.21.5": {80: 1312, 90: 1264},
     "2.28.9": {75: 928, 80: 1328, 90: 1736, 100: 1864, 110: 1864, 120: 1112},
 }
+# STACK of ncclDevKernel_SendRecv, the kernel of every point-to-point op, per SASS image
+# (KERNEL_GOLDEN, the same dumps; 2.21.5's symbol carries its parameter list,
+# ncclDevKernel_SendRecvP11ncclDevCommmP8ncclWork).
+SENDRECV_STACK: dict[str, dict[int, int]] = {
+    "2.21.5": {80: 1568, 90: 1480},
+    "2.28.9": {75: 1040, 80: 1504, 90: 1976, 100: 2040, 110: 2040, 120: 1240},
+}
+# the first send/recv after the first all_reduce on the measured H100 (limit 1,744 -> 1,984 B):
+# reports/gpu/nccl/nccl-matrix-2x-h100-sendrecv-first.json shm-cumem-on / net-cumem-on "first
+# batch_isend_irecv", every rank; memprof.core.terms.nccl.P2P_FIRST_BASE_BYTES holds it
+MEASURED_P2P_GROWTH_BYTES = 65_011_712
 # SASS images each library carries (cuobjdump's "arch = sm_XX" of the ELF images; 2.21.5's
 # sm_50 - sm_70 images were not dumped per kernel: a card that runs one keeps the measured row)
 IMAGES: dict[str, tuple[int, ...]] = {
@@ -138,6 +161,44 @@ def first_all_reduce_stack(gpu: GPU, threads_per_sm: int | None,
         f"186 MiB on the measured H100: {GOLDEN}{how})"))
 
 
+def _limit(stack: int) -> int:
+    return -(-stack // STACK_ROUND_BYTES) * STACK_ROUND_BYTES
+
+
+def first_p2p_stack(gpu: GPU, threads_per_sm: int | None,
+                    nccl: str | None) -> StackGrowth | None:
+    """The reservation the process's first point-to-point op (``ncclDevKernel_SendRecv``) grows
+    on ``gpu`` after the first all_reduce left the limit at the ring LL kernel's; None where it
+    is not derived (as ``first_all_reduce_stack``): the measured H100 figure then stands."""
+    if gpu.is_rocm or gpu.sm_count is None or threads_per_sm is None:
+        return None
+    release, how = read_release(nccl)
+    image = image_for(gpu.arch, IMAGES[release])
+    if image is None or image not in KERNEL_STACK[release] or image not in SENDRECV_STACK[release]:
+        return None
+    # the limit the first all_reduce left: never below the driver's default (sm_75's ring LL
+    # kernel, 928 B under 2.28.9, leaves it at 1,024 B)
+    ring = max(STACK_DEFAULT_BYTES, _limit(KERNEL_STACK[release][image]))
+    sendrecv = _limit(SENDRECV_STACK[release][image])
+    threads = gpu.sm_count * threads_per_sm
+    grown = max(0, _reservation(max(ring, sendrecv), threads) - _reservation(ring, threads))
+    return StackGrowth(grown, (
+        f"the driver's stack reservation grown by the first send/recv: {gpu.sm_count} SMs × "
+        f"{threads_per_sm} threads × ({sendrecv} − {ring}) B in 2 MiB pages = "
+        f"{fmt_bytes(grown)} (NCCL {release} sm_{image} SendRecv kernel, STACK "
+        f"{SENDRECV_STACK[release][image]} B, after the ring LL kernel's limit: {KERNEL_GOLDEN}; "
+        f"62 MiB on the measured H100: nccl-matrix-2x-h100-sendrecv-first.json{how})"))
+
+
+def p2p_stack_delta(gpu: GPU, threads_per_sm: int | None, nccl: str | None) -> tuple[int, str]:
+    """(bytes, note) by which the measured first point-to-point op (62 MiB on the H100) moves on
+    ``gpu`` (``first_p2p_stack``); (0, "") where none is derived or it is the measured one."""
+    got = first_p2p_stack(gpu, threads_per_sm, nccl)
+    if got is None or got.bytes == MEASURED_P2P_GROWTH_BYTES:
+        return 0, ""
+    return got.bytes - MEASURED_P2P_GROWTH_BYTES, "; of its first send/recv, " + got.note
+
+
 def stack_delta(gpu: GPU, threads_per_sm: int | None, nccl: str | None) -> tuple[int, str]:
     """(bytes, note) by which a first communicator's measured first all_reduce moves on ``gpu``:
     the card's growth less the H100's 195,035,136 B; (0, "") where none is derived or it is
@@ -150,8 +211,12 @@ def stack_delta(gpu: GPU, threads_per_sm: int | None, nccl: str | None) -> tuple
 
 def on_card(row: NcclRow, gpu: GPU, threads_per_sm: int | None, nccl: str | None) -> NcclRow:
     """A first communicator's measured ``row`` with its first all_reduce's stack reservation
-    moved to ``gpu``'s (``stack_delta``); unchanged where none is derived."""
+    moved to ``gpu``'s (``stack_delta``), and its first send/recv's where the group sends point
+    to point (``p2p_stack_delta``); unchanged where none is derived."""
     d, note = stack_delta(gpu, threads_per_sm, nccl)
-    if not d:
-        return row
-    return row._replace(first_all_reduce=row.first_all_reduce + d, basis=row.basis + note)
+    if d:
+        row = row._replace(first_all_reduce=row.first_all_reduce + d, basis=row.basis + note)
+    p2p, p2p_note = p2p_stack_delta(gpu, threads_per_sm, nccl) if row.first_p2p else (0, "")
+    if p2p:
+        row = row._replace(first_p2p=row.first_p2p + p2p, basis=row.basis + p2p_note)
+    return row

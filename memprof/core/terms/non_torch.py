@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from memprof.base.units import MiB
 from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.gpus import GPU
 from memprof.core.nodes import spread
-from memprof.core.terms.custom_allreduce import custom_all_reduce_applies, custom_all_reduce_bytes
+from memprof.core.terms.custom_allreduce import (
+    CUSTOM_AR_RANK_DATA,
+    RANK_DATA_UNBUDGETED,
+    custom_all_reduce_applies,
+    custom_all_reduce_bytes,
+    rank_data_unbudgeted,
+)
 from memprof.core.terms.multinode import MIXED_NOTE, net_row
 from memprof.core.terms.nccl import (
     FIRST_KERNEL_AT_WARM_UP,
@@ -526,6 +533,19 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
             where=nccl_where, profiled=True, formula=basis + tag))
         if name == "TP" and custom_all_reduce_applies(ctx.dep, ctx.gpu):
             ar, how = custom_all_reduce_bytes()
+            if rank_data_unbudgeted(ctx.dep):
+                # rank_data is a torch tensor the release's budget does not count
+                ar -= CUSTOM_AR_RANK_DATA
+                how += (f"; rank_data ({CUSTOM_AR_RANK_DATA // MiB} MiB) on its own row: "
+                        "outside this release's budget")
+                comps.append(Component(
+                    name=f"custom all-reduce rank_data (TP, {size} ranks)", category="scratch",
+                    bytes=CUSTOM_AR_RANK_DATA, count=1, where="runtime", profiled=False,
+                    formula=f"torch.empty({CUSTOM_AR_RANK_DATA // MiB} MiB) after the memory "
+                    "snapshot: neither weights, nor non-torch (torch reserves it), nor the "
+                    "profile's torch peak increase (allocated before its peak reset), so the "
+                    "budget leaves it out (" + RANK_DATA_UNBUDGETED[0].source.split(";")[0]
+                    + ")" + tag))
             comps.append(Component(
                 name=f"custom all-reduce buffers (TP, {size} ranks)", category="non_torch",
                 bytes=ar, count=1, where=nccl_where, profiled=True,
