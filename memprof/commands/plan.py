@@ -94,7 +94,7 @@ def run(args: Namespace) -> int:
     from memprof.commands.flags import gpu_of
 
     g = gpu_of(gpu, parse_size(gpu_memory) if gpu_memory else None, args.gpu_arch)
-    rows = run_plan(model, g, requests=requests, context=ctx, headroom=parse_size(headroom),
+    rows = run_plan(model, g, requests=requests, context=ctx, headroom=parse_size(headroom, zero_ok=True),
                     base=Deployment(engine=engine, engine_version=version,
                                     entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)

@@ -1,0 +1,72 @@
+"""A demanding user's audit of the CLI, one table per class of mistake found: each row is a
+command line that once ran on a guess (a default model, an empty paste), refused a value the
+user meant (zero headroom), or told the wrong story; now it is one ``error:`` line and a
+``hint:`` (exit 2) before any work, or it runs as the user meant."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_helpers import invoke, one_error
+
+# --- an empty value is a mistake (an unset shell variable), never the default -------------
+
+EMPTY = [
+    (["estimate", "--model", ""], "--model is empty"),
+    (["estimate", "--model", "  "], "--model is empty"),
+    (["plan", "--model", "", "--requests", "8", "--context", "32k"], "--model is empty"),
+    (["sweep", "--model", "", "--set", "tp=1,2"], "--model is empty"),
+    (["estimate", "--gpu", "H200", "--"], "the pasted command is empty"),
+    (["estimate", "--gpu", "H200", "--", "vllm", "serve"], "names no model"),
+    (["estimate", "--gpu", "H200", "--", "vllm", "serve", "-tp", "2"], "names no model"),
+    (["estimate", "--", "python", "-m", "sglang.launch_server", "--tp", "2"], "names no model"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), EMPTY, ids=[" ".join(a) for a, _ in EMPTY])
+def test_an_empty_value_is_refused_not_defaulted(argv: list[str], needle: str) -> None:
+    code, out, err = invoke(argv)
+    assert code == 2 and out == "", err
+    one_error(err, needle)
+
+
+# --- zero is a size where none is a setting ------------------------------------------------
+
+ZERO_OK = [
+    ["plan", "--model", "qwen3-8b", "--requests", "1", "--context", "4k", "--headroom", "0"],
+    ["plan", "--model", "qwen3-8b", "--requests", "1", "--context", "4k", "--headroom", "0GiB"],
+    ["estimate", "--model", "qwen3-8b", "--gpu-memory-in-use", "0B", "-f", "json"],
+    ["estimate", "--model", "qwen3-8b", "--gpu-memory-in-use", "0GiB", "-f", "json"],
+]
+
+
+@pytest.mark.parametrize("argv", ZERO_OK, ids=[" ".join(a) for a in ZERO_OK])
+def test_zero_is_none_where_none_is_a_setting(argv: list[str]) -> None:
+    code, out, err = invoke(argv)
+    assert code == 0 and "error:" not in err, err
+    assert out
+
+
+def test_zero_in_use_is_the_same_estimate_whatever_its_unit() -> None:
+    outs = {invoke(["estimate", "-m", "qwen3-8b", "--gpu-memory-in-use", z, "-f", "json"])[1]
+            for z in ("0", "0B", "0GiB", "0.0MiB")}
+    assert len(outs) == 1
+
+
+ZERO_REFUSED = [
+    (["estimate", "-m", "qwen3-8b", "--kv-cache-memory", "0B"], "must be positive"),
+    (["estimate", "-m", "qwen3-8b", "--gpu-memory", "0GiB", "--gpu-arch", "sm90"],
+     "at least one byte"),
+    (["estimate", "-m", "qwen3-8b", "--gpu-memory", "0", "--gpu-arch", "sm90"], "no unit"),
+    (["plan", "--model", "qwen3-8b", "--requests", "1", "--context", "4k", "--headroom",
+      "0foo"], "unknown unit"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), ZERO_REFUSED,
+                         ids=[" ".join(a) for a, _ in ZERO_REFUSED])
+def test_zero_is_still_refused_where_a_size_must_be_positive(argv: list[str],
+                                                             needle: str) -> None:
+    code, out, err = invoke(argv)
+    assert code == 2 and out == "", err
+    one_error(err, needle)
