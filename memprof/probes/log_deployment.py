@@ -409,6 +409,15 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
     wrote = ENGINES.get(log.engine or "")  # None: the log does not say which engine wrote it
+    given = (overrides or {}).get("engine")
+    if wrote is not None and given is not None and given != wrote.name:
+        from memprof.core.releases import DISPLAY_NAMES
+
+        # the log's figures are that engine's budget lines: another engine's rules cannot
+        # rebuild them
+        raise BadInput(f"--engine {given} but the log was written by "
+                       f"{DISPLAY_NAMES.get(wrote.name, wrote.name)}",
+                       hint="drop --engine: the log names its engine")
     util = log.get("gpu_memory_utilization")
     if util and (wrote is None or wrote.budget_by_utilization):
         settings.setdefault("gpu_memory_utilization", util)
