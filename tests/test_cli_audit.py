@@ -70,3 +70,50 @@ def test_zero_is_still_refused_where_a_size_must_be_positive(argv: list[str],
     code, out, err = invoke(argv)
     assert code == 2 and out == "", err
     one_error(err, needle)
+
+
+# --- explain: a flag that contradicts what the log says about itself ----------------------
+
+VLLM_LOG = "tests/data/logs/vllm-v1-qwen3-235b-fp8-tp4-h100.log"
+SGLANG_LOG = "tests/data/logs/sglang-qwen3-235b-fp8-tp4-h100.log"
+
+
+def test_explain_refuses_another_engine_than_the_logs() -> None:
+    code, out, err = invoke(["explain", VLLM_LOG, "--gpu", "H100", "--engine", "sglang"])
+    assert code == 2 and out == "", err
+    one_error(err, "--engine sglang but the log was written by vLLM")
+
+
+def test_explain_takes_the_logs_own_engine_when_given() -> None:
+    plain = invoke(["explain", SGLANG_LOG, "--gpu", "H100", "-f", "json"])
+    named = invoke(["explain", SGLANG_LOG, "--gpu", "H100", "-f", "json", "--engine", "sglang"])
+    assert plain[0] in (0, 1) and plain == named
+
+
+# --- SGLang's console script: sglang serve [MODEL] ----------------------------------------
+
+SGLANG_SERVE = [
+    ["sglang", "serve", "Qwen/Qwen3-32B", "--tp", "2", "--mem-fraction-static", "0.8"],
+    ["sglang", "serve", "--model-path", "Qwen/Qwen3-32B", "--tp", "2",
+     "--mem-fraction-static", "0.8"],
+    ["/usr/local/bin/sglang", "serve", "Qwen/Qwen3-32B", "--tp-size", "2",
+     "--mem-fraction-static", "0.8"],
+    ["docker", "run", "--gpus", "all", "lmsysorg/sglang:latest", "sh", "-c",
+     "sglang serve Qwen/Qwen3-32B --tp 2 --mem-fraction-static 0.8"],
+]
+
+
+@pytest.mark.parametrize("words", SGLANG_SERVE, ids=[" ".join(w[:3]) for w in SGLANG_SERVE])
+def test_sglang_serve_is_launch_server(words: list[str]) -> None:
+    launch = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-32B",
+              "--tp", "2", "--mem-fraction-static", "0.8"]
+    want = invoke(["estimate", "--gpu", "H200", "-f", "json", "--", *launch])
+    got = invoke(["estimate", "--gpu", "H200", "-f", "json", "--", *words])
+    assert want[0] == 0 and got[:2] == want[:2], got[2]
+    assert "model Qwen/Qwen3-32B, tp=2, mem_fraction_static=0.8" in got[2]
+
+
+def test_sglang_serve_without_a_model_is_refused() -> None:
+    code, out, err = invoke(["estimate", "--", "sglang", "serve", "--tp", "2"])
+    assert code == 2 and out == ""
+    one_error(err, "names no model")

@@ -1,9 +1,10 @@
 """A pasted serve command → the deployment it starts.
 
-Reads ``vllm serve MODEL --flag value …``, ``python -m vllm.entrypoints.openai.api_server …`` and
-``python -m sglang.launch_server --model-path MODEL …`` as tokens (also after ``docker run [docker
-options] IMAGE``: the vLLM image's entrypoint is ``vllm serve``, so ``IMAGE MODEL --flags`` serve;
-the image's tag names the release where it is one), or as the text of a file: a
+Reads ``vllm serve MODEL --flag value …``, ``python -m vllm.entrypoints.openai.api_server …``,
+``python -m sglang.launch_server --model-path MODEL …`` and ``sglang serve [MODEL] …`` as tokens
+(also after ``docker run [docker options] IMAGE``: the vLLM image's entrypoint is ``vllm
+serve``, so ``IMAGE MODEL --flags`` serve; the image's tag names the release where it is one),
+or as the text of a file: a
 shell script (continuation lines joined, simple ``NAME=value`` assignments expanded), a
 docker-compose file (the service's ``entrypoint`` + ``command``; the vLLM image's entrypoint is
 ``vllm serve``) or a Kubernetes manifest (a container's ``command`` + ``args``, also through
@@ -183,13 +184,17 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
     if found is not None:
         engine, start = found
         args = tokens[start:]
+        flag = ENGINES[engine].cli_model_flag
+        if (flag is not None and args and not args[0].startswith("-")
+                and tokens[start - 1] == (ENGINES[engine].cli_launcher or ("", ""))[1]):
+            args = [flag, *args]  # sglang serve MODEL
     elif engine is not None:
         args = list(tokens)
     else:
         shown = " ".join(tokens[:3])[:60]
         raise BadInput(f"{where} is not a serve command ({shown!r})",
-                       hint="paste 'vllm serve MODEL …' or 'python -m sglang.launch_server "
-                       "--model-path MODEL …'")
+                       hint="paste 'vllm serve MODEL …', 'python -m sglang.launch_server "
+                       "--model-path MODEL …' or 'sglang serve MODEL …'")
     for k, tok in enumerate(args):
         if tok in _SHELL_STOP:
             args = args[:k]
@@ -347,7 +352,7 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
                         image_release=release)
 
 
-_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server")
+_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server|sglang\s+serve")
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
 
 
@@ -525,7 +530,8 @@ def _from_script(text: str, where: str) -> ServeCommand:
             continue
         return parse_tokens(tokens, where=where, env=env)
     raise BadInput(f"{where} holds no serve command (vllm serve, python -m "
-                   "vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
+                   "vllm.entrypoints.openai.api_server, python -m sglang.launch_server, "
+                   "sglang serve)",
                    hint="--from-file reads a shell script, a docker-compose file or a "
                    "Kubernetes manifest")
 
@@ -685,7 +691,7 @@ def _from_container(tokens: list[str], image: str | None, where: str) -> ServeCo
         return parse_tokens(tokens, where=where)
     # sh -c "…": the launcher is inside one string
     for t in tokens:
-        if re.search(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server", t):
+        if _LAUNCH.search(t):
             return _from_script(t, where)
     img = (image or "").lower()
     for e in ENGINES.values():  # an image named for its engine
