@@ -5,6 +5,9 @@ user meant (zero headroom), or told the wrong story; now it is one ``error:`` li
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from tests.cli_helpers import invoke, one_error
@@ -117,3 +120,52 @@ def test_sglang_serve_without_a_model_is_refused() -> None:
     code, out, err = invoke(["estimate", "--", "sglang", "serve", "--tp", "2"])
     assert code == 2 and out == ""
     one_error(err, "names no model")
+
+
+# --- a development or vendor build is read alike by every flag that names a release --------
+
+DEV = "0.7.4.dev12"  # a build after 0.7.3 (setuptools-scm guess-next-dev): modelled at 0.7.3
+
+
+def _json(argv: list[str]) -> tuple[int, Any, str]:
+    code, out, err = invoke(argv)
+    return code, json.loads(out) if out else None, err
+
+
+def test_versions_from_and_to_map_a_build_as_engine_version_does() -> None:
+    code, built, err = _json(["versions", "-m", "qwen3-8b", "--from", DEV, "--to", "0.8.5",
+                              "-f", "json"])
+    assert code == 0 and "modelled at 0.7.3" in err
+    _, plain, _ = _json(["versions", "-m", "qwen3-8b", "--from", "0.7.3", "--to", "0.8.5",
+                         "-f", "json"])
+    assert built == plain and built["from"] == "0.7.3"
+
+
+@pytest.mark.parametrize(("flag", "other"), [("--from", "--to"), ("--to", "--from")])
+def test_versions_names_the_flag_a_bad_release_came_from(flag: str, other: str) -> None:
+    code, out, err = invoke(["versions", flag, "latest", other, "0.8.5"])
+    assert code == 2 and out == ""
+    one_error(err, f"{flag} 'latest' is not a release number")
+
+
+def test_sweep_axis_maps_a_build_as_engine_version_does() -> None:
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "-f", "jsonl",
+                             "--set", f"engine_version={DEV},0.7.3,0.11.2rc1+rhai0"])
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and "modelled at 0.7.3" in err and "modelled at 0.11.2" in err
+    assert [r["engine_version"] for r in rows] == ["0.7.3", "0.11.2"]
+    assert all(r["verdict"] != "invalid" for r in rows)
+
+
+def test_compare_maps_a_build_and_refuses_a_bad_one_before_any_work() -> None:
+    code, built, err = _json(["estimate", "-m", "qwen3-8b", "-f", "json",
+                              "--compare", f"engine_version={DEV}"])
+    _, plain, _ = _json(["estimate", "-m", "qwen3-8b", "-f", "json",
+                         "--compare", "engine_version=0.7.3"])
+    assert code == 0 and "modelled at 0.7.3" in err
+    assert built["compare"].pop("changes") == f"engine_version={DEV}"  # as the user typed it
+    plain["compare"].pop("changes")
+    assert built == plain
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--compare", "engine_version=main"])
+    assert code == 2 and out == ""
+    one_error(err, "--compare engine_version 'main' is not a release number")
