@@ -169,3 +169,15 @@ def test_compare_maps_a_build_and_refuses_a_bad_one_before_any_work() -> None:
     code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--compare", "engine_version=main"])
     assert code == 2 and out == ""
     one_error(err, "--compare engine_version 'main' is not a release number")
+
+
+# --- '-' (standard input) names no file -----------------------------------------------------
+
+STDIN = [["explain", "-"], ["estimate", "--from-file", "-"], ["alloc", "replay", "-"]]
+
+
+@pytest.mark.parametrize("argv", STDIN, ids=[" ".join(a) for a in STDIN])
+def test_dash_is_said_to_be_standard_input_not_a_missing_file(argv: list[str]) -> None:
+    code, out, err = invoke(argv)
+    assert code == 2 and out == ""
+    one_error(err, "'-': memprof reads a file, not standard input")
