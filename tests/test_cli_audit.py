@@ -181,3 +181,28 @@ def test_dash_is_said_to_be_standard_input_not_a_missing_file(argv: list[str]) -
     code, out, err = invoke(argv)
     assert code == 2 and out == ""
     one_error(err, "'-': memprof reads a file, not standard input")
+
+
+# --- --gpu auto with --gpu-arch is bad input, said before the host is asked ----------------
+
+AUTO_ARCH = [
+    ["estimate", "-m", "qwen3-8b", "--gpu", "AUTO", "--gpu-arch", "sm90"],
+    ["explain", VLLM_LOG, "--gpu", "auto", "--gpu-arch", "sm90"],
+    ["plan", "-m", "qwen3-8b", "--requests", "1", "--context", "4k", "--gpu", "auto",
+     "--gpu-arch", "sm90"],
+    ["sweep", "-m", "qwen3-8b", "--set", "tp=1,2", "--gpu", "auto", "--gpu-arch", "sm90"],
+]
+
+
+@pytest.mark.parametrize("argv", AUTO_ARCH, ids=[a[0] for a in AUTO_ARCH])
+def test_gpu_auto_with_an_arch_is_bad_input_before_the_host_is_asked(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import memprof.probes.devices
+
+    def asked() -> None:
+        raise AssertionError("the host was asked before the flags were checked")
+
+    monkeypatch.setattr(memprof.probes.devices, "local_gpu", asked)
+    code, out, err = invoke(argv)
+    assert code == 2 and out == ""
+    one_error(err, "--gpu-arch with --gpu auto")

@@ -109,10 +109,10 @@ def gpu_of(name: str | None, memory: int | None, arch: str | None = None) -> GPU
     if name is not None and name.strip().lower() == "auto":
         from memprof.probes.devices import local_gpu
 
-        local = local_gpu()
-        if arch is not None:
+        if arch is not None:  # bad input, before the host is asked (exit 2, not 3)
             raise BadInput("--gpu-arch with --gpu auto: the host's GPU names its own "
                            "architecture", hint="leave out --gpu-arch")
+        local = local_gpu()
         if memory is None:
             return local
         return replace(local, total_bytes=memory, exact=True, source="--gpu-memory")

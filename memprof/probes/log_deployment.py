@@ -396,6 +396,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if gpu and gpu.strip().lower() == "auto":
         from memprof.probes.devices import local_gpu
 
+        if gpu_arch is not None:  # as estimate's --gpu auto: bad input before the host is asked
+            raise BadInput("--gpu-arch with --gpu auto: the host's GPU names its own "
+                           "architecture", hint="leave out --gpu-arch")
         g = local_gpu()
         if gpu_memory:
             g = replace(g, total_bytes=parse_size(gpu_memory), exact=True, source="--gpu-memory")
