@@ -206,3 +206,21 @@ def test_gpu_auto_with_an_arch_is_bad_input_before_the_host_is_asked(
     code, out, err = invoke(argv)
     assert code == 2 and out == ""
     one_error(err, "--gpu-arch with --gpu auto")
+
+
+# --- --quantization on an unquantised config: what vLLM does, or what memprof assumed -------
+
+@pytest.mark.parametrize(("flag", "in_flight"), [
+    ("fp8", True), ("bitsandbytes", True),
+    ("awq", False), ("awq_marlin", False), ("gptq", False), ("gptq_marlin", False),
+    ("modelopt_fp4", False), ("mxfp4", False),
+])
+def test_quantization_flag_says_whether_vllm_quantises_or_memprof_assumed(
+        flag: str, in_flight: bool) -> None:
+    code, out, err = _json(["estimate", "-m", "qwen3-8b", "--gpu", "B200", "-q", flag,
+                            "-f", "json"])
+    assert code in (0, 1), err
+    notes = [n for n in out["summary"]["notes"] if n.startswith(f"--quantization {flag}")]
+    assert len(notes) == 1
+    assert ("while loading it" in notes[0]) is in_flight
+    assert ("(assumed)" in notes[0]) is not in_flight
