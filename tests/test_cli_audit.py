@@ -224,3 +224,18 @@ def test_quantization_flag_says_whether_vllm_quantises_or_memprof_assumed(
     assert len(notes) == 1
     assert ("while loading it" in notes[0]) is in_flight
     assert ("(assumed)" in notes[0]) is not in_flight
+
+
+# --- an architecture memprof does not know is refused even where its model_type is known ----
+
+@pytest.mark.parametrize("arch", ["FooForCausalLM", "Qwen3ForSequenceClassification",
+                                  "Qwen2ForRewardModel"])
+def test_an_unknown_architecture_of_a_known_model_type_is_refused(arch: str) -> None:
+    over = json.dumps({"architectures": [arch]})
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--hf-overrides", over])
+    assert code == 2 and out == ""
+    one_error(err, f"does not know the architecture '{arch}' (model_type 'qwen3')")
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--hf-overrides", over,
+                             "--assume-architecture", "dense-decoder", "-f", "json"])
+    assert code in (0, 1), err
+    assert any("dense" in n for n in json.loads(out)["summary"]["notes"])
