@@ -6,6 +6,7 @@ user meant (zero headroom), or told the wrong story; now it is one ``error:`` li
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -239,3 +240,68 @@ def test_an_unknown_architecture_of_a_known_model_type_is_refused(arch: str) -> 
                              "--assume-architecture", "dense-decoder", "-f", "json"])
     assert code in (0, 1), err
     assert any("dense" in n for n in json.loads(out)["summary"]["notes"])
+
+
+# --- explain: one file holding two different start-ups is refused, not mixed ---------------
+
+def _startup(version: str, model: str, tp: int) -> list[str]:
+    return [f"INFO 05-09 22:51:18 [api_server.py:1043] vLLM API server version {version}",
+            f"INFO 05-09 22:51:18 [api_server.py:1044] non-default args: {{'model_tag': "
+            f"'{model}', 'tensor_parallel_size': {tp}}}",
+            f"INFO 05-09 22:51:56 [core.py:58] Initializing a V1 LLM engine (v{version}) with "
+            f"config: model='{model}', tensor_parallel_size={tp}",
+            "INFO 05-09 22:52:30 [gpu_model_runner.py:1347] Model loading took 7.6 GiB",
+            "INFO 05-09 22:52:41 [kv_cache_utils.py:634] GPU KV cache size: 300,000 tokens"]
+
+
+@pytest.mark.parametrize(("second", "what"), [
+    (("0.9.0", "Qwen/Qwen3-8B", 1), "vLLM releases"),
+    (("0.8.5", "Qwen/Qwen3-8B", 2), "vLLM argument lists"),
+])
+def test_explain_refuses_a_file_of_two_different_startups(
+        tmp_path: Path, second: tuple[str, str, int], what: str) -> None:
+    log = tmp_path / "restarts.log"
+    log.write_text("\n".join(_startup("0.8.5", "Qwen/Qwen3-8B", 1) + _startup(*second)))
+    code, out, err = invoke(["explain", str(log), "--gpu", "H100"])
+    assert code == 2 and out == ""
+    one_error(err, f"holds more than one start-up: lines 1 and 6 show two {what}"
+              if what == "vLLM releases" else
+              f"holds more than one start-up: lines 2 and 7 show two {what}")
+
+
+def test_explain_reads_the_same_startup_logged_twice(tmp_path: Path) -> None:
+    once, twice = tmp_path / "once.log", tmp_path / "twice.log"
+    lines = _startup("0.8.5", "Qwen/Qwen3-8B", 1)
+    once.write_text("\n".join(lines))
+    twice.write_text("\n".join(lines + lines))
+    a = invoke(["explain", str(once), "-m", "qwen3-8b", "--gpu", "H100", "-f", "json"])
+    b = invoke(["explain", str(twice), "-m", "qwen3-8b", "--gpu", "H100", "-f", "json"])
+    assert a[0] in (0, 1) and json.loads(a[1])["figures"] == json.loads(b[1])["figures"]
+
+
+# --- a setting that changes nothing is said to, never dropped silently ---------------------
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--max-loras", "4"], "--max-loras"),
+    (["--fully-sharded-loras", "--max-lora-rank", "64"], "--max-lora-rank, --fully-sharded-loras"),
+    (["--lora-dtype", "float16"], "--lora-dtype"),
+])
+def test_lora_settings_without_enable_lora_are_noted(flags: list[str], named: str) -> None:
+    code, out, err = _json(["estimate", "-m", "qwen3-8b", *flags, "-f", "json"])
+    _, plain, _ = _json(["estimate", "-m", "qwen3-8b", "-f", "json"])
+    assert code == 0, err
+    notes = out["summary"]["notes"]
+    assert f"{named} without --enable-lora" in notes[0] and "change nothing" in notes[0]
+    assert out["ranks"] == plain["ranks"]  # and indeed they change nothing
+
+
+def test_lora_settings_with_enable_lora_are_not_noted() -> None:
+    _, out, _ = _json(["estimate", "-m", "qwen3-8b", "--enable-lora", "--max-loras", "4",
+                       "-f", "json"])
+    assert not any("without --enable-lora" in n for n in out["summary"]["notes"])
+
+
+def test_a_refused_choice_names_the_default_release() -> None:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--mamba-cache-mode", "all"])
+    assert code == 2 and "vLLM None" not in err
+    one_error(err, "is not one of vLLM 0.")

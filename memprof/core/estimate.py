@@ -27,6 +27,7 @@ from memprof.core.deployment import (
     experts_on_rank,
     long_context_allowed,
     ranks,
+    set_without_lora,
     validate,
 )
 from memprof.core.dtypes import dtype_bytes
@@ -607,6 +608,12 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
                      "quantization config (get_quant_config, model_loader/weight_utils.py), so "
                      "point --model at the quantised checkpoint's config.json for its own "
                      "figures")
+    if unread := set_without_lora(dep):
+        from memprof.core.flags import flag_name
+
+        given = ", ".join(flag_name(f, dep.engine) for f in unread)
+        notes.append(f"{given} without --enable-lora: vLLM reads the LoRA settings only with "
+                     "LoRA on (no LoRAConfig otherwise), so they change nothing here")
     if not gpu.exact:
         notes.append(f"{gpu.name}: the catalog's total memory is rounded or inferred "
                      "(see configs/gpus.json); pass --gpu-memory for an exact figure")
