@@ -303,5 +303,5 @@ def test_lora_settings_with_enable_lora_are_not_noted() -> None:
 
 def test_a_refused_choice_names_the_default_release() -> None:
     code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--mamba-cache-mode", "all"])
-    assert code == 2 and "vLLM None" not in err
+    assert code == 2 and out == "" and "vLLM None" not in err
     one_error(err, "is not one of vLLM 0.")
