@@ -305,3 +305,19 @@ def test_a_refused_choice_names_the_default_release() -> None:
     code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--mamba-cache-mode", "all"])
     assert code == 2 and out == "" and "vLLM None" not in err
     one_error(err, "is not one of vLLM 0.")
+
+
+# --- plan: a context the engine refuses for the model is bad input, not "no layout" --------
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_plan_refuses_a_context_beyond_the_model(engine: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", raising=False)
+    monkeypatch.delenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", raising=False)
+    code, out, err = invoke(["plan", "-m", "qwen3-8b", "--requests", "1", "--context", "128k",
+                             "--gpu", "H200", "--engine", engine])
+    assert code == 2 and out == ""
+    one_error(err, "--context 128,000 is longer than qwen3-8b's derived maximum 40,960")
+    code, _, err = invoke(["plan", "-m", "qwen3-8b", "--requests", "1", "--context", "40960",
+                           "--gpu", "H200", "--engine", engine])
+    assert code == 0, err
