@@ -321,3 +321,69 @@ def test_plan_refuses_a_context_beyond_the_model(engine: str,
     code, _, err = invoke(["plan", "-m", "qwen3-8b", "--requests", "1", "--context", "40960",
                            "--gpu", "H200", "--engine", engine])
     assert code == 0, err
+
+
+# --- --from-file: the release an image pins, and one deployment per file ------------------
+
+def _file(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+COMPOSE = """services:
+  vllm:
+    image: {image}
+    command: ["--model", "Qwen/Qwen3-32B", "--tensor-parallel-size", "2"]
+"""
+
+
+@pytest.mark.parametrize(("image", "release"), [
+    ("vllm/vllm-openai:v0.10.1", "0.10.1"),   # the compose pins a release
+    ("vllm/vllm-openai:latest", None),        # names none: the default, as docker run's
+])
+def test_a_compose_image_tag_sets_the_release_as_docker_run_does(
+        tmp_path: Path, image: str, release: str | None) -> None:
+    path = _file(tmp_path, "compose.yml", COMPOSE.format(image=image))
+    _, via_file, err = _json(["estimate", "--gpu", "H200", "--from-file", path, "-f", "json"])
+    _, via_docker, _ = _json(["estimate", "--gpu", "H200", "-f", "json", "--", "docker", "run",
+                              image, "--model", "Qwen/Qwen3-32B", "--tensor-parallel-size", "2"])
+    assert via_file["deployment"]["engine_version"] == via_docker["deployment"]["engine_version"]
+    if release is not None:
+        assert via_file["deployment"]["engine_version"] == release
+        assert f"release {release} from the image's tag" in err
+
+
+def test_another_images_tag_is_no_engine_release() -> None:
+    code, out, err = _json(["estimate", "--gpu", "H200", "-f", "json", "--", "docker", "run",
+                            "myorg/app:1.2.3", "vllm", "serve", "Qwen/Qwen3-32B", "-tp", "2"])
+    assert code == 0 and "1.2.3" not in err, err
+    _, plain, _ = _json(["estimate", "--gpu", "H200", "-f", "json", "--", "vllm", "serve",
+                         "Qwen/Qwen3-32B", "-tp", "2"])
+    assert out["deployment"]["engine_version"] == plain["deployment"]["engine_version"]
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("two.yml", "services:\n  a:\n    image: vllm/vllm-openai:latest\n    command: --model "
+     "Qwen/Qwen3-8B\n  b:\n    image: vllm/vllm-openai:latest\n    command: --model "
+     "Qwen/Qwen3-32B -tp 2\n"),
+    ("two.sh", "#!/bin/sh\nCUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3-8B &\n"
+     "CUDA_VISIBLE_DEVICES=1 vllm serve Qwen/Qwen3-32B -tp 2 &\nwait\n"),
+])
+def test_a_file_of_two_different_servers_is_refused(tmp_path: Path, name: str,
+                                                    text: str) -> None:
+    code, out, err = invoke(["estimate", "--from-file", _file(tmp_path, name, text)])
+    assert code == 2 and out == ""
+    one_error(err, "runs 2 different serve commands (vLLM Qwen/Qwen3-8B, vLLM Qwen/Qwen3-32B)")
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("replicas.yml", "services:\n  a:\n    image: vllm/vllm-openai:latest\n    command: "
+     "--model Qwen/Qwen3-8B\n  b:\n    image: vllm/vllm-openai:latest\n    command: --model "
+     "Qwen/Qwen3-8B\n"),
+    ("retry.sh", "#!/bin/sh\nwhile true; do\n  vllm serve Qwen/Qwen3-8B\ndone\n"
+     "vllm serve Qwen/Qwen3-8B\necho \"vllm serve $UNSET\"\n"),
+])
+def test_one_server_written_twice_is_one(tmp_path: Path, name: str, text: str) -> None:
+    code, _, err = invoke(["estimate", "--from-file", _file(tmp_path, name, text), "-f", "json"])
+    assert code == 0 and "model Qwen/Qwen3-8B" in err, err

@@ -334,9 +334,18 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
                            hint="paste the vllm serve / python -m sglang.launch_server "
                            "command, or docker run with vLLM's image (vllm/vllm-openai:TAG "
                            "MODEL --flags)")
+    return _with_image_release(cmd, run.image)
+
+
+def _with_image_release(cmd: ServeCommand, image: str | None) -> ServeCommand:
+    """``cmd`` at the release its container image's tag names (``docker run``, a compose
+    service's or a Kubernetes container's ``image:``), where the image is the engine's own (a
+    tag of another image, ``myorg/app:1.2.3``, is no engine release)."""
     from memprof.core.release_names import map_release
 
-    release = image_release(run.image)
+    if image is None or image_engine(image) != cmd.engine:
+        return cmd
+    release = image_release(image)
     settings = dict(cmd.settings)
     not_modelled = cmd.not_modelled
     if release is not None and map_release(release, cmd.engine) is None:
@@ -512,6 +521,7 @@ def parse_text(text: str, *, where: str = "the file", yaml_hint: bool = False) -
 
 
 def _from_script(text: str, where: str) -> ServeCommand:
+    found: list[ServeCommand] = []
     joined = re.sub(r"\\\r?\n", " ", text)
     env: dict[str, str] = {}
     for raw in joined.splitlines():
@@ -524,11 +534,33 @@ def _from_script(text: str, where: str) -> ServeCommand:
             continue
         if not (_LAUNCH.search(line) or _DOCKER_RUN.search(line)):
             continue
-        line = _expand(line, env, where)
-        tokens = _split(line, where)
-        if find_launcher(tokens) is None and docker_run(tokens) is None:
-            continue
-        return parse_tokens(tokens, where=where, env=env)
+        try:
+            line = _expand(line, env, where)
+            tokens = _split(line, where)
+            if find_launcher(tokens) is None and docker_run(tokens) is None:
+                continue
+            cmd = parse_tokens(tokens, where=where, env=env)
+        except BadInput:
+            if not found:
+                raise
+            continue  # a line after the serve command that reads as none (an echo of one)
+        if cmd not in found:  # the same command twice (a retry loop) is one
+            found.append(cmd)
+    return _one_command(found, where)
+
+
+def _one_command(found: list[ServeCommand], where: str) -> ServeCommand:
+    """The one serve command a file runs; two different ones are :class:`BadInput` (which one
+    the user means is not in the file), none is too."""
+    if len(found) > 1:
+        served = ", ".join(f"{ENGINE_NAMES[c.engine]} {c.model or '(no model)'}"
+                           for c in found[:4])
+        raise BadInput(f"{where} runs {len(found)} different serve commands ({served}); "
+                       "memprof estimates one deployment",
+                       hint="keep the one to estimate in a copy of the file, or paste its "
+                       "command after --")
+    if found:
+        return found[0]
     raise BadInput(f"{where} holds no serve command (vllm serve, python -m "
                    "vllm.entrypoints.openai.api_server, python -m sglang.launch_server, "
                    "sglang serve)",
@@ -589,11 +621,16 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
     candidates: list[tuple[list[str], str | None]] = []
     for doc in docs:
         _collect(doc, candidates, depth=0)
+    found: list[ServeCommand] = []
     for tokens, image in candidates:
         try:
-            return _from_container(tokens, image, where)
+            cmd = _from_container(tokens, image, where)
         except _NotServe:
             continue
+        if cmd not in found:  # replicas of one server are one
+            found.append(cmd)
+    if found:
+        return _one_command(found, where)
     raise BadInput(f"{where} has no container or service that runs vLLM or SGLang",
                    hint="the serve command goes in a compose service's command: or a "
                    "container's command:/args:")
@@ -687,6 +724,12 @@ def _collect(node: object, out: list[tuple[list[str], str | None]], depth: int) 
 
 
 def _from_container(tokens: list[str], image: str | None, where: str) -> ServeCommand:
+    """The serve command of a compose service or a Kubernetes container, at the release its
+    image's tag names (as ``docker run``'s)."""
+    return _with_image_release(_container_command(tokens, image, where), image)
+
+
+def _container_command(tokens: list[str], image: str | None, where: str) -> ServeCommand:
     if find_launcher(tokens) is not None:
         return parse_tokens(tokens, where=where)
     # sh -c "…": the launcher is inside one string
