@@ -387,3 +387,40 @@ def test_a_file_of_two_different_servers_is_refused(tmp_path: Path, name: str,
 def test_one_server_written_twice_is_one(tmp_path: Path, name: str, text: str) -> None:
     code, _, err = invoke(["estimate", "--from-file", _file(tmp_path, name, text), "-f", "json"])
     assert code == 0 and "model Qwen/Qwen3-8B" in err, err
+
+
+# --- validate reads its flags as estimate does, and refuses an unknown card before work -----
+
+def test_validate_refuses_an_unknown_gpu_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    import memprof.commands.validate as v
+
+    def ran(*_a: object) -> None:
+        raise AssertionError("the validation ran before --gpu was checked")
+
+    monkeypatch.setattr(v, "_validate_all", ran)
+    code, out, err = invoke(["validate", "--device", "cpu", "--kernel", "mla", "--gpu", "H10"])
+    assert code == 2 and out == ""
+    one_error(err, "unknown GPU 'H10'")
+
+
+def test_validate_reads_sizes_and_token_counts_as_estimate_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    import memprof.commands.validate as v
+    from memprof.validation.registry import Request
+
+    seen: list[Request] = []
+
+    def ran(_chosen: object, req: Request) -> list[object]:
+        seen.append(req)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(v, "_validate_all", ran)
+    invoke(["validate", "--device", "cpu", "--kernel", "dsv4", "--context", "1K",
+            "--kv-cache-memory-bytes", "64M"])
+    assert [(r.context, r.kv_cache_memory_bytes) for r in seen] == [(1024, 64 << 20)]
+    code, _, err = invoke(["validate", "--device", "cpu", "--kernel", "dsv4",
+                           "--kv-cache-memory-bytes", "1K"])
+    assert code == 2
+    one_error(err, "--kv-cache-memory-bytes 1024 is out of range")
