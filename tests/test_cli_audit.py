@@ -424,3 +424,23 @@ def test_validate_reads_sizes_and_token_counts_as_estimate_does(
                            "--kv-cache-memory-bytes", "1K"])
     assert code == 2
     one_error(err, "--kv-cache-memory-bytes 1024 is out of range")
+
+
+# --- --engine-version: PEP 440's leading V, and a build placed by its release ---------------
+
+@pytest.mark.parametrize(("given", "needle"), [
+    ("0.30.0.post1", "is not a release among"),   # a post release memprof does not model
+    ("0.7.4rc1", "is not a release among"),       # a candidate of a release it does not model
+    ("1.2.3beta", "is newer than"),
+    ("abc", "is not a release number"),
+])
+def test_an_unmodelled_build_is_placed_by_its_release(given: str, needle: str) -> None:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--engine-version", given])
+    assert code == 2 and out == ""
+    one_error(err, f"--engine-version '{given}' {needle}")
+
+
+def test_a_leading_capital_v_names_the_release() -> None:
+    a = _json(["estimate", "-m", "qwen3-8b", "--engine-version", "V0.8.5", "-f", "json"])
+    b = _json(["estimate", "-m", "qwen3-8b", "--engine-version", "0.8.5", "-f", "json"])
+    assert a[0] == 0 and a[1] == b[1]

@@ -107,14 +107,17 @@ def resolve_version(text: str | None, engine: str = "vllm", *,
         raise BadInput(f"{flag} {shown}: memprof models {name} at source snapshots",
                        hint=f"drop {flag} (the newest, {rel[-1]}), or pass one of "
                        f"{', '.join(rel)}")
+    # PEP 440 ignores a leading v or V; a build of a release (0.6.0.dev1, 0.7.4rc1+cu124) that
+    # release_names.map_build could not map is placed by its release
+    built = re.fullmatch(r"[vV]?(\d{1,4}(?:\.\d{1,4}){1,3})([.+_-]?[A-Za-z][\w.+-]*)?", cleaned)
     try:
-        key = version_key(cleaned)
+        key = version_key(built.group(1) if built else cleaned)
     except ValueError:
         raise BadInput(f"{flag} {shown} is not a release number",
                        hint=f"write it as vLLM does, e.g. {rel[-1]}; memprof models {name} "
                        f"{_modelled(engine)}") from None
-    for r in rel:  # "v0.8.0" / "0.8" name a modelled release
-        if version_key(r) == key:
+    for r in rel:  # "v0.8.0" / "V0.8" name a modelled release; a build of one is not it
+        if version_key(r) == key and not (built and built.group(2)):
             return r
     where = ("older than" if key < version_key(rel[0]) else
              "newer than" if key > version_key(rel[-1]) else "not a release among")
