@@ -444,3 +444,9 @@ def test_a_leading_capital_v_names_the_release() -> None:
     a = _json(["estimate", "-m", "qwen3-8b", "--engine-version", "V0.8.5", "-f", "json"])
     b = _json(["estimate", "-m", "qwen3-8b", "--engine-version", "0.8.5", "-f", "json"])
     assert a[0] == 0 and a[1] == b[1]
+
+
+def test_sweep_gpu_axis_refuses_auto() -> None:
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--set", "gpu=auto,H100"])
+    assert code == 2 and out == ""
+    one_error(err, "auto is this host's card, not a card to sweep over")
