@@ -450,3 +450,14 @@ def test_sweep_gpu_axis_refuses_auto() -> None:
     code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--set", "gpu=auto,H100"])
     assert code == 2 and out == ""
     one_error(err, "auto is this host's card, not a card to sweep over")
+
+
+def test_dp_engine_cores_config_lines_are_one_startup(tmp_path: Path) -> None:
+    lines = _startup("0.11.0", "Qwen/Qwen3-8B", 1)
+    core = ("(EngineCore_DP{r} pid=1{r}) INFO 05-09 22:51:56 [core.py:77] Initializing a V1 LLM "
+            "engine (v0.11.0) with config: model='Qwen/Qwen3-8B', data_parallel_size=2, "
+            "compilation_config={{'local_cache_dir': '/root/.cache/rank_0_{r}'}}")
+    log = tmp_path / "dp.log"
+    log.write_text("\n".join([*lines, core.format(r=0), core.format(r=1)]))
+    code, _, err = invoke(["explain", str(log), "-m", "qwen3-8b", "--gpu", "H100"])
+    assert code in (0, 1) and "more than one start-up" not in err, err

@@ -381,7 +381,10 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
 _STARTUP_LINES = (
     ("vLLM releases", re.compile(r"vLLM API server version\s*(\S+)")),
     ("vLLM argument lists", re.compile(r"non-default args:\s*(\{.*)")),
-    ("vLLM engine configs", re.compile(r"Initializing (?:a V1|an) LLM engine \((.*)")),
+    # its release and model only: each DP engine core prints the line, with a config that
+    # may differ by rank further on
+    ("vLLM engine configs", re.compile(r"Initializing (?:a V1|an) LLM engine "
+                                       r"(\(v[^)]*\) with config: model=\S+)")),
     ("SGLang ServerArgs", re.compile(r"server_args=ServerArgs\((.*)")),
 )
 
