@@ -69,6 +69,10 @@ def read_capped(path: str | Path, *, what: str, cap: int, hint: str) -> bytes:
     try:
         st = os.stat(p)
     except FileNotFoundError:
+        if str(path) == "-":  # the shell habit for standard input, which may never end
+            raise BadInput(f"{what} '-': memprof reads a file, not standard input",
+                           hint=f"save it to a file first ({what} is read whole, up to "
+                           f"{fmt_bytes(cap)}: ... > FILE) and pass that file") from None
         raise BadInput(f"{what} {p} does not exist", hint=hint) from None
     except OSError as exc:
         raise BadInput(f"cannot read {what} {p}: {exc.strerror}", hint=hint) from None

@@ -38,7 +38,8 @@ MAX_BYTES = 1 << 60  # 1 EiB: far above any GPU, far below what breaks arithmeti
 SIZE_FORMS = "80GiB, 23.58GiB, 512MiB (binary), 80GB (SI) or 16G (binary, as vLLM reads it)"
 
 
-def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = False) -> int:
+def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = False,
+               zero_ok: bool = False) -> int:
     """Parse a size into whole bytes (rounded down), exactly (no float rounding).
 
     Accepted: a number with a unit — ``80GiB``/``512MiB``/``1TiB`` (binary), ``4GB``/``500MB``
@@ -50,7 +51,8 @@ def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = Fals
       reads bytes, such as vLLM's ``--kv-cache-memory-bytes``;
     - a lower-case one-letter unit (``80g``: vLLM reads it as 10^9, memprof used to read 2^30),
       unless ``vllm_letters``, where vLLM's own rule applies (lower case decimal);
-    - zero, negative, more than 1 EiB, or more than 64 characters.
+    - zero (unless ``zero_ok``: a flag where none is a setting, such as ``--headroom 0``, which
+      then needs no unit), negative, more than 1 EiB, or more than 64 characters.
     """
     if len(text) > MAX_SIZE_TEXT:
         raise BadInput(f"the size {text[:24]!r}… is {len(text)} characters long",
@@ -64,8 +66,9 @@ def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = Fals
         raise BadInput(f"cannot read the size {text!r}", hint=f"write e.g. {SIZE_FORMS}")
     number = m.group(1).replace("_", "")
     unit = m.group(2)
+    zero = not number.strip("0._")
     if not unit:
-        if not bare_bytes:
+        if not bare_bytes and not (zero and zero_ok):  # "0" needs no unit: none is none
             raise BadInput(f"the size {text!r} has no unit",
                            hint=f"write the unit: {SIZE_FORMS}")
         mult = 1
@@ -89,6 +92,8 @@ def parse_size(text: str, *, bare_bytes: bool = False, vllm_letters: bool = Fals
                        hint=f"write e.g. {SIZE_FORMS}")
     from fractions import Fraction  # only where a size is parsed: ~2 ms of a cold start
 
+    if zero and zero_ok:
+        return 0
     value = int(Fraction(number) * mult)
     if value <= 0:
         raise BadInput(f"the size {text!r} must be at least one byte", hint="e.g. 80GiB")

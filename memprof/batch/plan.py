@@ -17,7 +17,12 @@ from pathlib import Path
 from memprof.base.errors import BadInput
 from memprof.base.files import path_kind
 from memprof.batch.sweep import Evaluator
-from memprof.core.deployment import Deployment
+from memprof.core.deployment import (
+    LONG_CONTEXT_ENV,
+    Deployment,
+    beyond_derived_len,
+    long_context_allowed,
+)
 from memprof.core.engines import engine_named
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
@@ -124,6 +129,14 @@ def plan(model: str | ModelSpec, gpu: GPU, *, requests: int, context: int, headr
     ev = evaluator or Evaluator()
     base = base or Deployment()
     spec = ev.spec(model, base.num_speculative_tokens > 0)
+    # a context the engine refuses for the model is bad input, not "no layout holds it"
+    over = beyond_derived_len(base.with_(max_model_len=context), spec)
+    if over is not None and not long_context_allowed(base.engine):
+        name = engine_named(base.engine).display
+        raise BadInput(f"--context {context:,} is longer than {spec.name}'s derived maximum "
+                       f"{over[0]:,} ({over[1]}); {name} refuses it on any layout",
+                       hint=f"use --context {over[0]} or less, or set "
+                       f"{LONG_CONTEXT_ENV[base.engine]}=1 (as {name} needs it)")
     rows = [row for c in candidates(spec, base.engine, max_gpus, kv_dtypes)
             if (row := evaluate(ev, spec, gpu, c, base, requests, context, headroom))
             is not None]

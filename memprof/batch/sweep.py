@@ -73,6 +73,10 @@ def parse_axis(text: str) -> Axis:
     raw = [v.strip() for v in values.split(",")]
     if not raw or any(not v for v in raw):
         raise BadInput(f"{where}: an empty value", hint="e.g. --set max_model_len=8k,32k,128k")
+    if fld == "gpu" and any(v.lower() == "auto" for v in raw):
+        raise BadInput(f"{where}: auto is this host's card, not a card to sweep over",
+                       hint="use --gpu auto for the base deployment, and catalog names in "
+                       "--set gpu=… (memprof gpus lists them)")
     if fld in EXTRA_AXES:
         parsed: list[Any] = raw
     elif fld in HUMAN_READABLE:  # None / default: the engine's default, as coerce reads it

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from memprof.base.errors import EXIT_OK, EXIT_OOM
 from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
-from memprof.commands.flags import deployment, gpu_of
+from memprof.commands.flags import deployment, engine_release, gpu_of
 from memprof.commands.options import Option, deployment_flags, deployment_options
 
 if TYPE_CHECKING:
@@ -69,6 +69,14 @@ def run(args: Namespace) -> int:
     markdown = check_markdown(args.markdown)
     command = _serve_command(args.serve, args.from_file)
     model, dep, gpu, gpu_memory = deployment(deployment_flags(args), command)
+    if changes is not None and changes.get("engine_version") is not None:
+        # as --engine-version reads it (a development build 0.7.4.dev12: 0.7.3), before any work
+        from memprof.core.versions import resolve_version
+
+        engine = str(changes.get("engine", dep.engine))
+        changes["engine_version"] = resolve_version(
+            engine_release(str(changes["engine_version"]), engine), engine,
+            flag="--compare engine_version")
     for line in command.describe() if command else ():
         sys.stderr.write(line + "\n")
     result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory, args.gpu_arch))

@@ -10,6 +10,7 @@ import typing
 from dataclasses import replace
 from typing import Any
 
+from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 
@@ -22,9 +23,9 @@ def _size(text: str | None, *, vllm_bytes: bool = False) -> int | None:
 
     if text is None:
         return None
-    if text.strip() == "0":  # none (--gpu-memory-in-use 0); a size setting that must be
-        return 0  # positive refuses it in deployment.validate
-    return parse_size(text, bare_bytes=vllm_bytes, vllm_letters=vllm_bytes)
+    # zero is none (--gpu-memory-in-use 0, 0B or 0GiB alike); a size setting that must be
+    # positive refuses it in deployment.validate
+    return parse_size(text, bare_bytes=vllm_bytes, vllm_letters=vllm_bytes, zero_ok=vllm_bytes)
 
 
 DEFAULT_MODEL = "deepseek-r1"
@@ -43,8 +44,15 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
         for st in SETTINGS}
     dep = Deployment(**values)
     model = f["model"]
+    if model is not None and not model.strip():  # --model "$MODEL" with MODEL unset
+        raise BadInput("--model is empty", hint=f"give the model, or leave --model out for "
+                       f"the default ({DEFAULT_MODEL})")
     if serve is not None:
         model, dep = _merge(model, dep, serve)
+        if model is None:  # the engine would serve its own default model, not memprof's
+            raise BadInput("the serve command names no model",
+                           hint="add it (vllm serve MODEL …, python -m sglang.launch_server "
+                           "--model-path MODEL …), or give --model")
     if dep.engine_version is not None:
         dep = _build_release(dep)
     return model or DEFAULT_MODEL, dep, f["gpu"], _size(f["gpu_memory"])
@@ -73,7 +81,6 @@ def engine_release(version: str, engine: str) -> str:
 
 def _merge(model: str | None, dep: Deployment, serve: ServeCommand
            ) -> tuple[str | None, Deployment]:
-    from memprof.base.errors import BadInput
     from memprof.core.flags import flag_name
 
     default = Deployment()
@@ -102,12 +109,10 @@ def gpu_of(name: str | None, memory: int | None, arch: str | None = None) -> GPU
     if name is not None and name.strip().lower() == "auto":
         from memprof.probes.devices import local_gpu
 
-        local = local_gpu()
-        if arch is not None:
-            from memprof.base.errors import BadInput
-
+        if arch is not None:  # bad input, before the host is asked (exit 2, not 3)
             raise BadInput("--gpu-arch with --gpu auto: the host's GPU names its own "
                            "architecture", hint="leave out --gpu-arch")
+        local = local_gpu()
         if memory is None:
             return local
         return replace(local, total_bytes=memory, exact=True, source="--gpu-memory")

@@ -183,4 +183,4 @@ def run(args: Namespace) -> int:
     return run_gate(scenarios=None if args.scenarios is None else Path(args.scenarios),
                     baseline=Path(args.baseline), tolerance=args.tolerance, update=args.update,
                     markdown=None if args.markdown is None else Path(args.markdown),
-                    floor_bytes=parse_size(args.floor))
+                    floor_bytes=parse_size(args.floor, zero_ok=True))

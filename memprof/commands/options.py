@@ -181,6 +181,11 @@ class Parser(argparse.ArgumentParser):
         while i < len(argv):
             word = argv[i]
             if word == "--":
+                if i == len(argv) - 1 and any(o.rest for o in self.options):
+                    # an empty paste (an unset "$CMD"), never the defaults
+                    raise BadInput("nothing after --: the pasted command is empty",
+                                   hint="paste the serve command after -- (-- vllm serve "
+                                   "Qwen/Qwen3-32B -tp 2), or leave -- out")
                 words += argv[i:]
                 break
             if word in takes and i + 1 < len(argv):

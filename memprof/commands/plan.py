@@ -87,6 +87,7 @@ def run(args: Namespace) -> int:
     if max_gpus < 1 or top < 1:
         raise BadInput("--max-gpus and --top must be at least 1", hint="e.g. --max-gpus 16")
     ctx = read_int(context, "--context")
+    room = parse_size(headroom, zero_ok=True)  # --headroom 0: none kept
     from memprof.batch.plan import serve_model
 
     served, served_note = serve_model(model)
@@ -94,7 +95,7 @@ def run(args: Namespace) -> int:
     from memprof.commands.flags import gpu_of
 
     g = gpu_of(gpu, parse_size(gpu_memory) if gpu_memory else None, args.gpu_arch)
-    rows = run_plan(model, g, requests=requests, context=ctx, headroom=parse_size(headroom),
+    rows = run_plan(model, g, requests=requests, context=ctx, headroom=room,
                     base=Deployment(engine=engine, engine_version=version,
                                     entrypoint=entrypoint), max_gpus=max_gpus, kv_dtypes=kvs,
                     evaluator=ev)

@@ -5,11 +5,16 @@ JSON lines."""
 from __future__ import annotations
 
 import sys
+import typing
 from argparse import Namespace
+from dataclasses import replace
 
 from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
-from memprof.commands.flags import deployment, gpu_of
+from memprof.commands.flags import deployment, engine_release, gpu_of
 from memprof.commands.options import Option, deployment_flags, deployment_options
+
+if typing.TYPE_CHECKING:
+    from memprof.batch.sweep import Axis
 
 FORMATS = ("table", "json", "markdown", "csv", "jsonl")
 
@@ -27,6 +32,16 @@ def options() -> tuple[Option, ...]:
                    help="Also draw KV tokens and max concurrency against the first --set axis "
                    "to FILE.png or FILE.svg (needs matplotlib: pip install "
                    "'memprof-llm[plot]')."))
+
+
+def _builds_mapped(axis: Axis, engine: str) -> Axis:
+    """An ``engine_version`` axis read as ``--engine-version`` reads a release: a development or
+    vendor build (``0.7.4.dev12``) at the release it maps to, with its note (two values that
+    map to one release are one point)."""
+    if axis.field != "engine_version":
+        return axis
+    values = (engine_release(str(v), engine) for v in axis.values)
+    return replace(axis, values=tuple(dict.fromkeys(values)))
 
 
 def run(args: Namespace) -> int:
@@ -55,6 +70,7 @@ def run(args: Namespace) -> int:
         check_output(plot, flag="--plot")
         pyplot()
     model, dep, gpu, gpu_memory = deployment(flags)
+    axes = [_builds_mapped(a, dep.engine) for a in axes]
     arch = flags["gpu_arch"]
     base_gpu = gpu_of(gpu, gpu_memory, arch) if gpu and gpu.strip().lower() == "auto" else None
     df = dataframe(run_sweep(model, dep, gpu, gpu_memory, axes, base_gpu=base_gpu,

@@ -38,6 +38,9 @@ def options() -> tuple[Option, ...]:
             format_option(*FORMATS), MARKDOWN)
 
 
+MAX_DECODE_STEPS = 10_000  # as validate's --steps: far more than a trace needs, never a hang
+
+
 def run(args: Namespace) -> int:
     """Build one rank in PyTorch at its true shapes, run it as the engine does, and put each
     traced figure beside the estimate's."""
@@ -51,6 +54,15 @@ def run(args: Namespace) -> int:
     markdown = check_markdown(args.markdown)
     if device not in (None, "cuda", "fake"):
         raise BadInput(f"unknown --device {device[:40]!r}", hint="cuda or fake")
+    # the replica runs at least one decode step (its scratch is allocated at the first) and
+    # keeps the largest --graphs capture sizes: a value outside these was run as another
+    if not 1 <= decode_steps <= MAX_DECODE_STEPS:
+        raise BadInput(f"--decode-steps {decode_steps} is out of range",
+                       hint=f"use 1 to {MAX_DECODE_STEPS} (the decode scratch is allocated at "
+                       "the first step)")
+    if graphs is not None and graphs < 0:
+        raise BadInput(f"--graphs {graphs} is out of range",
+                       hint="use 0 (no graph) or more; leave it out for every capture size")
     if getattr(args, "enable_lora", False):  # before any work
         raise BadInput("trace builds the model's own tensors and not vLLM's LoRA buffers "
                        "(memprof/core/terms/lora.py)",

@@ -61,7 +61,7 @@ def options() -> tuple[Option, ...]:
             Option(dest="gpu", names=("--gpu",),
                    help="GPU the estimate is taken on; the kernels run on the device you have.",
                    shown_default=seed),
-            Option(dest="context", names=("--context",), kind="int",
+            Option(dest="context", names=("--context",), kind="tokens",
                    help="Longest context in the batch; others are 1/2 to 1x of it.",
                    shown_default="the --kernel's on CUDA, 256 on the CPU"),
             Option(dest="layers", names=("--layers",), kind="int", default=4,
@@ -76,9 +76,10 @@ def options() -> tuple[Option, ...]:
             Option(dest="dp", names=("--dp",), kind="int",
                    help="SGLang --dp (DP-attention ranks), for the --kernel that gathers "
                    "over them.", shown_default="8"),
-            Option(dest="kv_cache_memory_bytes", names=("--kv-cache-memory-bytes",), kind="int",
+            Option(dest="kv_cache_memory_bytes", names=("--kv-cache-memory-bytes",), kind="size",
                    help="The KV pool whole-pool dequant copies are sized by, for the --kernel "
-                   "that makes them.", shown_default="1 GiB on CUDA, 64 MiB on the CPU"),
+                   "that makes them, as estimate reads it (bytes, 64M, 64MiB).",
+                   shown_default="1 GiB on CUDA, 64 MiB on the CPU"),
             Option(dest="graph_steps", names=("--graph-steps",), kind="int",
                    help="Replays of the graph-clean check, for a --kernel that has one.",
                    shown_default="100 on CUDA, 3 simulated on the CPU"),
@@ -107,11 +108,19 @@ def run(args: Namespace) -> int:
     if device not in DEVICES:
         raise BadInput(f"unknown --device {device[:40]!r}", hint=" or ".join(DEVICES))
     chosen = all_rows if row is None else (row,)
+    pool = args.kv_cache_memory_bytes
+    if pool is not None:  # read as estimate's --kv-cache-memory-bytes (vLLM's forms)
+        from memprof.base.units import parse_size
+
+        pool = parse_size(pool, bare_bytes=True, vllm_letters=True)
+    if args.gpu is not None:  # an unknown card is bad input, not a failed memory check
+        from memprof.core.gpus import resolve_gpu
+
+        resolve_gpu(args.gpu, None, None)
     req = Request(model=args.model, tp=args.tensor_parallel_size, batch=args.max_num_seqs,
                   backend=args.attention_backend, gpu=args.gpu, context=args.context,
                   layers=args.layers, steps=args.steps, device=device, seed=args.seed,
-                  dp=args.dp, kv_cache_memory_bytes=args.kv_cache_memory_bytes,
-                  graph_steps=args.graph_steps)
+                  dp=args.dp, kv_cache_memory_bytes=pool, graph_steps=args.graph_steps)
     _check(req, chosen, all_rows)
     md_path = check_markdown(args.markdown)  # before any work
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit, format_option
-from memprof.commands.flags import deployment
+from memprof.commands.flags import deployment, engine_release
 from memprof.commands.options import Option, deployment_flags, deployment_options
 
 FORMATS = ("table", "json", "markdown")
@@ -32,7 +32,20 @@ def run(args: Namespace) -> int:
     from memprof.core.version_diff import version_diff
 
     model, dep, gpu, gpu_memory = deployment(deployment_flags(args))
-    d = version_diff(model, dep, args.from_version, args.to_version, gpu_name=gpu,
-                     gpu_memory_bytes=gpu_memory, gpu_arch=args.gpu_arch)
+    a = _release(args.from_version, dep.engine, "--from")
+    b = _release(args.to_version, dep.engine, "--to")
+    d = version_diff(model, dep, a, b, gpu_name=gpu, gpu_memory_bytes=gpu_memory,
+                     gpu_arch=args.gpu_arch)
     emit(d, args.fmt, markdown)
     return 0
+
+
+def _release(version: str | None, engine: str, flag: str) -> str | None:
+    """``--from`` / ``--to`` as ``--engine-version`` reads a release: a development or vendor
+    build (``0.7.4.dev12``) at the release it maps to, with its note; anything else checked
+    here, so that an error names the flag that gave it."""
+    if version is None:
+        return None
+    from memprof.core.versions import resolve_version
+
+    return resolve_version(engine_release(version, engine), engine, flag=flag)

@@ -490,3 +490,19 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             f"{spec.name} has no MTP layer (num_nextn_predict_layers)",
             hint="--num-speculative-tokens applies to DeepSeek-style MTP models",
         )
+
+
+# the settings vLLM reads only with --enable-lora, and their unset values: EngineArgs builds
+# ``LoRAConfig(...) if self.enable_lora else None`` (engine/arg_utils.py
+# create_engine_config), so without it they change nothing
+LORA_ONLY_SETTINGS = {"max_loras": None, "max_lora_rank": None, "lora_extra_vocab_size": None,
+                      "lora_dtype": "auto", "fully_sharded_loras": False,
+                      "enable_lora_bias": False, "specialize_active_lora": False}
+
+
+def set_without_lora(dep: Deployment) -> tuple[str, ...]:
+    """The LoRA settings ``dep`` gives while ``enable_lora`` is off (fields; a note says they
+    change nothing)."""
+    if dep.enable_lora:
+        return ()
+    return tuple(f for f, unset in LORA_ONLY_SETTINGS.items() if getattr(dep, f) != unset)

@@ -27,6 +27,7 @@ from memprof.core.deployment import (
     experts_on_rank,
     long_context_allowed,
     ranks,
+    set_without_lora,
     validate,
 )
 from memprof.core.dtypes import dtype_bytes
@@ -585,11 +586,34 @@ class RankSet(Sequence[int]):
         return f"RankSet({self.base!r}, stride={self.stride}, copies={self.copies})"
 
 
+# methods vLLM applies to an unquantised checkpoint while it loads it: fp8 (Fp8Config has no
+# config file to find, so get_quant_config returns the default config, weight_utils.py) and
+# bitsandbytes' in-flight 4-bit (BitsAndBytesModelLoader); AWQ, GPTQ, ModelOpt NVFP4 read their
+# checkpoint's (quantize_config.json, hf_quant_config.json, or config.json's
+# quantization_config) and have no in-flight path
+QUANTISED_IN_FLIGHT = ("fp8_per_tensor", "fp8_per_channel", "bnb4")
+
+
 def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> tuple[str, ...]:
     notes: list[str] = []
-    if quant is not None and quant.source == "flag":
+    if quant is not None and quant.source == "flag" and quant.method in QUANTISED_IN_FLIGHT:
         notes.append(f"--quantization {dep.quantization}: sized as vLLM quantises an unquantised "
-                     f"checkpoint ({quant.method})")
+                     f"checkpoint while loading it ({quant.method})")
+    elif quant is not None and quant.source == "flag":
+        notes.append(f"--quantization {dep.quantization} on a config that declares no "
+                     f"quantization: sized as this model's checkpoint quantised with "
+                     f"{quant.method}, {quant.bits}-bit in groups of {quant.group_size} "
+                     "(assumed); vLLM makes "
+                     "no such checkpoint while loading: it reads the checkpoint's own "
+                     "quantization config (get_quant_config, model_loader/weight_utils.py), so "
+                     "point --model at the quantised checkpoint's config.json for its own "
+                     "figures")
+    if unread := set_without_lora(dep):
+        from memprof.core.flags import flag_name
+
+        given = ", ".join(flag_name(f, dep.engine) for f in unread)
+        notes.append(f"{given} without --enable-lora: vLLM reads the LoRA settings only with "
+                     "LoRA on (no LoRAConfig otherwise), so they change nothing here")
     if not gpu.exact:
         notes.append(f"{gpu.name}: the catalog's total memory is rounded or inferred "
                      "(see configs/gpus.json); pass --gpu-memory for an exact figure")

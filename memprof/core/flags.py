@@ -298,7 +298,7 @@ def coerce(field: str, value: object, *, where: str) -> object:
             return None
         try:
             if s.kind == "size":
-                return parse_size(text, bare_bytes=True, vllm_letters=True)
+                return parse_size(text, bare_bytes=True, vllm_letters=True, zero_ok=True)
             if s.kind == "bool":
                 if text.lower() in ("1", "true", "yes", "on"):
                     return True

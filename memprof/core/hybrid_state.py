@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.base.units import cdiv
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import Rule, newest, value_at
 
 # Models with Mamba / linear-attention state run on V1's hybrid KV-cache manager by default from
 # 0.10.2; up to 0.10.1 the engine oracle sends a model with inner state to V0 (its
@@ -249,6 +249,7 @@ def check_mamba_cache_mode(mode: str | None, version: str | None) -> None:
         return
     allowed = value_at(MAMBA_CACHE_MODE_FLAG, version)
     shown = repr(str(mode)[:40])
+    version = version or newest()  # the default release, named as such in the message
     if not isinstance(allowed, tuple):
         raise BadInput(f"--mamba-cache-mode {shown}: vLLM {version} has no such flag (it "
                        f"appeared in {MAMBA_CACHE_MODE_FLAG[0].since})",

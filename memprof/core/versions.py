@@ -86,9 +86,11 @@ def _modelled(engine: str) -> str:
     return f"{rel[0]} to {rel[-1]} ({', '.join(rel)})"
 
 
-def resolve_version(text: str | None, engine: str = "vllm") -> str:
+def resolve_version(text: str | None, engine: str = "vllm", *,
+                    flag: str = "--engine-version") -> str:
     """The release a ``--engine-version`` names (``None``: the newest modelled); a malformed or
-    unmodelled version is :class:`BadInput` (exit 2) naming the versions memprof models."""
+    unmodelled version is :class:`BadInput` (exit 2) naming the versions memprof models and the
+    ``flag`` that gave it (``memprof versions --from``)."""
     if text is None:
         return newest(engine)
     shown = repr(str(text)[:40])
@@ -98,25 +100,28 @@ def resolve_version(text: str | None, engine: str = "vllm") -> str:
         return cleaned
     if engine not in SNAPSHOT_ENGINES and cleaned.endswith(V0_SUFFIX):
         # a resolved V0 deployment (engine_defaults.resolve): the release under V0
-        base = resolve_version(cleaned[:-len(V0_SUFFIX)], engine)
+        base = resolve_version(cleaned[:-len(V0_SUFFIX)], engine, flag=flag)
         return base + V0_SUFFIX if version_key(base) >= version_key(V1_DEFAULT_SINCE) else base
     name = DISPLAY_NAMES.get(engine, engine)
     if engine in SNAPSHOT_ENGINES:
-        raise BadInput(f"--engine-version {shown}: memprof models {name} at source snapshots",
-                       hint=f"drop --engine-version (the newest, {rel[-1]}), or pass one of "
+        raise BadInput(f"{flag} {shown}: memprof models {name} at source snapshots",
+                       hint=f"drop {flag} (the newest, {rel[-1]}), or pass one of "
                        f"{', '.join(rel)}")
+    # PEP 440 ignores a leading v or V; a build of a release (0.6.0.dev1, 0.7.4rc1+cu124) that
+    # release_names.map_build could not map is placed by its release
+    built = re.fullmatch(r"[vV]?(\d{1,4}(?:\.\d{1,4}){1,3})([.+_-]?[A-Za-z][\w.+-]*)?", cleaned)
     try:
-        key = version_key(cleaned)
+        key = version_key(built.group(1) if built else cleaned)
     except ValueError:
-        raise BadInput(f"--engine-version {shown} is not a release number",
+        raise BadInput(f"{flag} {shown} is not a release number",
                        hint=f"write it as vLLM does, e.g. {rel[-1]}; memprof models {name} "
                        f"{_modelled(engine)}") from None
-    for r in rel:  # "v0.8.0" / "0.8" name a modelled release
-        if version_key(r) == key:
+    for r in rel:  # "v0.8.0" / "V0.8" name a modelled release; a build of one is not it
+        if version_key(r) == key and not (built and built.group(2)):
             return r
     where = ("older than" if key < version_key(rel[0]) else
              "newer than" if key > version_key(rel[-1]) else "not a release among")
-    raise BadInput(f"--engine-version {shown} is {where} the {name} releases memprof models",
+    raise BadInput(f"{flag} {shown} is {where} the {name} releases memprof models",
                    hint=f"memprof models {name} {_modelled(engine)}")
 
 

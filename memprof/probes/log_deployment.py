@@ -420,6 +420,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if gpu and gpu.strip().lower() == "auto":
         from memprof.probes.devices import local_gpu
 
+        if gpu_arch is not None:  # as estimate's --gpu auto: bad input before the host is asked
+            raise BadInput("--gpu-arch with --gpu auto: the host's GPU names its own "
+                           "architecture", hint="leave out --gpu-arch")
         g = local_gpu()
         if gpu_memory:
             g = replace(g, total_bytes=parse_size(gpu_memory), exact=True, source="--gpu-memory")
@@ -433,6 +436,15 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
     wrote = ENGINES.get(log.engine or "")  # None: the log does not say which engine wrote it
+    given = (overrides or {}).get("engine")
+    if wrote is not None and given is not None and given != wrote.name:
+        from memprof.core.releases import DISPLAY_NAMES
+
+        # the log's figures are that engine's budget lines: another engine's rules cannot
+        # rebuild them
+        raise BadInput(f"--engine {given} but the log was written by "
+                       f"{DISPLAY_NAMES.get(wrote.name, wrote.name)}",
+                       hint="drop --engine: the log names its engine")
     util = log.get("gpu_memory_utilization")
     if util and (wrote is None or wrote.budget_by_utilization):
         settings.setdefault("gpu_memory_utilization", util)

@@ -1,9 +1,10 @@
 """A pasted serve command → the deployment it starts.
 
-Reads ``vllm serve MODEL --flag value …``, ``python -m vllm.entrypoints.openai.api_server …`` and
-``python -m sglang.launch_server --model-path MODEL …`` as tokens (also after ``docker run [docker
-options] IMAGE``: the vLLM image's entrypoint is ``vllm serve``, so ``IMAGE MODEL --flags`` serve;
-the image's tag names the release where it is one), or as the text of a file: a
+Reads ``vllm serve MODEL --flag value …``, ``python -m vllm.entrypoints.openai.api_server …``,
+``python -m sglang.launch_server --model-path MODEL …`` and ``sglang serve [MODEL] …`` as tokens
+(also after ``docker run [docker options] IMAGE``: the vLLM image's entrypoint is ``vllm
+serve``, so ``IMAGE MODEL --flags`` serve; the image's tag names the release where it is one),
+or as the text of a file: a
 shell script (continuation lines joined, simple ``NAME=value`` assignments expanded), a
 docker-compose file (the service's ``entrypoint`` + ``command``; the vLLM image's entrypoint is
 ``vllm serve``) or a Kubernetes manifest (a container's ``command`` + ``args``, also through
@@ -183,13 +184,17 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
     if found is not None:
         engine, start = found
         args = tokens[start:]
+        flag = ENGINES[engine].cli_model_flag
+        if (flag is not None and args and not args[0].startswith("-")
+                and tokens[start - 1] == (ENGINES[engine].cli_launcher or ("", ""))[1]):
+            args = [flag, *args]  # sglang serve MODEL
     elif engine is not None:
         args = list(tokens)
     else:
         shown = " ".join(tokens[:3])[:60]
         raise BadInput(f"{where} is not a serve command ({shown!r})",
-                       hint="paste 'vllm serve MODEL …' or 'python -m sglang.launch_server "
-                       "--model-path MODEL …'")
+                       hint="paste 'vllm serve MODEL …', 'python -m sglang.launch_server "
+                       "--model-path MODEL …' or 'sglang serve MODEL …'")
     for k, tok in enumerate(args):
         if tok in _SHELL_STOP:
             args = args[:k]
@@ -329,9 +334,18 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
                            hint="paste the vllm serve / python -m sglang.launch_server "
                            "command, or docker run with vLLM's image (vllm/vllm-openai:TAG "
                            "MODEL --flags)")
+    return _with_image_release(cmd, run.image)
+
+
+def _with_image_release(cmd: ServeCommand, image: str | None) -> ServeCommand:
+    """``cmd`` at the release its container image's tag names (``docker run``, a compose
+    service's or a Kubernetes container's ``image:``), where the image is the engine's own (a
+    tag of another image, ``myorg/app:1.2.3``, is no engine release)."""
     from memprof.core.release_names import map_release
 
-    release = image_release(run.image)
+    if image is None or image_engine(image) != cmd.engine:
+        return cmd
+    release = image_release(image)
     settings = dict(cmd.settings)
     not_modelled = cmd.not_modelled
     if release is not None and map_release(release, cmd.engine) is None:
@@ -347,7 +361,7 @@ def _from_docker(run: DockerRun, where: str, env: dict[str, str] | None) -> Serv
                         image_release=release)
 
 
-_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server")
+_LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server|sglang\s+serve")
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman|nerdctl)\s+(?:container\s+)?run\b")
 
 
@@ -507,6 +521,7 @@ def parse_text(text: str, *, where: str = "the file", yaml_hint: bool = False) -
 
 
 def _from_script(text: str, where: str) -> ServeCommand:
+    found: list[ServeCommand] = []
     joined = re.sub(r"\\\r?\n", " ", text)
     env: dict[str, str] = {}
     for raw in joined.splitlines():
@@ -519,13 +534,36 @@ def _from_script(text: str, where: str) -> ServeCommand:
             continue
         if not (_LAUNCH.search(line) or _DOCKER_RUN.search(line)):
             continue
-        line = _expand(line, env, where)
-        tokens = _split(line, where)
-        if find_launcher(tokens) is None and docker_run(tokens) is None:
-            continue
-        return parse_tokens(tokens, where=where, env=env)
+        try:
+            line = _expand(line, env, where)
+            tokens = _split(line, where)
+            if find_launcher(tokens) is None and docker_run(tokens) is None:
+                continue
+            cmd = parse_tokens(tokens, where=where, env=env)
+        except BadInput:
+            if not found:
+                raise
+            continue  # a line after the serve command that reads as none (an echo of one)
+        if cmd not in found:  # the same command twice (a retry loop) is one
+            found.append(cmd)
+    return _one_command(found, where)
+
+
+def _one_command(found: list[ServeCommand], where: str) -> ServeCommand:
+    """The one serve command a file runs; two different ones are :class:`BadInput` (which one
+    the user means is not in the file), none is too."""
+    if len(found) > 1:
+        served = ", ".join(f"{ENGINE_NAMES[c.engine]} {c.model or '(no model)'}"
+                           for c in found[:4])
+        raise BadInput(f"{where} runs {len(found)} different serve commands ({served}); "
+                       "memprof estimates one deployment",
+                       hint="keep the one to estimate in a copy of the file, or paste its "
+                       "command after --")
+    if found:
+        return found[0]
     raise BadInput(f"{where} holds no serve command (vllm serve, python -m "
-                   "vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
+                   "vllm.entrypoints.openai.api_server, python -m sglang.launch_server, "
+                   "sglang serve)",
                    hint="--from-file reads a shell script, a docker-compose file or a "
                    "Kubernetes manifest")
 
@@ -583,11 +621,16 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
     candidates: list[tuple[list[str], str | None]] = []
     for doc in docs:
         _collect(doc, candidates, depth=0)
+    found: list[ServeCommand] = []
     for tokens, image in candidates:
         try:
-            return _from_container(tokens, image, where)
+            cmd = _from_container(tokens, image, where)
         except _NotServe:
             continue
+        if cmd not in found:  # replicas of one server are one
+            found.append(cmd)
+    if found:
+        return _one_command(found, where)
     raise BadInput(f"{where} has no container or service that runs vLLM or SGLang",
                    hint="the serve command goes in a compose service's command: or a "
                    "container's command:/args:")
@@ -681,11 +724,17 @@ def _collect(node: object, out: list[tuple[list[str], str | None]], depth: int) 
 
 
 def _from_container(tokens: list[str], image: str | None, where: str) -> ServeCommand:
+    """The serve command of a compose service or a Kubernetes container, at the release its
+    image's tag names (as ``docker run``'s)."""
+    return _with_image_release(_container_command(tokens, image, where), image)
+
+
+def _container_command(tokens: list[str], image: str | None, where: str) -> ServeCommand:
     if find_launcher(tokens) is not None:
         return parse_tokens(tokens, where=where)
     # sh -c "…": the launcher is inside one string
     for t in tokens:
-        if re.search(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server", t):
+        if _LAUNCH.search(t):
             return _from_script(t, where)
     img = (image or "").lower()
     for e in ENGINES.values():  # an image named for its engine

@@ -334,6 +334,7 @@ def _capture_before_budget(figures: dict[str, Figure], key: str) -> bool:
 def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     """The figures, settings, version and errors of a start-up log's text."""
     lines = [_ANSI.sub("", ln)[:MAX_LINE] for ln in text.splitlines()]
+    _one_startup(lines, where)
     joined = "\n".join(lines)
     engine = _engine(joined)
     figures: dict[str, Figure] = {}
@@ -388,6 +389,40 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
                       cards=named_cards(lines), date=when)
+
+
+# The lines an engine prints once per start-up, with what they say about it: vLLM's release
+# (api_server.py), its arguments (api_utils.py / arg_utils.py "non-default args"), its engine
+# config (core.py / llm_engine.py "Initializing ... engine (vX) with config"), SGLang's
+# ServerArgs. The same line twice with different contents is two start-ups in one file (a
+# container restarted with other flags, logs appended): their figures cannot be told apart.
+_STARTUP_LINES = (
+    ("vLLM releases", re.compile(r"vLLM API server version\s*(\S+)")),
+    ("vLLM argument lists", re.compile(r"non-default args:\s*(\{.*)")),
+    # its release and model only: each DP engine core prints the line, with a config that
+    # may differ by rank further on
+    ("vLLM engine configs", re.compile(r"Initializing (?:a V1|an) LLM engine "
+                                       r"(\(v[^)]*\) with config: model=\S+)")),
+    ("SGLang ServerArgs", re.compile(r"server_args=ServerArgs\((.*)")),
+)
+
+
+def _one_startup(lines: list[str], where: str) -> None:
+    """:class:`BadInput` when ``lines`` hold two start-ups that differ (``_STARTUP_LINES``); the
+    same start-up logged twice (a restart with the same command) is one."""
+    for what, rx in _STARTUP_LINES:
+        first: dict[str, int] = {}
+        for n, line in enumerate(lines, 1):
+            m = rx.search(line)
+            if m is None:
+                continue
+            first.setdefault(m.group(1).strip(), n)
+            if len(first) > 1:
+                a, b = first.values()
+                raise BadInput(f"{where} holds more than one start-up: lines {a} and {b} show "
+                               f"two {what}",
+                               hint="cut it to one start-up (from its launch to the first "
+                               "request or its error) and explain that part")
 
 
 def _engine(text: str) -> str:

@@ -315,7 +315,8 @@ def _capture(kind: str, replica: object, modes: dict[str, list[int]],
     from memprof.trace.replica import Replica
 
     assert isinstance(replica, Replica)
-    sizes = {m: sorted(v, reverse=True)[:max_graphs] for m, v in modes.items() if v}
+    # a mode left with no size (none captured, or --graphs 0) captures nothing
+    sizes = {m: kept for m, v in modes.items() if (kept := sorted(v, reverse=True)[:max_graphs])}
     if not sizes:
         return None
     largest = max(max(v) for v in sizes.values())

@@ -103,8 +103,10 @@ def test_files() -> None:
     assert (c.engine, c.model) == ("vllm", "Qwen/Qwen3-32B")
     assert c.settings == {"tp": 2, "max_model_len": 32768, "gpu_memory_utilization": 0.9,
                           "kv_cache_dtype": "fp8", "enable_prefix_caching": True}
-    c = parse_file(str(DATA / "docker-compose.yml"))
-    assert c.settings == {"tp": 2, "max_model_len": 32768, "max_num_seqs": 128}
+    c = parse_file(str(DATA / "docker-compose.yml"))  # image: vllm/vllm-openai:v0.11.0
+    assert c.settings == {"tp": 2, "max_model_len": 32768, "max_num_seqs": 128,
+                          "engine_version": "0.11.0"}
+    assert c.image_release == "0.11.0"
     c = parse_file(str(DATA / "k8s.yaml"))
     assert (c.engine, c.model) == ("sglang", "deepseek-ai/DeepSeek-V3")
     assert c.settings == {"tp": 8, "dp": 8, "enable_dp_attention": True}

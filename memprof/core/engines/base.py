@@ -207,6 +207,9 @@ class Engine:
     # the console script and subcommand that start a server (("vllm", "serve")); None: only
     # ``python -m`` (``launches``)
     cli_launcher: ClassVar[tuple[str, str] | None] = None
+    # the flag the console launcher turns a first positional word into (``sglang serve MODEL``
+    # is ``--model-path MODEL``); None: the launcher's own rule (``positional_model``)
+    cli_model_flag: ClassVar[str | None] = None
     launcher_prefix: ClassVar[str]  # what a serve command starts with, before the flags
     positional_model: ClassVar[bool] = False  # the model is the first positional argument
     # the engine's container image runs the server as its entrypoint (bare flags serve)

@@ -828,6 +828,11 @@ class SGLang(Engine):
     # no encoder forward or cache before the pool is sized (sglang_vlm.py)
     profiles_encoder: ClassVar[bool] = False
     launcher_prefix: ClassVar[str] = "python -m sglang.launch_server "
+    # ``sglang serve``, the console script SGLang's docs now recommend: its first word, when no
+    # flag, is the model (python/sglang/cli/serve.py, _normalize_positional_model_path); the
+    # rest are launch_server's flags (prepare_server_args)
+    cli_launcher: ClassVar[tuple[str, str] | None] = ("sglang", "serve")
+    cli_model_flag: ClassVar[str | None] = "--model-path"
     # ServerArgs.add_cli_args (python/sglang/srt/server_args.py, SGL@d315eb7); --engine,
     # --engine-version, --scratch and --gpu-memory-in-use are memprof's own
     flags: ClassVar[dict[str, tuple[str, ...]]] = {

@@ -70,6 +70,10 @@ def resolve_config_path(model: str) -> Path:
     if len(model) > MAX_MODEL_ARG or "\x00" in model:
         raise ConfigError(f"--model is not a name, a path or an HF repo id ({len(model)} "
                           "characters)", hint="memprof models lists the bundled names")
+    if not model.strip():  # an unset shell variable (--model "$MODEL"), never this folder
+        raise ConfigError("--model is empty", hint="give a bundled name (memprof models lists "
+                          "them), an HF repo id of a bundled model, a config.json or a folder "
+                          "holding one")
     bundled = bundled_models()
     key = model.strip().lower()
     if key in bundled:

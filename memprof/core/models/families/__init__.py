@@ -79,7 +79,11 @@ def known_families() -> list[str]:
 def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]:
     """(family name, architecture) of a config: by ``model_type``, else by
     ``architectures[0]``; an unknown one is the family ``assume`` opts into
-    (``ASSUMABLE``), else a ``ConfigError`` naming the families memprof knows."""
+    (``ASSUMABLE``), else a ``ConfigError`` naming the families memprof knows. A known
+    ``model_type`` with an architecture its family does not list (``Qwen2ForRewardModel``,
+    ``LlamaForSequenceClassification``: another head, another runner in vLLM, whose registry
+    picks the class by ``architectures``) is unknown too, never sized as the family's causal
+    LM."""
     archs = cfg.get("architectures") or []
     arch = archs[0] if isinstance(archs, list) and archs else str(cfg.get("model_type", "?"))
     model_type = cfg.get("model_type")
@@ -88,7 +92,7 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
             "the config names no architecture (no 'architectures' and no 'model_type')",
             hint="pass the model's HF config.json",
         )
-    if model_type in _FAMILY_BY_MODEL_TYPE:
+    if model_type in _FAMILY_BY_MODEL_TYPE and (not archs or arch in _FAMILY_BY_ARCH):
         return _FAMILY_BY_MODEL_TYPE[str(model_type)], arch
     if arch in _FAMILY_BY_ARCH:
         return _FAMILY_BY_ARCH[arch], arch
