@@ -6,9 +6,7 @@ table, JSON and markdown."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,7 @@ from memprof.base.errors import ConfigError
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.models import bundled_models, load_model, spec_from_config
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.cli_helpers import completed
 
 
 def _unknown(tmp_path: Path) -> Path:
@@ -31,9 +28,7 @@ def _unknown(tmp_path: Path) -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "memprof", "estimate", *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    return completed(["estimate", *args])
 
 
 def test_unknown_architecture_names_the_known_families(tmp_path: Path) -> None:

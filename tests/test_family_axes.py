@@ -101,9 +101,17 @@ def family_hits(path: Path, row: Family) -> list[str]:
     wanted = {row.name, *row.model_types, *row.architectures}
     strings, names = _tokens(path)
     out = [f"{line}: {value!r}" for line, value in strings if value in wanted]
-    out += [f"{line}: {name}" for line, name in names
-            if not (name.isupper() and name.lower() in KINDS) and _names_in(name, row)]
+    named = {name for name in _identifiers(path)  # each distinct identifier once
+             if not (name.isupper() and name.lower() in KINDS) and _names_in(name, row)}
+    if named:
+        out += [f"{line}: {name}" for line, name in names if name in named]
     return out
+
+
+@cache
+def _identifiers(path: Path) -> frozenset[str]:
+    """A file's distinct identifiers."""
+    return frozenset(name for _line, name in _tokens(path)[1])
 
 
 def _is_kind(node: ast.expr) -> bool:

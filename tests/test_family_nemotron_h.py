@@ -18,8 +18,6 @@ Its config is built here from the fields public quotations of that config.json g
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -30,6 +28,7 @@ from memprof.core.kvcache import capacity, kv_plan
 from memprof.core.models import bundled_models, load_model, spec_from_config
 from memprof.core.terms.rope_cache import rope_caches
 from memprof.core.weights import rank_weights
+from tests.cli_helpers import completed
 
 NAME = "nemotron-h-8b-base-8k"
 H, V, LAYERS = 4096, 131072, 52
@@ -165,9 +164,7 @@ def test_unknown_blocks_and_latent_moe_are_refused() -> None:
 
 
 def test_sglang_is_refused() -> None:
-    p = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", NAME,
-                        "--gpu", "H100", "--engine", "sglang"],
-                       capture_output=True, text=True, check=False)
+    p = completed(["estimate", "--model", NAME, "--gpu", "H100", "--engine", "sglang"])
     err = p.stderr.splitlines()
     assert p.returncode == 2 and len(err) == 2, p.stderr
     assert "recurrent-state layers" in err[0] and err[1] == "hint: use --engine vllm"

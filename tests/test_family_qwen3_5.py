@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -34,6 +33,7 @@ from memprof.core.models import bundled_models, load_model, spec_from_config
 from memprof.core.terms.rope_cache import rope_caches
 from memprof.core.weights import rank_weights
 from memprof.core.weights.vision import GROUP, tower_params
+from tests.cli_helpers import completed
 
 DENSE, MOE = "qwen3.5-27b", "qwen3.5-35b-a3b"
 V = 248320
@@ -268,8 +268,7 @@ def test_a_release_before_the_model_is_refused() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memprof", "estimate", *args],
-                          capture_output=True, text=True, check=False)
+    return completed(["estimate", *args])
 
 
 @pytest.mark.parametrize("name", [DENSE, MOE])

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -38,6 +37,7 @@ from memprof.core.kvcache import capacity, kv_plan, logged_tokens_per_group
 from memprof.core.models import bundled_models, load_model, spec_from_config
 from memprof.core.terms.rope_cache import rope_caches
 from memprof.core.weights import rank_weights
+from tests.cli_helpers import completed
 
 NAME = "qwen3-next-80b-a3b-instruct"
 H, LAYERS, V = 2048, 48, 151936
@@ -203,8 +203,7 @@ def test_a_tp_above_the_value_heads_is_refused() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", NAME, *args],
-                          capture_output=True, text=True, check=False)
+    return completed(["estimate", "--model", NAME, *args])
 
 
 def test_sglang_is_refused_not_guessed() -> None:

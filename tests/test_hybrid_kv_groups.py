@@ -38,6 +38,7 @@ from memprof.core.kvcache import (
     logged_tokens_per_group,
     unify_hybrid_specs,
 )
+from tests.cli_helpers import completed
 
 # Qwen3-Next-80B-A3B config.json: 48 layers, full attention every 4th (full_attention_interval
 # 4), 2 KV heads × head_dim 256; linear attention 16 key heads × 128, 32 value heads × 128,
@@ -164,13 +165,8 @@ def test_disable_hybrid_setting_on_a_sliding_window_model() -> None:
 
 
 def test_disable_hybrid_is_a_vllm_flag() -> None:
-    import subprocess
-    import sys
-
-    p = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", "gpt-oss-120b",
-                        "--gpu", "H100", "--engine", "sglang",
-                        "--disable-hybrid-kv-cache-manager"], capture_output=True, text=True,
-                       check=False)
+    p = completed(["estimate", "--model", "gpt-oss-120b", "--gpu", "H100", "--engine",
+                   "sglang", "--disable-hybrid-kv-cache-manager"])
     err = p.stderr.splitlines()
     assert p.returncode == 2 and len(err) == 2
     assert err[0].startswith("error: --disable-hybrid-kv-cache-manager is vLLM's flag")

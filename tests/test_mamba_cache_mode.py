@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -17,6 +16,7 @@ from memprof.core.deployment import Deployment, ranks, validate
 from memprof.core.hybrid_state import resolve_mamba_cache_mode, state_pages_per_request
 from memprof.core.kvcache import capacity, hybrid_token_line_per_group, kv_plan
 from memprof.core.models import load_model
+from tests.cli_helpers import completed
 
 QWEN35 = "qwen3.5-35b-a3b"
 QWEN3_NEXT = "qwen3-next-80b-a3b-instruct"
@@ -154,9 +154,8 @@ def test_resolution_rules() -> None:
 
 
 def _cli(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", QWEN3_NEXT,
-                           "--gpu", "H200", "-tp", "2", "-f", "json", *flags],
-                          capture_output=True, text=True, check=False)
+    return completed(["estimate", "--model", QWEN3_NEXT, "--gpu", "H200", "-tp", "2", "-f",
+                      "json", *flags])
 
 
 def test_cli_flags_are_echoed_and_bad_values_refused() -> None:
@@ -209,9 +208,9 @@ def test_the_estimate_states_the_mode_it_took() -> None:
     h200 = notes()
     assert len(h200) == 1 and "'align', 3 state pages" in h200[0]
     assert "CUDA runtime" not in h200[0]
-    b200 = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", QWEN3_NEXT,
-                           "--gpu", "B200", "-tp", "2", "-f", "json"], capture_output=True,
-                          text=True, check=True).stdout
-    assert any("CUDA runtime 13" in n for n in json.loads(b200)["summary"]["notes"])
+    b200 = completed(["estimate", "--model", QWEN3_NEXT, "--gpu", "B200", "-tp", "2", "-f",
+                      "json"])
+    assert b200.returncode == 0, b200.stderr
+    assert any("CUDA runtime 13" in n for n in json.loads(b200.stdout)["summary"]["notes"])
     assert notes("--no-enable-prefix-caching") == []
     assert "'align', 2 state pages" in notes("--engine-version", "0.26.0")[0]

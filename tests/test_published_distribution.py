@@ -45,6 +45,7 @@ from memprof.core.gpus import PRINTED_ROUNDING, find_gpu, gpu_from_total
 from memprof.core.graph_log import logged_graph
 from memprof.core.terms.cudagraph import PREFILL_GRAPHS
 from memprof.probes.startup_log import parse_log
+from tests.row_memo import remembered
 
 DATA = Path(__file__).parent / "data"
 ROWS: list[dict[str, Any]] = json.loads((DATA / "published.json").read_text())["rows"]
@@ -170,7 +171,12 @@ def row_estimate(row: dict[str, Any]) -> tuple[Estimate, int]:
     """The estimate of the row (:class:`Refused` or memprof's error where it cannot run) and
     the memory other processes held that it includes: the log's free memory before load, where
     it shows such memory, taken as ``memprof explain`` takes it (``in_use_from_log``), so that
-    ``tests/test_explain_calibration.py`` compares explain with this same estimate."""
+    ``tests/test_explain_calibration.py`` compares explain with this same estimate. Built once
+    per process for each row (``tests/row_memo.py``)."""
+    return remembered("estimate", row, _row_estimate)
+
+
+def _row_estimate(row: dict[str, Any]) -> tuple[Estimate, int]:
     model, dep, gpu, mem = _run_args(row)
     if gpu is None and mem is not None:  # the log prints a total, not the card: the card
         # that total stands for, as ``memprof explain`` takes it
@@ -184,6 +190,12 @@ def row_estimate(row: dict[str, Any]) -> tuple[Estimate, int]:
 
 
 def outcome(row: dict[str, Any]) -> Outcome:
+    """The row's figures against memprof's (or why it is refused), once per process for each
+    row (``tests/row_memo.py``; each caller gets its own copy)."""
+    return remembered("outcome", row, _outcome, mutable=True)
+
+
+def _outcome(row: dict[str, Any]) -> Outcome:
     out = Outcome(id=row["id"])
     try:
         e, out.in_use = row_estimate(row)

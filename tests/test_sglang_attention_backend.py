@@ -4,9 +4,6 @@ backend allocates for the decode CUDA graphs (inside "Capture cuda graph end …
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from memprof.base.errors import BadInput
@@ -16,6 +13,7 @@ from memprof.core.engines.sglang_attention import capture_state, check_backend, 
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.models import load_model
+from tests.cli_helpers import completed
 
 
 def _backend(model: str, version: str, gpu: str) -> str:
@@ -106,9 +104,8 @@ def test_unknown_sglang_backend_is_refused() -> None:
     with pytest.raises(BadInput) as err:
         check_backend("flashattn")
     assert "fa3" in (err.value.hint or "")
-    out = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", "qwen3-8b",
-                          "--gpu", "H100", "--engine", "sglang", "--attention-backend",
-                          "flashattn"], capture_output=True, text=True, check=False)
+    out = completed(["estimate", "--model", "qwen3-8b", "--gpu", "H100", "--engine", "sglang",
+                     "--attention-backend", "flashattn"])
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert lines[0].startswith("error: unknown SGLang --attention-backend")

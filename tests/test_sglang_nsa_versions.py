@@ -5,15 +5,13 @@ calculation from SGLang's source (the 0.5.3 – 0.5.9 wheels) and the logs of SG
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
+from tests.cli_helpers import completed
 
 MODEL = "deepseek-v3.2"
 LAYERS = 61  # configs/models/deepseek-v3.2.json num_hidden_layers (MTP layer not loaded)
@@ -112,10 +110,8 @@ def test_the_notes_say_what_sglang_set() -> None:
 
 
 def test_cli_refuses_a_kv_dtype_the_release_refuses() -> None:
-    r = subprocess.run([sys.executable, "-m", "memprof", "estimate", "--model", MODEL, "--gpu",
-                        "B200", "--engine", "sglang", "--engine-version", "0.5.5", "--tp", "8",
-                        "--kv-cache-dtype", "fp8_e5m2"], capture_output=True, text=True,
-                       check=False)
+    r = completed(["estimate", "--model", MODEL, "--gpu", "B200", "--engine", "sglang",
+                   "--engine-version", "0.5.5", "--tp", "8", "--kv-cache-dtype", "fp8_e5m2"])
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert lines[0].startswith("error:") and lines[1].startswith("hint:"), r.stderr
