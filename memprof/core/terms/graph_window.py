@@ -106,8 +106,8 @@ against 521-524 in tests/data/published.json), the factor vLLM issue #5517 recor
 so it is not modelled. The 0.8.x capture terms themselves hold on sm86: a 0.8.5.post1 A10 log of
 1,943 graphs is within 7% of them (row 1952). Per captured PyNccl all-reduce both pairs of logs
 leave about a third of their own per-graph cost (0.31x and 0.37x), where memprof's R580 / NCCL
-2.28.9 cost is 1.16x R580's per-graph cost; NCCL 2.26.2-2.27.3 put the graph-mixing event-record node as a leaf and
-2.21.5 / 2.27.5+ in line (src/misc/strongstream.cc), which does not separate the two logs, and
+2.28.9 cost is 1.16x R580's per-graph cost; NCCL 2.26.2-2.27.3 put the graph-mixing event-record
+node as a leaf and 2.21.5 / 2.27.5+ in line (src/misc/strongstream.cc), which does not separate the two logs, and
 measured apart (reports/gpu/graph-mixing-topology/graph-mixing-topology-h100-fresh.json, each
 case in a fresh process) the two placements cost the same to the byte for graphs of one or two
 collectives, which is what vLLM's pieces hold (they part only at eight). No transport, graph
