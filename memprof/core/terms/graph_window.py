@@ -92,27 +92,27 @@ charged where the TP group spans hosts. The published no-P2P rows' misses (the s
 shape logged 2.13 GiB under vLLM 0.8.4 on RTX 3090s and 0.65 GiB under 0.10.1.1 on A100s,
 memprof 0.99 GiB for both) lie elsewhere.
 
-Inductor is not in the window either, read at 0.8.4: the general-shape graph is compiled,
-autotuned and its Triton kernels loaded at the profile run's first forward
-(v1/worker/gpu_model_runner.py ``profile_run`` -> ``_dummy_run(max_num_tokens)``;
-compilation/backends.py ``PiecewiseBackend.__call__`` runs ``compiled_graph_for_general_shape``
-on its first call), and v1/worker/gpu_worker.py ``compile_or_warm_up_model`` compiles no capture
-size before ``capture_model`` unless ``compile_sizes`` lists it (``need_to_compile``; the logs'
-config lines print ``compile_sizes`` []). What is left of the 0.8.4 RTX 3090 logs is the driver's
-part of the figure: for the same 1,943 graphs of the same Qwen2-7B shape it is 3.9x (TP1) and
-3.6x (TP2) that of the 0.10.1.1 A100 logs, which memprof meets within 4% at TP1 (rows 311-313
-against 521-524 in tests/data/published.json), the factor vLLM issue #5517 records between CUDA
-12.2/12.3 and 12.4 drivers for the same graphs (3.81 against 1.14 GiB); the logs print no driver,
-so it is not modelled. The 0.8.x capture terms themselves hold on sm86: a 0.8.5.post1 A10 log of
-1,943 graphs is within 7% of them (row 1952). Per captured PyNccl all-reduce both pairs of logs
-leave about a third of their own per-graph cost (0.31x and 0.37x), where memprof's R580 / NCCL
-2.28.9 cost is 1.16x R580's per-graph cost; NCCL 2.26.2-2.27.3 put the graph-mixing event-record
-node as a leaf and 2.21.5 / 2.27.5+ in line (src/misc/strongstream.cc), which does not separate the two logs, and
-measured apart (reports/gpu/graph-mixing-topology/graph-mixing-topology-h100-fresh.json, each
-case in a fresh process) the two placements cost the same to the byte for graphs of one or two
-collectives, which is what vLLM's pieces hold (they part only at eight). No transport, graph
-shape, cuMem setting or placement measured on R580 / NCCL 2.28.9 comes near the A100 rows' 66 KB
-an all-reduce (reports/gpu/graph-transport/README.md), so memprof's per-node cost is right on the
+Inductor is not in the window either, read at 0.8.4: the general-shape graph is compiled, autotuned
+and its Triton kernels loaded at the profile run's first forward (v1/worker/gpu_model_runner.py
+``profile_run`` -> ``_dummy_run(max_num_tokens)``; compilation/backends.py
+``PiecewiseBackend.__call__`` runs ``compiled_graph_for_general_shape`` on its first call), and
+v1/worker/gpu_worker.py ``compile_or_warm_up_model`` compiles no capture size before
+``capture_model`` unless ``compile_sizes`` lists it (``need_to_compile``; the logs' config lines
+print ``compile_sizes`` []). What is left of the 0.8.4 RTX 3090 logs is the driver's part of the
+figure: for the same 1,943 graphs of the same Qwen2-7B shape it is 3.9x (TP1) and 3.6x (TP2) that
+of the 0.10.1.1 A100 logs, which memprof meets within 4% at TP1 (rows 311-313 against 521-524 in
+tests/data/published.json), the factor vLLM issue #5517 records between CUDA 12.2/12.3 and 12.4
+drivers for the same graphs (3.81 against 1.14 GiB); the logs print no driver, so it is not
+modelled. The 0.8.x capture terms themselves hold on sm86: a 0.8.5.post1 A10 log of 1,943 graphs is
+within 7% of them (row 1952). Per captured PyNccl all-reduce both pairs of logs leave about a third
+of their own per-graph cost (0.31x and 0.37x), where memprof's R580 / NCCL 2.28.9 cost is 1.16x
+R580's per-graph cost; NCCL 2.26.2-2.27.3 put the graph-mixing event-record node as a leaf and
+2.21.5 / 2.27.5+ in line (src/misc/strongstream.cc), which does not separate the two logs, and
+measured apart (reports/gpu/graph-mixing-topology/graph-mixing-topology-h100-fresh.json, each case
+in a fresh process) the two placements cost the same to the byte for graphs of one or two
+collectives, which is what vLLM's pieces hold (they part only at eight). No transport, graph shape,
+cuMem setting or placement measured on R580 / NCCL 2.28.9 comes near the A100 rows' 66 KB an
+all-reduce (reports/gpu/graph-transport/README.md), so memprof's per-node cost is right on the
 stack it was measured on, and the A100 TP2 rows' over-prediction is left [not modelled: no
 NCCL-node cost measured under a pre-R580 driver or NCCL 2.26.2]. A third no-P2P log is over by the
 same sign: vLLM 0.11.0 (NCCL 2.27.3) on four RTX 4090s leaves about 86 KB a captured all-reduce
