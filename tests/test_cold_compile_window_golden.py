@@ -53,3 +53,49 @@ def test_no_window_keeps_non_torch_or_free_memory(case: str) -> None:
         assert w["non_torch_increase_gib"] == 0.0, (call, w)
         assert w["total_consumed_gib"] == 0.0 and w["reserved_increase_gib"] == 0.0, (call, w)
         assert w["transient_peak_headroom_gib"] == w["torch_peak_increase_gib"]
+
+
+# --set d: the same shapes compiled with Inductor's compile-time autotuning on, as vLLM's
+# standalone_compile path turns it on (reports/gpu/cold-compile-window/README.md, one H200)
+DOC_D: dict[str, Any] = json.loads((GOLDEN.parent / "compile-peak-d-h200.json").read_text())
+CASES_D: dict[str, dict[str, Any]] = DOC_D["cases"]
+# (shape, hidden, tp, tokens) of each pair
+PAIRS_D = {"qwen3-8b-L2-aot-tp1-t2048": ("qwen3-8b", 4096, 1, 2048),
+           "qwen3-1.7b-L2-aot-tp1-t2048": ("qwen3-1.7b", 2048, 1, 2048),
+           "qwen3-8b-L36-pieces-tp1-t2048": ("qwen3-8b", 4096, 1, 2048),
+           "qwen3-32b-L2-pieces-tp2-t3584": ("qwen3-32b", 5120, 2, 3584)}
+
+
+def test_set_d_records_its_card_and_versions() -> None:
+    assert DOC_D["gpu"] == "NVIDIA H200" and DOC_D["torch"].startswith("2.11")
+    assert "--set d" in DOC_D["command"]
+    assert sorted(CASES_D) == sorted(f"{p}-{s}" for p in PAIRS_D for s in ("cold", "warm"))
+    assert all(c["spec"]["atc"] for c in CASES_D.values())  # autotune_at_compile_time on
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS_D))
+def test_a_cold_compile_copies_the_rank_s_embedding_table(pair: str) -> None:
+    _, hidden, tp, tokens = PAIRS_D[pair]
+    table = 151936 // tp * hidden * 2
+    cold, warm = CASES_D[f"{pair}-cold"], CASES_D[f"{pair}-warm"]
+    big = cold["trace"]["largest"][0]
+    # the largest allocation of the cold first call is a copy of the table, made by the
+    # wrapper's compile-time autotuning (generate_example_value)
+    assert abs(big["mib"] * MIB - table) < 0.1 * MIB
+    assert big["frames"][0] == "select_algorithm.py:generate_example_value"
+    assert "wrapper.py:generate_and_run_autotune_block" in big["frames"]
+    # a warm start copies nothing: its largest allocation is the forward's or the benchmark's
+    assert not any("generate_example_value" in f
+                   for a in warm["trace"]["largest"] for f in a["frames"])
+    peak = cold["first_call_window"]["torch_peak_increase_gib"] * GIB
+    assert peak > table > warm["first_call_window"]["torch_peak_increase_gib"] * GIB
+    if "pieces" in pair:  # split at attention, as vLLM compiles: memprof's stage, table + [T, H]
+        stage = table + tokens * hidden * 2
+        assert abs(stage - peak) <= 0.10 * peak, (stage / GIB, peak / GIB)
+
+
+@pytest.mark.parametrize("case", sorted(CASES_D))
+def test_set_d_windows_keep_no_non_torch_or_free_memory(case: str) -> None:
+    w = CASES_D[case]["first_call_window"]
+    assert w["non_torch_increase_gib"] == 0.0 and w["total_consumed_gib"] == 0.0
+    assert w["transient_peak_headroom_gib"] == w["torch_peak_increase_gib"]

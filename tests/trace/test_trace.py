@@ -38,16 +38,9 @@ def golden_flags(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(n for n in RUNS if not n.startswith("deepseek")))
-def test_fake_device_gives_the_gpu_bytes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The recorded runs were budgeted before FA3's split-KV accumulators entered vLLM's graph
-    estimate (``cudagraph.FULL_GRAPH_SPLITS``), and the replica's FULL graphs run memprof's own
-    attention, which holds none: the fake device replays them without that rule."""
-    from memprof.core.terms import cudagraph, load_rounding
-
-    monkeypatch.setattr(cudagraph, "FULL_GRAPH_SPLITS", ())
-    # the tracer loads at PyTorch's default allocator setting, where vLLM from 0.21.0 loads
-    # under max_split_size_mb:20 (load_rounding.LOAD_MAX_SPLIT, which the estimate follows)
-    monkeypatch.setattr(load_rounding, "LOAD_MAX_SPLIT", ())
+def test_fake_device_gives_the_gpu_bytes(name: str) -> None:
+    """The fake device replays the same replica through the allocator simulator: each phase's
+    bytes are the H200's to the byte (the recordings and this run budget the same estimate)."""
     gpu = json.loads((GOLDEN / f"trace-{name}.json").read_text())
     code, fake, _ = trace_json(*golden_flags(name), "--device", "fake")
     assert code == 0 and fake["device"] == "fake"

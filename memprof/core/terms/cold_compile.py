@@ -28,10 +28,13 @@ pair"): vLLM 0.27.1 on an RTX 4090 logs a peak activation of 1.18 GiB for Qwen3-
 GiB + [2048, 4096] bf16 0.02) and 0.59 GiB for Qwen3-1.7B (0.58 + 0.01), against 0.19 GiB on
 the warm restarts; the compiled Model Runner V2 logs of 0.24.0 / 0.26.0 keep 0.82-0.88 GiB
 beyond V2's own terms for Llama-3-8B (table 0.98 GiB + 0.02, less the forward's 0.21). Held
-from 0.20.0, the first release that pins the torch (2.11) of the earliest log that shows it
-(0.24.0); vLLM 0.10.2-0.19.x (torch 2.8-2.10) compile through the same path, but no cold / warm
-pair of theirs is published and the 0.17.1 calibration logs (cache state not stated) fit
-without it, so it is not charged there.
+from 0.20.0, the first release that pins torch 2.11, the torch of the earliest log that shows it
+(0.24.0) and of the measurement (reports/gpu/cold-compile-window/ "Set d": one H200, the largest
+allocation of every cold compile a copy of the rank's table from ``generate_example_value``, none
+warm; Qwen3-8B's 36 pieces peak at 1,220 MiB against this stage's 1,203). vLLM 0.10.2-0.19.x
+(torch 2.8-2.10) compile through the same path under the same ``config.patch``, but neither a
+cold / warm pair of theirs nor their torch is measured, so it is not charged there
+[approximation].
 
 With ``--enable-lora`` where embed_tokens is a LoRA module (``VocabParallelEmbeddingWithLoRA``,
 lora/layers/vocal_parallel_embedding.py 0.27.1: ``F.embedding(x + indices_1,
