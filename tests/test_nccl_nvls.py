@@ -81,12 +81,14 @@ def test_v0_tp8_on_h200_charges_both_communicators() -> None:
     # 0.7.3 (V0, NCCL 2.21.5, NCCL_CUMEM_ENABLE=0): PyNccl's TP communicator and torch's (the
     # logits gather) each set NVLS up; torch's adds a second communicator's measured init (the
     # 4-rank cuMem-off row of reports/gpu/nccl-torch-gather, 872,415,232 B: nccl.second_comm_row)
-    # and the driver's receive connections from 7 peers × 32 channels × 10 MiB + 62 MiB
+    # and the driver's receive connections from 7 peers × 32 channels × 10 MiB + the first
+    # send/recv's stack growth, derived for the card and NCCL 2.21.5's sm_90 kernel image
+    # (nccl_stack.first_p2p_stack: 58 MiB on an H200; 62 MiB was the H100 / NCCL 2.28.9 measure)
     got = _comps("llama-3.1-8b", "H200", tp=8, engine_version="0.7.3")
     assert got["NCCL NVLS buffers (TP, 8 ranks)"] == 1536 * MiB
     assert got["NCCL NVLS buffers (TP (torch), 8 ranks)"] == 1536 * MiB
     torch_comm = got["NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"]
-    assert torch_comm == 872_415_232 + 62 * MiB + 7 * 32 * 10 * MiB
+    assert torch_comm == 872_415_232 + 58 * MiB + 7 * 32 * 10 * MiB
     # V1 (0.8.0 default): PyNccl's NVLS stays (cuMem off, 2.21.5), and torch's TP communicator
     # of the logits all-gather (memprof.core.terms.nccl_torch: the 4-rank cuMem-off row of
     # reports/gpu/nccl-torch-gather) sets up its own NVLS buffers at init the same way
@@ -111,14 +113,14 @@ def test_no_nvls_where_nccl_sets_none_up() -> None:
 def test_v0_gather_sender_ranks_hold_send_connections_only() -> None:
     # torch.distributed.gather is ncclSend to the root: a non-driver rank opens one send
     # connection per p2p channel, ncclSendMem aligned to 2 MiB (p2p.cc p2pSendSetup; no SIMPLE
-    # buffer without P2P read, which sm90 lacks): 62 MiB + 32 × 2 MiB past the init
+    # buffer without P2P read, which sm90 lacks): the stack growth + 32 × 2 MiB past the init
     e = estimate("llama-3.1-8b", Deployment(tp=8, engine_version="0.7.3"), gpu_name="H200")
     name = "NCCL TP communicator of torch's ProcessGroupNCCL (8 ranks, logits gather)"
     by_rank = {r.coord.tp_rank: {c.name: c.bytes for c in r.components} for r in e.ranks}
     init = 872_415_232  # a second communicator's measured init (nccl.second_comm_row)
-    assert by_rank[0][name] == init + 62 * MiB + 7 * 32 * 10 * MiB
+    assert by_rank[0][name] == init + 58 * MiB + 7 * 32 * 10 * MiB
     sender = next(t for t in by_rank if t != 0)
-    assert by_rank[sender][name] == init + 62 * MiB + 32 * 2 * MiB
+    assert by_rank[sender][name] == init + 58 * MiB + 32 * 2 * MiB
     # the engine sizes the KV cache from the smallest block count, the driver's
     assert e.ranks[0].kv.num_gpu_blocks == min(r.kv.num_gpu_blocks for r in e.ranks)
 

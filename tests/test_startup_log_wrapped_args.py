@@ -74,12 +74,13 @@ def test_every_form_reads_the_same_wrapped(row: int, marker: str, want: dict[str
 
 def test_a_log_record_after_an_unclosed_line_is_not_joined() -> None:
     # a dict its quote elides and leaves open: the next record is a line of its own (its
-    # figure read); an indented line after a closed dict continues nothing (its 8 not read)
-    text = ("INFO 08-07 21:32:22 [api_utils.py:273] non-default args: {'max_num_seqs': 256, "
-            "...\nINFO 08-07 21:40:02 [gpu_worker.py:578] Available KV cache memory: 13.42 GiB\n"
-            "INFO 08-07 21:32:22 [api_utils.py:273] non-default args: {'max_model_len': 8192}\n"
-            "   'max_num_seqs': 8}\n")
-    log = parse_log(text)
+    # figure read); an indented line after a closed dict continues nothing (its 8 not read).
+    # Two logs: one log with two different argument lists is refused as two start-ups
+    log = parse_log("INFO 08-07 21:32:22 [api_utils.py:273] non-default args: "
+                    "{'max_num_seqs': 256, ...\nINFO 08-07 21:40:02 [gpu_worker.py:578] "
+                    "Available KV cache memory: 13.42 GiB\n")
     assert log.get("available_kv_bytes") is not None
+    log = parse_log("INFO 08-07 21:32:22 [api_utils.py:273] non-default args: "
+                    "{'max_model_len': 8192}\n   'max_num_seqs': 8}\n")
     assert log.settings["max_model_len"] == 8192
     assert "max_num_seqs" not in log.settings
