@@ -16,7 +16,8 @@ COLD_COMPILE_EXAMPLE_ARGS: tuple[Rule, ...] = (
          "earliest cold log that shows it (0.24.0)",
          source="vLLM 0.20.0 / 0.24.0 / 0.27.1 / 0.28.0 compilation/compiler_interface.py "
          "InductorStandaloneAdaptor.compile; torch/_inductor/standalone_compile.py; "
-         "torch/_inductor/codegen/wrapper.py generate_example_arg_value"),
+         "torch/_inductor/codegen/wrapper.py generate_example_arg_value; measured on an H200 "
+         "with torch 2.11: reports/gpu/cold-compile-window/ (set d)"),
 )
 
 RULES: tuple[tuple[Rule, ...], ...] = (COLD_COMPILE_EXAMPLE_ARGS,)
