@@ -101,7 +101,13 @@ GRAPH_DRIVER_NET_PER_GRAPH = 104_858
 # driver named; the per-graph and NCCL-node costs stay R580's measurements, for want of a
 # published figure]. That a driver release moves graph memory by such factors is on record:
 # vLLM issue #5517, CUDA-graph memory on A10G / L4 of 3.79-3.81 under CUDA 12.2 / 12.3 drivers
-# and 1.14 under 12.4's, the toolkit kept at 12.1.
+# and 1.14 under 12.4's, the toolkit kept at 12.1 (an 8-GPU host, and the thread's replies are
+# about custom all-reduce and NCCL: graphs holding collectives, not a single-GPU figure); for
+# kernel nodes alone, one graph of empty kernels under driver 470.16 / CUDA 11.2 grew by ~64 KiB
+# a node (NVIDIA developer forums thread 244901, "Increasing memory footprint with large task
+# graphs": 362, 395, 458 MB at 500, 1,000, 2,000 nodes), against ~10 KB (cccl#3768) and R580's
+# 2.3-3.3 KB. No single-GPU figure under R525-R545, the oldest drivers a CUDA 12.x wheel runs
+# on, was found.
 GRAPH_DRIVER_PER_NODE_CUDA12 = 10 * KiB
 DRIVER_STACK: tuple[Rule, ...] = (
     Rule(name="cudagraph_driver_stack", changes="CUDA graphs: driver memory a kernel node",

@@ -102,7 +102,8 @@ print ``compile_sizes`` []). What is left of the 0.8.4 RTX 3090 logs is the driv
 figure: for the same 1,943 graphs of the same Qwen2-7B shape it is 3.9x (TP1) and 3.6x (TP2) that
 of the 0.10.1.1 A100 logs, which memprof meets within 4% at TP1 (rows 311-313 against 521-524 in
 tests/data/published.json), the factor vLLM issue #5517 records between CUDA 12.2/12.3 and 12.4
-drivers for the same graphs (3.81 against 1.14 GiB); the logs print no driver, so it is not
+drivers for the same graphs (3.81 against 1.14 GiB; an 8-GPU host whose thread turns on custom
+all-reduce and NCCL, so graphs holding collectives); the logs print no driver, so it is not
 modelled. The 0.8.x capture terms themselves hold on sm86: a 0.8.5.post1 A10 log of 1,943 graphs is
 within 7% of them (row 1952). Per captured PyNccl all-reduce both pairs of logs leave about a third
 of their own per-graph cost (0.31x and 0.37x), where memprof's R580 / NCCL 2.28.9 cost is 1.16x
@@ -130,6 +131,18 @@ excess is per graph: above the pool tensors and the warm-up workspace the logs h
 memprof's executables, where the same model or shape on A100s under 0.10.1.1 and 0.17.1 is within
 0.9-1.1x, the size of the pre-12.4 drivers' graph memory in vLLM issue #5517 and of the 0.8.4
 RTX 3090 rows above. The logs print no driver [not modelled: choosing one for them would fit it].
+
+What separates these three single-GPU misses (311, 502, 1218) from the rows that land is none of
+the settings memprof reads (tests/test_graph_log_a100_rows.py): row 311 has row 521's parts to
+the byte (the same 1,943 graphs of the Qwen2-7B shape; 1.44 against 0.50 GiB logged) and row
+1953's executables (0.8.1 on an A10, the same GA102 die and torch 2.6.0, driver R565 stated:
+within 10%); row 502 has row 314's release, checkpoint and FULL_AND_PIECEWISE mode (0.11.0 on an
+L4: within 16%). The landers hold 0.9-1.2x memprof's executables, the misses 3.6-5.5x. Kept at
+R580's per-graph cost, the misses would take 74-99 KiB a kernel node, where NVIDIA's published
+figure is ~10 KB (cccl#3768) and one graph of empty kernels under driver 470.16 took ~64 KiB a
+node (NVIDIA developer forums thread 244901): the driver generation moves a node's cost by such
+factors on one GPU, but the pre-12.4 driver figures read (vLLM #5517, #17462: L20 x2, #11452:
+four ranks) are all of multi-GPU runs, and no single-GPU figure under R525-R545 was found.
 """
 
 from __future__ import annotations
