@@ -92,7 +92,8 @@ def test_the_rows_excess_is_per_graph_and_of_the_old_drivers_size() -> None:
     # 4.7-5.5x on rows 502 / 1218, where the same model or shape under neighbouring releases
     # on A100s is within 0.9-1.1x (rows 504: Llama-3.1-8B at 0.17.1; 521 / 522: Qwen2-7B at
     # 0.10.1.1). vLLM issue #5517 records 3.81 against 1.14 GiB (3.3x) for the same graphs
-    # under CUDA 12.2 / 12.3 drivers against 12.4 (toolkit 12.1 kept); no per-size or per-token
+    # under CUDA 12.2 / 12.3 drivers against 12.4 (toolkit 12.1 kept; an 8-GPU host whose thread
+    # is about custom all-reduce and NCCL, so not a single-GPU figure); no per-size or per-token
     # term of the window comes near it. The logs print no driver: not modelled.
     def factor(row: int, model: str, version: str, gpu: str) -> float:
         parts, _ = _parts(model, version, gpu, int(ROWS[row]["max_model_len"]))

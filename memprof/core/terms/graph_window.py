@@ -141,8 +141,9 @@ L4: within 16%). The landers hold 0.9-1.2x memprof's executables, the misses 3.6
 R580's per-graph cost, the misses would take 74-99 KiB a kernel node, where NVIDIA's published
 figure is ~10 KB (cccl#3768) and one graph of empty kernels under driver 470.16 took ~64 KiB a
 node (NVIDIA developer forums thread 244901): the driver generation moves a node's cost by such
-factors on one GPU, but the pre-12.4 driver figures read (vLLM #5517, #17462: L20 x2, #11452:
-four ranks) are all of multi-GPU runs, and no single-GPU figure under R525-R545 was found.
+factors on one GPU, but the pre-12.4 driver figures read are of multi-GPU runs or show every
+sign of it (vLLM #5517: an 8-GPU host, its thread about custom all-reduce and NCCL; #17462: two
+L20s; #11452: four ranks), and no single-GPU figure under R525-R545 was found.
 """
 
 from __future__ import annotations
