@@ -3,8 +3,10 @@
 ``MemorySnapshot.measure`` reads the host's available memory on Orin/Thor/Spark (compute capability
 8.7, 11.0, 12.1), from 0.20.0 on a card torch reports integrated. SGLang
 (``SGLANG_UMA_FREE_MEMORY``): ``get_available_gpu_memory`` does the same from 0.5.4 (SM list), from
-0.5.9 by ``is_integrated``. memprof states it on the estimate and sizes nothing: the figures of a
-GB10 deployment are the same with and without the rule."""
+0.5.9 by ``is_integrated``. Before those releases the engines read ``torch.cuda.mem_get_info``,
+whose free memory on an integrated part is the OS's (CUDA's ``cuMemGetInfo``). memprof states it on
+the estimate and sizes nothing: the figures of a GB10 deployment are the same with and without the
+rule."""
 
 from __future__ import annotations
 
@@ -72,12 +74,28 @@ def test_the_estimate_states_it_and_sizes_nothing(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(unified_memory, "UMA_FREE_MEMORY", ())
     notes_without, kv_without = _gb10_estimate("0.13.0")
     assert kv_without == kv  # stated, not sized
+    # without the rule the release would read mem_get_info: that note instead
+    assert not any("available memory" in n for n in notes_without)
+    assert any("mem_get_info" in n for n in notes_without)
+
+
+def test_before_the_release_the_note_names_mem_get_info(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.11.0 reads torch.cuda.mem_get_info, which on an integrated part is the OS's free memory
+    # (CUDA's cuMemGetInfo): host state too, without the page cache; stated, not sized
+    notes, kv = _gb10_estimate("0.11.0")
+    said = [n for n in notes if "shares the host's memory" in n]
+    assert len(said) == 1 and "vLLM 0.11.0" in said[0] and "mem_get_info" in said[0]
+    assert "page cache" in said[0] and "upper bound" in said[0]
+    monkeypatch.setattr(unified_memory, "_os_free_note", lambda gpu, engine: [])
+    notes_without, kv_without = _gb10_estimate("0.11.0")
+    assert kv_without == kv
     assert not any("shares the host's memory" in n for n in notes_without)
 
 
-def test_no_note_before_the_release() -> None:
-    notes, _ = _gb10_estimate("0.11.0")
-    assert not any("shares the host's memory" in n for n in notes)
+def test_a_discrete_card_gets_no_note_at_any_release() -> None:
+    for v in ("0.10.1", "0.11.0", "0.13.0", "0.33.0"):
+        assert unified_memory_notes(v, find_gpu("H100-80GB")) == []
+        assert unified_memory.sglang_unified_memory_notes("0.5.3", find_gpu("H200")) == []
 
 
 def test_the_rows_are_in_the_rulebook_and_tile_the_releases() -> None:
@@ -106,8 +124,9 @@ def test_an_sglang_estimate_states_it_and_sizes_nothing(monkeypatch: pytest.Monk
     monkeypatch.setattr(unified_memory, "SGLANG_UMA_FREE_MEMORY", ())
     notes_without, kv_without = _gb10_estimate("0.5.4", engine="sglang")
     assert kv_without == kv
-    assert not any("shares the host's memory" in n for n in notes_without)
-    assert not any("shares the host's memory" in n for n in _gb10_estimate("0.5.3", "sglang")[0])
+    assert not any("available memory" in n for n in notes_without)
+    before = [n for n in _gb10_estimate("0.5.3", "sglang")[0] if "shares the host's memory" in n]
+    assert len(before) == 1 and "SGLang 0.5.3" in before[0] and "mem_get_info" in before[0]
 
 
 def test_the_catalog_marks_integrated_parts_with_a_source() -> None:

@@ -20,7 +20,16 @@ Neither is set by the engine's source: it is the host's behaviour during start-u
 not size it and says so (one note on the estimate, ``unified_memory_notes``). Read in the 0.11.0
 (absent), 0.11.1, 0.11.2, 0.12.0, 0.13.0, 0.19.0, 0.19.1 (capability list), 0.20.0 and 0.33.0
 (``is_integrated``) wheels; the calibration case is published row 503 (gpt-oss-20b on a GB10,
-NVIDIA's 0.13.0 build: memprof's KV +11.3% above the log's).
+NVIDIA's 0.13.0 build: memprof's KV +11.3% above the log's, whose log prints neither the host's
+memory nor the total, so its KV figure is left uncompared: ``memprof_run.unstated``).
+
+Before those releases the free memory is ``torch.cuda.mem_get_info``'s, and on an integrated part
+that is host state as well: CUDA's ``cuMemGetInfo`` returns the memory "free according to the OS"
+(the integrated GPU shares it with the CPU: CUDA driver API reference), the kernel's free memory
+without its reclaimable page cache (the comment above vLLM 0.11.1's psutil read: "the
+cudaMemGetInfo function shows the amount of free system memory rather than what's actually
+available"). The same two budget terms then also hold the page cache the load fills; an estimate
+on an integrated card at such a release says so (``unified_memory_notes``), sizing nothing.
 
 SGLang. From 0.5.4 ``get_available_gpu_memory`` (srt/utils/common.py) returns
 ``psutil.virtual_memory().available`` on the same parts: by SM (87, 110, 121) in 0.5.4-0.5.8, by
@@ -96,9 +105,9 @@ def reads_host_memory(gpu: GPU, version: str | None, engine: str = "vllm") -> bo
 def unified_memory_notes(version: str | None, gpu: GPU) -> list[str]:
     """The note a vLLM estimate carries where ``version`` reads ``gpu``'s free memory as the
     host's (``UMA_FREE_MEMORY``); none elsewhere."""
-    if not reads_host_memory(gpu, version):
-        return []
     release = split_generation(version or "")[0]
+    if not reads_host_memory(gpu, version):
+        return _os_free_note(gpu, f"vLLM {release}") if gpu.integrated else []
     return [f"{gpu.name} shares the host's memory: vLLM {release} reads its free memory as the "
             "host's available memory (utils/mem_utils.py MemorySnapshot.measure), so memory the "
             "host takes during model load and the profile run (the engine's Python heap and "
@@ -111,9 +120,21 @@ def sglang_unified_memory_notes(version: str | None, gpu: GPU) -> list[str]:
     """The note an SGLang estimate carries where ``version`` reads ``gpu``'s free memory as the
     host's (``SGLANG_UMA_FREE_MEMORY``); none elsewhere."""
     if not reads_host_memory(gpu, version, engine="sglang"):
-        return []
+        return _os_free_note(gpu, f"SGLang {version}") if gpu.integrated else []
     return [f"{gpu.name} shares the host's memory: SGLang {version} reads its free memory as the "
             "host's available memory (srt/utils/common.py get_available_gpu_memory), so the KV "
             "pool is sized from what the host has free at start-up, less what the host takes "
             "during the load, not from the card's total; memprof does not size either (its KV "
             "figure is an upper bound)"]
+
+
+def _os_free_note(gpu: GPU, engine: str) -> list[str]:
+    """The note of an integrated ``gpu`` at a release that reads ``torch.cuda.mem_get_info``'s
+    free memory: on such a part that is the OS's free memory (CUDA's ``cuMemGetInfo``), without
+    the page cache the checkpoint's read fills."""
+    return [f"{gpu.name} shares the host's memory: {engine} reads its free memory from "
+            "torch.cuda.mem_get_info, which on an integrated GPU is what the OS has free, page "
+            "cache excluded (CUDA's cuMemGetInfo), so memory the host takes during model load "
+            "and the profile run (the checkpoint's page cache, the engine's own host "
+            "allocations, other processes) comes out of the KV cache; memprof does not "
+            "size it (its KV figure is an upper bound)"]
