@@ -18,6 +18,7 @@ from memprof.core.estimate import Estimate, estimate, rank_context
 from memprof.core.gpus import find_gpu
 from memprof.core.terms import cudagraph, nccl
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
+from memprof.core.terms.nccl_image import image_delta
 from memprof.core.terms.nccl_stack import stack_delta
 from memprof.core.terms.non_torch import MAX_THREADS_PER_SM as THREADS
 
@@ -143,9 +144,15 @@ def test_transport_follows_the_gpus_peer_access() -> None:
     g = find_gpu("RTX-4090")
     stack = stack_delta(g, THREADS[g.arch], "2.27")[0]
     assert stack < 0
-    assert c.bytes == _step(shm, INIT) + _step(shm, WARM) - pool + stack
+    # and init's NCCL device code at NCCL 2.27's sm_80 image (memprof.core.terms.nccl_image)
+    image = image_delta(g, "2.27")[0]
+    assert image == -58 * MiB
+    assert c.bytes == _step(shm, INIT) + _step(shm, WARM) - pool + stack + image
     (p,) = _named(_est("qwen3-0.6b", "H100", tp=2), "NCCL TP")
-    assert p.bytes == (458 + 474) * MiB - pool
+    # (2.27's sm_90 image, 51 pages, for the measured 53)
+    h_image = image_delta(find_gpu("H100"), "2.27")[0]
+    assert h_image == -4 * MiB
+    assert p.bytes == (458 + 474) * MiB - pool + h_image
 
 
 def test_stream_pool_counted_once() -> None:
@@ -156,7 +163,9 @@ def test_stream_pool_counted_once() -> None:
     # vLLM's PyNccl communicator makes no pool (memprof.core.terms.pynccl_pool): at TP1 and TP2
     # the graph model's first 70 MiB holds it, and the TP2 communicator's figure leaves it out
     (c,) = _named(_est("qwen3-0.6b", "H100", tp=2, max_num_seqs=64), "NCCL TP")
-    assert c.bytes == (458 + 474) * MiB - nccl.TORCH_STREAM_POOL_BYTES
+    # (init's NCCL device code at the default release's NCCL 2.27: memprof.core.terms.nccl_image)
+    image = image_delta(find_gpu("H100"), "2.27")[0]
+    assert c.bytes == (458 + 474) * MiB - nccl.TORCH_STREAM_POOL_BYTES + image
     # on the V1 runner (0.22.0 at TP1; at TP2 before 0.26.0 the profile run's logits gather
     # makes it: tests/test_pynccl_pool.py); where Model Runner V2 runs the model (0.33.0) its
     # output_copy_stream makes the pool before the profile run, in the budget

@@ -14,6 +14,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
 from memprof.core.terms import non_torch
+from memprof.core.terms.nccl_image import image_delta
 from memprof.core.terms.nccl_stack import p2p_stack_delta, stack_delta
 from memprof.core.version_diff import version_diff
 
@@ -39,6 +40,12 @@ assert -124 * MiB == STACK_2215
 P2P_CUMEM_OFF = 757_071_872 + 195_035_136 - POOL  # 2× H100, NCCL_CUMEM_ENABLE=0
 P2P_CUMEM_ON = (458 + 474) * MiB - POOL  # 2× H200, NCCL's default
 SHM_CUMEM_OFF = 195_035_136 + 195_035_136 - POOL  # 2× H100, NCCL_P2P_DISABLE=1
+# a first communicator's init holds NCCL 2.28.9's sm_90 image; each release's NCCL loads its own
+# (memprof.core.terms.nccl_image): 2.21.5 (0.7.x - 0.8.x) 43 pages, 2.26.2 (0.9.0 - 0.10.1.1) 50,
+# 2.27 (0.10.2 on) 51, for the measured 53
+IMAGE_2215, IMAGE_2262, IMAGE_227 = (image_delta(find_gpu("H100"), v)[0]
+                                     for v in ("2.21.5", "2.26.2", "2.27"))
+assert [IMAGE_2215 // MiB, IMAGE_2262 // MiB, IMAGE_227 // MiB] == [-20, -6, -4]
 # the TP group's custom all-reduce buffers, made with the communicator where the GPUs have peer
 # access (memprof.core.terms.custom_allreduce: meta 10 + IPC buffer 8 + rank_data 8 MiB)
 CUSTOM_AR = 26 * MiB
@@ -76,27 +83,30 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
     # init_worker_distributed_environment (l.166); vllm/__init__.py l.30 NCCL_CUMEM_ENABLE=0
     # (+ POOL everywhere up to 0.10.2: the profile run's logits gather on torch's
     # ProcessGroupNCCL makes the stream pool inside the budget, terms.pynccl_pool)
-    ("0.7.2", LIBS + P2P_CUMEM_OFF + STACK_2215 + CUSTOM_AR_BUDGETED + TORCH_GATHER_TP2 + POOL,
-     CONTEXT),
+    ("0.7.2", LIBS + P2P_CUMEM_OFF + STACK_2215 + IMAGE_2215 + CUSTOM_AR_BUDGETED
+     + TORCH_GATHER_TP2 + POOL, CONTEXT),
     # 0.8.0 v1/worker/gpu_worker.py determine_available_memory: peak_memory +=
     # non_torch_allocations (device used − torch allocated): the context is charged too
-    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + STACK_2215 + CUSTOM_AR + POOL + TORCH_COMM_OFF,
+    ("0.8.0", LIBS + CONTEXT + P2P_CUMEM_OFF + STACK_2215 + IMAGE_2215 + CUSTOM_AR + POOL
+     + TORCH_COMM_OFF, 0),
+    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + IMAGE_2262 + CUSTOM_AR + POOL + TORCH_COMM_OFF,
      0),
-    ("0.9.0", LIBS + CONTEXT + P2P_CUMEM_OFF + CUSTOM_AR + POOL + TORCH_COMM_OFF, 0),
     # 0.9.1 v1/worker/gpu_worker.py init_device: init_snapshot (l.135) before
     # init_worker_distributed_environment (l.153); memory_profiling: non_torch_increase since it
-    ("0.9.1", LIBS + P2P_CUMEM_OFF + CUSTOM_AR_BUDGETED + POOL + TORCH_COMM_OFF, CONTEXT),
-    ("0.10.1.1", LIBS_AFTER_WARM_UP + P2P_CUMEM_OFF + CUSTOM_AR_BUDGETED + POOL + TORCH_COMM_OFF,
-     CONTEXT + FIRST_KERNEL),
+    ("0.9.1", LIBS + P2P_CUMEM_OFF + IMAGE_2262 + CUSTOM_AR_BUDGETED + POOL + TORCH_COMM_OFF,
+     CONTEXT),
+    ("0.10.1.1", LIBS_AFTER_WARM_UP + P2P_CUMEM_OFF + IMAGE_2262 + CUSTOM_AR_BUDGETED + POOL
+     + TORCH_COMM_OFF, CONTEXT + FIRST_KERNEL),
     # 0.10.2 env_override.py no longer sets NCCL_CUMEM_ENABLE: NCCL's cuMem default
-    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON - FIRST_KERNEL + CUSTOM_AR_BUDGETED + POOL
-     + TORCH_COMM_ON, CONTEXT + FIRST_KERNEL),
+    ("0.10.2", LIBS_AFTER_WARM_UP + P2P_CUMEM_ON + IMAGE_227 - FIRST_KERNEL + CUSTOM_AR_BUDGETED
+     + POOL + TORCH_COMM_ON, CONTEXT + FIRST_KERNEL),
     # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182); the
     # model runner's comm_stream makes torch's stream pool after it (terms.stream_pool)
-    ("0.11.0", LIBS_AFTER_WARM_UP + POOL + TORCH_COMM_ON, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
+    ("0.11.0", LIBS_AFTER_WARM_UP + POOL + TORCH_COMM_ON, CONTEXT + P2P_CUMEM_ON + IMAGE_227
+     + CUSTOM_AR),
     # 0.33.0 runs the model with Model Runner V2, whose output_copy_stream makes the stream
     # pool after init_snapshot (terms.stream_pool.V2_OUTPUT_COPY_STREAM)
-    ("0.33.0", LIBS_AFTER_WARM_UP + POOL, CONTEXT + P2P_CUMEM_ON + CUSTOM_AR),
+    ("0.33.0", LIBS_AFTER_WARM_UP + POOL, CONTEXT + P2P_CUMEM_ON + IMAGE_227 + CUSTOM_AR),
 ])
 def test_placement_and_size_by_release(version: str, budget: int, baseline: int) -> None:
     assert _budget_non_torch(version) == (budget, baseline)
@@ -113,7 +123,8 @@ def test_available_kv_moves_by_the_communicator() -> None:
         e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version=v), gpu_name="H100")
         return e.ranks[0].available_kv_bytes
 
-    assert avail("0.11.0") - avail("0.10.2") == P2P_CUMEM_ON - FIRST_KERNEL + CUSTOM_AR_BUDGETED
+    assert avail("0.11.0") - avail("0.10.2") == \
+        P2P_CUMEM_ON + IMAGE_227 - FIRST_KERNEL + CUSTOM_AR_BUDGETED
 
 
 def test_no_communicator_no_change() -> None:
@@ -140,8 +151,12 @@ def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
     g = find_gpu("RTX-4090")
     stack = stack_delta(g, non_torch.MAX_THREADS_PER_SM[g.arch], "2.26.2")[0]
     assert stack == -128 * MiB
+    # and init's NCCL device code, 2.26.2's sm_80 image (23 pages) for the measured 53
+    # (memprof.core.terms.nccl_image)
+    image = image_delta(g, "2.26.2")[0]
+    assert image == -60 * MiB
     assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (
-        libs_4090 + SHM_CUMEM_OFF - 4 * MiB + stack + POOL + 6 * MiB, context_4090)
+        libs_4090 + SHM_CUMEM_OFF - 4 * MiB + stack + image + POOL + 6 * MiB, context_4090)
 
 
 def test_sglang_keeps_nccl_before_its_baseline() -> None:

@@ -15,7 +15,9 @@ from memprof.base.units import MiB
 from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
+from memprof.core.gpus import find_gpu
 from memprof.core.terms.nccl import NCCL_ROWS
+from memprof.core.terms.nccl_image import image_delta
 
 DEP = dict(engine_version="0.10.1.1", tp=2, max_model_len=16384, gpu_memory_utilization=0.25,
            vllm_use_flashinfer_sampler=1)
@@ -38,10 +40,14 @@ def test_nccl_over_shm_and_no_custom_all_reduce() -> None:
     # 2.26.2 reads 2.28.9's sm_80 kernel, 1,328 B: 66 MiB, not the H100's 186;
     # memprof.core.terms.nccl_stack)
     stack = -120 * MiB
+    # and init's NCCL device code, 2.26.2's sm_80 image for the measured row's 2.28.9 sm_90 one
+    # (memprof.core.terms.nccl_image)
+    image = image_delta(find_gpu("A100-80GB"), "2.26.2")[0]
+    assert image == -60 * MiB
     init, first, _src = NCCL_ROWS[(True, False, 2)]
-    assert p2p[nccl] == init + first - pool + stack == 718 * MiB
+    assert p2p[nccl] == init + first - pool + stack + image == 658 * MiB
     init, first, _src = NCCL_ROWS[(False, False, 2)]
-    assert shm[nccl] == init + first - pool + stack == 182 * MiB
+    assert shm[nccl] == init + first - pool + stack + image == 122 * MiB
     # 0.10.1.1's budget holds the meta and IPC buffers; rank_data, a torch tensor, is outside it
     # (memprof.core.terms.custom_allreduce.RANK_DATA_UNBUDGETED)
     rank_data = "custom all-reduce rank_data (TP, 2 ranks)"

@@ -18,6 +18,7 @@ from memprof.core.gpus import find_gpu
 from memprof.core.terms import pynccl_pool
 from memprof.core.terms.cudagraph import graph_driver_first
 from memprof.core.terms.nccl import NCCL_ROWS, TORCH_STREAM_POOL_BYTES
+from memprof.core.terms.nccl_image import image_delta
 from memprof.core.terms.nccl_stack import stack_delta
 from memprof.core.terms.non_torch import MAX_THREADS_PER_SM as THREADS
 from memprof.core.terms.pynccl_pool import (
@@ -63,7 +64,12 @@ def test_row_523_by_hand() -> None:
     a100 = find_gpu("A100-80GB")
     stack = stack_delta(a100, THREADS[a100.arch], "2.26.2")[0]
     assert stack == -120 * MiB
-    assert _comp(e, "NCCL TP") == 195_035_136 + 195_035_136 - 73_400_320 + stack == 182 * MiB
+    # and init's NCCL device code, 2.26.2's sm_80 image (23 pages) for the measured row's 53
+    # (memprof.core.terms.nccl_image)
+    image = image_delta(a100, "2.26.2")[0]
+    assert image == -60 * MiB
+    assert _comp(e, "NCCL TP") == 195_035_136 + 195_035_136 - 73_400_320 + stack + image \
+        == 122 * MiB
     # the pool is made by the profile run's logits all-gather on ProcessGroupNCCL instead,
     # inside the same budget; the first graph then pays none
     assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES
@@ -123,6 +129,8 @@ def test_every_first_communicator_row_loses_the_pool_once_each() -> None:
     # (458 + 474 MiB, PP + its first send/recv 446 MiB), each less the pool it never makes
     e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="H100")
     init, first, _ = NCCL_ROWS[(True, True, 2)]
+    # each init at the release's NCCL 2.27 sm_90 image (memprof.core.terms.nccl_image)
+    init += image_delta(find_gpu("H100"), "2.27")[0]
     assert _comp(e, "NCCL TP") == init + first - TORCH_STREAM_POOL_BYTES
     assert _comp(e, "NCCL PP") == init + first + 446 * MiB - TORCH_STREAM_POOL_BYTES
 

@@ -14,8 +14,10 @@ from memprof.base.units import GiB
 from memprof.core.components import Component
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.gpus import find_gpu
 from memprof.core.terms import non_torch
 from memprof.core.terms.nccl import nccl_row
+from memprof.core.terms.nccl_image import image_delta
 
 FIRST_KERNEL = 96_468_992  # the first torch.zeros before any GEMM (H100)
 CUBLAS_AFTER = 69_206_016  # the cuBLAS handle's step after that kernel (H100)
@@ -97,14 +99,16 @@ def test_a_communicator_row_measured_with_the_kernel_is_charged_without_it() -> 
     assert row.first_kernel
     e = _est(engine_version="0.12.0", tp=2)
     (comm,) = _named(e, "NCCL TP communicator (2 ranks)")
-    assert comm.bytes == row.init + row.first_all_reduce - POOL - FIRST_KERNEL
+    # (init's NCCL device code at 0.12.0's NCCL 2.27 image: memprof.core.terms.nccl_image)
+    image = image_delta(find_gpu("H100"), "2.27")[0]
+    assert comm.bytes == row.init + row.first_all_reduce - POOL - FIRST_KERNEL + image
     assert comm.where == "baseline"
     assert len(_named(e, NAME)) == 1
     # 0.10.2 charges the communicator to the budget: the kernel leaves the budget there
     e = _est(engine_version="0.10.2", tp=2)
     (comm,) = _named(e, "NCCL TP communicator (2 ranks)")
     assert (comm.bytes, comm.where) == (
-        row.init + row.first_all_reduce - POOL - FIRST_KERNEL, "budget")
+        row.init + row.first_all_reduce - POOL - FIRST_KERNEL + image, "budget")
 
 
 def test_rocm_sets_the_device_without_a_kernel() -> None:

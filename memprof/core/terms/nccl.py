@@ -71,15 +71,21 @@ github.com/NVIDIA/nccl:
   which a one-node communicator does not set up.
 
 So where a published log over SHM (or without peer access) shows less than these rows, the
-difference is not in NCCL's buffers: the SHM rows' 121,634,816 B at init (195,035,136 less
-torch's stream pool) and 186 MiB at the first all_reduce are not allocations NCCL's source
-makes. The first all_reduce's 186 MiB is the CUDA driver's per-thread stack reservation, grown
-for NCCL's ring LL kernel (1,744 B a thread on the H100's 132 SMs × 2048 threads), which
-depends on the card's SM count and on the stack NCCL's kernel declares in the image the card
-runs, and so on the NCCL release (``memprof.core.terms.nccl_stack``, measured in
-``reports/gpu/nccl-stack``; ``memprof.core.terms.non_torch.nccl_comm`` moves a first
-communicator's row by it). Init's 116 MiB over SHM is not NCCL's modules (it stays with eager
-module loading, ``reports/gpu/nccl-stack``); what it is was not found.
+difference is not in NCCL's buffers: of the SHM rows' 121,634,816 B at init (195,035,136 less
+torch's stream pool) NCCL allocates 10 MiB (its channel tables and the proxy's shared
+point-to-point buffer, ``reports/gpu/nccl-image``), and the 186 MiB at the first all_reduce are not
+allocations NCCL's source makes. The first all_reduce's 186 MiB is the CUDA driver's per-thread
+stack reservation, grown for NCCL's ring LL kernel (1,744 B a thread on the H100's 132 SMs × 2048
+threads), which depends on the card's SM count and on the stack NCCL's kernel declares in the image
+the card runs, and so on the NCCL release (``memprof.core.terms.nccl_stack``, measured in
+``reports/gpu/nccl-stack``; ``memprof.core.terms.non_torch.nccl_comm`` moves a first communicator's
+row by it). Init's 116 MiB over SHM is NCCL's own device code, not buffers: NCCL's allocation log
+shows 6-10 MiB of device buffers over SHM, and the other 111,149,056 B, the same over SHM and P2P
+at 2 and 4 channels, is the library's sm_90 image that init loads by touching every kernel
+(``ncclInitKernelsForDevice``; NCCL links its CUDA runtime statically, which is why eager module
+loading left it in init): ``reports/gpu/nccl-image``. It moves with the release's image for the
+card (``memprof.core.terms.nccl_image``, applied by ``memprof.core.terms.non_torch.nccl_comm`` to a
+first communicator's row).
 """
 
 from __future__ import annotations

@@ -27,10 +27,14 @@ the same lines at both):
 - point-to-point channels are the collective ones, rounded to a power of two
   (src/graph/paths.cc ``ncclTopoComputeP2pChannels``).
 
-Which path, by transport: on an Intel x86 host NCCL's P2P level is PATH_PXB (src/graph/paths.cc
-``ncclTopoCheckP2p``, tags v2.20.5-1 to v2.28.9-1), so two GPUs use P2P only below a common
-PCIe switch (or through an AMD root complex, where the level stays PATH_SYS), paths on which
-``followPath`` charges no Intel overhead; GPUs that talk over SHM cross the CPU. So over P2P:
+Which path, by transport: NCCL's P2P level (src/graph/paths.cc ``ncclTopoCheckP2p``) is
+PATH_PXB on an Intel (or Zhaoxin) x86 or ARM host and PATH_SYS on others up to v2.22.3-1; from
+v2.23.4-1 on (2.26.2 and 2.27.x among them) it is PATH_PXB on every host ("By default don't use
+P2P across CPU Host Bridges and further apart") except an AMD x86 host with at most two GPUs in
+its topology, which keeps PATH_SYS. So two GPUs use P2P only below a common PCIe switch, or
+through an AMD root complex (with NCCL 2.23.4 and later, only where the host has at most two
+GPUs), paths on which ``followPath`` charges no Intel overhead; GPUs that talk over SHM cross the
+CPU. So over P2P:
 Gen3 x16 or Gen4 x8, one channel at 12 GB/s, 2 collective channels; Gen4 x16, two at 12 (= 24),
 4 channels; Gen5 x16 (sm90 array), two at 24, 4 channels. Over SHM through an Intel root complex
 (assumed, said in the output: the catalog does not name the host): Gen3 x16 or Gen4 x8, one at
@@ -67,9 +71,12 @@ collective channel (186 + 12 x 24 = 474 MiB, its 497,025,024 B); cuMem off, init
 178 + 12 x 24 + 8 x 32 = 722 MiB at 2 ranks (p2p-cumem-off's 757,071,872 B) and
 178 + 24 x 24 + 8 x 32 = 1,010 MiB at 4 (the largest rank's 1,059,061,760 B): the split of
 the sweep's 20 and 32 MiB per channel that solves for those two rows (derived, two equations in
-two unknowns each; not measured by kind). ``PER_CHANNEL`` holds these splits; a row
-moves by them from the default channels to the card's. Over SHM the default is 4 and 4, and the
-sweep's slope is taken for both kinds together.
+two unknowns each), which NCCL's allocation log confirms at 2 ranks and 4 channels
+(``reports/gpu/nccl-image``: per collective channel a 10 MiB receive and a 2 MiB send buffer,
+``transport/p2p.cc``; per P2P channel 8 MiB of the proxy's shared point-to-point buffer,
+``transport/net.cc``; over SHM that buffer's 2 MiB a channel is the whole slope).
+``PER_CHANNEL`` holds these splits; a row moves by them from the default channels to the card's.
+Over SHM the default is 4 and 4, and the sweep's slope is taken for both kinds together.
 
 A communicator made after another (``SECOND_COMM_ROWS``, torch's ``TORCH_COMM_ROWS``) is
 assumed to take the same bytes per channel as a first one (NCCL's buffers per connection do not

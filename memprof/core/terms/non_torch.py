@@ -33,6 +33,7 @@ from memprof.core.terms.nccl import (
     second_comm_row,
 )
 from memprof.core.terms.nccl_channels import pcie_channels
+from memprof.core.terms.nccl_image import on_image
 from memprof.core.terms.nccl_stack import on_card
 from memprof.core.terms.published_context import published_context_rest
 from memprof.core.terms.pynccl_pool import pool_left_out
@@ -424,7 +425,10 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     (``second_comm_row``). A group across nodes (``--nnodes``, ``memprof.core.nodes``): NCCL's
     NET rows where each rank has a node of its own (``memprof.core.terms.multinode``). A first
     communicator's row leaves torch's stream pool out where the engine's communicators make
-    none (``memprof.core.terms.pynccl_pool``)."""
+    none (``memprof.core.terms.pynccl_pool``). A first communicator's row is moved to the card
+    and the engine's NCCL release: its first all_reduce's stack reservation
+    (``memprof.core.terms.nccl_stack``) and its init's NCCL device code
+    (``memprof.core.terms.nccl_image``)."""
     on_nodes = spread(dep, group) if dep.nnodes > 1 else "one node"
     if on_nodes == "one rank per node":
         return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0))
@@ -435,6 +439,7 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
         row = pool_left_out(dep, nccl_row(gpu.peer_access, nccl_cumem(dep), size,
                                           p2p_peers(group, size), ch))
         row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
+        row = on_image(row, gpu, nccl_version(dep))
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
 
