@@ -1,8 +1,9 @@
 """``cudagraph_model`` reads each mode's live sets and per-size driver bytes once: its figures
 equal those the public pieces give mode by mode (``graph_pool_tensor_bytes`` of all modes and of
 each mode's largest size, ``graph_driver_bytes`` of n sizes = n × of one size,
-``graph_driver_first`` once, FlashInfer's workspace in the FULL mode's first sample), and ``graph_pieces`` counts the rank's layers that are not MTP
-layers one by one, plus one, over the bundled models and layouts."""
+``graph_driver_first`` once, FlashInfer's workspace in the FULL mode's first sample), and
+``graph_pieces`` counts the rank's layers that are not MTP layers one by one, plus one, over the
+bundled models and layouts."""
 
 from __future__ import annotations
 
