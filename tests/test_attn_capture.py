@@ -1,6 +1,6 @@
 """memprof.core.terms.attn_capture: FlashInfer's per-size decode wrappers inside Model Runner V2's
-capture window (vLLM 0.23.0-0.28.x), and the backend an fp8 KV cache runs on a card without
-FlashAttention 3.
+capture window (vLLM 0.23.0-0.28.x), the backend an fp8 KV cache runs on a card without
+FlashAttention 3, and FlashInfer's workspace inside the CUDA-graph estimate (0.28.0 on).
 
 Hand count, Llama-3.1-8B on an A100 (sm80: cuBLAS workspace 8 MiB + 128 KiB in a 20 MiB segment),
 max_num_seqs 256 (vLLM's default), --kv-cache-dtype fp8 at 0.24.0: FlashAttention 2 reads no fp8
@@ -24,11 +24,16 @@ from memprof.core.graph_log import logged_graph
 from memprof.core.terms.attn_capture import (
     ATTN_CAPTURE_RULES,
     FLASHINFER_DECODE_WRAPPERS,
+    FLASHINFER_WORKSPACE_IN_ESTIMATE,
     decode_wrapper_bytes,
+    estimate_window_workspace,
+    flashinfer_workspace_bytes,
     full_graph_backend,
+    gqa_backend,
     wrapper_sizes_in_window,
 )
-from memprof.core.terms.cudagraph import graph_modes
+from memprof.core.terms.cudagraph import cudagraph_model, graph_modes
+from memprof.core.terms.runner_v2_graphs import v2_graph_estimate
 from memprof.core.version_diff import all_rules
 from memprof.core.versions import value_at
 
@@ -139,3 +144,53 @@ def test_l40s_fp8_runs_flashinfer_too() -> None:
     e = _est(gpu="L40S")
     assert full_graph_backend(rank_context(e, e.ranks[0])) == "flashinfer"
     assert _parts(e)[PART] == HAND_COUNT
+
+
+# --- FlashInfer's workspace inside the CUDA-graph estimate (0.28.0 on) ---------------------------
+#
+# Hand count, Qwen2.5-7B-Instruct (28 query heads of 128) with --kv-cache-dtype fp8 on an A10G
+# (sm86: FlashAttention 2 reads no fp8 KV cache, FlashInfer runs the attention) at vLLM 0.30.0,
+# max_num_batched_tokens 2048 (vllm serve's default there): the builder's workspace is
+# max(394 MiB, 2048 x 28 x 128 x 16 B = 112 MiB) = 394 MiB, made by the profiling capture's first
+# metadata build, so Model Runner V2's estimate is its capture window + 394 MiB. With 64 query
+# heads of 128 at 8192 batched tokens the product wins: 8192 x 64 x 128 x 16 B = 1 GiB.
+
+
+def _ctx(model: str, version: str, gpu: str, kv: str = "fp8", **kw: Any) -> Any:
+    e = estimate(model, Deployment(engine_version=version, max_model_len=8192,
+                                   kv_cache_dtype=kv, **kw), gpu_name=gpu)
+    return rank_context(e, e.ranks[0])
+
+
+def test_estimate_workspace_hand_count() -> None:
+    ctx = _ctx("qwen2.5-7b-instruct", "0.30.0", "A10G", quantization="awq_marlin")
+    assert gqa_backend(ctx) == "flashinfer"
+    assert estimate_window_workspace(ctx)[0] == 394 * MiB
+    v = v2_graph_estimate(ctx)
+    assert v is not None and v.workspace == 394 * MiB
+    assert v.estimate == v.window + 394 * MiB  # Qwen2.5-7B's FULL graphs cost over 1 MiB each
+
+
+def test_estimate_workspace_grows_with_the_prefill_footprint() -> None:
+    ctx = _ctx("qwen3-32b", "0.30.0", "L40S", max_num_batched_tokens=8192)
+    assert flashinfer_workspace_bytes(ctx) == 8192 * 64 * 128 * 16 == 1 << 30
+
+
+def test_estimate_workspace_in_v1_full_first_sample() -> None:
+    # a MoE model runs the V1 runner at 0.28.0; FlashInfer's workspace is in the FULL mode's first
+    # sample only, where V1 builds attention metadata
+    fp8 = _ctx("qwen3-30b-a3b", "0.28.0", "A100-80GB")
+    auto = _ctx("qwen3-30b-a3b", "0.28.0", "A100-80GB", kv="auto")
+    ws = estimate_window_workspace(fp8)[0]
+    assert ws == 394 * MiB
+    g, g0 = cudagraph_model(fp8), cudagraph_model(auto)
+    assert g.first_capture["FULL"] - g0.first_capture["FULL"] == ws
+    assert g.first_capture["PIECEWISE"] == g0.first_capture["PIECEWISE"]
+
+
+def test_estimate_workspace_not_where_it_is_not_made() -> None:
+    assert estimate_window_workspace(_ctx("qwen2.5-7b-instruct", "0.30.0", "A10G",
+                                          kv="auto"))[0] == 0  # FlashAttention 2
+    assert estimate_window_workspace(_ctx("qwen2.5-7b-instruct", "0.27.1", "A10G"))[0] == 0
+    assert estimate_window_workspace(_ctx("qwen3-32b", "0.30.0", "B200"))[0] == 0  # TRT-LLM
+    assert value_at(FLASHINFER_WORKSPACE_IN_ESTIMATE, "0.33.0", False) is True

@@ -77,3 +77,18 @@ def test_the_lora_embedding_stack_is_copied_beside_the_table() -> None:
     grown = peak(64) - peak(1)
     assert grown == 63 * 151936 * 16 * 2
     assert abs(grown / GIB - (1.09 - 0.80)) < 0.01
+
+
+def test_a_multimodal_profile_run_feeds_inputs_embeds_and_copies_no_table() -> None:
+    # Qwen3.5-0.8B (a vision tower) at 0.28.0: the V1 runner's _dummy_run passes the compiled
+    # model inputs_embeds and input_ids=None (_prepare_mm_inputs), so the graph gathers nothing
+    # and a cold compile copies no embedding table ([248320, 1024] bf16 = 485 MiB)
+    table = 248320 * 1024 * 2
+    mm = _est("0.28.0", "qwen3.5-0.8b", gpu="A100-PCIe-80GB", gpu_memory_utilization=0.85,
+              max_num_seqs=32)  # row 1706's settings: the copy would be the largest stage
+    assert "cold compile" not in _formula(mm) and "embedding table copy" not in _formula(mm)
+    # with every modality's limit at 0 vLLM runs the model text-only: input_ids, the gather,
+    # and the copy of the table
+    text = _est("0.28.0", "qwen3.5-0.8b", gpu="A100-PCIe-80GB", gpu_memory_utilization=0.85,
+                max_num_seqs=32, limit_mm_per_prompt='{"image": 0, "video": 0}')
+    assert "cold compile" in _formula(text) and _peak(text) >= table > _peak(mm)

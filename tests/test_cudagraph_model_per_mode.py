@@ -1,8 +1,9 @@
 """``cudagraph_model`` reads each mode's live sets and per-size driver bytes once: its figures
 equal those the public pieces give mode by mode (``graph_pool_tensor_bytes`` of all modes and of
 each mode's largest size, ``graph_driver_bytes`` of n sizes = n × of one size,
-``graph_driver_first`` once), and ``graph_pieces`` counts the rank's layers that are not MTP
-layers one by one, plus one, over the bundled models and layouts."""
+``graph_driver_first`` once, FlashInfer's workspace in the FULL mode's first sample), and
+``graph_pieces`` counts the rank's layers that are not MTP layers one by one, plus one, over the
+bundled models and layouts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from memprof.core.estimate import estimate, rank_context
 from memprof.core.gpus import resolve_gpu
 from memprof.core.kvcache import rank_layers
 from memprof.core.models.load import bundled_models
+from memprof.core.terms.attn_capture import estimate_window_workspace
 from memprof.core.terms.cudagraph import (
     CUDAGRAPH_MIN_PER_GRAPH,
     GRAPH_DRIVER_NCCL_MIXING,
@@ -69,8 +71,10 @@ def test_model_equals_its_pieces_mode_by_mode() -> None:
                     graphs * GRAPH_DRIVER_PER_GRAPH
                     + len(v) * (gemm * per_gemm + other * per_other
                                 + graph_nccl_nodes(ctx) * nccl))
+                # FlashInfer's workspace: in the FULL mode's first sample (terms/attn_capture.py)
+                ws = estimate_window_workspace(ctx)[0] if m == "FULL" else 0
                 assert g.first_capture[m] == (graph_pool_tensor_bytes(ctx, {m: [max(v)]}) + one
-                                              + (first if i == 0 else 0))
+                                              + (first if i == 0 else 0) + ws)
                 assert g.per_graph_sample[m] == max(one, CUDAGRAPH_MIN_PER_GRAPH)
             mtp += any(x in ctx.spec.mtp_layers
                        for x in rank_layers(ctx.spec, ctx.dep, ctx.coord))

@@ -1,6 +1,7 @@
-"""Attention backends' buffers made inside vLLM's CUDA-graph capture window, release by release:
+"""Attention backends' buffers made inside vLLM's CUDA-graph capture windows, release by release:
 what the logged "Graph capturing finished in N secs, took X GiB" figure holds beyond the graphs'
-pool and driver memory (``memprof.core.graph_log``).
+pool and driver memory (``memprof.core.graph_log``), and what the CUDA-graph estimate the budget
+subtracts holds beyond them (FlashInfer's workspace, below).
 
 FlashInfer's decode wrappers under Model Runner V2 (vLLM 0.23.0-0.28.x, read in the 0.23.0,
 0.24.0 and 0.28.0 wheels). Where the FULL decode graphs run FlashInfer, its metadata builder
@@ -41,6 +42,24 @@ other than FlashAttention 3's (compute capability 9.0), vLLM's selector passes o
 to FlashInfer (``attention_backends.FP8_KV_GQA_BACKEND``), so the graphs run FlashInfer's decode
 wrappers there too.
 
+FlashInfer's workspace in the CUDA-graph estimate (read in the 0.28.0-0.33.0 wheels: V1's
+estimate, and V2's from 0.29.0, where it estimates its own graphs). The metadata builder holds no
+workspace until its first ``build`` (``_workspace_buffer = None`` at ``__init__``;
+``_get_workspace_buffer`` makes max(``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE`` = 394 MiB,
+max_num_batched_tokens × the rank's query heads × head_dim × 16 B)). ``profile_cudagraph_memory``
+makes fresh builders (``_init_minimal_kv_cache_for_profiling``) after the profile run, which built
+no attention metadata, and their first build runs inside what it measures: V1's FULL mode's first
+sample (``_dummy_run`` builds metadata only for FULL), V2's ``capture_model`` free-memory delta
+(``prepare_attn`` for every PIECEWISE and FULL size). The teardown frees it with the builders,
+so the budget subtracts it once more than the graphs cost and the KV cache is that much smaller
+(``FLASHINFER_WORKSPACE_IN_ESTIMATE``; ``estimate_window_workspace``). Row 1718 of
+tests/data/published.json (vLLM 0.30.0, Qwen2.5-7B AWQ on an A10G) logs 483,632 tokens with an
+fp8 KV cache, which FlashInfer runs there, where its bf16 twin (row 1717, FlashAttention 2) logs
+248,000: 338 MiB less KV memory, where the workspace is 394 MiB (memprof +2.5% without it,
+-0.5% with it; the bf16 twin -0.1%). Not read: the
+compute capability 10.x path (TRT-LLM's kernels, with a module-level workspace of the forward's),
+and the decode wrappers of the two FULL sizes the estimate captures (8 MiB each).
+
 Checked and found to allocate nothing per size inside the window: FlashAttention 2's metadata
 builder (0.24.0 v1/attention/backends/flash_attn.py: ``scheduler_metadata`` only where
 ``aot_schedule``, i.e. FA3, made at ``__init__``), and V2's per-size attention metadata (slices of
@@ -55,8 +74,9 @@ from memprof.base.units import MiB
 from memprof.core.attention_backends import chosen
 from memprof.core.components import TermContext
 from memprof.core.kv_dtypes import GQA, attention_kind
+from memprof.core.scratch.flashinfer import FLASHINFER_WORKSPACE_BYTES
 from memprof.core.terms.activation import cublas_workspace_bytes
-from memprof.core.terms.common import max_seqs
+from memprof.core.terms.common import max_seqs, profile_tokens
 from memprof.core.versions import Rule, value_at
 
 FLASHINFER = "flashinfer"
@@ -88,7 +108,30 @@ FLASHINFER_DECODE_WRAPPERS: tuple[Rule, ...] = (
          "_qo_indptr_buf of batch_size + 1 int32)"),
 )
 
-ATTN_CAPTURE_RULES: tuple[tuple[Rule, ...], ...] = (FLASHINFER_DECODE_WRAPPERS,)
+# FlashInfer's workspace in the CUDA-graph estimate's window (module docstring, last part):
+# made by the first metadata build of the builders that ``_init_minimal_kv_cache_for_profiling``
+# creates, inside what the estimate measures. Read in the 0.28.0-0.33.0 wheels (V1's estimate; V2
+# estimates its graphs from 0.29.0: ``runner_v2_profile.v2_estimates_graphs``).
+FLASHINFER_WORKSPACE_IN_ESTIMATE: tuple[Rule, ...] = (
+    Rule(name="attn_capture_flashinfer_estimate_workspace",
+         changes="CUDA-graph estimate: FlashInfer's workspace, made by the estimate's first "
+         "metadata build",
+         since="0.28.0", until=None, value=True,
+         introduced_by="not read before 0.28.0 (the 0.28.0 wheel is the earliest read)",
+         source="0.28.0-0.33.0 v1/attention/backends/flashinfer.py FlashInferMetadataBuilder "
+         "(_workspace_buffer = None at __init__; _get_workspace_buffer at the first build: "
+         "max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, max_num_batched_tokens x num_qo_heads x "
+         "head_dim x FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM = 16)); V1: "
+         "v1/worker/gpu_model_runner.py profile_cudagraph_memory (_init_minimal_kv_cache_for_"
+         "profiling, then each mode's first sample around _warmup_and_capture, whose _dummy_run "
+         "builds attention metadata only for FULL), _cleanup_profiling_kv_cache; V2 (0.29.0 on): "
+         "v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory (_init_minimal_kv_cache_for_"
+         "profiling, then capture_model's free-memory delta, every PIECEWISE and FULL size "
+         "building metadata through prepare_attn), _teardown_profiling_state"),
+)
+
+ATTN_CAPTURE_RULES: tuple[tuple[Rule, ...], ...] = (FLASHINFER_DECODE_WRAPPERS,
+                                                   FLASHINFER_WORKSPACE_IN_ESTIMATE)
 
 
 def full_graph_backend(ctx: TermContext) -> str | None:
@@ -152,3 +195,57 @@ def capture_window_buffers(ctx: TermContext, full_sizes: list[int]) -> tuple[int
     return nbytes, (f"FlashInfer's decode wrappers of {len(sizes)} FULL sizes made inside the "
                     f"window ({INT_WORKSPACE // MiB} MiB int workspace and the qo_indptr of "
                     "each, on the capture stream in the ordinary pool)")
+
+
+# v1/attention/backends/flashinfer.py (0.28.0-0.33.0): FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM
+PREFILL_WORKSPACE_BYTES_PER_ELEM = 16
+
+
+def gqa_backend(ctx: TermContext) -> str | None:
+    """The backend the rank's first GQA layer runs at the release (a row name of
+    ``attention_backends``): a hybrid model's attention layers, wherever they sit; None where the
+    model has no GQA layer or no row runs it."""
+    dep, arch = ctx.dep, ctx.gpu.arch
+    for layer in ctx.spec.layers:
+        a = layer.attention
+        if attention_kind(a.kind, a.has_indexer) != GQA:
+            continue
+        try:
+            row = chosen(GQA, arch, ctx.gpu.is_rocm, dep.kv_cache_dtype, dep.attention_backend,
+                         dep.engine_version)
+        except (KeyError, LookupError):
+            return None
+        return None if row is None else row.name
+    return None
+
+
+def flashinfer_workspace_bytes(ctx: TermContext) -> int:
+    """The metadata builder's workspace (``_get_workspace_buffer``, 0.28.0-0.33.0)::
+
+        max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (394 MiB),
+            max_num_batched_tokens × query heads of the rank × head_dim × 16)"""
+    a = next(la.attention for la in ctx.spec.layers
+             if attention_kind(la.attention.kind, la.attention.has_indexer) == GQA)
+    heads = max(1, a.num_heads // max(ctx.dep.tp, 1))
+    est = profile_tokens(ctx.dep) * heads * a.head_dim * PREFILL_WORKSPACE_BYTES_PER_ELEM
+    return max(FLASHINFER_WORKSPACE_BYTES, est)
+
+
+def estimate_window_workspace(ctx: TermContext) -> tuple[int, str]:
+    """FlashInfer's workspace inside the window vLLM's CUDA-graph estimate measures
+    (``FLASHINFER_WORKSPACE_IN_ESTIMATE``): the builders ``_init_minimal_kv_cache_for_profiling``
+    makes hold none until their first build, which runs inside the measurement (V1: the FULL
+    mode's first sample; V2: ``capture_model``'s delta), and the teardown frees it with them,
+    so the estimate the budget subtracts holds it once, and the KV cache is sized without it.
+    (0, "") where the rule does not hold, the attention layers do not run FlashInfer, or the
+    card decodes through TRT-LLM's kernels (compute capability 10.x: a module-level workspace
+    of the forward's, not read here)."""
+    if (not value_at(FLASHINFER_WORKSPACE_IN_ESTIMATE, ctx.dep.engine_version, False,
+                     ctx.dep.engine)
+            or gqa_backend(ctx) != FLASHINFER
+            or ctx.gpu.arch.startswith(_TRTLLM_DECODE_ARCHS)):
+        return 0, ""
+    nbytes = flashinfer_workspace_bytes(ctx)
+    return nbytes, (f"FlashInfer's workspace {nbytes // MiB} MiB, made by the first attention "
+                    "metadata build inside the estimate's capture and freed with the profiling "
+                    "builders")

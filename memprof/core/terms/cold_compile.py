@@ -46,6 +46,16 @@ two independent gathers of the ids are one combo kernel (vLLM turns Inductor's
 against 1607), the stack's growth (4.6 MiB an adapter for Qwen3-4B at rank 16). Not read: a
 quantised (GGUF) table, and the benchmarker's L2-sized flush buffer (measured with torch 2.11:
 reports/gpu/compile-peak/).
+
+A multimodal model's compiled graph holds no gather: where the runner supports multimodal inputs
+(a vision tower with a modality limit above 0: multimodal/registry.py
+``supports_multimodal_inputs``), the profile run passes the model ``inputs_embeds`` and
+``input_ids=None`` (V1: v1/worker/gpu_model_runner.py ``_dummy_run`` -> ``_prepare_mm_inputs``,
+read in the 0.20.0, 0.28.0, 0.30.0 and 0.33.0 wheels; Model Runner V2: v1/worker/gpu/
+model_runner.py ``dummy_inputs_embeds``, then ``input_ids = None``, read in 0.25.0, 0.28.0,
+0.30.0 and 0.33.0; both unless the model ``requires_raw_input_tokens``, which no family memprof
+bundles declares), so Dynamo traces the forward's ``inputs_embeds`` branch and the table is no
+kernel's argument: no copy (``feeds_inputs_embeds``).
 """
 
 from __future__ import annotations
@@ -69,12 +79,27 @@ def compiles_cold(ctx: TermContext) -> bool:
     return rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, dep.engine_version, dep.engine) is not None
 
 
+def feeds_inputs_embeds(ctx: TermContext) -> bool:
+    """Does vLLM's profile run pass the model ``inputs_embeds`` rather than ``input_ids`` (the
+    module docstring's last part): a model whose vision tower takes inputs, some modality's
+    limit above 0?"""
+    tower = ctx.spec.vision
+    if tower is None:
+        return False
+    # imported here: a text model's estimate never loads the multimodal modules
+    from memprof.core.models.multimodal import DEFAULT_LIMIT, mm_limits
+
+    limits = mm_limits(ctx.dep.limit_mm_per_prompt, tower.modalities)
+    return any(limits.get(m, DEFAULT_LIMIT) > 0 for m in tower.modalities)
+
+
 def cold_compile_stage(ctx: TermContext, tokens: int) -> Stage | None:
     """The live set of the compile-time autotuning of the embedding's gather on a cold compile:
     a copy of this rank's table [V/tp, H] and the gather's output [T, H], in the model dtype,
     and with LoRA on embed_tokens a copy of its LoRA-A stack; None where nothing is compiled
-    cold, off the first PP stage, or for a GGUF table."""
-    if not (compiles_cold(ctx) and is_first_stage(ctx)):
+    cold, off the first PP stage, for a GGUF table, or where the profile run feeds
+    ``inputs_embeds`` (a multimodal model: no gather in the graph)."""
+    if not (compiles_cold(ctx) and is_first_stage(ctx)) or feeds_inputs_embeds(ctx):
         return None
     if ctx.quant is not None and ctx.quant.method == "gguf":
         return None

@@ -24,6 +24,7 @@ from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
 from memprof.core.nodes import spans_nodes
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
+from memprof.core.terms.attn_capture import estimate_window_workspace
 from memprof.core.terms.bnb_linear import bnb_graph_nodes
 from memprof.core.terms.common import (
     max_seqs,
@@ -795,8 +796,11 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     Qwen3-32B at 256 sequences (the replica's attention is memprof's own, so those traces hold
     none of FA3's accumulators). FULL captures under FlashAttention 3 hold its split-KV
     accumulators at each attention (``full_graph_split_bytes``, inside
-    ``graph_pool_tensor_bytes``). Not modelled: other attention backends' workspaces that FULL
-    captures touch (``profile_seq_lens``), vLLM's estimate exceeding the pool by far in some
+    ``graph_pool_tensor_bytes``). FlashInfer's workspace, made by the first metadata build, is in
+    the FULL mode's first sample from 0.28.0 (``attn_capture.estimate_window_workspace``). Not
+    modelled: other attention backends' workspaces that FULL captures touch
+    (``profile_seq_lens``), FlashInfer's per-size decode wrappers in the second FULL sample,
+    vLLM's estimate exceeding the pool by far in some
     setups (#45178, #53013), and whether the first graph's 70 MiB recurs when vLLM captures
     again after its estimate.
     """
@@ -829,9 +833,13 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     graphs = cases * sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
     first: dict[str, int] = {}
     per_graph: dict[str, int] = {}
+    # FlashInfer's workspace, made by the first metadata build: V1 builds attention metadata only
+    # for the FULL mode, in its first sample (attn_capture.estimate_window_workspace)
+    fi_workspace = estimate_window_workspace(ctx)[0] if "FULL" in modes else 0
     for i, m in enumerate(modes):
         own = _pool_reserved(stages.get(m, ())) + workspace
-        first[m] = own + per_size[m] + (first_graph if i == 0 else 0)
+        first[m] = (own + per_size[m] + (first_graph if i == 0 else 0)
+                    + (fi_workspace if m == "FULL" else 0))
         per_graph[m] = max(per_size[m], CUDAGRAPH_MIN_PER_GRAPH)
     estimate = (max(first.values())
                 + sum(per_graph[m] * (cases * len(v) - 1) for m, v in modes.items()))

@@ -72,7 +72,10 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.specialize_active_lora",
                                    # Model Runner V2's own profile run where nothing is
                                    # compiled in it (terms/runner_v2_profile.py)
-                                   "dep.enforce_eager", "dep.compile_cache")),
+                                   "dep.enforce_eager", "dep.compile_cache",
+                                   # a multimodal profile run feeds inputs_embeds: no table
+                                   # copy on a cold compile (terms/cold_compile.py)
+                                   "dep.limit_mm_per_prompt")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
     "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",

@@ -21,6 +21,9 @@ of extrapolating from samples:
    ``_FULL_GRAPH_PROFILING_SAMPLES`` = 2, so only the two largest FULL sizes are captured, and
    each FULL capture's own free-memory delta (``torch.cuda.graph`` alone, not its warm-up) is
    kept as a sample;
+   The builders ``_init_minimal_kv_cache_for_profiling`` makes hold no FlashInfer workspace
+   until their first metadata build, inside ``capture_model``'s delta: where the attention runs
+   FlashInfer, "measured" holds it (``attn_capture.estimate_window_workspace``);
 3. ``estimate = measured − Σ samples + _extrapolate_full_graph_memory(samples, n_full)``, where
    ``_extrapolate_full_graph_memory`` = first sample + (n_full − 1) × max(second sample,
    ``_MIN_PER_GRAPH_BYTES`` = 1 MiB), n_full the FULL descriptors (sizes × LoRA cases);
@@ -35,7 +38,7 @@ freed, so a FULL sample is its graph's driver memory d (``cudagraph.graph_driver
 FULL size), plus, for the first, whatever the FULL live set adds to the pool, which the window
 already holds. With the window W of all n_full FULL graphs, measured = W − (n_full − 2)·d, and::
 
-    estimate = W + (n_full − 1) × max(0, 1 MiB − d)
+    estimate = W + (n_full − 1) × max(0, 1 MiB − d) + FlashInfer's workspace (where it runs)
 
 The 1 MiB floor lifts a model whose FULL graph costs less than 1 MiB of driver memory (a dense
 bf16 decoder of fewer than about 35 layers at R580's sm90 node costs: Qwen2.5-0.5B's 24 layers
@@ -60,6 +63,7 @@ from dataclasses import dataclass
 
 from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
+from memprof.core.terms.attn_capture import estimate_window_workspace
 from memprof.core.terms.cudagraph import cudagraph_model, graph_driver_bytes
 from memprof.core.terms.graph_window import logged_graph_of_context
 from memprof.core.terms.lora import lora_capture_cases
@@ -84,6 +88,7 @@ class V2GraphEstimate:
     estimate: int
     actual: int
     sizes: int
+    workspace: int = 0  # FlashInfer's, made inside the profiling capture (attn_capture)
 
 
 def v2_graph_estimate(ctx: TermContext) -> V2GraphEstimate | None:
@@ -99,9 +104,10 @@ def v2_graph_estimate(ctx: TermContext) -> V2GraphEstimate | None:
     n_full = (with_lora + without) * len(g.modes.get("FULL", ()))
     per_full = graph_driver_bytes(ctx, "FULL", 1) if n_full else 0
     lift = max(0, n_full - 1) * max(0, MIN_PER_GRAPH_BYTES - per_full)
+    workspace, _why = estimate_window_workspace(ctx)
     return V2GraphEstimate(window=window.total, full_graphs=n_full, per_full=per_full,
-                           estimate=window.total + lift, actual=g.actual,
-                           sizes=sum(len(v) for v in g.modes.values()))
+                           estimate=window.total + lift + workspace, actual=g.actual,
+                           sizes=sum(len(v) for v in g.modes.values()), workspace=workspace)
 
 
 def runner_v2_graph_terms(ctx: TermContext) -> list[Component]:
@@ -114,7 +120,10 @@ def runner_v2_graph_terms(ctx: TermContext) -> list[Component]:
         return []
     release = ctx.dep.engine_version
     floor = (f" + {v.full_graphs - 1} × (1 MiB floor − {fmt_bytes(v.per_full)}) for the FULL "
-             "graphs' extrapolation" if v.estimate > v.window else "")
+             "graphs' extrapolation" if v.estimate > v.window + v.workspace else "")
+    if v.workspace:
+        floor += (f" + FlashInfer's workspace {fmt_bytes(v.workspace)}, made by the capture's "
+                  "first metadata build (memprof/core/terms/attn_capture.py)")
     return [
         Component(name="CUDA-graph estimate", category="cudagraph", bytes=v.estimate,
                   count=max(1, v.sizes), where="budget", profiled=True,
