@@ -60,6 +60,21 @@ compiles each graph piece through it (compilation/compiler_interface.py
 autotuned while the graph compiles, on example arguments the wrapper generates for every kernel
 argument, graph inputs (the weights) included; and it records the first call's allocations with
 their stacks (the largest ones, as the default set does). Into ``compile-peak-d-<gpu>.json``.
+
+``--set e`` (``CASES_E``, split at attention) and ``--set f`` (``CASES_F``, one graph through
+Dynamo's AOT path, compiled whole before it runs, as vLLM compiles every piece before the first
+forward) ask where the published cold starts' second table goes (rows 1604 / 1601 of
+tests/data/published.json keep one table more in the budget's consumed memory than their warm
+starts). Set d's order but without the eager forwards before the window, so that, as in vLLM
+(nothing runs a GEMM between the load and ``profile_run``), the process's first GEMM and its
+persistent cuBLAS workspace come inside the window, after the compile's example arguments were
+freed; ``CUBLAS_WORKSPACE_CONFIG`` at torch's default below sm90 (":4096:2:16:8", 8 MiB + 128
+KiB: the RTX 4090) or on sm90-sm12x (":4096:8", 32 MiB: the RTX 50 series, RTX PRO Blackwell);
+the lm_head tied to the table or a table of its own, and after the forward the greedy
+sampler's logits GEMM on 256 rows; four layers, cold. Each window also keeps the large
+segments still reserved after its ``empty_cache()`` with their live blocks and stacks (a freed
+table copy pinned by a live block would be one). Into ``compile-peak-e-<gpu>.json`` /
+``compile-peak-f-<gpu>.json``.
 """
 
 from __future__ import annotations
@@ -83,6 +98,7 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int, bool, bool, int]] = {
     "qwen2.5-7b": (152064, 3584, 18944, 28, 4, 128, True, False, 8192),
     "qwen3-32b": (151936, 5120, 25600, 64, 8, 128, False, True, 32768),
     "qwen3-1.7b": (151936, 2048, 6144, 16, 8, 128, False, True, 40960),
+    "qwen3-4b": (151936, 2560, 9728, 32, 8, 128, False, True, 40960),
     "qwen3-8b": (151936, 4096, 12288, 32, 8, 128, False, True, 40960),
 }
 # set "c": (shape, layers, mode, cache key), each compiled cold then warm on its cache
@@ -94,6 +110,19 @@ CASES_C: list[tuple[str, int, str, str]] = [
 CASES_D: list[tuple[str, int, str, str, int, int]] = [
     ("qwen3-8b", 2, "aot", "q8", 1, 2048), ("qwen3-1.7b", 2, "aot", "q17", 1, 2048),
     ("qwen3-8b", 36, "pieces", "q8L", 1, 2048), ("qwen3-32b", 2, "pieces", "q32", 2, 3584),
+]
+# sets "e" (pieces) and "f" (one AOT graph): (shape, tied lm_head, CUBLAS_WORKSPACE_CONFIG,
+# tokens), four layers, cold only, compile-time autotuning on, no forward before the window
+WS_SM89, WS_SM90 = ":4096:2:16:8", ":4096:8"  # torch's default below sm90 / on sm90-sm12x
+CASES_E: list[tuple[str, int, str, int]] = [
+    ("qwen3-1.7b", 1, WS_SM89, 2048), ("qwen3-1.7b", 0, WS_SM89, 2048),
+    ("qwen3-8b", 0, WS_SM89, 2048), ("qwen3-4b", 1, WS_SM89, 2048), ("qwen3-4b", 1, WS_SM90, 2048),
+    ("qwen3-8b", 0, WS_SM90, 2048), ("qwen3-1.7b", 1, WS_SM90, 2048),
+]
+CASES_F: list[tuple[str, int, str, int]] = [
+    ("qwen3-1.7b", 1, WS_SM89, 2048), ("qwen3-4b", 1, WS_SM89, 2048),
+    ("qwen3-8b", 0, WS_SM89, 2048), ("qwen3-1.7b", 1, WS_SM90, 2048),
+    ("qwen3-4b", 1, WS_SM90, 2048), ("qwen3-8b", 0, WS_SM90, 2048), ("qwen3-8b", 0, WS_SM90, 8192),
 ]
 
 # (case, shape, tokens, tp, combo, phase, cache key); phase 2 reuses phase 1's cache of that key
@@ -134,6 +163,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch.nn.functional as F
 
     torch.manual_seed(0)
+    if spec.get("ws"):  # set before the first GEMM, when torch sizes the cuBLAS workspace
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = spec["ws"]
     dev = os.environ.get("MEMPROBE_DEVICE", "cuda")
     dt = torch.bfloat16
     vocab, hidden, inter, heads, kv_heads, hd, qkv_bias, qk_norm, max_pos = SHAPES[spec["shape"]]
@@ -180,6 +211,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             "down": w(hidden, inter_l),
         })
     final_n = torch.ones(hidden, device=dev, dtype=dt)
+    lm = None  # sets e / f: the lm_head, the table itself where tied, else a table of its own
+    if "tied" in spec:
+        lm = embed if spec["tied"] else w(vocab_l, hidden)
 
     def rms(x: torch.Tensor, weight: torch.Tensor,
             residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -344,8 +378,11 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         del r
         return (torch.cuda.max_memory_allocated() - base) / GIB
 
-    out["eager_peak_gib"] = peak_of(lambda: forward(pieces, ids, positions))
-    out["eager_peak2_gib"] = peak_of(lambda: forward(pieces, ids, positions))
+    if "tied" in spec:  # sets e / f: as in vLLM, the process's first GEMM is inside the window
+        out["eager_peak_gib"] = out["eager_peak2_gib"] = 0  # not run
+    else:
+        out["eager_peak_gib"] = peak_of(lambda: forward(pieces, ids, positions))
+        out["eager_peak2_gib"] = peak_of(lambda: forward(pieces, ids, positions))
     if spec.get("window"):
         def snap() -> tuple[int, int, int, int]:
             """free, total, reserved, allocated after vLLM's gc.collect() + empty_cache()"""
@@ -361,11 +398,22 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             b = snap()
             torch.cuda.reset_peak_memory_stats()
             t0 = time.time()
-            r = forward(cpieces, ids, positions)
+            if lm is None:
+                r = forward(cpieces, ids, positions)
+            else:  # and the greedy sampler's logits GEMM on 256 rows
+                r = F.linear(forward(cpieces, ids, positions)[:256], lm)
             torch.cuda.synchronize()
             del r
             pk = torch.cuda.max_memory_allocated()
             a = snap()
+            if lm is not None:  # the large segments kept after the window, their live blocks
+                out[k + "_segs"] = [
+                    (sg["total_size"] / 2**20,
+                     [(x["size"] / 2**20, [f["filename"].split("/")[-1] + ":" + f["name"]
+                                           for f in x.get("frames", [])][:10])
+                      for x in sg["blocks"] if x["state"] == "active_allocated"])
+                    for sg in torch.cuda.memory._snapshot()["segments"]
+                    if sg["total_size"] >= 40 << 20 and sg.get("segment_type") == "large"]
             out[k + "_call_window"] = {
                 "s": round(time.time() - t0, 1),
                 "torch_peak_increase_gib": (pk - b[3]) / GIB,
@@ -455,6 +503,13 @@ def _jobs(case_set: str) -> list[list[tuple[str, dict[str, Any], str]]]:
             "case": s, "shape": s, "tokens": tok, "tp": tp, "combo": True, "phase": ph,
             "layers": n, "mode": m, "window": True, "atc": True}, key)]
                 for s, n, m, key, tp, tok in CASES_D for ph in ("cold", "warm")]
+    if case_set in ("e", "f"):
+        mode, cases = ("pieces", CASES_E) if case_set == "e" else ("aot", CASES_F)
+        return [[(f"{s}-tied{t}-ws{'8' if ws == WS_SM89 else '32'}"
+                  + ("" if case_set == "e" else f"-t{n}-aot"),
+                  {"case": s, "shape": s, "tokens": n, "tp": 1, "combo": True, "phase": "cold",
+                   "layers": 4, "mode": mode, "window": True, "atc": True, "tied": t, "ws": ws},
+                  f"k{i}")] for i, (s, t, ws, n) in enumerate(cases)]
     if case_set == "b":
         return [[(name, {"case": name, "shape": shape, "tokens": tokens, "tp": 1, "combo": True,
                          "phase": "cold", "layers": layers, "mode": mode}, name)
@@ -521,9 +576,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--child")
     ap.add_argument("--timeout", type=int, default=270)
-    ap.add_argument("--set", default="a", choices=("a", "b", "c", "d"), dest="case_set",
+    ap.add_argument("--set", default="a", choices=("a", "b", "c", "d", "e", "f"),
+                    dest="case_set",
                     help="a: CASES; b: CASES_B; c: CASES_C (the budget window); d: CASES_D "
-                         "(the window, compile-time autotuning on)")
+                         "(the window, compile-time autotuning on); e / f: CASES_E / CASES_F "
+                         "(the first GEMM in the window, the logits GEMM, workspace sizes)")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(_child(json.loads(a.child))))
