@@ -74,7 +74,6 @@ from memprof.base.units import MiB
 from memprof.core.attention_backends import chosen
 from memprof.core.components import TermContext
 from memprof.core.kv_dtypes import GQA, attention_kind
-from memprof.core.scratch.flashinfer import FLASHINFER_WORKSPACE_BYTES
 from memprof.core.terms.activation import cublas_workspace_bytes
 from memprof.core.terms.common import max_seqs, profile_tokens
 from memprof.core.versions import Rule, value_at
@@ -226,6 +225,9 @@ def flashinfer_workspace_bytes(ctx: TermContext) -> int:
             max_num_batched_tokens × query heads of the rank × head_dim × 16)"""
     a = next(la.attention for la in ctx.spec.layers
              if attention_kind(la.attention.kind, la.attention.has_indexer) == GQA)
+    # imported here: a rank that runs no FlashInfer never loads the scratch catalog
+    from memprof.core.scratch.flashinfer import FLASHINFER_WORKSPACE_BYTES
+
     heads = max(1, a.num_heads // max(ctx.dep.tp, 1))
     est = profile_tokens(ctx.dep) * heads * a.head_dim * PREFILL_WORKSPACE_BYTES_PER_ELEM
     return max(FLASHINFER_WORKSPACE_BYTES, est)
