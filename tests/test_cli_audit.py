@@ -446,6 +446,16 @@ def test_a_leading_capital_v_names_the_release() -> None:
     assert a[0] == 0 and a[1] == b[1]
 
 
+@pytest.mark.parametrize(("given", "release"), [
+    ("v0.6.1.post1", "0.6.1.post1"),  # the image tag's form of a modelled post release
+    ("V0.8.5.post1", "0.8.5.post1"),
+])
+def test_a_leading_v_names_a_modelled_post_release(given: str, release: str) -> None:
+    code, out, _ = _json(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version", given,
+                       "-f", "json"])
+    assert code == 0 and out["deployment"]["engine_version"] == release
+
+
 def test_sweep_gpu_axis_refuses_auto() -> None:
     code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--set", "gpu=auto,H100"])
     assert code == 2 and out == ""
