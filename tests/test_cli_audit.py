@@ -456,6 +456,18 @@ def test_a_leading_v_names_a_modelled_post_release(given: str, release: str) -> 
     assert code == 0 and out["deployment"]["engine_version"] == release
 
 
+def test_the_v0_suffix_names_the_v0_engine_not_a_build() -> None:
+    # docs/commands/versions.md: "--engine-version 0.8.5+v0 names it too"; "+v0" is memprof's
+    # name of the V0 engine at that release, not a local build's tag (+cu124)
+    code, out, err = invoke(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version",
+                             "0.8.5+v0", "-f", "json"])
+    assert code == 0 and "local or vendor build" not in err
+    assert json.loads(out)["deployment"]["engine_version"] == "0.8.5+v0"
+    code, out, _ = _json(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version", "0.8.5",
+                       "--vllm-use-v1", "0", "-f", "json"])
+    assert code == 0 and out["deployment"]["engine_version"] == "0.8.5+v0"
+
+
 def test_sweep_gpu_axis_refuses_auto() -> None:
     code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--set", "gpu=auto,H100"])
     assert code == 2 and out == ""
