@@ -85,7 +85,7 @@ from memprof.core.terms.cudagraph import (
 )
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
-from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT
+from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT, LOAD_MAX_SPLIT_ROCM
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
@@ -169,7 +169,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *VLLM_COMPILE_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,
-    MROPE_CACHE_POSITIONS,
+    LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS,
 )
 
 
