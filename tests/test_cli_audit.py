@@ -408,6 +408,8 @@ def test_validate_refuses_an_unknown_gpu_before_any_work(monkeypatch: pytest.Mon
     code, out, err = invoke(["validate", "--device", "cpu", "--kernel", "mla", "--gpu", "H10"])
     assert code == 2 and out == ""
     one_error(err, "unknown GPU 'H10'")
+    # the hint names what validate takes: it has no --gpu-memory / --gpu-arch
+    assert "--gpu-memory" not in err and "memprof gpus" in err
 
 
 def test_validate_reads_sizes_and_token_counts_as_estimate_does(
