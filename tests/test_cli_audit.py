@@ -211,20 +211,26 @@ def test_gpu_auto_with_an_arch_is_bad_input_before_the_host_is_asked(
 
 # --- --quantization on an unquantised config: what vLLM does, or what memprof assumed -------
 
-@pytest.mark.parametrize(("flag", "in_flight"), [
-    ("fp8", True), ("bitsandbytes", True),
-    ("awq", False), ("awq_marlin", False), ("gptq", False), ("gptq_marlin", False),
-    ("modelopt_fp4", False), ("mxfp4", False),
+@pytest.mark.parametrize(("flag", "in_flight", "release"), [
+    ("fp8", True, None), ("bitsandbytes", True, None),
+    ("awq", False, None), ("awq_marlin", False, None), ("gptq", False, None),
+    ("gptq_marlin", False, None), ("modelopt_fp4", False, None),
+    # vLLM's online MXFP4 from 0.28.0 (config/quantization.py _ONLINE_SHORTHANDS: 0.28.0 -
+    # 0.33.0 name mxfp4, 0.27.0 does not; estimate.MXFP4_ONLINE)
+    ("mxfp4", True, None), ("mxfp4", True, "0.28.0"), ("mxfp4", False, "0.27.1"),
 ])
 def test_quantization_flag_says_whether_vllm_quantises_or_memprof_assumed(
-        flag: str, in_flight: bool) -> None:
+        flag: str, in_flight: bool, release: str | None) -> None:
+    version = ["--engine-version", release] if release else []
     code, out, err = _json(["estimate", "-m", "qwen3-8b", "--gpu", "B200", "-q", flag,
-                            "-f", "json"])
+                            *version, "-f", "json"])
     assert code in (0, 1), err
     notes = [n for n in out["summary"]["notes"] if n.startswith(f"--quantization {flag}")]
     assert len(notes) == 1
     assert ("while loading it" in notes[0]) is in_flight
-    assert ("(assumed)" in notes[0]) is not in_flight
+    assert ("(assumed" in notes[0]) is not in_flight
+    if flag == "mxfp4" and in_flight:  # memprof sizes the experts only: said, not hidden
+        assert "not modelled: the online linear layers" in notes[0]
 
 
 # --- an architecture memprof does not know is refused even where its model_type is known ----
@@ -402,6 +408,8 @@ def test_validate_refuses_an_unknown_gpu_before_any_work(monkeypatch: pytest.Mon
     code, out, err = invoke(["validate", "--device", "cpu", "--kernel", "mla", "--gpu", "H10"])
     assert code == 2 and out == ""
     one_error(err, "unknown GPU 'H10'")
+    # the hint names what validate takes: it has no --gpu-memory / --gpu-arch
+    assert "--gpu-memory" not in err and "memprof gpus" in err
 
 
 def test_validate_reads_sizes_and_token_counts_as_estimate_does(
@@ -444,6 +452,28 @@ def test_a_leading_capital_v_names_the_release() -> None:
     a = _json(["estimate", "-m", "qwen3-8b", "--engine-version", "V0.8.5", "-f", "json"])
     b = _json(["estimate", "-m", "qwen3-8b", "--engine-version", "0.8.5", "-f", "json"])
     assert a[0] == 0 and a[1] == b[1]
+
+
+@pytest.mark.parametrize(("given", "release"), [
+    ("v0.6.1.post1", "0.6.1.post1"),  # the image tag's form of a modelled post release
+    ("V0.8.5.post1", "0.8.5.post1"),
+])
+def test_a_leading_v_names_a_modelled_post_release(given: str, release: str) -> None:
+    code, out, _ = _json(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version", given,
+                       "-f", "json"])
+    assert code == 0 and out["deployment"]["engine_version"] == release
+
+
+def test_the_v0_suffix_names_the_v0_engine_not_a_build() -> None:
+    # docs/commands/versions.md: "--engine-version 0.8.5+v0 names it too"; "+v0" is memprof's
+    # name of the V0 engine at that release, not a local build's tag (+cu124)
+    code, out, err = invoke(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version",
+                             "0.8.5+v0", "-f", "json"])
+    assert code == 0 and "local or vendor build" not in err
+    assert json.loads(out)["deployment"]["engine_version"] == "0.8.5+v0"
+    code, out, _ = _json(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version", "0.8.5",
+                       "--vllm-use-v1", "0", "-f", "json"])
+    assert code == 0 and out["deployment"]["engine_version"] == "0.8.5+v0"
 
 
 def test_sweep_gpu_axis_refuses_auto() -> None:

@@ -274,8 +274,11 @@ def test_load_rounding_under_vllm_max_split_qwen2_5_1_5b_by_hand() -> None:
     tensors = 151936 * 1536 * 2 + 28 * layer + 1536 * 2 + 32768 * 128 * 2
     assert tensors == 3_095_817_216
     assert abs((tensors + before + 28 * per_layer) / 2**30 - 2.98) < 0.005
-    # ROCm: the scope is a no-op there (current_platform.is_cuda() is False)
+    # ROCm: the scope is a no-op there through 0.30.0 (current_platform.is_cuda() is False);
+    # 0.31.0's checks is_cuda_alike() (v1/worker/gpu_worker.py _scoped_allocator_max_split),
+    # so the same unsplit segments from there (LOAD_MAX_SPLIT_ROCM)
     assert rounding("0.30.0", "MI300X") == before
+    assert rounding("0.31.0", "MI300X") == rounding("0.33.0", "MI300X") == before + 28 * per_layer
 
 
 def test_mrope_cache_is_four_times_max_position_from_0_7_2() -> None:

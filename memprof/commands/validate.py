@@ -116,7 +116,11 @@ def run(args: Namespace) -> int:
     if args.gpu is not None:  # an unknown card is bad input, not a failed memory check
         from memprof.core.gpus import resolve_gpu
 
-        resolve_gpu(args.gpu, None, None)
+        try:
+            resolve_gpu(args.gpu, None, None)
+        except BadInput as exc:  # its hint names estimate's --gpu-memory, no flag of validate
+            raise BadInput(exc.message, hint="validate takes a card of the catalog by name "
+                           "(memprof gpus lists them), or leave out --gpu") from None
     req = Request(model=args.model, tp=args.tensor_parallel_size, batch=args.max_num_seqs,
                   backend=args.attention_backend, gpu=args.gpu, context=args.context,
                   layers=args.layers, steps=args.steps, device=device, seed=args.seed,

@@ -59,6 +59,7 @@ from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
+from memprof.core.versions import Rule, rule_in_force
 from memprof.core.weights import (
     WeightGroup,
     WeightTensor,
@@ -593,12 +594,41 @@ class RankSet(Sequence[int]):
 # quantization_config) and have no in-flight path
 QUANTISED_IN_FLIGHT = ("fp8_per_tensor", "fp8_per_channel", "bnb4")
 
+# --quantization mxfp4 on a checkpoint without a quantization config: vLLM's online MXFP4
+# quantises it while loading, from the release whose online shorthands name mxfp4
+MXFP4_ONLINE: tuple[Rule, ...] = (
+    Rule(name="mxfp4_online", changes="note: --quantization mxfp4 on an unquantised checkpoint",
+         since="0.28.0", until=None, value=True,
+         introduced_by="0.28.0: mxfp4 among config/quantization.py _ONLINE_SHORTHANDS (not in "
+         "0.27.0's)",
+         source="0.28.0 / 0.29.0 / 0.30.0 / 0.33.0 config/quantization.py _ONLINE_SHORTHANDS"
+         "['mxfp4'], resolve_quantization_config; model_loader/weight_utils.py "
+         "get_quant_config: OnlineQuantizationConfig where the checkpoint has no "
+         "quantization config", applies_to="mxfp4"),
+)
+
 
 def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> tuple[str, ...]:
     notes: list[str] = []
+    online_mxfp4 = (quant is not None and quant.method == "mxfp4" and dep.engine == "vllm"
+                    and rule_in_force(MXFP4_ONLINE, dep.engine_version) is not None)
     if quant is not None and quant.source == "flag" and quant.method in QUANTISED_IN_FLIGHT:
         notes.append(f"--quantization {dep.quantization}: sized as vLLM quantises an unquantised "
                      f"checkpoint while loading it ({quant.method})")
+    elif quant is not None and quant.source == "flag" and online_mxfp4:
+        notes.append(f"--quantization {dep.quantization} on a config that declares no "
+                     f"quantization: vLLM {dep.engine_version} quantises the checkpoint to MXFP4 "
+                     "while loading it (online: config/quantization.py _ONLINE_SHORTHANDS, "
+                     "its linear layers and MoE experts); memprof sizes the MoE experts as "
+                     f"MXFP4 (4-bit in groups of {quant.group_size}) and every other layer in "
+                     "the model dtype, as an MXFP4 checkpoint's Mxfp4Config quantises them "
+                     "[not modelled: the online linear layers; their weights are overestimated]")
+    elif quant is not None and quant.source == "flag" and quant.method == "mxfp4":
+        notes.append(f"--quantization {dep.quantization} on a config that declares no "
+                     f"quantization: sized as this model's checkpoint quantised with mxfp4, its "
+                     f"MoE experts 4-bit in groups of {quant.group_size} (assumed; Mxfp4Config "
+                     "quantises no other layer); what this release does with an unquantised "
+                     "checkpoint under mxfp4 is not read (vLLM quantises it online from 0.28.0)")
     elif quant is not None and quant.source == "flag":
         notes.append(f"--quantization {dep.quantization} on a config that declares no "
                      f"quantization: sized as this model's checkpoint quantised with "

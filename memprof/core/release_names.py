@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from memprof.core.releases import DISPLAY_NAMES, RELEASES, SNAPSHOT_ENGINES, VLLM_RELEASES
-from memprof.core.versions import version_key
+from memprof.core.versions import V0_SUFFIX, version_key
 
 # PEP 440 as vLLM's builds spell it: release, pre-release, post, dev, local
 _PEP440 = re.compile(
@@ -117,7 +117,11 @@ def map_build(text: str, engine: str = "vllm") -> MappedRelease | None:
     """A development, pre-release or local/vendor *build* given as ``--engine-version``
     (``0.7.4.dev12``, ``0.11.2rc1+rhai0``, ``0.8.5.post1+cu124``) → the release it is modelled
     at, as ``map_release`` maps a log's; ``None`` for anything else (a modelled release, a plain
-    release memprof does not model: those ``versions.resolve_version`` takes or refuses)."""
+    release memprof does not model: those ``versions.resolve_version`` takes or refuses). A
+    release with memprof's ``+v0`` (``0.8.5+v0``: that release under its V0 engine) is no
+    build either: ``versions.resolve_version`` reads it."""
+    if text.strip().endswith(V0_SUFFIX):
+        return None
     m = _PEP440.match(text.strip())
     if m is None or engine in SNAPSHOT_ENGINES or not (
             m.group("dev") is not None or m.group("pre") or m.group("local")):

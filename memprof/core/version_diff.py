@@ -46,7 +46,7 @@ from memprof.core.engines.unified_memory import SGLANG_UMA_FREE_MEMORY, UMA_FREE
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.engines.vllm_compile import RULES as VLLM_COMPILE_RULES
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
-from memprof.core.estimate import Estimate, estimate
+from memprof.core.estimate import MXFP4_ONLINE, Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1, MAMBA_CACHE_RULES
 from memprof.core.kvcache import (
@@ -85,7 +85,7 @@ from memprof.core.terms.cudagraph import (
 )
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
-from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT
+from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT, LOAD_MAX_SPLIT_ROCM
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
@@ -169,7 +169,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *VLLM_COMPILE_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,
-    MROPE_CACHE_POSITIONS,
+    LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE,
 )
 
 
@@ -188,8 +188,9 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     family's name, and the layout keys: ``pp`` (PP > 1), ``deepseek`` (PP > 1 on a family whose
     vLLM class built lm_head on every stage, ``Family.lm_head_every_pp_stage``), ``sliding``
     (a sliding-window layer, or a kind every layer of which keeps a sliding-window cache),
-    ``chunked`` (a chunked-local layer), ``mxfp4``, ``marlin`` (AWQ, GPTQ or fp8: a format
-    some GPUs run on Marlin), ``fp8_block`` (a block-fp8 checkpoint), ``nccl``, ``state`` (a
+    ``chunked`` (a chunked-local layer), ``mxfp4`` (an MXFP4 checkpoint or ``--quantization
+    mxfp4``), ``marlin`` (AWQ, GPTQ or fp8: a format some GPUs run on Marlin), ``fp8_block``
+    (a block-fp8 checkpoint), ``nccl``, ``state`` (a
     layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
     ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
@@ -208,8 +209,9 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("sliding")
     if any(x.attention.chunk_size for x in spec.layers):
         out.add("chunked")
-    if spec.quant is not None and spec.quant.method == "mxfp4":
-        out.add("mxfp4")
+    if (spec.quant is not None and spec.quant.method == "mxfp4") or (
+            str(dep.quantization or "").lower() == "mxfp4"):
+        out.add("mxfp4")  # an MXFP4 checkpoint, or --quantization mxfp4 (MXFP4_ONLINE)
     if spec.quant is not None and spec.quant.method in ("awq", "gptq", "fp8", "fp8_per_tensor",
                                                         "fp8_per_channel"):
         out.add("marlin")  # a checkpoint some GPUs repack for Marlin (the GPU decides)

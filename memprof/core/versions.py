@@ -98,6 +98,8 @@ def resolve_version(text: str | None, engine: str = "vllm", *,
     cleaned = str(text).strip()
     if cleaned in rel:
         return cleaned
+    if cleaned[:1] in ("v", "V") and cleaned[1:] in rel:  # an image tag's v0.8.5.post1
+        return cleaned[1:]
     if engine not in SNAPSHOT_ENGINES and cleaned.endswith(V0_SUFFIX):
         # a resolved V0 deployment (engine_defaults.resolve): the release under V0
         base = resolve_version(cleaned[:-len(V0_SUFFIX)], engine, flag=flag)

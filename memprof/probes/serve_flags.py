@@ -104,7 +104,9 @@ _VLLM_NOT_MODELLED = [
     ServeFlag(("--kv-transfer-config",), "value", "not_modelled",
               "the KV connector's buffers (LMCache, NIXL)"),
     ServeFlag(("--compilation-config", "-O"), "value", "not_modelled",
-              "custom CUDA-graph sizes and modes (memprof uses vLLM's defaults)"),
+              "custom CUDA-graph sizes and modes, and the compilation mode (a mode that "
+              "compiles nothing, -O0, has no cold compile's autotuning arguments: "
+              "memprof/core/terms/cold_compile.py); memprof uses vLLM's defaults"),
     ServeFlag(("--cuda-graph-sizes",), "many", "not_modelled",
               "custom CUDA-graph sizes (memprof uses vLLM's defaults)"),
     ServeFlag(("--max-seq-len-to-capture",), "value", "not_modelled", "CUDA-graph capture"),

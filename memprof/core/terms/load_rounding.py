@@ -27,9 +27,10 @@ From vLLM 0.21.0 the worker loads the model under ``max_split_size_mb:20`` on CU
 0.28.0 / 0.30.0 ``v1/worker/gpu_worker.py::Worker.load_model``: ``_scoped_allocator_max_split
 (max_split_size_mb=20)`` around ``model_runner.load_model``, whose ``DeviceMemoryProfiler`` is the
 "model loading took" figure; a no-op unless ``current_platform.is_cuda()``; vLLM PR #41268;
-absent from 0.20.0 – 0.20.2: ``LOAD_MAX_SPLIT``). A tensor of 20 MiB or more is then never split
-off a block, so it holds its whole 2 MiB-rounded segment, remainders of more than 1 MiB
-included::
+absent from 0.20.0 – 0.20.2: ``LOAD_MAX_SPLIT``), and from 0.31.0 on ROCm too (the scope then
+runs where ``current_platform.is_cuda_alike()``: ``LOAD_MAX_SPLIT_ROCM``). A tensor of 20 MiB
+or more is then never split off a block, so it holds its whole 2 MiB-rounded segment, remainders
+of more than 1 MiB included::
 
     Qwen2.5-1.5B: gate_up 52.5 MiB → 54;  down 26.25 MiB → 28   (3.25 MiB a layer × 28 = 91 MiB)
 
@@ -75,7 +76,8 @@ SIMULATE_MAX_LAYERS = 2000  # beyond this, no replay (it would take seconds): no
 
 Op = tuple[int, int]  # (0, nbytes): malloc; (1, k): free the k-th malloc of the sequence
 
-# The allocator's ``max_split_size_mb`` while vLLM's worker loads the model (CUDA only).
+# The allocator's ``max_split_size_mb`` while vLLM's worker loads the model (on CUDA; on ROCm
+# from 0.31.0, ``LOAD_MAX_SPLIT_ROCM``).
 LOAD_MAX_SPLIT: tuple[Rule, ...] = (
     Rule(name="load_max_split_size", changes="model-load allocator rounding (max_split_size_mb)",
          since="0.21.0", until=None, value=20,
@@ -86,12 +88,28 @@ LOAD_MAX_SPLIT: tuple[Rule, ...] = (
          "a no-op unless current_platform.is_cuda()"),
 )
 
+# The same scope on ROCm: 0.21.0 - 0.30.0 skip it there (``is_cuda()``), 0.31.0 runs it on any
+# CUDA-alike platform whose allocator backend is torch's native one.
+LOAD_MAX_SPLIT_ROCM: tuple[Rule, ...] = (
+    Rule(name="load_max_split_size_rocm",
+         changes="model-load allocator rounding (max_split_size_mb, ROCm)",
+         since="0.31.0", until=None, value=20,
+         introduced_by="0.31.0: _scoped_allocator_max_split checks is_cuda_alike() (0.30.0: "
+         "'if not current_platform.is_cuda(): yield')",
+         source="0.31.0 / 0.32.0 / 0.33.0 v1/worker/gpu_worker.py "
+         "Worker._scoped_allocator_max_split: a no-op unless current_platform.is_cuda_alike() "
+         "and torch.cuda.memory.get_allocator_backend() == 'native'; Worker.load_model "
+         "runs model_runner.load_model under max_split_size_mb=20"),
+)
+
 
 def load_alloc_conf(dep: Deployment, gpu: GPU) -> str:
-    """The ``PYTORCH_CUDA_ALLOC_CONF`` the model load runs under (``LOAD_MAX_SPLIT``): vLLM's
-    ``max_split_size_mb:20`` from 0.21.0 on a CUDA GPU, else PyTorch's default ("")."""
-    mb = value_at(LOAD_MAX_SPLIT, dep.engine_version, None, dep.engine)
-    return "" if mb is None or gpu.is_rocm else f"max_split_size_mb:{mb}"
+    """The ``PYTORCH_CUDA_ALLOC_CONF`` the model load runs under: vLLM's ``max_split_size_mb:20``
+    from 0.21.0 on a CUDA GPU (``LOAD_MAX_SPLIT``) and from 0.31.0 on a ROCm one
+    (``LOAD_MAX_SPLIT_ROCM``), else PyTorch's default ("")."""
+    rows = LOAD_MAX_SPLIT_ROCM if gpu.is_rocm else LOAD_MAX_SPLIT
+    mb = value_at(rows, dep.engine_version, None, dep.engine)
+    return "" if mb is None else f"max_split_size_mb:{mb}"
 
 
 def load_max_split_size(dep: Deployment, gpu: GPU) -> int:
