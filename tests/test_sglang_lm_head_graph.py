@@ -87,3 +87,15 @@ def test_the_logits_segment_adds_to_a_first_capture_and_not_after_the_prefill_po
     _, formula = _decode("qwen3-32b", "0.5.19", "H100", mem_fraction_static=0.9,
                          max_model_len=8192)
     assert "lm_head" not in formula
+
+
+def test_only_the_last_pipeline_stage_captures_the_lm_head() -> None:
+    # SGLang 0.5.10 models/qwen3.py ``forward``: the logits processor runs where
+    # ``pp_group.is_last_rank``; the other stages return their hidden states
+    dep = Deployment(engine="sglang", engine_version="0.5.10", pp=2, mem_fraction_static=0.85)
+    e = estimate("qwen3-8b", dep, gpu_name="B200")
+    by_stage = {r.coord.pp_stage: next(c for c in r.components if c.name == "CUDA-graph estimate")
+                for r in e.ranks}
+    assert set(by_stage) == {0, 1}
+    assert "lm_head output" not in by_stage[0].formula
+    assert "the lm_head output [512, 151,936] in it" in by_stage[1].formula

@@ -610,8 +610,8 @@ MXFP4_ONLINE: tuple[Rule, ...] = (
 
 def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> tuple[str, ...]:
     notes: list[str] = []
-    online_mxfp4 = (quant is not None and quant.method == "mxfp4" and dep.engine == "vllm"
-                    and rule_in_force(MXFP4_ONLINE, dep.engine_version) is not None)
+    online_mxfp4 = (quant is not None and quant.method == "mxfp4"
+                    and rule_in_force(MXFP4_ONLINE, dep.engine_version, dep.engine) is not None)
     if quant is not None and quant.source == "flag" and quant.method in QUANTISED_IN_FLIGHT:
         notes.append(f"--quantization {dep.quantization}: sized as vLLM quantises an unquantised "
                      f"checkpoint while loading it ({quant.method})")

@@ -27,6 +27,7 @@ from memprof.core.terms.activation import activation_stages, cublas_workspace_by
 from memprof.core.terms.attn_capture import estimate_window_workspace
 from memprof.core.terms.bnb_linear import bnb_graph_nodes
 from memprof.core.terms.common import (
+    is_last_stage,
     max_seqs,
     model_bytes,
     profile_tokens,
@@ -890,8 +891,12 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
         # block), so an earlier capture's freed blocks on another stream hold none of these
         what = (f"the largest size's decode live set, {what}" if after is None else
                 f"{what}; the largest size's decode live set")
+        # the logits processor runs on the last pipeline stage only (SGLang 0.5.10
+        # models/qwen3.py, qwen2.py, llama.py ``forward``: ``if self.pp_group.is_last_rank``
+        # calls ``logits_processor``, the other stages return their PPProxyTensors)
         logits, words = engine_of(ctx.dep).graph_lm_head_stages(
-            ctx.dep, ctx.spec.vocab_size, ctx.spec.hidden_size, max(sizes), model_bytes(ctx))
+            ctx.dep, ctx.spec.vocab_size, ctx.spec.hidden_size, max(sizes),
+            model_bytes(ctx)) if is_last_stage(ctx) else ((), "")
         what += f", {words} in it" if words else ""
         stages = _mode_stages(ctx, "FULL", max(sizes)) + logits
         largest = sizes.index(max(sizes))
