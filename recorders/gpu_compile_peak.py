@@ -75,6 +75,14 @@ sampler's logits GEMM on 256 rows; four layers, cold. Each window also keeps the
 segments still reserved after its ``empty_cache()`` with their live blocks and stacks (a freed
 table copy pinned by a live block would be one). Into ``compile-peak-e-<gpu>.json`` /
 ``compile-peak-f-<gpu>.json``.
+
+``--set g`` (``CASES_G``) is set e with the published cards' parameters on whatever card runs
+it: the L2 size Inductor's benchmarker sizes its flush buffer by (torch/_inductor/runtime/
+benchmarking.py ``InductorBenchmarker.L2_cache_size``, replaced in the child by the card's: 72
+MiB on the RTX 4090, 32 MiB on the RTX 5060 Ti, 48 MiB on the RTX 5070 Ti) with that card's
+default cuBLAS workspace, for the shapes of the rows that keep a second table (1604, 1601, 1701
+/ 1707) and of those that do not (1603; the LoRA rows' Qwen3-4B). Into
+``compile-peak-g-<gpu>.json``.
 """
 
 from __future__ import annotations
@@ -118,6 +126,13 @@ CASES_E: list[tuple[str, int, str, int]] = [
     ("qwen3-1.7b", 1, WS_SM89, 2048), ("qwen3-1.7b", 0, WS_SM89, 2048),
     ("qwen3-8b", 0, WS_SM89, 2048), ("qwen3-4b", 1, WS_SM89, 2048), ("qwen3-4b", 1, WS_SM90, 2048),
     ("qwen3-8b", 0, WS_SM90, 2048), ("qwen3-1.7b", 1, WS_SM90, 2048),
+]
+# set "g": (shape, tied lm_head, CUBLAS_WORKSPACE_CONFIG, the card's L2 in MiB) at 2,048 tokens,
+# set e's window otherwise (RTX 4090: 72 MiB L2, sm89; RTX 5060 Ti: 32 MiB, RTX 5070 Ti: 48 MiB,
+# sm120)
+CASES_G: list[tuple[str, int, str, int]] = [
+    ("qwen3-1.7b", 1, WS_SM89, 72), ("qwen3-8b", 0, WS_SM89, 72), ("qwen3-4b", 1, WS_SM90, 32),
+    ("qwen3-8b", 0, WS_SM90, 48), ("qwen3-4b", 1, WS_SM89, 72),
 ]
 CASES_F: list[tuple[str, int, str, int]] = [
     ("qwen3-1.7b", 1, WS_SM89, 2048), ("qwen3-4b", 1, WS_SM89, 2048),
@@ -165,6 +180,12 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(0)
     if spec.get("ws"):  # set before the first GEMM, when torch sizes the cuBLAS workspace
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = spec["ws"]
+    if spec.get("l2"):  # set g: another card's L2 size for the benchmarker's flush buffer
+        from torch._inductor.runtime import benchmarking
+
+        l2 = int(spec["l2"])
+        benchmarking.InductorBenchmarker.L2_cache_size = property(  # type: ignore[assignment]
+            lambda _self: l2)
     dev = os.environ.get("MEMPROBE_DEVICE", "cuda")
     dt = torch.bfloat16
     vocab, hidden, inter, heads, kv_heads, hd, qkv_bias, qk_norm, max_pos = SHAPES[spec["shape"]]
@@ -510,6 +531,12 @@ def _jobs(case_set: str) -> list[list[tuple[str, dict[str, Any], str]]]:
                   {"case": s, "shape": s, "tokens": n, "tp": 1, "combo": True, "phase": "cold",
                    "layers": 4, "mode": mode, "window": True, "atc": True, "tied": t, "ws": ws},
                   f"k{i}")] for i, (s, t, ws, n) in enumerate(cases)]
+    if case_set == "g":
+        return [[(f"{s}-tied{t}-ws{'8' if ws == WS_SM89 else '32'}-l2_{l2}MiB",
+                  {"case": s, "shape": s, "tokens": 2048, "tp": 1, "combo": True, "phase": "cold",
+                   "layers": 4, "mode": "pieces", "window": True, "atc": True, "tied": t,
+                   "ws": ws, "l2": l2 << 20}, f"k{i}")]
+                for i, (s, t, ws, l2) in enumerate(CASES_G)]
     if case_set == "b":
         return [[(name, {"case": name, "shape": shape, "tokens": tokens, "tp": 1, "combo": True,
                          "phase": "cold", "layers": layers, "mode": mode}, name)
@@ -576,11 +603,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--child")
     ap.add_argument("--timeout", type=int, default=270)
-    ap.add_argument("--set", default="a", choices=("a", "b", "c", "d", "e", "f"),
+    ap.add_argument("--set", default="a", choices=("a", "b", "c", "d", "e", "f", "g"),
                     dest="case_set",
                     help="a: CASES; b: CASES_B; c: CASES_C (the budget window); d: CASES_D "
                          "(the window, compile-time autotuning on); e / f: CASES_E / CASES_F "
-                         "(the first GEMM in the window, the logits GEMM, workspace sizes)")
+                         "(the first GEMM in the window, the logits GEMM, workspace sizes); "
+                         "g: CASES_G (set e with the RTX cards' L2 sizes)")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(_child(json.loads(a.child))))

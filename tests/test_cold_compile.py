@@ -92,3 +92,41 @@ def test_a_multimodal_profile_run_feeds_inputs_embeds_and_copies_no_table() -> N
     text = _est("0.28.0", "qwen3.5-0.8b", gpu="A100-PCIe-80GB", gpu_memory_utilization=0.85,
                 max_num_seqs=32, limit_mm_per_prompt='{"image": 0, "video": 0}')
     assert "cold compile" in _formula(text) and _peak(text) >= table > _peak(mm)
+
+
+# The freed copy kept a second time (COLD_COPY_PINNABLE): stated in the estimate where the
+# budget line can hold it, never charged.
+@pytest.mark.parametrize(("version", "kw", "noted"), [
+    ("0.26.0", {}, False),  # the budget line reads no reserved memory
+    ("0.27.1", {}, True), ("0.28.0", {}, True), ("0.30.0", {}, True),
+    ("0.31.0", {}, False),  # the profile run's split limit rules it out
+    ("0.33.0", {}, False),
+    ("0.28.0", {"compile_cache": "warm"}, False), ("0.28.0", {"enforce_eager": True}, False)])
+def test_a_pinned_copy_is_stated_not_charged(version: str, kw: dict[str, object],
+                                             noted: bool) -> None:
+    e = _est(version, "qwen3-8b", "RTX-5070-Ti", **kw)
+    formula = _formula(e)
+    assert ("not charged: the freed table copy (1.16 GiB)" in formula) is noted
+    if noted:  # the same estimate at the same settings, the copy's peak charged once
+        assert _peak(e) == _peak(_est("0.31.0", "qwen3-8b", "RTX-5070-Ti", **kw))
+
+
+@pytest.mark.parametrize("workspace", [(4096 * 2 + 16 * 8) * 1024, 4096 * 8 * 1024])
+def test_only_without_a_split_limit_can_a_later_allocation_pin_the_freed_copy(
+        workspace: int) -> None:
+    """The mechanism 0.31.0's profile run guards against, on memprof.alloc's replica of PyTorch's
+    allocator: the freed copy is the only free block, and a persistent allocation of either
+    cuBLAS workspace size comes after it. At PyTorch's default it is carved out of the copy and
+    keeps the copy's whole segment past ``empty_cache()``; under vLLM's ``max_split_size_mb:20``
+    it gets a segment of its own and the copy's goes back."""
+    from memprof.alloc import CachingAllocator
+
+    table = 151936 * 2048 * 2  # Qwen3-1.7B's bf16 table (row 1604): 593.5 MiB
+    for conf, pinned in (("", True), ("max_split_size_mb:20", False)):
+        sim = CachingAllocator(conf)
+        sim.free(sim.malloc(table))  # the autotuning example argument, freed in the window
+        sim.malloc(workspace)  # alive past the window
+        sim.empty_cache()
+        reserved = sim.memory_stats()["reserved_bytes.all.current"]
+        assert (reserved >= table) is pinned, (conf, reserved)
+        assert reserved <= table + 2 * (1 << 20)

@@ -154,3 +154,42 @@ def test_a_tied_lm_head_changes_nothing_in_the_window() -> None:
         a, b = dict(tied[key]), dict(untied[key])
         a.pop("s"), b.pop("s")
         assert a == b
+
+
+# set g: set e's window with the published RTX cards' parameters, the L2 size Inductor's
+# benchmarker sizes its flush buffer by (patched in) and the card's default cuBLAS workspace
+# (reports/gpu/cold-compile-window/README.md, "Set g", one H100)
+DOC_G: dict[str, Any] = json.loads((GOLDEN.parent / "compile-peak-g-h100.json").read_text())
+
+
+def _l2_mib(name: str) -> int:
+    return int(name.rsplit("-l2_", 1)[1].removesuffix("MiB"))
+
+
+def test_set_g_records_its_versions_cases_and_the_patched_l2() -> None:
+    assert DOC_G["torch"].startswith("2.11")
+    assert sorted(_l2_mib(n) for n in DOC_G["cases"]) == [32, 48, 72, 72, 72]
+    for name, c in DOC_G["cases"].items():
+        spec = c["spec"]
+        assert spec["atc"] and spec["phase"] == "cold" and spec["mode"] == "pieces"
+        assert c["eager_peak_gib"] == 0  # nothing ran before the window
+        assert c["patched"] == [f"patched InductorBenchmarker {_l2_mib(name) << 20}"]
+
+
+@pytest.mark.parametrize("name", sorted(DOC_G["cases"]))
+def test_with_the_rtx_cards_flush_buffers_no_table_sized_segment_is_kept(name: str) -> None:
+    c = DOC_G["cases"][name]
+    l2, ws = _l2_mib(name) * MIB, WS_BYTES[c["spec"]["ws"]]
+    table = 151936 * HIDDEN[c["spec"]["shape"]] * 2
+    big = c["trace"]["largest"][0]
+    assert abs(big["mib"] * MIB - table) < 0.1 * MIB
+    assert big["frames"][0] == "select_algorithm.py:generate_example_value"
+    w = c["first_call_window"]
+    assert w["torch_peak_increase_gib"] * GIB > table  # the copy is in the peak ...
+    # ... and the window keeps the flush buffer's freed segment (the patched L2 size, so the
+    # patch took) and cuBLAS's own pool in the context (non-torch), nothing of the table's size
+    assert w["reserved_increase_gib"] * GIB == l2
+    assert w["total_consumed_gib"] == w["reserved_increase_gib"] + w["non_torch_increase_gib"]
+    # the workspace, the window's one live block, sits in that segment (listed when >= 40 MiB)
+    live = [(seg, mib) for seg, blocks in c["first_segs"] for mib, frames in blocks if frames]
+    assert live == ([(l2 / MIB, ws / MIB)] if l2 >= 40 * MIB else [])

@@ -29,7 +29,7 @@ from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
 from memprof.core.models.families import family_row
 from memprof.core.terms.bnb_linear import bnb_dequant_stage
-from memprof.core.terms.cold_compile import cold_compile_stage
+from memprof.core.terms.cold_compile import cold_compile_stage, pinned_copy_note
 from memprof.core.terms.common import (
     Stage,
     is_first_stage,
@@ -978,7 +978,7 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     comps = [Component(name="activation peak (profile run)", category="activation",
                        bytes=top.bytes, where="budget", profiled=True,
                        formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}"
-                       + v2)]
+                       + v2 + pinned_copy_note(ctx))]
     if own is not None and samples_in_profile_run(ctx.dep, ctx.coord):
         comps.append(v2_sampler_state(ctx))
     inter = pp_intermediate_tensors_bytes(ctx, t)

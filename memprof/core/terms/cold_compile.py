@@ -56,16 +56,27 @@ model_runner.py ``dummy_inputs_embeds``, then ``input_ids = None``, read in 0.25
 0.30.0 and 0.33.0; both unless the model ``requires_raw_input_tokens``, which no family memprof
 bundles declares), so Dynamo traces the forward's ``inputs_embeds`` branch and the table is no
 kernel's argument: no copy (``feeds_inputs_embeds``).
+
+Freed, the copy can still be in the budget a second time: its segment, kept past
+``memory_profiling``'s closing ``empty_cache()`` by a live block a later allocation of the window
+carved out of it, counts in 0.27.0-0.30.x's ``total_consumed`` (``COLD_COPY_PINNABLE``). The
+published cold starts of those releases keep about one table more in their consumed memory
+where it happens (rows 1604, 1601, 1701, 1707, 1728) and not in others (1603, the LoRA rows);
+the allocation is not read, so it is not charged, and the estimate says so
+(``pinned_copy_note``). From 0.31.0 the profile run's ``max_split_size_mb:20`` rules it out, and
+the same deployment's cold start keeps one table less there (rows 1702 / 1703:
+docs/model-runner-v2.md, "The cold start's second table").
 """
 
 from __future__ import annotations
 
+from memprof.base.units import fmt_bytes
 from memprof.core.components import TermContext
 from memprof.core.dtypes import dtype_bytes
-from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
+from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS, COLD_COPY_PINNABLE
 from memprof.core.terms.common import Stage, is_first_stage, model_bytes
 from memprof.core.terms.lora import settings_of
-from memprof.core.versions import rule_in_force
+from memprof.core.versions import rule_in_force, value_at
 from memprof.core.weights.shard import VOCAB_PADDING
 
 WARM = "warm"
@@ -115,3 +126,19 @@ def cold_compile_stage(ctx: TermContext, tokens: int) -> Stage | None:
             parts.append((f"LoRA embedding A stack copy [{rows},{st.rank}]",
                           rows * st.rank * dtype_bytes(st.dtype)))
     return Stage("cold compile (autotuning example arguments)", tuple(parts))
+
+
+def pinned_copy_note(ctx: TermContext) -> str:
+    """What the estimate leaves out of a cold compile at a release whose budget line can keep the
+    freed table copy pinned (``COLD_COPY_PINNABLE``: 0.27.0-0.30.x), or "" where it cannot or
+    nothing is copied (``cold_compile_stage``)."""
+    if not value_at(COLD_COPY_PINNABLE, ctx.dep.engine_version, False, ctx.dep.engine):
+        return ""
+    stage = cold_compile_stage(ctx, 0)  # the copy's size does not depend on the tokens
+    if stage is None:
+        return ""
+    table = stage.parts[0][1]
+    return (f"; not charged: the freed table copy ({fmt_bytes(table)}) may stay in the "
+            "consumed memory as well, its segment pinned by a later allocation of the window "
+            "(published cold starts of 0.27.1-0.30.0 keep about one table more; the allocation "
+            "is not read; none from 0.31.0, whose profile run limits splitting)")
