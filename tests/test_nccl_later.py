@@ -11,6 +11,7 @@ from typing import Any
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, estimate
+from memprof.core.gpus import find_gpu
 from memprof.core.terms.nccl import (
     LATER_COMM_GOLDEN,
     NCCL_ROWS,
@@ -20,8 +21,8 @@ from memprof.core.terms.nccl import (
     first_p2p_bytes,
 )
 from memprof.core.terms.nccl_image import MEASURED_LOAD_BYTES
-from memprof.core.terms.nccl_stack import MEASURED_GROWTH_BYTES
-from memprof.core.terms.non_torch import made_after_another
+from memprof.core.terms.nccl_stack import MEASURED_GROWTH_BYTES, p2p_stack_delta
+from memprof.core.terms.non_torch import MAX_THREADS_PER_SM, made_after_another
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = 2 * MiB
@@ -134,3 +135,15 @@ def test_which_groups_come_after_another() -> None:
     # SGLang's own groups keep their handling: its PP communicator is charged as a first one
     sg = Deployment(tp=2, pp=2, engine="sglang")
     assert not made_after_another(sg, "PP") and not made_after_another(sg, "TP")
+
+
+def test_a_later_pp_communicators_send_recv_stack_moves_with_the_card() -> None:
+    # the SendRecv kernel's stack growth is the process's first wherever it runs: on an A100
+    # (108 SMs, NCCL 2.27's sm_80 image) PP's later row moves by the card's growth, as a first
+    # row's does (memprof.core.terms.nccl_stack.p2p_stack_delta)
+    gpu = find_gpu("A100-80GB")
+    delta, _ = p2p_stack_delta(gpu, MAX_THREADS_PER_SM[gpu.arch], "2.27")
+    assert delta != 0
+    s_init, s_first, _ = SECOND_COMM_ROWS[(True, True, 2)]
+    e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="A100-80GB")
+    assert _comp(e, "NCCL PP") == s_init + s_first + first_p2p_bytes(True, 1) + delta
