@@ -498,7 +498,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     - per process group of size > 1: one NCCL communicator, ncclCommInitRank and the buffers of
       its first all_reduce, plus its first send/recv for PP (``nccl_comm``: rows by transport,
       world size and cuMem in ``memprof.core.terms.nccl``, each citing its golden in
-      reports/gpu/nccl). vLLM creates each group's ``PyNcclCommunicator`` in
+      reports/gpu/nccl; one made after another in the same process, vLLM's PP, DP and EP after
+      TP's, the second-communicator row: ``made_after_another``). vLLM creates each group's
+      ``PyNcclCommunicator`` in
       ``init_worker_distributed_environment``, and its constructor runs ``ncclCommInitRank``
       *and a warm-up all_reduce* (vllm/distributed/device_communicators/pynccl.py: "A small
       all_reduce for warmup."), before the snapshot ("NCCL buffers are allocated before we
