@@ -132,9 +132,10 @@ def test_which_groups_come_after_another() -> None:
     assert [made_after_another(dep, g) for g in ("TP", "PP", "DP")] == [False, True, True]
     dep = Deployment(pp=2, dp=2)
     assert [made_after_another(dep, g) for g in ("PP", "DP")] == [False, True]
-    # SGLang's own groups keep their handling: its PP communicator is charged as a first one
+    # SGLang makes PP's after TP's in the same process too (srt/distributed/parallel_state.py)
     sg = Deployment(tp=2, pp=2, engine="sglang")
-    assert not made_after_another(sg, "PP") and not made_after_another(sg, "TP")
+    assert made_after_another(sg, "PP") and not made_after_another(sg, "TP")
+    assert not made_after_another(Deployment(pp=2, engine="sglang"), "PP")
 
 
 def test_a_later_pp_communicators_send_recv_stack_moves_with_the_card() -> None:

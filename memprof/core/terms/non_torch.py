@@ -427,19 +427,22 @@ SECOND_GROUPS = frozenset({"EP", "MoE EP", "MoE TP", "world"})
 # self.pynccl_comm = PyNcclCommunicator(...)``; vllm/distributed/parallel_state.py of each). So
 # every group after the first one of more than one rank (``nccl_groups`` keeps that order) is a
 # later communicator of the process: the second-communicator row, measured for PP, DP and EP
-# after TP's on 4× H100 (``memprof.core.terms.nccl.LATER_COMM_GOLDEN``). SGLang's own order
-# (``Engine.nccl_groups``) keeps the first row for its PP group [not read for this rule].
+# after TP's on 4× H100 (``memprof.core.terms.nccl.LATER_COMM_GOLDEN``). SGLang's
+# ``initialize_model_parallel`` is the same shape: TP's GroupCoordinator, then (0.5.x) the MoE
+# EP / MoE TP groups, then PP's, each a PyNcclCommunicator in the same process (sglang 0.4.6 and
+# 0.5.4 srt/distributed/parallel_state.py: ``init_model_parallel_group`` with
+# ``use_pynccl=True`` / ``not (_is_npu or _is_xpu)``), which ``Engine.nccl_groups`` lists in
+# that order.
 VLLM_GROUP_ORDER = ("TP", "PP", "DP", "EP")
 
 
 def made_after_another(dep: Deployment, group: str) -> bool:
     """Whether ``group``'s communicator is made after another one in the same process: the
-    groups of ``SECOND_GROUPS``, and under vLLM's order (``VLLM_GROUP_ORDER``, engines that
-    keep ``nccl_groups``' default) every group but the first of more than one rank."""
+    groups of ``SECOND_GROUPS``, and every group but the first of more than one rank in the
+    order the engine makes them (``nccl_groups``: vLLM's ``VLLM_GROUP_ORDER``, SGLang's
+    ``Engine.nccl_groups``)."""
     if group in SECOND_GROUPS:
         return True
-    if engine_of(dep).nccl_groups(dep) is not None:
-        return False
     names = [n for n, _ in nccl_groups(dep)]
     return group in names and names.index(group) > 0
 
