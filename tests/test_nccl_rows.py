@@ -125,9 +125,16 @@ def _named(e: Estimate, prefix: str) -> list[Component]:
 
 
 def test_pp_communicator_carries_its_first_send_recv_tp_does_not() -> None:
+    # at TP2 × PP2 PP's is the process's second communicator (made after TP's,
+    # reports/gpu/nccl-later): the second-communicator row plus its first send/recv
     e = _est("llama-3.1-8b", "H100", tp=2, pp=2)
-    (tp,), (pp,) = _named(e, "NCCL TP"), _named(e, "NCCL PP")
-    assert pp.bytes - tp.bytes == nccl.first_p2p_bytes(True, 1) == 446 * MiB
+    (pp,) = _named(e, "NCCL PP")
+    init, first, _ = nccl.SECOND_COMM_ROWS[(True, True, 2)]
+    assert pp.bytes - (init + first) == nccl.first_p2p_bytes(True, 1) == 446 * MiB
+    # at TP1 × PP2 it is the first one: the first row, which the TP1 rank's lacks no part of
+    (alone,) = _named(_est("llama-3.1-8b", "H100", pp=2), "NCCL PP")
+    (tp,) = _named(_est("llama-3.1-8b", "H100", tp=2), "NCCL TP")
+    assert alone.bytes - tp.bytes == 446 * MiB
 
 
 def test_transport_follows_the_gpus_peer_access() -> None:

@@ -17,7 +17,7 @@ from memprof.core.estimate import Estimate, estimate, rank_context
 from memprof.core.gpus import find_gpu
 from memprof.core.terms import pynccl_pool
 from memprof.core.terms.cudagraph import graph_driver_first
-from memprof.core.terms.nccl import NCCL_ROWS, TORCH_STREAM_POOL_BYTES
+from memprof.core.terms.nccl import NCCL_ROWS, SECOND_COMM_ROWS, TORCH_STREAM_POOL_BYTES
 from memprof.core.terms.nccl_image import image_delta
 from memprof.core.terms.nccl_stack import stack_delta
 from memprof.core.terms.non_torch import MAX_THREADS_PER_SM as THREADS
@@ -125,13 +125,18 @@ def test_rocm_keeps_the_process_group_gather_after_0_26() -> None:
 
 
 def test_every_first_communicator_row_loses_the_pool_once_each() -> None:
-    # TP2 × PP2 on H100 at 0.33.0 (cuMem on, P2P): TP and PP each a first communicator's row
-    # (458 + 474 MiB, PP + its first send/recv 446 MiB), each less the pool it never makes
+    # TP2 × PP2 on H100 at 0.33.0 (cuMem on, P2P): TP's a first communicator's row (458 + 474
+    # MiB) less the pool it never makes; PP's, made after it, the second-communicator row,
+    # which holds no pool (reports/gpu/nccl-later), + its first send/recv 446 MiB
     e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="H100")
     init, first, _ = NCCL_ROWS[(True, True, 2)]
     # each init at the release's NCCL 2.27 sm_90 image (memprof.core.terms.nccl_image)
     init += image_delta(find_gpu("H100"), "2.27")[0]
     assert _comp(e, "NCCL TP") == init + first - TORCH_STREAM_POOL_BYTES
+    s_init, s_first, _ = SECOND_COMM_ROWS[(True, True, 2)]
+    assert _comp(e, "NCCL PP") == s_init + s_first + 446 * MiB
+    # PP alone (TP1): the first row, less the pool
+    e = estimate("llama-3.1-8b", Deployment(pp=2), gpu_name="H100")
     assert _comp(e, "NCCL PP") == init + first + 446 * MiB - TORCH_STREAM_POOL_BYTES
 
 

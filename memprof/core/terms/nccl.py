@@ -192,6 +192,18 @@ EP_PYNCCL: tuple[Rule, ...] = (
 # (reports/gpu/nccl-torch-gather/torch-gather-shm-4x-h100.json, mode "second", every rank
 # alike): 8-30 MiB, NCCL's SHM buffers being host memory. Sockets (across nodes): not measured,
 # the first communicator's row stands.
+# The same rule holds for any communicator a process makes after its first, whatever the group
+# and the order: reports/gpu/nccl-later/later-comm-4x-h100.json (4× H100, PyNccl-shaped
+# communicators after an unbound init_process_group, as vLLM makes them) measured TP's then PP's,
+# PP's then TP's, and TP's, DP's and a 4-rank EP's on every rank: each later one is the first's
+# figures less NCCL's device code (111,149,056 B, 113,246,208 B with cuMem off) and the first
+# all_reduce's stack growth (195,035,136 B), i.e. these rows within one 2 MiB page (P2P cuMem
+# on 205,520,896 + 301,989,888 at 2 ranks, 207,618,048 + 301,989,888 at 4; cuMem off
+# 570,425,344 and the largest of 4 ranks 874,512,384; SHM 29,360,128). A later communicator's
+# first send/recv costs what a first one's does (``first_p2p_bytes``: 467,664,896 B over P2P
+# once a rank has sent and received, 62 MiB over SHM), the SendRecv kernel's stack growth
+# included: TP's warm-up all_reduce does not run that kernel.
+LATER_COMM_GOLDEN = "reports/gpu/nccl-later/later-comm-4x-h100.json"
 SECOND_COMM_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
     (True, True, 2): (207_618_048, 301_989_888, "ranks/ep-group-2x-h100.json pynccl, 2 ranks"),
     (True, True, 4): (205_520_896, 301_989_888,
@@ -234,24 +246,35 @@ def ep_pynccl(version: str | None, engine: str) -> bool:
 
 
 def second_comm_row(peer_access: bool, cumem: bool, size: int,
-                    channels: Channels | None = None) -> NcclRow | None:
-    """A communicator made after another on the same GPUs (``SECOND_COMM_ROWS``), None where
-    that was not measured; at a PCIe-only card's ``channels``
-    (``memprof.core.terms.nccl_channels``) where given."""
+                    channels: Channels | None = None, p2p_peers: int = 0) -> NcclRow | None:
+    """A communicator made after another in the same process (``SECOND_COMM_ROWS``,
+    ``LATER_COMM_GOLDEN``), None where that was not measured; at a PCIe-only card's
+    ``channels`` (``memprof.core.terms.nccl_channels``) where given; ``p2p_peers`` > 0 when
+    the group sends point to point: its first send/recv as a first communicator's
+    (``first_p2p_bytes``, measured the same after another communicator)."""
     world, note = measured_world(size)
     got = SECOND_COMM_ROWS.get((peer_access, cumem, world))
     if got is None:
         return None
     init, first, src = got
+    per_peer = P2P_CHANNELS_PER_PEER
     if channels is not None:
         d_init, d_first = channel_delta(peer_access, cumem, world, channels)
         init, first, note = init + d_init, first + d_first, note + channel_note(channels)
+        per_peer = channels.p2p
     how = (f"{fmt_bytes(init)} ncclCommInitRank + {fmt_bytes(first)} at its warm-up all_reduce"
            if first else f"{fmt_bytes(init)} ncclCommInitRank with its first collective")
     transport = "peer-to-peer" if peer_access else "over host shared memory"
-    return NcclRow(init, first, 0, f"{how}: a second communicator on GPUs that hold one, "
-                   f"{transport}, {'cuMem on' if cumem else 'NCCL_CUMEM_ENABLE=0'} "
-                   f"(reports/gpu/{src}){note}")
+    basis = (f"{how}: a second communicator, made after another in the same process, {transport}, "
+             f"{'cuMem on' if cumem else 'NCCL_CUMEM_ENABLE=0'} (reports/gpu/{src}; "
+             f"{LATER_COMM_GOLDEN}){note}")
+    p2p = first_p2p_bytes(peer_access, p2p_peers, per_peer) if p2p_peers else 0
+    if p2p:
+        basis += (f" + {fmt_bytes(p2p)} at its first send/recv ("
+                  + (f"62 MiB + {p2p_peers} peer × {per_peer} channels × 12 MiB"
+                     if peer_access else "62 MiB over SHM")
+                  + f", as a first communicator's: {LATER_COMM_GOLDEN})")
+    return NcclRow(init, first, p2p, basis)
 
 
 class NcclRow(NamedTuple):

@@ -216,6 +216,16 @@ def on_card(row: NcclRow, gpu: GPU, threads_per_sm: int | None, nccl: str | None
     d, note = stack_delta(gpu, threads_per_sm, nccl)
     if d:
         row = row._replace(first_all_reduce=row.first_all_reduce + d, basis=row.basis + note)
+    return p2p_on_card(row, gpu, threads_per_sm, nccl)
+
+
+def p2p_on_card(row: NcclRow, gpu: GPU, threads_per_sm: int | None,
+                nccl: str | None) -> NcclRow:
+    """``row`` with its first send/recv's stack reservation moved to ``gpu``'s
+    (``p2p_stack_delta``) where the group sends point to point; unchanged otherwise. A later
+    communicator's too: the process's first SendRecv kernel grows the reservation whichever
+    communicator runs it (reports/gpu/nccl-later/later-comm-4x-h100.json: PP's first send/recv
+    the same made first or after TP's)."""
     p2p, p2p_note = p2p_stack_delta(gpu, threads_per_sm, nccl) if row.first_p2p else (0, "")
     if p2p:
         row = row._replace(first_p2p=row.first_p2p + p2p, basis=row.basis + p2p_note)

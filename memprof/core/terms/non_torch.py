@@ -34,7 +34,7 @@ from memprof.core.terms.nccl import (
 )
 from memprof.core.terms.nccl_channels import pcie_channels
 from memprof.core.terms.nccl_image import on_image
-from memprof.core.terms.nccl_stack import on_card
+from memprof.core.terms.nccl_stack import on_card, p2p_on_card
 from memprof.core.terms.published_context import published_context_rest
 from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
@@ -417,12 +417,43 @@ def p2p_peers(group: str, size: int) -> int:
 # all_reduce: SGLANG_FREE_MEMORY_OVER_NCCL) (``Engine.nccl_groups``)
 SECOND_GROUPS = frozenset({"EP", "MoE EP", "MoE TP", "world"})
 
+# vLLM makes every group's communicator in the same worker process, in one order:
+# ``initialize_model_parallel`` builds TP's GroupCoordinator, then (DCP's, PCP's: one rank by
+# default, no communicator) PP's, then DP's, then EP's, each through
+# ``init_model_parallel_group``, whose GroupCoordinator makes a PyNcclCommunicator (init and a
+# warm-up all_reduce) for every group of more than one rank (0.6.0 / 0.7.2 GroupCoordinator
+# ``use_pynccl``, True for every model-parallel group; 0.8.5 / 0.10.1.1 / 0.11.0 / 0.20.0 /
+# 0.33.0 device_communicators/cuda_communicator.py ``if self.world_size > 1:
+# self.pynccl_comm = PyNcclCommunicator(...)``; vllm/distributed/parallel_state.py of each). So
+# every group after the first one of more than one rank (``nccl_groups`` keeps that order) is a
+# later communicator of the process: the second-communicator row, measured for PP, DP and EP
+# after TP's on 4× H100 (``memprof.core.terms.nccl.LATER_COMM_GOLDEN``). SGLang's
+# ``initialize_model_parallel`` is the same shape: TP's GroupCoordinator, then (0.5.x) the MoE
+# EP / MoE TP groups, then PP's, each a PyNcclCommunicator in the same process (sglang 0.4.6 and
+# 0.5.4 srt/distributed/parallel_state.py: ``init_model_parallel_group`` with
+# ``use_pynccl=True`` / ``not (_is_npu or _is_xpu)``), which ``Engine.nccl_groups`` lists in
+# that order.
+VLLM_GROUP_ORDER = ("TP", "PP", "DP", "EP")
+
+
+def made_after_another(dep: Deployment, group: str) -> bool:
+    """Whether ``group``'s communicator is made after another one in the same process: the
+    groups of ``SECOND_GROUPS``, and every group but the first of more than one rank in the
+    order the engine makes them (``nccl_groups``: vLLM's ``VLLM_GROUP_ORDER``, SGLang's
+    ``Engine.nccl_groups``)."""
+    if group in SECOND_GROUPS:
+        return True
+    names = [n for n, _ in nccl_groups(dep)]
+    return group in names and names.index(group) > 0
+
 
 def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     """One communicator of ``group`` (``size`` ranks): its rows by transport (``GPU.peer_access``:
-    P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``); EP's,
-    always made after another group's, the second-communicator row where it was measured
-    (``second_comm_row``). A group across nodes (``--nnodes``, ``memprof.core.nodes``): NCCL's
+    P2P or SHM), world size and the release's cuMem setting (``memprof.core.terms.nccl``); one
+    made after another in the same process (``made_after_another``: vLLM's PP, DP and EP after
+    TP's, ...) the second-communicator row where it was measured (``second_comm_row``), its
+    first send/recv's stack reservation moved to the card (``nccl_stack.p2p_on_card``). A group
+    across nodes (``--nnodes``, ``memprof.core.nodes``): NCCL's
     NET rows where each rank has a node of its own (``memprof.core.terms.multinode``). A first
     communicator's row leaves torch's stream pool out where the engine's communicators make
     none (``memprof.core.terms.pynccl_pool``). A first communicator's row is moved to the card
@@ -433,9 +464,11 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     if on_nodes == "one rank per node":
         return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0))
     ch = pcie_channels(gpu)
-    row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size, ch) \
-        if group in SECOND_GROUPS else None
-    if row is None:
+    row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size, ch, p2p_peers(group, size)) \
+        if made_after_another(dep, group) else None
+    if row is not None:
+        row = p2p_on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
+    else:
         row = pool_left_out(dep, nccl_row(gpu.peer_access, nccl_cumem(dep), size,
                                           p2p_peers(group, size), ch))
         row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
@@ -468,7 +501,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     - per process group of size > 1: one NCCL communicator, ncclCommInitRank and the buffers of
       its first all_reduce, plus its first send/recv for PP (``nccl_comm``: rows by transport,
       world size and cuMem in ``memprof.core.terms.nccl``, each citing its golden in
-      reports/gpu/nccl). vLLM creates each group's ``PyNcclCommunicator`` in
+      reports/gpu/nccl; one made after another in the same process, vLLM's PP, DP and EP after
+      TP's, the second-communicator row: ``made_after_another``). vLLM creates each group's
+      ``PyNcclCommunicator`` in
       ``init_worker_distributed_environment``, and its constructor runs ``ncclCommInitRank``
       *and a warm-up all_reduce* (vllm/distributed/device_communicators/pynccl.py: "A small
       all_reduce for warmup."), before the snapshot ("NCCL buffers are allocated before we
