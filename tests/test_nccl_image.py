@@ -105,3 +105,18 @@ def test_a_first_communicator_moves_and_a_second_does_not() -> None:
     sglang = Deployment(engine="sglang", engine_version="0.4.3", tp=4)
     world = nccl_comm(sglang, find_gpu("L4"), "world", 4)
     assert "device code" not in world.basis
+
+
+def test_sglang_releases_load_their_torchs_nccl_image() -> None:
+    # SGLang's wheels pin torch (2.7.1 from 0.4.7, 2.8.0 from 0.5.1, 2.9.1 from 0.5.6, 2.11.0
+    # from 0.5.11) and torch pins NCCL (2.26.2, 2.27.3, 2.27.5, 2.28.9): memprof/core/terms/nccl.py
+    a100 = find_gpu("A100-80GB")
+    rows = {v: nccl_comm(Deployment(engine="sglang", engine_version=v, tp=2), a100, "TP", 2)
+            for v in ("0.4.8", "0.5.4", "0.5.11")}
+    assert "2.26.2" in rows["0.4.8"].basis and "sm_80 image" in rows["0.4.8"].basis
+    assert "2.27" in rows["0.5.4"].basis and "sm_80 image" in rows["0.5.4"].basis
+    assert "device code" not in rows["0.5.11"].basis  # torch 2.11's NCCL: the measured 2.28.9
+    for v in ("0.4.8", "0.5.4"):
+        load = image_load("2.26.2" if v == "0.4.8" else "2.27", a100)
+        assert load is not None
+        assert rows[v].init == rows["0.5.11"].init + load[0] - MEASURED_LOAD_BYTES

@@ -370,11 +370,13 @@ NCCL_VERSION: tuple[Rule, ...] = (
          value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
          source="vllm 0.10.2 METADATA torch==2.8.0; torch 2.8.0 METADATA "
          "nvidia-nccl-cu12==2.27.3, torch 2.9.0 nvidia-nccl-cu12==2.27.5"),
-    # SGLang: only the releases whose torch pins NCCL 2.21.5, the one release older than the
-    # 2.28.9 whose kernel images memprof reads by default (memprof.core.terms.nccl_stack); its
-    # NVLS is off in every release (NCCL_NVLS_ENABLE=0, memprof.core.terms.nccl_nvls.NVLS_ENV),
-    # so the row moves the first all_reduce's stack reservation alone. Later releases pin torch
-    # 2.7.1+ (NCCL 2.26.2+), which take 2.28.9's images either way: no row.
+    # SGLang, by the torch its wheel pins (Requires-Dist torch==, extra 'srt' until 0.5.2,
+    # unconditional from 0.5.3) and the NCCL that torch pins. Its NVLS is off in every release
+    # (NCCL_NVLS_ENABLE=0, memprof.core.terms.nccl_nvls.NVLS_ENV), so the rows move the first
+    # all_reduce's stack reservation (memprof.core.terms.nccl_stack: 2.21.5's kernel images,
+    # 2.28.9's for the others) and the device code an init loads
+    # (memprof.core.terms.nccl_image). From 0.5.11 the wheels pin torch 2.11.0, whose NCCL is
+    # the measured 2.28.9 (reports/gpu/nccl-image): no row.
     Rule(name="nccl_version", changes="NCCL first all_reduce stack", since=None, until="0.4.7",
          value="2.21.5", applies_to="nccl", engine="sglang", introduced_by="torch 2.5.1",
          removed_by="torch 2.7.1 (0.4.7)",
@@ -382,6 +384,17 @@ NCCL_VERSION: tuple[Rule, ...] = (
          "torch==2.7.1 (Requires-Dist, extra 'srt'); torch 2.5.1 and 2.6.0 METADATA "
          "nvidia-nccl-cu12==2.21.5; an SGLang 0.4.3.post4 log prints 'sglang is using "
          "nccl==2.21.5' (tests/data/logs/sglang-qwq-32b-tp4-l4-0.4.3.post4.log)"),
+    Rule(name="nccl_version", changes="NCCL device code at init", since="0.4.7",
+         until="0.5.1", value="2.26.2", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.7.1 (0.4.7)", removed_by="torch 2.8.0 (0.5.1)",
+         source="sglang 0.4.7 - 0.4.10.post2 METADATA torch==2.7.1 (extra 'srt'); torch 2.7.1 "
+         "METADATA nvidia-nccl-cu12==2.26.2"),
+    Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.1",
+         until="0.5.11", value="2.27", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.8.0 (0.5.1)", removed_by="torch 2.11.0 (0.5.11)",
+         source="sglang 0.5.1 - 0.5.5 METADATA torch==2.8.0, 0.5.6 - 0.5.10 torch==2.9.1, "
+         "0.5.11 torch==2.11.0; torch 2.8.0 METADATA nvidia-nccl-cu12==2.27.3, torch 2.9.x "
+         "nvidia-nccl-cu12==2.27.5, torch 2.11.0 NCCL 2.28.9"),
 )
 
 
