@@ -1,6 +1,7 @@
-"""The NCCL release SGLang 0.4.3 - 0.4.6 run (``memprof.core.terms.nccl.NCCL_VERSION``'s SGLang
-row: torch 2.5.1 / 2.6.0 pin nvidia-nccl-cu12 2.21.5) and what it moves: the stack reservation
-of the first all_reduce, read from 2.21.5's kernel images instead of 2.28.9's
+"""The NCCL release each SGLang release runs (``memprof.core.terms.nccl.NCCL_VERSION``'s SGLang
+rows: torch 2.5.1 / 2.6.0 pin nvidia-nccl-cu12 2.21.5, torch 2.7.1 2.26.2, torch 2.8.0 / 2.9.1
+2.27.x, torch 2.11.0 the measured 2.28.9) and what it moves: the stack reservation of the first
+all_reduce, read from 2.21.5's kernel images instead of 2.28.9's
 (``memprof.core.terms.nccl_stack``). Row 1201's log prints the release it ran."""
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def _sglang(version: str) -> Deployment:
 
 @pytest.mark.parametrize(("version", "nccl"), [
     ("0.4.3", "2.21.5"), ("0.4.4", "2.21.5"), ("0.4.5", "2.21.5"), ("0.4.6", "2.21.5"),
-    ("0.4.7", None), ("0.5.13", None),
+    ("0.4.7", "2.26.2"), ("0.4.10", "2.26.2"), ("0.5.1", "2.27"), ("0.5.10", "2.27"),
+    ("0.5.11", None), ("0.5.13", None),
 ])
 def test_sglang_releases_map_the_nccl_their_torch_pins(version: str, nccl: str | None) -> None:
     assert nccl_version(_sglang(version)) == nccl
@@ -49,7 +51,7 @@ def test_l4_stack_at_0_4_3_is_2_21_5_s_sm80_kernel() -> None:
     # 58 SMs x 1536 threads = 89,088; 2.21.5's sm_80 ring LL kernel 1,312 B:
     # ceil_2MiB(1312 x 89,088) = 56 pages, ceil_2MiB(1024 x 89,088) = 44 pages -> 12 x 2 MiB
     assert _stack("L4", "0.4.3") == 24 * MiB
-    # 0.4.7 (NCCL 2.26.2, not mapped for SGLang) keeps 2.28.9's 1,328 B: 57 - 44 pages
+    # 0.4.7 (NCCL 2.26.2, whose kernel images were not read) keeps 2.28.9's 1,328 B: 57 - 44 pages
     assert _stack("L4", "0.4.7") == 26 * MiB
 
 
