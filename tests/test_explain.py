@@ -145,3 +145,30 @@ def test_explain_published_rows(row: int, tmp_path: Path) -> None:
     assert compared, f
     for v in f.values():
         assert v["reproduced"] or v["explanation"] or v["estimated"] is None
+
+
+def test_a_log_without_settings_says_its_settings_are_memprofs_defaults() -> None:
+    log = str(LOGS / "vllm-v0-r1-distill-qwen-14b-tp2-4090.log")  # no args or config line
+    base = ["explain", log, "--gpu", "RTX-4090", "-m", "deepseek-r1-distill-qwen-14b", "-f",
+            "json"]
+    _, out, _ = invoke(base)
+    notes = json.loads(out)["log"]["notes"]
+    assert any("shows no settings" in n and "TP 1" in n for n in notes), notes
+    _, out, _ = invoke([*base, "-tp", "2"])
+    notes = json.loads(out)["log"]["notes"]
+    assert any("shows no settings" in n and "TP 1" not in n for n in notes), notes
+    # a log with its settings line says nothing of the kind
+    _, out, _ = invoke(["explain", str(LOGS / "sglang-qwq-32b-tp4-l4-0.4.3.post4.log"),
+                        "-m", "qwen2.5-32b", "--gpu", "L4", "-f", "json"])
+    assert not any("shows no settings" in n for n in json.loads(out)["log"]["notes"])
+
+
+def test_a_flag_typed_at_its_default_value_still_wins_over_the_log() -> None:
+    log = str(LOGS / "sglang-qwq-32b-tp4-l4-0.4.3.post4.log")  # ServerArgs: tp_size=4
+    base = ["explain", log, "-m", "qwen2.5-32b", "--gpu", "L4", "-f", "json"]
+    _, out, _ = invoke(base)
+    assert json.loads(out)["deployment"]["tensor_parallel_size"] == 4
+    _, out, _ = invoke([*base, "--tp", "1"])
+    assert json.loads(out)["deployment"]["tensor_parallel_size"] == 1
+    code, out, err = invoke([*base, "--engine", "vllm"])  # vllm is the flag's default
+    assert code == 2 and "written by SGLang" in err

@@ -39,8 +39,11 @@ def run(args: Namespace) -> int:
     parsed = read_log(log)
     _, mine, _, _ = deployment(flags)
     default = Deployment()
+    # a flag the user typed wins even at its default value (--tp 1 on a TP2 log, --engine vllm
+    # on an SGLang one); a field no flag set is the log's
+    typed: frozenset[str] = getattr(args, "_given_flags", frozenset())
     overrides = {f.name: getattr(mine, f.name) for f in fields(Deployment)
-                 if getattr(mine, f.name) != getattr(default, f.name)}
+                 if getattr(mine, f.name) != getattr(default, f.name) or f.name in typed}
     rb = rebuild(parsed, model=flags["model"], gpu=flags["gpu"], gpu_memory=flags["gpu_memory"],
                  gpu_arch=flags["gpu_arch"],
                  overrides=overrides)

@@ -194,7 +194,24 @@ class Parser(argparse.ArgumentParser):
                 continue
             words.append(word)
             i += 1
-        return self.parse_args(words)
+        ns = self.parse_args(words)
+        ns._given_flags = self.given(words)
+        return ns
+
+    def given(self, words: Sequence[str]) -> frozenset[str]:
+        """The dests of the flags ``words`` name (before a ``--``), whatever their values: a
+        flag typed at its default value is still given (explain lets it win over the log)."""
+        names = {n: o.dest for o in self.options for n in o.names}
+        out: set[str] = set()
+        for word in words:
+            if word == "--":
+                break
+            head = word.split("=", 1)[0]
+            if head in names:
+                out.add(names[head])
+            elif head.startswith("--no-") and f"--{head[5:]}" in names:
+                out.add(names[f"--{head[5:]}"])
+        return frozenset(out)
 
 
 def flag_names(parser: argparse.ArgumentParser) -> list[str]:

@@ -404,6 +404,17 @@ def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
     return dep
 
 
+def _unstated_settings_note(settings: dict[str, Any]) -> str:
+    """What a log that shows no settings line leaves to memprof's defaults: the parallel
+    sizes first (a rank's figures are the same lines at TP1 and TP8)."""
+    sizes = [f"{name} 1" for name, field in (("TP", "tp"), ("PP", "pp"), ("DP", "dp"))
+             if field not in settings]
+    shown = f" ({', '.join(sizes)}, ...)" if sizes else ""
+    return ("the log shows no settings (no serve command, argument list, engine config or "
+            f"ServerArgs line): every setting it does not print is memprof's default{shown}; "
+            "pass the deployment's flags (--tp, --max-model-len, ...) where they differ")
+
+
 def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: str | None,
             gpu_arch: str | None = None,
             overrides: dict[str, Any] | None = None) -> Rebuilt:
@@ -475,6 +486,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if (runs is not None and not settings.get("engine_version") and not log.version
             and release_dates(engine) is not None):  # engines placed by date say so
         notes.append(_unknown_release_note(log, engine))
+    if not log.stated:
+        notes.append(_unstated_settings_note(settings))
     try:
         dep = Deployment(engine=engine).with_(**settings)
     except TypeError as exc:  # pragma: no cover - settings keys are Deployment fields

@@ -270,6 +270,10 @@ class StartupLog:
     cards: tuple[tuple[str, int | None], ...] = ()
     # the date its stamps print (memprof.probes.log_dates): month-day, and the year where shown
     date: LogDate | None = None
+    # whether it shows the run's settings (a serve command, vLLM's "non-default args" /
+    # "args: Namespace" / engine config line, SGLang's ServerArgs): where it does not, a setting
+    # it leaves out is not known to be the default
+    stated: bool = True
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -388,7 +392,9 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
-                      cards=named_cards(lines), date=when)
+                      cards=named_cards(lines), date=when,
+                      stated=command is not None or any(
+                          _SETTINGS_OPENER.search(x) or "with config: " in x for x in unwrapped))
 
 
 # The lines an engine prints once per start-up, with what they say about it: vLLM's release
