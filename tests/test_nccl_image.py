@@ -16,6 +16,7 @@ from memprof.core.terms.nccl_image import (
     GOLDEN,
     IMAGE_BYTES,
     IMAGES_GOLDEN,
+    LOAD_BEYOND_IMAGE_BYTES,
     MEASURED_LOAD_BYTES,
     PAGE_BYTES,
     image_delta,
@@ -70,7 +71,7 @@ def test_image_table_is_the_wheels() -> None:
         release = name.split("-")[1]
         by_release[release] = {int(k.split("_sm")[1]): v["bytes"]
                                for k, v in w["images"].items() if k.startswith("elf_")}
-    for release in ("2.20.5", "2.21.5", "2.26.2"):
+    for release in ("2.20.5", "2.21.5", "2.26.2", "2.28.9", "2.29.7", "2.30.7"):
         assert IMAGE_BYTES[release] == by_release[release]
     assert IMAGE_BYTES["2.27"] == by_release["2.27.5"]
     # 2.27.3 and 2.27.5 differ only in sm_120, by less than a page
@@ -80,17 +81,30 @@ def test_image_table_is_the_wheels() -> None:
     assert len(pages) == 1
 
 
+def test_the_measured_load_is_its_image_and_two_pages() -> None:
+    # 2.28.9's own sm_90 image (the measured NCCL's wheel, nvidia-nccl-cu13): 51 pages, and the
+    # golden's load 53
+    assert -(-IMAGE_BYTES["2.28.9"][90] // PAGE_BYTES) == 51
+    assert MEASURED_LOAD_BYTES == 53 * PAGE_BYTES == 51 * PAGE_BYTES + LOAD_BEYOND_IMAGE_BYTES
+    load = image_load("2.28.9", find_gpu("H100"))
+    assert load is not None and load[0] == MEASURED_LOAD_BYTES
+
+
 def test_cards_and_releases() -> None:
     a40, h100 = find_gpu("A40"), find_gpu("H100")
-    # sm86 runs the sm_80 image: 2.21.5's 50,031,552 B in 24 pages
+    # sm86 runs the sm_80 image: 2.21.5's 50,031,552 B in 24 pages, and the 2 beyond it
     load = image_load("2.21.5", a40)
-    assert load is not None and load[0] == 24 * PAGE_BYTES
-    assert image_delta(a40, "2.21.5")[0] == 24 * PAGE_BYTES - MEASURED_LOAD_BYTES
+    assert load is not None and load[0] == 24 * PAGE_BYTES + LOAD_BEYOND_IMAGE_BYTES
+    # a first communicator moves by the two images' pages: 24 against 2.28.9's sm_90 51
+    assert image_delta(a40, "2.21.5")[0] == (24 - 51) * PAGE_BYTES
     # H100 at 2.21.5: 88,514,016 B in 43 pages
-    assert image_delta(h100, "2.21.5")[0] == 43 * PAGE_BYTES - MEASURED_LOAD_BYTES
-    # not derived: the engine's NCCL not mapped, a release not read
+    assert image_delta(h100, "2.21.5")[0] == (43 - 51) * PAGE_BYTES
+    # the measured NCCL on another card: 2.28.9's sm_80 image, 50,658,184 B in 25 pages
+    assert image_delta(a40, "2.28.9")[0] == (25 - 51) * PAGE_BYTES
+    # not derived: the engine's NCCL not mapped, a release not read; the measured card itself
     assert image_delta(a40, None) == (0, "")
-    assert image_delta(a40, "2.28.9") == (0, "")
+    assert image_delta(a40, "2.31.2") == (0, "")
+    assert image_delta(h100, "2.28.9") == (0, "")
 
 
 def test_a_first_communicator_moves_and_a_second_does_not() -> None:
@@ -109,14 +123,19 @@ def test_a_first_communicator_moves_and_a_second_does_not() -> None:
 
 def test_sglang_releases_load_their_torchs_nccl_image() -> None:
     # SGLang's wheels pin torch (2.7.1 from 0.4.7, 2.8.0 from 0.5.1, 2.9.1 from 0.5.6, 2.11.0
-    # from 0.5.11) and torch pins NCCL (2.26.2, 2.27.3, 2.27.5, 2.28.9): memprof/core/terms/nccl.py
-    a100 = find_gpu("A100-80GB")
+    # from 0.5.11, 2.13.0 from 0.5.18) and torch pins NCCL (2.26.2, 2.27.3, 2.27.5, 2.28.9,
+    # 2.29.7): memprof/core/terms/nccl.py
+    a100, h100 = find_gpu("A100-80GB"), find_gpu("H100")
+    versions = ("0.4.8", "0.5.4", "0.5.11", "0.5.19")
     rows = {v: nccl_comm(Deployment(engine="sglang", engine_version=v, tp=2), a100, "TP", 2)
-            for v in ("0.4.8", "0.5.4", "0.5.11")}
-    assert "2.26.2" in rows["0.4.8"].basis and "sm_80 image" in rows["0.4.8"].basis
-    assert "2.27" in rows["0.5.4"].basis and "sm_80 image" in rows["0.5.4"].basis
-    assert "device code" not in rows["0.5.11"].basis  # torch 2.11's NCCL: the measured 2.28.9
-    for v in ("0.4.8", "0.5.4"):
-        load = image_load("2.26.2" if v == "0.4.8" else "2.27", a100)
+            for v in versions}
+    nccl = {"0.4.8": "2.26.2", "0.5.4": "2.27", "0.5.11": "2.28.9", "0.5.19": "2.29.7"}
+    # on the measured card, 0.5.11 runs the measured image: its row is the measured one
+    at_h100 = nccl_comm(Deployment(engine="sglang", engine_version="0.5.11", tp=2), h100, "TP", 2)
+    assert "device code" not in at_h100.basis
+    base = rows["0.5.11"].init - (25 - 51) * PAGE_BYTES  # its sm_80 image: 25 pages
+    for v in versions:
+        assert f"{nccl[v]}'s sm_80 image" in rows[v].basis, v
+        load = image_load(nccl[v], a100)
         assert load is not None
-        assert rows[v].init == rows["0.5.11"].init + load[0] - MEASURED_LOAD_BYTES
+        assert rows[v].init == base + load[0] - MEASURED_LOAD_BYTES, v

@@ -147,18 +147,19 @@ def test_transport_follows_the_gpus_peer_access() -> None:
     pool = nccl.TORCH_STREAM_POOL_BYTES
     (c,) = _named(_est("qwen3-0.6b", "RTX-4090", tp=2), "NCCL TP")
     # and its first all_reduce's stack reservation at the 4090's SMs and NCCL's sm_80 kernel
-    # (memprof.core.terms.nccl_stack; the default release's NCCL 2.27 reads 2.28.9's images)
+    # (memprof.core.terms.nccl_stack; the default release's NCCL 2.30.7 reads 2.28.9's images)
     g = find_gpu("RTX-4090")
-    stack = stack_delta(g, THREADS[g.arch], "2.27")[0]
+    stack = stack_delta(g, THREADS[g.arch], "2.30.7")[0]
     assert stack < 0
-    # and init's NCCL device code at NCCL 2.27's sm_80 image (memprof.core.terms.nccl_image)
-    image = image_delta(g, "2.27")[0]
-    assert image == -58 * MiB
+    # and init's NCCL device code at NCCL 2.30.7's sm_80 image, 25 pages for the measured 2.28.9
+    # sm_90 image's 51 (memprof.core.terms.nccl_image)
+    image = image_delta(g, "2.30.7")[0]
+    assert image == -52 * MiB
     assert c.bytes == _step(shm, INIT) + _step(shm, WARM) - pool + stack + image
     (p,) = _named(_est("qwen3-0.6b", "H100", tp=2), "NCCL TP")
-    # (2.27's sm_90 image, 51 pages, for the measured 53)
-    h_image = image_delta(find_gpu("H100"), "2.27")[0]
-    assert h_image == -4 * MiB
+    # (2.30.7's sm_90 image, 52 pages, for the measured 2.28.9 one's 51)
+    h_image = image_delta(find_gpu("H100"), "2.30.7")[0]
+    assert h_image == 2 * MiB
     assert p.bytes == (458 + 474) * MiB - pool + h_image
 
 
@@ -170,8 +171,8 @@ def test_stream_pool_counted_once() -> None:
     # vLLM's PyNccl communicator makes no pool (memprof.core.terms.pynccl_pool): at TP1 and TP2
     # the graph model's first 70 MiB holds it, and the TP2 communicator's figure leaves it out
     (c,) = _named(_est("qwen3-0.6b", "H100", tp=2, max_num_seqs=64), "NCCL TP")
-    # (init's NCCL device code at the default release's NCCL 2.27: memprof.core.terms.nccl_image)
-    image = image_delta(find_gpu("H100"), "2.27")[0]
+    # (init's NCCL device code at the default release's NCCL 2.30.7: memprof.core.terms.nccl_image)
+    image = image_delta(find_gpu("H100"), "2.30.7")[0]
     assert c.bytes == (458 + 474) * MiB - nccl.TORCH_STREAM_POOL_BYTES + image
     # on the V1 runner (0.22.0 at TP1; at TP2 before 0.26.0 the profile run's logits gather
     # makes it: tests/test_pynccl_pool.py); where Model Runner V2 runs the model (0.33.0) its

@@ -40,12 +40,13 @@ assert -124 * MiB == STACK_2215
 P2P_CUMEM_OFF = 757_071_872 + 195_035_136 - POOL  # 2× H100, NCCL_CUMEM_ENABLE=0
 P2P_CUMEM_ON = (458 + 474) * MiB - POOL  # 2× H200, NCCL's default
 SHM_CUMEM_OFF = 195_035_136 + 195_035_136 - POOL  # 2× H100, NCCL_P2P_DISABLE=1
-# a first communicator's init holds NCCL 2.28.9's sm_90 image; each release's NCCL loads its own
-# (memprof.core.terms.nccl_image): 2.21.5 (0.7.x - 0.8.x) 43 pages, 2.26.2 (0.9.0 - 0.10.1.1) 50,
-# 2.27 (0.10.2 on) 51, for the measured 53
-IMAGE_2215, IMAGE_2262, IMAGE_227 = (image_delta(find_gpu("H100"), v)[0]
-                                     for v in ("2.21.5", "2.26.2", "2.27"))
-assert [IMAGE_2215 // MiB, IMAGE_2262 // MiB, IMAGE_227 // MiB] == [-20, -6, -4]
+# a first communicator's init holds NCCL 2.28.9's sm_90 image (51 pages); each release's NCCL
+# loads its own (memprof.core.terms.nccl_image): 2.21.5 (0.7.x - 0.8.x) 43 pages, 2.26.2 (0.9.0 -
+# 0.10.1.1) 50, 2.27 (0.10.2 - 0.19.x) 51, 2.30.7 (0.33.0) 52
+IMAGE_2215, IMAGE_2262, IMAGE_227, IMAGE_2307 = (image_delta(find_gpu("H100"), v)[0]
+                                                 for v in ("2.21.5", "2.26.2", "2.27", "2.30.7"))
+assert [IMAGE_2215 // MiB, IMAGE_2262 // MiB, IMAGE_227 // MiB, IMAGE_2307 // MiB] \
+    == [-16, -2, 0, 2]
 # the TP group's custom all-reduce buffers, made with the communicator where the GPUs have peer
 # access (memprof.core.terms.custom_allreduce: meta 10 + IPC buffer 8 + rank_data 8 MiB)
 CUSTOM_AR = 26 * MiB
@@ -106,7 +107,7 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
      + CUSTOM_AR),
     # 0.33.0 runs the model with Model Runner V2, whose output_copy_stream makes the stream
     # pool after init_snapshot (terms.stream_pool.V2_OUTPUT_COPY_STREAM)
-    ("0.33.0", LIBS_AFTER_WARM_UP + POOL, CONTEXT + P2P_CUMEM_ON + IMAGE_227 + CUSTOM_AR),
+    ("0.33.0", LIBS_AFTER_WARM_UP + POOL, CONTEXT + P2P_CUMEM_ON + IMAGE_2307 + CUSTOM_AR),
 ])
 def test_placement_and_size_by_release(version: str, budget: int, baseline: int) -> None:
     assert _budget_non_torch(version) == (budget, baseline)
@@ -151,10 +152,10 @@ def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
     g = find_gpu("RTX-4090")
     stack = stack_delta(g, non_torch.MAX_THREADS_PER_SM[g.arch], "2.26.2")[0]
     assert stack == -128 * MiB
-    # and init's NCCL device code, 2.26.2's sm_80 image (23 pages) for the measured 53
-    # (memprof.core.terms.nccl_image)
+    # and init's NCCL device code, 2.26.2's sm_80 image (23 pages) for the measured 2.28.9 sm_90
+    # image's 51 (memprof.core.terms.nccl_image)
     image = image_delta(g, "2.26.2")[0]
-    assert image == -60 * MiB
+    assert image == -56 * MiB
     assert _budget_non_torch("0.9.2", gpu="RTX-4090") == (
         libs_4090 + SHM_CUMEM_OFF - 4 * MiB + stack + image + POOL + 6 * MiB, context_4090)
 
@@ -168,8 +169,10 @@ def test_sglang_keeps_nccl_before_its_baseline() -> None:
     # second one: tests/test_sglang_nccl_groups.py), sized with NCCL's cuMem off, which SGLang's
     # launcher sets (entrypoints/engine.py _set_envs_and_config, 0.4.3 - 0.5.9): the cuMem-off
     # row holds the stream pool (SGLang's rows keep it) but not the process's first kernel,
-    # which PyNccl's warm-up runs before the load: it lands before the baseline too
-    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [P2P_CUMEM_OFF + POOL]
+    # which PyNccl's warm-up runs before the load: it lands before the baseline too; init loads
+    # the newest release's NCCL, 2.30.7 (torch 2.14.1): its sm_90 image is a page above 2.28.9's
+    assert [c.bytes for c in nccl if c.name.startswith("NCCL TP ")] == [
+        P2P_CUMEM_OFF + POOL + IMAGE_2307]
     first = [c for c in e.ranks[0].components if c.name.startswith("first kernel's modules")]
     assert [(c.bytes, c.where) for c in first] == [(96_468_992, "baseline")]
 

@@ -141,9 +141,9 @@ def test_row48_kv_tokens_at_its_release() -> None:
     # (memprof.core.terms.nccl_stack): 54 MiB, not 186: 5,065 blocks, 81,040 tokens, -0.6%;
     # and the gather's SendRecv kernel's (1,312 -> 1,568 B on those SMs): 48 MiB, not the
     # H100's 62: 5,075 blocks, 81,200 tokens, -0.4%; and init's NCCL device code, 2.21.5's
-    # sm_80 image (48 MiB) for the measured 2.28.9 sm_90 one (106 MiB; memprof.core.terms.
-    # nccl_image): 5,113 blocks, 81,808 tokens, +0.3%
-    assert e.kv_cache_tokens == 81_808
+    # sm_80 image (24 pages) for the measured 2.28.9 sm_90 one (51 pages; memprof.core.terms.
+    # nccl_image): 5,111 blocks, 81,776 tokens, +0.3%
+    assert e.kv_cache_tokens == 81_776
     assert abs(e.kv_cache_tokens - obs["kv_tokens"]) / obs["kv_tokens"] < 0.05
     assert e.verdict == "startup_oom" and obs["startup_failed"]
 

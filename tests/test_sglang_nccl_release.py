@@ -1,8 +1,8 @@
 """The NCCL release each SGLang release runs (``memprof.core.terms.nccl.NCCL_VERSION``'s SGLang
 rows: torch 2.5.1 / 2.6.0 pin nvidia-nccl-cu12 2.21.5, torch 2.7.1 2.26.2, torch 2.8.0 / 2.9.1
-2.27.x, torch 2.11.0 the measured 2.28.9) and what it moves: the stack reservation of the first
-all_reduce, read from 2.21.5's kernel images instead of 2.28.9's
-(``memprof.core.terms.nccl_stack``). Row 1201's log prints the release it ran."""
+2.27.x, torch 2.11.0 the measured 2.28.9, torch 2.13.0 2.29.7, torch 2.14.1 2.30.7) and what it
+moves: the stack reservation of the first all_reduce, read from 2.21.5's kernel images instead
+of 2.28.9's (``memprof.core.terms.nccl_stack``). Row 1201's log prints the release it ran."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def _sglang(version: str) -> Deployment:
 @pytest.mark.parametrize(("version", "nccl"), [
     ("0.4.3", "2.21.5"), ("0.4.4", "2.21.5"), ("0.4.5", "2.21.5"), ("0.4.6", "2.21.5"),
     ("0.4.7", "2.26.2"), ("0.4.10", "2.26.2"), ("0.5.1", "2.27"), ("0.5.10", "2.27"),
-    ("0.5.11", None), ("0.5.13", None),
+    ("0.5.11", "2.28.9"), ("0.5.17", "2.28.9"), ("0.5.18", "2.29.7"), ("0.5.21", "2.29.7"),
+    ("0.5.22", "2.30.7"),
 ])
 def test_sglang_releases_map_the_nccl_their_torch_pins(version: str, nccl: str | None) -> None:
     assert nccl_version(_sglang(version)) == nccl

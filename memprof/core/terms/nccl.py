@@ -366,17 +366,32 @@ NCCL_VERSION: tuple[Rule, ...] = (
          removed_by="torch 2.8.0 (0.10.2)",
          source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1; torch 2.7.0 and "
          "2.7.1 METADATA nvidia-nccl-cu12==2.26.2"),
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until=None,
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until="0.20.0",
          value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
-         source="vllm 0.10.2 METADATA torch==2.8.0; torch 2.8.0 METADATA "
-         "nvidia-nccl-cu12==2.27.3, torch 2.9.0 nvidia-nccl-cu12==2.27.5"),
+         removed_by="torch 2.11.0 (0.20.0)",
+         source="vllm 0.10.2 - 0.11.0 METADATA torch==2.8.0, 0.11.1 - 0.16.0 torch==2.9.x, "
+         "0.17.0 - 0.19.1 torch==2.10.0; torch 2.8.0 METADATA nvidia-nccl-cu12==2.27.3, torch "
+         "2.9.x and 2.10.0 nvidia-nccl-cu12==2.27.5"),
+    Rule(name="nccl_version", changes="NCCL device code and stack", since="0.20.0",
+         until="0.27.0", value="2.28.9", applies_to="nccl", introduced_by="torch 2.11.0",
+         removed_by="torch 2.13.0 (0.27.0)",
+         source="vllm 0.20.0 - 0.26.0 METADATA torch==2.11.0; torch 2.11.0 METADATA "
+         "nvidia-nccl-cu13==2.28.9 (the NCCL of reports/gpu/nccl*)"),
+    Rule(name="nccl_version", changes="NCCL device code", since="0.27.0", until="0.33.0",
+         value="2.29.7", applies_to="nccl", introduced_by="torch 2.13.0",
+         removed_by="torch 2.14.0 (0.33.0)",
+         source="vllm 0.27.0 - 0.32.0 METADATA torch==2.13.0; torch 2.13.0 METADATA "
+         "nvidia-nccl-cu13==2.29.7"),
+    Rule(name="nccl_version", changes="NCCL device code", since="0.33.0", until=None,
+         value="2.30.7", applies_to="nccl", introduced_by="torch 2.14.0",
+         source="vllm 0.33.0 METADATA torch==2.14.0; torch 2.14.0 METADATA "
+         "nvidia-nccl-cu13==2.30.7"),
     # SGLang, by the torch its wheel pins (Requires-Dist torch==, extra 'srt' until 0.5.2,
     # unconditional from 0.5.3) and the NCCL that torch pins. Its NVLS is off in every release
     # (NCCL_NVLS_ENABLE=0, memprof.core.terms.nccl_nvls.NVLS_ENV), so the rows move the first
     # all_reduce's stack reservation (memprof.core.terms.nccl_stack: 2.21.5's kernel images,
     # 2.28.9's for the others) and the device code an init loads
-    # (memprof.core.terms.nccl_image). From 0.5.11 the wheels pin torch 2.11.0, whose NCCL is
-    # the measured 2.28.9 (reports/gpu/nccl-image): no row.
+    # (memprof.core.terms.nccl_image).
     Rule(name="nccl_version", changes="NCCL first all_reduce stack", since=None, until="0.4.7",
          value="2.21.5", applies_to="nccl", engine="sglang", introduced_by="torch 2.5.1",
          removed_by="torch 2.7.1 (0.4.7)",
@@ -395,6 +410,20 @@ NCCL_VERSION: tuple[Rule, ...] = (
          source="sglang 0.5.1 - 0.5.5 METADATA torch==2.8.0, 0.5.6 - 0.5.10 torch==2.9.1, "
          "0.5.11 torch==2.11.0; torch 2.8.0 METADATA nvidia-nccl-cu12==2.27.3, torch 2.9.x "
          "nvidia-nccl-cu12==2.27.5, torch 2.11.0 NCCL 2.28.9"),
+    Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.11",
+         until="0.5.18", value="2.28.9", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.11.0 (0.5.11)", removed_by="torch 2.13.0 (0.5.18)",
+         source="sglang 0.5.11 - 0.5.17 METADATA torch==2.11.0; torch 2.11.0 METADATA "
+         "nvidia-nccl-cu13==2.28.9"),
+    Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.18",
+         until="0.5.22", value="2.29.7", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.13.0 (0.5.18)", removed_by="torch 2.14.1 (0.5.22)",
+         source="sglang 0.5.18 - 0.5.21 METADATA torch==2.13.0; torch 2.13.0 METADATA "
+         "nvidia-nccl-cu13==2.29.7"),
+    Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.22", until=None,
+         value="2.30.7", applies_to="nccl", engine="sglang", introduced_by="torch 2.14.1",
+         source="sglang 0.5.22 / 0.5.23 METADATA torch==2.14.1; torch 2.14.1 METADATA "
+         "nvidia-nccl-cu13==2.30.7"),
 )
 
 

@@ -30,17 +30,19 @@ architecture it holds that release's image for the card: ``IMAGE_BYTES``, the de
 each ELF image in the ``.nv_fatbin`` section of the ``nvidia-nccl-cu12`` wheel torch pins
 (``IMAGES_GOLDEN``, ``recorders/nccl_image_sizes.py``; no GPU needed). A card runs the image of its
 own major version at or below its minor (``memprof.core.terms.nccl_stack.image_for``: sm_86 and
-sm_89 run sm_80's). The loaded size is taken as the image's decompressed ELF size in 2 MiB pages
-[assumption: 2.28.9's own wheel was not in reach, so the measured 111,149,056 B (53 pages) is not
-checked against its image; the nearest release read, 2.27.x, has a 105,827,080 B sm_90 image
-(51 pages), 2.26.2 103,105,200 B and 2.21.5 88,514,016 B]. The sm_80 image, the one every
-Ampere and Ada card runs, is 47-50 MB in every release read, under half of sm_90's.
+sm_89 run sm_80's). The measured NCCL's own wheel (nvidia-nccl-cu13 2.28.9, the one torch
+2.11.0+cu130 pins) carries a 105,979,416 B sm_90 image: 51 pages of 2 MiB, 2 pages
+(``LOAD_BEYOND_IMAGE_BYTES``) under the measured 53. So the load is taken as the image's
+decompressed ELF size in 2 MiB pages plus those 2 pages, on every release and card [assumption:
+the 2 pages beyond the image were measured on one card and release]. A first communicator's
+init then moves by the difference of the two images' pages alone. The sm_80 image, the one every
+Ampere and Ada card runs, is 47-51 MB in every release read, under half of sm_90's.
 
 Not moved (the measured row stands): an engine whose NCCL memprof does not map
-(``memprof.core.terms.nccl.nccl_version`` None: 2.28.9's sm_90 image is the measured one, its
-other images were not read), a card whose image the release's wheel does not carry (the driver
-would JIT PTX), non-NVIDIA cards, and communicators across nodes (``memprof.core.terms.multinode``
-rows, measured over sockets, not moved by card either).
+(``memprof.core.terms.nccl.nccl_version`` None) or a release whose wheel was not read, a card
+whose image the release's wheel does not carry (the driver would JIT PTX), non-NVIDIA cards, and
+communicators across nodes (``memprof.core.terms.multinode`` rows, measured over sockets, not
+moved by card either).
 """
 
 from __future__ import annotations
@@ -58,12 +60,16 @@ PAGE_BYTES = 2 * MiB
 # p2p-c4 (117,440,512 − 6,291,456; 121,634,816 − 10,485,760; 197,132,288 − 85,983,232)
 MEASURED_LOAD_BYTES = 111_149_056
 MEASURED_RELEASE, MEASURED_IMAGE = "2.28.9", 90
+# the measured load beyond 2.28.9's sm_90 image in whole pages (IMAGE_BYTES["2.28.9"][90]:
+# 51 pages): 111,149,056 - 51 x 2 MiB
+LOAD_BEYOND_IMAGE_BYTES = 4_194_304
 
 # Decompressed bytes of each ELF image in libnccl.so.2 (IMAGES_GOLDEN), by the release
 # ``memprof.core.terms.nccl.nccl_version`` names: nvidia-nccl-cu12 2.20.5 (torch 2.4.0), 2.21.5
-# (torch 2.5.1 / 2.6.0), 2.26.2 (torch 2.7.0 / 2.7.1) and 2.27.3 / 2.27.5 (torch 2.8.0 / 2.9.0,
+# (torch 2.5.1 / 2.6.0), 2.26.2 (torch 2.7.0 / 2.7.1), 2.27.3 / 2.27.5 (torch 2.8.0 - 2.10.0,
 # "2.27": their sm_50 - sm_100 images are the same size; sm_120 121,147,944 / 121,102,376 B,
-# both 58 pages, 2.27.5's kept).
+# both 58 pages, 2.27.5's kept) and nvidia-nccl-cu13 2.28.9 (torch 2.11.0, the measured one),
+# 2.29.7 (torch 2.12.0 / 2.13.0) and 2.30.7 (torch 2.14.0 / 2.14.1).
 IMAGE_BYTES: dict[str, dict[int, int]] = {
     "2.20.5": {50: 35_628_176, 60: 35_339_376, 61: 35_610_320, 70: 48_651_536, 80: 48_137_872,
                90: 70_847_504},
@@ -73,6 +79,12 @@ IMAGE_BYTES: dict[str, dict[int, int]] = {
                90: 103_105_200},
     "2.27": {50: 36_974_504, 60: 37_698_088, 61: 37_997_320, 70: 49_753_992, 80: 49_087_496,
              90: 105_827_080, 100: 134_876_536, 120: 121_102_376},
+    "2.28.9": {75: 50_846_984, 80: 50_658_184, 90: 105_979_416, 100: 134_715_312,
+               110: 135_075_016, 120: 119_206_352},
+    "2.29.7": {75: 50_201_272, 80: 50_002_488, 90: 105_442_648, 100: 136_876_592,
+               110: 137_100_152, 120: 121_658_344},
+    "2.30.7": {75: 51_681_552, 80: 51_430_800, 90: 108_666_336, 100: 146_917_712,
+               110: 146_017_032, 120: 130_559_296},
 }
 
 
@@ -89,16 +101,18 @@ def image_load(nccl: str | None, gpu: GPU) -> tuple[int, str] | None:
     if img is None:
         return None
     pages = -(-sizes[img] // PAGE_BYTES)
-    return pages * PAGE_BYTES, (
+    return pages * PAGE_BYTES + LOAD_BEYOND_IMAGE_BYTES, (
         f"NCCL {nccl}'s sm_{img} image, {sizes[img]:,} B decompressed ({IMAGES_GOLDEN}), "
-        f"loaded by ncclInitKernelsForDevice at init in {pages} pages of 2 MiB [assumed: the "
-        "image's size]")
+        f"loaded by ncclInitKernelsForDevice at init in {pages} pages of 2 MiB and the 2 pages "
+        "the measured load holds beyond 2.28.9's sm_90 image [assumed: the same on every card "
+        "and release]")
 
 
 def image_delta(gpu: GPU, nccl: str | None) -> tuple[int, str]:
     """(bytes, note) by which a first communicator's measured init moves on ``gpu`` under the
     release ``nccl``: the card's image load less the 111,149,056 B of 2.28.9's sm_90 image
-    measured in it (``GOLDEN``); (0, "") where none is derived."""
+    measured in it (``GOLDEN``); (0, "") where none is derived or the card runs the measured
+    image."""
     got = image_load(nccl, gpu)
     if got is None or got[0] == MEASURED_LOAD_BYTES:
         return 0, ""

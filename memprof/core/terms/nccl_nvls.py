@@ -170,10 +170,12 @@ def nvls_group(dep: Deployment, gpu: GPU, group: str, size: int) -> bool:
 def nvls_channels(version: str, gpu: GPU) -> int:
     """``comm->nvlsChannels`` for one node: 16 before 2.22 (``NCCL_NVLS_NCHANNELS``) and on sm90
     after; on sm100 and later 32 in 2.22-2.26 (``NVLS_NCHANNELS_SM100``) and 24 for a single
-    node from 2.27 (``NVLS_NCHANNELS_SM100_NVL``), nvls.cc ncclNvlsInit."""
+    node from 2.27 (``NVLS_NCHANNELS_SM100_NVL``), nvls.cc ncclNvlsInit (2.28.x and later keep
+    the single-node choice beside their NVLS-tree tuning)."""
     if version.startswith(("2.20", "2.21")) or gpu.arch == "sm90":
         return NVLS_CHANNELS_SM90
-    return NVLS_CHANNELS_SM100_NVL if version.startswith("2.27") else NVLS_CHANNELS_SM100
+    major_minor = tuple(int(x) for x in version.split(".")[:2])
+    return NVLS_CHANNELS_SM100_NVL if major_minor >= (2, 27) else NVLS_CHANNELS_SM100
 
 
 def nvls_bytes(version: str, gpu: GPU, size: int, cumem: bool) -> tuple[int, str]:
