@@ -98,3 +98,14 @@ def test_rocm_keeps_the_measured_placement() -> None:
     ctx = _ctx("0.11.0", "MI300X")
     assert nccl_record_placement(ctx) == "in line"
     assert nccl_mixing_nodes(ctx, "FULL") == graph_nccl_nodes(ctx) == 2 * 48 + 1
+
+
+def test_the_output_states_the_spared_nodes() -> None:
+    def formulas(version: str) -> str:
+        e = estimate("qwen3-30b-a3b", Deployment(engine_version=version, tp=4,
+                                                 disable_custom_all_reduce=True),
+                     gpu=resolve_gpu("RTX-4090", None))
+        return " ".join(c.formula for c in e.ranks[0].components if c.category == "cudagraph")
+    # 35 FULL sizes x (97 - 2) nodes at 0.11.0 (NCCL 2.27.3); none at 0.11.1 (2.27.5)
+    assert "3325 NCCL nodes past their graph's second" in formulas("0.11.0")
+    assert "NCCL_RECORD_PLACEMENT" not in formulas("0.11.1")

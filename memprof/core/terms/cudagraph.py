@@ -1223,10 +1223,21 @@ def cudagraph_terms_estimate_off(ctx: TermContext, why: str = "") -> list[Compon
 
 
 def _stack_note(ctx: TermContext, g: GraphModel) -> str:
-    """What the formula says of the driver stack and of graphs charged NCCL's NET cost."""
+    """What the formula says of the driver stack, of graphs charged NCCL's NET cost and of NCCL
+    nodes spared the graph-mixing share (``nccl_mixing_nodes``)."""
     notes = [driver_stack_note(ctx)]
     net = sum(len(v) * graph_net_graphs(ctx, m) for m, v in g.modes.items())
     if net:
         notes.append(f"{net} graphs holding a TP all-reduce over NCCL's NET transport (TP "
                      f"across hosts) at {fmt_bytes(GRAPH_DRIVER_NET_PER_GRAPH)} more each")
+    spared = sum(len(v) * (graph_nccl_nodes(ctx) - nccl_mixing_nodes(ctx, m))
+                 for m, v in g.modes.items())
+    if spared:
+        notes.append(f"{spared} NCCL nodes past their graph's second without NCCL's graph-mixing "
+                     f"{fmt_bytes(GRAPH_DRIVER_NCCL_MIXING)}: this release's NCCL adds its "
+                     "event-record node as a leaf (NCCL_RECORD_PLACEMENT, measured on H100 / "
+                     "driver 580)")
+    elif graph_nccl_nodes(ctx) and ctx.gpu.is_rocm:
+        notes.append("RCCL's graph-mixing record node taken in line, as NCCL's measured one "
+                     "[assumption]")
     return "".join(f"; {n}" for n in notes if n)
