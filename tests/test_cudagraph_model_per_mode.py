@@ -28,6 +28,7 @@ from memprof.core.terms.cudagraph import (
     graph_nodes,
     graph_pieces,
     graph_pool_tensor_bytes,
+    nccl_mixing_nodes,
     node_costs,
     tp_all_reduces,
 )
@@ -66,11 +67,11 @@ def test_model_equals_its_pieces_mode_by_mode() -> None:
                 graphs = len(v) * (graph_pieces(ctx) if m == "PIECEWISE" else 1)
                 gemm, other = graph_nodes(ctx, m)
                 per_gemm, per_other = node_costs(ctx)
-                nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
+                nccl = (graph_nccl_nodes(ctx) * GRAPH_DRIVER_PER_NCCL_NODE
+                        + nccl_mixing_nodes(ctx, m) * GRAPH_DRIVER_NCCL_MIXING)
                 assert graph_driver_bytes(ctx, m, len(v)) == (
                     graphs * GRAPH_DRIVER_PER_GRAPH
-                    + len(v) * (gemm * per_gemm + other * per_other
-                                + graph_nccl_nodes(ctx) * nccl))
+                    + len(v) * (gemm * per_gemm + other * per_other + nccl))
                 # FlashInfer's workspace: in the FULL mode's first sample (terms/attn_capture.py)
                 ws = estimate_window_workspace(ctx)[0] if m == "FULL" else 0
                 assert g.first_capture[m] == (graph_pool_tensor_bytes(ctx, {m: [max(v)]}) + one

@@ -76,6 +76,89 @@ GRAPH_DRIVER_PER_NCCL_NODE = 8655
 # first graph's nodes are not "after other work"). Every all-reduce of a decoder forward
 # follows a GEMM or the embedding, so each pays it.
 GRAPH_DRIVER_NCCL_MIXING = 148_395
+# Where the event-record node of the graph mixing support sits differs by NCCL release
+# (src/misc/strongstream.cc ``ncclStrongStreamRelease`` under capture, read at each tag):
+# - "in line" (v2.20.5-1, v2.21.5-1: it becomes the strong stream's only tip, ``g->tipNodes``,
+#   which the next launch waits on; v2.27.5-1 … v2.28.9-1: ``cudaStreamUpdateCaptureDependencies``
+#   makes every later capture on the device stream depend on it);
+# - "leaf" (v2.26.2-1 … v2.27.3-1: ``cudaGraphAddEventRecordNode`` after the previous record,
+#   ``cap->lastRecord``, and the device stream's nodes, whose capture dependencies are left as
+#   they were: the records form a side chain nothing waits on).
+# Measured with CUDA's event API in those two shapes, each case in its own process
+# (reports/gpu/graph-mixing-topology/graph-mixing-topology-h100-fresh.json, H100, driver 580,
+# 200 graphs of k collectives between kernels): equal for k = 1 and 2 (220,201 / 335,544 B a
+# graph); from 2 to 8 a leaf graph grows by 20,972 B, what its 12 more kernel nodes cost (the
+# wait case: 20,971 B), an in-line one by 713,032 B (115,343 B each record more). So in a
+# "leaf" release the records past a graph's second cost nothing measurable, and only two NCCL
+# nodes a graph pay ``GRAPH_DRIVER_NCCL_MIXING`` (``nccl_mixing_nodes``). Keyed by NCCL tag;
+# ``NCCL_MIXING_RELEASE`` gives the tag a vLLM release runs.
+NCCL_RECORD_PLACEMENT: dict[str, str] = {
+    "2.20.5": "in line", "2.21.5": "in line", "2.26.2": "leaf", "2.27.3": "leaf",
+    "2.27.5": "in line", "2.28.9": "in line",
+    # a vLLM release from 0.11.1 on: torch 2.9.0's 2.27.5 or a later torch's later NCCL, each
+    # tag read from v2.27.5-1 to v2.30.7-1 in line
+    "2.27.5+": "in line",
+}
+# The NCCL a vLLM release runs, to the patch release where the record's placement changed
+# inside 2.27 (``memprof.core.terms.nccl.NCCL_VERSION`` stops at "2.27"): the torch its wheel
+# pins (METADATA Requires-Dist) and that torch's nvidia-nccl-cu12 pin.
+NCCL_MIXING_RELEASE: tuple[Rule, ...] = (
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since=None, until="0.6.4", value="2.20.5", applies_to="nccl",
+         introduced_by="torch 2.4.0", removed_by="torch 2.5.1 (0.6.4)",
+         source="vllm 0.6.0 - 0.6.3.post1 METADATA torch==2.4.0 (nvidia-nccl-cu12==2.20.5); "
+         "NCCL v2.20.5-1 src/misc/strongstream.cc: the record is the tip the next launch waits on"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.6.4", until="0.9.0", value="2.21.5", applies_to="nccl",
+         introduced_by="torch 2.5.1 / 2.6.0", removed_by="torch 2.7.0 (0.9.0)",
+         source="vllm 0.6.4 - 0.8.5 METADATA torch==2.5.1 / 2.6.0 (nvidia-nccl-cu12==2.21.5); "
+         "NCCL v2.21.5-1 src/misc/strongstream.cc: in line, as v2.20.5-1"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.9.0", until="0.10.2", value="2.26.2", applies_to="nccl",
+         introduced_by="torch 2.7.0", removed_by="torch 2.8.0 (0.10.2)",
+         source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1 "
+         "(nvidia-nccl-cu12==2.26.2); NCCL v2.26.2-1 src/misc/strongstream.cc "
+         "ncclStrongStreamRelease: a leaf after cap->lastRecord"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.10.2", until="0.11.1", value="2.27.3", applies_to="nccl",
+         introduced_by="torch 2.8.0", removed_by="torch 2.9.0 (0.11.1)",
+         source="vllm 0.10.2 and 0.11.0 METADATA torch==2.8.0 (nvidia-nccl-cu12==2.27.3); "
+         "NCCL v2.27.3-1 src/misc/strongstream.cc: a leaf, as v2.26.2-1"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.11.1", until=None, value="2.27.5+", applies_to="nccl",
+         introduced_by="torch 2.9.0",
+         source="vllm 0.11.1 METADATA torch==2.9.0 (nvidia-nccl-cu12==2.27.5), later releases "
+         "a later torch (0.20.0: torch 2.11.0, NCCL 2.28.9); NCCL v2.27.5-1 "
+         "src/misc/strongstream.cc ncclStrongStreamRelease: cudaStreamUpdateCaptureDependencies "
+         "to the record, in line, so through v2.28.9-1 and v2.30.7-1"),
+    # SGLang's decode graphs (FULL: every TP all-reduce in one graph), by the torch its wheel
+    # pins (the releases of ``memprof.core.terms.nccl.NCCL_VERSION``'s SGLang rows)
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since=None, until="0.4.7", value="2.21.5", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.5.1", removed_by="torch 2.7.1 (0.4.7)",
+         source="sglang 0.4.3.post4 / 0.4.4 METADATA torch==2.5.1, 0.4.6 torch==2.6.0 "
+         "(nvidia-nccl-cu12==2.21.5); NCCL v2.21.5-1 src/misc/strongstream.cc: in line"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.4.7", until="0.5.1", value="2.26.2", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.7.1 (0.4.7)", removed_by="torch 2.8.0 (0.5.1)",
+         source="sglang 0.4.7 - 0.4.10.post2 METADATA torch==2.7.1 (nvidia-nccl-cu12==2.26.2); "
+         "NCCL v2.26.2-1 src/misc/strongstream.cc: a leaf"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.5.1", until="0.5.6", value="2.27.3", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.8.0 (0.5.1)", removed_by="torch 2.9.1 (0.5.6)",
+         source="sglang 0.5.1 - 0.5.5 METADATA torch==2.8.0 (nvidia-nccl-cu12==2.27.3); "
+         "NCCL v2.27.3-1 src/misc/strongstream.cc: a leaf"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.5.6", until="0.5.11", value="2.27.5", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.9.1 (0.5.6)", removed_by="torch 2.11.0 (0.5.11)",
+         source="sglang 0.5.6 - 0.5.10 METADATA torch==2.9.1 (nvidia-nccl-cu12==2.27.5); "
+         "NCCL v2.27.5-1 src/misc/strongstream.cc: in line"),
+    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
+         since="0.5.11", until=None, value="2.28.9", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.11.0 (0.5.11)",
+         source="sglang 0.5.11 METADATA torch==2.11.0 (NCCL 2.28.9); NCCL v2.28.9-1 "
+         "src/misc/strongstream.cc: in line"),
+)
 # NCCL's NET transport (ranks on different hosts; IB or sockets) adds driver memory per graph that
 # holds a collective, not per collective: a plan that carries proxy work, as every NET channel's
 # does, has NCCL launch a host node (``hostStreamPlanCallback``, which hands the proxy its args)
@@ -633,10 +716,36 @@ def _driver_per_size(ctx: TermContext, mode: str) -> int:
     graphs = graph_pieces(ctx) if mode == "PIECEWISE" else 1
     gemm, other = graph_nodes(ctx, mode)
     per_gemm, per_other = node_costs(ctx)
-    nccl = GRAPH_DRIVER_PER_NCCL_NODE + GRAPH_DRIVER_NCCL_MIXING
     return (graphs * GRAPH_DRIVER_PER_GRAPH
-            + gemm * per_gemm + other * per_other + graph_nccl_nodes(ctx) * nccl
+            + gemm * per_gemm + other * per_other
+            + graph_nccl_nodes(ctx) * GRAPH_DRIVER_PER_NCCL_NODE
+            + nccl_mixing_nodes(ctx, mode) * GRAPH_DRIVER_NCCL_MIXING
             + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH)
+
+
+def nccl_record_placement(ctx: TermContext) -> str:
+    """Where the NCCL the rank's engine release runs puts its graph-mixing record node
+    (``NCCL_RECORD_PLACEMENT`` of ``NCCL_MIXING_RELEASE``'s tag): "in line" or "leaf". On a
+    ROCm card the engine runs RCCL, whose releases were not read: "in line", the placement
+    the NCCL-node costs were measured under [assumption]."""
+    if ctx.gpu.is_rocm:
+        return "in line"
+    tag = value_at(NCCL_MIXING_RELEASE, ctx.dep.engine_version, "2.27.5+", ctx.dep.engine)
+    return NCCL_RECORD_PLACEMENT[str(tag)]
+
+
+def nccl_mixing_nodes(ctx: TermContext, mode: str) -> int:
+    """NCCL nodes of one capture size of ``mode`` that pay ``GRAPH_DRIVER_NCCL_MIXING``: every
+    one where the record node sits in line; where it is a leaf, at most two a graph
+    (``NCCL_RECORD_PLACEMENT``): a FULL size's graph holds every TP all-reduce and pays for
+    two; a PIECEWISE size's pieces each hold one or two (a piece runs from one attention op
+    to the next: the o_proj and MLP all-reduces), so all of them pay [approximation: at most
+    two a piece]."""
+    nodes = graph_nccl_nodes(ctx)
+    if nodes == 0 or nccl_record_placement(ctx) == "in line":
+        return nodes
+    graphs = graph_pieces(ctx) if mode == "PIECEWISE" else 1
+    return min(nodes, 2 * graphs)
 
 
 def graph_net_graphs(ctx: TermContext, mode: str) -> int:
@@ -781,7 +890,9 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
                   + 2.26 KiB × other nodes (10 KiB a kernel node, GEMM or not, at a vLLM
                   release before 0.20.0: ``DRIVER_STACK``) + (8.45 + 144.9) KiB × NCCL nodes (TP
                   all-reduces where the custom all-reduce does not replace them; the second
-                  figure is NCCL's graph mixing support, ``GRAPH_DRIVER_NCCL_MIXING``)
+                  figure is NCCL's graph mixing support, ``GRAPH_DRIVER_NCCL_MIXING``, paid by
+                  at most two a graph where the release's NCCL puts its record node as a leaf,
+                  2.26.2 - 2.27.3: ``nccl_mixing_nodes``)
                   + 102.4 KiB × graphs holding one where the TP group spans hosts (NCCL's NET
                   transport: ``GRAPH_DRIVER_NET_PER_GRAPH``)
         graphs  = Σ PIECEWISE sizes × (attention layers + 1) + FULL sizes
@@ -1112,10 +1223,21 @@ def cudagraph_terms_estimate_off(ctx: TermContext, why: str = "") -> list[Compon
 
 
 def _stack_note(ctx: TermContext, g: GraphModel) -> str:
-    """What the formula says of the driver stack and of graphs charged NCCL's NET cost."""
+    """What the formula says of the driver stack, of graphs charged NCCL's NET cost and of NCCL
+    nodes spared the graph-mixing share (``nccl_mixing_nodes``)."""
     notes = [driver_stack_note(ctx)]
     net = sum(len(v) * graph_net_graphs(ctx, m) for m, v in g.modes.items())
     if net:
         notes.append(f"{net} graphs holding a TP all-reduce over NCCL's NET transport (TP "
                      f"across hosts) at {fmt_bytes(GRAPH_DRIVER_NET_PER_GRAPH)} more each")
+    spared = sum(len(v) * (graph_nccl_nodes(ctx) - nccl_mixing_nodes(ctx, m))
+                 for m, v in g.modes.items())
+    if spared:
+        notes.append(f"{spared} NCCL nodes past their graph's second without NCCL's graph-mixing "
+                     f"{fmt_bytes(GRAPH_DRIVER_NCCL_MIXING)}: this release's NCCL adds its "
+                     "event-record node as a leaf (NCCL_RECORD_PLACEMENT, measured on H100 / "
+                     "driver 580)")
+    elif graph_nccl_nodes(ctx) and ctx.gpu.is_rocm:
+        notes.append("RCCL's graph-mixing record node taken in line, as NCCL's measured one "
+                     "[assumption]")
     return "".join(f"; {n}" for n in notes if n)

@@ -115,9 +115,13 @@ collectives, which is what vLLM's pieces hold (they part only at eight). No tran
 cuMem setting or placement measured on R580 / NCCL 2.28.9 comes near the A100 rows' 66 KB an
 all-reduce (reports/gpu/graph-transport/README.md), so memprof's per-node cost is right on the
 stack it was measured on, and the A100 TP2 rows' over-prediction is left [not modelled: no
-NCCL-node cost measured under a pre-R580 driver or NCCL 2.26.2]. A third no-P2P log is over by the
-same sign: vLLM 0.11.0 (NCCL 2.27.3) on four RTX 4090s leaves about 86 KB a captured all-reduce
-(row 1951, +35%).
+NCCL-node cost measured under a pre-R580 driver or NCCL 2.26.2]; read per release, a captured
+all-reduce over SHM or P2P allocates no device memory from NCCL 2.26.2 on (its work in the
+kernel's arguments, src/enqueue.cc ``finishPlan``; reports/gpu/graph-transport/README.md). Where
+the placements part, graphs of more than two collectives, memprof follows them: at 2.26.2-2.27.3
+only two NCCL nodes a graph pay ``cudagraph.GRAPH_DRIVER_NCCL_MIXING``
+(``cudagraph.nccl_mixing_nodes``), which brings vLLM 0.11.0's FULL graphs on four RTX 4090s
+(NCCL 2.27.3) from +35% to +10% (row 1951).
 
 Two single-GPU A100 logs print several times memprof's figure (tests/data/published.json rows 502,
 0.11.0 Llama-3.1-8B, 2.85 GiB, and 1218, 0.10.0 Qwen3-14B, 2.49 GiB), and nothing in their windows
