@@ -73,7 +73,8 @@ def test_image_table_is_the_wheels() -> None:
                                for k, v in w["images"].items() if k.startswith("elf_")}
     for release in ("2.20.5", "2.21.5", "2.26.2", "2.28.9", "2.29.7", "2.30.7"):
         assert IMAGE_BYTES[release] == by_release[release]
-    assert IMAGE_BYTES["2.27"] == by_release["2.27.5"]
+    assert IMAGE_BYTES["2.27.3"] == by_release["2.27.3"]
+    assert IMAGE_BYTES["2.27.5"] == by_release["2.27.5"]
     # 2.27.3 and 2.27.5 differ only in sm_120, by less than a page
     diff = {a for a in by_release["2.27.3"] if by_release["2.27.3"][a] != by_release["2.27.5"][a]}
     assert diff == {120}
@@ -129,7 +130,7 @@ def test_sglang_releases_load_their_torchs_nccl_image() -> None:
     versions = ("0.4.8", "0.5.4", "0.5.11", "0.5.19")
     rows = {v: nccl_comm(Deployment(engine="sglang", engine_version=v, tp=2), a100, "TP", 2)
             for v in versions}
-    nccl = {"0.4.8": "2.26.2", "0.5.4": "2.27", "0.5.11": "2.28.9", "0.5.19": "2.29.7"}
+    nccl = {"0.4.8": "2.26.2", "0.5.4": "2.27.3", "0.5.11": "2.28.9", "0.5.19": "2.29.7"}
     # on the measured card, 0.5.11 runs the measured image: its row is the measured one
     at_h100 = nccl_comm(Deployment(engine="sglang", engine_version="0.5.11", tp=2), h100, "TP", 2)
     assert "device code" not in at_h100.basis

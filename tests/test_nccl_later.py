@@ -140,10 +140,10 @@ def test_which_groups_come_after_another() -> None:
 
 def test_a_later_pp_communicators_send_recv_stack_moves_with_the_card() -> None:
     # the SendRecv kernel's stack growth is the process's first wherever it runs: on an A100
-    # (108 SMs, NCCL 2.27's sm_80 image) PP's later row moves by the card's growth, as a first
-    # row's does (memprof.core.terms.nccl_stack.p2p_stack_delta)
+    # (108 SMs, the default release's NCCL 2.30.7, read at 2.28.9's sm_80 kernel) PP's later row
+    # moves by the card's growth, as a first row's does (memprof.core.terms.nccl_stack)
     gpu = find_gpu("A100-80GB")
-    delta, _ = p2p_stack_delta(gpu, MAX_THREADS_PER_SM[gpu.arch], "2.27")
+    delta, _ = p2p_stack_delta(gpu, MAX_THREADS_PER_SM[gpu.arch], "2.30.7")
     assert delta != 0
     s_init, s_first, _ = SECOND_COMM_ROWS[(True, True, 2)]
     e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="A100-80GB")

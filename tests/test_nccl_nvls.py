@@ -74,7 +74,11 @@ def test_nccl_version_by_release() -> None:
     assert nccl_version(Deployment(engine_version="0.7.1")) == "2.21.5"  # torch 2.5.1
     assert nccl_version(Deployment(engine_version="0.8.5")) == "2.21.5"  # torch 2.6.0
     assert nccl_version(Deployment(engine_version="0.9.0")) == "2.26.2"  # torch 2.7.0
-    assert nccl_version(Deployment(engine_version="0.11.0")) == "2.27"  # torch 2.8.0
+    assert nccl_version(Deployment(engine_version="0.11.0")) == "2.27.3"  # torch 2.8.0
+    assert nccl_version(Deployment(engine_version="0.19.1")) == "2.27.5"  # torch 2.10.0
+    assert nccl_version(Deployment(engine_version="0.20.0")) == "2.28.9"  # torch 2.11.0
+    assert nccl_version(Deployment(engine_version="0.27.1")) == "2.29.7"  # torch 2.13.0
+    assert nccl_version(Deployment(engine_version="0.33.0")) == "2.30.7"  # torch 2.14.0
 
 
 def test_v0_tp8_on_h200_charges_both_communicators() -> None:

@@ -1,6 +1,6 @@
 """Where NCCL's graph mixing support puts its event-record node, by NCCL release, and what that
-does to the graph-mixing charge of captured NCCL nodes (``cudagraph.NCCL_RECORD_PLACEMENT``,
-``NCCL_MIXING_RELEASE``, ``nccl_mixing_nodes``): the rule is read off the fresh-process run of
+does to the graph-mixing charge of captured NCCL nodes (``cudagraph.NCCL_RECORD_PLACEMENT`` of
+``nccl.nccl_version``, ``nccl_mixing_nodes``): the rule is read off the fresh-process run of
 reports/gpu/graph-mixing-topology, and a FULL graph of a "leaf" release pays for two nodes."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from memprof.core.gpus import resolve_gpu
 from memprof.core.releases import VLLM_RELEASES
 from memprof.core.terms.cudagraph import (
     GRAPH_DRIVER_NCCL_MIXING,
-    NCCL_MIXING_RELEASE,
     NCCL_RECORD_PLACEMENT,
     graph_driver_bytes,
     graph_nccl_nodes,
@@ -24,7 +23,7 @@ from memprof.core.terms.cudagraph import (
     nccl_mixing_nodes,
     nccl_record_placement,
 )
-from memprof.core.terms.nccl import NCCL_VERSION
+from memprof.core.terms.nccl import NCCL_VERSION, nccl_version
 from memprof.core.versions import value_at
 
 TOPOLOGY = (Path(__file__).parent.parent / "reports" / "gpu" / "graph-mixing-topology"
@@ -58,16 +57,15 @@ def test_records_past_a_leaf_chains_second_cost_nothing_measurable() -> None:
     ("sglang", "0.5.5", "leaf"), ("sglang", "0.5.6", "in line"), ("sglang", "0.5.11", "in line"),
 ])
 def test_placement_by_release(engine: str, version: str, placement: str) -> None:
-    tag = value_at(NCCL_MIXING_RELEASE, version, None, engine)
+    tag = nccl_version(Deployment(engine=engine, engine_version=version))
     assert NCCL_RECORD_PLACEMENT[str(tag)] == placement
 
 
-def test_patch_tags_agree_with_the_nccl_release_table() -> None:
-    """The patch tag the placement reads is one of the release ``NCCL_VERSION`` gives."""
+def test_every_release_memprof_models_has_a_placement() -> None:
+    """Each NCCL release an engine release runs (``NCCL_VERSION``) has its record placement."""
     for v in VLLM_RELEASES:
-        tag, release = value_at(NCCL_MIXING_RELEASE, v), value_at(NCCL_VERSION, v)
-        if release is not None:
-            assert str(tag).startswith(str(release)), v
+        release = value_at(NCCL_VERSION, v)
+        assert release is not None and str(release) in NCCL_RECORD_PLACEMENT, v
 
 
 def _ctx(version: str, gpu: str = "RTX-4090"):  # type: ignore[no-untyped-def]

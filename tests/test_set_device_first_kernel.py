@@ -99,8 +99,8 @@ def test_a_communicator_row_measured_with_the_kernel_is_charged_without_it() -> 
     assert row.first_kernel
     e = _est(engine_version="0.12.0", tp=2)
     (comm,) = _named(e, "NCCL TP communicator (2 ranks)")
-    # (init's NCCL device code at 0.12.0's NCCL 2.27 image: memprof.core.terms.nccl_image)
-    image = image_delta(find_gpu("H100"), "2.27")[0]
+    # (init's NCCL device code at 0.12.0's NCCL 2.27.5 image: memprof.core.terms.nccl_image)
+    image = image_delta(find_gpu("H100"), "2.27.5")[0]
     assert comm.bytes == row.init + row.first_all_reduce - POOL - FIRST_KERNEL + image
     assert comm.where == "baseline"
     assert len(_named(e, NAME)) == 1

@@ -34,6 +34,7 @@ from memprof.core.terms.common import (
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
 from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
+from memprof.core.terms.nccl import nccl_version
 from memprof.core.terms.runner_v2_profile import v2_estimates_graphs, v2_estimates_nothing
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
@@ -90,75 +91,20 @@ GRAPH_DRIVER_NCCL_MIXING = 148_395
 # graph); from 2 to 8 a leaf graph grows by 20,972 B, what its 12 more kernel nodes cost (the
 # wait case: 20,971 B), an in-line one by 713,032 B (115,343 B each record more). So in a
 # "leaf" release the records past a graph's second cost nothing measurable, and only two NCCL
-# nodes a graph pay ``GRAPH_DRIVER_NCCL_MIXING`` (``nccl_mixing_nodes``). Keyed by NCCL tag;
-# ``NCCL_MIXING_RELEASE`` gives the tag a vLLM release runs.
+# nodes a graph pay ``GRAPH_DRIVER_NCCL_MIXING`` (``nccl_mixing_nodes``). Keyed by the NCCL
+# release ``memprof.core.terms.nccl.NCCL_VERSION`` gives an engine release (the torch its wheel
+# pins and that torch's NCCL pin), each read in src/misc/strongstream.cc at its tag: v2.20.5-1
+# and v2.21.5-1 make the record the tip the next launch waits on (in line); v2.26.2-1 and
+# v2.27.3-1 release the stream with a leaf after ``cap->lastRecord``; from v2.27.5-1
+# (``ncclStrongStreamRelease``: ``cudaStreamUpdateCaptureDependencies`` to the record) in line
+# again, through v2.28.9-1 and v2.30.7-1.
 NCCL_RECORD_PLACEMENT: dict[str, str] = {
     "2.20.5": "in line", "2.21.5": "in line", "2.26.2": "leaf", "2.27.3": "leaf",
-    "2.27.5": "in line", "2.28.9": "in line",
-    # a vLLM release from 0.11.1 on: torch 2.9.0's 2.27.5 or a later torch's later NCCL, each
-    # tag read from v2.27.5-1 to v2.30.7-1 in line
-    "2.27.5+": "in line",
+    "2.27.5": "in line", "2.28.9": "in line", "2.29.7": "in line", "2.30.7": "in line",
 }
 # The NCCL a vLLM release runs, to the patch release where the record's placement changed
 # inside 2.27 (``memprof.core.terms.nccl.NCCL_VERSION`` stops at "2.27"): the torch its wheel
 # pins (METADATA Requires-Dist) and that torch's nvidia-nccl-cu12 pin.
-NCCL_MIXING_RELEASE: tuple[Rule, ...] = (
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since=None, until="0.6.4", value="2.20.5", applies_to="nccl",
-         introduced_by="torch 2.4.0", removed_by="torch 2.5.1 (0.6.4)",
-         source="vllm 0.6.0 - 0.6.3.post1 METADATA torch==2.4.0 (nvidia-nccl-cu12==2.20.5); "
-         "NCCL v2.20.5-1 src/misc/strongstream.cc: the record is the tip the next launch waits on"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.6.4", until="0.9.0", value="2.21.5", applies_to="nccl",
-         introduced_by="torch 2.5.1 / 2.6.0", removed_by="torch 2.7.0 (0.9.0)",
-         source="vllm 0.6.4 - 0.8.5 METADATA torch==2.5.1 / 2.6.0 (nvidia-nccl-cu12==2.21.5); "
-         "NCCL v2.21.5-1 src/misc/strongstream.cc: in line, as v2.20.5-1"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.9.0", until="0.10.2", value="2.26.2", applies_to="nccl",
-         introduced_by="torch 2.7.0", removed_by="torch 2.8.0 (0.10.2)",
-         source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1 "
-         "(nvidia-nccl-cu12==2.26.2); NCCL v2.26.2-1 src/misc/strongstream.cc "
-         "ncclStrongStreamRelease: a leaf after cap->lastRecord"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.10.2", until="0.11.1", value="2.27.3", applies_to="nccl",
-         introduced_by="torch 2.8.0", removed_by="torch 2.9.0 (0.11.1)",
-         source="vllm 0.10.2 and 0.11.0 METADATA torch==2.8.0 (nvidia-nccl-cu12==2.27.3); "
-         "NCCL v2.27.3-1 src/misc/strongstream.cc: a leaf, as v2.26.2-1"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.11.1", until=None, value="2.27.5+", applies_to="nccl",
-         introduced_by="torch 2.9.0",
-         source="vllm 0.11.1 METADATA torch==2.9.0 (nvidia-nccl-cu12==2.27.5), later releases "
-         "a later torch (0.20.0: torch 2.11.0, NCCL 2.28.9); NCCL v2.27.5-1 "
-         "src/misc/strongstream.cc ncclStrongStreamRelease: cudaStreamUpdateCaptureDependencies "
-         "to the record, in line, so through v2.28.9-1 and v2.30.7-1"),
-    # SGLang's decode graphs (FULL: every TP all-reduce in one graph), by the torch its wheel
-    # pins (the releases of ``memprof.core.terms.nccl.NCCL_VERSION``'s SGLang rows)
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since=None, until="0.4.7", value="2.21.5", applies_to="nccl", engine="sglang",
-         introduced_by="torch 2.5.1", removed_by="torch 2.7.1 (0.4.7)",
-         source="sglang 0.4.3.post4 / 0.4.4 METADATA torch==2.5.1, 0.4.6 torch==2.6.0 "
-         "(nvidia-nccl-cu12==2.21.5); NCCL v2.21.5-1 src/misc/strongstream.cc: in line"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.4.7", until="0.5.1", value="2.26.2", applies_to="nccl", engine="sglang",
-         introduced_by="torch 2.7.1 (0.4.7)", removed_by="torch 2.8.0 (0.5.1)",
-         source="sglang 0.4.7 - 0.4.10.post2 METADATA torch==2.7.1 (nvidia-nccl-cu12==2.26.2); "
-         "NCCL v2.26.2-1 src/misc/strongstream.cc: a leaf"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.5.1", until="0.5.6", value="2.27.3", applies_to="nccl", engine="sglang",
-         introduced_by="torch 2.8.0 (0.5.1)", removed_by="torch 2.9.1 (0.5.6)",
-         source="sglang 0.5.1 - 0.5.5 METADATA torch==2.8.0 (nvidia-nccl-cu12==2.27.3); "
-         "NCCL v2.27.3-1 src/misc/strongstream.cc: a leaf"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.5.6", until="0.5.11", value="2.27.5", applies_to="nccl", engine="sglang",
-         introduced_by="torch 2.9.1 (0.5.6)", removed_by="torch 2.11.0 (0.5.11)",
-         source="sglang 0.5.6 - 0.5.10 METADATA torch==2.9.1 (nvidia-nccl-cu12==2.27.5); "
-         "NCCL v2.27.5-1 src/misc/strongstream.cc: in line"),
-    Rule(name="nccl_mixing_record", changes="CUDA graphs: driver memory of NCCL nodes",
-         since="0.5.11", until=None, value="2.28.9", applies_to="nccl", engine="sglang",
-         introduced_by="torch 2.11.0 (0.5.11)",
-         source="sglang 0.5.11 METADATA torch==2.11.0 (NCCL 2.28.9); NCCL v2.28.9-1 "
-         "src/misc/strongstream.cc: in line"),
-)
 # NCCL's NET transport (ranks on different hosts; IB or sockets) adds driver memory per graph that
 # holds a collective, not per collective: a plan that carries proxy work, as every NET channel's
 # does, has NCCL launch a host node (``hostStreamPlanCallback``, which hands the proxy its args)
@@ -724,14 +670,14 @@ def _driver_per_size(ctx: TermContext, mode: str) -> int:
 
 
 def nccl_record_placement(ctx: TermContext) -> str:
-    """Where the NCCL the rank's engine release runs puts its graph-mixing record node
-    (``NCCL_RECORD_PLACEMENT`` of ``NCCL_MIXING_RELEASE``'s tag): "in line" or "leaf". On a
-    ROCm card the engine runs RCCL, whose releases were not read: "in line", the placement
-    the NCCL-node costs were measured under [assumption]."""
+    """Where the NCCL the rank's engine release runs (``memprof.core.terms.nccl.nccl_version``)
+    puts its graph-mixing record node (``NCCL_RECORD_PLACEMENT``): "in line" or "leaf". On a
+    ROCm card the engine runs RCCL, whose releases were not read, and for an engine whose NCCL
+    memprof does not map: "in line", the placement the NCCL-node costs were measured under
+    [assumption]."""
     if ctx.gpu.is_rocm:
         return "in line"
-    tag = value_at(NCCL_MIXING_RELEASE, ctx.dep.engine_version, "2.27.5+", ctx.dep.engine)
-    return NCCL_RECORD_PLACEMENT[str(tag)]
+    return NCCL_RECORD_PLACEMENT.get(nccl_version(ctx.dep) or "", "in line")
 
 
 def nccl_mixing_nodes(ctx: TermContext, mode: str) -> int:

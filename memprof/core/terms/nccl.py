@@ -366,12 +366,16 @@ NCCL_VERSION: tuple[Rule, ...] = (
          removed_by="torch 2.8.0 (0.10.2)",
          source="vllm 0.9.0 METADATA torch==2.7.0, 0.10.1.1 torch==2.7.1; torch 2.7.0 and "
          "2.7.1 METADATA nvidia-nccl-cu12==2.26.2"),
-    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until="0.20.0",
-         value="2.27", applies_to="nccl", introduced_by="torch 2.8.0",
+    Rule(name="nccl_version", changes="NCCL NVLS buffers", since="0.10.2", until="0.11.1",
+         value="2.27.3", applies_to="nccl", introduced_by="torch 2.8.0",
+         removed_by="torch 2.9.0 (0.11.1)",
+         source="vllm 0.10.2 - 0.11.0 METADATA torch==2.8.0; torch 2.8.0 METADATA "
+         "nvidia-nccl-cu12==2.27.3"),
+    Rule(name="nccl_version", changes="NCCL graph-mixing record", since="0.11.1",
+         until="0.20.0", value="2.27.5", applies_to="nccl", introduced_by="torch 2.9.0",
          removed_by="torch 2.11.0 (0.20.0)",
-         source="vllm 0.10.2 - 0.11.0 METADATA torch==2.8.0, 0.11.1 - 0.16.0 torch==2.9.x, "
-         "0.17.0 - 0.19.1 torch==2.10.0; torch 2.8.0 METADATA nvidia-nccl-cu12==2.27.3, torch "
-         "2.9.x and 2.10.0 nvidia-nccl-cu12==2.27.5"),
+         source="vllm 0.11.1 - 0.16.0 METADATA torch==2.9.x, 0.17.0 - 0.19.1 torch==2.10.0; "
+         "torch 2.9.x and 2.10.0 METADATA nvidia-nccl-cu12==2.27.5"),
     Rule(name="nccl_version", changes="NCCL device code and stack", since="0.20.0",
          until="0.27.0", value="2.28.9", applies_to="nccl", introduced_by="torch 2.11.0",
          removed_by="torch 2.13.0 (0.27.0)",
@@ -405,11 +409,15 @@ NCCL_VERSION: tuple[Rule, ...] = (
          source="sglang 0.4.7 - 0.4.10.post2 METADATA torch==2.7.1 (extra 'srt'); torch 2.7.1 "
          "METADATA nvidia-nccl-cu12==2.26.2"),
     Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.1",
-         until="0.5.11", value="2.27", applies_to="nccl", engine="sglang",
-         introduced_by="torch 2.8.0 (0.5.1)", removed_by="torch 2.11.0 (0.5.11)",
-         source="sglang 0.5.1 - 0.5.5 METADATA torch==2.8.0, 0.5.6 - 0.5.10 torch==2.9.1, "
-         "0.5.11 torch==2.11.0; torch 2.8.0 METADATA nvidia-nccl-cu12==2.27.3, torch 2.9.x "
-         "nvidia-nccl-cu12==2.27.5, torch 2.11.0 NCCL 2.28.9"),
+         until="0.5.6", value="2.27.3", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.8.0 (0.5.1)", removed_by="torch 2.9.1 (0.5.6)",
+         source="sglang 0.5.1 - 0.5.5 METADATA torch==2.8.0; torch 2.8.0 METADATA "
+         "nvidia-nccl-cu12==2.27.3"),
+    Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.6",
+         until="0.5.11", value="2.27.5", applies_to="nccl", engine="sglang",
+         introduced_by="torch 2.9.1 (0.5.6)", removed_by="torch 2.11.0 (0.5.11)",
+         source="sglang 0.5.6 - 0.5.10 METADATA torch==2.9.1; torch 2.9.x METADATA "
+         "nvidia-nccl-cu12==2.27.5"),
     Rule(name="nccl_version", changes="NCCL device code at init", since="0.5.11",
          until="0.5.18", value="2.28.9", applies_to="nccl", engine="sglang",
          introduced_by="torch 2.11.0 (0.5.11)", removed_by="torch 2.13.0 (0.5.18)",
