@@ -137,17 +137,8 @@ def full_graph_backend(ctx: TermContext) -> str | None:
     """The backend vLLM's FULL decode graphs run for the rank's GQA layers at the release (a row
     name of ``attention_backends``); None where the model's first layer is not GQA or no row
     runs it."""
-    dep, arch = ctx.dep, ctx.gpu.arch
     a = ctx.spec.layers[0].attention
-    kind = attention_kind(a.kind, a.has_indexer)
-    if kind != GQA:
-        return None
-    try:
-        row = chosen(kind, arch, ctx.gpu.is_rocm, dep.kv_cache_dtype, dep.attention_backend,
-                     dep.engine_version)
-    except (KeyError, LookupError):
-        return None
-    return None if row is None else row.name
+    return gqa_backend(ctx) if attention_kind(a.kind, a.has_indexer) == GQA else None
 
 
 def wrapper_sizes_in_window(ctx: TermContext, full_sizes: list[int]) -> list[int]:
