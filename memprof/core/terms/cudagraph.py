@@ -852,7 +852,7 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     none of FA3's accumulators). FULL captures under FlashAttention 3 hold its split-KV
     accumulators at each attention (``full_graph_split_bytes``, inside
     ``graph_pool_tensor_bytes``). FlashInfer's workspace, made by the first metadata build, is in
-    the FULL mode's first sample from 0.28.0 (``attn_capture.estimate_window_workspace``). Not
+    the FULL mode's first sample from 0.18.0 (``attn_capture.estimate_window_workspace``). Not
     modelled: other attention backends' workspaces that FULL captures touch
     (``profile_seq_lens``), FlashInfer's per-size decode wrappers in the second FULL sample,
     vLLM's estimate exceeding the pool by far in some
