@@ -191,6 +191,24 @@ def test_estimate_workspace_in_v1_full_first_sample() -> None:
 def test_estimate_workspace_not_where_it_is_not_made() -> None:
     assert estimate_window_workspace(_ctx("qwen2.5-7b-instruct", "0.30.0", "A10G",
                                           kv="auto"))[0] == 0  # FlashAttention 2
-    assert estimate_window_workspace(_ctx("qwen2.5-7b-instruct", "0.27.1", "A10G"))[0] == 0
     assert estimate_window_workspace(_ctx("qwen3-32b", "0.30.0", "B200"))[0] == 0  # TRT-LLM
     assert value_at(FLASHINFER_WORKSPACE_IN_ESTIMATE, "0.33.0", False) is True
+    # before profile_cudagraph_memory (0.18.0) vLLM estimates no graphs
+    assert value_at(FLASHINFER_WORKSPACE_IN_ESTIMATE, "0.17.1", False) is False
+
+
+def test_estimate_workspace_from_the_first_estimate() -> None:
+    # the builders' lazy workspace, the profiling KV cache's fresh builders and the FULL-only
+    # metadata build are in the 0.18.0, 0.20.0, 0.24.0 and 0.27.1 wheels as in 0.28.0's
+    for version in ("0.20.0", "0.24.0", "0.27.1"):
+        assert estimate_window_workspace(_ctx("qwen2.5-7b-instruct", version, "A10G"))[0] \
+            == 394 * MiB, version
+
+
+def test_estimate_workspace_prefill_footprint_from_0_26() -> None:
+    # 8192 x 64 x 128 x 16 B = 1 GiB from 0.26.0; 0.25.0's builder makes the 394 MiB default alone
+    def ws(version: str) -> int:
+        ctx = _ctx("qwen3-32b", version, "L40S", max_num_batched_tokens=8192)
+        return flashinfer_workspace_bytes(ctx)
+    assert ws("0.25.0") == 394 * MiB
+    assert ws("0.26.0") == 1 << 30

@@ -471,6 +471,14 @@ def test_the_v0_suffix_names_the_v0_engine_not_a_build() -> None:
                              "0.8.5+v0", "-f", "json"])
     assert code == 0 and "local or vendor build" not in err
     assert json.loads(out)["deployment"]["engine_version"] == "0.8.5+v0"
+    # PEP 440 local labels are case-insensitive: +V0 is the same name, not a vendor build
+    code, out, err = invoke(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version",
+                             "0.8.5+V0", "-f", "json"])
+    assert code == 0 and "local or vendor build" not in err
+    assert json.loads(out)["deployment"]["engine_version"] == "0.8.5+v0"
+    code, err = invoke(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version",
+                        "0.20.0+V0"])[::2]
+    assert code == 2 and "no V0 engine" in err
     code, out, _ = _json(["estimate", "-m", "qwen2.5-7b-instruct", "--engine-version", "0.8.5",
                        "--vllm-use-v1", "0", "-f", "json"])
     assert code == 0 and out["deployment"]["engine_version"] == "0.8.5+v0"

@@ -10,6 +10,7 @@ from typing import Any
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import find_gpu
+from memprof.core.terms import non_torch
 from memprof.core.terms.nccl import NCCL_ROWS
 from memprof.core.terms.nccl_channels import PER_CHANNEL
 from memprof.core.terms.nccl_image import (
@@ -108,15 +109,20 @@ def test_cards_and_releases() -> None:
     assert image_delta(h100, "2.28.9") == (0, "")
 
 
-def test_a_first_communicator_moves_and_a_second_does_not() -> None:
+def test_a_first_communicator_moves_and_a_second_does_not(monkeypatch: Any) -> None:
     a40 = find_gpu("A40")
     dep = Deployment(engine_version="0.7.1", tp=2)
     row = nccl_comm(dep, a40, "TP", 2)
     assert "NCCL's device code" in row.basis and "sm_80 image" in row.basis
     init, _first, _src = NCCL_ROWS[(True, False, 2)]
-    # the same row at 2.28.9's images (on_image leaves it) is 58 MiB above
     assert on_image(row, a40, None) == row
     assert row.init < init
+    # the same row with the measured image left in: 2.21.5's sm_80 image (24 pages) against
+    # 2.28.9's sm_90 one (51), its init 54 MiB above and nothing else moved
+    monkeypatch.setattr(non_torch, "on_image", lambda r, _gpu, _nccl: r)
+    measured = nccl_comm(dep, a40, "TP", 2)
+    assert measured.init - row.init == (51 - 24) * PAGE_BYTES
+    assert (measured.first_all_reduce, measured.first_p2p) == (row.first_all_reduce, row.first_p2p)
     sglang = Deployment(engine="sglang", engine_version="0.4.3", tp=4)
     world = nccl_comm(sglang, find_gpu("L4"), "world", 4)
     assert "device code" not in world.basis

@@ -13,7 +13,7 @@ import pytest
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate, rank_context
 from memprof.core.gpus import resolve_gpu
-from memprof.core.releases import VLLM_RELEASES
+from memprof.core.releases import SGLANG_RELEASES, VLLM_RELEASES
 from memprof.core.terms.cudagraph import (
     GRAPH_DRIVER_NCCL_MIXING,
     NCCL_RECORD_PLACEMENT,
@@ -24,6 +24,7 @@ from memprof.core.terms.cudagraph import (
     nccl_record_placement,
 )
 from memprof.core.terms.nccl import NCCL_VERSION, nccl_version
+from memprof.core.terms.nccl_image import IMAGE_BYTES
 from memprof.core.versions import value_at
 
 TOPOLOGY = (Path(__file__).parent.parent / "reports" / "gpu" / "graph-mixing-topology"
@@ -62,10 +63,15 @@ def test_placement_by_release(engine: str, version: str, placement: str) -> None
 
 
 def test_every_release_memprof_models_has_a_placement() -> None:
-    """Each NCCL release an engine release runs (``NCCL_VERSION``) has its record placement."""
-    for v in VLLM_RELEASES:
-        release = value_at(NCCL_VERSION, v)
-        assert release is not None and str(release) in NCCL_RECORD_PLACEMENT, v
+    """Each NCCL release an engine release runs (``NCCL_VERSION``) has its record placement and
+    its device-code images (``nccl_image.IMAGE_BYTES``): a release missing from either would
+    fall back silently ("in line", the measured image)."""
+    for engine, releases in (("vllm", VLLM_RELEASES), ("sglang", SGLANG_RELEASES)):
+        for v in releases:
+            release = value_at(NCCL_VERSION, v, None, engine)
+            assert release is not None, (engine, v)
+            assert str(release) in NCCL_RECORD_PLACEMENT, (engine, v)
+            assert str(release) in IMAGE_BYTES, (engine, v)
 
 
 def _ctx(version: str, gpu: str = "RTX-4090"):  # type: ignore[no-untyped-def]

@@ -119,8 +119,9 @@ def map_build(text: str, engine: str = "vllm") -> MappedRelease | None:
     at, as ``map_release`` maps a log's; ``None`` for anything else (a modelled release, a plain
     release memprof does not model: those ``versions.resolve_version`` takes or refuses). A
     release with memprof's ``+v0`` (``0.8.5+v0``: that release under its V0 engine) is no
-    build either: ``versions.resolve_version`` reads it."""
-    if text.strip().endswith(V0_SUFFIX):
+    build either (in either case, as PEP 440 compares a local label): ``versions.resolve_version``
+    reads it."""
+    if text.strip().lower().endswith(V0_SUFFIX):
         return None
     m = _PEP440.match(text.strip())
     if m is None or engine in SNAPSHOT_ENGINES or not (

@@ -100,8 +100,9 @@ def resolve_version(text: str | None, engine: str = "vllm", *,
         return cleaned
     if cleaned[:1] in ("v", "V") and cleaned[1:] in rel:  # an image tag's v0.8.5.post1
         return cleaned[1:]
-    if engine not in SNAPSHOT_ENGINES and cleaned.endswith(V0_SUFFIX):
-        # a resolved V0 deployment (engine_defaults.resolve): the release under V0
+    if engine not in SNAPSHOT_ENGINES and cleaned.lower().endswith(V0_SUFFIX):
+        # a resolved V0 deployment (engine_defaults.resolve): the release under V0 (+V0 too:
+        # PEP 440 local labels are case-insensitive)
         base = resolve_version(cleaned[:-len(V0_SUFFIX)], engine, flag=flag)
         return base + V0_SUFFIX if version_key(base) >= version_key(V1_DEFAULT_SINCE) else base
     name = DISPLAY_NAMES.get(engine, engine)

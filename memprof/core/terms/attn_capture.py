@@ -42,11 +42,13 @@ other than FlashAttention 3's (compute capability 9.0), vLLM's selector passes o
 to FlashInfer (``attention_backends.FP8_KV_GQA_BACKEND``), so the graphs run FlashInfer's decode
 wrappers there too.
 
-FlashInfer's workspace in the CUDA-graph estimate (read in the 0.28.0-0.33.0 wheels: V1's
-estimate, and V2's from 0.29.0, where it estimates its own graphs). The metadata builder holds no
-workspace until its first ``build`` (``_workspace_buffer = None`` at ``__init__``;
-``_get_workspace_buffer`` makes max(``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE`` = 394 MiB,
-max_num_batched_tokens × the rank's query heads × head_dim × 16 B)). ``profile_cudagraph_memory``
+FlashInfer's workspace in the CUDA-graph estimate (V1's estimate from its first release, 0.18.0,
+read in the 0.18.0, 0.20.0, 0.24.0, 0.27.1 and 0.28.0-0.33.0 wheels; V2's from 0.29.0, where it
+estimates its own graphs). The metadata builder holds no workspace until its first ``build``
+(``_workspace_buffer = None`` at ``__init__``; ``_get_workspace_buffer`` makes
+``VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE`` = 394 MiB, and from 0.26.0 max(394 MiB,
+max_num_batched_tokens × the rank's query heads × head_dim × 16 B): ``PREFILL_FOOTPRINT``, absent
+from the 0.24.0 and 0.25.0 wheels). ``profile_cudagraph_memory``
 makes fresh builders (``_init_minimal_kv_cache_for_profiling``) after the profile run, which built
 no attention metadata, and their first build runs inside what it measures: V1's FULL mode's first
 sample (``_dummy_run`` builds metadata only for FULL), V2's ``capture_model`` free-memory delta
@@ -109,18 +111,19 @@ FLASHINFER_DECODE_WRAPPERS: tuple[Rule, ...] = (
 
 # FlashInfer's workspace in the CUDA-graph estimate's window (module docstring, last part):
 # made by the first metadata build of the builders that ``_init_minimal_kv_cache_for_profiling``
-# creates, inside what the estimate measures. Read in the 0.28.0-0.33.0 wheels (V1's estimate; V2
-# estimates its graphs from 0.29.0: ``runner_v2_profile.v2_estimates_graphs``).
+# creates, inside what the estimate measures. Read in the 0.18.0, 0.20.0, 0.24.0, 0.27.1 and
+# 0.28.0-0.33.0 wheels (V1's estimate, made from 0.18.0 and subtracted from 0.20.0:
+# ``cudagraph.CUDAGRAPH_ESTIMATE``; V2 estimates its graphs from 0.29.0:
+# ``runner_v2_profile.v2_estimates_graphs``).
 FLASHINFER_WORKSPACE_IN_ESTIMATE: tuple[Rule, ...] = (
     Rule(name="attn_capture_flashinfer_estimate_workspace",
          changes="CUDA-graph estimate: FlashInfer's workspace, made by the estimate's first "
          "metadata build",
-         since="0.28.0", until=None, value=True,
-         introduced_by="not read before 0.28.0 (the 0.28.0 wheel is the earliest read)",
-         source="0.28.0-0.33.0 v1/attention/backends/flashinfer.py FlashInferMetadataBuilder "
-         "(_workspace_buffer = None at __init__; _get_workspace_buffer at the first build: "
-         "max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, max_num_batched_tokens x num_qo_heads x "
-         "head_dim x FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM = 16)); V1: "
+         since="0.18.0", until=None, value=True,
+         introduced_by="profile_cudagraph_memory (first released in 0.18.0)",
+         source="0.18.0 / 0.20.0 / 0.24.0 / 0.27.1 / 0.28.0-0.33.0 v1/attention/backends/"
+         "flashinfer.py FlashInferMetadataBuilder (_workspace_buffer = None at __init__; "
+         "_get_workspace_buffer at the first build: PREFILL_FOOTPRINT); V1: "
          "v1/worker/gpu_model_runner.py profile_cudagraph_memory (_init_minimal_kv_cache_for_"
          "profiling, then each mode's first sample around _warmup_and_capture, whose _dummy_run "
          "builds attention metadata only for FULL), _cleanup_profiling_kv_cache; V2 (0.29.0 on): "
@@ -129,8 +132,23 @@ FLASHINFER_WORKSPACE_IN_ESTIMATE: tuple[Rule, ...] = (
          "building metadata through prepare_attn), _teardown_profiling_state"),
 )
 
+# The workspace's size: VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE alone, then from 0.26.0 at least the
+# prefill footprint (``flashinfer_workspace_bytes``).
+PREFILL_FOOTPRINT: tuple[Rule, ...] = (
+    Rule(name="attn_capture_flashinfer_workspace_prefill_footprint",
+         changes="FlashInfer's workspace: at least the prefill footprint",
+         since="0.26.0", until=None, value=True,
+         introduced_by="0.26.0 v1/attention/backends/flashinfer.py "
+         "FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM (absent from the 0.24.0 and 0.25.0 wheels)",
+         source="0.26.0 / 0.27.0 / 0.27.1 / 0.28.0 v1/attention/backends/flashinfer.py "
+         "_get_workspace_buffer: max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, "
+         "max_num_batched_tokens x num_qo_heads x head_dim x 16); 0.18.0 / 0.20.0 / 0.24.0 / "
+         "0.25.0: VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE alone"),
+)
+
 ATTN_CAPTURE_RULES: tuple[tuple[Rule, ...], ...] = (FLASHINFER_DECODE_WRAPPERS,
-                                                   FLASHINFER_WORKSPACE_IN_ESTIMATE)
+                                                   FLASHINFER_WORKSPACE_IN_ESTIMATE,
+                                                   PREFILL_FOOTPRINT)
 
 
 def full_graph_backend(ctx: TermContext) -> str | None:
@@ -187,7 +205,7 @@ def capture_window_buffers(ctx: TermContext, full_sizes: list[int]) -> tuple[int
                     "each, on the capture stream in the ordinary pool)")
 
 
-# v1/attention/backends/flashinfer.py (0.28.0-0.33.0): FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM
+# v1/attention/backends/flashinfer.py (0.26.0 on): FLASHINFER_PREFILL_WORKSPACE_BYTES_PER_ELEM
 PREFILL_WORKSPACE_BYTES_PER_ELEM = 16
 
 
@@ -210,15 +228,20 @@ def gqa_backend(ctx: TermContext) -> str | None:
 
 
 def flashinfer_workspace_bytes(ctx: TermContext) -> int:
-    """The metadata builder's workspace (``_get_workspace_buffer``, 0.28.0-0.33.0)::
+    """The metadata builder's workspace (``_get_workspace_buffer``): from 0.26.0
+    (``PREFILL_FOOTPRINT``)::
 
         max(VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (394 MiB),
-            max_num_batched_tokens × query heads of the rank × head_dim × 16)"""
+            max_num_batched_tokens × query heads of the rank × head_dim × 16)
+
+    before it, VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE alone."""
     a = next(la.attention for la in ctx.spec.layers
              if attention_kind(la.attention.kind, la.attention.has_indexer) == GQA)
     # imported here: a rank that runs no FlashInfer never loads the scratch catalog
     from memprof.core.scratch.flashinfer import FLASHINFER_WORKSPACE_BYTES
 
+    if not value_at(PREFILL_FOOTPRINT, ctx.dep.engine_version, False, ctx.dep.engine):
+        return FLASHINFER_WORKSPACE_BYTES
     heads = max(1, a.num_heads // max(ctx.dep.tp, 1))
     est = profile_tokens(ctx.dep) * heads * a.head_dim * PREFILL_WORKSPACE_BYTES_PER_ELEM
     return max(FLASHINFER_WORKSPACE_BYTES, est)

@@ -97,14 +97,11 @@ GRAPH_DRIVER_NCCL_MIXING = 148_395
 # and v2.21.5-1 make the record the tip the next launch waits on (in line); v2.26.2-1 and
 # v2.27.3-1 release the stream with a leaf after ``cap->lastRecord``; from v2.27.5-1
 # (``ncclStrongStreamRelease``: ``cudaStreamUpdateCaptureDependencies`` to the record) in line
-# again, through v2.28.9-1 and v2.30.7-1.
+# again, through v2.28.9-1, v2.29.7-1 and v2.30.7-1.
 NCCL_RECORD_PLACEMENT: dict[str, str] = {
     "2.20.5": "in line", "2.21.5": "in line", "2.26.2": "leaf", "2.27.3": "leaf",
     "2.27.5": "in line", "2.28.9": "in line", "2.29.7": "in line", "2.30.7": "in line",
 }
-# The NCCL a vLLM release runs, to the patch release where the record's placement changed
-# inside 2.27 (``memprof.core.terms.nccl.NCCL_VERSION`` stops at "2.27"): the torch its wheel
-# pins (METADATA Requires-Dist) and that torch's nvidia-nccl-cu12 pin.
 # NCCL's NET transport (ranks on different hosts; IB or sockets) adds driver memory per graph that
 # holds a collective, not per collective: a plan that carries proxy work, as every NET channel's
 # does, has NCCL launch a host node (``hostStreamPlanCallback``, which hands the proxy its args)
@@ -855,7 +852,7 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     none of FA3's accumulators). FULL captures under FlashAttention 3 hold its split-KV
     accumulators at each attention (``full_graph_split_bytes``, inside
     ``graph_pool_tensor_bytes``). FlashInfer's workspace, made by the first metadata build, is in
-    the FULL mode's first sample from 0.28.0 (``attn_capture.estimate_window_workspace``). Not
+    the FULL mode's first sample from 0.18.0 (``attn_capture.estimate_window_workspace``). Not
     modelled: other attention backends' workspaces that FULL captures touch
     (``profile_seq_lens``), FlashInfer's per-size decode wrappers in the second FULL sample,
     vLLM's estimate exceeding the pool by far in some

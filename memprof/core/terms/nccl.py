@@ -81,7 +81,8 @@ the card runs, and so on the NCCL release (``memprof.core.terms.nccl_stack``, me
 ``reports/gpu/nccl-stack``; ``memprof.core.terms.non_torch.nccl_comm`` moves a first communicator's
 row by it). Init's 116 MiB over SHM is NCCL's own device code, not buffers: NCCL's allocation log
 shows 6-10 MiB of device buffers over SHM, and the other 111,149,056 B, the same over SHM and P2P
-at 2 and 4 channels, is the library's sm_90 image that init loads by touching every kernel
+at 2 and 4 channels, is the library's sm_90 image that init loads by touching every kernel (its
+51 pages of 2 MiB, and 2 pages beyond it: ``nccl_image.LOAD_BEYOND_IMAGE_BYTES``)
 (``ncclInitKernelsForDevice``; NCCL links its CUDA runtime statically, which is why eager module
 loading left it in init): ``reports/gpu/nccl-image``. It moves with the release's image for the
 card (``memprof.core.terms.nccl_image``, applied by ``memprof.core.terms.non_torch.nccl_comm`` to a

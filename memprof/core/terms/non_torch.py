@@ -478,15 +478,16 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
 
 def nccl_groups(dep: Deployment) -> list[tuple[str, int]]:
     """Process groups that get an NCCL communicator on a rank: the engine's where it lists them
-    (``Engine.nccl_groups``), else TP, PP, DP and EP, each only when its size is > 1 (vLLM
+    (``Engine.nccl_groups``), else TP, PP, DP and EP in the order vLLM makes them
+    (``VLLM_GROUP_ORDER``), each only when its size is > 1 (vLLM
     ``initialize_model_parallel``; EP only with --enable-expert-parallel, and not in vLLM
     0.9.0 - 0.10.x, ``memprof.core.terms.nccl.EP_PYNCCL``)."""
     own = engine_of(dep).nccl_groups(dep)
     if own is not None:
         return own
     ep = dep.enable_expert_parallel and ep_pynccl(dep.engine_version, dep.engine)
-    groups = [("TP", dep.tp), ("PP", dep.pp), ("DP", dep.dp), ("EP", dep.ep_size if ep else 1)]
-    return [(n, size) for n, size in groups if size > 1]
+    sizes = {"TP": dep.tp, "PP": dep.pp, "DP": dep.dp, "EP": dep.ep_size if ep else 1}
+    return [(n, sizes[n]) for n in VLLM_GROUP_ORDER if sizes[n] > 1]
 
 
 def non_torch_terms(ctx: TermContext) -> list[Component]:
