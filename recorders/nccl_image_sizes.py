@@ -14,6 +14,7 @@ of one architecture (2.27.x: one per part of the device code) gets their sum.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import sys
@@ -64,19 +65,26 @@ def images(fatbin: bytes) -> dict[str, dict[str, int]]:
     return out
 
 
+WHAT = ("decompressed size of each SASS (elf) / PTX image in the .nv_fatbin section of "
+        "libnccl.so.2, per nvidia-nccl-cu12 / -cu13 wheel (pip download --no-deps "
+        "nvidia-nccl-cuXX==X); python recorders/nccl_image_sizes.py images.json <wheels>")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: nccl_image_sizes.py OUT.json WHEEL [WHEEL ...]", file=sys.stderr)
         return 2
     res = {}
     for whl in argv[1:]:
+        raw = Path(whl).read_bytes()
         with zipfile.ZipFile(whl) as z:
             lib = next(n for n in z.namelist() if n.endswith("libnccl.so.2"))
             data = z.read(lib)
         res[Path(whl).name] = {"library": lib, "library_bytes": len(data),
-                               "images": images(section(data, ".nv_fatbin"))}
+                               "images": images(section(data, ".nv_fatbin")),
+                               "wheel_sha256": hashlib.sha256(raw).hexdigest()}
         print(Path(whl).name, {k: v["bytes"] for k, v in res[Path(whl).name]["images"].items()})
-    Path(argv[0]).write_text(json.dumps(res, indent=1) + "\n")
+    Path(argv[0]).write_text(json.dumps({"what": WHAT, "wheels": res}, indent=1) + "\n")
     return 0
 
 
