@@ -148,3 +148,17 @@ def test_a_later_pp_communicators_send_recv_stack_moves_with_the_card() -> None:
     s_init, s_first, _ = SECOND_COMM_ROWS[(True, True, 2)]
     e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="A100-80GB")
     assert _comp(e, "NCCL PP") == s_init + s_first + first_p2p_bytes(True, 1) + delta
+
+
+def test_the_recorder_is_the_script_that_ran() -> None:
+    """recorders/gpu_nccl_later_comm.py is the as-run script laid out one statement a line: the
+    same Python AST; the as-run copy is the one whose sha256 the golden names."""
+    import ast
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    as_run = root / "reports/gpu/nccl-later/gpu_nccl_later_comm.as-run.py"
+    laid_out = root / "recorders/gpu_nccl_later_comm.py"
+    assert ast.dump(ast.parse(as_run.read_text())) == ast.dump(ast.parse(laid_out.read_text()))
+    recorder = json.loads((root / LATER_COMM_GOLDEN).read_text())["recorder"]
+    assert hashlib.sha256(as_run.read_bytes()).hexdigest() in recorder
