@@ -238,6 +238,9 @@ XFAIL: dict[int, str] = {
           "RoPE cache",
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
+    2456: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the model card's native "
+          "context; memprof_run.hf_overrides: the stand-in qwen3-30b-a3b has 40,960), which "
+          "sizes the RoPE cache and admits the log's max_seq_len 131072",
     907: OUTSIDE + _WSL_STUDY,
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
