@@ -182,4 +182,5 @@ def test_the_runner_matches_what_each_published_log_prints() -> None:
     assert seen == {901: True, 902: True, 903: True, 904: False, 1104: True,
                     **{i: True for i in range(1205, 1216)},
                     **{i: True for i in (1601, 1602, 1603, 1604, 1607, 1611,
-                                         *range(1640, 1650), 1736)}}
+                                         *range(1640, 1650), 1736, 2455)},
+                    2456: False}
