@@ -1,7 +1,7 @@
 """Qwen/Qwen2.5-7B (base), deepseek-ai/DeepSeek-R1-Distill-Qwen-7B and -1.5B, bundled from their
 own HF ``config.json`` quotations (sources: each config's ``_source``) so that the rows of
-tests/data/published.json that ran them (311/312: Qwen2.5-7B; 313: the 7B distill; 1953: the 1.5B
-distill) run on the checkpoint's config instead of a stand-in with ``hf_overrides``.
+tests/data/published.json that ran them (311/312: Qwen2.5-7B; 313 and 167: the 7B distill; 1953:
+the 1.5B distill) run on the checkpoint's config instead of a stand-in with ``hf_overrides``.
 
 Three numbers are held equal for each: the parameters counted by hand from the bundled config
 (bf16: two bytes each), the checkpoint's count as published, and memprof's rank-0 weight tensors
@@ -106,6 +106,15 @@ def test_the_rows_run_their_checkpoint_within_half_a_percent_of_the_load_line(
     assert "hf_overrides" not in row["memprof_run"]
     est, _ = row_estimate(row)
     assert abs(est.weights_bytes_max / GiB / logged_gib - 1) < 0.005
+
+
+def test_the_sglang_row_runs_the_checkpoint_context() -> None:
+    # row 167 logs context_len=131072: the checkpoint's own positions, no max_model_len override
+    row = _row(167)
+    assert "max_model_len" not in row["memprof_run"]
+    est, _ = row_estimate(row)
+    assert est.max_model_len == 131072
+    assert row["memprof_run"]["memprof_model"] == "deepseek-r1-distill-qwen-7b"
 
 
 def _explain(quote: str, tmp_path: Path, *argv: str) -> tuple[int, str, str]:

@@ -140,8 +140,6 @@ XFAIL: dict[int, str] = {
          "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
          "concurrency line is not quoted)",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
-    167: OUTSIDE + "max_model_len 32768 (memprof_run: the stand-in config refuses the log's "
-         "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     314: OUTSIDE + "the card's total, 22,693 MiB (memprof_run.gpu_mem_gib: Google Colab's L4 "
