@@ -140,8 +140,6 @@ XFAIL: dict[int, str] = {
          "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
          "concurrency line is not quoted)",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
-    167: OUTSIDE + "max_model_len 32768 (memprof_run: the stand-in config refuses the log's "
-         "131072)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     314: OUTSIDE + "the card's total, 22,693 MiB (memprof_run.gpu_mem_gib: Google Colab's L4 "
@@ -230,9 +228,6 @@ XFAIL: dict[int, str] = {
     1602: OUTSIDE + "the weights (7.64 GiB) and the KV tokens (19,744): the run's record "
           "(engine_log_values), outside the quoted excerpt (the notes)",
     **{rid: OUTSIDE + _WARM for rid in (1640, 1641, 1642, 1643, 1644, 1645, 1648)},
-    **{rid: OUTSIDE + "the checkpoint's max_position_embeddings (131,072), which sizes the RoPE "
-       "cache (memprof_run.hf_overrides: the bundled Instruct config has 32,768)"
-       for rid in (311, 312, 313)},
     1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the run's container "
           "log; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which sizes the "
           "RoPE cache",
@@ -266,11 +261,6 @@ XFAIL: dict[int, str] = {
           "default 0.92 (vLLM PR #38284)",
     1713: OUTSIDE + _STUDY_RECORD,
     1715: OUTSIDE + _STUDY_RECORD,
-    1953: OUTSIDE + "the checkpoint's own config.json (memprof_run.hf_overrides: "
-          "tie_word_embeddings false, max_position_embeddings 131072, rope_theta 10000); the log "
-          "names "
-          "DeepSeek-R1-Distill-Qwen-1.5B, which memprof does not bundle, and the bundled "
-          "qwen2.5-1.5b-instruct's 32,768 positions refuse the log's max_seq_len 131072",
     1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
           "not a log line explain reads: its quoted lines are the capture and the failure)",
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
