@@ -298,3 +298,62 @@ def test_mrope_cache_is_four_times_max_position_from_0_7_2() -> None:
     # CUDA): not vLLM's enlargement
     (only,) = rope("0.5.10", "sglang").values()
     assert only == 128_000 * 128 * 4
+
+
+def test_load_rounding_with_expandable_segments_by_hand() -> None:
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (published row 1801's environment, vLLM
+    # 0.28.0): PyTorch's should_split splits every block down to the request rounded to 512 B
+    # when expandable segments are on (CUDACachingAllocator.cpp: "if (block->pool->is_small ||
+    # CUDAAllocatorConfig::expandable_segments()) return remaining >= kMinBlockSize"), so a
+    # tensor keeps no 2 MiB-rounded segment of its own. One tensor of 25 MiB + 100 B: by
+    # default a fresh segment of 26 MiB whose 1 MiB − 100 B rest is not split off (≤ kSmallSize);
+    # expandable, a block of 25 MiB + 512 B.
+    from memprof.alloc.config import parse_conf
+    from memprof.base.errors import BadInput
+    from memprof.core.estimate import rank_context
+    from memprof.core.terms.load_rounding import load_alloc_conf, replay_rounding
+
+    n = 25 * MiB + 100
+    assert replay_rounding(((0, n),), "")[0] == 26 * MiB - n
+    assert replay_rounding(((0, n),), "expandable_segments:True")[0] == 512 - 100
+    assert replay_rounding(((0, n),), "max_split_size_mb:20,expandable_segments:True")[0] == 412
+
+    # vLLM sets max_split_size_mb:20 alone around the load (0.21.0 on, CUDA); torch's parseArgs
+    # resets max_split_size, roundup_power2_divisions and garbage_collection_threshold and
+    # keeps expandable_segments: the load runs under vLLM's split size with the launch's
+    # expandable segments. Before 0.21.0 the launch's setting is the load's, whole.
+    gpu = find_gpu("RTX-4090")
+    launch = "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128"
+    for version, want in (("0.28.0", "max_split_size_mb:20,expandable_segments:True"),
+                          ("0.20.2", launch)):
+        assert load_alloc_conf(Deployment(engine_version=version,
+                                          pytorch_cuda_alloc_conf=launch), gpu) == want
+    assert load_alloc_conf(Deployment(engine_version="0.28.0"), gpu) == "max_split_size_mb:20"
+    assert parse_conf(load_alloc_conf(Deployment(engine_version="0.20.2"), gpu)) == parse_conf("")
+
+    # Qwen2.5-1.5B (the test above): every weight, bias and norm and the RoPE cache is a whole
+    # number of 512-B blocks (e.g. the qkv bias 16·128·2 = 4,096 B, a norm 1536·2 = 3,072 B), so
+    # with expandable segments the load rounds nothing, where vLLM 0.30.0's max_split_size_mb:20
+    # leaves 100,007,936 B (4,587,520 + 28 layers × 3.25 MiB)
+    def rounding(conf: str | None) -> int:
+        e = estimate("qwen2.5-1.5b-instruct", Deployment(
+            engine_version="0.30.0", max_model_len=4096, pytorch_cuda_alloc_conf=conf),
+            gpu_name="RTX-4090")
+        return load_rounding_bytes(rank_context(e, e.ranks[0]))
+
+    assert rounding(None) == 4_587_520 + 28 * (3 * MiB + MiB // 4)
+    assert rounding("expandable_segments:True") == 0
+    try:
+        rounding("expandable_segments:yes")
+    except BadInput as exc:
+        assert "expandable_segments" in exc.message and exc.hint
+    else:
+        raise AssertionError("a malformed allocator setting was accepted")
+
+
+def test_pytorch_cuda_alloc_conf_from_a_serve_command() -> None:
+    from memprof.probes.serve_command import parse_tokens
+
+    cmd = parse_tokens(["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "vllm", "serve",
+                        "Qwen/Qwen3-32B-AWQ", "-tp", "2"])
+    assert cmd.settings["pytorch_cuda_alloc_conf"] == "expandable_segments:True"

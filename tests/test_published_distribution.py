@@ -74,7 +74,7 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "no_gpu_peer_access", "nnodes", "enable_lora", "max_loras",
                      "max_lora_rank", "lora_extra_vocab_size", "lora_dtype",
                      "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora",
-                     "vllm_rocm_use_aiter", "vllm_use_v1",
+                     "vllm_rocm_use_aiter", "vllm_use_v1", "pytorch_cuda_alloc_conf",
                      "max_total_tokens", "hf_overrides", "attention_backend", "compile_cache",
                      "cuda_graph_max_bs")
 

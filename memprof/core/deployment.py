@@ -109,6 +109,10 @@ class Deployment:
     # NCCL's NCCL_NVLS_ENABLE as the launch sets it (0: off; 1 or 2: NCCL's own test; None:
     # unset, NCCL's default 2): NVLS buffers on a multicast NVSwitch (terms/nccl_nvls.py)
     nccl_nvls_enable: int | None = None
+    # PyTorch's PYTORCH_CUDA_ALLOC_CONF as the launch sets it (None: unset, the allocator's
+    # defaults); memprof's replay of the model load reads it (terms/load_rounding.py
+    # load_alloc_conf: expandable_segments)
+    pytorch_cuda_alloc_conf: str | None = None
     # vLLM --enable-lora and its sizes (memprof/core/lora.py; the buffers:
     # memprof/core/terms/lora.py); None: vLLM's defaults (max_loras 1, max_lora_rank 16,
     # lora_extra_vocab_size 256 where the release has it); read only with enable_lora

@@ -187,6 +187,12 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only: NCCL_NVLS_ENABLE (0: no NVLink SHARP buffers on a multicast "
             "NVSwitch host; 1 or 2: NCCL's default test).", shown_default="unset: NCCL's "
             "default, NVLS where the GPUs support it", metavar="N"),
+    Setting(field="pytorch_cuda_alloc_conf", kind="str",
+            note="SGLang's model load is not replayed",
+            help="vLLM only: PYTORCH_CUDA_ALLOC_CONF as the launch sets it; memprof reads "
+            "expandable_segments for the model load's allocator rounding (e.g. "
+            "expandable_segments:True).", shown_default="unset: PyTorch's defaults",
+            metavar="CONF"),
     Setting(field="enable_lora", kind="bool",
             note="SGLang's LoRA (--lora-paths) is not modelled",
             help="vLLM only: LoRA adapters on; adds their stacked buffers to the model load "

@@ -50,13 +50,16 @@ _WRAPPERS = {"exec", "env", "nohup", "sudo", "time", "command", "stdbuf", "numac
 # Environment settings of a launch that memprof models, by engine: NAME → Deployment field.
 # vLLM's VLLM_USE_V1 (envs.py; 0 = the V0 engine, 0.8.0 – 0.10.2: core/engines/vllm.py V0_ENGINE)
 # and VLLM_USE_FLASHINFER_SAMPLER (core/terms/activation.py V1_FLASHINFER_SAMPLER); NCCL's
-# NCCL_NVLS_ENABLE (core/terms/nccl_nvls.py), which vLLM leaves to NCCL.
+# NCCL_NVLS_ENABLE (core/terms/nccl_nvls.py), which vLLM leaves to NCCL; PyTorch's
+# PYTORCH_CUDA_ALLOC_CONF (core/terms/load_rounding.py load_alloc_conf).
 ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1",
                                                         "VLLM_USE_FLASHINFER_SAMPLER":
                                                         "vllm_use_flashinfer_sampler",
                                                         "VLLM_ROCM_USE_AITER":
                                                         "vllm_rocm_use_aiter",
-                                                        "NCCL_NVLS_ENABLE": "nccl_nvls_enable"}}
+                                                        "NCCL_NVLS_ENABLE": "nccl_nvls_enable",
+                                                        "PYTORCH_CUDA_ALLOC_CONF":
+                                                        "pytorch_cuda_alloc_conf"}}
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 
 

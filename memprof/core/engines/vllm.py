@@ -620,6 +620,7 @@ class VLLM(Engine):
         "vllm_use_flashinfer_sampler": ("--vllm-use-flashinfer-sampler",),
         "vllm_rocm_use_aiter": ("--vllm-rocm-use-aiter",),
         "nccl_nvls_enable": ("--nccl-nvls-enable",),
+        "pytorch_cuda_alloc_conf": ("--pytorch-cuda-alloc-conf",),
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),
         "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),

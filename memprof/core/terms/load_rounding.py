@@ -56,7 +56,6 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from memprof.alloc.constants import SIZE_MAX
 from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
@@ -104,20 +103,40 @@ LOAD_MAX_SPLIT_ROCM: tuple[Rule, ...] = (
 
 
 def load_alloc_conf(dep: Deployment, gpu: GPU) -> str:
-    """The ``PYTORCH_CUDA_ALLOC_CONF`` the model load runs under: vLLM's ``max_split_size_mb:20``
-    from 0.21.0 on a CUDA GPU (``LOAD_MAX_SPLIT``) and from 0.31.0 on a ROCm one
-    (``LOAD_MAX_SPLIT_ROCM``), else PyTorch's default ("")."""
+    """The ``PYTORCH_CUDA_ALLOC_CONF`` the model load runs under: the launch's own
+    (``dep.pytorch_cuda_alloc_conf``; "" where unset, PyTorch's defaults), with vLLM's
+    ``max_split_size_mb:20`` from 0.21.0 on a CUDA GPU (``LOAD_MAX_SPLIT``) and from 0.31.0 on a
+    ROCm one (``LOAD_MAX_SPLIT_ROCM``). vLLM sets that one key through PyTorch's
+    ``setAllocatorSettings``, whose ``parseArgs`` first resets ``max_split_size``,
+    ``roundup_power2_divisions`` and ``garbage_collection_threshold`` to their defaults and
+    leaves the other settings as the launch set them (PyTorch c10/core/AllocatorConfig.cpp
+    ``AcceleratorAllocatorConfig::parseArgs``: "The following option will be reset to its
+    default value if not explicitly set each time"): ``expandable_segments`` and
+    ``max_non_split_rounding_mb`` stay. A malformed setting is refused as PyTorch refuses it
+    (``memprof.alloc.config.parse_conf``)."""
+    from memprof.alloc.config import LARGE_BUFFER, parse_conf
+
+    own = dep.pytorch_cuda_alloc_conf or ""
+    launch = parse_conf(own)
     rows = LOAD_MAX_SPLIT_ROCM if gpu.is_rocm else LOAD_MAX_SPLIT
     mb = value_at(rows, dep.engine_version, None, dep.engine)
-    return "" if mb is None else f"max_split_size_mb:{mb}"
+    if mb is None:
+        return own
+    parts = [f"max_split_size_mb:{mb}"]
+    if launch.expandable_segments:
+        parts.append("expandable_segments:True")
+    if launch.max_non_split_rounding_size != LARGE_BUFFER:
+        parts.append(f"max_non_split_rounding_mb:{launch.max_non_split_rounding_size // MiB}")
+    return ",".join(parts)
 
 
 def load_max_split_size(dep: Deployment, gpu: GPU) -> int:
     """``load_alloc_conf``'s ``max_split_size`` in bytes (``SIZE_MAX``: none), for the replays
     that continue past the load (``memprof.core.terms.allocator``): vLLM restores PyTorch's
     default after it."""
-    conf = load_alloc_conf(dep, gpu)
-    return int(conf.rsplit(":", 1)[1]) * MiB if conf else SIZE_MAX
+    from memprof.alloc.config import parse_conf
+
+    return parse_conf(load_alloc_conf(dep, gpu)).max_split_size
 
 
 def rope_build_ops(c: RopeCache, first: int) -> list[Op]:
@@ -231,9 +250,17 @@ def replay_rounding(ops: tuple[Op, ...], conf: str = "") -> tuple[int, int]:
 
     Up to the last free the simulator runs op by op; the allocations after it free nothing, so
     ``memprof.alloc.monotone`` continues from the simulator's free blocks (exact: with nothing
-    freed, what later allocations get depends only on the free blocks' sizes)."""
+    freed, what later allocations get depends only on the free blocks' sizes) where ``conf``
+    sets at most ``max_split_size_mb``, what that shortcut models; under any other setting
+    (expandable segments among them) the simulator runs every op."""
+    from memprof.alloc.config import AllocatorConfig, parse_conf
     from memprof.alloc.monotone import continue_from
 
+    parsed = parse_conf(conf)
+    if parsed != AllocatorConfig(max_split_size=parsed.max_split_size):
+        whole = simulate(ops, conf)
+        return (whole.stats.current("allocated_bytes") - whole.stats.current("requested_bytes"),
+                whole.stats.current("requested_bytes"))
     last_free = _last_free(ops)
     sim = simulate(ops[:last_free + 1], conf)
     # (the two statistics read from the simulator's table, not its whole ``memory_stats``)
@@ -292,10 +319,18 @@ def _components(ops: tuple[Op, ...], requested: int, rounding: int,
     if rounding <= 0:
         return ()
     n = list(map(_first, ops)).count(0)
-    unsplit = ("≤ 1 MiB would remain of a 2 MiB-rounded segment" if not conf else
-               f"≤ 1 MiB would remain, or the tensor is ≥ {conf.rsplit(':', 1)[1]} MiB: vLLM "
-               f"loads under {conf}")
+    from memprof.alloc.config import parse_conf
+
+    parsed = parse_conf(conf)
+    if parsed.expandable_segments:
+        split = (f"expandable segments: every block is split to its request rounded to 512 B "
+                 f"(should_split), the load runs under {conf}")
+    elif not conf:
+        split = "blocks not split: ≤ 1 MiB would remain of a 2 MiB-rounded segment"
+    else:
+        split = (f"blocks not split: ≤ 1 MiB would remain, or the tensor is ≥ "
+                 f"{parsed.max_split_size // MiB} MiB: vLLM loads under {conf}")
     return (Component(name=NAME, category="weights", bytes=rounding,
                       formula=f"memprof.alloc replay of {n} model-load allocations (RoPE "
                       f"temporaries freed): allocated {fmt_bytes(requested + rounding)} − "
-                      f"requested {fmt_bytes(requested)} (blocks not split: {unsplit})"),)
+                      f"requested {fmt_bytes(requested)} ({split})"),)

@@ -39,7 +39,8 @@ TERM_READS: dict[str, frozenset[str]] = {
         "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
     "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
                                     "dep.num_speculative_tokens")),
-    "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    # PYTORCH_CUDA_ALLOC_CONF: the load's allocator settings (load_alloc_conf)
+    "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf")),
     # the family's rows at the release, the card's compute capability, the block-fp8 weights
     "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
@@ -144,7 +145,9 @@ TERM_READS: dict[str, frozenset[str]] = {
     "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
-    "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH)),
+    # (PYTORCH_CUDA_ALLOC_CONF: the load's max_split_size its replay continues under)
+    "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH,
+                                          "dep.pytorch_cuda_alloc_conf")),
     # the engine's table beside its KV pool (SGLang: engines/sglang_req_pool.py): the pool's
     # tokens, the context, --max-running-requests against the stand-in the GPU's defaults give
     "request_table_terms": frozenset(("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.engine",
