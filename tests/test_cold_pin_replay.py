@@ -12,11 +12,11 @@ From the source (0.27.1; 0.30.0 read for the same lines): the only allocation of
 GEMM. ``InputBatch.make_dummy`` (v1/worker/gpu/input_batch.py) and the greedy sampler's
 ``gumbel_sample`` (sample/gumbel.py) make tensors of under 1 MiB at R = 256; the logits [R, V]
 (``_dummy_sampler_run``, model_runner.py line 683) and ``hidden_states[logits_indices]`` are freed
-by ``profile_run``'s ``del`` (line 748); the compiled graph's static input copies
+by ``profile_run``'s ``del`` (line 732); the compiled graph's static input copies
 (compilation/backends.py ``make_copy_and_call``, line 1324) are made only with
 ``cudagraph_copy_inputs`` (line 1293), off by default; the rotary cache is made at construction
 (layers/rotary_embedding/base.py lines 58-63, in the model dtype); LoRA's dummy adapters are built
-on the CPU (lora/model_manager.py ``create_dummy_lora``, lines 578-624) and copied into the stacks
+on the CPU (lora/model_manager.py ``create_dummy_lora``, lines 542-640) and copied into the stacks
 made at the load."""
 
 from __future__ import annotations
