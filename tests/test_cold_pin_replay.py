@@ -7,10 +7,11 @@ made the same pre-window allocations before a cold compile (reports/gpu/cold-com
 "Set h"). Neither candidate sequence separates the rows as the logs do, and the real allocator
 kept no table copy in any case: no figure rests on these; they record what was ruled out.
 
-From the source (0.27.1; 0.28.0 and 0.30.0 read for the same lines): the only allocation of the large pool
-(over 1 MiB) that the window makes and keeps is torch's cuBLAS workspace at the process's first
-GEMM. ``InputBatch.make_dummy`` (v1/worker/gpu/input_batch.py) and the greedy sampler's
-``gumbel_sample`` (sample/gumbel.py) make tensors of under 1 MiB at R = 256; the logits [R, V]
+From the source (0.27.1; 0.28.0 and 0.30.0 read for the same lines): the only allocation of the
+large pool (over 1 MiB) that the window makes and keeps is torch's cuBLAS workspace at the
+process's first GEMM. ``InputBatch.make_dummy`` (v1/worker/gpu/input_batch.py) and the greedy
+sampler's ``gumbel_sample`` (sample/gumbel.py) make tensors of under 1 MiB at R = 256; the logits
+[R, V]
 (``_dummy_sampler_run``, model_runner.py line 683) and ``hidden_states[logits_indices]`` are freed
 by ``profile_run``'s ``del`` (line 732); the compiled graph's static input copies
 (compilation/backends.py ``make_copy_and_call``, line 1324) are made only with
