@@ -45,11 +45,13 @@ bf16 decoder of fewer than about 35 layers at R580's sm90 node costs: Qwen2.5-0.
 cost 766,880 B). [approximation] vLLM's samples are
 free-memory deltas in the driver's 2 MiB granules, so its second sample is 0 or 2 MiB where d is
 about 1 MiB, and the extrapolation lands anywhere between W − d and W + (n_full − 2) MiB; memprof
-takes the mean cost d. Not modelled: the ``hidden_states`` buffer the first FULL warm-up
-allocates (as in the logged figure), the speculator's graphs, and the 32 MiB cuBLAS workspace of
-the profiling capture's stream, which stays allocated after the teardown (torch keeps a
-workspace per (handle, stream) until it is cleared). The published V2 logs that print both
-figures: rows 1601 (0.29.0) and 1602 (0.30.0) of tests/data/published.json log "0.38 GiB
+takes the mean cost d. (The two logs that print the capture while profiling beside the estimate,
+rows 1601 and 2455, put their second sample at 1.3-1.9 MiB, off the granule:
+tests/test_v2_capture_after_profiling.py.) Not modelled: the ``hidden_states`` buffer the first
+FULL warm-up allocates (as in the logged figure), the speculator's graphs, and the 32 MiB
+cuBLAS workspace of the profiling capture's stream, which stays allocated after the teardown
+(torch keeps a workspace per (handle, stream) until it is cleared). The published V2 logs that
+print both figures: rows 1601 (0.29.0) and 1602 (0.30.0) of tests/data/published.json log "0.38 GiB
 (estimated)" for Qwen3-4B on an RTX 5060 Ti, where memprof has 0.34 (V1's estimate: 0.41).
 
 The estimate does not depend on what the profile run compiled, so it stands on a cold start too;
