@@ -59,3 +59,18 @@ def test_the_awq_rows_run_on_the_laptop_card_at_its_wsl_total() -> None:
     # the AWQ load: 'Model loading took 1.95 GiB' (row 1711) within 0.5 %
     est, _ = row_estimate(rows[1711])
     assert abs(est.weights_bytes_max / GiB / 1.95 - 1) < 0.005
+
+
+def test_the_issue_row_runs_the_same_checkpoint_and_starts() -> None:
+    # row 163 (vLLM issue #15204, 0.8.1, `vllm serve Qwen/Qwen2.5-3B-Instruct-AWQ` on an RTX
+    # 3090, every setting the release's default): the checkpoint rows 1711/1712 run, mapped the
+    # same way (memprof_run: the bundled bf16 config with awq_marlin, vLLM's runtime conversion
+    # of an AWQ checkpoint on sm80+); the issue reports a start ("it works good")
+    row = next(r for r in PUBLISHED if r["id"] == 163)
+    est, _ = row_estimate(row)
+    assert est.gpu.name == "RTX-3090"
+    assert est.quant is not None
+    assert (est.quant.method, est.quant.bits, est.quant.group_size) == ("awq", 4, 128)
+    assert est.kv_cache_bytes_per_token == 36 * 2 * 128 * 2 * 2  # the checkpoint's 36 KiB
+    assert est.verdict == "fits"
+    assert row["observed"]["startup_failed"] is False

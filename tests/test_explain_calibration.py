@@ -140,6 +140,9 @@ XFAIL: dict[int, str] = {
          "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
          "concurrency line is not quoted)",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
+    163: OUTSIDE + "a figure: the quote is the serve command, the release line and the issue's "
+         "prose (the row records a start: 'it works good'); and the checkpoint's AWQ storage, "
+         "run as the bf16 qwen2.5-3b-instruct with --quantization awq_marlin (memprof_run)",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     314: OUTSIDE + "the card's total, 22,693 MiB (memprof_run.gpu_mem_gib: Google Colab's L4 "
