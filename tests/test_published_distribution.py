@@ -25,7 +25,9 @@ the log does not state, or the ``error:`` memprof itself gives (an unknown archi
 quantisation format). ``memprof_run.unstated`` refuses a row whose run depends on a memory setting
 the log does not give: a string refuses the whole row; a mapping ``{figure: reason}`` leaves those
 figures alone uncompared (the host state a budget read that no line shows), and the row's other
-figures are still compared. ``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json``
+figures are still compared. ``memprof_run.unmodelled`` refuses a row whose run used a feature
+memprof has no model of (an EAGLE-3 draft head, batch-invariant kernels, n-gram speculation),
+naming it. ``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json``
 holds the floors this test asserts, so that a change which makes memprof worse on the logs fails.
 """
 
@@ -97,6 +99,9 @@ class Outcome:
 def _run_args(row: dict[str, Any]) -> tuple[str, Deployment, str | None, int | None]:
     """The model, deployment and GPU a row asks for, or :class:`Refused` with the reason."""
     run = {**row, **{k: v for k, v in (row.get("memprof_run") or {}).items() if k != "why"}}
+    unmodelled = run.get("unmodelled")
+    if unmodelled:  # a feature of the run that memprof has no model of: no figure of it is
+        raise Refused(f"memprof does not model {unmodelled}")  # memprof's to compare
     model = run.get("memprof_model") or run.get("hf_id")
     if not model:
         raise Refused("the log does not name a checkpoint memprof can load")
