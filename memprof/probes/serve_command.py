@@ -59,7 +59,16 @@ ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1"
                                                         "vllm_rocm_use_aiter",
                                                         "NCCL_NVLS_ENABLE": "nccl_nvls_enable",
                                                         "PYTORCH_CUDA_ALLOC_CONF":
-                                                        "pytorch_cuda_alloc_conf"}}
+                                                        "pytorch_cuda_alloc_conf",
+                                                        # the attention selector's override
+                                                        # (vllm/envs.py), --attention-backend's
+                                                        "VLLM_ATTENTION_BACKEND":
+                                                        "attention_backend"}}
+# Environment settings that change GPU memory but that memprof has no model of, by engine: NAME →
+# what they change. Set to anything but 0 / false they are stated as not modelled, never dropped.
+ENV_NOT_MODELLED: dict[str, dict[str, str]] = {
+    "vllm": {"VLLM_BATCH_INVARIANT": "batch-invariant kernels and their workspaces"}}
+_ENV_OFF = frozenset({"", "0", "false", "False", "FALSE", "no"})
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 
 
@@ -210,10 +219,14 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
             given[name] = value
     extra = {fld: coerce(fld, given[name], where=f"{where}: {name}")
              for name, fld in ENV_SETTINGS.get(engine, {}).items() if name in given}
-    if not extra:
+    unmodelled = tuple((f"{name}={given[name]}", what)
+                       for name, what in ENV_NOT_MODELLED.get(engine, {}).items()
+                       if given.get(name, "") not in _ENV_OFF)
+    if not extra and not unmodelled:
         return cmd
     return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
-                        ignored=cmd.ignored, not_modelled=cmd.not_modelled, version=cmd.version)
+                        ignored=cmd.ignored, not_modelled=cmd.not_modelled + unmodelled,
+                        version=cmd.version)
 
 
 # --- docker run ------------------------------------------------------------------------------

@@ -127,6 +127,25 @@ def test_file_errors(tmp_path: Path) -> None:
         parse_text("services:\n  db:\n    image: postgres\n")
 
 
+def test_launch_environment_applied_or_stated_not_modelled() -> None:
+    """VLLM_ATTENTION_BACKEND sets the backend as --attention-backend does; VLLM_BATCH_INVARIANT,
+    which memprof has no model of, is stated as not modelled when on and dropped when off."""
+    c = parse_tokens(shlex.split("VLLM_ATTENTION_BACKEND=FLASHINFER VLLM_BATCH_INVARIANT=1 "
+                                 "vllm serve Qwen/Qwen3-8B -tp 2"))
+    assert c.settings == {"attention_backend": "FLASHINFER", "tp": 2}
+    assert [f for f, _ in c.not_modelled] == ["VLLM_BATCH_INVARIANT=1"]
+    assert any("not modelled" in line and "VLLM_BATCH_INVARIANT=1" in line
+               for line in c.describe())
+    off = parse_tokens(shlex.split("VLLM_BATCH_INVARIANT=0 vllm serve Qwen/Qwen3-8B"))
+    assert not off.not_modelled and off.settings == {}
+    docker = parse_tokens(shlex.split("docker run --gpus all -e VLLM_BATCH_INVARIANT=1 "
+                                      "vllm/vllm-openai:v0.30.0 Qwen/Qwen3-8B"))
+    assert "VLLM_BATCH_INVARIANT=1" in [f for f, _ in docker.not_modelled]
+    code, out, err = invoke(["estimate", "--gpu", "H100", "--", "VLLM_ATTENTION_BACKEND=NOPE",
+                             "vllm", "serve", "Qwen/Qwen3-8B"])
+    assert code != 0 and not out and "error: unknown --attention-backend 'NOPE'" in err
+
+
 def test_estimate_with_a_pasted_command() -> None:
     code, out, err = invoke(["estimate", "--gpu", "H200", "-f", "json", "--", "vllm", "serve",
                              "Qwen/Qwen3-32B", "--tensor-parallel-size", "2",
