@@ -236,10 +236,10 @@ XFAIL: dict[int, str] = {
           "RoPE cache",
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
-    2456: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the model card's native "
-          "context; memprof_run.hf_overrides: the stand-in qwen3-30b-a3b has 40,960), which "
-          "sizes the RoPE cache and admits the log's max_seq_len 131072",
     907: OUTSIDE + _WSL_STUDY,
+    2456: OUTSIDE + "the card: the log's total (79.25 GiB) is the A100-PCIe-80GB's too, and "
+          "explain takes that; the row's SXM card is named only by vLLM's fused-MoE config "
+          "lookup ('device_name=NVIDIA_A100-SXM4-80GB'), a line explain does not read",
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
     1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "

@@ -115,7 +115,7 @@ def test_llama32_1b_instruct_row_1204_pool_and_load() -> None:
     assert abs(e.kv_cache_tokens - 2_192_531) / 2_192_531 < 0.005
 
 
-# --- Qwen/Qwen2.5-32B, and Qwen/QwQ-32B run as it (published row 1201) --------------------------
+# --- Qwen/Qwen2.5-32B, and Qwen/QwQ-32B of its shapes (published row 1201) ----------------------
 
 def test_qwen25_32b_base_weights_are_the_index_total_and_the_instruct_s() -> None:
     # the base checkpoint's index: 771 tensors, 32,763,876,352 parameters, 65,527,752,704 B
@@ -134,14 +134,14 @@ def test_qwen25_32b_base_weights_are_the_index_total_and_the_instruct_s() -> Non
     assert load_model("Qwen/Qwen2.5-32B").max_position_embeddings == 131072
 
 
-def test_qwq_32b_row_runs_as_the_base_with_the_logged_context() -> None:
-    # row 1201's log (SGLang 0.4.3.post4, TP4 on L4): context_len=131072, the base's
-    # max_position_embeddings; QwQ-32B itself is not a bundled id
+def test_qwq_32b_row_runs_its_own_config_with_the_logged_context() -> None:
+    # row 1201's log (SGLang 0.4.3.post4, TP4 on L4): context_len=131072, the
+    # max_position_embeddings of QwQ-32B's bundled config.json, which has the base's shapes
     row = _ROWS[1201]
-    assert row["memprof_run"]["memprof_model"] == "qwen2.5-32b"
-    assert row["observed"]["context_len"] == \
-        load_model("qwen2.5-32b").max_position_embeddings
-    assert "qwen/qwq-32b" not in hf_ids()
+    assert row["memprof_run"]["memprof_model"] == "qwq-32b"
+    assert hf_ids()["qwen/qwq-32b"][1] == "qwq-32b"
+    assert row["observed"]["context_len"] == load_model("qwq-32b").max_position_embeddings
+    assert _qwen2_params(_config("qwq-32b")) == _qwen2_params(_config("qwen2.5-32b"))
     from test_published_distribution import row_estimate
 
     e, _ = row_estimate(row)
