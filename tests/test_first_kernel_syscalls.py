@@ -31,7 +31,7 @@ def _steps(runs: list[dict[str, Any]], spec: str) -> list[Any]:
     return next(r["d"] for r in runs if r["steps"] == spec)
 
 
-@pytest.mark.parametrize("name", ["modules", "cupti", "syscalls"])
+@pytest.mark.parametrize("name", ["modules", "cupti", "syscalls", "green"])
 def test_each_recorder_is_the_script_that_ran(name: str) -> None:
     """recorders/gpu_first_kernel_<name>.py is the as-run script laid out one statement a line
     (the same Python AST); the README names the as-run copy's sha256."""
@@ -96,3 +96,17 @@ def test_every_torch_build_read_runs_the_fill_kernel_from_an_assert_module() -> 
         fills = {a: r["fill_module"] for a, r in got["architectures"].items() if "fill_module" in r}
         assert len(fills) >= 6, wheel
         assert all(f["references"] == ["__assertfail"] for f in fills.values()), wheel
+
+
+def test_a_green_context_of_fewer_sms_reserves_the_same() -> None:
+    """One reservation per device, whatever the green context's SM partition: the module pays it
+    in a green context of 8-128 SMs, and the primary context and torch's kernel then pay 0."""
+    for run in _golden("first-kernel-green-h100.json"):
+        steps = {d[0]: d[1] for d in run["d"]}
+        first = steps.get("f:246 green", steps["f:246 primary"])
+        assert first == FIRST_KERNEL_BEFORE_GEMM_BYTES, run["N"]
+        assert steps["zeros"] == 0
+        if run["N"]:
+            assert run["sms"][1] == run["N"]
+            assert not any(run["d"][0][2])  # every driver call of the green context returned 0
+            assert steps["f:246 primary"] == 0

@@ -121,11 +121,13 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # eagerly loaded modules (reports/gpu/context/context-first-kernel-h100.json). So the binaries
 # say that every card and torch build pays it at torch's first kernel, not how much: the size is
 # the driver's, and only an H100 measured it. Whether it follows the card (SMs, resident threads)
-# is open; vLLM's V0 TP1 readings on cards with fewer SMs (reports/published/non-torch-breakdown.md:
-# T4 0.03 GiB, A10 0.05, RTX 3090 0.06 for the cuBLAS pool, this reservation and the modules the
-# profile run loads) are below the H100's 92 MiB alone, so it is smaller there by a rule no
-# source gives: every architecture keeps the H100's step [assumption: sm90's size], but sm86,
-# whose published reading replaces both steps (``published_non_torch_bytes``).
+# is open (a green context of 8-128 of the H100's SMs reserves the same, and one reservation
+# serves the device: first-kernel-green-h100.json); vLLM's V0 TP1 readings on cards with fewer
+# SMs (reports/published/non-torch-breakdown.md: T4 0.03 GiB, A10 0.05, RTX 3090 0.06 for the
+# cuBLAS pool, this reservation and the modules the profile run loads) are below the H100's
+# 92 MiB alone, so it is smaller there by a rule no source gives: every architecture keeps the
+# H100's step [assumption: sm90's size], but sm86, whose published reading replaces both steps
+# (``published_non_torch_bytes``).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # The cuBLAS step is not module images: CUPTI shows the handle loading two modules of 6 KB in
 # all and the first GEMM one of 18 KB (first-kernel-cupti-h100.json), so the per-architecture
