@@ -101,9 +101,10 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 #
 # What the first-kernel step is: the CUDA driver's reservation for the device-side system calls
 # ``__assertfail`` and ``vprintf``, made once per context when it loads the first module that
-# calls either (reports/gpu/context/first-kernel-{modules,cupti,syscalls}-h100.json from
-# recorders/gpu_first_kernel_{modules,cupti,syscalls}.py, one H100, torch 2.11.0+cu130, driver
-# 580.159.04; README "what the first-kernel step is"). A 15 KB torch module that calls
+# calls either (reports/gpu/context/first-kernel-syscalls-h100.json from
+# recorders/gpu_first_kernel_syscalls.py, with first-kernel-modules-h100.json and
+# first-kernel-cupti-h100.json beside it; one H100, torch 2.11.0+cu130, driver 580.159.04;
+# reports/gpu/context/README.md, "what the first-kernel step is"). A 15 KB torch module that calls
 # ``__assertfail``, loaded through ``cuModuleLoadData``, pays the whole 96,468,992 B at its load,
 # before any of its functions, and the torch kernel after it 0; a module calling only ``vprintf``
 # pays 67,108,864 B and the first ``__assertfail`` module after it 29,360,128 B; a module calling
