@@ -1,8 +1,9 @@
 """``memprof.core.terms.non_torch.FIRST_KERNEL_AT_SET_DEVICE``: vLLM V1 0.10.0-0.17.x set the
 worker's device with ``CudaPlatform.set_device``, whose ``torch.zeros(1, device=device)`` runs the
-process's first fill kernel before the memory snapshot, so that kernel's lazily loaded modules
-lie in the baseline and the profile run's non-torch increase holds the cuBLAS step alone, at TP1
-too. Each figure below is a hand count from the measured steps the constants cite."""
+process's first fill kernel before the memory snapshot, so what that kernel's module load reserves
+(the device-side assert/printf reservation) lies in the baseline and the profile run's non-torch
+increase holds the cuBLAS step alone, at TP1 too. Each figure below is a hand count from the
+measured steps the constants cite."""
 
 from __future__ import annotations
 

@@ -414,7 +414,8 @@ SGLANG_FREE_MEMORY_OVER_NCCL: tuple[Rule, ...] = (
 # Whether a rank with no NCCL communicator (TP1: no PyNccl warm-up) runs the process's first CUDA
 # kernel before ``load_model``'s first free-memory reading, and so outside the load's drop
 # (``load_drop``) and inside the free memory before it (the pool's baseline). That kernel's
-# one-time module memory (CUDA's lazy loading, 92 MiB on an H100:
+# one-time non-torch memory (the driver's device-side assert/printf reservation its module's
+# load makes, 92 MiB on an H100:
 # ``memprof.core.terms.non_torch.FIRST_KERNEL_BEFORE_GEMM_BYTES``) lands wherever the first
 # kernel runs. What runs it before the load, per release (torch pins: 2.5.1 in 0.4.4/0.4.5,
 # 2.6.0 in 0.4.6, 2.7.1 in 0.4.7 - 0.4.10, 2.8.0 in 0.5.1 - 0.5.5, 2.9.1 in 0.5.6 - 0.5.10,

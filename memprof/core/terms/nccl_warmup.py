@@ -2,8 +2,9 @@
 free-memory baseline and the communicator's measured row does not hold it.
 
 Every NCCL row of ``memprof.core.terms.nccl`` but one was measured after a context step that had
-already run a fill kernel (``torch.zeros``), so it leaves out the one-time module memory CUDA's
-lazy loading brings in at the process's first kernel, 96,468,992 B on H100
+already run a fill kernel (``torch.zeros``), so it leaves out the one-time memory the process's
+first kernel brings in (the driver's device-side assert/printf reservation, made at the load of
+its module, which calls ``__assertfail``), 96,468,992 B on H100
 (``memprof.core.terms.non_torch.FIRST_KERNEL_BEFORE_GEMM_BYTES``; reports/gpu/nccl/README.md,
 reports/gpu/nccl/first-kernel-2x-h100.json); only the (NVLink P2P, cuMem on) row holds it
 (``memprof.core.terms.nccl.FIRST_KERNEL_IN_ROW``). vLLM's profile run charges that kernel in its

@@ -88,8 +88,8 @@ CUBLAS_NON_TORCH_BYTES = 623_706_112 - 552_402_944
 CUBLASLT_NON_TORCH_BYTES = 0
 TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # The "first Triton kernel" step is not Triton's: it is the process's first fill kernel
-# (torch.zeros), 94,371,840 B after a GEMM and 96,468,992 B before one; a Triton kernel
-# launched after it adds 0 (reports/gpu/nccl/first-kernel-2x-h100.json, from
+# (torch.zeros), 94,371,840 B after a GEMM and 96,468,992 B before one (what it is: below); a
+# Triton kernel launched after it adds 0 (reports/gpu/nccl/first-kernel-2x-h100.json, from
 # recorders/gpu_graph_collectives_scaling.py: one process, context → first GEMM +71,303,168 →
 # first torch.zeros +94,371,840 → ... → first Triton kernel +0). A TP rank runs that kernel
 # before its profile run: vLLM's PyNccl warm-up makes its tensor with torch.zeros
@@ -99,25 +99,44 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # alone: 69,206,016 B, measured after the communicator's warm-up (first-kernel-2x-h100.json,
 # both ranks) and traced on every rank of every reports/gpu/ranks run (TP2 and TP4).
 #
-# What the first-kernel step is (reports/gpu/context/context-first-kernel-h100.json from
-# recorders/gpu_context_first_kernel.py, one H100, torch 2.11.0+cu130, driver 580.159.04): CUDA's
-# lazy module loading. Whichever torch kernel runs first (``torch.zeros``, ``fill_``, an
-# elementwise add) pays 96,468,992 B (94,371,840 B after the cuBLAS handle) and the next one 0;
-# a host-to-device copy pays 0; under ``CUDA_MODULE_LOADING=EAGER`` the context is 767,557,632 B
-# larger and the first kernel pays 0 (CUDA Programming Guide, "Lazy Loading": each module is
-# loaded at the first use of one of its kernels, the default on Linux since CUDA 12.2; PyTorch
-# sets ``CUDA_MODULE_LOADING=LAZY`` where unset, pytorch/pytorch#86509). It is module memory
-# that eager loading puts in the context, for the card's architecture (a second torch kernel
-# from another source file pays 0, so not one module's image each), and it does not move with
-# the stack limit (0, 1,024 and 2,048 B give the same 96,468,992 B): unlike the context's stack
-# reservation it does not scale with SMs × resident threads. No other architecture's modules
-# were measured, so every architecture keeps the H100's step [assumption: sm90's size].
+# What the first-kernel step is: the CUDA driver's reservation for the device-side system calls
+# ``__assertfail`` and ``vprintf``, made once per context when it loads the first module that
+# calls either (reports/gpu/context/first-kernel-syscalls-h100.json from
+# recorders/gpu_first_kernel_syscalls.py, with first-kernel-modules-h100.json and
+# first-kernel-cupti-h100.json beside it; one H100, torch 2.11.0+cu130, driver 580.159.04;
+# reports/gpu/context/README.md, "what the first-kernel step is"). A 15 KB torch module that calls
+# ``__assertfail``, loaded through ``cuModuleLoadData``, pays the whole 96,468,992 B at its load,
+# before any of its functions, and the torch kernel after it 0; a module calling only ``vprintf``
+# pays 67,108,864 B and the first ``__assertfail`` module after it 29,360,128 B; a module calling
+# neither pays its code alone (a 14.6 MB image: 16 MiB), and a PTX kernel, a Triton kernel or a
+# CUDA program without torch run first at 0. The printf FIFO and malloc heap limits (1 or 64 MiB)
+# and the stack limit (0, 1,024 or 2,048 B) leave it unchanged. It is not torch's module images:
+# CUPTI's module-loaded callback shows the first torch kernel loading its own module alone (the
+# fill kernel's, 2,171,336 B of sm_90 image; the add kernel's, 5,727,264 B) for the 92 MiB, and the
+# next one at 0. Whichever torch kernel runs first pays it because its module calls
+# ``__assertfail`` (aten's ``CUDA_KERNEL_ASSERT``): the fill kernel's module does on every
+# architecture of torch 2.5.1, 2.10.0 and 2.11.0 (reports/gpu/context/torch-fatbin-syscalls.json
+# from recorders/torch_fatbin_syscalls.py, the wheels read without a GPU). Under
+# ``CUDA_MODULE_LOADING=EAGER`` (PyTorch sets ``LAZY`` where unset, pytorch/pytorch#86509) the
+# context is 767,557,632 B larger and the first kernel pays 0: the reservation comes with the
+# eagerly loaded modules (reports/gpu/context/context-first-kernel-h100.json). So the binaries
+# say that every card and torch build pays it at torch's first kernel, not how much: the size is
+# the driver's, and only an H100 measured it. Whether it follows the card (SMs, resident threads)
+# is open (a green context of 8-128 of the H100's SMs reserves the same, and one reservation
+# serves the device: first-kernel-green-h100.json); vLLM's V0 TP1 readings on cards with fewer
+# SMs (reports/published/non-torch-breakdown.md: T4 0.03 GiB, A10 0.05, RTX 3090 0.06 for the
+# cuBLAS pool, this reservation and the modules the profile run loads) are below the H100's
+# 92 MiB alone, so it is smaller there by a rule no source gives: every architecture keeps the
+# H100's step [assumption: sm90's size], but sm86, whose published reading replaces both steps
+# (``published_non_torch_bytes``).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
-# The cuBLAS step is not only module images: it moves with CUBLAS_WORKSPACE_CONFIG, which cuBLAS
-# reads for a pool of its own outside torch's allocator (torch's own workspace stays 32 MiB on
-# sm90 in all three): after a torch.randn, the first bf16 GEMM adds 69,206,016 B unset,
-# 35,651,584 B with ":4096:8" and 4,194,304 B with ":1024:2" (reports/gpu/context/
-# context-stack-h100.json, one H100, torch 2.11.0+cu130).
+# The cuBLAS step is not module images: CUPTI shows the handle loading two modules of 6 KB in
+# all and the first GEMM one of 18 KB (first-kernel-cupti-h100.json), so the per-architecture
+# size of cuBLAS's images does not enter it under lazy loading. It moves with
+# CUBLAS_WORKSPACE_CONFIG, which cuBLAS reads for a pool of its own outside torch's allocator
+# (torch's own workspace stays 32 MiB on sm90 in all three): after a torch.randn, the first
+# bf16 GEMM adds 69,206,016 B unset, 35,651,584 B with ":4096:8" and 4,194,304 B with ":1024:2"
+# (reports/gpu/context/context-stack-h100.json, one H100, torch 2.11.0+cu130).
 #
 # That pool is cuBLAS's own default workspace, one per handle, sized by architecture
 # (reports/gpu/context/cublas-pool-h100.json from recorders/gpu_cublas_pool.py, one H100, torch
@@ -159,7 +178,7 @@ CUBLAS_POOL_SOURCE = ("cuBLAS default workspace pool: 4 MiB-class on {arch} (cuB
 # context, before the distributed init and the model load: ``NCCL_PLACEMENT``) to after the
 # profile run (utils.py ``memory_profiling``: ``diff_from_create.non_torch_memory``). At TP1 no
 # NCCL communicator exists, so the reading is this component's quantity summed: the cuBLAS
-# handle's pool, the first fill kernel's lazily loaded modules and any other module a kernel of
+# handle's pool, the first fill kernel's assert/printf reservation and any other module a kernel of
 # the load or the profile run loads. Both releases pin torch 2.5.1 (wheel METADATA).
 # sm86, two TP1 readings agreeing within the log's 0.01 GiB rounding:
 #   A10 (OCI shape), vLLM 0.7.1, Llama-3.1-8B bf16: "non_torch_memory takes 0.05GiB"
@@ -181,7 +200,8 @@ def published_non_torch_bytes(arch: str) -> int | None:
     return None if gib is None else round(gib * 2**30)
 
 
-# The process's first fill kernel when no GEMM ran before it: 96,468,992 B (the 2-rank matrix's
+# The process's first fill kernel when no GEMM ran before it: 96,468,992 B, the driver's
+# device-side assert/printf reservation its module's load makes (above; the 2-rank matrix's
 # context step, a torch.zeros, reports/gpu/nccl/README.md "The profile run's non-torch at TP";
 # with the cuBLAS step after it, 69,206,016 B, the same 158 MiB as the two steps the other way
 # round). An engine whose load is a free-memory drop counts it there where nothing ran a kernel
@@ -311,8 +331,8 @@ def nccl_cumem(dep: Deployment) -> bool:
 # V1's worker runs the process's first fill kernel before its memory snapshot where it sets its
 # device through the platform: CudaPlatform.set_device is ``torch.cuda.set_device(device)``
 # followed by ``_ = torch.zeros(1, device=device)`` ("With this trick we can force the device to
-# be set eagerly", pytorch/pytorch#155668), and Worker.init_device calls it first thing. That
-# kernel's lazily loaded modules (``FIRST_KERNEL_BEFORE_GEMM_BYTES``) then lie before the
+# be set eagerly", pytorch/pytorch#155668), and Worker.init_device calls it first thing. What
+# that kernel's module load reserves (``FIRST_KERNEL_BEFORE_GEMM_BYTES``) then lies before the
 # snapshot on every rank, TP1 included, and the profile run's non-torch increase holds the cuBLAS
 # step alone. ROCm's platform sets the device without the kernel (platforms/rocm.py
 # RocmPlatform.set_device: torch.cuda.set_device alone, 0.12.0 and 0.17.1). V0's worker calls
@@ -357,9 +377,10 @@ def set_device_first_kernel(ctx: TermContext, tag: str = "") -> Component:
         bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where="baseline", profiled=True,
         formula=f"{FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B: the process's first fill kernel, "
         "torch.zeros(1) in CudaPlatform.set_device, which V1's Worker.init_device calls before "
-        "its memory snapshot (vLLM 0.10.0-0.17.x, FIRST_KERNEL_AT_SET_DEVICE); CUDA's lazily "
-        "loaded modules, measured on H100 before any GEMM "
-        "(reports/gpu/context/context-first-kernel-h100.json; not scaled by architecture)"
+        "its memory snapshot (vLLM 0.10.0-0.17.x, FIRST_KERNEL_AT_SET_DEVICE); the driver's "
+        "device-side assert/printf reservation, made at the load of the first module calling "
+        "__assertfail, measured on H100 before any GEMM "
+        "(reports/gpu/context/first-kernel-syscalls-h100.json; the H100's size on every card)"
         + tag)
 
 
@@ -378,8 +399,9 @@ def early_first_kernel(ctx: TermContext, what: str, tag: str = "") -> Component:
         name="first kernel's modules (before the load)", category="non_torch",
         bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where="baseline", profiled=True,
         formula=f"{FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B: the process's first kernel, run before "
-        f"the model load by {what}; CUDA's lazily loaded modules, measured on H100 before any "
-        "GEMM (reports/gpu/context/context-first-kernel-h100.json; not scaled by architecture)"
+        f"the model load by {what}; the driver's device-side assert/printf reservation, made at "
+        "the load of the first module calling __assertfail, measured on H100 before any GEMM "
+        "(reports/gpu/context/first-kernel-syscalls-h100.json; the H100's size on every card)"
         + tag)
 
 
@@ -538,7 +560,9 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
     NVLS buffers and V0's second TP communicator (torch's, for the logits gather) are
     ``memprof.core.terms.nccl_nvls``'s, V1's ``memprof.core.terms.nccl_torch``'s.
 
-    Not modelled: other kernel modules loaded lazily (FlashAttention, FlashInfer, vLLM custom ops),
+    Not modelled: the code of other kernel modules loaded lazily (FlashAttention, FlashInfer, vLLM
+    custom ops: a module costs its code's pages, 16 MiB for a 14.6 MB torch image,
+    reports/gpu/context/first-kernel-syscalls-h100.json),
     NCCL communicators that torch's ProcessGroupNCCL creates at their first use on groups other
     than TP in V1's profile run, DeepEP/NVSHMEM heaps.
     The cuBLAS *workspace* is torch-allocated and counted once, in ``activation_terms``.
@@ -646,9 +670,9 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     it at that warm-up (``nccl.FIRST_KERNEL_AT_WARM_UP``, ``memprof.core.terms.nccl_warmup``)
     (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here). On an
     architecture of cuBLAS's 4 MiB row (``cublas_small_pool``) the pool is 56 MiB smaller
-    (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (torch's modules loaded
-    lazily, sm90's; not scaled by the stack limit:
-    reports/gpu/context/context-first-kernel-h100.json) is the H100's on every architecture
+    (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (the driver's
+    device-side assert/printf reservation at the first module calling ``__assertfail``:
+    reports/gpu/context/first-kernel-syscalls-h100.json) is the H100's on every architecture
     but one whose TP1 sum vLLM printed (``published_non_torch_bytes``: sm86), where that
     published reading replaces both steps; after an NCCL warm-up the cuBLAS step stays the
     pool rule's (the reading does not split it). Where vLLM V1's ``set_device`` ran the first
