@@ -2,7 +2,9 @@
 line measures, release by release, and the rules that place each part are
 ``memprof.core.terms.graph_window`` (a term-level module, so that Model Runner V2's own graph
 estimate, ``memprof.core.terms.runner_v2_graphs``, which charges the same window, can read it);
-this module gives the figure for a rank of an :class:`~memprof.core.estimate.Estimate`."""
+this module gives the figure for a rank of an :class:`~memprof.core.estimate.Estimate` (for
+Model Runner V2's capture after the KV allocation, 0.29.0 on:
+``memprof.core.terms.runner_v2_capture``)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from memprof.core.terms.graph_window import (
     logged_graph_of_context,
     v2_full_apart,
 )
+from memprof.core.terms.runner_v2_capture import v2_capture_after_kv
 
 __all__ = ["CAPTURE_STREAM", "COST_MEASURED_ARCH", "GRAPH_LOG_RULES", "STREAM_POOL_IN_WINDOW",
            "V2_FULL_CAPTURE_STREAM", "WARMUP_WORKSPACE", "LoggedGraph", "logged_graph",
@@ -25,5 +28,8 @@ __all__ = ["CAPTURE_STREAM", "COST_MEASURED_ARCH", "GRAPH_LOG_RULES", "STREAM_PO
 
 
 def logged_graph(e: Estimate, rank: RankEstimate) -> LoggedGraph | None:
-    """``logged_graph_of_context`` for a rank of an estimate."""
-    return logged_graph_of_context(rank_context(e, rank))
+    """The figure logged for a rank of an estimate: ``logged_graph_of_context``, or, where Model
+    Runner V2 captured the graphs once while profiling (0.29.0 on), its capture after the KV
+    allocation, built in what the profiling capture left (``runner_v2_capture``)."""
+    ctx = rank_context(e, rank)
+    return v2_capture_after_kv(ctx) or logged_graph_of_context(ctx)

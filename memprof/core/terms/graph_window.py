@@ -52,10 +52,10 @@ Not modelled under V2 [approximation]: the ``hidden_states`` buffer [largest siz
 model dtype that ``ModelCudaGraphManager`` allocates at the first warm-up inside the window and
 keeps (whether it opens a segment of its own depends on where the allocator places it among the
 warm-up's freed blocks), the speculator's graphs (``self.speculator.capture()``, in the same
-window), and, from 0.29.0, the driver memory of the graphs V2 captured while profiling and
-destroyed before the KV allocation, which the capture after it partly builds its graphs in: the
-figure here is the capture as the process's first (docs/model-runner-v2.md, "The capture after the
-KV allocation, below the estimate"; tests/test_v2_capture_after_profiling.py).
+window). From 0.29.0 the figure here is the capture as the process's first, which V2's estimate
+charges; the logged capture after the KV allocation builds its graphs in the driver memory the
+destroyed profiling graphs left (``memprof.core.terms.runner_v2_capture``;
+docs/model-runner-v2.md, "The capture after the KV allocation, below the estimate").
 
 What is not modelled [approximation]: memory the caching allocator held cached but unused before the
 window, which the same ``empty_cache`` releases and which lowers the figure (below zero in vLLM PR
