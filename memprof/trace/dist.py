@@ -106,13 +106,14 @@ def group_partition(dep: Deployment, name: str) -> list[list[int]] | None:
     return None
 
 
-def make_group(partition: list[list[int]], world: World) -> Any:
-    """This rank's group of ``partition``: the world's own where it is one group of every rank,
-    else a new group (every process creates every group of the partition, as ``new_group``
-    requires)."""
+def make_group(partition: list[list[int]], world: World, *, new: bool = False) -> Any:
+    """This rank's group of ``partition``: the world's own where it is one group of every rank
+    (unless ``new``: a later communicator over the same ranks is a communicator of its own, as
+    vLLM's EP one beside DP's at TP 1), else a new group (every process creates every group of
+    the partition, as ``new_group`` requires)."""
     import torch.distributed as dist
 
-    if len(partition) == 1 and partition[0] == list(range(world.size)):
+    if not new and len(partition) == 1 and partition[0] == list(range(world.size)):
         return dist.group.WORLD
     mine = None
     for members in partition:

@@ -261,7 +261,7 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
                         before, phase = records[-1].name, f"nccl_{name.lower()}_communicator"
                         current[0] = phase
                         t0 = time.perf_counter()
-                        _first_all_reduce(make_group(part, comms.world), tracker)
+                        _first_all_reduce(make_group(part, comms.world, new=True), tracker)
                         record(phase, t0, counter.peak)
                         comm_phases[NCCL_ROW.format(name)] = (before, phase)
                 for name in comms.unbuilt:
