@@ -52,6 +52,7 @@ trace() {  # name limit args...: every rank of an 8-rank deployment traced, the 
   run "$name" "$limit" $PY -m torch.distributed.run --master-port $port --nproc-per-node 8 \
     -m memprof trace "$@" --gpu "$GPU" --disable-custom-all-reduce --device "$DEVICE" -f json \
     > "$OUT/$name-$TAG.json" 2> "$OUT/$name-$TAG.err"
+  [ -s "$OUT/$name-$TAG.err" ] || rm -f "$OUT/$name-$TAG.err"
 }
 for part in $PARTS; do
   case $part in
@@ -74,7 +75,8 @@ for part in $PARTS; do
       port=$((port + 1))
       run dp-gather-dp8 75 $PY -m torch.distributed.run --master-port $port --nproc-per-node 8 \
         recorders/gpu_dp_gather_ranks.py --dp 8 --tp 8 --device "$dev" \
-        --out "$OUT/dp-gather-dp8-$TAG.json" > "$OUT/dp-gather-dp8-$TAG.err" 2>&1 ;;
+        --out "$OUT/dp-gather-dp8-$TAG.json" > "$OUT/dp-gather-dp8-$TAG.err" 2>&1
+      [ -s "$OUT/dp-gather-dp8-$TAG.err" ] || rm -f "$OUT/dp-gather-dp8-$TAG.err" ;;
     nccl)  # 13 configurations, each in fresh processes with its own 30 s limit; the file is
            # rewritten after each, so a cut run keeps what it measured
       run nccl-matrix 400 $PY recorders/gpu_nccl.py --out "$OUT" --world 8 --timeout 30 \
