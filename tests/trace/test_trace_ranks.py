@@ -161,3 +161,39 @@ def test_expert_parallel_ranks_and_one_snapshot_per_rank(tmp_path: Path) -> None
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert sorted(f.name for f in tmp_path.iterdir()) == ["snap.rank0.pickle",
                                                           "snap.rank1.pickle"]
+
+
+COMMS = """
+import torch, torch.distributed as dist
+from memprof.core.deployment import Deployment
+from memprof.trace.dist import communicators, env_world, init_world, make_group
+w = env_world()
+init_world(w, False)
+c = communicators(Deployment(tp=2, dp=2, enable_expert_parallel=True), w)
+out = [c.first[0], dist.get_process_group_ranks(c.first[1]), c.replica is c.first[1]]
+for name, part in c.later:
+    g = make_group(part, w, new=True)
+    x = torch.tensor([float(1 << w.rank)])
+    dist.all_reduce(x, group=g)
+    out += [name, g is not dist.group.WORLD, int(x.item())]
+open(f"{OUT}/rank{w.rank}.txt", "w").write(repr(out))
+dist.destroy_process_group()
+"""
+
+
+def test_communicators_over_real_groups_in_vllm_order(tmp_path: Path) -> None:
+    """TP 2 × DP 2 with EP over gloo, 4 processes: the first communicator is TP's (the
+    replica's group), then DP's and EP's, each a group of its own whose all_reduce of 2^rank
+    sums exactly its members (DP: ranks r and r + 2; EP: all four)."""
+    script = tmp_path / "comms.py"
+    script.write_text(f"OUT = {str(tmp_path)!r}\n" + COMMS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    tp = {0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}
+    for r in range(4):  # DP: 2^r + 2^(r ± 2); EP: 1 + 2 + 4 + 8
+        got = (tmp_path / f"rank{r}.txt").read_text()
+        assert got == repr(["TP", tp[r], True, "DP", True, (1 << r % 2) * 5, "EP", True, 15])
