@@ -127,9 +127,10 @@ def make_group(partition: list[list[int]], world: World, *, new: bool = False) -
 class Communicators:
     """The NCCL communicators a rank of the deployment makes, in the order vLLM makes them
     (``memprof.core.terms.non_torch.nccl_groups``: a group of more than one rank each): the
-    first (its group made with the world), the later ones (made each in its own trace phase by
-    ``later_group``), the groups the trace cannot build (not a TP/PP/DP/EP group), and the
-    group the replica's TP all-reduces run over (None where TP is 1: vLLM issues none)."""
+    first (its group made with the world), the later ones' partitions (each made as a group of
+    its own, ``make_group(..., new=True)``, in a trace phase of its own), the groups the trace
+    cannot build (not a TP/PP/DP/EP group), and the group the replica's TP all-reduces run over
+    (None where TP is 1: vLLM issues none)."""
 
     world: World
     first: tuple[str, Any] | None
