@@ -141,11 +141,14 @@ def worker(rank, world, port, legacy, order, q):
         return bool((out == world).all())
 
     def all_to_all(n):
-        # chunk j of rank r holds 4r + j; after the exchange chunk j holds 4j + r
-        x = (4 * rank + torch.arange(world, device=dev, dtype=BF16)).repeat_interleave(n // world)
+        # chunk j of rank r holds world * r + j (4r + j at 4 ranks, as the 4-rank matrix ran;
+        # distinct for every (r, j) at any size, exact in bf16 up to 16 ranks); after the
+        # exchange chunk j holds world * j + r
+        x = (world * rank + torch.arange(world, device=dev, dtype=BF16)).repeat_interleave(
+            n // world)
         out = torch.empty_like(x)
         dist.all_to_all_single(out, x)
-        want = 4 * torch.arange(world, device=dev, dtype=BF16) + rank
+        want = world * torch.arange(world, device=dev, dtype=BF16) + rank
         want = want.repeat_interleave(n // world)
         return bool((out == want).all())
 

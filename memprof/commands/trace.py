@@ -94,7 +94,7 @@ def run(args: Namespace) -> int:
     world = env_world()
     connect = None
     if world is not None and world.size > 1:  # torchrun: each process traces its own rank
-        from memprof.trace.dist import check_layout, init_world, tp_group
+        from memprof.trace.dist import Communicators, check_layout, communicators, init_world
 
         check_layout(dep, world)
         if rank is not None:
@@ -105,9 +105,9 @@ def run(args: Namespace) -> int:
         if on_gpu:  # the context on this process's GPU before anything touches CUDA
             torch.cuda.set_device(world.local_rank)
 
-        def connect() -> object:
+        def connect() -> Communicators:
             init_world(world, on_gpu)
-            return tp_group(dep, world)
+            return communicators(dep, world)
     elif world is not None:  # a world of one under torchrun: its one rank, collectives real
         from memprof.trace.dist import default_group
 

@@ -6,7 +6,9 @@ the verdict each gives. Sizes are integer bytes.
 ``schema_version`` 2: every rank under torchrun (``gathered_dict``): version 1's document of rank
 0, except that ``ranks`` (in version 1 the global ranks with rank 0's estimate) becomes the list
 of every traced rank, each with its own ``rank`` index, coordinates, phases, components and
-verdict, and those global ranks move to ``same_as``. The bump is for that change of ``ranks``."""
+verdict, and those global ranks move to ``same_as``. The bump is for that change of ``ranks``.
+Each traced rank's ``tp_rank``, ``pp_stage`` and ``dp_rank`` follow vLLM's global order (DP
+outermost, then PP, TP fastest)."""
 
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ def gathered_dict(g: GatheredTrace) -> dict[str, Any]:
     doc["world_size"] = len(g.results)
     doc["ranks"] = [{"rank": rank, "tp_rank": rank % t.estimate.deployment.tp,
                      "pp_stage": rank // t.estimate.deployment.tp % t.estimate.deployment.pp,
+                     "dp_rank": rank // (t.estimate.deployment.tp * t.estimate.deployment.pp),
                      "device_name": t.device_name,
                      **_traced(t)} for rank, t in g.results]
     return doc

@@ -43,7 +43,9 @@ def env_world() -> World | None:
 
 def check_layout(dep: Deployment, world: World) -> None:
     """Refuse, before any work, a world that is not the deployment's (1 process, or one per rank
-    of the deployment) and the layouts whose ranks are not traced under torchrun yet."""
+    of the deployment) and the layouts whose ranks are not traced under torchrun yet. vLLM's
+    data parallelism is traced: each DP rank is an engine of its own, the same replica on every
+    rank, and its communicators are made over their real members (``communicators``)."""
     n = dep.world_size
     if world.size not in (1, n):
         raise BadInput(f"torchrun started {world.size} processes for a deployment of "
@@ -51,12 +53,11 @@ def check_layout(dep: Deployment, world: World) -> None:
                        f"{f' × DP {dep.dp}' if n == dep.tp * dep.pp * dep.dp else ''})",
                        hint=f"run one process (a world of 1) or one per rank "
                        f"(--nproc-per-node {n})")
-    if world.size > 1 and dep.dp > 1:
-        what = ("SGLang's --enable-dp-attention" if dep.enable_dp_attention
-                else "data parallelism (--dp)")
-        raise BadInput(f"{what} under torchrun is not traced yet (each DP rank's attention "
-                       "group is not built)",
-                       hint="trace one rank alone (no torchrun; --rank N picks it) or drop --dp")
+    if world.size > 1 and dep.enable_dp_attention:
+        raise BadInput("SGLang's --enable-dp-attention under torchrun is not traced yet (each "
+                       "DP rank's attention group is not built)",
+                       hint="trace one rank alone (no torchrun; --rank N picks it), or run "
+                       "recorders/gpu_dp_gather_ranks.py for the DP-attention gather")
     if not 0 <= world.rank < world.size:
         raise BadInput(f"RANK {world.rank} is outside a world of {world.size}",
                        hint="launch with torchrun, which sets RANK")
@@ -85,30 +86,87 @@ def init_world(world: World, cuda: bool) -> None:
         dist.init_process_group("gloo")
 
 
-def tp_group(dep: Deployment, world: World) -> Any:
-    """This rank's TP group: the world itself when the world is one TP group, else a new group
-    (every process creates every group, as ``new_group`` requires)."""
+def group_partition(dep: Deployment, name: str) -> list[list[int]] | None:
+    """Every group of kind ``name`` ("TP", "PP", "DP" or "EP") as lists of global ranks, in
+    vLLM's global order (DP outermost, then PP, TP fastest: vllm/distributed/parallel_state.py
+    ``initialize_model_parallel``, 0.11.0: TP groups are consecutive ranks, PP groups take one
+    rank of each stage, DP groups one rank of each DP replica, and the EP group every DP × TP
+    rank of a stage); None for a group the engine makes that is not one of these."""
+    tp, pp, dp = dep.tp, dep.pp, dep.dp
+    if name == "TP":
+        return [list(range(f, f + tp)) for f in range(0, tp * pp * dp, tp)]
+    if name == "PP":
+        return [[d * tp * pp + s * tp + t for s in range(pp)]
+                for d in range(dp) for t in range(tp)]
+    if name == "DP":
+        return [[d * tp * pp + local for d in range(dp)] for local in range(tp * pp)]
+    if name == "EP":
+        return [[d * tp * pp + s * tp + t for d in range(dp) for t in range(tp)]
+                for s in range(pp)]
+    return None
+
+
+def make_group(partition: list[list[int]], world: World, *, new: bool = False) -> Any:
+    """This rank's group of ``partition``: the world's own where it is one group of every rank
+    (unless ``new``: a later communicator over the same ranks is a communicator of its own, as
+    vLLM's EP one beside DP's at TP 1), else a new group (every process creates every group of
+    the partition, as ``new_group`` requires)."""
     import torch.distributed as dist
 
-    if world.size == 1 or world.size == dep.tp:
+    if not new and len(partition) == 1 and partition[0] == list(range(world.size)):
         return dist.group.WORLD
     mine = None
-    for first in range(0, world.size, dep.tp):
-        g = dist.new_group(list(range(first, first + dep.tp)))
-        if world.rank in range(first, first + dep.tp):
+    for members in partition:
+        g = dist.new_group(members)
+        if world.rank in members:
             mine = g
     return mine
+
+
+@dataclass(frozen=True, slots=True)
+class Communicators:
+    """The NCCL communicators a rank of the deployment makes, in the order vLLM makes them
+    (``memprof.core.terms.non_torch.nccl_groups``: a group of more than one rank each): the
+    first (its group made with the world), the later ones' partitions (each made as a group of
+    its own, ``make_group(..., new=True)``, in a trace phase of its own), the groups the trace
+    cannot build (not a TP/PP/DP/EP group), and the group the replica's TP all-reduces run over
+    (None where TP is 1: vLLM issues none)."""
+
+    world: World
+    first: tuple[str, Any] | None
+    later: tuple[tuple[str, list[list[int]]], ...]
+    unbuilt: tuple[str, ...]
+    replica: Any
+
+
+def communicators(dep: Deployment, world: World) -> Communicators:
+    """Start this rank's first communicator (TP's, else PP's, DP's or EP's, as vLLM orders
+    them) and list the later ones; call after ``init_world``."""
+    from memprof.core.terms.non_torch import nccl_groups
+
+    named = [(name, group_partition(dep, name)) for name, _ in nccl_groups(dep)]
+    built = [(name, part) for name, part in named if part is not None]
+    unbuilt = tuple(name for name, part in named if part is None)
+    first = None
+    if built:
+        first = (built[0][0], make_group(built[0][1], world))
+    replica = first[1] if first is not None and first[0] == "TP" else None
+    return Communicators(world=world, first=first, later=tuple(built[1:]), unbuilt=unbuilt,
+                         replica=replica)
 
 
 def default_group(dep: Deployment) -> tuple[Any, int]:
     """The default process group (initialised from torchrun's environment if it is not yet)
     and this process's global rank, for a caller that builds the group before tracing."""
     import torch
+    import torch.distributed as dist
 
     world = env_world() or World(size=1, rank=0, local_rank=0)
     check_layout(dep, world)
     init_world(world, torch.cuda.is_available())
-    return tp_group(dep, world), world.rank
+    if world.size == 1:
+        return dist.group.WORLD, world.rank
+    return make_group(group_partition(dep, "TP") or [], world), world.rank
 
 
 def all_gather(obj: Any) -> list[Any]:

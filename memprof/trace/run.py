@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from memprof.base.errors import EnvironmentProblem
 from memprof.core.components import TermContext
@@ -26,7 +26,11 @@ from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_m
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 from memprof.core.terms.load_segments import NAME as LOAD_SEGMENTS
 
-NCCL_TP_ROW = "NCCL TP communicator"  # the estimate's row (core/terms/non_torch.py), by prefix
+# the estimate's communicator rows (core/terms/non_torch.py), by prefix: "NCCL TP communicator"
+NCCL_ROW = "NCCL {} communicator"
+
+if TYPE_CHECKING:
+    from memprof.trace.dist import Communicators
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
@@ -120,7 +124,7 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
               rank: int | None = None, decode_steps: int = 2, max_graphs: int | None = None,
               alloc_conf: str = "", snapshot: str | None = None,
               progress: Progress | None = None, group: object = None,
-              connect: Callable[[], object] | None = None) -> TraceResult:
+              connect: Callable[[], Communicators] | None = None) -> TraceResult:
     """Trace one rank (``rank``: a global rank; default the first distinct rank).
 
     ``group``: a ``torch.distributed`` process group whose collectives the replica runs (under
@@ -128,14 +132,18 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     replaced by a local op with the same output allocation. Ignored on the fake device (fake
     tensors cannot cross a real process group).
 
-    ``connect``: under torchrun, starts the process group and returns this rank's TP group; it
-    is called after the CUDA context, and on a GPU the communicator's creation and its first
-    all_reduce are recorded as phases ``nccl_init`` and ``nccl_first_all_reduce`` (their
-    non-torch growth is the NCCL row's traced figure, and the profile run's non-torch increase
-    is measured from after them)."""
+    ``connect``: under torchrun, starts the process group and returns this rank's communicators
+    (``memprof.trace.dist.communicators``); it is called after the CUDA context, and on a GPU
+    the first communicator's creation and its first all_reduce are recorded as phases
+    ``nccl_init`` and ``nccl_first_all_reduce``, then each later one (vLLM's PP, DP or EP
+    after the first) made with its warm-up all_reduce as ``nccl_<name>_communicator``: each
+    one's non-torch growth is its row's traced figure, and the profile run's non-torch increase
+    is measured from after the last. The replica's all-reduces run over the TP group (none
+    where TP is 1)."""
     import torch
 
     from memprof.trace.device import Device, SimSink
+    from memprof.trace.dist import make_group
     from memprof.trace.replica import Replica
     from memprof.trace.tracker import Counter, Tracker
 
@@ -165,6 +173,8 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     replica.group = group if kind == "cuda" else None
     records: list[PhaseRecord] = []
     notes: list[str] = []
+    # each communicator row traced: its prefix → (the phase before it, the phase that made it)
+    comm_phases: dict[str, tuple[str, str]] = {}
     report = progress or (lambda _p, _d, _t: None)
     current = ["context"]  # the phase running, for the progress bar's layer updates
     replica.on_layer = lambda done, total: report(f"{current[0]}: layer {done}/{total}",
@@ -236,14 +246,27 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
             if connect is not None:
                 phase = current[0] = "nccl_init"
                 t0 = time.perf_counter()
-                tp = connect()
-                replica.group = tp if kind == "cuda" else None
+                comms = connect()
+                replica.group = comms.replica if kind == "cuda" else None
                 if kind == "cuda":
                     record("nccl_init", t0, counter.peak)
-                    phase = current[0] = "nccl_first_all_reduce"
-                    t0 = time.perf_counter()
-                    _first_all_reduce(tp, tracker)
-                    record("nccl_first_all_reduce", t0, counter.peak)
+                    if comms.first is not None:
+                        name = comms.first[0]
+                        phase = current[0] = "nccl_first_all_reduce"
+                        t0 = time.perf_counter()
+                        _first_all_reduce(comms.first[1], tracker)
+                        record(phase, t0, counter.peak)
+                        comm_phases[NCCL_ROW.format(name)] = ("context", phase)
+                    for name, part in comms.later:
+                        before, phase = records[-1].name, f"nccl_{name.lower()}_communicator"
+                        current[0] = phase
+                        t0 = time.perf_counter()
+                        _first_all_reduce(make_group(part, comms.world, new=True), tracker)
+                        record(phase, t0, counter.peak)
+                        comm_phases[NCCL_ROW.format(name)] = (before, phase)
+                for name in comms.unbuilt:
+                    notes.append(f"the NCCL {name} communicator is not built under torchrun "
+                                 "(not a TP, PP, DP or EP group): its row is not traced")
             for phase, fn in steps:
                 current[0] = phase
                 t0 = time.perf_counter()
@@ -264,7 +287,8 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     if kv_before is not None and "kv_cache" in {p.name for p in records}:
         k = next(p for p in records if p.name == "kv_cache")
         kv_slack = (k.reserved - kv_before.reserved) - counter.by_component.get("KV cache", 0)
-    comps = _components(e, r, counter.by_component, act_peak, records, capture, kind, kv_slack)
+    comps = _components(e, r, counter.by_component, act_peak, records, capture, kind, kv_slack,
+                        comm_phases)
     total = e.gpu.total_bytes
     traced_total = sum(c.traced if c.traced is not None else c.estimated for c in comps)
     verdict_traced = "fits" if traced_total <= total else "runtime_oom"
@@ -369,7 +393,8 @@ def _capture(kind: str, replica: object, modes: dict[str, list[int]],
 
 def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak: int,
                 records: list[PhaseRecord], capture: GraphCapture | None, kind: str,
-                kv_slack: int | None) -> list[ComponentTrace]:
+                kv_slack: int | None,
+                comm_phases: dict[str, tuple[str, str]]) -> list[ComponentTrace]:
     from memprof.trace.replica import MOE_WORKSPACE
 
     phases = {p.name: p for p in records}
@@ -420,24 +445,27 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             how = "the predicted pool above vLLM's estimate (not measurable alone)"
         elif c.name == "non-torch increase (profile run)" and kind == "cuda" and \
                 "profile_run" in phases:
-            before = "nccl_first_all_reduce" if "nccl_first_all_reduce" in phases else "context"
+            made = [after for _, after in comm_phases.values()]
+            before = made[-1] if made else "context"
             ctx_nt, prof_nt = phases[before].non_torch, phases["profile_run"].non_torch
             if ctx_nt is not None and prof_nt is not None:
                 traced = prof_nt - ctx_nt
                 how = ("non-torch after the profile run − after the context" if
                        before == "context" else "non-torch after the profile run − after the "
-                       "NCCL communicator's first all_reduce")
+                       "last NCCL communicator's first all_reduce")
                 if before == "context" and any(x.name.startswith("NCCL ")
                                                for x in r.components):
                     how += (" (a rank traced alone: it holds the first fill kernel, which the "
                             "deployment's NCCL warm-up runs before its profile run)")
-        elif c.name.startswith(NCCL_TP_ROW) and "nccl_first_all_reduce" in phases:
-            ctx_nt = phases["context"].non_torch
-            nccl_nt = phases["nccl_first_all_reduce"].non_torch
+        elif (row := next((k for k in comm_phases if c.name.startswith(k)), None)) is not None:
+            before, after = comm_phases[row]
+            ctx_nt, nccl_nt = phases[before].non_torch, phases[after].non_torch
             if ctx_nt is not None and nccl_nt is not None:
                 traced = nccl_nt - ctx_nt
                 how = ("non-torch growth over init_process_group (bound to the GPU: "
-                       "ncclCommInitRank, torch's stream pool) and the first all_reduce")
+                       "ncclCommInitRank, torch's stream pool) and the first all_reduce"
+                       if before == "context" else "non-torch growth over new_group and its "
+                       "first all_reduce, made after the first communicator")
         elif c.name == "CUDA context" and kind == "cuda":
             traced, how = phases["context"].non_torch, "used − reserved after the first tensor"
         elif c.name == "allocator rounding (KV tensors)" and kv_slack is not None:

@@ -18,7 +18,8 @@ import pytest
 from memprof.cli import run
 from memprof.commands.trace import _rank_path
 from memprof.core.deployment import Deployment
-from memprof.trace.dist import tp_members
+from memprof.core.terms.non_torch import nccl_groups
+from memprof.trace.dist import group_partition, tp_members
 from memprof.trace.ranks import rank_span
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,8 +92,18 @@ def _refused(monkeypatch: pytest.MonkeyPatch, world: int, *args: str) -> str:
     return err.getvalue()
 
 
-def test_data_parallel_under_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "data parallelism (--dp)" in _refused(monkeypatch, 2, "--dp", "2")
+def test_data_parallel_ranks_each_trace_their_own() -> None:
+    """vLLM's DP under torchrun: each DP rank is an engine of its own, traced with its own
+    index and DP coordinate (DP outermost in the global order), weights and KV as estimated."""
+    p = _torchrun(2, "-m", "qwen3-0.6b", "--dp", "2", "--max-num-seqs", "8", "-f", "json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert [(r["rank"], r["tp_rank"], r["dp_rank"]) for r in doc["ranks"]] == [(0, 0, 0),
+                                                                               (1, 0, 1)]
+    assert doc["same_as"] == [0, 1]  # the DP ranks share one estimate
+    for r in doc["ranks"]:
+        kv = next(c for c in r["components"] if c["category"] == "kv_cache")
+        assert kv["traced_bytes"] == kv["estimated_bytes"] > 0
 
 
 def test_sglang_dp_attention_under_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,6 +119,26 @@ def test_rank_flag_under_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) ->
 def test_tp_group_members_follow_vllm_order() -> None:
     dep = Deployment(tp=2, pp=2)
     assert tp_members(dep, 0) == [0, 1] and tp_members(dep, 3) == [2, 3]
+
+
+def test_group_partitions_follow_vllm_order() -> None:
+    """DP outermost, then PP, TP fastest (vllm/distributed/parallel_state.py
+    initialize_model_parallel): TP groups are consecutive ranks, PP and DP groups stride over
+    them, the EP group is every DP × TP rank of a stage; each partition covers the world once."""
+    dep = Deployment(tp=2, pp=2, dp=2)
+    assert group_partition(dep, "TP") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert group_partition(dep, "PP") == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert group_partition(dep, "DP") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert group_partition(dep, "EP") == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert group_partition(dep, "MoE EP") is None
+    for name in ("TP", "PP", "DP", "EP"):
+        part = group_partition(dep, name)
+        assert part is not None and sorted(r for g in part for r in g) == list(range(8))
+    # DP8 EP8 at TP 1 (seed 003's layout): the DP and the EP communicator both span the world,
+    # DP's first, as vLLM makes them and the estimate charges them
+    dp8 = Deployment(dp=8, enable_expert_parallel=True)
+    assert nccl_groups(dp8) == [("DP", 8), ("EP", 8)]
+    assert group_partition(dp8, "DP") == group_partition(dp8, "EP") == [list(range(8))]
 
 
 def test_rank_span_and_snapshot_names() -> None:
@@ -130,3 +161,39 @@ def test_expert_parallel_ranks_and_one_snapshot_per_rank(tmp_path: Path) -> None
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
     assert sorted(f.name for f in tmp_path.iterdir()) == ["snap.rank0.pickle",
                                                           "snap.rank1.pickle"]
+
+
+COMMS = """
+import torch, torch.distributed as dist
+from memprof.core.deployment import Deployment
+from memprof.trace.dist import communicators, env_world, init_world, make_group
+w = env_world()
+init_world(w, False)
+c = communicators(Deployment(tp=2, dp=2, enable_expert_parallel=True), w)
+out = [c.first[0], dist.get_process_group_ranks(c.first[1]), c.replica is c.first[1]]
+for name, part in c.later:
+    g = make_group(part, w, new=True)
+    x = torch.tensor([float(1 << w.rank)])
+    dist.all_reduce(x, group=g)
+    out += [name, g is not dist.group.WORLD, int(x.item())]
+open(f"{OUT}/rank{w.rank}.txt", "w").write(repr(out))
+dist.destroy_process_group()
+"""
+
+
+def test_communicators_over_real_groups_in_vllm_order(tmp_path: Path) -> None:
+    """TP 2 × DP 2 with EP over gloo, 4 processes: the first communicator is TP's (the
+    replica's group), then DP's and EP's, each a group of its own whose all_reduce of 2^rank
+    sums exactly its members (DP: ranks r and r + 2; EP: all four)."""
+    script = tmp_path / "comms.py"
+    script.write_text(f"OUT = {str(tmp_path)!r}\n" + COMMS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    tp = {0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}
+    for r in range(4):  # DP: 2^r + 2^(r ± 2); EP: 1 + 2 + 4 + 8
+        got = (tmp_path / f"rank{r}.txt").read_text()
+        assert got == repr(["TP", tp[r], True, "DP", True, (1 << r % 2) * 5, "EP", True, 15])
