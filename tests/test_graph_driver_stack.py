@@ -22,6 +22,7 @@ from memprof.core.terms.cudagraph import (
     driver_stack,
     graph_driver_bytes,
 )
+from memprof.core.terms.runner_v1_capture import profiled_graph_driver_bytes
 from memprof.core.versions import value_at
 
 # Qwen3-0.6B at 0.10.1 (V1, PIECEWISE only): 28 decoder layers, 29 pieces a size; a GQA layer's
@@ -61,13 +62,15 @@ def test_one_size_by_hand_at_both_stacks() -> None:
 
 def test_the_logged_figure_says_which_stack() -> None:
     # the logged figure's executables are the graph model's driver memory (a TP1 rank at 0.19.1:
-    # the model runner made the stream pool before the window), and the line names the source
+    # the model runner made the stream pool before the window) less what the graphs captured
+    # and destroyed while profiling left (runner_v1_capture), and the line names the source
     e, ctx = _ctx("0.19.1")
     g = logged_graph(e, e.ranks[0])
     assert g is not None
     m = cudagraph_model(ctx)
     parts = {n: b for n, b, _w in g.parts}
-    assert parts["graph executables"] == m.driver  # a TP1 rank at 0.19.1: no stream pool here
+    profiled, _counts = profiled_graph_driver_bytes(ctx)
+    assert parts["graph executables"] == m.driver - profiled  # no stream pool here
     assert any("NVIDIA/cccl#3768" in w for _n, _b, w in g.parts)
     e2, _ctx2 = _ctx("0.20.0")
     g2 = logged_graph(e2, e2.ranks[0])

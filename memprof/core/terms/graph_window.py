@@ -55,7 +55,9 @@ warm-up's freed blocks), the speculator's graphs (``self.speculator.capture()``,
 window). From 0.29.0 the figure here is the capture as the process's first, which V2's estimate
 charges; the logged capture after the KV allocation builds its graphs in the driver memory the
 destroyed profiling graphs left (``memprof.core.terms.runner_v2_capture``;
-docs/model-runner-v2.md, "The capture after the KV allocation, below the estimate").
+docs/model-runner-v2.md, "The capture after the KV allocation, below the estimate"). The V1 runner
+from 0.18.0 captures and destroys two descriptors a mode while profiling before its logged
+capture, which is built in what they left (``memprof.core.terms.runner_v1_capture``).
 
 What is not modelled [approximation]: memory the caching allocator held cached but unused before the
 window, which the same ``empty_cache`` releases and which lowers the figure (below zero in vLLM PR
