@@ -1,5 +1,6 @@
-"""A start-up log → the deployment that printed it: the model, the GPU (from the total the log
-shows, matched to the catalog; ``--gpu``'s card at the total the log shows), the settings the
+"""A start-up log → the deployment that printed it: the model, the GPU (the card nvidia-smi lines
+pasted with it or vLLM's fused-MoE config lookup name, else the total the log shows matched to
+the catalog; a named card or ``--gpu``'s at the total the log shows), the settings the
 log states, and the measured figures to set beside memprof's estimate."""
 
 from __future__ import annotations
@@ -152,6 +153,55 @@ def card_named_in_log(log: StartupLog, notes: list[str]) -> GPU | None:
     notes.append(f"GPU: {g.name}, as the log's nvidia-smi lines name it "
                  f"({log.cards[0][0][:60]!r})")
     return g
+
+
+def card_named_by_moe_lookup(log: StartupLog, notes: list[str]) -> GPU | None:
+    """The catalog card vLLM's fused-MoE config lookup lines name (``memprof.probes.
+    moe_config_device``: the ``device_name=`` of the tuning file, the driver's name with
+    underscores for spaces), where they name one card: every name resolves (``memprof.core.
+    gpus.find_gpu``, by the name the driver reports) to the same catalog row. Else None, with a
+    note where the log has such lines at all (a name the catalog lacks, several cards): the card
+    is then taken as without them. ``NVIDIA_H200``, which vLLM 0.12.0+ writes for every card of
+    the H200 family, is taken as the H200, and the note says so."""
+    if not log.moe_devices:
+        return None
+    from memprof.core.gpus import find_gpu
+    from memprof.probes.moe_config_device import H200_FAMILY, driver_spelling
+
+    rows: dict[str, GPU] = {}
+    why = ""
+    for device in log.moe_devices:
+        try:
+            g = find_gpu(driver_spelling(device))
+        except BadInput:
+            why = f"'device_name={device[:60]}' is no catalog card's name"
+            break
+        rows[g.name] = g
+    if not why and len(rows) > 1:
+        why = "they name " + " and ".join(sorted(rows)) + " (one card is rebuilt)"
+    if why:
+        notes.append(f"the log's fused-MoE config lookup names the device, but {why}: the card "
+                     "is taken as if it did not (pass --gpu to name it)")
+        return None
+    (g,) = rows.values()
+    family = ("; vLLM 0.12.0+ writes NVIDIA_H200 for every card of the H200 family, so an "
+              "H200 NVL logs it too (pass --gpu H200-NVL if it was one)"
+              if H200_FAMILY in log.moe_devices else "")
+    notes.append(f"GPU: {g.name}, as the log's fused-MoE config lookup names it "
+                 f"('device_name={log.moe_devices[0][:60]}', the driver's name with underscores "
+                 f"for spaces){family}")
+    return g
+
+
+def _lookup_disagrees(log: StartupLog, named: GPU, notes: list[str]) -> None:
+    """A note where the fused-MoE config lookup names another card than the nvidia-smi lines
+    pasted with the log (which are taken): the two are said, not reconciled."""
+    looked = card_named_by_moe_lookup(log, [])
+    if looked is not None and looked.name != named.name:
+        notes.append(f"the log's fused-MoE config lookup names the {looked.name} "
+                     f"('device_name={log.moe_devices[0][:60]}'), not the {named.name} its "
+                     "nvidia-smi lines name: the nvidia-smi lines are taken (pass --gpu to "
+                     "name the card)")
 
 
 def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str],
@@ -442,7 +492,11 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         if not gpu_memory:
             g = _named_card_at_logged_total(log, g, notes)
     elif (named := card_named_in_log(log, notes)) is not None:
+        _lookup_disagrees(log, named, notes)
         g = _named_card_at_logged_total(log, named, notes, by="the log's nvidia-smi lines")
+    elif (looked := card_named_by_moe_lookup(log, notes)) is not None:
+        g = _named_card_at_logged_total(log, looked, notes,
+                                        by="the log's fused-MoE config lookup")
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}

@@ -23,6 +23,7 @@ from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
 from memprof.probes.gpu_names import named_cards
 from memprof.probes.log_dates import LogDate, read_date
+from memprof.probes.moe_config_device import moe_lookup_devices
 from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
@@ -268,6 +269,9 @@ class StartupLog:
     # (name, nvidia-smi MiB or None) of the GPUs nvidia-smi output pasted with it names
     # (memprof.probes.gpu_names)
     cards: tuple[tuple[str, int | None], ...] = ()
+    # the device names of vLLM's fused-MoE config lookup lines, as logged ("NVIDIA_H200")
+    # (memprof.probes.moe_config_device)
+    moe_devices: tuple[str, ...] = ()
     # the date its stamps print (memprof.probes.log_dates): month-day, and the year where shown
     date: LogDate | None = None
     # whether it shows the run's settings (a serve command, vLLM's "non-default args" /
@@ -392,7 +396,8 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       figures=figures,
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
-                      cards=named_cards(lines), date=when,
+                      cards=named_cards(lines), moe_devices=moe_lookup_devices(lines),
+                      date=when,
                       stated=command is not None or any(
                           _SETTINGS_OPENER.search(x) or "with config: " in x for x in unwrapped))
 

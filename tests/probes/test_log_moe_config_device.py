@@ -1,0 +1,165 @@
+"""The card vLLM's fused-MoE config lookup names (``memprof/probes/moe_config_device.py``,
+``memprof.probes.log_deployment.card_named_by_moe_lookup``): the lookup's forms per release, the
+``device_name`` mapped to the catalog by the driver's name, explain rebuilding on it (at the total
+the log prints, which it checks), a name that is no one catalog card left with a note, and
+nothing written there crashing explain."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memprof.base.units import GiB
+from memprof.cli import run
+from memprof.core.gpus import find_gpu
+from memprof.probes.log_deployment import card_named_by_moe_lookup, rebuild
+from memprof.probes.moe_config_device import driver_spelling, moe_lookup_devices
+from memprof.probes.startup_log import parse_log
+
+# vLLM V1 figures with no GPU total (the card is not shown by them)
+FIGURES = ("INFO 07-20 10:00:00 [gpu_model_runner.py:1770] Model loading took 15.27 GiB and 3.2 "
+           "seconds\n"
+           "INFO 07-20 10:00:05 [gpu_worker.py:232] Available KV cache memory: 20.00 GiB\n"
+           "INFO 07-20 10:00:05 [kv_cache_utils.py:716] GPU KV cache size: 145,000 tokens\n")
+# vLLM 0.27+'s budget line: the total torch reported (79.25 GiB: the A100 PCIe's catalog total)
+TOTAL = ("INFO 08-05 12:13:40 [gpu_worker.py:789] Free memory on device (78.80/79.25 GiB) on "
+         "startup. Desired GPU memory utilization is (0.9, 71.33 GiB).\n")
+CFG = "/venv/lib/python3.12/site-packages/vllm/model_executor/layers/fused_moe/configs/"
+
+
+def _found(dev: str) -> str:  # get_moe_configs' info line, every release read (0.6.3-0.30.0)
+    return (f"INFO 08-05 12:13:35 [fused_moe.py:720] Using configuration from {CFG}E=128,N=768,"
+            f"device_name={dev}.json for MoE layer.\n")
+
+
+# get_moe_configs' warning: one path (0.6.3-0.10.0), the list of paths tried (0.10.1-0.12.0),
+# the paths joined by ", " (0.20.2, 0.30.0)
+MISSED = {
+    "0.10.0": ("WARNING 08-16 02:14:05 [fused_moe.py:695] Using default MoE config. Performance "
+               f"might be sub-optimal! Config file not found at {CFG}E=16,N=1536,device_name="
+               "NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json\n"),
+    "0.12.0": ("WARNING 04-27 15:09:41 [fused_moe.py:888] Using default MoE config. Performance "
+               f"might be sub-optimal! Config file not found at ['/tuned/E=128,N=768,device_name="
+               f"NVIDIA_H100_80GB_HBM3.json', '{CFG}E=128,N=768,device_name="
+               "NVIDIA_H100_80GB_HBM3.json']\n"),
+    "0.20.2": ("WARNING 05-15 02:16:07 [fused_moe.py:1091] Using default MoE config. Performance "
+               f"might be sub-optimal! Config file not found at /tuned/E=128,N=768,device_name="
+               f"NVIDIA_H100_80GB_HBM3.json, {CFG}E=128,N=768,device_name="
+               "NVIDIA_H100_80GB_HBM3.json\n"),
+}
+
+
+def test_the_lookup_forms_per_release() -> None:
+    for release, line in MISSED.items():
+        assert moe_lookup_devices(line.splitlines()) == ("NVIDIA_H100_80GB_HBM3",), release
+    assert moe_lookup_devices([_found("NVIDIA_A100-SXM4-80GB")]) == ("NVIDIA_A100-SXM4-80GB",)
+    # a device_name elsewhere (a path in prose, another kernel's lookup) or cut short is not read
+    assert moe_lookup_devices([f"see {CFG}E=8,N=14336,device_name=NVIDIA_H200.json"]) == ()
+    assert moe_lookup_devices(["Using default MoE config. Performance might be sub-optimal! "
+                               "Config file not found at .../E=16,N=1536,device_name="
+                               "NVIDIA_H100_80GB_HBM3..."]) == ()
+
+
+def test_the_device_name_maps_by_the_drivers_name() -> None:
+    """The driver's names (torch.cuda.get_device_name / nvidia-smi) with underscores for spaces
+    (fused_moe.py get_config_file_name) resolve to the catalog's cards."""
+    for dev, card in (("NVIDIA_A100-SXM4-80GB", "A100-80GB"),
+                      ("NVIDIA_A100_80GB_PCIe", "A100-PCIe-80GB"),
+                      ("NVIDIA_H100_80GB_HBM3", "H100-80GB"), ("NVIDIA_H100_PCIe", "H100-PCIe"),
+                      ("NVIDIA_H200", "H200"), ("NVIDIA_B200", "B200"),
+                      ("NVIDIA_B300_SXM6_AC", "B300"), ("NVIDIA_L40S", "L40S"),
+                      ("NVIDIA_GeForce_RTX_4090", "RTX-4090"), ("AMD_Instinct_MI300X", "MI300X"),
+                      ("NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition", "RTX-PRO-6000")):
+        assert find_gpu(driver_spelling(dev)).name == card, dev
+        notes: list[str] = []
+        g = card_named_by_moe_lookup(parse_log(_found(dev) + FIGURES), notes)
+        assert g is not None and g.name == card
+        assert notes[0].startswith(f"GPU: {card}, as the log's fused-MoE config lookup names it")
+
+
+def test_explain_rebuilds_on_the_named_card_at_the_logged_total() -> None:
+    """The A100 SXM the lookup names, at the 79.25 GiB the log prints (the A100 PCIe's catalog
+    total, which the total alone would take): the named card wins, on the total the engine saw."""
+    rb = rebuild(parse_log(_found("NVIDIA_A100-SXM4-80GB") + FIGURES + TOTAL), model="qwen3-8b",
+                 gpu=None, gpu_memory=None)
+    assert rb.gpu.name == "A100-80GB" and abs(rb.gpu.total_bytes - 79.25 * GiB) <= 1
+    assert any(n.startswith("GPU: A100-80GB (the log's fused-MoE config lookup) at the 79.25 "
+                            "GiB total") for n in rb.notes), rb.notes
+    without = rebuild(parse_log(FIGURES + TOTAL), model="qwen3-8b", gpu=None, gpu_memory=None)
+    assert without.gpu.name == "A100-PCIe-80GB"
+    # with no total, the catalog's; --gpu wins over the name
+    rb = rebuild(parse_log(_found("NVIDIA_L40S") + FIGURES), model="qwen3-8b", gpu=None,
+                 gpu_memory=None)
+    assert rb.gpu == find_gpu("L40S")
+    rb = rebuild(parse_log(_found("NVIDIA_L40S") + FIGURES), model="qwen3-8b", gpu="A40",
+                 gpu_memory=None)
+    assert rb.gpu.name == "A40"
+
+
+def test_a_conflict_is_said() -> None:
+    # a total far from the named card's: taken, and the note asks to check
+    rb = rebuild(parse_log(_found("NVIDIA_H200") + FIGURES + TOTAL), model="qwen3-8b",
+                 gpu=None, gpu_memory=None)
+    assert rb.gpu.name == "H200" and abs(rb.gpu.total_bytes - 79.25 * GiB) <= 1
+    assert any("check --gpu" in n for n in rb.notes), rb.notes
+    # the H200 family's one name is said
+    assert any("every card of the H200 family" in n for n in rb.notes), rb.notes
+    # nvidia-smi lines naming another card: they are taken, and the lookup's card is said
+    smi = "GPU 0: NVIDIA L40S (UUID: GPU-1)\n"
+    rb = rebuild(parse_log(smi + _found("NVIDIA_A100-SXM4-80GB") + FIGURES), model="qwen3-8b",
+                 gpu=None, gpu_memory=None)
+    assert rb.gpu.name == "L40S"
+    assert any("fused-MoE config lookup names the A100-80GB" in n for n in rb.notes), rb.notes
+
+
+def test_names_that_are_not_one_card_are_left_with_a_note() -> None:
+    for lines in (_found("NVIDIA_L20Y"), _found("NVIDIA_L40S") + _found("NVIDIA_H200")):
+        notes: list[str] = []
+        assert card_named_by_moe_lookup(parse_log(lines + FIGURES), notes) is None
+        assert "pass --gpu" in notes[0]
+        code, _out, err = _explain(lines + FIGURES)  # no total either: explain asks for the card
+        assert code == 2 and err.startswith("error: the log does not show the GPU's total"), err
+        rb = rebuild(parse_log(lines + FIGURES + TOTAL), model="qwen3-8b", gpu=None,
+                     gpu_memory=None)
+        assert rb.gpu.name == "A100-PCIe-80GB"  # the total's card, as without the lines
+
+
+def _explain(text: str) -> tuple[int, str, str]:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "moe.log"
+        path.write_text(text, encoding="utf-8")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run(["explain", str(path), "-m", "qwen3-8b"])
+    return code, out.getvalue(), err.getvalue()
+
+
+_PIECES = st.sampled_from([
+    "NVIDIA", "_", " ", "H100", "80GB", "HBM3", "-SXM4-", "A100", "H200", "AMD_Instinct_MI300X",
+    ",", ".json", ".", "'", "[", "]", "/", "9" * 300, "é", "\x00", "\t", "device_name=",
+    "dtype=fp8_w8a8", "..."])
+_NAME = st.lists(_PIECES, min_size=0, max_size=10).map("".join)
+
+
+@settings(max_examples=int(os.environ.get("MEMPROF_FUZZ_EXAMPLES", "600")) // 8, deadline=None,
+          derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(_NAME, min_size=1, max_size=3), st.booleans())
+def test_fuzz_device_names(names: list[str], with_total: bool) -> None:
+    """Garbage in the device_name: explain fits, or refuses with an error and a hint (exit 2)
+    only where the card is not shown otherwise; it never crashes, and no name read is longer
+    than the reader's bound."""
+    text = "".join(_found(n) for n in names) + FIGURES + (TOTAL if with_total else "")
+    assert all(len(n) <= 80 for n in moe_lookup_devices(text.splitlines()))
+    code, _out, err = _explain(text)
+    assert code in (0, 1, 2), err
+    if code == 2:
+        first, _, rest = err.partition("\n")
+        assert first.startswith("error: ") and rest.startswith("hint: "), err
+    if with_total:
+        assert code in (0, 1), err
