@@ -35,7 +35,12 @@ from memprof.core.estimate import Estimate
 from memprof.core.explain import ESTIMATED, logged_rank
 from memprof.core.gpus import find_gpu
 from memprof.core.versions import split_generation, version_key
-from memprof.probes.log_deployment import card_named_in_log, log_gpu, shows_card
+from memprof.probes.log_deployment import (
+    card_named_by_moe_lookup,
+    card_named_in_log,
+    log_gpu,
+    shows_card,
+)
 from memprof.probes.startup_log import parse_log
 
 
@@ -237,9 +242,6 @@ XFAIL: dict[int, str] = {
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
     907: OUTSIDE + _WSL_STUDY,
-    2456: OUTSIDE + "the card: the log's total (79.25 GiB) is the A100-PCIe-80GB's too, and "
-          "explain takes that; the row's SXM card is named only by vLLM's fused-MoE config "
-          "lookup ('device_name=NVIDIA_A100-SXM4-80GB'), a line explain does not read",
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
     1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
@@ -338,20 +340,24 @@ def _distribution_estimate(row: dict[str, Any]) -> Estimate:
 
 def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
     """``explain LOG -m MODEL [--gpu GPU] -f json``: ``--gpu`` only where the quote does not
-    show the card: its nvidia-smi lines name none (``memprof.probes.log_deployment.
-    card_named_in_log``) and it prints no GPU total (explain then asks for it), or a total that
-    is no catalog card's (``memprof.probes.log_deployment.shows_card``: explain would assume the
-    nearest card) where the row names the card; explain then runs that card at the printed
-    total, as the row does (``test_published_distribution.printed_total``)."""
+    show the card: its nvidia-smi lines and fused-MoE config lookup name none (``memprof.probes.
+    log_deployment.card_named_in_log``, ``card_named_by_moe_lookup``) and it prints no GPU total
+    (explain then asks for it), or a total that is no catalog card's (``memprof.probes.
+    log_deployment.shows_card``: explain would assume the nearest card) where the row names the
+    card; explain then runs that card at the printed total, as the row does
+    (``test_published_distribution.printed_total``)."""
     model, _, gpu, _ = PUB._run_args(row)
     argv = ["explain", str(log), "-m", model, "-f", "json"]
     try:
         log_ = parse_log(row["quote"])
     except BadInput:  # nothing explain reads: it says so itself
         log_ = None
-    named = None if log_ is None else card_named_in_log(log_, [])
+    named = None if log_ is None else (card_named_in_log(log_, [])
+                                        or card_named_by_moe_lookup(log_, []))
     if named is not None and gpu is not None and find_gpu(gpu).name == named.name:
-        return argv  # the quote's nvidia-smi lines name the card (memprof/probes/gpu_names.py)
+        # the quote's nvidia-smi lines (memprof/probes/gpu_names.py) or vLLM's fused-MoE config
+        # lookup (memprof/probes/moe_config_device.py) name the card
+        return argv
     if log_ is None or log_gpu(log_) is None:
         assert gpu is not None, row["id"]
         argv += ["--gpu", gpu]
