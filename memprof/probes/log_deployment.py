@@ -162,7 +162,8 @@ def card_named_by_moe_lookup(log: StartupLog, notes: list[str]) -> GPU | None:
     gpus.find_gpu``, by the name the driver reports) to the same catalog row. Else None, with a
     note where the log has such lines at all (a name the catalog lacks, several cards): the card
     is then taken as without them. ``NVIDIA_H200``, which vLLM 0.12.0+ writes for every card of
-    the H200 family, is taken as the H200, and the note says so."""
+    the H200 family, is taken as the H200, and the note says so (but for a log that names an
+    earlier release, where it is the H200's own name)."""
     if not log.moe_devices:
         return None
     from memprof.core.gpus import find_gpu
@@ -186,11 +187,22 @@ def card_named_by_moe_lookup(log: StartupLog, notes: list[str]) -> GPU | None:
     (g,) = rows.values()
     family = ("; vLLM 0.12.0+ writes NVIDIA_H200 for every card of the H200 family, so an "
               "H200 NVL logs it too (pass --gpu H200-NVL if it was one)"
-              if H200_FAMILY in log.moe_devices else "")
+              if H200_FAMILY in log.moe_devices and not _before(log.version, (0, 12)) else "")
     notes.append(f"GPU: {g.name}, as the log's fused-MoE config lookup names it "
                  f"('device_name={log.moe_devices[0][:60]}', the driver's name with underscores "
                  f"for spaces){family}")
     return g
+
+
+def _before(version: str | None, release: tuple[int, ...]) -> bool:
+    """The log names a release before ``release`` (False where it names none or none memprof
+    can read)."""
+    from memprof.core.versions import version_key
+
+    try:
+        return version is not None and version_key(version) < release
+    except ValueError:
+        return False
 
 
 def _lookup_disagrees(log: StartupLog, named: GPU, notes: list[str]) -> None:

@@ -115,6 +115,11 @@ def test_a_conflict_is_said() -> None:
     assert any("check --gpu" in n for n in rb.notes), rb.notes
     # the H200 family's one name is said
     assert any("every card of the H200 family" in n for n in rb.notes), rb.notes
+    # before 0.12.0 the name is the H200's own (fused_moe.py 0.11.0 writes no family name)
+    v011 = "INFO 10-02 10:00:00 [api_server.py:1896] vLLM API server version 0.11.0\n"
+    notes: list[str] = []
+    assert card_named_by_moe_lookup(parse_log(v011 + _found("NVIDIA_H200") + FIGURES), notes)
+    assert not any("H200 family" in n for n in notes), notes
     # nvidia-smi lines naming another card: they are taken, and the lookup's card is said
     smi = "GPU 0: NVIDIA L40S (UUID: GPU-1)\n"
     rb = rebuild(parse_log(smi + _found("NVIDIA_A100-SXM4-80GB") + FIGURES), model="qwen3-8b",
