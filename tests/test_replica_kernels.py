@@ -143,3 +143,66 @@ def test_moe_workspace_is_the_estimate_row_and_kept() -> None:
         assert rep.tensors["_moe_ws13"] is ws[0] and rep.tensors["_moe_ws2"] is ws[1]
         est = estimate("deepseek-r1", ctx.dep, gpu_name="H100")
         assert MOE_WORKSPACE in {c.name for c in est.ranks[0].components}
+
+
+def test_deepseek_v4_at_tp1_records_its_kernels_in_every_piece() -> None:
+    """DeepSeek-V4-Flash's shape at DP4 EP4 (TP 1, 8 layers), rank 0 on the fake device: the
+    decode capture that recorded empty graphs on the GPU (reports/gpu/ranks/README.md) now holds
+    kernels in every PIECEWISE piece and in the FULL graph. The fused MoE (router, shared
+    expert, noaux_tc or top-k routing, alignment with the EP expert map, the two grouped GEMMs,
+    SiLU-and-mul, the quantisations, moe_sum) is the graph model's ``moe_nodes`` op for op; the
+    attention runs one kernel per node of the model's "dsv4" row except where the model is
+    coarser than the checkpoint: it gives every attention GEMM the fp8 block kernels (the
+    compressor's wkv_wgate is bf16) and every layer a compressor (the sliding-window-only layers
+    have none)."""
+    dep = Deployment(dp=4, enable_expert_parallel=True, max_num_seqs=256,
+                     hf_overrides='{"num_hidden_layers": 8}', disable_custom_all_reduce=True)
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        e = estimate("deepseek-v4-flash", dep, gpu_name="H100")
+        ctx = rank_context(e, e.ranks[0])
+        allocs = rank_allocations(ctx)
+        rep = Replica(ctx=ctx, device=torch.device("cuda"),
+                      charge=lambda _c: contextlib.nullcontext())
+        rep.lazy = [a for a in allocs if a.phase == "decode"]
+        rep.allocate([a for a in allocs if a.phase in ("weights", "kv_cache")])
+        rep.forward(64, 0, decode=True)
+        layers = [x for x, n in cudagraph.rank_layer_kinds(ctx.spec, dep, ctx.coord)
+                  for _ in range(n)]
+        bare = sum(1 for x in layers
+                   if f"model.layers.{x.index}.attn.compressor.wkv_wgate.weight"
+                   not in rep.tensors)
+        extra = cudagraph.linear_extra_nodes(ctx)
+        assert (len(layers), bare, extra, cudagraph.tp_all_reduces(ctx)) == (8, 2, 3, 0)
+        per_piece: list[int] = []
+        counter = [Kernels()]
+
+        def piece_gap(op: Callable[[], None]) -> None:
+            per_piece.append(sum(counter[0].ops.values()))
+            counter[0].__exit__(None, None, None)
+            op()
+            counter[0] = Kernels()
+            counter[0].__enter__()
+
+        rep.piece_gap = piece_gap
+        rep.piece_break = lambda: None
+        counter[0].__enter__()
+        try:
+            rep.forward(16, 0, decode=True)
+        finally:
+            counter[0].__exit__(None, None, None)
+            rep.piece_gap = rep.piece_break = None
+        per_piece.append(sum(counter[0].ops.values()))
+        assert len(per_piece) == cudagraph.graph_pieces(ctx) == 9
+        assert min(per_piece) > 0, per_piece
+        for mode in ("PIECEWISE", "FULL"):
+            inside, gap, _pieces = _count(rep, mode, 16)
+            gemm, other = cudagraph.graph_nodes(ctx, mode)
+            assert inside.ops["embedding"] == 1 and inside.ops["zeros"] == 1
+            assert inside.gemm == gemm - bare, mode
+            assert inside.other - 2 == other - extra * len(layers), mode
+            moe = Kernels()
+            with moe:
+                rep.mlp(torch.empty(16, ctx.spec.hidden_size, dtype=torch.bfloat16,
+                                    device="cuda"), layers[-1])
+            assert (moe.gemm, moe.other) == cudagraph.mlp_nodes(ctx, layers[-1]), mode
+            assert (gap.gemm, gap.other) == ((0, 2 * 8) if mode == "PIECEWISE" else (0, 0))

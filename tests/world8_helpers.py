@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from memprof.cli import run as cli
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
+from memprof.trace.run import COMMS_NOTE
 
 ROOT = Path(__file__).resolve().parents[1]
 REHEARSAL = ROOT / "reports" / "cpu" / "world8-rehearsal"
@@ -72,9 +74,13 @@ def kv_as_budgeted(r: dict[str, Any]) -> bool:
     return bool(kv) and all(c["traced_bytes"] == c["estimated_bytes"] > 0 for c in kv)
 
 
-def pool_outside(stem: str, gpu: str, rank: int) -> int:
-    """torch's stream pool, which the tracer's GPU-bound init_process_group makes, where the
-    estimate has no non-torch row of it (see tests/test_ranks_goldens.py ``_pool_outside``)."""
+def pool_outside(stem: str, gpu: str, rank: int, notes: Sequence[str] = ()) -> int:
+    """torch's stream pool, which the tracer's GPU-bound init_process_group made, where the
+    estimate has no non-torch row of it (see tests/test_ranks_goldens.py ``_pool_outside``);
+    0 for a trace whose ``notes`` say its communicators were made as vLLM makes them
+    (``memprof.trace.run.COMMS_NOTE``: no communicator makes the pool there)."""
+    if COMMS_NOTE in notes:
+        return 0
     comps = est_rank(stem, gpu, rank)["components"]
     held = any(c["name"].startswith("torch stream pool") for c in comps)
     return 0 if held else TORCH_STREAM_POOL_BYTES
@@ -84,7 +90,7 @@ def non_torch(stem: str, gpu: str, r: dict[str, Any]) -> tuple[int, int]:
     """(estimated, traced) non-torch memory after the profile run of traced rank ``r``."""
     traced = next(p for p in r["phases"] if p["name"] == "profile_run")["non_torch_bytes"]
     est = sum(c["bytes"] for c in est_rank(stem, gpu, r["rank"])["components"]
-              if c["category"] == "non_torch") + pool_outside(stem, gpu, r["rank"])
+              if c["category"] == "non_torch") + pool_outside(stem, gpu, r["rank"], r["notes"])
     return est, traced
 
 
@@ -94,5 +100,5 @@ def graph_pool(stem: str, gpu: str, r: dict[str, Any]) -> tuple[int, int]:
     traced = next(c["traced_bytes"] for c in r["components"]
                   if c["name"] == "CUDA-graph pool (memprof's prediction)")
     est = sum(c["bytes"] for c in est_rank(stem, gpu, r["rank"])["components"]
-              if c["category"] == "cudagraph") - pool_outside(stem, gpu, r["rank"])
+              if c["category"] == "cudagraph") - pool_outside(stem, gpu, r["rank"], r["notes"])
     return est, traced

@@ -107,7 +107,7 @@ def run(args: Namespace) -> int:
 
         def connect() -> Communicators:
             init_world(world, on_gpu)
-            return communicators(dep, world)
+            return communicators(dep, world, on_gpu)
     elif world is not None:  # a world of one under torchrun: its one rank, collectives real
         from memprof.trace.dist import default_group
 

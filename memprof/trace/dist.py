@@ -69,10 +69,22 @@ def tp_members(dep: Deployment, rank: int) -> list[int]:
     return list(range(first, first + dep.tp))
 
 
-def init_world(world: World, cuda: bool) -> None:
-    """Start the default process group from torchrun's environment (NCCL bound to this
-    process's GPU, so the communicator is created here, eagerly, as vLLM's PyNccl does; gloo
-    on CPU)."""
+# the world's gloo group (vLLM's world GroupCoordinator's cpu_group): carries the gather of every
+# rank's result and the closing barrier, so that no NCCL communicator is made for them
+_CPU_WORLD: list[Any] = []
+
+
+def init_world(world: World, cuda: bool, bound: bool = False) -> None:
+    """Start the default process group from torchrun's environment as vLLM's
+    ``init_distributed_environment`` does (vllm/distributed/parallel_state.py, 0.11.0 and 0.33.0):
+    ``init_process_group("nccl")`` with no ``device_id``, so ProcessGroupNCCL stays lazy and
+    makes no communicator until a collective runs on it (0.33.0 binds a device only on its
+    ``VLLM_DISTRIBUTED_USE_SPLIT_GROUP`` path, off by default), then the world group's device
+    and gloo groups (``init_world_group``: ``use_device_communicator=False``, no communicator);
+    gloo on CPU. ``bound``: the process group bound to the GPU instead
+    (``device_id``: ProcessGroupNCCL's communicator and torch's stream pool made at once), as
+    the trace made it for a world of one rank and, under torchrun, before its communicators
+    were vLLM's."""
     import torch
     import torch.distributed as dist
 
@@ -81,9 +93,27 @@ def init_world(world: World, cuda: bool) -> None:
     if cuda:
         dev = torch.device("cuda", world.local_rank)
         torch.cuda.set_device(dev)
-        dist.init_process_group("nccl", device_id=dev)
+        dist.init_process_group("nccl", device_id=dev if bound else None)
     else:
         dist.init_process_group("gloo")
+    ranks = list(range(world.size))
+    dist.new_group(ranks)
+    _CPU_WORLD[:] = [dist.new_group(ranks, backend="gloo")]
+
+
+class TorchGroup:
+    """A torch process group's all-reduce in the replica's shape (out of place): gloo on CPU,
+    or the default group of a world of one rank."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def all_reduce(self, x: Any) -> Any:
+        import torch.distributed as dist
+
+        y = x.clone()
+        dist.all_reduce(y, group=self.group)
+        return y
 
 
 def group_partition(dep: Deployment, name: str) -> list[list[int]] | None:
@@ -106,41 +136,55 @@ def group_partition(dep: Deployment, name: str) -> list[list[int]] | None:
     return None
 
 
-def make_group(partition: list[list[int]], world: World, *, new: bool = False) -> Any:
-    """This rank's group of ``partition``: the world's own where it is one group of every rank
-    (unless ``new``: a later communicator over the same ranks is a communicator of its own, as
-    vLLM's EP one beside DP's at TP 1), else a new group (every process creates every group of
-    the partition, as ``new_group`` requires)."""
+def coordinator(partition: list[list[int]], world: World, cuda: bool) -> Any:
+    """vLLM's ``GroupCoordinator`` for one kind of group (vllm/distributed/parallel_state.py,
+    0.11.0 and 0.33.0): for every rank list of the partition, in order, a device group
+    (``new_group(ranks)``: NCCL, lazy) and a CPU group (``new_group(ranks, "gloo")``), every
+    process creating every group as ``new_group`` requires; then this rank's device
+    communicator where its group has more than one rank (``CudaCommunicator``: a
+    ``PyNcclCommunicator`` over the CPU group, ``memprof.trace.pynccl``; on CPU the gloo group
+    itself). None where the group is this rank alone."""
     import torch.distributed as dist
 
-    if not new and len(partition) == 1 and partition[0] == list(range(world.size)):
-        return dist.group.WORLD
-    mine = None
+    mine: list[int] = []
+    cpu = dev = None
     for members in partition:
-        g = dist.new_group(members)
+        d = dist.new_group(members)
+        c = dist.new_group(members, backend="gloo")
         if world.rank in members:
-            mine = g
-    return mine
+            mine, dev, cpu = members, d, c
+    if len(mine) < 2:
+        return None
+    if cuda:
+        from memprof.trace.pynccl import PyNccl
+
+        return PyNccl(mine, world.rank, cpu)
+    return TorchGroup(dev)
 
 
 @dataclass(frozen=True, slots=True)
 class Communicators:
     """The NCCL communicators a rank of the deployment makes, in the order vLLM makes them
     (``memprof.core.terms.non_torch.nccl_groups``: a group of more than one rank each): the
-    first (its group made with the world), the later ones' partitions (each made as a group of
-    its own, ``make_group(..., new=True)``, in a trace phase of its own), the groups the trace
-    cannot build (not a TP/PP/DP/EP group), and the group the replica's TP all-reduces run over
-    (None where TP is 1: vLLM issues none)."""
+    first (made by ``communicators``), the later ones' partitions (each made by ``make``, in a
+    trace phase of its own), the groups the trace cannot build (not a TP/PP/DP/EP group), and
+    the communicator the replica's TP all-reduces run over (None where TP is 1: vLLM issues
+    none)."""
 
     world: World
+    cuda: bool
     first: tuple[str, Any] | None
     later: tuple[tuple[str, list[list[int]]], ...]
     unbuilt: tuple[str, ...]
     replica: Any
 
+    def make(self, partition: list[list[int]]) -> Any:
+        """A later communicator (``coordinator``)."""
+        return coordinator(partition, self.world, self.cuda)
 
-def communicators(dep: Deployment, world: World) -> Communicators:
-    """Start this rank's first communicator (TP's, else PP's, DP's or EP's, as vLLM orders
+
+def communicators(dep: Deployment, world: World, cuda: bool) -> Communicators:
+    """Make this rank's first communicator (TP's, else PP's, DP's or EP's, as vLLM orders
     them) and list the later ones; call after ``init_world``."""
     from memprof.core.terms.non_torch import nccl_groups
 
@@ -149,24 +193,26 @@ def communicators(dep: Deployment, world: World) -> Communicators:
     unbuilt = tuple(name for name, part in named if part is None)
     first = None
     if built:
-        first = (built[0][0], make_group(built[0][1], world))
+        first = (built[0][0], coordinator(built[0][1], world, cuda))
     replica = first[1] if first is not None and first[0] == "TP" else None
-    return Communicators(world=world, first=first, later=tuple(built[1:]), unbuilt=unbuilt,
-                         replica=replica)
+    return Communicators(world=world, cuda=cuda, first=first, later=tuple(built[1:]),
+                         unbuilt=unbuilt, replica=replica)
 
 
 def default_group(dep: Deployment) -> tuple[Any, int]:
-    """The default process group (initialised from torchrun's environment if it is not yet)
-    and this process's global rank, for a caller that builds the group before tracing."""
+    """The default process group of a world of one rank (initialised from torchrun's
+    environment if it is not yet, bound to the GPU), as the replica's communicator, and this
+    process's global rank, for a caller that builds the group before tracing."""
     import torch
     import torch.distributed as dist
 
     world = env_world() or World(size=1, rank=0, local_rank=0)
     check_layout(dep, world)
-    init_world(world, torch.cuda.is_available())
-    if world.size == 1:
-        return dist.group.WORLD, world.rank
-    return make_group(group_partition(dep, "TP") or [], world), world.rank
+    if world.size != 1:
+        raise BadInput("default_group is for a world of one rank",
+                       hint="under torchrun with more processes use communicators()")
+    init_world(world, torch.cuda.is_available(), bound=True)
+    return TorchGroup(dist.group.WORLD), world.rank
 
 
 def all_gather(obj: Any) -> list[Any]:
@@ -176,7 +222,7 @@ def all_gather(obj: Any) -> list[Any]:
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return [obj]
     out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj, group=_CPU_WORLD[0] if _CPU_WORLD else None)
     return out
 
 
@@ -185,5 +231,6 @@ def finish() -> None:
     import torch.distributed as dist
 
     if dist.is_initialized():
-        dist.barrier()
+        dist.barrier(group=_CPU_WORLD[0] if _CPU_WORLD else None)
         dist.destroy_process_group()
+    _CPU_WORLD.clear()

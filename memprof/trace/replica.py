@@ -99,7 +99,7 @@ class Replica:
     # runs its splitting ops outside the piece graphs) and begins the next piece; None: they
     # run where ``piece_break`` is called
     piece_gap: Callable[[Callable[[], None]], None] | None = None
-    group: Any = None  # a torch.distributed ProcessGroup for the collectives, or None (local)
+    group: Any = None  # a communicator (``all_reduce(x)`` → a new tensor), or None (local)
     on_layer: Callable[[int, int], None] | None = None  # (layers done, layers) during a forward
 
     @property
@@ -199,17 +199,16 @@ class Replica:
         return x.mul_(w) if in_place else torch.mul(x, w)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
-        """TP>1: vLLM's out-of-place all-reduce returns a new tensor. With a real process group
-        (``group``: under torchrun, a world of 1 on one GPU, gloo on CPU) the sum runs over it;
-        a rank traced alone gets the same output allocation from a local copy."""
-        if self.ctx.dep.tp <= 1 and self.group is None:
-            return x
-        y = x.clone()
+        """TP>1: vLLM's out-of-place all-reduce returns a new tensor. With a real communicator
+        (``group``: under torchrun, vLLM's PyNccl shape, ``memprof.trace.pynccl``; a world of 1
+        on one GPU) the sum runs over it; a rank traced alone gets the same output allocation
+        from a local copy."""
         if self.group is not None:
-            import torch.distributed as dist
-
-            dist.all_reduce(y, group=self.group)
-        return y
+            out: torch.Tensor = self.group.all_reduce(x)
+            return out
+        if self.ctx.dep.tp <= 1:
+            return x
+        return x.clone()
 
     # --- blocks --------------------------------------------------------------------------------
     def attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
@@ -349,18 +348,64 @@ class Replica:
         return t if isinstance(t, torch.Tensor) else None
 
     def _projected_attention(self, x: torch.Tensor, layer: Layer, decode: bool) -> torch.Tensor:
-        """A kind modelled at the shapes of its projections (DeepSeek-V4's compressed sparse
-        attention)."""
+        """DeepSeek-V4's compressed sparse attention at the shapes of its projections, one
+        kernel per node the graph model counts for it (``cudagraph.GRAPH_NODES_ATTENTION``
+        "dsv4": six GEMMs, four other kernels): the input fused add+RMSNorm, wq_a, the q RMSNorm,
+        wq_b, wkv, the kv RMSNorm (in place), the compressor's wkv_wgate where the layer has
+        one, the rotary kernel (in place on q), the attention op (``_sparse_op``: eager between
+        PIECEWISE pieces), then the grouped output projection wo_a (a GEMM of its output's
+        shape over one group's input) and wo_b. Each projection runs as ``linear`` runs it (fp8
+        block: vLLM's kernels; bf16: real)."""
         a, i, tp = layer.attention, layer.index, self.ctx.dep.tp
         t, h = x.shape[0], self.ctx.spec.hidden_size
         hl = max(1, a.num_heads // tp)
+        self.norm(x, "input_layernorm", i, in_place=True)
+        q_c = self.norm(self._proj(x, "attn.wq_a", i, a.q_lora_rank or h), "attn.q_norm", i,
+                        in_place=False)
+        q = self._proj(q_c, "attn.wq_b", i, hl * a.head_dim)
+        del q_c
+        kv = self.norm(self._proj(x, "attn.wkv", i, a.head_dim), "attn.kv_norm", i,
+                       in_place=True)
+        if self.weight("attn.compressor.wkv_wgate", i) is not None:
+            comp = self._proj(x, "attn.compressor.wkv_wgate", i, 2 * a.head_dim)
+            del comp
+        q.mul_(1.0)  # the rotary kernel, in place
         out = torch.empty(t, max(hl, 64) * a.head_dim, dtype=x.dtype, device=x.device)
-        if decode:
-            self.decode_scratch(i)
-        self._split()
-        o = torch.empty(t, h, dtype=x.dtype, device=x.device)
+        self._split(functools.partial(self._sparse_op, kv, out, layer, decode))
+        del q, kv
+        o_a = self._proj(out, "attn.wo_a", i, (a.o_groups or 1) * (a.o_lora_rank or h))
         del out
+        o = self._proj(o_a, "attn.wo_b", i, h)
+        del o_a
         return o
+
+    def _proj(self, x: torch.Tensor, module: str, layer: int, out: int) -> torch.Tensor:
+        """``linear`` over the first columns of ``x`` that the weight takes (its input width)
+        where the weight is narrower than ``x`` (a grouped projection: one group's input)."""
+        w = self.weight(module, layer)
+        if w is not None and w.dim() == 2 and w.shape[1] < x.shape[-1]:
+            x = x.narrow(1, 0, w.shape[1])
+        return self.linear(x, module, layer, w.shape[0] if w is not None and w.dim() == 2
+                           else out)
+
+    def _sparse_op(self, kv: torch.Tensor, out: torch.Tensor, layer: Layer,
+                   decode: bool) -> None:
+        """DeepSeek-V4's attention op, the two kernels the graph model counts for an attention
+        op (``cudagraph.GRAPH_NODES_ATTENTION_KERNELS``): at decode the cache write (a copy of
+        the layer's kv into the rank's KV cache) and the decode kernel (its output written
+        plainly); in the profile run the output alone (its prefill scratch is the catalog's)."""
+        if decode:
+            self.decode_scratch(layer.index)
+            cache = self._kv_cache_of(layer.index)
+            if cache is None:
+                cache = self.tensors.get("kv_cache[0]")
+            n = kv.numel() * kv.element_size()
+            if isinstance(cache, torch.Tensor) and cache.element_size() == 1 and \
+                    cache.numel() >= n:
+                torch.add(kv, 0, out=_flat(cache, n).view(kv.dtype).view(kv.shape))
+            else:
+                kv.add_(0)  # the cache write, where the rank holds no byte cache to write
+        out.fill_(0)
 
     def _split(self, op: Callable[[], None] | None = None) -> None:
         """The attention op runs here, between two pieces of a PIECEWISE capture: ``op``, its
@@ -396,7 +441,7 @@ class Replica:
             d = self.linear(act, "mlp.down_proj", i, h)
             del act, gu
             return self.all_reduce(d)
-        if dep.dp == 1 and self._fp8(i, "mlp.experts.w13"):
+        if self._fused_experts(i):
             return self.all_reduce(self._fused_moe(x, layer))
         mt = t * dep.dp if dep.dp > 1 else t
         logits = torch.empty(mt, m.num_experts, dtype=torch.float32, device=x.device)
@@ -410,6 +455,15 @@ class Replica:
             del out
             out = local
         return self.all_reduce(out)
+
+    def _fused_experts(self, layer: int) -> bool:
+        """The layer's experts are held as one-byte tensors (fp8, or packed fp4) with a scale:
+        vLLM's fused MoE, whose Triton path ``_fused_moe`` launches (the workspace the estimate
+        sizes, ``TritonExperts.workspace_shapes``)."""
+        w = self.tensors.get(f"model.layers.{layer}.mlp.experts.w13_weight")
+        return isinstance(w, torch.Tensor) and w.element_size() == 1 and any(
+            f"model.layers.{layer}.mlp.experts.w13_weight{s}" in self.tensors
+            for s in ("_scale", "_scale_inv"))
 
     def _fp8(self, layer: int, module: str) -> bool:
         """The layer's ``module`` weight is fp8 with a block scale."""
@@ -438,7 +492,7 @@ class Replica:
         t, h = x.shape[0], self.ctx.spec.hidden_size
         dev, dt = x.device, x.dtype
         k = m.top_k
-        _m, il, el = _moe_dims(self.ctx, layer, t)
+        rows, il, el = _moe_dims(self.ctx, layer, t)
         self.norm(x, "post_attention_layernorm", i, in_place=True)
         logits = self.linear(x, "mlp.gate", i, m.num_experts)
         shared = None
@@ -449,6 +503,12 @@ class Replica:
             del gu
             shared = self.linear(act, "mlp.shared_experts.down_proj", i, h)
             del act
+        local = x
+        if rows != t:  # DP: every DP rank's tokens and logits gathered (modelled: no kernel)
+            x = torch.empty(rows, h, dtype=dt, device=dev)
+            gathered = torch.empty(rows, m.num_experts, dtype=logits.dtype, device=dev)
+            del logits
+            logits = gathered
         bias = self.weight("mlp.gate.e_score_correction_bias", i)
         if m.e_score_correction_bias and bias is not None:
             scores = torch.sigmoid(logits)
@@ -463,43 +523,54 @@ class Replica:
             weights, ids = torch.topk(logits, k, dim=-1, sorted=False)
         del logits
         ws13, ws2 = self._moe_workspaces(layer)
-        xq = x.to(torch.float8_e4m3fn)
-        xs = torch.empty(t, -(-h // 128), dtype=torch.float32, device=dev)
-        padded = t * k + el * (MOE_ALIGN_BLOCK_M - 1)
-        sorted_ids = torch.empty(padded, dtype=torch.int32, device=dev)
-        expert_ids = torch.empty(-(-padded // MOE_ALIGN_BLOCK_M), dtype=torch.int32, device=dev)
-        post_pad = torch.empty(1, dtype=torch.int32, device=dev)
-        sorted_ids.fill_(t * k)
-        if m.num_experts > 64:
-            expert_ids.fill_(0)
         w13 = self.tensors[f"model.layers.{i}.mlp.experts.w13_weight"]
         w2 = self.tensors[f"model.layers.{i}.mlp.experts.w2_weight"]
-        cache1 = _flat(ws2, t * k * 2 * il).view(t * k, 2 * il)
-        cache2 = _flat(ws13, t * k * il).view(t * k, il)
-        cache3 = _flat(ws2, t * k * h).view(t * k, h)
-        # the Triton kernel gathers its fp8 A rows through sorted_ids and reads each expert's
-        # fp8 block; torch has no such kernel: a bf16 GEMM of the same shapes into the same
-        # cache (``out=``), its operands bf16 views of the experts' (uninitialised) weights
-        # (the second's A is the activation's output itself)
-        b1 = _bf16_view(w13, 2 * il * h)
-        a1 = _bf16_view(w13, t * k * h)
-        if a1 is not None and b1 is not None:
-            torch.mm(a1.view(t * k, h), b1.view(2 * il, h).t(), out=cache1)
-        else:
-            cache1.fill_(0)
-        del xq, xs
-        torch.mul(cache1.narrow(1, 0, il), cache1.narrow(1, il, il), out=cache2)
-        q2 = cache2.to(torch.float8_e4m3fn)  # the second quantisation (its scales unwritten)
-        q2s = torch.empty(t * k, -(-il // 128), dtype=torch.float32, device=dev)
-        b2 = _bf16_view(w2, h * il)
-        if b2 is not None:
-            torch.mm(cache2, b2.view(h, il).t(), out=cache3)
-        else:
-            cache3.fill_(0)
-        del q2, q2s
-        out = torch.empty(t, h, dtype=dt, device=dev)
-        torch.sum(cache3.view(t, k, h), dim=1, out=out)
-        del sorted_ids, expert_ids, post_pad, weights, ids
+        out = torch.empty(rows, h, dtype=dt, device=dev)
+        chunk = min(rows, fused_moe_chunk(dep.engine_version))
+        for start in range(0, rows, chunk):  # fused_experts_impl's loop over chunks
+            n = min(chunk, rows - start)
+            xq = x.narrow(0, start, n).to(torch.float8_e4m3fn)
+            xs = torch.empty(n, -(-h // 128), dtype=torch.float32, device=dev)
+            padded = n * k + el * (MOE_ALIGN_BLOCK_M - 1)
+            sorted_ids = torch.empty(padded, dtype=torch.int32, device=dev)
+            expert_ids = torch.empty(-(-padded // MOE_ALIGN_BLOCK_M), dtype=torch.int32,
+                                     device=dev)
+            post_pad = torch.empty(1, dtype=torch.int32, device=dev)
+            sorted_ids.fill_(n * k)
+            if m.num_experts > 64:
+                expert_ids.fill_(0)
+            if dep.enable_expert_parallel and dep.ep_size > 1:
+                expert_ids.add_(0)  # expert_ids = expert_map[expert_ids]: written plainly
+            cache1 = _flat(ws2, n * k * 2 * il).view(n * k, 2 * il)
+            cache2 = _flat(ws13, n * k * il).view(n * k, il)
+            cache3 = _flat(ws2, n * k * h).view(n * k, h)
+            # the Triton kernel gathers its fp8 A rows through sorted_ids and reads each
+            # expert's quantised block; torch has no such kernel: a bf16 GEMM of the same
+            # shapes into the same cache (``out=``), its operands bf16 views of the experts'
+            # (uninitialised) weights (the second's A is the activation's output itself)
+            b1 = _bf16_view(w13, 2 * il * h)
+            a1 = _bf16_view(w13, n * k * h)
+            if a1 is not None and b1 is not None:
+                torch.mm(a1.view(n * k, h), b1.view(2 * il, h).t(), out=cache1)
+            else:
+                cache1.fill_(0)
+            del xq, xs
+            torch.mul(cache1.narrow(1, 0, il), cache1.narrow(1, il, il), out=cache2)
+            q2 = cache2.to(torch.float8_e4m3fn)  # the second quantisation (scales unwritten)
+            q2s = torch.empty(n * k, -(-il // 128), dtype=torch.float32, device=dev)
+            b2 = _bf16_view(w2, h * il)
+            if b2 is not None:
+                torch.mm(cache2, b2.view(h, il).t(), out=cache3)
+            else:
+                cache3.fill_(0)
+            del q2, q2s
+            torch.sum(cache3.view(n, k, h), dim=1, out=out.narrow(0, start, n))
+            del sorted_ids, expert_ids, post_pad
+        del weights, ids
+        if rows != t:  # DP: the reduce-scatter back to this rank's tokens (modelled)
+            del x
+            out = torch.empty(t, h, dtype=dt, device=dev)
+        del local
         if shared is not None:
             out.add_(shared)  # final *= routed_scaling_factor; final += shared: one kernel
             del shared

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memprof.base.errors import EnvironmentProblem
 from memprof.core.components import TermContext
@@ -28,6 +28,15 @@ from memprof.core.terms.load_segments import NAME as LOAD_SEGMENTS
 
 # the estimate's communicator rows (core/terms/non_torch.py), by prefix: "NCCL TP communicator"
 NCCL_ROW = "NCCL {} communicator"
+# the estimate's rows of torch's stream pool made by vLLM's model runner before the profile run
+# (core/terms/stream_pool.py: V1's comm_stream, Model Runner V2's output_copy_stream); the trace
+# makes the stream where the rank has one, in a phase of its own
+RUNNER_STREAM_ROWS = ("torch stream pool (model runner's comm_stream)",
+                      "torch stream pool (Model Runner V2's output_copy_stream)")
+RUNNER_STREAM = "runner_stream"
+COMMS_NOTE = ("communicators made as vLLM makes them: init_process_group without device_id "
+              "(no NCCL communicator for the world), then for each group a torch device group, a "
+              "gloo group and a PyNccl-shaped ncclCommInitRank with its warm-up all_reduce")
 
 if TYPE_CHECKING:
     from memprof.trace.dist import Communicators
@@ -143,7 +152,6 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     import torch
 
     from memprof.trace.device import Device, SimSink
-    from memprof.trace.dist import make_group
     from memprof.trace.replica import Replica
     from memprof.trace.tracker import Counter, Tracker
 
@@ -173,7 +181,8 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     replica.group = group if kind == "cuda" else None
     records: list[PhaseRecord] = []
     notes: list[str] = []
-    # each communicator row traced: its prefix → (the phase before it, the phase that made it)
+    # each row traced by a phase of its own (a communicator, the runner's stream): its prefix →
+    # (the phase before it, the phase that made it)
     comm_phases: dict[str, tuple[str, str]] = {}
     report = progress or (lambda _p, _d, _t: None)
     current = ["context"]  # the phase running, for the progress bar's layer updates
@@ -261,12 +270,21 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
                         before, phase = records[-1].name, f"nccl_{name.lower()}_communicator"
                         current[0] = phase
                         t0 = time.perf_counter()
-                        _first_all_reduce(make_group(part, comms.world, new=True), tracker)
+                        _first_all_reduce(comms.make(part), tracker)
                         record(phase, t0, counter.peak)
                         comm_phases[NCCL_ROW.format(name)] = (before, phase)
                 for name in comms.unbuilt:
                     notes.append(f"the NCCL {name} communicator is not built under torchrun "
                                  "(not a TP, PP, DP or EP group): its row is not traced")
+                if kind == "cuda":
+                    notes.append(COMMS_NOTE)
+            if kind == "cuda" and (stream_row := _runner_stream_row(r)) is not None:
+                phase = current[0] = RUNNER_STREAM
+                t0 = time.perf_counter()
+                # the first torch stream makes the pool, which lasts as long as the process
+                torch.cuda.Stream()  # type: ignore[no-untyped-call]
+                record(phase, t0, counter.peak)
+                comm_phases[stream_row] = (records[-2].name, phase)
             for phase, fn in steps:
                 current[0] = phase
                 t0 = time.perf_counter()
@@ -452,7 +470,8 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
                 traced = prof_nt - ctx_nt
                 how = ("non-torch after the profile run − after the context" if
                        before == "context" else "non-torch after the profile run − after the "
-                       "last NCCL communicator's first all_reduce")
+                       "runner's stream" if before == RUNNER_STREAM else "non-torch after the "
+                       "profile run − after the last NCCL communicator's first all_reduce")
                 if before == "context" and any(x.name.startswith("NCCL ")
                                                for x in r.components):
                     how += (" (a rank traced alone: it holds the first fill kernel, which the "
@@ -462,10 +481,11 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             ctx_nt, nccl_nt = phases[before].non_torch, phases[after].non_torch
             if ctx_nt is not None and nccl_nt is not None:
                 traced = nccl_nt - ctx_nt
-                how = ("non-torch growth over init_process_group (bound to the GPU: "
-                       "ncclCommInitRank, torch's stream pool) and the first all_reduce"
-                       if before == "context" else "non-torch growth over new_group and its "
-                       "first all_reduce, made after the first communicator")
+                how = ("non-torch growth over the model runner's torch.cuda.Stream()"
+                       if after == RUNNER_STREAM else "non-torch growth over the group's "
+                       "torch groups, its ncclCommInitRank and warm-up all_reduce"
+                       + (" (the first communicator)" if before == "context" else
+                          ", made after the first communicator"))
         elif c.name == "CUDA context" and kind == "cuda":
             traced, how = phases["context"].non_torch, "used − reserved after the first tensor"
         elif c.name == "allocator rounding (KV tensors)" and kv_slack is not None:
@@ -476,21 +496,26 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
     return out
 
 
-def _first_all_reduce(group: object, tracker: object) -> None:
-    """The TP communicator's first collective: an all_reduce of one element, as vLLM's
-    ``PyNcclCommunicator.__init__`` issues after creating it
-    (vllm/distributed/device_communicators/pynccl.py, vLLM 0.11)."""
+def _first_all_reduce(comm: Any, tracker: object) -> None:
+    """A communicator's first collective: an all_reduce of one element, as vLLM's
+    ``PyNcclCommunicator.__init__`` issues after creating it ("A small all_reduce for warmup",
+    vllm/distributed/device_communicators/pynccl.py, 0.11.0 and 0.33.0)."""
     import torch
-    import torch.distributed as dist
 
     from memprof.trace.tracker import Tracker
 
     assert isinstance(tracker, Tracker)
     with tracker.charge("NCCL warm-up"):
         x = torch.zeros(1, device="cuda")
-        dist.all_reduce(x, group=group)
+        y = comm.all_reduce(x)
         torch.cuda.synchronize()
-        del x
+        del x, y
+
+
+def _runner_stream_row(r: RankEstimate) -> str | None:
+    """The rank's row of torch's stream pool made by vLLM's model runner before the profile run
+    (``RUNNER_STREAM_ROWS``), if it has one."""
+    return next((c.name for c in r.components if c.name in RUNNER_STREAM_ROWS), None)
 
 
 def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:

@@ -190,8 +190,9 @@ def test_progress_bar_names_phases_and_layers_and_is_off_for_json_and_pipes() ->
 
 
 def test_collectives_run_over_a_real_process_group_gloo_world_of_one() -> None:
-    """Under torchrun the replica's all-reduce goes through torch.distributed (here gloo, a
-    world of 1 on CPU); the output is a new tensor, as vLLM's out-of-place all-reduce."""
+    """The replica's all-reduce goes through its communicator (here a torch group, gloo, a world
+    of 1 on CPU, as ``memprof.trace.dist.default_group`` gives it); the output is a new tensor,
+    as vLLM's out-of-place all-reduce."""
     import os
     import tempfile
 
@@ -200,6 +201,7 @@ def test_collectives_run_over_a_real_process_group_gloo_world_of_one() -> None:
 
     from memprof.core.deployment import Deployment
     from memprof.core.estimate import estimate, rank_context
+    from memprof.trace.dist import TorchGroup
     from memprof.trace.replica import Replica
 
     tmp = tempfile.mkdtemp()
@@ -215,7 +217,8 @@ def test_collectives_run_over_a_real_process_group_gloo_world_of_one() -> None:
 
         e = estimate("qwen3-0.6b", Deployment(tp=2), gpu_name="H200")
         rep = Replica(ctx=rank_context(e, e.ranks[0]), device=torch.device("cpu"),
-                      charge=lambda _c: contextlib.nullcontext(), group=dist.group.WORLD)
+                      charge=lambda _c: contextlib.nullcontext(),
+                      group=TorchGroup(dist.group.WORLD))
         x = torch.ones(3, 4)
         dist.all_reduce = counting  # type: ignore[assignment]
         try:

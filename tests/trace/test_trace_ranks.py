@@ -166,16 +166,16 @@ def test_expert_parallel_ranks_and_one_snapshot_per_rank(tmp_path: Path) -> None
 COMMS = """
 import torch, torch.distributed as dist
 from memprof.core.deployment import Deployment
-from memprof.trace.dist import communicators, env_world, init_world, make_group
+from memprof.trace.dist import communicators, env_world, init_world
 w = env_world()
 init_world(w, False)
-c = communicators(Deployment(tp=2, dp=2, enable_expert_parallel=True), w)
-out = [c.first[0], dist.get_process_group_ranks(c.first[1]), c.replica is c.first[1]]
+c = communicators(Deployment(tp=2, dp=2, enable_expert_parallel=True), w, False)
+out = [c.first[0], dist.get_process_group_ranks(c.first[1].group), c.replica is c.first[1]]
 for name, part in c.later:
-    g = make_group(part, w, new=True)
+    g = c.make(part)
     x = torch.tensor([float(1 << w.rank)])
-    dist.all_reduce(x, group=g)
-    out += [name, g is not dist.group.WORLD, int(x.item())]
+    y = g.all_reduce(x)
+    out += [name, g.group is not dist.group.WORLD, int(y.item()), int(x.item())]
 open(f"{OUT}/rank{w.rank}.txt", "w").write(repr(out))
 dist.destroy_process_group()
 """
@@ -183,8 +183,10 @@ dist.destroy_process_group()
 
 def test_communicators_over_real_groups_in_vllm_order(tmp_path: Path) -> None:
     """TP 2 × DP 2 with EP over gloo, 4 processes: the first communicator is TP's (the
-    replica's group), then DP's and EP's, each a group of its own whose all_reduce of 2^rank
-    sums exactly its members (DP: ranks r and r + 2; EP: all four)."""
+    replica's group), then DP's and EP's, each a group of its own (vLLM's GroupCoordinator: a
+    new device group even where its ranks are the world's) whose out-of-place all_reduce of
+    2^rank sums exactly its members (DP: ranks r and r + 2; EP: all four) into a new tensor,
+    the input left as it was."""
     script = tmp_path / "comms.py"
     script.write_text(f"OUT = {str(tmp_path)!r}\n" + COMMS)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -196,4 +198,5 @@ def test_communicators_over_real_groups_in_vllm_order(tmp_path: Path) -> None:
     tp = {0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}
     for r in range(4):  # DP: 2^r + 2^(r ± 2); EP: 1 + 2 + 4 + 8
         got = (tmp_path / f"rank{r}.txt").read_text()
-        assert got == repr(["TP", tp[r], True, "DP", True, (1 << r % 2) * 5, "EP", True, 15])
+        assert got == repr(["TP", tp[r], True, "DP", True, (1 << r % 2) * 5, 1 << r,
+                            "EP", True, 15, 1 << r])
