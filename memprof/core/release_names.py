@@ -14,8 +14,8 @@ after the tag vX.Y.Z ``X.Y.(Z+1).devN`` (+ a local ``+g<commit>`` part). So:
 - ``X.Y.Z.postN`` is modelled as itself when modelled (``0.8.5.post1``), else at X.Y.Z;
 - a release inside the modelled range that memprof does not list is modelled at the newest
   modelled release before it of its own X.Y series, else at the oldest after it of that series
-  (a series branches from main at X.Y.0: ``0.7.0`` is nearer ``0.7.1`` than 0.6.6.post1, the
-  last of the series before), else at the newest modelled release before it; one outside the
+  (a series branches from main at X.Y.0, so an unlisted X.Y.0 is nearer X.Y.1 than the last
+  release of the series before), else at the newest modelled release before it; one outside the
   range at the nearest end, with a note.
 
 Snapshot engines (``versions.SNAPSHOT_ENGINES``) name source snapshots, not releases: their
