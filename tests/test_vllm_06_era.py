@@ -205,8 +205,12 @@ def test_the_model_registry_of_each_0_6_release() -> None:
     for v in V06:
         got = registered(v)
         assert got is not None and "LlamaForCausalLM" in got, v
-    assert registered("0.7.1") is None
-    check_registered("0.7.1", "Qwen3ForCausalLM", "qwen3-32b")  # not read: not refused
+    for v in ("0.7.0", "0.7.1", "0.7.2"):  # read from those wheels too: Qwen2.5-VL from 0.7.2
+        got = registered(v)
+        assert got is not None and "Qwen3ForCausalLM" not in got, v
+        assert ("Qwen2_5_VLForConditionalGeneration" in got) == (v == "0.7.2"), v
+    assert registered("0.7.3") is None
+    check_registered("0.7.3", "Qwen3ForCausalLM", "qwen3-32b")  # not read: not refused
     with pytest.raises(BadInput) as exc:
         check_registered("0.6.5", "DeepseekV3ForCausalLM", "deepseek-v3")
     assert exc.value.hint == "use --engine-version 0.6.6 or later"
