@@ -125,6 +125,7 @@ def test_explain_and_engine_version_agree() -> None:
     ("0.4.2.post1", "older than the SGLang releases memprof models"),
     ("0.5.0", "is not a release among the SGLang releases memprof models"),
     ("0.4.3.dev1", "older than the SGLang releases memprof models"),
+    ("0.4.3-cu124", "is not a release among the SGLang releases memprof models"),
     ("nightly", "is not a release number or a source snapshot memprof models"),
 ])
 def test_what_maps_to_no_modelled_release_is_refused(capsys: pytest.CaptureFixture[str],

@@ -125,8 +125,8 @@ def resolve_version(text: str | None, engine: str = "vllm", *,
         if version_key(r) == key and not (built and built.group(2)):
             return r
     # a development or pre-release build of the oldest release comes before it (PEP 440)
-    before = bool(built and re.match(r"[.\-_]?(dev|rc|a|b|c|alpha|beta|pre)", built.group(2) or "",
-                                     re.I))
+    before = bool(built and re.match(r"[.\-_]?(dev|rc|a|b|c|alpha|beta|pre)\d*(?![A-Za-z])",
+                                     built.group(2) or "", re.I))
     where = ("older than" if key < version_key(rel[0]) or (
         before and key == version_key(rel[0])) else
              "newer than" if key > version_key(rel[-1]) else "not a release among")
