@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB
 from memprof.cli import run
+from memprof.core.release_names import map_build
 from memprof.probes.serve_command import docker_run, image_release, parse_text, parse_tokens
 from memprof.probes.startup_log import parse_log
 
@@ -127,14 +128,16 @@ def test_an_sglang_image_runs_its_launcher() -> None:
     assert cmd.image_release == "0.4.6.post1"
 
 
-def test_an_image_release_memprof_does_not_model_is_said() -> None:
-    """SGLang is modelled at named snapshots: a tag naming another release is not modelled,
-    and the command says so instead of taking it (or refusing the command)."""
+def test_an_image_post_release_is_taken_and_mapped_later() -> None:
+    """An SGLang tag naming a post release memprof does not list is the engine version, which
+    ``--engine-version``'s mapping (``release_names.map_build``) then places at 0.4.6 with a
+    note, as a log naming it is placed."""
     cmd = parse_tokens(shlex.split(
         "docker run lmsysorg/sglang:v0.4.6.post1-cu124 python3 -m sglang.launch_server "
         "--model-path Qwen/Qwen3-32B"))
-    assert "engine_version" not in cmd.settings
-    assert [f for f, _ in cmd.not_modelled] == ["the image's release 0.4.6.post1"]
+    assert cmd.settings["engine_version"] == "0.4.6.post1" and not cmd.not_modelled
+    mapped = map_build("0.4.6.post1", "sglang")
+    assert mapped is not None and mapped.release == "0.4.6"
     cmd = parse_tokens(shlex.split(
         "docker run lmsysorg/sglang:v0.4.6-cu124 python3 -m sglang.launch_server "
         "--model-path Qwen/Qwen3-32B"))

@@ -92,7 +92,7 @@ def test_vllm_use_v1_0_in_a_logged_command() -> None:
     ("0.8.5.post1+cu124", "0.8.5.post1"),
     ("0.8.6", "0.8.5.post1"),            # not a release memprof models: the one before
     ("0.5.4", "0.6.0"), ("0.99.0", "0.33.0"),  # outside the range: the nearest end
-    ("0.7.0", "0.7.1"),  # not modelled, the first of its series: the next of that series
+    ("0.7.0+cu124", "0.7.0"),  # a CUDA-variant build of a modelled release
 ])
 def test_dev_and_vendor_builds_map_to_the_nearest_release(text: str, release: str) -> None:
     m = map_release(text)

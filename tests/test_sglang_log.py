@@ -73,14 +73,14 @@ def test_expert_parallel_from_ep_moe_or_ep_size() -> None:
 
 @pytest.mark.parametrize(("named", "release", "says"), [
     ("0.4.8", "0.4.8", ""),
-    ("0.4.6.post1", "0.4.6", "estimated at 0.4.6"),
-    ("v0.5.3rc0", "0.5.3", "estimated at 0.5.3"),
+    ("0.4.6.post1", "0.4.6", "a post release of 0.4.6, not modelled: modelled at 0.4.6"),
+    ("v0.5.3rc0", "0.5.3", "a release candidate of 0.5.3: modelled at 0.5.3"),
     ("0.5.15", "0.5.15", ""),
-    ("0.5.13.post1", "0.5.13", "estimated at 0.5.13"),
+    ("0.5.13.post1", "0.5.13", "a post release of 0.5.13, not modelled: modelled at 0.5.13"),
     ("0.5.20", "0.5.20", ""),
-    ("0.5.24", "0.5.23", "newer than 0.5.23"),
-    ("0.5.23.post1", "0.5.23", "newer than 0.5.23"),
-    ("0.4.1", "0.4.3", "older than 0.4.3"),
+    ("0.5.24", "0.5.23", "newer than the releases memprof models (0.4.3 to 0.5.23)"),
+    ("0.5.23.post1", "0.5.23", "a post release of 0.5.23, not modelled"),
+    ("0.4.1", "0.4.3", "older than the releases memprof models (0.4.3 to"),
 ])
 def test_a_named_release_maps_onto_a_modelled_one(named: str, release: str, says: str) -> None:
     got, note = modelled_release(named)

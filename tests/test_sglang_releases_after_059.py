@@ -40,9 +40,11 @@ def test_the_releases_stand_after_0_5_9_among_the_snapshots() -> None:
 def test_a_post_release_or_a_later_release_is_not_a_modelled_one() -> None:
     with pytest.raises(BadInput):
         resolve_version("0.5.13.post1", "sglang")
-    # a log naming it is estimated at the release it builds on, and says so
+    # a log naming it is estimated at the newest release published before its wheel was built
+    # (2026-06-15, after 0.5.13 and before 0.5.14), and says so
     assert modelled_release("0.5.13.post1") == (
-        "0.5.13", "SGLang 0.5.13.post1 is estimated at 0.5.13 (the modelled release it builds on)")
+        "0.5.13", "SGLang 0.5.13.post1: a post release of 0.5.13, not modelled: modelled at "
+        "0.5.13, the newest release published by the time its wheel was built (2026-06-15)")
     assert modelled_release("0.5.24")[0] == "0.5.23"  # the newest numbered release read
 
 

@@ -17,7 +17,7 @@ from memprof.core.engine_log import engine_log
 from memprof.core.engines.vllm import batch_default
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.gpus import resolve_gpu
-from memprof.core.release_names import map_release
+from memprof.core.release_names import MappedRelease, map_release
 from memprof.core.releases import VLLM_RELEASES
 from memprof.core.terms.nccl_nvls import nccl_version, nvls_bytes
 from memprof.core.versions import resolve_version
@@ -38,16 +38,15 @@ def _comp(e: Estimate, prefix: str) -> list[tuple[str, str, int]]:
 
 
 def test_the_releases_are_modelled_oldest_first() -> None:
-    assert VLLM_RELEASES[:len(V06)] == V06 and VLLM_RELEASES[len(V06)] == "0.7.1"
+    assert VLLM_RELEASES[:len(V06)] == V06 and VLLM_RELEASES[len(V06)] == "0.7.0"
     assert [resolve_version(v) for v in ("0.6.4.post1", "v0.6.0", "0.6")] \
         == ["0.6.4.post1", "0.6.0", "0.6.0"]
     with pytest.raises(BadInput):
         resolve_version("0.5.4")
-    # a post release memprof does not list keeps its base; 0.7.0 stays with its own series
+    # a post release memprof does not list keeps its base; 0.7.0 is modelled as itself
     got = map_release("0.6.2.post1")
     assert got is not None and got.release == "0.6.2"
-    got = map_release("0.7.0")
-    assert got is not None and got.release == "0.7.1"
+    assert map_release("0.7.0") == MappedRelease("0.7.0", None)
 
 
 def test_v1_is_refused_before_0_8() -> None:
@@ -206,8 +205,12 @@ def test_the_model_registry_of_each_0_6_release() -> None:
     for v in V06:
         got = registered(v)
         assert got is not None and "LlamaForCausalLM" in got, v
-    assert registered("0.7.1") is None
-    check_registered("0.7.1", "Qwen3ForCausalLM", "qwen3-32b")  # not read: not refused
+    for v in ("0.7.0", "0.7.1", "0.7.2"):  # read from those wheels too: Qwen2.5-VL from 0.7.2
+        got = registered(v)
+        assert got is not None and "Qwen3ForCausalLM" not in got, v
+        assert ("Qwen2_5_VLForConditionalGeneration" in got) == (v == "0.7.2"), v
+    assert registered("0.7.3") is None
+    check_registered("0.7.3", "Qwen3ForCausalLM", "qwen3-32b")  # not read: not refused
     with pytest.raises(BadInput) as exc:
         check_registered("0.6.5", "DeepseekV3ForCausalLM", "deepseek-v3")
     assert exc.value.hint == "use --engine-version 0.6.6 or later"

@@ -44,13 +44,13 @@ BUDGET_LOG: tuple[Rule, ...] = (
          "peak_torch_memory=%.2fGiB memory_usage_post_profile=%.2fGiB non_torch_memory=%.2fGiB "
          "kv_cache_size=%.2fGiB gpu_memory_utilization=%.2f')", generation="v0"),
     Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.6.5",
-         until="0.7.1", value="v0_lines_gpu",
+         until="0.7.0", value="v0_lines_gpu",
          introduced_by="memory_profiling's multi-line report (first released in 0.6.5)",
-         removed_by="'# cuda blocks' (0.7.1 executor/executor_base.py '# %s blocks')",
+         removed_by="'# cuda blocks' (0.7.0 executor/executor_base.py '# %s blocks')",
          source="0.6.5 and 0.6.6.post1 worker/worker.py determine_num_available_blocks (the "
          "same four budget lines as 0.7.2); executor/gpu_executor.py initialize_cache ('# GPU "
          "blocks: %d, # CPU blocks: %d', 'Maximum concurrency …')", generation="v0"),
-    Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.7.1",
+    Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.7.0",
          until="0.11.0", value="v0",
          introduced_by="V0 engine (VLLM_USE_V1=0 by default before 0.8.0)",
          removed_by="V0 engine removed (0.11.0)",
@@ -58,7 +58,8 @@ BUDGET_LOG: tuple[Rule, ...] = (
          "take …; non_torch_memory takes …; PyTorch activation peak memory takes …; the rest "
          "of the memory reserved for KV Cache is …'); executor/executor_base.py "
          "initialize_cache ('# cuda blocks: N, # CPU blocks: M', 'Maximum concurrency …'); "
-         "the same lines in the V0 worker of 0.8.0, 0.8.5, 0.10.1 and 0.10.2 "
+         "the same lines in 0.7.0 (worker/worker.py, executor/executor_base.py) and in the V0 "
+         "worker of 0.8.0, 0.8.5, 0.10.1 and 0.10.2 "
          "(determine_available_kv_cache_memory from 0.10.2)", generation="v0"),
     Rule(name="budget_log_lines", changes="report: the engine's budget line", since="0.8.0",
          until="0.9.1", value="v1_no_budget", introduced_by="V1 on by default in 0.8.0",

@@ -41,11 +41,17 @@ _RANKS_082 = (8, 16, 32, 64, 128, 256, 320, 512)
 
 # ``--max-lora-rank`` values LoRAConfig accepts
 LORA_RANKS: tuple[Rule, ...] = (
-    Rule(name="lora_max_ranks", changes="LoRA: --max-lora-rank values", since="0.7.1",
-         until="0.12.0", value=_RANKS_082, introduced_by="before 0.7.1",
+    Rule(name="lora_max_ranks", changes="LoRA: --max-lora-rank values", since="0.7.0",
+         until="0.8.0", value=_RANKS_082[:6], introduced_by="before 0.7.0",
+         removed_by="320 and 512 added (first released in 0.8.0: 0.8.0 / 0.8.1 config.py)",
+         source="0.7.0 / 0.7.1 / 0.7.2 / 0.7.3 config.py LoRAConfig.__post_init__: "
+         "possible_max_ranks = (8, 16, 32, 64, 128, 256)", applies_to="lora"),
+    Rule(name="lora_max_ranks", changes="LoRA: --max-lora-rank values", since="0.8.0",
+         until="0.12.0", value=_RANKS_082,
+         introduced_by="320 and 512 added (first released in 0.8.0)",
          removed_by="MaxLoRARanks adds 1 (first released in 0.12.0)",
-         source="0.8.2 config.py / 0.11.0 config/lora.py LoRAConfig: possible_max_ranks",
-         applies_to="lora"),
+         source="0.8.0 / 0.8.1 / 0.8.2 config.py / 0.11.0 config/lora.py LoRAConfig: "
+         "possible_max_ranks", applies_to="lora"),
     Rule(name="lora_max_ranks", changes="LoRA: --max-lora-rank values", since="0.12.0",
          until=None, value=(1, *_RANKS_082),
          introduced_by="MaxLoRARanks adds 1 (first released in 0.12.0)",
@@ -55,10 +61,12 @@ LORA_RANKS: tuple[Rule, ...] = (
 # Whether LoRAConfig has ``lora_extra_vocab_size`` (its values; () where it has none): the LoRA
 # layers' ``embeddings_tensors`` [max_loras, extra, hidden] and the families' extra rows
 LORA_EXTRA_VOCAB: tuple[Rule, ...] = (
-    Rule(name="lora_extra_vocab_size", changes="LoRA: extra vocabulary buffers", since="0.7.1",
-         until="0.12.0", value=(256, 512), introduced_by="before 0.7.1",
+    Rule(name="lora_extra_vocab_size", changes="LoRA: extra vocabulary buffers", since="0.7.0",
+         until="0.12.0", value=(256, 512), introduced_by="before 0.7.0",
          removed_by="lora_extra_vocab_size removed (first released in 0.12.0)",
-         source="0.8.2 config.py / 0.11.0 config/lora.py LoRAConfig "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.8.2 config.py / 0.11.0 config/lora.py LoRAConfig "
          "(possible_lora_extra_vocab_size); 0.8.2 / 0.11.0 lora/layers "
          "VocabParallelEmbeddingWithLoRA, LogitsProcessorWithLoRA.create_lora_weights "
          "(embeddings_tensors)", applies_to="lora"),
@@ -72,10 +80,12 @@ LORA_EXTRA_VOCAB: tuple[Rule, ...] = (
 # Whether LoRAConfig has ``bias_enabled`` (``--enable-lora-bias``): a bias slot
 # ``[max_loras, 1, out]`` beside each LoRA B
 LORA_BIAS: tuple[Rule, ...] = (
-    Rule(name="lora_bias", changes="LoRA: bias slots", since="0.7.1", until="0.12.0",
-         value=True, introduced_by="before 0.7.1",
+    Rule(name="lora_bias", changes="LoRA: bias slots", since="0.7.0", until="0.12.0",
+         value=True, introduced_by="before 0.7.0",
          removed_by="enable_lora_bias removed (first released in 0.12.0)",
-         source="0.8.2 lora/layers.py BaseLinearLayerWithLoRA / "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.8.2 lora/layers.py BaseLinearLayerWithLoRA / "
          "MergedColumnParallelLinearWithLoRA.create_lora_weights (lora_bias_stacked); 0.11.0 "
          "config/lora.py (deprecated 'in v0.12.0')", applies_to="lora"),
     Rule(name="lora_bias", changes="LoRA: bias slots", since="0.12.0", until=None,
@@ -87,9 +97,11 @@ LORA_BIAS: tuple[Rule, ...] = (
 # active-LoRA count, memprof/core/terms/lora.py LORA_GRAPH_CASES)
 LORA_SPECIALIZE: tuple[Rule, ...] = (
     Rule(name="lora_specialize_active", changes="LoRA: --specialize-active-lora",
-         since="0.7.1", until="0.16.0", value=False, introduced_by="before 0.7.1",
+         since="0.7.0", until="0.16.0", value=False, introduced_by="before 0.7.0",
          removed_by="specialize_active_lora (first released in 0.16.0)",
-         source="0.15.1 config/lora.py LoRAConfig (no such field)", applies_to="lora"),
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.15.1 config/lora.py LoRAConfig (no such field)", applies_to="lora"),
     Rule(name="lora_specialize_active", changes="LoRA: --specialize-active-lora",
          since="0.16.0", until=None, value=True,
          introduced_by="specialize_active_lora (first released in 0.16.0)",

@@ -14,12 +14,22 @@ after the tag vX.Y.Z ``X.Y.(Z+1).devN`` (+ a local ``+g<commit>`` part). So:
 - ``X.Y.Z.postN`` is modelled as itself when modelled (``0.8.5.post1``), else at X.Y.Z;
 - a release inside the modelled range that memprof does not list is modelled at the newest
   modelled release before it of its own X.Y series, else at the oldest after it of that series
-  (a series branches from main at X.Y.0: ``0.7.0`` is nearer ``0.7.1`` than 0.6.6.post1, the
-  last of the series before), else at the newest modelled release before it; one outside the
+  (a series branches from main at X.Y.0, so an unlisted X.Y.0 is nearer X.Y.1 than the last
+  release of the series before), else at the newest modelled release before it; one outside the
   range at the nearest end, with a note.
 
-Snapshot engines (``versions.SNAPSHOT_ENGINES``) name source snapshots, not releases: their
-names are taken as they are.
+Snapshot engines (``versions.SNAPSHOT_ENGINES``: SGLang) list source snapshots among their
+releases, ordered by date; a snapshot's name is taken as it is. A version number of theirs is
+mapped onto their numbered releases (``releases.PUBLISHED``), never onto a snapshot:
+
+- a listed release (``0.4.8.post1``) is itself;
+- ``X.Y.Z.postN`` not listed: SGLang cuts its post releases from main, so one is a later build
+  than every release published before it, and is modelled at the newest release published at or
+  before its wheel was built (``releases.POST_BUILT``); where memprof holds no such time, at the
+  newest release at or before it by number (the note says which);
+- ``X.Y.Z.devN``, ``X.Y.ZrcN`` and a local part as vLLM's above;
+- a release number memprof does not list: the newest release before it by number, or the
+  nearest end of the range, with a note.
 """
 
 from __future__ import annotations
@@ -27,7 +37,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memprof.core.releases import DISPLAY_NAMES, RELEASES, SNAPSHOT_ENGINES, VLLM_RELEASES
+from memprof.core.releases import (
+    DISPLAY_NAMES,
+    POST_BUILT,
+    PUBLISHED,
+    RELEASES,
+    SNAPSHOT_ENGINES,
+    VLLM_RELEASES,
+)
 from memprof.core.versions import V0_SUFFIX, version_key
 
 # PEP 440 as vLLM's builds spell it: release, pre-release, post, dev, local
@@ -60,20 +77,15 @@ def map_release(text: str, engine: str = "vllm") -> MappedRelease | None:
     cleaned = text.strip()
     if cleaned in rel:
         return MappedRelease(cleaned, None)
-    if engine in SNAPSHOT_ENGINES:
-        return None
     m = _PEP440.match(cleaned)
     if m is None:
         return None
     release = m.group("release")
     post = m.group("post")
     base_text = release + (f".post{post or 0}" if post is not None else "")
-    notes: list[str] = []
-    local = m.group("local")
-    if local and not (m.group("dev") is not None and re.fullmatch(r"g[0-9a-f]{4,40}(\.d\d+)?",
-                                                                  local)):
-        # a dev build's "+g<hash>" is its commit (setuptools-scm), not a vendor's build
-        notes.append(f"a local or vendor build (+{local}) of {name} {cleaned.split('+')[0]}")
+    notes = _local_notes(m, cleaned, name)
+    if engine in SNAPSHOT_ENGINES:
+        return _map_numbered(m, cleaned, engine, notes)
     key = _key(release)
     if m.group("dev") is not None:
         older = [r for r in rel if _key(r) < key]
@@ -113,6 +125,74 @@ def map_release(text: str, engine: str = "vllm") -> MappedRelease | None:
     return MappedRelease(at, f"{name} {cleaned}: " + "; ".join(notes))
 
 
+def _local_notes(m: re.Match[str], cleaned: str, name: str) -> list[str]:
+    """The note on a local or vendor part (``+cu124``); none for a dev build's ``+g<hash>``,
+    its commit (setuptools-scm), not a vendor's build."""
+    local = m.group("local")
+    if local and not (m.group("dev") is not None and re.fullmatch(r"g[0-9a-f]{4,40}(\.d\d+)?",
+                                                                  local)):
+        return [f"a local or vendor build (+{local}) of {name} {cleaned.split('+')[0]}"]
+    return []
+
+
+def _map_numbered(m: re.Match[str], cleaned: str, engine: str,
+                  notes: list[str]) -> MappedRelease:
+    """A version of an engine whose releases include source snapshots (SGLang) → one of its
+    numbered releases (rules in the module docstring)."""
+    name = DISPLAY_NAMES.get(engine, engine)
+    published = PUBLISHED.get(engine, ())
+    numbered = [r for r, _ in published]
+    release, post = m.group("release"), m.group("post")
+    full = release + (f".post{post or 0}" if post is not None else "")
+    key, full_key = _key(release), _key(full)
+    span = f"({numbered[0]} to {numbered[-1]})"
+
+    def done(at: str) -> MappedRelease:
+        return MappedRelease(at, f"{name} {cleaned}: " + "; ".join(notes) if notes else None)
+
+    if m.group("dev") is not None:
+        older = [r for r in numbered if _key(r) < key]
+        if not older:
+            notes.append(f"a development build before {release}, older than the releases "
+                         f"memprof models {span}: modelled at {numbered[0]}, the oldest")
+            return done(numbered[0])
+        notes.append(f"a development build on the way to {release}: modelled at {older[-1]}, "
+                     "the newest modelled release before it; commits after it may have "
+                     "changed what memprof models")
+        return done(older[-1])
+    if m.group("pre"):
+        notes.append(f"a release candidate of {release}")
+    exact = next((r for r in numbered if _key(r) == full_key), None)
+    if exact is not None:
+        if notes and "modelled at" not in notes[-1]:
+            notes[-1] += f": modelled at {exact}"
+        return done(exact)
+    if full_key < _key(numbered[0]):
+        notes.append(f"older than the releases memprof models {span}: modelled at "
+                     f"{numbered[0]}")
+        return done(numbered[0])
+    if key > _key(numbered[-1]):
+        notes.append(f"newer than the releases memprof models {span}: modelled at "
+                     f"{numbered[-1]}")
+        return done(numbered[-1])
+    if post is None:
+        at = [r for r in numbered if _key(r) < full_key][-1]
+        notes.append(f"not a release memprof models: modelled at {at}, the newest modelled "
+                     "release before it")
+        return done(at)
+    built = POST_BUILT.get(engine, {}).get(full)
+    if built is not None:
+        at = [r for r, when in published if when <= built][-1]
+        notes.append(f"a post release of {release}, not modelled: modelled at {at}, the newest "
+                     f"release published by the time its wheel was built ({built[:10]})")
+    else:
+        at = [r for r in numbered if _key(r) <= full_key][-1]
+        notes.append(f"a post release of {release}, not modelled: modelled at {at}, the newest "
+                     "modelled release at or before it by number (memprof holds no build date "
+                     "for it)")
+    return done(at)
+
+
 def map_build(text: str, engine: str = "vllm") -> MappedRelease | None:
     """A development, pre-release or local/vendor *build* given as ``--engine-version``
     (``0.7.4.dev12``, ``0.11.2rc1+rhai0``, ``0.8.5.post1+cu124``) → the release it is modelled
@@ -124,8 +204,11 @@ def map_build(text: str, engine: str = "vllm") -> MappedRelease | None:
     if text.strip().lower().endswith(V0_SUFFIX):
         return None
     m = _PEP440.match(text.strip())
-    if m is None or engine in SNAPSHOT_ENGINES or not (
-            m.group("dev") is not None or m.group("pre") or m.group("local")):
+    if m is None or text.strip() in RELEASES.get(engine, ()):
+        return None
+    if engine in SNAPSHOT_ENGINES:
+        return _numbered_build(m, text, engine)
+    if not (m.group("dev") is not None or m.group("pre") or m.group("local")):
         return None
     mapped = map_release(text, engine)
     if mapped is None:
@@ -136,3 +219,26 @@ def map_build(text: str, engine: str = "vllm") -> MappedRelease | None:
     ok = at < key if m.group("dev") is not None else (
         _key(re.sub(r"\.post\d*$", "", mapped.release)) == key)
     return mapped if ok else None
+
+
+def _numbered_build(m: re.Match[str], text: str, engine: str) -> MappedRelease | None:
+    """``map_build`` for an engine whose releases include source snapshots (SGLang): a post
+    release memprof does not list, or a development, pre-release or local build, whose own
+    release lies inside the modelled range → the release ``map_release`` maps it to; ``None``
+    for a plain release memprof does not list and anything outside the range (refused by
+    ``versions.resolve_version``)."""
+    if not (m.group("post") is not None or m.group("dev") is not None or m.group("pre")
+            or m.group("local")):
+        return None
+    numbered = [r for r, _ in PUBLISHED.get(engine, ())]
+    key = _key(m.group("release"))
+    if not numbered or key > _key(numbered[-1]):
+        return None
+    mapped = map_release(text, engine)
+    if mapped is None:
+        return None
+    if m.group("dev") is not None:  # a dev build needs a modelled release before it
+        return mapped if _key(mapped.release) < key else None
+    if m.group("post") is None and not any(_key(r) == key for r in numbered):
+        return None  # a candidate or build of a release memprof does not list
+    return mapped if key >= _key(numbered[0]) else None

@@ -32,7 +32,7 @@ class EngineReleases(NamedTuple):
 VLLM = EngineReleases(name="vllm", display="vLLM", releases=(
     "0.6.0", "0.6.1", "0.6.1.post1", "0.6.1.post2", "0.6.2", "0.6.3", "0.6.3.post1",
     "0.6.4", "0.6.4.post1", "0.6.5", "0.6.6", "0.6.6.post1",
-    "0.7.1", "0.7.2", "0.7.3",
+    "0.7.0", "0.7.1", "0.7.2", "0.7.3",
     "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1",
     "0.9.0", "0.9.0.1", "0.9.1", "0.9.2",
     "0.10.0", "0.10.1", "0.10.1.1", "0.10.2",
@@ -132,6 +132,20 @@ SGLANG = EngineReleases(name="sglang", display="SGLang", snapshots=True, release
 # the SGLang names that are source snapshots, not releases on PyPI
 SGLANG_SNAPSHOTS: tuple[str, ...] = tuple(
     name for name, _, where in SGLANG_DATED if where != _PYPI)
+# SGLang post releases memprof does not model on their own, with the time their wheel was built:
+# the zip entries' timestamps of the wheel on PyPI (``pip download sglang==X --no-deps``; the zip
+# format records no time zone, read as UTC; PyPI's upload follows the build). SGLang cuts its post
+# releases from main, so one is placed by this time among the releases, at the newest published
+# at or before it (``memprof.core.release_names.map_release``); a post release not listed here is
+# placed by its number, which the output says.
+SGLANG_POST_BUILT: dict[str, str] = {
+    "0.4.3.post4": "2025-03-06T20:50:42Z", "0.4.6.post1": "2025-04-28T19:57:26Z",
+    "0.4.6.post5": "2025-05-24T07:48:22Z", "0.4.9.post2": "2025-07-12T04:11:36Z",
+    "0.4.9.post6": "2025-07-29T09:30:26Z", "0.5.1.post3": "2025-08-27T22:43:04Z",
+    "0.5.13.post1": "2026-06-15T05:51:26Z",
+}
+# Each engine's post releases' build times, where this module holds them.
+POST_BUILT: dict[str, dict[str, str]] = {SGLANG.name: SGLANG_POST_BUILT}
 # Each engine's releases with their publication (PyPI's first upload, UTC), oldest first, where
 # this module holds them (vLLM's are configs/vllm_release_dates.json): explain places a log that
 # names no release by its date at the newest release out by then (memprof.probes.log_dates.

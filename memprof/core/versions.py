@@ -30,6 +30,7 @@ from functools import lru_cache
 from memprof.base.errors import BadInput
 from memprof.core.releases import (
     DISPLAY_NAMES,
+    PUBLISHED,
     RELEASES,
     SGLANG_SNAPSHOTS,
     SNAPSHOT_ENGINES,
@@ -107,22 +108,27 @@ def resolve_version(text: str | None, engine: str = "vllm", *,
         return base + V0_SUFFIX if version_key(base) >= version_key(V1_DEFAULT_SINCE) else base
     name = DISPLAY_NAMES.get(engine, engine)
     if engine in SNAPSHOT_ENGINES:
-        raise BadInput(f"{flag} {shown}: memprof models {name} at source snapshots",
-                       hint=f"drop {flag} (the newest, {rel[-1]}), or pass one of "
-                       f"{', '.join(rel)}")
+        # its version numbers are placed among its numbered releases (its post, dev, rc and local
+        # builds by release_names.map_build, before this); what reaches here is refused
+        rel = tuple(r for r, _ in PUBLISHED.get(engine, ())) or rel
     # PEP 440 ignores a leading v or V; a build of a release (0.6.0.dev1, 0.7.4rc1+cu124) that
     # release_names.map_build could not map is placed by its release
     built = re.fullmatch(r"[vV]?(\d{1,4}(?:\.\d{1,4}){1,3})([.+_-]?[A-Za-z][\w.+-]*)?", cleaned)
     try:
         key = version_key(built.group(1) if built else cleaned)
     except ValueError:
-        raise BadInput(f"{flag} {shown} is not a release number",
-                       hint=f"write it as vLLM does, e.g. {rel[-1]}; memprof models {name} "
+        raise BadInput(f"{flag} {shown} is not a release number" + (
+            " or a source snapshot memprof models" if engine in SNAPSHOT_ENGINES else ""),
+                       hint=f"write it as {name} does, e.g. {rel[-1]}; memprof models {name} "
                        f"{_modelled(engine)}") from None
     for r in rel:  # "v0.8.0" / "V0.8" name a modelled release; a build of one is not it
         if version_key(r) == key and not (built and built.group(2)):
             return r
-    where = ("older than" if key < version_key(rel[0]) else
+    # a development or pre-release build of the oldest release comes before it (PEP 440)
+    before = bool(built and re.match(r"[.\-_]?(dev|rc|a|b|c|alpha|beta|pre)\d*(?![A-Za-z])",
+                                     built.group(2) or "", re.I))
+    where = ("older than" if key < version_key(rel[0]) or (
+        before and key == version_key(rel[0])) else
              "newer than" if key > version_key(rel[-1]) else "not a release among")
     raise BadInput(f"{flag} {shown} is {where} the {name} releases memprof models",
                    hint=f"memprof models {name} {_modelled(engine)}")

@@ -365,8 +365,9 @@ def _with_image_release(cmd: ServeCommand, image: str | None) -> ServeCommand:
     settings = dict(cmd.settings)
     not_modelled = cmd.not_modelled
     if release is not None and map_release(release, cmd.engine) is None:
-        # a release name the engine's snapshots do not hold (SGLang's 0.4.6.post1): said, and
-        # left to the default release
+        # a tag memprof cannot read as a release: said, and left to the default release (a
+        # version it can read, a post or vendor build too, is taken and mapped later:
+        # release_names.map_build)
         not_modelled += ((f"the image's release {release}",
                           f"{ENGINE_NAMES[cmd.engine]} {release} is not a release memprof "
                           "models; --engine-version picks one"),)

@@ -27,8 +27,10 @@
   resolves the default in the model runner, after ServerArgs is printed) or no ServerArgs line
   is shown; so the rebuilt deployment runs the logged backend, not memprof's default pick.
 - the release: the one the log names (``sglang==0.4.6.post1``, an ``lmsysorg/sglang:v0.4.6``
-  image), mapped onto a modelled release (a post release memprof does not model on its own, such
-  as 0.4.9.post2, keeps the rules of the release before it: 0.4.9); a log that
+  image), mapped onto a modelled release as ``--engine-version`` maps it
+  (``memprof.core.release_names.map_release``: a post release memprof does not model on its
+  own, such as 0.4.9.post2, at the newest release published before its wheel was built: 0.4.9;
+  a development build at the release before it); a log that
   names none is placed by its ServerArgs field names, which differ from release to release
   (``configs/sglang_server_args.json``, read from each wheel's ``ServerArgs``), else by its
   first timestamp (``memprof.probes.log_dates``: SGLang stamps each line ``[YYYY-MM-DD
@@ -60,6 +62,7 @@ from typing import Any
 from memprof.core.engines import ENGINES
 from memprof.core.engines.sglang_attention import SGLANG_BACKENDS
 from memprof.core.flags import BY_FIELD
+from memprof.core.release_names import map_release
 from memprof.core.releases import PUBLISHED, SGLANG_RELEASES
 from memprof.core.versions import newest, version_key
 from memprof.probes.log_dates import LogDate, published_by, read_date
@@ -286,23 +289,14 @@ def place_by_date(when: LogDate | str) -> tuple[str, str]:
 
 def modelled_release(named: str) -> tuple[str, str]:
     """The modelled release a release name maps onto, and the note saying so (empty when the
-    name is a modelled release)."""
-    if named in SGLANG_RELEASES:
-        return named, ""
-    numbered = [r for r in SGLANG_RELEASES if r[0].isdigit()]
-    m = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)", named)
-    if m is None:
+    name is a modelled release): ``memprof.core.release_names.map_release``, the mapping
+    ``--engine-version`` takes too, where a log may also name a release newer than the newest
+    memprof reads (estimated there, with the note)."""
+    mapped = map_release(named, ENGINE)
+    if mapped is None:
         return newest(ENGINE), (f"the log's SGLang {named!r} is not a release number: "
                                 f"estimated at {newest(ENGINE)}, the newest modelled")
-    key = version_key(m.group(1))
-    if key > version_key(numbered[-1]):
-        return numbered[-1], (f"SGLang {named} is newer than {numbered[-1]}, the newest "
-                              f"release whose rules memprof reads: estimated at {numbered[-1]}")
-    if key < version_key(numbered[0]):
-        return numbered[0], (f"SGLang {named} is older than {numbered[0]}, the oldest release "
-                             f"memprof models: estimated at {numbered[0]}")
-    at = [r for r in numbered if version_key(r) <= key][-1]
-    return at, f"SGLang {named} is estimated at {at} (the modelled release it builds on)"
+    return mapped.release, mapped.note or ""
 
 
 def named_release(text: str) -> str | None:

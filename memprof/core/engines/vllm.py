@@ -235,22 +235,23 @@ V0_CHUNKED_PREFILL_OFF: tuple[Rule, ...] = (
          "'if use_long_context and not model_config.is_multimodal_model', is_gpu = "
          "device_config.device_type == \"cuda\" (also on ROCm)", generation="v0"),
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
-         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.5", until="0.7.1",
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.6.5", until="0.7.0",
          value=("multimodal", "rocm"), introduced_by="not on ROCm (read in 0.6.5)",
-         removed_by="the 0.7.1 row (read in 0.7.3, which lists no ROCm check)",
+         removed_by="the 0.7.0 row (the same checks, read in 0.7.0 – 0.7.3)",
          source="0.6.5 and 0.6.6.post1 engine/arg_utils.py create_engine_config: 'if "
          "model_config.is_multimodal_model: self.enable_chunked_prefill = "
          "bool(envs.VLLM_USE_V1)', then 'and not current_platform.is_rocm()'",
          generation="v0"),
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
-         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.7.1", until="0.8.0",
-         value=("multimodal",), introduced_by="before 0.7.1",
+         "max_num_batched_tokens = max(max_model_len, 2048))", since="0.7.0", until="0.8.0",
+         value=("multimodal", "rocm"), introduced_by="before 0.7.0",
          removed_by="EngineArgs._set_default_args_v0 (0.8.0)",
-         source="0.7.3 engine/arg_utils.py create_engine_config: 'if "
+         source="0.7.0, 0.7.1, 0.7.2 and 0.7.3 engine/arg_utils.py create_engine_config: 'if "
          "model_config.is_multimodal_model: self.enable_chunked_prefill = "
-         "bool(envs.VLLM_USE_V1)'; is_gpu = device_config.device_type == \"cuda\" (also on "
-         "ROCm: platforms/rocm.py device_type = \"cuda\"); MLA turns chunked prefill off only "
-         "in VllmConfig.__post_init__ (config.py), after SchedulerConfig sized the tokens",
+         "bool(envs.VLLM_USE_V1)', then for a long context 'and not "
+         "current_platform.is_rocm()' (is_gpu = device_config.device_type == \"cuda\" holds "
+         "on ROCm too: platforms/rocm.py device_type = \"cuda\"); MLA turns chunked prefill "
+         "off only in VllmConfig.__post_init__ (config.py), after SchedulerConfig sized the tokens",
          generation="v0"),
     Rule(name="v0_chunked_prefill_off", changes="V0: chunked prefill off by default (so "
          "max_num_batched_tokens = max(max_model_len, 2048))", since="0.8.0", until="0.11.0",

@@ -3,7 +3,7 @@ wheels into ``configs/vllm_architectures.json`` (``tools/vllm_architectures.py``
 the ``_*_MODELS`` dicts of ``vllm/model_executor/models/registry.py``, ``__init__.py`` before
 0.6.3).
 
-Only the releases that table lists are checked (0.6.0 – 0.6.6.post1, the oldest memprof models,
+Only the releases that table lists are checked (0.6.0 – 0.7.2, the oldest memprof models,
 where most of today's bundled models did not exist yet); at any other release an architecture is
 taken as the family row that reads it says (no refusal here).
 """

@@ -50,12 +50,13 @@ CUDA_MALLOC_GRANULE = 2 * MiB  # cudaMalloc rounds allocations of ≥ 2 MiB up t
 # Releases whose budget leaves the custom all-reduce's ``rank_data`` tensor out (see the module).
 RANK_DATA_UNBUDGETED: tuple[Rule, ...] = (
     Rule(name="custom_ar_rank_data_unbudgeted", changes="custom all-reduce rank_data outside the "
-         "budget", since="0.7.1", until="0.11.0", value=True, generation="v0",
+         "budget", since="0.7.0", until="0.11.0", value=True, generation="v0",
          introduced_by="V0 Worker.init_device: MemorySnapshot before "
          "init_worker_distributed_environment, memory_profiling from it",
          removed_by="V0 engine removed (0.11.0)",
-         source="0.7.1 / 0.8.5 / 0.10.1.1 distributed/device_communicators/custom_all_reduce.py "
-         "CustomAllreduce.__init__: rank_data = torch.empty(8 MiB) after the snapshot; utils.py "
+         source="0.7.0 / 0.7.1 / 0.8.5 / 0.10.1.1 distributed/device_communicators/"
+         "custom_all_reduce.py CustomAllreduce.__init__: rank_data = torch.empty(8 MiB) "
+         "after the snapshot; utils.py "
          "MemorySnapshot.non_torch_memory = cuda_memory - memory_reserved(), memory_profiling: "
          "reset_peak_memory_stats before before_profile, torch_peak_increase = the profile's "
          "allocated-peak increase, non_kv_cache_memory = non_torch_increase + "

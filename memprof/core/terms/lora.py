@@ -90,10 +90,12 @@ from memprof.core.weights.shard import VOCAB_PADDING
 # The punica wrapper's int64 index tensors of [max_num_batched_tokens] (the embeddings
 # indices [2, T] counted as two)
 PUNICA_TOKEN_INDICES: tuple[Rule, ...] = (
-    Rule(name="lora_punica_token_indices", changes="LoRA: punica index tensors", since="0.7.1",
-         until="0.10.0", value=6, introduced_by="before 0.7.1",
+    Rule(name="lora_punica_token_indices", changes="LoRA: punica index tensors", since="0.7.0",
+         until="0.10.0", value=6, introduced_by="before 0.7.0",
          removed_by="long-LoRA indices dropped (0.10.0 has none; 0.9.1 and 0.9.2 not read)",
-         source="0.8.2 / 0.9.0 lora/punica_wrapper/punica_base.py PunicaWrapperBase.__init__ "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.8.2 / 0.9.0 lora/punica_wrapper/punica_base.py PunicaWrapperBase.__init__ "
          "(_token_lora_indices, _sampler_indices, _sampler_indices_padded, "
          "_embeddings_indices [2, T], _long_lora_indices)", applies_to="lora"),
     Rule(name="lora_punica_token_indices", changes="LoRA: punica index tensors", since="0.10.0",
@@ -107,9 +109,11 @@ PUNICA_TOKEN_INDICES: tuple[Rule, ...] = (
 # engine generation first (``rule_in_force`` takes the first row that holds).
 PUNICA_PROMPT_META: tuple[Rule, ...] = (
     Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
-         since="0.7.1", until="0.8.0", value="none", introduced_by="before 0.7.1",
+         since="0.7.0", until="0.8.0", value="none", introduced_by="before 0.7.0",
          removed_by="LoRAKernelMeta (first released in 0.8.0)",
-         source="0.7.3 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ (base "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.7.3 lora/punica_wrapper/punica_gpu.py PunicaWrapperGPU.__init__ (base "
          "index tensors only)", applies_to="lora"),
     Rule(name="lora_punica_prompt_meta", changes="LoRA: punica kernel metadata",
          since="0.8.0", until="0.8.2", value="seqs",
@@ -141,10 +145,12 @@ PUNICA_PROMPT_META: tuple[Rule, ...] = (
 # that profiler, and memory_profiling counts the weights figure plus the profile run's peak over
 # a snapshot taken after the manager: vLLM budgets them nowhere)
 LORA_BUDGETED: tuple[Rule, ...] = (
-    Rule(name="lora_in_model_load", changes="LoRA: in the model load", since="0.7.1",
-         until="0.8.0", value="unbudgeted", introduced_by="before 0.7.1",
+    Rule(name="lora_in_model_load", changes="LoRA: in the model load", since="0.7.0",
+         until="0.8.0", value="unbudgeted", introduced_by="before 0.7.0",
          removed_by="create_lora_manager inside DeviceMemoryProfiler (first released in 0.8.0)",
-         source="0.7.1 / 0.7.3 worker/model_runner.py GPUModelRunnerBase.load_model "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.7.1 / 0.7.3 worker/model_runner.py GPUModelRunnerBase.load_model "
          "(create_lora_manager after 'with DeviceMemoryProfiler() as m'); 0.7.3 utils.py "
          "memory_profiling (non_kv_cache_memory = weights_memory + torch_peak_increase over "
          "before_profile + non_torch_increase)", applies_to="lora"),
@@ -175,10 +181,12 @@ LORA_BUDGETED: tuple[Rule, ...] = (
 # index add, the LoRA-A gather, the mask product, the in-place add to the ids and
 # ``add_lora_embedding``'s ``bgmv_expand``: six. Its value is (fill, per slice, embedding).
 LORA_GRAPH_NODES: tuple[Rule, ...] = (
-    Rule(name="lora_graph_nodes", changes="CUDA graphs: LoRA kernel nodes", since="0.7.1",
-         until="0.8.0", value=(1, 2, 6), introduced_by="before 0.7.1",
+    Rule(name="lora_graph_nodes", changes="CUDA graphs: LoRA kernel nodes", since="0.7.0",
+         until="0.8.0", value=(1, 2, 6), introduced_by="before 0.7.0",
          removed_by="not read at 0.8.0 and 0.8.1 (no nodes charged); LoRAKernelMeta's kernels "
-         "read in 0.8.2", source="0.7.1 / 0.7.3 lora/punica_wrapper/punica_gpu.py "
+         "read in 0.8.2", source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.7.1 / 0.7.3 lora/punica_wrapper/punica_gpu.py "
          "add_lora_linear, add_shrink, add_expand (a bgmv kernel per slice in decode); "
          "lora/layers.py VocabParallelEmbeddingWithLoRA.forward", applies_to="lora"),
     Rule(name="lora_graph_nodes", changes="CUDA graphs: LoRA kernel nodes", since="0.8.2",
@@ -202,10 +210,12 @@ LORA_GRAPH_NODES: tuple[Rule, ...] = (
 # lora/ops/triton_ops/lora_shrink_op.py, lora_expand_op.py), so only the LoRA embedding's
 # gather stays of the LoRA nodes (``lora_graph_nodes(active=False)``).
 LORA_GRAPH_CASES: tuple[Rule, ...] = (
-    Rule(name="lora_graph_cases", changes="CUDA graphs: LoRA capture cases", since="0.7.1",
-         until="0.11.1", value="once", introduced_by="before 0.7.1",
+    Rule(name="lora_graph_cases", changes="CUDA graphs: LoRA capture cases", since="0.7.0",
+         until="0.11.1", value="once", introduced_by="before 0.7.0",
          removed_by="cudagraph_specialize_lora captures with and without LoRA (first released "
-         "in 0.11.1)", source="0.10.2 / 0.11.0 config/compilation.py (no "
+         "in 0.11.1)", source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.10.2 / 0.11.0 config/compilation.py (no "
          "cudagraph_specialize_lora), v1/cudagraph_dispatcher.py (no LoRA cases)",
          applies_to="lora"),
     Rule(name="lora_graph_cases", changes="CUDA graphs: LoRA capture cases", since="0.11.1",

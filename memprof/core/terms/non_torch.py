@@ -255,22 +255,23 @@ NCCL_PLACEMENT: tuple[Rule, ...] = (
          "device torch did not allocate (the context, NCCL, other processes) is charged "
          "(logged as 'initial_memory_usage' / 'non_torch_memory')", generation="v0"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.6.5", until="0.7.1", value=Placement("baseline", "budget"),
+         since="0.6.5", until="0.7.0", value=Placement("baseline", "budget"),
          introduced_by="memory_profiling with baseline_memory_in_bytes (0.6.5)",
-         removed_by="MemorySnapshot baseline (0.7.1 row)",
+         removed_by="MemorySnapshot baseline (0.7.0 row)",
          source="0.6.5 and 0.6.6.post1 worker/worker.py determine_num_available_blocks: "
          "memory_profiling(baseline_memory_in_bytes=total − init_gpu_memory (init_device, "
          "before init_worker_distributed_environment), weights_memory_in_bytes="
          "model_memory_usage); utils.py memory_profiling: non_torch_increase = used − baseline "
          "− weights − torch allocated increase", generation="v0"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
-         since="0.7.1", until="0.11.0", value=Placement("baseline", "budget"),
+         since="0.7.0", until="0.11.0", value=Placement("baseline", "budget"),
          introduced_by="V0 Worker.init_device: baseline_snapshot before "
          "init_worker_distributed_environment",
          removed_by="V0 engine removed (0.11.0)",
          source="0.7.2 worker/worker.py Worker.init_device (MemorySnapshot() l.161, "
          "init_worker_distributed_environment l.166); determine_num_available_blocks: "
-         "memory_profiling(self.baseline_snapshot, ...); 0.7.1 and 0.7.3 alike; the same "
+         "memory_profiling(self.baseline_snapshot, ...); 0.7.0 (l.160 / l.165), 0.7.1 and "
+         "0.7.3 alike; the same "
          "order in the V0 worker of 0.8.0, 0.8.5, 0.9.2 and 0.10.2", generation="v0"),
     Rule(name="nccl_in_budget", changes="non-torch: NCCL (and the CUDA context) in the budget",
          since="0.8.0", until="0.9.1", value=Placement("budget", "budget"),

@@ -65,13 +65,14 @@ from memprof.core.versions import Rule, value_at
 PYNCCL_NO_STREAM_POOL: tuple[Rule, ...] = (
     Rule(name="pynccl_no_stream_pool",
          changes="non-torch: NCCL communicator without torch's stream pool",
-         since="0.7.1", until=None, value=True, applies_to="nccl",
+         since="0.7.0", until=None, value=True, applies_to="nccl",
          introduced_by="PyNcclCommunicator over the CPU (gloo) group and a lazy "
-         "ProcessGroupNCCL; its warm-up on the current stream (read in 0.7.1: 0.6.0 – "
-         "0.6.6.post1 device_communicators/pynccl.py make self.stream = torch.cuda.Stream(), "
+         "ProcessGroupNCCL; its warm-up on the current stream (read in 0.7.0 and 0.7.1: "
+         "0.6.0 – 0.6.6.post1 device_communicators/pynccl.py make self.stream = "
+         "torch.cuda.Stream(), "
          "a stream of torch's pool, as the measured rows do)",
-         source="0.7.2 / 0.8.4 / 0.10.1.1 / 0.11.0 / 0.17.1 / 0.33.0 distributed/"
-         "parallel_state.py init_distributed_environment: init_process_group without "
+         source="0.7.0 / 0.7.2 / 0.8.4 / 0.10.1.1 / 0.11.0 / 0.17.1 / 0.33.0 "
+         "distributed/parallel_state.py init_distributed_environment: init_process_group without "
          "device_id (0.33.0: device_id only under VLLM_DISTRIBUTED_USE_SPLIT_GROUP=1, default "
          "0); PyNcclCommunicator(group=self.cpu_group) (0.7.2 GroupCoordinator, 0.8.4+ "
          "device_communicators/cuda_communicator.py), its warm-up all_reduce on "

@@ -62,17 +62,18 @@ RESERVED_CHARGED: tuple[Rule, ...] = (
          "load's holes; the profile run's own rounding above its allocated peak is not "
          "modelled)"),
     Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
-         "budget", since="0.6.4", until="0.7.1",
+         "budget", since="0.6.4", until="0.7.0",
          value="(total − free) − allocated, or memory_profiling's non-torch increase on "
          "allocated bytes",
          introduced_by="peak = torch peak + (total − free) − torch allocated (0.6.4)",
-         removed_by="MemorySnapshot: non-torch = cuda_memory − memory_reserved (0.7.1)",
+         removed_by="MemorySnapshot: non-torch = cuda_memory − memory_reserved (0.7.0 utils.py, "
+         "as 0.7.1)",
          generation="v0",
          source="0.6.4.post1 worker/worker.py determine_num_available_blocks: empty_cache(); "
          "non_torch_allocations = (total − free) − allocated_bytes.all.current; 0.6.5 / "
          "0.6.6.post1 utils.py memory_profiling: non_torch_increase = (total − free) − "
          "baseline − weights − allocated increase (MemorySnapshot measures allocated bytes, "
-         "not reserved, before 0.7.1)"),
+         "not reserved, before 0.7.0)"),
     Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
          "budget", since="0.8.0", until="0.9.1", value=True,
          introduced_by="V1 Worker.determine_available_memory (0.8.0)",

@@ -19,10 +19,10 @@ from memprof.core.weights.shard import WeightTensor, has_digit, layer_exclusions
 # DeepSeek V2/V3 build ``lm_head`` on every PP stage before 0.8.0 (deepseek_v2.py); the families
 # whose row sets ``lm_head_every_pp_stage``.
 LM_HEAD_EVERY_STAGE: tuple[Rule, ...] = (
-    Rule(name="deepseek_lm_head_every_pp_stage", changes="weights: lm_head", since="0.7.1",
-         until="0.8.0", value=True, introduced_by="before 0.7.1",
+    Rule(name="deepseek_lm_head_every_pp_stage", changes="weights: lm_head", since="0.7.0",
+         until="0.8.0", value=True, introduced_by="before 0.7.0",
          removed_by="PPMissingLayer on non-last stages (first released in 0.8.0)",
-         source="0.7.3 model_executor/models/deepseek_v2.py DeepseekV2ForCausalLM.__init__ "
+         source="0.7.0 / 0.7.3 model_executor/models/deepseek_v2.py DeepseekV2ForCausalLM.__init__ "
          "(unconditional ParallelLMHead); 0.8.0: 'if get_pp_group().is_last_rank'",
          applies_to="deepseek"),
 )

@@ -50,10 +50,12 @@ def _llama_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
 # LlamaForCausalLM) are in 0.8.2-0.11.0 and gone at 0.12.0 (LoRAConfig has no
 # lora_extra_vocab_size; 0.11.0's config/lora.py deprecates it "in v0.12.0")
 LORA: tuple[Rule, ...] = (
-    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.7.1", until="0.12.0",
-         value=LoraSupport(extra_vocab=True, embeddings=True), introduced_by="before 0.7.1",
+    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.7.0", until="0.12.0",
+         value=LoraSupport(extra_vocab=True, embeddings=True), introduced_by="before 0.7.0",
          removed_by="lora_extra_vocab_size removed (first released in 0.12.0)",
-         source="0.8.2 / 0.11.0 model_executor/models/llama.py LlamaModel.__init__, "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.8.2 / 0.11.0 model_executor/models/llama.py LlamaModel.__init__, "
          "LlamaForCausalLM.__init__ and embedding_modules", applies_to="llama"),
     Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.12.0", until=None,
          value=LoraSupport(extra_vocab=False, embeddings=True),

@@ -31,11 +31,13 @@ from memprof.core.versions import Rule
 # lora_extra_vocab_size)
 LORA: tuple[Rule, ...] = (
     Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",
-         since="0.7.1", until="0.12.0", value=LoraSupport(extra_vocab=True, embeddings=True),
-         introduced_by="before 0.7.1",
+         since="0.7.0", until="0.12.0", value=LoraSupport(extra_vocab=True, embeddings=True),
+         introduced_by="before 0.7.0",
          removed_by="MoE LoRA (FusedMoEWithLoRA) and no lora_extra_vocab_size (first released "
          "in 0.12.0)",
-         source="0.8.2 / 0.11.0 model_executor/models/mixtral.py MixtralModel.__init__, "
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.8.2 / 0.11.0 model_executor/models/mixtral.py MixtralModel.__init__, "
          "MixtralForCausalLM (embedding_modules); lora/utils.py get_supported_lora_modules "
          "(LinearBase only)", applies_to="mixtral"),
     Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",

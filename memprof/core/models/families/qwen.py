@@ -63,9 +63,11 @@ _SGLANG_EMBED = (
 # wrapper alone carries its LoRA).
 _NO_EMBEDDINGS = LoraSupport(extra_vocab=False, embeddings=False)
 QWEN2_LORA: tuple[Rule, ...] = (
-    Rule(name="qwen2_lora", changes="LoRA: modules", since="0.7.1", until=None,
-         value=_NO_EMBEDDINGS, introduced_by="before 0.7.1",
-         source="0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 "
+    Rule(name="qwen2_lora", changes="LoRA: modules", since="0.7.0", until=None,
+         value=_NO_EMBEDDINGS, introduced_by="before 0.7.0",
+         source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
+         "and the model files compared); "
+         "0.7.3 / 0.8.2 / 0.11.0 / 0.12.0 / 0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 "
          "model_executor/models/qwen2.py "
          "Qwen2ForCausalLM (SupportsLoRA, no embedding_modules, no LoRA vocabulary)",
          applies_to="qwen2"),
