@@ -202,10 +202,11 @@ def test_the_name_decides_only_where_a_rule_reads_it() -> None:
     # VllmConfig turns it off, after SchedulerConfig sized 2048 tokens
     ("0.8.5+v0", "H100-80GB", {"mla"}, 163840, (163840, 256)),
     ("0.7.3", "H100-80GB", {"mla"}, 163840, (2048, 256)),
-    # not CUDA: off from 0.8.0 (is_gpu = current_platform.is_cuda()); 0.7.x's device_type is
-    # "cuda" on ROCm too
+    # not CUDA: off from 0.8.0 (is_gpu = current_platform.is_cuda()); in 0.6.5 - 0.7.3
+    # device_type is "cuda" on ROCm too, but the long-context test ends 'and not
+    # current_platform.is_rocm()' (0.7.2 engine/arg_utils.py create_engine_config, l.1129-1133)
     ("0.8.4+v0", "MI300X", set(), 40960, (40960, 256)),
-    ("0.7.2", "MI300X", set(), 40960, (2048, 256)),
+    ("0.7.2", "MI300X", set(), 40960, (40960, 256)),
     # V1 reads none of these
     ("0.8.5", "H100-80GB", {"multimodal", "mla"}, 163840, (8192, 1024)),
 ])
@@ -238,3 +239,20 @@ def test_a_card_without_a_driver_name_says_the_name_is_assumed() -> None:
     d = batch_default(custom, "0.8.4")
     assert (d.tokens, d.seqs) == (2048, 256)
     assert "'custom sm90'" in d.why and "name is assumed" in d.why
+
+
+@pytest.mark.parametrize(("version", "lora", "expected"), [
+    ("0.7.3", False, 2048), ("0.7.3", True, 131072), ("0.6.5", True, 131072),
+    ("0.8.5+v0", True, 131072), ("0.8.5", True, 8192)])
+def test_v0_long_context_keeps_chunked_prefill_off_with_lora(version: str, lora: bool,
+                                                             expected: int) -> None:
+    """V0's long-context default turns chunked prefill on only 'and not self.enable_lora'
+    (create_engine_config in 0.6.0 - 0.7.3, _set_default_args_v0 in 0.8.0 - 0.10.2): with LoRA
+    a 131,072-token Llama-3.1-8B profiles max_model_len tokens; V1 reads none of it."""
+    from memprof.core.deployment import Deployment
+    from memprof.core.engine_defaults import resolve
+    from memprof.core.models import load_model
+
+    dep = Deployment(engine_version=version, enable_lora=lora)
+    got = resolve(dep, load_model("llama-3.1-8b"), _gpu("H100-80GB"))
+    assert got.max_num_batched_tokens == expected

@@ -3,6 +3,9 @@ vLLM source line it follows (wheels of the named release, unzipped)."""
 
 from __future__ import annotations
 
+import pytest
+
+from memprof.base.errors import BadInput
 from memprof.base.units import MiB
 from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment, pp_layer_split, ranks
@@ -286,12 +289,15 @@ def test_mrope_cache_is_four_times_max_position_from_0_7_2() -> None:
     # 128, max_position_embeddings 128,000. vLLM 0.7.2 rotary_embedding.py MRotaryEmbedding
     # .__init__: cache_max_position_num = max_position_embeddings * 4 ("In Qwen2.5-VL, the
     # maximum index value is related to the duration of the input video"), the same in 0.28.0
-    # rotary_embedding/mrope.py; 0.7.1's MRotaryEmbedding passes max_position_embeddings itself.
+    # rotary_embedding/mrope.py; 0.7.1's MRotaryEmbedding passes max_position_embeddings itself
+    # (Qwen2-VL's, which memprof does not bundle).
     def rope(version: str, engine: str = "vllm") -> dict[str, int]:
         return sizes(rope_cache_terms(ctx("qwen2.5-vl-7b-instruct",
                                           Deployment(engine=engine, engine_version=version))))
 
-    assert rope("0.7.1") == {"RoPE cos/sin cache mrope": 128_000 * 128 * 2}
+    # Qwen2.5-VL itself is first in 0.7.2's model registry: 0.7.1 refuses it before any term
+    with pytest.raises(BadInput, match="model registry"):
+        rope("0.7.1")
     assert rope("0.7.2") == rope("0.28.0") == {
         "RoPE cos/sin cache mrope ×4 (M-RoPE)": 4 * 128_000 * 128 * 2}
     # SGLang's get_rope builds its own MRotaryEmbedding over max_position_embeddings (fp32 on

@@ -77,9 +77,14 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
                                    quant_method(dep, spec))
     engine.check_architecture(version, spec.architecture, spec.name)
     sliding = _has_sliding_window(spec)
+    # V0's long-context default leaves chunked prefill off with a sliding window, speculative
+    # decoding or LoRA ('not use_sliding_window and not use_spec_decode and not
+    # self.enable_lora': engine/arg_utils.py create_engine_config, read in 0.6.0, 0.6.5 and
+    # 0.7.2; _set_default_args_v0 in 0.8.4 and 0.10.2)
     mnbt, seqs = engine.batch_defaults(gpu, version, dep.entrypoint, mml,
                                        v0_chunked_prefill=not sliding
-                                       and not dep.num_speculative_tokens,
+                                       and not dep.num_speculative_tokens
+                                       and not dep.enable_lora,
                                        given=(dep.max_num_batched_tokens, dep.max_num_seqs),
                                        model_facts=model_facts(spec) | (
                                            {"prefix_caching"} if dep.enable_prefix_caching
