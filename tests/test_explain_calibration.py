@@ -340,7 +340,7 @@ def _distribution_estimate(row: dict[str, Any]) -> Estimate:
 
 def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
     """``explain LOG -m MODEL [--gpu GPU] -f json``: ``--gpu`` only where the quote does not
-    show the card: its nvidia-smi lines and fused-MoE config lookup name none (``memprof.probes.
+    show the card: its nvidia-smi lines and kernel-config lookups name none (``memprof.probes.
     log_deployment.card_named_in_log``, ``card_named_by_moe_lookup``) and it prints no GPU total
     (explain then asks for it), or a total that is no catalog card's (``memprof.probes.
     log_deployment.shows_card``: explain would assume the nearest card) where the row names the
@@ -355,7 +355,7 @@ def explain_argv(row: dict[str, Any], log: Path) -> list[str]:
     named = None if log_ is None else (card_named_in_log(log_, [])
                                         or card_named_by_moe_lookup(log_, []))
     if named is not None and gpu is not None and find_gpu(gpu).name == named.name:
-        # the quote's nvidia-smi lines (memprof/probes/gpu_names.py) or vLLM's fused-MoE config
+        # the quote's nvidia-smi lines (memprof/probes/gpu_names.py) or the engines' kernel-config
         # lookup (memprof/probes/moe_config_device.py) name the card
         return argv
     if log_ is None or log_gpu(log_) is None:
@@ -401,6 +401,25 @@ def check(row: dict[str, Any], tmp_path: Path, extra: list[str]) -> None:
         assert ek in figures, f"explain did not read the log's {ek}"
         assert figures[ek]["estimated"] == float(ESTIMATED[ek](want, rank)), (figure, ek)
     assert doc["verdict"] == want.verdict
+
+
+def test_the_kernel_config_lookups_name_each_quotes_card() -> None:
+    """Every runnable quote whose fused-MoE or W8A8 block-FP8 config lookup (vLLM's or SGLang's,
+    ``memprof/probes/moe_config_device.py``) names a device names the row's card, so explain
+    runs it without ``--gpu``; SGLang's lookups and the GEMM's are among them."""
+    named: dict[int, tuple[str, bool]] = {}
+    for row in ROWS:
+        if "device_name=" not in row["quote"]:
+            continue
+        log_ = parse_log(row["quote"])
+        looked = card_named_by_moe_lookup(log_, [])
+        if looked is None:
+            continue
+        _model, _, gpu, _ = PUB._run_args(row)
+        assert gpu is not None and find_gpu(gpu).name == looked.name, row["id"]
+        named[row["id"]] = (str(log_.engine), not log_.moe_devices)
+    assert any(engine == "sglang" for engine, _ in named.values()), named
+    assert any(gemm_only for _, gemm_only in named.values()), named
 
 
 def test_every_era_has_a_row() -> None:

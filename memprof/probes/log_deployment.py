@@ -21,6 +21,7 @@ from memprof.core.gpus import (
     resolve_gpu,
 )
 from memprof.probes.log_dates import release_dates
+from memprof.probes.moe_config_device import H200_FAMILY, in_h200_family
 from memprof.probes.startup_log import StartupLog
 
 # figures that are settings or context, not quantities memprof estimates
@@ -156,22 +157,25 @@ def card_named_in_log(log: StartupLog, notes: list[str]) -> GPU | None:
 
 
 def card_named_by_moe_lookup(log: StartupLog, notes: list[str]) -> GPU | None:
-    """The catalog card vLLM's fused-MoE config lookup lines name (``memprof.probes.
-    moe_config_device``: the ``device_name=`` of the tuning file, the driver's name with
-    underscores for spaces), where they name one card: every name resolves (``memprof.core.
-    gpus.find_gpu``, by the name the driver reports) to the same catalog row. Else None, with a
-    note where the log has such lines at all (a name the catalog lacks, several cards): the card
-    is then taken as without them. ``NVIDIA_H200``, which vLLM 0.12.0+ writes for every card of
-    the H200 family, is taken as the H200, and the note says so (but for a log that names an
-    earlier release, where it is the H200's own name)."""
-    if not log.moe_devices:
+    """The catalog card the log's Triton kernel-config lookup lines name (``memprof.probes.
+    moe_config_device``: the ``device_name=`` of the tuning file vLLM's or SGLang's fused-MoE
+    layer or W8A8 block-FP8 GEMM looks for, the driver's name with underscores for spaces),
+    where they name one card: every name resolves (``memprof.core.gpus.find_gpu``, by the name
+    the driver reports) to the same catalog row. Else None, with a note where the log has such
+    lines at all (a name the catalog lacks, several cards): the card is then taken as without
+    them. ``NVIDIA_H200``, which vLLM 0.12.0+'s fused-MoE lookup writes for every card of the
+    H200 family, is taken as the H200, and the note says so (but for a log that names an
+    earlier release or is SGLang's, where it is the H200's own name); where a GEMM lookup of
+    the same log names a card of that family, that name (never collapsed) is taken."""
+    names, what, family_only = _lookup_reading(log)
+    if not names:
         return None
     from memprof.core.gpus import find_gpu
-    from memprof.probes.moe_config_device import H200_FAMILY, driver_spelling
+    from memprof.probes.moe_config_device import driver_spelling
 
     rows: dict[str, GPU] = {}
     why = ""
-    for device in log.moe_devices:
+    for device in names:
         try:
             g = find_gpu(driver_spelling(device))
         except BadInput:
@@ -181,17 +185,39 @@ def card_named_by_moe_lookup(log: StartupLog, notes: list[str]) -> GPU | None:
     if not why and len(rows) > 1:
         why = "they name " + " and ".join(sorted(rows)) + " (one card is rebuilt)"
     if why:
-        notes.append(f"the log's fused-MoE config lookup names the device, but {why}: the card "
+        notes.append(f"the log's {what} names the device, but {why}: the card "
                      "is taken as if it did not (pass --gpu to name it)")
         return None
     (g,) = rows.values()
     family = ("; vLLM 0.12.0+ writes NVIDIA_H200 for every card of the H200 family, so an "
               "H200 NVL logs it too (pass --gpu H200-NVL if it was one)"
-              if H200_FAMILY in log.moe_devices and not _before(log.version, (0, 12)) else "")
-    notes.append(f"GPU: {g.name}, as the log's fused-MoE config lookup names it "
-                 f"('device_name={log.moe_devices[0][:60]}', the driver's name with underscores "
+              if family_only else "")
+    notes.append(f"GPU: {g.name}, as the log's {what} names it "
+                 f"('device_name={names[0][:60]}', the driver's name with underscores "
                  f"for spaces){family}")
     return g
+
+
+def _lookup_reading(log: StartupLog) -> tuple[tuple[str, ...], str, bool]:
+    """The device names the log's kernel-config lookups give, each once (the fused-MoE
+    lookup's, then the GEMM's), what gives the first (for the notes), and whether that is
+    vLLM 0.12.0+'s H200 family name alone. The family name beside a GEMM line naming a card of
+    that family (the driver's name, never collapsed) is left out: that card is the one."""
+    collapsed = _family_name_logged(log)
+    pinned = collapsed and any(in_h200_family(n) for n in log.gemm_devices)
+    moe = tuple(n for n in log.moe_devices if not (pinned and n == H200_FAMILY))
+    names = tuple(dict.fromkeys((*moe, *log.gemm_devices)))
+    what = ("fused-MoE config lookup" if names and names[0] in moe
+            else "W8A8 block-FP8 kernel config lookup")
+    return names, what, collapsed and not pinned
+
+
+def _family_name_logged(log: StartupLog) -> bool:
+    """The log's fused-MoE lookup names ``NVIDIA_H200`` where it stands for the H200 family:
+    vLLM 0.12.0+ (``fused_moe.py`` ``get_config_file_name``; SGLang and vLLM's GEMM lookup write
+    the driver's name)."""
+    return (H200_FAMILY in log.moe_devices and log.engine != "sglang"
+            and not _before(log.version, (0, 12)))
 
 
 def _before(version: str | None, release: tuple[int, ...]) -> bool:
@@ -210,8 +236,9 @@ def _lookup_disagrees(log: StartupLog, named: GPU, notes: list[str]) -> None:
     pasted with the log (which are taken): the two are said, not reconciled."""
     looked = card_named_by_moe_lookup(log, [])
     if looked is not None and looked.name != named.name:
-        notes.append(f"the log's fused-MoE config lookup names the {looked.name} "
-                     f"('device_name={log.moe_devices[0][:60]}'), not the {named.name} its "
+        names, what, _ = _lookup_reading(log)
+        notes.append(f"the log's {what} names the {looked.name} "
+                     f"('device_name={names[0][:60]}'), not the {named.name} its "
                      "nvidia-smi lines name: the nvidia-smi lines are taken (pass --gpu to "
                      "name the card)")
 
@@ -508,7 +535,7 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         g = _named_card_at_logged_total(log, named, notes, by="the log's nvidia-smi lines")
     elif (looked := card_named_by_moe_lookup(log, notes)) is not None:
         g = _named_card_at_logged_total(log, looked, notes,
-                                        by="the log's fused-MoE config lookup")
+                                        by=f"the log's {_lookup_reading(log)[1]}")
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}

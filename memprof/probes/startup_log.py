@@ -23,7 +23,7 @@ from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
 from memprof.probes.gpu_names import named_cards
 from memprof.probes.log_dates import LogDate, read_date
-from memprof.probes.moe_config_device import moe_lookup_devices
+from memprof.probes.moe_config_device import gemm_lookup_devices, moe_lookup_devices
 from memprof.probes.release_lines import formats, tags
 
 MAX_LOG_BYTES = 64 << 20
@@ -269,9 +269,12 @@ class StartupLog:
     # (name, nvidia-smi MiB or None) of the GPUs nvidia-smi output pasted with it names
     # (memprof.probes.gpu_names)
     cards: tuple[tuple[str, int | None], ...] = ()
-    # the device names of vLLM's fused-MoE config lookup lines, as logged ("NVIDIA_H200")
-    # (memprof.probes.moe_config_device)
+    # the device names of vLLM's and SGLang's fused-MoE config lookup lines, as logged
+    # ("NVIDIA_H200") (memprof.probes.moe_config_device)
     moe_devices: tuple[str, ...] = ()
+    # the device names of the W8A8 block-FP8 (SGLang's also block-INT8) GEMM config lookup lines,
+    # as logged (memprof.probes.moe_config_device)
+    gemm_devices: tuple[str, ...] = ()
     # the date its stamps print (memprof.probes.log_dates): month-day, and the year where shown
     date: LogDate | None = None
     # whether it shows the run's settings (a serve command, vLLM's "non-default args" /
@@ -397,6 +400,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       errors=tuple(errors), model=model, settings=settings, command=command,
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
                       cards=named_cards(lines), moe_devices=moe_lookup_devices(lines),
+                      gemm_devices=gemm_lookup_devices(lines),
                       date=when,
                       stated=command is not None or any(
                           _SETTINGS_OPENER.search(x) or "with config: " in x for x in unwrapped))

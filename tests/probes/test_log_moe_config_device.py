@@ -1,4 +1,5 @@
-"""The card vLLM's fused-MoE config lookup names (``memprof/probes/moe_config_device.py``,
+"""The card vLLM's and SGLang's fused-MoE and W8A8 block-FP8 config lookups name
+(``memprof/probes/moe_config_device.py``,
 ``memprof.probes.log_deployment.card_named_by_moe_lookup``): the lookup's forms per release, the
 ``device_name`` mapped to the catalog by the driver's name, explain rebuilding on it (at the total
 the log prints, which it checks), a name that is no one catalog card left with a note, and
@@ -19,7 +20,11 @@ from memprof.base.units import GiB
 from memprof.cli import run
 from memprof.core.gpus import find_gpu
 from memprof.probes.log_deployment import card_named_by_moe_lookup, rebuild
-from memprof.probes.moe_config_device import driver_spelling, moe_lookup_devices
+from memprof.probes.moe_config_device import (
+    driver_spelling,
+    gemm_lookup_devices,
+    moe_lookup_devices,
+)
 from memprof.probes.startup_log import parse_log
 
 # vLLM V1 figures with no GPU total (the card is not shown by them)
@@ -64,6 +69,134 @@ def test_the_lookup_forms_per_release() -> None:
     assert moe_lookup_devices(["Using default MoE config. Performance might be sub-optimal! "
                                "Config file not found at .../E=16,N=1536,device_name="
                                "NVIDIA_H100_80GB_HBM3..."]) == ()
+
+
+SG = "/sgl-workspace/sglang/python/sglang/srt/layers/"
+H100 = "NVIDIA_H100_80GB_HBM3"
+# SGLang's fused-MoE lookup lines (get_moe_configs: fused_moe_triton/fused_moe.py in 0.4.3 and
+# 0.4.9, fused_moe_triton_config.py in 0.5.3 and 0.5.10): the file name's block shape is the
+# Python list, with its space
+SG_MOE = {
+    "0.4.3 found": (f"[2025-02-19 16:39:11 TP0] Using configuration from {SG}moe/fused_moe_triton/"
+                    f"configs/E=256,N=256,device_name={H100},dtype=fp8_w8a8,block_shape=[128, "
+                    "128].json for MoE layer."),
+    "0.4.3 missed": ("[2025-02-19 16:39:11 TP0] Using default MoE config. Performance might be "
+                     f"sub-optimal! Config file not found at {SG}moe/fused_moe_triton/configs/"
+                     f"E=128,N=768,device_name={H100}.json"),
+    "0.4.9 found": (f"[2025-07-10 08:00:00 TP0] Using MoE kernel config from {SG}moe/"
+                    f"fused_moe_triton/configs/triton_3_3_1/E=128,N=768,device_name={H100}.json."),
+    "0.5.3 fallback": (f"[2025-10-01 08:00:00 TP1] Config file not found at {SG}moe/"
+                       f"fused_moe_triton/configs/triton_3_4_0/E=128,N=768,device_name={H100}"
+                       ".json. Fallback to triton version 3.3.1 and use MoE kernel config from "
+                       f"{SG}moe/fused_moe_triton/configs/triton_3_3_1/E=128,N=768,device_name="
+                       f"{H100}.json. Performance might be sub-optimal!"),
+    "0.5.3 missed": ("[2025-10-01 08:00:00] Using default MoE kernel config. Performance might be "
+                     f"sub-optimal! Config file not found at {SG}moe/fused_moe_triton/configs/"
+                     f"triton_3_4_0/E=128,N=768,device_name={H100}.json, you can create them "
+                     "with https://github.com/sgl-project/sglang/tree/main/benchmark/kernels/"
+                     "fused_moe_triton"),
+    "0.5.10 down_moe": ("[2026-03-01 08:00:00] Using MoE kernel config with down_moe=False. "
+                        "Performance might be sub-optimal! Config file not found at "
+                        f"{SG}moe/fused_moe_triton/configs/triton_3_5_1/E=128,N=768,device_name="
+                        f"{H100}_down.json, you can create them with https://github.com/"
+                        "sgl-project/sglang/tree/main/benchmark/kernels/fused_moe_triton"),
+    "0.5.23 down": (f"[2026-11-01 08:00:00] Down MoE config file not found at {SG}moe/moe_runner/"
+                    f"triton_utils/configs/triton_3_6_0/E=128,N=768,device_name={H100}_down.json"
+                    "; reusing the tuned up-projection config without TMA. Performance might be "
+                    "sub-optimal."),
+}
+# the W8A8 block-FP8 GEMM lookup lines: SGLang's (fp8_kernel.py, 0.4.3-0.5.10; its INT8 twin in
+# int8_kernel.py) and vLLM's (fp8_utils.py get_w8a8_block_fp8_configs, block shape without space)
+VCFG = "/venv/lib/python3.12/site-packages/vllm/model_executor/layers/quantization/utils/configs/"
+GEMM = {
+    "sglang found": (f"[2025-01-31 11:43:06 TP7] Using configuration from {SG}quantization/configs/"
+                     f"N=4096,K=512,device_name={H100},dtype=fp8_w8a8,block_shape=[128, 128]"
+                     ".json for W8A8 Block FP8 kernel."),
+    "sglang missed": ("[2026-08-27 03:45:56] Using default W8A8 Block FP8 kernel config. "
+                      "Performance might be sub-optimal! Config file not found at "
+                      f"{SG}quantization/configs/N=5120,K=2048,device_name={H100},dtype=fp8_w8a8,"
+                      "block_shape=[128, 128].json"),
+    "sglang int8": ("[2025-07-10 08:00:00] Using default W8A8 Block INT8 kernel config. "
+                    "Performance might be sub-optimal! Config file not found at "
+                    f"{SG}quantization/configs/N=5120,K=2048,device_name={H100},dtype=int8_w8a8,"
+                    "block_shape=[128, 128].json"),
+    "sglang 0.5.23 channelwise": ("[2026-11-01 08:00:00] Using configuration from /sgl-workspace/"
+                                  "sglang/python/sglang/kernels/ops/gemm/configs/N=5120,K=2048,"
+                                  f"device_name={H100},dtype=fp8_w8a8_channelwise.json for W8A8 "
+                                  "channelwise FP8 GEMM."),
+    "vllm found": ("INFO 03-01 10:00:00 [fp8_utils.py:600] Using configuration from "
+                   f"{VCFG}N=7168,K=256,device_name={H100},dtype=fp8_w8a8,block_shape=[128,128]"
+                   ".json for W8A8 Block FP8 kernel."),
+    "vllm missed": ("WARNING 03-01 10:00:00 [fp8_utils.py:610] Using default W8A8 Block FP8 "
+                    "kernel config. Performance might be sub-optimal! Config file not found at "
+                    f"{VCFG}N=7168,K=256,device_name={H100},dtype=fp8_w8a8,block_shape=[128,128]"
+                    ".json"),
+}
+
+
+def test_sglangs_and_the_gemms_lookup_forms() -> None:
+    for form, line in SG_MOE.items():
+        assert moe_lookup_devices([line]) == (H100,), form
+        assert gemm_lookup_devices([line]) == (), form
+    for form, line in GEMM.items():
+        assert gemm_lookup_devices([line]) == (H100,), form
+        assert moe_lookup_devices([line]) == (), form
+        notes: list[str] = []
+        g = card_named_by_moe_lookup(parse_log(line + "\n" + FIGURES), notes)
+        assert g is not None and g.name == "H100-80GB", form
+        assert notes[0].startswith("GPU: H100-80GB, as the log's W8A8 block-FP8 kernel config "
+                                   "lookup names it"), notes
+    # cut short (a quote's '...'), another kernel's lookup, or the path alone: not read
+    cut = GEMM["sglang missed"].replace(f"{H100},dtype=fp8_w8a8,block_shape=[128, 128].json",
+                                        "NVIDIA_H100_80GB...")
+    assert gemm_lookup_devices([cut]) == ()
+    assert gemm_lookup_devices(["Using default W8A16 kernel config. Config file not found at "
+                                f"N=1,K=2,device_name={H100}.json"]) == ()
+    assert gemm_lookup_devices([f"{VCFG}N=7168,K=256,device_name={H100},dtype=fp8_w8a8"]) == ()
+
+
+def test_the_h200_family_name_is_vllms_moe_lookups_alone() -> None:
+    """vLLM 0.12.0+ writes NVIDIA_H200 for the H200 family in its fused-MoE lookup only
+    (fused_moe.py get_config_file_name); its GEMM lookup (fp8_utils.py) and SGLang (get_device_name,
+    0.4.3-0.5.10) write the driver's name."""
+    v020 = "INFO 05-15 02:14:23 [api_server.py:1896] vLLM API server version 0.20.2\n"
+    nvl = GEMM["vllm missed"].replace(H100, "NVIDIA_H200_NVL") + "\n"
+    # the MoE line's family name and the GEMM line's H200 NVL: one card, the NVL, no conflict
+    notes: list[str] = []
+    g = card_named_by_moe_lookup(parse_log(v020 + _found("NVIDIA_H200") + nvl + FIGURES), notes)
+    assert g is not None and g.name == "H200-NVL", notes
+    assert notes[0].startswith("GPU: H200-NVL, as the log's W8A8 block-FP8 kernel config lookup "
+                               "names it ('device_name=NVIDIA_H200_NVL'"), notes
+    assert "H200 family" not in notes[0], notes
+    # a GEMM line naming the H200 itself: no family note
+    h200 = GEMM["vllm missed"].replace(H100, "NVIDIA_H200") + "\n"
+    notes = []
+    g = card_named_by_moe_lookup(parse_log(v020 + _found("NVIDIA_H200") + h200 + FIGURES), notes)
+    assert g is not None and g.name == "H200" and "H200 family" not in notes[0], notes
+    notes = []
+    g = card_named_by_moe_lookup(parse_log(v020 + h200 + FIGURES), notes)
+    assert g is not None and g.name == "H200" and "H200 family" not in notes[0], notes
+    # the family name alone: the H200, said
+    notes = []
+    assert card_named_by_moe_lookup(parse_log(v020 + _found("NVIDIA_H200") + FIGURES), notes)
+    assert "H200 family" in notes[0], notes
+    # an H100 beside the family name: two cards, left with a note
+    notes = []
+    h100 = GEMM["vllm missed"] + "\n"
+    assert card_named_by_moe_lookup(parse_log(v020 + _found("NVIDIA_H200") + h100 + FIGURES),
+                                    notes) is None
+    assert "H100-80GB and H200" in notes[0], notes
+    # SGLang's NVIDIA_H200 is the H200's own name (its lines are read as SGLang's by the
+    # ServerArgs line)
+    sg = ("[2026-08-27 03:45:24] server_args=ServerArgs(model_path='Qwen/Qwen3-30B-A3B-FP8', "
+          "mem_fraction_static=0.83)\n" + SG_MOE["0.5.3 missed"].replace(H100, "NVIDIA_H200")
+          + "\n")
+    log = parse_log(sg + "[2026-08-27 03:45:40] Load weight end. type=Qwen3MoeForCausalLM, "
+                    "dtype=torch.bfloat16, avail mem=48.62 GiB, mem usage=30.18 GiB.\n")
+    assert log.engine == "sglang"
+    notes = []
+    g = card_named_by_moe_lookup(log, notes)
+    assert g is not None and g.name == "H200" and "H200 family" not in notes[0], notes
 
 
 def test_the_device_name_maps_by_the_drivers_name() -> None:
@@ -167,8 +300,13 @@ def test_fuzz_device_names(names: list[str], with_total: bool) -> None:
     """Garbage in the device_name: explain fits, or refuses with an error and a hint (exit 2)
     only where the card is not shown otherwise; it never crashes, and no name read is longer
     than the reader's bound."""
-    text = "".join(_found(n) for n in names) + FIGURES + (TOTAL if with_total else "")
+    lines = [_found(n) for n in names]
+    lines += [f"{GEMM[form].replace(H100, n)}\n" for n, form in zip(names, GEMM, strict=False)]
+    lines += [f"{SG_MOE[form].replace(H100, n)}\n" for n, form in zip(names, SG_MOE,
+                                                                      strict=False)]
+    text = "".join(lines) + FIGURES + (TOTAL if with_total else "")
     assert all(len(n) <= 80 for n in moe_lookup_devices(text.splitlines()))
+    assert all(len(n) <= 80 for n in gemm_lookup_devices(text.splitlines()))
     code, _out, err = _explain(text)
     assert code in (0, 1, 2), err
     if code == 2:
