@@ -31,32 +31,9 @@ from memprof.base.units import GiB
 from memprof.cli import run
 from memprof.core.models import load_model
 from memprof.core.models.load import hf_ids
+from tests.test_popular_checkpoint_weights import _llama_params, _qwen3_moe_params
 from tests.test_published_distribution import ROWS as PUBLISHED
 from tests.test_published_distribution import row_estimate
-
-
-def _qwen3_moe_params(c: dict[str, Any]) -> int:
-    """Qwen3MoeForCausalLM by hand: q/k/v/o without bias, per-head q/k RMSNorms, two RMSNorms a
-    layer, a router and ``num_experts`` SwiGLU experts of ``moe_intermediate_size`` in every
-    layer (``decoder_sparse_step`` 1, no ``mlp_only_layers``), the final norm, the embedding
-    and an untied lm_head."""
-    assert c["decoder_sparse_step"] == 1 and c["mlp_only_layers"] == []
-    h, hd, heads, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c[
-        "num_key_value_heads"]
-    e, mi = c["num_experts"], c["moe_intermediate_size"]
-    layer = (h * heads * hd + 2 * h * kv * hd + heads * hd * h + 2 * hd + 2 * h
-             + e * h + e * 3 * mi * h)
-    return int(c["num_hidden_layers"] * layer + 2 * c["vocab_size"] * h + h)
-
-
-def _llama_params(c: dict[str, Any]) -> int:
-    """LlamaForCausalLM by hand (no attention or MLP bias): q/k/v/o, a SwiGLU MLP, two RMSNorms
-    a layer, the final norm, the embedding and an untied lm_head; head_dim is hidden / heads."""
-    assert not c["attention_bias"] and not c["mlp_bias"] and not c["tie_word_embeddings"]
-    h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
-    hd = h // heads
-    layer = h * (heads + 2 * kv) * hd + heads * hd * h + 3 * c["intermediate_size"] * h + 2 * h
-    return int(c["num_hidden_layers"] * layer + 2 * c["vocab_size"] * h + h)
 
 
 def _qwen2_params(c: dict[str, Any]) -> tuple[int, int]:

@@ -59,12 +59,12 @@ class Kernels(TorchDispatchMode):
         return sum(n for op, n in self.ops.items() if op not in GEMMS)
 
 
-def _replica(tp: int) -> tuple[Any, Replica]:
-    """The DeepSeek-R1 shape's rank 0 (8 layers: 3 dense, 5 MoE) with its weights and KV cache
-    allocated on the fake device."""
+def _replica(tp: int, model: str = "deepseek-r1", **layout: Any) -> tuple[Any, Replica]:
+    """The model's 8-layer shape's rank 0 (DeepSeek-R1's: 3 dense, 5 MoE) with its weights and
+    KV cache allocated on the fake device."""
     dep = Deployment(tp=tp, max_num_seqs=256, hf_overrides='{"num_hidden_layers": 8}',
-                     disable_custom_all_reduce=True)
-    e = estimate("deepseek-r1", dep, gpu_name="H100")
+                     disable_custom_all_reduce=True, **layout)
+    e = estimate(model, dep, gpu_name="H100")
     ctx = rank_context(e, e.ranks[0])
     allocs = rank_allocations(ctx)
     rep = Replica(ctx=ctx, device=torch.device("cuda"),
@@ -155,18 +155,10 @@ def test_deepseek_v4_at_tp1_records_its_kernels_in_every_piece() -> None:
     coarser than the checkpoint: it gives every attention GEMM the fp8 block kernels (the
     compressor's wkv_wgate is bf16) and every layer a compressor (the sliding-window-only layers
     have none)."""
-    dep = Deployment(dp=4, enable_expert_parallel=True, max_num_seqs=256,
-                     hf_overrides='{"num_hidden_layers": 8}', disable_custom_all_reduce=True)
     with FakeTensorMode(allow_non_fake_inputs=False):
-        e = estimate("deepseek-v4-flash", dep, gpu_name="H100")
-        ctx = rank_context(e, e.ranks[0])
-        allocs = rank_allocations(ctx)
-        rep = Replica(ctx=ctx, device=torch.device("cuda"),
-                      charge=lambda _c: contextlib.nullcontext())
-        rep.lazy = [a for a in allocs if a.phase == "decode"]
-        rep.allocate([a for a in allocs if a.phase in ("weights", "kv_cache")])
+        ctx, rep = _replica(1, "deepseek-v4-flash", dp=4, enable_expert_parallel=True)
         rep.forward(64, 0, decode=True)
-        layers = [x for x, n in cudagraph.rank_layer_kinds(ctx.spec, dep, ctx.coord)
+        layers = [x for x, n in cudagraph.rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord)
                   for _ in range(n)]
         bare = sum(1 for x in layers
                    if f"model.layers.{x.index}.attn.compressor.wkv_wgate.weight"

@@ -83,12 +83,15 @@ def run(args: Namespace) -> int:
 
     model, dep, gpu, gpu_memory = deployment(flags)
     tty = sys.stdout.isatty()
+    on_fake = device == "fake"
     if device is None:
         from memprof.trace.device import cuda_available
 
         if not cuda_available():
+            on_fake = True
             sys.stderr.write("note: no GPU visible: tracing on the fake device (allocator "
                              "simulator)\n")
+    _check_alloc_conf(dep.pytorch_cuda_alloc_conf, alloc_conf, on_fake)
     from memprof.trace.dist import env_world
 
     world = env_world()
@@ -133,6 +136,31 @@ def run(args: Namespace) -> int:
                          "--max-num-seqs / --gpu-memory-utilization or use --scratch shared\n")
         return 1
     return 0
+
+
+def _check_alloc_conf(estimated: str | None, simulated: str, on_fake: bool) -> None:
+    """--pytorch-cuda-alloc-conf sets the estimate's allocator (the model load's replay,
+    ``memprof.core.terms.load_rounding``), not the traced one: the fake device's simulator runs
+    --alloc-conf, and a GPU trace the PYTORCH_CUDA_ALLOC_CONF its process was launched with. A
+    trace whose two allocators differ would put figures of two settings side by side."""
+    if not estimated:
+        return
+    import os
+
+    from memprof.base.errors import BadInput
+
+    traced = simulated if on_fake else os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    if traced == estimated:
+        return
+    shown = estimated[:80]
+    if on_fake:
+        raise BadInput(f"--pytorch-cuda-alloc-conf {shown!r} sets the estimate's allocator, but "
+                       f"the fake device's simulator runs --alloc-conf ({traced[:80] or 'unset'})",
+                       hint=f"pass --alloc-conf {shown} as well")
+    raise BadInput(f"--pytorch-cuda-alloc-conf {shown!r} sets the estimate's allocator, but this "
+                   f"process's PYTORCH_CUDA_ALLOC_CONF is {traced[:80] or 'unset'}, which the "
+                   "traced GPU allocator runs",
+                   hint=f"launch as PYTORCH_CUDA_ALLOC_CONF={shown} memprof trace …")
 
 
 def _gpu() -> bool:

@@ -66,8 +66,12 @@ ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1"
                                                         "attention_backend"}}
 # Environment settings that change GPU memory but that memprof has no model of, by engine: NAME →
 # what they change. Set to anything but 0 / false they are stated as not modelled, never dropped.
+# SGLang's PYTORCH_CUDA_ALLOC_CONF: its load segments are replayed under PyTorch's default
+# allocator (core/terms/load_segments.py), and --pytorch-cuda-alloc-conf is vLLM's only.
 ENV_NOT_MODELLED: dict[str, dict[str, str]] = {
-    "vllm": {"VLLM_BATCH_INVARIANT": "batch-invariant kernels and their workspaces"}}
+    "vllm": {"VLLM_BATCH_INVARIANT": "batch-invariant kernels and their workspaces"},
+    "sglang": {"PYTORCH_CUDA_ALLOC_CONF": "the caching allocator's settings; SGLang's model "
+               "load is replayed under PyTorch's defaults"}}
 _ENV_OFF = frozenset({"", "0", "false", "False", "FALSE", "no"})
 _SHELL_STOP = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", "1>", "&>"}
 

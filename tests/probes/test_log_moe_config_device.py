@@ -7,17 +7,12 @@ nothing written there crashing explain."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import tempfile
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memprof.base.units import GiB
-from memprof.cli import run
 from memprof.core.gpus import find_gpu
 from memprof.probes.log_deployment import card_named_by_moe_lookup, rebuild
 from memprof.probes.moe_config_device import (
@@ -26,6 +21,7 @@ from memprof.probes.moe_config_device import (
     moe_lookup_devices,
 )
 from memprof.probes.startup_log import parse_log
+from tests.probes.test_log_gpu_names import _explain
 
 # vLLM V1 figures with no GPU total (the card is not shown by them)
 FIGURES = ("INFO 07-20 10:00:00 [gpu_model_runner.py:1770] Model loading took 15.27 GiB and 3.2 "
@@ -274,16 +270,6 @@ def test_names_that_are_not_one_card_are_left_with_a_note() -> None:
         rb = rebuild(parse_log(lines + FIGURES + TOTAL), model="qwen3-8b", gpu=None,
                      gpu_memory=None)
         assert rb.gpu.name == "A100-PCIe-80GB"  # the total's card, as without the lines
-
-
-def _explain(text: str) -> tuple[int, str, str]:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "moe.log"
-        path.write_text(text, encoding="utf-8")
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = run(["explain", str(path), "-m", "qwen3-8b"])
-    return code, out.getvalue(), err.getvalue()
 
 
 _PIECES = st.sampled_from([

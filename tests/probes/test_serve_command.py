@@ -129,7 +129,8 @@ def test_file_errors(tmp_path: Path) -> None:
 
 def test_launch_environment_applied_or_stated_not_modelled() -> None:
     """VLLM_ATTENTION_BACKEND sets the backend as --attention-backend does; VLLM_BATCH_INVARIANT,
-    which memprof has no model of, is stated as not modelled when on and dropped when off."""
+    which memprof has no model of, is stated as not modelled when on and dropped when off; so is
+    PYTORCH_CUDA_ALLOC_CONF under SGLang, whose model load memprof replays under the defaults."""
     c = parse_tokens(shlex.split("VLLM_ATTENTION_BACKEND=FLASHINFER VLLM_BATCH_INVARIANT=1 "
                                  "vllm serve Qwen/Qwen3-8B -tp 2"))
     assert c.settings == {"attention_backend": "FLASHINFER", "tp": 2}
@@ -141,6 +142,12 @@ def test_launch_environment_applied_or_stated_not_modelled() -> None:
     docker = parse_tokens(shlex.split("docker run --gpus all -e VLLM_BATCH_INVARIANT=1 "
                                       "vllm/vllm-openai:v0.30.0 Qwen/Qwen3-8B"))
     assert "VLLM_BATCH_INVARIANT=1" in [f for f, _ in docker.not_modelled]
+    sglang = parse_tokens(shlex.split("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                                      "python -m sglang.launch_server --model-path "
+                                      "Qwen/Qwen3-8B"))
+    assert sglang.settings == {}
+    assert [f for f, _ in sglang.not_modelled] == [
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]
     code, out, err = invoke(["estimate", "--gpu", "H100", "--", "VLLM_ATTENTION_BACKEND=NOPE",
                              "vllm", "serve", "Qwen/Qwen3-8B"])
     assert code != 0 and not out and "error: unknown --attention-backend 'NOPE'" in err

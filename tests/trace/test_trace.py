@@ -239,3 +239,28 @@ def test_torchrun_world_must_be_one_or_the_tp_size(monkeypatch: pytest.MonkeyPat
         code = run(["trace", "-m", "qwen3-0.6b", "-tp", "2", "--device", "fake"])
     assert code == 2
     assert "torchrun started 3 processes" in err.getvalue() and "hint:" in err.getvalue()
+
+
+def test_pytorch_cuda_alloc_conf_must_be_the_traced_allocators(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--pytorch-cuda-alloc-conf sets the estimate's allocator; the trace refuses to put it beside
+    a traced allocator run under another setting (the simulator's --alloc-conf, or the GPU
+    process's PYTORCH_CUDA_ALLOC_CONF), and runs where the two are the same."""
+    from memprof.base.errors import BadInput
+    from memprof.commands.trace import _check_alloc_conf
+
+    conf = "expandable_segments:True"
+    code, _, err = trace_json("-m", "qwen3-0.6b", "--device", "fake", "--pytorch-cuda-alloc-conf",
+                              conf)
+    assert code == 2 and "Traceback" not in err
+    assert "runs --alloc-conf (unset)" in err and f"hint: pass --alloc-conf {conf}" in err
+    code, got, err = trace_json("-m", "qwen3-0.6b", "--device", "fake", "--graphs", "0",
+                                "--decode-steps", "1", "--pytorch-cuda-alloc-conf", conf,
+                                "--alloc-conf", conf)
+    assert code == 0 and got, err
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    with pytest.raises(BadInput, match="PYTORCH_CUDA_ALLOC_CONF is unset"):
+        _check_alloc_conf(conf, "", on_fake=False)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", conf)
+    _check_alloc_conf(conf, "", on_fake=False)
+    _check_alloc_conf(None, "max_split_size_mb:20", on_fake=True)  # the flag unset: no check
