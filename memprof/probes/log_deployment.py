@@ -21,7 +21,7 @@ from memprof.core.gpus import (
     resolve_gpu,
 )
 from memprof.probes.log_dates import release_dates
-from memprof.probes.moe_config_device import H200_FAMILY, in_h200_family
+from memprof.probes.moe_config_device import H200_FAMILY, MOE_CONFIG_H200_FAMILY, in_h200_family
 from memprof.probes.startup_log import StartupLog
 
 # figures that are settings or context, not quantities memprof estimates
@@ -216,19 +216,15 @@ def _family_name_logged(log: StartupLog) -> bool:
     """The log's fused-MoE lookup names ``NVIDIA_H200`` where it stands for the H200 family:
     vLLM 0.12.0+ (``fused_moe.py`` ``get_config_file_name``; SGLang and vLLM's GEMM lookup write
     the driver's name)."""
-    return (H200_FAMILY in log.moe_devices and log.engine != "sglang"
-            and not _before(log.version, (0, 12)))
-
-
-def _before(version: str | None, release: tuple[int, ...]) -> bool:
-    """The log names a release before ``release`` (False where it names none or none memprof
-    can read)."""
-    from memprof.core.versions import version_key
-
-    try:
-        return version is not None and version_key(version) < release
-    except ValueError:
+    if H200_FAMILY not in log.moe_devices:
         return False
+    from memprof.core.versions import rule_in_force
+
+    engine = log.engine or MOE_CONFIG_H200_FAMILY[0].engine  # a log naming no engine: vLLM's
+    try:
+        return rule_in_force(MOE_CONFIG_H200_FAMILY, log.version, engine) is not None
+    except ValueError:  # a version memprof cannot place: the newest release's naming
+        return rule_in_force(MOE_CONFIG_H200_FAMILY, None, engine) is not None
 
 
 def _lookup_disagrees(log: StartupLog, named: GPU, notes: list[str]) -> None:

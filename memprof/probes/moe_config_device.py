@@ -63,6 +63,8 @@ from __future__ import annotations
 
 import re
 
+from memprof.core.versions import Rule
+
 MAX_NAME = 80  # characters of a device name (the driver's longest are ~50)
 
 # the fused-MoE lookup messages: vLLM's (fused_moe.py get_moe_configs) and SGLang's
@@ -90,6 +92,16 @@ _DEVICE = re.compile(r"device_name=([^,\s'\"\[\]]{1," + str(MAX_NAME)
 # get_config_file_name)
 H200_FAMILY = "NVIDIA_H200"
 
+# vLLM's fused-MoE lookup names every H200-family card NVIDIA_H200 from 0.12.0 (0.12.0
+# model_executor/layers/fused_moe/fused_moe.py get_config_file_name: 'if "H200" in
+# device_name.split("_")'; 0.11.0 writes the driver's name); SGLang's lookups never collapse it
+# (a vLLM row: it holds for no SGLang log)
+MOE_CONFIG_H200_FAMILY: tuple[Rule, ...] = (
+    Rule(name="moe_config_h200_family", changes="fused-MoE config file name: the H200 family "
+         "as NVIDIA_H200", since="0.12.0", until=None,
+         introduced_by="read in the 0.12.0 wheel (0.11.0 writes the driver's name)",
+         source="0.12.0 model_executor/layers/fused_moe/fused_moe.py get_config_file_name"),
+)
 
 def moe_lookup_devices(lines: list[str]) -> tuple[str, ...]:
     """The ``device_name`` of each fused-MoE config lookup line (vLLM's or SGLang's), as logged
