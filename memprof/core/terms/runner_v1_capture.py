@@ -86,8 +86,10 @@ def v1_profiles_graphs(ctx: TermContext) -> bool:
     capture (``V1_PROFILING_CAPTURE``): vLLM from 0.18.0 on the V1 runner, not eager, on CUDA
     (and on ROCm from 0.28.0)?"""
     dep = ctx.dep
-    platforms = value_at(V1_PROFILING_CAPTURE, dep.engine_version, None)
-    if platforms is None or dep.enforce_eager or not engine_of(dep).graph_estimate_by_release:
+    if dep.enforce_eager or not engine_of(dep).graph_estimate_by_release:
+        return False
+    platforms = value_at(V1_PROFILING_CAPTURE, dep.engine_version, None, dep.engine)
+    if platforms is None:
         return False
     if ctx.gpu.is_rocm and platforms != "cuda_alike":
         return False
