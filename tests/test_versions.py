@@ -102,6 +102,21 @@ def _gpu(name: str) -> GPU:
     return resolve_gpu(name, None)
 
 
+def test_versions_diff_leaves_out_a_rule_whose_value_is_the_same() -> None:
+    """Two rows of one value across the releases (a range split where a later release was
+    read) change nothing: 0.6.6.post1 and 0.7.1 both keep V0's chunked prefill off for
+    multimodal models and on ROCm, while the NCCL budget placement and MLA rows do change."""
+    from memprof.core.deployment import Deployment
+    from memprof.core.version_diff import version_diff
+
+    d = version_diff("llama-3.1-8b", Deployment(), "0.6.6.post1", "0.7.1")
+    names = {c.name for c in d.rules}
+    assert "v0_chunked_prefill_off" not in names and "nccl_in_budget" not in names
+    assert "budget_log_lines" in names
+    for c in d.rules:
+        assert c.a is None or c.b is None or c.a.value != c.b.value, c.name
+
+
 def test_gpu_memory_utilization_default_by_release() -> None:
     # 0.19.1 config/cache.py CacheConfig ``Field(default=0.9, gt=0, le=1)``; 0.20.0 and 0.33.0
     # ``Field(default=0.92, ...)`` (#38284); 0.7.2 arg_utils.py ``gpu_memory_utilization: float

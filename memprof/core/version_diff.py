@@ -248,7 +248,7 @@ def applies(rule: Rule, spec: ModelSpec, dep: Deployment) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RuleChange:
-    """One rule whose row differs between the two releases (``None``: no row holds)."""
+    """One rule whose value differs between the two releases (``None``: no row holds)."""
 
     name: str
     changes: str
@@ -311,8 +311,9 @@ def version_diff(model: str, dep: Deployment, a: str | None, b: str | None, *,
     changes = []
     for rows in RULEBOOK:
         ra, rb = rule_in_force(rows, va, dep.engine), rule_in_force(rows, vb, dep.engine)
-        if ra is rb:
-            continue
+        if ra is rb or (ra is not None and rb is not None and ra.value == rb.value):
+            continue  # the same row, or two rows of one value (a range split where a later
+            # release was read): nothing changes between the two releases
         first = rows[0]
         changes.append(RuleChange(first.name, first.changes, ra, rb,
                                   applies(first, known.spec, known.deployment)))
