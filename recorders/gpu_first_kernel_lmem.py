@@ -100,7 +100,10 @@ def child(spec: str) -> dict[str, Any]:
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"
     cu = ctypes.CDLL("libcuda.so.1")
-    record: dict[str, Any] = {"steps": spec, "context": non_torch(), "d": []}
+    props = torch.cuda.get_device_properties(0)
+    record: dict[str, Any] = {"steps": spec, "context": non_torch(), "d": [],
+                              "sms": props.multi_processor_count,
+                              "max_threads_per_sm": props.max_threads_per_multi_processor}
     for step in spec.split(","):
         name, _, value = step.partition(":")
         before = non_torch()
