@@ -14,6 +14,7 @@ from typing import Any
 
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate, rank_context
+from memprof.core.gpus import find_gpu
 from memprof.core.terms import cudagraph, non_torch
 
 GOLD = Path(__file__).resolve().parents[1] / "reports" / "gpu" / "nccl"
@@ -165,5 +166,9 @@ def test_profile_run_row_by_rank() -> None:
     assert row("H100", tp=2) == non_torch.CUBLAS_AFTER_FIRST_KERNEL_BYTES
     # rows measured after the kernel (cuMem off, SHM) leave it in the profile run
     assert row("H100", tp=2, engine_version="0.7.3") == libs
-    # (sm89's cuBLAS pool is cuBLAS's 4 MiB row: non_torch.cublas_small_pool)
-    assert row("RTX-4090", tp=2) == libs - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES
+    # (sm89's cuBLAS pool is cuBLAS's 4 MiB row: non_torch.cublas_small_pool; the first kernel's
+    # step is the card's, 128 SMs × 1536 threads: non_torch.card_first_kernel)
+    kernel = non_torch.card_first_kernel(find_gpu("RTX-4090"), after_gemm=True)[0]
+    assert kernel == 66 * 2**20
+    assert row("RTX-4090", tp=2) == (non_torch.CUBLAS_NON_TORCH_BYTES + kernel
+                                     - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES)

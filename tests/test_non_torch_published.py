@@ -1,8 +1,9 @@
-"""The profile run's non-torch increase from vLLM's own published breakdown lines
-(``memprof.core.terms.non_torch`` ``published_non_torch_bytes``; the table in
-reports/published/non-torch-breakdown.md): the table's readings against their quotes and the
-calibration set's copies of the same lines, the rule that takes a reading (TP1 readings of one
-architecture agreeing within the log's 0.01 GiB rounding), and the term's bytes by card."""
+"""The profile run's non-torch increase against vLLM's own published breakdown lines (the table
+in reports/published/non-torch-breakdown.md): the table's readings against their quotes and the
+calibration set's copies of the same lines, and memprof's TP1 sum of the cuBLAS step and the
+card's first-kernel step (``memprof.core.terms.first_kernel``) against each TP1 reading: the
+readings hold the modules the profile run loads besides, which only add, so the sum must not
+exceed any reading beyond its rounding."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import pytest
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import find_gpu
+from memprof.core.terms.first_kernel import FIRST_KERNEL_AFTER_GEMM_BYTES, PAGE
 from memprof.core.terms.non_torch import (
     CUBLAS_NON_TORCH_BYTES,
     CUBLAS_SMALL_POOL_SAVING_BYTES,
     CUBLAS_STEP_SMALL_POOL_BYTES,
-    PUBLISHED_NON_TORCH_GIB,
+    MAX_THREADS_PER_SM,
     TRITON_NON_TORCH_BYTES,
-    published_non_torch_bytes,
+    card_first_kernel,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,20 +77,48 @@ def _tp1(arch: str) -> list[float]:
             if r["arch"] == arch and r["tp"] == "1" and r["comm"] == "no"]
 
 
-def test_sm86_takes_the_midpoint_of_its_agreeing_tp1_readings() -> None:
-    readings = _tp1("sm86")
-    assert readings == [0.05, 0.06]
-    assert max(readings) - min(readings) <= ROUNDING_GIB + 1e-9
-    assert PUBLISHED_NON_TORCH_GIB["sm86"] == pytest.approx(sum(readings) / len(readings))
-    assert published_non_torch_bytes("sm86") == 59_055_800
+# the TP1 readings' cards, as the table names them, and the catalog's name for each
+TP1_CARDS = {"A10": "A10", "RTX 3090": "RTX-3090", "RTX 4060": "RTX-4060",
+             "a 40 GB card": "A100-40GB"}
 
 
-def test_architectures_without_agreeing_tp1_readings_keep_the_h100_steps() -> None:
-    # one TP1 reading each: nothing to agree with (sm80's is within 0.0104 GiB of the steps)
-    assert _tp1("sm89") == [0.03] and _tp1("sm80") == [0.11]
-    assert set(PUBLISHED_NON_TORCH_GIB) == {"sm86"}
-    for arch in ("sm80", "sm89", "sm90", "sm75"):
-        assert published_non_torch_bytes(arch) is None
+def _tp1_readings() -> list[tuple[str, float]]:
+    out = []
+    for r in _rows():
+        if r["tp"] == "1" and r["comm"] == "no":
+            card = next(v for k, v in TP1_CARDS.items() if r["card"].startswith(k))
+            out.append((card, float(r["gib"])))
+    return out
+
+
+def test_the_tp1_readings() -> None:
+    assert _tp1_readings() == [("A10", 0.05), ("RTX-3090", 0.06), ("RTX-4060", 0.03),
+                               ("A100-40GB", 0.11)]
+
+
+def _small_pool_sum(kernel: int) -> int:
+    return CUBLAS_NON_TORCH_BYTES - CUBLAS_SMALL_POOL_SAVING_BYTES + kernel
+
+
+@pytest.mark.parametrize(("card", "gib"), _tp1_readings())
+def test_the_cards_steps_fit_under_each_reading(card: str, gib: float) -> None:
+    got = _small_pool_sum(card_first_kernel(find_gpu(card), after_gemm=True)[0])
+    assert got <= (gib + ROUNDING_GIB / 2) * GiB
+    assert _increase(card)[0] == got
+
+
+def test_a_per_sm_reading_of_the_mps_slope_would_overshoot_two_readings() -> None:
+    # the MPS sweep varied SMs of 2,048 threads only: read per SM (0.6865 MiB each, whatever
+    # the card's threads) the A10's and the RTX 3090's sums exceed their readings
+    over = []
+    for card, gib in _tp1_readings():
+        gpu = find_gpu(card)
+        raw = FIRST_KERNEL_AFTER_GEMM_BYTES - 719_889 * (132 - (gpu.sm_count or 132))
+        per_sm = -(-raw // PAGE) * PAGE
+        if _small_pool_sum(per_sm) > (gib + ROUNDING_GIB / 2) * GiB:
+            over.append(card)
+    assert over == ["A10", "RTX-3090"]
+    assert MAX_THREADS_PER_SM["sm86"] == 1536
 
 
 def _increase(gpu: str, version: str = "0.18.0", tp: int = 1) -> tuple[int, str]:
@@ -103,18 +133,21 @@ def _increase(gpu: str, version: str = "0.18.0", tp: int = 1) -> tuple[int, str]
 
 @pytest.mark.parametrize("gpu", ["RTX-3090", "A10", "A40"])
 @pytest.mark.parametrize("version", ["0.7.2", "0.18.0"])
-def test_sm86_cards_take_the_published_reading(gpu: str, version: str) -> None:
-    assert find_gpu(gpu).arch == "sm86"
+def test_sm86_cards_take_their_own_first_kernel_step(gpu: str, version: str) -> None:
+    g = find_gpu(gpu)
+    assert g.arch == "sm86"
     got, formula = _increase(gpu, version)
-    assert got == 59_055_800
-    assert "published reading" in formula and "± 0.01 GiB" in formula
+    kernel = card_first_kernel(g, after_gemm=True)[0]
+    assert got == _small_pool_sum(kernel) and kernel < TRITON_NON_TORCH_BYTES
+    assert f"{g.sm_count} SMs × 1536 threads" in formula and "published reading" not in formula
 
 
 @pytest.mark.parametrize("gpu", ["A100-80GB", "L4", "RTX-4090"])
-def test_other_small_pool_cards_keep_the_h100_steps_with_the_small_pool(gpu: str) -> None:
+def test_other_small_pool_cards_take_their_own_first_kernel_step(gpu: str) -> None:
     got, formula = _increase(gpu)
-    assert got == CUBLAS_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES - CUBLAS_SMALL_POOL_SAVING_BYTES
-    assert "published reading" not in formula
+    assert got == _small_pool_sum(card_first_kernel(find_gpu(gpu), after_gemm=True)[0])
+    assert got < CUBLAS_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES - CUBLAS_SMALL_POOL_SAVING_BYTES
+    assert "first-kernel-mps-sweep-h100.jsonl" in formula
 
 
 def test_h100_keeps_its_measured_steps() -> None:
@@ -125,7 +158,8 @@ def test_sm86_tp2_after_a_warm_up_that_holds_the_first_kernel_keeps_the_pool() -
     # where the communicator's row holds the first kernel, only the cuBLAS pool is left, and the
     # reading (a TP1 sum) does not split it; where it does not, the whole sum applies
     got, _ = _increase("RTX-3090", tp=2)
-    assert got in (CUBLAS_STEP_SMALL_POOL_BYTES, 59_055_800)
+    assert got in (CUBLAS_STEP_SMALL_POOL_BYTES,
+                   _small_pool_sum(card_first_kernel(find_gpu("RTX-3090"), after_gemm=True)[0]))
 
 
 def test_row_202_lands_within_the_readings_uncertainty() -> None:

@@ -119,13 +119,14 @@ def test_rocm_sets_the_device_without_a_kernel() -> None:
 
 
 def test_sm86_keeps_the_cublas_pool_rule_alone() -> None:
-    # the published sm86 reading (non_torch.PUBLISHED_NON_TORCH_GIB) is a TP1 sum of both steps
-    # read on V0; with the first kernel before the snapshot only cuBLAS's 4 MiB-class pool step
-    # is left in the profile run (non_torch.CUBLAS_STEP_SMALL_POOL_BYTES), as after an NCCL
-    # warm-up
+    # with the first kernel before the snapshot only cuBLAS's 4 MiB-class pool step is left in
+    # the profile run (non_torch.CUBLAS_STEP_SMALL_POOL_BYTES), as after an NCCL warm-up; from
+    # 0.18.0 the profile run holds both steps, the first kernel's the card's
     e = _est(gpu="RTX-3090", engine_version="0.17.1")
     (inc,) = _named(e, "non-torch increase (profile run)")
     assert inc.bytes == non_torch.CUBLAS_STEP_SMALL_POOL_BYTES == 10_485_760
     e = _est(gpu="RTX-3090", engine_version="0.18.0")
     (inc,) = _named(e, "non-torch increase (profile run)")
-    assert inc.bytes == non_torch.published_non_torch_bytes("sm86") == 59_055_800
+    kernel = non_torch.card_first_kernel(e.gpu, after_gemm=True)[0]
+    assert kernel == 44_040_192  # 82 SMs × 1536 threads (first_kernel.first_kernel_bytes)
+    assert inc.bytes == 12_582_912 + kernel

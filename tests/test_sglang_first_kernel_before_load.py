@@ -43,7 +43,7 @@ def test_the_rule_by_release() -> None:
 def test_tp1_load_leaves_the_first_kernel_out(version: str) -> None:
     e = estimate("llama-3.1-8b", _sglang(version), gpu_name="H100")
     r = e.ranks[0]
-    assert first_kernel_in_load(e.deployment) == 0
+    assert first_kernel_in_load(e.deployment, e.gpu) == 0
     assert load_figure(e, r) == LOADED
     by_name = {c.name: c for c in r.components if c.category == "non_torch"}
     assert by_name[EARLY].bytes == FIRST_KERNEL and by_name[EARLY].where == "baseline"
@@ -83,14 +83,14 @@ def test_a_communicator_rank_is_unchanged() -> None:
     no component of this rule, the load the allocations alone."""
     for version in ("0.4.8", "0.5.10"):
         e = estimate("llama-3.1-8b", _sglang(version, tp=2), gpu_name="H100")
-        assert first_kernel_in_load(e.deployment) == 0
+        assert first_kernel_in_load(e.deployment, e.gpu) == 0
         assert all(EARLY not in {c.name for c in r.components} for r in e.ranks)
 
 
 def test_vllm_is_unchanged() -> None:
     e = estimate("llama-3.1-8b", Deployment(tp=1, engine_version="0.9.2"), gpu_name="H100")
     assert EARLY not in {c.name for c in e.ranks[0].components}
-    assert first_kernel_in_load(e.deployment) == FIRST_KERNEL
+    assert first_kernel_in_load(e.deployment, e.gpu) == FIRST_KERNEL
 
 
 def test_the_expert_layout_range_says_what_it_assumed() -> None:

@@ -9,6 +9,7 @@ import pytest
 from memprof.core.deployment import Deployment
 from memprof.core.engines.sglang import SGLANG_LOAD_FIGURE, load_drop
 from memprof.core.estimate import estimate, load_figure
+from memprof.core.gpus import find_gpu
 from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.versions import value_at
 
@@ -82,15 +83,15 @@ def test_the_vllm_load_is_its_allocations() -> None:
     """vLLM's "Model loading took" is torch memory: no first kernel in it, even at TP1."""
     e = estimate("llama-3.1-8b", Deployment(tp=1), gpu_name="H100")
     r = e.ranks[0]
-    assert first_kernel_in_load(e.deployment) == FIRST_KERNEL
+    assert first_kernel_in_load(e.deployment, e.gpu) == FIRST_KERNEL
     assert load_figure(e, r) == sum(c.bytes for c in r.components
                                     if c.where == "budget" and c.category in ("weights",
                                                                               "scratch"))
 
 
 def test_first_kernel_in_load_by_layout() -> None:
-    assert first_kernel_in_load(_sglang("0.4.4")) == FIRST_KERNEL
-    assert first_kernel_in_load(_sglang("0.4.4", tp=2)) == 0
+    assert first_kernel_in_load(_sglang("0.4.4"), find_gpu("H100")) == FIRST_KERNEL
+    assert first_kernel_in_load(_sglang("0.4.4", tp=2), find_gpu("H100")) == 0
     assert load_drop(1000, 24) == 1024
 
 

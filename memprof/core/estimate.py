@@ -453,7 +453,7 @@ def _class_core(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord,
     comps = weights + [c for fn in before_kv for c in fn(ctx)]
     loaded = sum(c.bytes for c in comps if loaded_at_start(c))
     return (tuple(tensors), comps, plan, ctx, _sum(comps, "budget"), _sum(comps, "baseline"),
-            engine_of(dep).load_figure(dep, loaded, first_kernel_in_load(dep)))
+            engine_of(dep).load_figure(dep, loaded, first_kernel_in_load(dep, gpu)))
 
 
 def _weights(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coord: RankCoord,
@@ -709,4 +709,4 @@ def load_figure(e: Estimate, r: RankEstimate) -> int:
     usage") is compared with it."""
     allocated = sum(c.bytes for c in r.components if loaded_at_start(c))
     dep = e.deployment
-    return engine_of(dep).load_figure(dep, allocated, first_kernel_in_load(dep))
+    return engine_of(dep).load_figure(dep, allocated, first_kernel_in_load(dep, e.gpu))

@@ -4,8 +4,8 @@ free-memory baseline and the communicator's measured row does not hold it.
 Every NCCL row of ``memprof.core.terms.nccl`` but one was measured after a context step that had
 already run a fill kernel (``torch.zeros``), so it leaves out the one-time memory the process's
 first kernel brings in (the driver's device-side assert/printf reservation, made at the load of
-its module, which calls ``__assertfail``), 96,468,992 B on H100
-(``memprof.core.terms.non_torch.FIRST_KERNEL_BEFORE_GEMM_BYTES``; reports/gpu/nccl/README.md,
+its module, which calls ``__assertfail``), 96,468,992 B on H100 and the card's own step elsewhere
+(``memprof.core.terms.first_kernel``; reports/gpu/nccl/README.md,
 reports/gpu/nccl/first-kernel-2x-h100.json); only the (NVLink P2P, cuMem on) row holds it
 (``memprof.core.terms.nccl.FIRST_KERNEL_IN_ROW``). vLLM's profile run charges that kernel in its
 own non-torch increase (``memprof.core.terms.non_torch.profile_run_increase``). An engine whose
@@ -28,7 +28,7 @@ from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.terms.nccl import FIRST_KERNEL_AT_WARM_UP
 from memprof.core.terms.non_torch import (
-    FIRST_KERNEL_BEFORE_GEMM_BYTES,
+    card_first_kernel,
     nccl_comm,
     nccl_groups,
     nccl_placement,
@@ -46,9 +46,10 @@ def warm_up_first_kernel(ctx: TermContext) -> list[Component]:
     groups = list(nccl_groups(dep))
     if not groups or any(nccl_comm(dep, gpu, name, size).first_kernel for name, size in groups):
         return []
+    size, how = card_first_kernel(gpu)
     return [Component(
         name="first kernel's modules (NCCL warm-up)", category="non_torch",
-        bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where=nccl_placement(dep).nccl, profiled=True,
-        formula=f"{fmt_bytes(FIRST_KERNEL_BEFORE_GEMM_BYTES)}: the process's first kernel "
+        bytes=size, where=nccl_placement(dep).nccl, profiled=True,
+        formula=f"{fmt_bytes(size)}: the process's first kernel "
         "(PyNccl's warm-up torch.zeros), which the communicator's measured row leaves out "
-        "(reports/gpu/nccl/first-kernel-2x-h100.json; H100's, not scaled by architecture)")]
+        f"(reports/gpu/nccl/first-kernel-2x-h100.json; {how})")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from memprof.base.units import MiB
+from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
@@ -21,6 +21,11 @@ from memprof.core.terms.custom_allreduce import (
     custom_all_reduce_applies,
     custom_all_reduce_bytes,
     rank_data_unbudgeted,
+)
+from memprof.core.terms.first_kernel import (
+    FIRST_KERNEL_AFTER_GEMM_BYTES,
+    FIRST_KERNEL_BEFORE_GEMM_BYTES,
+    first_kernel_bytes,
 )
 from memprof.core.terms.multinode import MIXED_NOTE, net_row
 from memprof.core.terms.nccl import (
@@ -86,7 +91,7 @@ MAX_THREADS_PER_SM: dict[str, int] = {
 # one device) and so counts 158 MiB once.
 CUBLAS_NON_TORCH_BYTES = 623_706_112 - 552_402_944
 CUBLASLT_NON_TORCH_BYTES = 0
-TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
+TRITON_NON_TORCH_BYTES = FIRST_KERNEL_AFTER_GEMM_BYTES  # 718,077,952 − 623,706,112 B
 # The "first Triton kernel" step is not Triton's: it is the process's first fill kernel
 # (torch.zeros), 94,371,840 B after a GEMM and 96,468,992 B before one (what it is: below); a
 # Triton kernel launched after it adds 0 (reports/gpu/nccl/first-kernel-2x-h100.json, from
@@ -121,14 +126,10 @@ TRITON_NON_TORCH_BYTES = 718_077_952 - 623_706_112
 # context is 767,557,632 B larger and the first kernel pays 0: the reservation comes with the
 # eagerly loaded modules (reports/gpu/context/context-first-kernel-h100.json). So the binaries
 # say that every card and torch build pays it at torch's first kernel, not how much: the size is
-# the driver's, and only an H100 measured it. Whether it follows the card (SMs, resident threads)
-# is open (a green context of 8-128 of the H100's SMs reserves the same, and one reservation
-# serves the device: first-kernel-green-h100.json); vLLM's V0 TP1 readings on cards with fewer
-# SMs (reports/published/non-torch-breakdown.md: T4 0.03 GiB, A10 0.05, RTX 3090 0.06 for the
-# cuBLAS pool, this reservation and the modules the profile run loads) are below the H100's
-# 92 MiB alone, so it is smaller there by a rule no source gives: every architecture keeps the
-# H100's step [assumption: sm90's size], but sm86, whose published reading replaces both steps
-# (``published_non_torch_bytes``).
+# the driver's. It follows the SMs the context sees: under MPS a client of fewer SMs pays less,
+# 0.6865 MiB an SM (33 clients of 8-132 SMs), so another card pays the H100's step less 351.5 B
+# for each resident thread it lacks (``memprof.core.terms.first_kernel``, which cites the goldens
+# and the published readings that bear the per-thread reading out).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # The cuBLAS step is not module images: CUPTI shows the handle loading two modules of 6 KB in
 # all and the first GEMM one of 18 KB (first-kernel-cupti-h100.json), so the per-architecture
@@ -170,43 +171,13 @@ CUBLAS_SMALL_POOL_SAVING_BYTES = CUBLAS_AFTER_FIRST_KERNEL_BYTES - CUBLAS_STEP_S
 CUBLAS_POOL_SOURCE = ("cuBLAS default workspace pool: 4 MiB-class on {arch} (cuBLAS "
                       "cublasSetWorkspace table, \":4096:2:16:8\"), 10 MiB as measured on H100 "
                       "with that setting, reports/gpu/context/cublas-pool-h100.json")
-# The profile run's whole non-torch increase as vLLM itself printed it on an architecture no
-# golden measured (reports/published/non-torch-breakdown.md, each line quoted with its URL).
-# vLLM's V0 worker (0.7.1 and 0.7.2 worker/worker.py ``determine_num_available_blocks``) logs
-# "non_torch_memory takes X GiB" = ``memory_profiling``'s ``non_torch_increase``, the non-torch
-# memory gained from the worker's baseline snapshot (taken in ``init_device`` after the CUDA
-# context, before the distributed init and the model load: ``NCCL_PLACEMENT``) to after the
-# profile run (utils.py ``memory_profiling``: ``diff_from_create.non_torch_memory``). At TP1 no
-# NCCL communicator exists, so the reading is this component's quantity summed: the cuBLAS
-# handle's pool, the first fill kernel's assert/printf reservation and any other module a kernel of
-# the load or the profile run loads. Both releases pin torch 2.5.1 (wheel METADATA).
-# sm86, two TP1 readings agreeing within the log's 0.01 GiB rounding:
-#   A10 (OCI shape), vLLM 0.7.1, Llama-3.1-8B bf16: "non_torch_memory takes 0.05GiB"
-#   RTX 3090, vLLM 0.7.2, DeepSeek-R1-Distill-Llama-8B bf16: "non_torch_memory takes 0.06GiB"
-# memprof takes the midpoint, 0.055 GiB, ± 0.01 GiB (the two readings' rounding intervals
-# together span [0.045, 0.065) GiB). sm80 and sm89 keep the H100 steps (their readings, in the
-# report, either agree with them already or disagree with each other).
-PUBLISHED_NON_TORCH_GIB: dict[str, float] = {"sm86": 0.055}
-PUBLISHED_NON_TORCH_SOURCE: dict[str, str] = {
-    "sm86": "published reading, vLLM 0.7.1/0.7.2 V0 'non_torch_memory takes 0.05GiB' (A10) / "
-            "'0.06GiB' (RTX 3090) at TP1: 0.055 GiB ± 0.01 GiB; "
-            "reports/published/non-torch-breakdown.md"}
-
-
-def published_non_torch_bytes(arch: str) -> int | None:
-    """The profile run's whole non-torch increase at TP1 on ``arch`` as vLLM's own breakdown line
-    printed it (``PUBLISHED_NON_TORCH_GIB``), or None where no agreeing readings exist."""
-    gib = PUBLISHED_NON_TORCH_GIB.get(arch)
-    return None if gib is None else round(gib * 2**30)
-
-
-# The process's first fill kernel when no GEMM ran before it: 96,468,992 B, the driver's
-# device-side assert/printf reservation its module's load makes (above; the 2-rank matrix's
-# context step, a torch.zeros, reports/gpu/nccl/README.md "The profile run's non-torch at TP";
-# with the cuBLAS step after it, 69,206,016 B, the same 158 MiB as the two steps the other way
-# round). An engine whose load is a free-memory drop counts it there where nothing ran a kernel
-# before the load (``first_kernel_in_load``).
-FIRST_KERNEL_BEFORE_GEMM_BYTES = 96_468_992
+# The process's first fill kernel when no GEMM ran before it: 96,468,992 B on H100, the card's own
+# figure elsewhere (``memprof.core.terms.first_kernel``); the driver's device-side assert/printf
+# reservation its module's load makes (above; the 2-rank matrix's context step, a torch.zeros,
+# reports/gpu/nccl/README.md "The profile run's non-torch at TP"; with the cuBLAS step after it,
+# 69,206,016 B, the same 158 MiB as the two steps the other way round). An engine whose load is a
+# free-memory drop counts it there where nothing ran a kernel before the load
+# (``first_kernel_in_load``).
 
 # NCCL, one communicator per process group (ncclCommInitRank, then its first all_reduce, and its
 # first send/recv where the group hands tensors point to point), per rank: the rows by transport,
@@ -370,19 +341,25 @@ def first_kernel_at_set_device(dep: Deployment, gpu: GPU) -> bool:
         FIRST_KERNEL_AT_SET_DEVICE, dep.engine_version, dep.engine) is not None
 
 
+def card_first_kernel(gpu: GPU, after_gemm: bool = False) -> tuple[int, str]:
+    """The process's first kernel's step on ``gpu`` (``memprof.core.terms.first_kernel``), before
+    the first GEMM or after it."""
+    return first_kernel_bytes(gpu, MAX_THREADS_PER_SM.get(gpu.arch), after_gemm)
+
+
 def set_device_first_kernel(ctx: TermContext, tag: str = "") -> Component:
     """The first fill kernel's modules where ``first_kernel_at_set_device`` holds: before the
-    snapshot ("baseline"), the size measured before any GEMM on an H100."""
+    snapshot ("baseline"), the card's step before any GEMM (``card_first_kernel``)."""
+    size, how = card_first_kernel(ctx.gpu)
     return Component(
         name="first kernel's modules (set_device)", category="non_torch",
-        bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where="baseline", profiled=True,
-        formula=f"{FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B: the process's first fill kernel, "
+        bytes=size, where="baseline", profiled=True,
+        formula=f"{size:,} B: the process's first fill kernel, "
         "torch.zeros(1) in CudaPlatform.set_device, which V1's Worker.init_device calls before "
         "its memory snapshot (vLLM 0.10.0-0.17.x, FIRST_KERNEL_AT_SET_DEVICE); the driver's "
         "device-side assert/printf reservation, made at the load of the first module calling "
-        "__assertfail, measured on H100 before any GEMM "
-        "(reports/gpu/context/first-kernel-syscalls-h100.json; the H100's size on every card)"
-        + tag)
+        "__assertfail, before any GEMM "
+        f"(reports/gpu/context/first-kernel-syscalls-h100.json; {how})" + tag)
 
 
 def first_kernel_before_load(dep: Deployment) -> str | None:
@@ -394,21 +371,22 @@ def first_kernel_before_load(dep: Deployment) -> str | None:
 
 def early_first_kernel(ctx: TermContext, what: str, tag: str = "") -> Component:
     """The first fill kernel's modules where ``first_kernel_before_load`` names what ran it:
-    before the load's free-memory reading ("baseline"), the size measured before any GEMM on an
-    H100."""
+    before the load's free-memory reading ("baseline"), the card's step before any GEMM
+    (``card_first_kernel``)."""
+    size, how = card_first_kernel(ctx.gpu)
     return Component(
         name="first kernel's modules (before the load)", category="non_torch",
-        bytes=FIRST_KERNEL_BEFORE_GEMM_BYTES, where="baseline", profiled=True,
-        formula=f"{FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B: the process's first kernel, run before "
+        bytes=size, where="baseline", profiled=True,
+        formula=f"{size:,} B: the process's first kernel, run before "
         f"the model load by {what}; the driver's device-side assert/printf reservation, made at "
-        "the load of the first module calling __assertfail, measured on H100 before any GEMM "
-        "(reports/gpu/context/first-kernel-syscalls-h100.json; the H100's size on every card)"
-        + tag)
+        "the load of the first module calling __assertfail, before any GEMM "
+        f"(reports/gpu/context/first-kernel-syscalls-h100.json; {how})" + tag)
 
 
-def first_kernel_in_load(dep: Deployment) -> int:
+def first_kernel_in_load(dep: Deployment, gpu: GPU) -> int:
     """The one-time non-torch memory of the process's first kernel, where the model load runs
-    that kernel: ``FIRST_KERNEL_BEFORE_GEMM_BYTES`` on a rank without an NCCL communicator
+    that kernel: the card's step before any GEMM (``card_first_kernel``) on a rank without an
+    NCCL communicator
     where nothing ran a kernel before the load, 0 where a communicator's warm-up ran it before
     (``nccl_groups``) or, on a rank without one, the engine's release ran it before the load
     (``first_kernel_before_load``). The profile-run component keeps the whole 158 MiB where the
@@ -416,7 +394,7 @@ def first_kernel_in_load(dep: Deployment) -> int:
     (``Engine.load_figure``)."""
     if nccl_groups(dep) or first_kernel_before_load(dep) is not None:
         return 0
-    return FIRST_KERNEL_BEFORE_GEMM_BYTES
+    return card_first_kernel(gpu)[0]
 
 
 def p2p_peers(group: str, size: int) -> int:
@@ -496,6 +474,11 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
                                           p2p_peers(group, size), ch))
         row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
         row = on_image(row, gpu, nccl_version(dep))
+        if row.first_kernel:  # the row's init holds the H100's first-kernel step: the card's
+            size, how = card_first_kernel(gpu)
+            if size != FIRST_KERNEL_BEFORE_GEMM_BYTES:
+                row = row._replace(init=row.init + size - FIRST_KERNEL_BEFORE_GEMM_BYTES,
+                                   basis=row.basis + f"; its first-kernel step the card's, {how}")
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
 
@@ -534,7 +517,8 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       measure available memory", vLLM@52a31cc gpu_worker.py). PP's first send/recv comes later
       (the profile run) and is counted with its communicator [approximation of its timing].
 
-    - the process's first fill kernel, 96,468,992 B, where vLLM V1 0.10.0-0.17.x's
+    - the process's first fill kernel, 96,468,992 B on H100 and the card's own step elsewhere
+      (``memprof.core.terms.first_kernel``), where vLLM V1 0.10.0-0.17.x's
       ``CudaPlatform.set_device`` runs it (``torch.zeros(1)``) before the snapshot, TP1
       included (``FIRST_KERNEL_AT_SET_DEVICE``); a communicator row measured with that kernel
       in it (``nccl.FIRST_KERNEL_IN_ROW``) is charged without it there; likewise on a rank
@@ -552,8 +536,8 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       in its warm-up, and which vLLM V1 0.10.0-0.17.x ran on every rank in ``set_device``
       before the snapshot: there 66 MiB in all, ``profile_run_increase``). The cuBLAS step is
       cuBLAS's default workspace pool: 56 MiB less on the architectures of cuBLAS's 4 MiB row
-      (Volta, Turing, Ampere, Ada: ``cublas_small_pool``). On sm86 the whole sum is vLLM's own
-      published TP1 reading instead, 0.055 GiB (``published_non_torch_bytes``).
+      (Volta, Turing, Ampere, Ada: ``cublas_small_pool``). The first-kernel step is the card's
+      (``memprof.core.terms.first_kernel``: 0.6865 MiB less an SM of 2,048 threads).
 
     - the TP group's custom all-reduce buffers where the engine uses it
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
@@ -590,8 +574,8 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
         held, basis = 0, row.basis
         if at_set_device and row.first_kernel:
             # the row was measured with the process's first kernel in it; set_device ran it
-            held = FIRST_KERNEL_BEFORE_GEMM_BYTES
-            basis += (f", less the first kernel's {FIRST_KERNEL_BEFORE_GEMM_BYTES:,} B that "
+            held = card_first_kernel(ctx.gpu)[0]
+            basis += (f", less the first kernel's {held:,} B that "
                       "set_device ran before (FIRST_KERNEL_AT_SET_DEVICE)")
         comps.append(Component(
             name=f"NCCL {name} communicator ({size} ranks)", category="non_torch",
@@ -673,12 +657,10 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     architecture of cuBLAS's 4 MiB row (``cublas_small_pool``) the pool is 56 MiB smaller
     (``CUBLAS_SMALL_POOL_SAVING_BYTES``); the first-fill-kernel step (the driver's
     device-side assert/printf reservation at the first module calling ``__assertfail``:
-    reports/gpu/context/first-kernel-syscalls-h100.json) is the H100's on every architecture
-    but one whose TP1 sum vLLM printed (``published_non_torch_bytes``: sm86), where that
-    published reading replaces both steps; after an NCCL warm-up the cuBLAS step stays the
-    pool rule's (the reading does not split it). Where vLLM V1's ``set_device`` ran the first
-    kernel before the snapshot (``first_kernel_at_set_device``: 0.10.0-0.17.x on CUDA) the
-    cuBLAS step alone is left, at any TP, the same way."""
+    reports/gpu/context/first-kernel-syscalls-h100.json) is the card's, after the cuBLAS step
+    (``card_first_kernel``, ``memprof.core.terms.first_kernel``). Where vLLM V1's
+    ``set_device`` ran the first kernel before the snapshot (``first_kernel_at_set_device``:
+    0.10.0-0.17.x on CUDA) the cuBLAS step alone is left, at any TP, the same way."""
     small = cublas_small_pool(ctx.gpu)
     saving = CUBLAS_SMALL_POOL_SAVING_BYTES if small else 0
     pool = "; " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch) if small else ""
@@ -691,7 +673,7 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
             name="non-torch increase (profile run)", category="non_torch",
             bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget", profiled=True,
             formula=f"cuBLAS {'10' if small else '66'} MiB (measured after the process's "
-            "first kernel, which set_device ran before the snapshot: its 92 MiB is in the "
+            "first kernel, which set_device ran before the snapshot: its step is in the "
             "baseline, FIRST_KERNEL_AT_SET_DEVICE" + pool + ")" + tag)
     early = first_kernel_before_load(ctx.dep)
     if early is not None:
@@ -699,7 +681,7 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
             name="non-torch increase (profile run)", category="non_torch",
             bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget", profiled=True,
             formula=f"cuBLAS {'10' if small else '66'} MiB (measured after the process's "
-            "first kernel, which ran before the model load: its 92 MiB is in the baseline, "
+            "first kernel, which ran before the model load: its step is in the baseline, "
             "first kernel's modules (before the load)" + pool + ")" + tag)
     if in_row or at_warm_up:
         held = "the communicator's row" if in_row else "the warm-up's own row"
@@ -709,28 +691,28 @@ def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
                 bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES - saving, where="budget",
                 profiled=True,
                 formula="cuBLAS 10 MiB (measured after the NCCL warm-up, whose torch.zeros "
-                "ran the process's first kernel: its 92 MiB is in " + held
+                "ran the process's first kernel: its step is in " + held
                 + pool + ")" + tag)
         return Component(
             name="non-torch increase (profile run)", category="non_torch",
             bytes=CUBLAS_AFTER_FIRST_KERNEL_BYTES, where="budget", profiled=True,
             formula="cuBLAS 66 MiB (H100, measured after the NCCL warm-up, whose torch.zeros "
-            "ran the process's first kernel: its 92 MiB is in " + held + ")" + tag)
-    libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + TRITON_NON_TORCH_BYTES
-    published = None if ctx.gpu.is_rocm else published_non_torch_bytes(ctx.gpu.arch)
-    if published is not None:
-        return Component(
-            name="non-torch increase (profile run)", category="non_torch", bytes=published,
-            where="budget", profiled=True,
-            formula="cuBLAS handle + first kernel's modules, taken as their sum: "
-            + PUBLISHED_NON_TORCH_SOURCE[ctx.gpu.arch] + tag)
+            "ran the process's first kernel: its step is in " + held + ")" + tag)
+    kernel, how = card_first_kernel(ctx.gpu, after_gemm=True)
+    libs = CUBLAS_NON_TORCH_BYTES + CUBLASLT_NON_TORCH_BYTES + kernel
     if small:
         return Component(
             name="non-torch increase (profile run)", category="non_torch", bytes=libs - saving,
             where="budget", profiled=True,
-            formula="cuBLAS 12 MiB + cuBLASLt 0 MiB + first Triton kernel 90 MiB (the "
-            "H100's measured steps with " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch)
-            + "; the first-kernel step is the H100's)" + tag)
+            formula=f"cuBLAS 12 MiB + cuBLASLt 0 MiB + first kernel {fmt_bytes(kernel)} (the "
+            "H100's measured cuBLAS step with " + CUBLAS_POOL_SOURCE.format(arch=ctx.gpu.arch)
+            + f"; the first kernel's: {how})" + tag)
+    if kernel != TRITON_NON_TORCH_BYTES:
+        return Component(
+            name="non-torch increase (profile run)", category="non_torch", bytes=libs,
+            where="budget", profiled=True,
+            formula=f"cuBLAS 68 MiB + cuBLASLt 0 MiB + first kernel {fmt_bytes(kernel)} (H100 "
+            f"measured cuBLAS step; the first kernel's: {how})" + tag)
     return Component(
         name="non-torch increase (profile run)", category="non_torch", bytes=libs,
         where="budget", profiled=True,

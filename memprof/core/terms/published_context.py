@@ -18,19 +18,21 @@ peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0
 wheel) prints ``non_torch_memory`` = (total − free) − ``allocated_bytes.all.current`` after the
 profile run and ``torch.cuda.empty_cache()``: everything on the device that torch has not
 allocated, i.e. the CUDA context, the modules loaded during the load and the profile run
-(memprof's sm86 reading of that sum: ``PUBLISHED_NON_TORCH_GIB``, 0.055 GiB), and the allocator's
+(memprof's TP1 sum of them on an RTX 3090: cuBLAS's 4 MiB-class pool step, 12,582,912 B, and the
+first kernel's step after it, 44,040,192 B for 82 SMs × 1,536 threads,
+``memprof.core.terms.first_kernel``: 56,623,104 B), and the allocator's
 holes left after ``empty_cache`` (memprof's replay of this model's V0 load: 18,341,888 B,
 ``memprof.core.terms.reserved_charge``). With no communicator at TP1 and no other process named in
 the issue:
 
-    remainder = 0.35 GiB − 0.055 GiB − 18,341,888 B − 82 × 1536 × 1,024 B
-              = 375,809,638 − 59,055,800 − 18,341,888 − 128,974,848 = 169,437,102 B (161.6 MiB)
+    remainder = 0.35 GiB − 56,623,104 B − 18,341,888 B − 82 × 1536 × 1,024 B
+              = 375,809,638 − 56,623,104 − 18,341,888 − 128,974,848 = 171,869,798 B (163.9 MiB)
 
-against the H100's 275,578,880 B (262.8 MiB). The log's two decimals (±0.005 GiB) and the
-reading's ±0.01 GiB leave ±16.1 MB. The same log's ``initial_memory_usage=15.34GiB`` (the context,
-the 14.9888 GiB load, the holes and the load's modules before the profile run) agrees within that
-band. Every sm86 card takes this remainder plus its own stack reservation [assumption: one card,
-one driver, torch 2.5.1 (the wheel's pin); the remainder is not measured on another sm86 card].
+against the H100's 275,578,880 B (262.8 MiB). The log's two decimals leave ±0.005 GiB (±5.4 MB).
+The same log's ``initial_memory_usage=15.34GiB`` (the context, the 14.9888 GiB load, the holes and
+the load's modules before the profile run) agrees within that band. Every sm86 card takes this
+remainder plus its own stack reservation [assumption: one card, one driver, torch 2.5.1 (the wheel's
+pin); the remainder is not measured on another sm86 card].
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class ContextReading(NamedTuple):
 
 
 _SM86_PRINTED = round(0.35 * GiB)  # non_torch_memory=0.35GiB
-_SM86_MODULES = round(0.055 * GiB)  # PUBLISHED_NON_TORCH_GIB["sm86"]
+# the RTX 3090's TP1 profile-run modules: cuBLAS step + first kernel after it
+_SM86_MODULES = 12_582_912 + 44_040_192
 _SM86_HOLES = 18_341_888  # the load's holes after empty_cache, memprof's replay of that model
 _SM86_STACK = 82 * 1536 * 1024  # RTX 3090: 82 SMs × 1536 threads × 1 KiB
 
@@ -56,8 +59,8 @@ PUBLISHED_CONTEXT_REST: dict[str, ContextReading] = {
     "sm86": ContextReading(
         rest_bytes=_SM86_PRINTED - _SM86_MODULES - _SM86_HOLES - _SM86_STACK,
         source="published reading: vLLM 0.6.4.post1 'non_torch_memory=0.35GiB' on an RTX 3090 "
-        "at TP1 (vllm-project/vllm#10517) less the sm86 profile-run modules (0.055 GiB), the "
-        "load's allocator holes and the 3090's stack reservation, ±16 MB; "
+        "at TP1 (vllm-project/vllm#10517) less the 3090's profile-run modules (cuBLAS pool and "
+        "first kernel, 54 MiB), the load's allocator holes and its stack reservation, ±5 MB; "
         "memprof/core/terms/published_context.py"),
 }
 

@@ -1,0 +1,105 @@
+"""The first torch kernel's step by card (``memprof.core.terms.first_kernel``) against the goldens
+it rests on: reports/gpu/context/first-kernel-mps-sweep-h100.jsonl (33 MPS clients of 8-132 SMs),
+first-kernel-mps-h100.jsonl (the stack reservation of such clients) and
+first-kernel-lmem-h100.json (the step is not local memory)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memprof.core.gpus import find_gpu
+from memprof.core.terms.first_kernel import (
+    BYTES_PER_RESIDENT_THREAD,
+    FIRST_KERNEL_AFTER_GEMM_BYTES,
+    FIRST_KERNEL_BEFORE_GEMM_BYTES,
+    MEASURED_RESIDENT_THREADS,
+    PAGE,
+    first_kernel_bytes,
+)
+from memprof.core.terms.non_torch import MAX_THREADS_PER_SM, card_first_kernel
+
+GOLD = Path(__file__).resolve().parent.parent / "reports/gpu/context"
+
+
+def _jsonl(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (GOLD / name).read_text().splitlines() if line.strip()]
+
+
+def _sweep() -> list[tuple[int, int]]:
+    return sorted({(r["sms"], r["d"][0]["delta"]) for r in _jsonl(
+        "first-kernel-mps-sweep-h100.jsonl")})
+
+
+def test_the_sweep_is_33_clients_of_2048_threads_in_whole_pages() -> None:
+    rows = _jsonl("first-kernel-mps-sweep-h100.jsonl")
+    assert {r["max_threads_per_sm"] for r in rows} == {2048}
+    pts = _sweep()
+    assert len(pts) == 33 and pts[0] == (8, 10 * 2**20) and pts[-1] == (132, 98_566_144)
+    assert all(v % PAGE == 0 for _, v in pts)
+    # more SMs never cost less
+    assert all(b[1] >= a[1] for a, b in itertools.pairwise(pts))
+
+
+def test_the_slope_per_resident_thread_is_the_sweeps_least_squares() -> None:
+    pts = _sweep()
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    slope = (sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts))
+    assert slope / 2048 == pytest.approx(BYTES_PER_RESIDENT_THREAD, abs=0.05)
+    intercept = my - slope * mx
+    assert all(abs(y - (slope * x + intercept)) < 1.5 * 2**20 for x, y in pts)
+
+
+def test_mps_clients_stack_follows_their_sms_and_so_does_the_step() -> None:
+    rows = _jsonl("first-kernel-mps-h100.jsonl")
+    for r in rows:
+        steps = {d["step"]: d["delta"] for d in r["d"]}
+        if "stack:0" in steps:
+            assert steps["stack:0"] == -r["sms"] * 2048 * 1024
+    by_sms = {r["sms"]: r["d"][-1]["delta"] for r in rows if r["steps"] == "zeros"}
+    assert by_sms == {132: 98_566_144, 66: 50_331_648, 32: 27_262_976, 14: 14_680_064}
+
+
+def test_the_step_is_not_local_memory() -> None:
+    doc = json.loads((GOLD / "first-kernel-lmem-h100.json").read_text())
+    assert doc["resident_threads"] == MEASURED_RESIDENT_THREADS
+    runs = {r["steps"]: r["d"] for r in doc["variants"]}
+    # a local frame within the 1,024 B stack limit costs nothing; torch's kernel after it pays all
+    for spec in ("ptx:352,zeros", "ptx:1024,zeros"):
+        assert [d["delta"] for d in runs[spec]] == [0, FIRST_KERNEL_BEFORE_GEMM_BYTES]
+    # a 4,096 B frame raises the stack limit: SMs × 2048 × 3,072 B, and the step still follows
+    big = runs["ptx:4096,zeros"]
+    assert big[0]["delta"] == MEASURED_RESIDENT_THREADS * 3072 and big[0]["stack_limit"] == 4096
+    assert big[1]["delta"] == FIRST_KERNEL_BEFORE_GEMM_BYTES
+    # after torch's kernel, no frame up to the stack limit adds anything
+    for n in (256, 352, 360, 512, 1024):
+        assert [d["delta"] for d in runs[f"zeros,ptx:{n}"]] == [FIRST_KERNEL_BEFORE_GEMM_BYTES, 0]
+
+
+@pytest.mark.parametrize(("card", "mib"), [
+    ("H100", 92), ("H200", 92), ("H100-PCIE", 80), ("A100-80GB", 76), ("B200", 104),
+    ("RTX-3090", 44), ("RTX-4090", 68), ("L4", 32), ("T4", 16), ("RTX-5060-TI", 20)])
+def test_by_card(card: str, mib: int) -> None:
+    gpu = find_gpu(card)
+    before, how = card_first_kernel(gpu)
+    after, _ = card_first_kernel(gpu, after_gemm=True)
+    assert before == mib * 2**20
+    assert before - after == FIRST_KERNEL_BEFORE_GEMM_BYTES - FIRST_KERNEL_AFTER_GEMM_BYTES
+    resident = (gpu.sm_count or 0) * MAX_THREADS_PER_SM[gpu.arch]
+    if resident != MEASURED_RESIDENT_THREADS:
+        assert f"{gpu.sm_count} SMs × {MAX_THREADS_PER_SM[gpu.arch]} threads" in how
+        raw = FIRST_KERNEL_BEFORE_GEMM_BYTES - BYTES_PER_RESIDENT_THREAD * (
+            MEASURED_RESIDENT_THREADS - resident)
+        assert before - PAGE < raw <= before
+
+
+@pytest.mark.parametrize("card", ["MI300X", "MI355X"])
+def test_rocm_keeps_the_h100_step(card: str) -> None:
+    got, how = first_kernel_bytes(find_gpu(card), None)
+    assert got == FIRST_KERNEL_BEFORE_GEMM_BYTES and "not derived" in how
