@@ -141,7 +141,7 @@ def test_in_use_only_beyond_the_log_rounding() -> None:
 
 
 def test_explain_takes_it_from_an_sglang_log(tmp_path: Path) -> None:
-    """Row 167: 22.76 GB free before load on a 23.57 GiB card, 548 MiB below the card less
+    """Row 167: 22.76 GB free before load on a 23.57 GiB card, 546 MiB below the card less
     memprof's context (the RTX 3090's own, 82 SMs × 1536 threads of stack beside the sm86
     remainder vLLM 0.6.4.post1 printed, memprof/core/terms/published_context.py: 447 MiB below it
     with the H100's remainder, 306 MiB with the H100's whole context); with it the pool is
@@ -153,7 +153,7 @@ def test_explain_takes_it_from_an_sglang_log(tmp_path: Path) -> None:
     assert code == 0, err
     doc = json.loads(out)
     took = next(n for n in doc["notes"] if "held by other processes" in n)
-    assert "--gpu-memory-in-use 548MiB" in took
+    assert "--gpu-memory-in-use 546MiB" in took
     fig = {f["key"]: f for f in doc["figures"]}
     assert fig["avail_before_load_bytes"]["reproduced"]
     # the 0.4.3 log prints no mem usage: the load is before − after

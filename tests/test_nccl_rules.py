@@ -140,7 +140,10 @@ def test_gpus_without_peer_access_use_the_shared_memory_figure() -> None:
     # the RTX 4090's context is its own (its stack reservation, non_torch.cuda_context)
     context_4090 = non_torch.cuda_context(find_gpu("RTX-4090"))[0]
     # and so is its cuBLAS pool (sm89: cuBLAS's 4 MiB row, non_torch.cublas_small_pool)
-    libs_4090 = LIBS - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES
+    # and its first kernel's step (128 SMs × 1536 threads: memprof.core.terms.first_kernel)
+    kernel = non_torch.card_first_kernel(find_gpu("RTX-4090"), after_gemm=True)[0]
+    libs_4090 = (LIBS - non_torch.TRITON_NON_TORCH_BYTES + kernel
+                 - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES)
     # (+ torch's TP communicator of the logits all-gather: over SHM a second communicator, 10 MiB
     # with cuMem off, reports/gpu/nccl-torch-gather/torch-gather-shm-4x-h100.json); both at the
     # 2 channels NCCL builds over SHM on the 4090's PCIe Gen4 x16 link, not the H100 rows' 4:

@@ -22,7 +22,7 @@ from memprof.core.terms.published_context import PUBLISHED_CONTEXT_REST, publish
 
 PUBLISHED = Path(__file__).parent / "data" / "published.json"
 HOLES = 18_341_888  # the load's allocator holes after empty_cache (memprof's replay, row 101)
-BAND = round(0.005 * GiB) + round(0.01 * GiB)  # the print's rounding + the 0.055 GiB reading's
+BAND = round(0.005 * GiB) + round(0.01 * GiB)  # the print's rounding + unmodelled module pages
 
 
 def _row(row_id: int) -> dict[str, object]:

@@ -91,10 +91,11 @@ def test_cold_and_warm_charge_the_same_estimate_eager_none() -> None:
     assert _comp(eager, "CUDA-graph estimate")[0] == 0
     assert v2_graph_estimate(rank_context(eager, eager.ranks[0])) is None
     # the warm start's budget: V2's own profile terms and V2's estimate; row 1602 logs 19,744
-    # tokens ("compilation: 0.54 s": the cache was warm); memprof 3.4% short (2.2% before the
-    # model load's max_split_size_mb:20 rounding, load_rounding.LOAD_MAX_SPLIT; V1's profile
-    # terms on the same start: 9% short)
-    assert -0.04 < warm.kv_cache_tokens / 19_744 - 1 < -0.03
+    # tokens ("compilation: 0.54 s": the cache was warm); memprof 0.8% short (3.4% with the
+    # H100's first-kernel step on the 5060 Ti's 36 SMs, before that step followed the card:
+    # memprof.core.terms.first_kernel; 2.2% before the model load's max_split_size_mb:20
+    # rounding, load_rounding.LOAD_MAX_SPLIT; V1's profile terms on the same start: 9% short)
+    assert -0.01 < warm.kv_cache_tokens / 19_744 - 1 < -0.005
     assert cold.kv_cache_tokens / 19_744 - 1 < -0.08
 
 

@@ -572,7 +572,9 @@ def test_row48_qwen14b_non_torch_increase() -> None:
         make_ctx(QWEN14B, dep, find_gpu("RTX-4090"))))
     assert pool == 73_400_320
     budget = sum(c.bytes for c in comps.values() if c.where == "budget") + pool
-    assert budget == 158 * MiB - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES + 182 * MiB
+    # the profile run's first kernel is the 4090's own step (128 SMs × 1536 threads: 66 MiB after
+    # the first GEMM, not the H100's 90; memprof.core.terms.first_kernel): 260 MiB in all
+    assert budget == 158 * MiB - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES - 24 * MiB + 182 * MiB
     published = ROWS[48]["observed"]["non_torch_gib"] * GiB
     assert published <= budget < 2.2 * published
 
