@@ -22,7 +22,10 @@ Each variant runs in a fresh process (``--child STEPS``); steps, comma-separated
 - ``ptx:N``: load (``cuModuleLoadData``) and launch (one block of 32 threads) a PTX kernel with
   N bytes of ``.local`` array (N = 0: none); the load and the launch are measured apart;
 - ``zeros``: ``torch.zeros`` (torch's first fill kernel, whose module calls ``__assertfail``);
-- ``stack:N``: ``cuCtxSetLimit(CU_LIMIT_STACK_SIZE, N)``.
+- ``stack:N``: ``cuCtxSetLimit(CU_LIMIT_STACK_SIZE, N)``;
+- ``gemm``: a bf16 1024² GEMM (the cuBLAS handle, its default workspace pool);
+- ``stream``: ``torch.cuda.Stream()`` (torch's pool of streams);
+- ``graph:N``: capture and instantiate a CUDA graph of N elementwise kernels.
 
 Each step records the change of ``mem_get_info`` used minus ``torch.cuda.memory_reserved()``.
 The parent writes ``first-kernel-lmem.json`` with every child's object, the command, the
@@ -110,6 +113,22 @@ def child(spec: str) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if name == "zeros":
             keep.append(torch.zeros(1024, device="cuda"))
+        elif name == "gemm":  # the cuBLAS handle (its default workspace pool) and a GEMM
+            a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+            keep.append(a @ a)
+        elif name == "stream":  # torch's stream pool (32 streams per priority)
+            keep.append(torch.cuda.Stream())
+        elif name == "graph":  # a captured graph of N elementwise kernels, instantiated
+            x = torch.zeros(1024, device="cuda")
+            graph = torch.cuda.CUDAGraph()
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                x.add_(1)  # warm-up off the capture
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph):
+                for _ in range(int(value)):
+                    x.add_(1)
+            keep.extend([x, graph, side])
         elif name == "stack":
             extra["rc"] = cu.cuCtxSetLimit(LIMIT_STACK, ctypes.c_size_t(int(value)))
         elif name == "ptx":
