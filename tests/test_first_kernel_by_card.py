@@ -21,7 +21,12 @@ from memprof.core.terms.first_kernel import (
     PAGE,
     first_kernel_bytes,
 )
-from memprof.core.terms.non_torch import MAX_THREADS_PER_SM, card_first_kernel
+from memprof.core.terms.non_torch import (
+    CUBLAS_AFTER_FIRST_KERNEL_BYTES,
+    CUBLAS_NON_TORCH_BYTES,
+    MAX_THREADS_PER_SM,
+    card_first_kernel,
+)
 
 GOLD = Path(__file__).resolve().parent.parent / "reports/gpu/context"
 
@@ -103,3 +108,24 @@ def test_by_card(card: str, mib: int) -> None:
 def test_rocm_keeps_the_h100_step(card: str) -> None:
     got, how = first_kernel_bytes(find_gpu(card), None)
     assert got == FIRST_KERNEL_BEFORE_GEMM_BYTES and "not derived" in how
+
+
+def test_the_cublas_and_stream_steps_do_not_follow_the_sms() -> None:
+    rows = _jsonl("first-kernel-mps-steps-h100.jsonl")
+    assert {r["sms"] for r in rows} == {132, 66, 32, 14}
+    for r in rows:
+        d = {s["step"]: s["delta"] for s in r["d"]}
+        assert d["stream"] == 73_400_320
+        if r["steps"].startswith("zeros"):
+            assert d["gemm"] == CUBLAS_AFTER_FIRST_KERNEL_BYTES
+            assert d["graph:100"] == d["graph:1000"] == 0
+        else:
+            assert d["gemm"] == CUBLAS_NON_TORCH_BYTES
+    # the first kernel after the handle pays one page less, at every SM count
+    for sms in (132, 66, 32, 14):
+        for mps in {r["mps_active_thread_percentage"] for r in rows if r["sms"] == sms}:
+            pair = {r["steps"]: r["d"] for r in rows
+                    if r["sms"] == sms and r["mps_active_thread_percentage"] == mps}
+            before = pair["zeros,gemm,stream,graph:100,graph:1000"][0]["delta"]
+            after = pair["gemm,zeros,stream"][1]["delta"]
+            assert before - after == PAGE, (sms, mps)
