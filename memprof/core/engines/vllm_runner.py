@@ -264,16 +264,17 @@ class V2Default:
 _CFG = "config/vllm.py VllmConfig.use_v2_model_runner, _is_default_v2_model_runner_model"
 V2_DEFAULT: tuple[Rule, ...] = (
     Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
-         since="0.21.0", until="0.23.0", value=V2Default(lists=False),
+         since="0.21.0", until="0.22.0", value=V2Default(lists=False),
          introduced_by="Model Runner V2 behind VLLM_USE_V2_MODEL_RUNNER=1 (read in the 0.21.0 "
-         "wheel)", removed_by="0.23.0: listed architectures by default",
+         "wheel)", removed_by="0.22.0: listed architectures by default",
          source="0.21.0 " + _CFG),
     Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
-         since="0.23.0", until="0.24.0", value=V2Default(quantised=False),
-         introduced_by="0.23.0: listed architectures, not MoE and not quantised",
+         since="0.22.0", until="0.24.0", value=V2Default(quantised=False),
+         introduced_by="0.22.0: listed architectures, not MoE and not quantised",
          removed_by="0.24.0: any listed architecture, quantised or MoE",
-         source="0.23.0 " + _CFG + " ('return not model_config.is_moe and not "
-         "model_config.is_quantized' after the listing)"),
+         source="0.22.0 / 0.22.1 / 0.23.0 " + _CFG + " ('return not model_config.is_moe and not "
+         "model_config.is_quantized' after the listing; DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = "
+         "frozenset({\"Qwen3ForCausalLM\"}) in 0.22.0 and 0.22.1)"),
     Rule(name="model_runner_v2_default", changes="model runner of the profile run (noted)",
          since="0.24.0", until="0.25.0", value=V2Default(),
          introduced_by="0.24.0: any listed architecture",

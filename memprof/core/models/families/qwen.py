@@ -112,8 +112,8 @@ QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCau
                                                     ("Qwen3ForCausalLM",)),),
                build=_qwen3_layers, attention="gqa", lora=QWEN3_LORA,
                modules=(VL_MODULE,),
-               v2_runner_listed=(v2_listed("qwen3", "0.23.0", "0.25.0", ("Qwen3ForCausalLM",),
-                                           "0.23.0 / 0.24.0 (not 0.25.0)"),),
+               v2_runner_listed=(v2_listed("qwen3", "0.22.0", "0.25.0", ("Qwen3ForCausalLM",),
+                                           "0.22.0 / 0.22.1 / 0.23.0 / 0.24.0 (not 0.25.0)"),),
                dp_attention_embed=sglang_embed_rows("qwen3", "qwen2.py", _SGLANG_EMBED),
                v0_mlp_gate_up=v0_gate_up_rows("qwen3", "qwen2.py", "Qwen2MLP (qwen3.py's "
                                               "Qwen3MLP)", (("0.8.5", None, "kept", "0.8.5"),)),
