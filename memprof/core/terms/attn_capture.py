@@ -84,7 +84,7 @@ FLASHINFER = "flashinfer"
 # FlashInfer decode.py BatchDecodeWithPagedKVCacheWrapper.__init__ (0.6.12, 0.6.16.post3):
 # torch.empty((8 * 1024 * 1024,), dtype=torch.uint8, device=self.device)
 INT_WORKSPACE = 8 * MiB
-# model_executor/warmup/kernel_warmup.py (0.23.0, 0.24.0, 0.28.0): the FlashInfer attention
+# model_executor/warmup/kernel_warmup.py (0.22.1, 0.23.0, 0.24.0, 0.28.0): the FlashInfer attention
 # warm-up before capture_model, _dummy_run(num_tokens=16, ...), 16 one-token requests
 FLASHINFER_WARMUP_TOKENS = 16
 # the compute capability 10.0 family, where FlashInfer decodes through TRT-LLM's kernels
@@ -95,10 +95,10 @@ _TRTLLM_DECODE_ARCHS = ("sm10",)
 FLASHINFER_DECODE_WRAPPERS: tuple[Rule, ...] = (
     Rule(name="attn_capture_flashinfer_wrappers",
          changes="logged graph figure: FlashInfer's per-size decode wrappers (Model Runner V2)",
-         since="0.23.0", until="0.29.0", value=True,
-         introduced_by="read in the 0.23.0 wheel (Model Runner V2's first release)",
+         since="0.22.0", until="0.29.0", value=True,
+         introduced_by="read in the 0.22.1 wheel (Model Runner V2 by default from 0.22.0)",
          removed_by="not read past 0.28.0",
-         source="0.23.0 / 0.24.0 / 0.28.0 v1/attention/backends/flashinfer.py "
+         source="0.22.1 / 0.23.0 / 0.24.0 / 0.28.0 v1/attention/backends/flashinfer.py "
          "FlashInferMetadataBuilder._get_decode_wrapper (one BatchDecodeWithPagedKVCacheWrapper "
          "per batch size under FULL decode graphs, use_cuda_graph=True, "
          "use_tensor_cores=True); v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture "

@@ -259,10 +259,10 @@ CAPTURE_STREAM: tuple[Rule, ...] = (
 V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
     Rule(name="graph_log_v2_full_capture_stream",
          changes="logged graph figure: capture stream of FULL graphs (Model Runner V2)",
-         since="0.23.0", until="0.29.0", value="torch_default",
-         introduced_by="Model Runner V2 by default for listed architectures (0.23.0)",
+         since="0.22.0", until="0.29.0", value="torch_default",
+         introduced_by="Model Runner V2 by default for listed architectures (0.22.0)",
          removed_by="0.29.0: torch.cuda.graph(graph, self.pool, stream=current_stream())",
-         source="0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 "
+         source="0.22.1 / 0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 "
          "v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture: "
          "torch.cuda.graph(graph, self.pool) with no stream, after "
          "the PIECEWISE sizes; torch/cuda/graphs.py graph.__init__: capture_stream = "

@@ -20,7 +20,7 @@ Where it lands depends on what makes the first stream:
   after ``init_device`` took ``init_snapshot``: the profile sees it as non-torch increase, so it
   is charged to the budget (this term), and the capture stream made later costs nothing
   (``cudagraph.graph_driver_first``);
-- where Model Runner V2 runs the model (0.23.0 on, ``runner_v2_profile.runs_v2``), its
+- where Model Runner V2 runs the model (0.22.0 on, ``runner_v2_profile.runs_v2``), its
   ``GPUModelRunner.__init__`` makes ``self.output_copy_stream``, constructed by
   ``Worker.init_device`` after ``init_snapshot``, as V1's ``comm_stream`` was: charged to the
   budget the same way (``V2_OUTPUT_COPY_STREAM``), and neither V2's CUDA-graph estimate (0.29.0
@@ -66,15 +66,15 @@ COMM_STREAM_POOL: tuple[Rule, ...] = (
 
 
 # Model Runner V2's output copy stream, made in ``GPUModelRunner.__init__`` after the init
-# snapshot (read in the 0.23.0, 0.26.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels;
-# V2 runs by default from 0.23.0)
+# snapshot (read in the 0.22.1, 0.23.0, 0.26.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0
+# wheels; V2 runs by default from 0.22.0)
 V2_OUTPUT_COPY_STREAM: tuple[Rule, ...] = (
     Rule(name="v2_output_copy_stream_pool",
          changes="non-torch: torch's stream pool (Model Runner V2's output_copy_stream)",
-         since="0.23.0", until=None, value=True,
-         introduced_by="Model Runner V2 by default (0.23.0)", generation="v1",
+         since="0.22.0", until=None, value=True,
+         introduced_by="Model Runner V2 by default (0.22.0)", generation="v1",
          applies_to="all",
-         source="0.23.0 / 0.26.0 / 0.28.0 / 0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py "
+         source="0.22.1 / 0.23.0 / 0.26.0 / 0.28.0 / 0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py "
          "GPUModelRunner.__init__: self.output_copy_stream = torch.cuda.Stream(self.device), "
          "constructed by v1/worker/gpu_worker.py init_device after self.init_snapshot = "
          "MemorySnapshot(device=self.device)"),
