@@ -83,9 +83,9 @@ def test_row_902s_figure() -> None:
 
 def test_rule_range() -> None:
     # one row per release that changed _is_default_v2_model_runner_model's rule (read in the
-    # 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels); the listed
+    # 0.22.0, 0.22.1, 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels); the listed
     # architectures are the families' rows (Family.v2_runner_listed)
     assert [(r.since, r.until) for r in MODEL_RUNNER_V2_DEFAULT] == [
-        ("0.21.0", "0.23.0"), ("0.23.0", "0.24.0"), ("0.24.0", "0.25.0"), ("0.25.0", "0.29.0"),
+        ("0.21.0", "0.22.0"), ("0.22.0", "0.24.0"), ("0.24.0", "0.25.0"), ("0.25.0", "0.29.0"),
         ("0.29.0", None)]
     assert {r.engine for r in MODEL_RUNNER_V2_DEFAULT} == {"vllm"}
