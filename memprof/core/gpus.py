@@ -277,8 +277,9 @@ def platform_note(gpu: GPU) -> str | None:
     what = ("HIP context, hipBLAS/hipBLASLt/Triton modules and RCCL communicators"
             if gpu.is_rocm else "CUDA context, cuBLAS/Triton modules and NCCL communicators")
     arch = "the unknown architecture's" if gpu.arch == "unknown" else f"{gpu.arch}'s"
-    # on CUDA two parts are derived per card since (memprof/core/terms/non_torch.py): the
-    # context's stack reservation (SMs x resident threads per SM) and cuBLAS's default pool
+    # on CUDA three parts are derived per card since (memprof/core/terms/non_torch.py,
+    # first_kernel.py): the context's stack reservation (SMs x resident threads per SM), the
+    # first kernel's assert/printf reservation (by resident threads) and cuBLAS's default pool
     own = ("" if gpu.is_rocm or gpu.arch == "unknown" else
            " where the card's own are not derived (the CUDA context and profile-run rows say "
            "which parts are)")
