@@ -76,6 +76,7 @@ from memprof.core.terms.activation import (
     V1_SAMPLER_HIDDEN,
     V1_TORCH_SORT_SAMPLER,
 )
+from memprof.core.terms.awq_linear import AWQ_DENSE_MATMUL
 from memprof.core.terms.bnb_linear import BNB_APPLY_LOOP
 from memprof.core.terms.cudagraph import (
     CAPTURE_SIZES,
@@ -169,7 +170,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *VLLM_COMPILE_RULES,
-    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, LOAD_MAX_SPLIT,
+    *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, AWQ_DENSE_MATMUL,
+    LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE,
 )
 
@@ -216,6 +218,9 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     if spec.quant is not None and spec.quant.method in ("awq", "gptq", "fp8", "fp8_per_tensor",
                                                         "fp8_per_channel"):
         out.add("marlin")  # a checkpoint some GPUs repack for Marlin (the GPU decides)
+    if str(dep.quantization or "").lower() in ("awq", "awq_marlin", "gptq", "gptq_marlin",
+                                               "fp8"):
+        out.add("marlin")  # or a --quantization that quantises it so (awq_linear.py et al.)
     if spec.quant is not None and spec.quant.method == "fp8" and spec.quant.block:
         out.add("fp8_block")
     if nccl_groups(dep):

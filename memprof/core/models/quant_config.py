@@ -134,6 +134,11 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
             # an explicit ``gptq`` keeps vLLM off gptq_marlin
             # (GPTQMarlinConfig.override_quantization_method, v0.11.0: "forcing gptq")
             return replace(spec.quant, marlin=False)
+        if flag.lower() == "awq" and spec.quant.method == "awq":
+            # likewise an explicit ``awq`` keeps an AWQ checkpoint off awq_marlin
+            # (AWQMarlinConfig.override_quantization_method, v0.13.0: "forcing awq"): its own
+            # format, read as no Marlin kernel's (``source`` "forced": not "config")
+            return replace(spec.quant, source="forced")
         return spec.quant
     if spec.quant is not None:
         raise ConfigError(
@@ -150,7 +155,7 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
         # checkpoint (symmetric 4/8-bit, group -1/32/64/128: is_gptq_marlin_compatible,
         # gptq_marlin.py, v0.6.5 and v0.11.0): the usual 4-bit group-128 one, on Marlin
         return QuantConfig(method=method, group_size=128, bits=4, source="flag",
-                           marlin=flag.lower() == "gptq_marlin")
+                           marlin=flag.lower() in ("gptq_marlin", "awq_marlin"))
     if method == "nvfp4":
         return QuantConfig(method="nvfp4", group_size=16, bits=4, source="flag")
     if method == "bnb4":

@@ -134,7 +134,8 @@ class QuantConfig:
     exclude: tuple[str, ...] = ()  # HF module-name patterns left unquantised
     expert_dtype: str | None = None  # DeepSeek-V4: "fp4" experts under an fp8 config
     desc_act: bool = False
-    source: str = "config"  # config | flag
+    # config | flag | forced (a checkpoint's own method forced off Marlin by its flag: awq)
+    source: str = "config"
     # compressed-tensors details (memprof.core.models.quant_config): the declaring format, a
     # static (calibrated) input scale, asymmetric input quantisation, weight zero points, the
     # scale strategy (tensor / channel / group / block) and the scheme's name for reports

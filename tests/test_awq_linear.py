@@ -1,0 +1,115 @@
+"""vLLM's AWQ linear (not Marlin) from 256 tokens: the whole weight dequantised for one dense
+matmul (``memprof.core.terms.awq_linear``), in the profile run's live sets and in the graphs'
+pool; row 2465's graph figure."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from memprof.core.deployment import Deployment
+from memprof.core.estimate import estimate, rank_context
+from memprof.core.terms.activation import activation_stages
+from memprof.core.terms.awq_linear import AWQ_DENSE_MATMUL, awq_dequant_stage, awq_linears
+from memprof.core.terms.cudagraph import cudagraph_model
+from memprof.core.version_diff import all_rules
+from memprof.core.versions import value_at
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "AWQ dequantised linear"
+
+
+def _ctx(quant: str | None = "awq", gpu: str = "RTX-A5000", version: str = "0.13.0"):
+    dep = Deployment(engine_version=version, quantization=quant, dtype="float16",
+                     max_model_len=8192)
+    e = estimate("deepseek-r1-distill-qwen-14b", dep, gpu_name=gpu)
+    return e, rank_context(e, e.ranks[0])
+
+
+def test_the_rule_reads_256_tokens_and_is_in_the_rulebook() -> None:
+    assert all(r in all_rules() and r.source.strip() for r in AWQ_DENSE_MATMUL)
+    assert value_at(AWQ_DENSE_MATMUL, "0.13.0", None) == 256
+    assert value_at(AWQ_DENSE_MATMUL, "0.6.4", None) is None
+
+
+def test_the_linears_of_qwen2_5_14b_by_hand() -> None:
+    # 48 layers of hidden 5120, 40 heads and 8 KV heads of 128, intermediate 13824 (TP1):
+    # qkv [5120, 5120 + 2 × 1024], o [5120, 5120], gate_up [5120, 2 × 13824], down [13824, 5120]
+    _e, ctx = _ctx()
+    got = {m.rsplit(".", 1)[-1]: (i, o, b) for m, i, o, b in awq_linears(ctx)}
+    assert got == {"qkv_proj": (5120, 7168, 2), "o_proj": (5120, 5120, 2),
+                   "gate_up_proj": (5120, 27648, 2), "down_proj": (13824, 5120, 2)}
+
+
+def test_the_stage_from_256_tokens_only() -> None:
+    _e, ctx = _ctx()
+    assert awq_dequant_stage(ctx, 255, []) is None
+    st = awq_dequant_stage(ctx, 256, [])
+    assert st is not None and st.name == NAME
+    # gate_up holds the most: its fp16 copy and the matmul's [T, 27648] fp16 output
+    assert dict(st.parts) == {"dequantised gate_up_proj [5120,27648]": 5120 * 27648 * 2,
+                              "matmul out [T,27648]": 256 * 27648 * 2}
+    assert NAME in {s.name for s in activation_stages(ctx, tokens=512, rows=0, decode=True)}
+    assert NAME not in {s.name for s in activation_stages(ctx, tokens=255, rows=0,
+                                                          decode=True)}
+
+
+def test_marlin_and_unquantised_ranks_have_none() -> None:
+    _e, ctx = _ctx(quant=None)
+    assert awq_linears(ctx) == []
+    # an AWQ checkpoint (its config declares it) with no flag runs awq_marlin on sm80+ and
+    # vLLM's AWQ below; with --quantization awq, vLLM's AWQ everywhere ("forcing awq")
+    def checkpoint(c, source="config"):  # type: ignore[no-untyped-def]
+        assert c.quant is not None
+        return dataclasses.replace(c, quant=dataclasses.replace(c.quant, source=source))
+
+    _e, ctx = _ctx()
+    assert awq_linears(checkpoint(ctx)) == []
+    assert awq_linears(checkpoint(ctx, "forced"))
+    _e, t4 = _ctx(gpu="T4")
+    assert awq_linears(checkpoint(t4))
+
+
+def test_an_explicit_awq_flag_forces_an_awq_checkpoint_off_marlin() -> None:
+    # quant_from_flag: "forcing awq" (AWQMarlinConfig.override_quantization_method)
+    from memprof.core.models.quant_config import quant_from_flag
+    from memprof.core.models.spec import ModelSpec, QuantConfig
+
+    _e, ctx = _ctx(quant=None)
+    spec: ModelSpec = dataclasses.replace(ctx.spec, quant=QuantConfig(
+        method="awq", group_size=128, bits=4, zero_point=True))
+    forced = quant_from_flag("awq", spec)
+    assert forced is not None and forced.source == "forced"
+    kept = quant_from_flag("awq_marlin", spec)
+    assert kept is not None and kept.source == "config"
+
+
+def test_the_graph_pool_holds_the_copy() -> None:
+    # the largest capture size (512 here) dequantises: the pool grows by the copy and its output
+    # beyond the bf16-sized live sets; below 256 tokens nothing changes
+    _e, ctx = _ctx()
+    g = cudagraph_model(ctx)
+    assert max(max(v) for v in g.modes.values()) >= 256
+    assert g.actual - g.driver > 5120 * 27648 * 2
+    # the same graphs of a bf16 model hold no copy: the pool is smaller by more than it
+    _e, bf16 = _ctx(quant=None)
+    g16 = cudagraph_model(bf16)
+    assert (g.actual - g.driver) - (g16.actual - g16.driver) > 5120 * 27648 * 2 // 2
+
+
+def test_row_2465_graph_figure() -> None:
+    rows = json.loads((ROOT / "tests/data/published.json").read_text())["rows"]
+    (row,) = [r for r in rows if r["id"] == 2465]
+    assert row["memprof_run"]["quantization"] == "awq"
+    assert "forcing awq" in row["quote"]
+    _e, ctx = _ctx()
+    logged = row["observed"]["graph_gib"]
+    got = cudagraph_model(ctx).actual / 2**30
+    # 0.707 GiB without the copy, against the log's 1.18; with it within 25%
+    assert abs(got / logged - 1) < 0.25
+
+
+def test_awq_marlin_has_none() -> None:
+    _e, ctx = _ctx(quant="awq_marlin", gpu="A100-80GB")
+    assert awq_linears(ctx) == []
