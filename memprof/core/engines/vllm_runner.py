@@ -78,7 +78,8 @@ wheels against 0.20.0, and ruled out:
 - The budget line: 0.26.0 charges weights + torch peak increase + non-torch increase, as
   0.19 / 0.20 do. 0.27.0 charges ``total_consumed + transient_peak_headroom``. The two differ
   by those held free blocks plus what is allocated after the init snapshot, outside the weights
-  figure and before the profile run (V2's sampler state: ``V2_SAMPLER_STATE_CHARGED``). The
+  figure and before the profile run (V2's sampler state: ``V2_SAMPLER_STATE_CHARGED``; the
+  runner's constructor buffers: memprof/core/terms/runner_buffers.py). The
   frontend's multimodal reservation (multimodal/gpu_ipc_memory.py ``reserve_mm_ipc_gpu_memory``:
   none without a multimodal config) and the startup plan
   (``VLLM_ENABLE_STARTUP_PLAN``, off by default) do not apply to these rows. None of it depends
@@ -129,7 +130,9 @@ autotuning of vLLM's ``standalone_compile`` path (memprof/core/terms/cold_compil
   [T, V] or by max_model_len. ``InputBuffers``, ``RequestState`` and ``LoraState`` are made
   in ``__init__``, the sampler's penalties / logit-bias / bad-words / structured-output state
   in ``load_model``: all before ``memory_profiling``'s first snapshot, so the peak increase
-  does not see them (0.27.x's ``total_consumed`` does: (3) above); the block tables come with
+  does not see them (0.27.x's ``total_consumed`` does: (3) above, and
+  memprof/core/terms/runner_buffers.py for the GPU tensors of ``InputBuffers`` and
+  ``RequestState``); the block tables come with
   the KV cache (``initialize_kv_cache``), after the budget. For
   row 1104 (T = 2,048, R = 256) V2's own peak is the dense-MLP stage of the forward, 216 MiB
   (the sampler stage, 18 MiB of hidden states and 63 MiB of bf16 logits, is below it):
