@@ -70,9 +70,11 @@ N = ``max_num_batched_tokens``, R = ``max_num_seqs`` and H the hidden size:
   the budget.
 
 Each is rounded to the caching allocator's 512-byte blocks. 0.27.0's budget reads free memory,
-which also holds the unused tails of the segments they open; not modelled [approximation: the
-buffers under 1 MiB share 2 MiB small-pool segments with the weights loaded after them, and the
-larger ones' segments are carved by the weights too].
+which also holds whatever the segments they open keep unused; not modelled [approximation: the
+buffers under 1 MiB share 2 MiB small-pool segments, which the weights' small tensors loaded
+after them can fill; a buffer of 1-10 MiB (the block table at some shapes) opens a 20 MiB
+segment whose rest only a later allocation that fits it uses, so up to 18 MiB of it may stay
+reserved and charged; not measured].
 
 0.8.0 – 0.9.0.x, the buffers, with N = ``max_num_tokens`` (= ``max_num_batched_tokens``),
 R = ``max_num_reqs`` (= ``max_num_seqs``), B = cdiv(``max_model_len``, ``block_size``):
