@@ -39,6 +39,9 @@ DEPLOYMENTS = [
     Deployment(engine_version="0.8.2", tp=2, pp=2, enable_lora=True, max_loras=2,
                max_lora_rank=32, lora_extra_vocab_size=512, lora_dtype="float16",
                fully_sharded_loras=True, enable_lora_bias=True),
+    # the V1 runner's constructor buffers at a release that charges them (MoE models run V1
+    # there; terms/runner_buffers.py sizes the block table by the --block-size given)
+    Deployment(engine_version="0.28.0", block_size=32),
     # Model Runner V2's own graph estimate with LoRA's capture cases (terms/runner_v2_graphs.py)
     Deployment(engine_version="0.30.0", enable_lora=True, max_loras=2, max_lora_rank=32,
                lora_dtype="float16", fully_sharded_loras=True, specialize_active_lora=True),

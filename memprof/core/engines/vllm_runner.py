@@ -78,7 +78,8 @@ wheels against 0.20.0, and ruled out:
 - The budget line: 0.26.0 charges weights + torch peak increase + non-torch increase, as
   0.19 / 0.20 do. 0.27.0 charges ``total_consumed + transient_peak_headroom``. The two differ
   by those held free blocks plus what is allocated after the init snapshot, outside the weights
-  figure and before the profile run (V2's sampler state: ``V2_SAMPLER_STATE_CHARGED``). The
+  figure and before the profile run (V2's sampler state: ``V2_SAMPLER_STATE_CHARGED``; the
+  runner's constructor buffers: memprof/core/terms/runner_buffers.py). The
   frontend's multimodal reservation (multimodal/gpu_ipc_memory.py ``reserve_mm_ipc_gpu_memory``:
   none without a multimodal config) and the startup plan
   (``VLLM_ENABLE_STARTUP_PLAN``, off by default) do not apply to these rows. None of it depends
@@ -101,11 +102,12 @@ above V2's terms, and 0.95 / 0.06 / 0.24 GiB above the V1 terms memprof charges.
 on the parallel layout would be the same for all three. A charge in proportion to the weights
 (about 10% here) does not fit row 901 (2.7% of 61 GiB) or row 903's first stage (5%). And the TP>1
 control matches only by compensation. Row 904's own lines give 1.70 GiB persisting beyond the
-weights, where memprof has 1.09 (fused-MoE workspace 1.00, cuBLAS 0.03, non-torch 0.06); a
+weights, where memprof has 1.16 (fused-MoE workspace 1.00, cuBLAS 0.03, non-torch 0.06, the
+V1 runner's constructor buffers 0.06: memprof/core/terms/runner_buffers.py); a
 0.76 GiB "peak activation", which 0.27.1 prints as the transient peak plus the CUDA-graph
 estimate it charges (v1/worker/gpu_worker.py ``determine_available_memory``), where memprof has
 0.35 + 0.75; and 0.32 GiB of "CUDAGraph memory", the measured capture (``capture_model``'s
-return in ``compile_or_warm_up_model``), where memprof predicts 0.72. So about 0.6 GiB persists
+return in ``compile_or_warm_up_model``), where memprof predicts 0.72. So about 0.5 GiB persists
 unexplained at TP4 as well, while 0.41 GiB less is in use at the worker's snapshot than memprof
 places before it (tests/data/published_breakdown.json). For V2 at TP1, row 1104's 0.26.0 line
 (Llama-3.1-8B on an A40, logged at INFO from 0.26.0) splits the shortfall: weights 15.00 and
@@ -129,7 +131,9 @@ autotuning of vLLM's ``standalone_compile`` path (memprof/core/terms/cold_compil
   [T, V] or by max_model_len. ``InputBuffers``, ``RequestState`` and ``LoraState`` are made
   in ``__init__``, the sampler's penalties / logit-bias / bad-words / structured-output state
   in ``load_model``: all before ``memory_profiling``'s first snapshot, so the peak increase
-  does not see them (0.27.x's ``total_consumed`` does: (3) above); the block tables come with
+  does not see them (0.27.x's ``total_consumed`` does: (3) above, and
+  memprof/core/terms/runner_buffers.py for the GPU tensors of ``InputBuffers`` and
+  ``RequestState``); the block tables come with
   the KV cache (``initialize_kv_cache``), after the budget. For
   row 1104 (T = 2,048, R = 256) V2's own peak is the dense-MLP stage of the forward, 216 MiB
   (the sampler stage, 18 MiB of hidden states and 63 MiB of bf16 logits, is below it):

@@ -138,10 +138,14 @@ TERM_READS: dict[str, frozenset[str]] = {
                                     "dep.tp", "dep.pp", "dep.dp",
                                     "dep.enable_expert_parallel")),
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),
-    # the runner's batch sizes and the block table's width (max_model_len / block size)
-    "runner_buffer_terms": frozenset(("ctx.spec", "ctx.model_dtype", "ctx.plan", "dep.engine",
-                                      "dep.engine_version", "dep.max_num_batched_tokens",
-                                      "dep.max_num_seqs", "dep.max_model_len")),
+    # the runner's batch sizes and the block table's width (max_model_len / block size, the
+    # constructor's --block-size from 0.27.0); ctx.quant, ctx.spec: which runner (V1 or V2);
+    # V2's draft_tokens [R, speculative tokens]
+    "runner_buffer_terms": frozenset(("ctx.spec", "ctx.model_dtype", "ctx.plan", "ctx.quant",
+                                      "dep.engine", "dep.engine_version",
+                                      "dep.max_num_batched_tokens", "dep.max_num_seqs",
+                                      "dep.max_model_len", "dep.block_size",
+                                      "dep.num_speculative_tokens")),
     "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
