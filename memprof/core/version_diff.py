@@ -76,7 +76,6 @@ from memprof.core.terms.activation import (
     V1_SAMPLER_HIDDEN,
     V1_TORCH_SORT_SAMPLER,
 )
-from memprof.core.terms.awq_linear import AWQ_DENSE_MATMUL
 from memprof.core.terms.bnb_linear import BNB_APPLY_LOOP
 from memprof.core.terms.cudagraph import (
     CAPTURE_SIZES,
@@ -84,6 +83,7 @@ from memprof.core.terms.cudagraph import (
     FULL_GRAPH_SPLITS,
     GRAPH_MODES,
 )
+from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
 from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT, LOAD_MAX_SPLIT_ROCM
@@ -171,7 +171,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *VLLM_COMPILE_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, AWQ_DENSE_MATMUL,
-    LOAD_MAX_SPLIT,
+    GPTQ_GEMM_TEMP, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE,
 )
 
@@ -220,7 +220,7 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("marlin")  # a checkpoint some GPUs repack for Marlin (the GPU decides)
     if str(dep.quantization or "").lower() in ("awq", "awq_marlin", "gptq", "gptq_marlin",
                                                "fp8"):
-        out.add("marlin")  # or a --quantization that quantises it so (awq_linear.py et al.)
+        out.add("marlin")  # or a --quantization that quantises it so (dequant_linear.py et al.)
     if spec.quant is not None and spec.quant.method == "fp8" and spec.quant.block:
         out.add("fp8_block")
     if nccl_groups(dep):

@@ -28,7 +28,6 @@ from memprof.core.gpus import GPU
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
 from memprof.core.models.families import family_row
-from memprof.core.terms.awq_linear import awq_dequant_stage
 from memprof.core.terms.bnb_linear import bnb_dequant_stage
 from memprof.core.terms.cold_compile import cold_compile_stage, pinned_copy_note
 from memprof.core.terms.common import (
@@ -38,6 +37,7 @@ from memprof.core.terms.common import (
     model_bytes,
     profile_tokens,
 )
+from memprof.core.terms.dequant_linear import dequant_stage
 from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
 from memprof.core.terms.runner_v2_profile import v2_own_profile
@@ -776,9 +776,10 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
     if bnb is not None:
         # the largest shard is an MLP one: live beside the layer input V0 keeps (v0_eager_forward)
         stages.append(Stage(bnb.name, tuple(_with_held(base, held) + list(bnb.parts))))
-    awq = awq_dequant_stage(ctx, t, _with_held(base, held))  # AWQ's dense path (awq_linear.py)
-    if awq is not None:
-        stages.append(awq)
+    # AWQ's dense path, GPTQ's temp_dq: the dequantised weight (terms/dequant_linear.py)
+    dq = dequant_stage(ctx, t, _with_held(base, held))
+    if dq is not None:
+        stages.append(dq)
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if r > 0 and samples_in_profile_run(dep, ctx.coord):

@@ -1,6 +1,6 @@
-"""vLLM's AWQ linear (not Marlin) from 256 tokens: the whole weight dequantised for one dense
-matmul (``memprof.core.terms.awq_linear``), in the profile run's live sets and in the graphs'
-pool; row 2465's graph figure."""
+"""vLLM's AWQ linear (not Marlin) from 256 tokens and its GPTQ linear on every call: the whole
+weight dequantised (``memprof.core.terms.dequant_linear``), in the profile run's live sets and in
+the graphs' pool; row 2465's graph figure."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ from pathlib import Path
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate, rank_context
 from memprof.core.terms.activation import activation_stages
-from memprof.core.terms.awq_linear import AWQ_DENSE_MATMUL, awq_dequant_stage, awq_linears
 from memprof.core.terms.cudagraph import cudagraph_model
+from memprof.core.terms.dequant_linear import (
+    AWQ_DENSE_MATMUL,
+    GPTQ_GEMM_TEMP,
+    dequant_linears,
+    dequant_stage,
+)
 from memprof.core.version_diff import all_rules
 from memprof.core.versions import value_at
 
@@ -37,15 +42,15 @@ def test_the_linears_of_qwen2_5_14b_by_hand() -> None:
     # 48 layers of hidden 5120, 40 heads and 8 KV heads of 128, intermediate 13824 (TP1):
     # qkv [5120, 5120 + 2 × 1024], o [5120, 5120], gate_up [5120, 2 × 13824], down [13824, 5120]
     _e, ctx = _ctx()
-    got = {m.rsplit(".", 1)[-1]: (i, o, b) for m, i, o, b in awq_linears(ctx)}
+    got = {m.rsplit(".", 1)[-1]: (i, o, b) for m, i, o, b in dequant_linears(ctx)}
     assert got == {"qkv_proj": (5120, 7168, 2), "o_proj": (5120, 5120, 2),
                    "gate_up_proj": (5120, 27648, 2), "down_proj": (13824, 5120, 2)}
 
 
 def test_the_stage_from_256_tokens_only() -> None:
     _e, ctx = _ctx()
-    assert awq_dequant_stage(ctx, 255, []) is None
-    st = awq_dequant_stage(ctx, 256, [])
+    assert dequant_stage(ctx, 255, []) is None
+    st = dequant_stage(ctx, 256, [])
     assert st is not None and st.name == NAME
     # gate_up holds the most: its fp16 copy and the matmul's [T, 27648] fp16 output
     assert dict(st.parts) == {"dequantised gate_up_proj [5120,27648]": 5120 * 27648 * 2,
@@ -57,7 +62,7 @@ def test_the_stage_from_256_tokens_only() -> None:
 
 def test_marlin_and_unquantised_ranks_have_none() -> None:
     _e, ctx = _ctx(quant=None)
-    assert awq_linears(ctx) == []
+    assert dequant_linears(ctx) == []
     # an AWQ checkpoint (its config declares it) with no flag runs awq_marlin on sm80+ and
     # vLLM's AWQ below; with --quantization awq, vLLM's AWQ everywhere ("forcing awq")
     def checkpoint(c, source="config"):  # type: ignore[no-untyped-def]
@@ -65,10 +70,10 @@ def test_marlin_and_unquantised_ranks_have_none() -> None:
         return dataclasses.replace(c, quant=dataclasses.replace(c.quant, source=source))
 
     _e, ctx = _ctx()
-    assert awq_linears(checkpoint(ctx)) == []
-    assert awq_linears(checkpoint(ctx, "forced"))
+    assert dequant_linears(checkpoint(ctx)) == []
+    assert dequant_linears(checkpoint(ctx, "forced"))
     _e, t4 = _ctx(gpu="T4")
-    assert awq_linears(checkpoint(t4))
+    assert dequant_linears(checkpoint(t4))
 
 
 def test_an_explicit_awq_flag_forces_an_awq_checkpoint_off_marlin() -> None:
@@ -112,4 +117,24 @@ def test_row_2465_graph_figure() -> None:
 
 def test_awq_marlin_has_none() -> None:
     _e, ctx = _ctx(quant="awq_marlin", gpu="A100-80GB")
-    assert awq_linears(ctx) == []
+    assert dequant_linears(ctx) == []
+
+
+def test_gptq_holds_its_temp_dq_at_every_size() -> None:
+    # gptq_gemm's temp_dq [in, out] fp16 on every call (q_gemm.cu): Llama-3.1-8B under
+    # --quantization gptq on a T4 (sm75: no gptq_marlin) at 0.13.0
+    assert value_at(GPTQ_GEMM_TEMP, "0.13.0", None) == 1
+    assert value_at(GPTQ_GEMM_TEMP, "0.27.1", None) is None
+    assert all(r in all_rules() for r in GPTQ_GEMM_TEMP)
+    dep = Deployment(engine_version="0.13.0", quantization="gptq", dtype="float16",
+                     max_model_len=8192)
+    e = estimate("llama-3.1-8b", dep, gpu_name="T4")
+    ctx = rank_context(e, e.ranks[0])
+    st = dequant_stage(ctx, 1, [])
+    assert st is not None and st.name == "GPTQ dequantised linear"
+    assert dict(st.parts) == {"dequantised gate_up_proj [4096,28672]": 4096 * 28672 * 2,
+                              "matmul out [T,28672]": 28672 * 2}
+    # gptq_marlin on sm80+ makes none; on sm75 it is not available (min capability 8.0)
+    marlin = estimate("llama-3.1-8b", dataclasses.replace(dep, quantization="gptq_marlin"),
+                      gpu_name="A100-80GB")
+    assert dequant_linears(rank_context(marlin, marlin.ranks[0])) == []
