@@ -106,8 +106,29 @@ def test_by_card(card: str, mib: int) -> None:
 
 @pytest.mark.parametrize("card", ["MI300X", "MI355X"])
 def test_rocm_keeps_the_h100_step(card: str) -> None:
-    got, how = first_kernel_bytes(find_gpu(card), None)
+    gpu = find_gpu(card)
+    assert gpu.sm_count  # a compute-unit count the per-thread reading could otherwise take
+    for got, how in (card_first_kernel(gpu), first_kernel_bytes(gpu, 2048)):
+        assert got == FIRST_KERNEL_BEFORE_GEMM_BYTES and "not derived" in how
+
+
+def test_an_architecture_without_a_thread_limit_keeps_the_h100_step() -> None:
+    gpu = find_gpu("GB10")  # sm121: not in MAX_THREADS_PER_SM
+    assert gpu.arch not in MAX_THREADS_PER_SM and gpu.sm_count
+    got, how = card_first_kernel(gpu)
     assert got == FIRST_KERNEL_BEFORE_GEMM_BYTES and "not derived" in how
+
+
+@pytest.mark.parametrize(("card", "beyond"), [("B200", True), ("RTX-PRO-6000", True),
+                                              ("RTX-5090", False), ("H100-PCIE", False)])
+def test_a_card_beyond_the_h100s_threads_is_said_to_be_extrapolated(card: str,
+                                                                    beyond: bool) -> None:
+    gpu = find_gpu(card)
+    resident = (gpu.sm_count or 0) * MAX_THREADS_PER_SM[gpu.arch]
+    assert (resident > MEASURED_RESIDENT_THREADS) == beyond
+    got, how = card_first_kernel(gpu)
+    assert (got > FIRST_KERNEL_BEFORE_GEMM_BYTES) == beyond
+    assert ("extrapolated" in how) == beyond and ("it lacks" in how) != beyond
 
 
 def test_the_cublas_and_stream_steps_do_not_follow_the_sms() -> None:
