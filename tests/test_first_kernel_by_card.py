@@ -1,6 +1,6 @@
 """The first torch kernel's step by card (``memprof.core.terms.first_kernel``) against the goldens
-it rests on: reports/gpu/context/first-kernel-mps-sweep-h100.jsonl (33 MPS clients of 8-132 SMs),
-first-kernel-mps-h100.jsonl (the stack reservation of such clients) and
+it rests on: reports/gpu/context/first-kernel-mps-sweep-h100.jsonl (34 MPS clients at 33 SM
+counts, 8-132), first-kernel-mps-h100.jsonl (the stack reservation of such clients) and
 first-kernel-lmem-h100.json (the step is not local memory)."""
 
 from __future__ import annotations

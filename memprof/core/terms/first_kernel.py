@@ -13,9 +13,10 @@ two steps sum to the same 158 MiB in either order: reports/gpu/nccl/first-kernel
 **It follows the SMs the context sees.** Under an MPS server, a client limited by
 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` sees a device of fewer SMs (its
 ``multi_processor_count``), and its first torch kernel pays less, step for step with the SMs:
-33 clients of 8 to 132 SMs (reports/gpu/context/first-kernel-mps-sweep-h100.jsonl, from
-recorders/gpu_first_kernel_mps.sh; the stack reservation of the same clients is SMs × 2048 ×
-1,024 B byte for byte, first-kernel-mps-h100.jsonl) pay 10 MiB at 8 SMs to 94 MiB at 132,
+34 clients at 33 SM counts, 8 to 132 (2% and 5% both see 8 SMs; reports/gpu/context/
+first-kernel-mps-sweep-h100.jsonl, from recorders/gpu_first_kernel_mps.sh; the stack
+reservation of clients of 132, 66, 32 and 14 SMs is SMs × 2048 × 1,024 B byte for byte,
+first-kernel-mps-h100.jsonl) pay 10 MiB at 8 SMs to 94 MiB at 132,
 0.6865 MiB per SM by least squares (residuals within ±1.5 MiB: the figures are whole 2 MiB
 pages), i.e. 351.5 B for each of an SM's 2,048 resident threads. At 132 SMs the MPS client pays
 one page more than a plain process (98,566,144 B against 96,468,992 B).
@@ -60,9 +61,9 @@ from memprof.core.gpus import GPU
 FIRST_KERNEL_BEFORE_GEMM_BYTES = 96_468_992
 FIRST_KERNEL_AFTER_GEMM_BYTES = 718_077_952 - 623_706_112
 MEASURED_RESIDENT_THREADS = 132 * 2048
-# Least-squares slope of first-kernel-mps-sweep-h100.jsonl's 33 clients (8-132 SMs of 2,048
-# threads): 719,889 B per SM = 351.5 B per resident thread (tests/test_first_kernel_by_card.py
-# recomputes it from the golden).
+# Least-squares slope of first-kernel-mps-sweep-h100.jsonl over its 33 SM counts (8-132 SMs of
+# 2,048 threads, each count once): 719,889 B per SM = 351.5 B per resident thread
+# (tests/test_first_kernel_by_card.py recomputes it from the golden).
 BYTES_PER_RESIDENT_THREAD = 351.5
 PAGE = 2 * 2**20
 SOURCE = ("reports/gpu/context/first-kernel-mps-sweep-h100.jsonl: 0.6865 MiB per SM of 2,048 "

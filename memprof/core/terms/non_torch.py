@@ -127,9 +127,9 @@ TRITON_NON_TORCH_BYTES = FIRST_KERNEL_AFTER_GEMM_BYTES  # 718,077,952 − 623,70
 # eagerly loaded modules (reports/gpu/context/context-first-kernel-h100.json). So the binaries
 # say that every card and torch build pays it at torch's first kernel, not how much: the size is
 # the driver's. It follows the SMs the context sees: under MPS a client of fewer SMs pays less,
-# 0.6865 MiB an SM (33 clients of 8-132 SMs), so another card pays the H100's step less 351.5 B
-# for each resident thread it lacks (``memprof.core.terms.first_kernel``, which cites the goldens
-# and the published readings that bear the per-thread reading out).
+# 0.6865 MiB an SM (MPS clients at 33 SM counts, 8-132), so another card pays the H100's step
+# less 351.5 B for each resident thread it lacks (``memprof.core.terms.first_kernel``, which
+# cites the goldens and the published readings that bear the per-thread reading out).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # The cuBLAS step is not module images: CUPTI shows the handle loading two modules of 6 KB in
 # all and the first GEMM one of 18 KB (first-kernel-cupti-h100.json), so the per-architecture
