@@ -476,9 +476,9 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
         row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
         row = on_image(row, gpu, nccl_version(dep))
         if row.first_kernel:  # the row's init holds the H100's first-kernel step: the card's
-            size, how = card_first_kernel(gpu)
-            if size != FIRST_KERNEL_BEFORE_GEMM_BYTES:
-                row = row._replace(init=row.init + size - FIRST_KERNEL_BEFORE_GEMM_BYTES,
+            step, how = card_first_kernel(gpu)  # (not ``size``: that is the group's)
+            if step != FIRST_KERNEL_BEFORE_GEMM_BYTES:
+                row = row._replace(init=row.init + step - FIRST_KERNEL_BEFORE_GEMM_BYTES,
                                    basis=row.basis + f"; its first-kernel step the card's, {how}")
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
