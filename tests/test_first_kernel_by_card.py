@@ -5,6 +5,7 @@ first-kernel-lmem-h100.json (the step is not local memory)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -59,6 +60,16 @@ def test_the_slope_per_resident_thread_is_the_sweeps_least_squares() -> None:
     assert slope / 2048 == pytest.approx(BYTES_PER_RESIDENT_THREAD, abs=0.05)
     intercept = my - slope * mx
     assert all(abs(y - (slope * x + intercept)) < 1.5 * 2**20 for x, y in pts)
+
+
+def test_the_rule_against_every_client_of_the_sweep() -> None:
+    # the rule for a card of the client's SMs × 2,048 threads, anchored at the plain process's
+    # 96,468,992 B, is never above what the MPS client paid (which pays one page more at 132
+    # SMs) and at most two pages below it
+    h100 = find_gpu("H100")
+    for sms, paid in _sweep():
+        got, _ = first_kernel_bytes(dataclasses.replace(h100, sm_count=sms), 2048)
+        assert paid - 2 * PAGE <= got <= paid, sms
 
 
 def test_mps_clients_stack_follows_their_sms_and_so_does_the_step() -> None:
