@@ -1,10 +1,11 @@
 """The first torch kernel's step by card (``memprof.core.terms.first_kernel``) against the goldens
-it rests on: reports/gpu/context/first-kernel-mps-sweep-h100.jsonl (33 MPS clients of 8-132 SMs),
-first-kernel-mps-h100.jsonl (the stack reservation of such clients) and
+it rests on: reports/gpu/context/first-kernel-mps-sweep-h100.jsonl (34 MPS clients at 33 SM
+counts, 8-132), first-kernel-mps-h100.jsonl (the stack reservation of such clients) and
 first-kernel-lmem-h100.json (the step is not local memory)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -61,6 +62,16 @@ def test_the_slope_per_resident_thread_is_the_sweeps_least_squares() -> None:
     assert all(abs(y - (slope * x + intercept)) < 1.5 * 2**20 for x, y in pts)
 
 
+def test_the_rule_against_every_client_of_the_sweep() -> None:
+    # the rule for a card of the client's SMs × 2,048 threads, anchored at the plain process's
+    # 96,468,992 B, is never above what the MPS client paid (which pays one page more at 132
+    # SMs) and at most two pages below it
+    h100 = find_gpu("H100")
+    for sms, paid in _sweep():
+        got, _ = first_kernel_bytes(dataclasses.replace(h100, sm_count=sms), 2048)
+        assert paid - 2 * PAGE <= got <= paid, sms
+
+
 def test_mps_clients_stack_follows_their_sms_and_so_does_the_step() -> None:
     rows = _jsonl("first-kernel-mps-h100.jsonl")
     for r in rows:
@@ -106,8 +117,29 @@ def test_by_card(card: str, mib: int) -> None:
 
 @pytest.mark.parametrize("card", ["MI300X", "MI355X"])
 def test_rocm_keeps_the_h100_step(card: str) -> None:
-    got, how = first_kernel_bytes(find_gpu(card), None)
+    gpu = find_gpu(card)
+    assert gpu.sm_count  # a compute-unit count the per-thread reading could otherwise take
+    for got, how in (card_first_kernel(gpu), first_kernel_bytes(gpu, 2048)):
+        assert got == FIRST_KERNEL_BEFORE_GEMM_BYTES and "not derived" in how
+
+
+def test_an_architecture_without_a_thread_limit_keeps_the_h100_step() -> None:
+    gpu = find_gpu("GB10")  # sm121: not in MAX_THREADS_PER_SM
+    assert gpu.arch not in MAX_THREADS_PER_SM and gpu.sm_count
+    got, how = card_first_kernel(gpu)
     assert got == FIRST_KERNEL_BEFORE_GEMM_BYTES and "not derived" in how
+
+
+@pytest.mark.parametrize(("card", "beyond"), [("B200", True), ("RTX-PRO-6000", True),
+                                              ("RTX-5090", False), ("H100-PCIE", False)])
+def test_a_card_beyond_the_h100s_threads_is_said_to_be_extrapolated(card: str,
+                                                                    beyond: bool) -> None:
+    gpu = find_gpu(card)
+    resident = (gpu.sm_count or 0) * MAX_THREADS_PER_SM[gpu.arch]
+    assert (resident > MEASURED_RESIDENT_THREADS) == beyond
+    got, how = card_first_kernel(gpu)
+    assert (got > FIRST_KERNEL_BEFORE_GEMM_BYTES) == beyond
+    assert ("extrapolated" in how) == beyond and ("it lacks" in how) != beyond
 
 
 def test_the_cublas_and_stream_steps_do_not_follow_the_sms() -> None:

@@ -415,8 +415,8 @@ SGLANG_FREE_MEMORY_OVER_NCCL: tuple[Rule, ...] = (
 # kernel before ``load_model``'s first free-memory reading, and so outside the load's drop
 # (``load_drop``) and inside the free memory before it (the pool's baseline). That kernel's
 # one-time non-torch memory (the driver's device-side assert/printf reservation its module's
-# load makes, 92 MiB on an H100:
-# ``memprof.core.terms.non_torch.FIRST_KERNEL_BEFORE_GEMM_BYTES``) lands wherever the first
+# load makes, 92 MiB on an H100 and the card's own step elsewhere:
+# ``memprof.core.terms.first_kernel``) lands wherever the first
 # kernel runs. What runs it before the load, per release (torch pins: 2.5.1 in 0.4.4/0.4.5,
 # 2.6.0 in 0.4.6, 2.7.1 in 0.4.7 - 0.4.10, 2.8.0 in 0.5.1 - 0.5.5, 2.9.1 in 0.5.6 - 0.5.10,
 # 2.11.0 in 0.5.13, 2.13.0 in 0.5.18; every one loads modules lazily, which torch turns on where
@@ -1178,9 +1178,9 @@ class SGLang(Engine):
         return [f"SGLang {dep.engine_version}, no NCCL communicator: a MoE model whose SGLang "
                 "class declares an expert layout (get_model_config_for_expert_location) runs "
                 "the expert-location metadata's kernels, and so the process's first kernel "
-                "(92 MiB of modules on an H100), before the load; memprof keeps that kernel in "
-                "the load for every model here [assumption: it does not know which classes "
-                "declare one] (SGLANG_FIRST_KERNEL_BEFORE_LOAD)"]
+                "(the card's first-kernel step, 92 MiB on an H100), before the load; memprof "
+                "keeps that kernel in the load for every model here [assumption: it does not "
+                "know which classes declare one] (SGLANG_FIRST_KERNEL_BEFORE_LOAD)"]
 
     def release_notes(self, dep: DeploymentView, arch: str | None,
                       quant_method: str | None = None) -> list[str]:

@@ -2,19 +2,19 @@
 and the profile-run and budget terms in which it differs from the V1 runner
 (``v1/worker/gpu_model_runner.py``) whose terms memprof charges.
 
-Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.23.0, 0.24.0,
-0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels): ``VLLM_USE_V2_MODEL_RUNNER`` (envs.py, unset by
-default) decides when it is set; otherwise ``_is_default_v2_model_runner_model`` by release
-(``V2_DEFAULT``), after which a feature V2 lacks (``_get_v2_model_runner_unsupported_features``:
-sequence parallelism, dual batch overlap, prompt embeds, custom logits processors, ...) sends the
-model back to V1. memprof models none of those features, so they do not enter here. Pipeline
-parallelism is not one of them: read in the 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 and 0.32.0
-wheels, the list names PP only with the ``external_launcher`` (torchrun) executor (from 0.24.0)
-and with EAGLE3, and V2's ``GPUModelRunner`` runs PP stages itself (``use_pp``, ``PPHandler``),
-so an ``mp`` or ``ray`` PP deployment runs V2 on every stage (row 903's log prints V2's
-``model_runner.py:329`` load line on both). 0.32.0's "pipeline parallelism with async
-scheduling" is on the V1 runner's list (``_get_v1_model_runner_unsupported_features``), an error
-when V1 is forced, not a fallback.
+Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.22.0, 0.22.1,
+0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0 and 0.29.0 wheels): ``VLLM_USE_V2_MODEL_RUNNER``
+(envs.py, unset by default) decides when it is set; otherwise ``_is_default_v2_model_runner_model``
+by release (``V2_DEFAULT``), after which a feature V2 lacks
+(``_get_v2_model_runner_unsupported_features``: sequence parallelism, dual batch overlap, prompt
+embeds, custom logits processors, ...) sends the model back to V1. memprof models none of those
+features, so they do not enter here. Pipeline parallelism is not one of them: read in the 0.23.0,
+0.24.0, 0.26.0, 0.27.1, 0.29.0 and 0.32.0 wheels, the list names PP only with the
+``external_launcher`` (torchrun) executor (from 0.24.0) and with EAGLE3, and V2's ``GPUModelRunner``
+runs PP stages itself (``use_pp``, ``PPHandler``), so an ``mp`` or ``ray`` PP deployment runs V2 on
+every stage (row 903's log prints V2's ``model_runner.py:329`` load line on both). 0.32.0's
+"pipeline parallelism with async scheduling" is on the V1 runner's list
+(``_get_v1_model_runner_unsupported_features``), an error when V1 is forced, not a fallback.
 
 Where V2 runs, its start-up differs from V1's in three terms (read in the 0.27.1 wheel; the same
 code in 0.23.0-0.28.0):

@@ -3,9 +3,9 @@ what the logged "Graph capturing finished in N secs, took X GiB" figure holds be
 pool and driver memory (``memprof.core.graph_log``), and what the CUDA-graph estimate the budget
 subtracts holds beyond them (FlashInfer's workspace, below).
 
-FlashInfer's decode wrappers under Model Runner V2 (vLLM 0.23.0-0.28.x, read in the 0.23.0,
-0.24.0 and 0.28.0 wheels). Where the FULL decode graphs run FlashInfer, its metadata builder
-(v1/attention/backends/flashinfer.py ``FlashInferMetadataBuilder``) keeps one
+FlashInfer's decode wrappers under Model Runner V2 (vLLM 0.22.0-0.28.x, read in the 0.22.0,
+0.22.1, 0.23.0, 0.24.0 and 0.28.0 wheels). Where the FULL decode graphs run FlashInfer, its
+metadata builder (v1/attention/backends/flashinfer.py ``FlashInferMetadataBuilder``) keeps one
 ``BatchDecodeWithPagedKVCacheWrapper`` per captured batch size (``_decode_wrappers_cudagraph``,
 ``_get_decode_wrapper(batch_size, use_cudagraph=True)``, for a pure-decode batch of at most
 ``min((1 + spec) x max_num_seqs, max_cudagraph_capture_size)`` tokens). The wrapper's paged-KV

@@ -13,9 +13,10 @@ two steps sum to the same 158 MiB in either order: reports/gpu/nccl/first-kernel
 **It follows the SMs the context sees.** Under an MPS server, a client limited by
 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` sees a device of fewer SMs (its
 ``multi_processor_count``), and its first torch kernel pays less, step for step with the SMs:
-33 clients of 8 to 132 SMs (reports/gpu/context/first-kernel-mps-sweep-h100.jsonl, from
-recorders/gpu_first_kernel_mps.sh; the stack reservation of the same clients is SMs × 2048 ×
-1,024 B byte for byte, first-kernel-mps-h100.jsonl) pay 10 MiB at 8 SMs to 94 MiB at 132,
+34 clients at 33 SM counts, 8 to 132 (2% and 5% both see 8 SMs; reports/gpu/context/
+first-kernel-mps-sweep-h100.jsonl, from recorders/gpu_first_kernel_mps.sh; the stack
+reservation of clients of 132, 66, 32 and 14 SMs is SMs × 2048 × 1,024 B byte for byte,
+first-kernel-mps-h100.jsonl) pay 10 MiB at 8 SMs to 94 MiB at 132,
 0.6865 MiB per SM by least squares (residuals within ±1.5 MiB: the figures are whole 2 MiB
 pages), i.e. 351.5 B for each of an SM's 2,048 resident threads. At 132 SMs the MPS client pays
 one page more than a plain process (98,566,144 B against 96,468,992 B).
@@ -29,14 +30,19 @@ reservation by the device's SM count as the context sees it, not by an SM partit
 
 **Another card** pays the H100's figure less 351.5 B for each resident thread it lacks (SMs ×
 max resident threads per SM, the catalog's ``sm_count`` and ``MAX_THREADS_PER_SM``), rounded up
-to the 2 MiB page. Only the SM count was varied on the H100, not the threads per SM: reading the
-slope per resident thread (as the stack's is) and not per SM is an assumption, stated in the
-component. vLLM's published V0 TP1 readings of the profile run's non-torch increase (the cuBLAS
-step and this one, and the code pages of the modules the run loads, which only add; the table in
-reports/published/non-torch-breakdown.md) bear it out: the per-thread reading leaves each of
-the seven readings (T4 and RTX 2060 at 1,024 threads an SM, A10, RTX 3090, RTX 4060 and L40 at
-1,536, A100 40GB at 2,048) at or above it within the log's 0.01 GiB rounding, while a per-SM
-reading overshoots three (A10, L40, T4) (tests/test_first_kernel_by_card.py).
+to the 2 MiB page; a card of more resident threads than the H100's 270,336 (B200, GB200, B300,
+RTX PRO 6000) pays 351.5 B more for each thread beyond them, an extrapolation past the largest
+client measured, stated in the component. Only the SM count was varied on the H100, not the
+threads per SM: reading the slope per resident thread (as the stack's is) and not per SM is an
+assumption, stated in the component. vLLM's published V0 TP1 readings of the profile run's
+non-torch increase (the cuBLAS step and this one, and the code pages of the modules the run
+loads, which only add; reports/published/non-torch-breakdown.md) bear it out: the per-thread
+reading leaves each of the table's four (A10, RTX 3090 and RTX 4060 at 1,536 threads an SM,
+A100 40GB at 2,048) at or above its sum within the log's 0.01 GiB rounding, while a
+per-SM reading overshoots two (A10, RTX 3090) (tests/test_non_torch_published.py). The three
+readings the same file lists from unidentified repositories (T4 and RTX 2060 at 1,024 threads an
+SM, L40 at 1,536) agree: each is at or above its per-thread sum, and a per-SM reading would
+overshoot the L40's.
 
 ROCm, a card without an SM count (one described by ``--gpu-memory``) and an architecture whose
 thread limit memprof lacks keep the H100's figure, and say so.
@@ -55,14 +61,13 @@ from memprof.core.gpus import GPU
 FIRST_KERNEL_BEFORE_GEMM_BYTES = 96_468_992
 FIRST_KERNEL_AFTER_GEMM_BYTES = 718_077_952 - 623_706_112
 MEASURED_RESIDENT_THREADS = 132 * 2048
-# Least-squares slope of first-kernel-mps-sweep-h100.jsonl's 33 clients (8-132 SMs of 2,048
-# threads): 719,889 B per SM = 351.5 B per resident thread (tests/test_first_kernel_by_card.py
-# recomputes it from the golden).
+# Least-squares slope of first-kernel-mps-sweep-h100.jsonl over its 33 SM counts (8-132 SMs of
+# 2,048 threads, each count once): 719,889 B per SM = 351.5 B per resident thread
+# (tests/test_first_kernel_by_card.py recomputes it from the golden).
 BYTES_PER_RESIDENT_THREAD = 351.5
 PAGE = 2 * 2**20
-SOURCE = ("first-kernel reservation by resident threads: the H100's measured step less 351.5 B "
-          "a thread it lacks (reports/gpu/context/first-kernel-mps-sweep-h100.jsonl: 0.6865 MiB "
-          "per SM of 2,048 threads; per thread, not per SM, assumed)")
+SOURCE = ("reports/gpu/context/first-kernel-mps-sweep-h100.jsonl: 0.6865 MiB per SM of 2,048 "
+          "threads under MPS; per thread, not per SM, assumed")
 
 
 def first_kernel_bytes(gpu: GPU, threads_per_sm: int | None,
@@ -81,4 +86,10 @@ def first_kernel_bytes(gpu: GPU, threads_per_sm: int | None,
         return h100, "the H100's measured step"
     raw = h100 - BYTES_PER_RESIDENT_THREAD * (MEASURED_RESIDENT_THREADS - resident)
     got = max(PAGE, math.ceil(raw / PAGE) * PAGE)
-    return got, (f"{gpu.sm_count} SMs × {threads_per_sm} threads: {got:,} B, " + SOURCE)
+    if resident < MEASURED_RESIDENT_THREADS:
+        rule = "the H100's measured step less 351.5 B a resident thread it lacks"
+    else:  # beyond the sweep's largest client: the slope carried past what was measured
+        rule = ("the H100's measured step plus 351.5 B a resident thread beyond its 270,336 "
+                "[extrapolated: no client of more than 132 SMs × 2,048 threads was measured]")
+    return got, (f"{gpu.sm_count} SMs × {threads_per_sm} threads: {got:,} B, first-kernel "
+                 f"reservation by resident threads: {rule} ({SOURCE})")

@@ -38,13 +38,13 @@ two decimals (V0: vllm/worker/model_runner.py ``GPUModelRunnerBase.capture_model
   ``STREAM_POOL_IN_WINDOW`` (not on a rank whose NCCL process group made the pool earlier,
   ``cudagraph.graph_driver_first``).
 
-Model Runner V2 (vLLM 0.23.0+, where ``vllm_runner.runs_v2`` runs the model) logs the same
+Model Runner V2 (vLLM 0.22.0+, where ``vllm_runner.runs_v2`` runs the model) logs the same
 free-memory delta (v1/worker/gpu/model_runner.py ``capture_model``, read in 0.26.0 and 0.27.1)
 around its own capture (v1/worker/gpu/cudagraph_utils.py ``CudaGraphManager.capture``): one global
 graph pool; one eager warm-up per size on ``graph_capture``'s stream; the PIECEWISE sizes captured
 by the compiled pieces on that stream, then the FULL decode sizes by V2's own
 ``torch.cuda.graph(graph, self.pool)``, the model forward only (the sampler runs outside the
-graphs). Its ``GPUModelRunner.__init__`` makes ``output_copy_stream`` (0.23.0-0.29.0), so the
+graphs). Its ``GPUModelRunner.__init__`` makes ``output_copy_stream`` (0.22.0-0.29.0), so the
 stream pool predates the window, as ``STREAM_POOL_IN_WINDOW`` has it from 0.11.0. Before 0.29.0
 V2's ``torch.cuda.graph`` call names no stream, so the FULL live sets and the cuBLAS workspace of
 torch's default capture stream take pool segments of their own (``V2_FULL_CAPTURE_STREAM``).
@@ -64,7 +64,7 @@ window, which the same ``empty_cache`` releases and which lowers the figure (bel
 #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
 ``attn_state.graph_capture``; FlashAttention 3's split-KV accumulators in FULL graphs are in the
 pool's tensors: ``cudagraph.full_graph_split_bytes``; FlashInfer's per-size decode wrappers under
-Model Runner V2 0.23.0-0.28.x are counted: ``memprof.core.terms.attn_capture``), custom all-reduce's
+Model Runner V2 0.22.0-0.28.x are counted: ``memprof.core.terms.attn_capture``), custom all-reduce's
 IPC registration of the graph buffers (a mapping of peer memory, not an allocation on this device),
 the encoder graphs of 0.20+, NCCL 2.21.5's work buffer of each captured collective (nWork × 512 B,
 ``cudaMalloc``'d per persistent plan, src/enqueue.cc ``uploadWork``; torch 2.5.1 / 2.6.0, so vLLM

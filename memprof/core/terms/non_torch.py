@@ -127,9 +127,9 @@ TRITON_NON_TORCH_BYTES = FIRST_KERNEL_AFTER_GEMM_BYTES  # 718,077,952 − 623,70
 # eagerly loaded modules (reports/gpu/context/context-first-kernel-h100.json). So the binaries
 # say that every card and torch build pays it at torch's first kernel, not how much: the size is
 # the driver's. It follows the SMs the context sees: under MPS a client of fewer SMs pays less,
-# 0.6865 MiB an SM (33 clients of 8-132 SMs), so another card pays the H100's step less 351.5 B
-# for each resident thread it lacks (``memprof.core.terms.first_kernel``, which cites the goldens
-# and the published readings that bear the per-thread reading out).
+# 0.6865 MiB an SM (MPS clients at 33 SM counts, 8-132), so another card pays the H100's step
+# less 351.5 B for each resident thread it lacks (``memprof.core.terms.first_kernel``, which
+# cites the goldens and the published readings that bear the per-thread reading out).
 CUBLAS_AFTER_FIRST_KERNEL_BYTES = 69_206_016
 # The cuBLAS step is not module images: CUPTI shows the handle loading two modules of 6 KB in
 # all and the first GEMM one of 18 KB (first-kernel-cupti-h100.json), so the per-architecture
@@ -304,7 +304,8 @@ def nccl_cumem(dep: Deployment) -> bool:
 # device through the platform: CudaPlatform.set_device is ``torch.cuda.set_device(device)``
 # followed by ``_ = torch.zeros(1, device=device)`` ("With this trick we can force the device to
 # be set eagerly", pytorch/pytorch#155668), and Worker.init_device calls it first thing. What
-# that kernel's module load reserves (``FIRST_KERNEL_BEFORE_GEMM_BYTES``) then lies before the
+# that kernel's module load reserves (the card's step before any GEMM, ``card_first_kernel``;
+# ``FIRST_KERNEL_BEFORE_GEMM_BYTES`` on an H100) then lies before the
 # snapshot on every rank, TP1 included, and the profile run's non-torch increase holds the cuBLAS
 # step alone. ROCm's platform sets the device without the kernel (platforms/rocm.py
 # RocmPlatform.set_device: torch.cuda.set_device alone, 0.12.0 and 0.17.1). V0's worker calls
@@ -475,9 +476,9 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
         row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
         row = on_image(row, gpu, nccl_version(dep))
         if row.first_kernel:  # the row's init holds the H100's first-kernel step: the card's
-            size, how = card_first_kernel(gpu)
-            if size != FIRST_KERNEL_BEFORE_GEMM_BYTES:
-                row = row._replace(init=row.init + size - FIRST_KERNEL_BEFORE_GEMM_BYTES,
+            step, how = card_first_kernel(gpu)  # (not ``size``: that is the group's)
+            if step != FIRST_KERNEL_BEFORE_GEMM_BYTES:
+                row = row._replace(init=row.init + step - FIRST_KERNEL_BEFORE_GEMM_BYTES,
                                    basis=row.basis + f"; its first-kernel step the card's, {how}")
     return row if on_nodes == "one node" else row._replace(basis=row.basis + MIXED_NOTE)
 
@@ -537,7 +538,8 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
       before the snapshot: there 66 MiB in all, ``profile_run_increase``). The cuBLAS step is
       cuBLAS's default workspace pool: 56 MiB less on the architectures of cuBLAS's 4 MiB row
       (Volta, Turing, Ampere, Ada: ``cublas_small_pool``). The first-kernel step is the card's
-      (``memprof.core.terms.first_kernel``: 0.6865 MiB less an SM of 2,048 threads).
+      (``memprof.core.terms.first_kernel``: 351.5 B less for each resident thread the card has
+      fewer than the H100, 0.6865 MiB an SM of 2,048 threads).
 
     - the TP group's custom all-reduce buffers where the engine uses it
       (``memprof.core.terms.custom_allreduce``), made with the communicator.
@@ -649,8 +651,9 @@ def cublas_small_pool(gpu: GPU) -> bool:
 
 def profile_run_increase(ctx: TermContext, tag: str = "") -> Component:
     """The non-torch memory the profile run adds: the cuBLAS handle (its default workspace
-    pool, made at ``cublasCreate``) and the process's first fill kernel
-    (``TRITON_NON_TORCH_BYTES``), or the cuBLAS step alone on a rank whose NCCL communicator's
+    pool, made at ``cublasCreate``) and the process's first fill kernel (the card's step after
+    the cuBLAS handle, ``card_first_kernel``; ``TRITON_NON_TORCH_BYTES`` on an H100), or the
+    cuBLAS step alone on a rank whose NCCL communicator's
     warm-up ran that kernel first and whose communicator row holds it, or whose engine charges
     it at that warm-up (``nccl.FIRST_KERNEL_AT_WARM_UP``, ``memprof.core.terms.nccl_warmup``)
     (``CUBLAS_AFTER_FIRST_KERNEL_BYTES``; rows measured after the kernel leave it here). On an
