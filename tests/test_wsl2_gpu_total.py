@@ -57,3 +57,16 @@ def test_row_1606_runs_at_the_rtx_3090s_wsl2_total() -> None:
     assert key == "kv_tokens" and logged == 36640
     # the Linux total (24,139 MiB) left it 7.4% below the log
     assert abs(got - logged) / logged < 0.02
+
+
+def test_row_2471_runs_at_the_rtx_3090s_wsl2_total() -> None:
+    """A vLLM 0.19.1 log on an RTX 3090 whose engine line says WSL is detected and which prints
+    no total: at the catalog's native total its own figures leave the non-KV terms no room."""
+    row = BY_ID[2471]
+    assert "as WSL is detected" in row["quote"]
+    run = row["memprof_run"]
+    assert run["gpu"] == "RTX-3090"
+    assert run["gpu_mem_gib"] * GiB == CARDS["RTX-3090"]["smi_total_mib"] * MiB
+    key, logged, got = outcome(row).pairs["kv"]
+    assert key == "kv_tokens" and logged == 35648
+    assert abs(got - logged) / logged < 0.01
