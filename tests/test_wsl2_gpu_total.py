@@ -70,3 +70,26 @@ def test_row_2471_runs_at_the_rtx_3090s_wsl2_total() -> None:
     key, logged, got = outcome(row).pairs["kv"]
     assert key == "kv_tokens" and logged == 35648
     assert abs(got - logged) / logged < 0.01
+
+
+def test_explain_takes_the_whole_card_where_vllm_says_wsl() -> None:
+    from memprof.core.gpus import find_gpu
+    from memprof.probes.log_deployment import _named_card_at_logged_total
+
+    line = ("(EngineCore pid=1) WARNING 04-28 11:13:47 [interface.py:525] Using "
+            "'pin_memory=False' as WSL is detected. This may slow down the performance.")
+    kv = ("(EngineCore pid=1) INFO 04-28 11:14:04 [kv_cache_utils.py:1319] GPU KV cache size: "
+          "35,648 tokens")
+    log = parse_log(line + "\n" + kv + "\n")
+    assert log.wsl
+    notes: list[str] = []
+    g = _named_card_at_logged_total(log, find_gpu("RTX-3090"), notes)
+    assert g.total_bytes == CARDS["RTX-3090"]["smi_total_mib"] * MiB
+    assert "WSL" in notes[0]
+    # without the line: the catalog's total, no note
+    plain = parse_log(kv + "\n")
+    assert not plain.wsl
+    notes = []
+    assert _named_card_at_logged_total(plain, find_gpu("RTX-3090"), notes).total_bytes == \
+        CARDS["RTX-3090"]["total_bytes"]
+    assert notes == []

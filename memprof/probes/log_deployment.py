@@ -248,6 +248,14 @@ def _named_card_at_logged_total(log: StartupLog, g: GPU, notes: list[str],
     total far from the card's (beyond ``memprof.core.gpus.GPU_MATCH``) is taken too, and the
     note asks to check."""
     total = logged_total(log)
+    if not total and log.wsl and g.smi_total_mib is not None and not g.is_rocm \
+            and g.total_bytes != g.smi_total_mib * MiB:
+        notes.append(f"GPU: {g.name} ({by}) at its whole {g.smi_total_mib:,} MiB (nvidia-smi's "
+                     "total): the log prints no total and says vLLM runs under WSL ('as WSL is "
+                     "detected'), where torch reports the whole card, not the catalog's "
+                     f"{g.total_bytes / GiB:.2f} GiB")
+        return replace(g, total_bytes=g.smi_total_mib * MiB, exact=False,
+                       source="the card's nvidia-smi total (WSL)")
     if not total or abs(g.total_bytes - total) <= PRINTED_ROUNDING:
         return g
     whole = whole_card_total(log, g)

@@ -281,6 +281,9 @@ class StartupLog:
     # "args: Namespace" / engine config line, SGLang's ServerArgs): where it does not, a setting
     # it leaves out is not known to be the default
     stated: bool = True
+    # whether vLLM says it runs under WSL (``WSL_LINE``): torch's total there is the card's whole
+    # nvidia-smi total (memprof.probes.log_deployment.whole_card_total)
+    wsl: bool = False
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -289,6 +292,11 @@ class StartupLog:
     @property
     def failed(self) -> bool:
         return bool(self.errors)
+
+
+# vLLM's platforms/interface.py is_pin_memory_available under WSL ("Using 'pin_memory=False' as
+# WSL is detected. This may slow down the performance.", the 0.19.1 log of published row 2471)
+WSL_LINE = "as WSL is detected"
 
 
 class _Absurd(ValueError):
@@ -401,7 +409,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       notes=tuple(notes), tags=tags(lines), formats=formats(lines),
                       cards=named_cards(lines), moe_devices=moe_lookup_devices(lines),
                       gemm_devices=gemm_lookup_devices(lines),
-                      date=when,
+                      date=when, wsl=any(WSL_LINE in x for x in lines),
                       stated=command is not None or any(
                           _SETTINGS_OPENER.search(x) or "with config: " in x for x in unwrapped))
 
