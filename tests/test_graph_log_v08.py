@@ -29,8 +29,8 @@ def _dep(**kw: object) -> Deployment:
     return Deployment(**{**base, **kw})  # type: ignore[arg-type]
 
 
-def _parts(**kw: object) -> dict[str, int]:
-    e = estimate("qwen2.5-7b-instruct", _dep(**kw), gpu_name="RTX-3090")
+def _parts(gpu: str = "RTX-3090", **kw: object) -> dict[str, int]:
+    e = estimate("qwen2.5-7b-instruct", _dep(**kw), gpu_name=gpu)
     g = logged_graph(e, e.ranks[0])
     assert g is not None
     return {n: b for n, b, _w in g.parts}
@@ -53,8 +53,11 @@ def test_084_nccl_nodes_where_custom_all_reduce_is_off() -> None:
     e = estimate("qwen2.5-7b-instruct", _dep(tp=2, disable_custom_all_reduce=True),
                  gpu_name="RTX-3090")
     assert graph_nccl_nodes(rank_context(e, e.ranks[0])) == 2 * LAYERS + 1
-    on = _parts(tp=2)
-    off = _parts(tp=2, disable_custom_all_reduce=True)
+    # (the custom all-reduce needs peer access: an RTX A5000 pair, sm86 as the 3090 but with
+    # PCIe P2P; two GeForce RTX 3090s have none and never run it)
+    on = _parts("RTX-A5000", tp=2)
+    off = _parts("RTX-A5000", tp=2, disable_custom_all_reduce=True)
+    assert _parts(tp=2) == _parts(tp=2, disable_custom_all_reduce=True)
     # each of the 67 × 57 all-reduces turns from a custom all-reduce kernel node into an NCCL
     # node with NCCL's graph mixing cost (H100 measurements, reports/gpu/nccl/README.md); the
     # kernel node it replaces is costed at the CUDA 12.x drivers' ~10 KiB (cudagraph.DRIVER_STACK)
