@@ -153,6 +153,33 @@ def test_qwq_32b_row_runs_its_own_config_with_the_logged_context() -> None:
     assert abs(got - 15.54) / 15.54 < 0.001
 
 
+# --- meta-llama/Llama-2-7b-hf (published row 2476) ----------------------------------------------
+
+# model.safetensors.index.json metadata.total_size of meta-llama/Llama-2-7b-hf, as public notes on
+# the checkpoint quote it (code-index file ids 5792390170, 5842727729)
+LLAMA2_7B_TOTAL_SIZE = 13_476_839_424
+
+
+def test_llama2_7b_resolves_by_its_hf_id_with_its_32_kv_heads() -> None:
+    assert hf_ids()["meta-llama/llama-2-7b-hf"][1] == "llama-2-7b-hf"
+    cfg = _config("llama-2-7b-hf")
+    spec = load_model("meta-llama/Llama-2-7b-hf")
+    assert spec.max_position_embeddings == cfg["max_position_embeddings"] == 4096
+    attn = spec.layers[0].attention
+    assert (attn.num_kv_heads, attn.head_dim) == (32, 128)  # no GQA: the KV heads are the heads
+
+
+def test_llama2_7b_weights_are_the_hand_count_and_the_index_total() -> None:
+    cfg = _config("llama-2-7b-hf")
+    assert "head_dim" not in cfg  # hidden / heads
+    params = _llama_params({**cfg, "head_dim": cfg["hidden_size"] // cfg["num_attention_heads"]})
+    assert params == 6_738_415_616
+    # the index also lists the 32 layers' rotary_emb.inv_freq buffers (64 fp32 each), which vLLM
+    # skips on load: the fp16 tensors are the rest
+    assert 2 * params + 32 * 64 * 4 == LLAMA2_7B_TOTAL_SIZE
+    assert _rank_bytes("meta-llama/Llama-2-7b-hf", "sm80", "0.10.2") == 2 * params
+
+
 # --- the rows these configs un-refuse -------------------------------------------------------------
 
 @pytest.mark.parametrize(("row_id", "failed"), [
@@ -162,6 +189,7 @@ def test_qwq_32b_row_runs_its_own_config_with_the_logged_context() -> None:
     # decode graphs are SGLang's own 13 sizes up to --cuda-graph-max-bs 80 (memprof.core.engines.
     # sglang_graphs; under 1 GiB against the logged 0.93), not vLLM's 86 (2.51 GiB)
     (1201, False),
+    (2476, False),  # Llama-2-7b-hf, vLLM 0.10.2 V1, one card of 79.25 GiB: started
 ])
 def test_the_unrefused_rows_run_and_predict_the_logged_start(row_id: int, failed: bool) -> None:
     from test_published_distribution import outcome
