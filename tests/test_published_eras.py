@@ -45,6 +45,10 @@ VERDICT_MISSES: dict[int, str] = {
           "with 874 MiB of headroom outside the 0.92 budget. The cold start of the same flags "
           "(row 1707) had 2.09 GiB less KV; what held the card's memory outside this process at "
           "the restart the page does not say (no log lines), so the row stays a miss",
+    2482: "logged a start (Qwen3-VL-30B-A3B-Instruct at TP 4 on four RTX 3090s, vLLM 0.11.0, "
+          "2.31 GiB of KV a rank); memprof gives 21,536 more tokens (+21%, 0.49 GiB a rank "
+          "less memory outside the pool than the engine kept: the run profiles its encoder "
+          "cache with one video item of 153,600 tokens) and predicts a start-up OOM",
 }
 
 
