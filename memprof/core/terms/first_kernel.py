@@ -87,9 +87,11 @@ def first_kernel_bytes(gpu: GPU, threads_per_sm: int | None,
     raw = h100 - BYTES_PER_RESIDENT_THREAD * (MEASURED_RESIDENT_THREADS - resident)
     got = max(PAGE, math.ceil(raw / PAGE) * PAGE)
     if resident < MEASURED_RESIDENT_THREADS:
-        rule = "the H100's measured step less 351.5 B a resident thread it lacks"
+        rule = (f"the H100's measured step less {BYTES_PER_RESIDENT_THREAD} B a resident "
+                "thread it lacks")
     else:  # beyond the sweep's largest client: the slope carried past what was measured
-        rule = ("the H100's measured step plus 351.5 B a resident thread beyond its 270,336 "
+        rule = (f"the H100's measured step plus {BYTES_PER_RESIDENT_THREAD} B a resident thread "
+                f"beyond its {MEASURED_RESIDENT_THREADS:,} "
                 "[extrapolated: no client of more than 132 SMs × 2,048 threads was measured]")
     return got, (f"{gpu.sm_count} SMs × {threads_per_sm} threads: {got:,} B, first-kernel "
                  f"reservation by resident threads: {rule} ({SOURCE})")
