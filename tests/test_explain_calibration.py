@@ -303,8 +303,14 @@ def era(row: dict[str, Any]) -> str:
     An SGLang row's era is the number of the release memprof runs it at (``memprof/core/
     releases.py``): 0.4.x is ``sglang-0.4``, 0.5.x (0.5.1 to 0.5.19) ``sglang-0.5``; a later
     release (0.6 and up) and a source snapshot (``main@d315eb7``, the ``deepseek-v4-hopper``
-    image) are ``sglang-later``."""
+    image) are ``sglang-later``.
+
+    A row memprof runs at no release (refused: its log states none) has no era, for either
+    engine: ``ValueError``. Such an SGLang row is not a build after 0.5.23; before, its missing
+    release fell through to the snapshot branch and counted it as ``sglang-later``."""
     run_ = {**row, **(row.get("memprof_run") or {})}
+    if run_.get("memprof_engine_version") is None:
+        raise ValueError(f"row {row['id']}: memprof runs it at no release, so it has no era")
     version = str(run_["memprof_engine_version"])
     if run_.get("engine", "vllm") == "vllm":
         name = ERAS.era_of(version)

@@ -120,6 +120,18 @@ def test_an_sglang_row_s_era_is_its_release_number(version: str, want: str) -> N
     assert _calibration_module().era(row) == want
 
 
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_row_at_no_release_has_no_era(engine: str) -> None:
+    """A refused row whose log states no release is in no era: before, an SGLang one fell
+    through to the snapshot branch and counted as ``sglang-later`` (builds after 0.5.23)."""
+    row = {"id": 0, "engine": engine, "memprof_engine_version": None}
+    with pytest.raises(ValueError, match="no release"):
+        _calibration_module().era(row)
+    run_ = {**row, "memprof_run": {"memprof_engine_version": "0.5.23" if engine == "sglang"
+                                   else "0.11.0"}}
+    assert _calibration_module().era(run_) in ("sglang-0.5", "vllm-0.11-0.14")
+
+
 @functools.cache
 def _calibration_module() -> Any:
     """``tests/test_explain_calibration.py``, loaded once (it reads the calibration set)."""
