@@ -61,11 +61,13 @@ Freed, the copy can still be in the budget a second time: its segment, kept past
 ``memory_profiling``'s closing ``empty_cache()`` by a live block a later allocation of the window
 carved out of it, counts in 0.27.0-0.30.x's ``total_consumed`` (``COLD_COPY_PINNABLE``). The
 published cold starts of those releases keep about one table more in their consumed memory
-where it happens (rows 1604, 1601, 1701, 1707, 1728) and not in others (1603, the LoRA rows);
-the allocation is not read, so it is not charged, and the estimate says so
-(``pinned_copy_note``). From 0.31.0 the profile run's ``max_split_size_mb:20`` rules it out, and
-the same deployment's cold start keeps one table less there (rows 1702 / 1703:
-docs/model-runner-v2.md, "The cold start's second table").
+where it happens (rows 901, 907, 1601, 1604, 1605, 1701, 1707, 1728: every single-GPU start on
+an sm120 card) and not in others (902 at TP2, 908 and 909, the GPTQ and FP8 servers of 907's
+session, 1603, 1736, the LoRA rows; docs/model-runner-v2.md, "The rows side by side"); the
+allocation is not read, so it is not charged, and the estimate says so (``pinned_copy_note``).
+From 0.31.0 the profile run's ``max_split_size_mb:20`` rules it out, and the same deployment's
+cold start keeps one table less there (rows 1702 / 1703: docs/model-runner-v2.md, "The cold
+start's second table").
 """
 
 from __future__ import annotations
