@@ -32,7 +32,7 @@ ERAS: tuple[tuple[str, str, str | None], ...] = (
 # the calibration set holds every qualifying published log whatever memprof predicts for it
 # (issue 24). Strict: a row memprof comes to predict must leave this table.
 VERDICT_MISSES: dict[int, str] = {
-    1102: "logged a start with 0.49 GiB of KV memory; memprof predicts 7,856 < 8,192 tokens "
+    1102: "logged a start with 0.49 GiB of KV memory; memprof predicts 7,792 < 8,192 tokens "
           "(7,008 before the first kernel at set_device left the budget): the same command "
           "failed four minutes later with 0.41 GiB (row 308), so the two runs straddle memprof; "
           "vLLM 0.17.1's non-torch increase counts what other processes on the card (a desktop's "

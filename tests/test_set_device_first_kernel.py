@@ -130,3 +130,17 @@ def test_sm86_keeps_the_cublas_pool_rule_alone() -> None:
     kernel = non_torch.card_first_kernel(e.gpu, after_gemm=True)[0]
     assert kernel == 44_040_192  # 82 SMs × 1536 threads (first_kernel.first_kernel_bytes)
     assert inc.bytes == 12_582_912 + kernel
+
+
+def test_0_17_1_tp1_rtx3090_by_hand() -> None:
+    """vLLM 0.17.1, TP1, RTX 3090 (rows 302-309, 1102, 1103): the profile run's non-torch
+    increase is cuBLAS's 4 MiB-class pool step + comm_stream's pool = 83,886,080 B (80 MiB), and
+    both terms memprof derives for sm86, the context (its published remainder + 82 SMs × 1536
+    threads × 1 KiB of stack) and the first kernel (82 × 1536 resident threads), lie in the
+    baseline, so neither moves the KV figure of these rows."""
+    e = _est(gpu="RTX-3090", engine_version="0.17.1", max_model_len=8192)
+    assert _non_torch(e, "budget") == 10_485_760 + POOL == 83_886_080
+    context = 171_869_798 + 82 * 1536 * 1024  # published_context.py's sm86 remainder + stack
+    assert _named(e, "CUDA context")[0].bytes == context == 300_844_646
+    assert [(c.bytes, c.where) for c in _named(e, NAME)] == [(46_137_344, "baseline")]
+    assert _non_torch(e, "baseline") == context + 46_137_344
