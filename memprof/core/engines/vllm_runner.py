@@ -425,15 +425,26 @@ def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quant
     return d.dense and not moe
 
 
+def sampler_state_tensors(max_num_seqs: int, vocab: int,
+                          decode_query_len: int = 1) -> tuple[int, ...]:
+    """The bytes of V2's persistent sampler state tensors on the last PP stage, in the order
+    0.27.1 ``GPUModelRunner.load_model`` makes them: ``PenaltiesState`` (sample/penalties.py
+    lines 32-43) ``prompt_bin_mask`` [R, cdiv(V, 32)] int32 then ``output_bin_counts`` [R, V]
+    int32, and ``StructuredOutputsWorker`` (structured_outputs.py lines 14-18)
+    ``logits_indices`` [R × q] int32 then ``grammar_bitmask`` [R × q, cdiv(V, 32)] int32, with
+    R = max_num_seqs and q = decode_query_len (1 without speculative decoding)."""
+    words = _cdiv(vocab, 32)
+    logits = max_num_seqs * decode_query_len
+    return (max_num_seqs * words * INT32, max_num_seqs * vocab * INT32, logits * INT32,
+            logits * words * INT32)
+
+
 def sampler_state_bytes(max_num_seqs: int, vocab: int, decode_query_len: int = 1) -> int:
     """V2's persistent sampler state on the last PP stage (0.27.1 ``GPUModelRunner.load_model``):
     ``output_bin_counts`` [R, V] int32 + ``prompt_bin_mask`` [R, cdiv(V, 32)] int32 +
-    ``grammar_bitmask`` [R × q, cdiv(V, 32)] int32 + ``logits_indices`` [R × q] int32, with R =
-    max_num_seqs and q = decode_query_len (1 without speculative decoding)."""
-    words = _cdiv(vocab, 32)
-    logits = max_num_seqs * decode_query_len
-    return (max_num_seqs * vocab * INT32 + max_num_seqs * words * INT32
-            + logits * words * INT32 + logits * INT32)
+    ``grammar_bitmask`` [R × q, cdiv(V, 32)] int32 + ``logits_indices`` [R × q] int32
+    (``sampler_state_tensors``)."""
+    return sum(sampler_state_tensors(max_num_seqs, vocab, decode_query_len))
 
 
 def greedy_sampler_bytes(rows: int, vocab: int, logits_itemsize: int) -> int:
