@@ -79,7 +79,11 @@ def test_model_runner_v2_sampler_state_is_replayed_after_the_weights() -> None:
     assert conf == SPLIT_20
     sampler = after_load_ops(ctx)
     words = 256 * -(-151936 // 32) * 4
-    assert sampler == ((0, words), (0, 256 * 151936 * 4), (0, 256 * 4), (0, words))
+    # penalties, logit bias (allowed ids, bias ids, bias, stop ids), bad words, logprob ids,
+    # structured outputs: vllm_runner.sampler_state_tensors
+    row = (1024, 1024, 1024, 128, 1024, 129, 128)
+    assert sampler == ((0, words), (0, 256 * 151936 * 4), *((0, 256 * n * 4) for n in row),
+                       (0, 256 * 4), (0, words))
     load_only = holes_after_empty_cache(charge_ops(ctx), conf)
     charged = holes_after_empty_cache(charge_ops(ctx) + sampler, conf)
     assert charged == _qwen15("0.27.1")
