@@ -34,7 +34,10 @@ runners share it. The model loads under ``max_split_size_mb:20`` there
 (4.5 MiB) fill 16.5 MiB of each such segment and leave 3.5 MiB. Model Runner V2's sampler state
 (``vllm_runner.sampler_state_tensors``), made in ``GPUModelRunner.load_model`` after the weights
 and inside the same allocator scope, is replayed after them: its two [R, cdiv(V, 32)] tensors
-(4.6 MiB at R = 256) fill holes that fit them.
+(4.6 MiB at R = 256) fill holes that fit them. Not replayed: the runner's constructor buffers,
+made before the load at PyTorch's default setting (``runner_buffers.py``: Model Runner V2's are
+under 1 MiB each, in the small pool; the V1 runner's ``inputs_embeds`` [N, H] can open a 20 MiB
+segment that the first weights then fill) [approximation].
 
 What stays reserved is predicted by replaying the rank's model load through ``memprof.alloc``
 (``load_rounding.load_ops``: weights in construction order, the model-load buffers, the RoPE
