@@ -77,8 +77,10 @@ def test_row_902s_figure() -> None:
     # V1 runner's terms memprof charged before (55,632 before the stream-pool rule, 55,072
     # before the logits shard freed at the sampler and the driver's stack reservation for
     # sm120's NCCL kernel; 67,680 before the load's max_split_size_mb:20 rounding and
-    # V2's output-copy stream pool, LOAD_MAX_SPLIT and V2_OUTPUT_COPY_STREAM)
-    assert e.ranks[0].kv.num_gpu_blocks * 16 == 67_120
+    # V2's output-copy stream pool, LOAD_MAX_SPLIT and V2_OUTPUT_COPY_STREAM; 67,120 before the
+    # load's allocator holes that 0.27.0's total_consumed charges, reserved_charge.py; 67,088
+    # before the sampler's logit-bias, bad-words and logprob-token-ids state, 18 MiB at R = 1024)
+    assert e.ranks[0].kv.num_gpu_blocks * 16 == 66_912
 
 
 def test_rule_range() -> None:

@@ -32,3 +32,73 @@ def test_charged_from_0_8_0_to_0_9_0_1_only() -> None:
     e = estimate("llama-3.1-8b", Deployment(engine_version="0.8.5"), gpu_name="H100")
     c = next(x for x in e.ranks[0].components if x.name == NAME)
     assert c.where == "budget" and c.profiled and c.category == "allocator"
+
+
+# vLLM 0.27.0 on: the budget line's total_consumed (the drop in free memory since the worker's
+# init snapshot, after the window's empty_cache) holds the same free blocks again (0.27.1 / 0.28.0
+# utils/mem_utils.py memory_profiling lines 300-326), and the model loads under
+# max_split_size_mb:20 (load_rounding.LOAD_MAX_SPLIT)
+
+SPLIT_20 = "max_split_size_mb:20"
+
+
+def test_under_the_load_split_limit_a_small_weight_still_takes_a_20_mib_segment() -> None:
+    # Qwen2.5-1.5B's qkv_proj (6 MiB) and o_proj (4.5 MiB), two layers: 6 + 4.5 + 6 = 16.5 MiB of
+    # one 20 MiB segment (a 1-10 MiB request gets kLargeBuffer), the next o_proj does not fit the
+    # 3.5 MiB left and opens a second segment with 15.5 MiB left: 19 MiB reserved, not allocated
+    ops = ((0, 6 * MiB), (0, 9 * MiB // 2), (0, 6 * MiB), (0, 9 * MiB // 2))
+    assert holes_after_empty_cache(ops, SPLIT_20) == 19 * MiB
+    # a block of 20 MiB or more is never split under the limit: its rest is allocated, no hole
+    assert holes_after_empty_cache(((0, 21 * MiB + MiB // 2),), SPLIT_20) == 0
+
+
+def _qwen15(version: str) -> int:
+    e = estimate("qwen2.5-1.5b-instruct", Deployment(engine_version=version, max_model_len=4096),
+                 gpu_name="RTX-4090")
+    return sum(c.bytes for c in e.ranks[0].components if c.name == NAME)
+
+
+def test_charged_again_from_0_27_0() -> None:
+    assert _qwen15("0.26.0") == 0 and _qwen15("0.9.1") == 0
+    assert _qwen15("0.27.0") > 35 * MiB  # ten 3.5 MiB tails at least (the test above)
+    assert _qwen15("0.30.0") == _qwen15("0.27.1") == _qwen15("0.27.0")
+
+
+def test_model_runner_v2_sampler_state_is_replayed_after_the_weights() -> None:
+    # 0.27.1 GPUModelRunner.load_model makes the sampler inside the load's allocator scope:
+    # prompt_bin_mask and grammar_bitmask [256, cdiv(151936, 32)] int32 (4.64 MiB each) fit the
+    # load's largest free tail, so the charge is the load's holes less at least those two
+    from memprof.core.estimate import rank_context
+    from memprof.core.terms.load_rounding import load_alloc_conf
+    from memprof.core.terms.reserved_charge import after_load_ops, charge_ops
+
+    e = estimate("qwen2.5-1.5b-instruct", Deployment(engine_version="0.27.1",
+                                                     max_model_len=4096), gpu_name="RTX-4090")
+    ctx = rank_context(e, e.ranks[0])
+    conf = load_alloc_conf(ctx.dep, ctx.gpu)
+    assert conf == SPLIT_20
+    sampler = after_load_ops(ctx)
+    words = 256 * -(-151936 // 32) * 4
+    # penalties, logit bias (allowed ids, bias ids, bias, stop ids), bad words, logprob ids,
+    # structured outputs: vllm_runner.sampler_state_tensors
+    row = (1024, 1024, 1024, 128, 1024, 129, 128)
+    assert sampler == ((0, words), (0, 256 * 151936 * 4), *((0, 256 * n * 4) for n in row),
+                       (0, 256 * 4), (0, words))
+    load_only = holes_after_empty_cache(charge_ops(ctx), conf)
+    charged = holes_after_empty_cache(charge_ops(ctx) + sampler, conf)
+    assert charged == _qwen15("0.27.1")
+    assert load_only - charged >= 2 * words
+
+
+def test_the_v1_runner_is_charged_too_without_a_sampler_state() -> None:
+    # a routed-experts model runs the V1 runner at 0.27.1 (vllm_runner.V2_DEFAULT): the same
+    # budget line, no V2 sampler state in the replay
+    from memprof.core.estimate import rank_context
+    from memprof.core.terms.reserved_charge import after_load_ops
+
+    e = estimate("qwen3-30b-a3b", Deployment(engine_version="0.27.1", max_model_len=4096),
+                 gpu_name="H100")
+    ctx = rank_context(e, e.ranks[0])
+    assert after_load_ops(ctx) == ()
+    (c,) = [x for x in e.ranks[0].components if x.name == NAME]
+    assert c.where == "budget" and c.profiled and "total_consumed" in c.formula

@@ -94,8 +94,10 @@ def test_cold_and_warm_charge_the_same_estimate_eager_none() -> None:
     # tokens ("compilation: 0.54 s": the cache was warm); memprof 0.8% short (3.4% with the
     # H100's first-kernel step on the 5060 Ti's 36 SMs, before that step followed the card:
     # memprof.core.terms.first_kernel; 2.2% before the model load's max_split_size_mb:20
-    # rounding, load_rounding.LOAD_MAX_SPLIT; V1's profile terms on the same start: 9% short)
-    assert -0.01 < warm.kv_cache_tokens / 19_744 - 1 < -0.005
+    # rounding, load_rounding.LOAD_MAX_SPLIT; V1's profile terms on the same start: 9% short);
+    # 1.3% short since the load's allocator holes that 0.30.0's total_consumed charges
+    # (12 MiB: reserved_charge.py)
+    assert -0.015 < warm.kv_cache_tokens / 19_744 - 1 < -0.01
     assert cold.kv_cache_tokens / 19_744 - 1 < -0.08
 
 

@@ -50,12 +50,14 @@ def test_pinned_host_memory_is_not_in_the_free_memory() -> None:
 
 
 def test_the_v2_state_made_before_the_window_is_memprofs_formula() -> None:
-    # penalties + structured outputs (vllm_runner.sampler_state_bytes), the two input buffers
-    # [T] int32 / int64 and the logit-bias state 3 x [R, 1024] 4-byte words
+    # the recorder made the penalties, the structured outputs and the logit-bias state's
+    # 3 x [R, 1024] 4-byte words, and the two input buffers [T] int32 / int64; memprof's
+    # sampler state (vllm_runner.sampler_state_bytes) also holds what it left out: the stop
+    # token ids [R, 128], the bad words [R, 1024] + [R, 129] and the logprob token ids [R, 128]
     c = _cases()["tp1-compiled"]
     rows, tokens = c["rows"], c["tokens"]
-    want = (sampler_state_bytes(rows, QWEN3_32B_VOCAB) + tokens * (4 + 8)
-            + 3 * rows * 1024 * 4)
+    left_out = rows * (128 + 1024 + 129 + 128) * 4
+    want = sampler_state_bytes(rows, QWEN3_32B_VOCAB) - left_out + tokens * (4 + 8)
     assert c["v2_state_bytes"] == want
 
 

@@ -29,16 +29,20 @@ def _v2(version: str, architecture: str, *, moe: bool = False, hybrid: bool = Fa
 def test_sampler_state_of_row_902_by_hand() -> None:
     # 0.27.1 PenaltiesState: output_bin_counts [1024, 151936] int32 = 622,329,856 B and
     # prompt_bin_mask [1024, cdiv(151936, 32) = 4748] int32 = 19,447,808 B; StructuredOutputs-
-    # Worker: grammar_bitmask [1024, 4748] int32 = 19,447,808 B and logits_indices [1024] int32
-    assert sampler_state_bytes(1024, 151_936) == 622_329_856 + 2 * 19_447_808 + 4096
+    # Worker: grammar_bitmask [1024, 4748] int32 = 19,447,808 B and logits_indices [1024] int32;
+    # LogitBiasState 3 x [1024, 1024] + [1024, 128], BadWordsState [1024, 1024] + [1024, 129],
+    # LogprobTokenIdsState [1024, 128], 4-byte words: 1024 x 17,924 B = 18,354,176 B
+    assert sampler_state_bytes(1024, 151_936) == (622_329_856 + 2 * 19_447_808 + 4096
+                                                  + 1024 * (4 * 1024 + 128 + 129 + 128) * 4)
 
 
 def test_sampler_state_of_row_907_by_hand() -> None:
     # Qwen2.5-7B: vocab 152064, max_num_seqs 256: 256 x 152064 x 4 = 155,713,536;
-    # cdiv(152064, 32) = 4752 words: 256 x 4752 x 4 = 4,866,048 twice; 256 x 4 = 1024
+    # cdiv(152064, 32) = 4752 words: 256 x 4752 x 4 = 4,866,048 twice; 256 x 4 = 1024; the
+    # logit-bias, bad-words and logprob-token-ids states 256 x 17,924 = 4,588,544
     n = sampler_state_bytes(256, 152_064)
-    assert n == 155_713_536 + 2 * 4_866_048 + 1024
-    assert round(n / 2**20, 1) == 157.8  # the row's notes
+    assert n == 155_713_536 + 2 * 4_866_048 + 1024 + 4_588_544
+    assert round(n / 2**20, 1) == 162.2  # 157.8 in the row's notes, before those states
 
 
 def test_speculative_tokens_widen_the_bitmask_only() -> None:
@@ -133,7 +137,7 @@ def test_the_note_gives_row_902s_terms() -> None:
                      engine_version="0.27.1")
     note = _note("qwen3-32b", dep, "RTX-PRO-6000")
     assert "charges no CUDA-graph estimate" in note
-    assert "630.60 MiB" in note and "[1024, 151936]" in note  # the hand count above
+    assert "648.10 MiB" in note and "[1024, 151936]" in note  # the hand count above
     assert "charged by the budget line's total_consumed" in note
 
 

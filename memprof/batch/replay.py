@@ -37,10 +37,12 @@ from memprof.core.terms.allocator import (
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import (
     SIMULATE_MAX_LAYERS,
+    load_alloc_conf,
     load_max_split_size,
     load_rounding_bytes,
 )
 from memprof.core.terms.load_segments import load_segments_bytes
+from memprof.core.terms.reserved_charge import charged, load_holes_bytes
 from memprof.core.terms.rope_cache import rope_cache_terms
 from memprof.core.weights import weights_key
 
@@ -134,15 +136,18 @@ class AllocatorReplayCache:
 
     def _load_rounding(self, ctx: TermContext, pid: int) -> int:
         """``load_rounding_bytes(ctx)`` + ``load_segments_bytes(ctx)`` (what the load figure holds
-        of the slack), once per weights sequence, model dtype and model-load
-        buffers (what its replay reads; the prefix ``pid`` names the buffers), and the
-        allocator setting the load runs under."""
-        key = (self._weights_key(ctx), ctx.model_dtype, pid, load_max_split_size(ctx.dep, ctx.gpu))
+        of the slack) + ``load_holes_bytes(ctx)`` (the load's holes a release's budget charges),
+        as ``allocator_runtime_terms`` takes them off, once per weights sequence, model dtype
+        and model-load buffers (what its replay reads; the prefix ``pid`` names the buffers),
+        the allocator setting the load runs under and whether the release charges the holes."""
+        key = (self._weights_key(ctx), ctx.model_dtype, pid, load_alloc_conf(ctx.dep, ctx.gpu),
+               charged(ctx))
         known = self._load.get(key)
         if known is None:
             if len(self._load) >= 64 * MAX_PREFIXES:
                 self._load.clear()
-            known = self._load[key] = load_rounding_bytes(ctx) + load_segments_bytes(ctx)
+            known = self._load[key] = (load_rounding_bytes(ctx) + load_segments_bytes(ctx)
+                                       + load_holes_bytes(ctx))
         return known
 
     def _weights_key(self, ctx: TermContext) -> tuple[Any, ...]:

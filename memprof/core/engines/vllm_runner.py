@@ -26,7 +26,8 @@ code in 0.23.0-0.28.0):
    no fp32 copy, no top-k/top-p sort; ``gumbel_sample`` reads the model-dtype logits and keeps
    ``local_argmax`` int64 and ``local_max`` fp32 of [R, cdiv(V, 1024)] (``greedy_sampler_bytes``).
 3. ``load_model`` builds the ``Sampler`` on the last PP stage: ``PenaltiesState.output_bin_counts``
-   [max_num_seqs, V] int32 and ``prompt_bin_mask`` [max_num_seqs, cdiv(V, 32)] int32, and
+   [max_num_seqs, V] int32 and ``prompt_bin_mask`` [max_num_seqs, cdiv(V, 32)] int32, the
+   logit-bias, bad-words and logprob-token-ids states (17,924 B a request), and
    ``StructuredOutputsWorker`` a ``grammar_bitmask`` [max_num_seqs × decode_query_len, cdiv(V, 32)]
    int32 and ``logits_indices`` [max_num_seqs × decode_query_len] int32 (``sampler_state_bytes``).
    They are allocated after the weights' figure and before the profile window, so the budget line
@@ -425,15 +426,49 @@ def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quant
     return d.dense and not moe
 
 
+# The per-request widths of the Sampler's GPU state beside the penalties (read in the 0.22.1,
+# 0.27.1, 0.28.0 and 0.30.0 wheels, v1/worker/gpu/sample/): logit_bias.py
+# MAX_NUM_ALLOWED_TOKEN_IDS, MAX_NUM_LOGIT_BIAS_TOKENS (1024 each), MAX_NUM_STOP_TOKEN_IDS (128);
+# bad_words.py MAX_BAD_WORDS_TOTAL_TOKENS 1024 and MAX_NUM_BAD_WORDS 128 (0.28.0 on:
+# envs.VLLM_MAX_BAD_WORDS_TOTAL_TOKENS / VLLM_MAX_NUM_BAD_WORDS, the same defaults);
+# sampling_params.py MAX_LOGPROB_TOKEN_IDS 128
+ALLOWED_TOKEN_IDS = 1024
+LOGIT_BIAS_TOKENS = 1024
+STOP_TOKEN_IDS = 128
+BAD_WORDS_TOTAL_TOKENS = 1024
+BAD_WORDS = 128
+LOGPROB_TOKEN_IDS = 128
+
+
+def sampler_state_tensors(max_num_seqs: int, vocab: int,
+                          decode_query_len: int = 1) -> tuple[int, ...]:
+    """The bytes of V2's persistent sampler state tensors on the last PP stage, in the order
+    0.27.1 ``GPUModelRunner.load_model`` makes them (R = max_num_seqs, q = decode_query_len,
+    1 without speculative decoding): the ``Sampler`` (sample/sampler.py ``__init__``), whose
+    ``PenaltiesState`` (penalties.py lines 32-43) makes ``prompt_bin_mask`` [R, cdiv(V, 32)] and
+    ``output_bin_counts`` [R, V] int32, ``LogitBiasState`` (logit_bias.py) ``allowed_token_ids``
+    and ``logit_bias_token_ids`` [R, 1024] int32, ``logit_bias`` [R, 1024] fp32 and
+    ``stop_token_ids`` [R, 128] int32, ``BadWordsState`` (bad_words.py) ``bad_word_token_ids``
+    [R, 1024] and ``bad_word_offsets`` [R, 129] int32, ``LogprobTokenIdsState`` (logprob.py)
+    ``token_ids`` [R, 128] int32 (each a ``StagedWriteTensor``'s GPU tensor; its staging
+    buffers are pinned host memory); then ``StructuredOutputsWorker`` (structured_outputs.py
+    lines 14-18) ``logits_indices`` [R × q] int32 and ``grammar_bitmask`` [R × q, cdiv(V, 32)]
+    int32."""
+    r = max_num_seqs
+    words = _cdiv(vocab, 32)
+    logits = r * decode_query_len
+    return (r * words * INT32, r * vocab * INT32,
+            r * ALLOWED_TOKEN_IDS * INT32, r * LOGIT_BIAS_TOKENS * INT32,
+            r * LOGIT_BIAS_TOKENS * FP32, r * STOP_TOKEN_IDS * INT32,
+            r * BAD_WORDS_TOTAL_TOKENS * INT32, r * (BAD_WORDS + 1) * INT32,
+            r * LOGPROB_TOKEN_IDS * INT32,
+            logits * INT32, logits * words * INT32)
+
+
 def sampler_state_bytes(max_num_seqs: int, vocab: int, decode_query_len: int = 1) -> int:
     """V2's persistent sampler state on the last PP stage (0.27.1 ``GPUModelRunner.load_model``):
-    ``output_bin_counts`` [R, V] int32 + ``prompt_bin_mask`` [R, cdiv(V, 32)] int32 +
-    ``grammar_bitmask`` [R × q, cdiv(V, 32)] int32 + ``logits_indices`` [R × q] int32, with R =
-    max_num_seqs and q = decode_query_len (1 without speculative decoding)."""
-    words = _cdiv(vocab, 32)
-    logits = max_num_seqs * decode_query_len
-    return (max_num_seqs * vocab * INT32 + max_num_seqs * words * INT32
-            + logits * words * INT32 + logits * INT32)
+    the sum of ``sampler_state_tensors``, ``output_bin_counts`` [R, V] int32 the bulk of it."""
+    return sum(sampler_state_tensors(max_num_seqs, vocab, decode_query_len))
 
 
 def greedy_sampler_bytes(rows: int, vocab: int, logits_itemsize: int) -> int:

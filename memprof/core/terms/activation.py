@@ -854,7 +854,8 @@ def v2_greedy_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
 
 def v2_sampler_state(ctx: TermContext) -> Component:
     """Model Runner V2's persistent sampler state on the last PP stage
-    (``vllm_runner.sampler_state_bytes``: ``PenaltiesState``, ``StructuredOutputsWorker``), made
+    (``vllm_runner.sampler_state_bytes``: the ``Sampler``'s penalties, logit-bias, bad-words and
+    logprob-token-ids states, ``StructuredOutputsWorker``), made
     in ``load_model`` after the weights' figure: in the budget from 0.27.0 (``total_consumed``),
     in use beyond it before (``vllm_runner.V2_SAMPLER_STATE_CHARGED``)."""
     dep = ctx.dep
@@ -866,7 +867,8 @@ def v2_sampler_state(ctx: TermContext) -> Component:
         name="sampler state (Model Runner V2)", category="activation", bytes=state,
         where="budget" if charged else "runtime", profiled=charged,
         formula=f"output_bin_counts [{seqs}, {vocab}] int32 + prompt_bin_mask and "
-        f"grammar_bitmask [{seqs}, cdiv({vocab}, 32)] int32 + logits_indices; "
+        f"grammar_bitmask [{seqs}, cdiv({vocab}, 32)] int32 + the logit-bias, bad-words and "
+        f"logprob-token-ids states ({seqs} × 17,924 B) + logits_indices; "
         + ("charged by the budget line's total_consumed (0.27.0 on)" if charged
            else "made after the weights' figure and before the profile window: in use, not "
            "charged (before 0.27.0)"))

@@ -137,7 +137,12 @@ TERM_READS: dict[str, frozenset[str]] = {
                                     "dep.engine", "dep.engine_version",
                                     "dep.tp", "dep.pp", "dep.dp",
                                     "dep.enable_expert_parallel")),
-    "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS)),
+    # the load's allocator settings (load_alloc_conf); Model Runner V2's sampler state, made
+    # after the weights in the load's scope: which runner and profile terms (the compile cache,
+    # --enforce-eager), its rows (max_num_seqs)
+    "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf",
+                                        "dep.compile_cache", "dep.enforce_eager",
+                                        "dep.max_num_seqs")),
     # the runner's batch sizes and the block table's width (max_model_len / block size, the
     # constructor's --block-size from 0.27.0); ctx.quant, ctx.spec: which runner (V1 or V2);
     # V2's draft_tokens [R, speculative tokens]

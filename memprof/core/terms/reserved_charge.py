@@ -1,5 +1,5 @@
-"""vLLM 0.8.0 – 0.9.0.1 (V1) and 0.6.x (V0): memory the caching allocator holds but did not hand
-out, charged to the KV budget as if it were non-torch memory.
+"""vLLM 0.8.0 – 0.9.0.1 and 0.27.0 on (V1) and 0.6.x (V0): memory the caching allocator holds but
+did not hand out, charged to the KV budget as if it were non-torch memory.
 
 vLLM 0.6.0 – 0.6.3.post1 take the budget's peak as the drop in free memory from ``init_device`` to
 after the profile run (no ``empty_cache`` between), 0.6.4.x as below, 0.6.5 – 0.6.6.post1 as
@@ -21,21 +21,42 @@ segments that still hold a tensor stay reserved, count in ``total − free`` and
 charges that part). From 0.9.1 ``memory_profiling`` measures non-torch memory as ``cuda_memory −
 torch reserved`` (utils.py ``MemorySnapshot``), and this term is gone.
 
+From 0.27.0 the budget line charges them again (``RESERVED_CHARGED``'s last row): 0.27.1
+utils/mem_utils.py ``memory_profiling`` sets ``total_consumed = before_create.free_memory −
+after_profile.free_memory`` (``mem_get_info``, after the window's ``gc.collect()`` +
+``empty_cache()``), the drop since the worker's init snapshot, and ``non_kv_cache_memory =
+total_consumed + transient_peak_headroom``: what is reserved and not allocated is in the free
+memory's drop (0.9.1 – 0.26.x read ``cuda_memory − memory_reserved`` as non-torch and the weights
+as allocated bytes, so they did not see it). Read in the 0.27.1, 0.28.0 and 0.30.0 wheels; both
+runners share it. The model loads under ``max_split_size_mb:20`` there
+(``load_rounding.LOAD_MAX_SPLIT``), so a weight of 1-10 MiB still takes a 20 MiB segment
+(``get_allocation_size``) whose unfilled tail is the hole: Qwen2.5-1.5B's qkv (6 MiB) and o_proj
+(4.5 MiB) fill 16.5 MiB of each such segment and leave 3.5 MiB. Model Runner V2's sampler state
+(``vllm_runner.sampler_state_tensors``), made in ``GPUModelRunner.load_model`` after the weights
+and inside the same allocator scope, is replayed after them: its two [R, cdiv(V, 32)] tensors
+(4.6 MiB at R = 256) fill holes that fit them. Not replayed: the runner's constructor buffers,
+made before the load at PyTorch's default setting (``runner_buffers.py``: Model Runner V2's are
+under 1 MiB each, in the small pool; the V1 runner's ``inputs_embeds`` [N, H] can open a 20 MiB
+segment that the first weights then fill) [approximation].
+
 What stays reserved is predicted by replaying the rank's model load through ``memprof.alloc``
 (``load_rounding.load_ops``: weights in construction order, the model-load buffers, the RoPE
-cache's freed fp32 temporaries), then ``empty_cache``::
+cache's freed fp32 temporaries) under the allocator setting the load ran with
+(``load_rounding.load_alloc_conf``), then ``empty_cache``::
 
     charged = reserved − allocated   after the replay and empty_cache
 
-The profile run's activations are freed before ``empty_cache``; those that landed in the free
-space of a weight's segment leave it as it was, so the replay of the load alone gives the figure
-[approximation: the profile run can split cached blocks differently]. An AWQ or GPTQ checkpoint
-repacked for Marlin is allocated as ``create_weights`` registers it, then each linear's
+The profile run's activations are freed before ``empty_cache``; those that landed in the free space
+of a weight's segment leave it as it was, so the replay of the load alone gives the figure
+[approximation: the profile run can split cached blocks differently; what the window itself keeps,
+torch's cuBLAS workspace at the first GEMM, is not replayed, as where it lands depends on the
+window's freed blocks (docs/model-runner-v2.md, "The cold start's second table")]. An AWQ or GPTQ
+checkpoint repacked for Marlin is allocated as ``create_weights`` registers it, then each linear's
 ``process_weights_after_loading`` follows (``memprof.core.terms.marlin_repack``: the new layout
 allocated, the old tensors and the zero points' unpacked temporaries freed, which leaves holes in
-shared segments); the repacks that module does not replay (MoE experts, Machete, fp8 on Marlin)
-keep those checkpoints' charge a lower bound. The runtime slack replay has no repack, so it
-subtracts the load-only holes (``load_holes_bytes``).
+shared segments); the repacks that module does not replay (MoE experts, Machete, fp8 on Marlin) keep
+those checkpoints' charge a lower bound. The runtime slack replay has no repack, so it subtracts the
+load-only holes (``load_holes_bytes``).
 """
 
 from __future__ import annotations
@@ -45,7 +66,13 @@ from functools import lru_cache
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
-from memprof.core.terms.load_rounding import SIMULATE_MAX_LAYERS, Op, load_ops, simulate
+from memprof.core.terms.load_rounding import (
+    SIMULATE_MAX_LAYERS,
+    Op,
+    load_alloc_conf,
+    load_ops,
+    simulate,
+)
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 RESERVED_CHARGED: tuple[Rule, ...] = (
@@ -81,6 +108,18 @@ RESERVED_CHARGED: tuple[Rule, ...] = (
          source="0.8.0 / 0.8.5 / 0.9.0 v1/worker/gpu_worker.py determine_available_memory: "
          "empty_cache(); non_torch_allocations = (total − free) − "
          "allocated_bytes.all.current; peak_memory += it"),
+    Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
+         "budget", since="0.27.0", until=None,
+         value="total_consumed, the drop in free memory from the worker's init snapshot to "
+         "after the profile window's empty_cache",
+         introduced_by="0.27.0 memory_profiling: total_consumed = before_create.free_memory − "
+         "after_profile.free_memory; non_kv_cache_memory = total_consumed + "
+         "transient_peak_headroom",
+         generation="v1",
+         source="0.27.1 / 0.28.0 utils/mem_utils.py memory_profiling lines 300-326 (0.30.0: "
+         "295-321): gc.collect(); empty_cache(); after_profile.measure() (mem_get_info); "
+         "total_consumed = before_create.free_memory − after_profile.free_memory, read by "
+         "v1/worker/gpu_worker.py determine_available_memory (0.27.1 lines 500-526)"),
 )
 NAME = "allocator holes after empty_cache (charged as non-torch)"
 
@@ -93,10 +132,11 @@ def charged(ctx: TermContext) -> bool:
 
 
 @lru_cache(maxsize=256)
-def holes_after_empty_cache(ops: tuple[Op, ...]) -> int:
-    """``reserved − allocated`` after replaying ``ops`` and ``empty_cache`` (``memprof.alloc``'s
-    replica of PyTorch's caching allocator)."""
-    sim = simulate(ops)
+def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "") -> int:
+    """``reserved − allocated`` after replaying ``ops`` under ``conf`` (a
+    ``PYTORCH_CUDA_ALLOC_CONF``) and ``empty_cache`` (``memprof.alloc``'s replica of PyTorch's
+    caching allocator)."""
+    sim = simulate(ops, conf)
     sim.empty_cache()
     s = sim.memory_stats()
     return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
@@ -107,7 +147,7 @@ def load_holes_bytes(ctx: TermContext) -> int:
     hold: what the runtime slack replay (``memprof.core.terms.allocator``) also holds."""
     if not charged(ctx):
         return 0
-    return holes_after_empty_cache(load_ops(ctx)[0])
+    return holes_after_empty_cache(load_ops(ctx)[0], load_alloc_conf(ctx.dep, ctx.gpu))
 
 
 def charge_ops(ctx: TermContext) -> tuple[Op, ...]:
@@ -142,11 +182,28 @@ def charge_ops(ctx: TermContext) -> tuple[Op, ...]:
                             ctx.dep.engine_version))
 
 
+def after_load_ops(ctx: TermContext) -> tuple[Op, ...]:
+    """What the runner allocates after the weights inside the load's allocator scope and keeps:
+    Model Runner V2's sampler state on a rank that samples (the component
+    ``activation.v2_sampler_state`` charges), in the order it is made; nothing else."""
+    from memprof.core.engines.vllm_runner import sampler_state_tensors
+    from memprof.core.terms.activation import samples_in_profile_run
+    from memprof.core.terms.common import max_seqs
+    from memprof.core.terms.runner_v2_profile import v2_own_profile
+
+    dep = ctx.dep
+    if v2_own_profile(ctx) is None or not samples_in_profile_run(dep, ctx.coord):
+        return ()
+    return tuple((0, n) for n in sampler_state_tensors(max_seqs(dep), ctx.spec.vocab_size,
+                                                       1 + dep.num_speculative_tokens))
+
+
 def reserved_charge_bytes(ctx: TermContext) -> int:
     """The bytes ``RESERVED_CHARGED`` releases charge for this rank (0 where it does not hold)."""
     if not charged(ctx):
         return 0
-    return holes_after_empty_cache(charge_ops(ctx))
+    return holes_after_empty_cache(charge_ops(ctx) + after_load_ops(ctx),
+                                   load_alloc_conf(ctx.dep, ctx.gpu))
 
 
 def reserved_charge_terms(ctx: TermContext) -> list[Component]:
