@@ -84,12 +84,15 @@ def test_versions_diff_names_the_rules_for_the_deployment(capsys: pytest.Capture
     assert "attn_capture_flashinfer_workspace_prefill_footprint" in listed
     assert "no component differs" in out
     # 0.27.0's budget line charges Model Runner V2's sampler state (output_bin_counts [1024, V]
-    # int32 and the rest, 631 MiB here), which a cold start charges with V2's own terms since
-    # the cold compile's example arguments are sized (memprof/core/terms/cold_compile.py)
+    # int32 and the rest, 631 MiB here, and its logit-bias / bad-words / logprob-token-id
+    # tensors, 17.5 MiB at 1,024 requests), which a cold start charges with V2's own terms since
+    # the cold compile's example arguments are sized (memprof/core/terms/cold_compile.py); and
+    # the load's allocator holes its total_consumed holds (terms/reserved_charge.py, 8.08 MiB)
     assert run(["versions", "-m", "qwen3-32b", "--from", "0.26.0", "--to", "0.27.0"]) == 0
     out = capsys.readouterr().out
     assert "model_runner_v2_sampler_state" in out.split("but not for this deployment")[0]
-    assert "KV cache [kv_cache]: 10.03 GiB → 9.41 GiB" in out  # with V2's output-copy stream pool
+    assert "KV cache [kv_cache]: 10.03 GiB → 9.39 GiB" in out  # with V2's output-copy stream pool
+    assert "allocator holes after empty_cache (charged as non-torch) [allocator]: 0 B → 8.08 MiB" in out
     assert run(["versions", "--from", "0.5.4"]) == 2
 
 
