@@ -130,3 +130,26 @@ def test_sm86_keeps_the_cublas_pool_rule_alone() -> None:
     kernel = non_torch.card_first_kernel(e.gpu, after_gemm=True)[0]
     assert kernel == 44_040_192  # 82 SMs × 1536 threads (first_kernel.first_kernel_bytes)
     assert inc.bytes == 12_582_912 + kernel
+
+
+def test_from_0_18_0_pynccls_warm_up_runs_the_kernel_before_the_snapshot() -> None:
+    """vLLM 0.18.0+ sets the device without a kernel, then builds its communicators before the
+    snapshot; PyNcclCommunicator's warm-up (torch.zeros(1) and an all_reduce) is the first
+    kernel (nccl.FIRST_KERNEL_AT_WARM_UP). Four RTX 3090s over SHM: the communicator rows were
+    measured after a kernel, so the card's step is its own baseline component and the profile
+    run keeps cuBLAS's 4 MiB-class step alone; at TP1 no communicator, no warm-up."""
+    gpu = find_gpu("RTX-3090")
+    step = non_torch.card_first_kernel(gpu)[0]
+    e = _est(gpu="RTX-3090", engine_version="0.18.1", tp=4)
+    (warm,) = _named(e, "first kernel's modules (NCCL warm-up)")
+    assert (warm.bytes, warm.where) == (step, "baseline")
+    assert _named(e, NAME) == []
+    increase = _named(e, "non-torch increase (profile run)")[0].bytes
+    assert increase == CUBLAS_AFTER - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES
+    # 0.17.1: set_device ran it; the warm-up's component is not charged twice
+    old = _est(gpu="RTX-3090", engine_version="0.17.1", tp=4)
+    assert _named(old, "first kernel's modules (NCCL warm-up)") == []
+    assert len(_named(old, NAME)) == 1
+    one = _est(gpu="RTX-3090", engine_version="0.18.1")
+    assert _named(one, "first kernel's modules (NCCL warm-up)") == []
+    assert _named(one, "non-torch increase (profile run)")[0].bytes > increase
