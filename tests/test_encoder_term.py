@@ -243,19 +243,24 @@ def test_model_runner_v2_profiles_the_encoder_on_the_first_stage_only() -> None:
 
 
 def test_data_mode_runs_the_whole_tower_on_a_share_of_the_items() -> None:
-    weights = _components("--model", VL, "-tp", "2", "--max-model-len", "32768",
-                          "--limit-mm-per-prompt", '{"video": 0}')
-    data = _components("--model", VL, "-tp", "2", "--max-model-len", "32768",
-                       "--limit-mm-per-prompt", '{"video": 0}', "--mm-encoder-tp-mode", "data")
-    # one 16384-token image either way: the cache is the same (outputs gathered on every rank)
+    argv = ("--model", VL, "-tp", "2", "--max-model-len", "32768", "--max-num-seqs", "1",
+            "--limit-mm-per-prompt", '{"video": 0}', "--engine-version", "0.19.0")
+    weights = _components(*argv)
+    data = _components(*argv, "--mm-encoder-tp-mode", "data")
+    # one 16384-token image either way: the cache is the same (outputs gathered on every rank),
+    # and every rank's dummy batch holds the item's pixels
     assert data["encoder cache (profile run)"] == weights["encoder cache (profile run)"]
     patches, h, i = 16384 * 4, 1280, 3420
     pixels = patches * 3 * 2 * 14 * 14 * 2
+    assert data["encoder inputs held (profile run)"] == pixels
+    assert weights["encoder inputs held (profile run)"] == pixels
+    # the whole tower on the rank (tp = 1 in the widths), no qkv all-gather at 0.19.0
     forward = pixels + max(patches * (h + 10 * h) * 2, patches * (2 * h + 3 * i) * 2)
-    held = data.get("encoder inputs held (profile run)", 0)
     assert data["vision encoder forward (profile run)"] == max(
         0, forward - data["activation peak (profile run)"] - data["encoder cache (profile run)"]
-        - held)
+        - pixels)
+    assert data["vision encoder forward (profile run)"] > weights[
+        "vision encoder forward (profile run)"] > 0
 
 
 @pytest.mark.parametrize(("argv", "text"), [
