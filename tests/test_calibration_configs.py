@@ -67,6 +67,17 @@ def test_qwen3_vl_30b_a3b_weights_are_the_hand_count() -> None:
     assert _rank_bytes("Qwen/Qwen3-VL-30B-A3B-Instruct") == 2 * params  # bf16
 
 
+def test_qwen3_vl_30b_a3b_builds_vllms_m_rope_cache() -> None:
+    """The config's M-RoPE section (text_config.rope_scaling, as the Qwen3-VL family states it)
+    makes vLLM build MRotaryEmbedding, whose cos/sin cache spans 4 × max_position_embeddings:
+    262144 × 4 positions × 128 × 2 B (bf16) a rank, in the load figure."""
+    assert "mrope_section" in _config("qwen3-vl-30b-a3b-instruct")["text_config"]["rope_scaling"]
+    e = estimate("qwen3-vl-30b-a3b-instruct", Deployment(engine_version="0.11.0", tp=4),
+                 gpu_name="H100")
+    comps = {c.name: c.bytes for c in e.ranks[0].components}
+    assert comps["RoPE cos/sin cache default ×4 (M-RoPE)"] == 262_144 * 4 * 128 * 2
+
+
 # --- meta-llama/Llama-4-Scout-17B-16E-Instruct (published row 118) -------------------------------
 
 def test_scout_instruct_has_the_base_shapes_and_its_own_context() -> None:

@@ -103,20 +103,84 @@ def test_releases_before_the_model_or_the_modelled_profile() -> None:
 
 
 def test_the_encoder_terms_by_hand() -> None:
+    # one sequence: the text run's peak is the MLP, and the vision forward sets the profile's
     comps = _components("--model", VL, "--max-model-len", "32768",
-                        "--max-num-batched-tokens", "8192",
-                        "--limit-mm-per-prompt", '{"video": 0}')
+                        "--max-num-batched-tokens", "8192", "--max-num-seqs", "1",
+                        "--limit-mm-per-prompt", '{"video": 0}', "--engine-version", "0.19.0")
     # one 16384-token image; budget max(8192, 16384) = 16384; output 16384 × 3584 × 2 B
     assert comps["encoder cache (profile run)"] == 16384 * 3584 * 2
     patches, h, i = 16384 * 4, 1280, 3420
-    pixels = patches * 3 * 2 * 14 * 14 * (4 + 2)
+    # pixels in the model dtype: vLLM's processor casts the HF processor's fp32 output
+    pixels = patches * 3 * 2 * 14 * 14 * 2
+    # the V1 runner's profile_run keeps the dummy batch (its GPU pixels) through the text run
+    assert comps["encoder inputs held (profile run)"] == pixels
     attention = patches * (h + 10 * h) * 2
     mlp = patches * (2 * h + 3 * i) * 2
     forward = pixels + max(attention, mlp)
     text_peak = comps["activation peak (profile run)"]
     assert comps["vision encoder forward (profile run)"] == max(
-        0, forward - text_peak - comps["encoder cache (profile run)"])
+        0, forward - text_peak - comps["encoder cache (profile run)"] - pixels)
+    assert comps["vision encoder forward (profile run)"] > 0
     assert "deepstack buffers" not in comps
+
+
+def test_model_runner_v2_holds_no_encoder_inputs_through_the_text_run() -> None:
+    """0.33.0's V2 runner batches the dummy items inside execute_mm_encoder: the forward is
+    the same, nothing is held beside the cache."""
+    argv = ("--model", VL, "--max-model-len", "32768", "--max-num-batched-tokens", "8192",
+            "--max-num-seqs", "1", "--limit-mm-per-prompt", '{"video": 0}')
+    v1 = _components(*argv, "--engine-version", "0.19.0")
+    v2 = _components(*argv, "--engine-version", "0.33.0")
+    assert "encoder inputs held (profile run)" not in v2
+    held = v1["encoder inputs held (profile run)"]
+    assert (v2["vision encoder forward (profile run)"]
+            == v1["vision encoder forward (profile run)"] + held)
+
+
+def test_qkv_all_gather_of_the_vision_attention_ends_at_0_11_1() -> None:
+    """0.11.0's split_qkv all-gathers qkv at TP > 1 (3H a patch); vllm-project/vllm#28271
+    (first in 0.11.1) keeps each rank's heads."""
+    argv = ("--model", VL, "-tp", "2", "--max-model-len", "32768",
+            "--max-num-batched-tokens", "8192", "--max-num-seqs", "1",
+            "--limit-mm-per-prompt", '{"video": 0}')
+    old = _components(*argv, "--engine-version", "0.11.0")
+    new = _components(*argv, "--engine-version", "0.11.1")
+    patches, h, i, tp = 16384 * 4, 1280, 3420, 2
+    pixels = patches * 3 * 2 * 14 * 14 * 2
+    rest = (old["activation peak (profile run)"] + old["encoder cache (profile run)"]
+            + old["encoder inputs held (profile run)"])
+    mlp = patches * (2 * h + 3 * i // tp) * 2
+    gathered = patches * (h + 10 * h // tp) * 2 + patches * 3 * h * 2
+    assert old["vision encoder forward (profile run)"] == pixels + max(gathered, mlp) - rest
+    local = patches * (h + 10 * h // tp) * 2
+    assert new["vision encoder forward (profile run)"] == max(0, pixels + max(local, mlp) - rest)
+
+
+def test_the_padding_era_holds_the_unpadded_outputs_through_the_text_run() -> None:
+    """0.11.0 - 0.12.0 pad each output to the budget; the loop variable keeps the last unpadded
+    output (a view of the tower's output) beside the padded cache and the pixels."""
+    from memprof.core.models import load_model
+    from memprof.core.models.multimodal import encoder_budget, mm_limits
+
+    argv = ("--model", "qwen3-vl-4b-instruct", "--max-model-len", "65536",
+            "--max-num-batched-tokens", "2048")
+    comps = _components(*argv, "--engine-version", "0.11.0")
+    tower = load_model("qwen3-vl-4b-instruct").vision
+    assert tower is not None
+    eb = encoder_budget(tower, limits=mm_limits(None, tower.modalities), max_model_len=65536,
+                        max_num_batched_tokens=2048, max_num_seqs=256, version="0.11.0")
+    assert eb is not None and eb.pad_to_budget and eb.item.encoder_tokens < eb.budget
+    pixels = eb.encoder_tokens * 4 * tower.patch_inputs * 2
+    outputs = eb.encoder_tokens * tower.embed_width * 2
+    assert comps["encoder cache (profile run)"] == eb.items * eb.budget * tower.embed_width * 2
+    assert comps["encoder inputs held (profile run)"] == pixels + outputs
+    # 0.13.0 caches the outputs themselves: the pixels alone are held
+    later = _components(*argv, "--engine-version", "0.13.0")
+    eb13 = encoder_budget(tower, limits=mm_limits(None, tower.modalities), max_model_len=65536,
+                          max_num_batched_tokens=2048, max_num_seqs=256, version="0.13.0")
+    assert eb13 is not None
+    assert later["encoder inputs held (profile run)"] == (
+        eb13.encoder_tokens * 4 * tower.patch_inputs * 2)
 
 
 def test_deepstack_buffers_are_allocated_with_the_model() -> None:
@@ -179,17 +243,24 @@ def test_model_runner_v2_profiles_the_encoder_on_the_first_stage_only() -> None:
 
 
 def test_data_mode_runs_the_whole_tower_on_a_share_of_the_items() -> None:
-    weights = _components("--model", VL, "-tp", "2", "--max-model-len", "32768",
-                          "--limit-mm-per-prompt", '{"video": 0}')
-    data = _components("--model", VL, "-tp", "2", "--max-model-len", "32768",
-                       "--limit-mm-per-prompt", '{"video": 0}', "--mm-encoder-tp-mode", "data")
-    # one 16384-token image either way: the cache is the same (outputs gathered on every rank)
+    argv = ("--model", VL, "-tp", "2", "--max-model-len", "32768", "--max-num-seqs", "1",
+            "--limit-mm-per-prompt", '{"video": 0}', "--engine-version", "0.19.0")
+    weights = _components(*argv)
+    data = _components(*argv, "--mm-encoder-tp-mode", "data")
+    # one 16384-token image either way: the cache is the same (outputs gathered on every rank),
+    # and every rank's dummy batch holds the item's pixels
     assert data["encoder cache (profile run)"] == weights["encoder cache (profile run)"]
     patches, h, i = 16384 * 4, 1280, 3420
-    pixels = patches * 3 * 2 * 14 * 14 * (4 + 2)
+    pixels = patches * 3 * 2 * 14 * 14 * 2
+    assert data["encoder inputs held (profile run)"] == pixels
+    assert weights["encoder inputs held (profile run)"] == pixels
+    # the whole tower on the rank (tp = 1 in the widths), no qkv all-gather at 0.19.0
     forward = pixels + max(patches * (h + 10 * h) * 2, patches * (2 * h + 3 * i) * 2)
     assert data["vision encoder forward (profile run)"] == max(
-        0, forward - data["activation peak (profile run)"] - data["encoder cache (profile run)"])
+        0, forward - data["activation peak (profile run)"] - data["encoder cache (profile run)"]
+        - pixels)
+    assert data["vision encoder forward (profile run)"] > weights[
+        "vision encoder forward (profile run)"] > 0
 
 
 @pytest.mark.parametrize(("argv", "text"), [
@@ -200,3 +271,28 @@ def test_bad_encoder_tp_mode_is_one_error(argv: list[str], text: str) -> None:
     code, out, err = invoke(["estimate", "--model", VL, "--gpu", "H100", *argv])
     assert (code, out) == (2, "")
     one_error(err, text)
+
+
+def test_qwen3_vl_keeps_its_position_embeddings_through_the_blocks() -> None:
+    """Qwen3_VisionTransformer.forward references the interpolated pos_embeds [P, H] through
+    every block (0.11.0 a local, 0.19.0 encoder_metadata): one P·H·s beside the block's peak."""
+    from memprof.core.models import load_model
+
+    tower = load_model("qwen3-vl-4b-instruct").vision
+    assert tower is not None and tower.kept_pos_embeds
+    comps = _components("--model", "qwen3-vl-4b-instruct", "--max-model-len", "32768",
+                        "--max-num-batched-tokens", "8192", "--max-num-seqs", "1",
+                        "--limit-mm-per-prompt", '{"video": 0}', "--engine-version", "0.19.0")
+    tokens = comps["encoder cache (profile run)"] // (tower.embed_width * 2)
+    p, h, i = tokens * 4, tower.hidden, tower.intermediate
+    pixels = p * tower.patch_inputs * 2
+    pos = p * h * 2
+    attn, mlp = p * (h + 10 * h) * 2, p * (2 * h + 2 * i) * 2
+    deep = tower.deepstack_levels * tokens * tower.out_hidden * 2
+    forward = pixels + pos + max(attn, mlp) + deep
+    assert comps["vision encoder forward (profile run)"] == max(
+        0, forward - comps["activation peak (profile run)"] - comps["encoder cache (profile run)"]
+        - comps["encoder inputs held (profile run)"])
+    assert comps["vision encoder forward (profile run)"] > 0
+    qwen2_5 = load_model(VL).vision  # Qwen2.5-VL's tower has no learnt position table
+    assert qwen2_5 is not None and not qwen2_5.kept_pos_embeds

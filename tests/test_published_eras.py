@@ -46,9 +46,11 @@ VERDICT_MISSES: dict[int, str] = {
           "(row 1707) had 2.09 GiB less KV; what held the card's memory outside this process at "
           "the restart the page does not say (no log lines), so the row stays a miss",
     2482: "logged a start (Qwen3-VL-30B-A3B-Instruct at TP 4 on four RTX 3090s, vLLM 0.11.0, "
-          "2.31 GiB of KV a rank); memprof gives 21,536 more tokens (+21%, 0.49 GiB a rank "
-          "less memory outside the pool than the engine kept: the run profiles its encoder "
-          "cache with one video item of 153,600 tokens) and predicts a start-up OOM",
+          "2.31 GiB of KV a rank, a 1.92 GiB graph figure); memprof's KV is within 1% "
+          "(99,760 tokens against 100,752) but it predicts a start-up OOM: the CUDA-graph pool "
+          "above the estimate (2.05 GiB, 0.11.0 budgets no graph estimate; its graph figure "
+          "2.07 GiB is 8% above the logged 1.92) takes the rank to 23.70 GiB, 125 MiB over the "
+          "catalog's 23.57 GiB total for the RTX 3090, which the log does not print",
 }
 
 

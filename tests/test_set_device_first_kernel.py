@@ -144,3 +144,26 @@ def test_0_17_1_tp1_rtx3090_by_hand() -> None:
     assert _named(e, "CUDA context")[0].bytes == context == 300_844_646
     assert [(c.bytes, c.where) for c in _named(e, NAME)] == [(46_137_344, "baseline")]
     assert _non_torch(e, "baseline") == context + 46_137_344
+
+
+def test_from_0_18_0_pynccls_warm_up_runs_the_kernel_before_the_snapshot() -> None:
+    """vLLM 0.18.0+ sets the device without a kernel, then builds its communicators before the
+    snapshot; PyNcclCommunicator's warm-up (torch.zeros(1) and an all_reduce) is the first
+    kernel (nccl.FIRST_KERNEL_AT_WARM_UP). Four RTX 3090s over SHM: the communicator rows were
+    measured after a kernel, so the card's step is its own baseline component and the profile
+    run keeps cuBLAS's 4 MiB-class step alone; at TP1 no communicator, no warm-up."""
+    gpu = find_gpu("RTX-3090")
+    step = non_torch.card_first_kernel(gpu)[0]
+    e = _est(gpu="RTX-3090", engine_version="0.18.1", tp=4)
+    (warm,) = _named(e, "first kernel's modules (NCCL warm-up)")
+    assert (warm.bytes, warm.where) == (step, "baseline")
+    assert _named(e, NAME) == []
+    increase = _named(e, "non-torch increase (profile run)")[0].bytes
+    assert increase == CUBLAS_AFTER - non_torch.CUBLAS_SMALL_POOL_SAVING_BYTES
+    # 0.17.1: set_device ran it; the warm-up's component is not charged twice
+    old = _est(gpu="RTX-3090", engine_version="0.17.1", tp=4)
+    assert _named(old, "first kernel's modules (NCCL warm-up)") == []
+    assert len(_named(old, NAME)) == 1
+    one = _est(gpu="RTX-3090", engine_version="0.18.1")
+    assert _named(one, "first kernel's modules (NCCL warm-up)") == []
+    assert _named(one, "non-torch increase (profile run)")[0].bytes > increase

@@ -99,12 +99,14 @@ def test_gemma3_profile_term_by_hand() -> None:
     p = 128 * 4096
     cache = 128 * 256 * 5376 * S
     assert comps["encoder cache (profile run)"] == cache
-    pixels = p * 3 * 14 * 14 * (4 + S)
+    pixels = p * 3 * 14 * 14 * S  # in the model dtype (the processor casts them)
+    # the V1 runner's profile_run keeps the dummy batch's pixels through the text run
+    assert comps["encoder inputs held (profile run)"] == pixels
     attn = p * (2 * h + 4 * h) * S  # residual, normed input, qkv, attention output
     mlp = p * (2 * h + 2 * i) * S  # residual, normed input, fc1 and its activation
     forward = pixels + max(attn, mlp)
     assert comps["vision encoder forward (profile run)"] == max(
-        0, forward - comps["activation peak (profile run)"] - cache)
+        0, forward - comps["activation peak (profile run)"] - cache - pixels)
     assert comps["vision encoder forward (profile run)"] > 0  # the encoder run sets the peak
 
 
@@ -118,12 +120,13 @@ def test_llama4_profile_term_by_hand_at_tp4() -> None:
     p = items * 17 * 577
     cache = items * 2448 * 5120 * S
     assert comps["encoder cache (profile run)"] == cache
-    pixels = items * 17 * 576 * 3 * 14 * 14 * (4 + S)
+    pixels = items * 17 * 576 * 3 * 14 * 14 * S
+    assert comps["encoder inputs held (profile run)"] == pixels
     attn = p * (2 * h + 11 * h // tp) * S
     mlp = p * (2 * h + 2 * i // tp) * S
     forward = pixels + max(attn, mlp)
     assert comps["vision encoder forward (profile run)"] == max(
-        0, forward - comps["activation peak (profile run)"] - cache)
+        0, forward - comps["activation peak (profile run)"] - cache - pixels)
 
 
 def test_tower_params_match_the_hand_counts() -> None:

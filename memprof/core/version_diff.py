@@ -84,13 +84,17 @@ from memprof.core.terms.cudagraph import (
     GRAPH_MODES,
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
-from memprof.core.terms.encoder import ENCODER_FIRST_STAGE
+from memprof.core.terms.encoder import (
+    ENCODER_FIRST_STAGE,
+    ENCODER_INPUTS_HELD,
+    QWEN_VL_QKV_GATHER,
+)
 from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
 from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT, LOAD_MAX_SPLIT_ROCM
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
-from memprof.core.terms.nccl import EP_PYNCCL
+from memprof.core.terms.nccl import EP_PYNCCL, FIRST_KERNEL_AT_WARM_UP
 from memprof.core.terms.nccl_nvls import NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER
 from memprof.core.terms.non_torch import (
     FIRST_KERNEL_AT_SET_DEVICE,
@@ -165,8 +169,9 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
-    ENCODER_FIRST_STAGE, *GRAPH_LOG_RULES, COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM,
-    FIRST_KERNEL_AT_SET_DEVICE,
+    ENCODER_FIRST_STAGE, ENCODER_INPUTS_HELD, QWEN_VL_QKV_GATHER, *GRAPH_LOG_RULES,
+    COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM,
+    FIRST_KERNEL_AT_SET_DEVICE, FIRST_KERNEL_AT_WARM_UP,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *VLLM_COMPILE_RULES,

@@ -171,7 +171,9 @@ class VisionTower:
 
     Forward (the profile run's encoder pass, per patch, TP-local widths): attention keeps
     ``attn_width[0]·H + attn_width[1]·H/tp`` values live, plus the all-gathered qkv (``3H``)
-    with TP > 1 when ``gather_qkv``; the MLP ``2H + g·I/tp`` (g = 3 gated, 2 plain)."""
+    with TP > 1 when ``gather_qkv``; the MLP ``2H + g·I/tp`` (g = 3 gated, 2 plain); with
+    ``kept_pos_embeds`` the interpolated position embeddings (``H``) stay live through every
+    block."""
 
     depth: int
     hidden: int
@@ -205,6 +207,7 @@ class VisionTower:
     placeholder_extra: int = 0
     attn_width: tuple[int, int] = (1, 10)
     gather_qkv: bool = True
+    kept_pos_embeds: bool = False  # [P, H] position embeddings referenced through the blocks
     data_mode: bool = True  # the family honours --mm-encoder-tp-mode data
     # the tower is transformers' own model (plain nn.Linear): whole on every rank, as in data mode
     whole: bool = False

@@ -11,28 +11,50 @@ labelled placeholder says so). The budget and the items: ``memprof/core/models/m
 (``encoder_budget``). The profile's torch peak is therefore the larger of
 
     the encoder forward:  pixels + the tower's live activations (one block at a time)
-    the text dummy run:   encoder cache + the text peak (``memprof/core/terms/activation.py``)
+    the text dummy run:   encoder cache + the encoder inputs still held + the text peak
+                          (``memprof/core/terms/activation.py``)
 
-so this term adds, beside the text peak: the encoder cache (profiled), and what the encoder
-forward needs above the text peak and the cache (profiled, 0 when the text run is larger).
+so this term adds, beside the text peak: the encoder cache (profiled), the inputs held through
+the text run (profiled), and what the encoder forward needs above the text peak, the cache and
+the held inputs (profiled, 0 when the text run is larger).
 
 The encoder forward on P = items × tokens × merge² patches (plus a class token a tile for a
 tower that has one), one rank (TP-local widths), the same for every family with the tower's
 ``attn_width`` (a, b) and ``gather_qkv`` read from its vLLM file: ``qwen2_5_vl.py`` /
-``qwen3_vl.py`` (a, b) = (1, 10) and ``split_qkv`` all-gathering qkv when TP > 1; ``siglip.py``
-(Gemma 3) (2, 4); ``mllama4.py`` (Llama 4) (2, 11) — the family modules give the reading
-(flash-attention varlen: no P² scores). With
+``qwen3_vl.py`` (a, b) = (1, 10), and at 0.11.0 ``split_qkv`` all-gathering qkv when TP > 1
+(``all_gather_interleave``; removed by vllm-project/vllm#28271, first released in 0.11.1: the
+0.11.1, 0.12.0, 0.19.0 and 0.33.0 wheels' ``Qwen2_5_VisionAttention.forward`` keeps its own
+heads, ``QWEN_VL_QKV_GATHER``); ``siglip.py`` (Gemma 3) (2, 4); ``mllama4.py`` (Llama 4)
+(2, 11) — the family modules give the reading (flash-attention varlen: no P² scores). With
 ``--mm-encoder-tp-mode data`` the tower is whole on each rank (tp = 1 below) and each rank
 encodes a share of the items (``vision.py`` ``run_dp_sharded_mrope_vision_model``): the busiest
 rank's ceil(items / TP) is charged:
 
-    pixels     P' · patch_inputs · (4 + s)  the processor's fp32 pixels and their model-dtype copy
+    pixels     P' · patch_inputs · s        the dummy items' pixel values, in the model dtype
                                             (P': the patches that carry pixels, no class token)
     attention  P · (a·H + b·H/tp) · s       residual, normed input, qkv, q/k copies and rotation
-               + P · 3H · s with TP > 1     the all-gathered qkv (gather_qkv)
+               + P · 3H · s with TP > 1     the all-gathered qkv (gather_qkv, until 0.11.1)
     mlp        P · (2H + g·I/tp) · s        residual and normed input, gate_up (g = 3: gate_up +
                                             its activation) or fc1 (g = 2: fc1 + activation)
     deepstack  levels · P/merge² · out · s  the deepstack mergers' outputs kept to the end
+    position   P · H · s                    Qwen3-VL's interpolated position embeddings, kept
+                                            through the blocks (kept_pos_embeds)
+
+The pixels are in the model dtype on the GPU: vLLM's processor casts every floating output of
+the HF processor to ``model_config.dtype`` on the host ("This mimics the behavior of
+transformers.BatchFeature": 0.11.0 / 0.11.1 / 0.12.0 ``multimodal/processing.py``
+``InputProcessingContext._postprocess_output``, 0.19.0 / 0.33.0
+``multimodal/processing/context.py``), and the tower's ``x.to(device, dtype)`` is then no copy.
+
+What the V1 runner holds through the text dummy run beside the cache (``ENCODER_INPUTS_HELD``):
+``profile_run`` keeps ``batched_dummy_mm_inputs`` — every item's pixels, on the GPU
+(``_get_mm_dummy_batch`` batches them with ``device=self.device``) — as a local until it returns,
+and in the padding era (0.11.0 - 0.12.0) its loop variable ``output`` still references the last
+unpadded encoder output, a ``split`` view of the tower's whole output (``qwen3_vl.py``
+``_process_video_input``: ``video_embeds.split(sizes)``), while ``_dummy_run`` and the sampler
+run. Model Runner V2 (``v1/worker/gpu/mm/encoder_runner.py`` ``profile_encoder_cache``, 0.33.0)
+batches the items inside ``execute_mm_encoder`` and keeps only the outputs: nothing held.
+The text side of the peak is therefore text peak + cache + held.
 
 ``Qwen3VLForConditionalGeneration.__init__`` also allocates one ``[max_num_batched_tokens, text
 hidden]`` buffer per deepstack level (``deepstack_input_embeds``, model dtype) while the model is
@@ -45,15 +67,18 @@ has been recorded yet); the cache and the buffers are exact sizes.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
+from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, value_at
 
-PIXEL_BYTES = 4  # the HF processor's pixel_values are float32
+if TYPE_CHECKING:
+    from memprof.core.models.multimodal import EncoderBudget, VisionTower
 
 # Model Runner V2 (vLLM's default from 0.29.0: memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES)
 # profiles the encoder on the first PP stage only; the V1 runner on every stage.
@@ -64,6 +89,37 @@ ENCODER_FIRST_STAGE: tuple[Rule, ...] = (
          source="0.29.0 / 0.33.0 v1/worker/gpu/model_runner.py profile_run (if "
          "self.supports_mm_inputs and self.is_first_pp_rank); v1/worker/gpu_model_runner.py "
          "(the V1 runner) profiles on every rank", applies_to="multimodal"),
+)
+
+
+# Qwen2.5-VL's vision attention (Qwen3-VL's and Qwen3.5's too) all-gathers qkv over the TP ranks
+# and re-splits it (split_qkv) until vllm-project/vllm#28271 (merged 2025-11-07) keeps each rank's
+# own heads.
+QWEN_VL_QKV_GATHER: tuple[Rule, ...] = (
+    Rule(name="mm_vision_qkv_all_gather", changes="vision encoder forward (profile run)",
+         since="0.11.0", until="0.11.1", value=True,
+         introduced_by="not identified (in 0.11.0, the first release whose encoder profile "
+         "memprof models)",
+         removed_by="vllm-project/vllm#28271 ([Refactor] Remove redundant TP gather/split in "
+         "split_qkv in QwenVL), first released in 0.11.1",
+         source="0.11.0 model_executor/models/qwen2_5_vl.py Qwen2_5_VisionAttention.split_qkv "
+         "(all_gather_interleave when tp_size > 1); 0.11.1 / 0.12.0 / 0.19.0 / 0.33.0 "
+         "qwen2_5_vl.py (no all_gather_interleave)", applies_to="multimodal"),
+)
+
+# What the V1 runner's profile_run still references while the text dummy run and the sampler run:
+# the dummy batch's GPU pixels (a local until it returns) and, while it pads the outputs, the
+# last unpadded output (the loop variable ``output``).
+ENCODER_INPUTS_HELD: tuple[Rule, ...] = (
+    Rule(name="mm_encoder_inputs_held", changes="encoder inputs held (profile run)",
+         since="0.11.0", until=None, value=True,
+         introduced_by="not identified (in 0.11.0, the first release whose encoder profile "
+         "memprof models)",
+         source="0.11.0 / 0.11.1 / 0.12.0 / 0.19.0 / 0.33.0 v1/worker/gpu_model_runner.py "
+         "profile_run (batched_dummy_mm_inputs = self._get_mm_dummy_batch(...), no del before "
+         "self._dummy_run; 0.11.0 - 0.12.0 'for output in dummy_encoder_outputs' before it); "
+         "Model Runner V2 (0.33.0 v1/worker/gpu/mm/encoder_runner.py profile_encoder_cache) "
+         "batches the items inside execute_mm_encoder: nothing held", applies_to="multimodal"),
 )
 
 
@@ -125,13 +181,16 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
     # a tiled tower adds a class token to each tile
     cls = local_items * tower.tiles if tower.class_embedding else 0
     patches = image_patches + cls
-    pixels = image_patches * tower.patch_inputs * (PIXEL_BYTES + s)
+    # the processor's pixels, cast to the model dtype on the host (the module docstring)
+    pixels = image_patches * tower.patch_inputs * s
+    gather = tower.gather_qkv and value_at(QWEN_VL_QKV_GATHER, dep.engine_version, False)
     a, b = tower.attn_width
     attn = (patches * (a * h + b * h // tp) * s
-            + (patches * 3 * h * s if tp > 1 and tower.gather_qkv else 0))
+            + (patches * 3 * h * s if tp > 1 and gather else 0))
     mlp = patches * (2 * h + (3 if tower.gated else 2) * i // tp) * s
     deep = tower.deepstack_levels * local_items * eb.item.encoder_tokens * tower.out_hidden * s
-    forward = pixels + max(attn, mlp) + deep
+    pos = patches * h * s if tower.kept_pos_embeds else 0
+    forward = pixels + pos + max(attn, mlp) + deep
     cache = eb.cached_rows * tower.embed_width * s
     text_peak = activation_terms(ctx)[0].bytes
     item = eb.item
@@ -144,12 +203,42 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
         formula=f"{eb.cached_rows} rows × {tower.embed_width} × {s} B; {what} "
         f"({'padded to the budget, ' if eb.pad_to_budget else ''}profile_run; "
         "compute_mm_encoder_budget)"))
-    above = max(0, forward - text_peak - cache)
+    held = _held_through_text_run(ctx, eb, tower, s)
+    if held is not None:
+        out.append(held)
+    kept = held.bytes if held is not None else 0
+    above = max(0, forward - text_peak - cache - kept)
     out.append(Component(
         name="vision encoder forward (profile run)", category="activation", bytes=above,
         where="budget", profiled=True,
         formula=f"max(0, forward {fmt_bytes(forward)} − text peak {fmt_bytes(text_peak)} − "
-        f"cache {fmt_bytes(cache)}); forward on {patches} patches = pixels "
-        f"{fmt_bytes(pixels)} + max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + "
-        f"deepstack {fmt_bytes(deep)}"))
+        f"cache {fmt_bytes(cache)} − held {fmt_bytes(kept)}); forward on {patches} patches = "
+        "pixels "
+        f"{fmt_bytes(pixels)} + "
+        + (f"position embeddings {fmt_bytes(pos)} + " if pos else "")
+        + f"max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + deepstack {fmt_bytes(deep)}"))
     return out
+
+
+def _held_through_text_run(ctx: TermContext, eb: EncoderBudget, tower: VisionTower,
+                           s: int) -> Component | None:
+    """What the V1 runner's ``profile_run`` still references during the text dummy run
+    (``ENCODER_INPUTS_HELD``): every dummy item's pixels in the model dtype, and in the padding
+    era the tower's whole unpadded output (the last item's output is a view of it); ``None``
+    under Model Runner V2 or at a release without the rule."""
+    dep = ctx.dep
+    if not value_at(ENCODER_INPUTS_HELD, dep.engine_version, False) or runs_v2(ctx):
+        return None
+    # data mode: each rank's batch still holds every item; the outputs are gathered on every rank
+    pixels = eb.items * eb.item.encoder_tokens * tower.merge * tower.merge * tower.patch_inputs * s
+    padded = eb.pad_to_budget and eb.item.encoder_tokens < eb.budget
+    outputs = eb.encoder_tokens * tower.embed_width * s if padded else 0
+    return Component(
+        name="encoder inputs held (profile run)", category="activation", bytes=pixels + outputs,
+        where="budget", profiled=True,
+        formula=f"pixels {eb.items} × {eb.item.encoder_tokens * tower.merge ** 2} patches × "
+        f"{tower.patch_inputs} × {s} B ({fmt_bytes(pixels)}: batched_dummy_mm_inputs, a local of "
+        "profile_run through _dummy_run)"
+        + (f" + the unpadded outputs {eb.encoder_tokens} × {tower.embed_width} × {s} B "
+           f"({fmt_bytes(outputs)}: the loop variable 'output', a view of them)"
+           if padded else ""))

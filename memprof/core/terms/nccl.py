@@ -226,8 +226,22 @@ SECOND_COMM_ROWS: dict[tuple[bool, bool, int], tuple[int, int, str]] = {
 
 # Engines whose NCCL warm-up runs the process's first kernel before their free-memory baseline,
 # where it is charged when the communicator's row leaves it out
-# (``memprof.core.terms.nccl_warmup``).
+# (``memprof.core.terms.nccl_warmup``). vLLM V1 from 0.18.0: Worker.init_device no longer runs a
+# fill kernel in set_device (``non_torch.FIRST_KERNEL_AT_SET_DEVICE`` ends there), and calls
+# init_worker_distributed_environment before its MemorySnapshot; with a group of more than one
+# rank that builds PyNcclCommunicator, whose constructor warms up with torch.zeros(1) and an
+# all_reduce: the process's first kernel, before the snapshot.
 FIRST_KERNEL_AT_WARM_UP: tuple[Rule, ...] = (
+    Rule(name="first_kernel_at_nccl_warm_up", changes="non-torch: the first kernel's modules "
+         "before the baseline", since="0.18.0", until=None, value=True, applies_to="nccl",
+         generation="v1",
+         introduced_by="Worker.init_device calls torch.accelerator.set_device_index, which runs "
+         "no kernel (first read in 0.18.0): PyNccl's warm-up is then the first kernel",
+         source="0.18.1 / 0.19.0 v1/worker/gpu_worker.py Worker.init_device "
+         "(set_device_index, init_worker_distributed_environment, then init_snapshot = "
+         "MemorySnapshot(); the same order in 0.33.0); distributed/device_communicators/"
+         "pynccl.py PyNcclCommunicator.__init__ ('A small all_reduce for warmup': "
+         "torch.zeros(1, device=device))"),
     Rule(name="first_kernel_at_nccl_warm_up", changes="non-torch: the first kernel's modules "
          "before the baseline", since=None, until=None, value=True, applies_to="nccl",
          engine="sglang",

@@ -7,8 +7,11 @@ first kernel brings in (the driver's device-side assert/printf reservation, made
 its module, which calls ``__assertfail``), 96,468,992 B on H100 and the card's own step elsewhere
 (``memprof.core.terms.first_kernel``; reports/gpu/nccl/README.md,
 reports/gpu/nccl/first-kernel-2x-h100.json); only the (NVLink P2P, cuMem on) row holds it
-(``memprof.core.terms.nccl.FIRST_KERNEL_IN_ROW``). vLLM's profile run charges that kernel in its
-own non-torch increase (``memprof.core.terms.non_torch.profile_run_increase``). An engine whose
+(``memprof.core.terms.nccl.FIRST_KERNEL_IN_ROW``). vLLM before 0.18.0 ran it before its
+snapshot in ``set_device`` (V1 0.10.0-0.17.x, ``non_torch.FIRST_KERNEL_AT_SET_DEVICE``) or in
+its profile run (``memprof.core.terms.non_torch.profile_run_increase``); from 0.18.0 its
+worker builds the communicators before the snapshot with no kernel run yet, so PyNccl's warm-up
+runs it there, before the budget (``FIRST_KERNEL_AT_WARM_UP``'s vLLM row). An engine whose
 KV pool is sized from the free memory before its load sees it there instead, where its
 communicators' warm-up runs the process's first kernel before the load
 (``memprof.core.terms.nccl.FIRST_KERNEL_AT_WARM_UP``; the profile run's own increase then

@@ -130,7 +130,7 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.tp", "dep.nnodes", "dep.pp", "dep.dp",
                                   "dep.enable_expert_parallel", "dep.nccl_nvls_enable")),
     "warm_up_first_kernel": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version",
-                                       "dep.tp", "dep.nnodes", "dep.pp",
+                                       "dep.tp", "dep.nnodes", "dep.pp", "dep.dp",
                                        "dep.enable_expert_parallel")),
     # ctx.spec, ctx.quant: whether Model Runner V2 runs the model (terms/runner_v2_profile.py)
     "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "ctx.spec", "ctx.quant",

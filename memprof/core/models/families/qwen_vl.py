@@ -213,6 +213,10 @@ def deepstack_tower(cfg: dict[str, Any], text_hidden: int, releases: tuple[Rule,
         merge=merge, out_hidden=vision_int(vc, "out_hidden_size"),
         gated=False, norm_bias=True, patch_bias=True,
         position_embeddings=vision_int(vc, "num_position_embeddings"),
+        # Qwen3_VisionTransformer.forward keeps the interpolated pos_embeds [P, H] referenced
+        # through the blocks (0.11.0 qwen3_vl.py: the local pos_embeds; 0.19.0 / 0.33.0:
+        # encoder_metadata["pos_embeds"])
+        kept_pos_embeds=True,
         deepstack_levels=levels, text_hidden=text_hidden,
         head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), levels),
         processor=processors()[1], releases=releases, source=source)
