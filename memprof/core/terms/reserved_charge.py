@@ -66,6 +66,9 @@ from functools import lru_cache
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
+from memprof.core.engines.vllm_runner import sampler_state_tensors
+from memprof.core.terms.activation import samples_in_profile_run
+from memprof.core.terms.common import max_seqs
 from memprof.core.terms.load_rounding import (
     SIMULATE_MAX_LAYERS,
     Op,
@@ -73,6 +76,7 @@ from memprof.core.terms.load_rounding import (
     load_ops,
     simulate,
 )
+from memprof.core.terms.runner_v2_profile import v2_own_profile
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 RESERVED_CHARGED: tuple[Rule, ...] = (
@@ -186,11 +190,6 @@ def after_load_ops(ctx: TermContext) -> tuple[Op, ...]:
     """What the runner allocates after the weights inside the load's allocator scope and keeps:
     Model Runner V2's sampler state on a rank that samples (the component
     ``activation.v2_sampler_state`` charges), in the order it is made; nothing else."""
-    from memprof.core.engines.vllm_runner import sampler_state_tensors
-    from memprof.core.terms.activation import samples_in_profile_run
-    from memprof.core.terms.common import max_seqs
-    from memprof.core.terms.runner_v2_profile import v2_own_profile
-
     dep = ctx.dep
     if v2_own_profile(ctx) is None or not samples_in_profile_run(dep, ctx.coord):
         return ()
