@@ -1,4 +1,5 @@
-"""memprof.core.terms.pynccl_pool: vLLM's PyNccl communicators make no torch stream pool, so the
+"""memprof.core.terms.pynccl_pool: vLLM's PyNccl communicators make no torch stream pool (before
+0.14.0 on CUDA, 0.7.3 on ROCm, where vLLM's current_stream() starts making a stream), so the
 measured communicator rows (made through ``init_process_group(device_id=…)``, the pool inside
 their init) are charged without it, and the pool lands where the process's first torch stream is
 made: the model runner's comm_stream, the profile run's logits gather on torch's
@@ -25,6 +26,7 @@ from memprof.core.terms.pynccl_pool import (
     LOGITS_GATHER_PROCESS_GROUP,
     LOGITS_GATHER_PROCESS_GROUP_ROCM,
     PYNCCL_NO_STREAM_POOL,
+    PYNCCL_NO_STREAM_POOL_ROCM,
     comm_makes_stream_pool,
 )
 from memprof.core.version_diff import all_rules
@@ -81,7 +83,7 @@ def test_the_budget_keeps_the_pool_where_the_logits_gather_makes_it(
     # with the rule left out the pool was inside the communicator's row: the same budget
     with_rule = _est(no_gpu_peer_access=True)
     # the rule left out: the communicators make the pool, as measured (the cached reading)
-    monkeypatch.setattr(pynccl_pool, "_comm_makes_pool", lambda engine, version: True)
+    monkeypatch.setattr(pynccl_pool, "_comm_makes_pool", lambda engine, version, rocm: True)
     without = _est(no_gpu_peer_access=True)
     assert with_rule.ranks[0].available_kv_bytes == without.ranks[0].available_kv_bytes
     assert _comp(without, "NCCL TP") - _comp(with_rule, "NCCL TP") == TORCH_STREAM_POOL_BYTES
@@ -96,13 +98,14 @@ MOE = "qwen3-30b-a3b"
 @pytest.mark.parametrize(("model", "version", "pp", "where"), [
     ("llama-3.1-8b", "0.10.1.1", 1, "logits gather"),  # V1: base all_gather_into_tensor
     ("llama-3.1-8b", "0.7.2", 1, "logits gather"),      # V0: torch.distributed.gather
-    (MOE, "0.25.0", 1, "logits gather"),     # the last release before PyNccl's all_gather
-    ("llama-3.1-8b", "0.14.1", 1, "comm_stream"),       # the model runner's stream comes first
-    (MOE, "0.26.0", 1, "first graph"),       # CudaCommunicator.all_gather through PyNccl
-    ("llama-3.1-8b", "0.25.0", 1, "V2 stream"),
-    ("llama-3.1-8b", "0.26.0", 1, "V2 stream"),
-    ("llama-3.1-8b", "0.33.0", 1, "V2 stream"),
+    ("llama-3.1-8b", "0.13.0", 1, "comm_stream"),       # the model runner's stream comes first
     ("llama-3.1-8b", "0.10.1.1", 2, "first graph"),     # rank 0 is PP stage 0: no logits there
+    # from 0.14.0 PyNccl's warm-up makes it (current_stream() sets a torch.cuda.Stream())
+    ("llama-3.1-8b", "0.14.1", 1, "communicator"),
+    (MOE, "0.25.0", 1, "communicator"),
+    (MOE, "0.26.0", 1, "communicator"),
+    ("llama-3.1-8b", "0.33.0", 1, "communicator"),
+    ("llama-3.1-8b", "0.33.0", 2, "communicator"),
 ])
 def test_where_the_pool_lands_at_tp2(model: str, version: str, pp: int, where: str) -> None:
     e = estimate(model, Deployment(tp=2, pp=pp, engine_version=version), gpu_name="H100")
@@ -111,33 +114,44 @@ def test_where_the_pool_lands_at_tp2(model: str, version: str, pp: int, where: s
     first = graph_driver_first(ctx) == TORCH_STREAM_POOL_BYTES
     assert {"logits gather": ({"torch stream pool (profile run's logits gather)"}, False),
             "comm_stream": ({"torch stream pool (model runner's comm_stream)"}, False),
-            "V2 stream": ({"torch stream pool (Model Runner V2's output_copy_stream)"}, False),
+            "communicator": (set(), False),
             "first graph": (set(), True)}[where] == (got, first)
 
 
-def test_rocm_keeps_the_process_group_gather_after_0_26() -> None:
-    e = estimate(MOE, Deployment(tp=2, engine_version="0.28.0"), gpu_name="MI300X")
+def test_rocm_makes_the_pool_in_pynccl_from_0_7_3() -> None:
+    # on ROCm current_stream() made a torch.cuda.Stream() from 0.7.3: the communicator's
+    # warm-up makes the pool, so neither the logits gather nor V2's stream pays it
+    for model, version in ((MOE, "0.28.0"), ("llama-3.1-8b", "0.33.0"), (MOE, "0.8.4")):
+        e = estimate(model, Deployment(tp=2, engine_version=version), gpu_name="MI300X")
+        assert _comp(e, "torch stream pool") == 0, version
+    # 0.7.2: the default stream on every platform, so the TP logits gather pays it
+    e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.7.2"), gpu_name="MI300X")
     assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES
-    # where Model Runner V2 runs the model its output_copy_stream makes the pool first
-    e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.33.0"), gpu_name="MI300X")
-    assert _comp(e, "torch stream pool (Model Runner V2's output_copy_stream)") == \
-        TORCH_STREAM_POOL_BYTES
 
 
 def test_every_first_communicator_row_loses_the_pool_once_each() -> None:
     # TP2 × PP2 on H100 at 0.33.0 (cuMem on, P2P): TP's a first communicator's row (458 + 474
-    # MiB) less the pool it never makes; PP's, made after it, the second-communicator row,
-    # which holds no pool (reports/gpu/nccl-later), + its first send/recv 446 MiB
+    # MiB) as measured, the pool in its init (from 0.14.0 its warm-up's current_stream() makes
+    # it); PP's, made after it, the second-communicator row, which holds no pool
+    # (reports/gpu/nccl-later), + its first send/recv 446 MiB
     e = estimate("llama-3.1-8b", Deployment(tp=2, pp=2), gpu_name="H100")
     init, first, _ = NCCL_ROWS[(True, True, 2)]
     # each init at the release's NCCL 2.30.7 sm_90 image (memprof.core.terms.nccl_image)
     init += image_delta(find_gpu("H100"), "2.30.7")[0]
-    assert _comp(e, "NCCL TP") == init + first - TORCH_STREAM_POOL_BYTES
+    assert _comp(e, "NCCL TP") == init + first
     s_init, s_first, _ = SECOND_COMM_ROWS[(True, True, 2)]
     assert _comp(e, "NCCL PP") == s_init + s_first + 446 * MiB
-    # PP alone (TP1): the first row, less the pool
+    # PP alone (TP1): the first row, the pool kept
     e = estimate("llama-3.1-8b", Deployment(pp=2), gpu_name="H100")
-    assert _comp(e, "NCCL PP") == init + first + 446 * MiB - TORCH_STREAM_POOL_BYTES
+    assert _comp(e, "NCCL PP") == init + first + 446 * MiB
+    # 0.13.0 against 0.14.0 (both NCCL 2.27.5): the first row loses the pool at 0.13.0 only, TP's
+    # and PP's alone; the second communicator's row is the same
+    for tp, pp, first_group in ((2, 2, "NCCL TP"), (1, 2, "NCCL PP")):
+        old, new = (estimate("llama-3.1-8b", Deployment(tp=tp, pp=pp, engine_version=v),
+                             gpu_name="H100") for v in ("0.13.0", "0.14.0"))
+        assert _comp(new, first_group) - _comp(old, first_group) == TORCH_STREAM_POOL_BYTES
+        if tp == 2:
+            assert _comp(new, "NCCL PP") == _comp(old, "NCCL PP")
 
 
 def test_across_nodes_the_net_row_loses_it_too() -> None:
@@ -149,8 +163,32 @@ def test_across_nodes_the_net_row_loses_it_too() -> None:
 
 
 def test_vllm_only_sglang_keeps_the_measured_rows() -> None:
-    assert not comm_makes_stream_pool(Deployment(engine_version="0.7.1"))
-    assert not comm_makes_stream_pool(Deployment(engine_version="0.33.0"))
-    assert comm_makes_stream_pool(Deployment(engine="sglang", engine_version="0.5.9"))
-    assert all(r in all_rules() for r in (*PYNCCL_NO_STREAM_POOL, *LOGITS_GATHER_PROCESS_GROUP,
+    assert not comm_makes_stream_pool(Deployment(engine_version="0.7.1"), rocm=False)
+    assert not comm_makes_stream_pool(Deployment(engine_version="0.13.0"), rocm=False)
+    assert comm_makes_stream_pool(Deployment(engine="sglang", engine_version="0.5.9"), rocm=False)
+    assert all(r in all_rules() for r in (*PYNCCL_NO_STREAM_POOL, *PYNCCL_NO_STREAM_POOL_ROCM,
+                                          *LOGITS_GATHER_PROCESS_GROUP,
                                           *LOGITS_GATHER_PROCESS_GROUP_ROCM))
+
+
+def test_current_stream_makes_the_pool_from_0_14_0_on_cuda_and_0_7_3_on_rocm() -> None:
+    # vLLM's current_stream(), which PyNccl's warm-up calls, sets a new torch.cuda.Stream() at its
+    # first call on CUDA from 0.14.0 (utils/torch_utils.py; 0.13.0 returns the default stream)
+    # and on ROCm from 0.7.3 (vllm/utils.py; 0.7.2 returns the default stream everywhere)
+    for version, cuda, rocm in (("0.7.2", False, False), ("0.7.3", False, True),
+                                ("0.13.0", False, True), ("0.14.0", True, True),
+                                ("0.17.1", True, True), ("0.33.0", True, True)):
+        dep = Deployment(engine_version=version)
+        assert comm_makes_stream_pool(dep, rocm=False) is cuda, version
+        assert comm_makes_stream_pool(dep, rocm=True) is rocm, version
+
+
+def test_from_0_14_0_a_tp_rank_keeps_the_pool_in_its_communicator() -> None:
+    # TP2 at 0.17.1: the first communicator's init holds the pool (the measured row as it is), the
+    # model runner's comm_stream makes none in the budget; at 0.13.0 the pool is in the budget
+    new = _est(engine_version="0.17.1", vllm_use_flashinfer_sampler=None)
+    old = _est(engine_version="0.13.0", vllm_use_flashinfer_sampler=None)
+    assert not [c for c in new.ranks[0].components if c.name.startswith("torch stream pool")]
+    assert [c.bytes for c in old.ranks[0].components if c.name.startswith("torch stream pool")] \
+        == [TORCH_STREAM_POOL_BYTES]
+    assert _comp(new, "NCCL TP") - _comp(old, "NCCL TP") == TORCH_STREAM_POOL_BYTES

@@ -464,7 +464,8 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     (``memprof.core.terms.nccl_image``)."""
     on_nodes = spread(dep, group) if dep.nnodes > 1 else "one node"
     if on_nodes == "one rank per node":
-        return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0))
+        return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0),
+                             gpu.is_rocm)
     ch = pcie_channels(gpu)
     row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size, ch, p2p_peers(group, size)) \
         if made_after_another(dep, group) else None
@@ -472,7 +473,7 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
         row = p2p_on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
     else:
         row = pool_left_out(dep, nccl_row(gpu.peer_access, nccl_cumem(dep), size,
-                                          p2p_peers(group, size), ch))
+                                          p2p_peers(group, size), ch), gpu.is_rocm)
         row = on_card(row, gpu, MAX_THREADS_PER_SM.get(gpu.arch), nccl_version(dep))
         row = on_image(row, gpu, nccl_version(dep))
         if row.first_kernel:  # the row's init holds the H100's first-kernel step: the card's

@@ -19,16 +19,21 @@ vLLM never makes a communicator that way (read in the wheels of 0.7.2, 0.8.4, 0.
   (``GroupCoordinator.__init__`` in 0.7.2, ``CudaCommunicator.__init__`` in
   ``distributed/device_communicators/cuda_communicator.py`` from 0.8.x): ``ncclCommInitRank``
   through ctypes with the unique id passed over the gloo group, and a warm-up all_reduce on
-  ``vllm.utils.current_stream()``, which is torch's current (default) stream on CUDA (a
-  ``torch.cuda.Stream()`` only on ROCm, ``vllm/utils.py`` / ``vllm/utils/__init__.py``
-  ``current_stream``);
+  ``vllm.utils.current_stream()``. Until 0.13.x that is torch's current (default) stream on
+  CUDA; on ROCm from 0.7.3 (0.7.2's ``vllm/utils.py`` returns ``torch.cuda.current_stream()`` on
+  every platform), and on CUDA too from 0.14.0 (``vllm/utils/torch_utils.py``: "we create a
+  dedicated stream per process", read in 0.14.0, 0.17.1, 0.18.1 and 0.33.0; 0.13.0 keeps the
+  default stream on CUDA), its first call makes and sets a ``torch.cuda.Stream()``, so the first
+  communicator's warm-up makes torch's stream pool (``PYNCCL_NO_STREAM_POOL`` and its ROCm row
+  end there);
 - the device group's collectives (``torch.distributed.all_reduce(…, group=self.device_group)``)
   are a fallback for a disabled PyNccl communicator and for CPU tensors only.
 
-So no torch stream is made by vLLM's distributed init. Measured the same way on 2× H100
-(reports/gpu/nccl/graph-collectives-2x-h100-stream.json, kind ``pynccl``: a communicator made
-as PyNccl makes it, warmed up, and then the first ``torch.cuda.Stream()`` still costs
-73,400,320 B on both ranks; 0 B in the kind that holds a ProcessGroupNCCL communicator). The
+So no torch stream is made by vLLM's distributed init before those releases. Measured the same
+way on 2× H100 (reports/gpu/nccl/graph-collectives-2x-h100-stream.json, kind ``pynccl``: a
+communicator made as PyNccl makes it, warmed up, and then the first ``torch.cuda.Stream()``
+still costs 73,400,320 B on both ranks; 0 B in the kind that holds a ProcessGroupNCCL
+communicator). The
 pool comes later, from the first torch stream the process does make (``stream_pool``):
 
 - the model runner's ``comm_stream`` (``memprof.core.terms.stream_pool``, 0.11.0-0.19.x);
@@ -65,18 +70,37 @@ from memprof.core.versions import Rule, value_at
 PYNCCL_NO_STREAM_POOL: tuple[Rule, ...] = (
     Rule(name="pynccl_no_stream_pool",
          changes="non-torch: NCCL communicator without torch's stream pool",
-         since="0.7.0", until=None, value=True, applies_to="nccl",
+         since="0.7.0", until="0.14.0", value=True, applies_to="nccl",
          introduced_by="PyNcclCommunicator over the CPU (gloo) group and a lazy "
          "ProcessGroupNCCL; its warm-up on the current stream (read in 0.7.0 and 0.7.1: "
          "0.6.0 – 0.6.6.post1 device_communicators/pynccl.py make self.stream = "
          "torch.cuda.Stream(), "
          "a stream of torch's pool, as the measured rows do)",
-         source="0.7.0 / 0.7.2 / 0.8.4 / 0.10.1.1 / 0.11.0 / 0.17.1 / 0.33.0 "
+         removed_by="0.14.0 utils/torch_utils.py current_stream: on CUDA too, the first call "
+         "sets torch.cuda.Stream() (read in 0.14.0, 0.17.1, 0.18.1, 0.33.0), so PyNccl's "
+         "warm-up makes torch's pool",
+         source="0.7.0 / 0.7.2 / 0.8.4 / 0.10.1.1 / 0.11.0 "
          "distributed/parallel_state.py init_distributed_environment: init_process_group without "
          "device_id (0.33.0: device_id only under VLLM_DISTRIBUTED_USE_SPLIT_GROUP=1, default "
          "0); PyNcclCommunicator(group=self.cpu_group) (0.7.2 GroupCoordinator, 0.8.4+ "
          "device_communicators/cuda_communicator.py), its warm-up all_reduce on "
-         "utils current_stream() = torch.cuda.current_stream() on CUDA"),
+         "utils current_stream() = torch.cuda.current_stream() on CUDA (0.7.2, 0.8.4, "
+         "0.10.1.1, 0.11.0, 0.13.0)"),
+)
+# On ROCm current_stream() made a dedicated torch.cuda.Stream() from 0.7.3 ("using the default 0
+# stream in combination with RCCL is hurting performance": 0.7.3 / 0.8.0 / 0.8.4 vllm/utils.py,
+# 0.10.1.1 / 0.11.0 vllm/utils/__init__.py, 0.13.0 utils/torch_utils.py; 0.7.2 returns
+# torch.cuda.current_stream() on every platform)
+PYNCCL_NO_STREAM_POOL_ROCM: tuple[Rule, ...] = (
+    Rule(name="pynccl_no_stream_pool_rocm",
+         changes="non-torch: NCCL communicator without torch's stream pool (ROCm)",
+         since="0.7.0", until="0.7.3", value=True, applies_to="nccl",
+         introduced_by="as pynccl_no_stream_pool (0.7.0)",
+         removed_by="0.7.3 vllm/utils.py current_stream: torch.cuda.Stream() if "
+         "current_platform.is_rocm()",
+         source="0.7.2 vllm/utils.py current_stream: torch.cuda.current_stream(); 0.7.3 / "
+         "0.8.0 / 0.8.4 vllm/utils.py, 0.10.1.1 / 0.11.0 vllm/utils/__init__.py, 0.13.0 "
+         "utils/torch_utils.py: a torch.cuda.Stream() on ROCm"),
 )
 
 
@@ -114,7 +138,8 @@ def logits_gather_makes_pool(ctx: TermContext) -> bool:
     platform) whose gather goes through torch's process group (``LOGITS_GATHER_PROCESS_GROUP``,
     ``LOGITS_GATHER_PROCESS_GROUP_ROCM``), and no engine communicator that made the pool."""
     dep = ctx.dep
-    if dep.tp < 2 or ctx.coord.pp_stage != dep.pp - 1 or comm_makes_stream_pool(dep):
+    if dep.tp < 2 or ctx.coord.pp_stage != dep.pp - 1 or \
+            comm_makes_stream_pool(dep, ctx.gpu.is_rocm):
         return False
     return gather_on_process_group(dep.engine, dep.engine_version, ctx.gpu.is_rocm)
 
@@ -127,25 +152,27 @@ def gather_on_process_group(engine: str, version: str | None, rocm: bool) -> boo
     return bool(value_at(rows, version, False, engine))
 
 
-def comm_makes_stream_pool(dep: Deployment) -> bool:
+def comm_makes_stream_pool(dep: Deployment, rocm: bool) -> bool:
     """Whether the engine's NCCL communicators make torch's stream pool when they are built
-    (``PYNCCL_NO_STREAM_POOL``: not in vLLM; the measured rows' own case elsewhere)."""
-    return _comm_makes_pool(dep.engine, dep.engine_version)
+    (``PYNCCL_NO_STREAM_POOL``, ``PYNCCL_NO_STREAM_POOL_ROCM``: vLLM's from 0.14.0 on CUDA and
+    0.7.3 on ROCm; the measured rows' own case elsewhere)."""
+    return _comm_makes_pool(dep.engine, dep.engine_version, rocm)
 
 
 @lru_cache(maxsize=64)
-def _comm_makes_pool(engine: str, version: str | None) -> bool:
-    return not value_at(PYNCCL_NO_STREAM_POOL, version, False, engine)
+def _comm_makes_pool(engine: str, version: str | None, rocm: bool) -> bool:
+    rows = PYNCCL_NO_STREAM_POOL_ROCM if rocm else PYNCCL_NO_STREAM_POOL
+    return not value_at(rows, version, False, engine)
 
 
-def pool_left_out(dep: Deployment, row: NcclRow) -> NcclRow:
+def pool_left_out(dep: Deployment, row: NcclRow, rocm: bool) -> NcclRow:
     """``row`` (a first communicator's measured figure, torch's stream pool in its init) as the
     engine builds the communicator: the pool taken out of init where the engine's communicators
     make none (``comm_makes_stream_pool``), unchanged otherwise."""
-    if comm_makes_stream_pool(dep):
+    if comm_makes_stream_pool(dep, rocm):
         return row
     return row._replace(
         init=row.init - TORCH_STREAM_POOL_BYTES,
         basis=row.basis + f" − {fmt_bytes(TORCH_STREAM_POOL_BYTES)} torch stream pool "
-        "(vLLM's PyNccl communicator over the gloo group makes no torch stream; "
-        "init_process_group without device_id)")
+        "(vLLM's PyNccl communicator over the gloo group makes no torch stream before 0.14.0 "
+        "on CUDA; init_process_group without device_id)")

@@ -81,17 +81,18 @@ V2_OUTPUT_COPY_STREAM: tuple[Rule, ...] = (
 )
 
 
-def nccl_made_stream_pool(dep: Deployment) -> bool:
+def nccl_made_stream_pool(dep: Deployment, rocm: bool) -> bool:
     """Whether a rank's NCCL communicators made torch's stream pool before the profile run: it
     holds one (``nccl_groups``) and the engine's communicators make the pool
-    (``memprof.core.terms.pynccl_pool``: vLLM's PyNccl communicators make none)."""
-    return bool(nccl_groups(dep)) and comm_makes_stream_pool(dep)
+    (``memprof.core.terms.pynccl_pool``: vLLM's PyNccl communicators make none before 0.14.0 on
+    CUDA, 0.7.3 on ROCm)."""
+    return bool(nccl_groups(dep)) and comm_makes_stream_pool(dep, rocm)
 
 
-def comm_stream_pool_made(dep: Deployment) -> bool:
+def comm_stream_pool_made(dep: Deployment, rocm: bool) -> bool:
     """Whether vLLM's model runner makes torch's stream pool after the memory snapshot and before
     the profile run, on a rank where no NCCL communicator made it earlier."""
-    return (not nccl_made_stream_pool(dep)
+    return (not nccl_made_stream_pool(dep, rocm)
             and bool(value_at(COMM_STREAM_POOL, dep.engine_version, False)))
 
 
@@ -99,7 +100,7 @@ def v2_stream_pool_made(ctx: TermContext) -> bool:
     """Whether Model Runner V2's ``output_copy_stream`` makes torch's stream pool after the
     memory snapshot and before the profile run (``V2_OUTPUT_COPY_STREAM``), on a rank where no
     NCCL communicator made it earlier and where V2 runs the model."""
-    return (not nccl_made_stream_pool(ctx.dep)
+    return (not nccl_made_stream_pool(ctx.dep, ctx.gpu.is_rocm)
             and bool(value_at(V2_OUTPUT_COPY_STREAM, ctx.dep.engine_version, False))
             and runs_v2(ctx))
 
@@ -110,7 +111,8 @@ def pool_before_graphs(ctx: TermContext) -> bool:
     (``comm_stream_pool_made``), by Model Runner V2's ``output_copy_stream``
     (``v2_stream_pool_made``) or by ProcessGroupNCCL at the profile run's logits gather
     (``memprof.core.terms.pynccl_pool.logits_gather_makes_pool``)."""
-    return (nccl_made_stream_pool(ctx.dep) or comm_stream_pool_made(ctx.dep)
+    rocm = ctx.gpu.is_rocm
+    return (nccl_made_stream_pool(ctx.dep, rocm) or comm_stream_pool_made(ctx.dep, rocm)
             or v2_stream_pool_made(ctx) or logits_gather_makes_pool(ctx))
 
 
@@ -119,7 +121,7 @@ def stream_pool_terms(ctx: TermContext) -> list[Component]:
     (``comm_stream_pool_made``) or Model Runner V2's ``output_copy_stream``
     (``v2_stream_pool_made``), else the one ProcessGroupNCCL makes at the profile run's TP
     logits gather (``logits_gather_makes_pool``); nothing elsewhere."""
-    if comm_stream_pool_made(ctx.dep):
+    if comm_stream_pool_made(ctx.dep, ctx.gpu.is_rocm):
         return [Component(
             name="torch stream pool (model runner's comm_stream)", category="non_torch",
             bytes=TORCH_STREAM_POOL_BYTES, where="budget", profiled=True,
