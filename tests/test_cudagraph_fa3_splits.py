@@ -104,3 +104,21 @@ def test_named_stages_exist(model: str) -> None:
     got = full_graph_split_bytes(ctx, 256)
     names = {st.name for st in activation_stages(ctx, tokens=256, rows=0, decode=True)}
     assert got and set(got) <= names
+
+
+def test_pool_holds_the_largest_split_size_below_a_one_split_top() -> None:
+    """gpt-oss's FULL sizes reach 1,024 (``cudagraph.MODEL_MAX_CAPTURE``) at 1,024 sequences: the
+    largest runs one split, the next ones (1,008, 992) ... 992 runs 32; captured in descending
+    order into the one pool, 992's accumulators are in it (64 query heads of 64 at TP1)."""
+    e, ctx = _ctx("gpt-oss-120b", "H100", engine_version="0.20.0", max_num_seqs=1024,
+                  max_num_batched_tokens=8192)
+    modes = cudagraph.graph_modes(e.deployment, ctx.spec.architecture)
+    assert max(modes["FULL"]) == 1024 and 992 in modes["FULL"]
+    assert full_graph_split_bytes(ctx, 1024) == {}
+    accum = 32 * 64 * 992 * 65 * 4
+    assert full_graph_split_bytes(ctx, 992) == {"attention (gqa)": accum}
+    pool = cudagraph.graph_pool_tensor_bytes(ctx, modes)
+    assert pool >= accum
+    # the largest size's live sets alone leave it out
+    alone = {"PIECEWISE": modes["PIECEWISE"], "FULL": [1024]}
+    assert cudagraph.graph_pool_tensor_bytes(ctx, alone) < accum

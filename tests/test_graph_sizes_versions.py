@@ -63,3 +63,25 @@ def test_the_0_8_chunk_moves_a_large_batch_moe_profile_run() -> None:
         return sum(c.bytes for c in e.ranks[0].components if c.category == "activation")
     old, new = act("0.11.1"), act("0.12.0")
     assert old - new == (32768 - 16384) * 2 * (2 * 14336 + 14336) * 2
+
+
+def test_gpt_oss_config_raises_the_largest_capture_size_whatever_max_num_seqs() -> None:
+    """GptOssForCausalLMConfig.verify_and_update_config (model_executor/models/config.py):
+    0.10.1-0.10.2 give [1, 2, 4] + range(8, 256, 8) + range(256, 1025, 16), 0.11.0 the same to
+    992, 0.11.1 on max_cudagraph_capture_size 1024; each cut at max_num_batched_tokens. Other
+    architectures keep the release's default."""
+    gpt = "GptOssForCausalLM"
+    to_1024 = [1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16)]
+    assert len(to_1024) == 83
+    assert capture_sizes(_dep("0.10.1", seqs=256), gpt) == to_1024
+    assert capture_sizes(_dep("0.10.2", seqs=256, mnbt=2048), gpt) == to_1024
+    assert capture_sizes(_dep("0.11.0", seqs=256), gpt) == to_1024[:81]
+    assert capture_sizes(_dep("0.11.0", seqs=256), gpt)[-1] == 992
+    # max_num_seqs 6 (the 0.11.2 gpt-oss-120b log of tests/data/published.json row 2481, whose
+    # config line prints the sizes to 1024): the PIECEWISE list is not cut by it, FULL is
+    modes = graph_modes(_dep("0.11.2", seqs=6), gpt)
+    assert modes["PIECEWISE"] == to_1024 and modes["FULL"] == [1, 2, 4]
+    assert capture_sizes(_dep("0.11.2", seqs=6, mnbt=512), gpt)[-1] == 512
+    # before the model was added, and for any other architecture: the release's default
+    assert capture_sizes(_dep("0.10.0", seqs=256), gpt)[-1] == 512
+    assert capture_sizes(_dep("0.11.2", seqs=6), "LlamaForCausalLM") == [1, 2, 4, 8]

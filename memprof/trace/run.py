@@ -230,8 +230,9 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     def cudagraph() -> None:
         nonlocal capture, graphs
         if not dep_r.enforce_eager:
-            graphs = sorted(capture_sizes(dep_r), reverse=True)[:max_graphs]
-            capture = _capture(kind, replica, graph_modes(dep_r), max_graphs)
+            arch = e.spec.architecture
+            graphs = sorted(capture_sizes(dep_r, arch), reverse=True)[:max_graphs]
+            capture = _capture(kind, replica, graph_modes(dep_r, arch), max_graphs)
 
     def decode() -> None:
         for _ in range(max(1, decode_steps)):

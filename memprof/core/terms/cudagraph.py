@@ -271,6 +271,56 @@ CAPTURE_SIZES: tuple[Rule, ...] = (
          "decode_query_len * 2, 512); vLLM@52a31cc"),
 )
 
+# A model's own largest capture size, set before ``_set_cudagraph_sizes`` runs (vLLM's
+# ``VllmConfig.__post_init__`` calls ``try_verify_and_update_config`` first, 0.11.0
+# config/__init__.py): gpt-oss raises it "for performance", whatever max_num_seqs is, unless the
+# user gave the sizes (memprof has no such option, so it always applies). 0.10.1-0.11.0 replace
+# the one-element default ``cuda_graph_sizes`` by the explicit list [1, 2, 4] + range(8, 256, 8)
+# + range(256, max + 1, 16), which ``_set_cudagraph_sizes`` then cuts at max_num_batched_tokens;
+# from 0.11.1 they set ``max_cudagraph_capture_size``, which takes the place of
+# min(max_num_seqs x 2, 512) in the same list. ``value``: the largest size, for the
+# architecture ``MODEL_MAX_CAPTURE_ARCH`` names.
+MODEL_MAX_CAPTURE_ARCH = "GptOssForCausalLM"
+MODEL_MAX_CAPTURE: tuple[Rule, ...] = (
+    Rule(name="cudagraph_model_max_capture", changes="CUDA graphs: a model's largest capture size",
+         applies_to="gpt_oss",
+         since="0.10.1", until="0.11.0", value=1024,
+         introduced_by="GptOssForCausalLMConfig raises the capture sizes (first released in "
+         "0.10.1)", removed_by="capped at 992 for FA3's FULL graphs (0.11.0)", generation="v1",
+         source="0.10.1 / 0.10.1.1 / 0.10.2 model_executor/models/config.py "
+         "GptOssForCausalLMConfig.verify_and_update_config: 'Overriding max cuda graph capture "
+         "size to 1024', cuda_graph_sizes = [1, 2, 4] + range(8, 256, 8) + range(256, 1025, 16) "
+         "where the default list has one element below 1024; config/__init__.py "
+         "_set_cudagraph_sizes keeps a list of several as given, <= max_num_batched_tokens"),
+    Rule(name="cudagraph_model_max_capture", changes="CUDA graphs: a model's largest capture size",
+         applies_to="gpt_oss",
+         since="0.11.0", until="0.11.1", value=992,
+         introduced_by="capped at 992 for FA3's FULL graphs (0.11.0)",
+         removed_by="max_cudagraph_capture_size = 1024 (0.11.1)", generation="v1",
+         source="0.11.0 model_executor/models/config.py GptOssForCausalLMConfig."
+         "verify_and_update_config: 'FIXME(woosuk): When using full cuda graph with FA3, the "
+         "max supported size is 992', range(256, 993, 16)"),
+    Rule(name="cudagraph_model_max_capture", changes="CUDA graphs: a model's largest capture size",
+         applies_to="gpt_oss",
+         since="0.11.1", until=None, value=1024,
+         introduced_by="max_cudagraph_capture_size = 1024 (0.11.1)", generation="v1",
+         source="0.11.1 / 0.11.2 / 0.20.0 model_executor/models/config.py "
+         "GptOssForCausalLMConfig.verify_and_update_config: "
+         "compilation_config.max_cudagraph_capture_size = 1024 where neither it nor "
+         "cudagraph_capture_sizes is set; config/vllm.py _set_cudagraph_sizes takes it instead "
+         "of min(max_num_seqs * 2, 512)"),
+)
+
+
+def model_max_capture(dep: Deployment, architecture: str | None) -> int | None:
+    """The largest capture size the model's own config sets (``MODEL_MAX_CAPTURE``), or
+    ``None`` where the release's default applies."""
+    if architecture != MODEL_MAX_CAPTURE_ARCH:
+        return None
+    own = value_at(MODEL_MAX_CAPTURE, dep.engine_version, None)
+    return None if own is None else int(str(own))
+
+
 # Which graphs a capture size gets: V0's model runner captures the whole forward once per size
 # (FULL); V1 captures the compiled forward piecewise, and from 0.11.0 also FULL graphs for
 # uniform decode batches (FULL_AND_PIECEWISE).
@@ -296,7 +346,7 @@ GRAPH_MODES: tuple[Rule, ...] = (
 )
 
 
-def capture_sizes(dep: Deployment) -> list[int]:
+def capture_sizes(dep: Deployment, architecture: str | None = None) -> list[int]:
     """vLLM ``_set_cudagraph_sizes`` at ``dep.engine_version`` (rows in ``CAPTURE_SIZES``); the
     newest (vllm/config/vllm.py @52a31cc, vLLM@52a31cc gpu_model_runner.py
     profile_cudagraph_memory)::
@@ -305,9 +355,20 @@ def capture_sizes(dep: Deployment) -> list[int]:
         max_capture = min(min(max_num_seqs·dql·2, 512), max_num_batched_tokens)
         sizes = [1,2,4] (≤ max) + range(8, min(max+1, 256), 8) + range(256, max+1, 16)
                 + [max_num_batched_tokens] if it is ≤ max and not present
+
+    where the model's config sets its own largest size (``model_max_capture``, gpt-oss from
+    0.10.1), that size replaces min(max_num_seqs·dql·2, 512) in the stride-16 list.
     """
     scheme = value_at(CAPTURE_SIZES, dep.engine_version, "v1_dql")
     mnbt = profile_tokens(dep)
+    own = model_max_capture(dep, architecture)
+    if own is not None and scheme != "v0":
+        mx = min(own, mnbt)
+        sizes = [x for x in (1, 2, 4) if x <= mx]
+        sizes += list(range(8, min(mx + 1, 256), 8)) + list(range(256, mx + 1, 16))
+        if scheme == "v1_dql" and mnbt <= mx and mnbt not in sizes:
+            sizes.append(mnbt)
+        return sorted(sizes)
     if scheme == "v0":
         possible = [1, 2, 4] + [8 * i for i in range(1, 1025)]
         cap = next((x for x in possible if x >= max_seqs(dep)), possible[-1])
@@ -326,13 +387,13 @@ def capture_sizes(dep: Deployment) -> list[int]:
     return sorted(sizes)
 
 
-def graph_modes(dep: Deployment) -> dict[str, list[int]]:
+def graph_modes(dep: Deployment, architecture: str | None = None) -> dict[str, list[int]]:
     """The graphs of each capture size (rows in ``GRAPH_MODES``). FULL_AND_PIECEWISE (the V1
     default from 0.11.0, vllm/config/compilation.py): a PIECEWISE graph per capture size; FULL
     graphs for uniform decode batches, sizes with dql ≤ x ≤ dql·max_num_seqs
     (vllm/v1/cudagraph_dispatcher.py). V1 before 0.11.0: PIECEWISE only; V0: one FULL graph of
     the whole forward per size."""
-    sizes = capture_sizes(dep)
+    sizes = capture_sizes(dep, architecture)
     mode = value_at(GRAPH_MODES, dep.engine_version, "FULL_AND_PIECEWISE")
     if mode == "FULL":
         return {"FULL": sizes}
@@ -752,14 +813,15 @@ def graph_pool_tensor_bytes(ctx: TermContext, modes: dict[str, list[int]]) -> in
     ran on, V0 and V1 from 0.14.0, that workspace is the warm-up's, allocated before the capture
     in the ordinary pool, and counted here all the same: ``graph_log.CAPTURE_STREAM`` places it
     for the logged figure). Smaller sizes are captured after the largest and
-    reuse its blocks; replaying all 86 sizes moved the result by 0-6 MiB on the traced models,
+    reuse its blocks (but for FA3's split-KV accumulators of a smaller FULL size:
+    ``_pool_stages``); replaying all 86 sizes moved the result by 0-6 MiB on the traced models,
     both ways against the H200, at 20× the cost [approximation]. A FULL mode's attention stages
     also hold FlashAttention 3's split-KV accumulators where it runs them
     (``full_graph_split_bytes``)."""
     seq: tuple[tuple[int, ...], ...] = ()
     for mode in ("PIECEWISE", "FULL"):
         if modes.get(mode):
-            seq += _mode_stages(ctx, mode, max(modes[mode]))
+            seq += _pool_stages(ctx, mode, modes[mode])
     return _pool_reserved(seq) + cublas_workspace_bytes(ctx.gpu)
 
 
@@ -779,10 +841,25 @@ def graph_pool_tensor_bytes_apart(ctx: TermContext, modes: dict[str, list[int]],
         tensors = reserved(other modes' stages) + reserved(apart's stages) + workspace
     """
     together = tuple(st for m in ("PIECEWISE", "FULL") if m != apart and modes.get(m)
-                     for st in _mode_stages(ctx, m, max(modes[m])))
-    own = _mode_stages(ctx, apart, max(modes[apart])) if modes.get(apart) else ()
+                     for st in _pool_stages(ctx, m, modes[m]))
+    own = _pool_stages(ctx, apart, modes[apart]) if modes.get(apart) else ()
     return (_pool_reserved(together) + _pool_reserved(own)
             + (cublas_workspace_bytes(ctx.gpu) if own else 0))
+
+
+def _pool_stages(ctx: TermContext, mode: str, sizes: list[int]) -> tuple[tuple[int, ...], ...]:
+    """The live sets a mode's capture leaves its mark on the pool with: its largest size's, then,
+    where that size runs FA3 in one split (above ``FA3_ONE_SPLIT_ABOVE_SEQS`` sequences) and a
+    smaller one runs the split-KV accumulators (``full_graph_split_bytes``), the largest such
+    size's, captured after it (vLLM captures the sizes in descending order into one pool,
+    v1/worker/gpu_model_runner.py ``_capture_cudagraphs``): its accumulators can outgrow the
+    larger size's live set (gpt-oss's sizes to 1024, ``MODEL_MAX_CAPTURE``, at 1,024 sequences)."""
+    top = max(sizes)
+    seq = _mode_stages(ctx, mode, top)
+    if mode != "FULL" or full_graph_split_bytes(ctx, top):
+        return seq
+    split = [x for x in sizes if full_graph_split_bytes(ctx, x)]
+    return seq + _mode_stages(ctx, mode, max(split)) if split else seq
 
 
 def _mode_stages(ctx: TermContext, mode: str, tokens: int) -> tuple[tuple[int, ...], ...]:
@@ -873,7 +950,9 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     stages: dict[str, tuple[tuple[int, ...], ...]] = {
         m: _mode_stages(ctx, m, max(modes[m])) for m in ("PIECEWISE", "FULL") if m in modes}
     workspace = cublas_workspace_bytes(ctx.gpu)
-    tensors = _pool_reserved(tuple(st for m in stages for st in stages[m])) + workspace
+    # the pool holds every size's capture; the samples hold their own size's (``_pool_stages``)
+    tensors = _pool_reserved(tuple(st for m in stages
+                                   for st in _pool_stages(ctx, m, modes[m]))) + workspace
     per_size = {m: _driver_per_size(ctx, m) for m in modes}
     first_graph = graph_driver_first(ctx)
     # --enable-lora: each size captured once per LoRA case, those without LoRA lacking the
@@ -907,7 +986,8 @@ def engine_graph_modes(ctx: TermContext) -> dict[str, list[int]]:
     own list (``Engine.decode_graph_sizes``: one graph of the whole forward per batch size, as
     FULL), else vLLM's by release (``graph_modes``)."""
     sizes = engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu)
-    return graph_modes(ctx.dep) if sizes is None else {"FULL": sizes}
+    return (graph_modes(ctx.dep, ctx.spec.architecture) if sizes is None
+            else {"FULL": sizes})
 
 
 def _engine_graph_model(ctx: TermContext, sizes: list[int],
