@@ -142,9 +142,9 @@ def test_transport_follows_the_gpus_peer_access() -> None:
     # (memprof.core.terms.nccl_channels): the channel sweep's 2-channel SHM row
     shm = _runs("nccl-channels-4x-h100.json")["w2-shm-cumem-on-ch2"]
     assert find_gpu("RTX-4090").peer_access is False
-    # the measured rows less torch's stream pool, which vLLM's PyNccl communicator does not make
-    # (memprof.core.terms.pynccl_pool)
-    pool = nccl.TORCH_STREAM_POOL_BYTES
+    # the measured rows with torch's stream pool, which vLLM's PyNccl communicator's warm-up
+    # makes at the default release (from 0.14.0: memprof.core.terms.pynccl_pool)
+    pool = 0
     (c,) = _named(_est("qwen3-0.6b", "RTX-4090", tp=2), "NCCL TP")
     # and its first all_reduce's stack reservation at the 4090's SMs and NCCL's sm_80 kernel
     # (memprof.core.terms.nccl_stack; the default release's NCCL 2.30.7 reads 2.28.9's images)
@@ -168,27 +168,33 @@ def test_stream_pool_counted_once() -> None:
     plain = _runs("nccl-matrix-2x-h100.json")["p2p-cumem-on"]
     assert _step(first, STREAM) == nccl.TORCH_STREAM_POOL_BYTES == cudagraph.GRAPH_DRIVER_FIRST
     assert _step(plain, INIT) - _step(first, INIT) == nccl.TORCH_STREAM_POOL_BYTES
-    # vLLM's PyNccl communicator makes no pool (memprof.core.terms.pynccl_pool): at TP1 and TP2
-    # the graph model's first 70 MiB holds it, and the TP2 communicator's figure leaves it out
+    # vLLM's PyNccl communicator made no pool before 0.14.0 (memprof.core.terms.pynccl_pool): at
+    # 0.13.0 the TP2 communicator's figure leaves it out; from 0.14.0 its warm-up's
+    # current_stream() makes it, and the figure keeps the measured init
     (c,) = _named(_est("qwen3-0.6b", "H100", tp=2, max_num_seqs=64), "NCCL TP")
     # (init's NCCL device code at the default release's NCCL 2.30.7: memprof.core.terms.nccl_image)
     image = image_delta(find_gpu("H100"), "2.30.7")[0]
-    assert c.bytes == (458 + 474) * MiB - nccl.TORCH_STREAM_POOL_BYTES + image
-    # on the V1 runner (0.21.0 at TP1; Model Runner V2 runs Qwen3 by default from 0.22.0; at TP2
-    # before 0.26.0 the profile run's logits gather
-    # makes it: tests/test_pynccl_pool.py); where Model Runner V2 runs the model (0.33.0) its
+    assert c.bytes == (458 + 474) * MiB + image
+    (old,) = _named(_est("qwen3-0.6b", "H100", tp=2, max_num_seqs=64, engine_version="0.13.0"),
+                    "NCCL TP")
+    (new,) = _named(_est("qwen3-0.6b", "H100", tp=2, max_num_seqs=64, engine_version="0.14.0"),
+                    "NCCL TP")
+    assert new.bytes - old.bytes == nccl.TORCH_STREAM_POOL_BYTES
+    # on the V1 runner at TP1 (0.21.0; Model Runner V2 runs Qwen3 by default from 0.22.0) the
+    # graph model's first 70 MiB holds it; where Model Runner V2 runs the model (0.33.0, TP1) its
     # output_copy_stream makes the pool before the profile run, in the budget
-    # (terms.stream_pool.V2_OUTPUT_COPY_STREAM), and the graphs hold none of it
-    for version, tp, first_cost in (("0.21.0", 1, cudagraph.GRAPH_DRIVER_FIRST),
-                                    ("0.33.0", 1, 0), ("0.33.0", 2, 0)):
+    # (terms.stream_pool.V2_OUTPUT_COPY_STREAM); at TP2 the communicator made it before either,
+    # and neither the graphs nor a stream's row hold it
+    for version, tp, first_cost, pools_made in (
+            ("0.21.0", 1, cudagraph.GRAPH_DRIVER_FIRST, []),
+            ("0.33.0", 1, 0, [nccl.TORCH_STREAM_POOL_BYTES]), ("0.33.0", 2, 0, [])):
         e = _est("qwen3-0.6b", "H100", tp=tp, max_num_seqs=64, engine_version=version)
         ctx = rank_context(e, e.ranks[0])
         g = cudagraph.cudagraph_model(ctx)
         parts = sum(cudagraph.graph_driver_bytes(ctx, m, len(v)) for m, v in g.modes.items())
         assert g.driver == parts + first_cost
         assert cudagraph.graph_driver_first(ctx) == first_cost
-        pools = _named(e, "torch stream pool")
-        assert [c.bytes for c in pools] == ([] if first_cost else [nccl.TORCH_STREAM_POOL_BYTES])
+        assert [c.bytes for c in _named(e, "torch stream pool")] == pools_made
 
 
 def test_nccl_node_cost_is_the_goldens() -> None:

@@ -70,9 +70,10 @@ def test_tp_across_nodes_is_the_net_golden(tp: int, version: str | None, config:
     comps = _comps(tp=tp, nnodes=tp, engine_version=version)
     init, first, _ = _golden_steps(tp, config)
     got, formula = comps[f"NCCL TP communicator ({tp} ranks)"]
-    # less torch's stream pool, which vLLM's PyNccl communicator does not make
-    # (memprof.core.terms.pynccl_pool)
-    assert got == init + first - TORCH_STREAM_POOL_BYTES
+    # less torch's stream pool where vLLM's PyNccl communicator does not make it (before 0.14.0;
+    # from 0.14.0 its warm-up does: memprof.core.terms.pynccl_pool)
+    made = version is None  # the default release
+    assert got == init + first - (0 if made else TORCH_STREAM_POOL_BYTES)
     assert "[measured over loopback sockets; IB not measured]" in formula
     assert f"custom all-reduce buffers (TP, {tp} ranks)" not in comps
     # the same deployment on one host: the P2P row and the custom all-reduce buffers
@@ -85,7 +86,9 @@ def test_pp_across_nodes_adds_the_net_send_recv() -> None:
     # PP 2, one stage a node: the PP communicator's first send/recv over NET is 62 MiB
     comps = _comps(tp=2, pp=2, nnodes=2)
     init, first, p2p = _golden_steps(2, "net-cumem-on")
-    pool = TORCH_STREAM_POOL_BYTES  # not made by vLLM's PyNccl communicator (terms.pynccl_pool)
+    # less torch's stream pool: TP's communicator, made first in the process, made it (PyNccl's
+    # warm-up from 0.14.0, terms.pynccl_pool); a communicator made later pays none
+    pool = TORCH_STREAM_POOL_BYTES
     assert comps["NCCL PP communicator (2 ranks)"][0] == init + first + p2p - pool
     # TP stays inside the node: today's figures, custom all-reduce included
     one = _comps(tp=2, pp=2)

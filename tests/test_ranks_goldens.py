@@ -25,6 +25,7 @@ from memprof.cli import run as cli
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
 from memprof.trace.run import COMMS_NOTE
+from tests.world8_helpers import pool_held
 
 HERE = Path(__file__).resolve().parents[1] / "reports" / "gpu" / "ranks"
 RUNS: dict[str, Any] = json.loads((HERE / "runs.json").read_text())["runs"]
@@ -57,7 +58,8 @@ def _est_rank(name: str, rank: int) -> dict[str, Any]:
 def _pool_outside(name: str, r: dict[str, Any]) -> int:
     """The stream pool the tracer's init made, where the estimate has it elsewhere: in its graph
     rows (the V1 runner: the capture stream makes it), 0 where a non-torch row already holds it
-    (Model Runner V2's output_copy_stream, memprof.core.terms.stream_pool). Every golden of
+    (Model Runner V2's output_copy_stream, memprof.core.terms.stream_pool; from vLLM 0.14.0 the
+    first NCCL communicator's, whose PyNccl warm-up makes it). Every golden of
     runs.json was traced with the process group bound to the GPU (the code of d425d1c, 82b551d
     and f587179: ``init_process_group("nccl", device_id=…)``, ProcessGroupNCCL's communicator
     and torch's stream pool made at init); a trace whose notes carry
@@ -66,7 +68,7 @@ def _pool_outside(name: str, r: dict[str, Any]) -> int:
     if COMMS_NOTE in r["notes"]:
         return 0
     comps = _est_rank(name, r["rank"])["components"]
-    return 0 if any(c["name"].startswith("torch stream pool") for c in comps) else TRACER_POOL
+    return 0 if pool_held(_estimate(name)["deployment"], comps) else TRACER_POOL
 
 
 def _phase(r: dict[str, Any], phase: str) -> dict[str, Any]:

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from memprof.cli import run as cli
+from memprof.core.deployment import Deployment
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 from memprof.core.terms.nccl import TORCH_STREAM_POOL_BYTES
+from memprof.core.terms.pynccl_pool import comm_makes_stream_pool
 from memprof.trace.run import COMMS_NOTE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,9 +83,21 @@ def pool_outside(stem: str, gpu: str, rank: int, notes: Sequence[str] = ()) -> i
     (``memprof.trace.run.COMMS_NOTE``: no communicator makes the pool there)."""
     if COMMS_NOTE in notes:
         return 0
+    doc = estimate(stem, gpu)
     comps = est_rank(stem, gpu, rank)["components"]
-    held = any(c["name"].startswith("torch stream pool") for c in comps)
-    return 0 if held else TORCH_STREAM_POOL_BYTES
+    return 0 if pool_held(doc["deployment"], comps) else TORCH_STREAM_POOL_BYTES
+
+
+def pool_held(deployment: dict[str, Any], comps: Sequence[dict[str, Any]]) -> bool:
+    """Whether an estimate's rank holds torch's stream pool in a non-torch row: a stream's own
+    row (``memprof.core.terms.stream_pool``), or its NCCL communicator's where the release's
+    PyNccl warm-up makes the pool (``memprof.core.terms.pynccl_pool``: vLLM from 0.14.0 on
+    CUDA), as the tracer's GPU-bound init did."""
+    if any(c["name"].startswith("torch stream pool") for c in comps):
+        return True
+    dep = Deployment(engine=deployment["engine"], engine_version=deployment["engine_version"])
+    return comm_makes_stream_pool(dep, rocm=False) and any(
+        c["category"] == "non_torch" and c["name"].startswith("NCCL ") for c in comps)
 
 
 def non_torch(stem: str, gpu: str, r: dict[str, Any]) -> tuple[int, int]:

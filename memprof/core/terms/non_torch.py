@@ -465,7 +465,7 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     on_nodes = spread(dep, group) if dep.nnodes > 1 else "one node"
     if on_nodes == "one rank per node":
         return pool_left_out(dep, net_row(nccl_cumem(dep), size, p2p_peers(group, size) > 0),
-                             gpu.is_rocm)
+                             gpu.is_rocm, later=made_after_another(dep, group))
     ch = pcie_channels(gpu)
     row = second_comm_row(gpu.peer_access, nccl_cumem(dep), size, ch, p2p_peers(group, size)) \
         if made_after_another(dep, group) else None

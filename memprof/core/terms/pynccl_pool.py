@@ -165,14 +165,16 @@ def _comm_makes_pool(engine: str, version: str | None, rocm: bool) -> bool:
     return not value_at(rows, version, False, engine)
 
 
-def pool_left_out(dep: Deployment, row: NcclRow, rocm: bool) -> NcclRow:
+def pool_left_out(dep: Deployment, row: NcclRow, rocm: bool, later: bool = False) -> NcclRow:
     """``row`` (a first communicator's measured figure, torch's stream pool in its init) as the
     engine builds the communicator: the pool taken out of init where the engine's communicators
-    make none (``comm_makes_stream_pool``), unchanged otherwise."""
-    if comm_makes_stream_pool(dep, rocm):
+    make none (``comm_makes_stream_pool``) or where the process made another communicator
+    before this one (``later``: the pool is made once, by the first), unchanged otherwise."""
+    if comm_makes_stream_pool(dep, rocm) and not later:
         return row
+    why = ("made after another communicator of the process, whose warm-up made it" if later else
+           "vLLM's PyNccl communicator over the gloo group makes no torch stream before 0.14.0 "
+           "on CUDA; init_process_group without device_id")
     return row._replace(
         init=row.init - TORCH_STREAM_POOL_BYTES,
-        basis=row.basis + f" − {fmt_bytes(TORCH_STREAM_POOL_BYTES)} torch stream pool "
-        "(vLLM's PyNccl communicator over the gloo group makes no torch stream before 0.14.0 "
-        "on CUDA; init_process_group without device_id)")
+        basis=row.basis + f" − {fmt_bytes(TORCH_STREAM_POOL_BYTES)} torch stream pool ({why})")
