@@ -107,9 +107,10 @@ def test_named_stages_exist(model: str) -> None:
 
 
 def test_pool_holds_the_largest_split_size_below_a_one_split_top() -> None:
-    """gpt-oss's FULL sizes reach 1,024 (``cudagraph.MODEL_MAX_CAPTURE``) at 1,024 sequences: the
-    largest runs one split, the next ones (1,008, 992) ... 992 runs 32; captured in descending
-    order into the one pool, 992's accumulators are in it (64 query heads of 64 at TP1)."""
+    """gpt-oss's FULL sizes reach 1,024 (``Family.max_capture``, families/gpt_oss.py) at 1,024
+    sequences: the largest runs one split, the next ones (1,008, 992) ... 992 runs 32; captured
+    in descending order into the one pool, 992's accumulators are in it (64 query heads of 64 at
+    TP1)."""
     e, ctx = _ctx("gpt-oss-120b", "H100", engine_version="0.20.0", max_num_seqs=1024,
                   max_num_batched_tokens=8192)
     modes = cudagraph.graph_modes(e.deployment, ctx.spec.architecture)

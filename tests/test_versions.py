@@ -92,7 +92,8 @@ def test_versions_diff_names_the_rules_for_the_deployment(capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "model_runner_v2_sampler_state" in out.split("but not for this deployment")[0]
     assert "KV cache [kv_cache]: 10.03 GiB → 9.39 GiB" in out  # with V2's output-copy stream pool
-    assert "allocator holes after empty_cache (charged as non-torch) [allocator]: 0 B → 8.08 MiB" in out
+    assert ("allocator holes after empty_cache (charged as non-torch) [allocator]: 0 B → 8.08 MiB"
+            in out)
     assert run(["versions", "--from", "0.5.4"]) == 2
 
 

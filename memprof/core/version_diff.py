@@ -82,7 +82,6 @@ from memprof.core.terms.cudagraph import (
     CUDAGRAPH_ESTIMATE,
     FULL_GRAPH_SPLITS,
     GRAPH_MODES,
-    MODEL_MAX_CAPTURE,
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
 from memprof.core.terms.encoder import (
@@ -135,6 +134,7 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
                  *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
                  *(f.sglang_tower for f in FAMILY_ROWS if f.sglang_tower),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
+                 *(f.max_capture for f in FAMILY_ROWS if f.max_capture),
                  *(f.sglang_fa3_listed for f in FAMILY_ROWS if f.sglang_fa3_listed),
                  *(f.lora for f in FAMILY_ROWS if f.lora),
                  *(f.v0_mlp_gate_up for f in FAMILY_ROWS if f.v0_mlp_gate_up))
@@ -169,7 +169,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF, *SGLANG_GRAPH_RULES, *SGLANG_STREAM_RULES,
     *SGLANG_ATTENTION_RULES,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
-    V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, MODEL_MAX_CAPTURE, GRAPH_MODES,
+    V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES,
     FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, ENCODER_INPUTS_HELD, QWEN_VL_QKV_GATHER, *GRAPH_LOG_RULES,

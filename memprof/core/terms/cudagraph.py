@@ -22,6 +22,7 @@ from memprof.core.engines import engine_of
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
+from memprof.core.models.families import family_of_architecture
 from memprof.core.nodes import spans_nodes
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.attn_capture import estimate_window_workspace
@@ -271,53 +272,14 @@ CAPTURE_SIZES: tuple[Rule, ...] = (
          "decode_query_len * 2, 512); vLLM@52a31cc"),
 )
 
-# A model's own largest capture size, set before ``_set_cudagraph_sizes`` runs (vLLM's
-# ``VllmConfig.__post_init__`` calls ``try_verify_and_update_config`` first, 0.11.0
-# config/__init__.py): gpt-oss raises it "for performance", whatever max_num_seqs is, unless the
-# user gave the sizes (memprof has no such option, so it always applies). 0.10.1-0.11.0 replace
-# the one-element default ``cuda_graph_sizes`` by the explicit list [1, 2, 4] + range(8, 256, 8)
-# + range(256, max + 1, 16), which ``_set_cudagraph_sizes`` then cuts at max_num_batched_tokens;
-# from 0.11.1 they set ``max_cudagraph_capture_size``, which takes the place of
-# min(max_num_seqs x 2, 512) in the same list. ``value``: the largest size, for the
-# architecture ``MODEL_MAX_CAPTURE_ARCH`` names.
-MODEL_MAX_CAPTURE_ARCH = "GptOssForCausalLM"
-MODEL_MAX_CAPTURE: tuple[Rule, ...] = (
-    Rule(name="cudagraph_model_max_capture", changes="CUDA graphs: a model's largest capture size",
-         applies_to="gpt_oss",
-         since="0.10.1", until="0.11.0", value=1024,
-         introduced_by="GptOssForCausalLMConfig raises the capture sizes (first released in "
-         "0.10.1)", removed_by="capped at 992 for FA3's FULL graphs (0.11.0)", generation="v1",
-         source="0.10.1 / 0.10.1.1 / 0.10.2 model_executor/models/config.py "
-         "GptOssForCausalLMConfig.verify_and_update_config: 'Overriding max cuda graph capture "
-         "size to 1024', cuda_graph_sizes = [1, 2, 4] + range(8, 256, 8) + range(256, 1025, 16) "
-         "where the default list has one element below 1024; config/__init__.py "
-         "_set_cudagraph_sizes keeps a list of several as given, <= max_num_batched_tokens"),
-    Rule(name="cudagraph_model_max_capture", changes="CUDA graphs: a model's largest capture size",
-         applies_to="gpt_oss",
-         since="0.11.0", until="0.11.1", value=992,
-         introduced_by="capped at 992 for FA3's FULL graphs (0.11.0)",
-         removed_by="max_cudagraph_capture_size = 1024 (0.11.1)", generation="v1",
-         source="0.11.0 model_executor/models/config.py GptOssForCausalLMConfig."
-         "verify_and_update_config: 'FIXME(woosuk): When using full cuda graph with FA3, the "
-         "max supported size is 992', range(256, 993, 16)"),
-    Rule(name="cudagraph_model_max_capture", changes="CUDA graphs: a model's largest capture size",
-         applies_to="gpt_oss",
-         since="0.11.1", until=None, value=1024,
-         introduced_by="max_cudagraph_capture_size = 1024 (0.11.1)", generation="v1",
-         source="0.11.1 / 0.11.2 / 0.20.0 model_executor/models/config.py "
-         "GptOssForCausalLMConfig.verify_and_update_config: "
-         "compilation_config.max_cudagraph_capture_size = 1024 where neither it nor "
-         "cudagraph_capture_sizes is set; config/vllm.py _set_cudagraph_sizes takes it instead "
-         "of min(max_num_seqs * 2, 512)"),
-)
-
-
 def model_max_capture(dep: Deployment, architecture: str | None) -> int | None:
-    """The largest capture size the model's own config sets (``MODEL_MAX_CAPTURE``), or
-    ``None`` where the release's default applies."""
-    if architecture != MODEL_MAX_CAPTURE_ARCH:
+    """The largest capture size the model's own config sets (its family's
+    ``Family.max_capture`` rows: gpt-oss from vLLM 0.10.1, memprof/core/models/families/
+    gpt_oss.py), or ``None`` where the release's default applies."""
+    family = family_of_architecture(architecture) if architecture else None
+    if family is None or not family.max_capture:
         return None
-    own = value_at(MODEL_MAX_CAPTURE, dep.engine_version, None)
+    own = value_at(family.max_capture, dep.engine_version, None)
     return None if own is None else int(str(own))
 
 

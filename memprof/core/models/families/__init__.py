@@ -60,6 +60,13 @@ def family_row(name: str) -> Family:
     return _BY_NAME[name]
 
 
+def family_of_architecture(architecture: str) -> Family | None:
+    """The row of the family whose ``architectures`` name ``architecture`` (None: no family
+    names it)."""
+    name = _FAMILY_BY_ARCH.get(architecture)
+    return None if name is None else _BY_NAME[name]
+
+
 def known_model_types() -> list[str]:
     return sorted(_FAMILY_BY_MODEL_TYPE)
 

@@ -154,6 +154,9 @@ class Family(NamedTuple):
     # family's architectures: rows whose ``value`` is the tuple listed
     # (memprof/core/engines/vllm_runner.py reads them)
     v2_runner_listed: tuple[Rule, ...] = ()
+    # the largest CUDA-graph capture size the family's vLLM config sets itself, by release
+    # (``value``: the size; memprof/core/terms/cudagraph.py ``model_max_capture`` reads them)
+    max_capture: tuple[Rule, ...] = ()
     # the SGLang releases whose ``is_fa3_default_architecture`` (utils.py) lists the family's
     # architectures, which then run FlashAttention 3 by default on Hopper: rows whose ``value``
     # is the tuple listed (memprof/core/engines/sglang_attention.py reads them)
