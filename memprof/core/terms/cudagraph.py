@@ -815,7 +815,7 @@ def _pool_stages(ctx: TermContext, mode: str, sizes: list[int]) -> tuple[tuple[i
     smaller one runs the split-KV accumulators (``full_graph_split_bytes``), the largest such
     size's, captured after it (vLLM captures the sizes in descending order into one pool,
     v1/worker/gpu_model_runner.py ``_capture_cudagraphs``): its accumulators can outgrow the
-    larger size's live set (gpt-oss's sizes to 1024, ``MODEL_MAX_CAPTURE``, at 1,024 sequences)."""
+    larger size's live set (gpt-oss's sizes to 1024, ``Family.max_capture``, at 1,024 sequences)."""
     top = max(sizes)
     seq = _mode_stages(ctx, mode, top)
     if mode != "FULL" or full_graph_split_bytes(ctx, top):
