@@ -37,10 +37,15 @@ def options() -> tuple[Option, ...]:
 def _builds_mapped(axis: Axis, engine: str) -> Axis:
     """An ``engine_version`` axis read as ``--engine-version`` reads a release: a development or
     vendor build (``0.7.4.dev12``) at the release it maps to, with its note (two values that
-    map to one release are one point)."""
+    map to one release are one point). A value that names no modelled release of ``engine``
+    (``latest``, ``0.40.0``) is bad input before any work, as ``--engine-version`` is, not a
+    grid point marked invalid as if the engine refused it."""
     if axis.field != "engine_version":
         return axis
-    values = (engine_release(str(v), engine) for v in axis.values)
+    from memprof.core.versions import resolve_version
+
+    values = [resolve_version(engine_release(str(v), engine), engine,
+                              flag="--set engine_version") for v in axis.values]
     return replace(axis, values=tuple(dict.fromkeys(values)))
 
 
