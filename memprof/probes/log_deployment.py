@@ -59,9 +59,10 @@ def resolve_model(name: str) -> str:
 
     close = suggest_models(name) or suggest_models(base)
     raise BadInput(f"the log's model {name[:80]!r} is not a bundled model",
-                   hint=(f"if it is {' or '.join(close)}, pass --model {close[0]}; " if close
-                         else "pass --model ") + "(memprof models lists them, or give a "
-                   "config.json)")
+                   hint=(f"if it is {close[0]}, pass --model {close[0]}" if len(close) == 1
+                         else f"if it is one of {', '.join(close)}, pass it with --model"
+                         if close else "pass --model") + " (memprof models lists the bundled "
+                   "ones), or give its config.json")
 
 
 def logged_total(log: StartupLog) -> float | None:
@@ -96,7 +97,8 @@ def _card_from_log(log: StartupLog, notes: list[str]) -> GPU:
     total = logged_total(log)
     if found is None or not total:
         raise BadInput("the log does not show the GPU's total memory",
-                       hint="pass --gpu (memprof gpus lists the catalog) or --gpu-memory")
+                       hint="pass --gpu (memprof gpus lists the catalog), or --gpu-memory "
+                       "with --gpu-arch for a card it lacks")
     if shows_card(log):
         notes.append(f"GPU: {found.name}, {found.total_bytes / GiB:.2f} GiB as the log shows it")
     else:
