@@ -192,3 +192,16 @@ def test_a_percent_says_the_fraction(argv: list[str], fraction: str) -> None:
     assert code == 2 and out == ""
     one_error(err, "without the % sign")
     assert fraction in err
+
+
+# --- plan: a way out it had already taken ------------------------------------------------
+
+
+@pytest.mark.parametrize(("kv", "says_fp8"), [([], False), (["--kv-cache-dtype", "auto"], True),
+                                              (["--kv-cache-dtype", "auto,fp8"], False)])
+def test_plan_hint_offers_fp8_only_where_it_was_not_tried(kv: list[str], says_fp8: bool) -> None:
+    code, out, _ = invoke(["plan", "-m", "qwen3-32b", "--requests", "99999999999",
+                           "--context", "32k", "--max-gpus", "2", *kv])
+    assert code == 1
+    assert "99,999,999,999 requests" in out
+    assert ("add --kv-cache-dtype fp8" in out) is says_fp8
