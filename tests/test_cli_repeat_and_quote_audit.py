@@ -205,3 +205,23 @@ def test_plan_hint_offers_fp8_only_where_it_was_not_tried(kv: list[str], says_fp
     assert code == 1
     assert "99,999,999,999 requests" in out
     assert ("add --kv-cache-dtype fp8" in out) is says_fp8
+
+
+# --- the JSON carries only what docs/json.md documents -----------------------------------
+
+
+@pytest.mark.parametrize("argv", [["-m", "qwen3-8b", "--gpu", "H100"],
+                                  ["-m", "qwen3-8b", "--gpu", "H100", "--engine", "sglang"]])
+def test_every_rank_and_summary_key_is_documented(argv: list[str]) -> None:
+    import json
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "json.md").read_text()
+    words = set(re.findall(r"[a-z_]+", doc))
+    code, out, _ = invoke(["estimate", *argv, "-f", "json"])
+    assert code in (0, 1)
+    d = json.loads(out)
+    for part in (d["ranks"][0], d["summary"], d["ranks"][0]["components"][0]):
+        assert set(part) <= words, sorted(set(part) - words)
+    for c in d["ranks"][0]["components"]:  # bytes is exact, bytes_each its floor share
+        assert c["bytes_each"] == c["bytes"] // max(c["count"], 1)
