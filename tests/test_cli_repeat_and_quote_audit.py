@@ -225,3 +225,19 @@ def test_every_rank_and_summary_key_is_documented(argv: list[str]) -> None:
         assert set(part) <= words, sorted(set(part) - words)
     for c in d["ranks"][0]["components"]:  # bytes is exact, bytes_each its floor share
         assert c["bytes_each"] == c["bytes"] // max(c["count"], 1)
+
+
+# --- a bundled name beside its own HF id is one model, not a conflict --------------------
+
+
+@pytest.mark.parametrize(("mine", "pasted", "conflict"), [
+    ("qwen3-8b", "Qwen/Qwen3-8B", False), ("Qwen/Qwen3-8B", "qwen/qwen3-8b", False),
+    ("qwen3-8b", "Qwen/Qwen3-32B", True), ("qwen3-8b", "Org/Qwen3-8B-Finetune", True)])
+def test_model_given_twice(mine: str, pasted: str, conflict: bool) -> None:
+    code, _, err = invoke(["estimate", "-m", mine, "--gpu", "H100", "-f", "json", "--", "vllm",
+                           "serve", pasted])
+    if conflict:
+        assert code == 2
+        one_error(err, "but the pasted command serves")
+    else:
+        assert code in (0, 1) and "error:" not in err
