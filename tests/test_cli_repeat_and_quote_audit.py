@@ -241,3 +241,23 @@ def test_model_given_twice(mine: str, pasted: str, conflict: bool) -> None:
         one_error(err, "but the pasted command serves")
     else:
         assert code in (0, 1) and "error:" not in err
+
+
+# --- explain: another engine's flag on a log; its hint offered --engine, which explain refuses
+
+
+LOGS = Path(__file__).parent / "data" / "logs"
+
+
+@pytest.mark.parametrize(("log", "flag", "value", "engine"), [
+    ("sglang-qwen2.5-0.5b-docs-0.4.7.log", "--gpu-memory-utilization", "0.5", "SGLang"),
+    ("sglang-qwen2.5-0.5b-docs-0.4.7.log", "--max-num-batched-tokens", "4096", "SGLang"),
+    ("vllm-v1-qwen3-235b-fp8-tp4-h100.log", "--mem-fraction-static", "0.5", "vLLM"),
+])
+def test_explain_names_the_log_engine_for_a_foreign_flag(log: str, flag: str, value: str,
+                                                         engine: str) -> None:
+    code, out, err = invoke(["explain", str(LOGS / log), "-m", "qwen3-8b", "--gpu", "H100",
+                             flag, value])
+    assert code == 2 and out == ""
+    one_error(err, f"the log was written by {engine}")
+    assert "--engine" not in err.splitlines()[-1]
