@@ -261,3 +261,19 @@ def test_explain_names_the_log_engine_for_a_foreign_flag(log: str, flag: str, va
     assert code == 2 and out == ""
     one_error(err, f"the log was written by {engine}")
     assert "--engine" not in err.splitlines()[-1]
+
+
+# --- validate: a backend the engine refuses on --gpu read as a failed kernel (exit 1) -------
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--gpu", "H100"], "cutlass_mla needs Blackwell"),
+    (["--gpu", "H100", "--kernel", "mla", "--attention-backend", "flashinfer_mla"],
+     "flashinfer_mla needs Blackwell"),
+    (["--gpu", "MI300X", "--kernel", "mla"], "is an NVIDIA backend"),
+])
+def test_validate_refuses_a_backend_the_gpu_cannot_run(argv: list[str], needle: str) -> None:
+    code, out, err = invoke(["validate", "--device", "cpu", *argv])
+    assert code == 2 and out == ""
+    one_error(err, needle)
+    assert "B200" in err.splitlines()[-1]
