@@ -277,3 +277,21 @@ def test_validate_refuses_a_backend_the_gpu_cannot_run(argv: list[str], needle: 
     assert code == 2 and out == ""
     one_error(err, needle)
     assert "B200" in err.splitlines()[-1]
+
+
+# --- an --hf-overrides key the config lacks: said, with the key it may have meant ----------
+
+
+@pytest.mark.parametrize(("over", "said"), [
+    ('{"num_hidden_layer": 4}', "(did you mean num_hidden_layers?)"),
+    ('{"foo": 1}', "foo is not a key of qwen3-8b's config.json"),
+    ('{"num_hidden_layers": 4}', None),
+])
+def test_an_added_override_key_is_said(over: str, said: str | None) -> None:
+    import json
+
+    code, out, _ = invoke(["estimate", "-m", "qwen3-8b", "--gpu", "H100", "-f", "json",
+                           "--hf-overrides", over])
+    assert code in (0, 1)
+    notes = [n for n in json.loads(out)["summary"]["notes"] if "is not a key of" in n]
+    assert (notes == []) if said is None else (len(notes) == 1 and said in notes[0])
