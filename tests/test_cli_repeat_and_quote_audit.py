@@ -295,3 +295,19 @@ def test_an_added_override_key_is_said(over: str, said: str | None) -> None:
     assert code in (0, 1)
     notes = [n for n in json.loads(out)["summary"]["notes"] if "is not a key of" in n]
     assert (notes == []) if said is None else (len(notes) == 1 and said in notes[0])
+
+
+# --- vLLM's --max-model-len auto / -1 (auto-fit) is a value vLLM takes: said unmodelled -----
+
+
+@pytest.mark.parametrize("argv", [
+    ["--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "auto"],
+    ["--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len=-1"],
+    ["--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "AUTO"],
+    ["-m", "qwen3-8b", "--max-model-len", "auto"],
+])
+def test_max_model_len_auto_is_said_unmodelled(argv: list[str]) -> None:
+    code, out, err = invoke(["estimate", "--gpu", "H100", *argv])
+    assert code == 2 and out == ""
+    one_error(err, "auto-fit")
+    assert "vllm-project/vllm#29431" in err

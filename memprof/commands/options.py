@@ -61,6 +61,13 @@ def parse_tokens(text: str) -> int:
             raise ValueError(t)
         return human_readable_int(t)
     except ValueError:
+        if t.lower() == "auto":  # vLLM's --max-model-len auto: its auto-fit, not modelled here
+            raise argparse.ArgumentTypeError(
+                "'auto' is not a token count: vLLM's --max-model-len auto (its auto-fit to the "
+                "KV cache, vllm-project/vllm#29431) is not modelled by memprof; give the context "
+                "to serve (--format json shows estimated_max_model_len, the longest request the KV "
+                "budget admits)"
+            ) from None
         raise argparse.ArgumentTypeError(
             f"{text[:40]!r} is not a token count (an integer, or 32k = 32,000, 32K = 32,768)"
         ) from None
