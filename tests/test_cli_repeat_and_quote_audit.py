@@ -311,3 +311,20 @@ def test_max_model_len_auto_is_said_unmodelled(argv: list[str]) -> None:
     assert code == 2 and out == ""
     one_error(err, "auto-fit")
     assert "vllm-project/vllm#29431" in err
+
+
+# --- a log's model path in a hub's download folder names its repo --------------------------
+
+
+@pytest.mark.parametrize(("path", "resolved"), [
+    ("/home/x/qwen/Qwen2___5-7B", "qwen2.5-7b"),
+    ("/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B", "qwen3-8b"),
+    ("/data/models--Qwen--Qwen2___5-7B/", "qwen2.5-7b"),
+])
+def test_a_hub_download_folder_resolves_to_its_repo(path: str, resolved: str) -> None:
+    assert resolve_model(path) == resolved
+
+
+def test_a_path_of_no_bundled_repo_is_still_refused() -> None:
+    with pytest.raises(Exception, match="is not a bundled model"):
+        resolve_model("/root/.cache/huggingface/hub/models--org--NoSuchModel-7B")
