@@ -328,3 +328,19 @@ def test_a_hub_download_folder_resolves_to_its_repo(path: str, resolved: str) ->
 def test_a_path_of_no_bundled_repo_is_still_refused() -> None:
     with pytest.raises(Exception, match="is not a bundled model"):
         resolve_model("/root/.cache/huggingface/hub/models--org--NoSuchModel-7B")
+
+
+# --- a release of the other engine: the hint says whose it is ------------------------------
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--engine-version", "0.5.3"], "0.5.3 is an SGLang release, not a vLLM one"),
+    (["--engine", "sglang", "--engine-version", "v0.10.1"],
+     "0.10.1 is a vLLM release, not an SGLang one"),
+    (["--engine-version", "0.5.0"], None),
+])
+def test_a_release_of_the_other_engine_is_named(argv: list[str], said: str | None) -> None:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", *argv])
+    assert code == 2 and out == ""
+    one_error(err, "releases memprof models")
+    assert (said in err) if said is not None else ("release, not" not in err)
