@@ -344,3 +344,46 @@ def test_a_release_of_the_other_engine_is_named(argv: list[str], said: str | Non
     assert code == 2 and out == ""
     one_error(err, "releases memprof models")
     assert (said in err) if said is not None else ("release, not" not in err)
+
+
+# --- a container's environment and variables in compose files and manifests -------------
+
+K8S = """apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.10.1
+        env:
+        - name: VLLM_USE_V1
+          value: "0"
+        - name: TP
+          value: "2"
+        args: ["--model", "Qwen/Qwen3-8B", "--tensor-parallel-size", "ARG"]
+"""
+COMPOSE = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.10.1
+    environment:
+      - VLLM_USE_V1=0
+    command: --model Qwen/Qwen3-8B --tensor-parallel-size ARG
+"""
+
+
+@pytest.mark.parametrize(("text", "arg", "needle"), [
+    (K8S, "$(TP)", None), (K8S, "$(TPX)", "use $(TPX), which its env: does not set"),
+    (COMPOSE, "2", None), (COMPOSE, "${TP:-2}", "docker compose fills from the shell"),
+    (COMPOSE, "$TP", "docker compose fills from the shell"),
+])
+def test_a_container_environment_is_read(text: str, arg: str, needle: str | None,
+                                         tmp_path: Path) -> None:
+    f = tmp_path / "deploy.yaml"
+    f.write_text(text.replace("ARG", arg))
+    code, _, err = invoke(["estimate", "--gpu", "H100", "-f", "json", "--from-file", str(f)])
+    if needle is None:
+        assert code in (0, 1) and "vllm_use_v1=0, tp=2" in err
+    else:
+        assert code == 2
+        one_error(err, needle)
