@@ -387,3 +387,19 @@ def test_a_container_environment_is_read(text: str, arg: str, needle: str | None
     else:
         assert code == 2
         one_error(err, needle)
+
+
+# --- sweep: a base flag its axis replaces at every point -----------------------------------
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["-m", "qwen3-8b", "-tp", "2", "--set", "tp=1,4"], "--tensor-parallel-size"),
+    (["-m", "qwen3-8b", "--gpu", "H100", "--set", "gpu=H200,B200"], "--gpu"),
+    (["-m", "qwen3-8b", "--set", "model=qwen3-8b,qwen3-4b"], "--model"),
+    (["-m", "qwen3-8b", "--max-model-len", "4k", "--set", "max_model_len=8k,16k"],
+     "--max-model-len"),
+])
+def test_sweep_refuses_a_base_flag_its_axis_replaces(argv: list[str], flag: str) -> None:
+    code, out, err = invoke(["sweep", *argv])
+    assert code == 2 and out == ""
+    one_error(err, f"{flag} is given and swept by --set")

@@ -64,6 +64,12 @@ def run(args: Namespace) -> int:
     axes = [parse_axis(s) for s in sets or []]
     if not axes:
         raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
+    given: frozenset[str] = getattr(args, "_given_flags", frozenset())
+    for a in axes:  # a base flag the axis replaces at every point would be read by nothing
+        if a.field in given:
+            flag = next(o.canonical for o in deployment_options() if o.dest == a.field)
+            raise BadInput(f"{flag} is given and swept by --set {a.name}=...: the axis sets it "
+                           "at every point", hint=f"drop {flag}, or add its value to the axis")
     # a bad -o or --plot path or suffix, or a missing writer, fails before any work
     if output is not None:
         output_kind(output)
