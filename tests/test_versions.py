@@ -45,7 +45,9 @@ def test_cli_unknown_version_exits_2_naming_the_versions(capsys: pytest.CaptureF
                                                           ) -> None:
     assert run(["estimate", "-m", "qwen3-32b", "--engine-version", "0.5.4"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "hint: memprof models vLLM 0.6.0 to 0.33.0" in err
+    assert err.startswith("error: ") and "memprof models vLLM 0.6.0 to 0.33.0" in err
+    # 0.5.4 is a release of the other engine: the hint says so before the list
+    assert "hint: 0.5.4 is an SGLang release, not a vLLM one; memprof models" in err
 
 
 @given(st.text(max_size=30))

@@ -88,7 +88,7 @@ def load_ops(path: Path) -> list[Op]:
             raise _bad_file(path, f"is not a snapshot pickle ({type(exc).__name__})") from None
         return ops_from_snapshot(data, path)
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is no part of the JSON
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _bad_file(path, "is neither JSON nor a pickle") from None
     return ops_from_json(doc, path)

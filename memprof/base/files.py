@@ -115,10 +115,12 @@ def read_capped(path: str | Path, *, what: str, cap: int, hint: str) -> bytes:
 
 
 def read_capped_text(path: str | Path, *, what: str, cap: int, hint: str) -> str:
-    """:func:`read_capped` decoded as UTF-8; a file that is not UTF-8 is :class:`BadInput`."""
+    """:func:`read_capped` decoded as UTF-8; a file that is not UTF-8 is :class:`BadInput`. A
+    leading byte-order mark (what Windows editors write) is dropped: it is no part of the text,
+    and left in it hid a script's first line (``\ufeffvllm serve …`` is no serve command)."""
     data = read_capped(path, what=what, cap=cap, hint=hint)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BadInput(f"{what} {path} is not UTF-8 text", hint=hint) from None
 

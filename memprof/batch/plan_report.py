@@ -28,6 +28,7 @@ class PlanReport:
     found: int
     served: str
     served_note: str | None = None
+    kv_dtypes: tuple[str, ...] = ("auto", "fp8")  # the KV cache dtypes the layouts were tried at
 
 
 def serve_command(r: PlanRow, model: str) -> str:

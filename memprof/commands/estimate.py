@@ -108,4 +108,26 @@ def _serve_command(serve: list[str] | None, from_file: str | None) -> ServeComma
         return None
     from memprof.probes.serve_command import parse_file, parse_tokens
 
+    if serve and len(serve) == 1 and serve[0].split() != serve[0:1]:  # blanks in the one word
+        serve = _split_quoted(serve[0])
     return parse_tokens(serve) if serve else parse_file(from_file or "")
+
+
+def _split_quoted(text: str) -> list[str]:
+    """A command pasted after ``--`` inside one pair of quotes (``-- 'vllm serve M -tp 2'``)
+    reaches memprof as one word; split as the shell would have split it unquoted (its
+    ``read as`` line on stderr shows what was read). Quotes that do not close are bad input."""
+    import shlex
+
+    from memprof.base.errors import BadInput
+
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError as exc:
+        raise BadInput(f"the pasted command: cannot split it ({exc})",
+                       hint="paste it after -- without the quotes around it") from None
+    if not words:
+        raise BadInput("the pasted command is empty (blanks or a comment)",
+                       hint="paste the serve command after -- (-- vllm serve Qwen/Qwen3-32B "
+                       "-tp 2), or leave -- out")
+    return words

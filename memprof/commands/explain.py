@@ -44,6 +44,7 @@ def run(args: Namespace) -> int:
     typed: frozenset[str] = getattr(args, "_given_flags", frozenset())
     overrides = {f.name: getattr(mine, f.name) for f in fields(Deployment)
                  if getattr(mine, f.name) != getattr(default, f.name) or f.name in typed}
+    _flags_of_the_log_engine(parsed.engine, overrides, typed)
     rb = rebuild(parsed, model=flags["model"], gpu=flags["gpu"], gpu_memory=flags["gpu_memory"],
                  gpu_arch=flags["gpu_arch"],
                  overrides=overrides)
@@ -72,3 +73,26 @@ def run(args: Namespace) -> int:
                 sys.stdout.write(textwrap.fill(f"note: {n}", width, subsequent_indent="  ")
                                  + "\n")
     return EXIT_OK if x.estimate.verdict == "fits" else EXIT_OOM
+
+
+def _flags_of_the_log_engine(engine: str | None, overrides: dict[str, Any],
+                             typed: frozenset[str]) -> None:
+    """A flag of the other engine than the one that wrote the log is bad input, said as such:
+    the estimate's check (``check_engine_flags``) would offer ``--engine`` of the other, which
+    explain refuses on this log."""
+    from memprof.core.engines import NAMES, engine_named
+    from memprof.core.flags import SETTINGS
+
+    if engine not in NAMES or "engine" in typed:
+        return
+    for s in SETTINGS:
+        if s.field in overrides and not s.flags(engine):
+            other = next((n for n in NAMES if n != engine and s.flags(n)), None)
+            if other is None:
+                continue
+            from memprof.base.errors import BadInput
+
+            flag = max(s.flags(other), key=len)
+            raise BadInput(f"{flag} is {engine_named(other).display}'s flag, and the log was "
+                           f"written by {engine_named(engine).display}: {s.note}",
+                           hint=f"drop {flag}: explain rebuilds the engine that wrote the log")

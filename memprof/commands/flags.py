@@ -95,10 +95,27 @@ def _merge(model: str | None, dep: Deployment, serve: ServeCommand
             raise BadInput(f"{flag} is {value} in the pasted command and {mine} in memprof's "
                            "flags", hint=f"give {flag} once")
         changes[fld] = value
-    if model is not None and serve.model is not None and model != serve.model:
+    if model is not None and serve.model is not None and not _same_model(model, serve.model):
         raise BadInput(f"--model {model} but the pasted command serves {serve.model}",
                        hint="give the model once")
     return model or serve.model, dep.with_(**changes)
+
+
+def _same_model(a: str, b: str) -> bool:
+    """``a`` and ``b`` name one bundled model: the same text, or a bundled name and an HF id of
+    it (``--model qwen3-8b`` beside ``vllm serve Qwen/Qwen3-8B`` is no conflict)."""
+    if a.strip() == b.strip():
+        return True
+    from memprof.core.models import bundled_models
+    from memprof.core.models.load import hf_ids
+
+    ids, names = hf_ids(), bundled_models()
+
+    def bundled(x: str) -> str | None:
+        key = x.strip().lower()
+        return key if key in names else ids[key][1] if key in ids else None
+
+    return bundled(a) is not None and bundled(a) == bundled(b)
 
 
 def gpu_of(name: str | None, memory: int | None, arch: str | None = None) -> GPU:

@@ -77,7 +77,7 @@ def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
                       hint=f"restore it (git checkout -- {path}) or regenerate it with "
                       "memprof gate --update")
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is no part of the JSON
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         what = " ".join(str(exc).split()) or "empty file"
         raise BadInput(

@@ -35,6 +35,11 @@ def parse_int(text: str) -> int:
 def parse_float(text: str) -> float:
     """A plain decimal number (``0.9``, ``.5``, ``1e-3``); never nan or inf."""
     t = text.strip()
+    if t.endswith("%") and _FLOAT.fullmatch(t[:-1].strip()):
+        # the engines read fractions (vLLM's --gpu-memory-utilization 0.9 is 90%), never "90%"
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a number: write it without the % sign (a fraction such as "
+            f"--gpu-memory-utilization is {float(t[:-1]) / 100:g} for {t})")
     if not _FLOAT.fullmatch(t):
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number")
     value = float(t)
@@ -56,6 +61,13 @@ def parse_tokens(text: str) -> int:
             raise ValueError(t)
         return human_readable_int(t)
     except ValueError:
+        if t.lower() == "auto":  # vLLM's --max-model-len auto: its auto-fit, not modelled here
+            raise argparse.ArgumentTypeError(
+                "'auto' is not a token count: vLLM's --max-model-len auto (its auto-fit to the "
+                "KV cache, vllm-project/vllm#29431) is not modelled by memprof; give the context "
+                "to serve (--format json shows estimated_max_model_len, the longest request the KV "
+                "budget admits)"
+            ) from None
         raise argparse.ArgumentTypeError(
             f"{text[:40]!r} is not a token count (an integer, or 32k = 32,000, 32K = 32,768)"
         ) from None
@@ -110,6 +122,12 @@ class Option(NamedTuple):
     @property
     def positional(self) -> bool:
         return not self.names
+
+    @property
+    def canonical(self) -> str:
+        """The flag as its help lists it first: its first long spelling (``--model``, not the
+        longest, ``--model-path``)."""
+        return next((n for n in self.names if n.startswith("--")), self.label)
 
     @property
     def label(self) -> str:
@@ -194,9 +212,43 @@ class Parser(argparse.ArgumentParser):
                 continue
             words.append(word)
             i += 1
+        self.check_repeats(words)
         ns = self.parse_args(words)
         ns._given_flags = self.given(words)
         return ns
+
+    def check_repeats(self, words: Sequence[str]) -> None:
+        """A flag that takes one value, given twice with two values (``-tp 2 … -tp 4``), is
+        :class:`BadInput`: argparse would keep the last without a word, a silent guess at which
+        one was meant. The same value twice is harmless; a pasted command after ``--`` is the
+        engine's to read (its argparse keeps the last, as vLLM's and SGLang's do)."""
+        option_of = {n: o for o in self.options
+                     if not o.positional and not o.repeat and o.kind != "bool" for n in o.names}
+        # a setting whose default is the engine's has both spellings (--x, --no-x): on and off
+        either = {n: o for o in self.options
+                  if o.kind == "bool" and o.deployment and o.default is None for n in o.names}
+        seen: dict[str, tuple[str, str]] = {}  # dest -> (spelling, value) first given
+        for word in words:
+            if word == "--":
+                break
+            head, eq, value = word.partition("=")
+            option = option_of.get(head)
+            if option is None and not eq:
+                on = either.get(word)
+                off = either.get(f"--{word[5:]}") if word.startswith("--no-") else None
+                option, value = (on, "on") if on is not None else (off, "off")
+                if option is None:
+                    continue
+            elif option is None or not eq:
+                continue
+            first = seen.setdefault(option.dest, (head, value))
+            if first[1] != value:
+                shown = (f"{first[0]} {first[1][:40]!r}", f"{head} {value[:40]!r}")
+                if value in ("on", "off") and option.kind == "bool":
+                    shown = (first[0], head)
+                raise BadInput(f"{option.canonical} is given twice with different values "
+                               f"({shown[0]} and {shown[1]})",
+                               hint=f"give {option.canonical} once")
 
     def given(self, words: Sequence[str]) -> frozenset[str]:
         """The dests of the flags ``words`` name (before a ``--``), whatever their values: a

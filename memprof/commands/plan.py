@@ -103,6 +103,6 @@ def run(args: Namespace) -> int:
 
     report = PlanReport(model=model, gpu=g.name, requests=requests, context=ctx,
                         rows=tuple(rows[:top]), found=len(rows), served=served,
-                        served_note=served_note)
+                        served_note=served_note, kv_dtypes=tuple(kvs))
     emit(report, fmt, markdown)
     return EXIT_OK if rows else EXIT_OOM

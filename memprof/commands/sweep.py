@@ -37,10 +37,15 @@ def options() -> tuple[Option, ...]:
 def _builds_mapped(axis: Axis, engine: str) -> Axis:
     """An ``engine_version`` axis read as ``--engine-version`` reads a release: a development or
     vendor build (``0.7.4.dev12``) at the release it maps to, with its note (two values that
-    map to one release are one point)."""
+    map to one release are one point). A value that names no modelled release of ``engine``
+    (``latest``, ``0.40.0``) is bad input before any work, as ``--engine-version`` is, not a
+    grid point marked invalid as if the engine refused it."""
     if axis.field != "engine_version":
         return axis
-    values = (engine_release(str(v), engine) for v in axis.values)
+    from memprof.core.versions import resolve_version
+
+    values = [resolve_version(engine_release(str(v), engine), engine,
+                              flag="--set engine_version") for v in axis.values]
     return replace(axis, values=tuple(dict.fromkeys(values)))
 
 
@@ -59,6 +64,12 @@ def run(args: Namespace) -> int:
     axes = [parse_axis(s) for s in sets or []]
     if not axes:
         raise BadInput("nothing to sweep", hint="add --set KEY=V1,V2,..., e.g. --set tp=1,2,4,8")
+    given: frozenset[str] = getattr(args, "_given_flags", frozenset())
+    for a in axes:  # a base flag the axis replaces at every point would be read by nothing
+        if a.field in given:
+            flag = next(o.canonical for o in deployment_options() if o.dest == a.field)
+            raise BadInput(f"{flag} is given and swept by --set {a.name}=...: the axis sets it "
+                           "at every point", hint=f"drop {flag}, or add its value to the axis")
     # a bad -o or --plot path or suffix, or a missing writer, fails before any work
     if output is not None:
         output_kind(output)

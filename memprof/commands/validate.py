@@ -14,6 +14,7 @@ from memprof.commands.common import MARKDOWN, check_format, check_markdown, emit
 from memprof.commands.options import Option
 
 if TYPE_CHECKING:
+    from memprof.core.gpus import GPU
     from memprof.validation.registry import Request, Validation, ValidationRow
 
 # torch's intra-op threads for --device cpu (OMP_NUM_THREADS, when set, wins): the reference ops
@@ -117,10 +118,11 @@ def run(args: Namespace) -> int:
         from memprof.core.gpus import resolve_gpu
 
         try:
-            resolve_gpu(args.gpu, None, None)
+            card = resolve_gpu(args.gpu, None, None)
         except BadInput as exc:  # its hint names estimate's --gpu-memory, no flag of validate
             raise BadInput(exc.message, hint="validate takes a card of the catalog by name "
                            "(memprof gpus lists them), or leave out --gpu") from None
+        _check_backend_runs_on(card, args.attention_backend, chosen)
     req = Request(model=args.model, tp=args.tensor_parallel_size, batch=args.max_num_seqs,
                   backend=args.attention_backend, gpu=args.gpu, context=args.context,
                   layers=args.layers, steps=args.steps, device=device, seed=args.seed,
@@ -149,6 +151,32 @@ def run(args: Namespace) -> int:
     result = ValidationRun(tuple(results), torch.__version__, dev_name)
     emit(result, args.fmt, md_path)
     return 0 if result.passed else 1
+
+
+def _check_backend_runs_on(card: GPU, asked: str | None,
+                           chosen: tuple[ValidationRow, ...]) -> None:
+    """A decode backend the engine refuses on ``--gpu`` (cutlass_mla on an H100) is bad input
+    before any work: the estimate the scratch is checked against cannot be taken there, and the
+    memory check read it as a failed kernel (exit 1)."""
+    from memprof.base.errors import BadInput
+    from memprof.core.attention_backends import BY_NAME, arch_refusal
+    from memprof.core.gpus import catalog
+
+    for row in chosen:
+        if not row.backends or (asked is not None and asked not in row.backends):
+            continue
+        backend = asked or row.backends[0]
+        why = arch_refusal(BY_NAME[backend], card.name, card.arch, card.is_rocm,
+                           row.attention or "mla")
+        if why is not None:
+            runs = [g.name for g in catalog() if arch_refusal(
+                BY_NAME[backend], g.name, g.arch, g.is_rocm, row.attention or "mla") is None]
+            raise BadInput(f"--gpu {card.name}: {why}, so the {row.what}'s estimate cannot be "
+                           "taken there", hint=f"name a card it runs on ({', '.join(runs[:4])}"
+                           f"{', ...' if len(runs) > 4 else ''}) or leave out --gpu (the "
+                           f"{row.what}'s default is {row.gpu})"
+                           + ("" if asked is not None or len(chosen) == 1
+                              else f", or run another --kernel than {row.flag}"))
 
 
 def _check(req: Request, chosen: tuple[ValidationRow, ...],

@@ -27,10 +27,17 @@ def run(args: Namespace) -> int:
     check_format(args.fmt, FORMATS)
     markdown = check_markdown(args.markdown)
     if args.from_version is None and args.to_version is None:
+        _no_deployment(args)
         emit(None, args.fmt, markdown, kind="rulebook")
         return 0
     from memprof.core.version_diff import version_diff
 
+    if "engine_version" in getattr(args, "_given_flags", frozenset()):
+        from memprof.base.errors import BadInput
+
+        raise BadInput("--engine-version with --from/--to: the two releases compared are "
+                       "--from and --to", hint="drop --engine-version (--to defaults to the "
+                       "newest release modelled)")
     model, dep, gpu, gpu_memory = deployment(deployment_flags(args))
     a = _release(args.from_version, dep.engine, "--from")
     b = _release(args.to_version, dep.engine, "--to")
@@ -38,6 +45,21 @@ def run(args: Namespace) -> int:
                      gpu_arch=args.gpu_arch)
     emit(d, args.fmt, markdown)
     return 0
+
+
+def _no_deployment(args: Namespace) -> None:
+    """The listing is every release and rule, whatever the deployment: a deployment flag given
+    without ``--from`` / ``--to`` would be read by nothing (``versions --engine-version 0.40.0``
+    listed every release and exited 0), so it is :class:`BadInput`."""
+    from memprof.base.errors import BadInput
+
+    given: frozenset[str] = getattr(args, "_given_flags", frozenset())
+    named = [o.canonical for o in deployment_options() if o.dest in given]
+    if named:
+        raise BadInput(f"{named[0]} is read only with --from/--to: memprof versions alone lists "
+                       "every release and rule, whatever the deployment",
+                       hint=f"drop {named[0]}, or add --from VERSION (and --to VERSION) to list "
+                       "what differs between two releases for that deployment")
 
 
 def _release(version: str | None, engine: str, flag: str) -> str | None:

@@ -657,6 +657,27 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     return tuple(notes)
 
 
+def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str) -> list[str]:
+    """An override key the model's own config.json lacks is added, not replaced, as the engines
+    merge it (``config.update``): said, with the config's closest key, so that a misspelt key
+    (``num_hidden_layer``) is not read as the setting it was meant to change."""
+    import difflib
+
+    from memprof.core.models import bundled_models
+
+    try:
+        _name, original, _path = load_config(str(bundled_models().get(spec.name, spec.source)))
+    except Exception:  # a spec built in memory has no file to compare with: nothing to say
+        return []
+    notes = []
+    for key in sorted(k for k in given if k not in original):
+        close = difflib.get_close_matches(key, [str(k) for k in original], n=1, cutoff=0.8)
+        notes.append(f"{flag}: {key} is not a key of {spec.name}'s config.json, so it is added "
+                     "rather than replacing one" + (f" (did you mean {close[0]}?)" if close
+                                                    else ""))
+    return notes
+
+
 def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...]:
     """What the estimate took differently from what was asked, as the engine does: a forced
     block size, a context length beyond the derived maximum allowed by the engine's variable;
@@ -679,9 +700,11 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     from memprof.core.scratch.backends import block_size_for
 
     if asked.hf_overrides:
-        keys = ", ".join(sorted(parse_overrides(asked.hf_overrides)))
+        given = parse_overrides(asked.hf_overrides)
+        keys = ", ".join(sorted(given))
         flag = engine_of(asked).overrides_flag
         notes.append(f"{flag}: config.json sized with {keys or 'nothing'} overridden")
+        notes += added_keys_notes(spec, given, flag)
     _block, why = block_size_for(spec, gpu, asked)
     if why:
         notes.append(why)

@@ -192,8 +192,12 @@ def load_scenario(path: Path) -> Scenario:
 
 def load_scenarios(directory: Path) -> list[Scenario]:
     """Every ``*.toml`` in ``directory``, sorted by name."""
-    if path_kind(directory) != "folder":
-        raise BadInput(f"the scenario folder {directory} does not exist",
+    kind = path_kind(directory)
+    if kind != "folder":
+        what = {"file": "is a file, not a folder", "missing": "does not exist",
+                "inaccessible": "cannot be read (no permission on the way)"}.get(
+                    kind, "is not a folder")
+        raise BadInput(f"the scenario folder {directory} {what}",
                        hint="pass --scenarios DIR (a folder of *.toml deployments)")
     paths = sorted(directory.glob("*.toml"))
     if not paths:

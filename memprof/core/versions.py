@@ -130,8 +130,15 @@ def resolve_version(text: str | None, engine: str = "vllm", *,
     where = ("older than" if key < version_key(rel[0]) or (
         before and key == version_key(rel[0])) else
              "newer than" if key > version_key(rel[-1]) else "not a release among")
+    other = next((e for e, names in RELEASES.items()
+                  if e != engine and cleaned.lstrip("vV") in names), None)
+    def a(word: str) -> str:  # "an SGLang", "a vLLM": by the letter's sound
+        return ("an " if word[:1] in "AEFHILMNORSX" else "a ") + word
+
+    mixed = (f"{cleaned.lstrip('vV')} is {a(DISPLAY_NAMES.get(other, str(other)))} release, not "
+             f"{a(name)} one; " if other is not None else "")
     raise BadInput(f"{flag} {shown} is {where} the {name} releases memprof models",
-                   hint=f"memprof models {name} {_modelled(engine)}")
+                   hint=f"{mixed}memprof models {name} {_modelled(engine)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,8 @@ from memprof.base.errors import EnvironmentProblem
 from memprof.core.gpus import GPU, catalog
 
 INSTALL_HINT = ("NVIDIA: pip install nvidia-ml-py (and a driver: nvidia-smi must work); AMD: "
-                "pip install amdsmi (ROCm); or name the GPU with --gpu / --gpu-memory")
+                "pip install amdsmi (ROCm); or name the GPU with --gpu, or --gpu-memory with "
+                "--gpu-arch")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,7 +269,7 @@ def local_gpu() -> GPU:
         bad = next(d for d in devs if d.total_bytes is None)
         raise EnvironmentProblem(f"GPU {bad.index} ({bad.name or 'unnamed'}) does not report "
                                  "its memory: " + "; ".join(bad.problems)[:200],
-                                 hint="name the GPU with --gpu or --gpu-memory")
+                                 hint="name the GPU with --gpu, or --gpu-memory with --gpu-arch")
     if len(names) > 1 or len(totals) > 1:
         raise EnvironmentProblem("this host has different GPUs: " + ", ".join(
             sorted(str(n) for n in names)), hint="name the one to plan for with --gpu")

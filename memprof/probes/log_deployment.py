@@ -40,6 +40,16 @@ class Rebuilt:
     notes: list[str] = field(default_factory=list)
 
 
+def local_repo_name(path: str) -> str:
+    """The repo name a local model path ends in, as the hubs' download folders spell it: the
+    Hugging Face cache's ``models--ORG--NAME`` (huggingface_hub's ``repo_folder_name``) and
+    ModelScope's ``Qwen2___5-7B``, whose downloads write each '.' of a name as '___'."""
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    if base.startswith("models--") and base.count("--") >= 2:
+        base = base.split("--", 2)[2]
+    return base.replace("___", ".")
+
+
 def resolve_model(name: str) -> str:
     """A model named in a log: a bundled name or HF id, or a local path whose last part is the
     name of a bundled model's HF repo (``/path/to/Qwen3-235B-A22B-FP8``)."""
@@ -49,7 +59,7 @@ def resolve_model(name: str) -> str:
     key = name.strip().lower()
     if key in bundled_models() or key in hf_ids():
         return name
-    base = key.rstrip("/").rsplit("/", 1)[-1]
+    base = local_repo_name(key)
     for hf, (_written, bundled) in hf_ids().items():
         if hf.rsplit("/", 1)[-1] == base:
             return bundled
@@ -59,9 +69,10 @@ def resolve_model(name: str) -> str:
 
     close = suggest_models(name) or suggest_models(base)
     raise BadInput(f"the log's model {name[:80]!r} is not a bundled model",
-                   hint=(f"if it is {' or '.join(close)}, pass --model {close[0]}; " if close
-                         else "pass --model ") + "(memprof models lists them, or give a "
-                   "config.json)")
+                   hint=(f"if it is {close[0]}, pass --model {close[0]}" if len(close) == 1
+                         else f"if it is one of {', '.join(close)}, pass it with --model"
+                         if close else "pass --model") + " (memprof models lists the bundled "
+                   "ones), or give its config.json")
 
 
 def logged_total(log: StartupLog) -> float | None:
@@ -96,7 +107,8 @@ def _card_from_log(log: StartupLog, notes: list[str]) -> GPU:
     total = logged_total(log)
     if found is None or not total:
         raise BadInput("the log does not show the GPU's total memory",
-                       hint="pass --gpu (memprof gpus lists the catalog) or --gpu-memory")
+                       hint="pass --gpu (memprof gpus lists the catalog), or --gpu-memory "
+                       "with --gpu-arch for a card it lacks")
     if shows_card(log):
         notes.append(f"GPU: {found.name}, {found.total_bytes / GiB:.2f} GiB as the log shows it")
     else:

@@ -472,8 +472,16 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
 # 0.9.2 (0.9.0: max_model_len only; 0.9.1 not read), --kv-cache-memory-bytes 0.10.2 (read as a
 # size here). memprof reads them at the newest release's rules.
 HUMAN_READABLE_SINCE = {"max_model_len": "0.8.4", "max_num_batched_tokens": "0.9.2"}
+AUTO_FIT_HINT = ("give the context to serve (e.g. --max-model-len 32k); the JSON's "
+                 "estimated_max_model_len is the longest request the KV budget admits")
 def _human_int(text: str, flag: str, where: str) -> int:
-    """A ``human_readable_int`` flag's value, or :class:`BadInput` as vLLM's argparse refuses it."""
+    """A ``human_readable_int`` flag's value, or :class:`BadInput` as vLLM's argparse refuses it.
+    ``--max-model-len auto`` (or -1), vLLM's auto-fit to the KV cache (vllm-project/vllm#29431),
+    is a value vLLM takes and memprof does not model: said so, not called a bad value."""
+    if flag == "--max-model-len" and text.strip().lower() in ("auto", "-1"):
+        raise BadInput(f"{where}: --max-model-len {text.strip()[:8]}: vLLM's auto-fit (the "
+                       "longest context its KV cache holds, vllm-project/vllm#29431) is not "
+                       "modelled by memprof", hint=AUTO_FIT_HINT)
     try:
         if len(text) > 40:
             raise ValueError(text)
@@ -639,13 +647,13 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
         raise BadInput(f"{where} nests too deeply or is too large to be a compose file or a "
                        "manifest", hint="pass a docker-compose file or a Kubernetes manifest"
                        ) from None
-    candidates: list[tuple[list[str], str | None]] = []
+    candidates: list[Container] = []
     for doc in docs:
         _collect(doc, candidates, depth=0)
     found: list[ServeCommand] = []
-    for tokens, image in candidates:
+    for tokens, image, env, kind in candidates:
         try:
-            cmd = _from_container(tokens, image, where)
+            cmd = _from_container(_interpolated(tokens, env, kind, where), image, where, env)
         except _NotServe:
             continue
         if cmd not in found:  # replicas of one server are one
@@ -718,8 +726,65 @@ def _as_tokens(value: object, where: str) -> list[str]:
                    hint="write command: [\"vllm\", \"serve\", …]")
 
 
-def _collect(node: object, out: list[tuple[list[str], str | None]], depth: int) -> None:
-    """Every compose service and Kubernetes container, as (entrypoint + command/args, image)."""
+# a compose service or a Kubernetes container: entrypoint + command/args, image, the environment
+# it sets, and which of the two it is ("compose" or "k8s": they fill variables differently)
+Container = tuple[list[str], str | None, dict[str, str], str]
+
+
+def _env_of(value: object) -> dict[str, str]:
+    """The variables a compose service's ``environment:`` (a ``KEY=value`` list or a mapping)
+    or a Kubernetes container's ``env:`` (``- name: K`` / ``value: v``; a ``valueFrom`` has no
+    value here) sets."""
+    out: dict[str, str] = {}
+    if isinstance(value, dict):
+        out = {str(k): str(v) for k, v in value.items()
+               if v is not None and not isinstance(v, dict | list)}
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, str) and "=" in item:
+                k, _, v = item.partition("=")
+                out[k.strip()] = v
+            elif isinstance(item, dict) and isinstance(item.get("name"), str) \
+                    and isinstance(item.get("value"), str | int | float):
+                out[item["name"]] = str(item["value"])
+    return out
+
+
+_K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_COMPOSE_REF = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _interpolated(tokens: list[str], env: dict[str, str], kind: str, where: str) -> list[str]:
+    """A container's words as it runs them. Kubernetes expands ``$(NAME)`` from the container's
+    own ``env`` (an unset one stays as written, which the engine then refuses): refused here
+    with the name. Compose fills ``${NAME}`` / ``$NAME`` from the shell or ``.env`` of the
+    ``docker compose up`` (never from the service's ``environment:``), which memprof cannot
+    see: refused, with no guess at the default (``$$`` is a literal ``$``)."""
+    out = []
+    for tok in tokens:
+        if kind == "k8s":
+            def sub(m: re.Match[str]) -> str:
+                if m.group(1) in env:
+                    return env[m.group(1)]
+                raise BadInput(f"{where}: the container's args use $({m.group(1)}), which its "
+                               "env: does not set", hint=f"add - name: {m.group(1)} with its "
+                               "value to the container's env:, or write the value in args:")
+            tok = _K8S_REF.sub(sub, tok)
+        else:
+            m = _COMPOSE_REF.search(tok.replace("$$", ""))
+            if m is not None:
+                raise BadInput(f"{where}: the service's command uses {m.group(0)[:40]}, which "
+                               "docker compose fills from the shell or .env it runs in, not "
+                               "from the file", hint="write the value in the command: memprof "
+                               "cannot see that shell")
+            tok = tok.replace("$$", "$")
+        out.append(tok)
+    return out
+
+
+def _collect(node: object, out: list[Container], depth: int) -> None:
+    """Every compose service and Kubernetes container, as (entrypoint + command/args, image,
+    environment, kind)."""
     if depth > 64:
         return
     if isinstance(node, dict):
@@ -730,12 +795,13 @@ def _collect(node: object, out: list[tuple[list[str], str | None]], depth: int) 
                     toks = (_as_tokens(svc.get("entrypoint"), "entrypoint")
                             + _as_tokens(svc.get("command"), "command"))
                     img = svc.get("image")
-                    out.append((toks, img if isinstance(img, str) else None))
+                    out.append((toks, img if isinstance(img, str) else None,
+                                _env_of(svc.get("environment")), "compose"))
             return
         if image is not None and ("args" in node or "command" in node):
             toks = (_as_tokens(node.get("command"), "command")
                     + _as_tokens(node.get("args"), "args"))
-            out.append((toks, image))
+            out.append((toks, image, _env_of(node.get("env")), "k8s"))
             return
         for v in node.values():
             _collect(v, out, depth + 1)
@@ -744,15 +810,18 @@ def _collect(node: object, out: list[tuple[list[str], str | None]], depth: int) 
             _collect(v, out, depth + 1)
 
 
-def _from_container(tokens: list[str], image: str | None, where: str) -> ServeCommand:
+def _from_container(tokens: list[str], image: str | None, where: str,
+                    env: dict[str, str] | None = None) -> ServeCommand:
     """The serve command of a compose service or a Kubernetes container, at the release its
-    image's tag names (as ``docker run``'s)."""
-    return _with_image_release(_container_command(tokens, image, where), image)
+    image's tag names (as ``docker run``'s), with the variables its environment sets (as
+    ``docker run -e``)."""
+    return _with_image_release(_container_command(tokens, image, where, env), image)
 
 
-def _container_command(tokens: list[str], image: str | None, where: str) -> ServeCommand:
+def _container_command(tokens: list[str], image: str | None, where: str,
+                       env: dict[str, str] | None = None) -> ServeCommand:
     if find_launcher(tokens) is not None:
-        return parse_tokens(tokens, where=where)
+        return parse_tokens(tokens, where=where, env=env)
     # sh -c "…": the launcher is inside one string
     for t in tokens:
         if _LAUNCH.search(t):
@@ -760,5 +829,5 @@ def _container_command(tokens: list[str], image: str | None, where: str) -> Serv
     img = (image or "").lower()
     for e in ENGINES.values():  # an image named for its engine
         if e.name in img and (tokens or e.image_entrypoint_serves):
-            return parse_tokens(tokens, engine=e.name, where=where)
+            return parse_tokens(tokens, engine=e.name, where=where, env=env)
     raise _NotServe

@@ -332,7 +332,9 @@ def read_log(path: str) -> StartupLog:
     data = read_capped(path, what="the log", cap=MAX_LOG_BYTES,
                        hint="pass a vLLM or SGLang start-up log file (its start-up part, up to "
                        "the first request, is enough)")
-    return parse_log(data.decode("utf-8", errors="replace"), where=Path(path).name)
+    # utf-8-sig: a leading byte-order mark (a log saved by a Windows editor) is no part of the
+    # first line
+    return parse_log(data.decode("utf-8-sig", errors="replace"), where=Path(path).name)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -13,13 +13,17 @@ from memprof.batch.plan_report import PlanReport, plan_dict, plan_record
 
 COLUMNS = ["rank", "gpus", "layout", "kv_cache_dtype", "max_num_seqs", "total_kv_tokens",
            "max_concurrency", "headroom_bytes"]
-NONE_HINT = ("hint: raise --max-gpus, add --kv-cache-dtype fp8, or lower --requests / "
-             "--context")
+def none_hint(p: PlanReport) -> str:
+    """The way out when no layout holds the workload: an fp8 KV cache only where the layouts
+    were not already tried at one (the default tries auto and fp8)."""
+    fp8 = any(k.startswith("fp8") for k in p.kv_dtypes)
+    return ("hint: raise --max-gpus, " + ("" if fp8 else "add --kv-cache-dtype fp8, ")
+            + "or lower --requests / --context")
 
 
 def _title(p: PlanReport) -> str:
     holds = f"{p.found} layouts hold it" if p.rows else "no layout holds it"
-    return f"{p.model} on {p.gpu}: {p.requests} requests × {p.context:,} tokens — {holds}"
+    return f"{p.model} on {p.gpu}: {p.requests:,} requests × {p.context:,} tokens — {holds}"
 
 
 def _records(p: PlanReport) -> list[dict[str, Any]]:
@@ -39,7 +43,7 @@ def render_table(p: PlanReport, width: int | None = 80) -> str:
     """The plan as plain text in ``width`` cells (``None``: the terminal's), as ``memprof.report
     .sweep.render_table`` lays out a table; pandas is imported here."""
     if not p.rows:
-        return _title(p) + "\n" + NONE_HINT + "\n"
+        return _title(p) + "\n" + none_hint(p) + "\n"
     from memprof.report.sweep import dataframe
     from memprof.report.sweep import render_table as table
 
@@ -57,7 +61,7 @@ def render_markdown(p: PlanReport) -> str:
 
     out = [f"### memprof plan: {_title(p)}", ""]
     if not p.rows:
-        return "\n".join([*out, NONE_HINT.removeprefix("hint: ").capitalize() + "."]) + "\n"
+        return "\n".join([*out, none_hint(p).removeprefix("hint: ").capitalize() + "."]) + "\n"
     out += ["| " + " | ".join(header(c) for c in COLUMNS) + " |",
             "|" + "|".join("---" if c in ("layout", "kv_cache_dtype") else "---:"
                            for c in COLUMNS) + "|"]

@@ -166,8 +166,11 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     if r is None:
         from memprof.base.errors import BadInput
 
-        raise BadInput(f"--rank {rank} is not a rank of this deployment",
-                       hint=f"ranks 0-{e.deployment.world_size - 1}")
+        n = e.deployment.world_size
+        raise BadInput(f"--rank {rank} is not a rank of this deployment ({n} rank"
+                       f"{'' if n == 1 else 's'})",
+                       hint="leave out --rank, or pass --rank 0" if n == 1 else
+                       f"pass --rank 0 to {n - 1}")
     allocs = rank_allocations(rank_context(e, r))
     sim = SimSink(alloc_conf, e.gpu.total_bytes) if kind == "fake" else None
     dev = Device(kind, sim=sim)
