@@ -140,8 +140,12 @@ def test_explain_resolves_the_logged_hf_id_to_the_bundle(rid: int, gpu: str, mod
 
 
 def test_explain_of_a_local_qwen25_7b_folder_suggests_the_base_bundle(tmp_path: Path) -> None:
-    # rows 311/312 name a local folder ('/home/08_vllm/qwen/Qwen2___5-7B'), no HF id: explain
-    # asks for --model and names the bundled base checkpoint first
+    # rows 311/312 name a local folder ('/home/08_vllm/qwen/Qwen2___5-7B', ModelScope's spelling
+    # of Qwen2.5-7B: '___' stands for '.'), no HF id: explain reads it as the bundled base
+    # checkpoint and asks next for what the log lacks, the card, not for --model
     code, _out, err = _explain(_row(311)["quote"], tmp_path)
     assert code == 2
-    assert "pass --model Qwen/Qwen2.5-7B;" in err
+    assert "--model" not in err and "GPU's total memory" in err
+    code, out, err = _explain(_row(311)["quote"], tmp_path, "--gpu", "RTX-3090")
+    assert code == 0, err
+    assert "qwen2.5-7b" in out.lower()
