@@ -102,3 +102,41 @@ def test_the_v1_runner_is_charged_too_without_a_sampler_state() -> None:
     assert after_load_ops(ctx) == ()
     (c,) = [x for x in e.ranks[0].components if x.name == NAME]
     assert c.where == "budget" and c.profiled and "total_consumed" in c.formula
+
+
+def _full_replay_holes(ops: tuple[tuple[int, int], ...], conf: str) -> int:
+    from memprof.core.terms.load_rounding import simulate
+
+    sim = simulate(ops, conf)
+    sim.empty_cache()
+    s = sim.memory_stats()
+    return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
+
+
+def test_the_holes_shortcut_equals_the_full_replay() -> None:
+    """holes_after_empty_cache continues the mallocs after the last free with
+    memprof.alloc.monotone once no wholly free segment can be handed out: on random load-like
+    sequences (frees early, sizes around the 1 MiB / 10 MiB / max_split_size edges) and under
+    each allocator setting it takes, it equals the simulator run op by op and empty_cache."""
+    import random
+
+    rng = random.Random(11)
+    sizes = (512, 8192, 1 << 20, (1 << 20) + 1, 3 << 20, 6 << 20, 9 << 20, 10 << 20, 21 << 20,
+             25 << 20, 40 << 20, 64 << 20)
+    for case in range(200):
+        conf = rng.choice(("", "max_split_size_mb:20", "max_split_size_mb:64",
+                           "max_split_size_mb:20,max_non_split_rounding_mb:40",
+                           "expandable_segments:True"))
+        ops: list[tuple[int, int]] = []
+        live: list[int] = []
+        made, frees = 0, rng.choice((0, 2, 10, 40))
+        for i in range(rng.randint(20, 160)):
+            if live and frees and i < 60 and rng.random() < 0.3:
+                ops.append((1, live.pop(rng.randrange(len(live)))))
+                frees -= 1
+            else:
+                ops.append((0, rng.choice((*sizes, rng.randint(1, 80 << 20)))))
+                live.append(made)
+                made += 1
+        key = tuple(ops)
+        assert holes_after_empty_cache(key, conf) == _full_replay_holes(key, conf), (case, conf)

@@ -809,7 +809,9 @@ def graph_pool_tensor_bytes_apart(ctx: TermContext, modes: dict[str, list[int]],
             + (cublas_workspace_bytes(ctx.gpu) if own else 0))
 
 
-def _pool_stages(ctx: TermContext, mode: str, sizes: list[int]) -> tuple[tuple[int, ...], ...]:
+def _pool_stages(ctx: TermContext, mode: str, sizes: list[int],
+                 top_stages: tuple[tuple[int, ...], ...] | None = None
+                 ) -> tuple[tuple[int, ...], ...]:
     """The live sets a mode's capture leaves its mark on the pool with: its largest size's, then,
     where that size runs FA3 in one split (above ``FA3_ONE_SPLIT_ABOVE_SEQS`` sequences) and a
     smaller one runs the split-KV accumulators (``full_graph_split_bytes``), the largest such
@@ -817,11 +819,17 @@ def _pool_stages(ctx: TermContext, mode: str, sizes: list[int]) -> tuple[tuple[i
     v1/worker/gpu_model_runner.py ``_capture_cudagraphs``): its accumulators can outgrow the
     larger size's live set (gpt-oss's sizes to 1024, ``Family.max_capture``, at 1,024 sequences)."""
     top = max(sizes)
-    seq = _mode_stages(ctx, mode, top)
+    # (``top_stages``: the caller's ``_mode_stages`` of the largest size, not computed twice)
+    seq = _mode_stages(ctx, mode, top) if top_stages is None else top_stages
     if mode != "FULL" or full_graph_split_bytes(ctx, top):
         return seq
-    split = [x for x in sizes if full_graph_split_bytes(ctx, x)]
-    return seq + _mode_stages(ctx, mode, max(split)) if split else seq
+    # whether a size runs the accumulators depends on it only through the one-split threshold
+    # (``full_graph_split_bytes``), so the largest size at or below it is the one to ask about
+    below = [x for x in sizes
+             if x // (1 + ctx.dep.num_speculative_tokens) <= FA3_ONE_SPLIT_ABOVE_SEQS]
+    if not below or not full_graph_split_bytes(ctx, max(below)):
+        return seq
+    return seq + _mode_stages(ctx, mode, max(below))
 
 
 def _mode_stages(ctx: TermContext, mode: str, tokens: int) -> tuple[tuple[int, ...], ...]:
@@ -914,7 +922,7 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
     workspace = cublas_workspace_bytes(ctx.gpu)
     # the pool holds every size's capture; the samples hold their own size's (``_pool_stages``)
     tensors = _pool_reserved(tuple(st for m in stages
-                                   for st in _pool_stages(ctx, m, modes[m]))) + workspace
+                                   for st in _pool_stages(ctx, m, modes[m], stages[m]))) + workspace
     per_size = {m: _driver_per_size(ctx, m) for m in modes}
     first_graph = graph_driver_first(ctx)
     # --enable-lora: each size captured once per LoRA case, those without LoRA lacking the

@@ -62,6 +62,7 @@ load-only holes (``load_holes_bytes``).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
@@ -78,6 +79,9 @@ from memprof.core.terms.load_rounding import (
 )
 from memprof.core.terms.runner_v2_profile import v2_own_profile
 from memprof.core.versions import Rule, rule_in_force, value_at
+
+if TYPE_CHECKING:
+    from memprof.alloc import CachingAllocator
 
 RESERVED_CHARGED: tuple[Rule, ...] = (
     Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
@@ -139,11 +143,69 @@ def charged(ctx: TermContext) -> bool:
 def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "") -> int:
     """``reserved − allocated`` after replaying ``ops`` under ``conf`` (a
     ``PYTORCH_CUDA_ALLOC_CONF``) and ``empty_cache`` (``memprof.alloc``'s replica of PyTorch's
-    caching allocator)."""
+    caching allocator).
+
+    Where ``conf`` sets at most ``max_split_size_mb``, the simulator runs to the last free of
+    ``ops`` and on until no wholly free segment is left that a later malloc could be handed
+    (``_never_handed_out``), and ``memprof.alloc.monotone`` continues the rest (as
+    ``load_rounding.replay_rounding`` does): each segment the rest creates holds the allocation
+    it was made for and nothing is freed, so ``empty_cache`` returns exactly those wholly free
+    segments and the holes are the totals' ``reserved − allocated`` less them (exact; the
+    simulator runs every op otherwise)."""
+    from memprof.alloc.config import AllocatorConfig, parse_conf
+    from memprof.alloc.monotone import continue_from
+
+    parsed = parse_conf(conf)
+    if parsed == AllocatorConfig(max_split_size=parsed.max_split_size):
+        kinds = [k for k, _n in ops]
+        at = len(kinds) - kinds[::-1].index(1) if 1 in kinds else 0
+        sim = simulate(ops[:at], conf)
+        checked: set[int] | None = None
+        while at < len(ops):
+            ids = {*sim.small.whole, *sim.large.whole}
+            if not ids:
+                break
+            if ids != checked:  # the wholly free segments changed: ask again
+                checked = ids
+                if _never_handed_out(sim, [n for _k, n in ops[at:]]):
+                    break
+            sim.malloc(ops[at][1])  # after the last free: mallocs only
+            at += 1
+        else:
+            sim.empty_cache()
+            s = sim.memory_stats()
+            return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
+        whole = sum(b.size for b in (*sim.small.whole.values(), *sim.large.whole.values()))
+        rest = continue_from(sim).extend([n for _k, n in ops[at:]])
+        return (sim.stats.current("reserved_bytes") + rest.reserved
+                - sim.stats.current("allocated_bytes") - rest.allocated - whole)
     sim = simulate(ops, conf)
     sim.empty_cache()
     s = sim.memory_stats()
     return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
+
+
+def _never_handed_out(sim: CachingAllocator, sizes: list[int]) -> bool:
+    """Whether no malloc of ``sizes`` could be handed a wholly free segment of ``sim``, whatever
+    the best fit: a small pool's to no request of the small pool; a large pool's to no request
+    larger than it, none below ``max_split_size`` where it is at least that, and none it exceeds
+    by ``max_non_split_rounding_size`` or more where the request is at least ``max_split_size``
+    (``get_free_block``, PyTorch v2.11.0 c10/cuda/CUDACachingAllocator.cpp)."""
+    from memprof.alloc.allocator import round_size
+    from memprof.alloc.constants import K_SMALL_SIZE
+
+    conf = sim.conf
+    mss, slack = conf.max_split_size, conf.max_non_split_rounding_size
+    rounded = [round_size(n, conf) for n in sizes]
+    if sim.small.whole and any(r <= K_SMALL_SIZE for r in rounded):
+        return False
+    large = [r for r in rounded if r > K_SMALL_SIZE]
+    for b in sim.large.whole.values():
+        w = b.size
+        for r in large:
+            if r <= w and not (r < mss <= w) and not (r >= mss and w >= r + slack):
+                return False
+    return True
 
 
 def load_holes_bytes(ctx: TermContext) -> int:
