@@ -129,7 +129,7 @@ def test_rocm_makes_the_pool_in_pynccl_from_0_7_3() -> None:
     assert _comp(e, "torch stream pool (profile run's logits gather)") == TORCH_STREAM_POOL_BYTES
 
 
-def test_every_first_communicator_row_loses_the_pool_once_each() -> None:
+def test_the_pool_is_in_the_first_communicator_row_only() -> None:
     # TP2 × PP2 on H100 at 0.33.0 (cuMem on, P2P): TP's a first communicator's row (458 + 474
     # MiB) as measured, the pool in its init (from 0.14.0 its warm-up's current_stream() makes
     # it); PP's, made after it, the second-communicator row, which holds no pool
@@ -160,6 +160,34 @@ def test_across_nodes_the_net_row_loses_it_too() -> None:
     e = _est(gpu="A100-40GB", gpu_memory_utilization=0.5, vllm_use_flashinfer_sampler=None,
              nnodes=2)
     assert _comp(e, "NCCL TP") == 190_840_832 + 195_035_136 - TORCH_STREAM_POOL_BYTES
+
+
+def test_a_later_net_communicator_leaves_the_pool_to_the_first() -> None:
+    # TP2 x PP2 on two nodes at 0.33.0: TP's communicator (one node) is the process's first and
+    # its warm-up makes the pool; PP's, one rank a node (NCCL's NET row, measured as a first
+    # communicator, the pool in its init), is made after it, so it is charged the same row less
+    # the pool. PP alone (TP1) is the process's first communicator and keeps it.
+    alone, after = (estimate("llama-3.1-8b", Deployment(tp=tp, pp=2, nnodes=2,
+                                                         engine_version="0.33.0"),
+                             gpu_name="H100") for tp in (1, 2))
+    assert _comp(alone, "NCCL PP") - _comp(after, "NCCL PP") == TORCH_STREAM_POOL_BYTES
+    assert "another communicator of the process" in next(
+        c.formula for c in after.ranks[0].components if c.name.startswith("NCCL PP"))
+    # before 0.14.0 neither holds it: the same figure
+    alone, after = (estimate("llama-3.1-8b", Deployment(tp=tp, pp=2, nnodes=2,
+                                                         engine_version="0.13.0"),
+                             gpu_name="H100") for tp in (1, 2))
+    assert _comp(alone, "NCCL PP") == _comp(after, "NCCL PP")
+
+
+def test_the_basis_names_the_platform_release() -> None:
+    # the row's basis says where the communicator starts making the pool: 0.7.3 on ROCm, 0.14.0
+    # on CUDA (PYNCCL_NO_STREAM_POOL_ROCM, PYNCCL_NO_STREAM_POOL)
+    def basis(gpu: str) -> str:
+        e = estimate("llama-3.1-8b", Deployment(tp=2, engine_version="0.7.2"), gpu_name=gpu)
+        return next(c.formula for c in e.ranks[0].components if c.name.startswith("NCCL TP"))
+    assert "before 0.7.3 on ROCm" in basis("MI300X")
+    assert "before 0.14.0 on CUDA" in basis("H100")
 
 
 def test_vllm_only_sglang_keeps_the_measured_rows() -> None:

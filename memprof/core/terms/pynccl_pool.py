@@ -173,8 +173,9 @@ def pool_left_out(dep: Deployment, row: NcclRow, rocm: bool, later: bool = False
     if comm_makes_stream_pool(dep, rocm) and not later:
         return row
     why = ("made after another communicator of the process, whose warm-up made it" if later else
-           "vLLM's PyNccl communicator over the gloo group makes no torch stream before 0.14.0 "
-           "on CUDA; init_process_group without device_id")
+           "vLLM's PyNccl communicator over the gloo group makes no torch stream before "
+           + ("0.7.3 on ROCm" if rocm else "0.14.0 on CUDA")
+           + "; init_process_group without device_id")
     return row._replace(
         init=row.init - TORCH_STREAM_POOL_BYTES,
         basis=row.basis + f" − {fmt_bytes(TORCH_STREAM_POOL_BYTES)} torch stream pool ({why})")

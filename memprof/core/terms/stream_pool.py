@@ -14,8 +14,10 @@ Where it lands depends on what makes the first stream:
 
 - on a rank with an NCCL communicator whose engine makes the pool with it (SGLang's rows as
   measured through ``init_process_group``), before the engine's memory snapshot (inside the
-  communicator's init figure, ``memprof.core.terms.nccl``); vLLM's PyNccl communicators make
-  none (``memprof.core.terms.pynccl_pool``), so on its ranks the cases below hold at any TP;
+  communicator's init figure, ``memprof.core.terms.nccl``), and vLLM's PyNccl communicators
+  from 0.14.0 on CUDA and 0.7.3 on ROCm, whose warm-up's ``current_stream()`` makes a torch
+  stream; before those releases they make none (``memprof.core.terms.pynccl_pool``), so on
+  vLLM's ranks the cases below hold at any TP;
 - from 0.11.0 to 0.19.x, ``GPUModelRunner.__init__`` makes ``self.comm_stream`` unconditionally,
   after ``init_device`` took ``init_snapshot``: the profile sees it as non-torch increase, so it
   is charged to the budget (this term), and the capture stream made later costs nothing
