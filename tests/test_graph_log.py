@@ -56,9 +56,9 @@ def test_stream_pool_by_release(version: str, pool: bool) -> None:
 
 
 def test_no_stream_pool_where_the_profile_made_it() -> None:
-    # TP2: vLLM's PyNccl communicator makes no torch stream, but the profile run's logits
-    # all-gather on torch's ProcessGroupNCCL does, before the window (memprof.core.terms.
-    # pynccl_pool.LOGITS_GATHER_PROCESS_GROUP, up to 0.25.x)
+    # TP2 at 0.9.2: vLLM's PyNccl communicator makes no torch stream before 0.14.0, but the
+    # profile run's logits all-gather on torch's ProcessGroupNCCL does, before the window
+    # (memprof.core.terms.pynccl_pool.LOGITS_GATHER_PROCESS_GROUP, up to 0.25.x)
     p = _parts("qwen3-32b", "H100", engine_version="0.9.2", tp=2)
     assert "stream pool" not in p
 

@@ -69,8 +69,9 @@ def test_the_order_does_not_matter() -> None:
 
 
 def test_the_first_figures_are_the_first_rows_less_the_pool() -> None:
-    # vLLM's PyNccl communicator makes no torch stream (memprof.core.terms.pynccl_pool); the
-    # golden's first communicator came after the first fill kernel, as the matrix rows did
+    # the golden's communicators are made as vLLM's PyNccl made them before 0.14.0, with no
+    # torch stream (memprof.core.terms.pynccl_pool); its first came after the first fill
+    # kernel, as the matrix rows did
     for case, key in (("pp-cumem0", (True, False, 2)), ("pp-shm", (False, True, 2))):
         init, first, _ = NCCL_ROWS[key]
         assert _all(case, "TP init") == {init - TORCH_STREAM_POOL_BYTES}
