@@ -180,6 +180,15 @@ def test_a_later_net_communicator_leaves_the_pool_to_the_first() -> None:
     assert _comp(alone, "NCCL PP") == _comp(after, "NCCL PP")
 
 
+def test_sglang_s_later_net_communicator_leaves_the_pool_too() -> None:
+    # the pool is made once a process whatever the engine: SGLang's PP communicator across two
+    # nodes, made after its TP one, is the NET row less the pool; alone (TP1) it keeps it
+    alone, after = (estimate("llama-3.1-8b", Deployment(engine="sglang", engine_version="0.5.9",
+                                                         tp=tp, pp=2, nnodes=2),
+                             gpu_name="H100") for tp in (1, 2))
+    assert _comp(alone, "NCCL PP") - _comp(after, "NCCL PP") == TORCH_STREAM_POOL_BYTES
+
+
 def test_the_basis_names_the_platform_release() -> None:
     # the row's basis says where the communicator starts making the pool: 0.7.3 on ROCm, 0.14.0
     # on CUDA (PYNCCL_NO_STREAM_POOL_ROCM, PYNCCL_NO_STREAM_POOL)

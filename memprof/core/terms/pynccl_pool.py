@@ -55,6 +55,12 @@ pool comes later, from the first torch stream the process does make (``stream_po
 
 SGLang keeps the measured rows as they are (no row here): its distributed init was not read for
 this rule.
+
+Whatever the engine, the pool is made once a process (PyTorch c10/cuda/CUDAStream.cpp
+``initDeviceStreamState``, once per device): a communicator made after another one of the process
+(``non_torch.made_after_another``) holds none. The second-communicator rows were measured so; a
+later communicator charged NCCL's NET row, measured as a first one, is that row less the pool
+(``pool_left_out(..., later=True)``), SGLang's too.
 """
 
 from __future__ import annotations
