@@ -373,7 +373,7 @@ COMPOSE = """services:
 
 
 @pytest.mark.parametrize(("text", "arg", "needle"), [
-    (K8S, "$(TP)", None), (K8S, "$(TPX)", "use $(TPX), which its env: does not set"),
+    (K8S, "$(TP)", None), (K8S, "$(TPX)", "use $(TPX), which its env: gives no value"),
     (COMPOSE, "2", None), (COMPOSE, "${TP:-2}", "docker compose fills from the shell"),
     (COMPOSE, "$TP", "docker compose fills from the shell"),
 ])
@@ -387,6 +387,32 @@ def test_a_container_environment_is_read(text: str, arg: str, needle: str | None
     else:
         assert code == 2
         one_error(err, needle)
+
+
+SIDECARS = {
+    "compose": COMPOSE.replace("ARG", "2") + """  cache:
+    image: redis:7
+    command: redis-server --requirepass ${REDIS_PASSWORD}
+""",
+    "k8s": K8S.replace("ARG", "$(TP)") + """      - name: proxy
+        image: envoyproxy/envoy:v1.30
+        args: ["--service-node", "$(POD_NAME)"]
+        env:
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+""",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SIDECARS))
+def test_another_container_s_variables_are_not_read(kind: str, tmp_path: Path) -> None:
+    # a service or container that runs no engine is skipped before its variables are filled:
+    # a compose ${REDIS_PASSWORD} or a manifest's valueFrom variable beside the server is not
+    # a reason to refuse the file
+    f = tmp_path / "deploy.yaml"
+    f.write_text(SIDECARS[kind])
+    code, _, err = invoke(["estimate", "--gpu", "H100", "-f", "json", "--from-file", str(f)])
+    assert code in (0, 1) and "vllm_use_v1=0, tp=2" in err
 
 
 # --- sweep: a base flag its axis replaces at every point -----------------------------------

@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -653,7 +655,8 @@ def _from_yaml(text: str, where: str) -> ServeCommand:
     found: list[ServeCommand] = []
     for tokens, image, env, kind in candidates:
         try:
-            cmd = _from_container(_interpolated(tokens, env, kind, where), image, where, env)
+            cmd = _from_container(tokens, image, where, env,
+                                  partial(_interpolated, env=env, kind=kind, where=where))
         except _NotServe:
             continue
         if cmd not in found:  # replicas of one server are one
@@ -767,8 +770,9 @@ def _interpolated(tokens: list[str], env: dict[str, str], kind: str, where: str)
                 if m.group(1) in env:
                     return env[m.group(1)]
                 raise BadInput(f"{where}: the container's args use $({m.group(1)}), which its "
-                               "env: does not set", hint=f"add - name: {m.group(1)} with its "
-                               "value to the container's env:, or write the value in args:")
+                               "env: gives no value: (valueFrom, envFrom or unset)",
+                               hint=f"write the value in args:, or give {m.group(1)} a value: "
+                               "in the container's env:")
             tok = _K8S_REF.sub(sub, tok)
         else:
             m = _COMPOSE_REF.search(tok.replace("$$", ""))
@@ -811,23 +815,27 @@ def _collect(node: object, out: list[Container], depth: int) -> None:
 
 
 def _from_container(tokens: list[str], image: str | None, where: str,
-                    env: dict[str, str] | None = None) -> ServeCommand:
+                    env: dict[str, str] | None = None,
+                    fill: Callable[[list[str]], list[str]] | None = None) -> ServeCommand:
     """The serve command of a compose service or a Kubernetes container, at the release its
     image's tag names (as ``docker run``'s), with the variables its environment sets (as
-    ``docker run -e``)."""
-    return _with_image_release(_container_command(tokens, image, where, env), image)
+    ``docker run -e``); ``fill`` (``_interpolated``) fills its words' variables once it is
+    known to run an engine, so another service's variables are never read."""
+    return _with_image_release(_container_command(tokens, image, where, env, fill), image)
 
 
 def _container_command(tokens: list[str], image: str | None, where: str,
-                       env: dict[str, str] | None = None) -> ServeCommand:
+                       env: dict[str, str] | None = None,
+                       fill: Callable[[list[str]], list[str]] | None = None) -> ServeCommand:
+    words = fill or (lambda ws: ws)
     if find_launcher(tokens) is not None:
-        return parse_tokens(tokens, where=where, env=env)
+        return parse_tokens(words(tokens), where=where, env=env)
     # sh -c "…": the launcher is inside one string
     for t in tokens:
         if _LAUNCH.search(t):
-            return _from_script(t, where)
+            return _from_script(words([t])[0], where)
     img = (image or "").lower()
     for e in ENGINES.values():  # an image named for its engine
         if e.name in img and (tokens or e.image_entrypoint_serves):
-            return parse_tokens(tokens, engine=e.name, where=where, env=env)
+            return parse_tokens(words(tokens), engine=e.name, where=where, env=env)
     raise _NotServe
