@@ -374,6 +374,8 @@ COMPOSE = """services:
 
 @pytest.mark.parametrize(("text", "arg", "needle"), [
     (K8S, "$(TP)", None), (K8S, "$(TPX)", "use $(TPX), which its env: gives no value"),
+    # Kubernetes' $$ escape: $$(TP) is the literal text $(TP), a bad value, not a variable
+    (K8S, "$$(TP)", "'$(TP)'"),
     (COMPOSE, "2", None), (COMPOSE, "${TP:-2}", "docker compose fills from the shell"),
     (COMPOSE, "$TP", "docker compose fills from the shell"),
 ])

@@ -753,20 +753,23 @@ def _env_of(value: object) -> dict[str, str]:
     return out
 
 
-_K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $$ is a literal $
 _COMPOSE_REF = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _interpolated(tokens: list[str], env: dict[str, str], kind: str, where: str) -> list[str]:
     """A container's words as it runs them. Kubernetes expands ``$(NAME)`` from the container's
     own ``env`` (an unset one stays as written, which the engine then refuses): refused here
-    with the name. Compose fills ``${NAME}`` / ``$NAME`` from the shell or ``.env`` of the
-    ``docker compose up`` (never from the service's ``environment:``), which memprof cannot
-    see: refused, with no guess at the default (``$$`` is a literal ``$``)."""
+    with the name; ``$$`` is a literal ``$`` (Kubernetes' escape). Compose fills ``${NAME}`` /
+    ``$NAME`` from the shell or ``.env`` of the ``docker compose up`` (never from the service's
+    ``environment:``), which memprof cannot see: refused, with no guess at the default (``$$``
+    is a literal ``$``)."""
     out = []
     for tok in tokens:
         if kind == "k8s":
             def sub(m: re.Match[str]) -> str:
+                if m.group(1) is None:  # $$: a literal $ ($$(NAME) stays $(NAME))
+                    return "$"
                 if m.group(1) in env:
                     return env[m.group(1)]
                 raise BadInput(f"{where}: the container's args use $({m.group(1)}), which its "
