@@ -61,6 +61,17 @@ def test_any_value_flag_twice(option: object, a: int, b: int, eq: bool) -> None:
         assert "given twice" not in err
 
 
+@pytest.mark.parametrize("twice", [
+    ["-tp", "2", "--tensor-parallel-size", "02"],
+    ["--max-model-len", "32768", "--max-model-len", "32K"],
+    ["--gpu-memory-utilization", "0.9", "--gpu-memory-utilization=.9"],
+])
+def test_one_value_in_two_spellings_is_no_conflict(twice: list[str]) -> None:
+    # the values are compared as the flag reads them (32K = 32,768; .9 = 0.9), not as text
+    code, _, err = invoke(["estimate", "-m", "qwen3-8b", "--gpu", "H100", "-f", "json", *twice])
+    assert code in (0, 1) and "given twice" not in err
+
+
 def test_a_pasted_command_may_repeat_a_flag_as_the_engine_allows() -> None:
     """After ``--`` the engine's own argparse rules (the last value wins in vLLM and SGLang)."""
     code, _, err = invoke(["estimate", "--gpu", "H100", "-f", "json", "--", "vllm", "serve",

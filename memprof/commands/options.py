@@ -170,6 +170,21 @@ def deployment_options() -> tuple[Option, ...]:
     return (*MEMPROF_DEPLOYMENT, *rows)
 
 
+def _same_value(option: Option, a: str, b: str) -> bool:
+    """Whether two values given for ``option`` are one: the same text, or the same value as
+    the flag reads it (``-tp 2`` and ``--tensor-parallel-size 02``, ``0.9`` and ``.9``); a value
+    the flag refuses compares as text (the parse then says what is wrong with it)."""
+    if a == b:
+        return True
+    if option.kind == "bool":  # "on" / "off"
+        return False
+    read = PARSERS[option.kind]
+    try:
+        return bool(read(a) == read(b))
+    except (argparse.ArgumentTypeError, ValueError):
+        return False
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with memprof's error contract: every usage error raises :class:`BadInput`
     (one ``error:`` line and a ``hint:``), naming the flag and the value."""
@@ -242,7 +257,7 @@ class Parser(argparse.ArgumentParser):
             elif option is None or not eq:
                 continue
             first = seen.setdefault(option.dest, (head, value))
-            if first[1] != value:
+            if not _same_value(option, first[1], value):
                 shown = (f"{first[0]} {first[1][:40]!r}", f"{head} {value[:40]!r}")
                 if value in ("on", "off") and option.kind == "bool":
                     shown = (first[0], head)
