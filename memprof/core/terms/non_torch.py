@@ -458,7 +458,8 @@ def nccl_comm(dep: Deployment, gpu: GPU, group: str, size: int) -> NcclRow:
     across nodes (``--nnodes``, ``memprof.core.nodes``): NCCL's
     NET rows where each rank has a node of its own (``memprof.core.terms.multinode``). A first
     communicator's row leaves torch's stream pool out where the engine's communicators make
-    none (``memprof.core.terms.pynccl_pool``). A first communicator's row is moved to the card
+    none (``memprof.core.terms.pynccl_pool``), and a later one's NET row always does (the pool
+    is made once a process). A first communicator's row is moved to the card
     and the engine's NCCL release: its first all_reduce's stack reservation
     (``memprof.core.terms.nccl_stack``) and its init's NCCL device code
     (``memprof.core.terms.nccl_image``)."""
