@@ -33,8 +33,8 @@ So no torch stream is made by vLLM's distributed init before those releases. Mea
 way on 2× H100 (reports/gpu/nccl/graph-collectives-2x-h100-stream.json, kind ``pynccl``: a
 communicator made as PyNccl makes it, warmed up, and then the first ``torch.cuda.Stream()``
 still costs 73,400,320 B on both ranks; 0 B in the kind that holds a ProcessGroupNCCL
-communicator). The
-pool comes later, from the first torch stream the process does make (``stream_pool``):
+communicator). There the pool comes later, from the first torch stream the process does make
+(``stream_pool``):
 
 - the model runner's ``comm_stream`` (``memprof.core.terms.stream_pool``, 0.11.0-0.19.x);
 - else, on a TP rank of the last PP stage, ProcessGroupNCCL's own communicator, which the
