@@ -220,7 +220,7 @@ def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
 _first, _second = itemgetter(0), itemgetter(1)
 
 
-def _last_free(ops: tuple[Op, ...]) -> int:
+def last_free(ops: tuple[Op, ...]) -> int:
     """The index of the last free in ``ops`` (-1: none), found in C (``ops`` may hold thousands
     of mallocs after it)."""
     kinds = list(map(_first, ops))
@@ -261,10 +261,10 @@ def replay_rounding(ops: tuple[Op, ...], conf: str = "") -> tuple[int, int]:
         whole = simulate(ops, conf)
         return (whole.stats.current("allocated_bytes") - whole.stats.current("requested_bytes"),
                 whole.stats.current("requested_bytes"))
-    last_free = _last_free(ops)
-    sim = simulate(ops[:last_free + 1], conf)
+    last = last_free(ops)
+    sim = simulate(ops[:last + 1], conf)
     # (the two statistics read from the simulator's table, not its whole ``memory_stats``)
-    rest = continue_from(sim).extend(list(map(_second, ops[last_free + 1:])))
+    rest = continue_from(sim).extend(list(map(_second, ops[last + 1:])))
     allocated = sim.stats.current("allocated_bytes") + rest.allocated
     requested = sim.stats.current("requested_bytes") + rest.requested
     return allocated - requested, requested

@@ -73,6 +73,7 @@ from memprof.core.terms.common import max_seqs
 from memprof.core.terms.load_rounding import (
     SIMULATE_MAX_LAYERS,
     Op,
+    last_free,
     load_alloc_conf,
     load_ops,
     simulate,
@@ -157,8 +158,7 @@ def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "") -> int:
 
     parsed = parse_conf(conf)
     if parsed == AllocatorConfig(max_split_size=parsed.max_split_size):
-        kinds = [k for k, _n in ops]
-        at = len(kinds) - kinds[::-1].index(1) if 1 in kinds else 0
+        at = last_free(ops) + 1
         sim = simulate(ops[:at], conf)
         checked: set[int] | None = None
         while at < len(ops):
