@@ -308,7 +308,7 @@ def test_an_added_override_key_is_said(over: str, said: str | None) -> None:
     assert (notes == []) if said is None else (len(notes) == 1 and said in notes[0])
 
 
-# --- vLLM's --max-model-len auto / -1 (auto-fit) is a value vLLM takes: said unmodelled -----
+# --- vLLM's --max-model-len auto / -1 (auto-fit) is read as vLLM reads it ------------------
 
 
 @pytest.mark.parametrize("argv", [
@@ -316,12 +316,16 @@ def test_an_added_override_key_is_said(over: str, said: str | None) -> None:
     ["--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len=-1"],
     ["--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "AUTO"],
     ["-m", "qwen3-8b", "--max-model-len", "auto"],
+    ["-m", "qwen3-8b", "--max-model-len", "-1"],
 ])
-def test_max_model_len_auto_is_said_unmodelled(argv: list[str]) -> None:
-    code, out, err = invoke(["estimate", "--gpu", "H100", *argv])
-    assert code == 2 and out == ""
-    one_error(err, "auto-fit")
-    assert "vllm-project/vllm#29431" in err
+def test_max_model_len_auto_is_read_as_vllm_reads_it(argv: list[str]) -> None:
+    import json
+
+    code, out, err = invoke(["estimate", "--gpu", "RTX-4090", "-f", "json", *argv])
+    assert code == 0, err
+    dep = json.loads(out)["deployment"]
+    assert dep["max_model_len_auto_fit_from"] == 40960  # Qwen3-8B's derived length
+    assert 0 < dep["max_model_len"] < 40960  # fitted to the 24 GB card's KV cache
 
 
 # --- a log's model path in a hub's download folder names its repo --------------------------

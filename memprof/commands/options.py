@@ -50,7 +50,9 @@ def parse_float(text: str) -> float:
 
 def parse_tokens(text: str) -> int:
     """A token count as vLLM's ``human_readable_int`` reads ``--max-model-len`` (32k = 32,000;
-    32K = 32,768; ``memprof.base.units.human_readable_int``)."""
+    32K = 32,768; ``memprof.base.units.human_readable_int``); ``auto`` is -1, as vLLM's
+    ``human_readable_int_or_auto`` reads it for ``--max-model-len`` (its auto-fit; the core
+    refuses it for any other flag)."""
     from memprof.base.units import human_readable_int
 
     t = text.strip()
@@ -61,13 +63,8 @@ def parse_tokens(text: str) -> int:
             raise ValueError(t)
         return human_readable_int(t)
     except ValueError:
-        if t.lower() == "auto":  # vLLM's --max-model-len auto: its auto-fit, not modelled here
-            raise argparse.ArgumentTypeError(
-                "'auto' is not a token count: vLLM's --max-model-len auto (its auto-fit to the "
-                "KV cache, vllm-project/vllm#29431) is not modelled by memprof; give the context "
-                "to serve (--format json shows estimated_max_model_len, the longest request the KV "
-                "budget admits)"
-            ) from None
+        if t.lower() == "auto":  # vLLM's human_readable_int_or_auto: 'auto' is -1, its auto-fit
+            return -1  # (memprof.core.auto_fit.AUTO_FIT; the core refuses it beside other flags)
         raise argparse.ArgumentTypeError(
             f"{text[:40]!r} is not a token count (an integer, or 32k = 32,000, 32K = 32,768)"
         ) from None

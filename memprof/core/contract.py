@@ -158,6 +158,8 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             **lora_fields(d),
             # present where it is not the default, so a cold start keeps its JSON
             **({"compile_cache": d.compile_cache} if d.compile_cache != "cold" else {}),
+            **({"max_model_len_auto_fit_from": e.auto_fit_from}
+               if e.auto_fit_from is not None else {}),
             # present where the launch sets it, so a deployment without it keeps its JSON
             **({"pytorch_cuda_alloc_conf": d.pytorch_cuda_alloc_conf}
                if d.pytorch_cuda_alloc_conf is not None else {}),

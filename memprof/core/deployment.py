@@ -18,6 +18,7 @@ from memprof.base.errors import BadInput, LayoutError
 from memprof.base.frozen import copier
 from memprof.core.attention import kind_of
 from memprof.core.attention_backends import BY_NAME as BACKEND_ROWS
+from memprof.core.auto_fit import AUTO_FIT, check_auto_fit
 from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
 from memprof.core.engines.base import RankCoord
 from memprof.core.engines.sglang import SGLANG_MAX_PREFILL_TOKENS
@@ -252,7 +253,7 @@ def long_context_allowed(engine: str) -> bool:
 
 def beyond_derived_len(dep: Deployment, spec: ModelSpec) -> tuple[int, str] | None:
     """(derived maximum, how) when ``dep.max_model_len`` exceeds the model's derived maximum."""
-    if dep.max_model_len is None:
+    if dep.max_model_len is None or dep.max_model_len == AUTO_FIT:
         return None
     found = engine_of(dep).derived_max_model_len(spec.raw)
     if found is None or dep.max_model_len <= found[0]:
@@ -365,9 +366,19 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise BadInput(f"unknown --entrypoint {str(dep.entrypoint)[:40]!r}",
                        hint="serve (vllm serve, the default) or llm (the Python LLM class)")
     e = dep.engine
+    if dep.max_num_batched_tokens == AUTO_FIT:
+        raise BadInput(f"{flag_name('max_num_batched_tokens', dep.engine)} auto (-1) is no "
+                       "token count: vLLM takes auto only for --max-model-len "
+                       "(human_readable_int_or_auto)",
+                       hint="give the batch a token count, e.g. 8192, or leave it out for the "
+                       "engine's default")
+    if dep.max_model_len == AUTO_FIT:  # vLLM's --max-model-len auto (memprof/core/auto_fit.py)
+        check_auto_fit(dep.engine, resolve_version(dep.engine_version, dep.engine),
+                       flag_name("max_model_len", dep.engine))
     for field, low, high in (("tp", 1, MAX_PARALLEL), ("pp", 1, MAX_PARALLEL),
                              ("dp", 1, MAX_PARALLEL), ("nnodes", 1, MAX_PARALLEL),
-                             ("max_model_len", 1, MAX_TOKENS),
+                             ("max_model_len", AUTO_FIT if dep.max_model_len == AUTO_FIT
+                              else 1, MAX_TOKENS),
                              ("max_num_seqs", 1, MAX_TOKENS),
                              ("max_num_batched_tokens", 1, MAX_TOKENS),
                              ("block_size", 1, MAX_TOKENS),

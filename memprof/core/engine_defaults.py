@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from memprof.base.errors import BadInput
+from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.engines.sglang import sglang_defaults
@@ -67,7 +68,10 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     (0.92 from 0.20.0, 0.9 before). A config that states no ``max_position_embeddings`` needs
     ``--max-model-len``: memprof does not guess a length."""
     derived = engine_of(dep).derived_max_model_len(spec.raw)
-    mml = dep.max_model_len or (derived[0] if derived else None)
+    # --max-model-len auto (-1): vLLM profiles at the derived length and fits after
+    # (memprof.core.auto_fit)
+    given = None if dep.max_model_len == AUTO_FIT else dep.max_model_len
+    mml = given or (derived[0] if derived else None)
     if not mml:
         raise BadInput(f"the config of {spec.name} has no max_position_embeddings, so the "
                        "context length is unknown",

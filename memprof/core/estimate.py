@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from memprof.base.frozen import fast_init
 from memprof.core.attention import kind_of
+from memprof.core.auto_fit import AUTO_FIT, fit_mode, holds_back_null_block, longest_fitting
 from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
 from memprof.core.deployment import (
@@ -82,7 +83,10 @@ class _Later:
 
     def max_model_len(self) -> int:
         if self._len is None:
-            self._len = max_fitting_model_len(self.ctx.plan, self.available,
+            dep, plan = self.ctx.dep, self.ctx.plan
+            held = plan.block_bytes if holds_back_null_block(dep.engine_version,
+                                                             dep.engine) else 0
+            self._len = max_fitting_model_len(plan, self.available - held,
                                               self.max_num_batched_tokens, self.upper)
         return self._len
 
@@ -152,6 +156,9 @@ class Estimate:
     reasons: tuple[str, ...]
     notes: tuple[str, ...]
     mem_fraction_static: float | None = None
+    # vLLM's --max-model-len auto: the derived length it profiled at (``max_model_len`` is then
+    # the length it fitted after profiling: memprof.core.auto_fit); None without the flag
+    auto_fit_from: int | None = None
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -321,13 +328,21 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
             members[ck] = []
             first[ck] = coord
         members[ck].append(coord.rank)
+    # vLLM's --max-model-len auto: the length each engine fits after profiling (auto_fit.py)
+    fitted = (_auto_fitted(dep, classes, order, mml, mnbt)
+              if asked.max_model_len == AUTO_FIT else None)
     rank_estimates = [
         _rank_estimate(spec, dep, gpu, first[ck], classes[ck[0]], ck[1], quant, dtype, mml, mnbt,
-                       after_kv, tuple(rs))
+                       after_kv, tuple(rs),
+                       None if fitted is None else fitted[first[ck].dp_rank])
         for ck, rs in members.items()] if copies == 1 else [
         _rank_estimate(spec, dep, gpu, first[ck], classes[ck[0]], ck[1], quant, dtype, mml, mnbt,
-                       after_kv, RankSet(tuple(rs), dep.tp * dep.pp, copies))
+                       after_kv, RankSet(tuple(rs), dep.tp * dep.pp, copies),
+                       None if fitted is None else fitted[first[ck].dp_rank])
         for ck, rs in members.items()]
+    auto_from = None
+    if fitted is not None:  # the figures a log prints are the fitted length's
+        auto_from, mml = mml, min(fitted.values())
 
     folded = _fold(rank_estimates)
     if len(folded) == 1 and len(folded[0].reasons) <= 1:  # (the usual point: one rank)
@@ -339,7 +354,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
         return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                         max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                         verdict=worst.verdict, reasons=all_reasons, notes=(),
-                        mem_fraction_static=mfs or None)
+                        mem_fraction_static=mfs or None, auto_fit_from=auto_from)
     written = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant)
              + _input_notes(asked, spec, gpu)
              + tuple(engine.model_settings_notes(dep, asked,
@@ -352,11 +367,12 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                  quantised=quant is not None, vocab=spec.vocab_size,
                  logits_itemsize=dtype_bytes(dtype),
                  runner_listed=family_row(spec.family).v2_runner_listed))
-             + mamba_cache_notes(spec, dep, gpu.arch))
+             + mamba_cache_notes(spec, dep, gpu.arch)
+             + _auto_fit_notes(dep, auto_from, mml))
     return Estimate(spec=spec, deployment=dep, gpu=gpu, quant=quant, model_dtype=dtype,
                     max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                     verdict=worst.verdict, reasons=all_reasons, notes=written,
-                    mem_fraction_static=mfs or None)
+                    mem_fraction_static=mfs or None, auto_fit_from=auto_from)
 
 
 @lru_cache(maxsize=64)  # kept by the spec (whose hash is computed once): every estimate asks
@@ -483,22 +499,75 @@ def _blocks(dep: Deployment, c: _Class) -> int:
 
 def _rank_estimate(spec: ModelSpec, dep: Deployment, gpu: GPU, coord: RankCoord, c: _Class,
                    num_blocks: int, quant: QuantConfig | None, dtype: str, mml: int, mnbt: int,
-                   after_kv: list[TermFn], same_as: Sequence[int]) -> RankEstimate:
+                   after_kv: list[TermFn], same_as: Sequence[int], fitted: int | None = None
+                   ) -> RankEstimate:
+    """One rank's estimate. ``fitted``: the length vLLM's ``--max-model-len auto`` fitted for
+    the rank's engine (None without the flag): the KV figures and the terms sized after the
+    KV cache read it (the engine sends it to its workers, ``update_max_model_len``); what was
+    built before profiling keeps the derived ``mml``."""
     plan = c.plan
-    cap = capacity_from_blocks(plan, num_blocks, mml, mnbt,
+    length = mml if fitted is None else (fitted or mml)
+    cap = capacity_from_blocks(plan, num_blocks, length, mnbt,
                                hybrid_token_line_per_group(dep.engine_version, dep.engine))
-    ctx = c.ctx.with_(dep=dep, coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
+    run_dep = dep if length == mml else dep.with_(max_model_len=length)
+    ctx = c.ctx.with_(dep=run_dep, coord=coord, num_gpu_blocks=cap.num_gpu_blocks,
                       kv_cache_bytes=cap.kv_cache_bytes)
     runtime = [x for fn in after_kv for x in fn(ctx)]
     kv_comp = kv_cache_component(plan, cap)
     all_comps = [*c.comps, *runtime, kv_comp]
     verdict, reasons, headroom = rank_verdict(dep, gpu, plan, all_comps, c.available, c.envelope,
-                                          cap, mml, mnbt)
+                                          cap, mml if fitted is None else fitted, mnbt,
+                                          auto_fit=fitted is not None)
     return RankEstimate(
         coord=coord, same_as=same_as, components=tuple(all_comps), tensors=c.tensors,
         plan=plan, requested_bytes=c.envelope, available_kv_bytes=c.available, kv=cap,
         verdict=verdict, reasons=tuple(reasons), headroom_bytes=headroom,
         later=_Later(ctx, c.available, mnbt, mml))
+
+
+def _auto_fitted(dep: Deployment, classes: dict[ClassKey, _Class],
+                 order: tuple[tuple[RankCoord, ClassKey], ...], mml: int, mnbt: int
+                 ) -> dict[int, int]:
+    """The length vLLM's ``--max-model-len auto`` fits for each engine (DP rank), at most the
+    derived ``mml``; 0 where not one token fits (``memprof.core.auto_fit``): from 0.17.0 the
+    smallest of each worker's fit on its own KV budget, in 0.14.0-0.16.x the whole model's
+    layers (one plan per PP stage, summed) against the smallest worker's budget."""
+    held = holds_back_null_block(dep.engine_version, dep.engine)
+    whole = fit_mode(dep.engine_version) == "global"
+    engines: dict[int, list[tuple[int, _Class]]] = {}
+    for coord, key in order:
+        engines.setdefault(coord.dp_rank, []).append((coord.pp_stage, classes[key]))
+    out: dict[int, int] = {}
+    for dp_rank, workers in engines.items():
+        usable = [c.available - (c.plan.block_bytes if held else 0) for _s, c in workers]
+        if whole:
+            plans = tuple({stage: c.plan for stage, c in workers}.values())
+            out[dp_rank] = longest_fitting(
+                lambda n, ps=plans: sum(p.request_bytes(n, mnbt) for p in ps),  # type: ignore[misc]
+                min(usable), mml)
+        else:
+            out[dp_rank] = min(longest_fitting(
+                lambda n, p=c.plan: p.request_bytes(n, mnbt), u, mml)  # type: ignore[misc]
+                for (_s, c), u in zip(workers, usable, strict=True))
+    return out
+
+
+def _auto_fit_notes(dep: Deployment, derived: int | None, fitted: int) -> tuple[str, ...]:
+    """What ``--max-model-len auto`` did, as vLLM logs it (``memprof.core.auto_fit``)."""
+    if derived is None:
+        return ()
+    how = ("the whole model's KV cache groups against the smallest worker's KV memory"
+           if fit_mode(dep.engine_version) == "global"
+           else "each worker's KV cache groups against its own KV memory, the smallest fit")
+    if fitted <= 0:
+        said = "no length fits ('Cannot auto-fit max_model_len')"
+    elif fitted >= derived:
+        said = f"'Auto-fit max_model_len: full model context length {derived} fits'"
+    else:
+        said = f"'Auto-fit max_model_len: reduced from {derived} to {fitted}'"
+    return (f"--max-model-len auto: profiled at the derived length {derived:,} (the runner's "
+            f"buffers are sized by it), then fitted after profiling from {how}: {said}; the "
+            "concurrency and the terms sized after the KV cache read the fitted length",)
 
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:

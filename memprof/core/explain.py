@@ -92,6 +92,8 @@ ESTIMATED: dict[str, Callable[[Estimate, RankEstimate], float]] = {
     "max_total_num_tokens": lambda e, r: e.kv_cache_tokens,
     "max_concurrency": lambda e, r: e.max_concurrency,
     "estimated_max_model_len": lambda e, r: min(x.estimated_max_model_len for x in e.ranks),
+    # --max-model-len auto: the length fitted after profiling (memprof.core.auto_fit)
+    "auto_fit_max_model_len": lambda e, r: e.max_model_len,
     "total_gpu_bytes": lambda e, r: e.gpu.total_bytes,
     "oom_total_bytes": lambda e, r: e.gpu.total_bytes,
     "avail_before_load_bytes": lambda e, r: e.gpu.total_bytes - _baseline(r),

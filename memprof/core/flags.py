@@ -18,6 +18,7 @@ from typing import Literal
 
 from memprof.base.errors import BadInput
 from memprof.base.units import human_readable_int, parse_size
+from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.engines import DEFAULT, ENGINES
 
 Kind = Literal["int", "float", "bool", "str", "size", "tokens"]
@@ -110,8 +111,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="kv_cache_dtype", kind="str",
             help="The KV cache's dtype.", choices_from="memprof.core.deployment:KV_CACHE_DTYPES"),
     Setting(field="max_model_len", kind="tokens",
-            help="32768, 32k (32,000) or 32K (32,768), as vLLM reads it. SGLang: "
-            "--context-length.", shown_default="the model's max_position_embeddings"),
+            help="32768, 32k (32,000) or 32K (32,768), as vLLM reads it; auto (or -1, vLLM "
+            "0.14.0 on): the longest that fits the KV cache, fitted after profiling at the "
+            "derived length. SGLang: --context-length.",
+            shown_default="the model's max_position_embeddings"),
     Setting(field="max_num_seqs", kind="int",
             help="SGLang: --max-running-requests.", shown_default="the engine's for the GPU"),
     Setting(field="max_num_batched_tokens", kind="tokens",
@@ -318,6 +321,8 @@ def coerce(field: str, value: object, *, where: str) -> object:
             if s.kind == "tokens":  # 32k = 32,000, 32K = 32,768, as vLLM reads --max-model-len
                 if len(text) > 20:
                     raise ValueError(text)
+                if text.lower() == "auto":  # vLLM's auto-fit: -1 (memprof/core/auto_fit.py)
+                    return AUTO_FIT
                 return human_readable_int(text)
             if s.kind == "float":
                 if len(text) > 32:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from memprof.base.units import fmt_bytes
+from memprof.core.auto_fit import holds_back_null_block
 from memprof.core.components import Component
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
@@ -43,7 +44,7 @@ def held_bytes(comps: list[Component] | tuple[Component, ...]) -> int:
 
 
 def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component], available: int,
-             envelope: int, cap: KVCapacity, mml: int, mnbt: int
+             envelope: int, cap: KVCapacity, mml: int, mnbt: int, *, auto_fit: bool = False
              ) -> tuple[Verdict, list[str], int]:
     """startup_oom / runtime_oom / fits, the components that cause it, and the headroom.
 
@@ -55,6 +56,9 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     ``total − Σ components``: a rank whose weights exceed the GPU never shows positive headroom.
     SGLang's activations, graphs and non-torch memory live in the (1 − mfs) slack, so for it
     every non-loaded component counts against the slack.
+
+    ``auto_fit``: vLLM's ``--max-model-len auto`` (``memprof.core.auto_fit``), ``mml`` the length
+    it fitted (0: none fits, the engine stops); the capacity check then passes by construction.
     """
     total = gpu.total_bytes
     base = loaded_bytes = 0  # (one pass; the lists of names are built where a reason needs them)
@@ -106,11 +110,18 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
         return "startup_oom", [
             f"No available memory for the cache blocks: the budget leaves "
             f"{fmt_bytes(available)} for the KV cache after {_names(held)}"], headroom
-    if cap.request_bytes > cap.kv_cache_bytes and engine.refuses_request_over_kv:
-        est = max_fitting_model_len(plan, cap.kv_cache_bytes, mnbt, mml)
+    # from 0.29.0 the check plans against the pool less BlockPool's null block (auto_fit.py)
+    usable = cap.kv_cache_bytes - (plan.block_bytes if holds_back_null_block(
+        dep.engine_version, dep.engine) else 0)
+    if auto_fit and mml <= 0:
+        return "startup_oom", [
+            f"Cannot auto-fit max_model_len (--max-model-len auto): the {fmt_bytes(usable)} of "
+            "KV cache the budget leaves hold no request of even one token"], headroom
+    if cap.request_bytes > usable and engine.refuses_request_over_kv:
+        est = max_fitting_model_len(plan, usable, mnbt, mml)
         return "startup_oom", [
             f"one request of max_model_len {mml} needs {fmt_bytes(cap.request_bytes)} of KV cache "
-            f"but {fmt_bytes(cap.kv_cache_bytes)} is available; estimated maximum model length "
+            f"but {fmt_bytes(usable)} is available; estimated maximum model length "
             f"is {est}"], headroom
     over = overflow_of(used, outside, total)
     if over is not None:  # the graphs are captured at start-up (memprof/core/startup_capture.py)

@@ -12,6 +12,7 @@ from memprof.core.attention import KINDS, kind_of
 from memprof.core.attention.base import rope_scaling
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.attention_backends import FA3_FP8_KV_DTYPES, FP8_KV_GQA_BACKEND
+from memprof.core.auto_fit import KV_CHECK_NULL_BLOCK, MAX_MODEL_LEN_AUTO
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import (
@@ -180,7 +181,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     *VLLM_COMPILE_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, AWQ_DENSE_MATMUL,
     GPTQ_GEMM_TEMP, LOAD_MAX_SPLIT,
-    LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE,
+    LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
+    KV_CHECK_NULL_BLOCK,
 )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, MiB
+from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.deployment import Deployment
 from memprof.core.engines import ENGINES
 from memprof.core.gpus import (
@@ -571,6 +572,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     mfs = log.get("mem_fraction_static")
     if mfs and wrote is not None and not wrote.budget_by_utilization:  # mem_fraction_static
         settings.setdefault("mem_fraction_static", mfs)
+    if log.get("auto_fit_max_model_len") and "max_model_len" not in settings:
+        # the engine ran --max-model-len auto: its concurrency line prints the fitted length
+        settings["max_model_len"] = AUTO_FIT
     for key in ("logged_max_model_len", "concurrency_tokens"):
         v = log.get(key)
         if v and "max_model_len" not in settings:

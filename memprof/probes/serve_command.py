@@ -29,6 +29,7 @@ from typing import Any
 from memprof.base.errors import BadInput
 from memprof.base.files import read_capped_text
 from memprof.base.units import human_readable_int
+from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.engines import ENGINES
 from memprof.core.flags import SETTINGS, coerce
 from memprof.probes.serve_flags import (
@@ -474,16 +475,14 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
 # 0.9.2 (0.9.0: max_model_len only; 0.9.1 not read), --kv-cache-memory-bytes 0.10.2 (read as a
 # size here). memprof reads them at the newest release's rules.
 HUMAN_READABLE_SINCE = {"max_model_len": "0.8.4", "max_num_batched_tokens": "0.9.2"}
-AUTO_FIT_HINT = ("give the context to serve (e.g. --max-model-len 32k); the JSON's "
-                 "estimated_max_model_len is the longest request the KV budget admits")
+
+
 def _human_int(text: str, flag: str, where: str) -> int:
     """A ``human_readable_int`` flag's value, or :class:`BadInput` as vLLM's argparse refuses it.
-    ``--max-model-len auto`` (or -1), vLLM's auto-fit to the KV cache (vllm-project/vllm#29431),
-    is a value vLLM takes and memprof does not model: said so, not called a bad value."""
+    ``--max-model-len auto`` (or -1), vLLM's auto-fit to the KV cache (vllm-project/vllm#29431,
+    ``human_readable_int_or_auto``), is -1 as vLLM reads it; the release check is the core's."""
     if flag == "--max-model-len" and text.strip().lower() in ("auto", "-1"):
-        raise BadInput(f"{where}: --max-model-len {text.strip()[:8]}: vLLM's auto-fit (the "
-                       "longest context its KV cache holds, vllm-project/vllm#29431) is not "
-                       "modelled by memprof", hint=AUTO_FIT_HINT)
+        return AUTO_FIT  # vLLM's auto-fit (memprof/core/auto_fit.py checks the release)
     try:
         if len(text) > 40:
             raise ValueError(text)

@@ -134,6 +134,13 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("estimated_max_model_len", "vllm",
        r"estimated maximum model length is\s*" + _NUM, "int"),
     _p("logged_max_model_len", "vllm", r"max seq len \(\s*" + _NUM, "int"),
+    # --max-model-len auto (0.14.0 on, v1/core/kv_cache_utils.py _auto_fit_max_model_len): the
+    # length fitted after profiling, or the derived one where it fits whole
+    # (memprof/core/auto_fit.py)
+    _p("auto_fit_max_model_len", "vllm",
+       r"Auto-fit max_model_len: reduced from\s*[0-9,]+\s*to\s*" + _NUM, "int"),
+    _p("auto_fit_max_model_len", "vllm",
+       r"Auto-fit max_model_len: full model context length\s*" + _NUM, "int"),
     # V1 from 0.9.1 (v1/worker/gpu_worker.py Worker.init_device; from 0.14 v1/worker/utils.py
     # request_memory): "Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than
     # desired GPU memory utilization (0.92, 21.67 GiB)": the init snapshot's free memory
@@ -207,6 +214,7 @@ LABELS = {
     "max_concurrency": "maximum concurrency",
     "estimated_max_model_len": "estimated maximum model length",
     "logged_max_model_len": "max model length asked",
+    "auto_fit_max_model_len": "max_model_len fitted (--max-model-len auto)",
     "oom_tried_bytes": "OOM: tried to allocate",
     "oom_total_bytes": "OOM: GPU total",
     "oom_free_bytes": "OOM: free",

@@ -24,7 +24,7 @@ SHORT = {
     "avail_after_load_bytes": "free after load", "kv_cache_bytes": "KV size",
     "k_bytes": "K size", "v_bytes": "V size", "avail_after_pool_bytes": "free after KV",
     "max_total_num_tokens": "max tokens", "requested_bytes": "requested",
-    "num_cpu_blocks": "CPU blocks",
+    "num_cpu_blocks": "CPU blocks", "auto_fit_max_model_len": "fitted max len",
 }
 
 

@@ -186,6 +186,9 @@ class Engine:
     # (vLLM: V1 check_enough_kv_cache_memory, V0 "max seq len is larger than the maximum number
     # of tokens"); an engine that caps the request length at its pool instead starts
     refuses_request_over_kv: ClassVar[bool] = True
+    # the max-model-len flag takes ``auto`` (-1): the length fitted to the KV cache after
+    # profiling, from the release memprof/core/auto_fit.py names
+    takes_max_model_len_auto: ClassVar[bool] = False
     # the engine had vLLM's V0 generation (a V0 start-up log names no release)
     has_v0_generation: ClassVar[bool] = False
     # the per-request state of hybrid models' recurrent layers (``Attention.mixer``: Mamba-2,

@@ -582,6 +582,8 @@ class VLLM(Engine):
     dp_replicates: ClassVar[bool] = True
     registers_model_init_buffers: ClassVar[bool] = True
     has_v0_generation: ClassVar[bool] = True
+    # --max-model-len auto (human_readable_int_or_auto, 0.14.0 on: memprof/core/auto_fit.py)
+    takes_max_model_len_auto: ClassVar[bool] = True
     models_state_mixers: ClassVar[bool] = True
     cli_launcher: ClassVar[tuple[str, str] | None] = ("vllm", "serve")
     launcher_prefix: ClassVar[str] = "vllm serve "
