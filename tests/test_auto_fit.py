@@ -124,3 +124,19 @@ def test_explain_reads_the_auto_fit_line(tmp_path: Path) -> None:
     assert rows["auto_fit_max_model_len"]["estimated"] == fitted
     assert rows["max_concurrency"]["reproduced"]
     assert got["deployment"]["max_model_len"] == fitted
+
+
+def test_a_sweep_fits_each_point_as_its_estimate_does() -> None:
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--gpu", "RTX-4090", "-f", "json",
+                             "--set", "max_model_len=auto,32k",
+                             "--set", "gpu_memory_utilization=0.8,0.9"])
+    assert code in (0, 1), err
+    rows = [r for r in json.loads(out) if r["max_model_len"] != 32000]
+    assert len(rows) == 2  # the auto points, each fitted
+    for row in rows:
+        alone = estimate("qwen3-8b", Deployment(max_model_len=AUTO_FIT,
+                                                gpu_memory_utilization=row[
+                                                    "gpu_memory_utilization"]),
+                         gpu_name="RTX-4090")
+        assert row["max_model_len"] == alone.max_model_len < DERIVED
+        assert row["verdict"] == alone.verdict == "fits"

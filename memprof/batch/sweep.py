@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprof.base.errors import BadInput
+from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.compare import no_none
 from memprof.core.components import TermFn
 from memprof.core.deployment import Deployment
@@ -80,8 +81,9 @@ def parse_axis(text: str) -> Axis:
     if fld in EXTRA_AXES:
         parsed: list[Any] = raw
     elif fld in HUMAN_READABLE:  # None / default: the engine's default, as coerce reads it
-        parsed = [None if v.lower() in ("none", "default") else read_int(v, where)
-                  for v in raw]
+        parsed = [None if v.lower() in ("none", "default")
+                  else AUTO_FIT if fld == "max_model_len" and v.lower() in ("auto", "-1")
+                  else read_int(v, where) for v in raw]  # auto: vLLM's auto-fit (auto_fit.py)
     else:
         parsed = [no_none(fld, coerce(fld, v, where=where), where) for v in raw]
     return Axis(name=name, field=fld, values=tuple(dict.fromkeys(parsed)))
@@ -169,11 +171,14 @@ class Evaluator:
         setting but ``gpu_memory_utilization``): the model, the layout's prepared deployment
         and its settings' number (``CachedSteps.prepared_base``). None where the estimate of
         a point could differ from its own deployment's: an override of the model's config, a
-        GPU the estimate would change (``--no-gpu-peer-access``), or a preparation that
+        GPU the estimate would change (``--no-gpu-peer-access``), ``--max-model-len auto``
+        (the estimate reads it from the deployment as given, which preparing resolves to the
+        derived length), or a preparation that
         changes what the estimate reads before it prepares (the speculative tokens, the
         engine, the overrides). A refusal is raised as the estimate of any of its points with
         a utilisation the steps share raises it."""
-        if layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access):
+        if layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access) or (
+                layout.max_model_len == AUTO_FIT):
             return None
         spec = self.spec(model, layout.num_speculative_tokens > 0)
         base, n = self._cached.prepared_base(layout, spec, gpu)
