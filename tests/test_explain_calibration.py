@@ -65,10 +65,6 @@ EXPLAIN_KEY = {"weights": "weights_bytes", "graph": "cudagraph_pool_bytes",
 ERA_NAMES = (*("vllm-" + e[0].replace("–", "-") for e in ERAS.ERAS),
              "sglang-0.4", "sglang-0.5", "sglang-later")
 OUTSIDE = "not in the log: "
-# rows run on a warm compile cache (memprof_run.compile_cache, from the log's 'torch.compile
-# took' under 2 s): the quote elides the "Directly load ..." line explain reads it from
-_WARM = ("the warm compile cache (the quote elides vLLM's 'Directly load AOT compilation' "
-         "line; the row runs --compile-cache warm by its 'torch.compile took' under 2 s)")
 # rows whose quote lacks only the release (or shows one explain reads otherwise): with
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
@@ -235,7 +231,6 @@ XFAIL: dict[int, str] = {
           "(the notes)",
     1602: OUTSIDE + "the weights (7.64 GiB) and the KV tokens (19,744): the run's record "
           "(engine_log_values), outside the quoted excerpt (the notes)",
-    **{rid: OUTSIDE + _WARM for rid in (1640, 1641, 1642, 1643, 1644, 1645, 1648)},
     1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the run's container "
           "log; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which sizes the "
           "RoPE cache",
