@@ -255,13 +255,14 @@ XFAIL: dict[int, str] = {
           "(the study's server arguments, not in the log)",
     # the offline LLM class (the report's scripts, the notes): max_num_batched_tokens 8192,
     # where explain takes vllm serve's 2048; 0.28.0's budget charges the runner's
-    # inputs_embeds [N, H] (terms/runner_buffers.py), so the entrypoint moves the KV figure
-    1704: OUTSIDE + "the offline LLM(...) entrypoint (the report's test script, the notes): "
-          "max_num_batched_tokens 8192, where explain takes vllm serve's 2048, which sizes the "
-          "runner's inputs_embeds the budget charges",
+    # inputs_embeds [N, H] (terms/runner_buffers.py), so the entrypoint moves the KV figure.
+    # Row 1704 reproduces from the 'Chunked prefill is enabled with max_num_batched_tokens=8192'
+    # line the report's section 5.1 quotes from its log
     1705: OUTSIDE + "the release 0.28.0 (the study report's environment section; the quoted "
           "table rows print no engine or dated line) and the offline LLM(...) entrypoint "
-          "(max_num_batched_tokens 8192; explain takes vllm serve's 2048)",
+          "(max_num_batched_tokens 8192; explain takes vllm serve's 2048): section 5.2's table "
+          "quotes no engine, 'Chunked prefill' or 'Using max model len' line of the 27B log "
+          "(section 5.1's are the 0.8B run's, row 1704)",
     1706: OUTSIDE + "the quote is the study report's prose around the server log (its figures "
           "in a summary, no log line explain reads); the flags are the report's non-default "
           "args (the notes)",
