@@ -219,9 +219,6 @@ XFAIL: dict[int, str] = {
     119: OUTSIDE + _DATED + ": the quote (an OOM line and the command) carries no release or "
          "[file.py:LINE] tag, so explain takes the newest release, 0.5.23; the row runs at "
          "0.4.5",
-    1401: OUTSIDE + "mem_fraction_static 0.7629746875 (the ServerArgs line, cut from the stored "
-          "thread: notes); explain takes SGLang 0.5.5's heuristic with its multimodal "
-          "reduction, 0.857 × 0.8966 = 0.7684 (1.0% more tokens)",
     1605: OUTSIDE + "the release and the flags: the quote is the README's prose around two log "
           "figures; 0.30.0 is the README's re-verification note, --max-model-len 8192 and "
           "--gpu-memory-utilization 0.90 are scripts/serve.sh's defaults (the notes)",
