@@ -118,7 +118,11 @@ XFAIL: dict[int, str] = {
        "the release: memprof_run)",
     12: OUTSIDE + "the release 0.5.4 (deduced from PR #11309's history; the log's date places "
         "0.5.3)",
-    17: OUTSIDE + "--tp 8 and the image's release (the notes)",
+    17: OUTSIDE + "--tp 8 and the image's release (the notes): the issue body gives them only "
+        "in its steps' prose ('Container `lmsysorg/sglang:deepseek-v4-hopper`', 'Server "
+        "launches with `--tp 8 --mem-fraction-static 0.88`', the scripts' command cut with "
+        "'…'), no command or log line, and the image was re-pinned later, so its date places "
+        "the snapshot",
     32: OUTSIDE + _DATED,
     101: OUTSIDE + _V064,
     102: OUTSIDE + _V064,
@@ -129,7 +133,9 @@ XFAIL: dict[int, str] = {
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read)",
     121: OUTSIDE + "the failure (the thread's title; the quote has no figure and no error "
          "line; its release, 0.8.4, is the issue log's API server line)",
-    128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
+    128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags): "
+         "the PR comment's log goes on to mellea's 'final model parameters:' lines, which the "
+         "stored thread cuts at 'gpu_memory_ut', and V0's budget lines print no max_num_seqs",
     131: OUTSIDE + "the release 0.10.1 (the gptoss image's gpt-oss support, first released in "
          "0.10.1: memprof_engine_version_note): gpu_model_runner.py:1962 is no release's line "
          "but lies between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between "
@@ -138,8 +144,10 @@ XFAIL: dict[int, str] = {
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     153: OUTSIDE + "a figure: the quote is the recipe issue's summary and an args line "
-         "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
-         "concurrency line is not quoted)",
+         "('non-default args', no figure line explain reads: 'shows no figure'); the 156.9x "
+         "is the summary's ('per startup log'), and neither recipes#762 nor vLLM #51454, the "
+         "same author's report, prints the concurrency line (#51454 gives its figures in "
+         "prose: 'Startup log: KV cache ... tokens / ...x at 1M')",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
     163: OUTSIDE + "a figure: the quote is the serve command, the release line and the issue's "
          "prose (the row records a start: 'it works good'); and the checkpoint's AWQ storage, "
@@ -148,7 +156,8 @@ XFAIL: dict[int, str] = {
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     314: OUTSIDE + "the card's total, 22,693 MiB (memprof_run.gpu_mem_gib: Google Colab's L4 "
          "runtime in 2025, which the repository's files show, not the log; the quote prints no "
-         "total and explain takes the catalog's L4)",
+         "total and explain takes the catalog's L4): the source vllm.log's start-up prints no "
+         "total, no OOM line and no nvidia-smi table",
     316: OUTSIDE + "the checkpoint's compressed-tensors quantization_config (memprof_run."
          "hf_overrides: the bundled config is bf16; the quote's "
          "'[fp8_dynamic] quantization=compressed-tensors' is the post's one-field summary of "
@@ -267,11 +276,14 @@ XFAIL: dict[int, str] = {
           "log line explain reads): the flags are the case's config.json (the notes)",
     1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "
           "the notes): the three quoted lines print no budget, and explain takes 0.30.0's "
-          "default 0.92 (vLLM PR #38284)",
+          "default 0.92 (vLLM PR #38284); the source test file has 0.8 only in an assertion on "
+          "the harness's argument list (test_server_command), no command or log line",
     1713: OUTSIDE + _STUDY_RECORD,
     1715: OUTSIDE + _STUDY_RECORD,
     1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
-          "not a log line explain reads: its quoted lines are the capture and the failure)",
+          "not a log line explain reads: its quoted lines are the capture and the failure); "
+          "the issue body has the compose 'command:' inside a sentence beside the v0.8.5 one, "
+          "no code block",
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
     # account of each run ("KV cache capacity (measured by the engine)"), no log line
     1717: OUTSIDE + _TENSWARD_AWQ,
