@@ -240,10 +240,6 @@ XFAIL: dict[int, str] = {
           "summary table (its heading names max_model_len, the utilization and eager mode "
           "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
           "(the notes)",
-    1602: OUTSIDE + "the checkpoint's max_position_embeddings (262,144: the container log's "
-          "transformers 'Model config Qwen3Config' dump, no engine line; memprof_run."
-          "hf_overrides), which sizes the RoPE cache, as row 1601; the quote now shows the "
-          "log's load and KV lines",
     1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the run's container "
           "log; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which sizes the "
           "RoPE cache",
