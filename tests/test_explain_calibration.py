@@ -240,9 +240,10 @@ XFAIL: dict[int, str] = {
           "summary table (its heading names max_model_len, the utilization and eager mode "
           "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
           "(the notes)",
-    1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the run's container "
-          "log; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which sizes the "
-          "RoPE cache",
+    1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, run 2's container "
+          "log, row 1602's; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which "
+          "sizes the RoPE cache: this run's vllm-startup-success.log, a plain vllm serve, prints "
+          "no transformers 'Model config' dump explain would read it from",
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
     907: OUTSIDE + _WSL_STUDY,
