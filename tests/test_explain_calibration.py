@@ -156,7 +156,8 @@ XFAIL: dict[int, str] = {
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
     163: OUTSIDE + "a figure: the quote is the serve command, the release line and the issue's "
          "prose (the row records a start: 'it works good'); and the checkpoint's AWQ storage, "
-         "run as the bf16 qwen2.5-3b-instruct with --quantization awq_marlin (memprof_run)",
+         "run as the bf16 qwen2.5-3b-instruct with --quantization awq_marlin (memprof_run); "
+         "the issue's code block holds no more of the log than the platform and release lines",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     314: OUTSIDE + "the card's total, 22,693 MiB (memprof_run.gpu_mem_gib: Google Colab's L4 "
