@@ -65,10 +65,6 @@ EXPLAIN_KEY = {"weights": "weights_bytes", "graph": "cudagraph_pool_bytes",
 ERA_NAMES = (*("vllm-" + e[0].replace("–", "-") for e in ERAS.ERAS),
              "sglang-0.4", "sglang-0.5", "sglang-later")
 OUTSIDE = "not in the log: "
-# rows run on a warm compile cache (memprof_run.compile_cache, from the log's 'torch.compile
-# took' under 2 s): the quote elides the "Directly load ..." line explain reads it from
-_WARM = ("the warm compile cache (the quote elides vLLM's 'Directly load AOT compilation' "
-         "line; the row runs --compile-cache warm by its 'torch.compile took' under 2 s)")
 # rows whose quote lacks only the release (or shows one explain reads otherwise): with
 # --engine-version (which the acceptance does not allow) they reproduce
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
@@ -122,7 +118,11 @@ XFAIL: dict[int, str] = {
        "the release: memprof_run)",
     12: OUTSIDE + "the release 0.5.4 (deduced from PR #11309's history; the log's date places "
         "0.5.3)",
-    17: OUTSIDE + "--tp 8 and the image's release (the notes)",
+    17: OUTSIDE + "--tp 8 and the image's release (the notes): the issue body gives them only "
+        "in its steps' prose ('Container `lmsysorg/sglang:deepseek-v4-hopper`', 'Server "
+        "launches with `--tp 8 --mem-fraction-static 0.88`', the scripts' command cut with "
+        "'…'), no command or log line, and the image was re-pinned later, so its date places "
+        "the snapshot",
     32: OUTSIDE + _DATED,
     101: OUTSIDE + _V064,
     102: OUTSIDE + _V064,
@@ -131,9 +131,16 @@ XFAIL: dict[int, str] = {
     116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
          "lines: rebuilt at 0.6.6.post1)",
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read)",
-    121: OUTSIDE + "the failure (the thread's title; the quote has no figure and no error "
-         "line; its release, 0.8.4, is the issue log's API server line)",
-    128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags)",
+    121: OUTSIDE + "the deployment the row runs: the quote now shows the issue log's failure, "
+         "'The model's max seq len (8192) is larger than the maximum number of tokens that can "
+         "be stored in KV cache (2400)', which explain reads as a V0 start (model_runner.py, "
+         "the title's 'V0 engine by default') at max_model_len 8192, where the row runs V1 "
+         "0.8.4 at the checkpoint's context with no max_model_len (its fields, which the log "
+         "does not set; the excerpts of the log's args Namespace line read stop before its "
+         "max_model_len)",
+    128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags): "
+         "the PR comment's log goes on to mellea's 'final model parameters:' lines, which the "
+         "stored thread cuts at 'gpu_memory_ut', and V0's budget lines print no max_num_seqs",
     131: OUTSIDE + "the release 0.10.1 (the gptoss image's gpt-oss support, first released in "
          "0.10.1: memprof_engine_version_note): gpu_model_runner.py:1962 is no release's line "
          "but lies between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between "
@@ -142,17 +149,21 @@ XFAIL: dict[int, str] = {
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note)",
     153: OUTSIDE + "a figure: the quote is the recipe issue's summary and an args line "
-         "('non-default args', no figure line explain reads: 'shows no figure'; the 156.9x "
-         "concurrency line is not quoted)",
+         "('non-default args', no figure line explain reads: 'shows no figure'); the 156.9x "
+         "is the summary's ('per startup log'), and neither recipes#762 nor vLLM #51454, the "
+         "same author's report, prints the concurrency line (#51454 gives its figures in "
+         "prose: 'Startup log: KV cache ... tokens / ...x at 1M')",
     161: OUTSIDE + _V064 + "; and max_model_len 35000 (the comment's prose, '35k - OK')",
     163: OUTSIDE + "a figure: the quote is the serve command, the release line and the issue's "
          "prose (the row records a start: 'it works good'); and the checkpoint's AWQ storage, "
-         "run as the bf16 qwen2.5-3b-instruct with --quantization awq_marlin (memprof_run)",
+         "run as the bf16 qwen2.5-3b-instruct with --quantization awq_marlin (memprof_run); "
+         "the issue's code block holds no more of the log than the platform and release lines",
     201: OUTSIDE + "the release 0.7.2 (dynamo's pin: its patched worker.py logs at 269, no "
          "release's line, so explain takes the newest V0 release, 0.7.3)",
     314: OUTSIDE + "the card's total, 22,693 MiB (memprof_run.gpu_mem_gib: Google Colab's L4 "
          "runtime in 2025, which the repository's files show, not the log; the quote prints no "
-         "total and explain takes the catalog's L4)",
+         "total and explain takes the catalog's L4): the source vllm.log's start-up prints no "
+         "total, no OOM line and no nvidia-smi table",
     316: OUTSIDE + "the checkpoint's compressed-tensors quantization_config (memprof_run."
          "hf_overrides: the bundled config is bf16; the quote's "
          "'[fp8_dynamic] quantization=compressed-tensors' is the post's one-field summary of "
@@ -223,9 +234,6 @@ XFAIL: dict[int, str] = {
     119: OUTSIDE + _DATED + ": the quote (an OOM line and the command) carries no release or "
          "[file.py:LINE] tag, so explain takes the newest release, 0.5.23; the row runs at "
          "0.4.5",
-    1401: OUTSIDE + "mem_fraction_static 0.7629746875 (the ServerArgs line, cut from the stored "
-          "thread: notes); explain takes SGLang 0.5.5's heuristic with its multimodal "
-          "reduction, 0.857 × 0.8966 = 0.7684 (1.0% more tokens)",
     1605: OUTSIDE + "the release and the flags: the quote is the README's prose around two log "
           "figures; 0.30.0 is the README's re-verification note, --max-model-len 8192 and "
           "--gpu-memory-utilization 0.90 are scripts/serve.sh's defaults (the notes)",
@@ -233,12 +241,10 @@ XFAIL: dict[int, str] = {
           "summary table (its heading names max_model_len, the utilization and eager mode "
           "in prose); the LLM class and its arguments are serving/v025_smoke/smoke_one.py's "
           "(the notes)",
-    1602: OUTSIDE + "the weights (7.64 GiB) and the KV tokens (19,744): the run's record "
-          "(engine_log_values), outside the quoted excerpt (the notes)",
-    **{rid: OUTSIDE + _WARM for rid in (1640, 1641, 1642, 1643, 1644, 1645, 1648)},
-    1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the run's container "
-          "log; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which sizes the "
-          "RoPE cache",
+    1601: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, run 2's container "
+          "log, row 1602's; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which "
+          "sizes the RoPE cache: this run's vllm-startup-success.log, a plain vllm serve, prints "
+          "no transformers 'Model config' dump explain would read it from",
     904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
          "which sizes the RoPE cache (memprof_run.hf_overrides)",
     907: OUTSIDE + _WSL_STUDY,
@@ -258,13 +264,14 @@ XFAIL: dict[int, str] = {
           "(the study's server arguments, not in the log)",
     # the offline LLM class (the report's scripts, the notes): max_num_batched_tokens 8192,
     # where explain takes vllm serve's 2048; 0.28.0's budget charges the runner's
-    # inputs_embeds [N, H] (terms/runner_buffers.py), so the entrypoint moves the KV figure
-    1704: OUTSIDE + "the offline LLM(...) entrypoint (the report's test script, the notes): "
-          "max_num_batched_tokens 8192, where explain takes vllm serve's 2048, which sizes the "
-          "runner's inputs_embeds the budget charges",
+    # inputs_embeds [N, H] (terms/runner_buffers.py), so the entrypoint moves the KV figure.
+    # Row 1704 reproduces from the 'Chunked prefill is enabled with max_num_batched_tokens=8192'
+    # line the report's section 5.1 quotes from its log
     1705: OUTSIDE + "the release 0.28.0 (the study report's environment section; the quoted "
           "table rows print no engine or dated line) and the offline LLM(...) entrypoint "
-          "(max_num_batched_tokens 8192; explain takes vllm serve's 2048)",
+          "(max_num_batched_tokens 8192; explain takes vllm serve's 2048): section 5.2's table "
+          "quotes no engine, 'Chunked prefill' or 'Using max model len' line of the 27B log "
+          "(section 5.1's are the 0.8B run's, row 1704)",
     1706: OUTSIDE + "the quote is the study report's prose around the server log (its figures "
           "in a summary, no log line explain reads); the flags are the report's non-default "
           "args (the notes)",
@@ -272,11 +279,14 @@ XFAIL: dict[int, str] = {
           "log line explain reads): the flags are the case's config.json (the notes)",
     1736: OUTSIDE + "--gpu-memory-utilization 0.8 (the project's phase-1 server settings, "
           "the notes): the three quoted lines print no budget, and explain takes 0.30.0's "
-          "default 0.92 (vLLM PR #38284)",
+          "default 0.92 (vLLM PR #38284); the source test file has 0.8 only in an assertion on "
+          "the harness's argument list (test_server_command), no command or log line",
     1713: OUTSIDE + _STUDY_RECORD,
     1715: OUTSIDE + _STUDY_RECORD,
     1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
-          "not a log line explain reads: its quoted lines are the capture and the failure)",
+          "not a log line explain reads: its quoted lines are the capture and the failure); "
+          "the issue body has the compose 'command:' inside a sentence beside the v0.8.5 one, "
+          "no code block",
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
     # account of each run ("KV cache capacity (measured by the engine)"), no log line
     1717: OUTSIDE + _TENSWARD_AWQ,

@@ -466,6 +466,30 @@ def _logged_v1(dep: Deployment, generation: str | None, notes: list[str]) -> Dep
     return dep.with_(vllm_use_v1=1)
 
 
+def _logged_positions(model: str, positions: int, notes: list[str]) -> str | None:
+    """``--hf-overrides`` for the checkpoint's ``max_position_embeddings`` where the log prints
+    its config (transformers' ``Model config … {`` dump: ``memprof.probes.checkpoint_config``)
+    and the bundled config of ``model`` has another (a fine-tune that raises it): vLLM sizes
+    the RoPE cache by it and takes ``max_model_len`` from it where none is set. None where they
+    agree or memprof does not know ``model`` (the estimate says so itself)."""
+    import json
+
+    from memprof.core.models.load import load_model
+
+    try:
+        bundled = load_model(model).max_position_embeddings
+    except BadInput:
+        return None
+    if bundled == positions:
+        return None
+    override = json.dumps({"max_position_embeddings": positions})
+    notes.append(f"the log prints the checkpoint's config (transformers' 'Model config' dump) "
+                 f"with max_position_embeddings {positions:,}, where the bundled {model} has "
+                 f"{'none' if bundled is None else f'{bundled:,}'}: rebuilt with --hf-overrides "
+                 f"'{override}' (the RoPE cache and the default max_model_len follow it)")
+    return override
+
+
 def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
     """``dep`` as the log turns LoRA on, or without LoRA (and a note saying why) where memprof
     refuses the log's LoRA settings for this model: a log is evidence, so the rest of it is
@@ -599,6 +623,10 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if (runs is not None and not settings.get("engine_version") and not log.version
             and release_dates(engine) is not None):  # engines placed by date say so
         notes.append(_unknown_release_note(log, engine))
+    if log.config_positions is not None and not settings.get("hf_overrides"):
+        override = _logged_positions(name, log.config_positions, notes)
+        if override is not None:
+            settings["hf_overrides"] = override
     if not log.stated:
         notes.append(_unstated_settings_note(settings))
     try:

@@ -21,6 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
+from memprof.probes.checkpoint_config import logged_positions
 from memprof.probes.gpu_names import named_cards
 from memprof.probes.log_dates import LogDate, read_date
 from memprof.probes.moe_config_device import gemm_lookup_devices, moe_lookup_devices
@@ -292,6 +293,9 @@ class StartupLog:
     # whether vLLM says it runs under WSL (``WSL_LINE``): torch's total there is the card's whole
     # nvidia-smi total (memprof.probes.log_deployment.whole_card_total)
     wsl: bool = False
+    # the checkpoint config's max_position_embeddings where transformers' "Model config … {"
+    # dump prints it (memprof.probes.checkpoint_config)
+    config_positions: int | None = None
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -420,6 +424,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       cards=named_cards(lines), moe_devices=moe_lookup_devices(lines),
                       gemm_devices=gemm_lookup_devices(lines),
                       date=when, wsl=any(WSL_LINE in x for x in lines),
+                      config_positions=logged_positions(lines),
                       stated=command is not None or any(
                           _SETTINGS_OPENER.search(x) or "with config: " in x for x in unwrapped))
 
