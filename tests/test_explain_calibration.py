@@ -131,13 +131,6 @@ XFAIL: dict[int, str] = {
     116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
          "lines: rebuilt at 0.6.6.post1)",
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read)",
-    121: OUTSIDE + "the deployment the row runs: the quote now shows the issue log's failure, "
-         "'The model's max seq len (8192) is larger than the maximum number of tokens that can "
-         "be stored in KV cache (2400)', which explain reads as a V0 start (model_runner.py, "
-         "the title's 'V0 engine by default') at max_model_len 8192, where the row runs V1 "
-         "0.8.4 at the checkpoint's context with no max_model_len (its fields, which the log "
-         "does not set; the excerpts of the log's args Namespace line read stop before its "
-         "max_model_len)",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags): "
          "the PR comment's log goes on to mellea's 'final model parameters:' lines, which the "
          "stored thread cuts at 'gpu_memory_ut', and V0's budget lines print no max_num_seqs",
