@@ -57,6 +57,14 @@ VERDICT_MISSES: dict[int, str] = {
           "above the estimate (2.05 GiB, 0.11.0 budgets no graph estimate; its graph figure "
           "2.07 GiB is 8% above the logged 1.92) takes the rank to 23.70 GiB, 125 MiB over the "
           "catalog's 23.57 GiB total for the RTX 3090, which the log does not print",
+    2503: "logged a failure in _dummy_sampler_run after the KV cache was sized (Qwen3-0.6B, "
+          "util 0.75, eager, vLLM 0.19.0 on a desktop's RTX 3060 12GB; the error line is elided "
+          "on the page); memprof predicts a start. The logged 8.03 GiB of KV plus the 1.12 GiB "
+          "load exceed the 8.72 GiB budget, so the run's non-torch increase was negative: other "
+          "processes on the card (a display's, 2.6 GiB two hours earlier) freed memory between "
+          "the init snapshot and the profile's end (utils/mem_utils.py memory_profiling, as row "
+          "1102), so the KV cache overshot the budget by 0.43 GiB while the display still held "
+          "memory; memprof sees neither (the log prints no free memory at this start)",
 }
 
 
