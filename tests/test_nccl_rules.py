@@ -55,6 +55,9 @@ CUSTOM_AR = 26 * MiB
 # profile's torch peak increase: the budget holds the meta and IPC buffers alone
 # (memprof.core.terms.custom_allreduce.RANK_DATA_UNBUDGETED)
 CUSTOM_AR_BUDGETED = CUSTOM_AR - 8 * MiB
+# from 0.11.0 the TP group's symmetric-memory all-reduce buffer, made with the communicators
+# (memprof.core.terms.symm_mem: 64 MiB at TP2 on 9.0 + the 2 MiB signal pad, reports/gpu/symm-mem)
+SYMM_MEM = 66 * MiB
 # V0's second TP communicator, torch's, made by the profile run's logits gather on the driver
 # rank (memprof.core.terms.nccl_nvls.TORCH_TP_GATHER): a second communicator's measured cuMem-off
 # init at 2 ranks (reports/gpu/nccl-torch-gather w2-cumem0-second, 572,522,496 B) + 62 MiB + 1
@@ -104,11 +107,12 @@ def _budget_non_torch(version: str, gpu: str = "H100", tp: int = 2) -> tuple[int
     # 0.11.0 (#25359) init_device: distributed init (l.169) before init_snapshot (l.182); the
     # model runner's comm_stream makes torch's stream pool after it (terms.stream_pool)
     ("0.11.0", LIBS_AFTER_WARM_UP + POOL + TORCH_COMM_ON, CONTEXT + P2P_CUMEM_ON + IMAGE_227
-     + CUSTOM_AR),
+     + CUSTOM_AR + SYMM_MEM),
     # from 0.14.0 PyNccl's warm-up makes the stream pool before init_snapshot (its
     # current_stream() sets a torch.cuda.Stream(): terms.pynccl_pool), so 0.33.0's Model Runner
     # V2 output_copy_stream finds it made: the communicator's row keeps it, in the baseline
-    ("0.33.0", LIBS_AFTER_WARM_UP, CONTEXT + P2P_CUMEM_ON + POOL + IMAGE_2307 + CUSTOM_AR),
+    ("0.33.0", LIBS_AFTER_WARM_UP, CONTEXT + P2P_CUMEM_ON + POOL + IMAGE_2307 + CUSTOM_AR
+     + SYMM_MEM),
 ])
 def test_placement_and_size_by_release(version: str, budget: int, baseline: int) -> None:
     assert _budget_non_torch(version) == (budget, baseline)

@@ -100,11 +100,18 @@ def pool_held(deployment: dict[str, Any], comps: Sequence[dict[str, Any]]) -> bo
         c["category"] == "non_torch" and c["name"].startswith("NCCL ") for c in comps)
 
 
+# estimate rows of what vLLM builds and the tracer's replica does not: the TP group's
+# symmetric-memory all-reduce buffer (memprof.core.terms.symm_mem; the tracer makes PyNccl-shaped
+# communicators only, and vLLM makes the buffer whatever --disable-custom-all-reduce says)
+NOT_REPLICATED = ("symmetric-memory all-reduce buffer",)
+
+
 def non_torch(stem: str, gpu: str, r: dict[str, Any]) -> tuple[int, int]:
     """(estimated, traced) non-torch memory after the profile run of traced rank ``r``."""
     traced = next(p for p in r["phases"] if p["name"] == "profile_run")["non_torch_bytes"]
     est = sum(c["bytes"] for c in est_rank(stem, gpu, r["rank"])["components"]
-              if c["category"] == "non_torch") + pool_outside(stem, gpu, r["rank"], r["notes"])
+              if c["category"] == "non_torch" and not c["name"].startswith(NOT_REPLICATED)
+              ) + pool_outside(stem, gpu, r["rank"], r["notes"])
     return est, traced
 
 

@@ -26,8 +26,9 @@ memory is not non-torch (``MemorySnapshot.non_torch_memory = cuda_memory − mem
 is allocated before the load (not weights) and before the profile's peak reset (not its torch peak
 increase). There it is memory the engine holds beside its budget (``where="runtime"``).
 
-Not modelled: vLLM's smaller ``max_size`` when symmetric memory is enabled
-(``CUSTOM_ALL_REDUCE_MAX_SIZES``, vllm/distributed/device_communicators/all_reduce_utils.py), the
+vLLM's smaller ``max_size`` where its symmetric-memory all-reduce runs
+(``CUSTOM_ALL_REDUCE_MAX_SIZES``, vllm/distributed/device_communicators/all_reduce_utils.py) is
+``memprof.core.terms.symm_mem``'s. Not modelled: the
 ``meta_size()`` bytes (the kernel's signal structures, a few KiB, inside cudaMalloc's 2 MiB
 rounding) and ROCm's quick all-reduce. Above 2 ranks it needs the GPU row's ``fully_connected``
 (``CustomAllreduce.__init__``: "not supported on more than two PCIe-only GPUs").
@@ -93,13 +94,16 @@ def _granule(n: int) -> int:
     return -(-n // CUDA_MALLOC_GRANULE) * CUDA_MALLOC_GRANULE
 
 
-def custom_all_reduce_bytes() -> tuple[int, str]:
+def custom_all_reduce_bytes(max_size: int = CUSTOM_AR_MAX_SIZE) -> tuple[int, str]:
     """Per-rank bytes of its buffers and how they add up: meta (max_size + meta_size(), rounded
-    to cudaMalloc's 2 MiB) + IPC buffer (max_size) + rank_data (8 MiB)."""
-    meta = _granule(CUSTOM_AR_MAX_SIZE + 1)
-    buf = _granule(CUSTOM_AR_MAX_SIZE)
+    to cudaMalloc's 2 MiB) + IPC buffer (max_size) + rank_data (8 MiB). ``max_size``: the
+    constructor's default, or vLLM's smaller one beside its symmetric-memory all-reduce
+    (``memprof.core.terms.symm_mem.custom_all_reduce_max_size``)."""
+    meta = _granule(max_size + 1)
+    buf = _granule(max_size)
     total = meta + buf + CUSTOM_AR_RANK_DATA
-    return total, (f"meta {meta // MiB} MiB (8 MiB max_size + meta_size(), cudaMalloc's 2 MiB "
+    size = (f"{max_size // MiB} MiB" if max_size >= MiB else f"{max_size // 1024} KiB")
+    return total, (f"meta {meta // MiB} MiB ({size} max_size + meta_size(), cudaMalloc's 2 MiB "
                    f"pages) + IPC buffer {buf // MiB} MiB + rank_data "
                    f"{CUSTOM_AR_RANK_DATA // MiB} MiB (custom_all_reduce.py CustomAllreduce "
                    "constructor, vLLM and SGLang)")

@@ -43,6 +43,7 @@ from memprof.core.terms.nccl_stack import on_card, p2p_on_card
 from memprof.core.terms.published_context import published_context_rest
 from memprof.core.terms.pynccl_pool import pool_left_out
 from memprof.core.terms.rocm_platform import stand_in_tag
+from memprof.core.terms.symm_mem import custom_all_reduce_max_size, symm_mem_component
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 # CUDA context: measured_h100_overheads.json step "CUDA context (first tensor)":
@@ -586,7 +587,7 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
             bytes=row.init + row.first_all_reduce + row.first_p2p - held, count=1,
             where=nccl_where, profiled=True, formula=basis + tag))
         if name == "TP" and custom_all_reduce_applies(ctx.dep, ctx.gpu):
-            ar, how = custom_all_reduce_bytes()
+            ar, how = custom_all_reduce_bytes(custom_all_reduce_max_size(ctx, size))
             if rank_data_unbudgeted(ctx.dep):
                 # rank_data is a torch tensor the release's budget does not count
                 ar -= CUSTOM_AR_RANK_DATA
@@ -604,6 +605,10 @@ def non_torch_terms(ctx: TermContext) -> list[Component]:
                 name=f"custom all-reduce buffers (TP, {size} ranks)", category="non_torch",
                 bytes=ar, count=1, where=nccl_where, profiled=True,
                 formula=how + " (not with --disable-custom-all-reduce)" + tag))
+        if name == "TP":  # vLLM's symmetric-memory all-reduce (memprof/core/terms/symm_mem.py)
+            symm = symm_mem_component(ctx, size, nccl_where, tag)
+            if symm is not None:
+                comps.append(symm)
     comps.append(profile_run_increase(ctx, tag))
     return comps
 
