@@ -101,3 +101,15 @@ def test_rules_hold_where_their_sources_say() -> None:
     assert value_at(MOE_RENORMALIZE, "0.8.4") == value_at(MOE_RENORMALIZE, "0.11.0") == 2
     assert value_at(MOE_RENORMALIZE, "0.11.1") == 0
     assert value_at(MOE_RENORMALIZE, "0.10.2", 0, engine="sglang") == 0  # vLLM's code only
+
+
+def test_marlin_mxfp4_workspace_fill_on_sm90_before_0_12_0() -> None:
+    # gpt-oss on H100: MXFP4 experts on Marlin up to 0.11.2, whose apply makes the workspace
+    # (a torch.zeros fill) on every call; from 0.12.0 the Triton kernels, no fill
+    from memprof.core.terms.cudagraph import MXFP4_MARLIN_WORKSPACE_FILL
+
+    marlin = _moe(_ctx("gpt-oss-120b", "H100", engine_version="0.11.2"))
+    triton = _moe(_ctx("gpt-oss-120b", "H100", engine_version="0.12.0"))
+    assert marlin == (triton[0], triton[1] + MXFP4_MARLIN_WORKSPACE_FILL)
+    # not on an engine whose releases are not read
+    assert _moe(_ctx("gpt-oss-120b", "H100", engine="sglang")) == triton

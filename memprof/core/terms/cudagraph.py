@@ -40,6 +40,7 @@ from memprof.core.terms.runner_v2_profile import v2_estimates_graphs, v2_estimat
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
+from memprof.core.weights.mlp import moe_caches_per_call
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
 # (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
@@ -504,6 +505,14 @@ MOE_RENORMALIZE: tuple[Rule, ...] = (
          "topk_indices, token_expert_indices, gating_output, renormalize), no division after it",
          applies_to="all"),
 )
+# MXFP4 experts on Marlin (SM90 before 0.12.0: ``memprof.core.weights.mlp.moe_caches_per_call``):
+# ``Mxfp4MoEMethod.apply`` calls ``fused_marlin_moe`` without the layer's workspace, so each
+# call makes one (``marlin_make_workspace_new``: ``torch.zeros(sms * 4, dtype=torch.int)``), a
+# fill kernel before the two Marlin GEMMs (0.10.1.1, 0.10.2, 0.11.0, 0.11.1, 0.11.2
+# quantization/mxfp4.py ``apply`` and fused_moe/fused_marlin_moe.py: "if workspace is None:
+# workspace = marlin_make_workspace_new(hidden_states.device, 4)"); its top-k sum is
+# ``torch.sum``, one kernel as ``moe_sum`` is.
+MXFP4_MARLIN_WORKSPACE_FILL = 1
 # With expert parallelism the Triton path maps the aligned blocks' global expert ids to the
 # rank's local ones (``expert_ids = expert_map[expert_ids]`` in ``moe_align_block_size``,
 # 0.8.4 / 0.10.0 / 0.11.0 / 0.33.0 fused_moe/moe_align_block_size.py): one index kernel more.
@@ -569,7 +578,8 @@ def linear_extra_nodes(ctx: TermContext) -> int:
 def moe_nodes(ctx: TermContext, mlp: MLP, extra: int | None = None) -> tuple[int, int]:
     """(GEMMs, other kernels) of one fused-MoE layer in a decode graph (``MOE_ROUTING_NODES``
     and the comment above it; a renormalising router's sum and division before 0.11.1,
-    ``MOE_RENORMALIZE``), fp8 block quantisation's kernels included (``extra``: the
+    ``MOE_RENORMALIZE``; the per-call workspace fill of MXFP4 experts on Marlin,
+    ``MXFP4_MARLIN_WORKSPACE_FILL``), fp8 block quantisation's kernels included (``extra``: the
     rank's ``linear_extra_nodes``, where the caller has it)."""
     dep = ctx.dep
     noaux = bool(mlp.e_score_correction_bias)
@@ -583,6 +593,9 @@ def moe_nodes(ctx: TermContext, mlp: MLP, extra: int | None = None) -> tuple[int
     if dep.enable_expert_parallel and dep.ep_size > 1:
         align += int(str(value_at(MOE_EP_EXPERT_MAP, dep.engine_version, 0, engine=dep.engine)))
     gemm, other = 3, 1 + route + align + 2
+    if (engine_of(dep).graph_estimate_by_release
+            and moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, dep.engine_version)):
+        other += MXFP4_MARLIN_WORKSPACE_FILL
     if extra is None:
         extra = linear_extra_nodes(ctx)
     if extra:
