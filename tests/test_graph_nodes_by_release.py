@@ -113,3 +113,18 @@ def test_marlin_mxfp4_workspace_fill_on_sm90_before_0_12_0() -> None:
     assert marlin == (triton[0], triton[1] + MXFP4_MARLIN_WORKSPACE_FILL)
     # not on an engine whose releases are not read
     assert _moe(_ctx("gpt-oss-120b", "H100", engine="sglang")) == triton
+
+
+@pytest.mark.parametrize(("model", "gpu"), [
+    ("mixtral-8x7b", "H100"),  # mixtral.py FusedMoE(renormalize=True)
+    ("qwen3-next-80b-a3b-instruct", "H100"),  # norm_topk_prob true in its config.json
+    ("gpt-oss-20b", "A100-80GB"),  # gpt_oss.py FusedMoE(renormalize=True)
+])
+def test_renormalising_routers_of_other_families(model: str, gpu: str) -> None:
+    # the same two kernels at 0.11.0, none at 0.11.1 (with the router cast: three in all)
+    ctx = _ctx(model, gpu, engine_version="0.11.0")
+    mlp = next(x for x in ctx.spec.layers if x.mlp.kind == "moe").mlp
+    assert mlp.renormalize
+    old = moe_nodes(ctx, mlp)
+    new = moe_nodes(_ctx(model, gpu, engine_version="0.11.1"), mlp)
+    assert old == (new[0], new[1] + 1 + 2)
