@@ -485,8 +485,8 @@ MOE_ROUTER_CAST: tuple[Rule, ...] = (
          applies_to="all"),
 )
 # A router that renormalises its top-k weights (``FusedMoE(renormalize=True)``: Qwen2/Qwen3-MoE
-# and Qwen3-Next by ``norm_topk_prob``, Mixtral, gpt-oss and Granite-4.0-H always; ``MLP.renormalize``)
-# divided them by their sum after ``topk_softmax`` up to 0.11.0
+# and Qwen3-Next by ``norm_topk_prob``, Mixtral, gpt-oss and Granite-4.0-H always:
+# ``MLP.renormalize``) divided them by their sum after ``topk_softmax`` up to 0.11.0
 # (``topk_weights / topk_weights.sum(dim=-1, keepdim=True)`` in fused_moe.py
 # ``vllm_topk_softmax``, inline in ``fused_topk`` before it): a reduction and a division, two
 # kernels, inside the eager custom op. From 0.11.1 ``topk_softmax`` takes ``renormalize`` and
