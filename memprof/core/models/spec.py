@@ -106,6 +106,7 @@ class MLP:
     router_bias: bool = False
     expert_bias: bool = False  # gpt-oss: biases on w13 / w2
     e_score_correction_bias: bool = False  # DeepSeek noaux_tc
+    renormalize: bool = False  # the top-k weights renormalised to sum to 1 (norm_topk_prob)
     router_fp32: bool = False  # the gate is an fp32 nn.Linear, not the model dtype
     hash_routed: bool = False  # DeepSeek-V4 hash layers: tid2eid table, no gate bias
     mlp_bias: bool = False

@@ -40,6 +40,7 @@ from memprof.core.terms.runner_v2_profile import v2_estimates_graphs, v2_estimat
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
+from memprof.core.weights.mlp import moe_caches_per_call
 
 # CUDA graphs: driver memory for the graph executables, measured by this project on one H200
 # (driver 580, CUDA 13, torch 2.11.0+cu130; reports/gpu/trace/graph-costs-h200.json from
@@ -483,6 +484,36 @@ MOE_ROUTER_CAST: tuple[Rule, ...] = (
          "fused_topk_router.py fused_topk: gating_output passed to the top-k kernel uncast",
          applies_to="all"),
 )
+# A router that renormalises its top-k weights (``FusedMoE(renormalize=True)``: Qwen2/Qwen3-MoE
+# and Qwen3-Next by ``norm_topk_prob``, Mixtral, gpt-oss and Granite-4.0-H always:
+# ``MLP.renormalize``) divided them by their sum after ``topk_softmax`` up to 0.11.0
+# (``topk_weights / topk_weights.sum(dim=-1, keepdim=True)`` in fused_moe.py
+# ``vllm_topk_softmax``, inline in ``fused_topk`` before it): a reduction and a division, two
+# kernels, inside the eager custom op. From 0.11.1 ``topk_softmax`` takes ``renormalize`` and
+# does it in its own kernel.
+MOE_RENORMALIZE: tuple[Rule, ...] = (
+    Rule(name="cudagraph_moe_renormalize", changes="CUDA graphs: kernel nodes of a fused MoE",
+         since=None, until="0.11.1", value=2, introduced_by="before 0.7.1",
+         removed_by="topk_softmax renormalises in its kernel (first released in 0.11.1)",
+         source="0.8.4 / 0.10.1.1 / 0.10.2 / 0.11.0 model_executor/layers/fused_moe/fused_moe.py "
+         "vllm_topk_softmax: ops.topk_softmax(...), then 'if renormalize: topk_weights = "
+         "topk_weights / topk_weights.sum(dim=-1, keepdim=True)'",
+         applies_to="all"),
+    Rule(name="cudagraph_moe_renormalize", changes="CUDA graphs: kernel nodes of a fused MoE",
+         since="0.11.1", until=None, value=0,
+         introduced_by="topk_softmax renormalises in its kernel (first released in 0.11.1)",
+         source="0.11.1 / 0.11.2 fused_moe.py vllm_topk_softmax: ops.topk_softmax(topk_weights, "
+         "topk_indices, token_expert_indices, gating_output, renormalize), no division after it",
+         applies_to="all"),
+)
+# MXFP4 experts on Marlin (SM90 before 0.12.0: ``memprof.core.weights.mlp.moe_caches_per_call``):
+# ``Mxfp4MoEMethod.apply`` calls ``fused_marlin_moe`` without the layer's workspace, so each
+# call makes one (``marlin_make_workspace_new``: ``torch.zeros(sms * 4, dtype=torch.int)``), a
+# fill kernel before the two Marlin GEMMs (0.10.1.1, 0.10.2, 0.11.0, 0.11.1, 0.11.2
+# quantization/mxfp4.py ``apply`` and fused_moe/fused_marlin_moe.py: "if workspace is None:
+# workspace = marlin_make_workspace_new(hidden_states.device, 4)"); its top-k sum is
+# ``torch.sum``, one kernel as ``moe_sum`` is.
+MXFP4_MARLIN_WORKSPACE_FILL = 1
 # With expert parallelism the Triton path maps the aligned blocks' global expert ids to the
 # rank's local ones (``expert_ids = expert_map[expert_ids]`` in ``moe_align_block_size``,
 # 0.8.4 / 0.10.0 / 0.11.0 / 0.33.0 fused_moe/moe_align_block_size.py): one index kernel more.
@@ -547,17 +578,25 @@ def linear_extra_nodes(ctx: TermContext) -> int:
 
 def moe_nodes(ctx: TermContext, mlp: MLP, extra: int | None = None) -> tuple[int, int]:
     """(GEMMs, other kernels) of one fused-MoE layer in a decode graph (``MOE_ROUTING_NODES``
-    and the comment above it), fp8 block quantisation's kernels included (``extra``: the
+    and the comment above it; a renormalising router's sum and division before 0.11.1,
+    ``MOE_RENORMALIZE``; the per-call workspace fill of MXFP4 experts on Marlin,
+    ``MXFP4_MARLIN_WORKSPACE_FILL``), fp8 block quantisation's kernels included (``extra``: the
     rank's ``linear_extra_nodes``, where the caller has it)."""
     dep = ctx.dep
     noaux = bool(mlp.e_score_correction_bias)
     route = MOE_ROUTING_NODES["noaux_tc" if noaux else "softmax"]
     if not noaux:
         route += int(str(value_at(MOE_ROUTER_CAST, dep.engine_version, 0, engine=dep.engine)))
+        if mlp.renormalize:
+            route += int(str(value_at(MOE_RENORMALIZE, dep.engine_version, 0,
+                                      engine=dep.engine)))
     align = 2 if mlp.num_experts > 64 else 1
     if dep.enable_expert_parallel and dep.ep_size > 1:
         align += int(str(value_at(MOE_EP_EXPERT_MAP, dep.engine_version, 0, engine=dep.engine)))
     gemm, other = 3, 1 + route + align + 2
+    if (engine_of(dep).graph_estimate_by_release
+            and moe_caches_per_call(ctx.spec.quant, ctx.gpu.arch, dep.engine_version)):
+        other += MXFP4_MARLIN_WORKSPACE_FILL
     if extra is None:
         extra = linear_extra_nodes(ctx)
     if extra:

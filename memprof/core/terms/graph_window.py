@@ -168,6 +168,7 @@ from memprof.core.terms.cudagraph import (
     DRIVER_STACK,
     FP8_BLOCK_PAD_SM90,
     MOE_EP_EXPERT_MAP,
+    MOE_RENORMALIZE,
     MOE_ROUTER_CAST,
     cudagraph_model,
     driver_stack_note,
@@ -276,13 +277,15 @@ V2_FULL_CAPTURE_STREAM: tuple[Rule, ...] = (
 
 # with the driver stack the graph executables are costed at (``cudagraph.DRIVER_STACK``), which
 # moves the logged figure most, and the kernel-node counts read per release
-# (``cudagraph.FP8_BLOCK_PAD_SM90``, ``MOE_ROUTER_CAST``, ``MOE_EP_EXPERT_MAP``): listed here so
+# (``cudagraph.FP8_BLOCK_PAD_SM90``, ``MOE_ROUTER_CAST``, ``MOE_RENORMALIZE``,
+# ``MOE_EP_EXPERT_MAP``): listed here so
 # that ``memprof versions`` shows them
 GRAPH_LOG_RULES: tuple[tuple[Rule, ...], ...] = (STREAM_POOL_IN_WINDOW, WARMUP_WORKSPACE,
                                                   CAPTURE_STREAM, V2_FULL_CAPTURE_STREAM,
                                                   DRIVER_STACK,
                                                   FP8_BLOCK_PAD_SM90, MOE_ROUTER_CAST,
-                                                  MOE_EP_EXPERT_MAP, *ATTN_CAPTURE_RULES)
+                                                  MOE_RENORMALIZE, MOE_EP_EXPERT_MAP,
+                                                  *ATTN_CAPTURE_RULES)
 
 
 @dataclass(frozen=True, slots=True)

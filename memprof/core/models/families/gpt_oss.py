@@ -4,7 +4,8 @@ sliding and full attention (``layer_types`` required), MoE on every layer with b
 
 Sources: transformers 4.57 ``models/gpt_oss/configuration_gpt_oss.py`` (``head_dim=64``);
 vLLM ``model_executor/models/gpt_oss.py`` (``OAIAttention.__init__`` passes
-``dtype=torch.float32`` to ``get_rope``; sinks per head; ``MLPBlock`` router and expert biases).
+``dtype=torch.float32`` to ``get_rope``; sinks per head; ``MLPBlock`` router and expert biases,
+``FusedMoE(renormalize=True)``, 0.10.2).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _gpt_oss_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     moe = MLP(kind="moe", num_experts=n_exp,
               top_k=top_k(c, n_exp, "num_experts_per_tok", "experts_per_token"),
               moe_intermediate_size=c.size("intermediate_size"), router_bias=True,
-              expert_bias=True, activation="swigluoai")
+              expert_bias=True, activation="swigluoai", renormalize=True)
     layers = [Layer(index=i, attention=attn[windows[i]], mlp=moe) for i in range(n_layers)]
     return layers, []
 

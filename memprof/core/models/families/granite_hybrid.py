@@ -59,7 +59,8 @@ def _granite_hybrid_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built
         mlp = MLP(kind="moe", num_experts=experts,
                   top_k=top_k(c, experts, "num_experts_per_tok"),
                   moe_intermediate_size=c.size("intermediate_size"),
-                  shared_intermediate_size=shared)
+                  shared_intermediate_size=shared,
+                  renormalize=True)  # GraniteMoeMoE: FusedMoE(renormalize=True), 0.10.2
     elif shared:
         mlp = MLP(kind="dense", intermediate_size=shared)
     else:

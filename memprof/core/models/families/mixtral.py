@@ -6,7 +6,8 @@ Sources: vLLM ``vllm/model_executor/models/mixtral.py`` (vllm-project/vllm, read
 o_proj, ``head_dim = hidden_size // num_heads``, ``get_rope(rotary_dim=head_dim)``, the config's
 ``sliding_window`` on every layer; ``MixtralMoE`` — ``ReplicatedLinear(hidden_size,
 num_local_experts, bias=False)`` gate, experts ``ws [E, 2·I/tp, H]`` and ``w2s [E, H, I/tp]``
-with ``I = intermediate_size``, ``top_k = num_experts_per_tok``. transformers
+with ``I = intermediate_size``, ``top_k = num_experts_per_tok``, ``renormalize=True`` (0.10.2
+mixtral.py ``FusedMoE``). transformers
 ``models/mixtral/configuration_mixtral.py``: ``MixtralConfig`` defaults ``num_key_value_heads=8``
 (not heads, so the field is required here) and ``sliding_window=None``.
 """
@@ -60,7 +61,7 @@ def _mixtral_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     n_exp = c.size("num_local_experts")
     moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
               moe_intermediate_size=c.size("intermediate_size"),
-              activation=str(c.cfg.get("hidden_act", "silu")))
+              activation=str(c.cfg.get("hidden_act", "silu")), renormalize=True)
     return [Layer(index=i, attention=attn[windows[i]], mlp=moe) for i in range(n_layers)], []
 
 

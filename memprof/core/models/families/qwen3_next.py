@@ -60,7 +60,10 @@ def _qwen3_next_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
         shared = c.num("shared_expert_intermediate_size")
         moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
                   moe_intermediate_size=c.size("moe_intermediate_size"),
-                  shared_intermediate_size=shared, shared_expert_gate=True)
+                  shared_intermediate_size=shared, shared_expert_gate=True,
+                  # vLLM qwen3_next.py FusedMoE(renormalize=config.norm_topk_prob) (0.10.2);
+                  # transformers Qwen3NextConfig norm_topk_prob defaults to True
+                  renormalize=c.flag("norm_topk_prob", True))
     dense: MLP | None = None
     layers = []
     for i, kind in enumerate(linear_full_layer_types(c, n_layers)):

@@ -4,8 +4,9 @@ gated shared expert and q/k/v biases, Qwen3-MoE q/k norms and ``head_dim`` 128 b
 
 Sources: transformers 4.57 ``models/qwen2_moe/configuration_qwen2_moe.py`` and
 ``models/qwen3_moe/configuration_qwen3_moe.py`` (``decoder_sparse_step=1``,
-``mlp_only_layers=[]``, Qwen3MoeConfig ``head_dim=128``); vLLM ``qwen2_moe.py`` /
-``qwen3_moe.py``.
+``mlp_only_layers=[]``, Qwen3MoeConfig ``head_dim=128``, ``norm_topk_prob=False``); vLLM
+``qwen2_moe.py`` / ``qwen3_moe.py`` (``FusedMoE(..., renormalize=config.norm_topk_prob)``, 0.8.4,
+0.10.2).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def _moe_layers(c: ConfigFields, hidden: int, n_layers: int, *, gen3: bool) -> B
     shared = 0 if gen3 else c.num("shared_expert_intermediate_size")
     moe = MLP(kind="moe", num_experts=n_exp, top_k=top_k(c, n_exp, "num_experts_per_tok"),
               moe_intermediate_size=c.size("moe_intermediate_size"),
-              shared_intermediate_size=shared, shared_expert_gate=shared > 0)
+              shared_intermediate_size=shared, shared_expert_gate=shared > 0,
+              renormalize=c.flag("norm_topk_prob", False))
     layers = []
     dense: MLP | None = None
     for i in range(n_layers):
