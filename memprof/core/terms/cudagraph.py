@@ -136,8 +136,11 @@ GRAPH_DRIVER_NET_PER_GRAPH = 104_858
 # kernel nodes alone, one graph of empty kernels under driver 470.16 / CUDA 11.2 grew by ~64 KiB
 # a node (NVIDIA developer forums thread 244901, "Increasing memory footprint with large task
 # graphs": 362, 395, 458 MB at 500, 1,000, 2,000 nodes), against ~10 KB (cccl#3768) and R580's
-# 2.3-3.3 KB. No single-GPU figure under R525-R545, the oldest drivers a CUDA 12.x wheel runs
-# on, was found.
+# 2.3-3.3 KB. Single-GPU logs under a stated R535 driver miss by such factors too (published
+# rows 2500-2502 and 2507: one A100-SXM4-40GB on 535.247.01, 83-99 KiB a kernel node at R580's
+# per-graph cost), but no controlled A/B (one deployment, two drivers) that memprof can rebuild
+# gives the cost of the drivers before R550, so none is modelled (docs/accuracy.md, "Drivers
+# before R550").
 GRAPH_DRIVER_PER_NODE_CUDA12 = 10 * KiB
 DRIVER_STACK: tuple[Rule, ...] = (
     Rule(name="cudagraph_driver_stack", changes="CUDA graphs: driver memory a kernel node",

@@ -152,7 +152,10 @@ figure is ~10 KB (cccl#3768) and one graph of empty kernels under driver 470.16 
 node (NVIDIA developer forums thread 244901): the driver generation moves a node's cost by such
 factors on one GPU, but the pre-12.4 driver figures read are of multi-GPU runs or show every
 sign of it (vLLM #5517: an 8-GPU host, its thread about custom all-reduce and NCCL; #17462: two
-L20s; #11452: four ranks), and no single-GPU figure under R525-R545 was found.
+L20s; #11452: four ranks). Single-GPU logs whose source prints an R535 driver (rows 2500-2502
+and 2507: 535.247.01, one A100-SXM4-40GB, vLLM 0.19.1 and 0.9.2) miss the same way, while every
+vLLM graph figure logged under a stated R550-or-later driver lands; no controlled A/B that memprof
+can rebuild gives the old drivers' cost [not modelled: docs/accuracy.md, "Drivers before R550"].
 """
 
 from __future__ import annotations
