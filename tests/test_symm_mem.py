@@ -69,3 +69,25 @@ def test_the_buffer_is_outside_the_budget_from_0_11_0() -> None:
     held = sum(c.bytes for c in one.components if c.where == "baseline")
     assert any(c.name.startswith("symmetric-memory") for c in one.components)
     assert held > 66 * MiB
+
+
+def test_the_switch_turns_the_buffer_off_and_on_where_the_release_has_it() -> None:
+    assert "symmetric-memory all-reduce buffer" not in _rows(
+        "H100", 2, "0.33.0", vllm_allreduce_use_symm_mem=0)
+    on = _rows("H100", 2, "0.10.2", vllm_allreduce_use_symm_mem=1)
+    row = on["symmetric-memory all-reduce buffer"]
+    assert row.bytes == 66 * MiB and row.where == "budget"  # type: ignore[attr-defined]
+    # 0.10.1.1 has no SymmMemCommunicator (no symm_mem.py): the variable does nothing
+    assert "symmetric-memory all-reduce buffer" not in _rows(
+        "H100", 2, "0.10.1.1", vllm_allreduce_use_symm_mem=1)
+
+
+def test_the_switch_is_read_from_a_pasted_launch_and_checked() -> None:
+    from memprof.base.errors import BadInput
+    from memprof.probes.serve_command import parse_tokens
+
+    cmd = parse_tokens(["VLLM_ALLREDUCE_USE_SYMM_MEM=0", "vllm", "serve", "Qwen/Qwen3-32B",
+                        "-tp", "2"])
+    assert cmd.settings["vllm_allreduce_use_symm_mem"] == 0
+    with pytest.raises(BadInput, match="is 0 or 1"):
+        estimate("qwen3-32b", Deployment(tp=2, vllm_allreduce_use_symm_mem=2), gpu_name="H100")

@@ -149,6 +149,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "vllm_use_flashinfer_sampler": d.vllm_use_flashinfer_sampler,
             "vllm_rocm_use_aiter": d.vllm_rocm_use_aiter,
             "nccl_nvls_enable": d.nccl_nvls_enable,
+            "vllm_allreduce_use_symm_mem": d.vllm_allreduce_use_symm_mem,
             "hf_overrides": d.hf_overrides,
             "assume_architecture": d.assume_architecture,
             "limit_mm_per_prompt": d.limit_mm_per_prompt,

@@ -110,6 +110,9 @@ class Deployment:
     # NCCL's NCCL_NVLS_ENABLE as the launch sets it (0: off; 1 or 2: NCCL's own test; None:
     # unset, NCCL's default 2): NVLS buffers on a multicast NVSwitch (terms/nccl_nvls.py)
     nccl_nvls_enable: int | None = None
+    # vLLM's VLLM_ALLREDUCE_USE_SYMM_MEM (0 / 1; None: unset, the release's default, 1 from
+    # 0.11.0): the TP group's symmetric-memory all-reduce buffer (terms/symm_mem.py)
+    vllm_allreduce_use_symm_mem: int | None = None
     # PyTorch's PYTORCH_CUDA_ALLOC_CONF as the launch sets it (None: unset, the allocator's
     # defaults); memprof's replay of the model load reads it (terms/load_rounding.py
     # load_alloc_conf: expandable_segments)

@@ -190,6 +190,11 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only: NCCL_NVLS_ENABLE (0: no NVLink SHARP buffers on a multicast "
             "NVSwitch host; 1 or 2: NCCL's default test).", shown_default="unset: NCCL's "
             "default, NVLS where the GPUs support it", metavar="N"),
+    Setting(field="vllm_allreduce_use_symm_mem", kind="int",
+            note="SGLang's symmetric memory (--enable-symm-mem) is not this switch",
+            help="vLLM only: VLLM_ALLREDUCE_USE_SYMM_MEM (1: the TP group's torch "
+            "symmetric-memory all-reduce buffer on 9.0 / 10.x cards, 0.10.2 on; 0: none).",
+            shown_default="unset: vLLM's default, 1 from 0.11.0 (0 before)", metavar="N"),
     Setting(field="pytorch_cuda_alloc_conf", kind="str",
             note="SGLang's model load is not replayed",
             help="vLLM only: PYTORCH_CUDA_ALLOC_CONF as the launch sets it; memprof reads "

@@ -114,7 +114,7 @@ from memprof.core.terms.rocm_load_cache import ROCM_LOAD_USED_MEMORY
 from memprof.core.terms.rope_cache import MROPE_CACHE_POSITIONS
 from memprof.core.terms.runner_buffers import RUNNER_BUFFERS_CHARGED
 from memprof.core.terms.stream_pool import COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM
-from memprof.core.terms.symm_mem import SYMM_MEM_ALL_REDUCE
+from memprof.core.terms.symm_mem import SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON
 from memprof.core.terms.v0_eager_forward import V0_EAGER_LAYER_INPUT
 from memprof.core.versions import Rule, resolve_version, rule_in_force
 from memprof.core.weights.bnb_skip import BNB_SKIP_MATCH
@@ -183,7 +183,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, AWQ_DENSE_MATMUL,
     GPTQ_GEMM_TEMP, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
-    KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE,
+    KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON,
 )
 
 

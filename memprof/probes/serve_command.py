@@ -61,6 +61,8 @@ ENV_SETTINGS: dict[str, dict[str, str]] = {"vllm": {"VLLM_USE_V1": "vllm_use_v1"
                                                         "VLLM_ROCM_USE_AITER":
                                                         "vllm_rocm_use_aiter",
                                                         "NCCL_NVLS_ENABLE": "nccl_nvls_enable",
+                                                        "VLLM_ALLREDUCE_USE_SYMM_MEM":
+                                                        "vllm_allreduce_use_symm_mem",
                                                         "PYTORCH_CUDA_ALLOC_CONF":
                                                         "pytorch_cuda_alloc_conf",
                                                         # the attention selector's override

@@ -623,6 +623,7 @@ class VLLM(Engine):
         "vllm_use_flashinfer_sampler": ("--vllm-use-flashinfer-sampler",),
         "vllm_rocm_use_aiter": ("--vllm-rocm-use-aiter",),
         "nccl_nvls_enable": ("--nccl-nvls-enable",),
+        "vllm_allreduce_use_symm_mem": ("--vllm-allreduce-use-symm-mem",),
         "pytorch_cuda_alloc_conf": ("--pytorch-cuda-alloc-conf",),
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),

@@ -1,7 +1,8 @@
 """vLLM's torch symmetric-memory all-reduce (``SymmMemCommunicator``): the buffer it holds on each
 TP rank, and the smaller custom all-reduce it leaves where it runs.
 
-From 0.11.0 ``VLLM_ALLREDUCE_USE_SYMM_MEM`` defaults to 1 (envs.py; 0.10.2: 0), and the TP
+From 0.11.0 ``VLLM_ALLREDUCE_USE_SYMM_MEM`` defaults to 1 (envs.py; 0.10.2, the first release
+with the communicator: 0; ``--vllm-allreduce-use-symm-mem`` states the variable), and the TP
 group's ``CudaCommunicator`` (only the TP group: "custom allreduce or torch symm mem can be used
 only by tp", device_communicators/cuda_communicator.py) builds a ``SymmMemCommunicator`` on CUDA
 whatever ``--disable-custom-all-reduce`` says. Its constructor (device_communicators/
@@ -25,15 +26,17 @@ capability][world_size], 8 MiB)`` (custom_all_reduce.py ``symm_mem_enabled``): 5
 at TP 6 / 8 on 9.0, 2 MiB or 1 MiB on 10.0, its two cudaMalloc buffers then one 2 MiB page each.
 
 Not modelled: the multicast object an NVSwitch host adds (the lent hosts forbid making one),
-``VLLM_ALLREDUCE_USE_SYMM_MEM=0`` and ``TORCH_SYMM_MEM_DISABLE_MULTICAST``, and 10.7.
+``TORCH_SYMM_MEM_DISABLE_MULTICAST``, and 10.7.
 """
 
 from __future__ import annotations
 
+from memprof.base.errors import BadInput
 from memprof.base.units import MiB
 from memprof.core.components import Component, TermContext
+from memprof.core.deployment import Deployment
 from memprof.core.nodes import spans_nodes
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import Rule, rule_in_force, value_at
 
 _SM90 = {2: 64 * MiB, 4: 32 * MiB, 6: 64 * MiB, 8: 64 * MiB}
 _SM100 = {2: 8 * MiB, 4: 32 * MiB, 6: 128 * MiB, 8: 128 * MiB}
@@ -43,16 +46,17 @@ _CA_SM90 = {2: 64 * MiB, 4: 32 * MiB, 6: MiB // 2, 8: MiB // 4}
 _CA_SM100 = {2: 2 * MiB, 4: 2 * MiB, 6: 1 * MiB, 8: 1 * MiB}
 _CA_SM103 = {2: 4 * MiB, 4: 4 * MiB, 6: 8 * MiB, 8: 4 * MiB}
 
-# (buffer sizes by architecture and TP size, custom all-reduce sizes) per release
+# (buffer sizes by architecture and TP size, custom all-reduce sizes) per release where the
+# communicator exists (VLLM_ALLREDUCE_USE_SYMM_MEM=1 builds it from 0.10.2)
 SYMM_MEM_ALL_REDUCE: tuple[Rule, ...] = (
     Rule(name="symm_mem_all_reduce", changes="non-torch: the TP group's symmetric-memory buffer",
-         since="0.11.0", until="0.19.0",
+         since="0.10.2", until="0.19.0",
          value=({"sm90": _SM90, "sm100": _SM100}, {"sm90": _CA_SM90, "sm100": _CA_SM100}),
          applies_to="nccl",
-         introduced_by="VLLM_ALLREDUCE_USE_SYMM_MEM default 1 (first released in 0.11.0; "
-         "0.10.2: 0)",
+         introduced_by="SymmMemCommunicator (first released in 0.10.2; no symm_mem.py in "
+         "0.10.1.1)",
          removed_by="compute capability 10.3 added (first released in 0.19.0)",
-         source="0.11.0 / 0.14.0 / 0.17.0 envs.py VLLM_ALLREDUCE_USE_SYMM_MEM; "
+         source="0.10.2 / 0.11.0 / 0.14.0 / 0.17.0 "
          "device_communicators/cuda_communicator.py (TP only), symm_mem.py "
          "SymmMemCommunicator.__init__ (torch_symm_mem.empty, rendezvous, disabled without "
          "multicast), all_reduce_utils.py SYMM_MEM_ALL_REDUCE_MAX_SIZES / "
@@ -65,6 +69,14 @@ SYMM_MEM_ALL_REDUCE: tuple[Rule, ...] = (
          source="0.19.0 / 0.20.0 / 0.22.0 / 0.33.0 device_communicators/all_reduce_utils.py "
          "SYMM_MEM_ALL_REDUCE_MAX_SIZES and CUSTOM_ALL_REDUCE_MAX_SIZES with \"10.3\"; "
          "symm_mem.py as in 0.11.0 (a RuntimeError at the rendezvous caught from 0.14.0)"),
+)
+# whether the communicator is built where VLLM_ALLREDUCE_USE_SYMM_MEM is unset
+SYMM_MEM_DEFAULT_ON: tuple[Rule, ...] = (
+    Rule(name="symm_mem_default_on", changes="VLLM_ALLREDUCE_USE_SYMM_MEM's default: 1",
+         since="0.11.0", until=None, value=True, applies_to="nccl",
+         introduced_by="the default flipped to 1 (first released in 0.11.0; 0.10.2: '0')",
+         source="0.10.2 envs.py VLLM_ALLREDUCE_USE_SYMM_MEM default '0'; 0.11.0 / 0.14.0 / "
+         "0.22.0 / 0.33.0 default '1'"),
 )
 # torch's signal pad beside each buffer, at the driver's granularity (reports/gpu/symm-mem/)
 SIGNAL_PAD_BYTES = 2 * MiB
@@ -79,9 +91,22 @@ def _tables(ctx: TermContext) -> tuple[dict[str, dict[int, int]], dict[str, dict
 def symm_mem_buffer(ctx: TermContext, size: int) -> int:
     """Bytes of max_size the TP group's ``SymmMemCommunicator`` allocates on this rank (0: none:
     another engine or release, ROCm, a card or TP size off vLLM's table)."""
-    if ctx.gpu.is_rocm:
+    dep = ctx.dep
+    switch = dep.vllm_allreduce_use_symm_mem
+    if ctx.gpu.is_rocm or switch == 0 or (switch is None and rule_in_force(
+            SYMM_MEM_DEFAULT_ON, dep.engine_version, dep.engine) is None):
         return 0
     return _tables(ctx)[0].get(ctx.gpu.arch, {}).get(size, 0)
+
+
+def check_symm_mem_switch(dep: Deployment) -> None:
+    """``--vllm-allreduce-use-symm-mem``: vLLM reads the variable with ``bool(int(...))``;
+    memprof takes 0 and 1."""
+    if dep.vllm_allreduce_use_symm_mem not in (None, 0, 1):
+        raise BadInput(f"--vllm-allreduce-use-symm-mem {dep.vllm_allreduce_use_symm_mem}: "
+                       "VLLM_ALLREDUCE_USE_SYMM_MEM is 0 or 1",
+                       hint="pass 0 where the launch sets VLLM_ALLREDUCE_USE_SYMM_MEM=0, or "
+                       "leave it out for the release's default")
 
 
 def symm_mem_runs(ctx: TermContext, size: int) -> bool:
