@@ -1,3 +1,4 @@
+# ruff: noqa  (the script as run, compressed into the command that ran it: its sha256 below the docstring is in the golden)
 """What a vLLM-style piecewise capture of a fused-MoE decoder stack costs on this GPU, as the
 free-memory delta vLLM logs ("Graph capturing finished ..., took X GiB"), against memprof's
 per-graph and per-node driver costs (``memprof.core.terms.cudagraph``).
