@@ -151,13 +151,17 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
             count=tower.deepstack_levels, where="budget", profiled=True,
             formula=f"{tower.deepstack_levels} levels × [{t}, {tower.text_hidden}] × {s} B "
             "(qwen3_vl.py deepstack_input_embeds, allocated with the model)"))
+    v0 = _v0_encoder_terms(ctx, tower)
+    if v0 is not None:
+        return out + v0
     if value_at(ENCODER_PROFILE, dep.engine_version, None) is None:
         out.append(Component(
             name="encoder profile (not modelled at this release)", category="activation",
             bytes=0, where="budget", profiled=True, placeholder=True,
-            formula="vLLM before 0.11.0 sizes the largest video against the images' tokens "
-            "(0.8.0-0.10.2) or profiles inside its V0 dummy sequences: left out, not guessed "
-            "(ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
+            formula="vLLM V1 before 0.11.0 sizes the largest video against the images' tokens "
+            "(0.8.0-0.10.2), and V0 profiles inside its dummy sequences (modelled for the "
+            "families whose v0_profile rows were read: Qwen2.5-VL on CUDA): left out, not "
+            "guessed (ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
         return out
     if ctx.coord.pp_stage > 0 and value_at(ENCODER_FIRST_STAGE, dep.engine_version, False):
         return out
@@ -242,3 +246,86 @@ def _held_through_text_run(ctx: TermContext, eb: EncoderBudget, tower: VisionTow
         + (f" + the unpadded outputs {eb.encoder_tokens} × {tower.embed_width} × {s} B "
            f"({fmt_bytes(outputs)}: the loop variable 'output', a view of them)"
            if padded else ""))
+
+
+def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
+    """vLLM V0's profile run for a family with ``v0_profile`` rows (``v0_dummy``): no encoder
+    cache; the dummy sequences' pixels stay on the GPU, in float32 until 0.9.1
+    (``PIXELS_FP32``), through the text forward (the model input's ``multi_modal_kwargs``), so
+    they are charged beside the text peak (which ``activation_terms`` takes at the dummy
+    sequences' tokens and rows); the tower runs once on all images, then once on all videos
+    (``get_input_embeddings_v0``, first PP stage), with the text embeddings [T', H], the
+    earlier modality's outputs and, for float32 pixels, the batch's model-dtype copy alive
+    beside its live set (``V0Tower``: the attention's ``a·H + b·H/tp`` a patch, or with TP > 1
+    the all-gathered qkv's moment, the rotary tables; the MLP ``3H + 3I/tp``: residual, normed
+    input, gate and up (or gate_up) and act kept through down_proj and its output). None where
+    V0's encoder profile is not modelled (another family, ROCm, V1)."""
+    from memprof.core.models.multimodal import PIXELS_FP32, V0Tower, v0_dummy
+
+    dep = ctx.dep
+    reading = value_at(tower.v0_profile, dep.engine_version, None)
+    if not isinstance(reading, V0Tower) or ctx.gpu.is_rocm:
+        return None
+    d = v0_dummy(tower, limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
+                 max_model_len=dep.max_model_len or ctx.spec.max_position_embeddings or
+                 profile_tokens(dep), max_num_batched_tokens=profile_tokens(dep),
+                 max_num_seqs=max_seqs(dep), version=dep.engine_version)
+    if d is None:
+        return None
+    s = model_bytes(ctx)
+    fp32 = bool(value_at(PIXELS_FP32, dep.engine_version, False))
+    ps = 4 if fp32 else s
+    inputs, copies = tower.patch_inputs, reading.pixel_copies
+    patches = sum(b.patches for b in d.batches)
+    pixels = copies * patches * inputs * ps
+    what = " + ".join(f"{b.items} {b.modality}{'s' if b.items > 1 else ''} of "
+                      f"{b.patches // max(b.items, 1)} patches" for b in d.batches)
+    out = [Component(
+        name="encoder inputs held (profile run)", category="activation", bytes=pixels,
+        where="budget", profiled=True,
+        formula=(f"{copies} copies × ({what or 'no item'}) × {inputs} × {ps} B "
+                 f"({'float32: cast in the model, PIXELS_FP32' if fp32 else 'model dtype'}; "
+                 "the model input's batch and the forward's concatenation of it, V0Tower); "
+                 f"V0 dummy: {d.seqs} sequence{'s' if d.seqs > 1 else ''} of {d.tokens} tokens "
+                 f"in all (max_mm_tokens {d.mm_tokens}"
+                 + (f"; {d.dropped} without their multimodal data" if d.dropped else "")
+                 + "; V0_MM_DUMMY, multimodal.py v0_dummy), alive through the text "
+                 "forward"))]
+    if not d.batches or ctx.coord.pp_stage > 0:
+        return out
+    h, i, tp = tower.hidden, tower.intermediate, dep.tp
+    a, b = reading.attn_width
+    head_half = tower.hidden // tower.heads // 2
+    embeds = d.tokens * ctx.spec.hidden_size * s
+    text_peak = activation_terms(ctx)[0].bytes
+    best, label, earlier = 0, "", 0
+    for batch in d.batches:
+        n = batch.patches
+        # the rotary's moment, or with TP > 1 the all-gathered qkv's (split_qkv), alive until
+        # q, k and v are made contiguous beside it
+        attn = n * max(a * h + b * h // tp,
+                       a * h + 3 * h + reading.gathered_width * h // tp if tp > 1 else 0) * s
+        # gate and up (or gate_up) and act kept through down_proj, its output (+ the
+        # all-reduce's with TP > 1)
+        mlp = n * ((3 if tp == 1 else 4) * h + 3 * i // tp) * s
+        rotary = reading.rotary_tables * n * head_half * 4
+        cast = n * inputs * s if fp32 else 0
+        live = pixels + cast + embeds + earlier + max(attn, mlp) + rotary
+        if live > best:
+            best = live
+            label = (f"{batch.modality} call on {n} patches: pixels {fmt_bytes(pixels)}"
+                     + (f" + their {tower.patch_inputs}-wide model-dtype copy {fmt_bytes(cast)}"
+                        if cast else "")
+                     + f" + text embeddings [{d.tokens}, {ctx.spec.hidden_size}] "
+                     f"{fmt_bytes(embeds)} + earlier outputs {fmt_bytes(earlier)} + "
+                     f"max(attention ({a}·H + {b}·H/tp, or {a}·H + 3H gathered + "
+                     f"{reading.gathered_width}·H/tp) "
+                     f"{fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + rotary tables "
+                     f"{fmt_bytes(rotary)}")
+        earlier += n // (tower.merge * tower.merge) * tower.out_hidden * s
+    out.append(Component(
+        name="vision encoder forward (profile run)", category="activation",
+        bytes=max(0, best - text_peak - pixels), where="budget", profiled=True,
+        formula=f"max(0, forward {fmt_bytes(best)} − text peak {fmt_bytes(text_peak)} − pixels "
+        f"held {fmt_bytes(pixels)}); forward = {label}; {reading.backend} [assumed]"))
+    return out
