@@ -366,7 +366,8 @@ ENCODER_PROFILE: tuple[Rule, ...] = (
 )
 """vLLM V1's encoder profile by release; before 0.11.0 no row: the encoder term says that
 release's encoder profile is not modelled (0.8.0 - 0.10.2 size the largest video against the
-images' tokens and 16 frames, V0 before 0.8.0 profiles inside its dummy sequences)."""
+images' tokens and 16 frames). V0 profiles inside its dummy sequences: ``V0_MM_DUMMY`` and
+``v0_dummy`` below, with the family's ``v0_profile`` rows."""
 
 _HUGE = 9_999_999  # vLLM asks for the size of a 9999999 × 9999999 image (get_image_size_…)
 MAX_ASPECT = 200  # the processors refuse a longer side over 200 × the shorter

@@ -6,8 +6,10 @@ vLLM ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` (read in the 0.11.0,
 (``_get_mm_dummy_batch``), runs the vision tower on them (``get_multimodal_embeddings`` /
 ``embed_multimodal``) and keeps the outputs in ``encoder_cache`` while the text ``_dummy_run``
 and the sampler run — 0.11.0 to 0.12.0 pad each output to ``encoder_budget`` rows first
-(``ENCODER_PROFILE``); the cache is cleared after. Releases before 0.11.0 are not modelled (a
-labelled placeholder says so). The budget and the items: ``memprof/core/models/multimodal.py``
+(``ENCODER_PROFILE``); the cache is cleared after. V1 releases before 0.11.0 are not modelled (a
+labelled placeholder says so); vLLM V0's profile run, which has no encoder cache and runs the
+tower inside its dummy sequences, is ``_v0_encoder_terms`` (below) where the family's
+``v0_profile`` rows were read. The budget and the items: ``memprof/core/models/multimodal.py``
 (``encoder_budget``). The profile's torch peak is therefore the larger of
 
     the encoder forward:  pixels + the tower's live activations (one block at a time)
