@@ -316,4 +316,4 @@ def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:
     """This module's release rows (``memprof versions`` lists them:
     memprof/core/version_diff.py)."""
     qwen2_5, qwen3 = processors()
-    return QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, qwen2_5.video, qwen3.video
+    return QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, qwen2_5.video, qwen3.video, qwen2_5_vl_v0()
