@@ -139,3 +139,16 @@ def test_with_tp_the_all_gathered_qkv_can_set_the_attention() -> None:
     assert f"forward {fmt_bytes(forward)} " in formulas["vision encoder forward (profile run)"]
     text = comps["activation peak (profile run)"]
     assert comps["vision encoder forward (profile run)"] == max(0, forward - text - pixels)
+
+
+def test_a_later_pipeline_stage_holds_the_model_input_only() -> None:
+    # the second stage receives intermediate tensors: no parsed pixels, no tower call
+    code, out, err = invoke(["estimate", "--model", VL, "-f", "json", "--gpu", "H100", "-pp", "2",
+                             "--max-model-len", "8192", "--engine-version", "0.8.4+v0"])
+    assert code == 0, err
+    first, later = ({c["name"]: c["bytes"] for c in r["components"]}
+                    for r in json.loads(out)["ranks"][:2])
+    one = 2 * IMAGE_PATCHES * PATCH_VALUES * 4
+    assert first["encoder inputs held (profile run)"] == 2 * one
+    assert later["encoder inputs held (profile run)"] == one
+    assert "vision encoder forward (profile run)" not in later

@@ -277,7 +277,9 @@ def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] |
     s = model_bytes(ctx)
     fp32 = bool(value_at(PIXELS_FP32, dep.engine_version, False))
     ps = 4 if fp32 else s
-    inputs, copies = tower.patch_inputs, reading.pixel_copies
+    # a later PP stage gets intermediate tensors and parses no pixels: only the model input's
+    inputs = tower.patch_inputs
+    copies = reading.pixel_copies if ctx.coord.pp_stage == 0 else 1
     patches = sum(b.patches for b in d.batches)
     pixels = copies * patches * inputs * ps
     what = " + ".join(f"{b.items} {b.modality}{'s' if b.items > 1 else ''} of "
@@ -285,10 +287,12 @@ def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] |
     out = [Component(
         name="encoder inputs held (profile run)", category="activation", bytes=pixels,
         where="budget", profiled=True,
-        formula=(f"{copies} copies × ({what or 'no item'}) × {inputs} × {ps} B "
+        formula=(f"{copies} cop{'ies' if copies > 1 else 'y'} × ({what or 'no item'}) × "
+                 f"{inputs} × {ps} B "
                  f"({'float32: cast in the model, PIXELS_FP32' if fp32 else 'model dtype'}; "
-                 "the model input's batch and the forward's concatenation of it, V0Tower); "
-                 f"V0 dummy: {d.seqs} sequence{'s' if d.seqs > 1 else ''} of {d.tokens} tokens "
+                 + ("the model input's batch and the forward's concatenation of it, V0Tower); "
+                    if copies > 1 else "the model input's batch; a later PP stage); ")
+                 + f"V0 dummy: {d.seqs} sequence{'s' if d.seqs > 1 else ''} of {d.tokens} tokens "
                  f"in all (max_mm_tokens {d.mm_tokens}"
                  + (f"; {d.dropped} without their multimodal data" if d.dropped else "")
                  + "; V0_MM_DUMMY, multimodal.py v0_dummy), alive through the text "
