@@ -152,3 +152,17 @@ def test_a_later_pipeline_stage_holds_the_model_input_only() -> None:
     assert first["encoder inputs held (profile run)"] == 2 * one
     assert later["encoder inputs held (profile run)"] == one
     assert "vision encoder forward (profile run)" not in later
+
+
+def test_max_mm_tokens_sizes_the_items_with_the_limits_until_0_8_4() -> None:
+    # two images and a video at max_model_len 65536: 0.8.4 sizes the video against one image
+    # (65536 − 16384 → 6 frames, 3 temporal patches, 49152 tokens), so 2 × 16384 + 49152;
+    # 0.8.3 against the limit's two (65536 − 32768 → 4 frames, 32768 tokens)
+    new = _dummy("0.8.4+v0", 65536, 65536, '{"image": 2}')
+    old = _dummy("0.8.3+v0", 65536, 65536, '{"image": 2}')
+    assert (new.mm_tokens, old.mm_tokens) == (81920, 65536)
+    # either way one sequence, whose own video is sized against its two images: 65536 tokens
+    for d in (new, old):
+        assert (d.seqs, d.tokens) == (1, 65536)
+        assert d.batches == (V0Batch(modality="image", items=2, patches=2 * IMAGE_PATCHES),
+                             V0Batch(modality="video", items=1, patches=2 * IMAGE_PATCHES))

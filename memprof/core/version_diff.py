@@ -63,7 +63,12 @@ from memprof.core.kvcache import (
 from memprof.core.lora import RULES as LORA_SETTING_RULES
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import ROWS as FAMILY_ROWS
-from memprof.core.models.multimodal import ENCODER_PROFILE, PIXELS_FP32, V0_MM_DUMMY
+from memprof.core.models.multimodal import (
+    ENCODER_PROFILE,
+    MAX_TOKENS_ONE_EACH,
+    PIXELS_FP32,
+    V0_MM_DUMMY,
+)
 from memprof.core.releases import RELEASES
 from memprof.core.terms.activation import (
     FUSED_MOE_CHUNK,
@@ -174,6 +179,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, ENCODER_INPUTS_HELD, QWEN_VL_QKV_GATHER, V0_MM_DUMMY, PIXELS_FP32,
+    MAX_TOKENS_ONE_EACH,
     *GRAPH_LOG_RULES,
     COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM,
     FIRST_KERNEL_AT_SET_DEVICE, FIRST_KERNEL_AT_WARM_UP,

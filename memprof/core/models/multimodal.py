@@ -691,6 +691,20 @@ PIXELS_FP32: tuple[Rule, ...] = (
 )
 
 
+# How ``get_max_tokens_per_item_by_modality`` sizes an item of each modality for
+# ``max_mm_tokens``: from 0.8.4 with one item of each enabled modality; before, with the
+# configured limits (the video's frames against the limit's images, shared by the limit's videos).
+MAX_TOKENS_ONE_EACH: tuple[Rule, ...] = (
+    Rule(name="mm_max_tokens_one_each", changes="activation: V0 multimodal dummy sequences",
+         since="0.8.4", until=None, value=True,
+         introduced_by="first seen in 0.8.4 (0.8.3 passes the limits)",
+         source="0.8.4 multimodal/registry.py get_max_tokens_per_item_by_modality "
+         "(profiler.get_mm_max_tokens(seq_len, {modality: 1 ...})); 0.7.3 / 0.8.0 / 0.8.3 "
+         "processor.info.get_mm_max_tokens_per_item(seq_len, mm_limits)",
+         applies_to="multimodal"),
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class V0Batch:
     """What one call of the tower encodes in V0's profile run: ``patches`` of one modality's
@@ -722,9 +736,7 @@ def _v0_item_tokens(t: VisionTower, p: Processor, reading: V0Tower, seq_len: int
     image of the most features (a 9999999² image resized), the video of as many frames of that
     size as fit ``seq_len`` less the images' tokens, per video, at most ``max_frames`` and at
     least one (0.8.4 qwen2_vl.py ``get_num_frames_with_most_features`` /
-    ``_get_max_video_frames``; 0.7.3 the same with the limits read from the config, which
-    sizes ``max_mm_tokens``' video against the image limit rather than one image: not told
-    apart)."""
+    ``_get_max_video_frames``; 0.7.3 / 0.8.0 the same with the limits read from the config)."""
     h, w = _image_size(t, p.image_max_pixels, p.image_min_pixels, factorized=False)
     image = _vision_tokens(t, 1, h, w)
     out: dict[str, tuple[int, int]] = {}
@@ -746,7 +758,8 @@ def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
              version: str | None) -> V0Dummy | None:
     """V0's ``ModelRunner._dummy_run`` for a multimodal model (``V0_MM_DUMMY``): ``max_mm_tokens``
     is the sum over modalities of the limit × one item's tokens sized at ``max_model_len``
-    (``get_max_multimodal_tokens``); ``n = max(1, min(max_num_seqs, T // max_mm_tokens))``
+    (``get_max_multimodal_tokens``; the item sized with one of each modality or with the limits:
+    ``MAX_TOKENS_ONE_EACH``); ``n = max(1, min(max_num_seqs, T // max_mm_tokens))``
     sequences share T = max_num_batched_tokens; each carries the limit of items of every
     modality (``get_mm_limits``, one each by default: ``V0_DEFAULT_LIMIT``), its prompt their
     placeholder tokens (the Qwen-VL dummy text is the placeholders alone), run whole when longer
@@ -761,7 +774,9 @@ def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
     counts = {m: limits[m] for m in t.modalities if limits[m] > 0}
     if not counts:
         return None
-    one = _v0_item_tokens(t, p, reading, max_model_len, dict.fromkeys(counts, 1))
+    one_each = bool(value_at(MAX_TOKENS_ONE_EACH, version, False))
+    one = _v0_item_tokens(t, p, reading, max_model_len,
+                          dict.fromkeys(counts, 1) if one_each else counts)
     mm_tokens = sum(counts[m] * one[m][0] for m in counts)
     big = max_num_batched_tokens
     n = max(1, min(max_num_seqs, big // mm_tokens)) if mm_tokens else max_num_seqs
