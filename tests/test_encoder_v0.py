@@ -1,9 +1,10 @@
-"""vLLM V0's multimodal profile run (``memprof/core/models/multimodal.py`` ``v0_dummy``,
-``memprof/core/terms/encoder.py`` ``_v0_encoder_terms``, the dummy sequences' tokens in
-``memprof/core/terms/activation.py``), against hand calculations from the 0.8.4 wheel:
-``worker/model_runner.py`` ``_dummy_run``, ``multimodal/profiling.py``
-``get_decoder_dummy_data``, ``models/qwen2_vl.py`` ``get_num_frames_with_most_features`` and
-``models/qwen2_5_vl.py`` (the vision tower's forward, ``_validate_and_reshape_mm_tensor``); the
+"""vLLM's multimodal profile run before 0.11.0 — V0's (``memprof/core/models/multimodal.py``
+``v0_dummy``, ``memprof/core/terms/encoder.py`` ``_v0_encoder_terms``, the dummy sequences'
+tokens in ``memprof/core/terms/activation.py``) and V1's at 0.8.4 - 0.9.x (``early_v1_batch``,
+``_early_v1_terms``) — against hand calculations from the 0.8.4 wheel: ``worker/model_runner.py``
+``_dummy_run``, ``multimodal/profiling.py`` ``get_decoder_dummy_data``, ``models/qwen2_vl.py``
+``get_num_frames_with_most_features``, ``models/qwen2_5_vl.py`` (the vision tower's forward,
+``_validate_and_reshape_mm_tensor``) and ``v1/worker/gpu_model_runner.py`` ``profile_run``; the
 0.8.2 and 0.9.2 wheels for the eras."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from memprof.base.units import fmt_bytes
 from memprof.core.models import load_model
-from memprof.core.models.multimodal import V0Batch, v0_dummy
+from memprof.core.models.multimodal import V0Batch, early_v1_batch, v0_dummy
 from tests.cli_helpers import invoke
 
 VL = "qwen2.5-vl-7b-instruct"
@@ -116,9 +117,11 @@ def test_from_0_9_the_pixels_are_in_the_model_dtype_and_the_rotary_a_kernel() ->
     assert comps["vision encoder forward (profile run)"] == max(0, forward - text - pixels)
 
 
-def test_where_the_v0_profile_is_not_read_the_placeholder_stays() -> None:
-    for argv in (("--gpu", "H100", "--engine-version", "0.8.4"),  # V1 before 0.11.0
-                 ("--gpu", "MI300X", "--engine-version", "0.8.4+v0")):  # ROCm: SDPA, not read
+def test_where_the_early_profile_is_not_read_the_placeholder_stays() -> None:
+    for argv in (("--gpu", "H100", "--engine-version", "0.8.2"),  # V1 0.8.0 - 0.8.3
+                 ("--gpu", "H100", "--engine-version", "0.10.1"),  # V1 0.10.x
+                 ("--gpu", "MI300X", "--engine-version", "0.8.4+v0"),  # ROCm: SDPA, not read
+                 ("--gpu", "MI300X", "--engine-version", "0.8.4")):
         comps, _ = _estimate("--max-model-len", "8192", *argv)
         assert comps["encoder profile (not modelled at this release)"] == 0, argv
         assert "encoder inputs held (profile run)" not in comps, argv
@@ -166,3 +169,44 @@ def test_max_mm_tokens_sizes_the_items_with_the_limits_until_0_8_4() -> None:
         assert (d.seqs, d.tokens) == (1, 65536)
         assert d.batches == (V0Batch(modality="image", items=2, patches=2 * IMAGE_PATCHES),
                              V0Batch(modality="video", items=1, patches=2 * IMAGE_PATCHES))
+
+
+# --- vLLM V1's profile run from 0.8.4 to 0.9.x (V1_EARLY_ENCODER_PROFILE) ------------------------
+
+
+def test_v1_0_8_4_builds_its_dummy_video_at_max_num_batched_tokens() -> None:
+    t = load_model(VL).vision
+    assert t is not None
+    # no image: the budgeted video fits max_model_len 128000 (14 frames, 7 × 16384 tokens); the
+    # budget max(8192, 114688) → cdiv(114688, 114688) = 1 item, but the dummy video is built
+    # at seq_len = max_num_tokens 8192: one frame, 16384 tokens
+    b = early_v1_batch(t, limit_text='{"image": 0}', kwargs_text=None, max_model_len=128000,
+                       max_num_batched_tokens=8192, max_num_seqs=256, version="0.8.4")
+    assert b is not None
+    assert (b.modality, b.per_item, b.budget, b.items, b.item_tokens) == (
+        "video", 7 * 16384, 7 * 16384, 1, 16384)
+    # an image and a video of 16384 tokens each (32768 − 16384 leaves two frames): the tie goes
+    # to the image; 0.8.0 - 0.8.3 (not read) and 0.10.0 on (MultiModalBudget) are not modelled
+    b = early_v1_batch(t, limit_text=None, kwargs_text=None, max_model_len=32768,
+                       max_num_batched_tokens=8192, max_num_seqs=256, version="0.9.2")
+    assert b is not None and (b.modality, b.items, b.item_tokens) == ("image", 1, 16384)
+    for version in ("0.8.3", "0.10.1", "0.8.4+v0"):
+        assert early_v1_batch(t, limit_text=None, kwargs_text=None, max_model_len=32768,
+                              max_num_batched_tokens=8192, max_num_seqs=256,
+                              version=version) is None, version
+
+
+def test_v1_0_8_4_encoder_terms_by_hand() -> None:
+    comps, formulas = _estimate("--gpu", "H100", "--max-model-len", "32768",
+                                "--max-num-seqs", "1", "--engine-version", "0.8.4")
+    # one 16384-token image: its output cached unpadded, its float32 batch kept through the
+    # text run; the forward holds the batch, its concatenation and its bf16 copy
+    p = IMAGE_PATCHES
+    cache = 16384 * OUT * 2
+    pixels = p * PATCH_VALUES * 4
+    assert comps["encoder cache (profile run)"] == cache
+    assert comps["encoder inputs held (profile run)"] == pixels
+    forward = 2 * pixels + p * PATCH_VALUES * 2 + p * 16 * H * 2 + 7 * p * 40 * 4
+    assert f"forward {fmt_bytes(forward)} " in formulas["vision encoder forward (profile run)"]
+    text = comps["activation peak (profile run)"]
+    assert comps["vision encoder forward (profile run)"] == forward - text - cache - pixels > 0

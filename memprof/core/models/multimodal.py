@@ -177,7 +177,7 @@ class VisionTower:
     ``attn_width[0]·H + attn_width[1]·H/tp`` values live, plus the all-gathered qkv (``3H``)
     with TP > 1 when ``gather_qkv``; the MLP ``2H + g·I/tp`` (g = 3 gated, 2 plain); with
     ``kept_pos_embeds`` the interpolated position embeddings (``H``) stay live through every
-    block. Under vLLM V0 the family's ``v0_profile`` rows (``V0Tower``) give the release's
+    block. Before 0.11.0 the family's ``early_profile`` rows (``EarlyTower``) give the release's
     widths instead."""
 
     depth: int
@@ -220,9 +220,9 @@ class VisionTower:
     modalities: tuple[str, ...] = ("image", "video")
     releases: tuple[Rule, ...] = ()  # the vLLM releases with the architecture (value True)
     skipped: tuple[Rule, ...] = TOWER_SKIPPED  # when vLLM leaves it out (weights/vision.py)
-    # how vLLM V0's profile run sizes and runs the tower, by release (``V0Tower`` values; no
-    # row: V0's encoder profile is not modelled for the family there)
-    v0_profile: tuple[Rule, ...] = ()
+    # how vLLM before 0.11.0 (V0, V1 0.8.4 - 0.9.x) sizes and runs the tower in its profile run,
+    # by release (``EarlyTower`` values; no row: not modelled for the family there)
+    early_profile: tuple[Rule, ...] = ()
     source: str = ""
 
     @property
@@ -366,8 +366,9 @@ ENCODER_PROFILE: tuple[Rule, ...] = (
 )
 """vLLM V1's encoder profile by release; before 0.11.0 no row: the encoder term says that
 release's encoder profile is not modelled (0.8.0 - 0.10.2 size the largest video against the
-images' tokens and 16 frames). V0 profiles inside its dummy sequences: ``V0_MM_DUMMY`` and
-``v0_dummy`` below, with the family's ``v0_profile`` rows."""
+images' tokens and 16 frames; 0.8.4 - 0.9.x are ``V1_EARLY_ENCODER_PROFILE`` below). V0
+profiles inside its dummy sequences: ``V0_MM_DUMMY`` and ``v0_dummy`` below, with the family's
+``early_profile`` rows."""
 
 _HUGE = 9_999_999  # vLLM asks for the size of a 9999999 × 9999999 image (get_image_size_…)
 MAX_ASPECT = 200  # the processors refuse a longer side over 200 × the shorter
@@ -632,8 +633,8 @@ def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: 
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class V0Tower:
-    """How a family's tower runs in vLLM V0's profile run at a release (its ``v0_profile`` rows):
+class EarlyTower:
+    """How a family's tower runs in vLLM's profile run before 0.11.0 (its ``early_profile`` rows):
     ``max_frames``: the processing info's ``_MAX_FRAMES_PER_VIDEO``; ``attn_width`` (a, b): the
     attention's live ``a·H + b·H/tp`` values a patch at its peak (the rotary); with TP > 1 the
     all-gathered qkv (``3H``) is alive beside ``a·H + gathered_width·H/tp``;
@@ -730,7 +731,7 @@ class V0Dummy:
     dropped: int = 0
 
 
-def _v0_item_tokens(t: VisionTower, p: Processor, reading: V0Tower, seq_len: int,
+def _early_item_tokens(t: VisionTower, p: Processor, reading: EarlyTower, seq_len: int,
                     counts: Mapping[str, int]) -> dict[str, tuple[int, int]]:
     """(tokens, frames) of one item of each modality of ``counts`` in V0's dummy data: the
     image of the most features (a 9999999² image resized), the video of as many frames of that
@@ -764,10 +765,10 @@ def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
     modality (``get_mm_limits``, one each by default: ``V0_DEFAULT_LIMIT``), its prompt their
     placeholder tokens (the Qwen-VL dummy text is the placeholders alone), run whole when longer
     than its share ("overlong") or replaced by its share of text tokens ("drop"). None where
-    the family's ``v0_profile`` has no row at ``version`` or no modality is left."""
+    the family's ``early_profile`` has no row at ``version`` or no modality is left."""
     era = value_at(V0_MM_DUMMY, version, None)
-    reading = value_at(t.v0_profile, version, None)
-    if era is None or not isinstance(reading, V0Tower) or t.processor is None:
+    reading = value_at(t.early_profile, version, None)
+    if era is None or not isinstance(reading, EarlyTower) or t.processor is None:
         return None
     p = processor_limits(t.processor, kwargs_text)
     limits = mm_limits(limit_text, t.modalities, V0_DEFAULT_LIMIT)
@@ -775,7 +776,7 @@ def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
     if not counts:
         return None
     one_each = bool(value_at(MAX_TOKENS_ONE_EACH, version, False))
-    one = _v0_item_tokens(t, p, reading, max_model_len,
+    one = _early_item_tokens(t, p, reading, max_model_len,
                           dict.fromkeys(counts, 1) if one_each else counts)
     mm_tokens = sum(counts[m] * one[m][0] for m in counts)
     big = max_num_batched_tokens
@@ -786,7 +787,7 @@ def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
     for seq_len, many in ((big // n + 1, big % n), (big // n, n - big % n)):
         if many == 0:
             continue
-        items = _v0_item_tokens(t, p, reading, seq_len, counts)
+        items = _early_item_tokens(t, p, reading, seq_len, counts)
         prompt = sum(counts[m] * items[m][0] for m in counts)
         if prompt > seq_len and era == "drop":
             tokens += many * seq_len
@@ -799,6 +800,70 @@ def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
     batches = tuple(V0Batch(modality=m, items=patches[m][0], patches=patches[m][1])
                     for m in ("image", "video") if m in patches)
     return V0Dummy(seqs=n, tokens=tokens, batches=batches, mm_tokens=mm_tokens, dropped=dropped)
+
+
+# --- vLLM V1's profile run from 0.8.4 to 0.9.x (before MultiModalBudget) -----------------------
+
+# ``profile_run`` takes the modality with the most tokens per item (sized at max_model_len with
+# one item of each enabled modality), a budget ``max(max_num_batched_tokens, tokens per item)``
+# (compute and cache alike: SchedulerConfig sets both to max_num_batched_tokens), and
+# ``min(cdiv(budget, tokens per item), max_num_seqs × limit)`` copies of one dummy item that it
+# builds at ``seq_len = max_num_tokens`` (so a video of the frames that fit max_num_batched_tokens,
+# which may be smaller than the budgeted one); the outputs are cached unpadded.
+V1_EARLY_ENCODER_PROFILE: tuple[Rule, ...] = (
+    Rule(name="v1_early_encoder_profile", changes="encoder cache (profile run)", since="0.8.4",
+         until="0.10.0", value=True, generation="v1",
+         introduced_by="first seen in 0.8.4 (0.8.0 builds the dummy item from "
+         "dummy_data_for_profiling with the limits; 0.8.1 - 0.8.3 not read)",
+         removed_by="0.10.1.1 read with MultiModalBudget and _get_mm_dummy_batch (0.10.0 not "
+         "read)",
+         source="0.8.4 / 0.9.2 v1/worker/gpu_model_runner.py profile_run "
+         "(max_num_mm_items = min(cdiv(encoder_budget, max_tokens_per_mm_item), max_num_reqs × "
+         "max_mm_items_per_req); get_decoder_dummy_data(seq_len=self.max_num_tokens, "
+         "mm_counts={modality: 1}); encoder_cache['tmp'] = dict(enumerate(outputs))), "
+         "v1/core/encoder_cache_manager.py _compute_encoder_budget_multimodal, config.py "
+         "SchedulerConfig (max_num_encoder_input_tokens = encoder_cache_size = "
+         "max_num_batched_tokens)", applies_to="multimodal"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EarlyV1Batch:
+    """What V1's 0.8.4 - 0.9.x ``profile_run`` encodes: ``items`` copies of one dummy
+    ``modality`` item of ``item_tokens`` output tokens, for a budget of ``budget`` tokens and
+    ``per_item`` tokens budgeted per item."""
+
+    modality: str
+    items: int
+    item_tokens: int
+    budget: int
+    per_item: int
+
+
+@lru_cache(maxsize=64)
+def early_v1_batch(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
+                   max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int,
+                   version: str | None) -> EarlyV1Batch | None:
+    """``V1_EARLY_ENCODER_PROFILE``'s batch (None at another release, for a family without
+    ``early_profile`` rows, or with every modality limited to 0). Ties between modalities go to
+    the first (image), as Python's ``max`` over vLLM's dict does."""
+    reading = value_at(t.early_profile, version, None)
+    if (value_at(V1_EARLY_ENCODER_PROFILE, version, None) is None
+            or not isinstance(reading, EarlyTower) or t.processor is None):
+        return None
+    p = processor_limits(t.processor, kwargs_text)
+    limits = mm_limits(limit_text, t.modalities)
+    enabled = [m for m in t.modalities if limits[m] > 0]
+    if not enabled:
+        return None
+    per = _early_item_tokens(t, p, reading, max_model_len, dict.fromkeys(enabled, 1))
+    modality = max(enabled, key=lambda m: per[m][0])
+    tokens = per[modality][0]
+    budget = max(max_num_batched_tokens, tokens)
+    items = min(-(-budget // tokens), max_num_seqs * limits[modality])
+    item = _early_item_tokens(t, p, reading, max_num_batched_tokens, {modality: 1})[modality][0]
+    return EarlyV1Batch(modality=modality, items=items, item_tokens=item, budget=budget,
+                        per_item=tokens)
 
 
 _TP_MODE_ROWS = (Rule(

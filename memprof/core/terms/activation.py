@@ -947,7 +947,7 @@ def cublas_streams(ctx: TermContext) -> int:
 def _profile_shape(ctx: TermContext) -> tuple[int, int, str]:
     """(T, R, note) of the profile forward: ``max_num_batched_tokens`` and ``min(max_num_seqs,
     T)``; under vLLM V0 a multimodal model's dummy sequences set both where its family's
-    ``v0_profile`` rows were read (``memprof/core/models/multimodal.py`` ``v0_dummy``: fewer
+    ``early_profile`` rows were read (``memprof/core/models/multimodal.py`` ``v0_dummy``: fewer
     sequences, each as long as its images' and videos' placeholders when they do not fit its
     share), with a note saying so."""
     dep = ctx.dep
@@ -955,7 +955,7 @@ def _profile_shape(ctx: TermContext) -> tuple[int, int, str]:
     r = min(max_seqs(dep), t)
     tower = ctx.spec.vision
     if (tower is None or dep.engine != "vllm"
-            or value_at(tower.v0_profile, dep.engine_version, None) is None):
+            or value_at(tower.early_profile, dep.engine_version, None) is None):
         return t, r, ""
     from memprof.core.models.multimodal import v0_dummy  # a text model never loads it
 
