@@ -269,7 +269,8 @@ def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] |
 
     dep = ctx.dep
     reading = value_at(tower.early_profile, dep.engine_version, None)
-    if not isinstance(reading, EarlyTower) or ctx.gpu.is_rocm:
+    # --mm-encoder-tp-mode data (0.10.2+) under V0 is not read: the placeholder stays
+    if not isinstance(reading, EarlyTower) or ctx.gpu.is_rocm or dep.mm_encoder_tp_mode == "data":
         return None
     d = v0_dummy(tower, limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
                  max_model_len=dep.max_model_len or ctx.spec.max_position_embeddings or
