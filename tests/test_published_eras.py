@@ -32,12 +32,6 @@ ERAS: tuple[tuple[str, str, str | None], ...] = (
 # the calibration set holds every qualifying published log whatever memprof predicts for it
 # (issue 24). Strict: a row memprof comes to predict must leave this table.
 VERDICT_MISSES: dict[int, str] = {
-    121: "logged a V0 failure at max_model_len 8192 with 2,400 tokens of KV (0.8.4, Qwen2.5-VL-7B "
-         "on an RTX 3090); memprof gives 76,688 tokens and a start: V0's profile run passes one "
-         "dummy sequence with the processor's largest image and video, whose vision-tower forward "
-         "memprof does not model before 0.11.0 (terms/encoder.py ENCODER_PROFILE placeholder); "
-         "the row ran at the checkpoint's 128,000-token context before, where the failure agreed "
-         "by accident",
     1102: "logged a start with 0.49 GiB of KV memory; memprof predicts 7,792 < 8,192 tokens "
           "(7,008 before the first kernel at set_device left the budget): the same command "
           "failed four minutes later with 0.41 GiB (row 308), so the two runs straddle memprof; "

@@ -63,7 +63,13 @@ from memprof.core.kvcache import (
 from memprof.core.lora import RULES as LORA_SETTING_RULES
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import ROWS as FAMILY_ROWS
-from memprof.core.models.multimodal import ENCODER_PROFILE
+from memprof.core.models.multimodal import (
+    ENCODER_PROFILE,
+    MAX_TOKENS_ONE_EACH,
+    PIXELS_FP32,
+    V0_MM_DUMMY,
+    V1_EARLY_ENCODER_PROFILE,
+)
 from memprof.core.releases import RELEASES
 from memprof.core.terms.activation import (
     FUSED_MOE_CHUNK,
@@ -174,7 +180,9 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES,
     FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
-    ENCODER_FIRST_STAGE, ENCODER_INPUTS_HELD, QWEN_VL_QKV_GATHER, *GRAPH_LOG_RULES,
+    ENCODER_FIRST_STAGE, ENCODER_INPUTS_HELD, QWEN_VL_QKV_GATHER, V0_MM_DUMMY, PIXELS_FP32,
+    MAX_TOKENS_ONE_EACH, V1_EARLY_ENCODER_PROFILE,
+    *GRAPH_LOG_RULES,
     COMM_STREAM_POOL, V2_OUTPUT_COPY_STREAM,
     FIRST_KERNEL_AT_SET_DEVICE, FIRST_KERNEL_AT_WARM_UP,
     ROCM_FP8_BLOCK_PADDING, ROCM_LOAD_USED_MEMORY,

@@ -47,6 +47,10 @@ from memprof.core.versions import Rule, value_at
 ENCODER_TP_MODES = ("weights", "data")  # vllm/config/multimodal.py MMEncoderTPMode (0.10.2+)
 ENCODER_TP_MODE_SINCE = "0.10.2"  # first release with --mm-encoder-tp-mode (0.10.1 has none)
 DEFAULT_LIMIT = 999  # vllm/config/multimodal.py get_limit_per_prompt under V1 (v0.11.0)
+# under V0: one item of each modality (0.7.3 multimodal/registry.py init_mm_limits_per_prompt
+# config_limits_per_plugin.get(key, 1); 0.8.4 / 0.9.2 config.py, 0.10.1.1 config/__init__.py
+# get_limit_per_prompt: 999 if envs.VLLM_USE_V1 else 1)
+V0_DEFAULT_LIMIT = 1
 MAX_LIMIT = 1 << 20  # items per prompt: far above any real limit, bounds the arithmetic
 
 
@@ -173,7 +177,8 @@ class VisionTower:
     ``attn_width[0]·H + attn_width[1]·H/tp`` values live, plus the all-gathered qkv (``3H``)
     with TP > 1 when ``gather_qkv``; the MLP ``2H + g·I/tp`` (g = 3 gated, 2 plain); with
     ``kept_pos_embeds`` the interpolated position embeddings (``H``) stay live through every
-    block."""
+    block. Before 0.11.0 the family's ``early_profile`` rows (``EarlyTower``) give the release's
+    widths instead."""
 
     depth: int
     hidden: int
@@ -215,6 +220,9 @@ class VisionTower:
     modalities: tuple[str, ...] = ("image", "video")
     releases: tuple[Rule, ...] = ()  # the vLLM releases with the architecture (value True)
     skipped: tuple[Rule, ...] = TOWER_SKIPPED  # when vLLM leaves it out (weights/vision.py)
+    # how vLLM before 0.11.0 (V0, V1 0.8.4 - 0.9.x) sizes and runs the tower in its profile run,
+    # by release (``EarlyTower`` values; no row: not modelled for the family there)
+    early_profile: tuple[Rule, ...] = ()
     source: str = ""
 
     @property
@@ -358,7 +366,9 @@ ENCODER_PROFILE: tuple[Rule, ...] = (
 )
 """vLLM V1's encoder profile by release; before 0.11.0 no row: the encoder term says that
 release's encoder profile is not modelled (0.8.0 - 0.10.2 size the largest video against the
-images' tokens and 16 frames, V0 before 0.8.0 profiles inside its dummy sequences)."""
+images' tokens and 16 frames; 0.8.4 - 0.9.x are ``V1_EARLY_ENCODER_PROFILE`` below). V0
+profiles inside its dummy sequences: ``V0_MM_DUMMY`` and ``v0_dummy`` below, with the family's
+``early_profile`` rows."""
 
 _HUGE = 9_999_999  # vLLM asks for the size of a 9999999 × 9999999 image (get_image_size_…)
 MAX_ASPECT = 200  # the processors refuse a longer side over 200 × the shorter
@@ -462,13 +472,15 @@ def largest_item(t: VisionTower, p: Processor | None, modality: str, seq_len: in
 LIMIT_HINT = """e.g. --limit-mm-per-prompt '{"image": 2, "video": 0}' (JSON, as vLLM reads it)"""
 
 
-def mm_limits(text: str | None, modalities: tuple[str, ...]) -> dict[str, int]:
+def mm_limits(text: str | None, modalities: tuple[str, ...],
+              default: int = DEFAULT_LIMIT) -> dict[str, int]:
     """``--limit-mm-per-prompt`` read as vLLM reads it: a JSON object of modality → items per
     prompt (an item count, or an object with a ``count``; newer releases' ``width`` / ``height`` /
     ``num_frames`` there are refused, not modelled), or the older ``image=2,video=0``
-    form; a modality left out keeps vLLM's default (999). A modality the model lacks, a
-    negative or non-integer count is a ``BadInput``."""
-    out = dict.fromkeys(modalities, DEFAULT_LIMIT)
+    form; a modality left out keeps vLLM's default (``default``: 999 under V1,
+    ``V0_DEFAULT_LIMIT`` under V0). A modality the model lacks, a negative or non-integer count
+    is a ``BadInput``."""
+    out = dict.fromkeys(modalities, default)
     if text is None:
         return out
     raw: object
@@ -615,6 +627,243 @@ def encoder_budget(t: VisionTower, *, limits: Mapping[str, int], max_model_len: 
     batch = max(1, min(budget // per_item, reqs * per_prompt))
     return EncoderBudget(item=top, items=batch, compute_budget=compute, cache_size=cache,
                          pad_to_budget=era.pad_to_budget)
+
+
+# --- vLLM V0's profile run: the dummy sequences carry the images and videos --------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EarlyTower:
+    """How a family's tower runs in vLLM's profile run before 0.11.0 (its ``early_profile`` rows):
+    ``max_frames``: the processing info's ``_MAX_FRAMES_PER_VIDEO``; ``attn_width`` (a, b): the
+    attention's live ``a·H + b·H/tp`` values a patch at its peak (the rotary); with TP > 1 the
+    all-gathered qkv (``3H``) is alive beside ``a·H + gathered_width·H/tp``;
+    ``rotary_tables``: the vision rotary's fp32 [P, head_dim/2] tables live beside it (the
+    angles, cos and sin, and where the torch path repeats them to head_dim, the repeats);
+    ``pixel_copies``: the copies of the dummy pixels the model's forward holds through the text
+    run; ``backend``: the vision attention backend the widths were read for."""
+
+    max_frames: int
+    attn_width: tuple[int, int]
+    gathered_width: int
+    rotary_tables: int
+    pixel_copies: int
+    backend: str
+
+
+# What V0's dummy sequence does when its prompt (the placeholders of one item of each modality,
+# ``get_mm_limits``) is longer than the sequence's share of max_num_batched_tokens: before
+# 0.8.3 the sequence is seq_len text tokens and no multimodal data ("drop": the encoder does not
+# run); from 0.8.3 the whole prompt is kept with its images and videos ("overlong": the text
+# forward runs on more tokens than max_num_batched_tokens).
+V0_MM_DUMMY: tuple[Rule, ...] = (
+    Rule(name="v0_mm_dummy_sequence", changes="activation: V0 multimodal dummy sequences",
+         since=None, until="0.8.3", value="drop", generation="v0",
+         introduced_by="before 0.7.3 (the oldest release read)",
+         removed_by="first seen in 0.8.3 (0.8.0, 0.8.1 and 0.8.2 drop the data)",
+         source="0.7.3 multimodal/profiling.py MultiModalProfiler.get_dummy_data, 0.8.0 / 0.8.1 "
+         "/ 0.8.2 get_decoder_dummy_data (total_len > seq_len and not VLLM_USE_V1: "
+         "SequenceData.from_prompt_token_counts((0, seq_len)), multi_modal_data=None)",
+         applies_to="multimodal"),
+    Rule(name="v0_mm_dummy_sequence", changes="activation: V0 multimodal dummy sequences",
+         since="0.8.3", until=None, value="overlong", generation="v0",
+         introduced_by="first seen in 0.8.3",
+         source="0.8.3 / 0.8.4 / 0.9.2 / 0.10.1.1 multimodal/profiling.py get_decoder_dummy_data "
+         "(a warning when total_len > seq_len, the prompt kept whole with mm_kwargs; padded with "
+         "0s to seq_len when shorter); worker/model_runner.py _dummy_run (max_num_seqs = "
+         "min(max_num_seqs, max_num_batched_tokens // max_mm_tokens), at least 1; seq_len = "
+         "max_num_batched_tokens // max_num_seqs (+1 for the first remainder))",
+         applies_to="multimodal"),
+)
+
+# The pixels reach the GPU as the HF processor makes them (float32) until vLLM casts every
+# floating output of the processor to the model dtype on the host.
+PIXELS_FP32: tuple[Rule, ...] = (
+    Rule(name="mm_pixels_fp32", changes="encoder inputs held (profile run)", since=None,
+         until="0.9.1", value=True,
+         introduced_by="before 0.7.3 (the oldest release read)",
+         removed_by="vllm-project/vllm#18862 ([Core] Cast multimodal input in hf processor, "
+         "merged after 0.9.0; first release 0.9.1 inferred, 0.9.2 read)",
+         source="0.8.4 inputs/registry.py InputProcessingContext.call_hf_processor (the "
+         "BatchFeature returned as is: float32 pixel values); 0.9.2 / 0.10.1.1 (output cast to "
+         "model_config.dtype); the model casts on the GPU (0.8.4 qwen2_5_vl.py "
+         "_process_image_input: pixel_values.type(self.visual.dtype))",
+         applies_to="multimodal"),
+)
+
+
+# How ``get_max_tokens_per_item_by_modality`` sizes an item of each modality for
+# ``max_mm_tokens``: from 0.8.4 with one item of each enabled modality; before, with the
+# configured limits (the video's frames against the limit's images, shared by the limit's videos).
+MAX_TOKENS_ONE_EACH: tuple[Rule, ...] = (
+    Rule(name="mm_max_tokens_one_each", changes="activation: V0 multimodal dummy sequences",
+         since="0.8.4", until=None, value=True,
+         introduced_by="first seen in 0.8.4 (0.8.3 passes the limits)",
+         source="0.8.4 multimodal/registry.py get_max_tokens_per_item_by_modality "
+         "(profiler.get_mm_max_tokens(seq_len, {modality: 1 ...})); 0.7.3 / 0.8.0 / 0.8.3 "
+         "processor.info.get_mm_max_tokens_per_item(seq_len, mm_limits)",
+         applies_to="multimodal"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class V0Batch:
+    """What one call of the tower encodes in V0's profile run: ``patches`` of one modality's
+    items over every dummy sequence (``items`` of them), merged into ``patches // merge²``
+    output tokens."""
+
+    modality: str
+    items: int
+    patches: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class V0Dummy:
+    """vLLM V0's profile batch for a multimodal model: ``seqs`` dummy sequences of ``tokens``
+    text tokens in all (the sampler's rows are the sequences), the tower's ``batches`` (image
+    first, then video: ``get_input_embeddings_v0``), ``mm_tokens`` (``max_mm_tokens``) and
+    ``dropped`` (sequences whose multimodal data the release leaves out)."""
+
+    seqs: int
+    tokens: int
+    batches: tuple[V0Batch, ...]
+    mm_tokens: int
+    dropped: int = 0
+
+
+def _early_item_tokens(t: VisionTower, p: Processor, reading: EarlyTower, seq_len: int,
+                    counts: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    """(tokens, frames) of one item of each modality of ``counts`` in V0's dummy data: the
+    image of the most features (a 9999999² image resized), the video of as many frames of that
+    size as fit ``seq_len`` less the images' tokens, per video, at most ``max_frames`` and at
+    least one (0.8.4 qwen2_vl.py ``get_num_frames_with_most_features`` /
+    ``_get_max_video_frames``; 0.7.3 / 0.8.0 the same with the limits read from the config)."""
+    h, w = _image_size(t, p.image_max_pixels, p.image_min_pixels, factorized=False)
+    image = _vision_tokens(t, 1, h, w)
+    out: dict[str, tuple[int, int]] = {}
+    if "image" in counts:
+        out["image"] = (image, 1)
+    if "video" in counts:
+        room = seq_len - image * counts.get("image", 0)
+        frames = 0
+        while _vision_tokens(t, frames + 1, h, w) <= room:
+            frames += 1
+        frames = max(min(frames // max(counts["video"], 1), reading.max_frames), 1)
+        out["video"] = (_vision_tokens(t, frames, h, w), frames)
+    return out
+
+
+@lru_cache(maxsize=64)
+def v0_dummy(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
+             max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int,
+             version: str | None) -> V0Dummy | None:
+    """V0's ``ModelRunner._dummy_run`` for a multimodal model (``V0_MM_DUMMY``): ``max_mm_tokens``
+    is the sum over modalities of the limit × one item's tokens sized at ``max_model_len``
+    (``get_max_multimodal_tokens``; the item sized with one of each modality or with the limits:
+    ``MAX_TOKENS_ONE_EACH``); ``n = max(1, min(max_num_seqs, T // max_mm_tokens))``
+    sequences share T = max_num_batched_tokens; each carries the limit of items of every
+    modality (``get_mm_limits``, one each by default: ``V0_DEFAULT_LIMIT``), its prompt their
+    placeholder tokens (the Qwen-VL dummy text is the placeholders alone), run whole when longer
+    than its share ("overlong") or replaced by its share of text tokens ("drop"). None where
+    the family's ``early_profile`` has no row at ``version`` or no modality is left."""
+    era = value_at(V0_MM_DUMMY, version, None)
+    reading = value_at(t.early_profile, version, None)
+    if era is None or not isinstance(reading, EarlyTower) or t.processor is None:
+        return None
+    p = processor_limits(t.processor, kwargs_text)
+    limits = mm_limits(limit_text, t.modalities, V0_DEFAULT_LIMIT)
+    counts = {m: limits[m] for m in t.modalities if limits[m] > 0}
+    if not counts:
+        return None
+    one_each = bool(value_at(MAX_TOKENS_ONE_EACH, version, False))
+    one = _early_item_tokens(t, p, reading, max_model_len,
+                          dict.fromkeys(counts, 1) if one_each else counts)
+    mm_tokens = sum(counts[m] * one[m][0] for m in counts)
+    big = max_num_batched_tokens
+    n = max(1, min(max_num_seqs, big // mm_tokens)) if mm_tokens else max_num_seqs
+    tokens = dropped = 0
+    patches: dict[str, tuple[int, int]] = {}  # modality -> (items, patches)
+    m2 = t.merge * t.merge
+    for seq_len, many in ((big // n + 1, big % n), (big // n, n - big % n)):
+        if many == 0:
+            continue
+        items = _early_item_tokens(t, p, reading, seq_len, counts)
+        prompt = sum(counts[m] * items[m][0] for m in counts)
+        if prompt > seq_len and era == "drop":
+            tokens += many * seq_len
+            dropped += many
+            continue
+        tokens += many * max(seq_len, prompt)
+        for m in counts:
+            k, q = patches.get(m, (0, 0))
+            patches[m] = (k + many * counts[m], q + many * counts[m] * items[m][0] * m2)
+    batches = tuple(V0Batch(modality=m, items=patches[m][0], patches=patches[m][1])
+                    for m in ("image", "video") if m in patches)
+    return V0Dummy(seqs=n, tokens=tokens, batches=batches, mm_tokens=mm_tokens, dropped=dropped)
+
+
+# --- vLLM V1's profile run from 0.8.4 to 0.9.x (before MultiModalBudget) -----------------------
+
+# ``profile_run`` takes the modality with the most tokens per item (sized at max_model_len with
+# one item of each enabled modality), a budget ``max(max_num_batched_tokens, tokens per item)``
+# (compute and cache alike: SchedulerConfig sets both to max_num_batched_tokens), and
+# ``min(cdiv(budget, tokens per item), max_num_seqs × limit)`` copies of one dummy item that it
+# builds at ``seq_len = max_num_tokens`` (so a video of the frames that fit max_num_batched_tokens,
+# which may be smaller than the budgeted one); the outputs are cached unpadded.
+V1_EARLY_ENCODER_PROFILE: tuple[Rule, ...] = (
+    Rule(name="v1_early_encoder_profile", changes="encoder cache (profile run)", since="0.8.4",
+         until="0.10.0", value=True, generation="v1",
+         introduced_by="first seen in 0.8.4 (0.8.0 builds the dummy item from "
+         "dummy_data_for_profiling with the limits; 0.8.1 - 0.8.3 not read)",
+         removed_by="0.10.1.1 read with MultiModalBudget and _get_mm_dummy_batch (0.10.0 not "
+         "read)",
+         source="0.8.4 / 0.9.2 v1/worker/gpu_model_runner.py profile_run "
+         "(max_num_mm_items = min(cdiv(encoder_budget, max_tokens_per_mm_item), max_num_reqs × "
+         "max_mm_items_per_req); get_decoder_dummy_data(seq_len=self.max_num_tokens, "
+         "mm_counts={modality: 1}); encoder_cache['tmp'] = dict(enumerate(outputs))), "
+         "v1/core/encoder_cache_manager.py _compute_encoder_budget_multimodal, config.py "
+         "SchedulerConfig (max_num_encoder_input_tokens = encoder_cache_size = "
+         "max_num_batched_tokens)", applies_to="multimodal"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EarlyV1Batch:
+    """What V1's 0.8.4 - 0.9.x ``profile_run`` encodes: ``items`` copies of one dummy
+    ``modality`` item of ``item_tokens`` output tokens, for a budget of ``budget`` tokens and
+    ``per_item`` tokens budgeted per item."""
+
+    modality: str
+    items: int
+    item_tokens: int
+    budget: int
+    per_item: int
+
+
+@lru_cache(maxsize=64)
+def early_v1_batch(t: VisionTower, *, limit_text: str | None, kwargs_text: str | None,
+                   max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int,
+                   version: str | None) -> EarlyV1Batch | None:
+    """``V1_EARLY_ENCODER_PROFILE``'s batch (None at another release, for a family without
+    ``early_profile`` rows, or with every modality limited to 0). Ties between modalities go to
+    the first (image), as Python's ``max`` over vLLM's dict does."""
+    reading = value_at(t.early_profile, version, None)
+    if (value_at(V1_EARLY_ENCODER_PROFILE, version, None) is None
+            or not isinstance(reading, EarlyTower) or t.processor is None):
+        return None
+    p = processor_limits(t.processor, kwargs_text)
+    limits = mm_limits(limit_text, t.modalities)
+    enabled = [m for m in t.modalities if limits[m] > 0]
+    if not enabled:
+        return None
+    per = _early_item_tokens(t, p, reading, max_model_len, dict.fromkeys(enabled, 1))
+    modality = max(enabled, key=lambda m: per[m][0])
+    tokens = per[modality][0]
+    budget = max(max_num_batched_tokens, tokens)
+    items = min(-(-budget // tokens), max_num_seqs * limits[modality])
+    item = _early_item_tokens(t, p, reading, max_num_batched_tokens, {modality: 1})[modality][0]
+    return EarlyV1Batch(modality=modality, items=items, item_tokens=item, budget=budget,
+                        per_item=tokens)
 
 
 _TP_MODE_ROWS = (Rule(

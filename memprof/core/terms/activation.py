@@ -944,6 +944,32 @@ def cublas_streams(ctx: TermContext) -> int:
     return 1
 
 
+def _profile_shape(ctx: TermContext) -> tuple[int, int, str]:
+    """(T, R, note) of the profile forward: ``max_num_batched_tokens`` and ``min(max_num_seqs,
+    T)``; under vLLM V0 a multimodal model's dummy sequences set both where its family's
+    ``early_profile`` rows were read (``memprof/core/models/multimodal.py`` ``v0_dummy``: fewer
+    sequences, each as long as its images' and videos' placeholders when they do not fit its
+    share), with a note saying so."""
+    dep = ctx.dep
+    t = profile_tokens(dep)
+    r = min(max_seqs(dep), t)
+    tower = ctx.spec.vision
+    if (tower is None or dep.engine != "vllm"
+            or value_at(tower.early_profile, dep.engine_version, None) is None):
+        return t, r, ""
+    from memprof.core.models.multimodal import v0_dummy  # a text model never loads it
+
+    d = v0_dummy(tower, limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
+                 max_model_len=dep.max_model_len or ctx.spec.max_position_embeddings or t,
+                 max_num_batched_tokens=t, max_num_seqs=max_seqs(dep),
+                 version=dep.engine_version)
+    if d is None:
+        return t, r, ""
+    return d.tokens, min(d.seqs, d.tokens), (
+        f" (V0's multimodal dummy: {d.seqs} sequence{'s' if d.seqs > 1 else ''} of {d.tokens} "
+        f"tokens in all, max_mm_tokens {d.mm_tokens}; V0_MM_DUMMY)")
+
+
 def activation_terms(ctx: TermContext) -> list[Component]:
     """The torch peak of vLLM's profile run (``torch_peak_increase``, vLLM@52a31cc gpu_worker.py
     determine_available_memory; vLLM@52a31cc gpu_model_runner.py profile_run / _dummy_sampler_run).
@@ -967,8 +993,7 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     non-persistent tensors, the MoE workspace, the cuBLAS workspace. The DSv4 prefill gather
     workspace and other attention workspaces belong to ``memprof.core.scratch``.
     """
-    t = profile_tokens(ctx.dep)
-    r = min(max_seqs(ctx.dep), t)
+    t, r, mm = _profile_shape(ctx)
     per_call = _caches_per_call(ctx)
     own = v2_own_profile(ctx)
     if own is None:
@@ -984,11 +1009,12 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     v2 = "" if own is None else f"; Model Runner V2's own profile run ({own})"
     comps = [Component(name="activation peak (profile run)", category="activation",
                        bytes=top.bytes, where="budget", profiled=True,
-                       formula=f"T={t}, R={r}; max over {len(stages)} stages = {top.describe()}"
-                       + v2 + pinned_copy_note(ctx))]
+                       formula=f"T={t}, R={r}{mm}; max over {len(stages)} stages = "
+                       f"{top.describe()}" + v2 + pinned_copy_note(ctx))]
     if own is not None and samples_in_profile_run(ctx.dep, ctx.coord):
         comps.append(v2_sampler_state(ctx))
-    inter = pp_intermediate_tensors_bytes(ctx, t)
+    # V0 sizes them by the dummy sequences' shares (batch_size), not their multimodal length
+    inter = pp_intermediate_tensors_bytes(ctx, profile_tokens(ctx.dep))
     if inter:
         comps.append(Component(
             name="PP intermediate tensors (profile run)", category="activation", bytes=inter,

@@ -6,8 +6,11 @@ vLLM ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` (read in the 0.11.0,
 (``_get_mm_dummy_batch``), runs the vision tower on them (``get_multimodal_embeddings`` /
 ``embed_multimodal``) and keeps the outputs in ``encoder_cache`` while the text ``_dummy_run``
 and the sampler run — 0.11.0 to 0.12.0 pad each output to ``encoder_budget`` rows first
-(``ENCODER_PROFILE``); the cache is cleared after. Releases before 0.11.0 are not modelled (a
-labelled placeholder says so). The budget and the items: ``memprof/core/models/multimodal.py``
+(``ENCODER_PROFILE``); the cache is cleared after. Before 0.11.0, where the family's
+``early_profile`` rows were read: vLLM V0's profile run, which has no encoder cache and runs the
+tower inside its dummy sequences, is ``_v0_encoder_terms``, and V1's at 0.8.4 - 0.9.x
+``_early_v1_terms`` (below); other V1 releases before 0.11.0 are not modelled (a labelled
+placeholder says so). The budget and the items: ``memprof/core/models/multimodal.py``
 (``encoder_budget``). The profile's torch peak is therefore the larger of
 
     the encoder forward:  pixels + the tower's live activations (one block at a time)
@@ -78,7 +81,7 @@ from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, value_at
 
 if TYPE_CHECKING:
-    from memprof.core.models.multimodal import EncoderBudget, VisionTower
+    from memprof.core.models.multimodal import EarlyTower, EncoderBudget, VisionTower
 
 # Model Runner V2 (vLLM's default from 0.29.0: memprof/core/kvcache.py SWA_IN_FLIGHT_BATCHES)
 # profiles the encoder on the first PP stage only; the V1 runner on every stage.
@@ -151,13 +154,19 @@ def encoder_terms(ctx: TermContext) -> list[Component]:
             count=tower.deepstack_levels, where="budget", profiled=True,
             formula=f"{tower.deepstack_levels} levels × [{t}, {tower.text_hidden}] × {s} B "
             "(qwen3_vl.py deepstack_input_embeds, allocated with the model)"))
+    early = _v0_encoder_terms(ctx, tower)
+    if early is None:
+        early = _early_v1_terms(ctx, tower)
+    if early is not None:
+        return out + early
     if value_at(ENCODER_PROFILE, dep.engine_version, None) is None:
         out.append(Component(
             name="encoder profile (not modelled at this release)", category="activation",
             bytes=0, where="budget", profiled=True, placeholder=True,
-            formula="vLLM before 0.11.0 sizes the largest video against the images' tokens "
-            "(0.8.0-0.10.2) or profiles inside its V0 dummy sequences: left out, not guessed "
-            "(ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
+            formula="vLLM V1 before 0.11.0 sizes the largest video against the images' tokens "
+            "(0.8.0-0.10.2), and V0 profiles inside its dummy sequences (modelled where read: "
+            "Qwen2.5-VL on CUDA under V0 and V1 0.8.4-0.9.x, its early_profile rows): left out, "
+            "not guessed (ENCODER_PROFILE, memprof/core/models/multimodal.py)"))
         return out
     if ctx.coord.pp_stage > 0 and value_at(ENCODER_FIRST_STAGE, dep.engine_version, False):
         return out
@@ -242,3 +251,155 @@ def _held_through_text_run(ctx: TermContext, eb: EncoderBudget, tower: VisionTow
         + (f" + the unpadded outputs {eb.encoder_tokens} × {tower.embed_width} × {s} B "
            f"({fmt_bytes(outputs)}: the loop variable 'output', a view of them)"
            if padded else ""))
+
+
+def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
+    """vLLM V0's profile run for a family with ``early_profile`` rows (``v0_dummy``): no encoder
+    cache; the dummy sequences' pixels stay on the GPU, in float32 until 0.9.1
+    (``PIXELS_FP32``), through the text forward (the model input's ``multi_modal_kwargs``), so
+    they are charged beside the text peak (which ``activation_terms`` takes at the dummy
+    sequences' tokens and rows); the tower runs once on all images, then once on all videos
+    (``get_input_embeddings_v0``, first PP stage), with the text embeddings [T', H], the
+    earlier modality's outputs and, for float32 pixels, the batch's model-dtype copy alive
+    beside its live set (``EarlyTower``: the attention's ``a·H + b·H/tp`` a patch, or with TP > 1
+    the all-gathered qkv's moment, the rotary tables; the MLP ``3H + 3I/tp``: residual, normed
+    input, gate and up (or gate_up) and act kept through down_proj and its output). None where
+    V0's encoder profile is not modelled (another family, ROCm, V1)."""
+    from memprof.core.models.multimodal import PIXELS_FP32, EarlyTower, v0_dummy
+
+    dep = ctx.dep
+    reading = value_at(tower.early_profile, dep.engine_version, None)
+    # --mm-encoder-tp-mode data (0.10.2+) under V0 is not read: the placeholder stays
+    if not isinstance(reading, EarlyTower) or ctx.gpu.is_rocm or dep.mm_encoder_tp_mode == "data":
+        return None
+    d = v0_dummy(tower, limit_text=dep.limit_mm_per_prompt, kwargs_text=dep.mm_processor_kwargs,
+                 max_model_len=dep.max_model_len or ctx.spec.max_position_embeddings or
+                 profile_tokens(dep), max_num_batched_tokens=profile_tokens(dep),
+                 max_num_seqs=max_seqs(dep), version=dep.engine_version)
+    if d is None:
+        return None
+    s = model_bytes(ctx)
+    fp32 = bool(value_at(PIXELS_FP32, dep.engine_version, False))
+    ps = 4 if fp32 else s
+    # a later PP stage gets intermediate tensors and parses no pixels: only the model input's
+    inputs = tower.patch_inputs
+    copies = reading.pixel_copies if ctx.coord.pp_stage == 0 else 1
+    patches = sum(b.patches for b in d.batches)
+    pixels = copies * patches * inputs * ps
+    what = " + ".join(f"{b.items} {b.modality}{'s' if b.items > 1 else ''} of "
+                      f"{b.patches // max(b.items, 1)} patches" for b in d.batches)
+    out = [Component(
+        name="encoder inputs held (profile run)", category="activation", bytes=pixels,
+        where="budget", profiled=True,
+        formula=(f"{copies} cop{'ies' if copies > 1 else 'y'} × ({what or 'no item'}) × "
+                 f"{inputs} × {ps} B "
+                 f"({'float32: cast in the model, PIXELS_FP32' if fp32 else 'model dtype'}; "
+                 + ("the model input's batch and the forward's concatenation, EarlyTower); "
+                    if copies > 1 else "the model input's batch; a later PP stage); ")
+                 + f"V0 dummy: {d.seqs} sequence{'s' if d.seqs > 1 else ''} of {d.tokens} tokens "
+                 f"in all (max_mm_tokens {d.mm_tokens}"
+                 + (f"; {d.dropped} without their multimodal data" if d.dropped else "")
+                 + "; V0_MM_DUMMY, multimodal.py v0_dummy), alive through the text "
+                 "forward"))]
+    if not d.batches or ctx.coord.pp_stage > 0:
+        return out
+    a, b = reading.attn_width
+    embeds = d.tokens * ctx.spec.hidden_size * s
+    text_peak = activation_terms(ctx)[0].bytes
+    best, label, earlier = 0, "", 0
+    for batch in d.batches:
+        n = batch.patches
+        attn, mlp, rotary = _tower_live(tower, reading, n, dep.tp, s)
+        cast = n * inputs * s if fp32 else 0
+        live = pixels + cast + embeds + earlier + max(attn, mlp) + rotary
+        if live > best:
+            best = live
+            label = (f"{batch.modality} call on {n} patches: pixels {fmt_bytes(pixels)}"
+                     + (f" + their {tower.patch_inputs}-wide model-dtype copy {fmt_bytes(cast)}"
+                        if cast else "")
+                     + f" + text embeddings [{d.tokens}, {ctx.spec.hidden_size}] "
+                     f"{fmt_bytes(embeds)} + earlier outputs {fmt_bytes(earlier)} + "
+                     f"max(attention ({a}·H + {b}·H/tp, or {a}·H + 3H gathered + "
+                     f"{reading.gathered_width}·H/tp) "
+                     f"{fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + rotary tables "
+                     f"{fmt_bytes(rotary)}")
+        earlier += n // (tower.merge * tower.merge) * tower.out_hidden * s
+    out.append(Component(
+        name="vision encoder forward (profile run)", category="activation",
+        bytes=max(0, best - text_peak - pixels), where="budget", profiled=True,
+        formula=f"max(0, forward {fmt_bytes(best)} − text peak {fmt_bytes(text_peak)} − pixels "
+        f"held {fmt_bytes(pixels)}); forward = {label}; {reading.backend} [assumed]"))
+    return out
+
+
+def _tower_live(tower: VisionTower, reading: EarlyTower, patches: int, tp: int,
+                s: int) -> tuple[int, int, int]:
+    """(attention, mlp, rotary tables) bytes of one tower call on ``patches`` before 0.11.0
+    (``EarlyTower``): the attention at the rotary's moment, or with TP > 1 the all-gathered
+    qkv's, alive until q, k and v are made contiguous beside it; gate and up (or gate_up) and
+    act kept through down_proj, its output (+ the all-reduce's with TP > 1); the rotary's fp32
+    [P, head_dim/2] tables."""
+    h, i = tower.hidden, tower.intermediate
+    a, b = reading.attn_width
+    attn = patches * max(a * h + b * h // tp,
+                         a * h + 3 * h + reading.gathered_width * h // tp if tp > 1 else 0) * s
+    mlp = patches * ((3 if tp == 1 else 4) * h + 3 * i // tp) * s
+    rotary = reading.rotary_tables * patches * (tower.hidden // tower.heads // 2) * 4
+    return attn, mlp, rotary
+
+
+def _early_v1_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
+    """vLLM V1's ``profile_run`` from 0.8.4 to 0.9.x (``early_v1_batch``): the encoder cache
+    (the items' outputs, unpadded), the dummy batch's pixels kept through the text run (float32
+    until 0.9.1, ``PIXELS_FP32``) and the encoder forward above the text peak, the cache and
+    those pixels: the batch, ``_validate_and_reshape_mm_tensor``'s concatenation of it and, for
+    float32 pixels, its model-dtype copy beside the tower's live set (``_tower_live``). None
+    elsewhere (another release or family, ROCm)."""
+    from memprof.core.models.multimodal import PIXELS_FP32, EarlyTower, early_v1_batch
+
+    dep = ctx.dep
+    if ctx.gpu.is_rocm:
+        return None
+    t = profile_tokens(dep)
+    b = early_v1_batch(tower, limit_text=dep.limit_mm_per_prompt,
+                       kwargs_text=dep.mm_processor_kwargs,
+                       max_model_len=dep.max_model_len or ctx.spec.max_position_embeddings or t,
+                       max_num_batched_tokens=t, max_num_seqs=max_seqs(dep),
+                       version=dep.engine_version)
+    reading = value_at(tower.early_profile, dep.engine_version, None)
+    if b is None or not isinstance(reading, EarlyTower):
+        return None
+    s = model_bytes(ctx)
+    fp32 = bool(value_at(PIXELS_FP32, dep.engine_version, False))
+    ps = 4 if fp32 else s
+    m2 = tower.merge * tower.merge
+    patches = b.items * b.item_tokens * m2
+    pixels = patches * tower.patch_inputs * ps
+    cache = b.items * b.item_tokens * tower.embed_width * s
+    attn, mlp, rotary = _tower_live(tower, reading, patches, dep.tp, s)
+    cast = patches * tower.patch_inputs * s if fp32 else 0
+    forward = 2 * pixels + cast + max(attn, mlp) + rotary
+    text_peak = activation_terms(ctx)[0].bytes
+    what = (f"{b.items} × {b.modality} of {b.item_tokens} tokens (built at seq_len "
+            f"{t}; {b.per_item} budgeted per item, budget {b.budget})")
+    return [
+        Component(name="encoder cache (profile run)", category="activation", bytes=cache,
+                  where="budget", profiled=True,
+                  formula=f"{b.items * b.item_tokens} rows × {tower.embed_width} × {s} B; {what} "
+                  "(V1_EARLY_ENCODER_PROFILE: unpadded)"),
+        Component(name="encoder inputs held (profile run)", category="activation",
+                  bytes=pixels, where="budget", profiled=True,
+                  formula=f"pixels {patches} patches × {tower.patch_inputs} × {ps} B "
+                  f"({'float32, PIXELS_FP32' if fp32 else 'model dtype'}; "
+                  "batched_dummy_mm_inputs, a local of profile_run through _dummy_run)"),
+        Component(name="vision encoder forward (profile run)", category="activation",
+                  bytes=max(0, forward - text_peak - cache - pixels), where="budget",
+                  profiled=True,
+                  formula=f"max(0, forward {fmt_bytes(forward)} − text peak "
+                  f"{fmt_bytes(text_peak)} − cache {fmt_bytes(cache)} − held "
+                  f"{fmt_bytes(pixels)}); forward on {patches} patches = pixels and their "
+                  f"concatenation 2 × {fmt_bytes(pixels)}"
+                  + (f" + their model-dtype copy {fmt_bytes(cast)}" if cast else "")
+                  + f" + max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + rotary "
+                  f"tables {fmt_bytes(rotary)}; {reading.backend} [assumed]"),
+    ]

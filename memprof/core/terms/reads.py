@@ -75,8 +75,9 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    # compiled in it (terms/runner_v2_profile.py)
                                    "dep.enforce_eager", "dep.compile_cache",
                                    # a multimodal profile run feeds inputs_embeds: no table
-                                   # copy on a cold compile (terms/cold_compile.py)
-                                   "dep.limit_mm_per_prompt")),
+                                   # copy on a cold compile (terms/cold_compile.py); V0's
+                                   # multimodal dummy sequences (multimodal.py v0_dummy)
+                                   "dep.limit_mm_per_prompt", "dep.mm_processor_kwargs")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
     "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",

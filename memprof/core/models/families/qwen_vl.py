@@ -101,6 +101,63 @@ def processors() -> tuple[Processor, Processor]:
     return qwen2_5, qwen3
 
 
+@cache
+def qwen2_5_vl_early() -> tuple[Rule, ...]:
+    """How vLLM before 0.11.0 runs Qwen2.5-VL's tower in its profile run (``EarlyTower``: V0's
+    and V1's 0.8.4 - 0.9.x, the same model file), read in the 0.7.3,
+    0.8.0, 0.8.3, 0.8.4, 0.9.2 and 0.10.1.1 wheels: ``qwen2_vl.py`` ``_MAX_FRAMES_PER_VIDEO`` =
+    16; ``vision.py`` ``get_vit_attn_backend(support_fa=True)`` takes FLASH_ATTN only when the
+    separate ``flash-attn`` package is installed (``is_flash_attn_2_available``; vLLM does not
+    depend on it), else XFORMERS on CUDA (the "Current `vllm-flash-attn` has a bug inside vision
+    module" warning) — memprof assumes it is not installed. ``Qwen2_5_VisionAttention.forward``
+    keeps, a patch: the residual and the normed input (replicated, a = 2), qkv (3H/tp, held as
+    ``x`` to the end; with TP > 1 all-gathered to 3H by ``split_qkv``, alive until q, k, v are
+    made contiguous beside it: 3H + 6H/tp), q, k, v made contiguous (3H/tp), and the rotary
+    of q then k on an fp32 copy ``t.float()``: up to 0.8.x without FLASH_ATTN
+    ``apply_rotary_emb_torch`` (the copy, ``x·cos``, ``rotate_half`` and ``·sin``
+    alive together: 4 fp32 = 8H/tp, b = 14) with the angles, cos, sin and their head_dim
+    repeats (7 fp32 [P, head_dim/2] tables); from vllm-project/vllm#17726 (merged 2025-05-06,
+    first in 0.9.0, inferred; 0.9.2 / 0.10.1.1 read) vllm_flash_attn's kernel on CUDA (the copy,
+    its fp32 output and the cast: 5H/tp, b = 11; 3 tables). The pixels are on the GPU twice
+    through the whole forward: the model input's batch (``MultiModalKwargs.batch`` stacks one
+    sequence's [P, C] into [1, P, C], ``_try_stack``; ``as_kwargs`` moves it, held by
+    ``forward``'s kwargs) and ``_validate_and_reshape_mm_tensor``'s ``torch.concat(list(...))``
+    of it (a copy, held by ``forward``'s ``image_input`` / ``video_input``) — 0.7.3, 0.8.0,
+    0.8.3, 0.8.4, 0.9.2 and 0.10.1.1 alike; under V1 the copy lives only through
+    ``get_multimodal_embeddings`` (``memprof/core/terms/encoder.py``). From 0.11.0 the tower's
+    own ``attn_width`` (read at 0.11.0) applies."""
+    from memprof.core.models.multimodal import EarlyTower
+
+    return (
+        Rule(name="qwen2_5_vl_early_tower", changes="vision encoder forward (profile run)",
+             since="0.7.2", until="0.9.0",
+             value=EarlyTower(max_frames=16, attn_width=(2, 14), gathered_width=6,
+                              rotary_tables=7, pixel_copies=2,
+                              backend="XFORMERS (flash-attn not installed)"),
+             introduced_by="Qwen2.5-VL support (vLLM PR #12604)",
+             removed_by="vllm-project/vllm#17726 (vllm_flash_attn's rotary on CUDA; first "
+             "release 0.9.0, inferred from its merge date)",
+             source="0.7.3 / 0.8.0 / 0.8.3 / 0.8.4 models/qwen2_5_vl.py "
+             "Qwen2_5_VisionAttention.forward, qwen2_vl.py apply_rotary_pos_emb_vision / "
+             "apply_rotary_emb_torch, _MAX_FRAMES_PER_VIDEO = 16, "
+             "_validate_and_reshape_mm_tensor (torch.concat); models/vision.py "
+             "get_vit_attn_backend; multimodal/inputs.py MultiModalKwargs._try_stack",
+             applies_to="multimodal"),
+        Rule(name="qwen2_5_vl_early_tower", changes="vision encoder forward (profile run)",
+             since="0.9.0", until="0.11.0",
+             value=EarlyTower(max_frames=16, attn_width=(2, 11), gathered_width=6,
+                              rotary_tables=3, pixel_copies=2,
+                              backend="XFORMERS (flash-attn not installed)"),
+             introduced_by="vllm-project/vllm#17726 (first release 0.9.0, inferred)",
+             removed_by="0.11.0: the tower's attn_width, read there, applies",
+             source="0.9.2 / 0.10.1.1 models/qwen2_vl.py apply_rotary_pos_emb_vision "
+             "(vllm.vllm_flash_attn.layers.rotary.apply_rotary_emb when current_platform.is_cuda"
+             "()), _MAX_FRAMES_PER_VIDEO = 16; qwen2_5_vl.py Qwen2_5_VisionAttention.forward, "
+             "_validate_and_reshape_mm_tensor (torch.concat)",
+             applies_to="multimodal"),
+    )
+
+
 QWEN2_5_VL_RELEASES = (Rule(
     name="qwen2_5_vl_model", changes="the model", since="0.7.2", until=None,
     introduced_by="Qwen2.5-VL support (vLLM PR #12604)",
@@ -187,7 +244,7 @@ def _qwen2_5_vl_tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         merge=merge, out_hidden=vision_int(vc, "out_hidden_size"),
         gated=True, norm_bias=False, patch_bias=False, text_hidden=text_hidden,
         head=merger_parts("visual.", h, merge, vision_int(vc, "out_hidden_size"), 0),
-        processor=processors()[0], releases=QWEN2_5_VL_RELEASES,
+        processor=processors()[0], releases=QWEN2_5_VL_RELEASES, early_profile=qwen2_5_vl_early(),
         source="vLLM 0.11.0 qwen2_5_vl.py")
 
 
@@ -263,4 +320,4 @@ def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:
     """This module's release rows (``memprof versions`` lists them:
     memprof/core/version_diff.py)."""
     qwen2_5, qwen3 = processors()
-    return QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, qwen2_5.video, qwen3.video
+    return QWEN2_5_VL_RELEASES, QWEN3_VL_RELEASES, qwen2_5.video, qwen3.video, qwen2_5_vl_early()
