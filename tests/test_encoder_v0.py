@@ -207,6 +207,9 @@ def test_v1_0_8_4_encoder_terms_by_hand() -> None:
     assert comps["encoder cache (profile run)"] == cache
     assert comps["encoder inputs held (profile run)"] == pixels
     forward = 2 * pixels + p * PATCH_VALUES * 2 + p * 16 * H * 2 + 7 * p * 40 * 4
-    assert f"forward {fmt_bytes(forward)} " in formulas["vision encoder forward (profile run)"]
+    placeholder = "vision encoder forward (not modelled at this release)"
+    assert f"forward {fmt_bytes(forward)} " in formulas[placeholder]
     text = comps["activation peak (profile run)"]
-    assert comps["vision encoder forward (profile run)"] == forward - text - cache - pixels > 0
+    # the reading, stated but not charged: above what the 0.9.0.1 logs leave (rows 2505, 2506)
+    assert f"= {fmt_bytes(forward - text - cache - pixels)}, " in formulas[placeholder]
+    assert comps[placeholder] == 0 and "vision encoder forward (profile run)" not in comps

@@ -954,8 +954,8 @@ def _profile_shape(ctx: TermContext) -> tuple[int, int, str]:
     t = profile_tokens(dep)
     r = min(max_seqs(dep), t)
     tower = ctx.spec.vision
-    if (tower is None or dep.engine != "vllm"
-            or value_at(tower.early_profile, dep.engine_version, None) is None):
+    if tower is None or value_at(tower.early_profile, dep.engine_version, None,
+                                 engine=dep.engine) is None:  # (vLLM's rows: SGLang none)
         return t, r, ""
     from memprof.core.models.multimodal import v0_dummy  # a text model never loads it
 

@@ -392,14 +392,23 @@ def _early_v1_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | N
                   formula=f"pixels {patches} patches × {tower.patch_inputs} × {ps} B "
                   f"({'float32, PIXELS_FP32' if fp32 else 'model dtype'}; "
                   "batched_dummy_mm_inputs, a local of profile_run through _dummy_run)"),
-        Component(name="vision encoder forward (profile run)", category="activation",
-                  bytes=max(0, forward - text_peak - cache - pixels), where="budget",
-                  profiled=True,
-                  formula=f"max(0, forward {fmt_bytes(forward)} − text peak "
-                  f"{fmt_bytes(text_peak)} − cache {fmt_bytes(cache)} − held "
-                  f"{fmt_bytes(pixels)}); forward on {patches} patches = pixels and their "
-                  f"concatenation 2 × {fmt_bytes(pixels)}"
+        # the forward's live set is a reading of the tower's kernels (the attention backend,
+        # the rotary's dtype), not a tensor the source sizes: the two published logs of these
+        # releases (tests/data/published.json rows 2505, 2506: vLLM 0.9.0.1, one and two L4s,
+        # one 16,384-token image) leave ~0.4 GiB beside the text peak for the whole encoder
+        # profile, where this reading gives the cache, the pixels and 1.0 GiB more; so the
+        # forward above the text peak is left out here, stated, not charged
+        Component(name="vision encoder forward (not modelled at this release)",
+                  category="activation", bytes=0, where="budget", profiled=True,
+                  placeholder=True,
+                  formula=f"not charged: the reading max(0, forward {fmt_bytes(forward)} − "
+                  f"text peak {fmt_bytes(text_peak)} − cache {fmt_bytes(cache)} − held "
+                  f"{fmt_bytes(pixels)}) = "
+                  f"{fmt_bytes(max(0, forward - text_peak - cache - pixels))}, forward on "
+                  f"{patches} patches = pixels and their concatenation 2 × {fmt_bytes(pixels)}"
                   + (f" + their model-dtype copy {fmt_bytes(cast)}" if cast else "")
                   + f" + max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + rotary "
-                  f"tables {fmt_bytes(rotary)}; {reading.backend} [assumed]"),
+                  f"tables {fmt_bytes(rotary)} ({reading.backend} [assumed]), is above what "
+                  "the published logs of vLLM 0.9.0.1 leave (rows 2505, 2506), so V1's "
+                  "0.8.4-0.9.x tower forward is not modelled"),
     ]
