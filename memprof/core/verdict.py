@@ -90,6 +90,11 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
             f"{fmt_bytes(envelope - dep.kv_cache_memory_bytes)} the engine budgets besides it "
             f"and {fmt_bytes(base)} in use before it starts, the rank needs "
             f"{fmt_bytes(base + envelope)} of the GPU's {fmt_bytes(total)}"], headroom
+    if auto_fit and mml <= 0:  # get_kv_cache_configs fits before it checks the memory
+        return "startup_oom", [
+            f"Cannot auto-fit max_model_len (--max-model-len auto): the "
+            f"{fmt_bytes(max(0, available))} of KV cache the budget leaves hold no request of "
+            "even one token"], headroom
     if 0 < available < plan.block_bytes:
         per_token = max(1, plan.block_bytes // max(1, plan.block_size))
         fit = available // per_token
@@ -113,10 +118,6 @@ def rank_verdict(dep: Deployment, gpu: GPU, plan: KVPlan, comps: list[Component]
     # from 0.29.0 the check plans against the pool less BlockPool's null block (auto_fit.py)
     usable = cap.kv_cache_bytes - (plan.block_bytes if holds_back_null_block(
         dep.engine_version, dep.engine) else 0)
-    if auto_fit and mml <= 0:
-        return "startup_oom", [
-            f"Cannot auto-fit max_model_len (--max-model-len auto): the {fmt_bytes(usable)} of "
-            "KV cache the budget leaves hold no request of even one token"], headroom
     if cap.request_bytes > usable and engine.refuses_request_over_kv:
         est = max_fitting_model_len(plan, usable, mnbt, mml)
         return "startup_oom", [

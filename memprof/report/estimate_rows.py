@@ -49,7 +49,9 @@ def headline(e: Estimate) -> str:
             f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}"
             f"{entry}, "
             f"kv {d.kv_cache_dtype}, "
-            f"max_model_len {e.max_model_len}, max_num_seqs {d.max_num_seqs}, "
+            f"max_model_len {e.max_model_len}"
+            + (f" (auto, fitted from {e.auto_fit_from})" if e.auto_fit_from is not None else "")
+            + f", max_num_seqs {d.max_num_seqs}, "
             f"max_num_batched_tokens {e.max_num_batched_tokens}{lora(d)}")
 
 
