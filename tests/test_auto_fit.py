@@ -140,3 +140,10 @@ def test_a_sweep_fits_each_point_as_its_estimate_does() -> None:
                          gpu_name="RTX-4090")
         assert row["max_model_len"] == alone.max_model_len < DERIVED
         assert row["verdict"] == alone.verdict == "fits"
+
+
+def test_the_search_takes_no_length_from_an_empty_range() -> None:
+    assert longest_fitting(lambda n: n, 10, 0) == 0
+    assert longest_fitting(lambda n: n, 10, 1) == 1
+    assert longest_fitting(lambda n: 8 * n, 100, 1_000) == 12
+    assert longest_fitting(lambda n: 8 * n, 7, 1_000) == 0

@@ -63,12 +63,21 @@ def test_the_buffer_and_the_custom_all_reduce_per_card_and_release(
 
 
 def test_the_buffer_is_outside_the_budget_from_0_11_0() -> None:
-    # made before the engine's snapshot with the communicators: the KV cache is not moved
-    with_symm = estimate("qwen3-32b", Deployment(tp=2, engine_version="0.33.0"), gpu_name="H100")
-    one = with_symm.ranks[0]
-    held = sum(c.bytes for c in one.components if c.where == "baseline")
-    assert any(c.name.startswith("symmetric-memory") for c in one.components)
-    assert held > 66 * MiB
+    # made before the engine's snapshot with the communicators: the KV cache is not moved, the
+    # memory held before the baseline grows by the buffer
+    def rank(switch: int | None) -> object:
+        return estimate("qwen3-32b", Deployment(tp=2, engine_version="0.33.0",
+                                                vllm_allreduce_use_symm_mem=switch),
+                        gpu_name="H100").ranks[0]
+
+    on, off = rank(None), rank(0)
+    assert on.available_kv_bytes == off.available_kv_bytes  # type: ignore[attr-defined]
+    assert on.kv.num_gpu_blocks == off.kv.num_gpu_blocks  # type: ignore[attr-defined]
+
+    def baseline(r: object) -> int:
+        return sum(c.bytes for c in r.components if c.where == "baseline")  # type: ignore[attr-defined]
+
+    assert baseline(on) - baseline(off) == 64 * MiB + SIGNAL_PAD_BYTES
 
 
 def test_the_switch_turns_the_buffer_off_and_on_where_the_release_has_it() -> None:

@@ -101,7 +101,7 @@ def longest_fitting(request_bytes: Callable[[int], int], usable: int, upper: int
     """vLLM's binary search (``_estimate_max_model_len_from_groups``): the longest length in
     ``[1, upper]`` whose request needs at most ``usable`` bytes; 0 where even one token does
     not fit."""
-    if usable <= 0 or request_bytes(1) > usable:
+    if upper < 1 or usable <= 0 or request_bytes(1) > usable:
         return 0
     lo, hi = 1, upper
     while lo < hi:

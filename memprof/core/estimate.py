@@ -548,9 +548,8 @@ def _auto_fitted(dep: Deployment, classes: dict[ClassKey, _Class],
                 lambda n, ps=plans: sum(p.request_bytes(n, mnbt) for p in ps),  # type: ignore[misc]
                 min(usable), mml)
         else:
-            out[dp_rank] = min(longest_fitting(
-                lambda n, p=c.plan: p.request_bytes(n, mnbt), u, mml)  # type: ignore[misc]
-                for (_s, c), u in zip(workers, usable, strict=True))
+            out[dp_rank] = min(max_fitting_model_len(c.plan, u, mnbt, mml)
+                               for (_s, c), u in zip(workers, usable, strict=True))
     return out
 
 

@@ -23,6 +23,7 @@ from memprof.base.units import cdiv
 from memprof.core.attention import KVLayerSpec, KVQuery, kind_of
 from memprof.core.attention.state import attention_of, pad_state_pages, state_bytes
 from memprof.core.attention_backends import AttentionBackend, chosen
+from memprof.core.auto_fit import longest_fitting
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
 from memprof.core.engines import engine_of
 from memprof.core.hybrid_state import (
@@ -731,18 +732,10 @@ def _request_figures(plan: KVPlan, max_model_len: int, max_num_batched_tokens: i
 
 def max_fitting_model_len(plan: KVPlan, available_bytes: int, max_num_batched_tokens: int,
                           upper: int) -> int:
-    """vLLM's "estimated maximum model length": the largest length whose request fits."""
-    if available_bytes <= 0:
-        return 0
-    lo, hi = 0, upper
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        need = plan.request_bytes(mid, max_num_batched_tokens)
-        if need <= available_bytes:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """vLLM's "estimated maximum model length": the largest length whose request fits
+    (``memprof.core.auto_fit.longest_fitting``, vLLM's binary search)."""
+    return longest_fitting(lambda n: plan.request_bytes(n, max_num_batched_tokens),
+                           available_bytes, upper)
 
 
 def kv_tensor_sizes(plan: KVPlan, num_blocks: int) -> list[int]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from memprof.base.errors import BadInput
 from memprof.base.units import MiB
-from memprof.core.components import Component, TermContext
+from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.nodes import spans_nodes
 from memprof.core.versions import Rule, rule_in_force, value_at
@@ -126,7 +126,7 @@ def custom_all_reduce_max_size(ctx: TermContext, size: int) -> int:
     return min(row.get(size, CUSTOM_AR_DEFAULT_MAX), CUSTOM_AR_DEFAULT_MAX)
 
 
-def symm_mem_component(ctx: TermContext, size: int, where: str, tag: str) -> Component | None:
+def symm_mem_component(ctx: TermContext, size: int, where: Where, tag: str) -> Component | None:
     """The buffer's row for a TP group of ``size`` ranks, placed with the communicators."""
     buf = symm_mem_buffer(ctx, size)
     if not buf:
@@ -134,7 +134,7 @@ def symm_mem_component(ctx: TermContext, size: int, where: str, tag: str) -> Com
     runs = symm_mem_runs(ctx, size)
     return Component(
         name=f"symmetric-memory all-reduce buffer (TP, {size} ranks)", category="non_torch",
-        bytes=buf + SIGNAL_PAD_BYTES, count=1, where=where, profiled=True,  # type: ignore[arg-type]
+        bytes=buf + SIGNAL_PAD_BYTES, count=1, where=where, profiled=True,
         formula=f"torch_symm_mem.empty({buf // MiB} MiB) for {ctx.gpu.arch} at TP {size} + the "
         f"{SIGNAL_PAD_BYTES // MiB} MiB signal pad (reports/gpu/symm-mem/; vLLM "
         "SymmMemCommunicator, symm_mem.py); "
