@@ -66,7 +66,7 @@ def open_peers(cuda: ctypes.CDLL, rank: int, gathered: list[list[bytes]],
             continue
         for raw in raws:
             h = IpcHandle()
-            h.reserved = raw
+            ctypes.memmove(ctypes.addressof(h), raw, 64)  # the raw 64 bytes, NULs included
             p = ctypes.c_uint64()
             check(cuda.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, LAZY_ENABLE_PEER_ACCESS),
                   "cuIpcOpenMemHandle")
@@ -93,7 +93,7 @@ def main() -> None:
         for p in mine:
             h = IpcHandle()
             check(cuda.cuIpcGetMemHandle(ctypes.byref(h), p), "cuIpcGetMemHandle")
-            handles.append(bytes(h.reserved))
+            handles.append(ctypes.string_at(ctypes.addressof(h), 64))
         u2 = used()
         gathered: list[list[bytes]] = [[] for _ in range(world)]
         dist.all_gather_object(gathered, handles)
