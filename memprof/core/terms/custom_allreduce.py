@@ -10,12 +10,14 @@ python/sglang/srt/distributed/device_communicators/custom_all_reduce.py ``Custom
   (``_can_p2p`` / ``can_use_custom_all_reduce_with_nvlink``) and, above 2 ranks, are fully
   connected by NVLink; ``--disable-custom-all-reduce`` turns it off;
 - its constructor allocates with ``cudaMalloc`` a meta buffer of ``meta_size() + max_size`` and
-  an IPC buffer of ``max_size`` (``create_shared_buffer``; the peers' buffers are mapped, not
-  allocated), and a ``rank_data`` tensor of 8 MiB (vLLM) or ``max_size`` (SGLang) — 8 MiB either
+  an IPC buffer of ``max_size`` (``create_shared_buffer``; the peers' buffers are mapped, which
+  holds no device memory on either GPU: reports/gpu/ipc-open/, up to 1,536 opened handles from
+  three peers), and a ``rank_data`` tensor of 8 MiB (vLLM) or ``max_size`` (SGLang) — 8 MiB either
   way at the default ``max_size=8192 * 1024``;
 - during capture its kernel is what the graph holds, with the graph's input buffers registered
-  by IPC handle (``register_graph_buffers``: the peers' addresses go into ``rank_data``, no new
-  allocation), so the graph holds a kernel node where NCCL would have put an NCCL node.
+  by IPC handle (``register_graph_buffers``: the peers' addresses go into ``rank_data``; opening
+  the peers' handles holds no device memory, measured: reports/gpu/ipc-open/), so the graph
+  holds a kernel node where NCCL would have put an NCCL node.
 
 Where the budget sees them: the meta and IPC buffers are ``cudaMalloc`` memory, non-torch, placed
 with the communicators (``memprof.core.terms.non_torch.NCCL_PLACEMENT``). ``rank_data`` is a torch

@@ -64,17 +64,17 @@ window, which the same ``empty_cache`` releases and which lowers the figure (bel
 #25779's logs, "took -4.58 GiB"); attention backends' capture-time buffers (V0
 ``attn_state.graph_capture``; FlashAttention 3's split-KV accumulators in FULL graphs are in the
 pool's tensors: ``cudagraph.full_graph_split_bytes``; FlashInfer's per-size decode wrappers under
-Model Runner V2 0.22.0-0.28.x are counted: ``memprof.core.terms.attn_capture``), custom all-reduce's
-IPC registration of the graph buffers (a mapping of peer memory, not an allocation on this device),
-the encoder graphs of 0.20+, NCCL 2.21.5's work buffer of each captured collective (nWork × 512 B,
-``cudaMalloc``'d per persistent plan, src/enqueue.cc ``uploadWork``; torch 2.5.1 / 2.6.0, so vLLM
-0.7.x-0.8.x; at most 60 MiB for the published 0.8.4 TP2 rows: reports/gpu/graph-small-malloc), and
-the rounding of the log to 0.01 GiB. Checked in the window and found to allocate nothing per capture
-size: FlashAttention 2 (its scheduler metadata is FA3's, made in the metadata builder's
-``__init__``, 0.11.0 v1/attention/backends/flash_attn.py), the attention op under PIECEWISE capture
-(no metadata, nothing launched: 0.8.4 / 0.10.1.1 ``_dummy_run``), and the custom all-reduce's graph
-registration (0.10.1.1 custom_all_reduce.py ``register_graph_buffers``: handles over gloo, addresses
-into the ``rank_data`` buffer made at init). Kernels first launched inside the window (CUDA's lazy
+Model Runner V2 0.22.0-0.28.x are counted: ``memprof.core.terms.attn_capture``), the encoder graphs
+of 0.20+, NCCL 2.21.5's work buffer of each captured collective (nWork × 512 B, ``cudaMalloc``'d per
+persistent plan, src/enqueue.cc ``uploadWork``; torch 2.5.1 / 2.6.0, so vLLM 0.7.x-0.8.x; at most 60
+MiB for the published 0.8.4 TP2 rows: reports/gpu/graph-small-malloc), and the rounding of the log
+to 0.01 GiB. Checked in the window and found to allocate nothing per capture size: FlashAttention 2
+(its scheduler metadata is FA3's, made in the metadata builder's ``__init__``, 0.11.0
+v1/attention/backends/flash_attn.py), the attention op under PIECEWISE capture (no metadata, nothing
+launched: 0.8.4 / 0.10.1.1 ``_dummy_run``), and the custom all-reduce's graph registration (0.10.1.1
+custom_all_reduce.py ``register_graph_buffers``: handles over gloo, addresses into the ``rank_data``
+buffer made at init; opening the peers' handles holds no device memory on either GPU, measured on 4
+GPUs joined by NVLink: reports/gpu/ipc-open/). Kernels first launched inside the window (CUDA's lazy
 module loading) add nothing measurable: one 2 MiB granule on an H100
 (reports/gpu/graph-pieces/README.md), where memprof's per-graph and per-node driver costs also held
 for Inductor-compiled pieces within 1% and eager ones within 6%.
