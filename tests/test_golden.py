@@ -99,7 +99,7 @@ OPTIONS = {
                  "--mamba-cache-mode",
                  "--num-speculative-tokens", "--vllm-use-v1",
                  "--vllm-use-flashinfer-sampler", "--vllm-rocm-use-aiter", "--nccl-nvls-enable",
-                 "--vllm-allreduce-use-symm-mem",
+                 "--vllm-allreduce-use-symm-mem", "--nvidia-driver",
                  "--pytorch-cuda-alloc-conf",
                  "--enable-lora", "--max-loras", "--max-lora-rank", "--lora-extra-vocab-size",
                  "--lora-dtype", "--fully-sharded-loras", "--enable-lora-bias",

@@ -150,6 +150,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "vllm_rocm_use_aiter": d.vllm_rocm_use_aiter,
             "nccl_nvls_enable": d.nccl_nvls_enable,
             "vllm_allreduce_use_symm_mem": d.vllm_allreduce_use_symm_mem,
+            "nvidia_driver": d.nvidia_driver,
             "hf_overrides": d.hf_overrides,
             "assume_architecture": d.assume_architecture,
             "limit_mm_per_prompt": d.limit_mm_per_prompt,

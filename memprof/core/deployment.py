@@ -113,6 +113,10 @@ class Deployment:
     # vLLM's VLLM_ALLREDUCE_USE_SYMM_MEM (0 / 1; None: unset, the release's default, 1 from
     # 0.11.0): the TP group's symmetric-memory all-reduce buffer (terms/symm_mem.py)
     vllm_allreduce_use_symm_mem: int | None = None
+    # the NVIDIA driver as nvidia-smi prints it ("580.82.07"; None: unstated, the driver of the
+    # era of the release's wheel is assumed): CUDA-graph driver costs (memprof/core/
+    # nvidia_driver.py, terms/cudagraph.py DRIVER_STACK)
+    nvidia_driver: str | None = None
     # PyTorch's PYTORCH_CUDA_ALLOC_CONF as the launch sets it (None: unset, the allocator's
     # defaults); memprof's replay of the model load reads it (terms/load_rounding.py
     # load_alloc_conf: expandable_segments)
@@ -404,6 +408,10 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
     if dep.kv_cache_memory_bytes is not None and dep.kv_cache_memory_bytes <= 0:
         raise BadInput(f"--kv-cache-memory-bytes must be positive, got "
                        f"{dep.kv_cache_memory_bytes}", hint="e.g. --kv-cache-memory-bytes 16GiB")
+    if dep.nvidia_driver is not None:
+        from memprof.core.nvidia_driver import driver_major
+
+        driver_major(dep.nvidia_driver)
     if dep.gpu_memory_in_use is not None and dep.gpu_memory_in_use < 0:
         raise BadInput(f"--gpu-memory-in-use must be zero or more, got {dep.gpu_memory_in_use}",
                        hint="the memory other processes hold on the GPU, e.g. "

@@ -55,6 +55,7 @@ from memprof.core.models import (
 )
 from memprof.core.models.config import parse_overrides, with_overrides
 from memprof.core.models.families import family_row
+from memprof.core.nvidia_driver import before_r550_note, check_driver
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
@@ -293,6 +294,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     dep = steps.prepared(dep, spec, gpu)
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
     check_capability(gpu, dep.dtype, quant)  # what vLLM refuses on this compute capability
+    check_driver(dep.nvidia_driver, rocm=gpu.is_rocm, gpu_name=gpu.name)
     dtype = model_dtype(spec, dep)
     mml = dep.max_model_len
     mnbt = dep.max_num_batched_tokens
@@ -722,6 +724,8 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     platform = platform_note(gpu)
     if platform is not None:
         notes.append(platform)
+    if driver := before_r550_note(dep.nvidia_driver, graphs=not dep.enforce_eager):
+        notes.append(driver)
     notes += engine_of(dep).notes(dep, mfs, gpu) + engine_of(dep).release_notes(
         dep, gpu.arch, quant.method if quant is not None else None)
     return tuple(notes)

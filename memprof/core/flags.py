@@ -195,6 +195,13 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only: VLLM_ALLREDUCE_USE_SYMM_MEM (1: the TP group's torch "
             "symmetric-memory all-reduce buffer on 9.0 / 10.x cards, 0.10.2 on; 0: none).",
             shown_default="unset: vLLM's default, 1 from 0.11.0 (0 before)", metavar="N"),
+    Setting(field="nvidia_driver", kind="str",
+            help="The NVIDIA driver the GPUs run, as nvidia-smi prints it (e.g. 580.82.07): "
+            "R580 or later takes the node costs measured under R580, an older one NVIDIA's "
+            "published ~10 KiB a CUDA-graph kernel node; before R550 the output warns that "
+            "graph memory is likely higher than memprof's figure.",
+            shown_default="unset: the driver of the release's wheel (CUDA 12.x or 13) is "
+            "assumed, and the output says so", metavar="VERSION", memprof_only=True),
     Setting(field="pytorch_cuda_alloc_conf", kind="str",
             note="SGLang's model load is not replayed",
             help="vLLM only: PYTORCH_CUDA_ALLOC_CONF as the launch sets it; memprof reads "

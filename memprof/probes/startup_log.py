@@ -738,6 +738,9 @@ def _settings(lines: list[str], engine: str
             settings["disable_custom_all_reduce"] = True
             if _NO_P2P.search(line):
                 settings["no_gpu_peer_access"] = True
+        m = _DRIVER_VERSION.search(line)
+        if m and "nvidia_driver" not in settings:
+            settings["nvidia_driver"] = m.group(1)
         if _FLASHINFER_SAMPLER.search(line) and "vllm_use_flashinfer_sampler" not in settings:
             settings["vllm_use_flashinfer_sampler"] = 1
         if _COMPILE_CACHE_HIT.search(line) and "compile_cache" not in settings:
@@ -928,6 +931,10 @@ def _nodes_from_log(lines: list[str], engine: str, settings: dict[str, Any]) -> 
 # 0.9.0-0.11.0): the profile run's sampler warm-up is FlashInfer's
 # (``--vllm-use-flashinfer-sampler``)
 _FLASHINFER_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+# the NVIDIA driver, where a pasted log holds nvidia-smi's header ("| NVIDIA-SMI 535.247.01
+# Driver Version: 535.247.01   CUDA Version: 12.2 |") or vLLM's collect_env report ("Nvidia
+# driver version: 535.129.03"): --nvidia-driver (memprof/core/nvidia_driver.py)
+_DRIVER_VERSION = re.compile(r"(?i)\bdriver version\s*:\s*(\d{3}(?:\.\d{1,3}){0,2})\b")
 # vLLM's compile-cache hit (0.22.0-0.27.1 compilation/decorators.py "Directly load AOT
 # compilation from path", compilation/backends.py "Directly load the compiled graph(s) for
 # compile range"): a warm start (memprof/core/terms/runner_v2_profile.py)

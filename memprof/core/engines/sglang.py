@@ -855,6 +855,7 @@ class SGLang(Engine):
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "no_gpu_peer_access": ("--no-gpu-peer-access",),
+        "nvidia_driver": ("--nvidia-driver",),
         "nnodes": ("--nnodes",),
         "assume_architecture": ("--assume-architecture",),
         "mem_fraction_static": ("--mem-fraction-static",),

@@ -614,6 +614,7 @@ class VLLM(Engine):
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
         "disable_custom_all_reduce": ("--disable-custom-all-reduce",),
         "no_gpu_peer_access": ("--no-gpu-peer-access",),
+        "nvidia_driver": ("--nvidia-driver",),
         "nnodes": ("--nnodes",),
         "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager",),
         "enable_prefix_caching": ("--enable-prefix-caching",),

@@ -24,6 +24,7 @@ from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
 from memprof.core.models.families import family_of_architecture
 from memprof.core.nodes import spans_nodes
+from memprof.core.nvidia_driver import R580, driver_major
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
 from memprof.core.terms.attn_capture import estimate_window_workspace
 from memprof.core.terms.bnb_linear import bnb_graph_nodes
@@ -159,14 +160,33 @@ DRIVER_STACK: tuple[Rule, ...] = (
 )
 
 
-def driver_stack(ctx: TermContext) -> str:
-    """"cuda12" (a vLLM release before 0.20.0: kernel nodes at ``GRAPH_DRIVER_PER_NODE_CUDA12``)
-    or "cuda13" (R580's measured costs; every other engine, whose releases memprof does not map
-    to a CUDA version)."""
-    dep = ctx.dep
+def wheel_stack(dep: Deployment) -> str:
+    """The CUDA major version of the release's wheel, read as the driver it is assumed to run
+    under: "cuda12" (a vLLM release before 0.20.0) or "cuda13" (R580; every other engine, whose
+    releases memprof does not map to a CUDA version)."""
     if not engine_of(dep).graph_estimate_by_release:
         return "cuda13"
     return str(value_at(DRIVER_STACK, dep.engine_version, "cuda13"))
+
+
+def driver_stack(ctx: TermContext) -> str:
+    """"cuda12" (kernel nodes at ``GRAPH_DRIVER_PER_NODE_CUDA12``) or "cuda13" (R580's measured
+    costs): the driver ``--nvidia-driver`` gives (R580 or later: "cuda13"; before it "cuda12",
+    but where the wheel is built for CUDA 13, which only forward compatibility's user-mode driver
+    of R580 or later loads), else the wheel's (``wheel_stack``)."""
+    dep = ctx.dep
+    if dep.nvidia_driver is None:
+        return wheel_stack(dep)
+    if driver_major(dep.nvidia_driver) >= R580 or forward_compatible(dep):
+        return "cuda13"
+    return "cuda12"
+
+
+def forward_compatible(dep: Deployment) -> bool:
+    """Is a driver before R580 given for a vLLM release whose wheel is built for CUDA 13, which
+    loads only under CUDA's forward compatibility (a user-mode driver of R580 or later)?"""
+    return (dep.nvidia_driver is not None and driver_major(dep.nvidia_driver) < R580
+            and engine_of(dep).graph_estimate_by_release and wheel_stack(dep) == "cuda13")
 
 
 # R580's kernel-node costs (``GRAPH_DRIVER_PER_GEMM_NODE``, ``GRAPH_DRIVER_PER_KERNEL_NODE``) were
@@ -210,9 +230,17 @@ def node_costs(ctx: TermContext) -> tuple[int, int]:
 def driver_stack_note(ctx: TermContext) -> str:
     """What the output says where a published node cost is taken (``DRIVER_STACK``'s CUDA 12.x
     assumption, or an architecture R580's costs were not measured on); "" where neither."""
+    given = ctx.dep.nvidia_driver
     if driver_stack(ctx) == "cuda12":
+        if given is not None:
+            return f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768): driver {given}, before R580"
         return (f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768): vLLM {ctx.dep.engine_version}'s "
-                "wheel is built for CUDA 12.x, its driver taken as older than R580 [assumption]")
+                "wheel is built for CUDA 12.x, its driver taken as older than R580 [assumption]; "
+                "--nvidia-driver states it")
+    if forward_compatible(ctx.dep):
+        return (f"driver {given} loads vLLM {ctx.dep.engine_version}'s CUDA 13 wheel only under "
+                "CUDA forward compatibility (a user-mode driver of R580 or later): R580's node "
+                "costs kept [assumption]")
     if not node_costs_measured_here(ctx):
         return (f"kernel nodes at ~10 KiB (NVIDIA/cccl#3768) on {ctx.gpu.name} ({ctx.gpu.arch}), "
                 f"an architecture before the {NODE_COSTS_MEASURED_ARCH} R580's node costs were "

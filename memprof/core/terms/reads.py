@@ -112,7 +112,9 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.cuda_graph_max_bs", "dep.enable_dp_attention",
                                   "dep.entrypoint", "dep.max_model_len", "dep.block_size",
                                   "dep.chunked_prefill_size", "dep.mem_fraction_static",
-                                  "dep.max_total_tokens")),
+                                  "dep.max_total_tokens",
+                                  # the kernel nodes' driver cost (cudagraph.driver_stack)
+                                  "dep.nvidia_driver")),
     # Model Runner V2's own graph estimate (0.29.0 on): the capture cudagraph_terms models, the
     # runner the release and model select, whether graphs are captured
     "runner_v2_graph_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
@@ -123,7 +125,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                                         "dep.kv_cache_dtype", "dep.enable_lora", "dep.max_loras",
                                         "dep.max_lora_rank", "dep.lora_extra_vocab_size",
                                         "dep.lora_dtype", "dep.fully_sharded_loras",
-                                        "dep.enable_lora_bias", "dep.specialize_active_lora")),
+                                        "dep.enable_lora_bias", "dep.specialize_active_lora",
+                                        "dep.nvidia_driver")),
     "non_torch_terms": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version", "dep.tp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.pp", "dep.dp", "dep.enable_expert_parallel",
