@@ -168,7 +168,10 @@ FREE_KEYS = {"avail_mem_before_load_gb": "avail_before_load_bytes",
              "avail_mem_after_load_gb": "avail_after_load_bytes", "weights_gb": "weights_bytes",
              # torch's OOM line: total, free, this process (explain's ``_in_use_at_oom``)
              "oom_total_gib": "oom_total_bytes", "oom_free_gib": "oom_free_bytes",
-             "oom_process_gib": "oom_process_bytes"}
+             "oom_process_gib": "oom_process_bytes",
+             # vLLM's free-memory check at start-up ("Free memory on device (X/Y GiB) on
+             # startup"): the free memory before load, as explain reads it
+             "free_at_start_gib": "free_at_start_bytes"}
 
 
 def capped_pool(row: dict[str, Any]) -> bool:
