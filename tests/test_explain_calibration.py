@@ -298,9 +298,6 @@ XFAIL: dict[int, str] = {
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1725: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
-    2472: "the card's total: explain refuses the quote as a whole (its WSL 2 OOM line prints "
-          "'this process has 17179869184.00 GiB memory in use', not a plausible figure), so "
-          "the 6.00 GiB total the row runs on is not read from it",
     2506: OUTSIDE + "the release 0.9.0.1 (the quote's pod log prints none; the same "
           "InferenceService's log on the repository's bring-your-own-model.md prints 'vLLM API "
           "server version 0.9.0.1': memprof_engine_version_note)",

@@ -44,6 +44,16 @@ _GIB = _NUM + r"\s*(?:GiB|GB|G)\b"
 _MIB = _NUM + r"\s*(?:MiB|MB)\b"  # torch's OOM message prints figures under 1 GiB in MiB
 
 
+# NVML's "not available" value, (unsigned long long)-1 (nvml.h NVML_VALUE_NOT_AVAILABLE): the
+# usedGpuMemory torch's OOM message prints for a process where NVML keeps no per-process figure
+# ("Under WDDM, NVML_VALUE_NOT_AVAILABLE is always reported because Windows KMD manages all the
+# memory": NVML's nvmlProcessInfo_t; so under WSL 2 too). torch formats it as any size
+# (c10/cuda/CUDACachingAllocator.cpp reportProcessMemoryInfo, format_size): "this process has
+# 17179869184.00 GiB memory in use", no figure of the process's memory
+NVML_VALUE_NOT_AVAILABLE = (1 << 64) - 1
+NVML_FIGURES = frozenset({"oom_process_bytes"})  # the keys whose figure NVML supplies
+
+
 @dataclass(frozen=True, slots=True)
 class Pattern:
     key: str
@@ -332,6 +342,16 @@ def _value(kind: Kind, text: str) -> float:
     return round(number) if kind in ("gib", "mib") else number
 
 
+def _nvml_not_available(kind: Kind, text: str) -> bool:
+    """Does ``text`` (a size of ``kind``) print :data:`NVML_VALUE_NOT_AVAILABLE` bytes, to its
+    last digit?"""
+    digits = text.replace(",", "")
+    if len(digits) > MAX_DIGITS or kind not in ("gib", "mib"):
+        return False
+    number = float(digits) * (GiB if kind == "gib" else MiB)
+    return abs(number - NVML_VALUE_NOT_AVAILABLE) <= _half_unit(kind, text)
+
+
 def _half_unit(kind: Kind, text: str) -> float:
     """Half the unit of the last digit ``text`` prints, in memprof's units for ``kind``."""
     places = len(text.partition(".")[2])
@@ -372,12 +392,20 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     engine = _engine(joined)
     figures: dict[str, Figure] = {}
     errors: list[str] = []
+    unread: list[str] = []  # notes on figures read as "not printed"
     for n, line in enumerate(lines, 1):
         for pat in PATTERNS:
             if (pat.key in figures and not _capture_before_budget(figures, pat.key)) or (
                     pat.engine not in ("any", engine) and engine):
                 continue
             m = pat.regex.search(line)
+            if m and pat.key in NVML_FIGURES and _nvml_not_available(pat.kind,
+                                                                     m.group(pat.group)):
+                unread.append(f"line {n}'s {m.group(0).strip()!r} is NVML's 'not available' "
+                              "value (2^64 - 1 bytes), which torch prints where NVML keeps no "
+                              "per-process figure (Windows' WDDM driver, WSL 2): not read as "
+                              "the process's memory")
+                continue
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
@@ -407,6 +435,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     settings, more = read_sglang(unwrapped, engine, settings)
     notes += more
     notes += _nodes_from_log(lines, engine, settings)
+    notes += unread
     if not figures and not errors and not settings:
         raise BadInput(f"{where} shows no figure memprof can read (no 'Model loading took', "
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",
