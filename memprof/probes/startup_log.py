@@ -26,6 +26,7 @@ from memprof.probes.gpu_names import named_cards
 from memprof.probes.log_dates import LogDate, read_date
 from memprof.probes.moe_config_device import gemm_lookup_devices, moe_lookup_devices
 from memprof.probes.release_lines import formats, tags
+from memprof.probes.unsloth_loader import unsloth_settings
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -711,6 +712,7 @@ def _settings(lines: list[str], engine: str
     image_release: str | None = None
     notes: list[str] = []
     shell = _shell_lines(lines)
+    bound = _int_bindings(shell)
     for line in _quoted_args(shell, engine):
         lm_eval = _lm_eval_args(line)
         if command is None and not _launch_line(line) and lm_eval is None:
@@ -757,7 +759,12 @@ def _settings(lines: list[str], engine: str
             settings.setdefault("entrypoint", "llm")
         m = _KEYWORD_LINE.fullmatch(line.strip())
         if m and m.group(1) in _CONFIG_KEYS:
-            _take({m.group(1): _literal(m.group(2))}, settings)
+            value = _literal(m.group(2))
+            if isinstance(value, str) and value in bound and m.group(1) not in settings:
+                notes.append(f"{m.group(1)} {bound[value]}: the quoted code's '{line.strip()}' "
+                             f"with '{value} = {bound[value]}' above it")
+                value = bound[value]
+            _take({m.group(1): value}, settings)
         for rx, fld in _IN_EFFECT:
             m = rx.search(line)
             if m and fld not in settings:
@@ -773,6 +780,7 @@ def _settings(lines: list[str], engine: str
             settings["compile_cache"] = "warm"
             notes.append("a warm compile cache (--compile-cache warm): the log's 'Directly "
                          "load' line loads what an earlier start compiled")
+    notes += unsloth_settings(lines, settings)
     logged = settings.get("quantization")
     if isinstance(logged, str) and logged in _LOGGED_METHODS:
         settings["quantization"] = _LOGGED_METHODS[logged]
@@ -792,10 +800,14 @@ def _settings(lines: list[str], engine: str
         punica = next((m for ln in lines if (m := _PUNICA.search(ln))), None)
         if punica is not None:
             settings["enable_lora"] = True
+            unread = [f"{fld} {default}" for fld, default in (("max_loras", 1),
+                                                               ("max_lora_rank", 16))
+                      if fld not in settings]
             notes.append(f"LoRA is on (the log's '{punica.group(0)}': vLLM builds the Punica "
-                         "wrapper only under --enable-lora); its sizes are not in the log: "
-                         "vLLM's defaults assumed (max_loras 1, max_lora_rank 16), give "
-                         "--max-loras / --max-lora-rank to say otherwise")
+                         "wrapper only under --enable-lora)" + (
+                             "; its sizes are not in the log: vLLM's defaults assumed ("
+                             + ", ".join(unread) + "), give --max-loras / --max-lora-rank to "
+                             "say otherwise" if unread else ""))
     if not settings.get("enable_lora"):
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
@@ -882,6 +894,19 @@ def _quoted_args(lines: list[str], engine: str) -> list[str]:
         out.append(line)
     flush()
     return out
+
+
+# a top-level assignment of an integer in quoted Python code (a notebook cell's ``lora_rank = 32
+# # Larger rank = smarter``): a keyword line that passes the name (``max_lora_rank = lora_rank,``)
+# passes its value
+_INT_BINDING = re.compile(r"([A-Za-z_]\w*)\s*=\s*([0-9]{1,12})\s*(?:#.*)?")
+
+
+def _int_bindings(lines: list[str]) -> dict[str, int]:
+    """The names unindented lines of ``lines`` bind to an integer literal, each to its last
+    value."""
+    return {m.group(1): int(m.group(2)) for line in lines
+            if line[:1].strip() and (m := _INT_BINDING.fullmatch(line.rstrip()))}
 
 
 # vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
