@@ -196,7 +196,9 @@ XFAIL: dict[int, str] = {
     1301: OUTSIDE + "dtype auto, which the row runs (memprof sizes it as the checkpoint's "
           "bfloat16): the engine line prints dtype=torch.float16 (vLLM's cast on the T4, "
           "'Casting torch.bfloat16 to torch.float16'), which explain reads, and memprof's graph "
-          "estimate differs between the two (741,742,592 B against the row's 681,449,472)",
+          "estimate differs between the two: under float16 it charges the two cast kernels "
+          "each bitsandbytes linear launches (memprof/core/terms/bnb_linear.py), 741,742,592 B "
+          "against the row's 681,449,472",
     1302: OUTSIDE + "dtype auto, as row 1301 (the engine line's dtype=torch.float16: graph "
           "737,738,752 B against the row's 678,387,712)",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
