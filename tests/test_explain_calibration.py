@@ -96,7 +96,9 @@ _PR10511 = "the release (PR #10511's branch, modelled at 0.6.5, which merged it)
 # the sampler setting; each quote's one engine line is the KV size)
 _WSL_STUDY = ("the WSL2 total, 24,564 MiB (the study's prose; memprof_run.gpu_mem_gib); and "
               "--max-model-len 8192 and VLLM_USE_FLASHINFER_SAMPLER=0, which the study's prose "
-              "names (a parenthesis and a sentence, no command or env line explain reads)")
+              "names (a parenthesis and a sentence, no command or env line explain reads; the "
+              "page's one serve code block, Lab 2's plan at --max-model-len 4096, is not this "
+              "run's)")
 # rows 1713, 1715: a study's per-session JSON records of its B200 starts
 _STUDY_RECORD = ("the figures and the checkpoint: the quote is the study's per-session record "
                  "(JSON), whose weights_gib and kv_cache_tokens are the record's fields, no log "
@@ -140,7 +142,10 @@ XFAIL: dict[int, str] = {
          "them and rebuilds at 0.10.0, as it does a development build on the way to 0.10.1; its "
          "date 08-10 (2025-08-10) is before 0.10.1's publication (2025-08-19) too",
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
-         "host a day later, logs 0.19.0: memprof_engine_version_note)",
+         "host a day later, logs 0.19.0: memprof_engine_version_note): the stored post (its "
+         "wp-json record) opens this run's log block with the banner's first lines, "
+         "'(APIServer pid=10793) INFO 04-17 14:03:07 [utils.py:299]', but the stored text read "
+         "stops before the banner's version line",
     153: OUTSIDE + "a figure: the quote is the recipe issue's summary and an args line "
          "('non-default args', no figure line explain reads: 'shows no figure'); the 156.9x "
          "is the summary's ('per startup log'), and neither recipes#762 nor vLLM #51454, the "
@@ -185,20 +190,21 @@ XFAIL: dict[int, str] = {
     906: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--pipeline-parallel-size 4)",
-    # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): the engine
-    # settings load_vllm passes are printed by Unsloth's own lines, not vLLM's
-    1301: OUTSIDE + "the LoRA sizes (max_lora_rank 32: the notebook cell's lora_rank; the "
-          "log's 'Using PunicaWrapperGPU.' turns LoRA on, and explain assumes vLLM's default "
-          "rank 16), gpu_memory_utilization "
-          "0.5959 (Unsloth's 'actual GPU utilization = 59.59%'; vLLM's budget line rounds it "
-          "to 0.60), max_num_seqs 160 and max_num_batched_tokens 512 (Unsloth's 'Num "
-          "Sequences', 'Chunked prefill tokens')",
-    1302: OUTSIDE + "the LoRA rank 32 (the cell's lora_rank; explain reads LoRA on from "
-          "'Using PunicaWrapperGPU.' at the default rank 16), gpu_memory_utilization "
-          "0.5943 (Unsloth's '59.43%'; the budget line prints 0.59), max_num_seqs 160 and "
-          "max_num_batched_tokens 1024 (Unsloth's lines), as row 1301",
+    # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): explain reads
+    # the engine settings load_vllm prints (memprof/probes/unsloth_loader.py) and the cell's
+    # LoRA rank, and rebuilds their KV figure to the block; the graph figure is left
+    1301: OUTSIDE + "dtype auto, which the row runs (memprof sizes it as the checkpoint's "
+          "bfloat16): the engine line prints dtype=torch.float16 (vLLM's cast on the T4, "
+          "'Casting torch.bfloat16 to torch.float16'), which explain reads, and memprof's graph "
+          "estimate differs between the two: under float16 it charges the two cast kernels "
+          "each bitsandbytes linear launches (memprof/core/terms/bnb_linear.py), 741,742,592 B "
+          "against the row's 681,449,472",
+    1302: OUTSIDE + "dtype auto, as row 1301 (the engine line's dtype=torch.float16: graph "
+          "737,738,752 B against the row's 678,387,712)",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
-          "checkout: memprof_engine_version_note; the quote has no timestamp)",
+          "checkout: memprof_engine_version_note; the quote has no timestamp): the document's "
+          "log excerpt (its section 5) prints no timestamp or version, and its environment "
+          "table names the checkout's commit (ebaf86d4), no release",
     1201: OUTSIDE + "the host's lack of GPU peer access (memprof_run.no_gpu_peer_access: an "
           "EC2 g6 host, memprof_run.why); custom all-reduce stops at its 'more than two "
           "PCIe-only GPUs' test, before the P2P test whose line explain would read",
@@ -209,7 +215,8 @@ XFAIL: dict[int, str] = {
           "page's image tag)",
     1457: OUTSIDE + "the figures: the quote's load (15.50 GB) and pool (187,069 tokens) are cells "
           "of the author's summary table, no log line explain reads; and the release "
-          "(0.5.13.post1, the page's section 2)",
+          "(0.5.13.post1, the page's section 2); the page quotes a 'KV Cache is allocated' line "
+          "only for another start (section 7's, capped at 70,950 tokens)",
     # SGLang logs from repositories and blogs (rows 1501-1549)
     1501: OUTSIDE + "the load and graph figures (weights_gb 3.27, graph_mem_usage_gb 0.10: the "
           "server_info memory_usage the same "
@@ -223,7 +230,8 @@ XFAIL: dict[int, str] = {
     1855: OUTSIDE + "the release 0.4.8.post1 (the build's pages name it; the quote prints no "
           "version): explain places the ServerArgs fields at 0.4.8, which 0.4.8.post1 shares",
     1859: OUTSIDE + "the KV figure: the author's memory table (93,591 tokens, K/V 6.43 GB "
-          "each), no log line explain reads",
+          "each), no log line explain reads; PROGRESS.md prints no 'KV Cache is allocated' "
+          "line of the BF16 start",
     119: OUTSIDE + _DATED + ": the quote (an OOM line and the command) carries no release or "
          "[file.py:LINE] tag, so explain takes the newest release, 0.5.23; the row runs at "
          "0.4.5",
@@ -238,8 +246,11 @@ XFAIL: dict[int, str] = {
           "log, row 1602's; memprof_run.hf_overrides: the stand-in qwen3-4b has 40,960), which "
           "sizes the RoPE cache: this run's vllm-startup-success.log, a plain vllm serve, prints "
           "no transformers 'Model config' dump explain would read it from",
-    904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144, the post's config.json), "
-         "which sizes the RoPE cache (memprof_run.hf_overrides)",
+    904: OUTSIDE + "the checkpoint's max_position_embeddings (262,144: the post's prose, 'this "
+         "model supports a 262,144-token context'; its two config.json excerpts, the "
+         "quantization_config and Step 3's shape block, print no max_position_embeddings), "
+         "which sizes the RoPE cache (memprof_run.hf_overrides); explain reads it only from "
+         "transformers' 'Model config' dump",
     907: OUTSIDE + _WSL_STUDY,
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
@@ -285,11 +296,13 @@ XFAIL: dict[int, str] = {
     1717: OUTSIDE + _TENSWARD_AWQ,
     1718: OUTSIDE + _TENSWARD_AWQ + "; and --kv-cache-dtype fp8 (Tensward's '--engine-arg "
           "kv-cache-dtype=fp8' and settings line, not the engine's)",
-    1728: OUTSIDE + "the Marlin kernel its --quantization awq ran on (the report's "
-          "'MarlinLinearKernel (AutoAWQMarlinLinearMethod)', not among the quoted lines: "
+    1728: OUTSIDE + "the Marlin kernel its --quantization awq ran on (the notes' prose, "
+          "'Also recorded from the engine config line', '`AutoAWQMarlinLinearMethod` via "
+          "`MarlinLinearKernel`', no engine line: "
           "memprof_run runs awq_marlin), whose repack leaves the allocator holes 0.28.0's "
           "budget line charges (memprof/core/terms/reserved_charge.py); explain takes the "
-          "args line's awq, which memprof does not repack",
+          "args line's awq, which memprof does not repack (268,544 tokens against the row's "
+          "268,560)",
     1721: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
@@ -298,12 +311,13 @@ XFAIL: dict[int, str] = {
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1725: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
-    2472: "the card's total: explain refuses the quote as a whole (its WSL 2 OOM line prints "
-          "'this process has 17179869184.00 GiB memory in use', not a plausible figure), so "
-          "the 6.00 GiB total the row runs on is not read from it",
     2506: OUTSIDE + "the release 0.9.0.1 (the quote's pod log prints none; the same "
           "InferenceService's log on the repository's bring-your-own-model.md prints 'vLLM API "
-          "server version 0.9.0.1': memprof_engine_version_note)",
+          "server version 0.9.0.1': memprof_engine_version_note); its tags place it at no "
+          "release: gpu_worker.py:232 and kv_cache_utils.py:716/720 are 0.9.2's lines (0.9.0.1 "
+          "logs 'GPU KV cache size' at kv_cache_utils.py:637) and cli_args.py:325's 'non-default "
+          "args' no release's (configs/vllm_log_lines.json), as in row 2505's log, whose "
+          "banner says 0.9.0.1: a downstream build",
 }
 
 

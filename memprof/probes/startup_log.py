@@ -26,6 +26,7 @@ from memprof.probes.gpu_names import named_cards
 from memprof.probes.log_dates import LogDate, read_date
 from memprof.probes.moe_config_device import gemm_lookup_devices, moe_lookup_devices
 from memprof.probes.release_lines import formats, tags
+from memprof.probes.unsloth_loader import unsloth_settings
 
 MAX_LOG_BYTES = 64 << 20
 MAX_LINE = 100_000  # characters of one line read (a longer one is cut)
@@ -42,6 +43,16 @@ Kind = Literal["gib", "mib", "int", "float"]
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 _GIB = _NUM + r"\s*(?:GiB|GB|G)\b"
 _MIB = _NUM + r"\s*(?:MiB|MB)\b"  # torch's OOM message prints figures under 1 GiB in MiB
+
+
+# NVML's "not available" value, (unsigned long long)-1 (nvml.h NVML_VALUE_NOT_AVAILABLE): the
+# usedGpuMemory torch's OOM message prints for a process where NVML keeps no per-process figure
+# ("Under WDDM, NVML_VALUE_NOT_AVAILABLE is always reported because Windows KMD manages all the
+# memory": NVML's nvmlProcessInfo_t; so under WSL 2 too). torch formats it as any size
+# (c10/cuda/CUDACachingAllocator.cpp reportProcessMemoryInfo, format_size): "this process has
+# 17179869184.00 GiB memory in use", no figure of the process's memory
+NVML_VALUE_NOT_AVAILABLE = (1 << 64) - 1
+NVML_FIGURES = frozenset({"oom_process_bytes"})  # the keys whose figure NVML supplies
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +343,16 @@ def _value(kind: Kind, text: str) -> float:
     return round(number) if kind in ("gib", "mib") else number
 
 
+def _nvml_not_available(kind: Kind, text: str) -> bool:
+    """Does ``text`` (a size of ``kind``) print :data:`NVML_VALUE_NOT_AVAILABLE` bytes, to its
+    last digit?"""
+    digits = text.replace(",", "")
+    if len(digits) > MAX_DIGITS or kind not in ("gib", "mib"):
+        return False
+    number = float(digits) * (GiB if kind == "gib" else MiB)
+    return abs(number - NVML_VALUE_NOT_AVAILABLE) <= _half_unit(kind, text)
+
+
 def _half_unit(kind: Kind, text: str) -> float:
     """Half the unit of the last digit ``text`` prints, in memprof's units for ``kind``."""
     places = len(text.partition(".")[2])
@@ -372,12 +393,20 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     engine = _engine(joined)
     figures: dict[str, Figure] = {}
     errors: list[str] = []
+    unread: list[str] = []  # notes on figures read as "not printed"
     for n, line in enumerate(lines, 1):
         for pat in PATTERNS:
             if (pat.key in figures and not _capture_before_budget(figures, pat.key)) or (
                     pat.engine not in ("any", engine) and engine):
                 continue
             m = pat.regex.search(line)
+            if m and pat.key in NVML_FIGURES and _nvml_not_available(pat.kind,
+                                                                     m.group(pat.group)):
+                unread.append(f"line {n}'s {m.group(0).strip()!r} is NVML's 'not available' "
+                              "value (2^64 - 1 bytes), which torch prints where NVML keeps no "
+                              "per-process figure (Windows' WDDM driver, WSL 2): not read as "
+                              "the process's memory")
+                continue
             if m:
                 try:
                     value = _value(pat.kind, m.group(pat.group))
@@ -407,6 +436,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
     settings, more = read_sglang(unwrapped, engine, settings)
     notes += more
     notes += _nodes_from_log(lines, engine, settings)
+    notes += unread
     if not figures and not errors and not settings:
         raise BadInput(f"{where} shows no figure memprof can read (no 'Model loading took', "
                        "'GPU KV cache size', 'KV Cache is allocated', ...)",
@@ -682,6 +712,7 @@ def _settings(lines: list[str], engine: str
     image_release: str | None = None
     notes: list[str] = []
     shell = _shell_lines(lines)
+    bound = _int_bindings(shell)
     for line in _quoted_args(shell, engine):
         lm_eval = _lm_eval_args(line)
         if command is None and not _launch_line(line) and lm_eval is None:
@@ -728,7 +759,12 @@ def _settings(lines: list[str], engine: str
             settings.setdefault("entrypoint", "llm")
         m = _KEYWORD_LINE.fullmatch(line.strip())
         if m and m.group(1) in _CONFIG_KEYS:
-            _take({m.group(1): _literal(m.group(2))}, settings)
+            value = _literal(m.group(2))
+            if isinstance(value, str) and value in bound and m.group(1) not in settings:
+                notes.append(f"{m.group(1)} {bound[value]}: the quoted code's '{line.strip()}' "
+                             f"with '{value} = {bound[value]}' above it")
+                value = bound[value]
+            _take({m.group(1): value}, settings)
         for rx, fld in _IN_EFFECT:
             m = rx.search(line)
             if m and fld not in settings:
@@ -747,6 +783,7 @@ def _settings(lines: list[str], engine: str
             settings["compile_cache"] = "warm"
             notes.append("a warm compile cache (--compile-cache warm): the log's 'Directly "
                          "load' line loads what an earlier start compiled")
+    notes += unsloth_settings(lines, settings)
     logged = settings.get("quantization")
     if isinstance(logged, str) and logged in _LOGGED_METHODS:
         settings["quantization"] = _LOGGED_METHODS[logged]
@@ -766,10 +803,14 @@ def _settings(lines: list[str], engine: str
         punica = next((m for ln in lines if (m := _PUNICA.search(ln))), None)
         if punica is not None:
             settings["enable_lora"] = True
+            unread = [f"{fld} {default}" for fld, default in (("max_loras", 1),
+                                                               ("max_lora_rank", 16))
+                      if fld not in settings]
             notes.append(f"LoRA is on (the log's '{punica.group(0)}': vLLM builds the Punica "
-                         "wrapper only under --enable-lora); its sizes are not in the log: "
-                         "vLLM's defaults assumed (max_loras 1, max_lora_rank 16), give "
-                         "--max-loras / --max-lora-rank to say otherwise")
+                         "wrapper only under --enable-lora)" + (
+                             "; its sizes are not in the log: vLLM's defaults assumed ("
+                             + ", ".join(unread) + "), give --max-loras / --max-lora-rank to "
+                             "say otherwise" if unread else ""))
     if not settings.get("enable_lora"):
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
@@ -856,6 +897,19 @@ def _quoted_args(lines: list[str], engine: str) -> list[str]:
         out.append(line)
     flush()
     return out
+
+
+# a top-level assignment of an integer in quoted Python code (a notebook cell's ``lora_rank = 32
+# # Larger rank = smarter``): a keyword line that passes the name (``max_lora_rank = lora_rank,``)
+# passes its value
+_INT_BINDING = re.compile(r"([A-Za-z_]\w*)\s*=\s*([0-9]{1,12})\s*(?:#.*)?")
+
+
+def _int_bindings(lines: list[str]) -> dict[str, int]:
+    """The names unindented lines of ``lines`` bind to an integer literal, each to its last
+    value."""
+    return {m.group(1): int(m.group(2)) for line in lines
+            if line[:1].strip() and (m := _INT_BINDING.fullmatch(line.rstrip()))}
 
 
 # vLLM's Python entry point, ``llm = LLM(model=...)``: the LLM class, whose batch defaults
