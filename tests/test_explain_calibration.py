@@ -190,17 +190,6 @@ XFAIL: dict[int, str] = {
     906: OUTSIDE + "the run's flags and figures: the quote is the post's memory table (the "
          "authors' summary, no log line) and its prose ('same flags otherwise', "
          "--pipeline-parallel-size 4)",
-    # Unsloth GRPO notebooks (vLLM's LLM class started by unsloth_zoo's load_vllm): explain reads
-    # the engine settings load_vllm prints (memprof/probes/unsloth_loader.py) and the cell's
-    # LoRA rank, and rebuilds their KV figure to the block; the graph figure is left
-    1301: OUTSIDE + "dtype auto, which the row runs (memprof sizes it as the checkpoint's "
-          "bfloat16): the engine line prints dtype=torch.float16 (vLLM's cast on the T4, "
-          "'Casting torch.bfloat16 to torch.float16'), which explain reads, and memprof's graph "
-          "estimate differs between the two: under float16 it charges the two cast kernels "
-          "each bitsandbytes linear launches (memprof/core/terms/bnb_linear.py), 741,742,592 B "
-          "against the row's 681,449,472",
-    1302: OUTSIDE + "dtype auto, as row 1301 (the engine line's dtype=torch.float16: graph "
-          "737,738,752 B against the row's 678,387,712)",
     1202: OUTSIDE + "the release 0.5.13 (the document's run date, 2026-06-14, on a source "
           "checkout: memprof_engine_version_note; the quote has no timestamp): the document's "
           "log excerpt (its section 5) prints no timestamp or version, and its environment "

@@ -41,8 +41,10 @@ class Gate(NamedTuple):
 
 BF16 = Gate(
     feature="bfloat16", min_cc=80,
-    below="--dtype bfloat16 is refused; --dtype auto serves a bfloat16 (or float32) checkpoint "
-    "in float16, the platform's first supported dtype, with a warning (same bytes per weight)",
+    below="--dtype bfloat16 is refused; from 0.9.1 --dtype auto serves a bfloat16 (or float32) "
+    "checkpoint in float16, the platform's first supported dtype, with a warning (same bytes "
+    "per weight), and before 0.9.1 keeps a bfloat16 checkpoint's dtype, which the worker refuses "
+    "(memprof.core.auto_dtype)",
     source="vllm/platforms/cuda.py CudaPlatformBase.supported_dtypes ('Pascal, Volta and Turing "
     "NVIDIA GPUs, BF16 is not supported') and check_if_supports_dtype; vllm/config/model.py "
     "_resolve_auto_dtype (v0.11.0)")
@@ -133,17 +135,18 @@ def check_capability(gpu: GPU, dtype: str, quant: QuantConfig | None) -> None:
 
 
 def capability_notes(gpu: GPU, asked_dtype: str, checkpoint_dtype: str,
-                     quant: QuantConfig | None) -> tuple[str, ...]:
+                     quant: QuantConfig | None, served_dtype: str) -> tuple[str, ...]:
     """What vLLM runs differently on ``gpu`` than on a newer GPU, as the estimate's notes."""
     cc = cuda_cc(gpu)
     if cc is None:
         return ()
     notes: list[str] = []
     if (asked_dtype == "auto" and checkpoint_dtype in ("bfloat16", "float32")
-            and cc < BF16.min_cc):
+            and cc < BF16.min_cc and served_dtype != checkpoint_dtype):
         notes.append(f"capability {_cc(cc)} < 8.0: vLLM serves this {checkpoint_dtype} "
-                     "checkpoint in float16 (same bytes per weight; vllm/config/model.py "
-                     "_resolve_auto_dtype, v0.11.0)")
+                     f"checkpoint in {served_dtype} (memprof.core.auto_dtype: "
+                     "_resolve_auto_dtype from 0.9.1, float16 for a float32 checkpoint "
+                     "before it)")
     if quant is not None and quant.method in ("fp8", "fp8_per_tensor", "fp8_per_channel") \
             and cc < FP8_W8A8.min_cc:
         notes.append(f"capability {_cc(cc)} < 8.9: fp8 runs weight-only on Marlin (scales in the "

@@ -12,6 +12,7 @@ from memprof.core.attention import KINDS, kind_of
 from memprof.core.attention.base import rope_scaling
 from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.attention_backends import FA3_FP8_KV_DTYPES, FP8_KV_GQA_BACKEND
+from memprof.core.auto_dtype import AUTO_DTYPE
 from memprof.core.auto_fit import KV_CHECK_NULL_BLOCK, MAX_MODEL_LEN_AUTO
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
@@ -191,7 +192,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, AWQ_DENSE_MATMUL,
     GPTQ_GEMM_TEMP, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
-    KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON,
+    KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
 )
 
 

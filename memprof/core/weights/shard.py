@@ -34,6 +34,7 @@ from functools import lru_cache
 from memprof.base.errors import ConfigError, LayoutError
 from memprof.base.frozen import copier
 from memprof.base.units import cdiv, round_up
+from memprof.core.auto_dtype import served_dtype
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
@@ -107,12 +108,10 @@ _TENSOR_FIELDS = frozenset(_TENSOR_FIELDS_ORDER)
 _copy_tensor = copier(WeightTensor, _TENSOR_FIELDS_ORDER)
 
 
-def model_dtype(spec: ModelSpec, dep: Deployment) -> str:
-    """vLLM ``--dtype auto``: the checkpoint dtype, with fp32 checkpoints served in bf16."""
-    aliases = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
-    if dep.dtype != "auto":
-        return aliases.get(dep.dtype, dep.dtype)
-    return "bfloat16" if spec.dtype == "float32" else spec.dtype
+def model_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
+    """The dtype the model is served in on a card of architecture ``arch``: ``--dtype`` as
+    given, or the release's reading of ``auto`` (``memprof.core.auto_dtype``)."""
+    return served_dtype(spec, dep, arch)
 
 
 
@@ -215,7 +214,7 @@ class Shard:
     def __init__(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                  coord: RankCoord, arch: str) -> None:
         self.spec, self.dep, self.quant, self.coord, self.arch = spec, dep, quant, coord, arch
-        self.dtype = model_dtype(spec, dep)
+        self.dtype = model_dtype(spec, dep, arch)
         self.b = dtype_bytes(self.dtype)
         self.tp = dep.tp
         self.copies = dep.copies  # full copies of non-expert tensors (vLLM DP)

@@ -1,0 +1,95 @@
+"""vLLM's ``--dtype auto``: the dtype a release serves a checkpoint in on a given card.
+
+Two readings, per release (``AUTO_DTYPE``):
+
+- before 0.9.1 (``_get_and_verify_dtype`` in vllm/config.py, read in 0.6.0, 0.6.6, 0.7.0, 0.8.5 and
+  0.9.0): a float32 checkpoint is served in float16 ("Following the common practice, we use
+  float16 for float32 models"; Gemma 2 in bfloat16), any other in its own dtype, whatever the
+  card. A bfloat16 result on a card below compute capability 8.0 is then refused when the worker
+  starts (V0 worker/worker.py and V1 v1/worker/gpu_worker.py ``_check_if_gpu_supports_dtype``:
+  "Bfloat16 is only supported on GPUs with compute capability of at least 8.0 ... You can use
+  float16 instead by explicitly setting the `dtype` flag in CLI");
+- from 0.9.1 (``_resolve_auto_dtype``, vllm/config.py in 0.9.1 and 0.9.2,
+  vllm/config/__init__.py in 0.10.1.1, vllm/config/model.py in 0.11.0): the dtypes the platform
+  supports (platforms/cuda.py ``supported_dtypes``: bfloat16, float16, float32 from 8.0; float16,
+  float32 below it), less float16 for the model types vLLM keeps off it
+  (``_FLOAT16_NOT_SUPPORTED_MODELS``: gemma2, gemma3, plamo2, glm4), the first of them preferred;
+  a float32 checkpoint takes the preferred one, any other its own where supported and the
+  preferred one otherwise ("Casting ... to ..."). So a bfloat16 checkpoint runs in float16 on a
+  T4 or a V100, and a Gemma 3 (``model_type`` gemma3) in float32 there.
+
+Other engines keep memprof's reading of their auto: a float32 checkpoint in bfloat16, any other
+in its own dtype.
+"""
+
+from __future__ import annotations
+
+from memprof.base.errors import BadInput
+from memprof.core.deployment import Deployment
+from memprof.core.models import ModelSpec
+from memprof.core.versions import Rule, value_at
+
+AUTO_DTYPE: tuple[Rule, ...] = (
+    Rule(name="auto_dtype", changes="--dtype auto: the dtype served", since=None, until="0.9.1",
+         value="checkpoint", introduced_by="before 0.6.0",
+         removed_by="0.9.1 config.py _resolve_auto_dtype",
+         source="0.6.0 / 0.6.6 / 0.7.0 / 0.8.5 / 0.9.0 config.py _get_and_verify_dtype (float32 "
+         "-> float16, Gemma 2 bfloat16; else the checkpoint's); worker.py / v1/worker/"
+         "gpu_worker.py _check_if_gpu_supports_dtype (no bfloat16 below 8.0)"),
+    Rule(name="auto_dtype", changes="--dtype auto: the dtype served", since="0.9.1", until=None,
+         value="platform", introduced_by="0.9.1 config.py _resolve_auto_dtype",
+         source="0.9.1 / 0.9.2 config.py, 0.10.1.1 config/__init__.py, 0.11.0 config/model.py "
+         "_resolve_auto_dtype and _FLOAT16_NOT_SUPPORTED_MODELS; platforms/cuda.py "
+         "supported_dtypes"),
+)
+
+BF16_MIN_CC = 80  # platforms/cuda.py supported_dtypes: bfloat16 from compute capability 8.0
+FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "plamo2", "glm4")  # 0.9.1-0.11.0, as read
+ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def cuda_cc(arch: str) -> int | None:
+    """The compute capability of an NVIDIA architecture name (``sm75`` -> 75); None for ROCm,
+    an unknown architecture or none."""
+    digits = arch[2:]
+    return int(digits) if arch.startswith("sm") and digits.isdigit() else None
+
+
+def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
+    """The dtype the deployment serves ``spec`` in: ``--dtype`` as given, or the release's
+    reading of ``auto`` (``AUTO_DTYPE``) on a card of architecture ``arch``."""
+    if dep.dtype != "auto":
+        return ALIASES.get(dep.dtype, dep.dtype)
+    reading = value_at(AUTO_DTYPE, dep.engine_version, None, dep.engine)
+    model_type = str(spec.raw.get("model_type", ""))
+    if reading == "checkpoint":
+        if spec.dtype != "float32":
+            return spec.dtype
+        return "bfloat16" if model_type == "gemma2" else "float16"
+    if reading == "platform":
+        cc = cuda_cc(arch)
+        supported = ["bfloat16", "float16", "float32"]
+        if cc is not None and cc < BF16_MIN_CC:
+            supported.remove("bfloat16")
+        if model_type in FLOAT16_NOT_SUPPORTED:
+            supported.remove("float16")
+        return spec.dtype if spec.dtype in supported and spec.dtype != "float32" \
+            else supported[0]
+    return "bfloat16" if spec.dtype == "float32" else spec.dtype  # other engines
+
+
+def check_served_dtype(spec: ModelSpec, dep: Deployment, arch: str, gpu_name: str) -> None:
+    """Refuse what the worker refuses: a bfloat16 model on a card below 8.0, which ``auto``
+    gives a bfloat16 checkpoint before vLLM 0.9.1."""
+    cc = cuda_cc(arch)
+    if cc is None or cc >= BF16_MIN_CC or dep.dtype != "auto":
+        return  # an explicit --dtype bfloat16 there is capability.check_capability's
+    if value_at(AUTO_DTYPE, dep.engine_version, None, dep.engine) != "checkpoint":
+        return
+    if served_dtype(spec, dep, arch) == "bfloat16":
+        raise BadInput(f"vLLM {dep.engine_version} serves this bfloat16 checkpoint in bfloat16 "
+                       f"under --dtype auto and refuses bfloat16 on {gpu_name} (compute "
+                       f"capability {cc // 10}.{cc % 10}; worker _check_if_gpu_supports_dtype); "
+                       "from 0.9.1 auto serves it in float16",
+                       hint="pass --dtype float16 (what vLLM's message asks for), or a release "
+                       "from 0.9.1")
