@@ -18,31 +18,31 @@ from memprof.core.models import ModelSpec, load_model
 from memprof.core.version_diff import all_rules
 
 
-def _spec(name: str, dtype: str, model_type: str | None = None) -> ModelSpec:
-    spec = load_model(name)
-    raw = dict(spec.raw)
-    if model_type is not None:
-        raw["model_type"] = model_type
-    return replace(spec, dtype=dtype, raw=raw)
+def _spec(name: str, dtype: str) -> ModelSpec:
+    return replace(load_model(name), dtype=dtype)
 
 
-@pytest.mark.parametrize(("version", "arch", "ckpt", "model_type", "served"), [
-    ("0.7.3", "sm90", "bfloat16", None, "bfloat16"),
-    ("0.7.3", "sm75", "float16", None, "float16"),
-    ("0.7.3", "sm90", "float32", None, "float16"),      # "common practice": float16
-    ("0.7.3", "sm90", "float32", "gemma2", "bfloat16"),  # Gemma 2's exception
-    ("0.9.0", "sm75", "bfloat16", None, "bfloat16"),    # then refused by the worker
-    ("0.9.1", "sm75", "bfloat16", None, "float16"),     # _resolve_auto_dtype
-    ("0.9.1", "sm90", "float32", None, "bfloat16"),
-    ("0.11.0", "sm70", "float32", None, "float16"),
-    ("0.33.0", "sm80", "bfloat16", None, "bfloat16"),
-    ("0.33.0", "sm75", "bfloat16", "gemma3", "float32"),  # no float16 for gemma3, no bf16 <8.0
-    ("0.33.0", "sm90", "float16", "gemma3", "bfloat16"),
-    ("0.33.0", "gfx942", "bfloat16", None, "bfloat16"),   # ROCm: no CUDA capability gate
+Q, G2, G3, G3T = "qwen3-0.6b", "gemma-2-9b-it", "gemma-3-27b-it", "gemma-3-1b-it"
+
+
+@pytest.mark.parametrize(("version", "arch", "ckpt", "model", "served"), [
+    ("0.7.3", "sm90", "bfloat16", Q, "bfloat16"),
+    ("0.7.3", "sm75", "float16", Q, "float16"),
+    ("0.7.3", "sm90", "float32", Q, "float16"),      # "common practice": float16
+    ("0.7.3", "sm90", "float32", G2, "bfloat16"),    # Gemma 2's exception
+    ("0.9.0", "sm75", "bfloat16", Q, "bfloat16"),    # then refused by the worker
+    ("0.9.1", "sm75", "bfloat16", Q, "float16"),     # _resolve_auto_dtype
+    ("0.9.1", "sm90", "float32", Q, "bfloat16"),
+    ("0.11.0", "sm70", "float32", Q, "float16"),
+    ("0.33.0", "sm80", "bfloat16", Q, "bfloat16"),
+    ("0.33.0", "sm75", "bfloat16", G3, "float32"),   # model type gemma3: no float16, no bf16
+    ("0.33.0", "sm75", "bfloat16", G2, "float32"),
+    ("0.33.0", "sm75", "bfloat16", G3T, "float16"),  # gemma3_text is not on vLLM's list
+    ("0.33.0", "sm90", "float16", G3, "bfloat16"),
+    ("0.33.0", "gfx942", "bfloat16", Q, "bfloat16"),  # ROCm: no CUDA capability gate
 ])
-def test_served_dtype(version: str, arch: str, ckpt: str, model_type: str | None,
-                      served: str) -> None:
-    spec = _spec("qwen3-0.6b", ckpt, model_type)
+def test_served_dtype(version: str, arch: str, ckpt: str, model: str, served: str) -> None:
+    spec = _spec(model, ckpt)
     assert served_dtype(spec, Deployment(engine_version=version), arch) == served
 
 

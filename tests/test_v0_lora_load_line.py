@@ -24,7 +24,9 @@ ROWS = {r["id"]: r for r in json.loads(
 
 
 def _load(version: str, lora: bool, **extra: object) -> int:
-    dep = Deployment(engine_version=version, enable_lora=lora, max_lora_rank=32, **extra)
+    # float16, the dtype these T4 runs logged (vLLM before 0.9.1 refuses bfloat16 there)
+    dep = Deployment(engine_version=version, enable_lora=lora, max_lora_rank=32, dtype="float16",
+                     **extra)
     e = estimate("llama-3.1-8b", dep, gpu=resolve_gpu("T4", None))
     return load_figure(e, e.ranks[0])
 

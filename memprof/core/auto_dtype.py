@@ -4,7 +4,8 @@ Two readings, per release (``AUTO_DTYPE``):
 
 - before 0.9.1 (``_get_and_verify_dtype`` in vllm/config.py, read in 0.6.0, 0.6.6, 0.7.0, 0.8.5 and
   0.9.0): a float32 checkpoint is served in float16 ("Following the common practice, we use
-  float16 for float32 models"; Gemma 2 in bfloat16), any other in its own dtype, whatever the
+  float16 for float32 models"; a family's ``vllm_auto_dtype`` rows say where bfloat16 is
+  taken instead, Gemma 2's), any other in its own dtype, whatever the
   card. A bfloat16 result on a card below compute capability 8.0 is then refused when the worker
   starts (V0 worker/worker.py and V1 v1/worker/gpu_worker.py ``_check_if_gpu_supports_dtype``:
   "Bfloat16 is only supported on GPUs with compute capability of at least 8.0 ... You can use
@@ -13,10 +14,10 @@ Two readings, per release (``AUTO_DTYPE``):
   vllm/config/__init__.py in 0.10.1.1, vllm/config/model.py in 0.11.0): the dtypes the platform
   supports (platforms/cuda.py ``supported_dtypes``: bfloat16, float16, float32 from 8.0; float16,
   float32 below it), less float16 for the model types vLLM keeps off it
-  (``_FLOAT16_NOT_SUPPORTED_MODELS``: gemma2, gemma3, plamo2, glm4), the first of them preferred;
-  a float32 checkpoint takes the preferred one, any other its own where supported and the
-  preferred one otherwise ("Casting ... to ..."). So a bfloat16 checkpoint runs in float16 on a
-  T4 or a V100, and a Gemma 3 (``model_type`` gemma3) in float32 there.
+  (``_FLOAT16_NOT_SUPPORTED_MODELS``, the families' ``vllm_auto_dtype`` rows), the first of them
+  preferred; a float32 checkpoint takes the preferred one, any other its own where supported
+  and the preferred one otherwise ("Casting ... to ..."). So a bfloat16 checkpoint runs in
+  float16 on a T4 or a V100, and a model type kept off float16 in float32 there.
 
 Other engines keep memprof's reading of their auto: a float32 checkpoint in bfloat16, any other
 in its own dtype.
@@ -27,6 +28,7 @@ from __future__ import annotations
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.models import ModelSpec
+from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
 
 AUTO_DTYPE: tuple[Rule, ...] = (
@@ -44,7 +46,6 @@ AUTO_DTYPE: tuple[Rule, ...] = (
 )
 
 BF16_MIN_CC = 80  # platforms/cuda.py supported_dtypes: bfloat16 from compute capability 8.0
-FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "plamo2", "glm4")  # 0.9.1-0.11.0, as read
 ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -61,17 +62,18 @@ def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
     if dep.dtype != "auto":
         return ALIASES.get(dep.dtype, dep.dtype)
     reading = value_at(AUTO_DTYPE, dep.engine_version, None, dep.engine)
-    model_type = str(spec.raw.get("model_type", ""))
+    family = value_at(family_row(spec.family).vllm_auto_dtype, dep.engine_version, None,
+                      dep.engine)
     if reading == "checkpoint":
         if spec.dtype != "float32":
             return spec.dtype
-        return "bfloat16" if model_type == "gemma2" else "float16"
+        return "bfloat16" if family == "bf16_for_fp32" else "float16"
     if reading == "platform":
         cc = cuda_cc(arch)
         supported = ["bfloat16", "float16", "float32"]
         if cc is not None and cc < BF16_MIN_CC:
             supported.remove("bfloat16")
-        if model_type in FLOAT16_NOT_SUPPORTED:
+        if family == "no_float16":
             supported.remove("float16")
         return spec.dtype if spec.dtype in supported and spec.dtype != "float32" \
             else supported[0]

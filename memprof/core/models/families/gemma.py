@@ -263,8 +263,27 @@ GEMMA3_MM_SGLANG = (
 _NORMS = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
 _GEMMA3_VIEW = _view(GEMMA3_DEFAULTS, rope_keeps_max_len=True)
 
+# vLLM's --dtype auto for these model types (memprof/core/auto_dtype.py): Gemma 2's float32
+# checkpoints in bfloat16 before 0.9.1 ("For Gemma 2, we downcast float32 to bfloat16 instead of
+# float16 by default", config.py _get_and_verify_dtype, read in 0.6.0-0.9.0), and no float16 for
+# model types gemma2 and gemma3 from 0.9.1 (_FLOAT16_NOT_SUPPORTED_MODELS, "Numerical
+# instability", read in 0.9.1, 0.9.2 and 0.10.1.1)
+_NO_FP16 = Rule(name="auto_dtype_family", changes="--dtype auto: no float16 for the model type",
+                since="0.9.1", until=None, value="no_float16",
+                introduced_by="0.9.1 config.py _FLOAT16_NOT_SUPPORTED_MODELS",
+                source="0.9.1 / 0.9.2 config.py, 0.10.1.1 config/__init__.py "
+                "_FLOAT16_NOT_SUPPORTED_MODELS and _is_valid_dtype")
+GEMMA2_AUTO_DTYPE = (
+    Rule(name="auto_dtype_family", changes="--dtype auto: a float32 Gemma 2 in bfloat16",
+         since=None, until="0.9.1", value="bf16_for_fp32", introduced_by="before 0.6.0",
+         removed_by="0.9.1 config.py _resolve_auto_dtype",
+         source="0.6.0 / 0.7.0 / 0.8.5 / 0.9.0 config.py _get_and_verify_dtype"),
+    _NO_FP16)
+GEMMA3_AUTO_DTYPE = (_NO_FP16,)
+
 GEMMA2 = Family(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
+    vllm_auto_dtype=GEMMA2_AUTO_DTYPE, release_rules=lambda: (GEMMA2_AUTO_DTYPE,),
     sglang_fa3_listed=(sglang_fa3_listed("gemma2", "0.4.6", "0.5.8", ("Gemma2ForCausalLM",)),),
     build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS),
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma2.py (0.12.0)",
@@ -280,10 +299,12 @@ GEMMA3 = Family(
 )
 GEMMA3_MM = Family(
     name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
+    vllm_auto_dtype=GEMMA3_AUTO_DTYPE,
     sglang_fa3_listed=(sglang_fa3_listed("gemma3_mm", "0.4.6", "0.5.8",
                                          ("Gemma3ForConditionalGeneration",)),),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
-    layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,),
+    layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,
+                                                            GEMMA3_AUTO_DTYPE),
     sglang_tower=GEMMA3_MM_SGLANG,
     v0_mlp_gate_up=v0_gate_up_rows("gemma3_mm", "gemma3.py", "Gemma3MLP",
                                    (("0.8.5", None, "kept", "0.8.5"),)),

@@ -161,6 +161,11 @@ class Family(NamedTuple):
     # architectures, which then run FlashAttention 3 by default on Hopper: rows whose ``value``
     # is the tuple listed (memprof/core/engines/sglang_attention.py reads them)
     sglang_fa3_listed: tuple[Rule, ...] = ()
+    # how vLLM's ``--dtype auto`` treats the family's model type, by release (value
+    # "bf16_for_fp32": a float32 checkpoint in bfloat16 instead of float16, _get_and_verify_dtype
+    # before 0.9.1; "no_float16": _FLOAT16_NOT_SUPPORTED_MODELS from 0.9.1; read by
+    # memprof/core/auto_dtype.py); none: the release's reading for every model
+    vllm_auto_dtype: tuple[Rule, ...] = ()
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
