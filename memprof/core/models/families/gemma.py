@@ -268,18 +268,22 @@ _GEMMA3_VIEW = _view(GEMMA3_DEFAULTS, rope_keeps_max_len=True)
 # float16 by default", config.py _get_and_verify_dtype, read in 0.6.0-0.9.0), and no float16 for
 # model types gemma2 and gemma3 from 0.9.1 (_FLOAT16_NOT_SUPPORTED_MODELS, "Numerical
 # instability", read in 0.9.1, 0.9.2 and 0.10.1.1)
-_NO_FP16 = Rule(name="auto_dtype_family", changes="--dtype auto: no float16 for the model type",
+def _no_float16(family: str) -> Rule:
+    return Rule(name=f"{family}_auto_dtype", changes="--dtype auto: no float16 for the model type",
                 since="0.9.1", until=None, value="no_float16",
                 introduced_by="0.9.1 config.py _FLOAT16_NOT_SUPPORTED_MODELS",
                 source="0.9.1 / 0.9.2 config.py, 0.10.1.1 config/__init__.py "
-                "_FLOAT16_NOT_SUPPORTED_MODELS and _is_valid_dtype")
+                "_FLOAT16_NOT_SUPPORTED_MODELS and _is_valid_dtype", applies_to=family)
+
+
 GEMMA2_AUTO_DTYPE = (
-    Rule(name="auto_dtype_family", changes="--dtype auto: a float32 Gemma 2 in bfloat16",
+    Rule(name="gemma2_auto_dtype", changes="--dtype auto: a float32 Gemma 2 in bfloat16",
          since=None, until="0.9.1", value="bf16_for_fp32", introduced_by="before 0.6.0",
          removed_by="0.9.1 config.py _resolve_auto_dtype",
-         source="0.6.0 / 0.7.0 / 0.8.5 / 0.9.0 config.py _get_and_verify_dtype"),
-    _NO_FP16)
-GEMMA3_AUTO_DTYPE = (_NO_FP16,)
+         source="0.6.0 / 0.7.0 / 0.8.5 / 0.9.0 config.py _get_and_verify_dtype",
+         applies_to="gemma2"),
+    _no_float16("gemma2"))
+GEMMA3_AUTO_DTYPE = (_no_float16("gemma3_mm"),)
 
 GEMMA2 = Family(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
