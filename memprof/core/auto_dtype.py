@@ -25,6 +25,8 @@ in its own dtype.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.models import ModelSpec
@@ -61,12 +63,16 @@ def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
     reading of ``auto`` (``AUTO_DTYPE``) on a card of architecture ``arch``."""
     if dep.dtype != "auto":
         return ALIASES.get(dep.dtype, dep.dtype)
-    reading = value_at(AUTO_DTYPE, dep.engine_version, None, dep.engine)
-    family = value_at(family_row(spec.family).vllm_auto_dtype, dep.engine_version, None,
-                      dep.engine)
+    return _auto(spec.family, spec.dtype, dep.engine, dep.engine_version, arch)
+
+
+@lru_cache(maxsize=256)  # asked once per estimate and per rank's weights: a sweep asks it often
+def _auto(family_name: str, ckpt: str, engine: str, version: str, arch: str) -> str:
+    reading = value_at(AUTO_DTYPE, version, None, engine)
+    family = value_at(family_row(family_name).vllm_auto_dtype, version, None, engine)
     if reading == "checkpoint":
-        if spec.dtype != "float32":
-            return spec.dtype
+        if ckpt != "float32":
+            return ckpt
         return "bfloat16" if family == "bf16_for_fp32" else "float16"
     if reading == "platform":
         cc = cuda_cc(arch)
@@ -75,9 +81,8 @@ def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
             supported.remove("bfloat16")
         if family == "no_float16":
             supported.remove("float16")
-        return spec.dtype if spec.dtype in supported and spec.dtype != "float32" \
-            else supported[0]
-    return "bfloat16" if spec.dtype == "float32" else spec.dtype  # other engines
+        return ckpt if ckpt in supported and ckpt != "float32" else supported[0]
+    return "bfloat16" if ckpt == "float32" else ckpt  # other engines
 
 
 def check_served_dtype(spec: ModelSpec, dep: Deployment, arch: str, gpu_name: str) -> None:
