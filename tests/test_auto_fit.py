@@ -147,3 +147,19 @@ def test_the_search_takes_no_length_from_an_empty_range() -> None:
     assert longest_fitting(lambda n: n, 10, 1) == 1
     assert longest_fitting(lambda n: 8 * n, 100, 1_000) == 12
     assert longest_fitting(lambda n: 8 * n, 7, 1_000) == 0
+
+
+@pytest.mark.parametrize(("kv", "gpu"), [("3MiB", "H100"), (None, "RTX-4090")])
+def test_the_printed_lengths_agree_where_no_length_fits(kv: str | None, gpu: str) -> None:
+    # nothing fits: the headline says so (no 'max_model_len 0'), the concurrency line is for the
+    # length one request's KV was sized at, and the note does not claim a fitted length is read
+    argv = ["estimate", "--model", "qwen3-8b", "--gpu", gpu, "--max-model-len", "auto",
+            *(["--kv-cache-memory", kv] if kv else ["--gpu-memory-utilization", "0.2"])]
+    code, out, _ = invoke(argv)
+    assert code == 1
+    assert "max_model_len 0" not in out and f"auto (no length fits; derived {DERIVED})" in out
+    assert f"Maximum concurrency for {DERIVED:,} tokens per request" in out
+    flat = " ".join(out.split())
+    assert "no length fits ('Cannot auto-fit max_model_len')" in flat
+    assert "read the fitted length" not in flat
+    assert "the concurrency is for one request of the derived length" in flat

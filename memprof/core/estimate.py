@@ -572,8 +572,9 @@ def _auto_fit_notes(dep: Deployment, derived: int | None, fitted: int) -> tuple[
     else:
         said = f"'Auto-fit max_model_len: reduced from {derived} to {fitted}'"
     return (f"--max-model-len auto: profiled at the derived length {derived:,} (the runner's "
-            f"buffers are sized by it), then fitted after profiling from {how}: {said}; the "
-            "concurrency and the terms sized after the KV cache read the fitted length",)
+            f"buffers are sized by it), then fitted after profiling from {how}: {said}; "
+            + ("the concurrency and the terms sized after the KV cache read the fitted length"
+               if fitted > 0 else "the concurrency is for one request of the derived length"),)
 
 
 def _fold(rows: list[RankEstimate]) -> list[RankEstimate]:

@@ -37,6 +37,7 @@ class Setting:
     shown_default: str = ""  # the default as help shows it, where the field's default is None
     metavar: str = ""  # the value's name in help (default: the kind in capitals)
     memprof_only: bool = False  # a modelling choice of memprof's: no engine launcher has it
+    example: str = ""  # a valid value for a refusal's hint, where the kind's own example is not one
 
     def flags(self, engine: str) -> tuple[str, ...]:
         """``engine``'s flags for the field (() where it has no such setting)."""
@@ -194,7 +195,8 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang's symmetric memory (--enable-symm-mem) is not this switch",
             help="vLLM only: VLLM_ALLREDUCE_USE_SYMM_MEM (1: the TP group's torch "
             "symmetric-memory all-reduce buffer on 9.0 / 10.x cards, 0.10.2 on; 0: none).",
-            shown_default="unset: vLLM's default, 1 from 0.11.0 (0 before)", metavar="N"),
+            shown_default="unset: vLLM's default, 1 from 0.11.0 (0 before)", metavar="N",
+            example="1"),
     Setting(field="nvidia_driver", kind="str",
             help="The NVIDIA driver the GPUs run, as nvidia-smi prints it (e.g. 580.82.07): "
             "R580 or later takes the node costs measured under R580, an older one NVIDIA's "
@@ -311,8 +313,8 @@ def coerce(field: str, value: object, *, where: str) -> object:
     """A value given as text (``--compare``) or as a TOML/Python value, checked against the
     field's kind; :class:`BadInput` naming ``where`` and the key otherwise."""
     s = BY_FIELD[field]
-    example = {"int": "8", "float": "0.9", "bool": "true", "str": "shared",
-               "size": '"16GiB"', "tokens": "32768"}[s.kind]
+    example = s.example or {"int": "8", "float": "0.9", "bool": "true", "str": "shared",
+                            "size": '"16GiB"', "tokens": "32768"}[s.kind]
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in ("none", "default") and s.kind != "bool":

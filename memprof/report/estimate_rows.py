@@ -49,10 +49,28 @@ def headline(e: Estimate) -> str:
             f"({fmt_bytes(e.gpu.total_bytes)}), {par}, {d.engine} {d.engine_version}"
             f"{entry}, "
             f"kv {d.kv_cache_dtype}, "
-            f"max_model_len {e.max_model_len}"
-            + (f" (auto, fitted from {e.auto_fit_from})" if e.auto_fit_from is not None else "")
+            f"max_model_len {_length(e)}"
             + f", max_num_seqs {d.max_num_seqs}, "
             f"max_num_batched_tokens {e.max_num_batched_tokens}{lora(d)}")
+
+
+def _length(e: Estimate) -> str:
+    """The max_model_len the headline shows: with --max-model-len auto the fitted length and the
+    derived one it was fitted from, or that no length fits (vLLM's 'Cannot auto-fit' refusal
+    comes before any length is logged: memprof/core/auto_fit.py)."""
+    if e.auto_fit_from is None:
+        return str(e.max_model_len)
+    if e.max_model_len == 0:
+        return f"auto (no length fits; derived {e.auto_fit_from})"
+    return f"{e.max_model_len} (auto, fitted from {e.auto_fit_from})"
+
+
+def _request_tokens(e: Estimate) -> int:
+    """The request length the concurrency line is for: the length one request's KV is sized at
+    (the derived length where auto-fit fits none, not 0)."""
+    if e.auto_fit_from is not None and e.max_model_len == 0:
+        return e.auto_fit_from
+    return e.max_model_len
 
 
 def lora(d: Deployment) -> str:
@@ -117,7 +135,7 @@ def budget_lines(e: Estimate, r: RankEstimate) -> list[str]:
     else:
         engine = [
             f"GPU KV cache size: {r.kv.tokens:,} tokens",
-            f"Maximum concurrency for {e.max_model_len:,} tokens per request: "
+            f"Maximum concurrency for {_request_tokens(e):,} tokens per request: "
             f"{r.kv.max_concurrency:.2f}x (one request needs {fmt_bytes(r.kv.request_bytes)})"]
     return [
         budget,

@@ -105,7 +105,7 @@ def check_symm_mem_switch(dep: Deployment) -> None:
     if dep.vllm_allreduce_use_symm_mem not in (None, 0, 1):
         raise BadInput(f"--vllm-allreduce-use-symm-mem {dep.vllm_allreduce_use_symm_mem}: "
                        "VLLM_ALLREDUCE_USE_SYMM_MEM is 0 or 1",
-                       hint="pass 0 where the launch sets VLLM_ALLREDUCE_USE_SYMM_MEM=0, or "
+                       hint="pass 1 or 0 as the launch sets VLLM_ALLREDUCE_USE_SYMM_MEM, or "
                        "leave it out for the release's default")
 
 
