@@ -61,7 +61,6 @@ from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_p
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
-from memprof.core.terms.symm_mem import check_symm_mem_switch
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.versions import Rule, rule_in_force
 from memprof.core.weights import (
@@ -433,7 +432,6 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     validate(dep, spec)
     check_flashinfer_sampler(dep)
     check_nccl_nvls(dep)
-    check_symm_mem_switch(dep)
     block, _why = block_size_for(spec, gpu, dep)
     if block != dep.block_size:
         dep = dep.with_(block_size=block)

@@ -194,7 +194,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="vllm_allreduce_use_symm_mem", kind="int",
             note="SGLang's symmetric memory (--enable-symm-mem) is not this switch",
             help="vLLM only: VLLM_ALLREDUCE_USE_SYMM_MEM (1: the TP group's torch "
-            "symmetric-memory all-reduce buffer on 9.0 / 10.x cards, 0.10.2 on; 0: none).",
+            "symmetric-memory all-reduce buffer on 9.0 / 10.x cards, 0.10.2 on; 0: none; any "
+            "other integer is on, as vLLM reads it with bool(int(...))).",
             shown_default="unset: vLLM's default, 1 from 0.11.0 (0 before)", metavar="N",
             example="1"),
     Setting(field="nvidia_driver", kind="str",

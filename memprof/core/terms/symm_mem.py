@@ -31,10 +31,8 @@ Not modelled: the multicast object an NVSwitch host adds (the lent hosts forbid 
 
 from __future__ import annotations
 
-from memprof.base.errors import BadInput
 from memprof.base.units import MiB
 from memprof.core.components import Component, TermContext, Where
-from memprof.core.deployment import Deployment
 from memprof.core.nodes import spans_nodes
 from memprof.core.versions import Rule, rule_in_force, value_at
 
@@ -92,21 +90,11 @@ def symm_mem_buffer(ctx: TermContext, size: int) -> int:
     """Bytes of max_size the TP group's ``SymmMemCommunicator`` allocates on this rank (0: none:
     another engine or release, ROCm, a card or TP size off vLLM's table)."""
     dep = ctx.dep
-    switch = dep.vllm_allreduce_use_symm_mem
+    switch = dep.vllm_allreduce_use_symm_mem  # vLLM: bool(int(...)): any other integer is on
     if ctx.gpu.is_rocm or switch == 0 or (switch is None and rule_in_force(
             SYMM_MEM_DEFAULT_ON, dep.engine_version, dep.engine) is None):
         return 0
     return _tables(ctx)[0].get(ctx.gpu.arch, {}).get(size, 0)
-
-
-def check_symm_mem_switch(dep: Deployment) -> None:
-    """``--vllm-allreduce-use-symm-mem``: vLLM reads the variable with ``bool(int(...))``;
-    memprof takes 0 and 1."""
-    if dep.vllm_allreduce_use_symm_mem not in (None, 0, 1):
-        raise BadInput(f"--vllm-allreduce-use-symm-mem {dep.vllm_allreduce_use_symm_mem}: "
-                       "VLLM_ALLREDUCE_USE_SYMM_MEM is 0 or 1",
-                       hint="pass 1 or 0 as the launch sets VLLM_ALLREDUCE_USE_SYMM_MEM, or "
-                       "leave it out for the release's default")
 
 
 def symm_mem_runs(ctx: TermContext, size: int) -> bool:
