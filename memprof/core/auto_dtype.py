@@ -94,9 +94,9 @@ def check_served_dtype(spec: ModelSpec, dep: Deployment, arch: str, gpu_name: st
     if value_at(AUTO_DTYPE, dep.engine_version, None, dep.engine) != "checkpoint":
         return
     if served_dtype(spec, dep, arch) == "bfloat16":
-        raise BadInput(f"vLLM {dep.engine_version} serves this bfloat16 checkpoint in bfloat16 "
-                       f"under --dtype auto and refuses bfloat16 on {gpu_name} (compute "
+        raise BadInput(f"vLLM {dep.engine_version} serves this {spec.dtype} checkpoint in "
+                       f"bfloat16 under --dtype auto and refuses bfloat16 on {gpu_name} (compute "
                        f"capability {cc // 10}.{cc % 10}; worker _check_if_gpu_supports_dtype); "
-                       "from 0.9.1 auto serves it in float16",
+                       "from 0.9.1 auto picks a dtype the card supports",
                        hint="pass --dtype float16 (what vLLM's message asks for), or a release "
                        "from 0.9.1")
