@@ -164,3 +164,15 @@ def test_the_printed_lengths_agree_where_no_length_fits(kv: str | None, gpu: str
     assert "no length fits ('Cannot auto-fit max_model_len')" in flat
     assert "read the fitted length" not in flat
     assert "the concurrency is for one request of the derived length" in flat
+
+
+@pytest.mark.parametrize(("extra", "says_auto"), [
+    ([], True), (["--engine-version", "0.13.0"], False), (["--engine", "sglang"], False)])
+def test_a_length_below_one_names_auto_where_the_release_reads_it(extra: list[str],
+                                                                  says_auto: bool) -> None:
+    code, _out, err = invoke(["estimate", "--model", "qwen3-8b", "--gpu", "H100",
+                              "--max-model-len" if "sglang" not in extra else "--context-length",
+                              "0", *extra])
+    assert code == 2
+    hint = err.strip().splitlines()[-1]
+    assert hint.startswith("hint: use a value in [1,") and ("or auto" in hint) is says_auto

@@ -85,6 +85,12 @@ def check_auto_fit(engine: str, version: str | None, flag: str) -> None:
                        hint=f"use --engine-version {first} or later, or give a length")
 
 
+def takes_auto(engine: str, version: str | None) -> bool:
+    """Does the engine at ``version`` read ``--max-model-len auto``?"""
+    return (engine_named(engine).takes_max_model_len_auto
+            and rule_in_force(MAX_MODEL_LEN_AUTO, version) is not None)
+
+
 def fit_mode(version: str | None) -> str:
     """"global" (0.14.0-0.16.x: the whole model's groups against the smallest worker's memory)
     or "per_worker" (0.17.0 on), at ``version``."""

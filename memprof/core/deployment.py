@@ -18,7 +18,7 @@ from memprof.base.errors import BadInput, LayoutError
 from memprof.base.frozen import copier
 from memprof.core.attention import kind_of
 from memprof.core.attention_backends import BY_NAME as BACKEND_ROWS
-from memprof.core.auto_fit import AUTO_FIT, check_auto_fit
+from memprof.core.auto_fit import AUTO_FIT, check_auto_fit, takes_auto
 from memprof.core.engines import ENGINES, NAMES, engine_named, engine_of
 from memprof.core.engines.base import RankCoord
 from memprof.core.engines.sglang import SGLANG_MAX_PREFILL_TOKENS
@@ -392,7 +392,14 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                              ("num_speculative_tokens", 0, MAX_SPEC_TOKENS),
                              ("cuda_graph_max_bs", 1, MAX_TOKENS),
                              ("max_total_tokens", 1, MAX_TOKENS)):
-        _check_int(partial(flag_name, field, e), getattr(dep, field), low, high)
+        try:
+            _check_int(partial(flag_name, field, e), getattr(dep, field), low, high)
+        except BadInput as exc:
+            if field == "max_model_len" and takes_auto(
+                    e, resolve_version(dep.engine_version, e)):  # say the other form it reads
+                raise BadInput(exc.message, hint=f"{exc.hint}, or auto (the longest request the "
+                               "KV cache fits)") from None
+            raise
     if dep.nnodes != 1:
         from memprof.core.nodes import check_nodes
 
