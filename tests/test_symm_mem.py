@@ -101,3 +101,20 @@ def test_the_switch_is_read_from_a_pasted_launch_and_checked() -> None:
     two = _rows("H100", 2, "0.33.0", vllm_allreduce_use_symm_mem=2)
     one = _rows("H100", 2, "0.33.0", vllm_allreduce_use_symm_mem=1)
     assert {k: c.bytes for k, c in two.items()} == {k: c.bytes for k, c in one.items()}
+
+
+@pytest.mark.parametrize(("gpu", "tp", "version", "why"), [
+    ("MI300X", 2, "0.33.0", "ROCm GPU"), ("H100", 1, "0.33.0", "TP 1"),
+    ("H100", 2, "0.10.1", "has no SymmMemCommunicator"), ("A100-80GB", 2, "0.33.0", "sm80 at TP 2"),
+    ("H100", 2, "0.33.0", None)])
+def test_a_switch_that_changes_nothing_says_why(gpu: str, tp: int, version: str,
+                                                why: str | None) -> None:
+    e = estimate("qwen3-32b", Deployment(tp=tp, engine_version=version,
+                                         vllm_allreduce_use_symm_mem=1), gpu_name=gpu)
+    said = [n for n in e.notes if "changes nothing" in n]
+    if why is None:
+        assert not said
+    else:
+        assert len(said) == 1 and why in said[0]
+    off = estimate("qwen3-32b", Deployment(tp=tp, engine_version=version), gpu_name=gpu)
+    assert not any("changes nothing" in n for n in off.notes)

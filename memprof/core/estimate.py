@@ -61,6 +61,7 @@ from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_p
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
+from memprof.core.terms.symm_mem import unused_switch_note
 from memprof.core.verdict import VERDICTS, Verdict, loaded_at_start, rank_verdict
 from memprof.core.versions import Rule, rule_in_force
 from memprof.core.weights import (
@@ -728,6 +729,8 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
         notes.append(platform)
     if driver := before_r550_note(dep.nvidia_driver, graphs=not dep.enforce_eager):
         notes.append(driver)
+    if unused := unused_switch_note(dep, gpu):
+        notes.append(unused)
     notes += engine_of(dep).notes(dep, mfs, gpu) + engine_of(dep).release_notes(
         dep, gpu.arch, quant.method if quant is not None else None)
     return tuple(notes)

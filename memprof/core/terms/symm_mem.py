@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from memprof.base.units import MiB
 from memprof.core.components import Component, TermContext, Where
+from memprof.core.deployment import Deployment
+from memprof.core.gpus import GPU
 from memprof.core.nodes import spans_nodes
 from memprof.core.versions import Rule, rule_in_force, value_at
 
@@ -95,6 +97,29 @@ def symm_mem_buffer(ctx: TermContext, size: int) -> int:
             SYMM_MEM_DEFAULT_ON, dep.engine_version, dep.engine) is None):
         return 0
     return _tables(ctx)[0].get(ctx.gpu.arch, {}).get(size, 0)
+
+
+def unused_switch_note(dep: Deployment, gpu: GPU) -> str:
+    """What the output says where ``--vllm-allreduce-use-symm-mem`` turns the buffer on and no
+    communicator is made (ROCm, one TP rank, a release before the communicator, a card or TP size
+    off vLLM's table); "" otherwise."""
+    if not dep.vllm_allreduce_use_symm_mem:
+        return ""
+    got = value_at(SYMM_MEM_ALL_REDUCE, dep.engine_version, None, dep.engine)
+    table = got[0] if isinstance(got, tuple) else {}
+    if gpu.is_rocm:
+        why = f"{gpu.name} is a ROCm GPU"
+    elif dep.tp == 1:
+        why = "there is no TP group (TP 1)"
+    elif not table:
+        why = (f"vLLM {dep.engine_version} has no SymmMemCommunicator (from "
+               f"{SYMM_MEM_ALL_REDUCE[0].since})")
+    elif dep.tp not in table.get(gpu.arch, {}):
+        why = f"vLLM's table has no buffer for {gpu.arch} at TP {dep.tp}"
+    else:
+        return ""
+    return (f"--vllm-allreduce-use-symm-mem {dep.vllm_allreduce_use_symm_mem} changes nothing "
+            f"here: {why} (vllm/distributed/device_communicators/symm_mem.py)")
 
 
 def symm_mem_runs(ctx: TermContext, size: int) -> bool:
