@@ -29,6 +29,7 @@ from functools import lru_cache
 
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
+from memprof.core.gpus import arch_cc
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
@@ -51,13 +52,6 @@ BF16_MIN_CC = 80  # platforms/cuda.py supported_dtypes: bfloat16 from compute ca
 ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def cuda_cc(arch: str) -> int | None:
-    """The compute capability of an NVIDIA architecture name (``sm75`` -> 75); None for ROCm,
-    an unknown architecture or none."""
-    digits = arch[2:]
-    return int(digits) if arch.startswith("sm") and digits.isdigit() else None
-
-
 def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
     """The dtype the deployment serves ``spec`` in: ``--dtype`` as given, or the release's
     reading of ``auto`` (``AUTO_DTYPE``) on a card of architecture ``arch``."""
@@ -75,7 +69,7 @@ def _auto(family_name: str, ckpt: str, engine: str, version: str, arch: str) -> 
             return ckpt
         return "bfloat16" if family == "bf16_for_fp32" else "float16"
     if reading == "platform":
-        cc = cuda_cc(arch)
+        cc = arch_cc(arch)
         supported = ["bfloat16", "float16", "float32"]
         if cc is not None and cc < BF16_MIN_CC:
             supported.remove("bfloat16")
@@ -88,7 +82,7 @@ def _auto(family_name: str, ckpt: str, engine: str, version: str, arch: str) -> 
 def check_served_dtype(spec: ModelSpec, dep: Deployment, arch: str, gpu_name: str) -> None:
     """Refuse what the worker refuses: a bfloat16 model on a card below 8.0, which ``auto``
     gives a bfloat16 checkpoint before vLLM 0.9.1."""
-    cc = cuda_cc(arch)
+    cc = arch_cc(arch)
     if cc is None or cc >= BF16_MIN_CC or dep.dtype != "auto":
         return  # an explicit --dtype bfloat16 there is capability.check_capability's
     if value_at(AUTO_DTYPE, dep.engine_version, None, dep.engine) != "checkpoint":

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from memprof.base.errors import BadInput
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.models import QuantConfig
 
 _Q = "vllm/model_executor/layers/quantization/"
@@ -88,10 +88,7 @@ QUANT_MIN_CC: dict[str, tuple[int, str]] = {
 def cuda_cc(gpu: GPU) -> int | None:
     """The compute capability of a CUDA GPU of known architecture as an int (``sm89`` → 89);
     None for ROCm and for an unknown architecture. Kept by value (every estimate asks twice)."""
-    arch = gpu.arch
-    if gpu.is_rocm or not arch.startswith("sm") or not arch[2:].isdigit():
-        return None
-    return int(arch[2:])
+    return None if gpu.is_rocm else arch_cc(gpu.arch)
 
 
 def vllm_method(quant: QuantConfig) -> str:

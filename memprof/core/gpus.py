@@ -204,6 +204,13 @@ def find_gpu(name: str) -> GPU:
     return by_name[key]
 
 
+def arch_cc(arch: str) -> int | None:
+    """The compute capability of an NVIDIA architecture name as an int (``sm75`` -> 75); None
+    for a ROCm one (``gfx942``), ``unknown`` or none."""
+    digits = arch[2:]
+    return int(digits) if arch.startswith("sm") and digits.isdigit() else None
+
+
 def known_archs() -> tuple[str, ...]:
     """The architectures of the catalog's rows (``sm75`` … ``gfx1100``), in catalog order: the
     values an architecture given beside ``--gpu-memory`` may take."""

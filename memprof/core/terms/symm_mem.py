@@ -36,6 +36,7 @@ from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.gpus import GPU
 from memprof.core.nodes import spans_nodes
+from memprof.core.terms.custom_allreduce import CUSTOM_AR_MAX_SIZE
 from memprof.core.versions import Rule, rule_in_force, value_at
 
 _SM90 = {2: 64 * MiB, 4: 32 * MiB, 6: 64 * MiB, 8: 64 * MiB}
@@ -80,11 +81,10 @@ SYMM_MEM_DEFAULT_ON: tuple[Rule, ...] = (
 )
 # torch's signal pad beside each buffer, at the driver's granularity (reports/gpu/symm-mem/)
 SIGNAL_PAD_BYTES = 2 * MiB
-CUSTOM_AR_DEFAULT_MAX = 8 * MiB  # CustomAllreduce's default max_size, the min's other side
 
 
-def _tables(ctx: TermContext) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
-    got = value_at(SYMM_MEM_ALL_REDUCE, ctx.dep.engine_version, None, ctx.dep.engine)
+def _tables(dep: Deployment) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
+    got = value_at(SYMM_MEM_ALL_REDUCE, dep.engine_version, None, dep.engine)
     return got if isinstance(got, tuple) else ({}, {})
 
 
@@ -96,7 +96,7 @@ def symm_mem_buffer(ctx: TermContext, size: int) -> int:
     if ctx.gpu.is_rocm or switch == 0 or (switch is None and rule_in_force(
             SYMM_MEM_DEFAULT_ON, dep.engine_version, dep.engine) is None):
         return 0
-    return _tables(ctx)[0].get(ctx.gpu.arch, {}).get(size, 0)
+    return _tables(ctx.dep)[0].get(ctx.gpu.arch, {}).get(size, 0)
 
 
 def unused_switch_note(dep: Deployment, gpu: GPU) -> str:
@@ -105,8 +105,7 @@ def unused_switch_note(dep: Deployment, gpu: GPU) -> str:
     off vLLM's table); "" otherwise."""
     if not dep.vllm_allreduce_use_symm_mem:
         return ""
-    got = value_at(SYMM_MEM_ALL_REDUCE, dep.engine_version, None, dep.engine)
-    table = got[0] if isinstance(got, tuple) else {}
+    table = _tables(dep)[0]
     if gpu.is_rocm:
         why = f"{gpu.name} is a ROCm GPU"
     elif dep.tp == 1:
@@ -134,9 +133,9 @@ def custom_all_reduce_max_size(ctx: TermContext, size: int) -> int:
     """The custom all-reduce's ``max_size`` on this rank: 8 MiB, or vLLM's smaller table row
     where the symmetric-memory communicator runs."""
     if not symm_mem_runs(ctx, size):
-        return CUSTOM_AR_DEFAULT_MAX
-    row = _tables(ctx)[1].get(ctx.gpu.arch, {})
-    return min(row.get(size, CUSTOM_AR_DEFAULT_MAX), CUSTOM_AR_DEFAULT_MAX)
+        return CUSTOM_AR_MAX_SIZE
+    row = _tables(ctx.dep)[1].get(ctx.gpu.arch, {})
+    return min(row.get(size, CUSTOM_AR_MAX_SIZE), CUSTOM_AR_MAX_SIZE)
 
 
 def symm_mem_component(ctx: TermContext, size: int, where: Where, tag: str) -> Component | None:
