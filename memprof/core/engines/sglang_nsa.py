@@ -29,7 +29,7 @@ from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.core.engines.base import DeploymentView
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.versions import Rule, value_at
 
 _ENGINE = "sglang"
@@ -151,8 +151,8 @@ _FP8_NAMES = frozenset({_FP8, "fp8"})  # memprof reads SGLang's fp8 as fp8_e4m3
 
 def blackwell_or_later(gpu: GPU) -> bool:
     """``torch.cuda.get_device_capability()[0] >= 10``: an NVIDIA ``sm100`` or later."""
-    digits = gpu.arch[2:] if gpu.arch.startswith("sm") else ""
-    return not gpu.is_rocm and digits.isdigit() and int(digits) >= 100
+    cc = arch_cc(gpu.arch)
+    return not gpu.is_rocm and cc is not None and cc >= 100
 
 
 def nsa_settings(dep: DeploymentView, gpu: GPU,

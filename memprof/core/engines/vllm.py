@@ -36,7 +36,7 @@ from memprof.core.engines.vllm_runner import (
     runs_v2,
     v2_terms,
 )
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.models.config import smallest_length_key_max_len
 from memprof.core.versions import (
     V0_SUFFIX,
@@ -418,7 +418,7 @@ def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str,
     taken as below compute capability 8.0. ``quant_method``: the model's quantisation as memprof
     sizes it (the ``--quantization`` flag, else the checkpoint's ``quantization_config``), which
     is what vLLM's ``ModelConfig.quantization`` holds; None where the caller has no model."""
-    sm = int(arch[2:]) if arch and arch.startswith("sm") and arch[2:].isdigit() else None
+    sm = arch_cc(arch) if arch else None
     quant = _VLLM_QUANT_NAME.get(quant_method or "")
     for rows in V1_FALLBACK_RULES:
         check = value_at(rows, version)

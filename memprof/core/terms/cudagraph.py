@@ -19,6 +19,7 @@ from memprof.core.attention_backends import chosen
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
+from memprof.core.gpus import arch_cc
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
@@ -211,10 +212,10 @@ NODE_COSTS_MEASURED_ARCH = "sm90"
 def node_costs_measured_here(ctx: TermContext) -> bool:
     """Does this rank take R580's measured kernel-node costs (``NODE_COSTS_MEASURED_ARCH``):
     every architecture but an NVIDIA one before Hopper (sm7x, sm8x)?"""
-    arch = ctx.gpu.arch
-    digits = arch[2:]
-    return (ctx.gpu.is_rocm or not arch.startswith("sm") or not digits.isdigit()
-            or int(digits) >= int(NODE_COSTS_MEASURED_ARCH[2:]))
+    cc = arch_cc(ctx.gpu.arch)
+    measured = arch_cc(NODE_COSTS_MEASURED_ARCH)
+    assert measured is not None
+    return ctx.gpu.is_rocm or cc is None or cc >= measured
 
 
 def node_costs(ctx: TermContext) -> tuple[int, int]:

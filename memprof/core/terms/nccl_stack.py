@@ -62,7 +62,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memprof.base.units import MiB, fmt_bytes
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.terms.nccl import NcclRow
 
 GOLDEN = "reports/gpu/nccl-stack/nccl-stack-2x-h100.json"
@@ -119,9 +119,9 @@ def image_for(arch: str, images: tuple[int, ...]) -> int | None:
     """The SASS image an ``sm<NN>`` card runs: the highest image of its major version at or
     below it (sm89 -> 80, sm103 -> 100, sm121 -> 120); None where the library has none (the
     driver would JIT PTX) or the name is not an sm one."""
-    if not arch.startswith("sm") or not arch[2:].isdigit():
+    cc = arch_cc(arch)
+    if cc is None:
         return None
-    cc = int(arch[2:])
     same = [i for i in images if i // 10 == cc // 10 and i <= cc]
     return max(same) if same else None
 

@@ -13,7 +13,7 @@ from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext, Where
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.nodes import spread
 from memprof.core.terms.custom_allreduce import (
     CUSTOM_AR_RANK_DATA,
@@ -651,7 +651,7 @@ def cublas_small_pool(gpu: GPU) -> bool:
     sm10x, sm12x). ROCm (hipBLAS, not measured) and an unknown architecture keep the measured
     sm90 pool."""
     arch = gpu.arch
-    if gpu.is_rocm or not arch.startswith("sm") or not arch[2:].isdigit():
+    if gpu.is_rocm or arch_cc(arch) is None:
         return False
     return not (arch == "sm90" or arch.startswith(("sm10", "sm12")))
 

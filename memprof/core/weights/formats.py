@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from memprof.base.units import cdiv, round_up
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.gpus import arch_cc
 from memprof.core.models import QuantConfig
 
 
@@ -81,15 +82,15 @@ def _cuda_sm(arch: str) -> int:
     arch (``gfx942``); 80 for ``unknown`` (the estimate states that generic rules apply)."""
     if arch == "unknown":
         return 80
-    return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else 0
+    return arch_cc(arch) or 0
 
 
 def _ct_fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
     """A compressed-tensors fp8 tensor / channel checkpoint on a CUDA GPU below sm89: vLLM
     v0.11.0 falls back from W8A8 to ``CompressedTensorsW8A16Fp8`` (compressed_tensors.py
     ``_get_scheme_from_parts``: ``CompressedTensorsW8A8Fp8.get_min_capability()`` is 89)."""
-    return (quant.checkpoint_format == "compressed-tensors" and arch.startswith("sm")
-            and arch[2:].isdigit() and int(arch[2:]) < 89)
+    cc = arch_cc(arch)
+    return quant.checkpoint_format == "compressed-tensors" and cc is not None and cc < 89
 
 
 def fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
@@ -100,8 +101,8 @@ def fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
     (model_executor/layers/quantization/fp8.py, v0.11.0; blocks included: the block-to-group
     scale conversion is in utils/marlin_utils_fp8.py). ROCm keeps W8A8 (``use_marlin = False``);
     an unknown architecture is sized as one with fp8 hardware (sm89+)."""
-    return (not quant.checkpoint_format and arch.startswith("sm") and arch[2:].isdigit()
-            and int(arch[2:]) < 89)
+    cc = arch_cc(arch)
+    return not quant.checkpoint_format and cc is not None and cc < 89
 
 
 def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from memprof.base.errors import LayoutError
 from memprof.base.units import cdiv, round_up
 from memprof.core.deployment import experts_on_rank
+from memprof.core.gpus import arch_cc
 from memprof.core.models import Layer, QuantConfig
 from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
@@ -203,9 +204,9 @@ SGLANG_SHARED_EXPERTS_FUSION: tuple[Rule, ...] = (
 def _capability_major(arch: str) -> int:
     """The compute capability's major: ``sm90`` → 9, ``sm100`` → 10, ``sm89`` → 8; AMD
     ``gfx9xx`` → 9 (torch on ROCm reports gfx942 as (9, 4)); 0 when unknown."""
-    digits = arch[2:] if arch.startswith("sm") else ""
-    if len(digits) >= 2 and digits.isdigit():
-        return int(digits[:-1])
+    cc = arch_cc(arch)
+    if cc is not None and cc >= 10:
+        return cc // 10
     return 9 if arch.startswith("gfx9") else 0
 
 
