@@ -19,8 +19,9 @@ Two readings, per release (``AUTO_DTYPE``):
   and the preferred one otherwise ("Casting ... to ..."). So a bfloat16 checkpoint runs in
   float16 on a T4 or a V100, and a model type kept off float16 in float32 there.
 
-Other engines keep memprof's reading of their auto: a float32 checkpoint in bfloat16, any other
-in its own dtype.
+SGLang's reading, per release and card (its own ``auto`` and the float16 it serves below
+compute capability 8.0 whatever ``--dtype``), is ``memprof/core/engines/sglang_dtype.py``; the
+functions here ask it for an SGLang deployment, with the model type of the config memprof reads.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from functools import lru_cache
 
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.gpus import arch_cc
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import family_row
@@ -54,10 +56,21 @@ ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
 
 def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
     """The dtype the deployment serves ``spec`` in: ``--dtype`` as given, or the release's
-    reading of ``auto`` (``AUTO_DTYPE``) on a card of architecture ``arch``."""
-    if dep.dtype != "auto":
-        return ALIASES.get(dep.dtype, dep.dtype)
+    reading of ``auto`` (``AUTO_DTYPE``) on a card of architecture ``arch``; an engine with a
+    reading of its own (``Engine.served_dtype``: SGLang's, ``engines/sglang_dtype.py``) by it."""
+    asked = ALIASES.get(dep.dtype, dep.dtype)
+    own = engine_of(dep).served_dtype(dep, _model_type(spec), spec.dtype, asked, arch)
+    if own is not None:
+        return own
+    if asked != "auto":
+        return asked
     return _auto(spec.family, spec.dtype, dep.engine, dep.engine_version, arch)
+
+
+def _model_type(spec: ModelSpec) -> str:
+    """The config's ``model_type`` (of the text config memprof reads a wrapper's as), which
+    SGLang's auto reads (its ``hf_text_config``'s)."""
+    return str(spec.raw.get("model_type") or "")
 
 
 @lru_cache(maxsize=256)  # asked once per estimate and per rank's weights: a sweep asks it often
@@ -76,12 +89,14 @@ def _auto(family_name: str, ckpt: str, engine: str, version: str, arch: str) -> 
         if family == "no_float16":
             supported.remove("float16")
         return ckpt if ckpt in supported and ckpt != "float32" else supported[0]
-    return "bfloat16" if ckpt == "float32" else ckpt  # other engines
+    raise ValueError(f"no --dtype auto reading for {engine} {version}")
 
 
 def check_served_dtype(spec: ModelSpec, dep: Deployment, arch: str, gpu_name: str) -> None:
     """Refuse what the worker refuses: a bfloat16 model on a card below 8.0, which ``auto``
-    gives a bfloat16 checkpoint before vLLM 0.9.1."""
+    gives a bfloat16 checkpoint before vLLM 0.9.1; and a card the engine does not start on
+    (``Engine.check_card``: SGLang below compute capability 7.5, ``engines/sglang_dtype.py``)."""
+    engine_of(dep).check_card(dep, arch, gpu_name)
     cc = arch_cc(arch)
     if cc is None or cc >= BF16_MIN_CC or dep.dtype != "auto":
         return  # an explicit --dtype bfloat16 there is capability.check_capability's
@@ -94,3 +109,20 @@ def check_served_dtype(spec: ModelSpec, dep: Deployment, arch: str, gpu_name: st
                        "from 0.9.1 auto picks a dtype the card supports",
                        hint="pass --dtype float16 (what vLLM's message asks for), or a release "
                        "from 0.9.1")
+
+
+def served_dtype_notes(spec: ModelSpec, dep: Deployment, arch: str,
+                       served: str) -> tuple[str, ...]:
+    """What the estimate says where the dtype served is not the checkpoint's because of the card:
+    the engine's own notes (``Engine.dtype_notes``), else vLLM's auto on a card below 8.0."""
+    asked = ALIASES.get(dep.dtype, dep.dtype)
+    own = engine_of(dep).dtype_notes(dep, _model_type(spec), spec.dtype, asked, arch)
+    if own is not None:
+        return tuple(own)
+    cc = arch_cc(arch)
+    if (asked != "auto" or spec.dtype not in ("bfloat16", "float32") or cc is None
+            or cc >= BF16_MIN_CC or served == spec.dtype):
+        return ()
+    return (f"capability {cc // 10}.{cc % 10} < 8.0: vLLM serves this {spec.dtype} "
+            f"checkpoint in {served} (memprof.core.auto_dtype: _resolve_auto_dtype from 0.9.1, "
+            "float16 for a float32 checkpoint before it)",)

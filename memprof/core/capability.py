@@ -109,8 +109,10 @@ def _cc(cc: int) -> str:
 
 
 def check_capability(gpu: GPU, dtype: str, quant: QuantConfig | None) -> None:
-    """Refuse what vLLM refuses on ``gpu`` (:class:`BadInput`): an explicit bfloat16 below 8.0,
-    a quantisation method below its minimum capability."""
+    """Refuse what vLLM refuses on ``gpu`` (:class:`BadInput`): bfloat16 served below 8.0
+    (``dtype``: the dtype served, ``auto_dtype.served_dtype``, so only an explicit ``--dtype
+    bfloat16`` under vLLM reaches it: SGLang serves float16 there), a quantisation method below
+    its minimum capability."""
     cc = cuda_cc(gpu)
     if cc is None:
         return
@@ -131,19 +133,13 @@ def check_capability(gpu: GPU, dtype: str, quant: QuantConfig | None) -> None:
                        "checkpoint format")
 
 
-def capability_notes(gpu: GPU, asked_dtype: str, checkpoint_dtype: str,
-                     quant: QuantConfig | None, served_dtype: str) -> tuple[str, ...]:
-    """What vLLM runs differently on ``gpu`` than on a newer GPU, as the estimate's notes."""
+def capability_notes(gpu: GPU, quant: QuantConfig | None) -> tuple[str, ...]:
+    """What vLLM runs differently on ``gpu`` than on a newer GPU, as the estimate's notes (the
+    dtype served: ``memprof.core.auto_dtype.served_dtype_notes``)."""
     cc = cuda_cc(gpu)
     if cc is None:
         return ()
     notes: list[str] = []
-    if (asked_dtype == "auto" and checkpoint_dtype in ("bfloat16", "float32")
-            and cc < BF16.min_cc and served_dtype != checkpoint_dtype):
-        notes.append(f"capability {_cc(cc)} < 8.0: vLLM serves this {checkpoint_dtype} "
-                     f"checkpoint in {served_dtype} (memprof.core.auto_dtype: "
-                     "_resolve_auto_dtype from 0.9.1, float16 for a float32 checkpoint "
-                     "before it)")
     if quant is not None and quant.method in ("fp8", "fp8_per_tensor", "fp8_per_channel") \
             and cc < FP8_W8A8.min_cc:
         notes.append(f"capability {_cc(cc)} < 8.9: fp8 runs weight-only on Marlin (scales in the "

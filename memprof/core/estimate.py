@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from memprof.base.frozen import fast_init
 from memprof.core.attention import kind_of
-from memprof.core.auto_dtype import check_served_dtype
+from memprof.core.auto_dtype import check_served_dtype, served_dtype_notes
 from memprof.core.auto_fit import AUTO_FIT, fit_mode, holds_back_null_block, longest_fitting
 from memprof.core.capability import capability_notes, check_capability
 from memprof.core.components import Component, TermContext, TermFn
@@ -294,10 +294,10 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     asked = dep
     dep = steps.prepared(dep, spec, gpu)
     quant = quant_from_flag(dep.quantization, spec) if dep.quantization else spec.quant
-    check_capability(gpu, dep.dtype, quant)  # what vLLM refuses on this compute capability
-    check_driver(dep.nvidia_driver, rocm=gpu.is_rocm, gpu_name=gpu.name)
     check_served_dtype(spec, dep, gpu.arch, gpu.name)  # what the worker refuses at start-up
     dtype = model_dtype(spec, dep, gpu.arch)
+    check_capability(gpu, dtype, quant)  # what vLLM refuses on this compute capability
+    check_driver(dep.nvidia_driver, rocm=gpu.is_rocm, gpu_name=gpu.name)
     mml = dep.max_model_len
     mnbt = dep.max_num_batched_tokens
     assert mml is not None and mnbt is not None
@@ -360,8 +360,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
                         max_model_len=mml, max_num_batched_tokens=mnbt, ranks=tuple(folded),
                         verdict=worst.verdict, reasons=all_reasons, notes=(),
                         mem_fraction_static=mfs or None, auto_fit_from=auto_from)
-    written = (_notes(dep, quant, gpu, mfs) + capability_notes(gpu, dep.dtype, spec.dtype, quant,
-                                                                 dtype)
+    written = (_notes(dep, quant, gpu, mfs) + served_dtype_notes(spec, dep, gpu.arch, dtype)
+             + capability_notes(gpu, quant)
              + _input_notes(asked, spec, gpu)
              + tuple(engine.model_settings_notes(dep, asked,
                                                  spec.layers[0].attention.has_indexer))

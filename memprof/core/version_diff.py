@@ -38,6 +38,7 @@ from memprof.core.engines.sglang import (
     SGLANG_ROCM_AITER_MFS,
 )
 from memprof.core.engines.sglang_attention import RULES as SGLANG_ATTENTION_RULES
+from memprof.core.engines.sglang_dtype import SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU
 from memprof.core.engines.sglang_graphs import RULES as SGLANG_GRAPH_RULES
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
@@ -193,6 +194,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     GPTQ_GEMM_TEMP, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
+    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU,
 )
 
 

@@ -307,6 +307,25 @@ class Engine:
         engine's choice depends on them."""
         return 0.0
 
+    # --- the model dtype --------------------------------------------------------------------------
+
+    def served_dtype(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+                     arch: str) -> str | None:
+        """The dtype the engine serves a ``checkpoint``-dtype model of ``model_type`` in on a
+        card of architecture ``arch`` under ``--dtype asked`` (aliases resolved) by its own
+        reading; None (the default): vLLM's, ``memprof/core/auto_dtype.py``."""
+        return None
+
+    def check_card(self, dep: DeploymentView, arch: str, gpu_name: str) -> None:
+        """Refuse a card the engine does not start on whatever the dtype (``BadInput``); nothing
+        by default (vLLM's dtype refusals are ``auto_dtype.check_served_dtype``'s)."""
+
+    def dtype_notes(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+                    arch: str) -> list[str] | None:
+        """What the estimate says of the dtype the engine's own reading serves; None (the
+        default): vLLM's notes (``auto_dtype.served_dtype_notes``)."""
+        return None
+
     # --- a vision-language model ------------------------------------------------------------------
 
     def models_vision(self, dep: DeploymentView, spec: Any) -> bool:

@@ -36,6 +36,11 @@ from memprof.core.engines.sglang_attention import (
     check_backend,
     reserved_on_streams,
 )
+from memprof.core.engines.sglang_dtype import (
+    check_sglang_card,
+    sglang_dtype_notes,
+    sglang_served_dtype,
+)
 from memprof.core.engines.sglang_graphs import (
     after_prefill,
     decode_capture_sizes,
@@ -58,7 +63,7 @@ from memprof.core.engines.vllm import batch_defaults
 from memprof.core.gpus import GPU
 from memprof.core.models.config import first_length_key_max_len
 from memprof.core.models.load import configs_dir
-from memprof.core.versions import Rule, around_snapshots, rule_in_force, value_at
+from memprof.core.versions import Rule, around_snapshots, newest, rule_in_force, value_at
 
 # SGLang: --chunked-prefill-size -1 (or 0) turns chunked prefill off; the prefill then runs up to
 # --max-prefill-tokens, default 16384 (python/sglang/srt/server_args.py, SGL@d315eb7,
@@ -970,6 +975,21 @@ class SGLang(Engine):
                            given=bool(dep.mem_fraction_static),
                            version=dep.engine_version, spec=spec)
         return mfs * rocm_aiter_scale(dep, gpu, attention)
+
+    # --- the model dtype: sglang_dtype.py ----------------------------------------------------
+
+    def served_dtype(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+                     arch: str) -> str | None:
+        version = dep.engine_version or newest(self.name)
+        return sglang_served_dtype(model_type, checkpoint, asked, version, arch)
+
+    def check_card(self, dep: DeploymentView, arch: str, gpu_name: str) -> None:
+        check_sglang_card(dep.engine_version or newest(self.name), arch, gpu_name)
+
+    def dtype_notes(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+                    arch: str) -> list[str] | None:
+        version = dep.engine_version or newest(self.name)
+        return list(sglang_dtype_notes(model_type, checkpoint, asked, version, arch))
 
     # --- a vision-language model: sglang_vlm.py ----------------------------------------------
 
