@@ -24,7 +24,7 @@ from typing import NamedTuple
 from memprof.base.errors import BadInput
 from memprof.core.models.families import family_row
 from memprof.core.models.families.row import LoraSupport
-from memprof.core.versions import Rule, resolve_version, value_at
+from memprof.core.versions import Rule, resolve_version, split_generation, value_at, version_key
 
 DEFAULT_MAX_LORAS = 1
 # far above any deployment (each slot holds every LoRA layer's A and B), low enough that the
@@ -127,11 +127,19 @@ class LoraSettings(NamedTuple):
 def _refuse_family(family: str, version: str) -> BadInput:
     from memprof.core.models.families import ROWS
 
-    rows = family_row(family).lora
-    if rows:  # read for other releases
-        spans = ", ".join(r.span for r in rows if isinstance(r.value, LoraSupport))
+    rows = [(r, r.value) for r in family_row(family).lora if isinstance(r.value, LoraSupport)]
+    # the spans memprof sizes (not those it refuses: expert LoRA, unmodelled layers)
+    sized = [r for r, v in rows if not (v.experts or v.unmodelled)]
+    if sized:  # read for other releases
+        spans = ", ".join(r.span for r in sized)
+        first = rows[0][0]
+        # a family whose class gained SupportsLoRA within the releases read says where
+        since = (f"; vLLM {version} has no LoRA for it: {first.introduced_by}"
+                 if first.since and "first released" in first.introduced_by
+                 and version_key(split_generation(version)[0]) < version_key(first.since)
+                 else "")
         return BadInput(f"memprof reads vLLM's LoRA layers of the {family} family at {spans}, "
-                        f"not at {version}",
+                        f"not at {version}{since}",
                         hint=f"use an --engine-version in {spans}, or drop --enable-lora to "
                         "estimate the model without adapters")
     known = ", ".join(r.name for r in ROWS if r.lora)
@@ -196,7 +204,12 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
         raise BadInput(f"vLLM {release} puts LoRA on the {family} family's experts "
                        "(FusedMoEWithLoRA), whose buffers memprof does not model yet",
                        hint="drop --enable-lora to estimate without adapters, or use "
-                       "--engine-version 0.11.0 or earlier (LoRA on attention and the router)")
+                       "--engine-version 0.11.0 or earlier where the family's class has LoRA "
+                       "(LoRA on attention, the router and a shared expert)")
+    if support.unmodelled:
+        raise BadInput(f"vLLM {release} puts LoRA on the {family} family's "
+                       f"{support.unmodelled}, whose buffers memprof does not model yet",
+                       hint="drop --enable-lora to estimate the model without adapters")
     dtype = model_dtype if lora_dtype == "auto" else lora_dtype
     return LoraSettings(max_loras=loras, rank=rank, extra_vocab=extra, dtype=dtype,
                         fully_sharded=fully_sharded_loras, bias=enable_lora_bias,

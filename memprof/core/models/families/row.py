@@ -39,6 +39,18 @@ class LoraSupport(NamedTuple):
     # ``VocabParallelEmbeddingWithLoRA`` (another A [L, V, r] and B [L, 1, H, r]) beside the
     # ``LogitsProcessorWithLoRA``; only where the model ties its embeddings
     tied_head_embedding: bool = False
+    # the checkpoint stores qkv_proj and gate_up_proj fused, so the class's
+    # ``packed_modules_mapping`` maps each to itself (Phi-3: ``{"qkv_proj": ["qkv_proj"],
+    # "gate_up_proj": ["gate_up_proj"]}``) and vLLM wraps them as one-slice LoRA linears
+    # (``QKVParallelLinearWithLoRA`` / ``ColumnParallelLinearWithLoRA``: one A [L, 1, r, H] and one
+    # B over the whole output) instead of 3 and 2 slices
+    fused_slices: bool = False
+    # the MoE router is a LoRA linear (a ``ReplicatedLinear``); False where the class builds it as
+    # a plain ``nn.Linear``, which ``get_supported_lora_modules`` (LinearBase only) leaves out
+    router: bool = True
+    # what of the class's LoRA layers memprof does not size (refused, with this reason); empty:
+    # every LoRA layer is sized
+    unmodelled: str = ""
 
 
 class PostLoadRequant(NamedTuple):
