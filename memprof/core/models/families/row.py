@@ -52,6 +52,17 @@ class LoraSupport(NamedTuple):
     # every LoRA layer is sized
     unmodelled: str = ""
 
+    def __str__(self) -> str:  # as ``memprof versions`` prints the row
+        said = [("embed_tokens / lm_head LoRA" if self.embeddings else "no embedding LoRA")]
+        said += [text for flag, text in (
+            (self.extra_vocab, "extra vocabulary rows"), (self.experts, "expert LoRA (refused)"),
+            (self.tied_head_embedding, "tied lm_head wrapped again"),
+            (self.fused_slices, "fused qkv_proj / gate_up_proj one slice each"),
+            (not self.router, "no router LoRA")) if flag]
+        if self.unmodelled:
+            said.append(f"LoRA on {self.unmodelled} (refused)")
+        return "; ".join(said)
+
 
 class PostLoadRequant(NamedTuple):
     """What an engine's model file does to a block-fp8 checkpoint's weights after loading them,
