@@ -148,3 +148,20 @@ def test_refusals_name_the_release(capsys, model: str, version: str, says: str) 
     assert err[1].startswith("hint: "), err
     # the hint offers only the spans memprof sizes, never one it refuses (expert LoRA)
     assert "0.11.1 – today" not in err[1]
+
+
+def test_mistral_has_its_own_class_without_embedding_lora_from_0_15() -> None:
+    """vLLM 0.15.0 registers MistralForCausalLM as mistral.py's own subclass of LlamaForCausalLM
+    with ``embedding_modules = {}`` (0.14.1: LlamaForCausalLM itself); Llama keeps its LoRA
+    embed_tokens / lm_head."""
+    key = "LoRA embed_tokens / lm_head buffers"
+    for version, mistral_has in (("0.14.1", True), ("0.15.0", False), ("0.33.0", False)):
+        mistral = _lora("mistral-7b-instruct-v0.3",
+                        Deployment(engine_version=version, enable_lora=True))
+        assert (key in mistral) is mistral_has, version
+        llama = _lora("llama-3.1-8b", Deployment(engine_version=version, enable_lora=True))
+        assert key in llama
+    # the decoder's LoRA is the same class's either side of the split
+    before = _lora("mistral-7b-instruct-v0.3", Deployment(engine_version="0.14.1",
+                                                          enable_lora=True))
+    assert mistral["LoRA stacked A/B buffers"] == before["LoRA stacked A/B buffers"]

@@ -153,10 +153,11 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
                   max_lora_rank: int | None, lora_extra_vocab_size: int | None,
                   lora_dtype: str, fully_sharded_loras: bool, model_dtype: str,
                   tp: int, enable_lora_bias: bool = False,
-                  specialize_active_lora: bool = False) -> LoraSettings:
+                  specialize_active_lora: bool = False, architecture: str = "") -> LoraSettings:
     """The settings as vLLM ``version`` reads them; :class:`BadInput` for what its LoRAConfig
     refuses, for a family whose LoRA layers memprof has not read, and for expert LoRA (vLLM
-    0.12.0 on), which memprof does not model yet."""
+    0.12.0 on), which memprof does not model yet. ``architecture``: the checkpoint's, for a family
+    whose classes differ (``LoraSupport.no_embeddings``)."""
     release = resolve_version(version)
     loras = DEFAULT_MAX_LORAS if max_loras is None else max_loras
     if loras < 1:
@@ -210,6 +211,8 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
         raise BadInput(f"vLLM {release} puts LoRA on the {family} family's "
                        f"{support.unmodelled}, whose buffers memprof does not model yet",
                        hint="drop --enable-lora to estimate the model without adapters")
+    if architecture in support.no_embeddings:  # its own class: no embedding modules
+        support = support._replace(embeddings=False)
     dtype = model_dtype if lora_dtype == "auto" else lora_dtype
     return LoraSettings(max_loras=loras, rank=rank, extra_vocab=extra, dtype=dtype,
                         fully_sharded=fully_sharded_loras, bias=enable_lora_bias,

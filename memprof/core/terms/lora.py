@@ -362,7 +362,8 @@ def settings_of(ctx: TermContext) -> LoraSettings:
                          lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
                          model_dtype=ctx.model_dtype, tp=dep.tp,
                          enable_lora_bias=dep.enable_lora_bias,
-                         specialize_active_lora=dep.specialize_active_lora)
+                         specialize_active_lora=dep.specialize_active_lora,
+                         architecture=ctx.spec.architecture)
 
 
 def _layer_tensors(layer: Layer, h: int, tp: int, st: LoraSettings) -> list[int]:

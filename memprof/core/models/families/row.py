@@ -51,6 +51,9 @@ class LoraSupport(NamedTuple):
     # what of the class's LoRA layers memprof does not size (refused, with this reason); empty:
     # every LoRA layer is sized
     unmodelled: str = ""
+    # architectures of the family whose own vLLM class has no embedding modules
+    # (``embedding_modules = {}``): embed_tokens and lm_head carry no LoRA for them
+    no_embeddings: tuple[str, ...] = ()
 
     def __str__(self) -> str:  # as ``memprof versions`` prints the row
         said = [("embed_tokens / lm_head LoRA" if self.embeddings else "no embedding LoRA")]
@@ -61,6 +64,8 @@ class LoraSupport(NamedTuple):
             (not self.router, "no router LoRA")) if flag]
         if self.unmodelled:
             said.append(f"LoRA on {self.unmodelled} (refused)")
+        if self.no_embeddings:
+            said.append(f"none on the embeddings of {', '.join(self.no_embeddings)}")
         return "; ".join(said)
 
 
