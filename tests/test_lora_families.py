@@ -165,3 +165,15 @@ def test_mistral_has_its_own_class_without_embedding_lora_from_0_15() -> None:
     before = _lora("mistral-7b-instruct-v0.3", Deployment(engine_version="0.14.1",
                                                           enable_lora=True))
     assert mistral["LoRA stacked A/B buffers"] == before["LoRA stacked A/B buffers"]
+
+
+def test_qwen2_5_vl_language_model_only() -> None:
+    """Qwen2.5-VL-7B's language model (Qwen2: H 3584, 28 heads, 4 KV heads of 128, I 18944, 28
+    layers) at 0.8.5: its decoder linears, not the vision tower (filtered out by the LoRA model
+    manager), no embedding LoRA."""
+    got = _lora("qwen2.5-vl-7b-instruct", Deployment(engine_version="0.8.5", enable_lora=True))
+    r, h, i = 16, 3584, 18944
+    per_layer = (3 * r * h + (3584 + 512 + 512) * r + r * h + h * r
+                 + 2 * r * h + 2 * i * r + r * i + h * r)
+    assert got["LoRA stacked A/B buffers"] == 28 * 2 * per_layer == 77 * MiB
+    assert set(got) == {"LoRA stacked A/B buffers", "LoRA punica metadata"}

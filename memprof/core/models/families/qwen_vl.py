@@ -46,6 +46,7 @@ from memprof.core.models.families.row import (
     Built,
     EngineTower,
     Family,
+    LoraSupport,
     lift_text_config,
     v0_gate_up_rows,
     vision_int,
@@ -294,11 +295,27 @@ def _qwen3_vl_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return qwen_moe.QWEN3_MOE.build(c, hidden, n_layers)
 
 
+# vLLM's LoRA support of Qwen2_5_VLForConditionalGeneration (SupportsLoRA in every release read):
+# LoRA on its language model, Qwen2ForCausalLM, alone: q/k/v and gate/up packed, no embedding
+# modules (0.7.3 ``embedding_modules = {}``, then the SupportsLoRA default; Qwen2ForCausalLM names
+# none either), no extra vocabulary; the vision tower and merger are filtered out (0.7.3 / 0.8.5
+# lora/models.py ``_filter_unsupported_mm_module``: get_mm_mapping's connector "visual."; 0.33.0
+# lora/model_manager.py: tower LoRA only under ``enable_tower_connector_lora``, default False)
+QWEN2_5_VL_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen2_5_vl_lora", changes="LoRA: modules", since="0.7.3", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=False),
+         introduced_by="read first in 0.7.3 (0.7.2 not read)",
+         source="0.7.3 / 0.8.5 / 0.10.2 / 0.11.0 / 0.14.1 / 0.20.0 / 0.28.0 / 0.33.0 "
+         "model_executor/models/qwen2_5_vl.py (SupportsLoRA, packed_modules_mapping, "
+         "get_mm_mapping, language model Qwen2ForCausalLM)", applies_to="qwen2_5_vl"),
+)
+
 QWEN2_5_VL = Family(
     name="qwen2_5_vl", model_types=("qwen2_5_vl",),
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
     attention="gqa", vision=_qwen2_5_vl_tower, config_view=lift_text_config,
     release_rules=lambda: multimodal_rules(), sglang_tower=QWEN2_5_VL_SGLANG,
+    lora=QWEN2_5_VL_LORA,
     # its language model is Qwen2ForCausalLM (0.7.3 qwen2_5_vl.py init_vllm_registered_model)
     v0_mlp_gate_up=v0_gate_up_rows("qwen2_5_vl", "qwen2.py", "Qwen2MLP",
                                    (("0.7.3", None, "kept", "0.7.3"),)),
