@@ -307,7 +307,9 @@ QWEN2_5_VL_LORA: tuple[Rule, ...] = (
          introduced_by="read first in 0.7.3 (0.7.2 not read)",
          source="0.7.3 / 0.8.5 / 0.10.2 / 0.11.0 / 0.14.1 / 0.20.0 / 0.28.0 / 0.33.0 "
          "model_executor/models/qwen2_5_vl.py (SupportsLoRA, packed_modules_mapping, "
-         "get_mm_mapping, language model Qwen2ForCausalLM)", applies_to="qwen2_5_vl"),
+         "get_mm_mapping: tower 'visual.', the module's own name, language model "
+         "Qwen2ForCausalLM); 0.7.3 - 0.12.0 lora/models.py _filter_unsupported_mm_module, "
+         "0.14.1 - 0.33.0 lora/model_manager.py _get_punica_wrapper", applies_to="qwen2_5_vl"),
 )
 
 QWEN2_5_VL = Family(
