@@ -139,15 +139,27 @@ def test_the_rows_say_what_the_wheels_say() -> None:
     ("glm-4.5-air", "0.10.0", "SupportsLoRA on Glm4MoeForCausalLM (first released in 0.10.1)"),
     ("qwen3-30b-a3b", "0.11.1", "experts (FusedMoEWithLoRA)"),
     ("mixtral-8x7b", "0.11.1", "experts (FusedMoEWithLoRA)"),
+    # classes with LoRA on layers memprof does not size: refused with what they are
+    ("deepseek-v3", "0.10.1", "has no LoRA for it: SupportsLoRA on DeepseekV2ForCausalLM "
+     "(first released in 0.10.2)"),
+    ("deepseek-v3", "0.10.2", "LoRA on the deepseek_v3 family's MLA attention projections,"),
+    ("kimi-k2", "0.12.0", "MLA attention projections and the experts"),
+    ("gpt-oss-20b", "0.11.0", "(first released in 0.11.1)"),
+    ("gpt-oss-20b", "0.12.0", "experts (FusedMoEWithLoRA)"),
+    ("minimax-m2.7", "0.14.1", "(first released in 0.15.0)"),
+    ("nemotron-h-8b-base-8k", "0.12.0", "Mamba-2 mixers (in_proj, out_proj)"),
+    ("granite-4.0-h-350m", "0.12.0", "Mamba-2 mixers (in_proj, out_proj)"),
+    ("qwen3-next-80b-a3b-instruct", "0.11.1", "Gated DeltaNet projections and the experts"),
 ])
 def test_refusals_name_the_release(capsys, model: str, version: str, says: str) -> None:  # type: ignore[no-untyped-def]
-    assert run(["estimate", "-m", model, "--gpu", "H200", "-tp", "4", "--engine-version",
+    tp = "1" if model.startswith(("gpt-oss-20b", "nemotron-h", "granite")) else "8"
+    assert run(["estimate", "-m", model, "--gpu", "H200", "-tp", tp, "--engine-version",
                 version, "--enable-lora"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("error: ") and says in err[0], err
     assert err[1].startswith("hint: "), err
     # the hint offers only the spans memprof sizes, never one it refuses (expert LoRA)
-    assert "0.11.1 – today" not in err[1]
+    assert "0.11.1 – today" not in err[1] and "0.12.0 – today" not in err[1]
 
 
 def test_mistral_has_its_own_class_without_embedding_lora_from_0_15() -> None:
