@@ -150,6 +150,8 @@ def test_the_rows_say_what_the_wheels_say() -> None:
     ("nemotron-h-8b-base-8k", "0.12.0", "Mamba-2 mixers (in_proj, out_proj)"),
     ("granite-4.0-h-350m", "0.12.0", "Mamba-2 mixers (in_proj, out_proj)"),
     ("qwen3-next-80b-a3b-instruct", "0.11.1", "Gated DeltaNet projections and the experts"),
+    ("qwen3.5-27b", "0.20.0", "qwen3_5 family's Gated DeltaNet projections,"),
+    ("llama-4-scout-17b-16e", "0.11.0", "(first released in 0.11.1)"),
 ])
 def test_refusals_name_the_release(capsys, model: str, version: str, says: str) -> None:  # type: ignore[no-untyped-def]
     tp = "1" if model.startswith(("gpt-oss-20b", "nemotron-h", "granite")) else "8"
