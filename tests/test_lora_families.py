@@ -152,9 +152,11 @@ def test_the_rows_say_what_the_wheels_say() -> None:
     ("qwen3-next-80b-a3b-instruct", "0.11.1", "Gated DeltaNet projections and the experts"),
     ("qwen3.5-27b", "0.20.0", "qwen3_5 family's Gated DeltaNet projections,"),
     ("llama-4-scout-17b-16e", "0.11.0", "(first released in 0.11.1)"),
+    ("qwen3-vl-4b-instruct", "0.11.0", "vision tower linears"),
+    ("qwen3-vl-30b-a3b-instruct", "0.12.0", "experts (FusedMoEWithLoRA)"),
 ])
 def test_refusals_name_the_release(capsys, model: str, version: str, says: str) -> None:  # type: ignore[no-untyped-def]
-    tp = "1" if model.startswith(("gpt-oss-20b", "nemotron-h", "granite")) else "8"
+    tp = "1" if model.startswith(("gpt-oss-20b", "nemotron-h", "granite", "qwen3-vl-4b")) else "8"
     assert run(["estimate", "-m", model, "--gpu", "H200", "-tp", tp, "--engine-version",
                 version, "--enable-lora"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -191,3 +193,21 @@ def test_qwen2_5_vl_language_model_only() -> None:
                  + 2 * r * h + 2 * i * r + r * i + h * r)
     assert got["LoRA stacked A/B buffers"] == 28 * 2 * per_layer == 77 * MiB
     assert set(got) == {"LoRA stacked A/B buffers", "LoRA punica metadata"}
+
+
+def test_qwen3_vl_language_model_as_qwen3_from_0_11_1() -> None:
+    """Qwen3-VL-4B's language model (Qwen3: H 2560, 32 heads, 8 KV heads of 128, I 9728, 36
+    layers, tied embeddings): the decoder linears at 0.12.0 (no embedding modules before
+    0.16.0), then embed_tokens / lm_head, the tied lm_head wrapped again up to 0.27.1."""
+    got = _lora("qwen3-vl-4b-instruct", Deployment(engine_version="0.12.0", enable_lora=True))
+    r, h, i = 16, 2560, 9728
+    per_layer = (3 * r * h + (4096 + 1024 + 1024) * r + r * 4096 + h * r
+                 + 2 * r * h + 2 * i * r + r * i + h * r)
+    assert got["LoRA stacked A/B buffers"] == 36 * 2 * per_layer == 63 * MiB
+    assert "LoRA embed_tokens / lm_head buffers" not in got
+    key = "LoRA embed_tokens / lm_head buffers"
+    wrapped_twice = _lora("qwen3-vl-4b-instruct",
+                          Deployment(engine_version="0.27.1", enable_lora=True))[key]
+    once = _lora("qwen3-vl-4b-instruct", Deployment(engine_version="0.28.0", enable_lora=True))[key]
+    v = 151936
+    assert wrapped_twice - once == 2 * (v * r + h * r)  # a second A [1, V, r] and B [1, 1, H, r]

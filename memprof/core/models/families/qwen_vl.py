@@ -312,6 +312,54 @@ QWEN2_5_VL_LORA: tuple[Rule, ...] = (
          "0.14.1 - 0.33.0 lora/model_manager.py _get_punica_wrapper", applies_to="qwen2_5_vl"),
 )
 
+# vLLM's LoRA support of Qwen3VLForConditionalGeneration (SupportsLoRA from its first release,
+# 0.11.0) and its MoE subclass. 0.11.0's get_mm_mapping names the tower "model.visual." and the
+# connector "model.visual.merger", which no module name starts with (the tower is
+# ``self.visual``), so lora/models.py ``_filter_unsupported_mm_module`` keeps the tower's linears
+# and vLLM wraps them: refused. From 0.11.1 the mapping says "visual." and LoRA sits on the
+# language model alone, Qwen3LLMForCausalLM (a Qwen3ForCausalLM): as the qwen3 rows, no embedding
+# modules before 0.16.0; then embed_tokens / lm_head, with a tied lm_head that is embed_tokens
+# itself wrapped again up to 0.27.1 (``self.lm_head = self.model.embed_tokens``; 0.28.0
+# ``tie_weights``). The MoE's experts carry LoRA from 0.11.1 (FusedMoEWithLoRA): refused.
+_QWEN3_VL_TOWER = ("vision tower linears (get_mm_mapping's 'model.visual.' misses the module "
+                   "names 'visual.', so the LoRA manager keeps them)")
+_QWEN3_VL_READ = ("0.11.0 / 0.11.1 / 0.12.0 / 0.14.1 / 0.15.0 / 0.16.0 / 0.20.0 / 0.25.0 / "
+                  "0.27.1 / 0.28.0 / 0.33.0 model_executor/models/qwen3_vl.py "
+                  "(get_mm_mapping, Qwen3LLMForCausalLM), qwen3.py (embedding_modules); "
+                  "0.11.0 lora/models.py _filter_unsupported_mm_module")
+_QWEN3_VL_FIRST = "Qwen3-VL support with SupportsLoRA (first released in 0.11.0)"
+_TOWER_FIXED = "get_mm_mapping names the tower 'visual.' (first released in 0.11.1)"
+QWEN3_VL_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.11.0", until="0.11.1",
+         value=LoraSupport(extra_vocab=False, embeddings=False, unmodelled=_QWEN3_VL_TOWER),
+         introduced_by=_QWEN3_VL_FIRST, removed_by=_TOWER_FIXED, source=_QWEN3_VL_READ,
+         applies_to="qwen3_vl"),
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.11.1", until="0.16.0",
+         value=LoraSupport(extra_vocab=False, embeddings=False), introduced_by=_TOWER_FIXED,
+         removed_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
+         source=_QWEN3_VL_READ, applies_to="qwen3_vl"),
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.16.0", until="0.28.0",
+         value=LoraSupport(extra_vocab=False, embeddings=True, tied_head_embedding=True),
+         introduced_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
+         removed_by="tied lm_head a ParallelLMHead via tie_weights (first released in 0.28.0)",
+         source=_QWEN3_VL_READ, applies_to="qwen3_vl"),
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.28.0", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=True),
+         introduced_by="tied lm_head a ParallelLMHead via tie_weights (first released in "
+         "0.28.0)", source=_QWEN3_VL_READ, applies_to="qwen3_vl"),
+)
+QWEN3_VL_MOE_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen3_vl_moe_lora", changes="LoRA: modules", since="0.11.0", until="0.11.1",
+         value=LoraSupport(extra_vocab=False, embeddings=False, unmodelled=_QWEN3_VL_TOWER),
+         introduced_by=_QWEN3_VL_FIRST, removed_by="FusedMoEWithLoRA (first released in 0.11.1)",
+         source=_QWEN3_VL_READ + "; qwen3_vl_moe.py", applies_to="qwen3_vl_moe"),
+    Rule(name="qwen3_vl_moe_lora", changes="LoRA: modules", since="0.11.1", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=False, experts=True),
+         introduced_by="FusedMoEWithLoRA (first released in 0.11.1)",
+         source=_QWEN3_VL_READ + "; qwen3_vl_moe.py; 0.11.1 lora/layers/fused_moe.py",
+         applies_to="qwen3_vl_moe"),
+)
+
 QWEN2_5_VL = Family(
     name="qwen2_5_vl", model_types=("qwen2_5_vl",),
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
@@ -327,12 +375,14 @@ QWEN3_VL = Family(
     architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
     attention="gqa", vision=_qwen3_vl_tower, config_view=lift_text_config,
     sglang_tower=_qwen3_vl_sglang("qwen3_vl"),
+    lora=QWEN3_VL_LORA,
     source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
 QWEN3_VL_MOE = Family(
     name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
     attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=lift_text_config,
     sglang_tower=_qwen3_vl_sglang("qwen3_vl_moe"),
+    lora=QWEN3_VL_MOE_LORA,
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
 def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:
