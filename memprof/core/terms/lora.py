@@ -9,14 +9,17 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
 ``L = max_loras``, ``r = max_lora_rank``, ``H`` the hidden size, ``t`` the TP size (read in
 0.8.2 ``lora/layers.py`` and 0.11.0 / 0.12.0 / 0.33.0 ``lora/layers/``)::
 
-    column-parallel, n slices (qkv_proj: q, k, v; gate_up_proj: gate, up)
+    column-parallel, n slices (qkv_proj: q, k, v; gate_up_proj: gate, up; one slice over the
+    whole output where the checkpoint stores them fused: ``LoraSupport.fused_slices``)
         A  n × [L, 1, r', in]            r' = r, or r/t with --fully-sharded-loras
         B  [L, 1, out_i / t, r] per slice (q: heads/t·d; k, v: the rank's KV heads·d)
     bias (--enable-lora-bias, before 0.12.0): [L, 1, out] beside each B, its output width
     row-parallel (o_proj, down_proj)
         A  [L, 1, r, in/t]     B  [L, 1, out', r]   out' = out, or out/t fully sharded
-    replicated (a MoE router ``gate``)
+    replicated (a MoE router ``gate`` that is a ReplicatedLinear: ``LoraSupport.router``)
         A  [L, 1, r, H]        B  [L, 1, E, r]
+    a MoE layer's shared expert: gate_up_proj and down_proj as above (the routed experts carry
+    none before FusedMoEWithLoRA, 0.11.1, which memprof refuses)
     embed_tokens (VocabParallelEmbeddingWithLoRA), where it is a LoRA module
         A  [L, V + x, r]       B  [L, 1, H, r]     embeddings_tensors [L, x, H] (model dtype)
     lm_head (LogitsProcessorWithLoRA)
