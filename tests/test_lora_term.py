@@ -150,7 +150,8 @@ def test_lora_dtype_float32_model_bf16_sizes_by_the_lora_dtype() -> None:
     ("llama-3.1-8b", ["--fully-sharded-loras", "--max-lora-rank", "8", "-tp", "16"],
      "--fully-sharded-loras"),
     ("mixtral-8x7b", ["--engine-version", "0.12.0"], "experts"),
-    ("deepseek-r1", [], "reads them for: llama"),
+    ("gemma-4-26b-a4b", [], "reads them for: llama"),
+    ("deepseek-r1", [], "MLA attention projections and the experts"),
     ("qwen3-0.6b", ["--engine-version", "0.8.3"], "qwen3 family at 0.8.4 – before 0.16.0"),
 ])
 def test_bad_lora_input_is_exit_2(capsys, model: str, flags: list[str], says: str) -> None:  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ from typing import NamedTuple
 from memprof.base.errors import BadInput
 from memprof.core.models.families import family_row
 from memprof.core.models.families.row import LoraSupport
-from memprof.core.versions import Rule, resolve_version, value_at
+from memprof.core.versions import Rule, resolve_version, split_generation, value_at, version_key
 
 DEFAULT_MAX_LORAS = 1
 # far above any deployment (each slot holds every LoRA layer's A and B), low enough that the
@@ -124,19 +124,33 @@ class LoraSettings(NamedTuple):
     support: LoraSupport  # what the family's vLLM class does under LoRA at the release
 
 
+def _sized(rows: tuple[Rule, ...]) -> list[Rule]:
+    """The ``Family.lora`` rows memprof sizes (not those it refuses: expert LoRA, unmodelled
+    layers)."""
+    return [r for r in rows if isinstance(r.value, LoraSupport)
+            and not (r.value.experts or r.value.unmodelled)]
+
+
 def _refuse_family(family: str, version: str) -> BadInput:
     from memprof.core.models.families import ROWS
 
-    rows = family_row(family).lora
-    if rows:  # read for other releases
-        spans = ", ".join(r.span for r in rows if isinstance(r.value, LoraSupport))
+    rows = [r for r in family_row(family).lora if isinstance(r.value, LoraSupport)]
+    first = rows[0] if rows else None
+    # a family whose class gained SupportsLoRA within the releases read says where
+    before = (f"; vLLM {version} has no LoRA for it: {first.introduced_by}"
+              if first is not None and first.since and "first released" in first.introduced_by
+              and version_key(split_generation(version)[0]) < version_key(first.since)
+              else "")
+    sized = _sized(family_row(family).lora)
+    if sized:  # read for other releases
+        spans = ", ".join(r.span for r in sized)
         return BadInput(f"memprof reads vLLM's LoRA layers of the {family} family at {spans}, "
-                        f"not at {version}",
+                        f"not at {version}{before}",
                         hint=f"use an --engine-version in {spans}, or drop --enable-lora to "
                         "estimate the model without adapters")
-    known = ", ".join(r.name for r in ROWS if r.lora)
+    known = ", ".join(r.name for r in ROWS if _sized(r.lora))
     return BadInput(f"memprof does not model vLLM's LoRA layers for the {family} family "
-                    f"(vLLM {version}); it reads them for: {known}",
+                    f"(vLLM {version}){before}; it reads them for: {known}",
                     hint="drop --enable-lora to estimate the model without adapters (the "
                     "estimate then leaves out their stacked buffers)")
 
@@ -145,10 +159,11 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
                   max_lora_rank: int | None, lora_extra_vocab_size: int | None,
                   lora_dtype: str, fully_sharded_loras: bool, model_dtype: str,
                   tp: int, enable_lora_bias: bool = False,
-                  specialize_active_lora: bool = False) -> LoraSettings:
+                  specialize_active_lora: bool = False, architecture: str = "") -> LoraSettings:
     """The settings as vLLM ``version`` reads them; :class:`BadInput` for what its LoRAConfig
     refuses, for a family whose LoRA layers memprof has not read, and for expert LoRA (vLLM
-    0.12.0 on), which memprof does not model yet."""
+    0.12.0 on), which memprof does not model yet. ``architecture``: the checkpoint's, for a family
+    whose classes differ (``LoraSupport.no_embeddings``)."""
     release = resolve_version(version)
     loras = DEFAULT_MAX_LORAS if max_loras is None else max_loras
     if loras < 1:
@@ -192,11 +207,15 @@ def lora_settings(family: str, version: str | None, *, max_loras: int | None,
     support = value_at(family_row(family).lora, release)
     if not isinstance(support, LoraSupport):
         raise _refuse_family(family, release)
-    if support.experts:
-        raise BadInput(f"vLLM {release} puts LoRA on the {family} family's experts "
-                       "(FusedMoEWithLoRA), whose buffers memprof does not model yet",
-                       hint="drop --enable-lora to estimate without adapters, or use "
-                       "--engine-version 0.11.0 or earlier (LoRA on attention and the router)")
+    if support.experts or support.unmodelled:
+        what = support.unmodelled or "experts (FusedMoEWithLoRA)"
+        spans = ", ".join(r.span for r in _sized(family_row(family).lora))
+        raise BadInput(f"vLLM {release} puts LoRA on the {family} family's {what}, whose "
+                       "buffers memprof does not model yet",
+                       hint="drop --enable-lora to estimate without adapters"
+                       + (f", or use an --engine-version in {spans}" if spans else ""))
+    if architecture in support.no_embeddings:  # its own class: no embedding modules
+        support = support._replace(embeddings=False)
     dtype = model_dtype if lora_dtype == "auto" else lora_dtype
     return LoraSettings(max_loras=loras, rank=rank, extra_vocab=extra, dtype=dtype,
                         fully_sharded=fully_sharded_loras, bias=enable_lora_bias,

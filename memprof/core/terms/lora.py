@@ -9,14 +9,17 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
 ``L = max_loras``, ``r = max_lora_rank``, ``H`` the hidden size, ``t`` the TP size (read in
 0.8.2 ``lora/layers.py`` and 0.11.0 / 0.12.0 / 0.33.0 ``lora/layers/``)::
 
-    column-parallel, n slices (qkv_proj: q, k, v; gate_up_proj: gate, up)
+    column-parallel, n slices (qkv_proj: q, k, v; gate_up_proj: gate, up; one slice over the
+    whole output where the checkpoint stores them fused: ``LoraSupport.fused_slices``)
         A  n × [L, 1, r', in]            r' = r, or r/t with --fully-sharded-loras
         B  [L, 1, out_i / t, r] per slice (q: heads/t·d; k, v: the rank's KV heads·d)
     bias (--enable-lora-bias, before 0.12.0): [L, 1, out] beside each B, its output width
     row-parallel (o_proj, down_proj)
         A  [L, 1, r, in/t]     B  [L, 1, out', r]   out' = out, or out/t fully sharded
-    replicated (a MoE router ``gate``)
+    replicated (a MoE router ``gate`` that is a ReplicatedLinear: ``LoraSupport.router``)
         A  [L, 1, r, H]        B  [L, 1, E, r]
+    a MoE layer's shared expert: gate_up_proj and down_proj as above (the routed experts carry
+    none before FusedMoEWithLoRA, 0.11.1, which memprof refuses)
     embed_tokens (VocabParallelEmbeddingWithLoRA), where it is a LoRA module
         A  [L, V + x, r]       B  [L, 1, H, r]     embeddings_tensors [L, x, H] (model dtype)
     lm_head (LogitsProcessorWithLoRA)
@@ -83,6 +86,7 @@ from memprof.core.dtypes import dtype_bytes
 from memprof.core.engines import engine_of
 from memprof.core.lora import LORA_VOCAB_PADDING, LoraSettings, lora_settings
 from memprof.core.models import Layer
+from memprof.core.models.families.row import LoraSupport
 from memprof.core.terms.common import is_first_stage, is_last_stage, max_seqs, profile_tokens
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.shard import VOCAB_PADDING
@@ -264,20 +268,29 @@ def lora_capture_cases(ctx: TermContext) -> tuple[int, int]:
     return len(captured_lora_counts(st.max_loras, dep.specialize_active_lora)), 1
 
 
-def lora_linears(layer: Layer) -> int:
-    """LoRA-wrapped linears of one decoder layer, as ``_layer_tensors`` counts them: qkv_proj
-    and o_proj; a dense MLP's gate_up_proj (or up_proj) and down_proj; a MoE's router."""
+def lora_slices(layer: Layer, support: LoraSupport) -> list[int]:
+    """Output slices of each LoRA-wrapped linear of one decoder layer, in the order
+    ``_layer_tensors`` sizes them: qkv_proj 3 (q, k, v), o_proj 1; a gated MLP's gate_up_proj 2,
+    down_proj 1 (up_proj 1 ungated); a MoE's router 1 (where it is a LoRA linear:
+    ``LoraSupport.router``) and its shared expert's gate_up_proj 2 and down_proj 1. A class whose
+    checkpoint fuses qkv_proj and gate_up_proj (``LoraSupport.fused_slices``) wraps each as one
+    slice."""
+    qkv, gate_up = (1, 1) if support.fused_slices else (3, 2)
     m = layer.mlp
-    return 2 + (1 if m.kind == "moe" else 0 if m.kind == "none" else 2)
+    if m.kind == "moe":
+        mlp = [1] if support.router else []
+        if m.shared_intermediate_size:
+            mlp += [gate_up, 1]
+    elif m.kind == "none":
+        mlp = []
+    else:
+        mlp = [gate_up if m.gated else 1, 1]
+    return [qkv, 1, *mlp]
 
 
-def lora_slices(layer: Layer) -> list[int]:
-    """Output slices of each LoRA-wrapped linear of one decoder layer (``lora_linears``):
-    qkv_proj 3 (q, k, v), o_proj 1; a gated MLP's gate_up_proj 2, down_proj 1 (up_proj 1
-    ungated); a MoE's router 1."""
-    m = layer.mlp
-    mlp = [1] if m.kind == "moe" else [] if m.kind == "none" else [2 if m.gated else 1, 1]
-    return [3, 1, *mlp]
+def lora_linears(layer: Layer, support: LoraSupport) -> int:
+    """LoRA-wrapped linears of one decoder layer (``lora_slices``)."""
+    return len(lora_slices(layer, support))
 
 
 def lora_graph_nodes(ctx: TermContext, layers: int | None = None, *,
@@ -296,17 +309,18 @@ def lora_graph_nodes(ctx: TermContext, layers: int | None = None, *,
         return 0
     start, end = pp_layer_split(len(spec.layers), dep.pp, dep.engine_version)[ctx.coord.pp_stage]
     mtp = spec.mtp_layers
+    support = settings_of(ctx).support
     if len(per) == 3:  # (fill, per slice, embedding)
         fill, per_slice, embedding = int(per[0]), int(per[1]), int(per[2])
         nodes = sum(fill + per_slice * n for layer in spec.layers[start:end]
-                    if layer not in mtp for n in lora_slices(layer))
+                    if layer not in mtp for n in lora_slices(layer, support))
     else:
         linear, embedding = int(per[0]), int(per[1])
         if not active:
             linear, embedding = 0, min(embedding, 1)
-        nodes = sum(linear * lora_linears(layer) for layer in spec.layers[start:end]
+        nodes = sum(linear * lora_linears(layer, support) for layer in spec.layers[start:end]
                     if layer not in mtp)
-    if is_first_stage(ctx) and settings_of(ctx).support.embeddings:
+    if is_first_stage(ctx) and support.embeddings:
         nodes += embedding
     return nodes
 
@@ -351,32 +365,49 @@ def settings_of(ctx: TermContext) -> LoraSettings:
                          lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
                          model_dtype=ctx.model_dtype, tp=dep.tp,
                          enable_lora_bias=dep.enable_lora_bias,
-                         specialize_active_lora=dep.specialize_active_lora)
+                         specialize_active_lora=dep.specialize_active_lora,
+                         architecture=ctx.spec.architecture)
 
 
 def _layer_tensors(layer: Layer, h: int, tp: int, st: LoraSettings) -> list[int]:
-    """Elements of each stacked tensor one decoder layer's LoRA wrappers allocate."""
+    """Elements of each stacked tensor one decoder layer's LoRA wrappers allocate, linear by
+    linear as ``lora_slices`` lists them: A and B of every slice."""
     n, r = st.max_loras, st.rank
     ra = r // tp if st.fully_sharded else r  # column-parallel A under --fully-sharded-loras
+    rb = h // tp if st.fully_sharded else h  # row-parallel B under --fully-sharded-loras
     a = layer.attention
     out: list[int] = []
-    # qkv_proj: MergedQKVParallelLinearWithLoRA, slices q, k, v
+
+    def column(widths: list[int]) -> None:  # A [L, 1, r', H] and B [L, 1, w, r] per slice
+        for width in widths:
+            out.extend((n * ra * h, n * width * r))
+
+    # qkv_proj: q, k, v slices (MergedQKVParallelLinearWithLoRA), or one over the fused output
+    # (QKVParallelLinearWithLoRA)
     kv_local = max(1, a.num_kv_heads // tp)
-    for width in (a.num_heads // tp * a.head_dim, kv_local * a.head_dim,
-                  kv_local * a.head_dim):
-        out += [n * ra * h, n * width * r]
+    qkv = [a.num_heads // tp * a.head_dim, kv_local * a.head_dim, kv_local * a.head_dim]
+    column([sum(qkv)] if st.support.fused_slices else qkv)
     # o_proj: RowParallelLinearWithLoRA
     o_in = a.num_heads * a.v_head_dim
-    out += [n * r * (o_in // tp), n * (h // tp if st.fully_sharded else h) * r]
+    out += [n * r * (o_in // tp), n * rb * r]
+
+    def mlp(inter: int, gated: bool) -> None:  # gate_up_proj (or up_proj), down_proj
+        if not gated:
+            column([inter // tp])
+        else:
+            column([2 * inter // tp] if st.support.fused_slices else [inter // tp] * 2)
+        out.extend((n * r * (inter // tp), n * rb * r))
+
     m = layer.mlp
     if m.kind == "moe":
-        # the router (ReplicatedLinear gate): ReplicatedLinearWithLoRA; experts carry none
-        out += [n * r * h, n * m.num_experts * r]
+        # the router (ReplicatedLinear gate): ReplicatedLinearWithLoRA; the routed experts carry
+        # none (FusedMoE is no LinearBase before FusedMoEWithLoRA); a shared expert is an MLP
+        if st.support.router:
+            out += [n * r * h, n * m.num_experts * r]
+        if m.shared_intermediate_size:
+            mlp(m.shared_intermediate_size, True)
     elif m.kind != "none":
-        inter = m.intermediate_size
-        for _ in range(2 if m.gated else 1):  # gate_up_proj: gate, up
-            out += [n * ra * h, n * (inter // tp) * r]
-        out += [n * r * (inter // tp), n * (h // tp if st.fully_sharded else h) * r]
+        mlp(m.intermediate_size, m.gated)
     if st.bias:  # a bias slot [L, 1, out] beside each B: the B's output width
         out += [e // r for e in out[1::2]]
     return out

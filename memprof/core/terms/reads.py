@@ -85,7 +85,12 @@ TERM_READS: dict[str, frozenset[str]] = {
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode",
                                 "dep.vllm_use_flashinfer_sampler",
-                                "dep.enable_lora",
+                                # the text peak's sampler width where the wrapper's language
+                                # model carries LoRA (terms/lora.py lora_logits_widths)
+                                "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
+                                "dep.lora_extra_vocab_size", "dep.lora_dtype",
+                                "dep.fully_sharded_loras", "dep.enable_lora_bias",
+                                "dep.specialize_active_lora",
                                 # the text peak's runner (terms/runner_v2_profile.py)
                                 "dep.enforce_eager", "dep.compile_cache")),
     # ctx.quant: bitsandbytes' kernel nodes and dequantised shard (terms/bnb_linear.py)

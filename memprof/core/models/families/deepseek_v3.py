@@ -15,6 +15,7 @@ from memprof.core.models.families.row import (
     Built,
     Family,
     PostLoadRequant,
+    lora_refused,
     missing,
     sglang_embed_rows,
     top_k,
@@ -136,7 +137,17 @@ def _deepseek_v32_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return _mla_layers(c, hidden, n_layers, sparse=True)
 
 
+# vLLM's LoRA support of DeepseekV2ForCausalLM (DeepseekV3ForCausalLM subclasses it): SupportsLoRA
+# from 0.10.2 (0.10.1.1 has none), with LoRA on the MLA attention's projections (LinearBase) and,
+# from 0.11.1, on the experts (FusedMoEWithLoRA): refused until memprof models them
+DEEPSEEK_V3_LORA = lora_refused(
+    "deepseek_v3", "DeepseekV2ForCausalLM", "0.10.2",
+    "0.10.1.1 (no SupportsLoRA) / 0.10.2 / 0.11.0 / 0.11.1 / 0.20.0 / 0.33.0 deepseek_v2.py",
+    introduced_by="SupportsLoRA on DeepseekV2ForCausalLM (first released in 0.10.2)",
+    unmodelled="MLA attention projections", experts_from="0.11.1")
+
 DEEPSEEK_V3 = Family(
+    lora=DEEPSEEK_V3_LORA,
     name="deepseek_v3", model_types=("deepseek_v2", "deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,

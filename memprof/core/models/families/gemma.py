@@ -64,6 +64,7 @@ from memprof.core.models.families.row import (
     ConfigView,
     EngineTower,
     Family,
+    LoraSupport,
     gqa,
     layer_types_windows,
     lift_text_config,
@@ -285,18 +286,45 @@ GEMMA2_AUTO_DTYPE = (
     _no_float16("gemma2"))
 GEMMA3_AUTO_DTYPE = (_no_float16("gemma3_mm"),)
 
+# vLLM's LoRA support: Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration
+# are SupportsLoRA with q/k/v and gate/up packed (3 and 2 slices) and no embedding modules
+# (``embedding_modules = {}``, the SupportsLoRA default from 0.8.0): every linear of the decoder
+# carries LoRA, the tied embed_tokens / lm_head none, and no class grows its vocabulary (their
+# files never read lora_extra_vocab_size; gemma2.py / gemma3.py ``del lora_config``). The
+# Gemma 3 wrapper puts LoRA on its language model only: the tower and the projector are
+# filtered out (0.8.5 lora/models.py ``_filter_unsupported_mm_module``; 0.33.0
+# lora/model_manager.py: tower LoRA only under ``enable_tower_connector_lora``, default False,
+# which memprof does not take)
+_GEMMA_LORA = LoraSupport(extra_vocab=False, embeddings=False)
+
+
+def _gemma_lora(family: str, since: str, introduced_by: str, files: str) -> tuple[Rule, ...]:
+    return (Rule(name=f"{family}_lora", changes="LoRA: modules", since=since, until=None,
+                 value=_GEMMA_LORA, introduced_by=introduced_by,
+                 source=f"0.7.1 / 0.8.0 / 0.8.5 / 0.10.2 / 0.12.0 / 0.16.0 / 0.20.0 / 0.28.0 / "
+                 f"0.33.0 model_executor/models/{files} (SupportsLoRA, packed_modules_mapping; "
+                 "no embedding_modules)", applies_to=family),)
+
+
+GEMMA2_LORA = _gemma_lora("gemma2", "0.7.0", "before 0.7.0", "gemma2.py Gemma2ForCausalLM")
+GEMMA3_LORA = _gemma_lora("gemma3", "0.8.0", "Gemma 3 support (first released in 0.8.0)",
+                          "gemma3.py Gemma3ForCausalLM")
+GEMMA3_MM_LORA = _gemma_lora("gemma3_mm", "0.8.0",
+                             "Gemma 3 support (first released in 0.8.0)",
+                             "gemma3_mm.py Gemma3ForConditionalGeneration, gemma3.py")
+
 GEMMA2 = Family(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
     vllm_auto_dtype=GEMMA2_AUTO_DTYPE, release_rules=lambda: (GEMMA2_AUTO_DTYPE,),
     sglang_fa3_listed=(sglang_fa3_listed("gemma2", "0.4.6", "0.5.8", ("Gemma2ForCausalLM",)),),
-    build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS),
+    build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS), lora=GEMMA2_LORA,
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma2.py (0.12.0)",
     v0_mlp_gate_up=v0_gate_up_rows("gemma2", "gemma2.py", "Gemma2MLP",
                                    (("0.6.5", None, "kept", "0.6.5, 0.7.3"),)),
 )
 GEMMA3 = Family(
     name="gemma3", model_types=("gemma3_text",), architectures=("Gemma3ForCausalLM",),
-    build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
+    build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW, lora=GEMMA3_LORA,
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma3.py (0.12.0)",
     v0_mlp_gate_up=v0_gate_up_rows("gemma3", "gemma3.py", "Gemma3MLP",
                                    (("0.8.5", None, "kept", "0.8.5"),)),
@@ -307,8 +335,8 @@ GEMMA3_MM = Family(
     sglang_fa3_listed=(sglang_fa3_listed("gemma3_mm", "0.4.6", "0.5.8",
                                          ("Gemma3ForConditionalGeneration",)),),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
-    layer_norms=_NORMS, vision=siglip_tower, release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED,
-                                                            GEMMA3_AUTO_DTYPE),
+    layer_norms=_NORMS, vision=siglip_tower, lora=GEMMA3_MM_LORA,
+    release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED, GEMMA3_AUTO_DTYPE),
     sglang_tower=GEMMA3_MM_SGLANG,
     v0_mlp_gate_up=v0_gate_up_rows("gemma3_mm", "gemma3.py", "Gemma3MLP",
                                    (("0.8.5", None, "kept", "0.8.5"),)),

@@ -22,6 +22,7 @@ from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
+    LoraSupport,
     gqa,
     missing,
     sglang_embed_rows,
@@ -29,6 +30,7 @@ from memprof.core.models.families.row import (
     top_k,
 )
 from memprof.core.models.spec import MLP, Layer
+from memprof.core.versions import Rule
 
 
 def _glm4_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
@@ -52,11 +54,34 @@ def _glm4_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return layers, mtp
 
 
+# vLLM's LoRA support of Glm4MoeForCausalLM: SupportsLoRA from 0.10.1 (0.10.0's class has none);
+# up to 0.11.0 LoRA sits on qkv_proj (q/k/v packed), o_proj, the shared experts' and the dense
+# layers' gate_up_proj (packed) and down_proj; the router is an fp32 ``nn.Linear``, no LinearBase,
+# so it carries none (``LoraSupport.router``), nor do the routed experts; no embedding modules,
+# no extra vocabulary. From 0.11.1 ``FusedMoEWithLoRA`` puts LoRA on the experts (refused).
+LORA: tuple[Rule, ...] = (
+    Rule(name="glm4_moe_lora", changes="LoRA: modules, expert LoRA", since="0.10.1",
+         until="0.11.1", value=LoraSupport(extra_vocab=False, embeddings=False, router=False),
+         introduced_by="SupportsLoRA on Glm4MoeForCausalLM (first released in 0.10.1)",
+         removed_by="FusedMoEWithLoRA (first released in 0.11.1)",
+         source="0.10.0 / 0.10.1 / 0.10.1.1 / 0.10.2 / 0.11.0 model_executor/models/glm4_moe.py "
+         "(0.10.0: no SupportsLoRA, gate a ReplicatedLinear; then SupportsLoRA, gate "
+         "nn.Linear(dtype=torch.float32), Glm4MoeMLP shared experts); lora/utils.py "
+         "get_supported_lora_modules (LinearBase only)", applies_to="glm4_moe"),
+    Rule(name="glm4_moe_lora", changes="LoRA: modules, expert LoRA", since="0.11.1",
+         until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=False, experts=True, router=False),
+         introduced_by="FusedMoEWithLoRA (first released in 0.11.1)",
+         source="0.11.1 / 0.12.0 / 0.33.0 model_executor/models/glm4_moe.py; 0.11.1 "
+         "lora/layers/fused_moe.py FusedMoEWithLoRA", applies_to="glm4_moe"),
+)
+
+
 FAMILY = Family(
     name="glm4_moe", model_types=("glm4_moe",), architectures=("Glm4MoeForCausalLM",),
     sglang_fa3_listed=(sglang_fa3_listed("glm4_moe", "0.4.10", "0.5.8",
                                          ("Glm4MoeForCausalLM",)),),
-    build=_glm4_moe_layers, attention="gqa", moe=True, mtp=True,
+    build=_glm4_moe_layers, attention="gqa", moe=True, mtp=True, lora=LORA,
     dp_attention_embed=sglang_embed_rows(
         "glm4_moe", "glm4_moe.py",
         ((None, "0.5.9", "replicated", "0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),

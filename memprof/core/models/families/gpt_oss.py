@@ -16,6 +16,7 @@ from memprof.core.models.families.row import (
     Family,
     gqa,
     layer_types_windows,
+    lora_refused,
     missing,
     sglang_embed_rows,
     top_k,
@@ -81,7 +82,15 @@ def _gpt_oss_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return layers, []
 
 
+# vLLM's LoRA support of GptOssForCausalLM: SupportsLoRA from 0.11.1, with LoRA on the experts
+# (FusedMoEWithLoRA; is_3d_moe_weight from 0.12.0): refused until memprof models it
+LORA = lora_refused("gpt_oss", "GptOssForCausalLM", "0.11.1",
+                    "0.10.2 / 0.11.0 (no SupportsLoRA) / 0.11.1 / 0.12.0 / 0.33.0 gpt_oss.py",
+                    introduced_by="SupportsLoRA on GptOssForCausalLM (first released in 0.11.1)",
+                    experts_from="0.11.1")
+
 FAMILY = Family(name="gpt_oss", model_types=("gpt_oss",), architectures=("GptOssForCausalLM",),
+                lora=LORA,
                 build=_gpt_oss_layers, attention="gqa", moe=True, rope_fp32=True,
                 dp_attention_embed=sglang_embed_rows(
                     "gpt_oss", "gpt_oss.py",

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
+from memprof.core.models.families.row import Built, Family, gqa, lora_refused, missing, top_k
 from memprof.core.models.spec import MLP, Layer, StateMixer
 
 MAMBA_EXPAND = 2  # GraniteMoeHybridConfig mamba_expand default
@@ -70,7 +70,16 @@ def _granite_hybrid_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built
             for i, t in enumerate(types)], []
 
 
+# vLLM's LoRA support of GraniteMoeHybridForCausalLM: SupportsLoRA in every release read (0.9.2
+# on), with LoRA on the Mamba-2 mixers' in_proj / out_proj (LinearBase): refused until memprof
+# models them
+LORA = lora_refused("granite_hybrid", "GraniteMoeHybridForCausalLM", "0.9.2",
+                    "0.9.2 / 0.10.2 / 0.12.0 / 0.20.0 / 0.33.0 granitemoehybrid.py",
+                    introduced_by="read first in 0.9.2 (0.9.0 and 0.9.1 not read)",
+                    unmodelled="Mamba-2 mixers (in_proj, out_proj)")
+
 FAMILY = Family(
+    lora=LORA,
     name="granite_hybrid", model_types=("granitemoehybrid",),
     architectures=("GraniteMoeHybridForCausalLM",), build=_granite_hybrid_layers,
     attention="gqa", moe=True,

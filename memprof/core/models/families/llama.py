@@ -43,7 +43,9 @@ def _llama_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
                         qk_norm=False)
 
 
-# vLLM's LoRA support of LlamaForCausalLM (MistralForCausalLM runs the same class): embed_tokens
+# vLLM's LoRA support of LlamaForCausalLM (MistralForCausalLM runs the same class up to 0.14.x;
+# from 0.15.0 its own subclass, whose empty embedding_modules leave embed_tokens and lm_head
+# without LoRA: ``LoraSupport.no_embeddings``): embed_tokens
 # and lm_head are LoRA modules (``embedding_modules``) at 0.8.2, 0.11.0, 0.12.0 and 0.33.0; the
 # extra vocabulary rows (``lora_vocab = lora_extra_vocab_size × max_loras`` in LlamaModel,
 # ``unpadded_vocab_size += lora_extra_vocab_size`` padded to ``lora_vocab_padding_size`` in
@@ -57,13 +59,26 @@ LORA: tuple[Rule, ...] = (
          "and the model files compared); "
          "0.8.2 / 0.11.0 model_executor/models/llama.py LlamaModel.__init__, "
          "LlamaForCausalLM.__init__ and embedding_modules", applies_to="llama"),
-    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.12.0", until=None,
-         value=LoraSupport(extra_vocab=False, embeddings=True),
+    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.12.0",
+         until="0.15.0", value=LoraSupport(extra_vocab=False, embeddings=True),
          introduced_by="lora_extra_vocab_size removed (first released in 0.12.0)",
-         source="0.12.0 / 0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 model_executor/models/llama.py "
-         "LlamaForCausalLM (embedding_modules; no LoRA vocabulary; a tied lm_head is a "
-         "ParallelLMHead via tie_weights, which no LoRA embedding class replaces)",
-         applies_to="llama"),
+         removed_by="MistralForCausalLM its own class without embedding modules (first "
+         "released in 0.15.0)",
+         source="0.12.0 / 0.14.1 model_executor/models/llama.py LlamaForCausalLM "
+         "(embedding_modules; no LoRA vocabulary; a tied lm_head is a ParallelLMHead via "
+         "tie_weights, which no LoRA embedding class replaces); registry.py: "
+         "MistralForCausalLM -> ('llama', 'LlamaForCausalLM')", applies_to="llama"),
+    Rule(name="llama_lora", changes="LoRA: extra vocabulary rows", since="0.15.0", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=True,
+                           no_embeddings=("MistralForCausalLM",)),
+         introduced_by="MistralForCausalLM its own class without embedding modules (first "
+         "released in 0.15.0)",
+         source="0.16.0 / 0.20.0 / 0.27.1 / 0.33.0 model_executor/models/llama.py "
+         "LlamaForCausalLM (as before); 0.15.0 / 0.16.0 / 0.33.0 registry.py "
+         "MistralForCausalLM -> ('mistral', 'MistralForCausalLM'), mistral.py "
+         "MistralForCausalLM(LlamaForCausalLM): embedding_modules = {} ('We don't support LoRA "
+         "on the embedding layers'); lora/utils.py get_supported_lora_modules (embedding names "
+         "from embedding_modules only)", applies_to="llama"),
 )
 
 FAMILY = Family(

@@ -58,6 +58,7 @@ from memprof.core.models.families.row import (
     Family,
     gqa,
     lift_text_config,
+    lora_refused,
     sglang_embed_rows,
     sglang_fa3_listed,
     top_k,
@@ -215,7 +216,16 @@ TEXT = Family(
     dp_attention_embed=sglang_embed_rows("llama4_text", "llama4.py", _SGLANG_EMBED),
     source="vLLM model_executor/models/llama4.py Llama4ForCausalLM (0.12.0)",
 )
+# vLLM's LoRA support of Llama4ForConditionalGeneration (mllama4.py): SupportsLoRA from 0.11.1
+# (0.8.5 / 0.10.2 / 0.11.0 have none), where FusedMoEWithLoRA puts LoRA on the experts too:
+# refused until memprof models it
+LORA = lora_refused("llama4", "Llama4ForConditionalGeneration", "0.11.1",
+                    "0.8.5 / 0.10.2 / 0.11.0 (no SupportsLoRA) / 0.11.1 / 0.12.0 / 0.33.0 "
+                    "mllama4.py", introduced_by="SupportsLoRA on Llama4ForConditionalGeneration "
+                    "(first released in 0.11.1)", experts_from="0.11.1")
+
 FAMILY = Family(
+    lora=LORA,
     name="llama4", model_types=("llama4",),
     architectures=("Llama4ForConditionalGeneration",),
     sglang_fa3_listed=(sglang_fa3_listed("llama4", "0.4.6", "0.5.8",

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, top_k
+from memprof.core.models.families.row import Built, Family, gqa, lora_refused, top_k
 from memprof.core.models.spec import MLP, Layer
 
 
@@ -45,7 +45,15 @@ def _minimax_m2_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return [Layer(index=i, attention=attn, mlp=moe) for i in range(n_layers)], []
 
 
+# vLLM's LoRA support of MiniMaxM2ForCausalLM: SupportsLoRA from 0.15.0 (0.14.1 has none), with
+# LoRA on the experts (FusedMoEWithLoRA): refused until memprof models it
+LORA = lora_refused("minimax_m2", "MiniMaxM2ForCausalLM", "0.15.0",
+                    "0.12.0 / 0.14.1 (no SupportsLoRA) / 0.15.0 / 0.16.0 / 0.33.0 minimax_m2.py",
+                    introduced_by="SupportsLoRA on MiniMaxM2ForCausalLM (first released in "
+                    "0.15.0)", experts_from="0.15.0")
+
 FAMILY = Family(
+    lora=LORA,
     name="minimax_m2", model_types=("minimax_m2",), architectures=("MiniMaxM2ForCausalLM",),
     build=_minimax_m2_layers, attention="gqa", moe=True,
     source="vLLM model_executor/models/minimax_m2.py (read at 01d99586)",

@@ -28,24 +28,30 @@ from memprof.core.versions import Rule
 
 # vLLM's LoRA support of MixtralForCausalLM: embed_tokens and lm_head are LoRA modules and the
 # router (``gate``, a ReplicatedLinear) is a LoRA linear; the experts (FusedMoE, no LinearBase)
-# carry none until FusedMoEWithLoRA (lora/layers/fused_moe.py, first in 0.12.0, which also drops
-# lora_extra_vocab_size)
+# carry none until FusedMoEWithLoRA (lora/layers/fused_moe.py, first released in 0.11.1: 0.11.0
+# has no such file); 0.12.0 drops lora_extra_vocab_size
 LORA: tuple[Rule, ...] = (
     Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",
-         since="0.7.0", until="0.12.0", value=LoraSupport(extra_vocab=True, embeddings=True),
+         since="0.7.0", until="0.11.1", value=LoraSupport(extra_vocab=True, embeddings=True),
          introduced_by="before 0.7.0",
-         removed_by="MoE LoRA (FusedMoEWithLoRA) and no lora_extra_vocab_size (first released "
-         "in 0.12.0)",
+         removed_by="MoE LoRA (FusedMoEWithLoRA, first released in 0.11.1)",
          source="0.7.0 as 0.7.1 (lora/, LoRAConfig, worker/model_runner.py "
          "and the model files compared); "
          "0.8.2 / 0.11.0 model_executor/models/mixtral.py MixtralModel.__init__, "
          "MixtralForCausalLM (embedding_modules); lora/utils.py get_supported_lora_modules "
          "(LinearBase only)", applies_to="mixtral"),
     Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",
+         since="0.11.1", until="0.12.0",
+         value=LoraSupport(extra_vocab=True, embeddings=True, experts=True),
+         introduced_by="MoE LoRA (FusedMoEWithLoRA, first released in 0.11.1)",
+         removed_by="lora_extra_vocab_size removed (first released in 0.12.0)",
+         source="0.11.1 lora/layers/fused_moe.py FusedMoEWithLoRA.can_replace_layer "
+         "(isinstance FusedMoE), lora/utils.py get_supported_lora_modules (FusedMoE)",
+         applies_to="mixtral"),
+    Rule(name="mixtral_lora", changes="LoRA: extra vocabulary rows, expert LoRA",
          since="0.12.0", until=None,
          value=LoraSupport(extra_vocab=False, embeddings=True, experts=True),
-         introduced_by="MoE LoRA (FusedMoEWithLoRA) and no lora_extra_vocab_size (first "
-         "released in 0.12.0)",
+         introduced_by="lora_extra_vocab_size removed (first released in 0.12.0)",
          source="0.12.0 / 0.33.0 lora/layers/fused_moe.py, lora/utils.py _all_lora_classes",
          applies_to="mixtral"),
 )

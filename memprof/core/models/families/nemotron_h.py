@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
-from memprof.core.models.families.row import Built, Family, gqa, missing, top_k
+from memprof.core.models.families.row import Built, Family, gqa, lora_refused, missing, top_k
 from memprof.core.models.spec import MLP, Layer, StateMixer
 
 _KNOWN = {"M": "Mamba-2", "*": "attention", "-": "MLP", "E": "MoE"}
@@ -111,7 +111,15 @@ def _nemotron_h_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return layers, []
 
 
+# vLLM's LoRA support of NemotronHForCausalLM: SupportsLoRA in every release read (0.9.2 on), with
+# LoRA on the Mamba-2 mixers' in_proj / out_proj (LinearBase): refused until memprof models them
+LORA = lora_refused("nemotron_h", "NemotronHForCausalLM", "0.9.2",
+                    "0.9.2 / 0.10.2 / 0.12.0 / 0.20.0 / 0.33.0 nemotron_h.py",
+                    introduced_by="read first in 0.9.2 (0.9.0 and 0.9.1 not read)",
+                    unmodelled="Mamba-2 mixers (in_proj, out_proj)")
+
 FAMILY = Family(
+    lora=LORA,
     name="nemotron_h", model_types=("nemotron_h",), architectures=("NemotronHForCausalLM",),
     build=_nemotron_h_layers, attention="gqa", moe=True,
     source="vLLM model_executor/models/nemotron_h.py (v0.11.0; MoE blocks v0.11.2)",

@@ -58,6 +58,7 @@ from memprof.core.models.families.row import (
     gqa,
     lift_text_config,
     linear_full_layer_types,
+    lora_refused,
     missing,
     top_k,
 )
@@ -148,12 +149,27 @@ def _tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
 NOTE = ("the checkpoint's MTP layer is not loaded (vLLM skips mtp.* weights); an MTP drafter "
         "(--speculative-config method mtp) is outside what memprof estimates")
 
+# vLLM's LoRA support: Qwen3_5ForConditionalGeneration subclasses Qwen3VLForConditionalGeneration
+# (SupportsLoRA) from its first release, with LoRA on the Gated DeltaNet layers' projections
+# (packed_modules_mapping in_proj_qkvz / in_proj_ba) and, for the MoE, the experts: refused until
+# memprof models them
+_LORA_READ = "0.17.0 / 0.20.0 / 0.33.0 qwen3_5.py, qwen3_vl.py"
+_LORA_SINCE = "Qwen3.5 support with SupportsLoRA (first released in 0.17.0)"
+QWEN3_5_LORA = lora_refused("qwen3_5", "Qwen3_5ForConditionalGeneration", "0.17.0", _LORA_READ,
+                            introduced_by=_LORA_SINCE, unmodelled="Gated DeltaNet projections")
+QWEN3_5_MOE_LORA = lora_refused("qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", "0.17.0",
+                                _LORA_READ, introduced_by=_LORA_SINCE,
+                                unmodelled="Gated DeltaNet projections",
+                                experts_from="0.17.0")
+
 QWEN3_5 = Family(
+    lora=QWEN3_5_LORA,
     name="qwen3_5", model_types=("qwen3_5",), architectures=("Qwen3_5ForConditionalGeneration",),
     build=_dense_layers, attention="gqa", vision=_tower, config_view=_view,
     release_rules=lambda: (RELEASES,), note=NOTE,
     source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")
 QWEN3_5_MOE = Family(
+    lora=QWEN3_5_MOE_LORA,
     name="qwen3_5_moe", model_types=("qwen3_5_moe",),
     architectures=("Qwen3_5MoeForConditionalGeneration",), build=_moe_layers, attention="gqa",
     moe=True, vision=_tower, config_view=_view, note=NOTE,

@@ -29,6 +29,7 @@ from memprof.core.models.families.row import (
     Family,
     gqa,
     linear_full_layer_types,
+    lora_refused,
     missing,
     sglang_embed_rows,
     top_k,
@@ -78,7 +79,17 @@ def _qwen3_next_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return layers, []
 
 
+# vLLM's LoRA support of Qwen3NextForCausalLM: SupportsLoRA from its first release (0.10.2), with
+# LoRA on the Gated DeltaNet layers' projections (in_proj_qkvz, in_proj_ba, out_proj) and, from
+# 0.11.1, on the experts (FusedMoEWithLoRA): refused until memprof models them
+LORA = lora_refused("qwen3_next", "Qwen3NextForCausalLM", "0.10.2",
+                    "0.10.1.1 (no qwen3_next.py) / 0.10.2 / 0.11.0 / 0.11.1 / 0.20.0 / 0.33.0 "
+                    "qwen3_next.py",
+                    introduced_by="Qwen3-Next support with SupportsLoRA (first released in "
+                    "0.10.2)", unmodelled="Gated DeltaNet projections", experts_from="0.11.1")
+
 FAMILY = Family(
+    lora=LORA,
     name="qwen3_next", model_types=("qwen3_next",), architectures=("Qwen3NextForCausalLM",),
     build=_qwen3_next_layers, attention="gqa", moe=True,
     dp_attention_embed=sglang_embed_rows(

@@ -15,6 +15,7 @@ from memprof.core.models.config import ConfigFields
 from memprof.core.models.families.row import (
     Built,
     Family,
+    LoraSupport,
     gqa,
     missing,
     sglang_embed_rows,
@@ -23,6 +24,7 @@ from memprof.core.models.families.row import (
     v2_listed,
 )
 from memprof.core.models.spec import MLP, Layer
+from memprof.core.versions import Rule
 
 QWEN3_MOE_HEAD_DIM = 128  # Qwen3MoeConfig head_dim default
 
@@ -71,9 +73,37 @@ _SGLANG_EMBED = (
      "0.4.7, 0.4.8, 0.4.8.post1, 0.4.9, 0.4.9.post5, 0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),
     ("0.5.9", None, "attention_tp", "0.5.9"),
 )
+def _moe_lora(family: str, cls: str) -> tuple[Rule, ...]:
+    """vLLM's LoRA support of Qwen2MoeForCausalLM / Qwen3MoeForCausalLM: SupportsLoRA from 0.10.0
+    (0.9.2 has none); up to 0.11.0 ``get_supported_lora_modules`` takes LinearBase modules only,
+    so LoRA sits on qkv_proj (q/k/v packed), o_proj, the router (``gate``, a ReplicatedLinear),
+    Qwen2-MoE's shared expert (gate_up_proj packed, down_proj; its ``shared_expert_gate`` is a
+    plain ``nn.Linear``: none) and the dense layers' MLP, not on the routed experts; no
+    embedding modules, no extra vocabulary. From 0.11.1 ``FusedMoEWithLoRA`` puts LoRA on the
+    experts too (refused until memprof models it)."""
+    file = f"model_executor/models/{family}.py {cls}"
+    return (
+        Rule(name=f"{family}_lora", changes="LoRA: modules, expert LoRA", since="0.10.0",
+             until="0.11.1", value=LoraSupport(extra_vocab=False, embeddings=False),
+             introduced_by=f"SupportsLoRA on {cls} (first released in 0.10.0)",
+             removed_by="FusedMoEWithLoRA (first released in 0.11.1)",
+             source=f"0.9.2 / 0.10.0 / 0.10.2 / 0.11.0 {file} (0.9.2: no SupportsLoRA; then "
+             "SupportsLoRA, packed_modules_mapping, gate ReplicatedLinear, no "
+             "embedding_modules); 0.10.2 / 0.11.0 lora/utils.py get_supported_lora_modules "
+             "(LinearBase only)", applies_to=family),
+        Rule(name=f"{family}_lora", changes="LoRA: modules, expert LoRA", since="0.11.1",
+             until=None, value=LoraSupport(extra_vocab=False, embeddings=False, experts=True),
+             introduced_by="FusedMoEWithLoRA (first released in 0.11.1)",
+             source=f"0.11.1 / 0.12.0 / 0.33.0 {file}; 0.11.1 lora/layers/fused_moe.py "
+             "FusedMoEWithLoRA.can_replace_layer, lora/utils.py get_supported_lora_modules "
+             "(FusedMoE)", applies_to=family),
+    )
+
+
 QWEN2_MOE = Family(name="qwen2_moe", model_types=("qwen2_moe",),
                    architectures=("Qwen2MoeForCausalLM",), build=_qwen2_moe_layers,
                    attention="gqa", moe=True,
+                   lora=_moe_lora("qwen2_moe", "Qwen2MoeForCausalLM"),
                    v2_runner_listed=(v2_listed("qwen2_moe", "0.24.0", "0.29.0",
                                                ("Qwen2MoeForCausalLM",),
                                                "0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0"),),
@@ -85,6 +115,7 @@ QWEN3_MOE = Family(name="qwen3_moe", model_types=("qwen3_moe",),
                    sglang_fa3_listed=(sglang_fa3_listed("qwen3_moe", "0.4.7", "0.5.8",
                                                         ("Qwen3MoeForCausalLM",)),),
                    attention="gqa", moe=True,
+                   lora=_moe_lora("qwen3_moe", "Qwen3MoeForCausalLM"),
                    dp_attention_embed=sglang_embed_rows("qwen3_moe", "qwen2_moe.py",
                                                         _SGLANG_EMBED),
                    modules=(VL_MODULE,),

@@ -46,6 +46,7 @@ from memprof.core.models.families.row import (
     Built,
     EngineTower,
     Family,
+    LoraSupport,
     lift_text_config,
     v0_gate_up_rows,
     vision_int,
@@ -294,11 +295,77 @@ def _qwen3_vl_moe_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
     return qwen_moe.QWEN3_MOE.build(c, hidden, n_layers)
 
 
+# vLLM's LoRA support of Qwen2_5_VLForConditionalGeneration (SupportsLoRA in every release read):
+# LoRA on its language model, Qwen2ForCausalLM, alone: q/k/v and gate/up packed, no embedding
+# modules (0.7.3 ``embedding_modules = {}``, then the SupportsLoRA default; Qwen2ForCausalLM names
+# none either), no extra vocabulary; the vision tower and merger are filtered out (0.7.3 / 0.8.5
+# lora/models.py ``_filter_unsupported_mm_module``: get_mm_mapping's connector "visual."; 0.33.0
+# lora/model_manager.py: tower LoRA only under ``enable_tower_connector_lora``, default False)
+QWEN2_5_VL_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen2_5_vl_lora", changes="LoRA: modules", since="0.7.3", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=False),
+         introduced_by="read first in 0.7.3 (0.7.2 not read)",
+         source="0.7.3 / 0.8.5 / 0.10.2 / 0.11.0 / 0.14.1 / 0.20.0 / 0.28.0 / 0.33.0 "
+         "model_executor/models/qwen2_5_vl.py (SupportsLoRA, packed_modules_mapping, "
+         "get_mm_mapping: tower 'visual.', the module's own name, language model "
+         "Qwen2ForCausalLM); 0.7.3 - 0.12.0 lora/models.py _filter_unsupported_mm_module, "
+         "0.14.1 - 0.33.0 lora/model_manager.py _get_punica_wrapper", applies_to="qwen2_5_vl"),
+)
+
+# vLLM's LoRA support of Qwen3VLForConditionalGeneration (SupportsLoRA from its first release,
+# 0.11.0) and its MoE subclass. 0.11.0's get_mm_mapping names the tower "model.visual." and the
+# connector "model.visual.merger", which no module name starts with (the tower is
+# ``self.visual``), so lora/models.py ``_filter_unsupported_mm_module`` keeps the tower's linears
+# and vLLM wraps them: refused. From 0.11.1 the mapping says "visual." and LoRA sits on the
+# language model alone, Qwen3LLMForCausalLM (a Qwen3ForCausalLM): as the qwen3 rows, no embedding
+# modules before 0.16.0; then embed_tokens / lm_head, with a tied lm_head that is embed_tokens
+# itself wrapped again up to 0.27.1 (``self.lm_head = self.model.embed_tokens``; 0.28.0
+# ``tie_weights``). The MoE's experts carry LoRA from 0.11.1 (FusedMoEWithLoRA): refused.
+_QWEN3_VL_TOWER = ("vision tower linears (get_mm_mapping's 'model.visual.' misses the module "
+                   "names 'visual.', so the LoRA manager keeps them)")
+_QWEN3_VL_READ = ("0.11.0 / 0.11.1 / 0.12.0 / 0.14.1 / 0.15.0 / 0.16.0 / 0.20.0 / 0.25.0 / "
+                  "0.27.1 / 0.28.0 / 0.33.0 model_executor/models/qwen3_vl.py "
+                  "(get_mm_mapping, Qwen3LLMForCausalLM), qwen3.py (embedding_modules); "
+                  "0.11.0 lora/models.py _filter_unsupported_mm_module")
+_QWEN3_VL_FIRST = "Qwen3-VL support with SupportsLoRA (first released in 0.11.0)"
+_TOWER_FIXED = "get_mm_mapping names the tower 'visual.' (first released in 0.11.1)"
+QWEN3_VL_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.11.0", until="0.11.1",
+         value=LoraSupport(extra_vocab=False, embeddings=False, unmodelled=_QWEN3_VL_TOWER),
+         introduced_by=_QWEN3_VL_FIRST, removed_by=_TOWER_FIXED, source=_QWEN3_VL_READ,
+         applies_to="qwen3_vl"),
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.11.1", until="0.16.0",
+         value=LoraSupport(extra_vocab=False, embeddings=False), introduced_by=_TOWER_FIXED,
+         removed_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
+         source=_QWEN3_VL_READ, applies_to="qwen3_vl"),
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.16.0", until="0.28.0",
+         value=LoraSupport(extra_vocab=False, embeddings=True, tied_head_embedding=True),
+         introduced_by="embedding_modules embed_tokens / lm_head (first released in 0.16.0)",
+         removed_by="tied lm_head a ParallelLMHead via tie_weights (first released in 0.28.0)",
+         source=_QWEN3_VL_READ, applies_to="qwen3_vl"),
+    Rule(name="qwen3_vl_lora", changes="LoRA: modules", since="0.28.0", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=True),
+         introduced_by="tied lm_head a ParallelLMHead via tie_weights (first released in "
+         "0.28.0)", source=_QWEN3_VL_READ, applies_to="qwen3_vl"),
+)
+QWEN3_VL_MOE_LORA: tuple[Rule, ...] = (
+    Rule(name="qwen3_vl_moe_lora", changes="LoRA: modules", since="0.11.0", until="0.11.1",
+         value=LoraSupport(extra_vocab=False, embeddings=False, unmodelled=_QWEN3_VL_TOWER),
+         introduced_by=_QWEN3_VL_FIRST, removed_by="FusedMoEWithLoRA (first released in 0.11.1)",
+         source=_QWEN3_VL_READ + "; qwen3_vl_moe.py", applies_to="qwen3_vl_moe"),
+    Rule(name="qwen3_vl_moe_lora", changes="LoRA: modules", since="0.11.1", until=None,
+         value=LoraSupport(extra_vocab=False, embeddings=False, experts=True),
+         introduced_by="FusedMoEWithLoRA (first released in 0.11.1)",
+         source=_QWEN3_VL_READ + "; qwen3_vl_moe.py; 0.11.1 lora/layers/fused_moe.py",
+         applies_to="qwen3_vl_moe"),
+)
+
 QWEN2_5_VL = Family(
     name="qwen2_5_vl", model_types=("qwen2_5_vl",),
     architectures=("Qwen2_5_VLForConditionalGeneration",), build=_qwen2_5_vl_layers,
     attention="gqa", vision=_qwen2_5_vl_tower, config_view=lift_text_config,
     release_rules=lambda: multimodal_rules(), sglang_tower=QWEN2_5_VL_SGLANG,
+    lora=QWEN2_5_VL_LORA,
     # its language model is Qwen2ForCausalLM (0.7.3 qwen2_5_vl.py init_vllm_registered_model)
     v0_mlp_gate_up=v0_gate_up_rows("qwen2_5_vl", "qwen2.py", "Qwen2MLP",
                                    (("0.7.3", None, "kept", "0.7.3"),)),
@@ -308,12 +375,14 @@ QWEN3_VL = Family(
     architectures=("Qwen3VLForConditionalGeneration",), build=_qwen3_vl_layers,
     attention="gqa", vision=_qwen3_vl_tower, config_view=lift_text_config,
     sglang_tower=_qwen3_vl_sglang("qwen3_vl"),
+    lora=QWEN3_VL_LORA,
     source="vLLM model_executor/models/qwen3_vl.py (0.11.0)")
 QWEN3_VL_MOE = Family(
     name="qwen3_vl_moe", model_types=("qwen3_vl_moe",),
     architectures=("Qwen3VLMoeForConditionalGeneration",), build=_qwen3_vl_moe_layers,
     attention="gqa", moe=True, vision=_qwen3_vl_tower, config_view=lift_text_config,
     sglang_tower=_qwen3_vl_sglang("qwen3_vl_moe"),
+    lora=QWEN3_VL_MOE_LORA,
     source="vLLM model_executor/models/qwen3_vl_moe.py (0.11.0)")
 
 def multimodal_rules() -> tuple[tuple[Rule, ...], ...]:

@@ -39,6 +39,34 @@ class LoraSupport(NamedTuple):
     # ``VocabParallelEmbeddingWithLoRA`` (another A [L, V, r] and B [L, 1, H, r]) beside the
     # ``LogitsProcessorWithLoRA``; only where the model ties its embeddings
     tied_head_embedding: bool = False
+    # the checkpoint stores qkv_proj and gate_up_proj fused, so the class's
+    # ``packed_modules_mapping`` maps each to itself (Phi-3: ``{"qkv_proj": ["qkv_proj"],
+    # "gate_up_proj": ["gate_up_proj"]}``) and vLLM wraps them as one-slice LoRA linears
+    # (``QKVParallelLinearWithLoRA`` / ``ColumnParallelLinearWithLoRA``: one A [L, 1, r, H] and one
+    # B over the whole output) instead of 3 and 2 slices
+    fused_slices: bool = False
+    # the MoE router is a LoRA linear (a ``ReplicatedLinear``); False where the class builds it as
+    # a plain ``nn.Linear``, which ``get_supported_lora_modules`` (LinearBase only) leaves out
+    router: bool = True
+    # what of the class's LoRA layers memprof does not size (refused, with this reason); empty:
+    # every LoRA layer is sized
+    unmodelled: str = ""
+    # architectures of the family whose own vLLM class has no embedding modules
+    # (``embedding_modules = {}``): embed_tokens and lm_head carry no LoRA for them
+    no_embeddings: tuple[str, ...] = ()
+
+    def __str__(self) -> str:  # as ``memprof versions`` prints the row
+        if self.unmodelled:
+            return f"LoRA on {self.unmodelled} (refused)"
+        said = [("embed_tokens / lm_head LoRA" if self.embeddings else "no embedding LoRA")]
+        said += [text for flag, text in (
+            (self.extra_vocab, "extra vocabulary rows"), (self.experts, "expert LoRA (refused)"),
+            (self.tied_head_embedding, "tied lm_head wrapped again"),
+            (self.fused_slices, "fused qkv_proj / gate_up_proj one slice each"),
+            (not self.router, "no router LoRA")) if flag]
+        if self.no_embeddings:
+            said.append(f"none on the embeddings of {', '.join(self.no_embeddings)}")
+        return "; ".join(said)
 
 
 class PostLoadRequant(NamedTuple):
@@ -169,6 +197,37 @@ class Family(NamedTuple):
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
+
+
+def lora_refused(family: str, cls: str, since: str, read_in: str, *, introduced_by: str,
+                 unmodelled: str = "", experts_from: str | None = None) -> tuple[Rule, ...]:
+    """``Family.lora`` rows of a vLLM class whose LoRA memprof refuses: ``cls`` has
+    ``SupportsLoRA`` from ``since`` (``introduced_by`` says how that is known; read in the
+    ``read_in`` wheels), with LoRA on ``unmodelled`` layers memprof does not size and, from
+    ``experts_from``, on the routed experts too (``FusedMoEWithLoRA``, first released in 0.11.1).
+    Only the refusal is read from them; a release before ``since`` is refused naming it."""
+    rows: list[Rule] = []
+    moe_since = experts_from if experts_from is not None else None
+    if unmodelled and since != moe_since:
+        rows.append(Rule(
+            name=f"{family}_lora", changes="LoRA: modules", since=since, until=moe_since,
+            value=LoraSupport(extra_vocab=False, embeddings=False, unmodelled=unmodelled),
+            introduced_by=introduced_by,
+            removed_by=(f"FusedMoEWithLoRA (first released in {moe_since})" if moe_since
+                        else ""),
+            source=f"{read_in} model_executor/models: {cls} (SupportsLoRA); lora/utils.py "
+            "get_supported_lora_modules (every LinearBase)", applies_to=family))
+    if moe_since is not None:
+        what = f"{unmodelled} and the experts" if unmodelled else ""
+        rows.append(Rule(
+            name=f"{family}_lora", changes="LoRA: modules", since=moe_since, until=None,
+            value=LoraSupport(extra_vocab=False, embeddings=False, experts=True,
+                              unmodelled=what),
+            introduced_by=(introduced_by if not rows
+                           else f"FusedMoEWithLoRA (first released in {moe_since})"),
+            source=f"{read_in} model_executor/models: {cls} (SupportsLoRA); lora/layers/"
+            "fused_moe.py FusedMoEWithLoRA (0.11.1 on)", applies_to=family))
+    return tuple(rows)
 
 
 def v2_listed(family: str, since: str, until: str, architectures: tuple[str, ...],
