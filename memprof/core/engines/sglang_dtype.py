@@ -4,7 +4,7 @@ checkpoint in, read in the PyPI wheels 0.4.3 – 0.5.23 (vLLM's reading is
 
 SGLang settles it in two steps:
 
-1. ``ModelConfig`` (configs/model_config.py ``_get_and_verify_dtype``, adapted from vLLM
+1. ``ModelConfig`` (srt/configs/model_config.py ``_get_and_verify_dtype``, adapted from vLLM
    0.6.4.post1's): an explicit ``--dtype`` as given; ``auto`` the checkpoint's dtype (that of the
    text config, ``hf_text_config``), a float32 checkpoint in float16 ("Following the common
    practice, we use float16 for float32 models") except the Gemma model types, which take
