@@ -21,7 +21,7 @@ Two readings, per release (``AUTO_DTYPE``):
 
 SGLang's reading, per release and card (its own ``auto`` and the float16 it serves below
 compute capability 8.0 whatever ``--dtype``), is ``memprof/core/engines/sglang_dtype.py``; the
-functions here ask it for an SGLang deployment, with the model type of the config memprof reads.
+functions here ask it for an SGLang deployment, with the model's family.
 """
 
 from __future__ import annotations
@@ -59,18 +59,12 @@ def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:
     reading of ``auto`` (``AUTO_DTYPE``) on a card of architecture ``arch``; an engine with a
     reading of its own (``Engine.served_dtype``: SGLang's, ``engines/sglang_dtype.py``) by it."""
     asked = ALIASES.get(dep.dtype, dep.dtype)
-    own = engine_of(dep).served_dtype(dep, _model_type(spec), spec.dtype, asked, arch)
+    own = engine_of(dep).served_dtype(dep, spec.family, spec.dtype, asked, arch)
     if own is not None:
         return own
     if asked != "auto":
         return asked
     return _auto(spec.family, spec.dtype, dep.engine, dep.engine_version, arch)
-
-
-def _model_type(spec: ModelSpec) -> str:
-    """The config's ``model_type`` (of the text config memprof reads a wrapper's as), which
-    SGLang's auto reads (its ``hf_text_config``'s)."""
-    return str(spec.raw.get("model_type") or "")
 
 
 @lru_cache(maxsize=256)  # asked once per estimate and per rank's weights: a sweep asks it often
@@ -116,7 +110,7 @@ def served_dtype_notes(spec: ModelSpec, dep: Deployment, arch: str,
     """What the estimate says where the dtype served is not the checkpoint's because of the card:
     the engine's own notes (``Engine.dtype_notes``), else vLLM's auto on a card below 8.0."""
     asked = ALIASES.get(dep.dtype, dep.dtype)
-    own = engine_of(dep).dtype_notes(dep, _model_type(spec), spec.dtype, asked, arch)
+    own = engine_of(dep).dtype_notes(dep, spec.family, spec.dtype, asked, arch)
     if own is not None:
         return tuple(own)
     cc = arch_cc(arch)

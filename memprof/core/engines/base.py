@@ -309,9 +309,9 @@ class Engine:
 
     # --- the model dtype --------------------------------------------------------------------------
 
-    def served_dtype(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+    def served_dtype(self, dep: DeploymentView, family: str, checkpoint: str, asked: str,
                      arch: str) -> str | None:
-        """The dtype the engine serves a ``checkpoint``-dtype model of ``model_type`` in on a
+        """The dtype the engine serves a ``checkpoint``-dtype model of ``family`` in on a
         card of architecture ``arch`` under ``--dtype asked`` (aliases resolved) by its own
         reading; None (the default): vLLM's, ``memprof/core/auto_dtype.py``."""
         return None
@@ -320,7 +320,7 @@ class Engine:
         """Refuse a card the engine does not start on whatever the dtype (``BadInput``); nothing
         by default (vLLM's dtype refusals are ``auto_dtype.check_served_dtype``'s)."""
 
-    def dtype_notes(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+    def dtype_notes(self, dep: DeploymentView, family: str, checkpoint: str, asked: str,
                     arch: str) -> list[str] | None:
         """What the estimate says of the dtype the engine's own reading serves; None (the
         default): vLLM's notes (``auto_dtype.served_dtype_notes``)."""

@@ -978,18 +978,18 @@ class SGLang(Engine):
 
     # --- the model dtype: sglang_dtype.py ----------------------------------------------------
 
-    def served_dtype(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+    def served_dtype(self, dep: DeploymentView, family: str, checkpoint: str, asked: str,
                      arch: str) -> str | None:
         version = dep.engine_version or newest(self.name)
-        return sglang_served_dtype(model_type, checkpoint, asked, version, arch)
+        return sglang_served_dtype(family, checkpoint, asked, version, arch)
 
     def check_card(self, dep: DeploymentView, arch: str, gpu_name: str) -> None:
         check_sglang_card(dep.engine_version or newest(self.name), arch, gpu_name)
 
-    def dtype_notes(self, dep: DeploymentView, model_type: str, checkpoint: str, asked: str,
+    def dtype_notes(self, dep: DeploymentView, family: str, checkpoint: str, asked: str,
                     arch: str) -> list[str] | None:
         version = dep.engine_version or newest(self.name)
-        return list(sglang_dtype_notes(model_type, checkpoint, asked, version, arch))
+        return list(sglang_dtype_notes(family, checkpoint, asked, version, arch))
 
     # --- a vision-language model: sglang_vlm.py ----------------------------------------------
 

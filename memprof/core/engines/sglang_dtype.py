@@ -7,10 +7,11 @@ SGLang settles it in two steps:
 1. ``ModelConfig`` (srt/configs/model_config.py ``_get_and_verify_dtype``, adapted from vLLM
    0.6.4.post1's): an explicit ``--dtype`` as given; ``auto`` the checkpoint's dtype (that of the
    text config, ``hf_text_config``), a float32 checkpoint in float16 ("Following the common
-   practice, we use float16 for float32 models") except the Gemma model types, which take
-   bfloat16 (``SGLANG_AUTO_DTYPE``: model type ``gemma2`` through 0.4.4, any model type starting
-   with ``gemma`` from 0.4.5). No platform check there: unlike vLLM from 0.9.1, a bfloat16
-   checkpoint stays bfloat16 at this step on every card.
+   practice, we use float16 for float32 models", ``SGLANG_AUTO_DTYPE``) except the Gemma model
+   types, which take bfloat16 (the families' ``sglang_auto_dtype`` rows: Gemma 2's at every
+   release, the other Gemma model types' from 0.4.5, when the test became a prefix). No platform
+   check there: unlike vLLM from 0.9.1, a bfloat16 checkpoint stays bfloat16 at this step on
+   every card.
 2. ``ModelRunner.load_model`` on CUDA (``SGLANG_LEGACY_GPU``), before the weights load and the
    KV pool is sized: below compute capability 8.0 the model dtype becomes float16 whatever step
    1 gave, an explicit ``--dtype bfloat16`` or ``float32`` too ("Compute capability below sm80.
@@ -37,6 +38,7 @@ from typing import NamedTuple
 
 from memprof.base.errors import BadInput
 from memprof.core.gpus import arch_cc
+from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
 
 _READ = "read in the sglang {} wheel (first release with it)"
@@ -44,32 +46,13 @@ _OLDEST = "before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release mode
 _CONFIG = "configs/model_config.py _get_and_verify_dtype"
 
 
-class Float32Auto(NamedTuple):
-    """What ``--dtype auto`` serves a float32 checkpoint in: bfloat16 for the model types
-    ``bf16_model_types`` names (exactly, or as prefixes where ``by_prefix``), float16 for any
-    other."""
-
-    bf16_model_types: tuple[str, ...]
-    by_prefix: bool
-
-    def __str__(self) -> str:  # as ``memprof versions`` prints the row
-        types = " or ".join(f"{t}*" if self.by_prefix else t for t in self.bf16_model_types)
-        return f"float32 to float16; to bfloat16 for model type {types}"
-
-
 SGLANG_AUTO_DTYPE: tuple[Rule, ...] = (
     Rule(name="sglang_auto_dtype", changes="--dtype auto: a float32 checkpoint's dtype",
-         since=None, until="0.4.5", value=Float32Auto(("gemma2",), by_prefix=False),
-         engine="sglang", introduced_by=_OLDEST, removed_by=_READ.format("0.4.5"),
-         source=f"sglang 0.4.3 / 0.4.4 {_CONFIG}: auto is the checkpoint's torch_dtype, a "
-         "float32 one in float16, in bfloat16 where config.model_type == 'gemma2' ('For Gemma 2, "
-         "we downcast float32 to bfloat16 instead of float16 by default')"),
-    Rule(name="sglang_auto_dtype", changes="--dtype auto: a float32 checkpoint's dtype",
-         since="0.4.5", until=None, value=Float32Auto(("gemma",), by_prefix=True),
-         engine="sglang", introduced_by=_READ.format("0.4.5"),
-         source=f"sglang 0.4.5 – 0.5.23 {_CONFIG}: model_type.startswith('gemma') (gemma, "
-         "gemma2, gemma3, gemma3_text, ...) in bfloat16, any other float32 checkpoint in "
-         "float16 (the same reading in every wheel to 0.5.23: from 0.5.5 the checkpoint's dtype "
+         since=None, until=None, value="float16", engine="sglang", introduced_by=_OLDEST,
+         source=f"sglang 0.4.3 – 0.5.23 {_CONFIG}: auto is the checkpoint's torch_dtype, a "
+         "float32 one in float16 ('Following the common practice, we use float16 for float32 "
+         "models'), in bfloat16 for the Gemma model types (the families' sglang_auto_dtype "
+         "rows); the same reading in every wheel to 0.5.23 (from 0.5.5 the checkpoint's dtype "
          "is read as config.dtype, transformers' new name, from 0.5.9 from a dict config too; "
          "the source snapshots, not read, lie between releases that read it so)"),
 )
@@ -101,16 +84,14 @@ SGLANG_LEGACY_GPU: tuple[Rule, ...] = (
 )
 
 
-def auto_model_dtype(model_type: str, checkpoint: str, version: str) -> str:
+def auto_model_dtype(family: str, checkpoint: str, version: str) -> str:
     """Step 1 for ``--dtype auto``: the checkpoint's dtype, a float32 one by ``SGLANG_AUTO_DTYPE``
-    (``model_type``: the text config's)."""
+    or the family's own ``sglang_auto_dtype`` rows (the Gemma model types' bfloat16)."""
     if checkpoint != "float32":
         return checkpoint
-    row = value_at(SGLANG_AUTO_DTYPE, version, None, "sglang")
-    assert isinstance(row, Float32Auto)  # an unbounded row holds at every release
-    bf16 = (model_type.startswith(row.bf16_model_types) if row.by_prefix
-            else model_type in row.bf16_model_types)
-    return "bfloat16" if bf16 else "float16"
+    if value_at(family_row(family).sglang_auto_dtype, version, None, "sglang") == "bf16_for_fp32":
+        return "bfloat16"
+    return str(value_at(SGLANG_AUTO_DTYPE, version, "float16", "sglang"))
 
 
 def _legacy(arch: str, version: str) -> tuple[LegacyGpu, int] | None:
@@ -124,12 +105,12 @@ def _legacy(arch: str, version: str) -> tuple[LegacyGpu, int] | None:
 
 
 @lru_cache(maxsize=256)  # asked once per estimate and per rank's weights
-def sglang_served_dtype(model_type: str, checkpoint: str, asked: str, version: str,
+def sglang_served_dtype(family: str, checkpoint: str, asked: str, version: str,
                         arch: str) -> str:
     """The dtype SGLang ``version`` serves the model in on a card of architecture ``arch``:
     ``asked`` (``--dtype``, aliases resolved) or step 1's reading of ``auto``, then float16 below
     compute capability 8.0 (step 2)."""
-    dtype = auto_model_dtype(model_type, checkpoint, version) if asked == "auto" else asked
+    dtype = auto_model_dtype(family, checkpoint, version) if asked == "auto" else asked
     return "float16" if _legacy(arch, version) is not None else dtype
 
 
@@ -148,14 +129,14 @@ def check_sglang_card(version: str, arch: str, gpu_name: str) -> None:
                        "newer (memprof gpus), or --engine vllm")
 
 
-def sglang_dtype_notes(model_type: str, checkpoint: str, asked: str, version: str,
+def sglang_dtype_notes(family: str, checkpoint: str, asked: str, version: str,
                        arch: str) -> tuple[str, ...]:
     """The estimate's note where step 2 changes the dtype step 1 gave."""
     legacy = _legacy(arch, version)
     if legacy is None:
         return ()
     cc = legacy[1]
-    first = auto_model_dtype(model_type, checkpoint, version) if asked == "auto" else asked
+    first = auto_model_dtype(family, checkpoint, version) if asked == "auto" else asked
     if first == "float16":
         return ()
     return (f"capability {cc // 10}.{cc % 10} < 8.0: SGLang serves the model in float16, not "

@@ -286,6 +286,29 @@ GEMMA2_AUTO_DTYPE = (
     _no_float16("gemma2"))
 GEMMA3_AUTO_DTYPE = (_no_float16("gemma3_mm"),)
 
+
+def sglang_bf16_for_fp32(family: str, model_type: str, since: str | None) -> Rule:
+    """SGLang's ``--dtype auto`` serves a float32 checkpoint of ``family`` (its config's
+    ``model_type``) in bfloat16 from ``since``: sglang 0.4.3 / 0.4.4 configs/model_config.py
+    ``_get_and_verify_dtype`` tests ``config.model_type == 'gemma2'``, 0.4.5 - 0.5.23
+    ``model_type.startswith('gemma')``."""
+    test = ("config.model_type == 'gemma2' in 0.4.3 / 0.4.4, model_type.startswith('gemma') "
+            "from 0.4.5" if since is None else "model_type.startswith('gemma'), 0.4.5 - 0.5.23")
+    return Rule(name=f"sglang_auto_dtype ({family})",
+                changes="--dtype auto: a float32 checkpoint in bfloat16", since=since,
+                until=None, value="bf16_for_fp32", engine="sglang", applies_to=family,
+                introduced_by=("before 0.4.3 (read in the sglang 0.4.3 wheel, the oldest release "
+                               "modelled)" if since is None else
+                               f"read in the sglang {since} wheel (first release with it)"),
+                source=f"sglang configs/model_config.py _get_and_verify_dtype: {test} "
+                f"(model type {model_type!r}): 'we downcast float32 to bfloat16 instead of "
+                "float16 by default'")
+
+
+GEMMA2_SGLANG_AUTO_DTYPE = (sglang_bf16_for_fp32("gemma2", "gemma2", None),)
+GEMMA3_SGLANG_AUTO_DTYPE = (sglang_bf16_for_fp32("gemma3", "gemma3_text", "0.4.5"),)
+GEMMA3_MM_SGLANG_AUTO_DTYPE = (sglang_bf16_for_fp32("gemma3_mm", "gemma3", "0.4.5"),)
+
 # vLLM's LoRA support: Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration
 # are SupportsLoRA with q/k/v and gate/up packed (3 and 2 slices) and no embedding modules
 # (``embedding_modules = {}``, the SupportsLoRA default from 0.8.0): every linear of the decoder
@@ -315,7 +338,8 @@ GEMMA3_MM_LORA = _gemma_lora("gemma3_mm", "0.8.0",
 
 GEMMA2 = Family(
     name="gemma2", model_types=("gemma2",), architectures=("Gemma2ForCausalLM",),
-    vllm_auto_dtype=GEMMA2_AUTO_DTYPE, release_rules=lambda: (GEMMA2_AUTO_DTYPE,),
+    vllm_auto_dtype=GEMMA2_AUTO_DTYPE, sglang_auto_dtype=GEMMA2_SGLANG_AUTO_DTYPE,
+    release_rules=lambda: (GEMMA2_AUTO_DTYPE, GEMMA2_SGLANG_AUTO_DTYPE),
     sglang_fa3_listed=(sglang_fa3_listed("gemma2", "0.4.6", "0.5.8", ("Gemma2ForCausalLM",)),),
     build=_gemma2_layers, attention="gqa", config_view=_view(GEMMA2_DEFAULTS), lora=GEMMA2_LORA,
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma2.py (0.12.0)",
@@ -326,17 +350,19 @@ GEMMA3 = Family(
     name="gemma3", model_types=("gemma3_text",), architectures=("Gemma3ForCausalLM",),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW, lora=GEMMA3_LORA,
     layer_norms=_NORMS, source="vLLM model_executor/models/gemma3.py (0.12.0)",
+    sglang_auto_dtype=GEMMA3_SGLANG_AUTO_DTYPE, release_rules=lambda: (GEMMA3_SGLANG_AUTO_DTYPE,),
     v0_mlp_gate_up=v0_gate_up_rows("gemma3", "gemma3.py", "Gemma3MLP",
                                    (("0.8.5", None, "kept", "0.8.5"),)),
 )
 GEMMA3_MM = Family(
     name="gemma3_mm", model_types=("gemma3",), architectures=("Gemma3ForConditionalGeneration",),
-    vllm_auto_dtype=GEMMA3_AUTO_DTYPE,
+    vllm_auto_dtype=GEMMA3_AUTO_DTYPE, sglang_auto_dtype=GEMMA3_MM_SGLANG_AUTO_DTYPE,
     sglang_fa3_listed=(sglang_fa3_listed("gemma3_mm", "0.4.6", "0.5.8",
                                          ("Gemma3ForConditionalGeneration",)),),
     build=_gemma3_layers, attention="gqa", config_view=_GEMMA3_VIEW,
     layer_norms=_NORMS, vision=siglip_tower, lora=GEMMA3_MM_LORA,
-    release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED, GEMMA3_AUTO_DTYPE),
+    release_rules=lambda: (GEMMA3_MM_TOWER_SKIPPED, GEMMA3_AUTO_DTYPE,
+                           GEMMA3_MM_SGLANG_AUTO_DTYPE),
     sglang_tower=GEMMA3_MM_SGLANG,
     v0_mlp_gate_up=v0_gate_up_rows("gemma3_mm", "gemma3.py", "Gemma3MLP",
                                    (("0.8.5", None, "kept", "0.8.5"),)),

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.config import ConfigFields
+from memprof.core.models.families.gemma import sglang_bf16_for_fp32
 from memprof.core.models.families.row import (
     Built,
     Family,
@@ -200,12 +201,15 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> VisionTower | None:
         source="vLLM 0.19.0 gemma4_mm.py + transformers Gemma4VisionModel")
 
 
+SGLANG_AUTO_DTYPE = (sglang_bf16_for_fp32("gemma4", "gemma4", "0.4.5"),)
+
 FAMILY = Family(
     name="gemma4", model_types=("gemma4", "gemma4_text"),
     architectures=("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"),
     build=_layers, attention="gqa", moe=True, config_view=_view,
     layer_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm"),
     vision=vision_tower,
+    sglang_auto_dtype=SGLANG_AUTO_DTYPE, release_rules=lambda: (SGLANG_AUTO_DTYPE,),
     note="vLLM picks its own attention backend for Gemma 4's 512-wide global heads "
          "(model_executor/models/config.py Gemma4Config: TRITON_ATTN in 0.19.0; FA4 where "
          "available, else TRITON_ATTN, in 0.33.0); memprof charges the default backend's "

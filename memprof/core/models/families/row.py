@@ -194,6 +194,10 @@ class Family(NamedTuple):
     # before 0.9.1; "no_float16": _FLOAT16_NOT_SUPPORTED_MODELS from 0.9.1; read by
     # memprof/core/auto_dtype.py); none: the release's reading for every model
     vllm_auto_dtype: tuple[Rule, ...] = ()
+    # how SGLang's ``--dtype auto`` treats the family's model type, by release (value
+    # "bf16_for_fp32": a float32 checkpoint in bfloat16 instead of float16, ModelConfig's
+    # _get_and_verify_dtype; read by memprof/core/engines/sglang_dtype.py); none: float16
+    sglang_auto_dtype: tuple[Rule, ...] = ()
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
