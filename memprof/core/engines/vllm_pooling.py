@@ -117,8 +117,9 @@ POOLING_GRAPH_MODE: tuple[Rule, ...] = (
          "cudagraph_mode to PIECEWISE.')"),
 )
 
-POOLING_RULES = (*POOLING_RUNNER, *TASK_FLAG, *RUNNER_FLAGS, *POOLING_DROPS_LM_HEAD,
-                 *POOLER_TOKEN_TASK, *POOLING_GRAPH_MODE)
+# the tables, as ``memprof versions`` lists them (memprof/core/version_diff.py RULEBOOK)
+POOLING_RULES = (POOLING_RUNNER, TASK_FLAG, RUNNER_FLAGS, POOLING_DROPS_LM_HEAD,
+                 POOLER_TOKEN_TASK, POOLING_GRAPH_MODE)
 
 # the head dtype of a pooling model: fp32 (0.11.0 config/model.py _get_head_dtype: "The pooling
 # model defaults to using fp32 head")
