@@ -176,3 +176,14 @@ def test_log_reader_takes_the_runner_from_non_default_args() -> None:
         "INFO 08-03 15:21:40 [utils.py:233] non-default args: {'model': '/m', "
         "'runner': 'pooling', 'convert': 'embed', 'max_model_len': 8192}\n")
     assert log.settings["runner"] == "pooling" and log.settings["convert"] == "embed"
+
+
+def test_chunked_prefill_off_is_not_modelled_on_the_pooling_runner_only() -> None:
+    """--no-enable-chunked-prefill changes nothing V1's generation runner does (it always
+    chunks), but a pooling model runs the token-level task and max_model_len-sized batches."""
+    pooling = parse_tokens(["vllm", "serve", "m", "--runner", "pooling",
+                            "--no-enable-chunked-prefill"])
+    assert [f for f, _why in pooling.not_modelled] == ["--no-enable-chunked-prefill"]
+    assert "--no-enable-chunked-prefill" not in pooling.ignored
+    generation = parse_tokens(["vllm", "serve", "m", "--no-enable-chunked-prefill"])
+    assert generation.not_modelled == () and "--no-enable-chunked-prefill" in generation.ignored
