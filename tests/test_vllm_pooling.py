@@ -126,6 +126,8 @@ def test_output_says_what_changed_and_json_carries_it() -> None:
     (["--engine-version", "0.11.0", "--runner", "draft"], "--runner 'draft'"),
     (["--engine-version", "0.11.0", "--task", "transcribe"], "unknown --task"),
     (["--engine", "sglang", "--runner", "pooling"], "vLLM's flag"),
+    (["--engine-version", "0.11.0", "--runner", "pooling", "--enable-lora"],
+     "--enable-lora with --runner pooling"),
 ])
 def test_refusals_are_one_line(args: list[str], text: str) -> None:
     r = completed(["estimate", "--model", QWEN3_8B, "--gpu", "H100-80GB",

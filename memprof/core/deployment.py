@@ -487,7 +487,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         from memprof.core.engines.vllm_pooling import check_pooling  # only where it is asked
 
         check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
-                      version=dep.engine_version or "", spec=spec)
+                      version=dep.engine_version or "", spec=spec, lora=dep.enable_lora)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA
 

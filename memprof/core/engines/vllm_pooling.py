@@ -31,6 +31,10 @@ lm_head):
 
 memprof models the pooling runner where these were read on the V1 runner (0.11.0 to 0.20.x); from
 0.21.0 Model Runner V2, whose pooling path (v1/worker/gpu/pool/) memprof has not read, may run it.
+
+[approximation] At 0.11.0 the lm_head is allocated while the model is built and freed before the
+weights load (``delattr``); memprof's replay of the model load (terms/load_rounding.py) leaves it
+out, so the freed block's place in the allocator is not replayed.
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ def pooling_convert(runner: str, convert: str | None, task: str | None) -> str |
 
 
 def check_pooling(*, runner: str, convert: str | None, task: str | None, version: str,
-                  spec: ModelSpec | None = None) -> None:
+                  spec: ModelSpec | None = None, lora: bool = False) -> None:
     """Refuse what memprof does not model of the pooling runner, naming what it does."""
     if runner not in RUNNERS:
         raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled",
@@ -182,6 +186,10 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
         raise BadInput(f"--convert {conv} (a {conv} head on the hidden states) is not modelled; "
                        "memprof models --convert embed",
                        hint="use --convert embed")
+    if lora:
+        raise BadInput("--enable-lora with --runner pooling is not modelled (memprof's LoRA "
+                       "buffers include the lm_head's, which a pooling model does not build)",
+                       hint="drop --enable-lora, or use the generation runner")
     if spec is not None and spec.vision is not None:
         raise BadInput(f"{spec.name} is a multimodal model: its pooling runner (an encoder "
                        "cache beside the pooler) is not modelled",
