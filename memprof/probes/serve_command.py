@@ -240,11 +240,12 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
 
 
 def _pooling_without_chunked_prefill(cmd: ServeCommand) -> ServeCommand:
-    """``--no-enable-chunked-prefill`` is memory-neutral for vLLM V1's generation runner, which
-    always chunks, but not for its pooling runner: there it runs the token-level pooler task in
-    the profile run and sets ``max_num_batched_tokens`` to ``max_model_len`` (0.11.0
+    """``--no-enable-chunked-prefill`` on vLLM's pooling runner runs the token-level pooler task
+    in the profile run and sets ``max_num_batched_tokens`` to ``max_model_len`` (0.11.0
     engine/arg_utils.py ``_set_default_args``, v1/worker/gpu_model_runner.py
-    ``get_supported_pooling_tasks``), which memprof does not model: listed as not modelled."""
+    ``get_supported_pooling_tasks``), which memprof does not model: listed as not modelled. (For
+    the generation runner the flag keeps its place in the ignored list: 0.11.0's
+    ``_set_default_args`` forces chunked prefill on there.)"""
     flag = "--no-enable-chunked-prefill"
     settings = cmd.settings
     if flag not in cmd.ignored or pooling_convert(
