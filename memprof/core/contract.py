@@ -16,6 +16,7 @@ from memprof.core.components import Component
 from memprof.core.deployment import Deployment
 from memprof.core.engine_log import engine_log
 from memprof.core.engines import engine_of
+from memprof.core.engines.vllm_pooling import convert_of
 from memprof.core.estimate import Estimate, RankEstimate
 from memprof.core.remedies import Remedies
 
@@ -158,6 +159,10 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "mm_encoder_tp_mode": d.mm_encoder_tp_mode,
             "gpu_memory_in_use": d.gpu_memory_in_use,
             **lora_fields(d),
+            # present on the pooling runner, so a generation deployment keeps its JSON
+            **({"runner": "pooling", "convert": convert_of(d)}
+               if convert_of(d) is not None else {}),
+            **({"task": d.task} if d.task is not None else {}),
             # present where it is not the default, so a cold start keeps its JSON
             **({"compile_cache": d.compile_cache} if d.compile_cache != "cold" else {}),
             **({"max_model_len_auto_fit_from": e.auto_fit_from}

@@ -69,6 +69,11 @@ class Deployment:
     limit_mm_per_prompt: str | None = None
     mm_processor_kwargs: str | None = None
     mm_encoder_tp_mode: str = "weights"  # vLLM --mm-encoder-tp-mode: "weights" (TP) or "data"
+    # vLLM --runner / --convert (0.10.1 on) and the older --task (to 0.12.x): an embedding model
+    # on the pooling runner (memprof/core/engines/vllm_pooling.py); None: vLLM's auto
+    runner: str = "generate"
+    convert: str | None = None
+    task: str | None = None
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = None  # None: the model's max_position_embeddings
@@ -477,6 +482,12 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        f"(before, on V0's Mamba cache, which memprof does not model)",
                        hint=f"use --engine-version {first} or later")
     check_mamba_cache_mode(dep.mamba_cache_mode, dep.engine_version)
+    if dep.runner != "generate" or dep.convert is not None or dep.task is not None:
+        # (vLLM's --runner / --convert / --task; "auto" as a log's Namespace prints it)
+        from memprof.core.engines.vllm_pooling import check_pooling  # only where it is asked
+
+        check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
+                      version=dep.engine_version or "", spec=spec, lora=dep.enable_lora)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA
 

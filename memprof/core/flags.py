@@ -106,6 +106,23 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only: the vision tower's weights split over TP (weights) or whole on "
             "every rank, the images split over the ranks instead (data).",
             choices_from="memprof.core.models.multimodal:ENCODER_TP_MODES"),
+    Setting(field="runner", kind="str",
+            note="SGLang's embedding server (--is-embedding) is not modelled",
+            help="vLLM 0.10.1 on: generate, or pooling for an embedding model (no sampler in "
+            "the profile run, no untied lm_head, PIECEWISE CUDA graphs only; modelled from "
+            "0.11.0 to 0.20.x).",
+            choices_from="memprof.core.engines.vllm_pooling:RUNNERS"),
+    Setting(field="convert", kind="str",
+            note="SGLang's embedding server (--is-embedding) is not modelled",
+            help="vLLM 0.10.1 on, with --runner pooling: the head put on a *ForCausalLM "
+            "(embed is modelled; classify and reward are refused).",
+            shown_default="auto: embed under --runner pooling",
+            choices_from="memprof.core.engines.vllm_pooling:CONVERTS"),
+    Setting(field="task", kind="str",
+            note="SGLang's embedding server (--is-embedding) is not modelled",
+            help="vLLM before 0.13.0 only: the older spelling (embed / embedding / score: "
+            "--runner pooling --convert embed; generate).",
+            choices_from="memprof.core.engines.vllm_pooling:TASKS"),
     Setting(field="quantization", kind="str",
             help="fp8, mxfp4, modelopt_fp4 (nvfp4), awq, gptq.",
             shown_default="the config's quantization_config"),

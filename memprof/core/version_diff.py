@@ -48,6 +48,7 @@ from memprof.core.engines.sglang_vlm import SGLANG_VLM_CHUNK_OFF, SGLANG_VLM_FRA
 from memprof.core.engines.unified_memory import SGLANG_UMA_FREE_MEMORY, UMA_FREE_MEMORY
 from memprof.core.engines.vllm import NVML_TOTAL_UNCAUGHT, V0_ENGINE, V1_FALLBACK_RULES
 from memprof.core.engines.vllm_compile import RULES as VLLM_COMPILE_RULES
+from memprof.core.engines.vllm_pooling import POOLING_RULES, convert_of
 from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
 from memprof.core.estimate import MXFP4_ONLINE, Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
@@ -194,7 +195,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     GPTQ_GEMM_TEMP, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
-    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU,
+    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES,
 )
 
 
@@ -205,7 +206,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb", "mrope"})
+                          "lora", "bnb", "mrope", "pooling"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -219,7 +220,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     layer whose recurrent mixer replaces attention, ``memprof/core/attention/state.py``),
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
     ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
-    ``mrope`` (a multimodal rotary: the config's ``mrope_section``)."""
+    ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
+    runner, memprof/core/engines/vllm_pooling.py)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -258,6 +260,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("multimodal")
     if dep.enable_lora:
         out.add("lora")
+    if convert_of(dep) is not None:
+        out.add("pooling")
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
     if "mrope_section" in rope_scaling(spec):

@@ -21,7 +21,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from memprof.base.files import read_capped_text
 from memprof.base.units import human_readable_int
 from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.engines import ENGINES
+from memprof.core.engines.vllm_pooling import pooling_convert
 from memprof.core.flags import SETTINGS, coerce
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
@@ -220,7 +221,7 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
         if tok in _SHELL_STOP:
             args = args[:k]
             break
-    cmd = _parse_args(engine, args, where)
+    cmd = _pooling_without_chunked_prefill(_parse_args(engine, args, where))
     given = dict(env or {})
     for tok in tokens[:found[1] if found else 0]:
         if _ENV_ASSIGN.match(tok):
@@ -236,6 +237,25 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
     return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
                         ignored=cmd.ignored, not_modelled=cmd.not_modelled + unmodelled,
                         version=cmd.version)
+
+
+def _pooling_without_chunked_prefill(cmd: ServeCommand) -> ServeCommand:
+    """``--no-enable-chunked-prefill`` on vLLM's pooling runner runs the token-level pooler task
+    in the profile run and sets ``max_num_batched_tokens`` to ``max_model_len`` (0.11.0
+    engine/arg_utils.py ``_set_default_args``, v1/worker/gpu_model_runner.py
+    ``get_supported_pooling_tasks``), which memprof does not model: listed as not modelled. (For
+    the generation runner the flag keeps its place in the ignored list: 0.11.0's
+    ``_set_default_args`` forces chunked prefill on there.)"""
+    flag = "--no-enable-chunked-prefill"
+    settings = cmd.settings
+    if flag not in cmd.ignored or pooling_convert(
+            str(settings.get("runner") or "generate"), settings.get("convert"),
+            settings.get("task")) is None:
+        return cmd
+    return replace(cmd, ignored=tuple(f for f in cmd.ignored if f != flag),
+                   not_modelled=(*cmd.not_modelled, (flag, "a pooling model without chunked "
+                                 "prefill: the token-level pooler task in the profile run and "
+                                 "max_num_batched_tokens = max_model_len")))
 
 
 # --- docker run ------------------------------------------------------------------------------

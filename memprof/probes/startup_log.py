@@ -589,6 +589,7 @@ LOGGED_FIELDS = ("tp", "pp", "dp", "enable_expert_parallel", "quantization", "kv
                  "gpu_memory_utilization", "block_size", "enforce_eager", "dtype",
                  "mem_fraction_static", "enable_dp_attention", "chunked_prefill_size",
                  "cuda_graph_max_bs", "nnodes", "enable_prefix_caching", "mamba_cache_mode",
+                 "runner", "convert", "task",
                  *LORA_FIELDS)
 
 

@@ -27,6 +27,7 @@ from memprof.core.engines.base import (
 )
 from memprof.core.engines.unified_memory import unified_memory_notes
 from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
+from memprof.core.engines.vllm_pooling import pooling_notes
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -629,6 +630,9 @@ class VLLM(Engine):
         "limit_mm_per_prompt": ("--limit-mm-per-prompt",),
         "mm_processor_kwargs": ("--mm-processor-kwargs",),
         "mm_encoder_tp_mode": ("--mm-encoder-tp-mode",),
+        "runner": ("--runner",),
+        "convert": ("--convert",),
+        "task": ("--task",),
         "enable_lora": ("--enable-lora",),
         "max_loras": ("--max-loras",),
         "max_lora_rank": ("--max-lora-rank",),
@@ -787,8 +791,10 @@ class VLLM(Engine):
 
     def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
         """On a GPU that shares the host's memory: what vLLM's budget reads there and memprof
-        does not size (memprof/core/engines/unified_memory.py)."""
-        return [] if gpu is None else unified_memory_notes(dep.engine_version, gpu)
+        does not size (memprof/core/engines/unified_memory.py); on the pooling runner what it
+        changes (memprof/core/engines/vllm_pooling.py)."""
+        return ([] if gpu is None else unified_memory_notes(dep.engine_version, gpu)) + (
+            pooling_notes(dep))
 
     def release_notes(self, dep: DeploymentView, arch: str | None,
                       quant_method: str | None = None) -> list[str]:

@@ -19,6 +19,7 @@ from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.attention import ActQuery, kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
+from memprof.core.engines.vllm_pooling import convert_of, pooler_parts
 from memprof.core.engines.vllm_runner import (
     V2_SAMPLER_STATE_CHARGED,
     greedy_sampler_bytes,
@@ -782,7 +783,11 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         stages.append(dq)
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
-    if r > 0 and samples_in_profile_run(dep, ctx.coord):
+    if r > 0 and samples_in_profile_run(dep, ctx.coord) and convert_of(dep) is not None:
+        # the pooling runner: _dummy_pooler_run instead of the sampler (engines/vllm_pooling.py)
+        stages.append(Stage("pooler (pooling runner)", tuple(pooler_parts(
+            dep.engine_version or "", tokens=t, rows=r, hidden=h, model_itemsize=s))))
+    elif r > 0 and samples_in_profile_run(dep, ctx.coord):
         stages.append(v0_sampler_stage(ctx, t, r) if v0_driver_samples(dep.engine,
                                                                         dep.engine_version)
                       else sampler_stage(ctx, t, r))

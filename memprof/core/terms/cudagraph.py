@@ -19,6 +19,7 @@ from memprof.core.attention_backends import chosen
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
+from memprof.core.engines.vllm_pooling import convert_of, graph_mode
 from memprof.core.gpus import arch_cc
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
@@ -390,6 +391,8 @@ def graph_modes(dep: Deployment, architecture: str | None = None) -> dict[str, l
     the whole forward per size."""
     sizes = capture_sizes(dep, architecture)
     mode = value_at(GRAPH_MODES, dep.engine_version, "FULL_AND_PIECEWISE")
+    if mode == "FULL_AND_PIECEWISE":  # a pooling model: PIECEWISE only (vllm_pooling.py)
+        mode = graph_mode(convert_of(dep), dep.engine_version or "") or mode
     if mode == "FULL":
         return {"FULL": sizes}
     if mode == "PIECEWISE":

@@ -15,8 +15,11 @@ from __future__ import annotations
 # the fields every term of one rank's model reads
 _MODEL = ("ctx.spec", "ctx.coord", "ctx.model_dtype", "dep.engine", "dep.engine_version",
           "dep.pp")
+# the pooling runner (--runner / --convert / --task, memprof/core/engines/vllm_pooling.py
+# convert_of): no untied lm_head, the pooler instead of the sampler, PIECEWISE graphs only
+_POOLING = ("dep.runner", "dep.convert", "dep.task")
 # what the weights of a rank are built from (``memprof.core.weights.weights_key``)
-_WEIGHTS = ("ctx.gpu", "ctx.quant", "dep.tp", "dep.dp", "dep.enable_expert_parallel",
+_WEIGHTS = (*_POOLING, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp", "dep.enable_expert_parallel",
             "dep.enable_dp_attention", "dep.dtype", "dep.max_num_batched_tokens",
             "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
             "dep.mm_encoder_tp_mode")
@@ -42,12 +45,13 @@ TERM_READS: dict[str, frozenset[str]] = {
     # PYTORCH_CUDA_ALLOC_CONF: the load's allocator settings (load_alloc_conf)
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf")),
     # the family's rows at the release, the card's compute capability, the block-fp8 weights
-    "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
+    "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {*_POOLING,
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
         "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
     # (less the batch settings of _WEIGHTS: no case of an engine whose load figure holds its
     # segments reads them)
-    "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {"dep.max_num_batched_tokens",
+    "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {*_POOLING,
+                                                              "dep.max_num_batched_tokens",
                                                               "dep.num_speculative_tokens"},
     # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
     "rocm_load_cache_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.vllm_rocm_use_aiter")) - {
@@ -60,7 +64,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                              "dep.specialize_active_lora", "dep.max_num_batched_tokens",
                              "dep.max_num_seqs")),
     # ctx.quant: a bitsandbytes linear's dequantised shard (terms/bnb_linear.py)
-    "activation_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.plan", "ctx.quant", "dep.tp", "dep.dp",
+    "activation_terms": frozenset((*_MODEL, *_POOLING, "ctx.gpu", "ctx.plan", "ctx.quant",
+                                   "dep.tp", "dep.dp",
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                    "dep.num_speculative_tokens",
@@ -79,7 +84,7 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    # multimodal dummy sequences (multimodal.py v0_dummy)
                                    "dep.limit_mm_per_prompt", "dep.mm_processor_kwargs")),
     # with the text peak it compares against (activation_terms: dp and EP for a MoE model)
-    "encoder_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
+    "encoder_terms": frozenset((*_MODEL, *_POOLING, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                 "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
@@ -94,7 +99,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                                 # the text peak's runner (terms/runner_v2_profile.py)
                                 "dep.enforce_eager", "dep.compile_cache")),
     # ctx.quant: bitsandbytes' kernel nodes and dequantised shard (terms/bnb_linear.py)
-    "cudagraph_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.pp", "dep.dp",
+    "cudagraph_terms": frozenset((*_MODEL, *_POOLING, "ctx.gpu", "ctx.quant", "dep.tp",
+                                  "dep.pp", "dep.dp",
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.enable_expert_parallel", "dep.enforce_eager",
                                   "dep.max_num_batched_tokens", "dep.max_num_seqs",
@@ -122,7 +128,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.nvidia_driver")),
     # Model Runner V2's own graph estimate (0.29.0 on): the capture cudagraph_terms models, the
     # runner the release and model select, whether graphs are captured
-    "runner_v2_graph_terms": frozenset((*_MODEL, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
+    "runner_v2_graph_terms": frozenset((*_MODEL, *_POOLING, "ctx.gpu", "ctx.quant", "dep.tp",
+                                        "dep.dp",
                                         "dep.disable_custom_all_reduce", "dep.nnodes",
                                         "dep.enable_expert_parallel", "dep.enforce_eager",
                                         "dep.max_num_batched_tokens", "dep.max_num_seqs",

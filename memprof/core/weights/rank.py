@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
+from memprof.core.engines.vllm_pooling import convert_of, drops_lm_head
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
 from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
@@ -152,7 +153,8 @@ class RankWeights(AttentionWeights, MlpWeights):
             self.vector("model.norm", "final norm", spec.hidden_size)
             if spec.hc_mult:
                 self.hc_head("model.")
-            if not spec.tie_word_embeddings:
+            if not spec.tie_word_embeddings and not drops_lm_head(convert_of(dep),
+                                                                  dep.engine_version or ""):
                 self.vocab_parallel("lm_head", "lm_head")
         elif (family_row(spec.family).lm_head_every_pp_stage and not spec.tie_word_embeddings
               and value_at(LM_HEAD_EVERY_STAGE, dep.engine_version, False)):
@@ -245,12 +247,13 @@ def weights_key(spec: ModelSpec, dep: Deployment, quant: QuantConfig | None, coo
                 arch: str) -> tuple[object, ...]:
     """What a rank's weights are computed from, as a cache key of hashable values: the spec,
     the Deployment fields this package reads (release, TP, PP, DP copies, EP, DP attention,
-    dtype, the multimodal limits), the quantisation, the rank and the GPU architecture.
+    dtype, the multimodal limits, the pooling runner's conversion), the quantisation, the rank
+    and the GPU architecture.
     (Hashing a spec costs tens of microseconds: a caller keeping many keys alive,
     ``memprof.batch``, puts its own handle of the spec in place of ``key[0]``.)"""
     return (spec, dep.engine, dep.engine_version, dep.tp, dep.pp, dep.dp,
             dep.enable_expert_parallel, dep.enable_dp_attention, dep.dtype, quant, coord, arch,
-            dep.limit_mm_per_prompt, dep.mm_encoder_tp_mode)
+            dep.limit_mm_per_prompt, dep.mm_encoder_tp_mode, convert_of(dep))
 
 
 # kept by ``weights_key`` (values, the spec among them; a bounded table, no identity keys): the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memprof.base.errors import ConfigError
+from memprof.core.models.encoder_only import refuse_encoder_only
 from memprof.core.models.families import (
     deepseek_v3,
     deepseek_v4,
@@ -103,6 +104,7 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
         return _FAMILY_BY_MODEL_TYPE[str(model_type)], arch
     if arch in _FAMILY_BY_ARCH:
         return _FAMILY_BY_ARCH[arch], arch
+    refuse_encoder_only(arch)  # no KV cache, another attention type: not a dense decoder
     if assume is not None:
         if assume not in ASSUMABLE:
             raise ConfigError(f"unknown --assume-architecture {assume[:40]!r}",

@@ -1,0 +1,264 @@
+"""vLLM's pooling runner: an embedding model served with ``--runner pooling --convert embed``
+(before 0.13.0 also ``--task embed``), and what it changes in the memory budget.
+
+Read in the 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0 and 0.20.0 wheels (and 0.33.0 for the
+lm_head):
+
+1. The flags. ``--runner {auto,generate,pooling,draft}`` and ``--convert
+   {auto,none,embed,classify,reward}`` arrive in 0.10.1 (0.10.0 engine/arg_utils.py has only
+   ``--task``); ``--task`` stays, deprecated, through 0.12.x (0.11.0 config/model.py
+   ``_task_to_convert``: 'embedding' and 'embed' map to ``--convert embed``, 'score' to embed
+   for a model that is no cross-encoder) and is gone in 0.13.0 (engine/arg_utils.py adds no
+   ``--task``).
+2. The weights. ``as_embedding_model`` (model_executor/models/adapters.py) drops the lm_head:
+   0.11.0 ``_create_pooling_model_cls.__init__`` deletes the ``lm_head`` and ``logits_processor``
+   attributes after building the model and skips ``lm_head.*`` at load; 0.33.0 builds it as a
+   ``StageMissingLayer`` (``no_init_weights`` over ``ParallelLMHead``). A tied lm_head is the
+   input embedding, which stays (``POOLING_DROPS_LM_HEAD``).
+3. The profile run. ``profile_run`` calls ``_dummy_pooler_run(hidden_states)`` instead of
+   ``_dummy_sampler_run`` (v1/worker/gpu_model_runner.py): no [R, V] logits and no sampler. The
+   pooler runs each supported task on the [T, H] hidden states split over R requests, then the
+   task of the largest output again (``pooler_stage``): ``embed`` (LAST pooling: R rows gathered,
+   cast to the fp32 head dtype, normalised) and, where the release keeps it under chunked
+   prefill, the token-level task (``POOLER_TOKEN_TASK``).
+4. The KV cache. A decoder-only embedding model keeps its KV cache. With LAST pooling (the
+   default of a converted ``*ForCausalLM``) chunked prefill and prefix caching stay on (0.11.0
+   engine/arg_utils.py ``_set_default_args``: ``incremental_prefill_supported``; 0.12.0 and
+   0.20.0 config/model.py ``is_chunked_prefill_supported``), so the batch defaults are a
+   generation model's.
+5. CUDA graphs. "Pooling models do not support full cudagraphs": PIECEWISE only
+   (``POOLING_GRAPH_MODE``).
+
+memprof models the pooling runner where these were read on the V1 runner (0.11.0 to 0.20.x); from
+0.21.0 Model Runner V2, whose pooling path (v1/worker/gpu/pool/) memprof has not read, may run it.
+
+[approximation] At 0.11.0 the lm_head is allocated while the model is built and freed before the
+weights load (``delattr``); memprof's replay of the model load (terms/load_rounding.py) leaves it
+out, so the freed block's place in the allocator is not replayed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memprof.base.errors import BadInput
+from memprof.core.versions import Rule, rule_in_force, value_at
+
+if TYPE_CHECKING:
+    from memprof.core.models import ModelSpec
+
+# "auto" is vLLM's default of each: a *ForCausalLM memprof models resolves to the generation
+# runner (0.11.0 config/model.py _get_default_runner_type), as a log's Namespace(...) prints it
+RUNNERS = ("auto", "generate", "pooling")
+CONVERTS = ("auto", "none", "embed", "classify", "reward")
+TASKS = ("auto", "generate", "embed", "embedding", "classify", "score", "reward")
+
+# Where memprof models the pooling runner (item 3-5 of the module docstring read there).
+POOLING_RUNNER: tuple[Rule, ...] = (
+    Rule(name="vllm_pooling_runner", changes="pooling runner (embedding models)",
+         since="0.11.0", until="0.21.0", value=True, applies_to="pooling", generation="v1",
+         introduced_by="read in 0.11.0 (V1 pooling runner, --runner pooling from 0.10.1)",
+         removed_by="0.21.0: Model Runner V2 by default for dense models (its pooling path, "
+         "v1/worker/gpu/pool/, not read)",
+         source="0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0 and 0.20.0 "
+         "v1/worker/gpu_model_runner.py profile_run (_dummy_pooler_run)"),
+)
+
+# ``--task`` where the release reads it (0.10.0 has only --task; 0.13.0 drops it).
+TASK_FLAG: tuple[Rule, ...] = (
+    Rule(name="vllm_task_flag", changes="pooling runner: --task", since=None, until="0.13.0",
+         value=True, applies_to="pooling", introduced_by="--task (before 0.10.1 the only way)",
+         removed_by="0.13.0 engine/arg_utils.py: no --task",
+         source="0.11.0 and 0.12.0 engine/arg_utils.py ('--task', deprecated); 0.11.0 "
+         "config/model.py _task_to_convert"),
+)
+RUNNER_FLAGS: tuple[Rule, ...] = (
+    Rule(name="vllm_runner_flags", changes="pooling runner: --runner / --convert",
+         since="0.10.1", until=None, value=True, applies_to="pooling",
+         introduced_by="--runner and --convert (first released in 0.10.1)",
+         source="0.10.1 engine/arg_utils.py ('--runner', '--convert'); 0.10.0 has only --task"),
+)
+
+# The lm_head of an embedding model converted from a ``*ForCausalLM``: not built / deleted.
+POOLING_DROPS_LM_HEAD: tuple[Rule, ...] = (
+    Rule(name="pooling_drops_lm_head", changes="weights: lm_head (pooling runner)",
+         since="0.11.0", until=None, value=True, applies_to="pooling",
+         introduced_by="as_embedding_model (model_executor/models/adapters.py)",
+         source="0.11.0 model_executor/models/adapters.py _create_pooling_model_cls: "
+         "delattr(self, 'lm_head') and load_weights skipping 'lm_head.'; 0.33.0 the same file: "
+         "no_init_weights(targets=(LogitsProcessor, ParallelLMHead))"),
+)
+
+# Whether the profile run's pooler warm-up runs the token-level task (ALL pooling: every token's
+# hidden state) beside ``embed`` under chunked prefill.
+POOLER_TOKEN_TASK: tuple[Rule, ...] = (
+    Rule(name="pooler_token_task_in_profile", changes="activation peak: pooler (pooling runner)",
+         since="0.11.0", until="0.13.0", value=False, applies_to="pooling", generation="v1",
+         introduced_by="get_supported_pooling_tasks drops the ALL-pooling task under chunked "
+         "prefill",
+         removed_by="0.13.0: get_supported_pooling_tasks keeps token_embed",
+         source="0.11.0 v1/worker/gpu_model_runner.py get_supported_pooling_tasks "
+         "(supported_tasks.remove('encode') with chunked prefill); 0.12.0 the same with "
+         "'token_embed' / 'token_classify'"),
+    Rule(name="pooler_token_task_in_profile", changes="activation peak: pooler (pooling runner)",
+         since="0.13.0", until=None, value=True, applies_to="pooling", generation="v1",
+         introduced_by="0.13.0: get_supported_pooling_tasks keeps token_embed",
+         source="0.13.0, 0.14.0, 0.16.0, 0.18.0 and 0.20.0 v1/worker/gpu_model_runner.py "
+         "get_supported_pooling_tasks (only 'score' removed); 0.13.0 "
+         "model_executor/layers/pooler.py TokenEmbeddingPoolerHead, 0.20.0 "
+         "layers/pooler/tokwise/heads.py TokenEmbeddingPoolerHead.forward_chunk "
+         "(pooled_data.to(head_dtype), then PoolerNormalize)"),
+)
+
+# CUDA graphs of a pooling model.
+POOLING_GRAPH_MODE: tuple[Rule, ...] = (
+    Rule(name="pooling_cudagraph_mode", changes="CUDA graphs: modes (pooling runner)",
+         since="0.11.0", until=None, value="PIECEWISE", applies_to="pooling", generation="v1",
+         introduced_by="FULL_AND_PIECEWISE by default except for pooling models (0.11.0)",
+         source="0.11.0 config/__init__.py VllmConfig.__post_init__ ('pooling models and "
+         "encoder-decoder models do not support full cudagraphs'); 0.12.0, 0.20.0 and 0.33.0 "
+         "config/vllm.py ('Pooling models do not support full cudagraphs. Overriding "
+         "cudagraph_mode to PIECEWISE.')"),
+)
+
+# the tables, as ``memprof versions`` lists them (memprof/core/version_diff.py RULEBOOK)
+POOLING_RULES = (POOLING_RUNNER, TASK_FLAG, RUNNER_FLAGS, POOLING_DROPS_LM_HEAD,
+                 POOLER_TOKEN_TASK, POOLING_GRAPH_MODE)
+
+# the head dtype of a pooling model: fp32 (0.11.0 config/model.py _get_head_dtype: "The pooling
+# model defaults to using fp32 head")
+HEAD_DTYPE_BYTES = 4
+
+
+def task_runner(task: str) -> tuple[str, str]:
+    """(runner, convert) that vLLM's ``--task`` stands for (0.11.0 config/model.py
+    ``_task_to_convert``) for a ``*ForCausalLM`` checkpoint that is no cross-encoder."""
+    if task in ("auto", "generate"):
+        return "generate", "none"
+    if task in ("embed", "embedding", "score"):
+        return "pooling", "embed"
+    return "pooling", task  # classify, reward
+
+
+def pooling_convert(runner: str, convert: str | None, task: str | None) -> str | None:
+    """The conversion in force: ``None`` for a generation runner, else ``embed`` /
+    ``classify`` / ``reward`` (``--convert auto`` under ``--runner pooling`` is ``embed`` for a
+    ``*ForCausalLM``: 0.11.0 config/model.py ``_get_default_convert_type``)."""
+    if task is not None and task != "auto":
+        runner, convert = task_runner(task)
+    if runner != "pooling":
+        return None
+    return convert if convert not in (None, "auto") else "embed"
+
+
+def check_pooling(*, runner: str, convert: str | None, task: str | None, version: str,
+                  spec: ModelSpec | None = None, lora: bool = False) -> None:
+    """Refuse what memprof does not model of the pooling runner, naming what it does."""
+    if runner not in RUNNERS:
+        raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled",
+                       hint="use --runner generate (or auto) or --runner pooling")
+    if convert is not None and convert not in CONVERTS:
+        raise BadInput(f"unknown --convert {str(convert)[:40]!r}",
+                       hint="use --convert embed (or none, classify, reward)")
+    if task is not None:
+        if task not in TASKS:
+            raise BadInput(f"unknown --task {str(task)[:40]!r}",
+                           hint="use --task embed (or generate, classify, score, reward)")
+        if task != "auto" and rule_in_force(TASK_FLAG, version) is None:
+            raise BadInput(f"vLLM {version} has no --task (removed in 0.13.0)",
+                           hint="use --runner pooling --convert embed")
+    if (runner not in ("auto", "generate") or convert not in (None, "auto", "none")
+            ) and rule_in_force(RUNNER_FLAGS, version) is None:
+        raise BadInput(f"vLLM {version} has no --runner / --convert (first in 0.10.1)",
+                       hint="use --task embed")
+    conv = pooling_convert(runner, convert, task)
+    if conv is None:
+        if convert not in (None, "auto", "none"):
+            raise BadInput(f"--convert {convert} applies to the pooling runner",
+                           hint=f"add --runner pooling, or drop --convert {convert}")
+        return
+    if not value_at(POOLING_RUNNER, version, False):
+        first, until = POOLING_RUNNER[0].since, POOLING_RUNNER[0].until
+        raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first} "
+                       f"to before {until}, where its V1 profile run was read; not at {version}",
+                       hint=f"use --engine-version {first} to 0.20.x, or drop --runner pooling")
+    if conv != "embed":
+        raise BadInput(f"--convert {conv} (a {conv} head on the hidden states) is not modelled; "
+                       "memprof models --convert embed",
+                       hint="use --convert embed")
+    if lora:
+        raise BadInput("--enable-lora with --runner pooling is not modelled (memprof's LoRA "
+                       "buffers include the lm_head's, which a pooling model does not build)",
+                       hint="drop --enable-lora, or use the generation runner")
+    if spec is not None and spec.vision is not None:
+        raise BadInput(f"{spec.name} is a multimodal model: its pooling runner (an encoder "
+                       "cache beside the pooler) is not modelled",
+                       hint="memprof models text-only embedding models (--runner pooling)")
+
+
+def drops_lm_head(convert: str | None, version: str) -> bool:
+    """Whether the rank builds no untied lm_head (``POOLING_DROPS_LM_HEAD``)."""
+    return convert is not None and rule_in_force(POOLING_DROPS_LM_HEAD, version) is not None
+
+
+def graph_mode(convert: str | None, version: str) -> str | None:
+    """The CUDA-graph mode a pooling model gets (``POOLING_GRAPH_MODE``), or ``None``."""
+    if convert is None:
+        return None
+    return str(value_at(POOLING_GRAPH_MODE, version, None) or "") or None
+
+
+def pooler_parts(version: str, *, tokens: int, rows: int, hidden: int,
+                 model_itemsize: int) -> list[tuple[str, int]]:
+    """The tensors alive at the peak of ``_dummy_pooler_run`` on T = ``tokens`` hidden states
+    split over R = ``rows`` requests (module docstring, item 3)::
+
+        hidden states [T,H] (model dtype, alive from _dummy_run)
+        + dummy prompt token ids [R, T//R] int32
+        + embed (LAST):     gathered [R,H] + fp32 copy [R,H] + normalised [R,H] fp32
+          or, where the token task runs (POOLER_TOKEN_TASK), the larger
+          token_embed (ALL): every request's normalised fp32 [t,H] kept in the output list,
+                             + the last request's fp32 copy [t_last,H] at its normalise
+
+    with t = T // R and t_last = t + T % R (the dummy split of ``_dummy_pooler_run_task``)."""
+    t, r, h, s = tokens, max(1, min(rows, tokens)), hidden, model_itemsize
+    f = HEAD_DTYPE_BYTES
+    parts = [("hidden [T,H]", t * h * s), ("dummy prompt token ids [R,T/R] int32",
+                                           r * (t // r) * 4)]
+    last = r * h * (s + f + f)
+    token = 0
+    if value_at(POOLER_TOKEN_TASK, version, False):
+        t_last = t // r + t % r
+        token = t * h * f + t_last * h * f
+    if token > last:
+        parts.append(("token_embed: normalised fp32 [T,H] + last request's fp32 copy", token))
+    else:
+        parts.append(("embed (LAST): gathered [R,H] + fp32 copy + normalised [R,H]", last))
+    return parts
+
+
+def convert_of(dep: object) -> str | None:
+    """The pooling conversion of a deployment (``pooling_convert`` of its ``runner``,
+    ``convert`` and ``task``), ``None`` on the generation runner or another engine."""
+    if getattr(dep, "engine", "vllm") != "vllm":
+        return None
+    return pooling_convert(getattr(dep, "runner", "generate"), getattr(dep, "convert", None),
+                           getattr(dep, "task", None))
+
+
+def pooling_notes(dep: object) -> list[str]:
+    """What the pooling runner changed in the estimate, and what it assumed (one line)."""
+    convert = convert_of(dep)
+    if convert is None:
+        return []
+    version = str(getattr(dep, "engine_version", "") or "")
+    token = bool(value_at(POOLER_TOKEN_TASK, version, False))
+    return [f"--runner pooling --convert {convert} (vLLM {version}): the profile run warms the "
+            "pooler (_dummy_pooler_run: the embed task"
+            + (" and the token_embed task on every token" if token else "")
+            + ") instead of the sampler, so no [R, V] logits; an untied lm_head is not built "
+            "(adapters.py as_embedding_model); CUDA graphs PIECEWISE only (pooling models get "
+            "no FULL graphs). LAST pooling is assumed (the default of a converted *ForCausalLM): "
+            "chunked prefill and prefix caching stay on and the batch defaults are a generation "
+            "model's; a checkpoint whose sentence-transformers pooling is MEAN or CLS turns "
+            "both off in vLLM, which memprof does not model"]

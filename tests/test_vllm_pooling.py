@@ -1,0 +1,191 @@
+"""vLLM's pooling runner (``--runner pooling --convert embed``, ``--task embed`` before 0.13.0):
+the rules of memprof/core/engines/vllm_pooling.py, each against a figure counted by hand from
+the engine source the rule cites."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memprof.base.errors import BadInput, ConfigError
+from memprof.core.deployment import Deployment
+from memprof.core.engines.vllm_pooling import pooler_parts, pooling_convert
+from memprof.core.estimate import Estimate, estimate
+from memprof.core.models import load_model
+from memprof.core.models.encoder_only import refuse_encoder_only
+from memprof.core.terms.cudagraph import graph_modes
+from memprof.probes.serve_command import parse_tokens
+from memprof.probes.startup_log import parse_log
+from tests.cli_helpers import completed, one_error
+
+QWEN3_8B = "qwen3-8b"  # Qwen3ForCausalLM, untied lm_head (tie_word_embeddings false)
+QWEN3_06B = "qwen3-0.6b"  # tied lm_head
+
+
+def _est(model: str = QWEN3_8B, version: str = "0.11.0", **kw: object) -> Estimate:
+    return estimate(model, Deployment(engine_version=version, max_model_len=8192,
+                                      **kw), gpu_name="H100-80GB")  # type: ignore[arg-type]
+
+
+def _component(e: Estimate, name: str) -> int:
+    return sum(c.bytes for c in e.ranks[0].components if c.name == name)
+
+
+def _formula(e: Estimate, name: str) -> str:
+    return next(c.formula for c in e.ranks[0].components if c.name == name)
+
+
+def test_pooler_parts_by_hand_before_and_after_the_token_task() -> None:
+    """T = 8192 tokens over R = 256 requests, H = 4096, bf16. 0.12.0 drops token_embed under
+    chunked prefill, so the embed task (LAST) sets the stage: [R, H] gathered in bf16 + its
+    fp32 copy + the normalised fp32 = 256 × 4096 × (2 + 4 + 4) = 10 MiB. 0.13.0 keeps
+    token_embed: every token's normalised fp32 (8192 × 4096 × 4 = 128 MiB) + the last
+    request's fp32 copy (32 tokens × 4096 × 4 = 512 KiB). Both beside the bf16 hidden states
+    (64 MiB) and the dummy token ids (256 × 32 × 4 B)."""
+    old = dict(pooler_parts("0.12.0", tokens=8192, rows=256, hidden=4096, model_itemsize=2))
+    new = dict(pooler_parts("0.13.0", tokens=8192, rows=256, hidden=4096, model_itemsize=2))
+    hidden, ids = 8192 * 4096 * 2, 256 * 32 * 4
+    assert sum(old.values()) == hidden + ids + 256 * 4096 * 10
+    assert sum(new.values()) == hidden + ids + 8192 * 4096 * 4 + 32 * 4096 * 4
+    assert any(k.startswith("embed (LAST)") for k in old)
+    assert any(k.startswith("token_embed") for k in new)
+
+
+def test_task_spellings() -> None:
+    """0.11.0 config/model.py _task_to_convert: embed / embedding / score → embed."""
+    assert pooling_convert("generate", None, "embedding") == "embed"
+    assert pooling_convert("generate", None, "score") == "embed"
+    assert pooling_convert("generate", None, "generate") is None
+    assert pooling_convert("pooling", None, None) == "embed"  # --convert auto
+    assert pooling_convert("pooling", "auto", None) == "embed"
+    assert pooling_convert("generate", None, None) is None
+
+
+def test_untied_lm_head_is_not_built() -> None:
+    """Qwen3-8B's lm_head (151,936 × 4,096 × 2 B = 1,244,659,712 B) leaves the weights; a
+    tied one (Qwen3-0.6B: the input embedding) stays, so its weights do not move."""
+    gen, emb = _est(), _est(runner="pooling")
+    lm_head = load_model(QWEN3_8B).vocab_size * 4096 * 2
+    assert _component(gen, "lm_head") == lm_head
+    assert _component(emb, "lm_head") == 0
+    # the load's allocator rounding of the lm_head (a 2 MiB block boundary) goes with it
+    assert gen.ranks[0].weights_bytes - emb.ranks[0].weights_bytes - lm_head in (0, 1 << 20)
+    tied_gen, tied_emb = _est(QWEN3_06B), _est(QWEN3_06B, runner="pooling")
+    assert tied_gen.ranks[0].weights_bytes == tied_emb.ranks[0].weights_bytes
+
+
+def test_profile_run_has_no_sampler() -> None:
+    """At 1,024 sequences the V1 sampler (12 bytes an element of [R, V] and more) is the
+    generation peak; the pooling runner has none: its peak is a forward stage or the pooler."""
+    gen, emb = _est(), _est(runner="pooling")
+    peak = "activation peak (profile run)"
+    assert "sampler" in _formula(gen, peak)
+    assert "sampler" not in _formula(emb, peak)
+    assert _component(emb, peak) < _component(gen, peak) - 1024 * 151_936 * 12
+
+
+def test_pooling_models_capture_piecewise_only() -> None:
+    """0.11.0 on: FULL_AND_PIECEWISE for generation, PIECEWISE for a pooling model."""
+    gen, emb = _est(), _est(runner="pooling")
+    assert set(graph_modes(gen.deployment)) == {"PIECEWISE", "FULL"}
+    assert set(graph_modes(emb.deployment)) == {"PIECEWISE"}
+    assert graph_modes(emb.deployment)["PIECEWISE"] == graph_modes(gen.deployment)["PIECEWISE"]
+
+
+def test_task_embed_is_the_same_deployment_before_0_13() -> None:
+    a = _est(version="0.12.0", task="embed")
+    b = _est(version="0.12.0", runner="pooling", convert="embed")
+    assert a.kv_cache_tokens == b.kv_cache_tokens and a.weights_bytes_max == b.weights_bytes_max
+
+
+def test_output_says_what_changed_and_json_carries_it() -> None:
+    r = completed(["estimate", "--model", QWEN3_8B, "--gpu", "H100-80GB", "--engine-version",
+                   "0.14.0", "--max-model-len", "8192", "--runner", "pooling"])
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "_dummy_pooler_run" in text and "token_embed" in text
+    assert "LAST pooling is assumed" in text
+    j = completed(["estimate", "--model", QWEN3_8B, "--gpu", "H100-80GB", "--engine-version",
+                   "0.14.0", "--max-model-len", "8192", "--runner", "pooling", "--format",
+                   "json"])
+    dep = json.loads(j.stdout)["deployment"]
+    assert (dep["runner"], dep["convert"]) == ("pooling", "embed")
+    g = completed(["estimate", "--model", QWEN3_8B, "--gpu", "H100-80GB", "--engine-version",
+                   "0.14.0", "--max-model-len", "8192", "--format", "json"])
+    assert "runner" not in json.loads(g.stdout)["deployment"]
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["--engine-version", "0.33.0", "--runner", "pooling"], "not at 0.33.0"),
+    (["--engine-version", "0.10.2", "--runner", "pooling"], "not at 0.10.2"),
+    (["--engine-version", "0.14.0", "--task", "embed"], "has no --task"),
+    (["--engine-version", "0.11.0", "--runner", "pooling", "--convert", "classify"],
+     "--convert classify"),
+    (["--engine-version", "0.11.0", "--convert", "embed"], "applies to the pooling runner"),
+    (["--engine-version", "0.11.0", "--runner", "draft"], "--runner 'draft'"),
+    (["--engine-version", "0.11.0", "--task", "transcribe"], "unknown --task"),
+    (["--engine", "sglang", "--runner", "pooling"], "vLLM's flag"),
+    (["--engine-version", "0.11.0", "--runner", "pooling", "--enable-lora"],
+     "--enable-lora with --runner pooling"),
+])
+def test_refusals_are_one_line(args: list[str], text: str) -> None:
+    r = completed(["estimate", "--model", QWEN3_8B, "--gpu", "H100-80GB",
+                   "--max-model-len", "8192", *args])
+    assert r.returncode == 2
+    one_error(r.stderr, text)
+
+
+def test_a_multimodal_model_on_the_pooling_runner_is_refused() -> None:
+    with pytest.raises(BadInput, match="multimodal"):
+        estimate("qwen3-vl-4b-instruct", Deployment(engine_version="0.11.0", runner="pooling",
+                                                    max_model_len=8192), gpu_name="H100-80GB")
+
+
+def test_encoder_only_models_are_refused_by_name() -> None:
+    """A BERT-class checkpoint has no KV cache on vLLM (EncoderOnlyAttention): never sized as a
+    dense decoder, not even with --assume-architecture."""
+    with pytest.raises(ConfigError, match="encoder-only"):
+        refuse_encoder_only("XLMRobertaModel")
+    refuse_encoder_only("Qwen3ForCausalLM")  # a decoder passes
+
+
+def test_encoder_only_config_from_the_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["BertModel"], "model_type": "bert",
+                               "hidden_size": 1024, "num_hidden_layers": 24,
+                               "num_attention_heads": 16, "intermediate_size": 4096,
+                               "vocab_size": 30522, "max_position_embeddings": 512}))
+    r = completed(["estimate", "--model", str(cfg), "--gpu", "H100-80GB", "--engine-version",
+                   "0.11.0", "--runner", "pooling", "--assume-architecture", "dense-decoder"])
+    assert r.returncode == 2
+    one_error(r.stderr, "BertModel is an encoder-only model")
+
+
+def test_pasted_command_applies_runner_and_task() -> None:
+    cmd = parse_tokens(["vllm", "serve", "Qwen/Qwen3-Embedding-8B", "--runner", "pooling",
+                        "--convert", "embed", "--override-pooler-config",
+                        '{"pooling_type": "MEAN"}'])
+    assert cmd.settings["runner"] == "pooling" and cmd.settings["convert"] == "embed"
+    assert [f for f, _why in cmd.not_modelled] == ["--override-pooler-config"]
+    old = parse_tokens(["vllm", "serve", "intfloat/e5-mistral-7b-instruct", "--task", "embed"])
+    assert old.settings["task"] == "embed"
+
+
+def test_log_reader_takes_the_runner_from_non_default_args() -> None:
+    log = parse_log(
+        "INFO 08-03 15:21:40 [api_server.py:1839] vLLM API server version 0.11.0\n"
+        "INFO 08-03 15:21:40 [utils.py:233] non-default args: {'model': '/m', "
+        "'runner': 'pooling', 'convert': 'embed', 'max_model_len': 8192}\n")
+    assert log.settings["runner"] == "pooling" and log.settings["convert"] == "embed"
+
+
+def test_chunked_prefill_off_is_not_modelled_on_the_pooling_runner_only() -> None:
+    """--no-enable-chunked-prefill changes nothing V1's generation runner does (it always
+    chunks), but a pooling model runs the token-level task and max_model_len-sized batches."""
+    pooling = parse_tokens(["vllm", "serve", "m", "--runner", "pooling",
+                            "--no-enable-chunked-prefill"])
+    assert [f for f, _why in pooling.not_modelled] == ["--no-enable-chunked-prefill"]
+    assert "--no-enable-chunked-prefill" not in pooling.ignored
+    generation = parse_tokens(["vllm", "serve", "m", "--no-enable-chunked-prefill"])
+    assert generation.not_modelled == () and "--no-enable-chunked-prefill" in generation.ignored
