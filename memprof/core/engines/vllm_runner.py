@@ -25,6 +25,8 @@ code in 0.23.0-0.28.0):
    (temperature 0, top_k = V, top_p = 1), so ``Sampler._requires_logits_processing`` is False:
    no fp32 copy, no top-k/top-p sort; ``gumbel_sample`` reads the model-dtype logits and keeps
    ``local_argmax`` int64 and ``local_max`` fp32 of [R, cdiv(V, 1024)] (``greedy_sampler_bytes``).
+   0.33.0 adds a second pass with warm-up sampling settings (``V2_SAMPLER_WARMUP_PASS``,
+   ``warmup_sampler_tensors``), the larger of the two.
 3. ``load_model`` builds the ``Sampler`` on the last PP stage: ``PenaltiesState.output_bin_counts``
    [max_num_seqs, V] int32 and ``prompt_bin_mask`` [max_num_seqs, cdiv(V, 32)] int32, the
    logit-bias, bad-words and logprob-token-ids states (17,924 B a request), and
