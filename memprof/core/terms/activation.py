@@ -391,11 +391,13 @@ def check_flashinfer_sampler(dep: Deployment) -> None:
                        "FlashInfer path is not modelled", hint="drop one of the two")
     if use == 1 and rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version or "",
                                   dep.engine) is None:
-        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the FlashInfer sampler is modelled "
-                       f"for vLLM 0.8.0 to 0.11.0 (V1) only, not "
+        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the setting is modelled for vLLM "
+                       f"0.8.0 to 0.11.0 (V1) only, not "
                        f"{dep.engine_version or 'the newest release'}",
-                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the torch "
-                       "sampler and says so), or pass an --engine-version from 0.8.0 to 0.11.0")
+                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the "
+                       "release's default sampler and says so: from 0.33.0 Model Runner V2's "
+                       "warm-up pass takes FlashInfer's where the card supports it), or pass "
+                       "an --engine-version from 0.8.0 to 0.11.0")
 
 
 def flashinfer_sampler_bytes_per_elem(dep: Deployment) -> int | None:
