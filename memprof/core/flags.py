@@ -195,9 +195,12 @@ SETTINGS: tuple[Setting, ...] = (
             "falls back"),
     Setting(field="vllm_use_flashinfer_sampler", kind="int",
             note="SGLang's sampler is not modelled",
-            help="vLLM 0.8.0 to 0.11.0 only: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
+            help="vLLM 0.8.0 to 0.11.0: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
             "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
-            "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
+            "the torch top-k/top-p sort); from 0.33.0, 0 sends Model Runner V2's warm-up pass "
+            "to the Triton top-k/top-p kernel instead of FlashInfer's sampler.",
+            shown_default="unset: the PyPI wheel, no FlashInfer before 0.33.0; FlashInfer's "
+            "sampler where the card takes it from 0.33.0",
             metavar="N"),
     Setting(field="vllm_rocm_use_aiter", kind="int",
             note="SGLang's aiter switch (SGLANG_USE_AITER) is not this flag",

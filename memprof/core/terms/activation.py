@@ -22,10 +22,13 @@ from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
 from memprof.core.engines.vllm_pooling import convert_of, pooler_parts
 from memprof.core.engines.vllm_runner import (
     V2_SAMPLER_STATE_CHARGED,
+    V2_SAMPLER_WARMUP_PASS,
     greedy_sampler_bytes,
     sampler_state_bytes,
+    v2_flashinfer_samples,
+    warmup_sampler_tensors,
 )
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
 from memprof.core.models.families import family_row
@@ -389,11 +392,13 @@ def check_flashinfer_sampler(dep: Deployment) -> None:
                        "FlashInfer path is not modelled", hint="drop one of the two")
     if use == 1 and rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version or "",
                                   dep.engine) is None:
-        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the FlashInfer sampler is modelled "
-                       f"for vLLM 0.8.0 to 0.11.0 (V1) only, not "
+        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the setting is modelled for vLLM "
+                       f"0.8.0 to 0.11.0 (V1) only, not "
                        f"{dep.engine_version or 'the newest release'}",
-                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the torch "
-                       "sampler and says so), or pass an --engine-version from 0.8.0 to 0.11.0")
+                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the "
+                       "release's default sampler and says so: from 0.33.0 Model Runner V2's "
+                       "warm-up pass takes FlashInfer's where the card supports it), or pass "
+                       "an --engine-version from 0.8.0 to 0.11.0")
 
 
 def flashinfer_sampler_bytes_per_elem(dep: Deployment) -> int | None:
@@ -857,6 +862,45 @@ def v2_greedy_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
          greedy_sampler_bytes(r, head, s))))
 
 
+def v2_warmup_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """Model Runner V2's second sampler pass (0.33.0 on, ``vllm_runner.V2_SAMPLER_WARMUP_PASS``):
+    ``_dummy_sampler_run`` runs the sampler again on the same logits with
+    ``SamplingParams.for_sampler_warmup()`` on every row; the hidden states [T, H] and [R, H]
+    still alive, then ``vllm_runner.warmup_sampler_tensors``: FlashInfer's fused sampler where
+    the card takes it (``vllm_runner.v2_flashinfer_samples``: a CUDA card of compute capability
+    8.0-12.1 with more than 16 SMs, ``VLLM_USE_FLASHINFER_SAMPLER`` not 0), else the Triton
+    top-k / top-p kernel and ``gumbel_sample``. Larger than the greedy pass in every case, so it
+    is the sampler's stage."""
+    s, h, gpu, dep = model_bytes(ctx), ctx.spec.hidden_size, ctx.gpu, ctx.dep
+    head, _v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
+    cc, units = arch_cc(gpu.arch), gpu.sm_count
+    flashinfer = v2_flashinfer_samples(cc, units, rocm=gpu.is_rocm,
+                                       env=dep.vllm_use_flashinfer_sampler)
+    rows, how = sampler_triton_buffer_rows(gpu, r)
+    if flashinfer:
+        unknown = [what for what, val in (("compute capability", cc), ("SM count", units))
+                   if val is None]
+        how = (f" [assumed: {gpu.name}'s {' and '.join(unknown)} not in the catalog; "
+               "FlashInfer samples on a CUDA card of 8.0-12.1 with more than 16 SMs]"
+               if unknown else "")
+        how += " (FlashInfer sampler; assumes it JIT-compiles for the card)"
+    tensors = warmup_sampler_tensors(r, head, s, flashinfer=flashinfer,
+                                     buffer_rows=0 if flashinfer else rows)
+    return Stage("sampler (Model Runner V2, warm-up pass)", (
+        ("hidden [T,H] + last hidden [R,H]", (t + r) * h * s),
+        *((name + how if name.startswith(("FlashInfer top-k", "Triton")) else name, b)
+          for name, b in tensors)))
+
+
+def v2_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """Model Runner V2's profile-run sampler: the greedy pass (``v2_greedy_sampler_stage``)
+    through 0.32.x, the warm-up pass (``v2_warmup_sampler_stage``) from 0.33.0."""
+    release, _ = split_generation(ctx.dep.engine_version or "")
+    if value_at(V2_SAMPLER_WARMUP_PASS, release, default=True):
+        return v2_warmup_sampler_stage(ctx, t, r)
+    return v2_greedy_sampler_stage(ctx, t, r)
+
+
 def v2_sampler_state(ctx: TermContext) -> Component:
     """Model Runner V2's persistent sampler state on the last PP stage
     (``vllm_runner.sampler_state_bytes``: the ``Sampler``'s penalties, logit-bias, bad-words and
@@ -1006,7 +1050,7 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     else:  # Model Runner V2's own profile run (terms/runner_v2_profile.py)
         stages = _activation_stages(ctx, tokens=t, rows=0, moe_caches=per_call)
         if r > 0 and samples_in_profile_run(ctx.dep, ctx.coord):
-            stages.append(v2_greedy_sampler_stage(ctx, t, r))
+            stages.append(v2_sampler_stage(ctx, t, r))
     cold = cold_compile_stage(ctx, t)  # a cold compile's autotuning (terms/cold_compile.py)
     if cold is not None:
         stages.append(cold)
