@@ -255,7 +255,7 @@ def _held_through_text_run(ctx: TermContext, eb: EncoderBudget, tower: VisionTow
 
 def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
     """vLLM V0's profile run for a family with ``early_profile`` rows (``v0_dummy``): no encoder
-    cache; the dummy sequences' pixels stay on the GPU, in float32 until 0.9.1
+    cache; the dummy sequences' pixels stay on the GPU, in float32 until 0.9.0
     (``PIXELS_FP32``), through the text forward (the model input's ``multi_modal_kwargs``), so
     they are charged beside the text peak (which ``activation_terms`` takes at the dummy
     sequences' tokens and rows); the tower runs once on all images, then once on all videos
@@ -351,7 +351,7 @@ def _tower_live(tower: VisionTower, reading: EarlyTower, patches: int, tp: int,
 def _early_v1_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
     """vLLM V1's ``profile_run`` from 0.8.4 to 0.9.x (``early_v1_batch``): the encoder cache
     (the items' outputs, unpadded), the dummy batch's pixels kept through the text run (float32
-    until 0.9.1, ``PIXELS_FP32``) and the encoder forward above the text peak, the cache and
+    until 0.9.0, ``PIXELS_FP32``) and the encoder forward above the text peak, the cache and
     those pixels: the batch, ``_validate_and_reshape_mm_tensor``'s concatenation of it and, for
     float32 pixels, its model-dtype copy beside the tower's live set (``_tower_live``). None
     elsewhere (another release or family, ROCm)."""
