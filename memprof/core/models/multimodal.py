@@ -685,7 +685,7 @@ PIXELS_FP32: tuple[Rule, ...] = (
          until="0.9.0", value=True,
          introduced_by="before 0.7.3 (the oldest release read)",
          removed_by="vllm-project/vllm#18756 ([Core] Automatically cast multi-modal input "
-         "dtype, merged 2025-05-28), first released in 0.9.0 (read in the 0.9.0 and 0.9.0.1 "
+         "dtype, opened 2025-05-27), first released in 0.9.0 (read in the 0.9.0 and 0.9.0.1 "
          "wheels)",
          source="0.8.4 multimodal/inputs.py MultiModalKwargs.as_kwargs (x.to(device) only) and "
          "inputs/registry.py InputProcessingContext.call_hf_processor (the BatchFeature "
