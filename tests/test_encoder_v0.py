@@ -233,5 +233,9 @@ def test_v1_0_9_0_1_pixels_in_the_model_dtype_on_every_tp_rank() -> None:
         forward = 2 * pixels + p * width * 2 + 3 * p * 40 * 4
         name = "vision encoder forward (profile run)"
         assert f"forward {fmt_bytes(forward)} " in formulas[name], tp
+        # the MLP: the block's input (the tower's loop variable), the new residual, normed,
+        # down out (+ its all-reduce at TP 2) beside gate, act and up
+        mlp = p * ((4 if tp == 1 else 5) * H + 3 * 3420 // tp) * 2
+        assert f"mlp {fmt_bytes(mlp)})" in formulas[name], tp
         text = comps["activation peak (profile run)"]
         assert comps[name] == forward - text - 16384 * OUT * 2 - pixels > 0
