@@ -21,7 +21,7 @@ ONLY_WITH_LORA = {"enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab
                   "lora_dtype", "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora"}
 # present only where not the default (a warm compile cache, an allocator setting), so a
 # deployment without them keeps its JSON
-ONLY_WHEN_SET = {"compile_cache", "pytorch_cuda_alloc_conf"}
+ONLY_WHEN_SET = {"compile_cache", "pytorch_cuda_alloc_conf", "speculative_method"}
 
 
 def _deployment(capsys, *flags: str) -> dict[str, object]:  # type: ignore[no-untyped-def]

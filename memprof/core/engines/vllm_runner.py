@@ -380,8 +380,26 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
          "v1/worker/gpu/structured_outputs.py StructuredOutputsWorker.__init__"),
 )
 
-RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_HYBRID_LISTED, V2_GRAPH_ESTIMATE,
-                                       V2_SAMPLER_WARMUP_PASS, V2_SAMPLER_STATE_CHARGED)
+# The speculative methods ``_get_v2_model_runner_unsupported_features`` lists (V2 has no drafter
+# for them: the model runs the V1 runner), by memprof's method name
+# (memprof/core/speculative.py). Read in the 0.22.0, 0.25.0, 0.29.0, 0.30.0 and 0.31.0 wheels
+# (config/vllm.py): "ngram" / "ngram_gpu" are on the list in each ('TODO: ngram / ngram_gpu are
+# not supported by the v2 model runner yet' to 0.29.0; 0.30.0 and 0.31.0 list them with
+# draft_model, suffix, medusa, mlp_speculator and custom_class); "mtp" (with "eagle" and
+# "eagle3") is not.
+V2_FALLBACK_SPECULATIVE: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_speculative_fallback",
+         changes="model runner of the profile run (noted)", since="0.22.0", until=None,
+         value=("ngram",), introduced_by="0.22.0: V2 by default for listed architectures, "
+         "n-gram speculation on V2's unsupported list ('ngram/ngram_gpu speculative decoding')",
+         source="0.22.0 / 0.25.0 / 0.29.0 / 0.30.0 / 0.31.0 config/vllm.py "
+         "_get_v2_model_runner_unsupported_features"),
+)
+
+
+RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_FALLBACK_SPECULATIVE, V2_HYBRID_LISTED,
+                                       V2_GRAPH_ESTIMATE, V2_SAMPLER_WARMUP_PASS,
+                                       V2_SAMPLER_STATE_CHARGED)
 
 INT32 = 4
 INT64 = 8
@@ -401,11 +419,12 @@ def listed_at(rows: Iterable[Rule], architecture: str, version: str | None) -> b
 
 
 def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quantised: bool,
-            env: int | None = None) -> bool:
+            env: int | None = None, speculative: str | None = None) -> bool:
     """Does vLLM ``version`` run this model with Model Runner V2 (``use_v2_model_runner``)?
     ``listed``: its architecture is on the release's list (``listed_at``); ``env``:
-    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset). A V0 deployment and a release before
-    0.21.0 never do."""
+    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset); ``speculative``: memprof's
+    speculative method where draft tokens are on (a method V2 lacks sends the model back to V1:
+    ``V2_FALLBACK_SPECULATIVE``). A V0 deployment and a release before 0.21.0 never do."""
     release, generation = split_generation(version or "")
     if generation != "v1":
         return False
@@ -414,6 +433,9 @@ def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quant
         return False
     if env is not None:
         return bool(env)
+    if speculative and speculative in tuple(value_at(  # type: ignore[arg-type]
+            V2_FALLBACK_SPECULATIVE, release, default=())):
+        return False
     d = rule.value
     assert isinstance(d, V2Default)
     if d.every:
