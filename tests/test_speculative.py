@@ -12,7 +12,8 @@ from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.engines.vllm_runner import runs_v2
-from memprof.core.estimate import estimate
+from memprof.core.estimate import estimate, rank_context
+from memprof.core.terms.activation import sampler_stage
 from memprof.core.terms.cudagraph import capture_sizes, graph_modes
 from memprof.probes.serve_command import parse_tokens
 from memprof.probes.startup_log import parse_log
@@ -120,3 +121,21 @@ def test_a_logs_non_default_args_set_it() -> None:
         "INFO 10-04 18:19:07 [kv_cache_utils.py:1733] GPU KV cache size: 203,888 tokens\n")
     assert got.settings["num_speculative_tokens"] == 4
     assert got.settings["speculative_method"] == "ngram"
+
+
+def _sampler_parts(dep: Deployment) -> dict[str, int]:
+    e = estimate("qwen2.5-7b-instruct", dep, gpu_name="L4")
+    ctx = rank_context(e, e.ranks[0])
+    return dict(sampler_stage(ctx, 2048, 32).parts)
+
+
+def test_the_rejection_warm_up_drafts_one_token_a_request() -> None:
+    # _dummy_sampler_run (0.8.1-0.31.0): draft_token_ids = [[0] for _ in range(num_reqs)], so
+    # 32 + 32 rows whatever k: fp32 logits + probs [64, V] and the 32 draft rows in bf16
+    v = 152_064
+    parts = _sampler_parts(NGRAM)
+    assert parts["rejection sampler [64,V] fp32+probs"] == 64 * v * 8 + 32 * v * 2
+    assert _sampler_parts(NGRAM.with_(num_speculative_tokens=1)) == parts
+    # 0.8.0's _dummy_sampler_run has no rejection-sampler warm-up
+    old = NGRAM.with_(engine_version="0.8.0", quantization=None)
+    assert not any(n.startswith("rejection") for n in _sampler_parts(old))
