@@ -139,3 +139,17 @@ def test_the_rejection_warm_up_drafts_one_token_a_request() -> None:
     # 0.8.0's _dummy_sampler_run has no rejection-sampler warm-up
     old = NGRAM.with_(engine_version="0.8.0", quantization=None)
     assert not any(n.startswith("rejection") for n in _sampler_parts(old))
+
+
+def test_explain_rebuilds_the_logged_ngram_speculation(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "ngram.log"
+    log.write_text(
+        "INFO 10-04 18:18:01 [api_utils.py:339] vLLM API server version 0.30.0\n"
+        "INFO 10-04 18:18:07 [utils.py:278] non-default args: {'model': 'Qwen/Qwen2.5-7B-"
+        "Instruct', 'max_model_len': 8192, 'max_num_seqs': 32, 'speculative_config': "
+        "{'method': 'ngram', 'num_speculative_tokens': 4, 'prompt_lookup_max': 4}}\n"
+        "INFO 10-04 18:19:07 [kv_cache_utils.py:1733] GPU KV cache size: 203,888 tokens\n",
+        encoding="utf-8")
+    run(["explain", str(log), "--model", "qwen2.5-7b-instruct", "--gpu", "L4"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ngram speculation (4 draft tokens)" in out
