@@ -153,3 +153,12 @@ def test_explain_rebuilds_the_logged_ngram_speculation(tmp_path, capsys) -> None
     run(["explain", str(log), "--model", "qwen2.5-7b-instruct", "--gpu", "L4"])
     out = " ".join(capsys.readouterr().out.split())
     assert "ngram speculation (4 draft tokens)" in out
+
+
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.5+v0"])
+def test_ngram_on_the_v0_engine_is_refused(version: str) -> None:
+    # V0 drafts through its spec-decode worker, which memprof does not model
+    dep = Deployment(engine_version=version, num_speculative_tokens=4, speculative_method="ngram")
+    with pytest.raises(BadInput, match="V0 engine") as exc:
+        estimate("qwen2.5-7b-instruct", dep, gpu_name="L4")
+    assert exc.value.hint

@@ -751,6 +751,20 @@ class VLLM(Engine):
 
     def rules_release(self, dep: DeploymentView, arch: str | None, version: str,
                       quant_method: str | None = None) -> str:
+        """``_rules_release``, refusing n-gram speculation on the V0 engine: V0 drafts through
+        its own spec-decode worker (spec_decode/spec_decode_worker.py, batch expansion or the MQA
+        scorer), which memprof does not model (memprof/core/speculative.py models V1's)."""
+        out = self._rules_release(dep, arch, version, quant_method)
+        if (dep.num_speculative_tokens and not dep.speculative_mtp
+                and split_generation(out)[1] == "v0"):
+            raise BadInput(f"--speculative-method {dep.speculative_method} on vLLM "
+                           f"{split_generation(out)[0]}'s V0 engine: its spec-decode worker is "
+                           "not modelled", hint="use --engine-version 0.8.0 or later on V1, or "
+                           "drop the speculative settings")
+        return out
+
+    def _rules_release(self, dep: DeploymentView, arch: str | None, version: str,
+                       quant_method: str | None = None) -> str:
         """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
         (``V0_ENGINE``): ``VLLM_USE_V1=0``, or unset and ``v1_fallback_reason`` names a
         feature. ``VLLM_USE_V1=1`` with such a feature, V1 before 0.8.0 and V0 from 0.11.0 are
