@@ -7,9 +7,10 @@ Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.
 (envs.py, unset by default) decides when it is set; otherwise ``_is_default_v2_model_runner_model``
 by release (``V2_DEFAULT``), after which a feature V2 lacks
 (``_get_v2_model_runner_unsupported_features``: sequence parallelism, dual batch overlap, prompt
-embeds, custom logits processors, ...) sends the model back to V1. memprof models none of those
-features, so they do not enter here. Pipeline parallelism is not one of them: read in the 0.23.0,
-0.24.0, 0.26.0, 0.27.1, 0.29.0 and 0.32.0 wheels, the list names PP only with the
+embeds, custom logits processors, ...) sends the model back to V1. memprof models one of those
+features, n-gram speculation (``V2_FALLBACK_SPECULATIVE``); the others do not enter here.
+Pipeline parallelism is not one of them: read in the 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 and
+0.32.0 wheels, the list names PP only with the
 ``external_launcher`` (torchrun) executor (from 0.24.0) and with EAGLE3, and V2's ``GPUModelRunner``
 runs PP stages itself (``use_pp``, ``PPHandler``), so an ``mp`` or ``ray`` PP deployment runs V2 on
 every stage (row 903's log prints V2's ``model_runner.py:329`` load line on both). 0.32.0's
