@@ -296,6 +296,9 @@ XFAIL: dict[int, str] = {
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
+    1723: OUTSIDE + "the quote is a Tensward case-study summary (no log line explain reads): "
+          "the flags (row 1722's config.json with n-gram speculation), the card and the "
+          "checkpoint's stand-in (memprof_run)",
     1724: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1725: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "

@@ -187,7 +187,16 @@ SETTINGS: tuple[Setting, ...] = (
             shown_default="what vLLM derives from prefix caching", metavar="MODE"),
     Setting(field="num_speculative_tokens", kind="int",
             note="SGLang's speculative decoding is not modelled",
-            help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),
+            help="vLLM only: draft tokens a step (speculative decoding; with "
+            "--speculative-method mtp, DeepSeek-style, it adds the MTP layer).",
+            memprof_only=True),
+    Setting(field="speculative_method", kind="str",
+            note="SGLang's speculative decoding is not modelled",
+            help="vLLM only, with --num-speculative-tokens: --speculative-config's method: "
+            "'mtp' (the checkpoint's MTP layer drafts) or 'ngram' (prompt lookup on the CPU: "
+            "no draft weights or KV; the V1 runner, which Model Runner V2 falls back to).",
+            choices_from="memprof.core.speculative:SPECULATIVE_METHODS", shown_default="mtp",
+            metavar="METHOD", memprof_only=True),
     Setting(field="vllm_use_v1", kind="int",
             note="SGLang has one engine",
             help="vLLM 0.8.0 to 0.10.2 only: VLLM_USE_V1 (0: the V0 engine; 1: V1, refused "

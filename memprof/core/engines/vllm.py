@@ -439,7 +439,7 @@ def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str,
                     "3 on sm90 only)")
         if check == "dtype fp16/bf16" and dep.dtype == "float32":
             return "--dtype float32"
-        if check == "mtp" and dep.num_speculative_tokens:
+        if check == "mtp" and dep.speculative_mtp:
             return "Speculative Decoding (deepseek_mtp)"
         if check == "pp" and dep.pp > 1:
             return "Pipeline Parallelism without Ray distributed executor"
@@ -610,6 +610,7 @@ class VLLM(Engine):
         "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "--kv-cache-memory"),
         "enforce_eager": ("--enforce-eager",),
         "num_speculative_tokens": ("--num-speculative-tokens",),
+        "speculative_method": ("--speculative-method",),
         "attention_backend": ("--attention-backend",),
         "scratch": ("--scratch",),
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
@@ -754,6 +755,20 @@ class VLLM(Engine):
 
     def rules_release(self, dep: DeploymentView, arch: str | None, version: str,
                       quant_method: str | None = None) -> str:
+        """``_rules_release``, refusing n-gram speculation on the V0 engine: V0 drafts through
+        its own spec-decode worker (spec_decode/spec_decode_worker.py, batch expansion or the MQA
+        scorer), which memprof does not model (memprof/core/speculative.py models V1's)."""
+        out = self._rules_release(dep, arch, version, quant_method)
+        if (dep.num_speculative_tokens and not dep.speculative_mtp
+                and split_generation(out)[1] == "v0"):
+            raise BadInput(f"--speculative-method {dep.speculative_method} on vLLM "
+                           f"{split_generation(out)[0]}'s V0 engine: its spec-decode worker is "
+                           "not modelled", hint="use --engine-version 0.8.0 or later on V1, or "
+                           "drop the speculative settings")
+        return out
+
+    def _rules_release(self, dep: DeploymentView, arch: str | None, version: str,
+                       quant_method: str | None = None) -> str:
         """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
         (``V0_ENGINE``): ``VLLM_USE_V1=0``, or unset and ``v1_fallback_reason`` names a
         feature. ``VLLM_USE_V1=1`` with such a feature, V1 before 0.8.0 and V0 from 0.11.0 are
@@ -824,10 +839,22 @@ class VLLM(Engine):
         warm = dep.compile_cache == "warm"
         every = rule_in_force(V2_DEFAULT, release)
         if (every is not None and getattr(every.value, "every", False)
-                and value_at(V2_GRAPH_ESTIMATE, release, default=True)):
+                and value_at(V2_GRAPH_ESTIMATE, release, default=True)
+                and self.runs_runner_v2(dep, architecture=architecture, moe=moe,
+                                        hybrid=hybrid, quantised=quantised,
+                                        runner_listed=runner_listed)):
             return [self._v2_own_graphs_note(dep, release, vocab, logits_itemsize)]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
+            listed = listed_at([r for r in runner_listed if isinstance(r, Rule)],
+                               architecture, release)
+            if dep.num_speculative_tokens and runs_v2(version, listed=listed, moe=moe,
+                                                      hybrid=hybrid, quantised=quantised):
+                return [f"--speculative-method {dep.speculative_method}: vLLM {release} runs "
+                        "this model with the V1 runner, not Model Runner V2, which has no "
+                        f"{dep.speculative_method} drafter (config/vllm.py "
+                        "_get_v2_model_runner_unsupported_features; memprof/core/engines/"
+                        "vllm_runner.py V2_FALLBACK_SPECULATIVE)"]
             if not (warm and dep.engine_version):
                 return []
             if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None:
@@ -934,7 +961,9 @@ class VLLM(Engine):
         release, _ = split_generation(version)
         listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
                            release)
-        return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised)
+        speculative = dep.speculative_method if dep.num_speculative_tokens else None
+        return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised,
+                       speculative=speculative)
 
     def launches(self, module: str) -> bool:
         """``python -m vllm.entrypoints.openai.api_server`` and the other entry points."""

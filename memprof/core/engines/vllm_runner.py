@@ -7,9 +7,10 @@ Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.
 (envs.py, unset by default) decides when it is set; otherwise ``_is_default_v2_model_runner_model``
 by release (``V2_DEFAULT``), after which a feature V2 lacks
 (``_get_v2_model_runner_unsupported_features``: sequence parallelism, dual batch overlap, prompt
-embeds, custom logits processors, ...) sends the model back to V1. memprof models none of those
-features, so they do not enter here. Pipeline parallelism is not one of them: read in the 0.23.0,
-0.24.0, 0.26.0, 0.27.1, 0.29.0 and 0.32.0 wheels, the list names PP only with the
+embeds, custom logits processors, ...) sends the model back to V1. memprof models one of those
+features, n-gram speculation (``V2_FALLBACK_SPECULATIVE``); the others do not enter here.
+Pipeline parallelism is not one of them: read in the 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 and
+0.32.0 wheels, the list names PP only with the
 ``external_launcher`` (torchrun) executor (from 0.24.0) and with EAGLE3, and V2's ``GPUModelRunner``
 runs PP stages itself (``use_pp``, ``PPHandler``), so an ``mp`` or ``ray`` PP deployment runs V2 on
 every stage (row 903's log prints V2's ``model_runner.py:329`` load line on both). 0.32.0's
@@ -386,8 +387,26 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
          "v1/worker/gpu/structured_outputs.py StructuredOutputsWorker.__init__"),
 )
 
-RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_HYBRID_LISTED, V2_GRAPH_ESTIMATE,
-                                       V2_SAMPLER_WARMUP_PASS, V2_SAMPLER_STATE_CHARGED)
+# The speculative methods ``_get_v2_model_runner_unsupported_features`` lists (V2 has no drafter
+# for them: the model runs the V1 runner), by memprof's method name
+# (memprof/core/speculative.py). Read in the 0.22.0, 0.25.0, 0.29.0, 0.30.0 and 0.31.0 wheels
+# (config/vllm.py): "ngram" / "ngram_gpu" are on the list in each ('TODO: ngram / ngram_gpu are
+# not supported by the v2 model runner yet' to 0.29.0; 0.30.0 and 0.31.0 list them with
+# draft_model, suffix, medusa, mlp_speculator and custom_class); "mtp" (with "eagle" and
+# "eagle3") is not.
+V2_FALLBACK_SPECULATIVE: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_speculative_fallback",
+         changes="model runner of the profile run (noted)", since="0.22.0", until=None,
+         value=("ngram",), introduced_by="0.22.0: V2 by default for listed architectures, "
+         "n-gram speculation on V2's unsupported list ('ngram/ngram_gpu speculative decoding')",
+         source="0.22.0 / 0.25.0 / 0.29.0 / 0.30.0 / 0.31.0 config/vllm.py "
+         "_get_v2_model_runner_unsupported_features"),
+)
+
+
+RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_FALLBACK_SPECULATIVE, V2_HYBRID_LISTED,
+                                       V2_GRAPH_ESTIMATE, V2_SAMPLER_WARMUP_PASS,
+                                       V2_SAMPLER_STATE_CHARGED)
 
 INT32 = 4
 INT64 = 8
@@ -407,11 +426,12 @@ def listed_at(rows: Iterable[Rule], architecture: str, version: str | None) -> b
 
 
 def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quantised: bool,
-            env: int | None = None) -> bool:
+            env: int | None = None, speculative: str | None = None) -> bool:
     """Does vLLM ``version`` run this model with Model Runner V2 (``use_v2_model_runner``)?
     ``listed``: its architecture is on the release's list (``listed_at``); ``env``:
-    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset). A V0 deployment and a release before
-    0.21.0 never do."""
+    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset); ``speculative``: memprof's
+    speculative method where draft tokens are on (a method V2 lacks sends the model back to V1:
+    ``V2_FALLBACK_SPECULATIVE``). A V0 deployment and a release before 0.21.0 never do."""
     release, generation = split_generation(version or "")
     if generation != "v1":
         return False
@@ -420,6 +440,9 @@ def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quant
         return False
     if env is not None:
         return bool(env)
+    if speculative and speculative in tuple(value_at(  # type: ignore[arg-type]
+            V2_FALLBACK_SPECULATIVE, release, default=())):
+        return False
     d = rule.value
     assert isinstance(d, V2Default)
     if d.every:

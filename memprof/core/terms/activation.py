@@ -194,6 +194,19 @@ V1_SAMPLER_HIDDEN: tuple[Rule, ...] = (
 )
 
 
+# The rejection sampler's warm-up in V1's ``_dummy_sampler_run`` with speculative decoding on:
+# after the sampler, ``draft_token_ids = [[0] for _ in range(num_reqs)]`` (one dummy draft token
+# a request, whatever num_speculative_tokens) and ``logits = torch.randn(num_tokens + num_reqs,
+# V)``: 2 × R rows. Absent in 0.8.0. value: the dummy draft tokens a request.
+V1_REJECTION_WARMUP: tuple[Rule, ...] = (
+    Rule(name="v1_rejection_sampler_warmup", changes="activation peak: sampler",
+         since="0.8.1", until=None, value=1,
+         introduced_by="read in the 0.8.1 wheel (no rejection-sampler warm-up in 0.8.0)",
+         source="0.8.1, 0.8.2, 0.8.3, 0.8.4, 0.8.5, 0.9.0, 0.11.0, 0.22.0, 0.25.0, 0.29.0, "
+         "0.30.0 and 0.31.0 v1/worker/gpu_model_runner.py _dummy_sampler_run",
+         generation="v1"),
+)
+
 # The per-rank logits shard is gone before the sampler runs. ``LogitsProcessor._get_logits``
 # (model_executor/layers/logits_processor.py) binds the lm_head's output [R, V/tp] to ``logits``
 # and rebinds that name to ``self._gather_logits(logits)``; nothing else holds the shard, so it is
@@ -808,8 +821,10 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     FlashInfer samples (``V1_FLASHINFER_SAMPLER``), else the torch path: 12·R·V + the
     Triton row buffer when R ≥ 8, 22·R·V (sort) below (see ``SAMPLER_*``); before vLLM 0.17.0
     the sort on every row count, with an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With
-    speculative decoding the rejection sampler's logits [R·(1+k), V] (fp32 + probs, plus the
-    draft rows in the model dtype) replace it when they are larger [approximation]."""
+    speculative decoding the rejection sampler's warm-up (``V1_REJECTION_WARMUP``: one dummy draft
+    token a request, so 2·R rows whatever k) — logits [2R, V] fp32 + probs, plus the draft rows
+    in the model dtype — replaces it when larger [approximation: the bonus pass runs the
+    sampler's top-k/top-p on R of those rows]."""
     s, h, dep = model_bytes(ctx), ctx.spec.hidden_size, ctx.dep
     head, v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
     wide = "" if head == ctx.spec.vocab_size else f" (LoRA: lm_head {head}, sampled {v})"
@@ -838,9 +853,10 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
         at_masks = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_SORT_BYTES_PER_ELEM)
         topkp = [("fp32 logits + sort + its temporaries" if at_sort > at_masks
                   else "fp32 logits + sort/softmax/masks 22·R·V", max(at_sort, at_masks))]
-    k = dep.num_speculative_tokens
-    spec_rows = r * (1 + k)
-    reject = spec_rows * v * (4 + 4) + (spec_rows - r) * v * s if k else 0
+    drafts = (value_at(V1_REJECTION_WARMUP, dep.engine_version, 0, dep.engine)
+              if dep.num_speculative_tokens else 0)
+    spec_rows = r * (1 + int(drafts))  # type: ignore[call-overload]
+    reject = spec_rows * v * (4 + 4) + (spec_rows - r) * v * s if drafts else 0
     if reject > sum(b for _n, b in topkp):
         parts.append((f"rejection sampler [{spec_rows},V] fp32+probs", reject))
     else:
