@@ -887,11 +887,10 @@ def v2_warmup_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     8.0-12.1 with more than 16 SMs, ``VLLM_USE_FLASHINFER_SAMPLER`` not 0), else the Triton
     top-k / top-p kernel and ``gumbel_sample``. Larger than the greedy pass in every case, so it
     is the sampler's stage."""
-    s, h, gpu, dep = model_bytes(ctx), ctx.spec.hidden_size, ctx.gpu, ctx.dep
+    s, h, gpu = model_bytes(ctx), ctx.spec.hidden_size, ctx.gpu
     head, _v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
     cc, units = arch_cc(gpu.arch), gpu.sm_count
-    flashinfer = v2_flashinfer_samples(cc, units, rocm=gpu.is_rocm,
-                                       env=dep.vllm_use_flashinfer_sampler)
+    flashinfer = v2_warmup_flashinfer(ctx)
     rows, how = sampler_triton_buffer_rows(gpu, r)
     if flashinfer:
         unknown = [what for what, val in (("compute capability", cc), ("SM count", units))
@@ -908,13 +907,30 @@ def v2_warmup_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
           for name, b in tensors)))
 
 
+def v2_warmup_flashinfer(ctx: TermContext) -> bool:
+    """Does the warm-up pass sample with FlashInfer on this rank's card
+    (``vllm_runner.v2_flashinfer_samples``)?"""
+    gpu = ctx.gpu
+    return v2_flashinfer_samples(arch_cc(gpu.arch), gpu.sm_count, rocm=gpu.is_rocm,
+                                 env=ctx.dep.vllm_use_flashinfer_sampler)
+
+
+def v2_warmup_pass(ctx: TermContext) -> bool:
+    """Does the release's Model Runner V2 profile run add the warm-up sampler pass
+    (``vllm_runner.V2_SAMPLER_WARMUP_PASS``, 0.33.0 on)?"""
+    release, _ = split_generation(ctx.dep.engine_version or "")
+    return bool(value_at(V2_SAMPLER_WARMUP_PASS, release, default=True))
+
+
 def v2_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     """Model Runner V2's profile-run sampler: the greedy pass (``v2_greedy_sampler_stage``)
     through 0.32.x, the warm-up pass (``v2_warmup_sampler_stage``) from 0.33.0."""
-    release, _ = split_generation(ctx.dep.engine_version or "")
-    if value_at(V2_SAMPLER_WARMUP_PASS, release, default=True):
+    if v2_warmup_pass(ctx):
         return v2_warmup_sampler_stage(ctx, t, r)
     return v2_greedy_sampler_stage(ctx, t, r)
+
+
+V2_SAMPLER_STATE_ROW = "sampler state (Model Runner V2)"
 
 
 def v2_sampler_state(ctx: TermContext) -> Component:
@@ -929,7 +945,7 @@ def v2_sampler_state(ctx: TermContext) -> Component:
     release, _ = split_generation(dep.engine_version or "")
     charged = bool(value_at(V2_SAMPLER_STATE_CHARGED, release, default=False))
     return Component(
-        name="sampler state (Model Runner V2)", category="activation", bytes=state,
+        name=V2_SAMPLER_STATE_ROW, category="activation", bytes=state,
         where="budget" if charged else "runtime", profiled=charged,
         formula=f"output_bin_counts [{seqs}, {vocab}] int32 + prompt_bin_mask and "
         f"grammar_bitmask [{seqs}, cdiv({vocab}, 32)] int32 + the logit-bias, bad-words and "
