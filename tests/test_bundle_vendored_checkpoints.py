@@ -1,19 +1,23 @@
 """Checkpoints users name that memprof used to refuse ('not a bundled model'), bundled from
-verbatim copies of their HF ``config.json`` (each file's ``_source``): Qwen/Qwen3.6-27B-FP8,
-deepseek-ai/DeepSeek-V3.1, moonshotai/Kimi-K2-Thinking and zai-org/GLM-4.7 (a public repository
-that keeps configs under their HF ids), meta-llama/Llama-3.1-405B and mistralai/Mixtral-8x22B-
-v0.1 (ai-dynamo/aiconfigurator, whose Llama-3.1-8B/70B and Mixtral copies are bundled already).
+verbatim copies of their HF ``config.json`` (each file's ``_source``): Qwen/Qwen3.6-27B(-FP8),
+Qwen/Qwen3.6-35B-A3B(-FP8), Qwen/Qwen3.5-9B, deepseek-ai/DeepSeek-V3.1, moonshotai/Kimi-K2-
+Thinking, moonshotai/Kimi-K2-Instruct-0905 and zai-org/GLM-4.7 (a public repository that keeps
+configs under their HF ids), meta-llama/Llama-3.1-405B and mistralai/Mixtral-8x22B-v0.1
+(ai-dynamo/aiconfigurator, whose Llama-3.1-8B/70B and Mixtral copies are bundled already).
 
 Each resolves by the id a user types, to the family its architecture names. Where a published
-figure of the checkpoint is in the public sources, memprof's weights are held to it:
-Llama-3.1-405B's 405,853,388,800 parameters (the Hub's safetensors total at revision b906e4dc,
-as a public compute census quotes it) and Mixtral-8x22B-v0.1's 140,620,634,112 (the same total
-of its community mirror, in a public model census), both bf16; Qwen3.6-27B-FP8's load figure in
-calibration row 2512 (vLLM 0.27.1, 'Model loading took 27.67 GiB', text only). DeepSeek-V3.1
-has DeepSeek-V3's tensors (its config differs in the FP8 scales' format only), so memprof's
-weights are V3's to the byte."""
+figure of the checkpoint is in the public sources, memprof's weights are held to it within
+0.5%: the safetensors headers of the first group (parameters per dtype, as the same repository
+summarises them), Llama-3.1-405B's 405,853,388,800 parameters (the Hub's safetensors total at
+revision b906e4dc, as a public compute census quotes it) and Mixtral-8x22B-v0.1's
+140,620,634,112 (the same total of its community mirror, in a public model census), and
+Qwen3.6-27B-FP8's load figure in calibration row 2512 (vLLM 0.27.1, 'Model loading took
+27.67 GiB', text only). DeepSeek-V3.1 has DeepSeek-V3's tensors (its config differs in the FP8
+scales' format only), so memprof's weights are V3's to the byte."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from weight_helpers import bundled_config, rank_weight_bytes
@@ -33,6 +37,11 @@ BUNDLED = [
     ("glm-4.7", ["zai-org/GLM-4.7"], "glm4_moe"),
     ("llama-3.1-405b", ["meta-llama/Llama-3.1-405B", "meta-llama/Meta-Llama-3.1-405B"], "llama"),
     ("mixtral-8x22b", ["mistralai/Mixtral-8x22B-v0.1"], "mixtral"),
+    ("qwen3.6-27b", ["Qwen/Qwen3.6-27B"], "qwen3_5"),
+    ("qwen3.6-35b-a3b", ["Qwen/Qwen3.6-35B-A3B"], "qwen3_5_moe"),
+    ("qwen3.6-35b-a3b-fp8", ["Qwen/Qwen3.6-35B-A3B-FP8"], "qwen3_5_moe"),
+    ("qwen3.5-9b", ["Qwen/Qwen3.5-9B"], "qwen3_5"),
+    ("kimi-k2-instruct-0905", ["moonshotai/Kimi-K2-Instruct-0905"], "deepseek_v3"),
 ]
 
 
@@ -103,3 +112,76 @@ def test_row_2512_loads_the_fp8_checkpoint_text_only() -> None:
                   and not c.name.startswith(NOT_IN_CHECKPOINT))
     with_tower = rank_weight_bytes("Qwen/Qwen3.6-27B-FP8", version="0.27.1")
     assert (with_tower - tensors) / GiB > 0.8  # the 27-block tower, bf16
+
+
+# The checkpoints' safetensors headers as a public model viewer summarises them (KinChow/
+# model-structure-viewer, models/<HF id>/header-truth.json: 'safetensors header (fetch-header-
+# truth)', parameters per dtype and the MTP tensors among them): bytes are parameters x dtype size.
+DTYPE_BYTES = {"BF16": 2, "F8_E4M3": 1, "F32": 4, "I32": 4}
+HEADERS: dict[str, dict[str, int]] = {
+    "qwen3.6-27b": {"BF16": 27_781_427_952},
+    "qwen3.6-27b-fp8": {"BF16": 3_083_727_792, "F8_E4M3": 24_699_207_680},
+    "qwen3.6-35b-a3b": {"BF16": 35_951_822_704},
+    "qwen3.6-35b-a3b-fp8": {"BF16": 1_500_863_920, "F8_E4M3": 34_453_061_632},
+    "qwen3.5-9b": {"BF16": 9_653_100_528, "F32": 3_840},
+    "glm-4.7": {"BF16": 358_337_776_896, "F32": 14_400},
+    "kimi-k2-thinking": {"BF16": 43_431_131_776, "I32": 126_835_891_200, "F32": 23_040},
+    "kimi-k2-instruct-0905": {"BF16": 2_514_975_360, "F8_E4M3": 1_023_893_241_856,
+                              "F32": 62_518_232},
+}
+
+
+def _qwen3_5_mtp_bytes(cfg: dict[str, Any]) -> int:
+    """The checkpoint's one MTP layer (``mtp.*``, which vLLM loads only for speculative
+    decoding, so memprof's rank weights leave it out): ``fc`` (2h -> h) and the three norms
+    kept in bf16 (the FP8 configs' modules_to_not_convert), a gated full-attention layer and
+    its MLP (MoE: router, experts, shared expert and its gate); a quantized linear is one byte
+    a weight and a bf16 scale per 128 x 128 block."""
+    t, fp8 = cfg["text_config"], "quantization_config" in cfg
+    h, heads, kv, hd = (t[k] for k in ("hidden_size", "num_attention_heads",
+                                       "num_key_value_heads", "head_dim"))
+
+    def lin(out: int, inp: int) -> int:
+        return out * inp + 2 * -(-out // 128) * -(-inp // 128) if fp8 else 2 * out * inp
+
+    b = 2 * 2 * h * h + 2 * 3 * h
+    b += lin(2 * heads * hd, h) + 2 * lin(kv * hd, h) + lin(h, heads * hd) + 2 * (2 * hd + 2 * h)
+    if t.get("num_experts"):
+        e, mi, si = (t[k] for k in ("num_experts", "moe_intermediate_size",
+                                    "shared_expert_intermediate_size"))
+        b += 2 * (e * h + h) + e * (2 * lin(mi, h) + lin(h, mi)) + 2 * lin(si, h) + lin(h, si)
+    else:
+        b += 2 * lin(t["intermediate_size"], h) + lin(h, t["intermediate_size"])
+    return int(b)
+
+
+def _glm4_moe_mtp_bytes(c: dict[str, Any]) -> int:
+    """GLM-4.7's MTP layer (``model.layers.92``, 502 tensors): an MoE decoder layer (attention
+    with q/k/v biases and q/k norms, the router and its fp32 score bias, 160 experts, the shared
+    expert) with its own embedding, head, eh_proj (2h -> h) and three norms, all bf16."""
+    h, heads, kv, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c[
+        "head_dim"]
+    e, mi, vocab = c["n_routed_experts"], c["moe_intermediate_size"], c["vocab_size"]
+    attn = h * heads * hd + heads * hd + 2 * (h * kv * hd + kv * hd) + heads * hd * h + 2 * hd
+    layer = attn + 2 * h + e * h + 3 * e * mi * h + 3 * c["n_shared_experts"] * mi * h
+    return 2 * (layer + 2 * vocab * h + 2 * h * h + 3 * h) + 4 * e
+
+
+MTP = {"qwen3.6-27b": _qwen3_5_mtp_bytes, "qwen3.6-27b-fp8": _qwen3_5_mtp_bytes,
+       "qwen3.6-35b-a3b": _qwen3_5_mtp_bytes, "qwen3.6-35b-a3b-fp8": _qwen3_5_mtp_bytes,
+       "qwen3.5-9b": _qwen3_5_mtp_bytes, "glm-4.7": _glm4_moe_mtp_bytes}
+
+
+@pytest.mark.parametrize("name", list(HEADERS))
+def test_rank_weights_are_the_safetensors_header(name: str) -> None:
+    """memprof's TP1 rank weights (with the vision tower, where there is one) plus the MTP
+    layer by hand are the header's bytes within 0.5%. What is left is the engine's, not the
+    file's: the bf16 models meet it within 0.001%; GLM-4.7 is 146 MB over (vLLM builds its
+    router in fp32, the file holds bf16); Kimi-K2-Instruct-0905 1.02 GB over (vLLM's MLA
+    dequantises the FP8 kv_b_proj into bf16 W_UK_T / W_UV, 16 MiB a layer); Qwen3.6-27B-FP8
+    21 MB under (memprof reads the GDN in_proj_ba as FP8, which the config's
+    modules_to_not_convert leaves in bf16, and its scales as the fp32 vLLM allocates, where
+    the file holds bf16)."""
+    header = sum(DTYPE_BYTES[d] * n for d, n in HEADERS[name].items())
+    mtp = MTP[name](bundled_config(name)) if name in MTP else 0
+    assert abs(rank_weight_bytes(name) + mtp - header) / header < 0.005
