@@ -1,9 +1,10 @@
 """Checkpoints users name that memprof used to refuse ('not a bundled model'), bundled from
 verbatim copies of their HF ``config.json`` (each file's ``_source``): Qwen/Qwen3.6-27B(-FP8),
-Qwen/Qwen3.6-35B-A3B(-FP8), Qwen/Qwen3.5-9B, deepseek-ai/DeepSeek-V3.1, moonshotai/Kimi-K2-
-Thinking, moonshotai/Kimi-K2-Instruct-0905 and zai-org/GLM-4.7 (a public repository that keeps
-configs under their HF ids), meta-llama/Llama-3.1-405B and mistralai/Mixtral-8x22B-v0.1
-(ai-dynamo/aiconfigurator, whose Llama-3.1-8B/70B and Mixtral copies are bundled already).
+Qwen/Qwen3.6-35B-A3B(-FP8), Qwen/Qwen3.5-2B/4B/9B/27B-FP8/35B-A3B-FP8/122B-A10B/397B-A17B,
+deepseek-ai/DeepSeek-V3.1, moonshotai/Kimi-K2-Thinking, moonshotai/Kimi-K2-Instruct-0905 and
+zai-org/GLM-4.7 (a public repository that keeps configs under their HF ids),
+meta-llama/Llama-3.1-405B and mistralai/Mixtral-8x22B-v0.1 (ai-dynamo/aiconfigurator, whose
+Llama-3.1-8B/70B and Mixtral copies are bundled already).
 
 Each resolves by the id a user types, to the family its architecture names. Where a published
 figure of the checkpoint is in the public sources, memprof's weights are held to it within
@@ -40,7 +41,13 @@ BUNDLED = [
     ("qwen3.6-27b", ["Qwen/Qwen3.6-27B"], "qwen3_5"),
     ("qwen3.6-35b-a3b", ["Qwen/Qwen3.6-35B-A3B"], "qwen3_5_moe"),
     ("qwen3.6-35b-a3b-fp8", ["Qwen/Qwen3.6-35B-A3B-FP8"], "qwen3_5_moe"),
+    ("qwen3.5-2b", ["Qwen/Qwen3.5-2B"], "qwen3_5"),
+    ("qwen3.5-4b", ["Qwen/Qwen3.5-4B"], "qwen3_5"),
     ("qwen3.5-9b", ["Qwen/Qwen3.5-9B"], "qwen3_5"),
+    ("qwen3.5-27b-fp8", ["Qwen/Qwen3.5-27B-FP8"], "qwen3_5"),
+    ("qwen3.5-35b-a3b-fp8", ["Qwen/Qwen3.5-35B-A3B-FP8"], "qwen3_5_moe"),
+    ("qwen3.5-122b-a10b", ["Qwen/Qwen3.5-122B-A10B"], "qwen3_5_moe"),
+    ("qwen3.5-397b-a17b", ["Qwen/Qwen3.5-397B-A17B"], "qwen3_5_moe"),
     ("kimi-k2-instruct-0905", ["moonshotai/Kimi-K2-Instruct-0905"], "deepseek_v3"),
 ]
 
@@ -123,7 +130,13 @@ HEADERS: dict[str, dict[str, int]] = {
     "qwen3.6-27b-fp8": {"BF16": 3_083_727_792, "F8_E4M3": 24_699_207_680},
     "qwen3.6-35b-a3b": {"BF16": 35_951_822_704},
     "qwen3.6-35b-a3b-fp8": {"BF16": 1_500_863_920, "F8_E4M3": 34_453_061_632},
+    "qwen3.5-2b": {"BF16": 2_274_067_232, "F32": 2_592},
+    "qwen3.5-4b": {"BF16": 4_659_861_248, "F32": 3_840},
     "qwen3.5-9b": {"BF16": 9_653_100_528, "F32": 3_840},
+    "qwen3.5-27b-fp8": {"BF16": 3_083_719_344, "F32": 8_448, "F8_E4M3": 24_699_207_680},
+    "qwen3.5-35b-a3b-fp8": {"BF16": 1_500_859_120, "F32": 4_800, "F8_E4M3": 34_453_061_632},
+    "qwen3.5-122b-a10b": {"BF16": 125_086_490_096, "F32": 6_912},
+    "qwen3.5-397b-a17b": {"BF16": 403_397_920_304, "F32": 8_640},
     "glm-4.7": {"BF16": 358_337_776_896, "F32": 14_400},
     "kimi-k2-thinking": {"BF16": 43_431_131_776, "I32": 126_835_891_200, "F32": 23_040},
     "kimi-k2-instruct-0905": {"BF16": 2_514_975_360, "F8_E4M3": 1_023_893_241_856,
@@ -167,9 +180,8 @@ def _glm4_moe_mtp_bytes(c: dict[str, Any]) -> int:
     return 2 * (layer + 2 * vocab * h + 2 * h * h + 3 * h) + 4 * e
 
 
-MTP = {"qwen3.6-27b": _qwen3_5_mtp_bytes, "qwen3.6-27b-fp8": _qwen3_5_mtp_bytes,
-       "qwen3.6-35b-a3b": _qwen3_5_mtp_bytes, "qwen3.6-35b-a3b-fp8": _qwen3_5_mtp_bytes,
-       "qwen3.5-9b": _qwen3_5_mtp_bytes, "glm-4.7": _glm4_moe_mtp_bytes}
+MTP = {**{name: _qwen3_5_mtp_bytes for name in HEADERS if name.startswith("qwen3.")},
+       "glm-4.7": _glm4_moe_mtp_bytes}
 
 
 @pytest.mark.parametrize("name", list(HEADERS))
@@ -178,7 +190,7 @@ def test_rank_weights_are_the_safetensors_header(name: str) -> None:
     layer by hand are the header's bytes within 0.5%. What is left is the engine's, not the
     file's: the bf16 models meet it within 0.001%; GLM-4.7 is 146 MB over (vLLM builds its
     router in fp32, the file holds bf16); Kimi-K2-Instruct-0905 1.02 GB over (vLLM's MLA
-    dequantises the FP8 kv_b_proj into bf16 W_UK_T / W_UV, 16 MiB a layer); Qwen3.6-27B-FP8
+    dequantises the FP8 kv_b_proj into bf16 W_UK_T / W_UV, 16 MiB a layer); Qwen3.5/3.6-27B-FP8
     21 MB under (memprof reads the GDN in_proj_ba as FP8, which the config's
     modules_to_not_convert leaves in bf16, and its scales as the fp32 vLLM allocates, where
     the file holds bf16)."""
