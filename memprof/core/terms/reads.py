@@ -55,10 +55,11 @@ TERM_READS: dict[str, frozenset[str]] = {
     "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {*_POOLING,
                                                               "dep.max_num_batched_tokens",
                                                               "dep.num_speculative_tokens"},
-    # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
+    # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER (the multimodal
+    # settings: whether a block-FP8 checkpoint's vision tower is on the rank, Qwen3.5/3.6-FP8)
     "rocm_load_cache_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.vllm_rocm_use_aiter")) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
-        "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode", "dep.enable_dp_attention"},
+        "dep.enable_dp_attention"},
     # --enable-lora and its sizes; the batch sizes size the punica metadata
     "lora_terms": frozenset((*_MODEL, "dep.tp", "dep.enable_lora", "dep.max_loras",
                              "dep.max_lora_rank", "dep.lora_extra_vocab_size", "dep.lora_dtype",
