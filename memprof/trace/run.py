@@ -464,7 +464,8 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
         elif c.name == "cuBLAS workspace" and kind == "cuda" and "profile_run" in phases:
             p = phases["profile_run"]
             w = phases["weights"]
-            traced = max(0, (p.allocated_peak - w.allocated) - act_peak)
+            state = charged.get(V2_SAMPLER_STATE_ROW, 0)  # made in this phase, before the run
+            traced = max(0, (p.allocated_peak - w.allocated - state) - act_peak)
             how = "allocator peak of the profile run above the tracked peak (op-internal)"
         elif c.name == "CUDA-graph pool above the estimate":
             if capture is not None:
