@@ -124,10 +124,17 @@ def _dispatch(argv: list[str]) -> int:
     return int(module.run(args))
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every character that is not printable (control characters, line and
+    paragraph separators: a key of a user's config.json may hold any) written as its escape, so
+    an error stays one line whatever it quotes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _fail(message: str, hint: str, code: int) -> int:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {_one_line(message)}\n")
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {_one_line(hint)}\n")
     return code
 
 

@@ -126,3 +126,19 @@ def test_python_dash_m_entry_point() -> None:
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["model"]["name"] == "qwen3-0.6b"
+
+
+def test_an_error_quoting_a_control_character_stays_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A config.json key may hold any character; the error that quotes it escapes the ones
+    that are not printable (a record separator splits a line for ``str.splitlines``), so the
+    error is still one ``error:`` line and one ``hint:`` line."""
+    cfg = json.loads((Path("configs/models/qwen3-0.6b.json")).read_text())
+    cfg["quantization_config"] = {"quant_method": "compressed-tensors",
+                                  "config_groups": {"g\x1e\u2028": 5}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert run(["estimate", "-m", str(path), "--gpu", "H200"]) == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert "g\\x1e\\u2028" in lines[0]
