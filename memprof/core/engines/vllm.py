@@ -27,7 +27,7 @@ from memprof.core.engines.base import (
 )
 from memprof.core.engines.unified_memory import unified_memory_notes
 from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
-from memprof.core.engines.vllm_pooling import pooling_notes
+from memprof.core.engines.vllm_pooling import convert_of, pooling_notes, pooling_runs_v2
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -815,6 +815,8 @@ class VLLM(Engine):
         """Where vLLM runs the model with Model Runner V2 (``vllm_runner.runs_v2``) and memprof
         charges the V1 runner's profile run, one note that says so and gives V2's three terms
         (``vllm_runner.v2_terms``) for this deployment's last PP stage."""
+        if convert_of(dep) is not None:
+            return []  # the pooling runner's note names its runner (vllm_pooling.pooling_notes)
         version = dep.engine_version or ""
         release, _ = split_generation(version)
         # from 0.29.0 every model runs V2 (but for the features V2 does not support) and its
@@ -939,6 +941,8 @@ class VLLM(Engine):
         (``vllm/v1/worker/gpu/``), whose CUDA-graph capture ``memprof.core.graph_log`` reads."""
         version = dep.engine_version or ""
         release, _ = split_generation(version)
+        if convert_of(dep) is not None and pooling_runs_v2(release) is False:
+            return False  # a pooling model stays on V1 (vllm_pooling.POOLING_ON_V2)
         listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
                            release)
         return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised)
