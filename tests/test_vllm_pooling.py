@@ -278,3 +278,13 @@ def test_chunked_prefill_off_is_not_modelled_on_the_pooling_runner_only() -> Non
     assert "--no-enable-chunked-prefill" not in pooling.ignored
     generation = parse_tokens(["vllm", "serve", "m", "--no-enable-chunked-prefill"])
     assert generation.not_modelled == () and "--no-enable-chunked-prefill" in generation.ignored
+
+
+def test_async_scheduling_is_not_modelled_on_the_pooling_runner_only() -> None:
+    """vLLM turns async scheduling off by default for a pooling model (config/vllm.py); asked for,
+    0.28.0's AllPool clones every request's hidden states in the token_embed task."""
+    pooling = parse_tokens(["vllm", "serve", "m", "--runner", "pooling", "--async-scheduling"])
+    assert [f for f, _why in pooling.not_modelled] == ["--async-scheduling"]
+    assert "--async-scheduling" not in pooling.ignored
+    generation = parse_tokens(["vllm", "serve", "m", "--async-scheduling"])
+    assert generation.not_modelled == () and "--async-scheduling" in generation.ignored
