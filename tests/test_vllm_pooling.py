@@ -5,6 +5,7 @@ the engine source the rule cites."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -165,6 +166,7 @@ def test_pooling_models_run_v2_from_0_29(version: str) -> None:
     assert _component(emb, "torch stream pool (Model Runner V2's output_copy_stream)") \
         == 73_400_320
     assert "Model Runner V2 at vLLM" in _formula(emb, "CUDA-graph estimate")
+    assert "(no FULL graph)" in _formula(emb, "CUDA-graph estimate")
     assert set(graph_modes(emb.deployment)) == {"PIECEWISE"}
     assert any("PoolingRunner.dummy_pooler_run" in n for n in emb.notes)
     assert not any("sampler pass" in n for n in emb.notes)
@@ -288,3 +290,47 @@ def test_async_scheduling_is_not_modelled_on_the_pooling_runner_only() -> None:
     assert "--async-scheduling" not in pooling.ignored
     generation = parse_tokens(["vllm", "serve", "m", "--async-scheduling"])
     assert generation.not_modelled == () and "--async-scheduling" in generation.ignored
+
+
+def _bare(tmp_path, arch: str = "MistralModel"):  # type: ignore[no-untyped-def]
+    """mistral-7b-instruct-v0.3's config.json as e5-mistral-7b-instruct names it."""
+    cfg = json.loads((Path(__file__).parent.parent / "configs" / "models"
+                      / "mistral-7b-instruct-v0.3.json").read_text())
+    cfg.pop("_source", None)
+    cfg["architectures"] = [arch]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_bare_decoder_is_its_decoder_on_the_pooling_runner(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """vLLM 0.11.0 / 0.33.0 registry.py _EMBEDDING_MODELS: MistralModel → ('llama',
+    'LlamaForCausalLM'). On the pooling runner it is the same rank as the MistralForCausalLM
+    checkpoint of the same shapes: the same weights without the untied lm_head (32,768 × 4,096
+    × 2 B), the same KV cache."""
+    dep = Deployment(engine_version="0.20.0", max_model_len=8192, runner="pooling")
+    bare = estimate(str(_bare(tmp_path)), dep, gpu_name="H100-80GB")
+    causal = estimate("mistral-7b-instruct-v0.3", dep, gpu_name="H100-80GB")
+    assert bare.spec.architecture == "MistralModel" and bare.spec.family == "llama"
+    assert bare.weights_bytes_max == causal.weights_bytes_max
+    assert bare.kv_cache_tokens == causal.kv_cache_tokens
+    gen = estimate("mistral-7b-instruct-v0.3", Deployment(engine_version="0.20.0",
+                                                          max_model_len=8192),
+                   gpu_name="H100-80GB")
+    assert gen.ranks[0].weights_bytes - bare.ranks[0].weights_bytes >= 32768 * 4096 * 2
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    ([], "MistralModel is a decoder saved without its lm_head"),
+    (["--runner", "generate"], "MistralModel is a decoder saved without its lm_head"),
+    (["--engine", "sglang", "--engine-version", "0.5.4"], "SGLang's embedding server"),
+])
+def test_bare_decoder_needs_the_pooling_runner(tmp_path, args: list[str],  # type: ignore[no-untyped-def]
+                                               text: str) -> None:
+    """vLLM resolves --runner auto for it from the repository's sentence-transformers files
+    (config/model.py _get_default_runner_type: get_pooling_config), which memprof cannot see."""
+    version = [] if "--engine" in args else ["--engine-version", "0.20.0"]
+    r = completed(["estimate", "--model", str(_bare(tmp_path)), "--gpu", "H100-80GB",
+                   "--max-model-len", "8192", *version, *args])
+    assert r.returncode == 2
+    one_error(r.stderr, text)
