@@ -67,6 +67,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memprof.base.errors import BadInput
+from memprof.core.models.families import is_bare_decoder
 from memprof.core.versions import Rule, rule_in_force, split_generation, value_at
 
 if TYPE_CHECKING:
@@ -199,8 +200,16 @@ def pooling_convert(runner: str, convert: str | None, task: str | None) -> str |
 
 
 def check_pooling(*, runner: str, convert: str | None, task: str | None, version: str,
-                  spec: ModelSpec | None = None, lora: bool = False) -> None:
+                  spec: ModelSpec | None = None, lora: bool = False,
+                  engine: str = "vllm") -> None:
     """Refuse what memprof does not model of the pooling runner, naming what it does."""
+    bare = spec is not None and is_bare_decoder(spec.architecture)
+    if engine != "vllm" and bare:  # an embedding model (models.families.is_bare_decoder)
+        assert spec is not None
+        raise BadInput(f"{spec.architecture} is a decoder saved without its lm_head, an "
+                       "embedding model; "
+                       "SGLang's embedding server (--is-embedding) is not modelled",
+                       hint="use --engine vllm --runner pooling")
     if runner not in RUNNERS:
         raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled",
                        hint="use --runner generate (or auto) or --runner pooling")
@@ -219,6 +228,13 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
         raise BadInput(f"vLLM {version} has no --runner / --convert (first in 0.10.1)",
                        hint="use --task embed")
     conv = pooling_convert(runner, convert, task)
+    if conv is None and bare:
+        assert spec is not None
+        raise BadInput(f"{spec.architecture} is a decoder saved without its lm_head, an "
+                       "embedding model in vLLM's registry; vLLM picks its runner under "
+                       "--runner auto from the repository's sentence-transformers files, which "
+                       "memprof does not read",
+                       hint="pass --runner pooling (vLLM then converts it to embed)")
     if conv is None:
         if convert not in (None, "auto", "none"):
             raise BadInput(f"--convert {convert} applies to the pooling runner",
