@@ -815,10 +815,10 @@ class VLLM(Engine):
         """Where vLLM runs the model with Model Runner V2 (``vllm_runner.runs_v2``) and memprof
         charges the V1 runner's profile run, one note that says so and gives V2's three terms
         (``vllm_runner.v2_terms``) for this deployment's last PP stage."""
-        if convert_of(dep) is not None:
-            return []  # the pooling runner's note names its runner (vllm_pooling.pooling_notes)
         version = dep.engine_version or ""
         release, _ = split_generation(version)
+        if convert_of(dep) is not None and pooling_runs_v2(release):
+            return []  # V2's pooling runner: its note is vllm_pooling.pooling_notes (no sampler)
         # from 0.29.0 every model runs V2 (but for the features V2 does not support) and its
         # profile run charges a CUDA-graph estimate of its own (memprof/core/engines/
         # vllm_runner.py V2_GRAPH_ESTIMATE, memprof/core/terms/runner_v2_graphs.py): a note of
