@@ -110,7 +110,7 @@ def test_from_0_9_the_pixels_are_in_the_model_dtype_and_the_rotary_a_kernel() ->
                          "--max-num-batched-tokens", "32768", "--limit-mm-per-prompt",
                          '{"video": 0}', "--engine-version", "0.9.2+v0")
     p = 2 * IMAGE_PATCHES
-    pixels = 2 * p * PATCH_VALUES * 2  # cast to bf16 by the processor (vllm#18862)
+    pixels = 2 * p * PATCH_VALUES * 2  # cast to bf16 on the host (vllm#18756, 0.9.0)
     assert comps["encoder inputs held (profile run)"] == pixels
     forward = pixels + 32768 * TEXT_H * 2 + p * (2 * H + 11 * H) * 2 + 3 * p * 40 * 4
     text = comps["activation peak (profile run)"]
@@ -128,15 +128,18 @@ def test_where_the_early_profile_is_not_read_the_placeholder_stays() -> None:
 
 
 def test_with_tp_the_all_gathered_qkv_can_set_the_attention() -> None:
-    # TP 4: the gathered moment 2H + 3H + 6H/4 = 6.5H is above the rotary's 2H + 14H/4 = 5.5H
-    # (and the MLP's 4H + 3I/4: residual, normed, down out and its all-reduce, gate/up/act)
+    # TP 4: the all-gather's moment holds the local qkv (3H/4), the gathered buffer (3H) and its
+    # reassembled copy (3H) beside the residual and the normed input: 2H + 3H/4 + 6H = 8.75H,
+    # above the rotary's 2H + 14H/4 = 5.5H and the MLP's 5H + 3I/4 (the block's input, the new
+    # residual, normed, down out and its all-reduce, gate/up/act)
     comps, formulas = _estimate("--gpu", "H100", "--tp", "4", "--max-model-len", "32768",
                                 "--max-num-batched-tokens", "32768", "--limit-mm-per-prompt",
                                 '{"video": 0}', "--engine-version", "0.8.4+v0")
     p = 2 * IMAGE_PATCHES
     pixels = 2 * p * PATCH_VALUES * 4
-    attention = p * (2 * H + 3 * H + 6 * H // 4) * 2
-    assert attention > p * (4 * H + 3 * 3420 // 4) * 2
+    attention = p * (2 * H + 3 * H // 4 + 6 * H) * 2
+    assert attention > p * (5 * H + 3 * 3420 // 4) * 2
+    assert attention > p * (2 * H + 3 * H + 6 * H // 4) * 2  # q, k, v made contiguous
     forward = (pixels + p * PATCH_VALUES * 2 + 32768 * TEXT_H * 2 + attention
                + 7 * p * 40 * 4)
     assert f"forward {fmt_bytes(forward)} " in formulas["vision encoder forward (profile run)"]
@@ -200,16 +203,39 @@ def test_v1_0_8_4_encoder_terms_by_hand() -> None:
     comps, formulas = _estimate("--gpu", "H100", "--max-model-len", "32768",
                                 "--max-num-seqs", "1", "--engine-version", "0.8.4")
     # one 16384-token image: its output cached unpadded, its float32 batch kept through the
-    # text run; the forward holds the batch, its concatenation and its bf16 copy
+    # text run; the forward holds the batch, its concatenation and its bf16 copy beside the
+    # attention's rotary moment (2H + 14H: the torch rotary before vllm#17726)
     p = IMAGE_PATCHES
     cache = 16384 * OUT * 2
     pixels = p * PATCH_VALUES * 4
     assert comps["encoder cache (profile run)"] == cache
     assert comps["encoder inputs held (profile run)"] == pixels
     forward = 2 * pixels + p * PATCH_VALUES * 2 + p * 16 * H * 2 + 7 * p * 40 * 4
-    placeholder = "vision encoder forward (not modelled at this release)"
-    assert f"forward {fmt_bytes(forward)} " in formulas[placeholder]
+    name = "vision encoder forward (profile run)"
+    assert f"forward {fmt_bytes(forward)} " in formulas[name]
     text = comps["activation peak (profile run)"]
-    # the reading, stated but not charged: above what the 0.9.0.1 logs leave (rows 2505, 2506)
-    assert f"= {fmt_bytes(forward - text - cache - pixels)}, " in formulas[placeholder]
-    assert comps[placeholder] == 0 and "vision encoder forward (profile run)" not in comps
+    assert comps[name] == forward - text - cache - pixels > 0
+    assert "vision encoder forward (not modelled at this release)" not in comps
+
+
+def test_v1_0_9_0_1_pixels_in_the_model_dtype_on_every_tp_rank() -> None:
+    # 0.9.0's as_kwargs casts the batch to bf16 on the host (vllm#18756): no float32 batch, no
+    # model-dtype copy; the vllm_flash_attn rotary (2H + 11H at TP 1). At TP 2 every rank runs
+    # the whole image through its shard: the all-gather's moment 2H + 3H/2 + 6H = 9.5H
+    p = IMAGE_PATCHES
+    pixels = p * PATCH_VALUES * 2
+    for tp, width in ((1, 2 * H + 11 * H), (2, 2 * H + 3 * H // 2 + 6 * H)):
+        comps, formulas = _estimate("--gpu", "L4", "--max-model-len", "2048", "--tp", str(tp),
+                                    "--vllm-use-flashinfer-sampler", "1",
+                                    "--engine-version", "0.9.0.1")
+        assert comps["encoder inputs held (profile run)"] == pixels
+        assert comps["encoder cache (profile run)"] == 16384 * OUT * 2
+        forward = 2 * pixels + p * width * 2 + 3 * p * 40 * 4
+        name = "vision encoder forward (profile run)"
+        assert f"forward {fmt_bytes(forward)} " in formulas[name], tp
+        # the MLP: the block's input (the tower's loop variable), the new residual, normed,
+        # down out (+ its all-reduce at TP 2) beside gate, act and up
+        mlp = p * ((4 if tp == 1 else 5) * H + 3 * 3420 // tp) * 2
+        assert f"mlp {fmt_bytes(mlp)})" in formulas[name], tp
+        text = comps["activation peak (profile run)"]
+        assert comps[name] == forward - text - 16384 * OUT * 2 - pixels > 0

@@ -37,6 +37,18 @@ def test_a_release_memprof_does_not_model_it_at_drops_it_with_a_note() -> None:
     assert "0.8.0 to 0.11.0" in note and "0.29.0" in note
 
 
+def test_from_0_33_0_the_note_says_the_default_already_takes_it() -> None:
+    """0.33.0's Model Runner V2 warm-up pass samples with FlashInfer where the card supports it
+    (memprof's default there: ``vllm_runner.v2_flashinfer_samples``), so the note says so
+    instead of saying memprof leaves FlashInfer out."""
+    rb = rebuild(parse_log(_log("0.33.0")), model="qwen3-4b", gpu="H100", gpu_memory=None)
+    assert rb.deployment.vllm_use_flashinfer_sampler is None
+    note = next(n for n in rb.notes if "samples with FlashInfer" in n)
+    assert "memprof's default takes FlashInfer's sampler" in note and "leaves" not in note
+    at_032 = rebuild(parse_log(_log("0.32.0")), model="qwen3-4b", gpu="H100", gpu_memory=None)
+    assert any("leaves out here" in n for n in at_032.notes)
+
+
 def test_a_release_memprof_models_it_at_keeps_it() -> None:
     rb = rebuild(parse_log(_log("0.10.1")), model="qwen3-4b", gpu="H100", gpu_memory=None)
     assert rb.deployment.vllm_use_flashinfer_sampler == 1

@@ -98,7 +98,7 @@ OPTIONS = {
                  "--no-gpu-peer-access", "--nnodes",
                  "--disable-hybrid-kv-cache-manager", "--enable-prefix-caching",
                  "--mamba-cache-mode",
-                 "--num-speculative-tokens", "--vllm-use-v1",
+                 "--num-speculative-tokens", "--speculative-method", "--vllm-use-v1",
                  "--vllm-use-flashinfer-sampler", "--vllm-rocm-use-aiter", "--nccl-nvls-enable",
                  "--vllm-allreduce-use-symm-mem", "--nvidia-driver",
                  "--pytorch-cuda-alloc-conf",

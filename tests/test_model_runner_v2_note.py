@@ -36,21 +36,23 @@ def test_not_outside_the_rows() -> None:
 @pytest.mark.parametrize(("version", "late"), [("0.29.0", 0), ("0.31.0", 1), ("0.33.0", 2)])
 def test_from_029_every_model_is_noted_with_what_is_not_modelled(version: str, late: int) -> None:
     # 0.29.0 on every model runs V2 and its profile run charges a CUDA-graph estimate of its
-    # own (modelled: terms/runner_v2_graphs.py); 0.31.0 adds the allocator split limit, 0.33.0
-    # a second sampler warm-up pass (neither modelled)
+    # own (modelled: terms/runner_v2_graphs.py); 0.31.0 adds the allocator split limit (not
+    # modelled), 0.33.0 a second sampler warm-up pass (modelled: vllm_runner
+    # warmup_sampler_tensors)
     for model in ("qwen3-32b", "qwen3-235b-a22b-fp8"):
         notes = _v2_notes(model, Deployment(tp=2 if model == "qwen3-32b" else 4,
                                              engine_version=version))
         assert len(notes) == 1 and notes[0].startswith(f"vLLM {version} runs the model with "
                                                        "Model Runner V2")
-        # a cold start: V2's own profile terms with the cold compile's example arguments
-        # (0.29.0-0.32.x), V1's profile run [approximation] from 0.33.0's second sampler pass;
-        # V2's own CUDA-graph estimate throughout
-        assert ("[approximation]" in notes[0]) is (late >= 2)
+        # a cold start: V2's own profile terms with the cold compile's example arguments, and
+        # V2's own CUDA-graph estimate, at every release from 0.29.0
+        assert "[approximation]" not in notes[0]
+        assert "memprof charges V2's own profile terms" in notes[0]
         assert "V2's own CUDA-graph estimate" in notes[0]
         assert "autotuning example arguments" in notes[0]
         assert ("split limit" in notes[0]) is (late >= 1)
-        assert ("second sampler warm-up" in notes[0]) is (late >= 2)
+        assert ("for_sampler_warmup()" in notes[0]) is (late >= 2)
+        assert "not modelled: the second sampler warm-up" not in notes[0]
 
 
 def test_quantised_dense_models_are_noted_too() -> None:

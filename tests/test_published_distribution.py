@@ -78,7 +78,8 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora",
                      "vllm_rocm_use_aiter", "vllm_use_v1", "pytorch_cuda_alloc_conf",
                      "max_total_tokens", "hf_overrides", "attention_backend", "compile_cache",
-                     "cuda_graph_max_bs", "dtype")
+                     "cuda_graph_max_bs", "dtype", "num_speculative_tokens", "speculative_method",
+                     "limit_mm_per_prompt")
 
 
 class Refused(Exception):

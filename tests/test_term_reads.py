@@ -42,6 +42,9 @@ DEPLOYMENTS = [
     # the V1 runner's constructor buffers at a release that charges them (MoE models run V1
     # there; terms/runner_buffers.py sizes the block table by the --block-size given)
     Deployment(engine_version="0.28.0", block_size=32),
+    # n-gram speculation: the V1 runner at a release that runs V2 otherwise (the runner that
+    # stream_pool, runner_buffers and the graph terms read; memprof/core/speculative.py)
+    Deployment(engine_version="0.30.0", num_speculative_tokens=4, speculative_method="ngram"),
     # Model Runner V2's own graph estimate with LoRA's capture cases (terms/runner_v2_graphs.py)
     Deployment(engine_version="0.30.0", enable_lora=True, max_loras=2, max_lora_rank=32,
                lora_dtype="float16", fully_sharded_loras=True, specialize_active_lora=True),

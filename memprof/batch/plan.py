@@ -128,7 +128,7 @@ def plan(model: str | ModelSpec, gpu: GPU, *, requests: int, context: int, headr
                        "--context 32k")
     ev = evaluator or Evaluator()
     base = base or Deployment()
-    spec = ev.spec(model, base.num_speculative_tokens > 0)
+    spec = ev.spec(model, base.speculative_mtp)
     # a context the engine refuses for the model is bad input, not "no layout holds it"
     over = beyond_derived_len(base.with_(max_model_len=context), spec)
     if over is not None and not long_context_allowed(base.engine):

@@ -96,7 +96,7 @@ class CachedSteps:
         if not dep.hf_overrides:
             return est.STEPS.model_spec(model, dep)
         who = model if isinstance(model, str) else self._id(model)
-        return self._get(("overridden", who, dep.hf_overrides, dep.num_speculative_tokens > 0,
+        return self._get(("overridden", who, dep.hf_overrides, dep.speculative_mtp,
                           dep.engine), lambda: est.STEPS.model_spec(model, dep))
 
     def prepared(self, dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:

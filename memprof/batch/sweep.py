@@ -161,7 +161,7 @@ class Evaluator:
                  notes: bool = True) -> Estimate:
         """``estimate`` of one deployment (``notes=False``: no notes written, as a caller
         that keeps only figures asks)."""
-        spec = self.spec(model, dep.num_speculative_tokens > 0)
+        spec = self.spec(model, dep.speculative_mtp)
         return estimate(spec, dep, gpu=gpu, terms=self._run_terms, steps=self._steps,
                         notes=notes)
 
@@ -180,9 +180,10 @@ class Evaluator:
         if layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access) or (
                 layout.max_model_len == AUTO_FIT):
             return None
-        spec = self.spec(model, layout.num_speculative_tokens > 0)
+        spec = self.spec(model, layout.speculative_mtp)
         base, n = self._cached.prepared_base(layout, spec, gpu)
-        if base.num_speculative_tokens != layout.num_speculative_tokens or (
+        if (base.num_speculative_tokens, base.speculative_method) != (
+                layout.num_speculative_tokens, layout.speculative_method) or (
                 base.engine, base.assume_architecture, base.no_gpu_peer_access,
                 base.hf_overrides) != (layout.engine, layout.assume_architecture,
                                        layout.no_gpu_peer_access, layout.hf_overrides):
@@ -255,9 +256,9 @@ def sweep(model: str, base: Deployment, gpu_name: str | None, gpu_memory: int | 
             if a.field == "gpu":
                 ev.gpu(v, gpu_memory, gpu_arch)
             elif a.field == "model":
-                ev.spec(v, base.num_speculative_tokens > 0)
+                ev.spec(v, base.speculative_mtp)
     the_gpu = ev.gpu(gpu_name, gpu_memory, gpu_arch)
-    ev.spec(model, base.num_speculative_tokens > 0)
+    ev.spec(model, base.speculative_mtp)
     # without a gpu or model axis a point is all deployment settings, on the one GPU
     plain = not any(a.field in EXTRA_AXES for a in axes)
     util_field = "gpu_memory_utilization"

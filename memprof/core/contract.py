@@ -170,6 +170,9 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             # present where the launch sets it, so a deployment without it keeps its JSON
             **({"pytorch_cuda_alloc_conf": d.pytorch_cuda_alloc_conf}
                if d.pytorch_cuda_alloc_conf is not None else {}),
+            # the drafter, present with draft tokens, so a deployment without them keeps its JSON
+            **({"speculative_method": d.speculative_method}
+               if d.num_speculative_tokens else {}),
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},

@@ -28,6 +28,7 @@ from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import is_bare_decoder
+from memprof.core.speculative import MTP, check_speculative
 from memprof.core.versions import Rule, resolve_version, value_at
 
 if TYPE_CHECKING:
@@ -102,7 +103,10 @@ class Deployment:
     # state pages a hybrid model's request holds (memprof/core/hybrid_state.py)
     enable_prefix_caching: bool | None = None
     mamba_cache_mode: str | None = None
-    num_speculative_tokens: int = 0  # MTP draft tokens (DeepSeek); 0 = no speculative decoding
+    num_speculative_tokens: int = 0  # draft tokens a step; 0 = no speculative decoding
+    # vLLM's --speculative-config method (memprof/core/speculative.py): "mtp" (the checkpoint's
+    # MTP layer drafts) or "ngram" (prompt lookup on the CPU); read only with draft tokens
+    speculative_method: str = "mtp"
     # vLLM's VLLM_USE_V1 (0 / 1; None: unset, V1 where the release's oracle accepts it):
     # engines/vllm.py V0_ENGINE, V1_FALLBACK
     vllm_use_v1: int | None = None
@@ -157,6 +161,11 @@ class Deployment:
         """Kept for the modules that still ask (the allow-list of tests/test_extension_axes.py
         names them); new code asks ``engines.engine_of(dep)``."""
         return engine_of(self) is ENGINES["sglang"]
+
+    @property
+    def speculative_mtp(self) -> bool:
+        """Draft tokens made by the checkpoint's MTP layer (which memprof then loads)."""
+        return self.num_speculative_tokens > 0 and self.speculative_method == MTP
 
     @property
     def world_size(self) -> int:
@@ -492,6 +501,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
                       version=dep.engine_version or "", spec=spec, lora=dep.enable_lora,
                       engine=dep.engine)
+    check_speculative(dep.speculative_method, dep.num_speculative_tokens)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA
 
@@ -533,10 +543,11 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             hint="lower -tp/-dp or drop --enable-expert-parallel",
         )
     check_max_model_len(dep, spec)
-    if dep.num_speculative_tokens and not spec.raw.get("num_nextn_predict_layers"):
+    if dep.speculative_mtp and not spec.raw.get("num_nextn_predict_layers"):
         raise BadInput(
             f"{spec.name} has no MTP layer (num_nextn_predict_layers)",
-            hint="--num-speculative-tokens applies to DeepSeek-style MTP models",
+            hint="--num-speculative-tokens with --speculative-method mtp applies to "
+            "DeepSeek-style MTP models (--speculative-method ngram drafts without a layer)",
         )
 
 

@@ -409,7 +409,7 @@ def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:
 def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     """The model, with ``--hf-overrides`` merged into its config before it is validated and
     built (``with_overrides``), as the engines apply them."""
-    mtp = dep.num_speculative_tokens > 0
+    mtp = dep.speculative_mtp
     if not dep.hf_overrides:
         return model if isinstance(model, ModelSpec) else load_model(
             model, speculative_mtp=mtp, assume_architecture=dep.assume_architecture)

@@ -187,7 +187,16 @@ SETTINGS: tuple[Setting, ...] = (
             shown_default="what vLLM derives from prefix caching", metavar="MODE"),
     Setting(field="num_speculative_tokens", kind="int",
             note="SGLang's speculative decoding is not modelled",
-            help="vLLM only: MTP draft tokens (DeepSeek); adds the MTP layer.", memprof_only=True),
+            help="vLLM only: draft tokens a step (speculative decoding; with "
+            "--speculative-method mtp, DeepSeek-style, it adds the MTP layer).",
+            memprof_only=True),
+    Setting(field="speculative_method", kind="str",
+            note="SGLang's speculative decoding is not modelled",
+            help="vLLM only, with --num-speculative-tokens: --speculative-config's method: "
+            "'mtp' (the checkpoint's MTP layer drafts) or 'ngram' (prompt lookup on the CPU: "
+            "no draft weights or KV; the V1 runner, which Model Runner V2 falls back to).",
+            choices_from="memprof.core.speculative:SPECULATIVE_METHODS", shown_default="mtp",
+            metavar="METHOD", memprof_only=True),
     Setting(field="vllm_use_v1", kind="int",
             note="SGLang has one engine",
             help="vLLM 0.8.0 to 0.10.2 only: VLLM_USE_V1 (0: the V0 engine; 1: V1, refused "
@@ -195,9 +204,12 @@ SETTINGS: tuple[Setting, ...] = (
             "falls back"),
     Setting(field="vllm_use_flashinfer_sampler", kind="int",
             note="SGLang's sampler is not modelled",
-            help="vLLM 0.8.0 to 0.11.0 only: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
+            help="vLLM 0.8.0 to 0.11.0: VLLM_USE_FLASHINFER_SAMPLER (1: FlashInfer is "
             "installed and samples the profile run's warm-up, as in vLLM's Docker image; 0: "
-            "the torch top-k/top-p sort).", shown_default="unset: the PyPI wheel, no FlashInfer",
+            "the torch top-k/top-p sort); from 0.33.0, 0 sends Model Runner V2's warm-up pass "
+            "to the Triton top-k/top-p kernel instead of FlashInfer's sampler.",
+            shown_default="unset: the PyPI wheel, no FlashInfer before 0.33.0; FlashInfer's "
+            "sampler where the card takes it from 0.33.0",
             metavar="N"),
     Setting(field="vllm_rocm_use_aiter", kind="int",
             note="SGLang's aiter switch (SGLANG_USE_AITER) is not this flag",

@@ -132,6 +132,10 @@ def _more_gpu_candidates(e: Estimate) -> list[dict[str, object]]:
     return out
 
 
+# how many times a utilisation that leaves less than the minimum headroom is lowered again
+UTIL_REFINEMENTS = 3
+
+
 def remedies(e: Estimate, model: str | ModelSpec, limit: int = 5,
              min_headroom: int = MIN_REMEDY_HEADROOM_BYTES) -> Remedies:
     """Concrete changes that make the deployment fit, each evaluated: only those that fit with
@@ -148,6 +152,18 @@ def remedies(e: Estimate, model: str | ModelSpec, limit: int = 5,
     world = e.deployment.world_size
     for rank_order, ch in enumerate([*same, *more]):
         r = _try(e, model, ch)
+        util = ch.get("gpu_memory_utilization")
+        for _ in range(UTIL_REFINEMENTS):  # headroom is not linear in the utilisation (the
+            # allocator's simulated slack moves with the KV cache): lower it by the shortfall
+            if r is None or r.verdict != "fits" or _headroom(r) >= min_headroom or \
+                    not isinstance(util, float):
+                break
+            lower = int((util - (min_headroom - _headroom(r)) / e.gpu.total_bytes) * 1000) / 1000
+            util = lower if lower < util else round(util - 0.001, 3)
+            if util <= 0:
+                break
+            ch = {"gpu_memory_utilization": util}
+            r = _try(e, model, ch)
         if r is not None and r.verdict == "startup_oom" and ("tp" in ch or "pp" in ch):
             est = min(x.estimated_max_model_len for x in r.ranks)
             if 0 < est < r.max_model_len:

@@ -13,6 +13,7 @@ from memprof.base.units import GiB, MiB
 from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.deployment import Deployment
 from memprof.core.engines import ENGINES
+from memprof.core.engines.vllm_runner import V2_SAMPLER_WARMUP_PASS
 from memprof.core.gpus import (
     GPU,
     GPU_MATCH,
@@ -21,6 +22,7 @@ from memprof.core.gpus import (
     gpu_from_total,
     resolve_gpu,
 )
+from memprof.core.versions import split_generation, value_at
 from memprof.probes.log_dates import release_dates
 from memprof.probes.moe_config_device import H200_FAMILY, MOE_CONFIG_H200_FAMILY, in_h200_family
 from memprof.probes.startup_log import StartupLog
@@ -405,7 +407,7 @@ def _logged_release(log: StartupLog, engine: str, notes: list[str],
     version memprof can read. A development build the log's date shows was built after its
     release was published is modelled at that release (``memprof.probes.log_dates.dev_build``)."""
     from memprof.core.release_names import map_release
-    from memprof.core.versions import V0_SUFFIX, split_generation
+    from memprof.core.versions import V0_SUFFIX
     from memprof.probes.log_dates import dev_build
 
     name = name or log.version
@@ -527,6 +529,13 @@ def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
     try:
         check_flashinfer_sampler(dep)
     except BadInput as exc:
+        release = split_generation(dep.engine_version or "")[0]
+        if value_at(V2_SAMPLER_WARMUP_PASS, release, default=False):
+            notes.append(f"the log samples with FlashInfer: at {release} memprof's default "
+                         "takes FlashInfer's sampler in Model Runner V2's warm-up pass where "
+                         "the card supports it (memprof/core/engines/vllm_runner.py "
+                         "v2_flashinfer_samples), the torch sampler on the V1 runner")
+            return dep.with_(vllm_use_flashinfer_sampler=None)
         notes.append(f"the log samples with FlashInfer, which memprof leaves out here "
                      f"({exc.message}): estimated with the sampler memprof models at "
                      f"{dep.engine_version or 'the newest release'}, whose warm-up may differ")

@@ -33,6 +33,7 @@ from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.engines import ENGINES
 from memprof.core.engines.vllm_pooling import pooling_convert
 from memprof.core.flags import SETTINGS, coerce
+from memprof.core.speculative import speculative_settings
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
     HUMAN_READABLE,
@@ -552,13 +553,16 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
             raise BadInput(f"{where}: --speculative-config is not JSON ({values[0][:40]!r})",
                            hint='e.g. --speculative-config \'{"method": "deepseek_mtp", '
                            '"num_speculative_tokens": 1}\'') from None
-        method = str(conf.get("method", "")) if isinstance(conf, dict) else ""
-        n = conf.get("num_speculative_tokens") if isinstance(conf, dict) else None
-        if "mtp" in method and isinstance(n, int) and not isinstance(n, bool) and n >= 0:
-            settings["num_speculative_tokens"] = n
-        else:
-            not_modelled.append((name, f"speculative method {method or '?'}: the draft "
-                                 "model's memory"))
+        if not isinstance(conf, dict):
+            not_modelled.append((name, "speculative method ?: the draft model's memory"))
+            return model
+        try:
+            got, why = speculative_settings(conf)
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc.message}", hint=exc.hint) from None
+        settings.update(got)
+        if why is not None:
+            not_modelled.append((name, why))
         return model
     raise _unknown(name, engine)  # pragma: no cover - every special flag is handled above
 

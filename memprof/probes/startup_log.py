@@ -21,6 +21,7 @@ from memprof.base.files import read_capped
 from memprof.base.units import GiB, MiB, fmt_bytes
 from memprof.core.engines import DEFAULT, ENGINES
 from memprof.core.flags import BY_FIELD
+from memprof.core.speculative import speculative_settings
 from memprof.probes.checkpoint_config import logged_positions
 from memprof.probes.gpu_names import named_cards
 from memprof.probes.log_dates import LogDate, read_date
@@ -737,6 +738,8 @@ def _settings(lines: list[str], engine: str
             if isinstance(d, dict):
                 model = model or (str(d["model"]) if "model" in d else None)
                 _take(d, settings)
+                if isinstance(d.get("speculative_config"), dict):
+                    notes += _speculative(d["speculative_config"], settings)
         m = re.search(r"(?:server_args=ServerArgs\(|with config: |\bargs: Namespace\()(.*)", line)
         if m:
             pairs = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", m.group(1)))
@@ -1038,6 +1041,20 @@ def _literal(text: str) -> object:
         if text.startswith("torch."):
             return text.removeprefix("torch.")
         return text
+
+
+def _speculative(conf: dict[Any, Any], settings: dict[str, Any]) -> list[str]:
+    """The settings of vLLM's logged ``'speculative_config': {…}`` (the non-default args;
+    ``memprof.core.speculative.speculative_settings``) where no serve command set them, or the
+    note that says what is not modelled."""
+    if "num_speculative_tokens" in settings:
+        return []
+    try:
+        got, why = speculative_settings(conf)
+    except BadInput as exc:
+        return [f"the log's speculative_config not read: {exc.message}"]
+    settings.update(got)
+    return [f"the log's speculative_config is not modelled ({why})"] if why else []
 
 
 def _take(d: dict[Any, Any], settings: dict[str, Any]) -> None:

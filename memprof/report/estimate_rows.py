@@ -51,7 +51,14 @@ def headline(e: Estimate) -> str:
             f"kv {d.kv_cache_dtype}, "
             f"max_model_len {_length(e)}"
             + f", max_num_seqs {d.max_num_seqs}, "
-            f"max_num_batched_tokens {e.max_num_batched_tokens}{lora(d)}")
+            f"max_num_batched_tokens {e.max_num_batched_tokens}{lora(d)}{_speculative(d)}")
+
+
+def _speculative(d: Deployment) -> str:
+    """The drafter the headline names where draft tokens are on (memprof/core/speculative.py)."""
+    if not d.num_speculative_tokens:
+        return ""
+    return f", {d.speculative_method} speculation ({d.num_speculative_tokens} draft tokens)"
 
 
 def _length(e: Estimate) -> str:

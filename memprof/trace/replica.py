@@ -35,18 +35,27 @@ import torch.nn.functional as F
 from memprof.core.attention import kind_of
 from memprof.core.components import TermContext
 from memprof.core.dtypes import DTYPES
+from memprof.core.engines.vllm_runner import (
+    FLASHINFER_ROW_STATES,
+    GUMBEL_BLOCK,
+    sampler_state_tensors,
+)
 from memprof.core.kvcache import rank_layers
 from memprof.core.models import Layer
 from memprof.core.terms.activation import (
     MOE_ALIGN_BLOCK_M,
     SAMPLER_TRITON_MIN_ROWS,
+    V2_SAMPLER_STATE_ROW,
     _moe_dims,
     fused_moe_chunk,
     mla_chunked_prefill_rows,
     sampler_triton_buffer_rows,
+    v2_warmup_flashinfer,
+    v2_warmup_pass,
 )
 from memprof.core.terms.allocations import Allocation
-from memprof.core.terms.common import profile_tokens
+from memprof.core.terms.common import max_seqs, profile_tokens
+from memprof.core.terms.runner_v2_profile import v2_own_profile
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -647,11 +656,16 @@ class Replica:
     def sampler(self, x: torch.Tensor, rows: int) -> None:
         """vLLM's sampler warm-up (gpu_model_runner.py ``_dummy_sampler_run``, vLLM@52a31cc):
         logits of the last row of each request, fp32, then top-k/top-p (Triton path: probs and
-        exponential noise)."""
+        exponential noise); Model Runner V2's own (``v2_sampler``) where the estimate charges
+        V2's profile terms (``runner_v2_profile.v2_own_profile``)."""
         v, tp = self.ctx.spec.vocab_size, self.ctx.dep.tp
         last = x.narrow(0, x.shape[0] - rows, rows).contiguous() if x.shape[0] != rows else x
         local = self.linear(last, "lm_head", None, -(-v // tp))
         logits = torch.empty(rows, v, dtype=x.dtype, device=x.device) if tp > 1 else local
+        if v2_own_profile(self.ctx) is not None:
+            self.v2_sampler(logits, rows)
+            del local, logits, last
+            return
         logits32 = logits.float()
         # the Triton top-k/top-p kernel (R ≥ 8) masks in place using a cached fp32 row buffer of
         # one row per program, at most one per SM (vllm/v1/sample/ops/topk_topp_triton.py;
@@ -663,3 +677,47 @@ class Replica:
         probs = torch.softmax(logits32, dim=-1)
         noise = torch.empty_like(probs)  # random_sample's exponential noise
         del local, logits, logits32, probs, noise, last, buf
+
+    def v2_sampler(self, logits: torch.Tensor, rows: int) -> None:
+        """Model Runner V2's ``_dummy_sampler_run`` on the model-dtype logits [R, V] (the
+        estimate's ``activation.v2_sampler_stage``): the greedy pass's ``gumbel_sample`` argmax
+        buffers, then from 0.33.0 the warm-up pass (``vllm_runner.warmup_sampler_tensors``):
+        the fp32 copy, and FlashInfer's masked logits and softmax (two fp32 [R, V]) with its
+        1 MiB row states, or the Triton top-k / top-p buffer and ``gumbel_sample`` again.
+        Kernels modelled by their allocations, not run."""
+        v, dev = logits.shape[1], logits.device
+        blocks = -(-v // GUMBEL_BLOCK)
+
+        def gumbel() -> tuple[torch.Tensor, torch.Tensor]:
+            return (torch.empty(rows, blocks, dtype=torch.int64, device=dev),
+                    torch.empty(rows, blocks, dtype=torch.float32, device=dev))
+
+        greedy = gumbel()
+        del greedy
+        if not v2_warmup_pass(self.ctx):
+            return
+        copy32 = torch.empty(rows, v, dtype=torch.float32, device=dev)
+        if v2_warmup_flashinfer(self.ctx):
+            masked, probs = torch.empty_like(copy32), torch.empty_like(copy32)
+            states = torch.empty(FLASHINFER_ROW_STATES, dtype=torch.uint8, device=dev)
+            del masked, probs, states
+        else:
+            buf_rows = sampler_triton_buffer_rows(self.ctx.gpu, rows)[0]
+            buf = torch.empty(buf_rows, v, dtype=torch.float32, device=dev)
+            sampled = gumbel()
+            del buf, sampled
+        del copy32
+
+    def sampler_state(self) -> None:
+        """Model Runner V2's persistent sampler state (``vllm_runner.sampler_state_tensors``,
+        made in ``load_model`` after the weights' figure), on the last PP stage where the
+        estimate charges V2's profile terms: kept live, charged to its component."""
+        dep, coord = self.ctx.dep, self.ctx.coord
+        if coord.pp_stage != dep.pp - 1 or v2_own_profile(self.ctx) is None:
+            return
+        sizes = sampler_state_tensors(max_seqs(dep), self.ctx.spec.vocab_size,
+                                      1 + dep.num_speculative_tokens)
+        with self.charge(V2_SAMPLER_STATE_ROW):  # type: ignore[attr-defined]
+            for i, n in enumerate(sizes):
+                self.tensors[f"_sampler_state[{i}]"] = torch.empty(n, dtype=torch.uint8,
+                                                                  device=self.device)

@@ -21,6 +21,7 @@ from memprof.base.errors import EnvironmentProblem
 from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
+from memprof.core.terms.activation import V2_SAMPLER_STATE_ROW
 from memprof.core.terms.allocations import rank_allocations
 from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
@@ -219,6 +220,7 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
 
     def profile_run() -> None:
         nonlocal act_peak
+        replica.sampler_state()  # made in load_model, after the weights' figure (V2 only)
         dev.reset_peak()
         base = counter.live
         replica.forward(mnbt, min(seqs, mnbt))
@@ -453,13 +455,17 @@ def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak:
             traced, how = act_peak - ws, "tracked peak of the profile run above what was live"
             if ws:
                 how += " − the fused-MoE workspace (its own row)"
+        elif c.name == V2_SAMPLER_STATE_ROW and c.name in charged:
+            traced, how = charged[c.name], ("bytes of the sampler state tensors the replica "
+                                            "made before the profile run (live at the end)")
         elif c.name == MOE_WORKSPACE and "profile_run" in phases and MOE_WORKSPACE in charged:
             traced, how = charged[MOE_WORKSPACE], ("bytes of the workspaces the replica's first "
                                                    "fused-MoE call made (live at the end)")
         elif c.name == "cuBLAS workspace" and kind == "cuda" and "profile_run" in phases:
             p = phases["profile_run"]
             w = phases["weights"]
-            traced = max(0, (p.allocated_peak - w.allocated) - act_peak)
+            state = charged.get(V2_SAMPLER_STATE_ROW, 0)  # made in this phase, before the run
+            traced = max(0, (p.allocated_peak - w.allocated - state) - act_peak)
             how = "allocator peak of the profile run above the tracked peak (op-internal)"
         elif c.name == "CUDA-graph pool above the estimate":
             if capture is not None:

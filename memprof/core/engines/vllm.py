@@ -439,7 +439,7 @@ def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str,
                     "3 on sm90 only)")
         if check == "dtype fp16/bf16" and dep.dtype == "float32":
             return "--dtype float32"
-        if check == "mtp" and dep.num_speculative_tokens:
+        if check == "mtp" and dep.speculative_mtp:
             return "Speculative Decoding (deepseek_mtp)"
         if check == "pp" and dep.pp > 1:
             return "Pipeline Parallelism without Ray distributed executor"
@@ -610,6 +610,7 @@ class VLLM(Engine):
         "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "--kv-cache-memory"),
         "enforce_eager": ("--enforce-eager",),
         "num_speculative_tokens": ("--num-speculative-tokens",),
+        "speculative_method": ("--speculative-method",),
         "attention_backend": ("--attention-backend",),
         "scratch": ("--scratch",),
         "gpu_memory_in_use": ("--gpu-memory-in-use",),
@@ -754,6 +755,20 @@ class VLLM(Engine):
 
     def rules_release(self, dep: DeploymentView, arch: str | None, version: str,
                       quant_method: str | None = None) -> str:
+        """``_rules_release``, refusing n-gram speculation on the V0 engine: V0 drafts through
+        its own spec-decode worker (spec_decode/spec_decode_worker.py, batch expansion or the MQA
+        scorer), which memprof does not model (memprof/core/speculative.py models V1's)."""
+        out = self._rules_release(dep, arch, version, quant_method)
+        if (dep.num_speculative_tokens and not dep.speculative_mtp
+                and split_generation(out)[1] == "v0"):
+            raise BadInput(f"--speculative-method {dep.speculative_method} on vLLM "
+                           f"{split_generation(out)[0]}'s V0 engine: its spec-decode worker is "
+                           "not modelled", hint="use --engine-version 0.8.0 or later on V1, or "
+                           "drop the speculative settings")
+        return out
+
+    def _rules_release(self, dep: DeploymentView, arch: str | None, version: str,
+                       quant_method: str | None = None) -> str:
         """``version`` + ``"+v0"`` where the V0 engine runs a release whose default is V1
         (``V0_ENGINE``): ``VLLM_USE_V1=0``, or unset and ``v1_fallback_reason`` names a
         feature. ``VLLM_USE_V1=1`` with such a feature, V1 before 0.8.0 and V0 from 0.11.0 are
@@ -826,10 +841,22 @@ class VLLM(Engine):
         warm = dep.compile_cache == "warm"
         every = rule_in_force(V2_DEFAULT, release)
         if (every is not None and getattr(every.value, "every", False)
-                and value_at(V2_GRAPH_ESTIMATE, release, default=True)):
+                and value_at(V2_GRAPH_ESTIMATE, release, default=True)
+                and self.runs_runner_v2(dep, architecture=architecture, moe=moe,
+                                        hybrid=hybrid, quantised=quantised,
+                                        runner_listed=runner_listed)):
             return [self._v2_own_graphs_note(dep, release, vocab, logits_itemsize)]
         if not self.runs_runner_v2(dep, architecture=architecture, moe=moe, hybrid=hybrid,
                                    quantised=quantised, runner_listed=runner_listed):
+            listed = listed_at([r for r in runner_listed if isinstance(r, Rule)],
+                               architecture, release)
+            if dep.num_speculative_tokens and runs_v2(version, listed=listed, moe=moe,
+                                                      hybrid=hybrid, quantised=quantised):
+                return [f"--speculative-method {dep.speculative_method}: vLLM {release} runs "
+                        "this model with the V1 runner, not Model Runner V2, which has no "
+                        f"{dep.speculative_method} drafter (config/vllm.py "
+                        "_get_v2_model_runner_unsupported_features; memprof/core/engines/"
+                        "vllm_runner.py V2_FALLBACK_SPECULATIVE)"]
             if not (warm and dep.engine_version):
                 return []
             if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None:
@@ -877,14 +904,13 @@ class VLLM(Engine):
     def _v2_own_graphs_note(dep: DeploymentView, release: str, vocab: int,
                             logits_itemsize: int) -> str:
         """The note of a release whose Model Runner V2 runs every model and estimates its own
-        CUDA graphs (0.29.0 on): V2's graph estimate, and whose profile-run terms are charged
-        (V2's own where nothing is compiled in the window and the release runs one greedy
-        sampler pass, ``V2_SAMPLER_WARMUP_PASS``; V1's otherwise)."""
+        CUDA graphs (0.29.0 on): V2's graph estimate, and V2's own profile-run terms (the
+        greedy sampler pass, and from 0.33.0 the warm-up pass, ``V2_SAMPLER_WARMUP_PASS``)."""
         warm = dep.compile_cache == "warm"
         warmup_pass = bool(value_at(V2_SAMPLER_WARMUP_PASS, release, default=True))
         cold = (not (warm or dep.enforce_eager)
                 and rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None)
-        own = (dep.enforce_eager or warm or cold) and not warmup_pass
+        own = dep.enforce_eager or warm or cold
         cold_args = (", with the cold compile's autotuning example arguments (a copy of the "
                      "embedding table and the gather's output, charged as peak activation: "
                      "memprof/core/terms/cold_compile.py)" if cold else "")
@@ -896,16 +922,22 @@ class VLLM(Engine):
         head = (f"vLLM {release} runs the model with Model Runner V2 (config/vllm.py "
                 f"use_v2_model_runner) and {graphs}; ")
         seqs, mnbt = dep.max_num_seqs, dep.max_num_batched_tokens
+        late = ("; not modelled: the allocator split limit during the profile run"
+                if version_key(release) >= version_key("0.31.0") else "")
         if own:
             terms = ""
             if vocab and isinstance(seqs, int) and isinstance(mnbt, int):
                 t = v2_terms(release, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
                              vocab=vocab, logits_itemsize=logits_itemsize)
-                terms = (f": one greedy sampler pass ({fmt_bytes(t.sampler_stage_bytes)} for "
-                         f"{min(seqs, mnbt)} rows) and the sampler's state "
+                rows = min(seqs, mnbt)
+                passes = (f"a greedy sampler pass, then a second on the same logits with "
+                          f"SamplingParams.for_sampler_warmup() on its {rows} rows (an fp32 "
+                          "copy, then FlashInfer's or Triton's top-k / top-p: the activation "
+                          "peak's formula gives its tensors)" if warmup_pass else
+                          f"one greedy sampler pass ({fmt_bytes(t.sampler_stage_bytes)} for "
+                          f"{rows} rows)")
+                terms = (f": {passes} and the sampler's state "
                          f"({fmt_bytes(t.sampler_state_bytes)}), charged by the budget line")
-            late = ("; not modelled: the allocator split limit during the profile run"
-                    if version_key(release) >= version_key("0.31.0") else "")
             if cold:
                 return (head + "it compiles in its profile run on a cold start: memprof charges "
                         f"V2's own profile terms (memprof/core/terms/runner_v2_profile.py)"
@@ -915,24 +947,12 @@ class VLLM(Engine):
             return (head + f"nothing is compiled in its profile run ({why}): memprof charges "
                     f"V2's own profile terms (memprof/core/terms/runner_v2_profile.py){terms}"
                     f"{late} (docs/model-runner-v2.md)")
-        why = ("its profile run adds a sampler warm-up pass with sampling settings, V1's fp32 "
-               "pipeline in kind" if warmup_pass else
-               "its profile run compiles on a cold start, whose transient vLLM charges as peak "
-               "activation (vLLM issue 54122), of a size no source memprof reads gives "
-               "(--compile-cache warm: a restart on the cache a first start saved)")
-        unmodelled = [what for since, what in (
-            ("0.31.0", "the allocator split limit during the profile run"),
-            ("0.33.0", "the second sampler warm-up pass with sampling settings"))
-            if version_key(release) >= version_key(since)]
-        return (head + f"{why}: memprof charges the V1 runner's profile run [approximation]"
-                + cold_args + ("; not modelled: " + ", ".join(unmodelled) if unmodelled else "")
+        return (head + "its profile run compiles on a cold start, whose transient vLLM charges "
+                "as peak activation (vLLM issue 54122), of a size no source memprof reads gives "
+                "(--compile-cache warm: a restart on the cache a first start saved): memprof "
+                "charges the V1 runner's profile run [approximation]" + late
                 + " (docs/model-runner-v2.md); VLLM_USE_V2_MODEL_RUNNER=0 runs the V1 runner "
-                "memprof models"
-                + (("; --compile-cache warm: nothing is compiled cold, so no autotuning "
-                    "example arguments are charged"
-                    if rule_in_force(COLD_COMPILE_EXAMPLE_ARGS, release) is not None else
-                    "; --compile-cache warm changes nothing memprof models at this release")
-                   if warm and warmup_pass else ""))
+                "memprof models")
 
     def runs_runner_v2(self, dep: DeploymentView, *, architecture: str, moe: bool,
                        hybrid: bool, quantised: bool = False,
@@ -945,7 +965,9 @@ class VLLM(Engine):
             return False  # a pooling model stays on V1 (vllm_pooling.POOLING_ON_V2)
         listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
                            release)
-        return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised)
+        speculative = dep.speculative_method if dep.num_speculative_tokens else None
+        return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised,
+                       speculative=speculative)
 
     def launches(self, module: str) -> bool:
         """``python -m vllm.entrypoints.openai.api_server`` and the other entry points."""

@@ -7,9 +7,10 @@ Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.
 (envs.py, unset by default) decides when it is set; otherwise ``_is_default_v2_model_runner_model``
 by release (``V2_DEFAULT``), after which a feature V2 lacks
 (``_get_v2_model_runner_unsupported_features``: sequence parallelism, dual batch overlap, prompt
-embeds, custom logits processors, ...) sends the model back to V1. memprof models none of those
-features, so they do not enter here. Pipeline parallelism is not one of them: read in the 0.23.0,
-0.24.0, 0.26.0, 0.27.1, 0.29.0 and 0.32.0 wheels, the list names PP only with the
+embeds, custom logits processors, ...) sends the model back to V1. memprof models one of those
+features, n-gram speculation (``V2_FALLBACK_SPECULATIVE``); the others do not enter here.
+Pipeline parallelism is not one of them: read in the 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 and
+0.32.0 wheels, the list names PP only with the
 ``external_launcher`` (torchrun) executor (from 0.24.0) and with EAGLE3, and V2's ``GPUModelRunner``
 runs PP stages itself (``use_pp``, ``PPHandler``), so an ``mp`` or ``ray`` PP deployment runs V2 on
 every stage (row 903's log prints V2's ``model_runner.py:329`` load line on both). 0.32.0's
@@ -25,6 +26,8 @@ code in 0.23.0-0.28.0):
    (temperature 0, top_k = V, top_p = 1), so ``Sampler._requires_logits_processing`` is False:
    no fp32 copy, no top-k/top-p sort; ``gumbel_sample`` reads the model-dtype logits and keeps
    ``local_argmax`` int64 and ``local_max`` fp32 of [R, cdiv(V, 1024)] (``greedy_sampler_bytes``).
+   0.33.0 adds a second pass with warm-up sampling settings (``V2_SAMPLER_WARMUP_PASS``,
+   ``warmup_sampler_tensors``), the larger of the two.
 3. ``load_model`` builds the ``Sampler`` on the last PP stage: ``PenaltiesState.output_bin_counts``
    [max_num_seqs, V] int32 and ``prompt_bin_mask`` [max_num_seqs, cdiv(V, 32)] int32, the
    logit-bias, bad-words and logprob-token-ids states (17,924 B a request), and
@@ -340,9 +343,8 @@ V2_GRAPH_ESTIMATE: tuple[Rule, ...] = (
 )
 
 # (2') The profile run's sampler: one greedy pass through 0.32.x (every slot at its defaults);
-# 0.33.0 adds a second pass with ``SamplingParams.for_sampler_warmup()`` on every request (an
-# fp32 copy of the logits, top-k / top-p, penalties, logit bias, logprobs), V1's sampler warm-up
-# in kind, which memprof's V2 terms do not size (``value`` True: the pass is run).
+# 0.33.0 adds a second pass with ``SamplingParams.for_sampler_warmup()`` on every request, on the
+# same logits (``value`` True: the pass is run; ``warmup_sampler_tensors`` sizes it).
 V2_SAMPLER_WARMUP_PASS: tuple[Rule, ...] = (
     Rule(name="model_runner_v2_sampler_warmup_pass",
          changes="profile-run sampler (Model Runner V2)", since="0.21.0", until="0.33.0",
@@ -357,7 +359,12 @@ V2_SAMPLER_WARMUP_PASS: tuple[Rule, ...] = (
          value=True,
          introduced_by="0.33.0: 'Warmup-param pass: warmup_kernels (run after the KV cache is "
          "sized) pays for the fp32 logits pipeline, so the profiled peak must too'",
-         source="0.33.0 v1/worker/gpu/model_runner.py GPUModelRunner._dummy_sampler_run"),
+         source="0.33.0 v1/worker/gpu/model_runner.py GPUModelRunner._dummy_sampler_run, "
+         "sampling_params.py SamplingParams.for_sampler_warmup, v1/worker/gpu/sample/"
+         "sampler.py Sampler.apply_sampling_params / sample / _sample_random, "
+         "v1/sample/ops/topk_topp_sampler.py flashinfer_sampler_supported, flashinfer_sample, "
+         "topk_topp_triton.py apply_top_k_top_p_triton; flashinfer-python 0.7.2.post1 (the "
+         "wheel's pin) flashinfer/sampling.py top_k_top_p_sampling_from_logits"),
 )
 
 # (3) The Sampler's state, built in ``load_model`` after the weights' figure: charged by the
@@ -380,8 +387,26 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
          "v1/worker/gpu/structured_outputs.py StructuredOutputsWorker.__init__"),
 )
 
-RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_HYBRID_LISTED, V2_GRAPH_ESTIMATE,
-                                       V2_SAMPLER_WARMUP_PASS, V2_SAMPLER_STATE_CHARGED)
+# The speculative methods ``_get_v2_model_runner_unsupported_features`` lists (V2 has no drafter
+# for them: the model runs the V1 runner), by memprof's method name
+# (memprof/core/speculative.py). Read in the 0.22.0, 0.25.0, 0.29.0, 0.30.0 and 0.31.0 wheels
+# (config/vllm.py): "ngram" / "ngram_gpu" are on the list in each ('TODO: ngram / ngram_gpu are
+# not supported by the v2 model runner yet' to 0.29.0; 0.30.0 and 0.31.0 list them with
+# draft_model, suffix, medusa, mlp_speculator and custom_class); "mtp" (with "eagle" and
+# "eagle3") is not.
+V2_FALLBACK_SPECULATIVE: tuple[Rule, ...] = (
+    Rule(name="model_runner_v2_speculative_fallback",
+         changes="model runner of the profile run (noted)", since="0.22.0", until=None,
+         value=("ngram",), introduced_by="0.22.0: V2 by default for listed architectures, "
+         "n-gram speculation on V2's unsupported list ('ngram/ngram_gpu speculative decoding')",
+         source="0.22.0 / 0.25.0 / 0.29.0 / 0.30.0 / 0.31.0 config/vllm.py "
+         "_get_v2_model_runner_unsupported_features"),
+)
+
+
+RULES: tuple[tuple[Rule, ...], ...] = (V2_DEFAULT, V2_FALLBACK_SPECULATIVE, V2_HYBRID_LISTED,
+                                       V2_GRAPH_ESTIMATE, V2_SAMPLER_WARMUP_PASS,
+                                       V2_SAMPLER_STATE_CHARGED)
 
 INT32 = 4
 INT64 = 8
@@ -401,11 +426,12 @@ def listed_at(rows: Iterable[Rule], architecture: str, version: str | None) -> b
 
 
 def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quantised: bool,
-            env: int | None = None) -> bool:
+            env: int | None = None, speculative: str | None = None) -> bool:
     """Does vLLM ``version`` run this model with Model Runner V2 (``use_v2_model_runner``)?
     ``listed``: its architecture is on the release's list (``listed_at``); ``env``:
-    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset). A V0 deployment and a release before
-    0.21.0 never do."""
+    ``VLLM_USE_V2_MODEL_RUNNER`` (0 / 1; ``None``: unset); ``speculative``: memprof's
+    speculative method where draft tokens are on (a method V2 lacks sends the model back to V1:
+    ``V2_FALLBACK_SPECULATIVE``). A V0 deployment and a release before 0.21.0 never do."""
     release, generation = split_generation(version or "")
     if generation != "v1":
         return False
@@ -414,6 +440,9 @@ def runs_v2(version: str | None, *, listed: bool, moe: bool, hybrid: bool, quant
         return False
     if env is not None:
         return bool(env)
+    if speculative and speculative in tuple(value_at(  # type: ignore[arg-type]
+            V2_FALLBACK_SPECULATIVE, release, default=())):
+        return False
     d = rule.value
     assert isinstance(d, V2Default)
     if d.every:
@@ -479,10 +508,76 @@ def greedy_sampler_bytes(rows: int, vocab: int, logits_itemsize: int) -> int:
     return rows * vocab * logits_itemsize + rows * blocks * (INT64 + FP32)
 
 
+# The warm-up pass's sampler (0.33.0, ``V2_SAMPLER_WARMUP_PASS``): every row has temperature
+# 0.9, top_k 50 and top_p 0.9 and no seed, so ``Sampler.sample`` finds the fused sampler
+# eligible and takes FlashInfer's where ``use_flashinfer`` (``flashinfer_sampler_supported``,
+# v1/sample/ops/topk_topp_sampler.py): a CUDA card (not ROCm) of compute capability 8.0-12.1
+# (``FlashInferBackend.supports_compute_capability``, v1/attention/backends/flashinfer.py) with
+# more than 16 SMs, ``VLLM_USE_FLASHINFER_SAMPLER`` not 0 (envs.py: on by default) and
+# FlashInfer able to JIT-compile for the card (flashinfer-python==0.7.2.post1 is a requirement
+# of the 0.33.0 wheel, METADATA). Else Triton's ``apply_top_k_top_p_triton`` (HAS_TRITON: no
+# row threshold any more) and ``gumbel_sample``.
+FLASHINFER_SAMPLER_MIN_CC = 80
+FLASHINFER_SAMPLER_MAX_CC = 121
+FLASHINFER_SAMPLER_MAX_FEW_SMS = 16
+# flashinfer/sampling.py top_k_mask_logits: ``_get_cache_buf(..., 1024 * 1024, zero_init=True)``
+FLASHINFER_ROW_STATES = 1 << 20
+
+
+def v2_flashinfer_samples(cc: int | None, sm_count: int | None, *, rocm: bool,
+                          env: int | None) -> bool:
+    """Does 0.33.0's V2 ``Sampler`` sample the warm-up pass with FlashInfer (``use_flashinfer``)?
+    ``cc``: the compute capability as an int (89 for 8.9), ``None`` where unknown, as is
+    ``sm_count``: both then pass (the caller states the assumption); ``env``:
+    ``VLLM_USE_FLASHINFER_SAMPLER`` (``None``: unset, on)."""
+    if rocm or env == 0:
+        return False
+    if cc is not None and not FLASHINFER_SAMPLER_MIN_CC <= cc <= FLASHINFER_SAMPLER_MAX_CC:
+        return False
+    return sm_count is None or sm_count > FLASHINFER_SAMPLER_MAX_FEW_SMS
+
+
+def warmup_sampler_tensors(rows: int, vocab: int, logits_itemsize: int, *, flashinfer: bool,
+                           buffer_rows: int = 0) -> tuple[tuple[str, int], ...]:
+    """The tensors live at the peak of 0.33.0's second sampler pass
+    (``GPUModelRunner._dummy_sampler_run`` with ``SamplingParams.for_sampler_warmup()``), beyond
+    the hidden states, on R = ``rows`` rows: the logits [R, V] in the model dtype
+    (``compute_logits``, held by ``_dummy_sampler_run`` across both passes);
+    ``apply_sampling_params``' fp32 copy [R, V] (``torch.empty_like(..., float32).copy_``), which
+    logit bias, penalties, bad words, temperature and min-p all change in place (Triton kernels)
+    and ``Sampler.__call__`` holds to its end; then the sampling moment:
+
+    - FlashInfer (``flashinfer``, ``v2_flashinfer_samples``): ``flashinfer_sample`` with both
+      top_k and top_p calls ``top_k_top_p_sampling_from_logits``, whose top_k is a tensor, so
+      not its top-k-first fast path (an int top_k only): ``top_k_mask_logits`` makes a new fp32
+      [R, V] (``torch.empty_like``) with a cached 1 MiB row-state buffer, then ``torch.softmax``
+      of it, a new fp32 [R, V], both live while ``top_p_sampling_from_probs`` writes [R] int32;
+    - Triton: ``apply_top_k_top_p_triton`` masks the fp32 copy in place with its cached
+      [buffer_rows, V] fp32 buffer (``_TRITON_BUFFER_CACHE``), then ``gumbel_sample`` keeps
+      ``local_argmax`` int64 and ``local_max`` fp32 [R, cdiv(V, 1024)].
+
+    After it, ``compute_topk_scores`` (logprobs 5, ``raw_logprobs`` by default) reads the raw
+    logits: ``torch.topk`` [R, 5] and ``compute_token_logprobs`` [R, 6] fp32 beside the fp32
+    copy, below the sampling moment. Not reached from ``_dummy_sampler_run``: prompt logprobs
+    (``PromptLogprobsWorker``, called from the step only) and watermarking (a
+    ``GPUWatermarkSampler`` only with a watermark config; the plain ``Sampler`` ignores the
+    request's flag)."""
+    r, v = rows, vocab
+    parts = [("logits [R,V]", r * v * logits_itemsize), ("fp32 copy [R,V]", r * v * FP32)]
+    if flashinfer:
+        return (*parts, ("FlashInfer top-k masked logits + softmax 2×[R,V] fp32",
+                         2 * r * v * FP32),
+                ("FlashInfer row states", FLASHINFER_ROW_STATES))
+    return (*parts, (f"Triton top-k/p buffer [{buffer_rows},V] fp32", buffer_rows * v * FP32),
+            ("gumbel argmax / max [R,cdiv(V,1024)]", r * _cdiv(v, GUMBEL_BLOCK) * (INT64 + FP32)))
+
+
 @dataclass(frozen=True, slots=True)
 class V2Terms:
     """V2's three terms for one deployment's last PP stage: whether a CUDA-graph estimate is
-    charged, the greedy sampler stage and the sampler state (and whether the budget charges it)."""
+    charged, the profile run's sampler stage (the greedy pass; from 0.33.0 the warm-up pass,
+    ``warmup_sampler_tensors``, larger in every case) and the sampler state (and whether the
+    budget charges it)."""
 
     graph_estimate: bool
     sampler_stage_bytes: int
@@ -491,13 +586,19 @@ class V2Terms:
 
 
 def v2_terms(version: str, *, max_num_seqs: int, max_num_batched_tokens: int, vocab: int,
-             logits_itemsize: int, decode_query_len: int = 1) -> V2Terms:
-    """The three terms of the module docstring at ``version``."""
+             logits_itemsize: int, decode_query_len: int = 1, flashinfer: bool = True,
+             buffer_rows: int = 0) -> V2Terms:
+    """The three terms of the module docstring at ``version``; ``flashinfer`` and
+    ``buffer_rows``: the warm-up pass's sampler (``warmup_sampler_tensors``), from 0.33.0."""
     release, _ = split_generation(version)
     rows = min(max_num_batched_tokens, max_num_seqs)
+    stage = greedy_sampler_bytes(rows, vocab, logits_itemsize)
+    if value_at(V2_SAMPLER_WARMUP_PASS, release, default=True):
+        stage = max(stage, sum(b for _n, b in warmup_sampler_tensors(
+            rows, vocab, logits_itemsize, flashinfer=flashinfer, buffer_rows=buffer_rows)))
     return V2Terms(
         graph_estimate=bool(value_at(V2_GRAPH_ESTIMATE, release, default=True)),
-        sampler_stage_bytes=greedy_sampler_bytes(rows, vocab, logits_itemsize),
+        sampler_stage_bytes=stage,
         sampler_state_bytes=sampler_state_bytes(max_num_seqs, vocab, decode_query_len),
         sampler_state_charged=bool(value_at(V2_SAMPLER_STATE_CHARGED, release,
                                             default=False)))

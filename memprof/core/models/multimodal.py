@@ -677,17 +677,25 @@ V0_MM_DUMMY: tuple[Rule, ...] = (
 )
 
 # The pixels reach the GPU as the HF processor makes them (float32) until vLLM casts every
-# floating output of the processor to the model dtype on the host.
+# floating tensor of the batched multimodal inputs to the model dtype on the host, in the same
+# step as the transfer to the GPU (MultiModalKwargs.as_kwargs(dtype=...), 0.9.0; from 0.9.1 the
+# processor's outputs are cast too, vllm-project/vllm#18862).
 PIXELS_FP32: tuple[Rule, ...] = (
     Rule(name="mm_pixels_fp32", changes="encoder inputs held (profile run)", since=None,
-         until="0.9.1", value=True,
+         until="0.9.0", value=True,
          introduced_by="before 0.7.3 (the oldest release read)",
-         removed_by="vllm-project/vllm#18862 ([Core] Cast multimodal input in hf processor, "
-         "merged after 0.9.0; first release 0.9.1 inferred, 0.9.2 read)",
-         source="0.8.4 inputs/registry.py InputProcessingContext.call_hf_processor (the "
-         "BatchFeature returned as is: float32 pixel values); 0.9.2 / 0.10.1.1 (output cast to "
-         "model_config.dtype); the model casts on the GPU (0.8.4 qwen2_5_vl.py "
-         "_process_image_input: pixel_values.type(self.visual.dtype))",
+         removed_by="vllm-project/vllm#18756 ([Core] Automatically cast multi-modal input "
+         "dtype, opened 2025-05-27), first released in 0.9.0 (read in the 0.9.0 and 0.9.0.1 "
+         "wheels)",
+         source="0.8.4 multimodal/inputs.py MultiModalKwargs.as_kwargs (x.to(device) only) and "
+         "inputs/registry.py InputProcessingContext.call_hf_processor (the BatchFeature "
+         "returned as is: float32 pixel values; the model casts on the GPU, qwen2_5_vl.py "
+         "_process_image_input: pixel_values.type(self.visual.dtype)); 0.9.0 / 0.9.0.1 "
+         "multimodal/inputs.py as_kwargs (maybe_cast_dtype(x).to(device): floating tensors "
+         "cast to dtype on the host before the transfer), called with dtype="
+         "self.model_config.dtype by v1/worker/gpu_model_runner.py profile_run / "
+         "_execute_mm_encoder and worker/model_runner.py (V0); 0.9.2 / 0.10.1.1 (the "
+         "processor's output cast as well)",
          applies_to="multimodal"),
 )
 

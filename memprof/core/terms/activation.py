@@ -22,10 +22,13 @@ from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
 from memprof.core.engines.vllm_pooling import convert_of, pooler_parts
 from memprof.core.engines.vllm_runner import (
     V2_SAMPLER_STATE_CHARGED,
+    V2_SAMPLER_WARMUP_PASS,
     greedy_sampler_bytes,
     sampler_state_bytes,
+    v2_flashinfer_samples,
+    warmup_sampler_tensors,
 )
-from memprof.core.gpus import GPU
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.kvcache import rank_layer_kinds, rank_layers
 from memprof.core.models import Layer
 from memprof.core.models.families import family_row
@@ -190,6 +193,19 @@ V1_SAMPLER_HIDDEN: tuple[Rule, ...] = (
          "_dummy_sampler_run (torch.rand_like(hidden_states))", generation="v1"),
 )
 
+
+# The rejection sampler's warm-up in V1's ``_dummy_sampler_run`` with speculative decoding on:
+# after the sampler, ``draft_token_ids = [[0] for _ in range(num_reqs)]`` (one dummy draft token
+# a request, whatever num_speculative_tokens) and ``logits = torch.randn(num_tokens + num_reqs,
+# V)``: 2 × R rows. Absent in 0.8.0. value: the dummy draft tokens a request.
+V1_REJECTION_WARMUP: tuple[Rule, ...] = (
+    Rule(name="v1_rejection_sampler_warmup", changes="activation peak: sampler",
+         since="0.8.1", until=None, value=1,
+         introduced_by="read in the 0.8.1 wheel (no rejection-sampler warm-up in 0.8.0)",
+         source="0.8.1, 0.8.2, 0.8.3, 0.8.4, 0.8.5, 0.9.0, 0.11.0, 0.22.0, 0.25.0, 0.29.0, "
+         "0.30.0 and 0.31.0 v1/worker/gpu_model_runner.py _dummy_sampler_run",
+         generation="v1"),
+)
 
 # The per-rank logits shard is gone before the sampler runs. ``LogitsProcessor._get_logits``
 # (model_executor/layers/logits_processor.py) binds the lm_head's output [R, V/tp] to ``logits``
@@ -389,11 +405,13 @@ def check_flashinfer_sampler(dep: Deployment) -> None:
                        "FlashInfer path is not modelled", hint="drop one of the two")
     if use == 1 and rule_in_force(V1_FLASHINFER_SAMPLER, dep.engine_version or "",
                                   dep.engine) is None:
-        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the FlashInfer sampler is modelled "
-                       f"for vLLM 0.8.0 to 0.11.0 (V1) only, not "
+        raise BadInput(f"--vllm-use-flashinfer-sampler 1: the setting is modelled for vLLM "
+                       f"0.8.0 to 0.11.0 (V1) only, not "
                        f"{dep.engine_version or 'the newest release'}",
-                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the torch "
-                       "sampler and says so), or pass an --engine-version from 0.8.0 to 0.11.0")
+                       hint="drop --vllm-use-flashinfer-sampler (memprof then models the "
+                       "release's default sampler and says so: from 0.33.0 Model Runner V2's "
+                       "warm-up pass takes FlashInfer's where the card supports it), or pass "
+                       "an --engine-version from 0.8.0 to 0.11.0")
 
 
 def flashinfer_sampler_bytes_per_elem(dep: Deployment) -> int | None:
@@ -806,8 +824,10 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
     FlashInfer samples (``V1_FLASHINFER_SAMPLER``), else the torch path: 12·R·V + the
     Triton row buffer when R ≥ 8, 22·R·V (sort) below (see ``SAMPLER_*``); before vLLM 0.17.0
     the sort on every row count, with an out-of-place scatter (``V1_TORCH_SORT_SAMPLER``). With
-    speculative decoding the rejection sampler's logits [R·(1+k), V] (fp32 + probs, plus the
-    draft rows in the model dtype) replace it when they are larger [approximation]."""
+    speculative decoding the rejection sampler's warm-up (``V1_REJECTION_WARMUP``: one dummy draft
+    token a request, so 2·R rows whatever k) — logits [2R, V] fp32 + probs, plus the draft rows
+    in the model dtype — replaces it when larger [approximation: the bonus pass runs the
+    sampler's top-k/top-p on R of those rows]."""
     s, h, dep = model_bytes(ctx), ctx.spec.hidden_size, ctx.dep
     head, v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
     wide = "" if head == ctx.spec.vocab_size else f" (LoRA: lm_head {head}, sampled {v})"
@@ -836,9 +856,10 @@ def sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
         at_masks = r * v * (SAMPLER_FP32_BYTES_PER_ELEM + SAMPLER_SORT_BYTES_PER_ELEM)
         topkp = [("fp32 logits + sort + its temporaries" if at_sort > at_masks
                   else "fp32 logits + sort/softmax/masks 22·R·V", max(at_sort, at_masks))]
-    k = dep.num_speculative_tokens
-    spec_rows = r * (1 + k)
-    reject = spec_rows * v * (4 + 4) + (spec_rows - r) * v * s if k else 0
+    drafts = (value_at(V1_REJECTION_WARMUP, dep.engine_version, 0, dep.engine)
+              if dep.num_speculative_tokens else 0)
+    spec_rows = r * (1 + int(drafts))  # type: ignore[call-overload]
+    reject = spec_rows * v * (4 + 4) + (spec_rows - r) * v * s if drafts else 0
     if reject > sum(b for _n, b in topkp):
         parts.append((f"rejection sampler [{spec_rows},V] fp32+probs", reject))
     else:
@@ -860,6 +881,61 @@ def v2_greedy_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
          greedy_sampler_bytes(r, head, s))))
 
 
+def v2_warmup_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """Model Runner V2's second sampler pass (0.33.0 on, ``vllm_runner.V2_SAMPLER_WARMUP_PASS``):
+    ``_dummy_sampler_run`` runs the sampler again on the same logits with
+    ``SamplingParams.for_sampler_warmup()`` on every row; the hidden states [T, H] and [R, H]
+    still alive, then ``vllm_runner.warmup_sampler_tensors``: FlashInfer's fused sampler where
+    the card takes it (``vllm_runner.v2_flashinfer_samples``: a CUDA card of compute capability
+    8.0-12.1 with more than 16 SMs, ``VLLM_USE_FLASHINFER_SAMPLER`` not 0), else the Triton
+    top-k / top-p kernel and ``gumbel_sample``. Larger than the greedy pass in every case, so it
+    is the sampler's stage."""
+    s, h, gpu = model_bytes(ctx), ctx.spec.hidden_size, ctx.gpu
+    head, _v = lora_logits_widths(ctx)  # (V, V) without LoRA's extra vocabulary
+    cc, units = arch_cc(gpu.arch), gpu.sm_count
+    flashinfer = v2_warmup_flashinfer(ctx)
+    rows, how = sampler_triton_buffer_rows(gpu, r)
+    if flashinfer:
+        unknown = [what for what, val in (("compute capability", cc), ("SM count", units))
+                   if val is None]
+        how = (f" [assumed: {gpu.name}'s {' and '.join(unknown)} not in the catalog; "
+               "FlashInfer samples on a CUDA card of 8.0-12.1 with more than 16 SMs]"
+               if unknown else "")
+        how += " (FlashInfer sampler; assumes it JIT-compiles for the card)"
+    tensors = warmup_sampler_tensors(r, head, s, flashinfer=flashinfer,
+                                     buffer_rows=0 if flashinfer else rows)
+    return Stage("sampler (Model Runner V2, warm-up pass)", (
+        ("hidden [T,H] + last hidden [R,H]", (t + r) * h * s),
+        *((name + how if name.startswith(("FlashInfer top-k", "Triton")) else name, b)
+          for name, b in tensors)))
+
+
+def v2_warmup_flashinfer(ctx: TermContext) -> bool:
+    """Does the warm-up pass sample with FlashInfer on this rank's card
+    (``vllm_runner.v2_flashinfer_samples``)?"""
+    gpu = ctx.gpu
+    return v2_flashinfer_samples(arch_cc(gpu.arch), gpu.sm_count, rocm=gpu.is_rocm,
+                                 env=ctx.dep.vllm_use_flashinfer_sampler)
+
+
+def v2_warmup_pass(ctx: TermContext) -> bool:
+    """Does the release's Model Runner V2 profile run add the warm-up sampler pass
+    (``vllm_runner.V2_SAMPLER_WARMUP_PASS``, 0.33.0 on)?"""
+    release, _ = split_generation(ctx.dep.engine_version or "")
+    return bool(value_at(V2_SAMPLER_WARMUP_PASS, release, default=True))
+
+
+def v2_sampler_stage(ctx: TermContext, t: int, r: int) -> Stage:
+    """Model Runner V2's profile-run sampler: the greedy pass (``v2_greedy_sampler_stage``)
+    through 0.32.x, the warm-up pass (``v2_warmup_sampler_stage``) from 0.33.0."""
+    if v2_warmup_pass(ctx):
+        return v2_warmup_sampler_stage(ctx, t, r)
+    return v2_greedy_sampler_stage(ctx, t, r)
+
+
+V2_SAMPLER_STATE_ROW = "sampler state (Model Runner V2)"
+
+
 def v2_sampler_state(ctx: TermContext) -> Component:
     """Model Runner V2's persistent sampler state on the last PP stage
     (``vllm_runner.sampler_state_bytes``: the ``Sampler``'s penalties, logit-bias, bad-words and
@@ -872,7 +948,7 @@ def v2_sampler_state(ctx: TermContext) -> Component:
     release, _ = split_generation(dep.engine_version or "")
     charged = bool(value_at(V2_SAMPLER_STATE_CHARGED, release, default=False))
     return Component(
-        name="sampler state (Model Runner V2)", category="activation", bytes=state,
+        name=V2_SAMPLER_STATE_ROW, category="activation", bytes=state,
         where="budget" if charged else "runtime", profiled=charged,
         formula=f"output_bin_counts [{seqs}, {vocab}] int32 + prompt_bin_mask and "
         f"grammar_bitmask [{seqs}, cdiv({vocab}, 32)] int32 + the logit-bias, bad-words and "
@@ -1009,7 +1085,7 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     else:  # Model Runner V2's own profile run (terms/runner_v2_profile.py)
         stages = _activation_stages(ctx, tokens=t, rows=0, moe_caches=per_call)
         if r > 0 and samples_in_profile_run(ctx.dep, ctx.coord):
-            stages.append(v2_greedy_sampler_stage(ctx, t, r))
+            stages.append(v2_sampler_stage(ctx, t, r))
     cold = cold_compile_stage(ctx, t)  # a cold compile's autotuning (terms/cold_compile.py)
     if cold is not None:
         stages.append(cold)

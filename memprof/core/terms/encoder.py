@@ -255,16 +255,17 @@ def _held_through_text_run(ctx: TermContext, eb: EncoderBudget, tower: VisionTow
 
 def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
     """vLLM V0's profile run for a family with ``early_profile`` rows (``v0_dummy``): no encoder
-    cache; the dummy sequences' pixels stay on the GPU, in float32 until 0.9.1
+    cache; the dummy sequences' pixels stay on the GPU, in float32 until 0.9.0
     (``PIXELS_FP32``), through the text forward (the model input's ``multi_modal_kwargs``), so
     they are charged beside the text peak (which ``activation_terms`` takes at the dummy
     sequences' tokens and rows); the tower runs once on all images, then once on all videos
     (``get_input_embeddings_v0``, first PP stage), with the text embeddings [T', H], the
     earlier modality's outputs and, for float32 pixels, the batch's model-dtype copy alive
     beside its live set (``EarlyTower``: the attention's ``a·H + b·H/tp`` a patch, or with TP > 1
-    the all-gathered qkv's moment, the rotary tables; the MLP ``3H + 3I/tp``: residual, normed
-    input, gate and up (or gate_up) and act kept through down_proj and its output). None where
-    V0's encoder profile is not modelled (another family, ROCm, V1)."""
+    the all-gather's moment, the rotary tables; the MLP ``4H + 3I/tp``: the block's input, the
+    new residual, the normed input, gate and up (or gate_up) and act kept through down_proj and
+    its output: ``_tower_live``). None where V0's encoder profile is not modelled (another
+    family, ROCm, V1)."""
     from memprof.core.models.multimodal import PIXELS_FP32, EarlyTower, v0_dummy
 
     dep = ctx.dep
@@ -319,8 +320,8 @@ def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] |
                         if cast else "")
                      + f" + text embeddings [{d.tokens}, {ctx.spec.hidden_size}] "
                      f"{fmt_bytes(embeds)} + earlier outputs {fmt_bytes(earlier)} + "
-                     f"max(attention ({a}·H + {b}·H/tp, or {a}·H + 3H gathered + "
-                     f"{reading.gathered_width}·H/tp) "
+                     f"max(attention ({a}·H + {b}·H/tp, or with TP > 1 the all-gather's "
+                     f"{a}·H + 3H/tp + 2·3H) "
                      f"{fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + rotary tables "
                      f"{fmt_bytes(rotary)}")
         earlier += n // (tower.merge * tower.merge) * tower.out_hidden * s
@@ -335,15 +336,23 @@ def _v0_encoder_terms(ctx: TermContext, tower: VisionTower) -> list[Component] |
 def _tower_live(tower: VisionTower, reading: EarlyTower, patches: int, tp: int,
                 s: int) -> tuple[int, int, int]:
     """(attention, mlp, rotary tables) bytes of one tower call on ``patches`` before 0.11.0
-    (``EarlyTower``): the attention at the rotary's moment, or with TP > 1 the all-gathered
-    qkv's, alive until q, k and v are made contiguous beside it; gate and up (or gate_up) and
-    act kept through down_proj, its output (+ the all-reduce's with TP > 1); the rotary's fp32
-    [P, head_dim/2] tables."""
+    (``EarlyTower``). The block's input stays referenced by the tower's loop variable
+    (``hidden_states = blk(hidden_states, ...)``) through the whole block, so the attention
+    holds it and the normed input (``a·H``) and the MLP holds it beside the new residual.
+    Attention: at the rotary, ``a·H + b·H/tp``; with TP > 1 also the all-gather's moment, the
+    local qkv (held as ``x``) beside the gathered buffer and its reassembled copy (``a·H + 3H/tp
+    + 2·3H``: 0.8.4 ``tensor_model_parallel_all_gather``'s ``[tp, ...]`` output and its reshape,
+    0.9.0.1 ``all_gather_interleave``'s ``zeros_like`` list and its ``torch.cat``), and the
+    moment q, k and v are made contiguous beside the gathered qkv (``a·H + 3H +
+    gathered_width·H/tp``). MLP: the block's input, the new residual, the normed input, gate
+    and up (or gate_up) and act kept through down_proj, its output (+ the all-reduce's with
+    TP > 1). The rotary's fp32 [P, head_dim/2] tables."""
     h, i = tower.hidden, tower.intermediate
     a, b = reading.attn_width
-    attn = patches * max(a * h + b * h // tp,
-                         a * h + 3 * h + reading.gathered_width * h // tp if tp > 1 else 0) * s
-    mlp = patches * ((3 if tp == 1 else 4) * h + 3 * i // tp) * s
+    gathered = max(a * h + 3 * h // tp + 2 * 3 * h,
+                   a * h + 3 * h + reading.gathered_width * h // tp) if tp > 1 else 0
+    attn = patches * max(a * h + b * h // tp, gathered) * s
+    mlp = patches * ((4 if tp == 1 else 5) * h + 3 * i // tp) * s
     rotary = reading.rotary_tables * patches * (tower.hidden // tower.heads // 2) * 4
     return attn, mlp, rotary
 
@@ -351,10 +360,12 @@ def _tower_live(tower: VisionTower, reading: EarlyTower, patches: int, tp: int,
 def _early_v1_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | None:
     """vLLM V1's ``profile_run`` from 0.8.4 to 0.9.x (``early_v1_batch``): the encoder cache
     (the items' outputs, unpadded), the dummy batch's pixels kept through the text run (float32
-    until 0.9.1, ``PIXELS_FP32``) and the encoder forward above the text peak, the cache and
-    those pixels: the batch, ``_validate_and_reshape_mm_tensor``'s concatenation of it and, for
-    float32 pixels, its model-dtype copy beside the tower's live set (``_tower_live``). None
-    elsewhere (another release or family, ROCm)."""
+    until 0.9.0, ``PIXELS_FP32``) and the encoder forward above the text peak, the cache and
+    those pixels: the batch (``profile_run``'s ``batched_dummy_mm_inputs``, held by
+    ``get_multimodal_embeddings``'s kwargs), ``_validate_and_reshape_mm_tensor``'s
+    concatenation of it and, for float32 pixels, its model-dtype copy beside the tower's live
+    set (``_tower_live``); every TP rank runs the whole batch through its shard of the tower.
+    None elsewhere (another release or family, ROCm)."""
     from memprof.core.models.multimodal import PIXELS_FP32, EarlyTower, early_v1_batch
 
     dep = ctx.dep
@@ -392,23 +403,14 @@ def _early_v1_terms(ctx: TermContext, tower: VisionTower) -> list[Component] | N
                   formula=f"pixels {patches} patches × {tower.patch_inputs} × {ps} B "
                   f"({'float32, PIXELS_FP32' if fp32 else 'model dtype'}; "
                   "batched_dummy_mm_inputs, a local of profile_run through _dummy_run)"),
-        # the forward's live set is a reading of the tower's kernels (the attention backend,
-        # the rotary's dtype), not a tensor the source sizes: the two published logs of these
-        # releases (tests/data/published.json rows 2505, 2506: vLLM 0.9.0.1, one and two L4s,
-        # one 16,384-token image) leave ~0.4 GiB beside the text peak for the whole encoder
-        # profile, where this reading gives the cache, the pixels and 1.0 GiB more; so the
-        # forward above the text peak is left out here, stated, not charged
-        Component(name="vision encoder forward (not modelled at this release)",
-                  category="activation", bytes=0, where="budget", profiled=True,
-                  placeholder=True,
-                  formula=f"not charged: the reading max(0, forward {fmt_bytes(forward)} − "
-                  f"text peak {fmt_bytes(text_peak)} − cache {fmt_bytes(cache)} − held "
-                  f"{fmt_bytes(pixels)}) = "
-                  f"{fmt_bytes(max(0, forward - text_peak - cache - pixels))}, forward on "
-                  f"{patches} patches = pixels and their concatenation 2 × {fmt_bytes(pixels)}"
+        Component(name="vision encoder forward (profile run)", category="activation",
+                  bytes=max(0, forward - text_peak - cache - pixels), where="budget",
+                  profiled=True,
+                  formula=f"max(0, forward {fmt_bytes(forward)} − text peak "
+                  f"{fmt_bytes(text_peak)} − cache {fmt_bytes(cache)} − held "
+                  f"{fmt_bytes(pixels)}); forward on {patches} patches = pixels and their "
+                  f"concatenation 2 × {fmt_bytes(pixels)}"
                   + (f" + their model-dtype copy {fmt_bytes(cast)}" if cast else "")
                   + f" + max(attention {fmt_bytes(attn)}, mlp {fmt_bytes(mlp)}) + rotary "
-                  f"tables {fmt_bytes(rotary)} ({reading.backend} [assumed]), is above what "
-                  "the published logs of vLLM 0.9.0.1 leave (rows 2505, 2506), so V1's "
-                  "0.8.4-0.9.x tower forward is not modelled"),
+                  f"tables {fmt_bytes(rotary)}; {reading.backend} [assumed]"),
     ]

@@ -56,7 +56,7 @@ def init_buffer_terms(ctx: TermContext) -> list[Component]:
     mnbt = profile_tokens(dep)
     topk = spec.layers[0].attention.index_topk
     version = dep.engine_version or ""
-    spec_on = dep.num_speculative_tokens > 0
+    spec_on = dep.speculative_mtp
     n_topk = 2 if spec_on and is_last_stage(ctx) else 1
     out = [Component(name="DeepSeek-V4 topk_indices_buffer", category="weights",
                      bytes=n_topk * mnbt * topk * 4, count=n_topk,

@@ -41,9 +41,11 @@ TERM_READS: dict[str, frozenset[str]] = {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
         "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
     "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
-                                    "dep.num_speculative_tokens")),
+                                    "dep.num_speculative_tokens", "dep.speculative_method")),
     # PYTORCH_CUDA_ALLOC_CONF: the load's allocator settings (load_alloc_conf)
-    "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf")),
+    # the speculative method: which runner (n-gram runs V1, engines/vllm_runner.py)
+    "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf",
+                                      "dep.speculative_method")),
     # the family's rows at the release, the card's compute capability, the block-fp8 weights
     "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {*_POOLING,
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
@@ -53,10 +55,11 @@ TERM_READS: dict[str, frozenset[str]] = {
     "load_segments_terms": frozenset((*_MODEL, *_WEIGHTS)) - {*_POOLING,
                                                               "dep.max_num_batched_tokens",
                                                               "dep.num_speculative_tokens"},
-    # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER
+    # the rank's fp8 experts, the GPU (ROCm, arch) and VLLM_ROCM_USE_AITER (the multimodal
+    # settings: whether a block-FP8 checkpoint's vision tower is on the rank, Qwen3.5/3.6-FP8)
     "rocm_load_cache_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.vllm_rocm_use_aiter")) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
-        "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode", "dep.enable_dp_attention"},
+        "dep.enable_dp_attention"},
     # --enable-lora and its sizes; the batch sizes size the punica metadata
     "lora_terms": frozenset((*_MODEL, "dep.tp", "dep.enable_lora", "dep.max_loras",
                              "dep.max_lora_rank", "dep.lora_extra_vocab_size", "dep.lora_dtype",
@@ -68,7 +71,7 @@ TERM_READS: dict[str, frozenset[str]] = {
                                    "dep.tp", "dep.dp",
                                    "dep.enable_expert_parallel", "dep.max_model_len",
                                    "dep.max_num_batched_tokens", "dep.max_num_seqs",
-                                   "dep.num_speculative_tokens",
+                                   "dep.num_speculative_tokens", "dep.speculative_method",
                                    "dep.vllm_use_flashinfer_sampler",
                                    # the sampler's logits width (terms/lora.py
                                    # lora_logits_widths)
@@ -87,7 +90,8 @@ TERM_READS: dict[str, frozenset[str]] = {
     "encoder_terms": frozenset((*_MODEL, *_POOLING, "ctx.gpu", "ctx.quant", "dep.tp", "dep.dp",
                                 "dep.enable_expert_parallel", "dep.max_model_len",
                                 "dep.max_num_batched_tokens", "dep.max_num_seqs",
-                                "dep.num_speculative_tokens", "dep.limit_mm_per_prompt",
+                                "dep.num_speculative_tokens", "dep.speculative_method",
+                                "dep.limit_mm_per_prompt",
                                 "dep.mm_processor_kwargs", "dep.mm_encoder_tp_mode",
                                 "dep.vllm_use_flashinfer_sampler",
                                 # the text peak's sampler width where the wrapper's language
@@ -104,8 +108,8 @@ TERM_READS: dict[str, frozenset[str]] = {
                                   "dep.disable_custom_all_reduce", "dep.nnodes",
                                   "dep.enable_expert_parallel", "dep.enforce_eager",
                                   "dep.max_num_batched_tokens", "dep.max_num_seqs",
-                                  "dep.num_speculative_tokens", "dep.attention_backend",
-                                  "dep.kv_cache_dtype",
+                                  "dep.num_speculative_tokens", "dep.speculative_method",
+                                  "dep.attention_backend", "dep.kv_cache_dtype",
                                   # LoRA's kernel nodes (terms/lora.py lora_graph_nodes)
                                   "dep.enable_lora", "dep.max_loras", "dep.max_lora_rank",
                                   "dep.lora_extra_vocab_size", "dep.lora_dtype",
@@ -133,8 +137,9 @@ TERM_READS: dict[str, frozenset[str]] = {
                                         "dep.disable_custom_all_reduce", "dep.nnodes",
                                         "dep.enable_expert_parallel", "dep.enforce_eager",
                                         "dep.max_num_batched_tokens", "dep.max_num_seqs",
-                                        "dep.num_speculative_tokens", "dep.attention_backend",
-                                        "dep.kv_cache_dtype", "dep.enable_lora", "dep.max_loras",
+                                        "dep.num_speculative_tokens", "dep.speculative_method",
+                                        "dep.attention_backend", "dep.kv_cache_dtype",
+                                        "dep.enable_lora", "dep.max_loras",
                                         "dep.max_lora_rank", "dep.lora_extra_vocab_size",
                                         "dep.lora_dtype", "dep.fully_sharded_loras",
                                         "dep.enable_lora_bias", "dep.specialize_active_lora",
@@ -150,17 +155,19 @@ TERM_READS: dict[str, frozenset[str]] = {
                                        "dep.tp", "dep.nnodes", "dep.pp", "dep.dp",
                                        "dep.enable_expert_parallel")),
     # ctx.spec, ctx.quant, the pooling runner: whether Model Runner V2 runs the model
-    # (terms/runner_v2_profile.py; a pooling model stays on V1 through 0.28.x)
+    # (terms/runner_v2_profile.py; a pooling model stays on V1 through 0.28.x; the speculative
+    # method: n-gram runs V1, memprof/core/engines/vllm_runner.py)
     "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "ctx.spec", "ctx.quant", *_POOLING,
                                     "dep.engine", "dep.engine_version",
                                     "dep.tp", "dep.pp", "dep.dp",
-                                    "dep.enable_expert_parallel")),
+                                    "dep.enable_expert_parallel", "dep.num_speculative_tokens",
+                                    "dep.speculative_method")),
     # the load's allocator settings (load_alloc_conf); Model Runner V2's sampler state, made
     # after the weights in the load's scope: which runner and profile terms (the compile cache,
     # --enforce-eager), its rows (max_num_seqs)
     "reserved_charge_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf",
                                         "dep.compile_cache", "dep.enforce_eager",
-                                        "dep.max_num_seqs")),
+                                        "dep.max_num_seqs", "dep.speculative_method")),
     # the runner's batch sizes and the block table's width (max_model_len / block size, the
     # constructor's --block-size from 0.27.0); ctx.quant, ctx.spec, the pooling runner: which
     # runner (V1 or V2); V2's draft_tokens [R, speculative tokens]
@@ -169,13 +176,13 @@ TERM_READS: dict[str, frozenset[str]] = {
                                       "dep.engine", "dep.engine_version",
                                       "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                       "dep.max_model_len", "dep.block_size",
-                                      "dep.num_speculative_tokens")),
+                                      "dep.num_speculative_tokens", "dep.speculative_method")),
     "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),
     # (PYTORCH_CUDA_ALLOC_CONF: the load's max_split_size its replay continues under)
     "allocator_runtime_terms": frozenset((*_MODEL, *_WEIGHTS, *_SCRATCH,
-                                          "dep.pytorch_cuda_alloc_conf")),
+                                          "dep.pytorch_cuda_alloc_conf", "dep.speculative_method")),
     # the engine's table beside its KV pool (SGLang: engines/sglang_req_pool.py): the pool's
     # tokens, the context, --max-running-requests against the stand-in the GPU's defaults give
     "request_table_terms": frozenset(("ctx.gpu", "ctx.plan", "ctx.num_gpu_blocks", "dep.engine",

@@ -1,4 +1,4 @@
-"""Model Runner V2's own profile-run budget (vLLM 0.21.0-0.32.x): with ``--enforce-eager``
+"""Model Runner V2's own profile-run budget (vLLM 0.21.0 on): with ``--enforce-eager``
 (nothing is compiled), on a warm compile cache (``--compile-cache warm``: a restart that loads
 what a first start saved), and on a cold one, where the compile's autotuning example arguments
 join the profile run's peak (memprof/core/terms/cold_compile.py).
@@ -17,9 +17,12 @@ deployments, per release), its budget differs from the V1 runner's in three term
    ``_dummy_sampler_run`` on R = min(T, ``max_num_seqs``) rows: the hidden states [T, H] and
    [R, H], the logits [R, V] in the model dtype and ``gumbel_sample``'s argmax buffers
    (``vllm_runner.greedy_sampler_bytes``); no fp32 copy and no top-k / top-p sort. 0.33.0 adds
-   a second pass with warm-up sampling settings, V1's fp32 sampler pipeline in kind
-   (``vllm_runner.V2_SAMPLER_WARMUP_PASS``): from there memprof keeps V1's profile-run terms
-   [approximation];
+   a second pass on the same logits with ``SamplingParams.for_sampler_warmup()`` on every row
+   (``vllm_runner.V2_SAMPLER_WARMUP_PASS``): an fp32 copy [R, V] that the logits processors,
+   temperature and min-p change in place, then FlashInfer's fused top-k / top-p sampler (two
+   more fp32 [R, V]) where the card takes it, else the Triton top-k / top-p kernel's cached
+   buffer and ``gumbel_sample`` (``vllm_runner.warmup_sampler_tensors``, read in the 0.33.0
+   wheel): that pass is the sampler's stage there (``activation.v2_warmup_sampler_stage``);
 3. the sampler's persistent state (``vllm_runner.sampler_state_bytes``), made in ``load_model``
    after the weights' figure: charged by the budget line from 0.27.0 (``total_consumed``,
    ``vllm_runner.V2_SAMPLER_STATE_CHARGED``), in use but not charged before.
@@ -35,15 +38,15 @@ took" under 2 s) land within 0.1-1.5% with V2's own terms and 17-34% short with 
 ones with the table's copy: 1603 +0.4%, 1607 +1.1%, 1649 +1.5%, 902 (TP2) +0.5%, 1104 and
 1205-1214 +0.1..+0.2% (before V2's output-copy stream pool and the load's split limit entered
 the budget: docs/model-runner-v2.md holds the current figures); the one eager V2 log (row 1215)
-within 0.3% with either. From 0.33.0 the profile run adds a sampler warm-up pass with sampling
-settings (``V2_SAMPLER_WARMUP_PASS``) and memprof keeps V1's terms there.
+within 0.3% with either. No published log of 0.33.0 is in the calibration set: its warm-up
+pass is sized from the source alone.
 """
 
 from __future__ import annotations
 
 from memprof.core.components import TermContext
 from memprof.core.engines import engine_of
-from memprof.core.engines.vllm_runner import V2_GRAPH_ESTIMATE, V2_SAMPLER_WARMUP_PASS
+from memprof.core.engines.vllm_runner import V2_GRAPH_ESTIMATE
 from memprof.core.models.families import family_row
 from memprof.core.terms.cold_compile import compiles_cold
 from memprof.core.versions import split_generation, value_at
@@ -64,17 +67,13 @@ def runs_v2(ctx: TermContext) -> bool:
 def v2_own_profile(ctx: TermContext) -> str | None:
     """Why the budget holds Model Runner V2's own profile terms (the module docstring) for this
     deployment — "--enforce-eager", "a warm compile cache" or "a cold compile" (whose autotuning
-    example arguments terms/cold_compile.py charges) — or ``None``: a model on the V1 runner, a
-    cold compile at a release where memprof does not charge the compile's arguments (before
-    0.20.0), or a release whose profile run adds the sampler warm-up pass (0.33.0 on,
-    ``V2_SAMPLER_WARMUP_PASS``)."""
+    example arguments terms/cold_compile.py charges) — or ``None``: a model on the V1 runner, or
+    a cold compile at a release where memprof does not charge the compile's arguments (before
+    0.20.0)."""
     dep = ctx.dep
     if not (dep.enforce_eager or dep.compile_cache == WARM or compiles_cold(ctx)):
         return None
     if not runs_v2(ctx):
-        return None
-    release, _ = split_generation(dep.engine_version or "")
-    if value_at(V2_SAMPLER_WARMUP_PASS, release, default=True):
         return None
     if dep.enforce_eager:
         return "--enforce-eager"

@@ -289,7 +289,7 @@ GEMMA3_AUTO_DTYPE = (_no_float16("gemma3_mm"),)
 
 def sglang_bf16_for_fp32(family: str, model_type: str, since: str | None) -> Rule:
     """SGLang's ``--dtype auto`` serves a float32 checkpoint of ``family`` (its config's
-    ``model_type``) in bfloat16 from ``since``: sglang 0.4.3 / 0.4.4 configs/model_config.py
+    ``model_type``) in bfloat16 from ``since``: sglang 0.4.3 / 0.4.4 srt/configs/model_config.py
     ``_get_and_verify_dtype`` tests ``config.model_type == 'gemma2'``, 0.4.5 - 0.5.23
     ``model_type.startswith('gemma')``."""
     test = ("config.model_type == 'gemma2' in 0.4.3 / 0.4.4, model_type.startswith('gemma') "

@@ -1,0 +1,107 @@
+"""vLLM's speculative decoding methods memprof models, and what each one changes.
+
+The method (``--speculative-config``'s ``method``; memprof's ``--speculative-method``) decides
+what the drafter adds to a rank; the draft token count k (``num_speculative_tokens``) decides
+what every method adds to the target's runner (read in the 0.30.0 wheel,
+v1/worker/gpu_model_runner.py, and memprof's terms that read k):
+
+- the uniform decode batch is 1 + k tokens a request (``VllmConfig.uniform_decode_query_len``):
+  the CUDA-graph capture sizes (config/vllm.py ``_set_cudagraph_sizes``: the largest is
+  ``min(max_num_seqs × (1 + k) × 2, 512)``; memprof/core/terms/cudagraph.py ``v1_dql``);
+- the profile run's sampler warm-up runs the ``RejectionSampler`` after the sampler
+  (``_dummy_sampler_run``: logits of [R + R, V], one dummy draft token a request; with the
+  default greedy draft no draft probabilities; memprof/core/terms/activation.py
+  ``sampler_stage``);
+- Model Runner V2's ``StructuredOutputsWorker`` sizes its bitmask by R × (1 + k)
+  (memprof/core/engines/vllm_runner.py ``sampler_state_tensors``) and keeps ``draft_tokens``
+  [R, k] (memprof/core/terms/runner_buffers.py).
+
+What the method adds beside that:
+
+- ``mtp``: DeepSeek-style multi-token prediction: the checkpoint's own MTP layer
+  (``num_nextn_predict_layers``) is loaded, its weights and its KV cache join the pool
+  (memprof/core/models: ``speculative_mtp``);
+- ``ngram``: prompt lookup on the CPU (0.30.0 v1/spec_decode/ngram_proposer.py
+  ``NgramProposer``: numpy and numba, no GPU tensor; the runner's GPU buffers of
+  ``ngram_gpu`` are made only for that method): no weights, no KV layer, no drafter buffer.
+  Model Runner V2 has no n-gram drafter: the release falls back to the V1 runner
+  (memprof/core/engines/vllm_runner.py ``V2_FALLBACK_SPECULATIVE``).
+"""
+
+from __future__ import annotations
+
+from memprof.base.errors import BadInput
+
+SPECULATIVE_METHODS = ("mtp", "ngram")
+"""The ``--speculative-method`` values memprof models (vLLM's ``SpeculativeConfig.method``
+names; ``deepseek_mtp`` and the other ``*_mtp`` names are ``mtp``)."""
+
+MTP = "mtp"
+NGRAM = "ngram"
+
+
+# vLLM's ``SpeculativeMethod`` beside the ``*_mtp`` names (0.30.0 config/speculative.py: the
+# Literal's members; every MTP model type ends in "_mtp" or is "mtp")
+VLLM_METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class",
+                "eagle", "eagle3", "extract_hidden_states", "dflash", "ngram_gpu", "dspark")
+
+
+def vllm_method(conf: dict[str, object]) -> str:
+    """The method vLLM reads from a ``--speculative-config`` object: its ``method``, or where it
+    gives none, "ngram" for the ``model`` "ngram" / "[ngram]" (the older form; 0.30.0
+    config/speculative.py ``SpeculativeConfig.__post_init__``), else "draft_model" (a draft
+    checkpoint, whose type vLLM reads from its config: not modelled either way); "" for neither
+    key."""
+    method = conf.get("method")
+    if method is not None:
+        return str(method)
+    model = conf.get("model")
+    if model is None:
+        return ""
+    return NGRAM if model in ("ngram", "[ngram]") else "draft_model"
+
+
+def known_to_vllm(method: str) -> bool:
+    """Is ``method`` one of vLLM's speculative methods (``VLLM_METHODS`` or an MTP type)?"""
+    return method in VLLM_METHODS or method == MTP or method.endswith("_mtp")
+
+
+def method_of(vllm_name: str) -> str | None:
+    """memprof's method for a ``--speculative-config`` method as vLLM names it
+    (``deepseek_mtp``, ``qwen3_next_mtp``, ``mtp``: ``mtp``; ``ngram``), or ``None`` for a method
+    memprof does not model (``eagle``, ``eagle3``, ``draft_model``, ``medusa``, ``suffix``,
+    ``ngram_gpu``, ...)."""
+    if vllm_name == MTP or vllm_name.endswith("_mtp"):
+        return MTP
+    return NGRAM if vllm_name == NGRAM else None
+
+
+def speculative_settings(conf: dict[str, object]) -> tuple[dict[str, object], str | None]:
+    """The deployment settings of a ``--speculative-config`` object (``num_speculative_tokens``
+    and, but for MTP, ``speculative_method``), or ({}, why) for a method memprof does not model;
+    :class:`BadInput` for a method vLLM does not have."""
+    method = vllm_method(conf)
+    if method and not known_to_vllm(method):
+        raise BadInput(f"--speculative-config method {method[:40]!r} is not one of vLLM's "
+                       "speculative methods",
+                       hint='e.g. "method": "ngram" or "deepseek_mtp" (memprof also reads eagle, '
+                       "eagle3, draft_model, medusa and suffix, and lists them as not modelled)")
+    n = conf.get("num_speculative_tokens")
+    ours = method_of(method)
+    if ours is None or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        return {}, f"speculative method {method or '?'}: the draft model's memory"
+    return ({"num_speculative_tokens": n} if ours == MTP
+            else {"num_speculative_tokens": n, "speculative_method": ours}), None
+
+
+def check_speculative(method: str, num_speculative_tokens: int) -> None:
+    """``--speculative-method``: one of ``SPECULATIVE_METHODS``, and with draft tokens to make
+    (:class:`BadInput` otherwise)."""
+    if method not in SPECULATIVE_METHODS:
+        raise BadInput(f"--speculative-method {str(method)[:40]!r} is not a method memprof "
+                       f"models ({', '.join(SPECULATIVE_METHODS)})",
+                       hint="one of: " + ", ".join(SPECULATIVE_METHODS)
+                       + " (EAGLE / EAGLE-3 draft heads are not modelled)")
+    if method != MTP and not num_speculative_tokens:
+        raise BadInput(f"--speculative-method {method} without --num-speculative-tokens: "
+                       "no draft token to make", hint="add --num-speculative-tokens, e.g. 4")
