@@ -32,7 +32,6 @@ runner each release gives a pooling model in the 0.21.0 to 0.33.0 wheels (0.21.0
    generation model's.
 5. CUDA graphs. "Pooling models do not support full cudagraphs": PIECEWISE only
    (``POOLING_GRAPH_MODE``).
-
 6. Which runner (``POOLING_ON_V2``). Model Runner V2 takes a pooling model by default from
    0.29.0 only: 0.21.0 runs V2 only under ``VLLM_USE_V2_MODEL_RUNNER=1``, and 0.22.0-0.28.0's
    ``_is_default_v2_model_runner_model`` (config/vllm.py) returns False for a ``runner_type``
@@ -52,6 +51,8 @@ runner each release gives a pooling model in the 0.21.0 to 0.33.0 wheels (0.21.0
    ``sample_hidden_states`` [R, H] stays alive beside it. ``__init__`` still makes
    ``output_copy_stream`` (memprof/core/terms/stream_pool.py), and the CUDA graphs are V2's own
    estimate of PIECEWISE graphs only (item 5; memprof/core/terms/runner_v2_graphs.py).
+8. A bare decoder (``MistralModel``: a decoder saved without its lm_head) is sized on this runner
+   only (``check_pooling``; memprof/core/models/families ``is_bare_decoder`` says why).
 
 [not modelled] With ``--async-scheduling`` (off by default for a pooling model: config/vllm.py
 "Disabling asynchronous scheduling by default for pooling model", 0.20.0-0.33.0), 0.28.0's
