@@ -5,15 +5,18 @@ the engine source the rule cites."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from memprof.base.errors import BadInput, ConfigError
+from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines.vllm_pooling import pooler_parts, pooling_convert
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.models import load_model
 from memprof.core.models.encoder_only import refuse_encoder_only
+from memprof.core.terms.activation import activation_stages
 from memprof.core.terms.cudagraph import graph_modes
 from memprof.probes.serve_command import parse_tokens
 from memprof.probes.startup_log import parse_log
@@ -42,14 +45,39 @@ def test_pooler_parts_by_hand_before_and_after_the_token_task() -> None:
     fp32 copy + the normalised fp32 = 256 × 4096 × (2 + 4 + 4) = 10 MiB. 0.13.0 keeps
     token_embed: every token's normalised fp32 (8192 × 4096 × 4 = 128 MiB) + the last
     request's fp32 copy (32 tokens × 4096 × 4 = 512 KiB). Both beside the bf16 hidden states
-    (64 MiB) and the dummy token ids (256 × 32 × 4 B)."""
+    (64 MiB), profile_run's last_hidden_states [R, H] (256 × 4096 × 2 = 2 MiB) and the dummy
+    token ids (256 × 32 × 4 B)."""
     old = dict(pooler_parts("0.12.0", tokens=8192, rows=256, hidden=4096, model_itemsize=2))
     new = dict(pooler_parts("0.13.0", tokens=8192, rows=256, hidden=4096, model_itemsize=2))
-    hidden, ids = 8192 * 4096 * 2, 256 * 32 * 4
+    hidden, ids = 8192 * 4096 * 2 + 256 * 4096 * 2, 256 * 32 * 4
     assert sum(old.values()) == hidden + ids + 256 * 4096 * 10
     assert sum(new.values()) == hidden + ids + 8192 * 4096 * 4 + 32 * 4096 * 4
     assert any(k.startswith("embed (LAST)") for k in old)
     assert any(k.startswith("token_embed") for k in new)
+
+
+def test_v2_pooler_parts_by_hand() -> None:
+    """Model Runner V2's PoolingRunner (0.33.0 v1/worker/gpu/pool/pooling_runner.py): no GPU
+    token ids, and T % R extra tokens go one each to the last requests. T = 8200 over R = 256,
+    H = 4096, bf16: t = 32, 8 extra, so the last request has 33 tokens (V1 gives it 32 + 8 =
+    40). Peak: hidden [T, H] + sample hidden [R, H] in bf16 = (8200 + 256) × 4096 × 2, then
+    token_embed's normalised fp32 of every token 8200 × 4096 × 4 + the last request's fp32 copy
+    33 × 4096 × 4."""
+    v2 = dict(pooler_parts("0.33.0", tokens=8200, rows=256, hidden=4096, model_itemsize=2,
+                           v2=True))
+    v1 = dict(pooler_parts("0.33.0", tokens=8200, rows=256, hidden=4096, model_itemsize=2))
+    assert sum(v2.values()) == (8200 + 256) * 4096 * 2 + 8200 * 4096 * 4 + 33 * 4096 * 4
+    assert sum(v1.values()) == ((8200 + 256) * 4096 * 2 + 256 * 32 * 4
+                                + 8200 * 4096 * 4 + 40 * 4096 * 4)
+    assert not any("token ids" in k for k in v2)
+
+
+def test_fp32_model_makes_no_head_copy() -> None:
+    """Tensor.to(float32) on fp32 hidden states returns them: the embed task holds the gathered
+    [R, H] and the normalised [R, H] only, 2 × 4 B an element (0.12.0: no token task)."""
+    parts = dict(pooler_parts("0.12.0", tokens=4096, rows=128, hidden=1024, model_itemsize=4))
+    embed = next(b for k, b in parts.items() if k.startswith("embed (LAST)"))
+    assert embed == 128 * 1024 * 8
 
 
 def test_task_spellings() -> None:
@@ -93,6 +121,70 @@ def test_pooling_models_capture_piecewise_only() -> None:
     assert graph_modes(emb.deployment)["PIECEWISE"] == graph_modes(gen.deployment)["PIECEWISE"]
 
 
+def _ctx(e: Estimate) -> TermContext:
+    r = e.ranks[0]
+    return TermContext(spec=e.spec, dep=e.deployment, gpu=e.gpu, coord=r.coord, plan=r.plan,
+                       weights_bytes=r.weights_bytes, model_dtype=e.model_dtype, quant=e.quant)
+
+
+def _stage(e: Estimate) -> str:
+    return _formula(e, "activation peak (profile run)")
+
+
+def _pooler_stage_bytes(e: Estimate, version: str, v2: bool) -> int:
+    """The pooler stage of ``e``'s profile run, from its T and R (Qwen3-8B: H = 4096, bf16)."""
+    d = e.deployment
+    t = int(d.max_num_batched_tokens)  # type: ignore[arg-type]
+    r = min(int(d.max_num_seqs), t)  # type: ignore[arg-type]
+    return sum(b for _n, b in pooler_parts(version, tokens=t, rows=r, hidden=4096,
+                                           model_itemsize=2, v2=v2))
+
+
+@pytest.mark.parametrize("version", ["0.22.0", "0.25.0", "0.28.0"])
+def test_pooling_models_stay_on_v1_before_0_29(version: str) -> None:
+    """0.22.0-0.28.0 config/vllm.py _is_default_v2_model_runner_model: 'if
+    model_config.runner_type != "generate": return False'. Qwen3ForCausalLM runs V2 for
+    generation there (listed from 0.22.0, every dense model from 0.25.0), but its pooling
+    runner is V1's: no V2 output-copy stream pool, and the note says so."""
+    gen, emb = _est(version=version), _est(version=version, runner="pooling")
+    pool = "torch stream pool (Model Runner V2's output_copy_stream)"
+    assert _component(gen, pool) == 73_400_320
+    assert _component(emb, pool) == 0
+    assert any("keeps a pooling model on the V1 runner" in n for n in emb.notes)
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.33.0"])
+def test_pooling_models_run_v2_from_0_29(version: str) -> None:
+    """0.29.0-0.33.0: every model runs Model Runner V2, pooling ones included
+    (use_v2_model_runner; no pooling entry among the unsupported features). Its load_model
+    builds no Sampler for a pooling model, so the V2 sampler state ([1024, 151936] int32
+    output_bin_counts and the rest, 0.6 GiB here) is not charged; its __init__ still makes
+    output_copy_stream (73,400,320 B of torch's stream pool), and its own CUDA-graph estimate
+    counts PIECEWISE graphs only (no FULL sample)."""
+    emb = _est(version=version, runner="pooling")
+    assert _component(emb, "sampler state (Model Runner V2)") == 0
+    assert _component(emb, "torch stream pool (Model Runner V2's output_copy_stream)") \
+        == 73_400_320
+    assert "Model Runner V2 at vLLM" in _formula(emb, "CUDA-graph estimate")
+    assert "(no FULL graph)" in _formula(emb, "CUDA-graph estimate")
+    assert set(graph_modes(emb.deployment)) == {"PIECEWISE"}
+    assert any("PoolingRunner.dummy_pooler_run" in n for n in emb.notes)
+    assert not any("sampler pass" in n for n in emb.notes)
+
+
+def test_v2_pooler_is_the_profile_runs_stage_at_0_30() -> None:
+    """0.30.0 compiles cold, so V2's own profile terms hold; the pooler stage (V2's: no token
+    ids) replaces the sampler's, whatever the peak stage is."""
+    gen, emb = _est(version="0.30.0"), _est(version="0.30.0", runner="pooling")
+    assert _component(gen, "sampler state (Model Runner V2)") > 0
+    assert "sampler" not in _stage(emb)
+    stages = activation_stages(_ctx(emb))
+    pooler = [st for st in stages if st.name.startswith("pooler")]
+    assert [st.name for st in pooler] == ["pooler (pooling runner, Model Runner V2)"]
+    assert pooler[0].bytes == _pooler_stage_bytes(emb, "0.30.0", v2=True)
+    assert not any(st.name.startswith("sampler") for st in stages)
+
+
 def test_task_embed_is_the_same_deployment_before_0_13() -> None:
     a = _est(version="0.12.0", task="embed")
     b = _est(version="0.12.0", runner="pooling", convert="embed")
@@ -117,7 +209,6 @@ def test_output_says_what_changed_and_json_carries_it() -> None:
 
 
 @pytest.mark.parametrize(("args", "text"), [
-    (["--engine-version", "0.33.0", "--runner", "pooling"], "not at 0.33.0"),
     (["--engine-version", "0.10.2", "--runner", "pooling"], "not at 0.10.2"),
     (["--engine-version", "0.14.0", "--task", "embed"], "has no --task"),
     (["--engine-version", "0.11.0", "--runner", "pooling", "--convert", "classify"],
@@ -189,3 +280,57 @@ def test_chunked_prefill_off_is_not_modelled_on_the_pooling_runner_only() -> Non
     assert "--no-enable-chunked-prefill" not in pooling.ignored
     generation = parse_tokens(["vllm", "serve", "m", "--no-enable-chunked-prefill"])
     assert generation.not_modelled == () and "--no-enable-chunked-prefill" in generation.ignored
+
+
+def test_async_scheduling_is_not_modelled_on_the_pooling_runner_only() -> None:
+    """vLLM turns async scheduling off by default for a pooling model (config/vllm.py); asked for,
+    0.28.0's AllPool clones every request's hidden states in the token_embed task."""
+    pooling = parse_tokens(["vllm", "serve", "m", "--runner", "pooling", "--async-scheduling"])
+    assert [f for f, _why in pooling.not_modelled] == ["--async-scheduling"]
+    assert "--async-scheduling" not in pooling.ignored
+    generation = parse_tokens(["vllm", "serve", "m", "--async-scheduling"])
+    assert generation.not_modelled == () and "--async-scheduling" in generation.ignored
+
+
+def _bare(tmp_path, arch: str = "MistralModel"):  # type: ignore[no-untyped-def]
+    """mistral-7b-instruct-v0.3's config.json as e5-mistral-7b-instruct names it."""
+    cfg = json.loads((Path(__file__).parent.parent / "configs" / "models"
+                      / "mistral-7b-instruct-v0.3.json").read_text())
+    cfg.pop("_source", None)
+    cfg["architectures"] = [arch]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_bare_decoder_is_its_decoder_on_the_pooling_runner(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """vLLM 0.11.0 / 0.33.0 registry.py _EMBEDDING_MODELS: MistralModel → ('llama',
+    'LlamaForCausalLM'). On the pooling runner it is the same rank as the MistralForCausalLM
+    checkpoint of the same shapes: the same weights without the untied lm_head (32,768 × 4,096
+    × 2 B), the same KV cache."""
+    dep = Deployment(engine_version="0.20.0", max_model_len=8192, runner="pooling")
+    bare = estimate(str(_bare(tmp_path)), dep, gpu_name="H100-80GB")
+    causal = estimate("mistral-7b-instruct-v0.3", dep, gpu_name="H100-80GB")
+    assert bare.spec.architecture == "MistralModel" and bare.spec.family == "llama"
+    assert bare.weights_bytes_max == causal.weights_bytes_max
+    assert bare.kv_cache_tokens == causal.kv_cache_tokens
+    gen = estimate("mistral-7b-instruct-v0.3", Deployment(engine_version="0.20.0",
+                                                          max_model_len=8192),
+                   gpu_name="H100-80GB")
+    assert gen.ranks[0].weights_bytes - bare.ranks[0].weights_bytes >= 32768 * 4096 * 2
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    ([], "MistralModel is a decoder saved without its lm_head"),
+    (["--runner", "generate"], "MistralModel is a decoder saved without its lm_head"),
+    (["--engine", "sglang", "--engine-version", "0.5.4"], "SGLang's embedding server"),
+])
+def test_bare_decoder_needs_the_pooling_runner(tmp_path, args: list[str],  # type: ignore[no-untyped-def]
+                                               text: str) -> None:
+    """vLLM resolves --runner auto for it from the repository's sentence-transformers files
+    (config/model.py _get_default_runner_type: get_pooling_config), which memprof cannot see."""
+    version = [] if "--engine" in args else ["--engine-version", "0.20.0"]
+    r = completed(["estimate", "--model", str(_bare(tmp_path)), "--gpu", "H100-80GB",
+                   "--max-model-len", "8192", *version, *args])
+    assert r.returncode == 2
+    one_error(r.stderr, text)

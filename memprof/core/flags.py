@@ -110,7 +110,7 @@ SETTINGS: tuple[Setting, ...] = (
             note="SGLang's embedding server (--is-embedding) is not modelled",
             help="vLLM 0.10.1 on: generate, or pooling for an embedding model (no sampler in "
             "the profile run, no untied lm_head, PIECEWISE CUDA graphs only; modelled from "
-            "0.11.0 to 0.20.x).",
+            "0.11.0 on).",
             choices_from="memprof.core.engines.vllm_pooling:RUNNERS"),
     Setting(field="convert", kind="str",
             note="SGLang's embedding server (--is-embedding) is not modelled",

@@ -222,7 +222,7 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
         if tok in _SHELL_STOP:
             args = args[:k]
             break
-    cmd = _pooling_without_chunked_prefill(_parse_args(engine, args, where))
+    cmd = _pooling_flags_not_modelled(_parse_args(engine, args, where))
     given = dict(env or {})
     for tok in tokens[:found[1] if found else 0]:
         if _ENV_ASSIGN.match(tok):
@@ -240,23 +240,33 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
                         version=cmd.version)
 
 
-def _pooling_without_chunked_prefill(cmd: ServeCommand) -> ServeCommand:
-    """``--no-enable-chunked-prefill`` on vLLM's pooling runner runs the token-level pooler task
-    in the profile run and sets ``max_num_batched_tokens`` to ``max_model_len`` (0.11.0
-    engine/arg_utils.py ``_set_default_args``, v1/worker/gpu_model_runner.py
-    ``get_supported_pooling_tasks``), which memprof does not model: listed as not modelled. (For
-    the generation runner the flag keeps its place in the ignored list: 0.11.0's
-    ``_set_default_args`` forces chunked prefill on there.)"""
-    flag = "--no-enable-chunked-prefill"
+# flags vLLM takes for any model that change what a pooling model's profile run holds, which
+# memprof does not model: listed as not modelled with --runner pooling (ignored otherwise)
+_POOLING_NOT_MODELLED = {
+    # 0.11.0 engine/arg_utils.py _set_default_args, v1/worker/gpu_model_runner.py
+    # get_supported_pooling_tasks
+    "--no-enable-chunked-prefill": "a pooling model without chunked prefill: the token-level "
+    "pooler task in the profile run and max_num_batched_tokens = max_model_len",
+    # config/vllm.py: off by default for a pooling model (0.20.0-0.33.0); 0.28.0-0.33.0
+    # layers/pooler/tokwise/methods.py AllPool: clone_finished = async_scheduling
+    "--async-scheduling": "a pooling model with async scheduling (off by default for one): from "
+    "vLLM 0.28.0 the token_embed task clones every request's hidden states",
+}
+
+
+def _pooling_flags_not_modelled(cmd: ServeCommand) -> ServeCommand:
+    """The flags of ``_POOLING_NOT_MODELLED`` on vLLM's pooling runner: moved from the ignored
+    flags to the not-modelled ones. (For the generation runner they keep their place in the
+    ignored list, where ``serve_flags`` puts them: 0.11.0's ``_set_default_args`` forces chunked
+    prefill on there.)"""
     settings = cmd.settings
-    if flag not in cmd.ignored or pooling_convert(
-            str(settings.get("runner") or "generate"), settings.get("convert"),
-            settings.get("task")) is None:
+    flags = [f for f in _POOLING_NOT_MODELLED if f in cmd.ignored]
+    if not flags or pooling_convert(str(settings.get("runner") or "generate"),
+                                    settings.get("convert"), settings.get("task")) is None:
         return cmd
-    return replace(cmd, ignored=tuple(f for f in cmd.ignored if f != flag),
-                   not_modelled=(*cmd.not_modelled, (flag, "a pooling model without chunked "
-                                 "prefill: the token-level pooler task in the profile run and "
-                                 "max_num_batched_tokens = max_model_len")))
+    return replace(cmd, ignored=tuple(f for f in cmd.ignored if f not in flags),
+                   not_modelled=(*cmd.not_modelled,
+                                 *((f, _POOLING_NOT_MODELLED[f]) for f in flags)))
 
 
 # --- docker run ------------------------------------------------------------------------------

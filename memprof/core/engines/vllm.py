@@ -27,7 +27,7 @@ from memprof.core.engines.base import (
 )
 from memprof.core.engines.unified_memory import unified_memory_notes
 from memprof.core.engines.vllm_compile import COLD_COMPILE_EXAMPLE_ARGS
-from memprof.core.engines.vllm_pooling import pooling_notes
+from memprof.core.engines.vllm_pooling import convert_of, pooling_notes, pooling_runs_v2
 from memprof.core.engines.vllm_registry import check_registered
 from memprof.core.engines.vllm_runner import (
     V2_DEFAULT,
@@ -832,6 +832,8 @@ class VLLM(Engine):
         (``vllm_runner.v2_terms``) for this deployment's last PP stage."""
         version = dep.engine_version or ""
         release, _ = split_generation(version)
+        if convert_of(dep) is not None and pooling_runs_v2(release):
+            return []  # V2's pooling runner: its note is vllm_pooling.pooling_notes (no sampler)
         # from 0.29.0 every model runs V2 (but for the features V2 does not support) and its
         # profile run charges a CUDA-graph estimate of its own (memprof/core/engines/
         # vllm_runner.py V2_GRAPH_ESTIMATE, memprof/core/terms/runner_v2_graphs.py): a note of
@@ -959,6 +961,8 @@ class VLLM(Engine):
         (``vllm/v1/worker/gpu/``), whose CUDA-graph capture ``memprof.core.graph_log`` reads."""
         version = dep.engine_version or ""
         release, _ = split_generation(version)
+        if convert_of(dep) is not None and pooling_runs_v2(release) is False:
+            return False  # a pooling model stays on V1 (vllm_pooling.POOLING_ON_V2)
         listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
                            release)
         speculative = dep.speculative_method if dep.num_speculative_tokens else None

@@ -1,8 +1,9 @@
 """vLLM's pooling runner: an embedding model served with ``--runner pooling --convert embed``
 (before 0.13.0 also ``--task embed``), and what it changes in the memory budget.
 
-Read in the 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0 and 0.20.0 wheels (and 0.33.0 for the
-lm_head):
+Read in the 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0 and 0.20.0 wheels, and for the
+runner each release gives a pooling model in the 0.21.0 to 0.33.0 wheels (0.21.0, 0.22.0, 0.23.0,
+0.24.0, 0.25.0, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0):
 
 1. The flags. ``--runner {auto,generate,pooling,draft}`` and ``--convert
    {auto,none,embed,classify,reward}`` arrive in 0.10.1 (0.10.0 engine/arg_utils.py has only
@@ -18,9 +19,12 @@ lm_head):
 3. The profile run. ``profile_run`` calls ``_dummy_pooler_run(hidden_states)`` instead of
    ``_dummy_sampler_run`` (v1/worker/gpu_model_runner.py): no [R, V] logits and no sampler. The
    pooler runs each supported task on the [T, H] hidden states split over R requests, then the
-   task of the largest output again (``pooler_stage``): ``embed`` (LAST pooling: R rows gathered,
+   task of the largest output again (``pooler_parts``): ``embed`` (LAST pooling: R rows gathered,
    cast to the fp32 head dtype, normalised) and, where the release keeps it under chunked
-   prefill, the token-level task (``POOLER_TOKEN_TASK``).
+   prefill, the token-level task (``POOLER_TOKEN_TASK``). ``_dummy_run``'s
+   ``hidden_states[logit_indices]`` [R, H] stays alive beside it (``profile_run``'s
+   ``last_hidden_states``). The V1 runner's ``_dummy_pooler_run`` / ``_dummy_pooler_run_task``
+   are the same code in every wheel from 0.20.0 to 0.33.0.
 4. The KV cache. A decoder-only embedding model keeps its KV cache. With LAST pooling (the
    default of a converted ``*ForCausalLM``) chunked prefill and prefix caching stay on (0.11.0
    engine/arg_utils.py ``_set_default_args``: ``incremental_prefill_supported``; 0.12.0 and
@@ -28,9 +32,31 @@ lm_head):
    generation model's.
 5. CUDA graphs. "Pooling models do not support full cudagraphs": PIECEWISE only
    (``POOLING_GRAPH_MODE``).
+6. Which runner (``POOLING_ON_V2``). Model Runner V2 takes a pooling model by default from
+   0.29.0 only: 0.21.0 runs V2 only under ``VLLM_USE_V2_MODEL_RUNNER=1``, and 0.22.0-0.28.0's
+   ``_is_default_v2_model_runner_model`` (config/vllm.py) returns False for a ``runner_type``
+   other than "generate", before any listed architecture; 0.29.0-0.33.0's
+   ``use_v2_model_runner`` drops that check and ``_get_v2_model_runner_unsupported_features``
+   names no pooling entry.
+7. Model Runner V2's pooling path (0.29.0-0.33.0 v1/worker/gpu/model_runner.py, the same
+   ``pool/pooling_runner.py`` dummy run in each): ``load_model`` builds no ``Sampler``,
+   ``PromptLogprobsWorker`` or ``StructuredOutputsWorker`` for a pooling model (``if
+   self.is_last_pp_rank and not self.is_pooling_model``), so V2's sampler state is not made;
+   ``profile_run`` calls ``_dummy_pooler_run(hidden_states)`` → ``PoolingRunner.
+   dummy_pooler_run``, which runs each task of ``pooler.get_supported_tasks()`` ∩
+   {embed, classify, token_embed, token_classify, embed&token_classify} once (embed and
+   token_embed for an embedding model, with or without chunked prefill), discarding each output,
+   with no GPU token ids (``prompt_token_ids_cpu`` only where a task requires token ids) and the
+   T % R extra tokens spread one each over the last requests. ``_dummy_run``'s
+   ``sample_hidden_states`` [R, H] stays alive beside it. ``__init__`` still makes
+   ``output_copy_stream`` (memprof/core/terms/stream_pool.py), and the CUDA graphs are V2's own
+   estimate of PIECEWISE graphs only (item 5; memprof/core/terms/runner_v2_graphs.py).
+8. A bare decoder (``MistralModel``: a decoder saved without its lm_head) is sized on this runner
+   only (``check_pooling``; memprof/core/models/families ``is_bare_decoder`` says why).
 
-memprof models the pooling runner where these were read on the V1 runner (0.11.0 to 0.20.x); from
-0.21.0 Model Runner V2, whose pooling path (v1/worker/gpu/pool/) memprof has not read, may run it.
+[not modelled] With ``--async-scheduling`` (off by default for a pooling model: config/vllm.py
+"Disabling asynchronous scheduling by default for pooling model", 0.20.0-0.33.0), 0.28.0's
+``AllPool`` clones every request's hidden states (``clone_finished``) in the token_embed task.
 
 [approximation] At 0.11.0 the lm_head is allocated while the model is built and freed before the
 weights load (``delattr``); memprof's replay of the model load (terms/load_rounding.py) leaves it
@@ -42,7 +68,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memprof.base.errors import BadInput
-from memprof.core.versions import Rule, rule_in_force, value_at
+from memprof.core.models.families import is_bare_decoder
+from memprof.core.versions import Rule, rule_in_force, split_generation, value_at
 
 if TYPE_CHECKING:
     from memprof.core.models import ModelSpec
@@ -56,12 +83,32 @@ TASKS = ("auto", "generate", "embed", "embedding", "classify", "score", "reward"
 # Where memprof models the pooling runner (item 3-5 of the module docstring read there).
 POOLING_RUNNER: tuple[Rule, ...] = (
     Rule(name="vllm_pooling_runner", changes="pooling runner (embedding models)",
-         since="0.11.0", until="0.21.0", value=True, applies_to="pooling", generation="v1",
+         since="0.11.0", until=None, value=True, applies_to="pooling", generation="v1",
          introduced_by="read in 0.11.0 (V1 pooling runner, --runner pooling from 0.10.1)",
-         removed_by="0.21.0: Model Runner V2 by default for dense models (its pooling path, "
-         "v1/worker/gpu/pool/, not read)",
-         source="0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0 and 0.20.0 "
-         "v1/worker/gpu_model_runner.py profile_run (_dummy_pooler_run)"),
+         source="0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0, 0.20.0 and 0.21.0-0.33.0 "
+         "v1/worker/gpu_model_runner.py profile_run (_dummy_pooler_run); 0.29.0-0.33.0 "
+         "v1/worker/gpu/model_runner.py profile_run (_dummy_pooler_run → "
+         "pool/pooling_runner.py PoolingRunner.dummy_pooler_run)"),
+)
+
+# Does Model Runner V2 take a pooling model by default (``vllm_runner.V2_DEFAULT`` then decides)?
+# ``value`` False: the V1 runner, whatever V2_DEFAULT gives a generation model.
+POOLING_ON_V2: tuple[Rule, ...] = (
+    Rule(name="pooling_model_runner_v2", changes="model runner of the profile run (pooling "
+         "runner)", since="0.22.0", until="0.29.0", value=False, applies_to="pooling",
+         generation="v1",
+         introduced_by="0.22.0: _is_default_v2_model_runner_model, generation models only",
+         removed_by="0.29.0: use_v2_model_runner without _is_default_v2_model_runner_model",
+         source="0.22.0 / 0.23.0 / 0.24.0 / 0.25.0 / 0.26.0 / 0.27.1 / 0.28.0 config/vllm.py "
+         "VllmConfig._is_default_v2_model_runner_model ('if model_config.runner_type != "
+         "\"generate\": return False')"),
+    Rule(name="pooling_model_runner_v2", changes="model runner of the profile run (pooling "
+         "runner)", since="0.29.0", until=None, value=True, applies_to="pooling",
+         generation="v1",
+         introduced_by="0.29.0: Model Runner V2 for every model, pooling ones included",
+         source="0.29.0 / 0.30.0 / 0.31.0 / 0.32.0 / 0.33.0 config/vllm.py "
+         "VllmConfig.use_v2_model_runner, _get_v2_model_runner_unsupported_features (no "
+         "pooling entry); v1/worker/gpu/pool/pooling_runner.py PoolingRunner"),
 )
 
 # ``--task`` where the release reads it (0.10.0 has only --task; 0.13.0 drops it).
@@ -107,7 +154,9 @@ POOLER_TOKEN_TASK: tuple[Rule, ...] = (
          "get_supported_pooling_tasks (only 'score' removed); 0.13.0 "
          "model_executor/layers/pooler.py TokenEmbeddingPoolerHead, 0.20.0 "
          "layers/pooler/tokwise/heads.py TokenEmbeddingPoolerHead.forward_chunk "
-         "(pooled_data.to(head_dtype), then PoolerNormalize)"),
+         "(pooled_data.to(head_dtype), then PoolerNormalize); 0.29.0-0.33.0 "
+         "v1/worker/gpu/pool/pooling_runner.py PoolingRunner.get_supported_tasks (Model Runner "
+         "V2: embed and token_embed, chunked prefill or not)"),
 )
 
 # CUDA graphs of a pooling model.
@@ -122,8 +171,8 @@ POOLING_GRAPH_MODE: tuple[Rule, ...] = (
 )
 
 # the tables, as ``memprof versions`` lists them (memprof/core/version_diff.py RULEBOOK)
-POOLING_RULES = (POOLING_RUNNER, TASK_FLAG, RUNNER_FLAGS, POOLING_DROPS_LM_HEAD,
-                 POOLER_TOKEN_TASK, POOLING_GRAPH_MODE)
+POOLING_RULES = (POOLING_RUNNER, POOLING_ON_V2, TASK_FLAG, RUNNER_FLAGS,
+                 POOLING_DROPS_LM_HEAD, POOLER_TOKEN_TASK, POOLING_GRAPH_MODE)
 
 # the head dtype of a pooling model: fp32 (0.11.0 config/model.py _get_head_dtype: "The pooling
 # model defaults to using fp32 head")
@@ -152,8 +201,16 @@ def pooling_convert(runner: str, convert: str | None, task: str | None) -> str |
 
 
 def check_pooling(*, runner: str, convert: str | None, task: str | None, version: str,
-                  spec: ModelSpec | None = None, lora: bool = False) -> None:
+                  spec: ModelSpec | None = None, lora: bool = False,
+                  engine: str = "vllm") -> None:
     """Refuse what memprof does not model of the pooling runner, naming what it does."""
+    bare = spec is not None and is_bare_decoder(spec.architecture)
+    if engine != "vllm" and bare:  # an embedding model (models.families.is_bare_decoder)
+        assert spec is not None
+        raise BadInput(f"{spec.architecture} is a decoder saved without its lm_head, an "
+                       "embedding model; "
+                       "SGLang's embedding server (--is-embedding) is not modelled",
+                       hint="use --engine vllm --runner pooling")
     if runner not in RUNNERS:
         raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled",
                        hint="use --runner generate (or auto) or --runner pooling")
@@ -172,16 +229,23 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
         raise BadInput(f"vLLM {version} has no --runner / --convert (first in 0.10.1)",
                        hint="use --task embed")
     conv = pooling_convert(runner, convert, task)
+    if conv is None and bare:
+        assert spec is not None
+        raise BadInput(f"{spec.architecture} is a decoder saved without its lm_head, an "
+                       "embedding model in vLLM's registry; vLLM picks its runner under "
+                       "--runner auto from the repository's sentence-transformers files, which "
+                       "memprof does not read",
+                       hint="pass --runner pooling (vLLM then converts it to embed)")
     if conv is None:
         if convert not in (None, "auto", "none"):
             raise BadInput(f"--convert {convert} applies to the pooling runner",
                            hint=f"add --runner pooling, or drop --convert {convert}")
         return
     if not value_at(POOLING_RUNNER, version, False):
-        first, until = POOLING_RUNNER[0].since, POOLING_RUNNER[0].until
-        raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first} "
-                       f"to before {until}, where its V1 profile run was read; not at {version}",
-                       hint=f"use --engine-version {first} to 0.20.x, or drop --runner pooling")
+        first = POOLING_RUNNER[0].since
+        raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first}, "
+                       f"where its profile run was read; not at {version}",
+                       hint=f"use --engine-version {first} or later, or drop --runner pooling")
     if conv != "embed":
         raise BadInput(f"--convert {conv} (a {conv} head on the hidden states) is not modelled; "
                        "memprof models --convert embed",
@@ -208,33 +272,46 @@ def graph_mode(convert: str | None, version: str) -> str | None:
     return str(value_at(POOLING_GRAPH_MODE, version, None) or "") or None
 
 
-def pooler_parts(version: str, *, tokens: int, rows: int, hidden: int,
-                 model_itemsize: int) -> list[tuple[str, int]]:
+def pooler_parts(version: str, *, tokens: int, rows: int, hidden: int, model_itemsize: int,
+                 v2: bool = False) -> list[tuple[str, int]]:
     """The tensors alive at the peak of ``_dummy_pooler_run`` on T = ``tokens`` hidden states
-    split over R = ``rows`` requests (module docstring, item 3)::
+    split over R = ``rows`` requests (module docstring, items 3 and 7; ``v2``: Model Runner V2's
+    ``PoolingRunner.dummy_pooler_run``)::
 
-        hidden states [T,H] (model dtype, alive from _dummy_run)
-        + dummy prompt token ids [R, T//R] int32
+        hidden states [T,H] + last hidden [R,H] (model dtype, alive from _dummy_run)
+        + V1 only: dummy prompt token ids [R, T//R] int32
         + embed (LAST):     gathered [R,H] + fp32 copy [R,H] + normalised [R,H] fp32
           or, where the token task runs (POOLER_TOKEN_TASK), the larger
           token_embed (ALL): every request's normalised fp32 [t,H] kept in the output list,
                              + the last request's fp32 copy [t_last,H] at its normalise
 
-    with t = T // R and t_last = t + T % R (the dummy split of ``_dummy_pooler_run_task``)."""
+    with t = T // R; t_last = t + T % R on V1 (``_dummy_pooler_run_task`` gives the remainder to
+    the last request), t + 1 where T % R > 0 on V2 (one extra token each to the last T % R
+    requests). The fp32 copies are ``.to(head_dtype)``, no copy where the model dtype is fp32."""
     t, r, h, s = tokens, max(1, min(rows, tokens)), hidden, model_itemsize
     f = HEAD_DTYPE_BYTES
-    parts = [("hidden [T,H]", t * h * s), ("dummy prompt token ids [R,T/R] int32",
-                                           r * (t // r) * 4)]
-    last = r * h * (s + f + f)
+    copy = 0 if s == f else f  # Tensor.to returns the tensor itself when the dtype matches
+    parts = [("hidden [T,H] + last hidden [R,H]", (t + r) * h * s)]
+    if not v2:
+        parts.append(("dummy prompt token ids [R,T/R] int32", r * (t // r) * 4))
+    last = r * h * (s + copy + f)
     token = 0
     if value_at(POOLER_TOKEN_TASK, version, False):
-        t_last = t // r + t % r
-        token = t * h * f + t_last * h * f
+        t_last = t // r + ((1 if t % r else 0) if v2 else t % r)
+        token = t * h * f + t_last * h * copy
     if token > last:
         parts.append(("token_embed: normalised fp32 [T,H] + last request's fp32 copy", token))
     else:
         parts.append(("embed (LAST): gathered [R,H] + fp32 copy + normalised [R,H]", last))
     return parts
+
+
+def pooling_runs_v2(version: str) -> bool | None:
+    """Whether Model Runner V2 may take a pooling model at ``version`` (``POOLING_ON_V2``):
+    False where vLLM keeps pooling models on the V1 runner, True where every model runs V2,
+    ``None`` where no row holds (``vllm_runner.V2_DEFAULT`` alone decides)."""
+    rule = rule_in_force(POOLING_ON_V2, version)
+    return None if rule is None else bool(rule.value)
 
 
 def convert_of(dep: object) -> str | None:
@@ -252,13 +329,28 @@ def pooling_notes(dep: object) -> list[str]:
     if convert is None:
         return []
     version = str(getattr(dep, "engine_version", "") or "")
+    release, _ = split_generation(version)
     token = bool(value_at(POOLER_TOKEN_TASK, version, False))
-    return [f"--runner pooling --convert {convert} (vLLM {version}): the profile run warms the "
-            "pooler (_dummy_pooler_run: the embed task"
-            + (" and the token_embed task on every token" if token else "")
-            + ") instead of the sampler, so no [R, V] logits; an untied lm_head is not built "
-            "(adapters.py as_embedding_model); CUDA graphs PIECEWISE only (pooling models get "
-            "no FULL graphs). LAST pooling is assumed (the default of a converted *ForCausalLM): "
-            "chunked prefill and prefix caching stay on and the batch defaults are a generation "
-            "model's; a checkpoint whose sentence-transformers pooling is MEAN or CLS turns "
-            "both off in vLLM, which memprof does not model"]
+    on_v2 = pooling_runs_v2(release)
+    tasks = "the embed task" + (" and the token_embed task on every token" if token else "")
+    if on_v2:
+        runner = (f"vLLM {release} runs it with Model Runner V2 (every model from 0.29.0: "
+                  "config/vllm.py use_v2_model_runner), whose profile run warms the pooler "
+                  f"(PoolingRunner.dummy_pooler_run: {tasks}, once each) instead of the "
+                  "sampler and which builds no Sampler for a pooling model, so no [R, V] logits "
+                  "and no sampler state"
+                  + ("" if getattr(dep, "enforce_eager", False) else
+                     "; the budget charges V2's own CUDA-graph estimate "
+                     "(memprof/core/terms/runner_v2_graphs.py)"))
+    else:
+        kept = (f"vLLM {release} keeps a pooling model on the V1 runner "
+                "(_is_default_v2_model_runner_model: generation models only); "
+                if on_v2 is False else "")
+        runner = (f"{kept}the profile run warms the pooler (_dummy_pooler_run: {tasks}) "
+                  "instead of the sampler, so no [R, V] logits")
+    return [f"--runner pooling --convert {convert} (vLLM {release}): {runner}; an untied lm_head "
+            "is not built (adapters.py as_embedding_model); CUDA graphs PIECEWISE only (pooling "
+            "models get no FULL graphs). LAST pooling is assumed (the default of a converted "
+            "*ForCausalLM): chunked prefill and prefix caching stay on and the batch defaults are "
+            "a generation model's; a checkpoint whose sentence-transformers pooling is MEAN or "
+            "CLS turns both off in vLLM, which memprof does not model"]

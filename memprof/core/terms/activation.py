@@ -44,7 +44,7 @@ from memprof.core.terms.common import (
 from memprof.core.terms.dequant_linear import dequant_stage
 from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
-from memprof.core.terms.runner_v2_profile import v2_own_profile
+from memprof.core.terms.runner_v2_profile import runs_v2, v2_own_profile
 from memprof.core.terms.v0_eager_forward import REBOUND, mlp_gate_up_form, v0_layer_input_held
 from memprof.core.versions import Rule, rule_in_force, split_generation, value_at
 from memprof.core.weights.mlp import moe_caches_per_call
@@ -802,9 +802,12 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if r > 0 and samples_in_profile_run(dep, ctx.coord) and convert_of(dep) is not None:
-        # the pooling runner: _dummy_pooler_run instead of the sampler (engines/vllm_pooling.py)
-        stages.append(Stage("pooler (pooling runner)", tuple(pooler_parts(
-            dep.engine_version or "", tokens=t, rows=r, hidden=h, model_itemsize=s))))
+        # the pooling runner: _dummy_pooler_run instead of the sampler (engines/vllm_pooling.py),
+        # Model Runner V2's PoolingRunner where V2 runs the model
+        v2 = runs_v2(ctx)
+        stages.append(Stage("pooler (pooling runner" + (", Model Runner V2)" if v2 else ")"),
+                            tuple(pooler_parts(dep.engine_version or "", tokens=t, rows=r,
+                                               hidden=h, model_itemsize=s, v2=v2))))
     elif r > 0 and samples_in_profile_run(dep, ctx.coord):
         stages.append(v0_sampler_stage(ctx, t, r) if v0_driver_samples(dep.engine,
                                                                         dep.engine_version)
@@ -1077,7 +1080,7 @@ def activation_terms(ctx: TermContext) -> list[Component]:
     t, r, mm = _profile_shape(ctx)
     per_call = _caches_per_call(ctx)
     own = v2_own_profile(ctx)
-    if own is None:
+    if own is None or convert_of(ctx.dep) is not None:
         stages = _activation_stages(ctx, tokens=t, rows=r, moe_caches=per_call)
     else:  # Model Runner V2's own profile run (terms/runner_v2_profile.py)
         stages = _activation_stages(ctx, tokens=t, rows=0, moe_caches=per_call)
@@ -1092,7 +1095,8 @@ def activation_terms(ctx: TermContext) -> list[Component]:
                        bytes=top.bytes, where="budget", profiled=True,
                        formula=f"T={t}, R={r}{mm}; max over {len(stages)} stages = "
                        f"{top.describe()}" + v2 + pinned_copy_note(ctx))]
-    if own is not None and samples_in_profile_run(ctx.dep, ctx.coord):
+    if (own is not None and samples_in_profile_run(ctx.dep, ctx.coord)
+            and convert_of(ctx.dep) is None):  # V2 builds no Sampler for a pooling model
         comps.append(v2_sampler_state(ctx))
     # V0 sizes them by the dummy sequences' shares (batch_size), not their multimodal length
     inter = pp_intermediate_tensors_bytes(ctx, profile_tokens(ctx.dep))

@@ -154,9 +154,10 @@ TERM_READS: dict[str, frozenset[str]] = {
     "warm_up_first_kernel": frozenset(("ctx.gpu", "dep.engine", "dep.engine_version",
                                        "dep.tp", "dep.nnodes", "dep.pp", "dep.dp",
                                        "dep.enable_expert_parallel")),
-    # ctx.spec, ctx.quant: whether Model Runner V2 runs the model (terms/runner_v2_profile.py;
-    # the speculative method: n-gram runs V1, memprof/core/engines/vllm_runner.py)
-    "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "ctx.spec", "ctx.quant",
+    # ctx.spec, ctx.quant, the pooling runner: whether Model Runner V2 runs the model
+    # (terms/runner_v2_profile.py; a pooling model stays on V1 through 0.28.x; the speculative
+    # method: n-gram runs V1, memprof/core/engines/vllm_runner.py)
+    "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "ctx.spec", "ctx.quant", *_POOLING,
                                     "dep.engine", "dep.engine_version",
                                     "dep.tp", "dep.pp", "dep.dp",
                                     "dep.enable_expert_parallel", "dep.num_speculative_tokens",
@@ -168,9 +169,10 @@ TERM_READS: dict[str, frozenset[str]] = {
                                         "dep.compile_cache", "dep.enforce_eager",
                                         "dep.max_num_seqs", "dep.speculative_method")),
     # the runner's batch sizes and the block table's width (max_model_len / block size, the
-    # constructor's --block-size from 0.27.0); ctx.quant, ctx.spec: which runner (V1 or V2);
-    # V2's draft_tokens [R, speculative tokens]
+    # constructor's --block-size from 0.27.0); ctx.quant, ctx.spec, the pooling runner: which
+    # runner (V1 or V2); V2's draft_tokens [R, speculative tokens]
     "runner_buffer_terms": frozenset(("ctx.spec", "ctx.model_dtype", "ctx.plan", "ctx.quant",
+                                      *_POOLING,
                                       "dep.engine", "dep.engine_version",
                                       "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                       "dep.max_model_len", "dep.block_size",

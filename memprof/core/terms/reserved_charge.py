@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.engines import engine_of
+from memprof.core.engines.vllm_pooling import convert_of
 from memprof.core.engines.vllm_runner import sampler_state_tensors
 from memprof.core.terms.activation import samples_in_profile_run
 from memprof.core.terms.common import max_seqs
@@ -253,7 +254,8 @@ def after_load_ops(ctx: TermContext) -> tuple[Op, ...]:
     Model Runner V2's sampler state on a rank that samples (the component
     ``activation.v2_sampler_state`` charges), in the order it is made; nothing else."""
     dep = ctx.dep
-    if v2_own_profile(ctx) is None or not samples_in_profile_run(dep, ctx.coord):
+    if (v2_own_profile(ctx) is None or not samples_in_profile_run(dep, ctx.coord)
+            or convert_of(dep) is not None):  # no Sampler on a pooling model (vllm_pooling.py)
         return ()
     return tuple((0, n) for n in sampler_state_tensors(max_seqs(dep), ctx.spec.vocab_size,
                                                        1 + dep.num_speculative_tokens))

@@ -130,10 +130,12 @@ def runner_v2_graph_terms(ctx: TermContext) -> list[Component]:
         Component(name="CUDA-graph estimate", category="cudagraph", bytes=v.estimate,
                   count=max(1, v.sizes), where="budget", profiled=True,
                   formula=f"Model Runner V2 at vLLM {release}: the capture while profiling, "
-                  f"PIECEWISE sizes in full and {FULL_GRAPH_PROFILING_SAMPLES} of "
-                  f"{v.full_graphs} FULL graphs measured, the rest extrapolated at their "
-                  f"driver memory ({fmt_bytes(v.per_full)} each): the capture window "
-                  f"{fmt_bytes(v.window)}{floor} (v1/worker/gpu/cudagraph_utils.py "
+                  + (f"PIECEWISE sizes in full and {FULL_GRAPH_PROFILING_SAMPLES} of "
+                     f"{v.full_graphs} FULL graphs measured, the rest extrapolated at their "
+                     f"driver memory ({fmt_bytes(v.per_full)} each)" if v.full_graphs else
+                     "PIECEWISE sizes in full (no FULL graph)")
+                  + f": the capture window {fmt_bytes(v.window)}{floor} "
+                  "(v1/worker/gpu/cudagraph_utils.py "
                   "profile_cudagraph_memory; memprof/core/terms/runner_v2_graphs.py)"),
         Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                   bytes=max(0, v.actual - v.estimate), where="runtime", profiled=False,

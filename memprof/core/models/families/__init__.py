@@ -51,6 +51,22 @@ ROWS: tuple[Family, ...] = (
 _BY_NAME = {f.name: f for f in ROWS}
 _FAMILY_BY_MODEL_TYPE = {t: f.name for f in ROWS for t in f.model_types}
 _FAMILY_BY_ARCH = {a: f.name for f in ROWS for a in f.architectures}
+_FAMILY_BY_BARE_ARCH = {a: f.name for f in ROWS for a in f.bare_architectures}
+
+
+def is_bare_decoder(architecture: str) -> bool:
+    """A decoder saved without its lm_head (``LlamaModel``, ``MistralModel``, ``Qwen2Model``:
+    ``Family.bare_architectures``), which vLLM's registry builds with the decoder's own class as
+    an embedding model (0.11.0, 0.20.0 and 0.33.0 model_executor/models/registry.py
+    ``_EMBEDDING_MODELS``: "MistralModel": ("llama", "LlamaForCausalLM")). Which runner vLLM
+    picks for it under ``--runner auto`` is not in the config: config/model.py
+    ``_get_default_runner_type`` (0.11.0, 0.33.0) returns "pooling" where the repository holds
+    a sentence-transformers pooling config (``get_pooling_config``), else asks the registry,
+    whose class is a text-generation model. memprof reads no repository file, so it sizes such
+    a checkpoint only with ``--runner pooling`` (memprof/core/engines/vllm_pooling.py
+    ``check_pooling``); under it ``--convert auto`` resolves to embed
+    (``_get_default_convert_type``: the ``*Model`` suffix of ``_SUFFIX_TO_DEFAULTS``)."""
+    return architecture in _FAMILY_BY_BARE_ARCH
 
 FAMILIES: dict[str, LayerBuilder] = {f.name: f.build for f in ROWS}
 """Family name → the builder of its layers (and MTP layers)."""
@@ -91,7 +107,9 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
     ``model_type`` with an architecture its family does not list (``Qwen2ForRewardModel``,
     ``LlamaForSequenceClassification``: another head, another runner in vLLM, whose registry
     picks the class by ``architectures``) is unknown too, never sized as the family's causal
-    LM."""
+    LM; a bare decoder vLLM serves as an embedding model (``MistralModel``,
+    ``is_bare_decoder``) is the family of the class vLLM builds for it, sized only on the
+    pooling runner."""
     archs = cfg.get("architectures") or []
     arch = archs[0] if isinstance(archs, list) and archs else str(cfg.get("model_type", "?"))
     model_type = cfg.get("model_type")
@@ -104,6 +122,8 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
         return _FAMILY_BY_MODEL_TYPE[str(model_type)], arch
     if arch in _FAMILY_BY_ARCH:
         return _FAMILY_BY_ARCH[arch], arch
+    if arch in _FAMILY_BY_BARE_ARCH:  # a decoder without its lm_head: an embedding model
+        return _FAMILY_BY_BARE_ARCH[arch], arch
     refuse_encoder_only(arch)  # no KV cache, another attention type: not a dense decoder
     if assume is not None:
         if assume not in ASSUMABLE:
@@ -119,4 +139,5 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
 
 
 __all__ = ["ASSUMABLE", "ASSUMABLE_NAMES", "ASSUMED", "FAMILIES", "ROWS", "Built", "Family",
-           "LayerBuilder", "family_of", "family_row", "known_families", "known_model_types"]
+           "LayerBuilder", "family_of", "family_row", "is_bare_decoder", "known_families",
+           "known_model_types"]

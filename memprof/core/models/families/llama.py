@@ -84,6 +84,8 @@ LORA: tuple[Rule, ...] = (
 FAMILY = Family(
     name="llama", model_types=("llama", "mistral"),
     architectures=("LlamaForCausalLM", "MistralForCausalLM"),
+    # 0.11.0 / 0.20.0 / 0.33.0 registry.py _EMBEDDING_MODELS: ("llama", "LlamaForCausalLM")
+    bare_architectures=("LlamaModel", "MistralModel"),
     sglang_fa3_listed=(
         sglang_fa3_listed("llama", "0.4.6", "0.4.7", ("LlamaForCausalLM", "MistralForCausalLM")),
         sglang_fa3_listed("llama", "0.4.7", "0.5.8", ("LlamaForCausalLM",))),

@@ -99,6 +99,9 @@ QWEN3_LORA: tuple[Rule, ...] = (
 )
 
 QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCausalLM",),
+               # 0.11.0 / 0.20.0 / 0.33.0 registry.py _EMBEDDING_MODELS: ("qwen2",
+               # "Qwen2ForCausalLM")
+               bare_architectures=("Qwen2Model",),
                sglang_fa3_listed=(sglang_fa3_listed("qwen2", "0.4.6", "0.5.8",
                                                     ("Qwen2ForCausalLM",)),),
                build=_qwen2_layers, attention="gqa", lora=QWEN2_LORA,

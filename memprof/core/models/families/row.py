@@ -131,6 +131,10 @@ class Family(NamedTuple):
     architectures: tuple[str, ...]
     build: LayerBuilder
     attention: str
+    # bare decoders (a checkpoint saved without its lm_head, named ``*Model``) that vLLM's
+    # registry builds with this family's class as embedding models (registry.py
+    # _EMBEDDING_MODELS): sized on the pooling runner only (families.is_bare_decoder)
+    bare_architectures: tuple[str, ...] = ()
     moe: bool = False  # routed experts in (some of) its layers
     mtp: bool = False  # its config may declare MTP layers (num_nextn_predict_layers)
     rope_fp32: bool = False  # builds its RoPE cos/sin cache in fp32, not the model dtype
