@@ -4,6 +4,8 @@ and the term's range of releases."""
 
 from __future__ import annotations
 
+import pytest
+
 from memprof.base.units import MiB
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
@@ -70,36 +72,43 @@ def test_model_runner_v2_sampler_state_is_replayed_after_the_weights() -> None:
     # load's largest free tail, so the charge is the load's holes less at least those two
     from memprof.core.estimate import rank_context
     from memprof.core.terms.load_rounding import load_alloc_conf
-    from memprof.core.terms.reserved_charge import after_load_ops, charge_ops
+    from memprof.core.terms.reserved_charge import after_load_sizes, charge_ops
 
     e = estimate("qwen2.5-1.5b-instruct", Deployment(engine_version="0.27.1",
                                                      max_model_len=4096), gpu_name="RTX-4090")
     ctx = rank_context(e, e.ranks[0])
     conf = load_alloc_conf(ctx.dep, ctx.gpu)
     assert conf == SPLIT_20
-    sampler = after_load_ops(ctx)
+    sampler = after_load_sizes(ctx)
     words = 256 * -(-151936 // 32) * 4
     # penalties, logit bias (allowed ids, bias ids, bias, stop ids), bad words, logprob ids,
     # structured outputs: vllm_runner.sampler_state_tensors
     row = (1024, 1024, 1024, 128, 1024, 129, 128)
-    assert sampler == ((0, words), (0, 256 * 151936 * 4), *((0, 256 * n * 4) for n in row),
-                       (0, 256 * 4), (0, words))
+    assert sampler == (words, 256 * 151936 * 4, *(256 * n * 4 for n in row), 256 * 4, words)
     load_only = holes_after_empty_cache(charge_ops(ctx), conf)
-    charged = holes_after_empty_cache(charge_ops(ctx) + sampler, conf)
+    charged = holes_after_empty_cache(charge_ops(ctx), conf, sampler)
     assert charged == _qwen15("0.27.1")
     assert load_only - charged >= 2 * words
+    # the load's replay kept for every tail gives what replaying load and tail op by op gives
+    whole = charge_ops(ctx) + tuple((0, n) for n in sampler)
+    assert charged == holes_after_empty_cache(whole, conf)
+    for seqs in (8, 64, 1024):
+        tail = tuple(n * seqs // 256 for n in sampler)
+        every = charge_ops(ctx) + tuple((0, n) for n in tail)
+        assert holes_after_empty_cache(charge_ops(ctx), conf, tail) == \
+            holes_after_empty_cache(every, conf) == _full_replay_holes(every, conf)
 
 
 def test_the_v1_runner_is_charged_too_without_a_sampler_state() -> None:
     # a routed-experts model runs the V1 runner at 0.27.1 (vllm_runner.V2_DEFAULT): the same
     # budget line, no V2 sampler state in the replay
     from memprof.core.estimate import rank_context
-    from memprof.core.terms.reserved_charge import after_load_ops
+    from memprof.core.terms.reserved_charge import after_load_sizes
 
     e = estimate("qwen3-30b-a3b", Deployment(engine_version="0.27.1", max_model_len=4096),
                  gpu_name="H100")
     ctx = rank_context(e, e.ranks[0])
-    assert after_load_ops(ctx) == ()
+    assert after_load_sizes(ctx) == ()
     (c,) = [x for x in e.ranks[0].components if x.name == NAME]
     assert c.where == "budget" and c.profiled and "total_consumed" in c.formula
 
@@ -140,3 +149,23 @@ def test_the_holes_shortcut_equals_the_full_replay() -> None:
                 made += 1
         key = tuple(ops)
         assert holes_after_empty_cache(key, conf) == _full_replay_holes(key, conf), (case, conf)
+
+
+@pytest.mark.parametrize("model,gpu", [("qwen3-32b", "H200"), ("qwen3-0.6b", "H100")])
+def test_the_kept_load_replay_with_each_sampler_tail_equals_a_full_replay(model: str,
+                                                                           gpu: str) -> None:
+    """A sweep asks the holes for each ``max_num_seqs`` of a layout: the load's replay is kept
+    and each sampler-state tail goes on from it (beside the wholly free segments where a tail
+    malloc may take one); every figure equals the simulator's full op-by-op replay."""
+    from memprof.core.estimate import rank_context
+    from memprof.core.terms.load_rounding import load_alloc_conf
+    from memprof.core.terms.reserved_charge import after_load_sizes, charge_ops
+
+    for seqs in (8, 256, 1024):
+        e = estimate(model, Deployment(max_num_seqs=seqs), gpu_name=gpu)
+        ctx = rank_context(e, e.ranks[0])
+        ops, tail = charge_ops(ctx), after_load_sizes(ctx)
+        conf = load_alloc_conf(ctx.dep, ctx.gpu)
+        assert tail  # V2 at the default release: a sampler state
+        assert holes_after_empty_cache(ops, conf, tail) == \
+            _full_replay_holes(ops + tuple((0, n) for n in tail), conf)

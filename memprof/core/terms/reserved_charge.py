@@ -62,7 +62,7 @@ load-only holes (``load_holes_bytes``).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from memprof.base.units import fmt_bytes
 from memprof.core.components import Component, TermContext
@@ -84,6 +84,7 @@ from memprof.core.versions import Rule, rule_in_force, value_at
 
 if TYPE_CHECKING:
     from memprof.alloc import CachingAllocator
+    from memprof.alloc.monotone import MonotoneReplay
 
 RESERVED_CHARGED: tuple[Rule, ...] = (
     Rule(name="reserved_not_allocated_charged", changes="non-torch: allocator holes in the "
@@ -142,10 +143,11 @@ def charged(ctx: TermContext) -> bool:
 
 
 @lru_cache(maxsize=256)
-def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "") -> int:
-    """``reserved − allocated`` after replaying ``ops`` under ``conf`` (a
-    ``PYTORCH_CUDA_ALLOC_CONF``) and ``empty_cache`` (``memprof.alloc``'s replica of PyTorch's
-    caching allocator).
+def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "",
+                            tail: tuple[int, ...] = ()) -> int:
+    """``reserved − allocated`` after replaying ``ops`` then the mallocs ``tail`` under ``conf``
+    (a ``PYTORCH_CUDA_ALLOC_CONF``) and ``empty_cache`` (``memprof.alloc``'s replica of
+    PyTorch's caching allocator).
 
     Where ``conf`` sets at most ``max_split_size_mb``, the simulator runs to the last free of
     ``ops`` and on until no wholly free segment is left that a later malloc could be handed
@@ -153,26 +155,126 @@ def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "") -> int:
     ``load_rounding.replay_rounding`` does): each segment the rest creates holds the allocation
     it was made for and nothing is freed, so ``empty_cache`` returns exactly those wholly free
     segments and the holes are the totals' ``reserved − allocated`` less them (exact; the
-    simulator runs every op otherwise)."""
+    simulator runs every op otherwise). ``ops``' replay to that point is kept once for every
+    ``tail`` (``_load_replay``: a sweep asks it for each ``max_num_seqs`` of a layout, whose
+    sampler state is the tail); a tail a wholly free segment could still be handed is replayed
+    with the rest, op by op."""
+    from memprof.alloc.config import AllocatorConfig, parse_conf
+
+    parsed = parse_conf(conf)
+    if tail and parsed == AllocatorConfig(max_split_size=parsed.max_split_size):
+        cut = _load_replay(ops, conf)
+        if cut is not None:
+            if cut.whole_free == 0 or _never_handed_out(cut.sim, list(tail)):
+                rest = cut.rest.copy().extend(list(tail))
+                return (cut.sim.stats.current("reserved_bytes") + rest.reserved
+                        - cut.sim.stats.current("allocated_bytes") - rest.allocated
+                        - cut.whole_free)
+            held = _tail_beside_whole(cut, tail)
+            if held is not None:
+                return held
+    return _holes(ops + tuple((0, n) for n in tail), conf)
+
+
+def _tail_beside_whole(cut: _Cut, tail: tuple[int, ...]) -> int | None:
+    """The holes where a malloc of ``tail`` may be handed one of the cut's wholly free segments:
+    the rest of the load never is (the cut's condition), so its mallocs leave those segments
+    whole and free, and the tail's best fit runs over the rest's free blocks and them, by size
+    (``monotone.MonotoneReplay.malloc``'s steps); a segment a tail malloc takes is whole no more.
+    None where a malloc's best fit is a whole segment and a partly used block of the same size
+    at once (which one PyTorch hands out rests on addresses the sizes do not hold)."""
+    from bisect import bisect_left, insort
+
+    from memprof.alloc.allocator import get_allocation_size
+    from memprof.alloc.constants import K_LARGE_BUFFER, K_MIN_BLOCK_SIZE, K_SMALL_SIZE
+
+    sim, rest, mss = cut.sim, cut.rest, cut.rest.max_split_size
+    # the rest's free blocks hold the whole segments too (``continue_from`` takes every free
+    # block of the simulator, and the rest's mallocs took none of them)
+    pools: dict[bool, list[int]] = {True: list(rest.small), False: list(rest.large)}
+    whole: dict[bool, list[int]] = {
+        True: sorted(b.size for b in sim.small.whole.values()),
+        False: sorted(b.size for b in sim.large.whole.values())}
+    reserved = allocated = 0
+    for nbytes in tail:
+        size = (K_MIN_BLOCK_SIZE if nbytes < K_MIN_BLOCK_SIZE
+                else -(-nbytes // K_MIN_BLOCK_SIZE) * K_MIN_BLOCK_SIZE)
+        small = size <= K_SMALL_SIZE
+        free, wholes = pools[small], whole[small]
+        i = bisect_left(free, size)
+        if i < len(free) and (small or not (
+                (size < mss <= free[i]) or (size >= mss and free[i] >= size + K_LARGE_BUFFER))):
+            block = free.pop(i)
+            n_whole = wholes.count(block)
+            if n_whole and free.count(block) + 1 > n_whole:
+                return None  # a whole segment and a partly used block of one size
+            if n_whole:
+                wholes.remove(block)
+        else:
+            block = get_allocation_size(size)
+            reserved += block
+        left = block - size
+        if left >= K_MIN_BLOCK_SIZE if small else (left > K_SMALL_SIZE and size < mss):
+            insort(free, left)
+            allocated += size
+        else:
+            allocated += block
+    still_whole = sum(whole[True]) + sum(whole[False])
+    return (sim.stats.current("reserved_bytes") + rest.reserved + reserved
+            - sim.stats.current("allocated_bytes") - rest.allocated - allocated - still_whole)
+
+
+class _Cut(NamedTuple):
+    """The replay of a load where the simulator stopped (``sim``; the wholly free segments it
+    leaves, ``whole_free`` bytes, cannot be handed to any later malloc of the load) and
+    ``memprof.alloc.monotone`` took the rest of the load's mallocs (``rest``)."""
+
+    sim: CachingAllocator
+    whole_free: int
+    rest: MonotoneReplay
+
+
+@lru_cache(maxsize=64)
+def _load_replay(ops: tuple[Op, ...], conf: str) -> _Cut | None:
+    """``ops`` replayed as ``_holes`` replays them, kept where it stopped the simulator before
+    the end (None where it ran every op: the tail then joins the simulator's run)."""
+    from memprof.alloc.monotone import continue_from
+
+    at, sim = _simulated_until_monotone(ops, conf)
+    if at >= len(ops):
+        return None
+    whole = sum(b.size for b in (*sim.small.whole.values(), *sim.large.whole.values()))
+    return _Cut(sim, whole, continue_from(sim).extend([n for _k, n in ops[at:]]))
+
+
+def _simulated_until_monotone(ops: tuple[Op, ...], conf: str) -> tuple[int, CachingAllocator]:
+    """The simulator run over ``ops`` to the last free and on while a wholly free segment could
+    still be handed to a later malloc; (the index of the first op not run, the simulator)."""
+    at = last_free(ops) + 1
+    sim = simulate(ops[:at], conf)
+    checked: set[int] | None = None
+    while at < len(ops):
+        ids = {*sim.small.whole, *sim.large.whole}
+        if not ids:
+            break
+        if ids != checked:  # the wholly free segments changed: ask again
+            checked = ids
+            if _never_handed_out(sim, [n for _k, n in ops[at:]]):
+                break
+        sim.malloc(ops[at][1])  # after the last free: mallocs only
+        at += 1
+    return at, sim
+
+
+def _holes(ops: tuple[Op, ...], conf: str) -> int:
+    """``holes_after_empty_cache`` of ``ops`` alone, replayed from the start."""
     from memprof.alloc.config import AllocatorConfig, parse_conf
     from memprof.alloc.monotone import continue_from
 
     parsed = parse_conf(conf)
     if parsed == AllocatorConfig(max_split_size=parsed.max_split_size):
-        at = last_free(ops) + 1
-        sim = simulate(ops[:at], conf)
-        checked: set[int] | None = None
-        while at < len(ops):
-            ids = {*sim.small.whole, *sim.large.whole}
-            if not ids:
-                break
-            if ids != checked:  # the wholly free segments changed: ask again
-                checked = ids
-                if _never_handed_out(sim, [n for _k, n in ops[at:]]):
-                    break
-            sim.malloc(ops[at][1])  # after the last free: mallocs only
-            at += 1
-        else:
+        at, sim = _simulated_until_monotone(ops, conf)
+        if at >= len(ops):
             sim.empty_cache()
             s = sim.memory_stats()
             return s["reserved_bytes.all.current"] - s["allocated_bytes.all.current"]
@@ -249,7 +351,7 @@ def charge_ops(ctx: TermContext) -> tuple[Op, ...]:
                             ctx.dep.engine_version))
 
 
-def after_load_ops(ctx: TermContext) -> tuple[Op, ...]:
+def after_load_sizes(ctx: TermContext) -> tuple[int, ...]:
     """What the runner allocates after the weights inside the load's allocator scope and keeps:
     Model Runner V2's sampler state on a rank that samples (the component
     ``activation.v2_sampler_state`` charges), in the order it is made; nothing else."""
@@ -257,16 +359,16 @@ def after_load_ops(ctx: TermContext) -> tuple[Op, ...]:
     if (v2_own_profile(ctx) is None or not samples_in_profile_run(dep, ctx.coord)
             or convert_of(dep) is not None):  # no Sampler on a pooling model (vllm_pooling.py)
         return ()
-    return tuple((0, n) for n in sampler_state_tensors(max_seqs(dep), ctx.spec.vocab_size,
-                                                       1 + dep.num_speculative_tokens))
+    return tuple(sampler_state_tensors(max_seqs(dep), ctx.spec.vocab_size,
+                                       1 + dep.num_speculative_tokens))
 
 
 def reserved_charge_bytes(ctx: TermContext) -> int:
     """The bytes ``RESERVED_CHARGED`` releases charge for this rank (0 where it does not hold)."""
     if not charged(ctx):
         return 0
-    return holes_after_empty_cache(charge_ops(ctx) + after_load_ops(ctx),
-                                   load_alloc_conf(ctx.dep, ctx.gpu))
+    return holes_after_empty_cache(charge_ops(ctx), load_alloc_conf(ctx.dep, ctx.gpu),
+                                   after_load_sizes(ctx))
 
 
 def reserved_charge_terms(ctx: TermContext) -> list[Component]:
