@@ -162,8 +162,8 @@ def holes_after_empty_cache(ops: tuple[Op, ...], conf: str = "",
     from memprof.alloc.config import AllocatorConfig, parse_conf
 
     parsed = parse_conf(conf)
-    if tail and parsed == AllocatorConfig(max_split_size=parsed.max_split_size):
-        cut = _load_replay(ops, conf)
+    if parsed == AllocatorConfig(max_split_size=parsed.max_split_size):
+        cut = _load_replay(ops, conf)  # kept: the load-only figure and every tail share it
         if cut is not None:
             if cut.whole_free == 0 or _never_handed_out(cut.sim, list(tail)):
                 rest = cut.rest.copy().extend(list(tail))
