@@ -241,10 +241,6 @@ XFAIL: dict[int, str] = {
          "which sizes the RoPE cache (memprof_run.hf_overrides); explain reads it only from "
          "transformers' 'Model config' dump",
     907: OUTSIDE + _WSL_STUDY,
-    2512: "the log prints --language-model-only ('language_model_only': True in its non-default "
-          "args; registry.py's 'running in text-only mode'), which explain does not read yet: "
-          "the row runs it as vLLM does, --limit-mm-per-prompt 0 for image and video "
-          "(memprof_run.limit_mm_per_prompt), so no vision tower is loaded",
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
     1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
