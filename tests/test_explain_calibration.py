@@ -72,7 +72,7 @@ OUTSIDE = "not in the log: "
 # by its date among the releases its tags fit, or a development build it names by its date
 # (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101.
 RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202,
-                1855)
+                1855, 2505)
 _DATED = ("the release (the newest one on the thread's date: memprof_engine_version_note; the "
           "quote prints no dated line that memprof/probes/log_dates.py could place)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -241,10 +241,6 @@ XFAIL: dict[int, str] = {
          "which sizes the RoPE cache (memprof_run.hf_overrides); explain reads it only from "
          "transformers' 'Model config' dump",
     907: OUTSIDE + _WSL_STUDY,
-    2512: "the log prints --language-model-only ('language_model_only': True in its non-default "
-          "args; registry.py's 'running in text-only mode'), which explain does not read yet: "
-          "the row runs it as vLLM does, --limit-mm-per-prompt 0 for image and video "
-          "(memprof_run.limit_mm_per_prompt), so no vision tower is loaded",
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
     1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
@@ -309,8 +305,7 @@ XFAIL: dict[int, str] = {
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     2505: OUTSIDE + "the release 0.9.2 (the banner prints 0.9.0.1; the log's tags are "
           "0.9.2's, gpu_worker.py:232's 'Available KV cache memory' among them: a downstream "
-          "build, memprof_engine_version_note) and the FlashInfer sampler (the source page's "
-          "'Using FlashInfer for top-p & top-k sampling.' line, outside the quote: memprof_run)",
+          "build, memprof_engine_version_note)",
     2506: OUTSIDE + "the release 0.9.2 (the quote's pod log prints none; the same "
           "InferenceService's log on the repository's bring-your-own-model.md, row 2505, prints "
           "'vLLM API server version 0.9.0.1' with 0.9.2's tags, as this quote's gpu_worker.py:232, "

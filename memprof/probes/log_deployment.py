@@ -543,6 +543,25 @@ def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
     return dep
 
 
+def _logged_language_model_only(dep: Deployment, model: str, notes: list[str]) -> Deployment:
+    """``dep`` as vLLM runs ``--language-model-only``: vllm/config/multimodal.py (0.27.1)
+    MultiModalConfig.language_model_only is "equivalent to setting --limit-mm-per-prompt to 0
+    for every modality" (get_limit_per_prompt returns 0), so it is ``--limit-mm-per-prompt``
+    with each of the model's modalities at 0; a text-only model is left as it is."""
+    import json
+
+    from memprof.core.models.load import load_model
+
+    vision = load_model(model).vision
+    if vision is None:
+        return dep
+    limits = json.dumps(dict.fromkeys(vision.modalities, 0))
+    notes.append(f"the log runs --language-model-only: read as --limit-mm-per-prompt '{limits}' "
+                 "(vLLM's MultiModalConfig sets every modality's limit to 0), so no vision "
+                 "tower is built")
+    return dep.with_(limit_mm_per_prompt=limits)
+
+
 def _unstated_settings_note(settings: dict[str, Any]) -> str:
     """What a log that shows no settings line leaves to memprof's defaults: the parallel
     sizes first (a rank's figures are the same lines at TP1 and TP8)."""
@@ -648,6 +667,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if (dep.vllm_use_flashinfer_sampler == 1
             and "vllm_use_flashinfer_sampler" not in (overrides or {})):
         dep = _logged_flashinfer_sampler(dep, notes)
+    if log.language_model_only and dep.limit_mm_per_prompt is None:
+        dep = _logged_language_model_only(dep, name, notes)
     measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
     fix = None
     est_len = log.get("estimated_max_model_len")

@@ -308,6 +308,9 @@ class StartupLog:
     # the checkpoint config's max_position_embeddings where transformers' "Model config … {"
     # dump prints it (memprof.probes.checkpoint_config)
     config_positions: int | None = None
+    # whether vLLM ran ``--language-model-only`` (``LANGUAGE_MODEL_ONLY``): every modality's
+    # limit is 0, so no multimodal tower is built (memprof.probes.log_deployment)
+    language_model_only: bool = False
 
     def get(self, key: str) -> float | None:
         f = self.figures.get(key)
@@ -456,6 +459,7 @@ def parse_log(text: str, *, where: str = "the log") -> StartupLog:
                       gemm_devices=gemm_lookup_devices(lines),
                       date=when, wsl=any(WSL_LINE in x for x in lines),
                       config_positions=logged_positions(lines),
+                      language_model_only=any(LANGUAGE_MODEL_ONLY.search(x) for x in unwrapped),
                       stated=command is not None or any(
                           _SETTINGS_OPENER.search(x) or "with config: " in x for x in unwrapped))
 
@@ -697,6 +701,16 @@ def _shell_lines(lines: list[str]) -> list[str]:
         block = _launch_line(line) and not line.rstrip().endswith("\\")
         joining = out[-1].rstrip().endswith("\\")
     return out
+
+
+# vLLM's --language-model-only as its start-up lines print it: the "non-default args: {…}"
+# key (vllm/entrypoints/utils.py log_non_default_args), the "args: Namespace(…)" attribute, or
+# the flag on a quoted serve command (EngineArgs.language_model_only, vllm/engine/arg_utils.py;
+# vllm/config/multimodal.py MultiModalConfig.language_model_only at 0.27.1: "equivalent to
+# setting --limit-mm-per-prompt to 0 for every modality")
+LANGUAGE_MODEL_ONLY = re.compile(r"'language_model_only':\s*True\b|\blanguage_model_only=True\b|"
+                                 r"(?:vllm serve|-m vllm\S*)\s.*--language-model-only(?![\w-])"
+                                 r"(?!\s*[= ]\s*(?:false|False|0)\b)")
 
 
 # a line that is only an elision inside a quoted command ("  ... \\", "  …")
