@@ -251,3 +251,23 @@ def test_trace_refuses_lora_it_does_not_build(capsys) -> None:  # type: ignore[n
     err = capsys.readouterr().err
     assert "error: trace builds the model's own tensors and not vLLM's LoRA buffers" in err
     assert "hint:" in err
+
+
+@pytest.mark.parametrize(("version", "x"), [("0.8.5", 256), ("0.11.0", 256), ("0.27.1", 0)])
+def test_the_embedding_lora_is_whole_on_every_rank_at_tp2(version: str, x: int) -> None:
+    """Llama-3.1-8B (H 4096, vocab 128256) at TP2, max_loras 2, rank 16, bf16.
+    ``VocabParallelEmbeddingWithLoRA.create_lora_weights`` (0.8.5 lora/layers.py, 0.11.0 and
+    0.27.1 lora/layers/vocal_parallel_embedding.py) sizes A by ``base_layer.org_vocab_size``
+    (+ ``lora_extra_vocab_size`` before 0.12.0), the whole unpadded vocabulary
+    (``VocabParallelEmbedding.org_vocab_size = org_num_embeddings or num_embeddings``), B and
+    ``embeddings_tensors`` by ``embedding_dim``, the whole hidden size: its forward looks every
+    token id up in A on each rank. ``LogitsProcessorWithLoRA`` sizes B by the whole
+    ``vocab_size`` too. So the rank's buffers are TP1's: nothing here is divided by 2."""
+    n, r, h, v = 2, 16, 4096, 128256
+    got = _lora("llama-3.1-8b", Deployment(engine_version=version, tp=2, enable_lora=True,
+                                           max_loras=n, max_lora_rank=r))
+    embed = n * (v + x) * r * 2 + n * h * r * 2 + n * x * h * 2  # A, B, embeddings_tensors
+    head_rows = 128512 if x else v  # ceil((V + x)/256)·256 while x exists; V from 0.12.0
+    head = n * r * h * 2 + n * head_rows * r * 2 + n * x * h * 2
+    assert got["LoRA embed_tokens / lm_head buffers"] == embed + head
+    assert embed + head == (25_362_432 if x else 16_941_056)

@@ -249,7 +249,7 @@ def spec_from_config(
         max_position_embeddings=c.opt_int("max_position_embeddings"),
         layers=tuple(layers),
         mtp_layers=tuple(mtp) if with_mtp else (),
-        quant=quant_from_config(cfg),
+        quant=quant_from_config(cfg, row.weight_prefixes),
         hc_mult=extras.get("hc_mult", 0),
         num_hash_layers=extras.get("num_hash_layers", 0),
         vision=row.vision(whole, hidden) if row.vision is not None else None,

@@ -33,8 +33,19 @@ _FLAG_ALIASES = {
 }
 
 
-def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
-    """Read ``quantization_config`` as vLLM reads it (method, block/group, excluded modules)."""
+def renamed(name: str, prefixes: tuple[tuple[str, str], ...]) -> str:
+    """A checkpoint module name under the model's names (the first prefix it starts with
+    replaced, as ``WeightsMapper.apply_list`` does)."""
+    for orig, new in prefixes:
+        if name.startswith(orig):
+            return new + name[len(orig):]
+    return name
+
+
+def quant_from_config(cfg: dict[str, Any],
+                      prefixes: tuple[tuple[str, str], ...] = ()) -> QuantConfig | None:
+    """Read ``quantization_config`` as vLLM reads it (method, block/group, excluded modules,
+    each renamed by the family's ``weight_prefixes``)."""
     q = cfg.get("quantization_config")
     if not q:
         return None
@@ -42,7 +53,7 @@ def quant_from_config(cfg: dict[str, Any]) -> QuantConfig | None:
         raise ConfigError("quantization_config must be an object", hint="fix config.json")
     method = str(q.get("quant_method", "")).lower()
     exclude = tuple(
-        str(p)
+        renamed(str(p), prefixes)
         for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules")
         for p in (q.get(key) or [])
     )

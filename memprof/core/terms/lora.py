@@ -28,6 +28,10 @@ the GPU, in the LoRA dtype ``s_l`` (``--lora-dtype``; auto: the model dtype). Pe
     a tied lm_head that is embed_tokens itself (Qwen3 0.16.0 to before 0.28.0), again
         A  [L, V, r]           B  [L, 1, H, r]     (a second VocabParallelEmbeddingWithLoRA)
 
+The embed_tokens and lm_head buffers are whole on every TP rank: A by ``org_vocab_size`` (the
+whole vocabulary), B and ``embeddings_tensors`` by the whole hidden size (0.8.5 / 0.11.0 /
+0.27.1 ``VocabParallelEmbeddingWithLoRA.create_lora_weights``; its forward looks each token id
+up in all of A), and the lm_head's B by the whole ``vocab_size``;
 with ``V`` the vocabulary and ``x = lora_extra_vocab_size`` (256; 0 from 0.12.0, which removed
 it: ``memprof/core/lora.py`` LORA_EXTRA_VOCAB). Before 0.12.0 some model classes also grow their
 own tables (``LoraSupport.extra_vocab`` of the family row): embed_tokens holds ``x·L`` more rows

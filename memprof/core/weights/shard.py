@@ -198,14 +198,43 @@ def layer_exclusions(exclude: tuple[str, ...], index: int) -> frozenset[str] | N
     return None if by_layer is None else by_layer.get(index, frozenset())
 
 
+# vLLM's fused modules whose checkpoint holds the parts under other names (the models'
+# ``packed_modules_mapping``); ``is_layer_skipped`` (quantization/utils/quant_utils.py, v0.27.1
+# and v0.33.0) skips a fused module its list names, or else one whose parts it all names, and
+# refuses one whose parts it names only in part
+PACKED_PARTS: dict[str, tuple[str, ...]] = {
+    "qkv_proj": ("q_proj", "k_proj", "v_proj"),
+    "gate_up_proj": ("gate_proj", "up_proj"),
+    # Qwen3.5 / 3.6 Gated DeltaNet (qwen3_5.py Qwen3_5ForCausalLMBase, v0.27.1 and v0.33.0)
+    "in_proj_qkvz": ("in_proj_qkv", "in_proj_z"),
+    "in_proj_ba": ("in_proj_b", "in_proj_a"),
+}
+
+
 def excluded(exclude: tuple[str, ...], module: str) -> bool:
     """Does a checkpoint's exclusion list (``modules_to_not_convert``, ``ignored_layers``,
     ``ignore``, ``exclude_modules``) leave ``module`` unquantised? Each entry matches the module
     it names, the modules under it (``name.*``), a module whose dotted path contains it as whole
     components, a glob over the path, or (``re:`` entries) a regular expression from the path's
-    start. The split list is kept per exclusion tuple, so a list of hundreds of names costs a
-    set lookup per module."""
-    return _exclusion(exclude).match(module)
+    start. A fused module (``PACKED_PARTS``) the list does not name is excluded when the list
+    names all its parts; naming some of them is refused, as vLLM refuses it. The split list is
+    kept per exclusion tuple, so a list of hundreds of names costs a set lookup per module."""
+    ex = _exclusion(exclude)
+    if ex.match(module):
+        return True
+    head, _, name = module.rpartition(".")
+    parts = PACKED_PARTS.get(name)
+    if parts is None:
+        return False
+    hits = [ex.match(f"{head}.{part}" if head else part) for part in parts]
+    if any(hits) and not all(hits):
+        named = ", ".join(part for part, hit in zip(parts, hits, strict=True) if hit)
+        raise ConfigError(f"the checkpoint's exclusion list leaves {named} of the fused "
+                          f"{module} unquantised but not the rest",
+                          hint="vLLM refuses to load this (is_layer_skipped: all shards of a "
+                               "fused layer must have the same precision); fix the "
+                               "quantization_config's exclusion list")
+    return all(hits)
 
 
 class Shard:

@@ -162,15 +162,20 @@ QWEN3_5_MOE_LORA = lora_refused("qwen3_5_moe", "Qwen3_5MoeForConditionalGenerati
                                 unmodelled="Gated DeltaNet projections",
                                 experts_from="0.17.0")
 
+# Qwen3VLForConditionalGeneration.hf_to_vllm_mapper (qwen3_vl.py, 0.27.1 / 0.33.0), which the
+# Qwen3.5 classes inherit: memprof names the language model's modules ``model.*``
+_PREFIXES = (("model.visual.", "visual."), ("model.language_model.", "model."))
+
 QWEN3_5 = Family(
     lora=QWEN3_5_LORA,
     name="qwen3_5", model_types=("qwen3_5",), architectures=("Qwen3_5ForConditionalGeneration",),
     build=_dense_layers, attention="gqa", vision=_tower, config_view=_view,
+    weight_prefixes=_PREFIXES,
     release_rules=lambda: (RELEASES,), note=NOTE,
     source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")
 QWEN3_5_MOE = Family(
     lora=QWEN3_5_MOE_LORA,
     name="qwen3_5_moe", model_types=("qwen3_5_moe",),
     architectures=("Qwen3_5MoeForConditionalGeneration",), build=_moe_layers, attention="gqa",
-    moe=True, vision=_tower, config_view=_view, note=NOTE,
+    moe=True, vision=_tower, config_view=_view, weight_prefixes=_PREFIXES, note=NOTE,
     source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")

@@ -161,6 +161,10 @@ class Family(NamedTuple):
     # SGLang's vision path of the family is not modelled (refused)
     sglang_tower: tuple[Rule, ...] = ()
     spec_extras: Callable[[ConfigFields], dict[str, int]] | None = None  # extra ModelSpec fields
+    # the checkpoint's module-name prefixes and the names memprof's modules carry for them (the
+    # model file's ``hf_to_vllm_mapper`` ``orig_to_new_prefix``, which vLLM applies to the
+    # quantization exclusion list too: ``apply_vllm_mapper``); none: the names are the same
+    weight_prefixes: tuple[tuple[str, str], ...] = ()
     # the config the builder and every generic module read, made from the config.json: a
     # multimodal wrapper's language-model config (``text_config``) lifted to the top level, the
     # HF config class's defaults for what the checkpoint leaves out (None: the config as is)
