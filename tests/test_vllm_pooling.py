@@ -16,6 +16,7 @@ from memprof.core.engines.vllm_pooling import pooler_parts, pooling_convert
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.models import load_model
 from memprof.core.models.encoder_only import refuse_encoder_only
+from memprof.core.models.score_heads import refuse_score_head
 from memprof.core.terms.activation import activation_stages
 from memprof.core.terms.cudagraph import graph_modes
 from memprof.probes.serve_command import parse_tokens
@@ -213,6 +214,10 @@ def test_output_says_what_changed_and_json_carries_it() -> None:
     (["--engine-version", "0.14.0", "--task", "embed"], "has no --task"),
     (["--engine-version", "0.11.0", "--runner", "pooling", "--convert", "classify"],
      "--convert classify"),
+    (["--engine-version", "0.15.0", "--runner", "pooling", "--convert", "reward"],
+     "--convert reward (a reward head"),
+    (["--engine-version", "0.16.0", "--runner", "pooling", "--convert", "reward"],
+     "vLLM 0.16.0 has no --convert reward"),
     (["--engine-version", "0.11.0", "--convert", "embed"], "applies to the pooling runner"),
     (["--engine-version", "0.11.0", "--runner", "draft"], "--runner 'draft'"),
     (["--engine-version", "0.11.0", "--task", "transcribe"], "unknown --task"),
@@ -251,6 +256,40 @@ def test_encoder_only_config_from_the_cli(tmp_path) -> None:  # type: ignore[no-
                    "0.11.0", "--runner", "pooling", "--assume-architecture", "dense-decoder"])
     assert r.returncode == 2
     one_error(r.stderr, "BertModel is an encoder-only model")
+
+
+@pytest.mark.parametrize("arch", ["Qwen3ForSequenceClassification",
+                                  "LlamaForSequenceClassification", "Qwen2ForRewardModel",
+                                  "InternLM2ForRewardModel"])
+def test_classification_and_reward_heads_are_refused_by_name(arch: str) -> None:
+    """vLLM serves these on its pooling runner with a score head (config/model.py
+    _SUFFIX_TO_DEFAULTS, adapters.py as_seq_cls_model), which memprof does not model."""
+    with pytest.raises(ConfigError, match="classification or reward checkpoint"):
+        refuse_score_head(arch)
+
+
+@pytest.mark.parametrize("arch", ["Qwen3ForCausalLM", "MistralModel", "Qwen2Model"])
+def test_decoders_and_bare_decoders_are_no_score_heads(arch: str) -> None:
+    refuse_score_head(arch)  # passes: a causal LM, or a bare decoder sized on the pooling runner
+
+
+def test_a_seq_cls_config_is_not_sized_as_its_causal_lm(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A Qwen3 config whose architecture is Qwen3ForSequenceClassification (model_type qwen3, a
+    family memprof knows) is refused, even with --assume-architecture, never sized with an
+    lm_head it does not have."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["Qwen3ForSequenceClassification"],
+                               "model_type": "qwen3", "hidden_size": 1024,
+                               "num_hidden_layers": 28, "num_attention_heads": 16,
+                               "num_key_value_heads": 8, "head_dim": 128,
+                               "intermediate_size": 3072, "vocab_size": 151669,
+                               "max_position_embeddings": 40960,
+                               "id2label": {"0": "LABEL_0"}}))
+    for extra in ([], ["--assume-architecture", "dense-decoder"]):
+        r = completed(["estimate", "--model", str(cfg), "--gpu", "H100-80GB",
+                       "--engine-version", "0.11.0", "--runner", "pooling", *extra])
+        assert r.returncode == 2
+        one_error(r.stderr, "Qwen3ForSequenceClassification is a classification or reward")
 
 
 def test_pasted_command_applies_runner_and_task() -> None:

@@ -126,6 +126,17 @@ RUNNER_FLAGS: tuple[Rule, ...] = (
          source="0.10.1 engine/arg_utils.py ('--runner', '--convert'); 0.10.0 has only --task"),
 )
 
+# ``--convert reward`` where the release accepts it (its choices are config/model.py's
+# ``ConvertOption``; memprof refuses the conversion either way, naming why).
+REWARD_CONVERT: tuple[Rule, ...] = (
+    Rule(name="vllm_convert_reward", changes="pooling runner: --convert reward",
+         since="0.10.1", until="0.16.0", value=True, applies_to="pooling",
+         introduced_by="--convert reward (as_reward_model), with --runner / --convert",
+         removed_by="0.16.0 config/model.py: ConvertType is none, embed, classify",
+         source="0.11.0, 0.13.0, 0.14.0 and 0.15.0 config/model.py ConvertType (with "
+         "'reward'); 0.16.0, 0.20.0 and 0.33.0 the same without it"),
+)
+
 # The lm_head of an embedding model converted from a ``*ForCausalLM``: not built / deleted.
 POOLING_DROPS_LM_HEAD: tuple[Rule, ...] = (
     Rule(name="pooling_drops_lm_head", changes="weights: lm_head (pooling runner)",
@@ -171,7 +182,7 @@ POOLING_GRAPH_MODE: tuple[Rule, ...] = (
 )
 
 # the tables, as ``memprof versions`` lists them (memprof/core/version_diff.py RULEBOOK)
-POOLING_RULES = (POOLING_RUNNER, POOLING_ON_V2, TASK_FLAG, RUNNER_FLAGS,
+POOLING_RULES = (POOLING_RUNNER, POOLING_ON_V2, TASK_FLAG, RUNNER_FLAGS, REWARD_CONVERT,
                  POOLING_DROPS_LM_HEAD, POOLER_TOKEN_TASK, POOLING_GRAPH_MODE)
 
 # the head dtype of a pooling model: fp32 (0.11.0 config/model.py _get_head_dtype: "The pooling
@@ -246,9 +257,15 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
         raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first}, "
                        f"where its profile run was read; not at {version}",
                        hint=f"use --engine-version {first} or later, or drop --runner pooling")
+    if conv == "reward" and rule_in_force(REWARD_CONVERT, version) is None:
+        removed = REWARD_CONVERT[-1].until
+        raise BadInput(f"vLLM {version} has no --convert reward (gone in {removed}: "
+                       "config/model.py ConvertType is none, embed, classify)",
+                       hint="use --convert embed (the conversion memprof models)")
     if conv != "embed":
-        raise BadInput(f"--convert {conv} (a {conv} head on the hidden states) is not modelled; "
-                       "memprof models --convert embed",
+        raise BadInput(f"--convert {conv} (a {conv} head on the hidden states: "
+                       "adapters.py as_seq_cls_model's score head [num_labels, H] for "
+                       "classify) is not modelled; memprof models --convert embed",
                        hint="use --convert embed")
     if lora:
         raise BadInput("--enable-lora with --runner pooling is not modelled (memprof's LoRA "

@@ -36,6 +36,7 @@ from memprof.core.models.families import (
     qwen_vl,
 )
 from memprof.core.models.families.row import Built, Family, LayerBuilder
+from memprof.core.models.score_heads import refuse_score_head
 
 ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
@@ -106,8 +107,9 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
     (``ASSUMABLE``), else a ``ConfigError`` naming the families memprof knows. A known
     ``model_type`` with an architecture its family does not list (``Qwen2ForRewardModel``,
     ``LlamaForSequenceClassification``: another head, another runner in vLLM, whose registry
-    picks the class by ``architectures``) is unknown too, never sized as the family's causal
-    LM; a bare decoder vLLM serves as an embedding model (``MistralModel``,
+    picks the class by ``architectures``) is never sized as the family's causal LM: a
+    classification or reward suffix is refused by name (``score_heads.refuse_score_head``),
+    even under ``assume``; a bare decoder vLLM serves as an embedding model (``MistralModel``,
     ``is_bare_decoder``) is the family of the class vLLM builds for it, sized only on the
     pooling runner."""
     archs = cfg.get("architectures") or []
@@ -125,6 +127,7 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
     if arch in _FAMILY_BY_BARE_ARCH:  # a decoder without its lm_head: an embedding model
         return _FAMILY_BY_BARE_ARCH[arch], arch
     refuse_encoder_only(arch)  # no KV cache, another attention type: not a dense decoder
+    refuse_score_head(arch)  # a score head on the pooling runner: not a causal LM
     if assume is not None:
         if assume not in ASSUMABLE:
             raise ConfigError(f"unknown --assume-architecture {assume[:40]!r}",
