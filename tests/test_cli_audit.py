@@ -235,17 +235,27 @@ def test_quantization_flag_says_whether_vllm_quantises_or_memprof_assumed(
 
 # --- an architecture memprof does not know is refused even where its model_type is known ----
 
-@pytest.mark.parametrize("arch", ["FooForCausalLM", "Qwen3ForSequenceClassification",
-                                  "Qwen2ForRewardModel"])
-def test_an_unknown_architecture_of_a_known_model_type_is_refused(arch: str) -> None:
-    over = json.dumps({"architectures": [arch]})
+def test_an_unknown_architecture_of_a_known_model_type_is_refused() -> None:
+    over = json.dumps({"architectures": ["FooForCausalLM"]})
     code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--hf-overrides", over])
     assert code == 2 and out == ""
-    one_error(err, f"does not know the architecture '{arch}' (model_type 'qwen3')")
+    one_error(err, "does not know the architecture 'FooForCausalLM' (model_type 'qwen3')")
     code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--hf-overrides", over,
                              "--assume-architecture", "dense-decoder", "-f", "json"])
     assert code in (0, 1), err
     assert any("dense" in n for n in json.loads(out)["summary"]["notes"])
+
+
+@pytest.mark.parametrize("arch", ["Qwen3ForSequenceClassification", "Qwen2ForRewardModel"])
+def test_a_score_head_architecture_is_refused_even_as_a_dense_decoder(arch: str) -> None:
+    """vLLM serves a classification or reward checkpoint on its pooling runner with a score
+    head in place of the lm_head (memprof/core/models/score_heads.py): no dense-decoder reading
+    sizes that, so the assumption flag does not lift the refusal."""
+    over = json.dumps({"architectures": [arch]})
+    for extra in ([], ["--assume-architecture", "dense-decoder"]):
+        code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--hf-overrides", over, *extra])
+        assert code == 2 and out == ""
+        one_error(err, f"{arch} is a classification or reward checkpoint")
 
 
 # --- explain: one file holding two different start-ups is refused, not mixed ---------------
