@@ -187,22 +187,6 @@ def fused(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return out
 
 
-# ``fused`` of a rank's weights in order, by the list ``weights_in_order_params`` keeps for the
-# rank (the same object while it is kept): a sweep asks the load's ops for every batch size of a
-# layout (its runner buffers differ), and the weights' list is thousands of entries
-_FUSED: dict[int, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
-_FUSED_MAX = 64
-
-
-def _fused_in_order(params: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    hit = _FUSED.get(id(params))
-    if hit is None or hit[0] is not params:
-        if len(_FUSED) >= _FUSED_MAX:
-            _FUSED.clear()
-        hit = _FUSED[id(params)] = (params, fused(params))
-    return hit[1]
-
-
 def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
              ) -> tuple[tuple[Op, ...], int]:
     """(the model-load op sequence of ``ctx``'s rank, the bytes it leaves requested).
@@ -211,8 +195,8 @@ def load_ops(ctx: TermContext, params: list[tuple[str, int]] | None = None
     from memprof.core.weights.rank import weights_in_order_params
 
     if params is None:
-        params = _fused_in_order(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant,
-                                                         ctx.coord, ctx.gpu.arch))
+        params = fused(weights_in_order_params(ctx.spec, ctx.dep, ctx.quant, ctx.coord,
+                                               ctx.gpu.arch))
     # (the per-tensor passes in C: map, zip; a rank holds a few thousand tensors)
     sizes = list(map(_second, params))
     at = model_load_position(list(map(_first, params)))
