@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memprof.alloc.constants import (
     K_LARGE_BUFFER,
@@ -230,8 +231,10 @@ class _Parser:
         return i
 
 
+@lru_cache(maxsize=64)
 def parse_conf(conf: str) -> AllocatorConfig:
-    """Parse ``key:value,key:value`` as torch does (a list value is ``[k:v,...]``)."""
+    """Parse ``key:value,key:value`` as torch does (a list value is ``[k:v,...]``). Kept per
+    string (the result is immutable): a sweep's terms ask for the same few confs per point."""
     if len(conf) > 4096:
         raise BadInput("allocator config is longer than 4096 characters",
                        hint="e.g. expandable_segments:True")

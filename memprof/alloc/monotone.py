@@ -92,12 +92,9 @@ class MonotoneReplay:
     def extend(self, sizes: tuple[int, ...] | list[int]) -> MonotoneReplay:
         """``malloc`` of each size in turn (the same steps, inlined per pool with
         ``get_allocation_size`` and the constants bound locally: a sweep replays a few hundred
-        thousand of them; with a ``max_split_size``, ``malloc`` itself)."""
-        if self.max_split_size != SIZE_MAX:
-            for nbytes in sizes:
-                self.malloc(nbytes)
-            return self
+        thousand of them, the model load's under a ``max_split_size``)."""
         small_free, large_free = self.small, self.large
+        mss = self.max_split_size
         reserved = requested = allocated = 0
         created = self.created
         new_segment = created.append
@@ -123,7 +120,9 @@ class MonotoneReplay:
                     allocated += block
             else:
                 i = find(large_free, size)
-                if i < len(large_free):
+                if i < len(large_free) and not (  # get_free_block's oversize rules
+                        (size < mss <= large_free[i])
+                        or (size >= mss and large_free[i] >= size + large_buffer)):
                     block = large_free.pop(i)
                 else:  # get_allocation_size of a large request
                     block = (large_buffer if size < min_large
@@ -131,7 +130,7 @@ class MonotoneReplay:
                     reserved += block
                     new_segment(block)
                 rest = block - size
-                if rest > small_size:  # should_split (large pool)
+                if rest > small_size and size < mss:  # should_split (large pool)
                     put(large_free, rest)
                     allocated += size
                 else:

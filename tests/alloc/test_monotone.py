@@ -80,6 +80,9 @@ def test_random_sequences_match_the_simulator(seq: list[int], conf: str) -> None
     c = m.copy()  # a copy continues independently
     c.malloc(seq[0])
     assert mine(m) == totals(a)
+    # ``extend``'s inlined steps are ``malloc``'s, under a max_split_size too
+    e = MonotoneReplay(max_split_size=a.conf.max_split_size).extend(seq)
+    assert (mine(e), e.small, e.large, e.created) == (mine(m), m.small, m.large, m.created)
 
 
 @pytest.mark.parametrize("model", sorted(bundled_models()))

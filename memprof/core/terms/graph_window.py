@@ -173,6 +173,7 @@ from memprof.core.terms.cudagraph import (
     MOE_EP_EXPERT_MAP,
     MOE_RENORMALIZE,
     MOE_ROUTER_CAST,
+    GraphModel,
     cudagraph_model,
     driver_stack_note,
     graph_driver_first,
@@ -338,16 +339,25 @@ def v2_full_apart(ctx: TermContext) -> bool:
     return runs_v2(ctx)
 
 
-def logged_graph_of_context(ctx: TermContext) -> LoggedGraph | None:
-    """The figure vLLM logs at ``ctx.dep.engine_version`` for the rank of ``ctx``; ``None`` where
-    the line is not printed (``--enforce-eager``; an engine other than vLLM, whose capture log
-    is its own)."""
+def logged_graph_model(ctx: TermContext) -> GraphModel | None:
+    """``cudagraph_model`` of the rank of ``ctx`` where vLLM logs its capture figure; ``None``
+    where the line is not printed (``--enforce-eager``; an engine other than vLLM, whose capture
+    log is its own)."""
     dep = ctx.dep
     if dep.enforce_eager or not engine_of(dep).graph_estimate_by_release:
         return None
-    g = cudagraph_model(ctx)
-    if not g.modes:
+    return cudagraph_model(ctx)
+
+
+def logged_graph_of_context(ctx: TermContext,
+                            g: GraphModel | None = None) -> LoggedGraph | None:
+    """The figure vLLM logs at ``ctx.dep.engine_version`` for the rank of ``ctx``; ``None`` where
+    the line is not printed (``logged_graph_model``). ``g``: that model where the caller made it
+    already (it is the same for the same context)."""
+    g = logged_graph_model(ctx) if g is None else g
+    if g is None or not g.modes:
         return None
+    dep = ctx.dep
     version = dep.engine_version
     first = graph_driver_first(ctx)  # 0 where an NCCL process group made the stream pool
     ws = cublas_workspace_bytes(ctx.gpu)

@@ -298,6 +298,12 @@ def _replayed(ctx: TermContext) -> _Replayed:
     return value
 
 
+def kept_load_ops(ctx: TermContext) -> tuple[Op, ...]:
+    """``load_ops(ctx)``'s ops, from the replay kept for the rank (``_replayed``): the terms that
+    replay the load again (``reserved_charge``) take the same sequence without rebuilding it."""
+    return _replayed(ctx)[0]
+
+
 def load_rounding_bytes(ctx: TermContext) -> int:
     """``allocated − requested`` after the model-load replay (0 for SGLang and for ranks of more
     than ``SIMULATE_MAX_LAYERS`` layers, which are not replayed)."""

@@ -74,6 +74,7 @@ from memprof.core.terms.common import max_seqs
 from memprof.core.terms.load_rounding import (
     SIMULATE_MAX_LAYERS,
     Op,
+    kept_load_ops,
     last_free,
     load_alloc_conf,
     load_ops,
@@ -297,9 +298,11 @@ def _never_handed_out(sim: CachingAllocator, sizes: list[int]) -> bool:
     from memprof.alloc.allocator import round_size
     from memprof.alloc.constants import K_SMALL_SIZE
 
+    if not sim.small.whole and not sim.large.whole:
+        return True
     conf = sim.conf
     mss, slack = conf.max_split_size, conf.max_non_split_rounding_size
-    rounded = [round_size(n, conf) for n in sizes]
+    rounded = {round_size(n, conf) for n in set(sizes)}  # a load repeats its layers' sizes
     if sim.small.whole and any(r <= K_SMALL_SIZE for r in rounded):
         return False
     large = [r for r in rounded if r > K_SMALL_SIZE]
@@ -316,7 +319,7 @@ def load_holes_bytes(ctx: TermContext) -> int:
     hold: what the runtime slack replay (``memprof.core.terms.allocator``) also holds."""
     if not charged(ctx):
         return 0
-    return holes_after_empty_cache(load_ops(ctx)[0], load_alloc_conf(ctx.dep, ctx.gpu))
+    return holes_after_empty_cache(kept_load_ops(ctx), load_alloc_conf(ctx.dep, ctx.gpu))
 
 
 def charge_ops(ctx: TermContext) -> tuple[Op, ...]:
@@ -329,7 +332,7 @@ def charge_ops(ctx: TermContext) -> tuple[Op, ...]:
 
     layers = marlin_linears(ctx)
     if not layers:
-        return load_ops(ctx)[0]
+        return kept_load_ops(ctx)
     by_name = {m.name + ".": m for m in layers}
     params: list[tuple[str, int]] = []
     done: set[str] = set()

@@ -66,8 +66,8 @@ from dataclasses import dataclass
 from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.terms.attn_capture import estimate_window_workspace
-from memprof.core.terms.cudagraph import cudagraph_model, graph_driver_bytes
-from memprof.core.terms.graph_window import logged_graph_of_context
+from memprof.core.terms.cudagraph import graph_driver_bytes
+from memprof.core.terms.graph_window import logged_graph_model, logged_graph_of_context
 from memprof.core.terms.lora import lora_capture_cases
 from memprof.core.terms.runner_v2_profile import v2_estimates_graphs
 
@@ -98,9 +98,9 @@ def v2_graph_estimate(ctx: TermContext) -> V2GraphEstimate | None:
     (``runner_v2_profile.v2_estimates_graphs``) or nothing is captured."""
     if not v2_estimates_graphs(ctx):
         return None
-    window = logged_graph_of_context(ctx)
-    g = cudagraph_model(ctx)
-    if window is None or not g.modes:
+    g = logged_graph_model(ctx)
+    window = None if g is None else logged_graph_of_context(ctx, g)
+    if window is None or g is None:
         return None
     with_lora, without = lora_capture_cases(ctx)
     n_full = (with_lora + without) * len(g.modes.get("FULL", ()))
