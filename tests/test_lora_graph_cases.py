@@ -14,7 +14,7 @@ from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import estimate
 from memprof.core.gpus import resolve_gpu
-from memprof.core.terms import graph_window, runner_v2_graphs
+from memprof.core.terms import graph_window
 from memprof.core.terms.lora import captured_lora_counts
 from memprof.probes.startup_log import parse_log
 
@@ -35,8 +35,8 @@ def _graphs(monkeypatch: pytest.MonkeyPatch, dep: Deployment) -> cg.GraphModel:
         seen.append(g)
         return g
 
-    # Model Runner V2's own estimate (0.29.0 on) reads the model through its own modules
-    for module in (cg, graph_window, runner_v2_graphs):
+    # Model Runner V2's own estimate (0.29.0 on) reads the model through graph_window
+    for module in (cg, graph_window):
         monkeypatch.setattr(module, "cudagraph_model", keep)
     estimate("qwen3-4b", dep, gpu=resolve_gpu("RTX-4090", None))
     return seen[-1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,14 @@ def configs_dir() -> Path:
 
 def bundled_models() -> dict[str, Path]:
     """Bundled model name -> path of its config.json copy."""
-    return {p.stem: p for p in sorted((configs_dir() / "models").glob("*.json"))}
+    return dict(_bundled_files(configs_dir()))
+
+
+@lru_cache(maxsize=4)
+def _bundled_files(configs: Path) -> tuple[tuple[str, Path], ...]:
+    """The bundled configs of ``configs``, listed once a process (the folder is part of the
+    installation; every model lookup asks for the list)."""
+    return tuple((p.stem, p) for p in sorted((configs / "models").glob("*.json")))
 
 
 # --- loading -------------------------------------------------------------------------------------
@@ -203,8 +211,17 @@ def load_model(model: str, *, speculative_mtp: bool = False,
     """Load and normalise a model. ``speculative_mtp`` adds the MTP layer(s) the config declares;
     ``assume_architecture`` reads an unknown architecture as that generic family."""
     name, cfg, path = load_config(model)
-    return spec_from_config(cfg, name=name, source=str(path), with_mtp=speculative_mtp,
-                            assume_architecture=assume_architecture)
+    return _interned(spec_from_config(cfg, name=name, source=str(path), with_mtp=speculative_mtp,
+                                      assume_architecture=assume_architecture))
+
+
+@lru_cache(maxsize=256)
+def _interned(spec: ModelSpec) -> ModelSpec:
+    """The first loaded spec equal to ``spec`` (``spec`` itself the first time): the
+    estimator's value caches are keyed by specs, and a key that is the same object is found
+    without comparing the spec field by field (equal but distinct specs of one model, loaded
+    again and again in one process, cost a deep comparison at every lookup)."""
+    return spec
 
 
 
