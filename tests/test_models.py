@@ -91,3 +91,17 @@ def test_malformed_and_missing_configs(tmp_path: Path) -> None:
         load_model(str(tmp_path / ".."))
     with pytest.raises(ConfigError, match="unknown model"):
         load_model("llama-9")
+
+
+def test_a_model_loaded_again_is_the_same_spec_object(tmp_path: Path) -> None:
+    """Loads of one config hand back one spec (the estimator's caches find it by identity);
+    a config that differs only where the spec does not look (its raw dict) is not merged."""
+    assert load_model("qwen3-8b") is load_model("Qwen3-8B")
+    cfg = json.loads(bundled_models()["qwen3-8b"].read_text(encoding="utf-8"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    first = load_model(str(tmp_path))
+    cfg["an_unread_key"] = 1
+    path.write_text(json.dumps(cfg))
+    second = load_model(str(tmp_path))
+    assert second == first and second is not first and second.raw["an_unread_key"] == 1

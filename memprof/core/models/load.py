@@ -215,12 +215,18 @@ def load_model(model: str, *, speculative_mtp: bool = False,
                                       assume_architecture=assume_architecture))
 
 
-@lru_cache(maxsize=256)
 def _interned(spec: ModelSpec) -> ModelSpec:
-    """The first loaded spec equal to ``spec`` (``spec`` itself the first time): the
-    estimator's value caches are keyed by specs, and a key that is the same object is found
-    without comparing the spec field by field (equal but distinct specs of one model, loaded
-    again and again in one process, cost a deep comparison at every lookup)."""
+    """The first loaded spec equal to ``spec`` and read from the same config (``raw``, which
+    the spec's comparison leaves out), else ``spec`` itself: the estimator's value caches are
+    keyed by specs, and a key that is the same object is found without comparing the spec
+    field by field (equal but distinct specs of one model, loaded again and again in one
+    process, cost a deep comparison at every lookup)."""
+    first = _first_equal(spec)
+    return first if first.raw == spec.raw else spec
+
+
+@lru_cache(maxsize=256)
+def _first_equal(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
