@@ -276,10 +276,6 @@ XFAIL: dict[int, str] = {
           "the harness's argument list (test_server_command), no command or log line",
     1713: OUTSIDE + _STUDY_RECORD,
     1715: OUTSIDE + _STUDY_RECORD,
-    1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
-          "not a log line explain reads: its quoted lines are the capture and the failure); "
-          "the issue body has the compose 'command:' inside a sentence beside the v0.8.5 one, "
-          "no code block",
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
     # account of each run ("KV cache capacity (measured by the engine)"), no log line
     1717: OUTSIDE + _TENSWARD_AWQ,
