@@ -281,13 +281,6 @@ XFAIL: dict[int, str] = {
     1717: OUTSIDE + _TENSWARD_AWQ,
     1718: OUTSIDE + _TENSWARD_AWQ + "; and --kv-cache-dtype fp8 (Tensward's '--engine-arg "
           "kv-cache-dtype=fp8' and settings line, not the engine's)",
-    1728: OUTSIDE + "the Marlin kernel its --quantization awq ran on (the notes' prose, "
-          "'Also recorded from the engine config line', '`AutoAWQMarlinLinearMethod` via "
-          "`MarlinLinearKernel`', no engine line: "
-          "memprof_run runs awq_marlin), whose repack leaves the allocator holes 0.28.0's "
-          "budget line charges (memprof/core/terms/reserved_charge.py); explain takes the "
-          "args line's awq, which memprof does not repack (268,544 tokens against the row's "
-          "268,560)",
     1721: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
