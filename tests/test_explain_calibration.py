@@ -72,7 +72,7 @@ OUTSIDE = "not in the log: "
 # by its date among the releases its tags fit, or a development build it names by its date
 # (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101.
 RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202,
-                1855, 2505)
+                2505)
 _DATED = ("the release (the newest one on the thread's date: memprof_engine_version_note; the "
           "quote prints no dated line that memprof/probes/log_dates.py could place)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -216,8 +216,6 @@ XFAIL: dict[int, str] = {
           "server_info memory_usage the same "
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
     # SGLang docs builds (rows 1851-1899)
-    1855: OUTSIDE + "the release 0.4.8.post1 (the build's pages name it; the quote prints no "
-          "version): explain places the ServerArgs fields at 0.4.8, which 0.4.8.post1 shares",
     1859: OUTSIDE + "the KV figure: the author's memory table (93,591 tokens, K/V 6.43 GB "
           "each), no log line explain reads; PROGRESS.md prints no 'KV Cache is allocated' "
           "line of the BF16 start",
