@@ -128,7 +128,10 @@ XFAIL: dict[int, str] = {
     32: OUTSIDE + _DATED,
     101: OUTSIDE + _V064,
     102: OUTSIDE + _V064,
-    113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
+    113: OUTSIDE + "the KV figure: the quote is a recipe PR's prose ('KV cache: 497,600 tokens "
+         "(2x MI300X)', 'Model loads successfully with TP=2 (109 GB VRAM ...)'), no engine "
+         "'GPU KV cache size' line explain reads; and the settings the row runs beside it: "
+         "MiniMax-M2's context, max_model_len 196608, and VLLM_ROCM_USE_AITER=1 (memprof_run)",
     115: OUTSIDE + _PR10511 + " (its two worker.py:243 tags match no release's lines)",
     116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
          "lines: rebuilt at 0.6.6.post1)",
@@ -241,14 +244,23 @@ XFAIL: dict[int, str] = {
     907: OUTSIDE + _WSL_STUDY,
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
-    1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
-          "the flags and the checkpoint's stand-in (memprof_run)",
-    1707: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
-          "the flags and the checkpoint's stand-in (memprof_run)",
-    1708: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
-          "the flags and the checkpoint's stand-in (memprof_run)",
-    1801: OUTSIDE + "the quote is an issue's environment and a comment's table (no log line "
-          "explain reads): the flags, the card and the checkpoint's stand-in (memprof_run)",
+    1701: OUTSIDE + "the KV figure: the quote is a results page's table cell ('KV cache 3.67 "
+          "GiB (26,704 tokens, 1.63x concurrency at 16,384)'), not the engine's 'Available KV "
+          "cache memory' / 'GPU KV cache size' lines explain reads; and the row's settings, "
+          "--max-model-len 16384, --gpu-memory-utilization 0.8 and awq_marlin (the project's "
+          "compose file, the notes), with the card (memprof_run)",
+    1707: OUTSIDE + "the KV figure: the quote is a results page's prose ('one cold start "
+          "reserved 5.93 GiB for KV cache'), no engine 'Available KV cache memory' line explain "
+          "reads; and the run's --max-model-len 24576 (the prose's '8192 → 24576'), which the "
+          "quote gives, with awq_marlin and the RTX 5070 Ti, only in prose (memprof_run)",
+    1708: OUTSIDE + "the KV figure and the failure: the quote is a results page's prose ('a plain "
+          "`docker compose restart` later reserved 8.02 GiB ... leaving 37 MiB free', "
+          "'torch.OutOfMemoryError' in a sentence), no engine line explain reads; and the run's "
+          "settings, as row 1707's, with the restart's warm compile cache (memprof_run)",
+    1801: OUTSIDE + "the figures: the quote is an issue's environment list and a comment's "
+          "markdown table ('unpatched warm (reference) | 5,315 | 10.38'), no engine '# GPU "
+          "blocks' / 'Available KV cache memory' line explain reads; and the shape flags the "
+          "comment gives in prose ('mbt 5120, mns 72', 'util 0.85': memprof_run, the notes)",
     1709: OUTSIDE + "the checkpoint's NVFP4 storage: the log's quantization=compressed-tensors "
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
