@@ -84,10 +84,37 @@ def test_an_explicit_awq_flag_forces_an_awq_checkpoint_off_marlin() -> None:
     _e, ctx = _ctx(quant=None)
     spec: ModelSpec = dataclasses.replace(ctx.spec, quant=QuantConfig(
         method="awq", group_size=128, bits=4, zero_point=True))
-    forced = quant_from_flag("awq", spec)
+    forced = quant_from_flag("awq", spec, "0.13.0")
     assert forced is not None and forced.source == "forced"
-    kept = quant_from_flag("awq_marlin", spec)
+    kept = quant_from_flag("awq_marlin", spec, "0.13.0")
     assert kept is not None and kept.source == "config"
+
+
+def test_an_explicit_awq_or_gptq_flag_runs_marlin_once_one_config_serves_every_spelling() -> None:
+    # vLLM 0.24.0's get_quantization_config maps awq, awq_marlin and auto_awq to AutoAWQConfig,
+    # which takes awq as the user's valid choice and runs Marlin (0.28.0's log of published row
+    # 1728: 'quantization': 'awq', AutoAWQMarlinLinearMethod); 0.22.0 did so for gptq
+    from memprof.core.models.quant_config import plain_name_forced, quant_from_flag
+    from memprof.core.models.spec import ModelSpec, QuantConfig
+
+    _e, ctx = _ctx(quant=None)
+    awq: ModelSpec = dataclasses.replace(ctx.spec, quant=QuantConfig(
+        method="awq", group_size=128, bits=4, zero_point=True))
+    assert [plain_name_forced("awq", v) for v in ("0.23.0", "0.24.0", "0.28.0")] == [
+        True, False, False]
+    assert [plain_name_forced("gptq", v) for v in ("0.21.0", "0.22.0")] == [True, False]
+    assert plain_name_forced("awq", "0.28.0", "sglang") and not plain_name_forced("awq_marlin",
+                                                                                 "0.13.0")
+    kept = quant_from_flag("awq", awq, "0.24.0")
+    assert kept is not None and kept.source == "config"
+    bare = ctx.spec if ctx.spec.quant is None else dataclasses.replace(ctx.spec, quant=None)
+    before, after = (quant_from_flag(f, bare, v) for f, v in (("awq", "0.23.0"),
+                                                               ("awq", "0.28.0")))
+    assert before is not None and after is not None
+    assert (before.marlin, after.marlin) == (False, True)
+    assert after == quant_from_flag("awq_marlin", bare, "0.28.0")
+    gptq = quant_from_flag("gptq", bare, "0.22.0")
+    assert gptq is not None and gptq.marlin
 
 
 def test_the_graph_pool_holds_the_copy() -> None:

@@ -72,7 +72,7 @@ OUTSIDE = "not in the log: "
 # by its date among the releases its tags fit, or a development build it names by its date
 # (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101.
 RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202,
-                1855, 2505)
+                2505)
 _DATED = ("the release (the newest one on the thread's date: memprof_engine_version_note; the "
           "quote prints no dated line that memprof/probes/log_dates.py could place)")
 # the llm-d benchmark's results page (rows 511-520): its author's summary of pod logs (a markdown
@@ -128,7 +128,10 @@ XFAIL: dict[int, str] = {
     32: OUTSIDE + _DATED,
     101: OUTSIDE + _V064,
     102: OUTSIDE + _V064,
-    113: OUTSIDE + "the quote is prose (no log line explain reads); max_model_len (memprof_run)",
+    113: OUTSIDE + "the KV figure: the quote is a recipe PR's prose ('KV cache: 497,600 tokens "
+         "(2x MI300X)', 'Model loads successfully with TP=2 (109 GB VRAM ...)'), no engine "
+         "'GPU KV cache size' line explain reads; and the settings the row runs beside it: "
+         "MiniMax-M2's context, max_model_len 196608, and VLLM_ROCM_USE_AITER=1 (memprof_run)",
     115: OUTSIDE + _PR10511 + " (its two worker.py:243 tags match no release's lines)",
     116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
          "lines: rebuilt at 0.6.6.post1)",
@@ -216,8 +219,6 @@ XFAIL: dict[int, str] = {
           "server_info memory_usage the same "
           "commit's results_bf16.json records, beside the page's max_total_num_tokens line)",
     # SGLang docs builds (rows 1851-1899)
-    1855: OUTSIDE + "the release 0.4.8.post1 (the build's pages name it; the quote prints no "
-          "version): explain places the ServerArgs fields at 0.4.8, which 0.4.8.post1 shares",
     1859: OUTSIDE + "the KV figure: the author's memory table (93,591 tokens, K/V 6.43 GB "
           "each), no log line explain reads; PROGRESS.md prints no 'KV Cache is allocated' "
           "line of the BF16 start",
@@ -243,14 +244,23 @@ XFAIL: dict[int, str] = {
     907: OUTSIDE + _WSL_STUDY,
     # a project's results pages (Burbanit0/Vote-App): its author's account of the boots, no log
     # line; the flags are its compose file's, the card its notes' (the rows' notes)
-    1701: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
-          "the flags and the checkpoint's stand-in (memprof_run)",
-    1707: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
-          "the flags and the checkpoint's stand-in (memprof_run)",
-    1708: OUTSIDE + "the quote is a results page's prose (no log line explain reads): the card, "
-          "the flags and the checkpoint's stand-in (memprof_run)",
-    1801: OUTSIDE + "the quote is an issue's environment and a comment's table (no log line "
-          "explain reads): the flags, the card and the checkpoint's stand-in (memprof_run)",
+    1701: OUTSIDE + "the KV figure: the quote is a results page's table cell ('KV cache 3.67 "
+          "GiB (26,704 tokens, 1.63x concurrency at 16,384)'), not the engine's 'Available KV "
+          "cache memory' / 'GPU KV cache size' lines explain reads; and the row's settings, "
+          "--max-model-len 16384, --gpu-memory-utilization 0.8 and awq_marlin (the project's "
+          "compose file, the notes), with the card (memprof_run)",
+    1707: OUTSIDE + "the KV figure: the quote is a results page's prose ('one cold start "
+          "reserved 5.93 GiB for KV cache'), no engine 'Available KV cache memory' line explain "
+          "reads; and the run's --max-model-len 24576 (the prose's '8192 → 24576'), which the "
+          "quote gives, with awq_marlin and the RTX 5070 Ti, only in prose (memprof_run)",
+    1708: OUTSIDE + "the KV figure and the failure: the quote is a results page's prose ('a plain "
+          "`docker compose restart` later reserved 8.02 GiB ... leaving 37 MiB free', "
+          "'torch.OutOfMemoryError' in a sentence), no engine line explain reads; and the run's "
+          "settings, as row 1707's, with the restart's warm compile cache (memprof_run)",
+    1801: OUTSIDE + "the figures: the quote is an issue's environment list and a comment's "
+          "markdown table ('unpatched warm (reference) | 5,315 | 10.38'), no engine '# GPU "
+          "blocks' / 'Available KV cache memory' line explain reads; and the shape flags the "
+          "comment gives in prose ('mbt 5120, mns 72', 'util 0.85': memprof_run, the notes)",
     1709: OUTSIDE + "the checkpoint's NVFP4 storage: the log's quantization=compressed-tensors "
           "names a local checkpoint memprof does not bundle, which the row runs as the bf16 "
           "qwen3-32b with --quantization modelopt_fp4 (memprof_run); and --max-num-seqs 512 "
@@ -276,22 +286,11 @@ XFAIL: dict[int, str] = {
           "the harness's argument list (test_server_command), no command or log line",
     1713: OUTSIDE + _STUDY_RECORD,
     1715: OUTSIDE + _STUDY_RECORD,
-    1951: OUTSIDE + "--tensor_parallel_size 4 (the issue's docker command, quoted in its prose, "
-          "not a log line explain reads: its quoted lines are the capture and the failure); "
-          "the issue body has the compose 'command:' inside a sentence beside the v0.8.5 one, "
-          "no code block",
     # Tensward's case-study reports (Tensward/tensward examples/case-studies): the tool's
     # account of each run ("KV cache capacity (measured by the engine)"), no log line
     1717: OUTSIDE + _TENSWARD_AWQ,
     1718: OUTSIDE + _TENSWARD_AWQ + "; and --kv-cache-dtype fp8 (Tensward's '--engine-arg "
           "kv-cache-dtype=fp8' and settings line, not the engine's)",
-    1728: OUTSIDE + "the Marlin kernel its --quantization awq ran on (the notes' prose, "
-          "'Also recorded from the engine config line', '`AutoAWQMarlinLinearMethod` via "
-          "`MarlinLinearKernel`', no engine line: "
-          "memprof_run runs awq_marlin), whose repack leaves the allocator holes 0.28.0's "
-          "budget line charges (memprof/core/terms/reserved_charge.py); explain takes the "
-          "args line's awq, which memprof does not repack (268,544 tokens against the row's "
-          "268,560)",
     1721: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "
           "(its settings and config.json), the card and the checkpoint's stand-in (memprof_run)",
     1722: OUTSIDE + "the quote is a Tensward report (no log line explain reads): the flags "

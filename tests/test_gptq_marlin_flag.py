@@ -30,7 +30,8 @@ def _phi4(flag: str) -> Estimate:
 
 def test_the_flag_names_a_marlin_checkpoint() -> None:
     spec = load_model("phi-4")
-    marlin, plain = quant_from_flag("gptq_marlin", spec), quant_from_flag("gptq", spec)
+    marlin, plain = (quant_from_flag("gptq_marlin", spec, "0.6.5"),
+                     quant_from_flag("gptq", spec, "0.6.5"))
     assert marlin is not None and plain is not None
     assert (marlin.method, marlin.bits, marlin.group_size, marlin.marlin) == ("gptq", 4, 128, True)
     assert plain.marlin is False

@@ -61,6 +61,33 @@ def test_lm_eval_of_another_backend_is_not_read() -> None:
     assert "tp" not in log.settings
 
 
+# published row 1951: a sentence that quotes two docker-compose commands, the image's first and
+# the one whose start the log lines after it come from
+ROW_1951 = ('Docker runs vllm openai: v0.8.5 deployment command:  "command: --model '
+            '/models/Qwen3/Qwen3-30B-A3B --enable-reasoning --reasoning-parser deepseek_r1 '
+            '--tensor_parallel_size 4"  Can be deployed and started normally, switch the image '
+            'version to v0.11.0, and run the command "command: --model /models/Qwen3/Qwen3-30B-'
+            'A3B --reasoning-parser deepseek_r1 --tensor_parallel_size 4"  It will report that '
+            'the graphics card memory is insufficient, and the error log is:\n'
+            "(Worker_TP0 pid=260) INFO 10-29 19:57:20 [gpu_model_runner.py:3480] Graph capturing "
+            "finished in 28 secs, took 1.88 GiB\n")
+
+
+def test_a_command_quoted_in_a_sentence_ends_at_its_closing_quote() -> None:
+    """The quoted compose ``command:`` is read as the image's vllm serve arguments; the prose
+    after its closing quote is not (it made the command unsplittable); of two quoted commands
+    the last is read, and the note says so."""
+    log = parse_log(ROW_1951)
+    assert log.model == "/models/Qwen3/Qwen3-30B-A3B"
+    assert log.settings == {"tp": 4}
+    assert any("quotes 2 serve commands; the last" in n for n in log.notes)
+    one = ROW_1951.replace("--tensor_parallel_size 4\"  It", "--max-model-len 8192\"  It")
+    assert parse_log(one).settings == {"max_model_len": 8192}
+    alone = ('he ran "--model M --tensor-parallel-size 2" and then --max-model-len 99 '
+             'failed\n' + OOM)
+    assert parse_log(alone).settings == {"tp": 2}
+
+
 PIECES = ['"--tensor-parallel-size"', '"2"', '"--max-model-len=1e400"', "'--kv-cache-dtype'",
           '"x"', '"--no-such-flag"', '"--max-model-len=10k"', '"-tp"', '""', '"None"', "- ",
           ", ", "#", '"--gpu-memory-utilization=' + "9" * 400 + '"']
@@ -88,6 +115,7 @@ def test_long_lines_of_the_new_forms_read_in_linear_time() -> None:
     import time
 
     for text in ('"a"' + " " * 50_000 + "x", '"' * 99_999, "lm_eval " * 10_000,
+                 '"--model m --tp 2 ' * 3_000, '--model "' * 5_000,
                  "docker run " * 8_000, "lm_eval --model " * 6_000):
         start = time.perf_counter()
         with contextlib.suppress(BadInput):

@@ -290,18 +290,21 @@ def test_awq_keeps_its_zero_points_on_every_kernel() -> None:
 
 
 def test_explicit_gptq_flag_forces_the_plain_kernel(tmp_path: Path) -> None:
+    """Up to 0.21.0 ("forcing gptq"); from 0.22.0 one AutoGPTQConfig serves gptq and
+    gptq_marlin alike (memprof/core/models/quant_config.py GPTQ_FLAG_FORCES_PLAIN)."""
     cfg = json.loads((ROOT / "configs/models/llama-3.1-8b.json").read_text())
     cfg["quantization_config"] = GPTQ
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    o_proj = {}
-    for flag in ("gptq_marlin", "gptq"):
-        code, out, err = invoke(["estimate", "--model", str(path), "--gpu", "H100", "-f", "json",
-                                 "--quantization", flag])
-        assert code == 0, err
-        each = {t["module"]: t["bytes_each"] for t in json.loads(out)["ranks"][0]["tensors"]}
-        o_proj[flag] = each["model.layers.*.self_attn.o_proj"]
-    assert o_proj == {"gptq_marlin": W4G128, "gptq": W4G128 + ZEROS}
+    for release, plain in (("0.21.0", W4G128 + ZEROS), ("0.22.0", W4G128)):
+        o_proj = {}
+        for flag in ("gptq_marlin", "gptq"):
+            code, out, err = invoke(["estimate", "--model", str(path), "--gpu", "H100", "-f",
+                                     "json", "--quantization", flag, "--engine-version", release])
+            assert code == 0, err
+            each = {t["module"]: t["bytes_each"] for t in json.loads(out)["ranks"][0]["tensors"]}
+            o_proj[flag] = each["model.layers.*.self_attn.o_proj"]
+        assert o_proj == {"gptq_marlin": W4G128, "gptq": plain}, release
 
 
 # --- bitsandbytes 4-bit ------------------------------------------------------------------------

@@ -107,6 +107,22 @@ def test_placing_by_the_server_args_fields() -> None:
     assert place_by_fields({"tp_size", "model_path"}) is None  # a fragment places nothing
 
 
+
+def test_a_post_release_s_fields_are_its_base_s_and_the_date_chooses() -> None:
+    """0.4.8's ServerArgs fields are 0.4.8.post1's (the table keeps numbered releases), so a
+    full line of them is placed at 0.4.8.post1 once the log's date is after its upload
+    (2025-06-26T09:21Z, published row 1855's docs build of 2025-06-27), at 0.4.8 before it."""
+    fields = ", ".join(f"{name}=None" for name in sorted(release_fields()["0.4.8"]))
+    line = f"server_args=ServerArgs({fields})\n"
+    kv = "KV Cache is allocated. #tokens: 20480, K size: 0.06 GB, V size: 0.06 GB\n"
+    after = parse_log(f"[2025-06-27 08:16:16] {line}[2025-06-27 08:16:30] {kv}")
+    assert after.settings["engine_version"] == "0.4.8.post1"
+    assert any("the fields of its post release 0.4.8.post1 too" in n for n in after.notes)
+    before = parse_log(f"[2025-06-25 08:16:16] {line}[2025-06-25 08:16:30] {kv}")
+    assert before.settings["engine_version"] == "0.4.8"
+    undated = parse_log(line + kv)
+    assert undated.settings["engine_version"] == "0.4.8"
+
 def test_placing_by_date() -> None:
     assert place_by_date("2025-08-08")[0] == "0.4.10"
     # uploaded 2025-06-24T06:14Z: a log of that day is not after it in every zone

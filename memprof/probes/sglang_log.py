@@ -260,6 +260,24 @@ def place_by_fields(names: set[str]) -> tuple[str, str] | None:
                   f"({len(names & sets[best])} of {len(names)} shared)")
 
 
+def _post_release_by_date(placed: tuple[str, str], when: LogDate) -> tuple[str, str]:
+    """``placed`` (a release its ServerArgs fields match) or, where the log's date chooses, a
+    post release of it that memprof models (0.4.8.post1, 0.4.9.post5): ``configs/
+    sglang_server_args.json`` keeps the fields by numbered release, so a post release's line
+    matches its base's, and the date chooses among the two as it chooses among the vLLM
+    releases whose logging lines a log's tags fit (``memprof.probes.log_dates.among``: the
+    newest of them published before the log's stamp in any time zone)."""
+    from memprof.probes.log_dates import among
+
+    family = [r for r in SGLANG_RELEASES
+              if r == placed[0] or r.startswith(placed[0] + ".post")]
+    dated = among(ENGINE, family, when) if len(family) > 1 else None
+    if dated is None or dated.release == placed[0]:
+        return placed
+    return dated.release, (f"{placed[1]}, the fields of its post release {dated.release} too; "
+                           f"{dated.note}")
+
+
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
     from memprof.core.models import configs_dir
@@ -415,6 +433,8 @@ def read_sglang(lines: list[str], engine: str, settings: dict[str, Any]
                     # the fields of a later release, the date before it: a post release
                     earlier, why = place_by_date(when)
                     placed = earlier, (f"{placed[1]}, but {why}: a build between the two")
+                else:
+                    placed = _post_release_by_date(placed, when)
             if placed is not None:
                 release, why = placed
                 note = (f"the log names no SGLang release; estimated at {release}: {why} "

@@ -732,10 +732,15 @@ def _settings(lines: list[str], engine: str
     for line in _quoted_args(shell, engine):
         lm_eval = _lm_eval_args(line)
         if command is None and not _launch_line(line) and lm_eval is None:
-            m = re.search(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)", line)
+            quoted = _quoted_commands(line)
+            m = (re.search(_ARGS_FROM_MODEL, quoted[-1]) if quoted
+                 else re.search(_ARGS_FROM_MODEL, line))
             if m:
                 launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
                 line = launcher + m.group(1)
+                if len(quoted) > 1:
+                    notes.append(f"a line of the log quotes {len(quoted)} serve commands; the "
+                                 "last, the run its log lines follow, is read")
         if command is None and _launch_line(line):
             command, model, got, note, image_release = _command(line)
             settings.update({k: v for k, v in got.items() if k not in settings})
@@ -833,6 +838,28 @@ def _settings(lines: list[str], engine: str
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
     return settings, model, command, notes, image_release
+
+
+# a serve command's arguments outside a launcher (a compose service's ``command: --model M
+# --tp 4``, a sentence's ``--model M --max-model-len 8192``): from ``--model`` / ``--model-path``
+# on, with another flag after it; read after the engine's launcher
+_ARGS_FROM_MODEL = r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)"
+# a double-quoted span of a line (no nesting: quotes pair in order)
+_DOUBLE_QUOTED = re.compile(r'"([^"\n]*)"')
+
+
+def _quoted_commands(line: str) -> list[str]:
+    """The double-quoted spans of a prose line that hold serve arguments (``_ARGS_FROM_MODEL``),
+    in order. A sentence that quotes a command ends it at its closing quote (published row
+    1951: ``… deployment command:  "command: --model /models/Qwen3/Qwen3-30B-A3B …
+    --tensor_parallel_size 4"  Can be deployed …, and run the command "command: --model …"  It
+    will report …``: a docker-compose service's ``command:`` value, which the vLLM image's
+    ``vllm serve`` entrypoint takes as its arguments), so the prose after it is not read as
+    flags."""
+    if '"' not in line or "--model" not in line:
+        return []
+    return [span for span in _DOUBLE_QUOTED.findall(line)
+            if re.search(_ARGS_FROM_MODEL, span)]
 
 
 # a line that holds a serve command: a launcher, or a container run of an engine's image or

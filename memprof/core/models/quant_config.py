@@ -10,6 +10,7 @@ from typing import Any
 
 from memprof.base.errors import ConfigError
 from memprof.core.models.spec import ModelSpec, QuantConfig
+from memprof.core.versions import Rule, rule_in_force
 
 # --- quantisation --------------------------------------------------------------------------------
 
@@ -107,13 +108,66 @@ def quant_from_config(cfg: dict[str, Any],
     )
 
 
-def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
+# vLLM's --quantization gptq / awq, the plain name, on a checkpoint of that method (or on none):
+# up to these releases it forces the plain kernels over Marlin (GPTQMarlinConfig /
+# AWQMarlinConfig.override_quantization_method take it as the user's choice: "forcing gptq",
+# "forcing awq"; get_quantization_config maps "gptq" to GPTQConfig, "awq" to AWQConfig). From
+# them one config serves every spelling: quantization/__init__.py maps "gptq", "gptq_marlin" and
+# "auto_gptq" to AutoGPTQConfig (0.22.0), "awq", "awq_marlin" and "auto_awq" to AutoAWQConfig
+# (0.24.0), whose override_quantization_method takes the plain name as valid and whose
+# get_quant_method runs the Marlin kernel where check_marlin_supported holds on CUDA
+GPTQ_FLAG_FORCES_PLAIN: tuple[Rule, ...] = (
+    Rule(name="gptq_flag_forces_plain",
+         changes="--quantization gptq: the GPTQ linear (exllama), not Marlin",
+         since=None, until="0.22.0", value=True,
+         introduced_by="read first in 0.6.5 (earlier releases not read)",
+         removed_by="AutoGPTQConfig serves gptq, gptq_marlin and auto_gptq (first released in "
+         "0.22.0)",
+         source="0.6.5 / 0.11.0 / 0.21.0 model_executor/layers/quantization/gptq_marlin.py "
+         "GPTQMarlinConfig.override_quantization_method ('forcing gptq'), __init__.py "
+         "get_quantization_config 'gptq': GPTQConfig; 0.22.0 / 0.23.0 __init__.py 'gptq': "
+         "AutoGPTQConfig, auto_gptq.py override_quantization_method (user_quant in gptq, "
+         "gptq_marlin, auto_gptq, marlin)", applies_to="marlin"),
+)
+AWQ_FLAG_FORCES_PLAIN: tuple[Rule, ...] = (
+    Rule(name="awq_flag_forces_plain",
+         changes="--quantization awq: the AWQ linear, not Marlin",
+         since=None, until="0.24.0", value=True,
+         introduced_by="read first in 0.6.5 (earlier releases not read)",
+         removed_by="AutoAWQConfig serves awq, awq_marlin and auto_awq (first released in "
+         "0.24.0)",
+         source="0.6.5 / 0.13.0 / 0.21.0 / 0.23.0 model_executor/layers/quantization/"
+         "awq_marlin.py AWQMarlinConfig.override_quantization_method ('forcing awq'), "
+         "__init__.py get_quantization_config 'awq': AWQConfig; 0.24.0 / 0.28.0 __init__.py "
+         "'awq': AutoAWQConfig, auto_awq.py override_quantization_method (user_quant in awq, "
+         "awq_marlin, auto_awq, marlin) and get_quant_method (AutoAWQMarlinLinearMethod where "
+         "check_marlin_supported)", applies_to="marlin"),
+)
+RULES = (GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN)
+
+
+def plain_name_forced(flag: str, version: str | None, engine: str = "vllm") -> bool:
+    """Does ``--quantization gptq`` / ``awq`` (the plain name) keep the checkpoint off Marlin at
+    ``version`` (``None``: the newest release)? Any other flag: no. memprof reads SGLang's
+    spelling as it did vLLM's before the merge (its releases are not read here)."""
+    rules = {"gptq": GPTQ_FLAG_FORCES_PLAIN, "awq": AWQ_FLAG_FORCES_PLAIN}.get(flag.lower())
+    if rules is None:
+        return False
+    if engine != "vllm":
+        return True
+    return rule_in_force(rules, version) is not None
+
+
+def quant_from_flag(flag: str, spec: ModelSpec, version: str | None = None,
+                    engine: str = "vllm") -> QuantConfig | None:
     """``--quantization`` as vLLM takes it.
 
     A method the checkpoint already declares keeps the checkpoint's details. On an unquantised
     config, ``fp8`` is vLLM's online dynamic per-tensor fp8; the weight-only methods are sized as
     the usual checkpoints of that method ship (awq/gptq 4-bit, group 128; nvfp4 group 16; mxfp4
-    group 32), with embeddings, lm_head and routers left in the model dtype.
+    group 32), with embeddings, lm_head and routers left in the model dtype. ``gptq`` / ``awq``
+    keep the plain kernels only at the releases where vLLM forces them (``plain_name_forced``
+    at ``version`` of ``engine``; ``None``: the newest release).
     """
     method = _FLAG_ALIASES.get(flag.lower())
     if method is None:
@@ -141,11 +195,12 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
             "drop the flag or point --model at such a checkpoint")
     if (spec.quant is not None and spec.quant.method.startswith(method)
             and spec.quant.checkpoint_format != _CT):
-        if flag.lower() == "gptq" and spec.quant.marlin:
+        forced = plain_name_forced(flag, version, engine)
+        if flag.lower() == "gptq" and spec.quant.marlin and forced:
             # an explicit ``gptq`` keeps vLLM off gptq_marlin
             # (GPTQMarlinConfig.override_quantization_method, v0.11.0: "forcing gptq")
             return replace(spec.quant, marlin=False)
-        if flag.lower() == "awq" and spec.quant.method == "awq":
+        if flag.lower() == "awq" and spec.quant.method == "awq" and forced:
             # likewise an explicit ``awq`` keeps an AWQ checkpoint off awq_marlin
             # (AWQMarlinConfig.override_quantization_method, v0.13.0: "forcing awq"): its own
             # format, read as no Marlin kernel's (``source`` "forced": not "config")
@@ -165,8 +220,11 @@ def quant_from_flag(flag: str, spec: ModelSpec) -> QuantConfig | None:
         # ``gptq_marlin`` names vLLM's GPTQMarlinConfig, which serves only a Marlin-compatible
         # checkpoint (symmetric 4/8-bit, group -1/32/64/128: is_gptq_marlin_compatible,
         # gptq_marlin.py, v0.6.5 and v0.11.0): the usual 4-bit group-128 one, on Marlin
+        # the plain name from the release that serves every spelling with one config runs
+        # Marlin as the _marlin name does (GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN)
         return QuantConfig(method=method, group_size=128, bits=4, source="flag",
-                           marlin=flag.lower() in ("gptq_marlin", "awq_marlin"))
+                           marlin=flag.lower() in ("gptq_marlin", "awq_marlin")
+                           or not plain_name_forced(flag, version, engine))
     if method == "nvfp4":
         return QuantConfig(method="nvfp4", group_size=16, bits=4, source="flag")
     if method == "bnb4":
