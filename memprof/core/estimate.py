@@ -36,6 +36,7 @@ from memprof.core.dtypes import dtype_bytes
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
 from memprof.core.engines.base import AttentionFacts
+from memprof.core.engines.vllm_pooling import architecture_defaults
 from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, platform_note, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
@@ -431,6 +432,11 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     from memprof.core.scratch.backends import block_size_for
 
     validate(dep, spec)
+    # the runner and conversion vLLM resolves for a classification checkpoint
+    # (engines/vllm_pooling.py architecture_defaults)
+    resolved = architecture_defaults(dep, spec.architecture)
+    if resolved:
+        dep = dep.with_(**resolved)
     check_flashinfer_sampler(dep)
     check_nccl_nvls(dep)
     block, _why = block_size_for(spec, gpu, dep)
