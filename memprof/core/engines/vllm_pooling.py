@@ -407,6 +407,18 @@ def score_head(cfg: dict[str, Any], architecture: str, convert: str | None, vers
     return labels, str(rule.value), why
 
 
+def score_head_notes(spec: ModelSpec, dep: object) -> tuple[str, ...]:
+    """The score head's size and where its label count was read (one line), where one is
+    built."""
+    head = score_head(spec.raw, spec.architecture, convert_of(dep),
+                      str(getattr(dep, "engine_version", "") or ""))
+    if head is None:
+        return ()
+    labels, dtype, why = head
+    return (f"score head: num_labels {labels} ({why}), [{labels}, {spec.hidden_size}] {dtype} "
+            "on every rank (adapters.py as_seq_cls_model: ReplicatedLinear)",)
+
+
 def drops_lm_head(convert: str | None, version: str) -> bool:
     """Whether the rank builds no untied lm_head (``POOLING_DROPS_LM_HEAD``)."""
     return convert is not None and rule_in_force(POOLING_DROPS_LM_HEAD, version) is not None
@@ -511,8 +523,7 @@ def pooling_notes(dep: object) -> list[str]:
     head = ("an untied lm_head is not built (adapters.py as_embedding_model)"
             if convert != "classify" else
             "an untied lm_head is not built and a score head [num_labels, H] in fp32 is, on "
-            "every rank (adapters.py as_seq_cls_model; the weights row 'score head' says where "
-            "num_labels was read); a *ForSequenceClassification gets this runner and conversion "
+            "every rank (adapters.py as_seq_cls_model); a *ForSequenceClassification gets this runner and conversion "
             "from vLLM's --runner / --convert auto (config/model.py _SUFFIX_TO_DEFAULTS), and a "
             "reranker whose score head is cut from its lm_head (classifier_from_token, method) "
             "builds that lm_head only inside the weight load, outside the budget")

@@ -98,6 +98,13 @@ def seq_cls_method(cfg: dict[str, Any], architecture: str) -> str | None:
         method = "from_2_way_softmax"
     if method is None and tokens is None:
         return None
+    if method is None:
+        raise ConfigError(
+            "classifier_from_token without a method: vLLM's load asserts one "
+            "(adapters.py seq_cls_model_loader)",
+            hint='add "method": "from_2_way_softmax" (two tokens) or "no_post_processing"'
+                 + (', or "is_original_qwen3_reranker": true on a Qwen3 reranker'
+                    if architecture.startswith("Qwen3") else ""))
     if method not in SEQ_CLS_METHODS:
         raise ConfigError(
             f"the score head's conversion method {str(method)[:40]!r} is not one vLLM has "

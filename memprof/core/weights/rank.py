@@ -175,7 +175,8 @@ class RankWeights(AttentionWeights, MlpWeights):
         b = dtype_bytes(dtype)
         self.add("score", "score head", (Param("weight", (labels, spec.hidden_size), dtype),),
                  replicas=self.copies * self.tp,
-                 formula=f"{labels}×{spec.hidden_size}×{b}B (rep, fp32 head; num_labels: {why})")
+                 formula=f"{labels}×{spec.hidden_size}×{b}B (rep, {dtype} head; num_labels: "
+                 f"{why})")
 
 
 # (compiled once: a rank's every tensor is matched)
