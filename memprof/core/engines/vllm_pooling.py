@@ -523,9 +523,10 @@ def pooling_notes(dep: object) -> list[str]:
     head = ("an untied lm_head is not built (adapters.py as_embedding_model)"
             if convert != "classify" else
             "an untied lm_head is not built and a score head [num_labels, H] in fp32 is, on "
-            "every rank (adapters.py as_seq_cls_model); a *ForSequenceClassification gets this runner and conversion "
-            "from vLLM's --runner / --convert auto (config/model.py _SUFFIX_TO_DEFAULTS), and a "
-            "reranker whose score head is cut from its lm_head (classifier_from_token, method) "
+            "every rank (adapters.py as_seq_cls_model); a *ForSequenceClassification gets "
+            "this runner and conversion from vLLM's --runner / --convert auto (config/model.py "
+            "_SUFFIX_TO_DEFAULTS), and a reranker whose score head is cut from its lm_head "
+            "(classifier_from_token, method) "
             "builds that lm_head only inside the weight load, outside the budget")
     return [f"--runner pooling --convert {convert} (vLLM {release}): {runner}; {head}; CUDA "
             "graphs PIECEWISE only (pooling models get no FULL graphs). LAST pooling is assumed "
