@@ -538,3 +538,13 @@ def test_classify_refusals_are_one_line(tmp_path, args: list[str],  # type: igno
                    "--max-model-len", "8192", *version, *args])
     assert r.returncode == 2
     one_error(r.stderr, text)
+
+
+def test_num_labels_override_replaces_the_configs_id2label(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--hf-overrides reaches PretrainedConfig.update, whose num_labels setter rebuilds an
+    id2label of another length (transformers configuration_utils.py): 3 labels in the config,
+    num_labels 1 in the override → a [1, H] score head (4096 × 4 B)."""
+    e = estimate(str(_seq_cls(tmp_path)), Deployment(engine_version="0.20.0", max_model_len=8192,
+                                                     hf_overrides='{"num_labels": 1}'),
+                 gpu_name="H100-80GB")
+    assert _component(e, "score head") == 4096 * 4

@@ -11,7 +11,8 @@ lm_head, a score head ``ReplicatedLinear`` [num_labels, H], and the classify poo
 (memprof/core/engines/vllm_pooling.py sizes them). ``seq_cls_base`` names that causal LM;
 ``score_labels`` reads num_labels as vLLM resolves it.
 
-Refused by name (``refuse_score_head``): ``ForTokenClassification`` (classify from 0.20.0 only),
+Refused by name (``refuse_score_head``): ``ForTokenClassification`` (classify in 0.20.0's and
+0.33.0's table, absent from 0.11.0's),
 ``ClassificationModel``, and the reward suffixes ``ForRewardModeling`` / ``RewardModel``
 (``Qwen2ForRewardModel`` and ``InternLM2ForRewardModel`` are classes of their own in the
 registry, with their own heads: qwen2_rm.py's two-layer ``score`` MLP), and a
