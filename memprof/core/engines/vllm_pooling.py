@@ -54,11 +54,12 @@ runner each release gives a pooling model in the 0.21.0 to 0.33.0 wheels (0.21.0
 8. A bare decoder (``MistralModel``: a decoder saved without its lm_head) is sized on this runner
    only (``check_pooling``; memprof/core/models/families ``is_bare_decoder`` says why).
 9. ``--convert classify`` (cross-encoders, rerankers, classifiers and the reward models saved
-   as ``*ForSequenceClassification``), read in 0.11.0, 0.20.0 and 0.33.0
+   as ``*ForSequenceClassification``), read in 0.11.0, 0.13.0, 0.20.0 and 0.33.0
    model_executor/models/adapters.py ``as_seq_cls_model``: the converted causal LM without its
    lm_head (item 2) plus a score head ``ReplicatedLinear(H, num_labels, bias=False)`` built by
    ``_init_pooler`` in ``__init__``, so on every rank, TP and PP alike, in fp32 (0.11.0
-   ``params_dtype=torch.float32``; 0.20.0 and 0.33.0 ``params_dtype=model_config.head_dtype``,
+   ``params_dtype=torch.float32``; 0.13.0, 0.20.0 and 0.33.0
+   ``params_dtype=model_config.head_dtype``,
    fp32 on the pooling runner: config/model.py ``_get_head_dtype``) (``SCORE_HEAD``).
    num_labels: memprof/core/models/score_heads.py ``score_labels``. A reranker converted online
    from its lm_head (``classifier_from_token`` + ``method``: Qwen3-Reranker's
@@ -69,9 +70,10 @@ runner each release gives a pooling model in the 0.21.0 to 0.33.0 wheels (0.21.0
    load, v1/worker/gpu_model_runner.py ``load_model``) does not hold it, and the profile's peak
    is reset after it (utils/mem_utils.py ``memory_profiling``).
    The pooler (0.33.0 model_executor/layers/pooler/special.py ``DispatchPooler.for_seq_cls``;
-   0.11.0 adapters.py ``DispatchPooler({"encode", "classify", "score"})``): ``classify`` (LAST
-   pooling: the gathered [R, H], its fp32 copy, then [R, num_labels] logits and their
-   activation, seqwise/heads.py ``ClassifierPoolerHead``) and the token-level task
+   0.13.0 adapters.py ``DispatchPooler({"token_classify", "classify", "score"})``, 0.11.0
+   ``{"encode", "classify", "score"}``; ``score`` is classify with another activation):
+   ``classify`` (LAST pooling: the gathered [R, H], its fp32 copy, then [R, num_labels] logits
+   and their activation, seqwise/heads.py ``ClassifierPoolerHead``) and the token-level task
    (``token_classify``, where ``POOLER_TOKEN_TASK`` runs it: each request's fp32 copy, kept
    [t, num_labels] logits, tokwise/heads.py ``TokenClassifierPoolerHead``). Chunked prefill,
    prefix caching and the batch defaults are item 4's (LAST pooling, a decoder); the graphs
@@ -222,7 +224,7 @@ SCORE_HEAD: tuple[Rule, ...] = (
          introduced_by="as_seq_cls_model (model_executor/models/adapters.py)",
          source="0.11.0 model_executor/models/adapters.py as_seq_cls_model._init_pooler "
          "(ReplicatedLinear(hidden_size, config.num_labels, bias=False, "
-         "params_dtype=torch.float32)); 0.20.0 and 0.33.0 the same file "
+         "params_dtype=torch.float32)); 0.13.0, 0.20.0 and 0.33.0 the same file "
          "(params_dtype=model_config.head_dtype: fp32 on the pooling runner, config/model.py "
          "_get_head_dtype)"),
 )
