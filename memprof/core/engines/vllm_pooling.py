@@ -238,14 +238,12 @@ POOLING_RULES = (POOLING_RUNNER, POOLING_ON_V2, TASK_FLAG, RUNNER_FLAGS, REWARD_
 HEAD_DTYPE_BYTES = 4
 
 
-def task_runner(task: str, *, cross_encoder: bool = False) -> tuple[str, str]:
+def task_runner(task: str) -> tuple[str, str]:
     """(runner, convert) that vLLM's ``--task`` stands for (0.11.0 config/model.py
-    ``_task_to_convert``): ``score`` is ``classify`` for a cross-encoder (a
-    ``*ForSequenceClassification``, whose default pooling task is classify), else ``embed``."""
+    ``_task_to_convert``) for a ``*ForCausalLM`` checkpoint that is no cross-encoder (``score``
+    is ``classify`` for a ``*ForSequenceClassification``: ``architecture_defaults``)."""
     if task in ("auto", "generate"):
         return "generate", "none"
-    if task == "score" and cross_encoder:
-        return "pooling", "classify"
     if task in ("embed", "embedding", "score"):
         return "pooling", "embed"
     return "pooling", task  # classify, reward
