@@ -246,11 +246,12 @@ def test_an_unknown_architecture_of_a_known_model_type_is_refused() -> None:
     assert any("dense" in n for n in json.loads(out)["summary"]["notes"])
 
 
-@pytest.mark.parametrize("arch", ["Qwen3ForSequenceClassification", "Qwen2ForRewardModel"])
+@pytest.mark.parametrize("arch", ["Qwen3ForTokenClassification", "Qwen2ForRewardModel"])
 def test_a_score_head_architecture_is_refused_even_as_a_dense_decoder(arch: str) -> None:
-    """vLLM serves a classification or reward checkpoint on its pooling runner with a score
-    head in place of the lm_head (memprof/core/models/score_heads.py): no dense-decoder reading
-    sizes that, so the assumption flag does not lift the refusal."""
+    """vLLM serves a token-classification or reward checkpoint on its pooling runner with a
+    head of its own (memprof/core/models/score_heads.py; a *ForSequenceClassification is sized,
+    tests/test_vllm_pooling.py): no dense-decoder reading sizes that, so the assumption flag
+    does not lift the refusal."""
     over = json.dumps({"architectures": [arch]})
     for extra in ([], ["--assume-architecture", "dense-decoder"]):
         code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--hf-overrides", over, *extra])

@@ -16,7 +16,7 @@ from memprof.core.engines.vllm_pooling import pooler_parts, pooling_convert
 from memprof.core.estimate import Estimate, estimate
 from memprof.core.models import load_model
 from memprof.core.models.encoder_only import refuse_encoder_only
-from memprof.core.models.score_heads import refuse_score_head
+from memprof.core.models.score_heads import refuse_score_head, score_labels, seq_cls_base
 from memprof.core.terms.activation import activation_stages
 from memprof.core.terms.cudagraph import graph_modes
 from memprof.probes.serve_command import parse_tokens
@@ -213,9 +213,9 @@ def test_output_says_what_changed_and_json_carries_it() -> None:
     (["--engine-version", "0.10.2", "--runner", "pooling"], "not at 0.10.2"),
     (["--engine-version", "0.14.0", "--task", "embed"], "has no --task"),
     (["--engine-version", "0.11.0", "--runner", "pooling", "--convert", "classify"],
-     "--convert classify"),
+     "--convert classify on Qwen3ForCausalLM: a causal LM's checkpoint has no score.weight"),
     (["--engine-version", "0.15.0", "--runner", "pooling", "--convert", "reward"],
-     "--convert reward (a reward head"),
+     "--convert reward (adapters.py as_reward_model"),
     (["--engine-version", "0.16.0", "--runner", "pooling", "--convert", "reward"],
      "vLLM 0.16.0 has no --convert reward"),
     (["--engine-version", "0.11.0", "--convert", "embed"], "applies to the pooling runner"),
@@ -258,12 +258,11 @@ def test_encoder_only_config_from_the_cli(tmp_path) -> None:  # type: ignore[no-
     one_error(r.stderr, "BertModel is an encoder-only model")
 
 
-@pytest.mark.parametrize("arch", ["Qwen3ForSequenceClassification",
-                                  "LlamaForSequenceClassification", "Qwen2ForRewardModel",
-                                  "InternLM2ForRewardModel"])
-def test_classification_and_reward_heads_are_refused_by_name(arch: str) -> None:
-    """vLLM serves these on its pooling runner with a score head (config/model.py
-    _SUFFIX_TO_DEFAULTS, adapters.py as_seq_cls_model), which memprof does not model."""
+@pytest.mark.parametrize("arch", ["Qwen3ForTokenClassification", "Qwen2ForRewardModel",
+                                  "InternLM2ForRewardModel", "LlamaClassificationModel"])
+def test_token_classification_and_reward_heads_are_refused_by_name(arch: str) -> None:
+    """Heads of their own (config/model.py _SUFFIX_TO_DEFAULTS; qwen2_rm.py's two-layer score
+    MLP), which memprof does not model."""
     with pytest.raises(ConfigError, match="classification or reward checkpoint"):
         refuse_score_head(arch)
 
@@ -273,23 +272,31 @@ def test_decoders_and_bare_decoders_are_no_score_heads(arch: str) -> None:
     refuse_score_head(arch)  # passes: a causal LM, or a bare decoder sized on the pooling runner
 
 
-def test_a_seq_cls_config_is_not_sized_as_its_causal_lm(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A Qwen3 config whose architecture is Qwen3ForSequenceClassification (model_type qwen3, a
-    family memprof knows) is refused, even with --assume-architecture, never sized with an
-    lm_head it does not have."""
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"architectures": ["Qwen3ForSequenceClassification"],
-                               "model_type": "qwen3", "hidden_size": 1024,
-                               "num_hidden_layers": 28, "num_attention_heads": 16,
-                               "num_key_value_heads": 8, "head_dim": 128,
-                               "intermediate_size": 3072, "vocab_size": 151669,
-                               "max_position_embeddings": 40960,
-                               "id2label": {"0": "LABEL_0"}}))
+def test_seq_cls_base_follows_the_registry_suffix_order() -> None:
+    """registry.py _normalize_arch: the suffix replaced by the first _SUFFIX_TO_DEFAULTS suffix
+    whose class the registry lists (ForCausalLM before ForConditionalGeneration)."""
+    known = {"Qwen3ForCausalLM", "Gemma3ForConditionalGeneration"}
+    assert seq_cls_base("Qwen3ForSequenceClassification", known) == "Qwen3ForCausalLM"
+    assert (seq_cls_base("Gemma3ForSequenceClassification", known)
+            == "Gemma3ForConditionalGeneration")
+    assert seq_cls_base("FooForSequenceClassification", known) is None
+    assert seq_cls_base("Qwen3ForCausalLM", known) is None
+
+
+def test_seq_cls_of_an_unknown_family_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A *ForSequenceClassification whose causal LM is no family (bge-reranker-v2-gemma is
+    Gemma 1's GemmaForCausalLM) is refused, even with --assume-architecture."""
+    cfg = json.loads((Path(__file__).parent.parent / "configs" / "models"
+                      / "qwen3-0.6b.json").read_text())
+    cfg.pop("_source", None)
+    cfg.update(architectures=["GemmaForSequenceClassification"], model_type="gemma")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
     for extra in ([], ["--assume-architecture", "dense-decoder"]):
-        r = completed(["estimate", "--model", str(cfg), "--gpu", "H100-80GB",
-                       "--engine-version", "0.11.0", "--runner", "pooling", *extra])
+        r = completed(["estimate", "--model", str(path), "--gpu", "H100-80GB", *extra])
         assert r.returncode == 2
-        one_error(r.stderr, "Qwen3ForSequenceClassification is a classification or reward")
+        one_error(r.stderr, "GemmaForSequenceClassification is a classification checkpoint "
+                  "whose causal LM")
 
 
 def test_pasted_command_applies_runner_and_task() -> None:
@@ -373,3 +380,171 @@ def test_bare_decoder_needs_the_pooling_runner(tmp_path, args: list[str],  # typ
                    "--max-model-len", "8192", *version, *args])
     assert r.returncode == 2
     one_error(r.stderr, text)
+
+
+# --- --convert classify: a score head on the decoder (vllm_pooling.py item 9) ---------------
+
+RERANKER = json.dumps({"architectures": ["Qwen3ForSequenceClassification"],
+                       "classifier_from_token": ["no", "yes"],
+                       "is_original_qwen3_reranker": True})  # Qwen3-Reranker's model card
+
+
+def _seq_cls(tmp_path, labels: int = 3, base: str = QWEN3_8B,  # type: ignore[no-untyped-def]
+             arch: str = "Qwen3ForSequenceClassification"):
+    """A bundled config saved as a classifier of ``labels`` labels (id2label)."""
+    cfg = json.loads((Path(__file__).parent.parent / "configs" / "models"
+                      / f"{base}.json").read_text())
+    cfg.pop("_source", None)
+    cfg["architectures"] = [arch]
+    cfg["id2label"] = {str(i): f"LABEL_{i}" for i in range(labels)}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_classify_pooler_parts_by_hand() -> None:
+    """T = 8192 over R = 256 requests, H = 4096, bf16, L = 1 label. classify (LAST): the gathered
+    [R, H] bf16 + its fp32 copy + [R, L] logits and scores in fp32 = 256 × 4096 × 6 + 2 × 256 ×
+    4. From 0.13.0 token_classify runs too: the kept scores 8192 × 1 × 4 + the last request's
+    32 tokens × (4096 × 4 + 4) = 557,184 B, less, so classify sets the stage at both releases.
+    With R = 8 (t = 1024) token_classify is the larger: 32,768 + 1024 × 16,388."""
+    hidden, ids = (8192 + 256) * 4096 * 2, 256 * 32 * 4
+    for version in ("0.12.0", "0.13.0"):
+        parts = dict(pooler_parts(version, tokens=8192, rows=256, hidden=4096,
+                                  model_itemsize=2, labels=1))
+        assert sum(parts.values()) == hidden + ids + 256 * 4096 * 6 + 2 * 256 * 4
+        assert any(k.startswith("classify (LAST)") for k in parts)
+    few = dict(pooler_parts("0.13.0", tokens=8192, rows=8, hidden=4096, model_itemsize=2,
+                            labels=1))
+    token = next(b for k, b in few.items() if k.startswith("token_classify"))
+    assert token == 8192 * 4 + 1024 * (4096 * 4 + 4)
+    old = dict(pooler_parts("0.12.0", tokens=8192, rows=8, hidden=4096, model_itemsize=2,
+                            labels=1))  # no token task before 0.13.0 under chunked prefill
+    assert not any(k.startswith("token_classify") for k in old)
+    v2 = dict(pooler_parts("0.33.0", tokens=8203, rows=8, hidden=4096, model_itemsize=2,
+                           labels=1, v2=True))  # t = 1025 + 3 spread: the last request 1026
+    assert next(b for k, b in v2.items() if k.startswith("token_classify")) == (
+        8203 * 4 + 1026 * (4096 * 4 + 4))
+    v1 = dict(pooler_parts("0.33.0", tokens=8203, rows=8, hidden=4096, model_itemsize=2,
+                           labels=1))  # V1 gives the last request all 3: 1028
+    assert next(b for k, b in v1.items() if k.startswith("token_classify")) == (
+        8203 * 4 + 1028 * (4096 * 4 + 4))
+
+
+def test_score_labels_as_vllm_sets_them() -> None:
+    """adapters.py SequenceClassificationConfig (0.11.0, 0.33.0): from_2_way_softmax → 1,
+    no_post_processing → one label a token; models/config.py Qwen3ForSequenceClassificationConfig:
+    is_original_qwen3_reranker sets from_2_way_softmax; else transformers' PretrainedConfig
+    (id2label wins over num_labels; 2 without either)."""
+    q3 = "Qwen3ForSequenceClassification"
+    assert score_labels({"classifier_from_token": ["no", "yes"],
+                         "method": "from_2_way_softmax"}, "Qwen3ForCausalLM")[0] == 1
+    assert score_labels({"classifier_from_token": ["no", "yes"],
+                         "is_original_qwen3_reranker": True}, q3)[0] == 1
+    assert score_labels({"classifier_from_token": ["Yes"], "method": "no_post_processing"},
+                        "Gemma2ForCausalLM")[0] == 1
+    assert score_labels({"classifier_from_token": ["a", "b", "c"],
+                         "method": "no_post_processing"}, q3)[0] == 3
+    assert score_labels({"id2label": {"0": "a", "1": "b", "2": "c"}, "num_labels": 5}, q3)[0] == 3
+    assert score_labels({"num_labels": 4}, q3)[0] == 4
+    assert score_labels({}, q3) == (2, "no id2label or num_labels in the config: transformers' "
+                                       "default 2")
+
+
+@pytest.mark.parametrize(("cfg", "arch", "text"), [
+    ({"classifier_from_token": ["no", "yes"], "is_original_qwen3_reranker": True},
+     "Qwen2ForSequenceClassification", "classifier_from_token without a method"),
+    ({"classifier_from_token": ["no", "yes"], "method": "softmax"},
+     "Qwen3ForSequenceClassification", "conversion method 'softmax'"),
+    ({"classifier_from_token": ["a", "b", "c"], "method": "from_2_way_softmax"},
+     "Qwen3ForSequenceClassification", "needs classifier_from_token with two tokens"),
+    ({"classifier_from_token": "yes", "method": "no_post_processing"},
+     "Qwen3ForSequenceClassification", "must be a non-empty list"),
+    ({"num_labels": 0}, "Qwen3ForSequenceClassification", "positive integer"),
+])
+def test_score_labels_refuses_what_vllm_asserts(cfg: dict[str, object], arch: str,
+                                                text: str) -> None:
+    with pytest.raises(ConfigError, match=text.replace("(", r"\(")):
+        score_labels(cfg, arch)
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.20.0", "0.33.0"])
+def test_seq_cls_checkpoint_is_its_causal_lm_plus_an_fp32_score_head(
+        tmp_path, version: str) -> None:  # type: ignore[no-untyped-def]
+    """A Qwen3ForSequenceClassification of Qwen3-8B's shapes with 3 labels, no runner flag: vLLM
+    resolves --runner auto / --convert auto to pooling / classify (_SUFFIX_TO_DEFAULTS). Its
+    rank is the embedding model's (no lm_head) plus the score head 3 × 4096 × 4 B = 48 KiB on
+    every rank (ReplicatedLinear, fp32), TP2 included; PIECEWISE graphs only."""
+    path = str(_seq_cls(tmp_path))
+    for tp in (1, 2):
+        cls = estimate(path, Deployment(engine_version=version, max_model_len=8192, tp=tp),
+                       gpu_name="H100-80GB")
+        emb = estimate(QWEN3_8B, Deployment(engine_version=version, max_model_len=8192,
+                                            runner="pooling", tp=tp), gpu_name="H100-80GB")
+        assert (cls.deployment.runner, cls.deployment.convert) == ("pooling", "classify")
+        assert cls.spec.family == "qwen3"
+        for c, e in zip(cls.ranks, emb.ranks, strict=True):
+            assert c.weights_bytes - e.weights_bytes == 3 * 4096 * 4
+        assert _component(cls, "score head") == 3 * 4096 * 4
+        tensor = next(t for t in cls.ranks[0].tensors if t.module == "score")
+        assert "3×4096×4B (rep" in tensor.formula and tensor.bytes_each == 3 * 4096 * 4
+        assert any("num_labels 3 (the config's id2label)" in n for n in cls.notes)
+        assert set(graph_modes(cls.deployment)) == {"PIECEWISE"}
+        stage = next(s for s in activation_stages(_ctx(cls))
+                     if s.name.startswith("pooler"))
+        assert any(n.startswith("classify (LAST)") for n, _b in stage.parts)
+
+
+def test_qwen3_reranker_through_hf_overrides() -> None:
+    """The model card's --hf-overrides on Qwen3-8B's shapes (Qwen3-Reranker-8B): the score head
+    is one label (from_2_way_softmax), 4096 × 4 B; the lm_head it is cut from lives only inside
+    the weight load."""
+    dep = Deployment(engine_version="0.33.0", max_model_len=8192, hf_overrides=RERANKER)
+    rr = estimate(QWEN3_8B, dep, gpu_name="H100-80GB")
+    emb = estimate(QWEN3_8B, Deployment(engine_version="0.33.0", max_model_len=8192,
+                                        runner="pooling"), gpu_name="H100-80GB")
+    assert rr.ranks[0].weights_bytes - emb.ranks[0].weights_bytes == 4096 * 4
+    assert any("num_labels 1 (method from_2_way_softmax" in n for n in rr.notes)
+    r = completed(["estimate", "--model", QWEN3_8B, "--gpu", "H100-80GB", "--max-model-len",
+                   "8192", "--hf-overrides", RERANKER])
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "--convert classify" in text and "token_classify" in text
+
+
+def test_task_score_is_classify_for_a_cross_encoder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """0.11.0 config/model.py _task_to_convert: 'score' is classify where the default pooling
+    task is classify (a *ForSequenceClassification), embed otherwise."""
+    path = str(_seq_cls(tmp_path, labels=1))
+    e = estimate(path, Deployment(engine_version="0.11.0", max_model_len=8192, task="score"),
+                 gpu_name="H100-80GB")
+    assert e.deployment.convert == "classify" and _component(e, "score head") == 4096 * 4
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["--runner", "pooling", "--convert", "embed"],
+     "Qwen3ForSequenceClassification is a classification checkpoint: vLLM builds it only as "
+     "--convert classify"),
+    (["--engine", "sglang", "--engine-version", "0.5.4"], "SGLang's classification"),
+    (["--hf-overrides", '{"head_dtype": "model"}'], "head_dtype 'model'"),
+    (["--hf-overrides", '{"classifier_from_token": ["no", "yes"], "method": "x"}'],
+     "conversion method 'x'"),
+    (["--quantization", "fp8"], "quantised with a score head"),
+])
+def test_classify_refusals_are_one_line(tmp_path, args: list[str],  # type: ignore[no-untyped-def]
+                                        text: str) -> None:
+    version = [] if "--engine" in args else ["--engine-version", "0.20.0"]
+    r = completed(["estimate", "--model", str(_seq_cls(tmp_path)), "--gpu", "H100-80GB",
+                   "--max-model-len", "8192", *version, *args])
+    assert r.returncode == 2
+    one_error(r.stderr, text)
+
+
+def test_num_labels_override_replaces_the_configs_id2label(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--hf-overrides reaches PretrainedConfig.update, whose num_labels setter rebuilds an
+    id2label of another length (transformers configuration_utils.py): 3 labels in the config,
+    num_labels 1 in the override → a [1, H] score head (4096 × 4 B)."""
+    e = estimate(str(_seq_cls(tmp_path)), Deployment(engine_version="0.20.0", max_model_len=8192,
+                                                     hf_overrides='{"num_labels": 1}'),
+                 gpu_name="H100-80GB")
+    assert _component(e, "score head") == 4096 * 4

@@ -28,6 +28,7 @@ from memprof.core.kv_dtypes import NAMES as KV_DTYPE_NAMES
 from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import is_bare_decoder
+from memprof.core.models.score_heads import is_seq_cls
 from memprof.core.speculative import MTP, check_speculative
 from memprof.core.versions import Rule, resolve_version, value_at
 
@@ -493,14 +494,16 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                        hint=f"use --engine-version {first} or later")
     check_mamba_cache_mode(dep.mamba_cache_mode, dep.engine_version)
     if (dep.runner != "generate" or dep.convert is not None or dep.task is not None
-            or is_bare_decoder(spec.architecture)):
+            or is_bare_decoder(spec.architecture) or is_seq_cls(spec.architecture)):
         # (vLLM's --runner / --convert / --task; "auto" as a log's Namespace prints it; a bare
-        # decoder, an embedding model in vLLM: models.families.is_bare_decoder)
+        # decoder, an embedding model in vLLM: models.families.is_bare_decoder; a
+        # classification checkpoint, a score head on the pooling runner: models.score_heads)
         from memprof.core.engines.vllm_pooling import check_pooling  # only where it is asked
 
         check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
                       version=dep.engine_version or "", spec=spec, lora=dep.enable_lora,
-                      engine=dep.engine)
+                      engine=dep.engine,
+                      quantised=spec.quant is not None or bool(dep.quantization))
     check_speculative(dep.speculative_method, dep.num_speculative_tokens)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA

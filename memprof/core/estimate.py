@@ -36,6 +36,7 @@ from memprof.core.dtypes import dtype_bytes
 from memprof.core.engine_defaults import resolve
 from memprof.core.engines import engine_of
 from memprof.core.engines.base import AttentionFacts
+from memprof.core.engines.vllm_pooling import architecture_defaults, score_head_notes
 from memprof.core.gpus import GPU, UNKNOWN_ARCH_RULES, platform_note, resolve_gpu
 from memprof.core.kvcache import (
     KVCapacity,
@@ -364,6 +365,7 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     written = (_notes(dep, quant, gpu, mfs) + served_dtype_notes(spec, dep, gpu.arch, dtype)
              + capability_notes(gpu, quant)
              + _input_notes(asked, spec, gpu)
+             + score_head_notes(spec, dep)
              + tuple(engine.model_settings_notes(dep, asked,
                                                  spec.layers[0].attention.has_indexer))
              + tuple(engine.vision_notes(dep, spec) if spec.vision is not None else ())
@@ -432,6 +434,11 @@ def _prepared(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     from memprof.core.scratch.backends import block_size_for
 
     validate(dep, spec)
+    # the runner and conversion vLLM resolves for a classification checkpoint
+    # (engines/vllm_pooling.py architecture_defaults)
+    resolved = architecture_defaults(dep, spec.architecture)
+    if resolved:
+        dep = dep.with_(**resolved)
     check_flashinfer_sampler(dep)
     check_nccl_nvls(dep)
     block, _why = block_size_for(spec, gpu, dep)

@@ -231,8 +231,18 @@ def with_overrides(cfg: dict[str, Any], text: str, flag: str = "--hf-overrides"
     """``cfg`` with the overrides merged at the top level, before validation, as
     ``PretrainedConfig.update`` merges them (vLLM transformers_utils/config.py ``get_config``:
     ``config.update(hf_overrides_kw)``; SGLang ``config.update(model_override_args)``): a key
-    given replaces the config's value whole."""
-    return {**cfg, **parse_overrides(text, flag)}
+    given replaces the config's value whole. ``update`` sets each key as an attribute, so a
+    ``num_labels`` reaches transformers' ``PretrainedConfig.num_labels`` setter, which rebuilds
+    ``id2label`` where its length differs: such an ``id2label`` is dropped here (the label count
+    is then the override's: memprof/core/models/score_heads.py ``score_labels``)."""
+    over = parse_overrides(text, flag)
+    out = {**cfg, **over}
+    labels, id2label = over.get("num_labels"), out.get("id2label")
+    if ("num_labels" in over and "id2label" not in over and isinstance(id2label, dict)
+            and len(id2label) != labels):
+        out.pop("id2label")
+        out.pop("label2id", None)
+    return out
 
 
 # --- the longest context the engines accept -----------------------------------------------------

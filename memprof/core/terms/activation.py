@@ -19,7 +19,7 @@ from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.attention import ActQuery, kind_of
 from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment, RankCoord, experts_on_rank
-from memprof.core.engines.vllm_pooling import convert_of, pooler_parts
+from memprof.core.engines.vllm_pooling import convert_of, pooler_parts, score_head
 from memprof.core.engines.vllm_runner import (
     V2_SAMPLER_STATE_CHARGED,
     V2_SAMPLER_WARMUP_PASS,
@@ -805,9 +805,11 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         # the pooling runner: _dummy_pooler_run instead of the sampler (engines/vllm_pooling.py),
         # Model Runner V2's PoolingRunner where V2 runs the model
         v2 = runs_v2(ctx)
+        head = score_head(spec.raw, spec.architecture, convert_of(dep), dep.engine_version or "")
         stages.append(Stage("pooler (pooling runner" + (", Model Runner V2)" if v2 else ")"),
                             tuple(pooler_parts(dep.engine_version or "", tokens=t, rows=r,
-                                               hidden=h, model_itemsize=s, v2=v2))))
+                                               hidden=h, model_itemsize=s, v2=v2,
+                                               labels=None if head is None else head[0]))))
     elif r > 0 and samples_in_profile_run(dep, ctx.coord):
         stages.append(v0_sampler_stage(ctx, t, r) if v0_driver_samples(dep.engine,
                                                                         dep.engine_version)

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memprof.core.deployment import Deployment, RankCoord, pp_layer_split
-from memprof.core.engines.vllm_pooling import convert_of, drops_lm_head
+from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines.vllm_pooling import convert_of, drops_lm_head, score_head
 from memprof.core.models import Layer, ModelSpec, QuantConfig, layer_kinds
 from memprof.core.models.families import family_row
 from memprof.core.versions import Rule, value_at
@@ -159,7 +160,23 @@ class RankWeights(AttentionWeights, MlpWeights):
         elif (family_row(spec.family).lm_head_every_pp_stage and not spec.tie_word_embeddings
               and value_at(LM_HEAD_EVERY_STAGE, dep.engine_version, False)):
             self.vocab_parallel("lm_head", "lm_head")
+        self.score_head()
         return self.out
+
+    def score_head(self) -> None:
+        """``--convert classify``'s score head, [num_labels, H] in fp32 on every rank
+        (``ReplicatedLinear`` built in ``__init__``, TP and PP alike: engines/vllm_pooling.py
+        ``SCORE_HEAD``)."""
+        spec, dep = self.spec, self.dep
+        head = score_head(spec.raw, spec.architecture, convert_of(dep), dep.engine_version or "")
+        if head is None:
+            return
+        labels, dtype, why = head
+        b = dtype_bytes(dtype)
+        self.add("score", "score head", (Param("weight", (labels, spec.hidden_size), dtype),),
+                 replicas=self.copies * self.tp,
+                 formula=f"{labels}×{spec.hidden_size}×{b}B (rep, {dtype} head; num_labels: "
+                 f"{why})")
 
 
 # (compiled once: a rank's every tensor is matched)

@@ -36,7 +36,7 @@ from memprof.core.models.families import (
     qwen_vl,
 )
 from memprof.core.models.families.row import Built, Family, LayerBuilder
-from memprof.core.models.score_heads import refuse_score_head
+from memprof.core.models.score_heads import refuse_score_head, seq_cls_base
 
 ROWS: tuple[Family, ...] = (
     llama.FAMILY, qwen.QWEN2, qwen.QWEN3, qwen_moe.QWEN3_MOE, qwen_moe.QWEN2_MOE, gpt_oss.FAMILY,
@@ -108,10 +108,12 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
     ``model_type`` with an architecture its family does not list (``Qwen2ForRewardModel``,
     ``LlamaForSequenceClassification``: another head, another runner in vLLM, whose registry
     picks the class by ``architectures``) is never sized as the family's causal LM: a
-    classification or reward suffix is refused by name (``score_heads.refuse_score_head``),
-    even under ``assume``; a bare decoder vLLM serves as an embedding model (``MistralModel``,
-    ``is_bare_decoder``) is the family of the class vLLM builds for it, sized only on the
-    pooling runner."""
+    ``*ForSequenceClassification`` is the family of the causal LM vLLM converts
+    (``score_heads.seq_cls_base``: its score head and poolers are the pooling runner's,
+    memprof/core/engines/vllm_pooling.py), another classification or reward suffix is refused
+    by name (``score_heads.refuse_score_head``), even under ``assume``; a bare decoder vLLM
+    serves as an embedding model (``MistralModel``, ``is_bare_decoder``) is the family of the
+    class vLLM builds for it, sized only on the pooling runner."""
     archs = cfg.get("architectures") or []
     arch = archs[0] if isinstance(archs, list) and archs else str(cfg.get("model_type", "?"))
     model_type = cfg.get("model_type")
@@ -126,6 +128,9 @@ def family_of(cfg: dict[str, Any], assume: str | None = None) -> tuple[str, str]
         return _FAMILY_BY_ARCH[arch], arch
     if arch in _FAMILY_BY_BARE_ARCH:  # a decoder without its lm_head: an embedding model
         return _FAMILY_BY_BARE_ARCH[arch], arch
+    base = seq_cls_base(arch, _FAMILY_BY_ARCH)  # a causal LM with a score head (classify)
+    if base is not None:
+        return _FAMILY_BY_ARCH[base], arch
     refuse_encoder_only(arch)  # no KV cache, another attention type: not a dense decoder
     refuse_score_head(arch)  # a score head on the pooling runner: not a causal LM
     if assume is not None:
