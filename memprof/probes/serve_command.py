@@ -33,7 +33,7 @@ from memprof.core.auto_fit import AUTO_FIT
 from memprof.core.engines import ENGINES
 from memprof.core.engines.vllm_pooling import pooling_convert
 from memprof.core.flags import SETTINGS, coerce
-from memprof.core.speculative import speculative_settings
+from memprof.core.speculative import NGRAM, method_of, speculative_settings, vllm_method
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
     HUMAN_READABLE,
@@ -531,6 +531,46 @@ def _human_int(text: str, flag: str, where: str) -> int:
     return value
 
 
+_SPEC_HINT = ('e.g. --speculative-config \'{"method": "ngram", "num_speculative_tokens": 4}\' '
+              'or \'{"method": "deepseek_mtp", "num_speculative_tokens": 1}\'')
+
+
+def _check_speculative_config(conf: dict[str, Any]) -> None:
+    """Refuse a ``--speculative-config`` object vLLM refuses at start-up (config/speculative.py
+    ``SpeculativeConfig``), before memprof reads its method: no method and no draft model
+    (``__post_init__``: "num_speculative_tokens was provided but without speculative model", or
+    ``_verify_args``' "must be provided"); a draft token count that is no positive integer
+    (``_verify_args``: "Expected num_speculative_tokens to be greater than zero"; the field is
+    ``Field(gt=0)`` in current releases); none at all for the n-gram and MTP methods, which have
+    no draft checkpoint whose ``n_predict`` could give it (``_verify_args``:
+    "num_speculative_tokens must be provided with speculative model unless the draft model
+    config contains an n_predict parameter"); an n-gram ``prompt_lookup_min`` above its
+    ``prompt_lookup_max`` (``__post_init__``: "prompt_lookup_min=… must be <=
+    prompt_lookup_max=…")."""
+    method = vllm_method(conf)
+    if not method:
+        raise BadInput("--speculative-config names no method and no draft model (vLLM refuses "
+                       "it at start-up)", hint=_SPEC_HINT)
+    n = conf.get("num_speculative_tokens")
+    if n is None:
+        if method_of(method) is not None:
+            raise BadInput(f"--speculative-config method {method[:40]!r} without "
+                           "num_speculative_tokens (vLLM: 'num_speculative_tokens must be "
+                           "provided')", hint=_SPEC_HINT)
+        return
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise BadInput(f"--speculative-config num_speculative_tokens must be a positive "
+                       f"integer, got {json.dumps(n)[:40]} (vLLM: 'Expected "
+                       "num_speculative_tokens to be greater than zero')", hint=_SPEC_HINT)
+    low, high = conf.get("prompt_lookup_min"), conf.get("prompt_lookup_max")
+    if (method_of(method) == NGRAM and isinstance(low, int) and isinstance(high, int)
+            and low > high):
+        raise BadInput(f"--speculative-config prompt_lookup_min {low} is above "
+                       f"prompt_lookup_max {high} (vLLM: 'prompt_lookup_min=... must be <= "
+                       "prompt_lookup_max=...')",
+                       hint="give a prompt_lookup_min at most prompt_lookup_max")
+
+
 def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: bool,
              settings: dict[str, Any], not_modelled: list[tuple[str, str]],
              model: str | None, where: str) -> str | None:
@@ -551,12 +591,12 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
             conf = json.loads(values[0])
         except (ValueError, RecursionError, MemoryError):
             raise BadInput(f"{where}: --speculative-config is not JSON ({values[0][:40]!r})",
-                           hint='e.g. --speculative-config \'{"method": "deepseek_mtp", '
-                           '"num_speculative_tokens": 1}\'') from None
+                           hint=_SPEC_HINT) from None
         if not isinstance(conf, dict):
-            not_modelled.append((name, "speculative method ?: the draft model's memory"))
-            return model
+            raise BadInput(f"{where}: --speculative-config is JSON but not an object "
+                           f"({values[0][:40]!r})", hint=_SPEC_HINT)
         try:
+            _check_speculative_config(conf)
             got, why = speculative_settings(conf)
         except BadInput as exc:
             raise BadInput(f"{where}: {exc.message}", hint=exc.hint) from None

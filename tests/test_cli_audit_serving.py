@@ -1,0 +1,125 @@
+"""A demanding user's audit of the newest serving settings (n-gram speculation, the pooling
+runner, LoRA, --dtype, --language-model-only), one table per class of mistake found: each row is
+a command line that once ran on a guess, told two stories at once, or refused what the engine
+takes; now it is one ``error:`` line and a ``hint:`` (exit 2) before any work, or it runs as the
+engine would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import invoke, one_error
+
+PUBLISHED = Path(__file__).parent / "data" / "published.json"
+
+
+def _quote(row_id: int) -> str:
+    row = next(r for r in json.loads(PUBLISHED.read_text())["rows"] if r["id"] == row_id)
+    quote = row["quote"]
+    return "\n".join(quote) if isinstance(quote, list) else str(quote)
+
+
+def _paste(conf: str) -> list[str]:
+    return ["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+            "--speculative-config", conf]
+
+
+# --- a pasted --speculative-config vLLM refuses is refused, never estimated without it -------
+# (vLLM config/speculative.py SpeculativeConfig: __post_init__ and _verify_args)
+
+SPEC_REFUSED = [
+    ('{"method": "ngram", "num_speculative_tokens": 0}', "must be a positive integer, got 0"),
+    ('{"method": "ngram", "num_speculative_tokens": -2}', "must be a positive integer, got -2"),
+    ('{"method": "ngram", "num_speculative_tokens": 4.5}', "got 4.5"),
+    ('{"method": "ngram", "num_speculative_tokens": "4"}', 'got "4"'),
+    ('{"method": "ngram", "num_speculative_tokens": true}', "got true"),
+    ('{"method": "eagle3", "model": "x/head", "num_speculative_tokens": 0}', "got 0"),
+    ('{"method": "ngram"}', "'ngram' without num_speculative_tokens"),
+    ('{"method": "deepseek_mtp"}', "'deepseek_mtp' without num_speculative_tokens"),
+    ('{"num_speculative_tokens": 3}', "names no method and no draft model"),
+    ("{}", "names no method and no draft model"),
+    ('{"method": null, "num_speculative_tokens": 3}', "names no method and no draft model"),
+    ("[1, 2]", "is JSON but not an object"),
+    ("null", "is JSON but not an object"),
+    ('"ngram"', "is JSON but not an object"),
+    ('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5, '
+     '"prompt_lookup_max": 2}', "prompt_lookup_min 5 is above prompt_lookup_max 2"),
+]
+
+
+@pytest.mark.parametrize(("conf", "needle"), SPEC_REFUSED, ids=[c for c, _ in SPEC_REFUSED])
+def test_a_speculative_config_vllm_refuses_is_refused(conf: str, needle: str) -> None:
+    code, out, err = invoke(_paste(conf))
+    assert code == 2 and out == "", err
+    one_error(err, needle)
+
+
+SPEC_TAKEN = [
+    ('{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}', "ngram"),
+    ('{"model": "[ngram]", "num_speculative_tokens": 3}', "ngram"),
+    ('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, '
+     '"prompt_lookup_max": 2}', "ngram"),
+]
+
+
+@pytest.mark.parametrize(("conf", "method"), SPEC_TAKEN, ids=[c for c, _ in SPEC_TAKEN])
+def test_a_speculative_config_vllm_takes_is_estimated(conf: str, method: str) -> None:
+    code, out, err = invoke([*_paste(conf)[:3], "-f", "json", *_paste(conf)[3:]])
+    assert code == 0, err
+    dep = json.loads(out)["deployment"]
+    assert dep["speculative_method"] == method
+    assert dep["num_speculative_tokens"] == json.loads(conf)["num_speculative_tokens"]
+
+
+# --- explain: a LoRA flag the user gives wrong is refused, not dropped with the log's LoRA ----
+
+
+@pytest.fixture
+def lora_log(tmp_path: Path) -> Path:
+    """Row 1607's log (vLLM 0.27.1, Qwen3-4B with LoRA shown by its Punica line only)."""
+    p = tmp_path / "lora.log"
+    p.write_text(_quote(1607))
+    return p
+
+
+def _explain(log: Path, *flags: str) -> tuple[int, str, str]:
+    return invoke(["explain", str(log), "-m", "qwen3-4b", "--gpu", "RTX-4090", *flags])
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--max-lora-rank", "7"], "--max-lora-rank 7 is not one vLLM 0.27.1 accepts"),
+    (["--max-loras", "0"], "--max-loras must be at least 1"),
+    (["--lora-extra-vocab-size", "512"], "--lora-extra-vocab-size: vLLM 0.27.1 has no such"),
+])
+def test_explain_refuses_a_lora_flag_vllm_refuses(lora_log: Path, flags: list[str],
+                                                   needle: str) -> None:
+    code, out, err = _explain(lora_log, *flags)
+    assert code == 2 and out == "", err
+    one_error(err, needle)
+
+
+def _notes(log: Path, *flags: str) -> list[str]:
+    code, out, err = _explain(log, "-f", "json", *flags)
+    assert code in (0, 1), err
+    notes: list[str] = json.loads(out)["log"]["notes"]
+    return notes
+
+
+@pytest.mark.parametrize(("flags", "assumed"), [
+    ([], "(max_loras 1, max_lora_rank 16)"),
+    (["--max-lora-rank", "32"], "(max_loras 1)"),
+    (["--max-loras", "2"], "(max_lora_rank 16)"),
+    (["--max-loras", "2", "--max-lora-rank", "32"], None),
+])
+def test_explain_says_only_the_lora_sizes_it_assumes(lora_log: Path, flags: list[str],
+                                                      assumed: str | None) -> None:
+    sizes = [n for n in _notes(lora_log, *flags) if "LoRA's sizes" in n]
+    if assumed is None:
+        assert sizes == []
+    else:
+        assert len(sizes) == 1 and assumed in sizes[0], sizes
+
+
