@@ -492,22 +492,41 @@ def _logged_positions(model: str, positions: int, notes: list[str]) -> str | Non
     return override
 
 
-def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
+# the LoRA settings beside --enable-lora, as Deployment fields
+_LORA_SIZES = ("max_loras", "max_lora_rank", "lora_extra_vocab_size", "lora_dtype",
+               "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora")
+
+
+def _logged_lora(dep: Deployment, model: str, notes: list[str],
+                 given: frozenset[str] = frozenset()) -> Deployment:
     """``dep`` as the log turns LoRA on, or without LoRA (and a note saying why) where memprof
     refuses the log's LoRA settings for this model: a log is evidence, so the rest of it is
-    still explained."""
+    still explained. A LoRA setting the user gave (``given``: fields of ``_LORA_SIZES``) that
+    vLLM refuses is the user's mistake, not the log's: it is refused, never dropped with LoRA."""
     from memprof.core.lora import lora_settings
     from memprof.core.models.load import load_model
 
-    try:
+    def check(d: Deployment) -> None:
         spec = load_model(model)
-        lora_settings(spec.family, dep.engine_version, max_loras=dep.max_loras,
-                      max_lora_rank=dep.max_lora_rank,
-                      lora_extra_vocab_size=dep.lora_extra_vocab_size,
-                      lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
-                      model_dtype=spec.dtype, tp=dep.tp, enable_lora_bias=dep.enable_lora_bias,
-                      specialize_active_lora=dep.specialize_active_lora)
+        lora_settings(spec.family, d.engine_version, max_loras=d.max_loras,
+                      max_lora_rank=d.max_lora_rank,
+                      lora_extra_vocab_size=d.lora_extra_vocab_size,
+                      lora_dtype=d.lora_dtype, fully_sharded_loras=d.fully_sharded_loras,
+                      model_dtype=spec.dtype, tp=d.tp, enable_lora_bias=d.enable_lora_bias,
+                      specialize_active_lora=d.specialize_active_lora)
+
+    try:
+        check(dep)
     except BadInput as exc:
+        mine = given & set(_LORA_SIZES)
+        if mine:
+            unset = Deployment()
+            try:  # the same check without the user's LoRA settings
+                check(dep.with_(**{k: getattr(unset, k) for k in mine}))
+            except BadInput:
+                pass  # the log's LoRA itself is refused: left out below, as without them
+            else:
+                raise
         notes.append(f"the log turns LoRA on, which memprof leaves out here: {exc.message}")
         return dep.with_(enable_lora=False, max_loras=None, max_lora_rank=None,
                          lora_extra_vocab_size=None, lora_dtype="auto",
@@ -663,7 +682,7 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
     dep = _logged_v1(dep, log.generation, notes)
     if dep.enable_lora and "enable_lora" not in (overrides or {}):
-        dep = _logged_lora(dep, name, notes)
+        dep = _logged_lora(dep, name, notes, frozenset(overrides or {}))
     if (dep.vllm_use_flashinfer_sampler == 1
             and "vllm_use_flashinfer_sampler" not in (overrides or {})):
         dep = _logged_flashinfer_sampler(dep, notes)
