@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from memprof.core.versions import resolve_version
+from memprof.probes.serve_flags import ENGINE_VERSION_ASSUMED
 from tests.cli_helpers import invoke, one_error
 
+NEWEST = resolve_version(None, "vllm")  # what an estimate without --engine-version models
 PUBLISHED = Path(__file__).parent / "data" / "published.json"
 
 
@@ -123,3 +126,46 @@ def test_explain_says_only_the_lora_sizes_it_assumes(lora_log: Path, flags: list
         assert len(sizes) == 1 and assumed in sizes[0], sizes
 
 
+
+
+# --- the pooling runner's refusals name the release and what vLLM says ------------------------
+
+POOLING_REFUSED = [
+    # the newest release named, never an empty one ("vLLM  has no --task")
+    (["--task", "embed"], f"vLLM {NEWEST} has no --task (removed in 0.13.0)"),
+    (["--runner", "pooling", "--convert", "reward"], f"vLLM {NEWEST} has no --convert reward"),
+    # a *ForCausalLM kept without a conversion: vLLM's config/model.py refuses the runner
+    (["--runner", "pooling", "--convert", "none"],
+     "--runner pooling --convert none: Qwen3ForCausalLM is no pooling model"),
+    (["--runner", "pooling", "--convert", "none", "--engine-version", "0.12.0"],
+     "Qwen3ForCausalLM is no pooling model"),
+]
+
+
+@pytest.mark.parametrize(("flags", "needle"), POOLING_REFUSED,
+                         ids=[" ".join(f) for f, _ in POOLING_REFUSED])
+def test_a_pooling_refusal_names_the_release(flags: list[str], needle: str) -> None:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", *flags])
+    assert code == 2 and out == "", err
+    one_error(err, needle)
+    assert "vLLM  " not in err
+
+
+@pytest.mark.parametrize(("flags", "drop"), [
+    (["--task", "embed", "--engine-version", "0.9.2"], "drop --task embed"),
+    (["--runner", "pooling", "--engine-version", "0.10.2"], "drop --runner pooling"),
+])
+def test_a_pooling_release_refusal_hints_the_flag_given(flags: list[str], drop: str) -> None:
+    code, _, err = invoke(["estimate", "-m", "qwen3-8b", *flags])
+    assert code == 2
+    assert err.strip().splitlines()[-1].endswith(drop), err
+
+
+def test_the_read_as_line_names_the_release_engine_version_gives() -> None:
+    code, _, err = invoke(["estimate", "--gpu", "H200", "--engine-version", "0.12.0", "--",
+                           "vllm", "serve", "Qwen/Qwen3-8B"])
+    assert code == 0
+    first = err.splitlines()[0]
+    assert first.startswith("read as vLLM (release 0.12.0 from --engine-version; flags as vLLM")
+    code, _, err = invoke(["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B"])
+    assert err.splitlines()[0].startswith(f"read as vLLM {ENGINE_VERSION_ASSUMED['vllm']}: ")

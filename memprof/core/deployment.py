@@ -499,7 +499,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         from memprof.core.engines.vllm_pooling import check_pooling  # only where it is asked
 
         check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
-                      version=dep.engine_version or "", spec=spec, lora=dep.enable_lora,
+                      version=resolve_version(dep.engine_version, dep.engine), spec=spec,
+                      lora=dep.enable_lora,
                       engine=dep.engine)
     check_speculative(dep.speculative_method, dep.num_speculative_tokens)
     if dep.enable_lora:

@@ -98,12 +98,18 @@ class ServeCommand:
     # None (no image, or a tag such as ``latest`` that names none)
     image_release: str | None = None
 
-    def describe(self) -> list[str]:
-        """The lines a user reads about what was taken from the command (stderr)."""
+    def describe(self, release: str | None = None) -> list[str]:
+        """The lines a user reads about what was taken from the command (stderr); ``release``:
+        the release modelled where ``--engine-version`` names one (the flag tables stay
+        ``version``'s)."""
         name = ENGINE_NAMES[self.engine]
-        how = (f"{name} {self.version}" if self.image_release is None else
-               f"{name} (release {self.image_release} from the image's tag; flags as {name} "
-               f"{self.version} spells them)")
+        how = f"{name} {self.version}"
+        if self.image_release is not None:
+            how = (f"{name} (release {self.image_release} from the image's tag; flags as {name} "
+                   f"{self.version} spells them)")
+        elif release is not None and release != self.version:
+            how = (f"{name} (release {release} from --engine-version; flags as {name} "
+                   f"{self.version} spells them)")
         out = [f"read as {how}: model {self.model or '(not given)'}, "
                + (", ".join(f"{k}={v}" for k, v in self.settings.items()) or "no memory flags")]
         if self.not_modelled:

@@ -254,14 +254,21 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
         return
     if not value_at(POOLING_RUNNER, version, False):
         first = POOLING_RUNNER[0].since
+        asked = f"--task {task}" if task not in (None, "auto") else "--runner pooling"
         raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first}, "
                        f"where its profile run was read; not at {version}",
-                       hint=f"use --engine-version {first} or later, or drop --runner pooling")
+                       hint=f"use --engine-version {first} or later, or drop {asked}")
     if conv == "reward" and rule_in_force(REWARD_CONVERT, version) is None:
         removed = REWARD_CONVERT[-1].until
         raise BadInput(f"vLLM {version} has no --convert reward (gone in {removed}: "
                        "config/model.py ConvertType is none, embed, classify)",
                        hint="use --convert embed (the conversion memprof models)")
+    if conv == "none" and not bare:  # a *ForCausalLM kept as it is: no pooler to run
+        arch = spec.architecture if spec is not None else "the model"
+        raise BadInput(f"--runner pooling --convert none: {arch} is no pooling model, and vLLM "
+                       "refuses it ('This model does not support `--runner pooling`. You can "
+                       "pass `--convert <embed|classify>` to adapt it': config/model.py)",
+                       hint="use --convert embed (or auto)")
     if conv != "embed":
         raise BadInput(f"--convert {conv} (a {conv} head on the hidden states: "
                        "adapters.py as_seq_cls_model's score head [num_labels, H] for "
