@@ -169,3 +169,47 @@ def test_the_read_as_line_names_the_release_engine_version_gives() -> None:
     assert first.startswith("read as vLLM (release 0.12.0 from --engine-version; flags as vLLM")
     code, _, err = invoke(["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B"])
     assert err.splitlines()[0].startswith(f"read as vLLM {ENGINE_VERSION_ASSUMED['vllm']}: ")
+
+
+# --- --dtype: what the engines take is taken, what they refuse in a pasted command refused -----
+# (vLLM config/model.py ModelDType / _STR_DTYPE_TO_TORCH_DTYPE; SGLang's --dtype choices)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize(("spelling", "dtype"), [("float", "float32"), ("half", "float16")])
+def test_an_engine_spelling_of_dtype_is_that_dtype(engine: str, spelling: str,
+                                                     dtype: str) -> None:
+    def weights(d: str) -> int:
+        code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--engine", engine, "--dtype", d,
+                                 "-f", "json"])
+        assert code == 0, err
+        return int(json.loads(out)["ranks"][0]["weights_bytes"])
+
+    assert weights(spelling) == weights(dtype)
+
+
+@pytest.mark.parametrize(("launch", "spelling"), [
+    (["vllm", "serve", "Qwen/Qwen3-8B"], "bf16"),
+    (["vllm", "serve", "Qwen/Qwen3-8B"], "fp16"),
+    (["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"], "bf16"),
+])
+def test_a_pasted_dtype_the_engine_refuses_is_refused(launch: list[str], spelling: str) -> None:
+    code, out, err = invoke(["estimate", "--gpu", "H200", "--", *launch, "--dtype", spelling])
+    assert code == 2 and out == "", err
+    one_error(err, f"--dtype {spelling} is memprof's own spelling")
+
+
+@pytest.mark.parametrize("spelling", ["float", "half", "float32", "bfloat16"])
+def test_a_pasted_dtype_the_engine_takes_is_read(spelling: str) -> None:
+    code, _, err = invoke(["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+                           "--dtype", spelling])
+    assert code == 0 and f"dtype={spelling}" in err.splitlines()[0], err
+
+
+def test_float_is_float32_where_vllm_v1_refuses_float32() -> None:
+    """0.8.5's V1 oracle takes fp16 / bf16 only: --dtype float falls back to V0 as float32."""
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--engine-version", "0.8.5",
+                             "--dtype", "float", "-f", "json"])
+    assert code in (0, 1), err
+    notes = " ".join(json.loads(out)["summary"]["notes"])
+    assert "falls back to the V0 engine for --dtype float" in notes

@@ -46,7 +46,14 @@ SCRATCH_POLICIES = ("per-layer", "shared")
 # VLLM_CACHE_ROOT, no engine flag): "cold" a first start that compiles in the profile run,
 # "warm" a restart that loads what a first start saved (memprof/core/terms/runner_v2_profile.py)
 COMPILE_CACHE_STATES = ("cold", "warm")
-DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
+# --dtype as the engines spell it: vLLM's ModelDType and _STR_DTYPE_TO_TORCH_DTYPE
+# (config/model.py; config.py before 0.10.0: "half" and "float16" float16, "float" and "float32"
+# float32), SGLang's --dtype choices (srt/server_args.py; srt/configs/model_config.py reads them
+# with the same table, "adapted from vLLM 0.6.4.post1")
+ENGINE_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# memprof's --dtype: the engines' spellings and two short ones of its own (bf16, fp16), which a
+# pasted serve command may not use (its engine's argparse refuses them)
+DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

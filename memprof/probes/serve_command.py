@@ -30,6 +30,8 @@ from memprof.base.errors import BadInput
 from memprof.base.files import read_capped_text
 from memprof.base.units import human_readable_int
 from memprof.core.auto_fit import AUTO_FIT
+from memprof.core.deployment import DTYPES, ENGINE_DTYPES
+from memprof.core.dtypes import FLAG_ALIASES
 from memprof.core.engines import ENGINES
 from memprof.core.engines.vllm_pooling import pooling_convert
 from memprof.core.flags import SETTINGS, coerce
@@ -496,6 +498,12 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             value = _human_int(values[0], name, where)
         else:
             value = coerce(fld, values[0], where=f"{where}: {name}")
+        if fld == "dtype" and value not in ENGINE_DTYPES and value in DTYPES:
+            raise BadInput(f"{where}: {name} {value} is memprof's own spelling, which "
+                           f"{ENGINE_NAMES[engine]}'s argparse refuses (choices: "
+                           f"{', '.join(ENGINE_DTYPES)})",
+                           hint=f"{name} {FLAG_ALIASES[value]} in the command, or memprof's "
+                           f"--dtype {value} before the --")
         if value is None and fld in _REQUIRED:
             # vLLM's argparse reads these with int()/a choice list: "None" is refused there too
             raise BadInput(f"{where}: bad value {values[0][:40]!r} for {name} (an integer "
