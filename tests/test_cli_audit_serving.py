@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,3 +214,32 @@ def test_float_is_float32_where_vllm_v1_refuses_float32() -> None:
     assert code in (0, 1), err
     notes = " ".join(json.loads(out)["summary"]["notes"])
     assert "falls back to the V0 engine for --dtype float" in notes
+
+
+# --- a pasted --language-model-only is read as vLLM reads it, never an unknown flag ------------
+# (vllm/config/multimodal.py MultiModalConfig.get_limit_per_prompt: 0 for every modality)
+
+
+def _paste_json(*words: str) -> tuple[dict[str, Any], str]:
+    code, out, err = invoke(["estimate", "--gpu", "H200", "-f", "json", "--", "vllm", "serve",
+                             *words])
+    assert code in (0, 1), err
+    parsed: dict[str, Any] = json.loads(out)
+    return parsed, err
+
+
+@pytest.mark.parametrize("beside", [[], ["--limit-mm-per-prompt", '{"image": 2}']])
+def test_language_model_only_zeroes_every_modality(beside: list[str]) -> None:
+    only, _ = _paste_json("Qwen/Qwen3-VL-4B-Instruct", *beside, "--language-model-only")
+    zeros, _ = _paste_json("Qwen/Qwen3-VL-4B-Instruct", "--limit-mm-per-prompt",
+                           '{"image": 0, "video": 0}')
+    full, _ = _paste_json("Qwen/Qwen3-VL-4B-Instruct")
+    assert json.loads(only["deployment"]["limit_mm_per_prompt"]) == {"image": 0, "video": 0}
+    assert only["ranks"][0]["weights_bytes"] == zeros["ranks"][0]["weights_bytes"]
+    assert only["ranks"][0]["weights_bytes"] < full["ranks"][0]["weights_bytes"]  # no tower
+
+
+def test_language_model_only_on_a_text_model_changes_nothing() -> None:
+    only, err = _paste_json("Qwen/Qwen3-8B", "--language-model-only")
+    plain, _ = _paste_json("Qwen/Qwen3-8B")
+    assert "error" not in err and only["ranks"] == plain["ranks"]

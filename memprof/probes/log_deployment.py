@@ -567,14 +567,11 @@ def _logged_language_model_only(dep: Deployment, model: str, notes: list[str]) -
     MultiModalConfig.language_model_only is "equivalent to setting --limit-mm-per-prompt to 0
     for every modality" (get_limit_per_prompt returns 0), so it is ``--limit-mm-per-prompt``
     with each of the model's modalities at 0; a text-only model is left as it is."""
-    import json
+    from memprof.probes.serve_command import language_model_only_limits
 
-    from memprof.core.models.load import load_model
-
-    vision = load_model(model).vision
-    if vision is None:
+    limits = language_model_only_limits(model)
+    if limits is None:
         return dep
-    limits = json.dumps(dict.fromkeys(vision.modalities, 0))
     notes.append(f"the log runs --language-model-only: read as --limit-mm-per-prompt '{limits}' "
                  "(vLLM's MultiModalConfig sets every modality's limit to 0), so no vision "
                  "tower is built")

@@ -512,9 +512,42 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                            hint=f"give {name} a value, or leave the flag out for the "
                            "engine's default")
         settings[fld] = value
+    if settings.pop(_LANGUAGE_MODEL_ONLY, False):
+        _language_model_only(model, settings, not_modelled)
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
                         version=ENGINE_VERSION_ASSUMED[engine])
+
+
+# the key under which _special notes vLLM's --language-model-only until the model is known
+_LANGUAGE_MODEL_ONLY = "--language-model-only"
+
+
+def language_model_only_limits(model: str) -> str | None:
+    """vLLM's ``--language-model-only`` as ``--limit-mm-per-prompt``: vllm/config/multimodal.py
+    (0.27.1, 0.28.0) ``MultiModalConfig.get_limit_per_prompt`` returns 0 for every modality
+    under it ("Equivalent to setting --limit-mm-per-prompt to 0 for every modality"), so each
+    of ``model``'s modalities at 0; None for a text-only model, where it changes nothing.
+    :class:`BadInput` for a model memprof does not know."""
+    from memprof.core.models.load import load_model
+
+    vision = load_model(model).vision
+    return None if vision is None else json.dumps(dict.fromkeys(vision.modalities, 0))
+
+
+def _language_model_only(model: str | None, settings: dict[str, Any],
+                         not_modelled: list[tuple[str, str]]) -> None:
+    """A pasted ``--language-model-only`` applied: it wins over a ``--limit-mm-per-prompt``
+    beside it, as in vLLM; listed as not modelled where memprof cannot read the model's
+    modalities here (a model it does not know: the estimate says so itself)."""
+    try:
+        limits = language_model_only_limits(model) if model is not None else None
+    except BadInput:
+        not_modelled.append((_LANGUAGE_MODEL_ONLY, "the model's modalities at 0: give "
+                             "--limit-mm-per-prompt with each of them at 0"))
+        return
+    if limits is not None:
+        settings["limit_mm_per_prompt"] = limits
 
 
 # vLLM's ``human_readable_int`` (engine/arg_utils.py) reads these flags, by the release it
@@ -599,6 +632,9 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
         except ValueError:
             raise BadInput(f"{where}: bad value {values[0][:40]!r} for {name}",
                            hint=f"e.g. {name} 8") from None
+        return model
+    if name == "--language-model-only":
+        settings[_LANGUAGE_MODEL_ONLY] = not negated
         return model
     if name == "--speculative-config":
         try:

@@ -141,6 +141,10 @@ _VLLM_SPECIAL = [
     ServeFlag(("--speculative-config",), "value", "special",
               "JSON; num_speculative_tokens of an MTP or n-gram method is applied"),
     ServeFlag(("--enable-expert-parallel", "-ep"), "flag", "special"),
+    # vllm/config/multimodal.py MultiModalConfig.language_model_only (0.27.1; in 0.28.0 and on):
+    # every modality's limit 0, read as --limit-mm-per-prompt
+    ServeFlag(("--language-model-only",), "flag", "special",
+              "every modality's --limit-mm-per-prompt at 0: no vision tower"),
 ]
 
 # SGLang
