@@ -243,3 +243,27 @@ def test_language_model_only_on_a_text_model_changes_nothing() -> None:
     only, err = _paste_json("Qwen/Qwen3-8B", "--language-model-only")
     plain, _ = _paste_json("Qwen/Qwen3-8B")
     assert "error" not in err and only["ranks"] == plain["ranks"]
+
+
+# --- a sweep axis no point reads is refused before any work, not a column of equal rows --------
+
+
+@pytest.mark.parametrize("axes", [
+    ["--set", "max_lora_rank=8,16"],
+    ["--set", "max_loras=1,4"],
+    ["--set", "lora_dtype=float16,bfloat16"],
+    ["--set", "max_loras=1,2", "--set", "enable_lora=false"],
+])
+def test_a_lora_axis_without_lora_is_refused(axes: list[str]) -> None:
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", *axes])
+    assert code == 2 and out == "", err
+    one_error(err, "without --enable-lora")
+
+
+@pytest.mark.parametrize("extra", [["--enable-lora"], ["--set", "enable_lora=false,true"]])
+def test_a_lora_axis_with_lora_sweeps(extra: list[str]) -> None:
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--set", "max_lora_rank=8,64", *extra,
+                             "-f", "json"])
+    assert code == 0, err
+    rows = [r for r in json.loads(out) if r.get("enable_lora", True)]
+    assert len({r["kv_cache_tokens"] for r in rows}) == 2  # rank 64's buffers cost KV
