@@ -267,3 +267,29 @@ def test_a_lora_axis_with_lora_sweeps(extra: list[str]) -> None:
     assert code == 0, err
     rows = [r for r in json.loads(out) if r.get("enable_lora", True)]
     assert len({r["kv_cache_tokens"] for r in rows}) == 2  # rank 64's buffers cost KV
+
+
+# --- speculative decoding on the pooling runner is refused, not estimated as one or the other --
+
+
+@pytest.mark.parametrize("argv", [
+    ["-m", "qwen3-8b", "--runner", "pooling", "--speculative-method", "ngram",
+     "--num-speculative-tokens", "3"],
+    ["-m", "qwen3-8b", "--task", "embed", "--engine-version", "0.12.0",
+     "--speculative-method", "ngram", "--num-speculative-tokens", "2"],
+    ["-m", "deepseek-r1", "--gpu", "H200", "-tp", "8", "--runner", "pooling",
+     "--num-speculative-tokens", "1"],
+])
+def test_speculation_on_the_pooling_runner_is_refused(argv: list[str]) -> None:
+    code, out, err = invoke(["estimate", *argv])
+    assert code == 2 and out == "", err
+    one_error(err, "--num-speculative-tokens with --runner pooling")
+
+
+def test_task_generate_keeps_speculation() -> None:
+    """--task wins over --runner, as vLLM's ModelConfig sets both from it (0.12.0)."""
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--task", "generate", "--runner",
+                             "pooling", "--engine-version", "0.12.0", "--speculative-method",
+                             "ngram", "--num-speculative-tokens", "2", "-f", "json"])
+    assert code == 0, err
+    assert json.loads(out)["deployment"]["speculative_method"] == "ngram"

@@ -503,12 +503,19 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             or is_bare_decoder(spec.architecture)):
         # (vLLM's --runner / --convert / --task; "auto" as a log's Namespace prints it; a bare
         # decoder, an embedding model in vLLM: models.families.is_bare_decoder)
-        from memprof.core.engines.vllm_pooling import check_pooling  # only where it is asked
+        from memprof.core.engines.vllm_pooling import check_pooling, convert_of
 
         check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
                       version=resolve_version(dep.engine_version, dep.engine), spec=spec,
                       lora=dep.enable_lora,
                       engine=dep.engine)
+        if dep.num_speculative_tokens and convert_of(dep) is not None:
+            # the pooling runner's profile run warms a pooler, not a sampler (vllm_pooling.py):
+            # nothing there reads draft tokens, and what a drafter beside it holds is not read
+            raise BadInput("--num-speculative-tokens with --runner pooling: a pooling model "
+                           "samples no tokens to draft; speculative decoding on vLLM's pooling "
+                           "runner is not modelled",
+                           hint="drop the speculative settings, or use --runner generate")
     check_speculative(dep.speculative_method, dep.num_speculative_tokens)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA
