@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from memprof.core.speculative import method_of, vllm_method
 from memprof.core.versions import resolve_version
 from memprof.probes.serve_flags import ENGINE_VERSION_ASSUMED
 from tests.cli_helpers import invoke, one_error
@@ -76,6 +79,49 @@ def test_a_speculative_config_vllm_takes_is_estimated(conf: str, method: str) ->
     dep = json.loads(out)["deployment"]
     assert dep["speculative_method"] == method
     assert dep["num_speculative_tokens"] == json.loads(conf)["num_speculative_tokens"]
+
+
+_ODD = st.one_of(st.none(), st.booleans(), st.floats(-2, 6), st.sampled_from(["4", ""]),
+                 st.lists(st.integers(0, 3), max_size=2))
+_CONFIGS = st.one_of(
+    st.fixed_dictionaries({"method": st.just("ngram"),
+                           "num_speculative_tokens": st.integers(-1, 6)},
+                          optional={"prompt_lookup_min": st.integers(1, 6),
+                                    "prompt_lookup_max": st.integers(1, 6)}),
+    st.fixed_dictionaries({}, optional={
+        "method": st.one_of(st.sampled_from(["ngram", "deepseek_mtp", "mtp", "eagle3", "medusa",
+                                             "suffix", "ngram_gpu", "ngramz", "NGRAM"]), _ODD),
+        "model": st.sampled_from(["ngram", "[ngram]", "x/head"]),
+        "num_speculative_tokens": st.one_of(st.integers(-2, 6), _ODD),
+        "prompt_lookup_min": st.integers(0, 6),
+        "prompt_lookup_max": st.integers(0, 6),
+        "bogus": _ODD}),
+    _ODD, st.integers(-1, 3))
+
+
+@given(_CONFIGS)
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+def test_any_speculative_config_is_one_error_or_what_vllm_runs(conf: object) -> None:
+    """Whatever JSON a --speculative-config holds: one error: line (exit 2, after the lines
+    saying what was read where the command parsed), or an estimate whose draft tokens are the
+    positive integer an n-gram config gives, or, for a method memprof does not model only, none
+    at all with the method listed as not modelled; never an internal error."""
+    code, out, err = invoke(["estimate", "--gpu", "H200", "-f", "json", "--", "vllm", "serve",
+                             "Qwen/Qwen3-8B", "--speculative-config", json.dumps(conf)])
+    assert code in (0, 1, 2) and "Traceback" not in err, err
+    if code == 2:
+        lines = err.strip().splitlines()
+        one_error("\n".join(lines[-2:]), "")
+        assert all(ln.startswith(("read as", "warning:", "ignored")) for ln in lines[:-2]), err
+        return
+    assert isinstance(conf, dict)
+    k = json.loads(out)["deployment"]["num_speculative_tokens"]
+    if k:
+        assert k == conf["num_speculative_tokens"] and isinstance(k, int) and k > 0
+    else:  # only a method memprof does not model is left out, and said so
+        assert method_of(vllm_method(conf)) is None, conf
+        assert "not modelled" in err and "--speculative-config" in err
 
 
 # --- explain: a LoRA flag the user gives wrong is refused, not dropped with the log's LoRA ----
