@@ -339,3 +339,33 @@ def test_task_generate_keeps_speculation() -> None:
                              "ngram", "--num-speculative-tokens", "2", "-f", "json"])
     assert code == 0, err
     assert json.loads(out)["deployment"]["speculative_method"] == "ngram"
+
+
+# --- explain --num-speculative-tokens 0 turns a log's n-gram speculation off -------------------
+
+
+def test_explain_turns_a_logs_ngram_off_with_zero_draft_tokens(tmp_path: Path) -> None:
+    """Row 2512's log with an n-gram speculative_config in its non-default args."""
+    log = tmp_path / "ngram.log"
+    log.write_text(_quote(2512).replace(
+        "'language_model_only': True",
+        "'language_model_only': True, 'speculative_config': {'method': 'ngram', "
+        "'num_speculative_tokens': 3}"))
+
+    def deployment(*flags: str) -> dict[str, Any]:
+        code, out, err = invoke(["explain", str(log), "--gpu", "H100-80GB", "-f", "json", *flags])
+        assert code in (0, 1), err
+        dep: dict[str, Any] = json.loads(out)["deployment"]
+        return dep
+
+    assert deployment()["speculative_method"] == "ngram"
+    assert deployment()["num_speculative_tokens"] == 3
+    off = deployment("--num-speculative-tokens", "0")
+    assert "num_speculative_tokens" not in off and "speculative_method" not in off
+
+
+def test_explain_json_names_the_logs_lora(lora_log: Path) -> None:
+    code, out, err = _explain(lora_log, "-f", "json", "--max-lora-rank", "32")
+    assert code in (0, 1), err
+    dep = json.loads(out)["deployment"]
+    assert dep["enable_lora"] is True and dep["max_lora_rank"] == 32 and dep["max_loras"] is None

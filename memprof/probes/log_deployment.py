@@ -624,6 +624,10 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
+    if (overrides or {}).get("num_speculative_tokens") == 0 and "speculative_method" not in (
+            overrides or {}):
+        # --num-speculative-tokens 0 turns the log's speculation off, its method with it
+        settings.pop("speculative_method", None)
     wrote = ENGINES.get(log.engine or "")  # None: the log does not say which engine wrote it
     given = (overrides or {}).get("engine")
     if wrote is not None and given is not None and given != wrote.name:
