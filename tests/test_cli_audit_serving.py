@@ -369,3 +369,29 @@ def test_explain_json_names_the_logs_lora(lora_log: Path) -> None:
     assert code in (0, 1), err
     dep = json.loads(out)["deployment"]
     assert dep["enable_lora"] is True and dep["max_lora_rank"] == 32 and dep["max_loras"] is None
+
+
+# --- SGLang's own flags for these features are SGLang's, never 'unknown' -----------------------
+# (ServerArgs fields: configs/sglang_server_args.json)
+
+SGLANG = ["estimate", "--gpu", "H200", "--", "python", "-m", "sglang.launch_server",
+          "--model-path", "Qwen/Qwen3-8B"]
+
+
+def test_sglang_is_embedding_is_refused_as_not_modelled() -> None:
+    code, out, err = invoke([*SGLANG, "--is-embedding"])
+    assert code == 2 and out == "", err
+    one_error(err, "--is-embedding: SGLang's embedding server is not modelled")
+
+
+@pytest.mark.parametrize("flags", [
+    ["--enable-lora", "--max-lora-rank", "64"],
+    ["--lora-target-modules", "q_proj", "v_proj", "--max-loaded-loras", "4"],
+    ["--lora-backend", "triton"],
+    ["--language-model-only"],
+])
+def test_sglang_lora_flags_are_listed_not_modelled(flags: list[str]) -> None:
+    code, _, err = invoke([*SGLANG, *flags])
+    assert code == 0, err
+    warning = next(ln for ln in err.splitlines() if ln.startswith("warning: not modelled"))
+    assert all(f in warning for f in flags if f.startswith("--"))

@@ -636,6 +636,12 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
     if name == "--language-model-only":
         settings[_LANGUAGE_MODEL_ONLY] = not negated
         return model
+    if name == "--is-embedding":
+        if negated:
+            return model
+        raise BadInput(f"{where}: --is-embedding: SGLang's embedding server is not modelled",
+                       hint="memprof models vLLM's pooling runner (--engine vllm --runner "
+                       "pooling), or drop --is-embedding for a generation server")
     if name == "--speculative-config":
         try:
             conf = json.loads(values[0])

@@ -195,6 +195,19 @@ _SGLANG_NOT_MODELLED = [
     ServeFlag(("--speculative-num-draft-tokens",), "value", "not_modelled", ""),
     ServeFlag(("--lora-paths",), "many", "not_modelled", "LoRA adapters' weights"),
     ServeFlag(("--max-loras-per-batch",), "value", "not_modelled", "LoRA adapters' weights"),
+    # ServerArgs fields of the releases configs/sglang_server_args.json lists: enable_lora,
+    # max_lora_rank, lora_target_modules from 0.4.10, max_loaded_loras from 0.5.1, lora_backend
+    # from 0.4.3, lora_eviction_policy later
+    ServeFlag(("--enable-lora",), "flag", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-lora-rank",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--lora-target-modules",), "many", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-loaded-loras",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--lora-backend",), "value", "not_modelled", "LoRA kernels' buffers"),
+    ServeFlag(("--lora-eviction-policy",), "value", "not_modelled", "LoRA adapters' weights"),
+    # language_model_only (0.5.18): memprof's SGLang estimate counts the vision tower its model
+    # file builds (memprof/core/engines/sglang_vlm.py)
+    ServeFlag(("--language-model-only",), "flag", "not_modelled",
+              "a multimodal model's vision tower is still counted"),
     ServeFlag(("--enable-hierarchical-cache",), "flag", "not_modelled", "host KV cache"),
     ServeFlag(("--hicache-ratio",), "value", "not_modelled", "host KV cache"),
     ServeFlag(("--ep-num-redundant-experts",), "value", "not_modelled", "redundant experts"),
@@ -206,6 +219,9 @@ _SGLANG_SPECIAL = [
     ServeFlag(("--ep-size", "--ep", "--expert-parallel-size"), "value", "special",
               "expert parallel over the server's TP ranks when > 1"),
     ServeFlag(("--enable-ep-moe",), "flag", "special"),
+    # is_embedding (0.4.3): SGLang's embedding server, refused as estimate's --runner pooling
+    # is under --engine sglang
+    ServeFlag(("--is-embedding",), "flag", "special"),
 ]
 
 OTHER_FLAGS: dict[str, list[ServeFlag]] = {
