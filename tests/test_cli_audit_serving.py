@@ -395,3 +395,17 @@ def test_sglang_lora_flags_are_listed_not_modelled(flags: list[str]) -> None:
     assert code == 0, err
     warning = next(ln for ln in err.splitlines() if ln.startswith("warning: not modelled"))
     assert all(f in warning for f in flags if f.startswith("--"))
+
+
+@pytest.mark.parametrize(("flags", "listed"), [
+    (["--lora-target-modules", "q_proj", "v_proj"], "warning: not modelled"),
+    (["--enable-tower-connector-lora"], "warning: not modelled"),
+    (["--default-mm-loras", '{"image": "x/y"}'], "ignored (no effect on GPU memory)"),
+])
+def test_vllm_lora_group_flags_are_known(flags: list[str], listed: str) -> None:
+    """vLLM's engine/arg_utils.py LoRA group (LoRAConfig), pasted beside --enable-lora."""
+    code, _, err = invoke(["estimate", "--gpu", "H200", "--", "vllm", "serve",
+                           "Qwen/Qwen3-VL-4B-Instruct", "--enable-lora", *flags])
+    assert code == 0, err
+    line = next(ln for ln in err.splitlines() if ln.startswith(listed))
+    assert flags[0] in line

@@ -74,7 +74,7 @@ _VLLM_IGNORED = [
               "--mm-processor-cache-type", "--media-io-kwargs",
               "--expert-placement-strategy", "--eplb-config", "--dcp-kv-cache-interleave-size",
               "--reasoning-config", "--io-processor-plugin", "--numa-bind",
-              "--max-cpu-loras"),
+              "--max-cpu-loras", "--default-mm-loras"),
     *_ignored("many", "--allowed-origins", "--allowed-methods", "--allowed-headers",
               "--middleware", "--lora-modules", "--prompt-adapters"),
     *_ignored("flag", "--trust-remote-code", "--disable-log-stats", "--disable-log-requests",
@@ -134,6 +134,14 @@ _VLLM_NOT_MODELLED = [
     ServeFlag(("--all2all-backend",), "value", "not_modelled",
               "all-to-all buffers (DeepEP); deepep_low_latency / nixl_ep with EP and DP > 1 "
               "also default max_num_batched_tokens to 256"),
+]
+
+_VLLM_NOT_MODELLED += [
+    # engine/arg_utils.py's LoRA group (LoRAConfig.target_modules, enable_tower_connector_lora)
+    ServeFlag(("--lora-target-modules",), "many", "not_modelled",
+              "LoRA on these modules only: memprof sizes every module the model class supports"),
+    ServeFlag(("--enable-tower-connector-lora",), "flag", "not_modelled",
+              "LoRA on a multimodal model's vision tower and connector"),
 ]
 
 _VLLM_SPECIAL = [
