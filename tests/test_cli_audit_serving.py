@@ -246,6 +246,18 @@ def test_a_pasted_dtype_the_engine_refuses_is_refused(launch: list[str], spellin
     one_error(err, f"--dtype {spelling} is memprof's own spelling")
 
 
+@pytest.mark.parametrize(("launch", "spelling"), [
+    (["vllm", "serve", "Qwen/Qwen3-8B"], "float8"),
+    (["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"], "int8"),
+])
+def test_a_pasted_dtype_no_engine_has_names_the_engines_choices(launch: list[str],
+                                                                 spelling: str) -> None:
+    code, out, err = invoke(["estimate", "--gpu", "H200", "--", *launch, "--dtype", spelling])
+    assert code == 2 and out == "", err
+    one_error(err, "argparse refuses (choices: auto, half, float16, bfloat16, float, float32)")
+    assert "bf16" not in err
+
+
 @pytest.mark.parametrize("spelling", ["float", "half", "float32", "bfloat16"])
 def test_a_pasted_dtype_the_engine_takes_is_read(spelling: str) -> None:
     code, _, err = invoke(["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B",

@@ -496,14 +496,10 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             value: Any = (not negated) if not values else coerce(fld, values[0], where=where)
         elif fld in HUMAN_READABLE:
             value = _human_int(values[0], name, where)
+        elif fld == "dtype":
+            value = _engine_dtype(engine, name, values[0], where)
         else:
             value = coerce(fld, values[0], where=f"{where}: {name}")
-        if fld == "dtype" and value not in ENGINE_DTYPES and value in DTYPES:
-            raise BadInput(f"{where}: {name} {value} is memprof's own spelling, which "
-                           f"{ENGINE_NAMES[engine]}'s argparse refuses (choices: "
-                           f"{', '.join(ENGINE_DTYPES)})",
-                           hint=f"{name} {FLAG_ALIASES[value]} in the command, or memprof's "
-                           f"--dtype {value} before the --")
         if value is None and fld in _REQUIRED:
             # vLLM's argparse reads these with int()/a choice list: "None" is refused there too
             raise BadInput(f"{where}: bad value {values[0][:40]!r} for {name} (an integer "
@@ -548,6 +544,20 @@ def _language_model_only(model: str | None, settings: dict[str, Any],
         return
     if limits is not None:
         settings["limit_mm_per_prompt"] = limits
+
+
+def _engine_dtype(engine: str, flag: str, text: str, where: str) -> str:
+    """A pasted ``--dtype`` as the engine's argparse reads it: one of ``ENGINE_DTYPES``, else
+    :class:`BadInput` (memprof's own ``bf16`` / ``fp16`` included, which no engine takes)."""
+    if text in ENGINE_DTYPES:
+        return text
+    choices = f"{ENGINE_NAMES[engine]}'s argparse refuses (choices: {', '.join(ENGINE_DTYPES)})"
+    if text in DTYPES:
+        raise BadInput(f"{where}: {flag} {text} is memprof's own spelling, which {choices}",
+                       hint=f"{flag} {FLAG_ALIASES[text]} in the command, or memprof's "
+                       f"--dtype {text} before the --")
+    raise BadInput(f"{where}: {flag} {text[:40]!r}, which {choices}",
+                   hint=f"e.g. {flag} bfloat16 (or auto: the checkpoint's)")
 
 
 # vLLM's ``human_readable_int`` (engine/arg_utils.py) reads these flags, by the release it
