@@ -421,3 +421,10 @@ def test_vllm_lora_group_flags_are_known(flags: list[str], listed: str) -> None:
     assert code == 0, err
     line = next(ln for ln in err.splitlines() if ln.startswith(listed))
     assert flags[0] in line
+
+
+def test_lora_on_the_older_task_spelling_names_it() -> None:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--engine-version", "0.12.0",
+                             "--task", "embed", "--enable-lora"])
+    assert code == 2 and out == "", err
+    one_error(err, "--enable-lora with --task embed is not modelled")

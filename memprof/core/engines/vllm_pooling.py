@@ -252,9 +252,9 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
             raise BadInput(f"--convert {convert} applies to the pooling runner",
                            hint=f"add --runner pooling, or drop --convert {convert}")
         return
+    asked = f"--task {task}" if task not in (None, "auto") else "--runner pooling"
     if not value_at(POOLING_RUNNER, version, False):
         first = POOLING_RUNNER[0].since
-        asked = f"--task {task}" if task not in (None, "auto") else "--runner pooling"
         raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first}, "
                        f"where its profile run was read; not at {version}",
                        hint=f"use --engine-version {first} or later, or drop {asked}")
@@ -275,7 +275,7 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
                        "classify) is not modelled; memprof models --convert embed",
                        hint="use --convert embed")
     if lora:
-        raise BadInput("--enable-lora with --runner pooling is not modelled (memprof's LoRA "
+        raise BadInput(f"--enable-lora with {asked} is not modelled (memprof's LoRA "
                        "buffers include the lm_head's, which a pooling model does not build)",
                        hint="drop --enable-lora, or use the generation runner")
     if spec is not None and spec.vision is not None:
