@@ -428,3 +428,19 @@ def test_lora_on_the_older_task_spelling_names_it() -> None:
                              "--task", "embed", "--enable-lora"])
     assert code == 2 and out == "", err
     one_error(err, "--enable-lora with --task embed is not modelled")
+
+
+@pytest.mark.parametrize(("flags", "code"), [
+    (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"], 2),
+    (["--enable-lora", "--max-cpu-loras", "0"], 2),
+    (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "4"], 0),
+    (["--enable-lora", "--max-cpu-loras", "8"], 0),
+    (["--max-loras", "4", "--max-cpu-loras", "2"], 0),  # no LoRAConfig without --enable-lora
+])
+def test_a_cpu_lora_cache_below_max_loras_is_refused(flags: list[str], code: int) -> None:
+    """vLLM's LoRAConfig: 'max_cpu_loras (N) must be >= max_loras (M)'."""
+    got, _, err = invoke(["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+                          *flags])
+    assert got == code, err
+    if code == 2:
+        one_error(err, "must be >= max_loras")

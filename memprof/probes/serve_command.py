@@ -436,6 +436,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
     ignored: list[str] = []
     not_modelled: list[tuple[str, str]] = []
     model: str | None = None
+    cpu_loras: str | None = None
     i = 0
     while i < len(args):
         tok = args[i]
@@ -485,6 +486,8 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             if other.kind == "ignored":
                 if name not in ignored:
                     ignored.append(name)
+                if name == "--max-cpu-loras":  # no memory, but a bound vLLM checks
+                    cpu_loras = values[-1]
             elif other.kind == "not_modelled":
                 if name not in (n for n, _ in not_modelled):
                     not_modelled.append((name, other.note))
@@ -510,9 +513,27 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
         settings[fld] = value
     if settings.pop(_LANGUAGE_MODEL_ONLY, False):
         _language_model_only(model, settings, not_modelled)
+    if cpu_loras is not None and settings.get("enable_lora"):
+        _check_cpu_loras(cpu_loras, int(settings.get("max_loras") or 1), where)
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
                         version=ENGINE_VERSION_ASSUMED[engine])
+
+
+def _check_cpu_loras(text: str, max_loras: int, where: str) -> None:
+    """vLLM's LoRAConfig refuses a CPU adapter cache smaller than the batch's adapters
+    (config/lora.py ``__post_init__``: "max_cpu_loras (N) must be >= max_loras (M)")."""
+    try:
+        cpu = int(text)
+    except ValueError:
+        raise BadInput(f"{where}: bad value {text[:40]!r} for --max-cpu-loras",
+                       hint="an integer, at least --max-loras") from None
+    if cpu < max_loras:
+        raise BadInput(f"{where}: --max-cpu-loras {cpu} is below --max-loras {max_loras} (vLLM's "
+                       f"LoRAConfig: 'max_cpu_loras ({cpu}) must be >= max_loras "
+                       f"({max_loras})')",
+                       hint=f"give --max-cpu-loras {max_loras} or more, or leave it out (it "
+                       "defaults to --max-loras)")
 
 
 # the key under which _special notes vLLM's --language-model-only until the model is known
