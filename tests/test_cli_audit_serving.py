@@ -444,3 +444,25 @@ def test_a_cpu_lora_cache_below_max_loras_is_refused(flags: list[str], code: int
     assert got == code, err
     if code == 2:
         one_error(err, "must be >= max_loras")
+
+
+# --- the driver a CUDA 12.x wheel implies is said where it moves the graphs' figure ------------
+
+
+def _notes_of(*argv: str) -> list[str]:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", *argv, "-f", "json"])
+    assert code in (0, 1), err
+    notes: list[str] = json.loads(out)["summary"]["notes"]
+    return notes
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--engine-version", "0.19.1"], True),  # a CUDA 12.x wheel, an sm90 card
+    (["--engine-version", "0.19.1", "--nvidia-driver", "535.104.05"], False),  # stated
+    (["--engine-version", "0.19.1", "--enforce-eager"], False),  # no graph
+    (["--engine-version", "0.19.1", "--gpu", "A100-80GB"], False),  # ~10 KiB at every driver
+    (["--engine-version", "0.20.0"], False),  # a CUDA 13 wheel needs R580
+    (["--engine", "sglang"], False),
+])
+def test_the_assumed_driver_is_said(argv: list[str], said: bool) -> None:
+    assert any(n.startswith("no --nvidia-driver") for n in _notes_of(*argv)) == said
