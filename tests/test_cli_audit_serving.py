@@ -466,3 +466,36 @@ def _notes_of(*argv: str) -> list[str]:
 ])
 def test_the_assumed_driver_is_said(argv: list[str], said: bool) -> None:
     assert any(n.startswith("no --nvidia-driver") for n in _notes_of(*argv)) == said
+
+
+# --- "none" is a value where the engine has one by that name, not "unset" ----------------------
+# (vLLM's ConvertOption and MambaCacheMode both have "none")
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "--gpu", "H200", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--runner", "pooling",
+     "--convert", "none"],
+    ["estimate", "-m", "qwen3-8b", "--runner", "pooling", "--compare", "convert=none"],
+])
+def test_convert_none_is_vllms_none_not_the_default(argv: list[str]) -> None:
+    code, out, err = invoke(argv)
+    assert code == 2 and out == "", err
+    one_error("\n".join(err.strip().splitlines()[-2:]), "--convert none")
+
+
+def test_a_sweep_of_convert_none_is_an_invalid_point() -> None:
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--runner", "pooling",
+                             "--set", "convert=embed,none", "-f", "json"])
+    assert code == 0, err
+    rows = {r["convert"]: r for r in json.loads(out)}
+    assert rows["embed"]["verdict"] == "fits" and rows["none"]["verdict"] == "invalid"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--", "vllm", "serve", "nvidia/Nemotron-H-8B-Base-8K", "--mamba-cache-mode", "none"],
+    ["-m", "nemotron-h-8b-base-8k", "--mamba-cache-mode", "none"],
+])
+def test_mamba_cache_mode_none_is_kept(argv: list[str]) -> None:
+    code, out, err = invoke(["estimate", "--gpu", "H200", "-f", "json", *argv])
+    assert code == 0, err
+    assert json.loads(out)["deployment"]["mamba_cache_mode"] == "none"

@@ -263,12 +263,15 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
         raise BadInput(f"vLLM {version} has no --convert reward (gone in {removed}: "
                        "config/model.py ConvertType is none, embed, classify)",
                        hint="use --convert embed (the conversion memprof models)")
-    if conv == "none" and not bare:  # a *ForCausalLM kept as it is: no pooler to run
+    if conv == "none":
         arch = spec.architecture if spec is not None else "the model"
-        raise BadInput(f"--runner pooling --convert none: {arch} is no pooling model, and vLLM "
-                       "refuses it ('This model does not support `--runner pooling`. You can "
-                       "pass `--convert <embed|classify>` to adapt it': config/model.py)",
-                       hint="use --convert embed (or auto)")
+        if not bare:  # a *ForCausalLM kept as it is: no pooler to run
+            raise BadInput(f"--runner pooling --convert none: {arch} is no pooling model, and "
+                           "vLLM refuses it ('This model does not support `--runner pooling`. "
+                           "You can pass `--convert <embed|classify>` to adapt it': "
+                           "config/model.py)", hint="use --convert embed (or auto)")
+        raise BadInput(f"--convert none on {arch}: memprof reads a bare decoder's pooler under "
+                       "--convert auto (embed) only", hint="use --convert auto (or embed)")
     if conv != "embed":
         raise BadInput(f"--convert {conv} (a {conv} head on the hidden states: "
                        "adapters.py as_seq_cls_model's score head [num_labels, H] for "
