@@ -499,3 +499,19 @@ def test_mamba_cache_mode_none_is_kept(argv: list[str]) -> None:
     code, out, err = invoke(["estimate", "--gpu", "H200", "-f", "json", *argv])
     assert code == 0, err
     assert json.loads(out)["deployment"]["mamba_cache_mode"] == "none"
+
+
+# --- trace refuses what its replica does not build, rather than tracing something else ---------
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--runner", "pooling"], "not vLLM's pooling runner"),
+    (["--task", "embed", "--engine-version", "0.12.0"], "not vLLM's pooling runner"),
+    (["--speculative-method", "ngram", "--num-speculative-tokens", "2"],
+     "trace runs no speculative decoding"),
+    (["--enable-lora"], "not vLLM's LoRA buffers"),
+])
+def test_trace_refuses_what_its_replica_does_not_build(flags: list[str], needle: str) -> None:
+    code, out, err = invoke(["trace", "--device", "fake", "-m", "qwen3-0.6b", *flags])
+    assert code == 2 and out == "", err
+    one_error(err, needle)
