@@ -515,3 +515,21 @@ def test_trace_refuses_what_its_replica_does_not_build(flags: list[str], needle:
     code, out, err = invoke(["trace", "--device", "fake", "-m", "qwen3-0.6b", *flags])
     assert code == 2 and out == "", err
     one_error(err, needle)
+
+
+@pytest.mark.parametrize("command", [
+    "$ vllm serve Qwen/Qwen3-VL-4B-Instruct --language-model-only --max-model-len 8192",
+    "$ vllm serve Qwen/Qwen3-VL-4B-Instruct --limit-mm-per-prompt '{\"image\": 4}' "
+    "--language-model-only --max-model-len 8192",
+])
+def test_explain_says_a_logged_commands_language_model_only(tmp_path: Path, command: str) -> None:
+    """The logged command's flag is read (not 'not read'), wins over its --limit-mm-per-prompt
+    as in vLLM, and the note says how it was read."""
+    log = tmp_path / "lmo.log"
+    log.write_text(command + "\n" + "\n".join(_quote(1607).splitlines()[-8:]))
+    code, out, err = invoke(["explain", str(log), "--gpu", "H100-80GB", "--engine-version",
+                             "0.30.0", "-f", "json"])
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    notes = " ".join(doc["log"]["notes"])
+    assert "the log runs --language-model-only" in notes and "not read" not in notes

@@ -687,7 +687,9 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if (dep.vllm_use_flashinfer_sampler == 1
             and "vllm_use_flashinfer_sampler" not in (overrides or {})):
         dep = _logged_flashinfer_sampler(dep, notes)
-    if log.language_model_only and dep.limit_mm_per_prompt is None:
+    if log.language_model_only and "limit_mm_per_prompt" not in (overrides or {}):
+        # it wins over the log's own --limit-mm-per-prompt, as in vLLM (a flag the user gives
+        # wins over both)
         dep = _logged_language_model_only(dep, name, notes)
     measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
     fix = None
