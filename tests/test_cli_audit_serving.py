@@ -533,3 +533,13 @@ def test_explain_says_a_logged_commands_language_model_only(tmp_path: Path, comm
     doc = json.loads(out)
     notes = " ".join(doc["log"]["notes"])
     assert "the log runs --language-model-only" in notes and "not read" not in notes
+
+
+@pytest.mark.parametrize("argv", [["estimate", "-m", "qwen3-8b"],
+                                  ["sweep", "-m", "qwen3-8b", "--set", "tp=1,2"],
+                                  ["versions"]])
+def test_json_as_other_tools_spell_it_points_at_format_json(argv: list[str]) -> None:
+    code, out, err = invoke([*argv, "--json"])
+    assert code == 2 and out == "", err
+    one_error(err, "no such option: --json")
+    assert "--format json" in err.splitlines()[1]
