@@ -543,3 +543,11 @@ def test_json_as_other_tools_spell_it_points_at_format_json(argv: list[str]) -> 
     assert code == 2 and out == "", err
     one_error(err, "no such option: --json")
     assert "--format json" in err.splitlines()[1]
+
+
+def test_a_sweep_does_not_say_the_engine_refuses_what_memprof_does_not_model() -> None:
+    """vLLM runs --convert classify; memprof does not model it."""
+    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "--runner", "pooling",
+                             "--set", "convert=embed,classify"])
+    assert code == 0, err
+    assert "the engine would refuse" not in out and "memprof does not model them" in out
