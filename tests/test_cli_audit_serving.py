@@ -551,3 +551,11 @@ def test_a_sweep_does_not_say_the_engine_refuses_what_memprof_does_not_model() -
                              "--set", "convert=embed,classify"])
     assert code == 0, err
     assert "the engine would refuse" not in out and "memprof does not model them" in out
+
+
+@pytest.mark.parametrize(("runner", "needle"), [("POOLING", "unknown --runner 'POOLING'"),
+                                                ("draft", "--runner 'draft' is not modelled")])
+def test_a_runner_vllm_lacks_is_unknown_not_unmodelled(runner: str, needle: str) -> None:
+    code, out, err = invoke(["estimate", "-m", "qwen3-8b", "--runner", runner])
+    assert code == 2 and out == "", err
+    one_error(err, needle)

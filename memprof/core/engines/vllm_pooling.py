@@ -223,7 +223,11 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
                        "SGLang's embedding server (--is-embedding) is not modelled",
                        hint="use --engine vllm --runner pooling")
     if runner not in RUNNERS:
-        raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled",
+        # vLLM's RunnerOption also has "draft" (a drafter's own runner), which memprof does not
+        # model; anything else its argparse refuses
+        known = runner == "draft"
+        raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled" if known else
+                       f"unknown --runner {str(runner)[:40]!r}",
                        hint="use --runner generate (or auto) or --runner pooling")
     if convert is not None and convert not in CONVERTS:
         raise BadInput(f"unknown --convert {str(convert)[:40]!r}",
