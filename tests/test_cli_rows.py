@@ -14,6 +14,7 @@ import pytest
 from memprof.cli import parser_of
 from memprof.commands import COMMANDS, find
 from memprof.commands.options import MEMPROF_DEPLOYMENT
+from memprof.core.deployment import ENGINE_DTYPES
 from memprof.core.flags import SETTINGS, Setting
 from memprof.probes.serve_command import parse_tokens
 from tests.cli_helpers import invoke, one_error
@@ -53,6 +54,8 @@ def _value(s: Setting) -> str:
     if s.kind in SAMPLE:
         return SAMPLE[s.kind]
     choices = s.choices()
+    if s.field == "dtype":  # memprof's own bf16 / fp16 are no engine's: a pasted one is refused
+        choices = tuple(c for c in choices if c in ENGINE_DTYPES)
     return choices[-1] if choices else "x"
 
 

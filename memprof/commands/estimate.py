@@ -77,7 +77,7 @@ def run(args: Namespace) -> int:
         changes["engine_version"] = resolve_version(
             engine_release(str(changes["engine_version"]), engine), engine,
             flag="--compare engine_version")
-    for line in command.describe() if command else ():
+    for line in command.describe(dep.engine_version) if command else ():
         sys.stderr.write(line + "\n")
     result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory, args.gpu_arch))
     from memprof.core.remedies import remedies

@@ -56,6 +56,7 @@ def run(args: Namespace) -> int:
     placement = "(--engine-version to choose another)"
     given = "engine_version" in overrides
     notes = [n for n in (*parsed.notes, *rb.notes) if not (given and placement in n)]
+    notes = _lora_sizes_given(notes, {**parsed.settings, **overrides})
     about: dict[str, Any] = {"path": log, "engine": parsed.engine, "generation": parsed.generation,
              "version": parsed.version, "error": parsed.errors[0] if parsed.errors else None,
              "notes": notes}
@@ -73,6 +74,23 @@ def run(args: Namespace) -> int:
                 sys.stdout.write(textwrap.fill(f"note: {n}", width, subsequent_indent="  ")
                                  + "\n")
     return EXIT_OK if x.estimate.verdict == "fits" else EXIT_OOM
+
+
+def _lora_sizes_given(notes: list[str], settings: dict[str, Any]) -> list[str]:
+    """``notes`` with the log's note of the LoRA sizes it assumes (``startup_log.
+    lora_sizes_note``) said again for what the user's flags leave assumed, or dropped where they
+    give every size."""
+    from memprof.probes.startup_log import LORA_SIZES_ASSUMED, lora_sizes_note
+
+    out = []
+    for n in notes:
+        if n.startswith(LORA_SIZES_ASSUMED):
+            again = lora_sizes_note(settings)
+            if again is not None:
+                out.append(again)
+        else:
+            out.append(n)
+    return out
 
 
 def _flags_of_the_log_engine(engine: str | None, overrides: dict[str, Any],

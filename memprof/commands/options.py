@@ -315,6 +315,8 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str,
         bare = {f.lstrip("-"): f for f in flag_names(parser)}
         close = difflib.get_close_matches(name.lstrip("-"), list(bare), n=1, cutoff=0.6)
         hint = f"did you mean {bare[close[0]]}? ({more})" if close else more
+        if name == "--json" and "--format" in bare.values():  # other tools' spelling
+            hint = f"use --format json (-f json) ({more})"
         return (f"no such option: {name[:60]}", hint)
     m = re.match(r"argument ([^:]+): (.*)", message)
     if m:

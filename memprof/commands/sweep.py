@@ -49,6 +49,22 @@ def _builds_mapped(axis: Axis, engine: str) -> Axis:
     return replace(axis, values=tuple(dict.fromkeys(values)))
 
 
+def _lora_axes_read(axes: list[Axis], enable_lora: bool) -> None:
+    """An axis over a LoRA setting where no point turns LoRA on is bad input: vLLM reads the
+    LoRA settings only with LoRA on (no LoRAConfig otherwise:
+    ``memprof.core.deployment.set_without_lora``), so every point would be the same estimate."""
+    from memprof.base.errors import BadInput
+    from memprof.core.deployment import LORA_ONLY_SETTINGS
+
+    if enable_lora or any(a.field == "enable_lora" and any(a.values) for a in axes):
+        return
+    for a in axes:
+        if a.field in LORA_ONLY_SETTINGS:
+            raise BadInput(f"--set {a.name}=... without --enable-lora: vLLM reads the LoRA "
+                           "settings only with LoRA on, so every point would be the same",
+                           hint="add --enable-lora (or an enable_lora axis)")
+
+
 def run(args: Namespace) -> int:
     """Estimate every deployment of a grid (the other flags are the base deployment). Exit 0
     when the sweep ran (points that do not fit are rows with their verdict)."""
@@ -81,6 +97,7 @@ def run(args: Namespace) -> int:
         check_output(plot, flag="--plot")
         pyplot()
     model, dep, gpu, gpu_memory = deployment(flags)
+    _lora_axes_read(axes, dep.enable_lora)
     axes = [_builds_mapped(a, dep.engine) for a in axes]
     arch = flags["gpu_arch"]
     base_gpu = gpu_of(gpu, gpu_memory, arch) if gpu and gpu.strip().lower() == "auto" else None

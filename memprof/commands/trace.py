@@ -68,6 +68,19 @@ def run(args: Namespace) -> int:
                        "(memprof/core/terms/lora.py)",
                        hint="drop --enable-lora to trace; memprof estimate --enable-lora adds "
                        "the LoRA buffers")
+    from memprof.core.engines.vllm_pooling import pooling_convert
+
+    if pooling_convert(str(getattr(args, "runner", None) or "generate"),
+                       getattr(args, "convert", None), getattr(args, "task", None)) is not None:
+        raise BadInput("trace runs a generation runner's profile run (the sampler's warm-up, the "
+                       "lm_head) and not vLLM's pooling runner (memprof/core/engines/"
+                       "vllm_pooling.py)", hint="drop --runner pooling / --task embed to trace; "
+                       "memprof estimate --runner pooling models it")
+    if getattr(args, "num_speculative_tokens", 0):
+        raise BadInput("trace runs no speculative decoding (the rejection sampler's profile-run "
+                       "warm-up, the drafter: memprof/core/speculative.py)",
+                       hint="drop --num-speculative-tokens to trace; memprof estimate "
+                       "--num-speculative-tokens models it")
     if snapshot is not None:  # before any work: a bad path must not cost the whole trace
         from memprof.base.files import check_output
 

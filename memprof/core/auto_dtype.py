@@ -30,6 +30,7 @@ from functools import lru_cache
 
 from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
+from memprof.core.dtypes import FLAG_ALIASES
 from memprof.core.engines import engine_of
 from memprof.core.gpus import arch_cc
 from memprof.core.models import ModelSpec
@@ -51,7 +52,7 @@ AUTO_DTYPE: tuple[Rule, ...] = (
 )
 
 BF16_MIN_CC = 80  # platforms/cuda.py supported_dtypes: bfloat16 from compute capability 8.0
-ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}
+ALIASES = FLAG_ALIASES  # --dtype's other spellings (memprof.core.dtypes)
 
 
 def served_dtype(spec: ModelSpec, dep: Deployment, arch: str = "") -> str:

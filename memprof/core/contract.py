@@ -96,6 +96,20 @@ def lora_fields(d: Deployment) -> dict[str, Any]:
             "specialize_active_lora": d.specialize_active_lora}
 
 
+def feature_fields(d: Deployment) -> dict[str, Any]:
+    """The settings of the runner's optional features, each present only where it is on, so a
+    deployment without them keeps its JSON: LoRA (``lora_fields``), the pooling runner
+    (``runner``, ``convert``, and ``task`` where the older flag gave it) and the drafter
+    (``speculative_method``, with draft tokens)."""
+    return {
+        **lora_fields(d),
+        **({"runner": "pooling", "convert": convert_of(d)}
+           if convert_of(d) is not None else {}),
+        **({"task": d.task} if d.task is not None else {}),
+        **({"speculative_method": d.speculative_method} if d.num_speculative_tokens else {}),
+    }
+
+
 def estimate_dict(e: Estimate) -> dict[str, Any]:
     d = e.deployment
     q = e.quant
@@ -158,11 +172,8 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             "mm_processor_kwargs": d.mm_processor_kwargs,
             "mm_encoder_tp_mode": d.mm_encoder_tp_mode,
             "gpu_memory_in_use": d.gpu_memory_in_use,
-            **lora_fields(d),
-            # present on the pooling runner, so a generation deployment keeps its JSON
-            **({"runner": "pooling", "convert": convert_of(d)}
-               if convert_of(d) is not None else {}),
-            **({"task": d.task} if d.task is not None else {}),
+            # LoRA, the pooling runner and the drafter, each present where it is on
+            **feature_fields(d),
             # present where it is not the default, so a cold start keeps its JSON
             **({"compile_cache": d.compile_cache} if d.compile_cache != "cold" else {}),
             **({"max_model_len_auto_fit_from": e.auto_fit_from}
@@ -170,9 +181,6 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             # present where the launch sets it, so a deployment without it keeps its JSON
             **({"pytorch_cuda_alloc_conf": d.pytorch_cuda_alloc_conf}
                if d.pytorch_cuda_alloc_conf is not None else {}),
-            # the drafter, present with draft tokens, so a deployment without them keeps its JSON
-            **({"speculative_method": d.speculative_method}
-               if d.num_speculative_tokens else {}),
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},

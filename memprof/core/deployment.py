@@ -47,7 +47,14 @@ SCRATCH_POLICIES = ("per-layer", "shared")
 # VLLM_CACHE_ROOT, no engine flag): "cold" a first start that compiles in the profile run,
 # "warm" a restart that loads what a first start saved (memprof/core/terms/runner_v2_profile.py)
 COMPILE_CACHE_STATES = ("cold", "warm")
-DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "bf16", "fp16")
+# --dtype as the engines spell it: vLLM's ModelDType and _STR_DTYPE_TO_TORCH_DTYPE
+# (config/model.py; config.py before 0.10.0: "half" and "float16" float16, "float" and "float32"
+# float32), SGLang's --dtype choices (srt/server_args.py; srt/configs/model_config.py reads them
+# with the same table, "adapted from vLLM 0.6.4.post1")
+ENGINE_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# memprof's --dtype: the engines' spellings and two short ones of its own (bf16, fp16), which a
+# pasted serve command may not use (its engine's argparse refuses them)
+DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "float", "bf16", "fp16")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -498,12 +505,19 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         # (vLLM's --runner / --convert / --task; "auto" as a log's Namespace prints it; a bare
         # decoder, an embedding model in vLLM: models.families.is_bare_decoder; a
         # classification checkpoint, a score head on the pooling runner: models.score_heads)
-        from memprof.core.engines.vllm_pooling import check_pooling  # only where it is asked
+        from memprof.core.engines.vllm_pooling import check_pooling, convert_of
 
         check_pooling(runner=dep.runner, convert=dep.convert, task=dep.task,
-                      version=dep.engine_version or "", spec=spec, lora=dep.enable_lora,
-                      engine=dep.engine,
+                      version=resolve_version(dep.engine_version, dep.engine), spec=spec,
+                      lora=dep.enable_lora, engine=dep.engine,
                       quantised=spec.quant is not None or bool(dep.quantization))
+        if dep.num_speculative_tokens and convert_of(dep) is not None:
+            # the pooling runner's profile run warms a pooler, not a sampler (vllm_pooling.py):
+            # nothing there reads draft tokens, and what a drafter beside it holds is not read
+            raise BadInput("--num-speculative-tokens with --runner pooling: a pooling model "
+                           "samples no tokens to draft; speculative decoding on vLLM's pooling "
+                           "runner is not modelled",
+                           hint="drop the speculative settings, or use --runner generate")
     check_speculative(dep.speculative_method, dep.num_speculative_tokens)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA

@@ -20,6 +20,11 @@ DTYPES: dict[str, tuple[int, str]] = {
 }
 _SHORT = {short: name for name, (_b, short) in DTYPES.items()}
 
+# --dtype's other spellings, as the element type each names: the engines' "half" and "float"
+# (vLLM config/model.py _STR_DTYPE_TO_TORCH_DTYPE, SGLang srt/configs/model_config.py) and
+# memprof's own "fp16" and "bf16" (memprof.core.deployment.DTYPES)
+FLAG_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32"}
+
 
 def dtype_bytes(dtype: str) -> int:
     """Bytes of one element of ``dtype`` (long or short name): ``dtype_bytes("bf16") == 2``."""

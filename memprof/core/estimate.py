@@ -59,6 +59,7 @@ from memprof.core.models.config import parse_overrides, with_overrides
 from memprof.core.models.families import family_row
 from memprof.core.nvidia_driver import before_r550_note, check_driver
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
+from memprof.core.terms.cudagraph import assumed_driver_note
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
@@ -736,6 +737,8 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     if platform is not None:
         notes.append(platform)
     if driver := before_r550_note(dep.nvidia_driver, graphs=not dep.enforce_eager):
+        notes.append(driver)
+    if driver := assumed_driver_note(dep, gpu):
         notes.append(driver)
     if unused := unused_switch_note(dep, gpu):
         notes.append(unused)

@@ -17,6 +17,7 @@ from typing import Any
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core import kv_dtypes
+from memprof.core.contract import feature_fields
 from memprof.core.deployment import Deployment
 from memprof.core.engine_log import V0_SWAP_SPACE_BYTES
 from memprof.core.engines import engine_of
@@ -402,7 +403,11 @@ def explanation_dict(x: Explanation, log: dict[str, Any],
                        "max_num_seqs": e.deployment.max_num_seqs,
                        "kv_cache_dtype": e.deployment.kv_cache_dtype,
                        "gpu_memory_utilization": e.deployment.gpu_memory_utilization,
-                       "mem_fraction_static": e.mem_fraction_static},
+                       "mem_fraction_static": e.mem_fraction_static,
+                       # what the rebuild's headline names beside these, where it is on
+                       **({"num_speculative_tokens": e.deployment.num_speculative_tokens}
+                          if e.deployment.num_speculative_tokens else {}),
+                       **feature_fields(e.deployment)},
         "verdict": e.verdict,
         "figures": [{"key": r.key, "label": names.get(r.key, r.key), "measured": r.measured,
                      "estimated": r.estimated, "delta": r.delta, "delta_pct": r.delta_pct,

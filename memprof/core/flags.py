@@ -350,7 +350,9 @@ def coerce(field: str, value: object, *, where: str) -> object:
                             "size": '"16GiB"', "tokens": "32768"}[s.kind]
     if isinstance(value, str):
         text = value.strip()
-        if text.lower() in ("none", "default") and s.kind != "bool":
+        # unset, but where "none" is one of the choices (--convert, --mamba-cache-mode): that
+        if (text.lower() in ("none", "default") and s.kind != "bool"
+                and text not in s.choices()):
             return None
         try:
             if s.kind == "size":

@@ -492,22 +492,41 @@ def _logged_positions(model: str, positions: int, notes: list[str]) -> str | Non
     return override
 
 
-def _logged_lora(dep: Deployment, model: str, notes: list[str]) -> Deployment:
+# the LoRA settings beside --enable-lora, as Deployment fields
+_LORA_SIZES = ("max_loras", "max_lora_rank", "lora_extra_vocab_size", "lora_dtype",
+               "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora")
+
+
+def _logged_lora(dep: Deployment, model: str, notes: list[str],
+                 given: frozenset[str] = frozenset()) -> Deployment:
     """``dep`` as the log turns LoRA on, or without LoRA (and a note saying why) where memprof
     refuses the log's LoRA settings for this model: a log is evidence, so the rest of it is
-    still explained."""
+    still explained. A LoRA setting the user gave (``given``: fields of ``_LORA_SIZES``) that
+    vLLM refuses is the user's mistake, not the log's: it is refused, never dropped with LoRA."""
     from memprof.core.lora import lora_settings
     from memprof.core.models.load import load_model
 
-    try:
+    def check(d: Deployment) -> None:
         spec = load_model(model)
-        lora_settings(spec.family, dep.engine_version, max_loras=dep.max_loras,
-                      max_lora_rank=dep.max_lora_rank,
-                      lora_extra_vocab_size=dep.lora_extra_vocab_size,
-                      lora_dtype=dep.lora_dtype, fully_sharded_loras=dep.fully_sharded_loras,
-                      model_dtype=spec.dtype, tp=dep.tp, enable_lora_bias=dep.enable_lora_bias,
-                      specialize_active_lora=dep.specialize_active_lora)
+        lora_settings(spec.family, d.engine_version, max_loras=d.max_loras,
+                      max_lora_rank=d.max_lora_rank,
+                      lora_extra_vocab_size=d.lora_extra_vocab_size,
+                      lora_dtype=d.lora_dtype, fully_sharded_loras=d.fully_sharded_loras,
+                      model_dtype=spec.dtype, tp=d.tp, enable_lora_bias=d.enable_lora_bias,
+                      specialize_active_lora=d.specialize_active_lora)
+
+    try:
+        check(dep)
     except BadInput as exc:
+        mine = given & set(_LORA_SIZES)
+        if mine:
+            unset = Deployment()
+            try:  # the same check without the user's LoRA settings
+                check(dep.with_(**{k: getattr(unset, k) for k in mine}))
+            except BadInput:
+                pass  # the log's LoRA itself is refused: left out below, as without them
+            else:
+                raise
         notes.append(f"the log turns LoRA on, which memprof leaves out here: {exc.message}")
         return dep.with_(enable_lora=False, max_loras=None, max_lora_rank=None,
                          lora_extra_vocab_size=None, lora_dtype="auto",
@@ -548,14 +567,11 @@ def _logged_language_model_only(dep: Deployment, model: str, notes: list[str]) -
     MultiModalConfig.language_model_only is "equivalent to setting --limit-mm-per-prompt to 0
     for every modality" (get_limit_per_prompt returns 0), so it is ``--limit-mm-per-prompt``
     with each of the model's modalities at 0; a text-only model is left as it is."""
-    import json
+    from memprof.probes.serve_command import language_model_only_limits
 
-    from memprof.core.models.load import load_model
-
-    vision = load_model(model).vision
-    if vision is None:
+    limits = language_model_only_limits(model)
+    if limits is None:
         return dep
-    limits = json.dumps(dict.fromkeys(vision.modalities, 0))
     notes.append(f"the log runs --language-model-only: read as --limit-mm-per-prompt '{limits}' "
                  "(vLLM's MultiModalConfig sets every modality's limit to 0), so no vision "
                  "tower is built")
@@ -608,6 +624,10 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     else:
         g = _card_from_log(log, notes)
     settings: dict[str, Any] = {**log.settings, **(overrides or {})}
+    if (overrides or {}).get("num_speculative_tokens") == 0 and "speculative_method" not in (
+            overrides or {}):
+        # --num-speculative-tokens 0 turns the log's speculation off, its method with it
+        settings.pop("speculative_method", None)
     wrote = ENGINES.get(log.engine or "")  # None: the log does not say which engine wrote it
     given = (overrides or {}).get("engine")
     if wrote is not None and given is not None and given != wrote.name:
@@ -663,11 +683,13 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
         raise BadInput(f"the log's settings: {exc}", hint="report this log") from None
     dep = _logged_v1(dep, log.generation, notes)
     if dep.enable_lora and "enable_lora" not in (overrides or {}):
-        dep = _logged_lora(dep, name, notes)
+        dep = _logged_lora(dep, name, notes, frozenset(overrides or {}))
     if (dep.vllm_use_flashinfer_sampler == 1
             and "vllm_use_flashinfer_sampler" not in (overrides or {})):
         dep = _logged_flashinfer_sampler(dep, notes)
-    if log.language_model_only and dep.limit_mm_per_prompt is None:
+    if log.language_model_only and "limit_mm_per_prompt" not in (overrides or {}):
+        # it wins over the log's own --limit-mm-per-prompt, as in vLLM (a flag the user gives
+        # wins over both)
         dep = _logged_language_model_only(dep, name, notes)
     measured = {k: f.value for k, f in log.figures.items() if k not in CONTEXT_KEYS}
     fix = None

@@ -30,10 +30,12 @@ from memprof.base.errors import BadInput
 from memprof.base.files import read_capped_text
 from memprof.base.units import human_readable_int
 from memprof.core.auto_fit import AUTO_FIT
+from memprof.core.deployment import DTYPES, ENGINE_DTYPES
+from memprof.core.dtypes import FLAG_ALIASES
 from memprof.core.engines import ENGINES
 from memprof.core.engines.vllm_pooling import pooling_convert
 from memprof.core.flags import SETTINGS, coerce
-from memprof.core.speculative import speculative_settings
+from memprof.core.speculative import NGRAM, method_of, speculative_settings, vllm_method
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
     HUMAN_READABLE,
@@ -98,12 +100,18 @@ class ServeCommand:
     # None (no image, or a tag such as ``latest`` that names none)
     image_release: str | None = None
 
-    def describe(self) -> list[str]:
-        """The lines a user reads about what was taken from the command (stderr)."""
+    def describe(self, release: str | None = None) -> list[str]:
+        """The lines a user reads about what was taken from the command (stderr); ``release``:
+        the release modelled where ``--engine-version`` names one (the flag tables stay
+        ``version``'s)."""
         name = ENGINE_NAMES[self.engine]
-        how = (f"{name} {self.version}" if self.image_release is None else
-               f"{name} (release {self.image_release} from the image's tag; flags as {name} "
-               f"{self.version} spells them)")
+        how = f"{name} {self.version}"
+        if self.image_release is not None:
+            how = (f"{name} (release {self.image_release} from the image's tag; flags as {name} "
+                   f"{self.version} spells them)")
+        elif release is not None and release != self.version:
+            how = (f"{name} (release {release} from --engine-version; flags as {name} "
+                   f"{self.version} spells them)")
         out = [f"read as {how}: model {self.model or '(not given)'}, "
                + (", ".join(f"{k}={v}" for k, v in self.settings.items()) or "no memory flags")]
         if self.not_modelled:
@@ -428,6 +436,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
     ignored: list[str] = []
     not_modelled: list[tuple[str, str]] = []
     model: str | None = None
+    cpu_loras: str | None = None
     i = 0
     while i < len(args):
         tok = args[i]
@@ -477,6 +486,8 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             if other.kind == "ignored":
                 if name not in ignored:
                     ignored.append(name)
+                if name == "--max-cpu-loras":  # no memory, but a bound vLLM checks
+                    cpu_loras = values[-1]
             elif other.kind == "not_modelled":
                 if name not in (n for n, _ in not_modelled):
                     not_modelled.append((name, other.note))
@@ -488,6 +499,8 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             value: Any = (not negated) if not values else coerce(fld, values[0], where=where)
         elif fld in HUMAN_READABLE:
             value = _human_int(values[0], name, where)
+        elif fld == "dtype":
+            value = _engine_dtype(engine, name, values[0], where)
         else:
             value = coerce(fld, values[0], where=f"{where}: {name}")
         if value is None and fld in _REQUIRED:
@@ -498,9 +511,74 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                            hint=f"give {name} a value, or leave the flag out for the "
                            "engine's default")
         settings[fld] = value
+    if settings.pop(_LANGUAGE_MODEL_ONLY, False):
+        _language_model_only(model, settings, not_modelled)
+    if cpu_loras is not None and settings.get("enable_lora"):
+        _check_cpu_loras(cpu_loras, int(settings.get("max_loras") or 1), where)
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
                         version=ENGINE_VERSION_ASSUMED[engine])
+
+
+def _check_cpu_loras(text: str, max_loras: int, where: str) -> None:
+    """vLLM's LoRAConfig refuses a CPU adapter cache smaller than the batch's adapters
+    (config/lora.py ``__post_init__``: "max_cpu_loras (N) must be >= max_loras (M)")."""
+    try:
+        cpu = int(text)
+    except ValueError:
+        raise BadInput(f"{where}: bad value {text[:40]!r} for --max-cpu-loras",
+                       hint="an integer, at least --max-loras") from None
+    if cpu < max_loras:
+        raise BadInput(f"{where}: --max-cpu-loras {cpu} is below --max-loras {max_loras} (vLLM's "
+                       f"LoRAConfig: 'max_cpu_loras ({cpu}) must be >= max_loras "
+                       f"({max_loras})')",
+                       hint=f"give --max-cpu-loras {max_loras} or more, or leave it out (it "
+                       "defaults to --max-loras)")
+
+
+# the key under which _special notes vLLM's --language-model-only until the model is known
+_LANGUAGE_MODEL_ONLY = "--language-model-only"
+
+
+def language_model_only_limits(model: str) -> str | None:
+    """vLLM's ``--language-model-only`` as ``--limit-mm-per-prompt``: vllm/config/multimodal.py
+    (0.27.1, 0.28.0) ``MultiModalConfig.get_limit_per_prompt`` returns 0 for every modality
+    under it ("Equivalent to setting --limit-mm-per-prompt to 0 for every modality"), so each
+    of ``model``'s modalities at 0; None for a text-only model, where it changes nothing.
+    :class:`BadInput` for a model memprof does not know."""
+    from memprof.core.models.load import load_model
+
+    vision = load_model(model).vision
+    return None if vision is None else json.dumps(dict.fromkeys(vision.modalities, 0))
+
+
+def _language_model_only(model: str | None, settings: dict[str, Any],
+                         not_modelled: list[tuple[str, str]]) -> None:
+    """A pasted ``--language-model-only`` applied: it wins over a ``--limit-mm-per-prompt``
+    beside it, as in vLLM; listed as not modelled where memprof cannot read the model's
+    modalities here (a model it does not know: the estimate says so itself)."""
+    try:
+        limits = language_model_only_limits(model) if model is not None else None
+    except BadInput:
+        not_modelled.append((_LANGUAGE_MODEL_ONLY, "the model's modalities at 0: give "
+                             "--limit-mm-per-prompt with each of them at 0"))
+        return
+    if limits is not None:
+        settings["limit_mm_per_prompt"] = limits
+
+
+def _engine_dtype(engine: str, flag: str, text: str, where: str) -> str:
+    """A pasted ``--dtype`` as the engine's argparse reads it: one of ``ENGINE_DTYPES``, else
+    :class:`BadInput` (memprof's own ``bf16`` / ``fp16`` included, which no engine takes)."""
+    if text in ENGINE_DTYPES:
+        return text
+    choices = f"{ENGINE_NAMES[engine]}'s argparse refuses (choices: {', '.join(ENGINE_DTYPES)})"
+    if text in DTYPES:
+        raise BadInput(f"{where}: {flag} {text} is memprof's own spelling, which {choices}",
+                       hint=f"{flag} {FLAG_ALIASES[text]} in the command, or memprof's "
+                       f"--dtype {text} before the --")
+    raise BadInput(f"{where}: {flag} {text[:40]!r}, which {choices}",
+                   hint=f"e.g. {flag} bfloat16 (or auto: the checkpoint's)")
 
 
 # vLLM's ``human_readable_int`` (engine/arg_utils.py) reads these flags, by the release it
@@ -531,6 +609,46 @@ def _human_int(text: str, flag: str, where: str) -> int:
     return value
 
 
+_SPEC_HINT = ('e.g. --speculative-config \'{"method": "ngram", "num_speculative_tokens": 4}\' '
+              'or \'{"method": "deepseek_mtp", "num_speculative_tokens": 1}\'')
+
+
+def _check_speculative_config(conf: dict[str, Any]) -> None:
+    """Refuse a ``--speculative-config`` object vLLM refuses at start-up (config/speculative.py
+    ``SpeculativeConfig``), before memprof reads its method: no method and no draft model
+    (``__post_init__``: "num_speculative_tokens was provided but without speculative model", or
+    ``_verify_args``' "must be provided"); a draft token count that is no positive integer
+    (``_verify_args``: "Expected num_speculative_tokens to be greater than zero"; the field is
+    ``Field(gt=0)`` in current releases); none at all for the n-gram and MTP methods, which have
+    no draft checkpoint whose ``n_predict`` could give it (``_verify_args``:
+    "num_speculative_tokens must be provided with speculative model unless the draft model
+    config contains an n_predict parameter"); an n-gram ``prompt_lookup_min`` above its
+    ``prompt_lookup_max`` (``__post_init__``: "prompt_lookup_min=… must be <=
+    prompt_lookup_max=…")."""
+    method = vllm_method(conf)
+    if not method:
+        raise BadInput("--speculative-config names no method and no draft model (vLLM refuses "
+                       "it at start-up)", hint=_SPEC_HINT)
+    n = conf.get("num_speculative_tokens")
+    if n is None:
+        if method_of(method) is not None:
+            raise BadInput(f"--speculative-config method {method[:40]!r} without "
+                           "num_speculative_tokens (vLLM: 'num_speculative_tokens must be "
+                           "provided')", hint=_SPEC_HINT)
+        return
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise BadInput(f"--speculative-config num_speculative_tokens must be a positive "
+                       f"integer, got {json.dumps(n)[:40]} (vLLM: 'Expected "
+                       "num_speculative_tokens to be greater than zero')", hint=_SPEC_HINT)
+    low, high = conf.get("prompt_lookup_min"), conf.get("prompt_lookup_max")
+    if (method_of(method) == NGRAM and isinstance(low, int) and isinstance(high, int)
+            and low > high):
+        raise BadInput(f"--speculative-config prompt_lookup_min {low} is above "
+                       f"prompt_lookup_max {high} (vLLM: 'prompt_lookup_min=... must be <= "
+                       "prompt_lookup_max=...')",
+                       hint="give a prompt_lookup_min at most prompt_lookup_max")
+
+
 def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: bool,
              settings: dict[str, Any], not_modelled: list[tuple[str, str]],
              model: str | None, where: str) -> str | None:
@@ -546,17 +664,26 @@ def _special(engine: str, sf: ServeFlag, name: str, values: list[str], negated: 
             raise BadInput(f"{where}: bad value {values[0][:40]!r} for {name}",
                            hint=f"e.g. {name} 8") from None
         return model
+    if name == "--language-model-only":
+        settings[_LANGUAGE_MODEL_ONLY] = not negated
+        return model
+    if name == "--is-embedding":
+        if negated:
+            return model
+        raise BadInput(f"{where}: --is-embedding: SGLang's embedding server is not modelled",
+                       hint="memprof models vLLM's pooling runner (--engine vllm --runner "
+                       "pooling), or drop --is-embedding for a generation server")
     if name == "--speculative-config":
         try:
             conf = json.loads(values[0])
         except (ValueError, RecursionError, MemoryError):
             raise BadInput(f"{where}: --speculative-config is not JSON ({values[0][:40]!r})",
-                           hint='e.g. --speculative-config \'{"method": "deepseek_mtp", '
-                           '"num_speculative_tokens": 1}\'') from None
+                           hint=_SPEC_HINT) from None
         if not isinstance(conf, dict):
-            not_modelled.append((name, "speculative method ?: the draft model's memory"))
-            return model
+            raise BadInput(f"{where}: --speculative-config is JSON but not an object "
+                           f"({values[0][:40]!r})", hint=_SPEC_HINT)
         try:
+            _check_speculative_config(conf)
             got, why = speculative_settings(conf)
         except BadInput as exc:
             raise BadInput(f"{where}: {exc.message}", hint=exc.hint) from None

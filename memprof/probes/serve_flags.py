@@ -74,7 +74,7 @@ _VLLM_IGNORED = [
               "--mm-processor-cache-type", "--media-io-kwargs",
               "--expert-placement-strategy", "--eplb-config", "--dcp-kv-cache-interleave-size",
               "--reasoning-config", "--io-processor-plugin", "--numa-bind",
-              "--max-cpu-loras"),
+              "--max-cpu-loras", "--default-mm-loras"),
     *_ignored("many", "--allowed-origins", "--allowed-methods", "--allowed-headers",
               "--middleware", "--lora-modules", "--prompt-adapters"),
     *_ignored("flag", "--trust-remote-code", "--disable-log-stats", "--disable-log-requests",
@@ -136,11 +136,23 @@ _VLLM_NOT_MODELLED = [
               "also default max_num_batched_tokens to 256"),
 ]
 
+_VLLM_NOT_MODELLED += [
+    # engine/arg_utils.py's LoRA group (LoRAConfig.target_modules, enable_tower_connector_lora)
+    ServeFlag(("--lora-target-modules",), "many", "not_modelled",
+              "LoRA on these modules only: memprof sizes every module the model class supports"),
+    ServeFlag(("--enable-tower-connector-lora",), "flag", "not_modelled",
+              "LoRA on a multimodal model's vision tower and connector"),
+]
+
 _VLLM_SPECIAL = [
     ServeFlag(("--model",), "value", "special"),
     ServeFlag(("--speculative-config",), "value", "special",
               "JSON; num_speculative_tokens of an MTP or n-gram method is applied"),
     ServeFlag(("--enable-expert-parallel", "-ep"), "flag", "special"),
+    # vllm/config/multimodal.py MultiModalConfig.language_model_only (0.27.1; in 0.28.0 and on):
+    # every modality's limit 0, read as --limit-mm-per-prompt
+    ServeFlag(("--language-model-only",), "flag", "special",
+              "every modality's --limit-mm-per-prompt at 0: no vision tower"),
 ]
 
 # SGLang
@@ -191,6 +203,19 @@ _SGLANG_NOT_MODELLED = [
     ServeFlag(("--speculative-num-draft-tokens",), "value", "not_modelled", ""),
     ServeFlag(("--lora-paths",), "many", "not_modelled", "LoRA adapters' weights"),
     ServeFlag(("--max-loras-per-batch",), "value", "not_modelled", "LoRA adapters' weights"),
+    # ServerArgs fields of the releases configs/sglang_server_args.json lists: enable_lora,
+    # max_lora_rank, lora_target_modules from 0.4.10, max_loaded_loras from 0.5.1, lora_backend
+    # from 0.4.3, lora_eviction_policy later
+    ServeFlag(("--enable-lora",), "flag", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-lora-rank",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--lora-target-modules",), "many", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--max-loaded-loras",), "value", "not_modelled", "LoRA adapters' weights"),
+    ServeFlag(("--lora-backend",), "value", "not_modelled", "LoRA kernels' buffers"),
+    ServeFlag(("--lora-eviction-policy",), "value", "not_modelled", "LoRA adapters' weights"),
+    # language_model_only (0.5.18): memprof's SGLang estimate counts the vision tower its model
+    # file builds (memprof/core/engines/sglang_vlm.py)
+    ServeFlag(("--language-model-only",), "flag", "not_modelled",
+              "a multimodal model's vision tower is still counted"),
     ServeFlag(("--enable-hierarchical-cache",), "flag", "not_modelled", "host KV cache"),
     ServeFlag(("--hicache-ratio",), "value", "not_modelled", "host KV cache"),
     ServeFlag(("--ep-num-redundant-experts",), "value", "not_modelled", "redundant experts"),
@@ -202,6 +227,9 @@ _SGLANG_SPECIAL = [
     ServeFlag(("--ep-size", "--ep", "--expert-parallel-size"), "value", "special",
               "expert parallel over the server's TP ranks when > 1"),
     ServeFlag(("--enable-ep-moe",), "flag", "special"),
+    # is_embedding (0.4.3): SGLang's embedding server, refused as estimate's --runner pooling
+    # is under --engine sglang
+    ServeFlag(("--is-embedding",), "flag", "special"),
 ]
 
 OTHER_FLAGS: dict[str, list[ServeFlag]] = {

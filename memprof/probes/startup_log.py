@@ -826,14 +826,10 @@ def _settings(lines: list[str], engine: str
         punica = next((m for ln in lines if (m := _PUNICA.search(ln))), None)
         if punica is not None:
             settings["enable_lora"] = True
-            unread = [f"{fld} {default}" for fld, default in (("max_loras", 1),
-                                                               ("max_lora_rank", 16))
-                      if fld not in settings]
             notes.append(f"LoRA is on (the log's '{punica.group(0)}': vLLM builds the Punica "
-                         "wrapper only under --enable-lora)" + (
-                             "; its sizes are not in the log: vLLM's defaults assumed ("
-                             + ", ".join(unread) + "), give --max-loras / --max-lora-rank to "
-                             "say otherwise" if unread else ""))
+                         "wrapper only under --enable-lora)")
+            if (sizes := lora_sizes_note(settings)) is not None:
+                notes.append(sizes)
     if not settings.get("enable_lora"):
         for fld in LORA_FIELDS:
             settings.pop(fld, None)
@@ -860,6 +856,22 @@ def _quoted_commands(line: str) -> list[str]:
         return []
     return [span for span in _DOUBLE_QUOTED.findall(line)
             if re.search(_ARGS_FROM_MODEL, span)]
+
+
+def lora_sizes_note(settings: dict[str, Any]) -> str | None:
+    """What a log that shows LoRA on only by its Punica line leaves to vLLM's defaults, of the
+    LoRA sizes ``settings`` (the log's, and the user's flags) do not give; None where they give
+    both."""
+    unread = [f"{fld} {default}" for fld, default in (("max_loras", 1), ("max_lora_rank", 16))
+              if fld not in settings]
+    if not unread:
+        return None
+    return (f"{LORA_SIZES_ASSUMED}: vLLM's defaults assumed ({', '.join(unread)}), give "
+            "--max-loras / --max-lora-rank to say otherwise")
+
+
+# the start of ``lora_sizes_note``'s note, by which a caller that knows the user's flags finds it
+LORA_SIZES_ASSUMED = "LoRA's sizes are not in the log"
 
 
 # a line that holds a serve command: a launcher, or a container run of an engine's image or

@@ -170,7 +170,7 @@ def render_table(df: pd.DataFrame, columns: list[str], title: str = "",
     else:
         out += _grid(columns, heads, cols, widths, gap)
     if errors:
-        out.append("invalid points (the engine would refuse them):")
+        out.append("invalid points (the engine refuses them, or memprof does not model them):")
         for err, mark in errors.items():
             out += textwrap.wrap(f"{mark} {err}", width, initial_indent="  ",
                                  subsequent_indent="    ")

@@ -40,7 +40,8 @@ def test_a_keyword_passed_by_name_takes_the_bound_integer() -> None:
     log = parse_log(CELL + LOADER + ENGINE)
     assert log.settings["enable_lora"] is True  # 'Using PunicaWrapperGPU.'
     assert log.settings["max_lora_rank"] == 32
-    assert "max_loras 1" in next(n for n in log.notes if n.startswith("LoRA is on"))
+    assert any(n.startswith("LoRA is on") for n in log.notes)
+    assert "max_loras 1" in next(n for n in log.notes if n.startswith("LoRA's sizes"))
     assert "max_lora_rank 16" not in " ".join(log.notes)
 
 
@@ -48,7 +49,7 @@ def test_an_unbound_name_is_not_read() -> None:
     log = parse_log(CELL.replace("lora_rank = 32 # Larger rank = smarter, but slower\n", "")
                     + ENGINE)
     assert "max_lora_rank" not in log.settings
-    assert "max_lora_rank 16" in next(n for n in log.notes if n.startswith("LoRA is on"))
+    assert "max_lora_rank 16" in next(n for n in log.notes if n.startswith("LoRA's sizes"))
 
 
 def test_a_retry_lowers_the_sequences_and_the_utilization() -> None:

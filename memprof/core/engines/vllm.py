@@ -18,6 +18,7 @@ from typing import Any, ClassVar, NamedTuple
 from memprof.base.errors import BadInput
 from memprof.base.units import GiB, fmt_bytes
 from memprof.core import releases
+from memprof.core.dtypes import FLAG_ALIASES
 from memprof.core.engines.base import (
     Budget,
     C,
@@ -437,8 +438,8 @@ def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str,
                 and not (check == "kv fp8 needs sm90 or rocm" and str(arch).startswith("gfx"))):
             return (f"--kv-cache-dtype {dep.kv_cache_dtype} (V1 takes fp8 with FlashAttention "
                     "3 on sm90 only)")
-        if check == "dtype fp16/bf16" and dep.dtype == "float32":
-            return "--dtype float32"
+        if check == "dtype fp16/bf16" and FLAG_ALIASES.get(dep.dtype, dep.dtype) == "float32":
+            return f"--dtype {dep.dtype}"
         if check == "mtp" and dep.speculative_mtp:
             return "Speculative Decoding (deepseek_mtp)"
         if check == "pp" and dep.pp > 1:

@@ -303,7 +303,11 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
                        "the decoder); SGLang's classification / reward serving is not modelled",
                        hint="use --engine vllm (its pooling runner, --convert classify)")
     if runner not in RUNNERS:
-        raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled",
+        # vLLM's RunnerOption also has "draft" (a drafter's own runner), which memprof does not
+        # model; anything else its argparse refuses
+        known = runner == "draft"
+        raise BadInput(f"--runner {str(runner)[:40]!r} is not modelled" if known else
+                       f"unknown --runner {str(runner)[:40]!r}",
                        hint="use --runner generate (or auto) or --runner pooling")
     if convert is not None and convert not in CONVERTS:
         raise BadInput(f"unknown --convert {str(convert)[:40]!r}",
@@ -340,16 +344,26 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
             raise BadInput(f"--convert {convert} applies to the pooling runner",
                            hint=f"add --runner pooling, or drop --convert {convert}")
         return
+    asked = f"--task {task}" if task not in (None, "auto") else "--runner pooling"
     if not value_at(POOLING_RUNNER, version, False):
         first = POOLING_RUNNER[0].since
         raise BadInput(f"memprof models vLLM's pooling runner (embedding models) from {first}, "
                        f"where its profile run was read; not at {version}",
-                       hint=f"use --engine-version {first} or later, or drop --runner pooling")
+                       hint=f"use --engine-version {first} or later, or drop {asked}")
     if conv == "reward" and rule_in_force(REWARD_CONVERT, version) is None:
         removed = REWARD_CONVERT[-1].until
         raise BadInput(f"vLLM {version} has no --convert reward (gone in {removed}: "
                        "config/model.py ConvertType is none, embed, classify)",
                        hint="use --convert embed (the conversion memprof models)")
+    if conv == "none":
+        arch = spec.architecture if spec is not None else "the model"
+        if not bare:  # a *ForCausalLM kept as it is: no pooler to run
+            raise BadInput(f"--runner pooling --convert none: {arch} is no pooling model, and "
+                           "vLLM refuses it ('This model does not support `--runner pooling`. "
+                           "You can pass `--convert <embed|classify>` to adapt it': "
+                           "config/model.py)", hint="use --convert embed (or auto)")
+        raise BadInput(f"--convert none on {arch}: memprof reads a bare decoder's pooler under "
+                       "--convert auto (embed) only", hint="use --convert auto (or embed)")
     if conv not in ("embed", "classify"):
         raise BadInput(f"--convert {conv} (adapters.py as_reward_model: every token's hidden "
                        "state, ALL pooling) is not modelled; memprof models --convert embed "
@@ -359,7 +373,7 @@ def check_pooling(*, runner: str, convert: str | None, task: str | None, version
     if conv == "classify" and spec is not None:
         check_score_head(spec.raw, spec.architecture, quantised=quantised)
     if lora:
-        raise BadInput("--enable-lora with --runner pooling is not modelled (memprof's LoRA "
+        raise BadInput(f"--enable-lora with {asked} is not modelled (memprof's LoRA "
                        "buffers include the lm_head's, which a pooling model does not build)",
                        hint="drop --enable-lora, or use the generation runner")
     if spec is not None and spec.vision is not None:

@@ -20,7 +20,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.engines.vllm_pooling import convert_of, graph_mode
-from memprof.core.gpus import arch_cc
+from memprof.core.gpus import GPU, arch_cc
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
@@ -248,6 +248,24 @@ def driver_stack_note(ctx: TermContext) -> str:
                 f"an architecture before the {NODE_COSTS_MEASURED_ARCH} R580's node costs were "
                 "measured on [assumption]")
     return ""
+
+
+def assumed_driver_note(dep: Deployment, gpu: GPU) -> str:
+    """The output's note where no ``--nvidia-driver`` is given and the driver the release's
+    wheel implies is taken for the CUDA graphs' kernel nodes (``DRIVER_STACK``'s CUDA 12.x
+    assumption), on a card where that driver moves the figure (R580's node costs were measured
+    on it: ``NODE_COSTS_MEASURED_ARCH``); "" where nothing is assumed (a CUDA 13 wheel needs R580
+    or later) or no graph is captured."""
+    measured = arch_cc(NODE_COSTS_MEASURED_ARCH)
+    cc = arch_cc(gpu.arch)
+    if (dep.nvidia_driver is not None or dep.enforce_eager or gpu.is_rocm
+            or not engine_of(dep).graph_estimate_by_release or wheel_stack(dep) != "cuda12"
+            or (cc is not None and measured is not None and cc < measured)):
+        return ""
+    return (f"no --nvidia-driver: vLLM {dep.engine_version}'s wheel is built for CUDA 12.x, so "
+            "its driver is taken as one before R580 and the CUDA graphs' kernel nodes at "
+            "NVIDIA's ~10 KiB each (NVIDIA/cccl#3768) [assumption]; --nvidia-driver 580 or "
+            "later takes R580's measured costs")
 
 
 # vLLM floors its per-graph sample at 1 MiB ("driver overhead", vLLM@52a31cc gpu_model_runner.py
