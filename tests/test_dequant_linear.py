@@ -103,8 +103,8 @@ def test_an_explicit_awq_or_gptq_flag_runs_marlin_once_one_config_serves_every_s
     assert [plain_name_forced("awq", v) for v in ("0.23.0", "0.24.0", "0.28.0")] == [
         True, False, False]
     assert [plain_name_forced("gptq", v) for v in ("0.21.0", "0.22.0")] == [True, False]
-    assert plain_name_forced("awq", "0.28.0", "sglang") and not plain_name_forced("awq_marlin",
-                                                                                 "0.13.0")
+    assert plain_name_forced("awq", "0.28.0", by_release=False)
+    assert not plain_name_forced("awq_marlin", "0.13.0")
     kept = quant_from_flag("awq", awq, "0.24.0")
     assert kept is not None and kept.source == "config"
     bare = ctx.spec if ctx.spec.quant is None else dataclasses.replace(ctx.spec, quant=None)

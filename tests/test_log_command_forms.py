@@ -116,8 +116,23 @@ def test_long_lines_of_the_new_forms_read_in_linear_time() -> None:
 
     for text in ('"a"' + " " * 50_000 + "x", '"' * 99_999, "lm_eval " * 10_000,
                  '"--model m --tp 2 ' * 3_000, '--model "' * 5_000,
+                 ' --tp 2 ' + '--model "' * 5_000,
                  "docker run " * 8_000, "lm_eval --model " * 6_000):
         start = time.perf_counter()
         with contextlib.suppress(BadInput):
             parse_log(text + "\n" + OOM)
         assert time.perf_counter() - start < 2.0, text[:20]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(["--model", "--model-path", " ", "=", "m", '"', "--tp", "2",
+                                 "-x", "\t", "--max-model-len", "--"]), max_size=30))
+def test_args_from_model_is_the_plain_search(parts: list[str]) -> None:
+    """The search cut at the line's last flag finds what the pattern finds on the whole line."""
+    import re
+
+    from memprof.probes.startup_log import _ARGS_FROM_MODEL, args_from_model
+
+    text = "".join(parts)
+    m = re.search(_ARGS_FROM_MODEL, text)
+    assert args_from_model(text) == (m.group(1) if m else None)

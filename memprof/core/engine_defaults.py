@@ -57,7 +57,8 @@ def quant_method(dep: Deployment, spec: ModelSpec) -> str | None:
     takes it, else what the checkpoint's ``quantization_config`` declares (vLLM's
     ``ModelConfig.quantization``, which its V1 oracle reads: ``engines/vllm.py``
     ``V1_FALLBACK``)."""
-    quant = (quant_from_flag(dep.quantization, spec, dep.engine_version, dep.engine)
+    quant = (quant_from_flag(dep.quantization, spec, dep.engine_version,
+                             engine_of(dep).quant_flag_by_release)
              if dep.quantization else spec.quant)
     return quant.method if quant is not None else None
 

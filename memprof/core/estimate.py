@@ -295,7 +295,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
     spec = steps.model_spec(model, dep)
     asked = dep
     dep = steps.prepared(dep, spec, gpu)
-    quant = (quant_from_flag(dep.quantization, spec, dep.engine_version, dep.engine)
+    quant = (quant_from_flag(dep.quantization, spec, dep.engine_version,
+                             engine_of(dep).quant_flag_by_release)
              if dep.quantization else spec.quant)
     check_served_dtype(spec, dep, gpu.arch, gpu.name)  # what the worker refuses at start-up
     dtype = model_dtype(spec, dep, gpu.arch)

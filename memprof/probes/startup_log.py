@@ -733,11 +733,10 @@ def _settings(lines: list[str], engine: str
         lm_eval = _lm_eval_args(line)
         if command is None and not _launch_line(line) and lm_eval is None:
             quoted = _quoted_commands(line)
-            m = (re.search(_ARGS_FROM_MODEL, quoted[-1]) if quoted
-                 else re.search(_ARGS_FROM_MODEL, line))
-            if m:
+            args = args_from_model(quoted[-1] if quoted else line)
+            if args is not None:
                 launcher = (ENGINES.get(engine or "") or ENGINES[DEFAULT]).launcher_prefix
-                line = launcher + m.group(1)
+                line = launcher + args
                 if len(quoted) > 1:
                     notes.append(f"a line of the log quotes {len(quoted)} serve commands; the "
                                  "last, the run its log lines follow, is read")
@@ -839,7 +838,21 @@ def _settings(lines: list[str], engine: str
 # a serve command's arguments outside a launcher (a compose service's ``command: --model M
 # --tp 4``, a sentence's ``--model M --max-model-len 8192``): from ``--model`` / ``--model-path``
 # on, with another flag after it; read after the engine's launcher
-_ARGS_FROM_MODEL = r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)"
+_ARGS_FROM_MODEL = re.compile(r"(--model(?:-path)?[ =]\S+(?:\s.*)?\s--[\w-]+.*)")
+_A_FLAG = re.compile(r"\s--[\w-]+")
+
+
+def args_from_model(text: str) -> str | None:
+    """``_ARGS_FROM_MODEL``'s arguments in ``text`` (one line), from its first ``--model`` that
+    another flag follows to the line's end; None where there is none. The search runs up to the
+    line's last flag: a ``--model`` after it cannot match, and trying each of many such starts
+    to the line's end made a long line (``--model "`` 5,000 times) quadratic."""
+    end = max((f.end() for f in _A_FLAG.finditer(text)), default=0)
+    if not end:
+        return None
+    m = _ARGS_FROM_MODEL.search(text, 0, end)
+    # (the pattern's closing ``.*`` runs to the end: the arguments are the rest of the line)
+    return None if m is None else text[m.start(1):]
 # a double-quoted span of a line (no nesting: quotes pair in order)
 _DOUBLE_QUOTED = re.compile(r'"([^"\n]*)"')
 
@@ -855,7 +868,7 @@ def _quoted_commands(line: str) -> list[str]:
     if '"' not in line or "--model" not in line:
         return []
     return [span for span in _DOUBLE_QUOTED.findall(line)
-            if re.search(_ARGS_FROM_MODEL, span)]
+            if args_from_model(span) is not None]
 
 
 def lora_sizes_note(settings: dict[str, Any]) -> str | None:

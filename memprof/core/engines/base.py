@@ -165,6 +165,9 @@ class Engine:
     graph_estimate_by_release: ClassVar[bool] = False
     # the model-load allocations are replayed for the allocator's rounding (terms/load_rounding)
     replays_model_load: ClassVar[bool] = False
+    # --quantization gptq / awq read per release (models/quant_config.py GPTQ_FLAG_FORCES_PLAIN,
+    # AWQ_FLAG_FORCES_PLAIN); False: the plain name keeps the plain kernels at every release
+    quant_flag_by_release: ClassVar[bool] = False
     # the load figure is the drop in free memory, each reading after empty_cache: it holds the
     # load's segments whole, beyond their tensors (terms/load_segments.py), and the reserved
     # blocks a post-load rewrite leaves that empty_cache cannot return (terms/post_load_requant.py)

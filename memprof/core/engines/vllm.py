@@ -578,6 +578,7 @@ class VLLM(Engine):
     tiered_max_num_seqs: ClassVar[bool] = True
     graph_estimate_by_release: ClassVar[bool] = True
     replays_model_load: ClassVar[bool] = True
+    quant_flag_by_release: ClassVar[bool] = True
     selects_attention_backend: ClassVar[bool] = True
     logs_budget_lines: ClassVar[bool] = True
     has_entrypoint: ClassVar[bool] = True

@@ -146,20 +146,21 @@ AWQ_FLAG_FORCES_PLAIN: tuple[Rule, ...] = (
 RULES = (GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN)
 
 
-def plain_name_forced(flag: str, version: str | None, engine: str = "vllm") -> bool:
+def plain_name_forced(flag: str, version: str | None, by_release: bool = True) -> bool:
     """Does ``--quantization gptq`` / ``awq`` (the plain name) keep the checkpoint off Marlin at
-    ``version`` (``None``: the newest release)? Any other flag: no. memprof reads SGLang's
-    spelling as it did vLLM's before the merge (its releases are not read here)."""
+    ``version`` (``None``: the newest release)? Any other flag: no. ``by_release`` False (an
+    engine whose releases are not read here, ``Engine.quant_flag_by_release``: SGLang): the
+    spelling is read as vLLM's before the merge."""
     rules = {"gptq": GPTQ_FLAG_FORCES_PLAIN, "awq": AWQ_FLAG_FORCES_PLAIN}.get(flag.lower())
     if rules is None:
         return False
-    if engine != "vllm":
+    if not by_release:
         return True
     return rule_in_force(rules, version) is not None
 
 
 def quant_from_flag(flag: str, spec: ModelSpec, version: str | None = None,
-                    engine: str = "vllm") -> QuantConfig | None:
+                    by_release: bool = True) -> QuantConfig | None:
     """``--quantization`` as vLLM takes it.
 
     A method the checkpoint already declares keeps the checkpoint's details. On an unquantised
@@ -167,7 +168,8 @@ def quant_from_flag(flag: str, spec: ModelSpec, version: str | None = None,
     the usual checkpoints of that method ship (awq/gptq 4-bit, group 128; nvfp4 group 16; mxfp4
     group 32), with embeddings, lm_head and routers left in the model dtype. ``gptq`` / ``awq``
     keep the plain kernels only at the releases where vLLM forces them (``plain_name_forced``
-    at ``version`` of ``engine``; ``None``: the newest release).
+    at ``version``; ``by_release``: whether the engine's releases are read; ``None``: the
+    newest release).
     """
     method = _FLAG_ALIASES.get(flag.lower())
     if method is None:
@@ -195,7 +197,7 @@ def quant_from_flag(flag: str, spec: ModelSpec, version: str | None = None,
             "drop the flag or point --model at such a checkpoint")
     if (spec.quant is not None and spec.quant.method.startswith(method)
             and spec.quant.checkpoint_format != _CT):
-        forced = plain_name_forced(flag, version, engine)
+        forced = plain_name_forced(flag, version, by_release)
         if flag.lower() == "gptq" and spec.quant.marlin and forced:
             # an explicit ``gptq`` keeps vLLM off gptq_marlin
             # (GPTQMarlinConfig.override_quantization_method, v0.11.0: "forcing gptq")
@@ -224,7 +226,7 @@ def quant_from_flag(flag: str, spec: ModelSpec, version: str | None = None,
         # Marlin as the _marlin name does (GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN)
         return QuantConfig(method=method, group_size=128, bits=4, source="flag",
                            marlin=flag.lower() in ("gptq_marlin", "awq_marlin")
-                           or not plain_name_forced(flag, version, engine))
+                           or not plain_name_forced(flag, version, by_release))
     if method == "nvfp4":
         return QuantConfig(method="nvfp4", group_size=16, bits=4, source="flag")
     if method == "bnb4":
