@@ -48,6 +48,9 @@ DEPLOYMENTS = [
     # Model Runner V2's own graph estimate with LoRA's capture cases (terms/runner_v2_graphs.py)
     Deployment(engine_version="0.30.0", enable_lora=True, max_loras=2, max_lora_rank=32,
                lora_dtype="float16", fully_sharded_loras=True, specialize_active_lora=True),
+    # the V1 runner's profiling graphs with the custom all-reduce at TP 2, whose inputs the
+    # peers' IPC handles keep (terms/graph_input_handles.py)
+    Deployment(engine_version="0.22.0", tp=2),
 ]
 GPUS = ("H200", "MI300X", "B200")
 

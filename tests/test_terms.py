@@ -23,6 +23,7 @@ from memprof.core.terms import (
     allocator,
     cudagraph,
     encoder,
+    graph_input_handles,
     in_use,
     init_buffers,
     load_rounding,
@@ -452,7 +453,8 @@ def test_term_lists() -> None:
                       rocm_load_cache.rocm_load_cache_terms,
                       post_load_requant.post_load_requant_terms, activation.activation_terms,
                       runner_buffers.runner_buffer_terms, encoder.encoder_terms,
-                      cudagraph.cudagraph_terms, runner_v2_graphs.runner_v2_graph_terms,
+                      cudagraph.cudagraph_terms, graph_input_handles.graph_input_handle_terms,
+                      runner_v2_graphs.runner_v2_graph_terms,
                       non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,
                       nccl_warmup.warm_up_first_kernel, stream_pool.stream_pool_terms,
                       reserved_charge.reserved_charge_terms, in_use.in_use_terms]

@@ -157,6 +157,19 @@ TERM_READS: dict[str, frozenset[str]] = {
     # ctx.spec, ctx.quant, the pooling runner: whether Model Runner V2 runs the model
     # (terms/runner_v2_profile.py; a pooling model stays on V1 through 0.28.x; the speculative
     # method: n-gram runs V1, memprof/core/engines/vllm_runner.py)
+    # the custom all-reduce's hold on the profiling graphs' inputs (terms/graph_input_handles.py)
+    "graph_input_handle_terms": frozenset((*_MODEL, *_POOLING, "ctx.gpu", "ctx.quant",
+                                           "dep.tp", "dep.disable_custom_all_reduce",
+                                           "dep.nnodes", "dep.enforce_eager",
+                                           "dep.num_speculative_tokens",
+                                           "dep.speculative_method",
+                                           # the profiled sizes and their live sets
+                                           "dep.max_num_batched_tokens", "dep.max_num_seqs",
+                                           "dep.attention_backend", "dep.kv_cache_dtype",
+                                           "dep.dp", "dep.enable_expert_parallel",
+                                           # the custom all-reduce's max_size beside the
+                                           # symmetric-memory all-reduce (terms/symm_mem.py)
+                                           "dep.vllm_allreduce_use_symm_mem")),
     "stream_pool_terms": frozenset(("ctx.coord", "ctx.gpu", "ctx.spec", "ctx.quant", *_POOLING,
                                     "dep.engine", "dep.engine_version",
                                     "dep.tp", "dep.pp", "dep.dp",

@@ -15,6 +15,7 @@ from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.allocator import allocator_runtime_terms
 from memprof.core.terms.cudagraph import cudagraph_terms
 from memprof.core.terms.encoder import encoder_terms
+from memprof.core.terms.graph_input_handles import graph_input_handle_terms
 from memprof.core.terms.in_use import in_use_terms
 from memprof.core.terms.init_buffers import init_buffer_terms
 from memprof.core.terms.load_rounding import load_rounding_terms
@@ -42,7 +43,8 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, runner_buffer_terms,
                               encoder_terms,
-                              cudagraph_terms, runner_v2_graph_terms, non_torch_terms,
+                              cudagraph_terms, graph_input_handle_terms, runner_v2_graph_terms,
+                              non_torch_terms,
                               nccl_nvls_terms,
                               warm_up_first_kernel, stream_pool_terms,
                               reserved_charge_terms, in_use_terms]

@@ -42,6 +42,15 @@ time, so vLLM's estimate and memprof's prediction of the pool at run time are un
 [approximation: measured on H100 under driver 580 and applied unmeasured to other cards and
 drivers, said in the part's text; not applied on ROCm (0.28.0 on), whose HIP runtime was not
 measured: there the figure stays the first capture's, said in the part's text.]
+
+At TP > 1 with the custom all-reduce, the end of the profiling capture's context
+opens each peer's allocation holding a captured all-reduce's input and keeps the handle until the
+communicator is destroyed (custom_all_reduce.py ``CustomAllreduce.capture`` ->
+``register_graph_buffers``, 0.19.0 and 0.22.0; csrc/custom_all_reduce.cuh ``ipc_handles_``, closed
+only in ``~CustomAllreduce``). An allocation a peer maps keeps its device memory after its owner
+frees it (reports/gpu/ipc-free-open/), so the profiling pool's segments holding those inputs stay
+in use after ``empty_cache`` and count in the budget window's non-torch increase:
+``memprof.core.terms.graph_input_handles`` charges them.
 """
 
 from __future__ import annotations
