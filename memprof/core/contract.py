@@ -173,6 +173,9 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
             # the drafter, present with draft tokens, so a deployment without them keeps its JSON
             **({"speculative_method": d.speculative_method}
                if d.num_speculative_tokens else {}),
+            # the EAGLE head as named (--speculative-model), present where it is set
+            **({"speculative_model": d.speculative_model}
+               if d.num_speculative_tokens and d.speculative_model is not None else {}),
         },
         "gpu": {"name": e.gpu.name, "total_bytes": e.gpu.total_bytes, "arch": e.gpu.arch,
                 "exact": e.gpu.exact},

@@ -55,8 +55,10 @@ from memprof.core.models import (
     spec_from_config,
 )
 from memprof.core.models.config import parse_overrides, with_overrides
+from memprof.core.models.draft_head import load_draft_head
 from memprof.core.models.families import family_row
 from memprof.core.nvidia_driver import before_r550_note, check_driver
+from memprof.core.speculative import HEAD_METHODS
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
@@ -408,7 +410,22 @@ def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:
 
 def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     """The model, with ``--hf-overrides`` merged into its config before it is validated and
-    built (``with_overrides``), as the engines apply them."""
+    built (``with_overrides``), as the engines apply them, and the EAGLE head
+    ``--speculative-model`` names (``with_draft_head``)."""
+    return with_draft_head(_target_spec(model, dep), dep)
+
+
+def with_draft_head(spec: ModelSpec, dep: Deployment) -> ModelSpec:
+    """``spec`` with the draft head of an EAGLE / EAGLE-3 deployment (its config.json:
+    ``memprof.core.models.draft_head``), or without one where the deployment drafts none."""
+    head = None
+    if (dep.num_speculative_tokens and dep.speculative_method in HEAD_METHODS
+            and dep.speculative_model):
+        head = load_draft_head(dep.speculative_model, dep.speculative_method)
+    return spec if spec.draft_head == head else replace(spec, draft_head=head)
+
+
+def _target_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     mtp = dep.speculative_mtp
     if not dep.hf_overrides:
         return model if isinstance(model, ModelSpec) else load_model(

@@ -139,7 +139,8 @@ _VLLM_NOT_MODELLED = [
 _VLLM_SPECIAL = [
     ServeFlag(("--model",), "value", "special"),
     ServeFlag(("--speculative-config",), "value", "special",
-              "JSON; num_speculative_tokens of an MTP or n-gram method is applied"),
+              "JSON; num_speculative_tokens of an MTP, n-gram or EAGLE method (and an EAGLE "
+              "head, its model) is applied"),
     ServeFlag(("--enable-expert-parallel", "-ep"), "flag", "special"),
 ]
 
