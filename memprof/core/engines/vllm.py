@@ -370,6 +370,7 @@ V1_FALLBACK: tuple[Rule, ...] = (
          "than ngram / eagle / eagle3 → 'Speculative Decoding'; 0.9.0 adds deepseek_mtp"),
     Rule(name="v1_fallback_eagle", changes="engine generation (V0 / V1)",
          since="0.8.0", until="0.8.5", value="eagle", introduced_by="V1 on by default (0.8.0)",
+         applies_to="eagle",
          removed_by="eagle / eagle3 accepted by the oracle (0.8.5)",
          source="0.8.3 / 0.8.4 engine/arg_utils.py _is_v1_supported_oracle: 'Eagle is under "
          "development' → _warn_or_fallback('Eagle') (V0 unless VLLM_USE_V1=1); 0.8.5 accepts "

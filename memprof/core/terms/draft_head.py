@@ -80,13 +80,14 @@ VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 PROPOSER_BUFFERS: tuple[Rule, ...] = (
     Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
          since="0.30.0", until="0.32.0", value=4,
-         introduced_by="the first release read (0.30.0)",
+         introduced_by="the first release read (0.30.0)", applies_to="eagle",
          source="0.30.0 / 0.31.0 v1/worker/gpu/spec_decode/speculator.py DraftModelSpeculator:"
          " idx_mapping int32; autoregressive/speculator.py; v1/spec_decode/"
          "llm_base_proposer.py SpecDecodeBaseProposer.__init__"),
     Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
          since="0.32.0", until=None, value=8,
          introduced_by="0.32.0: idx_mapping int64; target_dependent_ar/speculator.py",
+         applies_to="eagle",
          source="0.32.0 / 0.33.0 v1/worker/gpu/spec_decode/speculator.py, "
          "target_dependent_ar/speculator.py; v1/spec_decode/llm_base_proposer.py"),
 )
