@@ -88,6 +88,32 @@ def test_v2_proposer_buffers_by_hand() -> None:
                                                                               late.ranks[0])))
 
 
+def _buffers(dep: Deployment, model: str = "qwen3-8b") -> dict[str, int]:
+    e = estimate(model, dep, gpu_name="H100")
+    return dict(proposer_buffer_parts(rank_context(e, e.ranks[0])))
+
+
+def test_v2_buffers_per_release() -> None:
+    # 0.27.0 / 0.28.0: no sample_src_positions, no confidence probabilities; 0.29.0 adds the
+    # first, 0.30.0 the second (the wheels' speculator.py / autoregressive/speculator.py)
+    for version, src, conf in (("0.28.0", False, False), ("0.29.0", True, False),
+                               ("0.30.0", True, True)):
+        names = _buffers(EAGLE3.with_(engine_version=version))
+        assert ("sample_src_positions int64 [R]" in names) is src, version
+        assert ("draft_token_confidence_probs fp32 [R,k]" in names) is conf, version
+
+
+def test_v1_proposer_buffers_by_hand() -> None:
+    # a MoE target runs the V1 runner at 0.28.0 (vllm_runner.runs_v2): EagleProposer's
+    # SpecDecodeBaseProposer buffers, N = 8192, R = 256, the head's H = 4096 in bf16
+    got = _buffers(EAGLE3.with_(engine_version="0.28.0"), "qwen3-30b-a3b")
+    assert got == {"input_ids int32 [N]": 8192 * 4, "positions int64 [N]": 8192 * 8,
+                   "hidden_states [N,H]": 8192 * 4096 * 2,
+                   "arange int32 [max(R+1,N)]": 8192 * 4,
+                   "inputs_embeds [N,H]": 8192 * 4096 * 2,
+                   "backup_next_token_ids int32 [R]": 1024, "slot_mapping int64 [N]": 8192 * 8}
+
+
 def test_the_buffers_are_charged_only_where_the_release_charges_the_runners() -> None:
     # 0.26.x charges no constructor buffer (runner_buffers.RUNNER_BUFFERS_CHARGED): the head's
     # weights are there, its buffers are not

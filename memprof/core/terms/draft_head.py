@@ -40,13 +40,14 @@ The proposer's buffers, N = ``max_num_batched_tokens``, R = ``max_num_seqs``, k 
   autoregressive/speculator.py, from 0.32.0 target_dependent_ar/speculator.py):
   ``InputBuffers`` (input_ids int32 [N], positions int64 [N], is_padding bool [N],
   query_start_loc int32 [R+1], seq_lens and dcp_local_seq_lens int32 [R]), ``idx_mapping`` [R]
-  (int32 in 0.30.0 / 0.31.0, int64 from 0.32.0), ``temperature`` fp32 [R], ``seeds`` int64 [R],
-  ``draft_tokens`` int64 [R, k], ``draft_token_confidence_probs`` fp32 [R, k], ``hidden_states``
-  [N, H] in the model dtype, ``current_draft_step`` int64, ``last_token_indices`` and
-  ``sample_src_positions`` int64 [R] (``draft_logits`` only with ``draft_sample_method``
-  probabilistic, not the default greedy; ``inputs_embeds`` only for a multimodal target);
+  (int32 to 0.31.0, int64 from 0.32.0), ``temperature`` fp32 [R], ``seeds`` int64 [R],
+  ``draft_tokens`` int64 [R, k], ``draft_token_confidence_probs`` fp32 [R, k] (from 0.30.0),
+  ``hidden_states`` [N, H] in the model dtype, ``current_draft_step`` int64,
+  ``last_token_indices`` int64 [R] and ``sample_src_positions`` int64 [R] (from 0.29.0)
+  (``draft_logits`` only with ``draft_sample_method`` probabilistic, not the default greedy;
+  ``inputs_embeds`` only for a multimodal target);
 - the V1 runner (v1/spec_decode/llm_base_proposer.py ``SpecDecodeBaseProposer.__init__``, the
-  same in 0.30.0 – 0.33.0): input_ids int32 [N], positions int64 [N], hidden_states [N, H],
+  same in 0.27.0 – 0.33.0): input_ids int32 [N], positions int64 [N], hidden_states [N, H],
   arange int32 [max(R+1, N)], inputs_embeds [N, H], backup_next_token_ids int32 [R] (the GPU
   half of its ``CpuGpuBuffer``), ``_slot_mapping_buffer`` int64 [N].
 
@@ -55,8 +56,9 @@ Both are made in the runner's constructor (Model Runner V2: ``init_speculator`` 
 
 Not modelled, and said so in the component: the drafter's forward in the profile run (the
 speculator's dummy ``propose``; the target's aux hidden states for EAGLE-3 during its forward),
-its CUDA graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers of the
-releases before 0.30.0.
+its CUDA graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers at
+0.8.5 – 0.9.0.x, whose budget charges torch's absolute peak (``RUNNER_BUFFERS_CHARGED``; 0.9.1 –
+0.26.x charge no constructor buffer).
 """
 
 from __future__ import annotations
@@ -75,21 +77,32 @@ WEIGHTS = "draft head weights"
 BUFFERS = "draft proposer buffers"
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
-# The proposer's persistent buffers per release, by the width of V2's idx_mapping (read in the
-# 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels; the V1 proposer's list is the same in each).
+# Model Runner V2's speculator buffers per release, as (sample_src_positions, the confidence
+# probabilities, idx_mapping's bytes) beside the list every release has (read in the 0.27.0,
+# 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels, v1/worker/gpu/spec_decode/
+# speculator.py and autoregressive/ or target_dependent_ar/speculator.py; InputBuffers read in
+# 0.27.0 and 0.30.0 – 0.33.0). The V1 proposer's list is the same in each of them.
 PROPOSER_BUFFERS: tuple[Rule, ...] = (
     Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
-         since="0.30.0", until="0.32.0", value=4,
-         introduced_by="the first release read (0.30.0)", applies_to="eagle",
-         source="0.30.0 / 0.31.0 v1/worker/gpu/spec_decode/speculator.py DraftModelSpeculator:"
-         " idx_mapping int32; autoregressive/speculator.py; v1/spec_decode/"
+         since="0.27.0", until="0.29.0", value=(False, False, 4), applies_to="eagle",
+         introduced_by="the first release read (0.27.0), the first whose budget charges "
+         "the runner's constructor buffers again",
+         source="0.27.0 / 0.28.0 v1/worker/gpu/spec_decode/speculator.py "
+         "DraftModelSpeculator.__init__, autoregressive/speculator.py; v1/spec_decode/"
          "llm_base_proposer.py SpecDecodeBaseProposer.__init__"),
     Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
-         since="0.32.0", until=None, value=8,
+         since="0.29.0", until="0.30.0", value=(True, False, 4), applies_to="eagle",
+         introduced_by="0.29.0: AutoRegressiveSpeculator.sample_src_positions int64 [R]",
+         source="0.29.0 v1/worker/gpu/spec_decode/autoregressive/speculator.py"),
+    Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
+         since="0.30.0", until="0.32.0", value=(True, True, 4), applies_to="eagle",
+         introduced_by="0.30.0: DraftModelSpeculator.draft_token_confidence_probs fp32 [R, k]",
+         source="0.30.0 / 0.31.0 v1/worker/gpu/spec_decode/speculator.py"),
+    Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
+         since="0.32.0", until=None, value=(True, True, 8), applies_to="eagle",
          introduced_by="0.32.0: idx_mapping int64; target_dependent_ar/speculator.py",
-         applies_to="eagle",
          source="0.32.0 / 0.33.0 v1/worker/gpu/spec_decode/speculator.py, "
-         "target_dependent_ar/speculator.py; v1/spec_decode/llm_base_proposer.py"),
+         "target_dependent_ar/speculator.py"),
 )
 
 NOT_MODELLED = ("[not modelled: the drafter's forward in the profile run and EAGLE-3's aux "
@@ -197,16 +210,18 @@ def proposer_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
     n, r, k = profile_tokens(dep), max_seqs(dep), dep.num_speculative_tokens
     row = head.hidden_size * dtype_bytes(ctx.model_dtype)
     if runs_v2(ctx):
-        idx = int(rule.value)  # type: ignore[call-overload]
+        sample_src, confidence, idx = rule.value  # type: ignore[misc]
         parts = [("input_ids int32 [N]", n * 4), ("positions int64 [N]", n * 8),
                  ("is_padding bool [N]", n), ("query_start_loc int32 [R+1]", (r + 1) * 4),
                  ("seq_lens int32 [R]", r * 4), ("dcp_local_seq_lens int32 [R]", r * 4),
                  (f"idx_mapping int{idx * 8} [R]", r * idx), ("temperature fp32 [R]", r * 4),
-                 ("seeds int64 [R]", r * 8), ("draft_tokens int64 [R,k]", r * k * 8),
-                 ("draft_token_confidence_probs fp32 [R,k]", r * k * 4),
-                 ("hidden_states [N,H]", n * row), ("current_draft_step int64", 8),
-                 ("last_token_indices int64 [R]", r * 8),
-                 ("sample_src_positions int64 [R]", r * 8)]
+                 ("seeds int64 [R]", r * 8), ("draft_tokens int64 [R,k]", r * k * 8)]
+        if confidence:
+            parts.append(("draft_token_confidence_probs fp32 [R,k]", r * k * 4))
+        parts += [("hidden_states [N,H]", n * row), ("current_draft_step int64", 8),
+                  ("last_token_indices int64 [R]", r * 8)]
+        if sample_src:
+            parts.append(("sample_src_positions int64 [R]", r * 8))
     else:
         parts = [("input_ids int32 [N]", n * 4), ("positions int64 [N]", n * 8),
                  ("hidden_states [N,H]", n * row),
