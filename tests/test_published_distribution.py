@@ -26,8 +26,8 @@ quantisation format). ``memprof_run.unstated`` refuses a row whose run depends o
 the log does not give: a string refuses the whole row; a mapping ``{figure: reason}`` leaves those
 figures alone uncompared (the host state a budget read that no line shows), and the row's other
 figures are still compared. ``memprof_run.unmodelled`` refuses a row whose run used a feature
-memprof has no model of (batch-invariant kernels, SGLang's CPU weight offload), naming it. ``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json``
-holds the floors this test asserts, so that a change which makes memprof worse on the logs fails.
+memprof has no model of (batch-invariant kernels, SGLang's CPU weight offload), naming it.
+``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json`` holds the floors this test asserts, so that a change which makes memprof worse on the logs fails.
 """
 
 from __future__ import annotations

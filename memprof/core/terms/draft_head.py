@@ -210,7 +210,9 @@ def proposer_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
     n, r, k = profile_tokens(dep), max_seqs(dep), dep.num_speculative_tokens
     row = head.hidden_size * dtype_bytes(ctx.model_dtype)
     if runs_v2(ctx):
-        sample_src, confidence, idx = rule.value  # type: ignore[misc]
+        value = rule.value
+        assert isinstance(value, tuple)
+        sample_src, confidence, idx = (bool(value[0]), bool(value[1]), int(value[2]))
         parts = [("input_ids int32 [N]", n * 4), ("positions int64 [N]", n * 8),
                  ("is_padding bool [N]", n), ("query_start_loc int32 [R+1]", (r + 1) * 4),
                  ("seq_lens int32 [R]", r * 4), ("dcp_local_seq_lens int32 [R]", r * 4),
