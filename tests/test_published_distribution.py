@@ -27,7 +27,8 @@ the log does not give: a string refuses the whole row; a mapping ``{figure: reas
 figures alone uncompared (the host state a budget read that no line shows), and the row's other
 figures are still compared. ``memprof_run.unmodelled`` refuses a row whose run used a feature
 memprof has no model of (batch-invariant kernels, SGLang's CPU weight offload), naming it.
-``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json`` holds the floors this test asserts, so that a change which makes memprof worse on the logs fails.
+``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json`` holds the floors
+this test asserts, so that a change which makes memprof worse on the logs fails.
 """
 
 from __future__ import annotations
