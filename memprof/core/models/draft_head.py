@@ -63,7 +63,8 @@ _HINT = ("--speculative-model names the head's config.json (a folder holding it,
 
 
 def renamed(arch: str, method: str) -> str:
-    """The architecture vLLM asks its registry for (configs/eagle.py ``EAGLEConfig``)."""
+    """The architecture vLLM asks its registry for (transformers_utils/configs/eagle.py
+    ``EAGLEConfig``)."""
     if method == EAGLE:
         return arch if arch.startswith("Eagle") else f"Eagle{arch}"
     return arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
