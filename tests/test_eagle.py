@@ -235,3 +235,12 @@ def test_the_json_names_the_head(capsys) -> None:  # type: ignore[no-untyped-def
                 "--speculative-model", str(HEAD)]) in (0, 1)
     d = json.loads(capsys.readouterr().out)["deployment"]
     assert d["speculative_method"] == "eagle3" and d["speculative_model"] == str(HEAD)
+
+
+def test_trace_refuses_a_head_it_does_not_build(capsys) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    code = run(["trace", "-m", "qwen3-0.6b", "--gpu", "H100", "--device", "fake",
+                "--num-speculative-tokens", "3", "--speculative-method", "eagle3",
+                "--speculative-model", str(HEAD)])
+    err = capsys.readouterr().err
+    assert code == 2 and "does not build an EAGLE draft head" in err and "hint:" in err
