@@ -244,3 +244,20 @@ def test_trace_refuses_a_head_it_does_not_build(capsys) -> None:  # type: ignore
                 "--speculative-model", str(HEAD)])
     err = capsys.readouterr().err
     assert code == 2 and "does not build an EAGLE draft head" in err and "hint:" in err
+
+
+def test_a_sweep_point_is_its_estimate(capsys) -> None:  # type: ignore[no-untyped-def]
+    # the sweep estimates each point with the head (prepared_layout leaves EAGLE layouts to the
+    # full estimate, which adds the head to the model)
+    flags = ["-m", "qwen3-8b", "--gpu", "H100", "--num-speculative-tokens", "3",
+             "--speculative-method", "eagle3", "--speculative-model", str(HEAD)]
+    assert run(["sweep", *flags, "--set", "gpu_memory_utilization=0.8,0.9", "-f", "json"]) == 0
+    points = json.loads(capsys.readouterr().out)
+    for p in points:
+        e = estimate("qwen3-8b", Deployment(gpu_memory_utilization=p["gpu_memory_utilization"],
+                                            num_speculative_tokens=3,
+                                            speculative_method="eagle3",
+                                            speculative_model=str(HEAD)), gpu_name="H100")
+        assert p["kv_cache_bytes_per_token"] == 37 * 4096
+        assert (p["kv_cache_tokens"], p["weights_bytes"]) == (e.kv_cache_tokens,
+                                                             e.weights_bytes_max)
