@@ -261,3 +261,14 @@ def test_a_sweep_point_is_its_estimate(capsys) -> None:  # type: ignore[no-untyp
         assert p["kv_cache_bytes_per_token"] == 37 * 4096
         assert (p["kv_cache_tokens"], p["weights_bytes"]) == (e.kv_cache_tokens,
                                                              e.weights_bytes_max)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("draft_sample_method", "probabilistic"), ("parallel_drafting", True),
+    ("draft_tensor_parallel_size", 1), ("quantization", "fp8"), ("kv_cache_dtype", "fp8"),
+])
+def test_a_head_setting_memprof_does_not_size_is_listed(key: str, value: object) -> None:
+    # e.g. draft_sample_method probabilistic keeps [R, k, V] draft logits (speculator.py)
+    conf = {"method": "eagle3", "model": str(HEAD), "num_speculative_tokens": 3, key: value}
+    c = parse_tokens(["vllm", "serve", "m", "--speculative-config", json.dumps(conf)])
+    assert c.settings == {} and any(key in why for _f, why in c.not_modelled)

@@ -107,8 +107,24 @@ def speculative_settings(conf: dict[str, object]) -> tuple[dict[str, object], st
         head = conf.get("model")
         if not isinstance(head, str) or not head.strip():
             return {}, f"speculative method {method} without a head (its model)"
+        for key, default in HEAD_DEFAULTS.items():
+            if conf.get(key, default) != default:
+                return {}, (f"speculative method {method} with {key} "
+                            f"{str(conf.get(key))[:40]}: the head is sized at vLLM's default")
         settings["speculative_model"] = head
     return settings, None
+
+
+# The ``--speculative-config`` keys that change an EAGLE head's memory beside ``model`` and
+# ``num_speculative_tokens``, at the defaults memprof sizes the head at (0.30.0
+# config/speculative.py ``SpeculativeConfig``): ``draft_tensor_parallel_size`` (None: the
+# target's TP), ``quantization`` and ``kv_cache_dtype`` (None: the head's own config, the
+# target's cache dtype), ``draft_sample_method`` ("greedy": no [R, k, V] draft logits),
+# ``parallel_drafting`` (False: P-EAGLE, which Model Runner V2 does not run). Another value is
+# listed as not modelled.
+HEAD_DEFAULTS: dict[str, object] = {"draft_tensor_parallel_size": None, "quantization": None,
+                                    "kv_cache_dtype": None, "draft_sample_method": "greedy",
+                                    "parallel_drafting": False}
 
 
 def check_speculative(method: str, num_speculative_tokens: int,
