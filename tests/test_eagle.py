@@ -272,3 +272,45 @@ def test_a_head_setting_memprof_does_not_size_is_listed(key: str, value: object)
     conf = {"method": "eagle3", "model": str(HEAD), "num_speculative_tokens": 3, key: value}
     c = parse_tokens(["vllm", "serve", "m", "--speculative-config", json.dumps(conf)])
     assert c.settings == {} and any(key in why for _f, why in c.not_modelled)
+
+
+def _stages(dep: Deployment, model: str = "qwen3-8b") -> dict[str, int]:
+    from memprof.core.terms.activation import activation_stages
+
+    e = estimate(model, dep, gpu_name="H100")
+    return {st.name: st.bytes for st in activation_stages(rank_context(e, e.ranks[0]))}
+
+
+def test_the_drafters_profile_forward_by_hand() -> None:
+    # Model Runner V2 (0.30.0), T = 8192, H = 4096, bf16: _dummy_run still holds the target's
+    # output and EAGLE-3's three aux states; propose folds them through fc ([T, 3H] cat), then
+    # the head's layer runs over T tokens beside the combined hidden state
+    row = 8192 * 4096 * 2
+    held = row + 3 * row + row  # target hidden_states, aux 3×[T,H], combined hidden
+    got = _stages(EAGLE3)
+    assert got["EAGLE-3 fc (profile run)"] == row + 3 * row + 3 * row + row
+    # the fixture's plain config: norm_before_residual false, the residual is the input buffer
+    live = 2 * row  # input_embeds, normed embeds
+    assert got["draft attention (profile run)"] == (held + live + 2 * row
+                                                    + 8192 * (4096 + 2 * 1024) * 2
+                                                    + 8192 * 4096 * 2 + row)
+    assert got["draft MLP (profile run)"] == (held + live + row + 8192 * 2 * 12288 * 2
+                                              + 8192 * 12288 * 2 + row)
+    # a speculators config keeps the hidden state's norm as the residual (update_eagle3's
+    # norm_before_residual default): one [T, H] more in both layer stages
+    assert head_from_config({"speculators_model_type": "eagle3", "draft_vocab_size": 32000,
+                             "transformer_layer_config": {
+                                 k: v for k, v in _head().items()
+                                 if k not in ("architectures", "draft_vocab_size", "_source")}},
+                            "eagle3").norm_before_residual
+
+
+def test_the_v1_drafter_runs_over_its_buffers() -> None:
+    # the V1 runner (a MoE target at 0.28.0) drops the aux states after the target's forward
+    # and EagleProposer.dummy_run feeds the head its persistent buffers: no fc stage, only the
+    # target's output held (Qwen3-30B-A3B: H = 2048, so the 4096-wide head keeps its own table)
+    got = _stages(EAGLE3.with_(engine_version="0.28.0"), "qwen3-30b-a3b")
+    assert "EAGLE-3 fc (profile run)" not in got
+    row = 8192 * 4096 * 2
+    assert got["draft MLP (profile run)"] == (8192 * 2048 * 2 + 2 * row + row
+                                              + 8192 * 2 * 12288 * 2 + 8192 * 12288 * 2 + row)

@@ -13,9 +13,9 @@ and 0.33.0 wheels:
 - a speculators-format config (``speculators_model_type``; transformers_utils/configs/
   speculators/base.py ``extract_transformers_pre_trained_config``) is its
   ``transformer_layer_config`` with the algorithm's fields on top (algos.py ``update_eagle3``:
-  ``draft_vocab_size``, ``target_hidden_size``, ``norm_before_fc``, ``fc_norm``, and the
-  architecture by ``model_type``: qwen3 → ``Eagle3Qwen3ForCausalLM``, llama →
-  ``Eagle3LlamaForCausalLM``);
+  ``draft_vocab_size``, ``target_hidden_size``, ``norm_before_residual`` (default true),
+  ``norm_before_fc``, ``fc_norm``, and the architecture by ``model_type``: qwen3 →
+  ``Eagle3Qwen3ForCausalLM``, llama → ``Eagle3LlamaForCausalLM``);
 - model_executor/models/registry.py maps the name to the class that builds it: llama_eagle.py
   ``EagleLlamaForCausalLM``, llama_eagle3.py ``Eagle3LlamaForCausalLM`` (also for
   ``LlamaForCausalLMEagle3``, ``Eagle3MiniMaxM2ForCausalLM``, ``Eagle3Qwen2_5vlForCausalLM``,
@@ -104,6 +104,7 @@ def head_from_config(cfg: dict[str, Any], method: str, *, name: str = "head",
                               f"{model_type[:40]!r}", hint="llama or qwen3 "
                               "(speculators algos.py update_eagle3)")
         body = {**layer, "draft_vocab_size": cfg.get("draft_vocab_size"),
+                "norm_before_residual": cfg.get("norm_before_residual", True),
                 "norm_before_fc": cfg.get("norm_before_fc", False),
                 "fc_norm": cfg.get("fc_norm", False)}
         if cfg.get("target_hidden_size") is not None:
@@ -152,6 +153,7 @@ def head_from_config(cfg: dict[str, Any], method: str, *, name: str = "head",
         norm_before_fc=bool(eagle_config.get("norm_before_fc",
                                               body.get("norm_before_fc", False))),
         fc_norm=bool(body.get("fc_norm", False)),
+        norm_before_residual=bool(body.get("norm_before_residual", False)),
         qk_norm=cls == "Eagle3Qwen3ForCausalLM",
         attention_bias=bool(body.get("attention_bias", False)))
 

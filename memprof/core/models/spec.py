@@ -178,6 +178,9 @@ class DraftHead:
     target_hidden_size: int  # the width of each target hidden state the fc reads
     fc_inputs: int  # target hidden states concatenated into the fc (EAGLE-3; 0: none)
     norm_before_fc: bool = False  # EAGLE-3 input_norm over the fc's input
+    # EAGLE-3 layers: the hidden state's norm is the residual (llama_eagle3.py
+    # _norm_before_residual), not the input (speculators configs default to True)
+    norm_before_residual: bool = False
     fc_norm: bool = False  # EAGLE-3 one RMSNorm per target hidden state
     qk_norm: bool = False  # Qwen3 layers: q_norm / k_norm of head_dim
     attention_bias: bool = False

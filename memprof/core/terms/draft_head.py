@@ -54,11 +54,24 @@ The proposer's buffers, N = ``max_num_batched_tokens``, R = ``max_num_seqs``, k 
 Both are made in the runner's constructor (Model Runner V2: ``init_speculator`` in
 ``GPUModelRunner.__init__``; V1: ``EagleProposer`` there), after the worker's init snapshot.
 
-Not modelled, and said so in the component: the drafter's forward in the profile run (the
-speculator's dummy ``propose``; the target's aux hidden states for EAGLE-3 during its forward),
-its CUDA graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers at
-0.8.5 – 0.9.0.x, whose budget charges torch's absolute peak (``RUNNER_BUFFERS_CHARGED``; 0.9.1 –
-0.26.x charge no constructor buffer).
+The profile run drafts once over its T tokens (``drafter_profile_stages``): the V1 runner's
+``_dummy_run`` calls ``EagleProposer.dummy_run(T)`` after the target's forward, the head over its
+persistent buffers; Model Runner V2's ``_dummy_run`` calls the speculator's ``propose`` (eager:
+``need_eager=is_profile``), which first folds EAGLE-3's aux hidden states through ``fc``
+(``torch.cat(aux_hidden_states, dim=-1)`` then ``combine_hidden_states``) while ``_dummy_run``
+still holds them and the target's output. In the head's layer (llama_eagle3.py
+``LlamaDecoderLayer.forward``) the model's ``input_embeds``, the normed embedding, the residual
+(the hidden state's norm with ``norm_before_residual``; otherwise the input buffer) and the
+[T, 2H] concatenation are live through the attention; the MLP runs beside the first three and
+the attention's output. EAGLE's layer (llama_eagle.py) takes ``fc`` of the [T, 2H]
+concatenation instead.
+
+Not modelled, and said so in the component: EAGLE-3's aux hidden states through the rest of the
+target's forward (three [T, H] made at layers 2, N/2 and N-3), the drafter's logits over the
+sampled rows and its later draft steps (R rows each, below the T-token prefill), its CUDA
+graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers at 0.8.5 –
+0.9.0.x, whose budget charges torch's absolute peak (``RUNNER_BUFFERS_CHARGED``; 0.9.1 – 0.26.x
+charge no constructor buffer).
 """
 
 from __future__ import annotations
@@ -68,7 +81,7 @@ from memprof.base.units import cdiv, fmt_bytes, round_up
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models.spec import DraftHead
-from memprof.core.terms.common import is_last_stage, max_seqs, profile_tokens
+from memprof.core.terms.common import Stage, is_last_stage, max_seqs, profile_tokens
 from memprof.core.terms.runner_buffers import ALLOC_ROUND, RUNNER_BUFFERS_CHARGED
 from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, rule_in_force
@@ -105,8 +118,8 @@ PROPOSER_BUFFERS: tuple[Rule, ...] = (
          "target_dependent_ar/speculator.py"),
 )
 
-NOT_MODELLED = ("[not modelled: the drafter's forward in the profile run and EAGLE-3's aux "
-                "hidden states through the target's, the drafter's CUDA graphs]")
+NOT_MODELLED = ("[not modelled: EAGLE-3's aux hidden states through the target's forward, the "
+                "drafter's logits and later draft steps in the profile run, its CUDA graphs]")
 
 
 def _vocab_parallel(vocab: int, hidden: int, tp: int, s: int) -> int:
@@ -252,3 +265,51 @@ def proposer_buffer_terms(ctx: TermContext) -> list[Component]:
         f"H={ctx.spec.draft_head.hidden_size if ctx.spec.draft_head else 0}: "
         + " + ".join(f"{name} {fmt_bytes(b)}" for name, b in parts)
         + f" ({runner}, made in the runner's constructor after the worker's init snapshot)")]
+
+
+def drafter_profile_stages(ctx: TermContext, t: int) -> list[Stage]:
+    """The head's forward over the profile run's ``t`` tokens, as live sets beside what the
+    runner still holds (the module docstring); empty without a head or off the last stage.
+    Read in the 0.30.0 wheel (v1/worker/gpu_model_runner.py ``_dummy_run``, v1/worker/gpu/
+    model_runner.py ``_dummy_run`` and autoregressive/speculator.py ``propose``) and taken for
+    every release that drafts with a head [approximation: the other releases' runners not
+    read for it]."""
+    head = ctx.spec.draft_head
+    if head is None or not is_last_stage(ctx):
+        return []
+    s, h, tp = dtype_bytes(ctx.model_dtype), head.hidden_size, ctx.dep.tp
+    row = t * h * s
+    held = [("target hidden_states [T,H]", t * ctx.spec.hidden_size * s)]
+    stages = []
+    if head.fc_inputs and runs_v2(ctx):  # V2's propose combines the aux states itself
+        aux = head.fc_inputs * head.target_hidden_size * t * s
+        held.append((f"aux hidden states {head.fc_inputs}×[T,H]", aux))
+        fold = [("aux concatenated [T,kH]", aux)]
+        if head.norm_before_fc:
+            fold.append(("input_norm out [T,kH]", aux))
+        stages.append(Stage("EAGLE-3 fc (profile run)", tuple(held + fold
+                                                              + [("fc out [T,H]", row)])))
+        held.append(("combined hidden [T,H]", row))
+    q = head.num_heads // tp * head.head_dim
+    kv = max(1, head.num_kv_heads // tp) * head.head_dim
+    inter = head.intermediate_size // tp
+    reduced = [("all-reduce out [T,H]", row)] if tp > 1 else []
+    if head.method == "eagle3":
+        live = [("input_embeds [T,H]", row), ("normed embeds [T,H]", row)]
+        if head.norm_before_residual:
+            live.append(("residual (normed hidden) [T,H]", row))
+        attn_in = [("embeds ‖ hidden [T,2H]", 2 * row)]
+    else:  # EagleLlamaForCausalLM: fc(cat(embeds, hidden)) feeds the layer
+        live = [("input_embeds [T,H]", row)]
+        stages.append(Stage("EAGLE fc (profile run)", tuple(
+            held + live + [("embeds ‖ hidden [T,2H]", 2 * row), ("fc out [T,H]", row)])))
+        live.append(("fc out = residual [T,H]", row))
+        attn_in = []
+    stages.append(Stage("draft attention (profile run)", tuple(
+        held + live + attn_in + [("qkv [T,(q+2kv)]", t * (q + 2 * kv) * s),
+                                 ("attention out [T,q]", t * q * s), ("o_proj out [T,H]", row)]
+        + reduced)))
+    stages.append(Stage("draft MLP (profile run)", tuple(
+        held + live + [("attention out [T,H]", row), ("gate_up [T,2I]", 2 * t * inter * s),
+                       ("act [T,I]", t * inter * s), ("down_proj out [T,H]", row)] + reduced)))
+    return stages
