@@ -314,3 +314,22 @@ def test_the_v1_drafter_runs_over_its_buffers() -> None:
     row = 8192 * 4096 * 2
     assert got["draft MLP (profile run)"] == (8192 * 2048 * 2 + 2 * row + row
                                               + 8192 * 2 * 12288 * 2 + 8192 * 12288 * 2 + row)
+
+
+def test_the_targets_forward_holds_the_aux_states() -> None:
+    # EAGLE-3: the target keeps [T, H] at layers 2, N/2 and N-3 for the head, live through its
+    # last layers: each target layer stage grows by 3 × T × H × 2 B; EAGLE (no aux) by nothing
+    aux = 3 * 8192 * 4096 * 2
+    base, eagle3 = _stages(BASE), _stages(EAGLE3)
+    assert eagle3["dense MLP"] - base["dense MLP"] == aux
+    assert eagle3["embedding"] == base["embedding"]
+    # the sampler runs after _dummy_run returned: the aux states are gone by then
+    from memprof.core.terms.activation import activation_stages
+
+    e = estimate("qwen3-8b", EAGLE3, gpu_name="H100")
+    sampler = next(st for st in activation_stages(rank_context(e, e.ranks[0]))
+                   if st.name == "sampler")
+    assert not any("aux" in name for name, _b in sampler.parts)
+    eagle1 = head_from_config({k: v for k, v in _head(architectures=["LlamaForCausalLM"]).items()
+                               if k != "draft_vocab_size"}, "eagle")
+    assert eagle1.fc_inputs == 0

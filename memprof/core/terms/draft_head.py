@@ -66,8 +66,10 @@ still holds them and the target's output. In the head's layer (llama_eagle3.py
 the attention's output. EAGLE's layer (llama_eagle.py) takes ``fc`` of the [T, 2H]
 concatenation instead.
 
-Not modelled, and said so in the component: EAGLE-3's aux hidden states through the rest of the
-target's forward (three [T, H] made at layers 2, N/2 and N-3), the drafter's logits over the
+The target's forward keeps EAGLE-3's aux hidden states (three [T, H] made at layers 2, N/2 and
+N-3) through its last layers (``target_aux_parts``, held beside every target layer's stage).
+
+Not modelled, and said so in the component: the drafter's logits over the
 sampled rows and its later draft steps (R rows each, below the T-token prefill), its CUDA
 graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers at 0.8.5 –
 0.9.0.x, whose budget charges torch's absolute peak (``RUNNER_BUFFERS_CHARGED``; 0.9.1 – 0.26.x
@@ -118,8 +120,8 @@ PROPOSER_BUFFERS: tuple[Rule, ...] = (
          "target_dependent_ar/speculator.py"),
 )
 
-NOT_MODELLED = ("[not modelled: EAGLE-3's aux hidden states through the target's forward, the "
-                "drafter's logits and later draft steps in the profile run, its CUDA graphs]")
+NOT_MODELLED = ("[not modelled: the drafter's logits and later draft steps in the profile run, "
+                "its CUDA graphs]")
 
 
 def _vocab_parallel(vocab: int, hidden: int, tp: int, s: int) -> int:
@@ -313,3 +315,17 @@ def drafter_profile_stages(ctx: TermContext, t: int) -> list[Stage]:
         held + live + [("attention out [T,H]", row), ("gate_up [T,2I]", 2 * t * inter * s),
                        ("act [T,I]", t * inter * s), ("down_proj out [T,H]", row)] + reduced)))
     return stages
+
+
+def target_aux_parts(ctx: TermContext, t: int) -> list[tuple[str, int]]:
+    """EAGLE-3's aux hidden states the target's forward keeps for the head, live through its
+    last layers: one [T, H] (``hidden_states + residual``, a new tensor) at each layer of
+    ``eagle_aux_hidden_state_layer_ids`` (default 2, N/2, N-3), as many as the head's fc
+    reads (0.30.0 model_executor/models/llama.py ``LlamaModel.forward`` returns
+    ``hidden_states, aux_hidden_states``; v1/worker/gpu/spec_decode/eagle/eagle3_utils.py
+    ``set_eagle3_aux_hidden_state_layers``). Empty without an EAGLE-3 head."""
+    head = ctx.spec.draft_head
+    if head is None or not head.fc_inputs or not is_last_stage(ctx):
+        return []
+    n = head.fc_inputs * t * ctx.spec.hidden_size * dtype_bytes(ctx.model_dtype)
+    return [(f"EAGLE-3 aux hidden states {head.fc_inputs}×[T,H]", n)]
