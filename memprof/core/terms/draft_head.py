@@ -323,7 +323,9 @@ def target_aux_parts(ctx: TermContext, t: int) -> list[tuple[str, int]]:
     ``eagle_aux_hidden_state_layer_ids`` (default 2, N/2, N-3), as many as the head's fc
     reads (0.30.0 model_executor/models/llama.py ``LlamaModel.forward`` returns
     ``hidden_states, aux_hidden_states``; v1/worker/gpu/spec_decode/eagle/eagle3_utils.py
-    ``set_eagle3_aux_hidden_state_layers``). Empty without an EAGLE-3 head."""
+    ``set_eagle3_aux_hidden_state_layers``). Empty without an EAGLE-3 head. [approximation:
+    held beside every layer kind's stage; a kind found only before the aux layers (a model's
+    first dense layers) holds fewer]"""
     head = ctx.spec.draft_head
     if head is None or not head.fc_inputs or not is_last_stage(ctx):
         return []
