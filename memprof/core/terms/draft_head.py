@@ -69,7 +69,9 @@ concatenation instead.
 The target's forward keeps EAGLE-3's aux hidden states (three [T, H] made at layers 2, N/2 and
 N-3) through its last layers (``target_aux_parts``, held beside every target layer's stage).
 
-Not modelled, and said so in the component: the drafter's logits over the
+Not modelled: the allocator's rounding of the head's tensors in the load's replay
+(``load_rounding`` replays the target's) [approximation]; and, said so in the component, the
+drafter's logits over the
 sampled rows and its later draft steps (R rows each, below the T-token prefill), its CUDA
 graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers at 0.8.5 –
 0.9.0.x, whose budget charges torch's absolute peak (``RUNNER_BUFFERS_CHARGED``; 0.9.1 – 0.26.x
