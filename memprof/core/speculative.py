@@ -32,7 +32,8 @@ What the method adds beside that:
   decoder layer's KV joins the pool and the proposer keeps buffers of its own
   (memprof/core/terms/draft_head.py). Both runners draft with it (V1's ``EagleProposer``,
   Model Runner V2's ``EagleSpeculator``: neither method is on V2's unsupported list), from
-  0.8.5 on the V1 engine (``EAGLE_ON_V1``; 0.8.3 / 0.8.4 fall back to V0 for "Eagle").
+  0.8.5 on the V1 engine (0.8.0 - 0.8.4 fall back to V0 for "Eagle":
+  memprof/core/engines/vllm.py ``v1_fallback_eagle``).
 """
 
 from __future__ import annotations
