@@ -71,11 +71,10 @@ N-3) through its last layers (``target_aux_parts``, held beside every target lay
 
 Not modelled: the allocator's rounding of the head's tensors in the load's replay
 (``load_rounding`` replays the target's) [approximation]; and, said so in the component, the
-drafter's logits over the
-sampled rows and its later draft steps (R rows each, below the T-token prefill), its CUDA
-graphs (V2 captures draft prefill and decode graphs) and the proposer's buffers at 0.8.5 –
-0.9.0.x, whose budget charges torch's absolute peak (``RUNNER_BUFFERS_CHARGED``; 0.9.1 – 0.26.x
-charge no constructor buffer).
+drafter's logits over the sampled rows and its later draft steps (R rows each, below the
+T-token prefill), its CUDA graphs (V2 captures draft prefill and decode graphs) and the
+proposer's buffers at 0.8.5 – 0.9.0.x, whose budget charges torch's absolute peak
+(``RUNNER_BUFFERS_CHARGED``; 0.9.1 – 0.26.x charge no constructor buffer).
 """
 
 from __future__ import annotations
