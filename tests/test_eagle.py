@@ -333,3 +333,9 @@ def test_the_targets_forward_holds_the_aux_states() -> None:
     eagle1 = head_from_config({k: v for k, v in _head(architectures=["LlamaForCausalLM"]).items()
                                if k != "draft_vocab_size"}, "eagle")
     assert eagle1.fc_inputs == 0
+
+
+def test_the_estimate_states_what_it_assumed_of_the_head() -> None:
+    notes = " ".join(estimate("qwen3-8b", EAGLE3, gpu_name="H100").notes)
+    assert "--speculative-model eagle3-qwen3-8b-shapes" in notes
+    assert "embedding shared with the target [assumption" in notes and "not modelled" in notes

@@ -60,6 +60,7 @@ from memprof.core.models.families import family_row
 from memprof.core.nvidia_driver import before_r550_note, check_driver
 from memprof.core.speculative import HEAD_METHODS
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
+from memprof.core.terms.draft_head import head_note
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
@@ -782,6 +783,8 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     left_out = family_row(spec.family).note  # what the estimate leaves out for this family
     if left_out:
         notes.append(left_out)
+    if spec.draft_head is not None:  # what the EAGLE head took from the target, and left out
+        notes.append(head_note(spec.hidden_size, spec.vocab_size, spec.draft_head))
     if asked.assume_architecture is not None:
         from memprof.core.models.families import ASSUMED
 

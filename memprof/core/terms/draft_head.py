@@ -332,3 +332,12 @@ def target_aux_parts(ctx: TermContext, t: int) -> list[tuple[str, int]]:
         return []
     n = head.fc_inputs * t * ctx.spec.hidden_size * dtype_bytes(ctx.model_dtype)
     return [(f"EAGLE-3 aux hidden states {head.fc_inputs}×[T,H]", n)]
+
+
+def head_note(target_hidden: int, target_vocab: int, head: DraftHead) -> str:
+    """The estimate's note on an EAGLE head: what it took from the target (an assumption where
+    a config cannot tell) and what it leaves out."""
+    return (f"--speculative-model {head.name}: {head.architecture}, {head.num_layers} layer"
+            f"{'s' if head.num_layers != 1 else ''} (its weights, its KV in the pool, the "
+            f"proposer's buffers and its profile-run forward are sized); "
+            f"{_shared(head, target_hidden, target_vocab)}; " + NOT_MODELLED)
