@@ -174,6 +174,9 @@ def test_a_speculators_config_is_read_as_vllm_reads_it() -> None:
     ({k: v for k, v in _head().items() if k != "hidden_size"}, "eagle3", "no hidden_size"),
     (_head(num_hidden_layers=0), "eagle3", "not a positive integer"),
     ({"speculators_model_type": "dflash", "transformer_layer_config": {}}, "eagle3", "dflash"),
+    # algos.py update_eagle3 maps llama and qwen3 only (Family.eagle3_speculators)
+    ({"speculators_model_type": "eagle3", "transformer_layer_config": {"model_type": "mistral"}},
+     "eagle3", "no EAGLE-3 speculator of model_type 'mistral'"),
 ])
 def test_an_unknown_or_unreadable_head_is_refused(cfg: dict[str, object], method: str,
                                                   words: str) -> None:

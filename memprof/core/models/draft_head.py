@@ -14,8 +14,8 @@ and 0.33.0 wheels:
   speculators/base.py ``extract_transformers_pre_trained_config``) is its
   ``transformer_layer_config`` with the algorithm's fields on top (algos.py ``update_eagle3``:
   ``draft_vocab_size``, ``target_hidden_size``, ``norm_before_residual`` (default true),
-  ``norm_before_fc``, ``fc_norm``, and the architecture by ``model_type``: qwen3 →
-  ``Eagle3Qwen3ForCausalLM``, llama → ``Eagle3LlamaForCausalLM``);
+  ``norm_before_fc``, ``fc_norm``, and the architecture by ``model_type``: its family's
+  ``eagle3_speculators`` (``Eagle3Qwen3ForCausalLM``, ``Eagle3LlamaForCausalLM``, the default);
 - model_executor/models/registry.py maps the name to the class that builds it: llama_eagle.py
   ``EagleLlamaForCausalLM``, llama_eagle3.py ``Eagle3LlamaForCausalLM`` (also for
   ``LlamaForCausalLMEagle3``, ``Eagle3MiniMaxM2ForCausalLM``, ``Eagle3Qwen2_5vlForCausalLM``,
@@ -38,6 +38,7 @@ from functools import lru_cache
 from typing import Any
 
 from memprof.base.errors import BadInput, ConfigError
+from memprof.core.models.families import ROWS
 from memprof.core.models.load import load_config
 from memprof.core.models.spec import DraftHead
 
@@ -55,8 +56,10 @@ HEAD_CLASSES: dict[str, str] = {
     "Eagle3Qwen3vlForCausalLM": "Eagle3LlamaForCausalLM",
     "Eagle3Qwen3ForCausalLM": "Eagle3Qwen3ForCausalLM",
 }
-# speculators algos.py update_eagle3's eagle3_arch_map
-SPECULATORS_EAGLE3 = {"qwen3": "Eagle3Qwen3ForCausalLM", "llama": "Eagle3LlamaForCausalLM"}
+# speculators algos.py update_eagle3: a transformer_layer_config without a model_type is read
+# as Llama's (``pre_trained_config.get("model_type", "llama")``); the other model types map to
+# their family's class (``Family.eagle3_speculators``)
+SPECULATORS_DEFAULT_CLASS = "Eagle3LlamaForCausalLM"
 
 _HINT = ("--speculative-model names the head's config.json (a folder holding it, the file, or "
          "a bundled name); memprof sizes vLLM's Llama and Qwen3 EAGLE / EAGLE-3 heads")
@@ -68,6 +71,19 @@ def renamed(arch: str, method: str) -> str:
     if method == EAGLE:
         return arch if arch.startswith("Eagle") else f"Eagle{arch}"
     return arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
+
+
+def _speculators_class(model_type: object, where: str) -> str:
+    """The class vLLM builds for a speculators EAGLE-3 head of ``model_type`` (None: the
+    default's), or :class:`ConfigError` where vLLM has none."""
+    if model_type is None:
+        return SPECULATORS_DEFAULT_CLASS
+    classes = {t: c for row in ROWS for t, c in row.eagle3_speculators}
+    if str(model_type) not in classes:
+        raise ConfigError(f"{where}: vLLM has no EAGLE-3 speculator of model_type "
+                          f"{str(model_type)[:40]!r}", hint="model types "
+                          + ", ".join(sorted(classes)) + " (speculators algos.py update_eagle3)")
+    return classes[str(model_type)]
 
 
 def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
@@ -98,18 +114,14 @@ def head_from_config(cfg: dict[str, Any], method: str, *, name: str = "head",
                               f"under method {method}", hint="memprof reads speculators "
                               "EAGLE-3 configs (speculators_model_type eagle3, with a "
                               "transformer_layer_config) under method eagle3")
-        model_type = str(layer.get("model_type", "llama"))
-        if model_type not in SPECULATORS_EAGLE3:
-            raise ConfigError(f"{where}: vLLM has no EAGLE-3 speculator of model_type "
-                              f"{model_type[:40]!r}", hint="llama or qwen3 "
-                              "(speculators algos.py update_eagle3)")
+        speculators_class = _speculators_class(layer.get("model_type"), where)
         body = {**layer, "draft_vocab_size": cfg.get("draft_vocab_size"),
                 "norm_before_residual": cfg.get("norm_before_residual", True),
                 "norm_before_fc": cfg.get("norm_before_fc", False),
                 "fc_norm": cfg.get("fc_norm", False)}
         if cfg.get("target_hidden_size") is not None:
             body["target_hidden_size"] = cfg["target_hidden_size"]
-        archs = [SPECULATORS_EAGLE3[model_type]]
+        archs = [speculators_class]
         quantised = "quantization_config" in cfg or "quantization_config" in layer
     else:
         body = cfg
