@@ -20,9 +20,10 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 ONLY_WITH_LORA = {"enable_lora", "max_loras", "max_lora_rank", "lora_extra_vocab_size",
                   "lora_dtype", "fully_sharded_loras", "enable_lora_bias", "specialize_active_lora"}
 # present only where not the default (a warm compile cache, an allocator setting, the pooling
-# runner and the older --task, a speculative method), so a deployment without them keeps its JSON
+# runner and the older --task, a speculative method and an EAGLE head), so a deployment
+# without them keeps its JSON
 ONLY_WHEN_SET = {"compile_cache", "pytorch_cuda_alloc_conf", "runner", "convert", "task",
-                 "speculative_method"}
+                 "speculative_method", "speculative_model"}
 
 
 def _deployment(capsys, *flags: str) -> dict[str, object]:  # type: ignore[no-untyped-def]

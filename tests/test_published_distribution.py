@@ -26,9 +26,9 @@ quantisation format). ``memprof_run.unstated`` refuses a row whose run depends o
 the log does not give: a string refuses the whole row; a mapping ``{figure: reason}`` leaves those
 figures alone uncompared (the host state a budget read that no line shows), and the row's other
 figures are still compared. ``memprof_run.unmodelled`` refuses a row whose run used a feature
-memprof has no model of (an EAGLE-3 draft head, batch-invariant kernels, n-gram speculation),
-naming it. ``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json``
-holds the floors this test asserts, so that a change which makes memprof worse on the logs fails.
+memprof has no model of (batch-invariant kernels, SGLang's CPU weight offload), naming it.
+``pytest -n0 -s`` prints the table; ``tests/data/published_floors.json`` holds the floors
+this test asserts, so that a change which makes memprof worse on the logs fails.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ DEPLOYMENT_FIELDS = ("engine", "tp", "pp", "dp", "max_model_len", "gpu_memory_ut
                      "vllm_rocm_use_aiter", "vllm_use_v1", "pytorch_cuda_alloc_conf",
                      "max_total_tokens", "hf_overrides", "attention_backend", "compile_cache",
                      "cuda_graph_max_bs", "dtype", "num_speculative_tokens", "speculative_method",
+                     "speculative_model",
                      "limit_mm_per_prompt")
 
 

@@ -70,7 +70,7 @@ def test_ngram_needs_no_mtp_layer_but_mtp_does() -> None:
 
 
 @pytest.mark.parametrize(("dep", "words"), [
-    (BASE.with_(num_speculative_tokens=4, speculative_method="eagle3"), "not a method"),
+    (BASE.with_(num_speculative_tokens=4, speculative_method="medusa"), "not a method"),
     (BASE.with_(speculative_method="ngram"), "without --num-speculative-tokens"),
 ])
 def test_bad_speculative_settings_are_refused(dep: Deployment, words: str) -> None:
@@ -103,10 +103,10 @@ def test_a_pasted_speculative_config_sets_it(conf: dict[str, object],
 
 def test_an_unmodelled_method_is_listed_and_an_unknown_one_refused() -> None:
     c = parse_tokens(["vllm", "serve", "m", "--speculative-config",
-                      json.dumps({"method": "eagle3", "model": "x/head",
+                      json.dumps({"method": "draft_model", "model": "x/small",
                                   "num_speculative_tokens": 3})])
     assert c.settings == {}
-    assert any("eagle3" in why for _flag, why in c.not_modelled)
+    assert any("draft_model" in why for _flag, why in c.not_modelled)
     with pytest.raises(BadInput, match="not one of vLLM's speculative methods") as exc:
         parse_tokens(["vllm", "serve", "m", "--speculative-config",
                       json.dumps({"method": "ngramz", "num_speculative_tokens": 3})])

@@ -10,6 +10,7 @@ import itertools
 from collections import defaultdict
 from dataclasses import fields
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from memprof.core.gpus import resolve_gpu
 from memprof.core.models.load import bundled_models
 from memprof.core.terms.reads import TERM_READS
 
+HEAD = Path(__file__).parent / "data" / "draft_heads" / "eagle3-qwen3-8b-shapes"
 DEPLOYMENTS = [
     Deployment(),
     Deployment(tp=2, pp=2, kv_cache_dtype="fp8"),
@@ -45,6 +47,9 @@ DEPLOYMENTS = [
     # n-gram speculation: the V1 runner at a release that runs V2 otherwise (the runner that
     # stream_pool, runner_buffers and the graph terms read; memprof/core/speculative.py)
     Deployment(engine_version="0.30.0", num_speculative_tokens=4, speculative_method="ngram"),
+    # an EAGLE-3 head (terms/draft_head.py): its weights, its KV layer, the proposer's buffers
+    Deployment(engine_version="0.30.0", num_speculative_tokens=3, speculative_method="eagle3",
+               speculative_model=str(HEAD)),
     # Model Runner V2's own graph estimate with LoRA's capture cases (terms/runner_v2_graphs.py)
     Deployment(engine_version="0.30.0", enable_lora=True, max_loras=2, max_lora_rank=32,
                lora_dtype="float16", fully_sharded_loras=True, specialize_active_lora=True),

@@ -173,13 +173,13 @@ class Evaluator:
         a point could differ from its own deployment's: an override of the model's config, a
         GPU the estimate would change (``--no-gpu-peer-access``), ``--max-model-len auto``
         (the estimate reads it from the deployment as given, which preparing resolves to the
-        derived length), or a preparation that
-        changes what the estimate reads before it prepares (the speculative tokens, the
+        derived length), an EAGLE head (``estimate`` adds it to the model), or a preparation
+        that changes what the estimate reads before it prepares (the speculative tokens, the
         engine, the overrides). A refusal is raised as the estimate of any of its points with
         a utilisation the steps share raises it."""
         if layout.hf_overrides or (layout.no_gpu_peer_access and gpu.peer_access) or (
-                layout.max_model_len == AUTO_FIT):
-            return None
+                layout.max_model_len == AUTO_FIT) or layout.speculative_model:
+            return None  # (an EAGLE head joins the spec as the estimate builds it)
         spec = self.spec(model, layout.speculative_mtp)
         base, n = self._cached.prepared_base(layout, spec, gpu)
         if (base.num_speculative_tokens, base.speculative_method) != (

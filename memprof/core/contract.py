@@ -100,13 +100,16 @@ def feature_fields(d: Deployment) -> dict[str, Any]:
     """The settings of the runner's optional features, each present only where it is on, so a
     deployment without them keeps its JSON: LoRA (``lora_fields``), the pooling runner
     (``runner``, ``convert``, and ``task`` where the older flag gave it) and the drafter
-    (``speculative_method``, with draft tokens)."""
+    (``speculative_method``, with draft tokens, and ``speculative_model``, an EAGLE head)."""
     return {
         **lora_fields(d),
         **({"runner": "pooling", "convert": convert_of(d)}
            if convert_of(d) is not None else {}),
         **({"task": d.task} if d.task is not None else {}),
         **({"speculative_method": d.speculative_method} if d.num_speculative_tokens else {}),
+        # the EAGLE head as named (--speculative-model), present where it is set
+        **({"speculative_model": d.speculative_model}
+           if d.num_speculative_tokens and d.speculative_model is not None else {}),
     }
 
 

@@ -29,7 +29,7 @@ from memprof.core.kv_dtypes import attention_kind, for_engine, kv_dtype
 from memprof.core.models import ModelSpec
 from memprof.core.models.families import is_bare_decoder
 from memprof.core.models.score_heads import is_seq_cls
-from memprof.core.speculative import MTP, check_speculative
+from memprof.core.speculative import HEAD_METHODS, MTP, check_speculative
 from memprof.core.versions import Rule, resolve_version, value_at
 
 if TYPE_CHECKING:
@@ -113,8 +113,12 @@ class Deployment:
     mamba_cache_mode: str | None = None
     num_speculative_tokens: int = 0  # draft tokens a step; 0 = no speculative decoding
     # vLLM's --speculative-config method (memprof/core/speculative.py): "mtp" (the checkpoint's
-    # MTP layer drafts) or "ngram" (prompt lookup on the CPU); read only with draft tokens
+    # MTP layer drafts), "ngram" (prompt lookup on the CPU) or "eagle" / "eagle3" (a draft head,
+    # speculative_model); read only with draft tokens
     speculative_method: str = "mtp"
+    # vLLM's --speculative-config model for an EAGLE / EAGLE-3 method: the draft head's
+    # config.json, a folder holding it or a bundled name (memprof/core/models/draft_head.py)
+    speculative_model: str | None = None
     # vLLM's VLLM_USE_V1 (0 / 1; None: unset, V1 where the release's oracle accepts it):
     # engines/vllm.py V0_ENGINE, V1_FALLBACK
     vllm_use_v1: int | None = None
@@ -518,7 +522,7 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                            "samples no tokens to draft; speculative decoding on vLLM's pooling "
                            "runner is not modelled",
                            hint="drop the speculative settings, or use --runner generate")
-    check_speculative(dep.speculative_method, dep.num_speculative_tokens)
+    check_speculative(dep.speculative_method, dep.num_speculative_tokens, dep.speculative_model)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA
 
@@ -560,6 +564,10 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
             hint="lower -tp/-dp or drop --enable-expert-parallel",
         )
     check_max_model_len(dep, spec)
+    if dep.num_speculative_tokens and dep.speculative_method in HEAD_METHODS and dep.pp > 1:
+        raise LayoutError(f"--speculative-method {dep.speculative_method} with -pp {dep.pp}: "
+                          "memprof does not model where pipeline stages put the draft head",
+                          hint="estimate it with -pp 1")
     if dep.speculative_mtp and not spec.raw.get("num_nextn_predict_layers"):
         raise BadInput(
             f"{spec.name} has no MTP layer (num_nextn_predict_layers)",

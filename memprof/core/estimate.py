@@ -56,10 +56,13 @@ from memprof.core.models import (
     spec_from_config,
 )
 from memprof.core.models.config import parse_overrides, with_overrides
+from memprof.core.models.draft_head import load_draft_head
 from memprof.core.models.families import family_row
 from memprof.core.nvidia_driver import before_r550_note, check_driver
+from memprof.core.speculative import HEAD_METHODS
 from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_profile_run
 from memprof.core.terms.cudagraph import assumed_driver_note
+from memprof.core.terms.draft_head import head_note
 from memprof.core.terms.kv_cache import kv_cache_component
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
@@ -413,7 +416,22 @@ def _rank_order(spec: ModelSpec, dep: Deployment) -> RankOrder:
 
 def _model_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     """The model, with ``--hf-overrides`` merged into its config before it is validated and
-    built (``with_overrides``), as the engines apply them."""
+    built (``with_overrides``), as the engines apply them, and the EAGLE head
+    ``--speculative-model`` names (``with_draft_head``)."""
+    return with_draft_head(_target_spec(model, dep), dep)
+
+
+def with_draft_head(spec: ModelSpec, dep: Deployment) -> ModelSpec:
+    """``spec`` with the draft head of an EAGLE / EAGLE-3 deployment (its config.json:
+    ``memprof.core.models.draft_head``), or without one where the deployment drafts none."""
+    head = None
+    if (dep.num_speculative_tokens and dep.speculative_method in HEAD_METHODS
+            and dep.speculative_model):
+        head = load_draft_head(dep.speculative_model, dep.speculative_method)
+    return spec if spec.draft_head == head else replace(spec, draft_head=head)
+
+
+def _target_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     mtp = dep.speculative_mtp
     if not dep.hf_overrides:
         return model if isinstance(model, ModelSpec) else load_model(
@@ -777,6 +795,8 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
     left_out = family_row(spec.family).note  # what the estimate leaves out for this family
     if left_out:
         notes.append(left_out)
+    if spec.draft_head is not None:  # what the EAGLE head took from the target, and left out
+        notes.append(head_note(spec.hidden_size, spec.vocab_size, spec.draft_head))
     if asked.assume_architecture is not None:
         from memprof.core.models.families import ASSUMED
 

@@ -196,10 +196,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="speculative_method", kind="str",
             note="SGLang's speculative decoding is not modelled",
             help="vLLM only, with --num-speculative-tokens: --speculative-config's method: "
-            "'mtp' (the checkpoint's MTP layer drafts) or 'ngram' (prompt lookup on the CPU: "
-            "no draft weights or KV; the V1 runner, which Model Runner V2 falls back to).",
+            "'mtp' (the checkpoint's MTP layer drafts), 'ngram' (prompt lookup on the CPU: "
+            "no draft weights or KV; the V1 runner, which Model Runner V2 falls back to), "
+            "'eagle' / 'eagle3' (a draft head, --speculative-model).",
             choices_from="memprof.core.speculative:SPECULATIVE_METHODS", shown_default="mtp",
             metavar="METHOD", memprof_only=True),
+    Setting(field="speculative_model", kind="str",
+            note="SGLang's speculative decoding is not modelled",
+            help="vLLM only, with --speculative-method eagle / eagle3: the draft head "
+            "(--speculative-config's model): its config.json, a folder holding it or a bundled "
+            "name; its weights, its layer's KV and the proposer's buffers join the rank.",
+            metavar="HEAD", memprof_only=True),
     Setting(field="vllm_use_v1", kind="int",
             note="SGLang has one engine",
             help="vLLM 0.8.0 to 0.10.2 only: VLLM_USE_V1 (0: the V0 engine; 1: V1, refused "

@@ -402,6 +402,19 @@ def _stage_layers(spec: ModelSpec, pp: int, version: str | None, stage: int) -> 
     return out
 
 
+def draft_kv_layers(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[Layer]:
+    """An EAGLE / EAGLE-3 head's decoder layers, on the last stage: their attention registers
+    beside the target's (the head is built under the same ``VllmConfig``, its layers named
+    ``model.layers.{n + i}``: llama_eagle3.py ``start_layer_id``), so the KV cache spec of
+    every layer, the head's included, shares one pool (v1/worker/gpu/model_runner.py
+    ``get_kv_cache_spec``; the V1 runner the same) and a token's KV grows by the head's layers.
+    Only the KV cache reads them: the target's activation, graph and rotary terms do not."""
+    head = spec.draft_head
+    if head is None or coord.pp_stage != dep.pp - 1:
+        return []
+    return list(head.kv_layers(spec.num_layers))
+
+
 def rank_layer_kinds(spec: ModelSpec, dep: Deployment, coord: RankCoord) -> list[tuple[Layer, int]]:
     """``layer_kinds(rank_layers(spec, dep, coord))``, kept by the values it reads (the spec,
     PP size, release and stage; hashing the spec costs less than grouping its layers)."""
@@ -434,8 +447,8 @@ def _backend(spec: ModelSpec, dep: Deployment, arch: str) -> AttentionBackend | 
 
 def kv_plan(spec: ModelSpec, dep: Deployment, coord: RankCoord, model_dtype: str,
             arch: str = "sm90") -> KVPlan:
-    """The KV layout of one rank."""
-    layers = rank_layers(spec, dep, coord)
+    """The KV layout of one rank (with an EAGLE head's layers: ``draft_kv_layers``)."""
+    layers = rank_layers(spec, dep, coord) + draft_kv_layers(spec, dep, coord)
     kind = kind_of(spec.layers[0].attention)
     kv = dep.kv_cache_dtype
     block = dep.block_size or default_block_size(spec, arch, dep.engine_version,

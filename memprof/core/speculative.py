@@ -25,19 +25,29 @@ What the method adds beside that:
   ``NgramProposer``: numpy and numba, no GPU tensor; the runner's GPU buffers of
   ``ngram_gpu`` are made only for that method): no weights, no KV layer, no drafter buffer.
   Model Runner V2 has no n-gram drafter: the release falls back to the V1 runner
-  (memprof/core/engines/vllm_runner.py ``V2_FALLBACK_SPECULATIVE``).
+  (memprof/core/engines/vllm_runner.py ``V2_FALLBACK_SPECULATIVE``);
+- ``eagle`` / ``eagle3``: an EAGLE / EAGLE-3 draft head, a small model of its own named by
+  ``--speculative-config``'s ``model`` (memprof's ``--speculative-model``: the head's
+  config.json, memprof/core/models/draft_head.py): its weights load with the target's, its
+  decoder layer's KV joins the pool and the proposer keeps buffers of its own
+  (memprof/core/terms/draft_head.py). Both runners draft with it (V1's ``EagleProposer``,
+  Model Runner V2's ``EagleSpeculator``: neither method is on V2's unsupported list), from
+  0.8.5 on the V1 engine (0.8.0 - 0.8.4 fall back to V0 for "Eagle":
+  memprof/core/engines/vllm.py ``v1_fallback_eagle``).
 """
 
 from __future__ import annotations
 
 from memprof.base.errors import BadInput
 
-SPECULATIVE_METHODS = ("mtp", "ngram")
+SPECULATIVE_METHODS = ("mtp", "ngram", "eagle", "eagle3")
 """The ``--speculative-method`` values memprof models (vLLM's ``SpeculativeConfig.method``
 names; ``deepseek_mtp`` and the other ``*_mtp`` names are ``mtp``)."""
 
 MTP = "mtp"
 NGRAM = "ngram"
+HEAD_METHODS = ("eagle", "eagle3")
+"""The methods whose drafter is a head of its own, named by ``--speculative-model``."""
 
 
 # vLLM's ``SpeculativeMethod`` beside the ``*_mtp`` names (0.30.0 config/speculative.py: the
@@ -68,40 +78,82 @@ def known_to_vllm(method: str) -> bool:
 
 def method_of(vllm_name: str) -> str | None:
     """memprof's method for a ``--speculative-config`` method as vLLM names it
-    (``deepseek_mtp``, ``qwen3_next_mtp``, ``mtp``: ``mtp``; ``ngram``), or ``None`` for a method
-    memprof does not model (``eagle``, ``eagle3``, ``draft_model``, ``medusa``, ``suffix``,
+    (``deepseek_mtp``, ``qwen3_next_mtp``, ``mtp``: ``mtp``; ``ngram``, ``eagle``, ``eagle3``),
+    or ``None`` for a method memprof does not model (``draft_model``, ``medusa``, ``suffix``,
     ``ngram_gpu``, ...)."""
     if vllm_name == MTP or vllm_name.endswith("_mtp"):
         return MTP
-    return NGRAM if vllm_name == NGRAM else None
+    return vllm_name if vllm_name in (NGRAM, *HEAD_METHODS) else None
 
 
 def speculative_settings(conf: dict[str, object]) -> tuple[dict[str, object], str | None]:
     """The deployment settings of a ``--speculative-config`` object (``num_speculative_tokens``
-    and, but for MTP, ``speculative_method``), or ({}, why) for a method memprof does not model;
-    :class:`BadInput` for a method vLLM does not have."""
+    and, but for MTP, ``speculative_method``; for EAGLE / EAGLE-3 the head, its ``model``, as
+    ``speculative_model``), or ({}, why) for a method memprof does not model; :class:`BadInput`
+    for a method vLLM does not have."""
     method = vllm_method(conf)
     if method and not known_to_vllm(method):
         raise BadInput(f"--speculative-config method {method[:40]!r} is not one of vLLM's "
                        "speculative methods",
-                       hint='e.g. "method": "ngram" or "deepseek_mtp" (memprof also reads eagle, '
-                       "eagle3, draft_model, medusa and suffix, and lists them as not modelled)")
+                       hint='e.g. "method": "ngram", "eagle3" or "deepseek_mtp" (memprof also '
+                       "reads draft_model, medusa and suffix, and lists them as not modelled)")
     n = conf.get("num_speculative_tokens")
     ours = method_of(method)
     if ours is None or not isinstance(n, int) or isinstance(n, bool) or n < 0:
         return {}, f"speculative method {method or '?'}: the draft model's memory"
-    return ({"num_speculative_tokens": n} if ours == MTP
-            else {"num_speculative_tokens": n, "speculative_method": ours}), None
+    if ours == MTP:
+        return {"num_speculative_tokens": n}, None
+    settings: dict[str, object] = {"num_speculative_tokens": n, "speculative_method": ours}
+    if ours in HEAD_METHODS:
+        head = conf.get("model")
+        if not isinstance(head, str) or not head.strip():
+            return {}, f"speculative method {method} without a head (its model)"
+        for key, default in HEAD_DEFAULTS.items():
+            if conf.get(key, default) != default:
+                return {}, (f"speculative method {method} with {key} "
+                            f"{str(conf.get(key))[:40]}: the head is sized at vLLM's default")
+        settings["speculative_model"] = head
+    return settings, None
 
 
-def check_speculative(method: str, num_speculative_tokens: int) -> None:
-    """``--speculative-method``: one of ``SPECULATIVE_METHODS``, and with draft tokens to make
-    (:class:`BadInput` otherwise)."""
+# The ``--speculative-config`` keys that change an EAGLE head's memory beside ``model`` and
+# ``num_speculative_tokens``, at the defaults memprof sizes the head at (0.30.0
+# config/speculative.py ``SpeculativeConfig``): ``draft_tensor_parallel_size`` (None: the
+# target's TP), ``quantization`` and ``kv_cache_dtype`` (None: the head's own config, the
+# target's cache dtype), ``draft_sample_method`` ("greedy": no [R, k, V] draft logits),
+# ``parallel_drafting`` (False: P-EAGLE, which Model Runner V2 does not run). Another value is
+# listed as not modelled.
+HEAD_DEFAULTS: dict[str, object] = {"draft_tensor_parallel_size": None, "quantization": None,
+                                    "kv_cache_dtype": None, "draft_sample_method": "greedy",
+                                    "parallel_drafting": False}
+
+
+def check_speculative(method: str, num_speculative_tokens: int,
+                      speculative_model: str | None = None) -> None:
+    """``--speculative-method``: one of ``SPECULATIVE_METHODS``, with draft tokens to make, and
+    ``--speculative-model`` (the head) exactly with an EAGLE method (:class:`BadInput`
+    otherwise)."""
     if method not in SPECULATIVE_METHODS:
         raise BadInput(f"--speculative-method {str(method)[:40]!r} is not a method memprof "
                        f"models ({', '.join(SPECULATIVE_METHODS)})",
                        hint="one of: " + ", ".join(SPECULATIVE_METHODS)
-                       + " (EAGLE / EAGLE-3 draft heads are not modelled)")
+                       + " (draft models, Medusa and suffix decoding are not modelled)")
     if method != MTP and not num_speculative_tokens:
         raise BadInput(f"--speculative-method {method} without --num-speculative-tokens: "
                        "no draft token to make", hint="add --num-speculative-tokens, e.g. 4")
+    if not num_speculative_tokens:
+        if speculative_model is not None:
+            raise BadInput("--speculative-model without --num-speculative-tokens: no draft "
+                           "token to make", hint="add --num-speculative-tokens and "
+                           "--speculative-method eagle3 (or eagle)")
+        return
+    if method in HEAD_METHODS and not speculative_model:
+        raise BadInput(f"--speculative-method {method} without --speculative-model: memprof "
+                       "sizes the draft head from its config.json",
+                       hint="add --speculative-model with the head's config.json (or the "
+                       "folder holding it)")
+    if speculative_model is not None and method not in HEAD_METHODS:
+        raise BadInput(f"--speculative-model with --speculative-method {method}: only an "
+                       "EAGLE method drafts with a head of its own",
+                       hint="--speculative-method eagle3 (or eagle), or drop "
+                       "--speculative-model")

@@ -96,6 +96,7 @@ from memprof.core.terms.cudagraph import (
     GRAPH_MODES,
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
+from memprof.core.terms.draft_head import PROPOSER_BUFFERS
 from memprof.core.terms.encoder import (
     ENCODER_FIRST_STAGE,
     ENCODER_INPUTS_HELD,
@@ -198,7 +199,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     GPTQ_GEMM_TEMP, GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
-    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES,
+    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,
 )
 
 
@@ -209,7 +210,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb", "mrope", "pooling"})
+                          "lora", "bnb", "mrope", "pooling", "eagle"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -224,7 +225,7 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
     ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
     ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
-    runner, memprof/core/engines/vllm_pooling.py)."""
+    runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -265,6 +266,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("lora")
     if convert_of(dep) is not None:
         out.add("pooling")
+    if spec.draft_head is not None:
+        out.add("eagle")  # an EAGLE / EAGLE-3 draft head (memprof/core/terms/draft_head.py)
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
     if "mrope_section" in rope_scaling(spec):

@@ -147,7 +147,8 @@ _VLLM_NOT_MODELLED += [
 _VLLM_SPECIAL = [
     ServeFlag(("--model",), "value", "special"),
     ServeFlag(("--speculative-config",), "value", "special",
-              "JSON; num_speculative_tokens of an MTP or n-gram method is applied"),
+              "JSON; num_speculative_tokens of an MTP, n-gram or EAGLE method (and an EAGLE "
+              "head, its model) is applied"),
     ServeFlag(("--enable-expert-parallel", "-ep"), "flag", "special"),
     # vllm/config/multimodal.py MultiModalConfig.language_model_only (0.27.1; in 0.28.0 and on):
     # every modality's limit 0, read as --limit-mm-per-prompt

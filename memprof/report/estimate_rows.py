@@ -58,7 +58,8 @@ def _speculative(d: Deployment) -> str:
     """The drafter the headline names where draft tokens are on (memprof/core/speculative.py)."""
     if not d.num_speculative_tokens:
         return ""
-    return f", {d.speculative_method} speculation ({d.num_speculative_tokens} draft tokens)"
+    head = f", head {d.speculative_model}" if d.speculative_model else ""
+    return f", {d.speculative_method} speculation ({d.num_speculative_tokens} draft tokens{head})"
 
 
 def _length(e: Estimate) -> str:

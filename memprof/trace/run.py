@@ -163,6 +163,13 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     kind = _choose_device(device)
     e = estimate(model, dep, gpu_name=gpu_name, gpu_memory_bytes=gpu_memory_bytes,
                  gpu_arch=gpu_arch)
+    if e.spec.draft_head is not None:
+        from memprof.base.errors import BadInput
+
+        raise BadInput("memprof trace does not build an EAGLE draft head (its weights, its KV "
+                       "layer, the proposer's buffers), which the estimate sizes",
+                       hint="memprof estimate sizes the head; trace the target without "
+                       "--speculative-method eagle / eagle3")
     r = next((x for x in e.ranks if rank is None or rank in x.same_as), None)
     if r is None:
         from memprof.base.errors import BadInput

@@ -40,6 +40,7 @@ from memprof.core.engines.vllm_runner import (
 )
 from memprof.core.gpus import GPU, arch_cc
 from memprof.core.models.config import smallest_length_key_max_len
+from memprof.core.speculative import HEAD_METHODS
 from memprof.core.versions import (
     V0_SUFFIX,
     Rule,
@@ -368,6 +369,13 @@ V1_FALLBACK: tuple[Rule, ...] = (
          removed_by="deepseek_mtp accepted by the oracle (first released in 0.9.0)",
          source="0.8.5 engine/arg_utils.py _is_v1_supported_oracle: speculative methods other "
          "than ngram / eagle / eagle3 → 'Speculative Decoding'; 0.9.0 adds deepseek_mtp"),
+    Rule(name="v1_fallback_eagle", changes="engine generation (V0 / V1)",
+         since="0.8.0", until="0.8.5", value="eagle", introduced_by="V1 on by default (0.8.0)",
+         applies_to="eagle",
+         removed_by="eagle / eagle3 accepted by the oracle (0.8.5)",
+         source="0.8.3 / 0.8.4 engine/arg_utils.py _is_v1_supported_oracle: 'Eagle is under "
+         "development' → _warn_or_fallback('Eagle') (V0 unless VLLM_USE_V1=1); 0.8.5 accepts "
+         "ngram / eagle / eagle3 (0.8.0 – 0.8.2 not read: taken as 0.8.3)"),
     Rule(name="v1_fallback_quantization", changes="engine generation (V0 / V1)",
          since="0.8.0", until="0.8.3", value="quant bnb4 gguf",
          introduced_by="V1 on by default (0.8.0)",
@@ -442,6 +450,9 @@ def v1_fallback_reason(dep: DeploymentView, arch: str | None, version: str,
             return f"--dtype {dep.dtype}"
         if check == "mtp" and dep.speculative_mtp:
             return "Speculative Decoding (deepseek_mtp)"
+        if (check == "eagle" and dep.num_speculative_tokens
+                and dep.speculative_method in HEAD_METHODS):
+            return "Eagle"
         if check == "pp" and dep.pp > 1:
             return "Pipeline Parallelism without Ray distributed executor"
     return None
@@ -613,6 +624,7 @@ class VLLM(Engine):
         "enforce_eager": ("--enforce-eager",),
         "num_speculative_tokens": ("--num-speculative-tokens",),
         "speculative_method": ("--speculative-method",),
+        "speculative_model": ("--speculative-model",),
         "attention_backend": ("--attention-backend",),
         "scratch": ("--scratch",),
         "gpu_memory_in_use": ("--gpu-memory-in-use",),

@@ -158,6 +158,45 @@ class QuantConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DraftHead:
+    """An EAGLE / EAGLE-3 draft head as vLLM builds it from the head's own ``config.json``
+    (``memprof.core.models.draft_head`` reads it; the weights, KV layers and proposer buffers it
+    adds are ``memprof.core.terms.draft_head``'s). Sizes are element counts."""
+
+    name: str
+    source: str
+    method: str  # "eagle" | "eagle3" (vLLM's SpeculativeConfig.method)
+    architecture: str  # the vLLM class that builds it (EagleLlamaForCausalLM, ...)
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int  # the head's config vocab_size (its embed_tokens)
+    draft_vocab_size: int  # its lm_head's rows (EAGLE-3; the vocabulary for EAGLE)
+    target_hidden_size: int  # the width of each target hidden state the fc reads
+    fc_inputs: int  # target hidden states concatenated into the fc (EAGLE-3; 0: none)
+    norm_before_fc: bool = False  # EAGLE-3 input_norm over the fc's input
+    # EAGLE-3 layers: the hidden state's norm is the residual (llama_eagle3.py
+    # _norm_before_residual), not the input (speculators configs default to True)
+    norm_before_residual: bool = False
+    fc_norm: bool = False  # EAGLE-3 one RMSNorm per target hidden state
+    qk_norm: bool = False  # Qwen3 layers: q_norm / k_norm of head_dim
+    attention_bias: bool = False
+
+    def kv_layers(self, first_index: int) -> tuple[Layer, ...]:
+        """The head's decoder layers as the KV cache sees them (their attention joins the
+        pool; named after the target's last layer, ``start_layer_id``)."""
+        attn = Attention(kind="gqa", num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
+                         head_dim=self.head_dim, v_head_dim=self.head_dim,
+                         qkv_bias=self.attention_bias, qk_norm=self.qk_norm)
+        mlp = MLP(kind="dense", intermediate_size=self.intermediate_size)
+        return tuple(Layer(index=first_index + i, attention=attn, mlp=mlp, is_mtp=True)
+                     for i in range(self.num_layers))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A model: sizes from config.json (element counts, not bytes), every layer, the checkpoint
     dtype and quantisation, and where the config came from."""
@@ -176,6 +215,9 @@ class ModelSpec:
     hc_mult: int = 0  # DeepSeek-V4 hyper-connections
     num_hash_layers: int = 0
     vision: VisionTower | None = None  # a multimodal model's vision tower (models/multimodal.py)
+    # an EAGLE / EAGLE-3 draft head the deployment names (--speculative-model; set by the
+    # estimate from the deployment, memprof.core.models.draft_head)
+    draft_head: DraftHead | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # the hash of the compared fields, computed once: a spec is part of the value keys of the

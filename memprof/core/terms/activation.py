@@ -42,6 +42,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.terms.dequant_linear import dequant_stage
+from memprof.core.terms.draft_head import drafter_profile_stages, target_aux_parts
 from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
 from memprof.core.terms.runner_v2_profile import runs_v2, v2_own_profile
@@ -765,6 +766,8 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
     s, h = model_bytes(ctx), spec.hidden_size
     base = _base(ctx, t)
     stages: list[Stage] = []
+    if not decode:  # an EAGLE-3 head's aux states, held through the target's last layers
+        base = base + target_aux_parts(ctx, t)
     if is_first_stage(ctx):
         emb = [("embedding out [T,H]", t * h * s)]
         if dep.tp > 1:  # VocabParallelEmbedding: masked partial lookup, then all-reduce
@@ -801,6 +804,8 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
         stages.append(dq)
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
+    if not decode:  # an EAGLE head drafts once over the profile batch (terms/draft_head.py)
+        stages += drafter_profile_stages(ctx, t)
     if r > 0 and samples_in_profile_run(dep, ctx.coord) and convert_of(dep) is not None:
         # the pooling runner: _dummy_pooler_run instead of the sampler (engines/vllm_pooling.py),
         # Model Runner V2's PoolingRunner where V2 runs the model

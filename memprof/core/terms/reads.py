@@ -190,6 +190,15 @@ TERM_READS: dict[str, frozenset[str]] = {
                                       "dep.max_num_batched_tokens", "dep.max_num_seqs",
                                       "dep.max_model_len", "dep.block_size",
                                       "dep.num_speculative_tokens", "dep.speculative_method")),
+    # the EAGLE head (ctx.spec.draft_head) on the last stage, split over TP
+    "draft_head_weight_terms": frozenset(("ctx.spec", "ctx.coord", "ctx.model_dtype", "dep.pp",
+                                          "dep.tp")),
+    # the release's buffer list, charged as the runner's (runner_buffer_terms), per runner
+    "proposer_buffer_terms": frozenset(("ctx.spec", "ctx.coord", "ctx.model_dtype", "ctx.quant",
+                                        *_POOLING, "dep.engine", "dep.engine_version",
+                                        "dep.pp", "dep.max_num_batched_tokens",
+                                        "dep.max_num_seqs", "dep.num_speculative_tokens",
+                                        "dep.speculative_method")),
     "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),

@@ -14,6 +14,7 @@ from memprof.core.components import TermFn
 from memprof.core.terms.activation import activation_terms
 from memprof.core.terms.allocator import allocator_runtime_terms
 from memprof.core.terms.cudagraph import cudagraph_terms
+from memprof.core.terms.draft_head import draft_head_weight_terms, proposer_buffer_terms
 from memprof.core.terms.encoder import encoder_terms
 from memprof.core.terms.graph_input_handles import graph_input_handle_terms
 from memprof.core.terms.in_use import in_use_terms
@@ -35,6 +36,7 @@ from memprof.core.terms.runner_v2_graphs import runner_v2_graph_terms
 from memprof.core.terms.stream_pool import stream_pool_terms
 
 MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
+                                  draft_head_weight_terms,
                                   marlin_workspace_terms, lora_terms, load_rounding_terms,
                                   load_segments_terms, rocm_load_cache_terms,
                                   post_load_requant_terms]
@@ -42,6 +44,7 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 (counted in vLLM's model load, category weights)."""
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, runner_buffer_terms,
+                              proposer_buffer_terms,
                               encoder_terms,
                               cudagraph_terms, graph_input_handle_terms, runner_v2_graph_terms,
                               non_torch_terms,

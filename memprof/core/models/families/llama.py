@@ -84,6 +84,7 @@ LORA: tuple[Rule, ...] = (
 FAMILY = Family(
     name="llama", model_types=("llama", "mistral"),
     architectures=("LlamaForCausalLM", "MistralForCausalLM"),
+    eagle3_speculators=(("llama", "Eagle3LlamaForCausalLM"),),
     # 0.11.0 / 0.20.0 / 0.33.0 registry.py _EMBEDDING_MODELS: ("llama", "LlamaForCausalLM")
     bare_architectures=("LlamaModel", "MistralModel"),
     sglang_fa3_listed=(

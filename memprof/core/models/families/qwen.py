@@ -111,6 +111,7 @@ QWEN2 = Family(name="qwen2", model_types=("qwen2",), architectures=("Qwen2ForCau
                    ("0.6.0", None, "kept", "0.6.0, 0.6.5, 0.7.1, 0.7.3, 0.8.5"),)),
                source="vLLM model_executor/models/qwen2.py; transformers configuration_qwen2.py")
 QWEN3 = Family(name="qwen3", model_types=("qwen3",), architectures=("Qwen3ForCausalLM",),
+               eagle3_speculators=(("qwen3", "Eagle3Qwen3ForCausalLM"),),
                sglang_fa3_listed=(sglang_fa3_listed("qwen3", "0.4.7", "0.5.8",
                                                     ("Qwen3ForCausalLM",)),),
                build=_qwen3_layers, attention="gqa", lora=QWEN3_LORA,

@@ -172,6 +172,11 @@ class Family(NamedTuple):
     # per-layer norms (hidden size) beyond input_layernorm / post_attention_layernorm
     layer_norms: tuple[str, ...] = ()
     note: str = ""  # what the estimate of such a model leaves out, stated in its notes
+    # the EAGLE-3 draft class vLLM builds for a speculators-format head whose
+    # transformer_layer_config has this family's model_type ((model_type, class) pairs;
+    # transformers_utils/configs/speculators/algos.py update_eagle3's eagle3_arch_map, read in
+    # the 0.30.0 and 0.33.0 wheels; memprof/core/models/draft_head.py); none: vLLM has none
+    eagle3_speculators: tuple[tuple[str, str], ...] = ()
     # a vision-language wrapper: reads its vision tower (a ``VisionTower``: the weights, the
     # tokens an image becomes, the profile run's encoder forward) from the whole config.json
     # and the language model's hidden size; None for a config of the architecture without one
