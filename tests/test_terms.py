@@ -22,6 +22,7 @@ from memprof.core.terms import (
     activation,
     allocator,
     cudagraph,
+    draft_head,
     encoder,
     graph_input_handles,
     in_use,
@@ -448,11 +449,13 @@ def test_kv_tensor_layouts() -> None:
 def test_term_lists() -> None:
     budget, runtime = BUDGET_TERMS, RUNTIME_TERMS
     assert budget == [rope_cache.rope_cache_terms, init_buffers.init_buffer_terms,
+                      draft_head.draft_head_weight_terms,
                       marlin_workspace.marlin_workspace_terms, lora.lora_terms,
                       load_rounding.load_rounding_terms, load_segments.load_segments_terms,
                       rocm_load_cache.rocm_load_cache_terms,
                       post_load_requant.post_load_requant_terms, activation.activation_terms,
-                      runner_buffers.runner_buffer_terms, encoder.encoder_terms,
+                      runner_buffers.runner_buffer_terms, draft_head.proposer_buffer_terms,
+                      encoder.encoder_terms,
                       cudagraph.cudagraph_terms, graph_input_handles.graph_input_handle_terms,
                       runner_v2_graphs.runner_v2_graph_terms,
                       non_torch.non_torch_terms, nccl_nvls.nccl_nvls_terms,
