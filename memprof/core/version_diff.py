@@ -210,7 +210,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb", "mrope", "pooling", "eagle"})
+                          "lora", "bnb", "mrope", "pooling", "eagle", "ngram"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -225,7 +225,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
     ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
     ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
-    runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head)."""
+    runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head),
+    ``ngram`` (n-gram speculation with draft tokens)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -268,6 +269,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("pooling")
     if spec.draft_head is not None:
         out.add("eagle")  # an EAGLE / EAGLE-3 draft head (memprof/core/terms/draft_head.py)
+    if dep.num_speculative_tokens and dep.speculative_method == "ngram":
+        out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
     if "mrope_section" in rope_scaling(spec):
