@@ -109,6 +109,7 @@ from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSP
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
 from memprof.core.terms.nccl import EP_PYNCCL, FIRST_KERNEL_AT_WARM_UP
 from memprof.core.terms.nccl_nvls import NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER
+from memprof.core.terms.ngram_speculator import NGRAM_V2_BUFFERS
 from memprof.core.terms.non_torch import (
     FIRST_KERNEL_AT_SET_DEVICE,
     NCCL_CUMEM,
@@ -200,6 +201,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,
+    NGRAM_V2_BUFFERS,
 )
 
 

@@ -397,7 +397,7 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
 # "eagle3") is not. 0.32.0 and 0.33.0 list neither (0.32.0: suffix, medusa, mlp_speculator,
 # custom_class; 0.33.0: suffix, custom_class): V2 drafts n-gram itself, with its
 # ``NgramGPUSpeculator`` (v1/worker/gpu/spec_decode/__init__.py ``init_speculator``'s
-# ``use_ngram()`` branch).
+# ``use_ngram()`` branch; its buffers: memprof/core/terms/ngram_speculator.py).
 V2_FALLBACK_SPECULATIVE: tuple[Rule, ...] = (
     Rule(name="model_runner_v2_speculative_fallback",
          changes="model runner of the profile run (noted)", since="0.22.0", until="0.32.0",
