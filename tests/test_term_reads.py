@@ -47,6 +47,10 @@ DEPLOYMENTS = [
     # n-gram speculation: the V1 runner at a release that runs V2 otherwise (the runner that
     # stream_pool, runner_buffers and the graph terms read; memprof/core/speculative.py)
     Deployment(engine_version="0.30.0", num_speculative_tokens=4, speculative_method="ngram"),
+    # and on Model Runner V2 from 0.32.0, two stages: the dense token table on each, the
+    # speculator's buffers on the last (terms/ngram_speculator.py)
+    Deployment(engine_version="0.33.0", pp=2, num_speculative_tokens=4,
+               speculative_method="ngram"),
     # an EAGLE-3 head (terms/draft_head.py): its weights, its KV layer, the proposer's buffers
     Deployment(engine_version="0.30.0", num_speculative_tokens=3, speculative_method="eagle3",
                speculative_model=str(HEAD)),

@@ -113,7 +113,7 @@ class Deployment:
     mamba_cache_mode: str | None = None
     num_speculative_tokens: int = 0  # draft tokens a step; 0 = no speculative decoding
     # vLLM's --speculative-config method (memprof/core/speculative.py): "mtp" (the checkpoint's
-    # MTP layer drafts), "ngram" (prompt lookup on the CPU) or "eagle" / "eagle3" (a draft head,
+    # MTP layer drafts), "ngram" (prompt lookup) or "eagle" / "eagle3" (a draft head,
     # speculative_model); read only with draft tokens
     speculative_method: str = "mtp"
     # vLLM's --speculative-config model for an EAGLE / EAGLE-3 method: the draft head's

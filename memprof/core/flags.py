@@ -196,8 +196,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="speculative_method", kind="str",
             note="SGLang's speculative decoding is not modelled",
             help="vLLM only, with --num-speculative-tokens: --speculative-config's method: "
-            "'mtp' (the checkpoint's MTP layer drafts), 'ngram' (prompt lookup on the CPU: "
-            "no draft weights or KV; the V1 runner, which Model Runner V2 falls back to), "
+            "'mtp' (the checkpoint's MTP layer drafts), 'ngram' (prompt lookup: no draft "
+            "weights or KV; on the CPU in the V1 runner before vLLM 0.32.0, from 0.32.0 on "
+            "the GPU in Model Runner V2), "
             "'eagle' / 'eagle3' (a draft head, --speculative-model).",
             choices_from="memprof.core.speculative:SPECULATIVE_METHODS", shown_default="mtp",
             metavar="METHOD", memprof_only=True),

@@ -21,11 +21,13 @@ What the method adds beside that:
 - ``mtp``: DeepSeek-style multi-token prediction: the checkpoint's own MTP layer
   (``num_nextn_predict_layers``) is loaded, its weights and its KV cache join the pool
   (memprof/core/models: ``speculative_mtp``);
-- ``ngram``: prompt lookup on the CPU (0.30.0 v1/spec_decode/ngram_proposer.py
-  ``NgramProposer``: numpy and numba, no GPU tensor; the runner's GPU buffers of
-  ``ngram_gpu`` are made only for that method): no weights, no KV layer, no drafter buffer.
-  Model Runner V2 has no n-gram drafter: the release falls back to the V1 runner
-  (memprof/core/engines/vllm_runner.py ``V2_FALLBACK_SPECULATIVE``);
+- ``ngram``: prompt lookup, no weights and no KV layer. To 0.31.x on the CPU (0.30.0
+  v1/spec_decode/ngram_proposer.py ``NgramProposer``: numpy and numba, no GPU tensor; the
+  runner's GPU buffers of ``ngram_gpu`` are made only for that method), in the V1 runner: Model
+  Runner V2 has no n-gram drafter there and the release falls back to V1
+  (memprof/core/engines/vllm_runner.py ``V2_FALLBACK_SPECULATIVE``). From 0.32.0 V2 drafts it
+  on the GPU (``NgramGPUSpeculator``): a dense [R, max_model_len] token table and the scan's
+  buffers (memprof/core/terms/ngram_speculator.py);
 - ``eagle`` / ``eagle3``: an EAGLE / EAGLE-3 draft head, a small model of its own named by
   ``--speculative-config``'s ``model`` (memprof's ``--speculative-model``: the head's
   config.json, memprof/core/models/draft_head.py): its weights load with the target's, its

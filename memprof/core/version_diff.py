@@ -109,6 +109,7 @@ from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSP
 from memprof.core.terms.moe_caches import FP8_MOE_INPUT_QUANT, TRITON_MOE_CACHES_PER_CALL
 from memprof.core.terms.nccl import EP_PYNCCL, FIRST_KERNEL_AT_WARM_UP
 from memprof.core.terms.nccl_nvls import NCCL_VERSION, NVLS_ENV, TORCH_TP_GATHER
+from memprof.core.terms.ngram_speculator import NGRAM_V2_BUFFERS
 from memprof.core.terms.non_torch import (
     FIRST_KERNEL_AT_SET_DEVICE,
     NCCL_CUMEM,
@@ -200,6 +201,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,
+    NGRAM_V2_BUFFERS,
 )
 
 
@@ -210,7 +212,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb", "mrope", "pooling", "eagle"})
+                          "lora", "bnb", "mrope", "pooling", "eagle", "ngram"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -225,7 +227,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``mamba2`` (a Mamba-2 one), ``gdn`` (a Gated DeltaNet one), ``multimodal`` (a vision tower),
     ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
     ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
-    runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head)."""
+    runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head),
+    ``ngram`` (n-gram speculation with draft tokens)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -268,6 +271,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("pooling")
     if spec.draft_head is not None:
         out.add("eagle")  # an EAGLE / EAGLE-3 draft head (memprof/core/terms/draft_head.py)
+    if dep.num_speculative_tokens and dep.speculative_method == "ngram":
+        out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
     if "mrope_section" in rope_scaling(spec):

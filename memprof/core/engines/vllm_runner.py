@@ -8,7 +8,8 @@ Which runner (``VllmConfig.use_v2_model_runner``, config/vllm.py, read in the 0.
 by release (``V2_DEFAULT``), after which a feature V2 lacks
 (``_get_v2_model_runner_unsupported_features``: sequence parallelism, dual batch overlap, prompt
 embeds, custom logits processors, ...) sends the model back to V1. memprof models one of those
-features, n-gram speculation (``V2_FALLBACK_SPECULATIVE``); the others do not enter here.
+features, n-gram speculation to 0.31.x (``V2_FALLBACK_SPECULATIVE``); the others do not enter
+here.
 Pipeline parallelism is not one of them: read in the 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.29.0 and
 0.32.0 wheels, the list names PP only with the
 ``external_launcher`` (torchrun) executor (from 0.24.0) and with EAGLE3, and V2's ``GPUModelRunner``
@@ -393,14 +394,22 @@ V2_SAMPLER_STATE_CHARGED: tuple[Rule, ...] = (
 # (config/vllm.py): "ngram" / "ngram_gpu" are on the list in each ('TODO: ngram / ngram_gpu are
 # not supported by the v2 model runner yet' to 0.29.0; 0.30.0 and 0.31.0 list them with
 # draft_model, suffix, medusa, mlp_speculator and custom_class); "mtp" (with "eagle" and
-# "eagle3") is not.
+# "eagle3") is not. 0.32.0 and 0.33.0 list neither (0.32.0: suffix, medusa, mlp_speculator,
+# custom_class; 0.33.0: suffix, custom_class): V2 drafts n-gram itself, with its
+# ``NgramGPUSpeculator`` (v1/worker/gpu/spec_decode/__init__.py ``init_speculator``'s
+# ``use_ngram()`` branch; its buffers: memprof/core/terms/ngram_speculator.py).
 V2_FALLBACK_SPECULATIVE: tuple[Rule, ...] = (
     Rule(name="model_runner_v2_speculative_fallback",
-         changes="model runner of the profile run (noted)", since="0.22.0", until=None,
-         value=("ngram",), introduced_by="0.22.0: V2 by default for listed architectures, "
-         "n-gram speculation on V2's unsupported list ('ngram/ngram_gpu speculative decoding')",
+         changes="model runner of the profile run (noted)", since="0.22.0", until="0.32.0",
+         value=("ngram",), applies_to="ngram",
+         introduced_by="0.22.0: V2 by default for listed architectures, n-gram speculation "
+         "on V2's unsupported list ('ngram/ngram_gpu speculative decoding')",
+         removed_by="0.32.0: ngram / ngram_gpu off the unsupported list; V2's "
+         "NgramGPUSpeculator (v1/worker/gpu/spec_decode/ngram/speculator.py) drafts them",
          source="0.22.0 / 0.25.0 / 0.29.0 / 0.30.0 / 0.31.0 config/vllm.py "
-         "_get_v2_model_runner_unsupported_features"),
+         "_get_v2_model_runner_unsupported_features; 0.32.0 / 0.33.0 the same function, "
+         "v1/worker/gpu/spec_decode/__init__.py init_speculator, config/speculative.py "
+         "SpeculativeConfig.use_ngram"),
 )
 
 

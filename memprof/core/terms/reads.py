@@ -199,6 +199,13 @@ TERM_READS: dict[str, frozenset[str]] = {
                                         "dep.pp", "dep.max_num_batched_tokens",
                                         "dep.max_num_seqs", "dep.num_speculative_tokens",
                                         "dep.speculative_method")),
+    # V2's n-gram buffers (all_token_ids [R, L] on every stage, the speculator's on the last),
+    # charged as the runner's (runner_buffer_terms); which runner reads the model (ctx.spec,
+    # ctx.quant, the pooling runner)
+    "ngram_buffer_terms": frozenset(("ctx.spec", "ctx.coord", "ctx.quant", *_POOLING,
+                                     "dep.engine", "dep.engine_version", "dep.pp",
+                                     "dep.max_num_seqs", "dep.max_model_len",
+                                     "dep.num_speculative_tokens", "dep.speculative_method")),
     "in_use_terms": frozenset(("ctx.gpu", "dep.gpu_memory_in_use", "dep.engine",
                                "dep.engine_version")),
     "scratch_runtime_terms": frozenset((*_MODEL, *_SCRATCH)),

@@ -25,6 +25,7 @@ from memprof.core.terms.lora import lora_terms
 from memprof.core.terms.marlin_workspace import marlin_workspace_terms
 from memprof.core.terms.nccl_nvls import nccl_nvls_terms
 from memprof.core.terms.nccl_warmup import warm_up_first_kernel
+from memprof.core.terms.ngram_speculator import ngram_buffer_terms
 from memprof.core.terms.non_torch import non_torch_terms
 from memprof.core.terms.post_load_requant import post_load_requant_terms
 from memprof.core.terms.request_table import request_table_terms
@@ -45,6 +46,7 @@ MODEL_LOAD_TERMS: list[TermFn] = [rope_cache_terms, init_buffer_terms,
 
 BUDGET_TERMS: list[TermFn] = [*MODEL_LOAD_TERMS, activation_terms, runner_buffer_terms,
                               proposer_buffer_terms,
+                              ngram_buffer_terms,
                               encoder_terms,
                               cudagraph_terms, graph_input_handle_terms, runner_v2_graph_terms,
                               non_torch_terms,

@@ -65,7 +65,8 @@ N = ``max_num_batched_tokens``, R = ``max_num_seqs`` and H the hidden size:
   buffers are pinned host memory), ``last_sampled_tokens`` int64 [R, 1], ``draft_tokens`` int64
   [R, speculative tokens] and ``next_prefill_tokens`` int32 [1, R]; ``all_token_ids`` [R,
   max_model_len] is UVA host memory (``uva_instead_of_gpu=True``; dense only under n-gram
-  speculation, 0.32.0 on). V2's sampler state is made in ``load_model`` and charged apart
+  speculation, 0.32.0 on: memprof/core/terms/ngram_speculator.py). V2's sampler state is made
+  in ``load_model`` and charged apart
   (``vllm_runner.V2_SAMPLER_STATE_CHARGED``); its block tables come with the KV cache, after
   the budget.
 
