@@ -22,7 +22,7 @@ from memprof.core.gpus import (
     gpu_from_total,
     resolve_gpu,
 )
-from memprof.core.versions import split_generation, value_at
+from memprof.core.versions import resolve_version, split_generation, value_at
 from memprof.probes.log_dates import release_dates
 from memprof.probes.moe_config_device import H200_FAMILY, MOE_CONFIG_H200_FAMILY, in_h200_family
 from memprof.probes.startup_log import StartupLog
@@ -563,12 +563,15 @@ def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
 
 
 def _logged_language_model_only(dep: Deployment, model: str, notes: list[str]) -> Deployment:
-    """``dep`` as vLLM runs ``--language-model-only``: vllm/config/multimodal.py (0.27.1)
-    MultiModalConfig.language_model_only is "equivalent to setting --limit-mm-per-prompt to 0
-    for every modality" (get_limit_per_prompt returns 0), so it is ``--limit-mm-per-prompt``
-    with each of the model's modalities at 0; a text-only model is left as it is."""
+    """``dep`` as vLLM runs ``--language-model-only``: vllm/config/multimodal.py (0.17.0,
+    0.27.1) MultiModalConfig.language_model_only is "equivalent to setting
+    --limit-mm-per-prompt to 0 for every modality" (get_limit_per_prompt returns 0), so it is
+    ``--limit-mm-per-prompt`` with each of the model's modalities at 0; a text-only model is
+    left as it is. A release before the flag's (0.17.0) is refused, as its argparse would."""
+    from memprof.core.models.multimodal import check_language_model_only
     from memprof.probes.serve_command import language_model_only_limits
 
+    check_language_model_only(resolve_version(dep.engine_version, dep.engine))
     limits = language_model_only_limits(model)
     if limits is None:
         return dep
