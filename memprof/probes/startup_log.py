@@ -1115,7 +1115,7 @@ def logged_hf_overrides(line: str) -> str | None:
     m = _HF_OVERRIDES.search(line)
     if m is None:
         return None
-    text, depth, quote = line[m.end():], 0, ""
+    text, depth, quote, end = line[m.end():], 0, "", 0
     for i, ch in enumerate(text):
         if quote:
             quote = "" if ch == quote else quote
@@ -1126,10 +1126,11 @@ def logged_hf_overrides(line: str) -> str | None:
         elif ch in _CLOSING:
             depth -= 1
             if depth == 0:
+                end = i + 1
                 break
-    else:
+    if not end:
         return None
-    value = _literal(text[:i + 1])
+    value = _literal(text[:end])
     if not isinstance(value, dict) or not value:
         return None
     try:
