@@ -222,7 +222,7 @@ def test_awq_on_a_v100_from_0_24_0_is_refused() -> None:
 
     dep = Deployment(engine_version="0.24.0", quantization="awq", dtype="float16",
                      max_model_len=8192)
-    with pytest.raises(BadInput, match="compute capability 7.5"):
+    with pytest.raises(BadInput, match=r"compute capability 7\.5"):
         estimate("deepseek-r1-distill-qwen-14b", dep, gpu_name="V100-32GB")
 
 
