@@ -303,6 +303,30 @@ def test_language_model_only_on_a_text_model_changes_nothing() -> None:
     assert "error" not in err and only["ranks"] == plain["ranks"]
 
 
+# vLLM 0.17.0 is the first release with the flag (0.16.0 engine/arg_utils.py has none): before
+# it the pasted flag is refused as vLLM's argparse refuses it, text-only model or not
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-8B"])
+@pytest.mark.parametrize(("release", "refused"), [("0.16.0", True), ("0.15.1", True),
+                                                   ("0.17.0", False), ("0.27.1", False)])
+def test_language_model_only_before_its_release_is_refused(model: str, release: str,
+                                                           refused: bool) -> None:
+    code, _, err = invoke(["estimate", "--gpu", "H200", "--engine-version", release, "-f",
+                           "json", "--", "vllm", "serve", model, "--language-model-only"])
+    if refused:
+        assert code == 2
+        assert f"error: --language-model-only is not in vLLM {release}" in err
+        assert "hint:" in err and "0.17.0" in err and "Traceback" not in err
+    else:
+        assert code in (0, 1), err
+
+
+def test_language_model_only_at_the_images_release() -> None:
+    code, _, err = invoke(["estimate", "--gpu", "H200", "-f", "json", "--", "docker", "run",
+                           "vllm/vllm-openai:v0.16.0", "Qwen/Qwen3-VL-4B-Instruct",
+                           "--language-model-only"])
+    assert code == 2 and "not in vLLM 0.16.0" in err
+
+
 # --- a sweep axis no point reads is refused before any work, not a column of equal rows --------
 
 

@@ -165,3 +165,77 @@ def test_gptq_holds_its_temp_dq_at_every_size() -> None:
     marlin = estimate("llama-3.1-8b", dataclasses.replace(dep, quantization="gptq_marlin"),
                       gpu_name="A100-80GB")
     assert dequant_linears(rank_context(marlin, marlin.ranks[0])) == []
+
+
+# --- per card: Marlin's smallest compute capability, by release -----------------------------
+# 0.13.0 quantization/utils/marlin_utils.py query_marlin_supported_quant_types returns no type
+# below 80 (awq_marlin.py / gptq_marlin.py get_min_capability 80); 0.14.0 - 0.24.0 below 75
+# (get_min_capability 75). From 0.24.0 --quantization awq is AutoAWQConfig, whose
+# get_quant_method runs Marlin where check_marlin_supported holds and AutoAWQLinearMethod where
+# it fails, and whose get_min_capability is 75 (a V100 is refused before any kernel is chosen).
+
+
+def test_marlins_smallest_capability_by_release() -> None:
+    from memprof.core.capability import MARLIN_MIN_CC, marlin_min_cc
+
+    assert all(r in all_rules() and r.source.strip() for r in MARLIN_MIN_CC)
+    assert [marlin_min_cc(v) for v in ("0.11.0", "0.13.0", "0.14.0", "0.24.0", None)] == [
+        80, 80, 75, 75, 75]
+    assert marlin_min_cc("0.5.4", engine="sglang") == 80  # SGLang's releases are not read here
+
+
+def _awq_ctx(gpu: str, version: str, source: str | None = None):  # type: ignore[no-untyped-def]
+    """The 14B under --quantization awq (a flag on the bf16 config), or as an AWQ checkpoint
+    (``source`` "config": the checkpoint's own declaration, no flag)."""
+    _e, ctx = _ctx(gpu=gpu, version=version)
+    if source is not None:
+        assert ctx.quant is not None
+        ctx = dataclasses.replace(ctx, quant=dataclasses.replace(ctx.quant, source=source,
+                                                                 marlin=True))
+    return ctx
+
+
+def test_awq_from_0_24_0_runs_marlin_on_a_t4_and_an_a10() -> None:
+    for gpu in ("T4", "A10"):  # sm75, sm86: check_marlin_supported holds
+        assert dequant_linears(_awq_ctx(gpu, "0.24.0")) == [], gpu
+        assert dequant_linears(_awq_ctx(gpu, "0.24.0", "config")) == [], gpu
+
+
+def test_an_awq_checkpoint_on_a_t4_is_plain_before_0_14_0_and_marlin_from_it() -> None:
+    assert dequant_linears(_awq_ctx("T4", "0.13.0", "config"))  # no Marlin below 8.0 there
+    assert dequant_linears(_awq_ctx("T4", "0.14.0", "config")) == []
+    assert dequant_linears(_awq_ctx("A10", "0.13.0", "config")) == []
+
+
+def test_awq_on_marlins_terms_below_its_capability_is_the_plain_kernel() -> None:
+    # a flag that AutoAWQConfig serves, on a card where check_marlin_supported fails (a T4 at
+    # a release whose Marlin starts at 8.0): the AWQ linear, as get_quant_method falls back
+    ctx = _awq_ctx("T4", "0.13.0", "flag")
+    assert ctx.quant is not None and ctx.quant.marlin
+    assert dequant_linears(ctx)
+
+
+def test_awq_on_a_v100_from_0_24_0_is_refused() -> None:
+    import pytest
+
+    from memprof.base.errors import BadInput
+
+    dep = Deployment(engine_version="0.24.0", quantization="awq", dtype="float16",
+                     max_model_len=8192)
+    with pytest.raises(BadInput, match=r"compute capability 7\.5"):
+        estimate("deepseek-r1-distill-qwen-14b", dep, gpu_name="V100-32GB")
+
+
+def test_the_gptq_twin_from_0_22_0_per_card() -> None:
+    # AutoGPTQConfig (0.22.0): kernels/linear choose_mp_linear_kernel takes MarlinLinearKernel
+    # from 7.5 and ExllamaLinearKernel (6.0) below it
+    from memprof.core.terms.dequant_linear import _plain_gptq
+
+    def plain(gpu: str, version: str = "0.22.0") -> bool:
+        dep = Deployment(engine_version=version, quantization="gptq", dtype="float16",
+                         max_model_len=8192)
+        e = estimate("llama-3.1-8b", dep, gpu_name=gpu)
+        return _plain_gptq(rank_context(e, e.ranks[0]))
+
+    assert [plain(g) for g in ("V100-32GB", "T4", "A10")] == [True, False, False]
+    assert plain("T4", "0.13.0")  # gptq_marlin from 8.0 there (and the flag forces gptq)

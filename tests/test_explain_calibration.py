@@ -70,8 +70,10 @@ OUTSIDE = "not in the log: "
 # (test_the_release_is_all_they_lack). A log that names no release is placed by its
 # [file.py:LINE] tags (memprof/probes/release_lines.py): rows 105, 106, 107 and 302-309 are; and
 # by its date among the releases its tags fit, or a development build it names by its date
-# (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101.
-RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 131, 134, 201, 520, 802, 1202,
+# (memprof/probes/log_dates.py, configs/vllm_release_dates.json): rows 48, 122, 150, 803, 1101;
+# and, where its tags lie between two releases and the older one's model registry lacks the
+# model's architecture, at the newer (configs/vllm_architectures.json): row 131.
+RELEASE_ONLY = (12, 32, 101, 102, 115, 116, 118, 119, 134, 201, 520, 802, 1202,
                 2505)
 _DATED = ("the release (the newest one on the thread's date: memprof_engine_version_note; the "
           "quote prints no dated line that memprof/probes/log_dates.py could place)")
@@ -139,11 +141,6 @@ XFAIL: dict[int, str] = {
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags): "
          "the PR comment's log goes on to mellea's 'final model parameters:' lines, which the "
          "stored thread cuts at 'gpu_memory_ut', and V0's budget lines print no max_num_seqs",
-    131: OUTSIDE + "the release 0.10.1 (the gptoss image's gpt-oss support, first released in "
-         "0.10.1: memprof_engine_version_note): gpu_model_runner.py:1962 is no release's line "
-         "but lies between 0.10.0's (1892) and 0.10.1's (2007), so explain takes a build between "
-         "them and rebuilds at 0.10.0, as it does a development build on the way to 0.10.1; its "
-         "date 08-10 (2025-08-10) is before 0.10.1's publication (2025-08-19) too",
     134: OUTSIDE + "the release (the post's summary prints none; row 133, the same post and "
          "host a day later, logs 0.19.0: memprof_engine_version_note): the stored post (its "
          "wp-json record) opens this run's log block with the banner's first lines, "

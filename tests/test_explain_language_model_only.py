@@ -1,6 +1,6 @@
 """A vLLM log that runs ``--language-model-only`` (its "non-default args" key, its
 ``args: Namespace`` attribute or the flag on a quoted serve command): vLLM's
-``vllm/config/multimodal.py`` (0.27.1) ``MultiModalConfig.language_model_only`` sets every
+``vllm/config/multimodal.py`` (0.17.0, 0.27.1) ``MultiModalConfig.language_model_only`` sets every
 modality's limit to 0, so explain reads it as ``--limit-mm-per-prompt`` with each of the
 model's modalities at 0 and builds no vision tower
 (``memprof.probes.log_deployment._logged_language_model_only``)."""
@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from memprof.base.errors import BadInput
 from memprof.probes.log_deployment import rebuild
 from memprof.probes.startup_log import parse_log
 
@@ -61,3 +62,20 @@ def test_the_users_own_limit_wins() -> None:
     rb = rebuild(parse_log(BANNER + line + "\n" + FIGURES), model=MODEL, gpu="H100",
                  gpu_memory=None, overrides={"limit_mm_per_prompt": '{"image": 1}'})
     assert rb.deployment.limit_mm_per_prompt == '{"image": 1}'
+
+
+@pytest.mark.parametrize(("release", "refused"), [("0.16.0", True), ("0.17.0", False)])
+def test_a_release_before_the_flag_is_refused(release: str, refused: bool) -> None:
+    # vLLM's --language-model-only came in 0.17.0 (0.16.0 engine/arg_utils.py has none): a
+    # release before it, as --engine-version gives it, cannot have run the logged flag
+    line = "INFO [api_utils.py:273] non-default args: {'language_model_only': True}"
+    log = parse_log(BANNER + line + "\n" + FIGURES)
+    if not refused:
+        rb = rebuild(log, model=MODEL, gpu="H100", gpu_memory=None,
+                     overrides={"engine_version": release})
+        assert json.loads(rb.deployment.limit_mm_per_prompt or "") == {"image": 0, "video": 0}
+        return
+    with pytest.raises(BadInput, match=f"not in vLLM {release}") as exc:
+        rebuild(log, model=MODEL, gpu="H100", gpu_memory=None,
+                overrides={"engine_version": release})
+    assert "0.17.0" in (exc.value.hint or "")

@@ -3,10 +3,13 @@ release and its patch re-release alike (memprof/probes/log_deployment.py ``patch
 release is taken and the note names both (published row 106's quote, whose tags are the lines of
 0.10.1 and 0.10.1.1); where they fit no release but lie between two consecutive releases' lines
 (memprof/probes/release_lines.py ``between``), the build between them is rebuilt at the older
-(published rows 131 and 130)."""
+(published row 130), or at the newer where the older's model registry lacks the model's
+architecture and the newer's has it (published row 131: gpt-oss, whose GptOssForCausalLM
+0.10.1's registry has and 0.10.0's has not, configs/vllm_architectures.json)."""
 
 from __future__ import annotations
 
+from memprof.core.engines.vllm_registry import registered
 from memprof.probes.log_deployment import patch_base, rebuild
 from memprof.probes.release_lines import between, consistent
 from memprof.probes.startup_log import parse_log
@@ -48,16 +51,31 @@ def test_two_releases_are_still_placed_at_the_newer() -> None:
     assert rb.deployment.engine_version == "0.14.1"
 
 
+ROW_131 = ("(EngineCore_0 pid=114) INFO 08-10 12:14:42 [gpu_model_runner.py:1962] "
+           "Model loading took 12.8848 GiB and 3.081864 seconds")
+
+
 def test_row_131_is_a_build_between_two_releases() -> None:
     """The gptoss image's "Model loading took" at gpu_model_runner.py:1962: 0.10.0 logs it at
-    1892, 0.10.1 at 2007."""
-    log = parse_log("(EngineCore_0 pid=114) INFO 08-10 12:14:42 [gpu_model_runner.py:1962] "
-                    "Model loading took 12.8848 GiB and 3.081864 seconds")
+    1892, 0.10.1 at 2007. 0.10.0 cannot load gpt-oss (its registry has no GptOssForCausalLM,
+    0.10.1's has), so the build that ran it is rebuilt at 0.10.1."""
+    log = parse_log(ROW_131)
     assert consistent("vllm", log.tags) == []
     assert between("vllm", log.tags) == ("0.10.0", "0.10.1")
+    assert "GptOssForCausalLM" not in (registered("0.10.0") or ())
+    assert "GptOssForCausalLM" in (registered("0.10.1") or ())
     rb = rebuild(log, model="gpt-oss-20b", gpu="RTX-3090", gpu_memory=None)
+    assert rb.deployment.engine_version == "0.10.1"
+    assert any("between 0.10.0's and 0.10.1's" in n and "rebuilt at 0.10.1" in n
+               and "has no GptOssForCausalLM" in n for n in rb.notes), rb.notes
+
+
+def test_a_model_the_older_release_loads_keeps_the_older() -> None:
+    """The same line under a model both registries list: the build is rebuilt at 0.10.0, as a
+    development build on the way to 0.10.1 is."""
+    rb = rebuild(parse_log(ROW_131), model="qwen3-8b", gpu="RTX-3090", gpu_memory=None)
     assert rb.deployment.engine_version == "0.10.0"
-    assert any("between 0.10.0's and 0.10.1's" in n for n in rb.notes), rb.notes
+    assert any("rebuilt at 0.10.0 (as a development build" in n for n in rb.notes), rb.notes
 
 
 def test_row_130_tags_between_0_11_0_and_0_11_1() -> None:

@@ -55,6 +55,11 @@ def deployment(flags: dict[str, Any], serve: ServeCommand | None = None
                            "--model-path MODEL …), or give --model")
     if dep.engine_version is not None:
         dep = _build_release(dep)
+    if serve is not None and serve.language_model_only:
+        from memprof.core.models.multimodal import check_language_model_only
+        from memprof.core.versions import resolve_version
+
+        check_language_model_only(resolve_version(dep.engine_version, dep.engine))
     return model or DEFAULT_MODEL, dep, f["gpu"], _size(f["gpu_memory"])
 
 

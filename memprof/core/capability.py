@@ -25,6 +25,7 @@ from typing import NamedTuple
 from memprof.base.errors import BadInput
 from memprof.core.gpus import GPU, arch_cc
 from memprof.core.models import QuantConfig
+from memprof.core.versions import Rule, value_at
 
 _Q = "vllm/model_executor/layers/quantization/"
 
@@ -67,14 +68,46 @@ NVFP4_W4A4 = Gate(
     "prepare_fp4_layer_for_marlin (v0.11.0)")
 GATES: tuple[Gate, ...] = (BF16, FP8_W8A8, NVFP4_W4A4)
 
+# The smallest compute capability on which vLLM runs GPTQ / AWQ on Marlin: below it
+# query_marlin_supported_quant_types returns no type, so check_marlin_supported fails (a
+# checkpoint stays on the plain kernels: AWQMarlinConfig / GPTQMarlinConfig's override, and
+# from 0.22.0 / 0.24.0 AutoGPTQConfig's kernel choice and AutoAWQConfig.get_quant_method), and
+# the _marlin methods' get_min_capability is the same figure
+MARLIN_MIN_CC: tuple[Rule, ...] = (
+    Rule(name="marlin_min_capability", changes="GPTQ / AWQ on Marlin: smallest capability",
+         since=None, until="0.14.0", value=80, applies_to="marlin",
+         introduced_by="read first in 0.11.0 (earlier releases not read)",
+         removed_by="Marlin on Turing (sm75), first released in 0.14.0",
+         source="0.11.0 / 0.13.0 model_executor/layers/quantization/utils/marlin_utils.py "
+         "query_marlin_supported_quant_types ('if device_capability < 80: return []'); "
+         "awq_marlin.py / gptq_marlin.py get_min_capability 80"),
+    Rule(name="marlin_min_capability", changes="GPTQ / AWQ on Marlin: smallest capability",
+         since="0.14.0", until=None, value=75, applies_to="marlin",
+         introduced_by="Marlin on Turing (sm75), first released in 0.14.0",
+         source="0.14.0 / 0.14.1 / 0.15.0 / 0.16.0 / 0.20.0 / 0.22.0 / 0.23.0 / 0.24.0 "
+         "model_executor/layers/quantization/utils/marlin_utils.py "
+         "query_marlin_supported_quant_types ('if device_capability < 75: return []'); "
+         "0.14.0 - 0.23.0 awq_marlin.py / gptq_marlin.py get_min_capability 75; 0.24.0 "
+         "kernels/linear/mixed_precision/marlin.py MarlinLinearKernel.get_min_capability 75"),
+)
+
+
+def marlin_min_cc(version: str | None, engine: str = "vllm") -> int:
+    """The smallest compute capability on which ``engine`` at ``version`` runs GPTQ / AWQ on
+    Marlin (:data:`MARLIN_MIN_CC`; an engine whose releases these rows do not read: 8.0)."""
+    least = value_at(MARLIN_MIN_CC, version, 80, engine=engine)
+    return least if isinstance(least, int) else 80
+
+
 # vLLM's quantisation method (``--quantization`` / the checkpoint's) → its smallest capability
+# (the _marlin methods' is :func:`marlin_min_cc`'s, by release)
 QUANT_MIN_CC: dict[str, tuple[int, str]] = {
     "fp8": (80, _Q + "fp8.py Fp8Config.get_min_capability"),
     "modelopt": (89, _Q + "modelopt.py ModelOptFp8Config.get_min_capability"),
     "modelopt_fp4": (80, _Q + "modelopt.py ModelOptNvFp4Config.get_min_capability"),
     "mxfp4": (80, _Q + "mxfp4.py Mxfp4Config.get_min_capability"),
     "awq": (75, _Q + "awq.py AWQConfig.get_min_capability"),
-    "awq_marlin": (80, _Q + "awq_marlin.py AWQMarlinConfig.get_min_capability"),
+    "awq_marlin": (80, _Q + "awq_marlin.py AWQMarlinConfig.get_min_capability"),  # by release
     "gptq": (60, _Q + "gptq.py GPTQConfig.get_min_capability"),
     "gptq_marlin": (80, _Q + "gptq_marlin.py GPTQMarlinConfig.get_min_capability"),
     "bitsandbytes": (70, _Q + "bitsandbytes.py BitsAndBytesConfig.get_min_capability"),
@@ -108,11 +141,12 @@ def _cc(cc: int) -> str:
     return f"{cc // 10}.{cc % 10}"
 
 
-def check_capability(gpu: GPU, dtype: str, quant: QuantConfig | None) -> None:
+def check_capability(gpu: GPU, dtype: str, quant: QuantConfig | None,
+                     version: str | None = None, engine: str = "vllm") -> None:
     """Refuse what vLLM refuses on ``gpu`` (:class:`BadInput`): bfloat16 served below 8.0
     (``dtype``: the dtype served, ``auto_dtype.served_dtype``, so only an explicit ``--dtype
     bfloat16`` under vLLM reaches it: SGLang serves float16 there), a quantisation method below
-    its minimum capability."""
+    its minimum capability (the _marlin methods' at ``version``: :func:`marlin_min_cc`)."""
     cc = cuda_cc(gpu)
     if cc is None:
         return
@@ -123,9 +157,12 @@ def check_capability(gpu: GPU, dtype: str, quant: QuantConfig | None) -> None:
     if quant is None or quant.method == "none":
         return
     method = vllm_method(quant)
-    if method == "awq" and cc >= 80:
+    marlin = marlin_min_cc(version, engine)
+    if method == "awq" and cc >= marlin:
         method = "awq_marlin"
     row = QUANT_MIN_CC.get(method)
+    if method in ("awq_marlin", "gptq_marlin") and row is not None:
+        row = (marlin, row[1])  # 8.0 up to 0.13.x, 7.5 from 0.14.0
     if row is not None and cc < row[0]:
         raise BadInput(f"quantization {method} needs compute capability {_cc(row[0])}; "
                        f"{gpu.name} is {_cc(cc)} (vLLM refuses it before loading: {row[1]})",

@@ -303,7 +303,8 @@ def estimate(model: str | ModelSpec, dep: Deployment, *, gpu_name: str | None = 
              if dep.quantization else spec.quant)
     check_served_dtype(spec, dep, gpu.arch, gpu.name)  # what the worker refuses at start-up
     dtype = model_dtype(spec, dep, gpu.arch)
-    check_capability(gpu, dtype, quant)  # what vLLM refuses on this compute capability
+    # what vLLM refuses on this compute capability
+    check_capability(gpu, dtype, quant, dep.engine_version, dep.engine)
     check_driver(dep.nvidia_driver, rocm=gpu.is_rocm, gpu_name=gpu.name)
     mml = dep.max_model_len
     mnbt = dep.max_num_batched_tokens

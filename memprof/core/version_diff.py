@@ -14,6 +14,7 @@ from memprof.core.attention.state import SSM_DTYPE_FROM_CONFIG
 from memprof.core.attention_backends import FA3_FP8_KV_DTYPES, FP8_KV_GQA_BACKEND
 from memprof.core.auto_dtype import AUTO_DTYPE
 from memprof.core.auto_fit import KV_CHECK_NULL_BLOCK, MAX_MODEL_LEN_AUTO
+from memprof.core.capability import MARLIN_MIN_CC
 from memprof.core.compare import DiffRow, diff
 from memprof.core.deployment import PP_REMAINDER, Deployment
 from memprof.core.engine_defaults import (
@@ -197,7 +198,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     FULL_GRAPH_SPLITS, FP8_KV_GQA_BACKEND, FA3_FP8_KV_DTYPES, *VLLM_RUNNER_RULES,
     *VLLM_COMPILE_RULES,
     *LORA_SETTING_RULES, *LORA_TERM_RULES, BNB_SKIP_MATCH, BNB_APPLY_LOOP, AWQ_DENSE_MATMUL,
-    GPTQ_GEMM_TEMP, GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN, LOAD_MAX_SPLIT,
+    GPTQ_GEMM_TEMP, GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN, MARLIN_MIN_CC, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,

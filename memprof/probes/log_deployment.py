@@ -22,7 +22,7 @@ from memprof.core.gpus import (
     gpu_from_total,
     resolve_gpu,
 )
-from memprof.core.versions import split_generation, value_at
+from memprof.core.versions import resolve_version, split_generation, value_at
 from memprof.probes.log_dates import release_dates
 from memprof.probes.moe_config_device import H200_FAMILY, MOE_CONFIG_H200_FAMILY, in_h200_family
 from memprof.probes.startup_log import StartupLog
@@ -309,7 +309,34 @@ def patch_base(release: str, among: list[str]) -> str | None:
                                                    release)), None)
 
 
-def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | None:
+def _architecture(model: str, hf_overrides: object) -> str | None:
+    """The architecture vLLM resolves for ``model`` (its config's first ``architectures``, or
+    the logged ``--hf-overrides``' where they give one), or None where memprof cannot read it
+    here (a model it does not know: the rebuild says so itself)."""
+    from memprof.core.models.config import with_overrides
+    from memprof.core.models.load import load_config
+
+    try:
+        cfg = load_config(model)[1]
+        if isinstance(hf_overrides, str) and hf_overrides:
+            cfg = with_overrides(cfg, hf_overrides)
+    except BadInput:
+        return None
+    archs = cfg.get("architectures")
+    return str(archs[0]) if isinstance(archs, list) and archs else None
+
+
+def _lacks(engine: str, release: str, architecture: str | None) -> bool:
+    """Does ``release``'s model registry, where memprof has read it
+    (``memprof.core.engines.vllm_registry``), leave out ``architecture``?"""
+    from memprof.core.engines.vllm_registry import registered
+
+    known = registered(release) if engine == "vllm" and architecture else None
+    return known is not None and architecture not in known
+
+
+def _placed_release(log: StartupLog, engine: str, notes: list[str],
+                    architecture: str | None = None) -> str | None:
     """The release a log that names none was printed by, from its ``[file.py:LINE]`` tags and
     the message formats only some releases print that it shows (``memprof.probes.
     release_lines``): the newest of the releases whose logging calls sit where the tags say and
@@ -340,6 +367,16 @@ def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
     if not found:
         pair = between(engine, log.tags) if log.tags else None
         if pair is not None and (by_format is None or pair[0] in by_format):
+            if (_lacks(engine, pair[0], architecture)
+                    and not _lacks(engine, pair[1], architecture)):
+                # the build ran the model, which the older release cannot load: it is the
+                # newer one's code (vllm_registry: the registry of each release read)
+                notes.append(f"the log names no release, and {shown} match no release's "
+                             f"logging lines but lie between {pair[0]}'s and {pair[1]}'s: a "
+                             f"build between them, rebuilt at {pair[1]}, as {pair[0]}'s model "
+                             f"registry has no {architecture} and {pair[1]}'s has "
+                             "(--engine-version to choose another)")
+                return pair[1]
             # setuptools-scm names a build after vA "A'.devN", which memprof.core.release_names
             # models at A (the commits since may have changed what memprof models)
             notes.append(f"the log names no release, and {shown} match no release's "
@@ -353,6 +390,12 @@ def _placed_release(log: StartupLog, engine: str, notes: list[str]) -> str | Non
         return None
     which = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} and {found[-1]}"
     verb = "are" if by_format is None else "fit"
+    loadable = [r for r in found if not _lacks(engine, r, architecture)]
+    if loadable and len(loadable) < len(found):
+        # the log ran the model: a release whose registry lacks its architecture did not
+        shown += (f" ({', '.join(r for r in found if r not in loadable)} left out: no "
+                  f"{architecture} in their model registry)")
+        found = loadable
     dated = among(engine, found, log.date) if log.date is not None else None
     if dated is not None:  # the log's date chooses among them (memprof.probes.log_dates)
         notes.append(f"the log names no release; {shown} {verb} the logging lines of {which}; "
@@ -563,12 +606,15 @@ def _logged_flashinfer_sampler(dep: Deployment, notes: list[str]) -> Deployment:
 
 
 def _logged_language_model_only(dep: Deployment, model: str, notes: list[str]) -> Deployment:
-    """``dep`` as vLLM runs ``--language-model-only``: vllm/config/multimodal.py (0.27.1)
-    MultiModalConfig.language_model_only is "equivalent to setting --limit-mm-per-prompt to 0
-    for every modality" (get_limit_per_prompt returns 0), so it is ``--limit-mm-per-prompt``
-    with each of the model's modalities at 0; a text-only model is left as it is."""
+    """``dep`` as vLLM runs ``--language-model-only``: vllm/config/multimodal.py (0.17.0,
+    0.27.1) MultiModalConfig.language_model_only is "equivalent to setting
+    --limit-mm-per-prompt to 0 for every modality" (get_limit_per_prompt returns 0), so it is
+    ``--limit-mm-per-prompt`` with each of the model's modalities at 0; a text-only model is
+    left as it is. A release before the flag's (0.17.0) is refused, as its argparse would."""
+    from memprof.core.models.multimodal import check_language_model_only
     from memprof.probes.serve_command import language_model_only_limits
 
+    check_language_model_only(resolve_version(dep.engine_version, dep.engine))
     limits = language_model_only_limits(model)
     if limits is None:
         return dep
@@ -657,7 +703,8 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if not settings.get("engine_version") and log.version and runs is not None:
         settings["engine_version"] = _logged_release(log, engine, notes)
     if not settings.get("engine_version") and not log.version and runs is not None:
-        placed = _placed_release(log, engine, notes)
+        placed = _placed_release(log, engine, notes,
+                                 _architecture(name, settings.get("hf_overrides")))
         if placed is None and log.date is not None:
             placed = _dated_release(log, engine, notes)
         if placed is not None:

@@ -99,6 +99,9 @@ class ServeCommand:
     # the release a container image's tag names (``vllm/vllm-openai:v0.27.1`` → "0.27.1"), or
     # None (no image, or a tag such as ``latest`` that names none)
     image_release: str | None = None
+    # the command runs vLLM's ``--language-model-only`` (applied to ``settings`` as
+    # ``--limit-mm-per-prompt``; the release that must have the flag is checked where it is known)
+    language_model_only: bool = False
 
     def describe(self, release: str | None = None) -> list[str]:
         """The lines a user reads about what was taken from the command (stderr); ``release``:
@@ -243,9 +246,8 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
                        if given.get(name, "") not in _ENV_OFF)
     if not extra and not unmodelled:
         return cmd
-    return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
-                        ignored=cmd.ignored, not_modelled=cmd.not_modelled + unmodelled,
-                        version=cmd.version)
+    return replace(cmd, settings={**extra, **cmd.settings},
+                   not_modelled=cmd.not_modelled + unmodelled)
 
 
 # flags vLLM takes for any model that change what a pooling model's profile run holds, which
@@ -421,9 +423,7 @@ def _with_image_release(cmd: ServeCommand, image: str | None) -> ServeCommand:
                           "models; --engine-version picks one"),)
     elif release is not None:  # the image's release is the engine version it runs
         settings.setdefault("engine_version", release)
-    return ServeCommand(engine=cmd.engine, model=cmd.model, settings=settings,
-                        ignored=cmd.ignored, not_modelled=not_modelled, version=cmd.version,
-                        image_release=release)
+    return replace(cmd, settings=settings, not_modelled=not_modelled, image_release=release)
 
 
 _LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server|sglang\s+serve")
@@ -511,13 +511,15 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                            hint=f"give {name} a value, or leave the flag out for the "
                            "engine's default")
         settings[fld] = value
-    if settings.pop(_LANGUAGE_MODEL_ONLY, False):
+    language_model_only = bool(settings.pop(_LANGUAGE_MODEL_ONLY, False))
+    if language_model_only:
         _language_model_only(model, settings, not_modelled)
     if cpu_loras is not None and settings.get("enable_lora"):
         _check_cpu_loras(cpu_loras, int(settings.get("max_loras") or 1), where)
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
-                        version=ENGINE_VERSION_ASSUMED[engine])
+                        version=ENGINE_VERSION_ASSUMED[engine],
+                        language_model_only=language_model_only)
 
 
 def _check_cpu_loras(text: str, max_loras: int, where: str) -> None:
@@ -542,7 +544,7 @@ _LANGUAGE_MODEL_ONLY = "--language-model-only"
 
 def language_model_only_limits(model: str) -> str | None:
     """vLLM's ``--language-model-only`` as ``--limit-mm-per-prompt``: vllm/config/multimodal.py
-    (0.27.1, 0.28.0) ``MultiModalConfig.get_limit_per_prompt`` returns 0 for every modality
+    (0.17.0, 0.27.1, 0.28.0) ``MultiModalConfig.get_limit_per_prompt`` returns 0 for every modality
     under it ("Equivalent to setting --limit-mm-per-prompt to 0 for every modality"), so each
     of ``model``'s modalities at 0; None for a text-only model, where it changes nothing.
     :class:`BadInput` for a model memprof does not know."""

@@ -150,8 +150,9 @@ _VLLM_SPECIAL = [
               "JSON; num_speculative_tokens of an MTP, n-gram or EAGLE method (and an EAGLE "
               "head, its model) is applied"),
     ServeFlag(("--enable-expert-parallel", "-ep"), "flag", "special"),
-    # vllm/config/multimodal.py MultiModalConfig.language_model_only (0.27.1; in 0.28.0 and on):
-    # every modality's limit 0, read as --limit-mm-per-prompt
+    # vllm/config/multimodal.py MultiModalConfig.language_model_only (first in 0.17.0; read in
+    # 0.27.1 and 0.28.0): every modality's limit 0, read as --limit-mm-per-prompt; refused at an
+    # --engine-version before 0.17.0 (core/models/multimodal.py check_language_model_only)
     ServeFlag(("--language-model-only",), "flag", "special",
               "every modality's --limit-mm-per-prompt at 0: no vision tower"),
 ]

@@ -10,6 +10,7 @@ is skipped; a log in which nothing matches is an error.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -758,6 +759,9 @@ def _settings(lines: list[str], engine: str
                 _take(d, settings)
                 if isinstance(d.get("speculative_config"), dict):
                     notes += _speculative(d["speculative_config"], settings)
+        if "hf_overrides" not in settings and (over := logged_hf_overrides(line)) is not None:
+            settings["hf_overrides"] = over
+            notes.append(f"the log's hf_overrides {over} is applied as --hf-overrides")
         m = re.search(r"(?:server_args=ServerArgs\(|with config: |\bargs: Namespace\()(.*)", line)
         if m:
             pairs = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", m.group(1)))
@@ -1094,6 +1098,45 @@ _KERNEL_FOR_METHOD = re.compile(r"Using \w+ for (" + "|".join(_LINEAR_METHODS) +
 # one ``'key': value`` pair of vLLM's "non-default args: {…}" (a dict's repr: vllm/entrypoints/
 # utils.py log_non_default_args, "[utils.py:253]" at 0.12.0), a scalar value
 _DICT_PAIR = re.compile(r"'(\w+)':\s*('[^']*'|\"[^\"]*\"|[\w.+-]+)(?=\s*[,}]|\s*$)")
+
+
+# vLLM's --hf-overrides as its start-up lines print it: the "non-default args: {…}" pair
+# ``'hf_overrides': {…}`` or the ``args: Namespace(…)`` attribute ``hf_overrides={…}``, a dict's
+# repr (EngineArgs.hf_overrides, vllm/engine/arg_utils.py; vllm/config/model.py
+# ModelConfig.hf_overrides, 0.11.0 - 0.27.1: the HF config updated with it before the
+# architecture is resolved)
+_HF_OVERRIDES = re.compile(r"'hf_overrides':\s*(?=\{)|\bhf_overrides=(?=\{)")
+
+
+def logged_hf_overrides(line: str) -> str | None:
+    """The non-empty dict a vLLM log line gives ``hf_overrides`` (:data:`_HF_OVERRIDES`), as
+    the JSON ``--hf-overrides`` takes; None where the line gives none or it cannot be read
+    whole (a quote that elides part of it)."""
+    m = _HF_OVERRIDES.search(line)
+    if m is None:
+        return None
+    text, depth, quote, end = line[m.end():], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPENING:
+            depth += 1
+        elif ch in _CLOSING:
+            depth -= 1
+            if depth == 0:
+                end = i + 1
+                break
+    if not end:
+        return None
+    value = _literal(text[:end])
+    if not isinstance(value, dict) or not value:
+        return None
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):  # a repr of something JSON has no form of
+        return None
 
 
 def _str(v: object) -> str | None:

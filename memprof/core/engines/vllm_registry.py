@@ -4,8 +4,10 @@ the ``_*_MODELS`` dicts of ``vllm/model_executor/models/registry.py``, ``__init_
 0.6.3).
 
 Only the releases that table lists are checked (0.6.0 – 0.7.2, the oldest memprof models,
-where most of today's bundled models did not exist yet); at any other release an architecture is
-taken as the family row that reads it says (no refusal here).
+where most of today's bundled models did not exist yet, and 0.10.0 / 0.10.1, between which
+gpt-oss's GptOssForCausalLM arrived: explain places a log between them by it,
+``memprof.probes.log_deployment``); at any other release an architecture is taken as the
+family row that reads it says (no refusal here).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def check_registered(release: str, architecture: str, model: str) -> None:
     read = list(_registry())
     later = [r for r in read if architecture in _registry()[r]]
     where = (f"use --engine-version {later[0]} or later" if later else
-             f"use a release after {read[-1]} (memprof reads the model registry of {read[0]} – "
-             f"{read[-1]} only, and none of them lists {architecture})")
+             f"use a release after {read[-1]} (memprof reads the model registry of "
+             f"{len(read)} releases from {read[0]} to {read[-1]}, and none of them lists "
+             f"{architecture})")
     raise BadInput(f"vLLM {release} cannot load {model}: its model registry "
                    f"(model_executor/models/) has no {architecture}", hint=where)

@@ -46,6 +46,8 @@ from memprof.core.versions import Rule, value_at
 
 ENCODER_TP_MODES = ("weights", "data")  # vllm/config/multimodal.py MMEncoderTPMode (0.10.2+)
 ENCODER_TP_MODE_SINCE = "0.10.2"  # first release with --mm-encoder-tp-mode (0.10.1 has none)
+# first release with --language-model-only (0.16.0 engine/arg_utils.py has none)
+LANGUAGE_MODEL_ONLY_SINCE = "0.17.0"
 DEFAULT_LIMIT = 999  # vllm/config/multimodal.py get_limit_per_prompt under V1 (v0.11.0)
 # under V0: one item of each modality (0.7.3 multimodal/registry.py init_mm_limits_per_prompt
 # config_limits_per_plugin.get(key, 1); 0.8.4 / 0.9.2 config.py, 0.10.1.1 config/__init__.py
@@ -879,6 +881,25 @@ _TP_MODE_ROWS = (Rule(
     since=ENCODER_TP_MODE_SINCE, until=None,
     introduced_by="first seen in 0.10.2 (use_data_parallel in qwen2_5_vl.py)",
     source="0.10.2 / 0.11.0 config/multimodal.py mm_encoder_tp_mode", applies_to="multimodal"),)
+
+
+_LANGUAGE_MODEL_ONLY_ROWS = (Rule(
+    name="vllm_language_model_only", changes="the --language-model-only flag",
+    since=LANGUAGE_MODEL_ONLY_SINCE, until=None,
+    introduced_by="first released in 0.17.0 (0.15.0, 0.15.1 and 0.16.0 have no such flag)",
+    source="0.17.0 / 0.20.0 / 0.27.1 engine/arg_utils.py ('--language-model-only'), "
+    "config/multimodal.py MultiModalConfig.language_model_only; 0.16.0 engine/arg_utils.py "
+    "has none", applies_to="multimodal"),)
+
+
+def check_language_model_only(version: str | None) -> None:
+    """vLLM's ``--language-model-only`` where the release has it (:class:`BadInput` before
+    0.17.0, whose argparse refuses the unknown flag); None is the newest release."""
+    if version is not None and not value_at(_LANGUAGE_MODEL_ONLY_ROWS, version, False):
+        raise BadInput(f"--language-model-only is not in vLLM {version}, whose argparse "
+                       f"refuses it (it came in {LANGUAGE_MODEL_ONLY_SINCE})",
+                       hint="drop it and give --limit-mm-per-prompt with each modality at 0, "
+                       f"or use --engine-version {LANGUAGE_MODEL_ONLY_SINCE} or later")
 
 
 def check_multimodal(vision: VisionTower | None, *, model: str, engine_models_it: bool,

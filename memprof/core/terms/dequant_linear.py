@@ -79,31 +79,42 @@ def _sm(ctx: TermContext) -> int:
     return _cuda_sm(ctx.gpu.arch) if ctx.gpu.arch != "unknown" else 0
 
 
+def _marlin_cc(ctx: TermContext) -> int:
+    from memprof.core.capability import marlin_min_cc
+
+    return marlin_min_cc(ctx.dep.engine_version, ctx.dep.engine)
+
+
 def _plain_awq(ctx: TermContext) -> bool:
-    """Does the rank run vLLM's AWQ linear, not Marlin: ``--quantization awq`` (vLLM "forcing
-    awq", on a checkpoint that declares AWQ too: awq_marlin.py
+    """Does the rank run vLLM's AWQ linear, not Marlin: ``--quantization awq`` where it forces
+    the plain kernel (vLLM "forcing awq", on a checkpoint that declares AWQ too: awq_marlin.py
     ``AWQMarlinConfig.override_quantization_method`` returns awq_marlin only where the user asked
-    for it or for none: ``QuantConfig.source`` "forced"), or an AWQ checkpoint on a CUDA GPU
-    below compute capability 8.0? ``--quantization awq_marlin`` is Marlin's."""
+    for it or for none: ``QuantConfig.source`` "forced"; up to 0.23.0), or AWQ on Marlin's
+    terms (a checkpoint, ``--quantization awq_marlin``, and from 0.24.0 ``--quantization awq``,
+    which AutoAWQConfig serves) on a CUDA GPU below Marlin's smallest compute capability
+    (``capability.marlin_min_cc``: 8.0, 7.5 from 0.14.0)? Below it the checkpoint is not
+    converted (check_marlin_supported fails), and 0.24.0 auto_awq.py
+    ``AutoAWQConfig.get_quant_method`` returns AutoAWQLinearMethod where it fails."""
     q = ctx.quant
     if q is None or q.method != "awq":
         return False
     if q.source == "forced" or (q.source == "flag" and not q.marlin):
         return True
-    if q.source != "config":
-        return False  # --quantization awq_marlin
-    return 0 < _sm(ctx) < 80
+    if q.source not in ("config", "flag"):
+        return False
+    return 0 < _sm(ctx) < _marlin_cc(ctx)
 
 
 def _plain_gptq(ctx: TermContext) -> bool:
     """Does the rank run vLLM's GPTQ linear, not Marlin or Machete: ``--quantization gptq``
     ("forcing gptq": ``QuantConfig.marlin`` False), a checkpoint gptq_marlin does not take, or a
-    CUDA GPU below compute capability 8.0 (gptq_marlin's minimum:
-    ``memprof.core.capability``)?"""
+    CUDA GPU below Marlin's smallest compute capability (``capability.marlin_min_cc``: 8.0,
+    7.5 from 0.14.0; from 0.22.0 AutoGPTQConfig's kernel choice, kernels/linear
+    choose_mp_linear_kernel, passes MarlinLinearKernel below it for ExllamaLinearKernel)?"""
     q = ctx.quant
     if q is None or q.method != "gptq":
         return False
-    return not q.marlin or 0 < _sm(ctx) < 80
+    return not q.marlin or 0 < _sm(ctx) < _marlin_cc(ctx)
 
 
 def _linear_base(module: str) -> str:

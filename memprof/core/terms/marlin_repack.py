@@ -135,8 +135,11 @@ def _base(module: str) -> str:
 
 
 def marlin_linears(ctx: TermContext) -> list[MarlinLinear]:
-    """The rank's linear modules that the release repacks for Marlin (AWQ on CUDA sm80+, GPTQ
-    with a Marlin-compatible config on sm80 – sm89), in construction order; [] otherwise."""
+    """The rank's linear modules that the release repacks for Marlin (AWQ on CUDA from
+    Marlin's smallest compute capability, ``capability.marlin_min_cc``: 8.0, 7.5 from 0.14.0;
+    GPTQ with a Marlin-compatible config from it to sm89), in construction order; []
+    otherwise."""
+    from memprof.core.capability import marlin_min_cc
     from memprof.core.weights.formats import _cuda_sm
     from memprof.core.weights.rank import RankWeights
     from memprof.core.weights.shard import WeightTensor
@@ -145,9 +148,10 @@ def marlin_linears(ctx: TermContext) -> list[MarlinLinear]:
     if q is None or (q.source != "config" and not q.marlin):  # a flag names gptq_marlin
         return []
     sm = _cuda_sm(ctx.gpu.arch) if ctx.gpu.arch != "unknown" else 0
-    if q.method == "awq" and sm >= 80:
+    least = marlin_min_cc(ctx.dep.engine_version, ctx.dep.engine)
+    if q.method == "awq" and sm >= least:
         kind = "awq"
-    elif q.method == "gptq" and q.marlin and 80 <= sm < 90:
+    elif q.method == "gptq" and q.marlin and least <= sm < 90:
         kind = "gptq"
     else:
         return []

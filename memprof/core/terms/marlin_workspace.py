@@ -74,11 +74,13 @@ def _per_output(tensors: list[WeightTensor], moe_sms: int) -> list[Component]:
 def marlin_workspace_terms(ctx: TermContext) -> list[Component]:
     """``Σ over Marlin layers of sm_count × max_blocks_per_sm × 4 B`` (int32), in model load.
     A GPU whose SM count the catalog does not state gets a zero placeholder naming it."""
+    from memprof.core.capability import marlin_min_cc
     from memprof.core.weights.formats import marlin_blocks
     from memprof.core.weights.rank import rank_weights
 
     q = ctx.quant
-    if q is None or not (q.method == "mxfp4" or marlin_blocks(q, ctx.gpu.arch)):
+    cc = marlin_min_cc(ctx.dep.engine_version, ctx.dep.engine)
+    if q is None or not (q.method == "mxfp4" or marlin_blocks(q, ctx.gpu.arch, marlin_cc=cc)):
         return []  # no Marlin layer (the common case): nothing to build
     tensors = rank_weights(ctx.spec, ctx.dep, q, ctx.coord, ctx.gpu.arch)
     linear = sum(t.count for t in tensors if t.marlin_blocks == 1)

@@ -105,7 +105,8 @@ def fp8_on_marlin(quant: QuantConfig, arch: str) -> bool:
     return not quant.checkpoint_format and cc is not None and cc < 89
 
 
-def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False) -> int:
+def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False,
+                  marlin_cc: int = 80) -> int:
     """The thread blocks per SM a layer's Marlin workspace is sized for, 0 where no Marlin
     kernel runs: vLLM v0.11.0 gives each Marlin layer its own ``workspace`` of
     ``marlin_make_workspace_new(device, max_blocks_per_sm)`` int32s, one per SM × blocks
@@ -113,14 +114,15 @@ def marlin_blocks(quant: QuantConfig | None, arch: str, moe: bool = False) -> in
     ``AWQMarlinLinearMethod``, ``prepare_fp8_layer_for_marlin``), 4 for a FusedMoE layer
     (``prepare_moe_fp8_layer_for_marlin``, ``GPTQMarlinMoEMethod``, ``AWQMarlinMoEMethod``).
     Marlin runs for vLLM's fp8 below sm89 (:func:`fp8_on_marlin`, compressed-tensors'
-    W8A16 fallback) and for GPTQ / AWQ checkpoints on sm80+ (gptq_marlin / awq_marlin);
-    MXFP4 experts on Marlin are marked by their builder."""
+    W8A16 fallback) and for GPTQ / AWQ checkpoints from compute capability ``marlin_cc``
+    (gptq_marlin / awq_marlin: 8.0, 7.5 from vLLM 0.14.0, ``memprof.core.capability.
+    marlin_min_cc``); MXFP4 experts on Marlin are marked by their builder."""
     if quant is None:
         return 0
     m = quant.method
     fp8 = m in ("fp8", "fp8_per_tensor", "fp8_per_channel") and (
         fp8_on_marlin(quant, arch) or _ct_fp8_on_marlin(quant, arch))
-    int4 = ((quant.source == "config" or quant.marlin) and _cuda_sm(arch) >= 80
+    int4 = ((quant.source == "config" or quant.marlin) and _cuda_sm(arch) >= marlin_cc
             and ((m == "gptq" and quant.marlin) or m == "awq"))
     return (4 if moe else 1) if fp8 or int4 else 0
 
@@ -248,9 +250,11 @@ def int8_w8a8(out: int, inn: int, channel: bool, static_input: bool,
 
 
 def linear_bytes(
-    out: int, inn: int, quant: QuantConfig | None, dtype_bytes: int, arch: str = "sm90"
+    out: int, inn: int, quant: QuantConfig | None, dtype_bytes: int, arch: str = "sm90",
+    marlin_cc: int = 80,
 ) -> tuple[int, str]:
-    """Bytes of a linear weight, quantised with ``quant`` (``None``: the model dtype)."""
+    """Bytes of a linear weight, quantised with ``quant`` (``None``: the model dtype);
+    ``marlin_cc``: the smallest compute capability of GPTQ on Marlin (:func:`marlin_blocks`)."""
     if quant is None or quant.method == "none":
         return dense_bytes(out, inn, dtype_bytes)
     m = quant.method
@@ -286,7 +290,7 @@ def linear_bytes(
         return gguf_bytes(out, inn, quant.scheme)
     if m == "gptq" and (quant.source == "config" or quant.marlin):  # or --quantization gptq_marlin
         return gptq(out, inn, quant.group_size, quant.bits or 4, dtype_bytes, quant.desc_act,
-                    quant.marlin and _cuda_sm(arch) >= 80)
+                    quant.marlin and _cuda_sm(arch) >= marlin_cc)
     if m in ("awq", "gptq"):
         return int4_grouped(out, inn, quant.group_size, quant.bits or 4, dtype_bytes)
     raise ValueError(f"unknown quantisation method {m}")
@@ -319,7 +323,7 @@ def _u8(name: str, nbytes: int, rows: int) -> Param:
 
 
 def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
-                  arch: str = "sm90") -> tuple[Param, ...]:
+                  arch: str = "sm90", marlin_cc: int = 80) -> tuple[Param, ...]:
     """The tensors of one linear under each scheme, with the shapes and dtypes of the vLLM
     methods cited in this module's functions; their bytes sum to ``linear_bytes`` (a property
     test holds them together)."""
@@ -396,7 +400,7 @@ def linear_params(out: int, inn: int, quant: QuantConfig | None, dtype: str,
     if m == "gptq" and (quant.source == "config" or quant.marlin):
         g = quant.group_size if quant.group_size > 0 else inn
         groups, bits = cdiv(inn, g), quant.bits or 4
-        marlin = quant.marlin and _cuda_sm(arch) >= 80
+        marlin = quant.marlin and _cuda_sm(arch) >= marlin_cc
         ps = [_u8("qweight", out * inn * bits // 8, inn * bits // 32 or 1),
               Param("scales", (groups, out), dtype)]
         if not marlin:

@@ -334,14 +334,14 @@ class MlpWeights(Shard):
             f13, f2 = f"{n13}×{h} fp8", f"{h}×{i_local} fp8 + block scales"
             blocks = 0
         else:
-            _n13, f13 = linear_bytes(n13, h, q, self.b, self.arch)
-            _n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch)
+            _n13, f13 = linear_bytes(n13, h, q, self.b, self.arch, self.marlin_cc)
+            _n2, f2 = linear_bytes(h, i_local, q, self.b, self.arch, self.marlin_cc)
             params = tuple(
                 Param(f"w13_{x.name}", (e_local, *x.shape), x.dtype)
-                for x in linear_params(n13, h, q, self.dtype, self.arch)) + tuple(
+                for x in linear_params(n13, h, q, self.dtype, self.arch, self.marlin_cc)) + tuple(
                 Param(f"w2_{x.name}", (e_local, *x.shape), x.dtype)
-                for x in linear_params(h, i_local, q, self.dtype, self.arch))
-            blocks = marlin_blocks(q, self.arch, moe=True)
+                for x in linear_params(h, i_local, q, self.dtype, self.arch, self.marlin_cc))
+            blocks = marlin_blocks(q, self.arch, moe=True, marlin_cc=self.marlin_cc)
         self.add(module, g, params, replicas=1,
                  formula=f"{e_local} experts × [w13 {f13} + w2 {f2}]", marlin_blocks=blocks)
         if (q is not None and q.method == "fp8" and q.block and dep.enable_expert_parallel

@@ -35,6 +35,7 @@ from memprof.base.errors import ConfigError, LayoutError
 from memprof.base.frozen import copier
 from memprof.base.units import cdiv, round_up
 from memprof.core.auto_dtype import served_dtype
+from memprof.core.capability import marlin_min_cc
 from memprof.core.deployment import Deployment, RankCoord
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models import ModelSpec, QuantConfig
@@ -243,6 +244,8 @@ class Shard:
     def __init__(self, spec: ModelSpec, dep: Deployment, quant: QuantConfig | None,
                  coord: RankCoord, arch: str) -> None:
         self.spec, self.dep, self.quant, self.coord, self.arch = spec, dep, quant, coord, arch
+        # from which compute capability GPTQ / AWQ run on Marlin at the release
+        self.marlin_cc = marlin_min_cc(dep.engine_version, dep.engine)
         self.dtype = model_dtype(spec, dep, arch)
         self.b = dtype_bytes(self.dtype)
         self.tp = dep.tp
@@ -290,12 +293,12 @@ class Shard:
         else:
             lo, li, rep = out, inn, dp * self.tp
         q = self.quantised(module) if quantise else None
-        _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch)
-        params, pad = self.rocm_fp8_padded(q, lo, li, linear_params(lo, li, q, self.dtype,
-                                                                      self.arch))
+        _nbytes, formula = linear_bytes(lo, li, q, self.b, self.arch, self.marlin_cc)
+        params, pad = self.rocm_fp8_padded(q, lo, li, linear_params(
+            lo, li, q, self.dtype, self.arch, self.marlin_cc))
         self.add(module, group, params, replicas=rep * replicas_extra,
                  formula=f"{formula} ({shard})" + (f" + {lo}×256 ROCm padding" if pad else ""),
-                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch))
+                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch, marlin_cc=self.marlin_cc))
         if bias:
             bo = lo
             self.add(module + ".bias", group, self.vec("bias", bo),
@@ -315,14 +318,16 @@ class Shard:
         """One slice (``out × inn``, already local) of a fused linear, quantised as the fused
         module ``quant_of`` is (e.g. the q or the kv part of ``QKVParallelLinear``)."""
         q = self.quantised(quant_of)
-        _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch)
+        _nbytes, formula = linear_bytes(out, inn, q, self.b, self.arch, self.marlin_cc)
         first = quant_of not in self._marlin_fused  # one workspace per fused module
         self._marlin_fused.add(quant_of)
-        params, pad = self.rocm_fp8_padded(q, out, inn, linear_params(out, inn, q, self.dtype,
-                                                                       self.arch))
+        params, pad = self.rocm_fp8_padded(q, out, inn, linear_params(
+            out, inn, q, self.dtype, self.arch, self.marlin_cc))
         self.add(module, group, params, replicas=replicas,
                  formula=formula + note + (f" + {out}×256 ROCm padding" if pad else ""),
-                 padding=pad, marlin_blocks=marlin_blocks(q, self.arch) if first else 0)
+                 padding=pad,
+                 marlin_blocks=(marlin_blocks(q, self.arch, marlin_cc=self.marlin_cc)
+                                if first else 0))
 
     def rocm_fp8_padded(self, q: QuantConfig | None, out: int, inn: int,
                         params: tuple[Param, ...]) -> tuple[tuple[Param, ...], int]:
