@@ -327,12 +327,17 @@ def _architecture(model: str, hf_overrides: object) -> str | None:
 
 
 def _lacks(engine: str, release: str, architecture: str | None) -> bool:
-    """Does ``release``'s model registry, where memprof has read it
-    (``memprof.core.engines.vllm_registry``), leave out ``architecture``?"""
-    from memprof.core.engines.vllm_registry import registered
-
-    known = registered(release) if engine == "vllm" and architecture else None
-    return known is not None and architecture not in known
+    """Does ``release``'s model registry, where memprof has read it (the engine's
+    ``check_architecture``: ``memprof.core.engines.vllm_registry`` for vLLM), leave out
+    ``architecture``?"""
+    runs = ENGINES.get(engine)
+    if runs is None or not architecture:
+        return False
+    try:
+        runs.check_architecture(release, architecture, architecture)
+    except BadInput:
+        return True
+    return False
 
 
 def _placed_release(log: StartupLog, engine: str, notes: list[str],
