@@ -109,7 +109,7 @@ def _plain_gptq(ctx: TermContext) -> bool:
     """Does the rank run vLLM's GPTQ linear, not Marlin or Machete: ``--quantization gptq``
     ("forcing gptq": ``QuantConfig.marlin`` False), a checkpoint gptq_marlin does not take, or a
     CUDA GPU below Marlin's smallest compute capability (``capability.marlin_min_cc``: 8.0,
-    7.5 from 0.14.0; from 0.22.0 AutoGPTQConfig's kernel choice, kernels/linear
+    7.5 from 0.14.0; from 0.22.0 AutoGPTQConfig's kernel choice, model_executor/kernels/linear
     choose_mp_linear_kernel, passes MarlinLinearKernel below it for ExllamaLinearKernel)?"""
     q = ctx.quant
     if q is None or q.method != "gptq":
