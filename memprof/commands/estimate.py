@@ -77,6 +77,10 @@ def run(args: Namespace) -> int:
         changes["engine_version"] = resolve_version(
             engine_release(str(changes["engine_version"]), engine), engine,
             flag="--compare engine_version")
+    if command is not None:
+        from memprof.probes.serve_command import check_release
+
+        check_release(command, dep.engine_version)
     for line in command.describe(dep.engine_version) if command else ():
         sys.stderr.write(line + "\n")
     result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory, args.gpu_arch))

@@ -41,7 +41,9 @@ from memprof.probes.serve_flags import (
     HUMAN_READABLE,
     MEMPROF_ONLY,
     OTHER_FLAGS,
+    SGLANG_CLI,
     ServeFlag,
+    sglang_flag_at,
 )
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -99,6 +101,8 @@ class ServeCommand:
     # the release a container image's tag names (``vllm/vllm-openai:v0.27.1`` → "0.27.1"), or
     # None (no image, or a tag such as ``latest`` that names none)
     image_release: str | None = None
+    # every flag given, as the engine spells it (``--tp_size`` read as ``--tp-size``)
+    flags: tuple[str, ...] = ()
 
     def describe(self, release: str | None = None) -> list[str]:
         """The lines a user reads about what was taken from the command (stderr); ``release``:
@@ -245,7 +249,7 @@ def parse_tokens(tokens: list[str], *, engine: str | None = None,
         return cmd
     return ServeCommand(engine=cmd.engine, model=cmd.model, settings={**extra, **cmd.settings},
                         ignored=cmd.ignored, not_modelled=cmd.not_modelled + unmodelled,
-                        version=cmd.version)
+                        version=cmd.version, flags=cmd.flags)
 
 
 # flags vLLM takes for any model that change what a pooling model's profile run holds, which
@@ -423,7 +427,7 @@ def _with_image_release(cmd: ServeCommand, image: str | None) -> ServeCommand:
         settings.setdefault("engine_version", release)
     return ServeCommand(engine=cmd.engine, model=cmd.model, settings=settings,
                         ignored=cmd.ignored, not_modelled=not_modelled, version=cmd.version,
-                        image_release=release)
+                        image_release=release, flags=cmd.flags)
 
 
 _LAUNCH = re.compile(r"vllm\s+serve|vllm\.entrypoints|sglang\.launch_server|sglang\s+serve")
@@ -435,6 +439,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
     settings: dict[str, Any] = {}
     ignored: list[str] = []
     not_modelled: list[tuple[str, str]] = []
+    given: list[str] = []
     model: str | None = None
     cpu_loras: str | None = None
     i = 0
@@ -463,6 +468,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
             negated = entry is not None
         if entry is None:
             raise _unknown(name, engine)
+        given.append(name)
         fld, other = entry
         is_switch = (other.arity == "flag") if other is not None else fld in _BOOL_FIELDS
         if negated and not is_switch:
@@ -480,7 +486,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                 i += 1
                 if other is None or other.arity != "many":
                     break
-            if not values:
+            if not values and (other is None or other.arity != "optional"):
                 raise BadInput(f"{where}: {name} needs a value", hint=f"e.g. {name} VALUE")
         if other is not None:
             if other.kind == "ignored":
@@ -517,7 +523,36 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
         _check_cpu_loras(cpu_loras, int(settings.get("max_loras") or 1), where)
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
-                        version=ENGINE_VERSION_ASSUMED[engine])
+                        version=ENGINE_VERSION_ASSUMED[engine], flags=tuple(given))
+
+
+def check_release(cmd: ServeCommand, release: str | None) -> None:
+    """An SGLang command's flags at the release asked (``--engine-version``, or the image's
+    tag): a flag that release's ServerArgs does not have (``serve_flags.sglang_flag_at``) is an
+    error naming the releases that have it and the nearest flag of the release asked. No
+    release asked: every flag of the releases read is taken."""
+    if cmd.engine != "sglang" or not release:
+        return
+    import difflib
+
+    release = release.removeprefix("v")
+    for flag in cmd.flags:
+        if sglang_flag_at(flag, release) is not False:
+            continue
+        spelled = sorted({f for e in SGLANG_CLI["fields"].values() for f in e["flags"]})
+        have = [r for r in _sglang_releases() if sglang_flag_at(flag, r)]
+        there = [f for f in spelled if sglang_flag_at(f, release)]
+        close = difflib.get_close_matches(flag, there, n=1, cutoff=0.6)
+        span = f"{have[0]} - {have[-1]}" if have else "no release listed"
+        raise BadInput(f"SGLang {release} has no flag {flag} (SGLang {span} has)",
+                       hint=(f"did you mean {close[0]}? " if close else "")
+                       + "or give the --engine-version the command was written for")
+
+
+def _sglang_releases() -> list[str]:
+    from memprof.probes.sglang_log import release_fields
+
+    return list(release_fields())
 
 
 def _check_cpu_loras(text: str, max_loras: int, where: str) -> None:

@@ -874,10 +874,13 @@ class SGLang(Engine):
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
 
     # the long forms ServerArgs.add_cli_args registers beside --tp-size, --pp-size, --dp-size
-    # (server_args.py, sglang 0.4.3 to SGL@d315eb7)
+    # (server_args.py, sglang 0.4.3 to SGL@d315eb7); --cuda-graph-max-bs-decode: 0.5.23's
+    # spelling of the decode graphs' largest batch (arg_groups/fields/exec_.py
+    # cuda_graph_max_bs_decode, applied by arg_groups/cuda_graph_hook.py; 0.5.16 and 0.5.19
+    # spell the same field --cuda-graph-max-bs: configs/sglang_cli_flags.json)
     flag_aliases: ClassVar[dict[str, str]] = {
         "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
-        "--data-parallel-size": "dp"}
+        "--data-parallel-size": "dp", "--cuda-graph-max-bs-decode": "cuda_graph_max_bs"}
 
     def world_size(self, dep: DeploymentView) -> int:
         """``--tp`` is the GPU count of one server and ``--dp`` splits it for attention: TP×PP."""
