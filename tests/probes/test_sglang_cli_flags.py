@@ -109,7 +109,7 @@ FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None
 @given(st.lists(st.sampled_from(FLAGGED), min_size=1, max_size=6))
 def test_any_sglang_flag_is_read_ignored_or_not_modelled(picked: list) -> None:
     words = ["python", "-m", "sglang.launch_server", "--model-path", "m"]
-    for name, entry in picked:
+    for _name, entry in picked:
         if entry["kind"] == "read":
             continue  # applied with a value of its own kind (the tests of the settings)
         flag = entry["flags"][0]
