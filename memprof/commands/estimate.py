@@ -90,10 +90,12 @@ def run(args: Namespace) -> int:
     if changes is not None:
         other = run_estimate(model, dep.with_(**changes), gpu=result.gpu)
     fixes = remedies(result, result.spec)
-    from memprof.core.contract import EstimateReport
+    from memprof.core.contract import CommandFlags, EstimateReport
 
-    emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=args.compare),
-         args.fmt, markdown)
+    flags = (CommandFlags(ignored=command.ignored, not_modelled=command.not_modelled)
+             if command is not None else None)
+    emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=args.compare,
+                        command=flags), args.fmt, markdown)
     if plot is not None:
         from memprof.report.plot import estimate_figure, save
 

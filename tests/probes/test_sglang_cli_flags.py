@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,4 +172,21 @@ def test_cli_refuses_a_flag_of_a_later_release_and_lists_ignored_ones() -> None:
     assert code == 0, err
     assert "ignored (no effect on GPU memory): --grpc-mode" in err
     assert "--enable-return-routed-experts (the routed-experts capture buffer)" in err
-    assert json.loads(out)
+    assert json.loads(out)["serve_command"] == {
+        "ignored": ["--grpc-mode"],
+        "not_modelled": [{"flag": "--enable-return-routed-experts",
+                          "note": "the routed-experts capture buffer"}]}
+
+
+def test_markdown_lists_the_flags_not_applied(tmp_path: Path) -> None:
+    md = tmp_path / "e.md"
+    code, _, err = invoke(["estimate", "--gpu", "H100", "--markdown", str(md), "--",
+                           "sglang", "serve", "qwen3-0.6b", "--port", "30000", "--host",
+                           "0.0.0.0", "--speculative-algorithm", "NGRAM"])
+    assert code == 0, err
+    text = md.read_text()
+    assert "- ignored (no effect on GPU memory): `--port` `--host`" in text
+    assert "- not modelled (may change GPU memory): `--speculative-algorithm` (" in text
+    code, out, _ = invoke(["estimate", "-f", "json", "--gpu", "H100", "--model", "qwen3-0.6b",
+                           "--engine", "sglang"])
+    assert code == 0 and "serve_command" not in json.loads(out)
