@@ -175,6 +175,25 @@ def _unknown(flag: str, engine: str) -> BadInput:
                     f"{ENGINE_VERSION_ASSUMED[engine]})", hint=hint)
 
 
+_SGLANG_SPELLED = tuple(sorted({f for e in SGLANG_CLI["fields"].values() for f in e["flags"]}))
+
+
+def _sglang_prefix(flag: str, where: str) -> str | None:
+    """The SGLang flag ``flag`` abbreviates, as argparse reads a unique prefix of a long flag
+    (``allow_abbrev``, on in every release read: server_args.py prepare_server_args builds its
+    ``argparse.ArgumentParser`` with the default), among the flags of every release
+    (``configs/sglang_cli_flags.json``); a prefix of several is an error, as argparse's
+    "ambiguous option"; None: a prefix of none."""
+    if not flag.startswith("--") or len(flag) < 4:
+        return None
+    hits = [f for f in _SGLANG_SPELLED if f.startswith(flag)]
+    if len(hits) > 1:
+        raise BadInput(f"{where}: {flag[:60]} is ambiguous: SGLang reads a unique prefix of a "
+                       f"flag, and it begins {len(hits)} ({', '.join(hits[:3])}, ...)",
+                       hint="spell the flag out")
+    return hits[0] if hits else None
+
+
 def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
     """(engine, index of the first argument after the launcher), or None."""
     i = 0
@@ -466,6 +485,9 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
         if entry is None and name.startswith("--no-"):
             entry = table.get("--" + name[5:])
             negated = entry is not None
+        if entry is None and engine == "sglang":
+            name = _sglang_prefix(name, where) or name
+            entry = table.get(name)
         if entry is None:
             raise _unknown(name, engine)
         given.append(name)

@@ -127,8 +127,10 @@ def test_any_sglang_flag_is_read_ignored_or_not_modelled(picked: list) -> None:
 @given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=3, max_size=30))
 def test_a_flag_no_release_has_is_an_error_with_a_hint(word: str) -> None:
     flag = "--" + word.strip("-")
-    if flag in _TABLES["sglang"] or flag.startswith("--no-") or flag == "--":
-        return
+    spelled = {f for _, e in FLAGGED for f in e["flags"]}
+    if (any(f.startswith(flag) for f in spelled | set(_TABLES["sglang"]))
+            or flag.startswith("--no-") or flag == "--"):
+        return  # a flag, or a prefix argparse reads as one (the test below)
     with pytest.raises(BadInput) as exc:
         parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m", flag, "1"])
     assert "unknown SGLang flag" in exc.value.message and exc.value.hint
@@ -190,3 +192,15 @@ def test_markdown_lists_the_flags_not_applied(tmp_path: Path) -> None:
     code, out, _ = invoke(["estimate", "-f", "json", "--gpu", "H100", "--model", "qwen3-0.6b",
                            "--engine", "sglang"])
     assert code == 0 and "serve_command" not in json.loads(out)
+
+
+def test_a_unique_prefix_is_the_flag_it_begins() -> None:
+    # argparse's allow_abbrev, on in SGLang's prepare_server_args
+    c = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                      "--mem-fraction", "0.7", "--served-model", "x", "--disable-custom-all"])
+    assert c.settings == {"mem_fraction_static": 0.7, "disable_custom_all_reduce": True}
+    assert c.ignored == ("--served-model-name",)
+    with pytest.raises(BadInput) as exc:
+        parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                      "--enable-dp", "1"])
+    assert "ambiguous" in exc.value.message and exc.value.hint
