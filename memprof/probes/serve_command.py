@@ -113,9 +113,14 @@ class ServeCommand:
         if self.image_release is not None:
             how = (f"{name} (release {self.image_release} from the image's tag; flags as {name} "
                    f"{self.version} spells them)")
+        elif (release is not None and self.engine == "sglang"
+              and sglang_flag_at("--model-path", release.removeprefix("v")) is not None):
+            # the flags were checked against that release's ServerArgs (check_release)
+            how = f"{name} (release {release} from --engine-version, and its flags)"
         elif release is not None and release != self.version:
             how = (f"{name} (release {release} from --engine-version; flags as {name} "
-                   f"{self.version} spells them)")
+                   f"{self.version} " + ("spell" if " - " in self.version else "spells")
+                   + " them)")
         out = [f"read as {how}: model {self.model or '(not given)'}, "
                + (", ".join(f"{k}={v}" for k, v in self.settings.items()) or "no memory flags")]
         if self.not_modelled:

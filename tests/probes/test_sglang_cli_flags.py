@@ -158,6 +158,11 @@ def test_flag_at_the_release_asked() -> None:
         check_release(c, "0.4.9")
     assert "SGLang 0.4.9 has no flag --enable-lora" in exc.value.message
     assert "0.4.10 - " in exc.value.message and exc.value.hint
+    with pytest.raises(BadInput):  # a post release: its numbered release's ServerArgs
+        check_release(c, "0.4.9.post5")
+    check_release(c, "main@d315eb7")  # a source snapshot: no ServerArgs table, not checked
+    assert "and its flags" in c.describe("0.5.3")[0]
+    assert "spell them" in c.describe("main@d315eb7")[0]
 
 
 def test_cli_refuses_a_flag_of_a_later_release_and_lists_ignored_ones() -> None:
