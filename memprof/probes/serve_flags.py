@@ -211,20 +211,20 @@ def _version_key(release: str) -> tuple[int, ...]:
     return tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
 
 
-def sglang_flag_fields(flag: str) -> list[tuple[str, tuple[str, str] | None]]:
-    """The ServerArgs fields ``flag`` spells, each with the first and last release read that
-    registers the spelling where it is not the field's in every release read (a rename)."""
-    return [(name, tuple(entry.get("spelled", {}).get(flag, ())) or None)
+def sglang_flag_fields(flag: str) -> list[tuple[str, list[list[str]]]]:
+    """The ServerArgs fields ``flag`` spells, each with the runs of consecutive releases read
+    whose ``add_cli_args`` registers that spelling (first and last of each run)."""
+    return [(name, entry["flags"][flag])
             for name, entry in SGLANG_CLI["fields"].items() if flag in entry["flags"]]
 
 
 def sglang_flag_at(flag: str, release: str) -> bool | None:
-    """Whether SGLang ``release`` (a post release: its numbered one) has ``flag``: one of the
-    fields it spells is in that release's ServerArgs (``configs/sglang_server_args.json``).
-    None where it cannot be told: a flag no release spells (memprof's own), or a release the
-    table does not list. A renamed spelling counts from the release read before the first
-    that registers it to the release read after the last (both exclusive): the releases
-    between are not read."""
+    """Whether SGLang ``release`` (a post release: its numbered one) has ``flag``. A release
+    read: its wheel registers the spelling. Another: a run of releases read that register it
+    spans it, or it lies between such a run and the releases read on either side of it, and
+    its ServerArgs (``configs/sglang_server_args.json``) has the field the flag sets. None
+    where it cannot be told: a flag no release spells (memprof's own), or a release the table
+    does not list (a source snapshot)."""
     from memprof.probes.sglang_log import release_fields
 
     spelled = sglang_flag_fields(flag)
@@ -233,14 +233,15 @@ def sglang_flag_at(flag: str, release: str) -> bool | None:
     if not spelled or fields is None:
         return None
     read = [_version_key(r) for r in SGLANG_CLI["read"]]
-    for name, span in spelled:
-        if name not in fields:
-            continue
-        if span is None:
-            return True
-        first, last = _version_key(span[0]), _version_key(span[1])
-        lower = max((r for r in read if r < first), default=())
-        upper = min((r for r in read if r > last), default=(1 << 30,))
-        if lower < at < upper:
-            return True
+    for name, runs in spelled:
+        for first_release, last_release in runs:
+            first, last = _version_key(first_release), _version_key(last_release)
+            if first <= at <= last:
+                return True
+            if at in read:
+                continue
+            lower = max((r for r in read if r < first), default=())
+            upper = min((r for r in read if r > last), default=(1 << 30,))
+            if lower < at < upper and name in fields:
+                return True
     return False
