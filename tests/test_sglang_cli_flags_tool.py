@@ -27,6 +27,14 @@ class ServerArgs:
         parser.add_argument("--old", action=DeprecatedStoreConstAction, dest="new", nargs=None)
         parser.add_argument("--gone", action=DeprecatedAction)
         parser.add_argument("--paths", nargs="*")
+        parser.add_argument("--stop", action=DeprecatedAction, error_message="use --x")
+'''
+
+# 0.5.3's DeprecatedAction: every flag registered with it is refused
+RAISING = '''
+class DeprecatedAction(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise ValueError(self.help)
 '''
 
 
@@ -57,4 +65,8 @@ def test_reads_flags_and_arities(tmp_path: Path) -> None:
         "new": (["--old"], "value"),
         "gone": (["--gone"], "flag"),
         "paths": (["--paths"], "many"),
+        "stop": (["--stop"], "flag!"),  # refused: an error_message
     }
+    (srt / "server_args.py").write_text(SERVER_ARGS + RAISING)
+    got = _tool().read(tmp_path)
+    assert got["gone"] == (["--gone"], "flag!") and got["disable_x"] == (["--disable-x"], "flag")

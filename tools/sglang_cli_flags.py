@@ -4,7 +4,9 @@ SGLang: each flag's names and whether it takes no value, one value, an optional 
 
     python tools/sglang_cli_flags.py UNZIPPED_WHEEL_ROOT
 
-prints ``field names arity`` per flag, as ``ServerArgs.add_cli_args`` registers it:
+prints ``field names arity`` per flag, as ``ServerArgs.add_cli_args`` registers it (the arity
+ending in ``!`` where the flag is registered only to be refused, a ``DeprecatedAction`` that
+raises):
 ``parser.add_argument`` calls (store_true / BooleanOptionalAction / nargs=0 actions: no value;
 nargs '+' or '*': a list; nargs '?': an optional value), and the dataclass fields that
 ``add_cli_args_from_dataclass`` (arg_groups/arg_utils.py) turns into flags (bool: store_true;
@@ -47,7 +49,21 @@ def _arity(action: str, nargs: str, kind: str = "") -> str:
     return kind or "value"
 
 
-def from_calls(tree: ast.AST) -> dict[str, tuple[list[str], str]]:
+def deprecated_action_raises(tree: ast.AST) -> bool:
+    """Whether this file's ``DeprecatedAction.__call__`` refuses the flag whatever it is given
+    (0.5.3, 0.5.4: ``raise ValueError(self.help)``); the later one warns, and refuses only a
+    flag registered with an ``error_message`` (0.5.19 on: ``parser.error``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "DeprecatedAction":
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "__call__":
+                    return any(isinstance(st, ast.Raise) for st in fn.body)
+    return False
+
+
+def from_calls(tree: ast.AST, raises: bool = False) -> dict[str, tuple[list[str], str]]:
+    """``add_argument`` calls: field → (names, arity), the arity ending in ``!`` where SGLang
+    refuses the flag (a ``DeprecatedAction`` that raises, or one given an ``error_message``)."""
     out: dict[str, tuple[list[str], str]] = {}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and _name(node.func) == "add_argument"):
@@ -63,7 +79,9 @@ def from_calls(tree: ast.AST) -> dict[str, tuple[list[str], str]]:
         field = dest or (longs or names)[0].lstrip("-").replace("-", "_")
         nargs = "None" if "nargs" in kw and _name(kw["nargs"]) == "None" else _name(
             kw.get("nargs"))
-        out.setdefault(field, (names, _arity(_name(kw.get("action")), nargs)))
+        action = _name(kw.get("action"))
+        refused = action == "DeprecatedAction" and (raises or "error_message" in kw)
+        out.setdefault(field, (names, _arity(action, nargs) + ("!" if refused else "")))
     return out
 
 
@@ -113,11 +131,10 @@ def read(root: Path) -> dict[str, tuple[list[str], str]]:
     srt = root / "sglang" / "srt"
     found: dict[str, tuple[list[str], str]] = {}
     files = [srt / "server_args.py", *sorted((srt / "arg_groups").rglob("*.py"))]
-    for f in files:
-        if not f.exists():
-            continue
-        tree = ast.parse(f.read_text(encoding="utf-8"))
-        for k, v in {**from_fields(tree), **from_calls(tree)}.items():
+    trees = [ast.parse(f.read_text(encoding="utf-8")) for f in files if f.exists()]
+    raises = any(deprecated_action_raises(t) for t in trees)
+    for tree in trees:
+        for k, v in {**from_fields(tree), **from_calls(tree, raises)}.items():
             found.setdefault(k, v)
     return found
 

@@ -44,6 +44,7 @@ from memprof.probes.serve_flags import (
     SGLANG_CLI,
     ServeFlag,
     sglang_flag_at,
+    sglang_flag_refused,
 )
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -566,14 +567,16 @@ def check_release(cmd: ServeCommand, release: str | None) -> None:
     for flag in cmd.flags:
         if sglang_flag_at(flag, release) is not False:
             continue
-        spelled = sorted({f for e in SGLANG_CLI["fields"].values() for f in e["flags"]})
-        have = [r for r in _sglang_releases() if sglang_flag_at(flag, r)]
-        there = [f for f in spelled if sglang_flag_at(f, release)]
+        there = [f for f in _SGLANG_SPELLED if sglang_flag_at(f, release)]
         close = difflib.get_close_matches(flag, there, n=1, cutoff=0.6)
-        span = f"{have[0]} - {have[-1]}" if have else "no release listed"
-        raise BadInput(f"SGLang {release} has no flag {flag} (SGLang {span} has)",
-                       hint=(f"did you mean {close[0]}? " if close else "")
-                       + "or give the --engine-version the command was written for")
+        hint = ((f"did you mean {close[0]}? " if close else "")
+                + "or give the --engine-version the command was written for")
+        if sglang_flag_refused(flag, release):
+            raise BadInput(f"SGLang {release} refuses {flag}: its parser registers the flag "
+                           "only to stop at it (deprecated)", hint=hint)
+        have = [r for r in _sglang_releases() if sglang_flag_at(flag, r)]
+        span = f"SGLang {have[0]} - {have[-1]} has" if have else "no release takes it"
+        raise BadInput(f"SGLang {release} has no flag {flag} ({span})", hint=hint)
 
 
 def _sglang_releases() -> list[str]:

@@ -232,6 +232,8 @@ def sglang_flag_at(flag: str, release: str) -> bool | None:
     fields = {_version_key(r): have for r, have in release_fields().items()}.get(at)
     if not spelled or fields is None:
         return None
+    if sglang_flag_refused(flag, release):
+        return False
     read = [_version_key(r) for r in SGLANG_CLI["read"]]
     for name, runs in spelled:
         for first_release, last_release in runs:
@@ -245,3 +247,14 @@ def sglang_flag_at(flag: str, release: str) -> bool | None:
             if lower < at < upper and name in fields:
                 return True
     return False
+
+
+def sglang_flag_refused(flag: str, release: str) -> bool:
+    """Whether SGLang ``release`` registers ``flag`` only to stop at it: a run of releases read
+    whose ``DeprecatedAction`` refuses it spans the release (0.5.3, 0.5.4 server_args.py:
+    ``raise ValueError(self.help)`` for --enable-ep-moe and the other MoE switches; 0.5.19
+    arg_groups/argparse_actions.py: ``parser.error`` where an ``error_message`` is given)."""
+    at = _version_key(release)
+    return any(_version_key(first) <= at <= _version_key(last)
+               for entry in SGLANG_CLI["fields"].values()
+               for first, last in entry.get("refused", {}).get(flag, ()))

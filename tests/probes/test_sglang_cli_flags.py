@@ -156,6 +156,15 @@ def test_flag_at_the_release_asked() -> None:
         assert sglang_flag_at("--hybrid-kvcache-ratio", release) is False, release
     for release in release_fields():
         assert sglang_flag_at("--model-path", release) is True, release
+    # --enable-ep-moe: read to 0.4.9; 0.5.3 and 0.5.4 register it to raise (DeprecatedAction)
+    assert sglang_flag_at("--enable-ep-moe", "0.4.9") is True
+    assert sglang_flag_at("--enable-ep-moe", "0.5.3") is False
+    ep = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                       "--enable-ep-moe", "--tp", "2"])
+    with pytest.raises(BadInput) as exc:
+        check_release(ep, "0.5.4")
+    assert "SGLang 0.5.4 refuses --enable-ep-moe" in exc.value.message and exc.value.hint
+    check_release(ep, "0.4.9")
     c = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
                       "--enable-lora", "--log-level", "info"])
     check_release(c, "0.5.3")
