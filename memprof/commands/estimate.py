@@ -77,6 +77,10 @@ def run(args: Namespace) -> int:
         changes["engine_version"] = resolve_version(
             engine_release(str(changes["engine_version"]), engine), engine,
             flag="--compare engine_version")
+    if command is not None:
+        from memprof.probes.serve_command import check_release
+
+        check_release(command, dep.engine_version)
     for line in command.describe(dep.engine_version) if command else ():
         sys.stderr.write(line + "\n")
     result = run_estimate(model, dep, gpu=gpu_of(gpu, gpu_memory, args.gpu_arch))
@@ -86,10 +90,12 @@ def run(args: Namespace) -> int:
     if changes is not None:
         other = run_estimate(model, dep.with_(**changes), gpu=result.gpu)
     fixes = remedies(result, result.spec)
-    from memprof.core.contract import EstimateReport
+    from memprof.core.contract import CommandFlags, EstimateReport
 
-    emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=args.compare),
-         args.fmt, markdown)
+    flags = (CommandFlags(ignored=command.ignored, not_modelled=command.not_modelled)
+             if command is not None else None)
+    emit(EstimateReport(estimate=result, remedies=fixes, other=other, changes=args.compare,
+                        command=flags), args.fmt, markdown)
     if plot is not None:
         from memprof.report.plot import estimate_figure, save
 

@@ -23,14 +23,24 @@ from memprof.core.remedies import Remedies
 SCHEMA_VERSION = 1
 
 
+class CommandFlags(NamedTuple):
+    """What memprof did not apply of a pasted serve command: the flags ignored (no effect on
+    GPU memory) and those not modelled (they may change it), each with what it changes."""
+
+    ignored: tuple[str, ...] = ()
+    not_modelled: tuple[tuple[str, str], ...] = ()
+
+
 class EstimateReport(NamedTuple):
-    """What ``memprof estimate`` shows: the estimate, its remedies, and ``--compare``'s other
-    estimate with the changes that made it (``None`` without ``--compare``)."""
+    """What ``memprof estimate`` shows: the estimate, its remedies, ``--compare``'s other
+    estimate with the changes that made it (``None`` without ``--compare``), and the flags of a
+    pasted serve command memprof did not apply (``None`` without one)."""
 
     estimate: Estimate
     remedies: Remedies | None = None
     other: Estimate | None = None
     changes: str | None = None
+    command: CommandFlags | None = None
 
 
 def component_dict(c: Component) -> dict[str, Any]:
@@ -211,6 +221,10 @@ def report_dict(report: EstimateReport) -> dict[str, Any]:
          "detail": r.detail} for r in (remedies or [])]
     if remedies is not None and remedies.tried:
         d["summary"]["remedies_note"] = remedies.summary()
+    if report.command is not None:
+        d["serve_command"] = {
+            "ignored": list(report.command.ignored),
+            "not_modelled": [{"flag": f, "note": n} for f, n in report.command.not_modelled]}
     if other is not None:
         from memprof.core.compare import diff  # only an estimate with --compare has one
 

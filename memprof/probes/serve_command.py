@@ -41,7 +41,10 @@ from memprof.probes.serve_flags import (
     HUMAN_READABLE,
     MEMPROF_ONLY,
     OTHER_FLAGS,
+    SGLANG_CLI,
     ServeFlag,
+    sglang_flag_at,
+    sglang_flag_refused,
 )
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -102,6 +105,8 @@ class ServeCommand:
     # the command runs vLLM's ``--language-model-only`` (applied to ``settings`` as
     # ``--limit-mm-per-prompt``; the release that must have the flag is checked where it is known)
     language_model_only: bool = False
+    # every flag given, as the engine spells it (``--tp_size`` read as ``--tp-size``)
+    flags: tuple[str, ...] = ()
 
     def describe(self, release: str | None = None) -> list[str]:
         """The lines a user reads about what was taken from the command (stderr); ``release``:
@@ -112,9 +117,14 @@ class ServeCommand:
         if self.image_release is not None:
             how = (f"{name} (release {self.image_release} from the image's tag; flags as {name} "
                    f"{self.version} spells them)")
+        elif (release is not None and _by_release(self.engine)
+              and sglang_flag_at("--model-path", release.removeprefix("v")) is not None):
+            # the flags were checked against that release's ServerArgs (check_release)
+            how = f"{name} (release {release} from --engine-version, and its flags)"
         elif release is not None and release != self.version:
             how = (f"{name} (release {release} from --engine-version; flags as {name} "
-                   f"{self.version} spells them)")
+                   f"{self.version} " + ("spell" if " - " in self.version else "spells")
+                   + " them)")
         out = [f"read as {how}: model {self.model or '(not given)'}, "
                + (", ".join(f"{k}={v}" for k, v in self.settings.items()) or "no memory flags")]
         if self.not_modelled:
@@ -172,6 +182,25 @@ def _unknown(flag: str, engine: str) -> BadInput:
         "memprof's own flags (--gpu, --format) go before the --")
     return BadInput(f"unknown {name} flag {flag[:60]!r} (memprof knows the flags of {name} "
                     f"{ENGINE_VERSION_ASSUMED[engine]})", hint=hint)
+
+
+_SGLANG_SPELLED = tuple(sorted({f for e in SGLANG_CLI["fields"].values() for f in e["flags"]}))
+
+
+def _sglang_prefix(flag: str, where: str) -> str | None:
+    """The SGLang flag ``flag`` abbreviates, as argparse reads a unique prefix of a long flag
+    (``allow_abbrev``, on in every release read: server_args.py prepare_server_args builds its
+    ``argparse.ArgumentParser`` with the default), among the flags of every release
+    (``configs/sglang_cli_flags.json``); a prefix of several is an error, as argparse's
+    "ambiguous option"; None: a prefix of none."""
+    if not flag.startswith("--") or len(flag) < 4:
+        return None
+    hits = [f for f in _SGLANG_SPELLED if f.startswith(flag)]
+    if len(hits) > 1:
+        raise BadInput(f"{where}: {flag[:60]} is ambiguous: SGLang reads a unique prefix of a "
+                       f"flag, and it begins {len(hits)} ({', '.join(hits[:3])}, ...)",
+                       hint="spell the flag out")
+    return hits[0] if hits else None
 
 
 def find_launcher(tokens: list[str]) -> tuple[str, int] | None:
@@ -435,6 +464,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
     settings: dict[str, Any] = {}
     ignored: list[str] = []
     not_modelled: list[tuple[str, str]] = []
+    given: list[str] = []
     model: str | None = None
     cpu_loras: str | None = None
     i = 0
@@ -461,8 +491,12 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
         if entry is None and name.startswith("--no-"):
             entry = table.get("--" + name[5:])
             negated = entry is not None
+        if entry is None and _by_release(engine):
+            name = _sglang_prefix(name, where) or name
+            entry = table.get(name)
         if entry is None:
             raise _unknown(name, engine)
+        given.append(name)
         fld, other = entry
         is_switch = (other.arity == "flag") if other is not None else fld in _BOOL_FIELDS
         if negated and not is_switch:
@@ -480,7 +514,7 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
                 i += 1
                 if other is None or other.arity != "many":
                     break
-            if not values:
+            if not values and (other is None or other.arity != "optional"):
                 raise BadInput(f"{where}: {name} needs a value", hint=f"e.g. {name} VALUE")
         if other is not None:
             if other.kind == "ignored":
@@ -519,7 +553,47 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
     return ServeCommand(engine=engine, model=model, settings=settings, ignored=tuple(ignored),
                         not_modelled=tuple(not_modelled),
                         version=ENGINE_VERSION_ASSUMED[engine],
-                        language_model_only=language_model_only)
+                        language_model_only=language_model_only,
+                        flags=tuple(given))
+
+
+
+def check_release(cmd: ServeCommand, release: str | None) -> None:
+    """An SGLang command's flags at the release asked (``--engine-version``, or the image's
+    tag): a flag that release's ServerArgs does not have (``serve_flags.sglang_flag_at``) is an
+    error naming the releases that have it and the nearest flag of the release asked. No
+    release asked: every flag of the releases read is taken."""
+    if not _by_release(cmd.engine) or not release:
+        return
+    import difflib
+
+    release = release.removeprefix("v")
+    for flag in cmd.flags:
+        if sglang_flag_at(flag, release) is not False:
+            continue
+        there = [f for f in _SGLANG_SPELLED if sglang_flag_at(f, release)]
+        close = difflib.get_close_matches(flag, there, n=1, cutoff=0.6)
+        hint = ((f"did you mean {close[0]}? " if close else "")
+                + "or give the --engine-version the command was written for")
+        if sglang_flag_refused(flag, release):
+            raise BadInput(f"SGLang {release} refuses {flag}: its parser registers the flag "
+                           "only to stop at it (deprecated)", hint=hint)
+        have = [r for r in _sglang_releases() if sglang_flag_at(flag, r)]
+        span = f"SGLang {have[0]} - {have[-1]} has" if have else "no release takes it"
+        raise BadInput(f"SGLang {release} has no flag {flag} ({span})", hint=hint)
+
+
+def _by_release(engine: str) -> bool:
+    """Are the engine's flags read per release from its own flag table, prefixes too
+    (``Engine.cli_flags_by_release``: SGLang)?"""
+    row = ENGINES.get(engine)
+    return row is not None and row.cli_flags_by_release
+
+
+def _sglang_releases() -> list[str]:
+    from memprof.probes.sglang_log import release_fields
+
+    return list(release_fields())
 
 
 def _check_cpu_loras(text: str, max_loras: int, where: str) -> None:

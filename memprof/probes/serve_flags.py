@@ -15,21 +15,26 @@ A flag in none of the lists is an error that names the engine version the tables
 
 Sources: vLLM ``EngineArgs.add_cli_args`` (vllm/engine/arg_utils.py) and the OpenAI server's
 ``make_arg_parser`` (vllm/entrypoints/openai/cli_args.py), v0.11.0-v0.33.0; SGLang
-``ServerArgs.add_cli_args`` (python/sglang/srt/server_args.py, SGL@d315eb7).
+``ServerArgs.add_cli_args`` (python/sglang/srt/server_args.py) in the releases
+``configs/sglang_cli_flags.json`` lists as read, 0.4.3 - 0.5.23: every field of every release
+in ``configs/sglang_server_args.json`` is read, ignored or not modelled there, and a flag is
+refused at a release whose ServerArgs has none of the fields it spells (``sglang_flag_at``).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from memprof.core.flags import SETTINGS
 
 # The engine releases these tables describe. One constant per engine, so that ``--engine-version``
 # can replace it where the versions branch is merged.
-ENGINE_VERSION_ASSUMED = {"vllm": "0.33.0", "sglang": "0.5 (SGL@d315eb7)"}
+ENGINE_VERSION_ASSUMED = {"vllm": "0.33.0", "sglang": "0.4.3 - 0.5.23"}
 
-Arity = Literal["value", "flag", "many"]  # one value / a switch (also --no-X) / nargs="+"
+# one value / a switch (also --no-X) / nargs="+" / nargs="?" (a value where one follows)
+Arity = Literal["value", "flag", "many", "optional"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,72 +162,28 @@ _VLLM_SPECIAL = [
               "every modality's --limit-mm-per-prompt at 0: no vision tower"),
 ]
 
-# SGLang
-_SGLANG_IGNORED = [
-    *_ignored("value", "--host", "--port", "--tokenizer-path", "--tokenizer-mode",
-              "--served-model-name", "--chat-template", "--completion-template", "--api-key",
-              "--log-level", "--log-level-http", "--revision", "--load-format", "--download-dir",
-              "--random-seed", "--watchdog-timeout", "--dist-init-addr", "--nnodes", "--node-rank",
-              "--dist-timeout", "--reasoning-parser", "--tool-call-parser", "--schedule-policy",
-              "--schedule-conservativeness", "--stream-interval", "--decode-log-interval",
-              "--attention-backend", "--prefill-attention-backend", "--decode-attention-backend",
-              "--sampling-backend", "--grammar-backend", "--moe-runner-backend",
-              "--moe-a2a-backend", "--deepep-mode", "--file-storage-path", "--tokenizer-worker-num",
-              "--skip-tokenizer-init-mode", "--base-gpu-id", "--gpu-id-step", "--device",
-              "--context-length-override",
-              "--preferred-sampling-params",
-              "--torch-compile-max-bs", "--torchao-config", "--load-balance-method",
-              "--crash-dump-folder", "--ep-dispatch-algorithm", "--init-expert-location",
-              "--expert-distribution-recorder-mode", "--tool-server",
-              "--weight-loader-prefetch-checkpoints",
-              "--model-loader-extra-config", "--modelopt-quant", "--hf-chat-template-name",
-              "--constrained-json-whitespace-pattern", "--disaggregation-mode",
-              "--disaggregation-transfer-backend", "--disaggregation-bootstrap-port"),
-    *_ignored("many", "--cuda-graph-bs"),
-    *_ignored("flag", "--trust-remote-code", "--skip-server-warmup", "--enable-metrics",
-              "--disable-radix-cache", "--enable-torch-compile", "--enable-mixed-chunk",
-              "--enable-cache-report", "--log-requests", "--show-time-cost", "--enable-p2p-check",
-              "--enable-nccl-nvls", "--disable-overlap-schedule",
-              "--enable-deterministic-inference", "--skip-tokenizer-init", "--sleep-on-idle",
-              "--enable-two-batch-overlap", "--enable-eplb", "--disable-chunked-prefix-cache",
-              "--enable-metrics-for-all-schedulers", "--disable-outlines-disk-cache",
-              "--enable-symm-mem", "--enable-dp-lm-head", "--allow-auto-truncate",
-              "--enable-request-time-stats-logging", "--disable-fast-image-processor",
-              "--enable-custom-logit-processor", "--enable-flashinfer-allreduce-fusion",
-              "--enable-return-hidden-states", "--enable-multimodal",
-              "--disable-shared-experts-fusion"),
-]
+# SGLang: every ServerArgs flag of the releases read (configs/sglang_cli_flags.json, from
+# ServerArgs.add_cli_args in each release's wheel) that memprof does not apply, ignored or not
+# modelled as the table says
+def _sglang_table() -> dict[str, Any]:
+    from memprof.core.models import configs_dir
 
-_SGLANG_NOT_MODELLED = [
-    ServeFlag(("--max-prefill-tokens",), "value", "not_modelled", ""),
-    ServeFlag(("--cpu-offload-gb",), "value", "not_modelled",
-              "weights offloaded to the CPU are still counted on the GPU"),
-    ServeFlag(("--speculative-algorithm",), "value", "not_modelled",
-              "the draft model's weights and KV cache"),
-    ServeFlag(("--speculative-draft-model-path",), "value", "not_modelled", "the draft model"),
-    ServeFlag(("--speculative-num-steps",), "value", "not_modelled", ""),
-    ServeFlag(("--speculative-eagle-topk",), "value", "not_modelled", ""),
-    ServeFlag(("--speculative-num-draft-tokens",), "value", "not_modelled", ""),
-    ServeFlag(("--lora-paths",), "many", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--max-loras-per-batch",), "value", "not_modelled", "LoRA adapters' weights"),
-    # ServerArgs fields of the releases configs/sglang_server_args.json lists: enable_lora,
-    # max_lora_rank, lora_target_modules from 0.4.10, max_loaded_loras from 0.5.1, lora_backend
-    # from 0.4.3, lora_eviction_policy later
-    ServeFlag(("--enable-lora",), "flag", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--max-lora-rank",), "value", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--lora-target-modules",), "many", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--max-loaded-loras",), "value", "not_modelled", "LoRA adapters' weights"),
-    ServeFlag(("--lora-backend",), "value", "not_modelled", "LoRA kernels' buffers"),
-    ServeFlag(("--lora-eviction-policy",), "value", "not_modelled", "LoRA adapters' weights"),
-    # language_model_only (0.5.18): memprof's SGLang estimate counts the vision tower its model
-    # file builds (memprof/core/engines/sglang_vlm.py)
-    ServeFlag(("--language-model-only",), "flag", "not_modelled",
-              "a multimodal model's vision tower is still counted"),
-    ServeFlag(("--enable-hierarchical-cache",), "flag", "not_modelled", "host KV cache"),
-    ServeFlag(("--hicache-ratio",), "value", "not_modelled", "host KV cache"),
-    ServeFlag(("--ep-num-redundant-experts",), "value", "not_modelled", "redundant experts"),
-    ServeFlag(("--enable-memory-saver",), "flag", "not_modelled", ""),
-]
+    data: dict[str, Any] = json.loads(
+        (configs_dir() / "sglang_cli_flags.json").read_text(encoding="utf-8"))
+    return data
+
+
+SGLANG_CLI = _sglang_table()
+
+
+def _sglang_other() -> list[ServeFlag]:
+    out = []
+    for entry in SGLANG_CLI["fields"].values():
+        if entry["kind"] in ("ignored", "not_modelled") and entry["flags"]:
+            out.append(ServeFlag(tuple(entry["flags"]), entry["arity"], entry["kind"],
+                                 entry.get("note", "")))
+    return out
+
 
 _SGLANG_SPECIAL = [
     ServeFlag(("--model-path", "--model"), "value", "special"),
@@ -236,7 +197,7 @@ _SGLANG_SPECIAL = [
 
 OTHER_FLAGS: dict[str, list[ServeFlag]] = {
     "vllm": [*_VLLM_IGNORED, *_VLLM_NOT_MODELLED, *_VLLM_SPECIAL],
-    "sglang": [*_SGLANG_IGNORED, *_SGLANG_NOT_MODELLED, *_SGLANG_SPECIAL],
+    "sglang": [*_SGLANG_SPECIAL, *_sglang_other()],
 }
 
 # memprof-only settings that have no flag in the engine's launcher (memprof's own modelling
@@ -245,3 +206,56 @@ MEMPROF_ONLY = frozenset(s.field for s in SETTINGS if s.memprof_only)
 
 # vLLM's integer flags read as ``human_readable_int`` (32k = 32,000; 32K = 32,768).
 HUMAN_READABLE = frozenset({"max_model_len", "max_num_batched_tokens"})
+
+
+def _version_key(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
+
+
+def sglang_flag_fields(flag: str) -> list[tuple[str, list[list[str]]]]:
+    """The ServerArgs fields ``flag`` spells, each with the runs of consecutive releases read
+    whose ``add_cli_args`` registers that spelling (first and last of each run)."""
+    return [(name, entry["flags"][flag])
+            for name, entry in SGLANG_CLI["fields"].items() if flag in entry["flags"]]
+
+
+def sglang_flag_at(flag: str, release: str) -> bool | None:
+    """Whether SGLang ``release`` (a post release: its numbered one) has ``flag``. A release
+    read: its wheel registers the spelling. Another: a run of releases read that register it
+    spans it, or it lies between such a run and the releases read on either side of it, and
+    its ServerArgs (``configs/sglang_server_args.json``) has the field the flag sets. None
+    where it cannot be told: a flag no release spells (memprof's own), or a release the table
+    does not list (a source snapshot)."""
+    from memprof.probes.sglang_log import release_fields
+
+    spelled = sglang_flag_fields(flag)
+    at = _version_key(release)
+    fields = {_version_key(r): have for r, have in release_fields().items()}.get(at)
+    if not spelled or fields is None:
+        return None
+    if sglang_flag_refused(flag, release):
+        return False
+    read = [_version_key(r) for r in SGLANG_CLI["read"]]
+    for name, runs in spelled:
+        for first_release, last_release in runs:
+            first, last = _version_key(first_release), _version_key(last_release)
+            if first <= at <= last:
+                return True
+            if at in read:
+                continue
+            lower = max((r for r in read if r < first), default=())
+            upper = min((r for r in read if r > last), default=(1 << 30,))
+            if lower < at < upper and name in fields:
+                return True
+    return False
+
+
+def sglang_flag_refused(flag: str, release: str) -> bool:
+    """Whether SGLang ``release`` registers ``flag`` only to stop at it: a run of releases read
+    whose ``DeprecatedAction`` refuses it spans the release (0.5.3, 0.5.4 server_args.py:
+    ``raise ValueError(self.help)`` for --enable-ep-moe and the other MoE switches; 0.5.19
+    arg_groups/argparse_actions.py: ``parser.error`` where an ``error_message`` is given)."""
+    at = _version_key(release)
+    return any(_version_key(first) <= at <= _version_key(last)
+               for entry in SGLANG_CLI["fields"].values()
+               for first, last in entry.get("refused", {}).get(flag, ()))

@@ -43,5 +43,12 @@ def render_markdown(report: EstimateReport, width: int | None = None) -> str:
                 "|---:|---|---|---:|---:|---:|"]
         out += [f"| {x.rank} | {x.component} | {x.category} | {fmt_bytes(x.a_bytes)} | "
                 f"{fmt_bytes(x.b_bytes)} | {fmt_bytes(x.delta)} |" for x in diffs]
+    if report.command is not None and (report.command.ignored or report.command.not_modelled):
+        out += ["", "#### the pasted command's flags not applied", ""]
+        out += [f"- not modelled (may change GPU memory): `{f}`" + (f" ({n})" if n else "")
+                for f, n in report.command.not_modelled]
+        if report.command.ignored:
+            out.append("- ignored (no effect on GPU memory): "
+                       + " ".join(f"`{f}`" for f in report.command.ignored))
     out += [f"\n_note: {n}_" for n in e.notes]
     return "\n".join(out) + "\n"

@@ -168,6 +168,10 @@ class Engine:
     # --quantization gptq / awq read per release (models/quant_config.py GPTQ_FLAG_FORCES_PLAIN,
     # AWQ_FLAG_FORCES_PLAIN); False: the plain name keeps the plain kernels at every release
     quant_flag_by_release: ClassVar[bool] = False
+    # a pasted command's flags checked against the release's own flag table
+    # (configs/sglang_cli_flags.json), and a unique prefix of a flag read as the flag (argparse's
+    # allow_abbrev: memprof.probes.serve_command)
+    cli_flags_by_release: ClassVar[bool] = False
     # the load figure is the drop in free memory, each reading after empty_cache: it holds the
     # load's segments whole, beyond their tensors (terms/load_segments.py), and the reserved
     # blocks a post-load rewrite leaves that empty_cache cannot return (terms/post_load_requant.py)

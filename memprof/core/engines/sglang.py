@@ -827,6 +827,7 @@ class SGLang(Engine):
     load_is_free_memory_drop: ClassVar[bool] = True
     # ReqToTokenPool.req_to_token beside the KV pool (sglang_req_pool.py)
     has_request_table: ClassVar[bool] = True
+    cli_flags_by_release: ClassVar[bool] = True
     # TpModelWorker.__init__ (managers/tp_worker.py, sglang 0.4.3 to 0.5.9): max_req_len =
     # min(context_len - 1, max_total_num_tokens - 1) (0.5.9: max_token_pool_size - 1): a pool
     # smaller than the context shortens the longest request, it does not stop the start-up
@@ -874,10 +875,13 @@ class SGLang(Engine):
     # --- rank layout: one server of --tp GPUs; --dp splits it for attention --------------------
 
     # the long forms ServerArgs.add_cli_args registers beside --tp-size, --pp-size, --dp-size
-    # (server_args.py, sglang 0.4.3 to SGL@d315eb7)
+    # (server_args.py, sglang 0.4.3 to SGL@d315eb7); --cuda-graph-max-bs-decode: 0.5.23's
+    # spelling of the decode graphs' largest batch (arg_groups/fields/exec_.py
+    # cuda_graph_max_bs_decode, applied by arg_groups/cuda_graph_hook.py; 0.5.16 and 0.5.19
+    # spell the same field --cuda-graph-max-bs: configs/sglang_cli_flags.json)
     flag_aliases: ClassVar[dict[str, str]] = {
         "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
-        "--data-parallel-size": "dp"}
+        "--data-parallel-size": "dp", "--cuda-graph-max-bs-decode": "cuda_graph_max_bs"}
 
     def world_size(self, dep: DeploymentView) -> int:
         """``--tp`` is the GPU count of one server and ``--dp`` splits it for attention: TP×PP."""
