@@ -85,7 +85,7 @@ from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
 from memprof.core.models.spec import DraftHead
 from memprof.core.terms.common import Stage, is_last_stage, max_seqs, profile_tokens
-from memprof.core.terms.runner_buffers import ALLOC_ROUND, RUNNER_BUFFERS_CHARGED
+from memprof.core.terms.runner_buffers import ALLOC_ROUND, charged_from_init_snapshot
 from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, rule_in_force
 
@@ -254,8 +254,7 @@ def proposer_buffer_terms(ctx: TermContext) -> list[Component]:
     constructor buffers (``RUNNER_BUFFERS_CHARGED``'s 0.27.0-on rows: ``total_consumed`` from
     the worker's init snapshot); nothing elsewhere (0.9.1 – 0.26.x charge none of them)."""
     dep = ctx.dep
-    charged = rule_in_force(RUNNER_BUFFERS_CHARGED, dep.engine_version, dep.engine)
-    if charged is None or charged.value not in ("0.27", "0.31"):
+    if not charged_from_init_snapshot(dep):
         return []
     parts = proposer_buffer_parts(ctx)
     if not parts:

@@ -42,7 +42,7 @@ from memprof.base.units import cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.speculative import NGRAM
 from memprof.core.terms.common import is_last_stage, max_seqs
-from memprof.core.terms.runner_buffers import ALLOC_ROUND, RUNNER_BUFFERS_CHARGED
+from memprof.core.terms.runner_buffers import ALLOC_ROUND, charged_from_init_snapshot
 from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, rule_in_force
 
@@ -101,8 +101,7 @@ def ngram_buffer_terms(ctx: TermContext) -> list[Component]:
     """One component where the release charges the runner's constructor buffers
     (``RUNNER_BUFFERS_CHARGED`` from 0.27.0: all of 0.32.0 on); nothing elsewhere."""
     dep = ctx.dep
-    charged = rule_in_force(RUNNER_BUFFERS_CHARGED, dep.engine_version, dep.engine)
-    if charged is None or charged.value not in ("0.27", "0.31"):
+    if not charged_from_init_snapshot(dep):
         return []
     parts = ngram_buffer_parts(ctx)
     if not parts:

@@ -106,6 +106,7 @@ from math import gcd
 
 from memprof.base.units import cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
+from memprof.core.deployment import Deployment
 from memprof.core.terms.common import max_seqs, model_bytes, profile_tokens
 from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, rule_in_force
@@ -248,6 +249,15 @@ def runner_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
     return [(name, _round(b)) for name, b in parts]
 
 
+def charged_from_init_snapshot(dep: Deployment) -> bool:
+    """Does the release charge what the runner's constructor allocates through
+    ``total_consumed``, from the worker's init snapshot (``RUNNER_BUFFERS_CHARGED``'s rows from
+    0.27.0)? The buffers a speculator's constructor makes beside the runner's are charged the
+    same way (``draft_head``, ``ngram_speculator``)."""
+    rule = rule_in_force(RUNNER_BUFFERS_CHARGED, dep.engine_version, dep.engine)
+    return rule is not None and rule.value in ("0.27", "0.31")
+
+
 def runner_buffer_terms(ctx: TermContext) -> list[Component]:
     """One component in the budget (category activation: vLLM charges it in its torch peak, or
     from 0.27.0 in ``total_consumed``) where ``RUNNER_BUFFERS_CHARGED`` holds; nothing
@@ -257,8 +267,7 @@ def runner_buffer_terms(ctx: TermContext) -> list[Component]:
         return []
     total = sum(b for _n, b in parts)
     dep = ctx.dep
-    rule = rule_in_force(RUNNER_BUFFERS_CHARGED, dep.engine_version, dep.engine)
-    late = rule is not None and rule.value in ("0.27", "0.31")
+    late = charged_from_init_snapshot(dep)
     runner = ("Model Runner V2's GPUModelRunner.__init__" if late and runs_v2(ctx)
               else "GPUModelRunner.__init__")
     why = ("made after the worker's init snapshot: the release charges total_consumed" if late
