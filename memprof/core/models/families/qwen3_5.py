@@ -27,8 +27,8 @@ Sources (vLLM wheels read: 0.16.0 has no Qwen3.5; 0.17.0 is the first release wi
   ``qwen3_5_mtp``; config/speculative.py ``hf_config_override`` turns model type ``qwen3_5`` /
   ``qwen3_5_moe`` into ``qwen3_5_mtp``, architecture ``Qwen3_5MTP`` / ``Qwen3_5MoeMTP``,
   ``n_predict`` = ``mtp_num_hidden_layers``) vLLM builds the drafter of ``qwen3_5_mtp.py``
-  (present from 0.17.0, the first Qwen3.5 release; read in 0.17.0 and 0.33.0): ``Qwen3_5MultiTokenPredictor`` holds
-  ``mtp_num_hidden_layers`` ``Qwen3_5DecoderLayer``s built with
+  (present from 0.17.0, the first Qwen3.5 release; read in 0.17.0 and 0.33.0):
+  ``Qwen3_5MultiTokenPredictor`` holds ``mtp_num_hidden_layers`` ``Qwen3_5DecoderLayer``s built with
   ``layer_type="full_attention"`` (gated full attention, never a Gated DeltaNet layer) and the
   target's MLP (the config's ``model_type`` chooses it: the MoE block for
   ``Qwen3_5MoeMTP``, the dense MLP otherwise), one ``fc`` (``ColumnParallelLinear(2H, H)``
