@@ -198,6 +198,73 @@ def test_weights_against_the_published_parameter_counts() -> None:
         assert got == by_count + 2 * a_log
 
 
+def _rank_bytes_mtp(name: str, tp: int) -> int:
+    """Weight bytes of rank 0 with the MTP drafter loaded (--num-speculative-tokens 2,
+    --speculative-method mtp)."""
+    spec = load_model(name, speculative_mtp=True)
+    dep = Deployment(tp=tp, num_speculative_tokens=2)
+    validate(dep, spec)
+    return sum(t.bytes for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], "sm90"))
+
+
+def test_mtp_layer_only_under_speculative_decoding() -> None:
+    """qwen3_5_mtp.py builds ``mtp_num_hidden_layers`` decoder layers with
+    ``layer_type="full_attention"`` and the target's MLP, after the target's layers."""
+    for name, kind in ((DENSE, "dense"), (MOE, "moe")):
+        assert not load_model(name).mtp_layers
+        spec = load_model(name, speculative_mtp=True)
+        [mtp] = spec.mtp_layers
+        assert (mtp.index, mtp.is_mtp, mtp.mlp.kind) == (len(spec.layers), True, kind)
+        assert mtp.attention.mixer is None and mtp.attention.output_gate
+
+
+def test_mtp_weights_are_the_checkpoints_mtp_tensors() -> None:
+    """The drafter adds the checkpoint's ``mtp.*`` tensors (counted above against the
+    published parameter counts), bf16, and neither embedding nor lm_head (the target's, shared
+    by the proposer); at TP 2 fc (ColumnParallelLinear), attention and MLP split, norms whole."""
+    assert _rank_bytes_mtp(DENSE, 1) - _rank_bytes(DENSE, 1) == 2 * _mtp_dense()
+    assert _rank_bytes_mtp(MOE, 1) - _rank_bytes(MOE, 1) == 2 * _mtp_moe()
+    h = 5120
+    by_hand = (h * 2 * h // 2 + 3 * 17408 // 2 * h + _attention(h, 24, 4, 2) + 5 * h)
+    assert _rank_bytes_mtp(DENSE, 2) - _rank_bytes(DENSE, 2) == 2 * by_hand
+    h = 2048
+    moe = 256 * 3 * 256 * h + 3 * 256 * h + 256 * h + h
+    by_hand = h * 2 * h // 2 + _attention(h, 16, 2, 2) + moe + 5 * h
+    assert _rank_bytes_mtp(MOE, 2) - _rank_bytes(MOE, 2) == 2 * by_hand
+
+
+def test_fp8_checkpoint_keeps_mtp_fc_in_bf16() -> None:
+    """Qwen3.5-27B-FP8 lists ``mtp.fc`` in ``modules_to_not_convert``: [5120, 10240] bf16."""
+    spec = load_model("qwen3.5-27b-fp8", speculative_mtp=True)
+    dep = Deployment(tp=1, num_speculative_tokens=1)
+    [fc] = [t for t in rank_weights(spec, dep, spec.quant, ranks(dep)[0], "sm90")
+            if t.module == "mtp.fc"]
+    assert fc.bytes == 5120 * 10240 * 2
+
+
+def test_mtp_attention_joins_the_full_attention_group() -> None:
+    """The MTP layer's attention is a 17th full-attention layer of the 27B: vLLM's uniform-page
+    grouping (v1/core/kv_cache_utils.py) makes groups of 17 layers (the full-attention one and
+    three Gated DeltaNet ones), so a block holds 17 pages and a token 17 layers' K and V."""
+    spec = load_model(DENSE, speculative_mtp=True)
+    dep = Deployment(tp=1, num_speculative_tokens=2, engine_version="0.18.0")
+    validate(dep, spec)
+    plan = kv_plan(spec, dep, ranks(dep)[0], spec.dtype)
+    page = 784 * 2 * 4 * 256 * 2
+    assert plan.block_bytes == 17 * page
+    assert plan.bytes_per_token == 17 * 2 * 4 * 256 * 2
+
+
+def test_mtp_without_the_config_block_is_refused() -> None:
+    cfg = _config(DENSE)
+    text = cfg["text_config"]
+    assert isinstance(text, dict)
+    cfg["text_config"] = {k: v for k, v in text.items() if k != "mtp_num_hidden_layers"}
+    spec = spec_from_config(cfg, with_mtp=True)
+    with pytest.raises(BadInput, match="no MTP layer"):
+        validate(Deployment(tp=1, num_speculative_tokens=1), spec)
+
+
 # --- the KV cache ---------------------------------------------------------------------------
 
 

@@ -568,11 +568,12 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
         raise LayoutError(f"--speculative-method {dep.speculative_method} with -pp {dep.pp}: "
                           "memprof does not model where pipeline stages put the draft head",
                           hint="estimate it with -pp 1")
-    if dep.speculative_mtp and not spec.raw.get("num_nextn_predict_layers"):
+    if dep.speculative_mtp and not spec.mtp_layers:
         raise BadInput(
-            f"{spec.name} has no MTP layer (num_nextn_predict_layers)",
-            hint="--num-speculative-tokens with --speculative-method mtp applies to "
-            "DeepSeek-style MTP models (--speculative-method ngram drafts without a layer)",
+            f"{spec.name} has no MTP layer memprof builds (num_nextn_predict_layers, or "
+            "Qwen3.5's mtp_num_hidden_layers)",
+            hint="--num-speculative-tokens with --speculative-method mtp applies to models "
+            "whose checkpoint has MTP layers (--speculative-method ngram drafts without a layer)",
         )
 
 

@@ -191,7 +191,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(field="num_speculative_tokens", kind="int",
             note="SGLang's speculative decoding is not modelled",
             help="vLLM only: draft tokens a step (speculative decoding; with "
-            "--speculative-method mtp, DeepSeek-style, it adds the MTP layer).",
+            "--speculative-method mtp it adds the MTP layer the checkpoint declares: "
+            "DeepSeek-style or Qwen3.5/3.6).",
             memprof_only=True),
     Setting(field="speculative_method", kind="str",
             note="SGLang's speculative decoding is not modelled",

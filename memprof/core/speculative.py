@@ -18,9 +18,10 @@ v1/worker/gpu_model_runner.py, and memprof's terms that read k):
 
 What the method adds beside that:
 
-- ``mtp``: DeepSeek-style multi-token prediction: the checkpoint's own MTP layer
-  (``num_nextn_predict_layers``) is loaded, its weights and its KV cache join the pool
-  (memprof/core/models: ``speculative_mtp``);
+- ``mtp``: multi-token prediction: the checkpoint's own MTP layer (DeepSeek-style
+  ``num_nextn_predict_layers``; Qwen3.5 / 3.6 ``mtp_num_hidden_layers``, vLLM's
+  ``qwen3_5_mtp``) is loaded, its weights and its KV cache join the pool
+  (memprof/core/models: ``speculative_mtp``; the family modules say what the block holds);
 - ``ngram``: prompt lookup, no weights and no KV layer. To 0.31.x on the CPU (0.30.0
   v1/spec_decode/ngram_proposer.py ``NgramProposer``: numpy and numba, no GPU tensor; the
   runner's GPU buffers of ``ngram_gpu`` are made only for that method), in the V1 runner: Model

@@ -57,7 +57,7 @@ class RankWeights(AttentionWeights, MlpWeights):
             self.add(p + "hc", "hyper-connections", hc,
                      replicas=self.copies * self.tp,
                      formula=f"2×4B×({mix}×{m}×{h} + {mix} + 3) fp32")
-        if layer.is_mtp:
+        if layer.is_mtp and not family_row(self.spec.family).mtp_fc_block:
             g = "mtp"
             if family_row(self.spec.family).mtp_hc_block:
                 self.linear(p + "e_proj", g, h, h, shard="rep")
@@ -69,6 +69,17 @@ class RankWeights(AttentionWeights, MlpWeights):
                 self.linear(p + "eh_proj", g, h, 2 * h, shard="rep", quantise=False)
             for n in ("enorm", "hnorm", "shared_head.norm"):
                 self.vector(p + n, g, h)
+
+    def mtp_fc_block(self) -> None:
+        """Qwen3.5's MTP predictor, once beside its layers (vLLM 0.17.0 / 0.33.0 qwen3_5_mtp.py
+        ``Qwen3_5MultiTokenPredictor``): ``fc`` a ColumnParallelLinear(2H → H) quantised as the
+        checkpoint says (its exclusion list names ``mtp.fc`` where it is kept unquantised), and
+        the RMSNorms ``pre_fc_norm_embedding``, ``pre_fc_norm_hidden`` and ``norm``; the
+        embedding and lm_head are the target's (llm_base_proposer.py ``_maybe_share_*``)."""
+        h = self.spec.hidden_size
+        self.linear("mtp.fc", "mtp", h, 2 * h, shard="col")
+        for n in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+            self.vector("mtp." + n, "mtp", h)
 
     def layer_kinds(self, layers: tuple[Layer, ...]) -> list[tuple[Layer, int]]:
         """The stage's layers as (first layer of a kind, how many layers of that kind), so work
@@ -151,6 +162,8 @@ class RankWeights(AttentionWeights, MlpWeights):
         if last:
             for layer, n in kinds(spec.mtp_layers):
                 self.layer_times(layer, n)
+            if spec.mtp_layers and family_row(spec.family).mtp_fc_block:
+                self.mtp_fc_block()
             self.vector("model.norm", "final norm", spec.hidden_size)
             if spec.hc_mult:
                 self.hc_head("model.")

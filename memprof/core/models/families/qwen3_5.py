@@ -23,8 +23,23 @@ Sources (vLLM wheels read: 0.16.0 has no Qwen3.5; 0.17.0 is the first release wi
 - MTP: the checkpoints carry one MTP layer (``mtp_num_hidden_layers``), but
   ``Qwen3_5ForConditionalGeneration.load_weights`` skips ``mtp.*`` (0.17.0 / 0.18.0
   ``skip_prefixes=["mtp."]``; 0.33.0 ``hf_to_vllm_mapper`` maps ``mtp.`` to None): the
-  main model loads none of it. The MTP drafter (``qwen3_5_mtp.py``) is built only for
-  ``--speculative-config`` method ``mtp``, which memprof does not model (the note says so).
+  main model loads none of it. With ``--speculative-config`` method ``mtp`` (or
+  ``qwen3_5_mtp``; config/speculative.py ``hf_config_override`` turns model type ``qwen3_5`` /
+  ``qwen3_5_moe`` into ``qwen3_5_mtp``, architecture ``Qwen3_5MTP`` / ``Qwen3_5MoeMTP``,
+  ``n_predict`` = ``mtp_num_hidden_layers``) vLLM builds the drafter of ``qwen3_5_mtp.py``
+  (present from 0.17.0, the first Qwen3.5 release; read in 0.17.0 and 0.33.0):
+  ``Qwen3_5MultiTokenPredictor`` holds ``mtp_num_hidden_layers`` ``Qwen3_5DecoderLayer``s built with
+  ``layer_type="full_attention"`` (gated full attention, never a Gated DeltaNet layer) and the
+  target's MLP (the config's ``model_type`` chooses it: the MoE block for
+  ``Qwen3_5MoeMTP``, the dense MLP otherwise), one ``fc`` (``ColumnParallelLinear(2H, H)``
+  over [embedding, hidden], quantised with the checkpoint's config: the FP8 checkpoints list
+  ``mtp.fc`` in ``modules_to_not_convert``; 0.33.0 also leaves it unquantised for
+  ``modelopt_fp4``) and three RMSNorms (``pre_fc_norm_embedding``, ``pre_fc_norm_hidden``,
+  ``norm``). Its ``embed_tokens`` and ``lm_head`` are the target's
+  (v1/spec_decode/llm_base_proposer.py ``_maybe_share_embeddings`` / ``_maybe_share_lm_head``,
+  "Detected MTP model"; 0.33.0). The layer's attention is a full-attention layer of the KV
+  cache like the target's (``mtp_layers``; memprof/core/kvcache.py puts it on the last
+  stage).
 - Vision: ``self.visual = Qwen3_VisionTransformer(config.vision_config, ...)`` of
   ``qwen3_vl.py`` (LayerNorm blocks, fc1/fc2 MLP, learnt position table, patch merger; the
   checkpoints list no ``deepstack_visual_indexes``), built under ``_mark_tower_model`` for
@@ -62,7 +77,7 @@ from memprof.core.models.families.row import (
     missing,
     top_k,
 )
-from memprof.core.models.spec import MLP, Layer, StateMixer
+from memprof.core.models.spec import MLP, Attention, Layer, StateMixer
 from memprof.core.versions import Rule
 
 if TYPE_CHECKING:
@@ -116,8 +131,17 @@ def _layers(c: ConfigFields, hidden: int, n_layers: int, mlp: MLP) -> Built:
                        kv_heads_required=True),
                    output_gate=c.flag("attn_output_gate", True))
     linear = replace(attn, mixer=_gdn(c))
-    return [Layer(index=i, attention=attn if kind == "full_attention" else linear, mlp=mlp)
-            for i, kind in enumerate(linear_full_layer_types(c, n_layers))], []
+    layers = [Layer(index=i, attention=attn if kind == "full_attention" else linear, mlp=mlp)
+              for i, kind in enumerate(linear_full_layer_types(c, n_layers))]
+    return layers, _mtp_layers(c, n_layers, attn, mlp)
+
+
+def _mtp_layers(c: ConfigFields, n_layers: int, attn: Attention, mlp: MLP) -> list[Layer]:
+    """The MTP drafter's decoder layers (``mtp_num_hidden_layers``, none where the config
+    declares none): full attention and the target's MLP (qwen3_5_mtp.py
+    ``Qwen3_5MultiTokenPredictor``: ``Qwen3_5DecoderLayer(layer_type="full_attention")``)."""
+    return [Layer(index=n_layers + k, attention=attn, mlp=mlp, is_mtp=True)
+            for k in range(c.num("mtp_num_hidden_layers", 0))]
 
 
 def _dense_layers(c: ConfigFields, hidden: int, n_layers: int) -> Built:
@@ -146,8 +170,8 @@ def _tower(cfg: dict[str, Any], text_hidden: int) -> VisionTower:
         cfg, text_hidden, RELEASES, "vLLM 0.17.0 qwen3_5.py (qwen3_vl.py Qwen3_VisionTransformer)")
 
 
-NOTE = ("the checkpoint's MTP layer is not loaded (vLLM skips mtp.* weights); an MTP drafter "
-        "(--speculative-config method mtp) is outside what memprof estimates")
+NOTE = ("the checkpoint's MTP layer loads only with --num-speculative-tokens and "
+        "--speculative-method mtp (vLLM skips mtp.* weights otherwise)")
 
 # vLLM's LoRA support: Qwen3_5ForConditionalGeneration subclasses Qwen3VLForConditionalGeneration
 # (SupportsLoRA) from its first release, with LoRA on the Gated DeltaNet layers' projections
@@ -169,7 +193,8 @@ _PREFIXES = (("model.visual.", "visual."), ("model.language_model.", "model."))
 QWEN3_5 = Family(
     lora=QWEN3_5_LORA,
     name="qwen3_5", model_types=("qwen3_5",), architectures=("Qwen3_5ForConditionalGeneration",),
-    build=_dense_layers, attention="gqa", vision=_tower, config_view=_view,
+    build=_dense_layers, attention="gqa", mtp=True, mtp_fc_block=True, vision=_tower,
+    config_view=_view,
     weight_prefixes=_PREFIXES,
     release_rules=lambda: (RELEASES,), note=NOTE,
     source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")
@@ -177,5 +202,6 @@ QWEN3_5_MOE = Family(
     lora=QWEN3_5_MOE_LORA,
     name="qwen3_5_moe", model_types=("qwen3_5_moe",),
     architectures=("Qwen3_5MoeForConditionalGeneration",), build=_moe_layers, attention="gqa",
-    moe=True, vision=_tower, config_view=_view, weight_prefixes=_PREFIXES, note=NOTE,
+    moe=True, mtp=True, mtp_fc_block=True, vision=_tower, config_view=_view,
+    weight_prefixes=_PREFIXES, note=NOTE,
     source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")

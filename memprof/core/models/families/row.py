@@ -136,11 +136,17 @@ class Family(NamedTuple):
     # _EMBEDDING_MODELS): sized on the pooling runner only (families.is_bare_decoder)
     bare_architectures: tuple[str, ...] = ()
     moe: bool = False  # routed experts in (some of) its layers
-    mtp: bool = False  # its config may declare MTP layers (num_nextn_predict_layers)
+    # its config may declare MTP layers (num_nextn_predict_layers; Qwen3.5: mtp_num_hidden_layers)
+    mtp: bool = False
     rope_fp32: bool = False  # builds its RoPE cos/sin cache in fp32, not the model dtype
     # its MTP block is e_proj + h_proj + a hyper-connection head (False: DeepSeekMTP's unquantised
     # eh_proj(2H → H)); read by memprof/core/weights/rank.py
     mtp_hc_block: bool = False
+    # its MTP drafter is Qwen3.5's predictor: one ``fc`` (ColumnParallelLinear(2H → H), quantised
+    # as the checkpoint says) and three norms (``pre_fc_norm_embedding``, ``pre_fc_norm_hidden``,
+    # ``norm``) for the whole block, beside its decoder layers (``mtp_num_hidden_layers``); read
+    # by memprof/core/weights/rank.py
+    mtp_fc_block: bool = False
     # its vLLM class built lm_head on every PP stage while the release rows
     # LM_HEAD_EVERY_STAGE of memprof/core/weights/rank.py hold
     lm_head_every_pp_stage: bool = False
