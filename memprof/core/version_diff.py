@@ -95,6 +95,7 @@ from memprof.core.terms.cudagraph import (
     CUDAGRAPH_ESTIMATE,
     FULL_GRAPH_SPLITS,
     GRAPH_MODES,
+    V2_FULL_DECODE_SIZES,
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
 from memprof.core.terms.draft_head import PROPOSER_BUFFERS
@@ -186,7 +187,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF, *SGLANG_GRAPH_RULES, *SGLANG_STREAM_RULES,
     *SGLANG_ATTENTION_RULES,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
-    V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES,
+    V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, V2_FULL_DECODE_SIZES,
     FUSED_MOE_CHUNK, RESERVED_CHARGED,
     MARLIN_WORKSPACE, MARLIN_MOE_WORKSPACE, ENCODER_PROFILE, *_FAMILY_RULES, TOWER_SKIPPED,
     ENCODER_FIRST_STAGE, ENCODER_INPUTS_HELD, QWEN_VL_QKV_GATHER, V0_MM_DUMMY, PIXELS_FP32,
@@ -213,7 +214,8 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb", "mrope", "pooling", "eagle", "ngram"})
+                          "lora", "bnb", "mrope", "pooling", "eagle", "ngram",
+                          "speculative"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -229,7 +231,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``lora`` (``--enable-lora``), ``bnb`` (a bitsandbytes checkpoint: its skip list),
     ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
     runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head),
-    ``ngram`` (n-gram speculation with draft tokens)."""
+    ``ngram`` (n-gram speculation with draft tokens), ``speculative`` (any method with draft
+    tokens)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -274,6 +277,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("eagle")  # an EAGLE / EAGLE-3 draft head (memprof/core/terms/draft_head.py)
     if dep.num_speculative_tokens and dep.speculative_method == "ngram":
         out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)
+    if dep.num_speculative_tokens:
+        out.add("speculative")  # any method with draft tokens (terms/cudagraph.py FULL sizes)
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
     if "mrope_section" in rope_scaling(spec):

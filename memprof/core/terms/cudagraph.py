@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memprof.base.units import KiB, MiB, fmt_bytes
+from memprof.base.units import KiB, MiB, cdiv, fmt_bytes
 from memprof.core.attention import kind_of
 from memprof.core.attention_backends import ROWS as BACKEND_ROWS
 from memprof.core.attention_backends import chosen
@@ -39,7 +39,11 @@ from memprof.core.terms.common import (
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
 from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
 from memprof.core.terms.nccl import nccl_version
-from memprof.core.terms.runner_v2_profile import v2_estimates_graphs, v2_estimates_nothing
+from memprof.core.terms.runner_v2_profile import (
+    runs_v2,
+    v2_estimates_graphs,
+    v2_estimates_nothing,
+)
 from memprof.core.terms.stream_pool import pool_before_graphs
 from memprof.core.versions import Rule, value_at
 from memprof.core.weights.formats import fp8_on_marlin
@@ -358,6 +362,53 @@ GRAPH_MODES: tuple[Rule, ...] = (
          source="0.11.0 config/__init__.py VllmConfig.__post_init__: 'default to full and "
          "piecewise for most models'; vLLM@52a31cc vllm/config/compilation.py"),
 )
+
+
+# The sizes of Model Runner V2's uniform-decode FULL graphs (``CudaGraphManager._init_candidates``
+# in v1/worker/gpu/cudagraph_utils.py), with dql = 1 + k draft tokens and R = max_num_seqs:
+#   within:   the capture sizes x with dql ≤ x ≤ dql·R, as V1's dispatcher (``graph_modes``)
+#   round_up: every capture size rounded up to a multiple of dql ("avoid duplicate graphs"),
+#             those ≤ dql·R and ≤ the largest capture size (max_cudagraph_capture_size) kept
+# The same list either way without draft tokens (dql = 1).
+V2_FULL_DECODE_SIZES: tuple[Rule, ...] = (
+    Rule(name="cudagraph_v2_full_decode_sizes",
+         changes="CUDA graphs: FULL decode sizes (Model Runner V2)", since="0.21.0",
+         until="0.25.0", value="within", applies_to="speculative",
+         introduced_by="Model Runner V2's CudaGraphManager (0.21.0)",
+         removed_by="uniform-decode sizes rounded up to multiples of decode_query_len (first "
+         "released in 0.25.0)",
+         source="0.21.0 / 0.22.0 / 0.23.0 / 0.24.0 v1/worker/gpu/cudagraph_utils.py "
+         "_init_candidates: a FULL descriptor per capture size with decode_query_len <= "
+         "num_tokens <= max_num_reqs * decode_query_len"),
+    Rule(name="cudagraph_v2_full_decode_sizes",
+         changes="CUDA graphs: FULL decode sizes (Model Runner V2)", since="0.25.0",
+         until=None, value="round_up", applies_to="speculative",
+         introduced_by="uniform-decode sizes rounded up to multiples of decode_query_len "
+         "(first released in 0.25.0)",
+         source="0.25.0 / 0.27.0 / 0.28.0 / 0.29.0 / 0.31.0 / 0.32.0 / 0.33.0 "
+         "v1/worker/gpu/cudagraph_utils.py _init_candidates: rounded_num_tokens = "
+         "round_up(num_tokens, decode_query_len), skipped above max_num_reqs * "
+         "decode_query_len or max_cudagraph_capture_size, 'avoid duplicate graphs'; "
+         "decode_query_len = num_speculative_tokens + 1 (v1/worker/gpu/model_runner.py, "
+         "model_states/interface.py num_new_sampled_tokens_per_step = 1)"),
+)
+
+
+def v2_full_decode_sizes(dep: Deployment, sizes: list[int]) -> list[int]:
+    """Model Runner V2's FULL uniform-decode sizes from the capture sizes (rows in
+    ``V2_FULL_DECODE_SIZES``), with dql = 1 + num_speculative_tokens, R = max_num_seqs::
+
+        round_up:  sorted({⌈x / dql⌉·dql for x in sizes} ∩ [dql, min(dql·R, max(sizes))])
+        within:    [x for x in sizes if dql ≤ x ≤ dql·R]
+
+    Not modelled: dynamic speculative decoding's several query lengths, adaptive verification's
+    varlen decode graphs and the micro-batch twins of DBO (none is a default)."""
+    dql = 1 + dep.num_speculative_tokens
+    most = dql * max_seqs(dep)
+    if value_at(V2_FULL_DECODE_SIZES, dep.engine_version, "round_up") == "within":
+        return [x for x in sizes if dql <= x <= most]
+    top = min(most, max(sizes, default=0))
+    return sorted({r for r in (cdiv(x, dql) * dql for x in sizes) if r <= top})
 
 
 def capture_sizes(dep: Deployment, architecture: str | None = None) -> list[int]:
@@ -1046,10 +1097,15 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
 def engine_graph_modes(ctx: TermContext) -> dict[str, list[int]]:
     """The graphs of each capture size: an engine's own decode graphs where it captures its
     own list (``Engine.decode_graph_sizes``: one graph of the whole forward per batch size, as
-    FULL), else vLLM's by release (``graph_modes``)."""
+    FULL), else vLLM's by release (``graph_modes``), with Model Runner V2's own FULL decode
+    sizes where it runs (``v2_full_decode_sizes``)."""
     sizes = engine_of(ctx.dep).decode_graph_sizes(ctx.dep, ctx.gpu)
-    return (graph_modes(ctx.dep, ctx.spec.architecture) if sizes is None
-            else {"FULL": sizes})
+    if sizes is not None:
+        return {"FULL": sizes}
+    modes = graph_modes(ctx.dep, ctx.spec.architecture)
+    if "FULL" in modes and "PIECEWISE" in modes and runs_v2(ctx):
+        modes["FULL"] = v2_full_decode_sizes(ctx.dep, modes["PIECEWISE"])
+    return modes
 
 
 def _engine_graph_model(ctx: TermContext, sizes: list[int],
