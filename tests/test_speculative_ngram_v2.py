@@ -6,14 +6,19 @@ states.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from memprof.base.errors import BadInput
 from memprof.core.deployment import Deployment
 from memprof.core.engines.vllm_runner import V2_FALLBACK_SPECULATIVE, runs_v2
 from memprof.core.estimate import estimate
 from memprof.core.models import load_model
+from memprof.core.speculative import drafting_method
 from memprof.core.terms.ngram_speculator import NAME, NGRAM_V2_BUFFERS, scan_block
 from memprof.core.version_diff import applies, tags
+from memprof.probes.serve_command import parse_tokens
 
 # row 1722 / 1723's deployment (Qwen2.5-7B-Instruct AWQ on an L4) at the releases around 0.32.0
 BASE = Deployment(engine_version="0.33.0", max_model_len=8192, gpu_memory_utilization=0.85,
@@ -89,3 +94,38 @@ def test_the_rules_apply_to_ngram_deployments_only() -> None:
     for rule in (V2_FALLBACK_SPECULATIVE[0], NGRAM_V2_BUFFERS[0]):
         assert applies(rule, spec, NGRAM)
         assert not applies(rule, spec, BASE)
+
+
+# ngram_gpu (memprof/core/speculative.py NGRAM_GPU_DRAFTER): from 0.32.0 init_speculator builds
+# the same NgramGPUSpeculator for it as for ngram (config/speculative.py use_ngram); 0.18.0 -
+# 0.31.x run the V1 NgramProposerGPU, whose compiled kernel memprof does not size: refused
+
+
+def test_ngram_gpu_drafts_as_ngram_from_0_32_0() -> None:
+    gpu = NGRAM.with_(speculative_method="ngram_gpu")
+    for version in ("0.32.0", "0.33.0"):
+        a = _components(NGRAM.with_(engine_version=version))
+        b = _components(gpu.with_(engine_version=version))
+        assert {n: c.bytes for n, c in a.items()} == {  # type: ignore[attr-defined]
+            n: c.bytes for n, c in b.items()}  # type: ignore[attr-defined]
+        assert b[NAME].bytes == 1_057_792  # type: ignore[attr-defined]
+    assert drafting_method("ngram_gpu", "0.32.0") == "ngram"
+    assert "ngram" in tags(load_model("qwen2.5-7b-instruct"), gpu)
+
+
+@pytest.mark.parametrize(("version", "says"), [("0.31.0", "torch.compile'd kernel"),
+                                               ("0.18.0", "torch.compile'd kernel"),
+                                               ("0.17.0", "from 0.18.0 only")])
+def test_ngram_gpu_before_0_32_0_is_refused_with_a_hint(version: str, says: str) -> None:
+    with pytest.raises(BadInput, match=says) as exc:
+        estimate("qwen2.5-7b-instruct", NGRAM.with_(engine_version=version,
+                                                   speculative_method="ngram_gpu"),
+                 gpu_name="L4")
+    assert "--speculative-method ngram" in exc.value.hint
+
+
+def test_a_pasted_ngram_gpu_config_sets_the_method() -> None:
+    c = parse_tokens(["vllm", "serve", "m", "--speculative-config",
+                      json.dumps({"method": "ngram_gpu", "num_speculative_tokens": 4})])
+    assert c.settings == {"num_speculative_tokens": 4, "speculative_method": "ngram_gpu"}
+    assert not c.not_modelled

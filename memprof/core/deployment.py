@@ -522,7 +522,8 @@ def validate(dep: Deployment, spec: ModelSpec) -> None:
                            "samples no tokens to draft; speculative decoding on vLLM's pooling "
                            "runner is not modelled",
                            hint="drop the speculative settings, or use --runner generate")
-    check_speculative(dep.speculative_method, dep.num_speculative_tokens, dep.speculative_model)
+    check_speculative(dep.speculative_method, dep.num_speculative_tokens, dep.speculative_model,
+                      version=resolve_version(dep.engine_version, dep.engine), engine=dep.engine)
     if dep.enable_lora:
         from memprof.core.lora import lora_settings  # kept off deployments without LoRA
 

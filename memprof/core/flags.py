@@ -199,7 +199,8 @@ SETTINGS: tuple[Setting, ...] = (
             help="vLLM only, with --num-speculative-tokens: --speculative-config's method: "
             "'mtp' (the checkpoint's MTP layer drafts), 'ngram' (prompt lookup: no draft "
             "weights or KV; on the CPU in the V1 runner before vLLM 0.32.0, from 0.32.0 on "
-            "the GPU in Model Runner V2), "
+            "the GPU in Model Runner V2), 'ngram_gpu' (from vLLM 0.32.0 the same drafter as "
+            "'ngram'; refused before: the V1 runner's compiled GPU drafter is not sized), "
             "'eagle' / 'eagle3' (a draft head, --speculative-model).",
             choices_from="memprof.core.speculative:SPECULATIVE_METHODS", shown_default="mtp",
             metavar="METHOD", memprof_only=True),

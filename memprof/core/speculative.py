@@ -7,7 +7,9 @@ v1/worker/gpu_model_runner.py, and memprof's terms that read k):
 
 - the uniform decode batch is 1 + k tokens a request (``VllmConfig.uniform_decode_query_len``):
   the CUDA-graph capture sizes (config/vllm.py ``_set_cudagraph_sizes``: the largest is
-  ``min(max_num_seqs × (1 + k) × 2, 512)``; memprof/core/terms/cudagraph.py ``v1_dql``);
+  ``min(max_num_seqs × (1 + k) × 2, 512)``; memprof/core/terms/cudagraph.py ``v1_dql``), and
+  the FULL decode sizes (Model Runner V2 from 0.25.0 rounds each capture size up to a multiple
+  of 1 + k: cudagraph.py ``V2_FULL_DECODE_SIZES``);
 - the profile run's sampler warm-up runs the ``RejectionSampler`` after the sampler
   (``_dummy_sampler_run``: logits of [R + R, V], one dummy draft token a request; with the
   default greedy draft no draft probabilities; memprof/core/terms/activation.py
@@ -29,6 +31,17 @@ What the method adds beside that:
   (memprof/core/engines/vllm_runner.py ``V2_FALLBACK_SPECULATIVE``). From 0.32.0 V2 drafts it
   on the GPU (``NgramGPUSpeculator``): a dense [R, max_model_len] token table and the scan's
   buffers (memprof/core/terms/ngram_speculator.py);
+- ``ngram_gpu``: prompt lookup on the GPU (vLLM PR 29184, first released in 0.18.0: absent
+  from 0.17.0's config/speculative.py). From 0.32.0 ``init_speculator`` builds the same V2
+  ``NgramGPUSpeculator`` as for ``ngram`` (``use_ngram()`` is true for both), so memprof models
+  it as ``ngram`` (``NGRAM_GPU_DRAFTER``). 0.18.0 - 0.31.x run it in the V1 runner as
+  ``NgramProposerGPU`` (0.31.0 v1/spec_decode/ngram_proposer_gpu.py): beside the runner's
+  [R, max_model_len] int32 ``token_ids_gpu_tensor`` and its pinned index buffers
+  (v1/worker/gpu_model_runner.py), a ``torch.compile``'d kernel (Inductor with
+  ``max_autotune`` and ``aggressive_fusion``) that the constructor runs three times over
+  [R, max_model_len]: the kernel's transient tensors (the windows compared with each suffix,
+  per n-gram length) are whatever Inductor's fusion leaves materialised, which no source
+  memprof reads gives, so memprof refuses that span;
 - ``eagle`` / ``eagle3``: an EAGLE / EAGLE-3 draft head, a small model of its own named by
   ``--speculative-config``'s ``model`` (memprof's ``--speculative-model``: the head's
   config.json, memprof/core/models/draft_head.py): its weights load with the target's, its
@@ -42,13 +55,15 @@ What the method adds beside that:
 from __future__ import annotations
 
 from memprof.base.errors import BadInput
+from memprof.core.versions import Rule, rule_in_force
 
-SPECULATIVE_METHODS = ("mtp", "ngram", "eagle", "eagle3")
+SPECULATIVE_METHODS = ("mtp", "ngram", "ngram_gpu", "eagle", "eagle3")
 """The ``--speculative-method`` values memprof models (vLLM's ``SpeculativeConfig.method``
 names; ``deepseek_mtp`` and the other ``*_mtp`` names are ``mtp``)."""
 
 MTP = "mtp"
 NGRAM = "ngram"
+NGRAM_GPU = "ngram_gpu"
 HEAD_METHODS = ("eagle", "eagle3")
 """The methods whose drafter is a head of its own, named by ``--speculative-model``."""
 
@@ -86,7 +101,45 @@ def method_of(vllm_name: str) -> str | None:
     ``ngram_gpu``, ...)."""
     if vllm_name == MTP or vllm_name.endswith("_mtp"):
         return MTP
-    return vllm_name if vllm_name in (NGRAM, *HEAD_METHODS) else None
+    return vllm_name if vllm_name in (NGRAM, NGRAM_GPU, *HEAD_METHODS) else None
+
+
+# What vLLM drafts ``ngram_gpu`` with, per release (``value``: memprof's method whose drafter it
+# is; ``None``: a drafter memprof does not size, refused by ``check_speculative``).
+NGRAM_GPU_DRAFTER: tuple[Rule, ...] = (
+    Rule(name="ngram_gpu_drafter", changes="speculative method ngram_gpu: its drafter",
+         since="0.18.0", until="0.32.0", value=None, applies_to="ngram",
+         introduced_by="vLLM PR 29184 (NgramProposerGPU; first released in 0.18.0)",
+         removed_by="0.32.0: V2's NgramGPUSpeculator drafts ngram_gpu as ngram",
+         generation="v1",
+         source="0.18.0 config/speculative.py NgramGPUTypes (absent in 0.17.0); 0.30.0 / 0.31.0 "
+         "v1/spec_decode/ngram_proposer_gpu.py NgramProposerGPU: a torch.compile'd "
+         "NgramGPUKernel (max_autotune, aggressive_fusion) run by _dummy_run over "
+         "[max_num_seqs, max_model_len] in the constructor; v1/worker/gpu_model_runner.py "
+         "token_ids_gpu_tensor [max_num_reqs, max_model_len] int32"),
+    Rule(name="ngram_gpu_drafter", changes="speculative method ngram_gpu: its drafter",
+         since="0.32.0", until=None, value=NGRAM, applies_to="ngram",
+         introduced_by="0.32.0: V2's NgramGPUSpeculator drafts ngram_gpu as ngram",
+         generation="v1",
+         source="0.32.0 / 0.33.0 v1/worker/gpu/spec_decode/__init__.py init_speculator "
+         "(speculative_config.use_ngram() branch), config/speculative.py use_ngram: method in "
+         "('ngram', 'ngram_gpu')"),
+)
+
+
+def drafting_method(method: str, version: str | None, engine: str = "vllm") -> str:
+    """memprof's method whose drafter vLLM builds for ``method`` at ``version``: ``ngram`` for
+    ``ngram_gpu`` where ``NGRAM_GPU_DRAFTER`` says so (0.32.0 on), else ``method``."""
+    if method != NGRAM_GPU:
+        return method
+    rule = rule_in_force(NGRAM_GPU_DRAFTER, version, engine) if version else None
+    return str(rule.value) if rule is not None and rule.value else method
+
+
+def is_ngram(method: str, version: str | None, engine: str = "vllm") -> bool:
+    """Does vLLM draft ``method`` with the n-gram drafter memprof models (``ngram``, or
+    ``ngram_gpu`` from 0.32.0)?"""
+    return drafting_method(method, version, engine) == NGRAM
 
 
 def speculative_settings(conf: dict[str, object]) -> tuple[dict[str, object], str | None]:
@@ -132,15 +185,19 @@ HEAD_DEFAULTS: dict[str, object] = {"draft_tensor_parallel_size": None, "quantiz
 
 
 def check_speculative(method: str, num_speculative_tokens: int,
-                      speculative_model: str | None = None) -> None:
+                      speculative_model: str | None = None, version: str | None = None,
+                      engine: str = "vllm") -> None:
     """``--speculative-method``: one of ``SPECULATIVE_METHODS``, with draft tokens to make, and
-    ``--speculative-model`` (the head) exactly with an EAGLE method (:class:`BadInput`
+    ``--speculative-model`` (the head) exactly with an EAGLE method; ``ngram_gpu`` only where
+    memprof sizes its drafter at ``version`` (``NGRAM_GPU_DRAFTER``) (:class:`BadInput`
     otherwise)."""
     if method not in SPECULATIVE_METHODS:
         raise BadInput(f"--speculative-method {str(method)[:40]!r} is not a method memprof "
                        f"models ({', '.join(SPECULATIVE_METHODS)})",
                        hint="one of: " + ", ".join(SPECULATIVE_METHODS)
                        + " (draft models, Medusa and suffix decoding are not modelled)")
+    if method == NGRAM_GPU and num_speculative_tokens and version:
+        _check_ngram_gpu(version, engine)
     if method != MTP and not num_speculative_tokens:
         raise BadInput(f"--speculative-method {method} without --num-speculative-tokens: "
                        "no draft token to make", hint="add --num-speculative-tokens, e.g. 4")
@@ -160,3 +217,21 @@ def check_speculative(method: str, num_speculative_tokens: int,
                        "EAGLE method drafts with a head of its own",
                        hint="--speculative-method eagle3 (or eagle), or drop "
                        "--speculative-model")
+
+
+def _check_ngram_gpu(version: str, engine: str) -> None:
+    """Refuse ``ngram_gpu`` where memprof does not size its drafter (``NGRAM_GPU_DRAFTER``)."""
+    rule = rule_in_force(NGRAM_GPU_DRAFTER, version, engine)
+    if rule is None:
+        first = NGRAM_GPU_DRAFTER[0].since
+        raise BadInput(f"--speculative-method ngram_gpu at {engine} {version}: vLLM has the "
+                       f"method from {first} only", hint=f"use --engine-version {first} or "
+                       "later, or --speculative-method ngram")
+    if rule.value is None:
+        raise BadInput(f"--speculative-method ngram_gpu at vLLM {version}: its V1 "
+                       "NgramProposerGPU runs a torch.compile'd kernel over [max_num_seqs, "
+                       "max_model_len] whose transient tensors Inductor's fusion decides, which "
+                       "memprof does not size (memprof/core/speculative.py)",
+                       hint="use --speculative-method ngram (the CPU drafter before 0.32.0), or "
+                       f"--engine-version {NGRAM_GPU_DRAFTER[1].since} or later, where "
+                       "ngram_gpu drafts as ngram")

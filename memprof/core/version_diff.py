@@ -76,6 +76,7 @@ from memprof.core.models.multimodal import (
 )
 from memprof.core.models.quant_config import AWQ_FLAG_FORCES_PLAIN, GPTQ_FLAG_FORCES_PLAIN
 from memprof.core.releases import RELEASES
+from memprof.core.speculative import NGRAM_GPU_DRAFTER, is_ngram
 from memprof.core.terms.activation import (
     FUSED_MOE_CHUNK,
     LOGITS_SHARD_FREED,
@@ -203,7 +204,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,
-    NGRAM_V2_BUFFERS,
+    NGRAM_V2_BUFFERS, NGRAM_GPU_DRAFTER,
 )
 
 
@@ -275,7 +276,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("pooling")
     if spec.draft_head is not None:
         out.add("eagle")  # an EAGLE / EAGLE-3 draft head (memprof/core/terms/draft_head.py)
-    if dep.num_speculative_tokens and dep.speculative_method == "ngram":
+    if dep.num_speculative_tokens and is_ngram(dep.speculative_method, dep.engine_version,
+                                               dep.engine):
         out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)
     if dep.num_speculative_tokens:
         out.add("speculative")  # any method with draft tokens (terms/cudagraph.py FULL sizes)

@@ -35,7 +35,7 @@ from memprof.core.dtypes import FLAG_ALIASES
 from memprof.core.engines import ENGINES
 from memprof.core.engines.vllm_pooling import pooling_convert
 from memprof.core.flags import SETTINGS, coerce
-from memprof.core.speculative import NGRAM, method_of, speculative_settings, vllm_method
+from memprof.core.speculative import NGRAM, NGRAM_GPU, method_of, speculative_settings, vllm_method
 from memprof.probes.serve_flags import (
     ENGINE_VERSION_ASSUMED,
     HUMAN_READABLE,
@@ -717,7 +717,7 @@ def _check_speculative_config(conf: dict[str, Any]) -> None:
                        f"integer, got {json.dumps(n)[:40]} (vLLM: 'Expected "
                        "num_speculative_tokens to be greater than zero')", hint=_SPEC_HINT)
     low, high = conf.get("prompt_lookup_min"), conf.get("prompt_lookup_max")
-    if (method_of(method) == NGRAM and isinstance(low, int) and isinstance(high, int)
+    if (method_of(method) in (NGRAM, NGRAM_GPU) and isinstance(low, int) and isinstance(high, int)
             and low > high):
         raise BadInput(f"--speculative-config prompt_lookup_min {low} is above "
                        f"prompt_lookup_max {high} (vLLM: 'prompt_lookup_min=... must be <= "

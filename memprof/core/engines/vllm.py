@@ -40,7 +40,7 @@ from memprof.core.engines.vllm_runner import (
 )
 from memprof.core.gpus import GPU, arch_cc
 from memprof.core.models.config import smallest_length_key_max_len
-from memprof.core.speculative import HEAD_METHODS
+from memprof.core.speculative import HEAD_METHODS, drafting_method
 from memprof.core.versions import (
     V0_SUFFIX,
     Rule,
@@ -979,7 +979,8 @@ class VLLM(Engine):
             return False  # a pooling model stays on V1 (vllm_pooling.POOLING_ON_V2)
         listed = listed_at([r for r in runner_listed if isinstance(r, Rule)], architecture,
                            release)
-        speculative = dep.speculative_method if dep.num_speculative_tokens else None
+        speculative = (drafting_method(dep.speculative_method, version)
+                       if dep.num_speculative_tokens else None)
         return runs_v2(version, listed=listed, moe=moe, hybrid=hybrid, quantised=quantised,
                        speculative=speculative)
 

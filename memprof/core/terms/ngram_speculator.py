@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from memprof.base.units import cdiv, fmt_bytes
 from memprof.core.components import Component, TermContext
-from memprof.core.speculative import NGRAM
+from memprof.core.speculative import is_ngram
 from memprof.core.terms.common import is_last_stage, max_seqs
 from memprof.core.terms.runner_buffers import ALLOC_ROUND, charged_from_init_snapshot
 from memprof.core.terms.runner_v2_profile import runs_v2
@@ -81,7 +81,8 @@ def ngram_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
     without n-gram draft tokens, on the V1 runner or at a release before 0.32.0."""
     dep = ctx.dep
     rule = rule_in_force(NGRAM_V2_BUFFERS, dep.engine_version, dep.engine)
-    if (rule is None or dep.speculative_method != NGRAM or not dep.num_speculative_tokens
+    if (rule is None or not dep.num_speculative_tokens
+            or not is_ngram(dep.speculative_method, dep.engine_version, dep.engine)
             or not runs_v2(ctx)):
         return []
     if dep.max_model_len is None:
