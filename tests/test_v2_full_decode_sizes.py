@@ -17,7 +17,7 @@ from memprof.core.terms.cudagraph import (
     engine_graph_modes,
     v2_full_decode_sizes,
 )
-from memprof.core.terms.runner_v2_graphs import v2_graph_estimate
+from memprof.core.terms.runner_v2_graphs import MIN_PER_GRAPH_BYTES, v2_graph_estimate
 from memprof.core.version_diff import applies, tags
 
 SMALL = Deployment(engine_version="0.33.0", max_num_seqs=4, max_num_batched_tokens=2048,
@@ -64,6 +64,9 @@ def test_the_v2_runner_captures_the_rounded_sizes() -> None:
                              120, 130, 140, 145, 155, 160]
     v = v2_graph_estimate(ctx)
     assert v is not None and v.full_graphs == 21 and v.sizes == 39 + 21
+    # the figure: the window W of every graph + (21 - 1) FULL graphs extrapolated at
+    # max(0, 1 MiB - d) + FlashInfer's workspace where it runs (runner_v2_graphs.py)
+    assert v.estimate == v.window + 20 * max(0, MIN_PER_GRAPH_BYTES - v.per_full) + v.workspace
 
 
 def test_the_rule_applies_to_speculative_deployments_only() -> None:
