@@ -253,3 +253,30 @@ def test_a_flag_that_changes_memory_is_not_modelled_with_its_source(flag: str) -
     [(name, note)] = c.not_modelled
     assert name == flag and MEMORY_FLAGS[flag] in note
     assert "0.5.23" in note or "0.4.9" in note
+
+
+def test_no_x_only_for_a_boolean_optional_action_switch() -> None:
+    # --disable-radix-cache is a store_true switch in every release read: argparse has no
+    # --no-disable-radix-cache, and memprof refuses it as SGLang would
+    with pytest.raises(BadInput) as exc:
+        parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                      "--no-disable-radix-cache"])
+    assert "SGLang has no flag --no-disable-radix-cache" in str(exc.value)
+    assert exc.value.hint == "leave --disable-radix-cache out for its default"
+    code, _, err = invoke(["estimate", "--gpu", "H100", "--", "python", "-m",
+                           "sglang.launch_server", "--model-path", "qwen3-0.6b",
+                           "--no-enable-eplb"])
+    assert code == 2 and err.startswith("error:") and "hint:" in err
+    assert "Traceback" not in err
+    # --lora-strict-loading: BooleanOptionalAction from 0.5.11 (arg_groups/fields/lora.py)
+    assert FIELDS["lora_strict_loading"]["no_flag"] == [["0.5.11", "0.5.23"]]
+    c = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                      "--no-lora-strict-loading"])
+    assert c.ignored == ("--no-lora-strict-loading",)
+    check_release(c, "0.5.23")
+    with pytest.raises(BadInput) as exc:
+        check_release(c, "0.5.9")
+    assert ("SGLang 0.5.9 has no flag --no-lora-strict-loading (of the releases read, 0.5.11 - "
+            "0.5.23 register") in str(exc.value)
+    # every switch with a no_flag run is a switch
+    assert all(e["arity"] == "flag" for e in FIELDS.values() if e.get("no_flag"))
