@@ -67,6 +67,8 @@ def test_reads_flags_and_arities(tmp_path: Path) -> None:
         "paths": (["--paths"], "many"),
         "stop": (["--stop"], "flag!"),  # refused: an error_message
     }
+    # argparse takes --no-X only for a BooleanOptionalAction switch
+    assert _tool().boolean_optional(tmp_path) == {"hicache"}
     (srt / "server_args.py").write_text(SERVER_ARGS + RAISING)
     got = _tool().read(tmp_path)
     assert got["gone"] == (["--gone"], "flag!") and got["disable_x"] == (["--disable-x"], "flag")

@@ -6,7 +6,8 @@ SGLang: each flag's names and whether it takes no value, one value, an optional 
 
 prints ``field names arity`` per flag, as ``ServerArgs.add_cli_args`` registers it (the arity
 ending in ``!`` where the flag is registered only to be refused, a ``DeprecatedAction`` that
-raises):
+raises; followed by ``no-X`` where it is a ``BooleanOptionalAction``, which argparse also takes
+as ``--no-X``):
 ``parser.add_argument`` calls (store_true / BooleanOptionalAction / nargs=0 actions: no value;
 nargs '+' or '*': a list; nargs '?': an optional value), and the dataclass fields that
 ``add_cli_args_from_dataclass`` (arg_groups/arg_utils.py) turns into flags (bool: store_true;
@@ -139,6 +140,32 @@ def read(root: Path) -> dict[str, tuple[list[str], str]]:
     return found
 
 
+def _boolean_optional(tree: ast.AST) -> set[str]:
+    fields = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) == "add_argument":
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            longs = [a.value for a in node.args if isinstance(a, ast.Constant)
+                     and isinstance(a.value, str) and a.value.startswith("--")]
+            if longs and _name(kw.get("action")) == "BooleanOptionalAction":
+                fields.add(_name(kw.get("dest")) or longs[0][2:].replace("-", "_"))
+        elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+              and "BooleanOptionalAction" in ast.unparse(node.annotation)):
+            fields.add(node.target.id)
+    return fields
+
+
+def boolean_optional(root: Path) -> set[str]:
+    """The fields whose flag is registered with ``argparse.BooleanOptionalAction``: the only
+    switches SGLang's argparse also takes as ``--no-X`` (a ``store_true`` flag has no ``--no-``
+    form, and argparse refuses one)."""
+    srt = root / "sglang" / "srt"
+    files = [srt / "server_args.py", *sorted((srt / "arg_groups").rglob("*.py"))]
+    return set().union(*(_boolean_optional(ast.parse(f.read_text(encoding="utf-8")))
+                         for f in files if f.exists()))
+
+
 if __name__ == "__main__":
+    negatable = boolean_optional(Path(sys.argv[1]))
     for fld, (names, arity) in sorted(read(Path(sys.argv[1])).items()):
-        print(fld, ",".join(names), arity)
+        print(fld, ",".join(names), arity + (" no-X" if fld in negatable else ""))

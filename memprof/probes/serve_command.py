@@ -45,6 +45,7 @@ from memprof.probes.serve_flags import (
     ServeFlag,
     sglang_flag_at,
     sglang_flag_refused,
+    sglang_no_flag,
 )
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -501,6 +502,12 @@ def _parse_args(engine: str, args: list[str], where: str) -> ServeCommand:
         is_switch = (other.arity == "flag") if other is not None else fld in _BOOL_FIELDS
         if negated and not is_switch:
             raise _unknown(name, engine)
+        if negated and _by_release(engine) and not sglang_no_flag("--" + name[5:]):
+            # SGLang's argparse takes --no-X only for a BooleanOptionalAction switch
+            raise BadInput(f"{where}: SGLang has no flag {name}: --{name[5:]} is a switch "
+                           "without a --no- form (argparse gives one only to a "
+                           "BooleanOptionalAction flag)",
+                           hint=f"leave --{name[5:]} out for its default")
         values: list[str] = []
         if is_switch:
             if eq:
@@ -569,6 +576,16 @@ def check_release(cmd: ServeCommand, release: str | None) -> None:
 
     release = release.removeprefix("v")
     for flag in cmd.flags:
+        if flag.startswith("--no-") and flag not in _SGLANG_SPELLED:
+            have = [r for r in _sglang_releases() if sglang_no_flag("--" + flag[5:], r)]
+            if have and release in _sglang_releases() and release not in have:
+                read = [r for r in have if r in SGLANG_CLI["read"]] or have
+                raise BadInput(f"SGLang {release} has no flag {flag} (of the releases read, "
+                               f"{read[0]} - {read[-1]} register --{flag[5:]} as a "
+                               "BooleanOptionalAction)",
+                               hint=f"leave --{flag[5:]} out for its default, or give the "
+                               "--engine-version the command was written for")
+            continue
         if sglang_flag_at(flag, release) is not False:
             continue
         there = [f for f in _SGLANG_SPELLED if sglang_flag_at(f, release)]

@@ -259,3 +259,26 @@ def sglang_flag_refused(flag: str, release: str) -> bool:
     return any(_version_key(first) <= at <= _version_key(last)
                for entry in SGLANG_CLI["fields"].values()
                for first, last in entry.get("refused", {}).get(flag, ()))
+
+
+def sglang_no_flag(flag: str, release: str | None = None) -> bool:
+    """Whether SGLang's argparse takes ``--no-`` + ``flag`` (``flag`` spelled with its
+    ``--``): only a switch registered with ``argparse.BooleanOptionalAction`` has that form
+    (the table's ``no_flag`` runs of releases read; a ``store_true`` switch has none, and
+    argparse refuses it). With ``release``: at that release, a release read inside a run or
+    one not read lying between a run and the releases read on either side; without: at any."""
+    runs = [run for _, entry in ((n, SGLANG_CLI["fields"][n]) for n, _ in
+                                 sglang_flag_fields(flag)) for run in entry.get("no_flag", ())]
+    if release is None or not runs:
+        return bool(runs)
+    at = _version_key(release)
+    read = [_version_key(r) for r in SGLANG_CLI["read"]]
+    for first_release, last_release in runs:
+        first, last = _version_key(first_release), _version_key(last_release)
+        if first <= at <= last:
+            return True
+        lower = max((r for r in read if r < first), default=())
+        upper = min((r for r in read if r > last), default=(1 << 30,))
+        if at not in read and lower < at < upper:
+            return True
+    return False

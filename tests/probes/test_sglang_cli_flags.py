@@ -93,8 +93,9 @@ def test_commands_from_sglang_docs() -> None:
     assert c.settings == {"block_size": 16}
     assert [f for f, _ in c.not_modelled] == ["--enable-lora", "--lora-paths",
                                               "--max-loras-per-batch", "--lora-backend",
+                                              "--disable-radix-cache",
                                               "--hybrid-kvcache-ratio"]
-    assert c.ignored == ("--disable-radix-cache",)
+    assert c.ignored == ()
     assert "--hybrid-kvcache-ratio" in c.describe()[1]
 
 
@@ -224,3 +225,58 @@ def test_a_unique_prefix_is_the_flag_it_begins() -> None:
         parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
                       "--enable-dp", "1"])
     assert "ambiguous" in exc.value.message and exc.value.hint
+
+
+# ServerArgs fields that pick a kernel, a backend, a buffer or a load path: read in the source
+# of 0.4.9 and 0.5.23 (the note names the file), so listed as not modelled, never ignored
+MEMORY_FLAGS = {
+    "--disable-overlap-schedule": "pool_configurator.py",
+    "--moe-runner-backend": "layers/moe/utils.py",
+    "--sampling-backend": "layers/sampler.py",
+    "--load-format": "bitsandbytes",
+    "--decode-attention-backend": "--attention-backend",
+    "--prefill-attention-backend": "--attention-backend",
+    "--enable-deterministic-inference": "batch-invariant",
+    "--enable-return-hidden-states": "CUDA graphs",
+    "--disable-radix-cache": "SWA pool",
+    "--disable-shared-experts-fusion": "extra experts",
+    "--enable-eplb": "expert-distribution recorder",
+}
+
+
+@pytest.mark.parametrize("flag", sorted(MEMORY_FLAGS))
+def test_a_flag_that_changes_memory_is_not_modelled_with_its_source(flag: str) -> None:
+    value = [] if flag.startswith(("--enable-", "--disable-")) else ["x"]
+    c = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m", flag,
+                      *value])
+    assert c.ignored == ()
+    [(name, note)] = c.not_modelled
+    assert name == flag and MEMORY_FLAGS[flag] in note
+    assert "0.5.23" in note or "0.4.9" in note
+
+
+def test_no_x_only_for_a_boolean_optional_action_switch() -> None:
+    # --disable-radix-cache is a store_true switch in every release read: argparse has no
+    # --no-disable-radix-cache, and memprof refuses it as SGLang would
+    with pytest.raises(BadInput) as exc:
+        parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                      "--no-disable-radix-cache"])
+    assert "SGLang has no flag --no-disable-radix-cache" in str(exc.value)
+    assert exc.value.hint == "leave --disable-radix-cache out for its default"
+    code, _, err = invoke(["estimate", "--gpu", "H100", "--", "python", "-m",
+                           "sglang.launch_server", "--model-path", "qwen3-0.6b",
+                           "--no-enable-eplb"])
+    assert code == 2 and err.startswith("error:") and "hint:" in err
+    assert "Traceback" not in err
+    # --lora-strict-loading: BooleanOptionalAction from 0.5.11 (arg_groups/fields/lora.py)
+    assert FIELDS["lora_strict_loading"]["no_flag"] == [["0.5.11", "0.5.23"]]
+    c = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
+                      "--no-lora-strict-loading"])
+    assert c.ignored == ("--no-lora-strict-loading",)
+    check_release(c, "0.5.23")
+    with pytest.raises(BadInput) as exc:
+        check_release(c, "0.5.9")
+    assert ("SGLang 0.5.9 has no flag --no-lora-strict-loading (of the releases read, 0.5.11 - "
+            "0.5.23 register") in str(exc.value)
+    # every switch with a no_flag run is a switch
+    assert all(e["arity"] == "flag" for e in FIELDS.values() if e.get("no_flag"))
