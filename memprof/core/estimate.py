@@ -55,7 +55,7 @@ from memprof.core.models import (
     quant_from_flag,
     spec_from_config,
 )
-from memprof.core.models.config import parse_overrides, with_overrides
+from memprof.core.models.config import merged_sub_configs, parse_overrides, with_overrides
 from memprof.core.models.draft_head import load_draft_head
 from memprof.core.models.families import family_row
 from memprof.core.nvidia_driver import before_r550_note, check_driver
@@ -445,7 +445,8 @@ def _target_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     else:
         name, cfg, path = load_config(model)
         source = str(path)
-    return spec_from_config(with_overrides(cfg, text, flag), name=name, source=source,
+    return spec_from_config(with_overrides(cfg, text, flag, dep.engine_version), name=name,
+                            source=source,
                             with_mtp=mtp, assume_architecture=dep.assume_architecture)
 
 
@@ -816,6 +817,11 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
         keys = ", ".join(sorted(given))
         flag = engine_of(asked).overrides_flag
         notes.append(f"{flag}: config.json sized with {keys or 'nothing'} overridden")
+        merged = merged_sub_configs(spec.raw, asked.hf_overrides, flag, asked.engine_version)
+        if merged:
+            notes.append(f"{flag}: {', '.join(merged)} merged into the checkpoint's sub-config "
+                         "key by key, not replaced (vLLM config/model.py _apply_dict_overrides, "
+                         "0.11.1 on)")
         notes += added_keys_notes(spec, given, flag)
     _block, why = block_size_for(spec, gpu, asked)
     if why:
