@@ -7,8 +7,11 @@ whole at the top level; inside a sub-config nested dicts merge too. SGLang's
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
+from memprof.cli import run
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import _model_spec
 from memprof.core.models.config import merged_sub_configs, with_overrides
@@ -69,3 +72,18 @@ def test_the_estimate_builds_gemma3_with_the_merged_text_config() -> None:
     spec = _model_spec("gemma-3-4b-it", dep)
     assert spec.num_layers == 4 and plain.num_layers != 4
     assert spec.hidden_size == plain.hidden_size
+
+
+def _estimate(*args: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        run(["estimate", "-m", "gemma-3-4b-it", "--gpu", "H100", *args])
+    return " ".join(out.getvalue().split())
+
+
+def test_the_estimate_says_the_sub_config_was_merged_only_where_it_was() -> None:
+    over = '{"text_config": {"max_position_embeddings": 65536}}'
+    assert "text_config merged into the checkpoint's own key by key" in _estimate(
+        "--hf-overrides", over)
+    top = _estimate("--hf-overrides", '{"rope_scaling": null}')
+    assert "sized with rope_scaling overridden" in top and "merged into" not in top

@@ -768,10 +768,13 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     return tuple(notes)
 
 
-def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str) -> list[str]:
+def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str, text: str = "",
+                     release: str | None = None) -> list[str]:
     """An override key the model's own config.json lacks is added, not replaced, as the engines
     merge it (``config.update``): said, with the config's closest key, so that a misspelt key
-    (``num_hidden_layer``) is not read as the setting it was meant to change."""
+    (``num_hidden_layer``) is not read as the setting it was meant to change. A sub-config
+    ``text`` (the overrides as given) merges into rather than replaces is said too
+    (``merged_sub_configs``)."""
     import difflib
 
     from memprof.core.models import bundled_models
@@ -786,6 +789,10 @@ def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str) -> li
         notes.append(f"{flag}: {key} is not a key of {spec.name}'s config.json, so it is added "
                      "rather than replacing one" + (f" (did you mean {close[0]}?)" if close
                                                     else ""))
+    merged = merged_sub_configs(original, text, flag, release) if text else ()
+    if merged:
+        notes.append(f"{flag}: {', '.join(merged)} merged into the checkpoint's own key by key, "
+                     "not replaced (vLLM config/model.py _apply_dict_overrides, 0.11.1 on)")
     return notes
 
 
@@ -817,12 +824,7 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
         keys = ", ".join(sorted(given))
         flag = engine_of(asked).overrides_flag
         notes.append(f"{flag}: config.json sized with {keys or 'nothing'} overridden")
-        merged = merged_sub_configs(spec.raw, asked.hf_overrides, flag, asked.engine_version)
-        if merged:
-            notes.append(f"{flag}: {', '.join(merged)} merged into the checkpoint's sub-config "
-                         "key by key, not replaced (vLLM config/model.py _apply_dict_overrides, "
-                         "0.11.1 on)")
-        notes += added_keys_notes(spec, given, flag)
+        notes += added_keys_notes(spec, given, flag, asked.hf_overrides, asked.engine_version)
     _block, why = block_size_for(spec, gpu, asked)
     if why:
         notes.append(why)
