@@ -87,3 +87,26 @@ def test_explain_sizes_the_reranker_not_the_plain_model(tmp_path: Path) -> None:
     rr, plain = _explain(with_it), _explain(without)
     assert "(Qwen3ForSequenceClassification," in rr and "applied as --hf-" in rr
     assert "(Qwen3ForCausalLM," in plain and "hf_overrides" not in plain
+
+
+DUMP = ["(EngineCore pid=2) [transformers] Model config Qwen3Config {",
+        '(EngineCore pid=2)   "max_position_embeddings": 262144,', "(EngineCore pid=2) }"]
+
+
+def test_the_logged_overrides_and_the_dumps_positions_are_merged() -> None:
+    """The log's non-default args give ``hf_overrides`` and its transformers dump gives the
+    checkpoint's ``max_position_embeddings`` (262,144 against the bundled Qwen3-8B's 40,960):
+    vLLM sees both (the dump is printed before ``get_config`` updates the config with
+    ``hf_overrides``), so the rebuild carries both; a key the logged dict gives wins."""
+    log = parse_log(BANNER + LINES[0] + "\n" + "\n".join(DUMP) + "\n" + FIGURES)
+    assert log.config_positions == 262144
+    rb = rebuild(log, model="qwen3-8b", gpu="H100", gpu_memory=None)
+    assert json.loads(rb.deployment.hf_overrides or "") == {**RERANKER,
+                                                            "max_position_embeddings": 262144}
+    assert any("max_position_embeddings 262,144" in n for n in rb.notes)
+    own = LINES[0].replace("'is_original_qwen3_reranker': True}",
+                           "'is_original_qwen3_reranker': True, "
+                           "'max_position_embeddings': 32768}")
+    rb = rebuild(parse_log(BANNER + own + "\n" + "\n".join(DUMP) + "\n" + FIGURES),
+                 model="qwen3-8b", gpu="H100", gpu_memory=None)
+    assert json.loads(rb.deployment.hf_overrides or "")["max_position_embeddings"] == 32768

@@ -55,7 +55,7 @@ from memprof.core.models import (
     quant_from_flag,
     spec_from_config,
 )
-from memprof.core.models.config import parse_overrides, with_overrides
+from memprof.core.models.config import merged_sub_configs, parse_overrides, with_overrides
 from memprof.core.models.draft_head import load_draft_head
 from memprof.core.models.families import family_row
 from memprof.core.nvidia_driver import before_r550_note, check_driver
@@ -445,7 +445,8 @@ def _target_spec(model: str | ModelSpec, dep: Deployment) -> ModelSpec:
     else:
         name, cfg, path = load_config(model)
         source = str(path)
-    return spec_from_config(with_overrides(cfg, text, flag), name=name, source=source,
+    return spec_from_config(with_overrides(cfg, text, flag, dep.engine_version), name=name,
+                            source=source,
                             with_mtp=mtp, assume_architecture=dep.assume_architecture)
 
 
@@ -767,10 +768,13 @@ def _notes(dep: Deployment, quant: QuantConfig | None, gpu: GPU, mfs: float) -> 
     return tuple(notes)
 
 
-def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str) -> list[str]:
+def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str, text: str = "",
+                     release: str | None = None) -> list[str]:
     """An override key the model's own config.json lacks is added, not replaced, as the engines
     merge it (``config.update``): said, with the config's closest key, so that a misspelt key
-    (``num_hidden_layer``) is not read as the setting it was meant to change."""
+    (``num_hidden_layer``) is not read as the setting it was meant to change. A sub-config
+    ``text`` (the overrides as given) merges into rather than replaces is said too
+    (``merged_sub_configs``)."""
     import difflib
 
     from memprof.core.models import bundled_models
@@ -785,6 +789,10 @@ def added_keys_notes(spec: ModelSpec, given: dict[str, object], flag: str) -> li
         notes.append(f"{flag}: {key} is not a key of {spec.name}'s config.json, so it is added "
                      "rather than replacing one" + (f" (did you mean {close[0]}?)" if close
                                                     else ""))
+    merged = merged_sub_configs(original, text, flag, release) if text else ()
+    if merged:
+        notes.append(f"{flag}: {', '.join(merged)} merged into the checkpoint's own key by key, "
+                     "not replaced (vLLM config/model.py _apply_dict_overrides, 0.11.1 on)")
     return notes
 
 
@@ -816,7 +824,7 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
         keys = ", ".join(sorted(given))
         flag = engine_of(asked).overrides_flag
         notes.append(f"{flag}: config.json sized with {keys or 'nothing'} overridden")
-        notes += added_keys_notes(spec, given, flag)
+        notes += added_keys_notes(spec, given, flag, asked.hf_overrides, asked.engine_version)
     _block, why = block_size_for(spec, gpu, asked)
     if why:
         notes.append(why)

@@ -66,6 +66,7 @@ from memprof.core.kvcache import (
 )
 from memprof.core.lora import RULES as LORA_SETTING_RULES
 from memprof.core.models import ModelSpec
+from memprof.core.models.config import HF_OVERRIDES_NESTED
 from memprof.core.models.families import ROWS as FAMILY_ROWS
 from memprof.core.models.multimodal import (
     ENCODER_PROFILE,
@@ -204,7 +205,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,
-    NGRAM_V2_BUFFERS, NGRAM_GPU_DRAFTER,
+    NGRAM_V2_BUFFERS, NGRAM_GPU_DRAFTER, HF_OVERRIDES_NESTED,
 )
 
 

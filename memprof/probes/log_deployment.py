@@ -516,23 +516,30 @@ def _logged_v1(dep: Deployment, generation: str | None, notes: list[str]) -> Dep
     return dep.with_(vllm_use_v1=1)
 
 
-def _logged_positions(model: str, positions: int, notes: list[str]) -> str | None:
+def _logged_positions(model: str, positions: int, notes: list[str],
+                      logged: str | None = None) -> str | None:
     """``--hf-overrides`` for the checkpoint's ``max_position_embeddings`` where the log prints
     its config (transformers' ``Model config … {`` dump: ``memprof.probes.checkpoint_config``)
     and the bundled config of ``model`` has another (a fine-tune that raises it): vLLM sizes
-    the RoPE cache by it and takes ``max_model_len`` from it where none is set. None where they
-    agree or memprof does not know ``model`` (the estimate says so itself)."""
+    the RoPE cache by it and takes ``max_model_len`` from it where none is set. ``logged``: the
+    ``hf_overrides`` the deployment already carries (the log's non-default args, or the user's),
+    merged with it as vLLM sees the two: the dump prints the checkpoint's config before
+    ``get_config`` updates it with ``hf_overrides`` (vllm/transformers_utils/config.py, 0.11.0 -
+    0.33.0), so a key ``logged`` gives wins. None where nothing changes: they agree, ``logged``
+    sets the key itself, or memprof does not know ``model`` (the estimate says so itself)."""
     import json
 
+    from memprof.core.models.config import parse_overrides
     from memprof.core.models.load import load_model
 
     try:
         bundled = load_model(model).max_position_embeddings
+        given = parse_overrides(logged) if logged else {}
     except BadInput:
         return None
-    if bundled == positions:
+    if bundled == positions or "max_position_embeddings" in given:
         return None
-    override = json.dumps({"max_position_embeddings": positions})
+    override = json.dumps({"max_position_embeddings": positions, **given})
     notes.append(f"the log prints the checkpoint's config (transformers' 'Model config' dump) "
                  f"with max_position_embeddings {positions:,}, where the bundled {model} has "
                  f"{'none' if bundled is None else f'{bundled:,}'}: rebuilt with --hf-overrides "
@@ -723,8 +730,10 @@ def rebuild(log: StartupLog, *, model: str | None, gpu: str | None, gpu_memory: 
     if (runs is not None and not settings.get("engine_version") and not log.version
             and release_dates(engine) is not None):  # engines placed by date say so
         notes.append(_unknown_release_note(log, engine))
-    if log.config_positions is not None and not settings.get("hf_overrides"):
-        override = _logged_positions(name, log.config_positions, notes)
+    if log.config_positions is not None:
+        given = settings.get("hf_overrides")
+        override = _logged_positions(name, log.config_positions, notes,
+                                     given if isinstance(given, str) else None)
         if override is not None:
             settings["hf_overrides"] = override
     if not log.stated:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memprof.base.errors import ConfigError
+from memprof.core.versions import Rule, rule_in_force
 
 # --- typed validation of config.json ------------------------------------------------------------
 #
@@ -226,17 +227,76 @@ def parse_overrides(text: str, flag: str = "--hf-overrides") -> dict[str, Any]:
     return value
 
 
-def with_overrides(cfg: dict[str, Any], text: str, flag: str = "--hf-overrides"
-                   ) -> dict[str, Any]:
-    """``cfg`` with the overrides merged at the top level, before validation, as
-    ``PretrainedConfig.update`` merges them (vLLM transformers_utils/config.py ``get_config``:
-    ``config.update(hf_overrides_kw)``; SGLang ``config.update(model_override_args)``): a key
-    given replaces the config's value whole. ``update`` sets each key as an attribute, so a
+# vLLM ``ModelConfig.__post_init__`` peels the dict-valued ``hf_overrides`` off before
+# ``get_config`` and applies them after it (``_apply_dict_overrides``): a key whose attribute on
+# the loaded config is a sub-config (a ``PretrainedConfig``) is merged into it key by key,
+# recursing into dicts (``_update_nested``); any other key is set whole. 0.11.0 and earlier
+# ``config.update`` every key, so a dict replaces the key whole.
+HF_OVERRIDES_NESTED: tuple[Rule, ...] = (
+    Rule(name="hf_overrides_nested", changes="config: --hf-overrides sub-configs",
+         since="0.11.1", until=None,
+         introduced_by="first seen in 0.11.1 (vllm-project/vllm#25727; 0.11.0 config/model.py "
+         "passes every key to config.update)",
+         source="0.11.1 / 0.27.1 / 0.33.0 vllm/config/model.py ModelConfig.__post_init__ "
+         "(dict_overrides), _apply_dict_overrides, _update_nested"),
+)
+RULES = (HF_OVERRIDES_NESTED,)
+
+# The keys transformers builds as sub-configs (``PretrainedConfig`` objects) of a composite
+# config: the ``sub_configs`` its wrapper configs declare (Qwen2.5-VL, Qwen3-VL, Gemma 3,
+# LLaVA, Mllama, Qwen2.5-Omni, InternVL, ...). Other dict-valued keys
+# (``rope_scaling``, ``quantization_config``, ``auto_map``) are plain dict attributes.
+SUB_CONFIG_KEYS = frozenset({
+    "text_config", "vision_config", "audio_config", "thinker_config", "talker_config",
+    "llm_config", "language_config"})
+
+
+def _update_nested(target: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
+    """``target`` with ``updates`` merged in: a dict value merged into the dict ``target``
+    holds under its key, any other set whole (vLLM config/model.py ``_update_nested``)."""
+    out = dict(target)
+    for key, value in updates.items():
+        held = out.get(key)
+        if isinstance(value, dict) and isinstance(held, dict):
+            out[key] = _update_nested(held, value)
+        else:
+            out[key] = value
+    return out
+
+
+def merged_sub_configs(cfg: dict[str, Any], text: str, flag: str = "--hf-overrides",
+                       release: str | None = None) -> tuple[str, ...]:
+    """The keys of the overrides ``text`` that :func:`with_overrides` merges into a sub-config
+    of ``cfg`` rather than replacing (none outside :data:`HF_OVERRIDES_NESTED`)."""
+    over = parse_overrides(text, flag)
+    return tuple(k for k, v in over.items() if _merges(cfg, k, v, flag, release))
+
+
+def _merges(cfg: dict[str, Any], key: str, value: object, flag: str,
+            release: str | None) -> bool:
+    return (flag == "--hf-overrides" and key in SUB_CONFIG_KEYS and isinstance(value, dict)
+            and isinstance(cfg.get(key), dict)
+            and rule_in_force(HF_OVERRIDES_NESTED, release) is not None)
+
+
+def with_overrides(cfg: dict[str, Any], text: str, flag: str = "--hf-overrides",
+                   release: str | None = None) -> dict[str, Any]:
+    """``cfg`` with the overrides merged, before validation, as the engine at ``release``
+    (``None``: the newest modelled) merges them. ``PretrainedConfig.update`` (vLLM
+    transformers_utils/config.py ``get_config``: ``config.update(hf_overrides_kw)``; SGLang
+    ``config.update(model_override_args)``): a key given replaces the config's value whole.
+    vLLM's ``--hf-overrides`` where :data:`HF_OVERRIDES_NESTED` holds: a dict given for a
+    sub-config the config has (:data:`SUB_CONFIG_KEYS`, e.g. ``{"text_config":
+    {"max_position_embeddings": 65536}}``) is merged into it; a dict for any other key
+    (``rope_scaling``) still replaces it whole. ``update`` sets each key as an attribute, so a
     ``num_labels`` reaches transformers' ``PretrainedConfig.num_labels`` setter, which rebuilds
     ``id2label`` where its length differs: such an ``id2label`` is dropped here (the label count
     is then the override's: memprof/core/models/score_heads.py ``score_labels``)."""
     over = parse_overrides(text, flag)
-    out = {**cfg, **over}
+    out = {**cfg}
+    for key, value in over.items():
+        out[key] = (_update_nested(cfg[key], value) if _merges(cfg, key, value, flag, release)
+                    else value)
     labels, id2label = over.get("num_labels"), out.get("id2label")
     if ("num_labels" in over and "id2label" not in over and isinstance(id2label, dict)
             and len(id2label) != labels):
