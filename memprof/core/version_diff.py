@@ -217,7 +217,7 @@ def all_rules() -> list[Rule]:
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
                           "lora", "bnb", "mrope", "pooling", "eagle", "ngram",
-                          "speculative"})
+                          "speculative", "hf_overrides"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -234,7 +234,7 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
     runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head),
     ``ngram`` (n-gram speculation with draft tokens), ``speculative`` (any method with draft
-    tokens)."""
+    tokens), ``hf_overrides`` (``--hf-overrides`` given)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -282,6 +282,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)
     if dep.num_speculative_tokens:
         out.add("speculative")  # any method with draft tokens (terms/cudagraph.py FULL sizes)
+    if dep.hf_overrides:
+        out.add("hf_overrides")  # --hf-overrides (models/config.py HF_OVERRIDES_NESTED)
     if spec.quant is not None and spec.quant.method == "bnb4":
         out.add("bnb")
     if "mrope_section" in rope_scaling(spec):

@@ -238,7 +238,7 @@ HF_OVERRIDES_NESTED: tuple[Rule, ...] = (
          introduced_by="first seen in 0.11.1 (vllm-project/vllm#25727; 0.11.0 config/model.py "
          "passes every key to config.update)",
          source="0.11.1 / 0.27.1 / 0.33.0 vllm/config/model.py ModelConfig.__post_init__ "
-         "(dict_overrides), _apply_dict_overrides, _update_nested"),
+         "(dict_overrides), _apply_dict_overrides, _update_nested", applies_to="hf_overrides"),
 )
 RULES = (HF_OVERRIDES_NESTED,)
 
