@@ -46,6 +46,7 @@ from memprof.probes.serve_flags import (
     sglang_flag_at,
     sglang_flag_refused,
     sglang_no_flag,
+    sglang_refused_message,
 )
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -593,8 +594,10 @@ def check_release(cmd: ServeCommand, release: str | None) -> None:
         hint = ((f"did you mean {close[0]}? " if close else "")
                 + "or give the --engine-version the command was written for")
         if sglang_flag_refused(flag, release):
+            said = sglang_refused_message(flag)
             raise BadInput(f"SGLang {release} refuses {flag}: its parser registers the flag "
-                           "only to stop at it (deprecated)", hint=hint)
+                           "only to stop at it (deprecated)",
+                           hint=f"SGLang says: {said}" if said else hint)
         have = [r for r in _sglang_releases() if sglang_flag_at(flag, r)]
         span = f"SGLang {have[0]} - {have[-1]} has" if have else "no release takes it"
         raise BadInput(f"SGLang {release} has no flag {flag} ({span})", hint=hint)

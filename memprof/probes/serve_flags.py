@@ -261,6 +261,16 @@ def sglang_flag_refused(flag: str, release: str) -> bool:
                for first, last in entry.get("refused", {}).get(flag, ()))
 
 
+def sglang_refused_message(flag: str) -> str | None:
+    """What SGLang prints where its ``DeprecatedAction`` stops at ``flag`` (the table's
+    ``refused_message``, quoted from the release read: the flag that replaces it), or None."""
+    for entry in SGLANG_CLI["fields"].values():
+        message = entry.get("refused_message")
+        if message and flag in entry.get("refused", {}):
+            return str(message)
+    return None
+
+
 def sglang_no_flag(flag: str, release: str | None = None) -> bool:
     """Whether SGLang's argparse takes ``--no-`` + ``flag`` (``flag`` spelled with its
     ``--``): only a switch registered with ``argparse.BooleanOptionalAction`` has that form

@@ -164,7 +164,9 @@ def test_flag_at_the_release_asked() -> None:
                        "--enable-ep-moe", "--tp", "2"])
     with pytest.raises(BadInput) as exc:
         check_release(ep, "0.5.4")
-    assert "SGLang 0.5.4 refuses --enable-ep-moe" in exc.value.message and exc.value.hint
+    assert "SGLang 0.5.4 refuses --enable-ep-moe" in exc.value.message
+    # the hint is SGLang's own message, which names the flag that replaces it
+    assert exc.value.hint is not None and "--ep-size" in exc.value.hint
     check_release(ep, "0.4.9")
     c = parse_tokens(["python", "-m", "sglang.launch_server", "--model-path", "m",
                       "--enable-lora", "--log-level", "info"])
@@ -280,3 +282,13 @@ def test_no_x_only_for_a_boolean_optional_action_switch() -> None:
             "0.5.23 register") in str(exc.value)
     # every switch with a no_flag run is a switch
     assert all(e["arity"] == "flag" for e in FIELDS.values() if e.get("no_flag"))
+
+
+def test_every_refused_flag_carries_sglang_s_message() -> None:
+    """Each spelling SGLang registers only to refuse has the message its DeprecatedAction
+    prints, naming the flag to use instead (the hint of memprof's refusal)."""
+    for name, entry in FIELDS.items():
+        if entry.get("refused"):
+            said = entry.get("refused_message", "")
+            assert any(flag in said for flag in entry["refused"]), name
+            assert "--" in said.replace(next(iter(entry["refused"])), ""), name
