@@ -59,6 +59,9 @@ class Setting:
         return tuple(getattr(importlib.import_module(module), name))
 
 
+# the pooling flags' note on SGLang (--runner, --convert, --task)
+NO_SGLANG_POOLING = "SGLang's embedding server (--is-embedding) is not modelled"
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(field="engine", kind="str",
             help="The serving engine.", choices_from="memprof.core.deployment:ENGINES",
@@ -107,21 +110,21 @@ SETTINGS: tuple[Setting, ...] = (
             "every rank, the images split over the ranks instead (data).",
             choices_from="memprof.core.models.multimodal:ENCODER_TP_MODES"),
     Setting(field="runner", kind="str",
-            note="SGLang's embedding server (--is-embedding) is not modelled",
+            note=NO_SGLANG_POOLING,
             help="vLLM 0.10.1 on: generate, or pooling for an embedding, classification or "
             "reranker model (no sampler in the profile run, no untied lm_head, PIECEWISE CUDA "
             "graphs only; modelled from 0.11.0 on). A *ForSequenceClassification checkpoint "
             "gets pooling without it, as vLLM's auto.",
             choices_from="memprof.core.engines.vllm_pooling:RUNNERS"),
     Setting(field="convert", kind="str",
-            note="SGLang's embedding server (--is-embedding) is not modelled",
+            note=NO_SGLANG_POOLING,
             help="vLLM 0.10.1 on, with --runner pooling: the head put on a *ForCausalLM "
             "(embed and classify are modelled, classify with a score head from the config or "
             "from classifier_from_token + method in --hf-overrides; reward is refused).",
             shown_default="auto: embed under --runner pooling",
             choices_from="memprof.core.engines.vllm_pooling:CONVERTS"),
     Setting(field="task", kind="str",
-            note="SGLang's embedding server (--is-embedding) is not modelled",
+            note=NO_SGLANG_POOLING,
             help="vLLM before 0.13.0 only: the older spelling (embed / embedding / score: "
             "--runner pooling --convert embed, score and classify of a "
             "*ForSequenceClassification: --convert classify; generate).",

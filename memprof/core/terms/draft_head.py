@@ -88,10 +88,10 @@ from memprof.core.terms.common import Stage, is_last_stage, max_seqs, profile_to
 from memprof.core.terms.runner_buffers import ALLOC_ROUND, charged_from_init_snapshot
 from memprof.core.terms.runner_v2_profile import runs_v2
 from memprof.core.versions import Rule, rule_in_force
+from memprof.core.weights.shard import VOCAB_PADDING
 
 WEIGHTS = "draft head weights"
 BUFFERS = "draft proposer buffers"
-VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 # Model Runner V2's speculator buffers per release, as (sample_src_positions, the confidence
 # probabilities, idx_mapping's bytes) beside the list every release has (read in the 0.27.0,
