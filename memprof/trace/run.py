@@ -23,7 +23,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
 from memprof.core.terms.activation import V2_SAMPLER_STATE_ROW
 from memprof.core.terms.allocations import rank_allocations
-from memprof.core.terms.cudagraph import capture_sizes, cudagraph_model, graph_modes
+from memprof.core.terms.cudagraph import cudagraph_model, engine_graph_modes
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 from memprof.core.terms.load_segments import NAME as LOAD_SEGMENTS
 
@@ -242,9 +242,11 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
     def cudagraph() -> None:
         nonlocal capture, graphs
         if not dep_r.enforce_eager:
-            arch = e.spec.architecture
-            graphs = sorted(capture_sizes(dep_r, arch), reverse=True)[:max_graphs]
-            capture = _capture(kind, replica, graph_modes(dep_r, arch), max_graphs)
+            # the graphs the estimate sizes: the engine's own decode list (SGLang's), vLLM's
+            # by release, Model Runner V2's own FULL decode sizes where it runs
+            modes = engine_graph_modes(rank_context(e, r))
+            graphs = sorted({x for v in modes.values() for x in v}, reverse=True)[:max_graphs]
+            capture = _capture(kind, replica, modes, max_graphs)
 
     def decode() -> None:
         for _ in range(max(1, decode_steps)):

@@ -265,3 +265,19 @@ def test_pytorch_cuda_alloc_conf_must_be_the_traced_allocators(
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", conf)
     _check_alloc_conf(conf, "", on_fake=False)
     _check_alloc_conf(None, "max_split_size_mb:20", on_fake=True)  # the flag unset: no check
+
+
+def test_the_graphs_traced_are_the_ones_the_estimate_sizes() -> None:
+    # SGLang captures its own decode batch list (CudaGraphRunner's capture_bs), not vLLM's
+    # capture sizes: the trace captures what the estimate's graph term sizes
+    from memprof.core.deployment import Deployment
+    from memprof.core.engines.sglang import SGLang
+    from memprof.core.gpus import find_gpu
+
+    code, out, err = trace_json("--model", "qwen3-0.6b", "--gpu", "H200", "--engine", "sglang",
+                                "--engine-version", "0.5.9", "--device", "fake")
+    assert code == 0, err
+    dep = Deployment(engine="sglang", engine_version="0.5.9")
+    sglang = SGLang().decode_graph_sizes(dep, find_gpu("H200"))
+    assert sglang is not None and 12 in sglang and 512 not in sglang
+    assert out["graph_sizes"] == sorted(sglang, reverse=True)
