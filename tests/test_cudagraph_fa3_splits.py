@@ -80,8 +80,9 @@ def test_pool_and_estimate_hold_the_accumulators(monkeypatch: pytest.MonkeyPatch
 
 
 def test_logged_figure_of_a_0_13_h100_log_moves_by_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Published row 507's deployment (vLLM 0.13.0, Meta-Llama-3-8B, TP4, an H100): FULL sizes
-    up to 512, 8 heads a rank: 64.5 MiB of accumulators in the logged figure."""
+    """vLLM 0.13.0, Meta-Llama-3-8B at TP4 on an H100 (published row 507's deployment on an sm90
+    card; the row's own card is an sm80 one, where FlashAttention 3 does not run): FULL sizes up
+    to 512, 8 heads a rank: 64.5 MiB of accumulators in the logged figure."""
     e, _ctx2 = _ctx("meta-llama-3-8b", "H100", engine_version="0.13.0", tp=4)
     got = logged_graph(e, e.ranks[0])
     monkeypatch.setattr(cudagraph, "FULL_GRAPH_SPLITS", ())
