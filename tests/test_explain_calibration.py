@@ -138,10 +138,6 @@ XFAIL: dict[int, str] = {
     116: OUTSIDE + _PR10511 + " (its worker.py:243 tag lies between 0.6.6.post1's and 0.7.1's "
          "lines: rebuilt at 0.6.6.post1)",
     118: OUTSIDE + _DATED + " (its flags, a list of quoted strings, are read)",
-    507: OUTSIDE + "max_num_seqs 1024 (memprof_run): the card, an A800 80GB (compute capability "
-         "8.0 in the SymmMemCommunicator line, the 8192-token tier), is not in memprof's "
-         "catalog and runs as the A100-80GB, whose name takes 0.13.0's 'a100' defaults; the "
-         "quote prints the tier's max_num_batched_tokens but not its max_num_seqs",
     128: OUTSIDE + "max_num_seqs 8 (the notes; the release, 0.9.2+v0, is placed by the tags): "
          "the PR comment's log goes on to mellea's 'final model parameters:' lines, which the "
          "stored thread cuts at 'gpu_memory_ut', and V0's budget lines print no max_num_seqs",
