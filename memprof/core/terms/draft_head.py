@@ -1,6 +1,9 @@
 """An EAGLE / EAGLE-3 draft head's memory beside the target's: its weights (counted in vLLM's
 model load) and the proposer's persistent buffers (the runner's constructor: in the budget where
-``runner_buffers.RUNNER_BUFFERS_CHARGED`` charges the runner's own). Its decoder layers' KV is the
+``runner_buffers.RUNNER_BUFFERS_CHARGED`` charges the runner's own). The same proposer drafts
+MTP (``--speculative-method mtp``: V1 ``EagleProposer``, Model Runner V2 ``MTPSpeculator``), so
+its buffers are charged for the checkpoint's MTP layer too (``proposer_kind``; the MTP layer's
+profile-run forward is memprof.core.terms.mtp_drafter). Its decoder layers' KV is the
 KV cache's (``memprof.core.kvcache.draft_kv_layers``). The head is ``ModelSpec.draft_head``
 (``memprof.core.models.draft_head``), sized in the model dtype (the draft's ``ModelConfig``
 takes the target's ``dtype``: config/speculative.py ``SpeculativeConfig.__post_init__``).
@@ -34,7 +37,7 @@ classes in 0.31.0 and 0.33.0):
   compares the tensors, which a config does not give].
 
 The proposer's buffers, N = ``max_num_batched_tokens``, R = ``max_num_seqs``, k draft tokens
-(``PROPOSER_BUFFERS``):
+(``PROPOSER_BUFFERS``; H the head's, for MTP the target's: ``proposer_hidden``):
 
 - Model Runner V2 (v1/worker/gpu/spec_decode/speculator.py ``DraftModelSpeculator.__init__`` and
   autoregressive/speculator.py, from 0.32.0 target_dependent_ar/speculator.py):
