@@ -138,3 +138,26 @@ def test_trace_refuses_the_mtp_drafter(capsys) -> None:  # type: ignore[no-untyp
     err = capsys.readouterr().err
     assert code == 2 and "error:" in err and "hint:" in err
     assert "Traceback" not in err
+
+
+def test_the_estimate_says_what_the_mtp_drafter_sizes() -> None:
+    e = estimate("deepseek-r1", MTP, gpu_name="H200")
+    [note] = [n for n in e.notes if n.startswith("--speculative-method mtp")]
+    assert "proposer's buffers" in note and "forward in the profile run are sized" in note
+    assert "not modelled" in note
+    # no draft tokens: no drafter, no note
+    assert not [n for n in estimate("deepseek-r1", MTP.with_(num_speculative_tokens=0),
+                                    gpu_name="H200").notes
+                if n.startswith("--speculative-method mtp")]
+
+
+def test_deepseek_v4_drafts_over_its_hc_wide_residual() -> None:
+    # DeepSeek-V4 hands the drafter its pre-hc_head residual [T, hc_mult × H]: the proposer's
+    # hidden_states buffer is 4 × 4096 wide (V2 _target_feeds_hc_residual); its predictor's
+    # forward is not read, and the note says so
+    dep = MTP.with_(tp=4)
+    assert _buffers("deepseek-v4-flash", dep)["hidden_states [N,H]"] == N * 4 * 4096 * 2
+    e = estimate("deepseek-v4-flash", dep, gpu_name="H200")
+    [note] = [n for n in e.notes if n.startswith("--speculative-method mtp")]
+    assert "not read for deepseek_v4" in note
+    assert not [s for s in activation_stages(rank_context(e, e.ranks[0])) if "MTP" in s.name]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from memprof.core.components import TermContext
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.models.spec import ModelSpec
 from memprof.core.terms.common import Stage
 from memprof.core.terms.draft_head import proposer_kind
 
@@ -101,3 +102,16 @@ def mtp_profile_stages(ctx: TermContext, t: int) -> list[Stage]:
                ("fc out (gathered) [T,H]", row)]
     return [Stage("MTP fc (profile run)", (
         target, ("MTP normed embeds [T,H]", row), ("embeds ‖ hidden [T,2H]", 2 * row), *out))]
+
+
+def mtp_note(spec: ModelSpec) -> str:
+    """The estimate's note on an MTP drafter: what is sized, and what is not."""
+    n = len(spec.mtp_layers)
+    sized = ("its weights, its KV in the pool, the proposer's buffers from vLLM 0.27.0 and its "
+             "input projection's forward in the profile run are sized"
+             if spec.family in MTP_PREDICTOR_INPUT else
+             "its weights, its KV in the pool and the proposer's buffers from vLLM 0.27.0 are "
+             f"sized; its input projection's forward is not read for {spec.family}")
+    return (f"--speculative-method mtp: the checkpoint's {n} MTP layer{'s' if n != 1 else ''} "
+            f"drafts with vLLM's EAGLE proposer: {sized} [not modelled: the drafter's CUDA "
+            "graphs and its later draft steps]")
