@@ -307,8 +307,8 @@ def check_mtp_speculator(ctx: TermContext) -> None:
         raise BadInput(f"{ctx.spec.name} has {len(ctx.spec.mtp_layers)} MTP layers: with "
                        f"{dep.num_speculative_tokens} draft tokens Model Runner V2 drafts with "
                        "MultiModuleMTPSpeculator, whose buffers memprof does not size",
-                       hint="--num-speculative-tokens 1, or the V1 runner "
-                       "(VLLM_USE_V2_MODEL_RUNNER=0)")
+                       hint="--num-speculative-tokens 1 (MTPSpeculator drafts it), or an "
+                       f"--engine-version before {MULTI_MODULE_MTP[0].since}")
 
 
 def proposer_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
