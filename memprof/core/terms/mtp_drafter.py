@@ -30,8 +30,9 @@ what the drafter holds beside it (``mtp_layer_held``).
 
 [approximation: the drafter runs under ``torch.compile`` (``@support_torch_compile``), whose
 graph may free a local before the Python code would; the sets above are the eager code's, as
-the target's layers are.] Not read: DeepSeek-V4's MTP forward (hyper-connections): no stage
-beyond its layer's own.
+the target's layers are; and the releases before 0.27.0 are taken as the ones read, as the
+EAGLE head's profile stages are (draft_head.py ``drafter_profile_stages``).] Not read:
+DeepSeek-V4's MTP forward (hyper-connections): no stage beyond its layer's own.
 """
 
 from __future__ import annotations
