@@ -64,6 +64,7 @@ from memprof.core.terms.activation import check_flashinfer_sampler, samples_in_p
 from memprof.core.terms.cudagraph import assumed_driver_note
 from memprof.core.terms.draft_head import head_note
 from memprof.core.terms.kv_cache import kv_cache_component
+from memprof.core.terms.mtp_drafter import mtp_note
 from memprof.core.terms.nccl_nvls import check_nccl_nvls
 from memprof.core.terms.non_torch import first_kernel_in_load
 from memprof.core.terms.symm_mem import unused_switch_note
@@ -806,6 +807,8 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
         notes.append(left_out)
     if spec.draft_head is not None:  # what the EAGLE head took from the target, and left out
         notes.append(head_note(spec.hidden_size, spec.vocab_size, spec.draft_head))
+    if asked.speculative_mtp and spec.mtp_layers:  # what the MTP drafter sizes, and leaves out
+        notes.append(mtp_note(spec))
     if asked.assume_architecture is not None:
         from memprof.core.models.families import ASSUMED
 

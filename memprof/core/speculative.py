@@ -23,7 +23,10 @@ What the method adds beside that:
 - ``mtp``: multi-token prediction: the checkpoint's own MTP layer (DeepSeek-style
   ``num_nextn_predict_layers``; Qwen3.5 / 3.6 ``mtp_num_hidden_layers``, vLLM's
   ``qwen3_5_mtp``) is loaded, its weights and its KV cache join the pool
-  (memprof/core/models: ``speculative_mtp``; the family modules say what the block holds);
+  (memprof/core/models: ``speculative_mtp``; the family modules say what the block holds); vLLM
+  drafts it with the EAGLE proposer (V1 ``EagleProposer``, Model Runner V2 ``MTPSpeculator``),
+  whose buffers memprof/core/terms/draft_head.py charges, and the profile run drafts over its T
+  tokens (memprof/core/terms/mtp_drafter.py);
 - ``ngram``: prompt lookup, no weights and no KV layer. To 0.31.x on the CPU (0.30.0
   v1/spec_decode/ngram_proposer.py ``NgramProposer``: numpy and numba, no GPU tensor; the
   runner's GPU buffers of ``ngram_gpu`` are made only for that method), in the V1 runner: Model

@@ -100,7 +100,7 @@ from memprof.core.terms.cudagraph import (
     V2_FULL_DECODE_SIZES,
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
-from memprof.core.terms.draft_head import PROPOSER_BUFFERS
+from memprof.core.terms.draft_head import MULTI_MODULE_MTP, PROPOSER_BUFFERS
 from memprof.core.terms.encoder import (
     ENCODER_FIRST_STAGE,
     ENCODER_INPUTS_HELD,
@@ -204,7 +204,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     GPTQ_GEMM_TEMP, GPTQ_FLAG_FORCES_PLAIN, AWQ_FLAG_FORCES_PLAIN, MARLIN_MIN_CC, LOAD_MAX_SPLIT,
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
-    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, PROPOSER_BUFFERS,
+    SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, *PROPOSER_BUFFERS.values(),
+    MULTI_MODULE_MTP,
     NGRAM_V2_BUFFERS, NGRAM_GPU_DRAFTER, HF_OVERRIDES_NESTED,
 )
 
@@ -216,7 +217,7 @@ def all_rules() -> list[Rule]:
 # ``Rule.applies_to`` keys that are not an attention kind's or a family's name
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
-                          "lora", "bnb", "mrope", "pooling", "eagle", "ngram",
+                          "lora", "bnb", "mrope", "pooling", "eagle", "mtp", "ngram",
                           "speculative", "hf_overrides"})
 
 
@@ -277,6 +278,8 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("pooling")
     if spec.draft_head is not None:
         out.add("eagle")  # an EAGLE / EAGLE-3 draft head (memprof/core/terms/draft_head.py)
+    if dep.speculative_mtp and spec.mtp_layers:
+        out.add("mtp")  # the checkpoint's MTP layer drafts (terms/draft_head.py, mtp_drafter.py)
     if dep.num_speculative_tokens and is_ngram(dep.speculative_method, dep.engine_version,
                                                dep.engine):
         out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)

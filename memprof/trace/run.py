@@ -170,6 +170,13 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
                        "layer, the proposer's buffers), which the estimate sizes",
                        hint="memprof estimate sizes the head; trace the target without "
                        "--speculative-method eagle / eagle3")
+    if e.deployment.speculative_mtp:
+        from memprof.base.errors import BadInput
+
+        raise BadInput("memprof trace does not build the MTP drafter (the proposer's buffers, "
+                       "its forward in the profile run), which the estimate sizes",
+                       hint="memprof estimate sizes it; trace the target without "
+                       "--num-speculative-tokens")
     r = next((x for x in e.ranks if rank is None or rank in x.same_as), None)
     if r is None:
         from memprof.base.errors import BadInput

@@ -45,6 +45,7 @@ from memprof.core.terms.dequant_linear import dequant_stage
 from memprof.core.terms.draft_head import drafter_profile_stages, target_aux_parts
 from memprof.core.terms.lora import lora_logits_widths
 from memprof.core.terms.moe_caches import fp8_input_quant_bytes, triton_caches_per_call
+from memprof.core.terms.mtp_drafter import mtp_layer_held, mtp_profile_stages
 from memprof.core.terms.runner_v2_profile import runs_v2, v2_own_profile
 from memprof.core.terms.v0_eager_forward import REBOUND, mlp_gate_up_form, v0_layer_input_held
 from memprof.core.versions import Rule, rule_in_force, split_generation, value_at
@@ -780,20 +781,23 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
     query = ActQuery(t=t, s=s, tp=dep.tp, decode=decode,
                      chunked_prefill_rows=lambda: mla_chunked_prefill_rows(ctx),
                      eager_prefill="" if eager is None else str(eager.value), hidden=h)
+    # the MTP layer drafts in the profile run beside what the drafter holds (terms/mtp_drafter.py)
+    mtp_held = [] if decode else mtp_layer_held(ctx, t)
     for layer, _n in rank_layer_kinds(spec, dep, ctx.coord):
         a, mlp = layer.attention, layer.mlp
+        lbase = base + mtp_held if layer.is_mtp else base
         attn = kind_of(a).activation(a, query)
         stages.append(Stage(f"attention ({attn.label})",
-                            tuple(base + attn.parts + _row_parallel_out(ctx, t, attn.out_proj))))
-        stages += [Stage(label, tuple(base + parts)) for label, parts in attn.extra]
+                            tuple(lbase + attn.parts + _row_parallel_out(ctx, t, attn.out_proj))))
+        stages += [Stage(label, tuple(lbase + parts)) for label, parts in attn.extra]
         if mlp.kind == "moe":
             caches = [_per_call_moe_caches(ctx, layer, t)] if moe_caches else []
-            stages.append(Stage("MoE", tuple(_with_held(base, held) + _moe_stage(ctx, layer, t)
+            stages.append(Stage("MoE", tuple(_with_held(lbase, held) + _moe_stage(ctx, layer, t)
                                              + caches)))
         elif mlp.kind == "dense":  # "none": a hybrid layer that is only a token mixer
             stages.append(Stage(mlp_label, tuple(
-                _with_held(base, held) + _dense_stage(ctx, mlp.intermediate_size, t, mlp.gated,
-                                                      rebound))))
+                _with_held(lbase, held) + _dense_stage(ctx, mlp.intermediate_size, t, mlp.gated,
+                                                       rebound))))
     bnb = bnb_dequant_stage(ctx)  # a bitsandbytes linear's dequantised shard (bnb_linear.py)
     if bnb is not None:
         # the largest shard is an MLP one: live beside the layer input V0 keeps (v0_eager_forward)
@@ -805,7 +809,7 @@ def _activation_stages(ctx: TermContext, *, tokens: int | None = None, rows: int
     if spec.hc_mult and rank_layers(spec, dep, ctx.coord):
         stages.append(Stage("mHC post/pre", tuple(_mhc_stage(ctx, t))))
     if not decode:  # an EAGLE head drafts once over the profile batch (terms/draft_head.py)
-        stages += drafter_profile_stages(ctx, t)
+        stages += drafter_profile_stages(ctx, t) + mtp_profile_stages(ctx, t)
     if r > 0 and samples_in_profile_run(dep, ctx.coord) and convert_of(dep) is not None:
         # the pooling runner: _dummy_pooler_run instead of the sampler (engines/vllm_pooling.py),
         # Model Runner V2's PoolingRunner where V2 runs the model

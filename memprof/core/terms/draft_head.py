@@ -1,6 +1,9 @@
 """An EAGLE / EAGLE-3 draft head's memory beside the target's: its weights (counted in vLLM's
 model load) and the proposer's persistent buffers (the runner's constructor: in the budget where
-``runner_buffers.RUNNER_BUFFERS_CHARGED`` charges the runner's own). Its decoder layers' KV is the
+``runner_buffers.RUNNER_BUFFERS_CHARGED`` charges the runner's own). The same proposer drafts
+MTP (``--speculative-method mtp``: V1 ``EagleProposer``, Model Runner V2 ``MTPSpeculator``), so
+its buffers are charged for the checkpoint's MTP layer too (``proposer_kind``; the MTP layer's
+profile-run forward is memprof.core.terms.mtp_drafter). Its decoder layers' KV is the
 KV cache's (``memprof.core.kvcache.draft_kv_layers``). The head is ``ModelSpec.draft_head``
 (``memprof.core.models.draft_head``), sized in the model dtype (the draft's ``ModelConfig``
 takes the target's ``dtype``: config/speculative.py ``SpeculativeConfig.__post_init__``).
@@ -34,7 +37,7 @@ classes in 0.31.0 and 0.33.0):
   compares the tensors, which a config does not give].
 
 The proposer's buffers, N = ``max_num_batched_tokens``, R = ``max_num_seqs``, k draft tokens
-(``PROPOSER_BUFFERS``):
+(``PROPOSER_BUFFERS``; H the head's, for MTP the target's: ``proposer_hidden``):
 
 - Model Runner V2 (v1/worker/gpu/spec_decode/speculator.py ``DraftModelSpeculator.__init__`` and
   autoregressive/speculator.py, from 0.32.0 target_dependent_ar/speculator.py):
@@ -79,10 +82,12 @@ proposer's buffers at 0.8.5 – 0.9.0.x, whose budget charges torch's absolute p
 
 from __future__ import annotations
 
-from memprof.base.errors import LayoutError
+from memprof.base.errors import BadInput, LayoutError
 from memprof.base.units import cdiv, fmt_bytes, round_up
+from memprof.core.attention.base import rope_scaling
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.models.multimodal import mm_limits
 from memprof.core.models.spec import DraftHead
 from memprof.core.terms.common import Stage, is_last_stage, max_seqs, profile_tokens
 from memprof.core.terms.runner_buffers import ALLOC_ROUND, charged_from_init_snapshot
@@ -93,32 +98,56 @@ from memprof.core.weights.shard import VOCAB_PADDING
 WEIGHTS = "draft head weights"
 BUFFERS = "draft proposer buffers"
 
-# Model Runner V2's speculator buffers per release, as (sample_src_positions, the confidence
+# The proposer's persistent buffers per release, as (sample_src_positions, the confidence
 # probabilities, idx_mapping's bytes) beside the list every release has (read in the 0.27.0,
 # 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0 and 0.33.0 wheels, v1/worker/gpu/spec_decode/
 # speculator.py and autoregressive/ or target_dependent_ar/speculator.py; InputBuffers read in
-# 0.27.0 and 0.30.0 – 0.33.0). The V1 proposer's list is the same in each of them.
-PROPOSER_BUFFERS: tuple[Rule, ...] = (
-    Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
-         since="0.27.0", until="0.29.0", value=(False, False, 4), applies_to="eagle",
-         introduced_by="the first release read (0.27.0), the first whose budget charges "
-         "the runner's constructor buffers again",
-         source="0.27.0 / 0.28.0 v1/worker/gpu/spec_decode/speculator.py "
-         "DraftModelSpeculator.__init__, autoregressive/speculator.py; v1/spec_decode/"
-         "llm_base_proposer.py SpecDecodeBaseProposer.__init__"),
-    Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
-         since="0.29.0", until="0.30.0", value=(True, False, 4), applies_to="eagle",
-         introduced_by="0.29.0: AutoRegressiveSpeculator.sample_src_positions int64 [R]",
-         source="0.29.0 v1/worker/gpu/spec_decode/autoregressive/speculator.py"),
-    Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
-         since="0.30.0", until="0.32.0", value=(True, True, 4), applies_to="eagle",
-         introduced_by="0.30.0: DraftModelSpeculator.draft_token_confidence_probs fp32 [R, k]",
-         source="0.30.0 / 0.31.0 v1/worker/gpu/spec_decode/speculator.py"),
-    Rule(name="eagle_proposer_buffers", changes="the EAGLE proposer's persistent buffers",
-         since="0.32.0", until=None, value=(True, True, 8), applies_to="eagle",
-         introduced_by="0.32.0: idx_mapping int64; target_dependent_ar/speculator.py",
-         source="0.32.0 / 0.33.0 v1/worker/gpu/spec_decode/speculator.py, "
-         "target_dependent_ar/speculator.py"),
+# 0.27.0 and 0.30.0 - 0.33.0). The V1 proposer's list is the same in each of them. One table
+# for the two methods whose drafter is this proposer (``applies_to``): an EAGLE head and an MTP
+# layer (V1: ``SpeculativeConfig.use_eagle()`` is true for "eagle", "eagle3" and "mtp", and
+# v1/worker/gpu_model_runner.py builds ``EagleProposer`` for it; Model Runner V2:
+# v1/worker/gpu/spec_decode/__init__.py ``init_speculator`` builds ``EagleSpeculator`` for an
+# EAGLE method and ``MTPSpeculator`` for "mtp", the same ``AutoRegressiveSpeculator`` (from
+# 0.32.0 ``TargetDependentARSpeculator``) with no buffer of its own).
+_SPANS = (("0.27.0", "0.29.0", (False, False, 4),
+           "the first release read (0.27.0), the first whose budget charges the runner's "
+           "constructor buffers again",
+           "0.27.0 / 0.28.0 v1/worker/gpu/spec_decode/speculator.py DraftModelSpeculator."
+           "__init__, autoregressive/speculator.py; v1/spec_decode/llm_base_proposer.py "
+           "SpecDecodeBaseProposer.__init__"),
+          ("0.29.0", "0.30.0", (True, False, 4),
+           "0.29.0: AutoRegressiveSpeculator.sample_src_positions int64 [R]",
+           "0.29.0 v1/worker/gpu/spec_decode/autoregressive/speculator.py"),
+          ("0.30.0", "0.32.0", (True, True, 4),
+           "0.30.0: DraftModelSpeculator.draft_token_confidence_probs fp32 [R, k]",
+           "0.30.0 / 0.31.0 v1/worker/gpu/spec_decode/speculator.py"),
+          ("0.32.0", None, (True, True, 8),
+           "0.32.0: idx_mapping int64; target_dependent_ar/speculator.py",
+           "0.32.0 / 0.33.0 v1/worker/gpu/spec_decode/speculator.py, "
+           "target_dependent_ar/speculator.py"))
+_DRAFTER_CLASS = {
+    "eagle": "EagleSpeculator (V2), EagleProposer (V1)",
+    "mtp": "mtp/speculator.py MTPSpeculator (V2), EagleProposer (V1: use_eagle() lists 'mtp')",
+}
+PROPOSER_BUFFERS: dict[str, tuple[Rule, ...]] = {
+    kind: tuple(Rule(name=f"{kind}_proposer_buffers", changes=f"the {kind.upper()} proposer's "
+                     "persistent buffers", since=since, until=until, value=value,
+                     applies_to=kind, introduced_by=why, source=f"{src}; {_DRAFTER_CLASS[kind]}")
+                for since, until, value, why, src in _SPANS)
+    for kind in ("eagle", "mtp")}
+
+# Model Runner V2 drafts with ``MultiModuleMTPSpeculator`` instead of ``MTPSpeculator`` where
+# the checkpoint has more than one MTP layer and more than one draft token is asked
+# (``SpeculativeConfig.use_multi_module_mtp``: min(num_nextn_predict_layers, k) > 1): its own
+# cached inputs and hidden states, not read for their sizes, so memprof refuses that span.
+MULTI_MODULE_MTP: tuple[Rule, ...] = (
+    Rule(name="multi_module_mtp_speculator", changes="MTP with several MTP layers: its "
+         "speculator", since="0.28.0", until=None, applies_to="mtp", generation="v1",
+         introduced_by="0.28.0: init_speculator's use_multi_module_mtp() branch (absent in "
+         "0.27.0)",
+         source="0.28.0 - 0.33.0 v1/worker/gpu/spec_decode/__init__.py init_speculator, "
+         "multi_module_mtp/speculator.py MultiModuleMTPSpeculator; config/speculative.py "
+         "use_multi_module_mtp"),
 )
 
 NOT_MODELLED = ("[not modelled: the drafter's logits and later draft steps in the profile run, "
@@ -216,15 +245,86 @@ def draft_head_weight_terms(ctx: TermContext) -> list[Component]:
         + f"; {_shared(head, ctx.spec.hidden_size, ctx.spec.vocab_size)} {NOT_MODELLED}")]
 
 
+def proposer_kind(ctx: TermContext) -> str | None:
+    """The drafter vLLM runs with the EAGLE proposer on this rank (``PROPOSER_BUFFERS``'
+    ``applies_to``): "eagle" for a draft head, "mtp" for the checkpoint's MTP layer, ``None``
+    for neither or off the last stage (the drafter is built there only)."""
+    if not is_last_stage(ctx):
+        return None
+    if ctx.spec.draft_head is not None:
+        return "eagle"
+    if ctx.dep.speculative_mtp and ctx.spec.mtp_layers:
+        return "mtp"
+    return None
+
+
+def proposer_hidden(ctx: TermContext) -> int:
+    """H of the proposer's hidden-state buffers: the head's hidden size, or for MTP the
+    draft config's, which is the target's. A hyper-connection target (DeepSeek-V4,
+    ``ModelSpec.hc_mult``) widens it to hc_mult × H: V1 where the draft config has
+    ``compress_ratios`` and ``hc_mult`` (llm_base_proposer.py, 0.27.0 - 0.33.0), Model Runner
+    V2 by ``hc_mult`` at 0.27.0 / 0.28.0 and from 0.29.0 where the target class has
+    ``get_mtp_target_hidden_states`` (speculator.py ``_target_feeds_hc_residual``), which
+    DeepSeek-V4's has (models/deepseek_v4/nvidia/model.py, read in 0.29.0 - 0.33.0)."""
+    head = ctx.spec.draft_head
+    if head is not None:
+        return head.hidden_size
+    return ctx.spec.hidden_size * (ctx.spec.hc_mult or 1)
+
+
+def _mrope_dims(ctx: TermContext) -> int:
+    """The M-RoPE position channels of an MTP drafter (its config is the target's), 0 without
+    M-RoPE: max(3, len(mrope_section)) (0.30.0 transformers_utils/config.py
+    ``mrope_num_dims``). An EAGLE head's own config has none [assumption: the heads memprof
+    reads are Llama / Qwen3 layers]."""
+    if ctx.spec.draft_head is not None:
+        return 0
+    section = rope_scaling(ctx.spec).get("mrope_section")
+    return max(3, len(section)) if isinstance(section, list) else 0
+
+
+def _v2_mm_embeds(ctx: TermContext) -> bool:
+    """Does Model Runner V2's speculator make ``inputs_embeds`` [N, H]? In ``load_model``
+    (autoregressive/speculator.py, 0.27.0 - 0.31.0; target_dependent_ar/ from 0.32.0) where
+    the target takes multimodal inputs (a vision tower and a modality not limited to 0) and the
+    drafter model embeds them (speculator.py ``supports_mm_inputs``): an MTP drafter of a
+    multimodal target, Qwen3.5 / 3.6's ``Qwen3_5MTP`` (``SupportsMultiModal``,
+    qwen3_5_mtp.py). An EAGLE head's class is not multimodal [assumption: the Llama / Qwen3
+    heads memprof reads]."""
+    vision = ctx.spec.vision
+    if proposer_kind(ctx) != "mtp" or vision is None:
+        return False
+    return any(mm_limits(ctx.dep.limit_mm_per_prompt, vision.modalities).values())
+
+
+def check_mtp_speculator(ctx: TermContext) -> None:
+    """Refuse Model Runner V2's ``MultiModuleMTPSpeculator`` (``MULTI_MODULE_MTP``), whose
+    buffers memprof does not size."""
+    dep = ctx.dep
+    if (proposer_kind(ctx) == "mtp" and runs_v2(ctx) and len(ctx.spec.mtp_layers) > 1
+            and dep.num_speculative_tokens > 1
+            and rule_in_force(MULTI_MODULE_MTP, dep.engine_version, dep.engine) is not None):
+        raise BadInput(f"{ctx.spec.name} has {len(ctx.spec.mtp_layers)} MTP layers: with "
+                       f"{dep.num_speculative_tokens} draft tokens Model Runner V2 drafts with "
+                       "MultiModuleMTPSpeculator, whose buffers memprof does not size",
+                       hint="--num-speculative-tokens 1 (MTPSpeculator drafts it), or an "
+                       f"--engine-version before {MULTI_MODULE_MTP[0].since}")
+
+
 def proposer_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
-    """The proposer's persistent buffers at the release (``PROPOSER_BUFFERS``), each rounded to
-    the allocator's 512 B; empty without a head or at a release not read."""
-    head, dep = ctx.spec.draft_head, ctx.dep
-    rule = rule_in_force(PROPOSER_BUFFERS, dep.engine_version, dep.engine)
-    if head is None or rule is None or not is_last_stage(ctx):
+    """The proposer's persistent buffers at the release (``PROPOSER_BUFFERS``, the row of the
+    drafter's kind), each rounded to the allocator's 512 B; empty without a drafter that uses
+    it or at a release not read."""
+    dep, kind = ctx.dep, proposer_kind(ctx)
+    if kind is None:
         return []
+    rule = rule_in_force(PROPOSER_BUFFERS[kind], dep.engine_version, dep.engine)
+    if rule is None:
+        return []
+    check_mtp_speculator(ctx)
     n, r, k = profile_tokens(dep), max_seqs(dep), dep.num_speculative_tokens
-    row = head.hidden_size * dtype_bytes(ctx.model_dtype)
+    s = dtype_bytes(ctx.model_dtype)
+    row = proposer_hidden(ctx) * s
     if runs_v2(ctx):
         value = rule.value
         assert isinstance(value, tuple)
@@ -240,11 +340,19 @@ def proposer_buffer_parts(ctx: TermContext) -> list[tuple[str, int]]:
                   ("last_token_indices int64 [R]", r * 8)]
         if sample_src:
             parts.append(("sample_src_positions int64 [R]", r * 8))
+        if _v2_mm_embeds(ctx):
+            parts.append(("inputs_embeds [N,H] (load_model)", n * ctx.spec.hidden_size * s))
     else:
-        parts = [("input_ids int32 [N]", n * 4), ("positions int64 [N]", n * 8),
+        dims = _mrope_dims(ctx)
+        positions = ((f"mrope_positions int64 [{dims},N+1]", dims * (n + 1) * 8) if dims
+                     else ("positions int64 [N]", n * 8))
+        # inputs_embeds is the draft config's inputs_embeds_size: H, never hc-widened
+        embeds = (ctx.spec.draft_head.hidden_size if ctx.spec.draft_head is not None
+                  else ctx.spec.hidden_size) * s
+        parts = [("input_ids int32 [N]", n * 4), positions,
                  ("hidden_states [N,H]", n * row),
                  ("arange int32 [max(R+1,N)]", max(r + 1, n) * 4),
-                 ("inputs_embeds [N,H]", n * row), ("backup_next_token_ids int32 [R]", r * 4),
+                 ("inputs_embeds [N,H]", n * embeds), ("backup_next_token_ids int32 [R]", r * 4),
                  ("slot_mapping int64 [N]", n * 8)]
     return [(name, cdiv(b, ALLOC_ROUND) * ALLOC_ROUND) for name, b in parts]
 
@@ -259,12 +367,16 @@ def proposer_buffer_terms(ctx: TermContext) -> list[Component]:
     parts = proposer_buffer_parts(ctx)
     if not parts:
         return []
-    runner = ("Model Runner V2's EagleSpeculator" if runs_v2(ctx)
-              else "the V1 runner's EagleProposer")
+    v2 = runs_v2(ctx)
+    if proposer_kind(ctx) == "mtp":
+        runner = ("Model Runner V2's MTPSpeculator" if v2
+                  else "the V1 runner's EagleProposer, which drafts MTP")
+    else:
+        runner = "Model Runner V2's EagleSpeculator" if v2 else "the V1 runner's EagleProposer"
     return [Component(
         name=BUFFERS, category="activation", bytes=sum(b for _n, b in parts),
         formula=f"N={profile_tokens(dep)}, R={max_seqs(dep)}, k={dep.num_speculative_tokens}, "
-        f"H={ctx.spec.draft_head.hidden_size if ctx.spec.draft_head else 0}: "
+        f"H={proposer_hidden(ctx)}: "
         + " + ".join(f"{name} {fmt_bytes(b)}" for name, b in parts)
         + f" ({runner}, made in the runner's constructor after the worker's init snapshot)")]
 

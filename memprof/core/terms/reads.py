@@ -193,12 +193,15 @@ TERM_READS: dict[str, frozenset[str]] = {
     # the EAGLE head (ctx.spec.draft_head) on the last stage, split over TP
     "draft_head_weight_terms": frozenset(("ctx.spec", "ctx.coord", "ctx.model_dtype", "dep.pp",
                                           "dep.tp")),
-    # the release's buffer list, charged as the runner's (runner_buffer_terms), per runner
+    # the release's buffer list, charged as the runner's (runner_buffer_terms), per runner and
+    # drafter (an EAGLE head, an MTP layer)
     "proposer_buffer_terms": frozenset(("ctx.spec", "ctx.coord", "ctx.model_dtype", "ctx.quant",
                                         *_POOLING, "dep.engine", "dep.engine_version",
                                         "dep.pp", "dep.max_num_batched_tokens",
                                         "dep.max_num_seqs", "dep.num_speculative_tokens",
-                                        "dep.speculative_method")),
+                                        "dep.speculative_method",
+                                        # an MTP drafter of a multimodal target (V2 inputs_embeds)
+                                        "dep.limit_mm_per_prompt")),
     # V2's n-gram buffers (all_token_ids [R, L] on every stage, the speculator's on the last),
     # charged as the runner's (runner_buffer_terms); which runner reads the model (ctx.spec,
     # ctx.quant, the pooling runner)
