@@ -114,12 +114,13 @@ _TENSWARD_AWQ = ("the KV figure and the checkpoint's AWQ storage: the quote is a
                  "and the release 0.30.0 its engine image's tag names); the checkpoint /m/qwen "
                  "is Qwen2.5-7B-Instruct-AWQ, run as the bf16 qwen2.5-7b-instruct with "
                  "--quantization awq_marlin (memprof_run)")
-# rows 2536-2537: a report's Qwen3-235B-A22B-Instruct-2507-FP8 runs at 240,000 tokens
-_KAITAKU_240K = ("the checkpoint's max_position_embeddings (262,144: the report's header "
-                 "prose, '262144 native ctx'; memprof_run.hf_overrides: the stand-in "
+# rows 2536-2540: two reports' Qwen3-235B-A22B-Instruct-2507-FP8 runs at 240,000 tokens or more
+_KAITAKU_240K = ("the checkpoint's max_position_embeddings (262,144: the reports' prose, "
+                 "'262144 native ctx', 'defaults to `max_seq_len=262144`'; "
+                 "memprof_run.hf_overrides: the stand-in "
                  "qwen3-235b-a22b-fp8 has 40,960, below the run's --max-model-len 240000), "
                  "which explain reads only from transformers' 'Model config' dump; and the "
-                 "card (the report's Hardware table, 4x H100 80GB SXM, no log line)")
+                 "card (the reports' Hardware tables, 4x H100 80GB, no log line)")
 # row -> the field the quote does not show (so explain cannot read it)
 XFAIL: dict[int, str] = {
     1: OUTSIDE + "the quote is the brief's prose, no log line (kv_cache_dtype, max_num_seqs, "
@@ -317,6 +318,8 @@ XFAIL: dict[int, str] = {
     # rows 2536-2537: a report's 0.20.0 runs of Qwen3-235B-A22B-Instruct-2507-FP8 at 240k
     2536: OUTSIDE + _KAITAKU_240K,
     2537: OUTSIDE + _KAITAKU_240K,
+    2539: OUTSIDE + _KAITAKU_240K,
+    2540: OUTSIDE + _KAITAKU_240K,
 }
 
 

@@ -59,6 +59,12 @@ VERDICT_MISSES: dict[int, str] = {
           "the init snapshot and the profile's end (utils/mem_utils.py memory_profiling, as row "
           "1102), so the KV cache overshot the budget by 0.43 GiB while the display still held "
           "memory; memprof sees neither (the log prints no free memory at this start)",
+    2540: "logged a failure of vLLM 0.19.0's one-request check (Qwen3-235B-A22B-Instruct-2507-FP8 "
+          "at TP 4 on four H100s, util 0.92, the checkpoint's 262,144 tokens: 11.75 GiB needed, "
+          "10.89 GiB available); memprof gives a 15.68 GiB budget and predicts a start: the budget "
+          "miss of the working start with the same flags (row 2539, +44%), whose non-KV part is "
+          "6.74 GiB in the log against memprof's 1.98 (a FlashInfer CUTLASS MoE backend and a "
+          "FlashInfer trtllm all-reduce the report names, which memprof has no term for)",
 }
 
 
