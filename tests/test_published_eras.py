@@ -65,6 +65,13 @@ VERDICT_MISSES: dict[int, str] = {
           "miss of the working start with the same flags (row 2539, +44%), whose non-KV part is "
           "6.74 GiB in the log against memprof's 1.98 (a FlashInfer CUTLASS MoE backend and a "
           "FlashInfer trtllm all-reduce the report names, which memprof has no term for)",
+    2543: "logged a failure of vLLM 0.20.0's one-request check (Qwen3-235B-A22B-Instruct-2507-FP8 "
+          "at TP 4 + EP on four H100s, fp8 KV, util 0.92, 65,536 batched tokens, 240,000 tokens: "
+          "5.38 GiB needed, 1.32 GiB available, the operator's PoC v2 image); memprof gives a "
+          "10.15 GiB budget and predicts a start: the fused-MoE workspace 0.18.0+ sizes at the "
+          "whole batch where memprof caps it at 16,384 tokens (row 2537, the same card and batch, "
+          "bf16 KV: 4.15 GiB logged) and 2.83 GiB more the report does not explain (the fp8 cache "
+          "with the image's kv scratch, forced FlashInfer attention, processed logprobs)",
 }
 
 
