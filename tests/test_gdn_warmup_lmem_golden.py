@@ -81,3 +81,12 @@ def test_the_readme_names_the_script_as_run() -> None:
                  ROOT / "recorders/gpu_gdn_warmup_lmem.py"):
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         assert re.search(rf"`{digest}`", readme), path.name
+
+
+def test_the_shape_dependent_triton_kernels_keep_no_frame() -> None:
+    g = json.loads((FOLDER / "sm80-triton-frames.json").read_text())
+    assert g["target"] == "sm80"
+    kernels = {(r["shape"], r["kernel"]) for r in g["rows"]}
+    assert kernels == {(s, k) for s in ("qwen3.5-0.8b", "qwen3.5-27b")
+                       for k in ("_triton_mrope_forward", "_bilinear_pos_embed_kernel")}
+    assert all(r["stack"] < DEFAULT_STACK for r in g["rows"])
