@@ -47,7 +47,7 @@ from memprof.core.terms.activation import (
     SAMPLER_TRITON_MIN_ROWS,
     V2_SAMPLER_STATE_ROW,
     _moe_dims,
-    fused_moe_chunk,
+    fused_moe_rows,
     mla_chunked_prefill_rows,
     sampler_triton_buffer_rows,
     v2_warmup_flashinfer,
@@ -535,7 +535,7 @@ class Replica:
         w13 = self.tensors[f"model.layers.{i}.mlp.experts.w13_weight"]
         w2 = self.tensors[f"model.layers.{i}.mlp.experts.w2_weight"]
         out = torch.empty(rows, h, dtype=dt, device=dev)
-        chunk = min(rows, fused_moe_chunk(dep.engine_version))
+        chunk = max(1, fused_moe_rows(rows, dep.engine_version))
         for start in range(0, rows, chunk):  # fused_experts_impl's loop over chunks
             n = min(chunk, rows - start)
             xq = x.narrow(0, start, n).to(torch.float8_e4m3fn)
@@ -588,14 +588,14 @@ class Replica:
     def _moe_workspaces(self, layer: Layer) -> tuple[torch.Tensor, torch.Tensor]:
         """The fused MoE's workspace13 ``(M, top_k, max(I, H))`` and workspace2
         ``(M, top_k, max(2I, H))`` (model dtype, M = the profile run's tokens capped at
-        ``VLLM_FUSED_MOE_CHUNK_SIZE``), made at the first MoE call and kept: the
+        ``VLLM_FUSED_MOE_CHUNK_SIZE`` up to 0.17.x, ``fused_moe_rows``), made at the first MoE call and kept: the
         ``WorkspaceManager`` buffer the estimate's "fused-MoE workspace (WorkspaceManager)" row
         sizes (``memprof.core.terms.activation.moe_workspace_bytes``)."""
         if "_moe_ws13" not in self.tensors:
             m, h = layer.mlp, self.ctx.spec.hidden_size
             tokens = profile_tokens(self.ctx.dep)
             mt, il, _e = _moe_dims(self.ctx, layer, tokens)
-            mc = min(mt, fused_moe_chunk(self.ctx.dep.engine_version))
+            mc = fused_moe_rows(mt, self.ctx.dep.engine_version)
             with self.charge(MOE_WORKSPACE):  # type: ignore[attr-defined]
                 self.tensors["_moe_ws13"] = torch.empty(mc * m.top_k * max(il, h),
                                                         dtype=self.dtype, device=self.device)

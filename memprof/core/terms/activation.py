@@ -492,8 +492,9 @@ def samples_in_profile_run(dep: Deployment, coord: RankCoord) -> bool:
     return coord.tp_rank == 0 or not v0_driver_samples(dep.engine, dep.engine_version)
 
 
-# vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default 16·1024 (vllm/envs.py): the modular fused-MoE kernel
-# sizes its workspaces for at most this many tokens per chunk.
+# vLLM ``VLLM_FUSED_MOE_CHUNK_SIZE`` default 16·1024 (vllm/envs.py, 0.12.0 – 0.17.x): the modular
+# fused-MoE kernel sizes its workspaces for at most this many tokens per chunk; from 0.18.0 it
+# sizes them for the whole batch (``FUSED_MOE_CHUNK``).
 FUSED_MOE_CHUNK_SIZE = 16 * 1024
 # The default by release (``FUSED_MOE_CHUNK_SIZE`` above is the newest): 32768 tokens through
 # 0.11.x. It caps the Triton fused-MoE path's token rows (``fused_experts_impl``: M =
@@ -510,17 +511,35 @@ FUSED_MOE_CHUNK: tuple[Rule, ...] = (
          "model_executor/layers/fused_moe/fused_moe.py fused_experts_impl: M = min(num_tokens, "
          "CHUNK_SIZE)"),
     Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.12.0",
-         until=None, value=FUSED_MOE_CHUNK_SIZE,
+         until="0.18.0", value=FUSED_MOE_CHUNK_SIZE,
          introduced_by="default 16 * 1024 (first released in 0.12.0)",
-         source="0.12.0 – 0.17.0 envs.py: os.getenv('VLLM_FUSED_MOE_CHUNK_SIZE', "
+         removed_by="the fused-MoE chunking removed (vLLM PR #34086, first released in 0.18.0)",
+         source="0.12.0 – 0.17.1 envs.py: os.getenv('VLLM_FUSED_MOE_CHUNK_SIZE', "
          "str(16 * 1024)); vLLM@52a31cc"),
+    Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.18.0",
+         until=None, value=0,
+         introduced_by="the fused-MoE chunking removed (vLLM PR #34086, first released in "
+         "0.18.0)",
+         source="0.18.0 envs.py: no VLLM_FUSED_MOE_CHUNK_SIZE; fused_moe/modular_kernel.py "
+         "FusedMoEModularKernel: _allocate_buffers(in_dtype, device, M_full, M_full, ...), the "
+         "workspaces at the whole batch; fused_moe.py fused_experts_impl without its chunk loop"),
 )
 
 
-def fused_moe_chunk(version: str | None) -> int:
-    """``VLLM_FUSED_MOE_CHUNK_SIZE``'s default at ``version`` (rows in ``FUSED_MOE_CHUNK``)."""
+def fused_moe_chunk(version: str | None) -> int | None:
+    """``VLLM_FUSED_MOE_CHUNK_SIZE``'s default at ``version`` (rows in ``FUSED_MOE_CHUNK``);
+    ``None`` from 0.18.0, where the fused MoE runs the whole batch in one chunk."""
     chunk = value_at(FUSED_MOE_CHUNK, version, FUSED_MOE_CHUNK_SIZE)
-    return chunk if isinstance(chunk, int) else FUSED_MOE_CHUNK_SIZE
+    if not isinstance(chunk, int):
+        return FUSED_MOE_CHUNK_SIZE
+    return chunk or None
+
+
+def fused_moe_rows(rows: int, version: str | None) -> int:
+    """The token rows one fused-MoE chunk holds: ``rows`` capped at the release's chunk size
+    (``fused_moe_chunk``), all of them where the release does not chunk."""
+    chunk = fused_moe_chunk(version)
+    return rows if chunk is None else min(rows, chunk)
 
 # ``moe_align_block_size``: sorted_token_ids int32 of ``topk_ids.numel() + E·(BLOCK_SIZE_M − 1)``
 # (vllm/model_executor/layers/fused_moe/moe_align_block_size.py); BLOCK_SIZE_M comes from the tuned
@@ -624,7 +643,7 @@ def _moe_workspace(ctx: TermContext, layer: Layer, t: int) -> int:
     """
     s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
     m, i_l, _e = _moe_dims(ctx, layer, t)
-    mc = min(m, fused_moe_chunk(ctx.dep.engine_version))
+    mc = fused_moe_rows(m, ctx.dep.engine_version)
     return mc * k * max(i_l, h) * s + mc * k * max(2 * i_l, h) * s
 
 
@@ -663,7 +682,7 @@ def _per_call_moe_caches(ctx: TermContext, layer: Layer, t: int) -> tuple[str, i
         return "Marlin MoE caches (per call)", _marlin_moe_caches(ctx, layer, t)
     s, h, k = model_bytes(ctx), ctx.spec.hidden_size, layer.mlp.top_k
     m, i_l, _e = _moe_dims(ctx, layer, t)
-    mc = min(m, fused_moe_chunk(ctx.dep.engine_version))
+    mc = fused_moe_rows(m, ctx.dep.engine_version)
     n = 2 * i_l
     if layout == "cache13":
         quant = fp8_input_quant_bytes(ctx.dep, ctx.spec.quant, ctx.gpu.arch, mc, k, h, i_l)
@@ -1123,8 +1142,9 @@ def activation_terms(ctx: TermContext) -> list[Component]:
         comps.append(Component(
             name="fused-MoE workspace (WorkspaceManager)", category="activation", bytes=ws,
             where="budget", profiled=True,
-            formula=f"min(M,{fused_moe_chunk(ctx.dep.engine_version)})·top_k·(max(I,H) + "
-            "max(2I,H))·s, M = T·dp; "
+            formula=(f"min(M,{chunk})" if (chunk := fused_moe_chunk(ctx.dep.engine_version))
+                     else "M") + "·top_k·(max(I,H) + max(2I,H))·s, M = T·dp"
+            + ("" if chunk else " (not chunked from 0.18.0)") + "; "
             "persistent, shared by all MoE layers"))
     n = cublas_streams(ctx)
     each = cublas_workspace_bytes(ctx.gpu)
