@@ -588,9 +588,9 @@ class Replica:
     def _moe_workspaces(self, layer: Layer) -> tuple[torch.Tensor, torch.Tensor]:
         """The fused MoE's workspace13 ``(M, top_k, max(I, H))`` and workspace2
         ``(M, top_k, max(2I, H))`` (model dtype, M = the profile run's tokens capped at
-        ``VLLM_FUSED_MOE_CHUNK_SIZE`` up to 0.17.x, ``fused_moe_rows``), made at the first MoE call and kept: the
-        ``WorkspaceManager`` buffer the estimate's "fused-MoE workspace (WorkspaceManager)" row
-        sizes (``memprof.core.terms.activation.moe_workspace_bytes``)."""
+        ``VLLM_FUSED_MOE_CHUNK_SIZE`` up to 0.17.x: ``fused_moe_rows``), made at the first MoE
+        call and kept: the ``WorkspaceManager`` buffer the estimate's "fused-MoE workspace
+        (WorkspaceManager)" row sizes (``memprof.core.terms.activation.moe_workspace_bytes``)."""
         if "_moe_ws13" not in self.tensors:
             m, h = layer.mlp, self.ctx.spec.hidden_size
             tokens = profile_tokens(self.ctx.dep)

@@ -39,25 +39,10 @@ from __future__ import annotations
 
 from memprof.core.components import TermContext
 from memprof.core.dtypes import dtype_bytes
+from memprof.core.models.families import family_row
 from memprof.core.models.spec import ModelSpec
 from memprof.core.terms.common import Stage
 from memprof.core.terms.draft_head import proposer_kind
-
-# The drafter model's input projection per family row (memprof.core.models.families), read in
-# the 0.27.0, 0.30.0 and 0.33.0 wheels: "eh_proj" or "fc" (the module docstring).
-MTP_PREDICTOR_INPUT: dict[str, tuple[str, str]] = {
-    "deepseek_v3": ("eh_proj", "model_executor/models/deepseek_mtp.py "
-                    "DeepSeekMultiTokenPredictorLayer.forward"),
-    "deepseek_v32": ("eh_proj", "model_executor/models/deepseek_mtp.py "
-                     "DeepSeekMultiTokenPredictorLayer.forward"),
-    "glm4_moe": ("eh_proj", "model_executor/models/glm4_moe_mtp.py "
-                 "Glm4MoeMultiTokenPredictorLayer.forward"),
-    "qwen3_5": ("fc", "model_executor/models/qwen3_5_mtp.py Qwen3_5MultiTokenPredictor.forward"),
-    "qwen3_5_moe": ("fc", "model_executor/models/qwen3_5_mtp.py "
-                    "Qwen3_5MultiTokenPredictor.forward"),
-    "qwen3_next": ("fc", "model_executor/models/qwen3_next_mtp.py "
-                   "Qwen3NextMultiTokenPredictor.forward"),
-}
 
 
 def _form(ctx: TermContext) -> str | None:
@@ -65,7 +50,7 @@ def _form(ctx: TermContext) -> str | None:
     read it or the rank does not draft with an MTP layer."""
     if proposer_kind(ctx) != "mtp":
         return None
-    entry = MTP_PREDICTOR_INPUT.get(ctx.spec.family)
+    entry = family_row(ctx.spec.family).mtp_predictor_input
     return entry[0] if entry else None
 
 
@@ -110,7 +95,7 @@ def mtp_note(spec: ModelSpec) -> str:
     n = len(spec.mtp_layers)
     sized = ("its weights, its KV in the pool, the proposer's buffers from vLLM 0.27.0 and its "
              "input projection's forward in the profile run are sized"
-             if spec.family in MTP_PREDICTOR_INPUT else
+             if family_row(spec.family).mtp_predictor_input else
              "its weights, its KV in the pool and the proposer's buffers from vLLM 0.27.0 are "
              f"sized; its input projection's forward is not read for {spec.family}")
     return (f"--speculative-method mtp: the checkpoint's {n} MTP layer{'s' if n != 1 else ''} "

@@ -146,11 +146,17 @@ DEEPSEEK_V3_LORA = lora_refused(
     introduced_by="SupportsLoRA on DeepseekV2ForCausalLM (first released in 0.10.2)",
     unmodelled="MLA attention projections", experts_from="0.11.1")
 
+# the MTP drafter's predictor input (Family.mtp_predictor_input), read in the 0.27.0, 0.30.0
+# and 0.33.0 wheels
+DEEPSEEK_MTP_INPUT = ("eh_proj", "model_executor/models/deepseek_mtp.py "
+                      "DeepSeekMultiTokenPredictorLayer.forward")
+
 DEEPSEEK_V3 = Family(
     lora=DEEPSEEK_V3_LORA,
     name="deepseek_v3", model_types=("deepseek_v2", "deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,
+    mtp_predictor_input=DEEPSEEK_MTP_INPUT,
     # SGLang models/deepseek_v2.py (0.4.5+): "Only Deepseek V3/R1 can use shared experts fusion"
     fusable_shared_experts=("DeepseekV3ForCausalLM",),
     v2_runner_listed=(v2_listed("deepseek_v3", "0.24.0", "0.29.0", ("DeepseekV2ForCausalLM",),
@@ -163,6 +169,7 @@ DEEPSEEK_V3 = Family(
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
     build=_deepseek_v32_layers, attention="mla", moe=True, mtp=True,
+    mtp_predictor_input=DEEPSEEK_MTP_INPUT,
     # SGLang's settings and pool sizing for the indexer's models ("NSA"), per release (its rows
     # are in memprof/core/version_diff.py's RULEBOOK)
     modules=("memprof/core/engines/sglang_nsa.py",),

@@ -82,6 +82,9 @@ FAMILY = Family(
     sglang_fa3_listed=(sglang_fa3_listed("glm4_moe", "0.4.10", "0.5.8",
                                          ("Glm4MoeForCausalLM",)),),
     build=_glm4_moe_layers, attention="gqa", moe=True, mtp=True, lora=LORA,
+    # the MTP drafter's predictor input, read in the 0.27.0, 0.30.0 and 0.33.0 wheels
+    mtp_predictor_input=("eh_proj", "model_executor/models/glm4_moe_mtp.py "
+                         "Glm4MoeMultiTokenPredictorLayer.forward"),
     dp_attention_embed=sglang_embed_rows(
         "glm4_moe", "glm4_moe.py",
         ((None, "0.5.9", "replicated", "0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),

@@ -187,6 +187,9 @@ QWEN3_5_MOE_LORA = lora_refused("qwen3_5_moe", "Qwen3_5MoeForConditionalGenerati
                                 experts_from="0.17.0")
 
 # Qwen3VLForConditionalGeneration.hf_to_vllm_mapper (qwen3_vl.py, 0.27.1 / 0.33.0), which the
+# the MTP drafter's predictor input (Family.mtp_predictor_input), read in the 0.27.0, 0.30.0 and
+# 0.33.0 wheels
+MTP_INPUT = ("fc", "model_executor/models/qwen3_5_mtp.py Qwen3_5MultiTokenPredictor.forward")
 # Qwen3.5 classes inherit: memprof names the language model's modules ``model.*``
 _PREFIXES = (("model.visual.", "visual."), ("model.language_model.", "model."))
 
@@ -194,6 +197,7 @@ QWEN3_5 = Family(
     lora=QWEN3_5_LORA,
     name="qwen3_5", model_types=("qwen3_5",), architectures=("Qwen3_5ForConditionalGeneration",),
     build=_dense_layers, attention="gqa", mtp=True, mtp_fc_block=True, vision=_tower,
+    mtp_predictor_input=MTP_INPUT,
     config_view=_view,
     weight_prefixes=_PREFIXES,
     release_rules=lambda: (RELEASES,), note=NOTE,
@@ -203,5 +207,6 @@ QWEN3_5_MOE = Family(
     name="qwen3_5_moe", model_types=("qwen3_5_moe",),
     architectures=("Qwen3_5MoeForConditionalGeneration",), build=_moe_layers, attention="gqa",
     moe=True, mtp=True, mtp_fc_block=True, vision=_tower, config_view=_view,
+    mtp_predictor_input=MTP_INPUT,
     weight_prefixes=_PREFIXES, note=NOTE,
     source="vLLM model_executor/models/qwen3_5.py (0.17.0 / 0.18.0 / 0.33.0)")

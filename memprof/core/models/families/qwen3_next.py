@@ -92,6 +92,9 @@ FAMILY = Family(
     lora=LORA,
     name="qwen3_next", model_types=("qwen3_next",), architectures=("Qwen3NextForCausalLM",),
     build=_qwen3_next_layers, attention="gqa", moe=True,
+    # the MTP drafter's predictor input, read in the 0.27.0, 0.30.0 and 0.33.0 wheels
+    mtp_predictor_input=("fc", "model_executor/models/qwen3_next_mtp.py "
+                         "Qwen3NextMultiTokenPredictor.forward"),
     dp_attention_embed=sglang_embed_rows(
         "qwen3_next", "qwen3_next.py",
         ((None, "0.5.9", "replicated", "0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),

@@ -195,6 +195,10 @@ class Family(NamedTuple):
     # ``v0_gate_up_rows``); read only for V0's eager profile run
     # (memprof/core/terms/v0_eager_forward.py); none: "kept" is assumed there, as the stage says
     v0_mlp_gate_up: tuple[Rule, ...] = ()
+    # the input projection of its vLLM MTP drafter's predictor (``--speculative-method mtp``):
+    # ("eh_proj" or "fc", the model file read), which sizes the drafter's forward in the profile
+    # run (memprof/core/terms/mtp_drafter.py); None: not read, no stage beyond the MTP layer's
+    mtp_predictor_input: tuple[str, str] | None = None
     # the family's own release rows (``memprof versions`` lists them: version_diff.py)
     release_rules: Callable[[], tuple[tuple[Rule, ...], ...]] | None = None
     # the releases whose ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (vLLM config/vllm.py) list the
