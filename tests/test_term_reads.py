@@ -93,9 +93,9 @@ def _observed() -> tuple[int, dict[str, list[tuple[str, frozenset[str]]]]]:
         runs += 1
         for r in e.ranks:
             ctx = rank_context(e, r)
+            case = f"{model} {dep} {gpu} rank {r.coord.rank}"  # (one deployment repr a rank)
             for term in _terms():
                 _out, reads = recorded_run(term, ctx)  # type: ignore[arg-type]
-                case = f"{model} {dep} {gpu} rank {r.coord.rank}"
                 out[term.__name__].append((case, frozenset(f"{k}.{n}" for k, n in reads)))  # type: ignore[attr-defined]
     return runs, out
 
