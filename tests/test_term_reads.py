@@ -20,7 +20,8 @@ from memprof.core.components import Component, TermContext
 from memprof.core.deployment import Deployment
 from memprof.core.estimate import default_terms, estimate, rank_context
 from memprof.core.gpus import resolve_gpu
-from memprof.core.models.load import bundled_models
+from memprof.core.models import ModelSpec
+from memprof.core.models.load import bundled_models, load_model
 from memprof.core.terms.reads import TERM_READS
 
 HEAD = Path(__file__).parent / "data" / "draft_heads" / "eagle3-qwen3-8b-shapes"
@@ -71,21 +72,30 @@ def _terms() -> list[object]:
 
 
 @cache
+def _spec(model: str, mtp: bool, assume: str | None) -> ModelSpec:
+    return load_model(model, speculative_mtp=mtp, assume_architecture=assume)
+
+
+@cache
 def _observed() -> tuple[int, dict[str, list[tuple[str, frozenset[str]]]]]:
     """(estimates run, term name → [(case, fields read)] over every case)."""
     out: dict[str, list[tuple[str, frozenset[str]]]] = defaultdict(list)
     runs = 0
     for model, dep, gpu in itertools.product(sorted(bundled_models()), DEPLOYMENTS, GPUS):
         try:
-            e = estimate(model, dep, gpu=resolve_gpu(gpu, None))
+            # the model as the estimate loads it for this deployment (no case overrides its
+            # config), read once for all the cases that load it alike
+            assert not dep.hf_overrides
+            e = estimate(_spec(model, dep.speculative_mtp, dep.assume_architecture), dep,
+                         gpu=resolve_gpu(gpu, None))
         except BadInput:
             continue  # a layout the model refuses (TP not dividing its heads …)
         runs += 1
         for r in e.ranks:
             ctx = rank_context(e, r)
+            case = f"{model} {dep} {gpu} rank {r.coord.rank}"  # (one deployment repr a rank)
             for term in _terms():
                 _out, reads = recorded_run(term, ctx)  # type: ignore[arg-type]
-                case = f"{model} {dep} {gpu} rank {r.coord.rank}"
                 out[term.__name__].append((case, frozenset(f"{k}.{n}" for k, n in reads)))  # type: ignore[attr-defined]
     return runs, out
 
