@@ -87,7 +87,6 @@ from memprof.base.units import cdiv, fmt_bytes, round_up
 from memprof.core.attention.base import rope_scaling
 from memprof.core.components import Component, TermContext
 from memprof.core.dtypes import dtype_bytes
-from memprof.core.models.multimodal import mm_limits
 from memprof.core.models.spec import DraftHead
 from memprof.core.terms.common import Stage, is_last_stage, max_seqs, profile_tokens
 from memprof.core.terms.runner_buffers import ALLOC_ROUND, charged_from_init_snapshot
@@ -294,6 +293,8 @@ def _v2_mm_embeds(ctx: TermContext) -> bool:
     vision = ctx.spec.vision
     if proposer_kind(ctx) != "mtp" or vision is None:
         return False
+    from memprof.core.models.multimodal import mm_limits  # kept off the cold start (6 ms)
+
     return any(mm_limits(ctx.dep.limit_mm_per_prompt, vision.modalities).values())
 
 
