@@ -501,6 +501,7 @@ FUSED_MOE_CHUNK_SIZE = 16 * 1024
 # min(num_tokens, CHUNK_SIZE) in 0.7.3 – 0.11.x; the modular kernel's workspaces later), so a
 # profile run with more than 16,384 batched tokens sizes its MoE caches for up to twice as many
 # rows in those releases.
+NOT_CHUNKED = "the whole batch (not chunked)"
 FUSED_MOE_CHUNK: tuple[Rule, ...] = (
     Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.6.0",
          until="0.12.0", value=32768, introduced_by="before 0.6.0",
@@ -517,7 +518,7 @@ FUSED_MOE_CHUNK: tuple[Rule, ...] = (
          source="0.12.0 – 0.17.1 envs.py: os.getenv('VLLM_FUSED_MOE_CHUNK_SIZE', "
          "str(16 * 1024)); vLLM@52a31cc"),
     Rule(name="fused_moe_chunk_size", changes="activation peak: fused-MoE rows", since="0.18.0",
-         until=None, value=0,
+         until=None, value=NOT_CHUNKED,
          introduced_by="the fused-MoE chunking removed (vLLM PR #34086, first released in "
          "0.18.0)",
          source="0.18.0 envs.py: no VLLM_FUSED_MOE_CHUNK_SIZE; fused_moe/modular_kernel.py "
@@ -530,9 +531,9 @@ def fused_moe_chunk(version: str | None) -> int | None:
     """``VLLM_FUSED_MOE_CHUNK_SIZE``'s default at ``version`` (rows in ``FUSED_MOE_CHUNK``);
     ``None`` from 0.18.0, where the fused MoE runs the whole batch in one chunk."""
     chunk = value_at(FUSED_MOE_CHUNK, version, FUSED_MOE_CHUNK_SIZE)
-    if not isinstance(chunk, int):
-        return FUSED_MOE_CHUNK_SIZE
-    return chunk or None
+    if chunk == NOT_CHUNKED:
+        return None
+    return chunk if isinstance(chunk, int) else FUSED_MOE_CHUNK_SIZE
 
 
 def fused_moe_rows(rows: int, version: str | None) -> int:
