@@ -56,6 +56,7 @@ from memprof.core.terms.activation import (
 from memprof.core.terms.allocations import Allocation
 from memprof.core.terms.common import max_seqs, profile_tokens
 from memprof.core.terms.runner_v2_profile import v2_own_profile
+from memprof.trace.sglang_capture import logits_in_graph, logits_plan
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -629,9 +630,12 @@ class Replica:
         default_factory=dict)
 
     # --- forwards ------------------------------------------------------------------------------
-    def forward(self, tokens: int, rows: int, decode: bool = False) -> None:
+    def forward(self, tokens: int, rows: int, decode: bool = False,
+                logits_max_bs: int = 0) -> torch.Tensor | None:
         """One forward over ``tokens`` tokens on this rank, then (last PP stage) the sampler on
-        ``rows`` rows; every intermediate is freed when the engine frees it."""
+        ``rows`` rows; every intermediate is freed when the engine frees it. ``logits_max_bs``:
+        the forward is SGLang's captured decode forward, which ends in its logits processor
+        (``sglang_logits``; the runner's largest batch); returns what that keeps, if anything."""
         spec, dep, coord = self.ctx.spec, self.ctx.dep, self.ctx.coord
         h, dev, dt = spec.hidden_size, self.device, self.dtype
         layers = rank_layers(spec, dep, coord)
@@ -649,9 +653,51 @@ class Replica:
                 if self.on_layer is not None:
                     self.on_layer(done, len(layers))
             del residual
+            kept = None
+            if logits_max_bs and logits_in_graph(self.ctx):
+                kept = self.sglang_logits(x, logits_max_bs)
             if coord.pp_stage == dep.pp - 1 and rows > 0:
                 self.sampler(x, rows)
             del x, ids
+        return kept
+
+    def sglang_logits(self, x: torch.Tensor, max_bs: int) -> torch.Tensor | None:
+        """SGLang's ``LogitsProcessor._get_logits`` at decode on the final hidden states ``x``
+        (``memprof.trace.sglang_capture.logits_plan``, 0.4.10 and 0.5.9
+        layers/logits_processor.py): the lm_head GEMM (real where the lm_head weight has the
+        padded shape, else its output allocated), at TP > 1 the all-gather's output (modelled:
+        allocated, the local rows copied in) and its movedim/reshape copy (real), then the fp32
+        logits: a new tensor kept as the graph's output (through 0.4.10) or a copy into the
+        runner's buffer (from 0.5.1: ``_sglang_logits_buffer``, made by the capture)."""
+        plan = logits_plan(self.ctx, x.shape[0], max_bs)
+        tp = max(1, self.ctx.dep.tp)
+        # a tied lm_head is the embedding (the model classes: self.lm_head =
+        # self.model.embed_tokens where tie_word_embeddings)
+        w = self.weight("lm_head", None)
+        w = self.weight("model.embed_tokens", None) if w is None else w
+        shape = plan.lm_head.shape
+        if w is not None and w.dtype == x.dtype and tuple(w.shape) == (shape[1], x.shape[1]):
+            logits = F.linear(x, w)
+        else:
+            logits = torch.empty(shape, dtype=torch_dtype(plan.lm_head.dtype), device=x.device)
+        if plan.gather is not None and plan.copy is not None:
+            out = torch.empty(plan.gather.shape, dtype=logits.dtype, device=x.device)
+            torch.add(logits, 0, out=out.narrow(0, 0, shape[0]))  # this rank's rows
+            # the copy is made inside all_gather, its input (the local output) still referenced
+            whole = out.reshape(tp, *shape).movedim(0, 1).reshape(plan.copy.shape)
+            del out
+            logits = whole  # ``logits = tensor_model_parallel_all_gather(logits)``
+            del whole
+        vocab = self.ctx.spec.vocab_size
+        if plan.kept is not None:
+            kept = logits.narrow(1, 0, vocab).float()
+            del logits
+            return kept
+        buf = self.tensors.get("_sglang_logits_buffer")
+        if buf is not None:
+            torch.add(logits.narrow(1, 0, vocab), 0, out=buf.narrow(0, 0, shape[0]))
+        del logits
+        return None
 
     def sampler(self, x: torch.Tensor, rows: int) -> None:
         """vLLM's sampler warm-up (gpu_model_runner.py ``_dummy_sampler_run``, vLLM@52a31cc):

@@ -20,13 +20,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from memprof.base.errors import EnvironmentProblem
 from memprof.core.components import TermContext
 from memprof.core.deployment import Deployment
+from memprof.core.engines import engine_of
 from memprof.core.estimate import Estimate, RankEstimate, estimate, rank_context
 from memprof.core.terms.activation import V2_SAMPLER_STATE_ROW
 from memprof.core.terms.allocations import rank_allocations
-from memprof.core.terms.cudagraph import cudagraph_model, engine_graph_modes
+from memprof.core.terms.cudagraph import cudagraph_model, engine_graph_modes, graph_driver_first
 from memprof.core.terms.load_rounding import NAME as LOAD_ROUNDING
 from memprof.core.terms.load_segments import NAME as LOAD_SEGMENTS
+from memprof.trace.sglang_capture import logits_plan
 
+# what the trace charges the buffers SGLang's CUDA-graph runner makes in its window to
+CAPTURE_STATE = "CUDA-graph capture state"
 # the estimate's communicator rows (core/terms/non_torch.py), by prefix: "NCCL TP communicator"
 NCCL_ROW = "NCCL {} communicator"
 # the estimate's rows of torch's stream pool made by vLLM's model runner before the profile run
@@ -253,7 +257,12 @@ def run_trace(model: str, dep: Deployment, *, gpu_name: str | None = None,
             # by release, Model Runner V2's own FULL decode sizes where it runs
             modes = engine_graph_modes(rank_context(e, r))
             graphs = sorted({x for v in modes.values() for x in v}, reverse=True)[:max_graphs]
-            capture = _capture(kind, replica, modes, max_graphs)
+            ctx = rank_context(e, r)
+            if engine_of(dep_r).decode_graph_sizes(dep_r, e.gpu) is not None:
+                graphs = [n for n in modes["FULL"] if n in graphs]  # the engine's order
+                capture = _capture_engine(kind, replica, ctx, modes["FULL"], max_graphs)
+            else:
+                capture = _capture(kind, replica, modes, max_graphs)
 
     def decode() -> None:
         for _ in range(max(1, decode_steps)):
@@ -360,6 +369,7 @@ class GraphCapture:
     driver: int
     sizes: dict[str, list[int]]
     graphs: int
+    pool: int | None = None  # the graphs' private pool alone (an engine's own graphs)
 
 
 def _capture(kind: str, replica: object, modes: dict[str, list[int]],
@@ -429,6 +439,80 @@ def _capture(kind: str, replica: object, modes: dict[str, list[int]],
     replica.tensors["_graphs"] = keep  # type: ignore[assignment]
     return GraphCapture(total=int(total), tensors=int(tensors), driver=int(total - tensors),
                         sizes=sizes, graphs=len(keep))
+
+
+def _capture_engine(kind: str, replica: object, ctx: TermContext, sizes: list[int],
+                    max_graphs: int | None) -> GraphCapture | None:
+    """Capture the decode forward as SGLang's ``CudaGraphRunner`` does
+    (``memprof.trace.sglang_capture``; 0.5.9 model_executor/cuda_graph_runner.py, 0.4.10 the
+    same): ``max_graphs`` keeps the largest sizes, captured in the release's order. Before the
+    window, a warm-up at the largest size (the lazy decode scratch, as ``_capture``) and, where
+    the estimate has torch's stream pool made before the capture (``graph_driver_first`` 0:
+    SGLang's ``forward_stream`` or KV pool ``alt_stream``, or the rank's NCCL communicator), a
+    first stream. The window, read as SGLang reads it (``get_available_gpu_memory``: after
+    ``empty_cache``): the attention backend's ``init_cuda_graph_state`` buffers and from 0.5.1
+    the fp32 logits buffer on the current stream (``sglang_attention.capture_buffers``, by their
+    bytes; ``sglang_capture.logits_plan``); then on a new stream, per size, the backend's
+    per-size buffers, two eager ``run_once`` and the capture (``torch.cuda.graph``, which
+    empties the cache first) into one pool, every forward ending in the logits processor
+    (``Replica.sglang_logits``), each graph's output kept as ``output_buffers[bs]``. On the
+    fake device only the warm-up runs."""
+    import torch
+
+    from memprof.core.engines.sglang_attention import capture_buffers
+    from memprof.trace.replica import Replica
+
+    assert isinstance(replica, Replica)
+    top = sorted(sizes, reverse=True)[:max_graphs]
+    order = [n for n in sizes if n in top]
+    if not order:
+        return None
+    largest = max(order)
+    replica.forward(largest, 0, decode=True, logits_max_bs=largest)
+    if kind != "cuda":
+        return None
+    if graph_driver_first(ctx) == 0:
+        torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    free_before = torch.cuda.mem_get_info()[0]
+    reserved_before = torch.cuda.memory_reserved()
+    current, per_size, _ = capture_buffers(ctx.dep, ctx.gpu, ctx.spec, order)
+    plan = logits_plan(ctx, largest, largest)
+    state: list[torch.Tensor] = []
+    with replica.charge(CAPTURE_STATE):  # type: ignore[attr-defined]
+        state += [torch.zeros(n, dtype=torch.uint8, device="cuda") for n in current if n > 0]
+        if plan.buffer is not None:  # GraphInputBuffers.create makes it on every rank
+            replica.tensors["_sglang_logits_buffer"] = torch.zeros(
+                plan.buffer.shape, dtype=torch.float32, device="cuda")
+    pool = torch.cuda.graph_pool_handle()
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    keep: list[torch.cuda.CUDAGraph] = []
+    outputs: list[torch.Tensor | None] = []
+    with torch.cuda.stream(stream):
+        for n in order:
+            with replica.charge(CAPTURE_STATE):  # type: ignore[attr-defined]
+                state += [torch.zeros(b, dtype=torch.uint8, device="cuda")
+                          for b in per_size if b > 0]
+            for _ in range(2):
+                torch.cuda.synchronize()
+                replica.forward(n, 0, decode=True, logits_max_bs=largest)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool, stream=stream):
+                outputs.append(replica.forward(n, 0, decode=True, logits_max_bs=largest))
+            keep.append(g)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = free_before - torch.cuda.mem_get_info()[0]
+    tensors = torch.cuda.memory_reserved() - reserved_before
+    in_pool = [s for s in torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]
+               if tuple(s.get("segment_pool_id", ())) == tuple(pool)]
+    replica.tensors["_graphs"] = keep  # type: ignore[assignment]
+    replica.tensors["_graph_state"] = state  # type: ignore[assignment]
+    replica.tensors["_graph_outputs"] = outputs  # type: ignore[assignment]
+    return GraphCapture(total=int(total), tensors=int(tensors), driver=int(total - tensors),
+                        sizes={"FULL": order}, graphs=len(keep),
+                        pool=sum(int(s["total_size"]) for s in in_pool) if in_pool else None)
 
 
 def _components(e: Estimate, r: RankEstimate, charged: dict[str, int], act_peak: int,
@@ -549,6 +633,18 @@ def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:
     parts, beside the capture's measure."""
     g = cudagraph_model(ctx, sizes=cap.sizes)
     n = ", ".join(f"{m} {len(v)}" for m, v in cap.sizes.items())
+    pool = [] if cap.pool is None or not g.pool else [
+        ComponentTrace(name="CUDA-graph pool: the graphs' private pool", category="cudagraph",
+                       estimated=g.pool, traced=cap.pool,
+                       how="segments of the capture's graph pool (torch.cuda.memory_snapshot): "
+                       "the largest size's decode live set with the logits processor, and each "
+                       "graph's kept logits where the release keeps them"),
+        ComponentTrace(name="CUDA-graph pool: tensors outside the private pool",
+                       category="cudagraph", estimated=g.actual - g.driver - g.pool,
+                       traced=cap.tensors - cap.pool,
+                       how="memory_reserved delta − the private pool: the attention backend's "
+                       "capture state, the logits buffer, the capture stream's cuBLAS "
+                       "workspace")]
     return [
         ComponentTrace(name="CUDA-graph pool (memprof's prediction)", category="cudagraph",
                        estimated=g.actual, traced=cap.total,
@@ -560,6 +656,7 @@ def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:
         ComponentTrace(name="CUDA-graph pool: driver (graph executables)", category="cudagraph",
                        estimated=g.driver, traced=cap.driver,
                        how="the capture's mem_get_info delta − its memory_reserved delta"),
+        *pool,
     ]
 
 

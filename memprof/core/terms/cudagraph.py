@@ -1009,6 +1009,7 @@ class GraphModel:
     graphs: int  # graph executables captured (a PIECEWISE size is one per piece)
     kept: str = ""  # the engine's own graphs: what the capture keeps beyond the live sets
     state: str = ""  # the engine's own graphs: the attention backend's capture state
+    pool: int = 0  # the engine's own graphs: the private pool's part of the tensors
 
 
 def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None) -> GraphModel:
@@ -1165,13 +1166,14 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     if outside is None:
         outside = (cublas + (_segment_bytes(before) if before else 0)
                    + (state[0] if state else 0))
+    pool = tensors
     tensors += outside
     driver = graph_driver_first(ctx) + len(sizes) * _driver_per_size(ctx, "FULL")
     actual = tensors + driver
     return GraphModel(modes={"FULL": sizes}, first_capture={"FULL": actual},
                       per_graph_sample={"FULL": _driver_per_size(ctx, "FULL")},
                       estimate=actual, actual=actual, driver=driver, graphs=len(sizes),
-                      kept=what, state=state[1] if state else "")
+                      kept=what, state=state[1] if state else "", pool=pool)
 
 
 def _segment_bytes(nbytes: int) -> int:
