@@ -102,6 +102,7 @@ from memprof.core.terms.cudagraph import (
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
 from memprof.core.terms.draft_head import MULTI_MODULE_MTP, PROPOSER_BUFFERS
+from memprof.core.terms.drafter_graphs import DRAFTER_GRAPHS_V1
 from memprof.core.terms.encoder import (
     ENCODER_FIRST_STAGE,
     ENCODER_INPUTS_HELD,
@@ -158,6 +159,7 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
                  *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
                  *(f.sglang_tower for f in FAMILY_ROWS if f.sglang_tower),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
+                 *(f.mtp_compiled for f in FAMILY_ROWS if f.mtp_compiled),
                  *(f.max_capture for f in FAMILY_ROWS if f.max_capture),
                  *(f.sglang_fa3_listed for f in FAMILY_ROWS if f.sglang_fa3_listed),
                  *(f.lora for f in FAMILY_ROWS if f.lora),
@@ -211,7 +213,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, *PROPOSER_BUFFERS.values(),
-    MULTI_MODULE_MTP,
+    MULTI_MODULE_MTP, DRAFTER_GRAPHS_V1,
     NGRAM_V2_BUFFERS, NGRAM_GPU_DRAFTER, HF_OVERRIDES_NESTED,
 )
 

@@ -24,7 +24,7 @@ from memprof.core.gpus import GPU, arch_cc
 from memprof.core.kv_dtypes import attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
-from memprof.core.models.families import family_of_architecture
+from memprof.core.models.families import family_of_architecture, family_row
 from memprof.core.nodes import spans_nodes
 from memprof.core.nvidia_driver import R580, driver_major
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
@@ -37,6 +37,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
+from memprof.core.terms.drafter_graphs import drafter_captures, drafter_graph_note
 from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
 from memprof.core.terms.nccl import nccl_version
 from memprof.core.terms.runner_v2_profile import (
@@ -820,8 +821,9 @@ def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
 
 def _driver_per_size(ctx: TermContext, mode: str) -> int:
     """Driver memory of one capture size of ``mode``: its graphs (one per piece where
-    PIECEWISE) and their GEMM, other and NCCL nodes; every term of ``graph_driver_bytes`` grows
-    with the sizes, so the model reads this once a mode."""
+    PIECEWISE) and their GEMM, other and NCCL nodes, and where PIECEWISE the V1 drafter's
+    pieces captured at the same size (``drafter_driver_per_size``); every term of
+    ``graph_driver_bytes`` grows with the sizes, so the model reads this once a mode."""
     graphs = graph_pieces(ctx) if mode == "PIECEWISE" else 1
     gemm, other = graph_nodes(ctx, mode)
     per_gemm, per_other = node_costs(ctx)
@@ -829,7 +831,67 @@ def _driver_per_size(ctx: TermContext, mode: str) -> int:
             + gemm * per_gemm + other * per_other
             + graph_nccl_nodes(ctx) * GRAPH_DRIVER_PER_NCCL_NODE
             + nccl_mixing_nodes(ctx, mode) * GRAPH_DRIVER_NCCL_MIXING
-            + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH)
+            + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH
+            + (drafter_driver_per_size(ctx) if mode == "PIECEWISE" else 0))
+
+
+# The MTP predictor's own kernels around its layer, by its input projection
+# (Family.mtp_predictor_input; model_executor/models/deepseek_mtp.py
+# DeepSeekMultiTokenPredictorLayer.forward, 0.33.0): (GEMMs, other kernels) = eh_proj;
+# the embedding gather, the position-0 mask (torch.where), enorm, hnorm and the concatenation
+# [approximation: one kernel each, as the eager code launches them; Inductor may fuse some]
+MTP_PREDICTOR_NODES = {"eh_proj": (1, 5), "fc": (1, 4)}
+# An EAGLE head's layer as a dense GQA decoder layer (GRAPH_NODES_ATTENTION "gqa" +
+# GRAPH_NODES_MLP "dense") and its input fc
+EAGLE_FC_NODES = (1, 0)
+
+
+def drafter_graph_nodes(ctx: TermContext) -> tuple[int, int, int, int]:
+    """(graphs, GEMM nodes, other nodes, TP collectives) the V1 drafter adds to one PIECEWISE
+    capture size (memprof/core/terms/drafter_graphs.py), zeros where it captures none. The MTP
+    drafter runs one MTP layer a forward (``DeepSeekMTP.forward``: ``spec_step_idx %
+    num_mtp_layers``), so its pieces are that layer's attention + 1; an EAGLE head's, its
+    layers + 1. Its TP collectives: the layer's two all-reduces, and the MTP predictor's
+    vocabulary-parallel embedding's (an EAGLE head takes the target's embedding outside its
+    graphs)."""
+    how = drafter_captures(ctx)
+    if how is None:
+        return 0, 0, 0, 0
+    tp = ctx.dep.tp
+    if how == "mtp":
+        layer = ctx.spec.mtp_layers[0]
+        extra = linear_extra_nodes(ctx)
+        ag, ao = attention_nodes(ctx, layer, "PIECEWISE", extra)
+        mg, mo = mlp_nodes(ctx, layer, extra)
+        entry = family_row(ctx.spec.family).mtp_predictor_input
+        pg, po = MTP_PREDICTOR_NODES[entry[0] if entry else "eh_proj"]
+        return 2, ag + mg + pg, ao + mo + po, (3 if tp > 1 else 0)
+    head = ctx.spec.draft_head
+    assert head is not None
+    ag, ao = GRAPH_NODES_ATTENTION["gqa"]
+    mg, mo = GRAPH_NODES_MLP["dense"]
+    n = head.num_layers
+    return (n + 1, n * (ag + mg) + EAGLE_FC_NODES[0], n * (ao + mo) + EAGLE_FC_NODES[1],
+            2 * n if tp > 1 else 0)
+
+
+def drafter_driver_per_size(ctx: TermContext) -> int:
+    """Driver memory of the V1 drafter's graphs at one PIECEWISE size (``drafter_graph_nodes``):
+    its graphs, GEMM and other nodes at the release's node costs, and its TP collectives as
+    the target's are (kernel nodes under the custom all-reduce, else NCCL nodes, each paying
+    NCCL's graph mixing where its record sits in line, at most two a graph where a leaf)."""
+    graphs, gemm, other, collectives = drafter_graph_nodes(ctx)
+    if not graphs:
+        return 0
+    per_gemm, per_other = node_costs(ctx)
+    out = graphs * GRAPH_DRIVER_PER_GRAPH + gemm * per_gemm + other * per_other
+    if collectives and custom_all_reduce_applies(ctx.dep, ctx.gpu):
+        return out + collectives * per_other
+    if collectives:
+        mixing = (collectives if nccl_record_placement(ctx) == "in line"
+                  else min(collectives, 2 * graphs))
+        out += collectives * GRAPH_DRIVER_PER_NCCL_NODE + mixing * GRAPH_DRIVER_NCCL_MIXING
+    return out
 
 
 def nccl_record_placement(ctx: TermContext) -> str:
@@ -1076,7 +1138,7 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         if without else 0
     driver = first_graph + sum(len(v) * (cases * per_size[m] - without * idle)
                                for m, v in modes.items())
-    pieces = graph_pieces(ctx)
+    pieces = graph_pieces(ctx) + drafter_graph_nodes(ctx)[0]  # the V1 drafter's at each size
     graphs = cases * sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
     first: dict[str, int] = {}
     per_graph: dict[str, int] = {}
@@ -1367,6 +1429,11 @@ def _stack_note(ctx: TermContext, g: GraphModel) -> str:
     """What the formula says of the driver stack, of graphs charged NCCL's NET cost and of NCCL
     nodes spared the graph-mixing share (``nccl_mixing_nodes``)."""
     notes = [driver_stack_note(ctx)]
+    drafter = drafter_graph_note(ctx)
+    if drafter:
+        own = drafter_graph_nodes(ctx)[0] * len(g.modes.get("PIECEWISE", ()))
+        notes.append(f"the speculative drafter's CUDA graphs: {drafter}"
+                     + (f" ({own} of the graphs)" if own else ""))
     net = sum(len(v) * graph_net_graphs(ctx, m) for m, v in g.modes.items())
     if net:
         notes.append(f"{net} graphs holding a TP all-reduce over NCCL's NET transport (TP "
