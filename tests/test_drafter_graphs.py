@@ -117,3 +117,28 @@ def test_v1_eagle3_head_pieces_by_hand() -> None:
     assert drafter_captures(ctx) == "eagle"
     assert drafter_graph_nodes(ctx) == (2, 5, 4, 0)
     assert drafter_driver_per_size(ctx) == 2 * GRAPH_DRIVER_PER_GRAPH + 5 * 3350 + 4 * 2310
+
+
+def test_sparse_mla_indexer_splits_the_pieces_from_0111() -> None:
+    # config/compilation.py CompilationConfig._attention_ops lists "vllm::sparse_attn_indexer"
+    # from 0.11.1 (absent in 0.11.0): a DeepSeek-V3.2 layer is split at its indexer op and its
+    # MLA attention, so a rank's 61 layers make 2 × 61 + 1 pieces a PIECEWISE size (0.11.0:
+    # 61 + 1); the V3.2 MTP drafter's one layer 3 pieces
+    from memprof.core.terms.cudagraph import graph_pieces
+
+    _e, old = _ctx("deepseek-v3.2", "0.11.0")
+    assert graph_pieces(old) == 62
+    _e, ctx = _ctx("deepseek-v3.2", "0.21.0")
+    assert graph_pieces(ctx) == 123
+    assert drafter_graph_nodes(ctx)[0] == 3
+    # a dense MLA model (DeepSeek-R1) has no indexer op
+    _e, r1 = _ctx("deepseek-r1", "0.21.0")
+    assert graph_pieces(r1) == 62 and drafter_graph_nodes(r1)[0] == 2
+    # the 61 more graphs a PIECEWISE size cost their driver memory each, at every size
+    g = cudagraph_model(ctx)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cudagraph, "_indexer_splits", lambda _ctx, mtp: 0)
+        g0 = cudagraph_model(ctx)
+    n = len(g.modes["PIECEWISE"])
+    assert g.actual - g0.actual == n * (61 + 1) * GRAPH_DRIVER_PER_GRAPH
+    assert g.graphs - g0.graphs == n * (61 + 1)

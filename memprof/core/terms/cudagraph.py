@@ -21,7 +21,7 @@ from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.engines.vllm_pooling import convert_of, graph_mode
 from memprof.core.gpus import GPU, arch_cc
-from memprof.core.kv_dtypes import attention_kind
+from memprof.core.kv_dtypes import SPARSE_MLA, attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
 from memprof.core.models.families import family_of_architecture, family_row
@@ -46,7 +46,7 @@ from memprof.core.terms.runner_v2_profile import (
     v2_estimates_nothing,
 )
 from memprof.core.terms.stream_pool import pool_before_graphs
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.formats import fp8_on_marlin
 from memprof.core.weights.mlp import moe_caches_per_call
 
@@ -748,8 +748,39 @@ def graph_pieces(ctx: TermContext) -> int:
     ``vllm.unified_attention_with_output``, and compilation/backends.py ``PiecewiseBackend``
     captures one ``torch.cuda.CUDAGraph`` per piece and capture size, every one into the
     process's single ``global_graph_pool``; a piece's output is kept only as a weak reference
-    (``weak_ref_tensors``), so nothing stays allocated per graph between captures."""
-    return _non_mtp_layers(ctx) + 1
+    (``weak_ref_tensors``), so nothing stays allocated per graph between captures. A sparse MLA
+    layer's indexer op splits it once more where ``INDEXER_SPLIT`` holds."""
+    return _non_mtp_layers(ctx) + 1 + _indexer_splits(ctx, mtp=False)
+
+
+# The lightning indexer's op splits the compiled forward too: CompilationConfig._attention_ops
+# lists "vllm::sparse_attn_indexer" from 0.11.1 (absent in 0.11.0), the op DeepSeek-V3.2's
+# indexer calls (0.11.1 model_executor/models/deepseek_v2.py Indexer.forward; from 0.19.0
+# layers/sparse_attn_indexer.py SparseAttnIndexer.forward_cuda). Counted for the sparse MLA
+# layers (kv_dtypes.attention_kind); DeepSeek-V4's compressed layers call the same class, not
+# read for their pieces.
+INDEXER_SPLIT: tuple[Rule, ...] = (
+    Rule(name="cudagraph_indexer_split", changes="CUDA graphs: pieces of a sparse MLA layer",
+         since="0.11.1", until=None, applies_to="sparse_mla",
+         introduced_by="0.11.1: 'vllm::sparse_attn_indexer' in CompilationConfig._attention_ops "
+         "(absent in 0.11.0)",
+         source="0.11.1 / 0.12.0 / 0.13.0 / 0.15.0 / 0.17.0 / 0.19.0 / 0.21.0 / 0.24.0 / 0.27.0 / "
+         "0.30.0 / 0.33.0 config/compilation.py CompilationConfig._attention_ops; 0.11.1 "
+         "model_executor/models/deepseek_v2.py Indexer.forward, 0.19.0 / 0.33.0 "
+         "layers/sparse_attn_indexer.py SparseAttnIndexer.forward_cuda "
+         "(torch.ops.vllm.sparse_attn_indexer)"),
+)
+
+
+def _indexer_splits(ctx: TermContext, *, mtp: bool) -> int:
+    """The rank's sparse MLA layers (``mtp``: its MTP layers; else the others), each one more
+    piece where ``INDEXER_SPLIT`` holds; 0 elsewhere."""
+    if rule_in_force(INDEXER_SPLIT, ctx.dep.engine_version, ctx.dep.engine) is None:
+        return 0
+    return sum(n for layer, n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord)
+               if layer.is_mtp == mtp
+               and attention_kind(layer.attention.kind, layer.attention.has_indexer)
+               == SPARSE_MLA)
 
 
 def _non_mtp_layers(ctx: TermContext) -> int:
@@ -850,7 +881,8 @@ def drafter_graph_nodes(ctx: TermContext) -> tuple[int, int, int, int]:
     """(graphs, GEMM nodes, other nodes, TP collectives) the V1 drafter adds to one PIECEWISE
     capture size (memprof/core/terms/drafter_graphs.py), zeros where it captures none. The MTP
     drafter runs one MTP layer a forward (``DeepSeekMTP.forward``: ``spec_step_idx %
-    num_mtp_layers``), so its pieces are that layer's attention + 1; an EAGLE head's, its
+    num_mtp_layers``), so its pieces are that layer's attention (and indexer, where
+    ``INDEXER_SPLIT`` holds) + 1; an EAGLE head's, its
     layers + 1. Its TP collectives: the layer's two all-reduces, and the MTP predictor's
     vocabulary-parallel embedding's (an EAGLE head takes the target's embedding outside its
     graphs)."""
@@ -865,7 +897,8 @@ def drafter_graph_nodes(ctx: TermContext) -> tuple[int, int, int, int]:
         mg, mo = mlp_nodes(ctx, layer, extra)
         entry = family_row(ctx.spec.family).mtp_predictor_input
         pg, po = MTP_PREDICTOR_NODES[entry[0] if entry else "eh_proj"]
-        return 2, ag + mg + pg, ao + mo + po, (3 if tp > 1 else 0)
+        split = 1 if _indexer_splits(ctx, mtp=True) else 0  # the MTP layer's indexer op
+        return 2 + split, ag + mg + pg, ao + mo + po, (3 if tp > 1 else 0)
     head = ctx.spec.draft_head
     assert head is not None
     ag, ao = GRAPH_NODES_ATTENTION["gqa"]
