@@ -86,11 +86,11 @@ def test_dsv4_topk_buffer_and_mtp_hidden_buffer_by_version() -> None:
     topk = 8192 * 512 * 4
     hidden = 8192 * 4 * 4096 * 2  # _mtp_hidden_buffer: [mnbt, hc_mult·H] bf16 = 256 MiB
     new = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(tp=8))))
-    assert new == {"DeepSeek-V4 topk_indices_buffer": topk}  # 0.27.0+: only with spec decode
+    assert new == {"indexer topk_indices_buffer": topk}  # 0.27.0+: only with spec decode
     # 0.26.0 nvidia/model.py: ``if get_pp_group().is_last_rank:`` — no speculative condition
     old = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
         tp=8, engine_version="0.26.0"))))
-    assert old == {"DeepSeek-V4 topk_indices_buffer": topk,
+    assert old == {"indexer topk_indices_buffer": topk,
                    "DeepSeek-V4 _mtp_hidden_buffer": hidden}
     # 0.21.0-0.26.0: last PP stage only; 0.20.0 model_executor/models/deepseek_v4.py: every rank
     first = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
@@ -102,8 +102,83 @@ def test_dsv4_topk_buffer_and_mtp_hidden_buffer_by_version() -> None:
     spec_on = sizes(init_buffer_terms(ctx("deepseek-v4-flash", Deployment(
         tp=8, num_speculative_tokens=1))))
     # nvidia/mtp.py DeepSeekV4MultiTokenPredictor.__init__ builds a second topk buffer
-    assert spec_on == {"DeepSeek-V4 topk_indices_buffer": 2 * topk,
+    assert spec_on == {"indexer topk_indices_buffer": 2 * topk,
                        "DeepSeek-V4 _mtp_hidden_buffer": hidden}
+
+
+def _groups(got: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in got.items() if "index group" in k}
+
+
+def test_dsv32_topk_indices_buffer_target_and_mtp_drafter() -> None:
+    # 0.11.0 / 0.19.0 / 0.33.0 deepseek_v2.py DeepseekV2Model.__init__: is_v32 =
+    # hasattr(config, "index_topk") → torch.empty(max_num_batched_tokens, index_topk, int32)
+    # = 8192 × 2048 × 4 B = 64 MiB (H200 default mnbt 8192), before make_layers (every rank)
+    topk = 8192 * 2048 * 4
+    assert topk == 64 * MiB
+    for version in ("0.11.0", "0.19.0"):
+        got = sizes(init_buffer_terms(ctx("deepseek-v3.2", Deployment(
+            tp=8, engine_version=version))))
+        assert got == {"indexer topk_indices_buffer": topk}
+        # deepseek_mtp.py DeepSeekMultiTokenPredictorLayer.__init__ makes the drafter's own:
+        # DeepseekV2Model keeps its buffer as a local, so the proposer's sharing (0.20.0 on,
+        # llm_base_proposer.py: hasattr(target model, "topk_indices_buffer")) never applies
+        spec_on = sizes(init_buffer_terms(ctx("deepseek-v3.2", Deployment(
+            tp=8, num_speculative_tokens=1, engine_version=version))))
+        assert spec_on == {"indexer topk_indices_buffer": 2 * topk}
+    # the buffer is made before make_layers: on the first PP stage too; the drafter is built on
+    # the last stage only
+    first = init_buffer_terms(ctx("deepseek-v3.2", Deployment(
+        pp=2, num_speculative_tokens=1, engine_version="0.19.0"), rank=0))
+    assert [(c.name, c.bytes, c.count) for c in first] == [
+        ("indexer topk_indices_buffer", topk, 1)]
+    # a model with no index_topk makes none
+    assert init_buffer_terms(ctx("deepseek-r1", Deployment(tp=8))) == []
+
+
+def test_dsv32_sparse_mla_index_groups_by_release() -> None:
+    # 0.31.0 - 0.33.0 v1/attention/backends/mla/index_group.py: each indexer layer opens a group
+    # of physical_topk_indices [rows + 1, index_topk] int32 and valid_topk_counts [rows + 1]
+    # int32, rows = min(mnbt, max_num_seqs × (1 + k)) = min(8192, 1024 × 1) = 1024 (H200
+    # default max_num_seqs 1024); 61 layers, all with an indexer, on one rank at TP8
+    rows = 1024
+    got = _groups(sizes(init_buffer_terms(ctx("deepseek-v3.2", Deployment(tp=8)))))
+    assert got == {"sparse MLA index groups (physical top-k)": 61 * (rows + 1) * 2048 * 4,
+                   "sparse MLA index groups (valid counts)": 61 * (rows + 1) * 4}
+    # 0.30.0 also keeps request_ids = arange(rows) int32
+    old = _groups(sizes(init_buffer_terms(ctx("deepseek-v3.2", Deployment(
+        tp=8, engine_version="0.30.0")))))
+    assert old["sparse MLA index groups (request ids)"] == 61 * rows * 4
+    # 0.29.0 has no index_group.py
+    assert _groups(sizes(init_buffer_terms(ctx("deepseek-v3.2", Deployment(
+        tp=8, engine_version="0.29.0"))))) == {}
+    # with one draft token: the target's rows 1024 × 2 = 2048; the MTP layer's implementation
+    # gets no builder from deepseek_mtp.py and makes one over its own buffer: rows = 8192
+    spec_on = _groups(sizes(init_buffer_terms(ctx("deepseek-v3.2", Deployment(
+        tp=8, num_speculative_tokens=1)))))
+    assert spec_on == {
+        "sparse MLA index groups (physical top-k)": 61 * 2049 * 2048 * 4,
+        "sparse MLA index groups (valid counts)": 61 * 2049 * 4,
+        "MTP drafter index group (physical top-k)": 8193 * 2048 * 4,
+        "MTP drafter index group (valid counts)": 8193 * 4}
+    # PP2 (0.8.0+ get_pp_indices: 31 / 30): the first stage's groups are its own 31 layers
+    assert pp_layer_split(61, 2) == [(0, 31), (31, 61)]
+    pp = init_buffer_terms(ctx("deepseek-v3.2", Deployment(pp=2), rank=0))
+    assert [c.count for c in pp if "index group" in c.name] == [31, 31]
+
+
+def test_index_groups_on_rocm_from_0320() -> None:
+    # ROCMAiterMLASparseImpl subclasses SparseMLACommonImpl from 0.32.0 (0.30.0 / 0.31.0
+    # rocm_aiter_mla_sparse.py: not a subclass, no group)
+    mi = find_gpu("MI300X")
+    spec = load_model("deepseek-v3.2")
+    for version, has in (("0.31.0", False), ("0.32.0", True)):
+        dep = resolve(Deployment(tp=8, engine_version=version), spec, mi)
+        coord = ranks(dep)[0]
+        c = TermContext(spec=spec, dep=dep, gpu=mi, coord=coord,
+                        plan=kv_plan(spec, dep, coord, "bfloat16", mi.arch), weights_bytes=0,
+                        model_dtype="bfloat16")
+        assert any("index group" in x.name for x in init_buffer_terms(c)) is has
 
 
 # --- layout and weights rules by version ---------------------------------------------------------

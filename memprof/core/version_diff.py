@@ -54,6 +54,7 @@ from memprof.core.engines.vllm_runner import RULES as VLLM_RUNNER_RULES
 from memprof.core.estimate import MXFP4_ONLINE, Estimate, estimate
 from memprof.core.graph_log import GRAPH_LOG_RULES
 from memprof.core.hybrid_state import HYBRID_STATE_V1, MAMBA_CACHE_RULES
+from memprof.core.kv_dtypes import SPARSE_MLA, attention_kind
 from memprof.core.kvcache import (
     CHUNKED_LOCAL_CACHED_AS_FULL,
     CONCURRENCY_GROUP0_PAGE,
@@ -97,16 +98,22 @@ from memprof.core.terms.cudagraph import (
     CUDAGRAPH_ESTIMATE,
     FULL_GRAPH_SPLITS,
     GRAPH_MODES,
+    INDEXER_SPLIT,
     V2_FULL_DECODE_SIZES,
 )
 from memprof.core.terms.dequant_linear import AWQ_DENSE_MATMUL, GPTQ_GEMM_TEMP
 from memprof.core.terms.draft_head import MULTI_MODULE_MTP, PROPOSER_BUFFERS
+from memprof.core.terms.drafter_graphs import DRAFTER_GRAPHS_V1
 from memprof.core.terms.encoder import (
     ENCODER_FIRST_STAGE,
     ENCODER_INPUTS_HELD,
     QWEN_VL_QKV_GATHER,
 )
-from memprof.core.terms.init_buffers import MTP_HIDDEN_BUFFER
+from memprof.core.terms.init_buffers import (
+    MTP_HIDDEN_BUFFER,
+    SPARSE_MLA_INDEX_GROUPS,
+    TOPK_INDICES_BUFFER,
+)
 from memprof.core.terms.load_rounding import LOAD_MAX_SPLIT, LOAD_MAX_SPLIT_ROCM
 from memprof.core.terms.lora import RULES as LORA_TERM_RULES
 from memprof.core.terms.marlin_repack import MARLIN_MOE_WORKSPACE, MARLIN_WORKSPACE
@@ -153,6 +160,7 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
                  *(f.post_load_requant for f in FAMILY_ROWS if f.post_load_requant),
                  *(f.sglang_tower for f in FAMILY_ROWS if f.sglang_tower),
                  *(f.v2_runner_listed for f in FAMILY_ROWS if f.v2_runner_listed),
+                 *(f.mtp_compiled for f in FAMILY_ROWS if f.mtp_compiled),
                  *(f.max_capture for f in FAMILY_ROWS if f.max_capture),
                  *(f.sglang_fa3_listed for f in FAMILY_ROWS if f.sglang_fa3_listed),
                  *(f.lora for f in FAMILY_ROWS if f.lora),
@@ -161,7 +169,8 @@ _FAMILY_RULES = (*(rows for f in FAMILY_ROWS if f.release_rules for rows in f.re
 # Every version-dependent rule memprof models, by the module that keeps its rows; the attention
 # kinds' own (``AttentionKind.rules``) where the packed pool's stood when kvcache kept it.
 RULEBOOK: tuple[tuple[Rule, ...], ...] = (
-    PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER,
+    PP_REMAINDER, LM_HEAD_EVERY_STAGE, MLA_ABSORPTION, MTP_HIDDEN_BUFFER, TOPK_INDICES_BUFFER,
+    SPARSE_MLA_INDEX_GROUPS,
     GPU_MEMORY_UTILIZATION, BATCH_DEFAULTS, NVML_TOTAL_UNCAUGHT, UMA_FREE_MEMORY,
     BATCH_DEFAULT_BOUNDS,
     V0_CHUNKED_PREFILL_OFF, V0_MULTIMODAL_MIN,
@@ -205,7 +214,7 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     LOAD_MAX_SPLIT_ROCM, MROPE_CACHE_POSITIONS, MXFP4_ONLINE, MAX_MODEL_LEN_AUTO,
     KV_CHECK_NULL_BLOCK, SYMM_MEM_ALL_REDUCE, SYMM_MEM_DEFAULT_ON, AUTO_DTYPE,
     SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU, *POOLING_RULES, *PROPOSER_BUFFERS.values(),
-    MULTI_MODULE_MTP,
+    MULTI_MODULE_MTP, DRAFTER_GRAPHS_V1, INDEXER_SPLIT,
     NGRAM_V2_BUFFERS, NGRAM_GPU_DRAFTER, HF_OVERRIDES_NESTED,
 )
 
@@ -218,7 +227,7 @@ def all_rules() -> list[Rule]:
 _LAYOUT_KEYS = frozenset({"all", "pp", "deepseek", "sliding", "chunked", "mxfp4", "nccl",
                           "state", "mamba2", "gdn", "multimodal", "marlin", "fp8_block",
                           "lora", "bnb", "mrope", "pooling", "eagle", "mtp", "ngram",
-                          "speculative", "hf_overrides"})
+                          "speculative", "hf_overrides", "indexer", "sparse_mla"})
 
 
 def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
@@ -235,7 +244,9 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
     ``mrope`` (a multimodal rotary: the config's ``mrope_section``), ``pooling`` (vLLM's pooling
     runner, memprof/core/engines/vllm_pooling.py), ``eagle`` (an EAGLE / EAGLE-3 draft head),
     ``ngram`` (n-gram speculation with draft tokens), ``speculative`` (any method with draft
-    tokens), ``hf_overrides`` (``--hf-overrides`` given)."""
+    tokens), ``hf_overrides`` (``--hf-overrides`` given), ``indexer`` (a lightning indexer's
+    ``index_topk`` in the config), ``sparse_mla`` (a layer the sparse MLA implementation runs:
+    ``kv_dtypes.attention_kind``)."""
     out = {"all", spec.family}
     kind = kind_of(spec.layers[0].attention) if spec.layers else None
     if kind is not None:
@@ -285,6 +296,11 @@ def tags(spec: ModelSpec, dep: Deployment) -> frozenset[str]:
         out.add("ngram")  # n-gram speculation with draft tokens (memprof/core/speculative.py)
     if dep.num_speculative_tokens:
         out.add("speculative")  # any method with draft tokens (terms/cudagraph.py FULL sizes)
+    if any(x.attention.index_topk for x in spec.layers):
+        out.add("indexer")  # the indexer's topk_indices_buffer (terms/init_buffers.py)
+    if any(attention_kind(x.attention.kind, x.attention.has_indexer) == SPARSE_MLA
+           for x in spec.layers):
+        out.add("sparse_mla")  # sparse MLA's index groups (terms/init_buffers.py)
     if dep.hf_overrides:
         out.add("hf_overrides")  # --hf-overrides (models/config.py HF_OVERRIDES_NESTED)
     if spec.quant is not None and spec.quant.method == "bnb4":

@@ -204,8 +204,12 @@ class AttentionKind:
     # ``rules``): where rows are given and none holds at the deployment's release, the estimate
     # is refused (memprof/core/kvcache.py kv_plan), naming the first row's ``introduced_by``
     kv_layout_rows: tuple[Rule, ...] = ()
-    # its models register buffers at construction (memprof/core/terms/init_buffers.py)
+    # its models register buffers at construction beyond the indexer's (DeepSeek-V4's
+    # _mtp_hidden_buffer: memprof/core/terms/init_buffers.py)
     model_init_buffers: bool = False
+    # an MTP drafter of its models makes the indexer's topk_indices_buffer in each MTP layer
+    # (True) or once for the drafter (False) (memprof/core/terms/init_buffers.py)
+    drafter_topk_per_layer: bool = True
     # SGLang on ROCm picks the aiter attention backend for it (engines/sglang.py
     # SGLANG_ROCM_AITER_MFS): () for any head count (SGLang's MHA branch), a tuple of the head
     # counts per TP rank that get aiter (the others triton), None where memprof has not read

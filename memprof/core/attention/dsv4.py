@@ -87,7 +87,10 @@ class DSV4(AttentionKind):
     packed_kv_pool = True
     rules = (DSV4_TUPLE_POOL,)
     always_sliding = True  # the SWA cache of every layer
-    model_init_buffers = True  # topk_indices_buffer, _mtp_hidden_buffer
+    model_init_buffers = True  # _mtp_hidden_buffer
+    # one topk_indices_buffer for the drafter (0.33.0 models/deepseek_v4/nvidia/mtp.py: the
+    # predictor's, not its layers')
+    drafter_topk_per_layer = False
     scratch_key = SCRATCH_KEY
     # Three aux CUDA streams run bf16 GEMMs in parallel with the main one (compressor kv_score,
     # indexer.weights_proj, indexer.compressor kv_score; "Disable them on ROCm"),

@@ -21,10 +21,10 @@ from memprof.core.deployment import Deployment
 from memprof.core.engines import engine_of
 from memprof.core.engines.vllm_pooling import convert_of, graph_mode
 from memprof.core.gpus import GPU, arch_cc
-from memprof.core.kv_dtypes import attention_kind
+from memprof.core.kv_dtypes import SPARSE_MLA, attention_kind
 from memprof.core.kvcache import rank_layer_kinds
 from memprof.core.models import MLP, Layer
-from memprof.core.models.families import family_of_architecture
+from memprof.core.models.families import family_of_architecture, family_row
 from memprof.core.nodes import spans_nodes
 from memprof.core.nvidia_driver import R580, driver_major
 from memprof.core.terms.activation import activation_stages, cublas_workspace_bytes
@@ -37,6 +37,7 @@ from memprof.core.terms.common import (
     profile_tokens,
 )
 from memprof.core.terms.custom_allreduce import custom_all_reduce_applies
+from memprof.core.terms.drafter_graphs import drafter_captures, drafter_graph_note
 from memprof.core.terms.lora import lora_capture_cases, lora_graph_nodes
 from memprof.core.terms.nccl import nccl_version
 from memprof.core.terms.runner_v2_profile import (
@@ -45,7 +46,7 @@ from memprof.core.terms.runner_v2_profile import (
     v2_estimates_nothing,
 )
 from memprof.core.terms.stream_pool import pool_before_graphs
-from memprof.core.versions import Rule, value_at
+from memprof.core.versions import Rule, rule_in_force, value_at
 from memprof.core.weights.formats import fp8_on_marlin
 from memprof.core.weights.mlp import moe_caches_per_call
 
@@ -747,8 +748,39 @@ def graph_pieces(ctx: TermContext) -> int:
     ``vllm.unified_attention_with_output``, and compilation/backends.py ``PiecewiseBackend``
     captures one ``torch.cuda.CUDAGraph`` per piece and capture size, every one into the
     process's single ``global_graph_pool``; a piece's output is kept only as a weak reference
-    (``weak_ref_tensors``), so nothing stays allocated per graph between captures."""
-    return _non_mtp_layers(ctx) + 1
+    (``weak_ref_tensors``), so nothing stays allocated per graph between captures. A sparse MLA
+    layer's indexer op splits it once more where ``INDEXER_SPLIT`` holds."""
+    return _non_mtp_layers(ctx) + 1 + _indexer_splits(ctx, mtp=False)
+
+
+# The lightning indexer's op splits the compiled forward too: CompilationConfig._attention_ops
+# lists "vllm::sparse_attn_indexer" from 0.11.1 (absent in 0.11.0), the op DeepSeek-V3.2's
+# indexer calls (0.11.1 model_executor/models/deepseek_v2.py Indexer.forward; from 0.19.0
+# layers/sparse_attn_indexer.py SparseAttnIndexer.forward_cuda). Counted for the sparse MLA
+# layers (kv_dtypes.attention_kind); DeepSeek-V4's compressed layers call the same class, not
+# read for their pieces.
+INDEXER_SPLIT: tuple[Rule, ...] = (
+    Rule(name="cudagraph_indexer_split", changes="CUDA graphs: pieces of a sparse MLA layer",
+         since="0.11.1", until=None, applies_to="sparse_mla",
+         introduced_by="0.11.1: 'vllm::sparse_attn_indexer' in CompilationConfig._attention_ops "
+         "(absent in 0.11.0)",
+         source="0.11.1 / 0.12.0 / 0.13.0 / 0.15.0 / 0.17.0 / 0.19.0 / 0.21.0 / 0.24.0 / 0.27.0 / "
+         "0.30.0 / 0.33.0 config/compilation.py CompilationConfig._attention_ops; 0.11.1 "
+         "model_executor/models/deepseek_v2.py Indexer.forward, 0.19.0 / 0.33.0 "
+         "layers/sparse_attn_indexer.py SparseAttnIndexer.forward_cuda "
+         "(torch.ops.vllm.sparse_attn_indexer)"),
+)
+
+
+def _indexer_splits(ctx: TermContext, *, mtp: bool) -> int:
+    """The rank's sparse MLA layers (``mtp``: its MTP layers; else the others), each one more
+    piece where ``INDEXER_SPLIT`` holds; 0 elsewhere."""
+    if rule_in_force(INDEXER_SPLIT, ctx.dep.engine_version, ctx.dep.engine) is None:
+        return 0
+    return sum(n for layer, n in rank_layer_kinds(ctx.spec, ctx.dep, ctx.coord)
+               if layer.is_mtp == mtp
+               and attention_kind(layer.attention.kind, layer.attention.has_indexer)
+               == SPARSE_MLA)
 
 
 def _non_mtp_layers(ctx: TermContext) -> int:
@@ -820,8 +852,9 @@ def graph_driver_bytes(ctx: TermContext, mode: str, sizes: int) -> int:
 
 def _driver_per_size(ctx: TermContext, mode: str) -> int:
     """Driver memory of one capture size of ``mode``: its graphs (one per piece where
-    PIECEWISE) and their GEMM, other and NCCL nodes; every term of ``graph_driver_bytes`` grows
-    with the sizes, so the model reads this once a mode."""
+    PIECEWISE) and their GEMM, other and NCCL nodes, and where PIECEWISE the V1 drafter's
+    pieces captured at the same size (``drafter_driver_per_size``); every term of
+    ``graph_driver_bytes`` grows with the sizes, so the model reads this once a mode."""
     graphs = graph_pieces(ctx) if mode == "PIECEWISE" else 1
     gemm, other = graph_nodes(ctx, mode)
     per_gemm, per_other = node_costs(ctx)
@@ -829,7 +862,69 @@ def _driver_per_size(ctx: TermContext, mode: str) -> int:
             + gemm * per_gemm + other * per_other
             + graph_nccl_nodes(ctx) * GRAPH_DRIVER_PER_NCCL_NODE
             + nccl_mixing_nodes(ctx, mode) * GRAPH_DRIVER_NCCL_MIXING
-            + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH)
+            + graph_net_graphs(ctx, mode) * GRAPH_DRIVER_NET_PER_GRAPH
+            + (drafter_driver_per_size(ctx) if mode == "PIECEWISE" else 0))
+
+
+# The MTP predictor's own kernels around its layer, by its input projection
+# (Family.mtp_predictor_input; model_executor/models/deepseek_mtp.py
+# DeepSeekMultiTokenPredictorLayer.forward, 0.33.0): (GEMMs, other kernels) = eh_proj;
+# the embedding gather, the position-0 mask (torch.where), enorm, hnorm and the concatenation
+# [approximation: one kernel each, as the eager code launches them; Inductor may fuse some]
+MTP_PREDICTOR_NODES = {"eh_proj": (1, 5), "fc": (1, 4)}
+# An EAGLE head's layer as a dense GQA decoder layer (GRAPH_NODES_ATTENTION "gqa" +
+# GRAPH_NODES_MLP "dense") and its input fc
+EAGLE_FC_NODES = (1, 0)
+
+
+def drafter_graph_nodes(ctx: TermContext) -> tuple[int, int, int, int]:
+    """(graphs, GEMM nodes, other nodes, TP collectives) the V1 drafter adds to one PIECEWISE
+    capture size (memprof/core/terms/drafter_graphs.py), zeros where it captures none. The MTP
+    drafter runs one MTP layer a forward (``DeepSeekMTP.forward``: ``spec_step_idx %
+    num_mtp_layers``), so its pieces are that layer's attention (and indexer, where
+    ``INDEXER_SPLIT`` holds) + 1; an EAGLE head's, its
+    layers + 1. Its TP collectives: the layer's two all-reduces, and the MTP predictor's
+    vocabulary-parallel embedding's (an EAGLE head takes the target's embedding outside its
+    graphs)."""
+    how = drafter_captures(ctx)
+    if how is None:
+        return 0, 0, 0, 0
+    tp = ctx.dep.tp
+    if how == "mtp":
+        layer = ctx.spec.mtp_layers[0]
+        extra = linear_extra_nodes(ctx)
+        ag, ao = attention_nodes(ctx, layer, "PIECEWISE", extra)
+        mg, mo = mlp_nodes(ctx, layer, extra)
+        entry = family_row(ctx.spec.family).mtp_predictor_input
+        pg, po = MTP_PREDICTOR_NODES[entry[0] if entry else "eh_proj"]
+        split = 1 if _indexer_splits(ctx, mtp=True) else 0  # the MTP layer's indexer op
+        return 2 + split, ag + mg + pg, ao + mo + po, (3 if tp > 1 else 0)
+    head = ctx.spec.draft_head
+    assert head is not None
+    ag, ao = GRAPH_NODES_ATTENTION["gqa"]
+    mg, mo = GRAPH_NODES_MLP["dense"]
+    n = head.num_layers
+    return (n + 1, n * (ag + mg) + EAGLE_FC_NODES[0], n * (ao + mo) + EAGLE_FC_NODES[1],
+            2 * n if tp > 1 else 0)
+
+
+def drafter_driver_per_size(ctx: TermContext) -> int:
+    """Driver memory of the V1 drafter's graphs at one PIECEWISE size (``drafter_graph_nodes``):
+    its graphs, GEMM and other nodes at the release's node costs, and its TP collectives as
+    the target's are (kernel nodes under the custom all-reduce, else NCCL nodes, each paying
+    NCCL's graph mixing where its record sits in line, at most two a graph where a leaf)."""
+    graphs, gemm, other, collectives = drafter_graph_nodes(ctx)
+    if not graphs:
+        return 0
+    per_gemm, per_other = node_costs(ctx)
+    out = graphs * GRAPH_DRIVER_PER_GRAPH + gemm * per_gemm + other * per_other
+    if collectives and custom_all_reduce_applies(ctx.dep, ctx.gpu):
+        return out + collectives * per_other
+    if collectives:
+        mixing = (collectives if nccl_record_placement(ctx) == "in line"
+                  else min(collectives, 2 * graphs))
+        out += collectives * GRAPH_DRIVER_PER_NCCL_NODE + mixing * GRAPH_DRIVER_NCCL_MIXING
+    return out
 
 
 def nccl_record_placement(ctx: TermContext) -> str:
@@ -1077,7 +1172,7 @@ def cudagraph_model(ctx: TermContext, sizes: dict[str, list[int]] | None = None)
         if without else 0
     driver = first_graph + sum(len(v) * (cases * per_size[m] - without * idle)
                                for m, v in modes.items())
-    pieces = graph_pieces(ctx)
+    pieces = graph_pieces(ctx) + drafter_graph_nodes(ctx)[0]  # the V1 drafter's at each size
     graphs = cases * sum(len(v) * (pieces if m == "PIECEWISE" else 1) for m, v in modes.items())
     first: dict[str, int] = {}
     per_graph: dict[str, int] = {}
@@ -1369,6 +1464,11 @@ def _stack_note(ctx: TermContext, g: GraphModel) -> str:
     """What the formula says of the driver stack, of graphs charged NCCL's NET cost and of NCCL
     nodes spared the graph-mixing share (``nccl_mixing_nodes``)."""
     notes = [driver_stack_note(ctx)]
+    drafter = drafter_graph_note(ctx)
+    if drafter:
+        own = drafter_graph_nodes(ctx)[0] * len(g.modes.get("PIECEWISE", ()))
+        notes.append(f"the speculative drafter's CUDA graphs: {drafter}"
+                     + (f" ({own} of the graphs)" if own else ""))
     net = sum(len(v) * graph_net_graphs(ctx, m) for m, v in g.modes.items())
     if net:
         notes.append(f"{net} graphs holding a TP all-reduce over NCCL's NET transport (TP "

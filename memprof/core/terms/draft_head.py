@@ -75,7 +75,8 @@ N-3) through its last layers (``target_aux_parts``, held beside every target lay
 Not modelled: the allocator's rounding of the head's tensors in the load's replay
 (``load_rounding`` replays the target's) [approximation]; and, said so in the component, the
 drafter's logits over the sampled rows and its later draft steps (R rows each, below the
-T-token prefill), its CUDA graphs (V2 captures draft prefill and decode graphs) and the
+T-token prefill), Model Runner V2's speculator graphs (draft prefill and decode graphs; the V1
+runner's PIECEWISE drafter graphs are memprof/core/terms/drafter_graphs.py's) and the
 proposer's buffers at 0.8.5 – 0.9.0.x, whose budget charges torch's absolute peak
 (``RUNNER_BUFFERS_CHARGED``; 0.9.1 – 0.26.x charge no constructor buffer).
 """
@@ -149,8 +150,8 @@ MULTI_MODULE_MTP: tuple[Rule, ...] = (
          "use_multi_module_mtp"),
 )
 
-NOT_MODELLED = ("[not modelled: the drafter's logits and later draft steps in the profile run, "
-                "its CUDA graphs]")
+NOT_MODELLED = ("[not modelled: the drafter's logits and later draft steps in the profile run; "
+                "its CUDA graphs: the CUDA-graph estimate's formula says what is sized]")
 
 
 def _vocab_parallel(vocab: int, hidden: int, tp: int, s: int) -> int:

@@ -99,5 +99,5 @@ def mtp_note(spec: ModelSpec) -> str:
              "its weights, its KV in the pool and the proposer's buffers from vLLM 0.27.0 are "
              f"sized; its input projection's forward is not read for {spec.family}")
     return (f"--speculative-method mtp: the checkpoint's {n} MTP layer{'s' if n != 1 else ''} "
-            f"drafts with vLLM's EAGLE proposer: {sized} [not modelled: the drafter's CUDA "
-            "graphs and its later draft steps]")
+            f"drafts with vLLM's EAGLE proposer: {sized} [not modelled: its later draft "
+            "steps; its CUDA graphs: the CUDA-graph estimate's formula says what is sized]")

@@ -40,12 +40,15 @@ TERM_READS: dict[str, frozenset[str]] = {
     "marlin_workspace_terms": frozenset((*_MODEL, *_WEIGHTS)) - {
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",
         "dep.limit_mm_per_prompt", "dep.mm_encoder_tp_mode"},
-    "init_buffer_terms": frozenset((*_MODEL, "dep.max_num_batched_tokens",
-                                    "dep.num_speculative_tokens", "dep.speculative_method")),
+    # the GPU's platform and max_num_seqs: sparse MLA's index groups (ROCm from 0.32.0; rows)
+    "init_buffer_terms": frozenset((*_MODEL, "ctx.gpu", "dep.max_num_batched_tokens",
+                                    "dep.max_num_seqs", "dep.num_speculative_tokens",
+                                    "dep.speculative_method")),
     # PYTORCH_CUDA_ALLOC_CONF: the load's allocator settings (load_alloc_conf)
     # the speculative method: which runner (n-gram runs V1, engines/vllm_runner.py)
+    # max_num_seqs: the init buffers it replays (sparse MLA's index groups' rows)
     "load_rounding_terms": frozenset((*_MODEL, *_WEIGHTS, "dep.pytorch_cuda_alloc_conf",
-                                      "dep.speculative_method")),
+                                      "dep.speculative_method", "dep.max_num_seqs")),
     # the family's rows at the release, the card's compute capability, the block-fp8 weights
     "post_load_requant_terms": frozenset((*_MODEL, *_WEIGHTS)) - {*_POOLING,
         "ctx.model_dtype", "dep.max_num_batched_tokens", "dep.num_speculative_tokens",

@@ -48,7 +48,8 @@ about 1 MiB, and the extrapolation lands anywhere between W − d and W + (n_ful
 takes the mean cost d. (The two logs that print the capture while profiling beside the estimate,
 rows 1601 and 2455, put their second sample at 1.3-1.9 MiB, off the granule:
 tests/test_v2_capture_after_profiling.py.) Not modelled: the ``hidden_states`` buffer the first
-FULL warm-up allocates (as in the logged figure), the speculator's graphs, and the 32 MiB
+FULL warm-up allocates (as in the logged figure), the speculator's graphs
+(memprof/core/terms/drafter_graphs.py: said in the estimate's formula), and the 32 MiB
 cuBLAS workspace of the profiling capture's stream, which stays allocated after the teardown
 (torch keeps a workspace per (handle, stream) until it is cleared). The published V2 logs that
 print both figures: rows 1601 (0.29.0) and 1602 (0.30.0) of tests/data/published.json log "0.38 GiB
@@ -67,6 +68,7 @@ from memprof.base.units import MiB, fmt_bytes
 from memprof.core.components import Component, TermContext
 from memprof.core.terms.attn_capture import estimate_window_workspace
 from memprof.core.terms.cudagraph import graph_driver_bytes
+from memprof.core.terms.drafter_graphs import drafter_graph_note
 from memprof.core.terms.graph_window import logged_graph_model, logged_graph_of_context
 from memprof.core.terms.lora import lora_capture_cases
 from memprof.core.terms.runner_v2_profile import v2_estimates_graphs
@@ -121,6 +123,7 @@ def runner_v2_graph_terms(ctx: TermContext) -> list[Component]:
     if v is None:
         return []
     release = ctx.dep.engine_version
+    drafter = drafter_graph_note(ctx)
     floor = (f" + {v.full_graphs - 1} × (1 MiB floor − {fmt_bytes(v.per_full)}) for the FULL "
              "graphs' extrapolation" if v.estimate > v.window + v.workspace else "")
     if v.workspace:
@@ -136,7 +139,8 @@ def runner_v2_graph_terms(ctx: TermContext) -> list[Component]:
                      "PIECEWISE sizes in full (no FULL graph)")
                   + f": the capture window {fmt_bytes(v.window)}{floor} "
                   "(v1/worker/gpu/cudagraph_utils.py "
-                  "profile_cudagraph_memory; memprof/core/terms/runner_v2_graphs.py)"),
+                  "profile_cudagraph_memory; memprof/core/terms/runner_v2_graphs.py)"
+                  + (f"; the speculative drafter's CUDA graphs: {drafter}" if drafter else "")),
         Component(name="CUDA-graph pool above the estimate", category="cudagraph",
                   bytes=max(0, v.actual - v.estimate), where="runtime", profiled=False,
                   formula=f"predicted capture {fmt_bytes(v.actual)} − V2's estimate"),

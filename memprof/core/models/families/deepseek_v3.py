@@ -17,6 +17,7 @@ from memprof.core.models.families.row import (
     PostLoadRequant,
     lora_refused,
     missing,
+    mtp_compiled_rows,
     sglang_embed_rows,
     top_k,
     v0_gate_up_rows,
@@ -151,12 +152,18 @@ DEEPSEEK_V3_LORA = lora_refused(
 DEEPSEEK_MTP_INPUT = ("eh_proj", "model_executor/models/deepseek_mtp.py "
                       "DeepSeekMultiTokenPredictorLayer.forward")
 
+# DeepSeekMTP is compiled from 0.11.1 (0.11.0 deepseek_mtp.py has no @support_torch_compile)
+def _mtp_compiled(family: str) -> tuple[Rule, ...]:
+    return mtp_compiled_rows(family, "deepseek_mtp.py DeepSeekMTP",
+                             (("0.11.0", "0.11.1", False), ("0.11.1", None, True)),
+                             "the 0.11.0, 0.11.1, 0.19.0 and 0.33.0 wheels")
+
 DEEPSEEK_V3 = Family(
     lora=DEEPSEEK_V3_LORA,
     name="deepseek_v3", model_types=("deepseek_v2", "deepseek_v3", "kimi_k2"),
     architectures=("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
     build=_deepseek_v3_layers, attention="mla", moe=True, mtp=True, lm_head_every_pp_stage=True,
-    mtp_predictor_input=DEEPSEEK_MTP_INPUT,
+    mtp_predictor_input=DEEPSEEK_MTP_INPUT, mtp_compiled=_mtp_compiled("deepseek_v3"),
     # SGLang models/deepseek_v2.py (0.4.5+): "Only Deepseek V3/R1 can use shared experts fusion"
     fusable_shared_experts=("DeepseekV3ForCausalLM",),
     v2_runner_listed=(v2_listed("deepseek_v3", "0.24.0", "0.29.0", ("DeepseekV2ForCausalLM",),
@@ -169,7 +176,7 @@ DEEPSEEK_V3 = Family(
 DEEPSEEK_V32 = Family(
     name="deepseek_v32", model_types=("deepseek_v32",), architectures=("DeepseekV32ForCausalLM",),
     build=_deepseek_v32_layers, attention="mla", moe=True, mtp=True,
-    mtp_predictor_input=DEEPSEEK_MTP_INPUT,
+    mtp_predictor_input=DEEPSEEK_MTP_INPUT, mtp_compiled=_mtp_compiled("deepseek_v32"),
     # SGLang's settings and pool sizing for the indexer's models ("NSA"), per release (its rows
     # are in memprof/core/version_diff.py's RULEBOOK)
     modules=("memprof/core/engines/sglang_nsa.py",),

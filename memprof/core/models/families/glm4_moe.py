@@ -25,6 +25,7 @@ from memprof.core.models.families.row import (
     LoraSupport,
     gqa,
     missing,
+    mtp_compiled_rows,
     sglang_embed_rows,
     sglang_fa3_listed,
     top_k,
@@ -85,6 +86,10 @@ FAMILY = Family(
     # the MTP drafter's predictor input, read in the 0.27.0, 0.30.0 and 0.33.0 wheels
     mtp_predictor_input=("eh_proj", "model_executor/models/glm4_moe_mtp.py "
                          "Glm4MoeMultiTokenPredictorLayer.forward"),
+    # Glm4MoeMTP is not a compiled class: its drafter runs eagerly, no graph captured
+    mtp_compiled=mtp_compiled_rows("glm4_moe", "glm4_moe_mtp.py Glm4MoeMTP",
+                                   (("0.11.0", None, False),),
+                                   "the 0.11.0, 0.19.0 and 0.33.0 wheels"),
     dp_attention_embed=sglang_embed_rows(
         "glm4_moe", "glm4_moe.py",
         ((None, "0.5.9", "replicated", "0.4.10, 0.5.3, 0.5.4, 0.5.6, 0.5.7, 0.5.8"),

@@ -199,6 +199,10 @@ class Family(NamedTuple):
     # ("eh_proj" or "fc", the model file read), which sizes the drafter's forward in the profile
     # run (memprof/core/terms/mtp_drafter.py); None: not read, no stage beyond the MTP layer's
     mtp_predictor_input: tuple[str, str] | None = None
+    # whether vLLM compiles its MTP drafter's class (``@support_torch_compile``), by release
+    # (``value`` True / False; ``mtp_compiled_rows``), so that the V1 runner captures the
+    # drafter's pieces (memprof/core/terms/drafter_graphs.py); none: not read
+    mtp_compiled: tuple[Rule, ...] = ()
     # the family's own release rows (``memprof versions`` lists them: version_diff.py)
     release_rules: Callable[[], tuple[tuple[Rule, ...], ...]] | None = None
     # the releases whose ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (vLLM config/vllm.py) list the
@@ -224,6 +228,21 @@ class Family(NamedTuple):
     modules: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # short names code uses for it in identifiers (e.g. dsv4)
     source: str = ""  # the engine / HF source the builder follows
+
+
+def mtp_compiled_rows(family: str, cls: str, spans: tuple[tuple[str, str | None, bool], ...],
+                      read_in: str) -> tuple[Rule, ...]:
+    """Rows of ``Family.mtp_compiled``: over each (since, until, compiled) span vLLM's MTP
+    drafter class ``cls`` is (``compiled``) or is not a ``@support_torch_compile`` class (read
+    in the wheels ``read_in``)."""
+    return tuple(Rule(name=f"{family}_mtp_compiled", changes="the MTP drafter's CUDA graphs: "
+                      "its class compiled", since=since, until=until, value=compiled,
+                      applies_to=family, introduced_by=f"read in {read_in}",
+                      source=f"model_executor/models/{cls}"
+                      + (" (@support_torch_compile)" if compiled else
+                         " (no @support_torch_compile: the drafter runs eagerly)")
+                      + f", read in {read_in}")
+                 for since, until, compiled in spans)
 
 
 def lora_refused(family: str, cls: str, since: str, read_in: str, *, introduced_by: str,
