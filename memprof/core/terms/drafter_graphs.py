@@ -86,7 +86,8 @@ def drafter_graph_note(ctx: TermContext) -> str:
     """What the estimate says of the drafter's CUDA graphs on this rank ("" without a
     drafter)."""
     kind = proposer_kind(ctx)
-    if kind is None or ctx.dep.engine != "vllm":
+    # the rows are one engine's (vLLM's EAGLE proposer); another engine's drafter is not theirs
+    if kind is None or all(r.engine != ctx.dep.engine for r in DRAFTER_GRAPHS_V1):
         return ""
     if ctx.dep.enforce_eager:
         return "none (enforce_eager)"
