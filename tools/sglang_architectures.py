@@ -40,10 +40,7 @@ def _statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
     """Module-level statements, those under a module-level ``if`` / ``try`` included."""
     for node in body:
         yield node
-        if isinstance(node, ast.If):
-            yield from _statements(node.body)
-            yield from _statements(node.orelse)
-        elif isinstance(node, ast.Try):
+        if isinstance(node, (ast.If, ast.Try)):
             yield from _statements(node.body)
             yield from _statements(node.orelse)
 

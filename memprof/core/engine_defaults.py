@@ -28,7 +28,7 @@ from memprof.core.engines.vllm import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
-from memprof.core.models.families import family_row
+from memprof.core.models.families import ASSUMED, family_row
 from memprof.core.models.quant_config import quant_from_flag
 from memprof.core.versions import resolve_version
 
@@ -67,7 +67,11 @@ def quant_method(dep: Deployment, spec: ModelSpec) -> str | None:
 def registry_architecture(spec: ModelSpec) -> str | None:
     """The architecture an engine's model registry is asked for: the config's
     ``architectures[0]``; a config that states none (found by ``model_type``) is its family's
-    class where the family row names exactly one (else None: not checked)."""
+    class where the family row names exactly one (else None: not checked). An architecture
+    read as a generic family by ``--assume-architecture`` is not checked either: the user
+    states that it loads (an out-of-tree model a plugin registers), and the estimate says so."""
+    if spec.family in ASSUMED:
+        return None
     if spec.raw.get("architectures"):
         return spec.architecture
     named = family_row(spec.family).architectures

@@ -13,9 +13,17 @@ to it where Hugging Face's model class supports it): that is not the model mempr
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from memprof.core.engines.model_registry import check, table
+from memprof.core.models.score_heads import seq_cls_base
+from memprof.core.versions import version_key
 
 TABLE = "vllm_architectures.json"
+# ModelRegistry._normalize_arch (model_executor/models/registry.py, first in 0.10.1's wheel, not
+# in 0.10.0's): an unregistered *ForSequenceClassification whose causal LM is registered loads
+# as that class, converted (as_seq_cls_model); memprof sizes it so (score_heads.seq_cls_base)
+SEQ_CLS_CONVERSION_SINCE = "0.10.1"
 
 
 def registered(release: str) -> frozenset[str] | None:
@@ -26,5 +34,18 @@ def registered(release: str) -> frozenset[str] | None:
 def check_registered(release: str, architecture: str, model: str) -> None:
     """:class:`BadInput` where ``release``'s registry is read and does not list
     ``architecture`` (vLLM refuses such a checkpoint: "Model architectures [...] are not
-    supported for now", model_executor/models/registry.py)."""
-    check(TABLE, "vLLM", "model_executor/models/", release, architecture, model)
+    supported for now", model_executor/models/registry.py); a sequence-classification
+    architecture whose causal LM the registry lists is converted from ``SEQ_CLS_CONVERSION_SINCE``
+    on."""
+    if not _converted(release, architecture):
+        check(TABLE, "vLLM", "model_executor/models/", release, architecture, model)
+
+
+@lru_cache(maxsize=4096)
+def _converted(release: str, architecture: str) -> bool:
+    """Does ``release`` load ``architecture`` by converting a registered causal LM
+    (``SEQ_CLS_CONVERSION_SINCE``)?"""
+    known = registered(release)
+    return (known is not None and architecture not in known
+            and version_key(release) >= version_key(SEQ_CLS_CONVERSION_SINCE)
+            and seq_cls_base(architecture, known) is not None)
