@@ -18,8 +18,11 @@ import pytest
 from memprof.base.errors import BadInput
 from memprof.cli import run
 from memprof.core.engines import sglang_registry, vllm_registry
+from memprof.core.engines.model_registry import read_releases
 from memprof.core.models.load import configs_dir
+from memprof.core.release_names import map_build
 from memprof.core.releases import SGLANG_RELEASES, SGLANG_SNAPSHOTS, VLLM_RELEASES
+from memprof.core.versions import version_key
 
 TOOLS = Path(__file__).parents[1] / "tools"
 
@@ -33,38 +36,59 @@ def _tool(name: str) -> ModuleType:
 
 
 def test_every_modelled_release_is_read_in_order() -> None:
-    """Each table lists exactly the releases memprof models (SGLang's source snapshots aside),
-    oldest first: the refusal's hint names the first release in that order."""
+    """Each table reads every release memprof models (SGLang's source snapshots aside), oldest
+    first, the refusal's hint naming the first in that order; SGLang's also reads the post
+    releases memprof models at another ('modelled_at', as release_names.map_build maps them)."""
     for name, releases in (("vllm_architectures.json", VLLM_RELEASES),
                            ("sglang_architectures.json",
                             tuple(r for r in SGLANG_RELEASES if r not in SGLANG_SNAPSHOTS))):
         doc = json.loads((configs_dir() / name).read_text(encoding="utf-8"))
-        assert tuple(doc["releases"]) == releases, name
+        read = list(doc["releases"])
+        assert read == sorted(read, key=version_key), name
+        at = doc.get("modelled_at", {})
+        assert [r for r in read if r not in at] == list(releases), name
+        for post, base in at.items():
+            mapped = map_build(post, "sglang")
+            assert mapped is not None and mapped.release == base, post
         assert "range requests" in doc["_source"], name
         assert all(doc["releases"].values()), name
 
 
-@pytest.mark.parametrize(("engine", "model", "arch", "before", "first"), [
-    ("vllm", "deepseek-v3.2", "DeepseekV32ForCausalLM", "0.10.2", "0.11.0"),
-    ("vllm", "gpt-oss-120b", "GptOssForCausalLM", "0.10.0", "0.10.1"),
-    ("vllm", "qwen3-32b", "Qwen3ForCausalLM", "0.8.3", "0.8.4"),
-    ("vllm", "qwen3-next-80b-a3b-instruct", "Qwen3NextForCausalLM", "0.10.1.1", "0.10.2"),
+@pytest.mark.parametrize(("engine", "model", "arch", "before", "first", "hinted"), [
+    ("vllm", "deepseek-v3.2", "DeepseekV32ForCausalLM", "0.10.2", "0.11.0", "0.11.0"),
+    ("vllm", "gpt-oss-120b", "GptOssForCausalLM", "0.10.0", "0.10.1", "0.10.1"),
+    ("vllm", "qwen3-32b", "Qwen3ForCausalLM", "0.8.3", "0.8.4", "0.8.4"),
+    ("vllm", "qwen3-next-80b-a3b-instruct", "Qwen3NextForCausalLM", "0.10.1.1", "0.10.2",
+     "0.10.2"),
     ("vllm", "llama-4-scout-17b-16e-instruct", "Llama4ForConditionalGeneration", "0.8.2",
-     "0.8.3"),
-    ("sglang", "qwen3-32b", "Qwen3ForCausalLM", "0.4.5", "0.4.6"),
-    ("sglang", "deepseek-v3.2", "DeepseekV32ForCausalLM", "0.5.2", "0.5.3"),
-    ("sglang", "gpt-oss-120b", "GptOssForCausalLM", "0.4.10", "0.5.1"),
+     "0.8.3", "0.8.3"),
+    # qwen3.py is first in 0.4.5.post2's wheel, which --engine-version models at 0.4.5
+    ("sglang", "qwen3-32b", "Qwen3ForCausalLM", "0.4.4", "0.4.5", "0.4.5.post2"),
+    ("sglang", "deepseek-v3.2", "DeepseekV32ForCausalLM", "0.5.2", "0.5.3", "0.5.3"),
+    ("sglang", "gpt-oss-120b", "GptOssForCausalLM", "0.4.10", "0.5.1", "0.5.1"),
 ])
 def test_refused_before_its_first_release_and_accepted_from_it(
-        engine: str, model: str, arch: str, before: str, first: str) -> None:
+        engine: str, model: str, arch: str, before: str, first: str, hinted: str) -> None:
     registry = vllm_registry if engine == "vllm" else sglang_registry
     assert arch not in (registry.registered(before) or ())
     assert arch in (registry.registered(first) or ())
     with pytest.raises(BadInput) as err:
         registry.check_registered(before, arch, model)
     assert arch in str(err.value) and before in str(err.value)
-    assert err.value.hint == f"use --engine-version {first} or later"
+    assert err.value.hint == f"use --engine-version {hinted} or later"
     registry.check_registered(first, arch, model)
+
+
+def test_a_post_release_memprof_maps_to_its_base_lends_it_its_models() -> None:
+    """SGLang 0.4.5's own wheel has no qwen3.py; 0.4.5.post2's has, and --engine-version
+    0.4.5.post2 is modelled at 0.4.5 (release_names.map_build), so 0.4.5 loads Qwen3."""
+    own = read_releases("sglang_architectures.json")
+    assert "Qwen3ForCausalLM" not in own["0.4.5"]
+    assert "Qwen3ForCausalLM" in own["0.4.5.post2"]
+    assert map_build("0.4.5.post2", "sglang") is not None
+    assert map_build("0.4.5.post2", "sglang").release == "0.4.5"  # type: ignore[union-attr]
+    assert run(["estimate", "-m", "qwen3-32b", "--gpu", "H100", "--engine", "sglang",
+                "--engine-version", "0.4.5.post2"]) == 0
 
 
 def test_the_cli_refuses_in_one_line_before_any_estimate(
@@ -77,12 +101,10 @@ def test_the_cli_refuses_in_one_line_before_any_estimate(
         "(model_executor/models/) has no DeepseekV32ForCausalLM",
         "hint: use --engine-version 0.11.0 or later"]
     assert run(["estimate", "-m", "qwen3-32b", "--gpu", "H100", "--engine", "sglang",
-                "--engine-version", "0.4.5"]) == 2
+                "--engine-version", "0.4.4"]) == 2
     err = capsys.readouterr().err
-    assert "SGLang 0.4.5 cannot load qwen3-32b" in err and "Qwen3ForCausalLM" in err
-    assert "hint: use --engine-version 0.4.6 or later" in err and "Traceback" not in err
-    assert run(["estimate", "-m", "qwen3-32b", "--gpu", "H100", "--engine", "sglang",
-                "--engine-version", "0.4.6"]) == 0
+    assert "SGLang 0.4.4 cannot load qwen3-32b" in err and "Qwen3ForCausalLM" in err
+    assert "hint: use --engine-version 0.4.5.post2 or later" in err and "Traceback" not in err
 
 
 def test_a_config_file_is_refused_by_its_architecture(

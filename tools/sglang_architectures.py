@@ -15,6 +15,11 @@ An architecture the registry lacks is not refused by SGLang at once: ``_normaliz
 back to ``TransformersForCausalLM`` (the Transformers backend) where the release has it. That
 runs Hugging Face's modelling code, not the SGLang model memprof estimates.
 
+A post release memprof does not model (``0.4.10.post2``) is read too: ``--engine-version``
+models it at a modelled release (``memprof.core.release_names.map_build``), which the table's
+``modelled_at`` records, so that release is taken to load what its post releases hold (memprof
+cannot tell them apart once mapped; gpt-oss came in 0.4.10.post2, not in 0.4.10).
+
 Usage::
 
     python tools/sglang_architectures.py SRC_DIR RELEASE... > configs/sglang_architectures.json
@@ -108,12 +113,30 @@ def table(registries: dict[str, list[str]], how: str) -> dict[str, object]:
         "_about": "The model architectures each SGLang release's model registry holds: the "
                   "__name__ of each class the EntryClass of a module of sglang/srt/models/ "
                   "names (sglang/srt/models/registry.py import_model_classes), for the releases "
-                  "read. memprof/core/engines/sglang_registry.py refuses an architecture a "
-                  "listed release does not hold. Written by tools/sglang_architectures.py.",
+                  "read, oldest first: every release memprof models and every post release it "
+                  "does not, which --engine-version models at the release 'modelled_at' names "
+                  "(memprof/core/release_names.py map_build), so that release also loads what "
+                  "they hold. memprof/core/engines/sglang_registry.py refuses an architecture "
+                  "a modelled release does not hold. Written by tools/sglang_architectures.py.",
         "_source": "each release's wheel on PyPI (https://pypi.org/project/sglang/#history), "
                    f"its sglang/srt/models/*.py {how}, parsed with ast (not imported)",
         "releases": registries,
     }
+
+
+def modelled_at(releases: Iterable[str]) -> dict[str, str]:
+    """Each release read that memprof does not model (a post release) → the modelled release
+    ``--engine-version`` maps it to (``memprof.core.release_names.map_build``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from memprof.core.release_names import map_build
+    from memprof.core.releases import SGLANG_RELEASES
+
+    out: dict[str, str] = {}
+    for r in releases:
+        mapped = None if r in SGLANG_RELEASES else map_build(r, "sglang")
+        if mapped is not None:
+            out[r] = mapped.release
+    return out
 
 
 def main(argv: list[str]) -> None:
@@ -124,7 +147,9 @@ def main(argv: list[str]) -> None:
         root = Path(argv[0])
         regs = {r: architectures(_from_dir(root / r)) for r in argv[1:]}
         how = "as shipped"
-    json.dump(table(regs, how), sys.stdout, indent=1)
+    doc = table(regs, how)
+    doc["modelled_at"] = modelled_at(regs)
+    json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
 

@@ -17,9 +17,9 @@ from memprof.core.models.load import configs_dir
 
 
 @lru_cache(maxsize=4)
-def table(name: str) -> dict[str, frozenset[str]]:
-    """``configs/<name>``'s releases, in its order (oldest first), each with its architectures;
-    empty where the file is missing."""
+def read_releases(name: str) -> dict[str, frozenset[str]]:
+    """``configs/<name>``'s releases as read, in its order (oldest first), each with its own
+    architectures; empty where the file is missing."""
     path = configs_dir() / name
     if not path.is_file():
         return {}
@@ -27,14 +27,31 @@ def table(name: str) -> dict[str, frozenset[str]]:
     return {r: frozenset(archs) for r, archs in doc["releases"].items()}
 
 
+@lru_cache(maxsize=4)
+def table(name: str) -> dict[str, frozenset[str]]:
+    """The architectures each release memprof models loads: its own registry's, and those of
+    the releases read that ``--engine-version`` models at it (the table's ``modelled_at``: an
+    SGLang post release memprof does not list, which it cannot tell from its base once mapped).
+    """
+    path = configs_dir() / name
+    if not path.is_file():
+        return {}
+    at: dict[str, str] = json.loads(path.read_text(encoding="utf-8")).get("modelled_at", {})
+    read = read_releases(name)
+    merged = {r: set(archs) for r, archs in read.items() if r not in at}
+    for r, base in at.items():
+        merged[base] |= read[r]
+    return {r: frozenset(archs) for r, archs in merged.items()}
+
+
 @lru_cache(maxsize=4096)
 def missing_hint(name: str, release: str, architecture: str) -> str | None:
-    """None where ``release`` is not in the table or its registry holds ``architecture``; else
-    the hint of the refusal: the releases of the table that hold it."""
-    read = table(name)
-    known = read.get(release)
+    """None where ``release`` is not in the table or loads ``architecture``; else the hint of
+    the refusal: the releases read that hold it."""
+    known = table(name).get(release)
     if known is None or architecture in known:
         return None
+    read = read_releases(name)
     releases = list(read)
     holding = [r for r in releases if architecture in read[r]]
     if not holding:
