@@ -90,7 +90,9 @@ def main(src: str, releases: list[str]) -> None:
     doc = {
         "_about": "The model architectures each vLLM release's model registry lists (the keys of "
                   "the _*_MODELS dicts of vllm/model_executor/models/registry.py, or of "
-                  "__init__.py before 0.6.3), for the releases read. memprof/core/engines/"
+                  "__init__.py before 0.6.3; not _PREVIOUSLY_SUPPORTED_MODELS nor "
+                  "_OOT_SUPPORTED_MODELS, which name architectures it refuses), for the releases "
+                  "read, oldest first. memprof/core/engines/"
                   "vllm_registry.py refuses an architecture a listed release does not register. "
                   "Written by tools/vllm_architectures.py.",
         "_source": "each release's wheel on PyPI (https://pypi.org/project/vllm/#history), "
