@@ -150,7 +150,7 @@ def test_versions_names_the_flag_a_bad_release_came_from(flag: str, other: str) 
 
 
 def test_sweep_axis_maps_a_build_as_engine_version_does() -> None:
-    code, out, err = invoke(["sweep", "-m", "qwen3-8b", "-f", "jsonl",
+    code, out, err = invoke(["sweep", "-m", "qwen2.5-7b-instruct", "-f", "jsonl",
                              "--set", f"engine_version={DEV},0.7.3,0.11.2rc1+rhai0"])
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and "modelled at 0.7.3" in err and "modelled at 0.11.2" in err
@@ -159,9 +159,9 @@ def test_sweep_axis_maps_a_build_as_engine_version_does() -> None:
 
 
 def test_compare_maps_a_build_and_refuses_a_bad_one_before_any_work() -> None:
-    code, built, err = _json(["estimate", "-m", "qwen3-8b", "-f", "json",
+    code, built, err = _json(["estimate", "-m", "qwen2.5-7b-instruct", "-f", "json",
                               "--compare", f"engine_version={DEV}"])
-    _, plain, _ = _json(["estimate", "-m", "qwen3-8b", "-f", "json",
+    _, plain, _ = _json(["estimate", "-m", "qwen2.5-7b-instruct", "-f", "json",
                          "--compare", "engine_version=0.7.3"])
     assert code == 0 and "modelled at 0.7.3" in err
     assert built["compare"].pop("changes") == f"engine_version={DEV}"  # as the user typed it

@@ -43,7 +43,7 @@ def test_what_maps_to_no_modelled_release_is_refused(capsys: pytest.CaptureFixtu
     assert code == 2 and err.startswith("error:") and "hint:" in err
 
 
-PLAN = ["plan", "-m", "qwen3-0.6b", "--gpu", "H100", "--requests", "8", "--context", "4096",
+PLAN = ["plan", "-m", "qwen2.5-0.5b", "--gpu", "H100", "--requests", "8", "--context", "4096",
         "-f", "json"]
 
 

@@ -13,7 +13,9 @@ from memprof.core.estimate import estimate, rank_context
 from memprof.core.terms.cudagraph import engine_graph_modes
 from memprof.core.terms.graph_input_handles import NAME, registered_segment_bytes
 
-MODEL = "deepseek-v4-flash"  # runs the V1 runner at 0.22.0 (not listed for Model Runner V2)
+# runs the V1 runner at 0.22.0 (not listed for Model Runner V2) and loads from 0.17.1 (vLLM
+# 0.17.1 / 0.18.0 have no DeepseekV4ForCausalLM in their model registry: first in 0.20.0)
+MODEL = "deepseek-v3"
 
 
 def _held(dep: Deployment, gpu: str = "H200", model: str = MODEL) -> list[int]:

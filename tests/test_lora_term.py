@@ -218,12 +218,14 @@ def test_a_log_namespace_gives_the_lora_settings_only_with_lora_on() -> None:
 
 def test_explain_of_a_lora_log_memprof_refuses_explains_the_rest(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """A log is evidence: LoRA on a family whose LoRA layers memprof has not read is left out,
-    with a note, and the log's figures are still compared."""
-    log = tmp_path / "qwen-lora.log"
-    log.write_text("INFO 04-05 05:51:44 [api_server.py:981] vLLM API server version 0.8.2\n"
-                   + NAMESPACE.replace("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-0.6B")
+    with a note, and the log's figures are still compared (Kimi-Linear at 0.11.1, the first
+    release whose model registry has KimiLinearForCausalLM: its family has no LoRA rows)."""
+    log = tmp_path / "kimi-lora.log"
+    log.write_text("INFO 04-05 05:51:44 [api_server.py:981] vLLM API server version 0.11.1\n"
+                   + NAMESPACE.replace("meta-llama/Llama-3.1-8B-Instruct",
+                                       "moonshotai/Kimi-Linear-48B-A3B-Instruct")
                    .format(lora="max_model_len=4096, enable_lora=True, max_loras=2"))
-    assert run(["explain", str(log), "--gpu", "H100"]) in (0, 1)
+    assert run(["explain", str(log), "--gpu", "H200"]) in (0, 1)
     out = " ".join(capsys.readouterr().out.split())
     assert "the log turns LoRA on, which memprof leaves out here" in out
     assert "model load" in out

@@ -57,7 +57,8 @@ def test_every_last_stage_rank_samples_under_v1() -> None:
 
 
 def test_v0_with_pp_samples_on_tp_rank_0_of_the_last_stage() -> None:
-    e = estimate("qwen3-0.6b", Deployment(tp=2, pp=2, engine_version="0.7.3"),
+    # Qwen2.5: 0.7.3's model registry has no Qwen3ForCausalLM
+    e = estimate("qwen2.5-0.5b", Deployment(tp=2, pp=2, engine_version="0.7.3"),
                  gpu_name="H100")
     samplers = {(r.coord.pp_stage, r.coord.tp_rank) for r in e.ranks
                 for c in r.components if c.name == "activation peak (profile run)"

@@ -200,8 +200,8 @@ def test_versions_lists_each_change(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_model_registry_of_each_0_6_release() -> None:
     """configs/vllm_architectures.json (tools/vllm_architectures.py on each wheel): Llama is in
-    every 0.6.x registry, DeepSeek-V3 from 0.6.6 (models/registry.py), Qwen3 in none; releases
-    whose registry memprof has not read are not checked."""
+    every 0.6.x registry, DeepSeek-V3 from 0.6.6 (models/registry.py), Qwen3 in none of 0.6 / 0.7
+    (its first registry is 0.8.4's)."""
     from memprof.core.engines.vllm_registry import check_registered, registered
 
     for v in V06:
@@ -211,8 +211,10 @@ def test_the_model_registry_of_each_0_6_release() -> None:
         got = registered(v)
         assert got is not None and "Qwen3ForCausalLM" not in got, v
         assert ("Qwen2_5_VLForConditionalGeneration" in got) == (v == "0.7.2"), v
-    assert registered("0.7.3") is None
-    check_registered("0.7.3", "Qwen3ForCausalLM", "qwen3-32b")  # not read: not refused
+    with pytest.raises(BadInput) as later:  # every release is read: Qwen3 from 0.8.4
+        check_registered("0.8.3", "Qwen3ForCausalLM", "qwen3-32b")
+    assert later.value.hint == "use --engine-version 0.8.4 or later"
+    check_registered("0.8.4", "Qwen3ForCausalLM", "qwen3-32b")
     with pytest.raises(BadInput) as exc:
         check_registered("0.6.5", "DeepseekV3ForCausalLM", "deepseek-v3")
     assert exc.value.hint == "use --engine-version 0.6.6 or later"

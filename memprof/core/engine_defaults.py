@@ -28,6 +28,7 @@ from memprof.core.engines.vllm import (
 )
 from memprof.core.gpus import GPU
 from memprof.core.models import ModelSpec
+from memprof.core.models.families import ASSUMED, family_row
 from memprof.core.models.quant_config import quant_from_flag
 from memprof.core.versions import resolve_version
 
@@ -63,6 +64,20 @@ def quant_method(dep: Deployment, spec: ModelSpec) -> str | None:
     return quant.method if quant is not None else None
 
 
+def registry_architecture(spec: ModelSpec) -> str | None:
+    """The architecture an engine's model registry is asked for: the config's
+    ``architectures[0]``; a config that states none (found by ``model_type``) is its family's
+    class where the family row names exactly one (else None: not checked). An architecture
+    read as a generic family by ``--assume-architecture`` is not checked either: the user
+    states that it loads (an out-of-tree model a plugin registers), and the estimate says so."""
+    if spec.family in ASSUMED:
+        return None
+    if spec.raw.get("architectures"):
+        return spec.architecture
+    named = family_row(spec.family).architectures
+    return named[0] if len(named) == 1 else None
+
+
 def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     """Every default filled in: max_model_len derived from the config as the engine derives it
     (``Engine.derived_max_model_len``: RoPE scaling included), vLLM's batch defaults for the
@@ -81,7 +96,9 @@ def resolve(dep: Deployment, spec: ModelSpec, gpu: GPU) -> Deployment:
     engine = engine_of(dep)
     version = engine.rules_release(dep, gpu.arch, resolve_version(dep.engine_version, dep.engine),
                                    quant_method(dep, spec))
-    engine.check_architecture(version, spec.architecture, spec.name)
+    registry_arch = registry_architecture(spec)
+    if registry_arch is not None:
+        engine.check_architecture(version, registry_arch, spec.name)
     sliding = _has_sliding_window(spec)
     # V0's long-context default leaves chunked prefill off with a sliding window, speculative
     # decoding or LoRA ('not use_sliding_window and not use_spec_decode and not

@@ -815,7 +815,8 @@ def _input_notes(asked: Deployment, spec: ModelSpec, gpu: GPU) -> tuple[str, ...
         if spec.family in ASSUMED:
             notes.append(f"--assume-architecture {asked.assume_architecture}: "
                          f"{spec.architecture} is not a family memprof knows; ASSUMED "
-                         f"{ASSUMED[spec.family]}")
+                         f"{ASSUMED[spec.family]}; not checked against the engine's model "
+                         "registry (taken as loadable, e.g. registered by a plugin)")
     if not (asked.hf_overrides or asked.block_size is not None
             or long_context_allowed(asked.engine)):
         return tuple(notes)  # nothing else was taken differently (a sweep's usual point)

@@ -327,8 +327,8 @@ def _architecture(model: str, hf_overrides: object) -> str | None:
 
 
 def _lacks(engine: str, release: str, architecture: str | None) -> bool:
-    """Does ``release``'s model registry, where memprof has read it (the engine's
-    ``check_architecture``: ``memprof.core.engines.vllm_registry`` for vLLM), leave out
+    """Does ``release``'s model registry (the engine's ``check_architecture``:
+    ``memprof.core.engines.vllm_registry`` for vLLM, ``sglang_registry`` for SGLang) leave out
     ``architecture``?"""
     runs = ENGINES.get(engine)
     if runs is None or not architecture:

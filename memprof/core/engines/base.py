@@ -500,7 +500,7 @@ class Engine:
 
     def check_architecture(self, release: str, architecture: str, model: str) -> None:
         """:class:`BadInput` where the engine at ``release`` cannot load a checkpoint of
-        ``architecture`` (its model registry, where memprof has read it)."""
+        ``architecture`` (its model registry, read from each release's wheel)."""
 
     def notes(self, dep: DeploymentView, mfs: float, gpu: GPU | None = None) -> list[str]:
         return []

@@ -49,6 +49,7 @@ from memprof.core.engines.sglang_graphs import (
 )
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
+from memprof.core.engines.sglang_registry import check_registered
 from memprof.core.engines.sglang_req_pool import req_to_token_table
 from memprof.core.engines.sglang_streams import stream_pool_maker
 from memprof.core.engines.sglang_vlm import (
@@ -1165,6 +1166,10 @@ class SGLang(Engine):
         if dep.enable_dp_attention and dep.tp % dep.dp:
             raise LayoutError(f"SGLang DP attention needs --dp ({dep.dp}) to divide --tp "
                               f"({dep.tp})", hint="e.g. --tp 8 --dp 8 --enable-dp-attention")
+
+    def check_architecture(self, release: str, architecture: str, model: str) -> None:
+        """The release's model registry (``memprof.core.engines.sglang_registry``)."""
+        check_registered(release, architecture, model)
 
     def derived_max_model_len(self, cfg: dict[str, Any]) -> tuple[int, str] | None:
         return first_length_key_max_len(cfg)

@@ -1,52 +1,51 @@
 """Which model architectures a vLLM release can load: its model registry, read from the release
 wheels into ``configs/vllm_architectures.json`` (``tools/vllm_architectures.py``: the keys of
 the ``_*_MODELS`` dicts of ``vllm/model_executor/models/registry.py``, ``__init__.py`` before
-0.6.3).
+0.6.3, less the architectures it lists as removed or moved to plugins).
 
-Only the releases that table lists are checked (0.6.0 – 0.7.2, the oldest memprof models,
-where most of today's bundled models did not exist yet, and 0.10.0 / 0.10.1, between which
-gpt-oss's GptOssForCausalLM arrived: explain places a log between them by it,
-``memprof.probes.log_deployment``); at any other release an architecture is taken as the
-family row that reads it says (no refusal here).
+Every release memprof models is read (0.6.0 to the newest), so an estimate at a release that
+cannot load the checkpoint is refused as vLLM refuses it ("Model architectures [...] are not
+supported for now", ``ModelRegistry._raise_for_unsupported``), and explain places a log between
+the releases by it (``memprof.probes.log_deployment``). From 0.8 on vLLM may still run an
+unregistered architecture through its Transformers backend (``model_impl`` "auto" falls back
+to it where Hugging Face's model class supports it): that is not the model memprof estimates.
 """
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 
-from memprof.base.errors import BadInput
-from memprof.core.models.load import configs_dir
+from memprof.core.engines.model_registry import check, table
+from memprof.core.models.score_heads import seq_cls_base
+from memprof.core.versions import version_key
 
 TABLE = "vllm_architectures.json"
-
-
-@lru_cache(maxsize=1)
-def _registry() -> dict[str, frozenset[str]]:
-    path = configs_dir() / TABLE
-    if not path.is_file():
-        return {}
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    return {r: frozenset(archs) for r, archs in doc["releases"].items()}
+# ModelRegistry._normalize_arch (model_executor/models/registry.py, first in 0.10.1's wheel, not
+# in 0.10.0's): an unregistered *ForSequenceClassification whose causal LM is registered loads
+# as that class, converted (as_seq_cls_model); memprof sizes it so (score_heads.seq_cls_base)
+SEQ_CLS_CONVERSION_SINCE = "0.10.1"
 
 
 def registered(release: str) -> frozenset[str] | None:
     """The architectures ``release``'s registry lists, or None where memprof has not read it."""
-    return _registry().get(release)
+    return table(TABLE).get(release)
 
 
 def check_registered(release: str, architecture: str, model: str) -> None:
     """:class:`BadInput` where ``release``'s registry is read and does not list
     ``architecture`` (vLLM refuses such a checkpoint: "Model architectures [...] are not
-    supported for now", model_executor/models/registry.py)."""
+    supported for now", model_executor/models/registry.py); a sequence-classification
+    architecture whose causal LM the registry lists is converted from ``SEQ_CLS_CONVERSION_SINCE``
+    on."""
+    if not _converted(release, architecture):
+        check(TABLE, "vLLM", "model_executor/models/", release, architecture, model)
+
+
+@lru_cache(maxsize=4096)
+def _converted(release: str, architecture: str) -> bool:
+    """Does ``release`` load ``architecture`` by converting a registered causal LM
+    (``SEQ_CLS_CONVERSION_SINCE``)?"""
     known = registered(release)
-    if known is None or architecture in known:
-        return
-    read = list(_registry())
-    later = [r for r in read if architecture in _registry()[r]]
-    where = (f"use --engine-version {later[0]} or later" if later else
-             f"use a release after {read[-1]} (memprof reads the model registry of "
-             f"{len(read)} releases from {read[0]} to {read[-1]}, and none of them lists "
-             f"{architecture})")
-    raise BadInput(f"vLLM {release} cannot load {model}: its model registry "
-                   f"(model_executor/models/) has no {architecture}", hint=where)
+    return (known is not None and architecture not in known
+            and version_key(release) >= version_key(SEQ_CLS_CONVERSION_SINCE)
+            and seq_cls_base(architecture, known) is not None)

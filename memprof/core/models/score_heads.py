@@ -21,6 +21,7 @@ registry, with their own heads: qwen2_rm.py's two-layer ``score`` MLP), and a
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from memprof.base.errors import ConfigError
@@ -45,7 +46,7 @@ def is_seq_cls(architecture: str) -> bool:
     return architecture.endswith(SEQ_CLS_SUFFIX)
 
 
-def seq_cls_base(architecture: str, known: set[str] | dict[str, Any]) -> str | None:
+def seq_cls_base(architecture: str, known: AbstractSet[str] | dict[str, Any]) -> str | None:
     """The causal LM vLLM builds a ``*ForSequenceClassification`` from: the first of
     ``CAUSAL_SUFFIXES`` in place of the suffix that ``known`` names (registry.py
     ``_normalize_arch``, 0.11.0 / 0.20.0 / 0.33.0); ``None`` for another architecture or one
