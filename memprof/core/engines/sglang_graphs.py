@@ -289,6 +289,19 @@ def kept_logits(dep: DeploymentView, sizes: list[int],
     return (), max(sizes) * vocab * 4, f"one fp32 logits buffer [{max(sizes)}, {vocab:,}]"
 
 
+def stage_outputs_kept(sizes: list[int], hidden: int,
+                       act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """What each decode graph keeps on a pipeline stage that is not the last: its output is the
+    ``PPProxyTensors`` of the stage's last layer, hidden_states and residual [bs, hidden] in the
+    model dtype, made inside the capture and kept as ``output_buffers[bs]`` (sglang 0.4.10,
+    0.5.9 models/llama.py ``forward``: ``if not self.pp_group.is_last_rank: return
+    PPProxyTensors({"hidden_states": ..., "residual": ...})``; cuda_graph_runner.py ``capture``
+    keeps every ``run_once`` output), in every release: no logits are made there, neither the
+    fp32 logits kept per graph through 0.4.10 nor a copy into the buffer from 0.5.1."""
+    kept = tuple((b * hidden * act_bytes,) * 2 for b in sizes)
+    return kept, "each graph's hidden_states and residual [bs, hidden] kept in the pool (PP)"
+
+
 def lm_head_stages(dep: DeploymentView, vocab: int, hidden: int, bs: int,
                    act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
     """The decode live sets of the logits processor at batch ``bs`` after the last layer
