@@ -44,7 +44,7 @@ _RUNNER = "model_executor/cuda_graph_runner.py CudaGraphRunner.__init__"
 # The layout of the runner's input buffers (module docstring). value: the layout's name.
 SGLANG_GRAPH_INPUTS: tuple[Rule, ...] = (
     Rule(name="sglang_decode_graph_inputs", changes="CUDA graphs: the runner's input buffers",
-         since=None, until="0.4.10", value="positions", engine="sglang",
+         since=None, until="0.4.10", value="index buffers", engine="sglang",
          introduced_by="before 0.4.3", removed_by=_READ.format("0.4.10"),
          source=f"sglang 0.4.3 {_RUNNER}: input_ids, req_pool_indices, seq_lens, "
          "out_cache_loc, positions, mrope_positions under torch.device('cuda'); no PP "
