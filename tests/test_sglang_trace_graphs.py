@@ -127,6 +127,54 @@ def test_the_h200_recording_matches_the_estimate_term_by_term() -> None:
                 (run["label"], name)
 
 
+def _second_reading() -> list[dict[str, Any]]:
+    path = GOLDEN / "sglang-trace-graphs-h200-inputs.json"
+    if not path.exists():
+        pytest.skip("no GPU recording")
+    runs: list[dict[str, Any]] = json.loads(path.read_text())["runs"]
+    return runs
+
+
+_DEPLOYMENTS = {"qwen3-0.6b-sglang-0.5.9": ("qwen3-0.6b", "0.5.9"),
+                "qwen3-0.6b-sglang-0.4.10": ("qwen3-0.6b", "0.4.10"),
+                "llama-3.1-8b-sglang-0.5.9": ("llama-3.1-8b", "0.5.9"),
+                "llama-3.1-8b-sglang-0.4.10": ("llama-3.1-8b", "0.4.10")}
+
+
+def test_the_capture_streams_small_segment_is_the_generators_graph_state() -> None:
+    """The second H200 reading lists the capture stream's ordinary-pool segments block by
+    block: beside the 32 MiB cuBLAS workspace, one 2 MiB small segment holding two live blocks
+    of 8 requested bytes, torch's generator state (``GENERATOR_GRAPH_STATE``), in every case."""
+    from memprof.core.terms.cudagraph import GENERATOR_GRAPH_STATE
+
+    for run in _second_reading():
+        segs = run["after"]["side_stream_blocks"]
+        small = [s for s in segs if s["segment_type"] == "small"]
+        assert [s["total_size"] for s in small] == [2 * 1024 * 1024], run["label"]
+        live = [b["requested_size"] for b in small[0]["blocks"]
+                if b["state"] == "active_allocated"]
+        assert tuple(live) == GENERATOR_GRAPH_STATE, run["label"]
+
+
+def test_the_estimate_now_holds_every_tensor_the_h200_trace_held_outside_the_pool() -> None:
+    """The trace's tensors outside the private pool, recorded on the H200 with the runner's
+    input buffers built, equal today's estimate to the byte (the generator's 2 MiB small
+    segment was the difference), and the private pool within the allocator's rounding."""
+    from memprof.core.terms.cudagraph import cudagraph_model
+
+    for run in _second_reading():
+        model, version = _DEPLOYMENTS[run["label"]]
+        ctx = _ctx(model, version, 1)
+        rows = {c["name"]: c for c in run["after"]["components"]}
+        sizes = engine_graph_modes(ctx)["FULL"]
+        assert sorted(sizes) == sorted(run["after"]["graph_sizes"]), run["label"]
+        g = cudagraph_model(ctx, sizes={"FULL": sizes})
+        outside = rows["CUDA-graph pool: tensors outside the private pool"]["traced_bytes"]
+        assert g.actual - g.driver - g.pool == outside, run["label"]
+        pool = rows["CUDA-graph pool: the graphs' private pool"]["traced_bytes"]
+        assert abs(pool - g.pool) <= 0.005 * g.pool, run["label"]
+
+
 @pytest.mark.gpu
 def test_trace_and_estimate_agree_on_a_gpu() -> None:
     from memprof.core.deployment import Deployment as Dep

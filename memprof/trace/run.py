@@ -649,8 +649,8 @@ def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:
                        category="cudagraph", estimated=g.actual - g.driver - g.pool,
                        traced=cap.tensors - cap.pool,
                        how="memory_reserved delta − the private pool: the attention backend's "
-                       "capture state, the logits buffer, the capture stream's cuBLAS "
-                       "workspace")]
+                       "capture state, the runner's input buffers, the logits buffer, the "
+                       "capture stream's cuBLAS workspace and torch's generator graph state")]
     return [
         ComponentTrace(name="CUDA-graph pool (memprof's prediction)", category="cudagraph",
                        estimated=g.actual, traced=cap.total,

@@ -472,12 +472,13 @@ class Engine:
 
     def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
                                after_state: tuple[int, ...],
-                               capture_first: int) -> int | None:
+                               capture_first: tuple[int, ...]) -> int | None:
         """What the caching allocator reserves outside the graph pool while the engine's own
         decode graphs are built: ``graph_capture_state``'s buffers on the streams they are
         allocated on, with ``after_state`` (allocated after the state on the runner's stream:
         the runner's input buffers and the logits buffer) and ``capture_first`` (made by the
-        first size's warm-up on the capture stream: its cuBLAS workspace) sharing those
+        first size's capture on the capture stream: its cuBLAS workspace, the generator's graph
+        state) sharing those
         streams' segments; None (the
         default): each part's own segments added."""
         return None

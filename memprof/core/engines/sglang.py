@@ -1165,7 +1165,7 @@ class SGLang(Engine):
 
     def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
                                after_state: tuple[int, ...],
-                               capture_first: int) -> int | None:
+                               capture_first: tuple[int, ...]) -> int | None:
         """``sglang_attention.capture_buffers`` on their two streams (``reserved_on_streams``):
         init_cuda_graph_state's buffers, then the runner's input buffers and the logits buffer
         (``after_state``), on the runner's stream;
@@ -1173,7 +1173,7 @@ class SGLang(Engine):
         stream."""
         current, per_size, _ = capture_buffers(dep, gpu, spec, sizes)
         return reserved_on_streams((*current, *after_state), per_size, len(sizes),
-                                   (capture_first,))
+                                   capture_first)
 
     # --- flags and notes ----------------------------------------------------------------------
 

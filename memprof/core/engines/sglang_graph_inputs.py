@@ -22,7 +22,9 @@ Where they sit in torch's caching allocator: a buffer of at most 1 MiB is a smal
 (c10/cuda/CUDACachingAllocator.cpp ``kSmallSize``); the runner's stream already holds small
 segments with free room from before the window (the weights' norms and the other small tensors
 made since the start; ``empty_cache`` releases only whole free segments), so these are assumed to
-add no segment [approximation: the free room of those segments is not tracked]. A larger buffer
+add no segment [approximation: the free room of those segments is not tracked; on one H200 the
+trace, which makes every buffer, reserved no segment for the small ones:
+reports/gpu/sglang-trace-graphs/sglang-trace-graphs-h200-inputs.json]. A larger buffer
 (``input_embeds`` or a ``pp_proxy_tensors`` buffer above 1 MiB: an 8B model's [256, 4,096]
 bfloat16 is 2 MiB) is a large-pool block, placed by ``memprof.alloc``'s replica beside the backend
 state and the logits buffer (``sglang_attention.reserved_on_streams``).

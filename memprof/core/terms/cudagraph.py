@@ -1109,6 +1109,17 @@ def engine_graph_modes(ctx: TermContext) -> dict[str, list[int]]:
     return modes
 
 
+# What torch's CUDA generator allocates when a first CUDA graph registers with it: two int64 [1]
+# tensors, seed_extragraph_ and offset_extragraph_ (aten/src/ATen/cuda/CUDAGeneratorImpl.cpp
+# ``CUDAGeneratorState::register_graph``, called by CUDAGraph::capture_begin before the capture
+# begins: "Cannot register the state during capturing stage"; older releases make the same two
+# in CUDAGraph::capture_begin for every graph), on the current stream, in the ordinary pool, kept
+# while a graph is registered: two 512-B small blocks, one 2 MiB small segment on the capture
+# stream. Measured: reports/gpu/sglang-trace-graphs/sglang-trace-graphs-h200-inputs.json
+# (``side_stream_blocks``: two active blocks of 8 requested bytes in that segment, every case).
+GENERATOR_GRAPH_STATE: tuple[int, ...] = (8, 8)
+
+
 def _engine_graph_model(ctx: TermContext, sizes: list[int],
                         kept: tuple[tuple[int, ...], int, str]) -> GraphModel:
     """An engine's own decode graphs (SGLang's ``CudaGraphRunner``): one graph of the whole
@@ -1116,8 +1127,12 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     of the engine's own to subtract from a budget (``estimate`` = ``actual``)::
 
         tensors = the pool after the largest size's decode live set, with the logits each graph
-                  keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
-                  capture, + the capture stream's cuBLAS workspace, + the attention backend's
+                  keeps (``Engine.graph_kept_logits``; a pipeline stage before the last: its
+                  hidden states and residual, ``Engine.graph_stage_outputs``), + the runner's
+                  input buffers (``Engine.graph_input_buffers``) and a logits buffer allocated
+                  before the capture, + the capture stream's cuBLAS workspace and, for the
+                  process's first graph, torch's generator state (``GENERATOR_GRAPH_STATE``),
+                  + the attention backend's
                   capture state outside the pool (``Engine.graph_capture_state``), these three
                   in the segments their streams reserve (``Engine.graph_capture_reserved``:
                   the runner's stream and the capture stream share none); captured after
@@ -1162,10 +1177,13 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
         largest = sizes.index(max(sizes))
         tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
                    else _pool_reserved(stages))
-    cublas = 0
+    first: tuple[int, ...] = ()
     if after is None or not after[1]:
         what += ", the capture stream's cuBLAS workspace"
-        cublas = cublas_workspace_bytes(ctx.gpu)
+        first = (cublas_workspace_bytes(ctx.gpu),)
+    if after is None:  # the process's first graph: the generator registers it on this stream
+        what += " and torch's CUDA generator's graph state (2 × int64 [1])"
+        first += GENERATOR_GRAPH_STATE
     engine = engine_of(ctx.dep)
     state = engine.graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
     inputs, input_words = engine.graph_input_buffers(ctx.dep, max(sizes), ctx.spec.hidden_size,
@@ -1174,9 +1192,9 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     # the state, the input buffers, the logits buffer and the workspace in the segments each
     # stream reserves
     outside = engine.graph_capture_reserved(ctx.dep, ctx.gpu, ctx.spec, sizes,
-                                            (*inputs, before), cublas)
+                                            (*inputs, before), first)
     if outside is None:
-        outside = (cublas + sum(_segment_bytes(b) for b in (*inputs, before) if b)
+        outside = (sum(_segment_bytes(b) for b in (*first, *inputs, before) if b)
                    + (state[0] if state else 0))
     pool = tensors
     tensors += outside
