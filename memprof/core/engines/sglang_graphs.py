@@ -42,6 +42,10 @@ them): ``_get_logits`` makes ``torch.matmul(hidden_states, lm_head.weight.T)``, 
 ``movedim``/``reshape`` copy ``[bs, padded vocab]``, before the fp32 logits above are made from it
 (``lm_head_stages``; read in the 0.4.3, 0.5.1, 0.5.10 and 0.5.19 wheels).
 
+On a pipeline stage before the last no logits are made: each graph keeps its ``PPProxyTensors``
+output, the stage's hidden states and residual (``stage_outputs_kept``). The runner's input
+buffers, also made inside the window, are ``sglang_graph_inputs``.
+
 The attention backend's capture state, which the runner's construction also allocates
 (FlashInfer's index buffers and a decode wrapper with its own workspace per batch size, FA3's and
 TRT-LLM's page tables, Triton's split-KV logits), is ``sglang_attention.capture_state``, by the
