@@ -105,6 +105,29 @@ def test_no_logits_processor_on_an_earlier_pipeline_stage() -> None:
     assert [logits_in_graph(rank_context(e, r)) for r in e.ranks] == [False, True]
 
 
+def test_an_earlier_stage_keeps_its_hidden_states_and_residual() -> None:
+    # 0.4.10 at PP 2: the first stage's captured forward returns its PPProxyTensors (hidden
+    # states and residual, the estimate's stage_outputs_kept), the last stage its fp32 logits
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from memprof.core.engines.sglang_graphs import stage_outputs_kept
+
+    e = estimate("qwen3-0.6b", Deployment(engine="sglang", engine_version="0.4.10", pp=2),
+                 gpu_name="H200")
+    outs = []
+    for r in e.ranks:
+        ctx = rank_context(e, r)
+        with FakeTensorMode(), Tracker([Counter()]) as tracker:
+            replica = Replica(ctx=ctx, device=torch.device("cuda"), charge=tracker.charge)
+            outs.append(replica.forward(8, 0, decode=True, logits_max_bs=8))
+    first, last = outs
+    assert isinstance(first, tuple)
+    kept, _ = stage_outputs_kept([8], 1024, 2)
+    assert tuple(t.nbytes for t in first) == kept[0]
+    assert isinstance(last, torch.Tensor) and tuple(last.shape) == (8, 151_936)
+    assert last.dtype == torch.float32
+
+
 def _golden() -> list[dict[str, Any]]:
     path = GOLDEN / "sglang-trace-graphs-h200.json"
     if not path.exists():
