@@ -11,8 +11,10 @@ Run on the GPU machine from a checkout holding both trees (torch with CUDA)::
 trace --device cuda -f json``) so one trace's memory never shows in the next. The after side
 also writes ``--snapshot`` (to a scratch folder, not kept), from which this script sums the reserved
 segments by memory pool and stream: the graphs' private pool apart from the ordinary pool, a
-reading independent of the trace's own rows. Writes ``sglang-trace-graphs-h200.json``: per
-deployment the two sides' graph rows (estimated, traced) and the snapshot's pools.
+reading independent of the trace's own rows, and lists block by block the ordinary pool's
+segments on the other streams (the capture stream's). Writes ``--name`` (default
+``sglang-trace-graphs-h200.json``): per deployment the two sides' graph rows (estimated, traced),
+the snapshot's pools and those blocks.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def _pools(snapshot: Path) -> dict[str, int]:
     return out
 
 
+def _side_blocks(snapshot: Path) -> list[dict[str, Any]]:
+    """The ordinary pool's segments on streams other than the default one (the capture
+    stream's), block by block: what holds them after the window's ``empty_cache``."""
+    data = pickle.loads(snapshot.read_bytes())
+    out: list[dict[str, Any]] = []
+    for seg in data.get("segments", []):
+        if tuple(seg.get("segment_pool_id", ())) != (0, 0) or not seg.get("stream"):
+            continue
+        out.append({"stream": seg.get("stream"), "segment_type": seg.get("segment_type"),
+                    "total_size": int(seg["total_size"]),
+                    "blocks": [{k: b.get(k) for k in ("size", "requested_size", "state")}
+                               for b in seg.get("blocks", [])]})
+    return out
+
+
 def _run(root: str, flags: list[str], snapshot: Path | None, timeout: int) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=root, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "memprof", "trace", *flags, *COMMON]
@@ -78,6 +95,7 @@ def _run(root: str, flags: list[str], snapshot: Path | None, timeout: int) -> di
     rec["notes"] = trace.get("notes")
     if snapshot is not None and snapshot.exists():
         rec["snapshot_pools"] = _pools(snapshot)
+        rec["side_stream_blocks"] = _side_blocks(snapshot)
         snapshot.unlink()
     return rec
 
@@ -89,6 +107,7 @@ def main() -> int:
     ap.add_argument("--after", required=True)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--name", default="sglang-trace-graphs-h200.json")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,7 +131,7 @@ def main() -> int:
                "after": _run(args.after, flags, scratch / f"{label}.pickle", args.timeout)}
         meta["runs"].append(run)
         print(label, run["before"]["rc"], run["after"]["rc"], flush=True)
-        (out / "sglang-trace-graphs-h200.json").write_text(json.dumps(meta, indent=1) + "\n")
+        (out / args.name).write_text(json.dumps(meta, indent=1) + "\n")
     return 0
 
 

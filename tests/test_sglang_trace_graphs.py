@@ -105,6 +105,29 @@ def test_no_logits_processor_on_an_earlier_pipeline_stage() -> None:
     assert [logits_in_graph(rank_context(e, r)) for r in e.ranks] == [False, True]
 
 
+def test_an_earlier_stage_keeps_its_hidden_states_and_residual() -> None:
+    # 0.4.10 at PP 2: the first stage's captured forward returns its PPProxyTensors (hidden
+    # states and residual, the estimate's stage_outputs_kept), the last stage its fp32 logits
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from memprof.core.engines.sglang_graphs import stage_outputs_kept
+
+    e = estimate("qwen3-0.6b", Deployment(engine="sglang", engine_version="0.4.10", pp=2),
+                 gpu_name="H200")
+    outs = []
+    for r in e.ranks:
+        ctx = rank_context(e, r)
+        with FakeTensorMode(), Tracker([Counter()]) as tracker:
+            replica = Replica(ctx=ctx, device=torch.device("cuda"), charge=tracker.charge)
+            outs.append(replica.forward(8, 0, decode=True, logits_max_bs=8))
+    first, last = outs
+    assert isinstance(first, tuple)
+    kept, _ = stage_outputs_kept([8], 1024, 2)
+    assert tuple(t.nbytes for t in first) == kept[0]
+    assert isinstance(last, torch.Tensor) and tuple(last.shape) == (8, 151_936)
+    assert last.dtype == torch.float32
+
+
 def _golden() -> list[dict[str, Any]]:
     path = GOLDEN / "sglang-trace-graphs-h200.json"
     if not path.exists():
@@ -125,6 +148,54 @@ def test_the_h200_recording_matches_the_estimate_term_by_term() -> None:
             c = rows[name]
             assert abs(c["traced_bytes"] - c["estimated_bytes"]) <= 0.05 * c["estimated_bytes"], \
                 (run["label"], name)
+
+
+def _second_reading() -> list[dict[str, Any]]:
+    path = GOLDEN / "sglang-trace-graphs-h200-inputs.json"
+    if not path.exists():
+        pytest.skip("no GPU recording")
+    runs: list[dict[str, Any]] = json.loads(path.read_text())["runs"]
+    return runs
+
+
+_DEPLOYMENTS = {"qwen3-0.6b-sglang-0.5.9": ("qwen3-0.6b", "0.5.9"),
+                "qwen3-0.6b-sglang-0.4.10": ("qwen3-0.6b", "0.4.10"),
+                "llama-3.1-8b-sglang-0.5.9": ("llama-3.1-8b", "0.5.9"),
+                "llama-3.1-8b-sglang-0.4.10": ("llama-3.1-8b", "0.4.10")}
+
+
+def test_the_capture_streams_small_segment_is_the_generators_graph_state() -> None:
+    """The second H200 reading lists the capture stream's ordinary-pool segments block by
+    block: beside the 32 MiB cuBLAS workspace, one 2 MiB small segment holding two live blocks
+    of 8 requested bytes, torch's generator state (``GENERATOR_GRAPH_STATE``), in every case."""
+    from memprof.core.terms.cudagraph import GENERATOR_GRAPH_STATE
+
+    for run in _second_reading():
+        segs = run["after"]["side_stream_blocks"]
+        small = [s for s in segs if s["segment_type"] == "small"]
+        assert [s["total_size"] for s in small] == [2 * 1024 * 1024], run["label"]
+        live = [b["requested_size"] for b in small[0]["blocks"]
+                if b["state"] == "active_allocated"]
+        assert tuple(live) == GENERATOR_GRAPH_STATE, run["label"]
+
+
+def test_the_estimate_now_holds_every_tensor_the_h200_trace_held_outside_the_pool() -> None:
+    """The trace's tensors outside the private pool, recorded on the H200 with the runner's
+    input buffers built, equal today's estimate to the byte (the generator's 2 MiB small
+    segment was the difference), and the private pool within the allocator's rounding."""
+    from memprof.core.terms.cudagraph import cudagraph_model
+
+    for run in _second_reading():
+        model, version = _DEPLOYMENTS[run["label"]]
+        ctx = _ctx(model, version, 1)
+        rows = {c["name"]: c for c in run["after"]["components"]}
+        sizes = engine_graph_modes(ctx)["FULL"]
+        assert sorted(sizes) == sorted(run["after"]["graph_sizes"]), run["label"]
+        g = cudagraph_model(ctx, sizes={"FULL": sizes})
+        outside = rows["CUDA-graph pool: tensors outside the private pool"]["traced_bytes"]
+        assert g.actual - g.driver - g.pool == outside, run["label"]
+        pool = rows["CUDA-graph pool: the graphs' private pool"]["traced_bytes"]
+        assert abs(pool - g.pool) <= 0.005 * g.pool, run["label"]
 
 
 @pytest.mark.gpu

@@ -40,6 +40,7 @@ from memprof.core.engines.sglang import (
 )
 from memprof.core.engines.sglang_attention import RULES as SGLANG_ATTENTION_RULES
 from memprof.core.engines.sglang_dtype import SGLANG_AUTO_DTYPE, SGLANG_LEGACY_GPU
+from memprof.core.engines.sglang_graph_inputs import RULES as SGLANG_GRAPH_INPUT_RULES
 from memprof.core.engines.sglang_graphs import RULES as SGLANG_GRAPH_RULES
 from memprof.core.engines.sglang_nsa import RULES as SGLANG_NSA_RULES
 from memprof.core.engines.sglang_pool import SGLANG_POOL_TENSORS
@@ -195,7 +196,8 @@ RULEBOOK: tuple[tuple[Rule, ...], ...] = (
     SGLANG_ROCM_EPMOE_STALE_FP8, SGLANG_ROCM_AITER_MFS, *SGLANG_NSA_RULES, SGLANG_LOAD_FIGURE,
     SGLANG_FIRST_KERNEL_BEFORE_LOAD,
     SGLANG_REQ_TO_TOKEN, SGLANG_POOL_TENSORS, SGLANG_UMA_FREE_MEMORY,
-    SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF, *SGLANG_GRAPH_RULES, *SGLANG_STREAM_RULES,
+    SGLANG_VLM_FRACTION, SGLANG_VLM_CHUNK_OFF, *SGLANG_GRAPH_RULES, *SGLANG_GRAPH_INPUT_RULES,
+    *SGLANG_STREAM_RULES,
     *SGLANG_ATTENTION_RULES,
     HYBRID_STATE_V1, SSM_DTYPE_FROM_CONFIG, *MAMBA_CACHE_RULES,
     V0_ENGINE, *V1_FALLBACK_RULES, CAPTURE_SIZES, GRAPH_MODES, V2_FULL_DECODE_SIZES,

@@ -631,11 +631,13 @@ class Replica:
 
     # --- forwards ------------------------------------------------------------------------------
     def forward(self, tokens: int, rows: int, decode: bool = False,
-                logits_max_bs: int = 0) -> torch.Tensor | None:
+                logits_max_bs: int = 0) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
         """One forward over ``tokens`` tokens on this rank, then (last PP stage) the sampler on
         ``rows`` rows; every intermediate is freed when the engine frees it. ``logits_max_bs``:
         the forward is SGLang's captured decode forward, which ends in its logits processor
-        (``sglang_logits``; the runner's largest batch); returns what that keeps, if anything."""
+        (``sglang_logits``; the runner's largest batch) on the last stage; returns what that
+        keeps, if anything, and on a stage before the last the hidden states and residual its
+        ``PPProxyTensors`` output holds (``sglang_graphs.stage_outputs_kept``)."""
         spec, dep, coord = self.ctx.spec, self.ctx.dep, self.ctx.coord
         h, dev, dt = spec.hidden_size, self.device, self.dtype
         layers = rank_layers(spec, dep, coord)
@@ -652,8 +654,10 @@ class Replica:
                 x = self.mlp(x, layer)  # next input norm: fused with the residual, in place
                 if self.on_layer is not None:
                     self.on_layer(done, len(layers))
+            kept: torch.Tensor | tuple[torch.Tensor, ...] | None = None
+            if logits_max_bs and coord.pp_stage < dep.pp - 1:
+                kept = (x, residual)  # PPProxyTensors({"hidden_states", "residual"})
             del residual
-            kept = None
             if logits_max_bs and logits_in_graph(self.ctx):
                 kept = self.sglang_logits(x, logits_max_bs)
             if coord.pp_stage == dep.pp - 1 and rows > 0:

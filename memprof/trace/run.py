@@ -450,8 +450,9 @@ def _capture_engine(kind: str, replica: object, ctx: TermContext, sizes: list[in
     the estimate has torch's stream pool made before the capture (``graph_driver_first`` 0:
     SGLang's ``forward_stream`` or KV pool ``alt_stream``, or the rank's NCCL communicator), a
     first stream. The window, read as SGLang reads it (``get_available_gpu_memory``: after
-    ``empty_cache``): the attention backend's ``init_cuda_graph_state`` buffers and from 0.5.1
-    the fp32 logits buffer on the current stream (``sglang_attention.capture_buffers``, by their
+    ``empty_cache``): the attention backend's ``init_cuda_graph_state`` buffers, the runner's
+    input buffers (``sglang_graph_inputs``) and from 0.5.1 the fp32 logits buffer on the current
+    stream (``sglang_attention.capture_buffers``, by their
     bytes; ``sglang_capture.logits_plan``); then on a new stream, per size, the backend's
     per-size buffers, two eager ``run_once`` and the capture (``torch.cuda.graph``, which
     empties the cache first) into one pool, every forward ending in the logits processor
@@ -460,7 +461,8 @@ def _capture_engine(kind: str, replica: object, ctx: TermContext, sizes: list[in
     import torch
 
     from memprof.core.engines.sglang_attention import capture_buffers
-    from memprof.trace.replica import Replica
+    from memprof.core.engines.sglang_graph_inputs import graph_input_buffers
+    from memprof.trace.replica import Replica, torch_dtype
 
     assert isinstance(replica, Replica)
     top = sorted(sizes, reverse=True)[:max_graphs]
@@ -482,13 +484,17 @@ def _capture_engine(kind: str, replica: object, ctx: TermContext, sizes: list[in
     state: list[torch.Tensor] = []
     with replica.charge(CAPTURE_STATE):  # type: ignore[attr-defined]
         state += [torch.zeros(n, dtype=torch.uint8, device="cuda") for n in current if n > 0]
+        # the runner's input buffers, by shape and dtype (sglang_graph_inputs)
+        state += [torch.zeros(b.shape, dtype=torch_dtype(b.dtype), device="cuda")
+                  for b in graph_input_buffers(ctx.dep.engine_version, largest,
+                                               ctx.spec.hidden_size, ctx.model_dtype, ctx.dep.pp)]
         if plan.buffer is not None:  # GraphInputBuffers.create makes it on every rank
             replica.tensors["_sglang_logits_buffer"] = torch.zeros(
                 plan.buffer.shape, dtype=torch.float32, device="cuda")
     pool = torch.cuda.graph_pool_handle()
     stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     keep: list[torch.cuda.CUDAGraph] = []
-    outputs: list[torch.Tensor | None] = []
+    outputs: list[torch.Tensor | tuple[torch.Tensor, ...] | None] = []
     with torch.cuda.stream(stream):
         for n in order:
             with replica.charge(CAPTURE_STATE):  # type: ignore[attr-defined]
@@ -643,8 +649,8 @@ def _graph_rows(ctx: TermContext, cap: GraphCapture) -> list[ComponentTrace]:
                        category="cudagraph", estimated=g.actual - g.driver - g.pool,
                        traced=cap.tensors - cap.pool,
                        how="memory_reserved delta − the private pool: the attention backend's "
-                       "capture state, the logits buffer, the capture stream's cuBLAS "
-                       "workspace")]
+                       "capture state, the runner's input buffers, the logits buffer, the "
+                       "capture stream's cuBLAS workspace and torch's generator graph state")]
     return [
         ComponentTrace(name="CUDA-graph pool (memprof's prediction)", category="cudagraph",
                        estimated=g.actual, traced=cap.total,

@@ -10,13 +10,18 @@ in order:
 1. ``attn_backend.init_cuda_graph_state(max_bs, max_num_token)`` on the stream the runner is
    built on (the backend's buffers: ``sglang_attention.capture_buffers``, allocated here by their
    bytes);
-2. from 0.5.1 the runner's ``next_token_logits_buffer``, fp32 ``[max_bs, vocab]`` (0.5.9
+2. the runner's input buffers (``sglang_graph_inputs``, by shape and dtype: index vectors,
+   ``custom_mask``, from 0.5.6 ``input_embeds``, at PP > 1 the proxy buffers), and
+   from 0.5.1 the runner's ``next_token_logits_buffer``, fp32 ``[max_bs, vocab]`` (0.5.9
    ``model_executor/input_buffers.py`` ``GraphInputBuffers.create``: ``torch.zeros((max_num_token,
    vocab_size), dtype=torch.float)``);
 3. ``graph_capture()``'s new stream; per batch size, in ``reversed(capture_bs)`` (ascending in
    0.4.3): ``init_forward_metadata_capture_cuda_graph`` (FlashInfer's per-size decode wrappers),
    ``run_once`` twice eagerly, then ``run_once`` captured into the global graph pool; the
-   runner keeps what it returns (``self.output_buffers[bs] = output_buffers``).
+   runner keeps what it returns (``self.output_buffers[bs] = output_buffers``; on a stage
+   before the last, the hidden states and residual). The first capture's ``capture_begin``
+   makes torch's generator graph state on the capture stream
+   (``cudagraph.GENERATOR_GRAPH_STATE``).
 
 ``run_once`` is the model's whole forward, which ends in ``LogitsProcessor`` (the model classes
 return ``self.logits_processor(...)``; 0.5.9 ``models/qwen3.py``, ``models/llama.py``). Its

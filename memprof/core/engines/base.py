@@ -412,6 +412,21 @@ class Engine:
         None (the default): nothing beyond the live sets (vLLM keeps weak references)."""
         return None
 
+    def graph_stage_outputs(self, dep: DeploymentView, sizes: list[int], hidden: int,
+                            act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str] | None:
+        """What the engine's graph capture keeps on a pipeline stage that is not the last: (per
+        graph, in capture order, the tensors its output holds in the pool; the formula's
+        words); None (the default): nothing beyond the live sets."""
+        return None
+
+    def graph_input_buffers(self, dep: DeploymentView, max_bs: int, hidden: int,
+                            model_dtype: str) -> tuple[tuple[int, ...], str]:
+        """The input buffers the engine's own graph runner allocates outside the graph pool,
+        on the stream it is built on, after the attention backend's capture state: (the bytes
+        of those that take segments, in allocation order; the formula's words); nothing by
+        default (vLLM's input buffers are made before its graph window)."""
+        return (), ""
+
     def graph_lm_head_stages(self, dep: DeploymentView, vocab: int, hidden: int, bs: int,
                              act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
         """The decode live sets the engine's own graph capture adds after the last layer (its
@@ -456,12 +471,15 @@ class Engine:
         return None
 
     def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
-                               after_state: int, capture_first: int) -> int | None:
+                               after_state: tuple[int, ...],
+                               capture_first: tuple[int, ...]) -> int | None:
         """What the caching allocator reserves outside the graph pool while the engine's own
         decode graphs are built: ``graph_capture_state``'s buffers on the streams they are
         allocated on, with ``after_state`` (allocated after the state on the runner's stream:
-        the logits buffer) and ``capture_first`` (made by the first size's warm-up on the
-        capture stream: its cuBLAS workspace) sharing those streams' segments; None (the
+        the runner's input buffers and the logits buffer) and ``capture_first`` (made by the
+        first size's capture on the capture stream: its cuBLAS workspace, the generator's graph
+        state) sharing those
+        streams' segments; None (the
         default): each part's own segments added."""
         return None
 

@@ -41,11 +41,17 @@ from memprof.core.engines.sglang_dtype import (
     sglang_dtype_notes,
     sglang_served_dtype,
 )
+from memprof.core.engines.sglang_graph_inputs import (
+    graph_input_buffers,
+    inputs_words,
+    large_input_bytes,
+)
 from memprof.core.engines.sglang_graphs import (
     after_prefill,
     decode_capture_sizes,
     kept_logits,
     lm_head_stages,
+    stage_outputs_kept,
 )
 from memprof.core.engines.sglang_nsa import nsa_cell_block_bytes, nsa_notes, nsa_settings
 from memprof.core.engines.sglang_pool import pool_tensors
@@ -1086,6 +1092,18 @@ class SGLang(Engine):
         """The fp32 logits each release's decode capture keeps (``sglang_graphs.kept_logits``)."""
         return kept_logits(dep, sizes, vocab)
 
+    def graph_stage_outputs(self, dep: DeploymentView, sizes: list[int], hidden: int,
+                            act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str] | None:
+        """A stage before the last keeps each graph's hidden states and residual
+        (``sglang_graphs.stage_outputs_kept``)."""
+        return stage_outputs_kept(sizes, hidden, act_bytes)
+
+    def graph_input_buffers(self, dep: DeploymentView, max_bs: int, hidden: int,
+                            model_dtype: str) -> tuple[tuple[int, ...], str]:
+        """``CudaGraphRunner``'s input buffers (``sglang_graph_inputs``): the large ones."""
+        bufs = graph_input_buffers(dep.engine_version, max_bs, hidden, model_dtype, dep.pp)
+        return large_input_bytes(bufs), inputs_words(bufs)
+
     def graph_lm_head_stages(self, dep: DeploymentView, vocab: int, hidden: int, bs: int,
                              act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
         """The logits processor inside the decode capture (``sglang_graphs.lm_head_stages``)."""
@@ -1147,14 +1165,16 @@ class SGLang(Engine):
         return capture_state(dep, gpu, spec, sizes)
 
     def graph_capture_reserved(self, dep: DeploymentView, gpu: GPU, spec: Any, sizes: list[int],
-                               after_state: int, capture_first: int) -> int | None:
+                               after_state: tuple[int, ...],
+                               capture_first: tuple[int, ...]) -> int | None:
         """``sglang_attention.capture_buffers`` on their two streams (``reserved_on_streams``):
-        init_cuda_graph_state's buffers, then the logits buffer, on the runner's stream;
+        init_cuda_graph_state's buffers, then the runner's input buffers and the logits buffer
+        (``after_state``), on the runner's stream;
         FlashInfer's per-size decode wrappers and the warm-up's cuBLAS workspace on the capture
         stream."""
         current, per_size, _ = capture_buffers(dep, gpu, spec, sizes)
-        return reserved_on_streams((*current, after_state), per_size, len(sizes),
-                                   (capture_first,))
+        return reserved_on_streams((*current, *after_state), per_size, len(sizes),
+                                   capture_first)
 
     # --- flags and notes ----------------------------------------------------------------------
 

@@ -42,6 +42,10 @@ them): ``_get_logits`` makes ``torch.matmul(hidden_states, lm_head.weight.T)``, 
 ``movedim``/``reshape`` copy ``[bs, padded vocab]``, before the fp32 logits above are made from it
 (``lm_head_stages``; read in the 0.4.3, 0.5.1, 0.5.10 and 0.5.19 wheels).
 
+On a pipeline stage before the last no logits are made: each graph keeps its ``PPProxyTensors``
+output, the stage's hidden states and residual (``stage_outputs_kept``). The runner's input
+buffers, also made inside the window, are ``sglang_graph_inputs``.
+
 The attention backend's capture state, which the runner's construction also allocates
 (FlashInfer's index buffers and a decode wrapper with its own workspace per batch size, FA3's and
 TRT-LLM's page tables, Triton's split-KV logits), is ``sglang_attention.capture_state``, by the
@@ -287,6 +291,19 @@ def kept_logits(dep: DeploymentView, sizes: list[int],
         kept = tuple(b * vocab * 4 for b in sizes)
         return kept, 0, f"each graph's fp32 logits [bs, {vocab:,}] kept in the pool"
     return (), max(sizes) * vocab * 4, f"one fp32 logits buffer [{max(sizes)}, {vocab:,}]"
+
+
+def stage_outputs_kept(sizes: list[int], hidden: int,
+                       act_bytes: int) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """What each decode graph keeps on a pipeline stage that is not the last: its output is the
+    ``PPProxyTensors`` of the stage's last layer, hidden_states and residual [bs, hidden] in the
+    model dtype, made inside the capture and kept as ``output_buffers[bs]`` (sglang 0.4.10,
+    0.5.9 models/llama.py ``forward``: ``if not self.pp_group.is_last_rank: return
+    PPProxyTensors({"hidden_states": ..., "residual": ...})``; cuda_graph_runner.py ``capture``
+    keeps every ``run_once`` output), in every release: no logits are made there, neither the
+    fp32 logits kept per graph through 0.4.10 nor a copy into the buffer from 0.5.1."""
+    kept = tuple((b * hidden * act_bytes,) * 2 for b in sizes)
+    return kept, "each graph's hidden_states and residual [bs, hidden] kept in the pool (PP)"
 
 
 def lm_head_stages(dep: DeploymentView, vocab: int, hidden: int, bs: int,

@@ -1204,6 +1204,17 @@ def engine_graph_modes(ctx: TermContext) -> dict[str, list[int]]:
     return modes
 
 
+# What torch's CUDA generator allocates when a first CUDA graph registers with it: two int64 [1]
+# tensors, seed_extragraph_ and offset_extragraph_ (aten/src/ATen/cuda/CUDAGeneratorImpl.cpp
+# ``CUDAGeneratorState::register_graph``, called by CUDAGraph::capture_begin before the capture
+# begins: "Cannot register the state during capturing stage"; older releases make the same two
+# in CUDAGraph::capture_begin for every graph), on the current stream, in the ordinary pool, kept
+# while a graph is registered: two 512-B small blocks, one 2 MiB small segment on the capture
+# stream. Measured: reports/gpu/sglang-trace-graphs/sglang-trace-graphs-h200-inputs.json
+# (``side_stream_blocks``: two active blocks of 8 requested bytes in that segment, every case).
+GENERATOR_GRAPH_STATE: tuple[int, ...] = (8, 8)
+
+
 def _engine_graph_model(ctx: TermContext, sizes: list[int],
                         kept: tuple[tuple[int, ...], int, str]) -> GraphModel:
     """An engine's own decode graphs (SGLang's ``CudaGraphRunner``): one graph of the whole
@@ -1211,8 +1222,12 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
     of the engine's own to subtract from a budget (``estimate`` = ``actual``)::
 
         tensors = the pool after the largest size's decode live set, with the logits each graph
-                  keeps (``Engine.graph_kept_logits``), + a logits buffer allocated before the
-                  capture, + the capture stream's cuBLAS workspace, + the attention backend's
+                  keeps (``Engine.graph_kept_logits``; a pipeline stage before the last: its
+                  hidden states and residual, ``Engine.graph_stage_outputs``), + the runner's
+                  input buffers (``Engine.graph_input_buffers``) and a logits buffer allocated
+                  before the capture, + the capture stream's cuBLAS workspace and, for the
+                  process's first graph, torch's generator state (``GENERATOR_GRAPH_STATE``),
+                  + the attention backend's
                   capture state outside the pool (``Engine.graph_capture_state``), these three
                   in the segments their streams reserve (``Engine.graph_capture_reserved``:
                   the runner's stream and the capture stream share none); captured after
@@ -1226,13 +1241,20 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
 
     The smaller sizes' live sets reuse the largest one's free blocks (approximation, as
     ``graph_pool_tensor_bytes``)."""
-    in_pool, before, what = kept
+    logits_kept, before, what = kept
+    in_pool: tuple[tuple[int, ...], ...] = tuple((b,) for b in logits_kept)
+    if not is_last_stage(ctx):  # no logits made on this stage: its graphs keep their outputs
+        outputs = engine_of(ctx.dep).graph_stage_outputs(ctx.dep, sizes, ctx.spec.hidden_size,
+                                                         model_bytes(ctx))
+        if outputs is not None:
+            in_pool, stage_words = outputs
+            what = stage_words + (f"; {what}" if before else "")
     after = engine_of(ctx.dep).graph_after_earlier_capture(ctx.dep, ctx.gpu, ctx.spec)
     if after is not None:
         what = after[2] if after[0] else f"{after[2]}; {what}"
         before = 0 if after[0] else before
     if after is not None and after[1]:  # the live sets fit the earlier capture's freed blocks
-        tensors = sum(_segment_bytes(b) for b in in_pool)
+        tensors = sum(_segment_bytes(b) for graph in in_pool for b in graph)
     else:  # captured first, or on a stream of its own: torch's caching allocator hands a free
         # block only to an allocation on the stream it was made on (c10/cuda/
         # CUDACachingAllocator.cpp get_free_block: ``(*it)->stream != p.stream()`` -> no
@@ -1250,16 +1272,24 @@ def _engine_graph_model(ctx: TermContext, sizes: list[int],
         largest = sizes.index(max(sizes))
         tensors = (_pool_reserved_keeping(stages, in_pool, largest) if in_pool
                    else _pool_reserved(stages))
-    cublas = 0
+    first: tuple[int, ...] = ()
     if after is None or not after[1]:
         what += ", the capture stream's cuBLAS workspace"
-        cublas = cublas_workspace_bytes(ctx.gpu)
+        first = (cublas_workspace_bytes(ctx.gpu),)
+    if after is None:  # the process's first graph: the generator registers it on this stream
+        what += " and torch's CUDA generator's graph state (2 × int64 [1])"
+        first += GENERATOR_GRAPH_STATE
     engine = engine_of(ctx.dep)
     state = engine.graph_capture_state(ctx.dep, ctx.gpu, ctx.spec, sizes)
-    # the state, the logits buffer and the workspace in the segments each stream reserves
-    outside = engine.graph_capture_reserved(ctx.dep, ctx.gpu, ctx.spec, sizes, before, cublas)
+    inputs, input_words = engine.graph_input_buffers(ctx.dep, max(sizes), ctx.spec.hidden_size,
+                                                     ctx.model_dtype)
+    what += f", {input_words}" if input_words else ""
+    # the state, the input buffers, the logits buffer and the workspace in the segments each
+    # stream reserves
+    outside = engine.graph_capture_reserved(ctx.dep, ctx.gpu, ctx.spec, sizes,
+                                            (*inputs, before), first)
     if outside is None:
-        outside = (cublas + (_segment_bytes(before) if before else 0)
+        outside = (sum(_segment_bytes(b) for b in (*first, *inputs, before) if b)
                    + (state[0] if state else 0))
     pool = tensors
     tensors += outside
@@ -1280,25 +1310,27 @@ def _segment_bytes(nbytes: int) -> int:
 
 
 @lru_cache(maxsize=256)
-def _pool_reserved_keeping(stages: tuple[tuple[int, ...], ...], kept: tuple[int, ...],
-                           largest: int) -> int:
+def _pool_reserved_keeping(stages: tuple[tuple[int, ...], ...],
+                           kept: tuple[tuple[int, ...], ...], largest: int) -> int:
     """Reserved bytes of a private pool into which graphs are captured in turn, each keeping
-    one tensor (``kept``, in capture order): the graph at ``largest`` allocates and frees the
-    decode live sets ``stages`` and makes its kept tensor in the last of them; the others add
-    their kept tensor alone (their live sets fit the blocks the largest one freed).
+    its tensors (``kept``, per graph in capture order): the graph at ``largest`` allocates and
+    frees the decode live sets ``stages`` and makes its kept tensors in the last of them; the
+    others add their kept tensors alone (their live sets fit the blocks the largest one freed).
     ``memprof.alloc``'s replica of the caching allocator, one private pool on one stream."""
     from memprof.alloc.allocator import CachingAllocator
 
     alloc = CachingAllocator()
     alloc.begin_capture(1, stream=1)
-    for i, nbytes in enumerate(kept):
+    for i, graph in enumerate(kept):
         if i != largest:
-            alloc.malloc(nbytes, stream=1)
+            for nbytes in graph:
+                alloc.malloc(nbytes, stream=1)
             continue
         for j, stage in enumerate(stages):
             held = [alloc.malloc(b, stream=1) for b in stage]
             if j == len(stages) - 1:
-                alloc.malloc(nbytes, stream=1)
+                for nbytes in graph:
+                    alloc.malloc(nbytes, stream=1)
             for h in held:
                 alloc.free(h)
     alloc.end_capture()
