@@ -50,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memprof.core.components import TermContext
-from memprof.core.dtypes import dtype_bytes
+from memprof.core.engines.sglang_graph_inputs import InputBuffer
 from memprof.core.engines.sglang_graphs import (
     LM_HEAD_VOCAB_PADDING,
     SGLANG_GRAPH_LM_HEAD,
@@ -59,23 +59,9 @@ from memprof.core.engines.sglang_graphs import (
 from memprof.core.terms.common import is_last_stage
 from memprof.core.versions import value_at
 
-Shape = tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """One tensor the logits processor makes: what it is, its shape and dtype."""
-
-    what: str
-    shape: Shape
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        n = dtype_bytes(self.dtype)
-        for d in self.shape:
-            n *= d
-        return n
+# one tensor the logits processor makes, by name, shape and dtype: the record the runner's input
+# buffers are planned in (memprof/core/engines/sglang_graph_inputs.py)
+Planned = InputBuffer
 
 
 @dataclass(frozen=True, slots=True)
