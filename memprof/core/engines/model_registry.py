@@ -11,20 +11,27 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import Any
 
 from memprof.base.errors import BadInput
 from memprof.core.models.load import configs_dir
 
 
 @lru_cache(maxsize=4)
-def read_releases(name: str) -> dict[str, frozenset[str]]:
-    """``configs/<name>``'s releases as read, in its order (oldest first), each with its own
-    architectures; empty where the file is missing."""
+def _doc(name: str) -> dict[str, Any]:
+    """``configs/<name>`` parsed, once a process; empty where the file is missing."""
     path = configs_dir() / name
     if not path.is_file():
         return {}
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    return {r: frozenset(archs) for r, archs in doc["releases"].items()}
+    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return doc
+
+
+@lru_cache(maxsize=4)
+def read_releases(name: str) -> dict[str, frozenset[str]]:
+    """``configs/<name>``'s releases as read, in its order (oldest first), each with its own
+    architectures; empty where the file is missing."""
+    return {r: frozenset(archs) for r, archs in _doc(name).get("releases", {}).items()}
 
 
 @lru_cache(maxsize=4)
@@ -33,10 +40,7 @@ def table(name: str) -> dict[str, frozenset[str]]:
     the releases read that ``--engine-version`` models at it (the table's ``modelled_at``: an
     SGLang post release memprof does not list, which it cannot tell from its base once mapped).
     """
-    path = configs_dir() / name
-    if not path.is_file():
-        return {}
-    at: dict[str, str] = json.loads(path.read_text(encoding="utf-8")).get("modelled_at", {})
+    at: dict[str, str] = _doc(name).get("modelled_at", {})
     read = read_releases(name)
     merged = {r: set(archs) for r, archs in read.items() if r not in at}
     for r, base in at.items():
