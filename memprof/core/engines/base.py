@@ -478,9 +478,8 @@ class Engine:
         allocated on, with ``after_state`` (allocated after the state on the runner's stream:
         the runner's input buffers and the logits buffer) and ``capture_first`` (made by the
         first size's capture on the capture stream: its cuBLAS workspace, the generator's graph
-        state) sharing those
-        streams' segments; None (the
-        default): each part's own segments added."""
+        state) sharing those streams' segments; None (the default): each part's own segments
+        added."""
         return None
 
     def startup_budget_refusal(self, dep: DeploymentView, base: int, envelope: int,

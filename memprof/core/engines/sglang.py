@@ -1169,9 +1169,8 @@ class SGLang(Engine):
                                capture_first: tuple[int, ...]) -> int | None:
         """``sglang_attention.capture_buffers`` on their two streams (``reserved_on_streams``):
         init_cuda_graph_state's buffers, then the runner's input buffers and the logits buffer
-        (``after_state``), on the runner's stream;
-        FlashInfer's per-size decode wrappers and the warm-up's cuBLAS workspace on the capture
-        stream."""
+        (``after_state``), on the runner's stream; FlashInfer's per-size decode wrappers and the
+        warm-up's cuBLAS workspace on the capture stream."""
         current, per_size, _ = capture_buffers(dep, gpu, spec, sizes)
         return reserved_on_streams((*current, *after_state), per_size, len(sizes),
                                    capture_first)
